@@ -1,0 +1,84 @@
+"""Drift check: catalog, predicates, guards, tests and generated docs in step.
+
+Finds, as a list of human-readable problems:
+- docs/spec.md differs from `spec.catalog.render_markdown()` (stale docs);
+- an implemented ID with no predicate (and no reasoned `checked_by`), or no test;
+- a listed predicate that does not exist, or a registered predicate no entry lists;
+- a listed test file or test name that does not exist;
+- a guard protecting an ID that is not implemented, or an unknown ID;
+- a not-yet-implemented entry that claims predicates or tests.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from spec.catalog import CATALOG, IDS, Status, render_markdown
+from spec.guards import GUARDS
+
+from invariants import predicates
+
+__all__ = ["ROOT", "drift_problems"]
+
+#: The repository root (the folder holding spec/, invariants/, docs/, tests/).
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _registered() -> set[str]:
+    names = set()
+    for table in (predicates.STATE_PREDICATES, predicates.STEP_PREDICATES):
+        for preds in table.values():
+            names |= {f"invariants.predicates.{p.__name__}" for p in preds}
+    return names
+
+
+def _test_exists(root: Path, node: str) -> bool:
+    path, _, name = node.partition("::")
+    file = root / path
+    if not file.is_file():
+        return False
+    if not name:
+        return True
+    tree = ast.parse(file.read_text())
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return name.split("[")[0] in defined
+
+
+def drift_problems(root: Path = ROOT) -> list[str]:
+    """Every way catalog, code, tests and docs disagree; empty when in step."""
+    problems: list[str] = []
+    doc = root / "docs" / "spec.md"
+    if not doc.is_file() or doc.read_text() != render_markdown():
+        problems.append("docs/spec.md is stale: run `ortmem spec --write-docs`")
+    registered = _registered()
+    listed: set[str] = set()
+    for e in CATALOG:
+        listed |= set(e.predicates)
+        if e.status is Status.NOT_YET_IMPLEMENTED:
+            if e.predicates or e.tests:
+                problems.append(f"{e.id} is not yet implemented but lists predicates or tests")
+            continue
+        if not e.predicates and not e.checked_by:
+            problems.append(f"{e.id} has no predicate and no reasoned 'checked by' entry")
+        if not e.tests:
+            problems.append(f"{e.id} lists no test")
+        for p in e.predicates:
+            if p not in registered:
+                problems.append(f"{e.id} lists predicate {p}, which is not registered in invariants")
+        for t in e.tests:
+            if not _test_exists(root, t):
+                problems.append(f"{e.id} lists test {t}, which does not exist")
+    for p in sorted(registered - listed):
+        problems.append(f"predicate {p} is registered but no catalog entry lists it")
+    for table in (predicates.STATE_PREDICATES, predicates.STEP_PREDICATES):
+        for id in table:
+            if id not in IDS:
+                problems.append(f"predicates registered for unknown ID {id}")
+    implemented = {e.id for e in CATALOG if e.status is Status.IMPLEMENTED}
+    for g in GUARDS:
+        for id in g.ids:
+            if id not in implemented:
+                problems.append(f"guard {g.name} protects {id}, which is not implemented")
+    return problems

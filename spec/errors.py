@@ -1,0 +1,146 @@
+"""The governor's error vocabulary, shared by spec, refimpl and the checkers.
+
+Errors are grouped by who is at fault (trio style): the caller misused the API
+(`CallerError`), the governor's policy refused a request (`PolicyRefusal`), or
+the environment failed (`EnvironmentFault`). Every class subclasses the nearest
+builtin so generic handlers still work, and every message names the problem.
+
+`InvariantViolation` is deliberately *not* here: it lives in `invariants` and
+does not derive from `GovernorError`, so `except GovernorError` can never
+swallow a bug in the governor itself.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GovernorError",
+    "CallerError",
+    "InvalidBytes",
+    "InvalidArgument",
+    "UnknownAuthority",
+    "UnknownHolder",
+    "UnknownAllocation",
+    "UnknownAllowance",
+    "ForeignHolder",
+    "InvalidTransition",
+    "IdentityMismatch",
+    "TierMismatch",
+    "PolicyRefusal",
+    "CapacityDenied",
+    "AllowanceExceeded",
+    "EnvironmentFault",
+    "DeviceLost",
+    "ModelDataError",
+    "ExternalDataMalformed",
+    "ExternalDataMissing",
+    "ExternalDataOutOfRange",
+    "ExternalDataOverlap",
+    "ProviderUnavailable",
+]
+
+
+class GovernorError(Exception):
+    """Base of every error the governor raises on purpose."""
+
+
+# --- caller misuse -----------------------------------------------------------
+
+
+class CallerError(GovernorError):
+    """The caller asked for something the protocol does not allow."""
+
+
+class InvalidBytes(CallerError, ValueError):
+    """A byte count is zero, negative, not an int, or beyond the representable range."""
+
+
+class InvalidArgument(CallerError, ValueError):
+    """An argument other than a byte count is malformed (wrong type, empty name)."""
+
+
+class UnknownAuthority(CallerError, LookupError):
+    """No authority with this id is registered."""
+
+
+class UnknownHolder(CallerError, LookupError):
+    """No holder with this id is registered."""
+
+
+class UnknownAllocation(CallerError, LookupError):
+    """No allocation with this id was ever issued."""
+
+
+class UnknownAllowance(CallerError, LookupError):
+    """No allowance with this id was ever opened."""
+
+
+class ForeignHolder(CallerError, PermissionError):
+    """The caller is not the holder that owns this lease or allowance (I6)."""
+
+
+class InvalidTransition(CallerError, RuntimeError):
+    """The lifecycle table has no transition for (state, event): double release, stale id."""
+
+
+class IdentityMismatch(CallerError, ValueError):
+    """A pool was re-registered with a different identity (C1)."""
+
+
+class TierMismatch(CallerError, ValueError):
+    """The requested tier is not the tier of the authority's pool (C2)."""
+
+
+# --- policy refusal ----------------------------------------------------------
+
+
+class PolicyRefusal(GovernorError):
+    """The request was well-formed but the governor declined it; nothing changed."""
+
+
+class CapacityDenied(PolicyRefusal):
+    """Granting would push grants past the authority's limit (I2, lease rule G1)."""
+
+
+class AllowanceExceeded(PolicyRefusal):
+    """An allowance operation would exceed its limit or the authority's capacity (I4b)."""
+
+
+# --- environment -------------------------------------------------------------
+
+
+class EnvironmentFault(GovernorError):
+    """The device, driver or OS failed; not the caller's fault."""
+
+
+class DeviceLost(EnvironmentFault):
+    """The authority's device context is lost or terminated; new work is refused (C3)."""
+
+
+# --- model input errors (raised by refimpl/ort) ---
+
+
+class ModelDataError(CallerError, ValueError):
+    """A model's external-data entries do not describe bytes that exist (I8)."""
+
+
+class ExternalDataMalformed(ModelDataError):
+    """An external-data entry lacks a location, offset or length, or has a negative, non-integer or escaping one."""
+
+
+class ExternalDataMissing(ModelDataError):
+    """An external-data entry names a file that does not exist next to the model."""
+
+
+class ExternalDataOutOfRange(ModelDataError):
+    """An external-data range ends past the end of its file."""
+
+
+class ExternalDataOverlap(ModelDataError):
+    """Two external-data ranges in one file overlap, so their bytes would be counted twice."""
+
+
+# --- environment errors (raised by refimpl/ort) ---
+
+
+class ProviderUnavailable(EnvironmentFault, RuntimeError):
+    """The session does not run on the requested execution provider (ORT falls back to CPU silently)."""

@@ -1,0 +1,105 @@
+"""The guard registry: every check that an invariant depends on, by name.
+
+A guard is a single `if` in the spec's `step` or in refimpl's governor that
+refuses a harmful action. Each is registered here with the catalog IDs it
+protects, so negative controls can switch exactly one off and demand a
+counterexample (DESIGN-FACTS section 5, "Negative controls").
+
+Guards are switched off through an explicit `GuardSet` value passed to the
+spec (`step(..., guards=)`) or to `ProcessMemoryManager(guards=)`: no global
+state, no monkeypatching. Both layers implement every guard independently, so
+each guard yields two negative controls: in the spec (an invariant must catch
+it) and in refimpl (refinement or an invariant must catch it).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+__all__ = ["Guard", "GuardSet", "Layer", "GUARDS", "ALL_ON", "guard"]
+
+
+class Layer(enum.Enum):
+    SPEC = "spec"
+    REFIMPL = "refimpl"
+
+
+@attrs.frozen
+class Guard:
+    name: str
+    ids: tuple[str, ...]
+    description: str
+    #: What a switched-off guard lets through, as a counterexample would read.
+    harm: str
+
+
+GUARDS: tuple[Guard, ...] = (
+    Guard("single_authority_per_pool", ("C1",),
+          "registering a pool that already has an authority returns the existing one",
+          "two grantable ledgers over one physical pool"),
+    Guard("identity_check", ("C1",),
+          "re-registering a pool with a different tier or capacity is rejected",
+          "a mismatched identity is silently bound to the existing authority"),
+    Guard("alias_resolution", ("I1",),
+          "a reservation through an alias is charged to the canonical authority",
+          "the alias keeps its own ledger, so the same bytes are charged twice"),
+    Guard("tier_match", ("C2",),
+          "a reservation's tier must be its authority's tier",
+          "a lease claims a tier its pool does not have"),
+    Guard("commit_within_reservation", ("C2",),
+          "commit publishes at most the reserved bytes",
+          "a lease larger than the reservation that was granted"),
+    Guard("limit_check", ("I2",),
+          "a new reservation may not push used past the limit (lease rule G1)",
+          "grants exceed the limit without any recorded oversubscription"),
+    Guard("fresh_ids", ("I4a",),
+          "allocation ids are never reused",
+          "a new allocation takes the id of a released one"),
+    Guard("lifecycle_table", ("I4a",),
+          "allocation transitions follow the lifecycle table",
+          "a live lease is re-committed or a lost one released"),
+    Guard("allowance_bounds", ("I4b",),
+          "growth reservation and mapping stay within the allowance limit",
+          "mapped + reserved exceeds the allowance limit"),
+    Guard("allowance_capacity", ("I4b",),
+          "allowance limits on an authority sum to at most its capacity",
+          "allowances promise more than the pool holds"),
+    Guard("owner_only", ("I6",),
+          "only the holder that owns a lease may release or settle it",
+          "another party takes a holder's bytes"),
+)
+
+_NAMES = frozenset(g.name for g in GUARDS)
+
+
+@attrs.frozen
+class GuardSet:
+    """Which guards are switched off; the default switches none off."""
+
+    off: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+
+    def __attrs_post_init__(self) -> None:
+        unknown = self.off - _NAMES
+        if unknown:
+            raise ValueError(f"unknown guard(s): {sorted(unknown)}")
+
+    def on(self, name: str) -> bool:
+        """True iff guard `name` is active."""
+        return name not in self.off
+
+    @classmethod
+    def without(cls, *names: str) -> GuardSet:
+        return cls(frozenset(names))
+
+
+ALL_ON = GuardSet()
+
+
+def guard(name: str) -> Guard:
+    """The registered guard called `name`."""
+    for g in GUARDS:
+        if g.name == name:
+            return g
+    raise KeyError(name)

@@ -1,0 +1,88 @@
+"""Value vocabulary shared by every layer: tiers, roles, lifecycle states, limits.
+
+Enums only, plus the bound on byte counts. No behaviour lives here.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "MAX_BYTES",
+    "Tier",
+    "Role",
+    "AllocState",
+    "AllocEvent",
+    "ContextState",
+    "ContextEvent",
+    "Origin",
+]
+
+#: Largest byte count any operation accepts (int64, as ORT's size_t crosses a C ABI).
+MAX_BYTES = 2**63 - 1
+
+
+class _ShortRepr(enum.Enum):
+    # Readable counterexamples: `Tier.DEVICE`, not `<Tier.DEVICE: 'device'>`.
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+
+class Tier(_ShortRepr):
+    """Independently exhaustible capacity class of a pool."""
+
+    DEVICE = "device"
+    HOST = "host"
+    DISK = "disk"
+
+
+class Role(_ShortRepr):
+    """What a lease's bytes are for; reported in snapshots, never used for policy here."""
+
+    WEIGHTS = "weights"
+    KV = "kv"
+    STATE = "state"
+    PREFIX = "prefix"
+    ARENA = "arena"
+    STAGING = "staging"
+    KERNEL = "kernel"
+
+
+class AllocState(_ShortRepr):
+    """Lifecycle of one physical allocation (DESIGN-FACTS section 6, I4a)."""
+
+    PROVISIONAL = "provisional"  # reserved and charged, not yet backed
+    LIVE = "live"  # committed: a lease owned by exactly one holder
+    RELEASED = "released"  # terminal: fully refunded
+    QUARANTINED = "quarantined"  # terminal for the holder: residual stays charged
+    DEVICE_LOST = "device-lost"  # charge kept until termination is confirmed
+    CONTEXT_TERMINATED = "context-terminated"  # terminal: refunded exactly once
+
+
+class AllocEvent(_ShortRepr):
+    COMMIT = "commit"
+    CANCEL = "cancel"
+    RELEASE = "release"
+    QUARANTINE = "quarantine"
+    LOSE = "lose"
+    TERMINATE = "terminate"
+
+
+class ContextState(_ShortRepr):
+    """Device context behind an authority (C3)."""
+
+    ACTIVE = "active"
+    LOST = "lost"
+    TERMINATED = "terminated"
+
+
+class ContextEvent(_ShortRepr):
+    LOSE = "lose"
+    CONFIRM_TERMINATION = "confirm-termination"
+
+
+class Origin(_ShortRepr):
+    """How an allocation's charge entered the ledger (I2)."""
+
+    GRANTED = "granted"  # reserve -> commit: charged before the bytes existed
+    RECORDED = "recorded"  # record-committed: the bytes were already taken

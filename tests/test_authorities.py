@@ -1,0 +1,84 @@
+"""Authorities and aliases (C1, I1), record-committed oversubscription (I2), snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants.predicates import check_all
+from refimpl.governor import ProcessMemoryManager
+from spec.errors import CapacityDenied
+from spec.types import Role, Tier
+
+
+@pytest.fixture
+def pmm() -> ProcessMemoryManager:
+    return ProcessMemoryManager()
+
+
+def test_register_same_identity_returns_existing(pmm: ProcessMemoryManager) -> None:
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 1024)
+    before = pmm.abstract()
+    assert pmm.register_authority("gpu0", Tier.DEVICE, 1024) == a
+    assert pmm.abstract() == before
+
+
+def test_alias_adds_no_charge(pmm: ProcessMemoryManager) -> None:
+    a = pmm.register_authority("uma", Tier.DEVICE, 1024)
+    view = pmm.register_alias(a, "host-view")
+    h = pmm.register_holder("kv")
+    pmm.reserve(h, view, Tier.DEVICE, 600, Role.KV)
+    pmm.reserve(h, a, Tier.DEVICE, 400, Role.KV)
+    # One physical pool: both reservations land on the canonical ledger, and it is full.
+    assert pmm.snapshot(a).used == 1000
+    assert pmm.snapshot(view) == pmm.snapshot(a)
+    with pytest.raises(CapacityDenied, match="available"):
+        pmm.reserve(h, view, Tier.DEVICE, 25, Role.KV)
+    s = pmm.abstract()
+    assert s.authorities[view].used == 0 and s.authorities[view].alias_of == a
+    check_all(s)
+
+
+def test_alias_of_alias_resolves_to_canonical(pmm: ProcessMemoryManager) -> None:
+    a = pmm.register_authority("uma", Tier.DEVICE, 64)
+    v1 = pmm.register_alias(a, "v1")
+    v2 = pmm.register_alias(v1, "v2")
+    assert pmm.abstract().authorities[v2].alias_of == a
+    assert pmm.register_alias(v1, "v1") == v1
+
+
+def test_record_committed_reports_oversubscription(pmm: ProcessMemoryManager) -> None:
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    h = pmm.register_holder("weights")
+    pmm.reserve(h, a, Tier.DEVICE, 60, Role.WEIGHTS)
+    # The bytes were already taken: recording them may exceed the limit, and says so.
+    pmm.record_committed(h, a, Tier.DEVICE, 70, Role.ARENA)
+    snap = pmm.snapshot(a)
+    assert (snap.used, snap.available, snap.oversubscribed) == (130, 0, 30)
+    # Grants stay closed until use falls back under the limit (lease rule G1).
+    with pytest.raises(CapacityDenied):
+        pmm.reserve(h, a, Tier.DEVICE, 1, Role.KV)
+    check_all(pmm.abstract())
+
+
+def test_commit_refunds_unused_reservation(pmm: ProcessMemoryManager) -> None:
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    h = pmm.register_holder("arena")
+    x = pmm.reserve(h, a, Tier.DEVICE, 64, Role.ARENA)
+    pmm.commit(h, x, 48)
+    rec = pmm.abstract().allocations[x]
+    assert (rec.reserved, rec.nbytes, rec.charge, pmm.snapshot(a).used) == (64, 48, 48, 48)
+
+
+def test_allowance_transfer_moves_limits_not_charge(pmm: ProcessMemoryManager) -> None:
+    a = pmm.register_authority("uma", Tier.DEVICE, 100)
+    h1, h2 = pmm.register_holder("kv"), pmm.register_holder("weights")
+    pmm.reserve(h1, a, Tier.DEVICE, 30, Role.KV)
+    w1 = pmm.open_allowance(h1, a, 60)
+    w2 = pmm.open_allowance(h2, a, 40)
+    pmm.reserve_growth(h1, w1, 10)
+    pmm.map_allowance(h1, w1, 10)
+    pmm.transfer_allowance(h1, w1, w2, 50)
+    s = pmm.abstract()
+    assert (s.allowances[w1].limit, s.allowances[w2].limit) == (10, 90)
+    assert pmm.snapshot(a).used == 30 and pmm.snapshot(a).allowance_limits == 100
+    check_all(s)

@@ -1,0 +1,51 @@
+"""The stateful campaign as a test: refimpl refines spec, invariants after every step.
+
+Checks (a) check_all on every abstraction and check_step on accepted steps,
+(b) refinement: refimpl's step equals spec.machine.step on the previous
+abstraction, (c) a rejected action raises the spec's error type and leaves
+the whole abstraction unchanged. IDs: C1 C2 I1 I2 I4a I4b I6.
+"""
+
+from __future__ import annotations
+
+from hypothesis import settings
+
+from invariants import contracts
+from invariants.campaign import campaign_settings, run_campaign
+from invariants.machine import GovernorMachine, SpecAdapter
+from refimpl.adapter import RefimplAdapter
+
+
+class RefimplRefinesSpec(GovernorMachine):
+    adapter_factory = RefimplAdapter
+
+
+TestRefimplRefinesSpec = RefimplRefinesSpec.TestCase
+TestRefimplRefinesSpec.settings = settings(TestRefimplRefinesSpec.settings, deadline=None)
+
+
+class SpecAlone(GovernorMachine):
+    """The spec driven on its own: every reachable state satisfies the invariants."""
+
+    adapter_factory = SpecAdapter
+    check_refinement = False
+
+
+TestSpecInvariants = SpecAlone.TestCase
+
+
+def test_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
+    # The campaign is only evidence if it both succeeds often and rejects often.
+    with contracts.contracts(True):
+        stats = run_campaign(RefimplAdapter, campaign_settings(150, 30))
+    assert stats.examples >= 150
+    assert stats.accepted > 1000
+    for error in ("CapacityDenied", "ForeignHolder", "InvalidTransition", "InvalidBytes", "UnknownHolder",
+                  "IdentityMismatch", "TierMismatch", "DeviceLost", "AllowanceExceeded"):
+        assert stats.rejected.get(error, 0) > 0, f"campaign never produced {error}"
+
+
+def test_campaign_with_contracts_off_still_refines() -> None:
+    with contracts.contracts(False):
+        stats = run_campaign(RefimplAdapter, campaign_settings(100, 30))
+    assert stats.steps > 1000
