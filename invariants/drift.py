@@ -12,25 +12,33 @@ Finds, as a list of human-readable problems:
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 from spec.catalog import CATALOG, IDS, Status, render_markdown
 from spec.guards import GUARDS
 
-from invariants import predicates
+__all__ = ["ROOT", "PREDICATE_MODULES", "drift_problems"]
 
-__all__ = ["ROOT", "drift_problems"]
+#: Modules that register predicates, each with dicts ID -> predicates named
+#: STATE_PREDICATES, STEP_PREDICATES and (for temporal properties) TRACE_PREDICATES.
+PREDICATE_MODULES = ("invariants.predicates",)
+_TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES")
 
 #: The repository root (the folder holding spec/, invariants/, docs/, tests/).
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _tables() -> list[tuple[str, dict]]:
+    out = []
+    for name in PREDICATE_MODULES:
+        mod = importlib.import_module(name)
+        out += [(name, getattr(mod, t)) for t in _TABLES if hasattr(mod, t)]
+    return out
+
+
 def _registered() -> set[str]:
-    names = set()
-    for table in (predicates.STATE_PREDICATES, predicates.STEP_PREDICATES):
-        for preds in table.values():
-            names |= {f"invariants.predicates.{p.__name__}" for p in preds}
-    return names
+    return {f"{mod}.{p.__name__}" for mod, table in _tables() for preds in table.values() for p in preds}
 
 
 def _test_exists(root: Path, node: str) -> bool:
@@ -72,7 +80,7 @@ def drift_problems(root: Path = ROOT) -> list[str]:
                 problems.append(f"{e.id} lists test {t}, which does not exist")
     for p in sorted(registered - listed):
         problems.append(f"predicate {p} is registered but no catalog entry lists it")
-    for table in (predicates.STATE_PREDICATES, predicates.STEP_PREDICATES):
+    for _, table in _tables():
         for id in table:
             if id not in IDS:
                 problems.append(f"predicates registered for unknown ID {id}")

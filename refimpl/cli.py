@@ -30,10 +30,11 @@ def report_json(r: Report) -> dict[str, Any]:
         "profile": r.profile,
         "seconds": round(r.seconds, 3),
         "drift": list(r.drift),
-        "campaign": None if r.campaign is None else {
-            "examples": r.campaign.examples, "steps": r.campaign.steps, "accepted": r.campaign.accepted,
-            "rejected": r.campaign.rejected, "seconds": round(r.campaign.seconds, 3)},
-        "campaign_error": r.campaign_error,
+        "campaigns": {
+            name: {"examples": c.examples, "steps": c.steps, "accepted": c.accepted, "rejected": c.rejected,
+                   "seconds": round(c.seconds, 3)}
+            for name, c in r.campaigns.items()},
+        "campaign_errors": r.campaign_errors,
         "ids": [
             {
                 "id": i.id, "title": i.title, "status": i.status, "predicates": list(i.predicates),
@@ -51,8 +52,8 @@ def report_json(r: Report) -> dict[str, Any]:
 
 
 def _verify(args: argparse.Namespace, console: Console) -> int:
-    profile = PROFILES["quick" if args.quick else "thorough"]
-    console.print(f"ortmem verify: profile [bold]{profile.name}[/]")
+    profile = "quick" if args.quick else "thorough"
+    console.print(f"ortmem verify: profile [bold]{profile}[/]")
     with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
         tasks: dict[str, Any] = {}
@@ -73,11 +74,10 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
 def _print_report(r: Report, console: Console) -> None:
     for p in r.drift:
         console.print(f"[red]drift:[/] {p}")
-    if r.campaign_error:
-        console.print(f"[red]campaign violation:[/] {r.campaign_error}")
-    elif r.campaign:
-        c = r.campaign
-        console.print(f"campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
+    for name, err in r.campaign_errors.items():
+        console.print(f"[red]{name} campaign violation:[/] {err}")
+    for name, c in r.campaigns.items():
+        console.print(f"{name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
                       f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s")
     table = Table(title="ortmem verify: per-ID results")
     for col in ("ID", "title", "checks", "examples", "neg. controls", "status"):

@@ -1,10 +1,11 @@
 """`ortmem verify`: the main job, as phases that produce one per-ID report.
 
-Phases: drift (catalog, predicates, tests, docs in step), the stateful
-campaign (refimpl refines spec; invariants after every step; contracts on),
-and negative controls (each registered guard switched off, in the spec and
-in refimpl, must yield a counterexample to an ID it protects). The report
-is a plain value; rendering (table, JSON) lives in `refimpl.cli`.
+Phases: drift (catalog, predicates, tests, docs in step), one stateful
+campaign per checker (`refimpl.checkers.CHECKERS`: refimpl refines spec,
+invariants after every step, contracts on), and negative controls (each
+registered guard switched off, in the spec and in refimpl, must yield a
+counterexample to an ID it protects). The report is a plain value;
+rendering (table, JSON) lives in `refimpl.cli`.
 """
 
 from __future__ import annotations
@@ -15,31 +16,19 @@ from typing import Any
 
 import attrs
 
-from invariants import contracts
-from invariants.campaign import CampaignStats, ControlResult, campaign_settings, find_counterexample, run_campaign
+from invariants.campaign import CampaignStats, ControlResult
 from invariants.drift import drift_problems
 from invariants._violation import InvariantViolation
-from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
-from refimpl.adapter import RefimplAdapter
+from refimpl.checkers import CHECKERS, Budget, CheckerRun
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
-__all__ = ["Profile", "PROFILES", "Report", "IdReport", "verify"]
-
-
-@attrs.frozen
-class Profile:
-    name: str
-    campaign_examples: int
-    campaign_steps: int
-    control_examples: int
-    control_steps: int
-    shrink: bool  # shrink counterexamples to their shortest form (slower)
-
+__all__ = ["PROFILES", "Report", "IdReport", "verify"]
 
 PROFILES = {
-    "quick": Profile("quick", 600, 40, 400, 30, shrink=False),
-    "thorough": Profile("thorough", 4000, 60, 1500, 40, shrink=True),
+    "quick": Budget(campaign_examples=600, campaign_steps=40, control_examples=400, control_steps=30, shrink=False),
+    "thorough": Budget(campaign_examples=4000, campaign_steps=60, control_examples=1500, control_steps=40,
+                       shrink=True),
 }
 
 
@@ -63,8 +52,8 @@ class Report:
     ok: bool
     profile: str
     drift: tuple[str, ...]
-    campaign: CampaignStats | None
-    campaign_error: str | None
+    campaigns: dict[str, CampaignStats]
+    campaign_errors: dict[str, str]
     ids: tuple[IdReport, ...]
     seconds: float
 
@@ -76,49 +65,47 @@ def _noop(phase: str, done: int, total: int) -> None:
     return None
 
 
-def verify(profile: Profile, progress: Progress = _noop) -> Report:
+def verify(profile: str, progress: Progress = _noop) -> Report:
+    budget = PROFILES[profile]
     t0 = time.perf_counter()
     progress("drift", 0, 1)
     drift = tuple(drift_problems())
     progress("drift", 1, 1)
 
-    progress("campaign", 0, 1)
-    campaign: CampaignStats | None = None
-    campaign_error = None
-    try:
-        with contracts.contracts(True):
-            campaign = run_campaign(RefimplAdapter, campaign_settings(profile.campaign_examples,
-                                                                      profile.campaign_steps))
-    except InvariantViolation as e:
-        campaign_error = str(e)
-    progress("campaign", 1, 1)
+    runs: dict[str, CheckerRun] = {}
+    errors: dict[str, str] = {}
+    for i, (name, checker) in enumerate(CHECKERS.items()):
+        progress("campaigns", i, len(CHECKERS))
+        try:
+            runs[name] = checker.campaign(budget)
+        except InvariantViolation as e:
+            errors[name] = str(e)
+    progress("campaigns", len(CHECKERS), len(CHECKERS))
 
     controls: list[ControlResult] = []
     jobs = [(g, layer) for g in GUARDS for layer in Layer]
-    cfg = campaign_settings(profile.control_examples, profile.control_steps, shrink=profile.shrink)
     for i, (g, layer) in enumerate(jobs):
         progress("negative controls", i, len(jobs))
-        controls.append(find_counterexample(g, layer, cfg, RefimplAdapter))
+        controls.append(CHECKERS[g.model].control(g, layer, budget))
     progress("negative controls", len(jobs), len(jobs))
 
-    ids = tuple(_id_report(e, campaign, campaign_error is None, controls) for e in CATALOG)
-    ok = (not drift and campaign_error is None and all(c.found for c in controls)
+    ids = tuple(_id_report(e, runs, errors, controls) for e in CATALOG)
+    ok = (not drift and not errors and all(c.found for c in controls)
           and all(r.status != "partial" for r in ids))
-    return Report(ok, profile.name, drift, campaign, campaign_error, ids, time.perf_counter() - t0)
+    return Report(ok, profile, drift, {k: r.stats for k, r in runs.items()}, errors, ids,
+                  time.perf_counter() - t0)
 
 
-def _id_report(e: Any, campaign: CampaignStats | None, clean: bool, controls: list[ControlResult]) -> IdReport:
+def _id_report(e: Any, runs: dict[str, CheckerRun], errors: dict[str, str],
+               controls: list[ControlResult]) -> IdReport:
     mine = tuple(c for c in controls if e.id in c.ids)
     expected = len(e.guards) * len(Layer)
     if e.status is Status.NOT_YET_IMPLEMENTED:
         return IdReport(e.id, e.title, Status.NOT_YET_IMPLEMENTED.value, (), (), 0, 0, mine, expected,
                         e.scope, e.planned)
-    examples = campaign.examples if campaign else 0
-    # Predicate evaluations: state predicates after every step, step predicates after accepted ones.
-    checks = 0
-    if campaign:
-        checks = (len(STATE_PREDICATES.get(e.id, ())) * campaign.steps
-                  + len(STEP_PREDICATES.get(e.id, ())) * campaign.accepted)
-    verified = clean and examples > 0 and expected > 0 and sum(c.found for c in mine) == expected
+    owners = [r for r in runs.values() if r.checks.get(e.id)]
+    examples = sum(r.stats.examples for r in owners)
+    checks = sum(r.checks[e.id] for r in owners)
+    verified = (not errors and examples > 0 and expected > 0 and sum(c.found for c in mine) == expected)
     return IdReport(e.id, e.title, "verified" if verified else "partial", e.predicates, e.tests, examples,
                     checks, mine, expected, e.scope, e.planned)

@@ -33,6 +33,8 @@ class Guard:
     description: str
     #: What a switched-off guard lets through, as a counterexample would read.
     harm: str
+    #: The checker (see `refimpl.checkers.CHECKERS`) whose campaign hunts for the counterexample.
+    model: str = "ledger"
 
 
 GUARDS: tuple[Guard, ...] = (
