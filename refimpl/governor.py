@@ -29,6 +29,7 @@ from invariants.contracts import SWITCH as _SWITCH
 from invariants.predicates import check_local
 from invariants._violation import InvariantViolation
 from spec import actions as A
+from spec.arith import available, oversubscribed
 from spec.errors import (
     AllowanceExceeded,
     CapacityDenied,
@@ -444,8 +445,8 @@ class ProcessMemoryManager:
         with self._lock:
             a = self._canonical(authority)
             growth = sum(w.reserved for w in a.allowances.values())
-            return Snapshot(a.id, a.pool, a.limit, a.used, growth, max(0, a.limit - a.used - growth),
-                            max(0, a.used - a.limit), a.promised)
+            return Snapshot(a.id, a.pool, a.limit, a.used, growth, available(a.limit, a.used, growth),
+                            oversubscribed(a.used, a.limit), a.promised)
 
     def abstract(self) -> State:
         """The refinement mapping: this governor's state as a `spec.state.State`."""

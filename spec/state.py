@@ -12,6 +12,7 @@ from __future__ import annotations
 import attrs
 import immutables
 
+from spec.arith import available, oversubscribed
 from spec.errors import UnknownAuthority
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
@@ -109,7 +110,7 @@ def snapshot(state: State, authority: int) -> Snapshot:
         limit=a.limit,
         used=a.used,
         growth_reserved=growth,
-        available=max(0, a.limit - a.used - growth),
-        oversubscribed=max(0, a.used - a.limit),
+        available=available(a.limit, a.used, growth),
+        oversubscribed=oversubscribed(a.used, a.limit),
         allowance_limits=sum(w.limit for w in mine),
     )
