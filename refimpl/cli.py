@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--write-docs", action="store_true", help="regenerate docs/spec.md")
     args = parser.parse_args(argv)
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)  # logs and CI: wide enough for the per-ID table
     return {"verify": _verify, "spec": _spec}[args.command](args, console)
 
 
