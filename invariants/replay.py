@@ -6,7 +6,7 @@ in this order (the first failure ends the replay and names the smallest bad
 prefix, i.e. the 1-based line number):
 
   1. size: at most MAX_LINE_BYTES per line, MAX_EVENTS lines, MAX_SOURCES sources;
-  2. JSON: one object, no NaN/Infinity, integers of at most 20 digits;
+  2. JSON: one object, no NaN/Infinity, no duplicate keys, integers of at most 20 digits;
   3. envelope: exact keys, known contract revision, known kind, ids and payload
      keys exactly those of the kind, enums and outcome well formed;
   4. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
@@ -104,9 +104,17 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate key in {sorted(keys)}")
+    return dict(pairs)
+
+
 def _parse(raw: bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(raw.decode("utf-8"), parse_int=_int, parse_constant=_no_constant)
+        obj = json.loads(raw.decode("utf-8"), parse_int=_int, parse_constant=_no_constant,
+                         object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise _Bad("bad-json", f"not a JSON object: {e}") from None
     if type(obj) is not dict:

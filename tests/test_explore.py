@@ -102,3 +102,12 @@ def test_state_bound_is_reported() -> None:
 def test_invalid_initial_state_rejected_at_depth_zero() -> None:
     r = explore(_counter_model(-1), max_depth=3)
     assert r.violated == "TOY" and r.counterexample == () and r.transitions == 0
+
+
+def test_verify_explorer_phase_finds_every_spec_guard() -> None:
+    from refimpl.verify import GUARD_IDS, PROFILES, _explore, _noop
+
+    runs, controls = _explore(PROFILES["quick"], _noop)
+    assert runs["ledger"].complete and not runs["ledger"].found and runs["ledger"].states > 10_000
+    assert set(controls) == {g.name for g in LEDGER_GUARDS}
+    assert all(x.violated in GUARD_IDS[name] for name, x in controls.items())

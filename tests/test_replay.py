@@ -153,6 +153,8 @@ def _corruptions(lines: list[bytes]) -> dict[str, tuple[list[bytes], int, str]]:
                 "bad-json"),
         "huge-int": (lines[:4] + [lines[4].replace(b'"source_sequence":5', b'"source_sequence":' + b"9" * 40)]
                      + lines[5:], 5, "bad-json"),
+        "duplicate-key": (lines[:4] + [lines[4].replace(b'{"contract_revision"', b'{"kind":"x","contract_revision"', 1)]
+                          + lines[5:], 5, "bad-json"),
         "oversize": (lines[:4] + [b'{"x": "' + b"a" * MAX_LINE_BYTES + b'"}\n'] + lines[5:], 5, "oversize"),
     }
 
@@ -286,3 +288,41 @@ def test_invalid_event_rejected_by_schema(clean) -> None:
     ev["payload"]["tier"] = "gpu"
     with pytest.raises(jsonschema.ValidationError, match="gpu"):
         jsonschema.validate(ev, json.loads(SCHEMA.read_text()))
+
+
+def test_concurrent_trace_is_a_linearisation() -> None:
+    import threading
+
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    a = p.register_authority("gpu0", Tier.DEVICE, 64)
+    holders = [p.register_holder(f"t{i}") for i in range(4)]
+
+    def work(h: int) -> None:
+        for _ in range(200):
+            try:
+                r = p.reserve(h, a, Tier.DEVICE, 8, Role.KV)
+            except Exception:
+                continue
+            p.commit(h, r, 4)
+            p.release(h, r)
+
+    threads = [threading.Thread(target=work, args=(h,)) for h in holders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    r = R.replay_lines(buf.getvalue().encode().splitlines())
+    assert r.ok and r.events >= 4 * 200, r.describe()
+
+
+@pytest.mark.parametrize("module", ["invariants/replay.py", "invariants/trace_format.py",
+                                    "invariants/replay_predicates.py", "invariants/explore.py",
+                                    "invariants/ledger_scope.py"])
+def test_checker_is_independent_of_refimpl(module: str) -> None:
+    import ast
+
+    tree = ast.parse((SCHEMA.parent.parent / module).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.split(".")[0] == "refimpl" for m in imported), imported
