@@ -97,7 +97,8 @@ def _print_report(r: Report, console: Console) -> None:
     for name, x in r.explorations.items():
         verdict = f"[red]violation {x.violated}[/]" if x.found else "no violation"
         console.print(f"{name} explorer: {x.states} distinct states, depth {x.depth}"
-                      f"{' (complete)' if x.complete else ' (state bound hit)'}, {x.transitions} transitions, "
+                      f"{' (complete)' if x.complete else '' if x.found else ' (state bound hit)'}, "
+                      f"{x.transitions} transitions, "
                       f"{x.states_per_second:,.0f} states/s: {verdict}")
         if x.found:
             console.print(render_counterexample(x), markup=False)
@@ -190,13 +191,18 @@ def _explore(args: argparse.Namespace, console: Console) -> int:
                 (out / f"{g.name}.txt").write_text(golden_counterexample(g))
                 console.print(f"wrote {out / (g.name + '.txt')}")
         return 0
-    guards = GuardSet.without(*args.guard) if args.guard else GuardSet()
     for name in args.guard or ():
-        guard(name)
+        try:
+            guard(name)
+        except KeyError:
+            console.print(f"[red]no guard {name!r}; known: {', '.join(g.name for g in GUARDS)}[/]")
+            return 2
+    guards = GuardSet.without(*args.guard) if args.guard else GuardSet()
     r = explore(ledger_model(QUICK_SCOPE, guards), max_depth=args.depth, max_states=args.max_states)
     console.print(f"{r.states} distinct states, depth {r.depth}, {r.transitions} transitions, "
                   f"{r.rejected} refused, {r.seconds:.2f} s, {r.states_per_second:,.0f} states/s, "
-                  f"{'complete' if r.complete else 'state bound hit'}", soft_wrap=True)
+                  f"{'complete' if r.complete else 'stopped at the first violation' if r.found else 'state bound hit'}",
+                  soft_wrap=True)
     console.print(render_counterexample(r), markup=False, soft_wrap=True)
     return 1 if r.found else 0
 
@@ -225,8 +231,12 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
 def _replay(args: argparse.Namespace, console: Console) -> int:
     from invariants.replay import replay
 
-    with open(args.trace, "rb") as f:
-        r = replay(f)
+    try:
+        with open(args.trace, "rb") as f:
+            r = replay(f)
+    except OSError as e:
+        console.print(f"[red]cannot read {args.trace}: {e.strerror}[/]")
+        return 2
     console.print(r.describe(), markup=False, style="green" if r.ok else "red", soft_wrap=True)
     return 0 if r.ok else 1
 

@@ -163,7 +163,7 @@ CASES = sorted(_corruptions(_trace()))
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_corrupted_trace_rejected_with_smallest_bad_prefix(clean, case: str) -> None:
+def test_replay_rejects_corrupted_trace_with_smallest_bad_prefix(clean, case: str) -> None:
     lines, line, failure = _corruptions(clean)[case]
     r = R.replay_lines(lines)
     assert not r.ok and (r.failure, r.line) == (failure, line), r.describe()
@@ -179,20 +179,20 @@ def test_oversize_line_is_not_read_whole() -> None:
     assert stream.tell() <= MAX_LINE_BYTES + 2
 
 
-def test_too_many_sources_rejected() -> None:
+def test_replay_rejects_too_many_sources() -> None:
     lines = [json.dumps({"contract_revision": CONTRACT_REVISION, "source": f"s{i}", "source_sequence": 1,
                          "kind": "boundary", "ids": {}, "payload": {}}).encode() for i in range(R.MAX_SOURCES + 1)]
     r = R.replay_lines(lines)
     assert (r.failure, r.line) == ("too-many-sources", R.MAX_SOURCES + 1)
 
 
-def test_too_many_events_rejected(monkeypatch, clean) -> None:
+def test_replay_rejects_too_many_events(monkeypatch, clean) -> None:
     monkeypatch.setattr(R, "MAX_EVENTS", 10)
     r = R.replay_lines(clean)
     assert (r.failure, r.line) == ("too-many-events", 11)
 
 
-def test_leftover_reservation_rejected_unless_boundary() -> None:
+def test_replay_rejects_leftover_reservation_unless_boundary() -> None:
     buf = io.StringIO()
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     h, a = p.register_holder("w"), p.register_authority("gpu0", Tier.DEVICE, 64)
@@ -212,8 +212,9 @@ def test_empty_trace_replays_clean() -> None:
 
 
 def _ev(seq: int, kind: str, ids: dict[str, Any], observed: dict[str, dict[str, int]] | None = None,
-        **payload: Any) -> bytes:
-    payload.update(outcome="accepted", error=None, observed=observed or {"used": {}, "charges": {}})
+        error: str | None = None, **payload: Any) -> bytes:
+    payload.update(outcome="rejected" if error else "accepted", error=error,
+                   observed=observed or {"used": {}, "charges": {}})
     return json.dumps({"contract_revision": CONTRACT_REVISION, "source": "buggy", "source_sequence": seq,
                        "kind": kind, "ids": ids, "payload": payload}).encode()
 
@@ -243,6 +244,9 @@ BUGGY = {
     # Device loss refunds the lease at once, before termination is confirmed.
     "refund-before-termination": ([_ev(5, "lose_device", {"authority": 1}, {"used": {"1": 0}, "charges": {"1": 0}})],
                                   "I6"),
+    # A refused reservation that still moved the ledger (lease rule G4: a refusal changes nothing).
+    "refusal-with-side-effect": ([_ev(5, "reserve", {"holder": 1, "authority": 1}, {"used": {"1": 74}, "charges": {}},
+                                      "CapacityDenied", tier="device", nbytes=64, role="weights")], "G4"),
     # A grant past the limit.
     "grant-past-limit": ([_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2},
                               {"used": {"1": 110}, "charges": {"2": 100}}, tier="device", nbytes=100, role="weights")],
@@ -251,7 +255,7 @@ BUGGY = {
 
 
 @pytest.mark.parametrize("case", sorted(BUGGY))
-def test_buggy_governor_trace_rejected_naming_id(case: str) -> None:
+def test_replay_rejects_buggy_governor_trace_naming_id(case: str) -> None:
     tail, id = BUGGY[case][:2]
     lines = _setup() + tail
     r = R.replay_lines(lines)
@@ -282,7 +286,7 @@ def test_schema_file_is_generated_from_the_event_types() -> None:
     assert json.loads(SCHEMA.read_text()) == json_schema(), "run `ortmem trace --write-schema`"
 
 
-def test_invalid_event_rejected_by_schema(clean) -> None:
+def test_invalid_event_fails_the_schema(clean) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     ev = json.loads(clean[_first(clean, "reserve")])
     ev["payload"]["tier"] = "gpu"
@@ -326,3 +330,8 @@ def test_checker_is_independent_of_refimpl(module: str) -> None:
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.split(".")[0] == "refimpl" for m in imported), imported
+
+
+def test_cli_replay_rejects_missing_file(tmp_path, capsys) -> None:
+    assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "cannot read" in capsys.readouterr().out
