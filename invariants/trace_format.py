@@ -37,6 +37,7 @@ __all__ = [
     "KINDS",
     "ID_FIELDS",
     "CREATES",
+    "ENUMS",
     "MAX_LINE_BYTES",
     "MAX_EVENTS",
     "MAX_SOURCES",

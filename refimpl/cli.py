@@ -20,6 +20,7 @@ from invariants.drift import ROOT
 from invariants.explore import ExploreResult, render_counterexample
 from refimpl.verify import PROFILES, Report, verify
 from spec.catalog import CATALOG, Status, entry, render_markdown
+from spec.guards import guard
 
 __all__ = ["main", "report_json"]
 
@@ -53,6 +54,10 @@ def report_json(r: Report) -> dict[str, Any]:
                      "seconds": round(c.seconds, 3), "violated": c.violated,
                      "counterexample": list(c.counterexample), "message": c.message}
                     for c in i.negative_controls],
+                "explorer_controls": [
+                    {"name": name, "found": x.found, "steps": len(x.counterexample) if x.found else None,
+                     "states": x.states, "seconds": round(x.seconds, 4), "violated": x.violated}
+                    for name, x in r.explorer_controls.items() if i.id in guard(name).ids],
             }
             for i in r.ids
         ],
@@ -181,7 +186,7 @@ def _spec(args: argparse.Namespace, console: Console) -> int:
 def _explore(args: argparse.Namespace, console: Console) -> int:
     from invariants.explore import explore
     from invariants.ledger_scope import QUICK_SCOPE, golden_counterexample, ledger_model
-    from spec.guards import GUARDS, GuardSet, guard
+    from spec.guards import GUARDS, GuardSet
 
     if args.write_golden:
         out = ROOT / "tests" / "golden"

@@ -111,3 +111,15 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
     assert runs["ledger"].complete and not runs["ledger"].found and runs["ledger"].states > 10_000
     assert set(controls) == {g.name for g in LEDGER_GUARDS}
     assert all(x.violated in GUARD_IDS[name] for name, x in controls.items())
+
+
+def test_report_json_carries_explorer_figures() -> None:
+    from refimpl.cli import report_json
+    from refimpl.verify import PROFILES, Report, _explore, _noop
+
+    runs, controls = _explore(PROFILES["quick"], _noop)
+    j = report_json(Report(True, "quick", (), {}, {}, (), 0.0, runs, controls, None))
+    ledger = j["explorer"]["runs"]["ledger"]
+    assert ledger["states"] == runs["ledger"].states and ledger["depth"] == 7 and ledger["states_per_second"] > 0
+    assert all(c["found"] and c["steps"] == len(c["counterexample"]) for c in j["explorer"]["negative_controls"].values())
+    assert j["crosshair"] is None
