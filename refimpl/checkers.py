@@ -15,9 +15,11 @@ import attrs
 
 from invariants import contracts
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings, find_counterexample, run_campaign
+from invariants.explore import ExploreResult, explore
+from invariants.ledger_scope import CONTROL_SCOPE, QUICK_SCOPE, ledger_model
 from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
 from refimpl.adapter import RefimplAdapter
-from spec.guards import Guard, Layer
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["Budget", "Checker", "CheckerRun", "LedgerChecker", "CHECKERS"]
 
@@ -31,6 +33,10 @@ class Budget:
     control_examples: int
     control_steps: int
     shrink: bool
+    #: Bounded-exhaustive exploration (issue #6): depth with every guard on, and per negative control.
+    explore_depth: int = 7
+    explore_states: int = 200_000
+    control_depth: int = 8
 
 
 @attrs.frozen
@@ -48,6 +54,9 @@ class Checker(Protocol):
 
     def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
         """Switch `guard` off in `layer` and report whether a counterexample was found."""
+
+    # Optional (issue #6): `explore(guard, budget) -> ExploreResult`, bounded-exhaustive search
+    # of the checker's spec with `guard` switched off (None: every guard on).
 
 
 class LedgerChecker:
@@ -67,6 +76,14 @@ class LedgerChecker:
     def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
         cfg = campaign_settings(budget.control_examples, budget.control_steps, shrink=budget.shrink)
         return find_counterexample(guard, layer, cfg, RefimplAdapter)
+
+    def explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
+        """Breadth-first over the spec in a small scope; with `guard` off a counterexample is expected."""
+        if guard is None:
+            return explore(ledger_model(QUICK_SCOPE, ALL_ON), max_depth=budget.explore_depth,
+                           max_states=budget.explore_states)
+        return explore(ledger_model(CONTROL_SCOPE, GuardSet.without(guard.name)), max_depth=budget.control_depth,
+                       max_states=budget.explore_states)
 
 
 CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker()}

@@ -1,4 +1,4 @@
-"""The `ortmem` command: verify, spec.
+"""The `ortmem` command: verify, spec, explore, trace, replay.
 
 Rendering only: the work is in `refimpl.verify` and `spec.catalog`.
 """
@@ -17,8 +17,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from invariants.drift import ROOT
+from invariants.explore import ExploreResult, render_counterexample
 from refimpl.verify import PROFILES, Report, verify
 from spec.catalog import CATALOG, Status, entry, render_markdown
+from spec.guards import guard
 
 __all__ = ["main", "report_json"]
 
@@ -35,6 +37,13 @@ def report_json(r: Report) -> dict[str, Any]:
                    "seconds": round(c.seconds, 3)}
             for name, c in r.campaigns.items()},
         "campaign_errors": r.campaign_errors,
+        "explorer": {
+            "runs": {name: _explore_json(x) for name, x in r.explorations.items()},
+            "negative_controls": {name: _explore_json(x) for name, x in r.explorer_controls.items()},
+        },
+        "crosshair": None if r.crosshair is None else {
+            "ok": r.crosshair.ok, "skipped": r.crosshair.skipped, "confirmed": r.crosshair.confirmed,
+            "problems": list(r.crosshair.problems), "seconds": round(r.crosshair.seconds, 3)},
         "ids": [
             {
                 "id": i.id, "title": i.title, "status": i.status, "predicates": list(i.predicates),
@@ -45,10 +54,21 @@ def report_json(r: Report) -> dict[str, Any]:
                      "seconds": round(c.seconds, 3), "violated": c.violated,
                      "counterexample": list(c.counterexample), "message": c.message}
                     for c in i.negative_controls],
+                "explorer_controls": [
+                    {"name": name, "found": x.found, "steps": len(x.counterexample) if x.found else None,
+                     "states": x.states, "seconds": round(x.seconds, 4), "violated": x.violated}
+                    for name, x in r.explorer_controls.items() if i.id in guard(name).ids],
             }
             for i in r.ids
         ],
     }
+
+
+def _explore_json(x: ExploreResult) -> dict[str, Any]:
+    return {"states": x.states, "transitions": x.transitions, "rejected": x.rejected, "depth": x.depth,
+            "complete": x.complete, "seconds": round(x.seconds, 3), "states_per_second": round(x.states_per_second),
+            "found": x.found, "violated": x.violated, "steps": len(x.counterexample) if x.found else None,
+            "counterexample": [repr(a) for a in x.counterexample], "message": x.message}
 
 
 def _verify(args: argparse.Namespace, console: Console) -> int:
@@ -79,6 +99,30 @@ def _print_report(r: Report, console: Console) -> None:
     for name, c in r.campaigns.items():
         console.print(f"{name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
                       f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s")
+    for name, x in r.explorations.items():
+        verdict = f"[red]violation {x.violated}[/]" if x.found else "no violation"
+        console.print(f"{name} explorer: {x.states} distinct states, depth {x.depth}"
+                      f"{' (complete)' if x.complete else '' if x.found else ' (state bound hit)'}, "
+                      f"{x.transitions} transitions, "
+                      f"{x.states_per_second:,.0f} states/s: {verdict}")
+        if x.found:
+            console.print(render_counterexample(x), markup=False)
+    if r.explorer_controls:
+        found = sum(x.found for x in r.explorer_controls.values())
+        console.print(f"explorer negative controls: {found}/{len(r.explorer_controls)} guards yield a shortest "
+                      f"counterexample (max {max(len(x.counterexample) for x in r.explorer_controls.values())} steps)")
+        for name, x in r.explorer_controls.items():
+            if not x.found:
+                console.print(f"[red]explorer found nothing with {name} off[/]")
+    if r.crosshair is not None:
+        c = r.crosshair
+        if c.skipped:
+            console.print(f"[yellow]crosshair skipped:[/] {c.skipped}")
+        else:
+            console.print(f"crosshair: {c.confirmed} conditions confirmed over all paths in {c.seconds:.1f} s"
+                          + ("" if c.ok else " [red]FAILED[/]"))
+            for p in c.problems:
+                console.print(f"[red]crosshair:[/] {p}", markup=False)
     table = Table(title="ortmem verify: per-ID results")
     for col in ("ID", "title", "checks", "examples", "neg. controls", "status"):
         table.add_column(col)
@@ -139,6 +183,69 @@ def _spec(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _explore(args: argparse.Namespace, console: Console) -> int:
+    from invariants.explore import explore
+    from invariants.ledger_scope import QUICK_SCOPE, golden_counterexample, ledger_model
+    from spec.guards import GUARDS, GuardSet
+
+    if args.write_golden:
+        out = ROOT / "tests" / "golden"
+        out.mkdir(parents=True, exist_ok=True)
+        for g in GUARDS:
+            if g.model == "ledger":
+                (out / f"{g.name}.txt").write_text(golden_counterexample(g))
+                console.print(f"wrote {out / (g.name + '.txt')}")
+        return 0
+    for name in args.guard or ():
+        try:
+            guard(name)
+        except KeyError:
+            console.print(f"[red]no guard {name!r}; known: {', '.join(g.name for g in GUARDS)}[/]")
+            return 2
+    guards = GuardSet.without(*args.guard) if args.guard else GuardSet()
+    r = explore(ledger_model(QUICK_SCOPE, guards), max_depth=args.depth, max_states=args.max_states)
+    console.print(f"{r.states} distinct states, depth {r.depth}, {r.transitions} transitions, "
+                  f"{r.rejected} refused, {r.seconds:.2f} s, {r.states_per_second:,.0f} states/s, "
+                  f"{'complete' if r.complete else 'stopped at the first violation' if r.found else 'state bound hit'}",
+                  soft_wrap=True)
+    console.print(render_counterexample(r), markup=False, soft_wrap=True)
+    return 1 if r.found else 0
+
+
+def _trace(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.governor import ProcessMemoryManager
+    from refimpl.tracing import JsonlSink
+    from refimpl.workload import run_workload
+
+    if args.write_schema:
+        from invariants.trace_format import json_schema
+
+        path = ROOT / "docs" / "trace-schema.json"
+        path.write_text(json.dumps(json_schema(), indent=2) + "\n")
+        console.print(f"wrote {path}")
+        return 0
+    if not args.out:
+        console.print("[red]name the output file[/]")
+        return 2
+    with open(args.out, "w") as f:
+        run_workload(ProcessMemoryManager(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
+    console.print(f"wrote {args.out}")
+    return 0
+
+
+def _replay(args: argparse.Namespace, console: Console) -> int:
+    from invariants.replay import replay
+
+    try:
+        with open(args.trace, "rb") as f:
+            r = replay(f)
+    except OSError as e:
+        console.print(f"[red]cannot read {args.trace}: {e.strerror}[/]")
+        return 2
+    console.print(r.describe(), markup=False, style="green" if r.ok else "red", soft_wrap=True)
+    return 0 if r.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ortmem", description="Memory governance for ONNX Runtime: "
                                      "executable specification and reference implementation.")
@@ -149,11 +256,24 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("spec", help="list the catalog, or show one entry")
     s.add_argument("id", nargs="?", help="a catalog ID such as C1 or I8c")
     s.add_argument("--write-docs", action="store_true", help="regenerate docs/spec.md")
+    x = sub.add_parser("explore", help="bounded-exhaustive exploration of the ledger spec")
+    x.add_argument("--depth", type=int, default=7, help="maximum number of actions (default 7)")
+    x.add_argument("--max-states", type=int, default=1_000_000)
+    x.add_argument("--guard", action="append", help="switch this guard off (repeatable)")
+    x.add_argument("--write-golden", action="store_true", help="regenerate tests/golden/<guard>.txt")
+    t = sub.add_parser("trace", help="write a JSONL trace of a seeded synthetic refimpl workload")
+    t.add_argument("out", nargs="?", help="output file (JSONL)")
+    t.add_argument("--write-schema", action="store_true", help="regenerate docs/trace-schema.json")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--operations", type=int, default=300)
+    r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)")
+    r.add_argument("trace", help="the JSONL trace file")
     args = parser.parse_args(argv)
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # logs and CI: wide enough for the per-ID table
-    return {"verify": _verify, "spec": _spec}[args.command](args, console)
+    commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay}
+    return commands[args.command](args, console)
 
 
 if __name__ == "__main__":

@@ -112,7 +112,8 @@ def _text(s: object, what: str) -> str:
 class ProcessMemoryManager:
     """One per process: the authority for every governed pool (C1)."""
 
-    def __init__(self, guards: GuardSet = ALL_ON) -> None:
+    def __init__(self, guards: GuardSet = ALL_ON, trace: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """`trace`: a sink receiving one JSONL-ready event per operation (issue #6, `refimpl.tracing`)."""
         self._guards = guards
         self._lock = threading.Lock()
         self._auths: dict[int, _Auth] = {}
@@ -122,6 +123,10 @@ class ProcessMemoryManager:
         self._allocs: dict[int, _Alloc] = {}
         self._allows: dict[int, _Allow] = {}
         self._next_auth = self._next_holder = self._next_alloc = self._next_allow = 1
+        if trace is not None:
+            from refimpl.tracing import attach
+
+            attach(self, trace)
 
     # --- registration (C1, I1) -------------------------------------------
 

@@ -18,8 +18,10 @@ import attrs
 
 from invariants.campaign import CampaignStats, ControlResult
 from invariants.drift import drift_problems
+from invariants.explore import ExploreResult
 from invariants._violation import InvariantViolation
 from refimpl.checkers import CHECKERS, Budget, CheckerRun
+from refimpl.crosshair_check import CrosshairResult, run_crosshair
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
@@ -28,7 +30,7 @@ __all__ = ["PROFILES", "Report", "IdReport", "verify"]
 PROFILES = {
     "quick": Budget(campaign_examples=600, campaign_steps=40, control_examples=400, control_steps=30, shrink=False),
     "thorough": Budget(campaign_examples=4000, campaign_steps=60, control_examples=1500, control_steps=40,
-                       shrink=True),
+                       shrink=True, explore_depth=8, explore_states=1_000_000, control_depth=9),
 }
 
 
@@ -56,6 +58,10 @@ class Report:
     campaign_errors: dict[str, str]
     ids: tuple[IdReport, ...]
     seconds: float
+    #: Issue #6: exhaustive exploration per checker (every guard on), and per spec-layer guard.
+    explorations: dict[str, ExploreResult] = attrs.field(factory=dict)
+    explorer_controls: dict[str, ExploreResult] = attrs.field(factory=dict)
+    crosshair: CrosshairResult | None = None
 
 
 Progress = Callable[[str, int, int], None]
@@ -89,11 +95,39 @@ def verify(profile: str, progress: Progress = _noop) -> Report:
         controls.append(CHECKERS[g.model].control(g, layer, budget))
     progress("negative controls", len(jobs), len(jobs))
 
+    explorations, explorer_controls = _explore(budget, progress)
+    progress("crosshair", 0, 1)
+    crosshair = run_crosshair()
+    progress("crosshair", 1, 1)
+
     ids = tuple(_id_report(e, runs, errors, controls) for e in CATALOG)
     ok = (not drift and not errors and all(c.found for c in controls)
-          and all(r.status != "partial" for r in ids))
+          and all(r.status != "partial" for r in ids)
+          and not any(x.found for x in explorations.values())
+          and all(x.violated in GUARD_IDS[name] for name, x in explorer_controls.items())
+          and crosshair.ok)
     return Report(ok, profile, drift, {k: r.stats for k, r in runs.items()}, errors, ids,
-                  time.perf_counter() - t0)
+                  time.perf_counter() - t0, explorations, explorer_controls, crosshair)
+
+
+GUARD_IDS = {g.name: g.ids for g in GUARDS}
+
+
+def _explore(budget: Budget, progress: Progress) -> tuple[dict[str, ExploreResult], dict[str, ExploreResult]]:
+    """Exhaust each checker's scope with every guard on; then demand a counterexample per spec-layer guard."""
+    explorers = {name: c for name, c in CHECKERS.items() if hasattr(c, "explore")}
+    explorations: dict[str, ExploreResult] = {}
+    for i, (name, checker) in enumerate(explorers.items()):
+        progress("explorer", i, len(explorers))
+        explorations[name] = checker.explore(None, budget)  # type: ignore[attr-defined]
+    progress("explorer", len(explorers), len(explorers))
+    mine = [g for g in GUARDS if g.model in explorers]
+    controls: dict[str, ExploreResult] = {}
+    for i, g in enumerate(mine):
+        progress("explorer controls", i, len(mine))
+        controls[g.name] = explorers[g.model].explore(g, budget)  # type: ignore[attr-defined]
+    progress("explorer controls", len(mine), len(mine))
+    return explorations, controls
 
 
 def _id_report(e: Any, runs: dict[str, CheckerRun], errors: dict[str, str],

@@ -72,8 +72,9 @@ _LINKS: dict[str, dict[str, object]] = {
         scope="Aliases add no charge within one process. Delegated quota slices arrive with C10.",
     ),
     "I2": dict(
-        predicates=(_P + "state_I2", _P + "step_I2"),
-        tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_record_committed_reports_oversubscription"),
+        predicates=(_P + "state_I2", _P + "step_I2", "invariants.replay_predicates.step_I2_grant_charges"),
+        tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_record_committed_reports_oversubscription",
+               "tests/test_replay.py::test_replay_rejects_buggy_governor_trace_naming_id"),
     ),
     "I4a": dict(
         predicates=(_P + "state_I4a", _P + "step_I4a"),

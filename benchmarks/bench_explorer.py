@@ -1,0 +1,94 @@
+"""Verification power, measured: explorer speed, and time + steps to each negative control's counterexample.
+
+(a) Explorer states per second over the ledger's quick scope, per depth
+    (best of N rounds: these machines are shared and noisy).
+(b) For every registered guard, in the quick profile: the explorer's
+    shortest counterexample (steps, states, seconds), and the Hypothesis
+    negative controls in the spec and in refimpl (steps, seconds).
+(c) Replay speed: events per second of `ortmem replay` on a refimpl trace.
+
+Run:
+
+    python benchmarks/bench_explorer.py [--rounds 3] [--max-depth 8] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import time
+
+from invariants.explore import explore
+from invariants.ledger_scope import QUICK_SCOPE, ledger_model
+from invariants.replay import replay_lines
+from refimpl.checkers import CHECKERS
+from refimpl.governor import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
+from refimpl.verify import PROFILES
+from refimpl.workload import run_workload
+from spec.guards import GUARDS, Layer
+
+
+def bench_explorer(rounds: int, max_depth: int) -> list[dict]:
+    out = []
+    for depth in range(4, max_depth + 1):
+        best = min((explore(ledger_model(QUICK_SCOPE), max_depth=depth) for _ in range(rounds)),
+                   key=lambda r: r.seconds)
+        out.append({"depth": depth, "states": best.states, "transitions": best.transitions,
+                    "seconds": round(best.seconds, 3), "states_per_second": round(best.states_per_second)})
+        print(f"explorer depth {depth}: {best.states:>7} states {best.transitions:>8} transitions "
+              f"{best.seconds:7.3f} s  {best.states_per_second:>9,.0f} states/s")
+    return out
+
+
+def bench_controls() -> list[dict]:
+    budget = PROFILES["quick"]
+    out = []
+    print(f"\n{'guard':<28} {'explorer (steps, states, s)':<30} {'hypothesis spec (steps, s)':<28} "
+          "hypothesis refimpl (steps, s)")
+    for g in GUARDS:
+        checker = CHECKERS[g.model]
+        row: dict = {"guard": g.name, "ids": list(g.ids)}
+        if hasattr(checker, "explore"):
+            x = checker.explore(g, budget)
+            row["explorer"] = {"found": x.found, "steps": len(x.counterexample), "states": x.states,
+                               "seconds": round(x.seconds, 4)}
+        for layer in Layer:
+            c = checker.control(g, layer, budget)
+            row[layer.value] = {"found": c.found, "steps": c.steps, "seconds": round(c.seconds, 3)}
+        e = row.get("explorer", {})
+        print(f"{g.name:<28} {e.get('steps', '-')!s:>3} {e.get('states', '-')!s:>7} {e.get('seconds', 0):8.3f}      "
+              f"   {row['spec']['steps']!s:>4} {row['spec']['seconds']:8.2f}                "
+              f"   {row['refimpl']['steps']!s:>4} {row['refimpl']['seconds']:8.2f}")
+        out.append(row)
+    return out
+
+
+def bench_replay() -> dict:
+    buf = io.StringIO()
+    run_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0, operations=5000)
+    lines = [line.encode() for line in buf.getvalue().splitlines()]
+    t0 = time.perf_counter()
+    r = replay_lines(lines)
+    dt = time.perf_counter() - t0
+    assert r.ok, r.describe()
+    print(f"\nreplay: {len(lines)} events in {dt:.2f} s, {len(lines) / dt:,.0f} events/s")
+    return {"events": len(lines), "seconds": round(dt, 3), "events_per_second": round(len(lines) / dt)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-depth", type=int, default=8)
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args()
+    report = {"explorer": bench_explorer(args.rounds, args.max_depth), "controls": bench_controls(),
+              "replay": bench_replay()}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Bounded-exhaustive exploration: breadth-first over every action sequence in a scope.
+
+Generic over the model: a `Model` bundles an initial state, a step function
+(`step(state, action) -> next state`, raising one of `rejects` for a disabled
+action), an action enumerator (`actions(state)`: every action to try there,
+which is what bounds the scope) and the invariant checks (`check_state`,
+`check_step`, raising `InvariantViolation`). States must be hashable: they
+are deduplicated, so each distinct state is expanded once.
+
+Breadth-first order makes the first counterexample a shortest one; it is
+returned as the action list from the initial state. The ledger's scope lives
+in `invariants.ledger_scope`; other protocols plug in their own `Model`.
+
+Pure: no I/O, no threads. The clock is read only to report states per second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+import attrs
+
+from invariants._violation import InvariantViolation
+
+__all__ = ["Model", "ExploreResult", "explore", "render_counterexample"]
+
+
+@attrs.frozen
+class Model:
+    """Everything the explorer needs to know about one specification."""
+
+    name: str
+    initial: Hashable
+    step: Callable[[Any, Any], Any]
+    actions: Callable[[Any], Iterable[Any]]
+    check_state: Callable[[Any], None]
+    check_step: Callable[[Any, Any, Any], None]
+    #: Exceptions `step` raises for a disabled action (the state stays unchanged).
+    rejects: tuple[type[BaseException], ...] = ()
+
+
+@attrs.frozen
+class ExploreResult:
+    model: str
+    states: int  # distinct states reached (initial included)
+    transitions: int  # accepted steps tried (each checked)
+    rejected: int  # disabled actions tried
+    depth: int  # deepest level fully or partly expanded
+    complete: bool  # True iff every reachable state within max_depth was expanded
+    seconds: float
+    violated: str | None  # the ID of the first violation found, else None
+    message: str
+    counterexample: tuple[Any, ...]  # shortest action list reaching the violation
+
+    @property
+    def states_per_second(self) -> float:
+        return self.states / self.seconds if self.seconds > 0 else float(self.states)
+
+    @property
+    def found(self) -> bool:
+        return self.violated is not None
+
+
+def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> ExploreResult:
+    """Expand every state reachable in <= max_depth steps; stop at the first violation."""
+    t0 = time.perf_counter()
+    parent: dict[Hashable, tuple[Hashable, Any] | None] = {model.initial: None}
+    frontier: deque[tuple[Hashable, int]] = deque([(model.initial, 0)])
+    transitions = rejected = depth = 0
+    complete = True
+
+    def done(violated: str | None, message: str, path: tuple[Any, ...]) -> ExploreResult:
+        return ExploreResult(model.name, len(parent), transitions, rejected, depth, complete and violated is None,
+                             time.perf_counter() - t0, violated, message, path)
+
+    try:
+        model.check_state(model.initial)
+    except InvariantViolation as e:
+        return done(e.id, str(e), ())
+    while frontier:
+        state, d = frontier.popleft()
+        if d >= max_depth:
+            continue
+        depth = max(depth, d + 1)
+        for action in model.actions(state):
+            try:
+                nxt = model.step(state, action)
+            except model.rejects:
+                rejected += 1
+                continue
+            transitions += 1
+            try:
+                model.check_step(state, action, nxt)
+                if nxt not in parent:
+                    model.check_state(nxt)
+            except InvariantViolation as e:
+                return done(e.id, str(e), _path(parent, state) + (action,))
+            if nxt in parent:
+                continue
+            if len(parent) >= max_states:
+                complete = False
+                continue
+            parent[nxt] = (state, action)
+            frontier.append((nxt, d + 1))
+    return done(None, "no violation", ())
+
+
+def _path(parent: dict[Hashable, tuple[Hashable, Any] | None], state: Hashable) -> tuple[Any, ...]:
+    out: list[Any] = []
+    link = parent[state]
+    while link is not None:
+        state, action = link
+        out.append(action)
+        link = parent[state]
+    return tuple(reversed(out))
+
+
+def render_counterexample(r: ExploreResult) -> str:
+    """The counterexample as a numbered, readable action list with the violation at the end."""
+    lines = [f"{i + 1:>2}. {a!r}" for i, a in enumerate(r.counterexample)]
+    lines.append(f"=> {r.message}" if r.found else "=> no violation")
+    return "\n".join(lines) + "\n"

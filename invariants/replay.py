@@ -1,0 +1,305 @@
+"""`ortmem replay TRACE`: an independent checker of JSONL traces against the spec.
+
+Shares event types (`invariants.trace_format`) with the emitter, never its
+transition code: each event is replayed with `spec.machine.step`. Per line,
+in this order (the first failure ends the replay and names the smallest bad
+prefix, i.e. the 1-based line number):
+
+  1. size: at most MAX_LINE_BYTES per line, MAX_EVENTS lines, MAX_SOURCES sources;
+  2. JSON: one object, no NaN/Infinity, no duplicate keys, integers of at most 20 digits;
+  3. envelope: exact keys, known contract revision, known kind, ids and payload
+     keys exactly those of the kind, enums and outcome well formed;
+  4. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
+     a repeat a duplicate);
+  5. the one spec action the event records must be enabled exactly as the
+     trace says: accepted with the same issued id, or rejected with the same
+     error class. An accepted event the spec rejects as an unknown id means
+     the trace lost the event that issued it; other disagreements name the ID
+     whose guard the spec applied (`ERROR_IDS`), or "refinement";
+  6. the observed figures (`used`, charges) replace the spec's in the next
+     state; the observed-step predicates, every step predicate and every state
+     predicate must hold (a rejected event must observe no change: G4).
+
+At the end, provisional reservations and reserved allowance growth left
+over fail the trace, unless its last event is a declared `boundary`.
+Traces are untrusted: nothing is evaluated, only parsed and bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import IO, Any
+
+import attrs
+import immutables
+from attrs import evolve
+
+from invariants._violation import InvariantViolation
+from invariants.predicates import check_all, check_step
+from invariants.replay_predicates import check_observed_step
+from invariants.trace_format import (
+    BOUNDARY,
+    CREATES,
+    ENUMS,
+    ID_FIELDS,
+    KINDS,
+    MAX_EVENTS,
+    MAX_LINE_BYTES,
+    MAX_SOURCES,
+    MAX_TEXT,
+    REVISIONS,
+)
+from spec import errors as E
+from spec.machine import step as spec_step
+from spec.state import EMPTY, State
+from spec.types import AllocState
+
+__all__ = ["ReplayResult", "replay", "replay_lines", "ERROR_IDS", "FAILURE_KINDS"]
+
+_ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
+_OUTCOME = ("outcome", "error", "observed")
+_UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance)
+#: When a governor accepted what the spec refuses, the ID whose guard refused it.
+ERROR_IDS: dict[type, str] = {
+    E.IdentityMismatch: "C1", E.TierMismatch: "C2", E.InvalidBytes: "C2", E.CapacityDenied: "I2",
+    E.InvalidTransition: "I4a", E.AllowanceExceeded: "I4b", E.ForeignHolder: "I6", E.DeviceLost: "C3",
+}
+#: Every way a replay can fail (the `failure` field).
+FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", "malformed", "unknown-revision",
+                 "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover")
+_ERRORS = {name: getattr(E, name) for name in E.__all__}
+
+
+@attrs.frozen
+class ReplayResult:
+    ok: bool
+    events: int  # events replayed clean
+    line: int | None  # the smallest bad prefix: lines 1..line
+    failure: str | None  # one of FAILURE_KINDS
+    id: str | None  # the catalog ID a violation names
+    message: str
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"OK: {self.events} events replayed clean"
+        where = f"line {self.line}" if self.line else "end of trace"
+        named = f" [{self.id}]" if self.id else ""
+        return f"REJECTED at {where} ({self.failure}){named}: {self.message}"
+
+
+class _Bad(Exception):
+    def __init__(self, failure: str, message: str, id: str | None = None) -> None:
+        super().__init__(message)
+        self.failure, self.id = failure, id
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 20:
+        raise ValueError(f"integer with {len(text)} digits")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate key in {sorted(keys)}")
+    return dict(pairs)
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw.decode("utf-8"), parse_int=_int, parse_constant=_no_constant,
+                         object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise _Bad("bad-json", f"not a JSON object: {e}") from None
+    if type(obj) is not dict:
+        raise _Bad("bad-json", f"a line must hold one JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _scalar(v: Any, what: str) -> Any:
+    # Caller input may be ill-typed (the spec rejects it); it must still be a bounded JSON scalar.
+    if v is None or type(v) in (bool, int, float) or (type(v) is str and len(v) <= MAX_TEXT):
+        return v
+    raise _Bad("malformed", f"{what} must be a JSON scalar (strings up to {MAX_TEXT} characters)")
+
+
+def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The spec action the event records, and its outcome part of the payload."""
+    if sorted(ev) != sorted(_ENVELOPE):
+        raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
+    if type(ev["contract_revision"]) is not str or ev["contract_revision"] not in REVISIONS:
+        raise _Bad("unknown-revision", f"unknown contract revision {str(ev['contract_revision'])[:MAX_TEXT]!r}; "
+                                       f"this checker knows {sorted(REVISIONS)}")
+    kind = ev["kind"]
+    if type(kind) is not str or (kind not in KINDS and kind != BOUNDARY):
+        raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
+    ids, payload = ev["ids"], ev["payload"]
+    if type(ids) is not dict or type(payload) is not dict:
+        raise _Bad("malformed", "ids and payload must be objects")
+    if kind == BOUNDARY:
+        if ids or payload:
+            raise _Bad("malformed", "a boundary event carries no ids and no payload")
+        return None, {}
+    cls = KINDS[kind]
+    fields = [f.name for f in attrs.fields(cls)]
+    want_ids = {f for f in fields if f in ID_FIELDS}
+    outcome = {k: payload.get(k) for k in _OUTCOME}
+    accepted = outcome["outcome"] == "accepted"
+    if outcome["outcome"] not in ("accepted", "rejected"):
+        raise _Bad("malformed", f"payload.outcome must be 'accepted' or 'rejected', got {outcome['outcome']!r}")
+    if kind in CREATES and accepted:
+        want_ids |= {"result"}
+    if set(ids) != want_ids:
+        raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
+    want_payload = {f for f in fields if f not in ID_FIELDS} | set(_OUTCOME)
+    if set(payload) != want_payload:
+        raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
+    args = {}
+    for f in fields:
+        v = _scalar(ids[f] if f in ID_FIELDS else payload[f], f)
+        if f in ENUMS:
+            try:
+                v = ENUMS[f](v)
+            except ValueError:
+                raise _Bad("malformed", f"{f} {v!r} is not a {ENUMS[f].__name__}") from None
+        args[f] = v
+    if accepted and outcome["error"] is not None:
+        raise _Bad("malformed", "an accepted event carries no error")
+    if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):
+        raise _Bad("malformed", f"a rejected event must name a spec error class, got {outcome['error']!r}")
+    if accepted and kind in CREATES and type(ids["result"]) is not int:
+        raise _Bad("malformed", "ids.result must be an integer")
+    obs = outcome["observed"]
+    if type(obs) is not dict or set(obs) != {"used", "charges"} or not all(type(m) is dict for m in obs.values()):
+        raise _Bad("malformed", "payload.observed must be {'used': {...}, 'charges': {...}}")
+    observed = {}
+    for part, m in obs.items():
+        if len(m) > 4096:
+            raise _Bad("malformed", f"observed.{part} lists {len(m)} entries")
+        try:
+            observed[part] = {int(k): v for k, v in m.items()}
+        except ValueError:
+            raise _Bad("malformed", f"observed.{part} keys must be integer ids") from None
+        if not all(type(v) is int for v in observed[part].values()):
+            raise _Bad("malformed", f"observed.{part} values must be integers")
+    outcome["observed"] = observed
+    if accepted and kind in CREATES:
+        outcome["result"] = ids["result"]
+    return cls(**args), outcome
+
+
+def _observed_state(nxt: State, observed: dict[str, dict[int, int]]) -> State:
+    auths, allocs = nxt.authorities, nxt.allocations
+    for aid, used in observed["used"].items():
+        if aid not in auths:
+            raise _Bad("unknown-id", f"observed used of authority {aid}, which does not exist")
+        auths = auths.set(aid, evolve(auths[aid], used=used))
+    for rid, charge in observed["charges"].items():
+        if rid not in allocs:
+            raise _Bad("refinement", f"observed a charge of {charge} B on allocation {rid}, which the spec "
+                                     "no longer holds")
+        allocs = allocs.set(rid, evolve(allocs[rid], charge=charge))
+    return evolve(nxt, authorities=immutables.Map(auths), allocations=immutables.Map(allocs))
+
+
+def _apply(state: State, act: Any, outcome: dict[str, Any]) -> State:
+    try:
+        nxt, result = spec_step(state, act)
+        err = None
+    except E.GovernorError as e:
+        nxt, result, err = state, None, e
+    accepted = outcome["outcome"] == "accepted"
+    if accepted and err is not None:
+        if isinstance(err, _UNKNOWN):
+            raise _Bad("unknown-id", f"{act!r} was accepted but names an id never issued in this trace "
+                                     f"({err}): an event is missing")
+        raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: {err}",
+                   ERROR_IDS.get(type(err), "refinement"))
+    if not accepted and err is None:
+        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
+    if not accepted and type(err).__name__ != outcome["error"]:
+        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
+                                 f"{type(err).__name__}: {err}")
+    if accepted and "result" in outcome and outcome["result"] != result:
+        raise _Bad("refinement", f"{act!r} issued id {outcome['result']}, the spec issues {result}")
+    seen = _observed_state(nxt, outcome["observed"])
+    try:
+        if err is not None:
+            if seen != state:  # lease rule G4
+                raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
+        else:
+            check_observed_step(state, act, seen)
+            check_step(state, act, seen)
+        check_all(seen)
+    except InvariantViolation as e:
+        raise _Bad("violation", str(e), e.id) from None
+    return seen
+
+
+def _leftover(state: State) -> list[str]:
+    out = [f"allocation {r.id} still provisional ({r.nbytes} B reserved, never committed or cancelled)"
+           for r in state.allocations.values() if r.state is AllocState.PROVISIONAL]
+    out += [f"allowance {w.id} still reserves {w.reserved} B of growth"
+            for w in state.allowances.values() if w.reserved]
+    return out
+
+
+def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
+    """Replay raw lines (each with or without its newline); see the module docstring."""
+    state, last, events, line, at_boundary = EMPTY, {}, 0, 0, False
+    try:
+        for raw in lines:
+            line += 1
+            if line > MAX_EVENTS:
+                raise _Bad("too-many-events", f"more than {MAX_EVENTS} events")
+            if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES or (len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")):
+                raise _Bad("oversize", f"line longer than {MAX_LINE_BYTES} bytes")
+            ev = _parse(raw)
+            act, outcome = _decode(ev)
+            source, seq = ev["source"], ev["source_sequence"]
+            if type(source) is not str or not 0 < len(source) <= MAX_TEXT:
+                raise _Bad("malformed", "source must be a non-empty string")
+            if type(seq) is not int or seq < 1:
+                raise _Bad("malformed", "source_sequence must be a positive integer")
+            if source not in last and len(last) >= MAX_SOURCES:
+                raise _Bad("too-many-sources", f"more than {MAX_SOURCES} sources")
+            expected = last.get(source, 0) + 1
+            if seq > expected:
+                raise _Bad("sequence-gap", f"source {source!r}: sequence {seq} after {expected - 1}: "
+                                           f"{seq - expected} event(s) lost or reordered")
+            if seq < expected:
+                raise _Bad("duplicate-sequence", f"source {source!r}: sequence {seq} again after {expected - 1} "
+                                                 "(duplicate or reordered event)")
+            last[source] = seq
+            at_boundary = act is None
+            if act is not None:
+                state = _apply(state, act, outcome)
+            events += 1
+        if not at_boundary and _leftover(state):
+            line = 0
+            raise _Bad("leftover", "trace ended with active items and no declared boundary: "
+                       + "; ".join(_leftover(state)[:5]))
+    except _Bad as bad:
+        return ReplayResult(False, events, line or None, bad.failure, bad.id, str(bad))
+    return ReplayResult(True, events, None, None, None, "no violation")
+
+
+def _bounded_lines(stream: IO[bytes]) -> Iterable[bytes]:
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 2)
+        if not raw:
+            return
+        yield raw
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            return  # the caller rejects it; never read the rest of an unbounded line
+
+
+def replay(stream: IO[bytes]) -> ReplayResult:
+    """Replay a binary stream of JSONL events, reading at most one bounded line at a time."""
+    return replay_lines(_bounded_lines(stream))

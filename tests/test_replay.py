@@ -1,0 +1,337 @@
+"""Traces and the independent replay checker (`ortmem replay`).
+
+Refimpl traces (a seeded workload and the stateful campaign) replay clean;
+each failure class of the checker has a self-test naming the smallest bad
+prefix; hand-written traces of buggy governors are rejected naming the ID
+they break.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from invariants import replay as R
+from invariants.campaign import campaign_settings
+from invariants.machine import GovernorMachine
+from invariants.trace_format import CONTRACT_REVISION, KINDS, MAX_LINE_BYTES
+from refimpl.adapter import RefimplAdapter
+from refimpl.cli import main
+from refimpl.governor import ProcessMemoryManager
+from refimpl.tracing import JsonlSink, boundary
+from refimpl.workload import drain, run_workload
+from spec.types import Role, Tier
+
+SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "trace-schema.json"
+
+
+def _trace(seed: int = 0, operations: int = 300) -> list[bytes]:
+    buf = io.StringIO()
+    run_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=seed, operations=operations)
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def clean() -> list[bytes]:
+    return _trace()
+
+
+def _first(lines: list[bytes], kind: str, outcome: str = "accepted") -> int:
+    return next(i for i, l in enumerate(lines) if json.loads(l)["kind"] == kind
+                and json.loads(l)["payload"].get("outcome") == outcome)
+
+
+def _edit(line: bytes, fn) -> bytes:
+    ev = json.loads(line)
+    fn(ev)
+    return json.dumps(ev).encode() + b"\n"
+
+
+# --- refimpl traces replay clean -------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_workload_trace_replays_clean(seed: int) -> None:
+    lines = _trace(seed)
+    r = R.replay_lines(lines)
+    assert r.ok, r.describe()
+    assert r.events == len(lines) > 100
+
+
+def test_trace_covers_every_kind(clean) -> None:
+    kinds = {json.loads(l)["kind"] for l in clean}
+    # The workload uses all but transfer/close-on-mapped paths; these are the core ones.
+    assert {"register_holder", "register_authority", "register_alias", "reserve", "commit", "release",
+            "quarantine", "record_committed", "open_allowance", "cancel"} <= kinds
+
+
+class _TracedAdapter(RefimplAdapter):
+    traces: list[list[bytes]] = []
+
+    def __init__(self) -> None:
+        self.buf = io.StringIO()
+        self.pmm = ProcessMemoryManager(trace=JsonlSink(self.buf))
+        _TracedAdapter.traces.append(self)  # type: ignore[arg-type]
+
+
+class _TracedMachine(GovernorMachine):
+    adapter_factory = _TracedAdapter
+
+    def teardown(self) -> None:
+        super().teardown()
+        drain(self.gov.pmm)
+
+
+def test_campaign_traces_always_replay_clean() -> None:
+    _TracedAdapter.traces = []
+    run_state_machine_as_test(_TracedMachine, settings=campaign_settings(60, 30, shrink=False))
+    assert len(_TracedAdapter.traces) >= 50
+    for adapter in _TracedAdapter.traces:
+        lines = [l.encode() + b"\n" for l in adapter.buf.getvalue().splitlines()]  # type: ignore[attr-defined]
+        r = R.replay_lines(lines)
+        assert r.ok, r.describe()
+
+
+def test_trace_off_path_adds_no_wrapper() -> None:
+    p = ProcessMemoryManager()
+    assert "reserve" not in vars(p)
+    traced = ProcessMemoryManager(trace=lambda e: None)
+    assert "reserve" in vars(traced) and set(KINDS) <= set(vars(traced))
+
+
+def test_traced_events_match_the_schema(clean) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator = cls(schema)
+    for line in clean:
+        validator.validate(json.loads(line))
+
+
+def test_schema_names_every_kind() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    assert set(schema["properties"]["kind"]["enum"]) == set(KINDS) | {"boundary"}
+    assert schema["properties"]["contract_revision"]["enum"] == [CONTRACT_REVISION]
+
+
+# --- self-tests: each failure class, with the smallest bad prefix ------------
+
+
+def _drop(lines, i):
+    return lines[:i] + lines[i + 1:]
+
+
+def _corruptions(lines: list[bytes]) -> dict[str, tuple[list[bytes], int, str]]:
+    k = _first(lines, "commit")
+    bad_rev = _edit(lines[k], lambda e: e.update(contract_revision="ortmem-ledger/99"))
+    extra_key = _edit(lines[k], lambda e: e.update(extra=1))
+    bad_tier = _edit(lines[_first(lines, "reserve")], lambda e: e["payload"].update(tier="gpu"))
+    unknown_id = _edit(lines[k], lambda e: e["ids"].update(allocation=9999))
+    flipped = _edit(lines[k], lambda e: e["payload"].update(outcome="rejected", error="CapacityDenied"))
+    other_seq = _edit(lines[3], lambda e: e.update(source_sequence=3))
+    return {
+        # name: (trace, smallest bad prefix, failure)
+        "gap": (_drop(lines, 5), 6, "sequence-gap"),
+        "duplicate": (lines[:6] + [lines[5]] + lines[6:], 7, "duplicate-sequence"),
+        "reordered": (lines[:5] + [lines[6], lines[5]] + lines[7:], 6, "sequence-gap"),
+        "renumbered-duplicate": (lines[:3] + [other_seq] + lines[4:], 4, "duplicate-sequence"),
+        "unknown-revision": (lines[:k] + [bad_rev] + lines[k + 1:], k + 1, "unknown-revision"),
+        "malformed-envelope": (lines[:k] + [extra_key] + lines[k + 1:], k + 1, "malformed"),
+        "malformed-enum": (lines[:_first(lines, "reserve")] + [bad_tier] + lines[_first(lines, "reserve") + 1:],
+                           _first(lines, "reserve") + 1, "malformed"),
+        "unknown-id": (lines[:k] + [unknown_id] + lines[k + 1:], k + 1, "unknown-id"),
+        "refinement": (lines[:k] + [flipped] + lines[k + 1:], k + 1, "refinement"),
+        "bad-json": (lines[:4] + [lines[4][:20] + b"\n"] + lines[5:], 5, "bad-json"),
+        "not-an-object": (lines[:4] + [b"[1, 2]\n"] + lines[5:], 5, "bad-json"),
+        "nan": (lines[:4] + [lines[4].replace(b'"source_sequence":5', b'"source_sequence":NaN')] + lines[5:], 5,
+                "bad-json"),
+        "huge-int": (lines[:4] + [lines[4].replace(b'"source_sequence":5', b'"source_sequence":' + b"9" * 40)]
+                     + lines[5:], 5, "bad-json"),
+        "duplicate-key": (lines[:4] + [lines[4].replace(b'{"contract_revision"', b'{"kind":"x","contract_revision"', 1)]
+                          + lines[5:], 5, "bad-json"),
+        "oversize": (lines[:4] + [b'{"x": "' + b"a" * MAX_LINE_BYTES + b'"}\n'] + lines[5:], 5, "oversize"),
+    }
+
+
+CASES = sorted(_corruptions(_trace()))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_replay_rejects_corrupted_trace_with_smallest_bad_prefix(clean, case: str) -> None:
+    lines, line, failure = _corruptions(clean)[case]
+    r = R.replay_lines(lines)
+    assert not r.ok and (r.failure, r.line) == (failure, line), r.describe()
+    # The prefix before the bad line replays up to it.
+    assert r.events == line - 1
+    assert R.replay_lines(lines[:line - 1]).failure in (None, "leftover")
+
+
+def test_oversize_line_is_not_read_whole() -> None:
+    stream = io.BytesIO(b'{"a": "' + b"x" * (10 * MAX_LINE_BYTES) + b'"}\n')
+    r = R.replay(stream)
+    assert r.failure == "oversize" and r.line == 1
+    assert stream.tell() <= MAX_LINE_BYTES + 2
+
+
+def test_replay_rejects_too_many_sources() -> None:
+    lines = [json.dumps({"contract_revision": CONTRACT_REVISION, "source": f"s{i}", "source_sequence": 1,
+                         "kind": "boundary", "ids": {}, "payload": {}}).encode() for i in range(R.MAX_SOURCES + 1)]
+    r = R.replay_lines(lines)
+    assert (r.failure, r.line) == ("too-many-sources", R.MAX_SOURCES + 1)
+
+
+def test_replay_rejects_too_many_events(monkeypatch, clean) -> None:
+    monkeypatch.setattr(R, "MAX_EVENTS", 10)
+    r = R.replay_lines(clean)
+    assert (r.failure, r.line) == ("too-many-events", 11)
+
+
+def test_replay_rejects_leftover_reservation_unless_boundary() -> None:
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("w"), p.register_authority("gpu0", Tier.DEVICE, 64)
+    p.reserve(h, a, Tier.DEVICE, 8, Role.WEIGHTS)
+    lines = buf.getvalue().encode().splitlines()
+    r = R.replay_lines(lines)
+    assert not r.ok and r.failure == "leftover" and "allocation 1 still provisional" in r.message
+    boundary(p)
+    assert R.replay_lines(buf.getvalue().encode().splitlines()).ok
+
+
+def test_empty_trace_replays_clean() -> None:
+    assert R.replay_lines([]).ok
+
+
+# --- hand-written traces of buggy governors ----------------------------------
+
+
+def _ev(seq: int, kind: str, ids: dict[str, Any], observed: dict[str, dict[str, int]] | None = None,
+        error: str | None = None, **payload: Any) -> bytes:
+    payload.update(outcome="rejected" if error else "accepted", error=error,
+                   observed=observed or {"used": {}, "charges": {}})
+    return json.dumps({"contract_revision": CONTRACT_REVISION, "source": "buggy", "source_sequence": seq,
+                       "kind": kind, "ids": ids, "payload": payload}).encode()
+
+
+def _setup() -> list[bytes]:
+    return [
+        _ev(1, "register_holder", {"result": 1}, name="w"),
+        _ev(2, "register_authority", {"result": 1}, pool="gpu0", tier="device", capacity=64),
+        _ev(3, "reserve", {"holder": 1, "authority": 1, "result": 1}, {"used": {"1": 10}, "charges": {"1": 10}},
+            tier="device", nbytes=10, role="weights"),
+        _ev(4, "commit", {"holder": 1, "allocation": 1}, {"used": {"1": 10}, "charges": {"1": 10}}, nbytes=10),
+    ]
+
+
+BUGGY = {
+    # A release refunds the lease twice: the ledger drops 20 B for a 10 B lease.
+    "double-credit": ([_ev(5, "release", {"holder": 1, "allocation": 1}, {"used": {"1": -10}, "charges": {}})], "I1"),
+    # A release accepted twice for one lease: the lifecycle allows one.
+    "double-release": ([_ev(5, "release", {"holder": 1, "allocation": 1}, {"used": {"1": 0}, "charges": {}}),
+                        _ev(6, "release", {"holder": 1, "allocation": 1}, {"used": {"1": 0}, "charges": {}})], "I4a",
+                       6),
+    # A reservation granted without charging the ledger.
+    "grant-without-charge": ([_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2},
+                                  {"used": {"1": 10}, "charges": {"2": 0}}, tier="device", nbytes=4, role="weights"),
+                              _ev(6, "cancel", {"holder": 1, "allocation": 2}, {"used": {"1": 10}, "charges": {}})],
+                             "I2"),
+    # Device loss refunds the lease at once, before termination is confirmed.
+    "refund-before-termination": ([_ev(5, "lose_device", {"authority": 1}, {"used": {"1": 0}, "charges": {"1": 0}})],
+                                  "I6"),
+    # A refused reservation that still moved the ledger (lease rule G4: a refusal changes nothing).
+    "refusal-with-side-effect": ([_ev(5, "reserve", {"holder": 1, "authority": 1}, {"used": {"1": 74}, "charges": {}},
+                                      "CapacityDenied", tier="device", nbytes=64, role="weights")], "G4"),
+    # A grant past the limit.
+    "grant-past-limit": ([_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2},
+                              {"used": {"1": 110}, "charges": {"2": 100}}, tier="device", nbytes=100, role="weights")],
+                         "I2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BUGGY))
+def test_replay_rejects_buggy_governor_trace_naming_id(case: str) -> None:
+    tail, id = BUGGY[case][:2]
+    lines = _setup() + tail
+    r = R.replay_lines(lines)
+    assert not r.ok and r.failure == "violation" and r.id == id, r.describe()
+    assert r.line == (BUGGY[case][2] if len(BUGGY[case]) > 2 else 5)  # the first buggy event
+    assert R.replay_lines(_setup() + [_ev(5, "release", {"holder": 1, "allocation": 1},
+                                          {"used": {"1": 0}, "charges": {}})]).ok
+
+
+# --- the CLI ---------------------------------------------------------------
+
+
+def test_cli_replay_accepts_refimpl_trace_and_rejects_corrupted_copy(tmp_path, capsys) -> None:
+    good, bad = tmp_path / "t.jsonl", tmp_path / "bad.jsonl"
+    assert main(["trace", str(good), "--seed", "3"]) == 0
+    assert main(["replay", str(good)]) == 0
+    assert "replayed clean" in capsys.readouterr().out
+    lines = good.read_bytes().splitlines(keepends=True)
+    bad.write_bytes(b"".join(lines[:9] + lines[10:]))
+    assert main(["replay", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "line 10" in out and "sequence-gap" in out
+
+
+def test_schema_file_is_generated_from_the_event_types() -> None:
+    from invariants.trace_format import json_schema
+
+    assert json.loads(SCHEMA.read_text()) == json_schema(), "run `ortmem trace --write-schema`"
+
+
+def test_invalid_event_fails_the_schema(clean) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    ev = json.loads(clean[_first(clean, "reserve")])
+    ev["payload"]["tier"] = "gpu"
+    with pytest.raises(jsonschema.ValidationError, match="gpu"):
+        jsonschema.validate(ev, json.loads(SCHEMA.read_text()))
+
+
+def test_concurrent_trace_is_a_linearisation() -> None:
+    import threading
+
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    a = p.register_authority("gpu0", Tier.DEVICE, 64)
+    holders = [p.register_holder(f"t{i}") for i in range(4)]
+
+    def work(h: int) -> None:
+        for _ in range(200):
+            try:
+                r = p.reserve(h, a, Tier.DEVICE, 8, Role.KV)
+            except Exception:
+                continue
+            p.commit(h, r, 4)
+            p.release(h, r)
+
+    threads = [threading.Thread(target=work, args=(h,)) for h in holders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    r = R.replay_lines(buf.getvalue().encode().splitlines())
+    assert r.ok and r.events >= 4 * 200, r.describe()
+
+
+@pytest.mark.parametrize("module", ["invariants/replay.py", "invariants/trace_format.py",
+                                    "invariants/replay_predicates.py", "invariants/explore.py",
+                                    "invariants/ledger_scope.py"])
+def test_checker_is_independent_of_refimpl(module: str) -> None:
+    import ast
+
+    tree = ast.parse((SCHEMA.parent.parent / module).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.split(".")[0] == "refimpl" for m in imported), imported
+
+
+def test_cli_replay_rejects_missing_file(tmp_path, capsys) -> None:
+    assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "cannot read" in capsys.readouterr().out
