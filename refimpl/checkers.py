@@ -69,4 +69,7 @@ class LedgerChecker:
         return find_counterexample(guard, layer, cfg, RefimplAdapter)
 
 
-CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker()}
+from refimpl.admission_checker import AdmissionChecker  # noqa: E402  (issue #5)
+from refimpl.ort.checker import OrtChecker  # noqa: E402  (issue #5)
+
+CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker(), "admission": AdmissionChecker(), "ort": OrtChecker()}
