@@ -1,4 +1,4 @@
-"""The `ortmem` command: verify, spec.
+"""The `ortmem` command: verify, spec, demo.
 
 Rendering only: the work is in `refimpl.verify` and `spec.catalog`.
 """
@@ -149,9 +149,37 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("spec", help="list the catalog, or show one entry")
     s.add_argument("id", nargs="?", help="a catalog ID such as C1 or I8c")
     s.add_argument("--write-docs", action="store_true", help="regenerate docs/spec.md")
+    d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")
+    d.add_argument("--steps", type=int, default=48, help="decode steps (<= max context 64)")
+    d.add_argument("--plot", metavar="PATH", help="also write a PNG of both arms")
     args = parser.parse_args(argv)
     console = Console()
-    return {"verify": _verify, "spec": _spec}[args.command](args, console)
+    return {"verify": _verify, "spec": _spec, "demo": _demo}[args.command](args, console)
+
+
+def _demo(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.demo import plot, run_demo
+
+    if not 1 <= args.steps <= 64:
+        console.print("[red]--steps must be in 1..64[/]")
+        return 2
+    static, elastic, identical = run_demo(steps=args.steps)
+    table = Table(title="ortmem demo: charge per holder per step (bytes)")
+    for col in ("step", "static weights", "static cache", "static KV", "static stranded",
+                "elastic cache", "elastic KV", "elastic stranded", "reclaimed"):
+        table.add_column(col, justify="right")
+    for i, (a, b) in enumerate(zip(static.steps, elastic.steps), 1):
+        table.add_row(str(i), f"{a['weights']:,}", f"{a['cache']:,}", f"{a['kv']:,}", f"{a['stranded']:,}",
+                      f"{b['cache']:,}", f"{b['kv']:,}", f"{b['stranded']:,}", f"{b['released']:,}")
+    console.print(table)
+    console.print(f"stranded KV (byte-steps): static {static.stranded_byte_steps:,}, "
+                  f"elastic {elastic.stranded_byte_steps:,}; mean weight cache: static {static.mean_cache:,.0f} B, "
+                  f"elastic {elastic.mean_cache:,.0f} B")
+    console.print("outputs identical to the ungoverned run: " + ("[green]yes[/]" if identical else "[red]NO[/]"))
+    if args.plot:
+        plot(static, elastic, args.plot)
+        console.print(f"plot written to {args.plot}")
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

@@ -187,3 +187,12 @@ def test_cuda_session_really_on_cuda_or_skip(world) -> None:
     except ProviderUnavailable as e:
         pytest.skip(f"CUDA EP unavailable here: {e}")
     assert s.get_providers()[0] == "CUDAExecutionProvider"
+
+
+def test_demo_static_vs_elastic_identical_outputs() -> None:
+    from refimpl.demo import run_demo
+
+    static, elastic, identical = run_demo(steps=20)
+    assert identical
+    assert elastic.stranded_byte_steps < static.stranded_byte_steps
+    assert any(s["released"] for s in elastic.steps)  # growth took the reclaim path
