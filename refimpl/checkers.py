@@ -70,6 +70,6 @@ class LedgerChecker:
 
 
 from refimpl.admission_checker import AdmissionChecker  # noqa: E402  (issue #5)
-from refimpl.ort.checker import OrtChecker  # noqa: E402  (issue #5)
+from refimpl.lazy_checker import LazyChecker  # noqa: E402  (issue #5: ORT is an optional extra)
 
-CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker(), "admission": AdmissionChecker(), "ort": OrtChecker()}
+CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker(), "admission": AdmissionChecker(), "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker")}
