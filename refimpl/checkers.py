@@ -86,4 +86,7 @@ class LedgerChecker:
                        max_states=budget.explore_states)
 
 
-CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker()}
+from refimpl.admission_checker import AdmissionChecker  # noqa: E402  (issue #5)
+from refimpl.lazy_checker import LazyChecker  # noqa: E402  (issue #5: ORT is an optional extra)
+
+CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker(), "admission": AdmissionChecker(), "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker")}

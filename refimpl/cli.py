@@ -1,4 +1,4 @@
-"""The `ortmem` command: verify, spec, explore, trace, replay.
+"""The `ortmem` command: verify, spec, explore, trace, replay, demo.
 
 Rendering only: the work is in `refimpl.verify` and `spec.catalog`.
 """
@@ -268,12 +268,41 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--operations", type=int, default=300)
     r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)")
     r.add_argument("trace", help="the JSONL trace file")
+    d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")
+    d.add_argument("--steps", type=int, default=48, help="decode steps (<= max context 64)")
+    d.add_argument("--plot", metavar="PATH", help="also write a PNG of both arms")
     args = parser.parse_args(argv)
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # logs and CI: wide enough for the per-ID table
-    commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay}
+    commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay,
+                "demo": _demo}
     return commands[args.command](args, console)
+
+
+def _demo(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.demo import plot, run_demo
+
+    if not 1 <= args.steps <= 64:
+        console.print("[red]--steps must be in 1..64[/]")
+        return 2
+    static, elastic, identical = run_demo(steps=args.steps)
+    table = Table(title="ortmem demo: charge per holder per step (bytes)")
+    for col in ("step", "static weights", "static cache", "static KV", "static stranded",
+                "elastic cache", "elastic KV", "elastic stranded", "reclaimed"):
+        table.add_column(col, justify="right")
+    for i, (a, b) in enumerate(zip(static.steps, elastic.steps), 1):
+        table.add_row(str(i), f"{a['weights']:,}", f"{a['cache']:,}", f"{a['kv']:,}", f"{a['stranded']:,}",
+                      f"{b['cache']:,}", f"{b['kv']:,}", f"{b['stranded']:,}", f"{b['released']:,}")
+    console.print(table)
+    console.print(f"stranded KV (byte-steps): static {static.stranded_byte_steps:,}, "
+                  f"elastic {elastic.stranded_byte_steps:,}; mean weight cache: static {static.mean_cache:,.0f} B, "
+                  f"elastic {elastic.mean_cache:,.0f} B")
+    console.print("outputs identical to the ungoverned run: " + ("[green]yes[/]" if identical else "[red]NO[/]"))
+    if args.plot:
+        plot(static, elastic, args.plot)
+        console.print(f"plot written to {args.plot}")
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

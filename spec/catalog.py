@@ -55,6 +55,12 @@ class Entry:
 _P = "invariants.predicates."
 _STATEFUL = "tests/test_stateful.py::TestRefimplRefinesSpec"
 _CONTROLS = "tests/test_negative_controls.py::test_negative_control_finds_counterexample"
+_A5 = "invariants.session_predicates."
+_A5A = "invariants.admission_predicates."
+_ADM_MACHINE = "tests/test_admission.py::test_admission_models_refine_spec"
+_ADM_CONTROLS = "tests/test_admission.py::test_admission_negative_controls"
+_ORT_MACHINE = "tests/ort/test_ort_governed.py::test_real_ort_machine_refines_spec"
+_ORT_CONTROLS = "tests/ort/test_ort_governed.py::test_ort_negative_controls"
 
 _LINKS: dict[str, dict[str, object]] = {
     "C1": dict(
@@ -90,6 +96,52 @@ _LINKS: dict[str, dict[str, object]] = {
         scope=("Every charge decrease is the owning holder's action (or a confirmed termination). "
                "Pinned and in-flight victims arrive with the pressure protocol (issue #3)."),
     ),
+    # issue #5: admission over real sessions
+    "I3": dict(
+        predicates=(_A5 + "state_I3_sessions",),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_decline_reports_not_enforced"),
+        scope=("Declining a class of bytes and compatibility-mode sessions are reported as not enforced. "
+               "The EP capability record (#955) is not modelled."),
+    ),
+    "I8": dict(
+        predicates=(_A5 + "state_I8_sessions",),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_orphaned_blob_does_not_change_admission",
+               "tests/ort/test_ort_governed.py::test_invalid_external_data_admits_nothing"),
+        scope=("Host (CPU) sessions: referenced extents rounded to the OS page plus the calibrated transient "
+               "peak; KV growth charges old + new while copying. Device granularity awaits a GPU EP report."),
+    ),
+    "I8b": dict(
+        predicates=(_A5 + "state_I8b_sessions", _A5 + "step_I8b_sessions"),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_residency_is_sourced_and_not_charge"),
+        scope="Observed residency (RSS from /proc, profiler arena bytes) is a sourced field; charge never moves.",
+    ),
+    "I8c": dict(
+        predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions"),
+        tests=(_ADM_MACHINE, _ADM_CONTROLS, _ORT_MACHINE,
+               "tests/ort/test_ort_governed.py::test_elastic_path_reaches_max_context_through_reclaim"),
+        scope=("One request in the pure model; several requests over real sessions, each admitted with a "
+               "guaranteed path to max context that KV growth takes by reclaiming the weight cache."),
+    ),
+    "I12": dict(
+        predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency"),
+        tests=(_ADM_MACHINE, _ADM_CONTROLS, "tests/test_admission.py::test_kv_batcher_rejects_infeasible_advance"),
+    ),
+    "C7": dict(
+        predicates=(_A5 + "state_C7_sessions",),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/test_topology.py"),
+        scope=("CPU host authority from sysconf minus a reserve; host-mapped reads capped by the reported "
+               "capacity (unreported = 0); CUDA via NVML only where a GPU is present."),
+    ),
+    "C8": dict(
+        predicates=(_A5 + "state_C8_sessions", _A5 + "step_C8_sessions"),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_failed_lowering_keeps_old_limit"),
+        scope="Figures of the governed runtime; lowering through the weight cache (the only reclaimable holder).",
+    ),
+    "C9": dict(
+        predicates=(_A5 + "state_C9_sessions",),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_undeclared_state_is_rejected"),
+        scope="Loop-carried state inferred as past_X -> present_X pairs; bundle forms beyond dense KV are not modelled.",
+    ),
 }
 
 _PLANNED = {
@@ -97,20 +149,12 @@ _PLANNED = {
     "C4": "issue #4 (capacity transactions)",
     "C5": "issue #3 (pressure and arbitration)",
     "C6": "issue #4 (model views)",
-    "C7": "issue #5 (topology)",
-    "C8": "issue #5 (observability, limit lowering)",
-    "C9": "issue #5 (state declarations)",
     "C10": "a later issue (cooperative hierarchy across processes)",
-    "I3": "issue #5 (decline to manage)",
     "I5": "issue #4 (failure scope)",
     "I7": "issue #3 (non-blocking governance)",
-    "I8": "issue #5 (exact referenced bytes)",
-    "I8b": "issue #5 (charge is not residency)",
-    "I8c": "issue #5 (elastic reservations)",
     "I9": "issue #4 (mapping generations)",
     "I10": "issue #4 (state bundles)",
     "I11": "a later issue (honest enforcement scope)",
-    "I12": "issue #5 (completion-feasible admission)",
     "I13": "issue #3 (bounded aging)",
 }
 

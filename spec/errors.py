@@ -36,6 +36,11 @@ __all__ = [
     "ExternalDataOutOfRange",
     "ExternalDataOverlap",
     "ProviderUnavailable",
+    "UndeclaredState",
+    "HostMappedCapacityExceeded",
+    "BudgetBelowFloor",
+    "ContextExhausted",
+    "InfeasibleRequest",
 ]
 
 
@@ -144,3 +149,26 @@ class ExternalDataOverlap(ModelDataError):
 
 class ProviderUnavailable(EnvironmentFault, RuntimeError):
     """The session does not run on the requested execution provider (ORT falls back to CPU silently)."""
+
+
+# --- issue #5: admission over real sessions (I3, I8, I8c, I12, C7, C8, C9) ---
+
+
+class UndeclaredState(CallerError, ValueError):
+    """Managed mode was asked for a model whose loop-carried state is not all declared (C9)."""
+
+
+class HostMappedCapacityExceeded(PolicyRefusal):
+    """An execution would read more distinct host-mapped bytes than the topology reports (C7; unreported = 0)."""
+
+
+class BudgetBelowFloor(CallerError, ValueError):
+    """A budget or limit is below the floor the configuration needs (headroom, pinned bytes, one request's path)."""
+
+
+class ContextExhausted(PolicyRefusal):
+    """A request already holds its declared maximum context; it cannot grow further."""
+
+
+class InfeasibleRequest(PolicyRefusal):
+    """Admitting or advancing this request would leave no resident request able to finish (I12)."""

@@ -1,0 +1,231 @@
+"""Mutable admission schedulers: KV batcher (I12), co-residency scheduler (I12), elastic KV split (I8c).
+
+The implementations `spec.admission` specifies, written independently: mutable
+records, their own guard checks, and an `abstract()` refinement mapping back
+to the spec's frozen states. They share only vocabulary (errors, actions,
+arithmetic) with the spec, never its transition code. No ORT here; the
+real-session elastic path lives in `refimpl.ort.governed`.
+
+`ReclaimableHolder` is the holder-side pressure interface the elastic split
+drives: `reclaim(target) -> released`, zero legal, the holder picks its own
+unpinned victims (C5). XXX: wire it to issue #3's pressure protocol
+(`refimpl/pressure.py`) once that lands: the elastic growth path should post
+a holder-side ticket instead of calling `reclaim` directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import immutables
+
+from spec import admission as S
+from spec.arith import kv_bytes, kv_growth_peak
+from spec.errors import (
+    CapacityDenied,
+    ContextExhausted,
+    InfeasibleRequest,
+    InvalidArgument,
+    InvalidBytes,
+    InvalidTransition,
+    UnknownAllocation,
+)
+from spec.guards import ALL_ON, GuardSet
+
+__all__ = ["ReclaimableHolder", "KvBatcher", "CoResidencyScheduler", "ElasticSplit", "WeightCache"]
+
+
+class ReclaimableHolder(Protocol):
+    def reclaim(self, target: int) -> int:
+        """Release up to `target` bytes of own unpinned idle bytes; return what was released (>= 0)."""
+
+
+class KvBatcher:
+    """Continuous batching over one KV pool: advance only if the remaining need fits (I12)."""
+
+    def __init__(self, capacity: int, guards: GuardSet = ALL_ON) -> None:
+        self._abs0 = S.new_batch(capacity)
+        self.capacity, self.guards = capacity, guards
+        self._peak: dict[int, int] = {}
+        self._held: dict[int, int] = {}
+        self._state: dict[int, S.ReqState] = {}
+        self._total = 0
+        self._next = 1
+
+    def execute(self, a: Any) -> Any:
+        if isinstance(a, S.Submit):
+            return self.submit(a.peak)
+        if isinstance(a, S.Advance):
+            return self.advance(a.rid, a.n)
+        if isinstance(a, S.Finish):
+            return self.finish(a.rid)
+        raise InvalidArgument(f"not a batching action: {a!r}")
+
+    def submit(self, peak: int) -> int:
+        if type(peak) is not int or peak <= 0:
+            raise InvalidBytes(f"peak must be a positive int, got {peak!r}")
+        if peak > self.capacity:
+            raise CapacityDenied(f"peak {peak} > pool {self.capacity}")
+        rid, self._next = self._next, self._next + 1
+        self._peak[rid], self._held[rid], self._state[rid] = peak, 0, S.ReqState.WAITING
+        return rid
+
+    def _known(self, rid: object) -> int:
+        if type(rid) is not int or rid not in self._peak:
+            raise UnknownAllocation(f"request {rid!r} was never submitted")
+        return rid
+
+    def advance(self, rid: int, n: int) -> None:
+        if type(n) is not int or n <= 0:
+            raise InvalidBytes(f"n must be a positive int, got {n!r}")
+        rid = self._known(rid)
+        if self._state[rid] is S.ReqState.FINISHED:
+            raise InvalidTransition(f"request {rid} is finished")
+        need = self._peak[rid] - self._held[rid]
+        if n > need:
+            raise InvalidBytes(f"request {rid}: {n} entries exceeds its remaining {need}")
+        free = self.capacity - self._total
+        if n > free:
+            raise CapacityDenied(f"{n} entries asked, {free} free")
+        if need > free and self.guards.on("kv_admission_fits"):  # I12
+            raise InfeasibleRequest(f"request {rid} needs {need} more, only {free} free")
+        self._held[rid] += n
+        self._total += n
+        self._state[rid] = S.ReqState.RESIDENT
+
+    def finish(self, rid: int) -> None:
+        rid = self._known(rid)
+        if self._state[rid] is not S.ReqState.RESIDENT or self._held[rid] != self._peak[rid]:
+            raise InvalidTransition(f"request {rid} cannot finish yet")
+        self._total -= self._held[rid]
+        self._held[rid], self._state[rid] = 0, S.ReqState.FINISHED
+
+    def abstract(self) -> S.BatchState:
+        reqs = {r: S.BatchRequest(self._peak[r], self._held[r], self._state[r]) for r in self._peak}
+        return S.BatchState(self.capacity, immutables.Map(reqs), self._next)
+
+
+class CoResidencyScheduler:
+    """Models sharing one device: retire before evict, pinned stay resident (I12)."""
+
+    def __init__(self, capacity: int, models: dict[str, tuple[int, bool]], guards: GuardSet = ALL_ON) -> None:
+        S.new_coresidency(capacity, models)  # same configuration rules, checked once
+        self.capacity, self.guards = capacity, guards
+        self._rows = {n: [size, pinned, pinned, False, 0] for n, (size, pinned) in models.items()}
+        self._used = sum(size for size, p in models.values() if p)
+
+    def execute(self, a: Any) -> Any:
+        if not isinstance(a, (S.Want, S.Load, S.Evict, S.Serve)):
+            raise InvalidArgument(f"not a co-residency action: {a!r}")
+        if type(a.model) is not str or a.model not in self._rows:
+            raise InvalidArgument(f"no model {a.model!r}")
+        row = self._rows[a.model]
+        size, pinned, resident, served, work = row
+        if isinstance(a, S.Want):
+            row[4] += 1
+        elif isinstance(a, S.Load):
+            if resident or not work:
+                raise InvalidTransition(f"{a.model}: load needs a non-resident model with work")
+            if size > self.capacity - self._used:
+                raise CapacityDenied(f"{a.model}: {size} B asked, {self.capacity - self._used} B free")
+            row[2], row[3] = True, False
+            self._used += size
+        elif isinstance(a, S.Serve):
+            if not resident or not work:
+                raise InvalidTransition(f"{a.model}: serve needs a resident model with work")
+            row[4] -= 1
+            row[3] = True
+        else:
+            if not resident or pinned:
+                raise InvalidTransition(f"{a.model}: only a resident, unpinned model can be evicted")
+            if self.guards.on("retire_before_evict"):  # I12
+                free = self.capacity - self._used
+                if not served:
+                    raise InvalidTransition(f"{a.model} has not served since it was loaded")
+                if not any(not r[2] and r[4] and r[0] > free for r in self._rows.values()):
+                    raise InvalidTransition(f"no pending model needs {a.model}'s room")
+            row[2], row[3] = False, False
+            self._used -= size
+        return None
+
+    def abstract(self) -> S.CoState:
+        return S.CoState(self.capacity, immutables.Map(
+            {n: S.ResidentModel(r[0], r[1], r[2], r[3], r[4]) for n, r in self._rows.items()}))
+
+
+class WeightCache:
+    """Borrowed weight bytes in buckets; the holder picks its own victims (newest first)."""
+
+    def __init__(self, bucket: int) -> None:
+        self.bucket = bucket
+        self.buckets: list[int] = []
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.buckets)
+
+    def fill(self, nbytes: int) -> None:
+        while nbytes > 0:
+            b = min(self.bucket, nbytes)
+            self.buckets.append(b)
+            nbytes -= b
+
+    def reclaim(self, target: int) -> int:
+        released = 0
+        while self.buckets and released < target:
+            released += self.buckets.pop()
+        if released > target:  # a partial bucket is split, not over-released
+            self.buckets.append(released - target)
+            released = target
+        return released
+
+
+class ElasticSplit:
+    """One request's KV grows bucket by bucket from a floor; weights borrow the rest and yield it (I8c)."""
+
+    def __init__(self, budget: int, headroom: int, bytes_per_token: int, max_context: int, bucket: int,
+                 pinned: int, guards: GuardSet = ALL_ON) -> None:
+        S.new_elastic(budget, headroom, bytes_per_token, max_context, bucket, pinned)  # floor check
+        self.budget, self.headroom, self.bpt = budget, headroom, bytes_per_token
+        self.max_context, self.bucket, self.pinned, self.guards = max_context, bucket, pinned, guards
+        self.cache = WeightCache(bucket * bytes_per_token)
+        self.weights: ReclaimableHolder = self.cache
+        self.tokens = 0
+        self.kv_tokens = min(bucket, max_context)
+
+    def execute(self, a: Any) -> Any:
+        if isinstance(a, S.Prefetch):
+            before = self.cache.bytes
+            room = self.budget - self.pinned - kv_bytes(self.kv_tokens, self.bpt) - self.headroom - before
+            if room > 0:
+                self.cache.fill(room)
+            return self.cache.bytes - before
+        if isinstance(a, S.Retire):
+            self.tokens, self.kv_tokens = 0, min(self.bucket, self.max_context)
+            return None
+        if isinstance(a, S.Decode):
+            return self.decode()
+        raise InvalidArgument(f"not an elastic action: {a!r}")
+
+    def decode(self) -> int:
+        if self.tokens >= self.max_context:
+            raise ContextExhausted(f"request holds {self.tokens} = max context")
+        if self.tokens < self.kv_tokens:
+            self.tokens += 1
+            return 0
+        new = min(self.kv_tokens + self.bucket, self.max_context)
+        peak = kv_growth_peak(self.kv_tokens, new, self.bpt)
+        released = 0
+        if self.guards.on("elastic_guaranteed_path"):  # I8c
+            if self.pinned + peak + self.headroom > self.budget:
+                raise CapacityDenied(f"growth peak {peak} does not fit even with the cache reclaimed")
+            over = self.pinned + self.cache.bytes + peak + self.headroom - self.budget
+            if over > 0:
+                released = self.weights.reclaim(over)  # production reclaim path (pressure on weights)
+        self.tokens += 1
+        self.kv_tokens = new
+        return released
+
+    def abstract(self) -> S.ElasticState:
+        return S.ElasticState(self.budget, self.headroom, self.bpt, self.max_context, self.bucket, self.pinned,
+                              self.cache.bytes, self.tokens, self.kv_tokens)

@@ -1,0 +1,124 @@
+"""The "admission" checker: the pure I12 / I8c models, refimpl against spec, with negative controls.
+
+Three `Model`s (KV batching, co-residency, elastic split) driven by
+`invariants.model_machine`. The campaign splits its budget across them;
+a guard's control runs the model that guard lives in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from invariants.admission_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
+from invariants.campaign import CampaignStats, ControlResult, campaign_settings
+from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
+from invariants import contracts
+from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
+from spec import admission as S
+from spec.guards import Guard, Layer
+
+__all__ = ["BATCH", "CORESIDENCY", "ELASTIC", "MODELS", "AdmissionChecker"]
+
+
+def _rid(s: S.BatchState) -> Any:
+    known = sorted(s.requests.keys())
+    bad = st.sampled_from([0, -1, s.next_id, None])
+    return st.one_of(st.sampled_from(known), st.sampled_from(known), st.sampled_from(known), bad) if known else bad
+
+
+def _batch_actions(s: S.BatchState) -> Any:
+    return st.one_of(
+        st.builds(S.Submit, st.one_of(st.integers(1, s.capacity + 1), st.sampled_from([0, -3, True]))),
+        st.builds(S.Advance, _rid(s), st.one_of(st.integers(1, 4), st.integers(1, 4), st.sampled_from([0, -1]))),
+        st.builds(S.Advance, _rid(s), st.integers(1, 4)),
+        st.builds(S.Finish, _rid(s)),
+    )
+
+
+BATCH = Model(
+    name="kv_batch",
+    configs=st.sampled_from([6, 8, 12]),
+    init=S.new_batch,
+    step=S.step_batch,
+    impl=lambda c, g: KvBatcher(c, g),
+    actions=_batch_actions,
+    check_state=check_state,
+    check_step=check_transition,
+)
+
+_CO_CONFIGS = (
+    (10, (("a", 4, True), ("b", 5, False), ("c", 6, False), ("d", 3, False))),
+    (12, (("a", 3, True), ("b", 4, True), ("c", 5, False), ("d", 4, False), ("e", 2, False))),
+)
+
+
+def _co_actions(s: S.CoState) -> Any:
+    names = st.sampled_from(sorted(s.models.keys()) * 4 + ["zz"])
+    return st.one_of(st.builds(S.Want, names), st.builds(S.Load, names), st.builds(S.Serve, names),
+                     st.builds(S.Evict, names))
+
+
+CORESIDENCY = Model(
+    name="coresidency",
+    configs=st.sampled_from(_CO_CONFIGS),
+    init=lambda c: S.new_coresidency(c[0], {n: (size, p) for n, size, p in c[1]}),
+    step=S.step_coresidency,
+    impl=lambda c, g: CoResidencyScheduler(c[0], {n: (size, p) for n, size, p in c[1]}, g),
+    actions=_co_actions,
+    check_state=check_state,
+    check_step=check_transition,
+)
+
+# (budget extra over the floor, headroom, bytes/token, max context, bucket, pinned)
+_EL_CONFIGS = st.tuples(st.integers(0, 12), st.sampled_from([0, 2]), st.sampled_from([1, 3]),
+                        st.sampled_from([6, 8, 10]), st.sampled_from([2, 4]), st.sampled_from([0, 5]))
+
+
+def _el_args(c: tuple[int, ...]) -> tuple[int, ...]:
+    extra, headroom, bpt, max_ctx, bucket, pinned = c
+    last = -(-max_ctx // bucket) * bucket - bucket if max_ctx > bucket else 0
+    floor = pinned + (min(last, max_ctx) + max_ctx) * bpt + headroom
+    return floor + extra, headroom, bpt, max_ctx, bucket, pinned
+
+
+ELASTIC = Model(
+    name="elastic",
+    configs=_EL_CONFIGS,
+    init=lambda c: S.new_elastic(*_el_args(c)),
+    step=S.step_elastic,
+    impl=lambda c, g: ElasticSplit(*_el_args(c), guards=g),
+    actions=lambda s: st.sampled_from([S.Decode()] * 5 + [S.Prefetch(), S.Prefetch(), S.Retire()]),
+    check_state=check_state,
+    check_step=check_transition,
+)
+
+MODELS = {"kv_admission_fits": BATCH, "retire_before_evict": CORESIDENCY, "elastic_guaranteed_path": ELASTIC}
+
+
+class AdmissionChecker:
+    """KV batching and co-residency (I12), elastic KV split (I8c): pure models, refimpl vs spec."""
+
+    name = "admission"
+
+    def campaign(self, budget: Any) -> Any:
+        from refimpl.checkers import CheckerRun
+
+        n = max(1, budget.campaign_examples // 20)
+        cfg = campaign_settings(n, budget.campaign_steps)
+        runs = []
+        with contracts.contracts(True):
+            for m in (BATCH, CORESIDENCY, ELASTIC):
+                runs.append(run_model_campaign(m, cfg))
+        stats = CampaignStats(sum(r.examples for r in runs), sum(r.steps for r in runs),
+                              sum(r.accepted for r in runs),
+                              {k: sum(r.rejected.get(k, 0) for r in runs) for r in runs for k in r.rejected},
+                              sum(r.seconds for r in runs))
+        checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
+                  for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
+        return CheckerRun(stats, checks)
+
+    def control(self, guard: Guard, layer: Layer, budget: Any) -> ControlResult:
+        cfg = campaign_settings(max(1, budget.control_examples // 4), budget.control_steps, shrink=budget.shrink)
+        return find_model_counterexample(MODELS[guard.name], guard, layer, cfg)

@@ -1,0 +1,173 @@
+# The "ort" checker: a stateful machine over REAL ORT sessions.
+#
+# Loads built models (weights admitted by referenced bytes), opens requests,
+# runs decode steps through ORT with KV growing in buckets, applies pressure,
+# lowers limits, declines, observes residency, closes. After every step the
+# generic machine (invariants.model_machine) checks refinement against
+# `spec.sessions` and the session predicates; this adapter adds the check
+# that governance never changes results: each decode's output and KV equal
+# an ungoverned session's run on the same inputs, bit for bit.
+#
+# Owns: the model zoo for one process (built once, in a temporary folder) and
+# the ungoverned reference sessions. Must not touch: the runtime's ledger.
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from invariants import contracts
+from invariants._violation import InvariantViolation
+from invariants.campaign import ControlResult, campaign_settings
+from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
+from invariants.session_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
+from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.ort.session import make_session
+from refimpl.ort.zoo import build_zoo, reporter_facts
+from refimpl.topology import scaled_topology
+from spec import sessions as S
+from spec.guards import Guard, GuardSet, Layer
+from spec.types import Role
+
+__all__ = ["OrtWorld", "OrtAdapter", "OrtChecker", "MAX_CONTEXT", "BUCKET", "CAPACITY", "HEADROOM"]
+
+MAX_CONTEXT, BUCKET = 12, 4
+CAPACITY, HEADROOM, GRANULE = 512 * 1024, 4096, 4096
+LIMITS = (96 * 1024, 160 * 1024, 256 * 1024)
+HOST_MAPPED = (0, 32 * 1024)
+NAMES = ("a", "b", "c")
+
+
+class OrtWorld:
+    """The models, their reporter facts and ungoverned reference sessions, built once per process."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="ortmem-zoo-")
+        self.sources = build_zoo(self._dir.name)
+        self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET) for k, p in self.sources.items()}
+        self.reference = {k: make_session(p) for k, p in self.sources.items()}
+
+    def topology(self, host_mapped: int) -> S.Topology:
+        return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped)
+
+
+class OrtAdapter:
+    """GovernedRuntime plus the identical-output check against ungoverned sessions."""
+
+    def __init__(self, world: OrtWorld, config: tuple[int, int], guards: GuardSet) -> None:
+        limit, host_mapped = config
+        self.world = world
+        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards)
+        self.sources: dict[str, str] = {}  # loaded name -> source
+        self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def execute(self, a: Any) -> Any:
+        tokens = self.rt.kv.bundles[a.rid].tokens if isinstance(a, S.Decode) and a.rid in self.rt.kv.bundles else 0
+        result = self.rt.execute(a)
+        if isinstance(a, S.LoadModel):
+            self.sources[a.name] = a.source
+        elif isinstance(a, S.Open):
+            m = self.rt.models[a.model].measured
+            empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
+            self.past[result] = (empty, empty)
+        elif isinstance(a, S.Decode):
+            self._check_identical(a.rid, tokens)
+        elif isinstance(a, S.Close):
+            del self.past[a.rid]
+        return result
+
+    def _check_identical(self, rid: int, tokens: int) -> None:
+        model = self.rt.requests[rid][0]
+        m = self.rt.models[model].measured
+        x = decode_input(rid, tokens, m.heads * m.dh)
+        pk, pv = self.past[rid]
+        y, k, v = self.world.reference[self.sources[model]].run(None, {"x": x, "past_key": pk, "past_value": pv})
+        gk, gv = self.rt.kv.present(rid)
+        if not (np.array_equal(y, self.rt.last_output) and np.array_equal(k, gk) and np.array_equal(v, gv)):
+            raise InvariantViolation("identical-outputs", f"request {rid} step {tokens}: governed output differs "
+                                                          f"from the ungoverned run")
+        self.past[rid] = (k, v)
+
+    def abstract(self) -> S.SessionState:
+        return self.rt.abstract()
+
+    def close(self) -> None:
+        self.rt.close()
+
+
+def _actions(world: OrtWorld, s: S.SessionState) -> Any:
+    loaded = sorted(s.models.keys())
+    rids = sorted(s.requests.keys())
+    model = st.sampled_from(loaded * 3 + ["zz"]) if loaded else st.just("zz")
+    rid = st.sampled_from(rids * 4 + [0, s.next_request]) if rids else st.sampled_from([0, s.next_request])
+
+    def load(name: str, source: str, decl: str, host_mapped: bool) -> S.LoadModel:
+        f = world.facts[source]
+        declared = {"full": f.loop_carried, "none": None, "extra": f.loop_carried | {"sampler"},
+                    "partial": frozenset(sorted(f.loop_carried)[1:])}[decl]
+        return S.LoadModel(name, source, f, declared, host_mapped)
+
+    return st.one_of(
+        st.builds(load, st.sampled_from(NAMES + ("",)), st.sampled_from(sorted(world.sources)),
+                  st.sampled_from(("full",) * 4 + ("none", "extra", "partial")), st.sampled_from((False,) * 4 + (True,))),
+        st.builds(S.Open, model),
+        st.builds(S.Decode, rid), st.builds(S.Decode, rid), st.builds(S.Decode, rid),
+        st.builds(S.Close, rid),
+        st.just(S.Prefetch()),
+        st.builds(S.Pressure, st.sampled_from([1, 4096, 10**6, 0, -1])),
+        st.builds(S.Decline, st.sampled_from([Role.WEIGHTS, Role.KV, "weights"])),
+        st.builds(S.LowerLimit, st.sampled_from([s.limit - 4096, s.limit // 2, s.used + HEADROOM, HEADROOM - 1,
+                                                 max(HEADROOM, s.pinned + HEADROOM - 1), max(HEADROOM, s.pinned + HEADROOM - 1),
+                                                 CAPACITY + 1, s.limit + 8192, -1])),
+        st.builds(S.ObserveResidency, model, st.sampled_from([0, 100, 20000, -1]),
+                  st.sampled_from(["/proc/self/status VmRSS", "profiler mem_arena_held", ""])),
+    )
+
+
+def ort_model(world: OrtWorld) -> Model:
+    configs = st.tuples(st.sampled_from(LIMITS), st.sampled_from(HOST_MAPPED))
+    return Model(
+        name="ort_sessions",
+        configs=configs,
+        init=lambda c: S.new_sessions(world.topology(c[1]), c[0]),
+        step=S.step_sessions,
+        impl=lambda c, g: OrtAdapter(world, c, g),
+        actions=lambda s: _actions(world, s),
+        check_state=check_state,
+        check_step=check_transition,
+    )
+
+
+class OrtChecker:
+    """Real ORT sessions under the governor (I3 I8 I8b I8c C7 C8 C9), refimpl vs `spec.sessions`."""
+
+    name = "ort"
+
+    def __init__(self) -> None:
+        self._world: OrtWorld | None = None
+
+    @property
+    def world(self) -> OrtWorld:
+        if self._world is None:
+            self._world = OrtWorld()
+        return self._world
+
+    def campaign(self, budget: Any) -> Any:
+        from refimpl.checkers import CheckerRun
+
+        cfg = campaign_settings(max(1, budget.campaign_examples // 30), budget.campaign_steps)
+        with contracts.contracts(True):
+            stats = run_model_campaign(ort_model(self.world), cfg)
+        checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
+                  for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
+        return CheckerRun(stats, checks)
+
+    def control(self, guard: Guard, layer: Layer, budget: Any) -> ControlResult:
+        # Refimpl-layer searches drive real sessions: fewer examples, but not so few that a
+        # perturbation of generation order (e.g. import order) loses the counterexample.
+        n = budget.control_examples // (4 if layer is Layer.SPEC else 8)
+        cfg = campaign_settings(max(1, n), budget.control_steps, shrink=budget.shrink)
+        return find_model_counterexample(ort_model(self.world), guard, layer, cfg)

@@ -1,0 +1,91 @@
+"""The pure admission models (I12, I8c): refimpl refines spec, negative controls, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants.admission_predicates import check_state
+from invariants.campaign import campaign_settings
+from invariants.model_machine import find_model_counterexample, run_model_campaign
+from invariants import contracts
+from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
+from refimpl.admission_checker import BATCH, CORESIDENCY, ELASTIC, MODELS
+from spec import admission as S
+from spec.errors import BudgetBelowFloor, CapacityDenied, InfeasibleRequest, InvalidBytes, InvalidTransition
+from spec.guards import GUARDS, Layer
+
+
+@pytest.mark.parametrize("model", [BATCH, CORESIDENCY, ELASTIC], ids=lambda m: m.name)
+def test_admission_models_refine_spec(model) -> None:
+    with contracts.contracts(True):
+        stats = run_model_campaign(model, campaign_settings(40, 30))
+    assert stats.examples >= 40 and stats.accepted > 0
+
+
+@pytest.mark.parametrize("layer", list(Layer), ids=lambda l: l.value)
+@pytest.mark.parametrize("guard", [g for g in GUARDS if g.model == "admission"], ids=lambda g: g.name)
+def test_admission_negative_controls(guard, layer) -> None:
+    r = find_model_counterexample(MODELS[guard.name], guard, layer, campaign_settings(100, 30, shrink=False))
+    assert r.found, r.message
+    if layer is Layer.SPEC:
+        assert r.violated in guard.ids
+
+
+def test_kv_batcher_rejects_infeasible_advance() -> None:
+    b = KvBatcher(10)
+    r1, r2 = b.submit(8), b.submit(8)
+    b.advance(r1, 5)
+    before = b.abstract()
+    with pytest.raises(InfeasibleRequest, match="needs 8 more, only 5 free"):
+        b.advance(r2, 1)
+    assert b.abstract() == before
+    check_state(before)
+
+
+def test_kv_batcher_lets_the_resident_finish() -> None:
+    b = KvBatcher(10)
+    r1, r2 = b.submit(8), b.submit(8)
+    b.advance(r1, 5)
+    b.advance(r1, 3)
+    b.finish(r1)
+    b.advance(r2, 8)
+    assert b.abstract().requests[r1] == S.BatchRequest(8, 0, S.ReqState.FINISHED)
+
+
+@pytest.mark.parametrize("peak", [0, -1, True, 11])
+def test_kv_batcher_rejects_bad_peak(peak) -> None:
+    b = KvBatcher(10)
+    with pytest.raises((InvalidBytes, CapacityDenied), match="peak"):
+        b.submit(peak)
+    assert b.abstract() == S.new_batch(10)
+
+
+def test_coresidency_rejects_evict_before_service() -> None:
+    c = CoResidencyScheduler(10, {"a": (4, True), "b": (5, False), "c": (6, False)})
+    c.execute(S.Want("b"))
+    c.execute(S.Load("b"))
+    c.execute(S.Want("c"))
+    before = c.abstract()
+    with pytest.raises(InvalidTransition, match="has not served"):
+        c.execute(S.Evict("b"))
+    assert c.abstract() == before
+
+
+def test_invalid_coresidency_config_below_floor() -> None:
+    with pytest.raises(BudgetBelowFloor, match="pinned 6 \\+ largest unpinned 5"):
+        CoResidencyScheduler(10, {"a": (6, True), "b": (5, False)})
+
+
+def test_elastic_split_grows_to_max_context_by_reclaim() -> None:
+    e = ElasticSplit(budget=40, headroom=2, bytes_per_token=1, max_context=10, bucket=4, pinned=10)
+    assert e.execute(S.Prefetch()) == 40 - 10 - 4 - 2
+    released = sum(e.decode() for _ in range(10))
+    s = e.abstract()
+    assert s.tokens == s.kv_tokens == 10 and released > 0
+    assert s.used + s.headroom <= s.budget
+    check_state(s)
+
+
+def test_invalid_elastic_budget_below_floor() -> None:
+    with pytest.raises(BudgetBelowFloor, match="below the floor"):
+        ElasticSplit(budget=20, headroom=2, bytes_per_token=1, max_context=10, bucket=4, pinned=10)
