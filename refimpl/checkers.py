@@ -69,4 +69,6 @@ class LedgerChecker:
         return find_counterexample(guard, layer, cfg, RefimplAdapter)
 
 
-CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker()}
+from refimpl.pressure_checker import PressureChecker  # noqa: E402  (issue #3)
+
+CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker(), "pressure": PressureChecker()}
