@@ -52,6 +52,10 @@ from spec.types import MAX_BYTES
 
 __all__ = ["OwnedLock", "PressureGovernor", "Callback"]
 
+#: How many leading body arguments make up each action (the rest are private to the body).
+_ARITY = {P.Submit: 3, P.TryReserve: 3, P.Claim: 2, P.Release: 2, P.Cancel: 2, P.Timeout: 2, P.Reconfigure: 0,
+          P.SetUse: 4, P.Press: 4, P.Answer: 4, P.CancelPressure: 1, P.ExpirePressure: 2}
+
 _T = TicketState
 #: A holder's pressure callback: (governor, pressure id, target bytes, deadline) -> None.
 Callback = Callable[["PressureGovernor", int, int, int], None]
@@ -92,7 +96,7 @@ class _Tk:
         self.id, self.holder, self.nbytes, self.priority, self.generation = id, holder, nbytes, priority, generation
         self.state, self.age, self.grant = _T.PENDING, 0, None
         self.pinned = self.in_flight = False
-        self.event = threading.Event()
+        self.event: threading.Event | None = None  # made by the first waiter, under the lock
 
 
 class _Pr:
@@ -133,11 +137,15 @@ class PressureGovernor:
 
     # --- the checked, locked operation ----------------------------------------
 
-    def _run(self, action: Any, body: Callable[..., Any], *args: Any) -> Any:
+    def _run(self, kind: Any, body: Callable[..., Any], *args: Any) -> Any:
+        """Run `body(*args)` under the lock; with contracts on, check it as the action `kind(*args)`."""
         with self._lock:
-            self._drain()
+            if self._mailbox:
+                self._drain()
             on = _SWITCH.on
-            before = self._view() if on else None
+            if on:
+                action = kind(*args[:_ARITY[kind]]) if kind is not None else None
+                before = self._view()
             try:
                 result = body(*args)
             except GovernorError:
@@ -198,8 +206,9 @@ class PressureGovernor:
                 self._next_grant += 1
                 if g.on("charge_before_wake"):  # I7: charge first, wake after the lock is released
                     self._free -= t.nbytes
-                    self._wake.append(t.event)
-                else:
+                    if t.event is not None:
+                        self._wake.append(t.event)
+                elif t.event is not None:
                     t.event.set()  # negative control: woken now, charged only at claim
             elif t.age >= bound and g.on("aging"):  # I13: a matured misfit stops the round
                 break
@@ -213,7 +222,8 @@ class PressureGovernor:
         self._pending.pop(t.id, None)
         del self._tickets[t.id]
         self._free += credit
-        t.event.set()  # a retired ticket's waiter must not sleep on
+        if t.event is not None:
+            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on
         self._arbitrate()
         return credit
 
@@ -230,7 +240,7 @@ class PressureGovernor:
 
     def submit(self, holder: int, nbytes: int, priority: int = 0) -> int:
         """A pending ticket; arbitration may grant it at once. Never waits."""
-        return self._run(P.Submit(holder, nbytes, priority), self._submit, holder, nbytes, priority)
+        return self._run(P.Submit, self._submit, holder, nbytes, priority)
 
     def _submit(self, holder: int, nbytes: int, priority: int) -> int:
         h, n, pr = self._request(holder, nbytes, priority)
@@ -245,7 +255,7 @@ class PressureGovernor:
 
     def try_reserve(self, holder: int, nbytes: int, priority: int = 0) -> int:
         """The allocator path: a claimed lease now, or CapacityDenied now (I7)."""
-        return self._run(P.TryReserve(holder, nbytes, priority), self._try_reserve, holder, nbytes, priority)
+        return self._run(P.TryReserve, self._try_reserve, holder, nbytes, priority)
 
     def _try_reserve(self, holder: int, nbytes: int, priority: int) -> int:
         h, n, pr = self._request(holder, nbytes, priority)
@@ -263,7 +273,7 @@ class PressureGovernor:
 
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> claimed, once; disarms cancel and timeout. Returns the grant id."""
-        return self._run(P.Claim(holder, ticket), self._claim, holder, ticket)
+        return self._run(P.Claim, self._claim, holder, ticket)
 
     def _claim(self, holder: int, ticket: int) -> int:
         t = self._mine(holder, ticket)
@@ -277,7 +287,7 @@ class PressureGovernor:
 
     def release(self, holder: int, ticket: int) -> None:
         """The owner gives back its claimed lease: exact credit, then arbitration."""
-        self._run(P.Release(holder, ticket), self._release, holder, ticket)
+        self._run(P.Release, self._release, holder, ticket)
 
     def _release(self, holder: int, ticket: int) -> None:
         t = self._mine(holder, ticket)
@@ -287,11 +297,11 @@ class PressureGovernor:
 
     def cancel(self, holder: int, ticket: int) -> int:
         """Pending -> cancelled; granted -> cancelled with exact credit; else a no-op. Returns bytes credited."""
-        return self._run(P.Cancel(holder, ticket), self._abandon, holder, ticket)
+        return self._run(P.Cancel, self._abandon, holder, ticket)
 
     def timeout(self, holder: int, ticket: int) -> int:
         """The caller's deadline passed: pending or granted -> failed (granted bytes credited)."""
-        return self._run(P.Timeout(holder, ticket), self._abandon, holder, ticket)
+        return self._run(P.Timeout, self._abandon, holder, ticket)
 
     def _abandon(self, holder: int, ticket: int) -> int:
         t = self._mine(holder, ticket, retired_ok=True)
@@ -301,19 +311,20 @@ class PressureGovernor:
 
     def reconfigure(self) -> None:
         """Generation + 1; every older pending ticket fails (its waiter wakes to find it gone)."""
-        self._run(P.Reconfigure(), self._reconfigure)
+        self._run(P.Reconfigure, self._reconfigure)
 
     def _reconfigure(self) -> None:
         self._generation += 1
         for t in list(self._pending.values()):
             del self._tickets[t.id]
             self._live -= 1
-            self._wake.append(t.event)
+            if t.event is not None:
+                self._wake.append(t.event)
         self._pending.clear()
 
     def set_use(self, holder: int, ticket: int, pinned: bool, in_flight: bool) -> None:
         """Flag a claimed lease pinned and/or in flight; such bytes are never reclaimed (I6)."""
-        self._run(P.SetUse(holder, ticket, pinned, in_flight), self._set_use, holder, ticket, pinned, in_flight)
+        self._run(P.SetUse, self._set_use, holder, ticket, pinned, in_flight)
 
     def _set_use(self, holder: int, ticket: int, pinned: bool, in_flight: bool) -> None:
         if type(pinned) is not bool or type(in_flight) is not bool:
@@ -329,10 +340,13 @@ class PressureGovernor:
         """Park on the ticket's own event until granted or retired; False on timeout."""
         with self._lock:
             t = self._tickets.get(ticket) if type(ticket) is int else None
-        if t is None:
-            return True  # resolved already
+            if t is None or t.state is not _T.PENDING:
+                return True  # resolved already
+            if t.event is None:
+                t.event = threading.Event()
+            ev = t.event
         self._outside_lock("waiting on a ticket")
-        return t.event.wait(timeout)
+        return ev.wait(timeout)
 
     def acquire(self, holder: int, nbytes: int, priority: int = 0, timeout: float | None = None) -> int | None:
         """Submit, wait off the lock, then claim; on timeout the ticket fails and any grant is credited once.
@@ -374,11 +388,11 @@ class PressureGovernor:
     def press(self, holder: int, target: int, priority: int = 0, deadline: int = 0) -> int:
         """Open a pressure ticket for `holder` and deliver it; the governor takes nothing (C5)."""
         if self._guards.on("unlock_before_callback"):  # I7: deliver after the lock is released
-            pid = self._run(P.Press(holder, target, priority, deadline), self._press, holder, target, priority,
+            pid = self._run(P.Press, self._press, holder, target, priority,
                             deadline, False)
             self._deliver(pid)
             return pid
-        return self._run(P.Press(holder, target, priority, deadline), self._press, holder, target, priority,
+        return self._run(P.Press, self._press, holder, target, priority,
                          deadline, True)
 
     def _press(self, holder: int, target: int, priority: int, deadline: int, deliver_now: bool) -> int:
@@ -406,7 +420,7 @@ class PressureGovernor:
 
     def answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int) -> int:
         """The holder gives back its own unpinned, idle claimed leases; zero is legal. Returns bytes released."""
-        return self._run(P.Answer(holder, pressure, victims, now), self._answer, holder, pressure, victims, now)
+        return self._run(P.Answer, self._answer, holder, pressure, victims, now)
 
     def _answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int) -> int:
         if type(now) is not int or now < 0:
@@ -446,10 +460,10 @@ class PressureGovernor:
         return released
 
     def cancel_pressure(self, pressure: int) -> None:
-        self._run(P.CancelPressure(pressure), self._close_pressure, pressure, None)
+        self._run(P.CancelPressure, self._close_pressure, pressure, None)
 
     def expire_pressure(self, pressure: int, now: int) -> None:
-        self._run(P.ExpirePressure(pressure, now), self._close_pressure, pressure, now)
+        self._run(P.ExpirePressure, self._close_pressure, pressure, now)
 
     def _close_pressure(self, pressure: int, now: int | None) -> None:
         if now is not None and (type(now) is not int or now < 0):

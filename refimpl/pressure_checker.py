@@ -8,6 +8,8 @@ ledger campaign's examples: each pressure step also replays arbitration.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.pressure import STATE_PREDICATES, STEP_PREDICATES, TRACE_PREDICATES
@@ -15,14 +17,17 @@ from invariants.pressure_machine import find_pressure_counterexample, run_pressu
 from refimpl.pressure_adapter import PressureAdapter
 from spec.guards import Guard, Layer
 
+if TYPE_CHECKING:
+    from refimpl.checkers import Budget, CheckerRun
+
 __all__ = ["PressureChecker"]
 
 
 class PressureChecker:
     name = "pressure"
 
-    def campaign(self, budget):  # type: ignore[no-untyped-def]
-        from refimpl.checkers import CheckerRun
+    def campaign(self, budget: Budget) -> CheckerRun:
+        from refimpl.checkers import CheckerRun  # refimpl.checkers imports this module: import late
 
         examples = max(50, budget.campaign_examples // 3)
         with contracts.contracts(True):
@@ -32,6 +37,6 @@ class PressureChecker:
                   + len(TRACE_PREDICATES.get(i, ())) * stats.examples for i in ids}
         return CheckerRun(stats, checks)
 
-    def control(self, guard: Guard, layer: Layer, budget) -> ControlResult:  # type: ignore[no-untyped-def]
+    def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
         cfg = campaign_settings(budget.control_examples, budget.control_steps, shrink=budget.shrink)
         return find_pressure_counterexample(guard, layer, cfg, PressureAdapter)
