@@ -363,8 +363,13 @@ class PressureGovernor:
         return None
 
     def drop(self, holder: int, ticket: int) -> None:
-        """Post a cancel without taking the lock (a dropped handle); the next operation drains it."""
-        self._mailbox.append((holder, ticket))  # bounded: one slot per live ticket, reserved at submit
+        """Post a cancel without taking the lock (a dropped handle); the next operation drains it.
+
+        The mailbox holds at most `mailbox` posts (one slot per live ticket, reserved at submit);
+        posting beyond that, which only repeated or bogus drops can do, is refused with MailboxFull."""
+        if len(self._mailbox) >= self._slots:
+            raise MailboxFull(f"cancellation mailbox full ({self._slots} posts); call drain() or retry")
+        self._mailbox.append((holder, ticket))
 
     def drain(self) -> None:
         """Process posted cancels now."""

@@ -19,7 +19,7 @@ from invariants._violation import InvariantViolation
 from invariants.pressure import check_all
 from refimpl.pressure import PressureGovernor
 from spec import pressure as P
-from spec.errors import CapacityDenied, InvalidTransition
+from spec.errors import CapacityDenied, InvalidTransition, MailboxFull
 from spec.guards import GuardSet
 from spec.tickets import TicketState
 
@@ -352,3 +352,16 @@ def test_dropped_tickets_are_cancelled_through_the_mailbox():
     gov.drain()
     _settled(gov)
     assert gov.abstract().next_ticket == 3
+
+
+def test_mailbox_rejects_posts_beyond_its_slots():
+    gov = PressureGovernor(10, holders=1, mailbox=2)
+    t = gov.submit(1, 4)
+    gov.drop(1, t)
+    gov.drop(1, t)  # a repeated drop takes the second slot
+    before = gov.abstract()
+    with pytest.raises(MailboxFull, match="mailbox full"):
+        gov.drop(1, t)
+    gov.drain()  # the first post cancels (exact credit), the repeat is a no-op
+    _settled(gov)
+    assert before.tickets[t].state is TicketState.GRANTED
