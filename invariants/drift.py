@@ -27,6 +27,7 @@ PREDICATE_MODULES = (
     "invariants.replay_predicates",
     "invariants.admission_predicates",
     "invariants.session_predicates",
+    "invariants.pressure",
 )
 _TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES")
 

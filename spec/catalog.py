@@ -18,6 +18,7 @@ import attrs
 from spec._catalog_text import TEXT
 from spec.guards import GUARDS, Guard
 from spec.lifecycle import ALLOCATION_TABLE, CONTEXT_TABLE, mermaid
+from spec.tickets import PRESSURE_TABLE, TICKET_TABLE
 
 __all__ = ["Status", "Entry", "CATALOG", "IDS", "entry", "render_markdown"]
 
@@ -61,6 +62,9 @@ _ADM_MACHINE = "tests/test_admission.py::test_admission_models_refine_spec"
 _ADM_CONTROLS = "tests/test_admission.py::test_admission_negative_controls"
 _ORT_MACHINE = "tests/ort/test_ort_governed.py::test_real_ort_machine_refines_spec"
 _ORT_CONTROLS = "tests/ort/test_ort_governed.py::test_ort_negative_controls"
+_Q = "invariants.pressure."
+_PSTATEFUL = "tests/test_pressure_stateful.py::TestPressureRefinesSpec"
+_PBAD = "tests/test_pressure_bad_input.py"
 
 _LINKS: dict[str, dict[str, object]] = {
     "C1": dict(
@@ -91,10 +95,38 @@ _LINKS: dict[str, dict[str, object]] = {
         tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py"),
     ),
     "I6": dict(
-        predicates=(_P + "step_I6",),
-        tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py"),
-        scope=("Every charge decrease is the owning holder's action (or a confirmed termination). "
-               "Pinned and in-flight victims arrive with the pressure protocol (issue #3)."),
+        predicates=(_P + "step_I6", _Q + "step_I6_pressure"),
+        tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py", _PSTATEFUL, _PBAD,
+               "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release"),
+        scope=("Every charge decrease is the owning holder's action (or a confirmed termination); in the "
+               "pressure protocol a claimed lease leaves only by its owner's release or pressure answer, and "
+               "a pressure answer never reclaims a pinned or in-flight lease (one governed pool)."),
+    ),
+    # --- pressure and arbitration (issue #3) ---
+    "C5": dict(
+        predicates=(_Q + "step_C5",),
+        tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release",
+               "tests/test_pressure_spec.py::test_zero_answer_is_legal_and_forces_nothing"),
+        scope=("Pressure tickets (target, priority, deadline, generation) on one governed pool: opening one moves "
+               "no bytes; only an open, current, unexpired ticket is answered, crediting exactly its victims "
+               "(zero is legal). Kernel-buffer holders (declared, declinable) are not modelled yet."),
+    ),
+    "I7": dict(
+        predicates=(_Q + "state_I7_conservation", _Q + "state_I7", _Q + "step_I7", _Q + "trace_I7"),
+        tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py",
+               "tests/test_pressure_spec.py::test_exactly_one_credit_per_grant"),
+        scope=("One governed pool: capacity = fixed + free + reclaimable + granted + claimed after every step; "
+               "pending tickets hold nothing; grants are charged before the waiter is woken and credited exactly "
+               "once (trace); the allocator path is try-only; holder callbacks run with no ledger lock held "
+               "(observed by an owner-aware lock, and exercised with real threads)."),
+    ),
+    "I13": dict(
+        predicates=(_Q + "state_I13", _Q + "trace_I13"),
+        tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken",
+               "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers"),
+        scope=("Process scope, one pool: pending tickets keep submit sequence, priority and generation; a pending "
+               "ticket is passed by later equal-or-lower-priority grants in at most `aging_bound` rounds "
+               "(trace predicate). Coordinator-scope intents arrive with C10."),
     ),
     # issue #5: admission over real sessions
     "I3": dict(
@@ -147,15 +179,12 @@ _LINKS: dict[str, dict[str, object]] = {
 _PLANNED = {
     "C3": "issue #4 (provider and context lifetime)",
     "C4": "issue #4 (capacity transactions)",
-    "C5": "issue #3 (pressure and arbitration)",
     "C6": "issue #4 (model views)",
     "C10": "a later issue (cooperative hierarchy across processes)",
     "I5": "issue #4 (failure scope)",
-    "I7": "issue #3 (non-blocking governance)",
     "I9": "issue #4 (mapping generations)",
     "I10": "issue #4 (state bundles)",
     "I11": "a later issue (honest enforcement scope)",
-    "I13": "issue #3 (bounded aging)",
 }
 
 
@@ -214,5 +243,7 @@ def render_markdown() -> str:
         lines += ["", "*Tests.* " + ", ".join(f"`{t}`" for t in e.tests)]
     lines += ["", "## Lifecycles", "", "Generated from `spec.lifecycle`.", "", "### Allocation", "",
               "```mermaid", mermaid(ALLOCATION_TABLE), "```", "", "### Device context", "",
-              "```mermaid", mermaid(CONTEXT_TABLE), "```", ""]
+              "```mermaid", mermaid(CONTEXT_TABLE), "```", "",
+              "### Requester ticket", "", "```mermaid", mermaid(TICKET_TABLE), "```", "",
+              "### Pressure ticket", "", "```mermaid", mermaid(PRESSURE_TABLE), "```", ""]
     return "\n".join(lines)

@@ -41,6 +41,11 @@ __all__ = [
     "BudgetBelowFloor",
     "ContextExhausted",
     "InfeasibleRequest",
+    "UnknownTicket",
+    "StaleGeneration",
+    "StaleAnswer",
+    "PinnedVictim",
+    "MailboxFull",
 ]
 
 
@@ -172,3 +177,26 @@ class ContextExhausted(PolicyRefusal):
 
 class InfeasibleRequest(PolicyRefusal):
     """Admitting or advancing this request would leave no resident request able to finish (I12)."""
+
+
+# --- pressure and arbitration (issue #3) ---
+
+
+class UnknownTicket(CallerError, LookupError):
+    """No requester or pressure ticket with this id was ever issued."""
+
+
+class StaleGeneration(CallerError, ValueError):
+    """The ticket belongs to an older pool generation (a reconfigure happened since)."""
+
+
+class StaleAnswer(CallerError, RuntimeError):
+    """A pressure answer arrived for a ticket that is no longer open (answered, cancelled or expired)."""
+
+
+class PinnedVictim(CallerError, PermissionError):
+    """A pressure answer named a victim that is pinned, in flight, or not the holder's own (I6)."""
+
+
+class MailboxFull(PolicyRefusal):
+    """Back-pressure: every cancellation-mailbox slot is reserved by a live ticket; try again later."""

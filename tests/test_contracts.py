@@ -276,11 +276,15 @@ CONTROLS: dict[str, Control] = {
 }
 
 
+#: The ProcessMemoryManager's guards; other checkers' guards have their own contract tests.
+LEDGER_GUARDS = [g for g in GUARDS if g.model == "ledger"]
+
+
 def test_every_guard_has_a_negative_control():
-    assert set(CONTROLS) == {g.name for g in GUARDS if g.model == "ledger"}  # other models: their checkers
+    assert set(CONTROLS) == {g.name for g in LEDGER_GUARDS}
 
 
-@pytest.mark.parametrize("guard", [g for g in GUARDS if g.model == "ledger"], ids=lambda g: g.name)
+@pytest.mark.parametrize("guard", LEDGER_GUARDS, ids=lambda g: g.name)
 def test_invalid_guard_off_raises_invariant_violation(guard):
     control = CONTROLS[guard.name]
     pmm = ProcessMemoryManager(guards=GuardSet.without(guard.name))
@@ -293,7 +297,7 @@ def test_invalid_guard_off_raises_invariant_violation(guard):
     assert len(progress) == control.off_at + 1, f"violation raised after {progress!r}"
 
 
-@pytest.mark.parametrize("guard", [g for g in GUARDS if g.model == "ledger"], ids=lambda g: g.name)
+@pytest.mark.parametrize("guard", LEDGER_GUARDS, ids=lambda g: g.name)
 def test_guard_on_refuses_with_typed_error(guard):
     control = CONTROLS[guard.name]
     pmm = ProcessMemoryManager(guards=ALL_ON)

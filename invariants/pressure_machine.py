@@ -1,0 +1,283 @@
+"""The stateful checker of the pressure protocol: drive a pool governor, check refinement + invariants.
+
+Like `invariants.machine.GovernorMachine`, for `spec.pressure`: an adapter
+executes one `spec.pressure` action and returns the abstraction
+(`spec.pressure.Pool`). After every step the machine checks refinement
+against `spec.pressure.step` on the previous abstraction (same result, same
+next pool, same typed error), that a rejection changed nothing (G4), the
+step predicates on accepted actions and the state predicates always; the
+trace predicates (exactly-once credit, bounded overtaking) run over the
+accepted steps at the end of each example. Rules draw mostly valid ids and
+also invalid input on purpose: unknown and retired tickets, foreign holders,
+bad byte counts, stale pressure answers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
+from hypothesis import settings
+
+from invariants import contracts
+from invariants._violation import InvariantViolation, RefinementViolation
+from invariants.campaign import CampaignStats, ControlResult
+from invariants.pressure import check_all, check_step, check_trace
+from spec import pressure as P
+from spec.errors import GovernorError
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
+
+__all__ = ["PoolAdapter", "SpecPoolAdapter", "PoolParams", "PressureMachine", "run_pressure_campaign",
+           "find_pressure_counterexample"]
+
+
+@attrs.frozen
+class PoolParams:
+    capacity: int
+    fixed: int
+    holders: int
+    aging_bound: int
+    mailbox: int
+
+
+class PoolAdapter(Protocol):
+    def execute(self, action: Any) -> Any: ...
+
+    def abstract(self) -> P.Pool: ...
+
+
+class SpecPoolAdapter:
+    """The spec itself as a pool governor (spec-only runs, spec negative controls)."""
+
+    def __init__(self, params: PoolParams, guards: GuardSet = ALL_ON) -> None:
+        self.pool = P.initial(params.capacity, params.fixed, params.holders, params.aging_bound, params.mailbox)
+        self.guards = guards
+
+    def execute(self, action: Any) -> Any:
+        self.pool, result = P.step(self.pool, action, self.guards)
+        return result
+
+    def abstract(self) -> P.Pool:
+        return self.pool
+
+
+AdapterFactory = Callable[[PoolParams], PoolAdapter]
+BAD_BYTES = (0, -1, 2**63, True, 1.5)
+
+
+def _bytes(hi: int) -> st.SearchStrategy[Any]:
+    return st.integers(0, 11).flatmap(lambda k: st.sampled_from(BAD_BYTES) if k == 0
+                                      else st.integers(1, hi if k > 8 else 3))
+
+
+class PressureMachine(RuleBasedStateMachine):
+    """Subclass and set `adapter_factory` (optionally `check_refinement`, `stats`)."""
+
+    adapter_factory: AdapterFactory = SpecPoolAdapter
+    check_refinement: bool = True
+    stats: dict[str, Any] | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gov: PoolAdapter | None = None
+        self.trace: list[Any] = []
+        self.triples: list[tuple[P.Pool, Any, P.Pool]] = []
+        if self.stats is not None:
+            self.stats["examples"] = self.stats.get("examples", 0) + 1
+
+    @initialize(capacity=st.sampled_from((8, 12, 16)), fixed=st.sampled_from((0, 0, 2)),
+                bound=st.sampled_from((1, 1, 2, 3)), mailbox=st.sampled_from((3, 8, 12)))
+    def setup(self, capacity: int, fixed: int, bound: int, mailbox: int) -> None:
+        params = PoolParams(capacity, fixed, 2, bound, mailbox)
+        self.gov = type(self).adapter_factory(params)
+        self.abs = self.gov.abstract()
+        expected = P.initial(capacity, fixed, 2, bound, mailbox)
+        if self.check_refinement and self.abs != expected:
+            raise RefinementViolation(f"initial pool {self.abs!r} is not the spec's {expected!r}")
+
+    def teardown(self) -> None:
+        if self.stats is not None:
+            self.stats["last_trace"] = list(self.trace)
+        check_trace(self.triples)
+
+    # --- the checked step ----------------------------------------------------
+
+    def _do(self, action: Any) -> None:
+        prev = self.abs
+        self.trace.append(action)
+        expected = expected_err = err = result = None
+        try:
+            expected = P.step(prev, action)
+        except GovernorError as e:
+            expected_err = e
+        try:
+            result = self.gov.execute(action)  # type: ignore[union-attr]
+        except GovernorError as e:
+            err = e
+        now = self.gov.abstract()  # type: ignore[union-attr]
+        if self.stats is not None:
+            self.stats["steps"] = self.stats.get("steps", 0) + 1
+            key = f"rejected:{type(err).__name__}" if err else "accepted"
+            self.stats[key] = self.stats.get(key, 0) + 1
+        if self.check_refinement:
+            if (expected_err is None) != (err is None) or (err is not None and type(err) is not type(expected_err)):
+                raise RefinementViolation(f"{action!r}: spec {type(expected_err).__name__ if expected_err else 'accepts'}"
+                                          f", implementation {type(err).__name__ if err else 'accepts'}: {err or ''}")
+            if expected is not None and (result != expected[1] or now != expected[0]):
+                raise RefinementViolation(f"{action!r}: result {result!r} vs spec {expected[1]!r}; "
+                                          f"pool {now!r} vs spec {expected[0]!r}")
+        if err is not None:
+            if now != prev:  # G4: a rejection changes nothing, the whole pool compared
+                raise InvariantViolation("G4", f"{action!r} was rejected but changed the pool")
+        else:
+            check_step(prev, action, now)
+            self.triples.append((prev, action, now))
+        check_all(now)
+        self.abs = now
+
+    # --- pickers -------------------------------------------------------------
+
+    def _holder(self, data: st.DataObject, owner: int | None = None) -> Any:
+        if owner is not None and data.draw(st.integers(0, 5)) > 0:
+            return owner
+        k = data.draw(st.integers(0, 15))
+        return data.draw(st.sampled_from((0, 3, None))) if k == 0 else 1 + k % 2
+
+    def _ticket(self, data: st.DataObject, prefer: Any = None) -> tuple[Any, Any]:
+        live = self.abs.tickets
+        preferred = sorted(i for i, t in live.items() if prefer is None or t.state is prefer) or sorted(live.keys())
+        k = data.draw(st.integers(0, 11))
+        if preferred and k > 1:
+            tid = data.draw(st.sampled_from(preferred))
+        elif k == 1 and self.abs.next_ticket > 1:
+            tid = data.draw(st.integers(1, self.abs.next_ticket - 1))  # often retired
+        else:
+            tid = data.draw(st.sampled_from((0, -1, self.abs.next_ticket, None)))
+        t = live.get(tid) if type(tid) is int else None
+        return self._holder(data, t.holder if t else None), tid
+
+    # --- rules -----------------------------------------------------------------
+
+    @rule(data=st.data(), nbytes=_bytes(16), priority=st.sampled_from((0, 0, 1, 2)), try_only=st.integers(0, 4))
+    def request(self, data: st.DataObject, nbytes: Any, priority: int, try_only: int) -> None:
+        cls = P.TryReserve if try_only == 0 else P.Submit
+        self._do(cls(self._holder(data), nbytes, priority))
+
+    @rule(data=st.data(), count=st.integers(2, 4), nbytes=st.integers(1, 2))
+    def burst(self, data: st.DataObject, count: int, nbytes: int) -> None:
+        """A stream of small, low-priority newcomers (what bounded aging protects waiters from)."""
+        holder = self._holder(data)
+        for _ in range(count):
+            self._do(P.Submit(holder, nbytes, 0))
+
+    @rule(data=st.data(), nbytes=st.integers(1, 4), pinned=st.booleans(), in_flight=st.booleans())
+    def lease(self, data: st.DataObject, nbytes: int, pinned: bool, in_flight: bool) -> None:
+        """A holder takes a lease in one go: submit, claim if granted, flag its use."""
+        from spec.tickets import TicketState as S
+        holder = self._holder(data)
+        before = self.abs.next_ticket
+        self._do(P.Submit(holder, nbytes, 0))
+        t = self.abs.tickets.get(before)
+        if t is not None and t.state is S.GRANTED:
+            self._do(P.Claim(holder, t.id))
+            if pinned or in_flight:
+                self._do(P.SetUse(holder, t.id, pinned, in_flight))
+
+    @rule(data=st.data(), op=st.sampled_from(("claim", "claim", "release", "release", "cancel", "timeout")))
+    def settle(self, data: st.DataObject, op: str) -> None:
+        from spec.tickets import TicketState as S
+        prefer = {"claim": S.GRANTED, "release": S.CLAIMED}.get(op)
+        holder, tid = self._ticket(data, prefer)
+        cls = {"claim": P.Claim, "release": P.Release, "cancel": P.Cancel, "timeout": P.Timeout}[op]
+        self._do(cls(holder, tid))
+
+    @rule(data=st.data(), pinned=st.booleans(), in_flight=st.sampled_from((False, False, True)))
+    def use_a(self, data: st.DataObject, pinned: bool, in_flight: bool) -> None:
+        self.use(data, pinned, in_flight)
+
+    @rule(data=st.data(), pinned=st.booleans(), in_flight=st.sampled_from((False, False, True)))
+    def use(self, data: st.DataObject, pinned: bool, in_flight: bool) -> None:
+        from spec.tickets import TicketState as S
+        holder, tid = self._ticket(data, S.CLAIMED)
+        self._do(P.SetUse(holder, tid, pinned, in_flight))
+
+    @rule()
+    def reconfigure(self) -> None:
+        self._do(P.Reconfigure())
+
+    @rule(data=st.data(), want=_bytes(16), priority=st.integers(0, 2), deadline=st.integers(0, 8))
+    def press(self, data: st.DataObject, want: Any, priority: int, deadline: int) -> None:
+        self._do(P.Press(self._holder(data), want, priority, deadline))
+
+    def _pressure(self, data: st.DataObject) -> Any:
+        known = sorted(self.abs.pressures.keys())
+        fresh = [i for i in known if self.abs.pressures[i].state.value == "open"] or known
+        if fresh and data.draw(st.integers(0, 3)) > 0:
+            return data.draw(st.sampled_from(fresh))
+        if known and data.draw(st.integers(0, 7)) > 0:
+            return data.draw(st.sampled_from(known))
+        return data.draw(st.sampled_from((0, self.abs.next_pressure, None)))
+
+    @rule(data=st.data(), now=st.integers(0, 10))
+    def answer_a(self, data: st.DataObject, now: int) -> None:
+        self.answer(data, now)
+
+    @rule(data=st.data(), now=st.integers(0, 10))
+    def answer(self, data: st.DataObject, now: int) -> None:
+        from spec.tickets import TicketState as S
+        pid = self._pressure(data)
+        r = self.abs.pressures.get(pid) if type(pid) is int else None
+        if r is not None and data.draw(st.integers(0, 3)) > 0:
+            now = data.draw(st.integers(0, r.deadline))  # mostly in time
+        holder = self._holder(data, r.holder if r else None)
+        mine = sorted(i for i, t in self.abs.tickets.items() if t.holder == holder and t.state is S.CLAIMED)
+        victims = tuple(data.draw(st.lists(st.sampled_from(mine), unique=True, max_size=3))) if mine else ()
+        if data.draw(st.integers(0, 9)) == 0:
+            victims = victims + (data.draw(st.sampled_from((0, self.abs.next_ticket, *self.abs.tickets.keys()))),)
+        self._do(P.Answer(holder, pid, victims, now))
+
+    @rule(data=st.data(), now=st.integers(0, 10), expire=st.booleans())
+    def close_pressure(self, data: st.DataObject, now: int, expire: bool) -> None:
+        pid = self._pressure(data)
+        self._do(P.ExpirePressure(pid, now) if expire else P.CancelPressure(pid))
+
+
+def _machine(factory: AdapterFactory, refine: bool, stats: dict[str, Any]) -> type[PressureMachine]:
+    return type("PressureCampaign", (PressureMachine,), {
+        "adapter_factory": staticmethod(factory), "check_refinement": refine, "stats": stats})
+
+
+def run_pressure_campaign(factory: AdapterFactory, cfg: settings, *, refine: bool = True) -> CampaignStats:
+    stats: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
+    rejected = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("rejected:")}
+    return CampaignStats(stats.get("examples", 0), stats.get("steps", 0), stats.get("accepted", 0), rejected,
+                         time.perf_counter() - t0)
+
+
+def find_pressure_counterexample(g: Guard, layer: Layer, cfg: settings,
+                                 refimpl_factory: Callable[[PoolParams, GuardSet], PoolAdapter]) -> ControlResult:
+    """Switch `g` off in `layer`; the spec alone must violate an ID it protects, refimpl must be caught."""
+    off = GuardSet.without(g.name)
+    if layer is Layer.SPEC:
+        factory: AdapterFactory = lambda params: SpecPoolAdapter(params, off)  # noqa: E731
+        refine, accept = False, set(g.ids)
+    else:
+        factory = lambda params: refimpl_factory(params, off)  # noqa: E731
+        refine, accept = True, set(g.ids) | {"refinement", "G4"}
+    stats: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    violated, message = None, "no counterexample found"
+    try:
+        with contracts.contracts(False):
+            run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
+    except InvariantViolation as e:
+        violated, message = e.id, str(e)
+    trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
+    return ControlResult(g.name, layer, g.ids, violated in accept, violated,
+                         len(trace) if violated else None, time.perf_counter() - t0, trace, message)

@@ -1,0 +1,42 @@
+"""The `pressure` checker for `ortmem verify`: tickets, arbitration, holder pressure (C5 I6 I7 I13).
+
+Drives `PressureGovernor` (through `PressureAdapter`) against
+`spec.pressure` with the `PressureMachine`; negative controls switch one
+pressure guard off in the spec or in refimpl. The campaign is a third of the
+ledger campaign's examples: each pressure step also replays arbitration.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from invariants import contracts
+from invariants.campaign import ControlResult, campaign_settings
+from invariants.pressure import STATE_PREDICATES, STEP_PREDICATES, TRACE_PREDICATES
+from invariants.pressure_machine import find_pressure_counterexample, run_pressure_campaign
+from refimpl.pressure_adapter import PressureAdapter
+from spec.guards import Guard, Layer
+
+if TYPE_CHECKING:
+    from refimpl.checkers import Budget, CheckerRun
+
+__all__ = ["PressureChecker"]
+
+
+class PressureChecker:
+    name = "pressure"
+
+    def campaign(self, budget: Budget) -> CheckerRun:
+        from refimpl.checkers import CheckerRun  # refimpl.checkers imports this module: import late
+
+        examples = max(50, budget.campaign_examples // 3)
+        with contracts.contracts(True):
+            stats = run_pressure_campaign(PressureAdapter, campaign_settings(examples, budget.campaign_steps))
+        ids = set(STATE_PREDICATES) | set(STEP_PREDICATES) | set(TRACE_PREDICATES)
+        checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
+                  + len(TRACE_PREDICATES.get(i, ())) * stats.examples for i in ids}
+        return CheckerRun(stats, checks)
+
+    def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
+        cfg = campaign_settings(budget.control_examples, budget.control_steps, shrink=budget.shrink)
+        return find_pressure_counterexample(guard, layer, cfg, PressureAdapter)

@@ -1,0 +1,115 @@
+# Contracts on a PressureGovernor with one guard switched off (C5, I6, I7, I13).
+#
+# Each pressure guard has a short, deterministic scenario. With every guard on
+# the scenario is refused with a typed error at a known step (or, for aging,
+# the overtaking stays within the bound); with the guard off and contracts on
+# the governor's own checks (or, for the temporal I13, the trace predicate
+# over the refimpl's abstractions) raise InvariantViolation naming an ID the
+# guard protects.
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from invariants import contracts
+from invariants._violation import InvariantViolation
+from invariants.pressure import check_trace, overtakes
+from refimpl.pressure import PressureGovernor
+from spec.errors import CapacityDenied, GovernorError, PinnedVictim, StaleAnswer
+from spec.guards import ALL_ON, GUARDS, GuardSet
+
+PRESSURE_GUARDS = [g for g in GUARDS if g.model == "pressure"]
+
+
+def _traced(gov: PressureGovernor, calls: list[Callable[[PressureGovernor], Any]]) -> list[Any]:
+    trace = []
+    for call in calls:
+        prev = gov.abstract()
+        call(gov)
+        trace.append((prev, call, gov.abstract()))
+    return trace
+
+
+def aging(gov: PressureGovernor) -> None:
+    calls = [lambda g: g.submit(1, 5), lambda g: g.claim(1, 1), lambda g: g.submit(2, 6)]
+    calls += [lambda g: g.submit(2, 1)] * 4
+    check_trace(_traced(gov, calls))
+
+
+def charge_before_wake(gov: PressureGovernor) -> None:
+    gov.submit(1, 4)
+
+
+def try_only(gov: PressureGovernor) -> None:
+    gov.submit(1, 8)
+    gov.try_reserve(2, 1)  # a ticket is waiting: must be refused, never left pending
+
+
+def unlock_before_callback(gov: PressureGovernor) -> None:
+    gov.register_callback(1, lambda g, pid, target, deadline: None)
+    gov.press(1, 4, 0, 5)
+
+
+def answer_open_only(gov: PressureGovernor) -> None:
+    p = gov.press(1, 4, 0, 5)
+    gov.answer(1, p, (), 6)  # after the deadline
+
+
+def victims_unpinned_idle(gov: PressureGovernor) -> None:
+    t = gov.try_reserve(1, 4)
+    gov.set_use(1, t, True, False)
+    p = gov.press(1, 4, 0, 5)
+    gov.answer(1, p, (t,), 1)
+
+
+SCENARIOS: dict[str, tuple[Callable[[PressureGovernor], None], type[GovernorError] | None, str]] = {
+    "aging": (aging, None, ""),
+    "charge_before_wake": (charge_before_wake, None, ""),
+    "try_only": (try_only, CapacityDenied, "waiting"),
+    "unlock_before_callback": (unlock_before_callback, None, ""),
+    "answer_open_only": (answer_open_only, StaleAnswer, "answered at 6"),
+    "victims_unpinned_idle": (victims_unpinned_idle, PinnedVictim, "pinned"),
+}
+
+
+def _gov(guards: GuardSet) -> PressureGovernor:
+    return PressureGovernor(8, holders=2, aging_bound=1, mailbox=16, guards=guards)
+
+
+def test_every_pressure_guard_has_a_scenario() -> None:
+    assert set(SCENARIOS) == {g.name for g in PRESSURE_GUARDS}
+
+
+@pytest.mark.parametrize("guard", PRESSURE_GUARDS, ids=lambda g: g.name)
+def test_invalid_pressure_guard_off_raises_invariant_violation(guard) -> None:
+    scenario, _, _ = SCENARIOS[guard.name]
+    with contracts.contracts(True):
+        with pytest.raises(InvariantViolation, match="|".join(rf"^{i}:" for i in guard.ids)) as exc:
+            scenario(_gov(GuardSet.without(guard.name)))
+    assert exc.value.id in guard.ids
+
+
+@pytest.mark.parametrize("guard", PRESSURE_GUARDS, ids=lambda g: g.name)
+def test_pressure_guard_on_refuses_or_holds(guard) -> None:
+    scenario, error, match = SCENARIOS[guard.name]
+    gov = _gov(ALL_ON)
+    with contracts.contracts(True):
+        if error is None:
+            scenario(gov)  # every invariant (and, for aging, the trace bound) holds
+        else:
+            with pytest.raises(error, match=match):
+                scenario(gov)
+
+
+@pytest.mark.parametrize("guards, expected", [(ALL_ON, {}), (GuardSet.without("aging"), {2: 3})],
+                         ids=["aging", "no-aging"])
+def test_aging_bound_is_what_limits_overtaking(guards, expected) -> None:
+    # Ticket 2 (6 B) waits behind a 5 B lease; four 1 B newcomers follow (3 B free, bound 1).
+    gov = _gov(guards)
+    with contracts.contracts(False):
+        calls = [lambda g: g.submit(1, 5), lambda g: g.claim(1, 1), lambda g: g.submit(2, 6)]
+        trace = _traced(gov, calls + [lambda g: g.submit(2, 1)] * 4)
+    assert overtakes(trace) == expected
