@@ -17,6 +17,7 @@ contract checks do not scan the ledger (cost independent of K).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import threading
 import time
@@ -94,9 +95,13 @@ def measure(rounds: int, n: int, background: int) -> dict[str, float]:
 
     arms: dict[str, Callable[[int, int], float]] = {"bare": bare_loop, "contracts_off": off, "contracts_on": on}
     best = {k: float("inf") for k in arms}
-    for _ in range(rounds):  # interleaved, so drift in machine load hits every arm alike
-        for k, f in arms.items():
-            best[k] = min(best[k], f(n, background))
+    gc.disable()  # as timeit does: a collection pass would land on whichever arm is running
+    try:
+        for _ in range(rounds):  # interleaved, so drift in machine load hits every arm alike
+            for k, f in arms.items():
+                best[k] = min(best[k], f(n, background))
+    finally:
+        gc.enable()
     return {k: n / v for k, v in best.items()}  # round trips per second
 
 
