@@ -22,7 +22,7 @@ __all__ = ["ROOT", "PREDICATE_MODULES", "drift_problems"]
 
 #: Modules that register predicates, each with dicts ID -> predicates named
 #: STATE_PREDICATES, STEP_PREDICATES and (for temporal properties) TRACE_PREDICATES.
-PREDICATE_MODULES = ("invariants.predicates",)
+PREDICATE_MODULES = ("invariants.predicates", "invariants.transactions")
 _TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES")
 
 #: The repository root (the folder holding spec/, invariants/, docs/, tests/).

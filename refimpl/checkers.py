@@ -17,6 +17,7 @@ from invariants import contracts
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings, find_counterexample, run_campaign
 from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
 from refimpl.adapter import RefimplAdapter
+from refimpl.tx_checker import TransactionsChecker
 from spec.guards import Guard, Layer
 
 __all__ = ["Budget", "Checker", "CheckerRun", "LedgerChecker", "CHECKERS"]
@@ -70,3 +71,4 @@ class LedgerChecker:
 
 
 CHECKERS: dict[str, Checker] = {"ledger": LedgerChecker()}
+CHECKERS["transactions"] = TransactionsChecker()  # issue #4

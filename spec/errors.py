@@ -36,6 +36,16 @@ __all__ = [
     "ExternalDataOutOfRange",
     "ExternalDataOverlap",
     "ProviderUnavailable",
+    "UnknownTransaction",
+    "UnknownView",
+    "UnknownBundle",
+    "UnknownIntent",
+    "ReservationOrder",
+    "StaleGeneration",
+    "ViewInUse",
+    "ProviderPinned",
+    "BundlePoisoned",
+    "ManagerPoisoned",
 ]
 
 
@@ -144,3 +154,46 @@ class ExternalDataOverlap(ModelDataError):
 
 class ProviderUnavailable(EnvironmentFault, RuntimeError):
     """The session does not run on the requested execution provider (ORT falls back to CPU silently)."""
+
+
+# --- capacity transactions, views, bundles, failure scope (issue #4) ---
+
+
+class UnknownTransaction(CallerError, LookupError):
+    """No transaction with this id was ever planned."""
+
+
+class UnknownView(CallerError, LookupError):
+    """No model view with this id was ever published."""
+
+
+class UnknownBundle(CallerError, LookupError):
+    """No state bundle with this id was ever opened."""
+
+
+class UnknownIntent(CallerError, LookupError):
+    """No retry intent with this id exists (never left behind, or already used)."""
+
+
+class ReservationOrder(CallerError, RuntimeError):
+    """Authorities must be reserved in stable id order, lowest needed first (C4)."""
+
+
+class StaleGeneration(CallerError, ValueError):
+    """A view was named by a mapping generation that is no longer current (C6, I9)."""
+
+
+class ViewInUse(CallerError, RuntimeError):
+    """The view is bound to an execution; it cannot be remapped or dropped now (I9)."""
+
+
+class ProviderPinned(CallerError, RuntimeError):
+    """A lease, reservation, view or unrefunded charge still references this provider (C3)."""
+
+
+class BundlePoisoned(EnvironmentFault):
+    """A post-commit disagreement poisoned this state bundle; the engine must rebuild it (I5)."""
+
+
+class ManagerPoisoned(EnvironmentFault):
+    """The shared ledger was found corrupt; every grant fails from now on (I5)."""
