@@ -205,7 +205,7 @@ class TxMachine(RuleBasedStateMachine):
                                                "release")))
     def progress(self, data: st.DataObject, op: str) -> None:
         if op == "publish":
-            self._do(T.Publish(self._tx(data, TxPhase.RESERVED)))
+            self._do(T.Publish(self._tx(data, TxPhase.RESERVED, TxPhase.RESERVING)))
         elif op == "execute":
             tid = self._tx(data, TxPhase.PUBLISHED, TxPhase.EXECUTING)
             own = [v.id for v in self.abs.views.values() if v.allocation == tid]
@@ -225,6 +225,33 @@ class TxMachine(RuleBasedStateMachine):
         else:
             self._do(T.Release(self._tx(data, TxPhase.COMMITTED)))
 
+    @rule(data=st.data(), priority=st.integers(0, 9), kind=st.sampled_from(ViewKind))
+    def open_and_reserve(self, data: st.DataObject, priority: int, kind: ViewKind) -> None:
+        """A valid multi-authority transaction, reserved in stable order until held or missed."""
+        live = sorted(a.id for a in self.abs.authorities.values() if a.context.value == "active")
+        if not live:
+            return
+        chosen = data.draw(st.lists(st.sampled_from(live), min_size=min(2, len(live)), max_size=3, unique=True))
+        needs = tuple((a, data.draw(st.integers(1, 10))) for a in chosen)
+        bundles = sorted(b.id for b in self.abs.bundles.values() if b.state.value == "active")
+        bundle = data.draw(st.sampled_from(bundles)) if bundles and data.draw(st.integers(0, 3)) else None
+        before = self.abs.next_tx
+        self._do(T.Plan(needs, priority, kind, bundle))
+        t = self.abs.txs.get(before)
+        while t is not None and t.phase in _OPEN:
+            held = {a for a, _ in t.held}
+            unheld = sorted(a for a, _ in t.needs if a not in held)
+            if data.draw(st.integers(0, 3)) == 0:
+                self._do(T.Reserve(t.id, unheld[-1]))  # the highest first: out of order unless alone (C4)
+                return
+            self._do(T.Reserve(t.id, unheld[0]))
+            t = self.abs.txs.get(before)
+        if t is not None and t.phase is TxPhase.RESERVED and data.draw(st.integers(0, 2)) == 0:
+            view = self.abs.next_view
+            self._do(T.Publish(t.id))  # and run it to commit
+            self._do(T.Execute(t.id, view, 1))
+            self._do(T.Commit(t.id))
+
     @rule(data=st.data())
     def advance(self, data: st.DataObject) -> None:
         """Take one transaction one step along the happy path (keeps campaigns deep)."""
@@ -232,7 +259,9 @@ class TxMachine(RuleBasedStateMachine):
         if not live:
             return
         t = self.abs.txs[data.draw(st.sampled_from(live))]
-        if t.phase in _OPEN:
+        if t.phase in _OPEN and data.draw(st.integers(0, 5)) == 0:
+            self._do(T.Publish(t.id))  # too early: refused (C4 bad input)
+        elif t.phase in _OPEN:
             held = {a for a, _ in t.held}
             self._do(T.Reserve(t.id, min(a for a, _ in t.needs if a not in held)))
         elif t.phase is TxPhase.RESERVED:
@@ -243,21 +272,32 @@ class TxMachine(RuleBasedStateMachine):
                 # Sometimes name a generation that is not current (C6 bad input).
                 stale = data.draw(st.sampled_from((1, -1))) if data.draw(st.integers(0, 3)) == 0 else 0
                 self._do(T.Execute(t.id, own[0].id, own[0].generation + stale))
-        elif t.phase is TxPhase.EXECUTING:
+        elif t.phase is TxPhase.EXECUTING and data.draw(st.integers(0, 3)) == 0:
+            self._do(T.Remap(data.draw(st.sampled_from(t.bound))[0]))  # under its execution: refused (I9)
+        elif t.phase is TxPhase.EXECUTING and data.draw(st.booleans()):
             self._do(T.Commit(t.id))
+        elif t.phase is TxPhase.EXECUTING:
+            shared = [v for v in self.abs.views.values() if v.state.value == "mapped" and t.id not in v.users
+                      and self.abs.txs[v.allocation].phase is TxPhase.COMMITTED]
+            if shared:
+                v = data.draw(st.sampled_from(shared))
+                self._do(T.Execute(t.id, v.id, v.generation))
         elif data.draw(st.integers(0, 2)) == 0:
             self._do(T.Release(t.id))
 
     @rule(data=st.data())
     def remap(self, data: st.DataObject) -> None:
         busy = [v.id for v in self.abs.views.values() if v.users]
-        self._do(T.Remap(self._pick(data, self.abs.views.keys(), self.abs.next_view, busy)))
+        if busy and data.draw(st.booleans()):
+            self._do(T.Remap(data.draw(st.sampled_from(busy))))  # in use: refused (I9)
+        else:
+            self._do(T.Remap(self._pick(data, self.abs.views.keys(), self.abs.next_view)))
 
-    @rule(data=st.data(), kind=st.sampled_from(("lose", "lose", "confirm", "confirm", "remove", "add",
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "lose", "confirm", "confirm", "remove", "remove", "add",
                                                  "bundle", "mismatch", "corrupt")))
     def environment(self, data: st.DataObject, kind: str) -> None:
         if kind == "corrupt":
-            if data.draw(st.integers(0, 3)) == 0:
+            if data.draw(st.booleans()):
                 self._do(T.CorruptLedger())
         elif kind == "bundle":
             self._do(T.OpenBundle())
@@ -268,7 +308,8 @@ class TxMachine(RuleBasedStateMachine):
             self._do(T.AddAuthority(data.draw(st.sampled_from((name,) * 5 + ("",))),
                                     data.draw(st.sampled_from((cap,) * 5 + BAD_BYTES))))
         else:
-            aid = self._pick(data, self.abs.authorities.keys(), self.abs.next_authority)
+            charged = [a.id for a in self.abs.authorities.values() if a.used]
+            aid = self._pick(data, self.abs.authorities.keys(), self.abs.next_authority, charged)
             cls = {"lose": T.LoseDevice, "confirm": T.ConfirmTermination, "remove": T.RemoveAuthority}[kind]
             self._do(cls(aid))
 
