@@ -370,9 +370,8 @@ class CapacityTransactionCoordinator:
 
     def _publish(self, tx: Any) -> int:
         t = self._tx(_int_id(tx, "tx"))
-        early = self._g.on("publish_after_all_held") is False and t.phase in _RESERVABLE
-        if not early:
-            self._phase(t, (_P.RESERVED,), "publish")  # C4
+        if self._g.on("publish_after_all_held") or t.phase not in _RESERVABLE:
+            self._phase(t, (_P.RESERVED,), "publish")  # C4: only once every need is held
         t.phase = _P.PUBLISHED
         vid, self._n_view = self._n_view, self._n_view + 1
         self._views[vid] = _View(vid, t.id, min(t.need), t.kind)

@@ -164,9 +164,11 @@ def step(state: TxState, action: Any, guards: GuardSet = ALL_ON) -> tuple[TxStat
 
 def references(s: TxState, aid: int) -> list[str]:
     """What still pins authority `aid` (C3): transactions, views, unrefunded charge."""
-    refs = [f"transaction {t.id}" for t in s.txs.values()
-            if any(a == aid for a, _ in t.needs + t.held) and (t.phase is not TxPhase.COMMITTED or
-                                                                  any(a == aid for a, _ in t.held))]
+    def pins(t: Transaction) -> bool:  # what it holds, plus what it still needs while open
+        return any(a == aid for a, _ in t.held) or (t.phase is not TxPhase.COMMITTED and
+                                                     any(a == aid for a, _ in t.needs))
+
+    refs = [f"transaction {t.id}" for t in s.txs.values() if pins(t)]
     refs += [f"view {v.id}" for v in s.views.values() if v.authority == aid]
     a = s.authorities.get(aid)
     if a is not None and a.stranded:
