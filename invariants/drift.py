@@ -28,6 +28,7 @@ PREDICATE_MODULES = (
     "invariants.admission_predicates",
     "invariants.session_predicates",
     "invariants.pressure",
+    "invariants.transactions",
 )
 _TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES")
 

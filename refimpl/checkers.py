@@ -89,10 +89,12 @@ class LedgerChecker:
 from refimpl.admission_checker import AdmissionChecker  # noqa: E402  (issue #5)
 from refimpl.lazy_checker import LazyChecker  # noqa: E402  (issue #5: ORT is an optional extra)
 from refimpl.pressure_checker import PressureChecker  # noqa: E402  (issue #3)
+from refimpl.tx_checker import TransactionsChecker  # noqa: E402  (issue #4)
 
 CHECKERS: dict[str, Checker] = {
     "ledger": LedgerChecker(),
     "pressure": PressureChecker(),
+    "transactions": TransactionsChecker(),
     "admission": AdmissionChecker(),
     "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker"),
 }

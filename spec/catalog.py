@@ -176,14 +176,59 @@ _LINKS: dict[str, dict[str, object]] = {
     ),
 }
 
+# --- capacity transactions, views, bundles, lifetime (issue #4) ---
+_TX = "invariants.transactions."
+_TX_STATEFUL = "tests/test_tx_stateful.py::TestCoordinatorRefinesSpec"
+_TX_CONTROLS = "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample"
+_TX_BAD = "tests/test_tx_bad_input.py"
+_LINKS.update({
+    "C3": dict(
+        predicates=(_TX + "state_C3", _TX + "step_C3"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+               "tests/test_tx_scenarios.py::test_device_loss_refunds_only_on_confirmed_termination",
+               "tests/test_tx_scenarios.py::test_referenced_provider_stays_pinned"),
+        scope=("Providers are the authorities of the transaction model; pinning counts transactions, views "
+               "and stranded charge. The ABI itself and delegated quota (C10) are outside this model."),
+    ),
+    "C4": dict(
+        predicates=(_TX + "state_C4", _TX + "step_C4"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
+               "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot"),
+        scope=("Waiting and quota negotiation happen before Plan, outside the coordinator: no coordinator "
+               "operation waits (try-only reservation), so 'no wait while holding' holds by construction "
+               "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
+    ),
+    "C6": dict(
+        predicates=(_TX + "state_C6", _TX + "step_C6"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+               "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
+        scope=("View lifetime and generation per consuming execution, for all four view kinds. The "
+               "view-kind selection rule is not checked: the kind is the planner's declaration."),
+    ),
+    "I5": dict(
+        predicates=(_TX + "state_I5", _TX + "step_I5"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+               "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
+               "tests/test_tx_scenarios.py::test_poisoned_manager_refuses_every_grant",
+               "tests/test_tx_scenarios.py::test_mismatch_poisons_only_its_bundle"),
+        scope=("Pre-commit aborts (explicit, try-miss, device loss) restore every ledger exactly; a "
+               "post-commit mismatch poisons its state bundle only; ledger corruption poisons the "
+               "manager. Quarantine of un-undoable rollbacks is the ledger's Quarantine (I4a)."),
+    ),
+    "I9": dict(
+        predicates=(_TX + "step_I9",),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+               "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
+    ),
+    "I10": dict(
+        predicates=(_TX + "state_I10", _TX + "step_I10"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, "tests/test_tx_scenarios.py::test_bundle_commits_as_one_unit"),
+        scope="KV, recurrent/conv, sampler/search and progress parts; versions advance together on commit.",
+    ),
+})
+
 _PLANNED = {
-    "C3": "issue #4 (provider and context lifetime)",
-    "C4": "issue #4 (capacity transactions)",
-    "C6": "issue #4 (model views)",
     "C10": "a later issue (cooperative hierarchy across processes)",
-    "I5": "issue #4 (failure scope)",
-    "I9": "issue #4 (mapping generations)",
-    "I10": "issue #4 (state bundles)",
     "I11": "a later issue (honest enforcement scope)",
 }
 

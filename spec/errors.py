@@ -46,6 +46,15 @@ __all__ = [
     "StaleAnswer",
     "PinnedVictim",
     "MailboxFull",
+    "UnknownTransaction",
+    "UnknownView",
+    "UnknownBundle",
+    "UnknownIntent",
+    "ReservationOrder",
+    "ViewInUse",
+    "ProviderPinned",
+    "BundlePoisoned",
+    "ManagerPoisoned",
 ]
 
 
@@ -187,7 +196,7 @@ class UnknownTicket(CallerError, LookupError):
 
 
 class StaleGeneration(CallerError, ValueError):
-    """The ticket belongs to an older pool generation (a reconfigure happened since)."""
+    """The id names an older generation: a ticket from before a reconfigure (C5), or a view from before a remap (C6, I9)."""
 
 
 class StaleAnswer(CallerError, RuntimeError):
@@ -200,3 +209,42 @@ class PinnedVictim(CallerError, PermissionError):
 
 class MailboxFull(PolicyRefusal):
     """Back-pressure: every cancellation-mailbox slot is reserved by a live ticket; try again later."""
+
+
+# --- capacity transactions, views, bundles, failure scope (issue #4) ---
+
+
+class UnknownTransaction(CallerError, LookupError):
+    """No transaction with this id was ever planned."""
+
+
+class UnknownView(CallerError, LookupError):
+    """No model view with this id was ever published."""
+
+
+class UnknownBundle(CallerError, LookupError):
+    """No state bundle with this id was ever opened."""
+
+
+class UnknownIntent(CallerError, LookupError):
+    """No retry intent with this id exists (never left behind, or already used)."""
+
+
+class ReservationOrder(CallerError, RuntimeError):
+    """Authorities must be reserved in stable id order, lowest needed first (C4)."""
+
+
+class ViewInUse(CallerError, RuntimeError):
+    """The view is bound to an execution; it cannot be remapped or dropped now (I9)."""
+
+
+class ProviderPinned(CallerError, RuntimeError):
+    """A lease, reservation, view or unrefunded charge still references this provider (C3)."""
+
+
+class BundlePoisoned(EnvironmentFault):
+    """A post-commit disagreement poisoned this state bundle; the engine must rebuild it (I5)."""
+
+
+class ManagerPoisoned(EnvironmentFault):
+    """The shared ledger was found corrupt; every grant fails from now on (I5)."""

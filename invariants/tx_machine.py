@@ -1,0 +1,358 @@
+"""The stateful checker for capacity transactions: refinement + invariants after every step.
+
+A sibling of `invariants.machine.GovernorMachine` for the transaction model
+(`spec.transactions`). An adapter executes one `spec.tx_actions` action and
+returns its abstraction (`TxState`). After every step the machine checks:
+
+  (a) `check_step` for accepted steps, then `check_all` on the abstraction;
+  (b) refinement: the concrete step equals `spec.transactions.step` on the
+      previous abstraction (same result, same next state, same error type);
+  (c) a rejected action leaves the whole abstraction unchanged (G4).
+
+Rules draw mostly valid ids (so transactions get deep: reserve, publish,
+execute, commit) and on purpose also bad input: unknown and retired ids,
+out-of-order reservations, stale generations, lost contexts, bad bytes.
+`run_tx_campaign` / `find_tx_counterexample` are the campaign runners.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis import settings
+
+from invariants import contracts
+from invariants._violation import InvariantViolation, RefinementViolation
+from invariants.campaign import CampaignStats, ControlResult
+from invariants.transactions import check_all, check_step
+from spec import tx_actions as T
+from spec.errors import GovernorError
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
+from spec.transactions import TX_EMPTY, TxState, step as spec_step
+from spec.tx_lifecycle import TxPhase, ViewKind
+
+__all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "diff_tx_states", "run_tx_campaign",
+           "find_tx_counterexample"]
+
+
+class TxAdapter(Protocol):
+    def execute(self, action: Any) -> Any:
+        """Perform `action`; return its result or raise the spec's `GovernorError`."""
+
+    def abstract(self) -> TxState:
+        """The coordinator's state mapped to `TxState` (the refinement mapping)."""
+
+
+class TxSpecAdapter:
+    """The spec itself as a coordinator: for spec-only runs and spec negative controls."""
+
+    def __init__(self, guards: GuardSet = ALL_ON) -> None:
+        self.state, self.guards = TX_EMPTY, guards
+
+    def execute(self, action: Any) -> Any:
+        self.state, result = spec_step(self.state, action, self.guards)
+        return result
+
+    def abstract(self) -> TxState:
+        return self.state
+
+
+def diff_tx_states(a: TxState, b: TxState) -> str:
+    """A short description of where two abstractions differ."""
+    out = []
+    for field in ("authorities", "txs", "views", "bundles", "intents"):
+        x, y = getattr(a, field), getattr(b, field)
+        for k in sorted(set(x.keys()) | set(y.keys())):
+            if x.get(k) != y.get(k):
+                out.append(f"{field}[{k}]: {x.get(k)!r} != {y.get(k)!r}")
+    for field in ("manager", "next_authority", "next_tx", "next_view", "next_bundle", "next_intent", "next_seq"):
+        if getattr(a, field) != getattr(b, field):
+            out.append(f"{field}: {getattr(a, field)} != {getattr(b, field)}")
+    return "; ".join(out[:4]) or "no difference"
+
+
+AUTHORITIES = (("device", 24), ("host", 32), ("staging", 16))
+BAD_BYTES = (0, -1, 2**63, True, 1.5)
+BAD_IDS = (0, -1, None, "1")
+_OPEN = (TxPhase.PLANNED, TxPhase.RESERVING)
+
+
+class TxMachine(RuleBasedStateMachine):
+    """Subclass and set `adapter_factory` (and optionally `stats`, `check_refinement`)."""
+
+    adapter_factory: Callable[[], TxAdapter] = TxSpecAdapter
+    check_refinement: bool = True
+    stats: dict[str, Any] | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gov = type(self).adapter_factory()
+        self.abs = self.gov.abstract()
+        self.trace: list[Any] = []
+        if self.check_refinement and self.abs != TX_EMPTY:
+            raise RefinementViolation(f"initial state is not the spec's: {diff_tx_states(self.abs, TX_EMPTY)}")
+        if self.stats is not None:
+            self.stats["examples"] = self.stats.get("examples", 0) + 1
+
+    def teardown(self) -> None:
+        if self.stats is not None:
+            self.stats["last_trace"] = list(self.trace)
+
+    def _do(self, action: Any) -> None:
+        prev = self.abs
+        self.trace.append(action)
+        expected: tuple[TxState, Any] | None = None
+        expected_err: GovernorError | None = None
+        try:
+            expected = spec_step(prev, action)
+        except GovernorError as e:
+            expected_err = e
+        err: GovernorError | None = None
+        result = None
+        try:
+            result = self.gov.execute(action)
+        except GovernorError as e:
+            err = e
+        now = self.gov.abstract()
+        if self.stats is not None:
+            self.stats["steps"] = self.stats.get("steps", 0) + 1
+            key = f"rejected:{type(err).__name__}" if err else "accepted"
+            self.stats[key] = self.stats.get(key, 0) + 1
+        if self.check_refinement:
+            if (expected_err is None) != (err is None) or (err is not None and type(err) is not type(expected_err)):
+                raise RefinementViolation(f"{action!r}: spec {type(expected_err).__name__ if expected_err else 'accepts'}"
+                                          f" ({expected_err}), implementation "
+                                          f"{type(err).__name__ if err else 'accepts'} ({err})")
+            if expected is not None and (result != expected[1] or now != expected[0]):
+                raise RefinementViolation(f"{action!r}: result {result!r} vs spec {expected[1]!r}; "
+                                          f"{diff_tx_states(now, expected[0])}")
+        if err is not None:
+            # Verify a rejection changed nothing: the whole snapshot (lease rule G4).
+            if now != prev:
+                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff_tx_states(prev, now)}")
+        else:
+            check_step(prev, action, now)
+        check_all(now)
+        self.abs = now
+
+    # --- pickers -------------------------------------------------------------
+
+    def _pick(self, data: st.DataObject, ids: Any, nxt: int, prefer: Any = ()) -> Any:
+        prefer, known = sorted(prefer), sorted(ids)
+        k = data.draw(st.integers(0, 19))
+        if k == 0 or not known:
+            return data.draw(st.sampled_from(BAD_IDS + (nxt, nxt + 3)))
+        if k == 1 and nxt > 1:
+            return data.draw(st.integers(1, nxt - 1))  # possibly retired
+        if prefer and k > 4:
+            return data.draw(st.sampled_from(prefer))
+        return data.draw(st.sampled_from(known))
+
+    def _tx(self, data: st.DataObject, *phases: TxPhase) -> Any:
+        prefer = [t.id for t in self.abs.txs.values() if t.phase in phases]
+        return self._pick(data, self.abs.txs.keys(), self.abs.next_tx, prefer)
+
+    def _view(self, data: st.DataObject) -> Any:
+        return self._pick(data, self.abs.views.keys(), self.abs.next_view)
+
+    # --- rules ---------------------------------------------------------------
+
+    @initialize(n=st.integers(2, 3), bundles=st.integers(1, 2))
+    def setup(self, n: int, bundles: int) -> None:
+        for name, capacity in AUTHORITIES[:n]:
+            self._do(T.AddAuthority(name, capacity))
+        for _ in range(bundles):
+            self._do(T.OpenBundle())
+
+    @rule(data=st.data(), priority=st.integers(0, 9), kind=st.sampled_from(ViewKind))
+    def plan(self, data: st.DataObject, priority: int, kind: ViewKind) -> None:
+        auths = sorted(self.abs.authorities.keys())
+        pool = auths + [self.abs.next_authority] if data.draw(st.integers(0, 9)) == 0 else auths
+        if not pool:
+            pool = [1]
+        chosen = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
+        needs: Any = tuple((a, data.draw(st.integers(1, 12) if data.draw(st.integers(0, 15)) else
+                                          st.sampled_from(BAD_BYTES + (40,)))) for a in chosen)
+        if data.draw(st.integers(0, 30)) == 0:
+            needs = data.draw(st.sampled_from(((), [(1, 1)], ((1,),), ((1, 1), (1, 2)))))
+        bundle = None
+        if data.draw(st.integers(0, 2)):
+            bundle = self._pick(data, self.abs.bundles.keys(), self.abs.next_bundle)
+        retry = None
+        if (self.abs.intents and data.draw(st.booleans())) or data.draw(st.integers(0, 15)) == 0:
+            retry = self._pick(data, self.abs.intents.keys(), self.abs.next_intent)
+        if data.draw(st.integers(0, 30)) == 0:
+            priority = data.draw(st.sampled_from((-1, 10, True)))
+        self._do(T.Plan(needs, priority, kind, bundle, retry))
+
+    @rule(data=st.data())
+    def reserve(self, data: st.DataObject) -> None:
+        tid = self._tx(data, *_OPEN)
+        t = self.abs.txs.get(tid)
+        if t is not None and t.phase in _OPEN and data.draw(st.integers(0, 5)) > 0:
+            held = {a for a, _ in t.held}
+            unheld = sorted(a for a, _ in t.needs if a not in held)
+            aid = unheld[0] if data.draw(st.booleans()) else data.draw(st.sampled_from(unheld))
+        else:
+            aid = self._pick(data, self.abs.authorities.keys(), self.abs.next_authority)
+        self._do(T.Reserve(tid, aid))
+
+    @rule(data=st.data(), op=st.sampled_from(("publish", "execute", "execute", "commit", "commit", "abort",
+                                               "release")))
+    def progress(self, data: st.DataObject, op: str) -> None:
+        if op == "publish":
+            self._do(T.Publish(self._tx(data, TxPhase.RESERVED, TxPhase.RESERVING)))
+        elif op == "execute":
+            tid = self._tx(data, TxPhase.PUBLISHED, TxPhase.EXECUTING)
+            own = [v.id for v in self.abs.views.values() if v.allocation == tid]
+            shared = [v.id for v in self.abs.views.values()
+                      if v.allocation in self.abs.txs and self.abs.txs[v.allocation].phase is TxPhase.COMMITTED]
+            choices = own * 3 + shared
+            vid = data.draw(st.sampled_from(choices)) if choices and data.draw(st.integers(0, 5)) else self._view(data)
+            v = self.abs.views.get(vid)
+            gen: Any = v.generation if v is not None else 1
+            if data.draw(st.integers(0, 3)) == 0:
+                gen = data.draw(st.sampled_from((gen - 1 if gen > 1 else 0, gen + 1, gen + 1, None)))
+            self._do(T.Execute(tid, vid, gen))
+        elif op == "commit":
+            self._do(T.Commit(self._tx(data, TxPhase.EXECUTING)))
+        elif op == "abort":
+            self._do(T.Abort(self._tx(data, *(_OPEN + (TxPhase.RESERVED, TxPhase.PUBLISHED, TxPhase.EXECUTING)))))
+        else:
+            self._do(T.Release(self._tx(data, TxPhase.COMMITTED)))
+
+    @rule(data=st.data(), priority=st.integers(0, 9), kind=st.sampled_from(ViewKind))
+    def open_and_reserve(self, data: st.DataObject, priority: int, kind: ViewKind) -> None:
+        """A valid multi-authority transaction, reserved in stable order until held or missed."""
+        live = sorted(a.id for a in self.abs.authorities.values() if a.context.value == "active")
+        if not live:
+            return
+        chosen = data.draw(st.lists(st.sampled_from(live), min_size=min(2, len(live)), max_size=3, unique=True))
+        needs = tuple((a, data.draw(st.integers(1, 10))) for a in chosen)
+        bundles = sorted(b.id for b in self.abs.bundles.values() if b.state.value == "active")
+        bundle = data.draw(st.sampled_from(bundles)) if bundles and data.draw(st.integers(0, 3)) else None
+        before = self.abs.next_tx
+        self._do(T.Plan(needs, priority, kind, bundle))
+        t = self.abs.txs.get(before)
+        while t is not None and t.phase in _OPEN:
+            held = {a for a, _ in t.held}
+            unheld = sorted(a for a, _ in t.needs if a not in held)
+            if data.draw(st.integers(0, 3)) == 0:
+                self._do(T.Reserve(t.id, unheld[-1]))  # the highest first: out of order unless alone (C4)
+                return
+            self._do(T.Reserve(t.id, unheld[0]))
+            t = self.abs.txs.get(before)
+        if t is not None and t.phase is TxPhase.RESERVED and data.draw(st.integers(0, 2)) == 0:
+            view = self.abs.next_view
+            self._do(T.Publish(t.id))  # and run it to commit
+            self._do(T.Execute(t.id, view, 1))
+            self._do(T.Commit(t.id))
+
+    @rule(data=st.data())
+    def advance(self, data: st.DataObject) -> None:
+        """Take one transaction one step along the happy path (keeps campaigns deep)."""
+        live = sorted(self.abs.txs.keys())
+        if not live:
+            return
+        t = self.abs.txs[data.draw(st.sampled_from(live))]
+        if t.phase in _OPEN and data.draw(st.integers(0, 5)) == 0:
+            self._do(T.Publish(t.id))  # too early: refused (C4 bad input)
+        elif t.phase in _OPEN:
+            held = {a for a, _ in t.held}
+            self._do(T.Reserve(t.id, min(a for a, _ in t.needs if a not in held)))
+        elif t.phase is TxPhase.RESERVED:
+            self._do(T.Publish(t.id))
+        elif t.phase is TxPhase.PUBLISHED:
+            own = [v for v in self.abs.views.values() if v.allocation == t.id]
+            if own:
+                # Sometimes name a generation that is not current (C6 bad input).
+                stale = data.draw(st.sampled_from((1, -1))) if data.draw(st.integers(0, 3)) == 0 else 0
+                self._do(T.Execute(t.id, own[0].id, own[0].generation + stale))
+        elif t.phase is TxPhase.EXECUTING and data.draw(st.integers(0, 3)) == 0:
+            self._do(T.Remap(data.draw(st.sampled_from(t.bound))[0]))  # under its execution: refused (I9)
+        elif t.phase is TxPhase.EXECUTING and data.draw(st.booleans()):
+            self._do(T.Commit(t.id))
+        elif t.phase is TxPhase.EXECUTING:
+            shared = [v for v in self.abs.views.values() if v.state.value == "mapped" and t.id not in v.users
+                      and self.abs.txs[v.allocation].phase is TxPhase.COMMITTED]
+            if shared:
+                v = data.draw(st.sampled_from(shared))
+                self._do(T.Execute(t.id, v.id, v.generation))
+        elif data.draw(st.integers(0, 2)) == 0:
+            self._do(T.Release(t.id))
+
+    @rule(data=st.data())
+    def remap(self, data: st.DataObject) -> None:
+        busy = [v.id for v in self.abs.views.values() if v.users]
+        if busy and data.draw(st.booleans()):
+            self._do(T.Remap(data.draw(st.sampled_from(busy))))  # in use: refused (I9)
+        else:
+            self._do(T.Remap(self._pick(data, self.abs.views.keys(), self.abs.next_view)))
+
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "lose", "confirm", "confirm", "remove", "remove", "add",
+                                                 "bundle", "mismatch", "corrupt")))
+    def environment(self, data: st.DataObject, kind: str) -> None:
+        if kind == "corrupt":
+            if data.draw(st.booleans()):
+                self._do(T.CorruptLedger())
+        elif kind == "bundle":
+            self._do(T.OpenBundle())
+        elif kind == "mismatch":
+            self._do(T.ReportMismatch(self._pick(data, self.abs.bundles.keys(), self.abs.next_bundle)))
+        elif kind == "add":
+            name, cap = data.draw(st.sampled_from(AUTHORITIES + (("nvme", 64),)))
+            self._do(T.AddAuthority(data.draw(st.sampled_from((name,) * 5 + ("",))),
+                                    data.draw(st.sampled_from((cap,) * 5 + BAD_BYTES))))
+        else:
+            charged = [a.id for a in self.abs.authorities.values() if a.used]
+            aid = self._pick(data, self.abs.authorities.keys(), self.abs.next_authority, charged)
+            cls = {"lose": T.LoseDevice, "confirm": T.ConfirmTermination, "remove": T.RemoveAuthority}[kind]
+            self._do(cls(aid))
+
+    @invariant()
+    def abstraction_is_stable(self) -> None:
+        if self.gov.abstract() != self.abs:
+            raise RefinementViolation("abstraction changed without a step")
+
+
+def _machine(factory: Callable[[], TxAdapter], refine: bool, stats: dict[str, Any]) -> type[TxMachine]:
+    return type("TxCampaignMachine", (TxMachine,), {
+        "adapter_factory": staticmethod(factory), "check_refinement": refine, "stats": stats})
+
+
+def run_tx_campaign(factory: Callable[[], TxAdapter], cfg: settings, *, refine: bool = True) -> CampaignStats:
+    """Run the machine; an `InvariantViolation` propagates (the campaign failed)."""
+    stats: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
+    rejected = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("rejected:")}
+    return CampaignStats(stats.get("examples", 0), stats.get("steps", 0), stats.get("accepted", 0),
+                         rejected, time.perf_counter() - t0)
+
+
+def find_tx_counterexample(g: Guard, layer: Layer, cfg: settings,
+                           refimpl_factory: Callable[[GuardSet], TxAdapter] | None = None) -> ControlResult:
+    """Switch guard `g` off in `layer`; search for a violation of an ID it protects (or a divergence)."""
+    off = GuardSet.without(g.name)
+    if layer is Layer.SPEC:
+        factory: Callable[[], TxAdapter] = lambda: TxSpecAdapter(off)  # noqa: E731
+        refine, accept = False, set(g.ids)
+    else:
+        assert refimpl_factory is not None
+        factory = lambda: refimpl_factory(off)  # noqa: E731
+        refine, accept = True, set(g.ids) | {"refinement", "G4"}
+    stats: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    violated, message = None, "no counterexample found"
+    try:
+        with contracts.contracts(False):
+            run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
+    except InvariantViolation as e:
+        violated, message = e.id, str(e)
+    trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
+    return ControlResult(g.name, layer, g.ids, violated in accept, violated,
+                         len(trace) if violated else None, time.perf_counter() - t0, trace, message)

@@ -1,0 +1,50 @@
+"""The "transactions" checker for `ortmem verify`: C3, C4, C6, I5, I9, I10.
+
+Drives `CapacityTransactionCoordinator` against `spec.transactions` through
+`invariants.tx_machine.TxMachine` (refinement + the transaction predicates
+after every step, contracts on), and runs the negative controls of the
+guards registered with `model="transactions"`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from invariants import contracts
+from invariants.campaign import ControlResult, campaign_settings
+from invariants.transactions import STATE_PREDICATES, STEP_PREDICATES
+from invariants.tx_machine import find_tx_counterexample, run_tx_campaign
+from refimpl.tx_adapter import TxRefimplAdapter
+from spec.guards import Guard, Layer
+
+if TYPE_CHECKING:  # refimpl.checkers imports this module to register it
+    from refimpl.checkers import Budget, CheckerRun
+
+__all__ = ["TransactionsChecker"]
+
+#: Controls stop at the first counterexample; this caps the search when one is missing.
+_CONTROL_EXAMPLES, _CONTROL_STEPS = 200, 30
+
+
+class TransactionsChecker:
+    """Capacity transactions, views, bundles, provider lifetime, failure scope."""
+
+    name = "transactions"
+
+    def campaign(self, budget: Budget) -> CheckerRun:
+        from refimpl.checkers import CheckerRun
+
+        # A third of the ledger campaign's examples: each transaction step checks more, and
+        # the quick profile keeps this checker (campaign + controls) near 20 s on 2 cores.
+        cfg = campaign_settings(max(50, budget.campaign_examples // 3), budget.campaign_steps)
+        with contracts.contracts(True):
+            stats = run_tx_campaign(TxRefimplAdapter, cfg)
+        ids = set(STATE_PREDICATES) | set(STEP_PREDICATES)
+        checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
+                  for i in ids}
+        return CheckerRun(stats, checks)
+
+    def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
+        cfg = campaign_settings(min(budget.control_examples, _CONTROL_EXAMPLES),
+                                min(budget.control_steps, _CONTROL_STEPS), shrink=budget.shrink)
+        return find_tx_counterexample(guard, layer, cfg, TxRefimplAdapter)
