@@ -1,9 +1,10 @@
-"""Campaign runners: the stateful checker as a measured procedure.
+"""Campaign runners: a checked machine as a measured procedure.
 
-`run_campaign` drives a governor through the `GovernorMachine` and counts
-what ran; `find_counterexample` switches one guard off and demands that the
+`run_machine` drives an implementation through a `CheckedMachine` subclass
+and counts what ran; `hunt` switches one guard off and demands that the
 machine find a violation of an ID that guard protects (a negative control).
-Both use fixed seeds (`derandomize=True`): a flaky result is a failed one.
+`run_campaign` / `find_counterexample` are the ledger's instances. All use
+fixed seeds (`derandomize=True`): a flaky result is a failed one.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
-from invariants.machine import GovernorAdapter, GovernorMachine, SpecAdapter
+from invariants.checked import CheckedMachine
+from invariants.machine import GovernorMachine, SpecAdapter
 from spec.guards import Guard, GuardSet, Layer
 
-__all__ = ["CampaignStats", "ControlResult", "run_campaign", "find_counterexample", "campaign_settings"]
+__all__ = ["CampaignStats", "ControlResult", "campaign_settings", "configure", "run_machine", "hunt",
+           "run_campaign", "find_counterexample"]
 
-AdapterFactory = Callable[[GuardSet], GovernorAdapter]
+#: off-guards -> the adapter factory a machine calls (with whatever configuration it draws).
+FactoryFor = Callable[[GuardSet], Callable[..., Any]]
 
 
 @attrs.frozen
@@ -42,7 +46,7 @@ class ControlResult:
     ids: tuple[str, ...]
     found: bool
     violated: str | None  # the ID the detector named ("refinement" for a divergence)
-    steps: int | None  # length of the shrunk counterexample
+    steps: int | None  # length of the counterexample (shrunk when the budget asks for it)
     seconds: float
     counterexample: tuple[str, ...]
     message: str
@@ -55,45 +59,59 @@ def campaign_settings(max_examples: int, steps: int, *, shrink: bool = True) -> 
                     report_multiple_bugs=False, print_blob=False)
 
 
-def _machine(factory: Callable[[], GovernorAdapter], refine: bool, stats: dict[str, Any]) -> type[GovernorMachine]:
-    return type("CampaignMachine", (GovernorMachine,), {
+def configure(base: type[CheckedMachine], factory: Callable[..., Any], *, refine: bool = True,
+              stats: dict[str, Any] | None = None) -> type[CheckedMachine]:
+    """A subclass of `base` bound to an adapter factory, refinement on/off and shared counters."""
+    return type(base.__name__, (base,), {
         "adapter_factory": staticmethod(factory), "check_refinement": refine, "stats": stats})
 
 
-def run_campaign(factory: Callable[[], GovernorAdapter], cfg: settings, *, refine: bool = True) -> CampaignStats:
+def run_machine(base: type[CheckedMachine], factory: Callable[..., Any], cfg: settings, *,
+                refine: bool = True) -> CampaignStats:
     """Run the machine; an `InvariantViolation` propagates (the campaign failed)."""
     stats: dict[str, Any] = {}
     t0 = time.perf_counter()
-    run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
+    run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats), settings=cfg)
     rejected = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("rejected:")}
     return CampaignStats(stats.get("examples", 0), stats.get("steps", 0), stats.get("accepted", 0),
                          rejected, time.perf_counter() - t0)
 
 
-def find_counterexample(g: Guard, layer: Layer, cfg: settings,
-                        refimpl_factory: AdapterFactory | None = None) -> ControlResult:
+def hunt(base: type[CheckedMachine], g: Guard, layer: Layer, cfg: settings, *,
+         spec: FactoryFor, impl: FactoryFor | None) -> ControlResult:
     """Switch guard `g` off in `layer` and search for a violation of an ID it protects.
 
-    Spec layer: the spec alone is driven and only invariants can detect.
-    Refimpl layer: refimpl runs with contracts off against the intact spec,
-    so refinement (or an invariant on the abstraction) must detect.
+    Spec layer: the spec alone (`spec(off)`) is driven and only invariants can
+    detect. Refimpl layer: the implementation (`impl(off)`) runs with contracts
+    off against the intact spec, so refinement (or an invariant) must detect.
     """
     off = GuardSet.without(g.name)
     if layer is Layer.SPEC:
-        factory: Callable[[], GovernorAdapter] = lambda: SpecAdapter(off)  # noqa: E731
-        refine, accept = False, set(g.ids)
+        factory, refine, accept = spec(off), False, set(g.ids)
+    elif impl is None:
+        raise ValueError(f"{g.name}: a refimpl-layer control needs an implementation factory")
     else:
-        assert refimpl_factory is not None
-        factory = lambda: refimpl_factory(off)  # noqa: E731
-        refine, accept = True, set(g.ids) | {"refinement", "G4"}
+        factory, refine, accept = impl(off), True, set(g.ids) | {"refinement", "G4"}
     stats: dict[str, Any] = {}
     t0 = time.perf_counter()
     violated, message = None, "no counterexample found"
     try:
         with contracts.contracts(False):
-            run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
+            run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats), settings=cfg)
     except InvariantViolation as e:
         violated, message = e.id, str(e)
     trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
     return ControlResult(g.name, layer, g.ids, violated in accept, violated,
                          len(trace) if violated else None, time.perf_counter() - t0, trace, message)
+
+
+def run_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
+    """The ledger campaign: `factory()` is the governor adapter under test."""
+    return run_machine(GovernorMachine, factory, cfg, refine=refine)
+
+
+def find_counterexample(g: Guard, layer: Layer, cfg: settings,
+                        refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
+    """A ledger negative control; `refimpl_factory(off)` builds the implementation's adapter."""
+    impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
+    return hunt(GovernorMachine, g, layer, cfg, spec=lambda off: lambda: SpecAdapter(off), impl=impl)

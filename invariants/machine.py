@@ -21,19 +21,18 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import initialize, rule
 
 from spec import actions as A
-from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 from spec.machine import step as spec_step
 from spec.state import EMPTY, State
 from spec.types import AllocState, Role, Tier
 
-from invariants._violation import InvariantViolation, RefinementViolation
+from invariants.checked import CheckedMachine
 from invariants.predicates import check_all, check_step
 
-__all__ = ["GovernorAdapter", "SpecAdapter", "GovernorMachine", "diff_states"]
+__all__ = ["GovernorAdapter", "SpecAdapter", "GovernorMachine"]
 
 
 class GovernorAdapter(Protocol):
@@ -72,85 +71,23 @@ def _bytes(valid_max: int = 40) -> st.SearchStrategy[Any]:
         lambda k: st.sampled_from(BAD_BYTES) if k == 0 else st.integers(1, valid_max if k > 7 else 6))
 
 
-def diff_states(a: State, b: State) -> str:
-    """A short description of where two abstractions differ."""
-    out = []
-    for field in ("authorities", "holders", "allocations", "allowances"):
-        x, y = getattr(a, field), getattr(b, field)
-        for k in sorted(set(x.keys()) | set(y.keys())):
-            if x.get(k) != y.get(k):
-                out.append(f"{field}[{k}]: {x.get(k)!r} != {y.get(k)!r}")
-    for field in ("next_authority", "next_holder", "next_allocation", "next_allowance"):
-        if getattr(a, field) != getattr(b, field):
-            out.append(f"{field}: {getattr(a, field)} != {getattr(b, field)}")
-    return "; ".join(out[:4]) or "no difference"
-
-
-class GovernorMachine(RuleBasedStateMachine):
-    """Subclass and set `adapter_factory` (and optionally `stats`, `check_refinement`)."""
+class GovernorMachine(CheckedMachine):
+    """The ledger's machine. Subclass and set `adapter_factory` (a no-argument adapter factory)."""
 
     adapter_factory: Callable[[], GovernorAdapter] = SpecAdapter
-    check_refinement: bool = True
-    #: Shared counters a campaign reads: examples, steps, accepted, rejected, last_trace.
-    stats: dict[str, Any] | None = None
 
     def __init__(self) -> None:
         super().__init__()
-        self.gov = type(self).adapter_factory()
-        self.abs = self.gov.abstract()
-        self.trace: list[Any] = []
-        if self.check_refinement and self.abs != EMPTY:
-            raise RefinementViolation(f"initial state is not the spec's: {diff_states(self.abs, EMPTY)}")
-        if self.stats is not None:
-            self.stats["examples"] = self.stats.get("examples", 0) + 1
+        self.start(type(self).adapter_factory(), EMPTY)
 
-    def teardown(self) -> None:
-        if self.stats is not None:
-            self.stats["last_trace"] = list(self.trace)
+    def spec_step(self, state: State, action: Any) -> tuple[State, Any]:
+        return spec_step(state, action)
 
-    # --- the checked step ----------------------------------------------------
+    def check_state(self, state: State) -> None:
+        check_all(state)
 
-    def _do(self, action: Any) -> None:
-        prev = self.abs
-        self.trace.append(action)
-        expected: tuple[State, Any] | None = None
-        expected_err: GovernorError | None = None
-        try:
-            expected = spec_step(prev, action)
-        except GovernorError as e:
-            expected_err = e
-        err: GovernorError | None = None
-        result = None
-        try:
-            result = self.gov.execute(action)
-        except GovernorError as e:
-            err = e
-        now = self.gov.abstract()
-        if self.stats is not None:
-            self.stats["steps"] = self.stats.get("steps", 0) + 1
-            key = f"rejected:{type(err).__name__}" if err else "accepted"
-            self.stats[key] = self.stats.get(key, 0) + 1
-        if self.check_refinement:
-            if expected_err is not None and err is None:
-                raise RefinementViolation(f"{action!r}: spec rejects ({type(expected_err).__name__}: "
-                                          f"{expected_err}) but the implementation accepted")
-            if expected_err is None and err is not None:
-                raise RefinementViolation(f"{action!r}: spec accepts but the implementation raised "
-                                          f"{type(err).__name__}: {err}")
-            if expected_err is not None and type(err) is not type(expected_err):
-                raise RefinementViolation(f"{action!r}: spec raises {type(expected_err).__name__}, "
-                                          f"implementation {type(err).__name__}: {err}")
-            if expected is not None and (result != expected[1] or now != expected[0]):
-                raise RefinementViolation(f"{action!r}: result {result!r} vs spec {expected[1]!r}; "
-                                          f"{diff_states(now, expected[0])}")
-        if err is not None:
-            # Verify a rejection changed nothing: the whole snapshot (lease rule G4).
-            if now != prev:
-                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff_states(prev, now)}")
-        else:
-            check_step(prev, action, now)
-        check_all(now)
-        self.abs = now
+    def check_step(self, prev: State, action: Any, now: State) -> None:
+        check_step(prev, action, now)
 
     # --- id pickers ----------------------------------------------------------
 
@@ -260,9 +197,3 @@ class GovernorMachine(RuleBasedStateMachine):
         else:
             cls = {"grow": A.ReserveGrowth, "map": A.MapAllowance, "unmap": A.UnmapAllowance}[op]
             self._do(cls(holder, wid, nbytes))
-
-    @invariant()
-    def abstraction_is_stable(self) -> None:
-        # Reading the abstraction twice without a step must give the same state.
-        if self.gov.abstract() != self.abs:
-            raise RefinementViolation("abstraction changed without a step")

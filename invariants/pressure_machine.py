@@ -14,21 +14,18 @@ bad byte counts, stale pressure answers.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
+from hypothesis.stateful import initialize, rule
 from hypothesis import settings
 
-from invariants import contracts
-from invariants._violation import InvariantViolation, RefinementViolation
-from invariants.campaign import CampaignStats, ControlResult
+from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
+from invariants.checked import CheckedMachine
 from invariants.pressure import check_all, check_step, check_trace
 from spec import pressure as P
-from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["PoolAdapter", "SpecPoolAdapter", "PoolParams", "PressureMachine", "run_pressure_campaign",
@@ -74,70 +71,34 @@ def _bytes(hi: int) -> st.SearchStrategy[Any]:
                                       else st.integers(1, hi if k > 8 else 3))
 
 
-class PressureMachine(RuleBasedStateMachine):
-    """Subclass and set `adapter_factory` (optionally `check_refinement`, `stats`)."""
+class PressureMachine(CheckedMachine):
+    """Subclass and set `adapter_factory` (a factory taking `PoolParams`)."""
 
     adapter_factory: AdapterFactory = SpecPoolAdapter
-    check_refinement: bool = True
-    stats: dict[str, Any] | None = None
 
     def __init__(self) -> None:
         super().__init__()
-        self.gov: PoolAdapter | None = None
-        self.trace: list[Any] = []
         self.triples: list[tuple[P.Pool, Any, P.Pool]] = []
-        if self.stats is not None:
-            self.stats["examples"] = self.stats.get("examples", 0) + 1
 
     @initialize(capacity=st.sampled_from((8, 12, 16)), fixed=st.sampled_from((0, 0, 2)),
                 bound=st.sampled_from((1, 1, 2, 3)), mailbox=st.sampled_from((3, 8, 12)))
     def setup(self, capacity: int, fixed: int, bound: int, mailbox: int) -> None:
         params = PoolParams(capacity, fixed, 2, bound, mailbox)
-        self.gov = type(self).adapter_factory(params)
-        self.abs = self.gov.abstract()
-        expected = P.initial(capacity, fixed, 2, bound, mailbox)
-        if self.check_refinement and self.abs != expected:
-            raise RefinementViolation(f"initial pool {self.abs!r} is not the spec's {expected!r}")
+        self.start(type(self).adapter_factory(params), P.initial(capacity, fixed, 2, bound, mailbox))
 
     def teardown(self) -> None:
-        if self.stats is not None:
-            self.stats["last_trace"] = list(self.trace)
-        check_trace(self.triples)
+        super().teardown()
+        check_trace(self.triples)  # exactly-once credit, bounded overtaking
 
-    # --- the checked step ----------------------------------------------------
+    def spec_step(self, state: P.Pool, action: Any) -> tuple[P.Pool, Any]:
+        return P.step(state, action)
 
-    def _do(self, action: Any) -> None:
-        prev = self.abs
-        self.trace.append(action)
-        expected = expected_err = err = result = None
-        try:
-            expected = P.step(prev, action)
-        except GovernorError as e:
-            expected_err = e
-        try:
-            result = self.gov.execute(action)  # type: ignore[union-attr]
-        except GovernorError as e:
-            err = e
-        now = self.gov.abstract()  # type: ignore[union-attr]
-        if self.stats is not None:
-            self.stats["steps"] = self.stats.get("steps", 0) + 1
-            key = f"rejected:{type(err).__name__}" if err else "accepted"
-            self.stats[key] = self.stats.get(key, 0) + 1
-        if self.check_refinement:
-            if (expected_err is None) != (err is None) or (err is not None and type(err) is not type(expected_err)):
-                raise RefinementViolation(f"{action!r}: spec {type(expected_err).__name__ if expected_err else 'accepts'}"
-                                          f", implementation {type(err).__name__ if err else 'accepts'}: {err or ''}")
-            if expected is not None and (result != expected[1] or now != expected[0]):
-                raise RefinementViolation(f"{action!r}: result {result!r} vs spec {expected[1]!r}; "
-                                          f"pool {now!r} vs spec {expected[0]!r}")
-        if err is not None:
-            if now != prev:  # G4: a rejection changes nothing, the whole pool compared
-                raise InvariantViolation("G4", f"{action!r} was rejected but changed the pool")
-        else:
-            check_step(prev, action, now)
-            self.triples.append((prev, action, now))
-        check_all(now)
-        self.abs = now
+    def check_state(self, state: P.Pool) -> None:
+        check_all(state)
+
+    def check_step(self, prev: P.Pool, action: Any, now: P.Pool) -> None:
+        check_step(prev, action, now)
+        self.triples.append((prev, action, now))
 
     # --- pickers -------------------------------------------------------------
 
@@ -246,38 +207,13 @@ class PressureMachine(RuleBasedStateMachine):
         self._do(P.ExpirePressure(pid, now) if expire else P.CancelPressure(pid))
 
 
-def _machine(factory: AdapterFactory, refine: bool, stats: dict[str, Any]) -> type[PressureMachine]:
-    return type("PressureCampaign", (PressureMachine,), {
-        "adapter_factory": staticmethod(factory), "check_refinement": refine, "stats": stats})
-
-
 def run_pressure_campaign(factory: AdapterFactory, cfg: settings, *, refine: bool = True) -> CampaignStats:
-    stats: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
-    rejected = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("rejected:")}
-    return CampaignStats(stats.get("examples", 0), stats.get("steps", 0), stats.get("accepted", 0), rejected,
-                         time.perf_counter() - t0)
+    return run_machine(PressureMachine, factory, cfg, refine=refine)
 
 
 def find_pressure_counterexample(g: Guard, layer: Layer, cfg: settings,
                                  refimpl_factory: Callable[[PoolParams, GuardSet], PoolAdapter]) -> ControlResult:
     """Switch `g` off in `layer`; the spec alone must violate an ID it protects, refimpl must be caught."""
-    off = GuardSet.without(g.name)
-    if layer is Layer.SPEC:
-        factory: AdapterFactory = lambda params: SpecPoolAdapter(params, off)  # noqa: E731
-        refine, accept = False, set(g.ids)
-    else:
-        factory = lambda params: refimpl_factory(params, off)  # noqa: E731
-        refine, accept = True, set(g.ids) | {"refinement", "G4"}
-    stats: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    violated, message = None, "no counterexample found"
-    try:
-        with contracts.contracts(False):
-            run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
-    except InvariantViolation as e:
-        violated, message = e.id, str(e)
-    trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
-    return ControlResult(g.name, layer, g.ids, violated in accept, violated,
-                         len(trace) if violated else None, time.perf_counter() - t0, trace, message)
+    return hunt(PressureMachine, g, layer, cfg,
+                spec=lambda off: lambda params: SpecPoolAdapter(params, off),
+                impl=lambda off: lambda params: refimpl_factory(params, off))

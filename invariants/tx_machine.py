@@ -17,26 +17,22 @@ out-of-order reservations, stale generations, lost contexts, bad bytes.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import initialize, rule
 from hypothesis import settings
 
-from invariants import contracts
-from invariants._violation import InvariantViolation, RefinementViolation
-from invariants.campaign import CampaignStats, ControlResult
+from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
+from invariants.checked import CheckedMachine
 from invariants.transactions import check_all, check_step
 from spec import tx_actions as T
-from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.transactions import TX_EMPTY, TxState, step as spec_step
 from spec.tx_lifecycle import TxPhase, ViewKind
 
-__all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "diff_tx_states", "run_tx_campaign",
-           "find_tx_counterexample"]
+__all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "run_tx_campaign", "find_tx_counterexample"]
 
 
 class TxAdapter(Protocol):
@@ -61,83 +57,29 @@ class TxSpecAdapter:
         return self.state
 
 
-def diff_tx_states(a: TxState, b: TxState) -> str:
-    """A short description of where two abstractions differ."""
-    out = []
-    for field in ("authorities", "txs", "views", "bundles", "intents"):
-        x, y = getattr(a, field), getattr(b, field)
-        for k in sorted(set(x.keys()) | set(y.keys())):
-            if x.get(k) != y.get(k):
-                out.append(f"{field}[{k}]: {x.get(k)!r} != {y.get(k)!r}")
-    for field in ("manager", "next_authority", "next_tx", "next_view", "next_bundle", "next_intent", "next_seq"):
-        if getattr(a, field) != getattr(b, field):
-            out.append(f"{field}: {getattr(a, field)} != {getattr(b, field)}")
-    return "; ".join(out[:4]) or "no difference"
-
-
 AUTHORITIES = (("device", 24), ("host", 32), ("staging", 16))
 BAD_BYTES = (0, -1, 2**63, True, 1.5)
 BAD_IDS = (0, -1, None, "1")
 _OPEN = (TxPhase.PLANNED, TxPhase.RESERVING)
 
 
-class TxMachine(RuleBasedStateMachine):
-    """Subclass and set `adapter_factory` (and optionally `stats`, `check_refinement`)."""
+class TxMachine(CheckedMachine):
+    """Subclass and set `adapter_factory` (a no-argument adapter factory)."""
 
     adapter_factory: Callable[[], TxAdapter] = TxSpecAdapter
-    check_refinement: bool = True
-    stats: dict[str, Any] | None = None
 
     def __init__(self) -> None:
         super().__init__()
-        self.gov = type(self).adapter_factory()
-        self.abs = self.gov.abstract()
-        self.trace: list[Any] = []
-        if self.check_refinement and self.abs != TX_EMPTY:
-            raise RefinementViolation(f"initial state is not the spec's: {diff_tx_states(self.abs, TX_EMPTY)}")
-        if self.stats is not None:
-            self.stats["examples"] = self.stats.get("examples", 0) + 1
+        self.start(type(self).adapter_factory(), TX_EMPTY)
 
-    def teardown(self) -> None:
-        if self.stats is not None:
-            self.stats["last_trace"] = list(self.trace)
+    def spec_step(self, state: TxState, action: Any) -> tuple[TxState, Any]:
+        return spec_step(state, action)
 
-    def _do(self, action: Any) -> None:
-        prev = self.abs
-        self.trace.append(action)
-        expected: tuple[TxState, Any] | None = None
-        expected_err: GovernorError | None = None
-        try:
-            expected = spec_step(prev, action)
-        except GovernorError as e:
-            expected_err = e
-        err: GovernorError | None = None
-        result = None
-        try:
-            result = self.gov.execute(action)
-        except GovernorError as e:
-            err = e
-        now = self.gov.abstract()
-        if self.stats is not None:
-            self.stats["steps"] = self.stats.get("steps", 0) + 1
-            key = f"rejected:{type(err).__name__}" if err else "accepted"
-            self.stats[key] = self.stats.get(key, 0) + 1
-        if self.check_refinement:
-            if (expected_err is None) != (err is None) or (err is not None and type(err) is not type(expected_err)):
-                raise RefinementViolation(f"{action!r}: spec {type(expected_err).__name__ if expected_err else 'accepts'}"
-                                          f" ({expected_err}), implementation "
-                                          f"{type(err).__name__ if err else 'accepts'} ({err})")
-            if expected is not None and (result != expected[1] or now != expected[0]):
-                raise RefinementViolation(f"{action!r}: result {result!r} vs spec {expected[1]!r}; "
-                                          f"{diff_tx_states(now, expected[0])}")
-        if err is not None:
-            # Verify a rejection changed nothing: the whole snapshot (lease rule G4).
-            if now != prev:
-                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff_tx_states(prev, now)}")
-        else:
-            check_step(prev, action, now)
-        check_all(now)
-        self.abs = now
+    def check_state(self, state: TxState) -> None:
+        check_all(state)
+
+    def check_step(self, prev: TxState, action: Any, now: TxState) -> None:
+        check_step(prev, action, now)
 
     # --- pickers -------------------------------------------------------------
 
@@ -313,46 +255,14 @@ class TxMachine(RuleBasedStateMachine):
             cls = {"lose": T.LoseDevice, "confirm": T.ConfirmTermination, "remove": T.RemoveAuthority}[kind]
             self._do(cls(aid))
 
-    @invariant()
-    def abstraction_is_stable(self) -> None:
-        if self.gov.abstract() != self.abs:
-            raise RefinementViolation("abstraction changed without a step")
-
-
-def _machine(factory: Callable[[], TxAdapter], refine: bool, stats: dict[str, Any]) -> type[TxMachine]:
-    return type("TxCampaignMachine", (TxMachine,), {
-        "adapter_factory": staticmethod(factory), "check_refinement": refine, "stats": stats})
-
 
 def run_tx_campaign(factory: Callable[[], TxAdapter], cfg: settings, *, refine: bool = True) -> CampaignStats:
     """Run the machine; an `InvariantViolation` propagates (the campaign failed)."""
-    stats: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
-    rejected = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("rejected:")}
-    return CampaignStats(stats.get("examples", 0), stats.get("steps", 0), stats.get("accepted", 0),
-                         rejected, time.perf_counter() - t0)
+    return run_machine(TxMachine, factory, cfg, refine=refine)
 
 
 def find_tx_counterexample(g: Guard, layer: Layer, cfg: settings,
                            refimpl_factory: Callable[[GuardSet], TxAdapter] | None = None) -> ControlResult:
     """Switch guard `g` off in `layer`; search for a violation of an ID it protects (or a divergence)."""
-    off = GuardSet.without(g.name)
-    if layer is Layer.SPEC:
-        factory: Callable[[], TxAdapter] = lambda: TxSpecAdapter(off)  # noqa: E731
-        refine, accept = False, set(g.ids)
-    else:
-        assert refimpl_factory is not None
-        factory = lambda: refimpl_factory(off)  # noqa: E731
-        refine, accept = True, set(g.ids) | {"refinement", "G4"}
-    stats: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    violated, message = None, "no counterexample found"
-    try:
-        with contracts.contracts(False):
-            run_state_machine_as_test(_machine(factory, refine, stats), settings=cfg)
-    except InvariantViolation as e:
-        violated, message = e.id, str(e)
-    trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
-    return ControlResult(g.name, layer, g.ids, violated in accept, violated,
-                         len(trace) if violated else None, time.perf_counter() - t0, trace, message)
+    impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
+    return hunt(TxMachine, g, layer, cfg, spec=lambda off: lambda: TxSpecAdapter(off), impl=impl)

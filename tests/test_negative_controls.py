@@ -42,8 +42,9 @@ def test_invalid_guard_name_rejected() -> None:
 
 def test_counterexample_is_shrunk_when_asked() -> None:
     g = next(g for g in GUARDS if g.name == "limit_check")
-    r = find_counterexample(g, Layer.SPEC, campaign_settings(200, 30, shrink=True))
-    assert r.found
-    # Near-shortest: setup (holder + authority), then the over-limit reserve is the last step.
-    assert r.steps is not None and r.steps <= 6, r.counterexample
-    assert r.counterexample[-1].startswith("Reserve(") and "nbytes=17" in r.counterexample[-1]
+    raw = find_counterexample(g, Layer.SPEC, campaign_settings(200, 30, shrink=False))
+    short = find_counterexample(g, Layer.SPEC, campaign_settings(200, 30, shrink=True))
+    assert raw.found and short.found
+    assert short.steps is not None and raw.steps is not None and short.steps < raw.steps, short.counterexample
+    # The violating step is an over-limit reserve, and it ends the shrunk script.
+    assert short.counterexample[-1].startswith("Reserve(") and short.violated == "I2"

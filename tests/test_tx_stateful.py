@@ -37,7 +37,7 @@ TestTxSpecInvariants = TxSpecAlone.TestCase
 def test_tx_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
     # Evidence only if transactions get deep (commit, remap, loss) and bad input is rejected often.
     with contracts.contracts(True):
-        stats = run_tx_campaign(TxRefimplAdapter, campaign_settings(150, 40))
+        stats = run_tx_campaign(TxRefimplAdapter, campaign_settings(300, 40))
     assert stats.examples >= 150
     assert stats.accepted > 1000
     for error in ("InvalidArgument", "InvalidTransition", "UnknownTransaction", "UnknownView", "DeviceLost",

@@ -1,0 +1,138 @@
+"""The checked step every stateful checker shares, and a readable state diff.
+
+`CheckedMachine` is the base of each protocol's Hypothesis machine (ledger,
+pressure, transactions, admission, real ORT sessions). A subclass supplies
+the rules, `spec_step` and the predicates; the base performs one checked
+step for every action:
+
+  (a) the state predicates on the new abstraction, and the step predicates
+      on accepted steps;
+  (b) refinement: the implementation's result and next abstraction equal
+      the spec's step on the previous abstraction, error type for error type;
+  (c) a rejection leaves the whole abstraction unchanged (lease rule G4).
+
+`adapter_factory` is set by `invariants.campaign.configure`; the subclass
+calls it (with whatever configuration it drew) and hands the adapter to
+`start`. With `check_refinement` off the adapter is the spec itself with a
+guard switched off, and only the predicates can detect (spec-layer controls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from hypothesis.stateful import RuleBasedStateMachine, invariant
+
+from invariants._violation import InvariantViolation, RefinementViolation
+from spec.errors import GovernorError
+
+__all__ = ["CheckedMachine", "diff"]
+
+
+def diff(a: Any, b: Any, limit: int = 4) -> str:
+    """Where two abstract states differ: field by field, map entry by map entry."""
+    if not (attrs.has(type(a)) and type(a) is type(b)):
+        return f"{a!r} != {b!r}"
+    out = []
+    for f in attrs.fields(type(a)):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x == y:
+            continue
+        if isinstance(x, Mapping) and isinstance(y, Mapping):
+            out += [f"{f.name}[{k!r}]: {x.get(k)!r} != {y.get(k)!r}"
+                    for k in sorted(set(x) | set(y), key=repr) if x.get(k) != y.get(k)]
+        else:
+            out.append(f"{f.name}: {x!r} != {y!r}")
+    return "; ".join(out[:limit]) or "no difference"
+
+
+class CheckedMachine(RuleBasedStateMachine):
+    """Base machine: subclasses define rules, `spec_step`, `check_state` and `check_step`."""
+
+    adapter_factory: Callable[..., Any]
+    check_refinement: bool = True
+    #: Shared counters a campaign reads: examples, steps, accepted, rejected:<Error>, last_trace.
+    stats: dict[str, Any] | None = None
+
+    def spec_step(self, state: Any, action: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def check_state(self, state: Any) -> None:
+        raise NotImplementedError
+
+    def check_step(self, prev: Any, action: Any, now: Any) -> None:
+        raise NotImplementedError
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gov: Any = None
+        self.abs: Any = None
+        self.trace: list[Any] = []
+        self._count("examples")
+
+    def _count(self, key: str) -> None:
+        if self.stats is not None:
+            self.stats[key] = self.stats.get(key, 0) + 1
+
+    def start(self, gov: Any, initial: Any) -> None:
+        """Adopt the adapter; its first abstraction must be the spec's initial state."""
+        self.gov = gov
+        self.abs = gov.abstract()
+        if self.check_refinement and self.abs != initial:
+            raise RefinementViolation(f"initial state is not the spec's: {diff(self.abs, initial)}")
+        self.check_state(self.abs)
+
+    def teardown(self) -> None:
+        close = getattr(self.gov, "close", None)
+        if close is not None:
+            close()
+        if self.stats is not None:
+            self.stats["last_trace"] = list(self.trace)
+
+    def _do(self, action: Any) -> None:
+        prev = self.abs
+        self.trace.append(action)
+        expected: tuple[Any, Any] | None = None
+        expected_err: GovernorError | None = None
+        try:
+            expected = self.spec_step(prev, action)
+        except GovernorError as e:
+            expected_err = e
+        result: Any = None
+        err: GovernorError | None = None
+        try:
+            result = self.gov.execute(action)
+        except GovernorError as e:
+            err = e
+        now = self.gov.abstract()
+        self._count("steps")
+        self._count(f"rejected:{type(err).__name__}" if err else "accepted")
+        if self.check_refinement:
+            if expected_err is not None and err is None:
+                raise RefinementViolation(f"{action!r}: spec rejects ({type(expected_err).__name__}: "
+                                          f"{expected_err}) but the implementation accepted")
+            if expected_err is None and err is not None:
+                raise RefinementViolation(f"{action!r}: spec accepts but the implementation raised "
+                                          f"{type(err).__name__}: {err}")
+            if expected_err is not None and type(err) is not type(expected_err):
+                raise RefinementViolation(f"{action!r}: spec raises {type(expected_err).__name__}, "
+                                          f"implementation {type(err).__name__}: {err}")
+            if expected is not None and (result != expected[1] or now != expected[0]):
+                raise RefinementViolation(f"{action!r}: result {result!r} vs spec {expected[1]!r}; "
+                                          f"{diff(now, expected[0])}")
+        if err is not None:
+            # Verify a rejection changed nothing: the whole snapshot (lease rule G4).
+            if now != prev:
+                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff(prev, now)}")
+        else:
+            self.check_step(prev, action, now)
+        self.check_state(now)
+        self.abs = now
+
+    @invariant()
+    def abstraction_is_stable(self) -> None:
+        # Reading the abstraction twice without a step must give the same state.
+        if self.gov is not None and self.gov.abstract() != self.abs:
+            raise RefinementViolation("abstraction changed without a step")
