@@ -41,7 +41,6 @@ class ReclaimChannel:
         self.pg = PressureGovernor(max(1, capacity), holders=1, mailbox=1, guards=guards)
         self.now = 0  # logical clock: one tick per pressure ticket
         self.opened = self.answered = self.credited = 0
-        self._freed: Callable[[tuple[int, ...]], None] | None = None
 
     # --- the holder's side ---------------------------------------------------
 
@@ -60,8 +59,6 @@ class ReclaimChannel:
 
     def serve(self, pick: Pick, freed: Callable[[tuple[int, ...]], None]) -> None:
         """Register the holder: `pick(target)` chooses victims, `freed(victims)` releases their PMM leases."""
-        self._freed = freed
-
         def callback(pg: PressureGovernor, pid: int, target: int, deadline: int) -> None:
             victims = pick(target)
             pg.answer(HOLDER, pid, victims, self.now)  # validated: open, current, in time, unpinned + idle

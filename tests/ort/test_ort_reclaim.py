@@ -73,3 +73,14 @@ def test_growth_rejects_when_holder_credits_zero(world) -> None:
         rt.execute(S.Decode(rid))
     assert rt.abstract() == before  # nothing forced, nothing grown
     rt.close()
+
+
+def test_demo_elastic_reclaims_through_answered_tickets() -> None:
+    from refimpl.demo import run_demo
+
+    static, elastic, identical = run_demo(steps=20)
+    assert identical
+    assert elastic.stranded_byte_steps < static.stranded_byte_steps
+    opened, answered = elastic.tickets
+    assert opened > 0 and answered == opened
+    assert sum(s["released"] for s in elastic.steps) > 0
