@@ -6,11 +6,11 @@ to the spec's frozen states. They share only vocabulary (errors, actions,
 arithmetic) with the spec, never its transition code. No ORT here; the
 real-session elastic path lives in `refimpl.ort.governed`.
 
-`ReclaimableHolder` is the holder-side pressure interface the elastic split
-drives: `reclaim(target) -> released`, zero legal, the holder picks its own
-unpinned victims (C5). XXX: wire it to issue #3's pressure protocol
-(`refimpl/pressure.py`) once that lands: the elastic growth path should post
-a holder-side ticket instead of calling `reclaim` directly.
+`ReclaimableHolder` is the requester-side reclaim interface the elastic
+split drives: `reclaim(target) -> credited`, zero legal. It is served by
+`refimpl.reclaim.ReclaimChannel`: the growth path opens a pressure ticket on
+the weight cache (issue #3's protocol), whose callback picks its own
+unpinned buckets, newest first, and answers (C5, I6).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import immutables
 
+from refimpl.reclaim import ReclaimChannel
 from spec import admission as S
 from spec.arith import kv_bytes, kv_growth_peak
 from spec.errors import (
@@ -154,30 +155,46 @@ class CoResidencyScheduler:
 
 
 class WeightCache:
-    """Borrowed weight bytes in buckets; the holder picks its own victims (newest first)."""
+    """Borrowed weight bytes in buckets, answering pressure tickets with its own victims (newest first)."""
 
-    def __init__(self, bucket: int) -> None:
+    def __init__(self, bucket: int, capacity: int) -> None:
         self.bucket = bucket
-        self.buckets: list[int] = []
+        self.buckets: list[tuple[int, int]] = []  # (bytes, mirror ticket), newest last
+        self.channel = ReclaimChannel(capacity)
+        self.channel.serve(self._pick, self._freed)
 
     @property
     def bytes(self) -> int:
-        return sum(self.buckets)
+        return sum(b for b, _ in self.buckets)
 
     def fill(self, nbytes: int) -> None:
         while nbytes > 0:
             b = min(self.bucket, nbytes)
-            self.buckets.append(b)
+            self.buckets.append((b, self.channel.lease(b)))
             nbytes -= b
 
     def reclaim(self, target: int) -> int:
-        released = 0
-        while self.buckets and released < target:
-            released += self.buckets.pop()
-        if released > target:  # a partial bucket is split, not over-released
-            self.buckets.append(released - target)
-            released = target
-        return released
+        """Through a pressure ticket on this cache; returns the credited bytes."""
+        return self.channel.reclaim(target)
+
+    def _pick(self, target: int) -> tuple[int, ...]:
+        picked, got = [], 0
+        while got < target and len(picked) < len(self.buckets):
+            b, tid = self.buckets[-1 - len(picked)]
+            picked.append(tid)
+            got += b
+        if got > target:  # a partial bucket is split, not over-released
+            i = len(self.buckets) - len(picked)
+            b, tid = self.buckets[i]
+            cut = b - (got - target)
+            self.channel.unlease(tid)
+            self.buckets[i:i + 1] = [(b - cut, self.channel.lease(b - cut)), (cut, self.channel.lease(cut))]
+            picked[-1] = self.buckets[i + 1][1]
+        return tuple(picked)
+
+    def _freed(self, victims: tuple[int, ...]) -> None:
+        gone = set(victims)
+        self.buckets = [(b, t) for b, t in self.buckets if t not in gone]
 
 
 class ElasticSplit:
@@ -188,8 +205,8 @@ class ElasticSplit:
         S.new_elastic(budget, headroom, bytes_per_token, max_context, bucket, pinned)  # floor check
         self.budget, self.headroom, self.bpt = budget, headroom, bytes_per_token
         self.max_context, self.bucket, self.pinned, self.guards = max_context, bucket, pinned, guards
-        self.cache = WeightCache(bucket * bytes_per_token)
-        self.weights: ReclaimableHolder = self.cache
+        self.cache = WeightCache(bucket * bytes_per_token, budget)
+        self.weights: ReclaimableHolder = self.cache  # reclaim = a pressure ticket on the cache
         self.tokens = 0
         self.kv_tokens = min(bucket, max_context)
 
@@ -221,7 +238,7 @@ class ElasticSplit:
                 raise CapacityDenied(f"growth peak {peak} does not fit even with the cache reclaimed")
             over = self.pinned + self.cache.bytes + peak + self.headroom - self.budget
             if over > 0:
-                released = self.weights.reclaim(over)  # production reclaim path (pressure on weights)
+                released = self.weights.reclaim(over)  # production reclaim path: a pressure ticket on the weights
         self.tokens += 1
         self.kv_tokens = new
         return released

@@ -298,6 +298,8 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
     console.print(f"stranded KV (byte-steps): static {static.stranded_byte_steps:,}, "
                   f"elastic {elastic.stranded_byte_steps:,}; mean weight cache: static {static.mean_cache:,.0f} B, "
                   f"elastic {elastic.mean_cache:,.0f} B")
+    console.print(f"reclaim through pressure tickets on the weight holder (opened/answered): "
+                  f"static {static.tickets[0]}/{static.tickets[1]}, elastic {elastic.tickets[0]}/{elastic.tickets[1]}")
     console.print("outputs identical to the ungoverned run: " + ("[green]yes[/]" if identical else "[red]NO[/]"))
     if args.plot:
         plot(static, elastic, args.plot)

@@ -3,7 +3,9 @@
 Both arms run the same decoder, inputs and limit. Static: the KV reservation
 is the maximum context, taken at load (bucket = max context). Elastic: KV
 starts at one bucket and grows, reclaiming the weight holder's borrowed
-cache through the production reclaim path. Every output is compared with an
+cache through the production reclaim path: each reclaim is a pressure ticket
+on the weight holder, answered by its callback (the counts are reported).
+Every output is compared with an
 ungoverned session; stranded KV (charged minus used) is summed over steps.
 Rendering only here; the work is `refimpl.ort.governed.GovernedRuntime`.
 """
@@ -23,6 +25,7 @@ __all__ = ["ArmTrace", "run_demo", "plot"]
 class ArmTrace:
     name: str
     steps: tuple[dict[str, int], ...]  # per step: weights, cache, kv, kv_used, stranded, released
+    tickets: tuple[int, int] = (0, 0)  # pressure tickets on the weight holder: (opened, answered)
 
     @property
     def stranded_byte_steps(self) -> int:
@@ -55,8 +58,9 @@ def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucke
         used = s.requests[rid].tokens * f.bytes_per_token
         rows.append({"weights": s.models["dec"].admitted, "cache": s.cache, "kv": kv, "kv_used": used,
                      "stranded": kv - used, "released": released})
+    tickets = (rt.weights.channel.opened, rt.weights.channel.answered)
     rt.close()
-    return ArmTrace(name, tuple(rows)), outs
+    return ArmTrace(name, tuple(rows), tickets), outs
 
 
 def run_demo(steps: int = 48, max_context: int = 64, bucket: int = 8, limit: int = 160 * 1024,

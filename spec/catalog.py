@@ -150,9 +150,14 @@ _LINKS: dict[str, dict[str, object]] = {
     "I8c": dict(
         predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions"),
         tests=(_ADM_MACHINE, _ADM_CONTROLS, _ORT_MACHINE,
-               "tests/ort/test_ort_governed.py::test_elastic_path_reaches_max_context_through_reclaim"),
+               "tests/ort/test_ort_governed.py::test_elastic_path_reaches_max_context_through_reclaim",
+               "tests/ort/test_ort_reclaim.py::test_growth_to_max_context_goes_through_pressure_tickets",
+               "tests/ort/test_ort_reclaim.py::test_growth_rejects_when_holder_credits_zero"),
         scope=("One request in the pure model; several requests over real sessions, each admitted with a "
-               "guaranteed path to max context that KV growth takes by reclaiming the weight cache."),
+               "guaranteed path to max context that KV growth takes by reclaiming the weight cache through "
+               "pressure tickets (refimpl.reclaim over refimpl.pressure): the holder's callback answers with "
+               "its own unpinned buckets, growth proceeds only with the credited bytes (short credit -> "
+               "CapacityDenied, nothing forced)."),
     ),
     "I12": dict(
         predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency"),

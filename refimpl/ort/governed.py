@@ -9,9 +9,11 @@
 # compatibility mode (C9), residency observations (I8b). The session is a
 # reporter, not a holder: leases belong to the weight and KV holders, and the
 # transient peak to the arena holder. Never calls spec transition code.
-# Reclaim goes through `WeightHolder.reclaim` (the holder-side pressure
-# interface). XXX: route it through issue #3's pressure protocol
-# (`refimpl/pressure.py`) once that lands: `_make_room` should post a ticket.
+# Reclaim goes through issue #3's pressure protocol: `_make_room`, `Pressure`
+# and limit lowering open a pressure ticket on the weight holder
+# (`WeightHolder.reclaim` -> `refimpl.reclaim.ReclaimChannel`); the holder's
+# callback answers with its own unpinned, idle cache buckets, and growth
+# proceeds only with the credited bytes (short credit -> CapacityDenied).
 
 from __future__ import annotations
 
@@ -128,7 +130,7 @@ class GovernedRuntime:
         self.max_context, self.bucket = max_context, bucket
         self.pmm = ProcessMemoryManager()
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
-        self.weights = WeightHolder(self.pmm, self.auth)
+        self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
         self.kv = KvHolder(self.pmm, self.auth)
         self.arena = self.pmm.register_holder("arena")
         self.models: dict[str, _Loaded] = {}
@@ -150,7 +152,12 @@ class GovernedRuntime:
     def _make_room(self, nbytes: int) -> int:
         """Ask the weight holder to yield the cache bytes that `nbytes` more need (elastic path, I8c)."""
         over = self.used() + nbytes + self.topology.headroom - self.limit
-        return self.weights.reclaim(over) if over > 0 else 0
+        if over <= 0:
+            return 0
+        credited = self.weights.reclaim(over)  # a pressure ticket on the weight holder (C5)
+        if credited < over:  # zero is legal for the holder; the requester fails, nothing is forced
+            raise CapacityDenied(f"the weight holder's answer credited {credited} of {over} B")
+        return credited
 
     # --- actions ---------------------------------------------------------
 

@@ -6,6 +6,11 @@
 # Owns: the numpy buffers behind each lease and the lease ids. Must not
 # touch: limits or admission policy (refimpl.ort.governed decides), other
 # holders' leases. ORT is used only to wrap buffers as OrtValues.
+#
+# Reclaim from the weight holder goes through the pressure protocol: every
+# weight lease is mirrored in a `ReclaimChannel` (model weights pinned, cache
+# buckets unpinned and idle); a requester opens a pressure ticket and the
+# holder's callback answers with its own cache buckets, newest first.
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import numpy as np
 import onnxruntime as ort
 
 from refimpl.governor import ProcessMemoryManager
+from refimpl.reclaim import ReclaimChannel
 from spec.arith import kv_bytes
 from spec.types import Role, Tier
 
@@ -28,15 +34,29 @@ def _lease(pmm: ProcessMemoryManager, holder: int, auth: int, nbytes: int, role:
 class WeightHolder:
     """Model weights from leased buffers (pinned while loaded) plus a reclaimable cache of borrowed bytes."""
 
-    def __init__(self, pmm: ProcessMemoryManager, auth: int) -> None:
+    def __init__(self, pmm: ProcessMemoryManager, auth: int, capacity: int) -> None:
         self.pmm, self.auth = pmm, auth
         self.id = pmm.register_holder("weights")
         self.models: dict[str, tuple[int, list[object]]] = {}
         self.cache: list[tuple[int, np.ndarray]] = []  # newest last
+        self.channel = ReclaimChannel(capacity)  # the pressure protocol's view of this holder's leases
+        self.tickets: dict[int, int] = {}  # PMM lease id -> mirror ticket id
+        self.channel.serve(self._pick, self._freed)
+
+    def _lease(self, nbytes: int, pinned: bool) -> int:
+        aid = _lease(self.pmm, self.id, self.auth, nbytes, Role.WEIGHTS)
+        self.tickets[aid] = self.channel.lease(nbytes, pinned)
+        return aid
+
+    def _release(self, aid: int) -> None:
+        self.pmm.release(self.id, aid)
+        tid = self.tickets.pop(aid, None)
+        if tid is not None:
+            self.channel.unlease(tid)
 
     def admit(self, name: str, nbytes: int, arrays: dict[str, np.ndarray], so: ort.SessionOptions) -> int:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
-        aid = _lease(self.pmm, self.id, self.auth, nbytes, Role.WEIGHTS)
+        aid = self._lease(nbytes, pinned=True)  # read by every Run of the model: never a victim (I6)
         backing = np.empty(nbytes, np.uint8)
         keep, off = [], 0
         for key, arr in sorted(arrays.items(), key=lambda kv: -kv[1].itemsize):  # offsets stay aligned
@@ -56,26 +76,50 @@ class WeightHolder:
 
     def fill(self, nbytes: int) -> None:
         if nbytes > 0:
-            self.cache.append((_lease(self.pmm, self.id, self.auth, nbytes, Role.WEIGHTS),
-                               np.zeros(nbytes, np.uint8)))
+            self.cache.append((self._lease(nbytes, pinned=False), np.zeros(nbytes, np.uint8)))
 
     def reclaim(self, target: int) -> int:
-        """Yield up to `target` cache bytes, newest first; zero is legal (C5). Model weights are pinned."""
-        released = 0
-        while self.cache and released < target:
-            aid, buf = self.cache.pop()
-            self.pmm.release(self.id, aid)
-            released += buf.nbytes
-        if released > target:  # keep the part not asked for, as a fresh smaller lease
-            self.fill(released - target)
-            released = target
-        return released
+        """Open a pressure ticket on this holder for `target` bytes; return what its answer credited."""
+        return self.channel.reclaim(target)
+
+    def _pick(self, target: int) -> tuple[int, ...]:
+        """The pressure callback's choice: cache buckets newest first, the last one split to fit (C5)."""
+        picked, got = [], 0
+        for aid, buf in reversed(self.cache):
+            if got >= target:
+                break
+            picked.append(aid)
+            got += buf.nbytes
+        if got > target:  # split the oldest picked bucket: keep the part not asked for
+            aid = picked.pop()
+            i = next(i for i, (a, _) in enumerate(self.cache) if a == aid)
+            n = self.cache[i][1].nbytes
+            cut = n - (got - target)
+            self._release(aid)
+            self.cache[i:i + 1] = [(self._lease(n - cut, False), np.zeros(n - cut, np.uint8)),
+                                   (self._lease(cut, False), np.zeros(cut, np.uint8))]
+            picked.append(self.cache[i + 1][0])
+        return tuple(self.tickets[aid] for aid in picked)
+
+    def _freed(self, victims: tuple[int, ...]) -> None:
+        """After the governor accepted the answer: free the victims' PMM leases and buffers."""
+        gone = set(victims)
+        keep = []
+        for aid, buf in self.cache:
+            if self.tickets.get(aid) in gone:
+                self.pmm.release(self.id, aid)
+                del self.tickets[aid]
+            else:
+                keep.append((aid, buf))
+        self.cache = keep
 
     def close(self) -> None:
         for aid, _ in self.models.values():
-            self.pmm.release(self.id, aid)
+            self._release(aid)
         self.models.clear()
-        self.reclaim(self.cache_bytes)
+        for aid, _ in self.cache:
+            self._release(aid)
+        self.cache.clear()
 
 
 class KvBundle:

@@ -1,0 +1,120 @@
+# ArenaHolder: the process's ORT environment arena, sized from a grant
+# (ORT-NOTES 2.2-2.3). The holder leases `grant` bytes from the
+# ProcessMemoryManager (reserve + commit, before ORT can allocate: I2), then
+# registers ONE env allocator `OrtArenaCfg({"max_mem": grant,
+# "arena_extend_strategy": 1})`; sessions it makes opt in with
+# `session.use_env_allocators=1`. `max_mem` is a hard, ORT-enforced cap for
+# every opted-in session, so lease == grant == cap: a Run whose activations
+# (fragmentation included) exceed it fails with ORT's own error, per run and
+# recoverably.
+#
+# ONE env arena per process, by design: ORT's env arena is process-wide,
+# cannot be unregistered, and a second registration raises nothing and is not
+# a second cap. A second ArenaHolder in one process is refused
+# (InvalidTransition), and the lease is never released while the process
+# lives (the cap outlives the holder). Tests isolate it in a subprocess.
+#
+# Pressure (C5) arrives as a pressure ticket on the holder's ReclaimChannel
+# and is answered only at a Run boundary: the callback records it; the next
+# Run that starts afterwards carries `memory.enable_memory_arena_shrinkage`,
+# and only when that Run ends does the holder answer. Its lease is the cap
+# ORT enforces and cannot be lowered once registered, so the charge credited
+# is zero (legal; the requester fails or defers); what shrinkage returns to
+# the OS is reported separately as residency with its source (I8b).
+#
+# Owns: the arena lease, its mirror ticket, pending pressure ids. Must not
+# touch: other holders' leases, admission policy.
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+import onnxruntime as ort
+
+from refimpl.governor import ProcessMemoryManager
+from refimpl.ort.session import ModelSource, make_session
+from refimpl.reclaim import ReclaimChannel
+from spec.errors import InvalidBytes, InvalidTransition
+from spec.types import Role, Tier
+
+__all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY"]
+
+SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
+_ENV: dict[str, int] = {}  # the one env arena of this process: {"grant": bytes, "pid": os.getpid()}
+
+
+@attrs.frozen
+class ArenaAnswer:
+    """One pressure ticket answered at a Run boundary: charge credited, residency observed (with its source)."""
+
+    pressure: int
+    released: int  # charge credited to the requester: 0, the cap cannot shrink
+    rss_before: int
+    rss_after: int
+    source: str = "VmRSS from /proc/self/status, process-wide, around the shrinking Run"
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class ArenaHolder:
+    """The process's one env arena, capped by ORT at the grant this holder leased."""
+
+    def __init__(self, pmm: ProcessMemoryManager, auth: int, grant: int) -> None:
+        if type(grant) is not int or grant <= 0:
+            raise InvalidBytes(f"grant must be a positive int, got {grant!r}")
+        if _ENV.get("pid") == os.getpid():
+            raise InvalidTransition(f"this process already has its env arena ({_ENV['grant']} B); ORT cannot "
+                                    f"unregister it and a second registration is not a second cap")
+        self.pmm, self.grant = pmm, grant
+        self.id = pmm.register_holder("env-arena")
+        self.lease = pmm.reserve(self.id, auth, Tier.HOST, grant, Role.ARENA)  # charge before allocate (I2)
+        pmm.commit(self.id, self.lease, grant)
+        mi = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(mi, ort.OrtArenaCfg({"max_mem": grant, "arena_extend_strategy": 1}))
+        _ENV.update(grant=grant, pid=os.getpid())
+        self.channel = ReclaimChannel(grant)
+        self.ticket = self.channel.lease(grant, pinned=True)  # the cap lives as long as the process (I6)
+        self.pending: list[int] = []  # pressure ids waiting for the next Run boundary
+        self.channel.defer(self.pending.append)
+        self.answers: list[ArenaAnswer] = []
+        self.runs = self.shrinking_runs = 0
+
+    def session(self, model: ModelSource) -> ort.InferenceSession:
+        """A CPU session that allocates from this env arena (`session.use_env_allocators=1`)."""
+        return make_session(model, use_env_allocators=True)
+
+    def press(self, target: int, priority: int = 0, window: int = 1 << 20) -> int:
+        """A requester opens a pressure ticket on the arena; it is answered at the next Run boundary."""
+        return self.channel.press(target, priority, window)
+
+    def run(self, session: ort.InferenceSession, feeds: dict[str, Any], outputs: list[str] | None = None) -> Any:
+        """One Run; if pressure is pending, this Run shrinks the arena and the pressure is answered after it."""
+        due = self.pending[:]
+        del self.pending[:]  # the callback holds this list: presses during the Run wait for the next one
+        ro = ort.RunOptions()
+        if due:
+            ro.add_run_config_entry(SHRINK_KEY, "cpu:0")
+            self.shrinking_runs += 1
+        before = _rss() if due else 0
+        self.channel.set_use(self.ticket, True, True)  # in flight for the Run
+        try:
+            self.runs += 1
+            return session.run(outputs, feeds, ro)  # ORT's own error on a run over the cap: per run, recoverable
+        finally:
+            self.channel.set_use(self.ticket, True, False)
+            if due:
+                after = _rss()
+                for pid in due:  # the Run boundary: answer now; the cap cannot shrink, so nothing is credited
+                    released = self.channel.answer(pid, ())
+                    self.answers.append(ArenaAnswer(pid, released, before, after))

@@ -1,0 +1,73 @@
+"""Subprocess body for tests/ort/test_ort_arena.py: the env arena is process-wide and cannot be unregistered.
+
+Run as `python tests/ort/arena_proc.py` from the repository root; prints one JSON object of observations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.getcwd())
+
+import numpy as np  # noqa: E402
+
+from refimpl.governor import ProcessMemoryManager  # noqa: E402
+from refimpl.ort.arena import ArenaHolder  # noqa: E402
+from refimpl.ort.models import build_dynamic, reference_dynamic  # noqa: E402
+from spec.types import Tier  # noqa: E402
+
+WIDTH, GRANT = 256, 4 << 20  # activations: rows x 256 x 4 B per tensor
+
+
+def main() -> dict[str, object]:
+    out: dict[str, object] = {}
+    pmm = ProcessMemoryManager()
+    auth = pmm.register_authority("host", Tier.HOST, 64 << 20)
+    arena = ArenaHolder(pmm, auth, GRANT)
+    out["lease_charge"] = pmm.abstract().allocations[arena.lease].charge
+    out["used"] = pmm.snapshot(auth).used
+    model = build_dynamic(WIDTH)
+    s = arena.session(model)
+    small = np.ones((16, WIDTH), np.float32)
+    y = arena.run(s, {"x": small})[0]
+    out["small_ok"] = bool(np.allclose(y, reference_dynamic(model, small), rtol=1e-4, atol=1e-4))
+    big = np.ones((4096, WIDTH), np.float32)  # 4 MiB per activation tensor: over the 4 MiB cap
+    try:
+        arena.run(s, {"x": big})
+        out["big_error"] = None
+    except Exception as e:  # ORT's own error type
+        out["big_error"] = f"{type(e).__name__}: {e}"
+    y = arena.run(s, {"x": small})[0]
+    out["after_ok"] = bool(np.allclose(y, reference_dynamic(model, small), rtol=1e-4, atol=1e-4))
+    # Mid-generation: pressed between two steps, answered only when the next Run ends.
+    pid = arena.press(1 << 20)
+    out["state_before_run"] = arena.channel.state(pid)[0].value
+    out["pending_before_run"] = list(arena.pending)
+    arena.run(s, {"x": small})
+    state, released = arena.channel.state(pid)
+    out["state_after_run"], out["released"] = state.value, released
+    out["shrinking_runs"], out["runs"] = arena.shrinking_runs, arena.runs
+    out["answers"] = [[a.pressure, a.released, a.rss_before, a.rss_after, a.source] for a in arena.answers]
+    out["opened"], out["answered"] = arena.channel.opened, arena.channel.answered
+    out["used_after"] = pmm.snapshot(auth).used
+    # The arena's lease is its cap: pinned for the process's life, never a victim (I6).
+    pid2 = arena.press(1 << 20)
+    try:
+        arena.channel.answer(pid2, (arena.ticket,))
+        out["pinned_victim"] = None
+    except Exception as e:
+        out["pinned_victim"] = f"{type(e).__name__}: {e}"
+    out["pid2_state"] = arena.channel.state(pid2)[0].value
+    try:
+        ArenaHolder(pmm, auth, GRANT)
+        out["second"] = None
+    except Exception as e:
+        out["second"] = f"{type(e).__name__}: {e}"
+    out["used_final"] = pmm.snapshot(auth).used
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))
