@@ -83,7 +83,7 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        report = verify(profile, progress)
+        report = verify(profile, progress, jobs=args.jobs)
     _print_report(report, console)
     if args.json:
         Path(args.json).write_text(json.dumps(report_json(report), indent=2) + "\n")
@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="check the catalog, the stateful campaign and every negative control")
     v.add_argument("--quick", action="store_true", help="the quick profile (about a minute on 2 cores)")
     v.add_argument("--json", metavar="PATH", help="write the per-ID report as JSON")
+    v.add_argument("--jobs", type=int, metavar="N", help="worker processes for campaigns and controls (default: one per core)")
     s = sub.add_parser("spec", help="list the catalog, or show one entry")
     s.add_argument("id", nargs="?", help="a catalog ID such as C1 or I8c")
     s.add_argument("--write-docs", action="store_true", help="regenerate docs/spec.md")

@@ -10,7 +10,10 @@ rendering (table, JSON) lives in `refimpl.cli`.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable
 from typing import Any
 
@@ -71,29 +74,15 @@ def _noop(phase: str, done: int, total: int) -> None:
     return None
 
 
-def verify(profile: str, progress: Progress = _noop) -> Report:
+def verify(profile: str, progress: Progress = _noop, jobs: int | None = None) -> Report:
+    """Run every phase; `jobs` worker processes share the campaigns and controls (default: one per core)."""
     budget = PROFILES[profile]
     t0 = time.perf_counter()
     progress("drift", 0, 1)
     drift = tuple(drift_problems())
     progress("drift", 1, 1)
 
-    runs: dict[str, CheckerRun] = {}
-    errors: dict[str, str] = {}
-    for i, (name, checker) in enumerate(CHECKERS.items()):
-        progress("campaigns", i, len(CHECKERS))
-        try:
-            runs[name] = checker.campaign(budget)
-        except InvariantViolation as e:
-            errors[name] = str(e)
-    progress("campaigns", len(CHECKERS), len(CHECKERS))
-
-    controls: list[ControlResult] = []
-    jobs = [(g, layer) for g in GUARDS for layer in Layer]
-    for i, (g, layer) in enumerate(jobs):
-        progress("negative controls", i, len(jobs))
-        controls.append(CHECKERS[g.model].control(g, layer, budget))
-    progress("negative controls", len(jobs), len(jobs))
+    runs, errors, controls = _campaigns_and_controls(profile, progress, jobs)
 
     explorations, explorer_controls = _explore(budget, progress)
     progress("crosshair", 0, 1)
@@ -111,6 +100,54 @@ def verify(profile: str, progress: Progress = _noop) -> Report:
 
 
 GUARD_IDS = {g.name: g.ids for g in GUARDS}
+
+
+def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
+    """One campaign or one negative control; module-level so a worker process can run it."""
+    budget = PROFILES[profile]
+    if kind == "campaign":
+        try:
+            return CHECKERS[name].campaign(budget)
+        except InvariantViolation as e:
+            return str(e)
+    g = next(g for g in GUARDS if g.name == name)
+    return CHECKERS[g.model].control(g, Layer(layer), budget)
+
+
+def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
+                            ) -> tuple[dict[str, CheckerRun], dict[str, str], list[ControlResult]]:
+    """The campaigns, then every guard off in each layer; in parallel worker processes when jobs > 1.
+
+    Each job is deterministic on its own (fixed seeds), so the split across processes does not
+    change what is found; results are put back in job order.
+    """
+    work = [("campaign", name, None) for name in CHECKERS]
+    work += [("control", g.name, layer.value) for g in GUARDS for layer in Layer]
+    totals = {"campaigns": len(CHECKERS), "negative controls": len(work) - len(CHECKERS)}
+    done = {phase: 0 for phase in totals}
+    for phase, total in totals.items():
+        progress(phase, 0, total)
+    results: list[Any] = [None] * len(work)
+
+    def record(i: int, result: Any) -> None:
+        results[i] = result
+        phase = "campaigns" if work[i][0] == "campaign" else "negative controls"
+        done[phase] += 1
+        progress(phase, done[phase], totals[phase])
+
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers <= 1:
+        for i, (kind, name, layer) in enumerate(work):
+            record(i, _job(kind, name, layer, profile))
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_job, kind, name, layer, profile): i for i, (kind, name, layer) in enumerate(work)}
+            for f in as_completed(futures):
+                record(futures[f], f.result())
+    runs = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and not isinstance(r, str)}
+    errors = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and isinstance(r, str)}
+    controls = [r for (kind, _, _), r in zip(work, results) if kind == "control"]
+    return runs, errors, controls
 
 
 def _explore(budget: Budget, progress: Progress) -> tuple[dict[str, ExploreResult], dict[str, ExploreResult]]:
