@@ -16,6 +16,7 @@ from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
 from invariants import contracts
 from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
+from refimpl.checker_api import CheckerRun
 from spec import admission as S
 from spec.guards import Guard, Layer
 
@@ -103,7 +104,6 @@ class AdmissionChecker:
     name = "admission"
 
     def campaign(self, budget: Any) -> Any:
-        from refimpl.checkers import CheckerRun
 
         n = max(1, budget.campaign_examples // 20)
         cfg = campaign_settings(n, budget.campaign_steps)

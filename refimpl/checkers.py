@@ -9,54 +9,20 @@ transactions, real ORT sessions) register theirs in `CHECKERS`.
 
 from __future__ import annotations
 
-from typing import Protocol
-
-import attrs
-
 from invariants import contracts
-from invariants.campaign import CampaignStats, ControlResult, campaign_settings, find_counterexample, run_campaign
+from invariants.campaign import ControlResult, campaign_settings, find_counterexample, run_campaign
 from invariants.explore import ExploreResult, explore
 from invariants.ledger_scope import CONTROL_SCOPE, QUICK_SCOPE, ledger_model
 from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
 from refimpl.adapter import RefimplAdapter
+from refimpl.admission_checker import AdmissionChecker
+from refimpl.checker_api import Budget, Checker, CheckerRun
+from refimpl.lazy_checker import LazyChecker
+from refimpl.pressure_checker import PressureChecker
+from refimpl.tx_checker import TransactionsChecker
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["Budget", "Checker", "CheckerRun", "LedgerChecker", "CHECKERS"]
-
-
-@attrs.frozen
-class Budget:
-    """How hard to look: campaign size and negative-control search size."""
-
-    campaign_examples: int
-    campaign_steps: int
-    control_examples: int
-    control_steps: int
-    shrink: bool
-    #: Bounded-exhaustive exploration (issue #6): depth with every guard on, and per negative control.
-    explore_depth: int = 7
-    explore_states: int = 200_000
-    control_depth: int = 8
-
-
-@attrs.frozen
-class CheckerRun:
-    stats: CampaignStats
-    #: Predicate evaluations per catalog ID during the campaign.
-    checks: dict[str, int]
-
-
-class Checker(Protocol):
-    name: str
-
-    def campaign(self, budget: Budget) -> CheckerRun:
-        """Run with every guard on; an `InvariantViolation` propagates."""
-
-    def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
-        """Switch `guard` off in `layer` and report whether a counterexample was found."""
-
-    # Optional (issue #6): `explore(guard, budget) -> ExploreResult`, bounded-exhaustive search
-    # of the checker's spec with `guard` switched off (None: every guard on).
 
 
 class LedgerChecker:
@@ -85,11 +51,6 @@ class LedgerChecker:
         return explore(ledger_model(CONTROL_SCOPE, GuardSet.without(guard.name)), max_depth=budget.control_depth,
                        max_states=budget.explore_states)
 
-
-from refimpl.admission_checker import AdmissionChecker  # noqa: E402  (issue #5)
-from refimpl.lazy_checker import LazyChecker  # noqa: E402  (issue #5: ORT is an optional extra)
-from refimpl.pressure_checker import PressureChecker  # noqa: E402  (issue #3)
-from refimpl.tx_checker import TransactionsChecker  # noqa: E402  (issue #4)
 
 CHECKERS: dict[str, Checker] = {
     "ledger": LedgerChecker(),

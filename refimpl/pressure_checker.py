@@ -8,17 +8,13 @@ ledger campaign's examples: each pressure step also replays arbitration.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.pressure import STATE_PREDICATES, STEP_PREDICATES, TRACE_PREDICATES
 from invariants.pressure_machine import find_pressure_counterexample, run_pressure_campaign
+from refimpl.checker_api import Budget, CheckerRun
 from refimpl.pressure_adapter import PressureAdapter
 from spec.guards import Guard, Layer
-
-if TYPE_CHECKING:
-    from refimpl.checkers import Budget, CheckerRun
 
 __all__ = ["PressureChecker"]
 
@@ -27,7 +23,6 @@ class PressureChecker:
     name = "pressure"
 
     def campaign(self, budget: Budget) -> CheckerRun:
-        from refimpl.checkers import CheckerRun  # refimpl.checkers imports this module: import late
 
         examples = max(50, budget.campaign_examples // 3)
         with contracts.contracts(True):

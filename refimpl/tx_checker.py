@@ -8,17 +8,13 @@ guards registered with `model="transactions"`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.transactions import STATE_PREDICATES, STEP_PREDICATES
 from invariants.tx_machine import find_tx_counterexample, run_tx_campaign
+from refimpl.checker_api import Budget, CheckerRun
 from refimpl.tx_adapter import TxRefimplAdapter
 from spec.guards import Guard, Layer
-
-if TYPE_CHECKING:  # refimpl.checkers imports this module to register it
-    from refimpl.checkers import Budget, CheckerRun
 
 __all__ = ["TransactionsChecker"]
 
@@ -32,7 +28,6 @@ class TransactionsChecker:
     name = "transactions"
 
     def campaign(self, budget: Budget) -> CheckerRun:
-        from refimpl.checkers import CheckerRun
 
         # A third of the ledger campaign's examples: each transaction step checks more, and
         # the quick profile keeps this checker (campaign + controls) near 20 s on 2 cores.

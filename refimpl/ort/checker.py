@@ -24,6 +24,7 @@ from invariants._violation import InvariantViolation
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
 from invariants.session_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
+from refimpl.checker_api import CheckerRun
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import build_zoo, reporter_facts
@@ -156,7 +157,6 @@ class OrtChecker:
         return self._world
 
     def campaign(self, budget: Any) -> Any:
-        from refimpl.checkers import CheckerRun
 
         cfg = campaign_settings(max(1, budget.campaign_examples // 30), budget.campaign_steps)
         with contracts.contracts(True):
