@@ -13,11 +13,13 @@ are dropped from the ledger; their ids stay issued forever (I4a).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 from spec.errors import InvalidTransition
 from spec.types import AllocEvent, AllocState, ContextEvent, ContextState
 
 __all__ = [
+    "lookup",
     "ALLOCATION_TABLE",
     "CONTEXT_TABLE",
     "TERMINAL",
@@ -25,6 +27,9 @@ __all__ = [
     "next_context_state",
     "mermaid",
 ]
+
+S = TypeVar("S")
+E = TypeVar("E")
 
 _A, _E = AllocState, AllocEvent
 
@@ -52,24 +57,24 @@ CONTEXT_TABLE: Mapping[tuple[ContextState, ContextEvent], ContextState] = {
 }
 
 
-def next_alloc_state(state: AllocState, event: AllocEvent, what: str = "allocation") -> AllocState:
-    """Look up the allocation table; a miss names state and event."""
+def lookup(table: Mapping[tuple[S, E], S], state: S, event: E, what: str, noun: str = "state") -> S:
+    """The one lookup of every lifecycle table; a miss is an InvalidTransition naming state and event."""
     try:
-        return ALLOCATION_TABLE[(state, event)]
+        return table[(state, event)]
     except KeyError:
         raise InvalidTransition(
-            f"{what}: no transition for event {event.value!r} in state {state.value!r}"
+            f"{what}: no transition for event {event.value!r} in {noun} {state.value!r}"  # type: ignore[attr-defined]
         ) from None
+
+
+def next_alloc_state(state: AllocState, event: AllocEvent, what: str = "allocation") -> AllocState:
+    """Look up the allocation table."""
+    return lookup(ALLOCATION_TABLE, state, event, what)
 
 
 def next_context_state(state: ContextState, event: ContextEvent, what: str = "context") -> ContextState:
-    """Look up the context table; a miss names state and event."""
-    try:
-        return CONTEXT_TABLE[(state, event)]
-    except KeyError:
-        raise InvalidTransition(
-            f"{what}: no transition for event {event.value!r} in state {state.value!r}"
-        ) from None
+    """Look up the context table."""
+    return lookup(CONTEXT_TABLE, state, event, what)
 
 
 def mermaid(table: Mapping[tuple[object, object], object]) -> str:

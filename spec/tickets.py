@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from spec.errors import InvalidTransition
+from spec.lifecycle import lookup
 from spec.types import _ShortRepr
 
 __all__ = [
@@ -93,16 +93,10 @@ PRESSURE_TABLE: Mapping[tuple[PressureState, PressureEvent], PressureState] = {
 
 
 def next_ticket_state(state: TicketState, event: TicketEvent, what: str = "ticket") -> TicketState:
-    """Look up the requester-ticket table; a miss names state and event."""
-    try:
-        return TICKET_TABLE[(state, event)]
-    except KeyError:
-        raise InvalidTransition(f"{what}: no transition for event {event.value!r} in state {state.value!r}") from None
+    """Look up the requester-ticket table."""
+    return lookup(TICKET_TABLE, state, event, what)
 
 
 def next_pressure_state(state: PressureState, event: PressureEvent, what: str = "pressure ticket") -> PressureState:
-    """Look up the pressure-ticket table; a miss names state and event."""
-    try:
-        return PRESSURE_TABLE[(state, event)]
-    except KeyError:
-        raise InvalidTransition(f"{what}: no transition for event {event.value!r} in state {state.value!r}") from None
+    """Look up the pressure-ticket table."""
+    return lookup(PRESSURE_TABLE, state, event, what)

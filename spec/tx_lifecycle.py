@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from spec.errors import InvalidTransition
+from spec.lifecycle import lookup
 
 __all__ = [
     "TxPhase",
@@ -128,15 +128,10 @@ BUNDLE_TABLE: Mapping[tuple[BundleState, BundleEvent], BundleState] = {
 
 
 def next_tx_phase(phase: TxPhase, event: TxEvent, what: str = "transaction") -> TxPhase:
-    """Look up the transaction table; a miss names phase and event."""
-    try:
-        return TRANSACTION_TABLE[(phase, event)]
-    except KeyError:
-        raise InvalidTransition(f"{what}: no transition for event {event.value!r} in phase {phase.value!r}") from None
+    """Look up the transaction table."""
+    return lookup(TRANSACTION_TABLE, phase, event, what, noun="phase")
 
 
 def next_bundle_state(state: BundleState, event: BundleEvent, what: str = "bundle") -> BundleState:
-    try:
-        return BUNDLE_TABLE[(state, event)]
-    except KeyError:  # pragma: no cover - the table is total
-        raise InvalidTransition(f"{what}: no transition for event {event.value!r} in state {state.value!r}") from None
+    """Look up the bundle table."""
+    return lookup(BUNDLE_TABLE, state, event, what)
