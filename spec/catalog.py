@@ -19,6 +19,7 @@ from spec._catalog_text import TEXT
 from spec.guards import GUARDS, Guard
 from spec.lifecycle import ALLOCATION_TABLE, CONTEXT_TABLE, mermaid
 from spec.tickets import PRESSURE_TABLE, TICKET_TABLE
+from spec.tx_lifecycle import BUNDLE_TABLE, TRANSACTION_TABLE
 
 __all__ = ["Status", "Entry", "CATALOG", "IDS", "entry", "render_markdown"]
 
@@ -262,6 +263,16 @@ def entry(id: str) -> Entry:
     raise KeyError(f"no catalog entry {id!r}; known: {', '.join(IDS)}")
 
 
+_LIFECYCLES = (
+    ("Allocation", ALLOCATION_TABLE),
+    ("Device context", CONTEXT_TABLE),
+    ("Requester ticket", TICKET_TABLE),
+    ("Pressure ticket", PRESSURE_TABLE),
+    ("Capacity transaction", TRANSACTION_TABLE),
+    ("State bundle", BUNDLE_TABLE),
+)
+
+
 def render_markdown() -> str:
     """docs/spec.md, generated. Edit spec/_catalog_text.py or spec/catalog.py instead."""
     lines = [
@@ -291,9 +302,9 @@ def render_markdown() -> str:
         lines += ["", "*Guards (negative controls).* " + (
             "; ".join(f"`{g.name}`: {g.description} (off: {g.harm})" for g in e.guards) or "none")]
         lines += ["", "*Tests.* " + ", ".join(f"`{t}`" for t in e.tests)]
-    lines += ["", "## Lifecycles", "", "Generated from `spec.lifecycle`.", "", "### Allocation", "",
-              "```mermaid", mermaid(ALLOCATION_TABLE), "```", "", "### Device context", "",
-              "```mermaid", mermaid(CONTEXT_TABLE), "```", "",
-              "### Requester ticket", "", "```mermaid", mermaid(TICKET_TABLE), "```", "",
-              "### Pressure ticket", "", "```mermaid", mermaid(PRESSURE_TABLE), "```", ""]
+    lines += ["", "## Lifecycles", "", "Generated from the transition tables in `spec.lifecycle`, "
+              "`spec.tickets` and `spec.tx_lifecycle`."]
+    for title, table in _LIFECYCLES:
+        lines += ["", f"### {title}", "", "```mermaid", mermaid(table), "```"]
+    lines.append("")
     return "\n".join(lines)
