@@ -22,7 +22,7 @@ from refimpl.verify import PROFILES, Report, verify
 from spec.catalog import CATALOG, Status, entry, render_markdown
 from spec.guards import guard
 
-__all__ = ["main", "report_json"]
+__all__ = ["main", "report_json", "report_markdown"]
 
 
 def report_json(r: Report) -> dict[str, Any]:
@@ -88,7 +88,41 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report_json(report), indent=2) + "\n")
         console.print(f"report written to {args.json}")
+    if args.report:
+        folder = Path(args.report)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.json").write_text(json.dumps(report_json(report), indent=2) + "\n")
+        (folder / "report.md").write_text(report_markdown(report))
+        console.print(f"report folder written to {folder} (report.md, report.json)")
     return 0 if report.ok else 1
+
+
+def report_markdown(r: Report) -> str:
+    """A reviewer's summary: verdict, campaigns, the per-ID table, every counterexample found."""
+    lines = [f"# ortmem verify: {'OK' if r.ok else 'FAILED'} ({r.profile} profile, {r.seconds:.0f} s)", ""]
+    lines += [f"- drift: {p}" for p in r.drift] or ["- drift: none (catalog, predicates, tests and docs in step)"]
+    lines += [f"- {name} campaign violation: {err}" for name, err in r.campaign_errors.items()]
+    lines += [f"- {name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
+              f"{sum(c.rejected.values())} rejected with typed errors)" for name, c in r.campaigns.items()]
+    lines += ["", "| ID | title | checks | examples | negative controls | status |", "|---|---|---|---|---|---|"]
+    for i in r.ids:
+        found = sum(c.found for c in i.negative_controls)
+        controls = f"{found}/{i.expected_controls}" if i.expected_controls else "-"
+        lines.append(f"| {i.id} | {i.title} | {i.checks or '-'} | {i.examples or '-'} | {controls} | {i.status} |")
+    lines += ["", "## Negative controls", "",
+              "Each guard switched off, in the spec (an invariant must fail) and in refimpl (refinement must "
+              "fail); the counterexample is the action script Hypothesis found.", ""]
+    seen = set()
+    for i in r.ids:
+        for c in i.negative_controls:
+            if (c.guard, c.layer) in seen:
+                continue
+            seen.add((c.guard, c.layer))
+            verdict = f"found, violates {c.violated}, {c.steps} steps" if c.found else "NOT FOUND"
+            lines += [f"### `{c.guard}` ({c.layer.value}): {verdict}", "", f"{c.message}", ""]
+            if c.counterexample:
+                lines += ["```", *c.counterexample, "```", ""]
+    return "\n".join(lines) + "\n"
 
 
 def _print_report(r: Report, console: Console) -> None:
@@ -253,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="check the catalog, the stateful campaign and every negative control")
     v.add_argument("--quick", action="store_true", help="the quick profile (about a minute on 2 cores)")
     v.add_argument("--json", metavar="PATH", help="write the per-ID report as JSON")
+    v.add_argument("--report", metavar="DIR", help="write a report folder: report.md (for reviewers) and report.json")
     v.add_argument("--jobs", type=int, metavar="N", help="worker processes for campaigns and controls (default: one per core)")
     s = sub.add_parser("spec", help="list the catalog, or show one entry")
     s.add_argument("id", nargs="?", help="a catalog ID such as C1 or I8c")

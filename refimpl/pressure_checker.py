@@ -33,5 +33,6 @@ class PressureChecker:
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
-        cfg = campaign_settings(budget.control_examples, budget.control_steps, shrink=budget.shrink)
+        # Overtaking (I13) needs a long script: a big request, then rounds of smaller arrivals.
+        cfg = campaign_settings(budget.control_examples, max(budget.control_steps, 50), shrink=budget.shrink)
         return find_pressure_counterexample(guard, layer, cfg, PressureAdapter)

@@ -28,7 +28,7 @@ from refimpl.crosshair_check import CrosshairResult, run_crosshair
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
-__all__ = ["PROFILES", "Report", "IdReport", "verify"]
+__all__ = ["PROFILES", "Report", "IdReport", "verify", "verdict"]
 
 PROFILES = {
     "quick": Budget(campaign_examples=600, campaign_steps=40, control_examples=400, control_steps=30, shrink=False),
@@ -90,16 +90,24 @@ def verify(profile: str, progress: Progress = _noop, jobs: int | None = None) ->
     progress("crosshair", 1, 1)
 
     ids = tuple(_id_report(e, runs, errors, controls) for e in CATALOG)
-    ok = (not drift and not errors and all(c.found for c in controls)
-          and all(r.status != "partial" for r in ids)
-          and not any(x.found for x in explorations.values())
-          and all(x.violated in GUARD_IDS[name] for name, x in explorer_controls.items())
-          and crosshair.ok)
+    ok = verdict(drift, errors, controls, ids, explorations, explorer_controls, crosshair.ok)
     return Report(ok, profile, drift, {k: r.stats for k, r in runs.items()}, errors, ids,
                   time.perf_counter() - t0, explorations, explorer_controls, crosshair)
 
 
 GUARD_IDS = {g.name: g.ids for g in GUARDS}
+
+
+def verdict(drift: tuple[str, ...], errors: dict[str, str], controls: list[ControlResult], ids: tuple[IdReport, ...],
+            explorations: dict[str, ExploreResult], explorer_controls: dict[str, ExploreResult],
+            crosshair_ok: bool) -> bool:
+    """True iff nothing drifted, no campaign or exploration found a violation, every negative control
+    (Hypothesis and explorer) found a counterexample to an ID its guard protects, and CrossHair passed."""
+    return (not drift and not errors and all(c.found for c in controls)
+            and all(r.status != "partial" for r in ids)
+            and not any(x.found for x in explorations.values())
+            and all(x.violated in GUARD_IDS[name] for name, x in explorer_controls.items())
+            and crosshair_ok)
 
 
 def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
