@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import random
-import sys
 import threading
 from collections.abc import Callable
 
 import pytest
+from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
@@ -24,39 +24,10 @@ from spec.guards import GuardSet
 from spec.tickets import TicketState
 
 THREADS = 8
-JOIN_S = 30.0  # safety net only
 
 
-@pytest.fixture(autouse=True)
-def _fast_switching():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures("fast_switching")
 
-
-def _run_together(targets: list[Callable[[], None]]) -> None:
-    """One thread per target behind a barrier; re-raise the first failure."""
-    barrier = threading.Barrier(len(targets))
-    errors: list[BaseException] = []
-
-    def wrap(fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                barrier.wait(timeout=JOIN_S)
-                fn()
-            except BaseException as e:
-                errors.append(e)
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_S)
-    assert not [t for t in threads if t.is_alive()], "a thread hung (safety net)"
-    if errors:
-        raise errors[0]
 
 
 def _settled(gov: PressureGovernor) -> None:
@@ -88,7 +59,7 @@ def test_racing_try_reserves_grant_exactly_what_fits(limit, size, seed, on):
                         denied[i] += 1
             return run
 
-        _run_together([racer(i) for i in range(THREADS)])
+        run_together([racer(i) for i in range(THREADS)])
         grants = sum(len(g) for g in granted)
         assert grants == min(fits, sum(tries))
         assert grants + sum(denied) == sum(tries)
@@ -96,7 +67,7 @@ def test_racing_try_reserves_grant_exactly_what_fits(limit, size, seed, on):
         assert pool.free == limit - grants * size  # no byte lost or doubled
         assert sorted(t.grant for t in pool.tickets.values()) == list(range(1, grants + 1))  # fresh grant ids
         check_all(pool)
-        _run_together([(lambda i=i: [gov.release(i + 1, t) for t in granted[i]]) for i in range(THREADS)])
+        run_together([(lambda i=i: [gov.release(i + 1, t) for t in granted[i]]) for i in range(THREADS)])
         _settled(gov)
 
 
@@ -105,7 +76,7 @@ def test_racing_submits_grant_exactly_what_fits_and_the_rest_wait(seed):
     limit, size = 100, 7 + seed
     gov = PressureGovernor(limit, holders=THREADS, aging_bound=3, mailbox=4096)
     tickets: list[list[int]] = [[] for _ in range(THREADS)]
-    _run_together([(lambda i=i: tickets[i].extend(gov.submit(i + 1, size) for _ in range(3))) for i in range(THREADS)])
+    run_together([(lambda i=i: tickets[i].extend(gov.submit(i + 1, size) for _ in range(3))) for i in range(THREADS)])
     pool = gov.abstract()
     states = [t.state for t in pool.tickets.values()]
     assert states.count(TicketState.GRANTED) == min(limit // size, 3 * THREADS)
@@ -143,7 +114,7 @@ def test_cancel_and_timeout_racing_claim_credit_exactly_once(seed):
                 credits[kind] += (gov.cancel if kind == "cancel" else gov.timeout)(1, t)
         return run
 
-    _run_together([claimer, abandoner("cancel", rng.sample(ticks, n)), abandoner("timeout", rng.sample(ticks, n))])
+    run_together([claimer, abandoner("cancel", rng.sample(ticks, n)), abandoner("timeout", rng.sample(ticks, n))])
     assert len(claimed) * size + credits["cancel"] + credits["timeout"] == n * size
     assert gov.free() == n * size - len(claimed) * size
     for t in claimed:
@@ -259,7 +230,7 @@ def test_big_waiter_is_not_starved_by_small_newcomers(seed):
         stop.set()
         gov.release(THREADS + 1, t)
 
-    _run_together([small(i) for i in range(THREADS)] + [big])
+    run_together([small(i) for i in range(THREADS)] + [big])
     (b, gb), = big_grant
     overtakers = [t for t, g in small_grants if t > b and g < gb]
     assert len(overtakers) <= bound * THREADS, overtakers
@@ -332,7 +303,7 @@ def test_no_deadlock_under_contention(seed):
     watcher = threading.Thread(target=observe, daemon=True)
     watcher.start()
     try:
-        _run_together([worker(i) for i in range(THREADS)])
+        run_together([worker(i) for i in range(THREADS)])
     finally:
         stop.set()
         watcher.join(JOIN_S)

@@ -14,11 +14,11 @@
 from __future__ import annotations
 
 import random
-import sys
 import threading
 from collections.abc import Callable
 
 import pytest
+from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
 
 from invariants import contracts
 from invariants.predicates import check_all
@@ -29,39 +29,10 @@ from spec.types import Role, Tier
 DEV, KV = Tier.DEVICE, Role.KV
 THREADS = 8
 ITERATIONS = 20
-JOIN_S = 30.0  # safety net only
 
 
-@pytest.fixture(autouse=True)
-def _fast_switching():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures("fast_switching")
 
-
-def _run_together(targets: list[Callable[[], None]]) -> None:
-    """Start one thread per target behind a barrier; re-raise the first failure."""
-    barrier = threading.Barrier(len(targets))
-    errors: list[BaseException] = []
-
-    def wrap(fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                barrier.wait(timeout=JOIN_S)
-                fn()
-            except BaseException as e:  # surfaced below, with the thread's traceback
-                errors.append(e)
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_S)
-    assert not [t for t in threads if t.is_alive()], "a thread hung (safety net)"
-    if errors:
-        raise errors[0]
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
@@ -88,7 +59,7 @@ def test_racing_reserves_grant_exactly_what_fits(limit, size, on):
                             denied[i] += 1
                 return run
 
-            _run_together([reserver(i) for i in range(THREADS)])
+            run_together([reserver(i) for i in range(THREADS)])
             grants = sum(len(g) for g in granted)
             assert grants == min(fits, sum(tries)), f"seed {seed}"
             assert grants + sum(denied) == sum(tries), f"seed {seed}"
@@ -104,7 +75,7 @@ def test_racing_reserves_grant_exactly_what_fits(limit, size, on):
                         pmm.release(holders[i], x)
                 return run
 
-            _run_together([releaser(i) for i in range(THREADS)])
+            run_together([releaser(i) for i in range(THREADS)])
             state = pmm.abstract()
             assert state.authorities[a].used == 0, f"seed {seed}"
             assert not state.allocations, f"seed {seed}"
@@ -168,7 +139,7 @@ def test_concurrent_cycles_end_at_zero(seed, on):
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            _run_together([worker(i) for i in range(workers)])
+            run_together([worker(i) for i in range(workers)])
         finally:
             stop.set()
             watcher.join(JOIN_S)
@@ -209,7 +180,7 @@ def test_racing_releases_refund_each_lease_once(on):
                             pass
                 return run
 
-            _run_together([releaser(i) for i in range(THREADS)])
+            run_together([releaser(i) for i in range(THREADS)])
             assert sum(wins) == len(leases), f"seed {seed}"
             assert pmm.snapshot(a).used == 0, f"seed {seed}"
             check_all(pmm.abstract())

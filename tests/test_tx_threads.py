@@ -13,11 +13,11 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
 import pytest
+from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
 
 from invariants import contracts
 from invariants.transactions import check_all, wait_for_cycle
@@ -26,15 +26,9 @@ from spec.guards import GuardSet
 from spec.tx_lifecycle import ViewKind
 
 ROUNDS = 25
-JOIN_S = 30.0  # safety net only
 
 
-@pytest.fixture(autouse=True)
-def _fast_switching():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures("fast_switching")
 
 
 def _world(guards: GuardSet = GuardSet()) -> tuple[CapacityTransactionCoordinator, int, int]:
