@@ -18,10 +18,12 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from invariants import contracts
-from invariants._violation import InvariantViolation
+from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.checked import CheckedMachine
+from invariants.clauses import Coverage
 from invariants.machine import GovernorMachine, SpecAdapter
-from spec.guards import Guard, GuardSet, Layer
+from invariants.mutation import Mutant
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["CampaignStats", "ControlResult", "campaign_settings", "configure", "run_machine", "hunt",
            "run_campaign", "find_counterexample"]
@@ -37,6 +39,26 @@ class CampaignStats:
     accepted: int
     rejected: dict[str, int]
     seconds: float
+    #: Action type -> accepted count (what the campaign really exercised).
+    accepted_by_action: dict[str, int] = attrs.field(factory=dict)
+    #: Clause key -> [evaluations, evaluations in which the clause's case occurred].
+    coverage: dict[str, list[int]] = attrs.field(factory=dict)
+
+    @staticmethod
+    def total(runs: "list[CampaignStats]") -> "CampaignStats":
+        """Several campaigns' counts added up (a checker that runs more than one machine)."""
+        def add(maps: list[dict[str, int]]) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for m in maps:
+                for k, v in m.items():
+                    out[k] = out.get(k, 0) + v
+            return out
+        cov = Coverage()
+        for r in runs:
+            cov.add(r.coverage)
+        return CampaignStats(sum(r.examples for r in runs), sum(r.steps for r in runs),
+                             sum(r.accepted for r in runs), add([r.rejected for r in runs]),
+                             sum(r.seconds for r in runs), add([r.accepted_by_action for r in runs]), cov.counts)
 
 
 @attrs.frozen
@@ -50,6 +72,8 @@ class ControlResult:
     seconds: float
     counterexample: tuple[str, ...]
     message: str
+    #: The clause that failed (`predicate.clause`, or "refinement" for a divergence in state or result).
+    clause: str | None = None
 
 
 def campaign_settings(max_examples: int, steps: int, *, shrink: bool = True) -> settings:
@@ -72,37 +96,57 @@ def run_machine(base: type[CheckedMachine], factory: Callable[..., Any], cfg: se
     stats: dict[str, Any] = {}
     t0 = time.perf_counter()
     run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats), settings=cfg)
+    return _stats(stats, time.perf_counter() - t0)
+
+
+def _stats(stats: dict[str, Any], seconds: float) -> CampaignStats:
     rejected = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("rejected:")}
+    accepted = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("accepted:")}
+    cov = stats.get("coverage")
     return CampaignStats(stats.get("examples", 0), stats.get("steps", 0), stats.get("accepted", 0),
-                         rejected, time.perf_counter() - t0)
+                         rejected, seconds, accepted, dict(cov.counts) if cov is not None else {})
 
 
-def hunt(base: type[CheckedMachine], g: Guard, layer: Layer, cfg: settings, *,
+def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: settings, *,
          spec: FactoryFor, impl: FactoryFor | None) -> ControlResult:
-    """Switch guard `g` off in `layer` and search for a violation of an ID it protects.
+    """Switch guard `g` off in `layer` (or, for a mutant, keep every guard on) and search for a harm.
 
     Spec layer: the spec alone (`spec(off)`) is driven and only invariants can
     detect. Refimpl layer: the implementation (`impl(off)`) runs with contracts
-    off against the intact spec, so refinement (or an invariant) must detect.
+    off against the intact spec, so refinement (a divergence in state or
+    result) or an invariant must detect; two refusals that differ only in
+    error type are not a harm and do not count. A mutant (already applied by
+    the caller, see `invariants.mutation.applied`) runs with every guard on and
+    refinement off in either layer: only the clauses of its IDs can detect it.
     """
-    off = GuardSet.without(g.name)
-    if layer is Layer.SPEC:
+    if isinstance(g, Mutant):
+        off, refine, accept = ALL_ON, False, set(g.ids)
+        factory = spec(off) if layer is Layer.SPEC else _need(impl, g.name)(off)
+    elif layer is Layer.SPEC:
+        off = GuardSet.without(g.name)
         factory, refine, accept = spec(off), False, set(g.ids)
-    elif impl is None:
-        raise ValueError(f"{g.name}: a refimpl-layer control needs an implementation factory")
     else:
-        factory, refine, accept = impl(off), True, set(g.ids) | {"refinement", "G4"}
+        off = GuardSet.without(g.name)
+        factory, refine, accept = _need(impl, g.name)(off), True, set(g.ids) | {"refinement", "G4"}
     stats: dict[str, Any] = {}
     t0 = time.perf_counter()
-    violated, message = None, "no counterexample found"
+    violated, clause, message = None, None, "no counterexample found"
     try:
         with contracts.contracts(False):
             run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats), settings=cfg)
+    except ErrorTypeDivergence as e:
+        violated, clause, message = "refinement:error-type", e.clause, f"not a harm (error type only): {e}"
     except InvariantViolation as e:
-        violated, message = e.id, str(e)
+        violated, clause, message = e.id, e.clause, str(e)
     trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
     return ControlResult(g.name, layer, g.ids, violated in accept, violated,
-                         len(trace) if violated else None, time.perf_counter() - t0, trace, message)
+                         len(trace) if violated else None, time.perf_counter() - t0, trace, message, clause)
+
+
+def _need(impl: FactoryFor | None, name: str) -> FactoryFor:
+    if impl is None:
+        raise ValueError(f"{name}: a refimpl-layer control needs an implementation factory")
+    return impl
 
 
 def run_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:

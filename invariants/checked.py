@@ -25,7 +25,8 @@ from typing import Any
 import attrs
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
-from invariants._violation import InvariantViolation, RefinementViolation
+from invariants._violation import ErrorTypeDivergence, InvariantViolation, RefinementViolation
+from invariants.clauses import Coverage, recording
 from spec.errors import GovernorError
 
 __all__ = ["CheckedMachine", "diff"]
@@ -53,7 +54,8 @@ class CheckedMachine(RuleBasedStateMachine):
 
     adapter_factory: Callable[..., Any]
     check_refinement: bool = True
-    #: Shared counters a campaign reads: examples, steps, accepted, rejected:<Error>, last_trace.
+    #: Shared counters a campaign reads: examples, steps, accepted, accepted:<Action>,
+    #: rejected:<Error>, coverage (an `invariants.clauses.Coverage`), last_trace.
     stats: dict[str, Any] | None = None
 
     def spec_step(self, state: Any, action: Any) -> tuple[Any, Any]:
@@ -76,13 +78,24 @@ class CheckedMachine(RuleBasedStateMachine):
         if self.stats is not None:
             self.stats[key] = self.stats.get(key, 0) + 1
 
+    @property
+    def coverage(self) -> Coverage | None:
+        """Where this machine's own predicate evaluations are counted (None: not counted)."""
+        if self.stats is None:
+            return None
+        cov = self.stats.get("coverage")
+        if cov is None:
+            cov = self.stats["coverage"] = Coverage()
+        return cov
+
     def start(self, gov: Any, initial: Any) -> None:
         """Adopt the adapter; its first abstraction must be the spec's initial state."""
         self.gov = gov
         self.abs = gov.abstract()
         if self.check_refinement and self.abs != initial:
             raise RefinementViolation(f"initial state is not the spec's: {diff(self.abs, initial)}")
-        self.check_state(self.abs)
+        with recording(self.coverage):
+            self.check_state(self.abs)
 
     def teardown(self) -> None:
         close = getattr(self.gov, "close", None)
@@ -109,6 +122,8 @@ class CheckedMachine(RuleBasedStateMachine):
         now = self.gov.abstract()
         self._count("steps")
         self._count(f"rejected:{type(err).__name__}" if err else "accepted")
+        if err is None:
+            self._count(f"accepted:{type(action).__name__}")
         if self.check_refinement:
             if expected_err is not None and err is None:
                 raise RefinementViolation(f"{action!r}: spec rejects ({type(expected_err).__name__}: "
@@ -117,7 +132,7 @@ class CheckedMachine(RuleBasedStateMachine):
                 raise RefinementViolation(f"{action!r}: spec accepts but the implementation raised "
                                           f"{type(err).__name__}: {err}")
             if expected_err is not None and type(err) is not type(expected_err):
-                raise RefinementViolation(f"{action!r}: spec raises {type(expected_err).__name__}, "
+                raise ErrorTypeDivergence(f"{action!r}: spec raises {type(expected_err).__name__}, "
                                           f"implementation {type(err).__name__}: {err}")
             if expected is not None and (result != expected[1] or now != expected[0]):
                 raise RefinementViolation(f"{action!r}: result {result!r} vs spec {expected[1]!r}; "
@@ -125,10 +140,12 @@ class CheckedMachine(RuleBasedStateMachine):
         if err is not None:
             # Verify a rejection changed nothing: the whole snapshot (lease rule G4).
             if now != prev:
-                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff(prev, now)}")
-        else:
-            self.check_step(prev, action, now)
-        self.check_state(now)
+                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff(prev, now)}",
+                                         clause="G4.rejection_changes_nothing")
+        with recording(self.coverage):
+            if err is None:
+                self.check_step(prev, action, now)
+            self.check_state(now)
         self.abs = now
 
     @invariant()

@@ -24,6 +24,7 @@ from hypothesis import settings
 
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
+from invariants.clauses import recording
 from invariants.pressure import check_all, check_step, check_trace
 from spec import pressure as P
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
@@ -88,7 +89,8 @@ class PressureMachine(CheckedMachine):
 
     def teardown(self) -> None:
         super().teardown()
-        check_trace(self.triples)  # exactly-once credit, bounded overtaking
+        with recording(self.coverage):
+            check_trace(self.triples)  # exactly-once credit, bounded overtaking
 
     def spec_step(self, state: P.Pool, action: Any) -> tuple[P.Pool, Any]:
         return P.step(state, action)
