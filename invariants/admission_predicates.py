@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from invariants._violation import InvariantViolation
+from invariants.clauses import clause
 from spec import admission as S
-from spec.arith import kv_bytes, kv_growth_peak
 
 __all__ = [
     "state_I12_batch",
@@ -28,80 +27,128 @@ __all__ = [
 ]
 
 
+_B_CAP = clause("I12", "state_I12_batch", "kv_within_capacity",
+                "the KV pool never holds more than its capacity")
+_B_IDLE = clause("I12", "state_I12_batch", "only_residents_hold",
+                 "no waiting or finished request holds KV, and none holds more than its peak")
+_B_LIVE = clause("I12", "state_I12_batch", "some_resident_can_finish",
+                 "admission never strands every resident request: at least one can always reach its peak")
+
+
 def state_I12_batch(s: Any) -> None:
     """Capacity respected, waiting/finished hold nothing, nobody above its peak, and some resident can finish."""
     if not isinstance(s, S.BatchState):
         return
-    if s.held > s.capacity:
-        raise InvariantViolation("I12", f"KV pool holds {s.held} > capacity {s.capacity}")
+    held = sum(r.held for r in s.requests.values())  # from the records, not the state's own property
+    if held > s.capacity:
+        _B_CAP.fail(f"KV pool holds {held} > capacity {s.capacity}")
+    _B_CAP.case(held > 0)
     unfinished = []
     for rid, r in s.requests.items():
         if r.state is not S.ReqState.RESIDENT and r.held:
-            raise InvariantViolation("I12", f"request {rid} is {r.state.value} but holds {r.held}")
+            _B_IDLE.fail(f"request {rid} is {r.state.value} but holds {r.held}")
         if r.held > r.peak:
-            raise InvariantViolation("I12", f"request {rid} holds {r.held} > its peak {r.peak}")
+            _B_IDLE.fail(f"request {rid} holds {r.held} > its peak {r.peak}")
         if r.state is S.ReqState.RESIDENT:
             unfinished.append(r)
-    if unfinished and not any(r.peak - r.held <= s.free for r in unfinished):
-        raise InvariantViolation("I12", f"no resident request can finish: needs "
-                                        f"{sorted(r.peak - r.held for r in unfinished)}, free {s.free}")
+    _B_IDLE.case(bool(s.requests))
+    if _B_LIVE.case(bool(unfinished)) and not any(r.peak - r.held <= s.capacity - held for r in unfinished):
+        _B_LIVE.fail(f"no resident request can finish: needs {sorted(r.peak - r.held for r in unfinished)}, "
+                     f"free {s.capacity - held}")
+
+
+_CO_CAP = clause("I12", "state_I12_coresidency", "resident_within_capacity",
+                 "resident models never use more than the pool's capacity")
+_CO_PIN = clause("I12", "state_I12_coresidency", "pinned_resident",
+                 "a pinned model is never made non-resident")
+_CO_REACH = clause("I12", "state_I12_coresidency", "pending_can_load",
+                   "no model with pending work is left unable to load even after every unpinned model is evicted")
+_CO_WASTE = clause("I12", "step_I12_coresidency", "no_wasted_load",
+                   "no model is evicted before it served a request since it was loaded")
+_CO_NEED = clause("I12", "step_I12_coresidency", "evict_only_for_need",
+                  "no model is evicted unless a pending model does not fit in the free room")
+_CO_SERVE = clause("I12", "step_I12_coresidency", "serve_resident",
+                   "no request is served by a model that is not resident")
 
 
 def state_I12_coresidency(s: Any) -> None:
     """Capacity respected; pinned models stay resident; every pending model can become resident."""
     if not isinstance(s, S.CoState):
         return
-    if s.used > s.capacity:
-        raise InvariantViolation("I12", f"resident models use {s.used} > capacity {s.capacity}")
+    used = sum(m.size for m in s.models.values() if m.resident)
+    if used > s.capacity:
+        _CO_CAP.fail(f"resident models use {used} > capacity {s.capacity}")
+    _CO_CAP.case(any(m.resident and not m.pinned for m in s.models.values()))
     pinned = sum(m.size for m in s.models.values() if m.pinned)
+    pending = False
     for name, m in s.models.items():
         if m.pinned and not m.resident:
-            raise InvariantViolation("I12", f"pinned model {name} is not resident")
-        if m.work and not m.resident and m.size > s.free and pinned + m.size > s.capacity:
-            raise InvariantViolation("I12", f"pending model {name} cannot fit even after evicting all unpinned")
+            _CO_PIN.fail(f"pinned model {name} is not resident")
+        if m.work and not m.resident:
+            pending = True
+            if pinned + m.size > s.capacity:
+                _CO_REACH.fail(f"pending model {name} cannot fit even after evicting all unpinned")
+    _CO_PIN.case(pinned > 0)
+    _CO_REACH.case(pending)
 
 
 def step_I12_coresidency(prev: Any, action: Any, nxt: Any) -> None:
-    """No wasted residency: a model is evicted only after it served since loading; service only when resident."""
+    """No wasted residency: evict only a model that served, and only for a pending model that does not fit."""
     if not isinstance(prev, S.CoState):
         return
-    if isinstance(action, S.Evict):
+    if _CO_WASTE.case(isinstance(action, S.Evict)):
         m = prev.models[action.model]
         if not m.served:
-            raise InvariantViolation("I12", f"{action.model} evicted before serving any request since loading")
-    if isinstance(action, S.Serve) and not prev.models[action.model].resident:
-        raise InvariantViolation("I12", f"{action.model} served while not resident")
+            _CO_WASTE.fail(f"{action.model} evicted before serving any request since loading")
+    if _CO_NEED.case(isinstance(action, S.Evict)):
+        free = prev.capacity - sum(m.size for m in prev.models.values() if m.resident)
+        if not any(o.work > 0 and not o.resident and o.size > free for o in prev.models.values()):
+            _CO_NEED.fail(f"{action.model} evicted while every pending model fits in the {free} B free")
+    if _CO_SERVE.case(isinstance(action, S.Serve)) and not prev.models[action.model].resident:
+        _CO_SERVE.fail(f"{action.model} served while not resident")
+
+
+_EL_BUDGET = clause("I8c", "state_I8c_elastic", "within_budget",
+                    "weights + KV + cache + headroom never exceed the device budget")
+_EL_KV = clause("I8c", "state_I8c_elastic", "kv_covers_tokens",
+                "no request holds more tokens than its KV capacity, nor KV beyond max context")
+_EL_PATH = clause("I8c", "state_I8c_elastic", "guaranteed_path",
+                  "the request can always grow to max context once the reclaimable cache is gone")
+_EL_PEAK = clause("I8c", "step_I8c_elastic", "growth_peak_within_budget",
+                  "a KV growth's copy peak (old and new buffers live) never oversubscribes the budget")
 
 
 def state_I8c_elastic(s: Any) -> None:
     """Weights + KV + headroom <= budget; KV within max context; a guaranteed path to max context exists."""
     if not isinstance(s, S.ElasticState):
         return
-    if s.used + s.headroom > s.budget:
-        raise InvariantViolation("I8c", f"oversubscribed: pinned {s.pinned} + cache {s.cache} + KV "
-                                        f"{s.kv_charge} + headroom {s.headroom} > budget {s.budget}")
+    kv = s.kv_tokens * s.bytes_per_token
+    if s.pinned + s.cache + kv + s.headroom > s.budget:
+        _EL_BUDGET.fail(f"oversubscribed: pinned {s.pinned} + cache {s.cache} + KV {kv} + headroom "
+                        f"{s.headroom} > budget {s.budget}")
+    _EL_BUDGET.case(s.cache > 0 or s.kv_tokens > 0)
     if not s.tokens <= s.kv_tokens <= s.max_context:
-        raise InvariantViolation("I8c", f"KV capacity {s.kv_tokens} outside [{s.tokens}, {s.max_context}]")
-    if s.kv_charge > kv_bytes(s.max_context, s.bytes_per_token):
-        raise InvariantViolation("I8c", "KV reservation exceeds the static (max context) reservation")
+        _EL_KV.fail(f"KV capacity {s.kv_tokens} outside [{s.tokens}, {s.max_context}]")
+    _EL_KV.case(s.tokens > 0)
     # The path: from here, each growth to max context fits once the (reclaimable) cache is gone.
     t = s.kv_tokens
-    while t < s.max_context:
-        new = min(t + s.bucket, s.max_context)
-        if s.pinned + kv_growth_peak(t, new, s.bytes_per_token) + s.headroom > s.budget:
-            raise InvariantViolation("I8c", f"no guaranteed path: growth {t}->{new} cannot fit")
-        t = new
+    if _EL_PATH.case(t < s.max_context):
+        while t < s.max_context:
+            new = min(t + s.bucket, s.max_context)
+            if s.pinned + (t + new) * s.bytes_per_token + s.headroom > s.budget:
+                _EL_PATH.fail(f"no guaranteed path: growth {t}->{new} cannot fit")
+            t = new
 
 
 def step_I8c_elastic(prev: Any, action: Any, nxt: Any) -> None:
     """A KV growth's copy peak (old + new bucket live) never oversubscribes the budget."""
-    if not isinstance(prev, S.ElasticState) or nxt.kv_tokens == prev.kv_tokens:
+    if not isinstance(prev, S.ElasticState):
         return
-    if nxt.kv_tokens > prev.kv_tokens:
-        peak = kv_growth_peak(prev.kv_tokens, nxt.kv_tokens, prev.bytes_per_token)
+    if _EL_PEAK.case(nxt.kv_tokens > prev.kv_tokens):
+        peak = (prev.kv_tokens + nxt.kv_tokens) * prev.bytes_per_token
         if nxt.pinned + nxt.cache + peak + nxt.headroom > nxt.budget:
-            raise InvariantViolation("I8c", f"growth {prev.kv_tokens}->{nxt.kv_tokens}: copy peak {peak} "
-                                            f"oversubscribes (cache {nxt.cache} not reclaimed)")
+            _EL_PEAK.fail(f"growth {prev.kv_tokens}->{nxt.kv_tokens}: copy peak {peak} "
+                          f"oversubscribes (cache {nxt.cache} not reclaimed)")
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {

@@ -54,6 +54,7 @@ class ExploreResult:
     violated: str | None  # the ID of the first violation found, else None
     message: str
     counterexample: tuple[Any, ...]  # shortest action list reaching the violation
+    clause: str | None = None  # the clause that failed (`predicate.clause`)
 
     @property
     def states_per_second(self) -> float:
@@ -72,14 +73,14 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> Exp
     transitions = rejected = depth = 0
     complete = True
 
-    def done(violated: str | None, message: str, path: tuple[Any, ...]) -> ExploreResult:
+    def done(violated: str | None, message: str, path: tuple[Any, ...], clause: str | None = None) -> ExploreResult:
         return ExploreResult(model.name, len(parent), transitions, rejected, depth, complete and violated is None,
-                             time.perf_counter() - t0, violated, message, path)
+                             time.perf_counter() - t0, violated, message, path, clause)
 
     try:
         model.check_state(model.initial)
     except InvariantViolation as e:
-        return done(e.id, str(e), ())
+        return done(e.id, str(e), (), e.clause)
     while frontier:
         state, d = frontier.popleft()
         if d >= max_depth:
@@ -97,7 +98,7 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> Exp
                 if nxt not in parent:
                     model.check_state(nxt)
             except InvariantViolation as e:
-                return done(e.id, str(e), _path(parent, state) + (action,))
+                return done(e.id, str(e), _path(parent, state) + (action,), e.clause)
             if nxt in parent:
                 continue
             if len(parent) >= max_states:

@@ -31,6 +31,7 @@ from spec.types import AllocState, Role, Tier
 
 from invariants.checked import CheckedMachine
 from invariants.predicates import check_all, check_step
+from invariants.replay_predicates import check_observed_step
 
 __all__ = ["GovernorAdapter", "SpecAdapter", "GovernorMachine"]
 
@@ -88,6 +89,8 @@ class GovernorMachine(CheckedMachine):
 
     def check_step(self, prev: State, action: Any, now: State) -> None:
         check_step(prev, action, now)
+        # The implementation's observed next state: a grant must have charged what it granted.
+        check_observed_step(prev, action, now)
 
     # --- id pickers ----------------------------------------------------------
 

@@ -14,23 +14,27 @@ from typing import Any
 from spec import actions as A
 from spec.state import State
 
-from invariants._violation import InvariantViolation
+from invariants.clauses import clause
 
 __all__ = ["STEP_PREDICATES", "step_I2_grant_charges", "check_observed_step"]
 
 
+_I2_CHARGES = clause("I2", "step_I2_grant_charges", "grant_charged",
+                     "no byte is granted without being charged: a reservation holds its bytes of charge and its "
+                     "ledger rose by exactly that")
+
+
 def step_I2_grant_charges(prev: State, act: Any, nxt: State) -> None:
     """A grant charges what it grants: the new reservation holds nbytes of charge, and used rose by nbytes."""
-    if not isinstance(act, A.Reserve):
+    if not _I2_CHARGES.case(isinstance(act, A.Reserve)):
         return
     new = [r for i, r in nxt.allocations.items() if i not in prev.allocations]
     for r in new:
         before = prev.authorities[r.authority].used if r.authority in prev.authorities else 0
         after = nxt.authorities[r.authority].used
         if r.charge != act.nbytes or after - before != act.nbytes:
-            raise InvariantViolation(
-                "I2", f"{act!r} was granted but charged {r.charge} B (ledger moved {after - before} B): "
-                      "bytes granted without being charged")
+            _I2_CHARGES.fail(f"{act!r} was granted but charged {r.charge} B (ledger moved {after - before} B): "
+                             "bytes granted without being charged")
 
 
 STEP_PREDICATES: dict[str, tuple[Callable[[State, Any, State], None], ...]] = {

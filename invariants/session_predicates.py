@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from invariants._violation import InvariantViolation
+from invariants.clauses import clause
 from spec import sessions as S
-from spec.arith import admitted_bytes, available, oversubscribed
+from spec.arith import admitted_bytes
 
 __all__ = [
     "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
@@ -21,98 +21,173 @@ __all__ = [
 ]
 
 
+_I8_EXACT = clause("I8", "state_I8_sessions", "charged_referenced_extents",
+                  "no managed model is charged other than its referenced extents rounded to the granule plus "
+                  "its transient peak (never the file size)")
+
+
 def state_I8_sessions(s: S.SessionState) -> None:
     """Managed weights are charged roundup(referenced, granule) + transient peak, never the file size."""
+    managed = False
     for name, m in s.models.items():
         if m.mode is S.Mode.MANAGED:
+            managed = True
             want = admitted_bytes(m.facts.referenced, s.topology.granule, m.facts.transient_peak)
             if m.admitted != want:
-                raise InvariantViolation("I8", f"{name}: admitted {m.admitted} B, referenced extents give {want} B "
-                                               f"(file {m.facts.file_bytes} B)")
+                _I8_EXACT.fail(f"{name}: admitted {m.admitted} B, referenced extents give {want} B "
+                               f"(file {m.facts.file_bytes} B)")
+    _I8_EXACT.case(managed)
+
+
+_I3_DECLINED = clause("I3", "state_I3_sessions", "declined_reported",
+                      "no class of bytes the runtime declined to manage is reported as enforced")
+_I3_COMPAT = clause("I3", "state_I3_sessions", "unmanaged_model_reported",
+                    "no model outside managed mode is reported as enforced")
 
 
 def state_I3_sessions(s: S.SessionState) -> None:
     """Declined classes and compatibility-mode models are reported as not enforced."""
     for role in s.declined:
         if role.value not in s.not_enforced:
-            raise InvariantViolation("I3", f"{role.value} is declined but reported as enforced")
+            _I3_DECLINED.fail(f"{role.value} is declined but reported as enforced")
+    _I3_DECLINED.case(bool(s.declined))
+    unmanaged = False
     for name, m in s.models.items():
         label = f"model:{name}" if m.mode is S.Mode.COMPAT else "weights"
-        if m.mode is not S.Mode.MANAGED and label not in s.not_enforced:
-            raise InvariantViolation("I3", f"{name} runs {m.mode.value} but is reported as enforced")
-    if S.report(s).not_enforced != s.not_enforced:
-        raise InvariantViolation("I3", "the report hides not-enforced labels")
+        if m.mode is not S.Mode.MANAGED:
+            unmanaged = True
+            if label not in s.not_enforced:
+                _I3_COMPAT.fail(f"{name} runs {m.mode.value} but is reported as enforced")
+    _I3_COMPAT.case(unmanaged)
+
+
+_I8B_SOURCE = clause("I8b", "state_I8b_sessions", "residency_has_source",
+                     "no residency figure is reported without the source it was read from")
+_I8B_APART = clause("I8b", "step_I8b_sessions", "residency_moves_no_charge",
+                    "observing residency never changes what any holder is charged")
 
 
 def state_I8b_sessions(s: S.SessionState) -> None:
-    """Every residency figure names its source; the report labels its figures as charge."""
+    """Every residency figure names its source."""
     for name, r in s.residency.items():
         if not r.source:
-            raise InvariantViolation("I8b", f"residency of {name} has no source")
-    if not S.report(s).unit.startswith("charge"):
-        raise InvariantViolation("I8b", "report figures are not labelled as charge")
+            _I8B_SOURCE.fail(f"residency of {name} has no source")
+    _I8B_SOURCE.case(bool(s.residency))
 
 
 def step_I8b_sessions(prev: S.SessionState, action: Any, nxt: S.SessionState) -> None:
     """Observing residency moves only the residency field: every charge is unchanged."""
-    if isinstance(action, S.ObserveResidency):
+    if _I8B_APART.case(isinstance(action, S.ObserveResidency)):
         before = {k: m.admitted for k, m in prev.models.items()}
         after = {k: m.admitted for k, m in nxt.models.items()}
         if before != after or prev.used != nxt.used:
-            raise InvariantViolation("I8b", f"observing residency of {action.model} changed charge "
-                                            f"{prev.used} -> {nxt.used}")
+            _I8B_APART.fail(f"observing residency of {action.model} changed charge {prev.used} -> {nxt.used}")
+
+
+_I8C_LIMIT = clause("I8c", "state_I8c_sessions", "within_limit",
+                    "weights + KV + cache + headroom never exceed the governed limit")
+_I8C_KV = clause("I8c", "state_I8c_sessions", "kv_covers_tokens",
+                 "no request holds more tokens than its KV capacity, nor KV beyond max context")
+
+
+def _used(s: S.SessionState) -> int:
+    """Charge from the records themselves (not the state's own `used` property)."""
+    kv = sum(r.kv_tokens * s.models[r.model].facts.bytes_per_token for r in s.requests.values())
+    return sum(m.admitted for m in s.models.values()) + kv + s.cache
 
 
 def state_I8c_sessions(s: S.SessionState) -> None:
     """Weights + KV + cache + headroom stay within the limit: the elastic split never oversubscribes."""
-    if s.used + s.topology.headroom > s.limit:
-        raise InvariantViolation("I8c", f"used {s.used} + headroom {s.topology.headroom} > limit {s.limit}")
+    used = _used(s)
+    if used + s.topology.headroom > s.limit:
+        _I8C_LIMIT.fail(f"used {used} + headroom {s.topology.headroom} > limit {s.limit}")
+    _I8C_LIMIT.case(used > 0)
     for rid, r in s.requests.items():
         f = s.models[r.model].facts
         if not r.tokens <= r.kv_tokens <= f.max_context:
-            raise InvariantViolation("I8c", f"request {rid}: KV capacity {r.kv_tokens} outside "
-                                            f"[{r.tokens}, {f.max_context}]")
+            _I8C_KV.fail(f"request {rid}: KV capacity {r.kv_tokens} outside [{r.tokens}, {f.max_context}]")
+    _I8C_KV.case(any(r.tokens for r in s.requests.values()))
+
+
+_C7_CAP = clause("C7", "state_C7_sessions", "limit_within_capacity",
+                 "the governed limit never exceeds the pool capacity the topology reports")
+_C7_MAPPED = clause("C7", "state_C7_sessions", "host_mapped_within_reported",
+                    "no model reads more host-mapped bytes than the topology reports as host-mapped capacity")
+_C7_GRANULE = clause("C7", "state_C7_sessions", "granule_rounding",
+                     "no managed weight charge is smaller than a whole number of the device's granules")
 
 
 def state_C7_sessions(s: S.SessionState) -> None:
     """Limit within the topology's capacity; host-mapped reads within the reported capacity; granule rounding."""
     t = s.topology
     if s.limit > t.capacity:
-        raise InvariantViolation("C7", f"limit {s.limit} > pool capacity {t.capacity}")
+        _C7_CAP.fail(f"limit {s.limit} > pool capacity {t.capacity}")
+    _C7_CAP.case(True)
+    mapped = managed = False
     for name, m in s.models.items():
-        if m.host_mapped and m.facts.referenced > t.host_mapped_capacity:
-            raise InvariantViolation("C7", f"{name} reads {m.facts.referenced} B host-mapped; "
-                                           f"{t.host_mapped_capacity} B reported")
-        if m.mode is S.Mode.MANAGED and (m.admitted - m.facts.transient_peak) % t.granule:
-            raise InvariantViolation("C7", f"{name}: weight charge not rounded to the {t.granule} B granule")
+        if m.host_mapped:
+            mapped = True
+            if m.facts.referenced > t.host_mapped_capacity:
+                _C7_MAPPED.fail(f"{name} reads {m.facts.referenced} B host-mapped; {t.host_mapped_capacity} B reported")
+        if m.mode is S.Mode.MANAGED:
+            managed = True
+            if (m.admitted - m.facts.transient_peak) % t.granule:
+                _C7_GRANULE.fail(f"{name}: weight charge not rounded to the {t.granule} B granule")
+    _C7_MAPPED.case(mapped)
+    _C7_GRANULE.case(managed)
+
+
+_C8_FIGURES = clause("C8", "state_C8_sessions", "report_matches_records",
+                     "the report never shows used, available, oversubscribed, reclaimable or per-role figures other "
+                     "than those the charge records give")
+_C8_LOWER = clause("C8", "step_C8_sessions", "lowering_exact",
+                   "a limit is never lowered below used + headroom; a failed lowering keeps the old limit")
 
 
 def state_C8_sessions(s: S.SessionState) -> None:
-    """Reported used/available/oversubscribed/reclaimable/unattributed follow C8's reading."""
+    """Reported figures equal an independent reading of the charge records."""
     r = S.report(s)
-    if (r.available != available(s.limit, s.used, 0) or r.oversubscribed != oversubscribed(s.used, s.limit)
-            or r.reclaimable != s.cache or r.used != sum(b for _, b in r.by_role)
-            or r.unattributed != sum(m.unattributed for m in s.models.values())):
-        raise InvariantViolation("C8", f"report figures disagree with the ledger: {r!r}")
+    used = _used(s)
+    kv = sum(q.kv_tokens * s.models[q.model].facts.bytes_per_token for q in s.requests.values())
+    want = {"used": used, "available": s.limit - used if used < s.limit else 0,
+            "oversubscribed": used - s.limit if used > s.limit else 0, "reclaimable": s.cache,
+            "by_role": dict(weights=sum(m.admitted for m in s.models.values()), kv=kv, cache=s.cache)}
+    got = {"used": r.used, "available": r.available, "oversubscribed": r.oversubscribed,
+           "reclaimable": r.reclaimable, "by_role": dict(zip(("weights", "kv", "cache"), (b for _, b in r.by_role)))}
+    if got != want:
+        _C8_FIGURES.fail(f"report {got} but the records give {want}")
+    _C8_FIGURES.case(used > 0)
 
 
 def step_C8_sessions(prev: S.SessionState, action: Any, nxt: S.SessionState) -> None:
     """Lowering: success ends with used + headroom <= new limit; failure keeps the old limit."""
-    if isinstance(action, S.LowerLimit):
-        ok = nxt.limit == action.new and nxt.used + nxt.topology.headroom <= action.new
-        if not ok and nxt.limit != prev.limit:
-            raise InvariantViolation("C8", f"limit {prev.limit} -> {nxt.limit} with used {nxt.used} "
-                                           f"+ headroom {nxt.topology.headroom} above it")
+    if _C8_LOWER.case(isinstance(action, S.LowerLimit)):
+        if nxt.limit != prev.limit and (nxt.limit != action.new or _used(nxt) + nxt.topology.headroom > nxt.limit):
+            _C8_LOWER.fail(f"limit {prev.limit} -> {nxt.limit} with used {_used(nxt)} "
+                           f"+ headroom {nxt.topology.headroom} above it")
+
+
+_C9_DECLARED = clause("C9", "state_C9_sessions", "managed_state_declared",
+                      "no model runs managed with loop-carried state it did not declare")
+_C9_COMPAT = clause("C9", "state_C9_sessions", "compat_unattributed",
+                    "a compatibility-mode model never has its bytes attributed or its prefix reused")
 
 
 def state_C9_sessions(s: S.SessionState) -> None:
     """Managed models declare all loop-carried state; compatibility mode is unattributed, no prefix reuse."""
+    managed = compat = False
     for name, m in s.models.items():
-        if m.mode is S.Mode.MANAGED and not m.facts.loop_carried <= (m.declared or frozenset()):
-            raise InvariantViolation("C9", f"{name} runs managed with undeclared state "
-                                           f"{sorted(m.facts.loop_carried - (m.declared or frozenset()))}")
-        if m.mode is S.Mode.COMPAT and (m.unattributed < m.facts.referenced or m.prefix_reuse):
-            raise InvariantViolation("C9", f"{name}: compatibility mode must be unattributed with no prefix reuse")
+        if m.mode is S.Mode.MANAGED and m.facts.loop_carried:
+            managed = True
+            if not m.facts.loop_carried <= (m.declared or frozenset()):
+                _C9_DECLARED.fail(f"{name} runs managed with undeclared state "
+                                  f"{sorted(m.facts.loop_carried - (m.declared or frozenset()))}")
+        if m.mode is S.Mode.COMPAT:
+            compat = True
+            if m.unattributed < m.facts.referenced or m.prefix_reuse:
+                _C9_COMPAT.fail(f"{name}: compatibility mode must be unattributed with no prefix reuse")
+    _C9_DECLARED.case(managed)
+    _C9_COMPAT.case(compat)
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {

@@ -111,14 +111,12 @@ class AdmissionChecker:
         with contracts.contracts(True):
             for m in (BATCH, CORESIDENCY, ELASTIC):
                 runs.append(run_model_campaign(m, cfg))
-        stats = CampaignStats(sum(r.examples for r in runs), sum(r.steps for r in runs),
-                              sum(r.accepted for r in runs),
-                              {k: sum(r.rejected.get(k, 0) for r in runs) for r in runs for k in r.rejected},
-                              sum(r.seconds for r in runs))
+        stats = CampaignStats.total(runs)
         checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
                   for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Any) -> ControlResult:
         cfg = campaign_settings(max(1, budget.control_examples // 4), budget.control_steps, shrink=budget.shrink)
-        return find_model_counterexample(MODELS[guard.name], guard, layer, cfg)
+        # A mutant names the model it patches (`submodel`); a guard is its model's own guard.
+        return find_model_counterexample(MODELS[getattr(guard, "submodel", None) or guard.name], guard, layer, cfg)

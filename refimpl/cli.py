@@ -18,6 +18,7 @@ from rich.table import Table
 
 from invariants.drift import ROOT
 from invariants.explore import ExploreResult, render_counterexample
+from refimpl.verdict import RULES, THRESHOLDS
 from refimpl.verify import PROFILES, Report, verify
 from spec.catalog import CATALOG, Status, entry, render_markdown
 from spec.guards import guard
@@ -34,9 +35,13 @@ def report_json(r: Report) -> dict[str, Any]:
         "drift": list(r.drift),
         "campaigns": {
             name: {"examples": c.examples, "steps": c.steps, "accepted": c.accepted, "rejected": c.rejected,
+                   "accepted_by_action": dict(sorted(c.accepted_by_action.items())),
                    "seconds": round(c.seconds, 3)}
             for name, c in r.campaigns.items()},
         "campaign_errors": r.campaign_errors,
+        "rules": [rule.format(threshold=THRESHOLDS[r.profile]) for rule in RULES],
+        "all_verified": r.all_verified,
+        "stale_mutants": list(r.stale_mutants),
         "explorer": {
             "runs": {name: _explore_json(x) for name, x in r.explorations.items()},
             "negative_controls": {name: _explore_json(x) for name, x in r.explorer_controls.items()},
@@ -47,13 +52,12 @@ def report_json(r: Report) -> dict[str, Any]:
         "ids": [
             {
                 "id": i.id, "title": i.title, "status": i.status, "predicates": list(i.predicates),
-                "tests": list(i.tests), "examples": i.examples, "checks": i.checks, "scope": i.scope,
-                "planned": i.planned, "expected_negative_controls": i.expected_controls,
-                "negative_controls": [
-                    {"name": c.guard, "layer": c.layer.value, "found": c.found, "steps": c.steps,
-                     "seconds": round(c.seconds, 3), "violated": c.violated,
-                     "counterexample": list(c.counterexample), "message": c.message}
-                    for c in i.negative_controls],
+                "tests": list(i.tests), "examples": i.examples, "checks": i.checks, "evaluated": i.evaluated,
+                "scope": i.scope, "planned": i.planned, "reasons": list(i.reasons),
+                "coverage": [attrs.asdict(c) for c in i.coverage],
+                "expected_negative_controls": i.expected_controls,
+                "negative_controls": [_control_json(c) for c in i.negative_controls],
+                "mutation_controls": [_control_json(c) for c in i.mutation_controls],
                 "explorer_controls": [
                     {"name": name, "found": x.found, "steps": len(x.counterexample) if x.found else None,
                      "states": x.states, "seconds": round(x.seconds, 4), "violated": x.violated}
@@ -64,10 +68,17 @@ def report_json(r: Report) -> dict[str, Any]:
     }
 
 
+def _control_json(c: Any) -> dict[str, Any]:
+    return {"name": c.guard, "layer": c.layer.value, "found": c.found, "steps": c.steps,
+            "seconds": round(c.seconds, 3), "violated": c.violated, "clause": c.clause,
+            "counterexample": list(c.counterexample), "message": c.message}
+
+
 def _explore_json(x: ExploreResult) -> dict[str, Any]:
     return {"states": x.states, "transitions": x.transitions, "rejected": x.rejected, "depth": x.depth,
             "complete": x.complete, "seconds": round(x.seconds, 3), "states_per_second": round(x.states_per_second),
-            "found": x.found, "violated": x.violated, "steps": len(x.counterexample) if x.found else None,
+            "found": x.found, "violated": x.violated, "clause": x.clause,
+            "steps": len(x.counterexample) if x.found else None,
             "counterexample": [repr(a) for a in x.counterexample], "message": x.message}
 
 
@@ -94,6 +105,9 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
         (folder / "report.json").write_text(json.dumps(report_json(report), indent=2) + "\n")
         (folder / "report.md").write_text(report_markdown(report))
         console.print(f"report folder written to {folder} (report.md, report.json)")
+    if args.strict and not report.all_verified:
+        console.print("--strict: not every ID is verified")
+        return 1
     return 0 if report.ok else 1
 
 
@@ -104,11 +118,22 @@ def report_markdown(r: Report) -> str:
     lines += [f"- {name} campaign violation: {err}" for name, err in r.campaign_errors.items()]
     lines += [f"- {name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
               f"{sum(c.rejected.values())} rejected with typed errors)" for name, c in r.campaigns.items()]
-    lines += ["", "| ID | title | checks | examples | negative controls | status |", "|---|---|---|---|---|---|"]
+    lines += [f"- stale mutant: {m}" for m in r.stale_mutants]
+    lines += ["", "## What \"verified\" means", "", *[f"- {rule.format(threshold=THRESHOLDS[r.profile])}"
+                                                      for rule in RULES]]
+    lines += ["", "| ID | title | clauses | weakest clause (case met) | negative controls | mutation controls "
+              "| status |", "|---|---|---|---|---|---|---|"]
     for i in r.ids:
-        found = sum(c.found for c in i.negative_controls)
-        controls = f"{found}/{i.expected_controls}" if i.expected_controls else "-"
-        lines.append(f"| {i.id} | {i.title} | {i.checks or '-'} | {i.examples or '-'} | {controls} | {i.status} |")
+        lines.append(f"| {i.id} | {i.title} | {len(i.coverage) or '-'} | {_weakest(i)} | {_found(i.negative_controls, i.expected_controls)} "
+                     f"| {_found(i.mutation_controls)} | {i.status} |")
+    lines += ["", "## Why partial", ""]
+    for i in r.ids:
+        lines += [f"- **{i.id}**: {why}" for why in i.reasons]
+    lines += ["", "## Clause coverage", "", "| ID | clause | evaluated | case met | made to fail by |",
+              "|---|---|---|---|---|"]
+    for i in r.ids:
+        lines += [f"| {i.id} | `{c.predicate}.{c.clause}` | {c.evaluated} | {c.antecedent_held} | "
+                  f"{', '.join(c.failed_by) or '**none**'} |" for c in i.coverage]
     lines += ["", "## Negative controls", "",
               "Each guard switched off, in the spec (an invariant must fail) and in refimpl (refinement must "
               "fail); the counterexample is the action script Hypothesis found.", ""]
@@ -123,6 +148,18 @@ def report_markdown(r: Report) -> str:
             if c.counterexample:
                 lines += ["```", *c.counterexample, "```", ""]
     return "\n".join(lines) + "\n"
+
+
+def _weakest(i: Any) -> str:
+    if not i.coverage:
+        return "-"
+    c = min(i.coverage, key=lambda c: c.antecedent_held)
+    return f"{c.clause}: {c.antecedent_held}"
+
+
+def _found(controls: Any, expected: int | None = None) -> str:
+    n = len(controls) if expected is None else expected
+    return f"{sum(c.found for c in controls)}/{n}" if n else "-"
 
 
 def _print_report(r: Report, console: Console) -> None:
@@ -157,22 +194,28 @@ def _print_report(r: Report, console: Console) -> None:
                           + ("" if c.ok else " [red]FAILED[/]"))
             for p in c.problems:
                 console.print(f"[red]crosshair:[/] {p}", markup=False)
+    for m in r.stale_mutants:
+        console.print(f"[red]stale mutant:[/] {m}", markup=False)
     table = Table(title="ortmem verify: per-ID results")
-    for col in ("ID", "title", "checks", "examples", "neg. controls", "status"):
+    for col in ("ID", "title", "checks", "weakest clause", "neg. controls", "mutants", "status"):
         table.add_column(col)
-    style = {"verified": "green", "partial": "red", "not yet implemented": "dim"}
+    style = {"verified": "green", "partial": "yellow", "not yet implemented": "dim"}
     for i in r.ids:
-        found = sum(c.found for c in i.negative_controls)
-        controls = f"{found}/{i.expected_controls}" if i.expected_controls else "-"
-        table.add_row(i.id, i.title, str(i.checks) if i.checks else "-", str(i.examples) if i.examples else "-",
-                      controls, f"[{style[i.status]}]{i.status}[/]")
+        table.add_row(i.id, i.title, str(i.checks) if i.checks else "-", _weakest(i),
+                      _found(i.negative_controls, i.expected_controls), _found(i.mutation_controls),
+                      f"[{style[i.status]}]{i.status}[/]")
     console.print(table)
+    console.print("What \"verified\" means:")
+    for rule in RULES:
+        console.print(f"  {rule.format(threshold=THRESHOLDS[r.profile])}", markup=False)
     for i in r.ids:
-        for c in i.negative_controls:
-            if not c.found:
-                console.print(f"[red]negative control {c.guard} ({c.layer.value}) found nothing:[/] {c.message}")
-    verdict = "[green]OK[/]" if r.ok else "[red]FAILED[/]"
-    console.print(f"{verdict} in {r.seconds:.1f} s")
+        if i.reasons:
+            console.print(f"[yellow]{i.id} partial:[/] {len(i.reasons)} reason(s); first: {i.reasons[0]}",
+                          markup=False)
+    verified = sum(i.status == "verified" for i in r.ids)
+    verdict = "[green]OK[/] (no violation)" if r.ok else "[red]FAILED[/] (a violation)"
+    console.print(f"{verdict}: {verified} of {len(r.ids)} IDs verified, "
+                  f"{sum(i.status == 'partial' for i in r.ids)} partial, in {r.seconds:.1f} s")
 
 
 def _spec(args: argparse.Namespace, console: Console) -> int:
@@ -288,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--quick", action="store_true", help="the quick profile (about a minute on 2 cores)")
     v.add_argument("--json", metavar="PATH", help="write the per-ID report as JSON")
     v.add_argument("--report", metavar="DIR", help="write a report folder: report.md (for reviewers) and report.json")
+    v.add_argument("--strict", action="store_true",
+                   help="also exit 1 unless every implemented ID is verified (default: only on a violation)")
     v.add_argument("--jobs", type=int, metavar="N", help="worker processes for campaigns and controls (default: one per core)")
     s = sub.add_parser("spec", help="list the catalog, or show one entry")
     s.add_argument("id", nargs="?", help="a catalog ID such as C1 or I8c")

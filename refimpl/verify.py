@@ -2,10 +2,18 @@
 
 Phases: drift (catalog, predicates, tests, docs in step), one stateful
 campaign per checker (`refimpl.checkers.CHECKERS`: refimpl refines spec,
-invariants after every step, contracts on), and negative controls (each
-registered guard switched off, in the spec and in refimpl, must yield a
-counterexample to an ID it protects). The report is a plain value;
-rendering (table, JSON) lives in `refimpl.cli`.
+invariants after every step, contracts on, every clause's coverage counted),
+negative controls (each registered guard switched off, in the spec and in
+refimpl, must yield a harm to an ID it protects), mutation controls (each
+named bug of `refimpl.mutants.MUTANTS` injected with every guard on must make
+a clause of its ID fail), the explorer and CrossHair. Each ID is judged by
+the rules of `refimpl.verdict`. The report is a plain value; rendering
+(table, JSON) lives in `refimpl.cli`.
+
+`ok` is false only when something is *violated* (drift, a campaign or
+explorer violation, a CrossHair counterexample, a stale mutant); an ID that
+does not meet the rules is "partial" with its reasons, which `--strict`
+turns into a failure.
 """
 
 from __future__ import annotations
@@ -20,11 +28,17 @@ from typing import Any
 import attrs
 
 from invariants.campaign import CampaignStats, ControlResult
+from invariants.clauses import Coverage, clauses_of
+# Every predicate module declares its clauses on import; the ORT checker imports its own lazily.
+from invariants import admission_predicates, pressure, replay_predicates, session_predicates, transactions  # noqa: F401
 from invariants.drift import drift_problems
 from invariants.explore import ExploreResult
+from invariants.mutation import StaleMutant, applied
 from invariants._violation import InvariantViolation
 from refimpl.checkers import CHECKERS, Budget, CheckerRun
 from refimpl.crosshair_check import CrosshairResult, run_crosshair
+from refimpl.mutants import MUTANTS
+from refimpl.verdict import ClauseCoverage, guards_of, judge
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
@@ -50,6 +64,10 @@ class IdReport:
     expected_controls: int
     scope: str
     planned: str
+    mutation_controls: tuple[ControlResult, ...] = ()
+    coverage: tuple[ClauseCoverage, ...] = ()
+    reasons: tuple[str, ...] = ()
+    evaluated: int = 0
 
 
 @attrs.frozen
@@ -65,6 +83,13 @@ class Report:
     explorations: dict[str, ExploreResult] = attrs.field(factory=dict)
     explorer_controls: dict[str, ExploreResult] = attrs.field(factory=dict)
     crosshair: CrosshairResult | None = None
+    mutation_controls: tuple[ControlResult, ...] = ()
+    #: Mutants whose snippet no longer matches the code (they would test nothing): a violation.
+    stale_mutants: tuple[str, ...] = ()
+
+    @property
+    def all_verified(self) -> bool:
+        return all(i.status != "partial" for i in self.ids)
 
 
 Progress = Callable[[str, int, int], None]
@@ -82,17 +107,18 @@ def verify(profile: str, progress: Progress = _noop, jobs: int | None = None) ->
     drift = tuple(drift_problems())
     progress("drift", 1, 1)
 
-    runs, errors, controls = _campaigns_and_controls(profile, progress, jobs)
+    runs, errors, controls, mutants, stale = _campaigns_and_controls(profile, progress, jobs)
 
     explorations, explorer_controls = _explore(budget, progress)
     progress("crosshair", 0, 1)
     crosshair = run_crosshair()
     progress("crosshair", 1, 1)
 
-    ids = tuple(_id_report(e, runs, errors, controls) for e in CATALOG)
-    ok = verdict(drift, errors, controls, ids, explorations, explorer_controls, crosshair.ok)
+    ids = tuple(_id_report(e, profile, runs, errors, controls, mutants, explorer_controls, crosshair)
+                for e in CATALOG)
+    ok = verdict(drift, errors, controls, ids, explorations, explorer_controls, crosshair) and not stale
     return Report(ok, profile, drift, {k: r.stats for k, r in runs.items()}, errors, ids,
-                  time.perf_counter() - t0, explorations, explorer_controls, crosshair)
+                  time.perf_counter() - t0, explorations, explorer_controls, crosshair, tuple(mutants), stale)
 
 
 GUARD_IDS = {g.name: g.ids for g in GUARDS}
@@ -100,14 +126,14 @@ GUARD_IDS = {g.name: g.ids for g in GUARDS}
 
 def verdict(drift: tuple[str, ...], errors: dict[str, str], controls: list[ControlResult], ids: tuple[IdReport, ...],
             explorations: dict[str, ExploreResult], explorer_controls: dict[str, ExploreResult],
-            crosshair_ok: bool) -> bool:
-    """True iff nothing drifted, no campaign or exploration found a violation, every negative control
-    (Hypothesis and explorer) found a counterexample to an ID its guard protects, and CrossHair passed."""
-    return (not drift and not errors and all(c.found for c in controls)
-            and all(r.status != "partial" for r in ids)
-            and not any(x.found for x in explorations.values())
-            and all(x.violated in GUARD_IDS[name] for name, x in explorer_controls.items())
-            and crosshair_ok)
+            crosshair: CrosshairResult | bool) -> bool:
+    """True iff nothing is violated: no drift, no campaign or exploration violation, no CrossHair problem.
+
+    Weak evidence (a control that found no harm, thin coverage, a skipped CrossHair) is not a
+    violation: it makes the IDs concerned "partial" (see `refimpl.verdict`).
+    """
+    problems = crosshair.problems if isinstance(crosshair, CrosshairResult) else (() if crosshair else ("x",))
+    return (not drift and not errors and not any(x.found for x in explorations.values()) and not problems)
 
 
 def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
@@ -118,12 +144,22 @@ def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
             return CHECKERS[name].campaign(budget)
         except InvariantViolation as e:
             return str(e)
+    if kind == "mutant":
+        m = MUTANTS[name]
+        # A mutant searches as long as a campaign does: it must find the bug where the campaign would.
+        wide = attrs.evolve(budget, control_examples=budget.campaign_examples, control_steps=budget.campaign_steps)
+        try:
+            with applied(m):
+                return CHECKERS[m.model].control(m, m.layer, wide)
+        except StaleMutant as e:
+            return str(e)
     g = next(g for g in GUARDS if g.name == name)
     return CHECKERS[g.model].control(g, Layer(layer), budget)
 
 
 def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
-                            ) -> tuple[dict[str, CheckerRun], dict[str, str], list[ControlResult]]:
+                            ) -> tuple[dict[str, CheckerRun], dict[str, str], list[ControlResult],
+                                       list[ControlResult], tuple[str, ...]]:
     """The campaigns, then every guard off in each layer; in parallel worker processes when jobs > 1.
 
     Each job is deterministic on its own (fixed seeds), so the split across processes does not
@@ -131,7 +167,9 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
     """
     work = [("campaign", name, None) for name in CHECKERS]
     work += [("control", g.name, layer.value) for g in GUARDS for layer in Layer]
-    totals = {"campaigns": len(CHECKERS), "negative controls": len(work) - len(CHECKERS)}
+    work += [("mutant", m.name, m.layer.value) for m in MUTANTS.values()]
+    phase_of = {"campaign": "campaigns", "control": "negative controls", "mutant": "mutation controls"}
+    totals = {p: sum(phase_of[k] == p for k, _, _ in work) for p in phase_of.values()}
     done = {phase: 0 for phase in totals}
     for phase, total in totals.items():
         progress(phase, 0, total)
@@ -139,7 +177,7 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
 
     def record(i: int, result: Any) -> None:
         results[i] = result
-        phase = "campaigns" if work[i][0] == "campaign" else "negative controls"
+        phase = phase_of[work[i][0]]
         done[phase] += 1
         progress(phase, done[phase], totals[phase])
 
@@ -155,7 +193,9 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
     runs = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and not isinstance(r, str)}
     errors = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and isinstance(r, str)}
     controls = [r for (kind, _, _), r in zip(work, results) if kind == "control"]
-    return runs, errors, controls
+    mutants = [r for (kind, _, _), r in zip(work, results) if kind == "mutant" and not isinstance(r, str)]
+    stale = tuple(r for (kind, _, _), r in zip(work, results) if kind == "mutant" and isinstance(r, str))
+    return runs, errors, controls, mutants, stale
 
 
 def _explore(budget: Budget, progress: Progress) -> tuple[dict[str, ExploreResult], dict[str, ExploreResult]]:
@@ -175,16 +215,27 @@ def _explore(budget: Budget, progress: Progress) -> tuple[dict[str, ExploreResul
     return explorations, controls
 
 
-def _id_report(e: Any, runs: dict[str, CheckerRun], errors: dict[str, str],
-               controls: list[ControlResult]) -> IdReport:
+def _id_report(e: Any, profile: str, runs: dict[str, CheckerRun], errors: dict[str, str],
+               controls: list[ControlResult], mutants: list[ControlResult],
+               explorer_controls: dict[str, ExploreResult], crosshair: CrosshairResult) -> IdReport:
     mine = tuple(c for c in controls if e.id in c.ids)
-    expected = len(e.guards) * len(Layer)
+    killers = tuple(m for m in mutants if e.id in m.ids)
+    guards = guards_of(e.id)
+    expected = len(guards) * len(Layer)
     if e.status is Status.NOT_YET_IMPLEMENTED:
         return IdReport(e.id, e.title, Status.NOT_YET_IMPLEMENTED.value, (), (), 0, 0, mine, expected,
-                        e.scope, e.planned)
-    owners = [r for r in runs.values() if r.checks.get(e.id)]
+                        e.scope, e.planned, killers)
+    cov = Coverage()
+    owners = [r for r in runs.values() if any(k in r.stats.coverage for k in _keys(e.id))]
+    for r in owners:
+        cov.add(r.stats.coverage)
     examples = sum(r.stats.examples for r in owners)
-    checks = sum(r.checks[e.id] for r in owners)
-    verified = (not errors and examples > 0 and expected > 0 and sum(c.found for c in mine) == expected)
-    return IdReport(e.id, e.title, "verified" if verified else "partial", e.predicates, e.tests, examples,
-                    checks, mine, expected, e.scope, e.planned)
+    why = crosshair.skipped or "; ".join(crosshair.problems) or "CrossHair did not confirm the arithmetic"
+    j = judge(e.id, profile, cov, guards, mine, killers, explorer_controls,
+              crosshair.ok and not crosshair.skipped, f"CrossHair: {why}", no_campaign=bool(errors) and not owners)
+    return IdReport(e.id, e.title, j.status, e.predicates, e.tests, examples, j.checks, mine, expected,
+                    e.scope, e.planned, killers, j.coverage, j.reasons, j.evaluated)
+
+
+def _keys(id: str) -> list[str]:
+    return [c.key for c in clauses_of(id)]

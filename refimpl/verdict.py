@@ -1,0 +1,132 @@
+"""What "verified" means, as code: the per-ID rules `ortmem verify` applies and prints.
+
+An ID is "verified" only if all of these hold; otherwise it is "partial" and
+every unmet rule is listed as a reason (an honest "partial" beats a
+"verified" a reviewer can puncture):
+
+  R1 coverage: every clause of the ID was evaluated on states or steps where
+     its case occurred at least the profile's threshold of times;
+  R2 negative controls: every guard protecting the ID, switched off in each
+     layer, produced a harm: a violation of one of the ID's own clauses or,
+     in refimpl, a divergence in state or result (a different error type
+     alone, or nothing found, does not count);
+  R3 falsifiable: every clause of the ID was made to fail by at least one
+     control (a mutation control, or a negative control or explorer control
+     of the ID);
+  R4 deterministic: every guard protecting the ID has a control that does
+     not depend on Hypothesis' search: the bounded-exhaustive explorer;
+  R5 CrossHair confirmed the shared arithmetic (a missing or skipped
+     CrossHair is not a pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from invariants.campaign import ControlResult
+from invariants.clauses import Clause, Coverage, clauses_of
+from invariants.explore import ExploreResult
+from spec.guards import GUARDS, Layer
+
+__all__ = ["THRESHOLDS", "RULES", "ClauseCoverage", "Judgement", "judge"]
+
+#: Minimum evaluations-with-the-case-occurring per clause. Quick: 20 is enough to see the case in
+#: many distinct examples of a 40-step campaign (one lucky example cannot meet it); thorough: ten
+#: times that, so each clause meets its case across hundreds of independent scripts.
+THRESHOLDS = {"quick": 20, "thorough": 200}
+
+RULES = (
+    "R1 coverage: every clause of the ID met its case (antecedent held) at least {threshold} times "
+    "in the campaigns",
+    "R2 negative controls: every guard of the ID, switched off in the spec and in refimpl, produced a harm "
+    "(a violation of one of the ID's own clauses, or in refimpl a divergence in state or result; an error "
+    "type alone does not count)",
+    "R3 falsifiable: every clause of the ID was made to fail by at least one control (mutation, negative or "
+    "explorer control)",
+    "R4 deterministic: every guard of the ID has a control that does not depend on Hypothesis' search "
+    "(the bounded-exhaustive explorer)",
+    "R5 CrossHair confirmed the shared arithmetic (missing or skipped is not a pass)",
+)
+
+
+@attrs.frozen
+class ClauseCoverage:
+    predicate: str
+    clause: str
+    statement: str
+    evaluated: int
+    antecedent_held: int
+    #: Controls that made this clause fail ("mutant:<name>", "guard:<name>/<layer>", "explorer:<name>").
+    failed_by: tuple[str, ...]
+
+
+@attrs.frozen
+class Judgement:
+    status: str  # "verified" | "partial"
+    reasons: tuple[str, ...]
+    coverage: tuple[ClauseCoverage, ...]
+    checks: int  # clause evaluations in which the case occurred (the evaluations that mattered)
+    evaluated: int
+
+
+def _harm(c: ControlResult | Any) -> bool:
+    return bool(getattr(c, "found", False))
+
+
+def judge(id: str, profile: str, coverage: Coverage, guards: Iterable[str],
+          controls: Iterable[ControlResult], mutants: Iterable[ControlResult],
+          explorer_controls: Mapping[str, ExploreResult], crosshair_ok: bool, crosshair_why: str,
+          no_campaign: bool = False) -> Judgement:
+    """Apply R1-R5 to one ID."""
+    threshold = THRESHOLDS[profile]
+    clauses: tuple[Clause, ...] = clauses_of(id)
+    guards = tuple(guards)
+    controls = [c for c in controls if id in c.ids]
+    mutants = [m for m in mutants if id in m.ids]
+    mine_explored = {g: x for g, x in explorer_controls.items() if g in guards}
+    failed_by: dict[str, list[str]] = {c.key: [] for c in clauses}
+    for m in mutants:
+        if _harm(m) and m.clause in failed_by:
+            failed_by[m.clause].append(f"mutant:{m.guard}")
+    for c in controls:
+        if _harm(c) and c.clause in failed_by:
+            failed_by[c.clause].append(f"guard:{c.guard}/{c.layer.value}")
+    for g, x in mine_explored.items():
+        if x.found and x.clause in failed_by:
+            failed_by[x.clause].append(f"explorer:{g}")
+    rows = []
+    reasons: list[str] = []
+    for c in clauses:
+        e, h = coverage.of(c.key)
+        rows.append(ClauseCoverage(c.predicate, c.name, c.statement, e, h, tuple(failed_by[c.key])))
+        if h < threshold:
+            reasons.append(f"R1: clause {c.key} met its case {h} times (< {threshold})")
+        if not failed_by[c.key]:
+            reasons.append(f"R3: no control made clause {c.key} fail")
+    if not clauses:
+        reasons.append("R1: the ID has no named clause")
+    if no_campaign:
+        reasons.append("R1: its campaign did not complete (violation)")
+    for g in guards:
+        for layer in Layer:
+            found = [c for c in controls if c.guard == g and c.layer is layer]
+            if not found:
+                reasons.append(f"R2: guard {g} has no {layer.value} control")
+            elif not all(_harm(c) for c in found):
+                why = found[0].violated or "nothing found"
+                reasons.append(f"R2: guard {g} off in {layer.value} produced no harm ({why})")
+        if g not in mine_explored:
+            reasons.append(f"R4: guard {g} has no deterministic control")
+        elif not mine_explored[g].found:
+            reasons.append(f"R4: the explorer found nothing with guard {g} off")
+    if not crosshair_ok:
+        reasons.append(f"R5: {crosshair_why}")
+    return Judgement("partial" if reasons else "verified", tuple(reasons), tuple(rows),
+                     sum(r.antecedent_held for r in rows), sum(r.evaluated for r in rows))
+
+
+def guards_of(id: str) -> tuple[str, ...]:
+    return tuple(g.name for g in GUARDS if id in g.ids)
