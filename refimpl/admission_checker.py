@@ -105,7 +105,9 @@ class AdmissionChecker:
 
     def campaign(self, budget: Any) -> Any:
 
-        n = max(1, budget.campaign_examples // 20)
+        # Pure models are cheap: a third of the ledger's examples per model, so that rare but decisive
+        # cases (an eviction, a growth at the path's edge) are met often enough to count (R1).
+        n = max(1, budget.campaign_examples // 3)
         cfg = campaign_settings(n, budget.campaign_steps)
         runs = []
         with contracts.contracts(True):

@@ -1,0 +1,58 @@
+"""The mutant registry and the harness that applies a mutant (issue #9, item 4)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from invariants import InvariantViolation, contracts
+from invariants.mutation import Mutant, StaleMutant, applied
+from spec.types import Role, Tier
+from refimpl.mutants import MUTANTS
+from spec.catalog import IDS
+from spec.guards import Layer
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutant_matches_its_code_exactly_once(name: str) -> None:
+    m = MUTANTS[name]
+    assert set(m.ids) <= set(IDS)
+    src = m.patched_source()  # raises StaleMutant when the snippet is gone or ambiguous
+    assert src != open(sys.modules[m.module].__file__, encoding="utf-8").read()
+    compile(src, m.module, "exec")
+
+
+def test_a_stale_mutant_is_refused() -> None:
+    m = Mutant("gone", ("I1",), "ledger", Layer.REFIMPL, "refimpl.governor", "this text is not in the module",
+               "x", "stale")
+    with pytest.raises(StaleMutant, match="occurs 0 times"):
+        with applied(m):
+            pass
+
+
+def test_applied_patches_every_importer_and_restores_exactly() -> None:
+    import refimpl.adapter
+    import refimpl.governor as gov
+
+    m = MUTANTS["release_without_refund"]
+    before_mod = dict(vars(gov))
+    before_cls = refimpl.adapter.ProcessMemoryManager
+    with applied(m):
+        assert refimpl.adapter.ProcessMemoryManager is not before_cls
+        assert refimpl.adapter.ProcessMemoryManager is gov.ProcessMemoryManager
+        with contracts.contracts(False):
+            p = refimpl.adapter.RefimplAdapter().pmm
+            h = p.register_holder("h")
+            a = p.register_authority("gpu", Tier.DEVICE, 64)
+            p.cancel(h, p.reserve(h, a, Tier.DEVICE, 8, Role.KV))
+            assert p.snapshot(a).used == 8  # the bug is live: the bytes stayed charged
+        with contracts.contracts(True), pytest.raises(InvariantViolation, match="^I1"):
+            p.cancel(h, p.reserve(h, a, Tier.DEVICE, 8, Role.KV))  # and a debug build's contracts catch it
+    assert refimpl.adapter.ProcessMemoryManager is before_cls
+    assert vars(gov) == before_mod
+    p = refimpl.adapter.RefimplAdapter().pmm
+    h = p.register_holder("h")
+    a = p.register_authority("gpu", Tier.DEVICE, 64)
+    p.cancel(h, p.reserve(h, a, Tier.DEVICE, 8, Role.KV))
+    assert p.snapshot(a).used == 0

@@ -1,0 +1,110 @@
+"""The per-ID rules of `refimpl.verdict` (issue #9): each rule, unmet, makes the ID partial with its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants.campaign import ControlResult
+from invariants.clauses import CLAUSES, Coverage, clause, clauses_of, recording
+from invariants.explore import ExploreResult
+from invariants import predicates  # noqa: F401  (declares the ledger clauses)
+from refimpl.verdict import THRESHOLDS, judge
+from spec.guards import Layer
+
+ID = "I2"
+GUARD = "limit_check"
+KEYS = [c.key for c in clauses_of(ID)]
+
+
+def _control(layer: Layer, found: bool = True, clause: str | None = None, guard: str = GUARD) -> ControlResult:
+    return ControlResult(guard, layer, (ID,), found, ID if found else None, 3 if found else None, 0.1, (),
+                         "msg", clause if found else None)
+
+
+def _inputs() -> dict:
+    cov = Coverage({k: [100, THRESHOLDS["quick"]] for k in KEYS})
+    controls = [_control(Layer.SPEC, clause=KEYS[0]), _control(Layer.REFIMPL, clause="refinement")]
+    mutants = [ControlResult(f"m{i}", Layer.REFIMPL, (ID,), True, ID, 5, 0.1, (), "msg", k)
+               for i, k in enumerate(KEYS)]
+    explored = {GUARD: ExploreResult("ledger", 9, 9, 0, 3, False, 0.1, ID, "msg", (), KEYS[0])}
+    return dict(id=ID, profile="quick", coverage=cov, guards=(GUARD,), controls=controls, mutants=mutants,
+                explorer_controls=explored, crosshair_ok=True, crosshair_why="")
+
+
+def test_judge_verifies_when_every_rule_holds() -> None:
+    j = judge(**_inputs())
+    assert (j.status, j.reasons) == ("verified", ())
+    assert [c.antecedent_held for c in j.coverage] == [THRESHOLDS["quick"]] * len(KEYS)
+
+
+def _thin(x: dict) -> None:
+    x["coverage"].counts[KEYS[1]] = [100, THRESHOLDS["quick"] - 1]
+
+
+def _no_harm(x: dict) -> None:
+    x["controls"][1] = _control(Layer.REFIMPL, found=False)
+
+
+def _unkilled(x: dict) -> None:
+    x["mutants"] = x["mutants"][:-1]
+
+
+def _no_explorer(x: dict) -> None:
+    x["explorer_controls"] = {}
+
+
+def _explorer_nothing(x: dict) -> None:
+    x["explorer_controls"] = {GUARD: ExploreResult("ledger", 9, 9, 0, 3, True, 0.1, None, "none", ())}
+
+
+def _missing_layer(x: dict) -> None:
+    x["controls"] = x["controls"][:1]
+
+
+def _crosshair(x: dict) -> None:
+    x["crosshair_ok"], x["crosshair_why"] = False, "CrossHair: not installed"
+
+
+@pytest.mark.parametrize("breaks, rule", [
+    (_thin, "R1"), (_no_harm, "R2"), (_missing_layer, "R2"), (_unkilled, "R3"), (_no_explorer, "R4"),
+    (_explorer_nothing, "R4"), (_crosshair, "R5"),
+])
+def test_judge_is_partial_with_the_reason(breaks, rule: str) -> None:
+    x = _inputs()
+    breaks(x)
+    j = judge(**x)
+    assert j.status == "partial"
+    assert j.reasons and all(r.startswith(rule) for r in j.reasons), j.reasons
+
+
+def test_a_control_on_another_ids_clause_does_not_make_a_clause_falsifiable() -> None:
+    x = _inputs()
+    x["mutants"] = [ControlResult("m", Layer.REFIMPL, ("I1",), True, "I1", 5, 0.1, (), "msg", KEYS[0])]
+    x["controls"] = [_control(Layer.SPEC, clause="refinement"), _control(Layer.REFIMPL, clause="refinement")]
+    x["explorer_controls"] = {GUARD: ExploreResult("ledger", 9, 9, 0, 3, False, 0.1, ID, "msg", (), "refinement")}
+    j = judge(**x)
+    assert sum(r.startswith("R3") for r in j.reasons) == len(KEYS)
+
+
+def test_coverage_counts_evaluations_and_cases_only_while_recording() -> None:
+    c = CLAUSES[KEYS[0]]
+    cov = Coverage()
+    c.case(True)  # not recording: nothing counted
+    with recording(cov):
+        c.case(True)
+        c.case(False)
+        c.case(True)
+    c.case(True)
+    assert cov.of(c.key) == (3, 2)
+
+
+def test_clause_fail_names_id_and_clause() -> None:
+    c = CLAUSES[KEYS[0]]
+    with pytest.raises(AssertionError, match=f"^{ID}: boom") as e:
+        c.fail("boom")
+    assert e.value.clause == c.key
+
+
+def test_a_clause_cannot_be_declared_twice() -> None:
+    with pytest.raises(ValueError, match="declared twice"):
+        clause(ID, CLAUSES[KEYS[0]].predicate, CLAUSES[KEYS[0]].name, "again")
