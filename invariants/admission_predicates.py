@@ -20,6 +20,7 @@ __all__ = [
     "step_I12_coresidency",
     "state_I8c_elastic",
     "step_I8c_elastic",
+    "step_C5_elastic",
     "STATE_PREDICATES",
     "STEP_PREDICATES",
     "check_state",
@@ -140,6 +141,23 @@ def state_I8c_elastic(s: Any) -> None:
             t = new
 
 
+_EL_ANSWER = clause("C5", "step_C5_elastic", "answer_respected",
+                    "no holder gives back more than it chose to answer, and a short answer grows nothing")
+
+
+def step_C5_elastic(prev: Any, action: Any, nxt: Any) -> None:
+    """The weight holder's answer is its own: never more is taken, and a short one makes the request wait."""
+    if not isinstance(prev, S.ElasticState):
+        return
+    if _EL_ANSWER.case(isinstance(action, S.Decode) and action.answer is not None and nxt.cache < prev.cache):
+        taken = prev.cache - nxt.cache
+        if taken > action.answer:
+            _EL_ANSWER.fail(f"{action!r}: {taken} B taken from the weight cache, {action.answer} B answered")
+        if nxt.kv_tokens > prev.kv_tokens and nxt.pinned + nxt.cache + (prev.kv_tokens + nxt.kv_tokens) * \
+                nxt.bytes_per_token + nxt.headroom > nxt.budget:
+            _EL_ANSWER.fail(f"{action!r}: KV grew {prev.kv_tokens}->{nxt.kv_tokens} on a short answer")
+
+
 def step_I8c_elastic(prev: Any, action: Any, nxt: Any) -> None:
     """A KV growth's copy peak (old + new bucket live) never oversubscribes the budget."""
     if not isinstance(prev, S.ElasticState):
@@ -158,6 +176,7 @@ STATE_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
 STEP_PREDICATES: dict[str, tuple[Callable[[Any, Any, Any], None], ...]] = {
     "I12": (step_I12_coresidency,),
     "I8c": (step_I8c_elastic,),
+    "C5": (step_C5_elastic,),
 }
 
 

@@ -159,6 +159,8 @@ class WeightCache:
 
     def __init__(self, bucket: int, capacity: int) -> None:
         self.bucket = bucket
+        #: The environment's choice for the next answer (C5): give back at most this much (None: all asked).
+        self.answer_cap: int | None = None
         self.buckets: list[tuple[int, int]] = []  # (bytes, mirror ticket), newest last
         self.channel = ReclaimChannel(capacity)
         self.channel.serve(self._pick, self._freed)
@@ -178,6 +180,10 @@ class WeightCache:
         return self.channel.reclaim(target)
 
     def _pick(self, target: int) -> tuple[int, ...]:
+        if self.answer_cap is not None:
+            target, self.answer_cap = min(target, self.answer_cap), None
+        if target == 0:
+            return ()
         picked, got = [], 0
         while got < target and len(picked) < len(self.buckets):
             b, tid = self.buckets[-1 - len(picked)]
@@ -221,10 +227,13 @@ class ElasticSplit:
             self.tokens, self.kv_tokens = 0, min(self.bucket, self.max_context)
             return None
         if isinstance(a, S.Decode):
-            return self.decode()
+            return self.decode(a.answer)
         raise InvalidArgument(f"not an elastic action: {a!r}")
 
-    def decode(self) -> int:
+    def decode(self, answer: int | None = None) -> int | S.Deferred:
+        """One token; `answer` caps what the weight holder gives back if a growth asks it (None: all)."""
+        if answer is not None and (type(answer) is not int or answer < 0):
+            raise InvalidBytes(f"answer must be a non-negative int, got {answer!r}")
         if self.tokens >= self.max_context:
             raise ContextExhausted(f"request holds {self.tokens} = max context")
         if self.tokens < self.kv_tokens:
@@ -238,7 +247,12 @@ class ElasticSplit:
                 raise CapacityDenied(f"growth peak {peak} does not fit even with the cache reclaimed")
             over = self.pinned + self.cache.bytes + peak + self.headroom - self.budget
             if over > 0:
+                self.cache.answer_cap = answer
                 released = self.weights.reclaim(over)  # production reclaim path: a pressure ticket on the weights
+                if released < over:  # a short answer is legal (C5): the request defers, KV does not grow
+                    if not released:
+                        raise CapacityDenied(f"the weight holder gave back nothing of the {over} B asked")
+                    return S.Deferred(released)
         self.tokens += 1
         self.kv_tokens = new
         return released

@@ -90,7 +90,9 @@ ELASTIC = Model(
     init=lambda c: S.new_elastic(*_el_args(c)),
     step=S.step_elastic,
     impl=lambda c, g: ElasticSplit(*_el_args(c), guards=g),
-    actions=lambda s: st.sampled_from([S.Decode()] * 5 + [S.Prefetch(), S.Prefetch(), S.Retire()]),
+    # The holder's answer is the environment's choice: any amount, a zero, or everything asked (C5).
+    actions=lambda s: st.one_of(st.sampled_from([S.Decode()] * 4 + [S.Prefetch(), S.Prefetch(), S.Retire()]),
+                                st.builds(S.Decode, st.one_of(st.integers(0, 4), st.sampled_from([-1, True])))),
     check_state=check_state,
     check_step=check_transition,
 )
@@ -102,6 +104,10 @@ class AdmissionChecker:
     """KV batching and co-residency (I12), elastic KV split (I8c): pure models, refimpl vs spec."""
 
     name = "admission"
+
+    def __init__(self, explorer: Any = None) -> None:
+        if explorer is not None:  # spec-only explorer scopes (deterministic controls, rule R4)
+            self.explore = explorer
 
     def campaign(self, budget: Any) -> Any:
 

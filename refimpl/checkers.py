@@ -9,10 +9,13 @@ transactions, real ORT sessions) register theirs in `CHECKERS`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings, find_counterexample, run_campaign
 from invariants.explore import ExploreResult, explore
 from invariants.ledger_scope import CONTROL_SCOPE, QUICK_SCOPE, ledger_model
+from invariants.model_scopes import explore_scopes
 from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
 from refimpl.adapter import RefimplAdapter
 from refimpl.admission_checker import AdmissionChecker
@@ -52,10 +55,21 @@ class LedgerChecker:
                        max_states=budget.explore_states)
 
 
+def _scopes(names: tuple[str, ...], scope_of: dict[str, str]) -> Any:
+    """An `explore(guard, budget)` over spec-only scopes (`invariants.model_scopes`): a guard's own scope."""
+    def run(guard: Guard | None, budget: Budget) -> ExploreResult:
+        if guard is None:
+            return explore_scopes(names, ALL_ON, max_depth=budget.explore_depth, max_states=budget.explore_states)
+        return explore_scopes((scope_of.get(guard.name, names[0]),), GuardSet.without(guard.name),
+                              max_depth=budget.control_depth, max_states=budget.explore_states)
+    return run
+
+
 CHECKERS: dict[str, Checker] = {
     "ledger": LedgerChecker(),
     "pressure": PressureChecker(),
     "transactions": TransactionsChecker(),
-    "admission": AdmissionChecker(),
-    "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker"),
+    "admission": AdmissionChecker(_scopes(("kv_batch", "coresidency", "elastic"), {
+        "kv_admission_fits": "kv_batch", "retire_before_evict": "coresidency", "elastic_guaranteed_path": "elastic"})),
+    "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker", _scopes(("sessions",), {})),
 }

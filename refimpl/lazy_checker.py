@@ -14,9 +14,11 @@ __all__ = ["LazyChecker"]
 
 
 class LazyChecker:
-    def __init__(self, name: str, module: str, cls: str) -> None:
+    def __init__(self, name: str, module: str, cls: str, explorer: Any = None) -> None:
         self.name, self._module, self._cls = name, module, cls
         self._target: Any = None
+        if explorer is not None:  # a spec-only explorer needs no import of the checker's module
+            self.explore = explorer
 
     def _get(self) -> Any:
         if self._target is None:

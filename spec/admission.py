@@ -50,6 +50,7 @@ __all__ = [
     "step_coresidency",
     "ElasticState",
     "Decode",
+    "Deferred",
     "Prefetch",
     "Retire",
     "new_elastic",
@@ -273,7 +274,20 @@ class ElasticState:
 
 @attrs.frozen
 class Decode:
-    """One token: grows the KV bucket when full, reclaiming from the weight cache."""
+    """One token: grows the KV bucket when full, reclaiming from the weight cache.
+
+    `answer` is the environment's choice (C5): the weight holder gives back at most that many
+    bytes when asked (None: all it is asked for). Any amount from 0 to the target is legal.
+    """
+
+    answer: int | None = None
+
+
+@attrs.frozen
+class Deferred:
+    """A growth the holder's answer did not cover: the request waits; what was given back stays given."""
+
+    released: int
 
 
 @attrs.frozen
@@ -314,6 +328,8 @@ def step_elastic(s: ElasticState, a: Any, guards: GuardSet = ALL_ON) -> tuple[El
         return attrs.evolve(s, tokens=0, kv_tokens=min(s.bucket, s.max_context)), None
     if not isinstance(a, Decode):
         raise InvalidArgument(f"not an elastic action: {a!r}")
+    if a.answer is not None:
+        _count(a.answer, "answer", zero_ok=True)
     if s.tokens >= s.max_context:
         raise ContextExhausted(f"request holds {s.tokens} = max context")
     if s.tokens < s.kv_tokens:
@@ -324,9 +340,15 @@ def step_elastic(s: ElasticState, a: Any, guards: GuardSet = ALL_ON) -> tuple[El
     if guards.on("elastic_guaranteed_path"):  # I8c
         # Verify the copy's peak fits: reclaim from the weight cache (the production reclaim path).
         over = s.pinned + cache + peak + s.headroom - s.budget
-        cache -= min(cache, max(0, over))
-        if s.pinned + cache + peak + s.headroom > s.budget:
+        if s.pinned + peak + s.headroom > s.budget:
             raise CapacityDenied(f"growth peak {peak} does not fit even with the cache reclaimed")
+        give = min(cache, max(0, over))
+        cache -= give if a.answer is None else min(give, a.answer)
+        if s.pinned + cache + peak + s.headroom > s.budget:
+            # Verify the holder's answer covered the growth; a short answer defers, nothing is forced (C5).
+            if cache == s.cache:
+                raise CapacityDenied(f"the weight holder gave back nothing of the {over} B asked")
+            return attrs.evolve(s, cache=cache), Deferred(s.cache - cache)
     return attrs.evolve(s, cache=cache, tokens=s.tokens + 1, kv_tokens=new), s.cache - cache
 
 

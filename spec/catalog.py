@@ -105,9 +105,10 @@ _LINKS: dict[str, dict[str, object]] = {
     ),
     # --- pressure and arbitration (issue #3) ---
     "C5": dict(
-        predicates=(_Q + "step_C5",),
+        predicates=(_Q + "step_C5", _A5A + "step_C5_elastic"),
         tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release",
-               "tests/test_pressure_spec.py::test_zero_answer_is_legal_and_forces_nothing"),
+               "tests/test_pressure_spec.py::test_zero_answer_is_legal_and_forces_nothing",
+               "tests/test_admission.py::test_elastic_short_answer_defers_in_both_layers"),
         scope=("Pressure tickets (target, priority, deadline, generation) on one governed pool: opening one moves "
                "no bytes; only an open, current, unexpired ticket is answered, crediting exactly its victims "
                "(zero is legal). Kernel-buffer holders (declared, declinable) are not modelled yet."),

@@ -89,3 +89,33 @@ def test_elastic_split_grows_to_max_context_by_reclaim() -> None:
 def test_invalid_elastic_budget_below_floor() -> None:
     with pytest.raises(BudgetBelowFloor, match="below the floor"):
         ElasticSplit(budget=20, headroom=2, bytes_per_token=1, max_context=10, bucket=4, pinned=10)
+
+
+@pytest.mark.parametrize("answer, deferred", [(0, None), (1, 1), (None, None)])
+def test_elastic_short_answer_defers_in_both_layers(answer, deferred) -> None:
+    """C5 / I8c: the weight holder may answer short; KV then does not grow (issue #9: ElasticSplit grew anyway)."""
+    from refimpl.admission import ElasticSplit
+    from spec.errors import CapacityDenied
+    from invariants.admission_predicates import check_state, check_transition
+
+    args = (13, 2, 1, 6, 2, 1)  # budget 13: pinned 1, headroom 2, bucket 2, max context 6
+    spec, impl = S.new_elastic(*args), ElasticSplit(*args)
+    for a in (S.Prefetch(), S.Decode(), S.Decode()):  # fill the cache, fill the first bucket
+        spec, _ = S.step_elastic(spec, a)
+        impl.execute(a)
+    assert impl.abstract() == spec and spec.cache == 8
+    grow = S.Decode(answer)
+    if answer == 0:
+        for run in (lambda: S.step_elastic(spec, grow), lambda: impl.execute(grow)):
+            with pytest.raises(CapacityDenied, match="gave back nothing"):
+                run()
+        assert impl.abstract() == spec  # a rejection changed nothing
+        return
+    nxt, result = S.step_elastic(spec, grow)
+    assert impl.execute(grow) == result and impl.abstract() == nxt
+    check_transition(spec, grow, nxt)
+    check_state(nxt)
+    if deferred is None:
+        assert nxt.kv_tokens == 4 and nxt.cache == 8 - 4  # over = 1 + 8 + (2 + 4) + 2 - 13
+    else:
+        assert result == S.Deferred(deferred) and nxt.kv_tokens == 2 and nxt.cache == 7
