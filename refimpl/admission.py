@@ -23,6 +23,7 @@ from refimpl.reclaim import ReclaimChannel
 from spec import admission as S
 from spec.arith import kv_bytes, kv_growth_peak
 from spec.errors import (
+    BudgetBelowFloor,
     CapacityDenied,
     ContextExhausted,
     InfeasibleRequest,
@@ -41,12 +42,17 @@ class ReclaimableHolder(Protocol):
         """Release up to `target` bytes of own unpinned idle bytes; return what was released (>= 0)."""
 
 
+def _positive(n: object, what: str, zero_ok: bool = False) -> int:
+    if type(n) is not int or n < 0 or (n == 0 and not zero_ok):
+        raise InvalidBytes(f"{what} must be a {'non-negative' if zero_ok else 'positive'} int, got {n!r}")
+    return n
+
+
 class KvBatcher:
     """Continuous batching over one KV pool: advance only if the remaining need fits (I12)."""
 
     def __init__(self, capacity: int, guards: GuardSet = ALL_ON) -> None:
-        self._abs0 = S.new_batch(capacity)
-        self.capacity, self.guards = capacity, guards
+        self.capacity, self.guards = _positive(capacity, "capacity"), guards
         self._peak: dict[int, int] = {}
         self._held: dict[int, int] = {}
         self._state: dict[int, S.ReqState] = {}
@@ -110,7 +116,14 @@ class CoResidencyScheduler:
     """Models sharing one device: retire before evict, pinned stay resident (I12)."""
 
     def __init__(self, capacity: int, models: dict[str, tuple[int, bool]], guards: GuardSet = ALL_ON) -> None:
-        S.new_coresidency(capacity, models)  # same configuration rules, checked once
+        # Verify the configuration: pinned models plus the largest unpinned one fit (I12).
+        _positive(capacity, "capacity")
+        for size, _ in models.values():
+            _positive(size, "size")
+        pinned = sum(size for size, p in models.values() if p)
+        largest = max((size for size, p in models.values() if not p), default=0)
+        if pinned + largest > capacity:
+            raise BudgetBelowFloor(f"pinned {pinned} + largest unpinned {largest} > capacity {capacity}")
         self.capacity, self.guards = capacity, guards
         self._rows = {n: [size, pinned, pinned, False, 0] for n, (size, pinned) in models.items()}
         self._used = sum(size for size, p in models.values() if p)
@@ -208,7 +221,16 @@ class ElasticSplit:
 
     def __init__(self, budget: int, headroom: int, bytes_per_token: int, max_context: int, bucket: int,
                  pinned: int, guards: GuardSet = ALL_ON) -> None:
-        S.new_elastic(budget, headroom, bytes_per_token, max_context, bucket, pinned)  # floor check
+        for v, what in ((budget, "budget"), (bytes_per_token, "bytes_per_token"), (max_context, "max_context"),
+                        (bucket, "bucket")):
+            _positive(v, what)
+        _positive(headroom, "headroom", zero_ok=True)
+        _positive(pinned, "pinned", zero_ok=True)
+        # Verify the floor: pinned weights + the last growth's copy peak + headroom fit the budget (I8c).
+        last = max(0, (max_context - 1) // bucket * bucket)
+        floor = pinned + kv_growth_peak(last, max_context, bytes_per_token) + headroom
+        if floor > budget:
+            raise BudgetBelowFloor(f"budget {budget} below the floor {floor} (pinned + last growth peak + headroom)")
         self.budget, self.headroom, self.bpt = budget, headroom, bytes_per_token
         self.max_context, self.bucket, self.pinned, self.guards = max_context, bucket, pinned, guards
         self.cache = WeightCache(bucket * bytes_per_token, budget)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from invariants.admission_predicates import check_state
@@ -119,3 +121,23 @@ def test_elastic_short_answer_defers_in_both_layers(answer, deferred) -> None:
         assert nxt.kv_tokens == 4 and nxt.cache == 8 - 4  # over = 1 + 8 + (2 + 4) + 2 - 13
     else:
         assert result == S.Deferred(deferred) and nxt.kv_tokens == 2 and nxt.cache == 7
+
+
+def test_elastic_floor_checks_agree_between_layers() -> None:
+    """Refimpl carries its own configuration check (issue #9, item 7); both layers accept the same configurations."""
+    from refimpl.admission import ElasticSplit
+    from spec.errors import GovernorError
+
+    def outcome(make, *args):
+        try:
+            make(*args)
+        except GovernorError as e:
+            return type(e)
+        return None
+
+    seen = set()
+    for args in itertools.product(range(1, 30), (0, 2), (1, 3), range(1, 9), (1, 2, 3), (0, 5)):
+        spec, impl = outcome(S.new_elastic, *args), outcome(ElasticSplit, *args)
+        assert spec is impl, args
+        seen.add(spec)
+    assert len(seen) == 2  # both accepted and refused configurations were compared
