@@ -117,6 +117,14 @@ class _Loaded:
         self.session: Any = None
 
 
+def _path_peak(f: S.ModelFacts) -> int:
+    """The largest KV charge on one request's way to max context: the last growth, old and new buffers live."""
+    if f.max_context <= f.bucket:
+        return f.max_context * f.bytes_per_token
+    last = (f.max_context - 1) // f.bucket * f.bucket
+    return (last + f.max_context) * f.bytes_per_token
+
+
 class GovernedRuntime:
     """One host pool, a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
 
@@ -218,7 +226,7 @@ class GovernedRuntime:
             raise InvalidTransition(f"{a.model!r} is not a loaded, managed model with KV")
         f = rec.measured.facts
         weights = sum(self._charge(r.weights_lease) + self._charge(r.arena_lease) for r in self.models.values())
-        paths = sum(S.path_peak(self.models[m].measured.facts) for m, _ in self.requests.values()) + S.path_peak(f)
+        paths = sum(_path_peak(self.models[m].measured.facts) for m, _ in self.requests.values()) + _path_peak(f)
         if weights + paths + self.topology.headroom > self.limit:  # I8c: guaranteed path for every request
             raise CapacityDenied(f"{a.model}: no guaranteed path to max context")
         cap = min(f.bucket, f.max_context)
@@ -334,7 +342,20 @@ class GovernedRuntime:
                               immutables.Map(self.residency), self.next_request)
 
     def report(self) -> S.GovernanceReport:
-        return S.report(self.abstract())
+        """C8's figures read from the manager's ledger (this runtime's own computation, not the spec's)."""
+        allocs = self.pmm.abstract().allocations
+        weights = sum(self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
+                      for r in self.models.values())
+        kv = sum(cap * self.models[m].measured.facts.bytes_per_token for m, cap in self.requests.values())
+        cache = self.weights.cache_bytes
+        used = weights + kv + cache
+        return S.GovernanceReport(
+            unit="charge (bytes)", limit=self.limit, used=used, available=max(0, self.limit - used),
+            oversubscribed=max(0, used - self.limit), reclaimable=cache,
+            unattributed=sum(r.unattributed for r in self.models.values()),
+            by_role=((Role.WEIGHTS.value, weights), (Role.KV.value, kv), ("weight cache", cache)),
+            not_enforced=frozenset(self.not_enforced),
+            residency=tuple((k, v.nbytes, v.source) for k, v in sorted(self.residency.items())))
 
     def close(self) -> None:
         for rid in list(self.requests):

@@ -196,3 +196,17 @@ def test_demo_static_vs_elastic_identical_outputs() -> None:
     assert identical
     assert elastic.stranded_byte_steps < static.stranded_byte_steps
     assert any(s["released"] for s in elastic.steps)  # growth took the reclaim path
+
+
+def test_runtime_report_is_its_own_reading_of_the_ledger(world) -> None:
+    """C8 (issue #9): the runtime computes its report from the manager's ledger; the spec's report on the
+    runtime's abstraction must agree with it through a generation, a prefetch and a pressure answer."""
+    rt = _runtime(world, limit=96 * 1024)
+    _load(rt, world)
+    rid = rt.execute(S.Open("a"))
+    steps = [S.Prefetch(), S.Decode(rid), S.Decode(rid), S.Pressure(4096), S.Decode(rid), S.Decode(rid),
+             S.Decode(rid), S.ObserveResidency("a", 100, "/proc/self/status VmRSS")]
+    for a in steps:
+        rt.execute(a)
+        assert rt.report() == S.report(rt.abstract()), a
+    assert rt.report().used == rt.used()
