@@ -74,6 +74,8 @@ class ControlResult:
     message: str
     #: The clause that failed (`predicate.clause`, or "refinement" for a divergence in state or result).
     clause: str | None = None
+    #: Every clause the violating step breaks (the first one included), one per predicate.
+    clauses: tuple[str, ...] = ()
 
 
 def campaign_settings(max_examples: int, steps: int, *, shrink: bool = True) -> settings:
@@ -138,9 +140,16 @@ def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: setti
         violated, clause, message = "refinement:error-type", e.clause, f"not a harm (error type only): {e}"
     except InvariantViolation as e:
         violated, clause, message = e.id, e.clause, str(e)
+    broken: list[str] = [clause] if clause else []
+    last = stats.get("last_step")
+    if violated and not violated.startswith("refinement") and last is not None:
+        machine, prev, action, now, accepted = last
+        with contracts.contracts(False):
+            broken += machine.failing_clauses(prev, action, now, accepted)
     trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
     return ControlResult(g.name, layer, g.ids, violated in accept, violated,
-                         len(trace) if violated else None, time.perf_counter() - t0, trace, message, clause)
+                         len(trace) if violated else None, time.perf_counter() - t0, trace, message, clause,
+                         tuple(dict.fromkeys(broken)))
 
 
 def _need(impl: FactoryFor | None, name: str) -> FactoryFor:

@@ -26,7 +26,7 @@ import attrs
 from hypothesis.stateful import RuleBasedStateMachine, invariant
 
 from invariants._violation import ErrorTypeDivergence, InvariantViolation, RefinementViolation
-from invariants.clauses import Coverage, recording
+from invariants.clauses import Coverage, collecting, recording
 from spec.errors import GovernorError
 
 __all__ = ["CheckedMachine", "diff"]
@@ -142,11 +142,24 @@ class CheckedMachine(RuleBasedStateMachine):
             if now != prev:
                 raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff(prev, now)}",
                                          clause="G4.rejection_changes_nothing")
+        if self.stats is not None:  # what a control re-checks, every clause at once, after a violation
+            self.stats["last_step"] = (self, prev, action, now, err is None)
         with recording(self.coverage):
             if err is None:
                 self.check_step(prev, action, now)
             self.check_state(now)
         self.abs = now
+
+    def failing_clauses(self, prev: Any, action: Any, now: Any, accepted: bool) -> list[str]:
+        """Every clause (one per predicate) the step breaks, not only the first (rule R3 credit)."""
+        with collecting() as found, recording(None):
+            try:  # checks that are not registry conjunctions still raise
+                if accepted:
+                    self.check_step(prev, action, now)
+                self.check_state(now)
+            except InvariantViolation as e:
+                found.append(e.clause or e.id)
+        return found
 
     @invariant()
     def abstraction_is_stable(self) -> None:

@@ -21,16 +21,16 @@ predicate modules are imported); `clauses_of(id)` lists an ID's clauses.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import attrs
 
 from invariants._violation import InvariantViolation
 
-__all__ = ["Clause", "Coverage", "CLAUSES", "clause", "clauses_of", "recording"]
+__all__ = ["Clause", "Coverage", "CLAUSES", "clause", "clauses_of", "recording", "conjunction", "collecting"]
 
 
 @attrs.define(eq=False, repr=False)
@@ -51,6 +51,7 @@ class Coverage:
 
 
 _ACTIVE: ContextVar[Coverage | None] = ContextVar("ortmem_coverage", default=None)
+_COLLECT: ContextVar[list[str] | None] = ContextVar("ortmem_collect", default=None)
 
 
 @attrs.frozen(repr=False)
@@ -108,3 +109,35 @@ def recording(cov: Coverage | None) -> Iterator[None]:
         yield
     finally:
         _ACTIVE.reset(token)
+
+
+def conjunction(table: Mapping[str, tuple[Callable[..., None], ...]], *args: Any) -> None:
+    """Evaluate every predicate of a registry (TLA+ `Inv == P1 /\\ P2 ...`): raise at the first failure,
+    or, while `collecting`, note each failing predicate's clause and go on to the next predicate."""
+    found = _COLLECT.get()
+    for preds in table.values():
+        for p in preds:
+            if found is None:
+                p(*args)
+                continue
+            try:
+                p(*args)
+            except InvariantViolation as e:
+                found.append(e.clause or e.id)
+            except Exception as e:  # a state this broken may trip a later predicate's own reading
+                found.append(f"{p.__name__}:crashed:{type(e).__name__}")
+
+
+@contextmanager
+def collecting() -> Iterator[list[str]]:
+    """Within the block, `conjunction` reports every failing clause instead of the first only.
+
+    Used after a control found a violation, to credit every clause the bad state breaks (rule R3):
+    a state clause is often shadowed by a step clause that fails first on the same bug.
+    """
+    found: list[str] = []
+    token = _COLLECT.set(found)
+    try:
+        yield found
+    finally:
+        _COLLECT.reset(token)

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from invariants._violation import InvariantViolation
+from invariants.clauses import collecting
 
 __all__ = ["Model", "ExploreResult", "explore", "render_counterexample"]
 
@@ -55,6 +56,7 @@ class ExploreResult:
     message: str
     counterexample: tuple[Any, ...]  # shortest action list reaching the violation
     clause: str | None = None  # the clause that failed (`predicate.clause`)
+    clauses: tuple[str, ...] = ()  # every clause the violating step breaks (one per predicate)
 
     @property
     def states_per_second(self) -> float:
@@ -73,9 +75,10 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> Exp
     transitions = rejected = depth = 0
     complete = True
 
-    def done(violated: str | None, message: str, path: tuple[Any, ...], clause: str | None = None) -> ExploreResult:
+    def done(violated: str | None, message: str, path: tuple[Any, ...], clause: str | None = None,
+             broken: tuple[str, ...] = ()) -> ExploreResult:
         return ExploreResult(model.name, len(parent), transitions, rejected, depth, complete and violated is None,
-                             time.perf_counter() - t0, violated, message, path, clause)
+                             time.perf_counter() - t0, violated, message, path, clause, broken)
 
     try:
         model.check_state(model.initial)
@@ -98,7 +101,14 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> Exp
                 if nxt not in parent:
                     model.check_state(nxt)
             except InvariantViolation as e:
-                return done(e.id, str(e), _path(parent, state) + (action,), e.clause)
+                with collecting() as found:
+                    try:  # a model whose checks are not registry conjunctions still raises here
+                        model.check_step(state, action, nxt)
+                        model.check_state(nxt)
+                    except InvariantViolation:
+                        pass
+                broken = tuple(dict.fromkeys([e.clause or e.id, *found]))
+                return done(e.id, str(e), _path(parent, state) + (action,), e.clause, broken)
             if nxt in parent:
                 continue
             if len(parent) >= max_states:

@@ -21,7 +21,7 @@ from spec.lifecycle import ALLOCATION_TABLE, TERMINAL
 from spec.state import State
 from spec.types import AllocState, Origin
 
-from invariants.clauses import clause
+from invariants.clauses import clause, conjunction
 
 __all__ = [
     "STATE_PREDICATES",
@@ -358,16 +358,12 @@ STEP_PREDICATES: dict[str, tuple[StepPredicate, ...]] = {
 
 def check_all(state: State) -> None:
     """Inv: the conjunction of every state predicate."""
-    for preds in STATE_PREDICATES.values():
-        for p in preds:
-            p(state)
+    conjunction(STATE_PREDICATES, state)
 
 
 def check_step(prev: State, action: Any, nxt: State) -> None:
     """Next: the conjunction of every step predicate for one accepted action."""
-    for preds in STEP_PREDICATES.values():
-        for p in preds:
-            p(prev, action, nxt)
+    conjunction(STEP_PREDICATES, prev, action, nxt)
 
 
 def predicate_names(id: str) -> list[str]:

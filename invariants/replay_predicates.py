@@ -14,7 +14,7 @@ from typing import Any
 from spec import actions as A
 from spec.state import State
 
-from invariants.clauses import clause
+from invariants.clauses import clause, conjunction
 
 __all__ = ["STEP_PREDICATES", "step_I2_grant_charges", "check_observed_step"]
 
@@ -43,6 +43,4 @@ STEP_PREDICATES: dict[str, tuple[Callable[[State, Any, State], None], ...]] = {
 
 
 def check_observed_step(prev: State, act: Any, nxt: State) -> None:
-    for preds in STEP_PREDICATES.values():
-        for p in preds:
-            p(prev, act, nxt)
+    conjunction(STEP_PREDICATES, prev, act, nxt)

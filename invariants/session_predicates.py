@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from invariants.clauses import clause
+from invariants.clauses import clause, conjunction
 from spec import sessions as S
 from spec.arith import admitted_bytes
 
@@ -206,12 +206,8 @@ STEP_PREDICATES: dict[str, tuple[Callable[[Any, Any, Any], None], ...]] = {
 
 
 def check_state(s: S.SessionState) -> None:
-    for preds in STATE_PREDICATES.values():
-        for p in preds:
-            p(s)
+    conjunction(STATE_PREDICATES, s)
 
 
 def check_transition(prev: S.SessionState, action: Any, nxt: S.SessionState) -> None:
-    for preds in STEP_PREDICATES.values():
-        for p in preds:
-            p(prev, action, nxt)
+    conjunction(STEP_PREDICATES, prev, action, nxt)

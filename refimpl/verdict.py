@@ -88,15 +88,20 @@ def judge(id: str, profile: str, coverage: Coverage, guards: Iterable[str],
     mutants = [m for m in mutants if id in m.ids]
     mine_explored = {g: x for g, x in explorer_controls.items() if g in guards}
     failed_by: dict[str, list[str]] = {c.key: [] for c in clauses}
+    def credit(result: Any, label: str) -> None:
+        for k in dict.fromkeys((result.clause, *getattr(result, "clauses", ()))):
+            if k in failed_by:
+                failed_by[k].append(label)
+
     for m in mutants:
-        if _harm(m) and m.clause in failed_by:
-            failed_by[m.clause].append(f"mutant:{m.guard}")
+        if _harm(m):
+            credit(m, f"mutant:{m.guard}")
     for c in controls:
-        if _harm(c) and c.clause in failed_by:
-            failed_by[c.clause].append(f"guard:{c.guard}/{c.layer.value}")
+        if _harm(c):
+            credit(c, f"guard:{c.guard}/{c.layer.value}")
     for g, x in mine_explored.items():
-        if x.found and x.clause in failed_by:
-            failed_by[x.clause].append(f"explorer:{g}")
+        if x.found:
+            credit(x, f"explorer:{g}")
     rows = []
     reasons: list[str] = []
     for c in clauses:

@@ -108,3 +108,23 @@ def test_clause_fail_names_id_and_clause() -> None:
 def test_a_clause_cannot_be_declared_twice() -> None:
     with pytest.raises(ValueError, match="declared twice"):
         clause(ID, CLAUSES[KEYS[0]].predicate, CLAUSES[KEYS[0]].name, "again")
+
+
+def test_collecting_reports_every_failing_predicate_clause() -> None:
+    """A state that breaks two predicates: raising stops at the first, collecting names both (rule R3 credit)."""
+    import immutables
+
+    from invariants.clauses import collecting
+    from invariants.predicates import STATE_PREDICATES, check_all
+    from spec.state import Authority, State
+    from spec.types import ContextState, Tier
+
+    a = Authority(1, "gpu", Tier.DEVICE, 8, 8, None, None, ContextState.ACTIVE, 5)  # used 5, nothing charged
+    b = Authority(2, "gpu", Tier.DEVICE, 8, 8, None, None, ContextState.ACTIVE, 0)  # a second ledger on "gpu"
+    s = State(authorities=immutables.Map({1: a, 2: b}), next_authority=3)
+    with pytest.raises(AssertionError, match="^C1"):
+        check_all(s)
+    with collecting() as found:
+        check_all(s)
+    assert "state_C1.one_ledger_per_pool" in found and "state_I1.used_is_sum_of_charges" in found
+    assert len(found) <= sum(len(v) for v in STATE_PREDICATES.values())
