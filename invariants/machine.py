@@ -27,10 +27,13 @@ from spec import actions as A
 from spec.guards import ALL_ON, GuardSet
 from spec.machine import step as spec_step
 from spec.state import EMPTY, State
+from spec.state import snapshot as spec_snapshot
 from spec.types import AllocState, Role, Tier
 
+from invariants._violation import RefinementViolation
 from invariants.checked import CheckedMachine
-from invariants.predicates import check_all, check_step
+from invariants.clauses import recording
+from invariants.predicates import check_all, check_step, observe_snapshot
 from invariants.replay_predicates import check_observed_step
 
 __all__ = ["GovernorAdapter", "SpecAdapter", "GovernorMachine"]
@@ -55,6 +58,9 @@ class SpecAdapter:
     def execute(self, action: Any) -> Any:
         self.state, result = spec_step(self.state, action, self.guards)
         return result
+
+    def snapshot(self, authority: int) -> Any:
+        return spec_snapshot(self.state, authority)
 
     def abstract(self) -> State:
         return self.state
@@ -114,6 +120,21 @@ class GovernorMachine(CheckedMachine):
         return self._pick(data, live, nxt)
 
     # --- rules ---------------------------------------------------------------
+
+    @rule(data=st.data())
+    def observe(self, data: st.DataObject) -> None:
+        """Read one authority's figures (C8, I2): they must equal the spec's reading and an independent one."""
+        if not self.abs.authorities or not hasattr(self.gov, "snapshot"):
+            return
+        aid = data.draw(st.sampled_from(sorted(self.abs.authorities)))
+        got = self.gov.snapshot(aid)
+        if self.check_refinement:
+            want = spec_snapshot(self.abs, aid)
+            if got != want:
+                raise RefinementViolation(f"snapshot({aid}): {got!r} vs spec {want!r}")
+        self._count("observations")
+        with recording(self.coverage):
+            observe_snapshot(self.abs, aid, got)
 
     @initialize(holders=st.integers(1, 3), capacity=st.sampled_from(CAPACITIES))
     def setup(self, holders: int, capacity: int) -> None:

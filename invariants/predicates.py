@@ -335,6 +335,35 @@ def step_I6(prev: State, act: Any, nxt: State) -> None:
     _I6_ALLOWANCE.case(changed)
 
 
+# --- observation: what a snapshot reports (C8, I2) ------------------------------
+
+_I2_VISIBLE = clause("I2", "observe_snapshot", "oversubscription_reported",
+                     "an oversubscribed ledger (recorded bytes past the limit) is never reported as within it")
+_C8_AVAILABLE = clause("C8", "observe_snapshot", "available_excludes_growth",
+                       "a snapshot never reports as available bytes that are used or reserved for growth")
+
+
+def observe_snapshot(s: State, authority: int, snap: Any) -> None:
+    """A snapshot's figures equal a reading of the records: used, growth reserved, available, oversubscribed."""
+    a = s.authorities[authority]
+    if a.alias_of is not None:
+        a = s.authorities[a.alias_of]
+    used = sum(r.charge for r in s.allocations.values() if r.authority == a.id)
+    growth = sum(w.reserved for w in s.allowances.values() if w.authority == a.id)
+    if _I2_VISIBLE.case(used > a.limit) and snap.oversubscribed != used - a.limit:
+        _I2_VISIBLE.fail(f"authority {a.id}: {used} B charged against a {a.limit} B limit, "
+                         f"reported oversubscribed {snap.oversubscribed} B")
+    if used <= a.limit and snap.oversubscribed != 0:
+        _I2_VISIBLE.fail(f"authority {a.id}: reported oversubscribed {snap.oversubscribed} B within its limit")
+    free = a.limit - used - growth
+    if _C8_AVAILABLE.case(growth > 0 or used > 0) and snap.available != (free if free > 0 else 0):
+        _C8_AVAILABLE.fail(f"authority {a.id}: available {snap.available} B, but limit {a.limit} - used {used} "
+                           f"- growth {growth} gives {max(0, free)} B")
+    if snap.used != used or snap.growth_reserved != growth:
+        _C8_AVAILABLE.fail(f"authority {a.id}: snapshot used {snap.used} / growth {snap.growth_reserved} B, "
+                           f"records give {used} / {growth} B")
+
+
 # --- registries --------------------------------------------------------------
 
 STATE_PREDICATES: dict[str, tuple[StatePredicate, ...]] = {

@@ -32,3 +32,6 @@ class RefimplAdapter:
 
     def abstract(self) -> State:
         return self.pmm.abstract()
+
+    def snapshot(self, authority: int) -> Any:
+        return self.pmm.snapshot(authority)

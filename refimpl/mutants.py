@@ -75,6 +75,13 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("identity_check_ignores_capacity", ("C1",), "ledger", _R, _GOV,
            "(existing.tier is not tier or existing.capacity != capacity)", "(existing.tier is not tier)",
            "re-registering a pool with another capacity binds it to the existing ledger silently"),
+    Mutant("available_ignores_growth", ("C8",), "ledger", _R, "spec.arith",
+           "    return max(0, limit - used - growth_reserved)\n", "    return max(0, limit - used)\n",
+           "`available` forgets bytes reserved for growth, in the shared arithmetic (so in both layers at once; "
+           "CrossHair's postcondition 0 <= available <= limit still holds)"),
+    Mutant("oversubscription_off_by_one", ("I2",), "ledger", _R, _GOV,
+           "oversubscribed(a.used, a.limit), a.promised)", "oversubscribed(a.used, a.limit + 1), a.promised)",
+           "the snapshot reports oversubscription only from one byte past the limit (> for >=)"),
     # --- admission models (refimpl.admission) ---------------------------------
     Mutant("finish_keeps_kv", ("I12",), "admission", _R, _ADM,
            "        self._held[rid], self._state[rid] = 0, S.ReqState.FINISHED\n",

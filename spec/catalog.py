@@ -83,7 +83,8 @@ _LINKS: dict[str, dict[str, object]] = {
         scope="Aliases add no charge within one process. Delegated quota slices arrive with C10.",
     ),
     "I2": dict(
-        predicates=(_P + "state_I2", _P + "step_I2", "invariants.replay_predicates.step_I2_grant_charges"),
+        predicates=(_P + "state_I2", _P + "step_I2", "invariants.replay_predicates.step_I2_grant_charges",
+                    _P + "observe_snapshot"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_record_committed_reports_oversubscription",
                "tests/test_replay.py::test_replay_rejects_buggy_governor_trace_naming_id"),
     ),
@@ -172,9 +173,11 @@ _LINKS: dict[str, dict[str, object]] = {
                "capacity (unreported = 0); CUDA via NVML only where a GPU is present."),
     ),
     "C8": dict(
-        predicates=(_A5 + "state_C8_sessions", _A5 + "step_C8_sessions"),
-        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_failed_lowering_keeps_old_limit"),
-        scope="Figures of the governed runtime; lowering through the weight cache (the only reclaimable holder).",
+        predicates=(_A5 + "state_C8_sessions", _A5 + "step_C8_sessions", _P + "observe_snapshot"),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_failed_lowering_keeps_old_limit",
+               _STATEFUL, "tests/ort/test_ort_governed.py::test_runtime_report_is_its_own_reading_of_the_ledger"),
+        scope=("Figures of the governed runtime and each ledger's snapshot (used, growth reserved, available, "
+               "oversubscribed); lowering through the weight cache (the only reclaimable holder)."),
     ),
     "C9": dict(
         predicates=(_A5 + "state_C9_sessions",),
