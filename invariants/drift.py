@@ -30,7 +30,7 @@ PREDICATE_MODULES = (
     "invariants.pressure",
     "invariants.transactions",
 )
-_TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES")
+_TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES", "OBSERVATION_PREDICATES")
 
 #: The repository root (the folder holding spec/, invariants/, docs/, tests/).
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,6 +26,8 @@ from invariants.clauses import clause, conjunction
 __all__ = [
     "STATE_PREDICATES",
     "STEP_PREDICATES",
+    "OBSERVATION_PREDICATES",
+    "observe_snapshot",
     "check_all",
     "check_step",
     "check_local",
@@ -362,6 +364,13 @@ def observe_snapshot(s: State, authority: int, snap: Any) -> None:
     if snap.used != used or snap.growth_reserved != growth:
         _C8_AVAILABLE.fail(f"authority {a.id}: snapshot used {snap.used} / growth {snap.growth_reserved} B, "
                            f"records give {used} / {growth} B")
+
+
+#: Predicates over what a read returns (state, authority, snapshot), run by the machine's `observe` rule.
+OBSERVATION_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = {
+    "I2": (observe_snapshot,),
+    "C8": (observe_snapshot,),
+}
 
 
 # --- registries --------------------------------------------------------------
