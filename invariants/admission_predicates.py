@@ -146,10 +146,20 @@ def step_C5_elastic(prev: Any, action: Any, nxt: Any) -> None:
             _EL_ANSWER.fail(f"{action!r}: KV grew {prev.kv_tokens}->{nxt.kv_tokens} on a short answer")
 
 
+_EL_STATIC = clause("I8c", "step_I8c_elastic", "weights_at_least_static",
+                    "the elastic split never leaves the weights less room than the static split (KV reserved for "
+                    "max context at load) would")
+
+
 def step_I8c_elastic(prev: Any, action: Any, nxt: Any) -> None:
-    """A KV growth's copy peak (old + new bucket live) never oversubscribes the budget."""
+    """A KV growth's copy peak (old + new bucket live) never oversubscribes the budget; a prefetch fills at least
+    what the static split would have left the weights."""
     if not isinstance(prev, S.ElasticState):
         return
+    if _EL_STATIC.case(isinstance(action, S.Prefetch)):
+        static = nxt.budget - nxt.headroom - nxt.pinned - nxt.max_context * nxt.bytes_per_token
+        if nxt.cache < static:
+            _EL_STATIC.fail(f"prefetch left the weight cache {nxt.cache} B; the static split allows {static} B")
     if _EL_PEAK.case(nxt.kv_tokens > prev.kv_tokens):
         peak = (prev.kv_tokens + nxt.kv_tokens) * prev.bytes_per_token
         if nxt.pinned + nxt.cache + peak + nxt.headroom > nxt.budget:
