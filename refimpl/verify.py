@@ -146,8 +146,10 @@ def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
             return str(e)
     if kind == "mutant":
         m = MUTANTS[name]
-        # A mutant searches as long as a campaign does: it must find the bug where the campaign would.
-        wide = attrs.evolve(budget, control_examples=budget.campaign_examples, control_steps=budget.campaign_steps)
+        # A mutant searches about as long as a campaign does (it must find the bug where the campaign
+        # would), capped so that a surviving mutant cannot dominate the thorough run.
+        wide = attrs.evolve(budget, control_examples=min(budget.campaign_examples, 1000),
+                            control_steps=budget.campaign_steps)
         try:
             with applied(m):
                 return CHECKERS[m.model].control(m, m.layer, wide)
