@@ -20,7 +20,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from invariants import contracts
 from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.checked import CheckedMachine
-from invariants.clauses import Coverage
+from invariants.clauses import CLAUSES, Coverage
 from invariants.machine import GovernorMachine, SpecAdapter
 from invariants.mutation import Mutant
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
@@ -147,7 +147,9 @@ def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: setti
         with contracts.contracts(False):
             broken += machine.failing_clauses(prev, action, now, accepted)
     trace = tuple(repr(a) for a in stats.get("last_trace", ())) if violated else ()
-    return ControlResult(g.name, layer, g.ids, violated in accept, violated,
+    # A harm of the right ID: the first violation, or any clause of the ID the same step breaks.
+    found = violated in accept or any(k in CLAUSES and CLAUSES[k].id in accept for k in broken)
+    return ControlResult(g.name, layer, g.ids, found, violated,
                          len(trace) if violated else None, time.perf_counter() - t0, trace, message, clause,
                          tuple(dict.fromkeys(broken)))
 

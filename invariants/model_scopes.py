@@ -52,7 +52,7 @@ def batch(guards: GuardSet) -> Model:
 
 # --- co-residency (I12) ----------------------------------------------------------
 
-_CO = (8, {"p": (3, True), "a": (4, False), "b": (3, False), "c": (5, False)})
+_CO = (8, {"p": (3, True), "a": (4, False), "b": (3, False), "c": (5, False), "d": (1, False)})
 
 
 def _co_actions(s: AD.CoState) -> Iterator[Any]:

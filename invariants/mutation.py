@@ -9,14 +9,15 @@ it. A clause that no control ever makes fail is one a reader cannot trust.
 `Mutant.patch` replaces one exact snippet of one module's source; the
 snippet must occur exactly once, so a mutant that no longer matches the code
 is reported as stale instead of silently testing nothing. `applied(m)`
-re-executes the patched source into the module's namespace and re-points the
-names other loaded project modules imported from it, then restores both
-exactly. It runs inside one verify job (a worker process), one mutant at a
+replaces the one top-level definition the snippet lies in (a function, a
+class, a constant) and re-points the names other loaded project modules
+imported it under, then restores both exactly. It runs inside one verify job (a worker process), one mutant at a
 time.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 from collections.abc import Iterator
@@ -72,30 +73,49 @@ def _project_modules() -> list[ModuleType]:
             if m is not None and name.split(".")[0] in PROJECT_PACKAGES]
 
 
+def _changed_definition(src: str, m: Mutant) -> str:
+    """The name of the one top-level definition (def, class or assignment) the snippet lies in."""
+    start = src.index(m.old)
+    end = start + len(m.old)
+    lines = src[:start].count("\n") + 1, src[:end].rstrip().count("\n") + 1
+    for node in ast.parse(src).body:
+        if node.lineno <= lines[0] and lines[1] <= (node.end_lineno or node.lineno):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                return node.name
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                return node.targets[0].id
+    raise StaleMutant(f"{m.name}: the snippet is not inside one top-level definition of {m.module}")
+
+
 @contextmanager
 def applied(m: Mutant) -> Iterator[None]:
-    """Run the block with `m`'s module replaced by its patched copy; restore exactly afterwards."""
+    """Run the block with the one definition `m` patches replaced; restore exactly afterwards.
+
+    The patched module is executed in a scratch namespace whose every other name is then pointed back
+    at the original object, so the mutated function or class sees the module's real classes, enums
+    and constants (objects made before the patch keep working) and only its own code differs.
+    """
     mod = importlib.import_module(m.module)
+    original_src = open(mod.__file__ or "", encoding="utf-8").read()
     src = m.patched_source()
-    saved = dict(mod.__dict__)
-    rebinds: list[tuple[Any, str, Any]] = []
+    name = _changed_definition(original_src, m)
+    scratch: dict[str, Any] = {"__name__": mod.__name__, "__file__": mod.__file__, "__builtins__": __builtins__}
+    exec(compile(src, mod.__file__ or m.module, "exec"), scratch)
+    for k, v in mod.__dict__.items():
+        if k != name:
+            scratch[k] = v
+    old, new = mod.__dict__[name], scratch[name]
+    rebinds: list[tuple[Any, str]] = []
     try:
-        exec(compile(src, mod.__file__ or m.module, "exec"), mod.__dict__)
-        # Names other modules imported from `mod` (`from refimpl.governor import X`) still point at the
-        # originals: re-point those whose definition changed.
-        changed = {id(v): mod.__dict__[k] for k, v in saved.items()
-                   if k in mod.__dict__ and mod.__dict__[k] is not v
-                   and getattr(v, "__module__", None) == mod.__name__}
+        mod.__dict__[name] = new
         for other in _project_modules():
-            if other is mod:
-                continue
-            for k, v in list(vars(other).items()):
-                if id(v) in changed:
-                    rebinds.append((other, k, v))
-                    setattr(other, k, changed[id(v)])
+            if other is not mod:
+                for k, v in list(vars(other).items()):
+                    if v is old:
+                        rebinds.append((other, k))
+                        setattr(other, k, new)
         yield
     finally:
-        for other, k, v in rebinds:
-            setattr(other, k, v)
-        mod.__dict__.clear()
-        mod.__dict__.update(saved)
+        for other, k in rebinds:
+            setattr(other, k, old)
+        mod.__dict__[name] = old

@@ -52,13 +52,27 @@ BATCH = Model(
 _CO_CONFIGS = (
     (10, (("a", 4, True), ("b", 5, False), ("c", 6, False), ("d", 3, False))),
     (12, (("a", 3, True), ("b", 4, True), ("c", 5, False), ("d", 4, False), ("e", 2, False))),
+    # A small model can be pending while it fits beside a served one: eviction must not happen then (I12).
+    (10, (("a", 3, True), ("b", 2, False), ("c", 3, False), ("d", 6, False))),
 )
 
 
 def _co_actions(s: S.CoState) -> Any:
-    names = st.sampled_from(sorted(s.models.keys()) * 4 + ["zz"])
-    return st.one_of(st.builds(S.Want, names), st.builds(S.Load, names), st.builds(S.Serve, names),
-                     st.builds(S.Evict, names))
+    # Mostly actions the state enables (so evictions, and their reasons, are reached), plus any action on
+    # any name (refusals) and an unknown name.
+    names = sorted(s.models.keys())
+    enabled = {
+        S.Load: [n for n, m in s.models.items() if not m.resident and m.work],
+        S.Serve: [n for n, m in s.models.items() if m.resident and m.work],
+        S.Evict: [n for n, m in s.models.items() if m.resident and not m.pinned],
+    }
+    choices = [st.builds(S.Want, st.sampled_from(names))] * 2
+    for cls, ok in enabled.items():
+        if ok:
+            choices += [st.builds(cls, st.sampled_from(sorted(ok)))] * 2
+    choices.append(st.builds(lambda c, n: c(n), st.sampled_from([S.Want, S.Load, S.Serve, S.Evict]),
+                             st.sampled_from(names + ["zz"])))
+    return st.one_of(choices)
 
 
 CORESIDENCY = Model(

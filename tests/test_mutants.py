@@ -21,6 +21,18 @@ def test_mutant_matches_its_code_exactly_once(name: str) -> None:
     src = m.patched_source()  # raises StaleMutant when the snippet is gone or ambiguous
     assert src != open(sys.modules[m.module].__file__, encoding="utf-8").read()
     compile(src, m.module, "exec")
+    with applied(m):  # the snippet lies in one top-level definition, which the harness can swap
+        pass
+
+
+def test_objects_made_before_a_patch_keep_their_classes() -> None:
+    """Only the patched definition changes: values built earlier still match the module's classes."""
+    from spec import sessions as S
+
+    facts = S.ModelFacts(10, 20, 1, frozenset(), 0, 0, 0)
+    with applied(MUTANTS["lowering_ignores_headroom"]):
+        assert isinstance(facts, S.ModelFacts) and S.Mode.MANAGED is S.Mode("managed")
+        assert S.step_sessions.__name__ == "step_sessions"
 
 
 def test_a_stale_mutant_is_refused() -> None:
