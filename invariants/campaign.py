@@ -86,10 +86,11 @@ def campaign_settings(max_examples: int, steps: int, *, shrink: bool = True) -> 
 
 
 def configure(base: type[CheckedMachine], factory: Callable[..., Any], *, refine: bool = True,
-              stats: dict[str, Any] | None = None) -> type[CheckedMachine]:
+              stats: dict[str, Any] | None = None, tolerate_error_type: bool = False) -> type[CheckedMachine]:
     """A subclass of `base` bound to an adapter factory, refinement on/off and shared counters."""
     return type(base.__name__, (base,), {
-        "adapter_factory": staticmethod(factory), "check_refinement": refine, "stats": stats})
+        "adapter_factory": staticmethod(factory), "check_refinement": refine, "stats": stats,
+        "tolerate_error_type": tolerate_error_type})
 
 
 def run_machine(base: type[CheckedMachine], factory: Callable[..., Any], cfg: settings, *,
@@ -135,7 +136,8 @@ def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: setti
     violated, clause, message = None, None, "no counterexample found"
     try:
         with contracts.contracts(False):
-            run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats), settings=cfg)
+            run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats,
+                                                tolerate_error_type=True), settings=cfg)
     except ErrorTypeDivergence as e:
         violated, clause, message = "refinement:error-type", e.clause, f"not a harm (error type only): {e}"
     except InvariantViolation as e:
