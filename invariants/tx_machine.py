@@ -24,15 +24,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 from hypothesis import settings
 
+from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
-from invariants.checked import CheckedMachine
+from invariants.checked import CheckedMachine, diff
 from invariants.transactions import check_all, check_step
 from spec import tx_actions as T
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.transactions import TX_EMPTY, TxState, step as spec_step
 from spec.tx_lifecycle import TxPhase, ViewKind
 
-__all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "run_tx_campaign", "find_tx_counterexample"]
+__all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "TxControlMachine", "run_tx_campaign",
+           "find_tx_counterexample"]
 
 
 class TxAdapter(Protocol):
@@ -256,6 +258,27 @@ class TxMachine(CheckedMachine):
             self._do(cls(aid))
 
 
+class TxControlMachine(TxMachine):
+    """The machine a negative control drives: an error-type-only divergence does not end the search.
+
+    Both layers refused and nothing changed, so no harm happened; stopping there would hide the
+    harm a switched-off guard lets through later. Example: with `poisoned_manager_refuses` off in
+    refimpl, a bad transaction id after a corruption is refused as UnknownTransaction where the spec
+    says ManagerPoisoned; the search goes on until a grant on the corrupt ledger is accepted.
+    A campaign (`TxMachine`) still fails on such a divergence: the caller is told the wrong cause.
+    """
+
+    def _do(self, action: Any) -> None:
+        try:
+            super()._do(action)
+        except ErrorTypeDivergence:
+            now = self.gov.abstract()
+            if now != self.abs:  # not a refusal that changed nothing after all (G4)
+                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff(self.abs, now)}",
+                                         clause="G4.rejection_changes_nothing") from None
+            self._count("error_type_divergences")
+
+
 def run_tx_campaign(factory: Callable[[], TxAdapter], cfg: settings, *, refine: bool = True) -> CampaignStats:
     """Run the machine; an `InvariantViolation` propagates (the campaign failed)."""
     return run_machine(TxMachine, factory, cfg, refine=refine)
@@ -265,4 +288,4 @@ def find_tx_counterexample(g: Guard, layer: Layer, cfg: settings,
                            refimpl_factory: Callable[[GuardSet], TxAdapter] | None = None) -> ControlResult:
     """Switch guard `g` off in `layer`; search for a violation of an ID it protects (or a divergence)."""
     impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
-    return hunt(TxMachine, g, layer, cfg, spec=lambda off: lambda: TxSpecAdapter(off), impl=impl)
+    return hunt(TxControlMachine, g, layer, cfg, spec=lambda off: lambda: TxSpecAdapter(off), impl=impl)
