@@ -56,7 +56,7 @@ def _clause_of(check: Callable[[], None]) -> str | None:
     try:
         check()
     except InvariantViolation as e:
-        return e.clause
+        return e.clause or f"{e.id} (no clause)"
     return None
 
 
