@@ -28,7 +28,7 @@ __all__ = ["PressureAdapter", "PROBE_TIMEOUT_S", "probe_from_another_thread"]
 
 #: How long the outside probe waits for the ledger lock. With the lock free the probe takes it at
 #: once; only a lock held across the callback makes it wait this long (and then it reports so).
-PROBE_TIMEOUT_S = 0.2
+PROBE_TIMEOUT_S = 0.05
 
 
 def probe_from_another_thread(gov: PressureGovernor, timeout: float = PROBE_TIMEOUT_S) -> bool:
