@@ -130,8 +130,9 @@ class PressureMachine(CheckedMachine):
 
     # --- rules -----------------------------------------------------------------
 
-    @rule(data=st.data(), nbytes=_bytes(16), priority=st.sampled_from((0, 0, 1, 2)), try_only=st.integers(0, 4))
+    @rule(data=st.data(), nbytes=_bytes(20), priority=st.sampled_from((0, 0, 1, 2)), try_only=st.integers(0, 4))
     def request(self, data: st.DataObject, nbytes: Any, priority: int, try_only: int) -> None:
+        # Up to 20 B of pools of at most 16: some requests can never fit (quota denied, CapacityDenied).
         cls = P.TryReserve if try_only == 0 else P.Submit
         self._do(cls(self._holder(data), nbytes, priority))
 
