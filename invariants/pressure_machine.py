@@ -25,15 +25,16 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 from hypothesis import settings
 
+from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
-from invariants.checked import CheckedMachine
+from invariants.checked import CheckedMachine, diff
 from invariants.clauses import recording
 from invariants.pressure import check_all, check_observations, check_step, check_trace
 from spec import pressure as P
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
-__all__ = ["PoolAdapter", "SpecPoolAdapter", "PoolParams", "PressureMachine", "run_pressure_campaign",
-           "find_pressure_counterexample"]
+__all__ = ["PoolAdapter", "SpecPoolAdapter", "PoolParams", "PressureMachine", "PressureControlMachine",
+           "run_pressure_campaign", "find_pressure_counterexample"]
 
 
 @attrs.frozen
@@ -237,6 +238,26 @@ class PressureMachine(CheckedMachine):
         self._do(P.ExpirePressure(pid, now) if expire else P.CancelPressure(pid))
 
 
+class PressureControlMachine(PressureMachine):
+    """The machine a negative control drives: an error-type-only divergence does not end the search.
+
+    Both layers refused and nothing changed, so no harm happened; stopping there would hide the harm
+    a switched-off guard lets through later (with `try_only` off in refimpl, a full mailbox refuses an
+    allocator request as MailboxFull where the spec says CapacityDenied). A campaign
+    (`PressureMachine`) still fails on such a divergence: the caller is told the wrong cause.
+    """
+
+    def _do(self, action: Any) -> None:
+        try:
+            super()._do(action)
+        except ErrorTypeDivergence:
+            now = self.gov.abstract()
+            if now != self.abs:  # not a refusal that changed nothing after all (G4)
+                raise InvariantViolation("G4", f"{action!r} was rejected but changed {diff(self.abs, now)}",
+                                         clause="G4.rejection_changes_nothing") from None
+            self._count("error_type_divergences")
+
+
 def run_pressure_campaign(factory: AdapterFactory, cfg: settings, *, refine: bool = True) -> CampaignStats:
     return run_machine(PressureMachine, factory, cfg, refine=refine)
 
@@ -244,6 +265,6 @@ def run_pressure_campaign(factory: AdapterFactory, cfg: settings, *, refine: boo
 def find_pressure_counterexample(g: Guard, layer: Layer, cfg: settings,
                                  refimpl_factory: Callable[[PoolParams, GuardSet], PoolAdapter]) -> ControlResult:
     """Switch `g` off in `layer`; the spec alone must violate an ID it protects, refimpl must be caught."""
-    return hunt(PressureMachine, g, layer, cfg,
+    return hunt(PressureControlMachine, g, layer, cfg,
                 spec=lambda off: lambda params: SpecPoolAdapter(params, off),
                 impl=lambda off: lambda params: refimpl_factory(params, off))
