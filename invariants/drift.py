@@ -21,7 +21,8 @@ from spec.guards import GUARDS
 __all__ = ["ROOT", "PREDICATE_MODULES", "drift_problems"]
 
 #: Modules that register predicates, each with dicts ID -> predicates named
-#: STATE_PREDICATES, STEP_PREDICATES and (for temporal properties) TRACE_PREDICATES.
+#: STATE_PREDICATES, STEP_PREDICATES, (for temporal properties) TRACE_PREDICATES and (for what a
+#: checker observes outside the abstract state, such as a lock probe) OBSERVATION_PREDICATES.
 PREDICATE_MODULES = (
     "invariants.predicates",
     "invariants.replay_predicates",

@@ -7,7 +7,10 @@ against `spec.pressure.step` on the previous abstraction (same result, same
 next pool, same typed error), that a rejection changed nothing (G4), the
 step predicates on accepted actions and the state predicates always; the
 trace predicates (exactly-once credit, bounded overtaking) run over the
-accepted steps at the end of each example. Rules draw mostly valid ids and
+accepted steps at the end of each example; after every step, what the
+adapter observed from outside the governor (holder callbacks and whether
+another thread could take the ledger lock meanwhile, I7) is checked by the
+observation predicates. Rules draw mostly valid ids and
 also invalid input on purpose: unknown and retired tickets, foreign holders,
 bad byte counts, stale pressure answers.
 """
@@ -25,12 +28,12 @@ from hypothesis import settings
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
 from invariants.clauses import recording
-from invariants.pressure import check_all, check_step, check_trace
+from invariants.pressure import check_all, check_observations, check_step, check_trace
 from spec import pressure as P
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
-__all__ = ["PoolAdapter", "SpecPoolAdapter", "PoolParams", "PressureMachine", "run_pressure_campaign",
-           "find_pressure_counterexample"]
+__all__ = ["PoolAdapter", "SpecPoolAdapter", "PoolParams", "PressureMachine",
+           "run_pressure_campaign", "find_pressure_counterexample"]
 
 
 @attrs.frozen
@@ -82,7 +85,7 @@ class PressureMachine(CheckedMachine):
         self.triples: list[tuple[P.Pool, Any, P.Pool]] = []
 
     @initialize(capacity=st.sampled_from((8, 12, 16)), fixed=st.sampled_from((0, 0, 2)),
-                bound=st.sampled_from((1, 1, 2, 3)), mailbox=st.sampled_from((3, 8, 12)))
+                bound=st.sampled_from((1, 2, 3, 4)), mailbox=st.sampled_from((3, 8, 12)))
     def setup(self, capacity: int, fixed: int, bound: int, mailbox: int) -> None:
         params = PoolParams(capacity, fixed, 2, bound, mailbox)
         self.start(type(self).adapter_factory(params), P.initial(capacity, fixed, 2, bound, mailbox))
@@ -97,6 +100,8 @@ class PressureMachine(CheckedMachine):
 
     def check_state(self, state: P.Pool) -> None:
         check_all(state)
+        take = getattr(self.gov, "take_deliveries", None)  # only an implementation's adapter observes callbacks
+        check_observations(take() if take is not None else ())
 
     def check_step(self, prev: P.Pool, action: Any, now: P.Pool) -> None:
         check_step(prev, action, now)
@@ -125,17 +130,23 @@ class PressureMachine(CheckedMachine):
 
     # --- rules -----------------------------------------------------------------
 
-    @rule(data=st.data(), nbytes=_bytes(16), priority=st.sampled_from((0, 0, 1, 2)), try_only=st.integers(0, 4))
+    @rule(data=st.data(), nbytes=_bytes(20), priority=st.sampled_from((0, 0, 1, 2)), try_only=st.integers(0, 4))
     def request(self, data: st.DataObject, nbytes: Any, priority: int, try_only: int) -> None:
+        # Up to 20 B of pools of at most 16: some requests can never fit (quota denied, CapacityDenied).
         cls = P.TryReserve if try_only == 0 else P.Submit
         self._do(cls(self._holder(data), nbytes, priority))
 
-    @rule(data=st.data(), count=st.integers(2, 4), nbytes=st.integers(1, 2))
-    def burst(self, data: st.DataObject, count: int, nbytes: int) -> None:
-        """A stream of small, low-priority newcomers (what bounded aging protects waiters from)."""
+    @rule(data=st.data(), count=st.integers(2, 4), nbytes=st.integers(1, 2), big=st.booleans(),
+          priority=st.sampled_from((0, 0, 1, 2)))
+    def burst(self, data: st.DataObject, count: int, nbytes: int, big: bool, priority: int) -> None:
+        """A stream of small newcomers (what bounded aging protects waiters from), often behind a
+        request just too big for what is free, so overtaking and maturing really happen (I13)."""
         holder = self._holder(data)
+        governed = self.abs.capacity - self.abs.fixed
+        if big and self.abs.free < governed:
+            self._do(P.Submit(3 - holder if holder in (1, 2) else 1, self.abs.free + 1, 0))
         for _ in range(count):
-            self._do(P.Submit(holder, nbytes, 0))
+            self._do(P.Submit(holder, nbytes, priority))
 
     @rule(data=st.data(), nbytes=st.integers(1, 4), pinned=st.booleans(), in_flight=st.booleans())
     def lease(self, data: st.DataObject, nbytes: int, pinned: bool, in_flight: bool) -> None:
@@ -168,9 +179,26 @@ class PressureMachine(CheckedMachine):
         holder, tid = self._ticket(data, S.CLAIMED)
         self._do(P.SetUse(holder, tid, pinned, in_flight))
 
-    @rule()
-    def reconfigure(self) -> None:
-        self._do(P.Reconfigure())
+    @rule(often=st.integers(0, 4))
+    def reconfigure(self, often: int) -> None:
+        # One draw in five: a reconfigure fails every pending ticket, so a frequent one would keep
+        # tickets from ever maturing (I13 coverage).
+        if often == 0:
+            self._do(P.Reconfigure())
+
+    @rule(data=st.data(), deadline=st.integers(0, 8), priority=st.integers(0, 2))
+    def reclaim(self, data: st.DataObject, deadline: int, priority: int) -> None:
+        """A holder is pressed and, in time, gives back some of its own unpinned, idle leases (C5, I6)."""
+        from spec.tickets import TicketState as S
+        holder = 1 + data.draw(st.integers(0, 1))
+        mine = sorted(i for i, t in self.abs.tickets.items() if t.holder == holder and t.state is S.CLAIMED)
+        idle = [i for i in mine if not (self.abs.tickets[i].pinned or self.abs.tickets[i].in_flight)]
+        target = sum(self.abs.tickets[i].nbytes for i in idle) or 1
+        pid = self.abs.next_pressure
+        self._do(P.Press(holder, target, priority, deadline))
+        pool = idle if data.draw(st.integers(0, 5)) else mine  # now and then a pinned or busy one (refused)
+        victims = tuple(data.draw(st.lists(st.sampled_from(pool), min_size=1, unique=True))) if pool else ()
+        self._do(P.Answer(holder, pid, victims, data.draw(st.integers(0, deadline))))
 
     @rule(data=st.data(), want=_bytes(16), priority=st.integers(0, 2), deadline=st.integers(0, 8))
     def press(self, data: st.DataObject, want: Any, priority: int, deadline: int) -> None:

@@ -32,7 +32,8 @@ from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.transactions import TX_EMPTY, TxState, step as spec_step
 from spec.tx_lifecycle import TxPhase, ViewKind
 
-__all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "run_tx_campaign", "find_tx_counterexample"]
+__all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "run_tx_campaign",
+           "find_tx_counterexample"]
 
 
 class TxAdapter(Protocol):

@@ -1,9 +1,9 @@
 """`PressureGovernor`: the concrete ticket and pressure protocol of one governed pool.
 
 A second, independent implementation of `spec.pressure` (shared vocabulary
-only: enums, errors, `spec.arith.arbitration_key`): mutable ticket records,
-a pending index in submit order, its own guards. `abstract()` is the
-refinement mapping to `spec.pressure.Pool`.
+only: enums, errors): mutable ticket records, a pending index in submit
+order, its own grant order (`_grant_order`) and its own guards. `abstract()`
+is the refinement mapping to `spec.pressure.Pool`.
 
 Concurrency (I7). One ledger lock (`OwnedLock`, which knows its owner
 thread), held only for the bookkeeping of one operation. Waiters park on
@@ -13,7 +13,9 @@ Holder callbacks are invoked with no lock held, so a callback may re-enter
 the governor (for instance to answer and release); every call-out and wait
 site checks that the current thread does not hold the ledger lock, and
 re-entering the lock from its owner thread raises `InvariantViolation("I7")`
-instead of deadlocking. The allocator path (`try_reserve`) is try-only.
+instead of deadlocking. Whether a callback really ran with the lock free is
+not reported by the governor itself: a checker probes `ledger_lock` from
+another thread while the callback runs (`refimpl.pressure_adapter`). The allocator path (`try_reserve`) is try-only.
 Dropping a ticket posts a cancel to a bounded mailbox (one slot reserved per
 live ticket at submit), drained under the lock by the next operation.
 """
@@ -31,7 +33,6 @@ from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
 from invariants.pressure import check_all, check_step
 from spec import pressure as P
-from spec.arith import arbitration_key
 from spec.errors import (
     CapacityDenied,
     ForeignHolder,
@@ -87,6 +88,15 @@ class OwnedLock:
         """True iff the calling thread holds the lock."""
         return self._owner == threading.get_ident()
 
+    def probe(self, timeout: float) -> bool:
+        """Try to take and at once release the lock within `timeout` s; True iff it was taken.
+
+        For an outside observer on another thread (I7): it never waits past `timeout`."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        self._lock.release()
+        return True
+
 
 class _Tk:
     __slots__ = ("id", "holder", "nbytes", "priority", "generation", "state", "age", "grant", "pinned",
@@ -100,12 +110,12 @@ class _Tk:
 
 
 class _Pr:
-    __slots__ = ("id", "holder", "target", "priority", "deadline", "generation", "state", "released", "locked")
+    __slots__ = ("id", "holder", "target", "priority", "deadline", "generation", "state", "released")
 
     def __init__(self, id: int, holder: int, target: int, priority: int, deadline: int, generation: int) -> None:
         self.id, self.holder, self.target, self.priority = id, holder, target, priority
         self.deadline, self.generation = deadline, generation
-        self.state, self.released, self.locked = PressureState.OPEN, 0, False
+        self.state, self.released = PressureState.OPEN, 0
 
 
 def _bytes(n: object, what: str) -> int:
@@ -192,6 +202,22 @@ class PressureGovernor:
 
     # --- arbitration (I13) ------------------------------------------------------
 
+    def _grant_order(self) -> list[_Tk]:
+        """Pending tickets in the order a round considers them (section 6).
+
+        Matured tickets first, in submit order (the pending index keeps it); then the rest
+        bucketed by priority, highest bucket first, each bucket in submit order."""
+        matured: list[_Tk] = []
+        by_priority: dict[int, list[_Tk]] = {}
+        for t in self._pending.values():  # submit order
+            if t.age >= self._bound:
+                matured.append(t)
+            else:
+                by_priority.setdefault(t.priority, []).append(t)
+        for priority in sorted(by_priority, reverse=True):
+            matured.extend(by_priority[priority])
+        return matured
+
     def _arbitrate(self) -> None:
         if not self._pending:
             return
@@ -199,7 +225,7 @@ class PressureGovernor:
         for t in self._pending.values():
             if t.age < bound:
                 t.age += 1
-        for t in sorted(self._pending.values(), key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id)):
+        for t in self._grant_order():
             if t.nbytes <= self._free:
                 del self._pending[t.id]
                 t.state, t.grant = _T.GRANTED, self._next_grant
@@ -416,8 +442,6 @@ class PressureGovernor:
 
     def _deliver(self, pid: int) -> None:
         r = self._pressures[pid]
-        if self._lock.held_by_me():
-            r.locked = True  # observed, and reported through the abstraction (I7)
         fn = self._callbacks.get(r.holder)
         if fn is not None:
             self._outside_lock(f"calling holder {r.holder}'s pressure callback")
@@ -487,6 +511,11 @@ class PressureGovernor:
     def lock_held_by_me(self) -> bool:
         return self._lock.held_by_me()
 
+    @property
+    def ledger_lock(self) -> OwnedLock:
+        """The one ledger lock, for outside probes (`OwnedLock.probe` from another thread, I7)."""
+        return self._lock
+
     def free(self) -> int:
         with self._lock:
             return self._free
@@ -503,6 +532,6 @@ class PressureGovernor:
             tickets=immutables.Map({i: P.Ticket(t.id, t.holder, t.nbytes, t.priority, t.generation, t.state, t.age,
                                                 t.grant, t.pinned, t.in_flight) for i, t in self._tickets.items()}),
             pressures=immutables.Map({i: P.Pressure(r.id, r.holder, r.target, r.priority, r.deadline, r.generation,
-                                                    r.state, r.released, r.locked)
+                                                    r.state, r.released)
                                       for i, r in self._pressures.items()}),
             next_ticket=self._next_ticket, next_grant=self._next_grant, next_pressure=self._next_pressure)

@@ -1,42 +1,69 @@
 """Adapter from `spec.pressure` actions to `PressureGovernor` calls (for the stateful checker).
 
 Method names are the actions' names in snake case, keywords the field names.
-Each holder gets a recording pressure callback that checks, independently of
-the governor, that it is not called with the ledger lock held (I7).
+Each holder gets a recording pressure callback that observes I7 from outside
+the governor: while the callback runs, another thread tries to take the
+ledger lock (try-acquire with a short timeout) and the callback records
+whether it could. The governor is never asked whether it holds its lock; a
+callback run under the lock is seen as a lock another thread cannot take.
+`take_deliveries()` hands the checker what was observed since it last asked
+(`invariants.pressure.observed_I7_callbacks`).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import attrs
 
-from invariants._violation import InvariantViolation
+from invariants.pressure import Delivery, observed_I7_callbacks
 from invariants.pressure_machine import PoolParams
 from refimpl.adapter import method_name
 from refimpl.pressure import PressureGovernor
 from spec import pressure as P
 from spec.guards import ALL_ON, GuardSet
 
-__all__ = ["PressureAdapter"]
+__all__ = ["PressureAdapter", "PROBE_TIMEOUT_S", "probe_from_another_thread"]
+
+#: How long the outside probe waits for the ledger lock. With the lock free the probe takes it at
+#: once; only a lock held across the callback makes it wait this long (and then it reports so).
+PROBE_TIMEOUT_S = 0.05
+
+
+def probe_from_another_thread(gov: PressureGovernor, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """True iff a fresh thread could take `gov`'s ledger lock within `timeout` seconds."""
+    took: list[bool] = []
+    t = threading.Thread(target=lambda: took.append(gov.ledger_lock.probe(timeout)), name="ortmem-I7-probe",
+                         daemon=True)
+    t.start()
+    t.join()
+    return bool(took and took[0])
 
 
 class PressureAdapter:
     def __init__(self, params: PoolParams, guards: GuardSet = ALL_ON, strict_callbacks: bool = False) -> None:
         self.gov = PressureGovernor(params.capacity, params.fixed, params.holders, params.aging_bound,
                                     params.mailbox, guards=guards)
-        self.delivered: list[tuple[int, int, int, bool]] = []
+        #: Every callback so far, as observed from outside.
+        self.delivered: list[Delivery] = []
+        self._read = 0  # how many of `delivered` the checker has taken
         self.strict = strict_callbacks
         for h in range(1, params.holders + 1):
             self.gov.register_callback(h, self._callback(h))
 
     def _callback(self, holder: int) -> Any:
         def on_pressure(gov: PressureGovernor, pressure: int, target: int, deadline: int) -> None:
-            locked = gov.lock_held_by_me()
-            self.delivered.append((holder, pressure, target, locked))
-            if locked and self.strict:
-                raise InvariantViolation("I7", f"holder {holder} was called with the ledger lock held")
+            d = Delivery(holder, pressure, target, probe_from_another_thread(gov))
+            self.delivered.append(d)
+            if self.strict:
+                observed_I7_callbacks([d])
         return on_pressure
+
+    def take_deliveries(self) -> list[Delivery]:
+        """The callbacks observed since the last call."""
+        new, self._read = self.delivered[self._read:], len(self.delivered)
+        return new
 
     def execute(self, action: Any) -> Any:
         return getattr(self.gov, method_name(action))(**attrs.asdict(action, recurse=False))

@@ -30,7 +30,11 @@ import attrs
 from invariants.campaign import CampaignStats, ControlResult
 from invariants.clauses import Coverage, clauses_of
 # Every predicate module declares its clauses on import; the ORT checker imports its own lazily.
-from invariants import admission_predicates, pressure, replay_predicates, session_predicates, transactions  # noqa: F401
+import invariants.admission_predicates  # noqa: F401
+import invariants.pressure  # noqa: F401
+import invariants.replay_predicates  # noqa: F401
+import invariants.session_predicates  # noqa: F401
+import invariants.transactions  # noqa: F401
 from invariants.drift import drift_problems
 from invariants.explore import ExploreResult
 from invariants.mutation import StaleMutant, applied

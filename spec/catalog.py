@@ -109,27 +109,38 @@ _LINKS: dict[str, dict[str, object]] = {
         predicates=(_Q + "step_C5", _A5A + "step_C5_elastic"),
         tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release",
                "tests/test_pressure_spec.py::test_zero_answer_is_legal_and_forces_nothing",
-               "tests/test_admission.py::test_elastic_short_answer_defers_in_both_layers"),
+               "tests/test_admission.py::test_elastic_short_answer_defers_in_both_layers",
+               "tests/test_pressure_clauses.py::test_late_answer_is_a_harm_only_when_it_takes_bytes"),
         scope=("Pressure tickets (target, priority, deadline, generation) on one governed pool: opening one moves "
-               "no bytes; only an open, current, unexpired ticket is answered, crediting exactly its victims "
-               "(zero is legal). Kernel-buffer holders (declared, declinable) are not modelled yet."),
+               "no bytes; an answer gives back exactly the victims the holder chose (zero is legal and takes "
+               "nothing); a holder loses no lease to a demand that is no longer open. Kernel-buffer holders "
+               "(declared, declinable) are not modelled yet."),
     ),
     "I7": dict(
-        predicates=(_Q + "state_I7_conservation", _Q + "state_I7", _Q + "step_I7", _Q + "trace_I7"),
+        predicates=(_Q + "state_I7_conservation", _Q + "state_I7", _Q + "step_I7", _Q + "trace_I7",
+                    _Q + "observed_I7_callbacks"),
         tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py",
-               "tests/test_pressure_spec.py::test_exactly_one_credit_per_grant"),
+               "tests/test_pressure_spec.py::test_exactly_one_credit_per_grant",
+               "tests/test_pressure_clauses.py::test_callback_under_the_lock_is_seen_by_an_outside_probe",
+               "tests/test_pressure_clauses.py::test_allocator_grant_owned_by_no_one_is_caught"),
         scope=("One governed pool: capacity = fixed + free + reclaimable + granted + claimed after every step; "
                "pending tickets hold nothing; grants are charged before the waiter is woken and credited exactly "
-               "once (trace); the allocator path is try-only; holder callbacks run with no ledger lock held "
-               "(observed by an owner-aware lock, and exercised with real threads)."),
+               "once (trace); no bytes are charged to an allocator-path request its caller does not own; holder "
+               "callbacks run with no ledger lock held, observed by the checker from another thread (the spec "
+               "has no lock: that guard's spec-layer control is not expressible), and exercised with real "
+               "threads."),
     ),
     "I13": dict(
-        predicates=(_Q + "state_I13", _Q + "trace_I13"),
+        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13"),
         tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken",
+               "tests/test_pressure_clauses.py::test_higher_priority_stream_starving_a_matured_ticket_is_caught",
+               "tests/test_pressure_clauses.py::test_lifo_grant_order_in_both_layers_is_caught_by_the_predicate",
                "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers"),
-        scope=("Process scope, one pool: pending tickets keep submit sequence, priority and generation; a pending "
-               "ticket is passed by later equal-or-lower-priority grants in at most `aging_bound` rounds "
-               "(trace predicate). Coordinator-scope intents arrive with C10."),
+        scope=("Process scope, one pool: pending tickets keep submit sequence, priority and generation; grants "
+               "follow the stated order (matured first, then priority, then submit order), computed from the "
+               "tickets' fields; once matured, a ticket is overtaken by no later submission of any priority; "
+               "a pending ticket is passed by later grants in at most `aging_bound` rounds (trace predicate). "
+               "Coordinator-scope intents arrive with C10."),
     ),
     # issue #5: admission over real sessions
     "I3": dict(
@@ -203,13 +214,15 @@ _LINKS.update({
     "C4": dict(
         predicates=(_TX + "state_C4", _TX + "step_C4"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
-               "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot"),
+               "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
+               "tests/test_tx_clauses.py::test_guard_off_reaches_its_harm_clause",
+               "tests/test_tx_clauses.py::test_opposite_orders_close_a_hold_and_wait_cycle"),
         scope=("Waiting and quota negotiation happen before Plan, outside the coordinator: no coordinator "
                "operation waits (try-only reservation), so 'no wait while holding' holds by construction "
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
     ),
     "C6": dict(
-        predicates=(_TX + "state_C6", _TX + "step_C6"),
+        predicates=(_TX + "state_C6",),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
         scope=("View lifetime and generation per consuming execution, for all four view kinds. The "

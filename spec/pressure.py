@@ -15,9 +15,11 @@ flight. Bytes fall in exactly one bucket, so capacity = fixed + free +
 reclaimable (claimed, unpinned, idle) + granted + claimed (pinned or in
 flight). The governor never takes bytes: it opens a pressure ticket (target,
 priority, deadline, generation) and the holder answers with victims of its
-own reclaimable bytes, zero being legal (C5, I6). A pressure ticket records
-whether the governor held its ledger lock while delivering it (I7; always
-False unless the `unlock_before_callback` guard is switched off).
+own reclaimable bytes, zero being legal (C5, I6). The spec has no lock and
+calls no one, so whether a holder's callback runs under the ledger lock (I7,
+guard `unlock_before_callback`) is not a fact of this model: a checker
+observes it on the implementation, from another thread (see
+`invariants.pressure.observed_I7_callbacks`).
 
 Validation order (first failing check decides the typed error):
 argument shape -> holder -> ticket -> ownership -> generation -> lifecycle
@@ -96,7 +98,6 @@ class Pressure:
     generation: int
     state: PressureState
     released: int  # bytes the answer credited (>= 0)
-    locked: bool  # True iff the governor held its ledger lock while delivering it (I7)
 
 
 @attrs.frozen
@@ -426,9 +427,7 @@ def _press(p: Pool, act: Press, guards: GuardSet) -> tuple[Pool, int]:
     deadline = _int(act.deadline, "deadline")
     holder = _holder(p, act.holder)
     pid = p.next_pressure
-    # Verify the holder is called with the ledger lock released (I7).
-    locked = not guards.on("unlock_before_callback")
-    r = Pressure(pid, holder, target, act.priority, deadline, p.generation, PressureState.OPEN, 0, locked)
+    r = Pressure(pid, holder, target, act.priority, deadline, p.generation, PressureState.OPEN, 0)
     return _evolve(p, pressures=p.pressures.set(pid, r), next_pressure=pid + 1), pid
 
 

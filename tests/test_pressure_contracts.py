@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.pressure import check_trace, overtakes
+from refimpl.adapter import method_name
 from refimpl.pressure import PressureGovernor
+from spec import pressure as P
 from spec.errors import CapacityDenied, GovernorError, PinnedVictim, StaleAnswer
 from spec.guards import ALL_ON, GUARDS, GuardSet
 
@@ -44,8 +47,16 @@ def charge_before_wake(gov: PressureGovernor) -> None:
 
 
 def try_only(gov: PressureGovernor) -> None:
-    gov.submit(1, 8)
-    gov.try_reserve(2, 1)  # a ticket is waiting: must be refused, never left pending
+    # The trace predicate must know which call was the allocator's: trace the actions themselves.
+    acts = [P.Submit(1, 8, 0),
+            P.TryReserve(2, 1, 0),  # a ticket is waiting: must be refused, never left pending
+            P.Cancel(1, 1)]  # 8 B come back: the allocator's leftover ticket is granted to no one
+    trace = []
+    for a in acts:
+        prev = gov.abstract()
+        getattr(gov, method_name(a))(**attrs.asdict(a, recurse=False))
+        trace.append((prev, a, gov.abstract()))
+    check_trace(trace)
 
 
 def unlock_before_callback(gov: PressureGovernor) -> None:
@@ -54,8 +65,9 @@ def unlock_before_callback(gov: PressureGovernor) -> None:
 
 
 def answer_open_only(gov: PressureGovernor) -> None:
+    t = gov.try_reserve(1, 4)
     p = gov.press(1, 4, 0, 5)
-    gov.answer(1, p, (), 6)  # after the deadline
+    gov.answer(1, p, (t,), 6)  # after the deadline: the holder would give up its lease for no one
 
 
 def victims_unpinned_idle(gov: PressureGovernor) -> None:

@@ -12,6 +12,7 @@ from hypothesis import settings
 
 from invariants import contracts
 from invariants.campaign import campaign_settings
+from invariants.pressure import Delivery
 from invariants.pressure_machine import PoolParams, PressureMachine, SpecPoolAdapter, run_pressure_campaign
 from refimpl.pressure_adapter import PressureAdapter
 
@@ -52,4 +53,4 @@ def test_pressure_campaign_with_contracts_off_still_refines() -> None:
 def test_adapter_callbacks_run_without_the_lock() -> None:
     a = PressureAdapter(PoolParams(16, 0, 2, 2, 8), strict_callbacks=True)
     a.gov.press(1, 4, 0, 5)
-    assert a.delivered == [(1, 1, 4, False)]
+    assert a.delivered == [Delivery(1, 1, 4, lock_free=True)]

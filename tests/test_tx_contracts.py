@@ -47,14 +47,17 @@ def _committed(c: Coord, dev: int, bundle: int | None = None) -> tuple[int, int]
 def ordered_reservation(c: Coord) -> None:
     dev, host = _two(c)
     tx = c.plan(((host, 1), (dev, 1)), 0, C)
-    c.reserve(tx, host)
+    other = c.plan(((dev, 1), (host, 1)), 0, C)
+    c.reserve(other, dev)
+    c.reserve(tx, host)  # now tx holds host and waits for dev, which `other` holds: half a deadlock
 
 
 def publish_after_all_held(c: Coord) -> None:
     dev, host = _two(c)
     tx = c.plan(((dev, 1), (host, 1)), 0, C)
     c.reserve(tx, dev)
-    c.publish(tx)
+    view = c.publish(tx)
+    c.execute(tx, view, 1)  # runs on bytes the host reservation does not cover yet
 
 
 def retry_keeps_identity(c: Coord) -> None:
@@ -76,7 +79,8 @@ def full_abort(c: Coord) -> None:
 def poisoned_manager_refuses(c: Coord) -> None:
     dev, _ = _two(c)
     c.corrupt_ledger()
-    c.plan(((dev, 1),), 0, C)
+    tx = c.plan(((dev, 1),), 0, C)
+    c.reserve(tx, dev)  # charges the corrupt ledger
 
 
 def current_generation(c: Coord) -> None:
@@ -165,4 +169,4 @@ def test_tx_contracts_off_check_nothing() -> None:
     c = Coord(GuardSet.without("ordered_reservation"))
     with contracts.contracts(False):
         ordered_reservation(c)  # the violation goes unnoticed: contracts are the switch
-    assert c.abstract().txs[1].held == ((2, 1),)
+    assert c.abstract().txs[1].held == ((2, 1),) and c.abstract().txs[2].held == ((1, 1),)

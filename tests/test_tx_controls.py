@@ -24,6 +24,21 @@ EXPECTED = {  # the issue's required controls, by the ID that must be violated
 }
 
 
+#: The harm clause(s) each guard's spec-layer control must violate (issue 9: a control counts only on a harm).
+HARM: dict[str, str | tuple[str, ...]] = {
+    "ordered_reservation": "state_C4.waits_only_upward",
+    "publish_after_all_held": "state_C4.runs_on_reserved_bytes",
+    "retry_keeps_identity": "step_C4.retry_keeps_identity",
+    "full_abort": ("step_I5.abort_restores_ledgers", "state_I5.ledger_matches_holdings"),
+    "poisoned_manager_refuses": "step_I5.corrupt_ledger_charges_nothing",
+    "current_generation": "state_C6.no_stale_view_read",
+    "remap_when_idle": "step_I9.remap_fences_users",
+    "atomic_bundle": "step_I10.bundle_moves_as_unit",
+    "refund_after_termination": "step_C3.loss_refunds_nothing",
+    "provider_pinned": "step_C3.removal_drops_no_charge",
+}
+
+
 @pytest.mark.parametrize("layer", list(Layer), ids=lambda l: l.value)
 @pytest.mark.parametrize("guard", TX_GUARDS, ids=lambda g: g.name)
 def test_tx_negative_control_finds_counterexample(guard, layer) -> None:
@@ -33,6 +48,10 @@ def test_tx_negative_control_finds_counterexample(guard, layer) -> None:
         assert r.violated in guard.ids
         if guard.name in EXPECTED:
             assert r.violated == EXPECTED[guard.name]
+        harms = HARM[guard.name] if isinstance(HARM[guard.name], tuple) else (HARM[guard.name],)
+        assert r.clause in harms, r.message  # the harm the guard prevents, not the guard restated
+    else:
+        assert r.violated != "refinement:error-type", r.message
     assert r.steps and r.steps == len(r.counterexample)
 
 
@@ -50,6 +69,8 @@ def test_tx_checker_control_uses_the_verify_budget() -> None:
 def test_unordered_reservation_counterexample_is_short_when_shrunk() -> None:
     g = next(g for g in TX_GUARDS if g.name == "ordered_reservation")
     r = find_tx_counterexample(g, Layer.SPEC, campaign_settings(200, 30, shrink=True))
-    assert r.found and r.violated == "C4"
+    assert r.found and r.violated == "C4" and r.clause == "state_C4.waits_only_upward", r.message
     assert r.counterexample[-1].startswith("Reserve("), r.counterexample
-    assert r.steps is not None and r.steps <= 6, r.counterexample
+    # The harm needs contention: setup (3), two plans, one reservation each, in opposite order (+1 slack).
+    assert sum(a.startswith("Plan(") for a in r.counterexample) >= 2, r.counterexample
+    assert r.steps is not None and r.steps <= 8, r.counterexample
