@@ -70,7 +70,7 @@ def report_json(r: Report) -> dict[str, Any]:
 
 def _control_json(c: Any) -> dict[str, Any]:
     return {"name": c.guard, "layer": c.layer.value, "found": c.found, "steps": c.steps,
-            "seconds": round(c.seconds, 3), "violated": c.violated, "clause": c.clause,
+            "seconds": round(c.seconds, 3), "violated": c.violated, "clause": c.clause, "clauses": list(c.clauses),
             "counterexample": list(c.counterexample), "message": c.message}
 
 
