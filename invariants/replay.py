@@ -41,7 +41,6 @@ from invariants.replay_predicates import check_observed_step
 from invariants.trace_format import (
     BOUNDARY,
     CREATES,
-    ENUMS,
     ID_FIELDS,
     KINDS,
     MAX_EVENTS,
@@ -49,6 +48,7 @@ from invariants.trace_format import (
     MAX_SOURCES,
     MAX_TEXT,
     REVISIONS,
+    decode_value,
 )
 from spec import errors as E
 from spec.machine import step as spec_step
@@ -122,11 +122,12 @@ def _parse(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def _scalar(v: Any, what: str) -> Any:
-    # Caller input may be ill-typed (the spec rejects it); it must still be a bounded JSON scalar.
-    if v is None or type(v) in (bool, int, float) or (type(v) is str and len(v) <= MAX_TEXT):
-        return v
-    raise _Bad("malformed", f"{what} must be a JSON scalar (strings up to {MAX_TEXT} characters)")
+def _value(v: Any, what: str) -> Any:
+    # Caller input may be ill-typed (the spec rejects it); it must still be a bounded scalar or opaque marker.
+    try:
+        return decode_value(what, v)
+    except ValueError as e:
+        raise _Bad("malformed", str(e)) from None
 
 
 def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -160,15 +161,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     want_payload = {f for f in fields if f not in ID_FIELDS} | set(_OUTCOME)
     if set(payload) != want_payload:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
-    args = {}
-    for f in fields:
-        v = _scalar(ids[f] if f in ID_FIELDS else payload[f], f)
-        if f in ENUMS:
-            try:
-                v = ENUMS[f](v)
-            except ValueError:
-                raise _Bad("malformed", f"{f} {v!r} is not a {ENUMS[f].__name__}") from None
-        args[f] = v
+    args = {f: _value(ids[f] if f in ID_FIELDS else payload[f], f) for f in fields}
     if accepted and outcome["error"] is not None:
         raise _Bad("malformed", "an accepted event carries no error")
     if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):
