@@ -106,22 +106,25 @@ def test_a_raising_sink_loses_no_outcome() -> None:
 
 
 def test_a_slow_sink_does_not_stall_another_threads_snapshot() -> None:
-    slow = threading.Event()
+    in_sink, snapped = threading.Event(), threading.Event()
 
     def sink(event):
         if event["kind"] == "reserve":
-            slow.set()
-            time.sleep(0.9)
+            in_sink.set()
+            snapped.wait(5)  # stays in the sink until the other thread's snapshot() returned (or 5 s)
 
     pmm, h, a = _world(sink)
-    t = threading.Thread(target=lambda: pmm.reserve(h, a, Tier.DEVICE, 10, Role.WEIGHTS), daemon=True)
+
+    def observer() -> None:
+        in_sink.wait(5)
+        pmm.snapshot(a)  # old code: blocks on the ledger lock the sink's caller holds
+        snapped.set()
+
+    t = threading.Thread(target=observer, daemon=True)
     t.start()
-    assert slow.wait(5)
-    t0 = time.perf_counter()
-    pmm.snapshot(a)
-    took = time.perf_counter() - t0
+    pmm.reserve(h, a, Tier.DEVICE, 10, Role.WEIGHTS)
     t.join(5)
-    assert took < 0.3, f"snapshot() waited {took:.2f} s on the sink (old code: 0.9 s)"
+    assert snapped.is_set(), "snapshot() waited for the sink"
 
 
 def test_a_sink_waiting_on_another_threads_call_does_not_deadlock() -> None:
