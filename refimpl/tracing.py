@@ -147,7 +147,12 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
                 error, result = e, None
             seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error,
                                                     rec.observe(auths, allocs, result, act)))
-        failure = rec.deliver(seq)  # outside the ledger lock (I7)
+        try:
+            failure = rec.deliver(seq)  # outside the ledger lock (I7)
+        except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
+            e.add_note(f"ortmem: {cls.__name__} was already applied (event {seq}): "
+                       + (f"{type(error).__name__}: {error}" if error is not None else f"result {result!r}"))
+            raise
         if error is not None:
             if failure is not None:
                 error.add_note(f"trace sink failed on event {seq}: {type(failure).__name__}: {failure}")
