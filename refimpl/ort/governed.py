@@ -193,8 +193,13 @@ class GovernedRuntime:
             raise InvalidArgument(f"name must be a non-empty str, got {a.name!r}")
         if a.name in self.models:
             raise InvalidTransition(f"model {a.name!r} is already loaded")
-        if not isinstance(a.facts, S.ModelFacts) or a.source not in self.sources:
-            raise InvalidArgument(f"unknown model source {a.source!r}")
+        if type(a.source) is not str or a.source not in self.sources or not isinstance(a.facts, S.ModelFacts):
+            raise InvalidArgument(f"unknown model source {a.source!r:.80}")
+        if a.declared is not None and (type(a.declared) is not frozenset
+                                       or not all(type(x) is str for x in a.declared)):
+            raise InvalidArgument(f"declared must be None or a frozenset of state names, got {a.declared!r:.80}")
+        if type(a.host_mapped) is not bool:
+            raise InvalidArgument(f"host_mapped must be a bool, got {a.host_mapped!r:.80}")
         m = measure(self.sources[a.source], self.max_context, self.bucket)
         f, t = m.facts, self.topology
         if a.host_mapped and f.referenced > t.host_mapped_capacity and self.guards.on("host_mapped_capacity"):  # C7
