@@ -99,7 +99,10 @@ class WaitingMixin:
 
     def _drain(self) -> None:
         while self._mailbox:
-            key = next(iter(self._mailbox))
+            try:
+                key = next(iter(self._mailbox))  # oldest post first
+            except RuntimeError:
+                continue  # a lock-free drop() inserted between iter() and next(): look again
             self._mailbox.pop(key, None)
             holder, ticket = key
             try:
