@@ -17,8 +17,17 @@ prefix, i.e. the 1-based line number):
      the trace lost the event that issued it; other disagreements name the ID
      whose guard the spec applied (`ERROR_IDS`), or "refinement";
   6. the observed figures (`used`, charges) replace the spec's in the next
-     state; the observed-step predicates, every step predicate and every state
-     predicate must hold (a rejected event must observe no change: G4).
+     state; the observed-step predicates, every step predicate, the local
+     state predicates and the per-ledger running totals must hold (a
+     rejected event must observe no change: G4);
+  7. every state predicate over the whole state, at a `boundary` event (once
+     at least as many events passed since the last such check as the state
+     holds records) and at the end of the trace.
+
+Each event is stepped and checked on a partial state holding only what it
+touches (`invariants.replay_store`), so replay time is linear in the trace's
+size: no event costs time proportional to everything else still live, and
+the whole-state checks of step 7 cost O(1) amortised per event.
 
 At the end, provisional reservations and reserved allowance growth left
 over fail the trace, unless its last event is a declared `boundary`.
@@ -32,16 +41,15 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 import attrs
-import immutables
 from attrs import evolve
 
 from invariants._violation import InvariantViolation
-from invariants.predicates import check_all, check_step
+from invariants.predicates import LOCAL_STATE_PREDICATES, check_all, check_step
 from invariants.replay_predicates import check_observed_step
+from invariants.replay_store import Store
 from invariants.trace_format import (
     BOUNDARY,
     CREATES,
-    ENUMS,
     ID_FIELDS,
     KINDS,
     MAX_EVENTS,
@@ -49,10 +57,11 @@ from invariants.trace_format import (
     MAX_SOURCES,
     MAX_TEXT,
     REVISIONS,
+    decode_value,
 )
 from spec import errors as E
 from spec.machine import step as spec_step
-from spec.state import EMPTY, State
+from spec.state import State
 from spec.types import AllocState
 
 __all__ = ["ReplayResult", "replay", "replay_lines", "ERROR_IDS", "FAILURE_KINDS"]
@@ -122,11 +131,12 @@ def _parse(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def _scalar(v: Any, what: str) -> Any:
-    # Caller input may be ill-typed (the spec rejects it); it must still be a bounded JSON scalar.
-    if v is None or type(v) in (bool, int, float) or (type(v) is str and len(v) <= MAX_TEXT):
-        return v
-    raise _Bad("malformed", f"{what} must be a JSON scalar (strings up to {MAX_TEXT} characters)")
+def _value(v: Any, what: str) -> Any:
+    # Caller input may be ill-typed (the spec rejects it); it must still be a bounded scalar or opaque marker.
+    try:
+        return decode_value(what, v)
+    except ValueError as e:
+        raise _Bad("malformed", str(e)) from None
 
 
 def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -160,15 +170,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     want_payload = {f for f in fields if f not in ID_FIELDS} | set(_OUTCOME)
     if set(payload) != want_payload:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
-    args = {}
-    for f in fields:
-        v = _scalar(ids[f] if f in ID_FIELDS else payload[f], f)
-        if f in ENUMS:
-            try:
-                v = ENUMS[f](v)
-            except ValueError:
-                raise _Bad("malformed", f"{f} {v!r} is not a {ENUMS[f].__name__}") from None
-        args[f] = v
+    args = {f: _value(ids[f] if f in ID_FIELDS else payload[f], f) for f in fields}
     if accepted and outcome["error"] is not None:
         raise _Bad("malformed", "an accepted event carries no error")
     if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):
@@ -199,16 +201,21 @@ def _observed_state(nxt: State, observed: dict[str, dict[int, int]]) -> State:
     for aid, used in observed["used"].items():
         if aid not in auths:
             raise _Bad("unknown-id", f"observed used of authority {aid}, which does not exist")
-        auths = auths.set(aid, evolve(auths[aid], used=used))
+        if auths[aid].used != used:
+            auths = auths.set(aid, evolve(auths[aid], used=used))
     for rid, charge in observed["charges"].items():
         if rid not in allocs:
             raise _Bad("refinement", f"observed a charge of {charge} B on allocation {rid}, which the spec "
                                      "no longer holds")
-        allocs = allocs.set(rid, evolve(allocs[rid], charge=charge))
-    return evolve(nxt, authorities=immutables.Map(auths), allocations=immutables.Map(allocs))
+        if allocs[rid].charge != charge:
+            allocs = allocs.set(rid, evolve(allocs[rid], charge=charge))
+    if auths is nxt.authorities and allocs is nxt.allocations:
+        return nxt
+    return evolve(nxt, authorities=auths, allocations=allocs)
 
 
-def _apply(state: State, act: Any, outcome: dict[str, Any]) -> State:
+def _apply(store: Store, act: Any, outcome: dict[str, Any]) -> None:
+    state = store.view(act, outcome["observed"])  # exactly what this action reads or changes
     try:
         nxt, result = spec_step(state, act)
         err = None
@@ -233,13 +240,24 @@ def _apply(state: State, act: Any, outcome: dict[str, Any]) -> State:
         if err is not None:
             if seen != state:  # lease rule G4
                 raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
-        else:
-            check_observed_step(state, act, seen)
-            check_step(state, act, seen)
-        check_all(seen)
+            return
+        check_observed_step(state, act, seen)
+        check_step(state, act, seen)
+        for p in LOCAL_STATE_PREDICATES:
+            p(seen)
+        store.merge(state, seen)
+        store.check_ledgers(seen)
     except InvariantViolation as e:
         raise _Bad("violation", str(e), e.id) from None
-    return seen
+
+
+def _check_whole(store: Store) -> State:
+    full = store.full()
+    try:
+        check_all(full)
+    except InvariantViolation as e:
+        raise _Bad("violation", str(e), e.id) from None
+    return full
 
 
 def _leftover(state: State) -> list[str]:
@@ -252,7 +270,7 @@ def _leftover(state: State) -> list[str]:
 
 def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
     """Replay raw lines (each with or without its newline); see the module docstring."""
-    state, last, events, line, at_boundary = EMPTY, {}, 0, 0, False
+    store, last, events, line, at_boundary, since_whole = Store(), {}, 0, 0, False, 0
     try:
         for raw in lines:
             line += 1
@@ -278,11 +296,16 @@ def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
                                                  "(duplicate or reordered event)")
             last[source] = seq
             at_boundary = act is None
+            since_whole += 1
             if act is not None:
-                state = _apply(state, act, outcome)
+                _apply(store, act, outcome)
+            elif since_whole >= store.size():  # amortised: O(1) per event however many boundaries
+                _check_whole(store)
+                since_whole = 0
             events += 1
+        line = 0
+        state = _check_whole(store)
         if not at_boundary and _leftover(state):
-            line = 0
             raise _Bad("leftover", "trace ended with active items and no declared boundary: "
                        + "; ".join(_leftover(state)[:5]))
     except _Bad as bad:

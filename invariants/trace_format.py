@@ -16,19 +16,28 @@ spec error class that rejected it), and what the governor observed after the
 operation: `used` of each ledger it touched, the charge of each allocation
 it touched that is still held.
 
+Encoding is total, so recording can never fail or change a result: an
+argument that is not exactly a JSON scalar that decodes back to the same
+value and type (a numpy scalar, Decimal, bytes, NaN, inf, an int past 20
+digits, a text past MAX_TEXT, a raw string where an enum belongs, an enum
+where none belongs) is written as `{"opaque": "<type name>"}`, which the
+replay decodes to an `Opaque` value every spec guard refuses as ill-typed,
+exactly as the governor refused the original.
+
 Only event types and their (de)coding live here: no transition logic, so
 the replay checker shares vocabulary with refimpl, never transition code.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import attrs
 
 from spec import actions as A
-from spec.types import Role, Tier
+from spec.types import MAX_NAME, Role, Tier
 
 __all__ = [
     "CONTRACT_REVISION",
@@ -43,6 +52,9 @@ __all__ = [
     "MAX_SOURCES",
     "MAX_TEXT",
     "kind_of",
+    "Opaque",
+    "encode_value",
+    "decode_value",
     "encode_event",
     "json_schema",
 ]
@@ -57,7 +69,9 @@ BOUNDARY = "boundary"
 MAX_LINE_BYTES = 64 * 1024
 MAX_EVENTS = 1_000_000
 MAX_SOURCES = 64
-MAX_TEXT = 256
+MAX_TEXT = MAX_NAME
+#: Integers of more digits are written opaque (and refused by the parser when bare).
+MAX_DIGITS = 20
 
 
 def kind_of(cls: type) -> str:
@@ -81,8 +95,57 @@ CREATES = frozenset({"register_authority", "register_alias", "register_holder", 
 ENUMS: dict[str, type] = {"tier": Tier, "role": Role}
 
 
-def _plain(v: Any) -> Any:
-    return v.value if isinstance(v, (Tier, Role)) else v
+class Opaque:
+    """A caller value the trace could not carry exactly; every spec guard refuses it as ill-typed."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<opaque {self.type_name}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and other.type_name == self.type_name
+
+    def __hash__(self) -> int:
+        return hash(("Opaque", self.type_name))
+
+
+def _opaque(v: Any) -> dict[str, str]:
+    return {"opaque": type(v).__qualname__[:MAX_TEXT] or "?"}
+
+
+def encode_value(field: str, v: Any) -> Any:
+    """The JSON form of one argument: exact when it round-trips, else `{"opaque": type name}` (total)."""
+    if field in ENUMS:
+        return v.value if type(v) is ENUMS[field] else _opaque(v)
+    t = type(v)
+    if v is None or t is bool:
+        return v
+    if t is int:
+        return v if len(str(abs(v))) <= MAX_DIGITS else _opaque(v)
+    if t is float:
+        return v if math.isfinite(v) else _opaque(v)
+    if t is str:
+        return v if len(v) <= MAX_TEXT else _opaque(v)
+    return _opaque(v)
+
+
+def decode_value(field: str, v: Any) -> Any:
+    """Inverse of `encode_value` on well-formed input; raises ValueError on anything else."""
+    if type(v) is dict:
+        if set(v) != {"opaque"} or type(v["opaque"]) is not str or not 0 < len(v["opaque"]) <= MAX_TEXT:
+            raise ValueError(f"{field}: an object value must be exactly {{'opaque': type name}}")
+        return Opaque(v["opaque"])
+    if field in ENUMS:
+        if type(v) is not str:
+            raise ValueError(f"{field} {v!r:.80} is not a {ENUMS[field].__name__}")
+        return ENUMS[field](v)  # ValueError for an unknown member
+    if v is None or type(v) in (bool, int, float) or (type(v) is str and len(v) <= MAX_TEXT):
+        return v
+    raise ValueError(f"{field} must be a JSON scalar (strings up to {MAX_TEXT} characters) or an opaque marker")
 
 
 def encode_event(source: str, sequence: int, action: Any, result: Any, error: BaseException | None,
@@ -90,10 +153,10 @@ def encode_event(source: str, sequence: int, action: Any, result: Any, error: Ba
     """The event for one operation, as a JSON-ready dict."""
     kind = kind_of(type(action))
     fields = attrs.asdict(action, recurse=False)
-    ids = {k: _plain(v) for k, v in fields.items() if k in ID_FIELDS}
+    ids = {k: encode_value(k, v) for k, v in fields.items() if k in ID_FIELDS}
     if error is None and kind in CREATES:
         ids["result"] = result
-    payload = {k: _plain(v) for k, v in fields.items() if k not in ID_FIELDS}
+    payload = {k: encode_value(k, v) for k, v in fields.items() if k not in ID_FIELDS}
     payload["outcome"] = "accepted" if error is None else "rejected"
     payload["error"] = None if error is None else type(error).__name__
     payload["observed"] = {part: {str(k): v for k, v in sorted(m.items())} for part, m in observed.items()}
@@ -103,7 +166,11 @@ def encode_event(source: str, sequence: int, action: Any, result: Any, error: Ba
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of one event (`docs/trace-schema.json`, generated from the event types)."""
-    scalar = {"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT}
+    opaque = {"type": "object", "required": ["opaque"], "additionalProperties": False,
+              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}},
+              "description": "a caller value the trace cannot carry exactly (its type name); refused by the spec"}
+    scalar = {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
+                        opaque]}
     figures = {"type": "object", "maxProperties": 4096, "additionalProperties": False,
                "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}}}
     outcome = {
@@ -122,7 +189,7 @@ def json_schema() -> dict[str, Any]:
         ids_props: dict[str, Any] = {f: scalar for f in id_names}
         if kind in CREATES:
             ids_props["result"] = {"type": "integer", "description": "the id the accepted operation issued"}
-        args = {f: ({"enum": [e.value for e in ENUMS[f]]} if f in ENUMS else scalar) for f in names
+        args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else scalar) for f in names
                 if f not in ID_FIELDS}
         cases.append({
             "if": {"properties": {"kind": {"const": kind}}},

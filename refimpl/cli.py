@@ -1,13 +1,20 @@
 """The `ortmem` command: verify, spec, explore, trace, replay, demo.
 
-Rendering only: the work is in `refimpl.verify` and `spec.catalog`.
+Rendering only: the work is in `refimpl.verify` and `spec.catalog`. It fails
+fast: arguments are bounded by argparse and every output path is probed
+before any work starts (issue #14, finding 6); a failure to write is one
+line on stderr, never a traceback. Exit codes (`EXIT_*`, also in `--help`):
+0 success, 1 a check failed, 2 usage error or unusable input / output path,
+130 interrupted (Ctrl-C stops `verify` and its worker processes at once).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +30,70 @@ from refimpl.verify import PROFILES, Report, verify
 from spec.catalog import CATALOG, Status, entry, render_markdown
 from spec.guards import guard
 
-__all__ = ["main", "report_json", "report_markdown"]
+__all__ = ["main", "report_json", "report_markdown", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_CODES = (f"exit codes: {EXIT_OK} success; {EXIT_FAILED} a check failed (violation, rejected trace, missed "
+              f"negative control, drift); {EXIT_USAGE} usage error or an unusable input/output path; "
+              f"{EXIT_INTERRUPTED} interrupted (Ctrl-C)")
+
+
+class _Unusable(Exception):
+    """An input or output path that cannot be used: reported in one line, exit 2."""
+
+
+def _bounded(low: int, high: int | None = None) -> Any:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if n < low or (high is not None and n > high):
+            raise argparse.ArgumentTypeError(f"{n} is outside {low}..{high if high is not None else ''}")
+        return n
+    return parse
+
+
+def _probe_file(path: str) -> None:
+    """Fail now, before any work, if `path` cannot be written (without truncating an existing file)."""
+    if os.path.isdir(path):
+        raise _Unusable(f"{path} is a directory, not a file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise _Unusable(f"cannot write {path}: directory {parent} does not exist")
+    try:
+        if os.path.exists(path):
+            with open(path, "a"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".ortmem-probe-"):
+                pass
+    except OSError as e:
+        raise _Unusable(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _probe_dir(path: str) -> None:
+    """Fail now if the report folder cannot be created or written."""
+    p = os.path.abspath(path)
+    if os.path.exists(p) and not os.path.isdir(p):
+        raise _Unusable(f"{path} exists and is not a directory")
+    existing = p
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise _Unusable(f"cannot create {path}: {existing} is not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".ortmem-probe-"):
+            pass
+    except OSError as e:
+        raise _Unusable(f"cannot write into {existing}: {e.strerror or e}") from None
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise _Unusable(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def report_json(r: Report) -> dict[str, Any]:
@@ -84,6 +154,10 @@ def _explore_json(x: ExploreResult) -> dict[str, Any]:
 
 def _verify(args: argparse.Namespace, console: Console) -> int:
     profile = "quick" if args.quick else "thorough"
+    if args.json:
+        _probe_file(args.json)
+    if args.report:
+        _probe_dir(args.report)
     console.print(f"ortmem verify: profile [bold]{profile}[/]")
     with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
@@ -97,18 +171,21 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
         report = verify(profile, progress, jobs=args.jobs)
     _print_report(report, console)
     if args.json:
-        Path(args.json).write_text(json.dumps(report_json(report), indent=2) + "\n")
+        _write(Path(args.json), json.dumps(report_json(report), indent=2) + "\n")
         console.print(f"report written to {args.json}")
     if args.report:
         folder = Path(args.report)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "report.json").write_text(json.dumps(report_json(report), indent=2) + "\n")
-        (folder / "report.md").write_text(report_markdown(report))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise _Unusable(f"cannot create {folder}: {e.strerror or e}") from None
+        _write(folder / "report.json", json.dumps(report_json(report), indent=2) + "\n")
+        _write(folder / "report.md", report_markdown(report))
         console.print(f"report folder written to {folder} (report.md, report.json)")
     if args.strict and not report.all_verified:
         console.print("--strict: not every ID is verified")
-        return 1
-    return 0 if report.ok else 1
+        return EXIT_FAILED
+    return EXIT_OK if report.ok else EXIT_FAILED
 
 
 def report_markdown(r: Report) -> str:
@@ -304,8 +381,12 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
     if not args.out:
         console.print("[red]name the output file[/]")
         return 2
-    with open(args.out, "w") as f:
-        run_workload(ProcessMemoryManager(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
+    _probe_file(args.out)
+    try:
+        with open(args.out, "w") as f:
+            run_workload(ProcessMemoryManager(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
+    except OSError as e:
+        raise _Unusable(f"cannot write {args.out}: {e.strerror or e}") from None
     console.print(f"wrote {args.out}")
     return 0
 
@@ -325,32 +406,34 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ortmem", description="Memory governance for ONNX Runtime: "
-                                     "executable specification and reference implementation.")
+                                     "executable specification and reference implementation.", epilog=EXIT_CODES)
     sub = parser.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("verify", help="check the catalog, the stateful campaign and every negative control")
+    v = sub.add_parser("verify", help="check the catalog, the stateful campaign and every negative control",
+                       epilog=EXIT_CODES)
     v.add_argument("--quick", action="store_true", help="the quick profile (about a minute on 2 cores)")
     v.add_argument("--json", metavar="PATH", help="write the per-ID report as JSON")
     v.add_argument("--report", metavar="DIR", help="write a report folder: report.md (for reviewers) and report.json")
     v.add_argument("--strict", action="store_true",
                    help="also exit 1 unless every implemented ID is verified (default: only on a violation)")
-    v.add_argument("--jobs", type=int, metavar="N", help="worker processes for campaigns and controls (default: one per core)")
+    v.add_argument("--jobs", type=_bounded(1, 64), metavar="N",
+                   help="worker processes for campaigns and controls, 1..64 (default: one per core)")
     s = sub.add_parser("spec", help="list the catalog, or show one entry")
     s.add_argument("id", nargs="?", help="a catalog ID such as C1 or I8c")
     s.add_argument("--write-docs", action="store_true", help="regenerate docs/spec.md")
     x = sub.add_parser("explore", help="bounded-exhaustive exploration of the ledger spec")
-    x.add_argument("--depth", type=int, default=7, help="maximum number of actions (default 7)")
-    x.add_argument("--max-states", type=int, default=1_000_000)
+    x.add_argument("--depth", type=_bounded(1), default=7, help="maximum number of actions, >= 1 (default 7)")
+    x.add_argument("--max-states", type=_bounded(1), default=1_000_000, help="state bound, >= 1")
     x.add_argument("--guard", action="append", help="switch this guard off (repeatable)")
     x.add_argument("--write-golden", action="store_true", help="regenerate tests/golden/<guard>.txt")
     t = sub.add_parser("trace", help="write a JSONL trace of a seeded synthetic refimpl workload")
     t.add_argument("out", nargs="?", help="output file (JSONL)")
     t.add_argument("--write-schema", action="store_true", help="regenerate docs/trace-schema.json")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--operations", type=int, default=300)
+    t.add_argument("--operations", type=_bounded(1), default=300, help="workload operations, >= 1")
     r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)")
     r.add_argument("trace", help="the JSONL trace file")
     d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")
-    d.add_argument("--steps", type=int, default=48, help="decode steps (<= max context 64)")
+    d.add_argument("--steps", type=_bounded(1, 64), default=48, help="decode steps, 1..64 (max context 64)")
     d.add_argument("--plot", metavar="PATH", help="also write a PNG of both arms")
     args = parser.parse_args(argv)
     console = Console()
@@ -358,15 +441,37 @@ def main(argv: list[str] | None = None) -> int:
         console = Console(width=120)  # logs and CI: wide enough for the per-ID table
     commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay,
                 "demo": _demo}
-    return commands[args.command](args, console)
+    try:
+        code = commands[args.command](args, console)
+        sys.stdout.flush()  # `ortmem spec > /dev/full`: the write error surfaces here, not at exit
+    except _Unusable as e:
+        print(f"ortmem {args.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"ortmem {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as e:  # stdout itself is unwritable (a full disk, a closed pipe)
+        _quiet_stdout()
+        print(f"ortmem {args.command}: cannot write output: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _demo(args: argparse.Namespace, console: Console) -> int:
     from refimpl.demo import plot, run_demo
 
-    if not 1 <= args.steps <= 64:
-        console.print("[red]--steps must be in 1..64[/]")
-        return 2
+    if args.plot:
+        _probe_file(args.plot)
     static, elastic, identical = run_demo(steps=args.steps)
     table = Table(title="ortmem demo: charge per holder per step (bytes)")
     for col in ("step", "static weights", "static cache", "static KV", "static stranded",
@@ -383,7 +488,10 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
                   f"static {static.tickets[0]}/{static.tickets[1]}, elastic {elastic.tickets[0]}/{elastic.tickets[1]}")
     console.print("outputs identical to the ungoverned run: " + ("[green]yes[/]" if identical else "[red]NO[/]"))
     if args.plot:
-        plot(static, elastic, args.plot)
+        try:
+            plot(static, elastic, args.plot)
+        except OSError as e:
+            raise _Unusable(f"cannot write {args.plot}: {e.strerror or e}") from None
         console.print(f"plot written to {args.plot}")
     return 0 if identical else 1
 

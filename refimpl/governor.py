@@ -48,7 +48,7 @@ from spec.errors import (
 )
 from spec.guards import ALL_ON, GuardSet
 from spec.state import Allocation, Allowance, Authority, Holder, Snapshot, State
-from spec.types import MAX_BYTES, AllocState, ContextState, Origin, Role, Tier
+from spec.types import MAX_BYTES, MAX_NAME, AllocState, ContextState, Origin, Role, Tier
 
 __all__ = ["ProcessMemoryManager"]
 
@@ -105,7 +105,9 @@ def _nbytes(n: object, what: str, zero_ok: bool = False) -> int:
 
 def _text(s: object, what: str) -> str:
     if type(s) is not str or not s:
-        raise InvalidArgument(f"{what} must be a non-empty str, got {s!r}")
+        raise InvalidArgument(f"{what} must be a non-empty str, got {s!r:.80}")
+    if len(s) > MAX_NAME:  # names travel in traces, whose text is bounded
+        raise InvalidArgument(f"{what} must be at most {MAX_NAME} characters, got {len(s)}")
     return s
 
 

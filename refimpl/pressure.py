@@ -22,7 +22,6 @@ live ticket at submit), drained under the lock by the next operation.
 
 from __future__ import annotations
 
-import collections
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +36,7 @@ from spec.errors import (
     CapacityDenied,
     ForeignHolder,
     GovernorError,
+    HolderCallbackFailed,
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
@@ -47,6 +47,8 @@ from spec.errors import (
     UnknownHolder,
     UnknownTicket,
 )
+from refimpl.pressure_args import check_callback, check_params
+from refimpl.pressure_waiting import WaitingMixin
 from spec.guards import ALL_ON, GuardSet
 from spec.tickets import PressureState, TicketState
 from spec.types import MAX_BYTES
@@ -124,13 +126,12 @@ def _bytes(n: object, what: str) -> int:
     return n
 
 
-class PressureGovernor:
+class PressureGovernor(WaitingMixin):
     """Requester tickets with bounded-aging arbitration and holder pressure for one pool."""
 
     def __init__(self, capacity: int, fixed: int = 0, holders: int = 1, aging_bound: int = 8,
                  mailbox: int = 64, guards: GuardSet = ALL_ON) -> None:
-        if not (0 <= fixed <= capacity and holders >= 1 and aging_bound >= 1 and mailbox >= 1):
-            raise InvalidArgument("need 0 <= fixed <= capacity, holders >= 1, aging_bound >= 1, mailbox >= 1")
+        check_params(capacity, fixed, holders, aging_bound, mailbox, guards)  # typed, before any state
         self._capacity, self._fixed, self._free = capacity, fixed, capacity - fixed
         self._holders, self._bound, self._slots = holders, aging_bound, mailbox
         self._guards = guards
@@ -141,7 +142,7 @@ class PressureGovernor:
         self._live = 0  # pending + granted: each holds one mailbox slot
         self._pressures: dict[int, _Pr] = {}
         self._callbacks: dict[int, Callback] = {}
-        self._mailbox: collections.deque[tuple[int, int]] = collections.deque()
+        self._mailbox: dict[tuple[int, int], None] = {}  # distinct posts, in post order
         self._wake: list[threading.Event] = []
         self._next_ticket = self._next_grant = self._next_pressure = 1
 
@@ -151,6 +152,7 @@ class PressureGovernor:
         """Run `body(*args)` under the lock; with contracts on, check it as the action `kind(*args)`."""
         with self._lock:
             if self._mailbox:
+                self._precheck(kind, args)  # bad input is refused before the posted cancels are drained
                 self._drain()
             on = _SWITCH.on
             if on:
@@ -170,6 +172,22 @@ class PressureGovernor:
         for ev in wake:  # charged above, woken here: outside the lock (I7)
             ev.set()
         return result
+
+    def _precheck(self, kind: Any, args: tuple[Any, ...]) -> None:
+        """The argument checks of `kind` that no drained cancel can change (raise before anything moves)."""
+        if kind in (P.Submit, P.TryReserve):
+            self._request(*args[:3])
+        elif kind in (P.Claim, P.Release, P.Cancel, P.Timeout, P.SetUse):
+            self._holder(args[0])
+            self._ticket(args[1])
+            if kind is P.SetUse and (type(args[2]) is not bool or type(args[3]) is not bool):
+                raise InvalidArgument(f"pinned and in_flight must be bools, got {args[2]!r}, {args[3]!r}")
+        elif kind is P.Press:
+            self._press_args(*args[:4])
+        elif kind is P.Answer:
+            self._answer_args(*args[:4])
+        elif kind in (P.CancelPressure, P.ExpirePressure):
+            self._close_args(*args[:2])
 
     def _outside_lock(self, site: str) -> None:
         """Verify the calling thread holds no ledger lock at a wait or call-out site (I7)."""
@@ -360,59 +378,11 @@ class PressureGovernor:
             raise InvalidTransition(f"ticket {t.id} is {t.state.value}; only a claimed lease has use flags")
         t.pinned, t.in_flight = pinned, in_flight
 
-    # --- waiting (off the ledger lock) -----------------------------------------
-
-    def wait(self, ticket: int, timeout: float | None) -> bool:
-        """Park on the ticket's own event until granted or retired; False on timeout."""
-        with self._lock:
-            t = self._tickets.get(ticket) if type(ticket) is int else None
-            if t is None or t.state is not _T.PENDING:
-                return True  # resolved already
-            if t.event is None:
-                t.event = threading.Event()
-            ev = t.event
-        self._outside_lock("waiting on a ticket")
-        return ev.wait(timeout)
-
-    def acquire(self, holder: int, nbytes: int, priority: int = 0, timeout: float | None = None) -> int | None:
-        """Submit, wait off the lock, then claim; on timeout the ticket fails and any grant is credited once.
-
-        Returns the claimed ticket id, or None (timed out, or failed by a reconfigure)."""
-        tid = self.submit(holder, nbytes, priority)
-        if self.wait(tid, timeout):
-            try:
-                self.claim(holder, tid)
-                return tid
-            except InvalidTransition:
-                return None  # failed by a reconfigure
-        self.timeout(holder, tid)
-        return None
-
-    def drop(self, holder: int, ticket: int) -> None:
-        """Post a cancel without taking the lock (a dropped handle); the next operation drains it.
-
-        The mailbox holds at most `mailbox` posts (one slot per live ticket, reserved at submit);
-        posting beyond that, which only repeated or bogus drops can do, is refused with MailboxFull."""
-        if len(self._mailbox) >= self._slots:
-            raise MailboxFull(f"cancellation mailbox full ({self._slots} posts); call drain() or retry")
-        self._mailbox.append((holder, ticket))
-
-    def drain(self) -> None:
-        """Process posted cancels now."""
-        self._run(None, lambda: None)
-
-    def _drain(self) -> None:
-        while self._mailbox:
-            holder, ticket = self._mailbox.popleft()
-            try:
-                self._abandon(holder, ticket)
-            except GovernorError:
-                pass  # a bogus post is dropped; it names no live ticket of that holder
-
     # --- holder pressure (C5, I6) --------------------------------------------------
 
     def register_callback(self, holder: int, fn: Callback) -> None:
         """`fn(governor, pressure, target, deadline)` is called, with no lock held, when `holder` is pressed."""
+        check_callback(fn)
         with self._lock:
             self._callbacks[self._holder(holder)] = fn
 
@@ -426,13 +396,16 @@ class PressureGovernor:
         return self._run(P.Press, self._press, holder, target, priority,
                          deadline, True)
 
-    def _press(self, holder: int, target: int, priority: int, deadline: int, deliver_now: bool) -> int:
+    def _press_args(self, holder: object, target: object, priority: object, deadline: object) -> int:
         _bytes(target, "target")
         if type(priority) is not int:
             raise InvalidArgument(f"priority must be an int, got {priority!r}")
         if type(deadline) is not int or deadline < 0:
             raise InvalidArgument(f"deadline must be an int >= 0, got {deadline!r}")
-        h = self._holder(holder)
+        return self._holder(holder)
+
+    def _press(self, holder: int, target: int, priority: int, deadline: int, deliver_now: bool) -> int:
+        h = self._press_args(holder, target, priority, deadline)
         r = _Pr(self._next_pressure, h, target, priority, deadline, self._generation)
         self._next_pressure += 1
         self._pressures[r.id] = r
@@ -445,13 +418,25 @@ class PressureGovernor:
         fn = self._callbacks.get(r.holder)
         if fn is not None:
             self._outside_lock(f"calling holder {r.holder}'s pressure callback")
-            fn(self, pid, r.target, r.deadline)
+            try:
+                fn(self, pid, r.target, r.deadline)
+            except BaseException as e:
+                # A raising holder answered nothing: close its ticket so nothing waits on it (C5).
+                if not self._lock.held_by_me():
+                    try:
+                        self.cancel_pressure(pid)
+                    except InvalidTransition:
+                        pass  # it answered before raising: the answer stands
+                if not isinstance(e, Exception) or isinstance(e, InvariantViolation):
+                    raise  # KeyboardInterrupt, SystemExit, a detected bug: propagate as they are
+                raise HolderCallbackFailed(f"holder {r.holder}'s pressure callback raised "
+                                           f"{type(e).__name__}: {e}; pressure ticket {pid} cancelled") from e
 
     def answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int) -> int:
         """The holder gives back its own unpinned, idle claimed leases; zero is legal. Returns bytes released."""
         return self._run(P.Answer, self._answer, holder, pressure, victims, now)
 
-    def _answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int) -> int:
+    def _answer_args(self, holder: object, pressure: object, victims: object, now: object) -> tuple[int, _Pr]:
         if type(now) is not int or now < 0:
             raise InvalidArgument(f"now must be an int >= 0, got {now!r}")
         if type(victims) is not tuple or any(type(v) is not int for v in victims) or len(set(victims)) != len(victims):
@@ -460,6 +445,10 @@ class PressureGovernor:
         r = self._pressures.get(pressure) if type(pressure) is int else None
         if r is None:
             raise UnknownTicket(f"pressure ticket {pressure!r} was never issued")
+        return h, r
+
+    def _answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int) -> int:
+        h, r = self._answer_args(holder, pressure, victims, now)
         if r.holder != h:
             raise ForeignHolder(f"pressure ticket {r.id} went to holder {r.holder}, not {h}")
         if self._guards.on("answer_open_only"):  # C5: stale, cancelled or expired answers credit nothing
@@ -494,12 +483,16 @@ class PressureGovernor:
     def expire_pressure(self, pressure: int, now: int) -> None:
         self._run(P.ExpirePressure, self._close_pressure, pressure, now)
 
-    def _close_pressure(self, pressure: int, now: int | None) -> None:
+    def _close_args(self, pressure: object, now: object) -> _Pr:
         if now is not None and (type(now) is not int or now < 0):
             raise InvalidArgument(f"now must be an int >= 0, got {now!r}")
         r = self._pressures.get(pressure) if type(pressure) is int else None
         if r is None:
             raise UnknownTicket(f"pressure ticket {pressure!r} was never issued")
+        return r
+
+    def _close_pressure(self, pressure: int, now: int | None) -> None:
+        r = self._close_args(pressure, now)
         if r.state is not PressureState.OPEN:
             raise InvalidTransition(f"pressure ticket {r.id} is already {r.state.value}")
         if now is not None and now <= r.deadline:

@@ -1,19 +1,31 @@
 """Trace emission for `ProcessMemoryManager(trace=sink)`: one JSONL event per operation.
 
 `attach(pmm, sink)` (called by the governor's constructor when a sink is
-given) wraps each public operation of that one instance: under the ledger
-lock it notes what the operation touches, runs it, and hands the sink one
-event (`invariants.trace_format`) for the accepted or rejected operation,
-numbered in lock order, so the trace is the governor's linearisation. A
-governor built without a sink is not wrapped at all (the off path costs one
-`is None` test in the constructor). An `InvariantViolation` from contracts
-propagates without an event.
+given) wraps each public operation of that one instance. Under the ledger
+lock the wrapper notes what the operation touches, runs it, numbers the
+accepted or rejected operation in lock order and encodes its event
+(`invariants.trace_format.encode_event`, which is total: a hostile argument
+is written opaque, never refused by the encoder), so the trace is the
+governor's linearisation and recording can never change a result or use a
+sequence number without an event. The event is queued; the sink is called
+only after the ledger lock is released (I7), by whichever thread finds the
+queue unclaimed, in sequence order: a slow sink stalls no other caller, and
+a sink that waits on another thread's governor call cannot deadlock it (that
+call queues its event and returns). A sink that raises loses no outcome: for
+the caller's own accepted event `TraceSinkFailed` carries the result; for a
+rejected one the operation's own error is raised, with the sink failure
+noted; failures while delivering other threads' events are kept in
+`sink_errors(pmm)`. KeyboardInterrupt / SystemExit from a sink propagate
+after the queue is left consistent. An `InvariantViolation` from contracts
+propagates without an event. A governor built without a sink is not wrapped
+at all (the off path costs one `is None` test in the constructor).
 
 `JsonlSink` writes events to a text file, one compact JSON object per line.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import threading
@@ -22,9 +34,9 @@ from typing import IO, Any
 
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, KINDS, encode_event
 from spec import actions as A
-from spec.errors import GovernorError
+from spec.errors import GovernorError, InvalidArgument, TraceSinkFailed
 
-__all__ = ["Sink", "JsonlSink", "attach", "boundary"]
+__all__ = ["Sink", "JsonlSink", "attach", "boundary", "sink_errors"]
 
 Sink = Callable[[dict[str, Any]], None]
 _SOURCES = itertools.count(1)
@@ -44,10 +56,38 @@ class _Recorder:
     def __init__(self, pmm: Any, sink: Sink, source: str) -> None:
         self.pmm, self.sink, self.source = pmm, sink, source
         self.sequence = 0
+        self.queue: collections.deque[dict[str, Any]] = collections.deque()  # appended under the ledger lock
+        self.delivering = threading.Lock()  # held by the one thread calling the sink; never the ledger lock
+        self.errors: list[tuple[int, BaseException]] = []  # (sequence, error) of failed deliveries, bounded
+        self.lost = 0
 
-    def emit(self, event_for: Callable[[int], dict[str, Any]]) -> None:
+    def record(self, event_for: Callable[[int], dict[str, Any]]) -> int:
+        """Number and queue one event (caller holds the ledger lock); returns its sequence number."""
+        event = event_for(self.sequence + 1)  # total: cannot raise, so no number is used without an event
         self.sequence += 1
-        self.sink(event_for(self.sequence))
+        self.queue.append(event)
+        return self.sequence
+
+    def deliver(self, mine: int) -> BaseException | None:
+        """Hand queued events to the sink in order (ledger lock released); the failure of event `mine`, if any."""
+        failure: BaseException | None = None
+        while self.queue:
+            if not self.delivering.acquire(blocking=False):
+                return failure  # another thread is delivering: it will hand ours over too
+            try:
+                while self.queue:
+                    event = self.queue.popleft()
+                    try:
+                        self.sink(event)
+                    except Exception as e:
+                        self.lost += 1
+                        if len(self.errors) < 1000:
+                            self.errors.append((event["source_sequence"], e))
+                        if event["source_sequence"] == mine:
+                            failure = e
+            finally:
+                self.delivering.release()
+        return failure
 
     def touched(self, act: Any) -> tuple[set[int], set[int]]:
         """(canonical authority ids, allocation ids) the operation may change, read before it runs."""
@@ -86,6 +126,8 @@ class _Recorder:
 
 def attach(pmm: Any, sink: Sink, source: str | None = None) -> None:
     """Make every operation of `pmm` emit one event to `sink`."""
+    if not callable(sink):
+        raise InvalidArgument(f"a trace sink must be callable, got {sink!r:.80}")
     rec = _Recorder(pmm, sink, source or f"pmm-{next(_SOURCES)}")
     pmm._lock = threading.RLock()  # the wrapper holds it across the operation, which takes it again
     pmm._trace_recorder = rec
@@ -95,26 +137,48 @@ def attach(pmm: Any, sink: Sink, source: str | None = None) -> None:
 
 def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., Any]:
     def traced(*args: Any, **kwargs: Any) -> Any:
-        act = cls(*args, **kwargs)
+        act = cls(*args, **kwargs)  # a wrong call signature is Python's TypeError, before any number is used
+        error: GovernorError | None = None
         with rec.pmm._lock:
             auths, allocs = rec.touched(act)
             try:
                 result = op(*args, **kwargs)
             except GovernorError as e:
-                rec.emit(lambda seq: encode_event(rec.source, seq, act, None, e, rec.observe(auths, allocs, None, act)))
-                raise
-            rec.emit(lambda seq: encode_event(rec.source, seq, act, result, None,
-                                              rec.observe(auths, allocs, result, act)))
-            return result
+                error, result = e, None
+            seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error,
+                                                    rec.observe(auths, allocs, result, act)))
+        try:
+            failure = rec.deliver(seq)  # outside the ledger lock (I7)
+        except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
+            e.add_note(f"ortmem: {cls.__name__} was already applied (event {seq}): "
+                       + (f"{type(error).__name__}: {error}" if error is not None else f"result {result!r}"))
+            raise
+        if error is not None:
+            if failure is not None:
+                error.add_note(f"trace sink failed on event {seq}: {type(failure).__name__}: {failure}")
+            raise error
+        if failure is not None:
+            raise TraceSinkFailed(f"{cls.__name__} was applied (result {result!r}) but the trace sink raised "
+                                  f"{type(failure).__name__} on event {seq}: {failure}", result) from failure
+        return result
 
     traced.__name__ = traced.__qualname__ = op.__name__
     traced.__doc__ = op.__doc__
     return traced
 
 
+def sink_errors(pmm: Any) -> list[tuple[int, BaseException]]:
+    """(sequence number, error) of every event the sink failed to take, oldest first (at most 1000)."""
+    return list(pmm._trace_recorder.errors)
+
+
 def boundary(pmm: Any) -> None:
     """Declare a crash/snapshot boundary: work in flight when the trace ends here is not an error."""
     rec: _Recorder = pmm._trace_recorder
     with pmm._lock:
-        rec.emit(lambda seq: {"contract_revision": CONTRACT_REVISION, "source": rec.source, "source_sequence": seq,
-                              "kind": BOUNDARY, "ids": {}, "payload": {}})
+        seq = rec.record(lambda s: {"contract_revision": CONTRACT_REVISION, "source": rec.source,
+                                    "source_sequence": s, "kind": BOUNDARY, "ids": {}, "payload": {}})
+    failure = rec.deliver(seq)
+    if failure is not None:
+        raise TraceSinkFailed(f"the trace sink raised {type(failure).__name__} on boundary event {seq}: {failure}",
+                              None) from failure

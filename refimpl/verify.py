@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable
@@ -163,6 +164,24 @@ def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
     return CHECKERS[g.model].control(g, Layer(layer), budget)
 
 
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no worker tracebacks)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # the executor offers no public handle
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=2)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=1)
+
+
 def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
                             ) -> tuple[dict[str, CheckerRun], dict[str, str], list[ControlResult],
                                        list[ControlResult], tuple[str, ...]]:
@@ -192,10 +211,16 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
         for i, (kind, name, layer) in enumerate(work):
             record(i, _job(kind, name, layer, profile))
     else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_ignore_sigint)
+        try:
             futures = {pool.submit(_job, kind, name, layer, profile): i for i, (kind, name, layer) in enumerate(work)}
             for f in as_completed(futures):
                 record(futures[f], f.result())
+        except BaseException:
+            _stop(pool)  # Ctrl-C (or a failure): drop queued jobs, end the workers now, no tracebacks
+            raise
+        pool.shutdown(wait=True)
     runs = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and not isinstance(r, str)}
     errors = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and isinstance(r, str)}
     controls = [r for (kind, _, _), r in zip(work, results) if kind == "control"]

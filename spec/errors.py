@@ -55,6 +55,11 @@ __all__ = [
     "ProviderPinned",
     "BundlePoisoned",
     "ManagerPoisoned",
+    "ModelFileInvalid",
+    "CalloutFailed",
+    "HolderCallbackFailed",
+    "SessionCreationFailed",
+    "TraceSinkFailed",
 ]
 
 
@@ -248,3 +253,30 @@ class BundlePoisoned(EnvironmentFault):
 
 class ManagerPoisoned(EnvironmentFault):
     """The shared ledger was found corrupt; every grant fails from now on (I5)."""
+
+
+# --- faults at call-out points and unreadable models (issue #14) ---
+
+
+class ModelFileInvalid(ModelDataError):
+    """A model file is missing, a directory, empty, truncated or not a parseable ONNX model."""
+
+
+class CalloutFailed(EnvironmentFault):
+    """Code the governor called out to (a holder callback, ORT, a trace sink) raised; the ledger is consistent."""
+
+
+class HolderCallbackFailed(CalloutFailed):
+    """A holder's pressure callback raised; its pressure ticket was cancelled, no byte moved (C5)."""
+
+
+class SessionCreationFailed(CalloutFailed):
+    """ORT failed to create a session after admission; every lease taken for it was returned."""
+
+
+class TraceSinkFailed(CalloutFailed):
+    """The trace sink raised after the operation was applied; `.result` holds the operation's outcome."""
+
+    def __init__(self, message: str, result: object = None, error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.result, self.error = result, error

@@ -47,7 +47,7 @@ from spec.errors import (
 from spec.guards import ALL_ON, GuardSet
 from spec.lifecycle import TERMINAL, next_alloc_state, next_context_state
 from spec.state import Allocation, Allowance, Authority, Holder, State
-from spec.types import MAX_BYTES, AllocEvent, AllocState, ContextEvent, ContextState, Origin, Role, Tier
+from spec.types import MAX_BYTES, MAX_NAME, AllocEvent, AllocState, ContextEvent, ContextState, Origin, Role, Tier
 
 __all__ = ["step", "apply"]
 
@@ -81,7 +81,10 @@ def check_bytes(n: object, what: str, *, allow_zero: bool = False) -> int:
 
 def _name(s: object, what: str) -> str:
     if type(s) is not str or not s:
-        raise InvalidArgument(f"{what} must be a non-empty str, got {s!r}")
+        raise InvalidArgument(f"{what} must be a non-empty str, got {s!r:.80}")
+    # Verify the name fits a trace's bounded text.
+    if len(s) > MAX_NAME:
+        raise InvalidArgument(f"{what} must be at most {MAX_NAME} characters, got {len(s)}")
     return s
 
 

@@ -258,6 +258,12 @@ def step_sessions(s: SessionState, a: Any, guards: GuardSet = ALL_ON) -> tuple[S
             raise InvalidTransition(f"model {a.name!r} is already loaded")
         if not isinstance(a.facts, ModelFacts):
             raise InvalidArgument(f"facts must be ModelFacts, got {a.facts!r}")
+        # Verify the declaration is a set of state names and host_mapped a flag (issue #14).
+        if a.declared is not None and (type(a.declared) is not frozenset
+                                       or not all(type(x) is str for x in a.declared)):
+            raise InvalidArgument(f"declared must be None or a frozenset of state names, got {a.declared!r:.80}")
+        if type(a.host_mapped) is not bool:
+            raise InvalidArgument(f"host_mapped must be a bool, got {a.host_mapped!r:.80}")
         f = a.facts
         # Verify the host-mapped reads fit what the topology reports (unreported = 0).
         if a.host_mapped and f.referenced > t.host_mapped_capacity and guards.on("host_mapped_capacity"):  # C7

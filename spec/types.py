@@ -9,6 +9,7 @@ import enum
 
 __all__ = [
     "MAX_BYTES",
+    "MAX_NAME",
     "Tier",
     "Role",
     "AllocState",
@@ -20,6 +21,8 @@ __all__ = [
 
 #: Largest byte count any operation accepts (int64, as ORT's size_t crosses a C ABI).
 MAX_BYTES = 2**63 - 1
+#: Longest pool, view or holder name (characters): names travel in traces, which bound their text.
+MAX_NAME = 256
 
 
 class _ShortRepr(enum.Enum):

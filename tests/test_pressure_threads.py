@@ -19,7 +19,7 @@ from invariants._violation import InvariantViolation
 from invariants.pressure import check_all
 from refimpl.pressure import PressureGovernor
 from spec import pressure as P
-from spec.errors import CapacityDenied, InvalidTransition, MailboxFull
+from spec.errors import CapacityDenied, ForeignHolder, InvalidTransition, UnknownTicket
 from spec.guards import GuardSet
 from spec.tickets import TicketState
 
@@ -325,14 +325,17 @@ def test_dropped_tickets_are_cancelled_through_the_mailbox():
     assert gov.abstract().next_ticket == 3
 
 
-def test_mailbox_rejects_posts_beyond_its_slots():
-    gov = PressureGovernor(10, holders=1, mailbox=2)
+def test_mailbox_holds_one_post_per_live_ticket():
+    # Issue #14 finding 5: repeats and bogus posts can no longer fill the slots a legitimate drop needs.
+    gov = PressureGovernor(10, holders=2, mailbox=2)
     t = gov.submit(1, 4)
-    gov.drop(1, t)
-    gov.drop(1, t)  # a repeated drop takes the second slot
-    before = gov.abstract()
-    with pytest.raises(MailboxFull, match="mailbox full"):
-        gov.drop(1, t)
-    gov.drain()  # the first post cancels (exact credit), the repeat is a no-op
+    u = gov.submit(2, 4)
+    for _ in range(5):
+        gov.drop(1, t)  # a repeated drop is one post
+    with pytest.raises(UnknownTicket, match="never issued"):
+        gov.drop(1, 99)
+    with pytest.raises(ForeignHolder, match="not 1's"):
+        gov.drop(1, u)
+    gov.drop(2, u)  # the legitimate drop still finds its slot
+    gov.drain()
     _settled(gov)
-    assert before.tickets[t].state is TicketState.GRANTED

@@ -28,6 +28,7 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
+from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.extents import referenced_extents
 from refimpl.ort.holders import KvHolder, WeightHolder
@@ -39,10 +40,14 @@ from spec.errors import (
     BudgetBelowFloor,
     CapacityDenied,
     ContextExhausted,
+    GovernorError,
     HostMappedCapacityExceeded,
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    ModelDataError,
+    ModelFileInvalid,
+    SessionCreationFailed,
     UndeclaredState,
     UnknownAllocation,
 )
@@ -75,8 +80,22 @@ class MeasuredModel:
     dh: int
 
 
-@functools.lru_cache(maxsize=32)
 def measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
+    """The runtime's own measurement; a missing, empty, truncated or corrupt file is `ModelFileInvalid`."""
+    if type(path) is not str or not os.path.isfile(path):
+        raise ModelFileInvalid(f"model file {path!r} does not exist or is not a regular file")
+    if os.path.getsize(path) == 0:
+        raise ModelFileInvalid(f"model file {path!r} is empty")
+    try:
+        return _measure(path, max_context, bucket)
+    except ModelDataError:
+        raise
+    except Exception as e:  # DecodeError, StopIteration, ORT's InvalidProtobuf / Fail, OSError ...
+        raise ModelFileInvalid(f"model file {path!r} is not a usable ONNX model: {type(e).__name__}: {e}") from e
+
+
+@functools.lru_cache(maxsize=32)
+def _measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
     """The runtime's own measurement: referenced extents (never file sizes), the peak at max context."""
     rep = referenced_extents(path)  # typed errors for missing / overlapping / out-of-range ranges
     referenced = rep.referenced_bytes + rep.embedded_bytes
@@ -182,8 +201,13 @@ class GovernedRuntime:
             raise InvalidArgument(f"name must be a non-empty str, got {a.name!r}")
         if a.name in self.models:
             raise InvalidTransition(f"model {a.name!r} is already loaded")
-        if not isinstance(a.facts, S.ModelFacts) or a.source not in self.sources:
-            raise InvalidArgument(f"unknown model source {a.source!r}")
+        if type(a.source) is not str or a.source not in self.sources or not isinstance(a.facts, S.ModelFacts):
+            raise InvalidArgument(f"unknown model source {a.source!r:.80}")
+        if a.declared is not None and (type(a.declared) is not frozenset
+                                       or not all(type(x) is str for x in a.declared)):
+            raise InvalidArgument(f"declared must be None or a frozenset of state names, got {a.declared!r:.80}")
+        if type(a.host_mapped) is not bool:
+            raise InvalidArgument(f"host_mapped must be a bool, got {a.host_mapped!r:.80}")
         m = measure(self.sources[a.source], self.max_context, self.bucket)
         f, t = m.facts, self.topology
         if a.host_mapped and f.referenced > t.host_mapped_capacity and self.guards.on("host_mapped_capacity"):  # C7
@@ -191,7 +215,12 @@ class GovernedRuntime:
         if a.declared is None or Role.WEIGHTS in self.declined:
             rec = _Loaded(m, S.Mode.COMPAT if a.declared is None else S.Mode.DECLINED, a.declared, a.host_mapped)
             rec.unattributed = f.referenced + f.transient_peak
-            rec.session = make_session(m.path)
+            try:
+                rec.session = make_session(m.path)
+            except Exception as e:
+                if isinstance(e, (GovernorError, InvariantViolation)):
+                    raise
+                raise SessionCreationFailed(f"{a.name}: ORT could not create the session: {e}") from e
             if self.guards.on("honest_decline"):  # I3
                 self.not_enforced.add(f"model:{a.name}" if a.declared is None else Role.WEIGHTS.value)
             self.models[a.name] = rec
@@ -205,18 +234,41 @@ class GovernedRuntime:
             raise CapacityDenied(f"{a.name}: does not fit even with the weight cache reclaimed")
         released = self._make_room(weights + f.transient_peak)
         rec = _Loaded(m, S.Mode.MANAGED, a.declared, a.host_mapped)
+        try:
+            self._admit_session(a.name, rec, weights)
+        except BaseException as e:
+            self._undo_admission(a.name, rec)  # every lease taken for it goes back: nothing stays charged
+            if isinstance(e, Exception) and not isinstance(e, (CapacityDenied, InvariantViolation)):
+                raise SessionCreationFailed(f"{a.name}: ORT failed after admission ({type(e).__name__}: {e}); "
+                                            "its weight and arena leases were returned") from e
+            raise
+        self.models[a.name] = rec
+        return released
+
+    def _admit_session(self, name: str, rec: _Loaded, weights: int) -> None:
+        m, f = rec.measured, rec.measured.facts
         proto = onnx.load(m.path)
         arrays = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.enable_mem_pattern = False
-        rec.weights_lease = self.weights.admit(a.name, weights, arrays, so)
+        rec.weights_lease = self.weights.admit(name, weights, arrays, so)
         if f.transient_peak:
             rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
             self.pmm.commit(self.arena, rec.arena_lease, f.transient_peak)
         rec.session = ort.InferenceSession(m.path, so, providers=["CPUExecutionProvider"])
-        self.models[a.name] = rec
-        return released
+
+    def _undo_admission(self, name: str, rec: _Loaded) -> None:
+        if rec.arena_lease is not None:
+            held = self.pmm.abstract().allocations.get(rec.arena_lease)
+            if held is not None and held.state.value == "provisional":
+                self.pmm.cancel(self.arena, rec.arena_lease)
+            elif held is not None:
+                self.pmm.release(self.arena, rec.arena_lease)
+            rec.arena_lease = None
+        if name in self.weights.models:
+            self.weights.evict(name)
+        rec.weights_lease, rec.session = None, None
 
     def _open(self, a: S.Open) -> int:
         rec = self.models.get(a.model) if type(a.model) is str and a.model else None

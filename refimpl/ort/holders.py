@@ -70,6 +70,11 @@ class WeightHolder:
         self.models[name] = (aid, keep)
         return aid
 
+    def evict(self, name: str) -> None:
+        """Give back a model's weight lease (a load that failed after admission, issue #14)."""
+        aid, _ = self.models.pop(name)
+        self._release(aid)
+
     @property
     def cache_bytes(self) -> int:
         return sum(b.nbytes for _, b in self.cache)

@@ -1,0 +1,114 @@
+"""Issue #14 finding 6: the CLI fails fast (bounds, output paths before any work) and stops fast (Ctrl-C).
+
+Exit codes: 0 success, 1 a check failed, 2 usage error or unusable path, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import refimpl.cli as cli
+from refimpl.cli import EXIT_INTERRUPTED, EXIT_USAGE, main
+
+ORTMEM = [sys.executable, "-m", "refimpl.cli"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("argv", [
+    ["verify", "--jobs", "0"], ["verify", "--jobs", "-3"], ["verify", "--jobs", "65"], ["verify", "--jobs", "x"],
+    ["explore", "--depth", "-1"], ["explore", "--depth", "0"], ["explore", "--max-states", "0"],
+    ["trace", "out.jsonl", "--operations", "-5"], ["trace", "out.jsonl", "--operations", "0"],
+    ["demo", "--steps", "0"], ["demo", "--steps", "65"],
+], ids=" ".join)
+def test_out_of_bounds_arguments_are_usage_errors(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "outside" in err or "not an integer" in err
+
+
+def _no_work(*args, **kwargs):
+    raise AssertionError("work started before the output path was checked")
+
+
+@pytest.mark.parametrize("flag, where", [
+    ("--json", "missing-dir/r.json"), ("--json", "a-dir"), ("--json", "a-file/r.json"),
+    ("--report", "a-file"), ("--report", "a-file/sub"),
+], ids=lambda v: str(v))
+def test_verify_checks_output_paths_before_any_work(tmp_path, monkeypatch, capsys, flag, where) -> None:
+    (tmp_path / "a-dir").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setattr(cli, "verify", _no_work)
+    t0 = time.perf_counter()
+    assert main(["verify", "--quick", flag, str(tmp_path / where)]) == EXIT_USAGE
+    assert time.perf_counter() - t0 < 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "ortmem verify:" in err
+
+
+def test_trace_and_demo_check_their_output_paths_first(tmp_path, monkeypatch, capsys) -> None:
+    import refimpl.workload as W
+
+    monkeypatch.setattr(W, "run_workload", _no_work)
+    assert main(["trace", str(tmp_path / "nope" / "t.jsonl")]) == EXIT_USAGE
+    assert "does not exist" in capsys.readouterr().err
+    import refimpl.demo as D
+
+    monkeypatch.setattr(D, "run_demo", _no_work)
+    assert main(["demo", "--plot", str(tmp_path)]) == EXIT_USAGE
+    assert "is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_spec_to_a_full_device_is_one_line_not_a_traceback() -> None:
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([*ORTMEM, "spec"], stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=60)
+    assert p.returncode == EXIT_USAGE, p.stderr
+    assert "Traceback" not in p.stderr and p.stderr.strip().count("\n") == 0 and "cannot write" in p.stderr
+
+
+def test_help_documents_the_exit_codes() -> None:
+    for argv in (["--help"], ["verify", "--help"]):
+        p = subprocess.run([*ORTMEM, *argv], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert p.returncode == 0
+        text = " ".join(p.stdout.split())
+        assert "1 a check failed" in text and "2 usage error" in text and "130 interrupted" in text
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_stops_verify_within_seconds_without_stray_processes() -> None:
+    p = subprocess.Popen([*ORTMEM, "verify", "--quick", "--jobs", "2"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+    try:
+        time.sleep(12)  # workers spawned and busy with campaigns
+        assert p.poll() is None, p.communicate()
+        t0 = time.perf_counter()
+        os.killpg(p.pid, signal.SIGINT)  # what a terminal does: the whole foreground group
+        out, err = p.communicate(timeout=30)
+        took = time.perf_counter() - t0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == EXIT_INTERRUPTED, (out[-2000:], err[-2000:])
+    assert took < 5, f"took {took:.1f} s to stop (old code: over a minute)"
+    assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
+    assert err.strip().splitlines() == ["ortmem verify: interrupted"], err[-2000:]
+    deadline = time.time() + 3
+    while _alive(p.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(p.pid), "worker processes outlived the interrupted verify"

@@ -1,0 +1,156 @@
+# Issue #14, findings 1 and 5: PressureGovernor under interrupted waits and hostile arguments.
+#
+# Every rejection is typed, names the problem in its message, and leaves the
+# WHOLE abstract pool unchanged; an interrupted `acquire` leaves no grant
+# behind (the bytes come back exactly once).
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+from invariants.pressure import check_all
+from refimpl.pressure import PressureGovernor
+from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, UnknownHolder, UnknownTicket
+
+
+def _settled(gov: PressureGovernor) -> None:
+    pool = gov.abstract()
+    assert not pool.tickets, pool.tickets
+    assert pool.free == pool.capacity - pool.fixed
+    check_all(pool)
+
+
+# --- finding 1: a grant leaks when acquire is interrupted -------------------------
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), -1, "1", 2**64, Decimal(1), True, np.float64(1.0),
+                                     threading.TIMEOUT_MAX * 2],
+                         ids=["inf", "nan", "negative", "str", "2**64", "Decimal", "bool", "numpy", "past-max"])
+def test_acquire_rejects_invalid_timeout_before_submitting(timeout) -> None:
+    g = PressureGovernor(100, holders=2)
+    b = g.try_reserve(1, 100)
+    before = g.abstract()
+    with pytest.raises(InvalidArgument, match="timeout"):
+        g.acquire(2, 10, timeout=timeout)
+    assert g.abstract() == before  # no ticket was opened
+    g.release(1, b)
+    assert g.free() == 100
+    _settled(g)
+
+
+def test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant() -> None:
+    assert threading.current_thread() is threading.main_thread()
+    g = PressureGovernor(100, holders=2)
+    b = g.try_reserve(1, 100)
+    main = threading.main_thread().ident
+
+    def interrupt() -> None:
+        time.sleep(0.2)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        g.acquire(2, 10, timeout=10)
+    g.release(1, b)  # old code: this grants the orphaned ticket, and free() stays 90 forever
+    assert g.free() == 100
+    _settled(g)
+
+
+def test_acquire_interrupted_after_claiming_returns_the_lease() -> None:
+    g = PressureGovernor(100, holders=1)
+    claim = g.claim
+
+    def claim_then_interrupt(holder: int, ticket: int) -> int:
+        claim(holder, ticket)
+        raise KeyboardInterrupt  # arrives after the claim, before acquire returns the id
+
+    g.claim = claim_then_interrupt  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        g.acquire(1, 10, timeout=1)
+    _settled(g)
+
+
+def test_wait_rejects_a_ticket_never_issued() -> None:
+    g = PressureGovernor(100, holders=1)
+    before = g.abstract()
+    with pytest.raises(UnknownTicket, match="never issued"):
+        g.wait(7, 0)
+    with pytest.raises(UnknownTicket, match="never issued"):
+        g.wait("1", 0)
+    assert g.abstract() == before
+
+
+# --- finding 5: unchecked constructor and registration arguments ------------------
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(capacity="100"), InvalidBytes, "capacity"),
+    (dict(capacity=2.5), InvalidBytes, "capacity"),
+    (dict(capacity=float("inf")), InvalidBytes, "capacity"),
+    (dict(capacity=True), InvalidBytes, "capacity"),
+    (dict(capacity=2**64), InvalidBytes, "capacity"),
+    (dict(capacity=np.int64(100)), InvalidBytes, "capacity"),
+    (dict(capacity=0), InvalidBytes, "capacity"),
+    (dict(capacity=100, fixed=101), InvalidBytes, "fixed"),
+    (dict(capacity=100, fixed=-1), InvalidBytes, "fixed"),
+    (dict(capacity=100, fixed=1.0), InvalidBytes, "fixed"),
+    (dict(capacity=100, holders=0), InvalidArgument, "holders"),
+    (dict(capacity=100, holders=True), InvalidArgument, "holders"),
+    (dict(capacity=100, aging_bound=0.5), InvalidArgument, "aging_bound"),
+    (dict(capacity=100, mailbox=2**64), InvalidArgument, "mailbox"),
+    (dict(capacity=100, guards="all"), InvalidArgument, "guards"),
+])
+def test_PressureGovernor_rejects_invalid_parameters(kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        PressureGovernor(**kwargs)
+
+
+@pytest.mark.parametrize("fn", [42, None, "callback"])
+def test_register_callback_rejects_a_non_callable(fn) -> None:
+    g = PressureGovernor(100, holders=1)
+    before = g.abstract()
+    with pytest.raises(InvalidArgument, match="callable"):
+        g.register_callback(1, fn)
+    g.press(1, 10)  # old code: the next press opened a ticket and then raised TypeError
+    assert g.abstract().next_pressure == before.next_pressure + 1
+
+
+def test_a_raising_callback_is_a_typed_error_and_closes_its_ticket() -> None:
+    g = PressureGovernor(100, holders=1)
+    g.register_callback(1, lambda *a: 1 / 0)
+    with pytest.raises(HolderCallbackFailed, match="ZeroDivisionError"):
+        g.press(1, 10, deadline=5)
+    (r,) = g.abstract().pressures.values()
+    assert r.state.value == "cancelled" and r.released == 0
+    check_all(g.abstract())
+
+
+def test_a_rejected_call_does_not_drain_the_mailbox() -> None:
+    g = PressureGovernor(100, holders=1)
+    t = g.submit(1, 10)
+    g.drop(1, t)
+    before = g.abstract()
+    with pytest.raises(UnknownHolder, match="not registered"):
+        g.submit("x", 1)
+    with pytest.raises(InvalidBytes, match="nbytes"):
+        g.try_reserve(1, 2.5)
+    assert g.abstract() == before  # old code: the refused call cancelled ticket t
+    g.drain()
+    _settled(g)
+
+
+def test_bogus_drops_cannot_block_a_legitimate_drop() -> None:
+    g = PressureGovernor(100, holders=2, mailbox=1)
+    t = g.submit(2, 10)
+    for bogus in [(1, 99), (1, "x"), (1, t)]:
+        with pytest.raises((UnknownTicket, Exception), match="never issued|not 1's"):
+            g.drop(*bogus)
+    g.drop(2, t)  # old code: MailboxFull
+    g.drain()
+    _settled(g)
