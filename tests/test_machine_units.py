@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from spec import actions as A
-from spec.errors import AllowanceExceeded, CapacityDenied, UnknownAllowance
+from spec.errors import AllowanceExceeded, CapacityDenied, InvalidTransition, UnknownAllowance
 from spec.guards import ALL_ON, GuardSet
 from spec.machine import apply, step
 from spec.state import EMPTY, Allowance, State
@@ -133,3 +133,13 @@ def test_allowance_bounds_site_off_breaks_i4b(site: str) -> None:
         assert (w.reserved, w.mapped) == (0, 31)  # 1 B mapped beyond the 10 reserved
     else:
         assert over_i4b(w)
+
+
+# --- device context (C3) ---------------------------------------------------------------
+
+
+def test_invalid_confirm_termination_of_an_active_context_names_the_authority() -> None:
+    state = allowance_world()
+    with pytest.raises(InvalidTransition,
+                       match=r"^authority 1: no transition for event 'confirm-termination' in state 'active'$"):
+        step(state, A.ConfirmTermination(1))
