@@ -85,7 +85,7 @@ MODULES: dict[str, list[str]] = {
                              "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
                              "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
     # The two campaign tests (fixed 40 x 30 and 100 x 30 examples, 10-20 s) are left out.
-    "spec/admission.py": ["tests/test_admission.py",
+    "spec/admission.py": ["tests/test_admission.py", "tests/test_admission_units.py",
                           "--deselect", "tests/test_admission.py::test_admission_models_refine_spec",
                           "--deselect", "tests/test_admission.py::test_admission_negative_controls"],
 }
