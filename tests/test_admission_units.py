@@ -8,7 +8,7 @@ and each guard switched off showing its harm.
 
 from __future__ import annotations
 
-import immutables
+import attrs
 import pytest
 
 from spec import admission as M
@@ -336,3 +336,51 @@ def test_stranded_bytes() -> None:
     assert (M.static_stranded(s), M.elastic_stranded(s)) == (9, 9)
     s, _ = run(M.step_elastic, M.new_elastic(100, 0, 3, 8, 4, 0), M.Decode())
     assert (M.static_stranded(s), M.elastic_stranded(s)) == (21, 9)
+
+
+# --- figures the first mutation run showed unpinned -------------------------------------
+
+
+@pytest.mark.parametrize(("make", "msg"), [
+    (lambda: M.new_coresidency(0, {}), r"^capacity must be a positive int, got 0$"),
+    (lambda: M.new_coresidency(10, {"a": (0, False)}), r"^size must be a positive int, got 0$"),
+    (lambda: M.step_batch(M.new_batch(4), M.Submit(0)), r"^peak must be a positive int, got 0$"),
+    (lambda: M.step_batch(M.step_batch(M.new_batch(4), M.Submit(2))[0], M.Advance(1, 0)),
+     r"^n must be a positive int, got 0$"),
+], ids=["co-capacity", "co-size", "peak", "n"])
+def test_invalid_count_names_the_field(make, msg) -> None:
+    with pytest.raises(InvalidBytes, match=msg):
+        make()
+
+
+def test_invalid_unhashable_model_name() -> None:
+    with pytest.raises(InvalidArgument, match=r"^no model \['a'\]$"):
+        M.step_coresidency(_co(), M.Want(["a"]))  # type: ignore[arg-type]
+
+
+def test_advance_counts_only_the_remaining_need() -> None:
+    # capacity 10: request 2 holds 3; request 1 holds 2 of 4, so needs 2 more with 5 free.
+    s, _ = run(M.step_batch, M.new_batch(10), M.Submit(4), M.Submit(3), M.Advance(1, 2), M.Advance(2, 3))
+    assert s.free == 5
+    s, _ = run(M.step_batch, s, M.Advance(1, 1))
+    assert s.requests[1] == BatchRequest(4, 3, R)
+
+
+def test_invalid_advance_that_could_not_finish_names_the_remaining_need() -> None:
+    # capacity 10: request 1 holds 1 of 9 (8 more), request 2 holds 3: 6 free.
+    s, _ = run(M.step_batch, M.new_batch(10), M.Submit(9), M.Submit(3), M.Advance(2, 3))
+    # A state the guard forbids reaching (request 1 holding while it cannot finish), built directly.
+    s = attrs.evolve(s, requests=s.requests.set(1, BatchRequest(9, 1, R)))
+    with pytest.raises(InfeasibleRequest, match=r"^request 1 needs 8 more, only 6 free$"):
+        M.step_batch(s, M.Advance(1, 1))
+
+
+def test_prefetch_with_nothing_left_borrows_nothing() -> None:
+    s = ElasticState(20, 2, 1, 8, 4, 10, 0, 0, 8)  # 10 + 8 + 2 = the whole budget
+    assert M.step_elastic(s, M.Prefetch()) == (s, 0)
+
+
+def test_growth_that_fits_reclaims_nothing() -> None:
+    # 10 + 5 + 12 + 2 = 29 <= 40: the 5 B cache stays.
+    s = ElasticState(40, 2, 1, 8, 4, 10, 5, 4, 4)
+    assert M.step_elastic(s, M.Decode()) == (ElasticState(40, 2, 1, 8, 4, 10, 5, 5, 8), 0)
