@@ -89,6 +89,22 @@ MODULES: dict[str, list[str]] = {
     "spec/admission.py": ["tests/test_admission.py", "tests/test_admission_units.py",
                           "--deselect", "tests/test_admission.py::test_admission_models_refine_spec",
                           "--deselect", "tests/test_admission.py::test_admission_negative_controls"],
+    # refimpl: the same scripted suites drive it through its adapters; the real-thread suites
+    # (test_*threads.py, 5-6 s of waiting each) are left out, so lock-ordering mutants may survive.
+    "refimpl/governor.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_authorities.py",
+                            "tests/test_contracts.py", "tests/test_replay.py", "tests/test_stateful.py",
+                            "tests/test_governor_units.py",
+                            "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
+                            "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
+                            "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
+    "refimpl/pressure.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
+                            "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
+                            "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
+                            "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
+    "refimpl/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
+                                "tests/test_tx_stateful.py",
+                                "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
+                                "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
 }
 DEFAULT_MODULES = list(MODULES)
 
