@@ -13,7 +13,22 @@ import pytest
 
 from spec import transactions as S
 from spec import tx_actions as T
-from spec.errors import InvalidArgument, InvalidTransition, ProviderPinned, UnknownBundle, UnknownIntent
+from spec.errors import (
+    CapacityDenied,
+    DeviceLost,
+    InvalidArgument,
+    InvalidBytes,
+    InvalidTransition,
+    ManagerPoisoned,
+    ProviderPinned,
+    ReservationOrder,
+    StaleGeneration,
+    UnknownAuthority,
+    UnknownBundle,
+    UnknownIntent,
+    UnknownTransaction,
+    ViewInUse,
+)
 from spec.guards import ALL_ON, GuardSet
 from spec.tx_lifecycle import TxPhase, ViewKind, ViewState
 from spec.types import ContextState
@@ -245,3 +260,161 @@ def test_refund_after_termination_off_refunds_an_aborted_open_transaction_at_los
     s = lost_while_open(GuardSet.without("refund_after_termination"))
     a = s.authorities[1]
     assert (a.used, a.stranded) == (0, 0)
+
+
+# --- refusals name what was wrong, on both sides of each boundary -----------------------------
+
+
+def executing():
+    """planned() with both authorities reserved, published (view 1) and executing on view 1."""
+    s, _ = run(T.Reserve(1, 1), T.Reserve(1, 2), T.Publish(1), T.Execute(1, 1, 1), state=planned())
+    return s
+
+
+def with_committed_view():
+    """Authorities 1, 2; transaction 1 committed (view 1 on authority 1); transaction 2 needs 20 B on 2, published (view 2)."""
+    s, _ = run(T.Plan(((2, 20),), 0, ViewKind.CONTIGUOUS), T.Reserve(2, 2), T.Publish(2), state=committed())
+    return s
+
+
+_P = (T.Plan, ((1, 10),), 0, ViewKind.CONTIGUOUS)
+TX_MESSAGES = [
+    ("not-an-action", planned, object(), InvalidArgument, r"^not a transaction action: <object object at "),
+    ("name", planned, T.AddAuthority("", 5), InvalidArgument, r"^name must be a non-empty str, got ''$"),
+    ("capacity", planned, T.AddAuthority("c", 0), InvalidBytes, r"^capacity must be in \[1, 2\*\*63-1\], got 0$"),
+    ("needs-type", planned, T.Plan([(1, 10)], 0, ViewKind.CONTIGUOUS), InvalidArgument,
+     r"^needs must be a tuple of 1\.\.8 \(authority, bytes\) pairs, got \[\(1, 10\)\]$"),
+    ("needs-too-many", planned, T.Plan(tuple((i, 1) for i in range(1, 10)), 0, ViewKind.CONTIGUOUS), InvalidArgument,
+     r"^needs must be a tuple of 1\.\.8 "),
+    ("pair-type", planned, T.Plan(([1, 10],), 0, ViewKind.CONTIGUOUS), InvalidArgument,
+     r"^needs must hold \(authority, bytes\) pairs, got \[1, 10\]$"),
+    ("pair-length", planned, T.Plan(((1, 10, 3),), 0, ViewKind.CONTIGUOUS), InvalidArgument,
+     r"^needs must hold \(authority, bytes\) pairs, got \(1, 10, 3\)$"),
+    ("needs-authority", planned, T.Plan((("1", 10),), 0, ViewKind.CONTIGUOUS), InvalidArgument,
+     r"^needs authority must be an int id, got '1'$"),
+    ("needs-bytes", planned, T.Plan(((1, 0),), 0, ViewKind.CONTIGUOUS), InvalidBytes,
+     r"^needs bytes must be in \[1, 2\*\*63-1\], got 0$"),
+    ("needs-twice", planned, T.Plan(((1, 10), (1, 5)), 0, ViewKind.CONTIGUOUS), InvalidArgument,
+     r"^needs name an authority twice: \[1, 1\]$"),
+    ("priority", planned, T.Plan(((1, 10),), 10, ViewKind.CONTIGUOUS), InvalidArgument,
+     r"^priority must be an int in \[0, 9\], got 10$"),
+    ("kind", planned, T.Plan(((1, 10),), 0, "contiguous"), InvalidArgument, r"^kind must be a ViewKind, got 'contiguous'$"),
+    ("bundle", planned, T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS, bundle="1"), InvalidArgument,
+     r"^bundle must be an int id, got '1'$"),
+    ("retry", planned, T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS, retry="1"), InvalidArgument,
+     r"^retry must be an int id, got '1'$"),
+    ("over-capacity", planned, T.Plan(((1, 101),), 0, ViewKind.CONTIGUOUS), CapacityDenied,
+     r"^authority 1: 101 B needed, capacity is 100 B$"),
+    ("lost", lambda: run(T.LoseDevice(1), state=planned())[0], T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS), DeviceLost,
+     r"^authority 1 \(a\) context is lost$"),
+    ("reserve-tx", planned, T.Reserve("1", 1), InvalidArgument, r"^tx must be an int id, got '1'$"),
+    ("reserve-authority", planned, T.Reserve(1, "1"), InvalidArgument, r"^authority must be an int id, got '1'$"),
+    ("not-needed", lambda: run(T.AddAuthority("c", 100), state=planned())[0], T.Reserve(1, 3), InvalidArgument,
+     r"^transaction 1 does not need authority 3$"),
+    ("held", lambda: run(T.Reserve(1, 1), state=planned())[0], T.Reserve(1, 1), InvalidTransition,
+     r"^transaction 1 already holds authority 1$"),
+    ("order", planned, T.Reserve(1, 2), ReservationOrder, r"^transaction 1 must reserve authority 1 before 2$"),
+    ("execute-tx", executing, T.Execute("1", 1, 1), InvalidArgument, r"^tx must be an int id, got '1'$"),
+    ("execute-view", executing, T.Execute(1, "1", 1), InvalidArgument, r"^view must be an int id, got '1'$"),
+    ("generation", executing, T.Execute(1, 1, 0), InvalidArgument, r"^generation must be an int >= 1, got 0$"),
+    ("bound", executing, T.Execute(1, 1, 1), InvalidTransition, r"^transaction 1 already binds view 1$"),
+    ("execute-phase", lambda: run(T.Plan(((2, 5),), 0, ViewKind.CONTIGUOUS), state=committed())[0], T.Execute(2, 1, 1),
+     InvalidTransition, r"^transaction 2: no transition for event 'execute' in phase 'planned'$"),
+    ("provisional", lambda: run(T.Plan(((2, 5),), 0, ViewKind.CONTIGUOUS), T.Reserve(3, 2), T.Publish(3),
+                                state=with_committed_view())[0],
+     T.Execute(3, 2, 1), InvalidArgument, r"^view 2 is the provisional view of transaction 2$"),
+    ("view-lost", lambda: run(T.LoseDevice(1), state=with_committed_view())[0], T.Execute(2, 1, 1), DeviceLost,
+     r"^view 1 is invalid: its device context was lost$"),
+    ("stale", lambda: run(T.Remap(1), state=with_committed_view())[0], T.Execute(2, 1, 1), StaleGeneration,
+     r"^view 1 is at generation 2, not 1$"),
+    ("remap-view", executing, T.Remap("1"), InvalidArgument, r"^view must be an int id, got '1'$"),
+    ("remap-lost", lambda: run(T.LoseDevice(1), state=committed())[0], T.Remap(1), DeviceLost,
+     r"^view 1 is invalid: its device context was lost$"),
+    ("remap-in-use", executing, T.Remap(1), ViewInUse, r"^view 1 is bound to execution\(s\) \[1\]$"),
+    ("abort-committed", committed, T.Abort(1), InvalidTransition,
+     r"^transaction 1: no transition for event 'abort' in phase 'committed'$"),
+    ("retired", lambda: run(T.Abort(1), state=planned())[0], T.Publish(1), InvalidTransition,
+     r"^transaction 1 is already aborted or released$"),
+    ("never", planned, T.Publish(0), UnknownTransaction, r"^transaction 0 is not known$"),
+    ("remove-float", planned, T.RemoveAuthority(1.0), UnknownAuthority, r"^authority 1\.0 is not known$"),
+    ("poisoned", lambda: run(T.CorruptLedger(), state=planned())[0], T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS),
+     ManagerPoisoned, r"^the ledger was found corrupt; the manager grants nothing$"),
+]
+
+
+@pytest.mark.parametrize(("make", "act", "error", "msg"), [m[1:] for m in TX_MESSAGES], ids=[m[0] for m in TX_MESSAGES])
+def test_invalid_tx_action_message(make, act, error, msg) -> None:
+    s = make()
+    with pytest.raises(error, match=msg):
+        S.step(s, act)
+
+
+def test_plan_of_exactly_the_capacity_and_of_max_needs() -> None:
+    s, _ = run(*[T.AddAuthority(f"x{i}", 100) for i in range(8)])
+    s, (t1, t2) = run(T.Plan(((1, 100),), 0, ViewKind.CONTIGUOUS),
+                      T.Plan(tuple((i, 1) for i in range(1, 9)), 9, ViewKind.OPAQUE), state=s)
+    assert len(s.txs[t2].needs) == 8 and s.txs[t1].needs == ((1, 100),)
+
+
+def test_reserve_of_exactly_the_free_bytes() -> None:
+    s, (_, _, r) = run(T.AddAuthority("a", 100), T.Plan(((1, 100),), 0, ViewKind.CONTIGUOUS), T.Reserve(1, 1))
+    assert (r, s.txs[1].phase, s.authorities[1].used) == (None, TxPhase.RESERVED, 100)
+
+
+def test_add_authority_by_name_returns_the_existing_one() -> None:
+    s, (a, b) = run(T.AddAuthority("a", 100), T.AddAuthority("a", 7))
+    assert (a, b, s.authorities[1].capacity, s.next_authority) == (1, 1, 100, 2)
+
+
+def test_ordered_reservation_off_holds_out_of_order() -> None:
+    # The guard's harm: holding 2 while waiting for 1 is the half of a hold-and-wait cycle (C4).
+    s, _ = run(T.Reserve(1, 2), state=planned(), guards=GuardSet.without("ordered_reservation"))
+    assert s.txs[1].held == ((2, 20),)
+
+
+def test_invalid_reserve_after_an_early_publish_names_the_phase() -> None:
+    off = GuardSet.without("publish_after_all_held")
+    s, _ = run(T.Publish(1), state=planned(), guards=off)
+    with pytest.raises(InvalidTransition, match=r"^transaction 1: no transition for event 'reserve' in phase 'published'$"):
+        S.step(s, T.Reserve(1, 1), off)
+
+
+def test_current_generation_off_binds_a_stale_mapping() -> None:
+    s, _ = run(T.Remap(1), state=with_committed_view())
+    s, _ = run(T.Execute(2, 1, 1), state=s, guards=GuardSet.without("current_generation"))
+    assert s.txs[2].bound == ((1, 1),) and s.views[1].generation == 2
+
+
+def test_remap_when_idle_off_remaps_under_an_execution() -> None:
+    s, (gen,) = run(T.Remap(1), state=executing(), guards=GuardSet.without("remap_when_idle"))
+    assert (gen, s.views[1].users) == (2, (1,))
+
+
+def test_poisoned_manager_refuses_off_grants() -> None:
+    # The guard's harm: a manager whose ledger is known corrupt keeps granting (I5).
+    s, (_, t) = run(T.CorruptLedger(), T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS), state=planned(),
+                    guards=GuardSet.without("poisoned_manager_refuses"))
+    assert s.txs[t].phase is TxPhase.PLANNED
+
+
+def test_retry_keeps_its_arbitration_identity() -> None:
+    s, _ = run(T.Plan(((1, 10),), 5, ViewKind.CONTIGUOUS), state=planned())  # transaction 2, seq 2
+    s, (iid,) = run(T.Abort(1), state=s)
+    s, (t,) = run(T.Plan(((1, 10),), 3, ViewKind.CONTIGUOUS, retry=iid), state=s)
+    assert (s.txs[t].seq, s.txs[t].priority, s.txs[t].age, s.next_seq) == (1, 0, 1, 3)
+    assert iid not in s.intents
+
+
+def test_retry_keeps_identity_off_starts_over() -> None:
+    # The guard's harm: a retried transaction loses its place and its age, so it can starve (C4).
+    off = GuardSet.without("retry_keeps_identity")
+    s, (iid,) = run(T.Abort(1), state=planned(), guards=off)
+    s, (t,) = run(T.Plan(((1, 10),), 3, ViewKind.CONTIGUOUS, retry=iid), state=s, guards=off)
+    assert (s.txs[t].seq, s.txs[t].priority, s.txs[t].age, s.next_seq) == (2, 3, 0, 3)
+
+
+def test_atomic_bundle_off_keeps_advancing_one_part() -> None:
+    off = GuardSet.without("atomic_bundle")
+    s, _ = run(T.Commit(1), T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS, bundle=1), T.Reserve(2, 1), T.Publish(2),
+               T.Execute(2, 2, 1), T.Commit(2), state=bundled(off), guards=off)
+    assert s.bundles[1].versions == (2, 0, 0, 0)
