@@ -422,10 +422,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   {counts['mutants']} mutants, rate {float(counts['kill_rate']):.1%}, {counts['wall_s']} s", flush=True)  # type: ignore[arg-type]
     total = round(time.monotonic() - t0, 1)
     # Re-read before writing: another invocation (other modules) may have written meanwhile.
-    merged = json.loads(RESULTS.read_text())["modules"] if RESULTS.exists() else {}
-    merged.update({m: results[m] for m in modules})
-    results = merged
-    RESULTS.write_text(json.dumps({"tool": _tool_version(), "modules": dict(sorted(results.items()))}, indent=1) + "\n")
+    # A run cut short by the budget is kept apart: its rate is not a result and has no floor.
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    merged, cut = old.get("modules", {}), old.get("incomplete", {})
+    for m in modules:
+        merged.pop(m, None)
+        cut.pop(m, None)
+        (cut if results[m]["incomplete"] else merged)[m] = results[m]
+    RESULTS.write_text(json.dumps({"tool": _tool_version(), "modules": dict(sorted(merged.items())),
+                                   "incomplete": dict(sorted(cut.items()))}, indent=1) + "\n")
+    results = {**cut, **merged}
 
     print()
     print(_table(results, list(MODULES)))

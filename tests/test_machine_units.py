@@ -13,11 +13,20 @@ from __future__ import annotations
 import pytest
 
 from spec import actions as A
-from spec.errors import AllowanceExceeded, CapacityDenied, InvalidTransition, UnknownAllowance
+from spec.errors import (
+    AllowanceExceeded,
+    CapacityDenied,
+    ForeignHolder,
+    InvalidArgument,
+    InvalidBytes,
+    InvalidTransition,
+    UnknownAllowance,
+    UnknownHolder,
+)
 from spec.guards import ALL_ON, GuardSet
 from spec.machine import apply, step
 from spec.state import EMPTY, Allowance, State
-from spec.types import Role, Tier
+from spec.types import MAX_BYTES, Role, Tier
 
 DEV = Tier.DEVICE
 
@@ -143,3 +152,48 @@ def test_invalid_confirm_termination_of_an_active_context_names_the_authority() 
     with pytest.raises(InvalidTransition,
                        match=r"^authority 1: no transition for event 'confirm-termination' in state 'active'$"):
         step(state, A.ConfirmTermination(1))
+
+
+# --- refusals name what was wrong (STYLE 6) -------------------------------------------------
+
+
+def two_holders() -> State:
+    """allowance_world() plus holder 2, and allocation 1 of holder 1 (40 B live on gpu0)."""
+    state, _ = run(A.RegisterHolder("bob"), A.Reserve(1, 1, DEV, 40, Role.KV), A.Commit(1, 1, 40), state=allowance_world())
+    return state
+
+
+MACHINE_MESSAGES = [
+    ("pool", A.RegisterAuthority("", DEV, 10), InvalidArgument, r"^pool must be a non-empty str, got ''$"),
+    ("tier", A.RegisterAuthority("p", "device", 10), InvalidArgument, r"^tier must be a Tier, got 'device'$"),
+    ("view", A.RegisterAlias(1, ""), InvalidArgument, r"^view must be a non-empty str, got ''$"),
+    ("holder-name", A.RegisterHolder(""), InvalidArgument, r"^holder name must be a non-empty str, got ''$"),
+    ("reserve-tier", A.Reserve(1, 1, "device", 5, Role.KV), InvalidArgument, r"^tier must be a Tier, got 'device'$"),
+    ("reserve-role", A.Reserve(1, 1, DEV, 5, "kv"), InvalidArgument, r"^role must be a Role, got 'kv'$"),
+    ("holder-float", A.Reserve(1.0, 1, DEV, 5, Role.KV), UnknownHolder, r"^holder 1\.0 is not registered$"),
+    ("foreign-allocation", A.Release(2, 1), ForeignHolder, r"^allocation 1 belongs to holder 1, not 2$"),
+    ("foreign-allowance", A.ReserveGrowth(2, 1, 1), ForeignHolder, r"^allowance 1 belongs to holder 1, not 2$"),
+    ("lifecycle", A.Commit(1, 1, 40), InvalidTransition, r"^allocation 1: no transition for event 'commit' in state 'live'$"),
+    ("limit", A.Reserve(1, 1, DEV, 961, Role.KV), CapacityDenied, r"^authority 1: 961 B requested, 960 B available$"),
+]
+
+
+@pytest.mark.parametrize(("act", "error", "msg"), [m[1:] for m in MACHINE_MESSAGES], ids=[m[0] for m in MACHINE_MESSAGES])
+def test_invalid_machine_action_message(act, error, msg) -> None:
+    with pytest.raises(error, match=msg):
+        step(two_holders(), act)
+
+
+def test_invalid_reserve_when_oversubscribed_names_zero_available() -> None:
+    # A recording may push used past the limit (I2); a grant then sees 0 B available, never a negative figure.
+    state, _ = run(A.RegisterAuthority("gpu0", DEV, 100), A.RegisterHolder("a"), A.RecordCommitted(1, 1, DEV, 150, Role.KV))
+    with pytest.raises(CapacityDenied, match=r"^authority 1: 1 B requested, 0 B available$"):
+        step(state, A.Reserve(1, 1, DEV, 1, Role.KV))
+
+
+def test_record_up_to_max_bytes_then_refuse_the_overflow() -> None:
+    state, _ = run(A.RegisterAuthority("gpu0", DEV, 100), A.RegisterHolder("a"),
+                   A.RecordCommitted(1, 1, DEV, MAX_BYTES - 1, Role.KV), A.RecordCommitted(1, 1, DEV, 1, Role.KV))
+    assert state.authorities[1].used == MAX_BYTES
+    with pytest.raises(InvalidBytes, match=r"^authority 1: recording 1 B would overflow the ledger$"):
+        step(state, A.RecordCommitted(1, 1, DEV, 1, Role.KV))
