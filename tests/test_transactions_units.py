@@ -27,6 +27,7 @@ from spec.errors import (
     UnknownBundle,
     UnknownIntent,
     UnknownTransaction,
+    UnknownView,
     ViewInUse,
 )
 from spec.guards import ALL_ON, GuardSet
@@ -418,3 +419,14 @@ def test_atomic_bundle_off_keeps_advancing_one_part() -> None:
     s, _ = run(T.Commit(1), T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS, bundle=1), T.Reserve(2, 1), T.Publish(2),
                T.Execute(2, 2, 1), T.Commit(2), state=bundled(off), guards=off)
     assert s.bundles[1].versions == (2, 0, 0, 0)
+
+
+@pytest.mark.parametrize(("make", "act", "error", "msg"), [
+    (lambda: run(T.RemoveAuthority(3), state=run(T.AddAuthority("c", 10), state=planned())[0])[0],
+     T.LoseDevice(3), InvalidTransition, r"^authority 3 is removed$"),
+    (committed, T.Remap(9), UnknownView, r"^view 9 is not known$"),
+    (lambda: run(T.Release(1), state=committed())[0], T.Remap(1), InvalidTransition, r"^view 1 is already dropped$"),
+], ids=["removed-authority", "unknown-view", "dropped-view"])
+def test_invalid_lookup_names_the_record(make, act, error, msg) -> None:
+    with pytest.raises(error, match=msg):
+        S.step(make(), act)
