@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from spec import actions as A
 from spec.errors import AllowanceExceeded, InvalidBytes
 from spec.guards import ALL_ON, GuardSet
 from spec.state import Allowance
-from spec.types import Tier
+from spec.types import Role, Tier
 from invariants import contracts
 from invariants import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
@@ -100,3 +101,40 @@ def test_allowance_bounds_site_off_breaks_i4b(site: str) -> None:
         assert (w.reserved, w.mapped) == (0, 31)  # 1 B mapped that was never reserved
     else:
         assert w.reserved + w.mapped > w.limit
+
+
+# --- the release build's paths (contracts off) ---------------------------------------------
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["contracts-off", "contracts-on"])
+def test_every_operation_refines_the_spec_step_by_step(checked: bool) -> None:
+    # Each public operation has two paths: checked (debug contracts on) and plain (off, as under
+    # python -O). The suite runs with contracts on, so the plain paths are driven here: the world of
+    # tests/test_bad_input.py (every operation, every record state), spec and refimpl in lockstep.
+    import attrs
+
+    from spec.machine import step as spec_step
+    from spec.state import EMPTY
+    from refimpl.adapter import method_name
+    from test_bad_input import build_world
+
+    contracts.enable() if checked else contracts.disable()
+    pmm = ProcessMemoryManager()
+    state = EMPTY
+    seen = set()
+
+    def do(action):
+        nonlocal state
+        state, expected = spec_step(state, action)
+        got = getattr(pmm, method_name(action))(**attrs.asdict(action, recurse=False))
+        assert got == expected, action
+        assert pmm.abstract() == state, action
+        seen.add(type(action).__name__)
+        return got
+
+    w = build_world(do)
+    do(A.Release(w.h, w.live))
+    do(A.RecordCommitted(w.h, w.host, Tier.HOST, 10, Role.KV))
+    do(A.UnmapAllowance(w.h, w.allow, 5))
+    do(A.TransferAllowance(w.h, w.allow, w.allow_bob, 10))
+    assert len(seen) == 17  # every governor action (spec.actions) was driven
