@@ -197,3 +197,20 @@ def test_record_up_to_max_bytes_then_refuse_the_overflow() -> None:
     assert state.authorities[1].used == MAX_BYTES
     with pytest.raises(InvalidBytes, match=r"^authority 1: recording 1 B would overflow the ledger$"):
         step(state, A.RecordCommitted(1, 1, DEV, 1, Role.KV))
+
+
+@pytest.mark.parametrize(("act", "error", "msg"), [
+    (A.Reserve(1, 1, DEV, 0, Role.KV), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+    (A.Reserve(1, 1, DEV, 2.0, Role.KV), InvalidBytes, r"^nbytes must be an int, got float$"),
+    (A.Quarantine(1, 1, -1), InvalidBytes, r"^released must be in \[0, 2\*\*63-1\], got -1$"),
+    (A.Quarantine(1, 1, 2**63), InvalidBytes, r"^released must be in \[0, 2\*\*63-1\], got 9223372036854775808$"),
+    (object(), InvalidArgument, r"^not a governor action: <object object at "),
+], ids=["zero", "float", "negative-zero-ok", "huge-zero-ok", "not-an-action"])
+def test_invalid_bytes_name_the_bounds(act, error, msg) -> None:
+    with pytest.raises(error, match=msg):
+        step(two_holders(), act)
+
+
+def test_quarantine_of_zero_released_bytes() -> None:
+    new = apply(two_holders(), A.Quarantine(1, 1, 0))
+    assert new.allocations[1].charge == 40
