@@ -356,6 +356,7 @@ def run_module(module: str, workdir: Path, max_children: int, budget_s: float,
     walls = json.loads((here / "walls.json").read_text()) if resume and (here / "walls.json").exists() else []
     (here / "walls.json").write_text(json.dumps([*walls, round(wall, 1)]))
     statuses = _statuses(here, module)
+    total = len(statuses)
     if incomplete:
         statuses = {k: v for k, v in statuses.items() if v != "not checked"}
     diffs = _diffs(here, module, [m for m, s in statuses.items() if s not in _DETECTED])
@@ -366,6 +367,7 @@ def run_module(module: str, workdir: Path, max_children: int, budget_s: float,
     counts["wall_s_before_resume"] = round(before, 1)
     counts["mutmut_config"] = (here / "pyproject.toml").read_text().split("\n\n")[0]
     counts["incomplete"] = incomplete
+    counts["not_checked"] = total - len(statuses)  # > 0 only when the budget cut the run
     return counts, errors
 
 
