@@ -1,0 +1,468 @@
+"""Mutation testing of spec/ and the refimpl core with mutmut, one module at a time, with a ratchet.
+
+Why mutmut (3.x): it is maintained, mutates with libcst (so the mutants are
+real Python edits, shown as diffs), and it runs each mutant against only the
+tests that called the mutated function (it records that in one instrumented
+run of the selection). That per-function selection is what makes a run
+affordable on a 2-core machine where the whole suite takes minutes.
+
+How a run is shaped, per target module:
+  * a scratch copy of spec/, invariants/, refimpl/, tests/ and docs/ under
+    --workdir (the working tree is never touched; each module has its own
+    copy, so one module's mutants cannot leak into another's run);
+  * a generated [tool.mutmut] that mutates that one file and selects a small,
+    fast set of test files known to exercise it (MODULES below);
+  * Hypothesis in conftest's "mutation" profile (derandomized, no database,
+    15 examples x 20 steps), so a mutant's verdict does not depend on example
+    history and a stateful campaign costs well under a second;
+  * a wall-clock budget per module (--budget-s); a module that runs out is
+    reported with what it finished, and marked incomplete.
+
+Classification. mutmut's exit codes map to killed / survived / timeout /
+no tests / other. A timeout counts as detected (the mutant made the tests
+hang or loop). "no tests" (no selected test calls the function) counts as
+survived: it is a gap. Equivalent mutants are never auto-classified: they
+are listed by hand in benchmarks/mutation-equivalent.toml, each with its id,
+the mutated line it must still show, and a one-line reason; an entry whose
+mutant was killed, or whose diff no longer shows that line, is an error.
+
+    kill rate = (killed + timeout) / (mutants - equivalent)
+
+Outputs: a per-module table on stdout, benchmarks/mutation-results.json, and
+benchmarks/mutation-ratchet.json (per-module floors; raised to the new rate,
+never lowered unless --lower-ratchet). tests/test_mutation_ratchet.py checks
+the two files against each other without running anything.
+
+    python benchmarks/mutation.py [--modules spec/arith.py,...] [--max-children 2]
+                                  [--budget-s 900] [--workdir .mutation-work]
+                                  [--lower-ratchet] [--no-ratchet] [--resume]
+
+Not part of the pytest run or .ci/run: a full run takes tens of minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "mutation-results.json"
+RATCHET = ROOT / "benchmarks" / "mutation-ratchet.json"
+EQUIVALENT = ROOT / "benchmarks" / "mutation-equivalent.toml"
+
+#: Target module -> the test files run against its mutants (mutmut then
+#: narrows to the tests that called each mutated function). Chosen fast:
+#: no CrossHair, no ORT, no real-thread suites unless the module is threaded.
+MODULES: dict[str, list[str]] = {
+    "spec/arith.py": ["tests/test_arith_units.py"],
+    "spec/lifecycle.py": ["tests/test_lifecycle.py", "tests/test_lifecycle_tables.py"],
+    "spec/tickets.py": ["tests/test_pressure_spec.py", "tests/test_tickets_tables.py"],
+    "spec/tx_lifecycle.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_lifecycle_tables.py"],
+    "spec/machine.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_explore.py", "tests/test_replay.py",
+                        "tests/test_machine_units.py", "tests/test_stateful.py",
+                        "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
+                        "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines",
+                        # the explorer's own end-to-end runs (2-9 s each): its per-guard cases stay
+                        "--deselect", "tests/test_explore.py::test_verify_explorer_phase_finds_every_spec_guard",
+                        "--deselect", "tests/test_explore.py::test_report_json_carries_explorer_figures",
+                        "--deselect", "tests/test_explore.py::test_explorer_exhausts_quick_scope_without_violation",
+                        "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # The two end-to-end campaign tests (150 and 80 examples, fixed) are left out; the two state machines stay.
+    "spec/pressure.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py", "tests/test_pressure_units.py",
+                         "tests/test_pressure_stateful.py",
+                         "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
+                         "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
+    "spec/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
+                             "tests/test_transactions_units.py",
+                             "tests/test_tx_stateful.py",
+                             "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
+                             "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
+    # The two campaign tests (fixed 40 x 30 and 100 x 30 examples, 10-20 s) are left out.
+    "spec/admission.py": ["tests/test_admission.py", "tests/test_admission_units.py",
+                          "--deselect", "tests/test_admission.py::test_admission_models_refine_spec",
+                          "--deselect", "tests/test_admission.py::test_admission_negative_controls"],
+    # refimpl: the same scripted suites drive it through its adapters; the real-thread suites
+    # (test_*threads.py, 5-6 s of waiting each) are left out, so lock-ordering mutants may survive.
+    "refimpl/governor.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_authorities.py",
+                            "tests/test_contracts.py", "tests/test_replay.py", "tests/test_stateful.py",
+                            "tests/test_governor_units.py",
+                            # introspects the class's public methods, which mutmut's trampolines add to
+                            "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
+                            "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
+                            "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
+                            "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
+    "refimpl/pressure.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
+                            "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
+                            "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
+                            "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
+    "refimpl/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
+                                "tests/test_tx_stateful.py",
+                                "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
+                                "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
+}
+DEFAULT_MODULES = list(MODULES)
+
+#: mutmut exit-code statuses -> the classes reported here.
+_DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
+_STATUS_CLASS = {"killed": "killed", "timeout": "timeout", "survived": "survived", "no tests": "no_tests"}
+
+COPIED = ["spec", "invariants", "refimpl", "tests", "docs"]  # docs: the trace schema some tests read
+
+
+def _slug(module: str) -> str:
+    return module.removesuffix(".py").replace("/", ".")
+
+
+def _mutmut_config(module: str, tests: list[str]) -> str:
+    """The pyproject.toml of one module's scratch copy."""
+    lines = [
+        "[tool.mutmut]",
+        'source_paths = ["spec", "invariants", "refimpl"]',
+        f"only_mutate = [{json.dumps(module)}]",
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        # -x: a mutant is killed by its first failure; no cache, no -ra noise.
+        'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]',
+        "use_git_change_detection = false",
+        'also_copy = ["docs"]',
+        # CPU-time limits (not wall: the machine is shared): 4 x (2 x the tests' own time + 1 s).
+        "timeout_multiplier = 4.0",
+        "",
+        "[tool.pytest.ini_options]",
+        'testpaths = ["tests"]',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _prepare(workdir: Path, module: str, tests: list[str]) -> Path:
+    here = workdir / _slug(module)
+    if here.exists():
+        shutil.rmtree(here)
+    here.mkdir(parents=True)
+    for name in COPIED:
+        shutil.copytree(ROOT / name, here / name, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    (here / "pyproject.toml").write_text(_mutmut_config(module, tests))
+    return here
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    # conftest's "mutation" Hypothesis profile: derandomized, no example database, 15 examples x 20 steps.
+    env["HYPOTHESIS_PROFILE"] = "mutation"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _mutmut(here: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=here, env=_env(), text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def _statuses(here: Path, module: str) -> dict[str, str]:
+    """Mutant id -> mutmut status, read from mutmut's own meta file."""
+    from mutmut.stats import status_by_exit_code
+
+    meta = here / "mutants" / (module + ".meta")
+    data = json.loads(meta.read_text())
+    return {k: status_by_exit_code[v] for k, v in sorted(data["exit_code_by_key"].items())}
+
+
+def _diffs(here: Path, module: str, mutants: list[str]) -> dict[str, str]:
+    """The changed lines of each mutant, as `mutmut show` prints them (read in-process: one
+    `mutmut show` per survivor costs a second or more on a loaded machine)."""
+    from mutmut.configuration import reset_config
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    old = os.getcwd()
+    os.chdir(here)
+    reset_config()
+    try:
+        out = {}
+        for m in mutants:
+            diff = get_diff_for_mutant(m, path=module)
+            out[m] = "\n".join(line for line in diff.splitlines()
+                               if line.startswith(("-", "+")) and not line.startswith(("---", "+++")))
+        return out
+    finally:
+        os.chdir(old)
+        reset_config()
+
+
+def load_equivalent(path: Path = EQUIVALENT) -> list[dict[str, str]]:
+    """The reviewed list of equivalent mutants (module, mutant, line, reason)."""
+    if not path.exists():
+        return []
+    entries = tomllib.loads(path.read_text()).get("equivalent", [])
+    for e in entries:
+        missing = {"module", "mutant", "line", "reason"} - set(e)
+        if missing:
+            raise ValueError(f"{path.name}: entry {e.get('mutant')!r} lacks {sorted(missing)}")
+    return entries
+
+
+def classify(module: str, statuses: dict[str, str], diffs: dict[str, str],
+             equivalent: list[dict[str, str]]) -> tuple[dict[str, object], list[str]]:
+    """Counts and survivors of one module; errors for equivalent entries that do not hold."""
+    errors: list[str] = []
+    marked = {}
+    for e in equivalent:
+        if e["module"] != module:
+            continue
+        m = e["mutant"]
+        if m not in statuses:
+            errors.append(f"equivalent entry {m}: no such mutant")
+        elif statuses[m] in _DETECTED:
+            errors.append(f"equivalent entry {m}: it was {statuses[m]}, so it is not equivalent")
+        elif e["line"].strip() not in diffs.get(m, ""):
+            errors.append(f"equivalent entry {m}: its diff no longer shows {e['line'].strip()!r} (stale id)")
+        else:
+            marked[m] = e["reason"]
+    counts = {"mutants": len(statuses), "killed": 0, "timeout": 0, "survived": 0, "no_tests": 0, "other": 0,
+              "equivalent": len(marked)}
+    survivors = []
+    for m, status in statuses.items():
+        if m in marked:
+            continue
+        cls = _STATUS_CLASS.get(status, "killed" if status in _DETECTED else "other")
+        counts[cls] += 1
+        if cls in ("survived", "no_tests", "other"):
+            survivors.append({"mutant": m, "status": status, "diff": diffs.get(m, "")})
+    counts["kill_rate"] = kill_rate(counts)
+    counts["survivors"] = survivors
+    counts["equivalent_marked"] = [{"mutant": m, "reason": r} for m, r in sorted(marked.items())]
+    return counts, errors
+
+
+def kill_rate(c: dict[str, object]) -> float:
+    """(killed + timeout) / (mutants - equivalent); 1.0 when nothing is left to kill."""
+    denom = int(c["mutants"]) - int(c["equivalent"])  # type: ignore[call-overload]
+    detected = int(c["killed"]) + int(c["timeout"])  # type: ignore[call-overload]
+    return round(detected / denom, 4) if denom else 1.0
+
+
+def check_ratchet(results: dict[str, dict[str, object]], ratchet: dict[str, float]) -> list[str]:
+    """Every ratchet module has a result at or above its floor; every module run is in the ratchet;
+    every result's counts add up and its rate is the one its counts give."""
+    problems = []
+    for module, floor in sorted(ratchet.items()):
+        r = results.get(module)
+        if r is None:
+            problems.append(f"{module}: in the ratchet but not in the results")
+            continue
+        if float(r["kill_rate"]) < floor:  # type: ignore[arg-type]
+            problems.append(f"{module}: kill rate {r['kill_rate']} below the ratchet floor {floor}")
+    for module, r in sorted(results.items()):
+        if module not in ratchet:
+            problems.append(f"{module}: run, but has no ratchet floor")
+        parts = sum(int(r[k]) for k in ("killed", "timeout", "survived", "no_tests", "other", "equivalent"))  # type: ignore[call-overload]
+        if parts != r["mutants"]:
+            problems.append(f"{module}: counts add up to {parts}, not {r['mutants']} mutants")
+        if r.get("incomplete"):
+            problems.append(f"{module}: the run did not finish (budget), its rate is not a result")
+        if kill_rate(r) != r["kill_rate"]:
+            problems.append(f"{module}: kill rate {r['kill_rate']} is not what its counts give ({kill_rate(r)})")
+    return problems
+
+
+def next_ratchet(old: dict[str, float], results: dict[str, dict[str, object]], modules: list[str],
+                 *, allow_lower: bool) -> tuple[dict[str, float], list[str]]:
+    """The ratchet after a run of `modules`: floors rise to the new rates and never fall unless
+    allow_lower; a module whose run did not finish keeps its old floor. Returns (floors, refused)."""
+    new = dict(old)
+    refused = []
+    for module in modules:
+        r = results[module]
+        if r.get("incomplete"):
+            continue
+        rate = float(r["kill_rate"])  # type: ignore[arg-type]
+        floor = old.get(module)
+        if floor is None or rate >= floor:
+            new[module] = rate
+        elif allow_lower:
+            new[module] = rate
+        else:
+            refused.append(f"{module}: {rate} < floor {floor}")
+    return new, refused
+
+
+def _test_files(selection: list[str]) -> list[str]:
+    return [a for a in selection if a.endswith(".py")]
+
+
+def _resume(workdir: Path, module: str, tests: list[str]) -> tuple[Path, list[str]]:
+    """The module's existing copy with today's tests/, and the mutants it has not yet detected.
+
+    Only valid when the selection is unchanged (mutmut resets every verdict when it changes) and
+    tests were only added: a detected mutant stays detected because the test that caught it is
+    still there, so rerunning the others with the new tests gives the same figures as a full run."""
+    here = workdir / _slug(module)
+    if not (here / "mutants" / (module + ".meta")).exists():
+        raise SystemExit(f"--resume: no earlier run of {module} under {workdir}")
+    def selection(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith(("pytest_add_cli_args", "only_mutate"))]
+
+    # The copy keeps its own pyproject.toml: a changed selection would make mutmut reset every verdict.
+    if selection((here / "pyproject.toml").read_text()) != selection(_mutmut_config(module, tests)):
+        raise SystemExit(f"--resume: the test selection of {module} changed since its run; run it in full")
+    for dst in (here / "tests", here / "mutants" / "tests"):
+        shutil.copytree(ROOT / "tests", dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return here, [m for m, st in _statuses(here, module).items() if st not in _DETECTED]
+
+
+def run_module(module: str, workdir: Path, max_children: int, budget_s: float,
+               equivalent: list[dict[str, str]], resume: bool = False) -> tuple[dict[str, object], list[str]]:
+    names: list[str] = []
+    before = 0.0
+    if resume:
+        here = workdir / _slug(module)
+        # walls.json: the wall seconds of every earlier invocation on this copy (the full run first).
+        before = sum(json.loads((here / "walls.json").read_text())) if (here / "walls.json").exists() else 0.0
+        here, names = _resume(workdir, module, MODULES[module])
+        print(f"   resuming: rerunning {len(names)} undetected mutants with today's tests", flush=True)
+    else:
+        here = _prepare(workdir, module, MODULES[module])
+    start = time.monotonic()
+    incomplete = False
+    try:
+        # mutmut's progress goes to a log beside the copy (tail -f it); its own spinner is noise here.
+        # Own process group, so the budget stops mutmut's forked workers too, not only its parent.
+        with open(here / "mutmut-run.log", "a" if resume else "w") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *names],
+                                    cwd=here, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                proc.wait(timeout=budget_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                raise
+        if proc.returncode != 0:
+            tail = (here / "mutmut-run.log").read_text()[-4000:]
+            raise RuntimeError(f"mutmut run failed for {module} (rc {proc.returncode}):\n{tail}")
+    except subprocess.TimeoutExpired:
+        incomplete = True
+    wall = time.monotonic() - start
+    walls = json.loads((here / "walls.json").read_text()) if resume and (here / "walls.json").exists() else []
+    (here / "walls.json").write_text(json.dumps([*walls, round(wall, 1)]))
+    statuses = _statuses(here, module)
+    total = len(statuses)
+    if incomplete:
+        statuses = {k: v for k, v in statuses.items() if v != "not checked"}
+    diffs = _diffs(here, module, [m for m, s in statuses.items() if s not in _DETECTED])
+    counts, errors = classify(module, statuses, diffs, equivalent)
+    counts["tests"] = MODULES[module]
+    counts["wall_s"] = round(wall, 1)
+    counts["resumed"] = resume
+    counts["wall_s_before_resume"] = round(before, 1)
+    counts["mutmut_config"] = (here / "pyproject.toml").read_text().split("\n\n")[0]
+    counts["incomplete"] = incomplete
+    counts["not_checked"] = total - len(statuses)  # > 0 only when the budget cut the run
+    return counts, errors
+
+
+def _table(results: dict[str, dict[str, object]], modules: list[str]) -> str:
+    head = f"{'module':28} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8} {'no tests':>8} {'equiv':>5} {'rate':>7} {'wall s':>7}"
+    rows = [head, "-" * len(head)]
+    for m in modules:
+        r = results.get(m)
+        if r is None:
+            rows.append(f"{m:28} not run")
+            continue
+        flag = " (incomplete)" if r.get("incomplete") else ""
+        rows.append(f"{m:28} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>7} {r['survived']:>8} "
+                    f"{r['no_tests']:>8} {r['equivalent']:>5} {float(r['kill_rate']):>7.1%} {r.get('wall_s_total', r['wall_s']):>7}{flag}")  # type: ignore[arg-type]
+    return "\n".join(rows)
+
+
+def _git_head() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--modules", default=",".join(DEFAULT_MODULES))
+    ap.add_argument("--max-children", type=int, default=2)
+    ap.add_argument("--budget-s", type=float, default=900.0, help="wall-clock budget per module")
+    ap.add_argument("--workdir", type=Path, default=ROOT / ".mutation-work")
+    ap.add_argument("--lower-ratchet", action="store_true", help="allow a floor to fall to the new rate")
+    ap.add_argument("--no-ratchet", action="store_true", help="do not touch the ratchet file")
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse each module's last copy; rerun only its undetected mutants with the current tests")
+    args = ap.parse_args(argv)
+    modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+    unknown = [m for m in modules if m not in MODULES]
+    if unknown:
+        ap.error(f"no test selection for {unknown}; known: {sorted(MODULES)}")
+
+    equivalent = load_equivalent()
+    results = json.loads(RESULTS.read_text())["modules"] if RESULTS.exists() else {}
+    errors: list[str] = []
+    t0 = time.monotonic()
+    for module in modules:
+        print(f"== {module}: {len(_test_files(MODULES[module]))} test files", flush=True)
+        counts, errs = run_module(module, args.workdir, args.max_children, args.budget_s, equivalent, args.resume)
+        prev = results.get(module, {})
+        counts["wall_s_total"] = round(counts["wall_s"] + counts["wall_s_before_resume"], 1)  # type: ignore[operator]
+        counts["commit"] = _git_head()
+        counts["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        results[module] = counts
+        errors += errs
+        print(f"   {counts['mutants']} mutants, rate {float(counts['kill_rate']):.1%}, {counts['wall_s']} s", flush=True)  # type: ignore[arg-type]
+    total = round(time.monotonic() - t0, 1)
+    # Re-read before writing: another invocation (other modules) may have written meanwhile.
+    # A run cut short by the budget is kept apart: its rate is not a result and has no floor.
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    merged, cut = old.get("modules", {}), old.get("incomplete", {})
+    for m in modules:
+        merged.pop(m, None)
+        cut.pop(m, None)
+        (cut if results[m]["incomplete"] else merged)[m] = results[m]
+    RESULTS.write_text(json.dumps({"tool": _tool_version(), "modules": dict(sorted(merged.items())),
+                                   "incomplete": dict(sorted(cut.items()))}, indent=1) + "\n")
+    results = {**cut, **merged}
+
+    print()
+    print(_table(results, list(MODULES)))
+    print(f"\nthis run: {total} s for {len(modules)} module(s); results in {RESULTS.relative_to(ROOT)}")
+    for module in modules:
+        for s in results[module]["survivors"]:  # type: ignore[union-attr]
+            print(f"\n{s['status']}: {s['mutant']}\n{s['diff']}")
+    for e in errors:
+        print(f"ERROR: {e}")
+
+    rc = 1 if errors else 0
+    if not args.no_ratchet:
+        ratchet = json.loads(RATCHET.read_text())["floors"] if RATCHET.exists() else {}
+        new, refused = next_ratchet(ratchet, results, modules, allow_lower=args.lower_ratchet)
+        if refused:
+            print("REFUSED to lower the ratchet (pass --lower-ratchet to accept):\n  " + "\n  ".join(refused))
+            rc = 1
+        RATCHET.write_text(json.dumps({"floors": dict(sorted(new.items()))}, indent=1) + "\n")
+    return rc
+
+
+def _tool_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"mutmut {version('mutmut')}"
+    except Exception:  # noqa: BLE001 - the version is a label only
+        return "mutmut (version unknown)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""refimpl/governor.py scripted: allowance figures and boundaries, one allowance_bounds control per site (I4b).
+
+The same world as tests/test_machine_units.py, driven on ProcessMemoryManager
+directly: refimpl is an independent implementation, so its own messages and
+its own `<=` / `<` are pinned here, and each allowance_bounds site is shown
+necessary on its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spec import actions as A
+from spec.errors import AllowanceExceeded, InvalidBytes
+from spec.guards import ALL_ON, GuardSet
+from spec.state import Allowance
+from spec.types import Role, Tier
+from invariants import contracts
+from invariants import InvariantViolation
+from refimpl.governor import ProcessMemoryManager
+
+DEV = Tier.DEVICE
+
+
+def world(guards: GuardSet = ALL_ON) -> ProcessMemoryManager:
+    """gpu0 (1000 B), holder 1, allowance 1 (limit 100: reserved 10, mapped 20, 70 B free), allowance 2 (limit 50)."""
+    pmm = ProcessMemoryManager(guards=guards)
+    assert pmm.register_authority("gpu0", DEV, 1000) == 1
+    assert pmm.register_holder("alice") == 1
+    assert pmm.open_allowance(1, 1, 100) == 1
+    pmm.reserve_growth(1, 1, 30)
+    pmm.map_allowance(1, 1, 20)
+    assert pmm.open_allowance(1, 1, 50) == 2
+    assert pmm.abstract().allowances[1] == Allowance(1, 1, 1, 100, 10, 20)
+    return pmm
+
+
+def test_reserve_growth_up_to_the_free_bytes() -> None:
+    pmm = world()
+    pmm.reserve_growth(1, 1, 70)
+    assert pmm.abstract().allowances[1] == Allowance(1, 1, 1, 100, 80, 20)
+
+
+def test_invalid_reserve_growth_names_the_free_bytes() -> None:
+    pmm = world()
+    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: 71 B asked, 70 B free$"):
+        pmm.reserve_growth(1, 1, 71)
+    assert pmm.abstract() == world().abstract()
+
+
+def test_map_all_reserved_bytes() -> None:
+    pmm = world()
+    pmm.map_allowance(1, 1, 10)
+    assert pmm.abstract().allowances[1] == Allowance(1, 1, 1, 100, 0, 30)
+
+
+def test_invalid_map_names_the_reserved_bytes() -> None:
+    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: 11 B to map, 10 B reserved$"):
+        world().map_allowance(1, 1, 11)
+
+
+def test_unmap_all_mapped_bytes() -> None:
+    pmm = world()
+    pmm.unmap_allowance(1, 1, 20)
+    assert pmm.abstract().allowances[1] == Allowance(1, 1, 1, 100, 10, 0)
+
+
+def test_invalid_unmap_names_the_mapped_bytes() -> None:
+    with pytest.raises(InvalidBytes, match=r"^allowance 1: 21 B to unmap, 20 B mapped$"):
+        world().unmap_allowance(1, 1, 21)
+
+
+@pytest.mark.parametrize("site", ["grow", "transfer"])
+def test_allowance_bounds_site_off_is_caught_by_the_contracts(site: str) -> None:
+    contracts.enable()
+    pmm = world(GuardSet.without("allowance_bounds"))
+    with pytest.raises(InvariantViolation, match=r"^I4b: allowance 1: "):
+        {"grow": lambda: pmm.reserve_growth(1, 1, 80), "transfer": lambda: pmm.transfer_allowance(1, 1, 2, 71)}[site]()
+
+
+def test_transfer_exactly_the_free_bytes() -> None:
+    pmm = world()
+    pmm.transfer_allowance(1, 1, 2, 70)
+    ws = pmm.abstract().allowances
+    assert (ws[1].limit, ws[2].limit) == (30, 120)
+
+
+def test_invalid_transfer_names_the_free_bytes() -> None:
+    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: 71 B to transfer, 70 B free$"):
+        world().transfer_allowance(1, 1, 2, 71)
+
+
+@pytest.mark.parametrize("site", ["grow", "map", "transfer"])
+def test_allowance_bounds_site_off_breaks_i4b(site: str) -> None:
+    contracts.disable()  # the debug-build contracts would stop the harm at once; show it instead
+    pmm = world(GuardSet.without("allowance_bounds"))
+    {"grow": lambda: pmm.reserve_growth(1, 1, 80), "map": lambda: pmm.map_allowance(1, 1, 11),
+     "transfer": lambda: pmm.transfer_allowance(1, 1, 2, 71)}[site]()
+    w = pmm.abstract().allowances[1]
+    if site == "map":
+        assert (w.reserved, w.mapped) == (0, 31)  # 1 B mapped that was never reserved
+    else:
+        assert w.reserved + w.mapped > w.limit
+
+
+# --- the release build's paths (contracts off) ---------------------------------------------
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["contracts-off", "contracts-on"])
+def test_every_operation_refines_the_spec_step_by_step(checked: bool) -> None:
+    # Each public operation has two paths: checked (debug contracts on) and plain (off, as under
+    # python -O). The suite runs with contracts on, so the plain paths are driven here: the world of
+    # tests/test_bad_input.py (every operation, every record state), spec and refimpl in lockstep.
+    import attrs
+
+    from spec.machine import step as spec_step
+    from spec.state import EMPTY
+    from refimpl.adapter import method_name
+    from test_bad_input import build_world
+
+    contracts.enable() if checked else contracts.disable()
+    pmm = ProcessMemoryManager()
+    state = EMPTY
+    seen = set()
+
+    def do(action):
+        nonlocal state
+        state, expected = spec_step(state, action)
+        got = getattr(pmm, method_name(action))(**attrs.asdict(action, recurse=False))
+        assert got == expected, action
+        assert pmm.abstract() == state, action
+        seen.add(type(action).__name__)
+        return got
+
+    w = build_world(do)
+    do(A.Release(w.h, w.live))
+    do(A.RecordCommitted(w.h, w.host, Tier.HOST, 10, Role.KV))
+    do(A.UnmapAllowance(w.h, w.allow, 5))
+    do(A.TransferAllowance(w.h, w.allow, w.allow_bob, 10))
+    assert len(seen) == 17  # every governor action (spec.actions) was driven
