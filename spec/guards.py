@@ -182,7 +182,9 @@ class GuardSet:
             raise ValueError(f"unknown guard(s): {sorted(unknown)}")
 
     def on(self, name: str) -> bool:
-        """True iff guard `name` is active."""
+        """True iff guard `name` is active; an unregistered name is a bug (its control could never switch it off)."""
+        if name not in _NAMES:
+            raise ValueError(f"unknown guard {name!r}: register it in spec.guards.GUARDS")
         return name not in self.off
 
     @classmethod

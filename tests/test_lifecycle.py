@@ -376,3 +376,12 @@ def test_allowance_ids_never_reused(impl):
     assert (w1, w2) == (1, 2)
     assert d.abstract() == attrs.evolve(
         _state(), allowances=immutables.Map({2: Allowance(2, 1, 1, 100, 0, 0)}), next_allowance=3)
+
+
+def test_a_misspelled_guard_name_is_refused_where_it_is_read() -> None:
+    """Found by mutation testing (issue #9): `on()` accepted any name, so a typo made a guard impossible to switch off."""
+    from spec.guards import ALL_ON, GUARDS
+
+    assert all(ALL_ON.on(g.name) for g in GUARDS)
+    with pytest.raises(ValueError, match="unknown guard 'limit_chek'"):
+        ALL_ON.on("limit_chek")

@@ -241,15 +241,10 @@ def test_invalid_press_names_the_field(act, msg) -> None:
         P.step(base(), act)
 
 
-def test_press_opens_an_unlocked_ticket() -> None:
+def test_press_opens_a_ticket() -> None:
     pool, (pid,) = run(base(), P.Press(2, 4, 1, 9))
-    assert pool.pressures[pid] == P.Pressure(1, 2, 4, 1, 9, 0, PressureState.OPEN, 0, False)
+    assert pool.pressures[pid] == P.Pressure(1, 2, 4, 1, 9, 0, PressureState.OPEN, 0)
     assert pool.next_pressure == 2
-
-
-def test_unlock_before_callback_off_delivers_it_locked() -> None:
-    pool, (pid,) = run(base(), P.Press(2, 4, 1, 9), guards=GuardSet.without("unlock_before_callback"))
-    assert pool.pressures[pid].locked is True
 
 
 @pytest.mark.parametrize(("first", "second", "msg"), [
