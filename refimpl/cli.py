@@ -1,4 +1,4 @@
-"""The `ortmem` command: verify, spec, explore, trace, replay, demo.
+"""The `ortmem` command: verify, spec, explore, trace, replay, demo, simulate, view.
 
 Rendering only: the work is in `refimpl.verify` and `spec.catalog`.
 """
@@ -93,7 +93,10 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "report.json").write_text(json.dumps(report_json(report), indent=2) + "\n")
         (folder / "report.md").write_text(report_markdown(report))
-        console.print(f"report folder written to {folder} (report.md, report.json)")
+        from refimpl.simulate_plots import write_plots
+
+        plots = write_plots(folder)  # the simulate scenarios' plots, one PNG per scenario
+        console.print(f"report folder written to {folder} (report.md, report.json, {len(plots)} scenario plots)")
     return 0 if report.ok else 1
 
 
@@ -307,12 +310,18 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")
     d.add_argument("--steps", type=int, default=48, help="decode steps (<= max context 64)")
     d.add_argument("--plot", metavar="PATH", help="also write a PNG of both arms")
+    m = sub.add_parser("simulate", help="the design's measured harms at the reference geometry, beside upstream")
+    m.add_argument("--scenario", action="append", choices=sorted(_scenarios()), help="only this one (repeatable)")
+    m.add_argument("--plots", metavar="DIR", help="also write one PNG per scenario into DIR")
+    w = sub.add_parser("view", help="a self-contained HTML memory timeline of a JSONL trace")
+    w.add_argument("trace", help="the JSONL trace file")
+    w.add_argument("-o", "--out", default="timeline.html", help="output HTML file (default timeline.html)")
     args = parser.parse_args(argv)
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # logs and CI: wide enough for the per-ID table
     commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay,
-                "demo": _demo}
+                "demo": _demo, "simulate": _simulate, "view": _view}
     return commands[args.command](args, console)
 
 
@@ -341,6 +350,64 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
         plot(static, elastic, args.plot)
         console.print(f"plot written to {args.plot}")
     return 0 if identical else 1
+
+
+def _scenarios() -> tuple[str, ...]:
+    from refimpl.simulate import SCENARIOS
+
+    return tuple(SCENARIOS)
+
+
+def _fmt(v: Any, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "x":
+        return f"{float(v):.3f}x"
+    if unit == "":
+        return f"{float(v):.1%}"
+    if unit == "tok/s":
+        return f"{float(v):.2f} tok/s"
+    text = f"{v:,}" if isinstance(v, int) else f"{float(v):,.0f}"
+    return f"{text} {unit}"
+
+
+def _simulate(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.simulate import run_all
+
+    scenarios = run_all(tuple(args.scenario) if args.scenario else None)
+    for sc in scenarios:
+        table = Table(title=sc.title, title_justify="left")
+        for col, just in (("figure", "left"), ("simulated", "right"), ("upstream", "right"), ("ratio", "right"),
+                          ("source", "left"), ("why it differs / what it means", "left")):
+            table.add_column(col, justify=just, overflow="fold")
+        for f in sc.figures:
+            table.add_row(f.name, _fmt(f.value, f.unit), _fmt(f.upstream, f.unit),
+                          "-" if f.ratio is None else f"{float(f.ratio):.3f}", f.source, f.note)
+        console.print(table)
+        for c in sc.conclusions:
+            console.print(f"  - {c}", markup=False)
+        console.print()
+    if args.plots:
+        from refimpl.simulate_plots import write_plots
+
+        paths = write_plots(Path(args.plots), scenarios)
+        console.print(f"plots written: {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+def _view(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.view import TraceError, write_timeline
+
+    try:
+        n = write_timeline(args.trace, args.out)
+    except OSError as e:
+        console.print(f"[red]cannot read {args.trace}: {e.strerror}[/]")
+        return 2
+    except TraceError as e:
+        console.print(f"[red]{e}[/]", markup=False)
+        return 1
+    console.print(f"wrote {args.out} ({n} events)")
+    return 0
 
 
 if __name__ == "__main__":
