@@ -147,3 +147,14 @@ def test_cli_simulate_prints_upstream_beside_ours(capsys, tmp_path: Path) -> Non
     out = capsys.readouterr().out
     assert "N_max at 2048 context" in out and "19 seqs" in out and "1.000" in out
     assert (tmp_path / PLOT_FILES["batching"]).is_file() and len(list(tmp_path.iterdir())) == 1
+
+
+def test_verify_report_folder_gets_the_scenario_plots(tmp_path: Path, monkeypatch) -> None:
+    # The verify run itself is tested in test_verify.py; here only what the report step writes.
+    import refimpl.cli as cli
+    from refimpl.verify import Report
+
+    monkeypatch.setattr(cli, "verify", lambda profile, progress, jobs=None: Report(True, profile, (), {}, {}, (), 0.0))
+    folder = tmp_path / "report"
+    assert main(["verify", "--quick", "--report", str(folder)]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["report.md", "report.json", *PLOT_FILES.values()])
