@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("simulate", help="the design's measured harms at the reference geometry, beside upstream")
     m.add_argument("--scenario", action="append", choices=sorted(_scenarios()), help="only this one (repeatable)")
     m.add_argument("--plots", metavar="DIR", help="also write one PNG per scenario into DIR")
+    m.add_argument("--write-docs", action="store_true", help="regenerate docs/harms.md and docs/figures/")
     w = sub.add_parser("view", help="a self-contained HTML memory timeline of a JSONL trace")
     w.add_argument("trace", help="the JSONL trace file")
     w.add_argument("-o", "--out", default="timeline.html", help="output HTML file (default timeline.html)")
@@ -358,21 +359,9 @@ def _scenarios() -> tuple[str, ...]:
     return tuple(SCENARIOS)
 
 
-def _fmt(v: Any, unit: str) -> str:
-    if v is None:
-        return "-"
-    if unit == "x":
-        return f"{float(v):.3f}x"
-    if unit == "":
-        return f"{float(v):.1%}"
-    if unit == "tok/s":
-        return f"{float(v):.2f} tok/s"
-    text = f"{v:,}" if isinstance(v, int) else f"{float(v):,.0f}"
-    return f"{text} {unit}"
-
-
 def _simulate(args: argparse.Namespace, console: Console) -> int:
     from refimpl.simulate import run_all
+    from refimpl.simulate_docs import format_value as _fmt
 
     scenarios = run_all(tuple(args.scenario) if args.scenario else None)
     for sc in scenarios:
@@ -392,6 +381,16 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
 
         paths = write_plots(Path(args.plots), scenarios)
         console.print(f"plots written: {', '.join(str(p) for p in paths)}")
+    if args.write_docs:
+        from refimpl.simulate_docs import render_markdown
+        from refimpl.simulate_plots import write_plots
+
+        if args.scenario:
+            console.print("[red]--write-docs renders every scenario; drop --scenario[/]")
+            return 2
+        (ROOT / "docs" / "harms.md").write_text(render_markdown(scenarios))
+        write_plots(ROOT / "docs" / "figures", scenarios)
+        console.print(f"wrote {ROOT / 'docs' / 'harms.md'} and {ROOT / 'docs' / 'figures'}")
     return 0
 
 
