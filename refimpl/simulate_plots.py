@@ -90,7 +90,7 @@ def _batching(plt: Any, sc: Any) -> Any:
     a.axvline(s["n_max"], color="k", lw=1, label=f"N_max = {s['n_max']} (no headroom)")
     a.axvline(s["n_head"], color="k", ls="--", lw=1, label=f"N_max = {s['n_head']} (512 MiB headroom)")
     a.set(title="Weight bytes per token, 2,048-token context", xlabel="sequences in one fused forward (N)",
-          ylabel="GB / token", yscale="log")
+          ylabel="GB / token", yscale="log", xticks=list(range(1, s["n_max"] + 1, 2)))
     a.legend(fontsize=8)
     return fig
 
