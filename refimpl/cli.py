@@ -1,4 +1,4 @@
-"""The `ortmem` command: verify, spec, explore, trace, replay, demo.
+"""The `ortmem` command: verify, spec, explore, trace, replay, demo, simulate, view.
 
 Rendering only: the work is in `refimpl.verify` and `spec.catalog`. It fails
 fast: arguments are bounded by argparse and every output path is probed
@@ -181,7 +181,10 @@ def _verify(args: argparse.Namespace, console: Console) -> int:
             raise _Unusable(f"cannot create {folder}: {e.strerror or e}") from None
         _write(folder / "report.json", json.dumps(report_json(report), indent=2) + "\n")
         _write(folder / "report.md", report_markdown(report))
-        console.print(f"report folder written to {folder} (report.md, report.json)")
+        from refimpl.simulate_plots import write_plots
+
+        plots = write_plots(folder)  # the simulate scenarios' plots, one PNG per scenario
+        console.print(f"report folder written to {folder} (report.md, report.json, {len(plots)} scenario plots)")
     if args.strict and not report.all_verified:
         console.print("--strict: not every ID is verified")
         return EXIT_FAILED
@@ -435,12 +438,19 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")
     d.add_argument("--steps", type=_bounded(1, 64), default=48, help="decode steps, 1..64 (max context 64)")
     d.add_argument("--plot", metavar="PATH", help="also write a PNG of both arms")
+    m = sub.add_parser("simulate", help="the design's measured harms at the reference geometry, beside upstream")
+    m.add_argument("--scenario", action="append", choices=sorted(_scenarios()), help="only this one (repeatable)")
+    m.add_argument("--plots", metavar="DIR", help="also write one PNG per scenario into DIR")
+    m.add_argument("--write-docs", action="store_true", help="regenerate docs/harms.md and docs/figures/")
+    w = sub.add_parser("view", help="a self-contained HTML memory timeline of a JSONL trace")
+    w.add_argument("trace", help="the JSONL trace file")
+    w.add_argument("-o", "--out", default="timeline.html", help="output HTML file (default timeline.html)")
     args = parser.parse_args(argv)
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # logs and CI: wide enough for the per-ID table
     commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay,
-                "demo": _demo}
+                "demo": _demo, "simulate": _simulate, "view": _view}
     try:
         code = commands[args.command](args, console)
         sys.stdout.flush()  # `ortmem spec > /dev/full`: the write error surfaces here, not at exit
@@ -494,6 +504,66 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
             raise _Unusable(f"cannot write {args.plot}: {e.strerror or e}") from None
         console.print(f"plot written to {args.plot}")
     return 0 if identical else 1
+
+
+def _scenarios() -> tuple[str, ...]:
+    from refimpl.simulate import SCENARIOS
+
+    return tuple(SCENARIOS)
+
+
+def _simulate(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.simulate import run_all
+    from refimpl.simulate_docs import format_value as _fmt
+
+    if args.plots:
+        _probe_dir(args.plots)
+    scenarios = run_all(tuple(args.scenario) if args.scenario else None)
+    for sc in scenarios:
+        table = Table(title=sc.title, title_justify="left")
+        for col, just in (("figure", "left"), ("simulated", "right"), ("upstream", "right"), ("ratio", "right"),
+                          ("source", "left"), ("why it differs / what it means", "left")):
+            table.add_column(col, justify=just, overflow="fold")
+        for f in sc.figures:
+            table.add_row(f.name, _fmt(f.value, f.unit), _fmt(f.upstream, f.unit),
+                          "-" if f.ratio is None else f"{float(f.ratio):.3f}", f.source, f.note)
+        console.print(table)
+        for c in sc.conclusions:
+            console.print(f"  - {c}", markup=False)
+        console.print()
+    if args.plots:
+        from refimpl.simulate_plots import write_plots
+
+        paths = write_plots(Path(args.plots), scenarios)
+        console.print(f"plots written: {', '.join(str(p) for p in paths)}")
+    if args.write_docs:
+        from refimpl.simulate_docs import render_markdown
+        from refimpl.simulate_plots import write_plots
+
+        if args.scenario:
+            console.print("[red]--write-docs renders every scenario; drop --scenario[/]")
+            return 2
+        (ROOT / "docs" / "harms.md").write_text(render_markdown(scenarios))
+        write_plots(ROOT / "docs" / "figures", scenarios)
+        console.print(f"wrote {ROOT / 'docs' / 'harms.md'} and {ROOT / 'docs' / 'figures'}")
+    return 0
+
+
+def _view(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.view import TraceError, write_timeline
+
+    _probe_file(args.out)
+    if not os.path.isfile(args.trace):
+        raise _Unusable(f"cannot read {args.trace}: not a file")
+    try:
+        n = write_timeline(args.trace, args.out)
+    except OSError as e:
+        raise _Unusable(f"cannot read {args.trace} or write {args.out}: {e.strerror or e}") from None
+    except TraceError as e:
+        console.print(f"[red]{e}[/]", markup=False)
+        return 1
+    console.print(f"wrote {args.out} ({n} events)")
+    return 0
 
 
 if __name__ == "__main__":

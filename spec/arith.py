@@ -18,6 +18,8 @@ __all__ = [
     "available",
     "oversubscribed",
     "arbitration_key",
+    "streaming_floor",
+    "max_batch",
 ]
 
 
@@ -117,3 +119,26 @@ def arbitration_key(matured: bool, priority: int, submit_seq: int) -> tuple[int,
     post: (__return__[0] == 0) == matured
     """
     return (0, 0, submit_seq) if matured else (1, -priority, submit_seq)
+
+
+def streaming_floor(weight_bytes: int, resident_budget: int) -> int:
+    """Section 8: weight bytes that must cross the link each step when at most `resident_budget` stay resident.
+
+    pre: weight_bytes >= 0
+    pre: resident_budget >= 0
+    post: 0 <= __return__ <= weight_bytes
+    post: __return__ == 0 or __return__ + resident_budget == weight_bytes
+    """
+    return max(0, weight_bytes - resident_budget)
+
+
+def max_batch(budget: int, context: int, bytes_per_token: int) -> int:
+    """Section 8: N_max = budget // (context x KV bytes/token), the sequences whose full KV fits.
+
+    pre: budget >= 0
+    pre: context >= 1
+    pre: bytes_per_token >= 1
+    post: __return__ * kv_bytes(context, bytes_per_token) <= budget
+    post: (__return__ + 1) * kv_bytes(context, bytes_per_token) > budget
+    """
+    return budget // kv_bytes(context, bytes_per_token)

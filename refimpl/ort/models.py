@@ -23,6 +23,7 @@ __all__ = [
     "EXTERNAL_BLOB_FILE",
     "build_decoder",
     "build_external",
+    "build_dead_prefix",
     "build_dynamic",
     "reference_decoder_step",
     "reference_external",
@@ -157,6 +158,30 @@ def build_external(directory: str | os.PathLike[str], n: int = 256, orphan_ratio
     nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("MatMul", ["h", "W2"], ["y"])]
     model = _finish(nodes, graph)
     path = os.path.join(directory, EXTERNAL_MODEL_FILE)
+    onnx.save_model(model, path)
+    return path
+
+
+def build_dead_prefix(directory: str | os.PathLike[str], referenced: int, dead_prefix: int,
+                      model_file: str = "prefix.onnx", blob_file: str = "prefix.bin") -> str:
+    # A blob whose first `dead_prefix` bytes no tensor references, then one
+    # uint8 weight of `referenced` bytes (y = Identity(W)): the #853/#856
+    # layout, where the orphaned half sat in front of the live extents.
+    if referenced <= 0 or dead_prefix < 0:
+        raise ValueError(f"need referenced > 0 and dead_prefix >= 0, got {referenced}, {dead_prefix}")
+    rng = np.random.default_rng(0)
+    tensor = numpy_helper.from_array(rng.integers(0, 256, referenced, dtype=np.uint8), "W")
+    with open(os.path.join(directory, blob_file), "wb") as blob:
+        blob.write(_ORPHAN_FILL * dead_prefix)
+        blob.write(tensor.raw_data)
+    onnx.external_data_helper.set_external_data(tensor, location=blob_file, offset=dead_prefix, length=referenced)
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    graph = helper.make_graph([], "dead_prefix", [], [helper.make_tensor_value_info("y", TensorProto.UINT8,
+                                                                                   [referenced])],
+                              initializer=[tensor])
+    model = _finish([helper.make_node("Identity", ["W"], ["y"])], graph)
+    path = os.path.join(directory, model_file)
     onnx.save_model(model, path)
     return path
 

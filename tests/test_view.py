@@ -1,0 +1,87 @@
+"""`ortmem view`: the timeline's data from a known trace, and hostile traces refused (no browser here)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from refimpl.cli import main
+from refimpl.governor import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
+from refimpl.view import TraceError, render_html, timeline_data
+from spec.errors import GovernorError
+from spec.types import Role, Tier
+
+
+def known_trace() -> str:
+    """Two holders on one device pool of 100 B: weights 40 -> 30, KV 20, a refusal, release, device loss.
+
+    Events are numbered from 0 in trace order, as on the page's x axis.
+    """
+    out = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(out))
+    w, k = pmm.register_holder("<b>weights</b>"), pmm.register_holder("kv")
+    gpu = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    a = pmm.reserve(w, gpu, Tier.DEVICE, 40, Role.WEIGHTS)  # event 3
+    pmm.commit(w, a, 30)  # event 4: the unused 10 B are refunded
+    b = pmm.reserve(k, gpu, Tier.DEVICE, 20, Role.KV)  # event 5
+    with pytest.raises(GovernorError):
+        pmm.reserve(k, gpu, Tier.DEVICE, 80, Role.KV)  # event 6: refused, over the limit
+    pmm.commit(k, b, 20)  # event 7
+    pmm.release(k, b)  # event 8
+    pmm.lose_device(gpu)  # event 9: nothing refunded
+    pmm.confirm_termination(gpu)  # event 10: refunded once
+    return out.getvalue()
+
+
+def test_known_trace_series_limit_and_markers() -> None:
+    d = timeline_data(io.BytesIO(known_trace().encode()))
+    assert d["events"] == 11
+    [gpu] = d["authorities"]
+    assert (gpu["pool"], gpu["capacity"]) == ("gpu0", 100)
+    assert gpu["series"] == {"<b>weights</b> / weights": [[0, 0], [3, 40], [4, 30], [10, 0]],
+                             "kv / kv": [[0, 0], [5, 20], [8, 0]]}
+    assert gpu["used"] == [[3, 40], [4, 30], [5, 50], [8, 30], [10, 0]]
+    cats = [(m["i"], m["category"], m["kind"]) for m in d["markers"]]
+    assert cats == [(6, "rejected", "reserve"), (9, "device loss", "lose_device"),
+                    (10, "device loss", "confirm_termination")]
+
+
+def test_divergent_ledger_figure_is_marked() -> None:
+    lines = known_trace().splitlines()
+    e = json.loads(lines[4])  # commit: observed used 30 -> claim 31
+    e["payload"]["observed"]["used"] = {"1": 31}
+    lines[4] = json.dumps(e)
+    d = timeline_data(io.BytesIO("\n".join(lines).encode()))
+    assert [m["i"] for m in d["markers"] if m["category"] == "divergence"] == [4]
+
+
+def test_html_is_self_contained_and_escapes_the_trace() -> None:
+    page = render_html(timeline_data(io.BytesIO(known_trace().encode())), "t <x>")
+    assert "<b>weights</b>" not in page and "\\u003cb\\u003eweights" in page
+    assert "<title>t &lt;x&gt;</title>" in page
+    for needle in ("http://", "https://", "src=", "<link"):
+        assert needle not in page.replace('"http://www.w3.org/2000/svg"', ""), needle
+
+
+@pytest.mark.parametrize("lines, match", [
+    ([b"{not json"], "not JSON"),
+    ([b'{"kind": "<script>"}'], "no valid 'kind'"),
+    ([b'{"kind": "reserve", "ids": []}'], "'ids' is not an object"),
+    ([b'{"kind": "reserve", "pad": "' + b"x" * 70_000 + b'"}'], "longer than"),
+])
+def test_invalid_trace_is_refused(lines: list[bytes], match: str) -> None:
+    with pytest.raises(TraceError, match=match):
+        timeline_data(lines)
+
+
+def test_cli_view_writes_the_page(tmp_path: Path) -> None:
+    trace, page = tmp_path / "t.jsonl", tmp_path / "timeline.html"
+    assert main(["trace", str(trace), "--seed", "1"]) == 0
+    assert main(["view", str(trace), "-o", str(page)]) == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    (tmp_path / "bad.jsonl").write_text("{oops\n")
+    assert main(["view", str(tmp_path / "bad.jsonl"), "-o", str(page)]) == 1
