@@ -17,6 +17,7 @@ import attrs
 
 from spec._catalog_text import TEXT
 from spec.guards import GUARDS, Guard
+from spec.hierarchy import PROC_TABLE, WORKER_TABLE
 from spec.lifecycle import ALLOCATION_TABLE, CONTEXT_TABLE, mermaid
 from spec.tickets import PRESSURE_TABLE, TICKET_TABLE
 from spec.tx_lifecycle import BUNDLE_TABLE, TRANSACTION_TABLE
@@ -233,10 +234,31 @@ _LINKS.update({
     ),
 })
 
-_PLANNED = {
-    "C10": "a later issue (cooperative hierarchy across processes)",
-    "I11": "a later issue (honest enforcement scope)",
-}
+# --- cooperative hierarchy across processes (issue #12) ---
+_H = "invariants.hierarchy."
+_H_SPEC = "tests/test_hierarchy_spec.py"
+_H_CONTROLS = "tests/test_hierarchy_spec.py::test_hierarchy_guard_off_violates_a_harm_clause"
+_H_PROC = "tests/test_hierarchy_processes.py"
+_LINKS.update({
+    "C10": dict(
+        predicates=(_H + "state_C10_hierarchy", _H + "step_C10_hierarchy"),
+        tests=(_H_SPEC, _H_CONTROLS, "tests/test_hierarchy_spec.py::test_explorer_finds_each_short_control",
+               ),
+        scope=("One serving coordinator and its worker processes on one machine, one pool (host memory). "
+               "Spec: quotas, slices, fencing by epoch, exit-only return, defer with coordinator intents "
+               "(I13 at coordinator scope), budget = min(slice, OS ceiling). Real processes "
+               "(refimpl.hierarchy): authkey-authenticated workers running ProcessMemoryManager, sqlite "
+               "journal, exit observed by sentinel, SIGSTOP / SIGKILL / restart faults."),
+    ),
+    "I11": dict(
+        predicates=(_H + "state_I11_hierarchy", _H + "step_I11_hierarchy"),
+        tests=(_H_SPEC, _H_CONTROLS),
+        scope=("Outside programs appear only as OS usage lowering the ceiling (cgroup v2 memory.max / "
+               "memory.current, else /proc/meminfo MemAvailable); they are never reclaim targets."),
+    ),
+})
+
+_PLANNED: dict[str, str] = {}
 
 
 def _build() -> tuple[Entry, ...]:
@@ -270,6 +292,8 @@ _LIFECYCLES = (
     ("Pressure ticket", PRESSURE_TABLE),
     ("Capacity transaction", TRANSACTION_TABLE),
     ("State bundle", BUNDLE_TABLE),
+    ("Hierarchy worker (coordinator view)", WORKER_TABLE),
+    ("Worker process", PROC_TABLE),
 )
 
 
@@ -303,7 +327,7 @@ def render_markdown() -> str:
             "; ".join(f"`{g.name}`: {g.description} (off: {g.harm})" for g in e.guards) or "none")]
         lines += ["", "*Tests.* " + ", ".join(f"`{t}`" for t in e.tests)]
     lines += ["", "## Lifecycles", "", "Generated from the transition tables in `spec.lifecycle`, "
-              "`spec.tickets` and `spec.tx_lifecycle`."]
+              "`spec.tickets`, `spec.tx_lifecycle` and `spec.hierarchy`."]
     for title, table in _LIFECYCLES:
         lines += ["", f"### {title}", "", "```mermaid", mermaid(table), "```"]
     lines.append("")
