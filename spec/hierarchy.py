@@ -324,12 +324,10 @@ def _drop_for(s: HierarchyState, wid: int) -> tuple[immutables.Map, immutables.M
 
 
 def _message(s: HierarchyState, act: Any, g: GuardSet) -> tuple[Worker, bool]:
-    """Validate a worker message; returns (worker, genuine): genuine iff the worker itself sent it now."""
+    """Validate a worker message; returns (worker, sent): sent iff the worker itself sent it (not forged, not replayed)."""
     w = _worker(s, act.worker)
     if type(act.epoch) is not int or type(act.seq) is not int or type(act.authentic) is not bool:
         raise InvalidArgument(f"{act!r}: epoch and seq must be ints, authentic a bool")
-    if act.authentic:
-        _running(w, act.worker, "send")
     # Verify the sender holds the worker's key (C10: quota only to authenticated workers).
     if not act.authentic and g.on("authenticated_only"):
         raise AuthenticationFailed(f"worker {act.worker}: message failed authentication")
@@ -392,9 +390,9 @@ def step(s: HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> tuple[Hierar
         w = attrs.evolve(w, committed=w.committed - n)
         waiting = any(i.worker == act.worker for i in s.intents.values())
         if waiting and g.on("defer_returns_uncommitted"):  # C10: a waiting worker keeps no uncommitted quota
-            back = min(n, w.quota)
-            return _put(s, act.worker, attrs.evolve(w, slice=w.slice - back, quota=w.quota - back),
-                        free=s.free + back), None
+            back = min(n, w.quota)  # sent as a sequenced return message
+            w = attrs.evolve(w, slice=w.slice - back, quota=w.quota - back, seq=w.seq + 1)
+            return _put(s, act.worker, w, free=s.free + back), None
         return _put(s, act.worker, w), None
     if isinstance(act, (Stop, Cont, Kill)):
         w = _worker(s, act.worker)
@@ -451,7 +449,7 @@ def step(s: HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> tuple[Hierar
         if k > min(t.nbytes, w.slice - w.committed - w.reserved, w.quota):
             raise InvalidBytes(f"worker {t.target}: cannot give back {k} B of a {t.nbytes} B ticket "
                                f"(slice {w.slice}, committed {w.committed}, reserved {w.reserved})")
-        w = attrs.evolve(w, slice=w.slice - k, quota=w.quota - k)
+        w = attrs.evolve(w, slice=w.slice - k, quota=w.quota - k, seq=w.seq + 1)  # a sequenced answer
         return _put(s, t.target, w, free=s.free + k, tickets=s.tickets.delete(act.ticket)), k
     if isinstance(act, Arbitrate):
         return _arbitrate(s, g)
@@ -459,7 +457,9 @@ def step(s: HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> tuple[Hierar
 
 
 def _request(s: HierarchyState, act: Request, g: GuardSet) -> tuple[HierarchyState, Any]:
-    w, genuine = _message(s, act, g)
+    w, sent = _message(s, act, g)
+    # A reply to a dead process is lost in transit: only the coordinator side acts on a delayed request.
+    genuine = sent and w.proc is not _P.DEAD
     n = _bytes(act.nbytes, "nbytes")
     if type(act.priority) is not int:
         raise InvalidArgument(f"priority must be an int, got {act.priority!r}")
@@ -494,7 +494,8 @@ def _observe_exit(s: HierarchyState, act: ObserveExit, g: GuardSet) -> tuple[Hie
         return attrs.evolve(s, free=s.free + w.returned), w.returned  # the bug: the journal replayed
     intents, tickets = _drop_for(s, act.worker)
     credit = w.quota
-    w = attrs.evolve(w, state=state, quota=0, slice=0, returned=credit)
+    # The exit also fences: a delayed message of the dead process is of an old epoch from now on.
+    w = attrs.evolve(w, state=state, quota=0, slice=0, returned=credit, epoch=w.epoch + 1)
     return _put(s, act.worker, w, free=s.free + credit, intents=intents, tickets=tickets), credit
 
 
