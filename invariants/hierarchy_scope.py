@@ -8,8 +8,10 @@ script against `spec.hierarchy` and returns the first violation.
 
 `hierarchy_model` is the bounded-exhaustive explorer's scope (`invariants.explore`):
 two workers, a serving quota of 4 on a machine of 6, one outside program,
-messages genuine, forged and replayed. Long scenarios (aging, defer) are out of
-its reach at practical depths; their deterministic control is the script.
+messages genuine, forged and replayed. Aging needs longer histories than that
+scope reaches, so `arbitration_model` is a second, narrower scope: three
+authenticated workers, one holding most of the quota, and only requests,
+returns and arbitration rounds.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 
-__all__ = ["SCRIPT_CONFIG", "SCRIPTS", "ScriptResult", "run_script", "hierarchy_model", "EXPLORE_CONFIG"]
+__all__ = ["SCRIPT_CONFIG", "SCRIPTS", "ScriptResult", "run_script", "hierarchy_model", "EXPLORE_CONFIG",
+           "arbitration_model"]
 
 #: (serving quota, machine, aging cap) of every script.
 SCRIPT_CONFIG = (10, 16, 2)
@@ -122,3 +125,26 @@ def hierarchy_model(guards: GuardSet = ALL_ON) -> Model:
     return Model(name="hierarchy", initial=H.new_hierarchy(*EXPLORE_CONFIG),
                  step=lambda s, a: H.step(s, a, guards)[0], actions=_actions,
                  check_state=check_state, check_step=check_step, rejects=(GovernorError,))
+
+
+def _arbitration_actions(s: H.HierarchyState) -> Iterable[Any]:
+    waiting = {i.worker for i in s.intents.values()}
+    for i in (2, 3):
+        w = s.workers[i]
+        if i not in waiting:
+            for n in (1, 3, 5):
+                yield H.Request(i, w.known_epoch, w.seq + 1, n)
+    w = s.workers[1]
+    if w.slice > w.committed:
+        yield H.Return(1, w.known_epoch, w.seq + 1, 1)
+    yield H.Arbitrate()
+
+
+def arbitration_model(guards: GuardSet = ALL_ON) -> Model:
+    """The explorer's arbitration scope: worker 1 holds 8 of 10; workers 2 and 3 ask and wait."""
+    s = H.new_hierarchy(*SCRIPT_CONFIG)
+    for a in (*_UP, *_TWO, *_THREE, H.Request(1, 1, 1, 8)):
+        s, _ = H.step(s, a)
+    return Model(name="hierarchy-arbitration", initial=s, step=lambda s, a: H.step(s, a, guards)[0],
+                 actions=_arbitration_actions, check_state=check_state, check_step=check_step,
+                 rejects=(GovernorError,))

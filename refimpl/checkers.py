@@ -17,6 +17,7 @@ from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
 from refimpl.adapter import RefimplAdapter
 from refimpl.admission_checker import AdmissionChecker
 from refimpl.checker_api import Budget, Checker, CheckerRun
+from refimpl.hierarchy_checker import HierarchyChecker
 from refimpl.lazy_checker import LazyChecker
 from refimpl.pressure_checker import PressureChecker
 from refimpl.tx_checker import TransactionsChecker
@@ -58,4 +59,5 @@ CHECKERS: dict[str, Checker] = {
     "transactions": TransactionsChecker(),
     "admission": AdmissionChecker(),
     "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker"),
+    "hierarchy": HierarchyChecker(),
 }

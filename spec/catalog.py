@@ -239,11 +239,13 @@ _H = "invariants.hierarchy."
 _H_SPEC = "tests/test_hierarchy_spec.py"
 _H_CONTROLS = "tests/test_hierarchy_spec.py::test_hierarchy_guard_off_violates_a_harm_clause"
 _H_PROC = "tests/test_hierarchy_processes.py"
+_H_MACHINE = "tests/test_hierarchy_checker.py::test_real_hierarchy_refines_spec"
+_H_REAL_CONTROLS = "tests/test_hierarchy_checker.py::test_hierarchy_negative_control_is_found"
 _LINKS.update({
     "C10": dict(
         predicates=(_H + "state_C10_hierarchy", _H + "step_C10_hierarchy"),
         tests=(_H_SPEC, _H_CONTROLS, "tests/test_hierarchy_spec.py::test_explorer_finds_each_short_control",
-               _H_PROC),
+               _H_PROC, _H_MACHINE, _H_REAL_CONTROLS),
         scope=("One serving coordinator and its worker processes on one machine, one pool (host memory). "
                "Spec: quotas, slices, fencing by epoch, exit-only return, defer with coordinator intents "
                "(I13 at coordinator scope), budget = min(slice, OS ceiling). Real processes "
@@ -252,7 +254,7 @@ _LINKS.update({
     ),
     "I11": dict(
         predicates=(_H + "state_I11_hierarchy", _H + "step_I11_hierarchy"),
-        tests=(_H_SPEC, _H_CONTROLS,
+        tests=(_H_SPEC, _H_CONTROLS, _H_MACHINE, _H_REAL_CONTROLS,
                "tests/test_hierarchy_processes.py::test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back"),
         scope=("Outside programs appear only as OS usage lowering the ceiling (cgroup v2 memory.max / "
                "memory.current, else /proc/meminfo MemAvailable); they are never reclaim targets."),

@@ -7,7 +7,7 @@ import pytest
 
 from invariants.explore import explore
 from invariants.hierarchy import CLAUSES, check_state, evaluate
-from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, hierarchy_model, run_script
+from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model, hierarchy_model, run_script
 from spec import hierarchy as H
 from spec.errors import (
     AuthenticationFailed,
@@ -51,10 +51,17 @@ def test_hierarchy_guard_off_violates_a_harm_clause(name: str) -> None:
     assert off.violated in guard(name).ids, off.message
 
 
-@pytest.mark.parametrize("name", [n for n in HIERARCHY_GUARDS if n != "coordinator_aging"])
+@pytest.mark.parametrize("name", HIERARCHY_GUARDS)
 def test_explorer_finds_each_short_control(name: str) -> None:
-    r = explore(hierarchy_model(GuardSet.without(name)), max_depth=8, max_states=100_000)
+    off = GuardSet.without(name)
+    scope = arbitration_model(off) if name == "coordinator_aging" else hierarchy_model(off)
+    r = explore(scope, max_depth=8, max_states=100_000)
     assert r.violated in guard(name).ids, r.message
+
+
+def test_arbitration_scope_with_every_guard_on_is_clean() -> None:
+    r = explore(arbitration_model(), max_depth=7, max_states=100_000)
+    assert r.violated is None and r.complete, r.message
 
 
 def test_explorer_with_every_guard_on_is_clean_and_complete() -> None:

@@ -51,6 +51,9 @@ class Config:
     heartbeat_timeout: float = 3600.0  # the campaign fences by `expire`; the fault tests use a short one
     ceiling: tuple[str, ...] = ("os",)  # or ("file", path)
     guards: frozenset[str] = frozenset()
+    #: Terminate a fenced worker at once (SIGKILL). The campaign leaves the kill to its environment, so
+    #: the window between fence and exit (a slow teardown) is explored too.
+    terminate_on_fence: bool = True
 
     @property
     def address(self) -> str:
@@ -130,7 +133,8 @@ class ServingMemoryCoordinator:
     def expire(self, wid: int) -> None:
         """The heartbeat deadline of `wid` passed: fence, then terminate."""
         self.core.fence(wid)
-        self.terminate(wid)
+        if self.cfg.terminate_on_fence:
+            self.terminate(wid)
 
     def snapshot(self) -> dict[str, Any]:
         snap = self.core.snapshot()

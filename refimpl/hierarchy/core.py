@@ -90,8 +90,8 @@ class Core:
         if w["state"] == SPAWNED:
             w["state"] = ACTIVE
             self._commit()
-        elif w["state"] != ACTIVE:
-            raise InvalidTransition(f"worker {wid} is {w['state']}: it cannot authenticate again")
+        elif w["state"] != ACTIVE:  # fenced or exited: its epoch is over
+            raise StaleEpoch(f"worker {wid} is {w['state']} (epoch {w['epoch']}): it cannot authenticate again")
         self._event("hello", worker=wid, epoch=w["epoch"])
         return w["epoch"], w["seq"]
 

@@ -76,10 +76,10 @@ def _until(pred: Any, timeout: float, what: str, step: float = 0.01) -> Any:
 class Hierarchy:
     def __init__(self, dir: str, serving_quota: int, *, guards: frozenset[str] = frozenset(),
                  heartbeat_timeout: float = 3600.0, ceiling: tuple[str, ...] = ("os",), aging_cap: int = 8,
-                 heartbeat_interval: float = 0.05) -> None:
+                 heartbeat_interval: float = 0.05, terminate_on_fence: bool = True) -> None:
         become_subreaper()
         self.cfg = Config(dir, secrets.token_bytes(32), serving_quota, aging_cap, heartbeat_interval,
-                          heartbeat_timeout, ceiling, frozenset(guards))
+                          heartbeat_timeout, ceiling, frozenset(guards), terminate_on_fence)
         self.proc: Any = None
         self.ctl: Connection | None = None
         self.workers: dict[int, Connection] = {}
@@ -113,7 +113,7 @@ class Hierarchy:
         os.kill(self.proc.pid, signal.SIGKILL)
         _wait_pid(self.proc.pid, timeout)
         self.start()
-        _until(lambda: all(w["connected"] or w["state"] == "exited" or w["proc"] != "running"
+        _until(lambda: all(w["connected"] or w["state"] in ("exited", "fenced") or w["proc"] != "running"
                            for w in self.snapshot()["workers"].values()), timeout, "workers to reconnect")
 
     # --- workers --------------------------------------------------------------------

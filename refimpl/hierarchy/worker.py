@@ -61,7 +61,8 @@ class Worker:
         self.controls: list[Connection] = []
         self.coord: Connection | None = None
         self.stop = False
-        self.last_beat = 0.0
+        self.last_beat = self.next_dial = 0.0
+        self.refused: GovernorError | None = None  # the coordinator's answer to our last hello, if a refusal
 
     # --- the authority's bound (prepare -> commit on the manager) --------------------
 
@@ -97,27 +98,38 @@ class Worker:
     # --- coordinator connection ----------------------------------------------------------
 
     def connect(self, deadline: float) -> None:
-        while True:
-            try:
-                conn = P.dial(self.cfg.address, "worker", self.wid, self.key)
-                if not conn.poll(5.0):
-                    raise TimeoutError("no hello reply")
-                reply = conn.recv()
-                P.raise_refusal(reply)
-                break
-            except (OSError, EOFError, TimeoutError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-        self.coord = conn
+        """Dial until connected (bounded); a refused hello (we were fenced) leaves us disconnected."""
+        while not self._try_connect():
+            if self.refused is not None:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {self.wid}: no coordinator")
+            time.sleep(0.02)
+
+    def _try_connect(self) -> bool:
+        try:
+            conn = P.dial(self.cfg.address, "worker", self.wid, self.key)
+            if not conn.poll(5.0):
+                raise TimeoutError("no hello reply")
+            reply = conn.recv()
+            P.raise_refusal(reply)
+        except (OSError, EOFError, TimeoutError):
+            return False
+        except GovernorError as e:
+            self.refused = e
+            return False
+        self.coord, self.refused = conn, None
         self.epoch, self.seq = reply["epoch"], max(self.seq, reply["seq"])
         self.slice = reply["quota"]  # resynchronise with the journaled quota (a grant may have been lost)
         self.waiting = reply.get("intent")
         self.tickets = {int(t): n for t, n in reply.get("tickets", {}).items()}
         self._bound(self.slice)
+        return True
 
     def _send(self, kind: str, **fields: Any) -> Any:
         if self.coord is None:
+            if self.refused is not None:
+                raise self.refused
             raise InvalidTransition(f"worker {self.wid} is not connected")
         msg = P.seal(self.key, kind=kind, worker=self.wid, epoch=self.epoch, seq=self.seq + 1, **fields)
         self.coord.send(msg)
@@ -260,10 +272,13 @@ class Worker:
                 except OSError:
                     self.coord = None
                 self.last_beat = now
-            if self.coord is None:
-                self.connect(time.monotonic() + 30.0)
-                continue
-            ready = wait([self.coord, self.ctl, *self.controls], timeout=self.cfg.heartbeat_interval)
+            if self.coord is None and self.refused is None:
+                self.connect(time.monotonic() + 30.0)  # the coordinator restarted: redial
+            elif self.coord is None and now >= self.next_dial:
+                self.next_dial = now + 0.5  # fenced: stay reachable for control, retry rarely
+                self._try_connect()
+            watch = [self.ctl, *self.controls] + ([self.coord] if self.coord is not None else [])
+            ready = wait(watch, timeout=self.cfg.heartbeat_interval)
             for r in ready:
                 if r is self.coord:
                     try:
