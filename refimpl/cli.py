@@ -254,8 +254,13 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
     if args.write_schema:
         from invariants.trace_format import json_schema
 
+        from invariants.hierarchy_trace import json_schema as hierarchy_schema
+
         path = ROOT / "docs" / "trace-schema.json"
         path.write_text(json.dumps(json_schema(), indent=2) + "\n")
+        console.print(f"wrote {path}")
+        path = ROOT / "docs" / "trace-schema-hierarchy.json"
+        path.write_text(json.dumps(hierarchy_schema(), indent=2) + "\n")
         console.print(f"wrote {path}")
         return 0
     if not args.out:
@@ -270,9 +275,16 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
 def _replay(args: argparse.Namespace, console: Console) -> int:
     from invariants.replay import replay
 
+    from invariants.hierarchy_trace import REVISION, replay_hierarchy
+
     try:
         with open(args.trace, "rb") as f:
-            r = replay(f)
+            first = f.readline(4096)
+            f.seek(0)
+            if REVISION.encode() in first:  # a hierarchy trace (C10, I11)
+                r = replay_hierarchy(iter(lambda: f.readline(1 << 17), b""))
+            else:
+                r = replay(f)
     except OSError as e:
         console.print(f"[red]cannot read {args.trace}: {e.strerror}[/]")
         return 2

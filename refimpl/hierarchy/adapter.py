@@ -26,15 +26,17 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import immutables
 
+from invariants.hierarchy_trace import configure_event, encode_event
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy.coordinator import proc_state
 from refimpl.hierarchy.driver import Hierarchy
 from spec import hierarchy as H
-from spec.errors import InvalidArgument, InvalidBytes, InvalidTransition, NotAParticipant, UnknownTicket
+from spec.errors import GovernorError, InvalidArgument, InvalidBytes, InvalidTransition, NotAParticipant, UnknownTicket
 from spec.guards import GuardSet
 
 __all__ = ["HierarchyAdapter"]
@@ -43,8 +45,13 @@ _PROC = {"running": H.ProcState.RUNNING, "stopped": H.ProcState.STOPPED, "dead":
 
 
 class HierarchyAdapter:
-    def __init__(self, config: tuple[int, int, int], guards: GuardSet) -> None:
+    def __init__(self, config: tuple[int, int, int], guards: GuardSet,
+                 trace: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """`trace`: a sink for one `invariants.hierarchy_trace` event per action (JSONL-ready dicts)."""
         self.q, self.machine, cap = config
+        self.trace, self.trace_seq = trace, 1
+        if trace is not None:
+            trace(configure_event("coordinator", config))
         self.dir = tempfile.mkdtemp(prefix="h12c-")
         self.ceiling_path = os.path.join(self.dir, "ceiling")
         self.outside: dict[str, int] = {}
@@ -87,10 +94,26 @@ class HierarchyAdapter:
             if w["state"] != "exited":
                 self._refresh(wid)
         self._write_ceiling(snap)
+        err: GovernorError | None = None
+        result: Any = None
         try:
-            return self._execute(act, snap)
+            result = self._execute(act, snap)
+            return result
+        except GovernorError as e:
+            err = e
+            raise
         finally:
             self._write_ceiling(snap)
+            if self.trace is not None:
+                self._emit(act, err, result)
+
+    def _emit(self, act: Any, err: GovernorError | None, result: Any) -> None:
+        s = self._coord()  # the governor's own figures, never the spec's
+        seen = {"free": s["free"], "quota": {str(w): x["quota"] for w, x in s["workers"].items()},
+                "epoch": {str(w): x["epoch"] for w, x in s["workers"].items()},
+                "state": {str(w): x["state"] for w, x in s["workers"].items()}}
+        self.trace_seq += 1
+        self.trace(encode_event("coordinator", self.trace_seq, act, err, result, seen))  # type: ignore[misc]
 
     def _execute(self, act: Any, snap: dict[str, Any]) -> Any:
         h = self.h
