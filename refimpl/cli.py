@@ -1,4 +1,4 @@
-"""The `ortmem` command: verify, spec, explore, trace, replay, demo.
+"""The `ortmem` command: verify, spec, explore, trace, replay, demo, serve.
 
 Rendering only: the work is in `refimpl.verify` and `spec.catalog`.
 """
@@ -319,13 +319,28 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")
     d.add_argument("--steps", type=int, default=48, help="decode steps (<= max context 64)")
     d.add_argument("--plot", metavar="PATH", help="also write a PNG of both arms")
+    sv = sub.add_parser("serve", help="a serving coordinator and N worker processes (C10); Ctrl-C to stop")
+    sv.add_argument("--workers", type=int, default=2, help="worker processes (1..8)")
+    sv.add_argument("--quota", type=int, default=64, metavar="MIB", help="serving quota in MiB (default 64)")
+    sv.add_argument("--seconds", type=float, help="stop after this long (default: run until Ctrl-C)")
+    sv.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (default 0.5)")
     args = parser.parse_args(argv)
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # logs and CI: wide enough for the per-ID table
     commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay,
-                "demo": _demo}
+                "demo": _demo, "serve": _serve}
     return commands[args.command](args, console)
+
+
+def _serve(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.hierarchy.serve import run_serve
+
+    if not 1 <= args.workers <= 8 or args.quota < 1:
+        console.print("[red]--workers must be in 1..8 and --quota positive[/]")
+        return 2
+    return run_serve(args.workers, args.quota, args.seconds, args.interval,
+                     lambda line: console.print(line, markup=False, soft_wrap=True))
 
 
 def _demo(args: argparse.Namespace, console: Console) -> int:
