@@ -17,7 +17,7 @@ import attrs
 
 from spec._catalog_text import TEXT
 from spec.guards import GUARDS, Guard
-from spec.hierarchy import PROC_TABLE, WORKER_TABLE
+from spec.hierarchy_lifecycle import PROC_TABLE, WORKER_TABLE
 from spec.lifecycle import ALLOCATION_TABLE, CONTEXT_TABLE, mermaid
 from spec.tickets import PRESSURE_TABLE, TICKET_TABLE
 from spec.tx_lifecycle import BUNDLE_TABLE, TRANSACTION_TABLE
