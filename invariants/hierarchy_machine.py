@@ -68,49 +68,67 @@ def campaign_step(s: H.HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> t
     return s, first
 
 
+def _weighted(options: list[tuple[int, Any]]) -> Any:
+    """One of `options`, by weight: steer to the cases the clauses are about (reservations, defers, grants).
+
+    Hypothesis draws small and boundary indices more often, so the heaviest options sit at both ends.
+    """
+    ranked = sorted(options, key=lambda o: -o[0])
+    ordered = ranked[0::2] + ranked[1::2][::-1]
+    slots = [strat for weight, strat in ordered for _ in range(weight)]
+    return st.integers(0, len(slots) - 1).flatmap(lambda k: slots[k])
+
+
 def actions(s: H.HierarchyState) -> Any:
-    options: list[Any] = []
+    live = [w for w in s.workers.values() if w.state is not H.WorkerState.EXITED]
+    options: list[tuple[int, Any]] = []
     if s.next_worker <= 3:
-        options.append(st.just(H.Spawn()))
+        options.append((3 if len(live) < 2 else 1, st.just(H.Spawn())))
+    q = s.serving_quota
+    waiting = {x.worker for x in s.intents.values()}
     for i, w in s.workers.items():
         if w.state is H.WorkerState.EXITED:
             continue
-        e, q = w.known_epoch, w.seq + 1
-        n = st.integers(1, max(2, s.serving_quota // 2))
+        e, nxt = w.known_epoch, w.seq + 1
         bad = st.sampled_from([  # forged (bad MAC), replayed (old sequence), stale (old epoch)
-            H.Request(i, e, q, 2, authentic=False), H.Return(i, e, q, 1, authentic=False),
-            H.Request(i, e, w.seq, 1), H.Request(i, e - 1, q, 1)])
-        options.append(bad)
-        if w.proc is _R:
-            free = w.slice - w.committed - w.reserved
+            H.Request(i, e, nxt, 2, authentic=False), H.Return(i, e, nxt, 1, authentic=False),
+            H.Request(i, e, w.seq, 1), H.Request(i, e - 1, nxt, 1)])
+        options += [(1, bad), (1, st.just(H.Kill(i)))]
+        if w.state is H.WorkerState.ACTIVE:
+            options.append((1, st.just(H.MissHeartbeat(i))))
+        if w.proc is not _R:
+            options.append((3, st.just(H.Cont(i))))
+            continue
+        free = w.slice - w.committed - w.reserved
+        options.append((1, st.just(H.Stop(i))))
+        if i not in waiting:
             options += [
-                st.builds(H.Request, st.just(i), st.just(e), st.just(q), n, st.integers(0, 1)),
-                st.builds(H.Request, st.just(i), st.just(e), st.just(q), n, st.integers(0, 1)),
-                st.builds(H.Reserve, st.just(i), st.integers(1, 3)),
-                st.just(H.Commit(i)),
-                st.just(H.Stop(i)),
+                (4, st.builds(H.Request, st.just(i), st.just(e), st.just(nxt), st.integers(1, max(1, q // 2)),
+                              st.integers(0, 1))),
+                (2, st.builds(H.Request, st.just(i), st.just(e), st.just(nxt), st.integers(q // 2, q),
+                              st.integers(0, 1))),
             ]
-            if free > 0:
-                options.append(st.builds(H.Return, st.just(i), st.just(e), st.just(q), st.integers(1, free)))
-            if w.committed:
-                options.append(st.builds(H.Free, st.just(i), st.integers(1, w.committed)))
-            if w.state is H.WorkerState.ACTIVE:
-                options.append(st.builds(H.Reclaim, st.just(i), st.integers(1, 3)))
-        else:
-            options.append(st.just(H.Cont(i)))
-        options += [st.just(H.Kill(i)), st.just(H.MissHeartbeat(i))]
+        if free > 0:
+            options += [(4, st.builds(H.Reserve, st.just(i), st.integers(1, free))),
+                        (1, st.builds(H.Return, st.just(i), st.just(e), st.just(nxt), st.integers(1, free)))]
+        if w.reserved:
+            options.append((3, st.just(H.Commit(i))))
+        if w.committed:
+            options.append((2, st.builds(H.Free, st.just(i), st.integers(1, w.committed))))
+        if w.state is H.WorkerState.ACTIVE:
+            options.append((1, st.builds(H.Reclaim, st.just(i), st.integers(1, 3))))
     for t, x in s.tickets.items():
         w = s.workers.get(x.target) if isinstance(x.target, int) else None
         if w is not None and w.proc is _R:
             room = max(0, min(x.nbytes, w.slice - w.committed - w.reserved))
-            options.append(st.builds(H.Answer, st.just(t), st.integers(0, room)))
-    used = sum(s.outside.values())
-    if used + 3 <= s.machine:
-        options.append(st.just(H.Outside("db", 3)))
+            options.append((3, st.builds(H.Answer, st.just(t), st.integers(0, room))))
+    if sum(s.outside.values()) + 3 <= s.machine:
+        options.append((1, st.just(H.Outside("db", 3))))
     if s.outside.get("db", 0) >= 3:
-        options.append(st.just(H.Outside("db", -3)))
-    options += [st.just(H.Reclaim("db", 1)), st.just(H.Arbitrate()), st.just(H.Restart())]
-    return st.one_of(*options)
+        options.append((1, st.just(H.Outside("db", -3))))
+    options += [(1, st.just(H.Reclaim("db", 1))), (5 if s.intents else 1, st.just(H.Arbitrate())),
+                (1, st.just(H.Restart()))]
+    return _weighted(options)
 
 
 def model(impl: Any) -> Model:

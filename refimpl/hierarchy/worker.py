@@ -162,8 +162,7 @@ class Worker:
     # --- local actions (the driver's commands) ---------------------------------------------
 
     def request(self, nbytes: int, priority: int = 0) -> Any:
-        if self.waiting is not None:
-            raise InvalidTransition(f"worker {self.wid} already awaits quota")
+        # No local "already waiting" check: the coordinator is the authority (we may have been fenced).
         keep = len(self.leases) if self.guards.on("defer_returns_uncommitted") else self.slice
         result = self._send("request", nbytes=nbytes, priority=priority, keep=keep)
         if result[0] == "granted":
