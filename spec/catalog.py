@@ -81,7 +81,8 @@ _LINKS: dict[str, dict[str, object]] = {
     "I1": dict(
         predicates=(_P + "state_I1", _P + "step_I1"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_alias_adds_no_charge"),
-        scope="Aliases add no charge within one process. Delegated quota slices arrive with C10.",
+        scope=("Aliases add no charge within one process. Delegated quota slices are linked attribution checked "
+               "under C10 (invariants.hierarchy: slice_charged, charge_has_owner)."),
     ),
     "I2": dict(
         predicates=(_P + "state_I2", _P + "step_I2", "invariants.replay_predicates.step_I2_grant_charges"),
@@ -128,7 +129,8 @@ _LINKS: dict[str, dict[str, object]] = {
                "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers"),
         scope=("Process scope, one pool: pending tickets keep submit sequence, priority and generation; a pending "
                "ticket is passed by later equal-or-lower-priority grants in at most `aging_bound` rounds "
-               "(trace predicate). Coordinator-scope intents arrive with C10."),
+               "(trace predicate). Coordinator-scope intents are checked under C10 (intent_keeps_place, "
+               "matured_not_overtaken)."),
     ),
     # issue #5: admission over real sessions
     "I3": dict(

@@ -68,7 +68,7 @@ def test_kill_returns_quota_exactly_once_across_restarts(hier: Hierarchy) -> Non
 
 
 def test_sigstop_fences_then_exit_returns_quota(where: str) -> None:
-    h = Hierarchy(where, Q, heartbeat_timeout=0.4).start()
+    h = Hierarchy(where, Q, heartbeat_timeout=1.0).start()
     try:
         a, b = h.spawn(), h.spawn()
         h.wop(a, "request", 6)
@@ -145,34 +145,47 @@ def test_a_worker_that_defers_keeps_only_its_committed_quota(hier: Hierarchy) ->
     _conserved(hier)
 
 
+def _outside(size: int) -> subprocess.Popen[str]:
+    """A real program outside the hierarchy that allocates and touches `size` bytes."""
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        f"b = bytearray({size})\n"
+        f"for i in range(0, {size}, 4096): b[i] = 1\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    return child
+
+
 def test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back() -> None:
     c0 = read_ceiling()
     assert c0.source in ("cgroup2", "meminfo")
     size = min(768 << 20, c0.available // 8)
+    mib = size >> 20
     big = 1 << 16  # a quota far above the machine, so the OS ceiling is what binds
     h = Hierarchy(tempfile.mkdtemp(prefix="h12-"), big).start()
-    child = None
     try:
         a = h.spawn()
         h.wop(a, "request", big)
-        before = h.wop(a, "snapshot")["budget"]
-        child = subprocess.Popen([sys.executable, "-c", (
-            "import sys, time\n"
-            f"b = bytearray({size})\n"
-            f"for i in range(0, {size}, 4096): b[i] = 1\n"
-            "print('ready', flush=True)\n"
-            "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        after = h.wop(a, "snapshot")["budget"]
-        assert before - after >= (size >> 20) // 2, (before, after, size >> 20)
-        with pytest.raises(CapacityDenied):
-            h.wop(a, "reserve", after + (size >> 20) // 4)
-        s = h.snapshot()
+        drops = []
+        for _ in range(3):  # the machine is shared: another program may free memory meanwhile; retry
+            before = h.wop(a, "snapshot")["budget"]
+            child = _outside(size)
+            try:
+                after = h.wop(a, "snapshot")["budget"]
+                drops.append(before - after)
+                if before - after >= mib // 2:
+                    with pytest.raises(CapacityDenied):  # the hierarchy stops admitting
+                        h.wop(a, "reserve", after + mib // 4)
+                    break
+            finally:
+                child.kill()
+                child.wait(10)
+        assert max(drops) >= mib // 2, (drops, mib)
+        s = h.snapshot()  # nothing was asked of the outsider: no quota moved, no reclaim ticket
         assert (s["free"], s["workers"][a]["quota"], s["tickets"]) == (0, big, {})
+        assert [e for e in h.op("events") if e["event"] == "reclaim"] == []
     finally:
-        if child is not None:
-            child.kill()
-            child.wait(10)
         h.close()
         shutil.rmtree(h.cfg.dir, ignore_errors=True)
     assert leftovers(h.pids) == []
