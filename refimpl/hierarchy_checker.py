@@ -28,6 +28,7 @@ from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model
 from invariants.model_machine import run_model_campaign
 from refimpl.checker_api import Budget, CheckerRun
 from refimpl.hierarchy.adapter import HierarchyAdapter
+from refimpl.hierarchy.core import Core
 from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
@@ -39,13 +40,12 @@ def _impl(config: Any, guards: GuardSet) -> HierarchyAdapter:
     return HierarchyAdapter(config, guards)
 
 
-def replay_refimpl(script: tuple[Any, ...], guards: GuardSet,
-                   config: tuple[int, int, int] = SCRIPT_CONFIG) -> tuple[str | None, str, int | None]:
-    """Replay a campaign-form script on real processes with `guards`, against the intact spec.
-
-    Returns (violated ID or "refinement" or None, message, index of the step).
+def replay_refimpl(script: tuple[Any, ...], guards: GuardSet, config: tuple[int, int, int] = SCRIPT_CONFIG,
+                   core: type = Core) -> tuple[str | None, str, int | None]:
+    """Replay a campaign-form script on real processes with `guards` (and ledger class `core`), against the
+    intact spec. Returns (violated ID or "refinement" or None, message, index of the step).
     """
-    gov = HierarchyAdapter(config, guards)
+    gov = HierarchyAdapter(config, guards, core=core)
     s = H.new_hierarchy(*config)
     try:
         for k, act in enumerate(script):

@@ -11,6 +11,7 @@ from invariants.model_machine import run_model_campaign
 from refimpl.checkers import CHECKERS
 from refimpl.hierarchy.adapter import HierarchyAdapter
 from refimpl.hierarchy.driver import leftovers
+from refimpl.hierarchy.mutants import MUTANTS
 from refimpl.hierarchy_checker import replay_refimpl
 from refimpl.verify import PROFILES
 from spec.guards import ALL_ON, GUARDS, Layer
@@ -38,3 +39,13 @@ def test_hierarchy_negative_control_is_found(g: object, layer: Layer) -> None:
     if layer is Layer.REFIMPL:
         assert "refuses" in r.message or " != " in r.message  # a divergence in acceptance or state
     assert leftovers() == []
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_hierarchy_mutant_is_killed_with_every_guard_on(name: str) -> None:
+    core, script = MUTANTS[name]
+    violated, message, _ = replay_refimpl(script, ALL_ON, core=core)
+    assert violated is not None, f"mutant {name} survived"
+    assert "refuses" in message or " != " in message or violated in ("C10", "I11"), message
+    violated, message, _ = replay_refimpl(script, ALL_ON)  # the same script on the intact coordinator is clean
+    assert violated is None, message

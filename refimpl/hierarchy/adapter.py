@@ -34,6 +34,7 @@ import immutables
 from invariants.hierarchy_trace import configure_event, encode_event
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy.coordinator import proc_state
+from refimpl.hierarchy.core import Core
 from refimpl.hierarchy.driver import Hierarchy
 from spec import hierarchy as H
 from spec.errors import GovernorError, InvalidArgument, InvalidBytes, InvalidTransition, NotAParticipant, UnknownTicket
@@ -46,7 +47,7 @@ _PROC = {"running": H.ProcState.RUNNING, "stopped": H.ProcState.STOPPED, "dead":
 
 class HierarchyAdapter:
     def __init__(self, config: tuple[int, int, int], guards: GuardSet,
-                 trace: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 trace: Callable[[dict[str, Any]], None] | None = None, core: type = Core) -> None:
         """`trace`: a sink for one `invariants.hierarchy_trace` event per action (JSONL-ready dicts)."""
         self.q, self.machine, cap = config
         self.trace, self.trace_seq = trace, 1
@@ -59,7 +60,7 @@ class HierarchyAdapter:
         self.pending: dict[int, int] = {}  # grants pushed to a stopped worker, not yet applied
         self._write_ceiling({})
         self.h = Hierarchy(self.dir, self.q, guards=guards.off, aging_cap=cap, ceiling=("file", self.ceiling_path),
-                           terminate_on_fence=False)
+                           terminate_on_fence=False, core=core)
         self.h.start()
 
     # --- the emulated OS ---------------------------------------------------------------

@@ -54,6 +54,8 @@ class Config:
     #: Terminate a fenced worker at once (SIGKILL). The campaign leaves the kill to its environment, so
     #: the window between fence and exit (a slow teardown) is explored too.
     terminate_on_fence: bool = True
+    #: The ledger class; a test harness passes a subclass to inject a named bug (mutation controls).
+    core: type = Core
 
     @property
     def address(self) -> str:
@@ -85,7 +87,7 @@ def proc_state(pid: int) -> str:
 class ServingMemoryCoordinator:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.core = Core(cfg.serving_quota, cfg.aging_cap, Journal(cfg.journal), GuardSet(cfg.guards))
+        self.core = cfg.core(cfg.serving_quota, cfg.aging_cap, Journal(cfg.journal), GuardSet(cfg.guards))
         if os.path.exists(cfg.address):
             os.unlink(cfg.address)
         self.server = P.listen(cfg.address)

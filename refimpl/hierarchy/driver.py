@@ -20,6 +20,7 @@ from typing import Any
 
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy.coordinator import Config, proc_state, start_coordinator
+from refimpl.hierarchy.core import Core
 
 __all__ = ["Hierarchy", "leftovers", "become_subreaper"]
 
@@ -76,10 +77,10 @@ def _until(pred: Any, timeout: float, what: str, step: float = 0.01) -> Any:
 class Hierarchy:
     def __init__(self, dir: str, serving_quota: int, *, guards: frozenset[str] = frozenset(),
                  heartbeat_timeout: float = 3600.0, ceiling: tuple[str, ...] = ("os",), aging_cap: int = 8,
-                 heartbeat_interval: float = 0.05, terminate_on_fence: bool = True) -> None:
+                 heartbeat_interval: float = 0.05, terminate_on_fence: bool = True, core: type = Core) -> None:
         become_subreaper()
         self.cfg = Config(dir, secrets.token_bytes(32), serving_quota, aging_cap, heartbeat_interval,
-                          heartbeat_timeout, ceiling, frozenset(guards), terminate_on_fence)
+                          heartbeat_timeout, ceiling, frozenset(guards), terminate_on_fence, core)
         self.proc: Any = None
         self.ctl: Connection | None = None
         self.workers: dict[int, Connection] = {}
