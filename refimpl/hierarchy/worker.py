@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -113,7 +114,7 @@ class Worker:
                 raise TimeoutError("no hello reply")
             reply = conn.recv()
             P.raise_refusal(reply)
-        except (OSError, EOFError, TimeoutError):
+        except (OSError, EOFError, TimeoutError, AuthenticationError):
             return False
         except GovernorError as e:
             self.refused = e
@@ -127,6 +128,7 @@ class Worker:
         return True
 
     def _send(self, kind: str, **fields: Any) -> Any:
+        self.drain()  # a dead connection is noticed (and redialled) before we send on it
         if self.coord is None:
             if self.refused is not None:
                 raise self.refused
@@ -156,8 +158,14 @@ class Worker:
         self.events.append(msg)
 
     def drain(self) -> None:
-        while self.coord is not None and self.coord.poll(0):
-            self._push(self.coord.recv())
+        """Apply pushes waiting in the socket; a connection found dead (the coordinator restarted) is redialled."""
+        try:
+            while self.coord is not None and self.coord.poll(0):
+                self._push(self.coord.recv())
+        except (EOFError, OSError):
+            self.coord = None
+        if self.coord is None and self.refused is None:
+            self.connect(time.monotonic() + 30.0)
 
     # --- local actions (the driver's commands) ---------------------------------------------
 
@@ -260,6 +268,9 @@ class Worker:
             conn.send(P.refusal(e))
         except (KeyError, TypeError) as e:
             conn.send({"refused": "InvalidArgument", "message": repr(e)})
+        except (OSError, EOFError, TimeoutError) as e:  # the coordinator went away mid-call: stay alive, say so
+            self.coord = None
+            conn.send({"refused": "InvalidTransition", "message": f"coordinator unreachable: {e!r}"})
 
     def run(self) -> None:
         self.connect(time.monotonic() + 10.0)
