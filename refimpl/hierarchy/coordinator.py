@@ -216,6 +216,7 @@ class ServingMemoryCoordinator:
                 self.last_seen[wid] = time.monotonic()
             else:
                 P.challenge_server(conn, P.control_key(self.cfg.master))
+            P.handshake_done(conn)
             self.conns[conn] = (role, wid)
         except GovernorError as e:
             self.core._event("refused-hello", error=type(e).__name__)

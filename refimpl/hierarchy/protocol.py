@@ -19,14 +19,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import socket
+import struct
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 from typing import Any
 
 from spec import errors as E
 
 __all__ = ["UNIT", "worker_key", "control_key", "seal", "sealed_ok", "refusal", "raise_refusal", "REFUSALS",
-           "listen", "accept", "challenge_server", "challenge_client", "dial", "call"]
+           "listen", "accept", "challenge_server", "challenge_client", "dial", "call", "handshake_done",
+           "HANDSHAKE_TIMEOUT"]
 
 #: Bytes per protocol unit: quotas and reservations travel in MiB.
 UNIT = 1 << 20
@@ -93,7 +96,26 @@ def accept(server: "socket.socket") -> Connection | None:
     except (BlockingIOError, InterruptedError):
         return None
     sock.setblocking(True)
+    _recv_timeout(sock, HANDSHAKE_TIMEOUT)  # a client stopped mid-handshake must not stall the server
     return Connection(sock.detach())
+
+
+#: Seconds a server waits on a client during its hello and challenge.
+HANDSHAKE_TIMEOUT = 2.0
+
+
+def _recv_timeout(sock: socket.socket, seconds: float) -> None:
+    whole = int(seconds)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, int((seconds - whole) * 1e6)))
+
+
+def handshake_done(conn: Connection) -> None:
+    """Back to blocking reads once the peer is authenticated (reads happen only when it is readable)."""
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    try:
+        _recv_timeout(sock, 0.0)
+    finally:
+        sock.close()
 
 
 def challenge_server(conn: Connection, key: bytes) -> None:

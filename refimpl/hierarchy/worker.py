@@ -302,6 +302,7 @@ class Worker:
                             if not conn.poll(2.0) or conn.recv()[:2] != ("hello", "control"):
                                 raise ValueError("expected a control hello")
                             P.challenge_server(conn, P.control_key(self.cfg.master))
+                            P.handshake_done(conn)
                             self.controls.append(conn)
                         except Exception:  # noqa: BLE001 - a failed challenge closes that connection only
                             conn.close()
