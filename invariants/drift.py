@@ -30,6 +30,7 @@ PREDICATE_MODULES = (
     "invariants.session_predicates",
     "invariants.pressure",
     "invariants.transactions",
+    "invariants.hierarchy",
 )
 _TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES", "OBSERVATION_PREDICATES")
 

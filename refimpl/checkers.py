@@ -20,6 +20,7 @@ from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
 from refimpl.adapter import RefimplAdapter
 from refimpl.admission_checker import AdmissionChecker
 from refimpl.checker_api import Budget, Checker, CheckerRun
+from refimpl.hierarchy_checker import HierarchyChecker
 from refimpl.lazy_checker import LazyChecker
 from refimpl.pressure_checker import PressureChecker
 from refimpl.tx_checker import TransactionsChecker
@@ -72,4 +73,5 @@ CHECKERS: dict[str, Checker] = {
     "admission": AdmissionChecker(_scopes(("kv_batch", "coresidency", "elastic"), {
         "kv_admission_fits": "kv_batch", "retire_before_evict": "coresidency", "elastic_guaranteed_path": "elastic"})),
     "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker", _scopes(("sessions",), {})),
+    "hierarchy": HierarchyChecker(),
 }

@@ -1,4 +1,4 @@
-"""The `ortmem` command: verify, spec, explore, trace, replay, demo, simulate, view.
+"""The `ortmem` command: verify, spec, explore, trace, replay, demo, simulate, view, serve.
 
 Rendering only: the work is in `refimpl.verify` and `spec.catalog`. It fails
 fast: arguments are bounded by argparse and every output path is probed
@@ -377,8 +377,13 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
     if args.write_schema:
         from invariants.trace_format import json_schema
 
+        from invariants.hierarchy_trace import json_schema as hierarchy_schema
+
         path = ROOT / "docs" / "trace-schema.json"
         path.write_text(json.dumps(json_schema(), indent=2) + "\n")
+        console.print(f"wrote {path}")
+        path = ROOT / "docs" / "trace-schema-hierarchy.json"
+        path.write_text(json.dumps(hierarchy_schema(), indent=2) + "\n")
         console.print(f"wrote {path}")
         return 0
     if not args.out:
@@ -397,9 +402,16 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
 def _replay(args: argparse.Namespace, console: Console) -> int:
     from invariants.replay import replay
 
+    from invariants.hierarchy_trace import REVISION, replay_hierarchy
+
     try:
         with open(args.trace, "rb") as f:
-            r = replay(f)
+            first = f.readline(4096)
+            f.seek(0)
+            if REVISION.encode() in first:  # a hierarchy trace (C10, I11)
+                r = replay_hierarchy(iter(lambda: f.readline(1 << 17), b""))
+            else:
+                r = replay(f)
     except OSError as e:
         console.print(f"[red]cannot read {args.trace}: {e.strerror}[/]")
         return 2
@@ -445,12 +457,17 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("view", help="a self-contained HTML memory timeline of a JSONL trace")
     w.add_argument("trace", help="the JSONL trace file")
     w.add_argument("-o", "--out", default="timeline.html", help="output HTML file (default timeline.html)")
+    sv = sub.add_parser("serve", help="a serving coordinator and N worker processes (C10); Ctrl-C to stop")
+    sv.add_argument("--workers", type=_bounded(1, 8), default=2, help="worker processes (1..8)")
+    sv.add_argument("--quota", type=int, default=64, metavar="MIB", help="serving quota in MiB (default 64)")
+    sv.add_argument("--seconds", type=float, help="stop after this long (default: run until Ctrl-C)")
+    sv.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (default 0.5)")
     args = parser.parse_args(argv)
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # logs and CI: wide enough for the per-ID table
     commands = {"verify": _verify, "spec": _spec, "explore": _explore, "trace": _trace, "replay": _replay,
-                "demo": _demo, "simulate": _simulate, "view": _view}
+                "demo": _demo, "simulate": _simulate, "view": _view, "serve": _serve}
     try:
         code = commands[args.command](args, console)
         sys.stdout.flush()  # `ortmem spec > /dev/full`: the write error surfaces here, not at exit
@@ -475,6 +492,16 @@ def _quiet_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def _serve(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.hierarchy.serve import run_serve
+
+    if not 1 <= args.workers <= 8 or args.quota < 1:
+        console.print("[red]--workers must be in 1..8 and --quota positive[/]")
+        return 2
+    return run_serve(args.workers, args.quota, args.seconds, args.interval,
+                     lambda line: console.print(line, markup=False, soft_wrap=True))
 
 
 def _demo(args: argparse.Namespace, console: Console) -> int:

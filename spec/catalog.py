@@ -17,6 +17,7 @@ import attrs
 
 from spec._catalog_text import TEXT
 from spec.guards import GUARDS, Guard
+from spec.hierarchy_lifecycle import PROC_TABLE, WORKER_TABLE
 from spec.lifecycle import ALLOCATION_TABLE, CONTEXT_TABLE, mermaid
 from spec.tickets import PRESSURE_TABLE, TICKET_TABLE
 from spec.tx_lifecycle import BUNDLE_TABLE, TRANSACTION_TABLE
@@ -80,7 +81,8 @@ _LINKS: dict[str, dict[str, object]] = {
     "I1": dict(
         predicates=(_P + "state_I1", _P + "step_I1"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_alias_adds_no_charge"),
-        scope="Aliases add no charge within one process. Delegated quota slices arrive with C10.",
+        scope=("Aliases add no charge within one process. Delegated quota slices are linked attribution checked "
+               "under C10 (invariants.hierarchy: slice_charged, charge_has_owner)."),
     ),
     "I2": dict(
         predicates=(_P + "state_I2", _P + "step_I2", "invariants.replay_predicates.step_I2_grant_charges",
@@ -140,7 +142,7 @@ _LINKS: dict[str, dict[str, object]] = {
                "follow the stated order (matured first, then priority, then submit order), computed from the "
                "tickets' fields; once matured, a ticket is overtaken by no later submission of any priority; "
                "a pending ticket is passed by later grants in at most `aging_bound` rounds (trace predicate). "
-               "Coordinator-scope intents arrive with C10."),
+               "Coordinator-scope intents are checked under C10 (intent_keeps_place, matured_not_overtaken)."),
     ),
     # issue #5: admission over real sessions
     "I3": dict(
@@ -250,10 +252,34 @@ _LINKS.update({
     ),
 })
 
-_PLANNED = {
-    "C10": "a later issue (cooperative hierarchy across processes)",
-    "I11": "a later issue (honest enforcement scope)",
-}
+# --- cooperative hierarchy across processes (issue #12) ---
+_H = "invariants.hierarchy."
+_H_SPEC = "tests/test_hierarchy_spec.py"
+_H_CONTROLS = "tests/test_hierarchy_spec.py::test_hierarchy_guard_off_violates_a_harm_clause"
+_H_PROC = "tests/test_hierarchy_processes.py"
+_H_MACHINE = "tests/test_hierarchy_checker.py::test_real_hierarchy_refines_spec"
+_H_REAL_CONTROLS = "tests/test_hierarchy_checker.py::test_hierarchy_negative_control_is_found"
+_LINKS.update({
+    "C10": dict(
+        predicates=(_H + "state_C10_hierarchy", _H + "step_C10_hierarchy"),
+        tests=(_H_SPEC, _H_CONTROLS, "tests/test_hierarchy_spec.py::test_explorer_finds_each_short_control",
+               _H_PROC, _H_MACHINE, _H_REAL_CONTROLS),
+        scope=("One serving coordinator and its worker processes on one machine, one pool (host memory). "
+               "Spec: quotas, slices, fencing by epoch, exit-only return, defer with coordinator intents "
+               "(I13 at coordinator scope), budget = min(slice, OS ceiling). Real processes "
+               "(refimpl.hierarchy): authkey-authenticated workers running ProcessMemoryManager, sqlite "
+               "journal, exit observed by sentinel, SIGSTOP / SIGKILL / restart faults."),
+    ),
+    "I11": dict(
+        predicates=(_H + "state_I11_hierarchy", _H + "step_I11_hierarchy"),
+        tests=(_H_SPEC, _H_CONTROLS, _H_MACHINE, _H_REAL_CONTROLS,
+               "tests/test_hierarchy_processes.py::test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back"),
+        scope=("Outside programs appear only as OS usage lowering the ceiling (cgroup v2 memory.max / "
+               "memory.current, else /proc/meminfo MemAvailable); they are never reclaim targets."),
+    ),
+})
+
+_PLANNED: dict[str, str] = {}
 
 
 def _build() -> tuple[Entry, ...]:
@@ -287,6 +313,8 @@ _LIFECYCLES = (
     ("Pressure ticket", PRESSURE_TABLE),
     ("Capacity transaction", TRANSACTION_TABLE),
     ("State bundle", BUNDLE_TABLE),
+    ("Hierarchy worker (coordinator view)", WORKER_TABLE),
+    ("Worker process", PROC_TABLE),
 )
 
 
@@ -320,7 +348,7 @@ def render_markdown() -> str:
             "; ".join(f"`{g.name}`: {g.description} (off: {g.harm})" for g in e.guards) or "none")]
         lines += ["", "*Tests.* " + ", ".join(f"`{t}`" for t in e.tests)]
     lines += ["", "## Lifecycles", "", "Generated from the transition tables in `spec.lifecycle`, "
-              "`spec.tickets` and `spec.tx_lifecycle`."]
+              "`spec.tickets`, `spec.tx_lifecycle` and `spec.hierarchy`."]
     for title, table in _LIFECYCLES:
         lines += ["", f"### {title}", "", "```mermaid", mermaid(table), "```"]
     lines.append("")

@@ -60,6 +60,11 @@ __all__ = [
     "HolderCallbackFailed",
     "SessionCreationFailed",
     "TraceSinkFailed",
+    "UnknownWorker",
+    "AuthenticationFailed",
+    "ReplayedMessage",
+    "StaleEpoch",
+    "NotAParticipant",
 ]
 
 
@@ -280,3 +285,24 @@ class TraceSinkFailed(CalloutFailed):
     def __init__(self, message: str, result: object = None, error: BaseException | None = None) -> None:
         super().__init__(message)
         self.result, self.error = result, error
+# --- cooperative hierarchy (issue #12: C10, I11) ---
+
+
+class UnknownWorker(CallerError, LookupError):
+    """No worker with this id was spawned by the coordinator (C10)."""
+
+
+class AuthenticationFailed(CallerError, PermissionError):
+    """A message failed its worker's authentication (wrong key, forged MAC): it gets nothing (C10)."""
+
+
+class ReplayedMessage(CallerError, ValueError):
+    """A message's sequence number is not above the worker's last accepted one: a replay or reorder (C10)."""
+
+
+class StaleEpoch(CallerError, ValueError):
+    """A message carries an epoch older than the worker's current one: it was fenced (C10)."""
+
+
+class NotAParticipant(CallerError, PermissionError):
+    """The target is outside the hierarchy: it is OS pressure, never a holder or a reclaim target (I11)."""

@@ -109,7 +109,7 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
 
     runs, controls = _explore(PROFILES["quick"], _noop)
     assert runs["ledger"].complete and not runs["ledger"].found and runs["ledger"].states > 10_000
-    explored = {g.name for g in GUARDS if g.model in ("ledger", "admission", "ort")}
+    explored = {g.name for g in GUARDS if g.model in ("ledger", "admission", "ort", "hierarchy")}
     assert {g.name for g in LEDGER_GUARDS} <= set(controls) and set(controls) == explored
     assert all(x.violated in GUARD_IDS[name] for name, x in controls.items())
     assert all(runs[m].complete and not runs[m].found for m in ("admission", "ort"))

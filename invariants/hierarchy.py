@@ -1,0 +1,267 @@
+"""Predicates of the cooperative hierarchy (C10, I11), as conjunctions of named harm clauses.
+
+Each clause states a harm the design forbids, read from the figures of both
+sides (the coordinator's `free`/`quota`, each worker's own `slice`,
+`committed`, `reserved`), never a flag a guard writes and never the guard's own
+test: "no byte a live worker uses goes uncharged", not "the epoch was checked".
+The OS ceiling is recomputed here from the machine figures, independently of
+`spec.hierarchy`'s helpers.
+
+A clause is `fn(...) -> (antecedent_held, problem | None)`: whether the case it
+is about occurred in this evaluation, and what went wrong. `evaluate` returns
+every clause's outcome (for coverage counts); the predicates raise
+`InvariantViolation(ID, "clause: problem")` on the first failing clause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from invariants.clauses import clause, conjunction
+from spec import hierarchy as H
+
+__all__ = ["state_C10_hierarchy", "step_C10_hierarchy", "state_I11_hierarchy", "step_I11_hierarchy",
+           "CLAUSES", "evaluate", "STATE_PREDICATES", "STEP_PREDICATES", "check_state", "check_step"]
+
+Outcome = tuple[bool, "str | None"]
+_EX, _DEAD, _SPAWNED = H.WorkerState.EXITED, H.ProcState.DEAD, H.WorkerState.SPAWNED
+
+
+def _first(items: list[str]) -> str | None:
+    return items[0] if items else None
+
+
+# --- state clauses (C10) -------------------------------------------------------------
+
+
+def quota_within_serving(s: H.HierarchyState) -> Outcome:
+    """Delegated quotas sum to at most the serving quota."""
+    total = sum(w.quota for w in s.workers.values())
+    return total > 0, (None if total <= s.serving_quota else f"quotas sum to {total} > serving quota {s.serving_quota}")
+
+
+def slices_within_serving(s: H.HierarchyState) -> Outcome:
+    """What the workers that may still run believe they hold sums to at most the serving quota."""
+    total = sum(w.slice for w in s.workers.values() if w.state is not _EX)
+    return total > 0, (None if total <= s.serving_quota else
+                       f"workers not yet exited hold slices summing to {total} > serving quota {s.serving_quota}")
+
+
+def conservation(s: H.HierarchyState) -> Outcome:
+    """Every byte of the serving quota is either free at the coordinator or charged to exactly one worker."""
+    total = s.free + sum(w.quota for w in s.workers.values())
+    held = any(w.quota or w.returned for w in s.workers.values())
+    return held, (None if total == s.serving_quota else
+                  f"free {s.free} + quotas {total - s.free} = {total} != serving quota {s.serving_quota}")
+
+
+def slice_charged(s: H.HierarchyState) -> Outcome:
+    """No worker that may still run uses a byte the coordinator does not charge to it (linked attribution, I1)."""
+    bad = [f"worker {i}: slice {w.slice} > quota {w.quota}" for i, w in s.workers.items()
+           if w.state is not _EX and w.slice > w.quota]
+    return any(w.slice for w in s.workers.values() if w.state is not _EX), _first(bad)
+
+
+def charge_has_owner(s: H.HierarchyState) -> Outcome:
+    """A live worker is charged exactly its slice: no quota is charged to it that nobody can use."""
+    bad = [f"worker {i}: quota {w.quota} but its own slice is {w.slice}" for i, w in s.workers.items()
+           if w.state is not _EX and w.proc is not _DEAD and w.quota != w.slice]
+    return any(w.quota for w in s.workers.values() if w.proc is not _DEAD), _first(bad)
+
+
+def within_slice(s: H.HierarchyState) -> Outcome:
+    """A worker's local charge stays within its slice."""
+    bad = [f"worker {i}: committed {w.committed} + reserved {w.reserved} > slice {w.slice}"
+           for i, w in s.workers.items() if w.state is not _EX and w.committed + w.reserved > w.slice]
+    return any(w.committed + w.reserved for w in s.workers.values()), _first(bad)
+
+
+def unauthenticated_hold_nothing(s: H.HierarchyState) -> Outcome:
+    """A worker that never authenticated holds no quota."""
+    bad = [f"worker {i} never authenticated but holds quota {w.quota}" for i, w in s.workers.items()
+           if w.state is _SPAWNED and (w.quota or w.slice)]
+    return any(w.state is _SPAWNED for w in s.workers.values()), _first(bad)
+
+
+def exited_hold_nothing(s: H.HierarchyState) -> Outcome:
+    """Once its exit is observed a worker is charged nothing."""
+    bad = [f"worker {i} exited but is charged {w.quota}" for i, w in s.workers.items() if w.state is _EX and w.quota]
+    return any(w.state is _EX for w in s.workers.values()), _first(bad)
+
+
+def deferring_holds_nothing(s: H.HierarchyState) -> Outcome:
+    """A worker awaiting quota holds no open reservation and no quota above what it committed."""
+    waiting = {i.worker for i in s.intents.values()}
+    bad = [f"worker {i} awaits quota but keeps reserved {w.reserved}, slice {w.slice} > committed {w.committed}"
+           for i, w in s.workers.items() if i in waiting and w.proc is not _DEAD
+           and (w.reserved or w.slice > w.committed)]
+    return bool(waiting), _first(bad)
+
+
+# --- step clauses (C10) ---------------------------------------------------------------
+
+
+def no_return_before_exit(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """Quota leaves a worker only when the worker gives it up itself or its exit has been observed."""
+    held, bad = False, []
+    for i, w in prev.workers.items():
+        n = nxt.workers[i]
+        taken = w.quota - n.quota
+        if taken <= 0:
+            continue
+        held = True
+        gave = w.slice - n.slice
+        exited = w.proc is _DEAD and n.state is _EX
+        if not exited and gave != taken:
+            bad.append(f"worker {i} lost {taken} B of quota but gave up {gave} B itself and has not exited")
+    return held, _first(bad)
+
+
+def fenced_gains_nothing(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """A fenced worker (being terminated) is delegated nothing more."""
+    held, bad = False, []
+    for i, w in prev.workers.items():
+        if w.state in (H.WorkerState.FENCED, _EX):
+            held = True
+            n = nxt.workers[i]
+            if n.quota > w.quota or n.slice > w.slice:
+                bad.append(f"fenced worker {i} grew from quota {w.quota}/slice {w.slice} to {n.quota}/{n.slice}")
+    return held, _first(bad)
+
+
+def _os_free(s: H.HierarchyState) -> int:
+    live = sum(w.committed + w.reserved for w in s.workers.values() if w.proc is not _DEAD)
+    return s.machine - sum(s.outside.values()) - live
+
+
+def reserve_within_budget(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """A worker's new reservation fits min(its slice, what the OS had left): budget = min(quota, OS ceiling)."""
+    if not isinstance(act, H.Reserve):
+        return False, None
+    w, n = prev.workers[act.worker], nxt.workers[act.worker]
+    grown = (n.committed + n.reserved) - (w.committed + w.reserved)
+    room = min(w.slice - w.committed - w.reserved, max(0, _os_free(prev)))
+    return True, (None if grown <= room else
+                  f"worker {act.worker} reserved {grown} B with {room} B left of min(slice, OS ceiling)")
+
+
+def intent_keeps_place(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """A deferred intent keeps its worker, bytes, submit sequence and priority; its age grows, bounded."""
+    held, bad = False, []
+    for k, i in prev.intents.items():
+        j = nxt.intents.get(k)
+        if j is None:
+            continue
+        held = True
+        if (j.worker, j.nbytes, j.priority, j.seq) != (i.worker, i.nbytes, i.priority, i.seq):
+            bad.append(f"intent {k} changed from {i!r} to {j!r}")
+        elif not i.age <= j.age <= nxt.aging_cap:
+            bad.append(f"intent {k} aged from {i.age} to {j.age} (bound {nxt.aging_cap})")
+    return held, _first(bad)
+
+
+def matured_not_overtaken(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """Once an intent has matured, no later-submitted intent of any priority is granted ahead of it."""
+    if not isinstance(act, H.Arbitrate):
+        return False, None
+    matured = [i for k, i in prev.intents.items() if i.age + 1 >= prev.aging_cap and k in nxt.intents]
+    granted = [i for k, i in prev.intents.items() if k not in nxt.intents]
+    bad = [f"intent {g.seq} (submitted after matured intent {m.seq}) was granted ahead of it"
+           for m in matured for g in granted if g.seq > m.seq]
+    return bool(matured), _first(bad)
+
+
+# --- I11 --------------------------------------------------------------------------------
+
+
+def no_outside_target(s: H.HierarchyState) -> Outcome:
+    """No reclaim ticket waits on a program outside the hierarchy: it never agreed to give anything back."""
+    bad = [f"reclaim ticket {k} targets {t.target!r}, which is not a worker" for k, t in s.tickets.items()
+           if t.target not in s.workers]
+    return bool(s.tickets), _first(bad)
+
+
+def outside_only_lowers_ceiling(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """Outside usage changes no quota, no slice and no free balance; it only moves the OS ceiling."""
+    if not isinstance(act, H.Outside):
+        return False, None
+    if nxt.free != prev.free:
+        return True, f"outside program {act.name!r} moved the coordinator's free balance {prev.free} -> {nxt.free}"
+    moved = [i for i, w in prev.workers.items()
+             if (w.quota, w.slice) != (nxt.workers[i].quota, nxt.workers[i].slice)]
+    if moved:
+        return True, f"outside program {act.name!r} changed the quota of worker {moved[0]}"
+    lowered = (_os_free(prev) - _os_free(nxt)) == act.delta
+    return True, None if lowered else f"OS ceiling moved by {_os_free(prev) - _os_free(nxt)}, not {act.delta}"
+
+
+Clause = Callable[..., Outcome]
+
+CLAUSES: dict[str, tuple[tuple[str, Clause], ...]] = {
+    "state_C10_hierarchy": tuple((f.__name__, f) for f in (
+        quota_within_serving, slices_within_serving, conservation, slice_charged, charge_has_owner,
+        within_slice, unauthenticated_hold_nothing, exited_hold_nothing, deferring_holds_nothing)),
+    "step_C10_hierarchy": tuple((f.__name__, f) for f in (
+        no_return_before_exit, fenced_gains_nothing, reserve_within_budget, intent_keeps_place,
+        matured_not_overtaken)),
+    "state_I11_hierarchy": (("no_outside_target", no_outside_target),),
+    "step_I11_hierarchy": (("outside_only_lowers_ceiling", outside_only_lowers_ceiling),),
+}
+
+
+def evaluate(predicate: str, *args: Any) -> list[tuple[str, bool, str | None]]:
+    """Every clause of `predicate` on `args`: (clause, antecedent held, problem or None)."""
+    return [(name, *fn(*args)) for name, fn in CLAUSES[predicate]]
+
+
+#: The same clauses in the project's clause registry (`invariants.clauses`): coverage and R1-R3.
+_REGISTERED = {(pred, name): clause("C10" if "C10" in pred else "I11", pred, name, (fn.__doc__ or name).strip())
+               for pred, named in CLAUSES.items() for name, fn in named}
+
+
+def _raise(id: str, predicate: str, *args: Any) -> None:
+    """Count every clause's evaluation and case, then fail on the first problem."""
+    first = None
+    for name, held, problem in evaluate(predicate, *args):
+        _REGISTERED[(predicate, name)].case(held)
+        if problem is not None and first is None:
+            first = (name, problem)
+    if first is not None:
+        _REGISTERED[(predicate, first[0])].fail(f"{first[0]}: {first[1]}")
+
+
+def state_C10_hierarchy(s: Any) -> None:
+    """Quota sums, conservation, linked attribution, charge until exit, deferring holds nothing."""
+    if isinstance(s, H.HierarchyState):
+        _raise("C10", "state_C10_hierarchy", s)
+
+
+def step_C10_hierarchy(prev: Any, act: Any, nxt: Any) -> None:
+    """No return before exit, fenced gains nothing, budget = min(slice, ceiling), intents keep their place."""
+    if isinstance(prev, H.HierarchyState):
+        _raise("C10", "step_C10_hierarchy", prev, act, nxt)
+
+
+def state_I11_hierarchy(s: Any) -> None:
+    """No reclaim ticket targets an outside program."""
+    if isinstance(s, H.HierarchyState):
+        _raise("I11", "state_I11_hierarchy", s)
+
+
+def step_I11_hierarchy(prev: Any, act: Any, nxt: Any) -> None:
+    """Outside usage only lowers the OS ceiling."""
+    if isinstance(prev, H.HierarchyState):
+        _raise("I11", "step_I11_hierarchy", prev, act, nxt)
+
+
+STATE_PREDICATES = {"C10": (state_C10_hierarchy,), "I11": (state_I11_hierarchy,)}
+STEP_PREDICATES = {"C10": (step_C10_hierarchy,), "I11": (step_I11_hierarchy,)}
+
+
+def check_state(s: Any) -> None:
+    conjunction(STATE_PREDICATES, s)
+
+
+def check_step(prev: Any, act: Any, nxt: Any) -> None:
+    conjunction(STEP_PREDICATES, prev, act, nxt)

@@ -1,0 +1,150 @@
+"""Deterministic controls for the hierarchy (C10, I11): scripted scenarios and an explorer scope.
+
+Every hierarchy guard has one scripted scenario: a short action list that a
+switched-off guard turns into a violation of a harm clause of
+`invariants.hierarchy`, and that with every guard on runs clean (the guard
+refuses the harmful step or the harm never arises). `run_script` replays a
+script against `spec.hierarchy` and returns the first violation.
+
+`hierarchy_model` is the bounded-exhaustive explorer's scope (`invariants.explore`):
+two workers, a serving quota of 4 on a machine of 6, one outside program,
+messages genuine, forged and replayed. Aging needs longer histories than that
+scope reaches, so `arbitration_model` is a second, narrower scope: three
+authenticated workers, one holding most of the quota, and only requests,
+returns and arbitration rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from invariants._violation import InvariantViolation
+from invariants.explore import Model
+from invariants.hierarchy import check_state, check_step
+from spec import hierarchy as H
+from spec.errors import GovernorError
+from spec.guards import ALL_ON, GuardSet
+
+__all__ = ["SCRIPT_CONFIG", "SCRIPTS", "ScriptResult", "run_script", "hierarchy_model", "EXPLORE_CONFIG",
+           "arbitration_model"]
+
+#: (serving quota, machine, aging cap) of every script.
+SCRIPT_CONFIG = (10, 16, 2)
+
+_UP = (H.Spawn(), H.Hello(1))
+_TWO = (H.Spawn(), H.Hello(2))
+_THREE = (H.Spawn(), H.Hello(3))
+
+SCRIPTS: dict[str, tuple[Any, ...]] = {
+    "authenticated_only": _UP + (H.Request(1, 1, 1, 4, authentic=False),),
+    "sequence_check": _UP + (H.Request(1, 1, 1, 3), H.Request(1, 1, 1, 3)),
+    "epoch_fencing": _UP + (H.Request(1, 1, 1, 3), H.MissHeartbeat(1), H.Request(1, 1, 2, 2)),
+    "charge_until_exit": _UP + (H.Request(1, 1, 1, 6), H.MissHeartbeat(1), *_TWO, H.Request(2, 1, 1, 8)),
+    "return_once": _UP + (H.Request(1, 1, 1, 4), H.Kill(1), H.ObserveExit(1), H.Restart(), H.ObserveExit(1)),
+    "defer_returns_uncommitted": _UP + (H.Request(1, 1, 1, 6), H.Reserve(1, 2), H.Commit(1), H.Reserve(1, 2),
+                                        *_TWO, H.Request(2, 1, 1, 4), H.Request(1, 1, 2, 3)),
+    "coordinator_aging": _UP + (H.Request(1, 1, 1, 8), *_TWO, H.Request(2, 1, 1, 5), H.Arbitrate(), H.Arbitrate(),
+                                *_THREE, H.Request(3, 1, 1, 3), H.Return(1, 1, 2, 1), H.Arbitrate()),
+    "budget_min_ceiling": _UP + (H.Request(1, 1, 1, 8), H.Outside("db", 12), H.Reserve(1, 6)),
+    "participants_only": (H.Outside("db", 2), H.Reclaim("db", 1)),
+    "outside_is_ceiling": _UP + (H.Request(1, 1, 1, 2), H.Outside("db", 3)),
+}
+
+
+@attrs.frozen
+class ScriptResult:
+    violated: str | None  # the ID of the first violation, else None
+    message: str
+    at: int | None  # index of the action after which it was found
+    rejected: tuple[str, ...]  # the refusals met on the way, as "index: ErrorType"
+
+
+def run_script(script: Iterable[Any], guards: GuardSet = ALL_ON,
+               config: tuple[int, int, int] = SCRIPT_CONFIG) -> ScriptResult:
+    """Replay `script` on the spec with `guards`; every predicate after every step."""
+    s = H.new_hierarchy(*config)
+    rejected: list[str] = []
+    for k, act in enumerate(script):
+        try:
+            nxt, _ = H.step(s, act, guards)
+        except GovernorError as e:
+            rejected.append(f"{k}: {type(e).__name__}")
+            continue
+        try:
+            check_step(s, act, nxt)
+            check_state(nxt)
+        except InvariantViolation as e:
+            return ScriptResult(e.id, str(e), k, tuple(rejected))
+        s = nxt
+    return ScriptResult(None, "no violation", None, tuple(rejected))
+
+
+#: (serving quota, machine, aging cap) of the explorer's scope.
+EXPLORE_CONFIG = (4, 6, 2)
+
+
+def _actions(s: H.HierarchyState) -> Iterable[Any]:
+    if s.next_worker <= 2:
+        yield H.Spawn()
+    for i, w in s.workers.items():
+        e, q = w.known_epoch, w.seq + 1
+        yield H.Hello(i)
+        for n in (1, 3):
+            yield H.Request(i, e, q, n)
+        yield H.Request(i, e, q, 2, authentic=False)
+        if w.seq:
+            yield H.Request(i, e, w.seq, 2)
+            yield H.Return(i, e, w.seq, 1)
+        yield H.Return(i, e, q, 1)
+        yield H.Return(i, e, q, 1, authentic=False)
+        yield H.Reserve(i, 1)
+        yield H.Reserve(i, 2)
+        yield H.Commit(i)
+        yield H.Free(i, 1)
+        yield H.Stop(i)
+        yield H.Cont(i)
+        yield H.Kill(i)
+        yield H.MissHeartbeat(i)
+        yield H.ObserveExit(i)
+        yield H.Reclaim(i, 1)
+    yield H.Outside("db", 3)
+    yield H.Outside("db", -3)
+    yield H.Reclaim("db", 1)
+    for t in s.tickets:
+        yield H.Answer(t, 0)
+        yield H.Answer(t, 1)
+    if s.intents:
+        yield H.Arbitrate()
+
+
+def hierarchy_model(guards: GuardSet = ALL_ON) -> Model:
+    """The explorer's scope for the hierarchy spec with `guards`."""
+    return Model(name="hierarchy", initial=H.new_hierarchy(*EXPLORE_CONFIG),
+                 step=lambda s, a: H.step(s, a, guards)[0], actions=_actions,
+                 check_state=check_state, check_step=check_step, rejects=(GovernorError,))
+
+
+def _arbitration_actions(s: H.HierarchyState) -> Iterable[Any]:
+    waiting = {i.worker for i in s.intents.values()}
+    for i in (2, 3):
+        w = s.workers[i]
+        if i not in waiting:
+            for n in (1, 3, 5):
+                yield H.Request(i, w.known_epoch, w.seq + 1, n)
+    w = s.workers[1]
+    if w.slice > w.committed:
+        yield H.Return(1, w.known_epoch, w.seq + 1, 1)
+    yield H.Arbitrate()
+
+
+def arbitration_model(guards: GuardSet = ALL_ON) -> Model:
+    """The explorer's arbitration scope: worker 1 holds 8 of 10; workers 2 and 3 ask and wait."""
+    s = H.new_hierarchy(*SCRIPT_CONFIG)
+    for a in (*_UP, *_TWO, *_THREE, H.Request(1, 1, 1, 8)):
+        s, _ = H.step(s, a)
+    return Model(name="hierarchy-arbitration", initial=s, step=lambda s, a: H.step(s, a, guards)[0],
+                 actions=_arbitration_actions, check_state=check_state, check_step=check_step,
+                 rejects=(GovernorError,))

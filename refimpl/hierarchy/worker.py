@@ -1,0 +1,330 @@
+"""A worker process: one `ProcessMemoryManager` whose authority is bounded by its delegated slice (C10).
+
+The worker's host authority is registered at the serving quota's size; the
+part it may not use (serving quota - min(slice, OS ceiling)) is held by a
+"withheld" holder as committed leases, so the manager's own limit check is
+what bounds the workload (linked attribution, I1: the slice is not a second
+grantable copy, it is the only room the workload's reservations can take).
+Moving the bound is prepare -> commit on the manager (reserve, then commit the
+withheld delta; raising releases withheld leases); it never takes a workload
+lease (I6): it can lower the bound only down to what is in use.
+
+Every message to the coordinator is sealed with this worker's key and carries
+its epoch and the next sequence number (counted only when accepted). On
+defer the worker cancels its open reservations and keeps only what it has
+committed; while it waits, bytes it frees go back at once. Heartbeats go out
+every `heartbeat_interval`. A lost coordinator connection is redialled (the
+coordinator restarted) and the slice resynchronised from its journaled quota.
+
+Control: the driver (tests, campaign, `ortmem serve`) connects to this
+worker's own socket with the control key and asks for local actions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from refimpl.governor import ProcessMemoryManager
+from refimpl.hierarchy import protocol as P
+from refimpl.hierarchy.osceiling import FileCeiling, OsCeiling
+from spec.errors import CapacityDenied, GovernorError, InvalidBytes, InvalidTransition, UnknownTicket
+from spec.guards import GuardSet
+from spec.types import AllocState, Role, Tier
+
+__all__ = ["worker_main", "Worker"]
+
+
+class Worker:
+    def __init__(self, wid: int, cfg: Any) -> None:
+        self.wid, self.cfg = wid, cfg
+        self.guards = GuardSet(cfg.guards)
+        self.key = P.worker_key(cfg.master, wid)
+        self.ceiling = FileCeiling(cfg.ceiling[1]) if cfg.ceiling[0] == "file" else OsCeiling()
+        self.q = cfg.serving_quota
+        self.pmm = ProcessMemoryManager()
+        self.auth = self.pmm.register_authority("host", Tier.HOST, self.q * P.UNIT)
+        self.work = self.pmm.register_holder("work")
+        self.hold = self.pmm.register_holder("withheld")
+        self.withheld: list[tuple[int, int]] = []  # (allocation, units)
+        self.provisional: list[int] = []
+        self.leases: list[int] = []
+        self.slice = self.epoch = self.seq = 0
+        self.waiting: int | None = None
+        self.tickets: dict[int, int] = {}
+        self.events: list[dict[str, Any]] = []
+        self._bound(0)
+        self.ctl = P.listen(os.path.join(cfg.dir, f"w{wid}.sock"))
+        self.controls: list[Connection] = []
+        self.coord: Connection | None = None
+        self.stop = False
+        self.last_beat = self.next_dial = 0.0
+        self.refused: GovernorError | None = None  # the coordinator's answer to our last hello, if a refusal
+
+    # --- the authority's bound (prepare -> commit on the manager) --------------------
+
+    def _in_use(self) -> int:
+        return len(self.leases) + len(self.provisional)
+
+    def _bound(self, limit: int) -> None:
+        """Let the workload use at most `limit` units (never below what it already uses)."""
+        target = self.q - max(min(limit, self.q), self._in_use())
+        have = sum(u for _, u in self.withheld)
+        while have > target and self.withheld:
+            aid, u = self.withheld.pop()
+            self.pmm.release(self.hold, aid)
+            have -= u
+        if target > have:
+            n = target - have
+            aid = self.pmm.reserve(self.hold, self.auth, Tier.HOST, n * P.UNIT, Role.STAGING)  # prepare
+            self.pmm.commit(self.hold, aid, n * P.UNIT)  # commit
+            self.withheld.append((aid, n))
+
+    def budget(self) -> int:
+        """min(slice, OS ceiling) in units; the ceiling is this worker's own charge plus what the OS has left."""
+        ceiling = self._in_use() + self.ceiling.free() // P.UNIT
+        return min(self.slice, ceiling) if self.guards.on("budget_min_ceiling") else self.slice
+
+    def figures(self) -> dict[str, int]:
+        """Committed and reserved units, read from the manager's own ledger."""
+        st = self.pmm.abstract()
+        mine = [a for a in st.allocations.values() if a.holder == self.work]
+        return {"committed": sum(a.charge for a in mine if a.state is AllocState.LIVE) // P.UNIT,
+                "reserved": sum(a.charge for a in mine if a.state is AllocState.PROVISIONAL) // P.UNIT}
+
+    # --- coordinator connection ----------------------------------------------------------
+
+    def connect(self, deadline: float) -> None:
+        """Dial until connected (bounded); a refused hello (we were fenced) leaves us disconnected."""
+        while not self._try_connect():
+            if self.refused is not None:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {self.wid}: no coordinator")
+            time.sleep(0.02)
+
+    def _try_connect(self) -> bool:
+        try:
+            conn = P.dial(self.cfg.address, "worker", self.wid, self.key)
+            if not conn.poll(5.0):
+                raise TimeoutError("no hello reply")
+            reply = conn.recv()
+            P.raise_refusal(reply)
+        except (OSError, EOFError, TimeoutError, AuthenticationError):
+            return False
+        except GovernorError as e:
+            self.refused = e
+            return False
+        self.coord, self.refused = conn, None
+        self.epoch, self.seq = reply["epoch"], max(self.seq, reply["seq"])
+        self.slice = reply["quota"]  # resynchronise with the journaled quota (a grant may have been lost)
+        self.waiting = reply.get("intent")
+        self.tickets = {int(t): n for t, n in reply.get("tickets", {}).items()}
+        self._bound(self.slice)
+        return True
+
+    def _send(self, kind: str, **fields: Any) -> Any:
+        self.drain()  # a dead connection is noticed (and redialled) before we send on it
+        if self.coord is None:
+            if self.refused is not None:
+                raise self.refused
+            raise InvalidTransition(f"worker {self.wid} is not connected")
+        msg = P.seal(self.key, kind=kind, worker=self.wid, epoch=self.epoch, seq=self.seq + 1, **fields)
+        self.coord.send(msg)
+        deadline = time.monotonic() + 5.0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.coord.poll(left):
+                raise TimeoutError(f"worker {self.wid}: no reply to {kind}")
+            reply = self.coord.recv()
+            if "push" in reply:
+                self._push(reply)
+                continue
+            P.raise_refusal(reply)
+            self.seq += 1
+            return reply.get("ok")
+
+    def _push(self, msg: dict[str, Any]) -> None:
+        if msg["push"] == "grant":
+            self.slice += msg["nbytes"]
+            self.waiting = None
+            self._bound(self.slice)
+        elif msg["push"] == "reclaim":
+            self.tickets[msg["ticket"]] = msg["nbytes"]
+        self.events.append(msg)
+
+    def drain(self) -> None:
+        """Apply pushes waiting in the socket; a connection found dead (the coordinator restarted) is redialled."""
+        try:
+            while self.coord is not None and self.coord.poll(0):
+                self._push(self.coord.recv())
+        except (EOFError, OSError):
+            self.coord = None
+        if self.coord is None and self.refused is None:
+            self.connect(time.monotonic() + 30.0)
+
+    # --- local actions (the driver's commands) ---------------------------------------------
+
+    def request(self, nbytes: int, priority: int = 0) -> Any:
+        # No local "already waiting" check: the coordinator is the authority (we may have been fenced).
+        keep = len(self.leases) if self.guards.on("defer_returns_uncommitted") else self.slice
+        result = self._send("request", nbytes=nbytes, priority=priority, keep=keep)
+        if result[0] == "granted":
+            self.slice += nbytes
+        elif self.guards.on("defer_returns_uncommitted"):
+            for aid in self.provisional:  # no local reservation while awaiting quota
+                self.pmm.cancel(self.work, aid)
+            self.provisional.clear()
+            self.slice = len(self.leases)
+            self.waiting = result[1]
+        else:
+            self.waiting = result[1]
+        self._bound(self.slice)
+        return result
+
+    def give_back(self, nbytes: int) -> None:
+        if type(nbytes) is not int or nbytes <= 0 or nbytes > self.slice - self._in_use():
+            raise InvalidBytes(f"worker {self.wid}: cannot return {nbytes!r} of {self.slice - self._in_use()} free")
+        self._send("return", nbytes=nbytes)
+        self.slice -= nbytes
+        self._bound(self.slice)
+
+    def reserve(self, nbytes: int) -> None:
+        if type(nbytes) is not int or nbytes <= 0:
+            raise InvalidBytes(f"nbytes must be a positive int, got {nbytes!r}")
+        budget = self.budget()
+        if self._in_use() + nbytes > budget:  # C10: budget = min(slice, OS ceiling)
+            raise CapacityDenied(f"worker {self.wid}: {nbytes} units asked, budget {budget}, "
+                                 f"{self._in_use()} in use")
+        self._bound(budget)  # and the manager's own limit check enforces it too
+        taken = []
+        try:
+            for _ in range(nbytes):
+                taken.append(self.pmm.reserve(self.work, self.auth, Tier.HOST, P.UNIT, Role.KV))
+        except CapacityDenied:
+            for aid in taken:
+                self.pmm.cancel(self.work, aid)
+            self._bound(self.slice)
+            raise CapacityDenied(f"worker {self.wid}: {nbytes} units asked, budget {self.budget()}, "
+                                 f"{self._in_use()} in use") from None
+        self.provisional += taken
+        self._bound(self.slice)
+
+    def commit(self) -> None:
+        if not self.provisional:
+            raise InvalidTransition(f"worker {self.wid} has no open reservation to commit")
+        for aid in self.provisional:
+            self.pmm.commit(self.work, aid, P.UNIT)
+        self.leases += self.provisional
+        self.provisional.clear()
+
+    def free(self, nbytes: int) -> None:
+        if type(nbytes) is not int or nbytes <= 0 or nbytes > len(self.leases):
+            raise InvalidBytes(f"worker {self.wid}: {nbytes!r} units to free, {len(self.leases)} committed")
+        for _ in range(nbytes):
+            self.pmm.release(self.work, self.leases.pop())
+        if self.waiting is not None and self.guards.on("defer_returns_uncommitted"):
+            self._send("return", nbytes=nbytes)  # a waiting worker keeps no uncommitted quota
+            self.slice -= nbytes
+        self._bound(self.slice)
+
+    def answer(self, ticket: int, nbytes: int) -> int:
+        if ticket not in self.tickets:
+            raise UnknownTicket(f"worker {self.wid}: no reclaim ticket {ticket!r}")
+        room = min(self.tickets[ticket], self.slice - self._in_use())
+        if type(nbytes) is not int or nbytes < 0 or nbytes > room:
+            raise InvalidBytes(f"worker {self.wid}: cannot give back {nbytes!r} of {room}")
+        k = self._send("answer", ticket=ticket, nbytes=nbytes)
+        del self.tickets[ticket]
+        self.slice -= k
+        self._bound(self.slice)
+        return k
+
+    def snapshot(self) -> dict[str, Any]:
+        self.drain()
+        return {"worker": self.wid, "pid": os.getpid(), "slice": self.slice, **self.figures(),
+                "known_epoch": self.epoch, "seq": self.seq, "waiting": self.waiting,
+                "tickets": dict(self.tickets), "budget": self.budget()}
+
+    # --- loop ------------------------------------------------------------------------------
+
+    _OPS = {"request": "request", "return": "give_back", "reserve": "reserve", "commit": "commit",
+            "free": "free", "answer": "answer", "snapshot": "snapshot"}
+
+    def _control(self, conn: Connection) -> None:
+        try:
+            cmd = conn.recv()
+        except (EOFError, OSError):
+            self.controls.remove(conn)
+            return
+        try:
+            op = self._OPS[cmd["op"]]
+            conn.send({"ok": getattr(self, op)(*cmd.get("args", ()))})
+        except GovernorError as e:
+            conn.send(P.refusal(e))
+        except (KeyError, TypeError) as e:
+            conn.send({"refused": "InvalidArgument", "message": repr(e)})
+        except (OSError, EOFError, TimeoutError) as e:  # the coordinator went away mid-call: stay alive, say so
+            self.coord = None
+            conn.send({"refused": "InvalidTransition", "message": f"coordinator unreachable: {e!r}"})
+
+    def run(self) -> None:
+        self.connect(time.monotonic() + 10.0)
+        while not self.stop:
+            now = time.monotonic()
+            if now - self.last_beat >= self.cfg.heartbeat_interval and self.coord is not None:
+                try:
+                    self.coord.send(P.seal(self.key, kind="heartbeat", worker=self.wid, epoch=self.epoch, seq=0))
+                except OSError:
+                    self.coord = None
+                self.last_beat = now
+            if self.coord is None and self.refused is None:
+                self.connect(time.monotonic() + 30.0)  # the coordinator restarted: redial
+            elif self.coord is None and now >= self.next_dial:
+                self.next_dial = now + 0.5  # fenced: stay reachable for control, retry rarely
+                self._try_connect()
+            watch = [self.ctl, *self.controls] + ([self.coord] if self.coord is not None else [])
+            ready = wait(watch, timeout=self.cfg.heartbeat_interval)
+            for r in ready:
+                if r is self.coord:
+                    try:
+                        self._push(self.coord.recv())
+                    except (EOFError, OSError):
+                        self.coord = None  # the coordinator went away: redial
+                elif r is self.ctl:
+                    conn = P.accept(self.ctl)
+                    if conn is not None:
+                        try:
+                            if not conn.poll(2.0) or conn.recv()[:2] != ("hello", "control"):
+                                raise ValueError("expected a control hello")
+                            P.challenge_server(conn, P.control_key(self.cfg.master))
+                            P.handshake_done(conn)
+                            self.controls.append(conn)
+                        except Exception:  # noqa: BLE001 - a failed challenge closes that connection only
+                            conn.close()
+                else:
+                    self._control(r)  # type: ignore[arg-type]
+
+
+def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...]) -> None:
+    """Entry point of a forked worker process."""
+    for fd in close_fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    w = Worker(wid, cfg)
+
+    def _stop(signum: int, frame: object) -> None:
+        w.stop = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        w.run()
+    finally:
+        os._exit(0)

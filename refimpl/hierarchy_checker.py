@@ -1,0 +1,119 @@
+"""The `hierarchy` checker for `ortmem verify`: the cooperative hierarchy with real processes (C10, I11).
+
+Campaign: Hypothesis drives `refimpl.hierarchy.adapter.HierarchyAdapter` (a
+real coordinator process and up to three real worker processes) against
+`invariants.hierarchy_machine.campaign_step`, with refinement and every
+predicate after every step; each example starts and tears down its own
+processes. Negative controls are deterministic: the guard's scripted scenario
+(`invariants.hierarchy_scope.SCRIPTS`) replayed on the spec with the guard off
+(a harm clause must fail), or on the real processes with the guard off
+against the intact spec (refinement must diverge in state or result, not in
+error type alone, or a harm clause must fail). `explore` runs the
+bounded-exhaustive explorer over the spec's scopes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from invariants import contracts
+from invariants._violation import InvariantViolation
+from invariants.campaign import ControlResult, campaign_settings
+from invariants.checked import diff
+from invariants.explore import ExploreResult, explore
+from invariants.hierarchy import STATE_PREDICATES, STEP_PREDICATES, check_state, check_step
+from invariants.hierarchy_machine import campaign_step, model, to_campaign
+from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model, hierarchy_model, run_script
+from invariants.model_machine import run_model_campaign
+from refimpl.checker_api import Budget, CheckerRun
+from refimpl.hierarchy.adapter import HierarchyAdapter
+from refimpl.hierarchy.core import Core
+from spec import hierarchy as H
+from spec.errors import GovernorError
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
+
+__all__ = ["HierarchyChecker", "replay_refimpl"]
+
+
+def _impl(config: Any, guards: GuardSet) -> HierarchyAdapter:
+    return HierarchyAdapter(config, guards)
+
+
+def replay_refimpl(script: tuple[Any, ...], guards: GuardSet, config: tuple[int, int, int] = SCRIPT_CONFIG,
+                   core: type = Core) -> tuple[str | None, str, int | None]:
+    """Replay a campaign-form script on real processes with `guards` (and ledger class `core`), against the
+    intact spec. Returns (violated ID or "refinement" or None, message, index of the step).
+    """
+    gov = HierarchyAdapter(config, guards, core=core)
+    s = H.new_hierarchy(*config)
+    try:
+        for k, act in enumerate(script):
+            expected: tuple[Any, Any] | None = None
+            try:
+                expected = campaign_step(s, act, ALL_ON)
+            except GovernorError:
+                pass
+            result, refused = None, False
+            try:
+                result = gov.execute(act)
+            except GovernorError:
+                refused = True
+            now = gov.abstract()
+            if (expected is None) != refused:
+                return "refinement", f"{act!r}: spec {'refuses' if expected is None else 'accepts'}, " \
+                                     f"implementation {'refuses' if refused else 'accepts'}", k
+            if expected is not None and (result != expected[1] or now != expected[0]):
+                return "refinement", f"{act!r}: result {result!r} vs {expected[1]!r}; {diff(now, expected[0])}", k
+            try:
+                if not refused:
+                    check_step(s, act, now)
+                check_state(now)
+            except InvariantViolation as e:
+                return e.id, str(e), k
+            if expected is not None:
+                s = expected[0]
+        return None, "no counterexample found", None
+    finally:
+        gov.close()
+
+
+class HierarchyChecker:
+    name = "hierarchy"
+
+    def campaign(self, budget: Budget) -> CheckerRun:
+        # Each example starts real processes (about half a second); a fortieth of the ledger's examples.
+        examples = max(8, budget.campaign_examples // 40)
+        cfg = campaign_settings(examples, min(budget.campaign_steps, 25))
+        with contracts.contracts(True):
+            stats = run_model_campaign(model(_impl), cfg)
+        checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
+                  for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
+        return CheckerRun(stats, checks)
+
+    def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
+        script = SCRIPTS[guard.name]
+        off = GuardSet.without(guard.name)
+        t0 = time.perf_counter()
+        with contracts.contracts(False):
+            if layer is Layer.SPEC:
+                r = run_script(script, off)
+                violated, message, at = r.violated, r.message, r.at
+                accept = set(guard.ids)
+            else:
+                script = to_campaign(script)
+                violated, message, at = replay_refimpl(script, off)
+                accept = set(guard.ids) | {"refinement"}
+        steps = None if at is None else at + 1
+        trace = tuple(repr(a) for a in script[:steps]) if steps else ()
+        return ControlResult(guard.name, layer, guard.ids, violated in accept, violated, steps,
+                             time.perf_counter() - t0, trace, message)
+
+    def explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
+        if guard is None:
+            return explore(hierarchy_model(ALL_ON), max_depth=budget.explore_depth, max_states=budget.explore_states)
+        off = GuardSet.without(guard.name)
+        scope = arbitration_model(off) if guard.name == "coordinator_aging" else hierarchy_model(off)
+        return explore(scope, max_depth=budget.control_depth, max_states=budget.explore_states)
+
+

@@ -1,0 +1,202 @@
+"""Fault tests of the hierarchy with real processes (C10, I11): kill, SIGSTOP, restart, forged messages,
+outside allocation. Every wait is bounded; after each test no process of ours is left behind."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from refimpl.hierarchy import protocol as P
+from refimpl.hierarchy.driver import Hierarchy, _wait_pid, leftovers
+from refimpl.hierarchy.journal import Journal
+from refimpl.hierarchy.osceiling import read_ceiling
+from spec.errors import AuthenticationFailed, CapacityDenied, NotAParticipant, ReplayedMessage, StaleEpoch
+
+Q = 10
+
+
+@pytest.fixture
+def where() -> Iterator[str]:
+    d = tempfile.mkdtemp(prefix="h12-")  # short: Unix socket paths are limited to 108 bytes
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def hier(where: str) -> Iterator[Hierarchy]:
+    h = Hierarchy(where, Q).start()
+    yield h
+    h.close()
+    assert leftovers(h.pids) == [], "a hierarchy process outlived the test"
+
+
+def _ledger(h: Hierarchy) -> tuple[int, dict[int, tuple[str, int]]]:
+    s = h.snapshot()
+    return s["free"], {w: (x["state"], x["quota"]) for w, x in s["workers"].items()}
+
+
+def _conserved(h: Hierarchy) -> None:
+    s = h.snapshot()
+    assert s["free"] + sum(w["quota"] for w in s["workers"].values()) == Q
+
+
+def test_kill_returns_quota_exactly_once_across_restarts(hier: Hierarchy) -> None:
+    a, b = hier.spawn(), hier.spawn()
+    assert hier.wop(a, "request", 4) == ["granted", 4]
+    hier.wop(a, "reserve", 2)
+    hier.wop(a, "commit")
+    assert hier.wop(b, "request", 3) == ["granted", 3]
+    assert _ledger(hier) == (3, {a: ("active", 4), b: ("active", 3)})
+    hier.kill(a)  # SIGKILL; the coordinator sees the sentinel
+    assert _ledger(hier) == (7, {a: ("exited", 0), b: ("active", 3)})
+    exits = [e for e in hier.op("events") if e["event"] == "exit"]
+    assert exits == [{"event": "exit", "incarnation": 1, "worker": a, "returned": 4}]
+    for _ in range(2):  # each restart re-observes the exit and credits nothing
+        hier.restart()
+        assert _ledger(hier) == (7, {a: ("exited", 0), b: ("active", 3)})
+    assert hier.snapshot()["incarnation"] == 3
+    _conserved(hier)
+
+
+def test_sigstop_fences_then_exit_returns_quota(where: str) -> None:
+    h = Hierarchy(where, Q, heartbeat_timeout=1.0).start()
+    try:
+        a, b = h.spawn(), h.spawn()
+        h.wop(a, "request", 6)
+        h.wop(b, "request", 2)
+        h.signal(a, signal.SIGSTOP)  # alive but silent: heartbeats stop
+        h.await_exit(a, timeout=10.0)
+        events = [e for e in h.op("events") if e.get("worker") == a and e["event"] in ("fence", "exit")]
+        # Fenced first with its quota still charged; returned only once its exit was observed.
+        assert events == [{"event": "fence", "incarnation": 1, "worker": a, "epoch": 2, "quota": 6},
+                          {"event": "exit", "incarnation": 1, "worker": a, "returned": 6}]
+        assert _ledger(h) == (8, {a: ("exited", 0), b: ("active", 2)})
+        assert h.snapshot()["workers"][b]["epoch"] == 1  # the live worker kept its epoch
+        _conserved(h)
+    finally:
+        h.close()
+    assert leftovers(h.pids) == []
+
+
+def test_restart_reconciles_a_worker_that_died_while_the_coordinator_was_down(hier: Hierarchy) -> None:
+    a, b = hier.spawn(), hier.spawn()
+    hier.wop(a, "request", 5)
+    hier.wop(b, "request", 4)
+    hier.wop(b, "reserve", 1)
+    pid_a = hier.pid(a)
+    hier.ctl.close()  # type: ignore[union-attr]
+    os.kill(hier.proc.pid, signal.SIGKILL)
+    _wait_pid(hier.proc.pid, 5.0)
+    os.kill(pid_a, signal.SIGKILL)  # dies while nobody watches
+    time.sleep(0.05)
+    hier.start()
+    hier.await_exit(a)
+    assert _ledger(hier) == (6, {a: ("exited", 0), b: ("active", 4)})
+    w = hier.wop(b, "snapshot")
+    assert (w["slice"], w["reserved"], w["known_epoch"], w["seq"]) == (4, 1, 1, 1)
+    assert hier.wop(b, "return", 2) is None  # the reconnected worker's next sequence number is accepted
+    assert _ledger(hier) == (8, {a: ("exited", 0), b: ("active", 2)})
+    _conserved(hier)
+
+
+def test_forged_replayed_and_stale_messages_get_nothing_and_a_typed_refusal(hier: Hierarchy) -> None:
+    a = hier.spawn()
+    hier.wop(a, "request", 3)
+    key = P.worker_key(hier.cfg.master, a)
+    before = hier.snapshot()
+    forged = P.seal(b"not the key" * 3, kind="request", worker=a, epoch=1, seq=2, nbytes=5, priority=0, keep=0)
+    replay = P.seal(key, kind="request", worker=a, epoch=1, seq=1, nbytes=3, priority=0, keep=0)
+    stale = P.seal(key, kind="return", worker=a, epoch=0, seq=9, nbytes=1)
+    for msg, err in ((forged, AuthenticationFailed), (replay, ReplayedMessage), (stale, StaleEpoch)):
+        with pytest.raises(err):
+            hier.op("inject", msg)
+        assert hier.snapshot() == before
+    with pytest.raises(NotAParticipant):
+        hier.op("reclaim", "postgres", 1)
+    with pytest.raises(multiprocessing.AuthenticationError):  # the connection challenge itself
+        P.dial(hier.cfg.address, "worker", a, b"wrong key")
+    assert hier.snapshot() == before
+    assert hier.wop(a, "snapshot")["slice"] == 3
+
+
+def test_a_worker_that_defers_keeps_only_its_committed_quota(hier: Hierarchy) -> None:
+    a, b = hier.spawn(), hier.spawn()
+    hier.wop(a, "request", 6)
+    hier.wop(a, "reserve", 2)
+    hier.wop(a, "commit")
+    hier.wop(a, "reserve", 2)
+    hier.wop(b, "request", 4)
+    assert hier.wop(a, "request", 3) == ["deferred", 1]
+    w = hier.wop(a, "snapshot")
+    assert (w["slice"], w["committed"], w["reserved"], w["waiting"]) == (2, 2, 0, 1)
+    assert _ledger(hier) == (4, {a: ("active", 2), b: ("active", 4)})
+    hier.wop(b, "return", 1)
+    assert hier.op("arbitrate") == [1]
+    assert hier.wop(a, "snapshot")["slice"] == 5
+    _conserved(hier)
+
+
+def _outside(size: int) -> subprocess.Popen[str]:
+    """A real program outside the hierarchy that allocates and touches `size` bytes."""
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        f"b = bytearray({size})\n"
+        f"for i in range(0, {size}, 4096): b[i] = 1\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    return child
+
+
+def test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back() -> None:
+    c0 = read_ceiling()
+    assert c0.source in ("cgroup2", "meminfo")
+    size = min(768 << 20, c0.available // 8)
+    mib = size >> 20
+    big = 1 << 16  # a quota far above the machine, so the OS ceiling is what binds
+    h = Hierarchy(tempfile.mkdtemp(prefix="h12-"), big).start()
+    try:
+        a = h.spawn()
+        h.wop(a, "request", big)
+        drops = []
+        for _ in range(3):  # the machine is shared: another program may free memory meanwhile; retry
+            before = h.wop(a, "snapshot")["budget"]
+            child = _outside(size)
+            try:
+                after = h.wop(a, "snapshot")["budget"]
+                drops.append(before - after)
+                if before - after >= mib // 2:
+                    with pytest.raises(CapacityDenied):  # the hierarchy stops admitting
+                        h.wop(a, "reserve", after + mib // 4)
+                    break
+            finally:
+                child.kill()
+                child.wait(10)
+        assert max(drops) >= mib // 2, (drops, mib)
+        s = h.snapshot()  # nothing was asked of the outsider: no quota moved, no reclaim ticket
+        assert (s["free"], s["workers"][a]["quota"], s["tickets"]) == (0, big, {})
+        assert [e for e in h.op("events") if e["event"] == "reclaim"] == []
+    finally:
+        h.close()
+        shutil.rmtree(h.cfg.dir, ignore_errors=True)
+    assert leftovers(h.pids) == []
+
+
+def test_journal_is_sqlite_in_wal_mode(where: str) -> None:
+    j = Journal(os.path.join(where, "j.sqlite"))
+    assert j.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert j.load() is None
+    j.commit({"free": 3}, [{"id": 1, "pid": 2, "starttime": 3, "state": "active", "epoch": 1, "seq": 4,
+                            "quota": 7, "returned": 0}], [], [(1, 1, 2)])
+    again = Journal(os.path.join(where, "j.sqlite")).load()
+    assert again is not None and again["free"] == 3 and again["workers"][1]["quota"] == 7
+    assert again["tickets"] == {1: {"target": 1, "nbytes": 2}}
