@@ -252,6 +252,13 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _TX,
            "        vid, self._n_view = self._n_view, self._n_view + 1\n", "        vid = self._n_view\n",
            "publish reads the next view id but never advances it"),
+    Mutant("committed_lease_not_a_pin", ("C3",), "transactions", _R, _TX,
+           "            if aid in t.held or (aid in t.need and t.phase is not _P.COMMITTED):",
+           "            if aid in t.need and t.phase is not _P.COMMITTED:",
+           "a committed lease set no longer pins its provider: only open transactions do"),
+    Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _TX,
+           "            a.used -= a.stranded\n            a.stranded = 0\n", "            a.stranded = 0\n",
+           "confirmed termination clears the stranded record without refunding the charge"),
     Mutant("abort_keeps_partial_step", ("I5",), "transactions", _R, _TX,
            "        self._phase(t, _ABORTABLE, \"abort\")\n        return self._abort_tx(t, None)\n",
            "        self._phase(t, _ABORTABLE, \"abort\")\n        if t.bundle is not None and t.phase is _P.EXECUTING:\n"
