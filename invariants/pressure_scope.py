@@ -1,11 +1,16 @@
 """The pressure pool's exploration scope: a deterministic control for C5, I6, I7 and I13 (rule R4).
 
-`pressure_model(guards)` turns `spec.pressure` into an `explore.Model` over a
-fixed small pool: capacity 2 (nothing fixed), aging bound 2, two
-cancellation-mailbox slots, one holder (two in a wider scope), at most three requester tickets, two
-pressure tickets and one reconfiguration. Every well-typed action the scope
-allows is tried in every state, in a fixed order, by every holder (so
-ownership is exercised when there are two), and judged by the pool's state and step predicates.
+`pressure_model(guards, scope)` turns `spec.pressure` into an `explore.Model`
+over a fixed small pool: capacity 2 (nothing fixed), aging bound 2, two
+cancellation-mailbox slots, one holder, at most three requester tickets, one
+pressure ticket (due at 1, answered at 1 or 2) and one reconfiguration;
+requests of 1 or 2 bytes. `QUICK_SCOPE` (every guard on) uses one priority
+and is exhausted to depth 7 in about 16,000 states; `CONTROL_SCOPE` (one
+guard off) adds a second priority, so grant order has a choice to get wrong.
+Every well-typed action the scope allows is tried in every state, in a fixed
+order, and judged by the pool's state and step predicates. (A second holder
+multiplies the states by about ten and no guard's harm needs one; ownership
+refusals are the stateful campaign's job.)
 
 The pool's trace predicates (exactly-once credit and owned allocator bytes,
 I7; bounded overtaking, I13) are properties of a whole run. The explorer
@@ -53,8 +58,6 @@ class PressureScope:
     deadline: int = 1  # pressure tickets are due at 1; answers come at 1 (on time) or 2 (late)
 
 
-#: The scope explored with every guard on: one holder, one pressure ticket, one priority (about 16,000
-#: states, complete at depth 7). Controls add a second priority, so grant order has a choice to get wrong.
 QUICK_SCOPE = PressureScope(holders=1, pressures=1, priorities=(0,))
 CONTROL_SCOPE = PressureScope(holders=1, pressures=1)
 
