@@ -259,7 +259,7 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _TX,
            "            a.used -= a.stranded\n            a.stranded = 0\n", "            a.stranded = 0\n",
            "confirmed termination clears the stranded record without refunding the charge"),
-    Mutant("abort_keeps_partial_step", ("I5",), "transactions", _R, _TX,
+    Mutant("abort_keeps_partial_step", ("I5", "I10"), "transactions", _R, _TX,
            "        self._phase(t, _ABORTABLE, \"abort\")\n        return self._abort_tx(t, None)\n",
            "        self._phase(t, _ABORTABLE, \"abort\")\n        if t.bundle is not None and t.phase is _P.EXECUTING:\n"
            "            self._bundles[t.bundle].versions = [x + 1 for x in self._bundles[t.bundle].versions]\n"
