@@ -16,6 +16,10 @@ from typing import Any
 from invariants import admission_predicates as AP
 from invariants import session_predicates as SP
 from invariants.explore import ExploreResult, Model, explore
+from invariants.pressure_scope import CONTROL_SCOPE as PRESSURE_CONTROL
+from invariants.pressure_scope import QUICK_SCOPE as PRESSURE_QUICK
+from invariants.pressure_scope import pressure_model
+from invariants.tx_scope import tx_model
 from spec import admission as AD
 from spec import sessions as SS
 from spec.errors import GovernorError
@@ -130,6 +134,10 @@ def sessions(guards: GuardSet) -> Model:
 #: Scope per model name, as the checkers name them.
 SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     "kv_batch": batch, "coresidency": coresidency, "elastic": elastic, "sessions": sessions,
+    # `invariants.pressure_scope`: every guard on in the quick scope; a control adds a second priority.
+    "pressure": lambda g: pressure_model(g, PRESSURE_QUICK),
+    "pressure_control": lambda g: pressure_model(g, PRESSURE_CONTROL),
+    "transactions": tx_model,  # `invariants.tx_scope`
 }
 
 
@@ -150,4 +158,4 @@ def explore_scopes(names: tuple[str, ...], off: GuardSet, *, max_depth: int, max
     return ExploreResult("+".join(r.model for r in runs), sum(r.states for r in runs),
                          sum(r.transitions for r in runs), sum(r.rejected for r in runs), max(r.depth for r in runs),
                          all(r.complete for r in runs), sum(r.seconds for r in runs), first.violated,
-                         first.message, first.counterexample, first.clause)
+                         first.message, first.counterexample, first.clause, first.clauses)

@@ -37,6 +37,9 @@ __all__ = [
     "TRACE_PREDICATES",
     "OBSERVATION_PREDICATES",
     "Delivery",
+    "TraceMemory",
+    "step_trace_I7",
+    "step_trace_I13",
     "check_all",
     "check_step",
     "check_trace",
@@ -138,41 +141,60 @@ _I7_ALLOCATOR = clause("I7", "trace_I7", "allocator_bytes_owned",
                        "to such a request and not claimed within the call are charged to no one")
 
 
+@attrs.frozen
+class TraceMemory:
+    """What the trace predicates remember of a run so far, so a run can be checked one step at a time.
+
+    `trace_I7` folds `step_trace_I7` over a whole trace; the bounded-exhaustive explorer carries the
+    memory in its state instead (`invariants.pressure_scope`), so the same clauses judge its steps.
+    """
+
+    charged: frozenset[int] = frozenset()
+    credited: frozenset[int] = frozenset()
+    allocator: frozenset[int] = frozenset()  # tickets an allocator-path call (TryReserve) created
+    overtaken: tuple[tuple[int, int], ...] = ()  # (ticket, rounds in which it was overtaken), by ticket
+
+
+def step_trace_I7(mem: TraceMemory, prev: P.Pool, act: Any, nxt: P.Pool) -> TraceMemory:
+    """One step of `trace_I7`: check it against what the run remembers, return the new memory."""
+    charged, credited, allocator = set(mem.charged), set(mem.credited), set(mem.allocator)
+    delta = 0
+    moved = False
+    for tid in set(prev.tickets.keys()) | set(nxt.tickets.keys()):
+        a, b = prev.tickets.get(tid), nxt.tickets.get(tid)
+        held_a = a is not None and a.state in HOLDING
+        held_b = b is not None and b.state in HOLDING
+        if held_b and not held_a:
+            moved = True
+            if tid in charged:
+                _I7_ONCE.fail(f"{act!r}: ticket {tid} charged a second time")
+            charged.add(tid)
+            delta -= b.nbytes
+        elif held_a and not held_b:
+            moved = True
+            if tid in credited:
+                _I7_ONCE.fail(f"{act!r}: ticket {tid} credited a second time")
+            credited.add(tid)
+            delta += a.nbytes
+    _I7_ONCE.case(moved)
+    _I7_FREE_MOVES.case(moved)
+    if nxt.free - prev.free != delta:
+        _I7_FREE_MOVES.fail(f"{act!r}: free moved {nxt.free - prev.free} B, tickets account for {delta} B")
+    if isinstance(act, P.TryReserve):
+        allocator.update(range(prev.next_ticket, nxt.next_ticket))
+    live = [nxt.tickets[i] for i in allocator if i in nxt.tickets]
+    _I7_ALLOCATOR.case(bool(live))
+    for t in live:
+        if t.state is _T.GRANTED:
+            _I7_ALLOCATOR.fail(f"{act!r}: allocator-path ticket {t.id} holds {t.nbytes} B its caller never "
+                               f"claimed (the allocator could not wait for it): charged to no one")
+    return attrs.evolve(mem, charged=frozenset(charged), credited=frozenset(credited), allocator=frozenset(allocator))
+
+
 def trace_I7(trace: Sequence[Triple]) -> None:
-    charged: set[int] = set()
-    credited: set[int] = set()
-    allocator: set[int] = set()  # tickets an allocator-path call (TryReserve) created
+    mem = TraceMemory()
     for prev, act, nxt in trace:
-        delta = 0
-        moved = False
-        for tid in set(prev.tickets.keys()) | set(nxt.tickets.keys()):
-            a, b = prev.tickets.get(tid), nxt.tickets.get(tid)
-            held_a = a is not None and a.state in HOLDING
-            held_b = b is not None and b.state in HOLDING
-            if held_b and not held_a:
-                moved = True
-                if tid in charged:
-                    _I7_ONCE.fail(f"{act!r}: ticket {tid} charged a second time")
-                charged.add(tid)
-                delta -= b.nbytes
-            elif held_a and not held_b:
-                moved = True
-                if tid in credited:
-                    _I7_ONCE.fail(f"{act!r}: ticket {tid} credited a second time")
-                credited.add(tid)
-                delta += a.nbytes
-        _I7_ONCE.case(moved)
-        _I7_FREE_MOVES.case(moved)
-        if nxt.free - prev.free != delta:
-            _I7_FREE_MOVES.fail(f"{act!r}: free moved {nxt.free - prev.free} B, tickets account for {delta} B")
-        if isinstance(act, P.TryReserve):
-            allocator.update(range(prev.next_ticket, nxt.next_ticket))
-        live = [nxt.tickets[i] for i in allocator if i in nxt.tickets]
-        _I7_ALLOCATOR.case(bool(live))
-        for t in live:
-            if t.state is _T.GRANTED:
-                _I7_ALLOCATOR.fail(f"{act!r}: allocator-path ticket {t.id} holds {t.nbytes} B its caller never "
-                                   f"claimed (the allocator could not wait for it): charged to no one")
+        mem = step_trace_I7(mem, prev, act, nxt)
 
 
 _I7_UNLOCKED = clause("I7", "observed_I7_callbacks", "callback_without_ledger_lock",
@@ -363,18 +385,26 @@ class _OrderKey:
         return lambda t: _OrderKey(t, bound)
 
 
+def _overtaken_in(prev: P.Pool, nxt: P.Pool) -> list[int]:
+    """The tickets that waited through this step while a later-submitted ticket (any priority) was granted."""
+    granted = [t for tid, t in nxt.tickets.items() if t.state in HOLDING
+               and (tid not in prev.tickets or prev.tickets[tid].state is _T.PENDING)]
+    out = []
+    for tid, w in prev.tickets.items():
+        still = nxt.tickets.get(tid)
+        if w.state is not _T.PENDING or still is None or still.state is not _T.PENDING:
+            continue
+        if any(g.id > w.id for g in granted):
+            out.append(tid)
+    return out
+
+
 def overtakes(trace: Sequence[Triple]) -> dict[int, int]:
     """Per ticket, the steps in which a later-submitted ticket (any priority) was granted while it waited."""
     count: dict[int, int] = {}
     for prev, act, nxt in trace:
-        granted = [t for tid, t in nxt.tickets.items() if t.state in HOLDING
-                   and (tid not in prev.tickets or prev.tickets[tid].state is _T.PENDING)]
-        for tid, w in prev.tickets.items():
-            still = nxt.tickets.get(tid)
-            if w.state is not _T.PENDING or still is None or still.state is not _T.PENDING:
-                continue
-            if any(g.id > w.id for g in granted):
-                count[tid] = count.get(tid, 0) + 1
+        for tid in _overtaken_in(prev, nxt):
+            count[tid] = count.get(tid, 0) + 1
     return count
 
 
@@ -393,6 +423,18 @@ def trace_I13(trace: Sequence[Triple]) -> None:
     for tid, n in counts.items():
         if n > bound:
             _I13_BOUNDED.fail(f"ticket {tid} was overtaken in {n} rounds; the aging bound is {bound}")
+
+
+def step_trace_I13(mem: TraceMemory, prev: P.Pool, act: Any, nxt: P.Pool) -> TraceMemory:
+    """One step of `trace_I13`'s count, checked as it grows (the explorer's form of the trace clause)."""
+    counts = dict(mem.overtaken)
+    for tid in _overtaken_in(prev, nxt):
+        counts[tid] = counts.get(tid, 0) + 1
+    _I13_BOUNDED.case(bool(counts))
+    for tid, n in counts.items():
+        if n > prev.aging_bound:
+            _I13_BOUNDED.fail(f"ticket {tid} was overtaken in {n} rounds; the aging bound is {prev.aging_bound}")
+    return attrs.evolve(mem, overtaken=tuple(sorted(counts.items())))
 
 
 # --- registries --------------------------------------------------------------

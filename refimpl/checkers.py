@@ -24,7 +24,7 @@ from refimpl.hierarchy_checker import HierarchyChecker
 from refimpl.lazy_checker import LazyChecker
 from refimpl.pressure_checker import PressureChecker
 from refimpl.tx_checker import TransactionsChecker
-from spec.guards import ALL_ON, Guard, GuardSet, Layer
+from spec.guards import ALL_ON, GUARDS, Guard, GuardSet, Layer
 
 __all__ = ["Budget", "Checker", "CheckerRun", "LedgerChecker", "CHECKERS"]
 
@@ -68,8 +68,10 @@ def _scopes(names: tuple[str, ...], scope_of: dict[str, str]) -> Any:
 
 CHECKERS: dict[str, Checker] = {
     "ledger": LedgerChecker(),
-    "pressure": PressureChecker(),
-    "transactions": TransactionsChecker(),
+    # `unlock_before_callback` gets no explorer control: the spec has no lock (SPEC_CANNOT_EXPRESS).
+    "pressure": PressureChecker(_scopes(("pressure",), {
+        g.name: "pressure_control" for g in GUARDS if g.model == "pressure"})),
+    "transactions": TransactionsChecker(_scopes(("transactions",), {})),
     "admission": AdmissionChecker(_scopes(("kv_batch", "coresidency", "elastic"), {
         "kv_admission_fits": "kv_batch", "retire_before_evict": "coresidency", "elastic_guaranteed_path": "elastic"})),
     "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker", _scopes(("sessions",), {})),

@@ -8,8 +8,11 @@ ledger campaign's examples: each pressure step also replays arbitration.
 
 from __future__ import annotations
 
+from typing import Any
+
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
+from invariants.explore import ExploreResult
 from invariants.pressure import STATE_PREDICATES, STEP_PREDICATES, TRACE_PREDICATES
 from invariants.pressure_machine import find_pressure_counterexample, run_pressure_campaign
 from refimpl.checker_api import Budget, CheckerRun
@@ -28,6 +31,18 @@ SPEC_CANNOT_EXPRESS = {
 
 class PressureChecker:
     name = "pressure"
+
+    def __init__(self, explorer: Any = None) -> None:
+        self._explorer = explorer
+        if explorer is not None:  # spec-only explorer scope (deterministic controls, rule R4)
+            self.explore = self._explore
+
+    def _explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
+        if guard is not None and guard.name in SPEC_CANNOT_EXPRESS:
+            # Not searched: no spec state reads the guard, so the whole scope would be exhausted for nothing.
+            return ExploreResult("pressure", 0, 0, 0, 0, True, 0.0, None,
+                                 f"not expressible in the spec: {SPEC_CANNOT_EXPRESS[guard.name]}", ())
+        return self._explorer(guard, budget)
 
     def campaign(self, budget: Budget) -> CheckerRun:
 

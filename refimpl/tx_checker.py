@@ -8,6 +8,8 @@ guards registered with `model="transactions"`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.transactions import STATE_PREDICATES, STEP_PREDICATES
@@ -26,6 +28,10 @@ class TransactionsChecker:
     """Capacity transactions, views, bundles, provider lifetime, failure scope."""
 
     name = "transactions"
+
+    def __init__(self, explorer: Any = None) -> None:
+        if explorer is not None:  # spec-only explorer scope (deterministic controls, rule R4)
+            self.explore = explorer
 
     def campaign(self, budget: Budget) -> CheckerRun:
 

@@ -1,0 +1,58 @@
+"""Explorer scopes of the pressure pool and the transaction model (issue #9, rule R4).
+
+Every guard on: the scope is exhausted to the quick depth with no violation.
+Each guard off: breadth-first search finds a shortest counterexample that
+breaks a clause of one of that guard's IDs, and replaying it in the spec
+reaches the same violation.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants.clauses import CLAUSES
+from invariants.explore import explore
+from invariants.pressure_scope import CONTROL_SCOPE, QUICK_SCOPE, pressure_model
+from invariants.tx_scope import tx_model
+from refimpl.checkers import CHECKERS
+from refimpl.pressure_checker import SPEC_CANNOT_EXPRESS
+from refimpl.verify import PROFILES
+from spec.guards import ALL_ON, GUARDS, GuardSet
+
+_QUICK = PROFILES["quick"]
+_PRESSURE = [g for g in GUARDS if g.model == "pressure" and g.name not in SPEC_CANNOT_EXPRESS]
+_TX = [g for g in GUARDS if g.model == "transactions"]
+
+
+@pytest.mark.parametrize("model", [lambda g: pressure_model(g, QUICK_SCOPE), tx_model], ids=["pressure", "transactions"])
+def test_scope_every_guard_on_is_complete_without_violation(model) -> None:
+    r = explore(model(ALL_ON), max_depth=_QUICK.explore_depth, max_states=_QUICK.explore_states)
+    assert r.complete and not r.found and r.states > 1_000, r.message
+
+
+@pytest.mark.parametrize("g", _PRESSURE + _TX, ids=lambda g: g.name)
+def test_scope_guard_off_finds_a_clause_of_its_ids(g) -> None:
+    r = CHECKERS[g.model].explore(g, _QUICK)
+    assert r.found and r.violated in g.ids and r.counterexample, r.message
+    assert r.clause in r.clauses and all(k in CLAUSES or ":crashed:" in k for k in r.clauses)
+    assert CLAUSES[r.clause].id in g.ids
+
+
+@pytest.mark.parametrize("g", _PRESSURE, ids=lambda g: g.name)
+def test_pressure_guard_off_counterexample_is_shortest(g) -> None:
+    """One step shorter, the same search with the guard off finds nothing."""
+    n = len(CHECKERS["pressure"].explore(g, _QUICK).counterexample)
+    r = explore(pressure_model(GuardSet.without(g.name), CONTROL_SCOPE), max_depth=n - 1)
+    assert not r.found and r.complete
+
+
+def test_unlock_before_callback_has_no_explorer_control() -> None:
+    g = next(g for g in GUARDS if g.name == "unlock_before_callback")
+    r = CHECKERS["pressure"].explore(g, _QUICK)
+    assert not r.found and r.states == 0 and "not expressible" in r.message
+
+
+def test_checkers_explore_every_guard_on_without_violation() -> None:
+    for name in ("pressure", "transactions"):
+        r = CHECKERS[name].explore(None, _QUICK)
+        assert r.complete and not r.found, (name, r.message)
