@@ -127,7 +127,9 @@ class AdmissionChecker:
 
         # Pure models are cheap: a third of the ledger's examples per model, so that rare but decisive
         # cases (an eviction, a growth at the path's edge) are met often enough to count (R1).
-        n = max(1, budget.campaign_examples // 3)
+        # Capped at 400 per model: the thorough profile then meets each clause's case hundreds of times
+        # (R1 asks 200) without making the admission campaign the longest phase of `ortmem verify`.
+        n = max(1, min(budget.campaign_examples // 3, 400))
         cfg = campaign_settings(n, budget.campaign_steps)
         runs = []
         with contracts.contracts(True):
