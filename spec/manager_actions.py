@@ -1,0 +1,274 @@
+"""The composed manager's state and actions: one ledger, every part's records beside it.
+
+`spec.manager` is the composition of the concern models into one
+`ProcessMemoryManager`: the ledger (`spec.machine`, unchanged, as a
+component), requester tickets with arbitration, holder pressure tickets,
+capacity transactions, device loss and limit changes. **Every byte lives in
+the ledger**: a granted ticket is a provisional allocation of its holder,
+a transaction's reservation is a provisional allocation of its holder, and a
+pressure answer releases the holder's own live leases. The other parts keep
+only what is not bytes (queue order, age, phase, links to allocation ids).
+This module holds the records and the actions; `spec.manager.step` is the
+transition function; refimpl's `ProcessMemoryManager.abstract()` must produce
+exactly `Manager` (the refinement mapping).
+
+Semantics, per action (the first failing check decides the typed error;
+a rejected action changes nothing):
+
+Ledger actions (`spec.actions.*`) are `spec.machine.step` on `ledger`, except:
+  * `Commit` / `Cancel` / `Release` / `Quarantine` of an allocation that a
+    live ticket or transaction references -> InvalidTransition (after the
+    ledger's own lookups and ownership checks pass; the part owns it).
+  * `LoseDevice(a)` also, after the ledger step: drops every pending and
+    granted ticket on `a` (a granted ticket's allocation is now DEVICE_LOST and
+    stays charged until `ConfirmTermination`, credited exactly once there);
+    drops every open pressure on `a` and any limit change on `a`; aborts every
+    transaction that needs `a`: its held reservations on other authorities are
+    cancelled (credited), its reservation on `a` stays charged (DEVICE_LOST).
+
+Requester tickets (all bytes through the ledger):
+  Submit(holder, authority, nbytes, priority, role) -> ticket id
+    bytes (InvalidBytes) ; priority int (InvalidArgument) ; role Role
+    (InvalidArgument) ; holder known (UnknownHolder) ; authority known
+    (UnknownAuthority) ; alias -> InvalidArgument ; context ACTIVE (DeviceLost) ;
+    nbytes > authority.limit -> CapacityDenied (can never fit). New PENDING
+    ticket, age 0, no allocation.
+  Claim(holder, ticket) -> allocation id
+    holder known ; ticket issued (UnknownTicket) ; retired -> InvalidTransition ;
+    owner (ForeignHolder) ; PENDING -> InvalidTransition. Ledger Commit of the
+    ticket's allocation with its full bytes (a LIVE lease); ticket retired.
+  CancelTicket(holder, ticket) / TimeoutTicket(holder, ticket) -> bytes credited
+    holder known ; ticket issued (UnknownTicket) ; retired -> 0, no change ;
+    owner (ForeignHolder). PENDING -> retired, 0. GRANTED -> ledger Cancel of
+    its allocation, retired, returns its bytes.
+
+Arbitration (I13). After every accepted action, for each canonical
+authority `a` in ascending id that has pending tickets, a *round* runs when
+`a.limit - a.used` rose in the action or the action was a `Submit` on `a`.
+A round: every pending ticket on `a` ages by one (capped at `aging_bound`);
+they are ordered by `spec.arith.arbitration_key(age >= aging_bound, priority,
+id)`; each in turn is granted when `nbytes <= a.limit - a.used` (a ledger
+Reserve of `nbytes` on `a`'s tier with the ticket's role, charged before any
+waiter could see the grant: the ticket becomes GRANTED with that allocation);
+a matured ticket that does not fit ends the round.
+
+Holder pressure (C5, I6):
+  Press(holder, authority, target) -> pressure id
+    holder known ; authority known ; alias -> InvalidArgument ; ACTIVE
+    (DeviceLost) ; target bytes (InvalidBytes). A new OPEN pressure.
+  Answer(holder, pressure, victims) -> bytes released
+    holder known ; pressure issued (UnknownTicket) ; retired -> InvalidTransition ;
+    owner (ForeignHolder) ; victims a tuple of distinct ints (InvalidArgument) ;
+    per victim in order: allocation known (UnknownAllocation, retired ->
+    InvalidTransition), owner (ForeignHolder), on the pressure's authority
+    (InvalidArgument), LIVE and referenced by no part (InvalidTransition).
+    Each victim is released in the ledger; the pressure retires; zero victims
+    is a legal answer. If the pressure belongs to a limit change, (id,
+    released) is appended to the change's `completed`.
+  CancelPressure(pressure) -> None
+    issued (UnknownTicket) ; retired -> InvalidTransition. Retires, records nothing.
+
+Capacity transactions (C4, I5): try-only, in authority id order.
+  PlanTx(holder, needs) -> tx id
+    holder known ; needs a non-empty tuple of (authority, nbytes) pairs with
+    distinct authorities (InvalidArgument) ; each authority known, canonical
+    (InvalidArgument), ACTIVE (DeviceLost) ; each nbytes (InvalidBytes). Stored
+    sorted by authority id; nothing is held.
+  ReserveTx(tx) -> allocation id
+    tx issued (UnknownTransaction) ; retired -> InvalidTransition ; every need
+    already held -> InvalidTransition ; the next need's authority ACTIVE
+    (DeviceLost) ; `nbytes > limit - used` -> CapacityDenied (never waits).
+    A ledger Reserve by the tx's holder, role STATE; appended to `held`.
+  CommitTx(tx) -> tuple of allocation ids
+    issued ; retired ; not every need held -> InvalidTransition. Every held
+    reservation is committed in the ledger with its full bytes; tx retires.
+  AbortTx(tx) -> bytes credited
+    issued ; retired. Every held reservation is cancelled; tx retires.
+
+Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
+  PrepareLimit(authority, limit) -> tuple of pressure ids
+    authority known ; alias -> InvalidArgument ; ACTIVE (DeviceLost) ; limit
+    bytes, zero allowed (InvalidBytes) ; limit > capacity -> InvalidBytes ; a
+    change already pending on it -> InvalidTransition. If `used > limit`, one
+    pressure with target `used - limit` is opened for each holder (ascending
+    id) that has a LIVE allocation on the authority. The change is recorded.
+  CommitLimit(authority) -> LimitOutcome
+    authority known ; no change pending -> InvalidTransition. The change's
+    open pressures retire. If `used <= target` the limit becomes the target
+    (committed=True); otherwise the old limit stays (committed=False). Either
+    way the outcome lists the completed answers.
+
+Not in the composition (they stay in the focused models): ticket
+generations and reconfiguration, the cancellation mailbox, use flags,
+pressure deadlines, bundles and views.
+"""
+
+from __future__ import annotations
+
+import attrs
+import immutables
+
+from spec.state import State
+from spec.tickets import TicketState
+from spec.types import Role
+
+__all__ = [
+    "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
+    "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
+    "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
+]
+
+
+# --- records -------------------------------------------------------------------
+
+
+@attrs.frozen
+class Ticket:
+    """A live requester ticket: PENDING (no allocation) or GRANTED (a provisional allocation)."""
+
+    id: int  # also the submit sequence
+    holder: int
+    authority: int
+    nbytes: int
+    priority: int
+    role: Role
+    age: int  # arbitration rounds waited, capped at the aging bound
+    state: TicketState
+    allocation: int | None  # the ledger reservation once granted
+
+
+@attrs.frozen
+class Pressure:
+    """An open pressure ticket on one holder's leases on one authority."""
+
+    id: int
+    holder: int
+    authority: int
+    target: int
+    change: bool  # opened by the authority's limit change
+
+
+@attrs.frozen
+class Tx:
+    """A live capacity transaction; `held[i]` is the reservation for `needs[i]`."""
+
+    id: int
+    holder: int
+    needs: tuple[tuple[int, int], ...]  # (authority, nbytes), ascending authority
+    held: tuple[int, ...]  # allocation ids, a prefix of `needs`
+
+
+@attrs.frozen
+class LimitChange:
+    authority: int
+    target: int
+    completed: tuple[tuple[int, int], ...] = ()  # (pressure id, bytes released), in answer order
+
+
+@attrs.frozen
+class LimitOutcome:
+    committed: bool
+    limit: int  # the authority's limit after the commit
+    completed: tuple[tuple[int, int], ...]
+
+
+@attrs.frozen
+class Manager:
+    ledger: State = State()
+    aging_bound: int = 4
+    tickets: immutables.Map = immutables.Map()  # id -> Ticket (live only)
+    pressures: immutables.Map = immutables.Map()  # id -> Pressure (open only)
+    txs: immutables.Map = immutables.Map()  # id -> Tx (live only)
+    changes: immutables.Map = immutables.Map()  # authority id -> LimitChange (pending only)
+    next_ticket: int = 1
+    next_pressure: int = 1
+    next_tx: int = 1
+
+
+def initial(aging_bound: int = 4) -> Manager:
+    return Manager(aging_bound=aging_bound)
+
+
+# --- actions ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class Submit:
+    holder: int
+    authority: int
+    nbytes: int
+    priority: int = 0
+    role: Role = Role.STAGING
+
+
+@attrs.frozen
+class Claim:
+    holder: int
+    ticket: int
+
+
+@attrs.frozen
+class CancelTicket:
+    holder: int
+    ticket: int
+
+
+@attrs.frozen
+class TimeoutTicket:
+    holder: int
+    ticket: int
+
+
+@attrs.frozen
+class Press:
+    holder: int
+    authority: int
+    target: int
+
+
+@attrs.frozen
+class Answer:
+    holder: int
+    pressure: int
+    victims: tuple[int, ...]
+
+
+@attrs.frozen
+class CancelPressure:
+    pressure: int
+
+
+@attrs.frozen
+class PlanTx:
+    holder: int
+    needs: tuple[tuple[int, int], ...]
+
+
+@attrs.frozen
+class ReserveTx:
+    tx: int
+
+
+@attrs.frozen
+class CommitTx:
+    tx: int
+
+
+@attrs.frozen
+class AbortTx:
+    tx: int
+
+
+@attrs.frozen
+class PrepareLimit:
+    authority: int
+    limit: int
+
+
+@attrs.frozen
+class CommitLimit:
+    authority: int
+
+
+MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
+                   PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit)
