@@ -415,7 +415,6 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules:
         print(f"== {module}: {len(_test_files(MODULES[module]))} test files", flush=True)
         counts, errs = run_module(module, args.workdir, args.max_children, args.budget_s, equivalent, args.resume)
-        prev = results.get(module, {})
         counts["wall_s_total"] = round(counts["wall_s"] + counts["wall_s_before_resume"], 1)  # type: ignore[operator]
         counts["commit"] = _git_head()
         counts["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

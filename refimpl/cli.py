@@ -26,7 +26,7 @@ from rich.table import Table
 from invariants.drift import ROOT
 from invariants.explore import ExploreResult, render_counterexample
 from refimpl.verdict import RULES, THRESHOLDS
-from refimpl.verify import PROFILES, Report, verify
+from refimpl.verify import Report, verify
 from spec.catalog import CATALOG, Status, entry, render_markdown
 from spec.guards import guard
 

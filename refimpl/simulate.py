@@ -24,7 +24,7 @@ import attrs
 
 from spec import admission as E
 from spec.arith import admitted_bytes, kv_bytes, max_batch, static_weight_budget, streaming_floor
-from spec.placement import Mover, choose_mover, per_token_bytes, step_seconds, tokens_per_second
+from spec.placement import choose_mover, per_token_bytes, step_seconds, tokens_per_second
 from spec.streaming import Policy, SweepResult, sweep, weight_units
 
 __all__ = ["Geometry", "QWEN14B_ZP", "Figure", "Scenario", "static_vs_elastic", "file_vs_extents",
@@ -340,7 +340,7 @@ def batching(g: Geometry = QWEN14B_ZP, context: int = 2_048) -> Scenario:
         Figure(f"N_max at {context} context (no headroom)", n_max, 19, unit="seqs", source="section 8"),
         Figure(f"N_max at {context} context (512 MiB headroom)", n_head, unit="seqs"),
         Figure(f"KV per sequence at {context} context", kv, 402_653_184, source="#857"),
-        Figure(f"per-token weight bytes at N=1, pinned", per_token[0], unit="B/token"),
+        Figure("per-token weight bytes at N=1, pinned", per_token[0], unit="B/token"),
         Figure(f"per-token weight bytes at N={n_max}, pinned", per_token[-1], unit="B/token"),
         Figure("per-token reduction N=1 -> N_max, pinned", per_token[0] / per_token[-1], n_max, unit="x",
                source="#884 / #891 (1/N)",

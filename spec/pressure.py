@@ -41,7 +41,6 @@ from spec.errors import (
     CapacityDenied,
     ForeignHolder,
     InvalidArgument,
-    InvalidBytes,
     InvalidTransition,
     MailboxFull,
     PinnedVictim,

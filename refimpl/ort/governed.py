@@ -282,7 +282,7 @@ class GovernedRuntime:
         if weights + paths + self.topology.headroom > self.limit:  # I8c: guaranteed path for every request
             raise CapacityDenied(f"{a.model}: no guaranteed path to max context")
         cap = min(f.bucket, f.max_context)
-        released = self._make_room(kv_bytes(cap, f.bytes_per_token))
+        self._make_room(kv_bytes(cap, f.bytes_per_token))
         rid, self.next_request = self.next_request, self.next_request + 1
         self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token)
         self.requests[rid] = (a.model, cap)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
