@@ -64,7 +64,7 @@ from spec.machine import step as spec_step
 from spec.state import State
 from spec.types import AllocState
 
-__all__ = ["ReplayResult", "replay", "replay_lines", "ERROR_IDS", "FAILURE_KINDS"]
+__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "ERROR_IDS", "FAILURE_KINDS"]
 
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "observed")
@@ -76,7 +76,8 @@ ERROR_IDS: dict[type, str] = {
 }
 #: Every way a replay can fail (the `failure` field).
 FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", "malformed", "unknown-revision",
-                 "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover")
+                 "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover",
+                 "too-many-live")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
 
 
@@ -313,7 +314,7 @@ def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
     return ReplayResult(True, events, None, None, None, "no violation")
 
 
-def _bounded_lines(stream: IO[bytes]) -> Iterable[bytes]:
+def bounded_lines(stream: IO[bytes]) -> Iterable[bytes]:
     while True:
         raw = stream.readline(MAX_LINE_BYTES + 2)
         if not raw:
@@ -325,4 +326,4 @@ def _bounded_lines(stream: IO[bytes]) -> Iterable[bytes]:
 
 def replay(stream: IO[bytes]) -> ReplayResult:
     """Replay a binary stream of JSONL events, reading at most one bounded line at a time."""
-    return replay_lines(_bounded_lines(stream))
+    return replay_lines(bounded_lines(stream))

@@ -192,7 +192,7 @@ def json_schema() -> dict[str, Any]:
         args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else scalar) for f in names
                 if f not in ID_FIELDS}
         cases.append({
-            "if": {"properties": {"kind": {"const": kind}}},
+            "if": {"properties": {"contract_revision": {"const": CONTRACT_REVISION}, "kind": {"const": kind}}},
             "then": {"properties": {
                 "ids": {"type": "object", "required": id_names, "additionalProperties": False,
                         "properties": ids_props},
@@ -200,6 +200,8 @@ def json_schema() -> dict[str, Any]:
                             "properties": {**args, **outcome}},
             }},
         })
+    from invariants.manager_trace import MANAGER_KINDS, MANAGER_REVISION, manager_schema  # extends this format
+    cases += manager_schema()
     cases.append({"if": {"properties": {"kind": {"const": BOUNDARY}}},
                   "then": {"properties": {"ids": {"maxProperties": 0}, "payload": {"maxProperties": 0}}}})
     return {
@@ -212,10 +214,10 @@ def json_schema() -> dict[str, Any]:
         "required": ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"],
         "additionalProperties": False,
         "properties": {
-            "contract_revision": {"enum": sorted(REVISIONS)},
+            "contract_revision": {"enum": sorted(REVISIONS | {MANAGER_REVISION})},
             "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
             "source_sequence": {"type": "integer", "minimum": 1},
-            "kind": {"enum": [*KINDS, BOUNDARY]},
+            "kind": {"enum": [*MANAGER_KINDS, BOUNDARY]},
             "ids": {"type": "object"},
             "payload": {"type": "object"},
         },

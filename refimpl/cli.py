@@ -392,7 +392,12 @@ def _trace(args: argparse.Namespace, console: Console) -> int:
     _probe_file(args.out)
     try:
         with open(args.out, "w") as f:
-            run_workload(ProcessMemoryManager(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
+            if args.ledger:
+                run_workload(ProcessMemoryManager(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
+            else:  # every part of the one manager: tickets, pressure, transactions, limits, device loss
+                from refimpl.manager import ProcessMemoryManager as Composed
+                from refimpl.manager_workload import run_manager_workload
+                run_manager_workload(Composed(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
     except OSError as e:
         raise _Unusable(f"cannot write {args.out}: {e.strerror or e}") from None
     console.print(f"wrote {args.out}")
@@ -403,6 +408,9 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
     from invariants.replay import replay
 
     from invariants.hierarchy_trace import REVISION, replay_hierarchy
+    from invariants.manager_replay import replay_manager_lines
+    from invariants.manager_trace import MANAGER_REVISION
+    from invariants.replay import bounded_lines
 
     try:
         with open(args.trace, "rb") as f:
@@ -410,6 +418,8 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
             f.seek(0)
             if REVISION.encode() in first:  # a hierarchy trace (C10, I11)
                 r = replay_hierarchy(iter(lambda: f.readline(1 << 17), b""))
+            elif MANAGER_REVISION.encode() in first:  # a composed trace: every part of the manager
+                r = replay_manager_lines(bounded_lines(f))
             else:
                 r = replay(f)
     except OSError as e:
@@ -440,11 +450,13 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--max-states", type=_bounded(1), default=1_000_000, help="state bound, >= 1")
     x.add_argument("--guard", action="append", help="switch this guard off (repeatable)")
     x.add_argument("--write-golden", action="store_true", help="regenerate tests/golden/<guard>.txt")
-    t = sub.add_parser("trace", help="write a JSONL trace of a seeded synthetic refimpl workload")
+    t = sub.add_parser("trace", help="write a JSONL trace of a seeded synthetic workload of the whole manager")
     t.add_argument("out", nargs="?", help="output file (JSONL)")
     t.add_argument("--write-schema", action="store_true", help="regenerate docs/trace-schema.json")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--operations", type=_bounded(1), default=300, help="workload operations, >= 1")
+    t.add_argument("--ledger", action="store_true",
+                   help="the ledger-only workload (revision ortmem-ledger/1) instead of the composed manager's")
     r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)")
     r.add_argument("trace", help="the JSONL trace file")
     d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")

@@ -1,0 +1,307 @@
+"""The composed campaign: every part's operations interleaved on shared authorities.
+
+A sibling of the per-part machines for `spec.manager`. One abstract state
+(`spec.manager_actions.Manager`) holds the one ledger and the parts' records;
+after every step the base (`invariants.checked.CheckedMachine`) checks
+refinement against `spec.manager.step`, that a rejection changes nothing, and
+the cross-cutting predicates of `invariants.manager`.
+
+The rules aim at where parts meet, not at each part alone: a transaction
+reserving while a ticket on the same authority is granted but unclaimed; a
+device lost while a transaction holds reservations on it and on another
+authority; a pressure answer releasing leases while tickets wait; a limit
+lowered while an arbitration round has waiters; and some bad input in every
+rule (unknown, retired and foreign ids, bad bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
+from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
+from invariants.checked import CheckedMachine
+from invariants.mutation import Mutant
+from spec import actions as A
+from spec import manager_actions as M
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
+from spec.tickets import TicketState
+from spec.types import AllocState, ContextState, Role, Tier
+
+__all__ = ["ManagerSpecAdapter", "ManagerMachine", "run_manager_campaign", "find_manager_counterexample"]
+
+#: (pool, tier, capacity) of the authorities every example registers.
+AUTHORITIES = (("hbm0", Tier.DEVICE, 12), ("host", Tier.HOST, 16), ("hbm1", Tier.DEVICE, 8))
+HOLDERS = ("weights", "kv", "arena")
+BAD_BYTES = (0, -1, 2**63, True, 1.5)
+BAD_IDS = (0, -1, None, "1")
+
+
+class ManagerSpecAdapter:
+    """The composed spec itself as a manager: for spec-only runs and spec negative controls."""
+
+    def __init__(self, guards: GuardSet = ALL_ON) -> None:
+        from spec.manager import step
+        self._step, self.state, self.guards = step, M.initial(), guards
+
+    def execute(self, action: Any) -> Any:
+        self.state, result = self._step(self.state, action, self.guards)
+        return result
+
+    def abstract(self) -> M.Manager:
+        return self.state
+
+
+class ManagerMachine(CheckedMachine):
+    """Subclass and set `adapter_factory` (a no-argument adapter factory)."""
+
+    adapter_factory: Callable[[], Any] = ManagerSpecAdapter
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start(type(self).adapter_factory(), M.initial())
+
+    def spec_step(self, state: M.Manager, action: Any) -> tuple[M.Manager, Any]:
+        from spec.manager import step
+        return step(state, action)
+
+    def check_state(self, state: M.Manager) -> None:
+        from invariants.manager import check_all
+        check_all(state)
+
+    def check_step(self, prev: M.Manager, action: Any, now: M.Manager) -> None:
+        from invariants.manager import check_step
+        check_step(prev, action, now)
+
+    # --- views of the current abstraction ---------------------------------------
+
+    def _holders(self) -> list[int]:
+        return sorted(self.abs.ledger.holders.keys())
+
+    def _active(self) -> list[int]:
+        return sorted(a.id for a in self.abs.ledger.authorities.values()
+                      if a.alias_of is None and a.context is ContextState.ACTIVE)
+
+    def _leases(self, holder: int | None = None, authority: int | None = None) -> list[Any]:
+        owned = {t.allocation for t in self.abs.tickets.values()} | {i for t in self.abs.txs.values() for i in t.held}
+        return [r for r in self.abs.ledger.allocations.values()
+                if r.state is AllocState.LIVE and r.id not in owned
+                and (holder is None or r.holder == holder) and (authority is None or r.authority == authority)]
+
+    def _pick(self, data: st.DataObject, ids: Any, nxt: int, prefer: Any = ()) -> Any:
+        """Mostly a preferred live id; sometimes any live one, a retired one, or garbage."""
+        prefer, known = sorted(prefer), sorted(ids)
+        k = data.draw(st.integers(0, 19))
+        if k == 0 or not known and not prefer:
+            return data.draw(st.sampled_from(BAD_IDS + (nxt, nxt + 3)))
+        if k == 1 and nxt > 1:
+            return data.draw(st.integers(1, nxt - 1))  # possibly retired
+        if prefer and (k > 4 or not known):
+            return data.draw(st.sampled_from(prefer))
+        return data.draw(st.sampled_from(known))
+
+    def _holder(self, data: st.DataObject) -> Any:
+        hs = self._holders()
+        if not hs or data.draw(st.integers(0, 24)) == 0:
+            return data.draw(st.sampled_from(BAD_IDS + (len(hs) + 1,)))
+        return data.draw(st.sampled_from(hs))
+
+    def _authority(self, data: st.DataObject) -> Any:
+        return self._pick(data, self.abs.ledger.authorities.keys(), self.abs.ledger.next_authority, self._active())
+
+    def _nbytes(self, data: st.DataObject, high: int = 8) -> Any:
+        if data.draw(st.integers(0, 24)) == 0:
+            return data.draw(st.sampled_from(BAD_BYTES))
+        return data.draw(st.integers(1, high))
+
+    def _owner(self, data: st.DataObject, owner: int) -> int:
+        """The record's owner, sometimes another holder (ForeignHolder, I6)."""
+        if data.draw(st.integers(0, 15)) == 0:
+            others = [h for h in self._holders() if h != owner]
+            if others:
+                return data.draw(st.sampled_from(others))
+        return owner
+
+    # --- rules -----------------------------------------------------------------------
+
+    @initialize(n=st.integers(2, 3))
+    def setup(self, n: int) -> None:
+        for name in HOLDERS:
+            self._do(A.RegisterHolder(name))
+        for pool, tier, capacity in AUTHORITIES[:n]:
+            self._do(A.RegisterAuthority(pool, tier, capacity))
+
+    @rule(data=st.data(), priority=st.integers(0, 3))
+    def submit(self, data: st.DataObject, priority: int) -> None:
+        role = data.draw(st.sampled_from((Role.KV, Role.STAGING, Role.PREFIX)))
+        if data.draw(st.integers(0, 30)) == 0:
+            priority = data.draw(st.sampled_from((True, 1.5, None)))  # type: ignore[arg-type]
+        self._do(M.Submit(self._holder(data), self._authority(data), self._nbytes(data), priority, role))
+
+    @rule(data=st.data(), op=st.sampled_from(("claim", "claim", "claim", "cancel", "timeout")))
+    def ticket(self, data: st.DataObject, op: str) -> None:
+        granted = [t.id for t in self.abs.tickets.values() if t.state is TicketState.GRANTED]
+        tid = self._pick(data, self.abs.tickets.keys(), self.abs.next_ticket, granted)
+        t = self.abs.tickets.get(tid)
+        holder = self._owner(data, t.holder) if t is not None else self._holder(data)
+        cls = {"claim": M.Claim, "cancel": M.CancelTicket, "timeout": M.TimeoutTicket}[op]
+        self._do(cls(holder, tid))
+
+    @rule(data=st.data())
+    def release_lease(self, data: st.DataObject) -> None:
+        """A holder gives back a lease (a claimed ticket's or a committed transaction's)."""
+        leases = self._leases()
+        live = [r.id for r in leases]
+        aid = self._pick(data, self.abs.ledger.allocations.keys(), self.abs.ledger.next_allocation, live)
+        r = self.abs.ledger.allocations.get(aid)
+        holder = self._owner(data, r.holder) if r is not None else self._holder(data)
+        self._do(A.Release(holder, aid))
+
+    @rule(data=st.data())
+    def direct_reserve(self, data: st.DataObject) -> None:
+        """The plain allocator path beside the parts: reserve, then commit or cancel."""
+        a = self.abs.ledger.authorities.get(self._authority(data))
+        if a is None:
+            return
+        before = self.abs.ledger.next_allocation
+        self._do(A.Reserve(self._holder(data), a.id, a.tier, self._nbytes(data, 6), Role.WEIGHTS))
+        r = self.abs.ledger.allocations.get(before)
+        if r is not None and r.id == before:
+            if data.draw(st.integers(0, 3)):
+                self._do(A.Commit(r.holder, r.id, r.reserved))
+            else:
+                self._do(A.Cancel(r.holder, r.id))
+
+    @rule(data=st.data())
+    def touch_part_allocation(self, data: st.DataObject) -> None:
+        """Ledger calls on an allocation a ticket or transaction owns: refused (the part owns it)."""
+        owned = [t.allocation for t in self.abs.tickets.values() if t.allocation is not None]
+        owned += [i for t in self.abs.txs.values() for i in t.held]
+        if not owned:
+            return
+        r = self.abs.ledger.allocations.get(data.draw(st.sampled_from(owned)))
+        if r is None:
+            return
+        op = data.draw(st.sampled_from(("commit", "cancel", "release")))
+        if op == "commit":
+            self._do(A.Commit(r.holder, r.id, r.reserved))
+        elif op == "cancel":
+            self._do(A.Cancel(r.holder, r.id))
+        else:
+            self._do(A.Release(r.holder, r.id))
+
+    @rule(data=st.data())
+    def press_and_answer(self, data: st.DataObject) -> None:
+        """Pressure on a holder that has leases; it answers with some of its own (zero is legal)."""
+        leases = self._leases()
+        if leases and data.draw(st.integers(0, 4)):
+            r = data.draw(st.sampled_from(leases))
+            holder, aid = r.holder, r.authority
+        else:
+            holder, aid = self._holder(data), self._authority(data)
+        pid = self.abs.next_pressure
+        self._do(M.Press(holder, aid, self._nbytes(data)))
+        if pid in self.abs.pressures and data.draw(st.integers(0, 3)):
+            self._answer(data, pid)
+
+    def _answer(self, data: st.DataObject, pid: int) -> None:
+        p = self.abs.pressures[pid]
+        mine = [r.id for r in self._leases(p.holder, p.authority)]
+        victims = tuple(data.draw(st.lists(st.sampled_from(mine), unique=True, max_size=3))) if mine else ()
+        if data.draw(st.integers(0, 15)) == 0:
+            victims = data.draw(st.sampled_from(((0,), (1, 1), (self.abs.ledger.next_allocation,))))
+        self._do(M.Answer(self._owner(data, p.holder), pid, victims))
+
+    @rule(data=st.data(), op=st.sampled_from(("answer", "answer", "cancel")))
+    def pressure(self, data: st.DataObject, op: str) -> None:
+        pid = self._pick(data, self.abs.pressures.keys(), self.abs.next_pressure)
+        if op == "answer" and pid in self.abs.pressures:
+            self._answer(data, pid)
+        elif op == "answer":
+            self._do(M.Answer(self._holder(data), pid, ()))
+        else:
+            self._do(M.CancelPressure(pid))
+
+    @rule(data=st.data())
+    def plan_and_reserve(self, data: st.DataObject) -> None:
+        """A transaction over two authorities, reserved in id order as far as it fits."""
+        live = self._active()
+        chosen = data.draw(st.lists(st.sampled_from(live), min_size=1, max_size=3, unique=True)) if live else [1]
+        needs: Any = tuple((a, self._nbytes(data, 6)) for a in chosen)
+        if data.draw(st.integers(0, 30)) == 0:
+            needs = data.draw(st.sampled_from(((), ((1, 1), (1, 2)), ((99, 1),), [(1, 1)])))
+        tid = self.abs.next_tx
+        self._do(M.PlanTx(self._holder(data), needs))
+        while tid in self.abs.txs and data.draw(st.integers(0, 4)):
+            t = self.abs.txs[tid]
+            if len(t.held) == len(t.needs):
+                self._do(M.CommitTx(tid) if data.draw(st.integers(0, 2)) else M.AbortTx(tid))
+                return
+            before = self.abs
+            self._do(M.ReserveTx(tid))
+            if self.abs == before:  # refused (no room, or the device is gone): stop here
+                return
+
+    @rule(data=st.data(), op=st.sampled_from(("reserve", "reserve", "commit", "abort")))
+    def transaction(self, data: st.DataObject, op: str) -> None:
+        tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
+        self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
+
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm")))
+    def environment(self, data: st.DataObject, kind: str) -> None:
+        """Device loss and its confirmation, preferring authorities that parts are using."""
+        busy = [t.authority for t in self.abs.tickets.values()]
+        busy += [a for t in self.abs.txs.values() for a, _ in t.needs]
+        if kind == "confirm":
+            busy = [a.id for a in self.abs.ledger.authorities.values() if a.context is ContextState.LOST] * 3
+        aid = self._pick(data, self.abs.ledger.authorities.keys(), self.abs.ledger.next_authority, busy)
+        if kind == "lose" and data.draw(st.integers(0, 2)):
+            return  # device loss is rare: an example keeps its authorities long enough to get deep
+        self._do(A.LoseDevice(aid) if kind == "lose" else A.ConfirmTermination(aid))
+
+    @rule(data=st.data())
+    def lower_limit(self, data: st.DataObject) -> None:
+        """Prepare a lower limit, let holders answer the pressure (or not), then commit."""
+        aid = self._authority(data)
+        a = self.abs.ledger.authorities.get(aid)
+        limit: Any = data.draw(st.integers(0, a.capacity + 1)) if a is not None else 4
+        if data.draw(st.integers(0, 30)) == 0:
+            limit = data.draw(st.sampled_from(BAD_BYTES[1:]))
+        before = self.abs.next_pressure
+        self._do(M.PrepareLimit(aid, limit))
+        for pid in range(before, self.abs.next_pressure):
+            if pid in self.abs.pressures and data.draw(st.integers(0, 2)):
+                self._answer(data, pid)
+        if data.draw(st.integers(0, 3)):
+            self._do(M.CommitLimit(aid))
+
+    @rule(data=st.data())
+    def commit_limit(self, data: st.DataObject) -> None:
+        self._do(M.CommitLimit(self._pick(data, self.abs.ledger.authorities.keys(),
+                                          self.abs.ledger.next_authority, self.abs.changes.keys())))
+
+    @rule(data=st.data())
+    def raise_limit(self, data: st.DataObject) -> None:
+        """Back to full capacity: a raise needs no pressure and wakes waiters."""
+        lowered = [a.id for a in self.abs.ledger.authorities.values()
+                   if a.alias_of is None and a.limit < a.capacity and a.id not in self.abs.changes]
+        if lowered:
+            aid = data.draw(st.sampled_from(lowered))
+            self._do(M.PrepareLimit(aid, self.abs.ledger.authorities[aid].capacity))
+            self._do(M.CommitLimit(aid))
+
+
+def run_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
+    """Run the composed machine; an `InvariantViolation` propagates (the campaign failed)."""
+    return run_machine(ManagerMachine, factory, cfg, refine=refine)
+
+
+def find_manager_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
+                                refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
+    """Switch guard `g` off in `layer` (or run mutant `g`); search for a harm of an ID it protects."""
+    impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
+    return hunt(ManagerMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off), impl=impl)

@@ -1,0 +1,215 @@
+"""Replay of composed traces (`ortmem-manager/1`) against `spec.manager`, never refimpl's code.
+
+The same checker as `invariants.replay` for the ledger revision, over the
+composed state: per line, in this order (the first failure ends the replay
+and names the smallest bad prefix, the 1-based line number):
+
+  1. size and JSON, as for ledger traces (`invariants.replay`);
+  2. envelope: exact keys, the composed revision, a known kind, ids and
+     payload keys exactly those of the kind, values well formed;
+  3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
+     a repeat a duplicate);
+  4. the action must be enabled exactly as the trace says (accepted with the
+     same result, or rejected with the same error class); an accepted event
+     naming an id the spec never issued means the event that issued it was lost;
+  5. the governor's observed `used` must equal the spec's for every authority
+     the event lists, and the event must list every authority whose `used`
+     the spec changes;
+  6. the cross-cutting step predicates (`invariants.manager.check_step`) on
+     every accepted event, and the state predicates (`check_all`) whenever at
+     least as many events passed as the state holds records, and at the end.
+
+The composed state is kept whole, so its size is bounded: more than
+MAX_LIVE live records (allocations, tickets, pressures, transactions) fail
+the trace ("too-many-live"); with that bound each event costs O(1) and the
+replay is linear in the trace. At the end, a granted ticket, a transaction
+holding reservations, an open pressure, a pending limit change or a
+provisional allocation fails the trace unless its last event is a `boundary`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from invariants._violation import InvariantViolation
+from invariants.manager_trace import MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION, decode_field, decode_result
+from invariants.replay import ERROR_IDS, ReplayResult, _Bad, _parse
+from invariants.trace_format import BOUNDARY, MAX_EVENTS, MAX_LINE_BYTES, MAX_SOURCES, MAX_TEXT
+from spec import errors as E
+from spec.manager_actions import Manager, initial
+from spec.types import AllocState
+
+__all__ = ["replay_manager_lines", "MAX_LIVE"]
+
+MAX_LIVE = 1024
+_ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
+_OUTCOME = ("outcome", "error", "result", "used")
+_UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance, E.UnknownTicket,
+            E.UnknownTransaction)
+_ERRORS = {name: getattr(E, name) for name in E.__all__}
+
+
+def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The action the event records (None for a boundary), and its outcome part."""
+    if sorted(ev) != sorted(_ENVELOPE):
+        raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
+    if ev["contract_revision"] != MANAGER_REVISION:
+        raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} throughout, got "
+                                       f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
+    kind, ids, payload = ev["kind"], ev["ids"], ev["payload"]
+    if type(kind) is not str or (kind not in MANAGER_KINDS and kind != BOUNDARY):
+        raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
+    if type(ids) is not dict or type(payload) is not dict:
+        raise _Bad("malformed", "ids and payload must be objects")
+    if kind == BOUNDARY:
+        if ids or payload:
+            raise _Bad("malformed", "a boundary event carries no ids and no payload")
+        return None, {}
+    cls = MANAGER_KINDS[kind]
+    fields = [f.name for f in attrs.fields(cls)]
+    want_ids = {f for f in fields if f in MANAGER_ID_FIELDS}
+    if set(ids) != want_ids:
+        raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
+    want_payload = {f for f in fields if f not in MANAGER_ID_FIELDS} | set(_OUTCOME)
+    if set(payload) != want_payload:
+        raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
+    try:
+        args = {f: decode_field(f, ids[f] if f in MANAGER_ID_FIELDS else payload[f]) for f in fields}
+        result = decode_result(payload["result"])
+    except ValueError as e:
+        raise _Bad("malformed", str(e)) from None
+    outcome = {k: payload[k] for k in ("outcome", "error")}
+    if outcome["outcome"] not in ("accepted", "rejected"):
+        raise _Bad("malformed", f"payload.outcome must be 'accepted' or 'rejected', got {outcome['outcome']!r}")
+    accepted = outcome["outcome"] == "accepted"
+    if accepted and outcome["error"] is not None:
+        raise _Bad("malformed", "an accepted event carries no error")
+    if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):
+        raise _Bad("malformed", f"a rejected event must name a spec error class, got {outcome['error']!r}")
+    if not accepted and result is not None:
+        raise _Bad("malformed", "a rejected event carries no result")
+    used = payload["used"]
+    if type(used) is not dict or len(used) > 4096:
+        raise _Bad("malformed", "payload.used must be an object of at most 4096 authorities")
+    try:
+        outcome["used"] = {int(k): v for k, v in used.items()}
+    except ValueError:
+        raise _Bad("malformed", "payload.used keys must be integer authority ids") from None
+    if not all(type(v) is int for v in outcome["used"].values()):
+        raise _Bad("malformed", "payload.used values must be integers")
+    outcome["result"] = result
+    return cls(**args), outcome
+
+
+def _live(m: Manager) -> int:
+    return len(m.ledger.allocations) + len(m.tickets) + len(m.pressures) + len(m.txs)
+
+
+def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
+    from invariants.manager import check_step
+    from spec.manager import step
+
+    try:
+        nxt, result = step(m, act)
+        err = None
+    except E.GovernorError as e:
+        nxt, result, err = m, None, e
+    accepted = outcome["outcome"] == "accepted"
+    if accepted and err is not None:
+        if isinstance(err, _UNKNOWN):
+            raise _Bad("unknown-id", f"{act!r} was accepted but names an id never issued in this trace "
+                                     f"({err}): an event is missing")
+        raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: {err}",
+                   ERROR_IDS.get(type(err), "refinement"))
+    if not accepted and err is None:
+        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
+    if not accepted and type(err).__name__ != outcome["error"]:
+        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
+                                 f"{type(err).__name__}: {err}")
+    if accepted and outcome["result"] != result:
+        raise _Bad("refinement", f"{act!r} returned {outcome['result']!r}, the spec returns {result!r}")
+    auths, before = nxt.ledger.authorities, m.ledger.authorities
+    for aid, used in outcome["used"].items():
+        if aid not in auths:
+            raise _Bad("unknown-id", f"observed used of authority {aid}, which does not exist")
+        if auths[aid].used != used:
+            raise _Bad("refinement", f"{act!r}: the governor observed {used} B used on authority {aid}, "
+                                     f"the spec has {auths[aid].used} B")
+    changed = [a for a in auths if a in before and auths[a].used != before[a].used and a not in outcome["used"]]
+    if changed:
+        raise _Bad("refinement", f"{act!r} changed used of authority {changed[0]} but the event does not say so")
+    if accepted:
+        try:
+            check_step(m, act, nxt)
+        except InvariantViolation as e:
+            raise _Bad("violation", str(e), e.id) from None
+    if _live(nxt) > MAX_LIVE:
+        raise _Bad("too-many-live", f"more than {MAX_LIVE} live records: a composed trace keeps its state bounded")
+    return nxt
+
+
+def _check_whole(m: Manager) -> None:
+    from invariants.manager import check_all
+    try:
+        check_all(m)
+    except InvariantViolation as e:
+        raise _Bad("violation", str(e), e.id) from None
+
+
+def _leftover(m: Manager) -> list[str]:
+    out = [f"ticket {t.id} granted and never claimed or cancelled" for t in m.tickets.values()
+           if t.allocation is not None]
+    out += [f"transaction {t.id} still holds {len(t.held)} reservation(s)" for t in m.txs.values() if t.held]
+    out += [f"pressure {p.id} still open" for p in m.pressures.values()]
+    out += [f"limit change on authority {a} still pending" for a in m.changes]
+    out += [f"allocation {r.id} still provisional" for r in m.ledger.allocations.values()
+            if r.state is AllocState.PROVISIONAL]
+    return out
+
+
+def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
+    """Replay raw lines of a composed trace; see the module docstring."""
+    m, last, events, line, at_boundary, since_whole = initial(), {}, 0, 0, False, 0
+    try:
+        for raw in lines:
+            line += 1
+            if line > MAX_EVENTS:
+                raise _Bad("too-many-events", f"more than {MAX_EVENTS} events")
+            if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES or (len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")):
+                raise _Bad("oversize", f"line longer than {MAX_LINE_BYTES} bytes")
+            ev = _parse(raw)
+            act, outcome = _decode(ev)
+            source, seq = ev["source"], ev["source_sequence"]
+            if type(source) is not str or not 0 < len(source) <= MAX_TEXT:
+                raise _Bad("malformed", "source must be a non-empty string")
+            if type(seq) is not int or seq < 1:
+                raise _Bad("malformed", "source_sequence must be a positive integer")
+            if source not in last and len(last) >= MAX_SOURCES:
+                raise _Bad("too-many-sources", f"more than {MAX_SOURCES} sources")
+            expected = last.get(source, 0) + 1
+            if seq > expected:
+                raise _Bad("sequence-gap", f"source {source!r}: sequence {seq} after {expected - 1}: "
+                                           f"{seq - expected} event(s) lost or reordered")
+            if seq < expected:
+                raise _Bad("duplicate-sequence", f"source {source!r}: sequence {seq} again after {expected - 1} "
+                                                 "(duplicate or reordered event)")
+            last[source] = seq
+            at_boundary = act is None
+            if act is not None:
+                m = _apply(m, act, outcome)
+            since_whole += 1
+            if since_whole >= max(1, _live(m)):  # amortised: O(1) per event
+                _check_whole(m)
+                since_whole = 0
+            events += 1
+        line = 0
+        _check_whole(m)
+        if not at_boundary and _leftover(m):
+            raise _Bad("leftover", "trace ended with active items and no declared boundary: "
+                       + "; ".join(_leftover(m)[:5]))
+    except _Bad as bad:
+        return ReplayResult(False, events, line or None, bad.failure, bad.id, str(bad))
+    return ReplayResult(True, events, None, None, None, "no violation")

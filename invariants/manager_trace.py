@@ -1,0 +1,149 @@
+"""The composed trace format: one event per `ProcessMemoryManager` operation, every part.
+
+Revision `ortmem-manager/1` extends the ledger's envelope
+(`invariants.trace_format`) to every composed action: ledger operations,
+tickets, pressure, transactions, device loss and limits. One JSON object
+per line:
+
+    {"contract_revision": "ortmem-manager/1", "source": "pmm-1", "source_sequence": 9,
+     "kind": "submit", "ids": {"holder": 2, "authority": 1},
+     "payload": {"nbytes": 4, "priority": 0, "role": "kv", "outcome": "accepted", "error": null,
+                 "result": 3, "used": {"1": 12}}}
+
+`ids` holds the action's id fields, `payload` its other fields, the outcome
+(accepted, or the spec error class that rejected it), the operation's
+result (an id, bytes credited, a list of ids, or a limit outcome), and
+`used`: the governor's own `used` of every authority the operation named or
+changed, after it. Tuples are JSON lists (`victims`, `needs`); enums are
+their values; anything else that does not round-trip exactly is written
+opaque (`invariants.trace_format.encode_value`), so recording never fails.
+
+Only event types and their (de)coding live here: no transition logic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from invariants.trace_format import ENUMS, ID_FIELDS, KINDS, MAX_TEXT, decode_value, encode_value, kind_of
+from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
+
+__all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "encode_manager_event", "decode_field",
+           "encode_result", "decode_result", "manager_schema"]
+
+MANAGER_REVISION = "ortmem-manager/1"
+#: Event kind -> the action class it records: the ledger's kinds and every composed action.
+MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}}
+MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx"}
+#: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.
+_TUPLES = {"victims": 1, "needs": 2}
+MAX_TUPLE = 64
+
+
+def _int_like(v: Any) -> bool:
+    return type(v) is int and len(str(abs(v))) <= 20
+
+
+def encode_field(name: str, v: Any) -> Any:
+    """One argument's JSON form; a tuple field that is not exactly ints (or int pairs) is opaque."""
+    arity = _TUPLES.get(name)
+    if arity is None:
+        return encode_value(name, v)
+    if type(v) is not tuple or len(v) > MAX_TUPLE:
+        return {"opaque": type(v).__qualname__[:MAX_TEXT] or "?"}
+    if arity == 1 and all(_int_like(x) for x in v):
+        return list(v)
+    if arity == 2 and all(type(p) is tuple and len(p) == 2 and all(_int_like(x) for x in p) for p in v):
+        return [list(p) for p in v]
+    return {"opaque": "tuple"}
+
+
+def decode_field(name: str, v: Any) -> Any:
+    """Inverse of `encode_field` on well-formed input; ValueError on anything else."""
+    arity = _TUPLES.get(name)
+    if arity is None or type(v) is dict:
+        return decode_value(name, v)
+    if type(v) is not list or len(v) > MAX_TUPLE:
+        raise ValueError(f"{name} must be a list of at most {MAX_TUPLE} elements or an opaque marker")
+    if arity == 1 and all(type(x) is int for x in v):
+        return tuple(v)
+    if arity == 2 and all(type(p) is list and len(p) == 2 and all(type(x) is int for x in p) for p in v):
+        return tuple(tuple(p) for p in v)
+    raise ValueError(f"{name} elements must be {'integers' if arity == 1 else '[int, int] pairs'}")
+
+
+def encode_result(result: Any) -> Any:
+    """An operation's result as JSON: int / null / list of ints / a limit outcome object."""
+    if isinstance(result, LimitOutcome):
+        return {"committed": result.committed, "limit": result.limit,
+                "completed": [list(p) for p in result.completed]}
+    if type(result) is tuple:
+        return list(result)
+    return result
+
+
+def decode_result(v: Any) -> Any:
+    """Inverse of `encode_result`; ValueError on anything else."""
+    if v is None or type(v) is int:
+        return v
+    if type(v) is list and len(v) <= MAX_TUPLE and all(type(x) is int for x in v):
+        return tuple(v)
+    if (type(v) is dict and set(v) == {"committed", "limit", "completed"} and type(v["committed"]) is bool
+            and type(v["limit"]) is int and type(v["completed"]) is list and len(v["completed"]) <= MAX_TUPLE
+            and all(type(p) is list and len(p) == 2 and all(type(x) is int for x in p) for p in v["completed"])):
+        return LimitOutcome(v["committed"], v["limit"], tuple(tuple(p) for p in v["completed"]))
+    raise ValueError(f"result {v!r:.80} is not an id, a byte count, a list of ids or a limit outcome")
+
+
+def encode_manager_event(source: str, sequence: int, action: Any, result: Any, error: BaseException | None,
+                         used: dict[int, int]) -> dict[str, Any]:
+    """The event for one composed operation, as a JSON-ready dict."""
+    fields = attrs.asdict(action, recurse=False)
+    ids = {k: encode_value(k, v) for k, v in fields.items() if k in MANAGER_ID_FIELDS}
+    payload = {k: encode_field(k, v) for k, v in fields.items() if k not in MANAGER_ID_FIELDS}
+    payload["outcome"] = "accepted" if error is None else "rejected"
+    payload["error"] = None if error is None else type(error).__name__
+    payload["result"] = encode_result(result) if error is None else None
+    payload["used"] = {str(k): v for k, v in sorted(used.items())}
+    return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
+            "kind": kind_of(type(action)), "ids": ids, "payload": payload}
+
+
+def manager_schema() -> list[dict[str, Any]]:
+    """The per-kind JSON Schema cases of the composed revision (merged into `docs/trace-schema.json`)."""
+    opaque = {"type": "object", "required": ["opaque"], "additionalProperties": False,
+              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}}}
+    scalar = {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
+                        opaque]}
+    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
+    pairs = {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}}
+    limit = {"type": "object", "required": ["committed", "limit", "completed"], "additionalProperties": False,
+             "properties": {"committed": {"type": "boolean"}, "limit": {"type": "integer"}, "completed": pairs}}
+    outcome = {
+        "outcome": {"enum": ["accepted", "rejected"]},
+        "error": {"type": ["string", "null"], "maxLength": MAX_TEXT},
+        "result": {"anyOf": [{"type": ["integer", "null"]}, ints, limit]},
+        "used": {"type": "object", "maxProperties": 4096, "additionalProperties": False,
+                 "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}},
+                 "description": "the governor's used of each authority the operation named or changed, after it"},
+    }
+    cases = []
+    for kind, cls in MANAGER_KINDS.items():
+        names = [f.name for f in attrs.fields(cls)]
+        id_names = [f for f in names if f in MANAGER_ID_FIELDS]
+        args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else
+                    {"anyOf": [pairs if _TUPLES[f] == 2 else ints, opaque]} if f in _TUPLES else scalar)
+                for f in names if f not in MANAGER_ID_FIELDS}
+        cases.append({
+            "if": {"properties": {"contract_revision": {"const": MANAGER_REVISION}, "kind": {"const": kind}}},
+            "then": {"properties": {
+                "ids": {"type": "object", "required": id_names, "additionalProperties": False,
+                        "properties": {f: scalar for f in id_names}},
+                "payload": {"type": "object", "required": [*args, *outcome], "additionalProperties": False,
+                            "properties": {**args, **outcome}},
+            }},
+        })
+    return cases
+

@@ -1,0 +1,140 @@
+"""A seeded composed workload for `ortmem trace --composed`: every part of the manager, then settled.
+
+Drives one `ProcessMemoryManager` (with a trace sink) through ledger
+leases, requester tickets, holder pressure, capacity transactions, limit
+changes and a device loss on shared authorities, with some bad input, and
+ends with every ticket, lease, transaction, pressure and limit change
+settled, so the trace replays clean against `spec.manager` with no
+declared boundary. Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from spec.errors import GovernorError
+from spec.tickets import TicketState
+from spec.types import AllocState, ContextState, Role, Tier
+
+__all__ = ["run_manager_workload"]
+
+_AUTHORITIES = (("hbm0", Tier.DEVICE, 64), ("host", Tier.HOST, 96), ("hbm1", Tier.DEVICE, 32))
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except GovernorError:
+        return None  # a refusal is part of the workload: the trace records it
+
+
+def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict[str, int]:
+    """Run the workload; returns how many operations of each kind were attempted."""
+    rng = random.Random(seed)
+    holders = [pmm.register_holder(n) for n in ("weights", "kv", "prefix")]
+    auths = [pmm.register_authority(p, t, c) for p, t, c in _AUTHORITIES]
+    counts: dict[str, int] = {}
+
+    def active() -> list[int]:
+        m = pmm.abstract_manager()
+        return [a for a in auths if m.ledger.authorities[a].context is ContextState.ACTIVE]
+
+    def leases(m: Any) -> list[Any]:
+        owned = {t.allocation for t in m.tickets.values()} | {i for t in m.txs.values() for i in t.held}
+        return [r for r in m.ledger.allocations.values() if r.state is AllocState.LIVE and r.id not in owned]
+
+    lost = False
+    for _ in range(operations):
+        m = pmm.abstract_manager()
+        live = active()
+        if not live:
+            break
+        op = rng.choice(("submit", "submit", "claim", "cancel", "lease", "release", "press", "tx", "limit",
+                         "bad") + (("lose",) if not lost else ()))
+        counts[op] = counts.get(op, 0) + 1
+        if op == "submit":
+            _try(pmm.submit, rng.choice(holders), rng.choice(live), rng.randint(1, 24), rng.randint(0, 2), Role.KV)
+        elif op in ("claim", "cancel"):
+            ts = sorted(m.tickets.values(), key=lambda t: t.id)
+            if ts:
+                t = rng.choice(ts)
+                if op == "claim" and t.state is TicketState.GRANTED:
+                    _try(pmm.claim, t.holder, t.id)
+                else:
+                    _try(pmm.cancel_ticket, t.holder, t.id)
+        elif op == "lease":
+            a = rng.choice(live)
+            aid = _try(pmm.reserve, rng.choice(holders), a, m.ledger.authorities[a].tier, rng.randint(1, 16),
+                       Role.WEIGHTS)
+            if aid is not None:
+                r = pmm.abstract_manager().ledger.allocations[aid]
+                _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
+        elif op == "release":
+            ls = leases(m)
+            if ls:
+                r = rng.choice(ls)
+                _try(pmm.release, r.holder, r.id)
+        elif op == "press":
+            ls = leases(m)
+            if ls:
+                r = rng.choice(ls)
+                pid = _try(pmm.press, r.holder, r.authority, rng.randint(1, 16))
+                if pid is not None:
+                    mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == r.holder
+                            and x.authority == r.authority]
+                    _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))))
+        elif op == "tx":
+            chosen = sorted(rng.sample(live, min(len(live), rng.randint(1, 2))))
+            tid = _try(pmm.plan_tx, rng.choice(holders), tuple((a, rng.randint(1, 16)) for a in chosen))
+            while tid is not None and _try(pmm.reserve_tx, tid) is not None:
+                pass
+            if tid is not None:
+                t = pmm.abstract_manager().txs.get(tid)
+                if t is not None and len(t.held) == len(t.needs) and rng.random() < 0.7:
+                    _try(pmm.commit_tx, tid)
+                else:
+                    _try(pmm.abort_tx, tid)
+        elif op == "limit":
+            a = rng.choice(live)
+            cap = m.ledger.authorities[a].capacity
+            pids = _try(pmm.prepare_limit, a, rng.randint(cap // 2, cap)) or ()
+            for pid in pids:
+                p = pmm.abstract_manager().pressures.get(pid)
+                if p is not None:
+                    mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == p.holder
+                            and x.authority == a]
+                    _try(pmm.answer, p.holder, pid, tuple(mine[: rng.randint(0, len(mine))]))
+            _try(pmm.commit_limit, a)
+        elif op == "lose":
+            lost = True
+            a = rng.choice(live)
+            _try(pmm.lose_device, a)
+            _try(pmm.confirm_termination, a)
+        else:  # bad input: every part refuses it with a typed error, and the trace records the refusal
+            _try(rng.choice((lambda: pmm.submit(holders[0], auths[0], 0, 0, Role.KV),
+                             lambda: pmm.claim(holders[0], 10**6),
+                             lambda: pmm.answer(holders[1], 10**6, ()),
+                             lambda: pmm.reserve_tx(10**6),
+                             lambda: pmm.prepare_limit(auths[0], -1))))
+    _settle(pmm)
+    return counts
+
+
+def _settle(pmm: Any) -> None:
+    """Leave nothing live: cancel tickets, abort transactions, close pressure and limit changes, release leases."""
+    m = pmm.abstract_manager()
+    for t in sorted(m.tickets.values(), key=lambda t: t.id):
+        _try(pmm.cancel_ticket, t.holder, t.id)
+    for t in sorted(pmm.abstract_manager().txs.values(), key=lambda t: t.id):
+        _try(pmm.abort_tx, t.id)
+    for p in sorted(pmm.abstract_manager().pressures.values(), key=lambda p: p.id):
+        if not p.change:
+            _try(pmm.cancel_pressure, p.id)
+    for a in sorted(pmm.abstract_manager().changes):
+        _try(pmm.commit_limit, a)
+    for r in sorted(pmm.abstract_manager().ledger.allocations.values(), key=lambda r: r.id):
+        if r.state is AllocState.LIVE:
+            _try(pmm.release, r.holder, r.id)
+        elif r.state is AllocState.PROVISIONAL:
+            _try(pmm.cancel, r.holder, r.id)
