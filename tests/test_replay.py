@@ -116,8 +116,10 @@ def test_traced_events_match_the_schema(clean) -> None:
 
 def test_schema_names_every_kind() -> None:
     schema = json.loads(SCHEMA.read_text())
-    assert set(schema["properties"]["kind"]["enum"]) == set(KINDS) | {"boundary"}
-    assert schema["properties"]["contract_revision"]["enum"] == [CONTRACT_REVISION]
+    from invariants.manager_trace import MANAGER_KINDS, MANAGER_REVISION
+    assert set(KINDS) <= set(MANAGER_KINDS)  # the composed revision extends the ledger's kinds
+    assert set(schema["properties"]["kind"]["enum"]) == set(MANAGER_KINDS) | {"boundary"}
+    assert schema["properties"]["contract_revision"]["enum"] == sorted([CONTRACT_REVISION, MANAGER_REVISION])
 
 
 # --- self-tests: each failure class, with the smallest bad prefix ------------
@@ -268,9 +270,10 @@ def test_replay_rejects_buggy_governor_trace_naming_id(case: str) -> None:
 # --- the CLI ---------------------------------------------------------------
 
 
-def test_cli_replay_accepts_refimpl_trace_and_rejects_corrupted_copy(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("flags", [["--ledger"], []], ids=["ledger", "composed"])
+def test_cli_replay_accepts_refimpl_trace_and_rejects_corrupted_copy(tmp_path, capsys, flags) -> None:
     good, bad = tmp_path / "t.jsonl", tmp_path / "bad.jsonl"
-    assert main(["trace", str(good), "--seed", "3"]) == 0
+    assert main(["trace", str(good), "--seed", "3", *flags]) == 0
     assert main(["replay", str(good)]) == 0
     assert "replayed clean" in capsys.readouterr().out
     lines = good.read_bytes().splitlines(keepends=True)
