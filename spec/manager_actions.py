@@ -98,6 +98,31 @@ Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
     (committed=True); otherwise the old limit stays (committed=False). Either
     way the outcome lists the completed answers.
 
+Clarifications (spec.manager's reading, where the text above left a choice):
+  * Commit / Cancel / Release / Quarantine: "the ledger's own lookups and
+    ownership checks" are the ledger's steps 1-4 (byte shape of `nbytes` /
+    `released`, holder known, allocation known or retired, owner). The
+    part check comes next, before the ledger's device, lifecycle and byte-bound
+    checks (so a Commit past `reserved` of a ticket's allocation is
+    InvalidTransition, not InvalidBytes).
+  * PlanTx checks in two passes over `needs` in the given order: first every
+    authority (known, canonical, ACTIVE, need by need), then every nbytes.
+  * Rounds: "rose" compares `limit - used` before the action with the value
+    after the action's own effect, before any round. An action that changes
+    nothing (cancel or timeout of a retired ticket) runs no round. A Submit's
+    own round may grant the new ticket at once.
+  * CommitLimit sets the `limit` of the canonical authority only; its alias
+    records keep their registration-time copy (they own no ledger). An alias
+    id given to CommitLimit has no change pending -> InvalidTransition.
+  * Ownership of tickets and pressures (ForeignHolder) is checked
+    unconditionally; the ledger guard `owner_only` applies to leases only.
+  * CancelTicket / TimeoutTicket of a GRANTED ticket returns the ticket's
+    bytes (the charge of its allocation); AbortTx and Answer return the sum
+    of the charges of the allocations they cancel or release.
+  * LoseDevice: the ledger step comes first (its checks decide the error);
+    reservations of aborted transactions on other authorities are cancelled
+    by the transaction's holder, and rounds then run where headroom rose.
+
 Not in the composition (they stay in the focused models): ticket
 generations and reconfiguration, the cancellation mailbox, use flags,
 pressure deadlines, bundles and views.
