@@ -55,15 +55,18 @@ def state_I1_manager(m: M.Manager) -> None:
     allocs = m.ledger.allocations
     holders_of: dict[int, list[str]] = {}
     part_bytes: dict[int, int] = {}  # authority -> bytes the parts say they hold
-    granted = [t for t in m.tickets.values() if t.state is _T.GRANTED and t.allocation is not None]
+    granted = [t for t in m.tickets.values() if t.state is _T.GRANTED]
     for t in granted:
+        # A granted ticket's bytes are promised to it whether or not a reservation backs them.
+        part_bytes[t.authority] = part_bytes.get(t.authority, 0) + t.nbytes
+        if t.allocation is None:
+            continue
         holders_of.setdefault(t.allocation, []).append(f"ticket {t.id}")
         r = allocs.get(t.allocation)
         if r is None or (r.state, r.holder, r.authority, r.charge) != (AllocState.PROVISIONAL, t.holder, t.authority,
                                                                         t.nbytes):
             _I1_TICKET.fail(f"granted ticket {t.id} (holder {t.holder}, authority {t.authority}, {t.nbytes} B) "
                             f"references {r!r}")
-        part_bytes[t.authority] = part_bytes.get(t.authority, 0) + t.nbytes
     _I1_TICKET.case(bool(granted))
     held = False
     for x in m.txs.values():
@@ -214,7 +217,20 @@ _I2_LIMIT = clause("I2", "step_I2_manager", "limit_not_below_used",
                    "no step sets an authority's limit below what it uses: the old limit is kept instead")
 
 
+_I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
+                   "no step that charges an authority (a grant, a claim, a transaction's reservation) leaves it past "
+                   "its limit; only recorded (already taken) bytes may oversubscribe")
+
+
 def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    rose = [x for x in after.ledger.authorities.values()
+            if x.id in before.ledger.authorities and x.used > before.ledger.authorities[x.id].used]
+    _I2_GRANT.case(bool(rose) and not isinstance(act, A.RecordCommitted))
+    if not isinstance(act, A.RecordCommitted):
+        for x in rose:
+            if x.used > x.limit:
+                _I2_GRANT.fail(f"{act!r}: authority {x.id} charged {before.ledger.authorities[x.id].used} -> "
+                               f"{x.used} B past its {x.limit} B limit")
     changed = [x for x in after.ledger.authorities.values()
                if x.id in before.ledger.authorities and x.limit != before.ledger.authorities[x.id].limit]
     _I2_LIMIT.case(bool(changed))
