@@ -577,3 +577,17 @@ def test_step_clause_fails_on_mutated_step(name: str) -> None:
 def test_every_manager_clause_has_a_mutation() -> None:
     own = {k for k, c in CLAUSES.items() if c.predicate in _OWN_PREDICATES}
     assert own == set(_STATE_MUTATIONS.values()) | set(_STEP_MUTATIONS.values())
+
+
+@pytest.mark.parametrize("bound, small_granted", [(2, False), (10, True)], ids=["matured-stops", "young-skipped"])
+def test_a_matured_misfit_ends_the_round_but_a_young_one_is_skipped(bound: int, small_granted: bool) -> None:
+    m1, _ = _lease(_start(aging_bound=bound), H1, DEV, 2)
+    m2, big = _run(m1, M.Submit(H2, DEV, 3))  # age 1
+    m3, small = _run(m2, M.Submit(H2, DEV, 1))  # big ages to 2: matured iff the bound is 2
+    assert m3.tickets[big] == _ticket(big, H2, DEV, 3, _T.PENDING, 2)
+    if small_granted:
+        assert m3 == _expect(m2, used={DEV: 3}, allocs={2: _alloc(2, DEV, H2, 1)}, next_allocation=3, next_ticket=4,
+                             tickets={big: m3.tickets[big], small: _ticket(small, H2, DEV, 1, _T.GRANTED, 1, 2)})
+    else:
+        assert m3 == _expect(m2, next_ticket=4,
+                             tickets={big: m3.tickets[big], small: _ticket(small, H2, DEV, 1, _T.PENDING, 1)})
