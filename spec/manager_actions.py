@@ -44,7 +44,10 @@ Requester tickets (all bytes through the ledger):
 
 Arbitration (I13). After every accepted action, for each canonical
 authority `a` in ascending id that has pending tickets, a *round* runs when
-`a.limit - a.used` rose in the action or the action was a `Submit` on `a`.
+`a.limit - a.used` rose in the action, the action was a `Submit` on `a`, or
+the action retired a ticket on `a` (CancelTicket / TimeoutTicket: a pending
+matured misfit that ended the last round may be gone, so the next waiter
+may fit; found by the explorer: without it a fitting waiter stays pending).
 A round: every pending ticket on `a` ages by one (capped at `aging_bound`);
 they are ordered by `spec.arith.arbitration_key(age >= aging_bound, priority,
 id)`; each in turn is granted when `nbytes <= a.limit - a.used` (a ledger
