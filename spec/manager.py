@@ -13,8 +13,8 @@ One `step`:
      error, raised before any state is built: a rejection changes nothing)
      and applies it;
   2. arbitration (I13): for each canonical authority with pending tickets, in
-     ascending id, a round runs when `limit - used` rose in the action or the
-     action was a `Submit` on it. Pending tickets age, are ordered by
+     ascending id, a round runs when `limit - used` rose in the action, the
+     action was a `Submit` on it, or it retired a ticket on it. Pending tickets age, are ordered by
      `spec.arith.arbitration_key`, and each that fits is granted by a ledger
      Reserve charged at grant; a matured misfit ends the round.
 
@@ -72,7 +72,11 @@ def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet) -
     for aid in waiting:
         a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities[aid]
         rose = a0 is None or a1.limit - a1.used > a0.limit - a0.used
-        if rose or (isinstance(action, M.Submit) and action.authority == aid):
+        submitted = isinstance(action, M.Submit) and action.authority == aid
+        # A retired waiter may have been the matured misfit that ended the last round (I13).
+        retired = (isinstance(action, (M.CancelTicket, M.TimeoutTicket)) and action.ticket in before.tickets
+                   and before.tickets[action.ticket].authority == aid)
+        if rose or submitted or retired:
             m = _round(m, aid, guards)
     return m
 

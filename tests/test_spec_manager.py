@@ -591,3 +591,15 @@ def test_a_matured_misfit_ends_the_round_but_a_young_one_is_skipped(bound: int, 
     else:
         assert m3 == _expect(m2, next_ticket=4,
                              tickets={big: m3.tickets[big], small: _ticket(small, H2, DEV, 1, _T.PENDING, 1)})
+
+
+def test_cancelling_the_matured_misfit_that_ended_a_round_runs_a_round() -> None:
+    # Found by the explorer (invariants.manager_scope): without a round here, ticket 3 fits and waits.
+    m1, _ = _run(_start(dev=2, aging_bound=2), M.Submit(H1, DEV, 1))
+    m2, _ = _run(m1, M.Submit(H1, DEV, 2))  # pending, age 1
+    m3, _ = _run(m2, M.Submit(H1, DEV, 1))  # ticket 2 matures (age 2), does not fit: the round ends before ticket 3
+    assert m3.tickets[3] == _ticket(3, H1, DEV, 1, _T.PENDING, 1)
+    m4, credit = _run(m3, M.CancelTicket(H1, 2))
+    assert credit == 0
+    assert m4 == _expect(m3, used={DEV: 2}, allocs={2: _alloc(2, DEV, H1, 1)}, next_allocation=3,
+                         tickets={2: None, 3: _ticket(3, H1, DEV, 1, _T.GRANTED, 2, 2)})
