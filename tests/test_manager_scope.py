@@ -73,3 +73,17 @@ def test_alphabet_reaches_every_part_within_three_steps() -> None:
              M.CommitLimit}
     assert kinds <= accepted, kinds - accepted
 
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_fingerprint_seen_set_finds_the_same_counterexample(name: str) -> None:
+    model = manager_model(GuardSet.without(name), CONTROLS[name])
+    whole = explore(model, max_depth=6, max_states=200_000)
+    fp = explore(model, max_depth=6, max_states=200_000, fingerprints=True)
+    assert (fp.counterexample, fp.clause, fp.states) == (whole.counterexample, whole.clause, whole.states)
+
+
+def test_fingerprint_seen_set_counts_the_same_states() -> None:
+    whole = explore(manager_model(), max_depth=3)
+    fp = explore(manager_model(), max_depth=3, fingerprints=True)
+    assert not fp.found and (fp.states, fp.transitions, fp.complete) == (whole.states, whole.transitions, True)
