@@ -84,8 +84,7 @@ def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet) -
 def _round(m: M.Manager, aid: int, guards: GuardSet) -> M.Manager:
     """One round on authority `aid`: age every pending ticket, then grant greedily in arbitration order."""
     bound = m.aging_bound
-    pending = [evolve(t, age=min(t.age + 1, bound)) for t in m.tickets.values()
-               if t.authority == aid and t.state is _T.PENDING]
+    pending = [_aged(t, bound) for t in m.tickets.values() if t.authority == aid and t.state is _T.PENDING]
     pending.sort(key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id))
     ledger, tickets = m.ledger, m.tickets
     for i, t in enumerate(pending):
@@ -103,6 +102,12 @@ def _round(m: M.Manager, aid: int, guards: GuardSet) -> M.Manager:
             break
         tickets = tickets.set(t.id, t)
     return evolve(m, ledger=ledger, tickets=tickets)
+
+
+def _aged(t: M.Ticket, bound: int) -> M.Ticket:
+    """`t` one round older, capped at the bound (built directly: `evolve` is the explorer's hot spot)."""
+    return M.Ticket(t.id, t.holder, t.authority, t.nbytes, t.priority, t.role, min(t.age + 1, bound), t.state,
+                    t.allocation)
 
 
 # --- the ledger's own actions --------------------------------------------------------
