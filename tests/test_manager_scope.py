@@ -7,6 +7,7 @@ from collections import deque
 
 import pytest
 
+from invariants.clauses import CLAUSES, Coverage, recording
 from invariants.explore import explore
 from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, manager_actions, manager_model, manager_start
 from spec import actions as A
@@ -87,3 +88,14 @@ def test_fingerprint_seen_set_counts_the_same_states() -> None:
     whole = explore(manager_model(), max_depth=3)
     fp = explore(manager_model(), max_depth=3, fingerprints=True)
     assert not fp.found and (fp.states, fp.transitions, fp.complete) == (whole.states, whole.transitions, True)
+
+
+def test_every_manager_clause_meets_its_case_in_the_scope() -> None:
+    """No clause passes vacuously: within depth 3 each one is evaluated where its situation occurs."""
+    cov = Coverage()
+    with recording(cov):
+        r = explore(manager_model(), max_depth=3)
+    assert not r.found
+    own = [k for k, c in CLAUSES.items() if c.predicate.endswith("_manager")]
+    assert len(own) == 11
+    assert all(cov.of(k)[1] > 0 for k in own), {k: cov.of(k) for k in own}
