@@ -31,6 +31,7 @@ PREDICATE_MODULES = (
     "invariants.pressure",
     "invariants.transactions",
     "invariants.hierarchy",
+    "invariants.manager",
 )
 _TABLES = ("STATE_PREDICATES", "STEP_PREDICATES", "TRACE_PREDICATES", "OBSERVATION_PREDICATES")
 
@@ -47,7 +48,10 @@ def _tables() -> list[tuple[str, dict]]:
 
 
 def _registered() -> set[str]:
-    return {f"{mod}.{p.__name__}" for mod, table in _tables() for preds in table.values() for p in preds}
+    # A predicate re-used on a component (`__wrapped__`: the ledger's, run on the manager's ledger) is
+    # registered where it is defined, not a second time.
+    return {f"{mod}.{p.__name__}" for mod, table in _tables() for preds in table.values() for p in preds
+            if not hasattr(p, "__wrapped__")}
 
 
 def _test_exists(root: Path, node: str) -> bool:

@@ -249,7 +249,7 @@ _LEDGER_ACTIONS = (A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.Res
 def _on_ledger_state(p: Callable[[Any], None]) -> Callable[[M.Manager], None]:
     def run(m: M.Manager) -> None:
         p(m.ledger)
-    run.__name__ = f"ledger_{p.__name__}"
+    run.__name__, run.__wrapped__ = f"ledger_{p.__name__}", p  # type: ignore[attr-defined]
     return run
 
 
@@ -259,7 +259,7 @@ def _on_ledger_step(p: Callable[[Any, Any, Any], None]) -> Callable[..., None]:
         if p is LP.step_I6 and not isinstance(act, _LEDGER_ACTIONS):
             return
         p(before.ledger, act, after.ledger)
-    run.__name__ = f"ledger_{p.__name__}"
+    run.__name__, run.__wrapped__ = f"ledger_{p.__name__}", p  # type: ignore[attr-defined]
     return run
 
 

@@ -22,6 +22,7 @@ from refimpl.admission_checker import AdmissionChecker
 from refimpl.checker_api import Budget, Checker, CheckerRun
 from refimpl.hierarchy_checker import HierarchyChecker
 from refimpl.lazy_checker import LazyChecker
+from refimpl.manager_checker import ManagerChecker
 from refimpl.pressure_checker import PressureChecker
 from refimpl.tx_checker import TransactionsChecker
 from spec.guards import ALL_ON, GUARDS, Guard, GuardSet, Layer
@@ -76,4 +77,6 @@ CHECKERS: dict[str, Checker] = {
         "kv_admission_fits": "kv_batch", "retire_before_evict": "coresidency", "elastic_guaranteed_path": "elastic"})),
     "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker", _scopes(("sessions",), {})),
     "hierarchy": HierarchyChecker(),
+    # The one ProcessMemoryManager: every part on shared authorities (the per-part campaigns above stay focused).
+    "manager": ManagerChecker(),
 }

@@ -65,6 +65,8 @@ _ADM_CONTROLS = "tests/test_admission.py::test_admission_negative_controls"
 _ORT_MACHINE = "tests/ort/test_ort_governed.py::test_real_ort_machine_refines_spec"
 _ORT_CONTROLS = "tests/ort/test_ort_governed.py::test_ort_negative_controls"
 _Q = "invariants.pressure."
+_MG = "invariants.manager."
+_MG_TESTS = ("tests/test_spec_manager.py", "tests/test_manager_clauses.py", "tests/test_manager_scope.py")
 _PSTATEFUL = "tests/test_pressure_stateful.py::TestPressureRefinesSpec"
 _PBAD = "tests/test_pressure_bad_input.py"
 
@@ -79,15 +81,15 @@ _LINKS: dict[str, dict[str, object]] = {
         scope="Leases and reservations. Allowance accounting is checked under I4b.",
     ),
     "I1": dict(
-        predicates=(_P + "state_I1", _P + "step_I1"),
-        tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_alias_adds_no_charge"),
+        predicates=(_P + "state_I1", _P + "step_I1", _MG + "state_I1_manager", _MG + "step_I1_manager"),
+        tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_alias_adds_no_charge", *_MG_TESTS),
         scope=("Aliases add no charge within one process. Delegated quota slices are linked attribution checked "
                "under C10 (invariants.hierarchy: slice_charged, charge_has_owner)."),
     ),
     "I2": dict(
         predicates=(_P + "state_I2", _P + "step_I2", "invariants.replay_predicates.step_I2_grant_charges",
-                    _P + "observe_snapshot"),
-        tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_record_committed_reports_oversubscription",
+                    _P + "observe_snapshot", _MG + "step_I2_manager"),
+        tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_record_committed_reports_oversubscription", *_MG_TESTS,
                "tests/test_replay.py::test_replay_rejects_buggy_governor_trace_naming_id"),
     ),
     "I4a": dict(
@@ -99,8 +101,8 @@ _LINKS: dict[str, dict[str, object]] = {
         tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py"),
     ),
     "I6": dict(
-        predicates=(_P + "step_I6", _Q + "step_I6_pressure"),
-        tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py", _PSTATEFUL, _PBAD,
+        predicates=(_P + "step_I6", _Q + "step_I6_pressure", _MG + "step_I6_manager"),
+        tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py", _PSTATEFUL, _PBAD, *_MG_TESTS,
                "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release"),
         scope=("Every charge decrease is the owning holder's action (or a confirmed termination); in the "
                "pressure protocol a claimed lease leaves only by its owner's release or pressure answer, and "
@@ -133,8 +135,8 @@ _LINKS: dict[str, dict[str, object]] = {
                "threads."),
     ),
     "I13": dict(
-        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13"),
-        tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken",
+        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13", _MG + "state_I13_manager"),
+        tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken", *_MG_TESTS,
                "tests/test_pressure_clauses.py::test_higher_priority_stream_starving_a_matured_ticket_is_caught",
                "tests/test_pressure_clauses.py::test_lifo_grant_order_in_both_layers_is_caught_by_the_predicate",
                "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers"),
@@ -206,8 +208,8 @@ _TX_CONTROLS = "tests/test_tx_controls.py::test_tx_negative_control_finds_counte
 _TX_BAD = "tests/test_tx_bad_input.py"
 _LINKS.update({
     "C3": dict(
-        predicates=(_TX + "state_C3", _TX + "step_C3"),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+        predicates=(_TX + "state_C3", _TX + "step_C3", _MG + "step_C3_manager"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS,
                "tests/test_tx_scenarios.py::test_device_loss_refunds_only_on_confirmed_termination",
                "tests/test_tx_scenarios.py::test_referenced_provider_stays_pinned"),
         scope=("Providers are the authorities of the transaction model; pinning counts transactions, views "
