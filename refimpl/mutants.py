@@ -18,11 +18,11 @@ from spec.guards import Layer
 __all__ = ["MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
-_GOV, _ADM, _SES = "refimpl.governor", "refimpl.admission", "spec.sessions"
+_GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "refimpl.admission", "spec.sessions"
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
 
 _ALL: tuple[Mutant, ...] = (
-    # --- ledger (refimpl.governor) --------------------------------------------
+    # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
     Mutant("commit_keeps_reserved_charge", ("I1",), "ledger", _R, _GOV,
            "        rec.auth.used += nbytes - rec.charge\n", "",
            "commit publishes fewer bytes than reserved but never refunds the excess to the ledger"),
@@ -59,17 +59,17 @@ _ALL: tuple[Mutant, ...] = (
            "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
            "                    rec.auth.used -= rec.charge\n                    rec.charge = 0\n",
            "device loss refunds the holders' charge at once instead of at confirmed termination"),
-    Mutant("transfer_backwards", ("I6",), "ledger", _R, _GOV,
+    Mutant("transfer_backwards", ("I6",), "ledger", _R, _ALW,
            "        src.limit -= nbytes\n        dst.limit += nbytes\n",
            "        src.limit += nbytes\n        dst.limit -= nbytes\n",
            "a transfer moves limit the wrong way: the caller takes it from another holder's allowance"),
-    Mutant("map_keeps_reservation", ("I4b",), "ledger", _R, _GOV,
+    Mutant("map_keeps_reservation", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved = max(0, w.reserved - nbytes)\n", "",
            "mapping allowance bytes leaves them counted as reserved too"),
-    Mutant("close_forgets_promise", ("I4b",), "ledger", _R, _GOV,
+    Mutant("close_forgets_promise", ("I4b",), "ledger", _R, _ALW,
            "        w.auth.promised -= w.limit\n", "        w.auth.promised -= 2 * w.limit\n",
            "closing an allowance returns twice its limit to the pool's promise budget"),
-    Mutant("transfer_mints_limit", ("I4b",), "ledger", _R, _GOV,
+    Mutant("transfer_mints_limit", ("I4b",), "ledger", _R, _ALW,
            "        src.limit -= nbytes\n        dst.limit += nbytes\n",
            "        dst.limit += nbytes\n",
            "a transfer adds limit to the target without taking it from the source"),
@@ -99,7 +99,7 @@ _ALL: tuple[Mutant, ...] = (
            "        aid = self._next_alloc\n        self._next_alloc += 1\n",
            "        aid = self._next_alloc\n",
            "the allocation id counter is read but never advanced"),
-    Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _GOV,
+    Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",
            "reserving allowance growth also charges the ledger, though an allowance owns no bytes"),
     # --- admission models (refimpl.admission) ---------------------------------
