@@ -21,7 +21,6 @@ ticket that does not fit ends the round.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from spec.arith import arbitration_key
 from spec.errors import CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, UnknownTicket

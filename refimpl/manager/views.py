@@ -87,6 +87,9 @@ class Views:
             new_allocs = list(range(first_alloc, self._next_alloc))
             if isinstance(action, (A.Reserve, A.RecordCommitted)):
                 new_allocs.append(result)  # with fresh_ids off the id may be a reused one
+            elif new_allocs:  # grants of rounds the operation ran: only those on the ledgers in view
+                seen = set(auths)
+                new_allocs = [i for i in new_allocs if i in self._allocs and self._allocs[i].auth.id in seen]
             after = self._partial([*auths, *range(first_auth, self._next_auth)], [*allocs, *new_allocs],
                                   [*allows, *range(first_allow, self._next_allow)])
             check_local(before, action, after)
