@@ -38,8 +38,8 @@ _ALL: tuple[Mutant, ...] = (
            "a.used > a.limit and self._guards.on(\"limit_check\")",
            "the limit check compares what is used, not what the grant would make used"),
     Mutant("alias_keeps_own_ledger", ("I1",), "ledger", _R, _GOV,
-           "        self._require_active(a)\n        if tier is not a.tier and self._guards.on(\"tier_match\")",
-           "        self._require_active(a)\n        a = self._auth(authority)\n"
+           "            self._require_active(a)\n        if tier is not a.tier and self._guards.on(\"tier_match\")",
+           "            self._require_active(a)\n        a = self._auth(authority)\n"
            "        if tier is not a.tier and self._guards.on(\"tier_match\")",
            "a reservation through an alias is charged to the alias instead of the canonical ledger"),
     Mutant("commit_grows_lease", ("C2",), "ledger", _R, _GOV,

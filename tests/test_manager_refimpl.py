@@ -716,3 +716,17 @@ def test_composed_operations_are_traced_in_lock_order() -> None:
     assert [e["source_sequence"] for e in events] == [1, 2, 3, 4, 5, 6]
     assert events[3]["payload"]["observed"]["used"] == {str(a): 10}
     assert events[5]["payload"]["error"] == "UnknownTicket"
+
+
+def test_every_guard_the_manager_reads_is_registered() -> None:
+    """`_Guards.on` is a plain set lookup (no unknown-name check), so a misspelt guard would read as off."""
+    import pathlib
+    import re
+
+    from spec.guards import GUARDS
+
+    src = "".join(p.read_text() for p in pathlib.Path("refimpl/manager").glob("*.py"))
+    names = set(re.findall(r'_guards\.on\("([a-z_]+)"\)', src))
+    assert {"grant_charges_ledger", "tx_counts_granted", "loss_keeps_charge", "limit_after_reclaim",
+            "limit_check", "owner_only"} <= names
+    assert names <= {g.name for g in GUARDS}

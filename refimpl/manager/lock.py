@@ -1,4 +1,14 @@
-"""`OwnedLock`: the one ledger lock of a governor, which knows its owner thread (I7 instrumentation).
+"""The ledger lock of a governor, which knows its owner thread (I7 instrumentation).
+
+`LedgerLock` (the composed manager's) is the C re-entrant lock with the
+owner queries the I7 checks need: taking and releasing it costs what a bare
+`threading.Lock` costs (the manager's hot path is a lock, a few dict
+operations and an unlock). Re-entry by the owner is allowed (the trace
+recorder holds it across a whole ledger operation); a call-out or wait site
+under the lock is caught where it happens: every such site checks
+`held_by_me()` and raises `InvariantViolation("I7")` with contracts on.
+
+`OwnedLock` (the focused `refimpl.pressure.PressureGovernor`'s):
 
 The lock is held only for the bookkeeping of one operation: never across a
 wait, a holder callback, an allocator or ORT. Re-entering it from the thread
@@ -11,11 +21,12 @@ else does.
 
 from __future__ import annotations
 
+import _thread
 import threading
 
 from invariants._violation import InvariantViolation
 
-__all__ = ["OwnedLock"]
+__all__ = ["OwnedLock", "LedgerLock"]
 
 _ident = threading.get_ident
 
@@ -66,4 +77,24 @@ class OwnedLock:
         if not self._lock.acquire(timeout=timeout):
             return False
         self._lock.release()
+        return True
+
+
+class LedgerLock(_thread.RLock):
+    """The composed manager's ledger lock: a C re-entrant lock that says whether the caller holds it."""
+
+    __slots__ = ()
+
+    def held_by_me(self) -> bool:
+        """True iff the calling thread holds the lock."""
+        return self._is_owned()
+
+    def allow_reentry(self) -> None:
+        """Re-entry by the owner is always allowed (kept for the recorder's protocol)."""
+
+    def probe(self, timeout: float) -> bool:
+        """From another thread: take and at once release the lock within `timeout` s; True iff it was taken."""
+        if not self.acquire(timeout=timeout):
+            return False
+        self.release()
         return True

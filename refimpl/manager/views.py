@@ -35,7 +35,7 @@ from spec import manager_actions as M
 from spec.errors import GovernorError, TraceSinkFailed
 from spec.state import Allocation, Allowance, Authority, Holder, State
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth, _set_all
-from refimpl.manager.lock import OwnedLock
+from refimpl.manager.lock import LedgerLock
 
 __all__ = ["Views"]
 
@@ -270,7 +270,7 @@ class Views:
     # --- public hooks for refimpl.tracing ---------------------------------------
 
     @property
-    def ledger_lock(self) -> OwnedLock:
+    def ledger_lock(self) -> LedgerLock:
         """The one ledger lock, for outside probes (`OwnedLock.probe` from another thread, I7) and tracing."""
         return self._lock
 
