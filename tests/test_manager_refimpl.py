@@ -76,7 +76,8 @@ def conserved(m: M.Manager) -> None:
 # --- tickets and arbitration ---------------------------------------------------
 
 
-def test_grant_is_charged_before_the_waiter_wakes() -> None:
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_grant_is_charged_before_the_waiter_wakes(on: bool) -> None:
     pmm, w = make()
     big = lease(pmm, w.h1, w.a, 80)
     seen: dict[str, Any] = {}
@@ -88,13 +89,18 @@ def test_grant_is_charged_before_the_waiter_wakes() -> None:
     real_set = tk.event.set
 
     def spy_set() -> None:  # record the ledger the moment the waiter is woken
-        seen["lock_free"] = pmm.ledger_lock.probe(1.0)
+        got: list[bool] = []
+        prober = threading.Thread(target=lambda: got.append(pmm.ledger_lock.probe(1.0)))
+        prober.start()
+        prober.join()
+        seen["lock_free"] = got == [True]
         seen["state"] = pmm.abstract_manager()
         real_set()
     tk.event.set = spy_set  # type: ignore[method-assign]
     m = pmm.abstract_manager()
     assert m.tickets[1].state is P and m.ledger.authorities[w.a].used == 80
-    pmm.release(w.h1, big)
+    with contracts.contracts(on):
+        pmm.release(w.h1, big)
     t.join(JOIN_S)
     s = seen["state"]
     assert seen["lock_free"], "the waiter was woken with the ledger lock held (I7)"
@@ -519,7 +525,7 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
 
     def on_pressure(mgr: ProcessMemoryManager, pid: int, target: int) -> None:
         got: list[bool] = []
-        t = threading.Thread(target=lambda: got.append(mgr.ledger_lock.probe(5.0)))
+        t = threading.Thread(target=lambda: got.append(mgr.ledger_lock.probe(1.0)))
         t.start()
         t.join()
         probes.append(got == [True])
@@ -730,3 +736,20 @@ def test_every_guard_the_manager_reads_is_registered() -> None:
     assert {"grant_charges_ledger", "tx_counts_granted", "loss_keeps_charge", "limit_after_reclaim",
             "limit_check", "owner_only"} <= names
     assert names <= {g.name for g in GUARDS}
+
+
+def test_a_refusal_that_changed_the_manager_is_a_G4_violation() -> None:
+    from invariants._violation import InvariantViolation
+
+    class Leaky(ProcessMemoryManager):
+        def _submit(self, *args: Any) -> int:
+            self._next_ticket += 1  # a bug: the id is used, then the submit is refused
+            raise CapacityDenied("refused")
+
+    pmm = Leaky()
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    h = pmm.register_holder("kv")
+    with contracts.contracts(False), pytest.raises(CapacityDenied):
+        pmm.submit(h, a, 1)
+    with contracts.contracts(True), pytest.raises(InvariantViolation, match="G4: Submit.* refused but changed"):
+        pmm.submit(h, a, 1)
