@@ -753,3 +753,14 @@ def test_a_refusal_that_changed_the_manager_is_a_G4_violation() -> None:
         pmm.submit(h, a, 1)
     with contracts.contracts(True), pytest.raises(InvariantViolation, match="G4: Submit.* refused but changed"):
         pmm.submit(h, a, 1)
+
+
+def test_cancelling_a_matured_misfit_lets_the_next_waiter_fit() -> None:
+    pmm, w = make(aging_bound=1)
+    lease(pmm, w.h1, w.a, 50)
+    big = pmm.submit(w.h2, w.a, 60)  # matured at once, does not fit
+    small = pmm.submit(w.h2, w.a, 30)  # the round ends at the matured misfit
+    assert pmm.abstract_manager().tickets[small].state is P
+    assert pmm.cancel_ticket(w.h2, big) == 0  # retired: a round runs on its authority
+    m = pmm.abstract_manager()
+    assert m.tickets[small].state is G and m.ledger.authorities[w.a].used == 80

@@ -12,7 +12,8 @@ and the link to the ledger record.
 
 Rounds (as `spec.manager_actions` says): after every accepted operation,
 for each canonical authority in ascending id that has pending tickets and
-whose `limit - used` rose (or that a submit named), every pending ticket ages
+whose `limit - used` rose (or that a submit named, or on which a cancel or
+timeout retired a ticket), every pending ticket ages
 by one (capped at the aging bound), they are taken in
 `spec.arith.arbitration_key` order, each granted if it fits, and a matured
 ticket that does not fit ends the round.
@@ -200,7 +201,10 @@ class Arbitration:
         if t.event is not None:
             self._wake.append(t.event)  # a retired ticket's waiter must not sleep on
         if t.state is _PENDING:
-            del t.auth.pending[t.id]
+            pend = t.auth.pending
+            del pend[t.id]
+            if pend:
+                self._round(t.auth)  # I13: a matured misfit that ended the last round may be this one
             return 0
         rec = t.alloc
         if rec is None:
