@@ -27,8 +27,9 @@ from spec.arith import arbitration_key
 from spec.errors import CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, UnknownTicket
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import Origin, Role
-from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from spec.types import MAX_BYTES, Origin, Role
+from invariants.contracts import SWITCH as _SWITCH
+from refimpl.manager.ledger import _Alloc, _Auth, _nbytes, _set_all
 from refimpl.pressure_args import check_timeout
 
 __all__ = ["Arbitration"]
@@ -62,16 +63,30 @@ class Arbitration:
 
     def submit(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING) -> int:
         """A pending ticket on `authority`; the round this submit runs may grant it at once. Never waits."""
-        return self._run(M.Submit, self._ms_auth1, self._submit, holder, authority, nbytes, priority, role)
+        if _SWITCH.on or self._recorder is not None:
+            return self._run_checked(M.Submit, self._ms_auth1, self._submit, (holder, authority, nbytes, priority, role))
+        with self._lock:  # the hot path of `_run`, inline
+            tid = self._submit(holder, authority, nbytes, priority, role)
+            wake = self._wake
+            if wake:
+                self._wake = []
+        if wake:
+            _set_all(wake)
+        return tid
 
     def _submit(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
-        _nbytes(nbytes, "nbytes")
+        # Hot path: each lookup inline; the full check (with its typed error) runs only on a miss.
+        if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
+            _nbytes(nbytes, "nbytes")
         if type(priority) is not int:
             raise InvalidArgument(f"priority must be an int, got {priority!r}")
         if not isinstance(role, Role):
             raise InvalidArgument(f"role must be a Role, got {role!r}")
-        self._holder(holder)
-        a = self._auth(authority)
+        if type(holder) is not int or holder not in self._holders:
+            self._holder(holder)
+        a = self._auths.get(authority) if type(authority) is int else None
+        if a is None:
+            a = self._auth(authority)
         if a.alias_of is not None:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; tickets name the canonical ledger")
         self._require_active(a)
@@ -85,10 +100,15 @@ class Arbitration:
 
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
-        return self._run(M.Claim, self._ms_ticket, self._claim, holder, ticket)
+        if _SWITCH.on or self._recorder is not None:
+            return self._run_checked(M.Claim, self._ms_ticket, self._claim, (holder, ticket))
+        with self._lock:  # the hot path of `_run`, inline (a claim grants nothing: no wake)
+            return self._claim(holder, ticket)
 
     def _claim(self, holder: int, ticket: int) -> int:
-        t = self._my_ticket(holder, ticket)
+        t = self._tickets.get(ticket) if type(ticket) is int else None
+        if t is None or type(holder) is not int or holder not in self._holders:
+            t = self._my_ticket(holder, ticket)
         if t is None:
             raise InvalidTransition(f"ticket {ticket} was already claimed, cancelled, timed out or dropped")
         if t.holder != holder:
@@ -161,23 +181,32 @@ class Arbitration:
         if not pend:
             return
         bound = self._bound
+        if len(pend) == 1:  # hot path: one waiter, nothing to order
+            (t,) = pend.values()
+            if t.age < bound:
+                t.age += 1
+            if t.nbytes <= a.limit - a.used:
+                self._grant(a, t)
+            return
         for t in pend.values():
             if t.age < bound:
                 t.age += 1
         order = sorted(pend.values(), key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id)) \
             if len(pend) > 1 else list(pend.values())
-        charge = self._guards.on("grant_charges_ledger")
         for t in order:
             if t.nbytes <= a.limit - a.used:
-                del pend[t.id]
-                t.state = _GRANTED
-                if charge:  # I1, I2: the grant is a ledger reservation, booked before the waiter can see it
-                    t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, Origin.GRANTED)
-                    t.alloc.part = t
-                if t.event is not None:
-                    self._wake.append(t.event)
+                self._grant(a, t)
             elif t.age >= bound:
                 break  # a matured misfit ends the round: returned capacity accumulates for it
+
+    def _grant(self, a: _Auth, t: _Tkt) -> None:
+        del a.pending[t.id]
+        t.state = _GRANTED
+        if self._guards.on("grant_charges_ledger"):  # I1, I2: a ledger reservation, booked before any wake
+            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, Origin.GRANTED)
+            t.alloc.part = t
+        if t.event is not None:
+            self._wake.append(t.event)  # set once the lock is released (I7)
 
     def _rounds(self, before: dict[int, int]) -> None:
         """Rounds on every ledger in `before` (id -> limit - used before the operation) whose headroom rose."""
