@@ -690,7 +690,7 @@ def test_guard_limit_after_reclaim() -> None:
 def test_composed_contracts_call_invariants_manager_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, Any]] = []
     fake = types.ModuleType("invariants.manager")
-    fake.check_step = lambda b, act, a: calls.append(("step", act))  # type: ignore[attr-defined]
+    fake.check_step = lambda b, act, a, result: calls.append(("step", act))  # type: ignore[attr-defined]
     fake.check_all = lambda a: calls.append(("all", type(a)))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "invariants.manager", fake)
     pmm, w = make()

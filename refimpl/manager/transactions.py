@@ -42,7 +42,7 @@ class Transactions:
 
     def plan_tx(self, holder: int, needs: tuple[tuple[int, int], ...]) -> int:
         """Plan a transaction; nothing is held yet. Needs are kept in ascending authority id (C4)."""
-        return self._run(M.PlanTx, self._ms_none, self._plan, holder, needs)
+        return self._run(M.PlanTx, self._ms_plan, self._plan, holder, needs)
 
     def _plan(self, holder: int, needs: tuple[tuple[int, int], ...]) -> int:
         self._holder(holder)

@@ -25,6 +25,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
 import immutables
 
 from invariants._violation import InvariantViolation
@@ -167,9 +168,8 @@ class Views:
                 error = e
             else:
                 if on:
-                    touched = self._touched_after(action, result, auths)
                     self._check_manager(before, action,
-                                        self._manager_view(touched, [*allocs, *range(first, self._next_alloc)]))
+                                        self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]), result)
             if rec is not None:
                 figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {}}
                 seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
@@ -186,12 +186,7 @@ class Views:
                                       f"{type(failure).__name__} on event {seq}: {failure}", result) from failure
         return result
 
-    def _touched_after(self, action: Any, result: Any, auths: frozenset[int]) -> frozenset[int]:
-        if isinstance(action, M.PlanTx) and result in self._txs:
-            return auths | {aid for aid, _ in self._txs[result].needs}
-        return auths
-
-    def _check_manager(self, before: M.Manager, action: Any, after: M.Manager) -> None:
+    def _check_manager(self, before: M.Manager, action: Any, after: M.Manager, result: Any) -> None:
         mod = self._mchecks
         if mod is None:
             try:
@@ -202,12 +197,21 @@ class Views:
                 mod = False
             self._mchecks = mod
         if mod is not False:
-            mod.check_step(before, action, after)
+            mod.check_step(before, action, after, result)
             mod.check_all(after)
 
     # scopes of composed actions: (canonical authority ids, allocation ids) the action may touch
     def _ms_none(self, *args: Any) -> tuple[frozenset[int], tuple[int, ...]]:
         return _NO_SCOPE
+
+    def _ms_plan(self, holder: object, needs: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        if type(needs) is not tuple:
+            return _NO_SCOPE
+        auths: frozenset[int] = frozenset()
+        for n in needs:
+            if type(n) is tuple and len(n) == 2:
+                auths |= self._ms_auth_of(n[0])
+        return auths, ()
 
     def _ms_auth_of(self, aid: object) -> frozenset[int]:
         a = self._auths.get(aid) if type(aid) is int else None
@@ -250,7 +254,20 @@ class Views:
             txs = self._txs.values()
             changes = [a for a in self._auths.values() if a.change is not None]
         else:
-            ledger = self._partial(auths, allocs, ())
+            # Closed under transactions (a viewed transaction's other ledgers are viewed too), with every
+            # allocation and holder of the viewed ledgers: the composed predicates sum per authority.
+            auths = set(auths)
+            grew = bool(self._txs)
+            while grew:
+                more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs) for aid, _ in t.needs}
+                grew = not more <= auths
+                auths |= more
+            ids = set(allocs)
+            for i in auths:
+                if i in self._auths:
+                    ids.update(self._auths[i].allocs)
+            ledger = attrs.evolve(self._partial(auths, ids, ()),
+                                  holders={h: Holder(h, n) for h, n in self._holders.items()})
             tickets = [t for t in self._tickets.values() if t.auth.id in auths]
             pressures = [r for r in self._pressures.values() if r.auth.id in auths]
             txs = [t for t in self._txs.values() if any(aid in auths for aid, _ in t.needs)]
