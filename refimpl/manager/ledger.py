@@ -121,7 +121,7 @@ class _Guards:
 
 
 class Ledger:
-    """The ledger part: authorities, holders, reservations -> leases, allowances (C1, C2, I1, I2, I4, I6)."""
+    """The ledger part: authorities, holders, reservations -> leases, settlement (C1, C2, I1, I2, I4a, I6)."""
 
     def _init_ledger(self, guards: GuardSet) -> None:
         self._guards = _Guards(guards)
