@@ -79,6 +79,12 @@ class Views:
             auths, allocs, allows = scope(key)
             first_auth, first_alloc, first_allow = self._next_auth, self._next_alloc, self._next_allow
             before = self._partial(auths, allocs, allows)
+            # Where other parts have records, a ledger action can reach them (a release runs a round, a loss
+            # drops tickets and aborts transactions): then the composed predicates check it too.
+            mine = (self._tickets or self._txs or self._pressures) and self._mchecks is not False
+            if mine:
+                m_auths = self._closed(self._auths[i].alias_of or i for i in auths if i in self._auths)
+                m_before = self._manager_view(m_auths, allocs)
             try:
                 result = body(*args)
             except GovernorError:
@@ -94,6 +100,9 @@ class Views:
             after = self._partial([*auths, *range(first_auth, self._next_auth)], [*allocs, *new_allocs],
                                   [*allows, *range(first_allow, self._next_allow)])
             check_local(before, action, after)
+            if mine:
+                self._check_manager(m_before, action,
+                                    self._manager_view(m_auths, [*allocs, *range(first_alloc, self._next_alloc)]), result)
             return result
 
     def _scope_none(self, key: Any) -> tuple[Any, Any, Any]:
@@ -156,6 +165,7 @@ class Views:
         result: Any = None
         with self._lock:
             auths, allocs = scope(*args)
+            auths = self._closed(auths)
             first = self._next_alloc
             before = self._manager_view(auths, allocs) if on else None
             try:
@@ -246,6 +256,18 @@ class Views:
             return _NO_SCOPE
         return frozenset(aid for aid, _ in t.needs), tuple(r.id for r in t.held)
 
+    def _closed(self, auths: Any) -> frozenset[int]:
+        """`auths` closed under transactions: a viewed transaction's other ledgers are viewed too.
+
+        Computed once before an operation and used for both views (the transaction may be gone after)."""
+        auths = set(auths)
+        grew = bool(self._txs)
+        while grew:
+            more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs) for aid, _ in t.needs}
+            grew = not more <= auths
+            auths |= more
+        return frozenset(auths)
+
     def _manager_view(self, auths: Any, allocs: Any) -> M.Manager:
         """The `Manager` of every record (auths None) or of the given authorities and allocations only."""
         if auths is None:
@@ -254,14 +276,7 @@ class Views:
             txs = self._txs.values()
             changes = [a for a in self._auths.values() if a.change is not None]
         else:
-            # Closed under transactions (a viewed transaction's other ledgers are viewed too), with every
-            # allocation and holder of the viewed ledgers: the composed predicates sum per authority.
-            auths = set(auths)
-            grew = bool(self._txs)
-            while grew:
-                more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs) for aid, _ in t.needs}
-                grew = not more <= auths
-                auths |= more
+            # Every allocation and holder of the viewed ledgers: the composed predicates sum per authority.
             ids = set(allocs)
             for i in auths:
                 if i in self._auths:
