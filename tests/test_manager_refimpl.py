@@ -764,3 +764,25 @@ def test_cancelling_a_matured_misfit_lets_the_next_waiter_fit() -> None:
     assert pmm.cancel_ticket(w.h2, big) == 0  # retired: a round runs on its authority
     m = pmm.abstract_manager()
     assert m.tickets[small].state is G and m.ledger.authorities[w.a].used == 80
+
+
+@pytest.mark.parametrize("granted_first", [False, True], ids=["pending", "granted"])
+def test_an_interrupt_while_parked_leaves_no_grant_behind(monkeypatch: pytest.MonkeyPatch, granted_first: bool) -> None:
+    import refimpl.manager.arbitration as arbitration
+
+    pmm, w = make()
+    blocker = lease(pmm, w.h1, w.a, 100)
+
+    class Interrupted(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            if granted_first:
+                pmm.release(w.h1, blocker)  # the ticket is granted (charged) while its waiter is parked
+                assert pmm.abstract_manager().tickets[1].state is G
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(arbitration, "threading", types.SimpleNamespace(Event=Interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        pmm.acquire(w.h2, w.a, 40, timeout=JOIN_S)
+    m = pmm.abstract_manager()
+    assert not m.tickets and m.ledger.authorities[w.a].used == (0 if granted_first else 100)
+    assert [r.holder for r in m.ledger.allocations.values()] == ([] if granted_first else [w.h1])
