@@ -35,6 +35,7 @@ from refimpl.pressure_args import check_timeout
 __all__ = ["Arbitration"]
 
 _PENDING, _GRANTED = TicketState.PENDING, TicketState.GRANTED
+_O_GRANTED = Origin.GRANTED
 
 
 class _Tkt:
@@ -203,7 +204,7 @@ class Arbitration:
         del a.pending[t.id]
         t.state = _GRANTED
         if self._guards.on("grant_charges_ledger"):  # I1, I2: a ledger reservation, booked before any wake
-            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, Origin.GRANTED)
+            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)
             t.alloc.part = t
         if t.event is not None:
             self._wake.append(t.event)  # set once the lock is released (I7)
