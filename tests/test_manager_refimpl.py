@@ -520,6 +520,7 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
     cache_lock = threading.Lock()  # the holder's own lock, never the ledger's
     probes: list[bool] = []
     stop = threading.Event()
+    stats = {"leases": 0, "timeouts": 0, "commits": 0, "denied": 0, "answered": 0}
     auths = (w.a, w.b)
     tiers = {w.a: Tier.DEVICE, w.b: Tier.HOST}
 
@@ -534,7 +535,8 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
             mine = [i for i in cache_leases if mgr.abstract_manager().ledger.allocations[i].authority == auth][:2]
             for i in mine:
                 cache_leases.remove(i)
-        mgr.answer(cache, pid, tuple(mine))
+        if mgr.answer(cache, pid, tuple(mine)):
+            stats["answered"] += 1
 
     pmm.register_callback(cache, on_pressure)
 
@@ -545,7 +547,10 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
                 a = rnd.choice(auths)
                 got = pmm.acquire(h, a, rnd.randint(1, 24), priority=rnd.randint(0, 2), timeout=0.05)
                 if got is not None:
+                    stats["leases"] += 1
                     pmm.release(h, got)
+                else:
+                    stats["timeouts"] += 1
         return run
 
     def transactor(h: int, k: int) -> Callable[[], None]:
@@ -556,7 +561,9 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
                 try:
                     ids = pmm.reserve_all(tx)
                 except CapacityDenied:
+                    stats["denied"] += 1
                     continue
+                stats["commits"] += 1
                 for i in pmm.commit_tx(tx):
                     pmm.release(h, i)
                 assert len(ids) == 2
@@ -613,6 +620,7 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
     assert not m.tickets and not m.txs and not m.pressures and not m.ledger.allocations
     assert m.ledger.authorities[w.a].used == 0 and m.ledger.authorities[w.b].used == 0
     assert len(probes) == 40 and all(probes)  # every callback ran with the lock free (I7)
+    assert stats["leases"] and stats["commits"] and stats["answered"], stats  # the parts really met
 
 
 def test_a_callback_under_the_lock_is_an_I7_violation_not_a_deadlock() -> None:
