@@ -1,13 +1,12 @@
 # The composed refimpl manager (issue #10): tickets, pressure, transactions, limits and device loss on ONE ledger.
 #
 # Scripted scenarios assert the whole `abstract_manager()` where a part meets another (C1, C3, C4, C5, C8,
-# I1, I2, I5, I6, I7, I13); bad input is refused with a typed error and changes nothing; real threads
-# conserve every byte and never call a holder under the lock; each cross-cutting guard switched off
-# shows its harm.
+# I1, I2, I5, I6, I7, I13); each cross-cutting guard switched off shows its harm. Bad input:
+# tests/test_manager_bad_input.py; real threads: tests/test_manager_threads.py; refinement against
+# spec.manager: tests/test_manager_differential.py.
 
 from __future__ import annotations
 
-import random
 import sys
 import threading
 import types
@@ -15,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
+from manager_harness import conserved, lease, make, used
+from threads_harness import JOIN_S
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
@@ -23,54 +23,15 @@ from spec import manager_actions as M
 from spec.errors import (
     CapacityDenied,
     DeviceLost,
-    ForeignHolder,
     HolderCallbackFailed,
-    InvalidArgument,
-    InvalidBytes,
     InvalidTransition,
-    UnknownAllocation,
-    UnknownAuthority,
-    UnknownHolder,
     UnknownTicket,
-    UnknownTransaction,
 )
 from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
 
 G, P = TicketState.GRANTED, TicketState.PENDING
-
-
-def make(guards: GuardSet = GuardSet(), aging_bound: int = 4, limit: int = 100) -> tuple[ProcessMemoryManager, Any]:
-    pmm = ProcessMemoryManager(guards=guards, aging_bound=aging_bound)
-    w = types.SimpleNamespace()
-    w.a = pmm.register_authority("gpu0", Tier.DEVICE, limit)
-    w.b = pmm.register_authority("host", Tier.HOST, limit)
-    w.h1 = pmm.register_holder("kv")
-    w.h2 = pmm.register_holder("weights")
-    return pmm, w
-
-
-def lease(pmm: ProcessMemoryManager, h: int, a: int, n: int, tier: Tier = Tier.DEVICE) -> int:
-    i = pmm.reserve(h, a, tier, n, Role.KV)
-    pmm.commit(h, i, n)
-    return i
-
-
-def used(pmm: ProcessMemoryManager, a: int) -> int:
-    return pmm.abstract_manager().ledger.authorities[a].used
-
-
-def conserved(m: M.Manager) -> None:
-    """Independent of the manager's own `used`: per ledger, used == sum of charges of its allocations (I1)."""
-    for a in m.ledger.authorities.values():
-        assert a.used == sum(r.charge for r in m.ledger.allocations.values() if r.authority == a.id), a
-    for t in m.tickets.values():  # a granted ticket's bytes are a provisional allocation of its holder
-        if t.state is G:
-            r = m.ledger.allocations[t.allocation]
-            assert (r.holder, r.authority, r.charge, r.state) == (t.holder, t.authority, t.nbytes, AllocState.PROVISIONAL)
-        else:
-            assert t.allocation is None
 
 
 # --- tickets and arbitration ---------------------------------------------------
@@ -391,246 +352,6 @@ def test_answer_lists_in_the_limit_change_and_rounds_run() -> None:
     m = pmm.abstract_manager()
     assert m.changes[w.a].completed == ((pid, 60),) and m.tickets[tid].state is G and m.ledger.authorities[w.a].used == 50
     assert pmm.commit_limit(w.a) == M.LimitOutcome(False, 100, ((pid, 60),))  # the grant took the room back
-
-
-# --- bad input: typed errors, nothing changes ---------------------------------------
-
-
-@pytest.fixture
-def world() -> tuple[ProcessMemoryManager, Any]:
-    pmm, w = make()
-    w.view = pmm.register_alias(w.a, "uvm")
-    w.lost = pmm.register_authority("gpu1", Tier.DEVICE, 100)
-    pmm.lose_device(w.lost)
-    w.live = lease(pmm, w.h1, w.a, 10)
-    w.other_live = lease(pmm, w.h1, w.b, 10, Tier.HOST)
-    w.prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 5, Role.KV)
-    gone = lease(pmm, w.h1, w.a, 1)
-    pmm.release(w.h1, gone)
-    w.gone = gone
-    w.granted = pmm.submit(w.h1, w.a, 5)
-    w.g_alloc = pmm.abstract_manager().tickets[w.granted].allocation
-    w.retired = pmm.submit(w.h1, w.a, 5)
-    pmm.cancel_ticket(w.h1, w.retired)
-    w.blocker = lease(pmm, w.h2, w.b, 90, Tier.HOST)
-    w.pending = pmm.submit(w.h1, w.b, 50)
-    w.pr = pmm.open_pressure(w.h1, w.a, 5)
-    w.pr_done = pmm.open_pressure(w.h1, w.a, 5)
-    pmm.cancel_pressure(w.pr_done)
-    w.tx = pmm.plan_tx(w.h1, ((w.a, 5), (w.b, 5)))
-    w.tx_done = pmm.plan_tx(w.h1, ((w.a, 5),))
-    pmm.abort_tx(w.tx_done)
-    w.tx_full = pmm.plan_tx(w.h2, ((w.a, 1),))
-    pmm.reserve_tx(w.tx_full)
-    w.tx_big = pmm.plan_tx(w.h2, ((w.b, 50),))
-    pmm.prepare_limit(w.b, 100)
-    return pmm, w
-
-
-BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
-    ("submit-zero", lambda p, w: p.submit(w.h1, w.a, 0), InvalidBytes, "in \\[1"),
-    ("submit-bool", lambda p, w: p.submit(w.h1, w.a, True), InvalidBytes, "int, got bool"),
-    ("submit-float", lambda p, w: p.submit(w.h1, w.a, 1.5), InvalidBytes, "int, got float"),
-    ("submit-priority", lambda p, w: p.submit(w.h1, w.a, 1, "high"), InvalidArgument, "priority"),
-    ("submit-role", lambda p, w: p.submit(w.h1, w.a, 1, 0, "kv"), InvalidArgument, "role"),
-    ("submit-holder", lambda p, w: p.submit(99, w.a, 1), UnknownHolder, "99"),
-    ("submit-authority", lambda p, w: p.submit(w.h1, 99, 1), UnknownAuthority, "99"),
-    ("submit-alias", lambda p, w: p.submit(w.h1, w.view, 1), InvalidArgument, "view of"),
-    ("submit-lost", lambda p, w: p.submit(w.h1, w.lost, 1), DeviceLost, "lost"),
-    ("submit-never-fits", lambda p, w: p.submit(w.h1, w.a, 101), CapacityDenied, "never fit"),
-    ("claim-holder", lambda p, w: p.claim(99, w.granted), UnknownHolder, "99"),
-    ("claim-unknown", lambda p, w: p.claim(w.h1, 999), UnknownTicket, "never issued"),
-    ("claim-retired", lambda p, w: p.claim(w.h1, w.retired), InvalidTransition, "already claimed"),
-    ("claim-foreign", lambda p, w: p.claim(w.h2, w.granted), ForeignHolder, "not 2's"),
-    ("claim-pending", lambda p, w: p.claim(w.h1, w.pending), InvalidTransition, "pending"),
-    ("cancel-unknown", lambda p, w: p.cancel_ticket(w.h1, "1"), UnknownTicket, "never issued"),
-    ("cancel-foreign", lambda p, w: p.cancel_ticket(w.h2, w.granted), ForeignHolder, "not 2's"),
-    ("timeout-holder", lambda p, w: p.timeout_ticket(0, w.granted), UnknownHolder, "0"),
-    ("acquire-timeout", lambda p, w: p.acquire(w.h1, w.a, 1, timeout=-1), InvalidArgument, "timeout"),
-    ("press-holder", lambda p, w: p.press(99, w.a, 1), UnknownHolder, "99"),
-    ("press-alias", lambda p, w: p.press(w.h1, w.view, 1), InvalidArgument, "view of"),
-    ("press-lost", lambda p, w: p.press(w.h1, w.lost, 0), DeviceLost, "lost"),
-    ("press-target", lambda p, w: p.press(w.h1, w.a, 0), InvalidBytes, "target"),
-    ("answer-unknown", lambda p, w: p.answer(w.h1, 999, ()), UnknownTicket, "never issued"),
-    ("answer-retired", lambda p, w: p.answer(w.h1, w.pr_done, ()), InvalidTransition, "already answered"),
-    ("answer-foreign", lambda p, w: p.answer(w.h2, w.pr, ()), ForeignHolder, "not 2"),
-    ("answer-list", lambda p, w: p.answer(w.h1, w.pr, [w.live]), InvalidArgument, "tuple"),
-    ("answer-duplicate", lambda p, w: p.answer(w.h1, w.pr, (w.live, w.live)), InvalidArgument, "distinct"),
-    ("answer-never-issued", lambda p, w: p.answer(w.h1, w.pr, (w.live, 999)), UnknownAllocation, "never issued"),
-    ("answer-released", lambda p, w: p.answer(w.h1, w.pr, (w.gone,)), InvalidTransition, "already released"),
-    ("answer-foreign-victim", lambda p, w: p.answer(w.h1, w.pr, (w.blocker,)), ForeignHolder, "holder 2"),
-    ("answer-other-authority", lambda p, w: p.answer(w.h1, w.pr, (w.other_live,)), InvalidArgument, "not the pressed"),
-    ("answer-provisional", lambda p, w: p.answer(w.h1, w.pr, (w.prov,)), InvalidTransition, "provisional"),
-    ("answer-ticket-owned", lambda p, w: p.answer(w.h1, w.pr, (w.g_alloc,)), InvalidTransition, "ticket"),
-    ("cancel-pressure-unknown", lambda p, w: p.cancel_pressure(None), UnknownTicket, "never issued"),
-    ("cancel-pressure-retired", lambda p, w: p.cancel_pressure(w.pr_done), InvalidTransition, "already"),
-    ("plan-holder", lambda p, w: p.plan_tx(99, ((w.a, 1),)), UnknownHolder, "99"),
-    ("plan-empty", lambda p, w: p.plan_tx(w.h1, ()), InvalidArgument, "non-empty"),
-    ("plan-list", lambda p, w: p.plan_tx(w.h1, [(w.a, 1)]), InvalidArgument, "non-empty tuple"),
-    ("plan-triple", lambda p, w: p.plan_tx(w.h1, ((w.a, 1, 2),)), InvalidArgument, "pairs"),
-    ("plan-duplicate", lambda p, w: p.plan_tx(w.h1, ((w.a, 1), (w.a, 2))), InvalidArgument, "distinct"),
-    ("plan-unhashable", lambda p, w: p.plan_tx(w.h1, (([1], 1),)), InvalidArgument, "distinct"),
-    ("plan-unknown", lambda p, w: p.plan_tx(w.h1, ((w.a, 1), (99, 1))), UnknownAuthority, "99"),
-    ("plan-alias", lambda p, w: p.plan_tx(w.h1, ((w.view, 1),)), InvalidArgument, "view of"),
-    ("plan-lost", lambda p, w: p.plan_tx(w.h1, ((w.a, 0), (w.lost, 1))), DeviceLost, "lost"),
-    ("plan-bytes", lambda p, w: p.plan_tx(w.h1, ((w.a, 1), (w.b, -1))), InvalidBytes, "nbytes"),
-    ("reserve-unknown", lambda p, w: p.reserve_tx(999), UnknownTransaction, "never planned"),
-    ("reserve-retired", lambda p, w: p.reserve_tx(w.tx_done), InvalidTransition, "already committed or aborted"),
-    ("reserve-all-held", lambda p, w: p.reserve_tx(w.tx_full), InvalidTransition, "every need"),
-    ("reserve-denied", lambda p, w: p.reserve_tx(w.tx_big), CapacityDenied, "try-only"),
-    ("commit-tx-partial", lambda p, w: p.commit_tx(w.tx), InvalidTransition, "holds 0 of 2"),
-    ("commit-tx-unknown", lambda p, w: p.commit_tx(True), UnknownTransaction, "never planned"),
-    ("abort-retired", lambda p, w: p.abort_tx(w.tx_done), InvalidTransition, "already"),
-    ("prepare-unknown", lambda p, w: p.prepare_limit(99, 1), UnknownAuthority, "99"),
-    ("prepare-alias", lambda p, w: p.prepare_limit(w.view, 1), InvalidArgument, "view of"),
-    ("prepare-lost", lambda p, w: p.prepare_limit(w.lost, -1), DeviceLost, "lost"),
-    ("prepare-negative", lambda p, w: p.prepare_limit(w.a, -1), InvalidBytes, "limit"),
-    ("prepare-above-capacity", lambda p, w: p.prepare_limit(w.a, 101), InvalidBytes, "capacity"),
-    ("prepare-pending", lambda p, w: p.prepare_limit(w.b, 50), InvalidTransition, "already has"),
-    ("commit-limit-none", lambda p, w: p.commit_limit(w.a), InvalidTransition, "no limit change"),
-    ("commit-limit-alias", lambda p, w: p.commit_limit(w.view), InvalidTransition, "no limit change"),
-    ("commit-limit-unknown", lambda p, w: p.commit_limit("a"), UnknownAuthority, "'a'"),
-    ("release-granted-alloc", lambda p, w: p.release(w.h1, w.g_alloc), InvalidTransition, "that part settles"),
-    ("callback-not-callable", lambda p, w: p.register_callback(w.h1, 3), InvalidArgument, "callable"),
-    ("callback-holder", lambda p, w: p.register_callback(99, print), UnknownHolder, "99"),
-]
-
-
-@pytest.mark.parametrize("call, error, match", [pytest.param(c, e, m, id=i) for i, c, e, m in BAD])
-@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
-def test_invalid_composed_input_is_refused_unchanged(world: Any, call: Callable, error: type, match: str, on: bool) -> None:
-    pmm, w = world
-    before = pmm.abstract_manager()
-    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
-        call(pmm, w)
-    assert type(exc.value) is error
-    assert pmm.abstract_manager() == before
-
-
-# --- real threads ----------------------------------------------------------------------
-
-
-@pytest.mark.usefixtures("fast_switching")
-@pytest.mark.parametrize("seed", [1, 2])
-def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int) -> None:
-    pmm, w = make(limit=64)
-    holders = [pmm.register_holder(f"t{i}") for i in range(6)]
-    cache = pmm.register_holder("cache")
-    cache_leases: list[int] = []
-    cache_lock = threading.Lock()  # the holder's own lock, never the ledger's
-    probes: list[bool] = []
-    stop = threading.Event()
-    stats = {"leases": 0, "timeouts": 0, "commits": 0, "denied": 0, "answered": 0}
-    auths = (w.a, w.b)
-    tiers = {w.a: Tier.DEVICE, w.b: Tier.HOST}
-
-    def on_pressure(mgr: ProcessMemoryManager, pid: int, target: int) -> None:
-        got: list[bool] = []
-        t = threading.Thread(target=lambda: got.append(mgr.ledger_lock.probe(1.0)))
-        t.start()
-        t.join()
-        probes.append(got == [True])
-        auth = mgr.abstract_manager().pressures[pid].authority
-        with cache_lock:
-            mine = [i for i in cache_leases if mgr.abstract_manager().ledger.allocations[i].authority == auth][:2]
-            for i in mine:
-                cache_leases.remove(i)
-        if mgr.answer(cache, pid, tuple(mine)):
-            stats["answered"] += 1
-
-    pmm.register_callback(cache, on_pressure)
-
-    def requester(h: int, k: int) -> Callable[[], None]:
-        def run() -> None:
-            rnd = random.Random(seed * 100 + k)
-            for _ in range(60):
-                a = rnd.choice(auths)
-                got = pmm.acquire(h, a, rnd.randint(1, 24), priority=rnd.randint(0, 2), timeout=0.05)
-                if got is not None:
-                    stats["leases"] += 1
-                    pmm.release(h, got)
-                else:
-                    stats["timeouts"] += 1
-        return run
-
-    def transactor(h: int, k: int) -> Callable[[], None]:
-        def run() -> None:
-            rnd = random.Random(seed * 1000 + k)
-            for _ in range(60):
-                tx = pmm.plan_tx(h, ((w.b, rnd.randint(1, 16)), (w.a, rnd.randint(1, 16))))
-                try:
-                    ids = pmm.reserve_all(tx)
-                except CapacityDenied:
-                    stats["denied"] += 1
-                    continue
-                stats["commits"] += 1
-                for i in pmm.commit_tx(tx):
-                    pmm.release(h, i)
-                assert len(ids) == 2
-        return run
-
-    def cacher() -> None:
-        rnd = random.Random(seed)
-        while not stop.is_set():
-            a = rnd.choice(auths)
-            try:
-                i = pmm.reserve(cache, a, tiers[a], 8, Role.WEIGHTS)
-            except CapacityDenied:
-                continue
-            pmm.commit(cache, i, 8)
-            with cache_lock:
-                cache_leases.append(i)
-
-    def presser() -> None:
-        rnd = random.Random(seed + 7)
-        for _ in range(40):
-            pmm.press(cache, rnd.choice(auths), 16)
-
-    def auditor() -> None:
-        while not stop.is_set():
-            m = pmm.abstract_manager()
-            conserved(m)
-            for a in m.ledger.authorities.values():
-                assert a.used <= a.limit, a
-
-    workers = [requester(h, k) for k, h in enumerate(holders[:4])] + [transactor(h, k) for k, h in enumerate(holders[4:])]
-    workers += [presser]
-
-    def bounded(fns: list[Callable[[], None]]) -> list[Callable[[], None]]:
-        left = [len(fns)]
-        lock = threading.Lock()
-
-        def wrap(fn: Callable[[], None]) -> Callable[[], None]:
-            def run() -> None:
-                try:
-                    fn()
-                finally:
-                    with lock:
-                        left[0] -= 1
-                        if not left[0]:
-                            stop.set()
-            return run
-        return [wrap(f) for f in fns]
-
-    with contracts.contracts(False):
-        run_together([*bounded(workers), cacher, auditor])
-    for i in cache_leases:
-        pmm.release(cache, i)
-    m = pmm.abstract_manager()
-    assert not m.tickets and not m.txs and not m.pressures and not m.ledger.allocations
-    assert m.ledger.authorities[w.a].used == 0 and m.ledger.authorities[w.b].used == 0
-    assert len(probes) == 40 and all(probes)  # every callback ran with the lock free (I7)
-    assert stats["leases"] and stats["commits"] and stats["answered"], stats  # the parts really met
-
-
-def test_a_callback_under_the_lock_is_an_I7_violation_not_a_deadlock() -> None:
-    from invariants._violation import InvariantViolation
-
-    pmm, w = make()
-    pmm.register_callback(w.h1, lambda mgr, pid, target: mgr.answer(w.h1, pid, ()))
-    pid = pmm.open_pressure(w.h1, w.a, 1)
-    with contracts.contracts(True), pmm.ledger_lock, pytest.raises(InvariantViolation, match="I7"):
-        pmm._deliver(pid)  # what a governor that called holders under its lock would do
 
 
 # --- the cross-cutting guards, each switched off, show their harm --------------------
