@@ -125,6 +125,17 @@ def _diff(mine: M.Manager, spec: M.Manager) -> str:
     return "\n".join(out)
 
 
+HOSTILE = (True, False, None, 1.0, -1, 0, 2**63, "1", [1], (1,), ((1, 1),), Role.KV, Tier.DEVICE)
+
+
+def spoil(rnd: random.Random, act: Any) -> Any:
+    """Now and then one field of the action becomes a hostile value (wrong type, bound, shape)."""
+    if rnd.random() > 0.08:
+        return act
+    f = rnd.choice(attrs.fields(type(act)))
+    return attrs.evolve(act, **{f.name: rnd.choice(HOSTILE)})
+
+
 def run(seed: int, steps: int, guards: GuardSet) -> dict[str, int]:
     rnd = random.Random(seed)
     pmm = ProcessMemoryManager(guards=guards)
@@ -132,7 +143,7 @@ def run(seed: int, steps: int, guards: GuardSet) -> dict[str, int]:
     counts = {"accepted": 0, "rejected": 0}
     for i, act in enumerate([*SETUP, *(None for _ in range(steps))]):
         if act is None:
-            act = gen(rnd, spec)
+            act = spoil(rnd, gen(rnd, spec))
         try:
             spec, want = manager.step(spec, act, guards)
             want_err = None

@@ -49,11 +49,8 @@ class Transactions:
         if (type(needs) is not tuple or not needs
                 or any(type(n) is not tuple or len(n) != 2 for n in needs)):
             raise InvalidArgument(f"needs must be a non-empty tuple of (authority, nbytes) pairs, got {needs!r:.80}")
-        try:
-            distinct = len({a for a, _ in needs}) == len(needs)
-        except TypeError:
-            distinct = False  # an unhashable authority is no authority id
-        if not distinct:
+        # Pairwise equality, not a set: an unhashable authority is then refused by the lookup below.
+        if any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs))):
             raise InvalidArgument(f"needs must name distinct authorities, got {needs!r:.80}")
         for aid, _ in needs:
             a = self._auth(aid)
