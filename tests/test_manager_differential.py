@@ -183,3 +183,15 @@ def test_refimpl_refines_the_spec_with_a_cross_cutting_guard_off(guard: str) -> 
     with contracts.contracts(False):
         for seed in range(4):
             run(200 + seed, 200, GuardSet.without(guard))
+
+
+@pytest.mark.parametrize("guard, harm", [("grant_charges_ledger", "^I1"), ("tx_counts_granted", "^I2"),
+                                         ("loss_keeps_charge", "^I6"), ("limit_after_reclaim", "^I2")])
+def test_a_cross_cutting_guard_off_is_caught_by_refimpl_contracts(guard: str, harm: str) -> None:
+    """The refimpl negative control: with contracts on, the composed predicates catch the harm."""
+    pytest.importorskip("invariants.manager")
+    from invariants._violation import InvariantViolation
+
+    with contracts.contracts(True), pytest.raises(InvariantViolation, match=harm):
+        for seed in range(40):
+            run(200 + seed, 200, GuardSet.without(guard))
