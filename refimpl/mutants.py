@@ -50,9 +50,9 @@ _ALL: tuple[Mutant, ...] = (
            "        rec.nbytes = rec.charge = nbytes\n", "        rec.charge = nbytes\n",
            "commit charges the published bytes but keeps the lease recorded at the reserved size"),
     Mutant("reissue_ids_after_release", ("I4a",), "ledger", _R, _GOV,
-           "        aid = self._next_alloc\n        self._next_alloc += 1\n",
-           "        aid = self._next_alloc\n        self._next_alloc += 1\n"
-           "        if aid > 1 and aid - 1 not in self._allocs:\n            aid, self._next_alloc = aid - 1, aid\n",
+           "            aid = self._next_alloc\n            self._next_alloc += 1\n",
+           "            aid = self._next_alloc\n            self._next_alloc += 1\n"
+           "            if aid > 1 and aid - 1 not in self._allocs:\n                aid, self._next_alloc = aid - 1, aid\n",
            "after a release the id counter hands out the retired id again"),
     Mutant("device_loss_refunds_at_once", ("I6",), "ledger", _R, _GOV,
            "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
@@ -96,8 +96,8 @@ _ALL: tuple[Mutant, ...] = (
            "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes - (nbytes > 1)\n",
            "a grant charges its ledger one byte less than it granted (a rounding slip)"),
     Mutant("id_counter_not_advanced", ("I4a",), "ledger", _R, _GOV,
-           "        aid = self._next_alloc\n        self._next_alloc += 1\n",
-           "        aid = self._next_alloc\n",
+           "            aid = self._next_alloc\n            self._next_alloc += 1\n",
+           "            aid = self._next_alloc\n",
            "the allocation id counter is read but never advanced"),
     Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",

@@ -137,6 +137,7 @@ class Ledger:
         self._allows: dict[int, _Allow] = {}
         self._next_auth = self._next_holder = self._next_alloc = self._next_allow = 1
         self._wake: list[Any] = []  # waiters' events to set once the lock is released (I7)
+        self._fresh = self._guards.on("fresh_ids")  # I4a: allocation ids are never reused
 
     # --- registration (C1, I1) -------------------------------------------
 
@@ -240,7 +241,11 @@ class Ledger:
 
     def _enter(self, holder: int, a: _Auth, tier: Tier, role: Role, nbytes: int, origin: Origin) -> _Alloc:
         """Book a new allocation on ledger `a` (every part's reservations enter here)."""
-        aid = self._fresh_alloc_id()
+        if self._fresh:
+            aid = self._next_alloc
+            self._next_alloc += 1
+        else:
+            aid = self._fresh_alloc_id()
         state = _PROVISIONAL if origin is _O_GRANTED else _LIVE
         rec = _Alloc(aid, a, holder, tier, role, nbytes, state, origin)
         self._allocs[aid] = a.allocs[aid] = rec
@@ -248,10 +253,9 @@ class Ledger:
         return rec
 
     def _fresh_alloc_id(self) -> int:
-        if not self._guards.on("fresh_ids"):  # I4a (negative control: reuse retired ids)
-            for i in range(1, self._next_alloc):
-                if i not in self._allocs:
-                    return i
+        for i in range(1, self._next_alloc):  # I4a negative control (fresh_ids off): reuse retired ids
+            if i not in self._allocs:
+                return i
         aid = self._next_alloc
         self._next_alloc += 1
         return aid
