@@ -65,7 +65,7 @@ _LOSABLE = (AllocState.PROVISIONAL, AllocState.LIVE, AllocState.QUARANTINED)
 
 class _Auth:
     __slots__ = ("id", "pool", "tier", "capacity", "limit", "alias_of", "view", "context", "used",
-                 "allocs", "allowances", "promised", "pending", "change")
+                 "allocs", "allowances", "promised", "pending", "change", "rec")
 
     def __init__(self, id: int, pool: str, tier: Tier, capacity: int, alias_of: int | None, view: str | None) -> None:
         self.id, self.pool, self.tier, self.capacity, self.limit = id, pool, tier, capacity, capacity
@@ -77,24 +77,27 @@ class _Auth:
         self.promised = 0  # sum of allowance limits
         self.pending: dict[int, Any] = {}  # arbitration: pending tickets on this ledger, in submit (id) order
         self.change: Any = None  # the pending limit change, if any (refimpl.manager.limits)
+        self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
 
 
 class _Alloc:
-    __slots__ = ("id", "auth", "holder", "tier", "role", "reserved", "nbytes", "charge", "state", "origin", "part")
+    __slots__ = ("id", "auth", "holder", "tier", "role", "reserved", "nbytes", "charge", "state", "origin", "part", "rec")
 
     def __init__(self, id: int, auth: _Auth, holder: int, tier: Tier, role: Role, nbytes: int, state: AllocState, origin: Origin) -> None:
         self.id, self.auth, self.holder, self.tier, self.role = id, auth, holder, tier, role
         self.reserved = self.nbytes = self.charge = nbytes
         self.state, self.origin = state, origin
         self.part: Any = None  # the live ticket or transaction whose reservation this is (it owns the record)
+        self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
 
 
 class _Allow:
-    __slots__ = ("id", "auth", "holder", "limit", "reserved", "mapped")
+    __slots__ = ("id", "auth", "holder", "limit", "reserved", "mapped", "rec")
 
     def __init__(self, id: int, auth: _Auth, holder: int, limit: int) -> None:
         self.id, self.auth, self.holder, self.limit = id, auth, holder, limit
         self.reserved = self.mapped = 0
+        self.rec: Any = None
 
 
 def _nbytes(n: object, what: str, zero_ok: bool = False) -> int:

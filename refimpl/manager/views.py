@@ -48,8 +48,15 @@ class Views:
     """Mappings and hooks over every part's records (a mixin of the composed manager)."""
 
     def _init_views(self) -> None:
+        self._holder_recs: dict[int, Holder] = {}  # holders never change: one frozen record each
         self._recorder: Any = None
         self._mchecks: Any = None  # invariants.manager once looked up; False when it does not exist
+
+    def _holder_rec(self, h: int) -> Holder:
+        r = self._holder_recs.get(h)
+        if r is None or r.name != self._holders[h]:
+            r = self._holder_recs[h] = Holder(h, self._holders[h])
+        return r
 
     def abstract(self) -> State:
         """The ledger's refinement mapping: this governor's ledger as a `spec.state.State`."""
@@ -138,7 +145,7 @@ class Views:
             for w in self._auths[i].allowances.values():
                 w_recs[w.id] = _allow_rec(w)
         holders = {r.holder for r in r_recs.values()} | {w.holder for w in w_recs.values()}
-        return State(a_recs, {h: Holder(h, self._holders[h]) for h in holders if h in self._holders},
+        return State(a_recs, {h: self._holder_rec(h) for h in holders if h in self._holders},
                      r_recs, w_recs, self._next_auth, self._next_holder, self._next_alloc, self._next_allow)
 
 
@@ -282,7 +289,7 @@ class Views:
                 if i in self._auths:
                     ids.update(self._auths[i].allocs)
             ledger = attrs.evolve(self._partial(auths, ids, ()),
-                                  holders={h: Holder(h, n) for h, n in self._holders.items()})
+                                  holders={h: self._holder_rec(h) for h in self._holders})
             tickets = [t for t in self._tickets.values() if t.auth.id in auths]
             pressures = [r for r in self._pressures.values() if r.auth.id in auths]
             txs = [t for t in self._txs.values() if any(aid in auths for aid, _ in t.needs)]
@@ -355,7 +362,7 @@ class Views:
     def _view(self) -> State:
         return State(
             authorities=immutables.Map({i: _auth_rec(a) for i, a in self._auths.items()}),
-            holders=immutables.Map({h: Holder(h, n) for h, n in self._holders.items()}),
+            holders=immutables.Map({h: self._holder_rec(h) for h in self._holders}),
             allocations=immutables.Map({i: _alloc_rec(r) for i, r in self._allocs.items()}),
             allowances=immutables.Map({i: _allow_rec(w) for i, w in self._allows.items()}),
             next_authority=self._next_auth,
@@ -365,16 +372,31 @@ class Views:
         )
 
 
+# Frozen records cost microseconds to build (attrs sets each field through object.__setattr__), so each
+# concrete record keeps the last one it produced and reuses it while every field that code can change is
+# unchanged: a before and an after view share the records an operation did not touch.
+
 def _auth_rec(a: _Auth) -> Authority:
-    return Authority(a.id, a.pool, a.tier, a.capacity, a.limit, a.alias_of, a.view, a.context, a.used)
+    r = a.rec
+    if r is None or r.used != a.used or r.limit != a.limit or r.context is not a.context or r.alias_of != a.alias_of:
+        r = a.rec = Authority(a.id, a.pool, a.tier, a.capacity, a.limit, a.alias_of, a.view, a.context, a.used)
+    return r
 
 
-def _alloc_rec(r: _Alloc) -> Allocation:
-    return Allocation(r.id, r.auth.id, r.holder, r.tier, r.role, r.reserved, r.nbytes, r.charge, r.state, r.origin)
+def _alloc_rec(x: _Alloc) -> Allocation:
+    r = x.rec
+    if (r is None or r.charge != x.charge or r.state is not x.state or r.nbytes != x.nbytes
+            or r.reserved != x.reserved or r.holder != x.holder or r.authority != x.auth.id):
+        r = x.rec = Allocation(x.id, x.auth.id, x.holder, x.tier, x.role, x.reserved, x.nbytes, x.charge, x.state,
+                               x.origin)
+    return r
 
 
 def _allow_rec(w: _Allow) -> Allowance:
-    return Allowance(w.id, w.auth.id, w.holder, w.limit, w.reserved, w.mapped)
+    r = w.rec
+    if r is None or r.limit != w.limit or r.reserved != w.reserved or r.mapped != w.mapped or r.holder != w.holder:
+        r = w.rec = Allowance(w.id, w.auth.id, w.holder, w.limit, w.reserved, w.mapped)
+    return r
 
 
 def _plain(v: Any) -> Any:
