@@ -115,6 +115,7 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
                 error, result = e, None
             seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error,
                                                     rec.pmm.observed(auths, allocs, result, act)))
+        rec.pmm.wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
         try:
             failure = rec.deliver(seq)  # outside the ledger lock (I7)
         except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands

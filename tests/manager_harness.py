@@ -16,8 +16,9 @@ __all__ = ["make", "lease", "used", "conserved"]
 G = TicketState.GRANTED
 
 
-def make(guards: GuardSet = GuardSet(), aging_bound: int = 4, limit: int = 100) -> tuple[ProcessMemoryManager, Any]:
-    pmm = ProcessMemoryManager(guards=guards, aging_bound=aging_bound)
+def make(guards: GuardSet = GuardSet(), aging_bound: int = 4, limit: int = 100,
+         trace: Any = None) -> tuple[ProcessMemoryManager, Any]:
+    pmm = ProcessMemoryManager(guards=guards, aging_bound=aging_bound, trace=trace)
     w = types.SimpleNamespace()
     w.a = pmm.register_authority("gpu0", Tier.DEVICE, limit)
     w.b = pmm.register_authority("host", Tier.HOST, limit)

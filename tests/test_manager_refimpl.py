@@ -37,9 +37,11 @@ G, P = TicketState.GRANTED, TicketState.PENDING
 # --- tickets and arbitration ---------------------------------------------------
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
-def test_grant_is_charged_before_the_waiter_wakes(on: bool) -> None:
-    pmm, w = make()
+def test_grant_is_charged_before_the_waiter_wakes(on: bool, traced: bool) -> None:
+    events: list[dict[str, Any]] = []
+    pmm, w = make(trace=events.append if traced else None)
     big = lease(pmm, w.h1, w.a, 80)
     seen: dict[str, Any] = {}
     result: list[Any] = []

@@ -29,7 +29,7 @@ from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import MAX_BYTES, Origin, Role
 from invariants.contracts import SWITCH as _SWITCH
-from refimpl.manager.ledger import _Alloc, _Auth, _nbytes, _set_all
+from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_timeout
 
 __all__ = ["Arbitration"]
@@ -72,7 +72,7 @@ class Arbitration:
             if wake:
                 self._wake = []
         if wake:
-            _set_all(wake)
+            self._wake_up(wake)
         return tid
 
     def _submit(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:

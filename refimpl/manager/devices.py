@@ -15,7 +15,6 @@ from __future__ import annotations
 from invariants.contracts import SWITCH as _SWITCH
 from spec import actions as A
 from spec.types import ContextState
-from refimpl.manager.ledger import _set_all
 
 __all__ = ["Devices"]
 
@@ -34,7 +33,7 @@ class Devices:
             if wake:
                 self._wake = []
         if wake:
-            _set_all(wake)
+            self._wake_up(wake)
 
     def _lose_all(self, authority: int) -> None:
         a = self._canonical(authority)  # UnknownAuthority before anything moves

@@ -35,7 +35,7 @@ from spec import actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError, TraceSinkFailed
 from spec.state import Allocation, Allowance, Authority, Holder, State
-from refimpl.manager.ledger import _Alloc, _Allow, _Auth, _set_all
+from refimpl.manager.ledger import _Alloc, _Allow, _Auth
 from refimpl.manager.lock import LedgerLock
 
 __all__ = ["Views"]
@@ -78,7 +78,7 @@ class Views:
         finally:
             with self._lock:
                 wake, self._wake = self._wake, []
-            _set_all(wake)
+            self._wake_up(wake)
 
     def _checked_locked(self, action: Any, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
                         body: Callable[..., T], *args: Any) -> T:
@@ -160,7 +160,7 @@ class Views:
                 if wake:
                     self._wake = []
             if wake:
-                _set_all(wake)
+                self._wake_up(wake)
             return result
         return self._run_checked(cls, scope, body, args)
 
@@ -191,7 +191,7 @@ class Views:
                 figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {}}
                 seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
-        _set_all(wake)
+        self._wake_up(wake)
         if rec is not None:
             failure = rec.deliver(seq)  # outside the ledger lock (I7)
             if error is not None:
@@ -321,6 +321,12 @@ class Views:
         re-entrant for the recorder's wrapper, which holds it across a whole ledger operation."""
         self._lock.allow_reentry()
         self._recorder = recorder
+
+    def wake_waiters(self) -> None:
+        """Wake the waiters an operation granted while an outer frame held the lock (call with it released)."""
+        with self._lock:
+            wake, self._wake = self._wake, []
+        self._wake_up(wake)
 
     @property
     def trace_recorder(self) -> Any:
