@@ -274,7 +274,7 @@ class Ledger:
             if wake:
                 self._wake = []
         if wake:
-            _set_all(wake)
+            self._wake_up(wake)
 
     def _commit(self, holder: int, allocation: int, nbytes: int) -> None:
         if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
@@ -309,7 +309,7 @@ class Ledger:
             if wake:
                 self._wake = []
         if wake:
-            _set_all(wake)
+            self._wake_up(wake)
 
     def release(self, holder: int, allocation: int) -> None:
         """Release a lease, exactly once: full refund."""
@@ -322,7 +322,7 @@ class Ledger:
             if wake:
                 self._wake = []
         if wake:
-            _set_all(wake)
+            self._wake_up(wake)
 
     def _finish(self, holder: int, allocation: int, event: str) -> None:
         rec = self._allocs.get(allocation) if type(allocation) is int else None
@@ -347,7 +347,7 @@ class Ledger:
             if wake:
                 self._wake = []
         if wake:
-            _set_all(wake)
+            self._wake_up(wake)
 
     def _quarantine(self, holder: int, allocation: int, released: int) -> None:
         _nbytes(released, "released", zero_ok=True)
@@ -362,6 +362,17 @@ class Ledger:
         rec.state = AllocState.QUARANTINED
         if released and rec.auth.pending:
             self._round(rec.auth)  # I13
+
+    def _wake_up(self, wake: list[Any]) -> None:
+        """Set the events of waiters whose tickets were granted or retired: never under the lock (I7).
+
+        If an outer frame of this thread still holds the (re-entrant) lock, the trace recorder's
+        wrapper does, and it wakes them once it has released it (`wake_waiters`)."""
+        if self._lock.held_by_me():
+            self._wake.extend(wake)
+            return
+        for ev in wake:
+            ev.set()
 
     def _step(self, rec: _Alloc, event: str) -> None:
         if rec.state is AllocState.DEVICE_LOST:
@@ -450,8 +461,3 @@ class Ledger:
 
 def _owned_by_part(rec: _Alloc) -> None:
     raise InvalidTransition(f"allocation {rec.id} is {rec.part!r}'s reservation; that part settles it")
-
-
-def _set_all(events: list[Any]) -> None:
-    for ev in events:  # charged under the lock, woken here: outside it (I7)
-        ev.set()
