@@ -91,7 +91,17 @@ MODULES: dict[str, list[str]] = {
                           "--deselect", "tests/test_admission.py::test_admission_negative_controls"],
     # refimpl: the same scripted suites drive it through its adapters; the real-thread suites
     # (test_*threads.py, 5-6 s of waiting each) are left out, so lock-ordering mutants may survive.
-    "refimpl/governor.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_authorities.py",
+    # The ledger moved from refimpl/governor.py (now a re-export) into refimpl/manager/ (issue #10); the
+    # ratchet's "refimpl/governor.py" floor is re-keyed by the next mutation run.  XXX: re-key it.
+    "refimpl/manager/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_authorities.py",
+                            "tests/test_contracts.py", "tests/test_replay.py", "tests/test_stateful.py",
+                            "tests/test_governor_units.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+                            # introspects the class's public methods, which mutmut's trampolines add to
+                            "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
+                            "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
+                            "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
+                            "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
+    "refimpl/manager/allowances.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_authorities.py",
                             "tests/test_contracts.py", "tests/test_replay.py", "tests/test_stateful.py",
                             "tests/test_governor_units.py",
                             # introspects the class's public methods, which mutmut's trampolines add to

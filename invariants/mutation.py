@@ -106,6 +106,7 @@ def applied(m: Mutant) -> Iterator[None]:
             scratch[k] = v
     old, new = mod.__dict__[name], scratch[name]
     rebinds: list[tuple[Any, str]] = []
+    rebased: list[tuple[type, tuple[type, ...]]] = []
     try:
         mod.__dict__[name] = new
         for other in _project_modules():
@@ -114,8 +115,14 @@ def applied(m: Mutant) -> Iterator[None]:
                     if v is old:
                         rebinds.append((other, k))
                         setattr(other, k, new)
+        if isinstance(old, type):  # a part (mixin) of a composed class: the composed class takes the patched part
+            for sub in old.__subclasses__():
+                rebased.append((sub, sub.__bases__))
+                sub.__bases__ = tuple(new if b is old else b for b in sub.__bases__)
         yield
     finally:
+        for sub, bases in rebased:
+            sub.__bases__ = bases
         for other, k in rebinds:
             setattr(other, k, old)
         mod.__dict__[name] = old

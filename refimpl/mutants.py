@@ -18,11 +18,11 @@ from spec.guards import Layer
 __all__ = ["MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
-_GOV, _ADM, _SES = "refimpl.governor", "refimpl.admission", "spec.sessions"
+_GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "refimpl.admission", "spec.sessions"
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
 
 _ALL: tuple[Mutant, ...] = (
-    # --- ledger (refimpl.governor) --------------------------------------------
+    # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
     Mutant("commit_keeps_reserved_charge", ("I1",), "ledger", _R, _GOV,
            "        rec.auth.used += nbytes - rec.charge\n", "",
            "commit publishes fewer bytes than reserved but never refunds the excess to the ledger"),
@@ -38,8 +38,8 @@ _ALL: tuple[Mutant, ...] = (
            "a.used > a.limit and self._guards.on(\"limit_check\")",
            "the limit check compares what is used, not what the grant would make used"),
     Mutant("alias_keeps_own_ledger", ("I1",), "ledger", _R, _GOV,
-           "        self._require_active(a)\n        if tier is not a.tier and self._guards.on(\"tier_match\")",
-           "        self._require_active(a)\n        a = self._auth(authority)\n"
+           "            self._require_active(a)\n        if tier is not a.tier and self._guards.on(\"tier_match\")",
+           "            self._require_active(a)\n        a = self._auth(authority)\n"
            "        if tier is not a.tier and self._guards.on(\"tier_match\")",
            "a reservation through an alias is charged to the alias instead of the canonical ledger"),
     Mutant("commit_grows_lease", ("C2",), "ledger", _R, _GOV,
@@ -50,26 +50,26 @@ _ALL: tuple[Mutant, ...] = (
            "        rec.nbytes = rec.charge = nbytes\n", "        rec.charge = nbytes\n",
            "commit charges the published bytes but keeps the lease recorded at the reserved size"),
     Mutant("reissue_ids_after_release", ("I4a",), "ledger", _R, _GOV,
-           "        aid = self._next_alloc\n        self._next_alloc += 1\n",
-           "        aid = self._next_alloc\n        self._next_alloc += 1\n"
-           "        if aid > 1 and aid - 1 not in self._allocs:\n            aid, self._next_alloc = aid - 1, aid\n",
+           "            aid = self._next_alloc\n            self._next_alloc += 1\n",
+           "            aid = self._next_alloc\n            self._next_alloc += 1\n"
+           "            if aid > 1 and aid - 1 not in self._allocs:\n                aid, self._next_alloc = aid - 1, aid\n",
            "after a release the id counter hands out the retired id again"),
     Mutant("device_loss_refunds_at_once", ("I6",), "ledger", _R, _GOV,
            "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
            "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
            "                    rec.auth.used -= rec.charge\n                    rec.charge = 0\n",
            "device loss refunds the holders' charge at once instead of at confirmed termination"),
-    Mutant("transfer_backwards", ("I6",), "ledger", _R, _GOV,
+    Mutant("transfer_backwards", ("I6",), "ledger", _R, _ALW,
            "        src.limit -= nbytes\n        dst.limit += nbytes\n",
            "        src.limit += nbytes\n        dst.limit -= nbytes\n",
            "a transfer moves limit the wrong way: the caller takes it from another holder's allowance"),
-    Mutant("map_keeps_reservation", ("I4b",), "ledger", _R, _GOV,
+    Mutant("map_keeps_reservation", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved = max(0, w.reserved - nbytes)\n", "",
            "mapping allowance bytes leaves them counted as reserved too"),
-    Mutant("close_forgets_promise", ("I4b",), "ledger", _R, _GOV,
+    Mutant("close_forgets_promise", ("I4b",), "ledger", _R, _ALW,
            "        w.auth.promised -= w.limit\n", "        w.auth.promised -= 2 * w.limit\n",
            "closing an allowance returns twice its limit to the pool's promise budget"),
-    Mutant("transfer_mints_limit", ("I4b",), "ledger", _R, _GOV,
+    Mutant("transfer_mints_limit", ("I4b",), "ledger", _R, _ALW,
            "        src.limit -= nbytes\n        dst.limit += nbytes\n",
            "        dst.limit += nbytes\n",
            "a transfer adds limit to the target without taking it from the source"),
@@ -96,10 +96,10 @@ _ALL: tuple[Mutant, ...] = (
            "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes - (nbytes > 1)\n",
            "a grant charges its ledger one byte less than it granted (a rounding slip)"),
     Mutant("id_counter_not_advanced", ("I4a",), "ledger", _R, _GOV,
-           "        aid = self._next_alloc\n        self._next_alloc += 1\n",
-           "        aid = self._next_alloc\n",
+           "            aid = self._next_alloc\n            self._next_alloc += 1\n",
+           "            aid = self._next_alloc\n",
            "the allocation id counter is read but never advanced"),
-    Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _GOV,
+    Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",
            "reserving allowance growth also charges the ledger, though an allowance owns no bytes"),
     # --- admission models (refimpl.admission) ---------------------------------

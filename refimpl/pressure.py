@@ -48,6 +48,7 @@ from spec.errors import (
     UnknownTicket,
 )
 from refimpl.pressure_args import check_callback, check_params
+from refimpl.manager.lock import OwnedLock
 from refimpl.pressure_waiting import WaitingMixin
 from spec.guards import ALL_ON, GuardSet
 from spec.tickets import PressureState, TicketState
@@ -62,42 +63,6 @@ _ARITY = {P.Submit: 3, P.TryReserve: 3, P.Claim: 2, P.Release: 2, P.Cancel: 2, P
 _T = TicketState
 #: A holder's pressure callback: (governor, pressure id, target bytes, deadline) -> None.
 Callback = Callable[["PressureGovernor", int, int, int], None]
-
-
-class OwnedLock:
-    """A non-reentrant lock that records its owner thread (I7 instrumentation)."""
-
-    __slots__ = ("_lock", "_owner")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._owner: int | None = None
-
-    def __enter__(self) -> OwnedLock:
-        if self._owner == threading.get_ident():
-            # Only the owner writes _owner == its ident, so this read is race-free for that case.
-            raise InvariantViolation("I7", "the ledger lock was re-entered by the thread holding it "
-                                     "(a holder or callback was called under the lock)")
-        self._lock.acquire()
-        self._owner = threading.get_ident()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._owner = None
-        self._lock.release()
-
-    def held_by_me(self) -> bool:
-        """True iff the calling thread holds the lock."""
-        return self._owner == threading.get_ident()
-
-    def probe(self, timeout: float) -> bool:
-        """Try to take and at once release the lock within `timeout` s; True iff it was taken.
-
-        For an outside observer on another thread (I7): it never waits past `timeout`."""
-        if not self._lock.acquire(timeout=timeout):
-            return False
-        self._lock.release()
-        return True
 
 
 class _Tk:

@@ -18,7 +18,11 @@ noted; failures while delivering other threads' events are kept in
 `sink_errors(pmm)`. KeyboardInterrupt / SystemExit from a sink propagate
 after the queue is left consistent. An `InvariantViolation` from contracts
 propagates without an event. A governor built without a sink is not wrapped
-at all (the off path costs one `is None` test in the constructor).
+at all (the off path costs one `is None` test in the constructor). Only the
+manager's public hooks are used (`ledger_lock`, `attach_recorder`,
+`trace_recorder`, `touched`, `observed`); the composed operations (tickets,
+pressure, transactions, limits) number and emit their own events through the
+same recorder (`refimpl.manager.views`).
 
 `JsonlSink` writes events to a text file, one compact JSON object per line.
 """
@@ -33,7 +37,6 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, KINDS, encode_event
-from spec import actions as A
 from spec.errors import GovernorError, InvalidArgument, TraceSinkFailed
 
 __all__ = ["Sink", "JsonlSink", "attach", "boundary", "sink_errors"]
@@ -89,48 +92,13 @@ class _Recorder:
                 self.delivering.release()
         return failure
 
-    def touched(self, act: Any) -> tuple[set[int], set[int]]:
-        """(canonical authority ids, allocation ids) the operation may change, read before it runs."""
-        pmm = self.pmm
-        auths: set[int] = set()
-        allocs: set[int] = set()
-        aid = getattr(act, "authority", None)
-        a = pmm._auths.get(aid) if type(aid) is int else None
-        if a is not None:
-            auths.add(a.id)
-            if a.alias_of is not None:
-                auths.add(a.alias_of)
-            if isinstance(act, (A.LoseDevice, A.ConfirmTermination)):
-                for i in auths:
-                    allocs |= set(pmm._auths[i].allocs)
-        rid = getattr(act, "allocation", None)
-        rec = pmm._allocs.get(rid) if type(rid) is int else None
-        if rec is not None:
-            auths.add(rec.auth.id)
-            allocs.add(rec.id)
-        for field in ("allowance", "source", "target"):
-            wid = getattr(act, field, None)
-            w = pmm._allows.get(wid) if type(wid) is int else None
-            if w is not None:
-                auths.add(w.auth.id)
-        return auths, allocs
-
-    def observe(self, auths: set[int], allocs: set[int], result: Any, act: Any) -> dict[str, dict[int, int]]:
-        pmm = self.pmm
-        if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in pmm._allocs:
-            allocs = allocs | {result}
-            auths = auths | {pmm._allocs[result].auth.id}
-        return {"used": {i: pmm._auths[i].used for i in auths if i in pmm._auths},
-                "charges": {i: pmm._allocs[i].charge for i in allocs if i in pmm._allocs}}
-
 
 def attach(pmm: Any, sink: Sink, source: str | None = None) -> None:
     """Make every operation of `pmm` emit one event to `sink`."""
     if not callable(sink):
         raise InvalidArgument(f"a trace sink must be callable, got {sink!r:.80}")
     rec = _Recorder(pmm, sink, source or f"pmm-{next(_SOURCES)}")
-    pmm._lock = threading.RLock()  # the wrapper holds it across the operation, which takes it again
-    pmm._trace_recorder = rec
+    pmm.attach_recorder(rec)  # the wrapper holds the ledger lock across the operation, which takes it again
     for kind, cls in KINDS.items():
         setattr(pmm, kind, _wrap(rec, cls, getattr(type(pmm), kind).__get__(pmm)))
 
@@ -139,14 +107,15 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
     def traced(*args: Any, **kwargs: Any) -> Any:
         act = cls(*args, **kwargs)  # a wrong call signature is Python's TypeError, before any number is used
         error: GovernorError | None = None
-        with rec.pmm._lock:
-            auths, allocs = rec.touched(act)
+        with rec.pmm.ledger_lock:
+            auths, allocs = rec.pmm.touched(act)
             try:
                 result = op(*args, **kwargs)
             except GovernorError as e:
                 error, result = e, None
             seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error,
-                                                    rec.observe(auths, allocs, result, act)))
+                                                    rec.pmm.observed(auths, allocs, result, act)))
+        rec.pmm.wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
         try:
             failure = rec.deliver(seq)  # outside the ledger lock (I7)
         except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
@@ -169,13 +138,13 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
 
 def sink_errors(pmm: Any) -> list[tuple[int, BaseException]]:
     """(sequence number, error) of every event the sink failed to take, oldest first (at most 1000)."""
-    return list(pmm._trace_recorder.errors)
+    return list(pmm.trace_recorder.errors)
 
 
 def boundary(pmm: Any) -> None:
     """Declare a crash/snapshot boundary: work in flight when the trace ends here is not an error."""
-    rec: _Recorder = pmm._trace_recorder
-    with pmm._lock:
+    rec: _Recorder = pmm.trace_recorder
+    with pmm.ledger_lock:
         seq = rec.record(lambda s: {"contract_revision": CONTRACT_REVISION, "source": rec.source,
                                     "source_sequence": s, "kind": BOUNDARY, "ids": {}, "payload": {}})
     failure = rec.deliver(seq)

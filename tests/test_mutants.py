@@ -45,14 +45,18 @@ def test_a_stale_mutant_is_refused() -> None:
 
 def test_applied_patches_every_importer_and_restores_exactly() -> None:
     import refimpl.adapter
-    import refimpl.governor as gov
+    import refimpl.manager as manager
+    import refimpl.manager.ledger as ledger
 
     m = MUTANTS["release_without_refund"]
-    before_mod = dict(vars(gov))
-    before_cls = refimpl.adapter.ProcessMemoryManager
+    before_mod = dict(vars(ledger))
+    before_part = ledger.Ledger
+    before_bases = manager.ProcessMemoryManager.__bases__
     with applied(m):
-        assert refimpl.adapter.ProcessMemoryManager is not before_cls
-        assert refimpl.adapter.ProcessMemoryManager is gov.ProcessMemoryManager
+        # the part is patched where it is defined and imported, and the composed class takes it
+        assert ledger.Ledger is not before_part and manager.Ledger is ledger.Ledger
+        assert ledger.Ledger in refimpl.adapter.ProcessMemoryManager.__mro__
+        assert before_part not in refimpl.adapter.ProcessMemoryManager.__mro__
         with contracts.contracts(False):
             p = refimpl.adapter.RefimplAdapter().pmm
             h = p.register_holder("h")
@@ -61,8 +65,8 @@ def test_applied_patches_every_importer_and_restores_exactly() -> None:
             assert p.snapshot(a).used == 8  # the bug is live: the bytes stayed charged
         with contracts.contracts(True), pytest.raises(InvariantViolation, match="^I1"):
             p.cancel(h, p.reserve(h, a, Tier.DEVICE, 8, Role.KV))  # and a debug build's contracts catch it
-    assert refimpl.adapter.ProcessMemoryManager is before_cls
-    assert vars(gov) == before_mod
+    assert manager.ProcessMemoryManager.__bases__ == before_bases
+    assert vars(ledger) == before_mod
     p = refimpl.adapter.RefimplAdapter().pmm
     h = p.register_holder("h")
     a = p.register_authority("gpu", Tier.DEVICE, 64)

@@ -1,0 +1,249 @@
+"""The arbitration part of `ProcessMemoryManager`: requester tickets on a ledger authority (I7, I13).
+
+A requester ticket asks one canonical authority for `nbytes`. It waits
+PENDING, holding no bytes; a *round* grants it by booking a ledger
+reservation (`Ledger._enter`, role of the ticket) under the lock, so its
+bytes are charged before any waiter can see the grant; the waiter's own
+`threading.Event` is set only after the lock is released. `claim` commits
+that reservation into a lease with its full bytes; `cancel_ticket` /
+`timeout_ticket` cancel it, crediting it exactly once. The part keeps no
+bytes of its own: only queue order (`_Auth.pending`, in submit order), age
+and the link to the ledger record.
+
+Rounds (as `spec.manager_actions` says): after every accepted operation,
+for each canonical authority in ascending id that has pending tickets and
+whose `limit - used` rose (or that a submit named, or on which a cancel or
+timeout retired a ticket), every pending ticket ages
+by one (capped at the aging bound), they are taken in
+`spec.arith.arbitration_key` order, each granted if it fits, and a matured
+ticket that does not fit ends the round.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from spec.arith import arbitration_key
+from spec.errors import CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, UnknownTicket
+from spec import manager_actions as M
+from spec.tickets import TicketState
+from spec.types import MAX_BYTES, Origin, Role
+from invariants.contracts import SWITCH as _SWITCH
+from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from refimpl.pressure_args import check_timeout
+
+__all__ = ["Arbitration"]
+
+_PENDING, _GRANTED = TicketState.PENDING, TicketState.GRANTED
+_O_GRANTED = Origin.GRANTED
+
+
+class _Tkt:
+    __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "age", "state", "alloc", "event")
+
+    def __init__(self, id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role) -> None:
+        self.id, self.holder, self.auth, self.nbytes, self.priority, self.role = id, holder, auth, nbytes, priority, role
+        self.age = 0
+        self.state = _PENDING
+        self.alloc: _Alloc | None = None  # the ledger reservation once granted
+        self.event: threading.Event | None = None  # made by the first waiter, under the lock
+
+    def __repr__(self) -> str:
+        return f"ticket {self.id}"
+
+
+class Arbitration:
+    """Requester tickets; needs the ledger part's tables, lookups and `_enter`."""
+
+    def _init_arbitration(self, aging_bound: int) -> None:
+        self._bound = aging_bound
+        self._tickets: dict[int, _Tkt] = {}  # live (pending or granted) only
+        self._next_ticket = 1
+
+    # --- operations ------------------------------------------------------------
+
+    def submit(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING) -> int:
+        """A pending ticket on `authority`; the round this submit runs may grant it at once. Never waits."""
+        if _SWITCH.on or self._recorder is not None:
+            return self._run_checked(M.Submit, self._ms_auth1, self._submit, (holder, authority, nbytes, priority, role))
+        with self._lock:  # the hot path of `_run`, inline
+            tid = self._submit(holder, authority, nbytes, priority, role)
+            wake = self._wake
+            if wake:
+                self._wake = []
+        if wake:
+            self._wake_up(wake)
+        return tid
+
+    def _submit(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+        # Hot path: each lookup inline; the full check (with its typed error) runs only on a miss.
+        if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
+            _nbytes(nbytes, "nbytes")
+        if type(priority) is not int:
+            raise InvalidArgument(f"priority must be an int, got {priority!r}")
+        if not isinstance(role, Role):
+            raise InvalidArgument(f"role must be a Role, got {role!r}")
+        if type(holder) is not int or holder not in self._holders:
+            self._holder(holder)
+        a = self._auths.get(authority) if type(authority) is int else None
+        if a is None:
+            a = self._auth(authority)
+        if a.alias_of is not None:
+            raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; tickets name the canonical ledger")
+        self._require_active(a)
+        if nbytes > a.limit:
+            raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
+        t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
+        self._next_ticket += 1
+        self._tickets[t.id] = a.pending[t.id] = t
+        self._round(a)
+        return t.id
+
+    def claim(self, holder: int, ticket: int) -> int:
+        """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
+        if _SWITCH.on or self._recorder is not None:
+            return self._run_checked(M.Claim, self._ms_ticket, self._claim, (holder, ticket))
+        with self._lock:  # the hot path of `_run`, inline (a claim grants nothing: no wake)
+            return self._claim(holder, ticket)
+
+    def _claim(self, holder: int, ticket: int) -> int:
+        t = self._tickets.get(ticket) if type(ticket) is int else None
+        if t is None or type(holder) is not int or holder not in self._holders:
+            t = self._my_ticket(holder, ticket)
+        if t is None:
+            raise InvalidTransition(f"ticket {ticket} was already claimed, cancelled, timed out or dropped")
+        if t.holder != holder:
+            raise ForeignHolder(f"ticket {t.id} is holder {t.holder}'s, not {holder}'s")
+        if t.state is _PENDING:
+            raise InvalidTransition(f"ticket {t.id} is pending; only a granted ticket is claimed")
+        del self._tickets[t.id]
+        rec = t.alloc
+        if rec is None:  # grant_charges_ledger off: nothing was booked at the grant
+            a = t.auth
+            rec = self._enter(t.holder, a, a.tier, t.role, t.nbytes, Origin.GRANTED)  # no limit check
+        rec.part = None
+        self._commit_rec(rec, t.nbytes)
+        return rec.id
+
+    def cancel_ticket(self, holder: int, ticket: int) -> int:
+        """Pending -> gone (0 B); granted -> its reservation cancelled (its bytes, once); retired -> 0 B."""
+        return self._run(M.CancelTicket, self._ms_ticket, self._abandon, holder, ticket)
+
+    def timeout_ticket(self, holder: int, ticket: int) -> int:
+        """The caller's deadline passed: as `cancel_ticket`."""
+        return self._run(M.TimeoutTicket, self._ms_ticket, self._abandon, holder, ticket)
+
+    def _abandon(self, holder: int, ticket: int) -> int:
+        t = self._my_ticket(holder, ticket)
+        if t is None:
+            return 0  # retired already: never a second credit
+        if t.holder != holder:
+            raise ForeignHolder(f"ticket {t.id} is holder {t.holder}'s, not {holder}'s")
+        return self._drop_ticket(t)
+
+    def acquire(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING,
+                timeout: float | None = None) -> int | None:
+        """Submit, park on the ticket's own event (lock released), claim: the lease's allocation id.
+
+        None if the deadline passed or the ticket was retired meanwhile (cancelled, dropped by device
+        loss); any grant is then credited once. Any exception while parked or claiming, BaseException
+        included, times the ticket out (and releases a lease claimed but not yet handed over)."""
+        timeout = check_timeout(timeout)  # before submit: a bad timeout opens no ticket
+        tid = self.submit(holder, authority, nbytes, priority, role)
+        lease = None
+        try:
+            with self._lock:
+                t = self._tickets.get(tid)
+                if t is not None and t.state is _PENDING:
+                    ev = t.event = threading.Event()
+                else:
+                    ev = None
+            if ev is not None:
+                self._outside_lock("waiting on a ticket")
+                ev.wait(timeout)
+            try:
+                lease = self.claim(holder, tid)
+            except InvalidTransition:
+                self.timeout_ticket(holder, tid)  # still pending (deadline) or already retired: 0 B or exact credit
+                return None
+            return lease
+        except BaseException:
+            if lease is not None:
+                self.release(holder, lease)  # claimed, but the caller never received it
+            else:
+                self.timeout_ticket(holder, tid)
+            raise
+
+    # --- arbitration (I13) -------------------------------------------------------
+
+    def _round(self, a: _Auth) -> None:
+        """One round on ledger `a` (caller holds the lock)."""
+        pend = a.pending
+        if not pend:
+            return
+        bound = self._bound
+        if len(pend) == 1:  # hot path: one waiter, nothing to order
+            (t,) = pend.values()
+            if t.age < bound:
+                t.age += 1
+            if t.nbytes <= a.limit - a.used:
+                self._grant(a, t)
+            return
+        for t in pend.values():
+            if t.age < bound:
+                t.age += 1
+        order = sorted(pend.values(), key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id)) \
+            if len(pend) > 1 else list(pend.values())
+        for t in order:
+            if t.nbytes <= a.limit - a.used:
+                self._grant(a, t)
+            elif t.age >= bound:
+                break  # a matured misfit ends the round: returned capacity accumulates for it
+
+    def _grant(self, a: _Auth, t: _Tkt) -> None:
+        del a.pending[t.id]
+        t.state = _GRANTED
+        if self._guards.on("grant_charges_ledger"):  # I1, I2: a ledger reservation, booked before any wake
+            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)
+            t.alloc.part = t
+        if t.event is not None:
+            self._wake.append(t.event)  # set once the lock is released (I7)
+
+    def _rounds(self, before: dict[int, int]) -> None:
+        """Rounds on every ledger in `before` (id -> limit - used before the operation) whose headroom rose."""
+        for aid in sorted(before):
+            a = self._auths[aid]
+            if a.pending and a.limit - a.used > before[aid]:
+                self._round(a)
+
+    # --- helpers -----------------------------------------------------------------
+
+    def _my_ticket(self, holder: object, ticket: object) -> _Tkt | None:
+        """Holder known, ticket issued; None if retired (ownership is the caller's next check)."""
+        self._holder(holder)
+        if type(ticket) is not int or not 1 <= ticket < self._next_ticket:
+            raise UnknownTicket(f"ticket {ticket!r} was never issued")
+        return self._tickets.get(ticket)
+
+    def _drop_ticket(self, t: _Tkt) -> int:
+        """Retire a live ticket: a granted one's reservation is cancelled (its bytes, once). Returns the credit.
+
+        A round follows on its authority (I13): a pending matured misfit that ended the last round may be
+        this one, and a granted one's bytes are headroom."""
+        del self._tickets[t.id]
+        if t.event is not None:
+            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on
+        a = t.auth
+        rec = t.alloc
+        if t.state is _PENDING:
+            del a.pending[t.id]
+            credit = 0
+        elif rec is None:
+            credit = t.nbytes  # grant_charges_ledger off: nothing was charged; the ticket's bytes are reported
+        else:
+            credit = rec.charge
+            rec.part = None
+            self._retire(rec)
+        if a.pending:
+            self._round(a)
+        return credit

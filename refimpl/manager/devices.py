@@ -1,0 +1,68 @@
+"""Device contexts of `ProcessMemoryManager`: one loss mechanism for every part (C3, I6).
+
+`lose_device(a)`: the ledger marks the context lost and every charge on it
+DEVICE_LOST (nothing is refunded: the device may still be using the bytes);
+then every part lets go of `a`: pending and granted tickets on it are dropped
+(a granted ticket's reservation stays charged, DEVICE_LOST, like any lease),
+its open pressures and its limit change are dropped, and every transaction
+that needs `a` is aborted: its reservations elsewhere are cancelled and
+credited, its reservation on `a` stays charged. `confirm_termination(a)`
+refunds every DEVICE_LOST charge on `a` exactly once (idempotent).
+"""
+
+from __future__ import annotations
+
+from invariants.contracts import SWITCH as _SWITCH
+from spec import actions as A
+from spec.types import ContextState
+
+__all__ = ["Devices"]
+
+
+class Devices:
+    """Device loss across the parts; needs every part's tables."""
+
+    def lose_device(self, authority: int) -> None:
+        """Mark the device lost: admission stops; every charge stays until termination."""
+        if _SWITCH.on:
+            self._checked(A.LoseDevice(authority), self._scope_auth_all, authority, self._lose_all, authority)
+            return
+        with self._lock:
+            self._lose_all(authority)
+            wake = self._wake
+            if wake:
+                self._wake = []
+        if wake:
+            self._wake_up(wake)
+
+    def _lose_all(self, authority: int) -> None:
+        a = self._canonical(authority)  # UnknownAuthority before anything moves
+        if a.context is ContextState.ACTIVE and not self._guards.on("loss_keeps_charge"):
+            # C3, I6 (negative control): the transactions' reservations on the device are refunded at once.
+            for t in self._txs.values():
+                for rec in t.held:
+                    if rec.auth is a and rec.id in self._allocs:
+                        self._retire(rec)
+        self._lose(authority)
+        for t in [t for t in self._tickets.values() if t.auth is a]:
+            del self._tickets[t.id]
+            a.pending.pop(t.id, None)
+            if t.alloc is not None:
+                t.alloc.part = None  # DEVICE_LOST now: settled by confirm_termination, like any lease
+            if t.event is not None:
+                self._wake.append(t.event)
+        for pid in [p.id for p in self._pressures.values() if p.auth is a]:
+            del self._pressures[pid]
+        a.change = None
+        before: dict[int, int] = {}
+        for t in [t for t in self._txs.values() if any(aid == a.id for aid, _ in t.needs)]:
+            self._unwind(t, a, before)
+        self._rounds(before)
+
+    def confirm_termination(self, authority: int) -> None:
+        """The lost context is gone: refund its charges, exactly once (idempotent)."""
+        if _SWITCH.on:
+            self._checked(A.ConfirmTermination(authority), self._scope_auth_all, authority, self._terminate, authority)
+            return
+        with self._lock:
+            self._terminate(authority)

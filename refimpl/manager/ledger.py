@@ -1,0 +1,463 @@
+"""The ledger part of `ProcessMemoryManager`: authorities, holders, reservations -> leases (C1, C2, I1, I2, I4a, I6).
+
+Owns authorities (one canonical ledger per physical pool, aliases for
+unified-memory views), the holder registry, reservations -> leases,
+settlement and the ledger's half of device loss. It is a second,
+independent implementation of `spec.machine`: mutable indexed records and
+its own guards, sharing only vocabulary (enums, errors, value types) with the
+spec. Every other part books its bytes here: a requester ticket's grant and a
+transaction's reservation are `_Alloc` records of this table (`part` names
+the ticket or transaction that owns one until it is claimed or committed).
+
+Concurrency: one ledger lock (`OwnedLock`), held only for the bookkeeping of
+one operation. Nothing here waits, sleeps, or calls out (I7): no holder
+callbacks, no allocator, no ORT. Waiters whose tickets a credit granted are
+woken after the lock is released.
+
+Contracts: when `invariants.contracts` is on, every operation checks the
+invariants incrementally on a partial view of what it touched
+(`invariants.check_local`, in `refimpl.manager.views`), and a refused
+operation must leave that view unchanged (lease rule G4). Off, the cost is
+one flag read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from invariants.contracts import SWITCH as _SWITCH
+from spec import actions as A
+from spec.arith import available, oversubscribed
+from spec.errors import (
+    CapacityDenied,
+    DeviceLost,
+    ForeignHolder,
+    IdentityMismatch,
+    InvalidArgument,
+    InvalidBytes,
+    InvalidTransition,
+    TierMismatch,
+    UnknownAllocation,
+    UnknownAuthority,
+    UnknownHolder,
+)
+from spec.guards import GUARDS, GuardSet
+from spec.state import Snapshot
+from spec.types import MAX_BYTES, MAX_NAME, AllocState, ContextState, Origin, Role, Tier
+from refimpl.manager.lock import LedgerLock
+
+__all__ = ["Ledger"]
+
+# Source states each holder event accepts (refimpl's own encoding of the lifecycle).
+_ACCEPTS = {
+    "commit": (AllocState.PROVISIONAL,),
+    "cancel": (AllocState.PROVISIONAL,),
+    "release": (AllocState.LIVE,),
+    "quarantine": (AllocState.LIVE,),
+}
+_ACCEPTED = {event: states[0] for event, states in _ACCEPTS.items()}  # the one source state, for the hot path
+_ACTIVE = ContextState.ACTIVE
+# Enum members read on the hot path, bound once (a member lookup through its class costs ~0.14 us).
+_PROVISIONAL, _LIVE, _RELEASED = AllocState.PROVISIONAL, AllocState.LIVE, AllocState.RELEASED
+_O_GRANTED, _O_RECORDED = Origin.GRANTED, Origin.RECORDED
+_LOSABLE = (AllocState.PROVISIONAL, AllocState.LIVE, AllocState.QUARANTINED)
+
+
+class _Auth:
+    __slots__ = ("id", "pool", "tier", "capacity", "limit", "alias_of", "view", "context", "used",
+                 "allocs", "allowances", "promised", "pending", "change", "rec")
+
+    def __init__(self, id: int, pool: str, tier: Tier, capacity: int, alias_of: int | None, view: str | None) -> None:
+        self.id, self.pool, self.tier, self.capacity, self.limit = id, pool, tier, capacity, capacity
+        self.alias_of, self.view = alias_of, view
+        self.context = ContextState.ACTIVE
+        self.used = 0
+        self.allocs: dict[int, _Alloc] = {}
+        self.allowances: dict[int, _Allow] = {}
+        self.promised = 0  # sum of allowance limits
+        self.pending: dict[int, Any] = {}  # arbitration: pending tickets on this ledger, in submit (id) order
+        self.change: Any = None  # the pending limit change, if any (refimpl.manager.limits)
+        self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
+
+
+class _Alloc:
+    __slots__ = ("id", "auth", "holder", "tier", "role", "reserved", "nbytes", "charge", "state", "origin", "part", "rec")
+
+    def __init__(self, id: int, auth: _Auth, holder: int, tier: Tier, role: Role, nbytes: int, state: AllocState, origin: Origin) -> None:
+        self.id, self.auth, self.holder, self.tier, self.role = id, auth, holder, tier, role
+        self.reserved = self.nbytes = self.charge = nbytes
+        self.state, self.origin = state, origin
+        self.part: Any = None  # the live ticket or transaction whose reservation this is (it owns the record)
+        self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
+
+
+class _Allow:
+    __slots__ = ("id", "auth", "holder", "limit", "reserved", "mapped", "rec")
+
+    def __init__(self, id: int, auth: _Auth, holder: int, limit: int) -> None:
+        self.id, self.auth, self.holder, self.limit = id, auth, holder, limit
+        self.reserved = self.mapped = 0
+        self.rec: Any = None
+
+
+def _nbytes(n: object, what: str, zero_ok: bool = False) -> int:
+    if type(n) is not int:
+        raise InvalidBytes(f"{what} must be an int, got {type(n).__name__}")
+    if n < 0 or n > MAX_BYTES or (n == 0 and not zero_ok):
+        raise InvalidBytes(f"{what} must be in [{0 if zero_ok else 1}, 2**63-1], got {n}")
+    return n
+
+
+def _text(s: object, what: str) -> str:
+    if type(s) is not str or not s:
+        raise InvalidArgument(f"{what} must be a non-empty str, got {s!r:.80}")
+    if len(s) > MAX_NAME:  # names travel in traces, whose text is bounded
+        raise InvalidArgument(f"{what} must be at most {MAX_NAME} characters, got {len(s)}")
+    return s
+
+
+class _Guards:
+    """A `GuardSet` read at C speed: `on(name)` is one frozenset lookup (tests check every name is registered)."""
+
+    __slots__ = ("on", "guards")
+
+    def __init__(self, guards: GuardSet) -> None:
+        self.guards = guards
+        self.on = frozenset(g.name for g in GUARDS if guards.on(g.name)).__contains__
+
+
+class Ledger:
+    """The ledger part: authorities, holders, reservations -> leases, settlement (C1, C2, I1, I2, I4a, I6)."""
+
+    def _init_ledger(self, guards: GuardSet) -> None:
+        self._guards = _Guards(guards)
+        self._lock = LedgerLock()
+        self._auths: dict[int, _Auth] = {}
+        self._pools: dict[str, _Auth] = {}  # pool -> canonical authority
+        self._views: dict[tuple[int, str], _Auth] = {}
+        self._holders: dict[int, str] = {}
+        self._allocs: dict[int, _Alloc] = {}
+        self._allows: dict[int, _Allow] = {}
+        self._next_auth = self._next_holder = self._next_alloc = self._next_allow = 1
+        self._wake: list[Any] = []  # waiters' events to set once the lock is released (I7)
+        self._fresh = self._guards.on("fresh_ids")  # I4a: allocation ids are never reused
+
+    # --- registration (C1, I1) -------------------------------------------
+
+    def register_authority(self, pool: str, tier: Tier, capacity: int) -> int:
+        """The canonical authority of `pool`; re-registering the same identity returns it."""
+        if _SWITCH.on:
+            return self._checked(A.RegisterAuthority(pool, tier, capacity), self._scope_all, None, self._register_authority, pool, tier, capacity)
+        with self._lock:
+            return self._register_authority(pool, tier, capacity)
+
+    def _register_authority(self, pool: str, tier: Tier, capacity: int) -> int:
+        _text(pool, "pool")
+        if not isinstance(tier, Tier):
+            raise InvalidArgument(f"tier must be a Tier, got {tier!r}")
+        _nbytes(capacity, "capacity")
+        g = self._guards
+        existing = self._pools.get(pool)
+        if existing is not None and g.on("single_authority_per_pool"):  # C1
+            if (existing.tier is not tier or existing.capacity != capacity) and g.on("identity_check"):  # C1
+                raise IdentityMismatch(
+                    f"pool {pool!r} is already ({existing.tier.value}, {existing.capacity} B); got ({tier.value}, {capacity} B)"
+                )
+            return existing.id
+        a = _Auth(self._next_auth, pool, tier, capacity, None, None)
+        self._next_auth += 1
+        self._auths[a.id] = a
+        self._pools.setdefault(pool, a)
+        return a.id
+
+    def register_alias(self, of: int, view: str) -> int:
+        """A unified-memory view of authority `of`; it resolves to the canonical ledger (I1)."""
+        if _SWITCH.on:
+            return self._checked(A.RegisterAlias(of, view), self._scope_all, None, self._register_alias, of, view)
+        with self._lock:
+            return self._register_alias(of, view)
+
+    def _register_alias(self, of: int, view: str) -> int:
+        _text(view, "view")
+        base = self._auth(of)
+        canonical = self._auths[base.alias_of] if base.alias_of is not None else base
+        key = (canonical.id, view)
+        if key in self._views:
+            return self._views[key].id
+        a = _Auth(self._next_auth, canonical.pool, canonical.tier, canonical.capacity, canonical.id, view)
+        a.limit = canonical.limit
+        self._next_auth += 1
+        self._auths[a.id] = self._views[key] = a
+        return a.id
+
+    def register_holder(self, name: str) -> int:
+        if _SWITCH.on:
+            return self._checked(A.RegisterHolder(name), self._scope_none, None, self._register_holder, name)
+        with self._lock:
+            return self._register_holder(name)
+
+    def _register_holder(self, name: str) -> int:
+        _text(name, "holder name")
+        hid = self._next_holder
+        self._next_holder += 1
+        self._holders[hid] = name
+        return hid
+
+    # --- reservations and leases (C2, I2, I4a, I6) -------------------------
+
+    def reserve(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
+        """Reserve and charge `nbytes` before allocating them; try-only, never waits."""
+        if _SWITCH.on:
+            return self._checked(A.Reserve(holder, authority, tier, nbytes, role), self._scope_auth, authority, self._admit, holder, authority, tier, nbytes, role, _O_GRANTED)
+        with self._lock:
+            return self._admit(holder, authority, tier, nbytes, role, _O_GRANTED)
+
+    def record_committed(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
+        """Record bytes already taken; may push used over the limit, which is then reported (I2)."""
+        if _SWITCH.on:
+            return self._checked(A.RecordCommitted(holder, authority, tier, nbytes, role), self._scope_auth, authority, self._admit, holder, authority, tier, nbytes, role, _O_RECORDED)
+        with self._lock:
+            return self._admit(holder, authority, tier, nbytes, role, _O_RECORDED)
+
+    def _admit(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role, origin: Origin) -> int:
+        # Hot path: each lookup is tried inline; the full check (with its typed error) runs only on a miss.
+        if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
+            _nbytes(nbytes, "nbytes")
+        if not isinstance(tier, Tier):
+            raise InvalidArgument(f"tier must be a Tier, got {tier!r}")
+        if not isinstance(role, Role):
+            raise InvalidArgument(f"role must be a Role, got {role!r}")
+        if type(holder) is not int or holder not in self._holders:
+            self._holder(holder)
+        a = self._auths.get(authority) if type(authority) is int else None
+        if a is None or a.alias_of is not None:
+            a = self._ledger(authority)
+        if a.context is not _ACTIVE:
+            self._require_active(a)
+        if tier is not a.tier and self._guards.on("tier_match"):  # C2
+            raise TierMismatch(f"authority {a.id} is {a.tier.value}; a {tier.value} lease cannot live there")
+        if origin is _O_RECORDED and a.used + nbytes > MAX_BYTES:
+            raise InvalidBytes(f"authority {a.id}: recording {nbytes} B would overflow the ledger")
+        if origin is _O_GRANTED and a.used + nbytes > a.limit and self._guards.on("limit_check"):  # I2, G1
+            raise CapacityDenied(f"authority {a.id}: {nbytes} B asked, {max(0, a.limit - a.used)} B available")
+        return self._enter(holder, a, tier, role, nbytes, origin).id
+
+    def _enter(self, holder: int, a: _Auth, tier: Tier, role: Role, nbytes: int, origin: Origin) -> _Alloc:
+        """Book a new allocation on ledger `a` (every part's reservations enter here)."""
+        if self._fresh:
+            aid = self._next_alloc
+            self._next_alloc += 1
+        else:
+            aid = self._fresh_alloc_id()
+        state = _PROVISIONAL if origin is _O_GRANTED else _LIVE
+        rec = _Alloc(aid, a, holder, tier, role, nbytes, state, origin)
+        self._allocs[aid] = a.allocs[aid] = rec
+        a.used += nbytes
+        return rec
+
+    def _fresh_alloc_id(self) -> int:
+        for i in range(1, self._next_alloc):  # I4a negative control (fresh_ids off): reuse retired ids
+            if i not in self._allocs:
+                return i
+        aid = self._next_alloc
+        self._next_alloc += 1
+        return aid
+
+    def commit(self, holder: int, allocation: int, nbytes: int) -> None:
+        """Publish the backed bytes (<= reserved) as a lease; the excess is refunded."""
+        if _SWITCH.on:
+            self._checked(A.Commit(holder, allocation, nbytes), self._scope_alloc, allocation, self._commit, holder, allocation, nbytes)
+            return
+        with self._lock:
+            self._commit(holder, allocation, nbytes)
+            wake = self._wake
+            if wake:
+                self._wake = []
+        if wake:
+            self._wake_up(wake)
+
+    def _commit(self, holder: int, allocation: int, nbytes: int) -> None:
+        if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
+            _nbytes(nbytes, "nbytes")
+        rec = self._allocs.get(allocation) if type(allocation) is int else None
+        if rec is None or rec.holder != holder or type(holder) is not int:
+            rec = self._owned_alloc(holder, allocation)
+        if rec.part is not None:
+            _owned_by_part(rec)
+        if rec.state is not _PROVISIONAL:
+            self._step(rec, "commit")
+        if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2
+            raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")
+        refund = rec.charge > nbytes
+        self._commit_rec(rec, nbytes)
+        if refund and rec.auth.pending:
+            self._round(rec.auth)  # I13: returned capacity goes to the waiters first
+
+    def _commit_rec(self, rec: _Alloc, nbytes: int) -> None:
+        rec.auth.used += nbytes - rec.charge
+        rec.nbytes = rec.charge = nbytes
+        rec.state = _LIVE
+
+    def cancel(self, holder: int, allocation: int) -> None:
+        """Abort an unbacked reservation: full refund."""
+        if _SWITCH.on:
+            self._checked(A.Cancel(holder, allocation), self._scope_alloc, allocation, self._finish, holder, allocation, "cancel")
+            return
+        with self._lock:
+            self._finish(holder, allocation, "cancel")
+            wake = self._wake
+            if wake:
+                self._wake = []
+        if wake:
+            self._wake_up(wake)
+
+    def release(self, holder: int, allocation: int) -> None:
+        """Release a lease, exactly once: full refund."""
+        if _SWITCH.on:
+            self._checked(A.Release(holder, allocation), self._scope_alloc, allocation, self._finish, holder, allocation, "release")
+            return
+        with self._lock:
+            self._finish(holder, allocation, "release")
+            wake = self._wake
+            if wake:
+                self._wake = []
+        if wake:
+            self._wake_up(wake)
+
+    def _finish(self, holder: int, allocation: int, event: str) -> None:
+        rec = self._allocs.get(allocation) if type(allocation) is int else None
+        if rec is None or rec.holder != holder or type(holder) is not int:
+            rec = self._owned_alloc(holder, allocation)
+        if rec.part is not None:
+            _owned_by_part(rec)
+        if rec.state is not _ACCEPTED[event]:
+            self._step(rec, event)
+        self._retire(rec)
+        if rec.auth.pending:
+            self._round(rec.auth)  # I13
+
+    def quarantine(self, holder: int, allocation: int, released: int) -> None:
+        """Settle a lease only partly undone: refund `released` bytes, keep the residual charged."""
+        if _SWITCH.on:
+            self._checked(A.Quarantine(holder, allocation, released), self._scope_alloc, allocation, self._quarantine, holder, allocation, released)
+            return
+        with self._lock:
+            self._quarantine(holder, allocation, released)
+            wake = self._wake
+            if wake:
+                self._wake = []
+        if wake:
+            self._wake_up(wake)
+
+    def _quarantine(self, holder: int, allocation: int, released: int) -> None:
+        _nbytes(released, "released", zero_ok=True)
+        rec = self._owned_alloc(holder, allocation)
+        if rec.part is not None:
+            _owned_by_part(rec)
+        self._step(rec, "quarantine")
+        if released > rec.charge:
+            raise InvalidBytes(f"allocation {rec.id}: cannot release {released} B of a {rec.charge} B charge")
+        rec.auth.used -= released
+        rec.charge -= released
+        rec.state = AllocState.QUARANTINED
+        if released and rec.auth.pending:
+            self._round(rec.auth)  # I13
+
+    def _wake_up(self, wake: list[Any]) -> None:
+        """Set the events of waiters whose tickets were granted or retired: never under the lock (I7).
+
+        If an outer frame of this thread still holds the (re-entrant) lock, the trace recorder's
+        wrapper does, and it wakes them once it has released it (`wake_waiters`)."""
+        if self._lock.held_by_me():
+            self._wake.extend(wake)
+            return
+        for ev in wake:
+            ev.set()
+
+    def _step(self, rec: _Alloc, event: str) -> None:
+        if rec.state is AllocState.DEVICE_LOST:
+            raise DeviceLost(f"allocation {rec.id} is on a lost device; its charge stays until termination")
+        if rec.state not in _ACCEPTS[event] and self._guards.on("lifecycle_table"):  # I4a
+            raise InvalidTransition(f"allocation {rec.id}: cannot {event} in state {rec.state.value}")
+
+    def _retire(self, rec: _Alloc) -> None:
+        rec.auth.used -= rec.charge
+        rec.charge = 0
+        rec.state = _RELEASED
+        del self._allocs[rec.id]
+        del rec.auth.allocs[rec.id]
+
+    # --- device loss, the ledger's half (C3; the public operations are in refimpl.manager.devices) ----
+
+    def _lose(self, authority: int) -> None:
+        a = self._canonical(authority)
+        if a.context is ContextState.ACTIVE:
+            a.context = ContextState.LOST
+        if a.context is ContextState.LOST:
+            for rec in a.allocs.values():
+                if rec.state in _LOSABLE:
+                    rec.state = AllocState.DEVICE_LOST
+
+    def _terminate(self, authority: int) -> None:
+        a = self._canonical(authority)
+        if a.context is ContextState.ACTIVE:
+            raise InvalidTransition(f"authority {a.id}: termination confirmed for a context that was never lost")
+        a.context = ContextState.TERMINATED
+        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:
+            self._retire(rec)
+
+    # --- observability -------------------------------------------------------
+
+    def snapshot(self, authority: int) -> Snapshot:
+        """Charge figures of one authority (aliases report their canonical ledger)."""
+        with self._lock:
+            a = self._canonical(authority)
+            growth = sum(w.reserved for w in a.allowances.values())
+            return Snapshot(a.id, a.pool, a.limit, a.used, growth, available(a.limit, a.used, growth),
+                            oversubscribed(a.used, a.limit), a.promised)
+
+    # --- lookups (validation order as in spec.machine) -----------------------
+
+    def _holder(self, hid: object) -> None:
+        if type(hid) is not int or hid not in self._holders:
+            raise UnknownHolder(f"holder {hid!r} is not registered")
+
+    def _auth(self, aid: object) -> _Auth:
+        a = self._auths.get(aid) if type(aid) is int else None
+        if a is None:
+            raise UnknownAuthority(f"authority {aid!r} is not registered")
+        return a
+
+    def _canonical(self, aid: object) -> _Auth:
+        a = self._auth(aid)
+        return self._auths[a.alias_of] if a.alias_of is not None else a
+
+    def _ledger(self, aid: object) -> _Auth:
+        a = self._auth(aid)
+        if a.alias_of is not None and self._guards.on("alias_resolution"):  # I1
+            return self._auths[a.alias_of]
+        return a
+
+    @staticmethod
+    def _require_active(a: _Auth) -> None:
+        if a.context is not ContextState.ACTIVE:  # C3
+            raise DeviceLost(f"authority {a.id} ({a.pool}) is {a.context.value}; no new work is admitted")
+
+    def _alloc(self, aid: object) -> _Alloc:
+        rec = self._allocs.get(aid) if type(aid) is int else None
+        if rec is None:
+            if type(aid) is int and 0 < aid < self._next_alloc:
+                raise InvalidTransition(f"allocation {aid} was already released or terminated")
+            raise UnknownAllocation(f"allocation {aid!r} was never issued")
+        return rec
+
+    def _owned_alloc(self, holder: int, aid: object) -> _Alloc:
+        self._holder(holder)
+        rec = self._alloc(aid)
+        if rec.holder != holder and self._guards.on("owner_only"):  # I6
+            raise ForeignHolder(f"allocation {rec.id} is held by holder {rec.holder}, not {holder}")
+        return rec
+
+
+def _owned_by_part(rec: _Alloc) -> None:
+    raise InvalidTransition(f"allocation {rec.id} is {rec.part!r}'s reservation; that part settles it")

@@ -1,0 +1,85 @@
+"""The topology-and-limits part of `ProcessMemoryManager`: changing an authority's limit (C8, I2).
+
+A limit change is an authority operation in two steps. `prepare_limit`
+records the target and, when the ledger's `used` is above it, opens one
+pressure ticket per holder with a LIVE lease there (target `used - limit`);
+the holders answer through the pressure part, each answer is listed in the
+change. `commit_limit` retires the change's open tickets and sets the new
+limit only if `used` now fits under it; otherwise the old limit stays
+(C8: a lowered limit never leaves `used` above it with the old limit gone).
+Either way the outcome lists the completed answers. `lower_limit` is the
+convenience that prepares, delivers the tickets to the holders' callbacks
+with no lock held (I7), and commits.
+"""
+
+from __future__ import annotations
+
+from spec import manager_actions as M
+from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, InvalidTransition
+from spec.types import AllocState
+from refimpl.manager.ledger import _nbytes
+
+__all__ = ["Limits"]
+
+
+class _Change:
+    __slots__ = ("target", "completed", "pressures")
+
+    def __init__(self, target: int, pressures: list[int]) -> None:
+        self.target = target
+        self.completed: list[tuple[int, int]] = []  # (pressure id, bytes released), in answer order
+        self.pressures = pressures  # the pressure tickets this change opened
+
+
+class Limits:
+    """Limit changes; needs the ledger part's lookups and the pressure part's `_open`."""
+
+    def prepare_limit(self, authority: int, limit: int) -> tuple[int, ...]:
+        """Record a pending limit change; returns the pressure tickets it opened (none if used fits)."""
+        return self._run(M.PrepareLimit, self._ms_auth0, self._prepare, authority, limit)
+
+    def _prepare(self, authority: int, limit: int) -> tuple[int, ...]:
+        a = self._auth(authority)
+        if a.alias_of is not None:
+            raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; its limit is its ledger's")
+        self._require_active(a)
+        _nbytes(limit, "limit", zero_ok=True)
+        if limit > a.capacity:
+            raise InvalidBytes(f"authority {a.id}: a {limit} B limit exceeds its {a.capacity} B capacity")
+        if a.change is not None:
+            raise InvalidTransition(f"authority {a.id} already has a limit change pending")
+        opened: list[int] = []
+        if a.used > limit:
+            holders = sorted({r.holder for r in a.allocs.values() if r.state is AllocState.LIVE})
+            opened = [self._open(h, a, a.used - limit, True) for h in holders]
+        a.change = _Change(limit, opened)
+        return tuple(opened)
+
+    def commit_limit(self, authority: int) -> M.LimitOutcome:
+        """Retire the change's open tickets; the new limit if used fits under it, else the old one stays."""
+        return self._run(M.CommitLimit, self._ms_auth0, self._commit_limit, authority)
+
+    def _commit_limit(self, authority: int) -> M.LimitOutcome:
+        a = self._auth(authority)
+        ch = a.change
+        if ch is None:
+            raise InvalidTransition(f"authority {a.id} has no limit change pending")
+        for pid in ch.pressures:
+            self._pressures.pop(pid, None)
+        a.change = None
+        before = a.limit - a.used
+        committed = a.used <= ch.target or not self._guards.on("limit_after_reclaim")  # I2: never below used
+        if committed:
+            a.limit = ch.target
+        if a.pending and a.limit - a.used > before:
+            self._round(a)  # a raised limit is headroom for the waiters (I13)
+        return M.LimitOutcome(committed, a.limit, tuple(ch.completed))
+
+    def lower_limit(self, authority: int, limit: int) -> M.LimitOutcome:
+        """Prepare, deliver the pressure tickets to the holders' callbacks (no lock held), commit."""
+        for pid in self.prepare_limit(authority, limit):
+            try:
+                self._deliver(pid)
+            except HolderCallbackFailed:
+                pass  # a failing holder answered nothing; its ticket is cancelled and the commit decides
+        return self.commit_limit(authority)

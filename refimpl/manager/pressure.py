@@ -1,0 +1,170 @@
+"""The pressure part of `ProcessMemoryManager`: holder pressure tickets on a holder's own leases (C5, I6).
+
+A pressure ticket asks one holder to give back `target` bytes of its leases
+on one canonical authority. The manager takes nothing (I6): the holder
+answers with the victims it chooses (zero is a legal answer), and each
+victim is released in the ledger by that answer, the holder's own action.
+A pressure opened by a limit change (`refimpl.manager.limits`) records its
+answer in the change's `completed` list.
+
+Callbacks (I7): `register_callback(holder, fn)`; `press` opens the ticket
+under the lock, releases it, and only then calls `fn(manager, pressure,
+target)`, so the callback may re-enter the manager (to `answer`). A raising
+callback answered nothing: its ticket is cancelled (unless it answered
+before raising) and `HolderCallbackFailed` is raised; the ledger is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from invariants._violation import InvariantViolation
+from invariants.contracts import SWITCH as _SWITCH
+from spec import manager_actions as M
+from spec.errors import (
+    ForeignHolder,
+    HolderCallbackFailed,
+    InvalidArgument,
+    InvalidTransition,
+    UnknownTicket,
+)
+from spec.types import AllocState
+from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from refimpl.pressure_args import check_callback
+
+__all__ = ["Pressures", "Callback"]
+
+#: A holder's pressure callback: (manager, pressure id, target bytes) -> None.
+Callback = Callable[[Any, int, int], None]
+
+
+class _Prs:
+    __slots__ = ("id", "holder", "auth", "target", "change")
+
+    def __init__(self, id: int, holder: int, auth: _Auth, target: int, change: bool) -> None:
+        self.id, self.holder, self.auth, self.target, self.change = id, holder, auth, target, change
+
+
+class Pressures:
+    """Holder pressure; needs the ledger part's tables, lookups and `_retire`."""
+
+    def _init_pressure(self) -> None:
+        self._pressures: dict[int, _Prs] = {}  # open only
+        self._callbacks: dict[int, Callback] = {}
+        self._next_pressure = 1
+
+    def register_callback(self, holder: int, fn: Callback) -> None:
+        """`fn(manager, pressure, target)` is called, with no lock held, when `holder` is pressed."""
+        check_callback(fn)
+        with self._lock:
+            self._holder(holder)
+            self._callbacks[holder] = fn
+
+    # --- operations ------------------------------------------------------------
+
+    def press(self, holder: int, authority: int, target: int) -> int:
+        """Open a pressure ticket on `holder`'s leases on `authority` and deliver it to its callback (C5)."""
+        pid = self.open_pressure(holder, authority, target)
+        self._deliver(pid)
+        return pid
+
+    def open_pressure(self, holder: int, authority: int, target: int) -> int:
+        """Open a pressure ticket without calling anyone (the `Press` action)."""
+        return self._run(M.Press, self._ms_auth1, self._press, holder, authority, target)
+
+    def _press(self, holder: int, authority: int, target: int) -> int:
+        self._holder(holder)
+        a = self._auth(authority)
+        if a.alias_of is not None:
+            raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; pressure names the canonical ledger")
+        self._require_active(a)
+        _nbytes(target, "target")
+        return self._open(holder, a, target, False)
+
+    def _open(self, holder: int, a: _Auth, target: int, change: bool) -> int:
+        r = _Prs(self._next_pressure, holder, a, target, change)
+        self._next_pressure += 1
+        self._pressures[r.id] = r
+        return r.id
+
+    def answer(self, holder: int, pressure: int, victims: tuple[int, ...]) -> int:
+        """The holder gives back its own idle LIVE leases on the pressed authority; returns bytes released."""
+        return self._run(M.Answer, self._ms_answer, self._answer, holder, pressure, victims)
+
+    def _answer(self, holder: int, pressure: int, victims: tuple[int, ...]) -> int:
+        self._holder(holder)
+        r = self._open_pressure(pressure)
+        if r.holder != holder:
+            raise ForeignHolder(f"pressure ticket {r.id} went to holder {r.holder}, not {holder}")
+        if type(victims) is not tuple or any(type(v) is not int for v in victims) or len(set(victims)) != len(victims):
+            raise InvalidArgument(f"victims must be a tuple of distinct allocation ids, got {victims!r:.80}")
+        picked: list[_Alloc] = []
+        for v in victims:
+            rec = self._alloc(v)
+            if rec.holder != holder:
+                raise ForeignHolder(f"allocation {v} is held by holder {rec.holder}, not {holder}")
+            if rec.auth is not r.auth:
+                raise InvalidArgument(f"allocation {v} is on authority {rec.auth.id}, not the pressed {r.auth.id}")
+            if rec.state is not AllocState.LIVE or rec.part is not None:
+                raise InvalidTransition(f"allocation {v} is {rec.state.value}"
+                                        f"{'' if rec.part is None else ' and owned by ' + repr(rec.part)}; "
+                                        "only an idle live lease is given back")
+            picked.append(rec)
+        released = 0
+        for rec in picked:
+            released += rec.charge
+            self._retire(rec)
+        del self._pressures[r.id]
+        if r.change:
+            r.auth.change.completed.append((r.id, released))
+        if released and r.auth.pending:
+            self._round(r.auth)  # I13
+        return released
+
+    def cancel_pressure(self, pressure: int) -> None:
+        """Retire an open pressure ticket; it records nothing."""
+        self._run(M.CancelPressure, self._ms_pressure, self._cancel_pressure, pressure)
+
+    def _cancel_pressure(self, pressure: int) -> None:
+        r = self._open_pressure(pressure)
+        del self._pressures[r.id]
+
+    # --- delivery (outside the lock, I7) ----------------------------------------
+
+    def _deliver(self, pid: int) -> None:
+        with self._lock:
+            r = self._pressures.get(pid)
+            fn = self._callbacks.get(r.holder) if r is not None else None
+            target = r.target if r is not None else 0
+            holder = r.holder if r is not None else 0
+        if fn is None:
+            return
+        self._outside_lock(f"calling holder {holder}'s pressure callback")
+        try:
+            fn(self, pid, target)
+        except BaseException as e:
+            # A raising holder answered nothing: close its ticket so nothing waits on it (C5).
+            try:
+                self.cancel_pressure(pid)
+            except InvalidTransition:
+                pass  # it answered (or the ticket was retired) before raising: that stands
+            if not isinstance(e, Exception) or isinstance(e, InvariantViolation):
+                raise  # KeyboardInterrupt, SystemExit, a detected bug: propagate as they are
+            raise HolderCallbackFailed(f"holder {holder}'s pressure callback raised {type(e).__name__}: {e}; "
+                                       f"pressure ticket {pid} cancelled") from e
+
+    def _outside_lock(self, site: str) -> None:
+        """Verify the calling thread holds no ledger lock at a wait or call-out site (I7)."""
+        if _SWITCH.on and self._lock.held_by_me():
+            raise InvariantViolation("I7", f"{site} with the ledger lock held")
+
+    # --- lookups ---------------------------------------------------------------
+
+    def _open_pressure(self, pid: object) -> _Prs:
+        if type(pid) is not int or not 1 <= pid < self._next_pressure:
+            raise UnknownTicket(f"pressure ticket {pid!r} was never issued")
+        r = self._pressures.get(pid)
+        if r is None:
+            raise InvalidTransition(f"pressure ticket {pid} was already answered or cancelled")
+        return r

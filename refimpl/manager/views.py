@@ -1,0 +1,423 @@
+"""Refinement mappings, contract hooks and trace hooks of `ProcessMemoryManager`.
+
+`abstract()` maps the ledger to `spec.state.State` (the ledger campaign's
+target); `abstract_manager()` maps every part to
+`spec.manager_actions.Manager`, reading each figure from the one set of
+records (no part keeps bytes of its own, so there is nothing to reconcile).
+
+Contracts: ledger operations check `invariants.predicates.check_local` on a
+partial view of the records they touch (`_checked`). Composed operations run
+through `_run`: off (and untraced) it is the lock, the body and the wake-up;
+on, a partial `Manager` view of the authorities and allocations the action
+touches is taken before and after, a refusal must leave it unchanged (G4),
+and `invariants.manager.check_step` / `check_all` run on it when that module
+exists (it is looked up once per manager, lazily).
+
+Tracing: `refimpl.tracing.attach` uses only the public hooks at the end of
+this module (`ledger_lock`, `attach_recorder`, `trace_recorder`, `touched`,
+`observed`). Composed operations emit their own event, numbered under the
+lock in the same sequence as the ledger's, delivered after it is released.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+import immutables
+
+from invariants._violation import InvariantViolation
+from invariants.contracts import SWITCH as _SWITCH
+from invariants.predicates import check_local
+from spec import actions as A
+from spec import manager_actions as M
+from spec.errors import GovernorError, TraceSinkFailed
+from spec.state import Allocation, Allowance, Authority, Holder, State
+from refimpl.manager.ledger import _Alloc, _Allow, _Auth
+from refimpl.manager.lock import LedgerLock
+
+__all__ = ["Views"]
+
+T = TypeVar("T")
+_NO_SCOPE: tuple[frozenset[int], tuple[int, ...]] = (frozenset(), ())
+
+
+class Views:
+    """Mappings and hooks over every part's records (a mixin of the composed manager)."""
+
+    def _init_views(self) -> None:
+        self._holder_recs: dict[int, Holder] = {}  # holders never change: one frozen record each
+        self._recorder: Any = None
+        self._mchecks: Any = None  # invariants.manager once looked up; False when it does not exist
+
+    def _holder_rec(self, h: int) -> Holder:
+        r = self._holder_recs.get(h)
+        if r is None or r.name != self._holders[h]:
+            r = self._holder_recs[h] = Holder(h, self._holders[h])
+        return r
+
+    def abstract(self) -> State:
+        """The ledger's refinement mapping: this governor's ledger as a `spec.state.State`."""
+        with self._lock:
+            return self._view()
+
+    def abstract_manager(self) -> M.Manager:
+        """The composed refinement mapping: every part as a `spec.manager_actions.Manager`."""
+        with self._lock:
+            return self._manager_view(None, None)
+
+    # --- ledger contracts (issue #2: incremental, on what the operation touched) ---------
+
+    def _checked(self, action: Any, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
+                 body: Callable[..., T], *args: Any) -> T:
+        """Run `body` under the lock, checking the invariants on what it touched; wake granted waiters after."""
+        try:
+            return self._checked_locked(action, scope, key, body, *args)
+        finally:
+            with self._lock:
+                wake, self._wake = self._wake, []
+            self._wake_up(wake)
+
+    def _checked_locked(self, action: Any, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
+                        body: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            auths, allocs, allows = scope(key)
+            first_auth, first_alloc, first_allow = self._next_auth, self._next_alloc, self._next_allow
+            before = self._partial(auths, allocs, allows)
+            # Where other parts have records, a ledger action can reach them (a release runs a round, a loss
+            # drops tickets and aborts transactions): then the composed predicates check it too.
+            mine = (self._tickets or self._txs or self._pressures) and self._mchecks is not False
+            if mine:
+                m_auths = self._closed(self._auths[i].alias_of or i for i in auths if i in self._auths)
+                m_before = self._manager_view(m_auths, allocs)
+            try:
+                result = body(*args)
+            except GovernorError:
+                if self._partial(auths, allocs, allows) != before:  # G4: a refusal changes nothing
+                    raise InvariantViolation("G4", f"{action!r} was refused but changed the ledger") from None
+                raise
+            new_allocs = list(range(first_alloc, self._next_alloc))
+            if isinstance(action, (A.Reserve, A.RecordCommitted)):
+                new_allocs.append(result)  # with fresh_ids off the id may be a reused one
+            elif new_allocs:  # grants of rounds the operation ran: only those on the ledgers in view
+                seen = set(auths)
+                new_allocs = [i for i in new_allocs if i in self._allocs and self._allocs[i].auth.id in seen]
+            after = self._partial([*auths, *range(first_auth, self._next_auth)], [*allocs, *new_allocs],
+                                  [*allows, *range(first_allow, self._next_allow)])
+            check_local(before, action, after)
+            if mine:
+                self._check_manager(m_before, action,
+                                    self._manager_view(m_auths, [*allocs, *range(first_alloc, self._next_alloc)]), result)
+            return result
+
+    def _scope_none(self, key: Any) -> tuple[Any, Any, Any]:
+        return (), (), ()
+
+    def _scope_all(self, key: Any) -> tuple[Any, Any, Any]:
+        return list(self._auths), (), ()
+
+    def _scope_auth(self, aid: object) -> tuple[Any, Any, Any]:
+        a = self._auths.get(aid) if type(aid) is int else None
+        if a is None:
+            return (), (), ()
+        return ([a.id] if a.alias_of is None else [a.id, a.alias_of]), (), ()
+
+    def _scope_auth_all(self, aid: object) -> tuple[Any, Any, Any]:
+        auths, _, _ = self._scope_auth(aid)
+        return auths, [i for a in auths for i in self._auths[a].allocs], ()
+
+    def _scope_alloc(self, aid: object) -> tuple[Any, Any, Any]:
+        rec = self._allocs.get(aid) if type(aid) is int else None
+        return ((rec.auth.id,), (rec.id,), ()) if rec else ((), (), ())
+
+    def _scope_allow(self, wid: object) -> tuple[Any, Any, Any]:
+        w = self._allows.get(wid) if type(wid) is int else None
+        return ((w.auth.id,), (), ()) if w else ((), (), ())
+
+    def _partial(self, auths: Any, allocs: Any, allows: Any) -> State:
+        """A partial abstraction of the touched records (plain dicts: built per operation, never hashed)."""
+        a_recs = {i: _auth_rec(self._auths[i]) for i in auths if i in self._auths}
+        r_recs = {i: _alloc_rec(self._allocs[i]) for i in allocs if i in self._allocs}
+        w_recs = {i: _allow_rec(self._allows[i]) for i in allows if i in self._allows}
+        for i in a_recs:  # I4b needs every allowance of a viewed authority
+            for w in self._auths[i].allowances.values():
+                w_recs[w.id] = _allow_rec(w)
+        holders = {r.holder for r in r_recs.values()} | {w.holder for w in w_recs.values()}
+        return State(a_recs, {h: self._holder_rec(h) for h in holders if h in self._holders},
+                     r_recs, w_recs, self._next_auth, self._next_holder, self._next_alloc, self._next_allow)
+
+
+    # --- composed operations: lock, body, contracts, trace, wake ----------------
+
+    def _run(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T], *args: Any) -> T:
+        """Run `body(*args)` under the lock as the action `cls(*args)`; wake granted waiters after it."""
+        if not _SWITCH.on and self._recorder is None:
+            with self._lock:
+                result = body(*args)
+                wake = self._wake
+                if wake:
+                    self._wake = []
+            if wake:
+                self._wake_up(wake)
+            return result
+        return self._run_checked(cls, scope, body, args)
+
+    def _run_checked(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T],
+                     args: tuple[Any, ...]) -> T:
+        action = cls(*args)
+        on, rec = _SWITCH.on, self._recorder
+        error: GovernorError | None = None
+        result: Any = None
+        with self._lock:
+            auths, allocs = scope(*args)
+            auths = self._closed(auths)
+            first = self._next_alloc
+            before = self._manager_view(auths, allocs) if on else None
+            try:
+                result = body(*args)
+            except GovernorError as e:
+                if on and self._manager_view(auths, allocs) != before:  # G4: a refusal changes nothing
+                    raise InvariantViolation("G4", f"{action!r} was refused but changed the manager") from None
+                if rec is None:
+                    raise
+                error = e
+            else:
+                if on:
+                    self._check_manager(before, action,
+                                        self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]), result)
+            if rec is not None:
+                figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {}}
+                seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
+            wake, self._wake = self._wake, []
+        self._wake_up(wake)
+        if rec is not None:
+            failure = rec.deliver(seq)  # outside the ledger lock (I7)
+            if error is not None:
+                if failure is not None:
+                    error.add_note(f"trace sink failed on event {seq}: {type(failure).__name__}: {failure}")
+                raise error
+            if failure is not None:
+                raise TraceSinkFailed(f"{cls.__name__} was applied (result {result!r}) but the trace sink raised "
+                                      f"{type(failure).__name__} on event {seq}: {failure}", result) from failure
+        return result
+
+    def _check_manager(self, before: M.Manager, action: Any, after: M.Manager, result: Any) -> None:
+        mod = self._mchecks
+        if mod is None:
+            try:
+                mod = importlib.import_module("invariants.manager")
+            except ModuleNotFoundError as e:
+                if e.name != "invariants.manager":
+                    raise
+                mod = False
+            self._mchecks = mod
+        if mod is not False:
+            mod.check_step(before, action, after, result)
+            mod.check_all(after)
+
+    # scopes of composed actions: (canonical authority ids, allocation ids) the action may touch
+    def _ms_none(self, *args: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        return _NO_SCOPE
+
+    def _ms_plan(self, holder: object, needs: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        if type(needs) is not tuple:
+            return _NO_SCOPE
+        auths: frozenset[int] = frozenset()
+        for n in needs:
+            if type(n) is tuple and len(n) == 2:
+                auths |= self._ms_auth_of(n[0])
+        return auths, ()
+
+    def _ms_auth_of(self, aid: object) -> frozenset[int]:
+        a = self._auths.get(aid) if type(aid) is int else None
+        if a is None:
+            return frozenset()
+        return frozenset({a.id if a.alias_of is None else a.alias_of})
+
+    def _ms_auth0(self, authority: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        return self._ms_auth_of(authority), ()
+
+    def _ms_auth1(self, holder: object, authority: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        return self._ms_auth_of(authority), ()
+
+    def _ms_ticket(self, holder: object, ticket: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        t = self._tickets.get(ticket) if type(ticket) is int else None
+        if t is None:
+            return _NO_SCOPE
+        return frozenset({t.auth.id}), (() if t.alloc is None else (t.alloc.id,))
+
+    def _ms_pressure(self, pressure: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        r = self._pressures.get(pressure) if type(pressure) is int else None
+        return (frozenset({r.auth.id}), ()) if r is not None else _NO_SCOPE
+
+    def _ms_answer(self, holder: object, pressure: object, victims: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        auths, _ = self._ms_pressure(pressure)
+        ids = tuple(v for v in victims if type(v) is int) if type(victims) is tuple else ()
+        return auths | {self._allocs[v].auth.id for v in ids if v in self._allocs}, ids
+
+    def _ms_tx(self, tx: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        t = self._txs.get(tx) if type(tx) is int else None
+        if t is None:
+            return _NO_SCOPE
+        return frozenset(aid for aid, _ in t.needs), tuple(r.id for r in t.held)
+
+    def _closed(self, auths: Any) -> frozenset[int]:
+        """`auths` closed under transactions: a viewed transaction's other ledgers are viewed too.
+
+        Computed once before an operation and used for both views (the transaction may be gone after)."""
+        auths = set(auths)
+        grew = bool(self._txs)
+        while grew:
+            more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs) for aid, _ in t.needs}
+            grew = not more <= auths
+            auths |= more
+        return frozenset(auths)
+
+    def _manager_view(self, auths: Any, allocs: Any) -> M.Manager:
+        """The `Manager` of every record (auths None) or of the given authorities and allocations only."""
+        if auths is None:
+            ledger = self._view()
+            tickets, pressures = self._tickets.values(), self._pressures.values()
+            txs = self._txs.values()
+            changes = [a for a in self._auths.values() if a.change is not None]
+        else:
+            # Every allocation and holder of the viewed ledgers: the composed predicates sum per authority.
+            ids = set(allocs)
+            for i in auths:
+                if i in self._auths:
+                    ids.update(self._auths[i].allocs)
+            ledger = attrs.evolve(self._partial(auths, ids, ()),
+                                  holders={h: self._holder_rec(h) for h in self._holders})
+            tickets = [t for t in self._tickets.values() if t.auth.id in auths]
+            pressures = [r for r in self._pressures.values() if r.auth.id in auths]
+            txs = [t for t in self._txs.values() if any(aid in auths for aid, _ in t.needs)]
+            changes = [self._auths[i] for i in auths if i in self._auths and self._auths[i].change is not None]
+        return M.Manager(
+            ledger=ledger, aging_bound=self._bound,
+            tickets=immutables.Map({t.id: M.Ticket(t.id, t.holder, t.auth.id, t.nbytes, t.priority, t.role, t.age,
+                                                   t.state, None if t.alloc is None else t.alloc.id)
+                                    for t in tickets}),
+            pressures=immutables.Map({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change)
+                                      for r in pressures}),
+            txs=immutables.Map({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held)) for t in txs}),
+            changes=immutables.Map({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed))
+                                    for a in changes}),
+            next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx)
+
+    # --- public hooks for refimpl.tracing ---------------------------------------
+
+    @property
+    def ledger_lock(self) -> LedgerLock:
+        """The one ledger lock, for outside probes (`OwnedLock.probe` from another thread, I7) and tracing."""
+        return self._lock
+
+    def lock_held_by_me(self) -> bool:
+        return self._lock.held_by_me()
+
+    def attach_recorder(self, recorder: Any) -> None:
+        """Number every operation's event with `recorder` (`refimpl.tracing`); the ledger lock becomes
+        re-entrant for the recorder's wrapper, which holds it across a whole ledger operation."""
+        self._lock.allow_reentry()
+        self._recorder = recorder
+
+    def wake_waiters(self) -> None:
+        """Wake the waiters an operation granted while an outer frame held the lock (call with it released)."""
+        with self._lock:
+            wake, self._wake = self._wake, []
+        self._wake_up(wake)
+
+    @property
+    def trace_recorder(self) -> Any:
+        return self._recorder
+
+    def touched(self, act: Any) -> tuple[set[int], set[int]]:
+        """(ledger ids, allocation ids) a ledger action may change, read before it runs (caller holds the lock)."""
+        auths: set[int] = set()
+        allocs: set[int] = set()
+        aid = getattr(act, "authority", None)
+        a = self._auths.get(aid) if type(aid) is int else None
+        if a is not None:
+            auths.add(a.id)
+            if a.alias_of is not None:
+                auths.add(a.alias_of)
+            if isinstance(act, (A.LoseDevice, A.ConfirmTermination)):
+                for i in auths:
+                    allocs |= set(self._auths[i].allocs)
+        rid = getattr(act, "allocation", None)
+        rec = self._allocs.get(rid) if type(rid) is int else None
+        if rec is not None:
+            auths.add(rec.auth.id)
+            allocs.add(rec.id)
+        for field in ("allowance", "source", "target"):
+            wid = getattr(act, field, None)
+            w = self._allows.get(wid) if type(wid) is int else None
+            if w is not None:
+                auths.add(w.auth.id)
+        return auths, allocs
+
+    def observed(self, auths: set[int], allocs: set[int], result: Any, act: Any) -> dict[str, dict[int, int]]:
+        """`used` of each ledger in `auths` and the charge of each allocation still held (caller holds the lock)."""
+        if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in self._allocs:
+            allocs = allocs | {result}
+            auths = auths | {self._allocs[result].auth.id}
+        return {"used": {i: self._auths[i].used for i in auths if i in self._auths},
+                "charges": {i: self._allocs[i].charge for i in allocs if i in self._allocs}}
+
+    def _view(self) -> State:
+        return State(
+            authorities=immutables.Map({i: _auth_rec(a) for i, a in self._auths.items()}),
+            holders=immutables.Map({h: self._holder_rec(h) for h in self._holders}),
+            allocations=immutables.Map({i: _alloc_rec(r) for i, r in self._allocs.items()}),
+            allowances=immutables.Map({i: _allow_rec(w) for i, w in self._allows.items()}),
+            next_authority=self._next_auth,
+            next_holder=self._next_holder,
+            next_allocation=self._next_alloc,
+            next_allowance=self._next_allow,
+        )
+
+
+# Frozen records cost microseconds to build (attrs sets each field through object.__setattr__), so each
+# concrete record keeps the last one it produced and reuses it while every field that code can change is
+# unchanged: a before and an after view share the records an operation did not touch.
+
+def _auth_rec(a: _Auth) -> Authority:
+    r = a.rec
+    if r is None or r.used != a.used or r.limit != a.limit or r.context is not a.context or r.alias_of != a.alias_of:
+        r = a.rec = Authority(a.id, a.pool, a.tier, a.capacity, a.limit, a.alias_of, a.view, a.context, a.used)
+    return r
+
+
+def _alloc_rec(x: _Alloc) -> Allocation:
+    r = x.rec
+    if (r is None or r.charge != x.charge or r.state is not x.state or r.nbytes != x.nbytes
+            or r.reserved != x.reserved or r.holder != x.holder or r.authority != x.auth.id):
+        r = x.rec = Allocation(x.id, x.auth.id, x.holder, x.tier, x.role, x.reserved, x.nbytes, x.charge, x.state,
+                               x.origin)
+    return r
+
+
+def _allow_rec(w: _Allow) -> Allowance:
+    r = w.rec
+    if r is None or r.limit != w.limit or r.reserved != w.reserved or r.mapped != w.mapped or r.holder != w.holder:
+        r = w.rec = Allowance(w.id, w.auth.id, w.holder, w.limit, w.reserved, w.mapped)
+    return r
+
+
+def _plain(v: Any) -> Any:
+    """A result as JSON: ints, lists, and the limit outcome as an object."""
+    if isinstance(v, M.LimitOutcome):
+        return {"committed": v.committed, "limit": v.limit, "completed": [list(c) for c in v.completed]}
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    return v if v is None or type(v) in (int, bool) else repr(v)[:256]
+
+
+def _event(source: str, seq: int, action: Any, result: Any, error: BaseException | None,
+           figures: dict[str, dict[int, int]]) -> dict[str, Any]:
+    from invariants.trace_format import encode_event
+
+    event = encode_event(source, seq, action, result, error, figures)
+    event["payload"]["result"] = None if error is not None else _plain(result)
+    return event

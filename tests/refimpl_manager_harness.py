@@ -1,0 +1,49 @@
+"""Shared world and checks of the composed-manager suites (tests/test_manager_refimpl.py, _bad_input, _threads)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from refimpl.manager import ProcessMemoryManager
+from spec import manager_actions as M
+from spec.guards import GuardSet
+from spec.tickets import TicketState
+from spec.types import AllocState, Role, Tier
+
+__all__ = ["make", "lease", "used", "conserved"]
+
+G = TicketState.GRANTED
+
+
+def make(guards: GuardSet = GuardSet(), aging_bound: int = 4, limit: int = 100,
+         trace: Any = None) -> tuple[ProcessMemoryManager, Any]:
+    pmm = ProcessMemoryManager(guards=guards, aging_bound=aging_bound, trace=trace)
+    w = types.SimpleNamespace()
+    w.a = pmm.register_authority("gpu0", Tier.DEVICE, limit)
+    w.b = pmm.register_authority("host", Tier.HOST, limit)
+    w.h1 = pmm.register_holder("kv")
+    w.h2 = pmm.register_holder("weights")
+    return pmm, w
+
+
+def lease(pmm: ProcessMemoryManager, h: int, a: int, n: int, tier: Tier = Tier.DEVICE) -> int:
+    i = pmm.reserve(h, a, tier, n, Role.KV)
+    pmm.commit(h, i, n)
+    return i
+
+
+def used(pmm: ProcessMemoryManager, a: int) -> int:
+    return pmm.abstract_manager().ledger.authorities[a].used
+
+
+def conserved(m: M.Manager) -> None:
+    """Independent of the manager's own `used`: per ledger, used == sum of charges of its allocations (I1)."""
+    for a in m.ledger.authorities.values():
+        assert a.used == sum(r.charge for r in m.ledger.allocations.values() if r.authority == a.id), a
+    for t in m.tickets.values():  # a granted ticket's bytes are a provisional allocation of its holder
+        if t.state is G:
+            r = m.ledger.allocations[t.allocation]
+            assert (r.holder, r.authority, r.charge, r.state) == (t.holder, t.authority, t.nbytes, AllocState.PROVISIONAL)
+        else:
+            assert t.allocation is None

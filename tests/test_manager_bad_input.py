@@ -1,0 +1,139 @@
+# Bad input to the composed manager's operations (issue #10): a typed error, and the WHOLE
+# `abstract_manager()` unchanged, with contracts off and on.
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from refimpl_manager_harness import lease, make
+
+from invariants import contracts
+from refimpl.manager import ProcessMemoryManager
+from spec.errors import (
+    CapacityDenied,
+    DeviceLost,
+    ForeignHolder,
+    InvalidArgument,
+    InvalidBytes,
+    InvalidTransition,
+    UnknownAllocation,
+    UnknownAuthority,
+    UnknownHolder,
+    UnknownTicket,
+    UnknownTransaction,
+)
+from spec.types import Role, Tier
+
+
+@pytest.fixture
+def world() -> tuple[ProcessMemoryManager, Any]:
+    pmm, w = make()
+    w.view = pmm.register_alias(w.a, "uvm")
+    w.lost = pmm.register_authority("gpu1", Tier.DEVICE, 100)
+    pmm.lose_device(w.lost)
+    w.live = lease(pmm, w.h1, w.a, 10)
+    w.other_live = lease(pmm, w.h1, w.b, 10, Tier.HOST)
+    w.prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 5, Role.KV)
+    gone = lease(pmm, w.h1, w.a, 1)
+    pmm.release(w.h1, gone)
+    w.gone = gone
+    w.granted = pmm.submit(w.h1, w.a, 5)
+    w.g_alloc = pmm.abstract_manager().tickets[w.granted].allocation
+    w.retired = pmm.submit(w.h1, w.a, 5)
+    pmm.cancel_ticket(w.h1, w.retired)
+    w.blocker = lease(pmm, w.h2, w.b, 90, Tier.HOST)
+    w.pending = pmm.submit(w.h1, w.b, 50)
+    w.pr = pmm.open_pressure(w.h1, w.a, 5)
+    w.pr_done = pmm.open_pressure(w.h1, w.a, 5)
+    pmm.cancel_pressure(w.pr_done)
+    w.tx = pmm.plan_tx(w.h1, ((w.a, 5), (w.b, 5)))
+    w.tx_done = pmm.plan_tx(w.h1, ((w.a, 5),))
+    pmm.abort_tx(w.tx_done)
+    w.tx_full = pmm.plan_tx(w.h2, ((w.a, 1),))
+    pmm.reserve_tx(w.tx_full)
+    w.tx_big = pmm.plan_tx(w.h2, ((w.b, 50),))
+    pmm.prepare_limit(w.b, 100)
+    return pmm, w
+
+
+BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
+    ("submit-zero", lambda p, w: p.submit(w.h1, w.a, 0), InvalidBytes, "in \\[1"),
+    ("submit-bool", lambda p, w: p.submit(w.h1, w.a, True), InvalidBytes, "int, got bool"),
+    ("submit-float", lambda p, w: p.submit(w.h1, w.a, 1.5), InvalidBytes, "int, got float"),
+    ("submit-priority", lambda p, w: p.submit(w.h1, w.a, 1, "high"), InvalidArgument, "priority"),
+    ("submit-role", lambda p, w: p.submit(w.h1, w.a, 1, 0, "kv"), InvalidArgument, "role"),
+    ("submit-holder", lambda p, w: p.submit(99, w.a, 1), UnknownHolder, "99"),
+    ("submit-authority", lambda p, w: p.submit(w.h1, 99, 1), UnknownAuthority, "99"),
+    ("submit-alias", lambda p, w: p.submit(w.h1, w.view, 1), InvalidArgument, "view of"),
+    ("submit-lost", lambda p, w: p.submit(w.h1, w.lost, 1), DeviceLost, "lost"),
+    ("submit-never-fits", lambda p, w: p.submit(w.h1, w.a, 101), CapacityDenied, "never fit"),
+    ("claim-holder", lambda p, w: p.claim(99, w.granted), UnknownHolder, "99"),
+    ("claim-unknown", lambda p, w: p.claim(w.h1, 999), UnknownTicket, "never issued"),
+    ("claim-retired", lambda p, w: p.claim(w.h1, w.retired), InvalidTransition, "already claimed"),
+    ("claim-foreign", lambda p, w: p.claim(w.h2, w.granted), ForeignHolder, "not 2's"),
+    ("claim-pending", lambda p, w: p.claim(w.h1, w.pending), InvalidTransition, "pending"),
+    ("cancel-unknown", lambda p, w: p.cancel_ticket(w.h1, "1"), UnknownTicket, "never issued"),
+    ("cancel-foreign", lambda p, w: p.cancel_ticket(w.h2, w.granted), ForeignHolder, "not 2's"),
+    ("timeout-holder", lambda p, w: p.timeout_ticket(0, w.granted), UnknownHolder, "0"),
+    ("acquire-timeout", lambda p, w: p.acquire(w.h1, w.a, 1, timeout=-1), InvalidArgument, "timeout"),
+    ("press-holder", lambda p, w: p.press(99, w.a, 1), UnknownHolder, "99"),
+    ("press-alias", lambda p, w: p.press(w.h1, w.view, 1), InvalidArgument, "view of"),
+    ("press-lost", lambda p, w: p.press(w.h1, w.lost, 0), DeviceLost, "lost"),
+    ("press-target", lambda p, w: p.press(w.h1, w.a, 0), InvalidBytes, "target"),
+    ("answer-unknown", lambda p, w: p.answer(w.h1, 999, ()), UnknownTicket, "never issued"),
+    ("answer-retired", lambda p, w: p.answer(w.h1, w.pr_done, ()), InvalidTransition, "already answered"),
+    ("answer-foreign", lambda p, w: p.answer(w.h2, w.pr, ()), ForeignHolder, "not 2"),
+    ("answer-list", lambda p, w: p.answer(w.h1, w.pr, [w.live]), InvalidArgument, "tuple"),
+    ("answer-duplicate", lambda p, w: p.answer(w.h1, w.pr, (w.live, w.live)), InvalidArgument, "distinct"),
+    ("answer-never-issued", lambda p, w: p.answer(w.h1, w.pr, (w.live, 999)), UnknownAllocation, "never issued"),
+    ("answer-released", lambda p, w: p.answer(w.h1, w.pr, (w.gone,)), InvalidTransition, "already released"),
+    ("answer-foreign-victim", lambda p, w: p.answer(w.h1, w.pr, (w.blocker,)), ForeignHolder, "holder 2"),
+    ("answer-other-authority", lambda p, w: p.answer(w.h1, w.pr, (w.other_live,)), InvalidArgument, "not the pressed"),
+    ("answer-provisional", lambda p, w: p.answer(w.h1, w.pr, (w.prov,)), InvalidTransition, "provisional"),
+    ("answer-ticket-owned", lambda p, w: p.answer(w.h1, w.pr, (w.g_alloc,)), InvalidTransition, "ticket"),
+    ("cancel-pressure-unknown", lambda p, w: p.cancel_pressure(None), UnknownTicket, "never issued"),
+    ("cancel-pressure-retired", lambda p, w: p.cancel_pressure(w.pr_done), InvalidTransition, "already"),
+    ("plan-holder", lambda p, w: p.plan_tx(99, ((w.a, 1),)), UnknownHolder, "99"),
+    ("plan-empty", lambda p, w: p.plan_tx(w.h1, ()), InvalidArgument, "non-empty"),
+    ("plan-list", lambda p, w: p.plan_tx(w.h1, [(w.a, 1)]), InvalidArgument, "non-empty tuple"),
+    ("plan-triple", lambda p, w: p.plan_tx(w.h1, ((w.a, 1, 2),)), InvalidArgument, "pairs"),
+    ("plan-duplicate", lambda p, w: p.plan_tx(w.h1, ((w.a, 1), (w.a, 2))), InvalidArgument, "distinct"),
+    ("plan-unhashable", lambda p, w: p.plan_tx(w.h1, (([1], 1),)), UnknownAuthority, "\\[1\\]"),
+    ("plan-bool-duplicate", lambda p, w: p.plan_tx(w.h1, ((1, 1), (True, 2))), InvalidArgument, "distinct"),
+    ("plan-unknown", lambda p, w: p.plan_tx(w.h1, ((w.a, 1), (99, 1))), UnknownAuthority, "99"),
+    ("plan-alias", lambda p, w: p.plan_tx(w.h1, ((w.view, 1),)), InvalidArgument, "view of"),
+    ("plan-lost", lambda p, w: p.plan_tx(w.h1, ((w.a, 0), (w.lost, 1))), DeviceLost, "lost"),
+    ("plan-bytes", lambda p, w: p.plan_tx(w.h1, ((w.a, 1), (w.b, -1))), InvalidBytes, "nbytes"),
+    ("reserve-unknown", lambda p, w: p.reserve_tx(999), UnknownTransaction, "never planned"),
+    ("reserve-retired", lambda p, w: p.reserve_tx(w.tx_done), InvalidTransition, "already committed or aborted"),
+    ("reserve-all-held", lambda p, w: p.reserve_tx(w.tx_full), InvalidTransition, "every need"),
+    ("reserve-denied", lambda p, w: p.reserve_tx(w.tx_big), CapacityDenied, "try-only"),
+    ("commit-tx-partial", lambda p, w: p.commit_tx(w.tx), InvalidTransition, "holds 0 of 2"),
+    ("commit-tx-unknown", lambda p, w: p.commit_tx(True), UnknownTransaction, "never planned"),
+    ("abort-retired", lambda p, w: p.abort_tx(w.tx_done), InvalidTransition, "already"),
+    ("prepare-unknown", lambda p, w: p.prepare_limit(99, 1), UnknownAuthority, "99"),
+    ("prepare-alias", lambda p, w: p.prepare_limit(w.view, 1), InvalidArgument, "view of"),
+    ("prepare-lost", lambda p, w: p.prepare_limit(w.lost, -1), DeviceLost, "lost"),
+    ("prepare-negative", lambda p, w: p.prepare_limit(w.a, -1), InvalidBytes, "limit"),
+    ("prepare-above-capacity", lambda p, w: p.prepare_limit(w.a, 101), InvalidBytes, "capacity"),
+    ("prepare-pending", lambda p, w: p.prepare_limit(w.b, 50), InvalidTransition, "already has"),
+    ("commit-limit-none", lambda p, w: p.commit_limit(w.a), InvalidTransition, "no limit change"),
+    ("commit-limit-alias", lambda p, w: p.commit_limit(w.view), InvalidTransition, "no limit change"),
+    ("commit-limit-unknown", lambda p, w: p.commit_limit("a"), UnknownAuthority, "'a'"),
+    ("release-granted-alloc", lambda p, w: p.release(w.h1, w.g_alloc), InvalidTransition, "that part settles"),
+    ("callback-not-callable", lambda p, w: p.register_callback(w.h1, 3), InvalidArgument, "callable"),
+    ("callback-holder", lambda p, w: p.register_callback(99, print), UnknownHolder, "99"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", [pytest.param(c, e, m, id=i) for i, c, e, m in BAD])
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_invalid_composed_input_is_refused_unchanged(world: Any, call: Callable, error: type, match: str, on: bool) -> None:
+    pmm, w = world
+    before = pmm.abstract_manager()
+    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
+        call(pmm, w)
+    assert type(exc.value) is error
+    assert pmm.abstract_manager() == before
