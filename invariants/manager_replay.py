@@ -5,8 +5,9 @@ composed state: per line, in this order (the first failure ends the replay
 and names the smallest bad prefix, the 1-based line number):
 
   1. size and JSON, as for ledger traces (`invariants.replay`);
-  2. envelope: exact keys, the composed revision, a known kind, ids and
-     payload keys exactly those of the kind, values well formed;
+  2. envelope: exact keys, the composed revision (ledger operations may keep
+     the ledger's own revision and format, `invariants.trace_format`), a known
+     kind, ids and payload keys exactly those of the kind, values well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
   4. the action must be enabled exactly as the trace says (accepted with the
@@ -37,7 +38,8 @@ import attrs
 from invariants._violation import InvariantViolation
 from invariants.manager_trace import MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION, decode_field, decode_result
 from invariants.replay import ERROR_IDS, ReplayResult, _Bad, _parse
-from invariants.trace_format import BOUNDARY, MAX_EVENTS, MAX_LINE_BYTES, MAX_SOURCES, MAX_TEXT
+from invariants.replay import _decode as ledger_decode
+from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_EVENTS, MAX_LINE_BYTES, MAX_SOURCES, MAX_TEXT
 from spec import errors as E
 from spec.manager_actions import Manager, initial
 from spec.types import AllocState
@@ -56,9 +58,16 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The action the event records (None for a boundary), and its outcome part."""
     if sorted(ev) != sorted(_ENVELOPE):
         raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
+    if ev["contract_revision"] == CONTRACT_REVISION:  # a ledger operation, in the ledger's own format
+        act, outcome = ledger_decode(ev)
+        if act is not None:
+            outcome = {"outcome": outcome["outcome"], "error": outcome["error"], "result": outcome.get("result"),
+                       "used": outcome["observed"]["used"], "charges": outcome["observed"]["charges"],
+                       "ledger": True}
+        return act, outcome
     if ev["contract_revision"] != MANAGER_REVISION:
-        raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} throughout, got "
-                                       f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
+        raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} (with ledger operations in "
+                                       f"{CONTRACT_REVISION!r}), got {str(ev['contract_revision'])[:MAX_TEXT]!r}")
     kind, ids, payload = ev["kind"], ev["ids"], ev["payload"]
     if type(kind) is not str or (kind not in MANAGER_KINDS and kind != BOUNDARY):
         raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
@@ -100,7 +109,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("malformed", "payload.used keys must be integer authority ids") from None
     if not all(type(v) is int for v in outcome["used"].values()):
         raise _Bad("malformed", "payload.used values must be integers")
-    outcome["result"] = result
+    outcome["result"], outcome["charges"], outcome["ledger"] = result, {}, False
     return cls(**args), outcome
 
 
@@ -129,7 +138,8 @@ def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
     if not accepted and type(err).__name__ != outcome["error"]:
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
                                  f"{type(err).__name__}: {err}")
-    if accepted and outcome["result"] != result:
+    # A ledger-format event carries only the id an operation issued; a composed one every result.
+    if accepted and (not outcome["ledger"] or outcome["result"] is not None) and outcome["result"] != result:
         raise _Bad("refinement", f"{act!r} returned {outcome['result']!r}, the spec returns {result!r}")
     auths, before = nxt.ledger.authorities, m.ledger.authorities
     for aid, used in outcome["used"].items():
@@ -138,12 +148,18 @@ def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
         if auths[aid].used != used:
             raise _Bad("refinement", f"{act!r}: the governor observed {used} B used on authority {aid}, "
                                      f"the spec has {auths[aid].used} B")
+    allocs = nxt.ledger.allocations
+    for rid, charge in outcome["charges"].items():
+        if rid not in allocs or allocs[rid].charge != charge:
+            raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation {rid}, "
+                                     f"the spec has {allocs[rid].charge if rid in allocs else 'no such allocation'}")
+    # A composed event lists every authority whose used changed (a ledger-format one only those it touched).
     changed = [a for a in auths if a in before and auths[a].used != before[a].used and a not in outcome["used"]]
-    if changed:
+    if changed and not outcome["ledger"]:
         raise _Bad("refinement", f"{act!r} changed used of authority {changed[0]} but the event does not say so")
     if accepted:
         try:
-            check_step(m, act, nxt)
+            check_step(m, act, nxt, result)
         except InvariantViolation as e:
             raise _Bad("violation", str(e), e.id) from None
     if _live(nxt) > MAX_LIVE:

@@ -416,9 +416,14 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
         with open(args.trace, "rb") as f:
             first = f.readline(4096)
             f.seek(0)
+            # A composed trace (tickets, pressure, transactions, limits beside the ledger) has at least one
+            # composed event anywhere; one bounded pass finds out.
+            composed = REVISION.encode() not in first and any(MANAGER_REVISION.encode() in raw
+                                                                for raw in bounded_lines(f))
+            f.seek(0)
             if REVISION.encode() in first:  # a hierarchy trace (C10, I11)
                 r = replay_hierarchy(iter(lambda: f.readline(1 << 17), b""))
-            elif MANAGER_REVISION.encode() in first:  # a composed trace: every part of the manager
+            elif composed:
                 r = replay_manager_lines(bounded_lines(f))
             else:
                 r = replay(f)

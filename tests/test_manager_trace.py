@@ -1,8 +1,9 @@
 """Composed traces (#10 item 6): every part's events, replayed against `spec.manager`; lossy variants fail.
 
 The workload (`refimpl.manager_workload`) drives the one `ProcessMemoryManager`
-with a trace sink; the replay (`invariants.manager_replay`) never runs
-refimpl's code. A trace with one event removed, duplicated or reordered, or
+with a trace sink (ledger operations in the ledger's format, every other
+part's in `ortmem-manager/1`); the replay (`invariants.manager_replay`) never
+runs refimpl's code. A trace with one event removed, duplicated or reordered, or
 with a figure changed, is rejected at the smallest bad prefix.
 """
 
@@ -120,7 +121,8 @@ def test_removed_event_renumbered_is_still_caught_by_the_spec(lines: list[bytes]
 def test_changed_figure_is_refinement(lines: list[bytes]) -> None:
     for i, raw in enumerate(lines):
         ev = json.loads(raw)
-        if ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
+        if ev["contract_revision"] == "ortmem-manager/1" and ev["payload"]["outcome"] == "accepted" \
+                and ev["payload"]["used"]:
             aid = next(iter(ev["payload"]["used"]))
             ev["payload"]["used"][aid] += 1
             r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
@@ -150,8 +152,22 @@ def test_truncated_trace_with_live_items_is_leftover(lines: list[bytes]) -> None
 def test_cli_writes_and_replays_a_composed_trace(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     assert main(["trace", str(out), "--seed", "5"]) == 0
-    assert json.loads(out.read_text().splitlines()[0])["contract_revision"] == "ortmem-manager/1"
+    revisions = {json.loads(line)["contract_revision"] for line in out.read_text().splitlines()}
+    assert revisions == {"ortmem-ledger/1", "ortmem-manager/1"}  # ledger operations keep the ledger's format
     assert main(["replay", str(out)]) == 0
     text = out.read_text().splitlines()
     (tmp_path / "lossy.jsonl").write_text("\n".join(text[:3] + text[4:]) + "\n")
     assert main(["replay", str(tmp_path / "lossy.jsonl")]) == 1
+
+
+def test_changed_ledger_figure_is_refinement(lines: list[bytes]) -> None:
+    """Ledger operations keep the ledger's format inside a composed trace; their figures are checked too."""
+    for i, raw in enumerate(lines):
+        ev = json.loads(raw)
+        if ev["kind"] == "commit" and ev["payload"]["outcome"] == "accepted" and ev["payload"]["observed"]["used"]:
+            aid = next(iter(ev["payload"]["observed"]["used"]))
+            ev["payload"]["observed"]["used"][aid] -= 1
+            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
+            return
+    raise AssertionError("no accepted commit with a figure")

@@ -405,19 +405,9 @@ def _allow_rec(w: _Allow) -> Allowance:
     return r
 
 
-def _plain(v: Any) -> Any:
-    """A result as JSON: ints, lists, and the limit outcome as an object."""
-    if isinstance(v, M.LimitOutcome):
-        return {"committed": v.committed, "limit": v.limit, "completed": [list(c) for c in v.completed]}
-    if isinstance(v, tuple):
-        return [_plain(x) for x in v]
-    return v if v is None or type(v) in (int, bool) else repr(v)[:256]
-
-
 def _event(source: str, seq: int, action: Any, result: Any, error: BaseException | None,
            figures: dict[str, dict[int, int]]) -> dict[str, Any]:
-    from invariants.trace_format import encode_event
+    """A composed operation's event (`invariants.manager_trace`, revision ortmem-manager/1)."""
+    from invariants.manager_trace import encode_manager_event
 
-    event = encode_event(source, seq, action, result, error, figures)
-    event["payload"]["result"] = None if error is not None else _plain(result)
-    return event
+    return encode_manager_event(source, seq, action, result, error, figures["used"])
