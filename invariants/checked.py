@@ -75,6 +75,7 @@ class CheckedMachine(RuleBasedStateMachine):
         self.gov: Any = None
         self.abs: Any = None
         self.trace: list[Any] = []
+        self.last_result: Any = None
         self._count("examples")
 
     def _count(self, key: str) -> None:
@@ -123,6 +124,7 @@ class CheckedMachine(RuleBasedStateMachine):
         except GovernorError as e:
             err = e
         now = self.gov.abstract()
+        self.last_result = result  # what a step predicate that judges results reads (the manager's credits)
         self._count("steps")
         self._count(f"rejected:{type(err).__name__}" if err else "accepted")
         if err is None:

@@ -75,7 +75,7 @@ class ManagerMachine(CheckedMachine):
 
     def check_step(self, prev: M.Manager, action: Any, now: M.Manager) -> None:
         from invariants.manager import check_step
-        check_step(prev, action, now)
+        check_step(prev, action, now, self.last_result)  # the credits an action reports are judged too
 
     # --- views of the current abstraction ---------------------------------------
 
@@ -150,6 +150,68 @@ class ManagerMachine(CheckedMachine):
         holder = self._owner(data, t.holder) if t is not None else self._holder(data)
         cls = {"claim": M.Claim, "cancel": M.CancelTicket, "timeout": M.TimeoutTicket}[op]
         self._do(cls(holder, tid))
+
+    def _headroom(self, aid: int) -> int:
+        a = self.abs.ledger.authorities[aid]
+        return a.limit - a.used
+
+    @rule(data=st.data())
+    def contend(self, data: st.DataObject) -> None:
+        """Where parts meet: a ticket granted but unclaimed while a transaction reserves on its authority."""
+        live = self._active()
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        room = self._headroom(aid)
+        if room < 1:
+            return
+        holder = data.draw(st.sampled_from(self._holders()))
+        tid = self.abs.next_ticket
+        self._do(M.Submit(holder, aid, data.draw(st.integers(1, room)), 0, Role.KV))
+        t = self.abs.tickets.get(tid)
+        if t is None or t.state is not TicketState.GRANTED:
+            return
+        # The bytes are the ticket's until it is claimed or cancelled: a reservation of the rest plus one is refused.
+        other = data.draw(st.sampled_from(self._holders()))
+        txid = self.abs.next_tx
+        self._do(M.PlanTx(other, ((aid, self._headroom(aid) + data.draw(st.integers(0, t.nbytes))),)))
+        if txid in self.abs.txs:
+            self._do(M.ReserveTx(txid))
+            if txid in self.abs.txs and data.draw(st.booleans()):
+                self._do(M.AbortTx(txid))
+        if data.draw(st.integers(0, 9)) == 0:
+            self._do(A.LoseDevice(aid))  # device loss while the grant is unclaimed and a transaction may hold
+        elif data.draw(st.integers(0, 2)):
+            self._do(M.Claim(holder, tid))
+        else:
+            self._do(data.draw(st.sampled_from((M.CancelTicket, M.TimeoutTicket)))(holder, tid))
+
+    @rule(data=st.data())
+    def wait_for_release(self, data: st.DataObject) -> None:
+        """A request that does not fit waits; a release (or an answer) lets the round grant it."""
+        leases = self._leases()
+        if not leases:
+            return
+        r = data.draw(st.sampled_from(leases))
+        a = self.abs.ledger.authorities[r.authority]
+        if a.context is not ContextState.ACTIVE:
+            return
+        want = self._headroom(a.id) + data.draw(st.integers(1, max(1, r.charge)))
+        if want > a.limit:
+            return
+        holder = data.draw(st.sampled_from(self._holders()))
+        tid = self.abs.next_ticket
+        self._do(M.Submit(holder, a.id, want, data.draw(st.integers(0, 3)), Role.PREFIX))
+        if data.draw(st.booleans()):
+            self._do(A.Release(r.holder, r.id))
+        else:
+            pid = self.abs.next_pressure
+            self._do(M.Press(r.holder, a.id, want))
+            if pid in self.abs.pressures:
+                self._do(M.Answer(r.holder, pid, (r.id,)))
+        t = self.abs.tickets.get(tid)
+        if t is not None and t.state is TicketState.GRANTED and data.draw(st.integers(0, 3)):
+            self._do(M.Claim(holder, tid))
 
     @rule(data=st.data())
     def release_lease(self, data: st.DataObject) -> None:

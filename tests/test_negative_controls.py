@@ -19,7 +19,7 @@ _BUDGET = Budget(campaign_examples=0, campaign_steps=0, control_examples=400, co
 
 
 @pytest.mark.parametrize("layer", list(Layer), ids=lambda l: l.value)
-@pytest.mark.parametrize("guard", [g for g in GUARDS if g.model == "ledger"], ids=lambda g: g.name)
+@pytest.mark.parametrize("guard", [g for g in GUARDS if g.model in ("ledger", "manager")], ids=lambda g: g.name)
 def test_negative_control_finds_counterexample(guard, layer) -> None:
     # Through the checker registry: each guard is hunted by the checker of its model.
     r = CHECKERS[guard.model].control(guard, layer, _BUDGET)
@@ -48,3 +48,12 @@ def test_counterexample_is_shrunk_when_asked() -> None:
     assert short.steps is not None and raw.steps is not None and short.steps < raw.steps, short.counterexample
     # The violating step is an over-limit reserve, and it ends the shrunk script.
     assert short.counterexample[-1].startswith("Reserve(") and short.violated == "I2"
+
+
+def test_guard_names_are_unique() -> None:
+    """One registry entry per guard: a duplicate would run its controls twice and hide a missing one."""
+    from collections import Counter
+
+    from spec.guards import GUARDS
+
+    assert [n for n, k in Counter(g.name for g in GUARDS).items() if k > 1] == []
