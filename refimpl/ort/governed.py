@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -148,7 +149,8 @@ class GovernedRuntime:
     """One host pool, a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
 
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
-                 bucket: int = 4, guards: GuardSet = ALL_ON) -> None:
+                 bucket: int = 4, guards: GuardSet = ALL_ON,
+                 inputs: Callable[[int, int, int], np.ndarray] = decode_input) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
@@ -166,7 +168,11 @@ class GovernedRuntime:
         self.not_enforced: set[str] = set()
         self.residency: dict[str, S.Residency] = {}
         self.next_request = 1
-        self.last_output: np.ndarray | None = None
+        self.inputs = inputs  # (rid, step, d_model) -> the step's token input; shared with reference runs
+        self.last_output: np.ndarray | None = None  # the last decode's output (a view, valid until the next)
+        self._handlers = {S.LoadModel: self._load, S.Open: self._open, S.Decode: self._decode,
+                          S.Close: self._close, S.Prefetch: self._prefetch, S.Pressure: self._pressure,
+                          S.Decline: self._decline, S.LowerLimit: self._lower, S.ObserveResidency: self._observe}
 
     # --- figures ---------------------------------------------------------
 
@@ -189,9 +195,7 @@ class GovernedRuntime:
     # --- actions ---------------------------------------------------------
 
     def execute(self, a: Any) -> Any:
-        handler = {S.LoadModel: self._load, S.Open: self._open, S.Decode: self._decode, S.Close: self._close,
-                   S.Prefetch: self._prefetch, S.Pressure: self._pressure, S.Decline: self._decline,
-                   S.LowerLimit: self._lower, S.ObserveResidency: self._observe}.get(type(a))
+        handler = self._handlers.get(type(a))
         if handler is None:
             raise InvalidArgument(f"not a session action: {a!r}")
         return handler(a)
@@ -284,7 +288,7 @@ class GovernedRuntime:
         cap = min(f.bucket, f.max_context)
         self._make_room(kv_bytes(cap, f.bytes_per_token))
         rid, self.next_request = self.next_request, self.next_request + 1
-        self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token)
+        self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token, rec.session)
         self.requests[rid] = (a.model, cap)
         return rid
 
@@ -294,10 +298,19 @@ class GovernedRuntime:
         return self.requests[rid]
 
     def _decode(self, a: S.Decode) -> int:
-        model, cap = self._request(a.rid)
+        # The hot path (issue #11 item 7): lookups, one compare, and the bucket's prebuilt binding.
+        rid = a.rid
+        req = self.requests.get(rid) if type(rid) is int else None
+        if req is None:
+            raise UnknownAllocation(f"request {rid!r} is not open")
+        model, cap = req
+        b = self.kv.bundles[rid]
+        tokens = b.tokens
+        if tokens < cap:
+            self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
+            return 0
         rec = self.models[model]
         f = rec.measured.facts
-        tokens = self.kv.bundles[a.rid].tokens
         if tokens >= f.max_context:
             raise ContextExhausted(f"request {a.rid} holds {tokens} = max context")
         released = 0
@@ -309,8 +322,7 @@ class GovernedRuntime:
             released = self._make_room(extra)
             self.kv.grow(a.rid, new, f.bytes_per_token)
             self.requests[a.rid] = (model, new)
-        x = decode_input(a.rid, tokens, rec.measured.heads * rec.measured.dh)
-        self.last_output = self.kv.step(a.rid, rec.session, x)
+        self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
         return released
 
     def _close(self, a: S.Close) -> None:
