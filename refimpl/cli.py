@@ -106,6 +106,7 @@ def report_json(r: Report) -> dict[str, Any]:
         "campaigns": {
             name: {"examples": c.examples, "steps": c.steps, "accepted": c.accepted, "rejected": c.rejected,
                    "accepted_by_action": dict(sorted(c.accepted_by_action.items())),
+                   "events": dict(sorted(c.events.items())),
                    "seconds": round(c.seconds, 3)}
             for name, c in r.campaigns.items()},
         "campaign_errors": r.campaign_errors,

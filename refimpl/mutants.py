@@ -20,6 +20,7 @@ __all__ = ["MUTANTS"]
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ADM, _SES = "refimpl.governor", "refimpl.admission", "spec.sessions"
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
+_ORT_HOLDERS = "refimpl.ort.holders"
 
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.governor) --------------------------------------------
@@ -310,6 +311,13 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("decode_past_capacity", ("I8c",), "ort", _S, _SES,
            "        if r.tokens < r.kv_tokens:\n", "        if r.tokens <= r.kv_tokens:\n",
            "a decode writes one token past the KV capacity it holds before growing"),
+    # --- real ORT sessions (refimpl.ort, refimpl layer: real sessions, checked against ungoverned runs) ---
+    Mutant("kv_growth_forgets_copy", ("C9",), "ort", _R, _ORT_HOLDERS,
+           "            for name in (\"key\", \"value\"):\n"
+           "                new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n",
+           "",
+           "a KV growth allocates the bigger bucket but never copies the old K/V into it: the next decode "
+           "attends over zeros (the bug issue #11 says the thorough campaign used to miss)"),
     Mutant("limit_above_capacity", ("C7",), "ort", _S, _SES,
            "        if new > t.capacity:\n", "        if new > 2 * t.capacity:\n",
            "a limit above the pool's capacity is accepted"),

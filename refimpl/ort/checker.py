@@ -16,15 +16,17 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
+import attrs
 import numpy as np
 from hypothesis import strategies as st
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
-from invariants.campaign import ControlResult, campaign_settings
+from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
 from invariants.session_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
 from refimpl.checker_api import CheckerRun
+from refimpl.ort.generations import hunt_scripts, run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import build_zoo, reporter_facts
@@ -35,7 +37,7 @@ from spec.types import Role
 
 __all__ = ["OrtWorld", "OrtAdapter", "OrtChecker", "MAX_CONTEXT", "BUCKET", "CAPACITY", "HEADROOM"]
 
-MAX_CONTEXT, BUCKET = 12, 4
+MAX_CONTEXT, BUCKET = 16, 4  # four buckets per request: three growths to max context
 CAPACITY, HEADROOM, GRANULE = 512 * 1024, 4096, 4096
 LIMITS = (96 * 1024, 160 * 1024, 256 * 1024)
 HOST_MAPPED = (0, 32 * 1024)
@@ -50,6 +52,15 @@ class OrtWorld:
         self.sources = build_zoo(self._dir.name)
         self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET) for k, p in self.sources.items()}
         self.reference = {k: make_session(p) for k, p in self.sources.items()}
+        #: What happened inside accepted actions, summed over every adapter of this world.
+        self.events: dict[str, int] = {}
+
+    def count(self, event: str, n: int = 1) -> None:
+        self.events[event] = self.events.get(event, 0) + n
+
+    def take_events(self) -> dict[str, int]:
+        out, self.events = self.events, {}
+        return out
 
     def topology(self, host_mapped: int) -> S.Topology:
         return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped)
@@ -66,8 +77,13 @@ class OrtAdapter:
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def execute(self, a: Any) -> Any:
-        tokens = self.rt.kv.bundles[a.rid].tokens if isinstance(a, S.Decode) and a.rid in self.rt.kv.bundles else 0
-        result = self.rt.execute(a)
+        b = self.rt.kv.bundles.get(a.rid) if isinstance(a, S.Decode) and type(a.rid) is int else None
+        tokens, cap = (b.tokens, b.cap) if b is not None else (0, 0)
+        cache = self.rt.weights.cache_bytes
+        result = self.rt.execute(a)  # a refusal raises: only accepted actions are counted below
+        if self.rt.weights.cache_bytes < cache:  # the weight holder yielded cache through a pressure ticket
+            self.world.count("reclaims")
+            self.world.count(f"reclaims:{type(a).__name__}")
         if isinstance(a, S.LoadModel):
             self.sources[a.name] = a.source
         elif isinstance(a, S.Open):
@@ -75,7 +91,10 @@ class OrtAdapter:
             empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
             self.past[result] = (empty, empty)
         elif isinstance(a, S.Decode):
+            if self.rt.kv.bundles[a.rid].cap != cap:
+                self.world.count("kv_growths")
             self._check_identical(a.rid, tokens)
+            self.world.count("identical_decodes")
         elif isinstance(a, S.Close):
             del self.past[a.rid]
         return result
@@ -88,8 +107,9 @@ class OrtAdapter:
         y, k, v = self.world.reference[self.sources[model]].run(None, {"x": x, "past_key": pk, "past_value": pv})
         gk, gv = self.rt.kv.present(rid)
         if not (np.array_equal(y, self.rt.last_output) and np.array_equal(k, gk) and np.array_equal(v, gv)):
-            raise InvariantViolation("identical-outputs", f"request {rid} step {tokens}: governed output differs "
-                                                          f"from the ungoverned run")
+            # C9: the governed KV bundle (and the output read through it) is the ungoverned run's, bit for bit.
+            raise InvariantViolation("C9", f"request {rid} step {tokens}: governed output or KV differs from the "
+                                           f"ungoverned run", clause="ort.identical_to_ungoverned")
         self.past[rid] = (k, v)
 
     def abstract(self) -> S.SessionState:
@@ -115,7 +135,7 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
         st.builds(load, st.sampled_from(NAMES + ("",)), st.sampled_from(sorted(world.sources)),
                   st.sampled_from(("full",) * 4 + ("none", "extra", "partial")), st.sampled_from((False,) * 4 + (True,))),
         st.builds(S.Open, model),
-        st.builds(S.Decode, rid), st.builds(S.Decode, rid), st.builds(S.Decode, rid),
+        *[st.builds(S.Decode, rid)] * (8 if rids else 2),  # decodes dominate once requests are open (depth)
         st.builds(S.Close, rid),
         st.just(S.Prefetch()),
         st.builds(S.Pressure, st.sampled_from([1, 4096, 10**6, 0, -1])),
@@ -157,17 +177,35 @@ class OrtChecker:
         return self._world
 
     def campaign(self, budget: Any) -> Any:
-
+        """Hypothesis' random actions plus scripted generations to max context, both fully checked."""
+        world = self.world
+        world.take_events()
         cfg = campaign_settings(max(1, budget.campaign_examples // 30), budget.campaign_steps)
         with contracts.contracts(True):
-            stats = run_model_campaign(ort_model(self.world), cfg)
+            random_part = run_model_campaign(ort_model(world), cfg)
+            scripted = run_scripts(ort_model(world), world.facts, HEADROOM, scripts_for(budget))
+        stats = CampaignStats.total([random_part, scripted])
+        stats = attrs.evolve(stats, events={**world.take_events(), "scripted_runs": scripted.examples})
         checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
                   for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Any) -> ControlResult:
-        # Refimpl-layer searches drive real sessions: fewer examples, but not so few that a
-        # perturbation of generation order (e.g. import order) loses the counterexample.
+        # The scripted generations first (deterministic, and deep: every bucket of every request),
+        # then Hypothesis. Refimpl-layer searches drive real sessions: fewer examples, but not so few
+        # that a perturbation of generation order (e.g. import order) loses the counterexample.
+        found = hunt_scripts(ort_model(self.world), guard, layer, self.world.facts, HEADROOM, CONTROL_SCRIPTS)
+        if found is not None:
+            return found
         n = budget.control_examples // (4 if layer is Layer.SPEC else 8)
         cfg = campaign_settings(max(1, n), budget.control_steps, shrink=budget.shrink)
         return find_model_counterexample(ort_model(self.world), guard, layer, cfg)
+
+
+#: Scripted runs per control: each reaches max context on every request (dozens of decodes).
+CONTROL_SCRIPTS = 3
+
+
+def scripts_for(budget: Any) -> int:
+    """Scripted generations per campaign: quick (600 examples) 6, thorough (4000) 40."""
+    return max(2, budget.campaign_examples // 100)

@@ -1,0 +1,135 @@
+# Scripted generations for the real-ORT campaign (issue #11 item 4): depth
+# that Hypothesis' random actions do not reach on their own.
+#
+# Each script loads two managed models (two decoders of different widths),
+# fills the weight cache, opens several concurrent requests on both, and
+# decodes them interleaved to max context (KV grows through every bucket),
+# with pressure, limit lowering (and raising back), cache refills and
+# residency observations injected in the middle of generations, closing
+# finished requests and opening new ones. Every action goes through the same
+# checked step as the Hypothesis campaign (`invariants.checked`): refinement
+# against `spec.sessions`, every predicate, coverage counted, and the
+# adapter's bit-identical check against an ungoverned session.
+#
+# Owns: the scripts (deterministic from a seed) and the driver. Must not
+# touch: the runtime's ledger (it only issues spec actions).
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from invariants.campaign import CampaignStats, ControlResult, _stats, configure
+from invariants._violation import ErrorTypeDivergence, InvariantViolation
+from invariants.clauses import CLAUSES
+from invariants.model_machine import Model, SpecModelAdapter, make_machine
+from invariants.mutation import Mutant
+from spec import sessions as S
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
+
+__all__ = ["script", "run_scripts", "hunt_scripts", "SCRIPT_LIMIT"]
+
+SCRIPT_LIMIT = 256 * 1024
+
+
+def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int) -> tuple[Any, list[Any]]:
+    """(config, actions) of one scripted run: concurrent generations on two models to max context."""
+    rnd = random.Random(seed)
+    config = (SCRIPT_LIMIT, 0)
+    acts: list[Any] = [S.LoadModel("a", "dec", facts["dec"], facts["dec"].loop_carried),
+                       S.LoadModel("b", "dec_wide", facts["dec_wide"], facts["dec_wide"].loop_carried),
+                       S.Prefetch()]
+    # Request ids are the spec's: 1, 2, ... in the order of accepted Opens; a refused Open takes none.
+    # The script tracks what it expects; a divergence is caught by the checked step, not here.
+    opens = rnd.choice((("a", "a", "b"), ("a", "b", "b"), ("a", "b", "a", "b")))
+    live: dict[int, int] = {}  # rid -> tokens
+    model_of: dict[int, str] = {}
+    nxt = 1
+    for m in opens:
+        acts.append(S.Open(m))
+        live[nxt], model_of[nxt] = 0, m
+        nxt += 1
+    reopen = 2
+    max_context = facts["dec"].max_context
+    lowered = False
+    while live:
+        rid = rnd.choice(sorted(live))
+        acts.append(S.Decode(rid))
+        live[rid] += 1
+        r = rnd.random()
+        if r < 0.05:
+            acts.append(S.Pressure(rnd.choice((4096, 16384, 10**6))))
+        elif r < 0.09:
+            acts.append(S.Prefetch())  # refill the cache so later growths must reclaim
+        elif r < 0.12:
+            acts.append(S.LowerLimit(SCRIPT_LIMIT if lowered else SCRIPT_LIMIT - rnd.choice((8192, 32768))))
+            lowered = not lowered
+        elif r < 0.14:
+            acts.append(S.ObserveResidency(model_of[rid], rnd.randrange(0, 1 << 20), "injected: scripted figure"))
+        if live[rid] >= max_context:
+            acts.append(S.Decode(rid))  # one past max context: refused (ContextExhausted), nothing changes
+            acts.append(S.Close(rid))
+            del live[rid]
+            if reopen:
+                reopen -= 1
+                m = rnd.choice(("a", "b"))
+                acts.append(S.Open(m))
+                live[nxt], model_of[nxt] = 0, m
+                nxt += 1
+    return config, acts
+
+
+def _drive(model: Model, factory: Any, refine: bool, stats: dict[str, Any], config: Any, acts: list[Any]) -> None:
+    m = configure(make_machine(model), factory, refine=refine, stats=stats)()
+    m.trace.append(config)
+    try:
+        m.start(factory(config), model.init(config))
+        for a in acts:
+            m._do(a)
+    finally:
+        m.teardown()
+
+
+def run_scripts(model: Model, facts: dict[str, S.ModelFacts], headroom: int, n: int, seed: int = 0) -> CampaignStats:
+    """`n` scripted runs, implementation against the spec, every guard on; a violation propagates."""
+    stats: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for i in range(n):
+        config, acts = script(seed + i, facts, headroom)
+        _drive(model, lambda c: model.impl(c, ALL_ON), True, stats, config, acts)
+    return _stats(stats, time.perf_counter() - t0)
+
+
+def hunt_scripts(model: Model, g: Guard | Mutant, layer: Layer, facts: dict[str, S.ModelFacts], headroom: int,
+                 n: int) -> ControlResult | None:
+    """The scripted, deterministic part of a control (R4-style): a harm found by a script, else None.
+
+    Same rules as `invariants.campaign.hunt`: a mutant runs with every guard on and refinement off;
+    a guard off in the spec drives the spec alone; in refimpl, refinement counts as a harm.
+    """
+    if isinstance(g, Mutant):
+        off, refine, accept = ALL_ON, False, set(g.ids)
+        factory = (lambda c: SpecModelAdapter(model, c, off)) if layer is Layer.SPEC else (lambda c: model.impl(c, off))
+    elif layer is Layer.SPEC:
+        off = GuardSet.without(g.name)
+        factory, refine, accept = (lambda c: SpecModelAdapter(model, c, off)), False, set(g.ids)
+    else:
+        off = GuardSet.without(g.name)
+        factory, refine, accept = (lambda c: model.impl(c, off)), True, set(g.ids) | {"refinement", "G4"}
+    t0 = time.perf_counter()
+    for i in range(n):
+        config, acts = script(i, facts, headroom)
+        stats: dict[str, Any] = {}
+        try:
+            _drive(model, factory, refine, stats, config, acts)
+        except ErrorTypeDivergence:
+            continue
+        except InvariantViolation as e:
+            trace = tuple(repr(a) for a in stats.get("last_trace", ()))
+            found = e.id in accept or (e.clause in CLAUSES and CLAUSES[e.clause].id in accept)
+            if not found:
+                continue
+            return ControlResult(g.name, layer, g.ids, True, e.id, len(trace), time.perf_counter() - t0,
+                                 trace, f"scripted generation {i}: {e}", e.clause, (e.clause,) if e.clause else ())
+    return None
