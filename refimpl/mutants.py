@@ -319,7 +319,7 @@ _ALL: tuple[Mutant, ...] = (
            "a KV growth allocates the bigger bucket but never copies the old K/V into it: the next decode "
            "attends over zeros (the bug issue #11 says the thorough campaign used to miss)"),
     Mutant("kv_growth_leaks_old_lease", ("C8",), "ort", _R, _ORT_HOLDERS,
-           "        self.pmm.release(self.id, old.lease)  # only after the copy: peak = old + new\n", "",
+           "        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new\n", "",
            "a KV growth moves the request to the new bucket but never gives the old lease back: the ledger "
            "charges KV the request no longer holds (issue #11: ledger 36,288 B, abstraction 30,144 B)"),
     Mutant("limit_above_capacity", ("C7",), "ort", _S, _SES,

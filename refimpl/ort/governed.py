@@ -31,6 +31,7 @@ from onnx import numpy_helper
 
 from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
+from refimpl.ort.arena import env_arena
 from refimpl.ort.extents import referenced_extents
 from refimpl.ort.holders import KvHolder, WeightHolder
 from refimpl.ort.reporter import calibrate_transient_peak
@@ -48,6 +49,7 @@ from spec.errors import (
     InvalidTransition,
     ModelDataError,
     ModelFileInvalid,
+    RunFailed,
     SessionCreationFailed,
     UndeclaredState,
     UnknownAllocation,
@@ -150,13 +152,19 @@ class GovernedRuntime:
 
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
                  bucket: int = 4, guards: GuardSet = ALL_ON,
-                 inputs: Callable[[int, int, int], np.ndarray] = decode_input) -> None:
+                 inputs: Callable[[int, int, int], np.ndarray] = decode_input,
+                 arena_cap: int | None = None) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
             raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
         self.topology, self.limit, self.sources, self.guards = topology, limit, sources, guards
         self.max_context, self.bucket = max_context, bucket
+        # With `arena_cap`, every managed session allocates from the process's one env arena, capped by
+        # ORT at `arena_cap` (a Run over it fails for that Run: RunFailed, the ledger exact).
+        self.arena_cap = arena_cap
+        if arena_cap is not None:
+            env_arena(arena_cap)
         self.pmm = ProcessMemoryManager()
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
         self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
@@ -256,6 +264,8 @@ class GovernedRuntime:
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.enable_mem_pattern = False
+        if self.arena_cap is not None:
+            so.add_session_config_entry("session.use_env_allocators", "1")
         rec.weights_lease = self.weights.admit(name, weights, arrays, so)
         if f.transient_peak:
             rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
@@ -307,23 +317,39 @@ class GovernedRuntime:
         b = self.kv.bundles[rid]
         tokens = b.tokens
         if tokens < cap:
-            self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
+            try:
+                self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
+            except (GovernorError, InvariantViolation):
+                raise
+            except Exception as e:  # ORT's error (arena cap, binding shape...): an environment event
+                raise self._run_failed(rid, tokens, e, grown=False) from e
             return 0
         rec = self.models[model]
         f = rec.measured.facts
         if tokens >= f.max_context:
             raise ContextExhausted(f"request {a.rid} holds {tokens} = max context")
-        released = 0
-        if tokens == cap:
-            new = min(cap + f.bucket, f.max_context)
-            extra = kv_growth_peak(cap, new, f.bytes_per_token) - kv_bytes(cap, f.bytes_per_token)
-            if self._pinned() + extra + self.topology.headroom > self.limit:
-                raise CapacityDenied(f"request {a.rid}: growth needs {extra} B")
-            released = self._make_room(extra)
-            self.kv.grow(a.rid, new, f.bytes_per_token)
-            self.requests[a.rid] = (model, new)
-        self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
+        new = min(cap + f.bucket, f.max_context)
+        extra = kv_growth_peak(cap, new, f.bytes_per_token) - kv_bytes(cap, f.bytes_per_token)
+        if self._pinned() + extra + self.topology.headroom > self.limit:
+            raise CapacityDenied(f"request {a.rid}: growth needs {extra} B")
+        released = self._make_room(extra)
+        grown = self.kv.grow(rid, new, f.bytes_per_token)  # old bucket still the request's
+        try:
+            self.last_output = self.kv.run(grown, self.inputs(rid, tokens, b.x.size))
+        except BaseException as e:
+            self.kv.abandon(grown)  # no grown lease is kept for a step that did not happen
+            if isinstance(e, (GovernorError, InvariantViolation)) or not isinstance(e, Exception):
+                raise
+            raise self._run_failed(rid, tokens, e, grown=True) from e
+        self.kv.install(rid, grown)
+        self.requests[rid] = (model, new)
         return released
+
+    @staticmethod
+    def _run_failed(rid: int, tokens: int, e: Exception, grown: bool) -> RunFailed:
+        what = "; the grown bucket's lease was returned, the request keeps its old bucket" if grown else ""
+        return RunFailed(f"request {rid} step {tokens}: ORT's Run failed ({type(e).__name__}: {e}); the step "
+                         f"was not applied{what}")
 
     def _close(self, a: S.Close) -> None:
         self._request(a.rid)

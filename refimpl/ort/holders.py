@@ -196,7 +196,8 @@ class KvHolder:
             raise
         self.bundles[rid] = b
 
-    def grow(self, rid: int, cap: int, bytes_per_token: int) -> None:
+    def grow(self, rid: int, cap: int, bytes_per_token: int) -> KvBundle:
+        """Lease and fill the next bucket; the old one stays the request's until `install` (two-phase)."""
         old = self.bundles[rid]
         lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)
         try:
@@ -208,15 +209,28 @@ class KvHolder:
         except BaseException:
             self.pmm.release(self.id, lease)  # the old bucket stays the request's, the new one goes back
             raise
+        return new
+
+    def install(self, rid: int, new: KvBundle) -> None:
+        """The grown bucket served a Run: it becomes the request's, and the old lease goes back."""
+        old = self.bundles[rid]
         self.bundles[rid] = new
-        self.pmm.release(self.id, old.lease)  # only after the copy: peak = old + new
+        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new
+
+    def abandon(self, new: KvBundle) -> None:
+        """The grown bucket's Run failed: give its lease back; the request keeps its old bucket."""
+        self.pmm.release(self.id, new.lease)
 
     def step(self, rid: int, x: np.ndarray) -> np.ndarray:
         """One decode step through this bucket's binding for the position; returns the bound output (a view)."""
-        b = self.bundles[rid]
+        return self.run(self.bundles[rid], x)
+
+    @staticmethod
+    def run(b: KvBundle, x: np.ndarray) -> np.ndarray:
+        """Run `b`'s binding for its position; the bundle advances only if ORT's Run returns."""
         t = b.tokens
         b.x[...] = x
-        b.session.run_with_iobinding(b.bindings[t])
+        b.session.run_with_iobinding(b.bindings[t])  # a failure leaves cur/tokens: the past side is intact
         b.cur, b.tokens = 1 - b.cur, t + 1
         return b.y
 
