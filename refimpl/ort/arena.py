@@ -34,6 +34,7 @@ import attrs
 import onnxruntime as ort
 
 from refimpl.governor import ProcessMemoryManager
+from refimpl.ort.residency import process_rss
 from refimpl.ort.session import ModelSource, make_session
 from refimpl.reclaim import ReclaimChannel
 from spec.errors import InvalidBytes, InvalidTransition
@@ -51,20 +52,14 @@ class ArenaAnswer:
 
     pressure: int
     released: int  # charge credited to the requester: 0, the cap cannot shrink
-    rss_before: int
-    rss_after: int
+    rss_before: int | None  # None: /proc/self/status could not be read
+    rss_after: int | None
     source: str = "VmRSS from /proc/self/status, process-wide, around the shrinking Run"
 
 
-def _rss() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+def _rss() -> int | None:
+    fig = process_rss()
+    return None if fig is None else fig.nbytes  # unreadable is None, never 0 under VmRSS's name (I8b)
 
 
 def env_arena(cap: int) -> None:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from typing import Any
 
@@ -28,6 +29,7 @@ from invariants.session_predicates import STATE_PREDICATES, STEP_PREDICATES, che
 from refimpl.checker_api import CheckerRun
 from refimpl.ort.generations import hunt_scripts, run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.ort.residency import INJECTED, file_rss, process_rss
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
@@ -143,9 +145,29 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
         st.builds(S.LowerLimit, st.sampled_from([s.limit - 4096, s.limit // 2, s.used + HEADROOM, HEADROOM - 1,
                                                  max(HEADROOM, s.pinned + HEADROOM - 1), max(HEADROOM, s.pinned + HEADROOM - 1),
                                                  CAPACITY + 1, s.limit + 8192, -1])),
+        # Invented figures only under an "injected:" label (and "" / -1: malformed input, refused) ...
         st.builds(S.ObserveResidency, model, st.sampled_from([0, 100, 20000, -1]),
-                  st.sampled_from(["/proc/self/status VmRSS", "profiler mem_arena_held", ""])),
+                  st.sampled_from([INJECTED + "fault-injection figure", ""])),
+        # ... and real ones, read from /proc when the action is drawn, under their own source (I8b).
+        st.builds(lambda m, which: observe(world, m, which), model, st.sampled_from(("process", "files"))),
     )
+
+
+def observe(world: OrtWorld, model: str, which: str, paths: tuple[str, ...] | None = None) -> S.ObserveResidency:
+    """A residency observation with a REAL figure: VmRSS, or smaps Rss of the model files' mappings."""
+    fig = process_rss() if which == "process" else file_rss(paths or _files(world))
+    if fig is None:  # /proc unreadable: say so rather than put a number under its name
+        return S.ObserveResidency(model, 0, INJECTED + "no real residency figure readable here")
+    return S.ObserveResidency(model, fig.nbytes, fig.source)
+
+
+def _files(world: OrtWorld) -> tuple[str, ...]:
+    out = []
+    for p in world.sources.values():
+        base = os.path.dirname(p)
+        out.append(p)
+        out += [os.path.join(base, n) for n in os.listdir(base) if n.endswith(".bin")]
+    return tuple(out)
 
 
 def ort_model(world: OrtWorld) -> Model:
@@ -183,7 +205,7 @@ class OrtChecker:
         cfg = campaign_settings(max(1, budget.campaign_examples // 30), budget.campaign_steps)
         with contracts.contracts(True):
             random_part = run_model_campaign(ort_model(world), cfg)
-            scripted = run_scripts(ort_model(world), world.facts, HEADROOM, scripts_for(budget))
+            scripted = run_scripts(ort_model(world), world.facts, HEADROOM, scripts_for(budget), paths=world.sources)
         stats = CampaignStats.total([random_part, scripted])
         stats = attrs.evolve(stats, events={**world.take_events(), "scripted_runs": scripted.examples})
         checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
@@ -194,7 +216,8 @@ class OrtChecker:
         # The scripted generations first (deterministic, and deep: every bucket of every request),
         # then Hypothesis. Refimpl-layer searches drive real sessions: fewer examples, but not so few
         # that a perturbation of generation order (e.g. import order) loses the counterexample.
-        found = hunt_scripts(ort_model(self.world), guard, layer, self.world.facts, HEADROOM, CONTROL_SCRIPTS)
+        found = hunt_scripts(ort_model(self.world), guard, layer, self.world.facts, HEADROOM, CONTROL_SCRIPTS,
+                             paths=self.world.sources)
         if found is not None:
             return found
         n = budget.control_examples // (4 if layer is Layer.SPEC else 8)

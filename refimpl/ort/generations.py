@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from typing import Any
@@ -25,6 +26,7 @@ from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.clauses import CLAUSES
 from invariants.model_machine import Model, SpecModelAdapter, make_machine
 from invariants.mutation import Mutant
+from refimpl.ort.residency import INJECTED, file_rss, process_rss
 from spec import sessions as S
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
@@ -33,9 +35,30 @@ __all__ = ["script", "run_scripts", "hunt_scripts", "SCRIPT_LIMIT"]
 SCRIPT_LIMIT = 256 * 1024
 
 
-def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int) -> tuple[Any, list[Any]]:
+class _Observe:
+    """An ObserveResidency whose figure is read from /proc when the step runs (real, never invented)."""
+
+    def __init__(self, model: str, which: str, path: str | None) -> None:
+        self.model, self.which, self.path = model, which, path
+
+    def __call__(self) -> S.ObserveResidency:
+        fig = process_rss() if self.which == "process" or self.path is None else file_rss(_model_files(self.path))
+        if fig is None:
+            return S.ObserveResidency(self.model, 0, INJECTED + "no real residency figure readable here")
+        return S.ObserveResidency(self.model, fig.nbytes, fig.source)
+
+
+def _model_files(path: str) -> list[str]:
+    base = os.path.dirname(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return [path] + [os.path.join(base, n) for n in os.listdir(base) if n == f"{stem}.bin"]
+
+
+def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
+           paths: dict[str, str] | None = None) -> tuple[Any, list[Any]]:
     """(config, actions) of one scripted run: concurrent generations on two models to max context."""
     rnd = random.Random(seed)
+    sources = {"a": (paths or {}).get("dec"), "b": (paths or {}).get("dec_wide")}
     config = (SCRIPT_LIMIT, 0)
     acts: list[Any] = [S.LoadModel("a", "dec", facts["dec"], facts["dec"].loop_carried),
                        S.LoadModel("b", "dec_wide", facts["dec_wide"], facts["dec_wide"].loop_carried),
@@ -66,7 +89,8 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int) -> tuple[An
             acts.append(S.LowerLimit(SCRIPT_LIMIT if lowered else SCRIPT_LIMIT - rnd.choice((8192, 32768))))
             lowered = not lowered
         elif r < 0.14:
-            acts.append(S.ObserveResidency(model_of[rid], rnd.randrange(0, 1 << 20), "injected: scripted figure"))
+            # A real figure, read from /proc when the step runs (a thunk), under its own source (I8b).
+            acts.append(_Observe(model_of[rid], rnd.choice(("process", "files")), sources.get(model_of[rid])))
         if live[rid] >= max_context:
             acts.append(S.Decode(rid))  # one past max context: refused (ContextExhausted), nothing changes
             acts.append(S.Close(rid))
@@ -86,23 +110,24 @@ def _drive(model: Model, factory: Any, refine: bool, stats: dict[str, Any], conf
     try:
         m.start(factory(config), model.init(config))
         for a in acts:
-            m._do(a)
+            m._do(a() if isinstance(a, _Observe) else a)
     finally:
         m.teardown()
 
 
-def run_scripts(model: Model, facts: dict[str, S.ModelFacts], headroom: int, n: int, seed: int = 0) -> CampaignStats:
+def run_scripts(model: Model, facts: dict[str, S.ModelFacts], headroom: int, n: int, seed: int = 0,
+                paths: dict[str, str] | None = None) -> CampaignStats:
     """`n` scripted runs, implementation against the spec, every guard on; a violation propagates."""
     stats: dict[str, Any] = {}
     t0 = time.perf_counter()
     for i in range(n):
-        config, acts = script(seed + i, facts, headroom)
+        config, acts = script(seed + i, facts, headroom, paths)
         _drive(model, lambda c: model.impl(c, ALL_ON), True, stats, config, acts)
     return _stats(stats, time.perf_counter() - t0)
 
 
 def hunt_scripts(model: Model, g: Guard | Mutant, layer: Layer, facts: dict[str, S.ModelFacts], headroom: int,
-                 n: int) -> ControlResult | None:
+                 n: int, paths: dict[str, str] | None = None) -> ControlResult | None:
     """The scripted, deterministic part of a control (R4-style): a harm found by a script, else None.
 
     Same rules as `invariants.campaign.hunt`: a mutant runs with every guard on and refinement off;
@@ -119,7 +144,7 @@ def hunt_scripts(model: Model, g: Guard | Mutant, layer: Layer, facts: dict[str,
         factory, refine, accept = (lambda c: model.impl(c, off)), True, set(g.ids) | {"refinement", "G4"}
     t0 = time.perf_counter()
     for i in range(n):
-        config, acts = script(i, facts, headroom)
+        config, acts = script(i, facts, headroom, paths)
         stats: dict[str, Any] = {}
         try:
             _drive(model, factory, refine, stats, config, acts)
