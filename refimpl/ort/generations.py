@@ -29,6 +29,7 @@ from invariants.mutation import Mutant
 from refimpl.ort.residency import INJECTED, file_rss, process_rss
 from spec import sessions as S
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
+from spec.types import Role
 
 __all__ = ["script", "run_scripts", "hunt_scripts", "SCRIPT_LIMIT"]
 
@@ -63,6 +64,14 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
     acts: list[Any] = [S.LoadModel("a", "dec", facts["dec"], facts["dec"].loop_carried),
                        S.LoadModel("b", "dec_wide", facts["dec_wide"], facts["dec_wide"].loop_carried),
                        S.Prefetch()]
+    # Deterministic probes, one per guard of the ORT model (each refused or harmless with guards on; with
+    # one off, the checked step sees the harm): a partial state declaration (C9), a host-mapped load over
+    # the reported capacity (C7); later a lowering that cannot hold (C8), a residency observation (I8b),
+    # and at the end a compatibility-mode load and a decline (I3).
+    dec = facts["dec"]
+    acts += [S.LoadModel("p", "dec", dec, frozenset(sorted(dec.loop_carried)[1:])),
+             S.LoadModel("h", "mlp", facts["mlp"], facts["mlp"].loop_carried, True)]
+    probes_at = rnd.randrange(4, 12)
     # Request ids are the spec's: 1, 2, ... in the order of accepted Opens; a refused Open takes none.
     # The script tracks what it expects; a divergence is caught by the checked step, not here.
     opens = rnd.choice((("a", "a", "b"), ("a", "b", "b"), ("a", "b", "a", "b")))
@@ -76,10 +85,14 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
     reopen = 2
     max_context = facts["dec"].max_context
     lowered = False
+    decodes = 0
     while live:
         rid = rnd.choice(sorted(live))
         acts.append(S.Decode(rid))
         live[rid] += 1
+        decodes += 1
+        if decodes == probes_at:
+            acts += [S.LowerLimit(headroom + 4096), _Observe(model_of[rid], "process", None)]
         r = rnd.random()
         if r < 0.05:
             acts.append(S.Pressure(rnd.choice((4096, 16384, 10**6))))
@@ -101,6 +114,7 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
                 acts.append(S.Open(m))
                 live[nxt], model_of[nxt] = 0, m
                 nxt += 1
+    acts += [S.LoadModel("c", "mlp", facts["mlp"], None), S.Decline(Role.KV)]
     return config, acts
 
 
