@@ -44,6 +44,10 @@ CAPACITY, HEADROOM, GRANULE = 512 * 1024, 4096, 4096
 LIMITS = (96 * 1024, 160 * 1024, 256 * 1024)
 HOST_MAPPED = (0, 32 * 1024)
 NAMES = ("a", "b", "c")
+#: Every managed session of the campaign allocates from this process's one env arena, capped by ORT at
+#: this many bytes. ORT cannot re-cap an env arena once registered (ORT-NOTES 8), so the cap is one per
+#: process, not one per runtime's grant; the ledger charges each model's measured transient peak.
+ENV_ARENA_CAP = 16 << 20
 
 
 class OrtWorld:
@@ -74,15 +78,18 @@ class OrtAdapter:
     def __init__(self, world: OrtWorld, config: tuple[int, int], guards: GuardSet) -> None:
         limit, host_mapped = config
         self.world = world
-        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards)
+        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards,
+                                  arena_cap=ENV_ARENA_CAP)
         self.sources: dict[str, str] = {}  # loaded name -> source
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def execute(self, a: Any) -> Any:
         b = self.rt.kv.bundles.get(a.rid) if isinstance(a, S.Decode) and type(a.rid) is int else None
         tokens, cap = (b.tokens, b.cap) if b is not None else (0, 0)
-        cache = self.rt.weights.cache_bytes
+        cache, shrinks = self.rt.weights.cache_bytes, self.rt.arena_shrinks
         result = self.rt.execute(a)  # a refusal raises: only accepted actions are counted below
+        if self.rt.arena_shrinks > shrinks:  # arena pressure answered at this Run boundary
+            self.world.count("arena_shrinks", self.rt.arena_shrinks - shrinks)
         if self.rt.weights.cache_bytes < cache:  # the weight holder yielded cache through a pressure ticket
             self.world.count("reclaims")
             self.world.count(f"reclaims:{type(a).__name__}")

@@ -31,7 +31,8 @@ from onnx import numpy_helper
 
 from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
-from refimpl.ort.arena import env_arena
+from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, env_arena
+from refimpl.ort.residency import process_rss
 from refimpl.ort.extents import referenced_extents
 from refimpl.ort.holders import KvHolder, WeightHolder
 from refimpl.ort.reporter import calibrate_transient_peak
@@ -165,6 +166,15 @@ class GovernedRuntime:
         self.arena_cap = arena_cap
         if arena_cap is not None:
             env_arena(arena_cap)
+        # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
+        # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
+        # charge is each model's measured peak, which a shrink cannot lower: it credits 0 B, and what the
+        # shrink returned to the OS is recorded as residency (VmRSS around the Run), apart from charge.
+        self.arena_pending = 0
+        self.arena_shrinks = 0
+        self.arena_answers: list[ArenaAnswer] = []
+        self._shrink = ort.RunOptions()
+        self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0")
         self.pmm = ProcessMemoryManager()
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
         self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
@@ -316,7 +326,7 @@ class GovernedRuntime:
         model, cap = req
         b = self.kv.bundles[rid]
         tokens = b.tokens
-        if tokens < cap:
+        if tokens < cap and not self.arena_pending:
             try:
                 self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
             except (GovernorError, InvariantViolation):
@@ -328,6 +338,9 @@ class GovernedRuntime:
         f = rec.measured.facts
         if tokens >= f.max_context:
             raise ContextExhausted(f"request {a.rid} holds {tokens} = max context")
+        if tokens < cap:  # pressure is pending on the arena: this Run is the boundary that answers it
+            self._run_shrinking(rid, tokens, b)
+            return 0
         new = min(cap + f.bucket, f.max_context)
         extra = kv_growth_peak(cap, new, f.bytes_per_token) - kv_bytes(cap, f.bytes_per_token)
         if self._pinned() + extra + self.topology.headroom > self.limit:
@@ -344,6 +357,23 @@ class GovernedRuntime:
         self.kv.install(rid, grown)
         self.requests[rid] = (model, new)
         return released
+
+    def _run_shrinking(self, rid: int, tokens: int, b: Any) -> None:
+        due, self.arena_pending = self.arena_pending, 0
+        before = process_rss()
+        try:
+            self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size), self._shrink)
+        except (GovernorError, InvariantViolation):
+            self.arena_pending = due
+            raise
+        except Exception as e:
+            self.arena_pending = due  # not answered: the next Run boundary tries again
+            raise self._run_failed(rid, tokens, e, grown=False) from e
+        after = process_rss()
+        self.arena_shrinks += 1
+        for _ in range(due):
+            self.arena_answers.append(ArenaAnswer(due, 0, None if before is None else before.nbytes,
+                                                  None if after is None else after.nbytes))
 
     @staticmethod
     def _run_failed(rid: int, tokens: int, e: Exception, grown: bool) -> RunFailed:
@@ -365,7 +395,10 @@ class GovernedRuntime:
     def _pressure(self, a: S.Pressure) -> int:
         if type(a.target) is not int or a.target <= 0:
             raise InvalidBytes(f"target must be a positive int, got {a.target!r}")
-        return self.weights.reclaim(a.target)
+        released = self.weights.reclaim(a.target)
+        if self.requests:  # the arena's share: deferred to the next Run boundary, credits nothing
+            self.arena_pending += 1
+        return released
 
     def _decline(self, a: S.Decline) -> None:
         if not isinstance(a.role, Role):

@@ -221,16 +221,16 @@ class KvHolder:
         """The grown bucket's Run failed: give its lease back; the request keeps its old bucket."""
         self.pmm.release(self.id, new.lease)
 
-    def step(self, rid: int, x: np.ndarray) -> np.ndarray:
+    def step(self, rid: int, x: np.ndarray, ro: ort.RunOptions | None = None) -> np.ndarray:
         """One decode step through this bucket's binding for the position; returns the bound output (a view)."""
-        return self.run(self.bundles[rid], x)
+        return self.run(self.bundles[rid], x, ro)
 
     @staticmethod
-    def run(b: KvBundle, x: np.ndarray) -> np.ndarray:
+    def run(b: KvBundle, x: np.ndarray, ro: ort.RunOptions | None = None) -> np.ndarray:
         """Run `b`'s binding for its position; the bundle advances only if ORT's Run returns."""
         t = b.tokens
         b.x[...] = x
-        b.session.run_with_iobinding(b.bindings[t])  # a failure leaves cur/tokens: the past side is intact
+        b.session.run_with_iobinding(b.bindings[t], ro)  # a failure leaves cur/tokens: the past side is intact
         b.cur, b.tokens = 1 - b.cur, t + 1
         return b.y
 

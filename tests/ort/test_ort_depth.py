@@ -31,6 +31,7 @@ def test_quick_campaign_reaches_depth(checker) -> None:
     assert s.events["kv_growths"] >= 20
     assert s.events["identical_decodes"] == s.accepted_by_action["Decode"]  # every decode compared
     assert s.events["reclaims:Decode"] > 0  # growth took bytes back from the weight cache
+    assert s.events["arena_shrinks"] > 0  # arena pressure answered at Run boundaries
     assert sum(s.accepted_by_action.values()) == s.accepted
 
 
