@@ -50,6 +50,7 @@ from spec.errors import (
     InvalidTransition,
     ModelDataError,
     ModelFileInvalid,
+    ProviderUnavailable,
     RunFailed,
     SessionCreationFailed,
     UndeclaredState,
@@ -58,7 +59,7 @@ from spec.errors import (
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Role, Tier
 
-__all__ = ["GovernedRuntime", "MeasuredModel", "measure", "loop_carried", "decode_input"]
+__all__ = ["GovernedRuntime", "MeasuredModel", "measure", "loop_carried", "decode_input", "session_providers"]
 
 
 def loop_carried(model: onnx.ModelProto) -> frozenset[str]:
@@ -122,6 +123,21 @@ def _measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
     return MeasuredModel(path, facts, heads, dh)
 
 
+def session_providers(provider: str, grant: int) -> list[Any]:
+    """The `providers` list for a managed session; on CUDA the device arena is capped at the model's grant.
+
+    `gpu_mem_limit` caps the CUDA EP's BFC arena (weights copied to the device and activations; not
+    cuDNN workspaces or the CUDA context, ORT-NOTES 2.3); `kSameAsRequested` keeps the arena from
+    doubling past what is asked; the max-workspace cuDNN search is off. CPU stays as ORT's fallback for
+    nodes the CUDA EP lacks, and the provider assertion after creation catches a whole-session fallback.
+    """
+    if provider != "CUDAExecutionProvider":
+        return ["CPUExecutionProvider"]
+    return [("CUDAExecutionProvider", {"device_id": "0", "gpu_mem_limit": str(grant),
+                                       "arena_extend_strategy": "kSameAsRequested",
+                                       "cudnn_conv_use_max_workspace": "0"}), "CPUExecutionProvider"]
+
+
 def decode_input(rid: int, step: int, d_model: int) -> np.ndarray:
     """The deterministic token input of request `rid` at `step` (governed and reference runs share it)."""
     return np.random.default_rng(rid * 100_003 + step).standard_normal((1, 1, d_model)).astype(np.float32)
@@ -154,7 +170,7 @@ class GovernedRuntime:
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
                  bucket: int = 4, guards: GuardSet = ALL_ON,
                  inputs: Callable[[int, int, int], np.ndarray] = decode_input,
-                 arena_cap: int | None = None) -> None:
+                 arena_cap: int | None = None, provider: str = "CPUExecutionProvider") -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
@@ -164,6 +180,12 @@ class GovernedRuntime:
         # With `arena_cap`, every managed session allocates from the process's one env arena, capped by
         # ORT at `arena_cap` (a Run over it fails for that Run: RunFailed, the ledger exact).
         self.arena_cap = arena_cap
+        if provider not in ("CPUExecutionProvider", "CUDAExecutionProvider"):
+            raise InvalidArgument(f"provider must be the CPU or CUDA execution provider, got {provider!r}")
+        if provider not in ort.get_available_providers():
+            raise ProviderUnavailable(f"{provider} is not in this onnxruntime build: "
+                                      f"{ort.get_available_providers()}")
+        self.provider = provider
         if arena_cap is not None:
             env_arena(arena_cap)
         # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
@@ -238,7 +260,7 @@ class GovernedRuntime:
             rec = _Loaded(m, S.Mode.COMPAT if a.declared is None else S.Mode.DECLINED, a.declared, a.host_mapped)
             rec.unattributed = f.referenced + f.transient_peak
             try:
-                rec.session = make_session(m.path)
+                rec.session = make_session(m.path, provider=self.provider)
             except Exception as e:
                 if isinstance(e, (GovernorError, InvariantViolation)):
                     raise
@@ -260,7 +282,8 @@ class GovernedRuntime:
             self._admit_session(a.name, rec, weights)
         except BaseException as e:
             self._undo_admission(a.name, rec)  # every lease taken for it goes back: nothing stays charged
-            if isinstance(e, Exception) and not isinstance(e, (CapacityDenied, InvariantViolation)):
+            if isinstance(e, Exception) and not isinstance(e, (CapacityDenied, ProviderUnavailable,
+                                                               InvariantViolation)):
                 raise SessionCreationFailed(f"{a.name}: ORT failed after admission ({type(e).__name__}: {e}); "
                                             "its weight and arena leases were returned") from e
             raise
@@ -280,7 +303,11 @@ class GovernedRuntime:
         if f.transient_peak:
             rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
             self.pmm.commit(self.arena, rec.arena_lease, f.transient_peak)
-        rec.session = ort.InferenceSession(m.path, so, providers=["CPUExecutionProvider"])
+        admitted = weights + f.transient_peak
+        rec.session = ort.InferenceSession(m.path, so, providers=session_providers(self.provider, admitted))
+        if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
+            raise ProviderUnavailable(f"{name}: asked for {self.provider}, the session runs on "
+                                      f"{rec.session.get_providers()}")
 
     def _undo_admission(self, name: str, rec: _Loaded) -> None:
         if rec.arena_lease is not None:
