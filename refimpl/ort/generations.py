@@ -21,6 +21,7 @@ import random
 import time
 from typing import Any
 
+from invariants import contracts
 from invariants.campaign import CampaignStats, ControlResult, _stats, configure
 from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.clauses import CLAUSES
@@ -161,14 +162,21 @@ def hunt_scripts(model: Model, g: Guard | Mutant, layer: Layer, facts: dict[str,
         config, acts = script(i, facts, headroom, paths)
         stats: dict[str, Any] = {}
         try:
-            _drive(model, factory, refine, stats, config, acts)
+            with contracts.contracts(False):  # as in `hunt`: only the checker's own predicates detect
+                _drive(model, factory, refine, stats, config, acts)
         except ErrorTypeDivergence:
             continue
         except InvariantViolation as e:
             trace = tuple(repr(a) for a in stats.get("last_trace", ()))
-            found = e.id in accept or (e.clause in CLAUSES and CLAUSES[e.clause].id in accept)
+            broken = [e.clause] if e.clause else []
+            last = stats.get("last_step")
+            if not e.id.startswith("refinement") and last is not None:  # every clause the step breaks (R3)
+                machine, prev, action, now, accepted = last
+                with contracts.contracts(False):
+                    broken += machine.failing_clauses(prev, action, now, accepted)
+            found = e.id in accept or any(k in CLAUSES and CLAUSES[k].id in accept for k in broken)
             if not found:
                 continue
             return ControlResult(g.name, layer, g.ids, True, e.id, len(trace), time.perf_counter() - t0,
-                                 trace, f"scripted generation {i}: {e}", e.clause, (e.clause,) if e.clause else ())
+                                 trace, f"scripted generation {i}: {e}", e.clause, tuple(dict.fromkeys(broken)))
     return None
