@@ -57,7 +57,8 @@ class OrtWorld:
         self._dir = tempfile.TemporaryDirectory(prefix="ortmem-zoo-")
         self.sources = build_zoo(self._dir.name)
         self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET) for k, p in self.sources.items()}
-        self.reference = {k: make_session(p) for k, p in self.sources.items()}
+        # Ungoverned twins: the same ORT options as managed sessions (prepacking off), no governance.
+        self.reference = {k: make_session(p, prepack=False) for k, p in self.sources.items()}
         #: What happened inside accepted actions, summed over every adapter of this world.
         self.events: dict[str, int] = {}
 

@@ -73,7 +73,7 @@ def test_cuda_generation_runs_on_cuda_and_matches_an_ungoverned_cuda_session(wor
     opts = sess.get_provider_options()[CUDA]
     assert int(opts["gpu_mem_limit"]) == rt.abstract().models["w"].admitted  # the cap is the grant
     rid = rt.execute(S.Open("w"))
-    ref = make_session(world.sources["dec_wide"], provider=CUDA)
+    ref = make_session(world.sources["dec_wide"], provider=CUDA, prepack=False)
     m = rt.models["w"].measured
     pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)
     for t in range(MAX_CONTEXT):
