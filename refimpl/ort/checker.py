@@ -88,7 +88,13 @@ class OrtAdapter:
         b = self.rt.kv.bundles.get(a.rid) if isinstance(a, S.Decode) and type(a.rid) is int else None
         tokens, cap = (b.tokens, b.cap) if b is not None else (0, 0)
         cache, shrinks = self.rt.weights.cache_bytes, self.rt.arena_shrinks
+        placed, dropped = self.rt.replicas.placed, self.rt.replicas.dropped
+        on_replica = b is not None and b.session is not self.rt.models[self.rt.requests[a.rid][0]].session
         result = self.rt.execute(a)  # a refusal raises: only accepted actions are counted below
+        self.world.count("replicas_placed", self.rt.replicas.placed - placed)
+        self.world.count("replicas_dropped", self.rt.replicas.dropped - dropped)
+        if on_replica:  # this decode's Run read weights from the borrowed cache
+            self.world.count("decodes_on_cache_replica")
         if self.rt.arena_shrinks > shrinks:  # arena pressure answered at this Run boundary
             self.world.count("arena_shrinks", self.rt.arena_shrinks - shrinks)
         if self.rt.weights.cache_bytes < cache:  # the weight holder yielded cache through a pressure ticket

@@ -32,6 +32,7 @@ from onnx import numpy_helper
 from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, env_arena
+from refimpl.ort.replicas import Replicas
 from refimpl.ort.residency import process_rss
 from refimpl.ort.extents import referenced_extents
 from refimpl.ort.holders import KvHolder, WeightHolder
@@ -202,6 +203,7 @@ class GovernedRuntime:
         self.pmm = ProcessMemoryManager()
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
         self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
+        self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
         self.arena = self.pmm.register_holder("arena")
         self.models: dict[str, _Loaded] = {}
@@ -229,10 +231,30 @@ class GovernedRuntime:
         over = self.used() + nbytes + self.topology.headroom - self.limit
         if over <= 0:
             return 0
-        credited = self.weights.reclaim(over)  # a pressure ticket on the weight holder (C5)
+        credited = self._reclaim_weights(over)  # a pressure ticket on the weight holder (C5)
         if credited < over:  # zero is legal for the holder; the requester fails, nothing is forced
             raise CapacityDenied(f"the weight holder's answer credited {credited} of {over} B")
         return credited
+
+    def _reclaim_weights(self, target: int) -> int:
+        """A pressure ticket on the weight holder; replicas in buckets it may take are dropped first."""
+        before = set(self.replicas.by_model)
+        self.replicas.before_reclaim(target)  # ORT stops reading bytes before they stop being leased
+        try:
+            return self.weights.reclaim(target)
+        finally:
+            self.replicas.stale()
+            for model in before - set(self.replicas.by_model):
+                self._rebind(model)
+
+    def _rebind(self, model: str) -> None:
+        """Re-bind every open request of `model` to the session now serving it (replica or primary)."""
+        session = self.replicas.session_of(model, self.models[model].session)
+        for rid, (m, _) in self.requests.items():
+            if m == model:
+                b = self.kv.bundles[rid]
+                b.session = session
+                b.bind()
 
     # --- actions ---------------------------------------------------------
 
@@ -296,6 +318,19 @@ class GovernedRuntime:
         m, f = rec.measured, rec.measured.facts
         proto = onnx.load(m.path)
         arrays = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+        so = self._session_options()
+        rec.weights_lease = self.weights.admit(name, weights, arrays, so)
+        if f.transient_peak:
+            rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
+            self.pmm.commit(self.arena, rec.arena_lease, f.transient_peak)
+        admitted = weights + f.transient_peak
+        rec.session = ort.InferenceSession(m.path, so, providers=session_providers(self.provider, admitted))
+        if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
+            raise ProviderUnavailable(f"{name}: asked for {self.provider}, the session runs on "
+                                      f"{rec.session.get_providers()}")
+
+    def _session_options(self) -> ort.SessionOptions:
+        """The ORT options of every managed session (primary or replica)."""
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.enable_mem_pattern = False
@@ -307,15 +342,7 @@ class GovernedRuntime:
         # uncharged. Off, every Run reads the leased initializers (tests/ort/test_ort_weights.py).
         if not self.prepack:
             so.add_session_config_entry("session.disable_prepacking", "1")
-        rec.weights_lease = self.weights.admit(name, weights, arrays, so)
-        if f.transient_peak:
-            rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
-            self.pmm.commit(self.arena, rec.arena_lease, f.transient_peak)
-        admitted = weights + f.transient_peak
-        rec.session = ort.InferenceSession(m.path, so, providers=session_providers(self.provider, admitted))
-        if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
-            raise ProviderUnavailable(f"{name}: asked for {self.provider}, the session runs on "
-                                      f"{rec.session.get_providers()}")
+        return so
 
     def _undo_admission(self, name: str, rec: _Loaded) -> None:
         if rec.arena_lease is not None:
@@ -343,7 +370,8 @@ class GovernedRuntime:
         cap = min(f.bucket, f.max_context)
         self._make_room(kv_bytes(cap, f.bytes_per_token))
         rid, self.next_request = self.next_request, self.next_request + 1
-        self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token, rec.session)
+        self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token,
+                     self.replicas.session_of(a.model, rec.session))
         self.requests[rid] = (a.model, cap)
         return rid
 
@@ -425,12 +453,14 @@ class GovernedRuntime:
         room = self.limit - self.used() - self.topology.headroom
         if room > 0:
             self.weights.fill(room)
+            for model in self.replicas.place(self.models):  # borrowed bytes ORT will read
+                self._rebind(model)
         return max(0, room)
 
     def _pressure(self, a: S.Pressure) -> int:
         if type(a.target) is not int or a.target <= 0:
             raise InvalidBytes(f"target must be a positive int, got {a.target!r}")
-        released = self.weights.reclaim(a.target)
+        released = self._reclaim_weights(a.target)
         if self.requests:  # the arena's share: deferred to the next Run boundary, credits nothing
             self.arena_pending += 1
         return released
@@ -450,7 +480,7 @@ class GovernedRuntime:
             raise BudgetBelowFloor(f"limit {new} is below the headroom {self.topology.headroom}")
         old = self.limit
         over = self.used() + self.topology.headroom - new  # prepare
-        released = self.weights.reclaim(over) if over > 0 else 0  # reclaim
+        released = self._reclaim_weights(over) if over > 0 else 0  # reclaim
         done = (("reclaim weight cache", released),) if released else ()
         ok = self.used() + self.topology.headroom <= new
         if ok or not self.guards.on("lower_limit_atomic"):  # C8: commit only if it holds
@@ -544,6 +574,8 @@ class GovernedRuntime:
             residency=tuple((k, v.nbytes, v.source) for k, v in sorted(self.residency.items())))
 
     def close(self) -> None:
+        for m in list(self.replicas.by_model):
+            self.replicas.drop(m)
         for rid in list(self.requests):
             self.kv.close(rid)
         self.requests.clear()

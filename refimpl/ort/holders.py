@@ -43,6 +43,8 @@ class WeightHolder:
         self.cache: list[tuple[int, np.ndarray]] = []  # newest last
         self.channel = ReclaimChannel(capacity)  # the pressure protocol's view of this holder's leases
         self.tickets: dict[int, int] = {}  # PMM lease id -> mirror ticket id
+        #: model -> (the leased weight bytes, [(initializer, offset, dtype, shape)]): what a replica copies
+        self.layouts: dict[str, tuple[np.ndarray, list[tuple[str, int, np.dtype, tuple[int, ...]]]]] = {}
         self.channel.serve(self._pick, self._freed)
 
     def _lease(self, nbytes: int, pinned: bool) -> int:
@@ -64,22 +66,26 @@ class WeightHolder:
         region = mmap.mmap(-1, max(1, nbytes))
         backing = np.frombuffer(region, np.uint8, count=nbytes)
         keep: list[object] = [region]
+        layout = []
         off = 0
         for key, arr in sorted(arrays.items(), key=lambda kv: (-kv[1].itemsize, -kv[1].nbytes)):
             off = -(-off // arr.itemsize) * arr.itemsize  # each tensor aligned to its element
             view = backing[off:off + arr.nbytes].view(arr.dtype).reshape(arr.shape)
             view[...] = arr
+            layout.append((key, off, arr.dtype, arr.shape))
             value = ort.OrtValue.ortvalue_from_numpy(view)  # zero-copy over the leased bytes
             keep += [view, value]  # the session borrows both; they live as long as the lease
             so.add_initializer(key, value)
             off += arr.nbytes
         keep.append(backing)
         self.models[name] = (aid, keep)
+        self.layouts[name] = (backing, layout)
         return aid
 
     def evict(self, name: str) -> None:
         """Give back a model's weight lease (a load that failed after admission, issue #14)."""
         aid, _ = self.models.pop(name)
+        self.layouts.pop(name, None)
         self._release(aid)
 
     @property
@@ -129,6 +135,7 @@ class WeightHolder:
         for aid, _ in self.models.values():
             self._release(aid)
         self.models.clear()
+        self.layouts.clear()
         for aid, _ in self.cache:
             self._release(aid)
         self.cache.clear()
