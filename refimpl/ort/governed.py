@@ -14,6 +14,17 @@
 # (`WeightHolder.reclaim` -> `refimpl.reclaim.ReclaimChannel`); the holder's
 # callback answers with its own unpinned, idle cache buckets, and growth
 # proceeds only with the credited bytes (short credit -> CapacityDenied).
+#
+# Issue #11: decodes run on bindings built once per KV bucket (the hot path
+# is lookups, one compare and ORT's Run); growth is two-phase (grow -> Run ->
+# install, abandon on failure) so an ORT failure (`RunFailed`) keeps no
+# grown lease; `abstract()` reads every charge from the manager's allocations
+# by holder and role; arena pressure is answered at the next Run boundary;
+# weights are read by ORT from the lease (prepacking off) or from a replica
+# in the weight cache (`refimpl.ort.replicas`); CUDA sessions cap their
+# arena at the model's grant. XXX: limits and limit lowering move to the
+# composed manager (refimpl/manager/) when that branch lands; this module is
+# over the ~500-line guide and should split (decode path / admission).
 
 from __future__ import annotations
 
