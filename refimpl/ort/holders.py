@@ -62,7 +62,9 @@ class WeightHolder:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
         aid = self._lease(nbytes, pinned=True)  # read by every Run of the model: never a victim (I6)
         # Page-aligned anonymous memory of exactly the leased size: ORT reads these bytes on every Run
-        # (prepacking off), and a numpy buffer 16 B off a cache line measured ~7% slower at d_model 1024.
+        # (prepacking off). XXX: a session whose initializers come from here measured 6% (alone) to ~30%
+        # (interleaved with two file-loaded twins) slower per decode at d_model 1024 than a file-loaded
+        # session with the same options; alignment and huge pages were tried and are not the cause.
         region = mmap.mmap(-1, max(1, nbytes))
         backing = np.frombuffer(region, np.uint8, count=nbytes)
         keep: list[object] = [region]
