@@ -26,6 +26,8 @@ from spec.types import Role, Tier
 
 __all__ = ["WeightHolder", "KvBundle", "KvHolder"]
 
+_ALIGN = 64
+
 
 def _lease(pmm: ProcessMemoryManager, holder: int, auth: int, nbytes: int, role: Role) -> int:
     aid = pmm.reserve(holder, auth, Tier.HOST, nbytes, role)  # charge before allocate (I2)
@@ -62,16 +64,21 @@ class WeightHolder:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
         aid = self._lease(nbytes, pinned=True)  # read by every Run of the model: never a victim (I6)
         # Page-aligned anonymous memory of exactly the leased size: ORT reads these bytes on every Run
-        # (prepacking off). XXX: a session whose initializers come from here measured 6% (alone) to ~30%
-        # (interleaved with two file-loaded twins) slower per decode at d_model 1024 than a file-loaded
-        # session with the same options; alignment and huge pages were tried and are not the cause.
+        # (prepacking off).
         region = mmap.mmap(-1, max(1, nbytes))
         backing = np.frombuffer(region, np.uint8, count=nbytes)
         keep: list[object] = [region]
         layout = []
         off = 0
-        for key, arr in sorted(arrays.items(), key=lambda kv: (-kv[1].itemsize, -kv[1].nbytes)):
-            off = -(-off // arr.itemsize) * arr.itemsize  # each tensor aligned to its element
+        order = sorted(arrays.items(), key=lambda kv: -kv[1].nbytes)  # big weights first, at aligned offsets
+        # 64 B (a cache line) per tensor when the rounding slack of the lease allows it, else the element.
+        # XXX: bench_decode (prepacking off) shows the governed arm 18 us (d 256) to ~200-350 us (d 1024)
+        # slower than the file-loaded twin, while the same sessions driven side by side in one loop run
+        # within a few percent; alignment and huge pages were tried; the cause is still open.
+        align = _ALIGN if sum(-(-a.nbytes // _ALIGN) * _ALIGN for _, a in order) <= nbytes else 0
+        for key, arr in order:
+            step = align or arr.itemsize
+            off = -(-off // step) * step
             view = backing[off:off + arr.nbytes].view(arr.dtype).reshape(arr.shape)
             view[...] = arr
             layout.append((key, off, arr.dtype, arr.shape))
