@@ -43,6 +43,9 @@ class CampaignStats:
     accepted_by_action: dict[str, int] = attrs.field(factory=dict)
     #: Clause key -> [evaluations, evaluations in which the clause's case occurred].
     coverage: dict[str, list[int]] = attrs.field(factory=dict)
+    #: Checker-specific counts of what happened inside accepted actions (the ORT campaign: KV growths,
+    #: reclaims, arena shrinks, identical-output checks); empty where a checker counts none.
+    events: dict[str, int] = attrs.field(factory=dict)
 
     @staticmethod
     def total(runs: "list[CampaignStats]") -> "CampaignStats":
@@ -58,7 +61,8 @@ class CampaignStats:
             cov.add(r.coverage)
         return CampaignStats(sum(r.examples for r in runs), sum(r.steps for r in runs),
                              sum(r.accepted for r in runs), add([r.rejected for r in runs]),
-                             sum(r.seconds for r in runs), add([r.accepted_by_action for r in runs]), cov.counts)
+                             sum(r.seconds for r in runs), add([r.accepted_by_action for r in runs]), cov.counts,
+                             add([r.events for r in runs]))
 
 
 @attrs.frozen

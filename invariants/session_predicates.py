@@ -144,8 +144,22 @@ _C8_LOWER = clause("C8", "step_C8_sessions", "lowering_exact",
                    "a limit is never lowered below used + headroom; a failed lowering keeps the old limit")
 
 
+_C8_LEDGER = clause("C8", "state_C8_sessions", "ledger_matches_records",
+                    "the ledger never charges a role (weights, arena, KV) more or less than the runtime's own "
+                    "records of that role account for: no lease outlives the record that accounts for it")
+
+
 def state_C8_sessions(s: S.SessionState) -> None:
-    """Reported figures equal an independent reading of the charge records."""
+    """Reported figures equal an independent reading of the charge records; the ledger, per role, too."""
+    managed = [m for m in s.models.values() if m.mode is S.Mode.MANAGED]
+    peaks = sum(m.facts.transient_peak for m in managed)
+    records = {"weights": sum(m.admitted for m in managed) - peaks + s.cache, "arena": peaks,
+               "kv": sum(q.kv_tokens * s.models[q.model].facts.bytes_per_token for q in s.requests.values())}
+    ledger = {k: s.ledger.get(k, 0) for k in set(s.ledger) | set(records)}
+    if ledger != {k: records.get(k, 0) for k in ledger}:
+        _C8_LEDGER.fail(f"the ledger charges {dict(sorted(ledger.items()))} but the records account for "
+                        f"{dict(sorted(records.items()))}")
+    _C8_LEDGER.case(any(records.values()))
     r = S.report(s)
     used = _used(s)
     kv = sum(q.kv_tokens * s.models[q.model].facts.bytes_per_token for q in s.requests.values())

@@ -96,6 +96,15 @@ def _write(path: Path, text: str) -> None:
         raise _Unusable(f"cannot write {path}: {e.strerror or e}") from None
 
 
+def _events(c: Any) -> str:
+    """What the campaign's accepted actions did, where a checker counts it (the ORT campaign's depth)."""
+    if not c.events:
+        return ""
+    decodes = c.accepted_by_action.get("Decode")
+    head = [f"{decodes} decodes"] if decodes is not None else []
+    return "; " + ", ".join(head + [f"{v} {k}" for k, v in sorted(c.events.items()) if ":" not in k])
+
+
 def report_json(r: Report) -> dict[str, Any]:
     """The machine-readable report (fields of the issue's schema, plus more)."""
     return {
@@ -106,6 +115,7 @@ def report_json(r: Report) -> dict[str, Any]:
         "campaigns": {
             name: {"examples": c.examples, "steps": c.steps, "accepted": c.accepted, "rejected": c.rejected,
                    "accepted_by_action": dict(sorted(c.accepted_by_action.items())),
+                   "events": dict(sorted(c.events.items())),
                    "seconds": round(c.seconds, 3)}
             for name, c in r.campaigns.items()},
         "campaign_errors": r.campaign_errors,
@@ -197,7 +207,7 @@ def report_markdown(r: Report) -> str:
     lines += [f"- drift: {p}" for p in r.drift] or ["- drift: none (catalog, predicates, tests and docs in step)"]
     lines += [f"- {name} campaign violation: {err}" for name, err in r.campaign_errors.items()]
     lines += [f"- {name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
-              f"{sum(c.rejected.values())} rejected with typed errors)" for name, c in r.campaigns.items()]
+              f"{sum(c.rejected.values())} rejected with typed errors){_events(c)}" for name, c in r.campaigns.items()]
     lines += [f"- stale mutant: {m}" for m in r.stale_mutants]
     lines += ["", "## What \"verified\" means", "", *[f"- {rule.format(threshold=THRESHOLDS[r.profile])}"
                                                       for rule in RULES]]
@@ -249,7 +259,7 @@ def _print_report(r: Report, console: Console) -> None:
         console.print(f"[red]{name} campaign violation:[/] {err}")
     for name, c in r.campaigns.items():
         console.print(f"{name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
-                      f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s")
+                      f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s{_events(c)}")
     for name, x in r.explorations.items():
         verdict = f"[red]violation {x.violated}[/]" if x.found else "no violation"
         console.print(f"{name} explorer: {x.states} distinct states, depth {x.depth}"

@@ -74,7 +74,7 @@ def run_demo(steps: int = 48, max_context: int = 64, bucket: int = 8, limit: int
         sources = build_zoo(d)
         static, s_out = _arm("static", sources, limit, max_context, max_context, steps, headroom)
         elastic, e_out = _arm("elastic", sources, limit, max_context, bucket, steps, headroom)
-        ref = make_session(sources["dec"])
+        ref = make_session(sources["dec"], prepack=False)  # the managed sessions' ORT options
         heads, dh, identical = 4, 8, True
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)
         for t in range(steps):

@@ -20,6 +20,7 @@ __all__ = ["MUTANTS"]
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "refimpl.admission", "spec.sessions"
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
+_ORT_HOLDERS = "refimpl.ort.holders"
 
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
@@ -310,6 +311,17 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("decode_past_capacity", ("I8c",), "ort", _S, _SES,
            "        if r.tokens < r.kv_tokens:\n", "        if r.tokens <= r.kv_tokens:\n",
            "a decode writes one token past the KV capacity it holds before growing"),
+    # --- real ORT sessions (refimpl.ort, refimpl layer: real sessions, checked against ungoverned runs) ---
+    Mutant("kv_growth_forgets_copy", ("C9",), "ort", _R, _ORT_HOLDERS,
+           "            for name in (\"key\", \"value\"):\n"
+           "                new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n",
+           "",
+           "a KV growth allocates the bigger bucket but never copies the old K/V into it: the next decode "
+           "attends over zeros (the bug issue #11 says the thorough campaign used to miss)"),
+    Mutant("kv_growth_leaks_old_lease", ("C8",), "ort", _R, _ORT_HOLDERS,
+           "        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new\n", "",
+           "a KV growth moves the request to the new bucket but never gives the old lease back: the ledger "
+           "charges KV the request no longer holds (issue #11: ledger 36,288 B, abstraction 30,144 B)"),
     Mutant("limit_above_capacity", ("C7",), "ort", _S, _SES,
            "        if new > t.capacity:\n", "        if new > 2 * t.capacity:\n",
            "a limit above the pool's capacity is accepted"),

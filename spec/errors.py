@@ -59,6 +59,7 @@ __all__ = [
     "CalloutFailed",
     "HolderCallbackFailed",
     "SessionCreationFailed",
+    "RunFailed",
     "TraceSinkFailed",
     "UnknownWorker",
     "AuthenticationFailed",
@@ -277,6 +278,10 @@ class HolderCallbackFailed(CalloutFailed):
 
 class SessionCreationFailed(CalloutFailed):
     """ORT failed to create a session after admission; every lease taken for it was returned."""
+
+
+class RunFailed(CalloutFailed):
+    """An ORT Run failed (over the arena cap, a binding's shape, any ORT error); the step was not applied and no lease was kept or grown."""
 
 
 class TraceSinkFailed(CalloutFailed):

@@ -44,7 +44,7 @@ from spec.types import Role
 __all__ = [
     "Mode", "Topology", "ModelFacts", "LoadedModel", "Request", "Residency", "LoweringReport", "SessionState",
     "GovernanceReport", "LoadModel", "Open", "Decode", "Close", "Prefetch", "Pressure", "Decline", "LowerLimit",
-    "ObserveResidency", "new_sessions", "step_sessions", "report", "path_peak", "floor_tokens",
+    "ObserveResidency", "new_sessions", "step_sessions", "report", "path_peak", "floor_tokens", "ledger_of",
 ]
 
 
@@ -123,6 +123,10 @@ class SessionState:
     not_enforced: frozenset = frozenset()  # labels reported as "limits advisory, not enforced"
     residency: immutables.Map = immutables.Map()  # model -> Residency
     next_request: int = 1
+    #: What the ledger charges, per role ("weights", "arena", "kv"): the spec's ledger holds exactly the
+    #: bytes its records account for (weights without the transient peak plus the cache; the peak; KV).
+    #: An implementation reads it from its manager's allocations, apart from its own records (C8, I1).
+    ledger: immutables.Map = immutables.Map()
 
     def kv_charge(self, r: Request) -> int:
         return kv_bytes(r.kv_tokens, self.models[r.model].facts.bytes_per_token)
@@ -211,7 +215,20 @@ def new_sessions(topology: Topology, limit: int) -> SessionState:
         raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
     if limit < topology.headroom:
         raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
-    return SessionState(topology, limit)
+    return _with_ledger(SessionState(topology, limit))
+
+
+def ledger_of(s: SessionState) -> immutables.Map:
+    """The charge per role that the records account for (the spec's ledger is exactly its records)."""
+    managed = [m for m in s.models.values() if m.mode is Mode.MANAGED]
+    arena = sum(m.facts.transient_peak for m in managed)
+    weights = sum(m.admitted for m in managed) - arena + s.cache
+    kv = sum(s.kv_charge(r) for r in s.requests.values())
+    return immutables.Map({Role.WEIGHTS.value: weights, Role.ARENA.value: arena, Role.KV.value: kv})
+
+
+def _with_ledger(s: SessionState) -> SessionState:
+    return attrs.evolve(s, ledger=ledger_of(s))
 
 
 def floor_tokens(f: ModelFacts) -> int:
@@ -251,6 +268,11 @@ def _req(s: SessionState, rid: object) -> Request:
 
 
 def step_sessions(s: SessionState, a: Any, guards: GuardSet = ALL_ON) -> tuple[SessionState, Any]:
+    nxt, result = _step(s, a, guards)
+    return _with_ledger(nxt), result
+
+
+def _step(s: SessionState, a: Any, guards: GuardSet) -> tuple[SessionState, Any]:
     t = s.topology
     if isinstance(a, LoadModel):
         _name(a.name, "name")

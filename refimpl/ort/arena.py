@@ -34,12 +34,13 @@ import attrs
 import onnxruntime as ort
 
 from refimpl.governor import ProcessMemoryManager
+from refimpl.ort.residency import process_rss
 from refimpl.ort.session import ModelSource, make_session
 from refimpl.reclaim import ReclaimChannel
 from spec.errors import InvalidBytes, InvalidTransition
 from spec.types import Role, Tier
 
-__all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY"]
+__all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY", "env_arena"]
 
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
 _ENV: dict[str, int] = {}  # the one env arena of this process: {"grant": bytes, "pid": os.getpid()}
@@ -51,20 +52,33 @@ class ArenaAnswer:
 
     pressure: int
     released: int  # charge credited to the requester: 0, the cap cannot shrink
-    rss_before: int
-    rss_after: int
+    rss_before: int | None  # None: /proc/self/status could not be read
+    rss_after: int | None
     source: str = "VmRSS from /proc/self/status, process-wide, around the shrinking Run"
 
 
-def _rss() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+def _rss() -> int | None:
+    fig = process_rss()
+    return None if fig is None else fig.nbytes  # unreadable is None, never 0 under VmRSS's name (I8b)
+
+
+def env_arena(cap: int) -> None:
+    """Register this process's one env arena with `max_mem = cap` (once); a different cap later is refused.
+
+    ORT cannot unregister or re-cap an env allocator (ORT-NOTES 8), so a
+    second runtime in the same process may share the arena only at the cap
+    it was registered with.
+    """
+    if type(cap) is not int or cap <= 0:
+        raise InvalidBytes(f"cap must be a positive int, got {cap!r}")
+    if _ENV.get("pid") == os.getpid():
+        if _ENV["grant"] != cap:
+            raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; ORT cannot re-cap "
+                                    f"it to {cap} B")
+        return
+    mi = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    ort.create_and_register_allocator(mi, ort.OrtArenaCfg({"max_mem": cap, "arena_extend_strategy": 1}))
+    _ENV.update(grant=cap, pid=os.getpid())
 
 
 class ArenaHolder:

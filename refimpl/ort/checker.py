@@ -13,19 +13,23 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from typing import Any
 
+import attrs
 import numpy as np
 from hypothesis import strategies as st
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
-from invariants.campaign import ControlResult, campaign_settings
+from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
 from invariants.session_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
 from refimpl.checker_api import CheckerRun
+from refimpl.ort.generations import hunt_scripts, run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.ort.residency import INJECTED, file_rss, process_rss
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
@@ -35,11 +39,15 @@ from spec.types import Role
 
 __all__ = ["OrtWorld", "OrtAdapter", "OrtChecker", "MAX_CONTEXT", "BUCKET", "CAPACITY", "HEADROOM"]
 
-MAX_CONTEXT, BUCKET = 12, 4
+MAX_CONTEXT, BUCKET = 16, 4  # four buckets per request: three growths to max context
 CAPACITY, HEADROOM, GRANULE = 512 * 1024, 4096, 4096
 LIMITS = (96 * 1024, 160 * 1024, 256 * 1024)
 HOST_MAPPED = (0, 32 * 1024)
 NAMES = ("a", "b", "c")
+#: Every managed session of the campaign allocates from this process's one env arena, capped by ORT at
+#: this many bytes. ORT cannot re-cap an env arena once registered (ORT-NOTES 8), so the cap is one per
+#: process, not one per runtime's grant; the ledger charges each model's measured transient peak.
+ENV_ARENA_CAP = 16 << 20
 
 
 class OrtWorld:
@@ -49,7 +57,17 @@ class OrtWorld:
         self._dir = tempfile.TemporaryDirectory(prefix="ortmem-zoo-")
         self.sources = build_zoo(self._dir.name)
         self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET) for k, p in self.sources.items()}
-        self.reference = {k: make_session(p) for k, p in self.sources.items()}
+        # Ungoverned twins: the same ORT options as managed sessions (prepacking off), no governance.
+        self.reference = {k: make_session(p, prepack=False) for k, p in self.sources.items()}
+        #: What happened inside accepted actions, summed over every adapter of this world.
+        self.events: dict[str, int] = {}
+
+    def count(self, event: str, n: int = 1) -> None:
+        self.events[event] = self.events.get(event, 0) + n
+
+    def take_events(self) -> dict[str, int]:
+        out, self.events = self.events, {}
+        return out
 
     def topology(self, host_mapped: int) -> S.Topology:
         return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped)
@@ -61,13 +79,27 @@ class OrtAdapter:
     def __init__(self, world: OrtWorld, config: tuple[int, int], guards: GuardSet) -> None:
         limit, host_mapped = config
         self.world = world
-        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards)
+        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards,
+                                  arena_cap=ENV_ARENA_CAP)
         self.sources: dict[str, str] = {}  # loaded name -> source
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def execute(self, a: Any) -> Any:
-        tokens = self.rt.kv.bundles[a.rid].tokens if isinstance(a, S.Decode) and a.rid in self.rt.kv.bundles else 0
-        result = self.rt.execute(a)
+        b = self.rt.kv.bundles.get(a.rid) if isinstance(a, S.Decode) and type(a.rid) is int else None
+        tokens, cap = (b.tokens, b.cap) if b is not None else (0, 0)
+        cache, shrinks = self.rt.weights.cache_bytes, self.rt.arena_shrinks
+        placed, dropped = self.rt.replicas.placed, self.rt.replicas.dropped
+        on_replica = b is not None and b.session is not self.rt.models[self.rt.requests[a.rid][0]].session
+        result = self.rt.execute(a)  # a refusal raises: only accepted actions are counted below
+        self.world.count("replicas_placed", self.rt.replicas.placed - placed)
+        self.world.count("replicas_dropped", self.rt.replicas.dropped - dropped)
+        if on_replica:  # this decode's Run read weights from the borrowed cache
+            self.world.count("decodes_on_cache_replica")
+        if self.rt.arena_shrinks > shrinks:  # arena pressure answered at this Run boundary
+            self.world.count("arena_shrinks", self.rt.arena_shrinks - shrinks)
+        if self.rt.weights.cache_bytes < cache:  # the weight holder yielded cache through a pressure ticket
+            self.world.count("reclaims")
+            self.world.count(f"reclaims:{type(a).__name__}")
         if isinstance(a, S.LoadModel):
             self.sources[a.name] = a.source
         elif isinstance(a, S.Open):
@@ -75,7 +107,10 @@ class OrtAdapter:
             empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
             self.past[result] = (empty, empty)
         elif isinstance(a, S.Decode):
+            if self.rt.kv.bundles[a.rid].cap != cap:
+                self.world.count("kv_growths")
             self._check_identical(a.rid, tokens)
+            self.world.count("identical_decodes")
         elif isinstance(a, S.Close):
             del self.past[a.rid]
         return result
@@ -88,8 +123,9 @@ class OrtAdapter:
         y, k, v = self.world.reference[self.sources[model]].run(None, {"x": x, "past_key": pk, "past_value": pv})
         gk, gv = self.rt.kv.present(rid)
         if not (np.array_equal(y, self.rt.last_output) and np.array_equal(k, gk) and np.array_equal(v, gv)):
-            raise InvariantViolation("identical-outputs", f"request {rid} step {tokens}: governed output differs "
-                                                          f"from the ungoverned run")
+            # C9: the governed KV bundle (and the output read through it) is the ungoverned run's, bit for bit.
+            raise InvariantViolation("C9", f"request {rid} step {tokens}: governed output or KV differs from the "
+                                           f"ungoverned run", clause="ort.identical_to_ungoverned")
         self.past[rid] = (k, v)
 
     def abstract(self) -> S.SessionState:
@@ -115,7 +151,7 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
         st.builds(load, st.sampled_from(NAMES + ("",)), st.sampled_from(sorted(world.sources)),
                   st.sampled_from(("full",) * 4 + ("none", "extra", "partial")), st.sampled_from((False,) * 4 + (True,))),
         st.builds(S.Open, model),
-        st.builds(S.Decode, rid), st.builds(S.Decode, rid), st.builds(S.Decode, rid),
+        *[st.builds(S.Decode, rid)] * (8 if rids else 2),  # decodes dominate once requests are open (depth)
         st.builds(S.Close, rid),
         st.just(S.Prefetch()),
         st.builds(S.Pressure, st.sampled_from([1, 4096, 10**6, 0, -1])),
@@ -123,9 +159,29 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
         st.builds(S.LowerLimit, st.sampled_from([s.limit - 4096, s.limit // 2, s.used + HEADROOM, HEADROOM - 1,
                                                  max(HEADROOM, s.pinned + HEADROOM - 1), max(HEADROOM, s.pinned + HEADROOM - 1),
                                                  CAPACITY + 1, s.limit + 8192, -1])),
+        # Invented figures only under an "injected:" label (and "" / -1: malformed input, refused) ...
         st.builds(S.ObserveResidency, model, st.sampled_from([0, 100, 20000, -1]),
-                  st.sampled_from(["/proc/self/status VmRSS", "profiler mem_arena_held", ""])),
+                  st.sampled_from([INJECTED + "fault-injection figure", ""])),
+        # ... and real ones, read from /proc when the action is drawn, under their own source (I8b).
+        st.builds(lambda m, which: observe(world, m, which), model, st.sampled_from(("process", "files"))),
     )
+
+
+def observe(world: OrtWorld, model: str, which: str, paths: tuple[str, ...] | None = None) -> S.ObserveResidency:
+    """A residency observation with a REAL figure: VmRSS, or smaps Rss of the model files' mappings."""
+    fig = process_rss() if which == "process" else file_rss(paths or _files(world))
+    if fig is None:  # /proc unreadable: say so rather than put a number under its name
+        return S.ObserveResidency(model, 0, INJECTED + "no real residency figure readable here")
+    return S.ObserveResidency(model, fig.nbytes, fig.source)
+
+
+def _files(world: OrtWorld) -> tuple[str, ...]:
+    out = []
+    for p in world.sources.values():
+        base = os.path.dirname(p)
+        out.append(p)
+        out += [os.path.join(base, n) for n in os.listdir(base) if n.endswith(".bin")]
+    return tuple(out)
 
 
 def ort_model(world: OrtWorld) -> Model:
@@ -157,17 +213,36 @@ class OrtChecker:
         return self._world
 
     def campaign(self, budget: Any) -> Any:
-
+        """Hypothesis' random actions plus scripted generations to max context, both fully checked."""
+        world = self.world
+        world.take_events()
         cfg = campaign_settings(max(1, budget.campaign_examples // 30), budget.campaign_steps)
         with contracts.contracts(True):
-            stats = run_model_campaign(ort_model(self.world), cfg)
+            random_part = run_model_campaign(ort_model(world), cfg)
+            scripted = run_scripts(ort_model(world), world.facts, HEADROOM, scripts_for(budget), paths=world.sources)
+        stats = CampaignStats.total([random_part, scripted])
+        stats = attrs.evolve(stats, events={**world.take_events(), "scripted_runs": scripted.examples})
         checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
                   for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Any) -> ControlResult:
-        # Refimpl-layer searches drive real sessions: fewer examples, but not so few that a
-        # perturbation of generation order (e.g. import order) loses the counterexample.
+        # The scripted generations first (deterministic, and deep: every bucket of every request),
+        # then Hypothesis. Refimpl-layer searches drive real sessions: fewer examples, but not so few
+        # that a perturbation of generation order (e.g. import order) loses the counterexample.
+        found = hunt_scripts(ort_model(self.world), guard, layer, self.world.facts, HEADROOM, CONTROL_SCRIPTS,
+                             paths=self.world.sources)
+        if found is not None:
+            return found
         n = budget.control_examples // (4 if layer is Layer.SPEC else 8)
         cfg = campaign_settings(max(1, n), budget.control_steps, shrink=budget.shrink)
         return find_model_counterexample(ort_model(self.world), guard, layer, cfg)
+
+
+#: Scripted runs per control: each reaches max context on every request (dozens of decodes).
+CONTROL_SCRIPTS = 3
+
+
+def scripts_for(budget: Any) -> int:
+    """Scripted generations per campaign: quick (600 examples) 6, thorough (4000) 40."""
+    return max(2, budget.campaign_examples // 100)

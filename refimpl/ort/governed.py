@@ -14,11 +14,23 @@
 # (`WeightHolder.reclaim` -> `refimpl.reclaim.ReclaimChannel`); the holder's
 # callback answers with its own unpinned, idle cache buckets, and growth
 # proceeds only with the credited bytes (short credit -> CapacityDenied).
+#
+# Issue #11: decodes run on bindings built once per KV bucket (the hot path
+# is lookups, one compare and ORT's Run); growth is two-phase (grow -> Run ->
+# install, abandon on failure) so an ORT failure (`RunFailed`) keeps no
+# grown lease; `abstract()` reads every charge from the manager's allocations
+# by holder and role; arena pressure is answered at the next Run boundary;
+# weights are read by ORT from the lease (prepacking off) or from a replica
+# in the weight cache (`refimpl.ort.replicas`); CUDA sessions cap their
+# arena at the model's grant. XXX: limits and limit lowering move to the
+# composed manager (refimpl/manager/) when that branch lands; this module is
+# over the ~500-line guide and should split (decode path / admission).
 
 from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -30,6 +42,9 @@ from onnx import numpy_helper
 
 from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
+from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, env_arena
+from refimpl.ort.replicas import Replicas
+from refimpl.ort.residency import process_rss
 from refimpl.ort.extents import referenced_extents
 from refimpl.ort.holders import KvHolder, WeightHolder
 from refimpl.ort.reporter import calibrate_transient_peak
@@ -47,6 +62,8 @@ from spec.errors import (
     InvalidTransition,
     ModelDataError,
     ModelFileInvalid,
+    ProviderUnavailable,
+    RunFailed,
     SessionCreationFailed,
     UndeclaredState,
     UnknownAllocation,
@@ -54,7 +71,7 @@ from spec.errors import (
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Role, Tier
 
-__all__ = ["GovernedRuntime", "MeasuredModel", "measure", "loop_carried", "decode_input"]
+__all__ = ["GovernedRuntime", "MeasuredModel", "measure", "loop_carried", "decode_input", "session_providers"]
 
 
 def loop_carried(model: onnx.ModelProto) -> frozenset[str]:
@@ -118,6 +135,21 @@ def _measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
     return MeasuredModel(path, facts, heads, dh)
 
 
+def session_providers(provider: str, grant: int) -> list[Any]:
+    """The `providers` list for a managed session; on CUDA the device arena is capped at the model's grant.
+
+    `gpu_mem_limit` caps the CUDA EP's BFC arena (weights copied to the device and activations; not
+    cuDNN workspaces or the CUDA context, ORT-NOTES 2.3); `kSameAsRequested` keeps the arena from
+    doubling past what is asked; the max-workspace cuDNN search is off. CPU stays as ORT's fallback for
+    nodes the CUDA EP lacks, and the provider assertion after creation catches a whole-session fallback.
+    """
+    if provider != "CUDAExecutionProvider":
+        return ["CPUExecutionProvider"]
+    return [("CUDAExecutionProvider", {"device_id": "0", "gpu_mem_limit": str(grant),
+                                       "arena_extend_strategy": "kSameAsRequested",
+                                       "cudnn_conv_use_max_workspace": "0"}), "CPUExecutionProvider"]
+
+
 def decode_input(rid: int, step: int, d_model: int) -> np.ndarray:
     """The deterministic token input of request `rid` at `step` (governed and reference runs share it)."""
     return np.random.default_rng(rid * 100_003 + step).standard_normal((1, 1, d_model)).astype(np.float32)
@@ -148,16 +180,41 @@ class GovernedRuntime:
     """One host pool, a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
 
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
-                 bucket: int = 4, guards: GuardSet = ALL_ON) -> None:
+                 bucket: int = 4, guards: GuardSet = ALL_ON,
+                 inputs: Callable[[int, int, int], np.ndarray] = decode_input,
+                 arena_cap: int | None = None, provider: str = "CPUExecutionProvider",
+                 prepack: bool = False) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
             raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
         self.topology, self.limit, self.sources, self.guards = topology, limit, sources, guards
         self.max_context, self.bucket = max_context, bucket
+        # With `arena_cap`, every managed session allocates from the process's one env arena, capped by
+        # ORT at `arena_cap` (a Run over it fails for that Run: RunFailed, the ledger exact).
+        self.arena_cap = arena_cap
+        if provider not in ("CPUExecutionProvider", "CUDAExecutionProvider"):
+            raise InvalidArgument(f"provider must be the CPU or CUDA execution provider, got {provider!r}")
+        if provider not in ort.get_available_providers():
+            raise ProviderUnavailable(f"{provider} is not in this onnxruntime build: "
+                                      f"{ort.get_available_providers()}")
+        self.provider = provider
+        self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy and never reads the lease
+        if arena_cap is not None:
+            env_arena(arena_cap)
+        # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
+        # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
+        # charge is each model's measured peak, which a shrink cannot lower: it credits 0 B, and what the
+        # shrink returned to the OS is recorded as residency (VmRSS around the Run), apart from charge.
+        self.arena_pending = 0
+        self.arena_shrinks = 0
+        self.arena_answers: list[ArenaAnswer] = []
+        self._shrink = ort.RunOptions()
+        self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0")
         self.pmm = ProcessMemoryManager()
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
         self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
+        self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
         self.arena = self.pmm.register_holder("arena")
         self.models: dict[str, _Loaded] = {}
@@ -166,7 +223,11 @@ class GovernedRuntime:
         self.not_enforced: set[str] = set()
         self.residency: dict[str, S.Residency] = {}
         self.next_request = 1
-        self.last_output: np.ndarray | None = None
+        self.inputs = inputs  # (rid, step, d_model) -> the step's token input; shared with reference runs
+        self.last_output: np.ndarray | None = None  # the last decode's output (a view, valid until the next)
+        self._handlers = {S.LoadModel: self._load, S.Open: self._open, S.Decode: self._decode,
+                          S.Close: self._close, S.Prefetch: self._prefetch, S.Pressure: self._pressure,
+                          S.Decline: self._decline, S.LowerLimit: self._lower, S.ObserveResidency: self._observe}
 
     # --- figures ---------------------------------------------------------
 
@@ -181,17 +242,35 @@ class GovernedRuntime:
         over = self.used() + nbytes + self.topology.headroom - self.limit
         if over <= 0:
             return 0
-        credited = self.weights.reclaim(over)  # a pressure ticket on the weight holder (C5)
+        credited = self._reclaim_weights(over)  # a pressure ticket on the weight holder (C5)
         if credited < over:  # zero is legal for the holder; the requester fails, nothing is forced
             raise CapacityDenied(f"the weight holder's answer credited {credited} of {over} B")
         return credited
 
+    def _reclaim_weights(self, target: int) -> int:
+        """A pressure ticket on the weight holder; replicas in buckets it may take are dropped first."""
+        before = set(self.replicas.by_model)
+        self.replicas.before_reclaim(target)  # ORT stops reading bytes before they stop being leased
+        try:
+            return self.weights.reclaim(target)
+        finally:
+            self.replicas.stale()
+            for model in before - set(self.replicas.by_model):
+                self._rebind(model)
+
+    def _rebind(self, model: str) -> None:
+        """Re-bind every open request of `model` to the session now serving it (replica or primary)."""
+        session = self.replicas.session_of(model, self.models[model].session)
+        for rid, (m, _) in self.requests.items():
+            if m == model:
+                b = self.kv.bundles[rid]
+                b.session = session
+                b.bind()
+
     # --- actions ---------------------------------------------------------
 
     def execute(self, a: Any) -> Any:
-        handler = {S.LoadModel: self._load, S.Open: self._open, S.Decode: self._decode, S.Close: self._close,
-                   S.Prefetch: self._prefetch, S.Pressure: self._pressure, S.Decline: self._decline,
-                   S.LowerLimit: self._lower, S.ObserveResidency: self._observe}.get(type(a))
+        handler = self._handlers.get(type(a))
         if handler is None:
             raise InvalidArgument(f"not a session action: {a!r}")
         return handler(a)
@@ -216,7 +295,7 @@ class GovernedRuntime:
             rec = _Loaded(m, S.Mode.COMPAT if a.declared is None else S.Mode.DECLINED, a.declared, a.host_mapped)
             rec.unattributed = f.referenced + f.transient_peak
             try:
-                rec.session = make_session(m.path)
+                rec.session = make_session(m.path, provider=self.provider)
             except Exception as e:
                 if isinstance(e, (GovernorError, InvariantViolation)):
                     raise
@@ -238,7 +317,8 @@ class GovernedRuntime:
             self._admit_session(a.name, rec, weights)
         except BaseException as e:
             self._undo_admission(a.name, rec)  # every lease taken for it goes back: nothing stays charged
-            if isinstance(e, Exception) and not isinstance(e, (CapacityDenied, InvariantViolation)):
+            if isinstance(e, Exception) and not isinstance(e, (CapacityDenied, ProviderUnavailable,
+                                                               InvariantViolation)):
                 raise SessionCreationFailed(f"{a.name}: ORT failed after admission ({type(e).__name__}: {e}); "
                                             "its weight and arena leases were returned") from e
             raise
@@ -249,14 +329,31 @@ class GovernedRuntime:
         m, f = rec.measured, rec.measured.facts
         proto = onnx.load(m.path)
         arrays = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.enable_mem_pattern = False
+        so = self._session_options()
         rec.weights_lease = self.weights.admit(name, weights, arrays, so)
         if f.transient_peak:
             rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
             self.pmm.commit(self.arena, rec.arena_lease, f.transient_peak)
-        rec.session = ort.InferenceSession(m.path, so, providers=["CPUExecutionProvider"])
+        admitted = weights + f.transient_peak
+        rec.session = ort.InferenceSession(m.path, so, providers=session_providers(self.provider, admitted))
+        if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
+            raise ProviderUnavailable(f"{name}: asked for {self.provider}, the session runs on "
+                                      f"{rec.session.get_providers()}")
+
+    def _session_options(self) -> ort.SessionOptions:
+        """The ORT options of every managed session (primary or replica)."""
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.enable_mem_pattern = False
+        if self.arena_cap is not None:
+            so.add_session_config_entry("session.use_env_allocators", "1")
+        # Measured (ORT 1.32, CPU): with prepacking on, ORT copies MatMul weights into its own packed
+        # buffers at session creation and never reads the leased ones again (writing into the lease
+        # changes no output), so the governed bytes would be bookkeeping beside ORT and the packed copy
+        # uncharged. Off, every Run reads the leased initializers (tests/ort/test_ort_weights.py).
+        if not self.prepack:
+            so.add_session_config_entry("session.disable_prepacking", "1")
+        return so
 
     def _undo_admission(self, name: str, rec: _Loaded) -> None:
         if rec.arena_lease is not None:
@@ -284,7 +381,8 @@ class GovernedRuntime:
         cap = min(f.bucket, f.max_context)
         self._make_room(kv_bytes(cap, f.bytes_per_token))
         rid, self.next_request = self.next_request, self.next_request + 1
-        self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token)
+        self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token,
+                     self.replicas.session_of(a.model, rec.session))
         self.requests[rid] = (a.model, cap)
         return rid
 
@@ -294,24 +392,68 @@ class GovernedRuntime:
         return self.requests[rid]
 
     def _decode(self, a: S.Decode) -> int:
-        model, cap = self._request(a.rid)
+        # The hot path (issue #11 item 7): lookups, one compare, and the bucket's prebuilt binding.
+        rid = a.rid
+        req = self.requests.get(rid) if type(rid) is int else None
+        if req is None:
+            raise UnknownAllocation(f"request {rid!r} is not open")
+        model, cap = req
+        b = self.kv.bundles[rid]
+        tokens = b.tokens
+        if tokens < cap and not self.arena_pending:
+            try:
+                self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
+            except (GovernorError, InvariantViolation):
+                raise
+            except Exception as e:  # ORT's error (arena cap, binding shape...): an environment event
+                raise self._run_failed(rid, tokens, e, grown=False) from e
+            return 0
         rec = self.models[model]
         f = rec.measured.facts
-        tokens = self.kv.bundles[a.rid].tokens
         if tokens >= f.max_context:
             raise ContextExhausted(f"request {a.rid} holds {tokens} = max context")
-        released = 0
-        if tokens == cap:
-            new = min(cap + f.bucket, f.max_context)
-            extra = kv_growth_peak(cap, new, f.bytes_per_token) - kv_bytes(cap, f.bytes_per_token)
-            if self._pinned() + extra + self.topology.headroom > self.limit:
-                raise CapacityDenied(f"request {a.rid}: growth needs {extra} B")
-            released = self._make_room(extra)
-            self.kv.grow(a.rid, new, f.bytes_per_token)
-            self.requests[a.rid] = (model, new)
-        x = decode_input(a.rid, tokens, rec.measured.heads * rec.measured.dh)
-        self.last_output = self.kv.step(a.rid, rec.session, x)
+        if tokens < cap:  # pressure is pending on the arena: this Run is the boundary that answers it
+            self._run_shrinking(rid, tokens, b)
+            return 0
+        new = min(cap + f.bucket, f.max_context)
+        extra = kv_growth_peak(cap, new, f.bytes_per_token) - kv_bytes(cap, f.bytes_per_token)
+        if self._pinned() + extra + self.topology.headroom > self.limit:
+            raise CapacityDenied(f"request {a.rid}: growth needs {extra} B")
+        released = self._make_room(extra)
+        grown = self.kv.grow(rid, new, f.bytes_per_token)  # old bucket still the request's
+        try:
+            self.last_output = self.kv.run(grown, self.inputs(rid, tokens, b.x.size))
+        except BaseException as e:
+            self.kv.abandon(grown)  # no grown lease is kept for a step that did not happen
+            if isinstance(e, (GovernorError, InvariantViolation)) or not isinstance(e, Exception):
+                raise
+            raise self._run_failed(rid, tokens, e, grown=True) from e
+        self.kv.install(rid, grown)
+        self.requests[rid] = (model, new)
         return released
+
+    def _run_shrinking(self, rid: int, tokens: int, b: Any) -> None:
+        due, self.arena_pending = self.arena_pending, 0
+        before = process_rss()
+        try:
+            self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size), self._shrink)
+        except (GovernorError, InvariantViolation):
+            self.arena_pending = due
+            raise
+        except Exception as e:
+            self.arena_pending = due  # not answered: the next Run boundary tries again
+            raise self._run_failed(rid, tokens, e, grown=False) from e
+        after = process_rss()
+        self.arena_shrinks += 1
+        for _ in range(due):
+            self.arena_answers.append(ArenaAnswer(due, 0, None if before is None else before.nbytes,
+                                                  None if after is None else after.nbytes))
+
+    @staticmethod
+    def _run_failed(rid: int, tokens: int, e: Exception, grown: bool) -> RunFailed:
+        what = "; the grown bucket's lease was returned, the request keeps its old bucket" if grown else ""
+        return RunFailed(f"request {rid} step {tokens}: ORT's Run failed ({type(e).__name__}: {e}); the step "
+                         f"was not applied{what}")
 
     def _close(self, a: S.Close) -> None:
         self._request(a.rid)
@@ -322,12 +464,17 @@ class GovernedRuntime:
         room = self.limit - self.used() - self.topology.headroom
         if room > 0:
             self.weights.fill(room)
+            for model in self.replicas.place(self.models):  # borrowed bytes ORT will read
+                self._rebind(model)
         return max(0, room)
 
     def _pressure(self, a: S.Pressure) -> int:
         if type(a.target) is not int or a.target <= 0:
             raise InvalidBytes(f"target must be a positive int, got {a.target!r}")
-        return self.weights.reclaim(a.target)
+        released = self._reclaim_weights(a.target)
+        if self.requests:  # the arena's share: deferred to the next Run boundary, credits nothing
+            self.arena_pending += 1
+        return released
 
     def _decline(self, a: S.Decline) -> None:
         if not isinstance(a.role, Role):
@@ -344,7 +491,7 @@ class GovernedRuntime:
             raise BudgetBelowFloor(f"limit {new} is below the headroom {self.topology.headroom}")
         old = self.limit
         over = self.used() + self.topology.headroom - new  # prepare
-        released = self.weights.reclaim(over) if over > 0 else 0  # reclaim
+        released = self._reclaim_weights(over) if over > 0 else 0  # reclaim
         done = (("reclaim weight cache", released),) if released else ()
         ok = self.used() + self.topology.headroom <= new
         if ok or not self.guards.on("lower_limit_atomic"):  # C8: commit only if it holds
@@ -380,26 +527,54 @@ class GovernedRuntime:
         allocs = allocs if allocs is not None else self.pmm.abstract().allocations
         return allocs[lease].charge
 
-    def abstract(self) -> S.SessionState:
+    def _ledger_view(self) -> tuple[Any, dict[str, int]]:
+        """The manager's allocations, and their charge on this runtime's pool summed per role."""
         allocs = self.pmm.abstract().allocations
+        by_role = {Role.WEIGHTS.value: 0, Role.ARENA.value: 0, Role.KV.value: 0}
+        for rec in allocs.values():
+            if rec.authority == self.auth and rec.charge:
+                by_role[rec.role.value] = by_role.get(rec.role.value, 0) + rec.charge
+        return allocs, by_role
+
+    def _kv_tokens(self, rid: int, allocs: Any) -> int:
+        """A request's KV capacity as its holder's lease on the ledger charges it (issue #11 item 2)."""
+        model = self.models[self.requests[rid][0]].measured.facts
+        rec = allocs.get(self.kv.bundles[rid].lease)
+        charge = rec.charge if rec is not None and rec.holder == self.kv.id and rec.role is Role.KV else 0
+        return charge // model.bytes_per_token
+
+    def _cache_charge(self, allocs: Any) -> int:
+        """The weight cache as the ledger charges the weight holder's cache leases."""
+        total = 0
+        for aid, _ in self.weights.cache:
+            rec = allocs.get(aid)
+            if rec is not None and rec.holder == self.weights.id and rec.role is Role.WEIGHTS:
+                total += rec.charge
+        return total
+
+    def abstract(self) -> S.SessionState:
+        """The refinement mapping: every charge read from the manager's allocations by holder and role."""
+        allocs, by_role = self._ledger_view()
         models = {}
         for name, r in self.models.items():
             f = r.measured.facts
             admitted = self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
             models[name] = S.LoadedModel(f, r.mode, admitted, r.unattributed, r.mode is not S.Mode.COMPAT,
                                          r.declared, r.host_mapped)
-        reqs = {rid: S.Request(m, self.kv.bundles[rid].tokens, cap) for rid, (m, cap) in self.requests.items()}
+        reqs = {rid: S.Request(m, self.kv.bundles[rid].tokens, self._kv_tokens(rid, allocs))
+                for rid, (m, _) in self.requests.items()}
         return S.SessionState(self.topology, self.limit, immutables.Map(models), immutables.Map(reqs),
-                              self.weights.cache_bytes, frozenset(self.declined), frozenset(self.not_enforced),
-                              immutables.Map(self.residency), self.next_request)
+                              self._cache_charge(allocs), frozenset(self.declined), frozenset(self.not_enforced),
+                              immutables.Map(self.residency), self.next_request, immutables.Map(by_role))
 
     def report(self) -> S.GovernanceReport:
         """C8's figures read from the manager's ledger (this runtime's own computation, not the spec's)."""
-        allocs = self.pmm.abstract().allocations
+        allocs, _ = self._ledger_view()
         weights = sum(self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
                       for r in self.models.values())
-        kv = sum(cap * self.models[m].measured.facts.bytes_per_token for m, cap in self.requests.values())
-        cache = self.weights.cache_bytes
+        kv = sum(self._kv_tokens(rid, allocs) * self.models[m].measured.facts.bytes_per_token
+                 for rid, (m, _) in self.requests.items())
+        cache = self._cache_charge(allocs)
         used = weights + kv + cache
         return S.GovernanceReport(
             unit="charge (bytes)", limit=self.limit, used=used, available=max(0, self.limit - used),
@@ -410,6 +585,8 @@ class GovernedRuntime:
             residency=tuple((k, v.nbytes, v.source) for k, v in sorted(self.residency.items())))
 
     def close(self) -> None:
+        for m in list(self.replicas.by_model):
+            self.replicas.drop(m)
         for rid in list(self.requests):
             self.kv.close(rid)
         self.requests.clear()

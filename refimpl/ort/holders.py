@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import onnxruntime as ort
 
@@ -23,6 +25,8 @@ from spec.arith import kv_bytes
 from spec.types import Role, Tier
 
 __all__ = ["WeightHolder", "KvBundle", "KvHolder"]
+
+_ALIGN = 64
 
 
 def _lease(pmm: ProcessMemoryManager, holder: int, auth: int, nbytes: int, role: Role) -> int:
@@ -41,6 +45,8 @@ class WeightHolder:
         self.cache: list[tuple[int, np.ndarray]] = []  # newest last
         self.channel = ReclaimChannel(capacity)  # the pressure protocol's view of this holder's leases
         self.tickets: dict[int, int] = {}  # PMM lease id -> mirror ticket id
+        #: model -> (the leased weight bytes, [(initializer, offset, dtype, shape)]): what a replica copies
+        self.layouts: dict[str, tuple[np.ndarray, list[tuple[str, int, np.dtype, tuple[int, ...]]]]] = {}
         self.channel.serve(self._pick, self._freed)
 
     def _lease(self, nbytes: int, pinned: bool) -> int:
@@ -57,22 +63,38 @@ class WeightHolder:
     def admit(self, name: str, nbytes: int, arrays: dict[str, np.ndarray], so: ort.SessionOptions) -> int:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
         aid = self._lease(nbytes, pinned=True)  # read by every Run of the model: never a victim (I6)
-        backing = np.empty(nbytes, np.uint8)
-        keep, off = [], 0
-        for key, arr in sorted(arrays.items(), key=lambda kv: -kv[1].itemsize):  # offsets stay aligned
+        # Page-aligned anonymous memory of exactly the leased size: ORT reads these bytes on every Run
+        # (prepacking off).
+        region = mmap.mmap(-1, max(1, nbytes))
+        backing = np.frombuffer(region, np.uint8, count=nbytes)
+        keep: list[object] = [region]
+        layout = []
+        off = 0
+        order = sorted(arrays.items(), key=lambda kv: -kv[1].nbytes)  # big weights first, at aligned offsets
+        # 64 B (a cache line) per tensor when the rounding slack of the lease allows it, else the element.
+        # XXX: bench_decode (prepacking off) shows the governed arm 18 us (d 256) to ~200-350 us (d 1024)
+        # slower than the file-loaded twin, while the same sessions driven side by side in one loop run
+        # within a few percent; alignment and huge pages were tried; the cause is still open.
+        align = _ALIGN if sum(-(-a.nbytes // _ALIGN) * _ALIGN for _, a in order) <= nbytes else 0
+        for key, arr in order:
+            step = align or arr.itemsize
+            off = -(-off // step) * step
             view = backing[off:off + arr.nbytes].view(arr.dtype).reshape(arr.shape)
             view[...] = arr
+            layout.append((key, off, arr.dtype, arr.shape))
             value = ort.OrtValue.ortvalue_from_numpy(view)  # zero-copy over the leased bytes
             keep += [view, value]  # the session borrows both; they live as long as the lease
             so.add_initializer(key, value)
             off += arr.nbytes
         keep.append(backing)
         self.models[name] = (aid, keep)
+        self.layouts[name] = (backing, layout)
         return aid
 
     def evict(self, name: str) -> None:
         """Give back a model's weight lease (a load that failed after admission, issue #14)."""
         aid, _ = self.models.pop(name)
+        self.layouts.pop(name, None)
         self._release(aid)
 
     @property
@@ -122,22 +144,60 @@ class WeightHolder:
         for aid, _ in self.models.values():
             self._release(aid)
         self.models.clear()
+        self.layouts.clear()
         for aid, _ in self.cache:
             self._release(aid)
         self.cache.clear()
 
 
 class KvBundle:
-    """One request's K and V, each as two flat ping-pong buffers of `cap` tokens (ORT-NOTES 3c)."""
+    """One request's K and V, each as two flat ping-pong buffers of `cap` tokens (ORT-NOTES 3c).
 
-    def __init__(self, heads: int, dh: int, cap: int, lease: int) -> None:
-        self.heads, self.dh, self.cap, self.lease = heads, dh, cap, lease
+    Bound once per bucket: when the bucket is made, one IOBinding per token
+    position of the bucket is built over the bundle's own buffers (x, y, past
+    and present views; the OrtValue of a side at n tokens is shared by the
+    present of step n-1 and the past of step n). A decode step then only
+    writes its input into the bound x buffer and runs the binding for its
+    position: no IOBinding or OrtValue is built on the decode path.
+    """
+
+    def __init__(self, heads: int, dh: int, cap: int, lease: int, session: ort.InferenceSession,
+                 tokens: int = 0, cur: int = 0) -> None:
+        self.heads, self.dh, self.cap, self.lease, self.session = heads, dh, cap, lease, session
         self.bufs = {n: [np.zeros(heads * cap * dh, np.float32) for _ in range(2)] for n in ("key", "value")}
-        self.cur = 0  # which ping-pong side holds the past
-        self.tokens = 0
+        self.cur = cur  # which ping-pong side holds the past
+        self.tokens = tokens
+        self.x = np.zeros((1, 1, heads * dh), np.float32)  # the bound token input, written in place
+        self.y = np.zeros((1, 1, heads * dh), np.float32)  # the bound output, overwritten by every step
+        self.bindings: list[object | None] = []  # index t: the binding of the step that reads t tokens
 
     def view(self, name: str, side: int, t: int) -> np.ndarray:
         return self.bufs[name][side][: self.heads * t * self.dh].reshape(1, self.heads, t, self.dh)
+
+    def bind(self) -> None:
+        """Build this bucket's bindings, one per step position from `tokens` to `cap - 1` (once per bucket)."""
+        values: dict[tuple[str, int, int], object] = {}
+
+        def value(name: str, side: int, t: int) -> object:
+            key = (name, side, t)
+            if key not in values:
+                arr = self.view(name, side, t) if t else np.zeros((1, self.heads, 0, self.dh), np.float32)
+                values[key] = (ort.OrtValue.ortvalue_from_numpy(arr), arr)  # keep the array alive with it
+            return values[key][0]
+
+        x, y = ort.OrtValue.ortvalue_from_numpy(self.x), ort.OrtValue.ortvalue_from_numpy(self.y)
+        self._keep = (values, x, y)
+        self.bindings = [None] * self.tokens
+        side = self.cur
+        for t in range(self.tokens, self.cap):
+            io = self.session.io_binding()
+            io.bind_ortvalue_input("x", x)
+            io.bind_ortvalue_output("y", y)
+            for n in ("key", "value"):
+                io.bind_ortvalue_input(f"past_{n}", value(n, side, t))
+                io.bind_ortvalue_output(f"present_{n}", value(n, 1 - side, t + 1))
+            self.bindings.append(io)
+            side = 1 - side
 
 
 class KvHolder:
@@ -148,39 +208,54 @@ class KvHolder:
         self.id = pmm.register_holder("kv")
         self.bundles: dict[int, KvBundle] = {}
 
-    def open(self, rid: int, heads: int, dh: int, cap: int, bytes_per_token: int) -> None:
+    def open(self, rid: int, heads: int, dh: int, cap: int, bytes_per_token: int,
+             session: ort.InferenceSession) -> None:
         lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)
-        self.bundles[rid] = KvBundle(heads, dh, cap, lease)
+        try:
+            b = KvBundle(heads, dh, cap, lease, session)
+            b.bind()
+        except BaseException:
+            self.pmm.release(self.id, lease)  # nothing of a failed open stays charged
+            raise
+        self.bundles[rid] = b
 
-    def grow(self, rid: int, cap: int, bytes_per_token: int) -> None:
+    def grow(self, rid: int, cap: int, bytes_per_token: int) -> KvBundle:
+        """Lease and fill the next bucket; the old one stays the request's until `install` (two-phase)."""
         old = self.bundles[rid]
         lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)
-        new = KvBundle(old.heads, old.dh, cap, lease)
-        n = old.heads * old.tokens * old.dh
-        for name in ("key", "value"):
-            new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]
-        new.cur, new.tokens = old.cur, old.tokens
-        self.bundles[rid] = new
-        self.pmm.release(self.id, old.lease)  # only after the copy: peak = old + new
+        try:
+            new = KvBundle(old.heads, old.dh, cap, lease, old.session, old.tokens, old.cur)
+            n = old.heads * old.tokens * old.dh
+            for name in ("key", "value"):
+                new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]
+            new.bind()
+        except BaseException:
+            self.pmm.release(self.id, lease)  # the old bucket stays the request's, the new one goes back
+            raise
+        return new
 
-    def step(self, rid: int, session: ort.InferenceSession, x: np.ndarray) -> np.ndarray:
-        """One decode step through IOBinding: past from one side, present written into the other."""
-        b = self.bundles[rid]
-        src, dst, t = b.cur, 1 - b.cur, b.tokens
-        io = session.io_binding()
-        io.bind_cpu_input("x", x)
-        y = np.empty((1, 1, b.heads * b.dh), np.float32)
-        io.bind_ortvalue_output("y", ort.OrtValue.ortvalue_from_numpy(y))
-        for n in ("key", "value"):
-            past = b.view(n, src, t)
-            if t == 0:
-                io.bind_cpu_input(f"past_{n}", np.zeros((1, b.heads, 0, b.dh), np.float32))
-            else:
-                io.bind_ortvalue_input(f"past_{n}", ort.OrtValue.ortvalue_from_numpy(past))
-            io.bind_ortvalue_output(f"present_{n}", ort.OrtValue.ortvalue_from_numpy(b.view(n, dst, t + 1)))
-        session.run_with_iobinding(io)
-        b.cur, b.tokens = dst, t + 1
-        return y
+    def install(self, rid: int, new: KvBundle) -> None:
+        """The grown bucket served a Run: it becomes the request's, and the old lease goes back."""
+        old = self.bundles[rid]
+        self.bundles[rid] = new
+        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new
+
+    def abandon(self, new: KvBundle) -> None:
+        """The grown bucket's Run failed: give its lease back; the request keeps its old bucket."""
+        self.pmm.release(self.id, new.lease)
+
+    def step(self, rid: int, x: np.ndarray, ro: ort.RunOptions | None = None) -> np.ndarray:
+        """One decode step through this bucket's binding for the position; returns the bound output (a view)."""
+        return self.run(self.bundles[rid], x, ro)
+
+    @staticmethod
+    def run(b: KvBundle, x: np.ndarray, ro: ort.RunOptions | None = None) -> np.ndarray:
+        """Run `b`'s binding for its position; the bundle advances only if ORT's Run returns."""
+        t = b.tokens
+        b.x[...] = x
+        b.session.run_with_iobinding(b.bindings[t], ro)  # a failure leaves cur/tokens: the past side is intact
+        b.cur, b.tokens = 1 - b.cur, t + 1
+        return b.y
 
     def present(self, rid: int) -> tuple[np.ndarray, np.ndarray]:
         b = self.bundles[rid]

@@ -36,6 +36,7 @@ def make_session(
     enable_mem_pattern: bool = False,
     profile_prefix: str | os.PathLike | None = None,
     optimize: bool = True,
+    prepack: bool = True,
 ) -> ort.InferenceSession:
     # enable_mem_pattern defaults off: with it on, ORT keeps one block per
     # input-shape signature for the session's life (ORT-NOTES 2.3), which a
@@ -53,6 +54,8 @@ def make_session(
     if profile_prefix is not None:
         so.enable_profiling = True
         so.profile_file_prefix = os.fspath(profile_prefix)
+    if not prepack:  # ORT then reads initializers where they lie instead of keeping its own packed copy
+        so.add_session_config_entry("session.disable_prepacking", "1")
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     with warnings.catch_warnings(record=True) as caught:

@@ -136,8 +136,11 @@ def test_residency_is_sourced_and_not_charge(world) -> None:
     rt = _runtime(world)
     _load(rt, world)
     used = rt.used()
-    rt.execute(S.ObserveResidency("a", 0, "/proc/self/status VmRSS"))
-    assert rt.used() == used and rt.report().residency == (("a", 0, "/proc/self/status VmRSS"),)
+    from refimpl.ort.residency import process_rss
+
+    fig = process_rss()  # a real figure under its real source (I8b), never an invented one
+    rt.execute(S.ObserveResidency("a", fig.nbytes, fig.source))
+    assert rt.used() == used and rt.report().residency == (("a", fig.nbytes, fig.source),)
     assert rt.report().unit.startswith("charge")
 
 
@@ -205,7 +208,7 @@ def test_runtime_report_is_its_own_reading_of_the_ledger(world) -> None:
     _load(rt, world)
     rid = rt.execute(S.Open("a"))
     steps = [S.Prefetch(), S.Decode(rid), S.Decode(rid), S.Pressure(4096), S.Decode(rid), S.Decode(rid),
-             S.Decode(rid), S.ObserveResidency("a", 100, "/proc/self/status VmRSS")]
+             S.Decode(rid), S.ObserveResidency("a", 100, "injected: an invented figure")]
     for a in steps:
         rt.execute(a)
         assert rt.report() == S.report(rt.abstract()), a

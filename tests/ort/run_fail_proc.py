@@ -1,0 +1,49 @@
+"""A Run failing over the env arena's cap, for real, in its own process (the env arena is process-wide).
+
+Measured (ORT 1.32, CPU, managed sessions with prepacking off): with the env
+arena capped at 512 B, session creation succeeds and the first decode Run
+needs more than the arena can give (768 B and up run all 16 steps): ORT's
+own BFC arena error ("Available memory of ... is smaller than requested"),
+no injection. Prints one JSON line for the test to read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+
+from refimpl.ort.governed import GovernedRuntime
+from refimpl.ort.zoo import build_zoo, reporter_facts
+from refimpl.topology import scaled_topology
+from spec import sessions as S
+from spec.errors import GovernorError
+
+CAP = 512
+
+
+def main() -> None:
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        zoo = build_zoo(d)
+        f = reporter_facts(zoo["dec_wide"], 16, 4)
+        rt = GovernedRuntime(scaled_topology(512 * 1024, 4096, 4096, 0), 256 * 1024, zoo, 16, 4, arena_cap=CAP)
+        rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
+        rid = rt.execute(S.Open("w"))
+        before, allocs, used = rt.abstract(), rt.pmm.abstract().allocations, rt.used()
+        try:
+            rt.execute(S.Decode(rid))
+            out["error"] = None
+        except GovernorError as e:
+            out["error"] = f"{type(e).__name__}: {e}"
+        out["unchanged"] = rt.abstract() == before and rt.pmm.abstract().allocations == allocs
+        out["used_before"], out["used_after"] = used, rt.used()
+        out["tokens"] = rt.kv.bundles[rid].tokens
+        out["env_allocators"] = rt.models["w"].session is not None
+        rt.close()
+        out["used_closed"] = rt.used()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Arena pressure answered at Run boundaries inside the governed runtime (issue #11 item 4; C5, I8b).
+
+A `Pressure` during a generation leaves the arena's share pending; nothing
+is answered until the next decode Run, which carries ORT's arena shrinkage
+and answers when it ends: 0 B credited (a measured peak cannot shrink),
+VmRSS around the Run recorded as residency. Outputs stay identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from refimpl.ort.arena import SHRINK_KEY
+from refimpl.ort.checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.ort.governed import GovernedRuntime, decode_input
+from spec import sessions as S
+
+
+@pytest.fixture(scope="module")
+def world():
+    return OrtWorld()
+
+
+def test_pressure_mid_generation_is_answered_at_the_next_run_boundary(world, monkeypatch) -> None:
+    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET,
+                         arena_cap=ENV_ARENA_CAP)
+    f = world.facts["dec"]
+    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(S.Prefetch())
+    rid = rt.execute(S.Open("a"))
+    rt.execute(S.Decode(rid))
+    seen: list[str] = []
+    real = ort.InferenceSession.run_with_iobinding
+
+    def spy(self, io, run_options=None):
+        seen.append("" if run_options is None else run_options.get_run_config_entry(SHRINK_KEY))
+        return real(self, io, run_options)
+
+    monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", spy)
+    used = rt.used()
+    released = rt.execute(S.Pressure(4096))
+    assert released == 4096 and rt.used() == used - 4096  # the weight cache answered at once
+    assert (rt.arena_pending, rt.arena_shrinks, rt.arena_answers) == (1, 0, [])  # the arena waits for a Run
+    rt.execute(S.Decode(rid))
+    assert seen == ["cpu:0"]  # that Run carried the shrinkage
+    assert (rt.arena_pending, rt.arena_shrinks) == (0, 1)
+    [answer] = rt.arena_answers
+    assert answer.released == 0 and "/proc/self/status" in answer.source
+    assert isinstance(answer.rss_before, int) and isinstance(answer.rss_after, int)
+    rt.execute(S.Decode(rid))
+    assert seen == ["cpu:0", ""]  # answered once: the next Run is an ordinary one
+    m = rt.models["a"].measured
+    pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)
+    for t in range(3):
+        y, pk, pv = world.reference["dec"].run(None, {"x": decode_input(rid, t, m.heads * m.dh), "past_key": pk,
+                                                      "past_value": pv})
+    assert np.array_equal(y, rt.last_output) and np.array_equal(pk, rt.kv.present(rid)[0])
+    rt.close()
+    assert rt.used() == 0

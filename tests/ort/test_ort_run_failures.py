@@ -1,0 +1,132 @@
+"""ORT failures as environment events (issue #11 item 6, #14's leftover): typed error, ledger exact.
+
+Each case leaves no leaked or grown lease and the abstraction unchanged:
+  - a Run over the env arena's cap: REAL ORT failure, in a subprocess;
+  - an IOBinding shape error: a REAL ORT error on a binding the test
+    corrupts (INJECTED: a wrongly shaped present buffer);
+  - a Decode whose Run fails after its KV growth: INJECTED (the session's
+    run raises), since ORT cannot be made to fail at that step naturally;
+  - a model file that changes under the runtime after measurement: REAL
+    (the file is overwritten; loading it fails).
+IDs: C2, I2 (no charge kept for a step that did not happen), C9 (the bundle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from refimpl.ort.checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.ort.governed import GovernedRuntime, decode_input
+from spec import sessions as S
+from spec.errors import RunFailed, SessionCreationFailed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def world():
+    return OrtWorld()
+
+
+def _opened(world, source="dec"):
+    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
+    f = world.facts[source]
+    rt.execute(S.LoadModel("a", source, f, f.loop_carried))
+    rt.execute(S.Prefetch())
+    return rt, rt.execute(S.Open("a"))
+
+
+def _frozen(rt):
+    return rt.abstract(), rt.pmm.abstract().allocations, rt.used()
+
+
+def _check_identical(world, rt, rid, steps, source="dec"):
+    m = rt.models["a"].measured
+    pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)
+    for t in range(steps):
+        y, pk, pv = world.reference[source].run(None, {"x": decode_input(rid, t, m.heads * m.dh),
+                                                       "past_key": pk, "past_value": pv})
+    gk, gv = rt.kv.present(rid)
+    assert np.array_equal(pk, gk) and np.array_equal(pv, gv) and np.array_equal(y, rt.last_output)
+
+
+def test_run_over_the_env_arena_cap_is_run_failed_with_the_ledger_exact() -> None:
+    r = subprocess.run([sys.executable, os.path.join("tests", "ort", "run_fail_proc.py")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["error"] is not None and out["error"].startswith("RunFailed:"), out
+    assert "Available memory of" in out["error"]  # ORT's own arena error, not ours
+    assert out["unchanged"] is True and out["used_after"] == out["used_before"] and out["tokens"] == 0
+    assert out["used_closed"] == 0
+
+
+def test_iobinding_shape_error_is_run_failed_and_changes_nothing(world) -> None:
+    rt, rid = _opened(world)
+    rt.execute(S.Decode(rid))
+    b = rt.kv.bundles[rid]
+    wrong = np.zeros((1, b.heads, 5, b.dh), np.float32)  # INJECTED: the step at t=1 computes 2 tokens
+    b.bindings[1].bind_ortvalue_output("present_key", ort.OrtValue.ortvalue_from_numpy(wrong))
+    before = _frozen(rt)
+    with pytest.raises(RunFailed, match="shape"):
+        rt.execute(S.Decode(rid))
+    assert _frozen(rt) == before
+    b.bind()  # rebuild the bucket's bindings from position 1: the request goes on unharmed
+    rt.execute(S.Decode(rid))
+    _check_identical(world, rt, rid, 2)
+    rt.close()
+    assert rt.used() == 0
+
+
+def test_run_failing_after_kv_growth_returns_the_grown_lease(world, monkeypatch) -> None:
+    rt, rid = _opened(world)
+    for _ in range(BUCKET):
+        rt.execute(S.Decode(rid))
+    kv_before = {k: a for k, a in rt.pmm.abstract().allocations.items() if a.holder == rt.kv.id and a.charge}
+    s0 = rt.abstract()
+    real = ort.InferenceSession.run_with_iobinding
+
+    def injected(self, io, run_options=None):  # INJECTED: ORT's Run raises on the grown bucket's first step
+        raise RuntimeError("injected: Run failed after growth")
+
+    monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", injected)
+    with pytest.raises(RunFailed, match="grown bucket's lease was returned"):
+        rt.execute(S.Decode(rid))
+    kv_after = {k: a for k, a in rt.pmm.abstract().allocations.items() if a.holder == rt.kv.id and a.charge}
+    assert kv_after == kv_before  # no grown lease kept, the old one still the request's
+    s1 = rt.abstract()
+    assert s1.requests == s0.requests and s1.ledger["kv"] == s0.ledger["kv"]
+    assert rt.used() == sum(s1.ledger.values())  # the reclaim that made room may stand; nothing leaked
+    monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", real)
+    for _ in range(MAX_CONTEXT - BUCKET):
+        rt.execute(S.Decode(rid))
+    _check_identical(world, rt, rid, MAX_CONTEXT)
+    rt.close()
+    assert rt.used() == 0
+
+
+def test_model_file_changing_after_measurement_fails_to_load_with_nothing_charged(world, tmp_path) -> None:
+    import shutil
+
+    src = os.path.join(str(tmp_path), "m.onnx")
+    shutil.copy(world.sources["mlp"], src)
+    blob = os.path.join(os.path.dirname(world.sources["mlp"]), "weights.bin")
+    if os.path.exists(blob):
+        shutil.copy(blob, os.path.join(str(tmp_path), "weights.bin"))
+    f = world.facts["mlp"]
+    rt = GovernedRuntime(world.topology(0), 256 * 1024, {"m": src}, MAX_CONTEXT, BUCKET)
+    from refimpl.ort.governed import measure
+    measure(src, MAX_CONTEXT, BUCKET)  # measured while the file was good
+    with open(src, "wb") as fh:  # REAL: the file is replaced under the runtime
+        fh.write(b"\x08\x0a" + b"\xff" * 64)
+    before = _frozen(rt)
+    with pytest.raises(SessionCreationFailed, match="leases were returned"):
+        rt.execute(S.LoadModel("m", "m", f, f.loop_carried))
+    assert _frozen(rt) == before and rt.used() == 0
