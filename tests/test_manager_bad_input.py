@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from manager_harness import lease, make
+from refimpl_manager_harness import lease, make
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from manager_harness import conserved, lease, make, used
+from refimpl_manager_harness import conserved, lease, make, used
 from threads_harness import JOIN_S
 
 from invariants import contracts

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from manager_harness import conserved, make
+from refimpl_manager_harness import conserved, make
 from threads_harness import fast_switching, run_together  # noqa: F401  (fixture)
 
 from invariants import contracts
