@@ -67,10 +67,16 @@ class ExploreResult:
         return self.violated is not None
 
 
-def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> ExploreResult:
-    """Expand every state reachable in <= max_depth steps; stop at the first violation."""
+def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000, fingerprints: bool = False) -> ExploreResult:
+    """Expand every state reachable in <= max_depth steps; stop at the first violation.
+
+    With `fingerprints`, the seen-set keeps each state's 64-bit hash instead of the state (TLC's
+    fingerprints): less memory and no deep equality on a revisit, at the price of a collision
+    (two distinct states, one hash) silently pruning a state, which is rare but possible.
+    """
     t0 = time.perf_counter()
-    parent: dict[Hashable, tuple[Hashable, Any] | None] = {model.initial: None}
+    key: Callable[[Any], Hashable] = hash if fingerprints else _same
+    parent: dict[Hashable, tuple[Hashable, Any] | None] = {key(model.initial): None}
     frontier: deque[tuple[Hashable, int]] = deque([(model.initial, 0)])
     transitions = rejected = depth = 0
     complete = True
@@ -89,6 +95,7 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> Exp
         if d >= max_depth:
             continue
         depth = max(depth, d + 1)
+        here = key(state)
         for action in model.actions(state):
             try:
                 nxt = model.step(state, action)
@@ -96,9 +103,11 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> Exp
                 rejected += 1
                 continue
             transitions += 1
+            k = key(nxt)
+            seen = k in parent
             try:
                 model.check_step(state, action, nxt)
-                if nxt not in parent:
+                if not seen:
                     model.check_state(nxt)
             except InvariantViolation as e:
                 with collecting() as found:
@@ -108,15 +117,19 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000) -> Exp
                     except InvariantViolation:
                         pass
                 broken = tuple(dict.fromkeys([e.clause or e.id, *found]))
-                return done(e.id, str(e), _path(parent, state) + (action,), e.clause, broken)
-            if nxt in parent:
+                return done(e.id, str(e), _path(parent, here) + (action,), e.clause, broken)
+            if seen:
                 continue
             if len(parent) >= max_states:
                 complete = False
                 continue
-            parent[nxt] = (state, action)
+            parent[k] = (here, action)
             frontier.append((nxt, d + 1))
     return done(None, "no violation", ())
+
+
+def _same(state: Hashable) -> Hashable:
+    return state
 
 
 def _path(parent: dict[Hashable, tuple[Hashable, Any] | None], state: Hashable) -> tuple[Any, ...]:

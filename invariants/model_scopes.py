@@ -16,6 +16,7 @@ from typing import Any
 from invariants import admission_predicates as AP
 from invariants import session_predicates as SP
 from invariants.explore import ExploreResult, Model, explore
+from invariants.manager_scope import manager_model
 from invariants.pressure_scope import CONTROL_SCOPE as PRESSURE_CONTROL
 from invariants.pressure_scope import QUICK_SCOPE as PRESSURE_QUICK
 from invariants.pressure_scope import pressure_model
@@ -138,6 +139,7 @@ SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     "pressure": lambda g: pressure_model(g, PRESSURE_QUICK),
     "pressure_control": lambda g: pressure_model(g, PRESSURE_CONTROL),
     "transactions": tx_model,  # `invariants.tx_scope`
+    "manager": manager_model,  # `invariants.manager_scope`: the composed spec (its checker is not registered yet)
 }
 
 

@@ -44,7 +44,10 @@ Requester tickets (all bytes through the ledger):
 
 Arbitration (I13). After every accepted action, for each canonical
 authority `a` in ascending id that has pending tickets, a *round* runs when
-`a.limit - a.used` rose in the action or the action was a `Submit` on `a`.
+`a.limit - a.used` rose in the action, the action was a `Submit` on `a`, or
+the action retired a ticket on `a` (CancelTicket / TimeoutTicket: a pending
+matured misfit that ended the last round may be gone, so the next waiter
+may fit; found by the explorer: without it a fitting waiter stays pending).
 A round: every pending ticket on `a` ages by one (capped at `aging_bound`);
 they are ordered by `spec.arith.arbitration_key(age >= aging_bound, priority,
 id)`; each in turn is granted when `nbytes <= a.limit - a.used` (a ledger
@@ -97,6 +100,31 @@ Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
     open pressures retire. If `used <= target` the limit becomes the target
     (committed=True); otherwise the old limit stays (committed=False). Either
     way the outcome lists the completed answers.
+
+Clarifications (spec.manager's reading, where the text above left a choice):
+  * Commit / Cancel / Release / Quarantine: "the ledger's own lookups and
+    ownership checks" are the ledger's steps 1-4 (byte shape of `nbytes` /
+    `released`, holder known, allocation known or retired, owner). The
+    part check comes next, before the ledger's device, lifecycle and byte-bound
+    checks (so a Commit past `reserved` of a ticket's allocation is
+    InvalidTransition, not InvalidBytes).
+  * PlanTx checks in two passes over `needs` in the given order: first every
+    authority (known, canonical, ACTIVE, need by need), then every nbytes.
+  * Rounds: "rose" compares `limit - used` before the action with the value
+    after the action's own effect, before any round. An action that changes
+    nothing (cancel or timeout of a retired ticket) runs no round. A Submit's
+    own round may grant the new ticket at once.
+  * CommitLimit sets the `limit` of the canonical authority only; its alias
+    records keep their registration-time copy (they own no ledger). An alias
+    id given to CommitLimit has no change pending -> InvalidTransition.
+  * Ownership of tickets and pressures (ForeignHolder) is checked
+    unconditionally; the ledger guard `owner_only` applies to leases only.
+  * CancelTicket / TimeoutTicket of a GRANTED ticket returns the ticket's
+    bytes (the charge of its allocation); AbortTx and Answer return the sum
+    of the charges of the allocations they cancel or release.
+  * LoseDevice: the ledger step comes first (its checks decide the error);
+    reservations of aborted transactions on other authorities are cancelled
+    by the transaction's holder, and rounds then run where headroom rose.
 
 Not in the composition (they stay in the focused models): ticket
 generations and reconfiguration, the cancellation mailbox, use flags,

@@ -1,0 +1,288 @@
+"""Cross-cutting predicates of the composed manager (`spec.manager_actions.Manager`), as named clauses.
+
+Where the parts meet on one ledger: every bucket of an authority (granted
+tickets, transaction-held reservations, leases and the rest) partitions its
+`used` (I1), exactly one credit per grant across cancel, timeout, abort and
+answer (I1), a holder's charge falls only by its own action or the
+environment (I6), a lost device keeps its charge (C3), a changed limit is not
+below what is used (I2), and no fitting waiter is left waiting (I13).
+
+Each clause states a harm and compares the manager's numbers with an
+independent reading of the records (sums recomputed here; grant order from
+`invariants.pressure.served_before`, never `spec.arith.arbitration_key`). The
+ledger's own predicates (`invariants.predicates`) run on `m.ledger` too, one
+wrapped predicate per ledger predicate, so a failing one keeps its clause.
+
+Reads spec values only; never imports refimpl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from invariants import predicates as LP
+from invariants.clauses import clause, conjunction
+from invariants.pressure import served_before
+from spec import actions as A
+from spec import manager_actions as M
+from spec.tickets import TicketState
+from spec.types import AllocState, ContextState
+
+__all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
+           "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
+           "step_I2_manager"]
+
+_T = TicketState
+
+# --- I1: one ledger, its buckets partition used -----------------------------------
+
+_I1_PARTITION = clause("I1", "state_I1_manager", "buckets_partition_used",
+                       "per authority, granted tickets + transaction-held reservations + every other charge add up "
+                       "to used: no byte of one part is lost or counted again by another")
+_I1_ONE_PART = clause("I1", "state_I1_manager", "one_part_per_reservation",
+                      "no reservation is held by two parts (two tickets, two transactions, or a ticket and a "
+                      "transaction), so it cannot be claimed or credited twice")
+_I1_TICKET = clause("I1", "state_I1_manager", "granted_ticket_reserved",
+                    "a granted ticket's bytes are a provisional reservation of its own holder, authority and size: "
+                    "no grant is backed by someone else's bytes, a lease, or nothing")
+_I1_TX = clause("I1", "state_I1_manager", "tx_held_reserved",
+                "a transaction's held bytes are provisional reservations of its holder, on its needs' authorities, "
+                "of its needs' sizes, held in order")
+
+
+def state_I1_manager(m: M.Manager) -> None:
+    allocs = m.ledger.allocations
+    holders_of: dict[int, list[str]] = {}
+    part_bytes: dict[int, int] = {}  # authority -> bytes the parts say they hold
+    granted = [t for t in m.tickets.values() if t.state is _T.GRANTED]
+    for t in granted:
+        # A granted ticket's bytes are promised to it whether or not a reservation backs them.
+        part_bytes[t.authority] = part_bytes.get(t.authority, 0) + t.nbytes
+        if t.allocation is None:
+            continue
+        holders_of.setdefault(t.allocation, []).append(f"ticket {t.id}")
+        r = allocs.get(t.allocation)
+        if r is None or (r.state, r.holder, r.authority, r.charge) != (AllocState.PROVISIONAL, t.holder, t.authority,
+                                                                        t.nbytes):
+            _I1_TICKET.fail(f"granted ticket {t.id} (holder {t.holder}, authority {t.authority}, {t.nbytes} B) "
+                            f"references {r!r}")
+    _I1_TICKET.case(bool(granted))
+    held = False
+    for x in m.txs.values():
+        if len(x.held) > len(x.needs):
+            _I1_TX.fail(f"transaction {x.id} holds {len(x.held)} reservations for {len(x.needs)} needs")
+        for (aid, n), alloc in zip(x.needs, x.held):
+            held = True
+            holders_of.setdefault(alloc, []).append(f"transaction {x.id}")
+            r = allocs.get(alloc)
+            if r is None or (r.state, r.holder, r.authority, r.charge) != (AllocState.PROVISIONAL, x.holder, aid, n):
+                _I1_TX.fail(f"transaction {x.id} (holder {x.holder}) holds {alloc} for ({aid}, {n} B): {r!r}")
+            part_bytes[aid] = part_bytes.get(aid, 0) + n
+    _I1_TX.case(held)
+    _I1_ONE_PART.case(bool(holders_of))
+    for alloc, parts in holders_of.items():
+        if len(parts) > 1:
+            _I1_ONE_PART.fail(f"allocation {alloc} is held by {', '.join(parts)}")
+    rest: dict[int, int] = {}
+    for r in allocs.values():
+        if r.id not in holders_of:
+            rest[r.authority] = rest.get(r.authority, 0) + r.charge
+    _I1_PARTITION.case(bool(allocs))
+    for a in m.ledger.authorities.values():
+        if a.alias_of is not None:
+            continue
+        total = part_bytes.get(a.id, 0) + rest.get(a.id, 0)
+        if total != a.used:
+            _I1_PARTITION.fail(f"authority {a.id}: used {a.used} B, but parts hold {part_bytes.get(a.id, 0)} B and "
+                               f"other charges are {rest.get(a.id, 0)} B")
+
+
+# --- I13: no fitting waiter is left waiting ---------------------------------------
+
+_I13_IDLE = clause("I13", "state_I13_manager", "no_idle_fitting_waiter",
+                   "no authority leaves its first waiter (in grant order) pending while its bytes fit in limit - "
+                   "used: capacity sits idle while a request starves")
+_I13_NOTHING = clause("I13", "state_I13_manager", "pending_holds_nothing",
+                      "a waiting ticket holds no reservation: waits hold no bytes")
+
+
+def state_I13_manager(m: M.Manager) -> None:
+    first: dict[int, M.Ticket] = {}
+    pending = False
+    for t in m.tickets.values():
+        if t.state is not _T.PENDING:
+            continue
+        pending = True
+        if t.allocation is not None:
+            _I13_NOTHING.fail(f"pending ticket {t.id} holds allocation {t.allocation}")
+        f = first.get(t.authority)
+        if f is None or served_before(t, f, m.aging_bound):
+            first[t.authority] = t
+    _I13_NOTHING.case(pending)
+    _I13_IDLE.case(bool(first))
+    for aid, t in first.items():
+        a = m.ledger.authorities[aid]
+        if t.nbytes <= a.limit - a.used:
+            _I13_IDLE.fail(f"authority {aid}: ticket {t.id} ({t.nbytes} B) is first in grant order and fits in "
+                           f"{a.limit - a.used} B, but waits")
+
+
+# --- I1: exactly one credit per grant -------------------------------------------
+
+_I1_ONCE = clause("I1", "step_I1_manager", "credit_exactly_once",
+                  "a cancel, timeout, abort or answer credits exactly the charge of the reservations and leases it "
+                  "retires, each still charged before and gone after: no byte is credited twice or not at all")
+
+_CREDITING = (M.CancelTicket, M.TimeoutTicket, M.AbortTx, M.Answer)
+
+
+def _retired_by(before: M.Manager, act: Any) -> tuple[int, ...]:
+    """The allocations `act` retires, read from the before-state's parts."""
+    if isinstance(act, (M.CancelTicket, M.TimeoutTicket)):
+        t = before.tickets.get(act.ticket)
+        return (t.allocation,) if t is not None and t.state is _T.GRANTED and t.allocation is not None else ()
+    if isinstance(act, M.AbortTx):
+        return before.txs[act.tx].held
+    return tuple(act.victims)
+
+
+def step_I1_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    crediting = isinstance(act, _CREDITING)
+    _I1_ONCE.case(crediting)
+    if not crediting:
+        return
+    gone = _retired_by(before, act)
+    charge = 0
+    for i in gone:
+        r = before.ledger.allocations.get(i)
+        if r is None:
+            _I1_ONCE.fail(f"{act!r} retires allocation {i}, which was already credited")
+        charge += r.charge
+        if i in after.ledger.allocations:
+            _I1_ONCE.fail(f"{act!r} retired allocation {i}, but it is still charged")
+    if result != charge:
+        _I1_ONCE.fail(f"{act!r} reports {result!r} B credited; the allocations it retired {list(gone)} charged "
+                      f"{charge} B")
+
+
+# --- I6: a holder's charge falls only by its own action ------------------------------
+
+_I6_OWN = clause("I6", "step_I6_manager", "charge_falls_by_own_action",
+                 "no holder's charge falls except by its own action (its ticket, lease, answer or transaction) or "
+                 "by the environment (device loss, confirmed termination): no part takes a holder's bytes")
+
+_TX_ACTIONS = (M.ReserveTx, M.CommitTx, M.AbortTx)
+_ENVIRONMENT = (A.LoseDevice, A.ConfirmTermination)
+
+
+def _charges(m: M.Manager) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for r in m.ledger.allocations.values():
+        out[r.holder] = out.get(r.holder, 0) + r.charge
+    return out
+
+
+def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    b, a = _charges(before), _charges(after)
+    fell = [h for h, c in b.items() if a.get(h, 0) < c]
+    _I6_OWN.case(bool(fell))
+    if not fell or isinstance(act, _ENVIRONMENT):
+        return
+    actor = before.txs[act.tx].holder if isinstance(act, _TX_ACTIONS) else getattr(act, "holder", None)
+    for h in fell:
+        if h != actor:
+            _I6_OWN.fail(f"{act!r} (by {actor!r}) lowered holder {h}'s charge {b[h]} -> {a.get(h, 0)} B")
+
+
+# --- C3: a lost device keeps its charge -------------------------------------------------
+
+_C3_KEPT = clause("C3", "step_C3_manager", "lost_charge_kept",
+                  "no lost device's charge is refunded before its termination is confirmed: its context may still "
+                  "be using the bytes")
+
+
+def step_C3_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    lost = [x for x in after.ledger.authorities.values() if x.alias_of is None and x.context is ContextState.LOST]
+    _C3_KEPT.case(bool(lost))
+    for x in lost:
+        p = before.ledger.authorities.get(x.id)
+        if p is not None and x.used < p.used:
+            _C3_KEPT.fail(f"{act!r}: lost authority {x.id}'s used fell {p.used} -> {x.used} B before termination")
+
+
+# --- I2: a changed limit is not below used --------------------------------------------------
+
+_I2_LIMIT = clause("I2", "step_I2_manager", "limit_not_below_used",
+                   "no step sets an authority's limit below what it uses: the old limit is kept instead")
+
+
+_I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
+                   "no step that charges an authority (a grant, a claim, a transaction's reservation) leaves it past "
+                   "its limit; only recorded (already taken) bytes may oversubscribe")
+
+
+def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    rose = [x for x in after.ledger.authorities.values()
+            if x.id in before.ledger.authorities and x.used > before.ledger.authorities[x.id].used]
+    _I2_GRANT.case(bool(rose) and not isinstance(act, A.RecordCommitted))
+    if not isinstance(act, A.RecordCommitted):
+        for x in rose:
+            if x.used > x.limit:
+                _I2_GRANT.fail(f"{act!r}: authority {x.id} charged {before.ledger.authorities[x.id].used} -> "
+                               f"{x.used} B past its {x.limit} B limit")
+    changed = [x for x in after.ledger.authorities.values()
+               if x.id in before.ledger.authorities and x.limit != before.ledger.authorities[x.id].limit]
+    _I2_LIMIT.case(bool(changed))
+    for x in changed:
+        if x.used > x.limit:
+            _I2_LIMIT.fail(f"{act!r}: authority {x.id}'s limit moved to {x.limit} B with {x.used} B used")
+
+
+# --- the ledger's own predicates, on the one ledger ------------------------------------
+
+_LEDGER_ACTIONS = (A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.Reserve, A.Commit, A.Cancel,
+                   A.Release, A.Quarantine, A.RecordCommitted, A.ConfirmTermination, A.OpenAllowance,
+                   A.ReserveGrowth, A.MapAllowance, A.UnmapAllowance, A.TransferAllowance, A.CloseAllowance)
+
+
+def _on_ledger_state(p: Callable[[Any], None]) -> Callable[[M.Manager], None]:
+    def run(m: M.Manager) -> None:
+        p(m.ledger)
+    run.__name__ = f"ledger_{p.__name__}"
+    return run
+
+
+def _on_ledger_step(p: Callable[[Any, Any, Any], None]) -> Callable[..., None]:
+    def run(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+        # The ledger's I6 reads `act.holder`; a part's or the environment's action is judged by step_I6_manager.
+        if p is LP.step_I6 and not isinstance(act, _LEDGER_ACTIONS):
+            return
+        p(before.ledger, act, after.ledger)
+    run.__name__ = f"ledger_{p.__name__}"
+    return run
+
+
+def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> dict[str, tuple]:
+    out = {id: tuple(wrap(p) for p in preds) for id, preds in ledger.items()}
+    for id, preds in own.items():
+        out[id] = out.get(id, ()) + preds
+    return out
+
+
+STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager,)}, LP.STATE_PREDICATES, _on_ledger_state)
+
+STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
+    {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,)},
+    LP.STEP_PREDICATES, _on_ledger_step)
+
+
+def check_all(m: M.Manager) -> None:
+    """Inv: every manager and ledger state predicate."""
+    conjunction(STATE_PREDICATES, m)
+
+
+def check_step(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    """Next: every manager and ledger step predicate for one accepted action and its result."""
+    conjunction(STEP_PREDICATES, before, act, after, result)

@@ -1,0 +1,152 @@
+"""The composed manager's exploration scope: a deterministic control for each cross-cutting guard (rule R4).
+
+`manager_model(guards, scope)` turns `spec.manager` into an `explore.Model`
+from a fixed start: two canonical authorities (id 1 of 2 B, id 2 of 3 B),
+two holders, aging bound 2. Every part acts on those two ledgers: requester
+tickets (Submit / Claim / CancelTicket / TimeoutTicket), ledger Release of
+free leases, holder pressure (Press / Answer with no victim or one own lease
+/ CancelPressure), transactions (PlanTx over one or both authorities /
+ReserveTx / CommitTx / AbortTx), device loss and termination, and limit
+changes (PrepareLimit to 1 B or back to capacity / CommitLimit). Caps on the
+ids ever issued (tickets, pressures, transactions) keep the space finite.
+Only the owner acts on its records: ownership refusals and malformed input
+are the scripted tests' and the stateful campaign's job.
+
+Each accepted step is judged by `invariants.manager.check_step` (with the
+action's result, kept from the step just taken: the explorer's step returns
+only states) and each new state by `check_all`. `CONTROLS` names, per
+cross-cutting guard, the scope in which switching it off must be found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from invariants import manager as IM
+from invariants.explore import Model
+from spec import actions as A
+from spec import manager as MG
+from spec import manager_actions as M
+from spec.errors import GovernorError
+from spec.guards import ALL_ON, GuardSet
+from spec.manager_parts import referenced
+from spec.types import AllocState, Tier
+
+__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "CONTROLS", "manager_start", "manager_actions",
+           "manager_model"]
+
+
+@attrs.frozen
+class ManagerScope:
+    capacities: tuple[int, ...] = (2, 3)
+    holders: int = 2
+    aging_bound: int = 2
+    tickets: int = 3  # requester tickets ever issued
+    pressures: int = 2  # pressure tickets ever issued (limit changes' included)
+    txs: int = 2  # transactions ever planned
+    nbytes: tuple[int, ...] = (1, 2)
+    priorities: tuple[int, ...] = (0,)
+    needs: tuple[tuple[tuple[int, int], ...], ...] = (((1, 1),), ((2, 2),), ((1, 1), (2, 2)))
+    losses: bool = True  # offer LoseDevice / ConfirmTermination
+    limits: bool = True  # offer PrepareLimit / CommitLimit
+
+
+QUICK_SCOPE = ManagerScope()
+#: Each control's scope: small enough that a shortest counterexample is found in a second.
+CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1)
+
+#: guard -> the scope its explorer control runs in (every guard of model "manager").
+CONTROLS: dict[str, ManagerScope] = {
+    "grant_charges_ledger": CONTROL_SCOPE,
+    "tx_counts_granted": CONTROL_SCOPE,
+    "loss_keeps_charge": CONTROL_SCOPE,
+    "limit_after_reclaim": CONTROL_SCOPE,
+}
+
+
+def manager_start(scope: ManagerScope) -> M.Manager:
+    m = M.initial(scope.aging_bound)
+    acts: list[Any] = [A.RegisterAuthority(f"pool{i}", Tier.DEVICE, c) for i, c in enumerate(scope.capacities)]
+    acts += [A.RegisterHolder(f"h{h}") for h in range(1, scope.holders + 1)]
+    for act in acts:
+        m = MG.step(m, act)[0]
+    return m
+
+
+def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
+    """Every action the scope allows in `m`, in a fixed order."""
+    holders = range(1, scope.holders + 1)
+    auths = range(1, len(scope.capacities) + 1)
+    if m.next_ticket <= scope.tickets:
+        for h in holders:
+            for a in auths:
+                for n in scope.nbytes:
+                    for prio in scope.priorities:
+                        yield M.Submit(h, a, n, prio)
+    for tid in sorted(m.tickets):
+        t = m.tickets[tid]
+        yield M.Claim(t.holder, tid)
+        yield M.CancelTicket(t.holder, tid)
+        yield M.TimeoutTicket(t.holder, tid)
+    refs = referenced(m)
+    free = [r for _, r in sorted(m.ledger.allocations.items()) if r.state is AllocState.LIVE and r.id not in refs]
+    for r in free:
+        yield A.Release(r.holder, r.id)
+    if m.next_pressure <= scope.pressures:
+        for h in holders:
+            for a in auths:
+                yield M.Press(h, a, 1)
+    for pid in sorted(m.pressures):
+        p = m.pressures[pid]
+        yield M.Answer(p.holder, pid, ())
+        for r in free:
+            if r.holder == p.holder and r.authority == p.authority:
+                yield M.Answer(p.holder, pid, (r.id,))
+        yield M.CancelPressure(pid)
+    if m.next_tx <= scope.txs:
+        for h in holders:
+            for needs in scope.needs:
+                yield M.PlanTx(h, needs)
+    for xid in sorted(m.txs):
+        yield M.ReserveTx(xid)
+        yield M.CommitTx(xid)
+        yield M.AbortTx(xid)
+    for a in auths:
+        if scope.losses:
+            yield A.LoseDevice(a)
+            yield A.ConfirmTermination(a)
+        if scope.limits:
+            if m.next_pressure <= scope.pressures:
+                yield M.PrepareLimit(a, 1)
+                yield M.PrepareLimit(a, scope.capacities[a - 1])
+            yield M.CommitLimit(a)
+
+
+def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE) -> Model:
+    """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked)."""
+
+    last: list[Any] = [None, None, None]  # (state, action, result) of the latest accepted step
+
+    def step(s: M.Manager, act: Any) -> M.Manager:
+        nxt, result = MG.step(s, act, guards)
+        last[:] = (s, act, result)
+        return nxt
+
+    def check_step(s: M.Manager, act: Any, n: M.Manager) -> None:
+        # The explorer checks a step right after taking it: reuse its result instead of stepping again.
+        result = last[2] if last[0] is s and last[1] is act else MG.step(s, act, guards)[1]
+        IM.check_step(s, act, n, result)
+
+    return Model(
+        name="manager",
+        initial=manager_start(scope),
+        step=step,
+        actions=lambda s: manager_actions(scope, s),
+        check_state=IM.check_all,
+        check_step=check_step,
+        rejects=(GovernorError,),
+    )
+

@@ -1,0 +1,174 @@
+"""The composed ProcessMemoryManager: `step(manager, action) -> (manager, result)`, pure.
+
+Theory of operation. `spec.manager_actions` holds the state, the actions and
+their contract; this module is the transition function. There is one ledger,
+`Manager.ledger`, and it is `spec.machine`'s state, driven only through
+`spec.machine.step`: a granted ticket is a ledger Reserve, a claim a Commit,
+a cancel of a granted ticket or an abort a Cancel, a pressure answer a
+Release of the holder's own leases. The parts (`spec.manager_parts`) keep
+what is not bytes.
+
+One `step`:
+  1. the action's handler validates (first failing check decides the typed
+     error, raised before any state is built: a rejection changes nothing)
+     and applies it;
+  2. arbitration (I13): for each canonical authority with pending tickets, in
+     ascending id, a round runs when `limit - used` rose in the action, the
+     action was a `Submit` on it, or it retired a ticket on it. Pending tickets age, are ordered by
+     `spec.arith.arbitration_key`, and each that fits is granted by a ledger
+     Reserve charged at grant; a matured misfit ends the round.
+
+Device loss is one mechanism for every part: the ledger loses the device,
+then tickets, pressures and limit changes on it are dropped and every
+transaction needing it is aborted (its bytes elsewhere are cancelled, its
+bytes on the lost device stay charged until `ConfirmTermination`).
+
+No I/O, no clock, no threads, no numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import evolve
+
+from spec import actions as A
+from spec import machine
+from spec import manager_actions as M
+from spec.arith import arbitration_key
+from spec.errors import InvalidArgument, InvalidTransition
+from spec.guards import ALL_ON, GuardSet
+from spec.machine import _holder_allocation, check_bytes
+from spec.manager_parts import PART_HANDLERS, referenced
+from spec.tickets import TicketEvent, TicketState, next_ticket_state
+
+__all__ = ["step", "apply"]
+
+_T = TicketState
+
+
+def apply(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> M.Manager:
+    """The next manager, or a typed rejection (manager unchanged)."""
+    return step(m, action, guards)[0]
+
+
+def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[M.Manager, Any]:
+    """The next manager and the action's result, as `spec.manager_actions` documents them."""
+    handler = _HANDLERS.get(type(action))
+    if handler is None:
+        raise InvalidArgument(f"not a manager action: {action!r:.120}")
+    nxt, result = handler(m, action, guards)
+    if nxt is m:
+        return m, result  # nothing changed (a cancel of a retired ticket): no round
+    return _arbitrate(m, action, nxt, guards), result
+
+
+# --- arbitration (I13) -------------------------------------------------------------
+
+
+def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet) -> M.Manager:
+    """Run a round on every authority whose headroom rose in the action, or that a Submit targeted."""
+    waiting = sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING})
+    for aid in waiting:
+        a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities[aid]
+        rose = a0 is None or a1.limit - a1.used > a0.limit - a0.used
+        submitted = isinstance(action, M.Submit) and action.authority == aid
+        # A retired waiter may have been the matured misfit that ended the last round (I13).
+        retired = (isinstance(action, (M.CancelTicket, M.TimeoutTicket)) and action.ticket in before.tickets
+                   and before.tickets[action.ticket].authority == aid)
+        if rose or submitted or retired:
+            m = _round(m, aid, guards)
+    return m
+
+
+def _round(m: M.Manager, aid: int, guards: GuardSet) -> M.Manager:
+    """One round on authority `aid`: age every pending ticket, then grant greedily in arbitration order."""
+    bound = m.aging_bound
+    pending = [_aged(t, bound) for t in m.tickets.values() if t.authority == aid and t.state is _T.PENDING]
+    pending.sort(key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id))
+    ledger, tickets = m.ledger, m.tickets
+    for i, t in enumerate(pending):
+        a = ledger.authorities[aid]
+        if t.nbytes <= a.limit - a.used:
+            state, alloc = next_ticket_state(t.state, TicketEvent.GRANT, f"ticket {t.id}"), None
+            # Verify a grant is a ledger reservation, charged before any waiter can see it (I1, I2).
+            if guards.on("grant_charges_ledger"):
+                ledger, alloc = machine.step(ledger, A.Reserve(t.holder, aid, a.tier, t.nbytes, t.role), guards)
+            t = evolve(t, state=state, allocation=alloc)
+        elif t.age >= bound:
+            # A matured misfit ends the round: returned capacity accumulates for it (I13).
+            for rest in pending[i:]:
+                tickets = tickets.set(rest.id, rest)
+            break
+        tickets = tickets.set(t.id, t)
+    return evolve(m, ledger=ledger, tickets=tickets)
+
+
+def _aged(t: M.Ticket, bound: int) -> M.Ticket:
+    """`t` one round older, capped at the bound (built directly: `evolve` is the explorer's hot spot)."""
+    return M.Ticket(t.id, t.holder, t.authority, t.nbytes, t.priority, t.role, min(t.age + 1, bound), t.state,
+                    t.allocation)
+
+
+# --- the ledger's own actions --------------------------------------------------------
+
+
+def _ledger_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
+    ledger, result = machine.step(m.ledger, act, guards)
+    return (m if ledger is m.ledger else evolve(m, ledger=ledger)), result
+
+
+def _part_owned_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
+    """Commit / Cancel / Release / Quarantine: the ledger's lookups and ownership, then the parts' claim."""
+    if isinstance(act, A.Commit):
+        check_bytes(act.nbytes, "nbytes")
+    if isinstance(act, A.Quarantine):
+        check_bytes(act.released, "released", allow_zero=True)
+    rec = _holder_allocation(m.ledger, act, guards)
+    refs = referenced(m)
+    # Verify no one settles bytes a ticket or a transaction holds: that part owns them (I1).
+    if rec.id in refs:
+        raise InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through that part")
+    return _ledger_action(m, act, guards)
+
+
+def _lose_device(m: M.Manager, act: A.LoseDevice, guards: GuardSet) -> tuple[M.Manager, None]:
+    ledger = machine.step(m.ledger, act, guards)[0]  # the ledger's validation and loss (no refund)
+    a = m.ledger.authorities[act.authority]
+    aid = a.alias_of if a.alias_of is not None else a.id
+    hit = [x for x in m.txs.values() if any(n_aid == aid for n_aid, _ in x.needs)]
+    # Verify a transaction's reservation on the lost device stays charged until termination (C3, I6).
+    if not guards.on("loss_keeps_charge"):
+        pre = m.ledger
+        for x in hit:
+            for (n_aid, _), alloc in zip(x.needs, x.held):
+                if n_aid == aid:
+                    pre = machine.step(pre, A.Cancel(x.holder, alloc), guards)[0]
+        ledger = machine.step(pre, act, guards)[0]
+    txs = m.txs
+    for x in hit:
+        for (n_aid, _), alloc in zip(x.needs, x.held):
+            if n_aid != aid:
+                ledger = machine.step(ledger, A.Cancel(x.holder, alloc), guards)[0]
+        txs = txs.delete(x.id)
+    tickets = m.tickets
+    for t in m.tickets.values():
+        if t.authority == aid:
+            tickets = tickets.delete(t.id)  # a granted ticket's allocation is DEVICE_LOST: charged until confirmed
+    pressures = m.pressures
+    for p in m.pressures.values():
+        if p.authority == aid:
+            pressures = pressures.delete(p.id)
+    changes = m.changes.delete(aid) if aid in m.changes else m.changes
+    return evolve(m, ledger=ledger, tickets=tickets, pressures=pressures, txs=txs, changes=changes), None
+
+
+_HANDLERS: dict[type, Any] = {
+    **{kind: _ledger_action for kind in (
+        A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.Reserve, A.RecordCommitted,
+        A.ConfirmTermination, A.OpenAllowance, A.ReserveGrowth, A.MapAllowance, A.UnmapAllowance,
+        A.TransferAllowance, A.CloseAllowance)},
+    **{kind: _part_owned_action for kind in (A.Commit, A.Cancel, A.Release, A.Quarantine)},
+    A.LoseDevice: _lose_device,
+    **PART_HANDLERS,
+}

@@ -1,0 +1,324 @@
+"""The composed manager's parts: requester tickets, holder pressure, capacity transactions, limit changes.
+
+Each handler validates in the order `spec.manager_actions` states (the first
+failing check decides the typed error) and raises before building a state,
+so a rejected action changes nothing. Every byte moves through the ledger:
+each handler ends in `spec.machine.step` calls (Reserve, Commit, Cancel,
+Release) on `Manager.ledger`; the parts keep only ids, order and phase.
+Arbitration rounds and the ledger's own actions live in `spec.manager`.
+
+The ledger's lookups (`_holder`, `_authority`, `_allocation`, `_active`) are
+reused from `spec.machine`, so a part's refusal reads like the ledger's.
+No I/O, no clock, no threads, no numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import evolve
+
+from spec import actions as A
+from spec import machine
+from spec import manager_actions as M
+from spec.errors import (
+    CapacityDenied,
+    ForeignHolder,
+    InvalidArgument,
+    InvalidBytes,
+    InvalidTransition,
+    UnknownTicket,
+    UnknownTransaction,
+)
+from spec.guards import GuardSet
+from spec.machine import _active, _allocation, _authority, _enum, _holder, check_bytes
+from spec.state import Authority
+from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState, next_pressure_state, next_ticket_state
+from spec.types import AllocState, Role
+
+__all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check"]
+
+_T = TicketState
+
+
+def canonical(m: M.Manager, aid: object) -> Authority:
+    """A known, canonical authority: the parts act on ledgers, never on alias views."""
+    a = _authority(m.ledger, aid)
+    if a.alias_of is not None:
+        raise InvalidArgument(f"authority {a.id} is an alias of {a.alias_of}: the manager's parts act on canonical "
+                              f"authorities")
+    return a
+
+
+def referenced(m: M.Manager) -> dict[int, str]:
+    """Allocation id -> the part that holds it (a granted ticket or a transaction)."""
+    out: dict[int, str] = {}
+    for t in m.tickets.values():
+        if t.allocation is not None:
+            out[t.allocation] = f"ticket {t.id}"
+    for x in m.txs.values():
+        for alloc in x.held:
+            out[alloc] = f"transaction {x.id}"
+    return out
+
+
+def without_limit_check(guards: GuardSet) -> GuardSet:
+    """The ledger's guards with its limit check off too (what a switched-off part guard lets through)."""
+    return GuardSet.without(*guards.off, "limit_check")
+
+
+def _ticket(m: M.Manager, tid: object) -> M.Ticket | None:
+    """The live ticket, None if retired, UnknownTicket if never issued."""
+    t = m.tickets.get(tid) if type(tid) is int else None
+    if t is None:
+        if type(tid) is int and 1 <= tid < m.next_ticket:
+            return None
+        raise UnknownTicket(f"ticket {tid!r} was never issued")
+    return t
+
+
+def _pressure(m: M.Manager, pid: object) -> M.Pressure:
+    p = m.pressures.get(pid) if type(pid) is int else None
+    if p is None:
+        if type(pid) is int and 1 <= pid < m.next_pressure:
+            raise InvalidTransition(f"pressure {pid} is already retired")
+        raise UnknownTicket(f"pressure {pid!r} was never issued")
+    return p
+
+
+def _tx(m: M.Manager, xid: object) -> M.Tx:
+    x = m.txs.get(xid) if type(xid) is int else None
+    if x is None:
+        if type(xid) is int and 1 <= xid < m.next_tx:
+            raise InvalidTransition(f"transaction {xid} is already retired")
+        raise UnknownTransaction(f"transaction {xid!r} was never planned")
+    return x
+
+
+def _owner(record_holder: int, holder: int, what: str) -> None:
+    # Verify only the owning holder acts on its ticket or pressure (I6).
+    if record_holder != holder:
+        raise ForeignHolder(f"{what} belongs to holder {record_holder}, not {holder}")
+
+
+# --- requester tickets (I7, I13; bytes through the ledger) -----------------------
+
+
+def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, int]:
+    nbytes = check_bytes(act.nbytes, "nbytes")
+    if type(act.priority) is not int:
+        raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
+    role = _enum(act.role, Role, "role")
+    h = _holder(m.ledger, act.holder)
+    a = canonical(m, act.authority)
+    _active(a)
+    # Verify the request can ever fit: a ticket that never fits would wait forever (I13).
+    if nbytes > a.limit:
+        raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
+    state = next_ticket_state(_T.IDLE, TicketEvent.SUBMIT)
+    t = M.Ticket(m.next_ticket, h.id, a.id, nbytes, act.priority, role, 0, state, None)
+    return evolve(m, tickets=m.tickets.set(t.id, t), next_ticket=t.id + 1), t.id
+
+
+def _claim(m: M.Manager, act: M.Claim, guards: GuardSet) -> tuple[M.Manager, int]:
+    h = _holder(m.ledger, act.holder)
+    t = _ticket(m, act.ticket)
+    if t is None:
+        raise InvalidTransition(f"ticket {act.ticket} is already retired")
+    _owner(t.holder, h.id, f"ticket {t.id}")
+    next_ticket_state(t.state, TicketEvent.CLAIM, f"ticket {t.id}")
+    ledger, alloc = m.ledger, t.allocation
+    if alloc is None:  # the grant charged nothing (grant_charges_ledger off): the bytes are taken only now
+        tier = ledger.authorities[t.authority].tier
+        ledger, alloc = machine.step(ledger, A.Reserve(t.holder, t.authority, tier, t.nbytes, t.role),
+                                     without_limit_check(guards))
+    ledger = machine.step(ledger, A.Commit(t.holder, alloc, t.nbytes), guards)[0]
+    return evolve(m, ledger=ledger, tickets=m.tickets.delete(t.id)), alloc
+
+
+def _retire_ticket(m: M.Manager, act: M.CancelTicket | M.TimeoutTicket, event: TicketEvent,
+                   guards: GuardSet) -> tuple[M.Manager, int]:
+    h = _holder(m.ledger, act.holder)
+    t = _ticket(m, act.ticket)
+    if t is None:
+        return m, 0  # already retired: nothing is credited a second time (I1, I7)
+    _owner(t.holder, h.id, f"ticket {t.id}")
+    next_ticket_state(t.state, event, f"ticket {t.id}")
+    tickets = m.tickets.delete(t.id)
+    if t.state is _T.PENDING:
+        return evolve(m, tickets=tickets), 0
+    ledger = m.ledger
+    if t.allocation is not None:
+        ledger = machine.step(ledger, A.Cancel(t.holder, t.allocation), guards)[0]
+    return evolve(m, ledger=ledger, tickets=tickets), t.nbytes
+
+
+def _cancel_ticket(m: M.Manager, act: M.CancelTicket, guards: GuardSet) -> tuple[M.Manager, int]:
+    return _retire_ticket(m, act, TicketEvent.CANCEL, guards)
+
+
+def _timeout_ticket(m: M.Manager, act: M.TimeoutTicket, guards: GuardSet) -> tuple[M.Manager, int]:
+    return _retire_ticket(m, act, TicketEvent.TIMEOUT, guards)
+
+
+# --- holder pressure (C5, I6) ----------------------------------------------------
+
+
+def _press(m: M.Manager, act: M.Press, guards: GuardSet) -> tuple[M.Manager, int]:
+    h = _holder(m.ledger, act.holder)
+    a = canonical(m, act.authority)
+    _active(a)
+    target = check_bytes(act.target, "target")
+    p = M.Pressure(m.next_pressure, h.id, a.id, target, False)
+    return evolve(m, pressures=m.pressures.set(p.id, p), next_pressure=p.id + 1), p.id
+
+
+def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, int]:
+    h = _holder(m.ledger, act.holder)
+    p = _pressure(m, act.pressure)
+    _owner(p.holder, h.id, f"pressure {p.id}")
+    victims = act.victims
+    if (type(victims) is not tuple or any(type(v) is not int for v in victims)
+            or len(set(victims)) != len(victims)):
+        raise InvalidArgument(f"victims must be a tuple of distinct ints, got {victims!r:.80}")
+    refs = referenced(m)
+    for v in victims:
+        r = _allocation(m.ledger, v)
+        _owner(r.holder, h.id, f"allocation {v}")
+        if r.authority != p.authority:
+            raise InvalidArgument(f"allocation {v} is on authority {r.authority}, not pressure {p.id}'s {p.authority}")
+        # Verify a holder gives back only its own free live leases, never bytes a part holds (C5, I6).
+        if r.state is not AllocState.LIVE or v in refs:
+            held = f", held by {refs[v]}" if v in refs else ""
+            raise InvalidTransition(f"allocation {v} is {r.state.value}{held}: only a free live lease can be given back")
+    next_pressure_state(PressureState.OPEN, PressureEvent.ANSWER, f"pressure {p.id}")
+    ledger, released = m.ledger, 0
+    for v in victims:
+        released += ledger.allocations[v].charge
+        ledger = machine.step(ledger, A.Release(h.id, v), guards)[0]
+    changes = m.changes
+    if p.change and p.authority in changes:
+        ch = changes[p.authority]
+        changes = changes.set(p.authority, evolve(ch, completed=ch.completed + ((p.id, released),)))
+    return evolve(m, ledger=ledger, pressures=m.pressures.delete(p.id), changes=changes), released
+
+
+def _cancel_pressure(m: M.Manager, act: M.CancelPressure, guards: GuardSet) -> tuple[M.Manager, None]:
+    p = _pressure(m, act.pressure)
+    next_pressure_state(PressureState.OPEN, PressureEvent.CANCEL, f"pressure {p.id}")
+    return evolve(m, pressures=m.pressures.delete(p.id)), None
+
+
+# --- capacity transactions (C4, I5): try-only, in authority id order -------------------
+
+
+def _plan_tx(m: M.Manager, act: M.PlanTx, guards: GuardSet) -> tuple[M.Manager, int]:
+    h = _holder(m.ledger, act.holder)
+    needs = act.needs
+    if (type(needs) is not tuple or not needs or any(type(n) is not tuple or len(n) != 2 for n in needs)
+            or any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs)))):
+        raise InvalidArgument(f"needs must be a non-empty tuple of (authority, nbytes) pairs with distinct "
+                              f"authorities, got {needs!r:.80}")
+    for aid, _ in needs:
+        _active(canonical(m, aid))
+    for _, n in needs:
+        check_bytes(n, "nbytes")
+    x = M.Tx(m.next_tx, h.id, tuple(sorted(needs)), ())
+    return evolve(m, txs=m.txs.set(x.id, x), next_tx=x.id + 1), x.id
+
+
+def _reserve_tx(m: M.Manager, act: M.ReserveTx, guards: GuardSet) -> tuple[M.Manager, int]:
+    x = _tx(m, act.tx)
+    if len(x.held) == len(x.needs):
+        raise InvalidTransition(f"transaction {x.id} already holds every need")
+    aid, n = x.needs[len(x.held)]
+    a = m.ledger.authorities[aid]
+    _active(a)
+    room, ledger_guards = a.limit - a.used, guards
+    # Verify the headroom counts bytes granted to unclaimed tickets: they are already the ledger's (I1, I2).
+    if not guards.on("tx_counts_granted"):
+        room += sum(t.nbytes for t in m.tickets.values() if t.authority == aid and t.state is _T.GRANTED)
+        ledger_guards = without_limit_check(guards)
+    if n > room:
+        raise CapacityDenied(f"authority {aid}: transaction {x.id} needs {n} B, {max(0, room)} B free "
+                             f"(try-only: it never waits)")
+    ledger, alloc = machine.step(m.ledger, A.Reserve(x.holder, aid, a.tier, n, Role.STATE), ledger_guards)
+    return evolve(m, ledger=ledger, txs=m.txs.set(x.id, evolve(x, held=x.held + (alloc,)))), alloc
+
+
+def _commit_tx(m: M.Manager, act: M.CommitTx, guards: GuardSet) -> tuple[M.Manager, tuple[int, ...]]:
+    x = _tx(m, act.tx)
+    if len(x.held) != len(x.needs):
+        raise InvalidTransition(f"transaction {x.id} holds {len(x.held)} of its {len(x.needs)} needs")
+    ledger = m.ledger
+    for (_, n), alloc in zip(x.needs, x.held):
+        ledger = machine.step(ledger, A.Commit(x.holder, alloc, n), guards)[0]
+    return evolve(m, ledger=ledger, txs=m.txs.delete(x.id)), x.held
+
+
+def _abort_tx(m: M.Manager, act: M.AbortTx, guards: GuardSet) -> tuple[M.Manager, int]:
+    x = _tx(m, act.tx)
+    ledger, credited = m.ledger, 0
+    for alloc in x.held:
+        credited += ledger.allocations[alloc].charge
+        ledger = machine.step(ledger, A.Cancel(x.holder, alloc), guards)[0]
+    return evolve(m, ledger=ledger, txs=m.txs.delete(x.id)), credited
+
+
+# --- limits (C8, I2): prepare -> pressure -> commit, or keep the old limit --------------
+
+
+def _prepare_limit(m: M.Manager, act: M.PrepareLimit, guards: GuardSet) -> tuple[M.Manager, tuple[int, ...]]:
+    a = canonical(m, act.authority)
+    _active(a)
+    limit = check_bytes(act.limit, "limit", allow_zero=True)
+    if limit > a.capacity:
+        raise InvalidBytes(f"limit {limit} B exceeds authority {a.id}'s capacity of {a.capacity} B")
+    if a.id in m.changes:
+        raise InvalidTransition(f"authority {a.id} already has a limit change pending (to {m.changes[a.id].target} B)")
+    pressures, pid, opened = m.pressures, m.next_pressure, []
+    if a.used > limit:
+        holders = sorted({r.holder for r in m.ledger.allocations.values()
+                          if r.authority == a.id and r.state is AllocState.LIVE})
+        for h in holders:
+            pressures = pressures.set(pid, M.Pressure(pid, h, a.id, a.used - limit, True))
+            opened.append(pid)
+            pid += 1
+    changes = m.changes.set(a.id, M.LimitChange(a.id, limit))
+    return evolve(m, pressures=pressures, next_pressure=pid, changes=changes), tuple(opened)
+
+
+def _commit_limit(m: M.Manager, act: M.CommitLimit, guards: GuardSet) -> tuple[M.Manager, M.LimitOutcome]:
+    a = _authority(m.ledger, act.authority)
+    ch = m.changes.get(a.id)
+    if ch is None:
+        raise InvalidTransition(f"authority {a.id} has no limit change pending")
+    pressures = m.pressures
+    for pid, p in m.pressures.items():
+        if p.change and p.authority == a.id:
+            next_pressure_state(PressureState.OPEN, PressureEvent.CANCEL, f"pressure {pid}")
+            pressures = pressures.delete(pid)
+    ledger, committed = m.ledger, False
+    # Verify the limit moves only once reclaim brought used under it; else the old limit stays (C8, I2).
+    if a.used <= ch.target or not guards.on("limit_after_reclaim"):
+        committed = True
+        ledger = evolve(ledger, authorities=ledger.authorities.set(a.id, evolve(a, limit=ch.target)))
+    outcome = M.LimitOutcome(committed, ledger.authorities[a.id].limit, ch.completed)
+    return evolve(m, ledger=ledger, pressures=pressures, changes=m.changes.delete(a.id)), outcome
+
+
+PART_HANDLERS: dict[type, Any] = {
+    M.Submit: _submit,
+    M.Claim: _claim,
+    M.CancelTicket: _cancel_ticket,
+    M.TimeoutTicket: _timeout_ticket,
+    M.Press: _press,
+    M.Answer: _answer,
+    M.CancelPressure: _cancel_pressure,
+    M.PlanTx: _plan_tx,
+    M.ReserveTx: _reserve_tx,
+    M.CommitTx: _commit_tx,
+    M.AbortTx: _abort_tx,
+    M.PrepareLimit: _prepare_limit,
+    M.CommitLimit: _commit_limit,
+}

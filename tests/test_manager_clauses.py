@@ -1,0 +1,213 @@
+"""Negative controls and clause mutations of the composed manager (`invariants.manager`).
+
+Each cross-cutting guard switched off must produce, along a short script, a
+harm that a named clause of `invariants.manager` catches (the explorer's
+deterministic controls are in `test_manager_scope.py`); each clause of that
+module is shown to fail on a hand-mutated state or step, so none is vacuous.
+(C3 I1 I2 I6 I13)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from attrs import evolve
+from manager_harness import DEV, H1, H2, HOST, broken_by, lease, run, start
+
+from invariants import manager as IM
+from invariants._violation import InvariantViolation
+from invariants.clauses import CLAUSES, collecting
+from spec import actions as A
+from spec import manager as MG
+from spec import manager_actions as M
+from spec.errors import CapacityDenied, InvalidTransition
+from spec.guards import GUARDS, GuardSet
+
+# --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
+
+_MANAGER_GUARDS = sorted(g.name for g in GUARDS if g.model == "manager")
+
+
+def _script_grant_charges_ledger() -> tuple[M.Manager, list[Any]]:
+    return start(), [M.Submit(H1, DEV, 3), M.Submit(H2, DEV, 3), M.Claim(H1, 1), M.Claim(H2, 2)]
+
+
+def _script_tx_counts_granted() -> tuple[M.Manager, list[Any]]:
+    return start(), [M.Submit(H1, DEV, 3), M.PlanTx(H2, ((DEV, 3),)), M.ReserveTx(1)]
+
+
+def _script_loss_keeps_charge() -> tuple[M.Manager, list[Any]]:
+    return start(), [M.PlanTx(H1, ((DEV, 2),)), M.ReserveTx(1), A.LoseDevice(DEV)]
+
+
+def _script_limit_after_reclaim() -> tuple[M.Manager, list[Any]]:
+    return start(), [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.PrepareLimit(DEV, 1), M.Answer(H1, 1, ()),
+                      M.CommitLimit(DEV)]
+
+
+#: guard -> (script, the clauses of invariants.manager its harm must break somewhere along the script)
+CONTROLS = {
+    # The grant promises bytes the ledger never charged (partition), then the claims push used past the limit.
+    "grant_charges_ledger": (_script_grant_charges_ledger, {"state_I1_manager.buckets_partition_used",
+                                                            "step_I2_manager.grant_within_limit"}),
+    "tx_counts_granted": (_script_tx_counts_granted, {"step_I2_manager.grant_within_limit"}),
+    "loss_keeps_charge": (_script_loss_keeps_charge, {"step_C3_manager.lost_charge_kept"}),
+    "limit_after_reclaim": (_script_limit_after_reclaim, {"step_I2_manager.limit_not_below_used"}),
+}
+
+
+def test_every_manager_guard_has_a_control() -> None:
+    assert sorted(CONTROLS) == _MANAGER_GUARDS and len(_MANAGER_GUARDS) == 4
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_manager_guard_off_is_caught_by_a_manager_clause(name: str) -> None:
+    script, expected = CONTROLS[name]
+    m, acts = script()
+    off = GuardSet.without(name)
+    found: set[str] = set()
+    for act in acts:
+        m, broken = broken_by(m, act, off)
+        found |= set(broken)
+    assert expected <= found, found
+    assert expected <= {c.key for c in CLAUSES.values() if c.predicate in _OWN_PREDICATES}
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_manager_guard_script_is_clean_with_every_guard_on(name: str) -> None:
+    m, acts = CONTROLS[name][0]()
+    for act in acts:
+        try:
+            m = run(m, act)[0]
+        except (CapacityDenied, InvalidTransition):
+            pass  # the guard refuses the harmful step (or the claim of a ticket it left pending); nothing changed
+
+
+def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() -> None:
+    off = GuardSet.without("grant_charges_ledger")
+    m, _ = MG.step(start(), M.Submit(H1, DEV, 3), off)
+    assert m.tickets[1].allocation is None and m.ledger.authorities[DEV].used == 0
+    with pytest.raises(InvariantViolation, match="parts hold 3 B"):
+        IM.check_all(m)
+    nxt, result = MG.step(m, M.CancelTicket(H1, 1), off)
+    with pytest.raises(InvariantViolation, match="reports 3 B credited"):
+        IM.step_I1_manager(m, M.CancelTicket(H1, 1), nxt, result)
+
+
+# --- mutations: every clause of invariants.manager can fail ------------------------------------
+
+_OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
+                   "step_I2_manager"}
+
+
+def _granted() -> M.Manager:
+    return run(start(), M.Submit(H1, DEV, 3))[0]
+
+
+def _with_tx() -> M.Manager:
+    m, x = run(start(), M.PlanTx(H2, ((DEV, 1), (HOST, 1))))
+    return run(run(m, M.ReserveTx(x))[0], M.ReserveTx(x))[0]
+
+
+def _state_mut(name: str) -> M.Manager:
+    if name == "partition":
+        m = _granted()
+        a = m.ledger.authorities[DEV]
+        return evolve(m, ledger=evolve(m.ledger, authorities=m.ledger.authorities.set(DEV, evolve(a, used=2))))
+    if name == "one_part":
+        m = _with_tx()
+        return evolve(m, txs=m.txs.set(2, M.Tx(2, H2, ((DEV, 1),), (1,))))
+    if name == "ticket_reserved":
+        m = _granted()
+        return evolve(m, tickets=m.tickets.set(1, evolve(m.tickets[1], holder=H2)))
+    if name == "tx_reserved":
+        m = _with_tx()
+        return evolve(m, txs=m.txs.set(1, evolve(m.txs[1], needs=((DEV, 2), (HOST, 1)))))
+    if name == "idle_waiter":
+        m, _ = lease(start(), H1, DEV, 4)
+        m, _ = run(m, M.Submit(H2, DEV, 1))
+        a = m.ledger.authorities[DEV]
+        return evolve(m, ledger=evolve(m.ledger, authorities=m.ledger.authorities.set(DEV, evolve(a, limit=5))))
+    if name == "pending_holds":
+        m, alloc = lease(start(), H1, DEV, 4)
+        m, _ = run(m, M.Submit(H2, DEV, 1))
+        return evolve(m, tickets=m.tickets.set(2, evolve(m.tickets[2], allocation=alloc)))
+    raise KeyError(name)
+
+
+_STATE_MUTATIONS = {
+    "partition": "state_I1_manager.buckets_partition_used",
+    "one_part": "state_I1_manager.one_part_per_reservation",
+    "ticket_reserved": "state_I1_manager.granted_ticket_reserved",
+    "tx_reserved": "state_I1_manager.tx_held_reserved",
+    "idle_waiter": "state_I13_manager.no_idle_fitting_waiter",
+    "pending_holds": "state_I13_manager.pending_holds_nothing",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_STATE_MUTATIONS))
+def test_state_clause_fails_on_mutated_state(name: str) -> None:
+    bad = _state_mut(name)
+    with collecting() as found:
+        IM.check_all(bad)
+    assert _STATE_MUTATIONS[name] in found, found
+
+
+def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
+    """(before, action, a wrong after, a wrong result)."""
+    if name == "credit_wrong":
+        m = _granted()
+        nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
+        return m, M.CancelTicket(H1, 1), nxt, 2
+    if name == "credit_twice":
+        m = _granted()
+        nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
+        # a part still names the reservation the ledger already credited, and credits it again
+        twice = evolve(nxt, tickets=nxt.tickets.set(1, m.tickets[1]))
+        return twice, M.CancelTicket(H1, 1), nxt, 3
+    if name == "own_action":
+        m, alloc = lease(start(), H1, DEV, 2)
+        nxt, _ = MG.step(m, A.Release(H1, alloc))
+        return m, M.Press(H2, DEV, 1), nxt, 1
+    if name == "lost_charge":
+        m = _with_tx()
+        nxt, _ = MG.step(m, A.LoseDevice(DEV))
+        a = nxt.ledger.authorities[DEV]
+        cut = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(DEV, evolve(a, used=0))))
+        return m, A.LoseDevice(DEV), cut, None
+    if name == "limit_below_used":
+        m, _ = lease(start(), H1, DEV, 3)
+        a = m.ledger.authorities[DEV]
+        low = evolve(m, ledger=evolve(m.ledger, authorities=m.ledger.authorities.set(DEV, evolve(a, limit=1))))
+        return m, M.CommitLimit(DEV), low, M.LimitOutcome(True, 1, ())
+    if name == "grant_past_limit":
+        m = start()
+        nxt, _ = MG.step(m, M.Submit(H1, DEV, 3))
+        a = nxt.ledger.authorities[DEV]
+        low = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(DEV, evolve(a, limit=2))))
+        return m, M.Submit(H1, DEV, 3), low, 1
+    raise KeyError(name)
+
+
+_STEP_MUTATIONS = {
+    "credit_wrong": "step_I1_manager.credit_exactly_once",
+    "credit_twice": "step_I1_manager.credit_exactly_once",
+    "own_action": "step_I6_manager.charge_falls_by_own_action",
+    "lost_charge": "step_C3_manager.lost_charge_kept",
+    "limit_below_used": "step_I2_manager.limit_not_below_used",
+    "grant_past_limit": "step_I2_manager.grant_within_limit",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_STEP_MUTATIONS))
+def test_step_clause_fails_on_mutated_step(name: str) -> None:
+    before, act, after, result = _step_mut(name)
+    with collecting() as found:
+        IM.check_step(before, act, after, result)
+    assert _STEP_MUTATIONS[name] in found, found
+
+
+def test_every_manager_clause_has_a_mutation() -> None:
+    own = {k for k, c in CLAUSES.items() if c.predicate in _OWN_PREDICATES}
+    assert own == set(_STATE_MUTATIONS.values()) | set(_STEP_MUTATIONS.values())

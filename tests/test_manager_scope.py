@@ -1,0 +1,101 @@
+"""The composed manager's explorer scope (`invariants.manager_scope`): clean with every guard on, and a
+deterministic, shortest counterexample for each cross-cutting guard switched off (rule R4). (C3 I1 I2 I6 I13)"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from invariants.clauses import CLAUSES, Coverage, recording
+from invariants.explore import explore
+from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, manager_actions, manager_model, manager_start
+from spec import actions as A
+from spec import manager as MG
+from spec import manager_actions as M
+from spec.errors import GovernorError
+from spec.guards import GUARDS, GuardSet
+
+_MANAGER_GUARDS = sorted(g.name for g in GUARDS if g.model == "manager")
+
+#: guard -> (the clause its harm breaks first, the shortest counterexample's length)
+EXPECTED = {
+    "grant_charges_ledger": ("state_I1_manager.buckets_partition_used", 1),
+    "tx_counts_granted": ("step_I2_manager.grant_within_limit", 3),
+    "loss_keeps_charge": ("step_C3_manager.lost_charge_kept", 3),
+    "limit_after_reclaim": ("step_I2_manager.limit_not_below_used", 3),
+}
+
+
+def test_every_manager_guard_has_a_deterministic_control() -> None:
+    assert sorted(CONTROLS) == _MANAGER_GUARDS == sorted(EXPECTED)
+
+
+def test_scope_is_clean_with_every_guard_on() -> None:
+    r = explore(manager_model(), max_depth=4, max_states=200_000)
+    assert not r.found, r.message
+    assert r.complete and r.depth == 4 and r.states > 4_000
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_guard_off_is_found_by_the_explorer(name: str) -> None:
+    r = explore(manager_model(GuardSet.without(name), CONTROLS[name]), max_depth=6, max_states=200_000)
+    clause, steps = EXPECTED[name]
+    assert r.found, f"{name} off: no counterexample in {r.states} states"
+    assert r.clause == clause and len(r.counterexample) == steps, (r.clause, r.counterexample)
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_control_scope_is_clean_with_the_guard_on(name: str) -> None:
+    r = explore(manager_model(GuardSet(), CONTROLS[name]), max_depth=EXPECTED[name][1] + 1, max_states=200_000)
+    assert not r.found and r.complete, r.message
+
+
+def test_alphabet_reaches_every_part_within_three_steps() -> None:
+    """Every action kind of the scope is accepted somewhere within depth 3 (the scope is not vacuous)."""
+    start = manager_start(CONTROL_SCOPE)
+    seen, accepted = {start}, set()
+    frontier = deque([(start, 0)])
+    while frontier:
+        m, d = frontier.popleft()
+        if d == 3:
+            continue
+        for act in manager_actions(CONTROL_SCOPE, m):
+            try:
+                nxt = MG.step(m, act)[0]
+            except GovernorError:
+                continue
+            accepted.add(type(act))
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append((nxt, d + 1))
+    kinds = {M.Submit, M.Claim, M.CancelTicket, M.TimeoutTicket, A.Release, M.Press, M.Answer, M.CancelPressure,
+             M.PlanTx, M.ReserveTx, M.CommitTx, M.AbortTx, A.LoseDevice, A.ConfirmTermination, M.PrepareLimit,
+             M.CommitLimit}
+    assert kinds <= accepted, kinds - accepted
+
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_fingerprint_seen_set_finds_the_same_counterexample(name: str) -> None:
+    model = manager_model(GuardSet.without(name), CONTROLS[name])
+    whole = explore(model, max_depth=6, max_states=200_000)
+    fp = explore(model, max_depth=6, max_states=200_000, fingerprints=True)
+    assert (fp.counterexample, fp.clause, fp.states) == (whole.counterexample, whole.clause, whole.states)
+
+
+def test_fingerprint_seen_set_counts_the_same_states() -> None:
+    whole = explore(manager_model(), max_depth=3)
+    fp = explore(manager_model(), max_depth=3, fingerprints=True)
+    assert not fp.found and (fp.states, fp.transitions, fp.complete) == (whole.states, whole.transitions, True)
+
+
+def test_every_manager_clause_meets_its_case_in_the_scope() -> None:
+    """No clause passes vacuously: within depth 3 each one is evaluated where its situation occurs."""
+    cov = Coverage()
+    with recording(cov):
+        r = explore(manager_model(), max_depth=3)
+    assert not r.found
+    own = [k for k, c in CLAUSES.items() if c.predicate.endswith("_manager")]
+    assert len(own) == 11
+    assert all(cov.of(k)[1] > 0 for k in own), {k: cov.of(k) for k in own}
