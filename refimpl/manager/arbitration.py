@@ -22,6 +22,7 @@ ticket that does not fit ends the round.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from spec.arith import arbitration_key
 from spec.errors import CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, UnknownTicket
@@ -39,7 +40,7 @@ _O_GRANTED = Origin.GRANTED
 
 
 class _Tkt:
-    __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "age", "state", "alloc", "event")
+    __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "age", "state", "alloc", "event", "rec")
 
     def __init__(self, id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role) -> None:
         self.id, self.holder, self.auth, self.nbytes, self.priority, self.role = id, holder, auth, nbytes, priority, role
@@ -47,6 +48,7 @@ class _Tkt:
         self.state = _PENDING
         self.alloc: _Alloc | None = None  # the ledger reservation once granted
         self.event: threading.Event | None = None  # made by the first waiter, under the lock
+        self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
 
     def __repr__(self) -> str:
         return f"ticket {self.id}"
