@@ -1,4 +1,4 @@
-"""Shared world and checks of the composed-manager suites (tests/test_manager_refimpl.py, _bad_input, _threads)."""
+"""Shared world and checks of the composed-manager suites (tests/test_manager_refimpl.py, _bad_input.py, _threads.py)."""
 
 from __future__ import annotations
 

@@ -168,7 +168,21 @@ def run(seed: int, steps: int, guards: GuardSet) -> dict[str, int]:
 def test_refimpl_refines_the_composed_spec(seed: int) -> None:
     with contracts.contracts(False):
         counts = run(seed, 300, GuardSet())
-    assert counts["accepted"] > 60 and counts["rejected"] > 20, counts
+    assert counts["accepted"] > 30 and counts["rejected"] > 20, counts
+
+
+def test_the_random_sequences_accept_every_action_kind() -> None:
+    """No vacuous pass: across a few seeds every action is accepted at least once (and refused at least once)."""
+    total: dict[str, int] = {}
+    with contracts.contracts(False):
+        for seed in range(6):
+            for k, v in run(seed, 300, GuardSet()).items():
+                total[k] = total.get(k, 0) + v
+    kinds = [*{type(a) for a in SETUP}, A.Reserve, A.Commit, A.Cancel, A.Release, A.Quarantine, A.RecordCommitted,
+             A.LoseDevice, *M.MANAGER_ACTIONS]
+    assert [k.__name__ for k in kinds if not total.get(f"{k.__name__}:ok")] == []
+    assert [k.__name__ for k in M.MANAGER_ACTIONS if not any(n.startswith(k.__name__ + ":") and not n.endswith(":ok")
+                                                             for n in total)] == []
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -193,5 +207,5 @@ def test_a_cross_cutting_guard_off_is_caught_by_refimpl_contracts(guard: str, ha
     from invariants._violation import InvariantViolation
 
     with contracts.contracts(True), pytest.raises(InvariantViolation, match=harm):
-        for seed in range(40):
-            run(200 + seed, 200, GuardSet.without(guard))
+        for seed in range(60):  # stops at the first counterexample (a device loss is rare: a few seeds)
+            run(seed, 300, GuardSet.without(guard))

@@ -34,6 +34,14 @@ from spec.types import AllocState, Role, Tier
 G, P = TicketState.GRANTED, TicketState.PENDING
 
 
+def contracts_off(fn: Callable[..., None]) -> Callable[..., None]:
+    def run(*args: Any, **kwargs: Any) -> None:
+        with contracts.contracts(False):
+            fn(*args, **kwargs)
+    run.__name__ = fn.__name__
+    return run
+
+
 # --- tickets and arbitration ---------------------------------------------------
 
 
@@ -359,6 +367,7 @@ def test_answer_lists_in_the_limit_change_and_rounds_run() -> None:
 # --- the cross-cutting guards, each switched off, show their harm --------------------
 
 
+@contracts_off  # the harm in the state itself; refimpl's contracts catch it (test_manager_differential)
 def test_guard_grant_charges_ledger() -> None:
     for off in (False, True):
         pmm, w = make(GuardSet.without("grant_charges_ledger") if off else GuardSet())
@@ -376,6 +385,7 @@ def test_guard_grant_charges_ledger() -> None:
                 lease(pmm, w.h2, w.a, 60)
 
 
+@contracts_off  # the harm in the state itself; refimpl's contracts catch it (test_manager_differential)
 def test_guard_tx_counts_granted() -> None:
     pmm, w = make(GuardSet.without("tx_counts_granted"))
     pmm.submit(w.h1, w.a, 60)
@@ -405,6 +415,7 @@ def test_guard_loss_keeps_charge_is_caught_by_the_ledger_contracts() -> None:
         pmm.lose_device(w.a)
 
 
+@contracts_off  # the harm in the state itself; refimpl's contracts catch it (test_manager_differential)
 def test_guard_limit_after_reclaim() -> None:
     for off in (False, True):
         pmm, w = make(GuardSet.without("limit_after_reclaim") if off else GuardSet())

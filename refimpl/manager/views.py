@@ -25,7 +25,6 @@ import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import attrs
 import immutables
 
 from invariants._violation import InvariantViolation
@@ -136,7 +135,7 @@ class Views:
         w = self._allows.get(wid) if type(wid) is int else None
         return ((w.auth.id,), (), ()) if w else ((), (), ())
 
-    def _partial(self, auths: Any, allocs: Any, allows: Any) -> State:
+    def _partial(self, auths: Any, allocs: Any, allows: Any, every_holder: bool = False) -> State:
         """A partial abstraction of the touched records (plain dicts: built per operation, never hashed)."""
         a_recs = {i: _auth_rec(self._auths[i]) for i in auths if i in self._auths}
         r_recs = {i: _alloc_rec(self._allocs[i]) for i in allocs if i in self._allocs}
@@ -144,7 +143,10 @@ class Views:
         for i in a_recs:  # I4b needs every allowance of a viewed authority
             for w in self._auths[i].allowances.values():
                 w_recs[w.id] = _allow_rec(w)
-        holders = {r.holder for r in r_recs.values()} | {w.holder for w in w_recs.values()}
+        if every_holder:
+            holders: Any = self._holders
+        else:
+            holders = {r.holder for r in r_recs.values()} | {w.holder for w in w_recs.values()}
         return State(a_recs, {h: self._holder_rec(h) for h in holders if h in self._holders},
                      r_recs, w_recs, self._next_auth, self._next_holder, self._next_alloc, self._next_allow)
 
@@ -288,22 +290,18 @@ class Views:
             for i in auths:
                 if i in self._auths:
                     ids.update(self._auths[i].allocs)
-            ledger = attrs.evolve(self._partial(auths, ids, ()),
-                                  holders={h: self._holder_rec(h) for h in self._holders})
+            ledger = self._partial(auths, ids, (), every_holder=True)
             tickets = [t for t in self._tickets.values() if t.auth.id in auths]
             pressures = [r for r in self._pressures.values() if r.auth.id in auths]
             txs = [t for t in self._txs.values() if any(aid in auths for aid, _ in t.needs)]
             changes = [self._auths[i] for i in auths if i in self._auths and self._auths[i].change is not None]
+        wrap = immutables.Map if auths is None else _same  # partial views: plain dicts, built per check, never hashed
         return M.Manager(
             ledger=ledger, aging_bound=self._bound,
-            tickets=immutables.Map({t.id: M.Ticket(t.id, t.holder, t.auth.id, t.nbytes, t.priority, t.role, t.age,
-                                                   t.state, None if t.alloc is None else t.alloc.id)
-                                    for t in tickets}),
-            pressures=immutables.Map({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change)
-                                      for r in pressures}),
-            txs=immutables.Map({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held)) for t in txs}),
-            changes=immutables.Map({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed))
-                                    for a in changes}),
+            tickets=wrap({t.id: _ticket_rec(t) for t in tickets}),
+            pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change) for r in pressures}),
+            txs=wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held)) for t in txs}),
+            changes=wrap({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed)) for a in changes}),
             next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx)
 
     # --- public hooks for refimpl.tracing ---------------------------------------
@@ -386,6 +384,18 @@ def _auth_rec(a: _Auth) -> Authority:
     r = a.rec
     if r is None or r.used != a.used or r.limit != a.limit or r.context is not a.context or r.alias_of != a.alias_of:
         r = a.rec = Authority(a.id, a.pool, a.tier, a.capacity, a.limit, a.alias_of, a.view, a.context, a.used)
+    return r
+
+
+def _same(d: dict[int, Any]) -> dict[int, Any]:
+    return d
+
+
+def _ticket_rec(t: Any) -> M.Ticket:
+    r = t.rec
+    alloc = None if t.alloc is None else t.alloc.id
+    if r is None or r.age != t.age or r.state is not t.state or r.allocation != alloc:
+        r = t.rec = M.Ticket(t.id, t.holder, t.auth.id, t.nbytes, t.priority, t.role, t.age, t.state, alloc)
     return r
 
 
