@@ -196,6 +196,30 @@ class TxMachine(CheckedMachine):
             self._do(T.Commit(t.id))
 
     @rule(data=st.data())
+    def contend(self, data: st.DataObject) -> None:
+        """Two large requests declared in opposite orders, each reserving its first declared need.
+
+        Each needs more than half of both authorities, so neither fits beside the other: with ordered
+        reservation the second one's out-of-order reserve is refused and its in-order one misses (an
+        intent is left); without it each holds what the other needs (the hold-and-wait cycle, C4).
+        """
+        live = sorted(a.id for a in self.abs.authorities.values() if a.context.value == "active")
+        if len(live) < 2:
+            return
+        lo, hi = sorted(data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True)))
+        caps = {a: self.abs.authorities[a].capacity for a in (lo, hi)}
+
+        def big(a: int) -> int:
+            return data.draw(st.integers(caps[a] // 2 + 1, caps[a]))
+        first, second = self.abs.next_tx, self.abs.next_tx + 1
+        self._do(T.Plan(((lo, big(lo)), (hi, big(hi))), data.draw(st.integers(0, 9)), ViewKind.CONTIGUOUS))
+        self._do(T.Plan(((hi, big(hi)), (lo, big(lo))), data.draw(st.integers(0, 9)), ViewKind.CONTIGUOUS))
+        self._do(T.Reserve(first, lo))
+        self._do(T.Reserve(second, hi))  # out of order: refused (C4 bad input) unless the guard is off
+        if data.draw(st.booleans()):
+            self._do(T.Reserve(second, lo))  # in order: misses beside the first, leaves an intent
+
+    @rule(data=st.data())
     def advance(self, data: st.DataObject) -> None:
         """Take one transaction one step along the happy path (keeps campaigns deep)."""
         live = sorted(self.abs.txs.keys())
