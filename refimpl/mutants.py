@@ -20,6 +20,7 @@ __all__ = ["MUTANTS"]
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ADM, _SES = "refimpl.governor", "refimpl.admission", "spec.sessions"
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
+_SPRE, _STX = "spec.pressure", "spec.transactions"
 
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.governor) --------------------------------------------
@@ -271,6 +272,23 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("one_bit_generation", ("I9",), "transactions", _R, _TX,
            "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
            "the mapping generation is kept in one bit, so a second remap brings an old generation back"),
+    # --- capacity transactions and pressure, spec layer (the invariants judge the spec's own states) ------
+    Mutant("release_under_reader", ("C6",), "transactions", _S, _STX,
+           "    for v in mine:\n        if v.users:\n            raise ViewInUse(",
+           "    for v in mine:\n        if v.users and False:\n            raise ViewInUse(",
+           "releasing a committed lease set unmaps its view while other executions still read through it"),
+    Mutant("execute_on_provisional_view", ("C6",), "transactions", _S, _STX,
+           "    if v.allocation != t.id and s.txs[v.allocation].phase is not TxPhase.COMMITTED:\n",
+           "    if v.allocation not in s.txs:\n",
+           "an execution may bind any live view, including another transaction's provisional (uncommitted) one"),
+    Mutant("timeout_requeues_grant", ("I7",), "pressure", _S, _SPRE,
+           "    return _retire(p, t, event, guards)\n",
+           "    if t.state is _T.GRANTED and event is TicketEvent.TIMEOUT:  # 'retry later' instead of retiring\n"
+           "        t = _evolve(t, state=_T.PENDING, grant=None, age=0, generation=p.generation)\n"
+           "        return _evolve(p, tickets=p.tickets.set(t.id, t), free=p.free + t.nbytes), 0  # waits a round\n"
+           "    return _retire(p, t, event, guards)\n",
+           "a granted ticket that times out is credited and put back in the queue (to retry) instead of retired, "
+           "for the next round, so its bytes are charged again for a requester that gave up"),
     # --- real-session model (spec.sessions, spec layer: the invariants judge the spec's own states) ------
     Mutant("lowering_ignores_headroom", ("C8",), "ort", _S, _SES,
            "        ok = after.used + t.headroom <= new\n", "        ok = after.used <= new\n",
