@@ -174,6 +174,12 @@ _ALL: tuple[Mutant, ...] = (
            "        self._generation += 1\n        for t in []:\n"
            "            del self._tickets[t.id]\n            self._live -= 1\n",
            "reconfigure bumps the generation but leaves the older pending tickets waiting under it"),
+    Mutant("reconfigure_forgets_waiters", ("I13",), "pressure", _R, _PRE,
+           "            self._live -= 1\n            if t.event is not None:\n                self._wake.append(t.event)\n"
+           "        self._pending.clear()\n",
+           "            self._live -= 1\n        self._pending.clear()\n",
+           "reconfigure fails the pending tickets but never wakes their waiters: each stays parked on a ticket "
+           "that no longer exists until its own timeout (which returns what a wake-up would: issue #9's survivor)"),
     Mutant("reconfigure_fails_leases", ("I6",), "pressure", _R, _PRE,
            "        for t in list(self._pending.values()):\n            del self._tickets[t.id]\n",
            "        for t in list(self._tickets.values()):\n            del self._tickets[t.id]\n",

@@ -133,15 +133,18 @@ _LINKS: dict[str, dict[str, object]] = {
                "threads."),
     ),
     "I13": dict(
-        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13"),
+        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13", _Q + "observed_I13_waiters"),
         tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken",
+               "tests/test_issue9_gaps.py::test_reconfigure_that_forgets_its_waiters_leaves_one_parked",
                "tests/test_pressure_clauses.py::test_higher_priority_stream_starving_a_matured_ticket_is_caught",
                "tests/test_pressure_clauses.py::test_lifo_grant_order_in_both_layers_is_caught_by_the_predicate",
                "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers"),
         scope=("Process scope, one pool: pending tickets keep submit sequence, priority and generation; grants "
                "follow the stated order (matured first, then priority, then submit order), computed from the "
                "tickets' fields; once matured, a ticket is overtaken by no later submission of any priority; "
-               "a pending ticket is passed by later grants in at most `aging_bound` rounds (trace predicate). "
+               "a pending ticket is passed by later grants in at most `aging_bound` rounds (trace predicate); "
+               "a requester parked on a ticket is woken once the ticket is granted or retired (observed by the "
+               "checker from a real waiter thread; the spec has no threads). "
                "Coordinator-scope intents are checked under C10 (intent_keeps_place, matured_not_overtaken)."),
     ),
     # issue #5: admission over real sessions

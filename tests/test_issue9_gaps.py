@@ -29,6 +29,7 @@ KILLS = {
     "release_under_reader": "state_C6.bound_view_live",
     "execute_on_provisional_view": "state_C6.provisional_view_private",
     "timeout_requeues_grant": "trace_I7.credit_exactly_once",
+    "reconfigure_forgets_waiters": "observed_I13_waiters.waiter_not_left_parked",
 }
 
 
@@ -37,3 +38,36 @@ def test_quick_mutation_control_breaks_its_clause(name: str) -> None:
     r = _job("mutant", name, MUTANTS[name].layer.value, "quick")
     assert r.found, r.message
     assert KILLS[name] in (r.clause, *r.clauses), r.message
+
+
+def _parked_after_reconfigure() -> list:
+    from invariants.pressure import Parked
+    from invariants.pressure_machine import PoolParams
+    from refimpl.pressure_adapter import PressureAdapter
+    from spec import pressure as P
+
+    a = PressureAdapter(PoolParams(8, 0, 2, 2, 8))
+    a.execute(P.Submit(1, 6, 0))  # granted at once
+    a.execute(P.Submit(2, 6, 0))  # pending: a requester thread parks on it
+    a.take_deliveries()
+    a.execute(P.Reconfigure())  # fails the pending ticket
+    return [o for o in a.take_deliveries() if isinstance(o, Parked)]
+
+
+def test_reconfigure_wakes_the_requester_parked_on_a_failed_ticket() -> None:
+    from invariants.pressure import Parked, observed_I13_waiters
+
+    seen = _parked_after_reconfigure()
+    assert seen == [Parked(2, "retired", still_parked=False)]
+    observed_I13_waiters(seen)
+
+
+def test_reconfigure_that_forgets_its_waiters_leaves_one_parked() -> None:
+    from invariants import InvariantViolation
+    from invariants.pressure import Parked, observed_I13_waiters
+
+    with applied(MUTANTS["reconfigure_forgets_waiters"]):
+        seen = _parked_after_reconfigure()
+    assert seen == [Parked(2, "retired", still_parked=True)]
+    with pytest.raises(InvariantViolation, match="^I13.*still parked"):
+        observed_I13_waiters(seen)
