@@ -295,6 +295,29 @@ _ALL: tuple[Mutant, ...] = (
            "    return _retire(p, t, event, guards)\n",
            "a granted ticket that times out is credited and put back in the queue (to retry) instead of retired, "
            "for the next round, so its bytes are charged again for a requester that gave up"),
+    # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
+    Mutant("kv_growth_releases_old_first", ("I8c",), "ort", _R, "refimpl.ort.holders",
+           '        old = self.bundles[rid]\n'
+           '        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n'
+           '        new = KvBundle(old.heads, old.dh, cap, lease)\n'
+           '        n = old.heads * old.tokens * old.dh\n'
+           '        for name in ("key", "value"):\n'
+           '            new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n'
+           '        new.cur, new.tokens = old.cur, old.tokens\n'
+           '        self.bundles[rid] = new\n'
+           '        self.pmm.release(self.id, old.lease)  # only after the copy: peak = old + new\n',
+           '        old = self.bundles[rid]\n'
+           '        self.pmm.release(self.id, old.lease)  # make room first: the old bucket is still read below\n'
+           '        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n'
+           '        new = KvBundle(old.heads, old.dh, cap, lease)\n'
+           '        n = old.heads * old.tokens * old.dh\n'
+           '        for name in ("key", "value"):\n'
+           '            new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n'
+           '        new.cur, new.tokens = old.cur, old.tokens\n'
+           '        self.bundles[rid] = new\n',
+           "a KV growth releases the old bucket's lease before the new one is granted, then copies out of the "
+           "old bucket: for the length of the copy its bytes are in use but charged to no one (issue #9's "
+           "survivor: the transient state is never a state of the spec)"),
     # --- real-session model (spec.sessions, spec layer: the invariants judge the spec's own states) ------
     Mutant("lowering_ignores_headroom", ("C8",), "ort", _S, _SES,
            "        ok = after.used + t.headroom <= new\n", "        ok = after.used <= new\n",

@@ -167,8 +167,10 @@ _LINKS: dict[str, dict[str, object]] = {
         scope="Observed residency (RSS from /proc, profiler arena bytes) is a sourced field; charge never moves.",
     ),
     "I8c": dict(
-        predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions"),
+        predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions",
+                    _A5 + "observed_I8c_kv_leased"),
         tests=(_ADM_MACHINE, _ADM_CONTROLS, _ORT_MACHINE,
+               "tests/test_issue9_gaps.py::test_kv_growth_that_releases_the_old_lease_first_is_caught",
                "tests/ort/test_ort_governed.py::test_elastic_path_reaches_max_context_through_reclaim",
                "tests/ort/test_ort_reclaim.py::test_growth_to_max_context_goes_through_pressure_tickets",
                "tests/ort/test_ort_reclaim.py::test_growth_rejects_when_holder_credits_zero"),
@@ -176,7 +178,9 @@ _LINKS: dict[str, dict[str, object]] = {
                "guaranteed path to max context that KV growth takes by reclaiming the weight cache through "
                "pressure tickets (refimpl.reclaim over refimpl.pressure): the holder's callback answers with "
                "its own unpinned buckets, growth proceeds only with the credited bytes (short credit -> "
-               "CapacityDenied, nothing forced)."),
+               "CapacityDenied, nothing forced). At every ledger operation, even inside a growth's copy, the "
+               "open requests' KV bytes are charged to KV leases (read from the governor's trace, against the "
+               "checker's own count of decoded tokens)."),
     ),
     "I12": dict(
         predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency"),

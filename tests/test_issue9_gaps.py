@@ -30,6 +30,8 @@ KILLS = {
     "execute_on_provisional_view": "state_C6.provisional_view_private",
     "timeout_requeues_grant": "trace_I7.credit_exactly_once",
     "reconfigure_forgets_waiters": "observed_I13_waiters.waiter_not_left_parked",
+    "kv_growth_releases_old_first": "observed_I8c_kv_leased.kv_in_use_leased",
+    "decode_past_capacity": "state_I8c_sessions.kv_covers_tokens",
 }
 
 
@@ -71,3 +73,41 @@ def test_reconfigure_that_forgets_its_waiters_leaves_one_parked() -> None:
     assert seen == [Parked(2, "retired", still_parked=True)]
     with pytest.raises(InvariantViolation, match="^I13.*still parked"):
         observed_I13_waiters(seen)
+
+
+def _kv_growth_observations(mutant: str | None) -> list:
+    import contextlib
+
+    from refimpl.ort.checker import LIMITS, OrtAdapter, OrtWorld
+    from spec import sessions as S
+    from spec.guards import ALL_ON
+
+    w = OrtWorld()
+    f = w.facts["dec"]
+    seen = []
+    with applied(MUTANTS[mutant]) if mutant else contextlib.nullcontext():
+        a = OrtAdapter(w, (LIMITS[2], 0), ALL_ON)
+        for act in [S.LoadModel("a", "dec", f, f.loop_carried, False), S.Open("a")] + [S.Decode(1)] * (f.bucket + 1):
+            a.execute(act)
+            seen += a.take_observations()
+        a.close()
+    return seen
+
+
+def test_kv_growth_keeps_every_kv_byte_in_use_leased() -> None:
+    from invariants.session_predicates import observed_I8c_kv_leased
+
+    seen = _kv_growth_observations(None)
+    assert [c.event.split("(")[0] for c in seen[-3:]] == ["reserve", "commit", "release"]  # the growth
+    assert all(c.held <= c.leased for c in seen) and seen[-1].held > 0
+    observed_I8c_kv_leased(seen)
+
+
+def test_kv_growth_that_releases_the_old_lease_first_is_caught() -> None:
+    from invariants import InvariantViolation
+    from invariants.session_predicates import observed_I8c_kv_leased
+
+    seen = _kv_growth_observations("kv_growth_releases_old_first")
+    assert seen[-3].event.startswith("release") and seen[-3].held > seen[-3].leased  # in use, charged to no one
+    with pytest.raises(InvariantViolation, match="^I8c.*KV leases charge only"):
+        observed_I8c_kv_leased(seen)

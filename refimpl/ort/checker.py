@@ -6,7 +6,12 @@
 # generic machine (invariants.model_machine) checks refinement against
 # `spec.sessions` and the session predicates; this adapter adds the check
 # that governance never changes results: each decode's output and KV equal
-# an ungoverned session's run on the same inputs, bit for bit.
+# an ungoverned session's run on the same inputs, bit for bit. It also reads
+# the governor's own trace (one event per ledger operation, delivered as each
+# operation returns) and, after every accepted one, compares the bytes charged
+# to KV leases with the bytes the open requests' tokens occupy, counted from
+# the decodes it ran itself (`observed_I8c_kv_leased`): the inside of a KV
+# growth is no state of the spec, so only this can see a lease released early.
 #
 # Owns: the model zoo for one process (built once, in a temporary folder) and
 # the ungoverned reference sessions. Must not touch: the runtime's ledger.
@@ -23,13 +28,15 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
-from invariants.session_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
+from invariants.session_predicates import (STATE_PREDICATES, STEP_PREDICATES, KvCover, check_observations,
+                                          check_state, check_transition)
 from refimpl.checker_api import CheckerRun
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
 from spec import sessions as S
+from spec.arith import kv_bytes
 from spec.guards import Guard, GuardSet, Layer
 from spec.types import Role
 
@@ -61,21 +68,58 @@ class OrtAdapter:
     def __init__(self, world: OrtWorld, config: tuple[int, int], guards: GuardSet) -> None:
         limit, host_mapped = config
         self.world = world
-        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards)
+        self.kv_leases: dict[int, int] = {}  # KV lease id -> bytes charged, folded from the trace
+        self.held: dict[int, int] = {}  # open request -> KV bytes its decoded tokens occupy (own count)
+        self.observed: list[KvCover] = []
+        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards,
+                                  trace=self._on_event)
         self.sources: dict[str, str] = {}  # loaded name -> source
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
+    def _on_event(self, e: dict[str, Any]) -> None:
+        """One ledger operation, as the governor's trace reports it: fold the KV leases, then observe."""
+        p, ids = e["payload"], e["ids"]
+        rt = getattr(self, "rt", None)  # events of the runtime's own set-up come before it is assigned
+        if rt is None or p["outcome"] != "accepted" or ids.get("holder") != rt.kv.id:
+            return
+        if e["kind"] == "reserve" and p.get("role") == Role.KV.value:
+            self.kv_leases[ids["result"]] = p["nbytes"]
+        elif e["kind"] == "commit" and ids.get("allocation") in self.kv_leases:
+            self.kv_leases[ids["allocation"]] = p["nbytes"]
+        elif e["kind"] in ("release", "cancel"):
+            self.kv_leases.pop(ids.get("allocation"), None)
+        else:
+            return
+        where = f"{e['kind']}({', '.join(f'{k}={v}' for k, v in sorted(ids.items()))})"
+        self.observed.append(KvCover(where, sum(self.kv_leases.values()), sum(self.held.values())))
+
+    def take_observations(self) -> list[KvCover]:
+        out, self.observed = self.observed, []
+        return out
+
+    def _bpt(self, rid: int) -> int:
+        return self.world.facts[self.sources[self.rt.requests[rid][0]]].bytes_per_token
+
     def execute(self, a: Any) -> Any:
         tokens = self.rt.kv.bundles[a.rid].tokens if isinstance(a, S.Decode) and a.rid in self.rt.kv.bundles else 0
-        result = self.rt.execute(a)
+        if isinstance(a, S.Close) and a.rid in self.held:
+            closing = self.held.pop(a.rid)  # the caller is done with its tokens: they need no lease now
+        try:
+            result = self.rt.execute(a)
+        except BaseException:
+            if isinstance(a, S.Close) and a.rid in self.past:
+                self.held[a.rid] = closing
+            raise
         if isinstance(a, S.LoadModel):
             self.sources[a.name] = a.source
         elif isinstance(a, S.Open):
             m = self.rt.models[a.model].measured
             empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
             self.past[result] = (empty, empty)
+            self.held[result] = 0
         elif isinstance(a, S.Decode):
             self._check_identical(a.rid, tokens)
+            self.held[a.rid] = kv_bytes(self.past[a.rid][0].shape[2], self._bpt(a.rid))
         elif isinstance(a, S.Close):
             del self.past[a.rid]
         return result
@@ -96,6 +140,7 @@ class OrtAdapter:
         return self.rt.abstract()
 
     def close(self) -> None:
+        self.held.clear()  # the run is over: nothing is in use any more
         self.rt.close()
 
 
@@ -120,7 +165,13 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
     steered = [st.builds(load, st.sampled_from(NAMES), st.sampled_from(sorted(world.sources)), st.just("partial"),
                          st.just(False))]
     with_kv = sorted(n for n, m in s.models.items() if m.mode is S.Mode.MANAGED and m.facts.bytes_per_token)
-    if with_kv:
+    kv_sources = sorted(k for k, f in world.facts.items() if f.bytes_per_token)
+    if not with_kv:  # nothing to open a request on yet: a well-formed load of a model with KV
+        steered += [st.builds(load, st.sampled_from(NAMES), st.sampled_from(kv_sources), st.just("full"),
+                              st.sampled_from((False, False, True))) for _ in range(3)]
+    elif not rids:
+        steered += [st.builds(S.Open, st.sampled_from(with_kv)) for _ in range(3)]
+    else:
         steered.append(st.builds(S.Open, st.sampled_from(with_kv)))
     if loaded:
         steered.append(st.builds(S.ObserveResidency, st.sampled_from(loaded), st.sampled_from([0, 100, 20000]),
@@ -128,7 +179,8 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
     growing = [r for r in rids if s.requests[r].tokens < s.models[s.requests[r].model].facts.max_context]
     if growing:  # the longest request first, so decodes go past a bucket and KV really grows (I8c)
         deepest = max(growing, key=lambda r: (s.requests[r].tokens, -r))
-        steered += [st.just(S.Decode(deepest)), st.builds(S.Decode, st.sampled_from(growing))]
+        # Distinct strategy objects: `one_of` draws each distinct branch once, so `[x] * 3` weighs nothing.
+        steered += [st.just(S.Decode(deepest)) for _ in range(5)] + [st.builds(S.Decode, st.sampled_from(growing))]
     return st.one_of(
         st.builds(load, st.sampled_from(NAMES + ("",)), st.sampled_from(sorted(world.sources)),
                   st.sampled_from(("full",) * 4 + ("none", "extra", "partial")), st.sampled_from((False,) * 4 + (True,))),
@@ -158,6 +210,7 @@ def ort_model(world: OrtWorld) -> Model:
         actions=lambda s: _actions(world, s),
         check_state=check_state,
         check_step=check_transition,
+        check_observations=check_observations,
     )
 
 

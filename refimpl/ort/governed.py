@@ -148,14 +148,14 @@ class GovernedRuntime:
     """One host pool, a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
 
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
-                 bucket: int = 4, guards: GuardSet = ALL_ON) -> None:
+                 bucket: int = 4, guards: GuardSet = ALL_ON, trace: Any = None) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
             raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
         self.topology, self.limit, self.sources, self.guards = topology, limit, sources, guards
         self.max_context, self.bucket = max_context, bucket
-        self.pmm = ProcessMemoryManager()
+        self.pmm = ProcessMemoryManager(trace=trace)  # `trace`: a sink for one event per ledger operation
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
         self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
         self.kv = KvHolder(self.pmm, self.auth)
