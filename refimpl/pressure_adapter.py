@@ -43,7 +43,7 @@ __all__ = ["PressureAdapter", "PROBE_TIMEOUT_S", "WAIT_S", "WAKE_GRACE_S", "prob
 PROBE_TIMEOUT_S = 0.05
 #: How long a parked requester waits at most (so a thread left parked by a bug, or at the end of a run,
 #: ends on its own), and how long after a step its thread may take to return once its ticket is resolved.
-WAIT_S, WAKE_GRACE_S = 1.0, 0.25
+WAIT_S, WAKE_GRACE_S = 3.0, 1.0  # generous: a loaded machine may be slow to schedule a woken thread
 
 
 def probe_from_another_thread(gov: PressureGovernor, timeout: float = PROBE_TIMEOUT_S) -> bool:
