@@ -103,6 +103,15 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _GOV,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",
            "reserving allowance growth also charges the ledger, though an allowance owns no bytes"),
+    # --- ledger, spec layer (spec.machine: the invariants judge the spec's own states) ---------------
+    Mutant("reregister_grows_capacity", ("C1",), "ledger", _S, "spec.machine",
+           "                if (a.tier, a.capacity) != (tier, capacity) and guards.on(\"identity_check\"):\n",
+           "                if (a.tier, a.capacity) != (tier, capacity) and capacity > a.capacity:  # a bigger device\n"
+           "                    a = _evolve(a, capacity=capacity, limit=capacity)\n"
+           "                    state = _evolve(state, authorities=state.authorities.set(a.id, a))\n"
+           "                elif (a.tier, a.capacity) != (tier, capacity) and guards.on(\"identity_check\"):\n",
+           "re-registering a pool with a larger capacity resizes the existing ledger in place, under the leases "
+           "and promises made against the old size, instead of refusing the mismatch"),
     # --- admission models (refimpl.admission) ---------------------------------
     Mutant("finish_keeps_kv", ("I12",), "admission", _R, _ADM,
            "        self._held[rid], self._state[rid] = 0, S.ReqState.FINISHED\n",

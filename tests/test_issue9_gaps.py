@@ -32,6 +32,7 @@ KILLS = {
     "reconfigure_forgets_waiters": "observed_I13_waiters.waiter_not_left_parked",
     "kv_growth_releases_old_first": "observed_I8c_kv_leased.kv_in_use_leased",
     "decode_past_capacity": "state_I8c_sessions.kv_covers_tokens",
+    "reregister_grows_capacity": "step_C1.ledger_identity_stable",
 }
 
 
