@@ -214,7 +214,18 @@ class GovernorMachine(CheckedMachine):
             return
         holder, wid = self._allowance(data)
         if op == "transfer":
-            target = self._retired_or_live(data, self.abs.allowances.keys(), self.abs.next_allowance)
+            # Mostly to another allowance of the same pool and within the source's free limit: a random
+            # pair almost never qualifies, and a transfer that is refused checks nothing (I4b coverage).
+            w = self.abs.allowances.get(wid)
+            peers = sorted(x.id for x in self.abs.allowances.values()
+                           if w is not None and x.id != w.id and x.authority == w.authority)
+            if peers and data.draw(st.integers(0, 3)) > 0:
+                target = data.draw(st.sampled_from(peers))
+                free = w.limit - w.reserved - w.mapped
+                if free > 0 and data.draw(st.integers(0, 3)) > 0:
+                    nbytes = data.draw(st.integers(1, free))
+            else:
+                target = self._retired_or_live(data, self.abs.allowances.keys(), self.abs.next_allowance)
             self._do(A.TransferAllowance(holder, wid, target, nbytes))
         elif op == "close":
             self._do(A.CloseAllowance(holder, wid))

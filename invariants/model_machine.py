@@ -47,6 +47,8 @@ class Model:
     actions: Callable[[Any], Any]  # abstract state -> SearchStrategy of actions
     check_state: Callable[[Any], None]
     check_step: Callable[[Any, Any, Any], None]
+    #: What the implementation's adapter observed during a step (`adapter.take_observations()`), if any.
+    check_observations: Callable[[Any], None] | None = None
 
 
 class SpecModelAdapter:
@@ -81,6 +83,9 @@ class _Base(CheckedMachine):
 
     def check_state(self, state: Any) -> None:
         self.model.check_state(state)
+        take = getattr(self.gov, "take_observations", None)  # only an implementation's adapter observes
+        if take is not None and self.model.check_observations is not None:
+            self.model.check_observations(take())
 
     def check_step(self, prev: Any, action: Any, now: Any) -> None:
         self.model.check_step(prev, action, now)

@@ -11,7 +11,8 @@ snippet must occur exactly once, so a mutant that no longer matches the code
 is reported as stale instead of silently testing nothing. `applied(m)`
 replaces the one top-level definition the snippet lies in (a function, a
 class, a constant) and re-points the names other loaded project modules
-imported it under, then restores both exactly. It runs inside one verify job (a worker process), one mutant at a
+imported it under (and the entries of module-level dicts that hold it, such as a handler table), then
+restores all of them exactly. It runs inside one verify job (a worker process), one mutant at a
 time.
 """
 
@@ -107,14 +108,21 @@ def applied(m: Mutant) -> Iterator[None]:
     old, new = mod.__dict__[name], scratch[name]
     rebinds: list[tuple[Any, str]] = []
     rebased: list[tuple[type, tuple[type, ...]]] = []
+    # A handler table (`_HANDLERS = {T.Release: _release, ...}`) holds the function itself, not its name:
+    # without re-pointing its entry, a mutated action handler would never run (a mutant testing nothing).
+    entries: list[tuple[dict[Any, Any], Any]] = []
     try:
         mod.__dict__[name] = new
         for other in _project_modules():
-            if other is not mod:
-                for k, v in list(vars(other).items()):
-                    if v is old:
-                        rebinds.append((other, k))
-                        setattr(other, k, new)
+            for k, v in list(vars(other).items()):
+                if v is old and other is not mod:
+                    rebinds.append((other, k))
+                    setattr(other, k, new)
+                elif type(v) is dict and not k.startswith("__"):
+                    for dk, dv in list(v.items()):
+                        if dv is old:
+                            entries.append((v, dk))
+                            v[dk] = new
         if isinstance(old, type):  # a part (mixin) of a composed class: the composed class takes the patched part
             for sub in old.__subclasses__():
                 rebased.append((sub, sub.__bases__))
@@ -123,6 +131,8 @@ def applied(m: Mutant) -> Iterator[None]:
     finally:
         for sub, bases in rebased:
             sub.__bases__ = bases
+        for table, dk in entries:
+            table[dk] = old
         for other, k in rebinds:
             setattr(other, k, old)
         mod.__dict__[name] = old

@@ -5,9 +5,11 @@ predicates `step_<ID>(prev, action, next)` hold for every accepted action;
 trace predicates `trace_<ID>(trace)` hold over a whole run, given as
 (prev, action, next) triples of accepted actions: exactly-once credit and
 owned allocator bytes (I7), bounded overtaking (I13). The observation
-predicate `observed_I7_callbacks` reads what a checker saw from outside the
-governor (whether another thread could take the ledger lock while a holder's
-callback ran); the spec has no lock, so nothing in a pool can say it.
+predicates read what a checker saw from outside the governor: whether another
+thread could take the ledger lock while a holder's callback ran (I7), and
+whether a requester thread parked on a ticket is still parked after its
+ticket was granted or retired (I13); the spec has no lock and no threads, so
+nothing in a pool can say either.
 
 Each clause states a harm (bytes lost or doubled, a holder's bytes taken, a
 request starved or passed over, a callback under the lock), never the guard
@@ -37,6 +39,7 @@ __all__ = [
     "TRACE_PREDICATES",
     "OBSERVATION_PREDICATES",
     "Delivery",
+    "Parked",
     "TraceMemory",
     "step_trace_I7",
     "step_trace_I13",
@@ -45,6 +48,7 @@ __all__ = [
     "check_trace",
     "check_observations",
     "observed_I7_callbacks",
+    "observed_I13_waiters",
     "overtakes",
     "served_before",
 ]
@@ -62,6 +66,17 @@ class Delivery:
     target: int
     #: True iff another thread took the ledger lock (try-acquire with a timeout) while the callback ran.
     lock_free: bool
+
+
+@attrs.frozen
+class Parked:
+    """A requester thread the checker parked in `wait` on a pending ticket, seen after a step that resolved
+    the ticket (granted it, or retired it: cancel, timeout, reconfigure) (I13)."""
+
+    ticket: int
+    resolved: str  # what became of the ticket: "granted", "claimed" or "retired"
+    #: True iff the thread was still parked a grace period after the step returned.
+    still_parked: bool
 
 
 # --- I7: conservation, waiters hold nothing, no lock across a call-out ---------
@@ -202,8 +217,9 @@ _I7_UNLOCKED = clause("I7", "observed_I7_callbacks", "callback_without_ledger_lo
                       "it runs (else a callback that re-enters the governor, to answer or release, deadlocks)")
 
 
-def observed_I7_callbacks(deliveries: Sequence[Delivery]) -> None:
-    """`deliveries`: the callbacks run during one step, as an outside probe saw them."""
+def observed_I7_callbacks(observed: Sequence[Delivery | Parked]) -> None:
+    """`observed`: what an outside probe saw during one step; the callbacks run are the `Delivery`s."""
+    deliveries = [d for d in observed if isinstance(d, Delivery)]
     _I7_UNLOCKED.case(bool(deliveries))
     for d in deliveries:
         if not d.lock_free:
@@ -425,6 +441,21 @@ def trace_I13(trace: Sequence[Triple]) -> None:
             _I13_BOUNDED.fail(f"ticket {tid} was overtaken in {n} rounds; the aging bound is {bound}")
 
 
+_I13_PARKED = clause("I13", "observed_I13_waiters", "waiter_not_left_parked",
+                     "no requester stays parked once its ticket is resolved: a waiter whose ticket was granted, or "
+                     "retired by a cancel, timeout or reconfigure, is woken (one parked on a ticket that no longer "
+                     "exists is a request that never finishes, or finishes only by its own timeout)")
+
+
+def observed_I13_waiters(observed: Sequence[Delivery | Parked]) -> None:
+    """`observed`: what an outside probe saw during one step; the resolved waiters are the `Parked`s."""
+    parked = [w for w in observed if isinstance(w, Parked)]
+    _I13_PARKED.case(bool(parked))
+    for w in parked:
+        if w.still_parked:
+            _I13_PARKED.fail(f"ticket {w.ticket} was {w.resolved}, but the requester waiting on it is still parked")
+
+
 def step_trace_I13(mem: TraceMemory, prev: P.Pool, act: Any, nxt: P.Pool) -> TraceMemory:
     """One step of `trace_I13`'s count, checked as it grows (the explorer's form of the trace clause)."""
     counts = dict(mem.overtaken)
@@ -457,8 +488,9 @@ TRACE_PREDICATES: dict[str, tuple[Callable[[Sequence[Triple]], None], ...]] = {
 }
 
 #: Predicates over what a checker observed from outside the governor during one step.
-OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Sequence[Delivery]], None], ...]] = {
+OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Sequence[Delivery | Parked]], None], ...]] = {
     "I7": (observed_I7_callbacks,),
+    "I13": (observed_I13_waiters,),
 }
 
 
@@ -474,5 +506,5 @@ def check_trace(trace: Sequence[Triple]) -> None:
     conjunction(TRACE_PREDICATES, trace)
 
 
-def check_observations(deliveries: Sequence[Delivery]) -> None:
+def check_observations(deliveries: Sequence[Delivery | Parked]) -> None:
     conjunction(OBSERVATION_PREDICATES, deliveries)

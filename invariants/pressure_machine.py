@@ -141,10 +141,19 @@ class PressureMachine(CheckedMachine):
     def burst(self, data: st.DataObject, count: int, nbytes: int, big: bool, priority: int) -> None:
         """A stream of small newcomers (what bounded aging protects waiters from), often behind a
         request just too big for what is free, so overtaking and maturing really happen (I13)."""
+        from spec.tickets import TicketState as S
         holder = self._holder(data)
+        other = 3 - holder if holder in (1, 2) else 1
         governed = self.abs.capacity - self.abs.fixed
+        if big and self.abs.free == governed and not self.abs.tickets:
+            # Nothing is held, so nothing could be "just too big": take a small lease first (steered to,
+            # or a run that starts with a burst never sees overtaking: trace_I13 coverage).
+            tid = self.abs.next_ticket
+            self._do(P.Submit(other, 1, 0))
+            if tid in self.abs.tickets and self.abs.tickets[tid].state is S.GRANTED:
+                self._do(P.Claim(other, tid))
         if big and self.abs.free < governed:
-            self._do(P.Submit(3 - holder if holder in (1, 2) else 1, self.abs.free + 1, 0))
+            self._do(P.Submit(other, self.abs.free + 1, 0))
         for _ in range(count):
             self._do(P.Submit(holder, nbytes, priority))
 

@@ -2,13 +2,19 @@
 
 State predicates `state_<ID>_sessions(s)`, step predicates
 `step_<ID>_sessions(prev, action, next)`; each raises
-`InvariantViolation(ID, ...)`. Registered in `invariants.drift`.
+`InvariantViolation(ID, ...)`. Registered in `invariants.drift`. The
+observation predicate `observed_I8c_kv_leased` reads what the ORT checker saw
+at every ledger transition inside one step (from the governor's own trace and
+its own count of decoded tokens): a step's transient middle, such as a KV
+growth's copy, is no state of the spec, so no state predicate can see it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import attrs
 
 from invariants.clauses import clause, conjunction
 from spec import sessions as S
@@ -17,7 +23,9 @@ from spec.arith import admitted_bytes
 __all__ = [
     "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
     "state_C7_sessions", "state_C8_sessions", "step_C8_sessions", "state_C9_sessions",
-    "STATE_PREDICATES", "STEP_PREDICATES", "check_state", "check_transition",
+    "observed_I8c_kv_leased", "KvCover",
+    "STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_state", "check_transition",
+    "check_observations",
 ]
 
 
@@ -204,6 +212,36 @@ def state_C9_sessions(s: S.SessionState) -> None:
     _C9_COMPAT.case(compat)
 
 
+@attrs.frozen
+class KvCover:
+    """After one accepted ledger operation (an event of the governor's trace), as the ORT checker saw it."""
+
+    event: str  # the operation's kind and ids, for the message
+    leased: int  # bytes charged to the KV holder's live leases, folded from the trace so far
+    held: int  # bytes the open requests' decoded tokens occupy, from the checker's own count of decodes
+
+
+_I8C_LEASED = clause("I8c", "observed_I8c_kv_leased", "kv_in_use_leased",
+                     "at every ledger transition, even inside a KV growth, the bytes the open requests' tokens "
+                     "occupy are charged to KV leases: no KV byte in use (the old bucket being copied included) "
+                     "is left uncharged, where another grant could take it")
+
+
+def observed_I8c_kv_leased(observed: Any) -> None:
+    """`observed`: one `KvCover` per ledger operation of the step just run."""
+    covers = [c for c in observed if isinstance(c, KvCover)]
+    _I8C_LEASED.case(any(c.held for c in covers))
+    for c in covers:
+        if c.held > c.leased:
+            _I8C_LEASED.fail(f"after {c.event}: requests hold {c.held} B of KV but KV leases charge "
+                             f"only {c.leased} B")
+
+
+OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
+    "I8c": (observed_I8c_kv_leased,),
+}
+
+
 STATE_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
     "I8": (state_I8_sessions,),
     "I3": (state_I3_sessions,),
@@ -225,3 +263,7 @@ def check_state(s: S.SessionState) -> None:
 
 def check_transition(prev: S.SessionState, action: Any, nxt: S.SessionState) -> None:
     conjunction(STEP_PREDICATES, prev, action, nxt)
+
+
+def check_observations(observed: Any) -> None:
+    conjunction(OBSERVATION_PREDICATES, observed)

@@ -196,6 +196,53 @@ class TxMachine(CheckedMachine):
             self._do(T.Commit(t.id))
 
     @rule(data=st.data())
+    def contend(self, data: st.DataObject) -> None:
+        """Two large requests declared in opposite orders, each reserving its first declared need.
+
+        Each needs more than half of both authorities, so neither fits beside the other: with ordered
+        reservation the second one's out-of-order reserve is refused and its in-order one misses (an
+        intent is left); without it each holds what the other needs (the hold-and-wait cycle, C4).
+        """
+        live = sorted(a.id for a in self.abs.authorities.values() if a.context.value == "active")
+        if len(live) < 2:
+            return
+        lo, hi = sorted(data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True)))
+        caps = {a: self.abs.authorities[a].capacity for a in (lo, hi)}
+
+        def big(a: int) -> int:
+            return data.draw(st.integers(caps[a] // 2 + 1, caps[a]))
+        first, second = self.abs.next_tx, self.abs.next_tx + 1
+        self._do(T.Plan(((lo, big(lo)), (hi, big(hi))), data.draw(st.integers(0, 9)), ViewKind.CONTIGUOUS))
+        self._do(T.Plan(((hi, big(hi)), (lo, big(lo))), data.draw(st.integers(0, 9)), ViewKind.CONTIGUOUS))
+        self._do(T.Reserve(first, lo))
+        self._do(T.Reserve(second, hi))  # out of order: refused (C4 bad input) unless the guard is off
+        if data.draw(st.booleans()):
+            self._do(T.Reserve(second, lo))  # in order: misses beside the first, leaves an intent
+
+    @rule(data=st.data())
+    def share_view(self, data: st.DataObject) -> None:
+        """A running execution reads a view it does not own, and the view's owner tries to go away.
+
+        A committed transaction's view is shared (legal); releasing its lease set while another
+        execution reads it must be refused (the view is in use). Another transaction's provisional
+        view must be refused outright (C6). Both cases are rare in random scripts, so they are
+        steered to here rather than hoped for.
+        """
+        readers = sorted(t.id for t in self.abs.txs.values() if t.phase in (TxPhase.PUBLISHED, TxPhase.EXECUTING))
+        if not readers:
+            return
+        tid = data.draw(st.sampled_from(readers))
+        others = sorted(v.id for v in self.abs.views.values()
+                        if v.allocation != tid and v.state.value == "mapped" and tid not in v.users)
+        if not others:
+            return
+        v = self.abs.views[data.draw(st.sampled_from(others))]
+        self._do(T.Execute(tid, v.id, v.generation))
+        owner = self.abs.txs.get(v.allocation)
+        if owner is not None and owner.phase is TxPhase.COMMITTED and data.draw(st.booleans()):
+            self._do(T.Release(owner.id))  # under a reader: refused unless the reader has ended
+
+    @rule(data=st.data())
     def advance(self, data: st.DataObject) -> None:
         """Take one transaction one step along the happy path (keeps campaigns deep)."""
         live = sorted(self.abs.txs.keys())

@@ -21,6 +21,7 @@ _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "refimpl.admission", "spec.sessions"
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
 _ORT_HOLDERS = "refimpl.ort.holders"
+_SPRE, _STX = "spec.pressure", "spec.transactions"
 
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
@@ -103,6 +104,15 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",
            "reserving allowance growth also charges the ledger, though an allowance owns no bytes"),
+    # --- ledger, spec layer (spec.machine: the invariants judge the spec's own states) ---------------
+    Mutant("reregister_grows_capacity", ("C1",), "ledger", _S, "spec.machine",
+           "                if (a.tier, a.capacity) != (tier, capacity) and guards.on(\"identity_check\"):\n",
+           "                if (a.tier, a.capacity) != (tier, capacity) and capacity > a.capacity:  # a bigger device\n"
+           "                    a = _evolve(a, capacity=capacity, limit=capacity)\n"
+           "                    state = _evolve(state, authorities=state.authorities.set(a.id, a))\n"
+           "                elif (a.tier, a.capacity) != (tier, capacity) and guards.on(\"identity_check\"):\n",
+           "re-registering a pool with a larger capacity resizes the existing ledger in place, under the leases "
+           "and promises made against the old size, instead of refusing the mismatch"),
     # --- admission models (refimpl.admission) ---------------------------------
     Mutant("finish_keeps_kv", ("I12",), "admission", _R, _ADM,
            "        self._held[rid], self._state[rid] = 0, S.ReqState.FINISHED\n",
@@ -174,6 +184,12 @@ _ALL: tuple[Mutant, ...] = (
            "        self._generation += 1\n        for t in []:\n"
            "            del self._tickets[t.id]\n            self._live -= 1\n",
            "reconfigure bumps the generation but leaves the older pending tickets waiting under it"),
+    Mutant("reconfigure_forgets_waiters", ("I13",), "pressure", _R, _PRE,
+           "            self._live -= 1\n            if t.event is not None:\n                self._wake.append(t.event)\n"
+           "        self._pending.clear()\n",
+           "            self._live -= 1\n        self._pending.clear()\n",
+           "reconfigure fails the pending tickets but never wakes their waiters: each stays parked on a ticket "
+           "that no longer exists until its own timeout (which returns what a wake-up would: issue #9's survivor)"),
     Mutant("reconfigure_fails_leases", ("I6",), "pressure", _R, _PRE,
            "        for t in list(self._pending.values()):\n            del self._tickets[t.id]\n",
            "        for t in list(self._tickets.values()):\n            del self._tickets[t.id]\n",
@@ -272,6 +288,46 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("one_bit_generation", ("I9",), "transactions", _R, _TX,
            "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
            "the mapping generation is kept in one bit, so a second remap brings an old generation back"),
+    # --- capacity transactions and pressure, spec layer (the invariants judge the spec's own states) ------
+    Mutant("release_under_reader", ("C6",), "transactions", _S, _STX,
+           "    for v in mine:\n        if v.users:\n            raise ViewInUse(",
+           "    for v in mine:\n        if v.users and False:\n            raise ViewInUse(",
+           "releasing a committed lease set unmaps its view while other executions still read through it"),
+    Mutant("execute_on_provisional_view", ("C6",), "transactions", _S, _STX,
+           "    if v.allocation != t.id and s.txs[v.allocation].phase is not TxPhase.COMMITTED:\n",
+           "    if v.allocation not in s.txs:\n",
+           "an execution may bind any live view, including another transaction's provisional (uncommitted) one"),
+    Mutant("timeout_requeues_grant", ("I7",), "pressure", _S, _SPRE,
+           "    return _retire(p, t, event, guards)\n",
+           "    if t.state is _T.GRANTED and event is TicketEvent.TIMEOUT:  # 'retry later' instead of retiring\n"
+           "        t = _evolve(t, state=_T.PENDING, grant=None, age=0, generation=p.generation)\n"
+           "        return _evolve(p, tickets=p.tickets.set(t.id, t), free=p.free + t.nbytes), 0  # waits a round\n"
+           "    return _retire(p, t, event, guards)\n",
+           "a granted ticket that times out is credited and put back in the queue (to retry) instead of retired, "
+           "for the next round, so its bytes are charged again for a requester that gave up"),
+    # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
+    Mutant("kv_growth_releases_old_first", ("I8c",), "ort", _R, "refimpl.ort.holders",
+           '        old = self.bundles[rid]\n'
+           '        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n'
+           '        new = KvBundle(old.heads, old.dh, cap, lease)\n'
+           '        n = old.heads * old.tokens * old.dh\n'
+           '        for name in ("key", "value"):\n'
+           '            new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n'
+           '        new.cur, new.tokens = old.cur, old.tokens\n'
+           '        self.bundles[rid] = new\n'
+           '        self.pmm.release(self.id, old.lease)  # only after the copy: peak = old + new\n',
+           '        old = self.bundles[rid]\n'
+           '        self.pmm.release(self.id, old.lease)  # make room first: the old bucket is still read below\n'
+           '        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n'
+           '        new = KvBundle(old.heads, old.dh, cap, lease)\n'
+           '        n = old.heads * old.tokens * old.dh\n'
+           '        for name in ("key", "value"):\n'
+           '            new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n'
+           '        new.cur, new.tokens = old.cur, old.tokens\n'
+           '        self.bundles[rid] = new\n',
+           "a KV growth releases the old bucket's lease before the new one is granted, then copies out of the "
+           "old bucket: for the length of the copy its bytes are in use but charged to no one (issue #9's "
+           "survivor: the transient state is never a state of the spec)"),
     # --- real-session model (spec.sessions, spec layer: the invariants judge the spec's own states) ------
     Mutant("lowering_ignores_headroom", ("C8",), "ort", _S, _SES,
            "        ok = after.used + t.headroom <= new\n", "        ok = after.used <= new\n",

@@ -135,15 +135,19 @@ _LINKS: dict[str, dict[str, object]] = {
                "threads."),
     ),
     "I13": dict(
-        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13", _MG + "state_I13_manager"),
+        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13", _Q + "observed_I13_waiters",
+                    _MG + "state_I13_manager"),
         tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken", *_MG_TESTS,
+               "tests/test_issue9_gaps.py::test_reconfigure_that_forgets_its_waiters_leaves_one_parked",
                "tests/test_pressure_clauses.py::test_higher_priority_stream_starving_a_matured_ticket_is_caught",
                "tests/test_pressure_clauses.py::test_lifo_grant_order_in_both_layers_is_caught_by_the_predicate",
                "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers"),
         scope=("Process scope, one pool: pending tickets keep submit sequence, priority and generation; grants "
                "follow the stated order (matured first, then priority, then submit order), computed from the "
                "tickets' fields; once matured, a ticket is overtaken by no later submission of any priority; "
-               "a pending ticket is passed by later grants in at most `aging_bound` rounds (trace predicate). "
+               "a pending ticket is passed by later grants in at most `aging_bound` rounds (trace predicate); "
+               "a requester parked on a ticket is woken once the ticket is granted or retired (observed by the "
+               "checker from a real waiter thread; the spec has no threads). "
                "Coordinator-scope intents are checked under C10 (intent_keeps_place, matured_not_overtaken)."),
     ),
     # issue #5: admission over real sessions
@@ -166,8 +170,10 @@ _LINKS: dict[str, dict[str, object]] = {
         scope="Observed residency (RSS from /proc, profiler arena bytes) is a sourced field; charge never moves.",
     ),
     "I8c": dict(
-        predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions"),
+        predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions",
+                    _A5 + "observed_I8c_kv_leased"),
         tests=(_ADM_MACHINE, _ADM_CONTROLS, _ORT_MACHINE,
+               "tests/test_issue9_gaps.py::test_kv_growth_that_releases_the_old_lease_first_is_caught",
                "tests/ort/test_ort_governed.py::test_elastic_path_reaches_max_context_through_reclaim",
                "tests/ort/test_ort_reclaim.py::test_growth_to_max_context_goes_through_pressure_tickets",
                "tests/ort/test_ort_reclaim.py::test_growth_rejects_when_holder_credits_zero"),
@@ -175,7 +181,9 @@ _LINKS: dict[str, dict[str, object]] = {
                "guaranteed path to max context that KV growth takes by reclaiming the weight cache through "
                "pressure tickets (refimpl.reclaim over refimpl.pressure): the holder's callback answers with "
                "its own unpinned buckets, growth proceeds only with the credited bytes (short credit -> "
-               "CapacityDenied, nothing forced)."),
+               "CapacityDenied, nothing forced). At every ledger operation, even inside a growth's copy, the "
+               "open requests' KV bytes are charged to KV leases (read from the governor's trace, against the "
+               "checker's own count of decoded tokens)."),
     ),
     "I12": dict(
         predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency"),

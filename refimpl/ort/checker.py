@@ -6,7 +6,12 @@
 # generic machine (invariants.model_machine) checks refinement against
 # `spec.sessions` and the session predicates; this adapter adds the check
 # that governance never changes results: each decode's output and KV equal
-# an ungoverned session's run on the same inputs, bit for bit.
+# an ungoverned session's run on the same inputs, bit for bit. It also reads
+# the governor's own trace (one event per ledger operation, delivered as each
+# operation returns) and, after every accepted one, compares the bytes charged
+# to KV leases with the bytes the open requests' tokens occupy, counted from
+# the decodes it ran itself (`observed_I8c_kv_leased`): the inside of a KV
+# growth is no state of the spec, so only this can see a lease released early.
 #
 # Owns: the model zoo for one process (built once, in a temporary folder) and
 # the ungoverned reference sessions. Must not touch: the runtime's ledger.
@@ -25,7 +30,8 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
-from invariants.session_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
+from invariants.session_predicates import (STATE_PREDICATES, STEP_PREDICATES, KvCover, check_observations,
+                                          check_state, check_transition)
 from refimpl.checker_api import CheckerRun
 from refimpl.ort.generations import hunt_scripts, run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
@@ -34,6 +40,7 @@ from refimpl.ort.session import make_session
 from refimpl.ort.zoo import build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
 from spec import sessions as S
+from spec.arith import kv_bytes
 from spec.guards import Guard, GuardSet, Layer
 from spec.types import Role
 
@@ -79,10 +86,37 @@ class OrtAdapter:
     def __init__(self, world: OrtWorld, config: tuple[int, int], guards: GuardSet) -> None:
         limit, host_mapped = config
         self.world = world
+        self.kv_leases: dict[int, int] = {}  # KV lease id -> bytes charged, folded from the trace
+        self.held: dict[int, int] = {}  # open request -> KV bytes its decoded tokens occupy (own count)
+        self.observed: list[KvCover] = []
         self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards,
-                                  arena_cap=ENV_ARENA_CAP)
+                                  arena_cap=ENV_ARENA_CAP, trace=self._on_event)
         self.sources: dict[str, str] = {}  # loaded name -> source
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _on_event(self, e: dict[str, Any]) -> None:
+        """One ledger operation, as the governor's trace reports it: fold the KV leases, then observe."""
+        p, ids = e["payload"], e["ids"]
+        rt = getattr(self, "rt", None)  # events of the runtime's own set-up come before it is assigned
+        if rt is None or p["outcome"] != "accepted" or ids.get("holder") != rt.kv.id:
+            return
+        if e["kind"] == "reserve" and p.get("role") == Role.KV.value:
+            self.kv_leases[ids["result"]] = p["nbytes"]
+        elif e["kind"] == "commit" and ids.get("allocation") in self.kv_leases:
+            self.kv_leases[ids["allocation"]] = p["nbytes"]
+        elif e["kind"] in ("release", "cancel"):
+            self.kv_leases.pop(ids.get("allocation"), None)
+        else:
+            return
+        where = f"{e['kind']}({', '.join(f'{k}={v}' for k, v in sorted(ids.items()))})"
+        self.observed.append(KvCover(where, sum(self.kv_leases.values()), sum(self.held.values())))
+
+    def take_observations(self) -> list[KvCover]:
+        out, self.observed = self.observed, []
+        return out
+
+    def _bpt(self, rid: int) -> int:
+        return self.world.facts[self.sources[self.rt.requests[rid][0]]].bytes_per_token
 
     def execute(self, a: Any) -> Any:
         b = self.rt.kv.bundles.get(a.rid) if isinstance(a, S.Decode) and type(a.rid) is int else None
@@ -90,7 +124,14 @@ class OrtAdapter:
         cache, shrinks = self.rt.weights.cache_bytes, self.rt.arena_shrinks
         placed, dropped = self.rt.replicas.placed, self.rt.replicas.dropped
         on_replica = b is not None and b.session is not self.rt.models[self.rt.requests[a.rid][0]].session
-        result = self.rt.execute(a)  # a refusal raises: only accepted actions are counted below
+        if isinstance(a, S.Close) and a.rid in self.held:
+            closing = self.held.pop(a.rid)  # the caller is done with its tokens: they need no lease now
+        try:
+            result = self.rt.execute(a)  # a refusal raises: only accepted actions are counted below
+        except BaseException:
+            if isinstance(a, S.Close) and a.rid in self.past:
+                self.held[a.rid] = closing
+            raise
         self.world.count("replicas_placed", self.rt.replicas.placed - placed)
         self.world.count("replicas_dropped", self.rt.replicas.dropped - dropped)
         if on_replica:  # this decode's Run read weights from the borrowed cache
@@ -106,11 +147,13 @@ class OrtAdapter:
             m = self.rt.models[a.model].measured
             empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
             self.past[result] = (empty, empty)
+            self.held[result] = 0
         elif isinstance(a, S.Decode):
             if self.rt.kv.bundles[a.rid].cap != cap:
                 self.world.count("kv_growths")
             self._check_identical(a.rid, tokens)
             self.world.count("identical_decodes")
+            self.held[a.rid] = kv_bytes(self.past[a.rid][0].shape[2], self._bpt(a.rid))
         elif isinstance(a, S.Close):
             del self.past[a.rid]
         return result
@@ -132,6 +175,7 @@ class OrtAdapter:
         return self.rt.abstract()
 
     def close(self) -> None:
+        self.held.clear()  # the run is over: nothing is in use any more
         self.rt.close()
 
 
@@ -147,6 +191,32 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
                     "partial": frozenset(sorted(f.loop_carried)[1:])}[decl]
         return S.LoadModel(name, source, f, declared, host_mapped)
 
+    # Steered (TLC-style coverage showed 3 accepted decodes in a quick run): once a model is loaded, open
+    # requests on it; once requests are open, decode them (every decode is a real ORT run checked bit for
+    # bit); and observe a loaded model's residency with a well-formed figure. The malformed and unknown
+    # choices before them stay, so refusals are still exercised.
+    # A load that leaves a loop-carried state undeclared must be refused (C9): drawn here as often as the
+    # steered actions below, so the extra branches do not crowd it out.
+    steered = [st.builds(load, st.sampled_from(NAMES), st.sampled_from(sorted(world.sources)), st.just("partial"),
+                         st.just(False))]
+    with_kv = sorted(n for n, m in s.models.items() if m.mode is S.Mode.MANAGED and m.facts.bytes_per_token)
+    kv_sources = sorted(k for k, f in world.facts.items() if f.bytes_per_token)
+    if not with_kv:  # nothing to open a request on yet: a well-formed load of a model with KV
+        steered += [st.builds(load, st.sampled_from(NAMES), st.sampled_from(kv_sources), st.just("full"),
+                              st.sampled_from((False, False, True))) for _ in range(3)]
+    elif not rids:
+        steered += [st.builds(S.Open, st.sampled_from(with_kv)) for _ in range(3)]
+    else:
+        steered.append(st.builds(S.Open, st.sampled_from(with_kv)))
+    if loaded:
+        # A well-formed observation of a loaded model: a real figure read from /proc under its source (I8b).
+        steered.append(st.builds(lambda m, which: observe(world, m, which), st.sampled_from(loaded),
+                                 st.sampled_from(("process", "files"))))
+    growing = [r for r in rids if s.requests[r].tokens < s.models[s.requests[r].model].facts.max_context]
+    if growing:  # the longest request first, so decodes go past a bucket and KV really grows (I8c)
+        deepest = max(growing, key=lambda r: (s.requests[r].tokens, -r))
+        # Distinct strategy objects: `one_of` draws each distinct branch once, so `[x] * 3` weighs nothing.
+        steered += [st.just(S.Decode(deepest)) for _ in range(5)] + [st.builds(S.Decode, st.sampled_from(growing))]
     return st.one_of(
         st.builds(load, st.sampled_from(NAMES + ("",)), st.sampled_from(sorted(world.sources)),
                   st.sampled_from(("full",) * 4 + ("none", "extra", "partial")), st.sampled_from((False,) * 4 + (True,))),
@@ -164,6 +234,7 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
                   st.sampled_from([INJECTED + "fault-injection figure", ""])),
         # ... and real ones, read from /proc when the action is drawn, under their own source (I8b).
         st.builds(lambda m, which: observe(world, m, which), model, st.sampled_from(("process", "files"))),
+        *steered,
     )
 
 
@@ -195,6 +266,7 @@ def ort_model(world: OrtWorld) -> Model:
         actions=lambda s: _actions(world, s),
         check_state=check_state,
         check_step=check_transition,
+        check_observations=check_observations,
     )
 
 
@@ -216,7 +288,9 @@ class OrtChecker:
         """Hypothesis' random actions plus scripted generations to max context, both fully checked."""
         world = self.world
         world.take_events()
-        cfg = campaign_settings(max(1, budget.campaign_examples // 30), budget.campaign_steps)
+        # A tenth of the ledger campaign's examples, at most 200 (a thirtieth met some clauses' cases under
+        # 20 times in quick); the scripted generations below add the depth (three growths per request).
+        cfg = campaign_settings(max(1, min(200, budget.campaign_examples // 10)), budget.campaign_steps)
         with contracts.contracts(True):
             random_part = run_model_campaign(ort_model(world), cfg)
             scripted = run_scripts(ort_model(world), world.facts, HEADROOM, scripts_for(budget), paths=world.sources)

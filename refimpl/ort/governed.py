@@ -183,7 +183,7 @@ class GovernedRuntime:
                  bucket: int = 4, guards: GuardSet = ALL_ON,
                  inputs: Callable[[int, int, int], np.ndarray] = decode_input,
                  arena_cap: int | None = None, provider: str = "CPUExecutionProvider",
-                 prepack: bool = False) -> None:
+                 prepack: bool = False, trace: Any = None) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
@@ -211,7 +211,7 @@ class GovernedRuntime:
         self.arena_answers: list[ArenaAnswer] = []
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0")
-        self.pmm = ProcessMemoryManager()
+        self.pmm = ProcessMemoryManager(trace=trace)  # `trace`: a sink for one event per ledger operation
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
         self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)

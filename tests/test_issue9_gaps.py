@@ -1,0 +1,114 @@
+"""Issue 9, remaining gaps: clauses no control made fail, and bugs no check caught.
+
+Each test runs what `ortmem verify --quick` runs for one mutation control
+(`refimpl.verify._job`, the quick budget) and names the clause that must
+fail, so a clause shown able to fail stays shown; plus the harness fix a
+spec-layer mutant of an action handler needs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants.mutation import applied
+from refimpl.mutants import MUTANTS
+from refimpl.verify import _job
+from spec import transactions as ST
+from spec import tx_actions as T
+
+
+def test_applied_repoints_a_handler_table_entry_and_restores_it() -> None:
+    original = ST._HANDLERS[T.Release]
+    with applied(MUTANTS["release_under_reader"]):
+        assert ST._HANDLERS[T.Release] is ST._release is not original  # the table runs the mutated handler
+    assert ST._HANDLERS[T.Release] is ST._release is original
+
+
+#: mutant -> the clause its quick-profile control must make fail (rule R3).
+KILLS = {
+    "release_under_reader": "state_C6.bound_view_live",
+    "execute_on_provisional_view": "state_C6.provisional_view_private",
+    "timeout_requeues_grant": "trace_I7.credit_exactly_once",
+    "reconfigure_forgets_waiters": "observed_I13_waiters.waiter_not_left_parked",
+    "kv_growth_releases_old_first": "observed_I8c_kv_leased.kv_in_use_leased",
+    "decode_past_capacity": "state_I8c_sessions.kv_covers_tokens",
+    "reregister_grows_capacity": "step_C1.ledger_identity_stable",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KILLS))
+def test_quick_mutation_control_breaks_its_clause(name: str) -> None:
+    r = _job("mutant", name, MUTANTS[name].layer.value, "quick")
+    assert r.found, r.message
+    assert KILLS[name] in (r.clause, *r.clauses), r.message
+
+
+def _parked_after_reconfigure() -> list:
+    from invariants.pressure import Parked
+    from invariants.pressure_machine import PoolParams
+    from refimpl.pressure_adapter import PressureAdapter
+    from spec import pressure as P
+
+    a = PressureAdapter(PoolParams(8, 0, 2, 2, 8))
+    a.execute(P.Submit(1, 6, 0))  # granted at once
+    a.execute(P.Submit(2, 6, 0))  # pending: a requester thread parks on it
+    a.take_deliveries()
+    a.execute(P.Reconfigure())  # fails the pending ticket
+    return [o for o in a.take_deliveries() if isinstance(o, Parked)]
+
+
+def test_reconfigure_wakes_the_requester_parked_on_a_failed_ticket() -> None:
+    from invariants.pressure import Parked, observed_I13_waiters
+
+    seen = _parked_after_reconfigure()
+    assert seen == [Parked(2, "retired", still_parked=False)]
+    observed_I13_waiters(seen)
+
+
+def test_reconfigure_that_forgets_its_waiters_leaves_one_parked() -> None:
+    from invariants import InvariantViolation
+    from invariants.pressure import Parked, observed_I13_waiters
+
+    with applied(MUTANTS["reconfigure_forgets_waiters"]):
+        seen = _parked_after_reconfigure()
+    assert seen == [Parked(2, "retired", still_parked=True)]
+    with pytest.raises(InvariantViolation, match="^I13.*still parked"):
+        observed_I13_waiters(seen)
+
+
+def _kv_growth_observations(mutant: str | None) -> list:
+    import contextlib
+
+    from refimpl.ort.checker import LIMITS, OrtAdapter, OrtWorld
+    from spec import sessions as S
+    from spec.guards import ALL_ON
+
+    w = OrtWorld()
+    f = w.facts["dec"]
+    seen = []
+    with applied(MUTANTS[mutant]) if mutant else contextlib.nullcontext():
+        a = OrtAdapter(w, (LIMITS[2], 0), ALL_ON)
+        for act in [S.LoadModel("a", "dec", f, f.loop_carried, False), S.Open("a")] + [S.Decode(1)] * (f.bucket + 1):
+            a.execute(act)
+            seen += a.take_observations()
+        a.close()
+    return seen
+
+
+def test_kv_growth_keeps_every_kv_byte_in_use_leased() -> None:
+    from invariants.session_predicates import observed_I8c_kv_leased
+
+    seen = _kv_growth_observations(None)
+    assert [c.event.split("(")[0] for c in seen[-3:]] == ["reserve", "commit", "release"]  # the growth
+    assert all(c.held <= c.leased for c in seen) and seen[-1].held > 0
+    observed_I8c_kv_leased(seen)
+
+
+def test_kv_growth_that_releases_the_old_lease_first_is_caught() -> None:
+    from invariants import InvariantViolation
+    from invariants.session_predicates import observed_I8c_kv_leased
+
+    seen = _kv_growth_observations("kv_growth_releases_old_first")
+    assert seen[-3].event.startswith("release") and seen[-3].held > seen[-3].leased  # in use, charged to no one
+    with pytest.raises(InvariantViolation, match="^I8c.*KV leases charge only"):
+        observed_I8c_kv_leased(seen)
