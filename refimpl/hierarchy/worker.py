@@ -50,8 +50,11 @@ __all__ = ["worker_main", "Worker"]
 
 
 class Worker:
-    def __init__(self, wid: int, cfg: Any) -> None:
+    def __init__(self, wid: int, cfg: Any, held: bool = False) -> None:
         self.wid, self.cfg = wid, cfg
+        #: True iff the operator holds this worker back from authenticating (it waits for a "hello" command):
+        #: the campaign's window in which a spawned, unauthenticated worker exists (C10).
+        self.held = held
         self.guards = GuardSet(cfg.guards)
         self.key = P.worker_key(cfg.master, wid)
         self.ceiling = FileCeiling(cfg.ceiling[1]) if cfg.ceiling[0] == "file" else OsCeiling()
@@ -179,8 +182,15 @@ class Worker:
                 self._push(self.coord.recv())
         except (EOFError, OSError):
             self.coord = None
-        if self.coord is None and self.refused is None:
+        if self.coord is None and self.refused is None and not self.held:
             self.connect(time.monotonic() + 30.0)
+
+    def hello(self) -> None:
+        """Authenticate now (a held worker): dial the coordinator and pass its challenge with our own key."""
+        if not self.held:
+            raise InvalidTransition(f"worker {self.wid} is not held back: it authenticated at start")
+        self.held = False
+        self.connect(time.monotonic() + 10.0)
 
     # --- local actions (the driver's commands) ---------------------------------------------
 
@@ -352,7 +362,7 @@ class Worker:
 
     _OPS = {"request": "request", "return": "give_back", "reserve": "reserve", "commit": "commit",
             "free": "free", "answer": "answer", "snapshot": "snapshot", "cost": "cost", "load": "load",
-            "infer": "infer", "unload": "unload", "ledger": "ledger"}
+            "infer": "infer", "unload": "unload", "ledger": "ledger", "hello": "hello"}
 
     def _control(self, conn: Connection) -> None:
         try:
@@ -372,7 +382,8 @@ class Worker:
             conn.send({"refused": "InvalidTransition", "message": f"coordinator unreachable: {e!r}"})
 
     def run(self) -> None:
-        self.connect(time.monotonic() + 10.0)
+        if not self.held:
+            self.connect(time.monotonic() + 10.0)
         while not self.stop:
             now = time.monotonic()
             if now - self.last_beat >= self.cfg.heartbeat_interval and self.coord is not None:
@@ -381,7 +392,9 @@ class Worker:
                 except OSError:
                     self.coord = None
                 self.last_beat = now
-            if self.coord is None and self.refused is None:
+            if self.held:
+                pass  # not authenticated yet: no heartbeat, no dial until the operator says hello
+            elif self.coord is None and self.refused is None:
                 self.connect(time.monotonic() + 30.0)  # the coordinator restarted: redial
             elif self.coord is None and now >= self.next_dial:
                 self.next_dial = now + 0.5  # fenced: stay reachable for control, retry rarely
@@ -412,7 +425,7 @@ class Worker:
                     self._control(r)  # type: ignore[arg-type]
 
 
-def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...]) -> None:
+def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...], held: bool = False) -> None:
     """Entry point of a forked worker process."""
     for fd in close_fds:
         try:
@@ -420,7 +433,7 @@ def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...]) -> None:
         except OSError:
             pass
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a stuck worker says where: kill -USR1 <pid>
-    w = Worker(wid, cfg)
+    w = Worker(wid, cfg, held)
 
     def _stop(signum: int, frame: object) -> None:
         w.stop = True
