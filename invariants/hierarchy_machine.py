@@ -94,6 +94,13 @@ def _weighted(options: list[tuple[int, Any]]) -> Any:
     return st.integers(0, len(slots) - 1).flatmap(lambda k: slots[k])
 
 
+def _arbitrate_weight(s: H.HierarchyState) -> int:
+    """Arbitrate often while an intent cannot be granted yet: it ages, matures and must not be overtaken (I13)."""
+    if any(i.nbytes > s.free for i in s.intents.values()):
+        return 8
+    return 5 if s.intents else 1
+
+
 def actions(s: H.HierarchyState) -> Any:
     live = [w for w in s.workers.values() if w.state is not H.WorkerState.EXITED]
     options: list[tuple[int, Any]] = []
@@ -133,6 +140,9 @@ def actions(s: H.HierarchyState) -> Any:
                 (2, st.builds(H.Request, st.just(i), st.just(e), st.just(nxt), st.integers(q // 2, q),
                               st.integers(0, 1))),
             ]
+            if s.free < q:  # the whole pool while others hold part of it: an intent that waits and matures
+                options.append((2, st.builds(H.Request, st.just(i), st.just(e), st.just(nxt), st.just(q),
+                                             st.just(0))))
         if free > 0:
             options += [(4, st.builds(H.Reserve, st.just(i), st.integers(1, free))),
                         (1, st.builds(H.Return, st.just(i), st.just(e), st.just(nxt), st.integers(1, free)))]
@@ -147,11 +157,11 @@ def actions(s: H.HierarchyState) -> Any:
         if w is not None and w.proc is _R:
             room = max(0, min(x.nbytes, w.slice - w.committed - w.reserved))
             options.append((3, st.builds(H.Answer, st.just(t), st.integers(0, room))))
-    if sum(s.outside.values()) + 3 <= s.machine:
-        options.append((1, st.just(H.Outside("db", 3))))
+    if sum(s.outside.values()) + 3 <= s.machine:  # I11: outside usage moves only the ceiling
+        options.append((2, st.just(H.Outside("db", 3))))
     if s.outside.get("db", 0) >= 3:
-        options.append((1, st.just(H.Outside("db", -3))))
-    options += [(1, st.just(H.Reclaim("db", 1))), (5 if s.intents else 1, st.just(H.Arbitrate())),
+        options.append((2, st.just(H.Outside("db", -3))))
+    options += [(1, st.just(H.Reclaim("db", 1))), (_arbitrate_weight(s), st.just(H.Arbitrate())),
                 (1, st.just(H.Restart()))]
     return _weighted(options)
 
