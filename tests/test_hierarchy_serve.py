@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -33,13 +34,13 @@ def test_serve_prints_workers_and_stops_cleanly_on_ctrl_c() -> None:
     sel.register(p.stdout, selectors.EVENT_READ)
     seen, deadline = b"", time.monotonic() + 30
     try:
-        while seen.count(b"worker 2 (pid") < 2 and time.monotonic() < deadline:
+        while seen.count(b"worker 2 (pid") < 5 and time.monotonic() < deadline:  # load, then requests
             if sel.select(timeout=1.0):
                 chunk = os.read(p.stdout.fileno(), 65536)
                 if not chunk:
                     break
                 seen += chunk
-        assert seen.count(b"worker 2 (pid") >= 2, seen.decode(errors="replace")
+        assert seen.count(b"worker 2 (pid") >= 5, seen.decode(errors="replace")
         assert b"quota" in seen and b"budget" in seen and b"events:" in seen
         os.killpg(p.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
         rest, _ = p.communicate(timeout=30)
@@ -51,6 +52,9 @@ def test_serve_prints_workers_and_stops_cleanly_on_ctrl_c() -> None:
     assert p.returncode == 0, out
     assert "shutdown clean: no process left" in out
     assert _session_members(p.pid) == []
+    assert "ledger" in out and "models {'m" in out  # the workers served real models
+    compared = re.search(r"outputs: (\d+) requests compared with an ungoverned session, (\d+) differ", out)
+    assert compared is not None and int(compared[1]) > 0 and compared[2] == "0", out
 
 
 # --- real ORT models in the workers (C10: each worker's manager bounded by its slice) -----------------------

@@ -21,6 +21,7 @@ ungoverned ORT session's output for the same request, bit for bit.
 from __future__ import annotations
 
 import random
+import signal
 import tempfile
 import time
 from typing import Any
@@ -115,6 +116,9 @@ def run_serve(workers: int, quota_mib: int, seconds: float | None, interval: flo
               seed: int = 0) -> int:
     """Run until Ctrl-C (or `seconds`); returns 0 when shutdown left no process behind and outputs matched."""
     from refimpl.ort.served import build_served_models, needs
+    # Ctrl-C is this command's stop button, also when it was started with SIGINT ignored (a background job of
+    # a non-interactive shell inherits SIG_IGN, and Python then installs no KeyboardInterrupt handler).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = random.Random(seed)
     root = tempfile.mkdtemp(prefix="ortmem-serve-")
     paths = build_served_models(f"{root}/models", WIDTHS)
