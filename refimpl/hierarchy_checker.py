@@ -8,7 +8,13 @@ processes. Negative controls are deterministic: the guard's scripted scenario
 (`invariants.hierarchy_scope.SCRIPTS`) replayed on the spec with the guard off
 (a harm clause must fail), or on the real processes with the guard off
 against the intact spec (refinement must diverge in state or result, not in
-error type alone, or a harm clause must fail). `explore` runs the
+error type alone, or a harm clause must fail). Mutation controls are the
+hierarchy mutants of `refimpl.mutants` (source patches of
+`refimpl.hierarchy.core` and `.worker`, applied by verify in its job process,
+inherited by the forked coordinator and workers): each mutant's script
+(`refimpl.hierarchy.mutants.MUTANT_SCRIPTS`) is replayed with every guard on
+and refinement off, so only a clause of C10 / I11 on the implementation's
+own abstraction can expose it (`replay_predicates`). `explore` runs the
 bounded-exhaustive explorer over the spec's scopes.
 """
 

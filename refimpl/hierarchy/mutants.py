@@ -1,5 +1,10 @@
 """Named implementation mutants of the coordinator (mutation controls, with every guard on).
 
+Two forms. `MUTANT_SCRIPTS` gives, for each hierarchy mutant of the verify
+registry `refimpl.mutants` (source patches), the script that must make one of
+its clauses fail; `ortmem verify` runs those. `MUTANTS` below are the older
+subclass form the tests use against refinement.
+
 Each mutant is a subclass of `refimpl.hierarchy.core.Core` overriding one
 method with a realistic bug; the harness hands the subclass to the
 coordinator (`Config.core`), so no bug switch sits on the governor's own code

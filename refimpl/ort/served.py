@@ -7,7 +7,7 @@
 # ORT zero-copy, as `WeightHolder.admit` does), running requests and the
 # ungoverned reference a test compares with. Must not touch: the ledger. The
 # caller (`refimpl.hierarchy.worker`) reserves and commits the charge before
-# `open_served` exists a session, and releases it after `close`; a failed
+# `open_served` builds the session, and releases it after `close`; a failed
 # session build raises `SessionCreationFailed` and the caller gives the
 # charge back, so nothing stays charged.
 
