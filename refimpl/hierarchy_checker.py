@@ -8,12 +8,19 @@ processes. Negative controls are deterministic: the guard's scripted scenario
 (`invariants.hierarchy_scope.SCRIPTS`) replayed on the spec with the guard off
 (a harm clause must fail), or on the real processes with the guard off
 against the intact spec (refinement must diverge in state or result, not in
-error type alone, or a harm clause must fail). `explore` runs the
+error type alone, or a harm clause must fail). Mutation controls are the
+hierarchy mutants of `refimpl.mutants` (source patches of
+`refimpl.hierarchy.core` and `.worker`, applied by verify in its job process,
+inherited by the forked coordinator and workers): each mutant's script
+(`refimpl.hierarchy.mutants.MUTANT_SCRIPTS`) is replayed with every guard on
+and refinement off, so only a clause of C10 / I11 on the implementation's
+own abstraction can expose it (`replay_predicates`). `explore` runs the
 bounded-exhaustive explorer over the spec's scopes.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Any
 
@@ -22,7 +29,8 @@ from invariants._violation import InvariantViolation
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.checked import diff
 from invariants.explore import ExploreResult, explore
-from invariants.hierarchy import STATE_PREDICATES, STEP_PREDICATES, check_state, check_step
+from invariants.mutation import Mutant
+from invariants.hierarchy import CLAUSES, STATE_PREDICATES, STEP_PREDICATES, check_state, check_step, evaluate
 from invariants.hierarchy_machine import campaign_step, model, to_campaign
 from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model, hierarchy_model, run_script
 from invariants.model_machine import run_model_campaign
@@ -33,7 +41,7 @@ from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
-__all__ = ["HierarchyChecker", "replay_refimpl"]
+__all__ = ["HierarchyChecker", "replay_refimpl", "replay_predicates"]
 
 
 def _impl(config: Any, guards: GuardSet) -> HierarchyAdapter:
@@ -78,12 +86,52 @@ def replay_refimpl(script: tuple[Any, ...], guards: GuardSet, config: tuple[int,
         gov.close()
 
 
+def _failing(prev: H.HierarchyState, act: Any, now: H.HierarchyState, accepted: bool) -> list[tuple[str, str, str]]:
+    """Every failing clause on this step: (ID, clause key, problem), state clauses and (if accepted) step clauses."""
+    out = []
+    for pred, named in CLAUSES.items():
+        if pred.startswith("step_") and not accepted:
+            continue
+        args = (prev, act, now) if pred.startswith("step_") else (now,)
+        for name, _, problem in evaluate(pred, *args):
+            if problem is not None:
+                out.append(("C10" if "C10" in pred else "I11", f"{pred}.{name}", problem))
+    return out
+
+
+def replay_predicates(script: tuple[Any, ...], core: type, config: tuple[int, int, int] = SCRIPT_CONFIG
+                      ) -> tuple[str | None, str, int | None, tuple[str, ...]]:
+    """A mutation control: replay `script` on real processes with every guard on and ledger class `core`,
+    refinement off; only the predicates, on the implementation's own abstraction, can notice the bug.
+
+    Returns (violated ID or None, message, index of the step, every clause that step breaks).
+    """
+    gov = HierarchyAdapter(config, ALL_ON, core=core)
+    try:
+        prev = gov.abstract()
+        for k, act in enumerate(script):
+            accepted = True
+            try:
+                gov.execute(act)
+            except GovernorError:
+                accepted = False
+            now = gov.abstract()
+            bad = _failing(prev, act, now, accepted)
+            if bad:
+                return bad[0][0], f"{act!r}: {bad[0][2]}", k, tuple(dict.fromkeys(c for _, c, _ in bad))
+            prev = now
+        return None, "no clause failed", None, ()
+    finally:
+        gov.close()
+
+
 class HierarchyChecker:
     name = "hierarchy"
 
     def campaign(self, budget: Budget) -> CheckerRun:
-        # Each example starts real processes (about half a second); a fortieth of the ledger's examples.
-        examples = max(8, budget.campaign_examples // 40)
+        # Each example starts real processes (about a quarter of a second on 2 cores); a tenth of the
+        # ledger's examples (quick: 60, about 20 s), so every clause meets its case above the threshold.
+        examples = max(8, budget.campaign_examples // 10)
         cfg = campaign_settings(examples, min(budget.campaign_steps, 25))
         with contracts.contracts(True):
             stats = run_model_campaign(model(_impl), cfg)
@@ -91,7 +139,9 @@ class HierarchyChecker:
                   for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
         return CheckerRun(stats, checks)
 
-    def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
+    def control(self, guard: Guard | Mutant, layer: Layer, budget: Budget) -> ControlResult:
+        if isinstance(guard, Mutant):
+            return self._mutant(guard)
         script = SCRIPTS[guard.name]
         off = GuardSet.without(guard.name)
         t0 = time.perf_counter()
@@ -116,4 +166,17 @@ class HierarchyChecker:
         scope = arbitration_model(off) if guard.name == "coordinator_aging" else hierarchy_model(off)
         return explore(scope, max_depth=budget.control_depth, max_states=budget.explore_states)
 
-
+    def _mutant(self, m: Mutant) -> ControlResult:
+        """A mutation control (`refimpl.mutants`, already applied by verify): its script on real processes."""
+        from refimpl.hierarchy.mutants import MUTANT_SCRIPTS  # the script that must expose each named bug
+        # Looked up now, not at import: `invariants.mutation.applied` replaced the patched definition in its
+        # module (defaults bound at definition time still name the intact class).
+        core = importlib.import_module("refimpl.hierarchy.core").Core
+        script = MUTANT_SCRIPTS[m.name]
+        t0 = time.perf_counter()
+        with contracts.contracts(False):
+            violated, message, at, clauses = replay_predicates(script, core)
+        steps = None if at is None else at + 1
+        trace = tuple(repr(a) for a in script[:steps]) if steps else ()
+        return ControlResult(m.name, m.layer, m.ids, violated in m.ids, violated, steps, time.perf_counter() - t0,
+                             trace, message, clauses[0] if clauses else None, clauses)

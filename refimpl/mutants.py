@@ -22,6 +22,7 @@ _GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances",
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
 _ORT_HOLDERS = "refimpl.ort.holders"
 _SPRE, _STX = "spec.pressure", "spec.transactions"
+_HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker"
 
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
@@ -381,6 +382,65 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("limit_above_capacity", ("C7",), "ort", _S, _SES,
            "        if new > t.capacity:\n", "        if new > 2 * t.capacity:\n",
            "a limit above the pool's capacity is accepted"),
+    # --- cooperative hierarchy (refimpl.hierarchy.core: the coordinator's ledger, real processes) --------
+    Mutant("exit_credited_twice", ("C10",), "hierarchy", _R, _HC,
+           "            if self.guards.on(\"return_once\"):\n                return 0\n", "",
+           "a restarted coordinator re-observing a recorded exit credits the worker's quota again"),
+    Mutant("fence_refunds", ("C10",), "hierarchy", _R, _HC,
+           "        if not self.guards.on(\"charge_until_exit\"):\n            self.free, w[\"quota\"] = ",
+           "        if True:\n            self.free, w[\"quota\"] = ",
+           "a missed heartbeat is taken for an exit: the fenced worker's quota comes back at fence time"),
+    Mutant("grants_lifo", ("C10",), "hierarchy", _R, _HC,
+           "key=lambda i: (0, 0, i[\"seq\"]) if i[\"age\"] >= cap else (1, -i[\"priority\"], i[\"seq\"]))",
+           "key=lambda i: -i[\"seq\"])",
+           "arbitration grants the newest intent first, ignoring maturity and submit order"),
+    Mutant("defer_keeps_quota", ("C10",), "hierarchy", _R, _HC,
+           "        back = max(0, w[\"quota\"] - keep)\n", "        back = 0\n",
+           "a deferring worker's uncommitted quota stays charged to it at the coordinator"),
+    Mutant("grant_not_journaled", ("C10",), "hierarchy", _R, _HC,
+           "        w[\"seq\"] = max(w[\"seq\"], seq)\n        self._commit()\n",
+           "        w[\"seq\"] = max(w[\"seq\"], seq)\n",
+           "a message's effect (a grant) is answered before it is journaled: a restart forgets it"),
+    Mutant("stale_epoch_off_by_one", ("C10",), "hierarchy", _R, _HC,
+           "        if epoch != w[\"epoch\"] and self.guards.on(\"epoch_fencing\")",
+           "        if epoch < w[\"epoch\"] - 1 and self.guards.on(\"epoch_fencing\")",
+           "a message one epoch behind (from a fenced incarnation) is still accepted"),
+    Mutant("exit_keeps_quota", ("C10",), "hierarchy", _R, _HC,
+           "        w.update(state=EXITED, quota=0, returned=credit",
+           "        w.update(state=EXITED, returned=credit",
+           "an observed exit credits the quota back but leaves it charged to the dead worker too"),
+    Mutant("spawn_predelegates", ("C10",), "hierarchy", _R, _HC,
+           "                             \"seq\": 0, \"quota\": 0, \"returned\": 0}\n",
+           "                             \"seq\": 0, \"quota\": min(1, self.free), \"returned\": 0}\n"
+           "        self.free -= self.workers[wid][\"quota\"]\n",
+           "a spawned worker is handed a first unit of quota before it has authenticated"),
+    Mutant("return_skips_quota_check", ("C10",), "hierarchy", _R, _HC,
+           "            if n > w[\"quota\"]:\n                raise InvalidBytes(",
+           "            if n > self.serving_quota:\n                raise InvalidBytes(",
+           "a return message may give back more than the worker's quota: the coordinator mints free quota"),
+    Mutant("reclaim_outside_by_name", ("I11",), "hierarchy", _R, _HC,
+           "            if self.guards.on(\"participants_only\"):  # I11\n",
+           "            if self.guards.on(\"participants_only\") and not target.isalpha():  # I11\n",
+           "the participant check only rejects path-like names: an outside program named 'db' is a target"),
+    Mutant("tight_pool_books_outsider", ("I11", "C10"), "hierarchy", _R, _HC,
+           "        if delta > 0 and not self.guards.on(\"outside_is_ceiling\"):",
+           "        if delta > 0 and (not self.guards.on(\"outside_is_ceiling\") or delta >= self.free // 2):",
+           "when the pool is tight an outside allocation is booked against the free quota, as if it were a holder"),
+    Mutant("aging_unbounded", ("C10",), "hierarchy", _R, _HC,
+           "            i[\"age\"] = min(i[\"age\"] + 1, cap)\n", "            i[\"age\"] = i[\"age\"] + 1\n",
+           "an intent's age grows past the aging cap"),
+    Mutant("grant_off_by_one", ("C10",), "hierarchy", _R, _HC,
+           "        if n <= self.free:\n            w[\"quota\"] += n\n",
+           "        if n <= self.free + 1:\n            w[\"quota\"] += n\n",
+           "a request is granted when it exceeds the free quota by one unit"),
+    Mutant("ceiling_counts_slice", ("C10",), "hierarchy", _R, _HW,
+           "        ceiling = self._in_use() + self.ceiling.free() // P.UNIT\n",
+           "        ceiling = self.slice + self.ceiling.free() // P.UNIT\n",
+           "a worker's OS ceiling counts its whole slice as its own charge, not what it uses"),
+    Mutant("defer_keeps_reservations", ("C10",), "hierarchy", _R, _HW,
+           "            for aid in self.provisional:  # no local reservation while awaiting quota\n"
+           "                self.pmm.cancel(self.work, aid)\n            self.provisional.clear()\n", "",
+           "a deferring worker keeps its open reservations while it waits for quota"),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}

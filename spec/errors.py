@@ -30,6 +30,7 @@ __all__ = [
     "AllowanceExceeded",
     "EnvironmentFault",
     "DeviceLost",
+    "CeilingUnreadable",
     "ModelDataError",
     "ExternalDataMalformed",
     "ExternalDataMissing",
@@ -140,6 +141,10 @@ class AllowanceExceeded(PolicyRefusal):
 
 class EnvironmentFault(GovernorError):
     """The device, driver or OS failed; not the caller's fault."""
+
+
+class CeilingUnreadable(EnvironmentFault, OSError):
+    """The OS ceiling's kernel files (cgroup v2, /proc/meminfo, PSI) are missing or malformed (C10)."""
 
 
 class DeviceLost(EnvironmentFault):

@@ -49,3 +49,63 @@ def test_hierarchy_mutant_is_killed_with_every_guard_on(name: str) -> None:
     assert "refuses" in message or " != " in message or violated in ("C10", "I11"), message
     violated, message, _ = replay_refimpl(script, ALL_ON)  # the same script on the intact coordinator is clean
     assert violated is None, message
+
+
+# --- mutation controls in `ortmem verify` (refimpl.mutants, source patches of refimpl.hierarchy) ---------------
+
+from invariants.clauses import clauses_of  # noqa: E402
+from invariants.hierarchy_machine import SpawnHeld  # noqa: E402
+from invariants.mutation import applied  # noqa: E402
+from refimpl.hierarchy.core import Core  # noqa: E402
+from refimpl.hierarchy.mutants import MUTANT_SCRIPTS  # noqa: E402
+from refimpl.hierarchy_checker import replay_predicates  # noqa: E402
+from refimpl.mutants import MUTANTS as REGISTRY  # noqa: E402
+from spec import hierarchy as H  # noqa: E402
+from spec.errors import AuthenticationFailed  # noqa: E402
+
+HIERARCHY_MUTANTS = sorted(n for n, m in REGISTRY.items() if m.model == "hierarchy")
+
+
+def test_every_hierarchy_mutant_has_a_script_and_back() -> None:
+    assert set(HIERARCHY_MUTANTS) == set(MUTANT_SCRIPTS)
+
+
+@pytest.mark.parametrize("name", HIERARCHY_MUTANTS)
+def test_hierarchy_mutation_control_makes_a_clause_fail(name: str) -> None:
+    m = REGISTRY[name]
+    with applied(m):
+        r = CHECKERS["hierarchy"].control(m, m.layer, PROFILES["quick"])
+    assert r.found, r.message
+    mine = {c.key for i in m.ids for c in clauses_of(i)}
+    assert r.clauses and set(r.clauses) & mine, r.clauses  # a clause of its own IDs, not refinement
+    assert leftovers() == []
+    violated, message, _, clauses = replay_predicates(MUTANT_SCRIPTS[name], Core)  # intact: nothing fails
+    assert violated is None and clauses == (), message
+
+
+def test_every_hierarchy_clause_is_failed_by_some_mutant() -> None:
+    """R3 for C10 and I11 from mutation controls alone (the table each mutant's control reports)."""
+    failed: set[str] = set()
+    for name in HIERARCHY_MUTANTS:
+        with applied(REGISTRY[name]):
+            failed |= set(CHECKERS["hierarchy"].control(REGISTRY[name], Layer.REFIMPL, PROFILES["quick"]).clauses)
+    wanted = {c.key for i in ("C10", "I11") for c in clauses_of(i)}
+    assert wanted - failed == set()
+
+
+def test_held_worker_is_unauthenticated_and_a_forged_hello_gets_nothing() -> None:
+    gov = HierarchyAdapter((8, 12, 2), ALL_ON)
+    try:
+        wid = gov.execute(SpawnHeld())
+        before = gov.abstract()
+        assert before.workers[wid].state is H.WorkerState.SPAWNED
+        with pytest.raises(AuthenticationFailed, match="challenge failed"):
+            gov.execute(H.Hello(wid, authentic=False))  # a real connection with a wrong key
+        assert gov.abstract() == before
+        assert any(e["event"] == "refused-hello" for e in gov.h.op("events"))
+        gov.execute(H.Hello(wid))
+        assert gov.abstract().workers[wid].state is H.WorkerState.ACTIVE
+        assert gov.execute(H.Request(wid, 1, 1, 3)) == ("granted", 3)
+    finally:
+        gov.close()
+    assert leftovers() == []

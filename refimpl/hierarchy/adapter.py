@@ -31,13 +31,17 @@ from typing import Any
 
 import immutables
 
+from multiprocessing import AuthenticationError
+
+from invariants.hierarchy_machine import SpawnHeld
 from invariants.hierarchy_trace import configure_event, encode_event
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy.coordinator import proc_state
 from refimpl.hierarchy.core import Core
 from refimpl.hierarchy.driver import Hierarchy
 from spec import hierarchy as H
-from spec.errors import GovernorError, InvalidArgument, InvalidBytes, InvalidTransition, NotAParticipant, UnknownTicket
+from spec.errors import (AuthenticationFailed, GovernorError, InvalidArgument, InvalidBytes, InvalidTransition,
+                         NotAParticipant, UnknownTicket)
 from spec.guards import GuardSet
 
 __all__ = ["HierarchyAdapter"]
@@ -122,6 +126,24 @@ class HierarchyAdapter:
             wid = h.spawn()
             self._refresh(wid)
             return wid
+        if isinstance(act, SpawnHeld):
+            wid = h.spawn(held=True)
+            self._refresh(wid)
+            return wid
+        if isinstance(act, H.Hello):
+            self._running(act.worker)  # the environment: only a running process says hello
+            if act.authentic is True:
+                w = snap["workers"][act.worker]
+                if w["state"] != "spawned":
+                    raise InvalidTransition(f"worker {act.worker} is {w['state']}: it authenticated already")
+                h.hello(act.worker)
+                self._refresh(act.worker)
+                return None
+            try:  # a real connection claiming to be the worker, with a key that is not its own
+                h.forged_hello(act.worker, b"forged-" + bytes(8))
+            except AuthenticationError as e:
+                raise AuthenticationFailed(f"worker {act.worker}: challenge failed ({e})") from None
+            return None
         if isinstance(act, (H.Request, H.Return)):
             return self._message(act, snap)
         if isinstance(act, (H.Reserve, H.Commit, H.Free)):

@@ -113,10 +113,13 @@ class ServingMemoryCoordinator:
 
     # --- control operations -------------------------------------------------------------
 
-    def spawn(self) -> int:
+    def spawn(self, held: bool = False) -> int:
+        """Start worker process `wid`; `held`: it authenticates only when the operator tells it to."""
+        if type(held) is not bool:
+            raise InvalidArgument(f"held must be a bool, got {held!r}")
         wid = self.core.next_worker
         keep = [self.server.fileno(), *(c.fileno() for c in self.conns), *(c.fileno() for c in self.pending)]
-        p = FORK.Process(target=worker_main, args=(wid, self.cfg, tuple(keep)), daemon=False)
+        p = FORK.Process(target=worker_main, args=(wid, self.cfg, tuple(keep), held), daemon=False)
         p.start()
         got = self.core.spawn(p.pid, starttime(p.pid) or 0)
         assert got == wid  # single-threaded: nothing else issued an id in between
@@ -156,7 +159,7 @@ class ServingMemoryCoordinator:
     def _control_op(self, cmd: dict[str, Any]) -> Any:
         op, args = cmd.get("op"), cmd.get("args", ())
         if op == "spawn":
-            return self.spawn()
+            return self.spawn(*args)
         if op == "snapshot":
             return self.snapshot()
         if op == "events":

@@ -114,17 +114,33 @@ class Hierarchy:
         os.kill(self.proc.pid, signal.SIGKILL)
         _wait_pid(self.proc.pid, timeout)
         self.start()
-        _until(lambda: all(w["connected"] or w["state"] in ("exited", "fenced") or w["proc"] != "running"
+        _until(lambda: all(w["connected"] or w["state"] in ("exited", "fenced", "spawned") or w["proc"] != "running"
                            for w in self.snapshot()["workers"].values()), timeout, "workers to reconnect")
 
     # --- workers --------------------------------------------------------------------
 
-    def spawn(self, timeout: float = 10.0) -> int:
-        wid = self.op("spawn")
+    def spawn(self, timeout: float = 10.0, held: bool = False) -> int:
+        """Start a worker and wait until it authenticated; `held`: until it exists, unauthenticated."""
+        wid = self.op("spawn", held)
+        if held:
+            self.pids.append(self.snapshot()["workers"][wid]["pid"])
+            _until(lambda: self.wop(wid, "snapshot"), timeout, f"worker {wid}'s control socket")
+            return wid
         w = _until(lambda: (lambda s: s if s["state"] == "active" and s["connected"] else None)(
             self.snapshot()["workers"][wid]), timeout, f"worker {wid} to authenticate")
         self.pids.append(w["pid"])
         return wid
+
+    def hello(self, wid: int, timeout: float = 10.0) -> None:
+        """Let held worker `wid` authenticate, and wait until the coordinator counts it active and connected."""
+        self.wop(wid, "hello", timeout=timeout)
+        _until(lambda: (lambda s: s["state"] == "active" and s["connected"])(self.snapshot()["workers"][wid]),
+               timeout, f"worker {wid} to authenticate")
+
+    def forged_hello(self, wid: int, key: bytes) -> None:
+        """A real connection claiming to be worker `wid`, answering the challenge with `key`."""
+        conn = P.dial(self.cfg.address, "worker", wid, key)  # multiprocessing.AuthenticationError on a wrong key
+        conn.close()
 
     def _worker_conn(self, wid: int) -> Connection:
         conn = self.workers.get(wid)

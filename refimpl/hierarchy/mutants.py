@@ -1,5 +1,10 @@
 """Named implementation mutants of the coordinator (mutation controls, with every guard on).
 
+Two forms. `MUTANT_SCRIPTS` gives, for each hierarchy mutant of the verify
+registry `refimpl.mutants` (source patches), the script that must make one of
+its clauses fail; `ortmem verify` runs those. `MUTANTS` below are the older
+subclass form the tests use against refinement.
+
 Each mutant is a subclass of `refimpl.hierarchy.core.Core` overriding one
 method with a realistic bug; the harness hands the subclass to the
 coordinator (`Config.core`), so no bug switch sits on the governor's own code
@@ -13,9 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from refimpl.hierarchy.core import EXITED, Core
+from invariants.hierarchy_machine import SpawnHeld
 from spec import hierarchy as H
 
-__all__ = ["MUTANTS"]
+__all__ = ["MUTANTS", "MUTANT_SCRIPTS"]
 
 
 class ExitCreditedTwice(Core):
@@ -85,4 +91,28 @@ MUTANTS: dict[str, tuple[type, tuple[Any, ...]]] = {
     "defer_keeps_quota": (DeferKeepsQuota, _UP + (H.Request(1, 1, 1, 6), H.Reserve(1, 2), H.Commit(1), H.Spawn(),
                                                   H.Request(2, 1, 1, 4), H.Request(1, 1, 2, 3))),
     "grant_not_journaled": (GrantNotJournaled, _UP + (H.Request(1, 1, 1, 4), H.Restart())),
+}
+
+#: The campaign-form script that must expose each hierarchy mutant of `refimpl.mutants` (source patches of
+#: `refimpl.hierarchy.core`, applied by `ortmem verify`), replayed by
+#: `refimpl.hierarchy_checker.replay_predicates` with refinement off: only a clause can notice the bug.
+_HELD = (SpawnHeld(),)
+MUTANT_SCRIPTS: dict[str, tuple[Any, ...]] = {
+    "exit_credited_twice": _UP + (H.Request(1, 1, 1, 4), H.Kill(1), H.Restart()),
+    "fence_refunds": _UP + (H.Request(1, 1, 1, 6), H.MissHeartbeat(1)),
+    "grants_lifo": MUTANTS["grants_lifo"][1],
+    "defer_keeps_quota": MUTANTS["defer_keeps_quota"][1],
+    "grant_not_journaled": _UP + (H.Request(1, 1, 1, 4), H.Reserve(1, 2), H.Restart()),
+    "stale_epoch_off_by_one": _UP + (H.Request(1, 1, 1, 2), H.MissHeartbeat(1), H.Request(1, 1, 2, 3)),
+    "exit_keeps_quota": _UP + (H.Request(1, 1, 1, 4), H.Kill(1)),
+    "spawn_predelegates": _HELD + (H.Hello(1, authentic=False),),
+    "return_skips_quota_check": _UP + (H.Request(1, 1, 1, 2), H.Stop(1), H.Return(1, 1, 2, 5), H.Cont(1)),
+    "reclaim_outside_by_name": _UP + (H.Reclaim("db", 1),),
+    "tight_pool_books_outsider": _UP + (H.Request(1, 1, 1, 6), H.Outside("db", 3)),
+    "aging_unbounded": _UP + (H.Request(1, 1, 1, 8), H.Spawn(), H.Request(2, 1, 1, 5), H.Arbitrate(),
+                              H.Arbitrate(), H.Arbitrate()),
+    "grant_off_by_one": _UP + (H.Request(1, 1, 1, 11),),
+    "ceiling_counts_slice": _UP + (H.Request(1, 1, 1, 8), H.Outside("db", 12), H.Reserve(1, 6)),
+    "defer_keeps_reservations": _UP + (H.Request(1, 1, 1, 4), H.Reserve(1, 2), H.Spawn(), H.Request(2, 1, 1, 6),
+                                       H.Request(1, 1, 2, 6)),
 }

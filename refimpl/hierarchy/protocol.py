@@ -37,7 +37,8 @@ UNIT = 1 << 20
 #: Error classes a refusal may name (the typed errors of C10 / I11 and the generic ones).
 REFUSALS: dict[str, type[E.GovernorError]] = {c.__name__: c for c in (
     E.AuthenticationFailed, E.ReplayedMessage, E.StaleEpoch, E.UnknownWorker, E.NotAParticipant,
-    E.InvalidBytes, E.InvalidArgument, E.InvalidTransition, E.CapacityDenied, E.UnknownTicket)}
+    E.InvalidBytes, E.InvalidArgument, E.InvalidTransition, E.CapacityDenied, E.UnknownTicket,
+    E.ModelFileInvalid, E.SessionCreationFailed)}
 
 _FIELDS = ("kind", "worker", "epoch", "seq", "nbytes", "priority", "keep", "ticket")
 

@@ -16,12 +16,22 @@ committed; while it waits, bytes it frees go back at once. Heartbeats go out
 every `heartbeat_interval`. A lost coordinator connection is redialled (the
 coordinator restarted) and the slice resynchronised from its journaled quota.
 
+Real models (`ortmem serve`): `load` measures a small ONNX model (referenced
+weight bytes and one run's transient peak), checks them against the budget,
+reserves and commits both in the manager (holder "models") and only then
+builds the ORT session over the leased bytes (`refimpl.ort.served`); a load
+that does not fit is refused with `CapacityDenied` and charges nothing, a
+session that fails to build gives its charge back. `infer` runs real
+requests; `unload` (and the worker's exit) releases the charge. ORT is
+imported only when a model is loaded, so the campaign's workers never load it.
+
 Control: the driver (tests, campaign, `ortmem serve`) connects to this
 worker's own socket with the control key and asks for local actions.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import time
@@ -32,7 +42,7 @@ from typing import Any
 from refimpl.governor import ProcessMemoryManager
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy.osceiling import FileCeiling, OsCeiling
-from spec.errors import CapacityDenied, GovernorError, InvalidBytes, InvalidTransition, UnknownTicket
+from spec.errors import CapacityDenied, GovernorError, InvalidArgument, InvalidBytes, InvalidTransition, UnknownTicket
 from spec.guards import GuardSet
 from spec.types import AllocState, Role, Tier
 
@@ -40,8 +50,11 @@ __all__ = ["worker_main", "Worker"]
 
 
 class Worker:
-    def __init__(self, wid: int, cfg: Any) -> None:
+    def __init__(self, wid: int, cfg: Any, held: bool = False) -> None:
         self.wid, self.cfg = wid, cfg
+        #: True iff the operator holds this worker back from authenticating (it waits for a "hello" command):
+        #: the campaign's window in which a spawned, unauthenticated worker exists (C10).
+        self.held = held
         self.guards = GuardSet(cfg.guards)
         self.key = P.worker_key(cfg.master, wid)
         self.ceiling = FileCeiling(cfg.ceiling[1]) if cfg.ceiling[0] == "file" else OsCeiling()
@@ -50,6 +63,8 @@ class Worker:
         self.auth = self.pmm.register_authority("host", Tier.HOST, self.q * P.UNIT)
         self.work = self.pmm.register_holder("work")
         self.hold = self.pmm.register_holder("withheld")
+        self.model_holder = self.pmm.register_holder("models")
+        self.models: dict[str, tuple[tuple[int, ...], int, Any]] = {}  # name -> (leases, units, ServedModel)
         self.withheld: list[tuple[int, int]] = []  # (allocation, units)
         self.provisional: list[int] = []
         self.leases: list[int] = []
@@ -67,8 +82,11 @@ class Worker:
 
     # --- the authority's bound (prepare -> commit on the manager) --------------------
 
+    def _committed(self) -> int:
+        return len(self.leases) + sum(u for _, u, _ in self.models.values())
+
     def _in_use(self) -> int:
-        return len(self.leases) + len(self.provisional)
+        return self._committed() + len(self.provisional)
 
     def _bound(self, limit: int) -> None:
         """Let the workload use at most `limit` units (never below what it already uses)."""
@@ -92,7 +110,7 @@ class Worker:
     def figures(self) -> dict[str, int]:
         """Committed and reserved units, read from the manager's own ledger."""
         st = self.pmm.abstract()
-        mine = [a for a in st.allocations.values() if a.holder == self.work]
+        mine = [a for a in st.allocations.values() if a.holder in (self.work, self.model_holder)]
         return {"committed": sum(a.charge for a in mine if a.state is AllocState.LIVE) // P.UNIT,
                 "reserved": sum(a.charge for a in mine if a.state is AllocState.PROVISIONAL) // P.UNIT}
 
@@ -164,14 +182,21 @@ class Worker:
                 self._push(self.coord.recv())
         except (EOFError, OSError):
             self.coord = None
-        if self.coord is None and self.refused is None:
+        if self.coord is None and self.refused is None and not self.held:
             self.connect(time.monotonic() + 30.0)
+
+    def hello(self) -> None:
+        """Authenticate now (a held worker): dial the coordinator and pass its challenge with our own key."""
+        if not self.held:
+            raise InvalidTransition(f"worker {self.wid} is not held back: it authenticated at start")
+        self.held = False
+        self.connect(time.monotonic() + 10.0)
 
     # --- local actions (the driver's commands) ---------------------------------------------
 
     def request(self, nbytes: int, priority: int = 0) -> Any:
         # No local "already waiting" check: the coordinator is the authority (we may have been fenced).
-        keep = len(self.leases) if self.guards.on("defer_returns_uncommitted") else self.slice
+        keep = self._committed() if self.guards.on("defer_returns_uncommitted") else self.slice
         result = self._send("request", nbytes=nbytes, priority=priority, keep=keep)
         if result[0] == "granted":
             self.slice += nbytes
@@ -179,7 +204,7 @@ class Worker:
             for aid in self.provisional:  # no local reservation while awaiting quota
                 self.pmm.cancel(self.work, aid)
             self.provisional.clear()
-            self.slice = len(self.leases)
+            self.slice = self._committed()
             self.waiting = result[1]
         else:
             self.waiting = result[1]
@@ -244,16 +269,100 @@ class Worker:
         self._bound(self.slice)
         return k
 
+    # --- real ORT models --------------------------------------------------------------------
+
+    def cost(self, path: str) -> dict[str, int]:
+        """Units a load of `path` would charge: its referenced weights and one run's transient peak."""
+        from refimpl.ort.served import needs  # ORT only in workers that serve models
+        need = needs(path)
+        return {"weights": -(-need.weights // P.UNIT), "arena": -(-need.peak // P.UNIT)}
+
+    def load(self, name: str, path: str) -> dict[str, int]:
+        """Charge weights and peak (reserve, commit), then build the session over the leased bytes."""
+        from refimpl.ort.served import needs, open_served
+        if type(name) is not str or not name:
+            raise InvalidArgument(f"model name must be a non-empty str, got {name!r}")
+        if name in self.models:
+            raise InvalidTransition(f"worker {self.wid}: model {name!r} is already loaded")
+        need = needs(path)  # typed ModelFileInvalid before anything is charged
+        units = {"weights": -(-need.weights // P.UNIT), "arena": -(-need.peak // P.UNIT)}
+        total = units["weights"] + units["arena"]
+        budget = self.budget()
+        if self._in_use() + total > budget:  # C10: the load waits for quota; nothing is charged
+            raise CapacityDenied(f"worker {self.wid}: model {name!r} needs {total} units, budget {budget}, "
+                                 f"{self._in_use()} in use")
+        self._bound(budget)
+        taken: list[int] = []
+        try:
+            for role, n in ((Role.WEIGHTS, units["weights"]), (Role.ARENA, units["arena"])):
+                if n:
+                    taken.append(self.pmm.reserve(self.model_holder, self.auth, Tier.HOST, n * P.UNIT, role))
+            for aid, n in zip(taken, [n for n in units.values() if n]):
+                self.pmm.commit(self.model_holder, aid, n * P.UNIT)  # charged before the session exists (I2)
+        except CapacityDenied:
+            self._drop(taken)
+            self._bound(self.slice)
+            raise CapacityDenied(f"worker {self.wid}: model {name!r} needs {total} units, budget "
+                                 f"{self.budget()}, {self._in_use()} in use") from None
+        try:
+            served = open_served(need, units["weights"] * P.UNIT)
+        except BaseException:
+            self._drop(taken)  # a session that failed to build keeps nothing charged
+            self._bound(self.slice)
+            raise
+        self.models[name] = (tuple(taken), total, served)
+        self._bound(self.slice)
+        return units
+
+    def _drop(self, aids: list[int] | tuple[int, ...]) -> None:
+        allocs = self.pmm.abstract().allocations
+        for aid in aids:
+            if allocs[aid].state is AllocState.PROVISIONAL:
+                self.pmm.cancel(self.model_holder, aid)
+            else:
+                self.pmm.release(self.model_holder, aid)
+
+    def infer(self, name: str, rids: list[int]) -> dict[int, str]:
+        """Run request `rid` for each of `rids` on model `name`; the outputs' digests."""
+        from refimpl.ort.served import digest
+        if type(name) is not str or name not in self.models:
+            raise InvalidTransition(f"worker {self.wid}: model {name!r} is not loaded")
+        if type(rids) not in (list, tuple) or not rids or not all(type(r) is int and r >= 0 for r in rids):
+            raise InvalidArgument(f"rids must be a non-empty list of non-negative ints, got {rids!r:.80}")
+        served = self.models[name][2]
+        return {rid: digest(served.run(rid)) for rid in rids}
+
+    def unload(self, name: str) -> int:
+        """Close the session, then give its charge back; returns the units released."""
+        if type(name) is not str or name not in self.models:
+            raise InvalidTransition(f"worker {self.wid}: model {name!r} is not loaded")
+        aids, units, served = self.models.pop(name)
+        served.close()
+        self._drop(aids)
+        self._bound(self.slice)
+        return units
+
+    def loaded(self) -> dict[str, int]:
+        return {name: units for name, (_, units, _) in self.models.items()}
+
+    def ledger(self) -> dict[str, int]:
+        """The manager's own figures in bytes: what the workload holds, and the authority's use and capacity."""
+        st = self.pmm.abstract()
+        mine = sum(a.charge for a in st.allocations.values() if a.holder in (self.work, self.model_holder))
+        return {"workload": mine, "slice": self.slice * P.UNIT, "used": self.pmm.snapshot(self.auth).used,
+                "capacity": self.q * P.UNIT}
+
     def snapshot(self) -> dict[str, Any]:
         self.drain()
         return {"worker": self.wid, "pid": os.getpid(), "slice": self.slice, **self.figures(),
                 "known_epoch": self.epoch, "seq": self.seq, "waiting": self.waiting,
-                "tickets": dict(self.tickets), "budget": self.budget()}
+                "tickets": dict(self.tickets), "budget": self.budget(), "models": self.loaded()}
 
     # --- loop ------------------------------------------------------------------------------
 
     _OPS = {"request": "request", "return": "give_back", "reserve": "reserve", "commit": "commit",
-            "free": "free", "answer": "answer", "snapshot": "snapshot"}
+            "free": "free", "answer": "answer", "snapshot": "snapshot", "cost": "cost", "load": "load",
+            "infer": "infer", "unload": "unload", "ledger": "ledger", "hello": "hello"}
 
     def _control(self, conn: Connection) -> None:
         try:
@@ -273,7 +382,8 @@ class Worker:
             conn.send({"refused": "InvalidTransition", "message": f"coordinator unreachable: {e!r}"})
 
     def run(self) -> None:
-        self.connect(time.monotonic() + 10.0)
+        if not self.held:
+            self.connect(time.monotonic() + 10.0)
         while not self.stop:
             now = time.monotonic()
             if now - self.last_beat >= self.cfg.heartbeat_interval and self.coord is not None:
@@ -282,7 +392,9 @@ class Worker:
                 except OSError:
                     self.coord = None
                 self.last_beat = now
-            if self.coord is None and self.refused is None:
+            if self.held:
+                pass  # not authenticated yet: no heartbeat, no dial until the operator says hello
+            elif self.coord is None and self.refused is None:
                 self.connect(time.monotonic() + 30.0)  # the coordinator restarted: redial
             elif self.coord is None and now >= self.next_dial:
                 self.next_dial = now + 0.5  # fenced: stay reachable for control, retry rarely
@@ -292,7 +404,10 @@ class Worker:
             for r in ready:
                 if r is self.coord:
                     try:
-                        self._push(self.coord.recv())
+                        # An earlier ready control command may have drained this push already (snapshot
+                        # drains): a blind recv would block the worker forever.
+                        if self.coord.poll(0):
+                            self._push(self.coord.recv())
                     except (EOFError, OSError):
                         self.coord = None  # the coordinator went away: redial
                 elif r is self.ctl:
@@ -310,14 +425,15 @@ class Worker:
                     self._control(r)  # type: ignore[arg-type]
 
 
-def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...]) -> None:
+def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...], held: bool = False) -> None:
     """Entry point of a forked worker process."""
     for fd in close_fds:
         try:
             os.close(fd)
         except OSError:
             pass
-    w = Worker(wid, cfg)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a stuck worker says where: kill -USR1 <pid>
+    w = Worker(wid, cfg, held)
 
     def _stop(signum: int, frame: object) -> None:
         w.stop = True
@@ -326,5 +442,7 @@ def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...]) -> None:
     signal.signal(signal.SIGTERM, _stop)
     try:
         w.run()
+        for name in list(w.models):  # a clean exit gives every model's charge back
+            w.unload(name)
     finally:
         os._exit(0)

@@ -1,0 +1,156 @@
+"""The OS ceiling's cgroup v2 branch (C10 budget, I11): `memory.max`, `memory.current` and PSI `memory.pressure`
+parsed from a temporary directory laid out like cgroup v2, the /proc/meminfo fallback, typed errors on bad
+files, and the real machine's files where this host has them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from refimpl.hierarchy.osceiling import (
+    Ceiling,
+    cgroup2_mount,
+    cgroup_dir,
+    parse_memory_current,
+    parse_memory_max,
+    parse_psi_some_avg10,
+    read_ceiling,
+)
+from spec.errors import CeilingUnreadable, EnvironmentFault
+
+PSI = "some avg10=1.50 avg60=0.75 avg300=0.10 total=12345\nfull avg10=0.25 avg60=0.00 avg300=0.00 total=99\n"
+HOST_PSI = "some avg10=7.00 avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+MEMINFO = "MemTotal:       16384000 kB\nMemFree:         1000000 kB\nMemAvailable:    8000000 kB\n"
+
+
+def _host(tmp: Path, *, files: dict[str, str], group: str = "/svc/ortmem", meminfo: str = MEMINFO,
+          host_psi: str | None = HOST_PSI) -> tuple[Path, Path]:
+    """(cgroup root, proc root): this process in cgroup `group`, whose directory holds `files`."""
+    root, proc = tmp / "cgroup", tmp / "proc"
+    d = root / group.lstrip("/")
+    d.mkdir(parents=True)
+    for name, text in files.items():
+        (d / name).write_text(text)
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text(f"0::{group}\n")
+    (proc / "meminfo").write_text(meminfo)
+    if host_psi is not None:
+        (proc / "pressure").mkdir()
+        (proc / "pressure" / "memory").write_text(host_psi)
+    return root, proc
+
+
+def test_cgroup2_limit_is_max_minus_current_with_the_cgroups_own_psi(tmp_path: Path) -> None:
+    root, proc = _host(tmp_path, files={"memory.max": "1073741824\n", "memory.current": "268435456\n",
+                                        "memory.pressure": PSI})
+    assert read_ceiling(root, proc) == Ceiling(1073741824 - 268435456, "cgroup2", 1.5)
+
+
+def test_cgroup2_over_its_limit_has_nothing_left(tmp_path: Path) -> None:
+    root, proc = _host(tmp_path, files={"memory.max": "1000\n", "memory.current": "4096\n"})
+    assert read_ceiling(root, proc) == Ceiling(0, "cgroup2", 7.0)  # no cgroup PSI file: the host's
+
+
+def test_cgroup2_max_means_unlimited_so_meminfo_decides(tmp_path: Path) -> None:
+    root, proc = _host(tmp_path, files={"memory.max": "max\n", "memory.current": "268435456\n",
+                                        "memory.pressure": PSI})
+    assert read_ceiling(root, proc) == Ceiling(8000000 * 1024, "meminfo", 1.5)
+
+
+def test_no_cgroup2_memory_controller_falls_back_to_meminfo(tmp_path: Path) -> None:
+    root, proc = _host(tmp_path, files={}, host_psi=None)  # a v1 / hybrid host: no memory.max in the v2 tree
+    assert read_ceiling(root, proc) == Ceiling(8000000 * 1024, "meminfo", None)
+
+
+def test_the_cgroup2_mount_is_read_from_proc_mounts(tmp_path: Path) -> None:
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "mounts").write_text("proc /proc proc rw 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n")
+    assert cgroup2_mount(tmp_path) == Path("/sys/fs/cgroup/unified")
+    (tmp_path / "self" / "mounts").write_text("proc /proc proc rw 0 0\n")
+    assert cgroup2_mount(tmp_path) == Path("/sys/fs/cgroup")
+
+
+@pytest.mark.parametrize(("text", "want"), [("max\n", None), ("max", None), ("0\n", 0), ("8589934592\n", 8589934592)])
+def test_parse_memory_max(text: str, want: int | None) -> None:
+    assert parse_memory_max(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "unlimited\n", "-1\n", "1.5G\n", "12 34\n"])
+def test_invalid_memory_max_is_a_typed_error(text: str) -> None:
+    with pytest.raises(CeilingUnreadable, match="memory.max"):
+        parse_memory_max(text)
+
+
+@pytest.mark.parametrize("text", ["", "max\n", "-5\n", "4k\n"])
+def test_invalid_memory_current_is_a_typed_error(text: str) -> None:
+    with pytest.raises(CeilingUnreadable, match="memory.current"):
+        parse_memory_current(text)
+
+
+def test_parse_psi_some_avg10() -> None:
+    assert parse_psi_some_avg10(PSI) == 1.5
+    assert parse_psi_some_avg10("full avg10=3.00 avg60=0 avg300=0 total=0\nsome avg10=0.00 avg60=0 avg300=0 "
+                                "total=0\n") == 0.0
+
+
+@pytest.mark.parametrize("text", ["", "full avg10=1.00 avg60=0 avg300=0 total=0\n", "some avg60=1.00 total=0\n",
+                                  "some avg10=abc total=0\n", "some avg10=140.00 total=0\n"])
+def test_invalid_psi_is_a_typed_error(text: str) -> None:
+    with pytest.raises(CeilingUnreadable, match="memory.pressure"):
+        parse_psi_some_avg10(text)
+
+
+def test_malformed_cgroup_files_fail_the_read_not_guess(tmp_path: Path) -> None:
+    root, proc = _host(tmp_path, files={"memory.max": "1073741824\n", "memory.current": "lots\n"})
+    with pytest.raises(CeilingUnreadable, match="memory.current"):
+        read_ceiling(root, proc)
+    assert issubclass(CeilingUnreadable, EnvironmentFault) and issubclass(CeilingUnreadable, OSError)
+
+
+def test_a_limit_without_memory_current_is_a_typed_error(tmp_path: Path) -> None:
+    root, proc = _host(tmp_path, files={"memory.max": "1073741824\n"})
+    with pytest.raises(CeilingUnreadable, match="memory.current is unreadable"):
+        read_ceiling(root, proc)
+
+
+def test_meminfo_without_memavailable_is_a_typed_error(tmp_path: Path) -> None:
+    root, proc = _host(tmp_path, files={}, meminfo="MemTotal: 1 kB\n")
+    with pytest.raises(CeilingUnreadable, match="no MemAvailable"):
+        read_ceiling(root, proc)
+
+
+# --- the real machine ------------------------------------------------------------------------------------
+
+_REAL = cgroup_dir(cgroup2_mount())
+
+
+@pytest.mark.skipif(_REAL is None or not (_REAL / "memory.max").is_file(),
+                    reason=f"no cgroup v2 memory controller for this process (cgroup v2 dir {_REAL}: no memory.max;"
+                           " the memory controller is on cgroup v1 here)")
+def test_real_cgroup2_memory_files_parse() -> None:
+    assert _REAL is not None
+    limit = parse_memory_max((_REAL / "memory.max").read_text())
+    current = parse_memory_current((_REAL / "memory.current").read_text())
+    assert current > 0  # this very process is charged to its cgroup
+    c = read_ceiling()
+    if limit is not None:
+        assert c.source == "cgroup2" and 0 <= c.available <= limit
+    else:
+        assert c.source == "meminfo"
+
+
+@pytest.mark.skipif(_REAL is None or not (_REAL / "memory.pressure").is_file(),
+                    reason="no cgroup v2 memory.pressure (PSI) for this process")
+def test_real_cgroup2_memory_pressure_parses() -> None:
+    assert _REAL is not None
+    value = parse_psi_some_avg10((_REAL / "memory.pressure").read_text())
+    assert 0.0 <= value <= 100.0
+    assert read_ceiling().psi_some_avg10 is not None
+
+
+def test_real_machine_ceiling_is_positive_and_at_most_memtotal() -> None:
+    total = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+                 if line.startswith("MemTotal:"))
+    c = read_ceiling()
+    assert 0 < c.available <= total and c.source in ("cgroup2", "meminfo")
