@@ -53,6 +53,11 @@ def leftovers(pids: list[int] | tuple[int, ...] = ()) -> list[int]:
     return sorted(alive | set(_children_of(os.getpid())))
 
 
+#: How long the driver waits for a reply, a socket or a worker. A safety net against a hang, not a
+#: deadline of the protocol: on a loaded 2-core machine a live coordinator took over 10 s to answer.
+REPLY_S = 60.0
+
+
 def _wait_pid(pid: int, timeout: float) -> None:
     """Reap our child `pid` (bounded). Not `Process.join`: its sentinel pipe is inherited by the workers."""
     def gone() -> bool:
@@ -91,7 +96,7 @@ class Hierarchy:
     def start(self) -> Hierarchy:
         self.proc = start_coordinator(self.cfg)
         self.pids.append(self.proc.pid)
-        self.ctl = _until(self._dial_coordinator, 10.0, "the coordinator's socket")
+        self.ctl = _until(self._dial_coordinator, REPLY_S, "the coordinator's socket")
         return self
 
     def _dial_coordinator(self) -> Connection | None:
@@ -100,14 +105,14 @@ class Hierarchy:
         except (OSError, EOFError):
             return None
 
-    def op(self, name: str, *args: Any, timeout: float = 10.0) -> Any:
+    def op(self, name: str, *args: Any, timeout: float = REPLY_S) -> Any:
         assert self.ctl is not None
         return P.call(self.ctl, {"op": name, "args": args}, timeout)["ok"]
 
     def snapshot(self) -> dict[str, Any]:
         return self.op("snapshot")
 
-    def restart(self, timeout: float = 10.0) -> None:
+    def restart(self, timeout: float = REPLY_S) -> None:
         """Kill the coordinator (SIGKILL: no goodbye) and start a new one on the same journal."""
         assert self.ctl is not None
         self.ctl.close()
@@ -119,7 +124,7 @@ class Hierarchy:
 
     # --- workers --------------------------------------------------------------------
 
-    def spawn(self, timeout: float = 10.0, held: bool = False) -> int:
+    def spawn(self, timeout: float = REPLY_S, held: bool = False) -> int:
         """Start a worker and wait until it authenticated; `held`: until it exists, unauthenticated."""
         wid = self.op("spawn", held)
         if held:
@@ -131,7 +136,7 @@ class Hierarchy:
         self.pids.append(w["pid"])
         return wid
 
-    def hello(self, wid: int, timeout: float = 10.0) -> None:
+    def hello(self, wid: int, timeout: float = REPLY_S) -> None:
         """Let held worker `wid` authenticate, and wait until the coordinator counts it active and connected."""
         self.wop(wid, "hello", timeout=timeout)
         _until(lambda: (lambda s: s["state"] == "active" and s["connected"])(self.snapshot()["workers"][wid]),
@@ -146,7 +151,7 @@ class Hierarchy:
         conn = self.workers.get(wid)
         if conn is None:
             path = os.path.join(self.cfg.dir, f"w{wid}.sock")
-            conn = _until(lambda: self._dial_worker(path, wid), 10.0, f"worker {wid}'s control socket")
+            conn = _until(lambda: self._dial_worker(path, wid), REPLY_S, f"worker {wid}'s control socket")
             self.workers[wid] = conn
         return conn
 
@@ -156,7 +161,7 @@ class Hierarchy:
         except (OSError, EOFError):
             return None
 
-    def wop(self, wid: int, name: str, *args: Any, timeout: float = 10.0) -> Any:
+    def wop(self, wid: int, name: str, *args: Any, timeout: float = REPLY_S) -> Any:
         """A local action in worker `wid` (request, return, reserve, commit, free, answer, snapshot)."""
         return P.call(self._worker_conn(wid), {"op": name, "args": args}, timeout)["ok"]
 
@@ -170,12 +175,12 @@ class Hierarchy:
         elif sig == signal.SIGCONT:
             _until(lambda: proc_state(self.pid(wid)) == "running", 5.0, f"worker {wid} to continue")
 
-    def kill(self, wid: int, timeout: float = 10.0) -> None:
+    def kill(self, wid: int, timeout: float = REPLY_S) -> None:
         """SIGKILL worker `wid` and wait until the coordinator has observed its exit."""
         os.kill(self.pid(wid), signal.SIGKILL)
         self.await_exit(wid, timeout)
 
-    def await_exit(self, wid: int, timeout: float = 10.0) -> None:
+    def await_exit(self, wid: int, timeout: float = REPLY_S) -> None:
         _until(lambda: self.snapshot()["workers"][wid]["state"] == "exited", timeout, f"worker {wid}'s exit")
         conn = self.workers.pop(wid, None)
         if conn is not None:
@@ -191,7 +196,7 @@ class Hierarchy:
 
     # --- shutdown ---------------------------------------------------------------------
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = REPLY_S) -> None:
         """Shut down: every worker terminated and observed, the coordinator gone, everything reaped."""
         try:
             if self.ctl is not None and self.proc is not None and proc_state(self.proc.pid) != "dead":

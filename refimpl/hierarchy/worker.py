@@ -190,7 +190,7 @@ class Worker:
         if not self.held:
             raise InvalidTransition(f"worker {self.wid} is not held back: it authenticated at start")
         self.held = False
-        self.connect(time.monotonic() + 10.0)
+        self.connect(time.monotonic() + 60.0)  # a safety net under load, not a protocol deadline
 
     # --- local actions (the driver's commands) ---------------------------------------------
 
@@ -383,7 +383,7 @@ class Worker:
 
     def run(self) -> None:
         if not self.held:
-            self.connect(time.monotonic() + 10.0)
+            self.connect(time.monotonic() + 60.0)  # a safety net under load, not a protocol deadline
         while not self.stop:
             now = time.monotonic()
             if now - self.last_beat >= self.cfg.heartbeat_interval and self.coord is not None:
