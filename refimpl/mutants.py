@@ -22,6 +22,7 @@ _GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances",
 _PRE, _TX = "refimpl.pressure", "refimpl.transactions"
 _ORT_HOLDERS = "refimpl.ort.holders"
 _SPRE, _STX = "spec.pressure", "spec.transactions"
+_MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
 _HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker"
 
 _ALL: tuple[Mutant, ...] = (
@@ -441,6 +442,28 @@ _ALL: tuple[Mutant, ...] = (
            "            for aid in self.provisional:  # no local reservation while awaiting quota\n"
            "                self.pmm.cancel(self.work, aid)\n            self.provisional.clear()\n", "",
            "a deferring worker keeps its open reservations while it waits for quota"),
+    # --- the composed manager (refimpl.manager): where the parts meet on one ledger ---------------------
+    Mutant("cancel_forgets_round", ("I13",), "manager", _R, _MARB,
+           "            self._retire(rec)\n        if a.pending:\n            self._round(a)\n        return credit\n",
+           "            self._retire(rec)\n        return credit\n",
+           "cancelling or timing out a ticket runs no round, so a waiter that now fits stays parked"),
+    Mutant("cancel_keeps_reservation", ("I1",), "manager", _R, _MARB,
+           "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n",
+           "            credit = rec.charge\n            rec.part = None\n",
+           "a cancelled grant reports its bytes credited but leaves its reservation charged (a leak)"),
+    Mutant("grant_rounds_up", ("I1",), "manager", _R, _MARB,
+           "            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)\n",
+           "            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes + (t.nbytes & 1), _O_GRANTED)\n",
+           "a round books odd requests rounded up to an even granule: the ticket holds more than it asked for"),
+    Mutant("tx_reserve_rounds_up", ("I1",), "manager", _R, _MTX,
+           "        rec = self._enter(t.holder, a, a.tier, Role.STATE, n, Origin.GRANTED)\n",
+           "        rec = self._enter(t.holder, a, a.tier, Role.STATE, n + (n & 1), Origin.GRANTED)\n",
+           "a transaction's reservation is rounded up to an even granule: it holds more than its need"),
+    Mutant("answer_takes_foreign_lease", ("I6",), "manager", _R, _MPRE,
+           "            if rec.holder != holder:\n"
+           "                raise ForeignHolder(f\"allocation {v} is held by holder {rec.holder}, not {holder}\")\n",
+           "",
+           "a pressure answer may name any lease on the authority: one holder gives back another's bytes"),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}

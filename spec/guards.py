@@ -206,6 +206,23 @@ GUARDS: tuple[Guard, ...] = (
           "usage by outside programs lowers only the OS ceiling",
           "an outside program's usage is booked against the serving quota as if it were a holder",
           model="hierarchy"),
+    # --- the composed manager: where the parts meet on one ledger (issue #10) ---
+    Guard("grant_charges_ledger", ("I1", "I2"),
+          "a round's grant is a ledger reservation, charged at grant (before the waiter can see it)",
+          "bytes promised to a granted-but-unclaimed ticket are taken by another part: used passes the limit",
+          model="manager"),
+    Guard("tx_counts_granted", ("I1", "I2"),
+          "a transaction's try-only headroom is limit - used, which counts granted-but-unclaimed tickets",
+          "a transaction reserves bytes already granted to a waiting ticket: used passes the limit",
+          model="manager"),
+    Guard("loss_keeps_charge", ("C3", "I6"),
+          "on device loss a transaction's reservation on the lost device stays charged until termination",
+          "a lost device's bytes are refunded while its context may still use them",
+          model="manager"),
+    Guard("limit_after_reclaim", ("I2",),
+          "a lowered limit is committed only if reclaim brought used under it; otherwise the old limit stays",
+          "the limit is lowered below what is used: grants past the limit with the old limit gone",
+          model="manager"),
 )
 
 _NAMES = frozenset(g.name for g in GUARDS)

@@ -57,3 +57,9 @@ def test_guard_names_are_unique() -> None:
     from spec.guards import GUARDS
 
     assert [n for n, k in Counter(g.name for g in GUARDS).items() if k > 1] == []
+
+
+def test_every_checker_has_guards_to_switch_off() -> None:
+    """A checker whose guards went missing would report its controls as found by having none."""
+    models = {g.model for g in GUARDS}
+    assert set(CHECKERS) <= models, sorted(set(CHECKERS) - models)
