@@ -37,9 +37,9 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.manager_trace import MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION, decode_field, decode_result
-from invariants.replay import ERROR_IDS, ReplayResult, _Bad, _parse
+from invariants.replay import ERROR_IDS, ReplayResult, _Bad, next_in_sequence, read_event
 from invariants.replay import _decode as ledger_decode
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_EVENTS, MAX_LINE_BYTES, MAX_SOURCES, MAX_TEXT
+from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT
 from spec import errors as E
 from spec.manager_actions import Manager, initial
 from spec.types import AllocState
@@ -192,27 +192,9 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     try:
         for raw in lines:
             line += 1
-            if line > MAX_EVENTS:
-                raise _Bad("too-many-events", f"more than {MAX_EVENTS} events")
-            if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES or (len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")):
-                raise _Bad("oversize", f"line longer than {MAX_LINE_BYTES} bytes")
-            ev = _parse(raw)
+            ev = read_event(raw, line)
             act, outcome = _decode(ev)
-            source, seq = ev["source"], ev["source_sequence"]
-            if type(source) is not str or not 0 < len(source) <= MAX_TEXT:
-                raise _Bad("malformed", "source must be a non-empty string")
-            if type(seq) is not int or seq < 1:
-                raise _Bad("malformed", "source_sequence must be a positive integer")
-            if source not in last and len(last) >= MAX_SOURCES:
-                raise _Bad("too-many-sources", f"more than {MAX_SOURCES} sources")
-            expected = last.get(source, 0) + 1
-            if seq > expected:
-                raise _Bad("sequence-gap", f"source {source!r}: sequence {seq} after {expected - 1}: "
-                                           f"{seq - expected} event(s) lost or reordered")
-            if seq < expected:
-                raise _Bad("duplicate-sequence", f"source {source!r}: sequence {seq} again after {expected - 1} "
-                                                 "(duplicate or reordered event)")
-            last[source] = seq
+            next_in_sequence(ev, last)
             at_boundary = act is None
             if act is not None:
                 m = _apply(m, act, outcome)

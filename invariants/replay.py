@@ -64,7 +64,8 @@ from spec.machine import step as spec_step
 from spec.state import State
 from spec.types import AllocState
 
-__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "ERROR_IDS", "FAILURE_KINDS"]
+__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "read_event", "next_in_sequence", "ERROR_IDS",
+           "FAILURE_KINDS"]
 
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "observed")
@@ -138,6 +139,34 @@ def _value(v: Any, what: str) -> Any:
         return decode_value(what, v)
     except ValueError as e:
         raise _Bad("malformed", str(e)) from None
+
+
+def read_event(raw: bytes, line: int) -> dict[str, Any]:
+    """Line `line` as one bounded JSON object (checks 1 and 2 of the module docstring)."""
+    if line > MAX_EVENTS:
+        raise _Bad("too-many-events", f"more than {MAX_EVENTS} events")
+    if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES or (len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")):
+        raise _Bad("oversize", f"line longer than {MAX_LINE_BYTES} bytes")
+    return _parse(raw)
+
+
+def next_in_sequence(ev: dict[str, Any], last: dict[str, int]) -> None:
+    """Check 4: the event is its source's next (`last`: source -> last sequence number, updated)."""
+    source, seq = ev["source"], ev["source_sequence"]
+    if type(source) is not str or not 0 < len(source) <= MAX_TEXT:
+        raise _Bad("malformed", "source must be a non-empty string")
+    if type(seq) is not int or seq < 1:
+        raise _Bad("malformed", "source_sequence must be a positive integer")
+    if source not in last and len(last) >= MAX_SOURCES:
+        raise _Bad("too-many-sources", f"more than {MAX_SOURCES} sources")
+    expected = last.get(source, 0) + 1
+    if seq > expected:
+        raise _Bad("sequence-gap", f"source {source!r}: sequence {seq} after {expected - 1}: "
+                                   f"{seq - expected} event(s) lost or reordered")
+    if seq < expected:
+        raise _Bad("duplicate-sequence", f"source {source!r}: sequence {seq} again after {expected - 1} "
+                                         "(duplicate or reordered event)")
+    last[source] = seq
 
 
 def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -275,27 +304,9 @@ def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
     try:
         for raw in lines:
             line += 1
-            if line > MAX_EVENTS:
-                raise _Bad("too-many-events", f"more than {MAX_EVENTS} events")
-            if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES or (len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")):
-                raise _Bad("oversize", f"line longer than {MAX_LINE_BYTES} bytes")
-            ev = _parse(raw)
+            ev = read_event(raw, line)
             act, outcome = _decode(ev)
-            source, seq = ev["source"], ev["source_sequence"]
-            if type(source) is not str or not 0 < len(source) <= MAX_TEXT:
-                raise _Bad("malformed", "source must be a non-empty string")
-            if type(seq) is not int or seq < 1:
-                raise _Bad("malformed", "source_sequence must be a positive integer")
-            if source not in last and len(last) >= MAX_SOURCES:
-                raise _Bad("too-many-sources", f"more than {MAX_SOURCES} sources")
-            expected = last.get(source, 0) + 1
-            if seq > expected:
-                raise _Bad("sequence-gap", f"source {source!r}: sequence {seq} after {expected - 1}: "
-                                           f"{seq - expected} event(s) lost or reordered")
-            if seq < expected:
-                raise _Bad("duplicate-sequence", f"source {source!r}: sequence {seq} again after {expected - 1} "
-                                                 "(duplicate or reordered event)")
-            last[source] = seq
+            next_in_sequence(ev, last)
             at_boundary = act is None
             since_whole += 1
             if act is not None:
