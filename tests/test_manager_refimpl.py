@@ -462,7 +462,9 @@ def test_composed_operations_are_traced_in_lock_order() -> None:
                      ("submit", "accepted", tid), ("claim", "accepted", alloc), ("release", "accepted", None),
                      ("claim", "rejected", None)]
     assert [e["source_sequence"] for e in events] == [1, 2, 3, 4, 5, 6]
-    assert events[3]["payload"]["observed"]["used"] == {str(a): 10}
+    assert events[3]["payload"]["used"] == {str(a): 10}  # composed operations: revision ortmem-manager/1
+    assert [e["contract_revision"] for e in events] == ["ortmem-ledger/1"] * 2 + ["ortmem-manager/1"] * 2 + \
+        ["ortmem-ledger/1", "ortmem-manager/1"]
     assert events[5]["payload"]["error"] == "UnknownTicket"
 
 

@@ -15,7 +15,7 @@ for each canonical authority in ascending id that has pending tickets and
 whose `limit - used` rose (or that a submit named, or on which a cancel or
 timeout retired a ticket), every pending ticket ages
 by one (capped at the aging bound), they are taken in
-`spec.arith.arbitration_key` order, each granted if it fits, and a matured
+grant order (`_grant_order`, this module's own: never the spec's), each granted if it fits, and a matured
 ticket that does not fit ends the round.
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spec.arith import arbitration_key
 from spec.errors import CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, UnknownTicket
 from spec import manager_actions as M
 from spec.tickets import TicketState
@@ -52,6 +51,23 @@ class _Tkt:
 
     def __repr__(self) -> str:
         return f"ticket {self.id}"
+
+
+def _grant_order(pending: dict[int, _Tkt], bound: int) -> list[_Tkt]:
+    """Pending tickets in the order a round considers them (section 6), from the pending index alone.
+
+    Matured tickets first, in submit order (the index keeps it); then the rest bucketed by
+    priority, highest bucket first, each bucket in submit order."""
+    matured: list[_Tkt] = []
+    by_priority: dict[int, list[_Tkt]] = {}
+    for t in pending.values():  # submit order
+        if t.age >= bound:
+            matured.append(t)
+        else:
+            by_priority.setdefault(t.priority, []).append(t)
+    for priority in sorted(by_priority, reverse=True):
+        matured.extend(by_priority[priority])
+    return matured
 
 
 class Arbitration:
@@ -201,9 +217,7 @@ class Arbitration:
         for t in pend.values():
             if t.age < bound:
                 t.age += 1
-        order = sorted(pend.values(), key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id)) \
-            if len(pend) > 1 else list(pend.values())
-        for t in order:
+        for t in _grant_order(pend, bound):
             if t.nbytes <= a.limit - a.used:
                 self._grant(a, t)
             elif t.age >= bound:
