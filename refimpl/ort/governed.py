@@ -9,11 +9,14 @@
 # compatibility mode (C9), residency observations (I8b). The session is a
 # reporter, not a holder: leases belong to the weight and KV holders, and the
 # transient peak to the arena holder. Never calls spec transition code.
-# Reclaim goes through issue #3's pressure protocol: `_make_room`, `Pressure`
-# and limit lowering open a pressure ticket on the weight holder
-# (`WeightHolder.reclaim` -> `refimpl.reclaim.ReclaimChannel`); the holder's
-# callback answers with its own unpinned, idle cache buckets, and growth
-# proceeds only with the credited bytes (short credit -> CapacityDenied).
+# Reclaim goes through the one manager's pressure part (issue #10):
+# `_make_room`, `Pressure` and limit lowering open a pressure ticket on the
+# weight holder (`WeightHolder.reclaim` -> `pmm.press`); the holder's callback
+# answers with its own unpinned, idle cache buckets, and growth proceeds only
+# with the credited bytes (short credit -> CapacityDenied). The governed limit
+# is the authority's limit in the manager (issue #11): construction sets it
+# through the limits part, `LowerLimit` goes prepare -> pressure -> commit
+# there (or keeps the old limit), and `self.limit` reads it back.
 #
 # Issue #11: decodes run on bindings built once per KV bucket (the hot path
 # is lookups, one compare and ORT's Run); growth is two-phase (grow -> Run ->
@@ -22,9 +25,8 @@
 # by holder and role; arena pressure is answered at the next Run boundary;
 # weights are read by ORT from the lease (prepacking off) or from a replica
 # in the weight cache (`refimpl.ort.replicas`); CUDA sessions cap their
-# arena at the model's grant. XXX: limits and limit lowering move to the
-# composed manager (refimpl/manager/) when that branch lands; this module is
-# over the ~500-line guide and should split (decode path / admission).
+# arena at the model's grant. XXX: this module is over the ~500-line guide
+# and should split (decode path / admission).
 
 from __future__ import annotations
 
@@ -188,7 +190,7 @@ class GovernedRuntime:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
             raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
-        self.topology, self.limit, self.sources, self.guards = topology, limit, sources, guards
+        self.topology, self.sources, self.guards = topology, sources, guards
         self.max_context, self.bucket = max_context, bucket
         # With `arena_cap`, every managed session allocates from the process's one env arena, capped by
         # ORT at `arena_cap` (a Run over it fails for that Run: RunFailed, the ledger exact).
@@ -211,9 +213,15 @@ class GovernedRuntime:
         self.arena_answers: list[ArenaAnswer] = []
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0")
-        self.pmm = ProcessMemoryManager(trace=trace)  # `trace`: a sink for one event per ledger operation
+        # `trace`: a sink for one event per ledger operation. The negative control of C8 (a lowering that
+        # commits whether or not it holds) switches the manager's own commit check off with it.
+        pmm_guards = ALL_ON if guards.on("lower_limit_atomic") else GuardSet.without("limit_after_reclaim")
+        self.pmm = ProcessMemoryManager(guards=pmm_guards, trace=trace)
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
-        self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
+        if limit < topology.capacity:  # the governed limit is the authority's: set through the limits part
+            self.pmm.prepare_limit(self.auth, limit)
+            self.pmm.commit_limit(self.auth)
+        self.weights = WeightHolder(self.pmm, self.auth)
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
         self.arena = self.pmm.register_holder("arena")
@@ -230,6 +238,11 @@ class GovernedRuntime:
                           S.Decline: self._decline, S.LowerLimit: self._lower, S.ObserveResidency: self._observe}
 
     # --- figures ---------------------------------------------------------
+
+    @property
+    def limit(self) -> int:
+        """The governed limit: the host authority's limit in the manager (the only limit, issue #11)."""
+        return self.pmm.snapshot(self.auth).limit
 
     def used(self) -> int:
         return self.pmm.snapshot(self.auth).used  # the ledger is the source of every charge
@@ -490,12 +503,15 @@ class GovernedRuntime:
         if new < self.topology.headroom:
             raise BudgetBelowFloor(f"limit {new} is below the headroom {self.topology.headroom}")
         old = self.limit
-        over = self.used() + self.topology.headroom - new  # prepare
-        released = self._reclaim_weights(over) if over > 0 else 0  # reclaim
+        over = self.used() + self.topology.headroom - new  # what the new limit needs back, headroom kept
+        released = self._reclaim_weights(over) if over > 0 else 0  # pressure on the weight holder (C5)
         done = (("reclaim weight cache", released),) if released else ()
         ok = self.used() + self.topology.headroom <= new
         if ok or not self.guards.on("lower_limit_atomic"):  # C8: commit only if it holds
-            self.limit = new
+            # The manager's limits part: prepare (its pressure tickets, if used is still above `new`, are
+            # retired by the commit) -> commit, which keeps the old limit unless used fits under `new`.
+            self.pmm.prepare_limit(self.auth, new)
+            self.pmm.commit_limit(self.auth)
         return S.LoweringReport(ok, old, new, done)
 
     def _observe(self, a: S.ObserveResidency) -> None:
