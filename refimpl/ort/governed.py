@@ -22,7 +22,8 @@
 # is lookups, one compare and ORT's Run); growth is two-phase (grow -> Run ->
 # install, abandon on failure) so an ORT failure (`RunFailed`) keeps no
 # grown lease; `abstract()` reads every charge from the manager's allocations
-# by holder and role; arena pressure is answered at the next Run boundary;
+# by holder and role; arena pressure is a pressure ticket of the manager on
+# the arena holder, answered (0 B) at the next Run boundary;
 # weights are read by ORT from the lease (prepacking off) or from a replica
 # in the weight cache (`refimpl.ort.replicas`); CUDA sessions cap their
 # arena at the model's grant. XXX: this module is over the ~500-line guide
@@ -208,7 +209,8 @@ class GovernedRuntime:
         # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
         # charge is each model's measured peak, which a shrink cannot lower: it credits 0 B, and what the
         # shrink returned to the OS is recorded as residency (VmRSS around the Run), apart from charge.
-        self.arena_pending = 0
+        self.arena_pending = 0  # == len(self._arena_pressures): the decode fast path reads one int
+        self._arena_pressures: list[int] = []  # the manager's open pressure tickets on the arena holder
         self.arena_shrinks = 0
         self.arena_answers: list[ArenaAnswer] = []
         self._shrink = ort.RunOptions()
@@ -446,20 +448,19 @@ class GovernedRuntime:
         return released
 
     def _run_shrinking(self, rid: int, tokens: int, b: Any) -> None:
-        due, self.arena_pending = self.arena_pending, 0
         before = process_rss()
         try:
             self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size), self._shrink)
         except (GovernorError, InvariantViolation):
-            self.arena_pending = due
             raise
-        except Exception as e:
-            self.arena_pending = due  # not answered: the next Run boundary tries again
+        except Exception as e:  # not answered: the tickets stay open, the next Run boundary tries again
             raise self._run_failed(rid, tokens, e, grown=False) from e
         after = process_rss()
         self.arena_shrinks += 1
-        for _ in range(due):
-            self.arena_answers.append(ArenaAnswer(due, 0, None if before is None else before.nbytes,
+        due, self._arena_pressures, self.arena_pending = self._arena_pressures, [], 0
+        for pid in due:  # the Run boundary: the arena holder answers; its charge is the peak, it credits 0 B
+            released = self.pmm.answer(self.arena, pid, ())
+            self.arena_answers.append(ArenaAnswer(pid, released, None if before is None else before.nbytes,
                                                   None if after is None else after.nbytes))
 
     @staticmethod
@@ -485,8 +486,9 @@ class GovernedRuntime:
         if type(a.target) is not int or a.target <= 0:
             raise InvalidBytes(f"target must be a positive int, got {a.target!r}")
         released = self._reclaim_weights(a.target)
-        if self.requests:  # the arena's share: deferred to the next Run boundary, credits nothing
-            self.arena_pending += 1
+        if self.requests:  # the arena's share: a ticket of the manager, answered at the next Run boundary
+            self._arena_pressures.append(self.pmm.open_pressure(self.arena, self.auth, a.target))
+            self.arena_pending = len(self._arena_pressures)
         return released
 
     def _decline(self, a: S.Decline) -> None:
@@ -601,6 +603,9 @@ class GovernedRuntime:
             residency=tuple((k, v.nbytes, v.source) for k, v in sorted(self.residency.items())))
 
     def close(self) -> None:
+        for pid in self._arena_pressures:  # never answered: retired, they record nothing
+            self.pmm.cancel_pressure(pid)
+        self._arena_pressures, self.arena_pending = [], 0
         for m in list(self.replicas.by_model):
             self.replicas.drop(m)
         for rid in list(self.requests):
