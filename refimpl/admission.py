@@ -7,10 +7,12 @@ arithmetic) with the spec, never its transition code. No ORT here; the
 real-session elastic path lives in `refimpl.ort.governed`.
 
 `ReclaimableHolder` is the requester-side reclaim interface the elastic
-split drives: `reclaim(target) -> credited`, zero legal. It is served by
-`refimpl.reclaim.ReclaimChannel`: the growth path opens a pressure ticket on
-the weight cache (issue #3's protocol), whose callback picks its own
-unpinned buckets, newest first, and answers (C5, I6).
+split drives: `reclaim(target) -> credited`, zero legal. It is served by the
+one `ProcessMemoryManager` (issue #10): the weight cache's buckets are leases
+of a holder on an authority of the split's budget, and the growth path opens
+a pressure ticket on that holder (`press`), whose callback picks its own
+buckets, newest first, and answers with their allocation ids (C5, I6); the
+requester is credited exactly what the answer released.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Protocol
 
 import immutables
 
-from refimpl.reclaim import ReclaimChannel
+from refimpl.governor import ProcessMemoryManager
 from spec import admission as S
 from spec.arith import kv_bytes, kv_growth_peak
 from spec.errors import (
@@ -33,6 +35,7 @@ from spec.errors import (
     UnknownAllocation,
 )
 from spec.guards import ALL_ON, GuardSet
+from spec.types import Role, Tier
 
 __all__ = ["ReclaimableHolder", "KvBatcher", "CoResidencyScheduler", "ElasticSplit", "WeightCache"]
 
@@ -168,29 +171,53 @@ class CoResidencyScheduler:
 
 
 class WeightCache:
-    """Borrowed weight bytes in buckets, answering pressure tickets with its own victims (newest first)."""
+    """Borrowed weight bytes in buckets, answering pressure tickets with its own victims (newest first).
 
-    def __init__(self, bucket: int, capacity: int) -> None:
+    Each bucket is a lease of this holder in the manager's ledger (`pmm`, authority `auth`); `bytes` is
+    what the ledger charges on that authority (the cache is the only holder there).
+    """
+
+    def __init__(self, bucket: int, capacity: int, pmm: ProcessMemoryManager | None = None,
+                 auth: int | None = None) -> None:
         self.bucket = bucket
         #: The environment's choice for the next answer (C5): give back at most this much (None: all asked).
         self.answer_cap: int | None = None
-        self.buckets: list[tuple[int, int]] = []  # (bytes, mirror ticket), newest last
-        self.channel = ReclaimChannel(capacity)
-        self.channel.serve(self._pick, self._freed)
+        self.pmm = pmm if pmm is not None else ProcessMemoryManager()
+        self.auth = auth if auth is not None else self.pmm.register_authority("elastic", Tier.HOST, max(1, capacity))
+        self.id = self.pmm.register_holder("weight-cache")
+        self.buckets: list[tuple[int, int]] = []  # (bytes, allocation id), newest last
+        self._released: dict[int, int] = {}  # pressure id -> bytes its answer released
+        self.pmm.register_callback(self.id, self._on_pressure)
 
     @property
     def bytes(self) -> int:
-        return sum(b for b, _ in self.buckets)
+        return self.pmm.snapshot(self.auth).used
+
+    def _lease(self, nbytes: int) -> int:
+        aid = self.pmm.reserve(self.id, self.auth, Tier.HOST, nbytes, Role.WEIGHTS)
+        self.pmm.commit(self.id, aid, nbytes)
+        return aid
 
     def fill(self, nbytes: int) -> None:
         while nbytes > 0:
             b = min(self.bucket, nbytes)
-            self.buckets.append((b, self.channel.lease(b)))
+            self.buckets.append((b, self._lease(b)))
             nbytes -= b
 
     def reclaim(self, target: int) -> int:
-        """Through a pressure ticket on this cache; returns the credited bytes."""
-        return self.channel.reclaim(target)
+        """Through a pressure ticket on this cache; returns the credited bytes (zero if unanswered)."""
+        if target <= 0:
+            return 0
+        pid = self.pmm.press(self.id, self.auth, target)
+        if pid not in self._released:  # not answered: credit nothing, force nothing
+            self.pmm.cancel_pressure(pid)
+            return 0
+        return self._released.pop(pid)
+
+    def _on_pressure(self, pmm: ProcessMemoryManager, pid: int, target: int) -> None:
+        victims = self._pick(target)
+        self._released[pid] = pmm.answer(self.id, pid, victims)  # zero victims is a legal answer
+        self._freed(victims)
 
     def _pick(self, target: int) -> tuple[int, ...]:
         if self.answer_cap is not None:
@@ -206,8 +233,8 @@ class WeightCache:
             i = len(self.buckets) - len(picked)
             b, tid = self.buckets[i]
             cut = b - (got - target)
-            self.channel.unlease(tid)
-            self.buckets[i:i + 1] = [(b - cut, self.channel.lease(b - cut)), (cut, self.channel.lease(cut))]
+            self.pmm.release(self.id, tid)
+            self.buckets[i:i + 1] = [(b - cut, self._lease(b - cut)), (cut, self._lease(cut))]
             picked[-1] = self.buckets[i + 1][1]
         return tuple(picked)
 

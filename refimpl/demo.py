@@ -58,7 +58,7 @@ def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucke
         used = s.requests[rid].tokens * f.bytes_per_token
         rows.append({"weights": s.models["dec"].admitted, "cache": s.cache, "kv": kv, "kv_used": used,
                      "stranded": kv - used, "released": released})
-    tickets = (rt.weights.channel.opened, rt.weights.channel.answered)
+    tickets = (rt.weights.opened, rt.weights.answered)
     rt.close()
     return ArmTrace(name, tuple(rows), tickets), outs
 

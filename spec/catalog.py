@@ -179,7 +179,7 @@ _LINKS: dict[str, dict[str, object]] = {
                "tests/ort/test_ort_reclaim.py::test_growth_rejects_when_holder_credits_zero"),
         scope=("One request in the pure model; several requests over real sessions, each admitted with a "
                "guaranteed path to max context that KV growth takes by reclaiming the weight cache through "
-               "pressure tickets (refimpl.reclaim over refimpl.pressure): the holder's callback answers with "
+               "pressure tickets of the one manager (refimpl.manager.pressure): the holder's callback answers with "
                "its own unpinned buckets, growth proceeds only with the credited bytes (short credit -> "
                "CapacityDenied, nothing forced). At every ledger operation, even inside a growth's copy, the "
                "open requests' KV bytes are charged to KV leases (read from the governor's trace, against the "

@@ -14,15 +14,20 @@
 # (InvalidTransition), and the lease is never released while the process
 # lives (the cap outlives the holder). Tests isolate it in a subprocess.
 #
-# Pressure (C5) arrives as a pressure ticket on the holder's ReclaimChannel
-# and is answered only at a Run boundary: the callback records it; the next
+# Pressure (C5) arrives as a pressure ticket of the one manager on this
+# holder's leases (`pmm.press`, issue #10) and is answered only at a Run
+# boundary: the callback records it; the next
 # Run that starts afterwards carries `memory.enable_memory_arena_shrinkage`,
 # and only when that Run ends does the holder answer. Its lease is the cap
 # ORT enforces and cannot be lowered once registered, so the charge credited
 # is zero (legal; the requester fails or defers); what shrinkage returns to
 # the OS is reported separately as residency with its source (I8b).
 #
-# Owns: the arena lease, its mirror ticket, pending pressure ids. Must not
+# The lease is pinned for the process's life: that is this holder's own
+# business; it never names the lease in an answer, and its `answer` refuses
+# to (PinnedVictim) before the manager is asked.
+#
+# Owns: the arena lease, pending pressure ids, the answers it gave. Must not
 # touch: other holders' leases, admission policy.
 
 from __future__ import annotations
@@ -36,8 +41,8 @@ import onnxruntime as ort
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.residency import process_rss
 from refimpl.ort.session import ModelSource, make_session
-from refimpl.reclaim import ReclaimChannel
-from spec.errors import InvalidBytes, InvalidTransition
+from spec.errors import InvalidBytes, InvalidTransition, PinnedVictim
+from spec.tickets import PressureState
 from spec.types import Role, Tier
 
 __all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY", "env_arena"]
@@ -90,27 +95,47 @@ class ArenaHolder:
         if _ENV.get("pid") == os.getpid():
             raise InvalidTransition(f"this process already has its env arena ({_ENV['grant']} B); ORT cannot "
                                     f"unregister it and a second registration is not a second cap")
-        self.pmm, self.grant = pmm, grant
+        self.pmm, self.auth, self.grant = pmm, auth, grant
         self.id = pmm.register_holder("env-arena")
         self.lease = pmm.reserve(self.id, auth, Tier.HOST, grant, Role.ARENA)  # charge before allocate (I2)
         pmm.commit(self.id, self.lease, grant)
         mi = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
         ort.create_and_register_allocator(mi, ort.OrtArenaCfg({"max_mem": grant, "arena_extend_strategy": 1}))
         _ENV.update(grant=grant, pid=os.getpid())
-        self.channel = ReclaimChannel(grant)
-        self.ticket = self.channel.lease(grant, pinned=True)  # the cap lives as long as the process (I6)
         self.pending: list[int] = []  # pressure ids waiting for the next Run boundary
-        self.channel.defer(self.pending.append)
+        pmm.register_callback(self.id, lambda _pmm, pid, _target: self.pending.append(pid))
         self.answers: list[ArenaAnswer] = []
+        self._released: dict[int, int] = {}  # pressure id -> bytes its answer released
+        self.opened = self.answered = 0
         self.runs = self.shrinking_runs = 0
+        self.in_flight = False
 
     def session(self, model: ModelSource) -> ort.InferenceSession:
         """A CPU session that allocates from this env arena (`session.use_env_allocators=1`)."""
         return make_session(model, use_env_allocators=True)
 
-    def press(self, target: int, priority: int = 0, window: int = 1 << 20) -> int:
+    def press(self, target: int) -> int:
         """A requester opens a pressure ticket on the arena; it is answered at the next Run boundary."""
-        return self.channel.press(target, priority, window)
+        pid = self.pmm.press(self.id, self.auth, target)  # the callback only records it (deferred answer)
+        self.opened += 1
+        return pid
+
+    def answer(self, pid: int, victims: tuple[int, ...]) -> int:
+        """The holder's answer to pressure `pid`; its lease is the cap ORT enforces and is never a victim."""
+        if type(victims) is tuple and self.lease in victims:  # the holder's own rule (I6), checked first
+            raise PinnedVictim(f"allocation {self.lease} is the env arena's cap, pinned for the process's life")
+        released = self.pmm.answer(self.id, pid, victims)
+        self._released[pid] = released
+        self.answered += 1
+        return released
+
+    def state(self, pid: int) -> tuple[PressureState, int]:
+        """A pressure ticket's state as this holder saw it: open in the manager, answered by it, or neither."""
+        if pid in self.pmm.abstract_manager().pressures:
+            return PressureState.OPEN, 0
+        if pid in self._released:
+            return PressureState.ANSWERED, self._released[pid]
+        return PressureState.CANCELLED, 0
 
     def run(self, session: ort.InferenceSession, feeds: dict[str, Any], outputs: list[str] | None = None) -> Any:
         """One Run; if pressure is pending, this Run shrinks the arena and the pressure is answered after it."""
@@ -121,14 +146,14 @@ class ArenaHolder:
             ro.add_run_config_entry(SHRINK_KEY, "cpu:0")
             self.shrinking_runs += 1
         before = _rss() if due else 0
-        self.channel.set_use(self.ticket, True, True)  # in flight for the Run
+        self.in_flight = True  # for the Run
         try:
             self.runs += 1
             return session.run(outputs, feeds, ro)  # ORT's own error on a run over the cap: per run, recoverable
         finally:
-            self.channel.set_use(self.ticket, True, False)
+            self.in_flight = False
             if due:
                 after = _rss()
                 for pid in due:  # the Run boundary: answer now; the cap cannot shrink, so nothing is credited
-                    released = self.channel.answer(pid, ())
+                    released = self.answer(pid, ())
                     self.answers.append(ArenaAnswer(pid, released, before, after))

@@ -9,22 +9,25 @@
 # compatibility mode (C9), residency observations (I8b). The session is a
 # reporter, not a holder: leases belong to the weight and KV holders, and the
 # transient peak to the arena holder. Never calls spec transition code.
-# Reclaim goes through issue #3's pressure protocol: `_make_room`, `Pressure`
-# and limit lowering open a pressure ticket on the weight holder
-# (`WeightHolder.reclaim` -> `refimpl.reclaim.ReclaimChannel`); the holder's
-# callback answers with its own unpinned, idle cache buckets, and growth
-# proceeds only with the credited bytes (short credit -> CapacityDenied).
+# Reclaim goes through the one manager's pressure part (issue #10):
+# `_make_room`, `Pressure` and limit lowering open a pressure ticket on the
+# weight holder (`WeightHolder.reclaim` -> `pmm.press`); the holder's callback
+# answers with its own unpinned, idle cache buckets, and growth proceeds only
+# with the credited bytes (short credit -> CapacityDenied). The governed limit
+# is the authority's limit in the manager (issue #11): construction sets it
+# through the limits part, `LowerLimit` goes prepare -> pressure -> commit
+# there (or keeps the old limit), and `self.limit` reads it back.
 #
 # Issue #11: decodes run on bindings built once per KV bucket (the hot path
 # is lookups, one compare and ORT's Run); growth is two-phase (grow -> Run ->
 # install, abandon on failure) so an ORT failure (`RunFailed`) keeps no
 # grown lease; `abstract()` reads every charge from the manager's allocations
-# by holder and role; arena pressure is answered at the next Run boundary;
+# by holder and role; arena pressure is a pressure ticket of the manager on
+# the arena holder, answered (0 B) at the next Run boundary;
 # weights are read by ORT from the lease (prepacking off) or from a replica
 # in the weight cache (`refimpl.ort.replicas`); CUDA sessions cap their
-# arena at the model's grant. XXX: limits and limit lowering move to the
-# composed manager (refimpl/manager/) when that branch lands; this module is
-# over the ~500-line guide and should split (decode path / admission).
+# arena at the model's grant. XXX: this module is over the ~500-line guide
+# and should split (decode path / admission).
 
 from __future__ import annotations
 
@@ -188,7 +191,7 @@ class GovernedRuntime:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
             raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
-        self.topology, self.limit, self.sources, self.guards = topology, limit, sources, guards
+        self.topology, self.sources, self.guards = topology, sources, guards
         self.max_context, self.bucket = max_context, bucket
         # With `arena_cap`, every managed session allocates from the process's one env arena, capped by
         # ORT at `arena_cap` (a Run over it fails for that Run: RunFailed, the ledger exact).
@@ -206,14 +209,21 @@ class GovernedRuntime:
         # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
         # charge is each model's measured peak, which a shrink cannot lower: it credits 0 B, and what the
         # shrink returned to the OS is recorded as residency (VmRSS around the Run), apart from charge.
-        self.arena_pending = 0
+        self.arena_pending = 0  # == len(self._arena_pressures): the decode fast path reads one int
+        self._arena_pressures: list[int] = []  # the manager's open pressure tickets on the arena holder
         self.arena_shrinks = 0
         self.arena_answers: list[ArenaAnswer] = []
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0")
-        self.pmm = ProcessMemoryManager(trace=trace)  # `trace`: a sink for one event per ledger operation
+        # `trace`: a sink for one event per ledger operation. The negative control of C8 (a lowering that
+        # commits whether or not it holds) switches the manager's own commit check off with it.
+        pmm_guards = ALL_ON if guards.on("lower_limit_atomic") else GuardSet.without("limit_after_reclaim")
+        self.pmm = ProcessMemoryManager(guards=pmm_guards, trace=trace)
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
-        self.weights = WeightHolder(self.pmm, self.auth, topology.capacity)
+        if limit < topology.capacity:  # the governed limit is the authority's: set through the limits part
+            self.pmm.prepare_limit(self.auth, limit)
+            self.pmm.commit_limit(self.auth)
+        self.weights = WeightHolder(self.pmm, self.auth)
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
         self.arena = self.pmm.register_holder("arena")
@@ -230,6 +240,11 @@ class GovernedRuntime:
                           S.Decline: self._decline, S.LowerLimit: self._lower, S.ObserveResidency: self._observe}
 
     # --- figures ---------------------------------------------------------
+
+    @property
+    def limit(self) -> int:
+        """The governed limit: the host authority's limit in the manager (the only limit, issue #11)."""
+        return self.pmm.snapshot(self.auth).limit
 
     def used(self) -> int:
         return self.pmm.snapshot(self.auth).used  # the ledger is the source of every charge
@@ -433,20 +448,19 @@ class GovernedRuntime:
         return released
 
     def _run_shrinking(self, rid: int, tokens: int, b: Any) -> None:
-        due, self.arena_pending = self.arena_pending, 0
         before = process_rss()
         try:
             self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size), self._shrink)
         except (GovernorError, InvariantViolation):
-            self.arena_pending = due
             raise
-        except Exception as e:
-            self.arena_pending = due  # not answered: the next Run boundary tries again
+        except Exception as e:  # not answered: the tickets stay open, the next Run boundary tries again
             raise self._run_failed(rid, tokens, e, grown=False) from e
         after = process_rss()
         self.arena_shrinks += 1
-        for _ in range(due):
-            self.arena_answers.append(ArenaAnswer(due, 0, None if before is None else before.nbytes,
+        due, self._arena_pressures, self.arena_pending = self._arena_pressures, [], 0
+        for pid in due:  # the Run boundary: the arena holder answers; its charge is the peak, it credits 0 B
+            released = self.pmm.answer(self.arena, pid, ())
+            self.arena_answers.append(ArenaAnswer(pid, released, None if before is None else before.nbytes,
                                                   None if after is None else after.nbytes))
 
     @staticmethod
@@ -472,8 +486,9 @@ class GovernedRuntime:
         if type(a.target) is not int or a.target <= 0:
             raise InvalidBytes(f"target must be a positive int, got {a.target!r}")
         released = self._reclaim_weights(a.target)
-        if self.requests:  # the arena's share: deferred to the next Run boundary, credits nothing
-            self.arena_pending += 1
+        if self.requests:  # the arena's share: a ticket of the manager, answered at the next Run boundary
+            self._arena_pressures.append(self.pmm.open_pressure(self.arena, self.auth, a.target))
+            self.arena_pending = len(self._arena_pressures)
         return released
 
     def _decline(self, a: S.Decline) -> None:
@@ -490,12 +505,15 @@ class GovernedRuntime:
         if new < self.topology.headroom:
             raise BudgetBelowFloor(f"limit {new} is below the headroom {self.topology.headroom}")
         old = self.limit
-        over = self.used() + self.topology.headroom - new  # prepare
-        released = self._reclaim_weights(over) if over > 0 else 0  # reclaim
+        over = self.used() + self.topology.headroom - new  # what the new limit needs back, headroom kept
+        released = self._reclaim_weights(over) if over > 0 else 0  # pressure on the weight holder (C5)
         done = (("reclaim weight cache", released),) if released else ()
         ok = self.used() + self.topology.headroom <= new
         if ok or not self.guards.on("lower_limit_atomic"):  # C8: commit only if it holds
-            self.limit = new
+            # The manager's limits part: prepare (its pressure tickets, if used is still above `new`, are
+            # retired by the commit) -> commit, which keeps the old limit unless used fits under `new`.
+            self.pmm.prepare_limit(self.auth, new)
+            self.pmm.commit_limit(self.auth)
         return S.LoweringReport(ok, old, new, done)
 
     def _observe(self, a: S.ObserveResidency) -> None:
@@ -585,6 +603,9 @@ class GovernedRuntime:
             residency=tuple((k, v.nbytes, v.source) for k, v in sorted(self.residency.items())))
 
     def close(self) -> None:
+        for pid in self._arena_pressures:  # never answered: retired, they record nothing
+            self.pmm.cancel_pressure(pid)
+        self._arena_pressures, self.arena_pending = [], 0
         for m in list(self.replicas.by_model):
             self.replicas.drop(m)
         for rid in list(self.requests):

@@ -7,10 +7,12 @@
 # touch: limits or admission policy (refimpl.ort.governed decides), other
 # holders' leases. ORT is used only to wrap buffers as OrtValues.
 #
-# Reclaim from the weight holder goes through the pressure protocol: every
-# weight lease is mirrored in a `ReclaimChannel` (model weights pinned, cache
-# buckets unpinned and idle); a requester opens a pressure ticket and the
-# holder's callback answers with its own cache buckets, newest first.
+# Reclaim from the weight holder goes through the one manager's pressure
+# part (issue #10): a requester opens a pressure ticket on this holder's
+# leases on the authority (`pmm.press`), and the holder's callback answers
+# with the allocation ids of its own idle cache buckets, newest first. Model
+# weights are pinned while loaded: that is the holder's own business, it never
+# names them. The requester is credited exactly what the answer released.
 
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ import numpy as np
 import onnxruntime as ort
 
 from refimpl.governor import ProcessMemoryManager
-from refimpl.reclaim import ReclaimChannel
 from spec.arith import kv_bytes
+from spec.errors import InvalidTransition
 from spec.types import Role, Tier
 
 __all__ = ["WeightHolder", "KvBundle", "KvHolder"]
@@ -38,27 +40,22 @@ def _lease(pmm: ProcessMemoryManager, holder: int, auth: int, nbytes: int, role:
 class WeightHolder:
     """Model weights from leased buffers (pinned while loaded) plus a reclaimable cache of borrowed bytes."""
 
-    def __init__(self, pmm: ProcessMemoryManager, auth: int, capacity: int) -> None:
+    def __init__(self, pmm: ProcessMemoryManager, auth: int) -> None:
         self.pmm, self.auth = pmm, auth
         self.id = pmm.register_holder("weights")
         self.models: dict[str, tuple[int, list[object]]] = {}
         self.cache: list[tuple[int, np.ndarray]] = []  # newest last
-        self.channel = ReclaimChannel(capacity)  # the pressure protocol's view of this holder's leases
-        self.tickets: dict[int, int] = {}  # PMM lease id -> mirror ticket id
         #: model -> (the leased weight bytes, [(initializer, offset, dtype, shape)]): what a replica copies
         self.layouts: dict[str, tuple[np.ndarray, list[tuple[str, int, np.dtype, tuple[int, ...]]]]] = {}
-        self.channel.serve(self._pick, self._freed)
+        self.opened = self.answered = self.credited = 0  # pressure tickets on this holder, as a requester saw them
+        self._released: dict[int, int] = {}  # pressure id -> bytes its answer released (until the requester reads it)
+        pmm.register_callback(self.id, self._on_pressure)
 
     def _lease(self, nbytes: int, pinned: bool) -> int:
-        aid = _lease(self.pmm, self.id, self.auth, nbytes, Role.WEIGHTS)
-        self.tickets[aid] = self.channel.lease(nbytes, pinned)
-        return aid
+        return _lease(self.pmm, self.id, self.auth, nbytes, Role.WEIGHTS)
 
     def _release(self, aid: int) -> None:
         self.pmm.release(self.id, aid)
-        tid = self.tickets.pop(aid, None)
-        if tid is not None:
-            self.channel.unlease(tid)
 
     def admit(self, name: str, nbytes: int, arrays: dict[str, np.ndarray], so: ort.SessionOptions) -> int:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
@@ -106,8 +103,31 @@ class WeightHolder:
             self.cache.append((self._lease(nbytes, pinned=False), np.zeros(nbytes, np.uint8)))
 
     def reclaim(self, target: int) -> int:
-        """Open a pressure ticket on this holder for `target` bytes; return what its answer credited."""
-        return self.channel.reclaim(target)
+        """Open a pressure ticket on this holder for `target` bytes; return what its answer credited (>= 0).
+
+        The ticket is the manager's (`press`): it is delivered to this holder's callback with no lock
+        held; a ticket still open afterwards (no answer) is cancelled and credits zero.
+        """
+        if target <= 0:
+            return 0
+        pid = self.pmm.press(self.id, self.auth, target)
+        self.opened += 1
+        if pid not in self._released:  # not answered: credit nothing, force nothing
+            try:
+                self.pmm.cancel_pressure(pid)
+            except InvalidTransition:
+                pass  # answered from outside this holder's callback: what it released is not ours to count
+            return 0
+        released = self._released.pop(pid)
+        self.answered += 1
+        self.credited += released
+        return released
+
+    def _on_pressure(self, pmm: ProcessMemoryManager, pid: int, target: int) -> None:
+        """The pressure callback: answer with this holder's own idle cache buckets (never model weights)."""
+        victims = self._pick(target)
+        self._released[pid] = pmm.answer(self.id, pid, victims)  # validated by the manager; zero is legal
+        self._freed(victims)
 
     def _pick(self, target: int) -> tuple[int, ...]:
         """The pressure callback's choice: cache buckets newest first, the last one split to fit (C5)."""
@@ -126,19 +146,12 @@ class WeightHolder:
             self.cache[i:i + 1] = [(self._lease(n - cut, False), np.zeros(n - cut, np.uint8)),
                                    (self._lease(cut, False), np.zeros(cut, np.uint8))]
             picked.append(self.cache[i + 1][0])
-        return tuple(self.tickets[aid] for aid in picked)
+        return tuple(picked)
 
     def _freed(self, victims: tuple[int, ...]) -> None:
-        """After the governor accepted the answer: free the victims' PMM leases and buffers."""
+        """After the manager accepted the answer (it released their leases): drop the victims' buffers."""
         gone = set(victims)
-        keep = []
-        for aid, buf in self.cache:
-            if self.tickets.get(aid) in gone:
-                self.pmm.release(self.id, aid)
-                del self.tickets[aid]
-            else:
-                keep.append((aid, buf))
-        self.cache = keep
+        self.cache = [(aid, buf) for aid, buf in self.cache if aid not in gone]
 
     def close(self) -> None:
         for aid, _ in self.models.values():

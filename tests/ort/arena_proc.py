@@ -43,23 +43,23 @@ def main() -> dict[str, object]:
     out["after_ok"] = bool(np.allclose(y, reference_dynamic(model, small), rtol=1e-4, atol=1e-4))
     # Mid-generation: pressed between two steps, answered only when the next Run ends.
     pid = arena.press(1 << 20)
-    out["state_before_run"] = arena.channel.state(pid)[0].value
+    out["state_before_run"] = arena.state(pid)[0].value
     out["pending_before_run"] = list(arena.pending)
     arena.run(s, {"x": small})
-    state, released = arena.channel.state(pid)
+    state, released = arena.state(pid)
     out["state_after_run"], out["released"] = state.value, released
     out["shrinking_runs"], out["runs"] = arena.shrinking_runs, arena.runs
     out["answers"] = [[a.pressure, a.released, a.rss_before, a.rss_after, a.source] for a in arena.answers]
-    out["opened"], out["answered"] = arena.channel.opened, arena.channel.answered
+    out["opened"], out["answered"] = arena.opened, arena.answered
     out["used_after"] = pmm.snapshot(auth).used
     # The arena's lease is its cap: pinned for the process's life, never a victim (I6).
     pid2 = arena.press(1 << 20)
     try:
-        arena.channel.answer(pid2, (arena.ticket,))
+        arena.answer(pid2, (arena.lease,))
         out["pinned_victim"] = None
     except Exception as e:
         out["pinned_victim"] = f"{type(e).__name__}: {e}"
-    out["pid2_state"] = arena.channel.state(pid2)[0].value
+    out["pid2_state"] = arena.state(pid2)[0].value
     try:
         ArenaHolder(pmm, auth, GRANT)
         out["second"] = None

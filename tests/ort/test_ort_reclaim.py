@@ -8,8 +8,7 @@ from invariants.session_predicates import check_state
 from refimpl.ort.checker import BUCKET, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
-from spec.errors import CapacityDenied, PinnedVictim
-from spec.tickets import PressureState
+from spec.errors import CapacityDenied, ForeignHolder
 
 
 @pytest.fixture(scope="module")
@@ -33,33 +32,45 @@ def _to_growth(rt, rid):
 
 def test_growth_to_max_context_goes_through_pressure_tickets(world) -> None:
     rt = _elastic(world)
-    ch = rt.weights.channel
-    opened0 = ch.opened
+    w = rt.weights
+    opened0 = w.opened
     rid = rt.execute(S.Open("a"))
     released = sum(rt.execute(S.Decode(rid)) for _ in range(MAX_CONTEXT))
     assert rt.abstract().requests[rid].tokens == MAX_CONTEXT
-    assert released > 0 and ch.opened > opened0
-    assert ch.answered == ch.opened  # every ticket answered by the holder's callback
-    pressures = ch.pg.abstract().pressures
-    assert all(p.state is PressureState.ANSWERED for p in pressures.values())
-    assert sum(p.released for p in pressures.values()) == ch.credited
-    assert ch.credited >= released  # open's floor and growth both went through tickets
+    assert released > 0 and w.opened > opened0
+    assert w.answered == w.opened  # every ticket answered by the holder's callback
+    assert not rt.pmm.abstract_manager().pressures  # none left open in the one manager
+    assert w.credited >= released  # open's floor and growth both went through tickets
     check_state(rt.abstract())
     rt.close()
 
 
-def test_answer_rejects_pinned_model_weights(world) -> None:
+def test_pressure_never_takes_pinned_model_weights(world) -> None:
     rt = _elastic(world)
-    ch = rt.weights.channel
-    tid = rt.weights.tickets[rt.models["a"].weights_lease]
-    assert ch.pg.abstract().tickets[tid].pinned
-    assert ch.state(ch.press(1)) == (PressureState.ANSWERED, 1)  # the callback answers with cache bytes
-    ch.defer(lambda pid: None)  # hold the next ticket open, then answer it with the model's weights
-    pid = ch.press(1, window=5)
-    before, pool = rt.abstract(), ch.pg.abstract()
-    with pytest.raises(PinnedVictim, match="pinned"):
-        ch.answer(pid, (tid,))
-    assert rt.abstract() == before and ch.pg.abstract() == pool
+    lease = rt.models["a"].weights_lease
+    charge = rt.pmm.abstract().allocations[lease].charge
+    cache = rt.weights.cache_bytes
+    assert cache > 0
+    # Ask for everything the authority charges: the holder answers with its cache only (I6).
+    credited = rt.weights.reclaim(rt.used())
+    assert credited == cache and rt.weights.cache_bytes == 0
+    allocs = rt.pmm.abstract().allocations
+    assert lease in allocs and allocs[lease].charge == charge
+    rid = rt.execute(S.Open("a"))  # the model still serves from its leased weights
+    rt.execute(S.Decode(rid))
+    check_state(rt.abstract())
+    rt.close()
+
+
+def test_answer_with_another_holders_lease_is_refused_and_changes_nothing(world) -> None:
+    rt = _elastic(world)
+    rid = rt.execute(S.Open("a"))
+    pid = rt.pmm.open_pressure(rt.weights.id, rt.auth, 1)  # opened, not delivered
+    before, mgr = rt.abstract(), rt.pmm.abstract_manager()
+    with pytest.raises(ForeignHolder):
+        rt.pmm.answer(rt.weights.id, pid, (rt.kv.bundles[rid].lease,))
+    assert rt.abstract() == before and rt.pmm.abstract_manager() == mgr
+    rt.pmm.cancel_pressure(pid)
     rt.close()
 
 
@@ -67,11 +78,12 @@ def test_growth_rejects_when_holder_credits_zero(world) -> None:
     rt = _elastic(world)
     rid = rt.execute(S.Open("a"))
     _to_growth(rt, rid)
-    rt.weights.channel.serve(lambda target: (), rt.weights._freed)  # the holder declines: zero is legal
+    rt.weights._pick = lambda target: ()  # the holder declines: zero is legal
     before = rt.abstract()
     with pytest.raises(CapacityDenied, match="credited 0 of"):
         rt.execute(S.Decode(rid))
     assert rt.abstract() == before  # nothing forced, nothing grown
+    assert not rt.pmm.abstract_manager().pressures
     rt.close()
 
 

@@ -1,0 +1,89 @@
+"""Issues #10 / #11: the ORT runtime reaches capacity only through the one manager (C1, C5, C8).
+
+No mirror pool beside the manager's ledger; the governed limit is the host
+authority's limit in the manager, set at construction and changed only by
+its limits part (prepare -> commit, or the old limit stays).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from refimpl.ort.checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld
+from refimpl.ort.governed import GovernedRuntime
+from spec import sessions as S
+from spec.errors import BudgetBelowFloor, InvalidBytes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def world():
+    return OrtWorld()
+
+
+def _rt(world, limit=96 * 1024):
+    rt = GovernedRuntime(world.topology(0), limit, world.sources, MAX_CONTEXT, BUCKET)
+    f = world.facts["dec"]
+    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(S.Prefetch())
+    return rt
+
+
+def test_no_mirror_pool_in_refimpl() -> None:
+    hits = []
+    for d, _, files in os.walk(os.path.join(ROOT, "refimpl")):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(d, name)
+                rel = os.path.relpath(path, ROOT)
+                if rel in ("refimpl/pressure.py", "refimpl/pressure_adapter.py"):
+                    continue  # the focused pressure model and its checker adapter
+                text = open(path, encoding="utf-8").read()
+                if re.search(r"ReclaimChannel|PressureGovernor\(|refimpl\.reclaim\b", text):
+                    hits.append(rel)
+    assert hits == []
+    assert not os.path.exists(os.path.join(ROOT, "refimpl", "reclaim.py"))
+
+
+def test_limit_is_the_authoritys_limit_in_the_manager(world) -> None:
+    rt = _rt(world)
+    assert "limit" not in vars(rt)  # no field: a read of the manager's authority
+    assert rt.limit == rt.pmm.snapshot(rt.auth).limit == 96 * 1024 == rt.abstract().limit
+    rep = rt.execute(S.LowerLimit(rt.used() + HEADROOM))
+    assert rep.ok and rt.pmm.snapshot(rt.auth).limit == rep.new_limit == rt.abstract().limit
+    assert not rt.pmm.abstract_manager().changes  # the change was committed, nothing pending
+    rt.close()
+
+
+def test_failed_lowering_leaves_the_managers_limit(world) -> None:
+    rt = _rt(world)
+    rep = rt.execute(S.LowerLimit(HEADROOM))
+    assert not rep.ok and rt.pmm.snapshot(rt.auth).limit == rep.old_limit
+    assert not rt.pmm.abstract_manager().changes and not rt.pmm.abstract_manager().pressures
+    rt.close()
+
+
+@pytest.mark.parametrize("bad, err", [(-1, InvalidBytes), (HEADROOM - 1, BudgetBelowFloor), ("x", InvalidBytes)])
+def test_bad_lowering_changes_nothing_in_the_manager(world, bad, err) -> None:
+    rt = _rt(world)
+    before, mgr = rt.abstract(), rt.pmm.abstract_manager()
+    with pytest.raises(err):
+        rt.execute(S.LowerLimit(bad))
+    assert rt.abstract() == before and rt.pmm.abstract_manager() == mgr
+    rt.close()
+
+
+def test_arena_pressure_is_a_manager_ticket_answered_at_the_run_boundary(world) -> None:
+    rt = _rt(world)
+    rid = rt.execute(S.Open("a"))
+    rt.execute(S.Decode(rid))
+    rt.execute(S.Pressure(1))
+    [pid] = [p.id for p in rt.pmm.abstract_manager().pressures.values() if p.holder == rt.arena]
+    rt.execute(S.Decode(rid))
+    assert pid not in rt.pmm.abstract_manager().pressures
+    assert [(a.pressure, a.released) for a in rt.arena_answers] == [(pid, 0)]
+    rt.close()
