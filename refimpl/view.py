@@ -42,7 +42,12 @@ CATEGORIES = {
     "pressure": "pressure", "answer": "pressure", "reclaim": "pressure", "reconfigure": "pressure",
     "plan": "transaction", "reserve_all": "transaction", "publish": "transaction", "execute": "transaction",
     "commit_transaction": "transaction", "abort": "transaction", "boundary": "boundary",
+    # the composed manager's kinds (revision ortmem-manager/1)
+    "cancel_ticket": "ticket", "timeout_ticket": "ticket", "press": "pressure", "cancel_pressure": "pressure",
+    "plan_tx": "transaction", "reserve_tx": "transaction", "commit_tx": "transaction", "abort_tx": "transaction",
+    "prepare_limit": "limit", "commit_limit": "limit",
 }
+_COMPOSED = "ortmem-manager/1"
 _CHARGE_KINDS = frozenset({"reserve", "record_committed", "commit", "cancel", "release", "quarantine"})
 _KIND = re.compile(r"^[a-z][a-z_]{0,63}$")
 
@@ -76,6 +81,8 @@ def _events(lines: Any) -> list[dict[str, Any]]:
 def _figures(payload: dict[str, Any], part: str) -> dict[int, int]:
     observed = payload.get("observed")
     m = observed.get(part) if isinstance(observed, dict) else None
+    if m is None and part == "used":  # a composed event carries each named or changed authority's used
+        m = payload.get("used")
     if not isinstance(m, dict):
         return {}
     return {int(k): v for k, v in m.items() if isinstance(k, str) and k.isdigit() and type(v) is int}
@@ -84,6 +91,10 @@ def _figures(payload: dict[str, Any], part: str) -> dict[int, int]:
 def timeline_data(lines: Any) -> dict[str, Any]:
     """The page's data: authorities with their series and observed `used`, holders, and event markers."""
     events = _events(lines)
+    # A composed trace's events carry each authority's used, not each allocation's charge (a grant, a
+    # transaction or an answer moves charges the ledger events never name): its per-holder series and
+    # the used-versus-charges check would be guesses, so only used and the markers are drawn.
+    composed = any(e.get("contract_revision") == _COMPOSED for e in events)
     holders: dict[int, str] = {}
     auths: dict[int, dict[str, Any]] = {}
     canon: dict[int, int] = {}
@@ -123,7 +134,7 @@ def timeline_data(lines: Any) -> dict[str, Any]:
             if charge.get(x, 0) != new:
                 charge[x] = new
                 changed.add(allocs[x][2])
-        for a in changed:
+        for a in () if composed else changed:
             sums: dict[str, int] = defaultdict(int)
             for x, (h, role, b) in allocs.items():
                 if b == a and charge.get(x, 0):
@@ -135,7 +146,7 @@ def timeline_data(lines: Any) -> dict[str, Any]:
         for a, u in _figures(p, "used").items():
             if a in auths and (not used[a] or used[a][-1][1] != u):
                 used[a].append([i, u])
-            if a in auths and u != sum(totals[a].values()):
+            if a in auths and not composed and u != sum(totals[a].values()):
                 markers.append({"i": i, "category": "divergence", "kind": kind, "authority": a,
                                 "detail": f"ledger used {u} != sum of its allocations' charges "
                                           f"{sum(totals[a].values())}"})
@@ -146,7 +157,7 @@ def timeline_data(lines: Any) -> dict[str, Any]:
                             "authority": canon.get(_int(ids.get("authority")) or -1, owner[2] if owner else None),
                             "detail": json.dumps({"ids": ids, "outcome": p.get("outcome"), "error": p.get("error"),
                                                   **{k: v for k, v in p.items()
-                                                     if k not in ("observed", "outcome", "error")}})[:400]})
+                                                     if k not in ("observed", "used", "outcome", "error")}})[:400]})
     return {"events": len(events), "holders": {str(k): v for k, v in holders.items()},
             "authorities": [{**a, "series": series.get(a["id"], {}), "used": used.get(a["id"], [])}
                             for a in auths.values()],

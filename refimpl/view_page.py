@@ -40,7 +40,7 @@ svg text{font:11px system-ui,sans-serif;fill:#444} .marker{cursor:pointer}
   const PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
                    "#ccb974", "#64b5cd"];
   const CAT = {"device loss": "#c00000", "ticket": "#1f77b4", "pressure": "#ff7f0e", "transaction": "#2ca02c",
-               "boundary": "#555555", "rejected": "#b0b0b0", "divergence": "#e6007e"};
+               "limit": "#8c564b", "boundary": "#555555", "rejected": "#b0b0b0", "divergence": "#e6007e"};
   const N = Math.max(1, data.events);
   const tip = document.getElementById("tip");
   const el = (tag, attrs, parent) => {

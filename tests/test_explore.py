@@ -110,12 +110,13 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
     runs, controls = _explore(PROFILES["quick"], _noop)
     assert runs["ledger"].complete and not runs["ledger"].found and runs["ledger"].states > 10_000
     explored = {g.name for g in GUARDS if g.model in ("ledger", "admission", "ort", "pressure", "transactions",
-                                                      "hierarchy")}
+                                                      "hierarchy", "manager")}
     assert {g.name for g in LEDGER_GUARDS} <= set(controls) and set(controls) == explored
     # unlock_before_callback has no spec-layer harm (the spec has no lock): its control is an honest "not found".
     assert not controls["unlock_before_callback"].found
     assert all(x.violated in GUARD_IDS[name] for name, x in controls.items() if name != "unlock_before_callback")
-    assert all(runs[m].complete and not runs[m].found for m in ("admission", "ort", "pressure", "transactions"))
+    assert all(runs[m].complete and not runs[m].found for m in ("admission", "ort", "pressure", "transactions",
+                                                                "manager"))
 
 
 def test_report_json_carries_explorer_figures() -> None:

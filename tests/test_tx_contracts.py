@@ -46,10 +46,11 @@ def _committed(c: Coord, dev: int, bundle: int | None = None) -> tuple[int, int]
 
 def ordered_reservation(c: Coord) -> None:
     dev, host = _two(c)
-    tx = c.plan(((host, 1), (dev, 1)), 0, C)
-    other = c.plan(((dev, 1), (host, 1)), 0, C)
+    # Each needs more than half of both pools, so neither fits beside the other (a real contention).
+    tx = c.plan(((host, 6), (dev, 6)), 0, C)
+    other = c.plan(((dev, 6), (host, 6)), 0, C)
     c.reserve(other, dev)
-    c.reserve(tx, host)  # now tx holds host and waits for dev, which `other` holds: half a deadlock
+    c.reserve(tx, host)  # tx holds host and waits for dev, which `other` holds, which waits for host: a cycle
 
 
 def publish_after_all_held(c: Coord) -> None:
@@ -169,4 +170,4 @@ def test_tx_contracts_off_check_nothing() -> None:
     c = Coord(GuardSet.without("ordered_reservation"))
     with contracts.contracts(False):
         ordered_reservation(c)  # the violation goes unnoticed: contracts are the switch
-    assert c.abstract().txs[1].held == ((2, 1),) and c.abstract().txs[2].held == ((1, 1),)
+    assert c.abstract().txs[1].held == ((2, 6),) and c.abstract().txs[2].held == ((1, 6),)

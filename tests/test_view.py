@@ -80,8 +80,20 @@ def test_invalid_trace_is_refused(lines: list[bytes], match: str) -> None:
 
 def test_cli_view_writes_the_page(tmp_path: Path) -> None:
     trace, page = tmp_path / "t.jsonl", tmp_path / "timeline.html"
-    assert main(["trace", str(trace), "--seed", "1"]) == 0
+    assert main(["trace", str(trace), "--seed", "1", "--ledger"]) == 0
     assert main(["view", str(trace), "-o", str(page)]) == 0
     assert page.read_text().startswith("<!DOCTYPE html>")
     (tmp_path / "bad.jsonl").write_text("{oops\n")
     assert main(["view", str(tmp_path / "bad.jsonl"), "-o", str(page)]) == 1
+
+
+def test_composed_trace_draws_used_and_every_part_as_markers(tmp_path: Path) -> None:
+    """A composed trace (every part of the manager): each authority's used and one marker per part's event."""
+    trace = tmp_path / "t.jsonl"
+    assert main(["trace", str(trace), "--seed", "2"]) == 0
+    d = timeline_data(trace.read_bytes().splitlines())
+    cats = {m["category"] for m in d["markers"]}
+    assert {"ticket", "pressure", "transaction", "limit", "device loss"} <= cats, cats
+    assert all(a["series"] == {} for a in d["authorities"])  # no per-holder guess from used alone
+    assert any(len(a["used"]) > 2 for a in d["authorities"])
+    assert "divergence" not in cats

@@ -79,7 +79,7 @@ def _extra_events(trace: Path) -> None:
 
 def test_timeline_page_in_headless_chromium(browser, tmp_path: Path) -> None:
     trace, page_file = tmp_path / "t.jsonl", tmp_path / "timeline.html"
-    assert main(["trace", str(trace), "--seed", "1"]) == 0
+    assert main(["trace", str(trace), "--seed", "1", "--ledger"]) == 0
     keys, used, cap = _expected(trace)
     _extra_events(trace)
     assert main(["view", str(trace), "-o", str(page_file)]) == 0
