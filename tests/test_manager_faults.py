@@ -325,3 +325,63 @@ def test_zz_manager_fault_counts(capsys) -> None:
         assert any("KeyboardInterrupt" in k for k in COUNTS) and any("SystemExit" in k for k in COUNTS), COUNTS
         for point in POINTS:  # every call-out point was faulted, and more than once
             assert sum(v for k, v in COUNTS.items() if k.startswith(f"injected at {point}:")) >= 5, (point, COUNTS)
+
+
+@pytest.mark.parametrize("fault", [KeyboardInterrupt(), SystemExit(4)], ids=["KeyboardInterrupt", "SystemExit"])
+def test_a_sink_interrupting_a_composed_operation_notes_that_it_stands(fault: BaseException) -> None:
+    sink = _Sink()
+    pmm, w = make(trace=sink)
+    sink.arm(fault, "submit")
+    with pytest.raises(type(fault)) as exc:
+        pmm.submit(w.h1, w.a, 10)
+    assert any("Submit was already applied" in n and "result 1" in n for n in getattr(exc.value, "__notes__", ()))
+    assert pmm.cancel_ticket(w.h1, 1) == 10  # the note's ticket is live and granted: the caller can settle it
+    exact(pmm, set())
+
+
+class _InterruptedAfterWake:
+    """A real parked waiter: `wait` blocks until the grant sets it, then `fault` arrives (a signal while parked)."""
+
+    fault: BaseException | None = None
+
+    def __init__(self) -> None:
+        self._ev = threading.Event()
+        self.parked = threading.Event()
+
+    def set(self) -> None:
+        self._ev.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        _InterruptedAfterWake.instances.append(self)
+        self.parked.set()
+        self._ev.wait(timeout)
+        raise _InterruptedAfterWake.fault
+
+    instances: list[Any] = []
+
+
+@pytest.mark.parametrize("fault", [KeyboardInterrupt(), SystemExit(5), ValueError("x")],
+                         ids=["KeyboardInterrupt", "SystemExit", "ValueError"])
+def test_a_thread_interrupted_after_its_grant_credits_it_once(fault: BaseException, monkeypatch) -> None:
+    pmm, w = make()
+    monkeypatch.setattr(_arbitration, "threading", types.SimpleNamespace(Event=_InterruptedAfterWake))
+    _InterruptedAfterWake.fault, _InterruptedAfterWake.instances = fault, []
+    blocker = lease(pmm, w.h2, w.a, 100)
+    raised: list[BaseException] = []
+
+    def waiter() -> None:
+        try:
+            pmm.acquire(w.h1, w.a, 40, timeout=None)  # parks: no deadline, only the grant wakes it
+        except BaseException as e:
+            raised.append(e)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    while not _InterruptedAfterWake.instances:  # parked (the ticket is pending, its event made)
+        threading.Event().wait(0.001)
+    _InterruptedAfterWake.instances[0].parked.wait()
+    pmm.release(w.h2, blocker)  # the round grants the parked ticket and wakes it
+    t.join(60)
+    assert not t.is_alive() and raised == [fault]
+    exact(pmm, set())  # the grant made while parked was credited once: nothing pending, granted or charged
+    assert pmm.abstract_manager().ledger.authorities[w.a].used == 0
