@@ -1,0 +1,300 @@
+"""Issue #14: the composed `ProcessMemoryManager` fuzzer, its new parts, plain and traced (C3, C4, C5, C8, I1, I2, I6, I7, I13).
+
+Every public operation of arbitration (`submit`, `claim`, `cancel_ticket`,
+`timeout_ticket`, `acquire`), pressure (`press`, `open_pressure`, `answer`,
+`cancel_pressure`, `register_callback`), transactions (`plan_tx`,
+`reserve_tx`, `commit_tx`, `abort_tx`, `reserve_all`), limits
+(`prepare_limit`, `commit_limit`, `lower_limit`) and devices (`lose_device`,
+`confirm_termination`), with the ledger operations that build the leases
+they work on, hostile values (`fuzz_harness.HOSTILE`, plus hostile victims
+and needs: lists, duplicates, bools, nested junk) interleaved with valid
+ones drawn from live, retired, foreign and never-issued ids. Holder
+callbacks answer, re-enter the manager (answer, submit, press, lower_limit)
+or raise. After each call: success, a `CalloutFailed` (the call completed),
+or a typed `GovernorError` with a message and the WHOLE `abstract_manager()`
+unchanged; after each accepted call the composed predicates
+(`invariants.manager.check_all`) and conservation (`used` is the sum of the
+charges). The traced run replays its own trace clean against `spec.manager`.
+
+`reserve_all` is the one operation whose refusal is documented to change
+state (a `CapacityDenied` aborts the transaction): the fuzzer checks that
+documented outcome instead of an unchanged snapshot.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import Counter
+from typing import Any
+
+from fuzz_harness import FUZZ_SETTINGS, IntSub, pick, report, run_fuzz
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+from refimpl_manager_harness import conserved
+
+from invariants import manager as IM
+from invariants.manager_replay import replay_manager_lines
+from refimpl.manager import ProcessMemoryManager
+from refimpl.tracing import JsonlSink, boundary
+from spec.errors import CapacityDenied, GovernorError
+from spec.tickets import TicketState
+from spec.types import AllocState, Role, Tier
+
+OPS = [
+    # arbitration
+    ("submit", ("holder", "authority", "bytes", "prio", "role")), ("claim", ("holder", "ticket")),
+    ("cancel_ticket", ("holder", "ticket")), ("timeout_ticket", ("holder", "ticket")),
+    ("acquire", ("holder", "authority", "bytes", "prio", "role", "timeout")),
+    # pressure
+    ("press", ("holder", "authority", "bytes")), ("open_pressure", ("holder", "authority", "bytes")),
+    ("answer", ("holder", "pressure", "victims")), ("cancel_pressure", ("pressure",)),
+    ("register_callback", ("holder", "callback")),
+    # transactions
+    ("plan_tx", ("holder", "needs")), ("reserve_tx", ("tx",)), ("commit_tx", ("tx",)), ("abort_tx", ("tx",)),
+    ("reserve_all_checked", ("tx",)),
+    # limits
+    ("prepare_limit", ("authority", "limit")), ("commit_limit", ("authority",)), ("lower_limit", ("authority", "limit")),
+    # devices
+    ("lose_device", ("authority",)), ("confirm_termination", ("authority",)),
+    # the ledger traffic the parts work on
+    ("lease", ("holder", "authority", "bytes")), ("release", ("holder", "allocation")),
+    ("register_authority", ("pool", "tier", "capacity")),
+]
+_BY = {name: kinds for name, kinds in OPS}
+# Valid traffic dominates so that leases, tickets, pressures and transactions build up between hostile calls.
+WEIGHTED = OPS + [(n, _BY[n]) for n in ["lease"] * 4 + ["submit"] * 2 + ["claim"] * 2 + ["press", "answer", "answer",
+                                          "plan_tx", "plan_tx", "reserve_tx", "reserve_tx", "commit_tx", "prepare_limit",
+                                          "commit_limit", "lower_limit", "register_callback"]]
+_RARE = {"lose_device", "register_authority", "confirm_termination"}  # kept rare: a lost device refuses everything
+WEIGHTED = [op for op in WEIGHTED if op[0] not in _RARE] * 3 + [op for op in OPS if op[0] in _RARE]
+
+
+def _short(timeout: Any) -> Any:
+    """A legal but long timeout (None, 10**9 s) would park the fuzzer: keep its type, shorten its length."""
+    if timeout is None:
+        return 0.001
+    if type(timeout) in (int, float) and timeout == timeout and 0.001 < timeout <= threading.TIMEOUT_MAX:
+        return type(timeout)(0.001) if type(timeout) is float else 0
+    return timeout
+
+
+class _Fuzzed(ProcessMemoryManager):
+    """The manager with the fuzzer's two conveniences; every other operation is the manager's own."""
+
+    def acquire(self, holder, authority, nbytes, priority=0, role=Role.STAGING, timeout=None):
+        return super().acquire(holder, authority, nbytes, priority, role, _short(timeout))
+
+    def lease(self, holder, authority, nbytes):
+        a = self.abstract_manager().ledger.authorities.get(authority) if type(authority) is int else None
+        i = self.reserve(holder, authority, a.tier if a is not None else Tier.DEVICE, nbytes, Role.KV)
+        self.commit(holder, i, nbytes)
+        return i
+
+    def reserve_all_checked(self, tx):
+        """`reserve_all`; its documented CapacityDenied outcome (the transaction aborted, each hold credited) checked."""
+        before = self.abstract_manager()
+        try:
+            return self.reserve_all(tx)
+        except CapacityDenied as e:
+            after = self.abstract_manager()
+            assert str(e) and tx in before.txs and tx not in after.txs, (tx, e)
+            held = before.txs[tx].held
+            assert not set(held) & set(after.ledger.allocations), "an aborted transaction kept a reservation"
+            for aid, a in after.ledger.authorities.items():
+                credit = sum(before.ledger.allocations[i].charge for i in held
+                             if before.ledger.allocations[i].authority == aid)
+                assert a.used == before.ledger.authorities[aid].used - credit, (aid, credit)
+            return "aborted"
+
+
+# --- holder callbacks: answer, re-enter, raise ---------------------------------------------------------------
+
+_DEPTH = {"n": 0}
+
+
+def _idle(m, holder, authority):
+    s = m.abstract_manager()
+    parts = {t.allocation for t in s.tickets.values()} | {i for t in s.txs.values() for i in t.held}
+    return tuple(i for i, r in s.ledger.allocations.items() if r.holder == holder and r.authority == authority
+                 and r.state is AllocState.LIVE and i not in parts)
+
+
+def _noop(m, pid, target):
+    return None
+
+
+def _answer_nothing(m, pid, target):
+    m.answer(m.abstract_manager().pressures[pid].holder, pid, ())
+
+
+def _answer_own_idle(m, pid, target):
+    p = m.abstract_manager().pressures[pid]
+    m.answer(p.holder, pid, _idle(m, p.holder, p.authority)[:2])
+
+
+def _submit_more(m, pid, target):
+    p = m.abstract_manager().pressures[pid]
+    m.submit(p.holder, p.authority, 1)
+
+
+def _press_again(m, pid, target):  # nested delivery, bounded
+    if _DEPTH["n"] < 2:
+        _DEPTH["n"] += 1
+        try:
+            p = m.abstract_manager().pressures[pid]
+            m.press(p.holder, p.authority, 1)
+        finally:
+            _DEPTH["n"] -= 1
+
+
+def _lower_from_inside(m, pid, target):  # a limit change from a callback: refused while one is pending
+    m.lower_limit(m.abstract_manager().pressures[pid].authority, 50)
+
+
+def _raises(m, pid, target):
+    raise ValueError("holder exploded")
+
+
+def _raises_typed(m, pid, target):
+    m.answer(10**6, pid, ())  # an UnknownHolder from inside: reported as the callback's failure
+
+
+CALLBACKS = [_noop, _answer_nothing, _answer_own_idle, _submit_more, _press_again, _lower_from_inside, _raises,
+             _raises_typed]
+
+
+# --- the world: ids issued, live and retired ------------------------------------------------------------------
+
+class _World:
+    def __init__(self, pmm: ProcessMemoryManager) -> None:
+        self.pmm = pmm
+        self.holders = [pmm.register_holder("kv"), pmm.register_holder("weights"), pmm.register_holder("arena")]
+        self.auths = [pmm.register_authority("gpu0", Tier.DEVICE, 200), pmm.register_authority("host", Tier.HOST, 300)]
+        self.auths.append(pmm.register_alias(self.auths[0], "uvm"))  # a view: refused where a ledger is named
+        self.tickets: list[int] = []
+        self.pressures: list[int] = []
+        self.txs: list[int] = []
+        self.allocs: list[int] = []
+
+    def valid(self, kind: str, data) -> Any:
+        m = self.pmm.abstract_manager()
+
+        def victims():
+            p = m.pressures.get(self.pressures[-1]) if self.pressures else None
+            own = list(_idle(self.pmm, p.holder, p.authority)) if p is not None else []
+            shape = data.draw(st.sampled_from(["own", "own", "own", "list", "duplicate", "foreign", "bool", "junk"]))
+            vs = tuple(own[:data.draw(st.integers(0, 2))])
+            return {"own": vs, "list": list(vs), "duplicate": vs + vs[:1] if vs else (1, 1),
+                    "foreign": vs + (pick(data, self.allocs),), "bool": (True,), "junk": (IntSub(1), 2.0, None)}[shape]
+
+        def needs():
+            chosen = data.draw(st.lists(st.sampled_from(self.auths), min_size=1, max_size=3, unique=True))
+            ns = tuple((a, data.draw(st.integers(1, 80))) for a in chosen)
+            shape = data.draw(st.sampled_from(["ok"] * 5 + ["list", "triple", "empty", "nested", "bool-id"]))
+            return {"ok": ns, "list": list(ns), "triple": tuple(n + (1,) for n in ns), "empty": (),
+                    "nested": (ns,), "bool-id": ((True, 1),)}[shape]
+
+        return {
+            "holder": lambda: pick(data, self.holders), "authority": lambda: pick(data, self.auths),
+            "bytes": lambda: data.draw(st.integers(1, 90)), "prio": lambda: data.draw(st.integers(0, 3)),
+            "role": lambda: data.draw(st.sampled_from(list(Role))),
+            "timeout": lambda: data.draw(st.sampled_from([0, 0.0, 0.001, None])),
+            "ticket": lambda: pick(data, self.tickets), "pressure": lambda: pick(data, self.pressures),
+            "tx": lambda: pick(data, self.txs), "allocation": lambda: pick(data, self.allocs),
+            "victims": victims, "needs": needs, "callback": lambda: data.draw(st.sampled_from(CALLBACKS)),
+            "limit": lambda: data.draw(st.integers(0, 300)), "capacity": lambda: data.draw(st.integers(1, 300)),
+            "pool": lambda: data.draw(st.sampled_from(["gpu1", "gpu2", "pinned"])),
+            "tier": lambda: data.draw(st.sampled_from(list(Tier))),
+        }[kind]()
+
+    def noted(self, name: str, args, result) -> None:
+        if name in ("submit",) or (name == "acquire" and type(result) is int):
+            (self.tickets if name == "submit" else self.allocs).append(result)
+        elif name in ("press", "open_pressure"):
+            self.pressures.append(result)
+        elif name == "prepare_limit":
+            self.pressures.extend(result)
+        elif name == "plan_tx":
+            self.txs.append(result)
+        elif name in ("claim", "lease"):
+            self.allocs.append(result)
+        elif name == "commit_tx":
+            self.allocs.extend(result)
+        elif name == "register_authority" and result not in self.auths:
+            self.auths.append(result)
+        # retired ids stay in the lists: a claimed ticket, an answered pressure, a committed transaction and a
+        # released lease are drawn again, as the retired ids a caller may still hold
+        m = self.pmm.abstract_manager()
+        self.tickets.extend(t for t in m.tickets if t not in self.tickets)  # issued by callbacks' re-entry
+        self.pressures.extend(p for p in m.pressures if p not in self.pressures)
+
+
+def _check(pmm: ProcessMemoryManager) -> None:
+    m = pmm.abstract_manager()
+    IM.check_all(m)
+    conserved(m)
+    assert not any(t.state is TicketState.GRANTED and t.allocation is None for t in m.tickets.values())
+
+
+def _fuzz(data, counts: Counter, traced: bool) -> None:
+    buf = io.StringIO()
+    pmm = _Fuzzed(trace=JsonlSink(buf) if traced else None)
+    world = _World(pmm)
+    run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: p.abstract_manager(), counts, steps=40,
+             noted=world.noted, check=_check)
+    if traced:
+        boundary(pmm)
+        lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+        r = replay_manager_lines(lines)
+        assert r.ok, r.describe()
+        counts["trace events replayed"] += len(lines)
+
+
+def test_fuzz_composed_manager(capsys) -> None:
+    counts: Counter = Counter()
+
+    @settings(FUZZ_SETTINGS, phases=[Phase.explicit, Phase.generate], max_examples=int(__import__("os").environ.get("N", 40)))  # no shrinking: a failure prints its script
+    @given(st.data())
+    def run(data) -> None:
+        _fuzz(data, counts, traced=False)
+
+    run()
+    report("ProcessMemoryManager composed parts", counts, capsys)
+    assert counts["accepted"] > 400 and counts["rejected"] > 300, counts
+
+
+def test_fuzz_traced_composed_manager(capsys) -> None:
+    counts: Counter = Counter()
+
+    @settings(FUZZ_SETTINGS, phases=[Phase.explicit, Phase.generate], max_examples=int(__import__("os").environ.get("N", 40)))  # no shrinking: a failure prints its script
+    @given(st.data())
+    def run(data) -> None:
+        _fuzz(data, counts, traced=True)
+
+    run()
+    report("ProcessMemoryManager composed parts traced", counts, capsys)
+    assert counts["accepted"] > 400 and counts["rejected"] > 300 and counts["trace events replayed"] > 1500, counts
+
+
+def test_replay_accepts_the_refusal_of_needs_and_victims_it_cannot_carry() -> None:
+    """Found by the traced fuzzer: a refusal by what is inside an opaque tuple failed replay as a refinement."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    pid = pmm.open_pressure(h, a, 1)
+    for call, error in [(lambda: pmm.plan_tx(h, ((True, 1),)), "UnknownAuthority"),
+                        (lambda: pmm.plan_tx(h, ((a, 1.5),)), "InvalidBytes"),
+                        (lambda: pmm.answer(h, pid, (10**30,)), "UnknownAllocation")]:
+        try:
+            call()
+        except GovernorError as e:
+            assert type(e).__name__ == error, e
+        else:
+            raise AssertionError(f"{error} expected")
+    pmm.cancel_pressure(pid)
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    assert '"opaque"' in buf.getvalue()
+    r = replay_manager_lines(lines)
+    assert r.ok, r.describe()
