@@ -52,7 +52,7 @@ OPS = [
     ("answer", ("pholder", "pressure", "victims")), ("cancel_pressure", ("pressure",)),
     ("register_callback", ("holder", "callback")),
     # transactions
-    ("plan_tx", ("holder", "needs")), ("reserve_tx", ("tx",)), ("commit_tx", ("tx",)), ("abort_tx", ("tx",)),
+    ("plan_tx", ("holder", "needs")), ("reserve_tx", ("tx",)), ("commit_tx", ("ready",)), ("abort_tx", ("tx",)),
     ("reserve_all_checked", ("tx",)),
     # limits
     ("prepare_limit", ("authority", "limit")), ("commit_limit", ("changed",)), ("lower_limit", ("authority", "limit")),
@@ -67,7 +67,8 @@ _BY = {name: kinds for name, kinds in OPS}
 WEIGHTED = OPS + [(n, _BY[n]) for n in ["lease"] * 4 + ["submit"] * 2 + ["claim"] * 2 + ["press", "answer", "answer",
                                           "plan_tx", "plan_tx", "reserve_tx", "reserve_tx", "commit_tx", "prepare_limit",
                                           "commit_limit", "lower_limit", "register_callback", "open_pressure", "open_pressure", "answer", "answer",
-                                          "reserve_all_checked", "reserve_all_checked", "confirm_termination"]]
+                                          "reserve_all_checked", "reserve_all_checked", "confirm_termination",
+                                          "commit_tx", "abort_tx", "timeout_ticket", "cancel_ticket", "release"]]
 _RARE = {"lose_device", "register_authority"}  # kept rare: a lost device refuses everything
 WEIGHTED = [op for op in WEIGHTED if op[0] not in _RARE] * 2 + [op for op in OPS if op[0] in _RARE] * 2
 
@@ -176,6 +177,12 @@ CALLBACKS = [_counted(f) for f in (_noop, _answer_nothing, _answer_own_idle, _su
                                     _lower_from_inside, _raises, _raises_typed)]
 
 
+def _per_op(part: str, counts: Counter, capsys) -> None:
+    with capsys.disabled():
+        print(f"[fuzz {part}] accepted per operation: "
+              + ", ".join(f"{n}={counts[f'ok/{n}']}" for n, _ in OPS) + f"; callbacks delivered: {dict(CALLED)}")
+
+
 def _covered(counts: Counter) -> None:
     """Not vacuous: every operation was accepted at least once, and callbacks were delivered (each one is
     delivered by `test_each_fuzz_callback_delivered_leaves_the_manager_consistent`)."""
@@ -261,6 +268,8 @@ class _World:
             "pressure": lambda: self._pressure(data),
             "allocation": lambda: self.chosen.pop("allocation", None) or pick(data, self.allocs),
             "tx": lambda: live_first("tx", m.txs, self.txs),
+            "ready": lambda: live_first("tx", {i: t for i, t in m.txs.items() if len(t.held) == len(t.needs)}
+                                        or m.txs, self.txs),  # a transaction holding every need, if any
             "victims": victims, "needs": needs, "callback": lambda: data.draw(st.sampled_from(CALLBACKS)),
             "limit": lambda: data.draw(st.integers(0, 300)), "capacity": lambda: data.draw(st.integers(1, 300)),
             "pool": lambda: data.draw(st.sampled_from(["gpu1", "gpu2", "pinned"])),
@@ -329,6 +338,7 @@ def test_fuzz_composed_manager(capsys) -> None:
 
     run()
     report("ProcessMemoryManager composed parts", counts, capsys)
+    _per_op("ProcessMemoryManager composed parts", counts, capsys)
     _covered(counts)
     assert counts["accepted"] > 1000 and counts["rejected"] > 1500, counts
 
@@ -343,6 +353,7 @@ def test_fuzz_traced_composed_manager(capsys) -> None:
 
     run()
     report("ProcessMemoryManager composed parts traced", counts, capsys)
+    _per_op("ProcessMemoryManager composed parts traced", counts, capsys)
     _covered(counts)
     assert counts["accepted"] > 1000 and counts["rejected"] > 1500 and counts["trace events replayed"] > 1500, counts
 
