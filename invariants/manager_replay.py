@@ -39,7 +39,7 @@ from invariants._violation import InvariantViolation
 from invariants.manager_trace import MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION, decode_field, decode_result
 from invariants.replay import ERROR_IDS, ReplayResult, _Bad, next_in_sequence, read_event
 from invariants.replay import _decode as ledger_decode
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT
+from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
 from spec import errors as E
 from spec.manager_actions import Manager, initial
 from spec.types import AllocState
@@ -113,6 +113,16 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return cls(**args), outcome
 
 
+def _opaque_refusal(act: Any, err: BaseException, traced: str) -> bool:
+    """True iff a field the trace could not carry (`Opaque`) makes the refusal's class unknowable: both are caller errors.
+
+    A tuple field (`needs`, `victims`) holding something other than int pairs / ints is written opaque; the
+    governor refused the exact value by what is inside it (UnknownAuthority, InvalidBytes, UnknownAllocation),
+    which the opaque marker no longer says (issue #14: replay must not reject a correct trace)."""
+    return (isinstance(err, E.CallerError) and issubclass(_ERRORS[traced], E.CallerError)
+            and any(isinstance(getattr(act, f.name), Opaque) for f in attrs.fields(type(act))))
+
+
 def _live(m: Manager) -> int:
     return len(m.ledger.allocations) + len(m.tickets) + len(m.pressures) + len(m.txs)
 
@@ -135,7 +145,7 @@ def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
                    ERROR_IDS.get(type(err), "refinement"))
     if not accepted and err is None:
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
-    if not accepted and type(err).__name__ != outcome["error"]:
+    if not accepted and type(err).__name__ != outcome["error"] and not _opaque_refusal(act, err, outcome["error"]):
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
                                  f"{type(err).__name__}: {err}")
     # A ledger-format event carries only the id an operation issued; a composed one every result.

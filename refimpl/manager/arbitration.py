@@ -24,7 +24,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spec.errors import CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, UnknownTicket
+from spec.errors import (CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, TraceSinkFailed,
+                         UnknownTicket)
 from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import MAX_BYTES, Origin, Role
@@ -174,8 +175,28 @@ class Arbitration:
         loss); any grant is then credited once. Any exception while parked or claiming, BaseException
         included, times the ticket out (and releases a lease claimed but not yet handed over)."""
         timeout = check_timeout(timeout)  # before submit: a bad timeout opens no ticket
-        tid = self.submit(holder, authority, nbytes, priority, role)
-        lease = None
+        opened: list[int] = []  # the ticket id, noted under the lock: a trace sink raising after the submit
+        # was applied (TraceSinkFailed, KeyboardInterrupt) must not leave a ticket nobody knows of (issue #14)
+        claimed: list[int] = []  # as `opened`: a lease claimed but never handed over is released below
+
+        def submit(*args: Any) -> int:
+            opened.append(self._submit(*args))
+            return opened[0]
+
+        def claim(*args: Any) -> int:
+            claimed.append(self._claim(*args))
+            return claimed[0]
+
+        try:
+            tid = self._run(M.Submit, self._ms_auth1, submit, holder, authority, nbytes, priority, role)
+        except BaseException as e:
+            if opened:
+                try:
+                    self.timeout_ticket(holder, opened[0])
+                except TraceSinkFailed:
+                    pass  # timed out; only its event was lost
+                e.add_note(f"ortmem: acquire timed out its ticket {opened[0]} (credited once)")
+            raise
         try:
             with self._lock:
                 t = self._tickets.get(tid)
@@ -187,14 +208,18 @@ class Arbitration:
                 self._outside_lock("waiting on a ticket")
                 ev.wait(timeout)
             try:
-                lease = self.claim(holder, tid)
+                lease = self._run(M.Claim, self._ms_ticket, claim, holder, tid)
+            except TraceSinkFailed:
+                raise  # the claim stands and the caller gets the lease in `.result`
             except InvalidTransition:
                 self.timeout_ticket(holder, tid)  # still pending (deadline) or already retired: 0 B or exact credit
                 return None
             return lease
+        except TraceSinkFailed:
+            raise  # from the claim (the lease is the caller's, in `.result`) or from a timeout applied in full
         except BaseException:
-            if lease is not None:
-                self.release(holder, lease)  # claimed, but the caller never received it
+            if claimed:
+                self.release(holder, claimed[0])  # claimed, but the caller never received it
             else:
                 self.timeout_ticket(holder, tid)
             raise

@@ -14,8 +14,10 @@ with no lock held (I7), and commits.
 
 from __future__ import annotations
 
+from typing import Any
+
 from spec import manager_actions as M
-from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, InvalidTransition
+from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, InvalidTransition, TraceSinkFailed
 from spec.types import AllocState
 from refimpl.manager.ledger import _nbytes
 
@@ -77,9 +79,25 @@ class Limits:
 
     def lower_limit(self, authority: int, limit: int) -> M.LimitOutcome:
         """Prepare, deliver the pressure tickets to the holders' callbacks (no lock held), commit."""
-        for pid in self.prepare_limit(authority, limit):
-            try:
-                self._deliver(pid)
-            except HolderCallbackFailed:
-                pass  # a failing holder answered nothing; its ticket is cancelled and the commit decides
+        prepared: list[tuple[int, ...]] = []  # noted under the lock: the change is ours to commit from here on
+
+        def prepare(*args: Any) -> tuple[int, ...]:
+            prepared.append(self._prepare(*args))
+            return prepared[0]
+
+        try:
+            for pid in self._run(M.PrepareLimit, self._ms_auth0, prepare, authority, limit):
+                try:
+                    self._deliver(pid)
+                except HolderCallbackFailed:
+                    pass  # a failing holder answered nothing; its ticket is cancelled and the commit decides
+        except BaseException:
+            # A KeyboardInterrupt / SystemExit from a callback, or a trace sink raising after the prepare was
+            # applied: commit now, so no change stays pending and no pressure ticket open (issue #14).
+            if prepared:
+                try:
+                    self.commit_limit(authority)
+                except (InvalidTransition, TraceSinkFailed):
+                    pass  # the device was lost meanwhile (the loss dropped the change); or committed, its event lost
+            raise
         return self.commit_limit(authority)

@@ -27,6 +27,7 @@ from spec.errors import (
     HolderCallbackFailed,
     InvalidArgument,
     InvalidTransition,
+    TraceSinkFailed,
     UnknownTicket,
 )
 from spec.types import AllocState
@@ -65,7 +66,22 @@ class Pressures:
 
     def press(self, holder: int, authority: int, target: int) -> int:
         """Open a pressure ticket on `holder`'s leases on `authority` and deliver it to its callback (C5)."""
-        pid = self.open_pressure(holder, authority, target)
+        opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind
+
+        def open_(*args: Any) -> int:
+            opened.append(self._press(*args))
+            return opened[0]
+
+        try:
+            pid = self._run(M.Press, self._ms_auth1, open_, holder, authority, target)
+        except BaseException as e:
+            if opened:  # applied, but never delivered: nobody would answer it (issue #14)
+                try:
+                    self.cancel_pressure(opened[0])
+                except (InvalidTransition, TraceSinkFailed):
+                    pass  # another thread answered or cancelled it meanwhile; or cancelled, its event lost
+                e.add_note(f"ortmem: press cancelled its undelivered pressure ticket {opened[0]}")
+            raise
         self._deliver(pid)
         return pid
 

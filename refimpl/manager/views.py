@@ -195,7 +195,12 @@ class Views:
             wake, self._wake = self._wake, []
         self._wake_up(wake)
         if rec is not None:
-            failure = rec.deliver(seq)  # outside the ledger lock (I7)
+            try:
+                failure = rec.deliver(seq)  # outside the ledger lock (I7)
+            except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
+                e.add_note(f"ortmem: {cls.__name__} was already applied (event {seq}): "
+                           + (f"{type(error).__name__}: {error}" if error is not None else f"result {result!r}"))
+                raise
             if error is not None:
                 if failure is not None:
                     error.add_note(f"trace sink failed on event {seq}: {type(failure).__name__}: {failure}")
