@@ -143,9 +143,19 @@ class Hierarchy:
                timeout, f"worker {wid} to authenticate")
 
     def forged_hello(self, wid: int, key: bytes) -> None:
-        """A real connection claiming to be worker `wid`, answering the challenge with `key`."""
-        conn = P.dial(self.cfg.address, "worker", wid, key)  # multiprocessing.AuthenticationError on a wrong key
-        conn.close()
+        """A real connection claiming to be worker `wid`, answering the challenge with `key`.
+
+        Raises `multiprocessing.AuthenticationError` on a wrong key. A connection dropped before any verdict
+        (the server's HANDSHAKE_TIMEOUT passed while this process was descheduled) says nothing about the
+        key: it is dialled again, so the outcome never depends on the machine's load."""
+        def attempt() -> bool:
+            try:
+                conn = P.dial(self.cfg.address, "worker", wid, key)
+            except (OSError, EOFError):
+                return False
+            conn.close()
+            return True
+        _until(attempt, REPLY_S, f"a verdict on a hello claiming worker {wid}")
 
     def _worker_conn(self, wid: int) -> Connection:
         conn = self.workers.get(wid)
@@ -171,9 +181,9 @@ class Hierarchy:
     def signal(self, wid: int, sig: int) -> None:
         os.kill(self.pid(wid), sig)
         if sig == signal.SIGSTOP:
-            _until(lambda: proc_state(self.pid(wid)) == "stopped", 5.0, f"worker {wid} to stop")
+            _until(lambda: proc_state(self.pid(wid)) == "stopped", REPLY_S, f"worker {wid} to stop")
         elif sig == signal.SIGCONT:
-            _until(lambda: proc_state(self.pid(wid)) == "running", 5.0, f"worker {wid} to continue")
+            _until(lambda: proc_state(self.pid(wid)) == "running", REPLY_S, f"worker {wid} to continue")
 
     def kill(self, wid: int, timeout: float = REPLY_S) -> None:
         """SIGKILL worker `wid` and wait until the coordinator has observed its exit."""
