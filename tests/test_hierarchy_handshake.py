@@ -1,4 +1,4 @@
-"""The hierarchy's handshake under load (issue 12 flake): a server that gives up on a slow client
+"""The hierarchy under load (issue 12 flake). The handshake: a server that gives up on a slow client
 (HANDSHAKE_TIMEOUT) must never leave that client holding a connection it believes authenticated.
 
 The stdlib challenge (`deliver_challenge` / `answer_challenge`, both ways) ends with the client's WELCOME.
@@ -88,3 +88,24 @@ def test_a_client_too_slow_for_a_real_worker_gets_no_connection_and_the_next_dia
     finally:
         h.close()
     assert leftovers(h.pids) == []
+
+
+def test_close_never_kills_a_process_that_reused_one_of_its_pids(where: str) -> None:
+    """A pid of ours whose process exited and was reaped may name another process by the time `close` runs
+    (pid_max 32768 on a busy machine: a worker of a hierarchy running beside this one). `close` kills only
+    pids that still name the process it recorded (same start time)."""
+    import subprocess
+    from refimpl.hierarchy.coordinator import proc_state, starttime
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        h = Hierarchy(where, 10).start()
+        h.spawn()
+        start = starttime(bystander.pid)
+        assert start is not None
+        h._own(bystander.pid, start - 1)  # the number we recorded, for a process started before this one
+        h.close()
+        assert proc_state(bystander.pid) == "running", "close killed a process that was never ours"
+        assert [p for p in leftovers(h.pids) if p != bystander.pid] == []  # the bystander is our child too
+    finally:
+        bystander.kill()
+        bystander.wait(10)
