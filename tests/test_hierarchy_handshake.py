@@ -105,7 +105,7 @@ def test_close_never_kills_a_process_that_reused_one_of_its_pids(where: str) -> 
         h._own(bystander.pid, start - 1)  # the number we recorded, for a process started before this one
         h.close()
         assert proc_state(bystander.pid) == "running", "close killed a process that was never ours"
-        assert [p for p in leftovers(h.pids) if p != bystander.pid] == []  # the bystander is our child too
+        assert [p for p in h.pids if p != bystander.pid and h._alive(p)] == []  # by identity: pids move under load
     finally:
         bystander.kill()
         bystander.wait(10)
