@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from refimpl.hierarchy import protocol as P
-from refimpl.hierarchy.coordinator import Config, proc_state, start_coordinator
+from refimpl.hierarchy.coordinator import Config, proc_state, start_coordinator, starttime
 from refimpl.hierarchy.core import Core
 
 __all__ = ["Hierarchy", "leftovers", "become_subreaper"]
@@ -90,12 +90,17 @@ class Hierarchy:
         self.ctl: Connection | None = None
         self.workers: dict[int, Connection] = {}
         self.pids: list[int] = []
+        #: Each pid's start time when we recorded it: a pid is ours only while it still names that process.
+        #: A pid whose process exited and was reaped can be reused at once (pid_max 32768, a busy machine):
+        #: killing "every pid not dead" in `close` SIGKILLed whatever process had been given the number
+        #: since, such as a worker of a hierarchy running beside this one (another campaign, a test run).
+        self.starts: dict[int, int | None] = {}
 
     # --- coordinator --------------------------------------------------------------
 
     def start(self) -> Hierarchy:
         self.proc = start_coordinator(self.cfg)
-        self.pids.append(self.proc.pid)
+        self._own(self.proc.pid, starttime(self.proc.pid))  # our unreaped child: the number cannot move yet
         self.ctl = _until(self._dial_coordinator, REPLY_S, "the coordinator's socket")
         return self
 
@@ -128,13 +133,22 @@ class Hierarchy:
         """Start a worker and wait until it authenticated; `held`: until it exists, unauthenticated."""
         wid = self.op("spawn", held)
         if held:
-            self.pids.append(self.snapshot()["workers"][wid]["pid"])
+            w = self.snapshot()["workers"][wid]
+            self._own(w["pid"], w["starttime"])
             _until(lambda: self.wop(wid, "snapshot"), timeout, f"worker {wid}'s control socket")
             return wid
         w = _until(lambda: (lambda s: s if s["state"] == "active" and s["connected"] else None)(
             self.snapshot()["workers"][wid]), timeout, f"worker {wid} to authenticate")
-        self.pids.append(w["pid"])
+        self._own(w["pid"], w["starttime"])
         return wid
+
+    def _own(self, pid: int, start: int | None) -> None:
+        self.pids.append(pid)
+        self.starts[pid] = start
+
+    def _alive(self, pid: int) -> bool:
+        """`pid` still names the process we started (same start time) and it has not exited."""
+        return proc_state(pid) != "dead" and starttime(pid) == self.starts.get(pid)
 
     def hello(self, wid: int, timeout: float = REPLY_S) -> None:
         """Let held worker `wid` authenticate, and wait until the coordinator counts it active and connected."""
@@ -143,9 +157,19 @@ class Hierarchy:
                timeout, f"worker {wid} to authenticate")
 
     def forged_hello(self, wid: int, key: bytes) -> None:
-        """A real connection claiming to be worker `wid`, answering the challenge with `key`."""
-        conn = P.dial(self.cfg.address, "worker", wid, key)  # multiprocessing.AuthenticationError on a wrong key
-        conn.close()
+        """A real connection claiming to be worker `wid`, answering the challenge with `key`.
+
+        Raises `multiprocessing.AuthenticationError` on a wrong key. A connection dropped before any verdict
+        (the server's HANDSHAKE_TIMEOUT passed while this process was descheduled) says nothing about the
+        key: it is dialled again, so the outcome never depends on the machine's load."""
+        def attempt() -> bool:
+            try:
+                conn = P.dial(self.cfg.address, "worker", wid, key)
+            except (OSError, EOFError):
+                return False
+            conn.close()
+            return True
+        _until(attempt, REPLY_S, f"a verdict on a hello claiming worker {wid}")
 
     def _worker_conn(self, wid: int) -> Connection:
         conn = self.workers.get(wid)
@@ -171,9 +195,9 @@ class Hierarchy:
     def signal(self, wid: int, sig: int) -> None:
         os.kill(self.pid(wid), sig)
         if sig == signal.SIGSTOP:
-            _until(lambda: proc_state(self.pid(wid)) == "stopped", 5.0, f"worker {wid} to stop")
+            _until(lambda: proc_state(self.pid(wid)) == "stopped", REPLY_S, f"worker {wid} to stop")
         elif sig == signal.SIGCONT:
-            _until(lambda: proc_state(self.pid(wid)) == "running", 5.0, f"worker {wid} to continue")
+            _until(lambda: proc_state(self.pid(wid)) == "running", REPLY_S, f"worker {wid} to continue")
 
     def kill(self, wid: int, timeout: float = REPLY_S) -> None:
         """SIGKILL worker `wid` and wait until the coordinator has observed its exit."""
@@ -207,13 +231,13 @@ class Hierarchy:
         for conn in [*self.workers.values(), *([self.ctl] if self.ctl else [])]:
             conn.close()
         self.workers.clear()
-        for pid in self.pids:  # last resort: nothing may outlive the hierarchy
-            if proc_state(pid) != "dead":
+        for pid in self.pids:  # last resort: nothing of ours may outlive the hierarchy (and nothing else is hit)
+            if self._alive(pid):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        _until(lambda: (self.reap(), not [p for p in self.pids if proc_state(p) != "dead"])[1], timeout,
+        _until(lambda: (self.reap(), not [p for p in self.pids if self._alive(p)])[1], timeout,
                "every hierarchy process to be gone")
         self.reap()
 

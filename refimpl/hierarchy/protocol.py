@@ -3,7 +3,10 @@
 Transport: `multiprocessing.connection` over a Unix socket. A connection opens
 with a plain ("hello", worker id, role); the coordinator then runs the standard
 authkey challenge both ways (`deliver_challenge` / `answer_challenge`) with
-that worker's own key, derived from the coordinator's master key. After that
+that worker's own key, derived from the coordinator's master key, and ends
+the handshake with its READY (a client holds a connection only once the
+server has confirmed it: a server that gave up on a slow client mid-handshake
+never leaves it a connection that is reset on first use). After that
 every worker message is a dict sealed with an HMAC over its fields, carrying
 the worker's epoch and a sequence number: a forged message (bad MAC or failed
 challenge), a replay (sequence not above the last accepted) or a stale epoch
@@ -22,6 +25,7 @@ import json
 import os
 import socket
 import struct
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 from typing import Any
 
@@ -29,7 +33,7 @@ from spec import errors as E
 
 __all__ = ["UNIT", "worker_key", "control_key", "seal", "sealed_ok", "refusal", "raise_refusal", "REFUSALS",
            "listen", "accept", "challenge_server", "challenge_client", "dial", "call", "handshake_done",
-           "HANDSHAKE_TIMEOUT"]
+           "HANDSHAKE_TIMEOUT", "READY", "DIAL_TIMEOUT"]
 
 #: Bytes per protocol unit: quotas and reservations travel in MiB.
 UNIT = 1 << 20
@@ -119,22 +123,45 @@ def handshake_done(conn: Connection) -> None:
         sock.close()
 
 
+#: The server's last word of a handshake. The stdlib challenge ends with the *client's* WELCOME: without
+#: this, a server that gave up just before reading it (HANDSHAKE_TIMEOUT passed on a loaded machine) had
+#: closed a connection the client took for authenticated, and the client's first call on it was reset.
+READY = b"#READY#"
+
+#: Seconds a client waits for the server's READY: a safety net against a hang, not a protocol deadline.
+DIAL_TIMEOUT = 60.0
+
+
 def challenge_server(conn: Connection, key: bytes) -> None:
-    """Mutual authkey challenge, server side (raises `multiprocessing.AuthenticationError`)."""
+    """Mutual authkey challenge, server side (raises `multiprocessing.AuthenticationError`), then READY:
+    the handshake ends with a message from the server, so a client never holds a connection the server
+    dropped mid-handshake."""
     deliver_challenge(conn, key)
     answer_challenge(conn, key)
+    conn.send_bytes(READY)
 
 
-def challenge_client(conn: Connection, key: bytes) -> None:
+def challenge_client(conn: Connection, key: bytes, timeout: float = DIAL_TIMEOUT) -> None:
+    """Client side: both challenges, then the server's READY (EOFError / OSError: it dropped us first)."""
     answer_challenge(conn, key)
     deliver_challenge(conn, key)
+    if not conn.poll(timeout):
+        raise TimeoutError(f"no READY within {timeout} s after the challenge")
+    if conn.recv_bytes(64) != READY:
+        raise AuthenticationError("the server did not confirm the handshake")
 
 
 def dial(path: str, role: str, worker: int, key: bytes) -> Connection:
-    """Connect to a hierarchy socket as (`role`, `worker`) and pass the challenge with `key`."""
+    """Connect to a hierarchy socket as (`role`, `worker`) and pass the challenge with `key`.
+
+    Returns only once the server confirmed (READY); any failure closes the half-made connection."""
     conn = Client(path, family="AF_UNIX")
-    conn.send(("hello", role, worker))
-    challenge_client(conn, key)
+    try:
+        conn.send(("hello", role, worker))
+        challenge_client(conn, key)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 

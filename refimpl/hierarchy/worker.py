@@ -128,7 +128,7 @@ class Worker:
     def _try_connect(self) -> bool:
         try:
             conn = P.dial(self.cfg.address, "worker", self.wid, self.key)
-            if not conn.poll(5.0):
+            if not conn.poll(P.DIAL_TIMEOUT):  # a safety net: READY came, the reply follows it at once
                 raise TimeoutError("no hello reply")
             reply = conn.recv()
             P.raise_refusal(reply)
@@ -153,7 +153,7 @@ class Worker:
             raise InvalidTransition(f"worker {self.wid} is not connected")
         msg = P.seal(self.key, kind=kind, worker=self.wid, epoch=self.epoch, seq=self.seq + 1, **fields)
         self.coord.send(msg)
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + P.DIAL_TIMEOUT  # a safety net: a loaded coordinator may take seconds
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.coord.poll(left):

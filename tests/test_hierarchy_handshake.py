@@ -1,0 +1,111 @@
+"""The hierarchy under load (issue 12 flake). The handshake: a server that gives up on a slow client
+(HANDSHAKE_TIMEOUT) must never leave that client holding a connection it believes authenticated.
+
+The stdlib challenge (`deliver_challenge` / `answer_challenge`, both ways) ends with the client's WELCOME.
+A server that timed out just before reading it closed the socket; the client's `dial` had already returned,
+and its first call was reset (`ConnectionResetError` in `Hierarchy.wop(wid, "snapshot")` in the campaign,
+which Hypothesis then reported as `FlakyFailure`). The server now ends the handshake with READY, and `dial`
+returns only after it. Both tests are deterministic: the slow client is slow by construction.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
+
+import pytest
+
+from refimpl.hierarchy import protocol as P
+from refimpl.hierarchy.driver import Hierarchy, leftovers
+
+KEY = b"k" * 32
+
+
+@pytest.fixture
+def where() -> Iterator[str]:
+    d = tempfile.mkdtemp(prefix="h12h-")  # short: Unix socket paths are limited to 108 bytes
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_dial_refuses_a_connection_the_server_dropped_after_the_challenge(where: str) -> None:
+    """The old server's timing: the whole challenge passes, then the server closes (it gave up on WELCOME)."""
+    path = os.path.join(where, "s.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def serve() -> None:
+        sock, _ = server.accept()
+        conn = Connection(sock.detach())
+        conn.recv()  # hello
+        deliver_challenge(conn, KEY)
+        answer_challenge(conn, KEY)  # the client's WELCOME is read here ...
+        conn.close()  # ... and the server drops the connection instead of confirming it
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        with pytest.raises((EOFError, OSError)):
+            P.dial(path, "control", 0, KEY)  # before the fix: returned a connection already closed by its peer
+    finally:
+        t.join(10)
+        server.close()
+
+
+def test_a_client_too_slow_for_a_real_worker_gets_no_connection_and_the_next_dial_works(where: str) -> None:
+    """A real worker's control socket: a client that stalls longer than HANDSHAKE_TIMEOUT before its WELCOME
+    is dropped, and learns it (no READY) instead of holding a dead connection; the driver's next call works."""
+    h = Hierarchy(where, 10).start()
+    try:
+        wid = h.spawn()
+        conn = Client(os.path.join(where, f"w{wid}.sock"), family="AF_UNIX")
+        conn.send(("hello", "control", wid))
+        key = P.control_key(h.cfg.master)
+        answer_challenge(conn, key)
+        # deliver_challenge by hand, stalling where a descheduled client stalls: before its WELCOME.
+        message = os.urandom(40)
+        conn.send_bytes(b"#CHALLENGE#" + message)
+        assert conn.poll(P.DIAL_TIMEOUT)
+        conn.recv_bytes(256)  # the worker's digest
+        time.sleep(P.HANDSHAKE_TIMEOUT + 1.0)  # the worker gives up on us meanwhile
+        try:
+            conn.send_bytes(b"#WELCOME#")
+        except OSError:
+            pass  # already closed: the same verdict
+        with pytest.raises((EOFError, OSError)):
+            assert conn.poll(P.DIAL_TIMEOUT)
+            got = conn.recv_bytes(64)
+            assert got != P.READY, "a dropped handshake was confirmed"
+        conn.close()
+        assert h.wop(wid, "snapshot")["worker"] == wid  # the worker survived; a fresh dial is confirmed
+    finally:
+        h.close()
+    assert leftovers(h.pids) == []
+
+
+def test_close_never_kills_a_process_that_reused_one_of_its_pids(where: str) -> None:
+    """A pid of ours whose process exited and was reaped may name another process by the time `close` runs
+    (pid_max 32768 on a busy machine: a worker of a hierarchy running beside this one). `close` kills only
+    pids that still name the process it recorded (same start time)."""
+    import subprocess
+    from refimpl.hierarchy.coordinator import proc_state, starttime
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        h = Hierarchy(where, 10).start()
+        h.spawn()
+        start = starttime(bystander.pid)
+        assert start is not None
+        h._own(bystander.pid, start - 1)  # the number we recorded, for a process started before this one
+        h.close()
+        assert proc_state(bystander.pid) == "running", "close killed a process that was never ours"
+        assert [p for p in h.pids if p != bystander.pid and h._alive(p)] == []  # by identity: pids move under load
+    finally:
+        bystander.kill()
+        bystander.wait(10)
