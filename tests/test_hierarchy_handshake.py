@@ -87,7 +87,7 @@ def test_a_client_too_slow_for_a_real_worker_gets_no_connection_and_the_next_dia
         assert h.wop(wid, "snapshot")["worker"] == wid  # the worker survived; a fresh dial is confirmed
     finally:
         h.close()
-    assert leftovers(h.pids) == []
+    assert leftovers(h.pids, h.starts) == []
 
 
 def test_close_never_kills_a_process_that_reused_one_of_its_pids(where: str) -> None:

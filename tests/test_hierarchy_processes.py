@@ -36,7 +36,7 @@ def hier(where: str) -> Iterator[Hierarchy]:
     h = Hierarchy(where, Q).start()
     yield h
     h.close()
-    assert leftovers(h.pids) == [], "a hierarchy process outlived the test"
+    assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
 
 
 def _ledger(h: Hierarchy) -> tuple[int, dict[int, tuple[str, int]]]:
@@ -84,7 +84,7 @@ def test_sigstop_fences_then_exit_returns_quota(where: str) -> None:
         _conserved(h)
     finally:
         h.close()
-    assert leftovers(h.pids) == []
+    assert leftovers(h.pids, h.starts) == []
 
 
 def test_restart_reconciles_a_worker_that_died_while_the_coordinator_was_down(hier: Hierarchy) -> None:
@@ -188,7 +188,7 @@ def test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back() -> None
     finally:
         h.close()
         shutil.rmtree(h.cfg.dir, ignore_errors=True)
-    assert leftovers(h.pids) == []
+    assert leftovers(h.pids, h.starts) == []
 
 
 def test_journal_is_sqlite_in_wal_mode(where: str) -> None:

@@ -86,7 +86,7 @@ def hier() -> Iterator[Hierarchy]:
     yield h
     h.close()
     shutil.rmtree(d, ignore_errors=True)
-    assert leftovers(h.pids) == [], "a hierarchy process outlived the test"
+    assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
 
 
 def _units(path: str) -> int:

@@ -47,9 +47,12 @@ def _children_of(pid: int) -> list[int]:
     return out
 
 
-def leftovers(pids: list[int] | tuple[int, ...] = ()) -> list[int]:
-    """Processes of ours still alive: the given pids, and any live child of this process."""
-    alive = {p for p in pids if proc_state(p) != "dead"}
+def leftovers(pids: list[int] | tuple[int, ...] = (), starts: dict[int, int | None] | None = None) -> list[int]:
+    """Processes of ours still alive: the given pids, and any live child of this process.
+
+    With `starts` (a `Hierarchy`'s pid -> start time), a pid counts only while it still names the
+    process that was recorded: an exited worker's pid reused by another program is not ours."""
+    alive = {p for p in pids if proc_state(p) != "dead" and (starts is None or starttime(p) == starts.get(p))}
     return sorted(alive | set(_children_of(os.getpid())))
 
 

@@ -199,6 +199,14 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
     # steered actions below, so the extra branches do not crowd it out.
     steered = [st.builds(load, st.sampled_from(NAMES), st.sampled_from(sorted(world.sources)), st.just("partial"),
                          st.just(False))]
+    # The cases C7 and C9 are about must occur too: a host-mapped model (C7) and one in compatibility mode
+    # (C9, declared nothing) loaded, while none is; each stays loaded for the steps after it.
+    if not any(m.host_mapped for m in s.models.values()):
+        steered.append(st.builds(load, st.sampled_from(NAMES), st.sampled_from(sorted(world.sources)),
+                                 st.just("full"), st.just(True)))
+    if not any(m.mode is S.Mode.COMPAT for m in s.models.values()):
+        steered.append(st.builds(load, st.sampled_from(NAMES), st.sampled_from(sorted(world.sources)),
+                                 st.just("none"), st.just(False)))
     with_kv = sorted(n for n, m in s.models.items() if m.mode is S.Mode.MANAGED and m.facts.bytes_per_token)
     kv_sources = sorted(k for k, f in world.facts.items() if f.bytes_per_token)
     if not with_kv:  # nothing to open a request on yet: a well-formed load of a model with KV
