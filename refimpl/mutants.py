@@ -477,6 +477,18 @@ _ALL: tuple[Mutant, ...] = (
            "        rec = self._enter(t.holder, a, a.tier, Role.STATE, n, Origin.GRANTED)\n",
            "        rec = self._enter(t.holder, a, a.tier, Role.STATE, n + (n & 1), Origin.GRANTED)\n",
            "a transaction's reservation is rounded up to an even granule: it holds more than its need"),
+    Mutant("misfit_prebooked", ("I13",), "manager", _R, _MARB,
+           "            elif t.age >= bound:\n                break  # a matured misfit ends the round",
+           "            elif t.age >= bound:\n                if t.alloc is None and a.limit > a.used:  # hold what is free\n"
+           "                    t.alloc = self._enter(t.holder, a, a.tier, t.role, a.limit - a.used, _O_GRANTED)\n"
+           "                break  # a matured misfit ends the round",
+           "a matured waiter that does not fit is pre-booked the free bytes while it still waits (hold and wait)"),
+    Mutant("tx_adopts_grant", ("I1",), "manager", _R, _MTX,
+           "        rec = self._enter(t.holder, a, a.tier, Role.STATE, n, Origin.GRANTED)\n        rec.part = t\n",
+           "        rec = next((k.alloc for k in self._tickets.values() if k.auth is a and k.alloc is not None\n"
+           "                    and k.holder == t.holder and k.nbytes == n), None) or self._enter(t.holder, a, a.tier, Role.STATE, n,\n"
+           "                                                                    Origin.GRANTED)\n        rec.part = t\n",
+           "a transaction adopts its holder's granted-but-unclaimed reservation of the same size instead of booking its own"),
     Mutant("answer_takes_foreign_lease", ("I6",), "manager", _R, _MPRE,
            "            if rec.holder != holder:\n"
            "                raise ForeignHolder(f\"allocation {v} is held by holder {rec.holder}, not {holder}\")\n",
