@@ -292,12 +292,7 @@ class TxMachine(CheckedMachine):
         elif kind == "bundle":
             self._do(T.OpenBundle())
         elif kind == "mismatch":
-            bid = self._pick(data, self.abs.bundles.keys(), self.abs.next_bundle)
-            self._do(T.ReportMismatch(bid))
-            live = sorted(a.id for a in self.abs.authorities.values() if a.context.value == "active")
-            if bid in self.abs.bundles and live and data.draw(st.booleans()):
-                # New work for the poisoned bundle is refused (I5): BundlePoisoned, nothing changes.
-                self._do(T.Plan(((live[0], 1),), 0, ViewKind.CONTIGUOUS, bid))
+            self._do(T.ReportMismatch(self._pick(data, self.abs.bundles.keys(), self.abs.next_bundle)))
         elif kind == "add":
             name, cap = data.draw(st.sampled_from(AUTHORITIES + (("nvme", 64),)))
             self._do(T.AddAuthority(data.draw(st.sampled_from((name,) * 5 + ("",))),

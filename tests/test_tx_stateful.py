@@ -40,8 +40,11 @@ def test_tx_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
         stats = run_tx_campaign(TxRefimplAdapter, campaign_settings(300, 40))
     assert stats.examples >= 150
     assert stats.accepted > 1000
+    # BundlePoisoned is left out: how often Hypothesis reaches it depends on which modules the suite has
+    # imported (its draws are biased by their constants). A poisoned bundle's refusal is pinned
+    # deterministically by tests/test_tx_contracts.py::test_tx_guard_on_refuses_with_typed_error[atomic_bundle].
     for error in ("InvalidArgument", "InvalidTransition", "UnknownTransaction", "UnknownView", "DeviceLost",
-                  "StaleGeneration", "ViewInUse", "ProviderPinned", "BundlePoisoned", "InvalidBytes"):
+                  "StaleGeneration", "ViewInUse", "ProviderPinned", "InvalidBytes"):
         assert stats.rejected.get(error, 0) > 0, f"campaign never produced {error}"
 
 
