@@ -37,7 +37,7 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.manager_trace import MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION, decode_field, decode_result
-from invariants.replay import ERROR_IDS, ReplayResult, _Bad, next_in_sequence, read_event
+from invariants.replay import ReplayResult, _Bad, check_outcome, next_in_sequence, read_event
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
 from spec import errors as E
@@ -137,17 +137,8 @@ def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
     except E.GovernorError as e:
         nxt, result, err = m, None, e
     accepted = outcome["outcome"] == "accepted"
-    if accepted and err is not None:
-        if isinstance(err, _UNKNOWN):
-            raise _Bad("unknown-id", f"{act!r} was accepted but names an id never issued in this trace "
-                                     f"({err}): an event is missing")
-        raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: {err}",
-                   ERROR_IDS.get(type(err), "refinement"))
-    if not accepted and err is None:
-        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
-    if not accepted and type(err).__name__ != outcome["error"] and not _opaque_refusal(act, err, outcome["error"]):
-        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
-                                 f"{type(err).__name__}: {err}")
+    check_outcome(act, err, outcome, _UNKNOWN,
+                  excused=err is not None and not accepted and _opaque_refusal(act, err, outcome["error"]))
     # A ledger-format event carries only the id an operation issued; a composed one every result.
     if accepted and (not outcome["ledger"] or outcome["result"] is not None) and outcome["result"] != result:
         raise _Bad("refinement", f"{act!r} returned {outcome['result']!r}, the spec returns {result!r}")

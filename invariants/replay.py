@@ -64,7 +64,7 @@ from spec.machine import step as spec_step
 from spec.state import State
 from spec.types import AllocState
 
-__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "read_event", "next_in_sequence", "ERROR_IDS",
+__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "read_event", "next_in_sequence", "check_outcome", "ERROR_IDS",
            "FAILURE_KINDS"]
 
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
@@ -244,6 +244,26 @@ def _observed_state(nxt: State, observed: dict[str, dict[int, int]]) -> State:
     return evolve(nxt, authorities=auths, allocations=allocs)
 
 
+def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any], unknown: tuple[type, ...],
+                  excused: bool = False) -> None:
+    """Check 5: the spec enabled `act` exactly as the trace says (accepted, or rejected with the same class).
+
+    `unknown`: the error classes that mean the trace lost the event issuing an id; `excused`: a differing
+    refusal class the caller knows to be no disagreement."""
+    accepted = outcome["outcome"] == "accepted"
+    if accepted and err is not None:
+        if isinstance(err, unknown):
+            raise _Bad("unknown-id", f"{act!r} was accepted but names an id never issued in this trace "
+                                     f"({err}): an event is missing")
+        raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: {err}",
+                   ERROR_IDS.get(type(err), "refinement"))
+    if not accepted and err is None:
+        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
+    if not accepted and type(err).__name__ != outcome["error"] and not excused:
+        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
+                                 f"{type(err).__name__}: {err}")
+
+
 def _apply(store: Store, act: Any, outcome: dict[str, Any]) -> None:
     state = store.view(act, outcome["observed"])  # exactly what this action reads or changes
     try:
@@ -252,17 +272,7 @@ def _apply(store: Store, act: Any, outcome: dict[str, Any]) -> None:
     except E.GovernorError as e:
         nxt, result, err = state, None, e
     accepted = outcome["outcome"] == "accepted"
-    if accepted and err is not None:
-        if isinstance(err, _UNKNOWN):
-            raise _Bad("unknown-id", f"{act!r} was accepted but names an id never issued in this trace "
-                                     f"({err}): an event is missing")
-        raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: {err}",
-                   ERROR_IDS.get(type(err), "refinement"))
-    if not accepted and err is None:
-        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
-    if not accepted and type(err).__name__ != outcome["error"]:
-        raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
-                                 f"{type(err).__name__}: {err}")
+    check_outcome(act, err, outcome, _UNKNOWN)
     if accepted and "result" in outcome and outcome["result"] != result:
         raise _Bad("refinement", f"{act!r} issued id {outcome['result']}, the spec issues {result}")
     seen = _observed_state(nxt, outcome["observed"])
