@@ -64,8 +64,8 @@ from spec.machine import step as spec_step
 from spec.state import State
 from spec.types import AllocState
 
-__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "read_event", "next_in_sequence", "check_outcome", "ERROR_IDS",
-           "FAILURE_KINDS"]
+__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "read_event", "next_in_sequence",
+           "check_outcome", "ERROR_IDS", "FAILURE_KINDS"]
 
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "observed")
