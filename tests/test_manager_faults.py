@@ -385,3 +385,61 @@ def test_a_thread_interrupted_after_its_grant_credits_it_once(fault: BaseExcepti
     assert not t.is_alive() and raised == [fault]
     exact(pmm, set())  # the grant made while parked was credited once: nothing pending, granted or charged
     assert pmm.abstract_manager().ledger.authorities[w.a].used == 0
+
+
+def _interrupted_waker(pmm: ProcessMemoryManager) -> list[BaseException]:
+    """Make the next wake-up of `pmm` raise KeyboardInterrupt before it sets any event (once)."""
+    real, seen = pmm._wake_up, []
+
+    def wake_up(wake: list[Any]) -> None:
+        if wake and not seen and not pmm.ledger_lock.held_by_me():
+            seen.append(KeyboardInterrupt())
+            raise seen[0]  # the releasing thread is interrupted: no waiter's event is set
+        real(wake)
+
+    pmm._wake_up = wake_up  # type: ignore[method-assign]
+    return seen
+
+
+def _park_waiter(pmm: ProcessMemoryManager, holder: int, authority: int, got: list[Any]) -> threading.Thread:
+    t = threading.Thread(target=lambda: got.append(pmm.acquire(holder, authority, 40, timeout=None)), daemon=True)
+    t.start()
+    while not pmm.abstract_manager().tickets:  # parked: its ticket is pending
+        threading.Event().wait(0.001)
+    threading.Event().wait(0.05)
+    return t
+
+
+def test_a_lost_wake_up_costs_a_waiter_one_recheck() -> None:
+    """The waker interrupted before it sets the events: a waiter with no deadline still claims its grant."""
+    pmm, w = make()
+    blocker = lease(pmm, w.h2, w.a, 100)
+    got: list[Any] = []
+    t = _park_waiter(pmm, w.h1, w.a, got)
+    seen = _interrupted_waker(pmm)
+    with pytest.raises(KeyboardInterrupt):
+        pmm.release(w.h2, blocker)  # the round grants the parked ticket; its wake-up is lost
+    assert seen, "the fault never reached the waker"
+    t.join(10 * _arbitration.RECHECK_S + 5)
+    assert not t.is_alive(), "the waiter sleeps on a granted ticket"
+    assert len(got) == 1 and got[0] is not None
+    exact(pmm, {got[0]})
+
+
+def test_without_the_recheck_a_lost_wake_up_strands_the_waiter(monkeypatch) -> None:
+    """Negative control: with no recheck (one unbounded wait), the same lost wake-up leaves the waiter parked."""
+    monkeypatch.setattr(_arbitration, "RECHECK_S", 3600.0)
+    pmm, w = make()
+    blocker = lease(pmm, w.h2, w.a, 100)
+    got: list[Any] = []
+    t = _park_waiter(pmm, w.h1, w.a, got)
+    _interrupted_waker(pmm)
+    with pytest.raises(KeyboardInterrupt):
+        pmm.release(w.h2, blocker)
+    t.join(1.5)
+    assert t.is_alive() and not got, "the harm this recheck prevents did not occur"
+    (tid,) = pmm.abstract_manager().tickets
+    pmm.cancel_ticket(w.h1, tid)  # end the stranded waiter: its grant is credited once, and this wake-up lands
+    t.join(5)
+    assert not t.is_alive() and got == [None]
+    exact(pmm, set())

@@ -22,6 +22,7 @@ ticket that does not fit ends the round.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from spec.errors import (CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, TraceSinkFailed,
@@ -37,6 +38,11 @@ __all__ = ["Arbitration"]
 
 _PENDING, _GRANTED = TicketState.PENDING, TicketState.GRANTED
 _O_GRANTED = Origin.GRANTED
+
+#: A parked waiter looks at its ticket this often (seconds) even if nobody sets its event: if the thread
+#: that granted or retired it was interrupted part-way through waking (`Ledger._wake_up`), that wake-up is
+#: lost, and the waiter must not sleep on a granted ticket. A lost wake-up costs it at most this long.
+RECHECK_S = 0.5
 
 
 class _Tkt:
@@ -206,7 +212,7 @@ class Arbitration:
                     ev = None
             if ev is not None:
                 self._outside_lock("waiting on a ticket")
-                ev.wait(timeout)
+                self._park(ev, t, timeout)
             try:
                 lease = self._run(M.Claim, self._ms_ticket, claim, holder, tid)
             except TraceSinkFailed:
@@ -223,6 +229,19 @@ class Arbitration:
             else:
                 self.timeout_ticket(holder, tid)
             raise
+
+    def _park(self, ev: Any, t: _Tkt, timeout: float | None) -> None:
+        """Wait (no lock held) until `ev` is set, `timeout` passes, or `t` is no longer a pending live ticket.
+
+        The last test reads two words without the lock (the ticket's state and its table entry): a stale
+        read only costs one more slice of `RECHECK_S`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = RECHECK_S if deadline is None else min(RECHECK_S, deadline - time.monotonic())
+            if left <= 0 or ev.wait(left):
+                return
+            if t.state is not _PENDING or self._tickets.get(t.id) is not t:
+                return  # granted or retired while its wake-up was lost
 
     # --- arbitration (I13) -------------------------------------------------------
 

@@ -371,10 +371,9 @@ class Ledger:
         if self._lock.held_by_me():
             self._wake.extend(wake)
             return
-        # XXX: a KeyboardInterrupt landing here (after the lock is released, before every event is set) loses
-        # the remaining wake-ups: a waiter parked with timeout=None then sleeps on a granted ticket (its bytes
-        # charged, credited once whenever it is retired). tests/test_manager_faults.py injects the fault here
-        # and shows the ledger exact; only a waiter with a deadline recovers by itself.
+        # A KeyboardInterrupt landing here (after the lock is released, before every event is set) loses the
+        # remaining wake-ups; each parked waiter re-reads its ticket every `arbitration.RECHECK_S`, so a granted
+        # or retired one still returns (tests/test_manager_faults.py::test_a_lost_wake_up_costs_a_waiter_one_recheck).
         for ev in wake:
             ev.set()
 
