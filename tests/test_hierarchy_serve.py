@@ -9,20 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
-
-
-def _session_members(sid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-                out.append(int(d.name))
-    return out
+from refimpl.hierarchy.driver import live_processes
 
 
 def test_serve_prints_workers_and_stops_cleanly_on_ctrl_c() -> None:
@@ -51,7 +38,7 @@ def test_serve_prints_workers_and_stops_cleanly_on_ctrl_c() -> None:
     out = (seen + rest).decode(errors="replace")
     assert p.returncode == 0, out
     assert "shutdown clean: no process left" in out
-    assert _session_members(p.pid) == []
+    assert live_processes(session=p.pid) == []
     assert "ledger" in out and "models {'m" in out  # the workers served real models
     compared = re.search(r"outputs: (\d+) requests compared with an ungoverned session, (\d+) differ", out)
     assert compared is not None and int(compared[1]) > 0 and compared[2] == "0", out

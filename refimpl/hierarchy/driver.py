@@ -22,7 +22,7 @@ from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy.coordinator import Config, proc_state, start_coordinator, starttime
 from refimpl.hierarchy.core import Core
 
-__all__ = ["Hierarchy", "leftovers", "become_subreaper"]
+__all__ = ["Hierarchy", "leftovers", "live_processes", "become_subreaper"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -34,15 +34,18 @@ def become_subreaper() -> bool:
         return False
 
 
-def _children_of(pid: int) -> list[int]:
+def live_processes(parent: int | None = None, session: int | None = None) -> list[int]:
+    """Pids of live (not zombie) processes with the given parent pid and/or session id, from /proc/<pid>/stat."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()  # after "(comm)": state ppid pgrp sid
             except OSError:
                 continue
-            if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+            if fields[0] in ("Z", "X"):
+                continue
+            if (parent is None or int(fields[1]) == parent) and (session is None or int(fields[3]) == session):
                 out.append(int(d.name))
     return out
 
@@ -53,7 +56,7 @@ def leftovers(pids: list[int] | tuple[int, ...] = (), starts: dict[int, int | No
     With `starts` (a `Hierarchy`'s pid -> start time), a pid counts only while it still names the
     process that was recorded: an exited worker's pid reused by another program is not ours."""
     alive = {p for p in pids if proc_state(p) != "dead" and (starts is None or starttime(p) == starts.get(p))}
-    return sorted(alive | set(_children_of(os.getpid())))
+    return sorted(alive | set(live_processes(parent=os.getpid())))
 
 
 #: How long the driver waits for a reply, a socket or a worker. A safety net against a hang, not a
