@@ -185,8 +185,12 @@ class GovernorMachine(CheckedMachine):
         if op == "commit":
             holder, aid = self._allocation(data, AllocState.PROVISIONAL)
             rec = self.abs.allocations.get(aid)
-            if rec is not None and data.draw(st.integers(0, 2)) > 0:
-                nbytes = data.draw(st.integers(1, rec.reserved))
+            if rec is not None:
+                k = data.draw(st.integers(0, 5))
+                if k >= 2:
+                    nbytes = data.draw(st.integers(1, rec.reserved))
+                elif k == 1:  # just past the reservation: the boundary C2's commit rule guards
+                    nbytes = rec.reserved + data.draw(st.integers(1, 4))
             self._do(A.Commit(holder, aid, nbytes))
         elif op == "quarantine":
             holder, aid = self._allocation(data, AllocState.LIVE)
@@ -230,5 +234,10 @@ class GovernorMachine(CheckedMachine):
         elif op == "close":
             self._do(A.CloseAllowance(holder, wid))
         else:
+            # Mostly within the allowance's room for the step (free limit, reserved, mapped), as for transfers.
+            w = self.abs.allowances.get(wid)
+            room = 0 if w is None else {"grow": w.limit - w.reserved - w.mapped, "map": w.reserved, "unmap": w.mapped}[op]
+            if room > 0 and data.draw(st.integers(0, 3)) > 0:
+                nbytes = data.draw(st.integers(1, room))
             cls = {"grow": A.ReserveGrowth, "map": A.MapAllowance, "unmap": A.UnmapAllowance}[op]
             self._do(cls(holder, wid, nbytes))

@@ -63,10 +63,11 @@ _ALL: tuple[Mutant, ...] = (
            "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
            "                    rec.auth.used -= rec.charge\n                    rec.charge = 0\n",
            "device loss refunds the holders' charge at once instead of at confirmed termination"),
-    Mutant("transfer_backwards", ("I6",), "ledger", _R, _ALW,
+    Mutant("transfer_backwards", ("I6", "I4b"), "ledger", _R, _ALW,
            "        src.limit -= nbytes\n        dst.limit += nbytes\n",
            "        src.limit += nbytes\n        dst.limit -= nbytes\n",
-           "a transfer moves limit the wrong way: the caller takes it from another holder's allowance"),
+           "a transfer moves limit the wrong way: the caller takes it from another holder's allowance (I6), "
+           "and a target's limit can fall below what it holds (I4b)"),
     Mutant("map_keeps_reservation", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved = max(0, w.reserved - nbytes)\n", "",
            "mapping allowance bytes leaves them counted as reserved too"),
