@@ -79,10 +79,9 @@ class Arbitration:
     def _init_arbitration(self, aging_bound: int, mailbox: int) -> None:
         self._bound = aging_bound
         self._slots = mailbox  # live (pending or granted) tickets at most: back-pressure on submit
-        g = self._guards
         # I7: a grant books its ledger reservation (charges its bytes) before any waiter can be woken.
-        self._charge_at_grant = g.on("grant_charges_ledger") and g.on("charge_before_wake")
-        self._aging = g.on("aging")  # I13: a matured misfit ends the round
+        self._charge_at_grant = self._guards.on("grant_charges_ledger") and self._guards.on("charge_before_wake")
+        self._aging = self._guards.on("aging")  # I13: a matured misfit ends the round
         self._tickets: dict[int, _Tkt] = {}  # live (pending or granted) only
         self._next_ticket = 1
 
