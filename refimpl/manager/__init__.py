@@ -61,6 +61,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, T
         self._init_ledger(guards)
         self._init_arbitration(aging_bound, mailbox)
         self._init_pressure()
+        self._init_leases()
         self._init_transactions()
         self._init_views()
         if trace is not None:

@@ -45,6 +45,7 @@ from spec.errors import (
     GovernorError,
     InvalidArgument,
     InvalidTransition,
+    MailboxFull,
     PinnedVictim,
     StaleAnswer,
     StaleGeneration,
@@ -62,6 +63,9 @@ _OPEN = PressureState.OPEN
 
 class Leases:
     """Requester leases and the single-pool protocol; needs the ledger, arbitration and pressure parts."""
+
+    def _init_leases(self) -> None:
+        self._mailbox: dict[tuple[int, int], None] = {}  # posted cancels of dropped tickets, in post order
 
     # --- the checked, locked operation --------------------------------------------
 
@@ -86,6 +90,8 @@ class Leases:
                     after = self._pool_view(a)
                     check_step(before, act(), after)
                     check_all(after)
+                if self._mailbox:
+                    self._drain()  # after an accepted operation: a refused one changes nothing (G4)
                 return result
         finally:
             with self._lock:
@@ -260,6 +266,59 @@ class Leases:
             ev = t.event
         self._outside_lock("waiting on a ticket")
         return ev.wait(timeout)
+
+    def drop(self, holder: int, ticket: int) -> None:
+        """Post a cancel of a live ticket without taking the lock (a dropped handle, a finaliser).
+
+        The next accepted operation (or `drain`) applies it under the lock. At most `mailbox` distinct
+        posts: beyond that MailboxFull. A post naming an unknown holder or ticket, or another holder's
+        ticket, is refused with a typed error, so bogus posts cannot fill the slots a real drop needs;
+        a repeat, or a drop of a claimed or retired ticket, is a no-op."""
+        self._holder(holder)  # one dict read
+        t = self._tickets.get(ticket) if type(ticket) is int else None  # one atomic dict read, no lock
+        if t is None:
+            if type(ticket) is int and 0 < ticket < self._next_ticket:
+                return  # retired or claimed already: nothing to cancel
+            raise UnknownTicket(f"ticket {ticket!r} was never issued")
+        if t.holder != holder:
+            raise ForeignHolder(f"ticket {t.id} is holder {t.holder}'s, not {holder}'s")
+        key = (holder, t.id)
+        if key in self._mailbox:
+            return
+        if len(self._mailbox) >= self._slots:
+            raise MailboxFull(f"cancellation mailbox full ({self._slots} posts); call drain() or retry")
+        self._mailbox[key] = None
+
+    def drain(self) -> None:
+        """Apply the posted cancels now."""
+        try:
+            with self._lock:
+                self._drain()
+        finally:
+            with self._lock:
+                wake, self._wake = self._wake, []
+            self._wake_up(wake)
+
+    def _drain(self) -> None:
+        while self._mailbox:
+            try:
+                key = next(iter(self._mailbox))  # oldest post first
+            except RuntimeError:
+                continue  # a lock-free drop() inserted meanwhile: look again
+            self._mailbox.pop(key, None)
+            holder, ticket = key
+            a = self._of_ticket(ticket)() if _SWITCH.on else None
+            before = self._pool_view(a) if a is not None else None
+            try:
+                self._pool_abandon(holder, ticket)
+            except GovernorError:
+                continue  # it names no live ticket of that holder any more
+            if before is not None:
+                from invariants.pressure import check_all, check_step
+
+                after = self._pool_view(a)
+                check_step(before, P.Cancel(holder, ticket), after)
+                check_all(after)
 
     # --- holder pressure with priority and deadline (C5, I6, I7) ----------------------
 

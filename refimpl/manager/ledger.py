@@ -390,13 +390,13 @@ class Ledger:
             raise InvalidTransition(f"allocation {rec.id}: cannot {event} in state {rec.state.value}")
 
     def _retire(self, rec: _Alloc) -> None:
-        if rec.ticket is not None:
-            del self._leases[rec.ticket.id]
         rec.auth.used -= rec.charge
         rec.charge = 0
         rec.state = _RELEASED
         del self._allocs[rec.id]
         del rec.auth.allocs[rec.id]
+        if rec.ticket is not None:
+            del self._leases[rec.ticket.id]  # a retired lease is no ticket's any more
 
     # --- device loss, the ledger's half (C3; the public operations are in refimpl.manager.devices) ----
 
