@@ -75,7 +75,13 @@ class Pool:
         return next(t.id for t in self.abstract().tickets.values() if t.grant == lease)
 
     def register_callback(self, holder: Any, fn: Any) -> None:
-        self.mgr.register_callback(holder, fn)
+        """`fn(pool, pressure, target, deadline)`, called by the manager (with no lock held) when pressed."""
+        if callable(fn):
+            def call(mgr: Any, pressure: int, target: int, fn: Any = fn) -> None:
+                fn(self, pressure, target, self.abstract().pressures[pressure].deadline)
+            self.mgr.register_callback(holder, call)
+        else:
+            self.mgr.register_callback(holder, fn)  # refused by the manager, typed
 
     def drop(self, holder: Any, ticket: Any) -> None:
         self.mgr.drop(holder, ticket)

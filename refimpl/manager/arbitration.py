@@ -119,7 +119,7 @@ class Arbitration:
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
         if len(self._tickets) >= self._slots:
-            raise MailboxFull(f"all {self._slots} ticket slots are held by live tickets; retry later")
+            raise MailboxFull(f"all {self._slots} cancellation-mailbox slots are held by live tickets; retry later")
         t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
         self._next_ticket += 1
         self._tickets[t.id] = t
@@ -228,6 +228,11 @@ class Arbitration:
         except TraceSinkFailed:
             raise  # from the claim (the lease is the caller's, in `.result`) or from a timeout applied in full
         except BaseException:
+            if not claimed:  # an interrupt may land after the claim took effect, before it was noted
+                with self._lock:
+                    rec = self._leases.get(tid)
+                    if rec is not None and rec.holder == holder:
+                        claimed.append(rec.id)
             if claimed:
                 self.release(holder, claimed[0])  # claimed, but the caller never received it
             else:

@@ -190,7 +190,9 @@ class Leases:
     def _pool_claim(self, holder: int, ticket: int) -> int:
         t, rec = self._pool_ticket(holder, ticket)
         if t is None or rec is not None or t.state is not _GRANTED:
-            state = "retired" if t is None else "claimed" if rec is not None else t.state.value
+            if t is None:
+                raise InvalidTransition(f"ticket {ticket} was already completed, cancelled or failed")
+            state = "claimed" if rec is not None else t.state.value
             raise InvalidTransition(f"ticket {ticket} is {state}; only a granted ticket is claimed")
         return self._claim(holder, ticket)
 
@@ -202,8 +204,9 @@ class Leases:
     def _pool_release(self, holder: int, ticket: int) -> None:
         t, rec = self._pool_ticket(holder, ticket)
         if rec is None:
-            state = "retired" if t is None else t.state.value
-            raise InvalidTransition(f"ticket {ticket} is {state}; only a claimed lease is released")
+            if t is None:
+                raise InvalidTransition(f"ticket {ticket} was already completed, cancelled or failed")
+            raise InvalidTransition(f"ticket {ticket} is {t.state.value}; only a claimed lease is released")
         self._step(rec, "release")
         self._retire(rec)
         if rec.auth.pending:
@@ -235,8 +238,9 @@ class Leases:
             raise InvalidArgument(f"pinned and in_flight must be bools, got {pinned!r}, {in_flight!r}")
         t, rec = self._pool_ticket(holder, ticket)
         if rec is None:
-            state = "retired" if t is None else t.state.value
-            raise InvalidTransition(f"ticket {ticket} is {state}; only a claimed lease has use flags")
+            if t is None:
+                raise InvalidTransition(f"ticket {ticket} was already completed, cancelled or failed")
+            raise InvalidTransition(f"ticket {ticket} is {t.state.value}; only a claimed lease has use flags")
         rec.pinned, rec.in_flight = pinned, in_flight
 
     def reconfigure(self, authority: int) -> None:
