@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from invariants.pressure import check_all
-from pool_harness import Pool, pool
+from pool_harness import Pool, pool as make_pool
 from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, UnknownHolder, UnknownTicket
 
 
@@ -33,7 +33,7 @@ def _settled(gov: Pool) -> None:
                                      threading.TIMEOUT_MAX * 2],
                          ids=["inf", "nan", "negative", "str", "2**64", "Decimal", "bool", "numpy", "past-max"])
 def test_acquire_rejects_invalid_timeout_before_submitting(timeout) -> None:
-    g = pool(100, holders=2)
+    g = make_pool(100, holders=2)
     b = g.try_reserve(1, 100)
     before = g.abstract()
     with pytest.raises(InvalidArgument, match="timeout"):
@@ -46,7 +46,7 @@ def test_acquire_rejects_invalid_timeout_before_submitting(timeout) -> None:
 
 def test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant() -> None:
     assert threading.current_thread() is threading.main_thread()
-    g = pool(100, holders=2)
+    g = make_pool(100, holders=2)
     b = g.try_reserve(1, 100)
     main = threading.main_thread().ident
 
@@ -63,7 +63,7 @@ def test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant() -> 
 
 
 def test_acquire_interrupted_after_claiming_returns_the_lease() -> None:
-    g = pool(100, holders=1)
+    g = make_pool(100, holders=1)
     claim = g.mgr._claim  # the manager's claim body, which its acquire runs under the lock
 
     def claim_then_interrupt(holder: int, ticket: int) -> int:
@@ -77,7 +77,7 @@ def test_acquire_interrupted_after_claiming_returns_the_lease() -> None:
 
 
 def test_wait_rejects_a_ticket_never_issued() -> None:
-    g = pool(100, holders=1)
+    g = make_pool(100, holders=1)
     before = g.abstract()
     with pytest.raises(UnknownTicket, match="never issued"):
         g.wait(7, 0)
@@ -110,12 +110,12 @@ def test_manager_and_pool_refuse_invalid_parameters(kwargs, error, match) -> Non
     # The pool's figures are the manager's: its constructor (aging bound, mailbox, guards), the
     # authority's capacity, and `fixed` as a lowered limit (capacity - fixed).
     with pytest.raises(error, match=match):
-        pool(**kwargs)
+        make_pool(**kwargs)
 
 
 @pytest.mark.parametrize("fn", [42, None, "callback"])
 def test_register_callback_rejects_a_non_callable(fn) -> None:
-    g = pool(100, holders=1)
+    g = make_pool(100, holders=1)
     before = g.abstract()
     with pytest.raises(InvalidArgument, match="callable"):
         g.register_callback(1, fn)
@@ -124,7 +124,7 @@ def test_register_callback_rejects_a_non_callable(fn) -> None:
 
 
 def test_a_raising_callback_is_a_typed_error_and_closes_its_ticket() -> None:
-    g = pool(100, holders=1)
+    g = make_pool(100, holders=1)
     g.register_callback(1, lambda *a: 1 / 0)
     with pytest.raises(HolderCallbackFailed, match="ZeroDivisionError"):
         g.press(1, 10, deadline=5)
@@ -134,7 +134,7 @@ def test_a_raising_callback_is_a_typed_error_and_closes_its_ticket() -> None:
 
 
 def test_a_rejected_call_does_not_drain_the_mailbox() -> None:
-    g = pool(100, holders=1)
+    g = make_pool(100, holders=1)
     t = g.submit(1, 10)
     g.drop(1, t)
     before = g.abstract()
@@ -148,7 +148,7 @@ def test_a_rejected_call_does_not_drain_the_mailbox() -> None:
 
 
 def test_bogus_drops_cannot_block_a_legitimate_drop() -> None:
-    g = pool(100, holders=2, mailbox=1)
+    g = make_pool(100, holders=2, mailbox=1)
     t = g.submit(2, 10)
     for bogus in [(1, 99), (1, "x"), (1, t)]:
         with pytest.raises((UnknownTicket, Exception), match="never issued|not 1's"):

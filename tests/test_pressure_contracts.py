@@ -19,7 +19,7 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.pressure import check_trace, overtakes
 from refimpl.adapter import method_name
-from pool_harness import Pool, pool
+from pool_harness import Pool, pool as make_pool
 from spec import pressure as P
 from spec.errors import CapacityDenied, GovernorError, PinnedVictim, StaleAnswer
 from spec.guards import ALL_ON, GUARDS, GuardSet
@@ -88,7 +88,7 @@ SCENARIOS: dict[str, tuple[Callable[[Pool], None], type[GovernorError] | None, s
 
 
 def _gov(guards: GuardSet) -> Pool:
-    return pool(8, holders=2, aging_bound=1, mailbox=16, guards=guards)
+    return make_pool(8, holders=2, aging_bound=1, mailbox=16, guards=guards)
 
 
 def test_every_pressure_guard_has_a_scenario() -> None:
