@@ -1,7 +1,7 @@
 """`ProcessMemoryManager`: one governor per process over one set of authorities (C1).
 
 The governor an ORT engineer would port, one file per part, every part
-working on the same records under the same `OwnedLock`:
+working on the same records under the same ledger lock (`LedgerLock`):
 
     ledger.py        authorities, holders, reservations -> leases (the one ledger)
     allowances.py    non-owning allowances on a ledger
@@ -32,7 +32,6 @@ from refimpl.manager.devices import Devices
 from refimpl.manager.leases import Leases
 from refimpl.manager.ledger import Ledger
 from refimpl.manager.limits import Limits
-from refimpl.manager.lock import OwnedLock
 from refimpl.manager.pressure import Callback, Pressures
 from refimpl.manager.transactions import Transactions
 from refimpl.manager.views import Views
@@ -40,7 +39,7 @@ from spec.errors import InvalidArgument
 from spec.guards import ALL_ON, GuardSet
 from spec.types import MAX_BYTES
 
-__all__ = ["ProcessMemoryManager", "OwnedLock", "Callback"]
+__all__ = ["ProcessMemoryManager", "Callback"]
 
 
 class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Limits, Devices, Views):

@@ -9,7 +9,7 @@ spec. Every other part books its bytes here: a requester ticket's grant and a
 transaction's reservation are `_Alloc` records of this table (`part` names
 the ticket or transaction that owns one until it is claimed or committed).
 
-Concurrency: one ledger lock (`OwnedLock`), held only for the bookkeeping of
+Concurrency: one ledger lock (`LedgerLock`), held only for the bookkeeping of
 one operation. Nothing here waits, sleeps, or calls out (I7): no holder
 callbacks, no allocator, no ORT. Waiters whose tickets a credit granted are
 woken after the lock is released.
