@@ -210,6 +210,11 @@ _ALL: tuple[Mutant, ...] = (
            "        rec.ticket = t\n        self._leases[t.id] = rec\n        self._commit_rec(rec, nbytes)  # and its claim, at once\n",
            "        a.used += nbytes  # charged, but no lease is booked for it\n",
            "the allocator path charges its bytes without booking (and granting) the lease that holds them"),
+    Mutant("grant_charged_unbooked", ("I7",), "pressure", _R, _MARB,
+           "            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)\n            t.alloc.part = t\n",
+           "            a.used += t.nbytes  # charged, but no reservation is booked for it\n",
+           "a round charges a grant's bytes to the ledger's used figure but books no reservation (no grant id) "
+           "for them: nothing names those bytes when the ticket is cancelled or claimed"),
     Mutant("retired_ticket_kept", ("I7",), "pressure", _R, _MARB,
            "        del self._tickets[t.id]\n        if t.event is not None:\n"
            "            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on\n",
