@@ -8,7 +8,7 @@ import pytest
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
-from spec.errors import CapacityDenied, InvalidTransition, PinnedVictim, StaleGeneration
+from spec.errors import CapacityDenied, InvalidTransition, PinnedVictim, StaleAnswer, StaleGeneration
 from spec.guards import ALL_ON, GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Tier
@@ -117,3 +117,15 @@ def test_expired_pressure_refuses_late_answers() -> None:
         assert m.abstract_pool(dev).pressures[pid].state.value == "expired"
         assert pid not in m.abstract_manager().pressures  # closed: not an open ticket of the composed view
         assert m.abstract_pool(dev).tickets[t].state is TicketState.CLAIMED
+
+
+def test_closed_composed_pressure_tickets_are_forgotten_and_answers_to_them_stale() -> None:
+    m, h1, _, dev = _mgr()
+    with contracts.contracts(True):
+        for _ in range(50):  # an arena pressed at every run boundary, answering nothing
+            m.answer(h1, m.open_pressure(h1, dev, 1), ())
+        assert len(m._pressure_log) == 0 and not m.abstract_pool(dev).pressures  # no record per closed ticket
+        with pytest.raises(StaleAnswer, match="closed"):
+            m.pool_answer(h1, 50, (), 0)
+        with pytest.raises(InvalidTransition, match="already closed"):
+            m.expire_pressure(50, 9)

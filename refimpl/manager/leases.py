@@ -22,7 +22,9 @@ release or an answer its retirement. No bytes, no second table here.
 
 Contracts: with `invariants.contracts` on, each operation here checks
 `invariants.pressure`'s step and state predicates on the pool view of the
-ledger it touched, and a refusal must leave that view unchanged (G4).
+ledger it touched and the composed state predicates (`invariants.manager`)
+on every part's records of that ledger; a refusal must leave the pool view
+unchanged (G4).
 Not traced yet: these operations emit no `refimpl.tracing` event.
 """
 
@@ -85,11 +87,13 @@ class Leases:
                         raise InvariantViolation("G4", f"{act()!r} was refused but changed the pool") from None
                     raise
                 if on and a is not None:
+                    from invariants import manager as IM
                     from invariants.pressure import check_all, check_step
 
                     after = self._pool_view(a)
                     check_step(before, act(), after)
                     check_all(after)
+                    IM.check_all(self._manager_view(self._closed((a.id,)), ()))  # the parts on that ledger
                 if self._mailbox:
                     self._drain()  # after an accepted operation: a refused one changes nothing (G4)
                 return result
@@ -365,6 +369,8 @@ class Leases:
         self._holder(holder)
         r = self._pressure_log.get(pressure) if type(pressure) is int else None
         if r is None:
+            if type(pressure) is int and 1 <= pressure < self._next_pressure:
+                raise StaleAnswer(f"pressure ticket {pressure} is closed; the answer credits nothing")
             raise UnknownTicket(f"pressure ticket {pressure!r} was never issued")
         if r.holder != holder:
             raise ForeignHolder(f"pressure ticket {r.id} went to holder {r.holder}, not {holder}")
@@ -408,6 +414,8 @@ class Leases:
             raise InvalidArgument(f"now must be an int >= 0, got {now!r}")
         r = self._pressure_log.get(pressure) if type(pressure) is int else None
         if r is None:
+            if type(pressure) is int and 1 <= pressure < self._next_pressure:
+                raise InvalidTransition(f"pressure ticket {pressure} is already closed")
             raise UnknownTicket(f"pressure ticket {pressure!r} was never issued")
         if r.state is not _OPEN:
             raise InvalidTransition(f"pressure ticket {r.id} is already {r.state.value}")

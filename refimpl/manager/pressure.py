@@ -60,7 +60,10 @@ class Pressures:
 
     def _init_pressure(self) -> None:
         self._pressures: dict[int, _Prs] = {}  # open only
-        self._pressure_log: dict[int, _Prs] = {}  # every ticket issued, closed ones with their state (spec.pressure)
+        # Every pressure ticket with a deadline (the single-pool protocol's) and every open one; a closed one
+        # keeps its state and released bytes here. A closed ticket without a deadline (the composed `press`,
+        # a limit change) is forgotten: a long-running process opens one per arena run boundary.
+        self._pressure_log: dict[int, _Prs] = {}
         self._callbacks: dict[int, Callback] = {}
         self._next_pressure = 1
 
@@ -118,6 +121,8 @@ class Pressures:
         """Retire an open pressure ticket from the open index; its record keeps the closing state."""
         del self._pressures[r.id]
         r.state = state
+        if r.deadline is None:
+            del self._pressure_log[r.id]
 
     def answer(self, holder: int, pressure: int, victims: tuple[int, ...]) -> int:
         """The holder gives back its own idle LIVE leases on the pressed authority; returns bytes released."""
