@@ -446,6 +446,9 @@ class Leases:
                 t = rec.ticket
                 tickets[tid] = P.Ticket(tid, t.holder, rec.nbytes, t.priority, t.generation, _CLAIMED, t.age, rec.id,
                                         rec.pinned, rec.in_flight)
+        # A composed pressure ticket (`press`, a limit change: no deadline) shows while open with deadline -1,
+        # since spec.pressure has no "no deadline"; `pool_answer` never refuses it as late, so a ledger holding
+        # one is outside what the focused spec describes (its campaign opens only `pool_press` tickets).
         pressures = {i: P.Pressure(i, r.holder, r.target, r.priority, -1 if r.deadline is None else r.deadline,
                                    r.generation, r.state, r.released)
                      for i, r in self._pressure_log.items() if r.auth is a}
