@@ -2,8 +2,9 @@
 
 Arms, measured in one process, interleaved, best of N rounds (shared, noisy machines):
 (a) `BareLedger` of bench_ledger.py (a dict and a lock): reserve -> commit -> release;
-(b) `PressureGovernor` with contracts off: submit (granted at once: the pool has room) -> claim -> release;
-(c) the same with contracts on (full predicate check of the pool after every operation).
+(b) `ProcessMemoryManager` with contracts off: submit (granted at once: the ledger has room) -> claim -> release
+    of the lease;
+(c) the same with contracts on (the composed predicates on what each operation touched).
 Each arm runs single-threaded and with two threads sharing one ledger / pool
 (each thread its own holder); the figure is total round trips per second.
 
@@ -26,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_ledger import BareLedger  # noqa: E402
 
 from invariants import contracts  # noqa: E402
-from refimpl.pressure import PressureGovernor  # noqa: E402
+from refimpl.manager import ProcessMemoryManager  # noqa: E402
+from spec.types import Tier  # noqa: E402
 
 SIZE = 4096
 
@@ -62,15 +64,16 @@ def bare(n: int, k: int) -> float:
 
 
 def tickets(n: int, k: int) -> float:
-    gov = PressureGovernor(1 << 40, holders=k, mailbox=64)
+    pmm = ProcessMemoryManager(mailbox=64)
+    holders = [pmm.register_holder(f"h{i}") for i in range(k)]
+    aid = pmm.register_authority("bench", Tier.DEVICE, 1 << 40)
 
     def body(i: int) -> None:
-        h = i + 1
-        submit, claim, release = gov.submit, gov.claim, gov.release
+        h = holders[i]
+        submit, claim, release = pmm.submit, pmm.claim, pmm.release
         for _ in range(n // k):
-            t = submit(h, SIZE, 0)
-            claim(h, t)
-            release(h, t)
+            t = submit(h, aid, SIZE, 0)
+            release(h, claim(h, t))
     return _threads(k, body)
 
 

@@ -109,7 +109,7 @@ MODULES: dict[str, list[str]] = {
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
-    "refimpl/pressure.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
+    "refimpl/manager/leases.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
                             "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],

@@ -19,7 +19,7 @@ __all__ = ["MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "refimpl.admission", "spec.sessions"
-_PRE, _TX = "refimpl.pressure", "refimpl.transactions"
+_TX, _MLS = "refimpl.transactions", "refimpl.manager.leases"
 _ORT_HOLDERS = "refimpl.ort.holders"
 _SPRE, _STX = "spec.pressure", "spec.transactions"
 _MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
@@ -173,75 +173,90 @@ _ALL: tuple[Mutant, ...] = (
            "            self.answer_cap = None\n",
            "the weight cache gives back all it is asked for whatever its holder answered",
            "elastic_guaranteed_path"),
-    # --- pressure (refimpl.pressure) ---------------------------------------------
-    Mutant("grant_order_ascending_priority", ("I13",), "pressure", _R, _PRE,
-           "        for priority in sorted(by_priority, reverse=True):\n", "        for priority in sorted(by_priority):\n",
+    # --- pressure (the focused pool protocol on the manager: refimpl.manager.arbitration, .leases) -----
+    Mutant("grant_order_ascending_priority", ("I13",), "pressure", _R, _MARB,
+           "    for priority in sorted(by_priority, reverse=True):\n", "    for priority in sorted(by_priority):\n",
            "refimpl's own grant order takes the lowest priority bucket first"),
-    Mutant("cancel_after_grant_credits_twice", ("I7",), "pressure", _R, _PRE,
-           "        return self._retire(t)\n",
-           "        if t.state is _T.GRANTED:\n            self._free += t.nbytes\n        return self._retire(t)\n",
-           "cancelling (or timing out) a granted ticket credits its bytes, and retiring it credits them again"),
-    Mutant("reconfigure_keeps_waiters", ("I13",), "pressure", _R, _PRE,
-           "        self._generation += 1\n        for t in list(self._pending.values()):\n"
-           "            del self._tickets[t.id]\n            self._live -= 1\n",
-           "        self._generation += 1\n        for t in []:\n"
-           "            del self._tickets[t.id]\n            self._live -= 1\n",
+    Mutant("cancel_after_grant_credits_twice", ("I7",), "pressure", _R, _MARB,
+           "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n",
+           "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n"
+           "            a.used -= credit\n",
+           "cancelling (or timing out) a granted ticket credits its bytes, and retiring its reservation credits "
+           "them again"),
+    Mutant("reconfigure_keeps_waiters", ("I13",), "pressure", _R, _MLS,
+           "        for t in list(a.pending.values()):\n            del self._tickets[t.id]\n"
+           "            if t.event is not None:\n                self._wake.append(t.event)\n        a.pending.clear()\n",
+           "",
            "reconfigure bumps the generation but leaves the older pending tickets waiting under it"),
-    Mutant("reconfigure_forgets_waiters", ("I13",), "pressure", _R, _PRE,
-           "            self._live -= 1\n            if t.event is not None:\n                self._wake.append(t.event)\n"
-           "        self._pending.clear()\n",
-           "            self._live -= 1\n        self._pending.clear()\n",
+    Mutant("reconfigure_forgets_waiters", ("I13",), "pressure", _R, _MLS,
+           "            del self._tickets[t.id]\n            if t.event is not None:\n"
+           "                self._wake.append(t.event)\n        a.pending.clear()\n",
+           "            del self._tickets[t.id]\n        a.pending.clear()\n",
            "reconfigure fails the pending tickets but never wakes their waiters: each stays parked on a ticket "
            "that no longer exists until its own timeout (which returns what a wake-up would: issue #9's survivor)"),
-    Mutant("reconfigure_fails_leases", ("I6",), "pressure", _R, _PRE,
-           "        for t in list(self._pending.values()):\n            del self._tickets[t.id]\n",
-           "        for t in list(self._tickets.values()):\n            del self._tickets[t.id]\n",
+    Mutant("reconfigure_fails_leases", ("I6",), "pressure", _R, _MLS,
+           "        a.generation += 1\n",
+           "        a.generation += 1\n        for rec in [r for r in self._leases.values() if r.auth is a]:\n"
+           "            self._retire(rec)\n",
            "reconfigure fails every ticket, claimed leases included, instead of the pending ones"),
-    Mutant("try_reserve_ignores_free", ("I7",), "pressure", _R, _PRE,
-           "        if self._pending or n > self._free:  # I7", "        if self._pending:  # I7",
+    Mutant("try_reserve_ignores_free", ("I7",), "pressure", _R, _MLS,
+           "        if a.pending or nbytes > a.limit - a.used:  # I7", "        if a.pending:  # I7",
            "the allocator path checks for waiters but not for free bytes"),
-    Mutant("grant_minted_at_submit", ("I7",), "pressure", _R, _PRE,
-           "        self.state, self.age, self.grant = _T.PENDING, 0, None\n",
-           "        self.state, self.age, self.grant = _T.PENDING, 0, id\n",
-           "a ticket carries a grant id from submit on (its own id), before anything is charged"),
-    Mutant("try_reserve_without_grant", ("I7",), "pressure", _R, _PRE,
-           "        t.state, t.grant = _T.CLAIMED, self._next_grant\n        self._next_grant += 1\n        self._free -= n\n",
-           "        t.state = _T.CLAIMED\n        self._free -= n\n",
-           "the allocator path charges a lease without minting a grant id for it"),
-    Mutant("retired_ticket_kept", ("I7",), "pressure", _R, _PRE,
-           "        del self._tickets[t.id]\n        self._free += credit\n",
-           "        t.state = _T.COMPLETED if t.state is _T.CLAIMED else _T.CANCELLED\n        self._free += credit\n",
-           "a retired ticket is marked completed or cancelled but kept in the table"),
-    Mutant("mailbox_off_by_one", ("I7",), "pressure", _R, _PRE,
-           "        if self._live >= self._slots:", "        if self._live > self._slots:",
-           "submit admits one live ticket more than there are cancellation-mailbox slots"),
-    Mutant("grant_id_not_advanced", ("I7",), "pressure", _R, _PRE,
-           "                self._next_grant += 1\n                if g.on(\"charge_before_wake\"):",
-           "                if g.on(\"charge_before_wake\"):",
-           "arbitration reads the next grant id but never advances it"),
-    Mutant("press_reserves_target", ("C5",), "pressure", _R, _PRE,
-           "        self._pressures[r.id] = r\n        if deliver_now:",
-           "        self._pressures[r.id] = r\n        self._free -= min(target, self._free)\n        if deliver_now:",
+    Mutant("grant_minted_at_submit", ("I7",), "pressure", _R, _MLS,
+           "                grant = t.alloc.id if t.alloc is not None else None\n",
+           "                grant = t.alloc.id if t.alloc is not None else t.id\n",
+           "a ticket reports a grant id from submit on (its own id), before anything is charged"),
+    Mutant("try_reserve_without_grant", ("I7",), "pressure", _R, _MLS,
+           "        rec = self._enter(holder, a, a.tier, role, nbytes, Origin.GRANTED)  # the grant: a ledger reservation\n"
+           "        rec.ticket = t\n        self._leases[t.id] = rec\n        self._commit_rec(rec, nbytes)  # and its claim, at once\n",
+           "        a.used += nbytes  # charged, but no lease is booked for it\n",
+           "the allocator path charges its bytes without booking (and granting) the lease that holds them"),
+    Mutant("grant_charged_unbooked", ("I7",), "pressure", _R, _MARB,
+           "            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)\n            t.alloc.part = t\n",
+           "            a.used += t.nbytes  # charged, but no reservation is booked for it\n",
+           "a round charges a grant's bytes to the ledger's used figure but books no reservation (no grant id) "
+           "for them: nothing names those bytes when the ticket is cancelled or claimed"),
+    Mutant("retired_ticket_kept", ("I7",), "pressure", _R, _MARB,
+           "        del self._tickets[t.id]\n        if t.event is not None:\n"
+           "            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on\n",
+           "        t.state = TicketState.CANCELLED\n        if t.event is not None:\n"
+           "            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on\n",
+           "a retired ticket is marked cancelled but kept in the ticket table"),
+    Mutant("mailbox_off_by_one", ("I7",), "pressure", _R, _MARB,
+           "        if len(self._tickets) >= self._slots:", "        if len(self._tickets) > self._slots:",
+           "submit admits one live ticket more than there are ticket (cancellation-mailbox) slots"),
+    Mutant("grant_id_not_advanced", ("I7",), "pressure", _R, _GOV,
+           "        if self._fresh:\n            aid = self._next_alloc\n            self._next_alloc += 1\n",
+           "        if self._fresh:\n            aid = self._next_alloc\n",
+           "a grant (a ledger reservation) reads the next allocation id but never advances it"),
+    Mutant("press_reserves_target", ("C5",), "pressure", _R, _MPRE,
+           "        self._pressures[r.id] = self._pressure_log[r.id] = r\n",
+           "        self._pressures[r.id] = self._pressure_log[r.id] = r\n"
+           "        a.used += max(0, min(target, a.limit - a.used))  # set aside for the answer\n",
            "opening a pressure ticket sets its target aside from free bytes at once"),
-    Mutant("answer_credits_target", ("C5",), "pressure", _R, _PRE,
+    Mutant("answer_credits_target", ("C5",), "pressure", _R, _MLS,
            "        r.released += released\n", "        r.released += max(released, r.target)\n",
            "the pressure ticket records its target as credited, not what the holder gave back"),
-    Mutant("zero_answer_takes_a_lease", ("C5",), "pressure", _R, _PRE,
-           "        picked = []\n",
-           "        picked = [] if victims else [t for t in self._tickets.values() if t.holder == h and t.state is "
-           "_T.CLAIMED and not (t.pinned or t.in_flight)][:1]\n",
+    Mutant("zero_answer_takes_a_lease", ("C5",), "pressure", _R, _MLS,
+           "        picked: list[_Alloc] = []\n",
+           "        picked: list[_Alloc] = [] if victims else [x for x in self._leases.values() if x.holder == holder "
+           "and x.auth is a and not (x.pinned or x.in_flight)][:1]\n",
            "a zero answer is read as 'take what you can': the holder's first idle lease is reclaimed"),
-    Mutant("zero_answer_credits_target", ("C5",), "pressure", _R, _PRE,
-           "        self._free += released\n", "        self._free += released or r.target\n",
-           "an answer that names no victims is booked as if the target had been met (an `or` default)"),
-    Mutant("age_past_bound", ("I13",), "pressure", _R, _PRE,
-           "            if t.age < bound:\n                t.age += 1\n", "            t.age += 1\n",
+    Mutant("zero_answer_credits_target", ("C5",), "pressure", _R, _MLS,
+           "            released += rec.charge\n            self._retire(rec)\n",
+           "            released += rec.charge\n            self._retire(rec)\n        if not released:\n"
+           "            a.used -= min(r.target, a.used)  # an `or` default: nothing named, the target booked\n",
+           "an answer that names no victims is booked as if the target had been met"),
+    Mutant("age_past_bound", ("I13",), "pressure", _R, _MARB,
+           "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
+           "        for t in pend.values():\n            t.age += 1\n",
            "arbitration ages pending tickets without the cap at the aging bound"),
-    Mutant("age_cap_below_bound", ("I13",), "pressure", _R, _PRE,
-           "            if t.age < bound:\n                t.age += 1\n", "            if t.age < bound - 1:\n                t.age += 1\n",
-           "the age cap is one below the aging bound, so no ticket ever matures and overtaking is unbounded"),
-    Mutant("matured_compare_strict", ("I13",), "pressure", _R, _PRE,
-           "            elif t.age >= bound and g.on(\"aging\"):", "            elif t.age > bound and g.on(\"aging\"):",
+    Mutant("age_cap_below_bound", ("I13",), "pressure", _R, _MARB,
+           "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
+           "        for t in pend.values():\n            if t.age < bound - 1:\n                t.age += 1\n",
+           "the age cap is one below the aging bound, so no waiting ticket matures and overtaking is unbounded"),
+    Mutant("matured_compare_strict", ("I13",), "pressure", _R, _MARB,
+           "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
            "a round stops only past the aging bound, which a capped age never reaches"),
     # --- capacity transactions (refimpl.transactions) ---------------------------------
     Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _TX,
@@ -479,8 +494,8 @@ _ALL: tuple[Mutant, ...] = (
            "        rec = self._enter(t.holder, a, a.tier, Role.STATE, n + (n & 1), Origin.GRANTED)\n",
            "a transaction's reservation is rounded up to an even granule: it holds more than its need"),
     Mutant("misfit_prebooked", ("I13",), "manager", _R, _MARB,
-           "            elif t.age >= bound:\n                break  # a matured misfit ends the round",
-           "            elif t.age >= bound:\n                if t.alloc is None and a.limit > a.used:  # hold what is free\n"
+           "            elif t.age >= bound and self._aging:\n                break  # a matured misfit ends the round",
+           "            elif t.age >= bound and self._aging:\n                if t.alloc is None and a.limit > a.used:  # hold what is free\n"
            "                    t.alloc = self._enter(t.holder, a, a.tier, t.role, a.limit - a.used, _O_GRANTED)\n"
            "                break  # a matured misfit ends the round",
            "a matured waiter that does not fit is pre-booked the free bytes while it still waits (hold and wait)"),

@@ -1,6 +1,6 @@
 """The `pressure` checker for `ortmem verify`: tickets, arbitration, holder pressure (C5 I6 I7 I13).
 
-Drives `PressureGovernor` (through `PressureAdapter`) against
+Drives the one `ProcessMemoryManager` (one ledger as the pool, through `PressureAdapter`) against
 `spec.pressure` with the `PressureMachine`; negative controls switch one
 pressure guard off in the spec or in refimpl. The campaign is a third of the
 ledger campaign's examples: each pressure step also replays arbitration.

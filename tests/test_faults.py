@@ -22,7 +22,7 @@ from invariants import pressure as IP
 from invariants import replay as R
 from invariants.predicates import check_all
 from refimpl.governor import ProcessMemoryManager
-from refimpl.pressure import PressureGovernor
+from pool_harness import Pool, pool as make_pool
 from refimpl.tracing import JsonlSink, boundary
 from spec.errors import GovernorError, StaleAnswer, TraceSinkFailed
 from spec.tickets import PressureState, TicketState
@@ -38,7 +38,7 @@ def _fault(rng: random.Random) -> BaseException:
     return rng.choice(FAULTS)
 
 
-def _settle_pool(g: PressureGovernor) -> None:
+def _settle_pool(g: Pool) -> None:
     for t in g.abstract().tickets.values():
         (g.release if t.state is TicketState.CLAIMED else g.cancel)(t.holder, t.id)
     pool = g.abstract()
@@ -49,7 +49,7 @@ def _settle_pool(g: PressureGovernor) -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_faulty_holder_callbacks_leave_the_pool_consistent(seed) -> None:
     rng = random.Random(seed)
-    g = PressureGovernor(100, fixed=4, holders=2, aging_bound=2, mailbox=16)
+    g = make_pool(100, fixed=4, holders=2, aging_bound=2, mailbox=16)
 
     def callback(gov, pid, target, deadline):
         h = gov.abstract().pressures[pid].holder
@@ -88,7 +88,7 @@ def test_faulty_holder_callbacks_leave_the_pool_consistent(seed) -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_faults_inside_acquire_never_leave_a_grant_behind(seed) -> None:
     rng = random.Random(seed)
-    g = PressureGovernor(60, holders=2, aging_bound=2, mailbox=32)
+    g = make_pool(60, holders=2, aging_bound=2, mailbox=32)
     held = [g.try_reserve(1, 40)]  # so that some acquires park and are granted later
     wait, claim = g.wait, g.claim
     for _ in range(25):

@@ -1,4 +1,4 @@
-"""Issue #14: the PressureGovernor and CapacityTransactionCoordinator fuzzers (C3-C6, I5-I7, I9, I10, I13).
+"""Issue #14: the fuzzers of the manager's pool protocol and of CapacityTransactionCoordinator (C3-C6, I5-I7, I9, I10, I13).
 
 Every public operation, hostile values interleaved with valid ones, holder
 callbacks that answer, re-enter the governor or raise; a typed error with a
@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from invariants import pressure as IP
 from invariants import transactions as IT
-from refimpl.pressure import PressureGovernor
+from pool_harness import Pool, pool as make_pool
 from refimpl.transactions import CapacityTransactionCoordinator
 from spec.tx_lifecycle import ViewKind
 
-# --- PressureGovernor ---------------------------------------------------------
+# --- the manager's pool protocol (tests/pool_harness.py) ---------------------
 
 P_OPS = [
     ("submit", ("holder", "bytes", "prio")), ("try_reserve", ("holder", "bytes", "prio")),
@@ -72,7 +72,7 @@ def _short(timeout):
     return timeout
 
 
-class _Fuzzed(PressureGovernor):
+class _Fuzzed(Pool):
     def drop_then_drain(self, holder, ticket):
         self.drop(holder, ticket)
         self.drain()
@@ -112,7 +112,7 @@ def test_fuzz_pressure_governor(capsys) -> None:
     @FUZZ_SETTINGS
     @given(st.data())
     def run(data) -> None:
-        gov = _Fuzzed(120, fixed=10, holders=3, aging_bound=3, mailbox=8)
+        gov = _Fuzzed(make_pool(120, fixed=10, holders=3, aging_bound=3, mailbox=8).adapter)
         w = _PWorld()
         run_fuzz(data, gov, P_WEIGHTED, w.valid, lambda g: g.abstract(), counts, steps=40, noted=w.noted,
                  check=lambda g: IP.check_all(g.abstract()))
@@ -122,7 +122,7 @@ def test_fuzz_pressure_governor(capsys) -> None:
         assert gov.free() == 110 and not gov.abstract().tickets
 
     run()
-    report("PressureGovernor", counts, capsys)
+    report("Pool", counts, capsys)
     assert counts["accepted"] > 250 and counts["rejected"] > 400, counts
 
 

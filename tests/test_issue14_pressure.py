@@ -1,4 +1,4 @@
-# Issue #14, findings 1 and 5: PressureGovernor under interrupted waits and hostile arguments.
+# Issue #14, findings 1 and 5: Pool under interrupted waits and hostile arguments.
 #
 # Every rejection is typed, names the problem in its message, and leaves the
 # WHOLE abstract pool unchanged; an interrupted `acquire` leaves no grant
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from invariants.pressure import check_all
-from refimpl.pressure import PressureGovernor
+from pool_harness import Pool, pool as make_pool
 from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, UnknownHolder, UnknownTicket
 
 
-def _settled(gov: PressureGovernor) -> None:
+def _settled(gov: Pool) -> None:
     pool = gov.abstract()
     assert not pool.tickets, pool.tickets
     assert pool.free == pool.capacity - pool.fixed
@@ -33,7 +33,7 @@ def _settled(gov: PressureGovernor) -> None:
                                      threading.TIMEOUT_MAX * 2],
                          ids=["inf", "nan", "negative", "str", "2**64", "Decimal", "bool", "numpy", "past-max"])
 def test_acquire_rejects_invalid_timeout_before_submitting(timeout) -> None:
-    g = PressureGovernor(100, holders=2)
+    g = make_pool(100, holders=2)
     b = g.try_reserve(1, 100)
     before = g.abstract()
     with pytest.raises(InvalidArgument, match="timeout"):
@@ -46,7 +46,7 @@ def test_acquire_rejects_invalid_timeout_before_submitting(timeout) -> None:
 
 def test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant() -> None:
     assert threading.current_thread() is threading.main_thread()
-    g = PressureGovernor(100, holders=2)
+    g = make_pool(100, holders=2)
     b = g.try_reserve(1, 100)
     main = threading.main_thread().ident
 
@@ -63,21 +63,21 @@ def test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant() -> 
 
 
 def test_acquire_interrupted_after_claiming_returns_the_lease() -> None:
-    g = PressureGovernor(100, holders=1)
-    claim = g.claim
+    g = make_pool(100, holders=1)
+    claim = g.mgr._claim  # the manager's claim body, which its acquire runs under the lock
 
     def claim_then_interrupt(holder: int, ticket: int) -> int:
         claim(holder, ticket)
-        raise KeyboardInterrupt  # arrives after the claim, before acquire returns the id
+        raise KeyboardInterrupt  # arrives after the claim, before acquire returns the lease
 
-    g.claim = claim_then_interrupt  # type: ignore[method-assign]
+    g.mgr._claim = claim_then_interrupt  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         g.acquire(1, 10, timeout=1)
     _settled(g)
 
 
 def test_wait_rejects_a_ticket_never_issued() -> None:
-    g = PressureGovernor(100, holders=1)
+    g = make_pool(100, holders=1)
     before = g.abstract()
     with pytest.raises(UnknownTicket, match="never issued"):
         g.wait(7, 0)
@@ -97,23 +97,25 @@ def test_wait_rejects_a_ticket_never_issued() -> None:
     (dict(capacity=2**64), InvalidBytes, "capacity"),
     (dict(capacity=np.int64(100)), InvalidBytes, "capacity"),
     (dict(capacity=0), InvalidBytes, "capacity"),
-    (dict(capacity=100, fixed=101), InvalidBytes, "fixed"),
-    (dict(capacity=100, fixed=-1), InvalidBytes, "fixed"),
-    (dict(capacity=100, fixed=1.0), InvalidBytes, "fixed"),
-    (dict(capacity=100, holders=0), InvalidArgument, "holders"),
-    (dict(capacity=100, holders=True), InvalidArgument, "holders"),
+    (dict(capacity=100, fixed=101), InvalidBytes, "limit"),
+    (dict(capacity=100, fixed=-1), InvalidBytes, "limit"),
+    (dict(capacity=100, fixed=1.0), InvalidBytes, "limit"),
     (dict(capacity=100, aging_bound=0.5), InvalidArgument, "aging_bound"),
+    (dict(capacity=100, aging_bound=0), InvalidArgument, "aging_bound"),
     (dict(capacity=100, mailbox=2**64), InvalidArgument, "mailbox"),
+    (dict(capacity=100, mailbox=True), InvalidArgument, "mailbox"),
     (dict(capacity=100, guards="all"), InvalidArgument, "guards"),
 ])
-def test_PressureGovernor_rejects_invalid_parameters(kwargs, error, match) -> None:
+def test_manager_and_pool_refuse_invalid_parameters(kwargs, error, match) -> None:
+    # The pool's figures are the manager's: its constructor (aging bound, mailbox, guards), the
+    # authority's capacity, and `fixed` as a lowered limit (capacity - fixed).
     with pytest.raises(error, match=match):
-        PressureGovernor(**kwargs)
+        make_pool(**kwargs)
 
 
 @pytest.mark.parametrize("fn", [42, None, "callback"])
 def test_register_callback_rejects_a_non_callable(fn) -> None:
-    g = PressureGovernor(100, holders=1)
+    g = make_pool(100, holders=1)
     before = g.abstract()
     with pytest.raises(InvalidArgument, match="callable"):
         g.register_callback(1, fn)
@@ -122,7 +124,7 @@ def test_register_callback_rejects_a_non_callable(fn) -> None:
 
 
 def test_a_raising_callback_is_a_typed_error_and_closes_its_ticket() -> None:
-    g = PressureGovernor(100, holders=1)
+    g = make_pool(100, holders=1)
     g.register_callback(1, lambda *a: 1 / 0)
     with pytest.raises(HolderCallbackFailed, match="ZeroDivisionError"):
         g.press(1, 10, deadline=5)
@@ -132,7 +134,7 @@ def test_a_raising_callback_is_a_typed_error_and_closes_its_ticket() -> None:
 
 
 def test_a_rejected_call_does_not_drain_the_mailbox() -> None:
-    g = PressureGovernor(100, holders=1)
+    g = make_pool(100, holders=1)
     t = g.submit(1, 10)
     g.drop(1, t)
     before = g.abstract()
@@ -146,7 +148,7 @@ def test_a_rejected_call_does_not_drain_the_mailbox() -> None:
 
 
 def test_bogus_drops_cannot_block_a_legitimate_drop() -> None:
-    g = PressureGovernor(100, holders=2, mailbox=1)
+    g = make_pool(100, holders=2, mailbox=1)
     t = g.submit(2, 10)
     for bogus in [(1, 99), (1, "x"), (1, t)]:
         with pytest.raises((UnknownTicket, Exception), match="never issued|not 1's"):

@@ -1,4 +1,4 @@
-# Bad input to every public PressureGovernor operation (STYLE 6, 8; C5, I6, I7).
+# Bad input to every pool operation of the manager (ProcessMemoryManager, refimpl.manager.leases) (STYLE 6, 8; C5, I6, I7).
 #
 # Each case runs one action against a fixed pool that holds a ticket in every
 # interesting state (claimed idle / pinned / in flight, granted, pending,
@@ -79,10 +79,10 @@ CASES = [
     (P.Submit(1, 1.5, 0), InvalidBytes, "nbytes"),
     (P.Submit(1, 1, "hi"), InvalidArgument, "priority"),
     (P.Submit(9, 1, 0), UnknownHolder, "holder 9"),
-    (P.Submit(1, 91, 0), CapacityDenied, "governs 90 B"),
+    (P.Submit(1, 91, 0), CapacityDenied, "can never fit its 90 B"),
     (P.Submit(1, 1, 0), MailboxFull, "mailbox"),
     (P.TryReserve(1, 1, 0), CapacityDenied, "waiting"),
-    (P.TryReserve(1, 91, 0), CapacityDenied, "governs 90 B"),
+    (P.TryReserve(1, 91, 0), CapacityDenied, "can never fit its 90 B"),
     (P.Claim(1, 999), UnknownTicket, "never issued"),
     (P.Claim(1, W.retired), InvalidTransition, "already completed"),
     (P.Claim(1, W.granted), ForeignHolder, "holder 2"),

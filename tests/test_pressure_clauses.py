@@ -113,10 +113,10 @@ def _equal_or_lower_overtakes(trace: list[tuple[P.Pool, Any, P.Pool]]) -> dict[i
 _LIFO_SPEC = Mutant("lifo_spec", ("I13",), "pressure", Layer.SPEC, "spec.pressure",
                     "    pending.sort(key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id))\n",
                     "    pending.sort(key=lambda t: -t.id)\n", "the spec grants the newest ticket first")
-_LIFO_IMPL = Mutant("lifo_refimpl", ("I13",), "pressure", Layer.REFIMPL, "refimpl.pressure",
-                    "        for t in self._grant_order():\n",
-                    "        for t in sorted(self._pending.values(), key=lambda t: -t.id):\n",
-                    "the governor grants the newest ticket first")
+_LIFO_IMPL = Mutant("lifo_refimpl", ("I13",), "pressure", Layer.REFIMPL, "refimpl.manager.arbitration",
+                    "        for t in _grant_order(pend, bound):\n",
+                    "        for t in sorted(pend.values(), key=lambda t: -t.id):\n",
+                    "the manager grants the newest ticket first")
 
 
 def _order(first: int = 0, second: int = 0) -> list[Any]:
@@ -141,7 +141,7 @@ def test_lifo_grant_order_in_both_layers_is_caught_by_the_predicate() -> None:
 
 
 def test_fifo_grant_order_passes_and_the_governor_orders_without_the_spec() -> None:
-    import refimpl.pressure as R
+    import refimpl.manager.arbitration as R
 
     trace = _run(PressureAdapter, PoolParams(8, 0, 2, 8, 16), ALL_ON, _order())
     assert trace[-1][2].tickets[3].state is TicketState.GRANTED
@@ -164,11 +164,11 @@ def test_grant_order_by_priority_then_submit_order(priorities, granted) -> None:
 
 def test_callback_under_the_lock_is_seen_by_an_outside_probe() -> None:
     on = PressureAdapter(PoolParams(16, 0, 2, 2, 8))
-    on.gov.press(1, 4, 0, 5)
+    on.gov.pool_press(1, on.pool, 4, 0, 5)
     assert on.take_deliveries() == [Delivery(1, 1, 4, lock_free=True)]
     off = PressureAdapter(PoolParams(16, 0, 2, 2, 8), GuardSet.without("unlock_before_callback"))
     with contracts.contracts(False):
-        off.gov.press(1, 4, 0, 5)
+        off.gov.pool_press(1, off.pool, 4, 0, 5)
     seen = off.take_deliveries()
     assert seen == [Delivery(1, 1, 4, lock_free=False)]
     assert _clause_of(lambda: observed_I7_callbacks(seen)) == "observed_I7_callbacks.callback_without_ledger_lock"

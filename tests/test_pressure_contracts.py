@@ -1,4 +1,4 @@
-# Contracts on a PressureGovernor with one guard switched off (C5, I6, I7, I13).
+# Contracts on a Pool with one guard switched off (C5, I6, I7, I13).
 #
 # Each pressure guard has a short, deterministic scenario. With every guard on
 # the scenario is refused with a typed error at a known step (or, for aging,
@@ -19,7 +19,7 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.pressure import check_trace, overtakes
 from refimpl.adapter import method_name
-from refimpl.pressure import PressureGovernor
+from pool_harness import Pool, pool as make_pool
 from spec import pressure as P
 from spec.errors import CapacityDenied, GovernorError, PinnedVictim, StaleAnswer
 from spec.guards import ALL_ON, GUARDS, GuardSet
@@ -27,7 +27,7 @@ from spec.guards import ALL_ON, GUARDS, GuardSet
 PRESSURE_GUARDS = [g for g in GUARDS if g.model == "pressure"]
 
 
-def _traced(gov: PressureGovernor, calls: list[Callable[[PressureGovernor], Any]]) -> list[Any]:
+def _traced(gov: Pool, calls: list[Callable[[Pool], Any]]) -> list[Any]:
     trace = []
     for call in calls:
         prev = gov.abstract()
@@ -36,17 +36,17 @@ def _traced(gov: PressureGovernor, calls: list[Callable[[PressureGovernor], Any]
     return trace
 
 
-def aging(gov: PressureGovernor) -> None:
+def aging(gov: Pool) -> None:
     calls = [lambda g: g.submit(1, 5), lambda g: g.claim(1, 1), lambda g: g.submit(2, 6)]
     calls += [lambda g: g.submit(2, 1)] * 4
     check_trace(_traced(gov, calls))
 
 
-def charge_before_wake(gov: PressureGovernor) -> None:
+def charge_before_wake(gov: Pool) -> None:
     gov.submit(1, 4)
 
 
-def try_only(gov: PressureGovernor) -> None:
+def try_only(gov: Pool) -> None:
     # The trace predicate must know which call was the allocator's: trace the actions themselves.
     acts = [P.Submit(1, 8, 0),
             P.TryReserve(2, 1, 0),  # a ticket is waiting: must be refused, never left pending
@@ -59,25 +59,25 @@ def try_only(gov: PressureGovernor) -> None:
     check_trace(trace)
 
 
-def unlock_before_callback(gov: PressureGovernor) -> None:
+def unlock_before_callback(gov: Pool) -> None:
     gov.register_callback(1, lambda g, pid, target, deadline: None)
     gov.press(1, 4, 0, 5)
 
 
-def answer_open_only(gov: PressureGovernor) -> None:
+def answer_open_only(gov: Pool) -> None:
     t = gov.try_reserve(1, 4)
     p = gov.press(1, 4, 0, 5)
     gov.answer(1, p, (t,), 6)  # after the deadline: the holder would give up its lease for no one
 
 
-def victims_unpinned_idle(gov: PressureGovernor) -> None:
+def victims_unpinned_idle(gov: Pool) -> None:
     t = gov.try_reserve(1, 4)
     gov.set_use(1, t, True, False)
     p = gov.press(1, 4, 0, 5)
     gov.answer(1, p, (t,), 1)
 
 
-SCENARIOS: dict[str, tuple[Callable[[PressureGovernor], None], type[GovernorError] | None, str]] = {
+SCENARIOS: dict[str, tuple[Callable[[Pool], None], type[GovernorError] | None, str]] = {
     "aging": (aging, None, ""),
     "charge_before_wake": (charge_before_wake, None, ""),
     "try_only": (try_only, CapacityDenied, "waiting"),
@@ -87,8 +87,8 @@ SCENARIOS: dict[str, tuple[Callable[[PressureGovernor], None], type[GovernorErro
 }
 
 
-def _gov(guards: GuardSet) -> PressureGovernor:
-    return PressureGovernor(8, holders=2, aging_bound=1, mailbox=16, guards=guards)
+def _gov(guards: GuardSet) -> Pool:
+    return make_pool(8, holders=2, aging_bound=1, mailbox=16, guards=guards)
 
 
 def test_every_pressure_guard_has_a_scenario() -> None:

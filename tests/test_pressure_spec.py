@@ -1,6 +1,6 @@
 """Unit scenarios of spec.pressure, each asserting the whole pool (C5, I6, I7, I13).
 
-The same scenario runs against the spec and against PressureGovernor, and
+The same scenario runs against the spec and against the manager (one ledger as a pool), and
 the two pools must be equal after every step.
 """
 

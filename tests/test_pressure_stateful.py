@@ -1,4 +1,4 @@
-"""The pressure campaign as a test: PressureGovernor refines spec.pressure (C5 I6 I7 I13).
+"""The pressure campaign as a test: the manager (one ledger as a pool) refines spec.pressure (C5 I6 I7 I13).
 
 After every step: refinement against `spec.pressure.step` (result, next pool,
 error type), a rejection leaves the whole pool unchanged, step predicates on
@@ -52,5 +52,5 @@ def test_pressure_campaign_with_contracts_off_still_refines() -> None:
 
 def test_adapter_callbacks_run_without_the_lock() -> None:
     a = PressureAdapter(PoolParams(16, 0, 2, 2, 8), strict_callbacks=True)
-    a.gov.press(1, 4, 0, 5)
+    a.gov.pool_press(1, a.pool, 4, 0, 5)
     assert a.delivered == [Delivery(1, 1, 4, lock_free=True)]

@@ -1,4 +1,4 @@
-# Real threads against one PressureGovernor (I7 non-blocking governance, I13, C5, I6).
+# Real threads against one manager ledger as a pool (I7 non-blocking governance, I13, C5, I6).
 #
 # Threads start together on a Barrier. Every assertion is about bytes, ticket
 # states and counts; join and wait timeouts are only a safety net against a
@@ -17,7 +17,8 @@ from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.pressure import check_all
-from refimpl.pressure import PressureGovernor
+from pool_harness import Pool, pool as make_pool
+from refimpl.pressure_adapter import probe_from_another_thread
 from spec import pressure as P
 from spec.errors import CapacityDenied, ForeignHolder, InvalidTransition, UnknownTicket
 from spec.guards import GuardSet
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("fast_switching")
 
 
 
-def _settled(gov: PressureGovernor) -> None:
+def _settled(gov: Pool) -> None:
     """Everything returned: no live ticket, all governed bytes free, invariants hold."""
     pool = gov.abstract()
     assert not pool.tickets, pool.tickets
@@ -46,7 +47,7 @@ def test_racing_try_reserves_grant_exactly_what_fits(limit, size, seed, on):
     rng = random.Random(seed)
     tries = [fits // THREADS + 1 + rng.randrange(3) for _ in range(THREADS)]
     with contracts.contracts(on):
-        gov = PressureGovernor(limit + 5, fixed=5, holders=THREADS, aging_bound=4, mailbox=4096)
+        gov = make_pool(limit + 5, fixed=5, holders=THREADS, aging_bound=4, mailbox=4096)
         granted: list[list[int]] = [[] for _ in range(THREADS)]
         denied = [0] * THREADS
 
@@ -74,7 +75,7 @@ def test_racing_try_reserves_grant_exactly_what_fits(limit, size, seed, on):
 @pytest.mark.parametrize("seed", range(6))
 def test_racing_submits_grant_exactly_what_fits_and_the_rest_wait(seed):
     limit, size = 100, 7 + seed
-    gov = PressureGovernor(limit, holders=THREADS, aging_bound=3, mailbox=4096)
+    gov = make_pool(limit, holders=THREADS, aging_bound=3, mailbox=4096)
     tickets: list[list[int]] = [[] for _ in range(THREADS)]
     run_together([(lambda i=i: tickets[i].extend(gov.submit(i + 1, size) for _ in range(3))) for i in range(THREADS)])
     pool = gov.abstract()
@@ -94,7 +95,7 @@ def test_cancel_and_timeout_racing_claim_credit_exactly_once(seed):
     """Claim, cancel and timeout race on each granted ticket: exactly one of them wins its bytes."""
     rng = random.Random(seed)
     n, size = 30, 3
-    gov = PressureGovernor(n * size, holders=1, aging_bound=4, mailbox=n)
+    gov = make_pool(n * size, holders=1, aging_bound=4, mailbox=n)
     ticks = [gov.submit(1, size) for _ in range(n)]
     assert all(t.state is TicketState.GRANTED for t in gov.abstract().tickets.values())
     claimed: list[int] = []
@@ -127,13 +128,13 @@ def test_cancel_and_timeout_racing_claim_credit_exactly_once(seed):
 def test_pressure_callback_reenters_to_release(on):
     """A waiter needs bytes a holder keeps; pressure reaches the holder, whose callback re-enters to answer."""
     with contracts.contracts(on):
-        gov = PressureGovernor(100, fixed=10, holders=2, aging_bound=2, mailbox=8)
+        gov = make_pool(100, fixed=10, holders=2, aging_bound=2, mailbox=8)
         pinned = gov.try_reserve(1, 20)
         gov.set_use(1, pinned, True, False)
         idle = gov.try_reserve(1, 50)
         seen: list[tuple[bool, int]] = []
 
-        def on_pressure(g: PressureGovernor, pid: int, target: int, deadline: int) -> None:
+        def on_pressure(g: Pool, pid: int, target: int, deadline: int) -> None:
             # The holder picks its own victims: the idle lease, never the pinned one (I6).
             seen.append((g.lock_held_by_me(), g.answer(1, pid, (idle,), 0)))
 
@@ -157,37 +158,45 @@ def test_pressure_callback_reenters_to_release(on):
 
 
 def test_lock_held_while_calling_a_holder_is_detected():
-    """Negative control on real threads: with the release-before-callback guard off, the re-entrant
-    callback is caught by the owner-aware lock (I7) instead of deadlocking."""
-    gov = PressureGovernor(100, holders=1, guards=GuardSet.without("unlock_before_callback"))
+    """Negative control on real threads: with the release-before-callback guard off, the callback runs
+    under the ledger lock. With contracts on the call-out site says so (I7); with them off, another
+    thread cannot take the lock while the callback runs (what the focused checker's probe observes)."""
+    gov = make_pool(100, holders=1, guards=GuardSet.without("unlock_before_callback"))
     lease = gov.try_reserve(1, 40)
     errors: list[BaseException] = []
+    probes: list[bool] = []
 
-    def on_pressure(g: PressureGovernor, pid: int, target: int, deadline: int) -> None:
+    def on_pressure(g: Pool, pid: int, target: int, deadline: int) -> None:
+        probes.append(probe_from_another_thread(g.mgr))
         g.answer(1, pid, (lease,), 0)
 
     gov.register_callback(1, on_pressure)
 
-    def run() -> None:
+    def run(on: bool) -> None:
         try:
-            with contracts.contracts(False):
+            with contracts.contracts(on):
                 gov.press(1, 40, 0, 5)
         except BaseException as e:
             errors.append(e)
 
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(JOIN_S)
-    assert not t.is_alive(), "deadlocked: the detector did not fire (safety net)"
+    for on in (True, False):
+        t = threading.Thread(target=run, args=(on,), daemon=True)
+        t.start()
+        t.join(JOIN_S)
+        assert not t.is_alive(), "deadlocked (safety net)"
     assert len(errors) == 1 and isinstance(errors[0], InvariantViolation) and errors[0].id == "I7", errors
+    assert probes == [False], probes  # contracts off: the callback ran, and the lock was held meanwhile
+    assert gov.abstract().pressures[2].released == 40  # the re-entrant answer went through
 
 
 def test_waiting_under_the_ledger_lock_is_detected():
-    gov = PressureGovernor(10, holders=1)
-    t = gov.submit(1, 20 - 11)
-    with gov._lock:  # a caller that (wrongly) waits while holding the ledger lock
-        with pytest.raises(InvariantViolation, match="I7: the ledger lock was re-entered"):
-            gov.wait(t, 0.01)
+    gov = make_pool(10, holders=1)
+    gov.try_reserve(1, 5)
+    t = gov.submit(1, 9)  # pending: 5 B free
+    with contracts.contracts(True):
+        with gov.ledger_lock:  # a caller that (wrongly) waits while holding the ledger lock
+            with pytest.raises(InvariantViolation, match="I7: waiting on a ticket with the ledger lock held"):
+                gov.wait(t, 0.01)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -200,7 +209,7 @@ def test_big_waiter_is_not_starved_by_small_newcomers(seed):
     overtaken hundreds of times; that control is not asserted here because a thread schedule can let it
     through early; the deterministic I13 negative control lives in the checker registry.)"""
     bound = 3
-    gov = PressureGovernor(64, holders=THREADS + 1, aging_bound=bound, mailbox=64)
+    gov = make_pool(64, holders=THREADS + 1, aging_bound=bound, mailbox=64)
     stop = threading.Event()
     small_grants: list[tuple[int, int]] = []
     big_grant: list[tuple[int, int]] = []
@@ -241,12 +250,12 @@ def test_big_waiter_is_not_starved_by_small_newcomers(seed):
 def test_no_deadlock_under_contention(seed):
     """Mixed waits, try-only reservations, cancels, timeouts and re-entrant pressure from many threads."""
     holders = THREADS
-    gov = PressureGovernor(200, fixed=8, holders=holders, aging_bound=3, mailbox=64)
+    gov = make_pool(200, fixed=8, holders=holders, aging_bound=3, mailbox=64)
     leases: list[list[int]] = [[] for _ in range(holders)]
     locks = [threading.Lock() for _ in range(holders)]  # each holder's own state, never the ledger lock
 
     def callback(h: int) -> Callable[..., None]:
-        def on_pressure(g: PressureGovernor, pid: int, target: int, deadline: int) -> None:
+        def on_pressure(g: Pool, pid: int, target: int, deadline: int) -> None:
             assert not g.lock_held_by_me()
             with locks[h - 1]:
                 victims = tuple(leases[h - 1][:2])
@@ -315,7 +324,7 @@ def test_no_deadlock_under_contention(seed):
 
 
 def test_dropped_tickets_are_cancelled_through_the_mailbox():
-    gov = PressureGovernor(10, holders=1, mailbox=2)
+    gov = make_pool(10, holders=1, mailbox=2)
     granted = gov.submit(1, 6)
     pending = gov.submit(1, 6)
     gov.drop(1, granted)  # no lock taken; the next operation drains it
@@ -327,7 +336,7 @@ def test_dropped_tickets_are_cancelled_through_the_mailbox():
 
 def test_mailbox_holds_one_post_per_live_ticket():
     # Issue #14 finding 5: repeats and bogus posts can no longer fill the slots a legitimate drop needs.
-    gov = PressureGovernor(10, holders=2, mailbox=2)
+    gov = make_pool(10, holders=2, mailbox=2)
     t = gov.submit(1, 4)
     u = gov.submit(2, 4)
     for _ in range(5):

@@ -1,11 +1,13 @@
 """`ProcessMemoryManager`: one governor per process over one set of authorities (C1).
 
 The governor an ORT engineer would port, one file per part, every part
-working on the same records under the same `OwnedLock`:
+working on the same records under the same ledger lock (`LedgerLock`):
 
     ledger.py        authorities, holders, reservations -> leases (the one ledger)
     allowances.py    non-owning allowances on a ledger
     arbitration.py   requester tickets: grant = a ledger reservation, claim = its commit
+    leases.py        requester leases: try-only path, use flags, generations, the single-pool
+                     protocol of spec.pressure (deadlines, stale answers) and its refinement mapping
     pressure.py      holder pressure tickets and callbacks (called with no lock held)
     transactions.py  try-only capacity transactions in authority id order
     limits.py        topology and limits: prepare -> pressure -> commit, or keep the old limit
@@ -27,31 +29,38 @@ from typing import Any
 from refimpl.manager.allowances import Allowances
 from refimpl.manager.arbitration import Arbitration
 from refimpl.manager.devices import Devices
+from refimpl.manager.leases import Leases
 from refimpl.manager.ledger import Ledger
 from refimpl.manager.limits import Limits
-from refimpl.manager.lock import OwnedLock
 from refimpl.manager.pressure import Callback, Pressures
 from refimpl.manager.transactions import Transactions
 from refimpl.manager.views import Views
 from spec.errors import InvalidArgument
 from spec.guards import ALL_ON, GuardSet
+from spec.types import MAX_BYTES
 
-__all__ = ["ProcessMemoryManager", "OwnedLock", "Callback"]
+__all__ = ["ProcessMemoryManager", "Callback"]
 
 
-class ProcessMemoryManager(Ledger, Allowances, Arbitration, Pressures, Transactions, Limits, Devices, Views):
+class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Limits, Devices, Views):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
 
     def __init__(self, guards: GuardSet = ALL_ON, trace: Callable[[dict[str, Any]], None] | None = None,
-                 aging_bound: int = 4) -> None:
+                 aging_bound: int = 4, mailbox: int = 1 << 16) -> None:
         """`trace`: a sink receiving one JSONL-ready event per operation (issue #6, `refimpl.tracing`).
 
-        `aging_bound`: rounds after which a pending ticket is matured (I13)."""
-        if type(aging_bound) is not int or aging_bound < 1:
-            raise InvalidArgument(f"aging_bound must be an int >= 1, got {aging_bound!r}")
+        `aging_bound`: rounds after which a pending ticket is matured (I13). `mailbox`: live (pending or
+        granted) tickets at most; a submit beyond that is refused with MailboxFull (back-pressure)."""
+        if type(aging_bound) is not int or not 1 <= aging_bound <= MAX_BYTES:
+            raise InvalidArgument(f"aging_bound must be an int in [1, 2**63-1], got {aging_bound!r}")
+        if type(mailbox) is not int or not 1 <= mailbox <= MAX_BYTES:
+            raise InvalidArgument(f"mailbox must be an int in [1, 2**63-1], got {mailbox!r}")
+        if not isinstance(guards, GuardSet):
+            raise InvalidArgument(f"guards must be a GuardSet, got {guards!r}")
         self._init_ledger(guards)
-        self._init_arbitration(aging_bound)
+        self._init_arbitration(aging_bound, mailbox)
         self._init_pressure()
+        self._init_leases()
         self._init_transactions()
         self._init_views()
         if trace is not None:

@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any
 
-from spec.errors import (CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, TraceSinkFailed,
-                         UnknownTicket)
+from spec.errors import (CapacityDenied, ForeignHolder, InvalidArgument, InvalidTransition, MailboxFull,
+                         TraceSinkFailed, UnknownTicket)
 from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import MAX_BYTES, Origin, Role
@@ -46,10 +46,12 @@ RECHECK_S = 0.5
 
 
 class _Tkt:
-    __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "age", "state", "alloc", "event", "rec")
+    __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "generation", "age", "state", "alloc", "event",
+                 "rec")
 
     def __init__(self, id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role) -> None:
         self.id, self.holder, self.auth, self.nbytes, self.priority, self.role = id, holder, auth, nbytes, priority, role
+        self.generation = auth.generation  # a pending ticket is of its ledger's current generation
         self.age = 0
         self.state = _PENDING
         self.alloc: _Alloc | None = None  # the ledger reservation once granted
@@ -80,8 +82,12 @@ def _grant_order(pending: dict[int, _Tkt], bound: int) -> list[_Tkt]:
 class Arbitration:
     """Requester tickets; needs the ledger part's tables, lookups and `_enter`."""
 
-    def _init_arbitration(self, aging_bound: int) -> None:
+    def _init_arbitration(self, aging_bound: int, mailbox: int) -> None:
         self._bound = aging_bound
+        self._slots = mailbox  # live (pending or granted) tickets at most: back-pressure on submit
+        # I7: a grant books its ledger reservation (charges its bytes) before any waiter can be woken.
+        self._charge_at_grant = self._guards.on("grant_charges_ledger") and self._guards.on("charge_before_wake")
+        self._aging = self._guards.on("aging")  # I13: a matured misfit ends the round
         self._tickets: dict[int, _Tkt] = {}  # live (pending or granted) only
         self._next_ticket = 1
 
@@ -118,10 +124,12 @@ class Arbitration:
         self._require_active(a)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
+        if len(self._tickets) >= self._slots:
+            raise MailboxFull(f"all {self._slots} cancellation-mailbox slots are held by live tickets; retry later")
         t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
         self._next_ticket += 1
         self._tickets[t.id] = t
-        if not a.pending and nbytes <= a.limit - a.used and self._guards.on("grant_charges_ledger"):
+        if not a.pending and nbytes <= a.limit - a.used and self._charge_at_grant:
             # Hot path: the round of a lone ticket that fits (ages to 1, granted: a ledger reservation, I1, I2).
             t.age, t.state = 1, _GRANTED
             t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
@@ -154,6 +162,8 @@ class Arbitration:
             a = t.auth
             rec = self._enter(t.holder, a, a.tier, t.role, t.nbytes, Origin.GRANTED)  # no limit check
         rec.part = None
+        rec.ticket = t  # the ticket id goes on naming its lease (refimpl.manager.leases)
+        self._leases[t.id] = rec
         self._commit_rec(rec, t.nbytes)
         return rec.id
 
@@ -224,6 +234,11 @@ class Arbitration:
         except TraceSinkFailed:
             raise  # from the claim (the lease is the caller's, in `.result`) or from a timeout applied in full
         except BaseException:
+            if not claimed:  # an interrupt may land after the claim took effect, before it was noted
+                with self._lock:
+                    rec = self._leases.get(tid)
+                    if rec is not None and rec.holder == holder:
+                        claimed.append(rec.id)
             if claimed:
                 self.release(holder, claimed[0])  # claimed, but the caller never received it
             else:
@@ -264,13 +279,13 @@ class Arbitration:
         for t in _grant_order(pend, bound):
             if t.nbytes <= a.limit - a.used:
                 self._grant(a, t)
-            elif t.age >= bound:
+            elif t.age >= bound and self._aging:
                 break  # a matured misfit ends the round: returned capacity accumulates for it
 
     def _grant(self, a: _Auth, t: _Tkt) -> None:
         del a.pending[t.id]
         t.state = _GRANTED
-        if self._guards.on("grant_charges_ledger"):  # I1, I2: a ledger reservation, booked before any wake
+        if self._charge_at_grant:  # I1, I2, I7: a ledger reservation, booked before any wake
             t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)
             t.alloc.part = t
         if t.event is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from invariants.contracts import SWITCH as _SWITCH
 from spec import actions as A
+from spec.tickets import PressureState
 from spec.types import ContextState
 
 __all__ = ["Devices"]
@@ -51,8 +52,8 @@ class Devices:
                 t.alloc.part = None  # DEVICE_LOST now: settled by confirm_termination, like any lease
             if t.event is not None:
                 self._wake.append(t.event)
-        for pid in [p.id for p in self._pressures.values() if p.auth is a]:
-            del self._pressures[pid]
+        for r in [p for p in self._pressures.values() if p.auth is a]:
+            self._shut_pressure(r, PressureState.CANCELLED)
         a.change = None
         before: dict[int, int] = {}
         for t in [t for t in self._txs.values() if any(aid == a.id for aid, _ in t.needs)]:

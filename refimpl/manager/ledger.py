@@ -9,7 +9,7 @@ spec. Every other part books its bytes here: a requester ticket's grant and a
 transaction's reservation are `_Alloc` records of this table (`part` names
 the ticket or transaction that owns one until it is claimed or committed).
 
-Concurrency: one ledger lock (`OwnedLock`), held only for the bookkeeping of
+Concurrency: one ledger lock (`LedgerLock`), held only for the bookkeeping of
 one operation. Nothing here waits, sleeps, or calls out (I7): no holder
 callbacks, no allocator, no ORT. Waiters whose tickets a credit granted are
 woken after the lock is released.
@@ -65,7 +65,7 @@ _LOSABLE = (AllocState.PROVISIONAL, AllocState.LIVE, AllocState.QUARANTINED)
 
 class _Auth:
     __slots__ = ("id", "pool", "tier", "capacity", "limit", "alias_of", "view", "context", "used",
-                 "allocs", "allowances", "promised", "pending", "change", "rec")
+                 "allocs", "allowances", "promised", "pending", "change", "generation", "rec")
 
     def __init__(self, id: int, pool: str, tier: Tier, capacity: int, alias_of: int | None, view: str | None) -> None:
         self.id, self.pool, self.tier, self.capacity, self.limit = id, pool, tier, capacity, capacity
@@ -77,17 +77,21 @@ class _Auth:
         self.promised = 0  # sum of allowance limits
         self.pending: dict[int, Any] = {}  # arbitration: pending tickets on this ledger, in submit (id) order
         self.change: Any = None  # the pending limit change, if any (refimpl.manager.limits)
+        self.generation = 0  # bumped by a reconfigure (refimpl.manager.leases); tickets and pressures carry it
         self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
 
 
 class _Alloc:
-    __slots__ = ("id", "auth", "holder", "tier", "role", "reserved", "nbytes", "charge", "state", "origin", "part", "rec")
+    __slots__ = ("id", "auth", "holder", "tier", "role", "reserved", "nbytes", "charge", "state", "origin", "part", "ticket",
+                 "pinned", "in_flight", "rec")
 
     def __init__(self, id: int, auth: _Auth, holder: int, tier: Tier, role: Role, nbytes: int, state: AllocState, origin: Origin) -> None:
         self.id, self.auth, self.holder, self.tier, self.role = id, auth, holder, tier, role
         self.reserved = self.nbytes = self.charge = nbytes
         self.state, self.origin = state, origin
         self.part: Any = None  # the live ticket or transaction whose reservation this is (it owns the record)
+        self.ticket: Any = None  # the requester ticket whose claim made this lease (refimpl.manager.leases)
+        self.pinned = self.in_flight = False  # the holder's use flags: such a lease is never a victim (I6)
         self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
 
 
@@ -140,6 +144,7 @@ class Ledger:
         self._allows: dict[int, _Allow] = {}
         self._next_auth = self._next_holder = self._next_alloc = self._next_allow = 1
         self._wake: list[Any] = []  # waiters' events to set once the lock is released (I7)
+        self._leases: dict[int, _Alloc] = {}  # ticket id -> the live lease its claim made (an index of this table)
         self._fresh = self._guards.on("fresh_ids")  # I4a: allocation ids are never reused
 
     # --- registration (C1, I1) -------------------------------------------
@@ -389,6 +394,8 @@ class Ledger:
         rec.state = _RELEASED
         del self._allocs[rec.id]
         del rec.auth.allocs[rec.id]
+        if rec.ticket is not None:
+            del self._leases[rec.ticket.id]  # a retired lease is no ticket's any more
 
     # --- device loss, the ledger's half (C3; the public operations are in refimpl.manager.devices) ----
 

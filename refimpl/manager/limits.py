@@ -18,6 +18,7 @@ from typing import Any
 
 from spec import manager_actions as M
 from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, InvalidTransition, TraceSinkFailed
+from spec.tickets import PressureState
 from spec.types import AllocState
 from refimpl.manager.ledger import _nbytes
 
@@ -67,7 +68,9 @@ class Limits:
         if ch is None:
             raise InvalidTransition(f"authority {a.id} has no limit change pending")
         for pid in ch.pressures:
-            self._pressures.pop(pid, None)
+            r = self._pressures.get(pid)
+            if r is not None:
+                self._shut_pressure(r, PressureState.CANCELLED)
         a.change = None
         before = a.limit - a.used
         committed = a.used <= ch.target or not self._guards.on("limit_after_reclaim")  # I2: never below used

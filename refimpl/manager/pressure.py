@@ -27,9 +27,11 @@ from spec.errors import (
     HolderCallbackFailed,
     InvalidArgument,
     InvalidTransition,
+    PinnedVictim,
     TraceSinkFailed,
     UnknownTicket,
 )
+from spec.tickets import PressureState
 from spec.types import AllocState
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_callback
@@ -41,10 +43,16 @@ Callback = Callable[[Any, int, int], None]
 
 
 class _Prs:
-    __slots__ = ("id", "holder", "auth", "target", "change")
+    __slots__ = ("id", "holder", "auth", "target", "change", "priority", "deadline", "generation", "state",
+                 "released")
 
-    def __init__(self, id: int, holder: int, auth: _Auth, target: int, change: bool) -> None:
+    def __init__(self, id: int, holder: int, auth: _Auth, target: int, change: bool, priority: int = 0,
+                 deadline: int | None = None) -> None:
         self.id, self.holder, self.auth, self.target, self.change = id, holder, auth, target, change
+        self.priority, self.deadline = priority, deadline  # deadline None: answerable until closed
+        self.generation = auth.generation  # an answer to an older generation is stale (C5)
+        self.state = PressureState.OPEN
+        self.released = 0  # bytes its answers gave back
 
 
 class Pressures:
@@ -52,6 +60,10 @@ class Pressures:
 
     def _init_pressure(self) -> None:
         self._pressures: dict[int, _Prs] = {}  # open only
+        # Every pressure ticket with a deadline (the single-pool protocol's) and every open one; a closed one
+        # keeps its state and released bytes here. A closed ticket without a deadline (the composed `press`,
+        # a limit change) is forgotten: a long-running process opens one per arena run boundary.
+        self._pressure_log: dict[int, _Prs] = {}
         self._callbacks: dict[int, Callback] = {}
         self._next_pressure = 1
 
@@ -98,11 +110,19 @@ class Pressures:
         _nbytes(target, "target")
         return self._open(holder, a, target, False)
 
-    def _open(self, holder: int, a: _Auth, target: int, change: bool) -> int:
-        r = _Prs(self._next_pressure, holder, a, target, change)
+    def _open(self, holder: int, a: _Auth, target: int, change: bool, priority: int = 0,
+              deadline: int | None = None) -> int:
+        r = _Prs(self._next_pressure, holder, a, target, change, priority, deadline)
         self._next_pressure += 1
-        self._pressures[r.id] = r
+        self._pressures[r.id] = self._pressure_log[r.id] = r
         return r.id
+
+    def _shut_pressure(self, r: _Prs, state: PressureState) -> None:
+        """Retire an open pressure ticket from the open index; its record keeps the closing state."""
+        del self._pressures[r.id]
+        r.state = state
+        if r.deadline is None:
+            del self._pressure_log[r.id]
 
     def answer(self, holder: int, pressure: int, victims: tuple[int, ...]) -> int:
         """The holder gives back its own idle LIVE leases on the pressed authority; returns bytes released."""
@@ -126,12 +146,15 @@ class Pressures:
                 raise InvalidTransition(f"allocation {v} is {rec.state.value}"
                                         f"{'' if rec.part is None else ' and owned by ' + repr(rec.part)}; "
                                         "only an idle live lease is given back")
+            if (rec.pinned or rec.in_flight) and self._guards.on("victims_unpinned_idle"):  # I6
+                raise PinnedVictim(f"allocation {v} is {'pinned' if rec.pinned else 'in flight'}; never reclaimed")
             picked.append(rec)
         released = 0
         for rec in picked:
             released += rec.charge
             self._retire(rec)
-        del self._pressures[r.id]
+        r.released += released
+        self._shut_pressure(r, PressureState.ANSWERED)
         if r.change:
             r.auth.change.completed.append((r.id, released))
         if released and r.auth.pending:
@@ -144,7 +167,7 @@ class Pressures:
 
     def _cancel_pressure(self, pressure: int) -> None:
         r = self._open_pressure(pressure)
-        del self._pressures[r.id]
+        self._shut_pressure(r, PressureState.CANCELLED)
 
     # --- delivery (outside the lock, I7) ----------------------------------------
 

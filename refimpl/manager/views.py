@@ -313,7 +313,7 @@ class Views:
 
     @property
     def ledger_lock(self) -> LedgerLock:
-        """The one ledger lock, for outside probes (`OwnedLock.probe` from another thread, I7) and tracing."""
+        """The one ledger lock, for outside probes (`LedgerLock.probe` from another thread, I7) and tracing."""
         return self._lock
 
     def lock_held_by_me(self) -> bool:

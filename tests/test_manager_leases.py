@@ -1,0 +1,131 @@
+# The leases part of ProcessMemoryManager (refimpl.manager.leases) where it meets the other parts:
+# a requester lease is an allocation of the one ledger, the pool view reads the manager's records,
+# and the use flags, generations and posted cancels act on those records (I6, I7, I13, C5).
+
+from __future__ import annotations
+
+import pytest
+
+from invariants import contracts
+from refimpl.manager import ProcessMemoryManager
+from spec.errors import CapacityDenied, InvalidTransition, PinnedVictim, StaleAnswer, StaleGeneration
+from spec.guards import ALL_ON, GuardSet
+from spec.tickets import TicketState
+from spec.types import AllocState, Tier
+
+
+def _mgr(guards: GuardSet = ALL_ON) -> tuple[ProcessMemoryManager, int, int, int]:
+    m = ProcessMemoryManager(guards=guards, aging_bound=2, mailbox=8)
+    h1, h2 = m.register_holder("a"), m.register_holder("b")
+    dev = m.register_authority("gpu0", Tier.DEVICE, 100)
+    return m, h1, h2, dev
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_lease_is_an_allocation_of_the_one_ledger(on) -> None:
+    m, h1, _, dev = _mgr()
+    with contracts.contracts(on):
+        t = m.try_reserve(h1, dev, 30)
+        (lease,) = [x for x in m.abstract().allocations.values()]
+        assert lease.state is AllocState.LIVE and lease.charge == 30 and lease.holder == h1
+        pool = m.abstract_pool(dev)
+        assert pool.tickets[t].grant == lease.id and pool.tickets[t].state is TicketState.CLAIMED
+        assert pool.free == m.snapshot(dev).limit - m.snapshot(dev).used == 70
+        m.release(h1, lease.id)  # the ledger's own release retires the lease: the ticket names nothing now
+        assert not m.abstract_pool(dev).tickets and m.snapshot(dev).used == 0
+        with pytest.raises(InvalidTransition, match="already completed"):
+            m.pool_release(h1, t)
+
+
+@pytest.mark.parametrize("guards, taken", [(ALL_ON, False), (GuardSet.without("victims_unpinned_idle"), True)],
+                         ids=["guard-on", "guard-off"])
+def test_a_pinned_lease_is_never_a_victim_of_the_composed_answer(guards, taken) -> None:
+    m, h1, _, dev = _mgr(guards)
+    with contracts.contracts(False):
+        t = m.try_reserve(h1, dev, 40)
+        lease = m.abstract_pool(dev).tickets[t].grant
+        m.set_use(h1, t, True, False)
+        pid = m.open_pressure(h1, dev, 40)
+        if taken:
+            assert m.answer(h1, pid, (lease,)) == 40  # the harm the guard prevents: pinned bytes reclaimed
+        else:
+            with pytest.raises(PinnedVictim, match="pinned"):
+                m.answer(h1, pid, (lease,))
+            assert m.snapshot(dev).used == 40 and m.abstract_pool(dev).tickets[t].pinned
+
+
+def test_device_loss_and_termination_retire_the_lease_from_the_pool_view() -> None:
+    m, h1, _, dev = _mgr()
+    with contracts.contracts(True):
+        t = m.try_reserve(h1, dev, 10)
+        m.lose_device(dev)
+        assert m.abstract_pool(dev).tickets[t].state is TicketState.CLAIMED  # charged until termination
+        m.confirm_termination(dev)
+        assert not m.abstract_pool(dev).tickets and m.snapshot(dev).used == 0
+
+
+def test_reconfigure_fails_only_that_ledgers_pending_tickets() -> None:
+    m, h1, h2, dev = _mgr()
+    host = m.register_authority("host", Tier.HOST, 10)
+    with contracts.contracts(True):
+        m.try_reserve(h1, dev, 100)
+        m.try_reserve(h1, host, 10)
+        wait_dev = m.pool_submit(h2, dev, 5)
+        wait_host = m.pool_submit(h2, host, 5)
+        pid = m.pool_press(h1, dev, 5, 0, 9)
+        m.reconfigure(dev)
+        assert wait_dev not in m.abstract_pool(dev).tickets
+        assert m.abstract_pool(host).tickets[wait_host].state is TicketState.PENDING
+        assert m.abstract_pool(dev).generation == 1 and m.abstract_pool(host).generation == 0
+        with pytest.raises(StaleGeneration, match="generation 0"):
+            m.pool_answer(h1, pid, (), 1)
+
+
+def test_try_reserve_never_goes_ahead_of_a_waiter() -> None:
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(True):
+        m.try_reserve(h1, dev, 60)
+        m.pool_submit(h2, dev, 50)  # waits: 40 B free
+        with pytest.raises(CapacityDenied, match="1 waiting"):
+            m.try_reserve(h1, dev, 10)  # fits, but a ticket is waiting (I13)
+
+
+def test_a_posted_cancel_is_applied_by_the_next_accepted_operation_only() -> None:
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(True):
+        m.try_reserve(h1, dev, 100)
+        t = m.pool_submit(h2, dev, 5)
+        m.drop(h2, t)
+        before = m.abstract_pool(dev)
+        with pytest.raises(CapacityDenied):
+            m.try_reserve(h2, dev, 500)  # refused: changes nothing, drains nothing
+        assert m.abstract_pool(dev) == before
+        m.press(h1, dev, 1)  # a composed operation: the posts wait for a pool operation or drain()
+        assert t in m.abstract_pool(dev).tickets
+        m.pool_submit(h2, dev, 1)
+        assert t not in m.abstract_pool(dev).tickets
+
+
+def test_expired_pressure_refuses_late_answers() -> None:
+    m, h1, _, dev = _mgr()
+    with contracts.contracts(True):
+        t = m.try_reserve(h1, dev, 10)
+        pid = m.pool_press(h1, dev, 10, 0, 3)
+        with pytest.raises(InvalidTransition, match="not expired at 3"):
+            m.expire_pressure(pid, 3)
+        m.expire_pressure(pid, 4)
+        assert m.abstract_pool(dev).pressures[pid].state.value == "expired"
+        assert pid not in m.abstract_manager().pressures  # closed: not an open ticket of the composed view
+        assert m.abstract_pool(dev).tickets[t].state is TicketState.CLAIMED
+
+
+def test_closed_composed_pressure_tickets_are_forgotten_and_answers_to_them_stale() -> None:
+    m, h1, _, dev = _mgr()
+    with contracts.contracts(True):
+        for _ in range(50):  # an arena pressed at every run boundary, answering nothing
+            m.answer(h1, m.open_pressure(h1, dev, 1), ())
+        assert len(m._pressure_log) == 0 and not m.abstract_pool(dev).pressures  # no record per closed ticket
+        with pytest.raises(StaleAnswer, match="closed"):
+            m.pool_answer(h1, 50, (), 0)
+        with pytest.raises(InvalidTransition, match="already closed"):
+            m.expire_pressure(50, 9)
