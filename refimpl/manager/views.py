@@ -34,12 +34,15 @@ from spec import actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError, TraceSinkFailed
 from spec.state import Allocation, Allowance, Authority, Holder, State
+from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
 from refimpl.manager.lock import LedgerLock
 
 __all__ = ["Views"]
 
 T = TypeVar("T")
+# Composed actions the local contract covers (contracts level "local"), by the kind it reads their arguments as.
+_LOCAL_KINDS = {M.Submit: _L.SUBMIT, M.Claim: _L.CLAIM, M.CancelTicket: _L.DROP, M.TimeoutTicket: _L.DROP}
 _NO_SCOPE: tuple[frozenset[int], tuple[int, ...]] = (frozenset(), ())
 
 
@@ -67,7 +70,32 @@ class Views:
         with self._lock:
             return self._manager_view(None, None)
 
-    # --- ledger contracts (issue #2: incremental, on what the operation touched) ---------
+    # --- local contracts (level "local"): the harms on the concrete records touched, no frozen views ----
+
+    def _contract(self, kind: int, cls: type, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
+                  body: Callable[..., T], args: tuple[Any, ...], *extra: Any) -> T:
+        """A hot ledger operation with contracts on: the local contract, or the frozen-view one (`_checked`)
+        at level "full" or while transactions or pressure tickets are open (their parts' predicates)."""
+        if _SWITCH.full or self._txs or self._pressures:
+            return self._checked(cls(*args), scope, key, body, *args, *extra)
+        try:
+            return self._local(kind, cls, body, args, extra)
+        finally:
+            if self._wake:
+                self.wake_waiters()
+
+    def _local(self, kind: int, cls: type, body: Callable[..., T], args: tuple[Any, ...], extra: tuple[Any, ...]) -> T:
+        with self._lock:
+            b = _L.before(self, kind, args)
+            try:
+                result = body(*args, *extra)
+            except GovernorError:
+                _L.refused(self, b, cls.__name__)
+                raise
+            _L.after(self, b, args, result)
+            return result
+
+    # --- ledger contracts, level "full" (issue #2: frozen partial views of what the operation touched) ----
 
     def _checked(self, action: Any, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
                  body: Callable[..., T], *args: Any) -> T:
@@ -168,8 +196,16 @@ class Views:
 
     def _run_checked(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T],
                      args: tuple[Any, ...]) -> T:
-        action = cls(*args)
         on, rec = _SWITCH.on, self._recorder
+        if on and rec is None and not _SWITCH.full and not (self._txs or self._pressures):
+            kind = _LOCAL_KINDS.get(cls)
+            if kind is not None:
+                try:
+                    return self._local(kind, cls, body, args, ())
+                finally:
+                    if self._wake:
+                        self.wake_waiters()
+        action = cls(*args)
         error: GovernorError | None = None
         result: Any = None
         with self._lock:
