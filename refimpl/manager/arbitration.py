@@ -28,8 +28,9 @@ from spec.errors import (CapacityDenied, ForeignHolder, InvalidArgument, Invalid
                          UnknownTicket)
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import MAX_BYTES, Origin, Role
+from spec.types import MAX_BYTES, ContextState, Origin, Role
 from invariants.contracts import SWITCH as _SWITCH
+from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_timeout
 
@@ -37,6 +38,7 @@ __all__ = ["Arbitration"]
 
 _PENDING, _GRANTED = TicketState.PENDING, TicketState.GRANTED
 _O_GRANTED = Origin.GRANTED
+_ACTIVE = ContextState.ACTIVE
 
 
 class _Tkt:
@@ -78,13 +80,14 @@ class Arbitration:
         self._bound = aging_bound
         self._tickets: dict[int, _Tkt] = {}  # live (pending or granted) only
         self._next_ticket = 1
+        self._books_grants = self._guards.on("grant_charges_ledger")  # read once: the hot path's grant
 
     # --- operations ------------------------------------------------------------
 
     def submit(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING) -> int:
         """A pending ticket on `authority`; the round this submit runs may grant it at once. Never waits."""
         if _SWITCH.on or self._recorder is not None:
-            return self._run_checked(M.Submit, self._ms_auth1, self._submit, (holder, authority, nbytes, priority, role))
+            return self._contract(_L.SUBMIT, self._submit, (holder, authority, nbytes, priority, role))
         with self._lock:  # the hot path of `_run`, inline
             tid = self._submit(holder, authority, nbytes, priority, role)
             wake = self._wake
@@ -109,13 +112,14 @@ class Arbitration:
             a = self._auth(authority)
         if a.alias_of is not None:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; tickets name the canonical ledger")
-        self._require_active(a)
+        if a.context is not _ACTIVE:
+            self._require_active(a)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
         t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
         self._next_ticket += 1
         self._tickets[t.id] = t
-        if not a.pending and nbytes <= a.limit - a.used and self._guards.on("grant_charges_ledger"):
+        if not a.pending and nbytes <= a.limit - a.used and self._books_grants:
             # Hot path: the round of a lone ticket that fits (ages to 1, granted: a ledger reservation, I1, I2).
             t.age, t.state = 1, _GRANTED
             t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
@@ -128,7 +132,7 @@ class Arbitration:
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
         if _SWITCH.on or self._recorder is not None:
-            return self._run_checked(M.Claim, self._ms_ticket, self._claim, (holder, ticket))
+            return self._contract(_L.CLAIM, self._claim, (holder, ticket))
         with self._lock:  # the hot path of `_run`, inline (a claim grants nothing: no wake)
             return self._claim(holder, ticket)
 

@@ -209,14 +209,14 @@ class Ledger:
     def reserve(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
         """Reserve and charge `nbytes` before allocating them; try-only, never waits."""
         if _SWITCH.on:
-            return self._contract(_L.RESERVE, A.Reserve, self._scope_auth, authority, self._admit, (holder, authority, tier, nbytes, role), _O_GRANTED)
+            return self._contract(_L.RESERVE, self._admit, (holder, authority, tier, nbytes, role), (_O_GRANTED,))
         with self._lock:
             return self._admit(holder, authority, tier, nbytes, role, _O_GRANTED)
 
     def record_committed(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
         """Record bytes already taken; may push used over the limit, which is then reported (I2)."""
         if _SWITCH.on:
-            return self._contract(_L.RECORD, A.RecordCommitted, self._scope_auth, authority, self._admit, (holder, authority, tier, nbytes, role), _O_RECORDED)
+            return self._contract(_L.RECORD, self._admit, (holder, authority, tier, nbytes, role), (_O_RECORDED,))
         with self._lock:
             return self._admit(holder, authority, tier, nbytes, role, _O_RECORDED)
 
@@ -267,7 +267,7 @@ class Ledger:
     def commit(self, holder: int, allocation: int, nbytes: int) -> None:
         """Publish the backed bytes (<= reserved) as a lease; the excess is refunded."""
         if _SWITCH.on:
-            self._contract(_L.COMMIT, A.Commit, self._scope_alloc, allocation, self._commit, (holder, allocation, nbytes))
+            self._contract(_L.COMMIT, self._commit, (holder, allocation, nbytes))
             return
         with self._lock:
             self._commit(holder, allocation, nbytes)
@@ -302,7 +302,7 @@ class Ledger:
     def cancel(self, holder: int, allocation: int) -> None:
         """Abort an unbacked reservation: full refund."""
         if _SWITCH.on:
-            self._contract(_L.CANCEL, A.Cancel, self._scope_alloc, allocation, self._finish, (holder, allocation), "cancel")
+            self._contract(_L.CANCEL, self._finish, (holder, allocation), ("cancel",))
             return
         with self._lock:
             self._finish(holder, allocation, "cancel")
@@ -315,7 +315,7 @@ class Ledger:
     def release(self, holder: int, allocation: int) -> None:
         """Release a lease, exactly once: full refund."""
         if _SWITCH.on:
-            self._contract(_L.RELEASE, A.Release, self._scope_alloc, allocation, self._finish, (holder, allocation), "release")
+            self._contract(_L.RELEASE, self._finish, (holder, allocation), ("release",))
             return
         with self._lock:
             self._finish(holder, allocation, "release")

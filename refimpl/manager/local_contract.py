@@ -33,159 +33,248 @@ use the frozen-view checks of `refimpl.manager.views`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from invariants._violation import InvariantViolation
+from spec import actions as A
+from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import AllocState
 
-__all__ = ["before", "after", "refused", "check_snapshot"]
+__all__ = ["RESERVE", "RECORD", "COMMIT", "CANCEL", "RELEASE", "SUBMIT", "CLAIM", "CANCEL_TICKET", "TIMEOUT_TICKET",
+           "COMPOSED", "refused",
+           "check_snapshot"]
 
 _PROV, _LIVE, _REL = AllocState.PROVISIONAL, AllocState.LIVE, AllocState.RELEASED
 _PENDING, _GRANTED = TicketState.PENDING, TicketState.GRANTED
-
-# kinds: how an action's arguments name what it touches
-RESERVE, RECORD, COMMIT, CANCEL, RELEASE, SUBMIT, CLAIM, DROP = range(8)
 
 
 def _fail(id: str, clause: str, msg: str) -> None:
     raise InvariantViolation(id, msg, clause=f"local.{clause}")
 
 
-def before(m: Any, kind: int, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """What the operation may touch and its figures, read under the lock before the body runs."""
-    named = rec = t = None
-    if kind <= RECORD or kind == SUBMIT:
-        aid = args[1]
-        named = m._auths.get(aid) if type(aid) is int else None
-        a = named if named is None or named.alias_of is None else m._auths.get(named.alias_of)
-    elif kind == CLAIM or kind == DROP:
-        tid = args[1]
-        t = m._tickets.get(tid) if type(tid) is int else None
-        a = None if t is None else t.auth
-        rec = None if t is None else t.alloc
-    else:
-        rid = args[1]
-        rec = m._allocs.get(rid) if type(rid) is int else None
-        a = None if rec is None else rec.auth
-    row = None if rec is None else (rec.state, rec.charge, rec.nbytes, rec.reserved, rec.holder, rec.auth)
-    trow = None if t is None else (t.state, t.age, t.alloc, t.holder)
-    fig = None if a is None else (a.used, a.limit, len(a.allocs), len(a.pending))
-    return (kind, named, a, rec, row, t, trow, fig, list(a.pending.values()) if a is not None and a.pending else (),
-            m._next_alloc, m._next_ticket, len(m._allocs), len(m._tickets))
+# --- reading before the body: (named authority, ledger, record, its row, ticket, its row, figures, pending) ----
+# figures: (used, limit, len(allocs), len(pending)) of the ledger, then the manager's counters and table sizes.
+
+def _figures(m: Any, a: Any) -> tuple[Any, ...]:
+    if a is None:
+        return None, None, None, None, m._next_alloc, m._next_ticket, len(m._allocs), len(m._tickets)
+    return a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs), len(m._tickets)
+
+
+def _b_auth(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    aid = args[1]
+    named = m._auths.get(aid) if type(aid) is int else None
+    a = named if named is None or named.alias_of is None else m._auths.get(named.alias_of)
+    if a is None:
+        return named, None, None, None, None, None, _figures(m, None), ()
+    return (named, a, None, None, None, None, (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc,
+                                                m._next_ticket, len(m._allocs), len(m._tickets)),
+            list(a.pending.values()) if a.pending else ())
+
+
+def _b_alloc(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    rid = args[1]
+    r = m._allocs.get(rid) if type(rid) is int else None
+    if r is None:
+        return None, None, None, None, None, None, _figures(m, None), ()
+    a = r.auth
+    return (a, a, r, (r.state, r.charge, r.nbytes, r.reserved, r.holder, a), None, None,
+            (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+             len(m._tickets)), list(a.pending.values()) if a.pending else ())
+
+
+def _b_ticket(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    tid = args[1]
+    t = m._tickets.get(tid) if type(tid) is int else None
+    if t is None:
+        return None, None, None, None, None, None, _figures(m, None), ()
+    a, r = t.auth, t.alloc
+    return (a, a, r, None if r is None else (r.state, r.charge, r.nbytes, r.reserved, r.holder, r.auth),
+            t, (t.state, t.age, t.alloc, t.holder),
+            (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+             len(m._tickets)), list(a.pending.values()) if a.pending else ())
 
 
 def refused(m: Any, b: tuple[Any, ...], what: str) -> None:
     """G4: a refused operation left every touched record and counter as it was."""
-    kind, named, a, rec, row, t, trow, fig, pend, n0, nt0, na0, nt_live0 = b
-    now = (None if rec is None else (rec.state, rec.charge, rec.nbytes, rec.reserved, rec.holder, rec.auth),
-           None if t is None else (t.state, t.age, t.alloc, t.holder),
-           None if a is None else (a.used, a.limit, len(a.allocs), len(a.pending)),
-           m._next_alloc, m._next_ticket, len(m._allocs), len(m._tickets))
-    if now != (row, trow, fig, n0, nt0, na0, nt_live0):
+    _, a, r, row, t, trow, fig, _ = b
+    now = (None if r is None else (r.state, r.charge, r.nbytes, r.reserved, r.holder, r.auth),
+           None if t is None else (t.state, t.age, t.alloc, t.holder), _figures(m, a))
+    if now != (row, trow, fig):
         _fail("G4", "refusal_changes_nothing", f"{what} was refused but changed the ledger")
 
 
-def after(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
-    """The harms, on what an accepted operation touched (caller holds the lock)."""
-    kind, named, a, rec, row, t, trow, fig, pend, n0, nt0, _, _ = b
-    holder = args[0]
-    if a is None:  # only dropping a ticket retired already is accepted on nothing: 0 B, nothing moved
-        if kind != DROP:
-            _fail("G4", "unknown_accepted", f"an operation on unknown records was accepted (args {args!r})")
-        if result != 0:
-            _fail("I1", "credit_exactly_once", f"a retired ticket was credited {result!r} B again")
-        refused(m, b, "dropping a retired ticket")
-        return
-    used0 = fig[0]
-    delta = 0  # the named record's charge change
-    if kind <= RECORD:
+# --- the harms after an accepted body ---------------------------------------------------------------
+
+def _admitted(state: Any) -> Callable[..., None]:
+    """The harms after a reservation (`state` PROVISIONAL) or a recording (LIVE) was accepted."""
+
+    def after(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
+        named, a, _, _, _, _, fig, pend = b
+        if a is None:
+            _fail("G4", "unknown_accepted", f"a reservation on unknown authority {args[1]!r} was accepted")
         r = m._allocs.get(result) if type(result) is int else None
         if r is None:
             _fail("I1", "booked", f"reservation {result!r} is not in the allocation table")
-        if not n0 <= result < m._next_alloc:
-            _fail("I4a", "fresh_id", f"allocation id {result} is not fresh (counter was {n0}, now {m._next_alloc})")
-        nbytes = args[3]
+        if not fig[4] <= result < m._next_alloc:
+            _fail("I4a", "fresh_id", f"allocation id {result} is not fresh (counter was {fig[4]}, now {m._next_alloc})")
         if r.auth is not a or a.allocs.get(result) is not r:
             _fail("I1", "canonical", f"allocation {result} is charged to authority {r.auth.id}, not the canonical "
                                      f"ledger {a.id}")
         if r.tier is not a.tier:
             _fail("C2", "tier", f"allocation {result} is {r.tier.value} on a {a.tier.value} ledger")
-        if r.holder != holder:
-            _fail("I4a", "owner", f"allocation {result} belongs to {r.holder}, reserved by {holder}")
-        if not r.charge == r.nbytes == r.reserved == nbytes:
-            _fail("C2" if kind == RESERVE else "I2", "charged_in_full",
-                  f"allocation {result} of {nbytes} B: reserved {r.reserved}, nbytes {r.nbytes}, charge {r.charge}")
-        if r.state is not (_PROV if kind == RESERVE else _LIVE):
+        if r.holder != args[0]:
+            _fail("I4a", "owner", f"allocation {result} belongs to {r.holder}, reserved by {args[0]}")
+        n = args[3]
+        if r.charge != n or r.nbytes != n or r.reserved != n:
+            _fail("C2" if state is _PROV else "I2", "charged_in_full",
+                  f"allocation {result} of {n} B: reserved {r.reserved}, nbytes {r.nbytes}, charge {r.charge}")
+        if r.state is not state:
             _fail("I4a", "lifecycle", f"new allocation {result} is {r.state.value}")
-        delta = nbytes
-    elif kind <= RELEASE:
-        r = rec
-        s0, charge0, _, reserved0, holder0, _ = row
-        if holder != holder0:
-            _fail("I6", "own_action", f"holder {holder} settled allocation {r.id} of holder {holder0}")
-        if r.holder != holder0:
-            _fail("I4a", "owner", f"allocation {r.id} changed holder {holder0} -> {r.holder}")
-        if s0 is not (_PROV if kind != RELEASE else _LIVE):
-            _fail("I4a", "lifecycle", f"allocation {r.id} left state {s0.value} by {('commit', 'cancel', 'release')[kind - COMMIT]}")
-        if kind == COMMIT:
-            nbytes = args[2]
-            if r.state is not _LIVE or r.nbytes != nbytes or r.charge != nbytes:
-                _fail("C2", "committed", f"allocation {r.id} committed {nbytes} B: {r.state.value}, nbytes {r.nbytes}, "
-                                         f"charge {r.charge}")
-            if r.reserved != reserved0 or nbytes > reserved0:
-                _fail("C2", "within_reservation", f"allocation {r.id}: {nbytes} B committed, reserved {reserved0} B "
-                                                  f"(now {r.reserved} B)")
-            if m._allocs.get(r.id) is not r or a.allocs.get(r.id) is not r:
-                _fail("I1", "booked", f"committed allocation {r.id} left the tables")
-            delta = nbytes - charge0
-        else:
-            _retired(m, a, r)
-            delta = -charge0
-    elif kind == SUBMIT:
-        t = m._tickets.get(result) if type(result) is int else None
-        if t is None or not nt0 <= result < m._next_ticket:
-            _fail("I1", "ticket_issued", f"submit returned ticket {result!r}, not a fresh live ticket")
-        if t.holder != holder or t.nbytes != args[2] or t.auth is not a:
-            _fail("I1", "ticket_fields", f"ticket {result} is ({t.holder}, {t.auth.id}, {t.nbytes} B); submitted "
-                                         f"({holder}, {a.id}, {args[2]} B)")
-        pend = [*pend, t]
-    elif kind == CLAIM:
-        s0, charge0 = row[0], row[1]
-        if m._tickets.get(t.id) is t:
-            _fail("I1", "claimed_once", f"claimed ticket {t.id} is still live")
-        if trow[0] is not _GRANTED or s0 is not _PROV or result != rec.id:
-            _fail("I4a", "lifecycle", f"claim of ticket {t.id} ({trow[0].value}) returned {result!r} for "
-                                      f"{rec.id} ({s0.value})")
-        if rec.state is not _LIVE or not rec.charge == rec.nbytes == t.nbytes or rec.part is not None:
-            _fail("I1", "claimed_lease", f"ticket {t.id} of {t.nbytes} B claimed as {rec.state.value}, nbytes "
-                                         f"{rec.nbytes}, charge {rec.charge}, owned by {rec.part!r}")
-        if rec.holder != holder or m._allocs.get(rec.id) is not rec or a.allocs.get(rec.id) is not rec:
-            _fail("I1", "claimed_lease", f"lease {rec.id} of ticket {t.id} left the tables or changed holder")
-        delta = rec.charge - charge0
-    else:  # DROP: cancel_ticket / timeout_ticket
-        if True:
-            if t.holder != holder:
-                _fail("I6", "own_action", f"holder {holder} dropped ticket {t.id} of holder {t.holder}")
-            if m._tickets.get(t.id) is t or t.id in a.pending:
-                _fail("I1", "credit_exactly_once", f"dropped ticket {t.id} is still live")
-            credit = 0
-            if trow[0] is _GRANTED and rec is not None:
-                _retired(m, a, rec)
-                credit = row[1]
-            if result != credit:
-                _fail("I1", "credit_exactly_once", f"dropping ticket {t.id} reported {result!r} B credited; it retired "
-                                                   f"{credit} B")
-            delta = -credit
-    granted = _round(m, a, pend, n0) if pend or a.pending else 0
-    _conserved(a)
-    if named is not None and named is not a:
+        _moved(m, a, named, fig, n, pend, state is _LIVE)
+
+    return after
+
+
+def _settled(b: tuple[Any, ...], args: tuple[Any, ...], source: Any, event: str) -> None:
+    """The named allocation was its settler's, in the event's source state, and kept its holder."""
+    r, row = b[2], b[3]
+    if r is None:
+        _fail("G4", "unknown_accepted", f"{event} of unknown allocation {args[1]!r} was accepted")
+    if args[0] != row[4]:
+        _fail("I6", "own_action", f"holder {args[0]} settled allocation {r.id} of holder {row[4]}")
+    if r.holder != row[4]:
+        _fail("I4a", "owner", f"allocation {r.id} changed holder {row[4]} -> {r.holder}")
+    if row[0] is not source:
+        _fail("I4a", "lifecycle", f"allocation {r.id} left state {row[0].value} by {event}")
+
+
+def _a_commit(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
+    _settled(b, args, _PROV, "commit")
+    _, a, r, row, _, _, fig, pend = b
+    n = args[2]
+    if r.state is not _LIVE or r.nbytes != n or r.charge != n:
+        _fail("C2", "committed", f"allocation {r.id} committed {n} B: {r.state.value}, nbytes {r.nbytes}, "
+                                 f"charge {r.charge}")
+    if r.reserved != row[3] or n > row[3]:
+        _fail("C2", "within_reservation", f"allocation {r.id}: {n} B committed, reserved {row[3]} B "
+                                          f"(now {r.reserved} B)")
+    if m._allocs.get(r.id) is not r or a.allocs.get(r.id) is not r:
+        _fail("I1", "booked", f"committed allocation {r.id} left the tables")
+    _moved(m, a, a, fig, n - row[1], pend, False)
+
+
+def _retiring(source: Any, event: str) -> Callable[..., None]:
+    """The harms after a cancel (`source` PROVISIONAL) or a release (LIVE) was accepted."""
+
+    def after(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
+        _, a, r, row, _, _, fig, pend = b
+        if r is None:
+            _fail("G4", "unknown_accepted", f"{event} of unknown allocation {args[1]!r} was accepted")
+        if args[0] != row[4]:
+            _fail("I6", "own_action", f"holder {args[0]} settled allocation {r.id} of holder {row[4]}")
+        if row[0] is not source:
+            _fail("I4a", "lifecycle", f"allocation {r.id} left state {row[0].value} by {event}")
+        if r.holder != row[4]:
+            _fail("I4a", "owner", f"allocation {r.id} changed holder {row[4]} -> {r.holder}")
+        if m._allocs.get(r.id) is not None or r.id in a.allocs or r.charge != 0 or r.state is not _REL:
+            _fail("I1", "credit_exactly_once", f"retired allocation {r.id} is still charged ({r.state.value}, "
+                                               f"{r.charge} B, listed: {r.id in a.allocs})")
+        _moved(m, a, a, fig, -row[1], pend, False)
+
+    return after
+
+
+_a_cancel, _a_release = _retiring(_PROV, "cancel"), _retiring(_LIVE, "release")
+
+
+def _a_submit(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
+    _, a, _, _, _, _, fig, pend = b
+    if a is None:
+        _fail("G4", "unknown_accepted", f"a ticket on unknown authority {args[1]!r} was accepted")
+    t = m._tickets.get(result) if type(result) is int else None
+    if t is None or not fig[5] <= result < m._next_ticket:
+        _fail("I1", "ticket_issued", f"submit returned ticket {result!r}, not a fresh live ticket")
+    if t.holder != args[0] or t.nbytes != args[2] or t.auth is not a:
+        _fail("I1", "ticket_fields", f"ticket {result} is ({t.holder}, {t.auth.id}, {t.nbytes} B); submitted "
+                                     f"({args[0]}, {a.id}, {args[2]} B)")
+    _moved(m, a, a, fig, 0, [*pend, t], False)
+
+
+def _a_claim(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
+    _, a, r, row, t, trow, fig, pend = b
+    if t is None:
+        _fail("G4", "unknown_accepted", f"a claim of unknown ticket {args[1]!r} was accepted")
+    if r is None:
+        _fail("I1", "grant_reserved", f"ticket {t.id} was claimed without a reservation booked at its grant")
+    if m._tickets.get(t.id) is t:
+        _fail("I1", "claimed_once", f"claimed ticket {t.id} is still live")
+    if trow[0] is not _GRANTED or row[0] is not _PROV or result != r.id:
+        _fail("I4a", "lifecycle", f"claim of ticket {t.id} ({trow[0].value}) returned {result!r} for "
+                                  f"{r.id} ({row[0].value})")
+    if r.state is not _LIVE or r.charge != t.nbytes or r.nbytes != t.nbytes or r.part is not None:
+        _fail("I1", "claimed_lease", f"ticket {t.id} of {t.nbytes} B claimed as {r.state.value}, nbytes "
+                                     f"{r.nbytes}, charge {r.charge}, owned by {r.part!r}")
+    if r.holder != args[0] or m._allocs.get(r.id) is not r or a.allocs.get(r.id) is not r:
+        _fail("I1", "claimed_lease", f"lease {r.id} of ticket {t.id} left the tables or changed holder")
+    _moved(m, a, a, fig, r.charge - row[1], pend, False)
+
+
+def _a_drop(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
+    _, a, r, row, t, trow, fig, pend = b
+    if t is None:  # a ticket retired already: 0 B, nothing moved
+        if result != 0:
+            _fail("I1", "credit_exactly_once", f"a retired ticket was credited {result!r} B again")
+        refused(m, b, "dropping a retired ticket")
+        return
+    if t.holder != args[0]:
+        _fail("I6", "own_action", f"holder {args[0]} dropped ticket {t.id} of holder {t.holder}")
+    if m._tickets.get(t.id) is t or t.id in a.pending:
+        _fail("I1", "credit_exactly_once", f"dropped ticket {t.id} is still live")
+    credit = 0
+    if trow[0] is _GRANTED and r is not None:
+        _retired(m, a, r)
+        credit = row[1]
+    if result != credit:
+        _fail("I1", "credit_exactly_once", f"dropping ticket {t.id} reported {result!r} B credited; it retired "
+                                           f"{credit} B")
+    _moved(m, a, a, fig, -credit, pend, False)
+
+
+def _moved(m: Any, a: Any, named: Any, fig: tuple[Any, ...], delta: int, pend: Any, recorded: bool) -> None:
+    """Ledger `a` after the operation: its round's tickets, conservation from its rows, the step, the limit."""
+    granted = _round(m, a, pend, fig[4]) if pend or a.pending else 0
+    total = 0
+    for r in a.allocs.values():  # I1, recomputed from the allocation rows
+        if r.auth is not a:
+            _fail("I1", "one_ledger", f"allocation {r.id} is listed on {a.id} but charged to {r.auth.id}")
+        total += r.charge
+    used = a.used
+    if total != used:
+        _fail("I1", "conserved", f"authority {a.id}: used {used} B, its allocations charge {total} B")
+    if named is not a:
         _conserved(named)
-    if a.used != used0 + delta + granted:
-        _fail("I1", "conserved_step", f"authority {a.id}: used {used0} -> {a.used} B, but the records moved "
+    if used != fig[0] + delta + granted:
+        _fail("I1", "conserved_step", f"authority {a.id}: used {fig[0]} -> {used} B, but the records moved "
                                       f"{delta} B and the round granted {granted} B")
-    if a.used > a.limit and a.used > used0 and kind != RECORD:
-        _fail("I2", "granted_within_limit", f"authority {a.id}: a grant left used {a.used} B over the limit {a.limit} B")
+    if used > a.limit and used > fig[0] and not recorded:
+        _fail("I2", "granted_within_limit", f"authority {a.id}: a grant left used {used} B over the limit {a.limit} B")
+
+
+# The hot operations' kinds: (reading before, harms after, action class, scope method for the frozen-view check,
+# composed: a `spec.manager_actions` action, traced by `_run_checked`). A ledger kind's scope key is args[1].
+RESERVE = (_b_auth, _admitted(_PROV), A.Reserve, "_scope_auth", False)
+RECORD = (_b_auth, _admitted(_LIVE), A.RecordCommitted, "_scope_auth", False)
+COMMIT = (_b_alloc, _a_commit, A.Commit, "_scope_alloc", False)
+CANCEL = (_b_alloc, _a_cancel, A.Cancel, "_scope_alloc", False)
+RELEASE = (_b_alloc, _a_release, A.Release, "_scope_alloc", False)
+SUBMIT = (_b_auth, _a_submit, M.Submit, "_ms_auth1", True)
+CLAIM = (_b_ticket, _a_claim, M.Claim, "_ms_ticket", True)
+CANCEL_TICKET = (_b_ticket, _a_drop, M.CancelTicket, "_ms_ticket", True)
+TIMEOUT_TICKET = (_b_ticket, _a_drop, M.TimeoutTicket, "_ms_ticket", True)
+COMPOSED = {k[2]: k for k in (SUBMIT, CLAIM, CANCEL_TICKET, TIMEOUT_TICKET)}
 
 
 def _retired(m: Any, a: Any, r: Any) -> None:

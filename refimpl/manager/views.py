@@ -41,8 +41,6 @@ from refimpl.manager.lock import LedgerLock
 __all__ = ["Views"]
 
 T = TypeVar("T")
-# Composed actions the local contract covers (contracts level "local"), by the kind it reads their arguments as.
-_LOCAL_KINDS = {M.Submit: _L.SUBMIT, M.Claim: _L.CLAIM, M.CancelTicket: _L.DROP, M.TimeoutTicket: _L.DROP}
 _NO_SCOPE: tuple[frozenset[int], tuple[int, ...]] = (frozenset(), ())
 
 
@@ -72,28 +70,28 @@ class Views:
 
     # --- local contracts (level "local"): the harms on the concrete records touched, no frozen views ----
 
-    def _contract(self, kind: int, cls: type, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
-                  body: Callable[..., T], args: tuple[Any, ...], *extra: Any) -> T:
-        """A hot ledger operation with contracts on: the local contract, or the frozen-view one (`_checked`)
-        at level "full" or while transactions or pressure tickets are open (their parts' predicates)."""
-        if _SWITCH.full or self._txs or self._pressures:
-            return self._checked(cls(*args), scope, key, body, *args, *extra)
+    def _contract(self, kind: Any, body: Callable[..., T], args: tuple[Any, ...], extra: tuple[Any, ...] = ()) -> T:
+        """A hot operation with contracts on: the local contract (`refimpl.manager.local_contract`), or the
+        frozen-view one at level "full", while transactions or pressure tickets are open (their parts'
+        predicates) or, for a composed action, while a trace recorder is attached (it emits the event)."""
+        before, after, cls, scope, composed = kind
+        if _SWITCH.full or self._txs or self._pressures or (composed and self._recorder is not None):
+            if composed:
+                return self._run_full(cls, getattr(self, scope), body, args)
+            return self._checked(cls(*args), getattr(self, scope), args[1], body, *args, *extra)
         try:
-            return self._local(kind, cls, body, args, extra)
+            with self._lock:
+                b = before(self, args)
+                try:
+                    result = body(*args, *extra)
+                except GovernorError:
+                    _L.refused(self, b, cls.__name__)
+                    raise
+                after(self, b, args, result)
+                return result
         finally:
             if self._wake:
                 self.wake_waiters()
-
-    def _local(self, kind: int, cls: type, body: Callable[..., T], args: tuple[Any, ...], extra: tuple[Any, ...]) -> T:
-        with self._lock:
-            b = _L.before(self, kind, args)
-            try:
-                result = body(*args, *extra)
-            except GovernorError:
-                _L.refused(self, b, cls.__name__)
-                raise
-            _L.after(self, b, args, result)
-            return result
 
     # --- ledger contracts, level "full" (issue #2: frozen partial views of what the operation touched) ----
 
@@ -196,15 +194,15 @@ class Views:
 
     def _run_checked(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T],
                      args: tuple[Any, ...]) -> T:
+        kind = _L.COMPOSED.get(cls) if _SWITCH.on else None
+        if kind is not None:
+            return self._contract(kind, body, args)
+        return self._run_full(cls, scope, body, args)
+
+    def _run_full(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T],
+                  args: tuple[Any, ...]) -> T:
+        """`_run_checked` with the frozen-view contract (level "full") and the trace event."""
         on, rec = _SWITCH.on, self._recorder
-        if on and rec is None and not _SWITCH.full and not (self._txs or self._pressures):
-            kind = _LOCAL_KINDS.get(cls)
-            if kind is not None:
-                try:
-                    return self._local(kind, cls, body, args, ())
-                finally:
-                    if self._wake:
-                        self.wake_waiters()
         action = cls(*args)
         error: GovernorError | None = None
         result: Any = None
