@@ -28,7 +28,7 @@ from spec.errors import (CapacityDenied, ForeignHolder, InvalidArgument, Invalid
                          UnknownTicket)
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import MAX_BYTES, ContextState, Origin, Role
+from spec.types import MAX_BYTES, AllocState, ContextState, Origin, Role
 from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
@@ -37,6 +37,7 @@ from refimpl.pressure_args import check_timeout
 __all__ = ["Arbitration"]
 
 _PENDING, _GRANTED = TicketState.PENDING, TicketState.GRANTED
+_LIVE = AllocState.LIVE
 _O_GRANTED = Origin.GRANTED
 _ACTIVE = ContextState.ACTIVE
 
@@ -116,18 +117,18 @@ class Arbitration:
             self._require_active(a)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
-        t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
-        self._next_ticket += 1
-        self._tickets[t.id] = t
+        tid = self._next_ticket
+        self._next_ticket = tid + 1
+        t = self._tickets[tid] = _Tkt(tid, holder, a, nbytes, priority, role)
         if not a.pending and nbytes <= a.limit - a.used and self._books_grants:
             # Hot path: the round of a lone ticket that fits (ages to 1, granted: a ledger reservation, I1, I2).
             t.age, t.state = 1, _GRANTED
-            t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
-            t.alloc.part = t
-            return t.id
-        a.pending[t.id] = t
+            rec = t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
+            rec.part = t
+            return tid
+        a.pending[tid] = t
         self._round(a)
-        return t.id
+        return tid
 
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
@@ -138,12 +139,13 @@ class Arbitration:
 
     def _claim(self, holder: int, ticket: int) -> int:
         t = self._tickets.get(ticket) if type(ticket) is int else None
-        if t is None or type(holder) is not int or holder not in self._holders:
+        # Hot path: a live ticket of this holder (holders are never unregistered: t.holder is registered).
+        if t is None or t.holder != holder or type(holder) is not int:
             t = self._my_ticket(holder, ticket)
-        if t is None:
-            raise InvalidTransition(f"ticket {ticket} was already claimed, cancelled, timed out or dropped")
-        if t.holder != holder:
-            raise ForeignHolder(f"ticket {t.id} is holder {t.holder}'s, not {holder}'s")
+            if t is None:
+                raise InvalidTransition(f"ticket {ticket} was already claimed, cancelled, timed out or dropped")
+            if t.holder != holder:
+                raise ForeignHolder(f"ticket {t.id} is holder {t.holder}'s, not {holder}'s")
         if t.state is _PENDING:
             raise InvalidTransition(f"ticket {t.id} is pending; only a granted ticket is claimed")
         del self._tickets[t.id]
@@ -152,7 +154,10 @@ class Arbitration:
             a = t.auth
             rec = self._enter(t.holder, a, a.tier, t.role, t.nbytes, Origin.GRANTED)  # no limit check
         rec.part = None
-        self._commit_rec(rec, t.nbytes)
+        n = t.nbytes  # the reservation's commit in full (`Ledger._commit_rec`, inline)
+        rec.auth.used += n - rec.charge
+        rec.nbytes = rec.charge = n
+        rec.state = _LIVE
         return rec.id
 
     def cancel_ticket(self, holder: int, ticket: int) -> int:

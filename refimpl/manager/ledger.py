@@ -418,8 +418,11 @@ class Ledger:
         with self._lock:
             a = self._canonical(authority)
             growth = sum(w.reserved for w in a.allowances.values())
-            return Snapshot(a.id, a.pool, a.limit, a.used, growth, available(a.limit, a.used, growth),
+            snap = Snapshot(a.id, a.pool, a.limit, a.used, growth, available(a.limit, a.used, growth),
                             oversubscribed(a.used, a.limit), a.promised)
+            if _SWITCH.on:
+                _L.check_snapshot(a, snap)  # the figures are a reading of the ledger (I2, C8)
+            return snap
 
     # --- lookups (validation order as in spec.machine) -----------------------
 

@@ -327,15 +327,24 @@ def _round(m: Any, a: Any, pend: list[Any], n0: int) -> int:
 
 
 def check_snapshot(a: Any, snap: Any) -> None:
-    """A snapshot's figures, recomputed from the ledger's rows (I1, I2, C8)."""
-    used = sum(r.charge for r in a.allocs.values())
-    growth = sum(w.reserved for w in a.allowances.values())
-    if snap.used != used:
-        _fail("I1", "snapshot_used", f"snapshot of {a.id} says used {snap.used} B; its rows charge {used} B")
-    if snap.oversubscribed != (used - a.limit if used > a.limit else 0):
+    """A snapshot's figures are a reading of its ledger: used, growth, available, oversubscribed, promised
+    allowance limits (I2, C8, I4b).
+
+    Recomputed here with plain arithmetic (not `spec.arith`); conservation of `used` itself is the operations'
+    contract, not a read's."""
+    used, limit = a.used, a.limit
+    growth = promised = 0
+    for w in a.allowances.values():
+        growth += w.reserved
+        promised += w.limit
+    if snap.allowance_limits != promised:
+        _fail("I4b", "snapshot_promised", f"snapshot of {a.id}: allowance limits {snap.allowance_limits} B; its "
+                                          f"allowances' limits sum to {promised} B")
+    if snap.oversubscribed != (used - limit if used > limit else 0):
         _fail("I2", "snapshot_oversubscribed", f"snapshot of {a.id}: oversubscribed {snap.oversubscribed} B with "
-                                               f"used {used} B, limit {a.limit} B")
-    free = a.limit - used - growth
-    if snap.available != (free if free > 0 else 0) or snap.growth_reserved != growth:
-        _fail("C8", "snapshot_available", f"snapshot of {a.id}: available {snap.available} B, growth "
-                                          f"{snap.growth_reserved} B; the rows give {max(0, free)} B, {growth} B")
+                                               f"used {used} B, limit {limit} B")
+    free = limit - used - growth
+    if snap.used != used or snap.growth_reserved != growth or snap.available != (free if free > 0 else 0):
+        _fail("C8", "snapshot_available", f"snapshot of {a.id}: used {snap.used}, growth {snap.growth_reserved}, "
+                                          f"available {snap.available} B; the ledger gives {used}, {growth}, "
+                                          f"{max(0, free)} B")
