@@ -17,6 +17,7 @@ import pytest
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
+from invariants.predicates import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import local_contract
 from refimpl.mutants import MUTANTS
@@ -215,3 +216,65 @@ def test_local_and_full_agree_under_hot_mutants(name: str) -> None:
             ids[level] = [_run(seed, level)[1] for seed in SEEDS]
     assert ids["local"] == ids["full"], ids
     assert any(ids["local"]) == (name in REACHED), ids
+
+
+# --- pinned: each conservation clause catches a bug the other cannot see ------------------------
+
+
+class _TakesAnotherCharge(ProcessMemoryManager):
+    """Broken on purpose: a release also zeroes another lease of the ledger, and books it as refunded."""
+
+    def _finish(self, holder: int, allocation: int, event: str) -> None:
+        victim = next(r for r in self._allocs[allocation].auth.allocs.values() if r.id != allocation)
+        victim.auth.used -= victim.charge
+        victim.charge = 0
+        super()._finish(holder, allocation, event)
+
+
+class _DriftsAnotherRow(ProcessMemoryManager):
+    """Broken on purpose: a commit also adds a byte to another lease's charge, and not to the ledger."""
+
+    def _commit(self, holder: int, allocation: int, nbytes: int) -> None:
+        super()._commit(holder, allocation, nbytes)
+        other = next((r for r in self._allocs[allocation].auth.allocs.values() if r.id != allocation), None)
+        if other is not None:
+            other.charge += 1
+
+
+def _two_leases(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
+    a, h = pmm.register_authority("gpu0", DEV, 1000), pmm.register_holder("kv")
+    x = pmm.reserve(h, a, DEV, 10, KV)
+    pmm.commit(h, x, 10)
+    return h, x, pmm.reserve(h, a, DEV, 20, KV)
+
+
+def test_release_taking_another_charge_breaks_the_conservation_step() -> None:
+    pmm = _TakesAnotherCharge()
+    with contracts.contracts(True):
+        h, x, y = _two_leases(pmm)
+        pmm.commit(h, y, 20)
+        with pytest.raises(InvariantViolation, match=r"^I1:.*records moved") as exc:
+            pmm.release(h, y)  # rows and used agree: only the step (used moved by the named charge) sees it
+    assert exc.value.clause == "local.conserved_step"
+
+
+def test_commit_drifting_another_row_breaks_the_row_sum() -> None:
+    pmm = _DriftsAnotherRow()
+    with contracts.contracts(True):
+        h, x, y = _two_leases(pmm)
+        with pytest.raises(InvariantViolation, match=r"^I1:.*its allocations charge") as exc:
+            pmm.commit(h, y, 15)  # used moved by exactly the named refund: only the recomputed row sum sees it
+    assert exc.value.clause == "local.conserved"
+
+
+def test_broken_subclasses_go_unnoticed_with_contracts_off() -> None:
+    """Negative control for the two tests above: the harms are real; only the contract reports them."""
+    for cls in (_TakesAnotherCharge, _DriftsAnotherRow):
+        pmm = cls()
+        with contracts.contracts(False):
+            h, x, y = _two_leases(pmm)
+            pmm.commit(h, y, 15)
+            if cls is _TakesAnotherCharge:
+                pmm.release(h, y)
+        with pytest.raises(InvariantViolation, match=r"^(I1|C2):"):  # the full state check sees the harm
+            check_all(pmm.abstract())
