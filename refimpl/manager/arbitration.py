@@ -45,10 +45,16 @@ _ACTIVE = ContextState.ACTIVE
 class _Tkt:
     __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "age", "state", "alloc", "event", "rec")
 
-    def __init__(self, id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role) -> None:
-        self.id, self.holder, self.auth, self.nbytes, self.priority, self.role = id, holder, auth, nbytes, priority, role
-        self.age = 0
-        self.state = _PENDING
+    def __init__(self, id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role,
+                 age: int = 0, state: TicketState = _PENDING) -> None:
+        self.id = id  # one store per line: cheaper than a tuple assignment (a record per ticket)
+        self.holder = holder
+        self.auth = auth
+        self.nbytes = nbytes
+        self.priority = priority
+        self.role = role
+        self.age = age
+        self.state = state
         self.alloc: _Alloc | None = None  # the ledger reservation once granted
         self.event: threading.Event | None = None  # made by the first waiter, under the lock
         self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
@@ -119,14 +125,13 @@ class Arbitration:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
         tid = self._next_ticket
         self._next_ticket = tid + 1
-        t = self._tickets[tid] = _Tkt(tid, holder, a, nbytes, priority, role)
         if not a.pending and nbytes <= a.limit - a.used and self._books_grants:
             # Hot path: the round of a lone ticket that fits (ages to 1, granted: a ledger reservation, I1, I2).
-            t.age, t.state = 1, _GRANTED
+            t = self._tickets[tid] = _Tkt(tid, holder, a, nbytes, priority, role, 1, _GRANTED)
             rec = t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
             rec.part = t
             return tid
-        a.pending[tid] = t
+        t = self._tickets[tid] = a.pending[tid] = _Tkt(tid, holder, a, nbytes, priority, role)
         self._round(a)
         return tid
 
