@@ -5,7 +5,11 @@ target); `abstract_manager()` maps every part to
 `spec.manager_actions.Manager`, reading each figure from the one set of
 records (no part keeps bytes of its own, so there is nothing to reconcile).
 
-Contracts: ledger operations check `invariants.predicates.check_local` on a
+Contracts, level "local" (the default): the hot ledger and ticket operations
+run through `_contract`, which checks `refimpl.manager.local_contract` on the
+concrete records they touch (no frozen views). Level "full", every other
+operation, and any operation while transactions or pressure tickets are open:
+ledger operations check `invariants.predicates.check_local` on a
 partial view of the records they touch (`_checked`). Composed operations run
 through `_run`: off (and untraced) it is the lock, the body and the wake-up;
 on, a partial `Manager` view of the authorities and allocations the action
