@@ -7,6 +7,13 @@ set it, `contracts(on)` is a nestable context manager, `reset()` restores the
 start value (the test suite's autouse fixture calls it). Off costs one
 attribute read per governor operation.
 
+Level (when on): "local" (the default) checks the harms on the records an
+operation touched, on the concrete records (`refimpl.manager.local_contract`,
+for the hot ledger and ticket operations); "full" builds the frozen partial
+spec views and runs the catalog's predicates on them for every operation
+(`refimpl.manager.views`). ORTMEM_CONTRACTS_LEVEL=full|local sets the start
+level; `set_level()` and `contracts(on, level=...)` change it.
+
 This is the only module-level mutable state in the project.
 """
 
@@ -16,7 +23,9 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["enabled", "enable", "disable", "contracts", "reset", "default"]
+__all__ = ["enabled", "enable", "disable", "contracts", "reset", "default", "level", "set_level", "LEVELS"]
+
+LEVELS = ("local", "full")
 
 
 def default() -> bool:
@@ -27,11 +36,18 @@ def default() -> bool:
     return __debug__
 
 
+def default_level() -> str:
+    """The start level: "local", or ORTMEM_CONTRACTS_LEVEL when it names a level."""
+    env = (os.environ.get("ORTMEM_CONTRACTS_LEVEL") or "").strip()
+    return env if env in LEVELS else "local"
+
+
 class _Switch:
-    __slots__ = ("on",)
+    __slots__ = ("on", "full")
 
     def __init__(self) -> None:
         self.on = default()
+        self.full = default_level() == "full"  # read on the hot path: a bool, not a string compare
 
 
 SWITCH = _Switch()
@@ -50,16 +66,30 @@ def disable() -> None:
     SWITCH.on = False
 
 
+def level() -> str:
+    """"local" or "full": how much an operation checks when contracts are on."""
+    return "full" if SWITCH.full else "local"
+
+
+def set_level(name: str) -> None:
+    if name not in LEVELS:
+        raise ValueError(f"contracts level must be one of {LEVELS}, got {name!r}")
+    SWITCH.full = name == "full"
+
+
 def reset() -> None:
     SWITCH.on = default()
+    SWITCH.full = default_level() == "full"
 
 
 @contextmanager
-def contracts(on: bool = True) -> Iterator[None]:
-    """Run the block with contracts switched `on` (or off); nests and restores."""
-    before = SWITCH.on
+def contracts(on: bool = True, level: str | None = None) -> Iterator[None]:
+    """Run the block with contracts switched `on` (or off), at `level` if given; nests and restores."""
+    before, full = SWITCH.on, SWITCH.full
+    if level is not None:
+        set_level(level)
     SWITCH.on = on
     try:
         yield
     finally:
-        SWITCH.on = before
+        SWITCH.on, SWITCH.full = before, full

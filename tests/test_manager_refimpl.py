@@ -436,7 +436,7 @@ def test_composed_contracts_call_invariants_manager_when_present(monkeypatch: py
     fake.check_all = lambda a: calls.append(("all", type(a)))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "invariants.manager", fake)
     pmm, w = make()
-    with contracts.contracts(True):
+    with contracts.contracts(True, level="full"):  # level "local" checks tickets without the frozen views
         tid = pmm.submit(w.h1, w.a, 10)
         with pytest.raises(UnknownTicket):
             pmm.claim(w.h1, 99)  # refused: checked for G4 only

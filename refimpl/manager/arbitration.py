@@ -29,15 +29,18 @@ from spec.errors import (CapacityDenied, ForeignHolder, InvalidArgument, Invalid
                          TraceSinkFailed, UnknownTicket)
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import MAX_BYTES, Origin, Role
+from spec.types import MAX_BYTES, AllocState, ContextState, Origin, Role
 from invariants.contracts import SWITCH as _SWITCH
+from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_timeout
 
 __all__ = ["Arbitration"]
 
 _PENDING, _GRANTED = TicketState.PENDING, TicketState.GRANTED
+_LIVE = AllocState.LIVE
 _O_GRANTED = Origin.GRANTED
+_ACTIVE = ContextState.ACTIVE
 
 #: A parked waiter looks at its ticket this often (seconds) even if nobody sets its event: if the thread
 #: that granted or retired it was interrupted part-way through waking (`Ledger._wake_up`), that wake-up is
@@ -49,11 +52,17 @@ class _Tkt:
     __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "generation", "age", "state", "alloc", "event",
                  "rec")
 
-    def __init__(self, id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role) -> None:
-        self.id, self.holder, self.auth, self.nbytes, self.priority, self.role = id, holder, auth, nbytes, priority, role
+    def __init__(self, id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role,
+                 age: int = 0, state: TicketState = _PENDING) -> None:
+        self.id = id  # one store per line: cheaper than a tuple assignment (a record per ticket)
+        self.holder = holder
+        self.auth = auth
+        self.nbytes = nbytes
+        self.priority = priority
+        self.role = role
         self.generation = auth.generation  # a pending ticket is of its ledger's current generation
-        self.age = 0
-        self.state = _PENDING
+        self.age = age
+        self.state = state
         self.alloc: _Alloc | None = None  # the ledger reservation once granted
         self.event: threading.Event | None = None  # made by the first waiter, under the lock
         self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
@@ -96,7 +105,7 @@ class Arbitration:
     def submit(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING) -> int:
         """A pending ticket on `authority`; the round this submit runs may grant it at once. Never waits."""
         if _SWITCH.on or self._recorder is not None:
-            return self._run_checked(M.Submit, self._ms_auth1, self._submit, (holder, authority, nbytes, priority, role))
+            return self._contract(_L.SUBMIT, self._submit, (holder, authority, nbytes, priority, role))
         with self._lock:  # the hot path of `_run`, inline
             tid = self._submit(holder, authority, nbytes, priority, role)
             wake = self._wake
@@ -121,39 +130,40 @@ class Arbitration:
             a = self._auth(authority)
         if a.alias_of is not None:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; tickets name the canonical ledger")
-        self._require_active(a)
+        if a.context is not _ACTIVE:
+            self._require_active(a)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
         if len(self._tickets) >= self._slots:
             raise MailboxFull(f"all {self._slots} cancellation-mailbox slots are held by live tickets; retry later")
-        t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
-        self._next_ticket += 1
-        self._tickets[t.id] = t
+        tid = self._next_ticket
+        self._next_ticket = tid + 1
         if not a.pending and nbytes <= a.limit - a.used and self._charge_at_grant:
             # Hot path: the round of a lone ticket that fits (ages to 1, granted: a ledger reservation, I1, I2).
-            t.age, t.state = 1, _GRANTED
-            t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
-            t.alloc.part = t
-            return t.id
-        a.pending[t.id] = t
+            t = self._tickets[tid] = _Tkt(tid, holder, a, nbytes, priority, role, 1, _GRANTED)
+            rec = t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
+            rec.part = t
+            return tid
+        t = self._tickets[tid] = a.pending[tid] = _Tkt(tid, holder, a, nbytes, priority, role)
         self._round(a)
-        return t.id
+        return tid
 
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
         if _SWITCH.on or self._recorder is not None:
-            return self._run_checked(M.Claim, self._ms_ticket, self._claim, (holder, ticket))
+            return self._contract(_L.CLAIM, self._claim, (holder, ticket))
         with self._lock:  # the hot path of `_run`, inline (a claim grants nothing: no wake)
             return self._claim(holder, ticket)
 
     def _claim(self, holder: int, ticket: int) -> int:
         t = self._tickets.get(ticket) if type(ticket) is int else None
-        if t is None or type(holder) is not int or holder not in self._holders:
+        # Hot path: a live ticket of this holder (holders are never unregistered: t.holder is registered).
+        if t is None or t.holder != holder or type(holder) is not int:
             t = self._my_ticket(holder, ticket)
-        if t is None:
-            raise InvalidTransition(f"ticket {ticket} was already claimed, cancelled, timed out or dropped")
-        if t.holder != holder:
-            raise ForeignHolder(f"ticket {t.id} is holder {t.holder}'s, not {holder}'s")
+            if t is None:
+                raise InvalidTransition(f"ticket {ticket} was already claimed, cancelled, timed out or dropped")
+            if t.holder != holder:
+                raise ForeignHolder(f"ticket {t.id} is holder {t.holder}'s, not {holder}'s")
         if t.state is _PENDING:
             raise InvalidTransition(f"ticket {t.id} is pending; only a granted ticket is claimed")
         del self._tickets[t.id]
@@ -164,7 +174,10 @@ class Arbitration:
         rec.part = None
         rec.ticket = t  # the ticket id goes on naming its lease (refimpl.manager.leases)
         self._leases[t.id] = rec
-        self._commit_rec(rec, t.nbytes)
+        n = t.nbytes  # the reservation's commit in full (`Ledger._commit_rec`, inline)
+        rec.auth.used += n - rec.charge
+        rec.nbytes = rec.charge = n
+        rec.state = _LIVE
         return rec.id
 
     def cancel_ticket(self, holder: int, ticket: int) -> int:

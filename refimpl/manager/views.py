@@ -5,7 +5,11 @@ target); `abstract_manager()` maps every part to
 `spec.manager_actions.Manager`, reading each figure from the one set of
 records (no part keeps bytes of its own, so there is nothing to reconcile).
 
-Contracts: ledger operations check `invariants.predicates.check_local` on a
+Contracts, level "local" (the default): the hot ledger and ticket operations
+run through `_contract`, which checks `refimpl.manager.local_contract` on the
+concrete records they touch (no frozen views). Level "full", every other
+operation, and any operation while transactions or pressure tickets are open:
+ledger operations check `invariants.predicates.check_local` on a
 partial view of the records they touch (`_checked`). Composed operations run
 through `_run`: off (and untraced) it is the lock, the body and the wake-up;
 on, a partial `Manager` view of the authorities and allocations the action
@@ -34,6 +38,7 @@ from spec import actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError, TraceSinkFailed
 from spec.state import Allocation, Allowance, Authority, Holder, State
+from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
 from refimpl.manager.lock import LedgerLock
 
@@ -67,7 +72,32 @@ class Views:
         with self._lock:
             return self._manager_view(None, None)
 
-    # --- ledger contracts (issue #2: incremental, on what the operation touched) ---------
+    # --- local contracts (level "local"): the harms on the concrete records touched, no frozen views ----
+
+    def _contract(self, kind: Any, body: Callable[..., T], args: tuple[Any, ...], extra: tuple[Any, ...] = ()) -> T:
+        """A hot operation with contracts on: the local contract (`refimpl.manager.local_contract`), or the
+        frozen-view one at level "full", while transactions or pressure tickets are open (their parts'
+        predicates) or, for a composed action, while a trace recorder is attached (it emits the event)."""
+        before, after, cls, scope, composed = kind
+        if _SWITCH.full or self._txs or self._pressures or (composed and self._recorder is not None):
+            if composed:
+                return self._run_full(cls, getattr(self, scope), body, args)
+            return self._checked(cls(*args), getattr(self, scope), args[1], body, *args, *extra)
+        try:
+            with self._lock:
+                b = before(self, args)
+                try:
+                    result = body(*args, *extra)
+                except GovernorError:
+                    _L.refused(self, b, cls.__name__)
+                    raise
+                after(self, b, args, result)
+                return result
+        finally:
+            if self._wake:
+                self.wake_waiters()
+
+    # --- ledger contracts, level "full" (issue #2: frozen partial views of what the operation touched) ----
 
     def _checked(self, action: Any, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
                  body: Callable[..., T], *args: Any) -> T:
@@ -168,8 +198,16 @@ class Views:
 
     def _run_checked(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T],
                      args: tuple[Any, ...]) -> T:
-        action = cls(*args)
+        kind = _L.COMPOSED.get(cls) if _SWITCH.on else None
+        if kind is not None:
+            return self._contract(kind, body, args)
+        return self._run_full(cls, scope, body, args)
+
+    def _run_full(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T],
+                  args: tuple[Any, ...]) -> T:
+        """`_run_checked` with the frozen-view contract (level "full") and the trace event."""
         on, rec = _SWITCH.on, self._recorder
+        action = cls(*args)
         error: GovernorError | None = None
         result: Any = None
         with self._lock:

@@ -1,0 +1,280 @@
+# The local contract (contracts level "local", refimpl.manager.local_contract) against every manager mutant.
+#
+# Each mutant of refimpl/mutants.py whose module is refimpl/manager/* is applied with the mutation harness
+# (invariants.mutation.applied) and one deterministic workload runs with contracts on: the contract must raise
+# InvariantViolation. The same workload runs clean on the real code at both levels (the negative control), and a
+# seeded random workload of the hot operations gives the same outcome at level "local" and level "full", on the
+# real code and under each hot-path mutant.
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from invariants import contracts
+from invariants._violation import InvariantViolation
+from invariants.mutation import applied
+from invariants.predicates import check_all
+from refimpl.manager import ProcessMemoryManager
+from refimpl.manager import local_contract
+from refimpl.mutants import MUTANTS
+from spec.errors import GovernorError
+from spec.types import Role, Tier
+
+DEV, KV = Tier.DEVICE, Role.KV
+MANAGER_MUTANTS = sorted(n for n, m in MUTANTS.items() if m.module.startswith("refimpl.manager."))
+
+
+def _try(f: Callable[..., Any], *args: Any) -> Any:
+    """Run one operation; a typed refusal is part of the workload (an InvariantViolation is not)."""
+    try:
+        return f(*args)
+    except GovernorError:
+        return None
+
+
+def workload(pmm: ProcessMemoryManager) -> list[str]:
+    """Every part's operations once, in an order that reaches each manager mutant's bug. Returns the steps run."""
+    done: list[str] = []
+
+    def step(label: str, f: Callable[..., Any], *args: Any) -> Any:
+        done.append(label)
+        return _try(f, *args)
+
+    a = step("register gpu0", pmm.register_authority, "gpu0", DEV, 1000)
+    b = step("register gpu1", pmm.register_authority, "gpu1", DEV, 1000)
+    step("re-register gpu0 bigger (refused)", pmm.register_authority, "gpu0", DEV, 2000)
+    v = step("alias of gpu0", pmm.register_alias, a, "uvm")
+    step("alias through the alias", pmm.register_alias, v, "uvm2")
+    h = step("holder kv", pmm.register_holder, "kv")
+    g = step("holder weights", pmm.register_holder, "weights")
+    x = step("reserve 100", pmm.reserve, h, a, DEV, 100, KV)
+    step("commit 60 of 100", pmm.commit, h, x, 60)
+    step("release", pmm.release, h, x)
+    step("reserve 50", pmm.reserve, h, a, DEV, 50, KV)
+    z = step("reserve 10 through the alias", pmm.reserve, h, v, DEV, 10, KV)
+    step("cancel it", pmm.cancel, h, z)
+    step("record 30", pmm.record_committed, h, a, DEV, 30, KV)
+    q = step("reserve 40", pmm.reserve, h, a, DEV, 40, KV)
+    step("commit 40", pmm.commit, h, q, 40)
+    step("quarantine, 10 released", pmm.quarantine, h, q, 10)
+    s = step("snapshot", pmm.snapshot, a)
+    step("reserve one byte too many (refused)", pmm.reserve, h, a, DEV, s.limit - s.used + 1, KV)
+    over = step("record one byte past the limit", pmm.record_committed, h, a, DEV, s.limit - s.used + 1, KV)
+    step("snapshot oversubscribed", pmm.snapshot, a)
+    step("release the recorded bytes", pmm.release, h, over)
+    w = step("open allowance 100", pmm.open_allowance, h, a, 100)
+    w2 = step("open another holder's allowance 50", pmm.open_allowance, g, a, 50)
+    step("reserve growth 80", pmm.reserve_growth, h, w, 80)
+    step("map 60", pmm.map_allowance, h, w, 60)
+    step("unmap 10", pmm.unmap_allowance, h, w, 10)
+    step("transfer 5 to it", pmm.transfer_allowance, h, w, w2, 5)
+    step("snapshot with allowances", pmm.snapshot, a)
+    step("close it", pmm.close_allowance, g, w2)
+    step("snapshot after close", pmm.snapshot, a)
+    # tickets on gpu1 (aging bound 1: a misfit matures on its first round)
+    fill = step("reserve 900 on gpu1", pmm.reserve, g, b, DEV, 900, KV)
+    step("commit it", pmm.commit, g, fill, 900)
+    big = step("submit 150 (a matured misfit)", pmm.submit, h, b, 150)
+    small = step("submit 33 (waits behind it)", pmm.submit, h, b, 33)
+    step("cancel the misfit: the round grants 33", pmm.cancel_ticket, h, big)
+    step("claim 33", pmm.claim, h, small)
+    t3 = step("submit 21 (granted at once)", pmm.submit, h, b, 21)
+    step("cancel it (21 B credited)", pmm.cancel_ticket, h, t3)
+    t4 = step("submit 17 (granted, unclaimed)", pmm.submit, h, b, 17)
+    tx = step("plan a transaction of 17", pmm.plan_tx, h, ((b, 17),))
+    step("reserve it", pmm.reserve_tx, tx)
+    step("commit it", pmm.commit_tx, tx)
+    step("claim the 17 B ticket", pmm.claim, h, t4)
+    pr = step("open pressure", pmm.open_pressure, h, b, 10)
+    step("answer with another holder's lease (refused)", pmm.answer, h, pr, (fill,))
+    step("cancel pressure", pmm.cancel_pressure, pr)
+    step("lose gpu1", pmm.lose_device, b)
+    step("confirm termination", pmm.confirm_termination, b)
+    return done
+
+
+def _manager() -> ProcessMemoryManager:
+    return ProcessMemoryManager(aging_bound=1)
+
+
+@pytest.mark.parametrize("level", contracts.LEVELS)
+def test_workload_is_clean_on_the_real_code(level: str) -> None:
+    """Negative control: without a mutant the workload raises no InvariantViolation, and reaches its end."""
+    pmm = _manager()
+    with contracts.contracts(True, level=level):
+        done = workload(pmm)
+    assert done[-1] == "confirm termination" and len(done) == 49
+
+
+def test_every_manager_mutant_is_listed() -> None:
+    assert len(MANAGER_MUTANTS) >= 27  # the registry's refimpl.manager mutants (ledger, allowances, tickets, ...)
+
+
+@pytest.mark.parametrize("name", MANAGER_MUTANTS)
+def test_local_contract_catches_manager_mutant(name: str) -> None:
+    m = MUTANTS[name]
+    pmm = _manager()
+    with applied(m), contracts.contracts(True, level="local"), pytest.raises(InvariantViolation) as exc:
+        workload(pmm)
+    assert exc.value.id in (*m.ids, "G4") or exc.value.id in _ALSO.get(name, ()), (name, exc.value)
+
+
+#: Mutants the local contract names by another ID than the registry's (the harm shows there first).
+_ALSO: dict[str, tuple[str, ...]] = {
+    "grant_rounds_charge_down": ("I1",),  # used falls short of the rows' charges: conservation, before I2
+    "recorded_bytes_not_charged": ("I1",),
+    "growth_charges_ledger": ("I1",),  # level "full" (allowances): used moved, charges did not
+}
+
+
+# --- local and full agree on a seeded random workload of the hot operations ---------------------
+
+HOT_MUTANTS = sorted(n for n in MANAGER_MUTANTS
+                     if MUTANTS[n].module in ("refimpl.manager.ledger", "refimpl.manager.arbitration"))
+
+
+def random_workload(pmm: ProcessMemoryManager, seed: int, steps: int = 120) -> list[Any]:
+    """Seeded random hot operations (valid and invalid arguments); returns each step's outcome."""
+    rng = random.Random(seed)
+    a = pmm.register_authority("gpu0", DEV, 300)
+    hs = [pmm.register_holder("kv"), pmm.register_holder("weights")]
+    allocs: list[int] = []
+    tickets: list[int] = []
+    out: list[Any] = []
+    for _ in range(steps):
+        h = rng.choice(hs + [99])
+        op = rng.randrange(9)
+        n = rng.choice([1, 7, 32, 33, 100, 250, 301, 0])
+        if op == 0:
+            f, args = pmm.reserve, (h, rng.choice([a, a, 7]), DEV, n, KV)
+        elif op == 1:
+            f, args = pmm.record_committed, (h, a, DEV, n, KV)
+        elif op in (2, 3, 4):
+            f = (pmm.commit, pmm.cancel, pmm.release)[op - 2]
+            i = rng.choice(allocs + [12345]) if allocs else 12345
+            args = (h, i, n) if op == 2 else (h, i)
+        elif op == 5:
+            f, args = pmm.submit, (h, a, n, rng.randrange(3))
+        elif op in (6, 7):
+            f = pmm.claim if op == 6 else rng.choice([pmm.cancel_ticket, pmm.timeout_ticket])
+            args = (h, rng.choice(tickets + [999]) if tickets else 999)
+        else:
+            f, args = pmm.snapshot, (a,)
+        try:
+            r = f(*args)
+        except GovernorError as e:
+            out.append(type(e).__name__)
+            continue
+        out.append(r if type(r) is int or r is None else repr(r))
+        if f in (pmm.reserve, pmm.record_committed, pmm.claim):
+            allocs.append(r)
+        elif f == pmm.submit:
+            tickets.append(r)
+    return out
+
+
+def _run(seed: int, level: str) -> tuple[Any, ...]:
+    """(outcomes, the index of the step that raised InvariantViolation or None, its ID, final manager view)."""
+    pmm = ProcessMemoryManager(aging_bound=2)
+    outcomes: list[Any] = []
+    with contracts.contracts(True, level=level):
+        try:
+            outcomes = random_workload(pmm, seed)
+        except InvariantViolation as e:
+            return None, e.id
+    return outcomes, None, pmm.abstract_manager()
+
+
+SEEDS = range(6)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_local_and_full_agree_on_the_real_code(seed: int) -> None:
+    local, full = _run(seed, "local"), _run(seed, "full")
+    assert local[1] is None and full[1] is None  # neither level raises on the real code
+    assert local == full  # same outcome for every step, same final records
+    assert any(type(o) is str for o in local[0]) and any(type(o) is int for o in local[0])  # both kinds occur
+
+
+#: Hot mutants the seeded random workload reaches (on some seed); the others need the scripted workload above.
+REACHED = {"cancel_forgets_round", "cancel_keeps_reservation", "commit_grows_lease", "grant_rounds_charge_down",
+           "grant_rounds_up", "id_counter_not_advanced", "limit_check_off_by_request", "misfit_prebooked",
+           "oversubscription_off_by_one", "recorded_bytes_not_charged", "reissue_ids_after_release",
+           "release_without_refund"}
+
+
+@pytest.mark.parametrize("name", HOT_MUTANTS)
+def test_local_and_full_agree_under_hot_mutants(name: str) -> None:
+    """Seed by seed, the local contract raises exactly where the full check does, naming the same ID."""
+    ids = {}
+    with applied(MUTANTS[name]):
+        for level in contracts.LEVELS:
+            ids[level] = [_run(seed, level)[1] for seed in SEEDS]
+    assert ids["local"] == ids["full"], ids
+    assert any(ids["local"]) == (name in REACHED), ids
+
+
+# --- pinned: each conservation clause catches a bug the other cannot see ------------------------
+
+
+class _TakesAnotherCharge(ProcessMemoryManager):
+    """Broken on purpose: a release also zeroes another lease of the ledger, and books it as refunded."""
+
+    def _finish(self, holder: int, allocation: int, event: str) -> None:
+        victim = next(r for r in self._allocs[allocation].auth.allocs.values() if r.id != allocation)
+        victim.auth.used -= victim.charge
+        victim.charge = 0
+        super()._finish(holder, allocation, event)
+
+
+class _DriftsAnotherRow(ProcessMemoryManager):
+    """Broken on purpose: a commit also adds a byte to another lease's charge, and not to the ledger."""
+
+    def _commit(self, holder: int, allocation: int, nbytes: int) -> None:
+        super()._commit(holder, allocation, nbytes)
+        other = next((r for r in self._allocs[allocation].auth.allocs.values() if r.id != allocation), None)
+        if other is not None:
+            other.charge += 1
+
+
+def _two_leases(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
+    a, h = pmm.register_authority("gpu0", DEV, 1000), pmm.register_holder("kv")
+    x = pmm.reserve(h, a, DEV, 10, KV)
+    pmm.commit(h, x, 10)
+    return h, x, pmm.reserve(h, a, DEV, 20, KV)
+
+
+def test_release_taking_another_charge_breaks_the_conservation_step() -> None:
+    pmm = _TakesAnotherCharge()
+    with contracts.contracts(True):
+        h, x, y = _two_leases(pmm)
+        pmm.commit(h, y, 20)
+        with pytest.raises(InvariantViolation, match=r"^I1:.*records moved") as exc:
+            pmm.release(h, y)  # rows and used agree: only the step (used moved by the named charge) sees it
+    assert exc.value.clause == "local.conserved_step"
+
+
+def test_commit_drifting_another_row_breaks_the_row_sum() -> None:
+    pmm = _DriftsAnotherRow()
+    with contracts.contracts(True):
+        h, x, y = _two_leases(pmm)
+        with pytest.raises(InvariantViolation, match=r"^I1:.*its allocations charge") as exc:
+            pmm.commit(h, y, 15)  # used moved by exactly the named refund: only the recomputed row sum sees it
+    assert exc.value.clause == "local.conserved"
+
+
+def test_broken_subclasses_go_unnoticed_with_contracts_off() -> None:
+    """Negative control for the two tests above: the harms are real; only the contract reports them."""
+    for cls in (_TakesAnotherCharge, _DriftsAnotherRow):
+        pmm = cls()
+        with contracts.contracts(False):
+            h, x, y = _two_leases(pmm)
+            pmm.commit(h, y, 15)
+            if cls is _TakesAnotherCharge:
+                pmm.release(h, y)
+        with pytest.raises(InvariantViolation, match=r"^(I1|C2):"):  # the full state check sees the harm
+            check_all(pmm.abstract())
