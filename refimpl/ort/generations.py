@@ -5,7 +5,9 @@
 # fills the weight cache, opens several concurrent requests on both, and
 # decodes them interleaved to max context (KV grows through every bucket),
 # with pressure, limit lowering (and raising back), cache refills and
-# residency observations injected in the middle of generations, closing
+# residency observations injected in the middle of generations, ORT Run
+# failures injected inside a bucket and at each request's first growth
+# (`spec.sessions.RunFails`, `refimpl.ort.faults`), closing
 # finished requests and opening new ones. Every action goes through the same
 # checked step as the Hypothesis campaign (`invariants.checked`): refinement
 # against `spec.sessions`, every predicate, coverage counted, and the
@@ -87,8 +89,11 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
     max_context = facts["dec"].max_context
     lowered = False
     decodes = 0
+    bucket = facts["dec"].bucket
     while live:
         rid = rnd.choice(sorted(live))
+        if live[rid] in (1, bucket):  # INJECTED: ORT fails this Run, inside a bucket and at its first growth
+            acts.append(S.RunFails(rid))
         acts.append(S.Decode(rid))
         live[rid] += 1
         decodes += 1

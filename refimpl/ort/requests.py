@@ -102,7 +102,7 @@ class RequestPath:
             self.kv.abandon(grown)  # no grown lease is kept for a step that did not happen
             if isinstance(e, (GovernorError, InvariantViolation)) or not isinstance(e, Exception):
                 raise
-            raise self._run_failed(rid, tokens, e, grown=True) from e
+            raise self._run_failed(rid, tokens, e, grown=True, released=released) from e
         self.kv.install(rid, grown)
         self.requests[rid] = (model, new)
         return released
@@ -124,10 +124,14 @@ class RequestPath:
                                                   None if after is None else after.nbytes))
 
     @staticmethod
-    def _run_failed(rid: int, tokens: int, e: Exception, grown: bool) -> RunFailed:
+    def _run_failed(rid: int, tokens: int, e: Exception, grown: bool, released: int = 0) -> RunFailed:
         what = "; the grown bucket's lease was returned, the request keeps its old bucket" if grown else ""
-        return RunFailed(f"request {rid} step {tokens}: ORT's Run failed ({type(e).__name__}: {e}); the step "
-                         f"was not applied{what}")
+        err = RunFailed(f"request {rid} step {tokens}: ORT's Run failed ({type(e).__name__}: {e}); the step "
+                        f"was not applied{what}")
+        # What the growth's room-making credited before the Run failed: the weight holder's answer to its
+        # pressure ticket is final, so these cache bytes stay yielded (spec.sessions.RunFails' result).
+        err.released = released  # type: ignore[attr-defined]
+        return err
 
     def _close(self, a: S.Close) -> None:
         self._request(a.rid)
