@@ -125,13 +125,19 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         pmm_guards = ALL_ON if guards.on("lower_limit_atomic") else GuardSet.without("limit_after_reclaim")
         self.pmm = ProcessMemoryManager(guards=pmm_guards, trace=trace)
         self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
-        if limit < topology.capacity:  # the governed limit is the authority's: set through the limits part
-            self.pmm.prepare_limit(self.auth, limit)
+        # The governed limit is the authority's, set through the limits part, less the headroom I8c keeps
+        # free: the manager itself then refuses any grant into the headroom, and a lowering's pressure
+        # tickets ask for exactly what the new limit needs back (`limit` adds the headroom on reading).
+        if self._ledger_limit(limit) < topology.capacity:
+            self.pmm.prepare_limit(self.auth, self._ledger_limit(limit))
             self.pmm.commit_limit(self.auth)
         self.weights = WeightHolder(self.pmm, self.auth)
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
         self.arena = self.pmm.register_holder("arena")
+        # A limit change's ticket on the arena: its charge is each model's measured peak, which no answer
+        # can lower, so the holder answers zero at once (a Pressure's arena ticket waits for a Run boundary).
+        self.pmm.register_callback(self.arena, lambda pmm, pid, _target: pmm.answer(self.arena, pid, ()))
         self.models: dict[str, _Loaded] = {}
         self.requests: dict[int, tuple[str, int]] = {}  # rid -> (model, kv capacity in tokens)
         self.declined: set[Role] = set()
@@ -148,8 +154,13 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
 
     @property
     def limit(self) -> int:
-        """The governed limit: the host authority's limit in the manager (the only limit, issue #11)."""
-        return self.pmm.snapshot(self.auth).limit
+        """The governed limit: the host authority's limit in the manager (the only limit, issue #11) plus the
+        headroom, which the manager's limit keeps free."""
+        return self.pmm.snapshot(self.auth).limit + self.topology.headroom
+
+    def _ledger_limit(self, governed: int) -> int:
+        """The authority's limit in the manager for a governed limit: the headroom is kept under it (I8c)."""
+        return governed - self.topology.headroom
 
     def used(self) -> int:
         return self.pmm.snapshot(self.auth).used  # the ledger is the source of every charge

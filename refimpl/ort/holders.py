@@ -118,10 +118,14 @@ class WeightHolder:
             except InvalidTransition:
                 pass  # answered from outside this holder's callback: what it released is not ours to count
             return 0
-        released = self._released.pop(pid)
+        released = self.settled(pid)
         self.answered += 1
         self.credited += released
         return released
+
+    def settled(self, pid: int) -> int:
+        """What this holder's answer to ticket `pid` released (0 if it did not answer), forgotten once read."""
+        return self._released.pop(pid, 0)
 
     def _on_pressure(self, pmm: ProcessMemoryManager, pid: int, target: int) -> None:
         """The pressure callback: answer with this holder's own idle cache buckets (never model weights)."""
@@ -220,6 +224,11 @@ class KvHolder:
         self.pmm, self.auth = pmm, auth
         self.id = pmm.register_holder("kv")
         self.bundles: dict[int, KvBundle] = {}
+        pmm.register_callback(self.id, self._on_pressure)
+
+    def _on_pressure(self, pmm: ProcessMemoryManager, pid: int, target: int) -> None:
+        """Every KV lease backs an open request's bucket, in use until it closes: no victim (zero is legal, C5)."""
+        pmm.answer(self.id, pid, ())
 
     def open(self, rid: int, heads: int, dh: int, cap: int, bytes_per_token: int,
              session: ort.InferenceSession) -> None:

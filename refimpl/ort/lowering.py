@@ -73,12 +73,20 @@ class ReclaimAndLimits:
             raise BudgetBelowFloor(f"limit {new} is below the headroom {self.topology.headroom}")
         old = self.limit
         over = self.used() + self.topology.headroom - new  # what the new limit needs back, headroom kept
-        released = self._reclaim_weights(over) if over > 0 else 0  # pressure on the weight holder (C5)
+        before = set(self.replicas.by_model)
+        if over > 0:
+            self.replicas.before_reclaim(over)  # ORT stops reading bytes before they stop being leased
+        try:
+            # C8 in the manager's limits part: prepare_limit opens one pressure ticket per holder with a live
+            # lease (target: what the ledger must give back); each holder's callback answers its own ticket
+            # (the weight holder with idle cache buckets; the KV and arena holders with zero, legal: their
+            # leases are in use); commit_limit sets the new limit only if used then fits, else keeps the old.
+            out = self.pmm.lower_limit(self.auth, self._ledger_limit(new))
+        finally:
+            if over > 0:
+                self.replicas.stale()
+                for model in before - set(self.replicas.by_model):
+                    self._rebind(model)
+        released = sum(self.weights.settled(pid) for pid, _ in out.completed)
         done = (("reclaim weight cache", released),) if released else ()
-        ok = self.used() + self.topology.headroom <= new
-        if ok or not self.guards.on("lower_limit_atomic"):  # C8: commit only if it holds
-            # The manager's limits part: prepare (its pressure tickets, if used is still above `new`, are
-            # retired by the commit) -> commit, which keeps the old limit unless used fits under `new`.
-            self.pmm.prepare_limit(self.auth, new)
-            self.pmm.commit_limit(self.auth)
-        return S.LoweringReport(ok, old, new, done)
+        return S.LoweringReport(out.committed and self.used() + self.topology.headroom <= new, old, new, done)
