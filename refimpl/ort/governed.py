@@ -44,7 +44,7 @@ from onnx import numpy_helper
 from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.abstraction import LedgerAbstraction
-from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, env_arena
+from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, ArenaHolder
 from refimpl.ort.holders import KvHolder, WeightHolder
 from refimpl.ort.lowering import ReclaimAndLimits
 from refimpl.ort.measure import MeasuredModel, decode_input, loop_carried, measure, session_providers
@@ -108,8 +108,6 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
                                       f"{ort.get_available_providers()}")
         self.provider = provider
         self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy and never reads the lease
-        if arena_cap is not None:
-            env_arena(arena_cap)
         # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
         # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
         # charge is each model's measured peak, which a shrink cannot lower: it credits 0 B, and what the
@@ -135,6 +133,14 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
         self.arena = self.pmm.register_holder("arena")
+        # The env arena's own grant (issue #11 item 4): the ArenaHolder reserves exactly the cap in force
+        # in this process (ORT cannot re-cap it; another cap is refused, typed, naming both) on an
+        # authority of this manager sized to it, apart from the host pool, whose "arena" holder charges
+        # each managed model's measured transient peak inside that arena (I8).
+        self.env_arena: ArenaHolder | None = None
+        if arena_cap is not None:
+            env_auth = self.pmm.register_authority("env-arena", Tier.HOST, arena_cap)
+            self.env_arena = ArenaHolder(self.pmm, env_auth, arena_cap)
         # A limit change's ticket on the arena: its charge is each model's measured peak, which no answer
         # can lower, so the holder answers zero at once (a Pressure's arena ticket waits for a Run boundary).
         self.pmm.register_callback(self.arena, lambda pmm, pid, _target: pmm.answer(self.arena, pid, ()))
