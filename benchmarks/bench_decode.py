@@ -20,20 +20,28 @@ A B C D, D C B A, ...), so no arm always runs first or after the same one.
 Each round gives one *pair difference* per comparison (governed - plain,
 governed - bound, governed - lease, lease - bound), measured at the same
 moment of the machine. Over `--reps` fresh runtimes of `--steps` steps each
-(growth steps included), the figure is the median of those differences,
-with its spread (the 25th and 75th percentiles), and as a percentage the
-median of the per-round ratios difference / baseline with theirs. Absolute
-medians per arm are printed beside them. Goal (issue #11 item 7): governed -
+(growth steps included), the differences of forward rounds and of reversed
+rounds are taken apart: an arm that runs right after its twin finds the
+weights warm in cache, so each order alone is biased, oppositely. The figure
+is the mean of the two orders' medians (the order effect cancels, as in an
+ABBA design), printed with both medians and the quartiles of all rounds (the
+spread); as a percentage, the same over per-round ratios difference /
+baseline. Absolute medians per arm are printed beside them. Clock: `--clock thread` (default)
+times each arm with the calling thread's CPU time (`time.thread_time`;
+every session runs one intra-op thread, ORT's kernels in the caller's
+thread), so time the process spends descheduled on a loaded machine is not
+charged to whichever arm it hit; `--clock wall` uses `time.perf_counter`. Goal (issue #11 item 7): governed -
 ungoverned <= 5 us fixed cost, and <= 2% at d_model >= 1024; it is a figure
 to read, never a timed assert.
 Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--reps 9] [--bucket 16]
-       [--provider cuda] [--prepack]
+       [--clock thread|wall] [--provider cuda] [--prepack]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 import tempfile
 import time
 
@@ -58,7 +66,8 @@ def _quartiles(xs: list[float]) -> tuple[float, float, float]:
 
 
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
-          provider: str = "CPUExecutionProvider", prepack: bool = False) -> dict[str, object]:
+          provider: str = "CPUExecutionProvider", prepack: bool = False,
+          clock: Callable[[], float] = time.thread_time) -> dict[str, object]:
     """Per-arm medians (s) and, per comparison, the quartiles of the round differences (s) and ratios."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
@@ -68,6 +77,7 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
     rounds = 0
+    forward: list[bool] = []  # per kept round: arms in forward order (else reversed)
     for rep in range(reps):
         table = {}
         rt = GovernedRuntime(topo, 1 << 31, {"m": path}, steps, bucket,
@@ -106,12 +116,13 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
             rounds += 1
             got = {}
             for name, fn in order:
-                t0 = time.perf_counter()
+                t0 = clock()
                 fn()
-                got[name] = time.perf_counter() - t0
+                got[name] = clock() - t0
             if rep or t >= 4:  # warm-up: the first steps of the first runtime
                 for name, dt in got.items():
                     times[name].append(dt)
+                forward.append(order is arms)
         assert np.array_equal(rt.last_output, b.y)  # same result, or the comparison means nothing
         assert provider in rt.models["m"].session.get_providers()[:1]
         rt.close()
@@ -120,8 +131,15 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     for name, a, base in PAIRS:
         diffs = [x - y for x, y in zip(times[a], times[base])]
         ratios = [(x - y) / y for x, y in zip(times[a], times[base])]
-        out[name] = (_quartiles(diffs), _quartiles(ratios))
+        out[name] = (_abba(diffs, forward), _quartiles(diffs), _abba(ratios, forward), _quartiles(ratios))
     return out
+
+
+def _abba(xs: list[float], forward: list[bool]) -> tuple[float, float, float]:
+    """(mean of the two orders' medians, forward-order median, reversed-order median)."""
+    fwd = statistics.median(x for x, f in zip(xs, forward) if f)
+    rev = statistics.median(x for x, f in zip(xs, forward) if not f)
+    return (fwd + rev) / 2, fwd, rev
 
 
 def main() -> None:
@@ -131,26 +149,32 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--bucket", type=int, default=16)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--clock", choices=("thread", "wall"), default="thread",
+                   help="thread: the calling thread's CPU time (not charged while descheduled); wall: perf_counter")
     p.add_argument("--prepack", action="store_true",
                    help="every arm with ORT's weight prepacking on: ORT keeps its own packed weight copy and "
                         "never reads the leased one (the governance layer's cost alone); default off, as "
                         "managed sessions run")
     args = p.parse_args()
     provider = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}[args.provider]
+    clock = {"thread": time.thread_time, "wall": time.perf_counter}[args.clock]
+    if args.clock == "thread" and provider != "CPUExecutionProvider":
+        print("note: with the CUDA EP, device time is not the calling thread's CPU time; use --clock wall")
     print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, {args.steps} steps x "
-          f"{args.reps} runtimes per size, arm order alternating per round")
-    print("per arm: median us per step; per comparison: median round difference us [p25, p75] and median "
-          "round ratio % [p25, p75]")
+          f"{args.reps} runtimes per size, arm order alternating per round, clock {args.clock}")
+    print("per arm: median us per step; per comparison: the mean of the forward- and reversed-order medians "
+          "of the round differences (us) and ratios (%), each with both medians and all rounds' [p25, p75]")
     with contracts.contracts(False), tempfile.TemporaryDirectory() as d:
         for size in (int(x) for x in args.sizes.split(",")):
-            r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack)
+            r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock)
             med = r["median"]
             print(f"d_model {size} ({4 * size * size * 4 / 2**20:.2f} MiB weights, {r['rounds']} rounds): "
                   + "  ".join(f"{k} {med[k] * 1e6:.1f}" for k in ("p", "b", "s", "g")))
             for name, _, _ in PAIRS:
-                (d25, d50, d75), (r25, r50, r75) = r[name]
-                print(f"    {name:>12}: {d50 * 1e6:8.1f} us [{d25 * 1e6:7.1f}, {d75 * 1e6:7.1f}]   "
-                      f"{r50 * 100:6.1f}% [{r25 * 100:6.1f}, {r75 * 100:6.1f}]")
+                (dm, df, dr), (d25, _, d75), (q, qf, qr), (r25, _, r75) = r[name]
+                print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} / {dr * 1e6:.1f}; all rounds "
+                      f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} / "
+                      f"{qr * 100:.1f}; [{r25 * 100:.1f}, {r75 * 100:.1f}])")
 
 
 if __name__ == "__main__":

@@ -69,9 +69,11 @@ class WeightHolder:
         off = 0
         order = sorted(arrays.items(), key=lambda kv: -kv[1].nbytes)  # big weights first, at aligned offsets
         # 64 B (a cache line) per tensor when the rounding slack of the lease allows it, else the element.
-        # XXX: bench_decode (prepacking off) shows the governed arm 18 us (d 256) to ~200-350 us (d 1024)
-        # slower than the file-loaded twin, while the same sessions driven side by side in one loop run
-        # within a few percent; alignment and huge pages were tried; the cause is still open.
+        # Measured (bench_decode, thread CPU time, arm order alternating, the two orders' medians
+        # averaged): the 18 us at d 256 that the old rotating benchmark showed is an order effect (the
+        # arm run right after its twin finds the weights warm: -17 / +14 us by order, -2 us averaged).
+        # XXX: at d 1024 the leased weights still read ~2-3% (about 30 us) slower than ORT's own
+        # file-loaded copy in both orders (not the 200-350 us once reported); the cause is open.
         align = _ALIGN if sum(-(-a.nbytes // _ALIGN) * _ALIGN for _, a in order) <= nbytes else 0
         for key, arr in order:
             step = align or arr.itemsize
