@@ -7,22 +7,41 @@ Three more arms on the same model:
          an unmanaged caller runs it;
   bound: the same prebuilt-binding KV bundle (`refimpl.ort.holders.KvBundle`)
          driven directly, with no runtime, ledger or holder around it, so
-         `governed - bound` is the governance layer's own fixed cost;
+         `governed - bound` is the governance layer's own cost;
   lease: the governed runtime's own session (weights read from the lease)
          driven by a bare bundle: `governed - lease` ("path") is the runtime's
          decode path alone, `lease - bound` the cost of lease-supplied weights.
-Every arm reads the same precomputed token inputs. Steps rotate between the
-arms so all see the same machine state; medians per step (growth steps
-included in the sample); `paired` is the median over steps of (governed - bound)
-measured back to back, the figure least moved by other load. Goal (issue #11 item 7): governed - ungoverned
-<= 5 us fixed cost, and <= 2% at d_model >= 1024.
-Usage: python benchmarks/bench_decode.py [--steps 64] [--reps 5] [--bucket 16] [--provider cuda]
+Every arm reads the same precomputed token inputs.
+
+Measurement (robust to other load on a shared machine): every decode step is
+one round in which each arm runs that same step once, back to back; the
+order of the arms alternates from round to round (forward, then reversed:
+A B C D, D C B A, ...), so no arm always runs first or after the same one.
+Each round gives one *pair difference* per comparison (governed - plain,
+governed - bound, governed - lease, lease - bound), measured at the same
+moment of the machine. Over `--reps` fresh runtimes of `--steps` steps each
+(growth steps included), the differences of forward rounds and of reversed
+rounds are taken apart: an arm that runs right after its twin finds the
+weights warm in cache, so each order alone is biased, oppositely. The figure
+is the mean of the two orders' medians (the order effect cancels, as in an
+ABBA design), printed with both medians and the quartiles of all rounds (the
+spread); as a percentage, the same over per-round ratios difference /
+baseline. Absolute medians per arm are printed beside them. Clock: `--clock thread` (default)
+times each arm with the calling thread's CPU time (`time.thread_time`;
+every session runs one intra-op thread, ORT's kernels in the caller's
+thread), so time the process spends descheduled on a loaded machine is not
+charged to whichever arm it hit; `--clock wall` uses `time.perf_counter`. Goal (issue #11 item 7): governed -
+ungoverned <= 5 us fixed cost, and <= 2% at d_model >= 1024; it is a figure
+to read, never a timed assert.
+Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--reps 9] [--bucket 16]
+       [--clock thread|wall] [--provider cuda] [--prepack]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 import tempfile
 import time
 
@@ -37,20 +56,28 @@ from refimpl.topology import scaled_topology
 from spec import sessions as S
 
 SIZES = (64, 256, 1024, 2048)
+#: The comparisons reported: (name, minuend arm, baseline arm).
+PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
+
+
+def _quartiles(xs: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[1], q[2]
 
 
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
-          provider: str = "CPUExecutionProvider", prepack: bool = False) -> tuple[float, ...]:
+          provider: str = "CPUExecutionProvider", prepack: bool = False,
+          clock: Callable[[], float] = time.thread_time) -> dict[str, object]:
+    """Per-arm medians (s) and, per comparison, the quartiles of the round differences (s) and ratios."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
     path = save_decoder_external(directory, d_model=d_model, heads=heads, name=f"d{d_model}")
     f = reporter_facts(path, steps, bucket)
     topo = scaled_topology(1 << 31, 0)
-    gov: list[float] = []
-    plain_t: list[float] = []
-    bound_t: list[float] = []
-    sess_t: list[float] = []
+    times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
+    rounds = 0
+    forward: list[bool] = []  # per kept round: arms in forward order (else reversed)
     for rep in range(reps):
         table = {}
         rt = GovernedRuntime(topo, 1 << 31, {"m": path}, steps, bucket,
@@ -66,7 +93,6 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)
         for t in range(steps):
             x = table[t]
-            times = {}
 
             def governed() -> None:
                 rt.execute(S.Decode(rid))
@@ -86,46 +112,69 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
                 gb.cur, gb.tokens = 1 - gb.cur, t + 1
 
             arms = [("g", governed), ("p", plain), ("b", bound), ("s", gsess)]
-            for name, fn in arms[t % 4:] + arms[:t % 4]:  # rotate the order: no arm always runs first
-                t0 = time.perf_counter()
+            order = arms if rounds % 2 == 0 else arms[::-1]  # A B C D, then D C B A: alternating pairs
+            rounds += 1
+            got = {}
+            for name, fn in order:
+                t0 = clock()
                 fn()
-                times[name] = time.perf_counter() - t0
-            if rep or t >= 4:  # warm-up
-                gov.append(times["g"])
-                plain_t.append(times["p"])
-                bound_t.append(times["b"])
-                sess_t.append(times["s"])
+                got[name] = clock() - t0
+            if rep or t >= 4:  # warm-up: the first steps of the first runtime
+                for name, dt in got.items():
+                    times[name].append(dt)
+                forward.append(order is arms)
         assert np.array_equal(rt.last_output, b.y)  # same result, or the comparison means nothing
         assert provider in rt.models["m"].session.get_providers()[:1]
         rt.close()
-    paired = statistics.median(g - b for g, b in zip(gov, bound_t))  # per step, same machine moment
-    path_cost = statistics.median(g - x for g, x in zip(gov, sess_t))  # the runtime's decode path alone
-    return (statistics.median(gov), statistics.median(plain_t), statistics.median(bound_t), paired,
-            statistics.median(sess_t), path_cost)
+    out: dict[str, object] = {"median": {k: statistics.median(v) for k, v in times.items()},
+                              "rounds": len(times["g"])}
+    for name, a, base in PAIRS:
+        diffs = [x - y for x, y in zip(times[a], times[base])]
+        ratios = [(x - y) / y for x, y in zip(times[a], times[base])]
+        out[name] = (_abba(diffs, forward), _quartiles(diffs), _abba(ratios, forward), _quartiles(ratios))
+    return out
+
+
+def _abba(xs: list[float], forward: list[bool]) -> tuple[float, float, float]:
+    """(mean of the two orders' medians, forward-order median, reversed-order median)."""
+    fwd = statistics.median(x for x, f in zip(xs, forward) if f)
+    rev = statistics.median(x for x, f in zip(xs, forward) if not f)
+    return (fwd + rev) / 2, fwd, rev
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="d_model values, comma-separated")
     p.add_argument("--steps", type=int, default=64)
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--reps", type=int, default=9)
     p.add_argument("--bucket", type=int, default=16)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--clock", choices=("thread", "wall"), default="thread",
+                   help="thread: the calling thread's CPU time (not charged while descheduled); wall: perf_counter")
     p.add_argument("--prepack", action="store_true",
                    help="every arm with ORT's weight prepacking on: ORT keeps its own packed weight copy and "
                         "never reads the leased one (the governance layer's cost alone); default off, as "
                         "managed sessions run")
     args = p.parse_args()
     provider = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}[args.provider]
-    print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}")
-    print(f"{'d_model':>8} {'weights MiB':>12} {'plain us':>9} {'bound us':>9} {'lease us':>9} {'governed us':>12} "
-          f"{'gov-plain us':>13} {'gov-bound us':>13} {'paired us':>10} {'path us':>8} {'vs plain':>9} "
-          f"{'vs bound':>9}")
+    clock = {"thread": time.thread_time, "wall": time.perf_counter}[args.clock]
+    if args.clock == "thread" and provider != "CPUExecutionProvider":
+        print("note: with the CUDA EP, device time is not the calling thread's CPU time; use --clock wall")
+    print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, {args.steps} steps x "
+          f"{args.reps} runtimes per size, arm order alternating per round, clock {args.clock}")
+    print("per arm: median us per step; per comparison: the mean of the forward- and reversed-order medians "
+          "of the round differences (us) and ratios (%), each with both medians and all rounds' [p25, p75]")
     with contracts.contracts(False), tempfile.TemporaryDirectory() as d:
-        for size in SIZES:
-            g, u, b, pd, ls, pc = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack)
-            print(f"{size:>8} {4 * size * size * 4 / 2**20:>12.2f} {u * 1e6:>9.1f} {b * 1e6:>9.1f} {ls * 1e6:>9.1f} "
-                  f"{g * 1e6:>12.1f} {(g - u) * 1e6:>13.1f} {(g - b) * 1e6:>13.1f} {pd * 1e6:>10.1f} "
-                  f"{pc * 1e6:>8.1f} {(g - u) / u * 100:>8.1f}% {pd / b * 100:>8.1f}%")
+        for size in (int(x) for x in args.sizes.split(",")):
+            r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock)
+            med = r["median"]
+            print(f"d_model {size} ({4 * size * size * 4 / 2**20:.2f} MiB weights, {r['rounds']} rounds): "
+                  + "  ".join(f"{k} {med[k] * 1e6:.1f}" for k in ("p", "b", "s", "g")))
+            for name, _, _ in PAIRS:
+                (dm, df, dr), (d25, _, d75), (q, qf, qr), (r25, _, r75) = r[name]
+                print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} / {dr * 1e6:.1f}; all rounds "
+                      f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} / "
+                      f"{qr * 100:.1f}; [{r25 * 100:.1f}, {r75 * 100:.1f}])")
 
 
 if __name__ == "__main__":

@@ -181,8 +181,22 @@ def state_C8_sessions(s: S.SessionState) -> None:
     _C8_FIGURES.case(used > 0)
 
 
+_C8_RUN_FAILED = clause("C8", "step_C8_sessions", "failed_run_keeps_no_charge",
+                        "a decode whose Run failed leaves no charge for the step it did not take: the request's "
+                        "tokens and KV capacity, and the KV and arena charged on the ledger, are as before, and "
+                        "the weights charge drops by exactly the cache yielded for the growth")
+
+
 def step_C8_sessions(prev: S.SessionState, action: Any, nxt: S.SessionState) -> None:
-    """Lowering: success ends with used + headroom <= new limit; failure keeps the old limit."""
+    """Lowering: success ends with used + headroom <= new limit; failure keeps the old limit. A failed Run
+    charges nothing for the step it did not take."""
+    if _C8_RUN_FAILED.case(isinstance(action, S.RunFails)):
+        yielded = prev.cache - nxt.cache
+        kept = {k: nxt.ledger.get(k, 0) - prev.ledger.get(k, 0) for k in ("kv", "arena", "weights")}
+        if nxt.requests != prev.requests or yielded < 0 or kept != {"kv": 0, "arena": 0, "weights": -yielded}:
+            _C8_RUN_FAILED.fail(f"request {action.rid}'s Run failed, yet the ledger moved {kept} (cache yielded "
+                                f"{yielded} B) and its request went {prev.requests.get(action.rid)} -> "
+                                f"{nxt.requests.get(action.rid)}")
     if _C8_LOWER.case(isinstance(action, S.LowerLimit)):
         if nxt.limit != prev.limit and (nxt.limit != action.new or _used(nxt) + nxt.topology.headroom > nxt.limit):
             _C8_LOWER.fail(f"limit {prev.limit} -> {nxt.limit} with used {_used(nxt)} "

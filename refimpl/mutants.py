@@ -414,6 +414,10 @@ _ALL: tuple[Mutant, ...] = (
            "        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new\n", "",
            "a KV growth moves the request to the new bucket but never gives the old lease back: the ledger "
            "charges KV the request no longer holds (issue #11: ledger 36,288 B, abstraction 30,144 B)"),
+    Mutant("failed_run_keeps_grown_lease", ("C8",), "ort", _R, "refimpl.ort.requests",
+           "            self.kv.abandon(grown)  # no grown lease is kept for a step that did not happen\n", "",
+           "a decode whose Run fails after its KV growth keeps the grown bucket's lease: the ledger charges KV "
+           "for a step that never happened (issue #11 item 6's RunFailed, now an environment event of the spec)"),
     Mutant("limit_above_capacity", ("C7",), "ort", _S, _SES,
            "        if new > t.capacity:\n", "        if new > 2 * t.capacity:\n",
            "a limit above the pool's capacity is accepted"),

@@ -15,7 +15,11 @@ a sourced field apart from charge), C7 (host-mapped reads within the
 reported capacity, rounding by the reported granule), C8 (figures; lowering
 is prepare -> reclaim -> commit, a failure keeps the old limit and lists the
 completed actions) and C9 (managed mode declares every loop-carried state;
-no declaration = reported compatibility mode). Pure: no I/O, no ORT.
+no declaration = reported compatibility mode). ORT's own failures are
+environment events: `RunFails` is a decode whose Run fails (over the env
+arena's cap, a binding's shape, an injected fault); the step is not applied,
+no grown lease is kept, the request keeps its bucket and stays decodable.
+Pure: no I/O, no ORT.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from spec.types import Role
 
 __all__ = [
     "Mode", "Topology", "ModelFacts", "LoadedModel", "Request", "Residency", "LoweringReport", "SessionState",
-    "GovernanceReport", "LoadModel", "Open", "Decode", "Close", "Prefetch", "Pressure", "Decline", "LowerLimit",
+    "GovernanceReport", "LoadModel", "Open", "Decode", "RunFails", "Close", "Prefetch", "Pressure", "Decline", "LowerLimit",
     "ObserveResidency", "new_sessions", "step_sessions", "report", "path_peak", "floor_tokens", "ledger_of",
 ]
 
@@ -175,6 +179,13 @@ class Open:
 
 @attrs.frozen
 class Decode:
+    rid: int
+
+
+@attrs.frozen
+class RunFails:
+    """The environment: the next decode Run of `rid` fails in ORT. Refused as `Decode` is; else not applied."""
+
     rid: int
 
 
@@ -326,12 +337,14 @@ def _step(s: SessionState, a: Any, guards: GuardSet) -> tuple[SessionState, Any]
         rid = s.next_request
         return attrs.evolve(s, requests=s.requests.set(rid, Request(a.model, 0, floor_tokens(m.facts))),
                             cache=s.cache - released, next_request=rid + 1), rid
-    if isinstance(a, Decode):
+    if isinstance(a, (Decode, RunFails)):
         r = _req(s, a.rid)
         f = s.models[r.model].facts
         if r.tokens >= f.max_context:
             raise ContextExhausted(f"request {a.rid} holds {r.tokens} = max context")
         if r.tokens < r.kv_tokens:
+            if isinstance(a, RunFails):  # the Run failed in the bucket the request holds: nothing changes
+                return s, 0
             return attrs.evolve(s, requests=s.requests.set(a.rid, attrs.evolve(r, tokens=r.tokens + 1))), 0
         new = min(r.kv_tokens + f.bucket, f.max_context)
         # The old bucket stays live while copying: peak = old + new (section 6).
@@ -339,6 +352,11 @@ def _step(s: SessionState, a: Any, guards: GuardSet) -> tuple[SessionState, Any]
         if s.pinned + extra + t.headroom > s.limit:
             raise CapacityDenied(f"request {a.rid}: growth needs {extra} B")
         released = _reclaim(s, extra)
+        if isinstance(a, RunFails):
+            # The growth's Run failed: the grown bucket's lease goes back and the request keeps its old
+            # bucket and tokens (it stays decodable); the cache the weight holder yielded for the growth
+            # stays yielded (an answer to a pressure ticket is final, C5).
+            return attrs.evolve(s, cache=s.cache - released), released
         nr = Request(r.model, r.tokens + 1, new)
         return attrs.evolve(s, requests=s.requests.set(a.rid, nr), cache=s.cache - released), released
     if isinstance(a, Close):

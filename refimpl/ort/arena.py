@@ -10,9 +10,14 @@
 #
 # ONE env arena per process, by design: ORT's env arena is process-wide,
 # cannot be unregistered, and a second registration raises nothing and is not
-# a second cap. A second ArenaHolder in one process is refused
-# (InvalidTransition), and the lease is never released while the process
-# lives (the cap outlives the holder). Tests isolate it in a subprocess.
+# a second cap. So a holder's grant must be the cap actually in force: the
+# first ArenaHolder of the process registers the arena at its grant; a later
+# one (another runtime's manager in the same process) shares it only at that
+# same cap, and a holder granted any other amount is refused with a typed
+# error naming both (InvalidTransition), leasing nothing. A second holder on
+# the same manager is refused too (it would charge the one arena twice). The
+# lease is never released while the process lives (the cap outlives the
+# holder). Tests isolate the first registration in a subprocess.
 #
 # Pressure (C5) arrives as a pressure ticket of the one manager on this
 # holder's leases (`pmm.press`, issue #10) and is answered only at a Run
@@ -33,6 +38,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import attrs
@@ -48,7 +54,8 @@ from spec.types import Role, Tier
 __all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY", "env_arena"]
 
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
-_ENV: dict[str, int] = {}  # the one env arena of this process: {"grant": bytes, "pid": os.getpid()}
+_ENV: dict[str, Any] = {}  # the one env arena of this process: {"grant": bytes, "pid": os.getpid()}
+_CHARGED: "weakref.WeakSet[ProcessMemoryManager]" = weakref.WeakSet()  # managers an ArenaHolder charged the cap on
 
 
 @attrs.frozen
@@ -87,21 +94,25 @@ def env_arena(cap: int) -> None:
 
 
 class ArenaHolder:
-    """The process's one env arena, capped by ORT at the grant this holder leased."""
+    """The process's one env arena, capped by ORT at the grant this holder leased (== the cap in force)."""
 
     def __init__(self, pmm: ProcessMemoryManager, auth: int, grant: int) -> None:
         if type(grant) is not int or grant <= 0:
             raise InvalidBytes(f"grant must be a positive int, got {grant!r}")
-        if _ENV.get("pid") == os.getpid():
-            raise InvalidTransition(f"this process already has its env arena ({_ENV['grant']} B); ORT cannot "
-                                    f"unregister it and a second registration is not a second cap")
+        registered = _ENV.get("pid") == os.getpid()
+        if registered and _ENV["grant"] != grant:  # the ledger's grant must be the cap ORT enforces
+            raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; a holder granted "
+                                    f"{grant} B would charge a cap not in force (ORT cannot re-cap it)")
+        if registered and pmm in _CHARGED:
+            raise InvalidTransition(f"this process already has its env arena ({_ENV['grant']} B), charged on this "
+                                    f"manager; ORT cannot unregister it and a second registration is not a second cap")
         self.pmm, self.auth, self.grant = pmm, auth, grant
         self.id = pmm.register_holder("env-arena")
         self.lease = pmm.reserve(self.id, auth, Tier.HOST, grant, Role.ARENA)  # charge before allocate (I2)
         pmm.commit(self.id, self.lease, grant)
-        mi = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-        ort.create_and_register_allocator(mi, ort.OrtArenaCfg({"max_mem": grant, "arena_extend_strategy": 1}))
-        _ENV.update(grant=grant, pid=os.getpid())
+        if not registered:
+            env_arena(grant)
+        _CHARGED.add(pmm)
         self.pending: list[int] = []  # pressure ids waiting for the next Run boundary
         pmm.register_callback(self.id, lambda _pmm, pid, _target: self.pending.append(pid))
         self.answers: list[ArenaAnswer] = []

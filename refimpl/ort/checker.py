@@ -33,6 +33,7 @@ from invariants.model_machine import Model, find_model_counterexample, run_model
 from invariants.session_predicates import (STATE_PREDICATES, STEP_PREDICATES, KvCover, check_observations,
                                           check_state, check_transition)
 from refimpl.checker_api import CheckerRun
+from refimpl.ort.faults import INJECTED_RUN_FAILURE, failing_runs
 from refimpl.ort.generations import hunt_scripts, run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.ort.residency import INJECTED, file_rss, process_rss
@@ -41,6 +42,7 @@ from refimpl.ort.zoo import build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
 from spec import sessions as S
 from spec.arith import kv_bytes
+from spec.errors import RunFailed
 from spec.guards import Guard, GuardSet, Layer
 from spec.types import Role
 
@@ -127,7 +129,8 @@ class OrtAdapter:
         if isinstance(a, S.Close) and a.rid in self.held:
             closing = self.held.pop(a.rid)  # the caller is done with its tokens: they need no lease now
         try:
-            result = self.rt.execute(a)  # a refusal raises: only accepted actions are counted below
+            # A refusal raises: only accepted actions are counted below.
+            result = self._run_fails(a) if isinstance(a, S.RunFails) else self.rt.execute(a)
         except BaseException:
             if isinstance(a, S.Close) and a.rid in self.past:
                 self.held[a.rid] = closing
@@ -157,6 +160,21 @@ class OrtAdapter:
         elif isinstance(a, S.Close):
             del self.past[a.rid]
         return result
+
+    def _run_fails(self, a: S.RunFails) -> int:
+        """The environment event `RunFails`: the decode of `a.rid` with ORT refusing its Run (INJECTED)."""
+        b = self.rt.kv.bundles.get(a.rid) if type(a.rid) is int else None
+        growth = b is not None and b.tokens >= b.cap
+        with failing_runs() as fired:
+            try:
+                self.rt.execute(S.Decode(a.rid))  # refused as a Decode is (unknown, exhausted, no room): raises
+            except RunFailed as e:
+                self.world.count("run_failures_injected")
+                if growth:
+                    self.world.count("run_failures_after_growth")
+                return e.released  # type: ignore[attr-defined, no-any-return]
+        # The harness's own defect, not the runtime's: the injected fault never reached ORT.
+        raise RuntimeError(f"{a!r}: {INJECTED_RUN_FAILURE}, but the decode succeeded ({len(fired)} Runs)")
 
     def _check_identical(self, rid: int, tokens: int) -> None:
         model = self.rt.requests[rid][0]
@@ -231,6 +249,7 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
         st.builds(S.Open, model),
         *[st.builds(S.Decode, rid)] * (8 if rids else 2),  # decodes dominate once requests are open (depth)
         st.builds(S.Close, rid),
+        st.builds(S.RunFails, rid),  # the environment: ORT fails this decode's Run (INJECTED)
         st.just(S.Prefetch()),
         st.builds(S.Pressure, st.sampled_from([1, 4096, 10**6, 0, -1])),
         st.builds(S.Decline, st.sampled_from([Role.WEIGHTS, Role.KV, "weights"])),

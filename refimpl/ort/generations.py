@@ -5,7 +5,9 @@
 # fills the weight cache, opens several concurrent requests on both, and
 # decodes them interleaved to max context (KV grows through every bucket),
 # with pressure, limit lowering (and raising back), cache refills and
-# residency observations injected in the middle of generations, closing
+# residency observations injected in the middle of generations, ORT Run
+# failures injected inside a bucket and at each request's second growth
+# (`spec.sessions.RunFails`, `refimpl.ort.faults`), closing
 # finished requests and opening new ones. Every action goes through the same
 # checked step as the Hypothesis campaign (`invariants.checked`): refinement
 # against `spec.sessions`, every predicate, coverage counted, and the
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -87,8 +90,13 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
     max_context = facts["dec"].max_context
     lowered = False
     decodes = 0
+    bucket = facts["dec"].bucket
     while live:
         rid = rnd.choice(sorted(live))
+        # INJECTED: ORT fails this Run, inside the first bucket and at the second growth (the first growth
+        # stays a plain Decode, so a growth bug shows there first, as it did before failures were drawn).
+        if live[rid] in (1, 2 * bucket):
+            acts.append(S.RunFails(rid))
         acts.append(S.Decode(rid))
         live[rid] += 1
         decodes += 1
@@ -126,8 +134,13 @@ def _drive(model: Model, factory: Any, refine: bool, stats: dict[str, Any], conf
         m.start(factory(config), model.init(config))
         for a in acts:
             m._do(a() if isinstance(a, _Observe) else a)
-    finally:
-        m.teardown()
+    except BaseException:
+        # A detected harm can leave the runtime's ledger inconsistent (a mutant released a lease twice):
+        # closing it may then fail too, and that must not hide the harm.
+        with contextlib.suppress(Exception):
+            m.teardown()
+        raise
+    m.teardown()
 
 
 def run_scripts(model: Model, facts: dict[str, S.ModelFacts], headroom: int, n: int, seed: int = 0,

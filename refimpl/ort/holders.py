@@ -69,9 +69,11 @@ class WeightHolder:
         off = 0
         order = sorted(arrays.items(), key=lambda kv: -kv[1].nbytes)  # big weights first, at aligned offsets
         # 64 B (a cache line) per tensor when the rounding slack of the lease allows it, else the element.
-        # XXX: bench_decode (prepacking off) shows the governed arm 18 us (d 256) to ~200-350 us (d 1024)
-        # slower than the file-loaded twin, while the same sessions driven side by side in one loop run
-        # within a few percent; alignment and huge pages were tried; the cause is still open.
+        # Measured (bench_decode, thread CPU time, arm order alternating, the two orders' medians
+        # averaged): the 18 us at d 256 that the old rotating benchmark showed is an order effect (the
+        # arm run right after its twin finds the weights warm: -17 / +14 us by order, -2 us averaged).
+        # XXX: at d 1024 the leased weights still read ~2-3% (about 30 us) slower than ORT's own
+        # file-loaded copy in both orders (not the 200-350 us once reported); the cause is open.
         align = _ALIGN if sum(-(-a.nbytes // _ALIGN) * _ALIGN for _, a in order) <= nbytes else 0
         for key, arr in order:
             step = align or arr.itemsize
@@ -118,10 +120,14 @@ class WeightHolder:
             except InvalidTransition:
                 pass  # answered from outside this holder's callback: what it released is not ours to count
             return 0
-        released = self._released.pop(pid)
+        released = self.settled(pid)
         self.answered += 1
         self.credited += released
         return released
+
+    def settled(self, pid: int) -> int:
+        """What this holder's answer to ticket `pid` released (0 if it did not answer), forgotten once read."""
+        return self._released.pop(pid, 0)
 
     def _on_pressure(self, pmm: ProcessMemoryManager, pid: int, target: int) -> None:
         """The pressure callback: answer with this holder's own idle cache buckets (never model weights)."""
@@ -220,6 +226,11 @@ class KvHolder:
         self.pmm, self.auth = pmm, auth
         self.id = pmm.register_holder("kv")
         self.bundles: dict[int, KvBundle] = {}
+        pmm.register_callback(self.id, self._on_pressure)
+
+    def _on_pressure(self, pmm: ProcessMemoryManager, pid: int, target: int) -> None:
+        """Every KV lease backs an open request's bucket, in use until it closes: no victim (zero is legal, C5)."""
+        pmm.answer(self.id, pid, ())
 
     def open(self, rid: int, heads: int, dh: int, cap: int, bytes_per_token: int,
              session: ort.InferenceSession) -> None:

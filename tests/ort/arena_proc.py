@@ -66,6 +66,17 @@ def main() -> dict[str, object]:
     except Exception as e:
         out["second"] = f"{type(e).__name__}: {e}"
     out["used_final"] = pmm.snapshot(auth).used
+    # Another manager in this process (another runtime): it shares the one arena only at the cap in force.
+    pmm2 = ProcessMemoryManager()
+    auth2 = pmm2.register_authority("host", Tier.HOST, 64 << 20)
+    try:
+        ArenaHolder(pmm2, auth2, GRANT // 2)
+        out["mismatch"] = None
+    except Exception as e:
+        out["mismatch"] = f"{type(e).__name__}: {e}"
+    out["used_mismatch"] = pmm2.snapshot(auth2).used
+    shared = ArenaHolder(pmm2, auth2, GRANT)
+    out["shared_charge"] = pmm2.abstract().allocations[shared.lease].charge
     return out
 
 

@@ -62,3 +62,11 @@ def test_second_env_arena_in_one_process_rejects(report: dict) -> None:
     assert report["second"] is not None and report["second"].startswith("InvalidTransition")
     assert "already has its env arena" in report["second"]
     assert report["used_final"] == GRANT  # the refused holder leased nothing
+
+
+def test_holder_grant_must_be_the_cap_in_force(report: dict) -> None:
+    """Issue #11 item 4: the ledger's arena grant is the cap ORT enforces, or the holder is refused, typed."""
+    assert report["mismatch"] is not None and report["mismatch"].startswith("InvalidTransition")
+    assert f"capped at {GRANT} B" in report["mismatch"] and f"granted {GRANT // 2} B" in report["mismatch"]
+    assert report["used_mismatch"] == 0  # the refused holder leased nothing
+    assert report["shared_charge"] == GRANT  # another manager in the process charges the same cap

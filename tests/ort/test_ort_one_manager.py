@@ -1,8 +1,9 @@
 """Issues #10 / #11: the ORT runtime reaches capacity only through the one manager (C1, C5, C8).
 
 No mirror pool beside the manager's ledger; the governed limit is the host
-authority's limit in the manager, set at construction and changed only by
-its limits part (prepare -> commit, or the old limit stays).
+authority's limit in the manager (plus the headroom, which that limit keeps
+free), set at construction and changed only by its limits part: prepare
+opens the tickets, the holders answer them, commit (or the old limit stays).
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ def test_no_mirror_pool_in_refimpl() -> None:
 def test_limit_is_the_authoritys_limit_in_the_manager(world) -> None:
     rt = _rt(world)
     assert "limit" not in vars(rt)  # no field: a read of the manager's authority
-    assert rt.limit == rt.pmm.snapshot(rt.auth).limit == 96 * 1024 == rt.abstract().limit
+    assert rt.limit == rt.pmm.snapshot(rt.auth).limit + HEADROOM == 96 * 1024 == rt.abstract().limit
     rep = rt.execute(S.LowerLimit(rt.used() + HEADROOM))
-    assert rep.ok and rt.pmm.snapshot(rt.auth).limit == rep.new_limit == rt.abstract().limit
+    assert rep.ok and rt.pmm.snapshot(rt.auth).limit + HEADROOM == rep.new_limit == rt.abstract().limit
     assert not rt.pmm.abstract_manager().changes  # the change was committed, nothing pending
     rt.close()
 
@@ -61,8 +62,43 @@ def test_limit_is_the_authoritys_limit_in_the_manager(world) -> None:
 def test_failed_lowering_leaves_the_managers_limit(world) -> None:
     rt = _rt(world)
     rep = rt.execute(S.LowerLimit(HEADROOM))
-    assert not rep.ok and rt.pmm.snapshot(rt.auth).limit == rep.old_limit
+    assert not rep.ok and rt.pmm.snapshot(rt.auth).limit + HEADROOM == rep.old_limit
     assert not rt.pmm.abstract_manager().changes and not rt.pmm.abstract_manager().pressures
+    rt.close()
+
+
+def test_manager_refuses_a_grant_into_the_headroom(world) -> None:
+    """The manager's limit keeps the headroom free (I8c): a reserve past limit - headroom is its refusal."""
+    from spec.errors import CapacityDenied
+    from spec.types import Role, Tier
+
+    rt = _rt(world)
+    room = rt.pmm.snapshot(rt.auth).limit - rt.used()
+    assert rt.limit - rt.used() - room == HEADROOM
+    with pytest.raises(CapacityDenied):
+        rt.pmm.reserve(rt.kv.id, rt.auth, Tier.HOST, room + 1, Role.KV)
+    rt.close()
+
+
+def test_lowering_is_answered_by_the_holders_on_the_managers_tickets(world) -> None:
+    """LowerLimit: prepare_limit opens one ticket per holder with a live lease; each answers its own (the
+    weight holder with cache buckets, KV and arena with zero); commit sets the limit. No ticket of its own."""
+    events = []
+    rt = GovernedRuntime(world.topology(0), 96 * 1024, world.sources, MAX_CONTEXT, BUCKET, trace=events.append)
+    f = world.facts["dec"]
+    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(S.Prefetch())
+    rt.execute(S.Open("a"))
+    cache, opened = rt.weights.cache_bytes, rt.weights.opened
+    del events[:]
+    rep = rt.execute(S.LowerLimit(rt.limit - 8192))
+    assert rep.ok and rep.completed == (("reclaim weight cache", 8192),)
+    assert rt.weights.cache_bytes == cache - 8192 and rt.weights.opened == opened  # no ticket of its own
+    kinds = [e["kind"] for e in events if e["payload"]["outcome"] == "accepted"]
+    assert kinds[0] == "prepare_limit" and kinds[-1] == "commit_limit", kinds
+    answers = {e["ids"]["holder"]: e for e in events if e["kind"] == "answer"}
+    assert set(answers) == {rt.weights.id, rt.kv.id, rt.arena}, answers
+    assert not rt.pmm.abstract_manager().pressures and not rt.pmm.abstract_manager().changes
     rt.close()
 
 

@@ -130,3 +130,83 @@ def test_model_file_changing_after_measurement_fails_to_load_with_nothing_charge
     with pytest.raises(SessionCreationFailed, match="leases were returned"):
         rt.execute(S.LoadModel("m", "m", f, f.loop_carried))
     assert _frozen(rt) == before and rt.used() == 0
+
+
+
+def _script(bucket):
+    return [S.Prefetch(), S.Open("a"), *[S.Decode(1)] * bucket, S.RunFails(1), S.RunFails(1), S.Decode(1),
+            S.RunFails(1)]
+
+
+def _drive(world, ad, limit=256 * 1024):
+    """Step the adapter and the spec side by side; check refinement and every session predicate."""
+    from invariants.session_predicates import check_state, check_transition
+
+    f = world.facts["dec"]
+    s = S.new_sessions(world.topology(0), limit)
+    for a in [S.LoadModel("a", "dec", f, f.loop_carried), *_script(BUCKET)]:
+        prev = s
+        s, want = S.step_sessions(s, a)
+        got = ad.execute(a)
+        check_transition(prev, a, ad.abstract())
+        check_state(ad.abstract())
+        assert got == want and ad.abstract() == s, a
+    return s
+
+
+def test_run_fails_refines_the_spec_and_keeps_no_charge(world) -> None:
+    """`spec.sessions.RunFails` (C8): an injected ORT failure inside a bucket and at a growth, via the adapter."""
+    from refimpl.ort.checker import OrtAdapter
+    from spec.guards import ALL_ON
+
+    world.take_events()
+    ad = OrtAdapter(world, (256 * 1024, 0), ALL_ON)
+    s = _drive(world, ad)
+    assert s.requests[1].tokens == BUCKET + 1 and s.requests[1].kv_tokens == 2 * BUCKET
+    ev = world.take_events()
+    assert ev["run_failures_injected"] == 3 and ev["run_failures_after_growth"] == 2, ev
+    _check_identical(world, ad.rt, 1, BUCKET + 1)  # the failed Runs changed nothing the next decode reads
+    ad.close()
+    assert ad.rt.used() == 0
+
+
+def test_spec_run_fails_at_a_growth_keeps_the_bucket_and_yields_cache(world) -> None:
+    f = world.facts["dec"]
+    s = S.new_sessions(world.topology(0), 256 * 1024)
+    for a in (S.LoadModel("a", "dec", f, f.loop_carried), S.Prefetch(), S.Open("a"), *[S.Decode(1)] * BUCKET):
+        s, _ = S.step_sessions(s, a)
+    nxt, released = S.step_sessions(s, S.RunFails(1))
+    assert released > 0 and nxt.cache == s.cache - released and nxt.requests == s.requests
+    assert nxt.ledger["kv"] == s.ledger["kv"] and nxt.ledger["weights"] == s.ledger["weights"] - released
+    inside, zero = S.step_sessions(S.step_sessions(s, S.Decode(1))[0], S.RunFails(1))
+    assert zero == 0
+    for bad, err in ((S.RunFails(99), "UnknownAllocation"), (S.RunFails("1"), "UnknownAllocation")):
+        with pytest.raises(Exception) as e:
+            S.step_sessions(s, bad)
+        assert type(e.value).__name__ == err
+
+
+def test_failed_run_keeping_the_grown_lease_fails_failed_run_keeps_no_charge(world) -> None:
+    from invariants import InvariantViolation
+    from invariants.mutation import applied
+    from refimpl.mutants import MUTANTS
+    from refimpl.ort.checker import OrtAdapter
+    from spec.guards import ALL_ON
+
+    with applied(MUTANTS["failed_run_keeps_grown_lease"]):
+        ad = OrtAdapter(world, (256 * 1024, 0), ALL_ON)
+        with pytest.raises(InvariantViolation, match="^C8: request 1's Run failed") as e:
+            _drive(world, ad)
+        assert e.value.clause == "step_C8_sessions.failed_run_keeps_no_charge"
+
+
+def test_campaign_control_finds_the_grown_lease_kept_on_a_failed_run() -> None:
+    from invariants.mutation import applied
+    from refimpl.mutants import MUTANTS
+    from refimpl.ort.checker import OrtChecker
+    from refimpl.verify import PROFILES
+
+    m = MUTANTS["failed_run_keeps_grown_lease"]
+    with applied(m):
+        r = OrtChecker().control(m, m.layer, PROFILES["quick"])
+    assert r.found and r.clause == "step_C8_sessions.failed_run_keeps_no_charge", r.message

@@ -1,0 +1,85 @@
+# The refinement mapping of `GovernedRuntime` (issue #11 item 2): every
+# charge in `spec.sessions.SessionState` is read from the manager's
+# allocations by holder and role, never from the runtime's own formulas; and
+# C8's report, the runtime's own reading of the same ledger.
+#
+# Owns: reading the ledger. Must not touch: any lease (read-only).
+# A mixin of `GovernedRuntime`.
+
+from __future__ import annotations
+
+from typing import Any
+
+import immutables
+
+from spec import sessions as S
+from spec.types import Role
+
+__all__ = ["LedgerAbstraction"]
+
+
+class LedgerAbstraction:
+    """`abstract()` and `report()` read from the manager's allocations; a mixin of `GovernedRuntime`."""
+
+    def _charge(self, lease: int | None, allocs: Any = None) -> int:
+        if lease is None:
+            return 0
+        allocs = allocs if allocs is not None else self.pmm.abstract().allocations
+        return allocs[lease].charge
+
+    def _ledger_view(self) -> tuple[Any, dict[str, int]]:
+        """The manager's allocations, and their charge on this runtime's pool summed per role."""
+        allocs = self.pmm.abstract().allocations
+        by_role = {Role.WEIGHTS.value: 0, Role.ARENA.value: 0, Role.KV.value: 0}
+        for rec in allocs.values():
+            if rec.authority == self.auth and rec.charge:
+                by_role[rec.role.value] = by_role.get(rec.role.value, 0) + rec.charge
+        return allocs, by_role
+
+    def _kv_tokens(self, rid: int, allocs: Any) -> int:
+        """A request's KV capacity as its holder's lease on the ledger charges it (issue #11 item 2)."""
+        model = self.models[self.requests[rid][0]].measured.facts
+        rec = allocs.get(self.kv.bundles[rid].lease)
+        charge = rec.charge if rec is not None and rec.holder == self.kv.id and rec.role is Role.KV else 0
+        return charge // model.bytes_per_token
+
+    def _cache_charge(self, allocs: Any) -> int:
+        """The weight cache as the ledger charges the weight holder's cache leases."""
+        total = 0
+        for aid, _ in self.weights.cache:
+            rec = allocs.get(aid)
+            if rec is not None and rec.holder == self.weights.id and rec.role is Role.WEIGHTS:
+                total += rec.charge
+        return total
+
+    def abstract(self) -> S.SessionState:
+        """The refinement mapping: every charge read from the manager's allocations by holder and role."""
+        allocs, by_role = self._ledger_view()
+        models = {}
+        for name, r in self.models.items():
+            f = r.measured.facts
+            admitted = self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
+            models[name] = S.LoadedModel(f, r.mode, admitted, r.unattributed, r.mode is not S.Mode.COMPAT,
+                                         r.declared, r.host_mapped)
+        reqs = {rid: S.Request(m, self.kv.bundles[rid].tokens, self._kv_tokens(rid, allocs))
+                for rid, (m, _) in self.requests.items()}
+        return S.SessionState(self.topology, self.limit, immutables.Map(models), immutables.Map(reqs),
+                              self._cache_charge(allocs), frozenset(self.declined), frozenset(self.not_enforced),
+                              immutables.Map(self.residency), self.next_request, immutables.Map(by_role))
+
+    def report(self) -> S.GovernanceReport:
+        """C8's figures read from the manager's ledger (this runtime's own computation, not the spec's)."""
+        allocs, _ = self._ledger_view()
+        weights = sum(self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
+                      for r in self.models.values())
+        kv = sum(self._kv_tokens(rid, allocs) * self.models[m].measured.facts.bytes_per_token
+                 for rid, (m, _) in self.requests.items())
+        cache = self._cache_charge(allocs)
+        used = weights + kv + cache
+        return S.GovernanceReport(
+            unit="charge (bytes)", limit=self.limit, used=used, available=max(0, self.limit - used),
+            oversubscribed=max(0, used - self.limit), reclaimable=cache,
+            unattributed=sum(r.unattributed for r in self.models.values()),
+            by_role=((Role.WEIGHTS.value, weights), (Role.KV.value, kv), ("weight cache", cache)),
+            not_enforced=frozenset(self.not_enforced),
+            residency=tuple((k, v.nbytes, v.source) for k, v in sorted(self.residency.items())))
