@@ -1,7 +1,9 @@
 """The "admission" checker: the pure I12 / I8c models, refimpl against spec, with negative controls.
 
 Three `Model`s (KV batching, co-residency, elastic split) driven by
-`invariants.model_machine`. The campaign splits its budget across them;
+`invariants.model_machine`, each implementation on its own
+`ProcessMemoryManager`; after every step the books clauses compare the
+ledger's charge for the model's holders with its abstraction. The campaign splits its budget across them;
 a guard's control runs the model that guard lives in.
 """
 
@@ -11,7 +13,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from invariants.admission_predicates import STATE_PREDICATES, STEP_PREDICATES, check_state, check_transition
+from invariants.admission_predicates import (OBSERVATION_PREDICATES, STATE_PREDICATES, STEP_PREDICATES, LedgerBooks,
+                                            check_observations, check_state, check_transition)
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
 from invariants import contracts
@@ -21,6 +24,24 @@ from spec import admission as S
 from spec.guards import Guard, Layer
 
 __all__ = ["BATCH", "CORESIDENCY", "ELASTIC", "MODELS", "AdmissionChecker"]
+
+
+class _Booked:
+    """A model under check, with what the books clauses observe: its abstraction and the ledger's charge for
+    its holders, from one reading of its manager (`take_observations`)."""
+
+    def __init__(self, name: str, impl: Any) -> None:
+        self.name, self.impl = name, impl
+
+    def execute(self, action: Any) -> Any:
+        return self.impl.execute(action)
+
+    def abstract(self) -> Any:
+        return self.impl.abstract()
+
+    def take_observations(self) -> list[LedgerBooks]:
+        state, charged = self.impl.reading()
+        return [LedgerBooks(self.name, state, charged)]
 
 
 def _rid(s: S.BatchState) -> Any:
@@ -43,10 +64,11 @@ BATCH = Model(
     configs=st.sampled_from([6, 8, 12]),
     init=S.new_batch,
     step=S.step_batch,
-    impl=lambda c, g: KvBatcher(c, g),
+    impl=lambda c, g: _Booked("kv_batch", KvBatcher(c, g)),
     actions=_batch_actions,
     check_state=check_state,
     check_step=check_transition,
+    check_observations=check_observations,
 )
 
 _CO_CONFIGS = (
@@ -80,10 +102,11 @@ CORESIDENCY = Model(
     configs=st.sampled_from(_CO_CONFIGS),
     init=lambda c: S.new_coresidency(c[0], {n: (size, p) for n, size, p in c[1]}),
     step=S.step_coresidency,
-    impl=lambda c, g: CoResidencyScheduler(c[0], {n: (size, p) for n, size, p in c[1]}, g),
+    impl=lambda c, g: _Booked("coresidency", CoResidencyScheduler(c[0], {n: (size, p) for n, size, p in c[1]}, g)),
     actions=_co_actions,
     check_state=check_state,
     check_step=check_transition,
+    check_observations=check_observations,
 )
 
 # (budget extra over the floor, headroom, bytes/token, max context, bucket, pinned)
@@ -103,12 +126,13 @@ ELASTIC = Model(
     configs=_EL_CONFIGS,
     init=lambda c: S.new_elastic(*_el_args(c)),
     step=S.step_elastic,
-    impl=lambda c, g: ElasticSplit(*_el_args(c), guards=g),
+    impl=lambda c, g: _Booked("elastic", ElasticSplit(*_el_args(c), guards=g)),
     # The holder's answer is the environment's choice: any amount, a zero, or everything asked (C5).
     actions=lambda s: st.one_of(st.sampled_from([S.Decode()] * 4 + [S.Prefetch(), S.Prefetch(), S.Retire()]),
                                 st.builds(S.Decode, st.one_of(st.integers(0, 4), st.sampled_from([-1, True])))),
     check_state=check_state,
     check_step=check_transition,
+    check_observations=check_observations,
 )
 
 MODELS = {"kv_admission_fits": BATCH, "retire_before_evict": CORESIDENCY, "elastic_guaranteed_path": ELASTIC}
@@ -136,8 +160,9 @@ class AdmissionChecker:
             for m in (BATCH, CORESIDENCY, ELASTIC):
                 runs.append(run_model_campaign(m, cfg))
         stats = CampaignStats.total(runs)
-        checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
-                  for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
+        checks = {i: (len(STATE_PREDICATES.get(i, ())) + len(OBSERVATION_PREDICATES.get(i, ()))) * stats.steps
+                  + len(STEP_PREDICATES.get(i, ())) * stats.accepted
+                  for i in set(STATE_PREDICATES) | set(STEP_PREDICATES) | set(OBSERVATION_PREDICATES)}
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Any) -> ControlResult:

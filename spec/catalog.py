@@ -171,7 +171,7 @@ _LINKS: dict[str, dict[str, object]] = {
     ),
     "I8c": dict(
         predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions",
-                    _A5 + "observed_I8c_kv_leased"),
+                    _A5 + "observed_I8c_kv_leased", _A5A + "observed_I8c_elastic"),
         tests=(_ADM_MACHINE, _ADM_CONTROLS, _ORT_MACHINE,
                "tests/test_issue9_gaps.py::test_kv_growth_that_releases_the_old_lease_first_is_caught",
                "tests/ort/test_ort_governed.py::test_elastic_path_reaches_max_context_through_reclaim",
@@ -186,7 +186,8 @@ _LINKS: dict[str, dict[str, object]] = {
                "checker's own count of decoded tokens)."),
     ),
     "I12": dict(
-        predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency"),
+        predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency",
+                    _A5A + "observed_I12_admission"),
         tests=(_ADM_MACHINE, _ADM_CONTROLS, "tests/test_admission.py::test_kv_batcher_rejects_infeasible_advance"),
     ),
     "C7": dict(
