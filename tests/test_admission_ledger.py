@@ -142,3 +142,38 @@ def test_books_clause_catches_bytes_held_but_uncharged() -> None:
     s = S.BatchState(10, S.new_batch(10).requests.set(1, S.BatchRequest(4, 2, S.ReqState.RESIDENT)), 2)
     with pytest.raises(InvariantViolation, match=r"ledger charges 0 B, its requests and models hold 2 B"):
         check_observations([LedgerBooks("kv_batch", s, 0)])
+
+
+def test_growth_refused_by_a_shared_ledger_after_reclaim_defers() -> None:
+    """Another holder takes the room the cache gave back before the growth leases it: the request defers with
+    what was given (C5, nothing forced back), and the ledger never charges more than its limit."""
+    pmm = ProcessMemoryManager()
+    auth = pmm.register_authority("host", Tier.HOST, 40)
+    e = ElasticSplit(None, 2, 1, 10, 4, 10, pmm=pmm, auth=auth)
+    e.execute(S.Prefetch())  # cache 24: pinned 10 + KV 4 + cache 24 charged, headroom 2 kept free
+    for _ in range(4):
+        e.decode()
+    thief = pmm.register_holder("thief")
+    real = e.cache._on_pressure
+
+    def answer_then_steal(m: ProcessMemoryManager, pid: int, target: int) -> None:
+        real(m, pid, target)
+        m.commit(thief, m.reserve(thief, auth, Tier.HOST, target, Role.ARENA), target)
+
+    pmm.register_callback(e.cache.id, answer_then_steal)
+    assert e.decode() == S.Deferred(8)  # growth 4 -> 8 asks 8 B: new buffer 8 + headroom 2 - free 2
+    s = e.abstract()
+    assert (s.cache, s.kv_tokens, s.tokens) == (16, 4, 4)
+    assert pmm.snapshot(auth).used == 10 + 4 + 16 + 8  # the thief holds what the cache gave back
+
+
+def test_reclaim_not_wasted_fails_on_a_full_answer_that_grew_nothing() -> None:
+    """Negative control of step_I8c_elastic.reclaim_not_wasted: the weights gave back all the growth needed
+    and KV stayed put."""
+    from invariants.admission_predicates import check_transition
+
+    prev = S.ElasticState(40, 2, 1, 10, 4, 10, 24, 4, 4)
+    nxt = S.ElasticState(40, 2, 1, 10, 4, 10, 16, 4, 4)
+    with pytest.raises(InvariantViolation, match=r"gave back 8 B of the 8 B the growth 4->8 needed"):
+        check_transition(prev, S.Decode(), nxt)
+    check_transition(prev, S.Decode(7), S.ElasticState(40, 2, 1, 10, 4, 10, 17, 4, 4))  # short (7 < 8): defers
