@@ -119,12 +119,31 @@ _ALL: tuple[Mutant, ...] = (
            "and promises made against the old size, instead of refusing the mismatch"),
     # --- admission models (refimpl.admission) ---------------------------------
     Mutant("finish_keeps_kv", ("I12",), "admission", _R, _ADB,
+           "        for aid in self._leases[rid]:\n            self.seat.release(aid)\n"
+           "        self._leases[rid], self._state[rid] = [], S.ReqState.FINISHED\n",
+           "        self._state[rid] = S.ReqState.FINISHED\n",
+           "a finished request is marked finished but its KV leases are never released", "kv_admission_fits"),
+    Mutant("finish_forgets_kv_leases", ("I12",), "admission", _R, _ADB,
            "        for aid in self._leases[rid]:\n            self.seat.release(aid)\n", "",
-           "a finished request is marked finished but its KV leases are never released: the ledger keeps "
-           "charging bytes no request holds", "kv_admission_fits"),
+           "a finish forgets the request's KV leases without releasing them: the ledger keeps charging bytes "
+           "no request holds, stranded where no admission can use them", "kv_admission_fits"),
     Mutant("free_ignores_other_requests", ("I12",), "admission", _R, _ADB,
            "        free = self.seat.free()\n", "        free = self.capacity - held\n",
            "the free room is computed from this request's entries only, not the pool's", "kv_admission_fits"),
+    # The ledger's limit check refuses what free_ignores_other_requests over-admits; past the pool only a
+    # bypass of the reservation goes: entries recorded as already written (record_committed, I2).
+    Mutant("advance_records_past_the_pool", ("I12",), "admission", _R, _ADB,
+           "        free = self.seat.free()\n        if n > free:\n            raise CapacityDenied(f\"{n} entries asked, "
+           "{free} free\")\n        if need > free and self.guards.on(\"kv_admission_fits\"):  # I12\n"
+           "            raise InfeasibleRequest(f\"request {rid} needs {need} more, only {free} free\")\n"
+           "        self._leases[rid].append(self.seat.lease(n, Role.KV))\n",
+           "        free = self.capacity - held\n        if n > free:\n            raise CapacityDenied(f\"{n} entries asked, "
+           "{free} free\")\n        if need > free and self.guards.on(\"kv_admission_fits\"):  # I12\n"
+           "            raise InfeasibleRequest(f\"request {rid} needs {need} more, only {free} free\")\n"
+           "        self._leases[rid].append(self.seat.pmm.record_committed(\n"
+           "            self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n",
+           "the free room is this request's entries only, and the entries are recorded as already written instead "
+           "of reserved, so the ledger cannot refuse them", "kv_admission_fits"),
     Mutant("feasibility_against_capacity", ("I12",), "admission", _R, _ADB,
            "        if need > free and self.guards.on(\"kv_admission_fits\"):",
            "        if need > self.capacity and self.guards.on(\"kv_admission_fits\"):",
