@@ -177,3 +177,20 @@ def test_reclaim_not_wasted_fails_on_a_full_answer_that_grew_nothing() -> None:
     with pytest.raises(InvariantViolation, match=r"gave back 8 B of the 8 B the growth 4->8 needed"):
         check_transition(prev, S.Decode(), nxt)
     check_transition(prev, S.Decode(7), S.ElasticState(40, 2, 1, 10, 4, 10, 17, 4, 4))  # short (7 < 8): defers
+
+
+def test_batcher_and_scheduler_on_one_device_authority_see_each_others_leases() -> None:
+    """One ledger for the pool (C1): the scheduler's load is refused for room the batcher's KV holds."""
+    pmm = ProcessMemoryManager()
+    dev = pmm.register_authority("gpu0", Tier.DEVICE, 12)
+    c = CoResidencyScheduler(None, {"a": (4, True), "b": (5, False)}, pmm=pmm, auth=dev)
+    b = KvBatcher(pmm=pmm, auth=dev)
+    b.advance(b.submit(4), 4)  # 4 pinned + 4 KV: 4 B free
+    c.execute(S.Want("b"))
+    before = pmm.abstract()
+    with pytest.raises(CapacityDenied, match=r"^b: 5 B asked, 4 B free$"):
+        c.execute(S.Load("b"))
+    assert pmm.abstract() == before
+    b.finish(1)
+    c.execute(S.Load("b"))
+    assert pmm.snapshot(dev).used == 4 + 5
