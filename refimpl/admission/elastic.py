@@ -133,4 +133,4 @@ class ElasticSplit:
     def reading(self) -> tuple[S.ElasticState, int]:
         """The abstraction and what the ledger charges the split's and the cache's holders, in one reading."""
         ledger = self.seat.ledger()
-        return self._abstract(ledger), self.seat.charged(ledger) + self.cache.charged(ledger)
+        return self._abstract(ledger), self.seat.charged(ledger) + self.cache.charged(ledger, None)

@@ -37,10 +37,10 @@ class WeightCache:
     def bytes(self) -> int:
         return self.charged(self.pmm.abstract())
 
-    def charged(self, ledger: State) -> int:
-        """What `ledger` charges this cache's holder on its authority."""
+    def charged(self, ledger: State, role: Role | None = Role.WEIGHTS) -> int:
+        """What `ledger` charges this cache's holder on its authority (for `role`; None: every role)."""
         return sum(a.charge for a in ledger.allocations.values()
-                   if a.holder == self.id and a.authority == self.ledger_id and a.role is Role.WEIGHTS)
+                   if a.holder == self.id and a.authority == self.ledger_id and (role is None or a.role is role))
 
     def _lease(self, nbytes: int) -> int:
         aid = self.pmm.reserve(self.id, self.auth, self.tier, nbytes, Role.WEIGHTS)
