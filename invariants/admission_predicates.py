@@ -3,13 +3,18 @@
 State predicates `state_<ID>_<model>(s)` and step predicates
 `step_<ID>_<model>(prev, action, next)` raise `InvariantViolation(ID, ...)`.
 Each applies to its own model's state type and ignores the others, so one
-registry serves all three models. Registered in `invariants.drift`.
+registry serves all three models. Observation predicates
+`observed_<ID>_<model>(observed)` read what the checker saw outside the
+abstract state: the manager ledger's charge for a model's holders beside the
+model's abstraction (`LedgerBooks`). Registered in `invariants.drift`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import attrs
 
 from invariants.clauses import clause, conjunction
 from spec import admission as S
@@ -21,10 +26,15 @@ __all__ = [
     "state_I8c_elastic",
     "step_I8c_elastic",
     "step_C5_elastic",
+    "LedgerBooks",
+    "observed_I12_admission",
+    "observed_I8c_elastic",
     "STATE_PREDICATES",
     "STEP_PREDICATES",
+    "OBSERVATION_PREDICATES",
     "check_state",
     "check_transition",
+    "check_observations",
 ]
 
 
@@ -151,11 +161,22 @@ _EL_STATIC = clause("I8c", "step_I8c_elastic", "weights_at_least_static",
                     "max context at load) would")
 
 
+_EL_WASTE = clause("I8c", "step_I8c_elastic", "reclaim_not_wasted",
+                   "weights given back for a KV growth are not given for nothing: a request whose weight holder "
+                   "answered all the growth needed grows, it is not deferred")
+
+
 def step_I8c_elastic(prev: Any, action: Any, nxt: Any) -> None:
     """A KV growth's copy peak (old + new bucket live) never oversubscribes the budget; a prefetch fills at least
-    what the static split would have left the weights."""
+    what the static split would have left the weights; a full answer to a growth's reclaim is not wasted."""
     if not isinstance(prev, S.ElasticState):
         return
+    if _EL_WASTE.case(isinstance(action, S.Decode) and nxt.cache < prev.cache) and nxt.kv_tokens == prev.kv_tokens:
+        new = min(prev.kv_tokens + prev.bucket, prev.max_context)
+        over = prev.pinned + prev.cache + (prev.kv_tokens + new) * prev.bytes_per_token + prev.headroom - prev.budget
+        if action.answer is None or action.answer >= over:
+            _EL_WASTE.fail(f"{action!r}: the weights gave back {prev.cache - nxt.cache} B of the {over} B the growth "
+                           f"{prev.kv_tokens}->{new} needed, and KV did not grow")
     if _EL_STATIC.case(isinstance(action, S.Prefetch)):
         static = nxt.budget - nxt.headroom - nxt.pinned - nxt.max_context * nxt.bytes_per_token
         if nxt.cache < static:
@@ -165,6 +186,59 @@ def step_I8c_elastic(prev: Any, action: Any, nxt: Any) -> None:
         if nxt.pinned + nxt.cache + peak + nxt.headroom > nxt.budget:
             _EL_PEAK.fail(f"growth {prev.kv_tokens}->{nxt.kv_tokens}: copy peak {peak} "
                           f"oversubscribes (cache {nxt.cache} not reclaimed)")
+
+
+@attrs.frozen
+class LedgerBooks:
+    """After one step, as the admission checker read the manager: a model's abstraction and the ledger's charge.
+
+    Both come from one reading of the `ProcessMemoryManager`'s ledger: `state` is the model's refinement
+    mapping (its figures read from its leases), `charged` what the ledger charges the model's holders on its
+    authority, every allocation of theirs counted, whether or not the model still knows it."""
+
+    model: str
+    state: Any
+    charged: int
+
+
+def _held(s: Any) -> int:
+    """The bytes a model's abstraction says its admitted work holds on the authority."""
+    if isinstance(s, S.BatchState):
+        return sum(r.held for r in s.requests.values())
+    if isinstance(s, S.CoState):
+        return sum(m.size for m in s.models.values() if m.resident)
+    return s.pinned + s.cache + s.kv_tokens * s.bytes_per_token
+
+
+_B_BOOKS = clause("I12", "observed_I12_admission", "ledger_charges_what_is_held",
+                  "the ledger charges the batcher and the co-residency scheduler exactly what their requests and "
+                  "resident models hold: no finished request's KV, no evicted model's weights stay charged "
+                  "(capacity stranded where no admission can use it), and nothing held is uncharged")
+_EL_BOOKS = clause("I8c", "observed_I8c_elastic", "ledger_charges_what_is_held",
+                   "the ledger charges the elastic split exactly its pinned weights, its KV buffer and the weight "
+                   "cache: no old KV buffer stays charged after a growth or a retire, and nothing held is "
+                   "uncharged")
+
+
+def observed_I12_admission(observed: Any) -> None:
+    """The ledger's charge for the batcher's and scheduler's holders is what their abstraction holds."""
+    for b in observed:
+        if isinstance(b, LedgerBooks) and isinstance(b.state, (S.BatchState, S.CoState)):
+            held = _held(b.state)
+            _B_BOOKS.case(b.charged > 0 or held > 0)
+            if b.charged != held:
+                _B_BOOKS.fail(f"{b.model}: the ledger charges {b.charged} B, its requests and models hold {held} B")
+
+
+def observed_I8c_elastic(observed: Any) -> None:
+    """The ledger's charge for the split's and the cache's holders is pinned + cache + KV buffer."""
+    for b in observed:
+        if isinstance(b, LedgerBooks) and isinstance(b.state, S.ElasticState):
+            held = _held(b.state)
+            _EL_BOOKS.case(b.charged > 0 or held > 0)
+            if b.charged != held:
+                _EL_BOOKS.fail(f"{b.model}: the ledger charges {b.charged} B; pinned {b.state.pinned} + cache "
+                               f"{b.state.cache} + KV {b.state.kv_tokens * b.state.bytes_per_token} = {held} B")
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
@@ -178,9 +252,19 @@ STEP_PREDICATES: dict[str, tuple[Callable[[Any, Any, Any], None], ...]] = {
 }
 
 
+OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
+    "I12": (observed_I12_admission,),
+    "I8c": (observed_I8c_elastic,),
+}
+
+
 def check_state(s: Any) -> None:
     conjunction(STATE_PREDICATES, s)
 
 
 def check_transition(prev: Any, action: Any, nxt: Any) -> None:
     conjunction(STEP_PREDICATES, prev, action, nxt)
+
+
+def check_observations(observed: Any) -> None:
+    conjunction(OBSERVATION_PREDICATES, observed)

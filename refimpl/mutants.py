@@ -18,7 +18,9 @@ from spec.guards import Layer
 __all__ = ["MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
-_GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "refimpl.admission", "spec.sessions"
+_GOV, _ALW, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "spec.sessions"
+_ADB, _ADC = "refimpl.admission.batching", "refimpl.admission.coresidency"
+_ADE, _ADW = "refimpl.admission.elastic", "refimpl.admission.weight_cache"
 _TX, _MLS = "refimpl.transactions", "refimpl.manager.leases"
 _ORT_HOLDERS = "refimpl.ort.holders"
 _SPRE, _STX = "spec.pressure", "spec.transactions"
@@ -117,58 +119,96 @@ _ALL: tuple[Mutant, ...] = (
            "re-registering a pool with a larger capacity resizes the existing ledger in place, under the leases "
            "and promises made against the old size, instead of refusing the mismatch"),
     # --- admission models (refimpl.admission) ---------------------------------
-    Mutant("finish_keeps_kv", ("I12",), "admission", _R, _ADM,
-           "        self._held[rid], self._state[rid] = 0, S.ReqState.FINISHED\n",
+    Mutant("finish_keeps_kv", ("I12",), "admission", _R, _ADB,
+           "        for aid in self._leases[rid]:\n            self.seat.release(aid)\n"
+           "        self._leases[rid], self._state[rid] = [], S.ReqState.FINISHED\n",
            "        self._state[rid] = S.ReqState.FINISHED\n",
-           "a finished request is marked finished but its KV entries are never given back", "kv_admission_fits"),
-    Mutant("free_ignores_other_requests", ("I12",), "admission", _R, _ADM,
-           "        free = self.capacity - self._total\n", "        free = self.capacity - self._held[rid]\n",
+           "a finished request is marked finished but its KV leases are never released", "kv_admission_fits"),
+    Mutant("finish_forgets_kv_leases", ("I12",), "admission", _R, _ADB,
+           "        for aid in self._leases[rid]:\n            self.seat.release(aid)\n", "",
+           "a finish forgets the request's KV leases without releasing them: the ledger keeps charging bytes "
+           "no request holds, stranded where no admission can use them", "kv_admission_fits"),
+    Mutant("free_ignores_other_requests", ("I12",), "admission", _R, _ADB,
+           "        free = self.seat.free()\n", "        free = self.capacity - held\n",
            "the free room is computed from this request's entries only, not the pool's", "kv_admission_fits"),
-    Mutant("feasibility_against_capacity", ("I12",), "admission", _R, _ADM,
+    # The ledger's limit check refuses what free_ignores_other_requests over-admits; past the pool only a
+    # bypass of the reservation goes: entries recorded as already written (record_committed, I2).
+    Mutant("advance_records_past_the_pool", ("I12",), "admission", _R, _ADB,
+           "        free = self.seat.free()\n        if n > free:\n            raise CapacityDenied(f\"{n} entries asked, "
+           "{free} free\")\n        if need > free and self.guards.on(\"kv_admission_fits\"):  # I12\n"
+           "            raise InfeasibleRequest(f\"request {rid} needs {need} more, only {free} free\")\n"
+           "        self._leases[rid].append(self.seat.lease(n, Role.KV))\n",
+           "        free = self.capacity - held\n        if n > free:\n            raise CapacityDenied(f\"{n} entries asked, "
+           "{free} free\")\n        if need > free and self.guards.on(\"kv_admission_fits\"):  # I12\n"
+           "            raise InfeasibleRequest(f\"request {rid} needs {need} more, only {free} free\")\n"
+           "        self._leases[rid].append(self.seat.pmm.record_committed(\n"
+           "            self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n",
+           "the free room is this request's entries only, and the entries are recorded as already written instead "
+           "of reserved, so the ledger cannot refuse them", "kv_admission_fits"),
+    Mutant("feasibility_against_capacity", ("I12",), "admission", _R, _ADB,
            "        if need > free and self.guards.on(\"kv_admission_fits\"):",
            "        if need > self.capacity and self.guards.on(\"kv_admission_fits\"):",
            "admission asks whether the request could ever fit, not whether it can finish from here",
            "kv_admission_fits"),
-    Mutant("load_against_capacity", ("I12",), "admission", _R, _ADM,
-           "            if size > self.capacity - self._used:\n", "            if size > self.capacity:\n",
-           "loading a model checks the pool's capacity instead of the free room", "retire_before_evict"),
-    Mutant("serve_without_residency", ("I12",), "admission", _R, _ADM,
+    # With the weights leased on the ledger, a fit check against the capacity alone is refused by the
+    # ledger's own limit check (the same CapacityDenied, an equivalent mutant): the bug that still harms is
+    # that check plus booking the weights as already mapped, which the ledger records past its limit (I2).
+    Mutant("load_against_capacity", ("I12",), "admission", _R, _ADC,
+           "            if size > free:\n                raise CapacityDenied(f\"{a.model}: {size} B asked, {free} B free\")\n"
+           "            row[_LEASE], row[_SERVED] = self.seat.lease(size, Role.WEIGHTS), False\n",
+           "            if size > self.capacity:\n                raise CapacityDenied(f\"{a.model}: {size} B asked\")\n"
+           "            row[_LEASE], row[_SERVED] = self.seat.pmm.record_committed(\n"
+           "                self.seat.holder, self.seat.auth, self.seat.tier, size, Role.WEIGHTS), False\n",
+           "loading a model checks the pool's capacity instead of the free room, and books its weights as already "
+           "mapped (record_committed) instead of reserving them, so the ledger cannot refuse the load",
+           "retire_before_evict"),
+    Mutant("serve_without_residency", ("I12",), "admission", _R, _ADC,
            "            if not resident or not work:\n                raise InvalidTransition(f\"{a.model}: serve",
            "            if not work:\n                raise InvalidTransition(f\"{a.model}: serve",
            "a request is served by a model that was evicted", "retire_before_evict"),
-    Mutant("evict_without_need", ("I12",), "admission", _R, _ADM,
-           "if not any(not r[2] and r[4] and r[0] > free for r in self._rows.values()):",
-           "if not any(not r[2] and r[4] for r in self._rows.values()):",
+    Mutant("evict_without_need", ("I12",), "admission", _R, _ADC,
+           "if not any(r[_LEASE] is None and r[_WORK] and r[_SIZE] > free for r in self._rows.values()):",
+           "if not any(r[_LEASE] is None and r[_WORK] for r in self._rows.values()):",
            "a model is evicted whenever anything is pending, even when the pending model fits already",
            "retire_before_evict"),
-    Mutant("evict_before_serving", ("I12",), "admission", _R, _ADM,
+    Mutant("evict_before_serving", ("I12",), "admission", _R, _ADC,
            "                if not served:\n", "                if False:\n",
            "a freshly loaded model is evicted before it served anyone", "retire_before_evict"),
-    Mutant("evict_pinned", ("I12",), "admission", _R, _ADM,
+    Mutant("evict_pinned", ("I12",), "admission", _R, _ADC,
            "            if not resident or pinned:\n", "            if not resident:\n",
            "a pinned model can be evicted", "retire_before_evict"),
-    Mutant("prefetch_ignores_headroom", ("I8c",), "admission", _R, _ADM,
-           "kv_bytes(self.kv_tokens, self.bpt) - self.headroom - before", "kv_bytes(self.kv_tokens, self.bpt) - before",
+    Mutant("evict_keeps_weights_charged", ("I12",), "admission", _R, _ADC,
+           "            self.seat.release(lease)\n", "",
+           "an evicted model is marked non-resident but its weights lease is never released: the ledger keeps "
+           "charging the room the eviction was for", "retire_before_evict"),
+    Mutant("prefetch_ignores_headroom", ("I8c",), "admission", _R, _ADE,
+           "            room = self.seat.free() - self.headroom\n", "            room = self.seat.free()\n",
            "the weight cache prefetches into the headroom", "elastic_guaranteed_path"),
-    Mutant("prefetch_as_static_split", ("I8c",), "admission", _R, _ADM,
-           "kv_bytes(self.kv_tokens, self.bpt) - self.headroom - before",
-           "kv_bytes(self.max_context + self.bucket, self.bpt) - self.headroom - before",
+    Mutant("prefetch_as_static_split", ("I8c",), "admission", _R, _ADE,
+           "            room = self.seat.free() - self.headroom\n",
+           "            room = self.seat.free() + kv_bytes(self.kv_tokens - self.max_context - self.bucket, self.bpt) "
+           "- self.headroom\n",
            "the weight cache leaves room for KV beyond max context, as a conservative static split would",
            "elastic_guaranteed_path"),
-    Mutant("growth_forgets_copy_peak", ("I8c",), "admission", _R, _ADM,
-           "            over = self.pinned + self.cache.bytes + peak + self.headroom - self.budget\n",
-           "            over = self.pinned + self.cache.bytes + kv_bytes(new, self.bpt) + self.headroom - self.budget\n",
+    Mutant("growth_forgets_copy_peak", ("I8c",), "admission", _R, _ADE,
+           "            over = grow + self.headroom - free\n",
+           "            over = grow - kv_bytes(self.kv_tokens, self.bpt) + self.headroom - free\n",
            "KV growth reclaims for the new buffer only, forgetting the old one stays live while copying",
            "elastic_guaranteed_path"),
-    Mutant("growth_past_max_context", ("I8c",), "admission", _R, _ADM,
+    Mutant("growth_past_max_context", ("I8c",), "admission", _R, _ADE,
            "        new = min(self.kv_tokens + self.bucket, self.max_context)\n",
            "        new = self.kv_tokens + self.bucket\n",
            "a KV growth adds a whole bucket even past max context", "elastic_guaranteed_path"),
-    Mutant("grow_after_short_reclaim", ("I8c",), "admission", _R, _ADM,
+    Mutant("grow_after_short_reclaim", ("I8c",), "admission", _R, _ADE,
            "                if released < over:  # a short answer", "                if False:  # a short answer",
            "KV grows after the weight holder answered short (the bug issue #9 found in ElasticSplit)",
            "elastic_guaranteed_path"),
-    Mutant("reclaim_ignores_answer", ("C5",), "admission", _R, _ADM,
+    Mutant("growth_keeps_old_buffer", ("I8c",), "admission", _R, _ADE,
+           "        self.seat.release(self._kv)\n        self._kv, self.kv_tokens = kv, new\n",
+           "        self._kv, self.kv_tokens = kv, new\n",
+           "after a KV growth's copy the old buffer's lease is never released: the ledger keeps charging it",
+           "elastic_guaranteed_path"),
+    Mutant("reclaim_ignores_answer", ("C5",), "admission", _R, _ADW,
            "            target, self.answer_cap = min(target, self.answer_cap), None\n",
            "            self.answer_cap = None\n",
            "the weight cache gives back all it is asked for whatever its holder answered",

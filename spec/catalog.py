@@ -171,12 +171,14 @@ _LINKS: dict[str, dict[str, object]] = {
     ),
     "I8c": dict(
         predicates=(_A5A + "state_I8c_elastic", _A5A + "step_I8c_elastic", _A5 + "state_I8c_sessions",
-                    _A5 + "observed_I8c_kv_leased"),
+                    _A5 + "observed_I8c_kv_leased", _A5A + "observed_I8c_elastic"),
         tests=(_ADM_MACHINE, _ADM_CONTROLS, _ORT_MACHINE,
                "tests/test_issue9_gaps.py::test_kv_growth_that_releases_the_old_lease_first_is_caught",
                "tests/ort/test_ort_governed.py::test_elastic_path_reaches_max_context_through_reclaim",
                "tests/ort/test_ort_reclaim.py::test_growth_to_max_context_goes_through_pressure_tickets",
-               "tests/ort/test_ort_reclaim.py::test_growth_rejects_when_holder_credits_zero"),
+               "tests/ort/test_ort_reclaim.py::test_growth_rejects_when_holder_credits_zero",
+               "tests/test_admission_ledger.py::test_books_clause_catches_an_old_kv_buffer_still_charged",
+               "tests/test_admission_ledger.py::test_reclaim_not_wasted_fails_on_a_full_answer_that_grew_nothing"),
         scope=("One request in the pure model; several requests over real sessions, each admitted with a "
                "guaranteed path to max context that KV growth takes by reclaiming the weight cache through "
                "pressure tickets of the one manager (refimpl.manager.pressure): the holder's callback answers with "
@@ -186,8 +188,11 @@ _LINKS: dict[str, dict[str, object]] = {
                "checker's own count of decoded tokens)."),
     ),
     "I12": dict(
-        predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency"),
-        tests=(_ADM_MACHINE, _ADM_CONTROLS, "tests/test_admission.py::test_kv_batcher_rejects_infeasible_advance"),
+        predicates=(_A5A + "state_I12_batch", _A5A + "state_I12_coresidency", _A5A + "step_I12_coresidency",
+                    _A5A + "observed_I12_admission"),
+        tests=(_ADM_MACHINE, _ADM_CONTROLS, "tests/test_admission.py::test_kv_batcher_rejects_infeasible_advance",
+               "tests/test_admission_ledger.py::test_books_clause_catches_a_leaked_kv_lease",
+               "tests/test_admission_ledger.py::test_books_clause_catches_an_evicted_model_still_charged"),
     ),
     "C7": dict(
         predicates=(_A5 + "state_C7_sessions",),

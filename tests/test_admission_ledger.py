@@ -1,0 +1,196 @@
+"""The admission models reach capacity only through the `ProcessMemoryManager` (issue #10).
+
+Each model's bytes are leases of its holder on one authority; its abstraction
+is read from the manager's allocations; the books clauses (`observed_I12_admission`,
+`observed_I8c_elastic`) compare the ledger's charge with the abstraction, and
+fail when a lease leaks. Bad input leaves the whole ledger unchanged.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants._violation import InvariantViolation
+from invariants.admission_predicates import LedgerBooks, check_observations
+from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
+from refimpl.admission_checker import _Booked
+from refimpl.governor import ProcessMemoryManager
+from spec import admission as S
+from spec.errors import CapacityDenied, InfeasibleRequest, InvalidArgument, InvalidBytes, UnknownAuthority
+from spec.types import AllocState, Role, Tier
+
+
+def _leases(pmm: ProcessMemoryManager, holder: int) -> list[tuple[Role, int]]:
+    return sorted(((a.role, a.charge) for a in pmm.abstract().allocations.values()
+                  if a.holder == holder and a.state is AllocState.LIVE), key=lambda x: (x[0].value, x[1]))
+
+
+def _books(model: object, name: str) -> None:
+    check_observations(_Booked(name, model).take_observations())
+
+
+def test_kv_batcher_books_every_advance_as_a_kv_lease() -> None:
+    b = KvBatcher(10)
+    r1, r2 = b.submit(4), b.submit(3)
+    b.advance(r1, 3)
+    b.advance(r2, 2)
+    b.advance(r1, 1)
+    assert _leases(b.seat.pmm, b.seat.holder) == [(Role.KV, 1), (Role.KV, 2), (Role.KV, 3)]
+    assert b.seat.pmm.snapshot(b.seat.auth).used == 6 == b.abstract().held
+    b.finish(r1)
+    assert _leases(b.seat.pmm, b.seat.holder) == [(Role.KV, 2)]
+    assert b.abstract().requests[r1] == S.BatchRequest(4, 0, S.ReqState.FINISHED)
+    _books(b, "kv_batch")
+
+
+def test_kv_batcher_fits_from_the_ledger_snapshot_it_shares() -> None:
+    """Another holder's lease on the same authority is room the batcher cannot admit into (one ledger, C1)."""
+    pmm = ProcessMemoryManager()
+    auth = pmm.register_authority("device0", Tier.DEVICE, 10)
+    b = KvBatcher(pmm=pmm, auth=auth)
+    other = pmm.register_holder("other")
+    pmm.commit(other, pmm.reserve(other, auth, Tier.DEVICE, 6, Role.ARENA), 6)
+    rid = b.submit(5)
+    before = pmm.abstract()
+    with pytest.raises(CapacityDenied, match=r"^5 entries asked, 4 free$"):
+        b.advance(rid, 5)
+    with pytest.raises(InfeasibleRequest, match=r"needs 5 more, only 4 free$"):
+        b.advance(rid, 2)
+    assert pmm.abstract() == before  # refusals leave the whole ledger unchanged
+
+
+def test_coresidency_books_pinned_and_loaded_weights() -> None:
+    c = CoResidencyScheduler(10, {"a": (4, True), "b": (5, False), "c": (6, False)})
+    assert _leases(c.seat.pmm, c.seat.holder) == [(Role.WEIGHTS, 4)]
+    for a in (S.Want("b"), S.Load("b"), S.Serve("b"), S.Want("c")):
+        c.execute(a)
+    assert _leases(c.seat.pmm, c.seat.holder) == [(Role.WEIGHTS, 4), (Role.WEIGHTS, 5)]
+    before = c.seat.pmm.abstract()
+    with pytest.raises(CapacityDenied, match=r"^c: 6 B asked, 1 B free$"):
+        c.execute(S.Load("c"))
+    assert c.seat.pmm.abstract() == before
+    c.execute(S.Evict("b"))
+    c.execute(S.Load("c"))
+    assert _leases(c.seat.pmm, c.seat.holder) == [(Role.WEIGHTS, 4), (Role.WEIGHTS, 6)]
+    assert {n: m.resident for n, m in c.abstract().models.items()} == {"a": True, "b": False, "c": True}
+    _books(c, "coresidency")
+
+
+def test_elastic_split_books_pinned_kv_and_cache_on_one_authority() -> None:
+    e = ElasticSplit(40, 2, 1, 10, 4, 10)
+    pmm = e.seat.pmm
+    assert _leases(pmm, e.seat.holder) == [(Role.KV, 4), (Role.WEIGHTS, 10)]
+    assert e.execute(S.Prefetch()) == 24
+    assert _leases(pmm, e.cache.id) == [(Role.WEIGHTS, 4)] * 6
+    for _ in range(5):  # the fifth token grows KV 4 -> 8: the cache gives back the copy's peak
+        e.decode()
+    assert _leases(pmm, e.seat.holder) == [(Role.KV, 8), (Role.WEIGHTS, 10)]
+    s = e.abstract()
+    assert (s.pinned, s.cache, s.kv_tokens, s.tokens) == (10, 16, 8, 5)
+    assert pmm.snapshot(e.seat.auth).used == 10 + 16 + 8
+    _books(e, "elastic")
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(auth=1), InvalidArgument, r"without its manager"),
+    (dict(pmm="fresh", auth=99), UnknownAuthority, r"99"),
+    (dict(pmm="fresh", auth="mine", capacity=11), InvalidArgument, r"differs from authority"),
+    (dict(capacity=0), InvalidBytes, r"capacity must be a positive int"),
+])
+def test_KvBatcher_rejects_a_bad_authority(kwargs: dict, error: type, match: str) -> None:
+    pmm = ProcessMemoryManager()
+    mine = pmm.register_authority("kv", Tier.DEVICE, 10)
+    if kwargs.get("pmm") == "fresh":
+        kwargs["pmm"] = pmm
+    if kwargs.get("auth") == "mine":
+        kwargs["auth"] = mine
+    before = pmm.abstract()
+    with pytest.raises(error, match=match):
+        KvBatcher(**kwargs)
+    assert pmm.abstract() == before
+
+
+def test_books_clause_catches_a_leaked_kv_lease() -> None:
+    """A finish that drops a request's lease ids without releasing them: the abstraction says the request
+    holds nothing, the ledger still charges its bytes (negative control of observed_I12_admission)."""
+    b = KvBatcher(8)
+    rid = b.submit(3)
+    b.advance(rid, 3)
+    b._leases[rid] = []  # the leak: ids forgotten, leases live
+    with pytest.raises(InvariantViolation, match=r"kv_batch: the ledger charges 3 B, its requests and models hold 0 B"):
+        _books(b, "kv_batch")
+
+
+def test_books_clause_catches_an_evicted_model_still_charged() -> None:
+    c = CoResidencyScheduler(10, {"a": (4, True), "b": (5, False)})
+    c.execute(S.Want("b"))
+    c.execute(S.Load("b"))
+    c._rows["b"][2] = None  # the leak: marked non-resident, its lease never released
+    with pytest.raises(InvariantViolation, match=r"coresidency: the ledger charges 9 B, .* hold 4 B"):
+        _books(c, "coresidency")
+
+
+def test_books_clause_catches_an_old_kv_buffer_still_charged() -> None:
+    e = ElasticSplit(40, 2, 1, 10, 4, 10)
+    e.seat.lease(4, Role.KV)  # a second KV buffer the split does not know: the old one of a growth, say
+    with pytest.raises(InvariantViolation, match=r"elastic: the ledger charges 18 B; pinned 10 \+ cache 0 \+ KV 4 = 14 B"):
+        _books(e, "elastic")
+
+
+def test_books_clause_catches_bytes_held_but_uncharged() -> None:
+    """The other direction: an abstraction holding more than the ledger charges (a figure off the books)."""
+    s = S.BatchState(10, S.new_batch(10).requests.set(1, S.BatchRequest(4, 2, S.ReqState.RESIDENT)), 2)
+    with pytest.raises(InvariantViolation, match=r"ledger charges 0 B, its requests and models hold 2 B"):
+        check_observations([LedgerBooks("kv_batch", s, 0)])
+
+
+def test_growth_refused_by_a_shared_ledger_after_reclaim_defers() -> None:
+    """Another holder takes the room the cache gave back before the growth leases it: the request defers with
+    what was given (C5, nothing forced back), and the ledger never charges more than its limit."""
+    pmm = ProcessMemoryManager()
+    auth = pmm.register_authority("host", Tier.HOST, 40)
+    e = ElasticSplit(None, 2, 1, 10, 4, 10, pmm=pmm, auth=auth)
+    e.execute(S.Prefetch())  # cache 24: pinned 10 + KV 4 + cache 24 charged, headroom 2 kept free
+    for _ in range(4):
+        e.decode()
+    thief = pmm.register_holder("thief")
+    real = e.cache._on_pressure
+
+    def answer_then_steal(m: ProcessMemoryManager, pid: int, target: int) -> None:
+        real(m, pid, target)
+        m.commit(thief, m.reserve(thief, auth, Tier.HOST, target, Role.ARENA), target)
+
+    pmm.register_callback(e.cache.id, answer_then_steal)
+    assert e.decode() == S.Deferred(8)  # growth 4 -> 8 asks 8 B: new buffer 8 + headroom 2 - free 2
+    s = e.abstract()
+    assert (s.cache, s.kv_tokens, s.tokens) == (16, 4, 4)
+    assert pmm.snapshot(auth).used == 10 + 4 + 16 + 8  # the thief holds what the cache gave back
+
+
+def test_reclaim_not_wasted_fails_on_a_full_answer_that_grew_nothing() -> None:
+    """Negative control of step_I8c_elastic.reclaim_not_wasted: the weights gave back all the growth needed
+    and KV stayed put."""
+    from invariants.admission_predicates import check_transition
+
+    prev = S.ElasticState(40, 2, 1, 10, 4, 10, 24, 4, 4)
+    nxt = S.ElasticState(40, 2, 1, 10, 4, 10, 16, 4, 4)
+    with pytest.raises(InvariantViolation, match=r"gave back 8 B of the 8 B the growth 4->8 needed"):
+        check_transition(prev, S.Decode(), nxt)
+    check_transition(prev, S.Decode(7), S.ElasticState(40, 2, 1, 10, 4, 10, 17, 4, 4))  # short (7 < 8): defers
+
+
+def test_batcher_and_scheduler_on_one_device_authority_see_each_others_leases() -> None:
+    """One ledger for the pool (C1): the scheduler's load is refused for room the batcher's KV holds."""
+    pmm = ProcessMemoryManager()
+    dev = pmm.register_authority("gpu0", Tier.DEVICE, 12)
+    c = CoResidencyScheduler(None, {"a": (4, True), "b": (5, False)}, pmm=pmm, auth=dev)
+    b = KvBatcher(pmm=pmm, auth=dev)
+    b.advance(b.submit(4), 4)  # 4 pinned + 4 KV: 4 B free
+    c.execute(S.Want("b"))
+    before = pmm.abstract()
+    with pytest.raises(CapacityDenied, match=r"^b: 5 B asked, 4 B free$"):
+        c.execute(S.Load("b"))
+    assert pmm.abstract() == before
+    b.finish(1)
+    c.execute(S.Load("b"))
+    assert pmm.snapshot(dev).used == 4 + 5
