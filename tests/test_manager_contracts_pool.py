@@ -119,6 +119,14 @@ def workload(g: Pool, done: list[tuple[str, Any]] | None = None) -> list[tuple[s
     step("claim a never-issued ticket (refused)", g.claim, 1, 999)
     t9 = step("try_reserve 100 (all of it)", g.try_reserve, 2, 100)
     step("release it", g.release, 2, t9)
+    # dropped handles: posted without the lock, applied by drain or by the next accepted operation
+    t10 = step("submit 60 (granted at once)", g.submit, 1, 60)
+    t11 = step("submit 60 again (waits)", g.submit, 2, 60)
+    step("drop the waiter", g.drop, 2, t11)
+    step("drop it as another holder (refused)", g.drop, 1, t11)
+    step("drain: the waiter is cancelled", g.drain)
+    step("drop the granted ticket", g.drop, 1, t10)
+    step("press holder 2 (its round drains the drop: 60 B back)", g.press, 2, 5, 0, 9)
     return done
 
 
@@ -142,6 +150,7 @@ EXPECTED = {
     "answer the expired ticket (refused)": "StaleAnswer",
     "cancel it again (refused)": "InvalidTransition",
     "claim a never-issued ticket (refused)": "UnknownTicket",
+    "drop it as another holder (refused)": "ForeignHolder",
 }
 
 
@@ -152,11 +161,11 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     with contracts.contracts(True, level=level):
         done = workload(g)
     out = dict(done)
-    assert len(done) == len(out) == 41  # every label once, and the run reached its end
+    assert len(done) == len(out) == 48  # every label once, and the run reached its end
     assert {k: out[k] for k in EXPECTED} == EXPECTED
     # the steps whose outcome is a pool state, not a return value
     assert out["try_reserve 100 (all of it)"] == 9 and g.free() == CAP
-    assert not g.abstract().tickets  # the reconfigure failed the three waiters; every lease was released
+    assert not g.abstract().tickets  # reconfigure failed three waiters; leases released; drops applied
     for e in (CapacityDenied, ForeignHolder, InvalidTransition, MailboxFull, StaleAnswer, UnknownTicket):
         assert e.__name__ in out.values()
 
