@@ -34,7 +34,9 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import sys
 import time
+import traceback
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -440,9 +442,14 @@ def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...], held: bool = Fal
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    code = 0
     try:
         w.run()
         for name in list(w.models):  # a clean exit gives every model's charge back
             w.unload(name)
+    except BaseException:  # noqa: BLE001 - a crashed worker says why (its peers see only a reset connection)
+        code = 1
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
     finally:
-        os._exit(0)
+        os._exit(code)
