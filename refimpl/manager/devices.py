@@ -43,6 +43,13 @@ class Devices:
                 for rec in t.held:
                     if rec.auth is a and rec.id in self._allocs:
                         self._retire(rec)
+        if a.context is ContextState.ACTIVE and not self._guards.on("refund_after_termination"):
+            # C3 (negative control): every transaction's charge on the device, open or committed, is refunded at once.
+            for t in (*self._txs.values(), *self._settled.values()):
+                for rec in t.held:
+                    if rec.auth is a and self._allocs.get(rec.id) is rec:
+                        self._retire(rec)
+        on_lost = self._bound_on(a.id)
         self._lose(authority)
         for t in [t for t in self._tickets.values() if t.auth is a]:
             del self._tickets[t.id]
@@ -55,8 +62,9 @@ class Devices:
             del self._pressures[pid]
         a.change = None
         before: dict[int, int] = {}
-        for t in [t for t in self._txs.values() if any(aid == a.id for aid, _ in t.needs)]:
-            self._unwind(t, a, before)
+        for t in [t for t in self._txs.values() if a.id in t.need or on_lost.intersection(t.bound)]:
+            self._unwind(t, a, before)  # open work touching the device aborts, leaving its intent
+        self._invalidate_views(a.id)
         self._rounds(before)
 
     def confirm_termination(self, authority: int) -> None:
