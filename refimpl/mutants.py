@@ -19,10 +19,11 @@ __all__ = ["MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ALW, _ADM, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "refimpl.admission", "spec.sessions"
-_PRE, _TX = "refimpl.pressure", "refimpl.transactions"
+_PRE = "refimpl.pressure"
 _ORT_HOLDERS = "refimpl.ort.holders"
 _SPRE, _STX = "spec.pressure", "spec.transactions"
 _MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
+_MBUN = "refimpl.manager.bundles"
 _HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker"
 
 _ALL: tuple[Mutant, ...] = (
@@ -242,52 +243,59 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("matured_compare_strict", ("I13",), "pressure", _R, _PRE,
            "            elif t.age >= bound and g.on(\"aging\"):", "            elif t.age > bound and g.on(\"aging\"):",
            "a round stops only past the aging bound, which a capped age never reaches"),
-    # --- capacity transactions (refimpl.transactions) ---------------------------------
-    Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _TX,
-           "                    a.stranded += n\n                else:\n                    a.used -= n\n        a.context",
-           "                    a.stranded += n\n                    a.used -= n\n                else:\n"
-           "                    a.used -= n\n        a.context",
+    # --- capacity transactions (refimpl.manager: transactions, bundles, ledger; the focused tx checker) --------
+    Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _GOV,
+           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
+           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
+           "                    a.used -= rec.charge\n",
            "device loss strands a committed lease's charge and refunds it at once too"),
-    Mutant("termination_keeps_stranded", ("C3",), "transactions", _R, _TX,
-           "            a.used -= a.stranded\n            a.stranded = 0\n", "            a.used -= a.stranded\n",
+    Mutant("termination_keeps_stranded", ("C3",), "transactions", _R, _GOV,
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            self._retire(rec)\n",
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            rec.auth.used -= rec.charge\n",
            "confirmed termination refunds the stranded charge but leaves it recorded as stranded"),
-    Mutant("plan_on_lost_context", ("C3",), "transactions", _R, _TX,
-           "        for a in auths:\n            self._live(a)\n", "",
+    Mutant("plan_on_lost_context", ("C3",), "transactions", _R, _MTX,
+           "            self._live(a)\n        if b is not None and b.poisoned:\n",
+           "        if b is not None and b.poisoned:\n",
            "planning does not check that the authorities' contexts are still active"),
-    Mutant("reserve_charges_first_need", ("C4",), "transactions", _R, _TX,
-           "        n = t.need[a.id]\n", "        n = t.needs[0][1]\n",
+    Mutant("reserve_charges_first_need", ("C4",), "transactions", _R, _MTX,
+           "        n = t.need[a.id]\n", "        n = t.decl[0][1]\n",
            "a reservation charges the first declared need's bytes, whichever authority it takes"),
-    Mutant("partial_reserve_stays_planned", ("C4",), "transactions", _R, _TX,
+    Mutant("partial_reserve_stays_planned", ("C4",), "transactions", _R, _MTX,
            "        t.phase = _P.RESERVED if len(t.held) == len(t.needs) else _P.RESERVING\n",
            "        if len(t.held) == len(t.needs):\n            t.phase = _P.RESERVED\n",
            "a first partial reservation leaves the transaction marked planned"),
-    Mutant("retry_keeps_intent", ("C4",), "transactions", _R, _TX,
-           "        if intent is not None:\n            del self._intents[retry]\n", "",
+    Mutant("retry_keeps_intent", ("C4",), "transactions", _R, _MTX,
+           "        if intent is not None:\n            del self._intents[intent]\n", "",
            "a retry takes its intent's identity but leaves the intent in place"),
-    Mutant("commit_keeps_users", ("C6",), "transactions", _R, _TX,
-           "        for vid in t.bound:\n            self._views[vid].users.discard(t.id)\n        t.bound = {}\n",
-           "        t.bound = {}\n",
+    Mutant("commit_keeps_users", ("C6",), "transactions", _R, _MTX,
+           "        self._unbind(t)\n        self._settle(t)\n",
+           "        t.bound = {}\n        self._settle(t)\n",
            "commit ends the execution but leaves it listed as a user of its views"),
-    Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _TX,
-           "        vid, self._n_view = self._n_view, self._n_view + 1\n", "        vid = self._n_view\n",
+    Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _MBUN,
+           "        vid = self._next_mview\n        self._next_mview += 1\n", "        vid = self._next_mview\n",
            "publish reads the next view id but never advances it"),
-    Mutant("committed_lease_not_a_pin", ("C3",), "transactions", _R, _TX,
-           "            if aid in t.held or (aid in t.need and t.phase is not _P.COMMITTED):",
-           "            if aid in t.need and t.phase is not _P.COMMITTED:",
+    Mutant("committed_lease_not_a_pin", ("C3",), "transactions", _R, _MTX,
+           "            if mine or (a.id in t.need and t.phase is not _P.COMMITTED):",
+           "            if a.id in t.need and t.phase is not _P.COMMITTED:",
            "a committed lease set no longer pins its provider: only open transactions do"),
-    Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _TX,
-           "            a.used -= a.stranded\n            a.stranded = 0\n", "            a.stranded = 0\n",
+    Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _GOV,
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            self._retire(rec)\n",
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            rec.charge = 0\n            self._retire(rec)\n",
            "confirmed termination clears the stranded record without refunding the charge"),
-    Mutant("abort_keeps_partial_step", ("I5", "I10"), "transactions", _R, _TX,
-           "        self._phase(t, _ABORTABLE, \"abort\")\n        return self._abort_tx(t, None)\n",
+    Mutant("abort_keeps_partial_step", ("I5", "I10"), "transactions", _R, _MTX,
+           "        self._phase(t, _ABORTABLE, \"abort\")\n        before: dict[int, int] = {}\n",
            "        self._phase(t, _ABORTABLE, \"abort\")\n        if t.bundle is not None and t.phase is _P.EXECUTING:\n"
            "            self._bundles[t.bundle].versions = [x + 1 for x in self._bundles[t.bundle].versions]\n"
-           "        return self._abort_tx(t, None)\n",
+           "        before: dict[int, int] = {}\n",
            "an abort during execution keeps the bundle's partly written step"),
-    Mutant("mismatch_poisons_all", ("I5",), "transactions", _R, _TX,
+    Mutant("mismatch_poisons_all", ("I5",), "transactions", _R, _MBUN,
            "        b.poisoned = True\n", "        for b in self._bundles.values():\n            b.poisoned = True\n",
            "a post-commit mismatch poisons every bundle, not only the one that disagreed"),
-    Mutant("one_bit_generation", ("I9",), "transactions", _R, _TX,
+    Mutant("one_bit_generation", ("I9",), "transactions", _R, _MBUN,
            "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
            "the mapping generation is kept in one bit, so a second remap brings an old generation back"),
     # --- capacity transactions and pressure, spec layer (the invariants judge the spec's own states) ------

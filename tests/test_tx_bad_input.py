@@ -1,4 +1,4 @@
-# Bad input to every CapacityTransactionCoordinator operation (STYLE 6, 8).
+# Bad input to every focused transaction operation of ProcessMemoryManager (STYLE 6, 8).
 #
 # A fixed world holds one record in every interesting state: planned,
 # reserving, published, executing, committed, aborted (intent left) and

@@ -1,5 +1,5 @@
 # Named scenarios of the transaction model, run on the spec and on the
-# coordinator alike (parametrized), asserting whole states: C3 C4 C6 I5 I9 I10.
+# manager (ProcessMemoryManager, through refimpl.tx_adapter) alike (parametrized), asserting whole states: C3 C4 C6 I5 I9 I10.
 
 from __future__ import annotations
 
@@ -221,3 +221,18 @@ def test_bundle_table_is_total() -> None:
 
 def test_empty_state_satisfies_invariants() -> None:
     check_all(TX_EMPTY)
+
+
+def test_committed_lease_set_pins_every_authority_it_holds(gov) -> None:
+    # The view sits on the lowest authority only: the host is pinned by the committed lease set alone (C3).
+    # Pinned here, not left to the random campaign (which rarely removes a view-less held authority).
+    dev, host, _ = world(gov)
+    tx, _ = run_to_commit(gov, ((dev, 10), (host, 20)))
+    before = gov.abstract()
+    with pytest.raises(ProviderPinned, match=f"transaction {tx}"):
+        gov.execute(T.RemoveAuthority(host))
+    assert gov.abstract() == before
+    gov.execute(T.Release(tx))
+    gov.execute(T.RemoveAuthority(host))
+    assert host not in gov.abstract().authorities
+    check_all(gov.abstract())
