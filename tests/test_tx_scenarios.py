@@ -12,7 +12,15 @@ from invariants.transactions import check_all
 from invariants.tx_machine import TxSpecAdapter
 from refimpl.tx_adapter import TxRefimplAdapter
 from spec import tx_actions as T
-from spec.errors import BundlePoisoned, DeviceLost, ManagerPoisoned, ProviderPinned, StaleGeneration, ViewInUse
+from spec.errors import (
+    BundlePoisoned,
+    CapacityDenied,
+    DeviceLost,
+    ManagerPoisoned,
+    ProviderPinned,
+    StaleGeneration,
+    ViewInUse,
+)
 from spec.transactions import TX_EMPTY, Intent
 from spec.tx_lifecycle import (
     BUNDLE_TABLE,
@@ -26,7 +34,7 @@ from spec.tx_lifecycle import (
     next_tx_phase,
 )
 from spec.errors import InvalidTransition
-from spec.types import ContextState
+from spec.types import AllocState, ContextState, Role
 
 KINDS = list(ViewKind)
 
@@ -236,3 +244,23 @@ def test_committed_lease_set_pins_every_authority_it_holds(gov) -> None:
     gov.execute(T.RemoveAuthority(host))
     assert host not in gov.abstract().authorities
     check_all(gov.abstract())
+
+
+def test_transactions_are_records_of_the_one_ledger() -> None:
+    # No second ledger: the focused model's figures are read from the manager's ledger records.
+    g = TxRefimplAdapter()
+    dev, host, _ = world(g)
+    tx, view = run_to_commit(g, ((host, 20), (dev, 10)))
+    ledger, s = g.pmm.abstract(), g.abstract()
+    leases = sorted((r.authority, r.nbytes) for r in ledger.allocations.values())
+    assert leases == [(dev, 10), (host, 20)] == sorted(s.txs[tx].held)
+    assert all(r.holder == g.holder and r.state is AllocState.LIVE and r.role is Role.STATE
+               for r in ledger.allocations.values())
+    assert [g.pmm.snapshot(a).used for a in (dev, host)] == [s.authorities[a].used for a in (dev, host)] == [10, 20]
+    # The composed operations book on the same ledger: a composed transaction sees the focused one's bytes.
+    h2 = g.pmm.register_holder("composed")
+    ctx = g.pmm.plan_tx(h2, ((dev, 91),))
+    with pytest.raises(CapacityDenied):
+        g.pmm.reserve_tx(ctx)  # 10 of 100 B are the focused lease set's
+    g.execute(T.Release(tx))
+    assert g.pmm.reserve_tx(ctx) and g.pmm.snapshot(dev).used == 91 == g.abstract().authorities[dev].used

@@ -204,12 +204,10 @@ class Ledger:
         self._holders[hid] = name
         return hid
 
-    def remove_authority(self, authority: int) -> None:
-        """Deregister an authority; refused while anything is charged on it or references it (C3)."""
-        with self._lock:
-            self._remove_authority(authority)
-
     def _remove_authority(self, authority: object) -> None:
+        """Deregister an authority; refused while anything is charged on it or references it (C3).
+
+        The public, checked entry is `tx_remove_authority` (refimpl.manager.transactions)."""
         a = self._auth(authority)
         refs = self._pins(a)
         if refs and self._guards.on("provider_pinned"):  # C3
