@@ -497,6 +497,17 @@ _ALL: tuple[Mutant, ...] = (
            "                    and k.holder == t.holder and k.nbytes == n), None) or self._enter(t.holder, a, a.tier, Role.STATE, n,\n"
            "                                                                    Origin.GRANTED)\n        rec.part = t\n",
            "a transaction adopts its holder's granted-but-unclaimed reservation of the same size instead of booking its own"),
+    Mutant("composed_commit_skips_bundle", ("I10",), "manager", _R, _MTX,
+           "        self._advance_bundle(t)  # BundlePoisoned before anything moves (I5); else one step with the leases (I10)\n",
+           "",
+           "a composed commit turns the reservations into leases but leaves the transaction's state bundle behind"),
+    Mutant("bundle_advances_one_part", ("I10",), "manager", _S, "spec.manager_parts",
+           "        bundles = bundles.set(b.id, evolve(b, versions=tuple(v + 1 for v in b.versions)))\n",
+           "        bundles = bundles.set(b.id, evolve(b, versions=(b.versions[0] + 1,) + b.versions[1:]))\n",
+           "a composed commit advances the bundle's KV part only: sampler and progress fall behind the bytes"),
+    Mutant("poisoned_bundle_commits", ("I10",), "manager", _S, "spec.manager_parts",
+           "        if b.poisoned:\n            raise BundlePoisoned(f\"bundle {b.id} is poisoned; abort and rebuild\")\n", "",
+           "a transaction of a poisoned bundle still commits, advancing state the engine must rebuild"),
     Mutant("answer_takes_foreign_lease", ("I6",), "manager", _R, _MPRE,
            "            if rec.holder != holder:\n"
            "                raise ForeignHolder(f\"allocation {v} is held by holder {rec.holder}, not {holder}\")\n",

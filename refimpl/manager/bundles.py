@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spec import manager_actions as M
 from spec import tx_actions as T
 from spec.errors import (
     BundlePoisoned,
@@ -99,6 +100,33 @@ class Bundles:
 
     def _corrupt_ledger(self) -> None:
         self._poisoned = True
+
+    # the composed operations (spec.manager): the same bundles, joined by a composed transaction
+    def open_bundle(self) -> int:
+        """Open a state bundle (composed: `spec.manager_actions.OpenBundle`)."""
+        return self._run(M.OpenBundle, self._ms_none, self._open_bundle)
+
+    def join_bundle(self, tx: int, bundle: int) -> None:
+        """Open transaction `tx` commits `bundle`'s next step (I10)."""
+        return self._run(M.JoinBundle, self._ms_join, self._join_bundle, tx, bundle)
+
+    def _ms_join(self, tx: object, bundle: object) -> Any:
+        return self._ms_tx(tx)
+
+    def _join_bundle(self, tx: Any, bundle: Any) -> None:
+        t = self._live_tx(tx)
+        b = self._bundles.get(bundle) if type(bundle) is int else None
+        if b is None:
+            raise UnknownBundle(f"bundle {bundle!r} is not known")
+        if t.bundle is not None:
+            raise InvalidTransition(f"transaction {t.id} is already in bundle {t.bundle}")
+        if b.poisoned:
+            raise BundlePoisoned(f"bundle {b.id} is poisoned; the engine must rebuild it")
+        t.bundle = b.id
+
+    def report_mismatch(self, bundle: int) -> None:
+        """A post-commit mismatch poisons that bundle only (composed: `spec.manager_actions.ReportMismatch`)."""
+        return self._run(M.ReportMismatch, self._ms_none, self._report_mismatch, bundle)
 
     def _bundle(self, bid: object) -> _Bundle:
         b = self._bundles.get(bid) if type(bid) is int else None

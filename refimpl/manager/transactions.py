@@ -198,6 +198,7 @@ class Transactions:
         t = self._live_tx(tx)
         if len(t.held) != len(t.needs):
             raise InvalidTransition(f"transaction {t.id} holds {len(t.held)} of {len(t.needs)} needs; it cannot commit")
+        self._advance_bundle(t)  # BundlePoisoned before anything moves (I5); else one step with the leases (I10)
         self._settle(t)
         for rec in t.held:
             rec.part = None  # the leases are the holder's now
