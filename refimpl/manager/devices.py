@@ -4,10 +4,14 @@
 DEVICE_LOST (nothing is refunded: the device may still be using the bytes);
 then every part lets go of `a`: pending and granted tickets on it are dropped
 (a granted ticket's reservation stays charged, DEVICE_LOST, like any lease),
-its open pressures and its limit change are dropped, and every transaction
-that needs `a` is aborted: its reservations elsewhere are cancelled and
-credited, its reservation on `a` stays charged. `confirm_termination(a)`
-refunds every DEVICE_LOST charge on `a` exactly once (idempotent).
+its open pressures and its limit change are dropped, and every open
+transaction that needs `a` or binds a model view on it is aborted (leaving
+its retry intent): its reservations elsewhere are cancelled and credited,
+its reservation on `a` stays charged; a committed lease set's bytes on `a`
+stay charged too (stranded), and the model views on `a` become invalid.
+`confirm_termination(a)` refunds every DEVICE_LOST charge on `a` exactly
+once (idempotent). The focused model's `tx_lose_device` /
+`tx_confirm_termination` run these same bodies.
 """
 
 from __future__ import annotations
