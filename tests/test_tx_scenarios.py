@@ -264,3 +264,14 @@ def test_transactions_are_records_of_the_one_ledger() -> None:
         g.pmm.reserve_tx(ctx)  # 10 of 100 B are the focused lease set's
     g.execute(T.Release(tx))
     assert g.pmm.reserve_tx(ctx) and g.pmm.snapshot(dev).used == 91 == g.abstract().authorities[dev].used
+
+
+def test_only_a_focused_abort_leaves_a_retry_intent() -> None:
+    # A composed abort keeps no intent (no composed caller spends one: it would pile up); a focused one does.
+    g = TxRefimplAdapter()
+    dev, _, _ = world(g)
+    ctx = g.pmm.plan_tx(g.holder, ((dev, 5),))
+    g.pmm.reserve_tx(ctx)
+    assert g.pmm.abort_tx(ctx) == 5 and not g.abstract().intents
+    intent = g.execute(T.Abort(g.execute(T.Plan(((dev, 5),), 3, ViewKind.CONTIGUOUS))))
+    assert list(g.abstract().intents) == [intent]

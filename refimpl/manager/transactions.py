@@ -59,7 +59,7 @@ _LOST = AllocState.DEVICE_LOST
 
 class _Tx:
     __slots__ = ("id", "holder", "decl", "needs", "need", "held", "seq", "priority", "age", "phase", "bundle",
-                 "kind", "bound")
+                 "kind", "bound", "retries")
 
     def __init__(self, id: int, holder: int, decl: tuple[tuple[int, int], ...], seq: int, priority: int, age: int,
                  bundle: int | None, kind: ViewKind) -> None:
@@ -71,6 +71,7 @@ class _Tx:
         self.phase = _P.PLANNED
         self.bundle, self.kind = bundle, kind
         self.bound: dict[int, int] = {}  # model view -> generation bound to this execution, in binding order
+        self.retries = False  # focused: an abort leaves a retry intent (composed callers retry by planning anew)
 
     def __repr__(self) -> str:
         return f"transaction {self.id}"
@@ -94,7 +95,7 @@ class Transactions:
     # --- the shared implementation ---------------------------------------------
 
     def _open_tx(self, holder: int, decl: tuple[tuple[int, int], ...], priority: int, kind: ViewKind,
-              bundle: int | None, intent: int | None) -> _Tx:
+              bundle: int | None, intent: int | None, retries: bool = False) -> _Tx:
         """A new open transaction; a retry takes its intent's arbitration identity and spends the intent (C4)."""
         if intent is not None and self._guards.on("retry_keeps_identity"):  # C4
             seq, priority, age = self._intents[intent]
@@ -104,6 +105,7 @@ class Transactions:
         if intent is not None:
             del self._intents[intent]
         t = _Tx(self._next_tx, holder, decl, seq, priority, age, bundle, kind)
+        t.retries = retries
         self._next_tx += 1
         self._txs[t.id] = t
         return t
@@ -132,7 +134,7 @@ class Transactions:
     def _unwind(self, t: _Tx, keep: object, before: dict[int, int]) -> tuple[int, int]:
         """Abort `t`: cancel its held reservations except those on ledger `keep`, drop its views, leave its intent.
 
-        Returns (bytes credited, intent id); notes headroom in `before` (the caller runs the rounds, once per
+        Returns (bytes credited, intent id; 0 for a composed transaction, which keeps none); notes headroom in `before` (the caller runs the rounds, once per
         ledger, after the whole operation)."""
         del self._txs[t.id]
         credited = 0
@@ -147,6 +149,8 @@ class Transactions:
             credited += rec.charge
             self._retire(rec)
         self._drop_views(t)
+        if not t.retries:
+            return credited, 0  # a composed transaction: no intent is kept (nothing would ever spend it)
         iid = self._next_intent
         self._next_intent += 1
         self._intents[iid] = (t.seq, t.priority, t.age + 1)
@@ -281,7 +285,7 @@ class Transactions:
         for a, (_, n) in zip(auths, needs):
             if n > a.capacity:
                 raise CapacityDenied(f"authority {a.id}: {n} B needed, capacity is {a.capacity} B")
-        return self._open_tx(holder, needs, priority, kind, bundle, retry).id
+        return self._open_tx(holder, needs, priority, kind, bundle, retry, retries=True).id
 
     def tx_reserve(self, tx: int, authority: int) -> int | None:
         """Try-reserve one authority; None when held, else the transaction aborted and this is its intent (C4)."""
