@@ -303,38 +303,30 @@ class ManagerMachine(CheckedMachine):
         while tid in self.abs.txs and data.draw(st.integers(0, 4)):
             t = self.abs.txs[tid]
             if len(t.held) == len(t.needs):
-                self._do(M.CommitTx(tid) if data.draw(st.integers(0, 2)) else M.AbortTx(tid))
+                commit = data.draw(st.integers(0, 2))
+                if commit and data.draw(st.integers(0, 3)) == 0:
+                    self._bundle_step(data, tid)
+                self._do(M.CommitTx(tid) if commit else M.AbortTx(tid))
                 return
             before = self.abs
             self._do(M.ReserveTx(tid))
             if self.abs == before:  # refused (no room, or the device is gone): stop here
                 return
 
+    def _bundle_step(self, data: st.DataObject, tid: int) -> None:
+        """State bundles (I5, I10), inside a transaction (no rule of their own: the other rules' draws stay as they
+        were): a bundle (a new one while fewer than 3), joined by `tid` before its commit, sometimes poisoned first."""
+        if len(self.abs.bundles) < 3 and data.draw(st.booleans()):
+            self._do(M.OpenBundle())
+        bid = self._pick(data, self.abs.bundles.keys(), self.abs.next_bundle)
+        self._do(M.JoinBundle(tid, bid))
+        if data.draw(st.integers(0, 2)) == 0:
+            self._do(M.ReportMismatch(bid))  # the commit that follows must be refused (I5)
+
     @rule(data=st.data(), op=st.sampled_from(("reserve", "reserve", "commit", "abort")))
     def transaction(self, data: st.DataObject, op: str) -> None:
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
         self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
-
-    @rule(data=st.data(), op=st.sampled_from(("open", "join", "join", "join", "mismatch")))
-    def bundle(self, data: st.DataObject, op: str) -> None:
-        """State bundles (I5, I10): open one, let an open transaction commit its step, or report a mismatch."""
-        if op == "open" or not self.abs.bundles:
-            if len(self.abs.bundles) < 3:
-                self._do(M.OpenBundle())
-            return
-        bid = self._pick(data, self.abs.bundles.keys(), self.abs.next_bundle)
-        if op == "join":
-            free = [t.id for t in self.abs.txs.values() if t.bundle is None]
-            ready = [t for t in free if len(self.abs.txs[t].held) == len(self.abs.txs[t].needs)]
-            tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx, ready or free)
-            self._do(M.JoinBundle(tid, bid))
-            t = self.abs.txs.get(tid)
-            if t is not None and t.bundle == bid and len(t.held) == len(t.needs) and data.draw(st.booleans()):
-                if data.draw(st.integers(0, 2)) == 0:
-                    self._do(M.ReportMismatch(bid))  # the commit must now be refused (I5)
-                self._do(M.CommitTx(tid))  # the bundle's step, with the leases (I10)
-        elif data.draw(st.integers(0, 3)) == 0:  # a poisoned bundle ends its transactions' commits
-            self._do(M.ReportMismatch(bid))
 
     @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm")))
     def environment(self, data: st.DataObject, kind: str) -> None:
