@@ -113,7 +113,7 @@ MODULES: dict[str, list[str]] = {
                             "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
-    "refimpl/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
+    "refimpl/manager/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
                                 "tests/test_tx_stateful.py",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],

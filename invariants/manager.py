@@ -5,7 +5,8 @@ tickets, transaction-held reservations, leases and the rest) partitions its
 `used` (I1), exactly one credit per grant across cancel, timeout, abort and
 answer (I1), a holder's charge falls only by its own action or the
 environment (I6), a lost device keeps its charge (C3), a changed limit is not
-below what is used (I2), and no fitting waiter is left waiting (I13).
+below what is used (I2), no fitting waiter is left waiting (I13), and a
+state bundle moves exactly with its transaction's commit (I10).
 
 Each clause states a harm and compares the manager's numbers with an
 independent reading of the records (sums recomputed here; grant order from
@@ -31,7 +32,7 @@ from spec.types import AllocState, ContextState
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-           "step_I2_manager"]
+           "step_I2_manager", "step_I10_manager"]
 
 _T = TicketState
 
@@ -239,6 +240,28 @@ def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
             _I2_LIMIT.fail(f"{act!r}: authority {x.id}'s limit moved to {x.limit} B with {x.used} B used")
 
 
+# --- I10: a state bundle moves with its transaction's commit ------------------------------
+
+_I10_WITH_COMMIT = clause("I10", "step_I10_manager", "bundle_moves_with_its_commit",
+                          "a bundle's parts advance together, by one, exactly in the step that commits a transaction "
+                          "of it to leases, and never for a poisoned bundle: the engine's state never runs ahead of, "
+                          "or behind, the bytes it was computed in")
+
+
+def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    x = before.txs.get(act.tx) if isinstance(act, M.CommitTx) else None
+    moved = x.bundle if x is not None and x.id not in after.txs else None  # a committed transaction's bundle
+    _I10_WITH_COMMIT.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its commit
+    for b in after.bundles.values():
+        p = before.bundles.get(b.id)
+        old = p.versions if p is not None else (0,) * len(b.versions)
+        if b.id == moved and p is not None and p.poisoned:
+            _I10_WITH_COMMIT.fail(f"{act!r}: transaction {x.id} committed poisoned bundle {b.id}")
+        want = tuple(v + 1 for v in old) if b.id == moved else old
+        if b.versions != want:
+            _I10_WITH_COMMIT.fail(f"{act!r}: bundle {b.id} moved {old} -> {b.versions}, expected {want}")
+
+
 # --- the ledger's own predicates, on the one ledger ------------------------------------
 
 _LEDGER_ACTIONS = (A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.Reserve, A.Commit, A.Cancel,
@@ -274,7 +297,8 @@ STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
     {"I1": (state_I1_manager,), "I13": (state_I13_manager,)}, LP.STATE_PREDICATES, _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
-    {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,)},
+    {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
+     "I10": (step_I10_manager,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -303,12 +303,25 @@ class ManagerMachine(CheckedMachine):
         while tid in self.abs.txs and data.draw(st.integers(0, 4)):
             t = self.abs.txs[tid]
             if len(t.held) == len(t.needs):
-                self._do(M.CommitTx(tid) if data.draw(st.integers(0, 2)) else M.AbortTx(tid))
+                commit = data.draw(st.integers(0, 2))
+                if commit and data.draw(st.integers(0, 3)) == 0:
+                    self._bundle_step(data, tid)
+                self._do(M.CommitTx(tid) if commit else M.AbortTx(tid))
                 return
             before = self.abs
             self._do(M.ReserveTx(tid))
             if self.abs == before:  # refused (no room, or the device is gone): stop here
                 return
+
+    def _bundle_step(self, data: st.DataObject, tid: int) -> None:
+        """State bundles (I5, I10), inside a transaction (no rule of their own: the other rules' draws stay as they
+        were): a bundle (a new one while fewer than 3), joined by `tid` before its commit, sometimes poisoned first."""
+        if len(self.abs.bundles) < 3 and data.draw(st.booleans()):
+            self._do(M.OpenBundle())
+        bid = self._pick(data, self.abs.bundles.keys(), self.abs.next_bundle)
+        self._do(M.JoinBundle(tid, bid))
+        if data.draw(st.integers(0, 2)) == 0:
+            self._do(M.ReportMismatch(bid))  # the commit that follows must be refused (I5)
 
     @rule(data=st.data(), op=st.sampled_from(("reserve", "reserve", "commit", "abort")))
     def transaction(self, data: st.DataObject, op: str) -> None:

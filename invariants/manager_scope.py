@@ -7,7 +7,9 @@ tickets (Submit / Claim / CancelTicket / TimeoutTicket), ledger Release of
 free leases, holder pressure (Press / Answer with no victim or one own lease
 / CancelPressure), transactions (PlanTx over one or both authorities /
 ReserveTx / CommitTx / AbortTx), device loss and termination, and limit
-changes (PrepareLimit to 1 B or back to capacity / CommitLimit). Caps on the
+changes (PrepareLimit to 1 B or back to capacity / CommitLimit), state
+bundles opened at the start (JoinBundle by an open transaction /
+ReportMismatch). Caps on the
 ids ever issued (tickets, pressures, transactions) keep the space finite.
 Only the owner acts on its records: ownership refusals and malformed input
 are the scripted tests' and the stateful campaign's job.
@@ -52,11 +54,12 @@ class ManagerScope:
     needs: tuple[tuple[tuple[int, int], ...], ...] = (((1, 1),), ((2, 2),), ((1, 1), (2, 2)))
     losses: bool = True  # offer LoseDevice / ConfirmTermination
     limits: bool = True  # offer PrepareLimit / CommitLimit
+    bundles: int = 1  # state bundles opened at the start (offer JoinBundle / ReportMismatch on them)
 
 
 QUICK_SCOPE = ManagerScope()
 #: Each control's scope: small enough that a shortest counterexample is found in a second.
-CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1)
+CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0)
 
 #: guard -> the scope its explorer control runs in (every guard of model "manager").
 CONTROLS: dict[str, ManagerScope] = {
@@ -71,6 +74,7 @@ def manager_start(scope: ManagerScope) -> M.Manager:
     m = M.initial(scope.aging_bound)
     acts: list[Any] = [A.RegisterAuthority(f"pool{i}", Tier.DEVICE, c) for i, c in enumerate(scope.capacities)]
     acts += [A.RegisterHolder(f"h{h}") for h in range(1, scope.holders + 1)]
+    acts += [M.OpenBundle() for _ in range(scope.bundles)]
     for act in acts:
         m = MG.step(m, act)[0]
     return m
@@ -114,6 +118,12 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
         yield M.ReserveTx(xid)
         yield M.CommitTx(xid)
         yield M.AbortTx(xid)
+        if m.txs[xid].bundle is None:
+            for bid in sorted(m.bundles):
+                yield M.JoinBundle(xid, bid)
+    for bid in sorted(m.bundles):
+        if not m.bundles[bid].poisoned:
+            yield M.ReportMismatch(bid)
     for a in auths:
         if scope.losses:
             yield A.LoseDevice(a)

@@ -21,10 +21,11 @@ _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ALW, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "spec.sessions"
 _ADB, _ADC = "refimpl.admission.batching", "refimpl.admission.coresidency"
 _ADE, _ADW = "refimpl.admission.elastic", "refimpl.admission.weight_cache"
-_TX, _MLS = "refimpl.transactions", "refimpl.manager.leases"
+_MLS = "refimpl.manager.leases"
 _ORT_HOLDERS = "refimpl.ort.holders"
 _SPRE, _STX = "spec.pressure", "spec.transactions"
 _MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
+_MBUN = "refimpl.manager.bundles"
 _HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker"
 
 _ALL: tuple[Mutant, ...] = (
@@ -298,52 +299,59 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("matured_compare_strict", ("I13",), "pressure", _R, _MARB,
            "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
            "a round stops only past the aging bound, which a capped age never reaches"),
-    # --- capacity transactions (refimpl.transactions) ---------------------------------
-    Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _TX,
-           "                    a.stranded += n\n                else:\n                    a.used -= n\n        a.context",
-           "                    a.stranded += n\n                    a.used -= n\n                else:\n"
-           "                    a.used -= n\n        a.context",
+    # --- capacity transactions (refimpl.manager: transactions, bundles, ledger; the focused tx checker) --------
+    Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _GOV,
+           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
+           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
+           "                    a.used -= rec.charge\n",
            "device loss strands a committed lease's charge and refunds it at once too"),
-    Mutant("termination_keeps_stranded", ("C3",), "transactions", _R, _TX,
-           "            a.used -= a.stranded\n            a.stranded = 0\n", "            a.used -= a.stranded\n",
+    Mutant("termination_keeps_stranded", ("C3",), "transactions", _R, _GOV,
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            self._retire(rec)\n",
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            rec.auth.used -= rec.charge\n",
            "confirmed termination refunds the stranded charge but leaves it recorded as stranded"),
-    Mutant("plan_on_lost_context", ("C3",), "transactions", _R, _TX,
-           "        for a in auths:\n            self._live(a)\n", "",
+    Mutant("plan_on_lost_context", ("C3",), "transactions", _R, _MTX,
+           "            self._live(a)\n        if b is not None and b.poisoned:\n",
+           "        if b is not None and b.poisoned:\n",
            "planning does not check that the authorities' contexts are still active"),
-    Mutant("reserve_charges_first_need", ("C4",), "transactions", _R, _TX,
-           "        n = t.need[a.id]\n", "        n = t.needs[0][1]\n",
+    Mutant("reserve_charges_first_need", ("C4",), "transactions", _R, _MTX,
+           "        n = t.need[a.id]\n", "        n = t.decl[0][1]\n",
            "a reservation charges the first declared need's bytes, whichever authority it takes"),
-    Mutant("partial_reserve_stays_planned", ("C4",), "transactions", _R, _TX,
+    Mutant("partial_reserve_stays_planned", ("C4",), "transactions", _R, _MTX,
            "        t.phase = _P.RESERVED if len(t.held) == len(t.needs) else _P.RESERVING\n",
            "        if len(t.held) == len(t.needs):\n            t.phase = _P.RESERVED\n",
            "a first partial reservation leaves the transaction marked planned"),
-    Mutant("retry_keeps_intent", ("C4",), "transactions", _R, _TX,
-           "        if intent is not None:\n            del self._intents[retry]\n", "",
+    Mutant("retry_keeps_intent", ("C4",), "transactions", _R, _MTX,
+           "        if intent is not None:\n            del self._intents[intent]\n", "",
            "a retry takes its intent's identity but leaves the intent in place"),
-    Mutant("commit_keeps_users", ("C6",), "transactions", _R, _TX,
-           "        for vid in t.bound:\n            self._views[vid].users.discard(t.id)\n        t.bound = {}\n",
-           "        t.bound = {}\n",
+    Mutant("commit_keeps_users", ("C6",), "transactions", _R, _MTX,
+           "        self._unbind(t)\n        self._settle(t)\n",
+           "        t.bound = {}\n        self._settle(t)\n",
            "commit ends the execution but leaves it listed as a user of its views"),
-    Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _TX,
-           "        vid, self._n_view = self._n_view, self._n_view + 1\n", "        vid = self._n_view\n",
+    Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _MBUN,
+           "        vid = self._next_mview\n        self._next_mview += 1\n", "        vid = self._next_mview\n",
            "publish reads the next view id but never advances it"),
-    Mutant("committed_lease_not_a_pin", ("C3",), "transactions", _R, _TX,
-           "            if aid in t.held or (aid in t.need and t.phase is not _P.COMMITTED):",
-           "            if aid in t.need and t.phase is not _P.COMMITTED:",
+    Mutant("committed_lease_not_a_pin", ("C3",), "transactions", _R, _MTX,
+           "            if mine or (a.id in t.need and t.phase is not _P.COMMITTED):",
+           "            if a.id in t.need and t.phase is not _P.COMMITTED:",
            "a committed lease set no longer pins its provider: only open transactions do"),
-    Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _TX,
-           "            a.used -= a.stranded\n            a.stranded = 0\n", "            a.stranded = 0\n",
+    Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _GOV,
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            self._retire(rec)\n",
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
+           "            rec.charge = 0\n            self._retire(rec)\n",
            "confirmed termination clears the stranded record without refunding the charge"),
-    Mutant("abort_keeps_partial_step", ("I5", "I10"), "transactions", _R, _TX,
-           "        self._phase(t, _ABORTABLE, \"abort\")\n        return self._abort_tx(t, None)\n",
+    Mutant("abort_keeps_partial_step", ("I5", "I10"), "transactions", _R, _MTX,
+           "        self._phase(t, _ABORTABLE, \"abort\")\n        before: dict[int, int] = {}\n",
            "        self._phase(t, _ABORTABLE, \"abort\")\n        if t.bundle is not None and t.phase is _P.EXECUTING:\n"
            "            self._bundles[t.bundle].versions = [x + 1 for x in self._bundles[t.bundle].versions]\n"
-           "        return self._abort_tx(t, None)\n",
+           "        before: dict[int, int] = {}\n",
            "an abort during execution keeps the bundle's partly written step"),
-    Mutant("mismatch_poisons_all", ("I5",), "transactions", _R, _TX,
+    Mutant("mismatch_poisons_all", ("I5",), "transactions", _R, _MBUN,
            "        b.poisoned = True\n", "        for b in self._bundles.values():\n            b.poisoned = True\n",
            "a post-commit mismatch poisons every bundle, not only the one that disagreed"),
-    Mutant("one_bit_generation", ("I9",), "transactions", _R, _TX,
+    Mutant("one_bit_generation", ("I9",), "transactions", _R, _MBUN,
            "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
            "the mapping generation is kept in one bit, so a second remap brings an old generation back"),
     # --- capacity transactions and pressure, spec layer (the invariants judge the spec's own states) ------
@@ -549,6 +557,17 @@ _ALL: tuple[Mutant, ...] = (
            "                    and k.holder == t.holder and k.nbytes == n), None) or self._enter(t.holder, a, a.tier, Role.STATE, n,\n"
            "                                                                    Origin.GRANTED)\n        rec.part = t\n",
            "a transaction adopts its holder's granted-but-unclaimed reservation of the same size instead of booking its own"),
+    Mutant("composed_commit_skips_bundle", ("I10",), "manager", _R, _MTX,
+           "        self._advance_bundle(t)  # BundlePoisoned before anything moves (I5); else one step with the leases (I10)\n",
+           "",
+           "a composed commit turns the reservations into leases but leaves the transaction's state bundle behind"),
+    Mutant("bundle_advances_one_part", ("I10",), "manager", _S, "spec.manager_parts",
+           "        bundles = bundles.set(b.id, evolve(b, versions=tuple(v + 1 for v in b.versions)))\n",
+           "        bundles = bundles.set(b.id, evolve(b, versions=(b.versions[0] + 1,) + b.versions[1:]))\n",
+           "a composed commit advances the bundle's KV part only: sampler and progress fall behind the bytes"),
+    Mutant("poisoned_bundle_commits", ("I10",), "manager", _S, "spec.manager_parts",
+           "        if b.poisoned:\n            raise BundlePoisoned(f\"bundle {b.id} is poisoned; abort and rebuild\")\n", "",
+           "a transaction of a poisoned bundle still commits, advancing state the engine must rebuild"),
     Mutant("answer_takes_foreign_lease", ("I6",), "manager", _R, _MPRE,
            "            if rec.holder != holder:\n"
            "                raise ForeignHolder(f\"allocation {v} is held by holder {rec.holder}, not {holder}\")\n",

@@ -1,7 +1,11 @@
-"""Adapter from `spec.tx_actions` to `CapacityTransactionCoordinator` calls.
+"""Adapter from `spec.tx_actions` to `ProcessMemoryManager`'s focused transaction operations.
 
-Method names are the actions' names in snake case, keywords the actions'
-field names, so the mapping is mechanical and cannot hide logic.
+Method names are "tx_" + the actions' names in snake case, keywords the
+actions' field names, so the mapping is mechanical and cannot hide logic.
+The one addition: a transaction is planned for a holder (the ledger records
+its reservations are), registered once when the adapter is made; holders are
+not part of `spec.transactions.TxState`. `abstract()` reads the manager's
+own records (`ProcessMemoryManager.abstract_tx`): there is no shadow state.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from typing import Any
 import attrs
 
 from refimpl.adapter import method_name
-from refimpl.transactions import CapacityTransactionCoordinator
+from refimpl.manager import ProcessMemoryManager
+from spec import tx_actions as T
 from spec.guards import ALL_ON, GuardSet
 from spec.transactions import TxState
 
@@ -20,10 +25,14 @@ __all__ = ["TxRefimplAdapter"]
 
 class TxRefimplAdapter:
     def __init__(self, guards: GuardSet = ALL_ON) -> None:
-        self.coord = CapacityTransactionCoordinator(guards=guards)
+        self.pmm = ProcessMemoryManager(guards=guards)
+        self.holder = self.pmm.register_holder("transactions")
 
     def execute(self, action: Any) -> Any:
-        return getattr(self.coord, method_name(action))(**attrs.asdict(action, recurse=False))
+        kwargs = attrs.asdict(action, recurse=False)
+        if type(action) is T.Plan:
+            kwargs["holder"] = self.holder
+        return getattr(self.pmm, "tx_" + method_name(action))(**kwargs)
 
     def abstract(self) -> TxState:
-        return self.coord.abstract()
+        return self.pmm.abstract_tx()

@@ -1,6 +1,7 @@
 """The "transactions" checker for `ortmem verify`: C3, C4, C6, I5, I9, I10.
 
-Drives `CapacityTransactionCoordinator` against `spec.transactions` through
+Drives `ProcessMemoryManager`'s focused transaction operations (the one
+ledger; `refimpl.tx_adapter`) against `spec.transactions` through
 `invariants.tx_machine.TxMachine` (refinement + the transaction predicates
 after every step, contracts on), and runs the negative controls of the
 guards registered with `model="transactions"`.

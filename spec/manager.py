@@ -18,6 +18,10 @@ One `step`:
      `spec.arith.arbitration_key`, and each that fits is granted by a ledger
      Reserve charged at grant; a matured misfit ends the round.
 
+State bundles (I10): a transaction that joined a bundle advances every part
+of it in the same step as its CommitTx turns its reservations into leases;
+a poisoned bundle (ReportMismatch, I5) refuses the commit (`spec.manager_parts`).
+
 Device loss is one mechanism for every part: the ledger loses the device,
 then tickets, pressures and limit changes on it are dropped and every
 transaction needing it is aborted (its bytes elsewhere are cancelled, its

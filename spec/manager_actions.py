@@ -88,6 +88,20 @@ Capacity transactions (C4, I5): try-only, in authority id order.
   AbortTx(tx) -> bytes credited
     issued ; retired. Every held reservation is cancelled; tx retires.
 
+State bundles (I5, I10): KV, recurrent/conv, sampler and progress advance as one unit.
+  OpenBundle() -> bundle id
+    A new ACTIVE bundle, every part at version 0. Bundles never retire.
+  JoinBundle(tx, bundle) -> None
+    tx issued (UnknownTransaction) ; retired -> InvalidTransition ; bundle
+    known (UnknownBundle) ; tx already in a bundle -> InvalidTransition ;
+    bundle poisoned -> BundlePoisoned. The transaction now commits the bundle's step.
+  ReportMismatch(bundle) -> None
+    bundle known (UnknownBundle). A post-commit state/view disagreement poisons
+    that bundle only (I5): no transaction joins it or commits it again.
+  CommitTx of a transaction in a bundle: after CommitTx's own checks, a
+    poisoned bundle -> BundlePoisoned (nothing commits); else every part of
+    the bundle advances by one, in the same step as the leases (I10).
+
 Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
   PrepareLimit(authority, limit) -> tuple of pressure ids
     authority known ; alias -> InvalidArgument ; ACTIVE (DeviceLost) ; limit
@@ -128,7 +142,7 @@ Clarifications (spec.manager's reading, where the text above left a choice):
 
 Not in the composition (they stay in the focused models): ticket
 generations and reconfiguration, the cancellation mailbox, use flags,
-pressure deadlines, bundles and views.
+pressure deadlines and model views.
 """
 
 from __future__ import annotations
@@ -144,6 +158,7 @@ __all__ = [
     "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
+    "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
 ]
 
 
@@ -184,6 +199,16 @@ class Tx:
     holder: int
     needs: tuple[tuple[int, int], ...]  # (authority, nbytes), ascending authority
     held: tuple[int, ...]  # allocation ids, a prefix of `needs`
+    bundle: int | None = None  # the state bundle whose step it commits (I10)
+
+
+@attrs.frozen
+class Bundle:
+    """A state bundle: one version per part (KV, recurrent/conv, sampler, progress), advanced together."""
+
+    id: int
+    versions: tuple[int, ...]
+    poisoned: bool = False
 
 
 @attrs.frozen
@@ -211,6 +236,8 @@ class Manager:
     next_ticket: int = 1
     next_pressure: int = 1
     next_tx: int = 1
+    bundles: immutables.Map = immutables.Map()  # id -> Bundle (bundles never retire)
+    next_bundle: int = 1
 
 
 def initial(aging_bound: int = 4) -> Manager:
@@ -298,5 +325,22 @@ class CommitLimit:
     authority: int
 
 
+@attrs.frozen
+class OpenBundle:
+    pass
+
+
+@attrs.frozen
+class JoinBundle:
+    tx: int
+    bundle: int
+
+
+@attrs.frozen
+class ReportMismatch:
+    bundle: int
+
+
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
-                   PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit)
+                   PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
+                   OpenBundle, JoinBundle, ReportMismatch)

@@ -22,11 +22,13 @@ from spec import actions as A
 from spec import machine
 from spec import manager_actions as M
 from spec.errors import (
+    BundlePoisoned,
     CapacityDenied,
     ForeignHolder,
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    UnknownBundle,
     UnknownTicket,
     UnknownTransaction,
 )
@@ -34,6 +36,7 @@ from spec.guards import GuardSet
 from spec.machine import _active, _allocation, _authority, _enum, _holder, check_bytes
 from spec.state import Authority
 from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState, next_pressure_state, next_ticket_state
+from spec.tx_lifecycle import BundlePart
 from spec.types import AllocState, Role
 
 __all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check"]
@@ -250,10 +253,17 @@ def _commit_tx(m: M.Manager, act: M.CommitTx, guards: GuardSet) -> tuple[M.Manag
     x = _tx(m, act.tx)
     if len(x.held) != len(x.needs):
         raise InvalidTransition(f"transaction {x.id} holds {len(x.held)} of its {len(x.needs)} needs")
+    bundles = m.bundles
+    if x.bundle is not None:
+        b = bundles[x.bundle]
+        if b.poisoned:
+            raise BundlePoisoned(f"bundle {b.id} is poisoned; abort and rebuild")
+        # The bundle's parts advance together, in the same step as the leases (I10).
+        bundles = bundles.set(b.id, evolve(b, versions=tuple(v + 1 for v in b.versions)))
     ledger = m.ledger
     for (_, n), alloc in zip(x.needs, x.held):
         ledger = machine.step(ledger, A.Commit(x.holder, alloc, n), guards)[0]
-    return evolve(m, ledger=ledger, txs=m.txs.delete(x.id)), x.held
+    return evolve(m, ledger=ledger, txs=m.txs.delete(x.id), bundles=bundles), x.held
 
 
 def _abort_tx(m: M.Manager, act: M.AbortTx, guards: GuardSet) -> tuple[M.Manager, int]:
@@ -263,6 +273,37 @@ def _abort_tx(m: M.Manager, act: M.AbortTx, guards: GuardSet) -> tuple[M.Manager
         credited += ledger.allocations[alloc].charge
         ledger = machine.step(ledger, A.Cancel(x.holder, alloc), guards)[0]
     return evolve(m, ledger=ledger, txs=m.txs.delete(x.id)), credited
+
+
+# --- state bundles (I5, I10) ---------------------------------------------------------------
+
+
+def _bundle(m: M.Manager, bid: object) -> M.Bundle:
+    b = m.bundles.get(bid) if type(bid) is int else None
+    if b is None:
+        raise UnknownBundle(f"bundle {bid!r} is not known")
+    return b
+
+
+def _open_bundle(m: M.Manager, act: M.OpenBundle, guards: GuardSet) -> tuple[M.Manager, int]:
+    b = M.Bundle(m.next_bundle, (0,) * len(BundlePart))
+    return evolve(m, bundles=m.bundles.set(b.id, b), next_bundle=b.id + 1), b.id
+
+
+def _join_bundle(m: M.Manager, act: M.JoinBundle, guards: GuardSet) -> tuple[M.Manager, None]:
+    x = _tx(m, act.tx)
+    b = _bundle(m, act.bundle)
+    if x.bundle is not None:
+        raise InvalidTransition(f"transaction {x.id} is already in bundle {x.bundle}")
+    if b.poisoned:
+        raise BundlePoisoned(f"bundle {b.id} is poisoned; the engine must rebuild it")
+    return evolve(m, txs=m.txs.set(x.id, evolve(x, bundle=b.id))), None
+
+
+def _report_mismatch(m: M.Manager, act: M.ReportMismatch, guards: GuardSet) -> tuple[M.Manager, None]:
+    b = _bundle(m, act.bundle)
+    # A post-commit disagreement poisons the smallest rebuildable unit: this bundle only (I5).
+    return evolve(m, bundles=m.bundles.set(b.id, evolve(b, poisoned=True))), None
 
 
 # --- limits (C8, I2): prepare -> pressure -> commit, or keep the old limit --------------
@@ -321,4 +362,7 @@ PART_HANDLERS: dict[type, Any] = {
     M.AbortTx: _abort_tx,
     M.PrepareLimit: _prepare_limit,
     M.CommitLimit: _commit_limit,
+    M.OpenBundle: _open_bundle,
+    M.JoinBundle: _join_bundle,
+    M.ReportMismatch: _report_mismatch,
 }

@@ -2,8 +2,9 @@
 
 Actions carry raw caller input (possibly invalid); `spec.transactions.step`
 validates them. Their reprs read as a script, so a counterexample does too.
-`refimpl.transactions.CapacityTransactionCoordinator` exposes the same
-operations as methods (snake-case names, same keywords).
+`refimpl.manager.ProcessMemoryManager` exposes the same operations as
+methods named `tx_` + the snake-case names, same keywords (`tx_plan` also takes
+the holder whose ledger records the reservations are).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #14: the fuzzers of the manager's pool protocol and of CapacityTransactionCoordinator (C3-C6, I5-I7, I9, I10, I13).
+"""Issue #14: the fuzzers of the manager's pool protocol and of its focused transaction operations (C3-C6, I5-I7, I9, I10, I13).
 
 Every public operation, hostile values interleaved with valid ones, holder
 callbacks that answer, re-enter the governor or raise; a typed error with a
@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from invariants import pressure as IP
 from invariants import transactions as IT
 from pool_harness import Pool, pool as make_pool
-from refimpl.transactions import CapacityTransactionCoordinator
 from spec.tx_lifecycle import ViewKind
+from tx_harness import TxManager
 
 # --- the manager's pool protocol (tests/pool_harness.py) ---------------------
 
@@ -126,7 +126,7 @@ def test_fuzz_pressure_governor(capsys) -> None:
     assert counts["accepted"] > 250 and counts["rejected"] > 400, counts
 
 
-# --- CapacityTransactionCoordinator --------------------------------------------
+# --- ProcessMemoryManager's focused transactions --------------------------------------------
 
 T_OPS = [
     ("add_authority", ("name", "bytes")), ("remove_authority", ("authority",)), ("open_bundle", ()),
@@ -140,7 +140,7 @@ T_WEIGHTED = T_OPS + [T_OPS[4], T_OPS[4], T_OPS[7], T_OPS[7], T_OPS[8], T_OPS[9]
 
 
 class _TWorld:
-    def __init__(self, tc: CapacityTransactionCoordinator) -> None:
+    def __init__(self, tc: TxManager) -> None:
         self.auths = [tc.add_authority(n, 100) for n in ("device", "host", "staging")]
         self.txs: list[int] = []
         self.views: list[int] = []
@@ -180,11 +180,11 @@ def test_fuzz_transaction_coordinator(capsys) -> None:
     @FUZZ_SETTINGS
     @given(st.data())
     def run(data) -> None:
-        tc = CapacityTransactionCoordinator()
+        tc = TxManager()
         w = _TWorld(tc)
         run_fuzz(data, tc, T_WEIGHTED, w.valid, lambda c: c.abstract(), counts, steps=40, noted=w.noted,
                  check=lambda c: IT.check_all(c.abstract()))
 
     run()
-    report("CapacityTransactionCoordinator", counts, capsys)
+    report("ProcessMemoryManager transactions", counts, capsys)
     assert counts["accepted"] > 250 and counts["rejected"] > 400, counts

@@ -12,6 +12,7 @@ from refimpl_manager_harness import lease, make
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
 from spec.errors import (
+    BundlePoisoned,
     CapacityDenied,
     DeviceLost,
     ForeignHolder,
@@ -20,6 +21,7 @@ from spec.errors import (
     InvalidTransition,
     UnknownAllocation,
     UnknownAuthority,
+    UnknownBundle,
     UnknownHolder,
     UnknownTicket,
     UnknownTransaction,
@@ -55,6 +57,15 @@ def world() -> tuple[ProcessMemoryManager, Any]:
     pmm.reserve_tx(w.tx_full)
     w.tx_big = pmm.plan_tx(w.h2, ((w.b, 50),))
     pmm.prepare_limit(w.b, 100)
+    w.bundle = pmm.open_bundle()
+    w.poisoned = pmm.open_bundle()
+    pmm.report_mismatch(w.poisoned)
+    w.tx_in_bundle = pmm.plan_tx(w.h2, ((w.a, 1),))
+    pmm.join_bundle(w.tx_in_bundle, w.bundle)
+    w.tx_poisoned = pmm.plan_tx(w.h2, ((w.a, 1),))
+    pmm.reserve_tx(w.tx_poisoned)
+    pmm.join_bundle(w.tx_poisoned, w.bundle)
+    pmm.report_mismatch(w.bundle)
     return pmm, w
 
 
@@ -125,6 +136,13 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("release-granted-alloc", lambda p, w: p.release(w.h1, w.g_alloc), InvalidTransition, "that part settles"),
     ("callback-not-callable", lambda p, w: p.register_callback(w.h1, 3), InvalidArgument, "callable"),
     ("callback-holder", lambda p, w: p.register_callback(99, print), UnknownHolder, "99"),
+    ("join-unknown-tx", lambda p, w: p.join_bundle(99, w.bundle), UnknownTransaction, "99"),
+    ("join-retired-tx", lambda p, w: p.join_bundle(w.tx_done, w.bundle), InvalidTransition, "already"),
+    ("join-unknown-bundle", lambda p, w: p.join_bundle(w.tx, 99), UnknownBundle, "bundle 99 is not known"),
+    ("join-twice", lambda p, w: p.join_bundle(w.tx_in_bundle, w.bundle), InvalidTransition, "already in bundle"),
+    ("join-poisoned", lambda p, w: p.join_bundle(w.tx, w.poisoned), BundlePoisoned, "poisoned"),
+    ("commit-poisoned-bundle", lambda p, w: p.commit_tx(w.tx_poisoned), BundlePoisoned, "poisoned"),
+    ("mismatch-unknown", lambda p, w: p.report_mismatch(99), UnknownBundle, "bundle 99"),
 ]
 
 

@@ -4,7 +4,7 @@ Each cross-cutting guard switched off must produce, along a short script, a
 harm that a named clause of `invariants.manager` catches (the explorer's
 deterministic controls are in `test_manager_scope.py`); each clause of that
 module is shown to fail on a hand-mutated state or step, so none is vacuous.
-(C3 I1 I2 I6 I13)
+(C3 I1 I2 I6 I10 I13)
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() ->
 # --- mutations: every clause of invariants.manager can fail ------------------------------------
 
 _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-                   "step_I2_manager"}
+                   "step_I2_manager", "step_I10_manager"}
 
 
 def _granted() -> M.Manager:
@@ -187,10 +187,29 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         a = nxt.ledger.authorities[DEV]
         low = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(DEV, evolve(a, limit=2))))
         return m, M.Submit(H1, DEV, 3), low, 1
+    if name.startswith("bundle_"):
+        m, b = run(start(), M.OpenBundle())
+        m, x = run(m, M.PlanTx(H1, ((DEV, 1),)))
+        m, _ = run(run(m, M.JoinBundle(x, b))[0], M.ReserveTx(x))
+        nxt, held = MG.step(m, M.CommitTx(x))
+        assert nxt.bundles[b].versions == (1, 1, 1, 1)  # the intact step advances every part
+        if name == "bundle_stuck":  # the leases commit, the bundle stays behind
+            return m, M.CommitTx(x), evolve(nxt, bundles=m.bundles), held
+        if name == "bundle_one_part":  # only the KV part moves
+            return m, M.CommitTx(x), evolve(nxt, bundles=nxt.bundles.set(b, M.Bundle(b, (1, 0, 0, 0)))), held
+        if name == "bundle_poisoned":  # a poisoned bundle's transaction commits anyway
+            bad = evolve(m, bundles=m.bundles.set(b, evolve(m.bundles[b], poisoned=True)))
+            return bad, M.CommitTx(x), evolve(nxt, bundles=nxt.bundles.set(b, evolve(nxt.bundles[b], poisoned=True))), held
+        if name == "bundle_without_commit":  # a bundle moves in a step that commits nothing
+            return m, M.OpenBundle(), evolve(m, bundles=m.bundles.set(b, M.Bundle(b, (1, 1, 1, 1)))), 2
     raise KeyError(name)
 
 
 _STEP_MUTATIONS = {
+    "bundle_stuck": "step_I10_manager.bundle_moves_with_its_commit",
+    "bundle_one_part": "step_I10_manager.bundle_moves_with_its_commit",
+    "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_commit",
+    "bundle_without_commit": "step_I10_manager.bundle_moves_with_its_commit",
     "credit_wrong": "step_I1_manager.credit_exactly_once",
     "credit_twice": "step_I1_manager.credit_exactly_once",
     "own_action": "step_I6_manager.charge_falls_by_own_action",

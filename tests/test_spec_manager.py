@@ -21,6 +21,7 @@ from spec import actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import (
+    BundlePoisoned,
     CapacityDenied,
     DeviceLost,
     ForeignHolder,
@@ -29,6 +30,7 @@ from spec.errors import (
     InvalidTransition,
     UnknownAllocation,
     UnknownAuthority,
+    UnknownBundle,
     UnknownHolder,
     UnknownTicket,
     UnknownTransaction,
@@ -229,6 +231,11 @@ def _base() -> tuple[M.Manager, dict[str, int]]:
     m, ids["tx_done"] = run(m, M.PlanTx(H2, ((HOST, 1),)))
     m, _ = run(m, M.AbortTx(ids["tx_done"]))
     m, _ = run(m, M.PrepareLimit(HOST, 4))
+    m, ids["bundle"] = run(m, M.OpenBundle())
+    m, ids["poisoned"] = run(m, M.OpenBundle())
+    m, _ = run(m, M.ReportMismatch(ids["poisoned"]))
+    m, ids["tx_in_bundle"] = run(m, M.PlanTx(H2, ((HOST, 1),)))
+    m, _ = run(m, M.JoinBundle(ids["tx_in_bundle"], ids["bundle"]))
     return m, ids
 
 
@@ -303,6 +310,13 @@ _CASES: list[tuple[str, Any, type, str]] = [
     ("ledger_cancel_foreign", lambda i: A.Cancel(H2, 1), ForeignHolder, "belongs to holder 1"),
     ("ledger_lose_unknown", lambda i: A.LoseDevice(99), UnknownAuthority, "authority 99"),
     ("not_an_action", lambda i: "Submit", InvalidArgument, "not a manager action"),
+    ("join_unknown_tx", lambda i: M.JoinBundle(99, i["bundle"]), UnknownTransaction, "transaction 99"),
+    ("join_retired_tx", lambda i: M.JoinBundle(i["tx_done"], i["bundle"]), InvalidTransition, "already retired"),
+    ("join_unknown_bundle", lambda i: M.JoinBundle(i["tx_open"], 99), UnknownBundle, "bundle 99 is not known"),
+    ("join_bundle_id_type", lambda i: M.JoinBundle(i["tx_open"], "1"), UnknownBundle, "not known"),
+    ("join_twice", lambda i: M.JoinBundle(i["tx_in_bundle"], i["bundle"]), InvalidTransition, "already in bundle"),
+    ("join_poisoned", lambda i: M.JoinBundle(i["tx_open"], i["poisoned"]), BundlePoisoned, "poisoned"),
+    ("mismatch_unknown", lambda i: M.ReportMismatch(99), UnknownBundle, "bundle 99"),
 ]
 
 
@@ -345,3 +359,27 @@ def test_cancelling_the_matured_misfit_that_ended_a_round_runs_a_round() -> None
     assert credit == 0
     assert m4 == expect(m3, used={DEV: 2}, allocs={2: make_alloc(2, DEV, H1, 1)}, next_allocation=3,
                          tickets={2: None, 3: make_ticket(3, H1, DEV, 1, _T.GRANTED, 2, 2)})
+
+
+def test_a_bundle_advances_as_one_with_its_transactions_commit_and_a_poisoned_one_never() -> None:
+    # I10: every part moves by one in the step that turns the reservations into leases; I5: a mismatch
+    # poisons that bundle only, and its joined transaction can then only abort.
+    m = start()
+    m, b = run(m, M.OpenBundle())
+    m, other = run(m, M.OpenBundle())
+    m, tx = run(m, M.PlanTx(H1, ((DEV, 1), (HOST, 1))))
+    m, _ = run(m, M.JoinBundle(tx, b))
+    m, _ = run(m, M.ReserveTx(tx))
+    m, _ = run(m, M.ReserveTx(tx))
+    m, held = run(m, M.CommitTx(tx))
+    assert m.bundles[b].versions == (1, 1, 1, 1) and m.bundles[other].versions == (0, 0, 0, 0)
+    assert all(m.ledger.allocations[i].state is AllocState.LIVE for i in held)
+    m, tx2 = run(m, M.PlanTx(H1, ((DEV, 1),)))
+    m, _ = run(m, M.JoinBundle(tx2, b))
+    m, _ = run(m, M.ReserveTx(tx2))
+    m, _ = run(m, M.ReportMismatch(b))
+    assert m.bundles[b].poisoned and not m.bundles[other].poisoned
+    with pytest.raises(BundlePoisoned, match="poisoned"):
+        MG.step(m, M.CommitTx(tx2))
+    m, credited = run(m, M.AbortTx(tx2))
+    assert credited == 1 and m.bundles[b].versions == (1, 1, 1, 1)

@@ -1,4 +1,4 @@
-# Bad input to every CapacityTransactionCoordinator operation (STYLE 6, 8).
+# Bad input to every focused transaction operation of ProcessMemoryManager (STYLE 6, 8).
 #
 # A fixed world holds one record in every interesting state: planned,
 # reserving, published, executing, committed, aborted (intent left) and
@@ -173,11 +173,12 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_coordinator_rejects_bad_input(world, spec_world, case) -> None:
     adapter, w = world
-    before = adapter.abstract()
+    before, ledger = adapter.abstract(), adapter.pmm.abstract()
     action = case.make(w)
     with pytest.raises(case.error, match=case.match):
         adapter.execute(action)
-    assert adapter.abstract() == before  # the whole snapshot, not just the ledger
+    assert adapter.abstract() == before  # the whole transaction snapshot
+    assert adapter.pmm.abstract() == ledger  # and the manager's ledger under it
     spec = TxSpecAdapter()
     spec.state = spec_world[1]  # the spec, from the same state, refuses with the same type
     with pytest.raises(case.error):

@@ -1,9 +1,9 @@
-# Contracts in the coordinator (debug builds): with `invariants.contracts` on,
-# every CapacityTransactionCoordinator operation checks the transaction
+# Contracts in the manager's focused transactions (debug builds): with `invariants.contracts` on,
+# every focused transaction operation of ProcessMemoryManager checks the transaction
 # predicates on what it produced. Each transaction guard switched off must
 # make one scripted scenario raise InvariantViolation naming an ID the guard
 # protects; with every guard on, the same scenario is refused with a typed
-# error and the coordinator is unchanged. Contracts off: nothing is checked.
+# error and the manager is unchanged. Contracts off: nothing is checked.
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
-from refimpl.transactions import CapacityTransactionCoordinator
 from spec.errors import (
     BundlePoisoned,
     GovernorError,
@@ -27,9 +26,10 @@ from spec.errors import (
 )
 from spec.guards import ALL_ON, GUARDS, GuardSet
 from spec.tx_lifecycle import ViewKind
+from tx_harness import TxManager
 
 C = ViewKind.CONTIGUOUS
-Coord = CapacityTransactionCoordinator
+Coord = TxManager
 
 
 def _two(c: Coord) -> tuple[int, int]:

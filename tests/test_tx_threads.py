@@ -1,4 +1,4 @@
-# Real threads against one CapacityTransactionCoordinator (C4, I7).
+# Real threads against one ProcessMemoryManager's focused transactions (C4, I7).
 #
 # Two transactions need the same two authorities, declared in opposite
 # orders, and only one fits at a time. With ordered try-only reservation they
@@ -21,9 +21,9 @@ from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  
 
 from invariants import contracts
 from invariants.transactions import check_all, wait_for_cycle
-from refimpl.transactions import CapacityTransactionCoordinator
 from spec.guards import GuardSet
 from spec.tx_lifecycle import ViewKind
+from tx_harness import TxManager
 
 ROUNDS = 25
 
@@ -31,8 +31,8 @@ ROUNDS = 25
 pytestmark = pytest.mark.usefixtures("fast_switching")
 
 
-def _world(guards: GuardSet = GuardSet()) -> tuple[CapacityTransactionCoordinator, int, int]:
-    c = CapacityTransactionCoordinator(guards)
+def _world(guards: GuardSet = GuardSet()) -> tuple[TxManager, int, int]:
+    c = TxManager(guards)
     return c, c.add_authority("device", 10), c.add_authority("host", 10)
 
 
@@ -83,7 +83,7 @@ def test_opposite_declared_orders_never_deadlock(contracts_on) -> None:
     check_all(s)
 
 
-def _lockstep(c: CapacityTransactionCoordinator, dev: int, host: int) -> tuple[object, dict[str, object]]:
+def _lockstep(c: TxManager, dev: int, host: int) -> tuple[object, dict[str, object]]:
     """Two threads: plan in opposite orders, take the first authority, meet, take the rest."""
     barrier = threading.Barrier(2)
     seen: dict[str, object] = {}

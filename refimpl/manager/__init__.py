@@ -9,15 +9,19 @@ working on the same records under the same ledger lock (`LedgerLock`):
     leases.py        requester leases: try-only path, use flags, generations, the single-pool
                      protocol of spec.pressure (deadlines, stale answers) and its refinement mapping
     pressure.py      holder pressure tickets and callbacks (called with no lock held)
-    transactions.py  try-only capacity transactions in authority id order
+    transactions.py  try-only capacity transactions in authority id order, retry intents
+    bundles.py       state bundles, model views (allocation id, generation), poisoning (I5)
     limits.py        topology and limits: prepare -> pressure -> commit, or keep the old limit
     devices.py       device loss, one mechanism for every part
     views.py         refinement mappings, contract hooks, public tracing hooks
+    tx_view.py       the `spec.transactions` mapping and the focused operations' contracts
     lock.py          the ledger lock that knows its owner (I7)
 
 A requester ticket's grant, a transaction's reservation and a lease are all
 entries of the same authority's allocation table: no part has its own
-`used`, `free` or capacity. Nothing here imports the spec's transition code
+`used`, `free` or capacity, and there is no second ledger (the focused
+transaction model, `spec.transactions`, is a view of these same records:
+`abstract_tx`). Nothing here imports the spec's transition code
 (`spec.machine`, `spec.manager`); it shares the spec's vocabulary only.
 """
 
@@ -28,12 +32,14 @@ from typing import Any
 
 from refimpl.manager.allowances import Allowances
 from refimpl.manager.arbitration import Arbitration
+from refimpl.manager.bundles import Bundles
 from refimpl.manager.devices import Devices
 from refimpl.manager.leases import Leases
 from refimpl.manager.ledger import Ledger
 from refimpl.manager.limits import Limits
 from refimpl.manager.pressure import Callback, Pressures
 from refimpl.manager.transactions import Transactions
+from refimpl.manager.tx_view import TxView
 from refimpl.manager.views import Views
 from spec.errors import InvalidArgument
 from spec.guards import ALL_ON, GuardSet
@@ -42,7 +48,8 @@ from spec.types import MAX_BYTES
 __all__ = ["ProcessMemoryManager", "Callback"]
 
 
-class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Limits, Devices, Views):
+class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Bundles, Limits, Devices,
+                           Views, TxView):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
 
     def __init__(self, guards: GuardSet = ALL_ON, trace: Callable[[dict[str, Any]], None] | None = None,
@@ -62,6 +69,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, T
         self._init_pressure()
         self._init_leases()
         self._init_transactions()
+        self._init_bundles()
         self._init_views()
         if trace is not None:
             from refimpl.tracing import attach

@@ -4,10 +4,14 @@
 DEVICE_LOST (nothing is refunded: the device may still be using the bytes);
 then every part lets go of `a`: pending and granted tickets on it are dropped
 (a granted ticket's reservation stays charged, DEVICE_LOST, like any lease),
-its open pressures and its limit change are dropped, and every transaction
-that needs `a` is aborted: its reservations elsewhere are cancelled and
-credited, its reservation on `a` stays charged. `confirm_termination(a)`
-refunds every DEVICE_LOST charge on `a` exactly once (idempotent).
+its open pressures and its limit change are dropped, and every open
+transaction that needs `a` or binds a model view on it is aborted (leaving
+its retry intent): its reservations elsewhere are cancelled and credited,
+its reservation on `a` stays charged; a committed lease set's bytes on `a`
+stay charged too (stranded), and the model views on `a` become invalid.
+`confirm_termination(a)` refunds every DEVICE_LOST charge on `a` exactly
+once (idempotent). The focused model's `tx_lose_device` /
+`tx_confirm_termination` run these same bodies.
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ class Devices:
                 for rec in t.held:
                     if rec.auth is a and rec.id in self._allocs:
                         self._retire(rec)
+        if a.context is ContextState.ACTIVE and not self._guards.on("refund_after_termination"):
+            # C3 (negative control): every transaction's charge on the device, open or committed, is refunded at once.
+            for t in (*self._txs.values(), *self._settled.values()):
+                for rec in t.held:
+                    if rec.auth is a and self._allocs.get(rec.id) is rec:
+                        self._retire(rec)
+        on_lost = self._bound_on(a.id)
         self._lose(authority)
         for t in [t for t in self._tickets.values() if t.auth is a]:
             del self._tickets[t.id]
@@ -56,8 +67,9 @@ class Devices:
             self._shut_pressure(r, PressureState.CANCELLED)
         a.change = None
         before: dict[int, int] = {}
-        for t in [t for t in self._txs.values() if any(aid == a.id for aid, _ in t.needs)]:
-            self._unwind(t, a, before)
+        for t in [t for t in self._txs.values() if a.id in t.need or on_lost.intersection(t.bound)]:
+            self._unwind(t, a, before)  # open work touching the device aborts, leaving its intent
+        self._invalidate_views(a.id)
         self._rounds(before)
 
     def confirm_termination(self, authority: int) -> None:

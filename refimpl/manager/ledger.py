@@ -36,6 +36,7 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    ProviderPinned,
     TierMismatch,
     UnknownAllocation,
     UnknownAuthority,
@@ -213,6 +214,32 @@ class Ledger:
         self._next_holder += 1
         self._holders[hid] = name
         return hid
+
+    def _remove_authority(self, authority: object) -> None:
+        """Deregister an authority; refused while anything is charged on it or references it (C3).
+
+        The public, checked entry is `tx_remove_authority` (refimpl.manager.transactions)."""
+        a = self._auth(authority)
+        refs = self._pins(a)
+        if refs and self._guards.on("provider_pinned"):  # C3
+            raise ProviderPinned(f"authority {a.id} is pinned by {', '.join(refs)}")
+        del self._auths[a.id]
+        if self._pools.get(a.pool) is a:
+            del self._pools[a.pool]
+        if a.alias_of is not None:
+            del self._views[(a.alias_of, a.view)]
+
+    def _pins(self, a: _Auth) -> list[str]:
+        """Everything that still references ledger `a`: the parts' records, aliases, charges, allowances."""
+        refs, covered = self._tx_pins(a)
+        refs += [f"alias {x.id}" for x in self._auths.values() if x.alias_of == a.id]
+        refs += [f"allocation {r.id}" for r in a.allocs.values() if r.id not in covered and r.state is not AllocState.DEVICE_LOST]
+        stranded = sum(r.charge for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST)
+        if stranded:
+            refs.append(f"{stranded} B stranded charge")
+        refs += [f"allowance {w.id}" for w in a.allowances.values()]
+        refs += [f"ticket {k}" for k in a.pending]
+        return refs
 
     # --- reservations and leases (C2, I2, I4a, I6) -------------------------
 
@@ -417,7 +444,8 @@ class Ledger:
     def _terminate(self, authority: int) -> None:
         a = self._canonical(authority)
         if a.context is ContextState.ACTIVE:
-            raise InvalidTransition(f"authority {a.id}: termination confirmed for a context that was never lost")
+            raise InvalidTransition(f"authority {a.id}: no transition for event 'confirm-termination' in state 'active' "
+                                    "(the context was never lost)")
         a.context = ContextState.TERMINATED
         for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:
             self._retire(rec)
@@ -444,7 +472,9 @@ class Ledger:
     def _auth(self, aid: object) -> _Auth:
         a = self._auths.get(aid) if type(aid) is int else None
         if a is None:
-            raise UnknownAuthority(f"authority {aid!r} is not registered")
+            if type(aid) is int and 1 <= aid < self._next_auth:
+                raise InvalidTransition(f"authority {aid} was removed")
+            raise UnknownAuthority(f"authority {aid!r} is not known (not registered)")
         return a
 
     def _canonical(self, aid: object) -> _Auth:

@@ -343,9 +343,11 @@ class Views:
             ledger=ledger, aging_bound=self._bound,
             tickets=wrap({t.id: _ticket_rec(t) for t in tickets}),
             pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change) for r in pressures}),
-            txs=wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held)) for t in txs}),
+            txs=wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held), t.bundle) for t in txs}),
             changes=wrap({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed)) for a in changes}),
-            next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx)
+            next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx,
+            bundles=wrap({b.id: M.Bundle(b.id, tuple(b.versions), b.poisoned) for b in self._bundles.values()}),
+            next_bundle=self._next_bundle)
 
     # --- public hooks for refimpl.tracing ---------------------------------------
 
