@@ -28,7 +28,9 @@ DEV, KV = Tier.DEVICE, Role.KV
 MANAGER_MUTANTS = sorted(n for n, m in MUTANTS.items() if m.module.startswith("refimpl.manager."))
 #: The composed workload below drives the composed operations; the pool protocol's mutants (model "pressure",
 #: `refimpl.manager.leases` and the ticket code it shares) are driven by `tests/test_manager_contracts_pool.py`.
-COMPOSED_MUTANTS = [n for n in MANAGER_MUTANTS if MUTANTS[n].model != "pressure"]
+#: The focused transaction protocol's mutants (model "transactions": `tx_*`, views, remap) are found by the
+#: transactions campaign and its deterministic tests (tests/test_tx_*.py).
+COMPOSED_MUTANTS = [n for n in MANAGER_MUTANTS if MUTANTS[n].model not in ("pressure", "transactions")]
 
 
 def _try(f: Callable[..., Any], *args: Any) -> Any:
@@ -89,6 +91,8 @@ def workload(pmm: ProcessMemoryManager) -> list[str]:
     step("cancel it (21 B credited)", pmm.cancel_ticket, h, t3)
     t4 = step("submit 17 (granted, unclaimed)", pmm.submit, h, b, 17)
     tx = step("plan a transaction of 17", pmm.plan_tx, h, ((b, 17),))
+    bundle = step("open a state bundle", pmm.open_bundle)
+    step("the transaction commits its next step", pmm.join_bundle, tx, bundle)
     step("reserve it", pmm.reserve_tx, tx)
     step("commit it", pmm.commit_tx, tx)
     step("claim the 17 B ticket", pmm.claim, h, t4)
@@ -110,7 +114,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 49
+    assert done[-1] == "confirm termination" and len(done) == 51
 
 
 def test_every_manager_mutant_is_listed() -> None:
