@@ -7,8 +7,10 @@ state stays in the worker that made it, which reports only its fingerprint
 action's index). The coordinator dedups by fingerprint over every level so
 far, numbers the new states in serial order and tells each worker which of
 its next states to keep (one holder per state, preferring worker
-`fingerprint % n` among those that made it, for balance). Holders check each
-kept state with `check_state`. Pickling whole states cost more than
+`fingerprint % n` among those that made it). Holders check each kept state
+with `check_state`. A state never moves, so the first levels are shared
+(every worker expands all of them alike) until a level is large enough to
+deal out round-robin; each worker then explores from its share. Pickling whole states cost more than
 expanding them (about 70 us a state), so only integers cross processes.
 
 Counts equal the serial explorer's (levels advance together, so a state is
@@ -41,6 +43,10 @@ from invariants.explore import ExploreResult, Model
 
 __all__ = ["explore_parallel"]
 
+#: Until a level has this many states per worker, every worker holds and expands all of it (the first levels
+#: are small): from then on each holds every n-th state, and a state stays with the worker that made it.
+_SHARED_BELOW = 32
+
 Key = tuple[int, int]  # (parent's number in its level, action index): a state's arrival, in serial order
 
 
@@ -62,11 +68,12 @@ def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_00
     seen: set[int] = {hash(model.initial)}
     parents: list[list[Key]] = [[(-1, -1)]]  # per level, per state number: its arrival
     keep: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # per worker: (its next state's index, number)
-    keep[hash(model.initial) % n] = [(-1, 0)]  # -1: the initial state
+    keep = [[(-1, 0)]] * n  # -1: the initial state (the first levels are shared)
     states, transitions, rejected, depth = 1, 0, 0, 0
     step_bad: Key | None = None
     bad: tuple[int, Key] | None = None  # (level, arrival)
     complete = True
+    shared = True
     try:
         for level in range(max_depth + 1):
             expand = level < max_depth and step_bad is None  # a level with a bad step into it is only checked
@@ -83,10 +90,15 @@ def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_00
                 break
             if not expand:
                 break
+            if shared:  # every worker expanded the whole level alike: count it once
+                replies = replies[:1]
             transitions += sum(r[1] for r in replies)
             rejected += sum(r[2] for r in replies)
             step_bad = min((r[3] for r in replies if r[3] is not None), default=None)
             keep, level_parents = _dedup(replies, seen, n)
+            if shared:
+                shared = len(level_parents) < _SHARED_BELOW * n
+                keep = [keep[0]] * n if shared else [keep[0][w::n] for w in range(n)]
             if not level_parents:
                 break
             depth = level + 1

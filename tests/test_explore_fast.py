@@ -131,3 +131,20 @@ def test_parallel_finds_each_ledger_control_shortest_as_serial(name: str) -> Non
     assert serial.found and par.found
     assert (par.counterexample, par.violated, par.clause, par.clauses) == (
         serial.counterexample, serial.violated, serial.clause, serial.clauses)
+
+
+def test_parallel_dedup_numbers_a_state_by_its_least_arrival() -> None:
+    # Fingerprint 7 arrives from worker 0 by (5, 0) and from worker 1 by (2, 1): the serial explorer meets it
+    # first by (2, 1), so that is its parent pointer; fingerprint 4, seen before, is dropped.
+    from array import array
+
+    from invariants.explore_parallel import _dedup
+
+    def reply(fps, par, act):
+        return (None, 0, 0, None, array("q", fps), array("q", par), array("q", act))
+
+    seen = {4}
+    keep, parents = _dedup([reply([7, 9, 4], [5, 5, 0], [0, 1, 0]), reply([7], [2], [1])], seen, 2)
+    assert parents == [(2, 1), (5, 1)]
+    assert keep == [[(1, 1)], [(0, 0)]]  # 7 is held by worker 7 % 2 == 1 (its index 0), 9 by its only maker
+    assert seen == {4, 7, 9}
