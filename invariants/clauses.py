@@ -30,7 +30,8 @@ import attrs
 
 from invariants._violation import InvariantViolation
 
-__all__ = ["Clause", "Coverage", "CLAUSES", "clause", "clauses_of", "recording", "conjunction", "collecting", "counting"]
+__all__ = ["Clause", "Coverage", "CLAUSES", "clause", "clauses_of", "recording", "conjunction", "collecting",
+           "counting"]
 
 
 @attrs.define(eq=False, repr=False)
