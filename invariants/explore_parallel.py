@@ -67,8 +67,8 @@ def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_00
     conns = [parent for parent, _ in pipes]
     seen: set[int] = {hash(model.initial)}
     parents: list[list[Key]] = [[(-1, -1)]]  # per level, per state number: its arrival
-    keep: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # per worker: (its next state's index, number)
-    keep = [[(-1, 0)]] * n  # -1: the initial state (the first levels are shared)
+    # Per worker: (index among the next states it made, state number); -1 is the initial state (levels start shared).
+    keep: list[list[tuple[int, int]]] = [[(-1, 0)]] * n
     states, transitions, rejected, depth = 1, 0, 0, 0
     step_bad: Key | None = None
     bad: tuple[int, Key] | None = None  # (level, arrival)
@@ -109,7 +109,10 @@ def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_00
                 break
     finally:
         for c in conns:
-            c.send(None)
+            try:
+                c.send(None)
+            except OSError:  # that worker is gone already (its error is the one being raised)
+                pass
         for p in procs:
             p.join()
     if bad is None:

@@ -148,3 +148,32 @@ def test_parallel_dedup_numbers_a_state_by_its_least_arrival() -> None:
     assert parents == [(2, 1), (5, 1)]
     assert keep == [[(1, 1)], [(0, 0)]]  # 7 is held by worker 7 % 2 == 1 (its index 0), 9 by its only maker
     assert seen == {4, 7, 9}
+
+
+def _toy(fail_at: int | None, crash_at: int | None = None):
+    # A counter stepping +1 or +2 up to 9; the invariant says it never equals fail_at.
+    from invariants.explore import Model
+
+    def step(s: int, a: int) -> int:
+        if s + a == crash_at:
+            raise ValueError(f"model bug at {s + a}")
+        if s + a > 9:
+            raise OverflowError
+        return s + a
+
+    def check(s: int) -> None:
+        if s == fail_at:
+            raise InvariantViolation("TOY", f"counter reached {s}")
+
+    return Model("toy", 0, step, lambda s: (1, 2), check, lambda s, a, n: None, rejects=(OverflowError,))
+
+
+def test_parallel_reports_the_serial_shortest_counterexample_on_a_toy() -> None:
+    serial, par = explore(_toy(5), max_depth=9), explore_parallel(_toy(5), max_depth=9, workers=2)
+    assert serial.counterexample == par.counterexample == (1, 2, 2)  # lexicographically least of the shortest
+    assert par.violated == "TOY" and par.message == serial.message
+
+
+def test_parallel_reraises_a_model_error_instead_of_hanging() -> None:
+    with pytest.raises(ValueError, match="model bug at 4"):
+        explore_parallel(_toy(None, crash_at=4), max_depth=9, workers=2)
