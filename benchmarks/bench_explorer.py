@@ -13,6 +13,10 @@
     serial with incremental checks (manager only), and the parallel explorer
     (`invariants.explore_parallel`, one worker per core); distinct states and
     depth must agree, and the ratios are to the first row of the scope.
+    Wall-clock ratios on a shared machine mostly measure the other load, so
+    each row also gives CPU seconds (all processes) and critical-path CPU
+    seconds (per level, the busiest worker); "cpu ratio" (first row's CPU
+    over this row's critical path) estimates the speedup on idle cores.
 
 Run:
 
@@ -121,15 +125,19 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
                 best[i] = r
     out: list[dict] = []
     first: dict[str, tuple[int, int, float]] = {}
-    print(f"\n{'scope':<13} {'explorer':<30} {'states':>8} {'depth':>5} {'seconds':>8} {'states/s':>9} {'ratio':>6}"
-          f"   (best of {rounds})")
+    print(f"\n{'scope':<13} {'explorer':<30} {'states':>8} {'depth':>5} {'seconds':>8} {'states/s':>9} {'ratio':>6} "
+          f"{'cpu s':>7} {'crit s':>7} {'cpu ratio':>9}   (best of {rounds})")
     for (scope, how, _), r in zip(runs, best):
         rate = r.states_per_second
-        states, depth, base = first.setdefault(scope, (r.states, r.depth, rate))
+        states, depth, base, base_cpu = first.setdefault(scope, (r.states, r.depth, rate, r.cpu_seconds))
         assert (states, depth) == (r.states, r.depth), (scope, how, r.states, r.depth)
+        cpu_ratio = base_cpu / r.critical_cpu_seconds
         out.append({"scope": scope, "explorer": how, "states": r.states, "depth": r.depth, "rounds": rounds,
-                    "seconds": round(r.seconds, 3), "states_per_second": round(rate), "ratio": round(rate / base, 2)})
-        print(f"{scope:<13} {how:<30} {r.states:>8} {r.depth:>5} {r.seconds:8.2f} {rate:>9,.0f} {rate / base:>6.2f}")
+                    "seconds": round(r.seconds, 3), "states_per_second": round(rate), "ratio": round(rate / base, 2),
+                    "cpu_seconds": round(r.cpu_seconds, 3), "critical_cpu_seconds": round(r.critical_cpu_seconds, 3),
+                    "cpu_ratio": round(cpu_ratio, 2)})
+        print(f"{scope:<13} {how:<30} {r.states:>8} {r.depth:>5} {r.seconds:8.2f} {rate:>9,.0f} {rate / base:>6.2f} "
+              f"{r.cpu_seconds:7.2f} {r.critical_cpu_seconds:7.2f} {cpu_ratio:9.2f}")
     return out
 
 

@@ -53,7 +53,7 @@ Key = tuple[int, int]  # (parent's number in its level, action index): a state's
 def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_000,
                      workers: int | None = None) -> ExploreResult:
     """`explore(model, max_depth=..., fingerprints=True)` over `workers` processes (default: one per core)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     n = workers or os.cpu_count() or 1
     try:
         model.check_state(model.initial)
@@ -74,6 +74,7 @@ def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_00
     bad: tuple[int, Key] | None = None  # (level, arrival)
     complete = True
     shared = True
+    worker_cpu = critical_cpu = 0.0
     try:
         for level in range(max_depth + 1):
             expand = level < max_depth and step_bad is None  # a level with a bad step into it is only checked
@@ -83,6 +84,8 @@ def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_00
             for r in replies:
                 if isinstance(r, BaseException):
                     raise r
+            worker_cpu += sum(r[7] for r in replies)
+            critical_cpu += max(r[7] for r in replies)
             state_bad = min((r[0] for r in replies if r[0] is not None), default=None)
             found = [k for k in (step_bad, None if state_bad is None else parents[level][state_bad]) if k is not None]
             if found:
@@ -115,15 +118,17 @@ def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_00
                 pass
         for p in procs:
             p.join()
+    own = time.process_time() - c0
+    cpu = (own + worker_cpu, own + critical_cpu)
     if bad is None:
         return ExploreResult(model.name, states, transitions, rejected, depth, complete,
-                             time.perf_counter() - t0, None, "no violation", ())
+                             time.perf_counter() - t0, None, "no violation", (), None, (), *cpu)
     level, (parent, action) = bad
     path = [action]
     for lv in range(level - 1, 0, -1):
         parent, action = parents[lv][parent]
         path.append(action)
-    return _rebuild(model, tuple(reversed(path)), states, transitions, rejected, depth, t0)
+    return _rebuild(model, tuple(reversed(path)), states, transitions, rejected, depth, t0, cpu)
 
 
 def _dedup(replies: list[Any], seen: set[int], n: int) -> tuple[list[list[tuple[int, int]]], list[Key]]:
@@ -166,6 +171,7 @@ def _worker(model: Model, conn: Connection) -> None:
 
 
 def _level(model: Model, made: list[Any], keep: list[tuple[int, int]], expand: bool) -> tuple[tuple, list[Any]]:
+    c0 = time.process_time()
     frontier = [(number, model.initial if j < 0 else made[j]) for j, number in keep]
     state_bad: int | None = None
     for number, s in frontier:
@@ -197,11 +203,11 @@ def _level(model: Model, made: list[Any], keep: list[tuple[int, int]], expand: b
                 par.append(number)
                 act.append(i)
                 nxt_made.append(nxt)
-    return (state_bad, transitions, rejected, step_bad, fps, par, act), nxt_made
+    return (state_bad, transitions, rejected, step_bad, fps, par, act, time.process_time() - c0), nxt_made
 
 
 def _rebuild(model: Model, path: tuple[int, ...], states: int, transitions: int, rejected: int, depth: int,
-             t0: float) -> ExploreResult:
+             t0: float, cpu: tuple[float, float]) -> ExploreResult:
     """Re-execute the violating path from the initial state; judge its last step as the serial explorer does."""
     s, actions = model.initial, []
     for i in path[:-1]:
@@ -223,5 +229,5 @@ def _rebuild(model: Model, path: tuple[int, ...], states: int, transitions: int,
                 pass
         broken = tuple(dict.fromkeys([e.clause or e.id, *found]))
         return ExploreResult(model.name, states, transitions, rejected, depth, False, time.perf_counter() - t0,
-                             e.id, str(e), tuple(actions), e.clause, broken)
+                             e.id, str(e), tuple(actions), e.clause, broken, *cpu)
     raise AssertionError(f"path {path} was reported violating but its replay passes")  # a nondeterministic model

@@ -141,7 +141,7 @@ def test_parallel_dedup_numbers_a_state_by_its_least_arrival() -> None:
     from invariants.explore_parallel import _dedup
 
     def reply(fps, par, act):
-        return (None, 0, 0, None, array("q", fps), array("q", par), array("q", act))
+        return (None, 0, 0, None, array("q", fps), array("q", par), array("q", act), 0.0)
 
     seen = {4}
     keep, parents = _dedup([reply([7, 9, 4], [5, 5, 0], [0, 1, 0]), reply([7], [2], [1])], seen, 2)
