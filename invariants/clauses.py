@@ -30,7 +30,8 @@ import attrs
 
 from invariants._violation import InvariantViolation
 
-__all__ = ["Clause", "Coverage", "CLAUSES", "clause", "clauses_of", "recording", "conjunction", "collecting"]
+__all__ = ["Clause", "Coverage", "CLAUSES", "clause", "clauses_of", "recording", "conjunction", "collecting",
+           "counting"]
 
 
 @attrs.define(eq=False, repr=False)
@@ -141,3 +142,9 @@ def collecting() -> Iterator[list[str]]:
         yield found
     finally:
         _COLLECT.reset(token)
+
+
+def counting() -> bool:
+    """True iff clause evaluations are being counted (`recording`) or collected (`collecting`) here: a check that
+    skips repeated evaluations (`invariants.explore_checks`) must then evaluate everything."""
+    return _ACTIVE.get() is not None or _COLLECT.get() is not None

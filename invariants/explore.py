@@ -57,6 +57,11 @@ class ExploreResult:
     counterexample: tuple[Any, ...]  # shortest action list reaching the violation
     clause: str | None = None  # the clause that failed (`predicate.clause`)
     clauses: tuple[str, ...] = ()  # every clause the violating step breaks (one per predicate)
+    #: CPU seconds used, all processes together, and along the critical path (the serial explorer's are its own
+    #: CPU time; a parallel one's, per level, the busiest worker's): unlike `seconds`, these do not grow with load
+    #: from other processes, so they estimate a speedup on idle cores where the machine is shared.
+    cpu_seconds: float = 0.0
+    critical_cpu_seconds: float = 0.0
 
     @property
     def states_per_second(self) -> float:
@@ -74,7 +79,7 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000, finger
     fingerprints): less memory and no deep equality on a revisit, at the price of a collision
     (two distinct states, one hash) silently pruning a state, which is rare but possible.
     """
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     key: Callable[[Any], Hashable] = hash if fingerprints else _same
     parent: dict[Hashable, tuple[Hashable, Any] | None] = {key(model.initial): None}
     frontier: deque[tuple[Hashable, int]] = deque([(model.initial, 0)])
@@ -83,8 +88,9 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000, finger
 
     def done(violated: str | None, message: str, path: tuple[Any, ...], clause: str | None = None,
              broken: tuple[str, ...] = ()) -> ExploreResult:
+        cpu = time.process_time() - c0
         return ExploreResult(model.name, len(parent), transitions, rejected, depth, complete and violated is None,
-                             time.perf_counter() - t0, violated, message, path, clause, broken)
+                             time.perf_counter() - t0, violated, message, path, clause, broken, cpu, cpu)
 
     try:
         model.check_state(model.initial)

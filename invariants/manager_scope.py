@@ -29,6 +29,7 @@ import attrs
 
 from invariants import manager as IM
 from invariants.explore import Model
+from invariants.explore_checks import IncrementalChecks
 from spec import actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -135,8 +136,15 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
             yield M.CommitLimit(a)
 
 
-def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE) -> Model:
-    """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked)."""
+def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True) -> Model:
+    """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked).
+
+    `incremental` skips a predicate group on inputs it already passed on (`invariants.explore_checks`: the same
+    verdicts, asserted over whole scopes in tests/test_explore_fast.py); False runs the full registries each time.
+    """
+    checks = IncrementalChecks() if incremental else None
+    check_state = checks.check_state if checks is not None else IM.check_all
+    judge_step = checks.check_step if checks is not None else IM.check_step
 
     last: list[Any] = [None, None, None]  # (state, action, result) of the latest accepted step
 
@@ -148,14 +156,14 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE) 
     def check_step(s: M.Manager, act: Any, n: M.Manager) -> None:
         # The explorer checks a step right after taking it: reuse its result instead of stepping again.
         result = last[2] if last[0] is s and last[1] is act else MG.step(s, act, guards)[1]
-        IM.check_step(s, act, n, result)
+        judge_step(s, act, n, result)
 
     return Model(
         name="manager",
         initial=manager_start(scope),
         step=step,
         actions=lambda s: manager_actions(scope, s),
-        check_state=IM.check_all,
+        check_state=check_state,
         check_step=check_step,
         rejects=(GovernorError,),
     )

@@ -1,0 +1,117 @@
+"""Incremental checks for the explorer: a predicate is re-evaluated only when what it reads changed.
+
+The composed manager's predicates (`invariants.manager`) are one registry, but
+most of them read only a part of the state: the ledger's own predicates read
+`m.ledger` (state) or `(before.ledger, act, after.ledger)` (step), and two
+cross-cutting step predicates (C3, I2) read the same three. Many manager
+steps (a ticket submitted, a pressure answered with nothing) leave the ledger
+as it was, and many ledger transitions recur under different tickets around
+them, so the explorer would judge the same ledger, or the same ledger step,
+again and again.
+
+`READS` declares, per predicate, the projection of its arguments it is a pure
+function of. `IncrementalChecks` keeps, per projection, the inputs on which
+that predicate group already passed, and skips the group on a repeat: the
+verdict is the same because the inputs are. A predicate not in `READS` is
+evaluated every time (the safe default for one added later). Evaluation order
+is the registry's, so the first failing clause is the one the full check
+reports; a failure is never remembered (the explorer stops at it).
+
+Clause counting (`recording`) and collecting count evaluations, which a skip
+would change: while either is active, the full `conjunction` runs instead.
+
+Pure; reads spec values only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from invariants import manager as IM
+from invariants.clauses import counting
+
+__all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of"]
+
+
+def ledger_of(m: Any) -> Hashable:
+    return m.ledger
+
+
+def ledger_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    return before.ledger, act, after.ledger
+
+
+def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
+    out: dict[Callable[..., None], Callable[..., Hashable]] = {}
+    for preds in IM.STATE_PREDICATES.values():
+        for p in preds:
+            if hasattr(p, "__wrapped__"):  # `invariants.manager._on_ledger_state`: p(m.ledger)
+                out[p] = ledger_of
+    for preds in IM.STEP_PREDICATES.values():
+        for p in preds:
+            if hasattr(p, "__wrapped__"):  # `_on_ledger_step`: p(before.ledger, act, after.ledger) (I6 by act type)
+                out[p] = ledger_step_of
+    # Read before.ledger.authorities, after.ledger.authorities and act only.
+    out[IM.step_C3_manager] = ledger_step_of
+    out[IM.step_I2_manager] = ledger_step_of
+    return out
+
+
+#: predicate -> the projection of its arguments it reads (absent: it reads everything, and always runs).
+READS: dict[Callable[..., None], Callable[..., Hashable]] = _reads()
+
+
+class IncrementalChecks:
+    """`check_state` / `check_step` with the verdicts of `invariants.manager.check_all` / `check_step`."""
+
+    def __init__(self, reads: Mapping[Callable[..., None], Callable[..., Hashable]] = READS) -> None:
+        self._state = _Plan(IM.STATE_PREDICATES, reads, IM.check_all)
+        self._step = _Plan(IM.STEP_PREDICATES, reads, IM.check_step)
+        self.evaluated = self.skipped = 0  # predicate groups run / skipped (a measure of what was saved)
+
+    def check_state(self, m: Any) -> None:
+        self._run(self._state, (m,))
+
+    def check_step(self, before: Any, act: Any, after: Any, result: Any = None) -> None:
+        self._run(self._step, (before, act, after, result))
+
+    def _run(self, plan: "_Plan", args: tuple[Any, ...]) -> None:
+        if counting():
+            plan.full(*args)
+            return
+        if len(plan.projections) == 1:  # the common case, kept cheap: one projection, one lookup
+            proj = plan.projections[0]
+            k = proj(*args)
+            if k in plan.passed[proj]:
+                self.skipped += 1
+                for p in plan.always:
+                    p(*args)
+                return
+            self.evaluated += 1
+            for p, _ in plan.order:
+                p(*args)
+            plan.passed[proj].add(k)
+            return
+        keys = [(proj, proj(*args)) for proj in plan.projections]
+        todo = {proj for proj, k in keys if k not in plan.passed[proj]}
+        self.skipped += len(keys) - len(todo)
+        self.evaluated += len(todo)
+        for p, pr in plan.order:
+            if pr is None or pr in todo:
+                p(*args)
+        for proj, k in keys:
+            if proj in todo:
+                plan.passed[proj].add(k)
+
+
+class _Plan:
+    """One registry in evaluation order, each predicate tagged with its projection (None: always run)."""
+
+    def __init__(self, table: Mapping[str, tuple[Callable[..., None], ...]],
+                 reads: Mapping[Callable[..., None], Callable[..., Hashable]], full: Callable[..., None]) -> None:
+        self.order = [(p, reads.get(p)) for preds in table.values() for p in preds]
+        self.projections = list(dict.fromkeys(proj for _, proj in self.order if proj is not None))
+        self.always = [p for p, proj in self.order if proj is None]
+        self.passed: dict[Callable[..., Hashable], set[Hashable]] = {proj: set() for proj in self.projections}
+        self.full = full

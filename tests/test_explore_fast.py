@@ -1,0 +1,179 @@
+"""The fast explorers give the full, serial verdicts: incremental checks (`invariants.explore_checks`) flag exactly
+the transitions and states the full registries flag, and the parallel explorer (`invariants.explore_parallel`)
+counts the serial explorer's states and finds its shortest counterexamples. (C3 I1 I2 I6 I13)"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from invariants import manager as IM
+from invariants._violation import InvariantViolation
+from invariants.explore import explore
+from invariants.explore_checks import READS, IncrementalChecks
+from invariants.explore_parallel import explore_parallel
+from invariants.ledger_scope import CONTROL_SCOPE as LEDGER_CONTROL_SCOPE
+from invariants.ledger_scope import QUICK_SCOPE as LEDGER_QUICK_SCOPE
+from invariants.ledger_scope import ledger_model
+from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, manager_model
+from spec import manager as MG
+from spec.guards import GUARDS, ALL_ON, GuardSet
+
+_MANAGER_GUARDS = sorted(g.name for g in GUARDS if g.model == "manager")
+_LEDGER_GUARDS = [g.name for g in GUARDS if g.model == "ledger"]
+
+
+def _verdict(check, *args) -> str | None:
+    try:
+        check(*args)
+    except InvariantViolation as e:
+        return e.clause or e.id
+    return None
+
+
+def _judge_scope(guards: GuardSet, depth: int) -> tuple[list, list, IncrementalChecks]:
+    """Every transition and state of CONTROL_SCOPE within `depth`, judged by the full and the incremental checks
+    (not stopping at a violation): the list of (where, full verdict) and of (where, incremental verdict)."""
+    model = manager_model(guards, CONTROL_SCOPE, incremental=False)
+    inc = IncrementalChecks()
+    full_flags, inc_flags = [], []
+    seen = {model.initial}
+    frontier = deque([(model.initial, 0)])
+    while frontier:
+        m, d = frontier.popleft()
+        full_flags.append((m, _verdict(IM.check_all, m)))
+        inc_flags.append((m, _verdict(inc.check_state, m)))
+        if d == depth:
+            continue
+        for act in model.actions(m):
+            try:
+                nxt, result = MG.step(m, act, guards)
+            except model.rejects:
+                continue
+            full_flags.append(((m, act), _verdict(IM.check_step, m, act, nxt, result)))
+            inc_flags.append(((m, act), _verdict(inc.check_step, m, act, nxt, result)))
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append((nxt, d + 1))
+    return full_flags, inc_flags, inc
+
+
+@pytest.mark.parametrize("guards", [ALL_ON, *(GuardSet.without(g) for g in _MANAGER_GUARDS)],
+                         ids=["all_on", *_MANAGER_GUARDS])
+def test_incremental_checks_flag_exactly_what_the_full_checks_flag(guards: GuardSet) -> None:
+    full, inc, checks = _judge_scope(guards, 3)
+    assert inc == full
+    assert checks.skipped > checks.evaluated > 0  # the scope repeats ledgers: the skip is exercised
+    if guards != ALL_ON:
+        assert any(v is not None for _, v in full)  # the guard's harm occurs in the scope
+
+
+def test_incremental_checks_skip_only_declared_predicates() -> None:
+    # A projection is declared only for predicates that read the ledger part; the rest always run.
+    for p in READS:
+        assert hasattr(p, "__wrapped__") or p in (IM.step_C3_manager, IM.step_I2_manager), p
+    for p in (IM.state_I1_manager, IM.state_I13_manager, IM.step_I1_manager, IM.step_I6_manager):
+        assert p not in READS
+
+
+def test_incremental_checks_report_a_failure_seen_before() -> None:
+    # A failure is never remembered as a pass: the same bad state is flagged every time.
+    model = manager_model(GuardSet.without("grant_charges_ledger"), CONTROL_SCOPE, incremental=True)
+    r = explore(model, max_depth=3)
+    assert r.found
+    s = model.initial
+    for a in r.counterexample:
+        s = model.step(s, a)
+    inc = IncrementalChecks()
+    assert _verdict(inc.check_state, s) == _verdict(inc.check_state, s) == r.clause
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_incremental_explorer_finds_each_control_as_the_full_one(name: str) -> None:
+    full = explore(manager_model(GuardSet.without(name), CONTROLS[name], incremental=False), max_depth=6)
+    inc = explore(manager_model(GuardSet.without(name), CONTROLS[name], incremental=True), max_depth=6)
+    assert full.found
+    assert (inc.counterexample, inc.clause, inc.clauses, inc.states) == (
+        full.counterexample, full.clause, full.clauses, full.states)
+
+
+def test_parallel_counts_the_serial_states_on_the_composed_scope() -> None:
+    serial = explore(manager_model(), max_depth=3)
+    par = explore_parallel(manager_model(), max_depth=3, workers=2)
+    assert not serial.found and not par.found and par.complete
+    assert (par.states, par.transitions, par.rejected, par.depth) == (
+        serial.states, serial.transitions, serial.rejected, serial.depth)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_parallel_counts_the_serial_states_on_the_ledger_scope(workers: int) -> None:
+    serial = explore(ledger_model(LEDGER_QUICK_SCOPE), max_depth=5)
+    par = explore_parallel(ledger_model(LEDGER_QUICK_SCOPE), max_depth=5, workers=workers)
+    assert not par.found and par.complete
+    assert (par.states, par.transitions, par.rejected, par.depth) == (
+        serial.states, serial.transitions, serial.rejected, serial.depth)
+
+
+@pytest.mark.parametrize("name", _MANAGER_GUARDS)
+def test_parallel_finds_each_manager_control_shortest_as_serial(name: str) -> None:
+    serial = explore(manager_model(GuardSet.without(name), CONTROLS[name]), max_depth=6)
+    par = explore_parallel(manager_model(GuardSet.without(name), CONTROLS[name]), max_depth=6, workers=2)
+    assert serial.found and par.found
+    assert (par.counterexample, par.violated, par.clause, par.clauses, par.message) == (
+        serial.counterexample, serial.violated, serial.clause, serial.clauses, serial.message)
+
+
+@pytest.mark.parametrize("name", _LEDGER_GUARDS)
+def test_parallel_finds_each_ledger_control_shortest_as_serial(name: str) -> None:
+    serial = explore(ledger_model(LEDGER_CONTROL_SCOPE, GuardSet.without(name)), max_depth=8)
+    par = explore_parallel(ledger_model(LEDGER_CONTROL_SCOPE, GuardSet.without(name)), max_depth=8, workers=2)
+    assert serial.found and par.found
+    assert (par.counterexample, par.violated, par.clause, par.clauses) == (
+        serial.counterexample, serial.violated, serial.clause, serial.clauses)
+
+
+def test_parallel_dedup_numbers_a_state_by_its_least_arrival() -> None:
+    # Fingerprint 7 arrives from worker 0 by (5, 0) and from worker 1 by (2, 1): the serial explorer meets it
+    # first by (2, 1), so that is its parent pointer; fingerprint 4, seen before, is dropped.
+    from array import array
+
+    from invariants.explore_parallel import _dedup
+
+    def reply(fps, par, act):
+        return (None, 0, 0, None, array("q", fps), array("q", par), array("q", act), 0.0)
+
+    seen = {4}
+    keep, parents = _dedup([reply([7, 9, 4], [5, 5, 0], [0, 1, 0]), reply([7], [2], [1])], seen, 2)
+    assert parents == [(2, 1), (5, 1)]
+    assert keep == [[(1, 1)], [(0, 0)]]  # 7 is held by worker 7 % 2 == 1 (its index 0), 9 by its only maker
+    assert seen == {4, 7, 9}
+
+
+def _toy(fail_at: int | None, crash_at: int | None = None):
+    # A counter stepping +1 or +2 up to 9; the invariant says it never equals fail_at.
+    from invariants.explore import Model
+
+    def step(s: int, a: int) -> int:
+        if s + a == crash_at:
+            raise ValueError(f"model bug at {s + a}")
+        if s + a > 9:
+            raise OverflowError
+        return s + a
+
+    def check(s: int) -> None:
+        if s == fail_at:
+            raise InvariantViolation("TOY", f"counter reached {s}")
+
+    return Model("toy", 0, step, lambda s: (1, 2), check, lambda s, a, n: None, rejects=(OverflowError,))
+
+
+def test_parallel_reports_the_serial_shortest_counterexample_on_a_toy() -> None:
+    serial, par = explore(_toy(5), max_depth=9), explore_parallel(_toy(5), max_depth=9, workers=2)
+    assert serial.counterexample == par.counterexample == (1, 2, 2)  # lexicographically least of the shortest
+    assert par.violated == "TOY" and par.message == serial.message
+
+
+def test_parallel_reraises_a_model_error_instead_of_hanging() -> None:
+    with pytest.raises(ValueError, match="model bug at 4"):
+        explore_parallel(_toy(None, crash_at=4), max_depth=9, workers=2)
