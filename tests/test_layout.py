@@ -148,7 +148,7 @@ def test_layout_doc_is_the_rendered_mapping() -> None:
     ('LazyChecker("ort", "refimpl.ort.checker", "OrtChecker")\n',
      'LazyChecker("ort", "refimpl.verify.sessions_checker", "OrtChecker")\n'),
     ('_P = "invariants.predicates."\n', '_P = "invariants.ledger."\n'),
-    # longest name wins; a longer dotted name that merely starts with a moved one is left alone
+    # a longer dotted name that merely starts with a moved one is left alone
     ('"refimpl.pressure_adapter", "refimpl.pressure", "spec.state_of"\n',
      '"refimpl.verify.pressure_adapter", "refimpl.pressure", "spec.state_of"\n'),
     # a module of another package with the same leaf is not a moved module

@@ -150,7 +150,7 @@ def module_moves() -> dict[str, str]:
 
 
 def _token_re(names: list[str], sep: str) -> re.Pattern[str]:
-    # Longest first, so `refimpl.pressure_adapter` wins over a shorter name it starts with.
+    # Longest first (defensive: the lookahead already stops `x.y` from matching inside `x.y_z`).
     alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     lead = r"(?<![\w.])" if sep == "." else r"(?<![\w./-])"
     return re.compile(lead + "(" + alt + r")(?![\w])" if sep == "." else lead + "(" + alt + r")(?![\w/])")
