@@ -178,3 +178,23 @@ def test_mapping_has_no_chains_or_collisions() -> None:
     # A target that is also a source would make a second run move it again (not idempotent).
     assert not set(R.MOVES.values()) & set(R.MOVES)
     assert len(set(R.MOVES.values())) == len(R.MOVES)
+
+
+def private_accesses(src: str) -> list[str]:
+    """`x._name` where x is not `self`/`cls` (a dunder such as `__name__` is public)."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(src)):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            out.append((node.lineno, f"{ast.unparse(node)} (line {node.lineno})"))
+    return [text for _, text in sorted(out)]
+
+
+def test_tracing_uses_only_public_hooks_of_the_manager() -> None:
+    assert not private_accesses((ROOT / "refimpl" / "tracing.py").read_text(encoding="utf-8"))
+
+
+def test_private_access_finder_sees_a_private_hook() -> None:
+    # Negative control for the check above.
+    assert private_accesses("def f(pmm, rec):\n    pmm._lock.acquire()\n    rec.pmm._auths\n    self._x\n"
+                            "    f.__name__\n") == ["pmm._lock (line 2)", "rec.pmm._auths (line 3)"]
