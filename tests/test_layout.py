@@ -174,6 +174,19 @@ def test_rewrite_paths_and_names_in_text(src: str, want: str) -> None:
     assert R.rewrite_text(got, False) == got
 
 
+def test_no_moved_module_locates_files_from_its_own_path() -> None:
+    # `Path(__file__).parent.parent` means another folder once the module is one level deeper.
+    assert not R.depth_hazards(ROOT)
+
+
+def test_depth_hazard_is_found(tmp_path: Path) -> None:
+    # Negative control for the check above, on a synthetic tree.
+    old = next(o for o, n in R.MOVES.items() if o.count("/") != n.count("/"))
+    (tmp_path / old).parent.mkdir(parents=True)
+    (tmp_path / old).write_text("ROOT = Path(__file__).resolve().parent.parent\n")
+    assert [h.split(" ")[0] for h in R.depth_hazards(tmp_path)] == [old]
+
+
 def test_mapping_has_no_chains_or_collisions() -> None:
     # A target that is also a source would make a second run move it again (not idempotent).
     assert not set(R.MOVES.values()) & set(R.MOVES)

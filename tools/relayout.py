@@ -35,7 +35,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["MOVES", "LAYOUT", "LAYERS", "CONCERNS", "plan", "apply", "render_layout", "rewrite_text"]
+__all__ = ["MOVES", "LAYOUT", "LAYERS", "CONCERNS", "plan", "apply", "depth_hazards", "render_layout", "rewrite_text"]
 
 # ---------------------------------------------------------------------------------------------------
 # THE mapping: old path -> new path. Keep names that already follow "same concern, same name".
@@ -251,6 +251,18 @@ def _verify_init(root: Path) -> str | None:
     )
 
 
+def depth_hazards(root: Path) -> list[str]:
+    """Moved modules that change folder depth and locate files from their own `__file__` (they would break)."""
+    out = []
+    for old, new in MOVES.items():
+        here = root / old if (root / old).exists() else root / new
+        if (old.count("/") != new.count("/") and here.exists()
+                and "__file__" in here.read_text(encoding="utf-8", errors="surrogateescape")):
+            out.append(f"{here.relative_to(root).as_posix()} uses __file__ and moves from depth "
+                       f"{old.count('/')} to {new.count('/')}: locate the root through invariants.drift.ROOT")
+    return out
+
+
 def plan(root: Path) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """(moves still to do, moves whose source is gone and target absent, files whose text would change)."""
     todo, missing = [], []
@@ -293,6 +305,9 @@ def render_layout() -> str:
 
 
 def apply(root: Path) -> int:
+    hazards = depth_hazards(root)
+    if hazards:
+        raise SystemExit("relayout: refusing to move:\n  " + "\n  ".join(hazards))
     todo, _, _ = plan(root)
     for old, new in todo:
         (root / new).parent.mkdir(parents=True, exist_ok=True)
@@ -337,9 +352,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"absent   {old} (neither it nor {MOVES[old]} exists; skipped)")
         for rel in changed:
             print(f"rewrite  {rel}")
+        for h in depth_hazards(root):
+            print(f"HAZARD   {h}")
         if stale_init:
             print(f"generate {VERIFY_INIT}")
-        pending = bool(todo or changed or stale_init)
+        pending = bool(todo or changed or stale_init or depth_hazards(root))
         print("relayout: " + (f"{len(todo)} moves, {len(changed)} files to rewrite" if pending else "nothing to do"))
         return 1 if pending else 0
     n = apply(root)
