@@ -20,9 +20,10 @@ from pathlib import Path
 
 import attrs
 
+from invariants.drift import ROOT  # the repository root, defined once (this module's own folder may move)
+
 __all__ = ["CrosshairResult", "crosshair_executable", "run_crosshair", "ARITH", "COMMAND"]
 
-ROOT = Path(__file__).resolve().parent.parent
 ARITH = "spec/arith.py"
 #: The flags the project checks with (CPU seconds per condition bound the run).
 COMMAND = ("check", "--analysis_kind", "PEP316", "--report_all", "--per_condition_timeout", "3")

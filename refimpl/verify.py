@@ -47,7 +47,7 @@ from refimpl.verdict import ClauseCoverage, guards_of, judge
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
-__all__ = ["PROFILES", "Report", "IdReport", "verify", "verdict"]
+__all__ = ["PROFILES", "CHECKER_NAMES", "Report", "IdReport", "verify", "verdict"]
 
 PROFILES = {
     "quick": Budget(campaign_examples=600, campaign_steps=40, control_examples=400, control_steps=30, shrink=False),
@@ -91,6 +91,8 @@ class Report:
     mutation_controls: tuple[ControlResult, ...] = ()
     #: Mutants whose snippet no longer matches the code (they would test nothing): a violation.
     stale_mutants: tuple[str, ...] = ()
+    #: The checkers whose phases ran (`ortmem verify --checker`); every checker when none was named.
+    checkers: tuple[str, ...] = ()
 
     @property
     def all_verified(self) -> bool:
@@ -99,31 +101,58 @@ class Report:
 
 Progress = Callable[[str, int, int], None]
 
+#: The checkers `ortmem verify --checker NAME` can select, in run order.
+CHECKER_NAMES = tuple(CHECKERS)
+
 
 def _noop(phase: str, done: int, total: int) -> None:
     return None
 
 
-def verify(profile: str, progress: Progress = _noop, jobs: int | None = None) -> Report:
-    """Run every phase; `jobs` worker processes share the campaigns and controls (default: one per core)."""
+def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
+           checkers: tuple[str, ...] | None = None) -> Report:
+    """Run every phase; `jobs` worker processes share the campaigns and controls (default: one per core).
+
+    `checkers` (default: all) restricts the campaigns, negative and mutation controls and the explorer
+    to those checkers, and the per-ID report to the IDs they check (an ID some guard, mutant or
+    campaign clause of theirs names), judged by the same rules. CrossHair checks the shared
+    arithmetic, no checker's, so a restricted run skips it and says so (the IDs it backs stay partial).
+    """
+    names = CHECKER_NAMES if checkers is None else tuple(dict.fromkeys(checkers))
+    unknown = [n for n in names if n not in CHECKERS]
+    if unknown or not names:
+        raise ValueError(f"unknown checkers {unknown}; known: {', '.join(CHECKER_NAMES)}")
     budget = PROFILES[profile]
     t0 = time.perf_counter()
     progress("drift", 0, 1)
     drift = tuple(drift_problems())
     progress("drift", 1, 1)
 
-    runs, errors, controls, mutants, stale = _campaigns_and_controls(profile, progress, jobs)
+    runs, errors, controls, mutants, stale = _campaigns_and_controls(profile, progress, jobs, names)
 
-    explorations, explorer_controls = _explore(budget, progress)
-    progress("crosshair", 0, 1)
-    crosshair = run_crosshair()
-    progress("crosshair", 1, 1)
+    explorations, explorer_controls = _explore(budget, progress, names)
+    if names == CHECKER_NAMES:
+        progress("crosshair", 0, 1)
+        crosshair = run_crosshair()
+        progress("crosshair", 1, 1)
+    else:
+        crosshair = CrosshairResult(False, "not run: --checker selected " + ", ".join(names), 0, (), 0.0, None)
 
+    entries = [e for e in CATALOG if names == CHECKER_NAMES or _checked_by(e.id, names, runs)]
     ids = tuple(_id_report(e, profile, runs, errors, controls, mutants, explorer_controls, crosshair)
-                for e in CATALOG)
+                for e in entries)
     ok = verdict(drift, errors, controls, ids, explorations, explorer_controls, crosshair) and not stale
     return Report(ok, profile, drift, {k: r.stats for k, r in runs.items()}, errors, ids,
-                  time.perf_counter() - t0, explorations, explorer_controls, crosshair, tuple(mutants), stale)
+                  time.perf_counter() - t0, explorations, explorer_controls, crosshair, tuple(mutants), stale,
+                  names)
+
+
+def _checked_by(id: str, names: tuple[str, ...], runs: dict[str, CheckerRun]) -> bool:
+    """True iff one of the `names` checkers has a guard or a mutant for `id`, or counted one of its clauses."""
+    keys = _keys(id)
+    return (any(g.model in names and id in g.ids for g in GUARDS)
+            or any(m.model in names and id in m.ids for m in MUTANTS.values())
+            or any(k in r.stats.coverage for r in runs.values() for k in keys))
 
 
 GUARD_IDS = {g.name: g.ids for g in GUARDS}
@@ -182,7 +211,7 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             p.join(timeout=1)
 
 
-def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
+def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, names: tuple[str, ...]
                             ) -> tuple[dict[str, CheckerRun], dict[str, str], list[ControlResult],
                                        list[ControlResult], tuple[str, ...]]:
     """The campaigns, then every guard off in each layer; in parallel worker processes when jobs > 1.
@@ -190,9 +219,9 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
     Each job is deterministic on its own (fixed seeds), so the split across processes does not
     change what is found; results are put back in job order.
     """
-    work = [("campaign", name, None) for name in CHECKERS]
-    work += [("control", g.name, layer.value) for g in GUARDS for layer in Layer]
-    work += [("mutant", m.name, m.layer.value) for m in MUTANTS.values()]
+    work = [("campaign", name, None) for name in CHECKERS if name in names]
+    work += [("control", g.name, layer.value) for g in GUARDS if g.model in names for layer in Layer]
+    work += [("mutant", m.name, m.layer.value) for m in MUTANTS.values() if m.model in names]
     phase_of = {"campaign": "campaigns", "control": "negative controls", "mutant": "mutation controls"}
     totals = {p: sum(phase_of[k] == p for k, _, _ in work) for p in phase_of.values()}
     done = {phase: 0 for phase in totals}
@@ -229,9 +258,10 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None
     return runs, errors, controls, mutants, stale
 
 
-def _explore(budget: Budget, progress: Progress) -> tuple[dict[str, ExploreResult], dict[str, ExploreResult]]:
+def _explore(budget: Budget, progress: Progress, names: tuple[str, ...] = CHECKER_NAMES
+             ) -> tuple[dict[str, ExploreResult], dict[str, ExploreResult]]:
     """Exhaust each checker's scope with every guard on; then demand a counterexample per spec-layer guard."""
-    explorers = {name: c for name, c in CHECKERS.items() if hasattr(c, "explore")}
+    explorers = {name: c for name, c in CHECKERS.items() if hasattr(c, "explore") and name in names}
     explorations: dict[str, ExploreResult] = {}
     for i, (name, checker) in enumerate(explorers.items()):
         progress("explorer", i, len(explorers))

@@ -1,0 +1,105 @@
+"""`ortmem verify --checker NAME`: only the named checkers' phases run, and only the IDs they check are judged.
+
+Cheap and deterministic: the jobs, the drift check and the explorer are replaced by recorders, so
+what is pinned is the selection (which campaigns, controls, mutants and explorer scopes would run,
+which IDs are reported), not a campaign's outcome; the real restricted run is
+`ortmem verify --quick --checker transactions` (README).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+import refimpl.cli as cli
+from refimpl.cli import EXIT_USAGE, main
+from refimpl.verify import verify
+from refimpl.mutants import MUTANTS
+from spec.guards import GUARDS, Layer
+
+# The module that defines the job (refimpl.verify today, refimpl.verify.job after tools/relayout.py),
+# so that monkeypatching its globals reaches the code under test in either layout.
+V = sys.modules[verify.__module__]
+
+
+def test_checker_flag_reaches_verify_repeatable(monkeypatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake(profile, progress, jobs=None, checkers=None):
+        seen.update(profile=profile, checkers=checkers)
+        return V.Report(True, profile, (), {}, {}, (), 0.0, checkers=checkers or ())
+    monkeypatch.setattr(cli, "verify", fake)
+    assert main(["verify", "--quick", "--checker", "ort", "--checker", "hierarchy"]) == 0
+    assert seen == {"profile": "quick", "checkers": ("ort", "hierarchy")}
+    assert main(["verify", "--quick"]) == 0
+    assert seen["checkers"] is None
+
+
+def test_invalid_checker_name_is_a_usage_error(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(cli, "verify", lambda *a, **k: pytest.fail("verify ran with an unknown checker"))
+    with pytest.raises(SystemExit) as e:
+        main(["verify", "--quick", "--checker", "nope"])
+    assert e.value.code == EXIT_USAGE
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_verify_rejects_unknown_checker_names() -> None:
+    with pytest.raises(ValueError, match="unknown checkers \\['nope'\\]"):
+        V.verify("quick", checkers=("nope",))
+    with pytest.raises(ValueError, match="unknown checkers"):
+        V.verify("quick", checkers=())
+
+
+@pytest.mark.parametrize("names", [("transactions",), ("ort", "hierarchy"), V.CHECKER_NAMES], ids="+".join)
+def test_only_the_named_checkers_jobs_run(monkeypatch, names) -> None:
+    jobs: list[tuple[str, str, str | None]] = []
+
+    def record(kind, name, layer, profile):
+        jobs.append((kind, name, layer))
+        return "recorded"  # a str: counted as a campaign error / stale mutant, never as a result
+    monkeypatch.setattr(V, "_job", record)
+    V._campaigns_and_controls("quick", V._noop, 1, names)
+    want = [("campaign", n, None) for n in V.CHECKER_NAMES if n in names]
+    want += [("control", g.name, layer.value) for g in GUARDS if g.model in names for layer in Layer]
+    want += [("mutant", m.name, m.layer.value) for m in MUTANTS.values() if m.model in names]
+    assert jobs == want
+    assert any(k == "control" for k, _, _ in jobs)  # the selection is not vacuous
+
+
+def test_restricted_run_reports_its_ids_and_skips_crosshair(monkeypatch) -> None:
+    explored: list[str] = []
+
+    def fake_explore(budget, progress, names=V.CHECKER_NAMES):
+        explored.extend(names)
+        return {}, {}
+    monkeypatch.setattr(V, "drift_problems", lambda: [])
+    monkeypatch.setattr(V, "_campaigns_and_controls", lambda profile, progress, jobs, names: ({}, {}, [], [], ()))
+    monkeypatch.setattr(V, "_explore", fake_explore)
+    monkeypatch.setattr(V, "run_crosshair", lambda: pytest.fail("CrossHair ran in a restricted run"))
+    r = V.verify("quick", checkers=("transactions",))
+    assert explored == ["transactions"]
+    assert r.checkers == ("transactions",)
+    assert {i.id for i in r.ids} == {"C3", "C4", "C6", "I5", "I9", "I10"}
+    assert r.crosshair is not None and r.crosshair.skipped and "transactions" in r.crosshair.skipped
+    assert all(i.status == "partial" for i in r.ids)  # no campaign ran here: nothing may read "verified"
+    assert cli.report_json(r)["checkers"] == ["transactions"]
+
+
+def test_explorer_runs_only_the_named_checkers_scopes(monkeypatch) -> None:
+    calls: list[tuple[str, str | None]] = []
+
+    class Fake:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def explore(self, guard, budget):
+            calls.append((self.name, None if guard is None else guard.name))
+            return "explored"
+    monkeypatch.setattr(V, "CHECKERS", {n: Fake(n) for n in V.CHECKER_NAMES})
+    runs, controls = V._explore(V.PROFILES["quick"], V._noop, ("pressure",))
+    assert set(runs) == {"pressure"}
+    assert calls[0] == ("pressure", None)
+    assert {n for n, _ in calls} == {"pressure"}
+    assert set(controls) == {g.name for g in GUARDS if g.model == "pressure"} and controls
