@@ -38,7 +38,7 @@ from invariants.ledger_scope import QUICK_SCOPE, ledger_model
 from invariants.manager_scope import CONTROLS as MANAGER_CONTROLS
 from invariants.manager_scope import manager_model
 from invariants.replay import replay_lines
-from refimpl.checkers import CHECKERS
+from refimpl.verify.checkers import CHECKERS
 from refimpl.governor import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from refimpl.verify import PROFILES

@@ -21,7 +21,7 @@ from invariants.campaign import campaign_settings
 from invariants.hierarchy import CLAUSES, evaluate
 from invariants.hierarchy_machine import model
 from invariants.model_machine import run_model_campaign
-from refimpl.hierarchy.adapter import HierarchyAdapter
+from refimpl.verify.hierarchy_adapter import HierarchyAdapter
 from spec.errors import GovernorError
 
 accepted: collections.Counter[str] = collections.Counter()

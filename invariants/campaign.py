@@ -21,7 +21,7 @@ from invariants import contracts
 from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.checked import CheckedMachine
 from invariants.clauses import CLAUSES, Coverage
-from invariants.machine import GovernorMachine, SpecAdapter
+from invariants.ledger_machine import GovernorMachine, SpecAdapter
 from invariants.mutation import Mutant
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 

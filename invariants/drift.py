@@ -24,10 +24,10 @@ __all__ = ["ROOT", "PREDICATE_MODULES", "drift_problems"]
 #: STATE_PREDICATES, STEP_PREDICATES, (for temporal properties) TRACE_PREDICATES and (for what a
 #: checker observes outside the abstract state, such as a lock probe) OBSERVATION_PREDICATES.
 PREDICATE_MODULES = (
-    "invariants.predicates",
+    "invariants.ledger",
     "invariants.replay_predicates",
-    "invariants.admission_predicates",
-    "invariants.session_predicates",
+    "invariants.admission",
+    "invariants.sessions",
     "invariants.pressure",
     "invariants.transactions",
     "invariants.hierarchy",

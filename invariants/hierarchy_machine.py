@@ -21,7 +21,7 @@ the worker's own epoch and next sequence number; forged ones fail their MAC;
 replays reuse the last accepted sequence number; stale ones carry an older
 epoch. Local actions are drawn only for running workers (a stopped process
 cannot act). `HIERARCHY` is the `invariants.model_machine.Model` that the
-checker runs against `refimpl.hierarchy.adapter.HierarchyAdapter`.
+checker runs against `refimpl.verify.hierarchy_adapter.HierarchyAdapter`.
 """
 
 from __future__ import annotations

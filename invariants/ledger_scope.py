@@ -1,6 +1,6 @@
 """The ledger model's exploration scope: which actions the explorer tries in each state.
 
-A `LedgerScope` bounds the abstract governor of `spec.machine`: how many
+A `LedgerScope` bounds the abstract governor of `spec.ledger`: how many
 authorities (canonical or alias), holders, allocations and allowances may
 ever be issued, which byte counts and tiers requests use, and the pool
 capacity. `ledger_model(scope, guards)` turns it into an `explore.Model`
@@ -20,12 +20,12 @@ from typing import Any
 import attrs
 
 from invariants.explore import Model, explore, render_counterexample
-from invariants.predicates import check_all, check_step
-from spec import actions as A
+from invariants.ledger import check_all, check_step
+from spec import ledger_actions as A
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet
-from spec.machine import step as spec_step
-from spec.state import EMPTY, State
+from spec.ledger import step as spec_step
+from spec.ledger_state import EMPTY, State
 from spec.types import Role, Tier
 
 __all__ = ["LedgerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "GOLDEN_DEPTH", "ledger_model", "ledger_actions",

@@ -11,7 +11,7 @@ state bundle moves exactly with its transaction's commit (I10).
 Each clause states a harm and compares the manager's numbers with an
 independent reading of the records (sums recomputed here; grant order from
 `invariants.pressure.served_before`, never `spec.arith.arbitration_key`). The
-ledger's own predicates (`invariants.predicates`) run on `m.ledger` too, one
+ledger's own predicates (`invariants.ledger`) run on `m.ledger` too, one
 wrapped predicate per ledger predicate, so a failing one keeps its clause.
 
 Reads spec values only; never imports refimpl.
@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from invariants import predicates as LP
+from invariants import ledger as LP
 from invariants.clauses import clause, conjunction
 from invariants.pressure import served_before
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState

@@ -26,7 +26,7 @@ from hypothesis.stateful import initialize, rule
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
 from invariants.mutation import Mutant
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.tickets import TicketState

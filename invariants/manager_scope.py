@@ -30,7 +30,7 @@ import attrs
 from invariants import manager as IM
 from invariants.explore import Model
 from invariants.explore_checks import IncrementalChecks
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import GovernorError

@@ -4,7 +4,7 @@ Each scope turns one pure spec model into an `explore.Model`: a fixed small
 configuration and, per state, every well-typed action the scope allows, in a
 fixed order. Breadth-first search then finds a shortest counterexample for a
 switched-off guard with no dependence on Hypothesis' search (rule R4 of
-`refimpl.verdict`). The session model uses synthetic `ModelFacts` (the spec
+`refimpl.verify.verdict_rules`). The session model uses synthetic `ModelFacts` (the spec
 takes the reporter's figures as input), so no ONNX Runtime is needed here.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from invariants import admission_predicates as AP
-from invariants import session_predicates as SP
+from invariants import admission as AP
+from invariants import sessions as SP
 from invariants.explore import ExploreResult, Model, explore
 from invariants.manager_scope import manager_model
 from invariants.pressure_scope import CONTROL_SCOPE as PRESSURE_CONTROL
 from invariants.pressure_scope import QUICK_SCOPE as PRESSURE_QUICK
 from invariants.pressure_scope import pressure_model
-from invariants.tx_scope import tx_model
+from invariants.transactions_scope import tx_model
 from spec import admission as AD
 from spec import sessions as SS
 from spec.errors import GovernorError
@@ -138,7 +138,7 @@ SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     # `invariants.pressure_scope`: every guard on in the quick scope; a control adds a second priority.
     "pressure": lambda g: pressure_model(g, PRESSURE_QUICK),
     "pressure_control": lambda g: pressure_model(g, PRESSURE_CONTROL),
-    "transactions": tx_model,  # `invariants.tx_scope`
+    "transactions": tx_model,  # `invariants.transactions_scope`
     "manager": manager_model,  # `invariants.manager_scope`: the composed spec (its checker is not registered yet)
 }
 

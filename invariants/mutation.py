@@ -44,7 +44,7 @@ class Mutant:
     name: str
     #: The catalog IDs one of whose clauses must detect the bug.
     ids: tuple[str, ...]
-    #: The checker whose machine runs it (`refimpl.checkers.CHECKERS`).
+    #: The checker whose machine runs it (`refimpl.verify.checkers.CHECKERS`).
     model: str
     #: Which layer the patched module belongs to: the spec (invariants detect on the spec's own
     #: states) or refimpl (invariants detect on the implementation's abstraction).

@@ -32,6 +32,7 @@ from spec import pressure as P
 from spec.tickets import HOLDING, PressureState, TicketState
 
 from invariants.clauses import clause, conjunction
+from invariants.pressure_records import Delivery, Parked, TraceMemory
 
 __all__ = [
     "STATE_PREDICATES",
@@ -55,28 +56,6 @@ __all__ = [
 
 Triple = tuple[P.Pool, Any, P.Pool]
 _T = TicketState
-
-
-@attrs.frozen
-class Delivery:
-    """One holder callback as a checker observed it from outside the governor (I7)."""
-
-    holder: int
-    pressure: int
-    target: int
-    #: True iff another thread took the ledger lock (try-acquire with a timeout) while the callback ran.
-    lock_free: bool
-
-
-@attrs.frozen
-class Parked:
-    """A requester thread the checker parked in `wait` on a pending ticket, seen after a step that resolved
-    the ticket (granted it, or retired it: cancel, timeout, reconfigure) (I13)."""
-
-    ticket: int
-    resolved: str  # what became of the ticket: "granted", "claimed" or "retired"
-    #: True iff the thread was still parked a grace period after the step returned.
-    still_parked: bool
 
 
 # --- I7: conservation, waiters hold nothing, no lock across a call-out ---------
@@ -154,20 +133,6 @@ _I7_ALLOCATOR = clause("I7", "trace_I7", "allocator_bytes_owned",
                        "no bytes are charged to an allocator-path request its caller does not own: the allocator "
                        "fails fast (it cannot wait or come back to claim; pending is a refusal), so bytes granted "
                        "to such a request and not claimed within the call are charged to no one")
-
-
-@attrs.frozen
-class TraceMemory:
-    """What the trace predicates remember of a run so far, so a run can be checked one step at a time.
-
-    `trace_I7` folds `step_trace_I7` over a whole trace; the bounded-exhaustive explorer carries the
-    memory in its state instead (`invariants.pressure_scope`), so the same clauses judge its steps.
-    """
-
-    charged: frozenset[int] = frozenset()
-    credited: frozenset[int] = frozenset()
-    allocator: frozenset[int] = frozenset()  # tickets an allocator-path call (TryReserve) created
-    overtaken: tuple[tuple[int, int], ...] = ()  # (ticket, rounds in which it was overtaken), by ticket
 
 
 def step_trace_I7(mem: TraceMemory, prev: P.Pool, act: Any, nxt: P.Pool) -> TraceMemory:

@@ -1,6 +1,6 @@
 """The stateful checker of the pressure protocol: drive a pool governor, check refinement + invariants.
 
-Like `invariants.machine.GovernorMachine`, for `spec.pressure`: an adapter
+Like `invariants.ledger_machine.GovernorMachine`, for `spec.pressure`: an adapter
 executes one `spec.pressure` action and returns the abstraction
 (`spec.pressure.Pool`). After every step the machine checks refinement
 against `spec.pressure.step` on the previous abstraction (same result, same

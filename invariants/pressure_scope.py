@@ -22,7 +22,7 @@ too. The memory is part of the deduplicated state: two runs reaching the same
 pool with different histories are explored separately, as they must be.
 
 `unlock_before_callback` has no explorer control: the spec has no lock and
-calls no one (see `refimpl.pressure_checker.SPEC_CANNOT_EXPRESS`).
+calls no one (see `refimpl.verify.pressure_checker.SPEC_CANNOT_EXPRESS`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`ortmem replay TRACE`: an independent checker of JSONL traces against the spec.
 
 Shares event types (`invariants.trace_format`) with the emitter, never its
-transition code: each event is replayed with `spec.machine.step`. Per line,
+transition code: each event is replayed with `spec.ledger.step`. Per line,
 in this order (the first failure ends the replay and names the smallest bad
 prefix, i.e. the 1-based line number):
 
@@ -44,7 +44,7 @@ import attrs
 from attrs import evolve
 
 from invariants._violation import InvariantViolation
-from invariants.predicates import LOCAL_STATE_PREDICATES, check_all, check_step
+from invariants.ledger import LOCAL_STATE_PREDICATES, check_all, check_step
 from invariants.replay_predicates import check_observed_step
 from invariants.replay_store import Store
 from invariants.trace_format import (
@@ -60,8 +60,8 @@ from invariants.trace_format import (
     decode_value,
 )
 from spec import errors as E
-from spec.machine import step as spec_step
-from spec.state import State
+from spec.ledger import step as spec_step
+from spec.ledger_state import State
 from spec.types import AllocState
 
 __all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "read_event", "next_in_sequence",

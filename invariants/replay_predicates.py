@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from spec import actions as A
-from spec.state import State
+from spec import ledger_actions as A
+from spec.ledger_state import State
 
 from invariants.clauses import clause, conjunction
 

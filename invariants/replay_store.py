@@ -1,6 +1,6 @@
 """The replay checker's state store: partial views per event, so replay is linear in the trace (issue #14).
 
-The spec's `step` and the catalog's predicates read a `spec.state.State`; on
+The spec's `step` and the catalog's predicates read a `spec.ledger_state.State`; on
 a full state, one event would cost time proportional to everything still
 live (whole-state predicates and the spec's own scans), so a trace leaving
 n reservations open took O(n^2). The store keeps the replayed state as
@@ -34,8 +34,8 @@ from typing import Any
 
 import immutables
 
-from spec import actions as A
-from spec.state import Allowance, State
+from spec import ledger_actions as A
+from spec.ledger_state import Allowance, State
 from spec.types import AllocState, Origin
 
 from invariants._violation import InvariantViolation

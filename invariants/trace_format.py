@@ -36,7 +36,7 @@ from typing import Any
 
 import attrs
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.types import MAX_NAME, Role, Tier
 
 __all__ = [

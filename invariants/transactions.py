@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.transactions import TxState
-from spec.tx_lifecycle import OPEN_PHASES, BundleState, ManagerState, TxPhase, ViewState
+from spec.transactions_lifecycle import OPEN_PHASES, BundleState, ManagerState, TxPhase, ViewState
 from spec.types import ContextState
 
 from invariants.clauses import clause, conjunction

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from invariants.explore import ExploreResult, render_counterexample
-from refimpl.verdict import RULES, THRESHOLDS
+from refimpl.verify.verdict_rules import RULES, THRESHOLDS
 from refimpl.verify import Report
 from spec.guards import guard
 

@@ -2,8 +2,8 @@
 
 from spec.catalog import CATALOG, IDS, Entry, Status, entry
 from spec.guards import ALL_ON, GUARDS, Guard, GuardSet, Layer
-from spec.machine import apply, step
-from spec.state import EMPTY, State, snapshot
+from spec.ledger import apply, step
+from spec.ledger_state import EMPTY, State, snapshot
 
 __all__ = [
     "ALL_ON", "CATALOG", "EMPTY", "GUARDS", "IDS", "Entry", "Guard", "GuardSet", "Layer", "State", "Status",

@@ -6,7 +6,7 @@ frozen state plus `step_*(state, action, guards) -> (state, result)` that
 validates in a fixed order (argument types, identity, lifecycle, then the
 guarded policy check) and raises a typed `GovernorError` on a refusal, which
 changes nothing. Pure: no I/O, no ORT, no clock. `refimpl.admission` is the
-independent mutable implementation; `invariants.admission_predicates` checks
+independent mutable implementation; `invariants.admission` checks
 both. Arithmetic comes from `spec.arith`.
 """
 

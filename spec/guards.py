@@ -33,7 +33,7 @@ class Guard:
     description: str
     #: What a switched-off guard lets through, as a counterexample would read.
     harm: str
-    #: The checker (see `refimpl.checkers.CHECKERS`) whose campaign hunts for the counterexample.
+    #: The checker (see `refimpl.verify.checkers.CHECKERS`) whose campaign hunts for the counterexample.
     model: str = "ledger"
 
 

@@ -2,8 +2,8 @@
 
 Theory of operation. `spec.manager_actions` holds the state, the actions and
 their contract; this module is the transition function. There is one ledger,
-`Manager.ledger`, and it is `spec.machine`'s state, driven only through
-`spec.machine.step`: a granted ticket is a ledger Reserve, a claim a Commit,
+`Manager.ledger`, and it is `spec.ledger`'s state, driven only through
+`spec.ledger.step`: a granted ticket is a ledger Reserve, a claim a Commit,
 a cancel of a granted ticket or an abort a Cancel, a pressure answer a
 Release of the holder's own leases. The parts (`spec.manager_parts`) keep
 what is not bytes.
@@ -36,13 +36,13 @@ from typing import Any
 
 from attrs import evolve
 
-from spec import actions as A
-from spec import machine
+from spec import ledger_actions as A
+from spec import ledger as machine
 from spec import manager_actions as M
 from spec.arith import arbitration_key
 from spec.errors import InvalidArgument, InvalidTransition
 from spec.guards import ALL_ON, GuardSet
-from spec.machine import _holder_allocation, check_bytes
+from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
 

@@ -1,7 +1,7 @@
 """The composed manager's state and actions: one ledger, every part's records beside it.
 
 `spec.manager` is the composition of the concern models into one
-`ProcessMemoryManager`: the ledger (`spec.machine`, unchanged, as a
+`ProcessMemoryManager`: the ledger (`spec.ledger`, unchanged, as a
 component), requester tickets with arbitration, holder pressure tickets,
 capacity transactions, device loss and limit changes. **Every byte lives in
 the ledger**: a granted ticket is a provisional allocation of its holder,
@@ -15,7 +15,7 @@ exactly `Manager` (the refinement mapping).
 Semantics, per action (the first failing check decides the typed error;
 a rejected action changes nothing):
 
-Ledger actions (`spec.actions.*`) are `spec.machine.step` on `ledger`, except:
+Ledger actions (`spec.ledger_actions.*`) are `spec.ledger.step` on `ledger`, except:
   * `Commit` / `Cancel` / `Release` / `Quarantine` of an allocation that a
     live ticket or transaction references -> InvalidTransition (after the
     ledger's own lookups and ownership checks pass; the part owns it).
@@ -150,7 +150,7 @@ from __future__ import annotations
 import attrs
 import immutables
 
-from spec.state import State
+from spec.ledger_state import State
 from spec.tickets import TicketState
 from spec.types import Role
 

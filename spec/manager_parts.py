@@ -3,12 +3,12 @@
 Each handler validates in the order `spec.manager_actions` states (the first
 failing check decides the typed error) and raises before building a state,
 so a rejected action changes nothing. Every byte moves through the ledger:
-each handler ends in `spec.machine.step` calls (Reserve, Commit, Cancel,
+each handler ends in `spec.ledger.step` calls (Reserve, Commit, Cancel,
 Release) on `Manager.ledger`; the parts keep only ids, order and phase.
 Arbitration rounds and the ledger's own actions live in `spec.manager`.
 
 The ledger's lookups (`_holder`, `_authority`, `_allocation`, `_active`) are
-reused from `spec.machine`, so a part's refusal reads like the ledger's.
+reused from `spec.ledger`, so a part's refusal reads like the ledger's.
 No I/O, no clock, no threads, no numpy.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 from attrs import evolve
 
-from spec import actions as A
-from spec import machine
+from spec import ledger_actions as A
+from spec import ledger as machine
 from spec import manager_actions as M
 from spec.errors import (
     BundlePoisoned,
@@ -33,10 +33,10 @@ from spec.errors import (
     UnknownTransaction,
 )
 from spec.guards import GuardSet
-from spec.machine import _active, _allocation, _authority, _enum, _holder, check_bytes
-from spec.state import Authority
+from spec.ledger import _active, _allocation, _authority, _enum, _holder, check_bytes
+from spec.ledger_state import Authority
 from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState, next_pressure_state, next_ticket_state
-from spec.tx_lifecycle import BundlePart
+from spec.transactions_lifecycle import BundlePart
 from spec.types import AllocState, Role
 
 __all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check"]

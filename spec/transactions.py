@@ -33,11 +33,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import immutables
 from attrs import evolve as _evolve
 
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
@@ -57,8 +56,8 @@ from spec.errors import (
 )
 from spec.guards import ALL_ON, GuardSet
 from spec.lifecycle import next_context_state
-from spec.machine import check_bytes
-from spec.tx_lifecycle import (
+from spec.ledger import check_bytes
+from spec.transactions_lifecycle import (
     BundleEvent,
     BundlePart,
     BundleState,
@@ -71,87 +70,14 @@ from spec.tx_lifecycle import (
     next_tx_phase,
 )
 from spec.types import ContextEvent, ContextState
+from spec.transactions_state import (  # noqa: F401  (the records, re-exported: `spec.transactions` names them too)
+    TxAuthority, Transaction, View, Bundle, Intent, TxState, TX_EMPTY, MAX_NEEDS, MAX_PRIORITY,
+)
 
 __all__ = [
     "TxAuthority", "Transaction", "View", "Bundle", "Intent", "TxState", "TX_EMPTY",
     "MAX_NEEDS", "MAX_PRIORITY", "step", "references",
 ]
-
-MAX_NEEDS = 8
-MAX_PRIORITY = 9
-
-
-@attrs.frozen
-class TxAuthority:
-    id: int
-    name: str
-    capacity: int
-    # Invariant (I5): used == held by transactions on this authority + stranded.
-    used: int
-    stranded: int  # charge of a lost context, kept until termination is confirmed (C3)
-    context: ContextState
-
-
-@attrs.frozen
-class Transaction:
-    id: int  # also the allocation id of what it commits
-    seq: int  # submit sequence: arbitration identity, kept across retries (C4)
-    priority: int
-    age: int
-    needs: tuple[tuple[int, int], ...]  # (authority, bytes) in declared order
-    held: tuple[tuple[int, int], ...]  # (authority, bytes) in reservation order: ids strictly increase
-    phase: TxPhase
-    bundle: int | None
-    kind: ViewKind
-    bound: tuple[tuple[int, int], ...]  # (view, generation) bound to this execution (C6)
-
-
-@attrs.frozen
-class View:
-    id: int
-    allocation: int  # the transaction that owns the bytes
-    authority: int
-    kind: ViewKind
-    generation: int  # mapping generation, >= 1, advanced only by Remap (I9)
-    state: ViewState
-    users: tuple[int, ...]  # executing transactions bound to it, ascending
-
-
-@attrs.frozen
-class Bundle:
-    id: int
-    versions: tuple[int, ...]  # one per BundlePart; all equal (I10)
-    state: BundleState
-
-
-@attrs.frozen
-class Intent:
-    """A deferred transaction's arbitration identity; it holds no bytes (C4)."""
-
-    id: int
-    seq: int
-    priority: int
-    age: int
-
-
-@attrs.frozen
-class TxState:
-    authorities: immutables.Map = immutables.Map()
-    txs: immutables.Map = immutables.Map()  # open and committed transactions
-    views: immutables.Map = immutables.Map()
-    bundles: immutables.Map = immutables.Map()
-    intents: immutables.Map = immutables.Map()
-    manager: ManagerState = ManagerState.HEALTHY
-    next_authority: int = 1
-    next_tx: int = 1
-    next_view: int = 1
-    next_bundle: int = 1
-    next_intent: int = 1
-    next_seq: int = 1
-
-
-TX_EMPTY = TxState()
-
 
 def step(state: TxState, action: Any, guards: GuardSet = ALL_ON) -> tuple[TxState, Any]:
     """The next state and the action's result, or a typed rejection (state unchanged)."""

@@ -8,11 +8,11 @@ from attrs import evolve
 
 from invariants import manager as IM
 from invariants.clauses import collecting
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.guards import ALL_ON, GuardSet
-from spec.state import Allocation
+from spec.ledger_state import Allocation
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 

@@ -1,7 +1,7 @@
 """One manager ledger as a pressure pool, for the focused pressure tests.
 
 `pool(...)` builds a `ProcessMemoryManager` the way the focused checker's
-adapter does (`refimpl.pressure_adapter.PressureAdapter`: one authority,
+adapter does (`refimpl.verify.pressure_adapter.PressureAdapter`: one authority,
 holders 1 .. n, `fixed` taken off the limit) and returns a `Pool`: the
 manager's single-pool operations with the pool's authority filled in. A
 `Pool` keeps no state of its own: every figure is read from the manager
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from refimpl.manager import ProcessMemoryManager
-from refimpl.pressure_adapter import PressureAdapter
+from refimpl.verify.pressure_adapter import PressureAdapter
 from invariants.pressure_machine import PoolParams
 from spec import pressure as P
 from spec.guards import ALL_ON, GuardSet

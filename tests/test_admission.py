@@ -6,12 +6,12 @@ import itertools
 
 import pytest
 
-from invariants.admission_predicates import check_state
+from invariants.admission import check_state
 from invariants.campaign import campaign_settings
 from invariants.model_machine import find_model_counterexample, run_model_campaign
 from invariants import contracts
 from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
-from refimpl.admission_checker import BATCH, CORESIDENCY, ELASTIC, MODELS
+from refimpl.verify.admission_checker import BATCH, CORESIDENCY, ELASTIC, MODELS
 from spec import admission as S
 from spec.errors import BudgetBelowFloor, CapacityDenied, InfeasibleRequest, InvalidBytes, InvalidTransition
 from spec.guards import GUARDS, Layer
@@ -98,7 +98,7 @@ def test_elastic_short_answer_defers_in_both_layers(answer, deferred) -> None:
     """C5 / I8c: the weight holder may answer short; KV then does not grow (issue #9: ElasticSplit grew anyway)."""
     from refimpl.admission import ElasticSplit
     from spec.errors import CapacityDenied
-    from invariants.admission_predicates import check_state, check_transition
+    from invariants.admission import check_state, check_transition
 
     args = (13, 2, 1, 6, 2, 1)  # budget 13: pinned 1, headroom 2, bucket 2, max context 6
     spec, impl = S.new_elastic(*args), ElasticSplit(*args)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from invariants._violation import InvariantViolation
-from invariants.admission_predicates import LedgerBooks, check_observations
+from invariants.admission import LedgerBooks, check_observations
 from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
-from refimpl.admission_checker import _Booked
+from refimpl.verify.admission_checker import _Booked
 from refimpl.governor import ProcessMemoryManager
 from spec import admission as S
 from spec.errors import CapacityDenied, InfeasibleRequest, InvalidArgument, InvalidBytes, UnknownAuthority
@@ -170,7 +170,7 @@ def test_growth_refused_by_a_shared_ledger_after_reclaim_defers() -> None:
 def test_reclaim_not_wasted_fails_on_a_full_answer_that_grew_nothing() -> None:
     """Negative control of step_I8c_elastic.reclaim_not_wasted: the weights gave back all the growth needed
     and KV stayed put."""
-    from invariants.admission_predicates import check_transition
+    from invariants.admission import check_transition
 
     prev = S.ElasticState(40, 2, 1, 10, 4, 10, 24, 4, 4)
     nxt = S.ElasticState(40, 2, 1, 10, 4, 10, 16, 4, 4)

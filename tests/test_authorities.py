@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from invariants.predicates import check_all
+from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from spec.errors import CapacityDenied
 from spec.types import Role, Tier

@@ -4,7 +4,7 @@
 # every interesting state (provisional, live, quarantined, retired, device-lost,
 # terminated context, alias, open/closed allowances). The refimpl must raise
 # the specific typed error, whose message names the problem, and leave the
-# WHOLE abstract state exactly as it was; `spec.machine.step` from the same
+# WHOLE abstract state exactly as it was; `spec.ledger.step` from the same
 # abstract state must raise the same error type (the spec's validation order
 # decides which check fires first, so a few cases combine two faults).
 
@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.errors import (
     AllowanceExceeded,
     CapacityDenied,
@@ -35,11 +35,11 @@ from spec.errors import (
     UnknownAuthority,
     UnknownHolder,
 )
-from spec.machine import step as spec_step
-from spec.state import EMPTY
-from spec.state import snapshot as spec_snapshot
+from spec.ledger import step as spec_step
+from spec.ledger_state import EMPTY
+from spec.ledger_state import snapshot as spec_snapshot
 from spec.types import MAX_BYTES, Role, Tier
-from refimpl.adapter import method_name
+from refimpl.verify.ledger_adapter import method_name
 from refimpl.governor import ProcessMemoryManager
 
 DEV, HOST, KV = Tier.DEVICE, Tier.HOST, Role.KV

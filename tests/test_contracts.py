@@ -24,7 +24,7 @@ import pytest
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
-from invariants.predicates import check_all
+from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from spec.errors import (
     AllowanceExceeded,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from refimpl.crosshair_check import crosshair_executable, run_crosshair
+from refimpl.verify.crosshair_check import crosshair_executable, run_crosshair
 
 CASES = Path(__file__).parent / "crosshair_cases"
 pytestmark = pytest.mark.skipif(crosshair_executable() is None, reason="crosshair-tool is not installed")
@@ -37,7 +37,7 @@ def test_unable_to_meet_precondition_fails_despite_exit_zero() -> None:
 
 
 def test_missing_executable_is_skipped_with_reason(monkeypatch) -> None:
-    import refimpl.crosshair_check as cc
+    import refimpl.verify.crosshair_check as cc
 
     monkeypatch.setattr(cc, "crosshair_executable", lambda: None)
     r = cc.run_crosshair()

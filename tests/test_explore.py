@@ -14,9 +14,9 @@ import pytest
 from invariants._violation import InvariantViolation
 from invariants.explore import Model, explore, render_counterexample
 from invariants.ledger_scope import CONTROL_SCOPE, QUICK_SCOPE, golden_counterexample, ledger_model
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.guards import GUARDS, GuardSet
-from spec.state import EMPTY
+from spec.ledger_state import EMPTY
 
 GOLDEN = Path(__file__).parent / "golden"
 LEDGER_GUARDS = [g for g in GUARDS if g.model == "ledger"]
@@ -58,7 +58,7 @@ def test_every_ledger_guard_has_a_golden_file() -> None:
 
 def test_counterexample_is_shortest_and_replays() -> None:
     # Replaying the counterexample with the guard off reaches a state the invariants reject.
-    from spec.machine import step
+    from spec.ledger import step
 
     off = GuardSet.without("limit_check")
     r = explore(ledger_model(CONTROL_SCOPE, off), max_depth=8)
@@ -66,7 +66,7 @@ def test_counterexample_is_shortest_and_replays() -> None:
     for a in r.counterexample:
         s = step(s, a, off)[0]
     with pytest.raises(InvariantViolation, match="I2"):
-        from invariants.predicates import check_all
+        from invariants.ledger import check_all
 
         check_all(s)
     assert [type(a) for a in r.counterexample][-1] is A.Reserve

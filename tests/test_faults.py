@@ -20,7 +20,7 @@ import pytest
 
 from invariants import pressure as IP
 from invariants import replay as R
-from invariants.predicates import check_all
+from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from pool_harness import Pool, pool as make_pool
 from refimpl.tracing import JsonlSink, boundary

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from invariants import replay as R
-from invariants.predicates import check_all
+from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
 from spec.types import Role, Tier

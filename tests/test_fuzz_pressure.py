@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from invariants import pressure as IP
 from invariants import transactions as IT
 from pool_harness import Pool, pool as make_pool
-from spec.tx_lifecycle import ViewKind
+from spec.transactions_lifecycle import ViewKind
 from tx_harness import TxManager
 
 # --- the manager's pool protocol (tests/pool_harness.py) ---------------------

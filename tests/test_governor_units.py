@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.errors import AllowanceExceeded, InvalidBytes
 from spec.guards import ALL_ON, GuardSet
-from spec.state import Allowance
+from spec.ledger_state import Allowance
 from spec.types import Role, Tier
 from invariants import contracts
 from invariants import InvariantViolation
@@ -113,9 +113,9 @@ def test_every_operation_refines_the_spec_step_by_step(checked: bool) -> None:
     # tests/test_bad_input.py (every operation, every record state), spec and refimpl in lockstep.
     import attrs
 
-    from spec.machine import step as spec_step
-    from spec.state import EMPTY
-    from refimpl.adapter import method_name
+    from spec.ledger import step as spec_step
+    from spec.ledger_state import EMPTY
+    from refimpl.verify.ledger_adapter import method_name
     from test_bad_input import build_world
 
     contracts.enable() if checked else contracts.disable()
@@ -137,4 +137,4 @@ def test_every_operation_refines_the_spec_step_by_step(checked: bool) -> None:
     do(A.RecordCommitted(w.h, w.host, Tier.HOST, 10, Role.KV))
     do(A.UnmapAllowance(w.h, w.allow, 5))
     do(A.TransferAllowance(w.h, w.allow, w.allow_bob, 10))
-    assert len(seen) == 17  # every governor action (spec.actions) was driven
+    assert len(seen) == 17  # every governor action (spec.ledger_actions) was driven

@@ -8,11 +8,11 @@ from invariants.campaign import campaign_settings
 from invariants.hierarchy_machine import model, to_campaign
 from invariants.hierarchy_scope import SCRIPTS
 from invariants.model_machine import run_model_campaign
-from refimpl.checkers import CHECKERS
-from refimpl.hierarchy.adapter import HierarchyAdapter
+from refimpl.verify.checkers import CHECKERS
+from refimpl.verify.hierarchy_adapter import HierarchyAdapter
 from refimpl.hierarchy.driver import leftovers
-from refimpl.hierarchy.mutants import MUTANTS
-from refimpl.hierarchy_checker import replay_refimpl
+from refimpl.verify.hierarchy_mutants import MUTANTS
+from refimpl.verify.hierarchy_checker import replay_refimpl
 from refimpl.verify import PROFILES
 from spec.guards import ALL_ON, GUARDS, Layer
 
@@ -51,15 +51,15 @@ def test_hierarchy_mutant_is_killed_with_every_guard_on(name: str) -> None:
     assert violated is None, message
 
 
-# --- mutation controls in `ortmem verify` (refimpl.mutants, source patches of refimpl.hierarchy) ---------------
+# --- mutation controls in `ortmem verify` (refimpl.verify.mutants, source patches of refimpl.hierarchy) ---------------
 
 from invariants.clauses import clauses_of  # noqa: E402
 from invariants.hierarchy_machine import SpawnHeld  # noqa: E402
 from invariants.mutation import applied  # noqa: E402
 from refimpl.hierarchy.core import Core  # noqa: E402
-from refimpl.hierarchy.mutants import MUTANT_SCRIPTS  # noqa: E402
-from refimpl.hierarchy_checker import replay_predicates  # noqa: E402
-from refimpl.mutants import MUTANTS as REGISTRY  # noqa: E402
+from refimpl.verify.hierarchy_mutants import MUTANT_SCRIPTS  # noqa: E402
+from refimpl.verify.hierarchy_checker import replay_predicates  # noqa: E402
+from refimpl.verify.mutants import MUTANTS as REGISTRY  # noqa: E402
 from spec import hierarchy as H  # noqa: E402
 from spec.errors import AuthenticationFailed  # noqa: E402
 

@@ -12,7 +12,7 @@ from invariants.hierarchy_machine import to_campaign
 from invariants.hierarchy_scope import SCRIPT_CONFIG
 from invariants.hierarchy_trace import json_schema, replay_hierarchy
 from refimpl.cli import main
-from refimpl.hierarchy.adapter import HierarchyAdapter
+from refimpl.verify.hierarchy_adapter import HierarchyAdapter
 from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from invariants.mutation import applied
-from refimpl.mutants import MUTANTS
+from refimpl.verify.mutants import MUTANTS
 from refimpl.verify import _job
 from spec import transactions as ST
-from spec import tx_actions as T
+from spec import transactions_actions as T
 
 
 def test_applied_repoints_a_handler_table_entry_and_restores_it() -> None:
@@ -46,7 +46,7 @@ def test_quick_mutation_control_breaks_its_clause(name: str) -> None:
 def _parked_after_reconfigure() -> list:
     from invariants.pressure import Parked
     from invariants.pressure_machine import PoolParams
-    from refimpl.pressure_adapter import PressureAdapter
+    from refimpl.verify.pressure_adapter import PressureAdapter
     from spec import pressure as P
 
     a = PressureAdapter(PoolParams(8, 0, 2, 2, 8))
@@ -79,7 +79,7 @@ def test_reconfigure_that_forgets_its_waiters_leaves_one_parked() -> None:
 def _kv_growth_observations(mutant: str | None) -> list:
     import contextlib
 
-    from refimpl.ort.checker import LIMITS, OrtAdapter, OrtWorld
+    from refimpl.verify.sessions_checker import LIMITS, OrtAdapter, OrtWorld
     from spec import sessions as S
     from spec.guards import ALL_ON
 
@@ -96,7 +96,7 @@ def _kv_growth_observations(mutant: str | None) -> list:
 
 
 def test_kv_growth_keeps_every_kv_byte_in_use_leased() -> None:
-    from invariants.session_predicates import observed_I8c_kv_leased
+    from invariants.sessions import observed_I8c_kv_leased
 
     seen = _kv_growth_observations(None)
     assert [c.event.split("(")[0] for c in seen[-3:]] == ["reserve", "commit", "release"]  # the growth
@@ -106,7 +106,7 @@ def test_kv_growth_keeps_every_kv_byte_in_use_leased() -> None:
 
 def test_kv_growth_that_releases_the_old_lease_first_is_caught() -> None:
     from invariants import InvariantViolation
-    from invariants.session_predicates import observed_I8c_kv_leased
+    from invariants.sessions import observed_I8c_kv_leased
 
     seen = _kv_growth_observations("kv_growth_releases_old_first")
     assert seen[-3].event.startswith("release") and seen[-3].held > seen[-3].leased  # in use, charged to no one

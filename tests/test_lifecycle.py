@@ -2,7 +2,7 @@
 #
 # First the tables alone: every (state, event) pair either yields the table's
 # next state or raises InvalidTransition naming both. Then each lifecycle path
-# is walked on the spec (`spec.machine.step`) and on refimpl
+# is walked on the spec (`spec.ledger.step`) and on refimpl
 # (`ProcessMemoryManager` through its adapter), asserting the WHOLE abstract
 # state after every step (h11 style), including that an illegal event changes
 # nothing; then both are run in lockstep and must agree step for step.
@@ -17,7 +17,7 @@ import attrs
 import immutables
 import pytest
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.errors import DeviceLost, InvalidTransition
 from spec.lifecycle import (
     ALLOCATION_TABLE,
@@ -27,10 +27,10 @@ from spec.lifecycle import (
     next_alloc_state,
     next_context_state,
 )
-from spec.machine import step as spec_step
-from spec.state import EMPTY, Allocation, Allowance, Authority, Holder, State
+from spec.ledger import step as spec_step
+from spec.ledger_state import EMPTY, Allocation, Allowance, Authority, Holder, State
 from spec.types import AllocEvent, AllocState, ContextEvent, ContextState, Origin, Role, Tier
-from refimpl.adapter import RefimplAdapter
+from refimpl.verify.ledger_adapter import RefimplAdapter
 
 DEV, HOST = Tier.DEVICE, Tier.HOST
 P, L, Q = AllocState.PROVISIONAL, AllocState.LIVE, AllocState.QUARANTINED

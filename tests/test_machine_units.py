@@ -1,4 +1,4 @@
-"""spec/machine.py, action by action: exact figures in refusals, boundaries, and one guard-off control per guard site.
+"""spec/ledger.py, action by action: exact figures in refusals, boundaries, and one guard-off control per guard site.
 
 The explorer (tests/test_explore.py) switches each guard off once and finds
 *a* counterexample; a guard checked at several sites (allowance_bounds: grow,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.errors import (
     AllowanceExceeded,
     CapacityDenied,
@@ -24,8 +24,8 @@ from spec.errors import (
     UnknownHolder,
 )
 from spec.guards import ALL_ON, GuardSet
-from spec.machine import apply, step
-from spec.state import EMPTY, Allowance, State
+from spec.ledger import apply, step
+from spec.ledger_state import EMPTY, Allowance, State
 from spec.types import MAX_BYTES, Role, Tier
 
 DEV = Tier.DEVICE

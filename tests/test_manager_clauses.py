@@ -18,7 +18,7 @@ from manager_harness import DEV, H1, H2, HOST, broken_by, lease, run, start
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
 from invariants.clauses import CLAUSES, collecting
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import CapacityDenied, InvalidTransition

@@ -1,6 +1,6 @@
 # The local contract (contracts level "local", refimpl.manager.local_contract) against every manager mutant.
 #
-# Each mutant of refimpl/mutants.py whose module is refimpl/manager/* is applied with the mutation harness
+# Each mutant of refimpl/verify/mutants.py whose module is refimpl/manager/* is applied with the mutation harness
 # (invariants.mutation.applied) and one deterministic workload runs with contracts on: the contract must raise
 # InvariantViolation. The same workload runs clean on the real code at both levels (the negative control), and a
 # seeded random workload of the hot operations gives the same outcome at level "local" and level "full", on the
@@ -17,10 +17,10 @@ import pytest
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
-from invariants.predicates import check_all
+from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import local_contract
-from refimpl.mutants import MUTANTS
+from refimpl.verify.mutants import MUTANTS
 from spec.errors import GovernorError
 from spec.types import Role, Tier
 

@@ -18,7 +18,7 @@ from invariants._violation import InvariantViolation
 from invariants.mutation import applied
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager.ledger import _Alloc
-from refimpl.mutants import MUTANTS
+from refimpl.verify.mutants import MUTANTS
 from spec.errors import GovernorError
 from spec.guards import GuardSet
 from spec.types import AllocState, Origin, Role, Tier

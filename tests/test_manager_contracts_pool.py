@@ -1,6 +1,6 @@
 # Contracts on the pool protocol (refimpl.manager.leases, the ticket code it shares) against its mutants.
 #
-# Each mutant of model "pressure" in refimpl/mutants.py whose module is refimpl/manager/* is applied with the
+# Each mutant of model "pressure" in refimpl/verify/mutants.py whose module is refimpl/manager/* is applied with the
 # mutation harness (invariants.mutation.applied) and one deterministic workload of the manager's pool operations
 # (through tests/pool_harness.py) runs with contracts on: the pool operation's own check (`Leases._run_pool`:
 # invariants.pressure's state and step predicates, the composed state predicates, G4 on a refusal) must raise
@@ -25,10 +25,10 @@ from invariants.mutation import applied
 from invariants.pressure import Parked, check_observations, check_trace, overtakes
 from invariants.pressure_machine import PoolParams
 from pool_harness import Pool, pool as make_pool
-from refimpl.checker_api import Budget
-from refimpl.checkers import CHECKERS
-from refimpl.mutants import MUTANTS
-from refimpl.pressure_adapter import PressureAdapter
+from refimpl.verify.checker_api import Budget
+from refimpl.verify.checkers import CHECKERS
+from refimpl.verify.mutants import MUTANTS
+from refimpl.verify.pressure_adapter import PressureAdapter
 from spec import pressure as P
 from spec.errors import (CapacityDenied, ForeignHolder, GovernorError, InvalidTransition, MailboxFull, StaleAnswer,
                          UnknownTicket)
@@ -237,7 +237,7 @@ CAUGHT_AT = {
 
 
 def test_pool_mutants_are_all_here() -> None:
-    assert len(POOL_MUTANTS) >= 19  # refimpl/mutants.py's model "pressure" entries in refimpl.manager.*
+    assert len(POOL_MUTANTS) >= 19  # refimpl/verify/mutants.py's model "pressure" entries in refimpl.manager.*
     assert set(CAUGHT_AT) | set(CONTRACTS_CANNOT_SEE) == set(POOL_MUTANTS)
     assert not set(CAUGHT_AT) & set(CONTRACTS_CANNOT_SEE)
 

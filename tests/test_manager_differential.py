@@ -16,7 +16,7 @@ import pytest
 from invariants import contracts
 from invariants.trace_format import kind_of
 from refimpl.manager import ProcessMemoryManager
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError
 from spec.guards import GuardSet

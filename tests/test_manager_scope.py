@@ -10,7 +10,7 @@ import pytest
 from invariants.clauses import CLAUSES, Coverage, recording
 from invariants.explore import explore
 from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, manager_actions, manager_model, manager_start
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import GovernorError

@@ -17,7 +17,7 @@ import pytest
 
 from invariants.pressure import check_all
 from invariants.pressure_machine import PoolParams, SpecPoolAdapter
-from refimpl.pressure_adapter import PressureAdapter
+from refimpl.verify.pressure_adapter import PressureAdapter
 from spec import pressure as P
 from spec.errors import (
     CapacityDenied,

@@ -33,7 +33,7 @@ from invariants.pressure import (
     trace_I13,
 )
 from invariants.pressure_machine import PoolParams, SpecPoolAdapter
-from refimpl.pressure_adapter import PressureAdapter
+from refimpl.verify.pressure_adapter import PressureAdapter
 from spec import pressure as P
 from spec.guards import ALL_ON, GuardSet, Layer
 from spec.tickets import TicketState

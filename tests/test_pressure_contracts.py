@@ -18,7 +18,7 @@ import pytest
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.pressure import check_trace, overtakes
-from refimpl.adapter import method_name
+from refimpl.verify.ledger_adapter import method_name
 from pool_harness import Pool, pool as make_pool
 from spec import pressure as P
 from spec.errors import CapacityDenied, GovernorError, PinnedVictim, StaleAnswer

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from refimpl.checkers import CHECKERS
-from refimpl.pressure_checker import SPEC_CANNOT_EXPRESS
+from refimpl.verify.checkers import CHECKERS
+from refimpl.verify.pressure_checker import SPEC_CANNOT_EXPRESS
 from refimpl.verify import PROFILES
 from spec.guards import GUARDS, Layer
 

@@ -13,7 +13,7 @@ import pytest
 
 from invariants.pressure import check_all, check_step, check_trace, overtakes
 from invariants.pressure_machine import PoolParams, SpecPoolAdapter
-from refimpl.pressure_adapter import PressureAdapter
+from refimpl.verify.pressure_adapter import PressureAdapter
 from spec import pressure as P
 from spec.lifecycle import mermaid
 from spec.tickets import PRESSURE_TABLE, TICKET_TABLE, PressureState, TicketState

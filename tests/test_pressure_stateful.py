@@ -14,7 +14,7 @@ from invariants import contracts
 from invariants.campaign import campaign_settings
 from invariants.pressure import Delivery
 from invariants.pressure_machine import PoolParams, PressureMachine, SpecPoolAdapter, run_pressure_campaign
-from refimpl.pressure_adapter import PressureAdapter
+from refimpl.verify.pressure_adapter import PressureAdapter
 
 
 class PressureRefinesSpec(PressureMachine):

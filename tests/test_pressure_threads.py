@@ -18,7 +18,7 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.pressure import check_all
 from pool_harness import Pool, pool as make_pool
-from refimpl.pressure_adapter import probe_from_another_thread
+from refimpl.verify.pressure_adapter import probe_from_another_thread
 from spec import pressure as P
 from spec.errors import CapacityDenied, ForeignHolder, InvalidTransition, UnknownTicket
 from spec.guards import GuardSet

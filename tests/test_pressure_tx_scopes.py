@@ -13,9 +13,9 @@ import pytest
 from invariants.clauses import CLAUSES
 from invariants.explore import explore
 from invariants.pressure_scope import CONTROL_SCOPE, QUICK_SCOPE, pressure_model
-from invariants.tx_scope import tx_model
-from refimpl.checkers import CHECKERS
-from refimpl.pressure_checker import SPEC_CANNOT_EXPRESS
+from invariants.transactions_scope import tx_model
+from refimpl.verify.checkers import CHECKERS
+from refimpl.verify.pressure_checker import SPEC_CANNOT_EXPRESS
 from refimpl.verify import PROFILES
 from spec.guards import ALL_ON, GUARDS, GuardSet
 

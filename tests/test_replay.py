@@ -18,9 +18,9 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from invariants import replay as R
 from invariants.campaign import campaign_settings
-from invariants.machine import GovernorMachine
+from invariants.ledger_machine import GovernorMachine
 from invariants.trace_format import CONTRACT_REVISION, KINDS, MAX_LINE_BYTES
-from refimpl.adapter import RefimplAdapter
+from refimpl.verify.ledger_adapter import RefimplAdapter
 from refimpl.cli import main
 from refimpl.governor import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary

@@ -17,7 +17,7 @@ from attrs import evolve
 from manager_harness import DEV, H1, H2, HOST, expect, lease, make_alloc, make_ticket, run, start
 
 from invariants import manager as IM
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import (

@@ -1,7 +1,7 @@
 """The stateful campaign as a test: refimpl refines spec, invariants after every step.
 
 Checks (a) check_all on every abstraction and check_step on accepted steps,
-(b) refinement: refimpl's step equals spec.machine.step on the previous
+(b) refinement: refimpl's step equals spec.ledger.step on the previous
 abstraction, (c) a rejected action raises the spec's error type and leaves
 the whole abstraction unchanged. IDs: C1 C2 I1 I2 I4a I4b I6.
 """
@@ -12,8 +12,8 @@ from hypothesis import settings
 
 from invariants import contracts
 from invariants.campaign import campaign_settings, run_campaign
-from invariants.machine import GovernorMachine, SpecAdapter
-from refimpl.adapter import RefimplAdapter
+from invariants.ledger_machine import GovernorMachine, SpecAdapter
+from refimpl.verify.ledger_adapter import RefimplAdapter
 
 
 class RefimplRefinesSpec(GovernorMachine):

@@ -21,7 +21,7 @@ import pytest
 from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
 
 from invariants import contracts
-from invariants.predicates import check_all
+from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from spec.errors import CapacityDenied, InvalidTransition
 from spec.types import Role, Tier

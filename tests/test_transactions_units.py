@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from spec import transactions as S
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.errors import (
     CapacityDenied,
     DeviceLost,
@@ -31,7 +31,7 @@ from spec.errors import (
     ViewInUse,
 )
 from spec.guards import ALL_ON, GuardSet
-from spec.tx_lifecycle import TxPhase, ViewKind, ViewState
+from spec.transactions_lifecycle import TxPhase, ViewKind, ViewState
 from spec.types import ContextState
 
 

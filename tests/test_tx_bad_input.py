@@ -16,9 +16,9 @@ from typing import Any
 import attrs
 import pytest
 
-from invariants.tx_machine import TxSpecAdapter
-from refimpl.tx_adapter import TxRefimplAdapter
-from spec import tx_actions as T
+from invariants.transactions_machine import TxSpecAdapter
+from refimpl.verify.transactions_adapter import TxRefimplAdapter
+from spec import transactions_actions as T
 from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
@@ -37,7 +37,7 @@ from spec.errors import (
     UnknownView,
     ViewInUse,
 )
-from spec.tx_lifecycle import ViewKind
+from spec.transactions_lifecycle import ViewKind
 
 C = ViewKind.CONTIGUOUS
 
@@ -180,10 +180,10 @@ def test_coordinator_rejects_bad_input(world, spec_world, case) -> None:
     assert adapter.abstract() == before  # the whole transaction snapshot
     assert adapter.pmm.abstract() == ledger  # and the manager's ledger under it
     spec = TxSpecAdapter()
-    spec.state = spec_world[1]  # the spec, from the same state, refuses with the same type
+    spec.ledger_state = spec_world[1]  # the spec, from the same state, refuses with the same type
     with pytest.raises(case.error):
         spec.execute(action)
-    assert spec.state == spec_world[1]
+    assert spec.ledger_state == spec_world[1]
 
 
 @pytest.mark.parametrize("make", [

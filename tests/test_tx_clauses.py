@@ -19,11 +19,11 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.clauses import CLAUSES, clauses_of
 from invariants.transactions import check_all, check_step, wait_for_cycle
-from invariants.tx_machine import TxSpecAdapter
-from refimpl.tx_adapter import TxRefimplAdapter
-from spec import tx_actions as T
+from invariants.transactions_machine import TxSpecAdapter
+from refimpl.verify.transactions_adapter import TxRefimplAdapter
+from spec import transactions_actions as T
 from spec.guards import GuardSet
-from spec.tx_lifecycle import ViewKind
+from spec.transactions_lifecycle import ViewKind
 
 C = ViewKind.CONTIGUOUS
 ADAPTERS: list[Callable[[GuardSet], Any]] = [TxSpecAdapter, TxRefimplAdapter]

@@ -25,7 +25,7 @@ from spec.errors import (
     ViewInUse,
 )
 from spec.guards import ALL_ON, GUARDS, GuardSet
-from spec.tx_lifecycle import ViewKind
+from spec.transactions_lifecycle import ViewKind
 from tx_harness import TxManager
 
 C = ViewKind.CONTIGUOUS

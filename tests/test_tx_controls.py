@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from invariants.campaign import campaign_settings
-from invariants.tx_machine import find_tx_counterexample
-from refimpl.checkers import CHECKERS
-from refimpl.tx_adapter import TxRefimplAdapter
+from invariants.transactions_machine import find_tx_counterexample
+from refimpl.verify.checkers import CHECKERS
+from refimpl.verify.transactions_adapter import TxRefimplAdapter
 from refimpl.verify import PROFILES
 from spec.guards import GUARDS, Layer
 

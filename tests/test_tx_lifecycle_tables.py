@@ -1,4 +1,4 @@
-"""spec/tx_lifecycle.py: the transaction table through its lookup, default names, short reprs.
+"""spec/transactions_lifecycle.py: the transaction table through its lookup, default names, short reprs.
 
 The transaction lifecycle's misses name record, event and *phase*; the
 vocabulary's enums print as `TxPhase.PLANNED` so a Hypothesis falsifying
@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from spec.errors import InvalidTransition
-from spec.tx_lifecycle import (
+from spec.transactions_lifecycle import (
     BUNDLE_TABLE,
     BundleEvent,
     BundlePart,

@@ -1,5 +1,5 @@
 # Named scenarios of the transaction model, run on the spec and on the
-# manager (ProcessMemoryManager, through refimpl.tx_adapter) alike (parametrized), asserting whole states: C3 C4 C6 I5 I9 I10.
+# manager (ProcessMemoryManager, through refimpl.verify.transactions_adapter) alike (parametrized), asserting whole states: C3 C4 C6 I5 I9 I10.
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import attrs
 import pytest
 
 from invariants.transactions import check_all
-from invariants.tx_machine import TxSpecAdapter
-from refimpl.tx_adapter import TxRefimplAdapter
-from spec import tx_actions as T
+from invariants.transactions_machine import TxSpecAdapter
+from refimpl.verify.transactions_adapter import TxRefimplAdapter
+from spec import transactions_actions as T
 from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
@@ -22,7 +22,7 @@ from spec.errors import (
     ViewInUse,
 )
 from spec.transactions import TX_EMPTY, Intent
-from spec.tx_lifecycle import (
+from spec.transactions_lifecycle import (
     BUNDLE_TABLE,
     TRANSACTION_TABLE,
     BundleState,

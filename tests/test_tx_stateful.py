@@ -12,8 +12,8 @@ from hypothesis import settings
 
 from invariants import contracts
 from invariants.campaign import campaign_settings
-from invariants.tx_machine import TxMachine, TxSpecAdapter, run_tx_campaign
-from refimpl.tx_adapter import TxRefimplAdapter
+from invariants.transactions_machine import TxMachine, TxSpecAdapter, run_tx_campaign
+from refimpl.verify.transactions_adapter import TxRefimplAdapter
 
 
 class CoordinatorRefinesSpec(TxMachine):

@@ -22,7 +22,7 @@ from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  
 from invariants import contracts
 from invariants.transactions import check_all, wait_for_cycle
 from spec.guards import GuardSet
-from spec.tx_lifecycle import ViewKind
+from spec.transactions_lifecycle import ViewKind
 from tx_harness import TxManager
 
 ROUNDS = 25

@@ -1,4 +1,4 @@
-"""The per-ID rules of `refimpl.verdict` (issue #9): each rule, unmet, makes the ID partial with its reason."""
+"""The per-ID rules of `refimpl.verify.verdict_rules` (issue #9): each rule, unmet, makes the ID partial with its reason."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from invariants.campaign import ControlResult
 from invariants.clauses import CLAUSES, Coverage, clause, clauses_of, recording
 from invariants.explore import ExploreResult
-from invariants import predicates  # noqa: F401  (declares the ledger clauses)
-from refimpl.verdict import THRESHOLDS, judge
+from invariants import ledger as predicates  # noqa: F401  (declares the ledger clauses)
+from refimpl.verify.verdict_rules import THRESHOLDS, judge
 from spec.guards import Layer
 
 ID = "I2"
@@ -115,8 +115,8 @@ def test_collecting_reports_every_failing_predicate_clause() -> None:
     import immutables
 
     from invariants.clauses import collecting
-    from invariants.predicates import STATE_PREDICATES, check_all
-    from spec.state import Authority, State
+    from invariants.ledger import STATE_PREDICATES, check_all
+    from spec.ledger_state import Authority, State
     from spec.types import ContextState, Tier
 
     a = Authority(1, "gpu", Tier.DEVICE, 8, 8, None, None, ContextState.ACTIVE, 5)  # used 5, nothing charged

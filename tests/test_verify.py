@@ -10,7 +10,7 @@ import pytest
 from invariants.explore import ExploreResult
 from refimpl.cli import main
 from invariants.clauses import CLAUSES
-from refimpl.mutants import MUTANTS
+from refimpl.verify.mutants import MUTANTS
 from refimpl.verify import GUARD_IDS, verdict
 from spec.catalog import IDS
 from spec.guards import Layer

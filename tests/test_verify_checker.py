@@ -16,7 +16,7 @@ import pytest
 import refimpl.cli as cli
 from refimpl.cli import EXIT_USAGE, main
 from refimpl.verify import verify
-from refimpl.mutants import MUTANTS
+from refimpl.verify.mutants import MUTANTS
 from spec.guards import GUARDS, Layer
 
 # The module that defines the job (refimpl.verify today, refimpl.verify.job after tools/relayout.py),

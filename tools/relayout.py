@@ -112,7 +112,7 @@ LAYOUT: dict[str, dict[str, str]] = {
     # `Model` values (how to draw, the adapter) live in their checkers.
     "admission": {"model": "spec/admission.py", "predicates": "invariants/admission.py",
                   "machine": "invariants/model_machine.py", "scope": "invariants/model_scopes.py",
-                  "implementation": "refimpl/admission.py", "adapter": "refimpl/verify/admission_checker.py",
+                  "implementation": "refimpl/admission/__init__.py", "adapter": "refimpl/verify/admission_checker.py",
                   "checker": "refimpl/verify/admission_checker.py"},
     "sessions": {"model": "spec/sessions.py", "predicates": "invariants/sessions.py",
                  "machine": "invariants/model_machine.py", "scope": "invariants/model_scopes.py",

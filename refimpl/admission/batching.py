@@ -18,7 +18,7 @@ from refimpl.governor import ProcessMemoryManager
 from spec import admission as S
 from spec.errors import CapacityDenied, InfeasibleRequest, InvalidArgument, InvalidBytes, InvalidTransition, UnknownAllocation
 from spec.guards import ALL_ON, GuardSet
-from spec.state import State
+from spec.ledger_state import State
 from spec.types import Role, Tier
 
 __all__ = ["KvBatcher"]

@@ -22,7 +22,7 @@ from spec import admission as S
 from spec.arith import kv_bytes, kv_growth_peak
 from spec.errors import BudgetBelowFloor, CapacityDenied, ContextExhausted, InvalidArgument, InvalidBytes
 from spec.guards import ALL_ON, GuardSet
-from spec.state import State
+from spec.ledger_state import State
 from spec.types import Role, Tier
 
 __all__ = ["ReclaimableHolder", "ElasticSplit"]

@@ -11,7 +11,7 @@ its requests (allocation ids), never what they weigh.
 from __future__ import annotations
 
 from spec.errors import InvalidArgument, InvalidBytes
-from spec.state import State
+from spec.ledger_state import State
 from spec.types import Role, Tier
 
 from refimpl.governor import ProcessMemoryManager

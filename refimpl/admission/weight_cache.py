@@ -10,7 +10,7 @@ credited exactly what the answer released.
 from __future__ import annotations
 
 from refimpl.governor import ProcessMemoryManager
-from spec.state import State
+from spec.ledger_state import State
 from spec.types import Role, Tier
 
 __all__ = ["WeightCache"]

@@ -22,7 +22,7 @@ entries of the same authority's allocation table: no part has its own
 `used`, `free` or capacity, and there is no second ledger (the focused
 transaction model, `spec.transactions`, is a view of these same records:
 `abstract_tx`). Nothing here imports the spec's transition code
-(`spec.machine`, `spec.manager`); it shares the spec's vocabulary only.
+(`spec.ledger`, `spec.manager`); it shares the spec's vocabulary only.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ live beside the ledger's (`_Allow` in `refimpl.manager.ledger`).
 from __future__ import annotations
 
 from invariants.contracts import SWITCH as _SWITCH
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.errors import AllowanceExceeded, ForeignHolder, InvalidArgument, InvalidBytes, InvalidTransition, UnknownAllowance
 from refimpl.manager.ledger import _Allow, _nbytes
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from spec import manager_actions as M
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.errors import (
     BundlePoisoned,
     DeviceLost,
@@ -32,7 +32,7 @@ from spec.errors import (
     UnknownView,
     ViewInUse,
 )
-from spec.tx_lifecycle import BundlePart, TxPhase, ViewKind, ViewState
+from spec.transactions_lifecycle import BundlePart, TxPhase, ViewKind, ViewState
 
 __all__ = ["Bundles"]
 

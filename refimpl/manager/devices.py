@@ -17,11 +17,14 @@ once (idempotent). The focused model's `tx_lose_device` /
 from __future__ import annotations
 
 from invariants.contracts import SWITCH as _SWITCH
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.tickets import PressureState
-from spec.types import ContextState
+from spec.errors import InvalidTransition
+from spec.types import AllocState, ContextState
 
 __all__ = ["Devices"]
+
+_LOSABLE = (AllocState.PROVISIONAL, AllocState.LIVE, AllocState.QUARANTINED)  # charges a lost context keeps
 
 
 class Devices:
@@ -79,3 +82,23 @@ class Devices:
             return
         with self._lock:
             self._terminate(authority)
+
+    # --- the ledger's records of a lost context (C3) --------------------------------------------------
+
+    def _lose(self, authority: int) -> None:
+        a = self._canonical(authority)
+        if a.context is ContextState.ACTIVE:
+            a.context = ContextState.LOST
+        if a.context is ContextState.LOST:
+            for rec in a.allocs.values():
+                if rec.state in _LOSABLE:
+                    rec.state = AllocState.DEVICE_LOST
+
+    def _terminate(self, authority: int) -> None:
+        a = self._canonical(authority)
+        if a.context is ContextState.ACTIVE:
+            raise InvalidTransition(f"authority {a.id}: no transition for event 'confirm-termination' in state 'active' "
+                                    "(the context was never lost)")
+        a.context = ContextState.TERMINATED
+        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:
+            self._retire(rec)

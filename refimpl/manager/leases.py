@@ -40,7 +40,7 @@ from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_timeout
-from spec import pressure as P
+from spec import pressure_state as P
 from spec.errors import (
     CapacityDenied,
     ForeignHolder,

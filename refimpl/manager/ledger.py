@@ -3,7 +3,7 @@
 Owns authorities (one canonical ledger per physical pool, aliases for
 unified-memory views), the holder registry, reservations -> leases,
 settlement and the ledger's half of device loss. It is a second,
-independent implementation of `spec.machine`: mutable indexed records and
+independent implementation of `spec.ledger`: mutable indexed records and
 its own guards, sharing only vocabulary (enums, errors, value types) with the
 spec. Every other part books its bytes here: a requester ticket's grant and a
 transaction's reservation are `_Alloc` records of this table (`part` names
@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from invariants.contracts import SWITCH as _SWITCH
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.arith import available, oversubscribed
 from spec.errors import (
     CapacityDenied,
@@ -43,7 +43,7 @@ from spec.errors import (
     UnknownHolder,
 )
 from spec.guards import GUARDS, GuardSet
-from spec.state import Snapshot
+from spec.ledger_state import Snapshot
 from spec.types import MAX_BYTES, MAX_NAME, AllocState, ContextState, Origin, Role, Tier
 from refimpl.manager import local_contract as _L
 from refimpl.manager.lock import LedgerLock
@@ -62,7 +62,6 @@ _ACTIVE = ContextState.ACTIVE
 # Enum members read on the hot path, bound once (a member lookup through its class costs ~0.14 us).
 _PROVISIONAL, _LIVE, _RELEASED = AllocState.PROVISIONAL, AllocState.LIVE, AllocState.RELEASED
 _O_GRANTED, _O_RECORDED = Origin.GRANTED, Origin.RECORDED
-_LOSABLE = (AllocState.PROVISIONAL, AllocState.LIVE, AllocState.QUARANTINED)
 
 
 class _Auth:
@@ -430,26 +429,6 @@ class Ledger:
         if rec.ticket is not None:
             del self._leases[rec.ticket.id]  # a retired lease is no ticket's any more
 
-    # --- device loss, the ledger's half (C3; the public operations are in refimpl.manager.devices) ----
-
-    def _lose(self, authority: int) -> None:
-        a = self._canonical(authority)
-        if a.context is ContextState.ACTIVE:
-            a.context = ContextState.LOST
-        if a.context is ContextState.LOST:
-            for rec in a.allocs.values():
-                if rec.state in _LOSABLE:
-                    rec.state = AllocState.DEVICE_LOST
-
-    def _terminate(self, authority: int) -> None:
-        a = self._canonical(authority)
-        if a.context is ContextState.ACTIVE:
-            raise InvalidTransition(f"authority {a.id}: no transition for event 'confirm-termination' in state 'active' "
-                                    "(the context was never lost)")
-        a.context = ContextState.TERMINATED
-        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:
-            self._retire(rec)
-
     # --- observability -------------------------------------------------------
 
     def snapshot(self, authority: int) -> Snapshot:
@@ -463,7 +442,7 @@ class Ledger:
                 _L.check_snapshot(a, snap)  # the figures are a reading of the ledger (I2, C8)
             return snap
 
-    # --- lookups (validation order as in spec.machine) -----------------------
+    # --- lookups (validation order as in spec.ledger) -----------------------
 
     def _holder(self, hid: object) -> None:
         if type(hid) is not int or hid not in self._holders:

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from invariants._violation import InvariantViolation
-from spec import actions as A
+from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import AllocState

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from spec import manager_actions as M
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
@@ -43,7 +43,7 @@ from spec.errors import (
     UnknownTransaction,
     ViewInUse,
 )
-from spec.tx_lifecycle import TxPhase, ViewKind
+from spec.transactions_lifecycle import TxPhase, ViewKind
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 

@@ -27,8 +27,8 @@ from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
 from invariants.transactions import check_all, check_step
 from spec.errors import GovernorError
-from spec.transactions import Bundle, Intent, Transaction, TxAuthority, TxState, View
-from spec.tx_lifecycle import BundleState, ManagerState
+from spec.transactions_state import Bundle, Intent, Transaction, TxAuthority, TxState, View
+from spec.transactions_lifecycle import BundleState, ManagerState
 from spec.types import AllocState
 
 __all__ = ["TxView"]

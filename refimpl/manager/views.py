@@ -1,6 +1,6 @@
 """Refinement mappings, contract hooks and trace hooks of `ProcessMemoryManager`.
 
-`abstract()` maps the ledger to `spec.state.State` (the ledger campaign's
+`abstract()` maps the ledger to `spec.ledger_state.State` (the ledger campaign's
 target); `abstract_manager()` maps every part to
 `spec.manager_actions.Manager`, reading each figure from the one set of
 records (no part keeps bytes of its own, so there is nothing to reconcile).
@@ -9,7 +9,7 @@ Contracts, level "local" (the default): the hot ledger and ticket operations
 run through `_contract`, which checks `refimpl.manager.local_contract` on the
 concrete records they touch (no frozen views). Level "full", every other
 operation, and any operation while transactions or pressure tickets are open:
-ledger operations check `invariants.predicates.check_local` on a
+ledger operations check `invariants.ledger.check_local` on a
 partial view of the records they touch (`_checked`). Composed operations run
 through `_run`: off (and untraced) it is the lock, the body and the wake-up;
 on, a partial `Manager` view of the authorities and allocations the action
@@ -33,11 +33,11 @@ import immutables
 
 from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
-from invariants.predicates import check_local
-from spec import actions as A
+from invariants.ledger import check_local
+from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError, TraceSinkFailed
-from spec.state import Allocation, Allowance, Authority, Holder, State
+from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
 from refimpl.manager.lock import LedgerLock
@@ -63,7 +63,7 @@ class Views:
         return r
 
     def abstract(self) -> State:
-        """The ledger's refinement mapping: this governor's ledger as a `spec.state.State`."""
+        """The ledger's refinement mapping: this governor's ledger as a `spec.ledger_state.State`."""
         with self._lock:
             return self._view()
 

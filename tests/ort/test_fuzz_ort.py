@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fuzz_harness import FUZZ_SETTINGS, report, run_fuzz  # noqa: E402
 
-from invariants.session_predicates import check_state  # noqa: E402
-from refimpl.ort.checker import BUCKET, MAX_CONTEXT, OrtWorld  # noqa: E402
+from invariants.sessions import check_state  # noqa: E402
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld  # noqa: E402
 from refimpl.ort.governed import GovernedRuntime  # noqa: E402
 from spec import sessions as S  # noqa: E402
 from spec.types import Role  # noqa: E402

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from refimpl.ort.arena import SHRINK_KEY
-from refimpl.ort.checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
 

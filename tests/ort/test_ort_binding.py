@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from refimpl.ort.checker import OrtWorld
+from refimpl.verify.sessions_checker import OrtWorld
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
 

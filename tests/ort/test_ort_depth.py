@@ -13,8 +13,8 @@ import pytest
 
 from invariants import contracts
 from invariants.mutation import applied
-from refimpl.mutants import MUTANTS
-from refimpl.ort.checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtChecker, ort_model
+from refimpl.verify.mutants import MUTANTS
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtChecker, ort_model
 from refimpl.ort.generations import run_scripts, script
 from refimpl.verify import PROFILES
 from spec import sessions as S

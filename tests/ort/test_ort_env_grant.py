@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from refimpl.ort.checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 from spec.errors import InvalidTransition

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 import refimpl.ort.governed as G
-from refimpl.ort.checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 from spec.errors import ModelFileInvalid, SessionCreationFailed

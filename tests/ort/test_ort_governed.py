@@ -13,8 +13,8 @@ import pytest
 from invariants import contracts
 from invariants.campaign import campaign_settings
 from invariants.model_machine import run_model_campaign
-from invariants.session_predicates import check_state
-from refimpl.ort.checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtChecker, OrtWorld, ort_model
+from invariants.sessions import check_state
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtChecker, OrtWorld, ort_model
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import reporter_facts, save_decoder_external

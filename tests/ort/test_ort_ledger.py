@@ -14,9 +14,9 @@ import pytest
 
 from invariants import InvariantViolation
 from invariants.mutation import applied
-from invariants.session_predicates import check_state
-from refimpl.mutants import MUTANTS
-from refimpl.ort.checker import BUCKET, MAX_CONTEXT, OrtChecker, OrtWorld
+from invariants.sessions import check_state
+from refimpl.verify.mutants import MUTANTS
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtChecker, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify import PROFILES
 from spec import sessions as S

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from refimpl.ort.checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 from spec.errors import BudgetBelowFloor, InvalidBytes

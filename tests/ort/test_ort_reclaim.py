@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from invariants.session_predicates import check_state
-from refimpl.ort.checker import BUCKET, MAX_CONTEXT, OrtWorld
+from invariants.sessions import check_state
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 from spec.errors import CapacityDenied, ForeignHolder

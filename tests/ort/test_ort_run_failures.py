@@ -22,7 +22,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from refimpl.ort.checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
 from spec.errors import RunFailed, SessionCreationFailed
@@ -140,7 +140,7 @@ def _script(bucket):
 
 def _drive(world, ad, limit=256 * 1024):
     """Step the adapter and the spec side by side; check refinement and every session predicate."""
-    from invariants.session_predicates import check_state, check_transition
+    from invariants.sessions import check_state, check_transition
 
     f = world.facts["dec"]
     s = S.new_sessions(world.topology(0), limit)
@@ -156,7 +156,7 @@ def _drive(world, ad, limit=256 * 1024):
 
 def test_run_fails_refines_the_spec_and_keeps_no_charge(world) -> None:
     """`spec.sessions.RunFails` (C8): an injected ORT failure inside a bucket and at a growth, via the adapter."""
-    from refimpl.ort.checker import OrtAdapter
+    from refimpl.verify.sessions_checker import OrtAdapter
     from spec.guards import ALL_ON
 
     world.take_events()
@@ -189,8 +189,8 @@ def test_spec_run_fails_at_a_growth_keeps_the_bucket_and_yields_cache(world) -> 
 def test_failed_run_keeping_the_grown_lease_fails_failed_run_keeps_no_charge(world) -> None:
     from invariants import InvariantViolation
     from invariants.mutation import applied
-    from refimpl.mutants import MUTANTS
-    from refimpl.ort.checker import OrtAdapter
+    from refimpl.verify.mutants import MUTANTS
+    from refimpl.verify.sessions_checker import OrtAdapter
     from spec.guards import ALL_ON
 
     with applied(MUTANTS["failed_run_keeps_grown_lease"]):
@@ -202,8 +202,8 @@ def test_failed_run_keeping_the_grown_lease_fails_failed_run_keeps_no_charge(wor
 
 def test_campaign_control_finds_the_grown_lease_kept_on_a_failed_run() -> None:
     from invariants.mutation import applied
-    from refimpl.mutants import MUTANTS
-    from refimpl.ort.checker import OrtChecker
+    from refimpl.verify.mutants import MUTANTS
+    from refimpl.verify.sessions_checker import OrtChecker
     from refimpl.verify import PROFILES
 
     m = MUTANTS["failed_run_keeps_grown_lease"]

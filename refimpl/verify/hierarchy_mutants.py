@@ -1,7 +1,7 @@
 """Named implementation mutants of the coordinator (mutation controls, with every guard on).
 
 Two forms. `MUTANT_SCRIPTS` gives, for each hierarchy mutant of the verify
-registry `refimpl.mutants` (source patches), the script that must make one of
+registry `refimpl.verify.mutants` (source patches), the script that must make one of
 its clauses fail; `ortmem verify` runs those. `MUTANTS` below are the older
 subclass form the tests use against refinement.
 
@@ -10,7 +10,7 @@ method with a realistic bug; the harness hands the subclass to the
 coordinator (`Config.core`), so no bug switch sits on the governor's own code
 paths. `MUTANTS` names each with the campaign-form script that must expose it
 (refinement against the intact spec, or a harm clause) when replayed by
-`refimpl.hierarchy_checker.replay_refimpl`.
+`refimpl.verify.hierarchy_checker.replay_refimpl`.
 """
 
 from __future__ import annotations
@@ -93,9 +93,9 @@ MUTANTS: dict[str, tuple[type, tuple[Any, ...]]] = {
     "grant_not_journaled": (GrantNotJournaled, _UP + (H.Request(1, 1, 1, 4), H.Restart())),
 }
 
-#: The campaign-form script that must expose each hierarchy mutant of `refimpl.mutants` (source patches of
+#: The campaign-form script that must expose each hierarchy mutant of `refimpl.verify.mutants` (source patches of
 #: `refimpl.hierarchy.core`, applied by `ortmem verify`), replayed by
-#: `refimpl.hierarchy_checker.replay_predicates` with refinement off: only a clause can notice the bug.
+#: `refimpl.verify.hierarchy_checker.replay_predicates` with refinement off: only a clause can notice the bug.
 _HELD = (SpawnHeld(),)
 MUTANT_SCRIPTS: dict[str, tuple[Any, ...]] = {
     "exit_credited_twice": _UP + (H.Request(1, 1, 1, 4), H.Kill(1), H.Restart()),

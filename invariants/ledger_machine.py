@@ -5,7 +5,7 @@ action, return the abstraction) and subclasses `GovernorMachine` with an
 `adapter_factory`. After every step the machine checks:
 
   (a) `check_all` on the new abstraction, and `check_step` for accepted steps;
-  (b) refinement: the concrete step equals `spec.machine.step` on the previous
+  (b) refinement: the concrete step equals `spec.ledger.step` on the previous
       abstraction (same result, same next state);
   (c) a rejection raises the spec's error type and leaves the whole
       abstraction unchanged.
@@ -23,17 +23,17 @@ from typing import Any, Protocol
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.guards import ALL_ON, GuardSet
-from spec.machine import step as spec_step
-from spec.state import EMPTY, State
-from spec.state import snapshot as spec_snapshot
+from spec.ledger import step as spec_step
+from spec.ledger_state import EMPTY, State
+from spec.ledger_state import snapshot as spec_snapshot
 from spec.types import AllocState, Role, Tier
 
 from invariants._violation import RefinementViolation
 from invariants.checked import CheckedMachine
 from invariants.clauses import recording
-from invariants.predicates import check_all, check_step, observe_snapshot
+from invariants.ledger import check_all, check_step, observe_snapshot
 from invariants.replay_predicates import check_observed_step
 
 __all__ = ["GovernorAdapter", "SpecAdapter", "GovernorMachine"]

@@ -28,7 +28,7 @@ from typing import Any
 import immutables
 from attrs import evolve as _evolve
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.errors import (
     AllowanceExceeded,
     CapacityDenied,
@@ -46,7 +46,7 @@ from spec.errors import (
 )
 from spec.guards import ALL_ON, GuardSet
 from spec.lifecycle import TERMINAL, next_alloc_state, next_context_state
-from spec.state import Allocation, Allowance, Authority, Holder, State
+from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
 from spec.types import MAX_BYTES, MAX_NAME, AllocEvent, AllocState, ContextEvent, ContextState, Origin, Role, Tier
 
 __all__ = ["step", "apply"]

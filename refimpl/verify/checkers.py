@@ -12,14 +12,14 @@ from typing import Any
 
 from invariants.explore import ExploreResult
 from invariants.model_scopes import explore_scopes
-from refimpl.admission_checker import AdmissionChecker
-from refimpl.checker_api import Budget, Checker, CheckerRun
-from refimpl.hierarchy_checker import HierarchyChecker
-from refimpl.lazy_checker import LazyChecker
-from refimpl.ledger_checker import LedgerChecker
-from refimpl.manager_checker import ManagerChecker
-from refimpl.pressure_checker import PressureChecker
-from refimpl.tx_checker import TransactionsChecker
+from refimpl.verify.admission_checker import AdmissionChecker
+from refimpl.verify.checker_api import Budget, Checker, CheckerRun
+from refimpl.verify.hierarchy_checker import HierarchyChecker
+from refimpl.verify.lazy_checker import LazyChecker
+from refimpl.verify.ledger_checker import LedgerChecker
+from refimpl.verify.manager_checker import ManagerChecker
+from refimpl.verify.pressure_checker import PressureChecker
+from refimpl.verify.transactions_checker import TransactionsChecker
 from spec.guards import ALL_ON, GUARDS, Guard, GuardSet
 
 __all__ = ["Budget", "Checker", "CheckerRun", "LedgerChecker", "CHECKERS"]
@@ -43,7 +43,7 @@ CHECKERS: dict[str, Checker] = {
     "transactions": TransactionsChecker(_scopes(("transactions",), {})),
     "admission": AdmissionChecker(_scopes(("kv_batch", "coresidency", "elastic"), {
         "kv_admission_fits": "kv_batch", "retire_before_evict": "coresidency", "elastic_guaranteed_path": "elastic"})),
-    "ort": LazyChecker("ort", "refimpl.ort.checker", "OrtChecker", _scopes(("sessions",), {})),
+    "ort": LazyChecker("ort", "refimpl.verify.sessions_checker", "OrtChecker", _scopes(("sessions",), {})),
     "hierarchy": HierarchyChecker(),
     # The one ProcessMemoryManager: every part on shared authorities (the per-part campaigns above stay focused).
     "manager": ManagerChecker(),

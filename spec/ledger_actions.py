@@ -1,9 +1,9 @@
 """Actions of the abstract governor: one frozen value per public operation.
 
 Actions carry raw caller input (possibly invalid: negative bytes, unknown
-ids); `spec.machine.step` validates them. Their reprs read as a script so a
+ids); `spec.ledger.step` validates them. Their reprs read as a script so a
 Hypothesis counterexample is readable. Refimpl exposes the same operations as
-methods; the adapter in `refimpl.adapter` maps one to the other.
+methods; the adapter in `refimpl.verify.ledger_adapter` maps one to the other.
 """
 
 from __future__ import annotations

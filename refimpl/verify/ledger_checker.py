@@ -1,6 +1,6 @@
 """The "ledger" checker for `ortmem verify`: authorities, leases, settlement, allowances (C1 C2 I1 I2 I4a I4b I6).
 
-Drives `ProcessMemoryManager` against `spec.machine` through `refimpl.adapter.RefimplAdapter`
+Drives `ProcessMemoryManager` against `spec.ledger` through `refimpl.verify.ledger_adapter.RefimplAdapter`
 (refinement + the ledger predicates after every step); negative controls switch one guard off and
 demand a counterexample; the explorer runs over the ledger model's own scopes.
 """
@@ -11,9 +11,9 @@ from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings, find_counterexample, run_campaign
 from invariants.explore import ExploreResult, explore
 from invariants.ledger_scope import CONTROL_SCOPE, QUICK_SCOPE, ledger_model
-from invariants.predicates import STATE_PREDICATES, STEP_PREDICATES
-from refimpl.adapter import RefimplAdapter
-from refimpl.checker_api import Budget, CheckerRun
+from invariants.ledger import STATE_PREDICATES, STEP_PREDICATES
+from refimpl.verify.ledger_adapter import RefimplAdapter
+from refimpl.verify.checker_api import Budget, CheckerRun
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["LedgerChecker"]

@@ -1,8 +1,8 @@
 """The "transactions" checker for `ortmem verify`: C3, C4, C6, I5, I9, I10.
 
 Drives `ProcessMemoryManager`'s focused transaction operations (the one
-ledger; `refimpl.tx_adapter`) against `spec.transactions` through
-`invariants.tx_machine.TxMachine` (refinement + the transaction predicates
+ledger; `refimpl.verify.transactions_adapter`) against `spec.transactions` through
+`invariants.transactions_machine.TxMachine` (refinement + the transaction predicates
 after every step, contracts on), and runs the negative controls of the
 guards registered with `model="transactions"`.
 """
@@ -14,9 +14,9 @@ from typing import Any
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.transactions import STATE_PREDICATES, STEP_PREDICATES
-from invariants.tx_machine import find_tx_counterexample, run_tx_campaign
-from refimpl.checker_api import Budget, CheckerRun
-from refimpl.tx_adapter import TxRefimplAdapter
+from invariants.transactions_machine import find_tx_counterexample, run_tx_campaign
+from refimpl.verify.checker_api import Budget, CheckerRun
+from refimpl.verify.transactions_adapter import TxRefimplAdapter
 from spec.guards import Guard, Layer
 
 __all__ = ["TransactionsChecker"]

@@ -13,7 +13,7 @@ import attrs
 
 from refimpl.governor import ProcessMemoryManager
 from spec.guards import ALL_ON, GuardSet
-from spec.state import State
+from spec.ledger_state import State
 
 __all__ = ["RefimplAdapter", "method_name"]
 

@@ -13,6 +13,7 @@ looks like, and which ID's clauses must notice it.
 from __future__ import annotations
 
 from invariants.mutation import Mutant
+from refimpl.verify.mutants_protocols import PROTOCOL_MUTANTS
 from spec.guards import Layer
 
 __all__ = ["MUTANTS"]
@@ -21,11 +22,9 @@ _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV, _ALW, _SES = "refimpl.manager.ledger", "refimpl.manager.allowances", "spec.sessions"
 _ADB, _ADC = "refimpl.admission.batching", "refimpl.admission.coresidency"
 _ADE, _ADW = "refimpl.admission.elastic", "refimpl.admission.weight_cache"
-_MLS = "refimpl.manager.leases"
 _ORT_HOLDERS = "refimpl.ort.holders"
-_SPRE, _STX = "spec.pressure", "spec.transactions"
 _MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
-_MBUN = "refimpl.manager.bundles"
+_MDEV = "refimpl.manager.devices"
 _HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker"
 
 _ALL: tuple[Mutant, ...] = (
@@ -61,7 +60,7 @@ _ALL: tuple[Mutant, ...] = (
            "            aid = self._next_alloc\n            self._next_alloc += 1\n"
            "            if aid > 1 and aid - 1 not in self._allocs:\n                aid, self._next_alloc = aid - 1, aid\n",
            "after a release the id counter hands out the retired id again"),
-    Mutant("device_loss_refunds_at_once", ("I6",), "ledger", _R, _GOV,
+    Mutant("device_loss_refunds_at_once", ("I6",), "ledger", _R, _MDEV,
            "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
            "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
            "                    rec.auth.used -= rec.charge\n                    rec.charge = 0\n",
@@ -110,8 +109,8 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",
            "reserving allowance growth also charges the ledger, though an allowance owns no bytes"),
-    # --- ledger, spec layer (spec.machine: the invariants judge the spec's own states) ---------------
-    Mutant("reregister_grows_capacity", ("C1",), "ledger", _S, "spec.machine",
+    # --- ledger, spec layer (spec.ledger: the invariants judge the spec's own states) ---------------
+    Mutant("reregister_grows_capacity", ("C1",), "ledger", _S, "spec.ledger",
            "                if (a.tier, a.capacity) != (tier, capacity) and guards.on(\"identity_check\"):\n",
            "                if (a.tier, a.capacity) != (tier, capacity) and capacity > a.capacity:  # a bigger device\n"
            "                    a = _evolve(a, capacity=capacity, limit=capacity)\n"
@@ -214,163 +213,7 @@ _ALL: tuple[Mutant, ...] = (
            "            self.answer_cap = None\n",
            "the weight cache gives back all it is asked for whatever its holder answered",
            "elastic_guaranteed_path"),
-    # --- pressure (the focused pool protocol on the manager: refimpl.manager.arbitration, .leases) -----
-    Mutant("grant_order_ascending_priority", ("I13",), "pressure", _R, _MARB,
-           "    for priority in sorted(by_priority, reverse=True):\n", "    for priority in sorted(by_priority):\n",
-           "refimpl's own grant order takes the lowest priority bucket first"),
-    Mutant("cancel_after_grant_credits_twice", ("I7",), "pressure", _R, _MARB,
-           "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n",
-           "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n"
-           "            a.used -= credit\n",
-           "cancelling (or timing out) a granted ticket credits its bytes, and retiring its reservation credits "
-           "them again"),
-    Mutant("reconfigure_keeps_waiters", ("I13",), "pressure", _R, _MLS,
-           "        for t in list(a.pending.values()):\n            del self._tickets[t.id]\n"
-           "            if t.event is not None:\n                self._wake.append(t.event)\n        a.pending.clear()\n",
-           "",
-           "reconfigure bumps the generation but leaves the older pending tickets waiting under it"),
-    Mutant("reconfigure_forgets_waiters", ("I13",), "pressure", _R, _MLS,
-           "            del self._tickets[t.id]\n            if t.event is not None:\n"
-           "                self._wake.append(t.event)\n        a.pending.clear()\n",
-           "            del self._tickets[t.id]\n        a.pending.clear()\n",
-           "reconfigure fails the pending tickets but never wakes their waiters: each stays parked on a ticket "
-           "that no longer exists until its own timeout (which returns what a wake-up would: issue #9's survivor)"),
-    Mutant("reconfigure_fails_leases", ("I6",), "pressure", _R, _MLS,
-           "        a.generation += 1\n",
-           "        a.generation += 1\n        for rec in [r for r in self._leases.values() if r.auth is a]:\n"
-           "            self._retire(rec)\n",
-           "reconfigure fails every ticket, claimed leases included, instead of the pending ones"),
-    Mutant("try_reserve_ignores_free", ("I7",), "pressure", _R, _MLS,
-           "        if a.pending or nbytes > a.limit - a.used:  # I7", "        if a.pending:  # I7",
-           "the allocator path checks for waiters but not for free bytes"),
-    Mutant("grant_minted_at_submit", ("I7",), "pressure", _R, _MLS,
-           "                grant = t.alloc.id if t.alloc is not None else None\n",
-           "                grant = t.alloc.id if t.alloc is not None else t.id\n",
-           "a ticket reports a grant id from submit on (its own id), before anything is charged"),
-    Mutant("try_reserve_without_grant", ("I7",), "pressure", _R, _MLS,
-           "        rec = self._enter(holder, a, a.tier, role, nbytes, Origin.GRANTED)  # the grant: a ledger reservation\n"
-           "        rec.ticket = t\n        self._leases[t.id] = rec\n        self._commit_rec(rec, nbytes)  # and its claim, at once\n",
-           "        a.used += nbytes  # charged, but no lease is booked for it\n",
-           "the allocator path charges its bytes without booking (and granting) the lease that holds them"),
-    Mutant("grant_charged_unbooked", ("I7",), "pressure", _R, _MARB,
-           "            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)\n            t.alloc.part = t\n",
-           "            a.used += t.nbytes  # charged, but no reservation is booked for it\n",
-           "a round charges a grant's bytes to the ledger's used figure but books no reservation (no grant id) "
-           "for them: nothing names those bytes when the ticket is cancelled or claimed"),
-    Mutant("retired_ticket_kept", ("I7",), "pressure", _R, _MARB,
-           "        del self._tickets[t.id]\n        if t.event is not None:\n"
-           "            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on\n",
-           "        t.state = TicketState.CANCELLED\n        if t.event is not None:\n"
-           "            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on\n",
-           "a retired ticket is marked cancelled but kept in the ticket table"),
-    Mutant("mailbox_off_by_one", ("I7",), "pressure", _R, _MARB,
-           "        if len(self._tickets) >= self._slots:", "        if len(self._tickets) > self._slots:",
-           "submit admits one live ticket more than there are ticket (cancellation-mailbox) slots"),
-    Mutant("grant_id_not_advanced", ("I7",), "pressure", _R, _GOV,
-           "        if self._fresh:\n            aid = self._next_alloc\n            self._next_alloc += 1\n",
-           "        if self._fresh:\n            aid = self._next_alloc\n",
-           "a grant (a ledger reservation) reads the next allocation id but never advances it"),
-    Mutant("press_reserves_target", ("C5",), "pressure", _R, _MPRE,
-           "        self._pressures[r.id] = self._pressure_log[r.id] = r\n",
-           "        self._pressures[r.id] = self._pressure_log[r.id] = r\n"
-           "        a.used += max(0, min(target, a.limit - a.used))  # set aside for the answer\n",
-           "opening a pressure ticket sets its target aside from free bytes at once"),
-    Mutant("answer_credits_target", ("C5",), "pressure", _R, _MLS,
-           "        r.released += released\n", "        r.released += max(released, r.target)\n",
-           "the pressure ticket records its target as credited, not what the holder gave back"),
-    Mutant("zero_answer_takes_a_lease", ("C5",), "pressure", _R, _MLS,
-           "        picked: list[_Alloc] = []\n",
-           "        picked: list[_Alloc] = [] if victims else [x for x in self._leases.values() if x.holder == holder "
-           "and x.auth is a and not (x.pinned or x.in_flight)][:1]\n",
-           "a zero answer is read as 'take what you can': the holder's first idle lease is reclaimed"),
-    Mutant("zero_answer_credits_target", ("C5",), "pressure", _R, _MLS,
-           "            released += rec.charge\n            self._retire(rec)\n",
-           "            released += rec.charge\n            self._retire(rec)\n        if not released:\n"
-           "            a.used -= min(r.target, a.used)  # an `or` default: nothing named, the target booked\n",
-           "an answer that names no victims is booked as if the target had been met"),
-    Mutant("age_past_bound", ("I13",), "pressure", _R, _MARB,
-           "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
-           "        for t in pend.values():\n            t.age += 1\n",
-           "arbitration ages pending tickets without the cap at the aging bound"),
-    Mutant("age_cap_below_bound", ("I13",), "pressure", _R, _MARB,
-           "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
-           "        for t in pend.values():\n            if t.age < bound - 1:\n                t.age += 1\n",
-           "the age cap is one below the aging bound, so no waiting ticket matures and overtaking is unbounded"),
-    Mutant("matured_compare_strict", ("I13",), "pressure", _R, _MARB,
-           "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
-           "a round stops only past the aging bound, which a capped age never reaches"),
-    # --- capacity transactions (refimpl.manager: transactions, bundles, ledger; the focused tx checker) --------
-    Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _GOV,
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
-           "                    a.used -= rec.charge\n",
-           "device loss strands a committed lease's charge and refunds it at once too"),
-    Mutant("termination_keeps_stranded", ("C3",), "transactions", _R, _GOV,
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            self._retire(rec)\n",
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            rec.auth.used -= rec.charge\n",
-           "confirmed termination refunds the stranded charge but leaves it recorded as stranded"),
-    Mutant("plan_on_lost_context", ("C3",), "transactions", _R, _MTX,
-           "            self._live(a)\n        if b is not None and b.poisoned:\n",
-           "        if b is not None and b.poisoned:\n",
-           "planning does not check that the authorities' contexts are still active"),
-    Mutant("reserve_charges_first_need", ("C4",), "transactions", _R, _MTX,
-           "        n = t.need[a.id]\n", "        n = t.decl[0][1]\n",
-           "a reservation charges the first declared need's bytes, whichever authority it takes"),
-    Mutant("partial_reserve_stays_planned", ("C4",), "transactions", _R, _MTX,
-           "        t.phase = _P.RESERVED if len(t.held) == len(t.needs) else _P.RESERVING\n",
-           "        if len(t.held) == len(t.needs):\n            t.phase = _P.RESERVED\n",
-           "a first partial reservation leaves the transaction marked planned"),
-    Mutant("retry_keeps_intent", ("C4",), "transactions", _R, _MTX,
-           "        if intent is not None:\n            del self._intents[intent]\n", "",
-           "a retry takes its intent's identity but leaves the intent in place"),
-    Mutant("commit_keeps_users", ("C6",), "transactions", _R, _MTX,
-           "        self._unbind(t)\n        self._settle(t)\n",
-           "        t.bound = {}\n        self._settle(t)\n",
-           "commit ends the execution but leaves it listed as a user of its views"),
-    Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _MBUN,
-           "        vid = self._next_mview\n        self._next_mview += 1\n", "        vid = self._next_mview\n",
-           "publish reads the next view id but never advances it"),
-    Mutant("committed_lease_not_a_pin", ("C3",), "transactions", _R, _MTX,
-           "            if mine or (a.id in t.need and t.phase is not _P.COMMITTED):",
-           "            if a.id in t.need and t.phase is not _P.COMMITTED:",
-           "a committed lease set no longer pins its provider: only open transactions do"),
-    Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _GOV,
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            self._retire(rec)\n",
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            rec.charge = 0\n            self._retire(rec)\n",
-           "confirmed termination clears the stranded record without refunding the charge"),
-    Mutant("abort_keeps_partial_step", ("I5", "I10"), "transactions", _R, _MTX,
-           "        self._phase(t, _ABORTABLE, \"abort\")\n        before: dict[int, int] = {}\n",
-           "        self._phase(t, _ABORTABLE, \"abort\")\n        if t.bundle is not None and t.phase is _P.EXECUTING:\n"
-           "            self._bundles[t.bundle].versions = [x + 1 for x in self._bundles[t.bundle].versions]\n"
-           "        before: dict[int, int] = {}\n",
-           "an abort during execution keeps the bundle's partly written step"),
-    Mutant("mismatch_poisons_all", ("I5",), "transactions", _R, _MBUN,
-           "        b.poisoned = True\n", "        for b in self._bundles.values():\n            b.poisoned = True\n",
-           "a post-commit mismatch poisons every bundle, not only the one that disagreed"),
-    Mutant("one_bit_generation", ("I9",), "transactions", _R, _MBUN,
-           "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
-           "the mapping generation is kept in one bit, so a second remap brings an old generation back"),
-    # --- capacity transactions and pressure, spec layer (the invariants judge the spec's own states) ------
-    Mutant("release_under_reader", ("C6",), "transactions", _S, _STX,
-           "    for v in mine:\n        if v.users:\n            raise ViewInUse(",
-           "    for v in mine:\n        if v.users and False:\n            raise ViewInUse(",
-           "releasing a committed lease set unmaps its view while other executions still read through it"),
-    Mutant("execute_on_provisional_view", ("C6",), "transactions", _S, _STX,
-           "    if v.allocation != t.id and s.txs[v.allocation].phase is not TxPhase.COMMITTED:\n",
-           "    if v.allocation not in s.txs:\n",
-           "an execution may bind any live view, including another transaction's provisional (uncommitted) one"),
-    Mutant("timeout_requeues_grant", ("I7",), "pressure", _S, _SPRE,
-           "    return _retire(p, t, event, guards)\n",
-           "    if t.state is _T.GRANTED and event is TicketEvent.TIMEOUT:  # 'retry later' instead of retiring\n"
-           "        t = _evolve(t, state=_T.PENDING, grant=None, age=0, generation=p.generation)\n"
-           "        return _evolve(p, tickets=p.tickets.set(t.id, t), free=p.free + t.nbytes), 0  # waits a round\n"
-           "    return _retire(p, t, event, guards)\n",
-           "a granted ticket that times out is credited and put back in the queue (to retry) instead of retired, "
-           "for the next round, so its bytes are charged again for a requester that gave up"),
+    *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
     Mutant("kv_growth_releases_old_first", ("I8c",), "ort", _R, "refimpl.ort.holders",
            '        old = self.bundles[rid]\n'

@@ -14,13 +14,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from invariants.admission_predicates import (OBSERVATION_PREDICATES, STATE_PREDICATES, STEP_PREDICATES, LedgerBooks,
+from invariants.admission import (OBSERVATION_PREDICATES, STATE_PREDICATES, STEP_PREDICATES, LedgerBooks,
                                             check_observations, check_state, check_transition)
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
 from invariants import contracts
 from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
-from refimpl.checker_api import CheckerRun
+from refimpl.verify.checker_api import CheckerRun
 from spec import admission as S
 from spec.guards import Guard, Layer
 

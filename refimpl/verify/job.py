@@ -1,13 +1,13 @@
 """`ortmem verify`: the main job, as phases that produce one per-ID report.
 
 Phases: drift (catalog, predicates, tests, docs in step), one stateful
-campaign per checker (`refimpl.checkers.CHECKERS`: refimpl refines spec,
+campaign per checker (`refimpl.verify.checkers.CHECKERS`: refimpl refines spec,
 invariants after every step, contracts on, every clause's coverage counted),
 negative controls (each registered guard switched off, in the spec and in
 refimpl, must yield a harm to an ID it protects), mutation controls (each
-named bug of `refimpl.mutants.MUTANTS` injected with every guard on must make
+named bug of `refimpl.verify.mutants.MUTANTS` injected with every guard on must make
 a clause of its ID fail), the explorer and CrossHair. Each ID is judged by
-the rules of `refimpl.verdict`. The report is a plain value; rendering
+the rules of `refimpl.verify.verdict_rules`. The report is a plain value; rendering
 (table, JSON) lives in `refimpl.cli`.
 
 `ok` is false only when something is *violated* (drift, a campaign or
@@ -31,19 +31,19 @@ import attrs
 from invariants.campaign import CampaignStats, ControlResult
 from invariants.clauses import Coverage, clauses_of
 # Every predicate module declares its clauses on import; the ORT checker imports its own lazily.
-import invariants.admission_predicates  # noqa: F401
+import invariants.admission  # noqa: F401
 import invariants.pressure  # noqa: F401
 import invariants.replay_predicates  # noqa: F401
-import invariants.session_predicates  # noqa: F401
+import invariants.sessions  # noqa: F401
 import invariants.transactions  # noqa: F401
 from invariants.drift import drift_problems
 from invariants.explore import ExploreResult
 from invariants.mutation import StaleMutant, applied
 from invariants._violation import InvariantViolation
-from refimpl.checkers import CHECKERS, Budget, CheckerRun
-from refimpl.crosshair_check import CrosshairResult, run_crosshair
-from refimpl.mutants import MUTANTS
-from refimpl.verdict import ClauseCoverage, guards_of, judge
+from refimpl.verify.checkers import CHECKERS, Budget, CheckerRun
+from refimpl.verify.crosshair_check import CrosshairResult, run_crosshair
+from refimpl.verify.mutants import MUTANTS
+from refimpl.verify.verdict_rules import ClauseCoverage, guards_of, judge
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
@@ -164,7 +164,7 @@ def verdict(drift: tuple[str, ...], errors: dict[str, str], controls: list[Contr
     """True iff nothing is violated: no drift, no campaign or exploration violation, no CrossHair problem.
 
     Weak evidence (a control that found no harm, thin coverage, a skipped CrossHair) is not a
-    violation: it makes the IDs concerned "partial" (see `refimpl.verdict`).
+    violation: it makes the IDs concerned "partial" (see `refimpl.verify.verdict_rules`).
     """
     problems = crosshair.problems if isinstance(crosshair, CrosshairResult) else (() if crosshair else ("x",))
     return (not drift and not errors and not any(x.found for x in explorations.values()) and not problems)

@@ -1,7 +1,7 @@
 """The stateful checker for capacity transactions: refinement + invariants after every step.
 
-A sibling of `invariants.machine.GovernorMachine` for the transaction model
-(`spec.transactions`). An adapter executes one `spec.tx_actions` action and
+A sibling of `invariants.ledger_machine.GovernorMachine` for the transaction model
+(`spec.transactions`). An adapter executes one `spec.transactions_actions` action and
 returns its abstraction (`TxState`). After every step the machine checks:
 
   (a) `check_step` for accepted steps, then `check_all` on the abstraction;
@@ -27,10 +27,10 @@ from hypothesis import settings
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
 from invariants.transactions import check_all, check_step
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.transactions import TX_EMPTY, TxState, step as spec_step
-from spec.tx_lifecycle import TxPhase, ViewKind
+from spec.transactions_lifecycle import TxPhase, ViewKind
 
 __all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "run_tx_campaign",
            "find_tx_counterexample"]

@@ -1,6 +1,6 @@
 """What a checker is: its budget, its campaign result, and the protocol `ortmem verify` calls.
 
-Kept apart from `refimpl.checkers` (the registry) so each checker module can
+Kept apart from `refimpl.verify.checkers` (the registry) so each checker module can
 import these names without importing the registry that imports it.
 """
 

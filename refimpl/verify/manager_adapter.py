@@ -1,4 +1,4 @@
-"""Adapter from the composed actions (`spec.actions`, `spec.manager_actions`) to `ProcessMemoryManager` calls.
+"""Adapter from the composed actions (`spec.ledger_actions`, `spec.manager_actions`) to `ProcessMemoryManager` calls.
 
 Method names are the actions' names in snake case and keywords the actions'
 field names, so the mapping is mechanical and cannot hide logic.
@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from refimpl.adapter import method_name
+from refimpl.verify.ledger_adapter import method_name
 from refimpl.manager import ProcessMemoryManager
 from spec.guards import ALL_ON, GuardSet
 from spec.manager_actions import Manager

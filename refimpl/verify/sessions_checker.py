@@ -30,9 +30,9 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
-from invariants.session_predicates import (STATE_PREDICATES, STEP_PREDICATES, KvCover, check_observations,
+from invariants.sessions import (STATE_PREDICATES, STEP_PREDICATES, KvCover, check_observations,
                                           check_state, check_transition)
-from refimpl.checker_api import CheckerRun
+from refimpl.verify.checker_api import CheckerRun
 from refimpl.ort.faults import INJECTED_RUN_FAILURE, failing_runs
 from refimpl.ort.generations import hunt_scripts, run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input

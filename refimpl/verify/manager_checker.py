@@ -15,7 +15,7 @@ from typing import Any
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.explore import ExploreResult
-from refimpl.checker_api import Budget, CheckerRun
+from refimpl.verify.checker_api import Budget, CheckerRun
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["ManagerChecker"]
@@ -23,7 +23,7 @@ __all__ = ["ManagerChecker"]
 
 def _adapter(guards: GuardSet = ALL_ON) -> Any:
     """The composed adapter: every guard on for the campaign, one guard off for a control."""
-    from refimpl.manager_adapter import ManagerAdapter
+    from refimpl.verify.manager_adapter import ManagerAdapter
     return ManagerAdapter(guards)
 
 

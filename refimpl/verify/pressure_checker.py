@@ -15,8 +15,8 @@ from invariants.campaign import ControlResult, campaign_settings
 from invariants.explore import ExploreResult
 from invariants.pressure import STATE_PREDICATES, STEP_PREDICATES, TRACE_PREDICATES
 from invariants.pressure_machine import find_pressure_counterexample, run_pressure_campaign
-from refimpl.checker_api import Budget, CheckerRun
-from refimpl.pressure_adapter import PressureAdapter
+from refimpl.verify.checker_api import Budget, CheckerRun
+from refimpl.verify.pressure_adapter import PressureAdapter
 from spec.guards import Guard, Layer
 
 __all__ = ["PressureChecker", "SPEC_CANNOT_EXPRESS"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from spec.tx_lifecycle import ViewKind
+from spec.transactions_lifecycle import ViewKind
 
 __all__ = [
     "AddAuthority",

@@ -1,6 +1,6 @@
 """The `hierarchy` checker for `ortmem verify`: the cooperative hierarchy with real processes (C10, I11).
 
-Campaign: Hypothesis drives `refimpl.hierarchy.adapter.HierarchyAdapter` (a
+Campaign: Hypothesis drives `refimpl.verify.hierarchy_adapter.HierarchyAdapter` (a
 real coordinator process and up to three real worker processes) against
 `invariants.hierarchy_machine.campaign_step`, with refinement and every
 predicate after every step; each example starts and tears down its own
@@ -9,10 +9,10 @@ processes. Negative controls are deterministic: the guard's scripted scenario
 (a harm clause must fail), or on the real processes with the guard off
 against the intact spec (refinement must diverge in state or result, not in
 error type alone, or a harm clause must fail). Mutation controls are the
-hierarchy mutants of `refimpl.mutants` (source patches of
+hierarchy mutants of `refimpl.verify.mutants` (source patches of
 `refimpl.hierarchy.core` and `.worker`, applied by verify in its job process,
 inherited by the forked coordinator and workers): each mutant's script
-(`refimpl.hierarchy.mutants.MUTANT_SCRIPTS`) is replayed with every guard on
+(`refimpl.verify.hierarchy_mutants.MUTANT_SCRIPTS`) is replayed with every guard on
 and refinement off, so only a clause of C10 / I11 on the implementation's
 own abstraction can expose it (`replay_predicates`). `explore` runs the
 bounded-exhaustive explorer over the spec's scopes.
@@ -34,8 +34,8 @@ from invariants.hierarchy import CLAUSES, STATE_PREDICATES, STEP_PREDICATES, che
 from invariants.hierarchy_machine import campaign_step, model, to_campaign
 from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model, hierarchy_model, run_script
 from invariants.model_machine import run_model_campaign
-from refimpl.checker_api import Budget, CheckerRun
-from refimpl.hierarchy.adapter import HierarchyAdapter
+from refimpl.verify.checker_api import Budget, CheckerRun
+from refimpl.verify.hierarchy_adapter import HierarchyAdapter
 from refimpl.hierarchy.core import Core
 from spec import hierarchy as H
 from spec.errors import GovernorError
@@ -167,8 +167,8 @@ class HierarchyChecker:
         return explore(scope, max_depth=budget.control_depth, max_states=budget.explore_states)
 
     def _mutant(self, m: Mutant) -> ControlResult:
-        """A mutation control (`refimpl.mutants`, already applied by verify): its script on real processes."""
-        from refimpl.hierarchy.mutants import MUTANT_SCRIPTS  # the script that must expose each named bug
+        """A mutation control (`refimpl.verify.mutants`, already applied by verify): its script on real processes."""
+        from refimpl.verify.hierarchy_mutants import MUTANT_SCRIPTS  # the script that must expose each named bug
         # Looked up now, not at import: `invariants.mutation.applied` replaced the patched definition in its
         # module (defaults bound at definition time still name the intact class).
         core = importlib.import_module("refimpl.hierarchy.core").Core

@@ -1,4 +1,4 @@
-"""A checker imported on first use, so `refimpl.checkers` (and `ortmem spec`) load without onnxruntime.
+"""A checker imported on first use, so `refimpl.verify.checkers` (and `ortmem spec`) load without onnxruntime.
 
 The real-ORT checker lives in `refimpl.ort`, the only package that imports
 onnxruntime, which is an optional extra; this proxy defers that import to

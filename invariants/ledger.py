@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-from spec import actions as A
+from spec import ledger_actions as A
 from spec.lifecycle import ALLOCATION_TABLE, TERMINAL
-from spec.state import State
+from spec.ledger_state import State
 from spec.types import AllocState, Origin
 
 from invariants.clauses import clause, conjunction
@@ -407,7 +407,7 @@ def check_step(prev: State, action: Any, nxt: State) -> None:
 def predicate_names(id: str) -> list[str]:
     """Qualified names of the predicates registered for `id`."""
     found = list(STATE_PREDICATES.get(id, ())) + list(STEP_PREDICATES.get(id, ()))
-    return [f"invariants.predicates.{p.__name__}" for p in found]
+    return [f"invariants.ledger.{p.__name__}" for p in found]
 
 
 

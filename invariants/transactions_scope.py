@@ -18,10 +18,10 @@ from typing import Any
 from invariants.explore import Model
 from invariants.transactions import check_all, check_step
 from spec import transactions as S
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
-from spec.tx_lifecycle import ViewKind
+from spec.transactions_lifecycle import ViewKind
 
 __all__ = ["TX_START", "tx_actions", "tx_model"]
 

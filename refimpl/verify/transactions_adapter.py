@@ -1,4 +1,4 @@
-"""Adapter from `spec.tx_actions` to `ProcessMemoryManager`'s focused transaction operations.
+"""Adapter from `spec.transactions_actions` to `ProcessMemoryManager`'s focused transaction operations.
 
 Method names are "tx_" + the actions' names in snake case, keywords the
 actions' field names, so the mapping is mechanical and cannot hide logic.
@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
-from refimpl.adapter import method_name
+from refimpl.verify.ledger_adapter import method_name
 from refimpl.manager import ProcessMemoryManager
-from spec import tx_actions as T
+from spec import transactions_actions as T
 from spec.guards import ALL_ON, GuardSet
 from spec.transactions import TxState
 
