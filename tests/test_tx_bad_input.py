@@ -179,11 +179,11 @@ def test_coordinator_rejects_bad_input(world, spec_world, case) -> None:
         adapter.execute(action)
     assert adapter.abstract() == before  # the whole transaction snapshot
     assert adapter.pmm.abstract() == ledger  # and the manager's ledger under it
-    spec = TxSpecAdapter()
-    spec.ledger_state = spec_world[1]  # the spec, from the same state, refuses with the same type
+    oracle = TxSpecAdapter()
+    oracle.state = spec_world[1]  # the spec, from the same state, refuses with the same type
     with pytest.raises(case.error):
-        spec.execute(action)
-    assert spec.ledger_state == spec_world[1]
+        oracle.execute(action)
+    assert oracle.state == spec_world[1]
 
 
 @pytest.mark.parametrize("make", [
