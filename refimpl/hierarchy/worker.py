@@ -402,29 +402,37 @@ class Worker:
                 self.next_dial = now + 0.5  # fenced: stay reachable for control, retry rarely
                 self._try_connect()
             watch = [self.ctl, *self.controls] + ([self.coord] if self.coord is not None else [])
-            ready = wait(watch, timeout=self.cfg.heartbeat_interval)
-            for r in ready:
-                if r is self.coord:
+            self._serve_ready(wait(watch, timeout=self.cfg.heartbeat_interval))
+
+    def _serve_ready(self, ready: list[Any]) -> None:
+        """Serve the connections `wait` found readable, in order.
+
+        A command served earlier in the same round may replace or drop the coordinator connection
+        (a redial, a fence): a ready connection that is no longer `self.coord`, the listener or one of
+        `self.controls` is stale and is skipped (it was once handed to `_control`, whose EOF handling
+        then failed on it, and the worker died)."""
+        for r in ready:
+            if r is self.ctl:
+                conn = P.accept(self.ctl)
+                if conn is not None:
                     try:
-                        # An earlier ready control command may have drained this push already (snapshot
-                        # drains): a blind recv would block the worker forever.
-                        if self.coord.poll(0):
-                            self._push(self.coord.recv())
-                    except (EOFError, OSError):
-                        self.coord = None  # the coordinator went away: redial
-                elif r is self.ctl:
-                    conn = P.accept(self.ctl)
-                    if conn is not None:
-                        try:
-                            if not conn.poll(2.0) or conn.recv()[:2] != ("hello", "control"):
-                                raise ValueError("expected a control hello")
-                            P.challenge_server(conn, P.control_key(self.cfg.master))
-                            P.handshake_done(conn)
-                            self.controls.append(conn)
-                        except Exception:  # noqa: BLE001 - a failed challenge closes that connection only
-                            conn.close()
-                else:
-                    self._control(r)  # type: ignore[arg-type]
+                        if not conn.poll(2.0) or conn.recv()[:2] != ("hello", "control"):
+                            raise ValueError("expected a control hello")
+                        P.challenge_server(conn, P.control_key(self.cfg.master))
+                        P.handshake_done(conn)
+                        self.controls.append(conn)
+                    except Exception:  # noqa: BLE001 - a failed challenge closes that connection only
+                        conn.close()
+            elif any(r is c for c in self.controls):
+                self._control(r)
+            elif r is self.coord and self.coord is not None:
+                try:
+                    # An earlier ready control command may have drained this push already (snapshot
+                    # drains): a blind recv would block the worker forever.
+                    if self.coord.poll(0):
+                        self._push(self.coord.recv())
+                except (EOFError, OSError):
+                    self.coord = None  # the coordinator went away: redial
 
 
 def worker_main(wid: int, cfg: Any, close_fds: tuple[int, ...], held: bool = False) -> None:
