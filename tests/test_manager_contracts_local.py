@@ -78,6 +78,7 @@ def workload(pmm: ProcessMemoryManager) -> list[str]:
     step("unmap 10", pmm.unmap_allowance, h, w, 10)
     step("transfer 5 to it", pmm.transfer_allowance, h, w, w2, 5)
     step("snapshot with allowances", pmm.snapshot, a)
+    step("close another holder's allowance (refused)", pmm.close_allowance, h, w2)
     step("close it", pmm.close_allowance, g, w2)
     step("snapshot after close", pmm.snapshot, a)
     # tickets on gpu1 (aging bound 1: a misfit matures on its first round)
@@ -114,7 +115,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 51
+    assert done[-1] == "confirm termination" and len(done) == 52
 
 
 def test_every_manager_mutant_is_listed() -> None:
