@@ -1,4 +1,4 @@
-"""Predicates over `spec.sessions.SessionState`: I8, I3, I8b, I8c, C7, C8, C9.
+"""Predicates over `spec.sessions.SessionState`: C1, I8, I3, I8b, I8c, C7, C8, C9.
 
 State predicates `state_<ID>_sessions(s)`, step predicates
 `step_<ID>_sessions(prev, action, next)`; each raises
@@ -21,7 +21,7 @@ from spec import sessions as S
 from spec.arith import admitted_bytes
 
 __all__ = [
-    "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
+    "state_C1_sessions", "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
     "state_C7_sessions", "state_C8_sessions", "step_C8_sessions", "state_C9_sessions",
     "observed_I8c_kv_leased", "KvCover",
     "STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_state", "check_transition",
@@ -62,6 +62,18 @@ def state_I8_sessions(s: S.SessionState) -> None:
         if charged != grant or peaks > grant:
             _I8_ARENA.fail(f"the pool charges {charged} B to the arena role for an env arena of {grant} B, and "
                            f"lends {peaks} B of managed peaks within it")
+
+
+_C1_ONE = clause("C1", "state_C1_sessions", "one_authority_per_tier",
+                 "no second ledger of the host tier can grant in the runtime's manager: the pool's bytes (the "
+                 "env arena's lease among them) are booked on its one authority, never also on another")
+
+
+def state_C1_sessions(s: S.SessionState) -> None:
+    """One authority of the host tier: nothing (the env arena included) is booked on a second ledger."""
+    if s.host_authorities != 1:
+        _C1_ONE.fail(f"the runtime's manager has {s.host_authorities} ledgers of the host tier, not one")
+    _C1_ONE.case(bool(s.topology.arena))
 
 
 _I3_DECLINED = clause("I3", "state_I3_sessions", "declined_reported",
@@ -276,6 +288,7 @@ OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
+    "C1": (state_C1_sessions,),
     "I8": (state_I8_sessions,),
     "I3": (state_I3_sessions,),
     "I8b": (state_I8b_sessions,),

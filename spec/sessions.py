@@ -144,6 +144,9 @@ class SessionState:
     #: bytes its records account for (weights without the transient peak plus the cache; the peak; KV).
     #: An implementation reads it from its manager's allocations, apart from its own records (C8, I1).
     ledger: immutables.Map = immutables.Map()
+    #: Ledgers of the pool's tier (host) that can grant in the runtime's manager: one, the pool's own
+    #: (C1). The env arena is a lease in it, never a second authority sized to its cap.
+    host_authorities: int = 1
 
     def kv_charge(self, r: Request) -> int:
         return kv_bytes(r.kv_tokens, self.models[r.model].facts.bytes_per_token)

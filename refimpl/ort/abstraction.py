@@ -16,7 +16,7 @@ from typing import Any
 import immutables
 
 from spec import sessions as S
-from spec.types import Role
+from spec.types import Role, Tier
 
 __all__ = ["LedgerAbstraction"]
 
@@ -88,7 +88,12 @@ class LedgerAbstraction:
                 for rid, (m, _) in self.requests.items()}
         return S.SessionState(self.topology, self.limit, immutables.Map(models), immutables.Map(reqs),
                               self._cache_charge(allocs), frozenset(self.declined), frozenset(self.not_enforced),
-                              immutables.Map(self.residency), self.next_request, immutables.Map(by_role))
+                              immutables.Map(self.residency), self.next_request, immutables.Map(by_role),
+                              self._host_authorities())
+
+    def _host_authorities(self) -> int:
+        """Canonical ledgers of the host tier in the manager (aliases own no ledger), C1."""
+        return sum(1 for a in self.pmm.abstract().authorities.values() if a.tier is Tier.HOST and a.alias_of is None)
 
     def report(self) -> S.GovernanceReport:
         """C8's figures read from the manager's ledger (this runtime's own computation, not the spec's)."""

@@ -321,7 +321,7 @@ _ALL: tuple[Mutant, ...] = (
            "        if f.transient_peak:\n",
            "with an env arena, each model's transient peak is still charged as its own ARENA lease on the host "
            "authority beside the arena's lease: the same bytes booked twice (issue #11's closing note)"),
-    Mutant("arena_on_second_authority", ("I8",), "ort", _R, "refimpl.ort.governed",
+    Mutant("arena_on_second_authority", ("C1", "I8"), "ort", _R, "refimpl.ort.governed",
            "            self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)\n",
            "            env_auth = self.pmm.register_authority(\"env-arena\", Tier.HOST, arena_cap)\n"
            "            self.env_arena = ArenaHolder(self.pmm, env_auth, arena_cap, on_pressure=zero)\n",
