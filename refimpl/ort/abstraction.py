@@ -105,8 +105,9 @@ class LedgerAbstraction:
         cache = self._cache_charge(allocs)
         env = self.env_arena
         # The env arena's lease is charged once: what it has not lent to a model's peak is still used.
+        allows = self.pmm.abstract().allowances
         unlent = 0 if env is None else self._charge(env.lease, allocs) - sum(
-            self._lent(r.arena_loan, self.pmm.abstract().allowances) for r in self.models.values())
+            self._lent(r.arena_loan, allows) for r in self.models.values())
         used = weights + kv + cache + unlent
         return S.GovernanceReport(
             unit="charge (bytes)", limit=self.limit, used=used, available=max(0, self.limit - used),

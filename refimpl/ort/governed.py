@@ -9,6 +9,12 @@
 # compatibility mode (C9), residency observations (I8b). The session is a
 # reporter, not a holder: leases belong to the weight and KV holders, and the
 # transient peak to the arena holder. Never calls spec transition code.
+# With an env arena (`Topology.arena`), the ArenaHolder's grant is ONE lease
+# on the host authority (the manager never has a second authority of the host
+# tier, C1) and each managed model's transient peak is lent within it, an
+# allowance of the ArenaHolder, never charged again (I8); a peak past the
+# arena's remaining room is refused (AllowanceExceeded) before anything is
+# leased. Without one, each managed model's peak is its own ARENA lease.
 # Reclaim goes through the one manager's pressure part (issue #10):
 # `_make_room`, `Pressure` and limit lowering open a pressure ticket on the
 # weight holder (`WeightHolder.reclaim` -> `pmm.press`); the holder's callback
