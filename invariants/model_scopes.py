@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
+
 from invariants import admission as AP
 from invariants import sessions as SP
 from invariants.explore import ExploreResult, Model, explore
@@ -106,8 +108,13 @@ _LOADS = (
 )
 
 
-def _session_actions(s: SS.SessionState) -> Iterator[Any]:
-    for load in _LOADS:
+#: With an env arena of 150 B (issue #11): one model's peak (100 B) fits, a second's does not (I8).
+_ARENA_TOPOLOGY = attrs.evolve(_TOPOLOGY, arena=150, source="explorer scope, env arena 150 B")
+_ARENA_LOADS = _LOADS + (SS.LoadModel("n", "scope", _FACTS, frozenset({"kv"}), False),)
+
+
+def _session_actions(s: SS.SessionState, loads: tuple[SS.LoadModel, ...] = _LOADS) -> Iterator[Any]:
+    for load in loads:
         if load.name not in s.models:
             yield load
     if "m" in s.models and s.next_request <= 2:
@@ -132,9 +139,15 @@ def sessions(guards: GuardSet) -> Model:
                   SP.check_state, SP.check_transition, guards)
 
 
+def sessions_arena(guards: GuardSet) -> Model:
+    return _model("sessions_arena", SS.new_sessions(_ARENA_TOPOLOGY, 3072), SS.step_sessions,
+                  lambda s: _session_actions(s, _ARENA_LOADS), SP.check_state, SP.check_transition, guards)
+
+
 #: Scope per model name, as the checkers name them.
 SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     "kv_batch": batch, "coresidency": coresidency, "elastic": elastic, "sessions": sessions,
+    "sessions_arena": sessions_arena,
     # `invariants.pressure_scope`: every guard on in the quick scope; a control adds a second priority.
     "pressure": lambda g: pressure_model(g, PRESSURE_QUICK),
     "pressure_control": lambda g: pressure_model(g, PRESSURE_CONTROL),

@@ -1,4 +1,4 @@
-"""Predicates over `spec.sessions.SessionState`: I8, I3, I8b, I8c, C7, C8, C9.
+"""Predicates over `spec.sessions.SessionState`: C1, I8, I3, I8b, I8c, C7, C8, C9.
 
 State predicates `state_<ID>_sessions(s)`, step predicates
 `step_<ID>_sessions(prev, action, next)`; each raises
@@ -21,7 +21,7 @@ from spec import sessions as S
 from spec.arith import admitted_bytes
 
 __all__ = [
-    "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
+    "state_C1_sessions", "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
     "state_C7_sessions", "state_C8_sessions", "step_C8_sessions", "state_C9_sessions",
     "observed_I8c_kv_leased", "KvCover",
     "STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_state", "check_transition",
@@ -34,8 +34,19 @@ _I8_EXACT = clause("I8", "state_I8_sessions", "charged_referenced_extents",
                   "its transient peak (never the file size)")
 
 
+_I8_ARENA = clause("I8", "state_I8_sessions", "arena_charged_once",
+                   "the env arena's bytes are never booked twice nor promised past its one lease: the pool's "
+                   "ARENA charge is exactly the arena's grant, and the managed models' transient peaks lent "
+                   "within it sum to at most that grant")
+
+
+def _peaks(s: S.SessionState) -> int:
+    return sum(m.facts.transient_peak for m in s.models.values() if m.mode is S.Mode.MANAGED)
+
+
 def state_I8_sessions(s: S.SessionState) -> None:
-    """Managed weights are charged roundup(referenced, granule) + transient peak, never the file size."""
+    """Managed weights are charged roundup(referenced, granule) + transient peak, never the file size; with
+    an env arena the peaks lie within its one lease, charged once."""
     managed = False
     for name, m in s.models.items():
         if m.mode is S.Mode.MANAGED:
@@ -45,6 +56,24 @@ def state_I8_sessions(s: S.SessionState) -> None:
                 _I8_EXACT.fail(f"{name}: admitted {m.admitted} B, referenced extents give {want} B "
                                f"(file {m.facts.file_bytes} B)")
     _I8_EXACT.case(managed)
+    grant = s.topology.arena
+    if _I8_ARENA.case(bool(grant)):
+        charged, peaks = s.ledger.get("arena", 0), _peaks(s)
+        if charged != grant or peaks > grant:
+            _I8_ARENA.fail(f"the pool charges {charged} B to the arena role for an env arena of {grant} B, and "
+                           f"lends {peaks} B of managed peaks within it")
+
+
+_C1_ONE = clause("C1", "state_C1_sessions", "one_authority_per_tier",
+                 "no second ledger of the host tier can grant in the runtime's manager: the pool's bytes (the "
+                 "env arena's lease among them) are booked on its one authority, never also on another")
+
+
+def state_C1_sessions(s: S.SessionState) -> None:
+    """One authority of the host tier: nothing (the env arena included) is booked on a second ledger."""
+    if s.host_authorities != 1:
+        _C1_ONE.fail(f"the runtime's manager has {s.host_authorities} ledgers of the host tier, not one")
+    _C1_ONE.case(bool(s.topology.arena))
 
 
 _I3_DECLINED = clause("I3", "state_I3_sessions", "declined_reported",
@@ -99,9 +128,11 @@ _I8C_KV = clause("I8c", "state_I8c_sessions", "kv_covers_tokens",
 
 
 def _used(s: S.SessionState) -> int:
-    """Charge from the records themselves (not the state's own `used` property)."""
+    """Charge from the records themselves (not the state's own `used` property): with an env arena, its
+    grant once, the peaks lent within it not again."""
     kv = sum(r.kv_tokens * s.models[r.model].facts.bytes_per_token for r in s.requests.values())
-    return sum(m.admitted for m in s.models.values()) + kv + s.cache
+    arena = s.topology.arena - _peaks(s) if s.topology.arena else 0
+    return sum(m.admitted for m in s.models.values()) + arena + kv + s.cache
 
 
 def state_I8c_sessions(s: S.SessionState) -> None:
@@ -161,7 +192,7 @@ def state_C8_sessions(s: S.SessionState) -> None:
     """Reported figures equal an independent reading of the charge records; the ledger, per role, too."""
     managed = [m for m in s.models.values() if m.mode is S.Mode.MANAGED]
     peaks = sum(m.facts.transient_peak for m in managed)
-    records = {"weights": sum(m.admitted for m in managed) - peaks + s.cache, "arena": peaks,
+    records = {"weights": sum(m.admitted for m in managed) - peaks + s.cache, "arena": s.topology.arena or peaks,
                "kv": sum(q.kv_tokens * s.models[q.model].facts.bytes_per_token for q in s.requests.values())}
     ledger = {k: s.ledger.get(k, 0) for k in set(s.ledger) | set(records)}
     if ledger != {k: records.get(k, 0) for k in ledger}:
@@ -257,6 +288,7 @@ OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
+    "C1": (state_C1_sessions,),
     "I8": (state_I8_sessions,),
     "I3": (state_I3_sessions,),
     "I8b": (state_I8b_sessions,),

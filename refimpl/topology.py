@@ -41,15 +41,19 @@ def host_topology(reserve: int = 1 << 30, headroom: int = 0, host_mapped_capacit
 
 
 def scaled_topology(capacity: int, headroom: int, granule: int | None = None,
-                    host_mapped_capacity: int = 0) -> Topology:
-    """A small budget carved from the host authority, for checking and demos (the source says so)."""
+                    host_mapped_capacity: int = 0, arena: int = 0) -> Topology:
+    """A small budget carved from the host authority, for checking and demos (the source says so).
+
+    `arena`: the env arena's cap, leased once inside this budget (0: no env arena).
+    """
     host = host_topology(reserve=0)
     if capacity > host.capacity:
         raise BudgetBelowFloor(f"scaled capacity {capacity} exceeds the host's {host.capacity}")
     return attrs.evolve(host, capacity=_check(capacity, "capacity"), reserve=host.capacity - capacity,
                         granule=granule or host.granule, headroom=_check(headroom, "headroom"),
-                        host_mapped_capacity=host_mapped_capacity,
-                        source=f"scaled: {capacity} B carved from the host authority ({host.source})")
+                        host_mapped_capacity=host_mapped_capacity, arena=_check(arena, "arena"),
+                        source=f"scaled: {capacity} B carved from the host authority ({host.source})"
+                        + (f"; env arena {arena} B leased inside it" if arena else ""))
 
 
 def cuda_topology(device: int = 0, reserve: int = 256 << 20, headroom: int = 0) -> Topology:

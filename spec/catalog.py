@@ -72,8 +72,9 @@ _PBAD = "tests/test_pressure_bad_input.py"
 
 _LINKS: dict[str, dict[str, object]] = {
     "C1": dict(
-        predicates=(_P + "state_C1", _P + "step_C1"),
-        tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py", "tests/test_authorities.py::test_alias_adds_no_charge"),
+        predicates=(_P + "state_C1", _P + "step_C1", "invariants.sessions.state_C1_sessions"),
+        tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py", "tests/test_authorities.py::test_alias_adds_no_charge",
+               "tests/ort/test_ort_env_grant.py::test_env_arena_is_one_lease_in_the_host_pool"),
     ),
     "C2": dict(
         predicates=(_P + "state_C2",),
@@ -160,9 +161,11 @@ _LINKS: dict[str, dict[str, object]] = {
     "I8": dict(
         predicates=(_A5 + "state_I8_sessions",),
         tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_orphaned_blob_does_not_change_admission",
-               "tests/ort/test_ort_governed.py::test_invalid_external_data_admits_nothing"),
+               "tests/ort/test_ort_governed.py::test_invalid_external_data_admits_nothing",
+               "tests/ort/test_ort_env_grant.py::test_peak_past_the_arena_room_is_refused_with_the_ledger_unchanged"),
         scope=("Host (CPU) sessions: referenced extents rounded to the OS page plus the calibrated transient "
-               "peak; KV growth charges old + new while copying. Device granularity awaits a GPU EP report."),
+               "peak, the peak lent within the env arena's one lease when there is one (charged once); KV "
+               "growth charges old + new while copying. Device granularity awaits a GPU EP report."),
     ),
     "I8b": dict(
         predicates=(_A5 + "state_I8b_sessions", _A5 + "step_I8b_sessions"),

@@ -99,6 +99,10 @@ GUARDS: tuple[Guard, ...] = (
     Guard("declare_loop_carried", ("C9",),
           "managed mode requires every loop-carried state to be declared",
           "a model with undeclared loop-carried state runs managed", model="ort"),
+    Guard("arena_room", ("I8",),
+          "a managed model's transient peak is lent within the env arena's one lease only if it fits its room",
+          "the peaks lent within the arena sum past its grant: the ledger admits Runs ORT's cap will fail, and "
+          "the arena's bytes are promised beyond the one lease that charges them", model="ort"),
     # --- pressure and arbitration (issue #3) ---
     Guard("aging", ("I13",),
           "arbitration stops at a matured pending ticket that does not fit, so returned capacity accumulates for it",

@@ -9,6 +9,12 @@ the facts, the implementation must measure them itself. Requests hold KV in
 buckets; the weight holder borrows the rest as a reclaimable cache and
 yields it under pressure, on KV growth and on limit lowering.
 
+With an env arena (`Topology.arena`, issue #11), the arena is ONE charge in
+this pool, its grant, leased at start; each managed model's transient peak
+is lent within it (an allowance of the arena's lease), never charged a
+second time, and a model whose peak does not fit the arena's remaining room
+is refused (`AllowanceExceeded`, nothing changes).
+
 Covers I8 (admitted = roundup(referenced, granule) + peak), I3 (declined or
 compatibility bytes are reported not enforced), I8b (observed residency is
 a sourced field apart from charge), C7 (host-mapped reads within the
@@ -32,6 +38,7 @@ import immutables
 
 from spec.arith import admitted_bytes, available, kv_bytes, kv_growth_peak, oversubscribed, round_up
 from spec.errors import (
+    AllowanceExceeded,
     BudgetBelowFloor,
     CapacityDenied,
     ContextExhausted,
@@ -69,6 +76,12 @@ class Topology:
     host_mapped_capacity: int  # distinct host-mapped bytes one execution may read; unreported = 0
     headroom: int  # kept free under the limit (I8c)
     source: str  # where the numbers came from
+    #: The process's env arena cap, leased ONCE from this pool at start (C1: no second authority books
+    #: it); every managed session's Runs allocate in it and ORT caps them at it. Each managed model's
+    #: transient peak is lent within that one lease (an allowance), never charged a second time; a peak
+    #: that does not fit the arena's remaining room is refused. 0: no env arena, each managed model's
+    #: peak is its own ARENA charge in this pool (sessions keep their own arenas).
+    arena: int = 0
 
 
 @attrs.frozen
@@ -131,13 +144,26 @@ class SessionState:
     #: bytes its records account for (weights without the transient peak plus the cache; the peak; KV).
     #: An implementation reads it from its manager's allocations, apart from its own records (C8, I1).
     ledger: immutables.Map = immutables.Map()
+    #: Ledgers of the pool's tier (host) that can grant in the runtime's manager: one, the pool's own
+    #: (C1). The env arena is a lease in it, never a second authority sized to its cap.
+    host_authorities: int = 1
 
     def kv_charge(self, r: Request) -> int:
         return kv_bytes(r.kv_tokens, self.models[r.model].facts.bytes_per_token)
 
     @property
+    def lent(self) -> int:
+        """The transient peaks lent within the env arena's lease (0 without an env arena)."""
+        if not self.topology.arena:
+            return 0
+        return sum(m.facts.transient_peak for m in self.models.values() if m.mode is Mode.MANAGED)
+
+    @property
     def pinned(self) -> int:
-        return sum(m.admitted for m in self.models.values()) + sum(self.kv_charge(r) for r in self.requests.values())
+        # With an env arena, its grant is one charge and the peaks in `admitted` lie within it.
+        arena = self.topology.arena - self.lent
+        return (sum(m.admitted for m in self.models.values()) + arena
+                + sum(self.kv_charge(r) for r in self.requests.values()))
 
     @property
     def used(self) -> int:
@@ -226,14 +252,20 @@ def new_sessions(topology: Topology, limit: int) -> SessionState:
         raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
     if limit < topology.headroom:
         raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
+    if type(topology.arena) is not int or not 0 <= topology.arena <= topology.capacity:
+        raise InvalidBytes(f"arena must be an int in [0, {topology.capacity}], got {topology.arena!r}")
+    if topology.arena and topology.arena + topology.headroom > limit:  # the one arena lease, at start
+        raise CapacityDenied(f"the env arena's {topology.arena} B and the headroom {topology.headroom} B do not "
+                             f"fit the limit {limit}")
     return _with_ledger(SessionState(topology, limit))
 
 
 def ledger_of(s: SessionState) -> immutables.Map:
     """The charge per role that the records account for (the spec's ledger is exactly its records)."""
     managed = [m for m in s.models.values() if m.mode is Mode.MANAGED]
-    arena = sum(m.facts.transient_peak for m in managed)
-    weights = sum(m.admitted for m in managed) - arena + s.cache
+    peaks = sum(m.facts.transient_peak for m in managed)
+    arena = s.topology.arena or peaks  # the env arena's one lease, or each model's peak charged apart
+    weights = sum(m.admitted for m in managed) - peaks + s.cache
     kv = sum(s.kv_charge(r) for r in s.requests.values())
     return immutables.Map({Role.WEIGHTS.value: weights, Role.ARENA.value: arena, Role.KV.value: kv})
 
@@ -314,10 +346,15 @@ def _step(s: SessionState, a: Any, guards: GuardSet) -> tuple[SessionState, Any]
             raise UndeclaredState(f"{a.name}: loop-carried {sorted(f.loop_carried - a.declared)} not declared")
         counted = f.referenced if guards.on("referenced_extents") else f.file_bytes  # I8
         admitted = admitted_bytes(counted, t.granule, f.transient_peak)
-        if s.pinned + admitted + t.headroom > s.limit:
-            raise CapacityDenied(f"{a.name}: {admitted} B asked, {max(0, s.limit - s.pinned - t.headroom)} B "
+        # Verify the peak fits the env arena's remaining room: it is lent within the one arena lease.
+        if t.arena and s.lent + f.transient_peak > t.arena and guards.on("arena_room"):  # I8
+            raise AllowanceExceeded(f"{a.name}: transient peak {f.transient_peak} B, the env arena has "
+                                    f"{t.arena - s.lent} B of {t.arena} B left")
+        charge = admitted - f.transient_peak if t.arena else admitted  # what the pool newly charges
+        if s.pinned + charge + t.headroom > s.limit:
+            raise CapacityDenied(f"{a.name}: {charge} B asked, {max(0, s.limit - s.pinned - t.headroom)} B "
                                  f"possible after reclaiming the cache")
-        released = _reclaim(s, admitted)
+        released = _reclaim(s, charge)
         m = LoadedModel(f, Mode.MANAGED, admitted, 0, True, a.declared, a.host_mapped)
         return attrs.evolve(s, models=s.models.set(a.name, m), cache=s.cache - released), released
     if isinstance(a, Open):
@@ -328,7 +365,7 @@ def _step(s: SessionState, a: Any, guards: GuardSet) -> tuple[SessionState, Any]
         # Verify a guaranteed path to max context for every open request (I8c): pinned weights
         # + each request's last-growth peak + headroom fit, the cache being reclaimable.
         paths = sum(path_peak(s.models[r.model].facts) for r in s.requests.values()) + path_peak(m.facts)
-        weights = sum(x.admitted for x in s.models.values())
+        weights = s.pinned - sum(s.kv_charge(r) for r in s.requests.values())
         if weights + paths + t.headroom > s.limit:
             raise CapacityDenied(f"{a.model}: no guaranteed path to max context ({weights} + {paths} + "
                                  f"{t.headroom} > {s.limit})")

@@ -1,7 +1,10 @@
 # The refinement mapping of `GovernedRuntime` (issue #11 item 2): every
 # charge in `spec.sessions.SessionState` is read from the manager's
 # allocations by holder and role, never from the runtime's own formulas; and
-# C8's report, the runtime's own reading of the same ledger.
+# C8's report, the runtime's own reading of the same ledger. With an env
+# arena, a model's transient peak is read from the ArenaHolder's allowance
+# that lends it within the arena's one lease (mapped bytes, no charge), and
+# the ARENA role's charge is that lease.
 #
 # Owns: reading the ledger. Must not touch: any lease (read-only).
 # A mixin of `GovernedRuntime`.
@@ -13,7 +16,7 @@ from typing import Any
 import immutables
 
 from spec import sessions as S
-from spec.types import Role
+from spec.types import Role, Tier
 
 __all__ = ["LedgerAbstraction"]
 
@@ -36,6 +39,27 @@ class LedgerAbstraction:
                 by_role[rec.role.value] = by_role.get(rec.role.value, 0) + rec.charge
         return allocs, by_role
 
+    def _lent(self, loan: int | None, allows: Any) -> int:
+        """A model's transient peak as the ArenaHolder's allowance on this pool maps it (0 if none)."""
+        if loan is None:
+            return 0
+        rec = allows.get(loan)
+        env = self.env_arena
+        ok = rec is not None and env is not None and rec.holder == env.id and rec.authority == self.auth
+        return rec.mapped if ok else 0
+
+    def _model_charges(self) -> dict[str, int]:
+        """Each model's admitted bytes from the manager: its weight lease, plus its peak (own lease or loan)."""
+        view = self.pmm.abstract()
+        allocs, allows = view.allocations, view.allowances
+        return {name: self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
+                + self._lent(r.arena_loan, allows) for name, r in self.models.items()}
+
+    def _held(self) -> int:
+        """What the pool charges apart from KV and the weight cache: weights and the arena, from the ledger."""
+        allocs, by_role = self._ledger_view()
+        return by_role[Role.WEIGHTS.value] - self._cache_charge(allocs) + by_role[Role.ARENA.value]
+
     def _kv_tokens(self, rid: int, allocs: Any) -> int:
         """A request's KV capacity as its holder's lease on the ledger charges it (issue #11 item 2)."""
         model = self.models[self.requests[rid][0]].measured.facts
@@ -55,27 +79,36 @@ class LedgerAbstraction:
     def abstract(self) -> S.SessionState:
         """The refinement mapping: every charge read from the manager's allocations by holder and role."""
         allocs, by_role = self._ledger_view()
+        charges = self._model_charges()
         models = {}
         for name, r in self.models.items():
-            f = r.measured.facts
-            admitted = self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
-            models[name] = S.LoadedModel(f, r.mode, admitted, r.unattributed, r.mode is not S.Mode.COMPAT,
-                                         r.declared, r.host_mapped)
+            models[name] = S.LoadedModel(r.measured.facts, r.mode, charges[name], r.unattributed,
+                                         r.mode is not S.Mode.COMPAT, r.declared, r.host_mapped)
         reqs = {rid: S.Request(m, self.kv.bundles[rid].tokens, self._kv_tokens(rid, allocs))
                 for rid, (m, _) in self.requests.items()}
         return S.SessionState(self.topology, self.limit, immutables.Map(models), immutables.Map(reqs),
                               self._cache_charge(allocs), frozenset(self.declined), frozenset(self.not_enforced),
-                              immutables.Map(self.residency), self.next_request, immutables.Map(by_role))
+                              immutables.Map(self.residency), self.next_request, immutables.Map(by_role),
+                              self._host_authorities())
+
+    def _host_authorities(self) -> int:
+        """Canonical ledgers of the host tier in the manager (aliases own no ledger), C1."""
+        return sum(1 for a in self.pmm.abstract().authorities.values() if a.tier is Tier.HOST and a.alias_of is None)
 
     def report(self) -> S.GovernanceReport:
         """C8's figures read from the manager's ledger (this runtime's own computation, not the spec's)."""
         allocs, _ = self._ledger_view()
-        weights = sum(self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
-                      for r in self.models.values())
+        charges = self._model_charges()
+        weights = sum(charges.values())
         kv = sum(self._kv_tokens(rid, allocs) * self.models[m].measured.facts.bytes_per_token
                  for rid, (m, _) in self.requests.items())
         cache = self._cache_charge(allocs)
-        used = weights + kv + cache
+        env = self.env_arena
+        # The env arena's lease is charged once: what it has not lent to a model's peak is still used.
+        allows = self.pmm.abstract().allowances
+        unlent = 0 if env is None else self._charge(env.lease, allocs) - sum(
+            self._lent(r.arena_loan, allows) for r in self.models.values())
+        used = weights + kv + cache + unlent
         return S.GovernanceReport(
             unit="charge (bytes)", limit=self.limit, used=used, available=max(0, self.limit - used),
             oversubscribed=max(0, used - self.limit), reclaimable=cache,

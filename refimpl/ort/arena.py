@@ -32,6 +32,14 @@
 # business; it never names the lease in an answer, and its `answer` refuses
 # to (PinnedVictim) before the manager is asked.
 #
+# Lending (issue #11, C1/I8): a governed runtime leases the arena ONCE, in
+# its host pool (the authority every other holder uses), and each managed
+# model's measured transient peak is lent within that lease as an allowance
+# of this holder (`lend`: open, reserve growth, map; no charge moves, I4b),
+# never charged a second time. The peaks lent sum to at most the grant: a
+# peak that does not fit the remaining room is refused (AllowanceExceeded)
+# before anything is opened.
+#
 # Owns: the arena lease, pending pressure ids, the answers it gave. Must not
 # touch: other holders' leases, admission policy.
 
@@ -47,7 +55,7 @@ import onnxruntime as ort
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.residency import process_rss
 from refimpl.ort.session import ModelSource, make_session
-from spec.errors import InvalidBytes, InvalidTransition, PinnedVictim
+from spec.errors import AllowanceExceeded, InvalidBytes, InvalidTransition, PinnedVictim
 from spec.tickets import PressureState
 from spec.types import Role, Tier
 
@@ -96,7 +104,8 @@ def env_arena(cap: int) -> None:
 class ArenaHolder:
     """The process's one env arena, capped by ORT at the grant this holder leased (== the cap in force)."""
 
-    def __init__(self, pmm: ProcessMemoryManager, auth: int, grant: int) -> None:
+    def __init__(self, pmm: ProcessMemoryManager, auth: int, grant: int,
+                 on_pressure: Any = None) -> None:
         if type(grant) is not int or grant <= 0:
             raise InvalidBytes(f"grant must be a positive int, got {grant!r}")
         registered = _ENV.get("pid") == os.getpid()
@@ -114,12 +123,52 @@ class ArenaHolder:
             env_arena(grant)
         _CHARGED.add(pmm)
         self.pending: list[int] = []  # pressure ids waiting for the next Run boundary
-        pmm.register_callback(self.id, lambda _pmm, pid, _target: self.pending.append(pid))
+        # `on_pressure`: the owner's own answering rule (a governed runtime answers at its decode Runs).
+        pmm.register_callback(self.id, on_pressure or (lambda _pmm, pid, _target: self.pending.append(pid)))
+        self.loans: dict[int, int] = {}  # allowance id -> bytes of the lease lent (a model's transient peak)
         self.answers: list[ArenaAnswer] = []
         self._released: dict[int, int] = {}  # pressure id -> bytes its answer released
         self.opened = self.answered = 0
         self.runs = self.shrinking_runs = 0
         self.in_flight = False
+
+    @property
+    def lent(self) -> int:
+        """Bytes of the one lease lent to transient peaks (<= grant)."""
+        return sum(self.loans.values())
+
+    def lend(self, nbytes: int, enforce: bool = True) -> int:
+        """Lend `nbytes` of the arena's lease (an allowance, mapped at once); refused past the lease's room.
+
+        `enforce=False` is only the negative control of the guard `arena_room`.
+        """
+        if type(nbytes) is not int or nbytes <= 0:
+            raise InvalidBytes(f"nbytes must be a positive int, got {nbytes!r}")
+        if enforce and self.lent + nbytes > self.grant:  # I8: the peaks lie within the one lease
+            raise AllowanceExceeded(f"the env arena lends {self.lent} B of its {self.grant} B; {nbytes} B more "
+                                    f"do not fit")
+        wid = self.pmm.open_allowance(self.id, self.auth, nbytes)
+        try:
+            self.pmm.reserve_growth(self.id, wid, nbytes)
+            self.pmm.map_allowance(self.id, wid, nbytes)
+        except BaseException:  # nothing of a failed loan stays open
+            mapped = self._mapped(wid)
+            if mapped:
+                self.pmm.unmap_allowance(self.id, wid, mapped)
+            self.pmm.close_allowance(self.id, wid)
+            raise
+        self.loans[wid] = nbytes
+        return wid
+
+    def _mapped(self, wid: int) -> int:
+        rec = self.pmm.abstract().allowances.get(wid)
+        return 0 if rec is None else rec.mapped
+
+    def repay(self, wid: int) -> None:
+        """Give a loan back: unmap it and close the allowance (the lease stays, charged once)."""
+        nbytes = self.loans.pop(wid)
+        self.pmm.unmap_allowance(self.id, wid, nbytes)
+        self.pmm.close_allowance(self.id, wid)
 
     def session(self, model: ModelSource) -> ort.InferenceSession:
         """A CPU session that allocates from this env arena (`session.use_env_allocators=1`)."""

@@ -70,11 +70,13 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
                        S.Prefetch()]
     # Deterministic probes, one per guard of the ORT model (each refused or harmless with guards on; with
     # one off, the checked step sees the harm): a partial state declaration (C9), a host-mapped load over
-    # the reported capacity (C7); later a lowering that cannot hold (C8), a residency observation (I8b),
+    # the reported capacity (C7), a second wide decoder whose peak the env arena has no room left for (I8);
+    # later a lowering that cannot hold (C8), a residency observation (I8b),
     # and at the end a compatibility-mode load and a decline (I3).
-    dec = facts["dec"]
+    dec, wide = facts["dec"], facts["dec_wide"]
     acts += [S.LoadModel("p", "dec", dec, frozenset(sorted(dec.loop_carried)[1:])),
-             S.LoadModel("h", "mlp", facts["mlp"], facts["mlp"].loop_carried, True)]
+             S.LoadModel("h", "mlp", facts["mlp"], facts["mlp"].loop_carried, True),
+             S.LoadModel("q", "dec_wide", wide, wide.loop_carried)]  # its peak past the env arena's room (I8)
     probes_at = rnd.randrange(4, 12)
     # Request ids are the spec's: 1, 2, ... in the order of accepted Opens; a refused Open takes none.
     # The script tracks what it expects; a divergence is caught by the checked step, not here.

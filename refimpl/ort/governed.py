@@ -9,6 +9,12 @@
 # compatibility mode (C9), residency observations (I8b). The session is a
 # reporter, not a holder: leases belong to the weight and KV holders, and the
 # transient peak to the arena holder. Never calls spec transition code.
+# With an env arena (`Topology.arena`), the ArenaHolder's grant is ONE lease
+# on the host authority (the manager never has a second authority of the host
+# tier, C1) and each managed model's transient peak is lent within it, an
+# allowance of the ArenaHolder, never charged again (I8); a peak past the
+# arena's remaining room is refused (AllowanceExceeded) before anything is
+# leased. Without one, each managed model's peak is its own ARENA lease.
 # Reclaim goes through the one manager's pressure part (issue #10):
 # `_make_room`, `Pressure` and limit lowering open a pressure ticket on the
 # weight holder (`WeightHolder.reclaim` -> `pmm.press`); the holder's callback
@@ -54,6 +60,7 @@ from refimpl.ort.session import make_session
 from spec import sessions as S
 from spec.arith import admitted_bytes, round_up
 from spec.errors import (
+    AllowanceExceeded,
     BudgetBelowFloor,
     CapacityDenied,
     GovernorError,
@@ -72,14 +79,15 @@ __all__ = ["GovernedRuntime", "MeasuredModel", "measure", "loop_carried", "decod
 
 
 class _Loaded:
-    __slots__ = ("measured", "mode", "weights_lease", "arena_lease", "unattributed", "declared", "host_mapped",
-                 "session")
+    __slots__ = ("measured", "mode", "weights_lease", "arena_lease", "arena_loan", "unattributed", "declared",
+                 "host_mapped", "session")
 
     def __init__(self, measured: MeasuredModel, mode: S.Mode, declared: frozenset[str] | None,
                  host_mapped: bool) -> None:
         self.measured, self.mode, self.declared, self.host_mapped = measured, mode, declared, host_mapped
         self.weights_lease: int | None = None
-        self.arena_lease: int | None = None
+        self.arena_lease: int | None = None  # no env arena: the model's peak, its own ARENA charge
+        self.arena_loan: int | None = None  # env arena: the allowance lending the peak within its one lease
         self.unattributed = 0
         self.session: Any = None
 
@@ -90,17 +98,22 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
                  bucket: int = 4, guards: GuardSet = ALL_ON,
                  inputs: Callable[[int, int, int], np.ndarray] = decode_input,
-                 arena_cap: int | None = None, provider: str = "CPUExecutionProvider",
-                 prepack: bool = False, trace: Any = None) -> None:
+                 provider: str = "CPUExecutionProvider", prepack: bool = False, trace: Any = None) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
             raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
         self.topology, self.sources, self.guards = topology, sources, guards
         self.max_context, self.bucket = max_context, bucket
-        # With `arena_cap`, every managed session allocates from the process's one env arena, capped by
-        # ORT at `arena_cap` (a Run over it fails for that Run: RunFailed, the ledger exact).
-        self.arena_cap = arena_cap
+        # With `topology.arena`, every managed session allocates from the process's one env arena, capped
+        # by ORT at that many bytes (a Run over it fails for that Run: RunFailed, the ledger exact).
+        arena_cap = topology.arena
+        if type(arena_cap) is not int or not 0 <= arena_cap <= topology.capacity:
+            raise InvalidBytes(f"arena must be an int in [0, {topology.capacity}], got {arena_cap!r}")
+        if arena_cap and arena_cap + topology.headroom > limit:
+            raise CapacityDenied(f"the env arena's {arena_cap} B and the headroom {topology.headroom} B do not "
+                                 f"fit the limit {limit}")
+        self.arena_cap = arena_cap or None
         if provider not in ("CPUExecutionProvider", "CUDAExecutionProvider"):
             raise InvalidArgument(f"provider must be the CPU or CUDA execution provider, got {provider!r}")
         if provider not in ort.get_available_providers():
@@ -132,18 +145,25 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.weights = WeightHolder(self.pmm, self.auth)
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
-        self.arena = self.pmm.register_holder("arena")
-        # The env arena's own grant (issue #11 item 4): the ArenaHolder reserves exactly the cap in force
-        # in this process (ORT cannot re-cap it; another cap is refused, typed, naming both) on an
-        # authority of this manager sized to it, apart from the host pool, whose "arena" holder charges
-        # each managed model's measured transient peak inside that arena (I8).
+        # A limit change's ticket on the arena: its charge (the env arena's cap, or each model's measured
+        # peak) is one no answer can lower, so the holder answers zero at once (a Pressure's arena ticket
+        # is opened without delivery and waits for a Run boundary, `refimpl.ort.requests`).
+        def zero(pmm: ProcessMemoryManager, pid: int, _target: int) -> None:
+            pmm.answer(self.arena, pid, ())
+
+        # The env arena (issue #11 item 4, C1): ONE lease in this host pool, on the authority every other
+        # holder uses, of exactly the cap in force in this process (ORT cannot re-cap it; another cap is
+        # refused, typed, naming both). Each managed model's measured transient peak is lent within that
+        # lease (an allowance of the ArenaHolder, I8), never charged a second time. No second authority of
+        # the host tier is ever registered. Without an env arena, the "arena" holder charges each managed
+        # model's peak as its own ARENA lease in this pool (each session keeps its own ORT arena).
         self.env_arena: ArenaHolder | None = None
-        if arena_cap is not None:
-            env_auth = self.pmm.register_authority("env-arena", Tier.HOST, arena_cap)
-            self.env_arena = ArenaHolder(self.pmm, env_auth, arena_cap)
-        # A limit change's ticket on the arena: its charge is each model's measured peak, which no answer
-        # can lower, so the holder answers zero at once (a Pressure's arena ticket waits for a Run boundary).
-        self.pmm.register_callback(self.arena, lambda pmm, pid, _target: pmm.answer(self.arena, pid, ()))
+        if arena_cap:
+            self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
+            self.arena = self.env_arena.id
+        else:
+            self.arena = self.pmm.register_holder("arena")
+            self.pmm.register_callback(self.arena, zero)
         self.models: dict[str, _Loaded] = {}
         self.requests: dict[int, tuple[str, int]] = {}  # rid -> (model, kv capacity in tokens)
         self.declined: set[Role] = set()
@@ -217,9 +237,14 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             raise UndeclaredState(f"{a.name}: loop-carried {sorted(missing)} not declared")
         counted = f.referenced if self.guards.on("referenced_extents") else f.file_bytes  # I8
         weights = round_up(counted, t.granule)
-        if self._pinned() + admitted_bytes(counted, t.granule, f.transient_peak) + t.headroom > self.limit:
+        env = self.env_arena
+        if env is not None and env.lent + f.transient_peak > env.grant and self.guards.on("arena_room"):  # I8
+            raise AllowanceExceeded(f"{a.name}: transient peak {f.transient_peak} B, the env arena lends "
+                                    f"{env.lent} B of its {env.grant} B")
+        charge = weights if env is not None else admitted_bytes(counted, t.granule, f.transient_peak)
+        if self._pinned() + charge + t.headroom > self.limit:
             raise CapacityDenied(f"{a.name}: does not fit even with the weight cache reclaimed")
-        released = self._make_room(weights + f.transient_peak)
+        released = self._make_room(charge)
         rec = _Loaded(m, S.Mode.MANAGED, a.declared, a.host_mapped)
         try:
             self._admit_session(a.name, rec, weights)
@@ -239,7 +264,9 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         arrays = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
         so = self._session_options()
         rec.weights_lease = self.weights.admit(name, weights, arrays, so)
-        if f.transient_peak:
+        if f.transient_peak and self.env_arena is not None:  # lent within the one arena lease, not charged again
+            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on("arena_room"))
+        elif f.transient_peak:
             rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
             self.pmm.commit(self.arena, rec.arena_lease, f.transient_peak)
         admitted = weights + f.transient_peak
@@ -264,6 +291,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         return so
 
     def _undo_admission(self, name: str, rec: _Loaded) -> None:
+        self._repay(rec)
         if rec.arena_lease is not None:
             held = self.pmm.abstract().allocations.get(rec.arena_lease)
             if held is not None and held.state.value == "provisional":
@@ -298,6 +326,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             if rec.arena_lease is not None:
                 self.pmm.release(self.arena, rec.arena_lease)
                 rec.arena_lease = None
+            self._repay(rec)
             rec.weights_lease = self.pmm.record_committed(self.weights.id, self.auth, Tier.HOST,
                                                           max(1, a.nbytes), Role.WEIGHTS)
             self.weights.models[a.model] = (rec.weights_lease, self.weights.models[a.model][1])
@@ -318,5 +347,13 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         for r in self.models.values():
             if r.arena_lease is not None:
                 self.pmm.release(self.arena, r.arena_lease)
+            self._repay(r)
             r.session = None
         self.models.clear()
+        # The env arena's lease stays charged: ORT's cap outlives the runtime (`refimpl.ort.arena`).
+
+    def _repay(self, rec: _Loaded) -> None:
+        """Give a model's loan within the env arena back (its peak stops being lent; the lease stays)."""
+        if rec.arena_loan is not None and self.env_arena is not None:
+            self.env_arena.repay(rec.arena_loan)
+        rec.arena_loan = None

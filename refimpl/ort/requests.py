@@ -49,7 +49,7 @@ class RequestPath:
         if rec is None or rec.mode is not S.Mode.MANAGED or not rec.measured.facts.bytes_per_token:
             raise InvalidTransition(f"{a.model!r} is not a loaded, managed model with KV")
         f = rec.measured.facts
-        weights = sum(self._charge(r.weights_lease) + self._charge(r.arena_lease) for r in self.models.values())
+        weights = self._held()  # weights and the arena as the ledger charges them (the env arena once)
         paths = sum(_path_peak(self.models[m].measured.facts) for m, _ in self.requests.values()) + _path_peak(f)
         if weights + paths + self.topology.headroom > self.limit:  # I8c: guaranteed path for every request
             raise CapacityDenied(f"{a.model}: no guaranteed path to max context")

@@ -43,7 +43,8 @@ CHECKERS: dict[str, Checker] = {
     "transactions": TransactionsChecker(_scopes(("transactions",), {})),
     "admission": AdmissionChecker(_scopes(("kv_batch", "coresidency", "elastic"), {
         "kv_admission_fits": "kv_batch", "retire_before_evict": "coresidency", "elastic_guaranteed_path": "elastic"})),
-    "ort": LazyChecker("ort", "refimpl.verify.sessions_checker", "OrtChecker", _scopes(("sessions",), {})),
+    "ort": LazyChecker("ort", "refimpl.verify.sessions_checker", "OrtChecker",
+                       _scopes(("sessions", "sessions_arena"), {"arena_room": "sessions_arena"})),
     "hierarchy": HierarchyChecker(),
     # The one ProcessMemoryManager: every part on shared authorities (the per-part campaigns above stay focused).
     "manager": ManagerChecker(),

@@ -55,8 +55,12 @@ HOST_MAPPED = (0, 32 * 1024)
 NAMES = ("a", "b", "c")
 #: Every managed session of the campaign allocates from this process's one env arena, capped by ORT at
 #: this many bytes. ORT cannot re-cap an env arena once registered (ORT-NOTES 8), so the cap is one per
-#: process, not one per runtime's grant; the ledger charges each model's measured transient peak.
-ENV_ARENA_CAP = 16 << 20
+#: process, not one per runtime's grant. The cap is carved from the host pool's topology (C1: the arena
+#: is one lease in that pool, never a second authority) and every limit keeps room for it; each managed
+#: model's measured transient peak (dec 4,608 B, dec_wide 8,960 B, mlp 256 B) is lent within it, so
+#: dec + dec_wide + mlp fit and a second dec_wide beside a first is refused (AllowanceExceeded). ORT's
+#: own use through IOBinding is far smaller (a dec_wide Run needs under 768 B: tests/ort/run_fail_proc.py).
+ENV_ARENA_CAP = 16 << 10
 
 
 class OrtWorld:
@@ -78,8 +82,9 @@ class OrtWorld:
         out, self.events = self.events, {}
         return out
 
-    def topology(self, host_mapped: int) -> S.Topology:
-        return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped)
+    def topology(self, host_mapped: int, arena: int = 0) -> S.Topology:
+        """The campaign's pool; `arena`: the env arena's cap inside it (0: none, sessions keep their own)."""
+        return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped, arena)
 
 
 class OrtAdapter:
@@ -91,8 +96,8 @@ class OrtAdapter:
         self.kv_leases: dict[int, int] = {}  # KV lease id -> bytes charged, folded from the trace
         self.held: dict[int, int] = {}  # open request -> KV bytes its decoded tokens occupy (own count)
         self.observed: list[KvCover] = []
-        self.rt = GovernedRuntime(world.topology(host_mapped), limit, world.sources, MAX_CONTEXT, BUCKET, guards,
-                                  arena_cap=ENV_ARENA_CAP, trace=self._on_event)
+        self.rt = GovernedRuntime(world.topology(host_mapped, ENV_ARENA_CAP), limit, world.sources, MAX_CONTEXT,
+                                  BUCKET, guards, trace=self._on_event)
         self.sources: dict[str, str] = {}  # loaded name -> source
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -287,7 +292,7 @@ def ort_model(world: OrtWorld) -> Model:
     return Model(
         name="ort_sessions",
         configs=configs,
-        init=lambda c: S.new_sessions(world.topology(c[1]), c[0]),
+        init=lambda c: S.new_sessions(world.topology(c[1], ENV_ARENA_CAP), c[0]),
         step=S.step_sessions,
         impl=lambda c, g: OrtAdapter(world, c, g),
         actions=lambda s: _actions(world, s),

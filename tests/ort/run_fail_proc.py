@@ -1,7 +1,8 @@
 """A Run failing over the env arena's cap, for real, in its own process (the env arena is process-wide).
 
-Measured (ORT 1.32, CPU, managed sessions with prepacking off): with the env
-arena capped at 512 B, session creation succeeds and the first decode Run
+Admission refuses a model whose measured peak does not fit the arena (typed,
+nothing changed); with that check off (guard `arena_room`), measured (ORT
+1.32, CPU, managed sessions with prepacking off): with the env arena capped at 512 B, session creation succeeds and the first decode Run
 needs more than the arena can give (768 B and up run all 16 steps): ORT's
 own BFC arena error ("Available memory of ... is smaller than requested"),
 no injection. Prints one JSON line for the test to read.
@@ -18,6 +19,7 @@ from refimpl.ort.zoo import build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
 from spec import sessions as S
 from spec.errors import GovernorError
+from spec.guards import GuardSet
 
 CAP = 512
 
@@ -27,7 +29,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         zoo = build_zoo(d)
         f = reporter_facts(zoo["dec_wide"], 16, 4)
-        rt = GovernedRuntime(scaled_topology(512 * 1024, 4096, 4096, 0), 256 * 1024, zoo, 16, 4, arena_cap=CAP)
+        topo = scaled_topology(512 * 1024, 4096, 4096, 0, CAP)
+        rt = GovernedRuntime(topo, 256 * 1024, zoo, 16, 4)
+        # Admission first: the model's measured peak (8,960 B) does not fit a 512 B arena, so the load is
+        # refused, typed, with nothing changed (I8).
+        before = rt.abstract(), rt.pmm.abstract()
+        try:
+            rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
+            out["refused"] = ""
+        except GovernorError as e:
+            out["refused"] = f"{type(e).__name__}: {e}"
+        out["refused_unchanged"] = (rt.abstract(), rt.pmm.abstract()) == before
+        rt.close()
+        # To reach ORT's own cap, this runtime admits past the arena's room (the guard `arena_room` off,
+        # its negative control's setting): what is tested below is ORT failing the Run, not admission.
+        rt = GovernedRuntime(topo, 256 * 1024, zoo, 16, 4, guards=GuardSet.without("arena_room"))
         rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
         rid = rt.execute(S.Open("w"))
         before, allocs, used = rt.abstract(), rt.pmm.abstract().allocations, rt.used()
@@ -41,7 +57,7 @@ def main() -> None:
         out["tokens"] = rt.kv.bundles[rid].tokens
         out["env_allocators"] = rt.models["w"].session is not None
         rt.close()
-        out["used_closed"] = rt.used()
+        out["used_closed"], out["cap"] = rt.used(), CAP  # the env arena's one lease outlives the runtime
     print(json.dumps(out))
 
 

@@ -62,10 +62,11 @@ def test_run_over_the_env_arena_cap_is_run_failed_with_the_ledger_exact() -> Non
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["refused"].startswith("AllowanceExceeded:") and out["refused_unchanged"] is True, out
     assert out["error"] is not None and out["error"].startswith("RunFailed:"), out
     assert "Available memory of" in out["error"]  # ORT's own arena error, not ours
     assert out["unchanged"] is True and out["used_after"] == out["used_before"] and out["tokens"] == 0
-    assert out["used_closed"] == 0
+    assert out["used_closed"] == out["cap"]  # only the env arena's one lease, in the host pool, stays
 
 
 def test_iobinding_shape_error_is_run_failed_and_changes_nothing(world) -> None:
@@ -142,8 +143,10 @@ def _drive(world, ad, limit=256 * 1024):
     """Step the adapter and the spec side by side; check refinement and every session predicate."""
     from invariants.sessions import check_state, check_transition
 
+    from refimpl.verify.sessions_checker import ENV_ARENA_CAP
+
     f = world.facts["dec"]
-    s = S.new_sessions(world.topology(0), limit)
+    s = S.new_sessions(world.topology(0, ENV_ARENA_CAP), limit)  # the adapter's pool: the campaign's env arena
     for a in [S.LoadModel("a", "dec", f, f.loop_carried), *_script(BUCKET)]:
         prev = s
         s, want = S.step_sessions(s, a)
@@ -167,7 +170,7 @@ def test_run_fails_refines_the_spec_and_keeps_no_charge(world) -> None:
     assert ev["run_failures_injected"] == 3 and ev["run_failures_after_growth"] == 2, ev
     _check_identical(world, ad.rt, 1, BUCKET + 1)  # the failed Runs changed nothing the next decode reads
     ad.close()
-    assert ad.rt.used() == 0
+    assert ad.rt.used() == ad.rt.env_arena.grant  # only the env arena's one lease stays
 
 
 def test_spec_run_fails_at_a_growth_keeps_the_bucket_and_yields_cache(world) -> None:
