@@ -1,7 +1,9 @@
 """A seeded composed workload for `ortmem trace --composed`: every part of the manager, then settled.
 
 Drives one `ProcessMemoryManager` (with a trace sink) through ledger
-leases, requester tickets, holder pressure, capacity transactions, limit
+leases, requester tickets, holder pressure, capacity transactions, state
+bundles (a transaction joins one and its commit advances it; a mismatch
+poisons it, after which joins and commits of it are refused), limit
 changes and a device loss on shared authorities, with some bad input, and
 ends with every ticket, lease, transaction, pressure and limit change
 settled, so the trace replays clean against `spec.manager` with no
@@ -51,7 +53,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
         if not live:
             break
         op = rng.choice(("submit", "submit", "claim", "cancel", "lease", "release", "press", "tx", "limit",
-                         "bad") + (("lose",) if not lost else ()))
+                         "bundle", "bundle", "bad") + (("lose",) if not lost else ()))
         counts[op] = counts.get(op, 0) + 1
         if op == "submit":
             _try(pmm.submit, rng.choice(holders), rng.choice(live), rng.randint(1, 24), rng.randint(0, 2), Role.KV)
@@ -95,6 +97,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                     _try(pmm.commit_tx, tid)
                 else:
                     _try(pmm.abort_tx, tid)
+        elif op == "bundle":
+            _bundle_step(pmm, rng, rng.choice(holders), live, sorted(m.bundles))
         elif op == "limit":
             a = rng.choice(live)
             cap = m.ledger.authorities[a].capacity
@@ -116,9 +120,37 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                              lambda: pmm.claim(holders[0], 10**6),
                              lambda: pmm.answer(holders[1], 10**6, ()),
                              lambda: pmm.reserve_tx(10**6),
+                             lambda: pmm.report_mismatch(10**6),
                              lambda: pmm.prepare_limit(auths[0], -1))))
     _settle(pmm)
     return counts
+
+
+def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bundles: list[int]) -> None:
+    """One step of a state bundle: open one (while there are few), or a transaction joins one and commits it.
+
+    A poisoned bundle refuses the join (BundlePoisoned); a bundle poisoned after the join refuses the
+    commit, and the transaction is aborted. Now and then a post-commit mismatch poisons the bundle."""
+    if len(bundles) < 2 or rng.random() < 0.1:
+        _try(pmm.open_bundle)
+        return
+    b = rng.choice(bundles)
+    a = rng.choice(live)
+    tid = _try(pmm.plan_tx, holder, ((a, rng.randint(1, 12)),))
+    if tid is None:
+        return
+    _try(pmm.join_bundle, tid, b)
+    if rng.random() < 0.1:
+        _try(pmm.join_bundle, tid, b)  # a second join: InvalidTransition
+    while _try(pmm.reserve_tx, tid) is not None:
+        pass
+    if rng.random() < 0.15:
+        _try(pmm.report_mismatch, b)  # poisoned between join and commit: the commit is refused
+    t = pmm.abstract_manager().txs.get(tid)
+    if t is None or len(t.held) != len(t.needs) or _try(pmm.commit_tx, tid) is None:
+        _try(pmm.abort_tx, tid)
+    elif rng.random() < 0.15:
+        _try(pmm.report_mismatch, b)
 
 
 def _settle(pmm: Any) -> None:
