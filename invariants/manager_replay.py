@@ -46,10 +46,13 @@ from invariants.manager_trace import (
     decode_field,
     decode_result,
 )
+from invariants.focused_replay import decode_focused, start_focused
+from invariants.focused_trace import FOCUSED
 from invariants.replay import ReplayResult, _Bad, check_outcome, next_in_sequence, read_event
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
 from spec import errors as E
+from spec.ledger_actions import RegisterHolder
 from spec.manager_actions import Manager, initial
 from spec.types import AllocState
 
@@ -219,16 +222,41 @@ def _leftover(m: Manager) -> list[str]:
 
 
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
-    """Replay raw lines of a composed trace; see the module docstring."""
+    """Replay raw lines of a composed trace; see the module docstring.
+
+    A trace of a focused front end (`ortmem-pool/1`, `ortmem-tx/1`) is read the same way up to its first
+    focused event, and from there against its own spec (`invariants.focused_replay`)."""
     m, last, events, line, at_boundary, since_whole = initial(), {}, 0, 0, False, 0
+    focused: Any = None
     try:
         for raw in lines:
             line += 1
             ev = read_event(raw, line)
+            revision = ev.get("contract_revision")
+            if revision in FOCUSED:
+                if sorted(ev) != sorted(_ENVELOPE):
+                    raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
+                decoded = decode_focused(ev)
+                next_in_sequence(ev, last)
+                if focused is not None and focused.revision != revision:
+                    raise _Bad("mixed-protocols", f"a {revision} event in a {focused.revision} trace")
+                if focused is None or (focused.state is None and ev["ids"].get("authority") is not None):
+                    focused = start_focused(revision, ev, m)
+                focused.apply(decoded)
+                at_boundary = False
+                events += 1
+                continue
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
-            if act is not None:
+            if focused is not None and act is not None:
+                if type(act) is not RegisterHolder:
+                    raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
+                                                  "spec does not describe it (only register_holder may follow)")
+                m = _apply(m, act, outcome)
+                if outcome["outcome"] == "accepted" and focused.state is not None:
+                    focused.add_holder(outcome["result"])
+            elif act is not None:
                 m = _apply(m, act, outcome)
             since_whole += 1
             if since_whole >= max(1, _live(m)):  # amortised: O(1) per event
@@ -237,9 +265,11 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             events += 1
         line = 0
         _check_whole(m)
-        if not at_boundary and _leftover(m):
-            raise _Bad("leftover", "trace ended with active items and no declared boundary: "
-                       + "; ".join(_leftover(m)[:5]))
+        if focused is not None:
+            focused.check_whole()
+        left = _leftover(m) + (focused.leftover() if focused is not None else [])
+        if not at_boundary and left:
+            raise _Bad("leftover", "trace ended with active items and no declared boundary: " + "; ".join(left[:5]))
     except _Bad as bad:
         return ReplayResult(False, events, line or None, bad.failure, bad.id, str(bad))
     return ReplayResult(True, events, None, None, None, "no violation")

@@ -8,6 +8,10 @@ is confirmed), each transaction's holdings from the ledger records it owns
 and intents of `refimpl.manager.bundles` / `.transactions`. Nothing here keeps
 a figure of its own.
 
+Tracing: with a recorder attached, each focused operation emits one
+`ortmem-tx/1` event (`invariants.focused_trace`), replayed against
+`spec.transactions` (`invariants.focused_replay`).
+
 Contracts: focused operations run through `_run_tx`. When
 `invariants.contracts` is on, the transaction predicates
 (`invariants.transactions.check_step` / `check_all`) run on the abstraction
@@ -46,6 +50,12 @@ class TxView:
             return self._tx_view()
 
     def _run_tx(self, action: Any, body: Callable[..., R], *args: Any) -> R:
+        rec = self._recorder
+        if rec is not None:
+            return self._run_tx_traced(rec, action, body, args)
+        return self._run_tx_checked(action, body, args)
+
+    def _run_tx_checked(self, action: Any, body: Callable[..., R], args: tuple[Any, ...]) -> R:
         try:
             with self._lock:
                 if not _SWITCH.on:
@@ -67,6 +77,25 @@ class TxView:
                     wake, self._wake = self._wake, []
                 self._wake_up(wake)
 
+    def _run_tx_traced(self, rec: Any, action: Any, body: Callable[..., R], args: tuple[Any, ...]) -> R:
+        """Trace hook: `_run_tx` (its contracts unchanged), then one `ortmem-tx/1` event (`refimpl.tracing`)."""
+        from invariants.focused_trace import tx_kind
+        from refimpl.tracing import finish, record_focused
+
+        error: GovernorError | None = None
+        result: Any = None
+        kind = tx_kind(action)
+        extra = {"holder": args[0]} if kind == "tx_plan" else {"tier": args[2]} if kind == "tx_add_authority" else {}
+        with self._lock:  # re-entrant: held from the body to the event's number, so the trace is lock order
+            try:
+                result = self._run_tx_checked(action, body, args)
+            except GovernorError as e:
+                error = e
+            used = {a.id: a.used for a in self._auths.values() if a.alias_of is None}
+            seq = record_focused(rec, "ortmem-tx/1", kind, action, extra, result, error, {"used": used})
+        self.wake_waiters()  # the waiters its credits granted, now that the lock is released (I7)
+        return finish(rec, seq, type(action).__name__, result, error)
+
     def _tx_view(self) -> TxState:
         auths = {}
         for a in self._auths.values():
@@ -87,3 +116,4 @@ class TxView:
                        immutables.Map(intents), ManagerState.POISONED if self._poisoned else ManagerState.HEALTHY,
                        self._next_auth, self._next_tx, self._next_mview, self._next_bundle, self._next_intent,
                        self._next_seq)
+
