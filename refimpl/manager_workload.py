@@ -1,7 +1,9 @@
 """A seeded composed workload for `ortmem trace --composed`: every part of the manager, then settled.
 
 Drives one `ProcessMemoryManager` (with a trace sink) through ledger
-leases, requester tickets, holder pressure, capacity transactions, state
+leases (reserve / commit / cancel, recorded commits, quarantine),
+allowances (growth, map, transfer, unmap, close), an alias, requester
+tickets (claimed, cancelled, timed out), holder pressure, capacity transactions, state
 bundles (a transaction joins one and its commit advances it; a mismatch
 poisons it, after which joins and commits of it are refused), limit
 changes and a device loss on shared authorities, with some bad input, and
@@ -36,6 +38,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
     rng = random.Random(seed)
     holders = [pmm.register_holder(n) for n in ("weights", "kv", "prefix")]
     auths = [pmm.register_authority(p, t, c) for p, t, c in _AUTHORITIES]
+    alias = pmm.register_alias(auths[0], "uma")  # a view of hbm0: it owns no ledger, so no part takes it
     counts: dict[str, int] = {}
 
     def active() -> list[int]:
@@ -52,37 +55,50 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
         live = active()
         if not live:
             break
-        op = rng.choice(("submit", "submit", "claim", "cancel", "lease", "release", "press", "tx", "limit",
-                         "bundle", "bundle", "bad") + (("lose",) if not lost else ()))
+        op = rng.choice(("submit", "submit", "claim", "cancel", "timeout", "lease", "lease", "release", "press",
+                         "tx", "limit", "bundle", "bundle", "allowance", "bad") + (("lose",) if not lost else ()))
         counts[op] = counts.get(op, 0) + 1
         if op == "submit":
             _try(pmm.submit, rng.choice(holders), rng.choice(live), rng.randint(1, 24), rng.randint(0, 2), Role.KV)
-        elif op in ("claim", "cancel"):
+        elif op in ("claim", "cancel", "timeout"):
             ts = sorted(m.tickets.values(), key=lambda t: t.id)
             if ts:
                 t = rng.choice(ts)
                 if op == "claim" and t.state is TicketState.GRANTED:
                     _try(pmm.claim, t.holder, t.id)
                 else:
-                    _try(pmm.cancel_ticket, t.holder, t.id)
+                    _try(pmm.cancel_ticket if op == "cancel" else pmm.timeout_ticket, t.holder, t.id)
         elif op == "lease":
             a = rng.choice(live)
-            aid = _try(pmm.reserve, rng.choice(holders), a, m.ledger.authorities[a].tier, rng.randint(1, 16),
-                       Role.WEIGHTS)
+            h = rng.choice(holders)
+            if rng.random() < 0.15:  # memory the holder already allocated, recorded as committed
+                _try(pmm.record_committed, h, a, m.ledger.authorities[a].tier, rng.randint(1, 8), Role.KV)
+                continue
+            aid = _try(pmm.reserve, h, a, m.ledger.authorities[a].tier, rng.randint(1, 16), Role.WEIGHTS)
             if aid is not None:
                 r = pmm.abstract_manager().ledger.allocations[aid]
-                _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
+                if rng.random() < 0.25:
+                    _try(pmm.cancel, r.holder, aid)  # the allocator failed: the reservation goes back
+                else:
+                    _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
         elif op == "release":
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
-                _try(pmm.release, r.holder, r.id)
+                if rng.random() < 0.25:  # a free the allocator could not confirm: quarantined, part released
+                    _try(pmm.quarantine, r.holder, r.id, rng.randint(0, r.charge))
+                else:
+                    _try(pmm.release, r.holder, r.id)
+        elif op == "allowance":
+            _allowance_step(pmm, rng, rng.choice(holders), rng.choice(live + [alias]))
         elif op == "press":
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
                 pid = _try(pmm.press, r.holder, r.authority, rng.randint(1, 16))
-                if pid is not None:
+                if pid is not None and rng.random() < 0.2:
+                    _try(pmm.cancel_pressure, pid)  # withdrawn before the holder answers
+                elif pid is not None:
                     mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == r.holder
                             and x.authority == r.authority]
                     _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))))
@@ -121,9 +137,32 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                              lambda: pmm.answer(holders[1], 10**6, ()),
                              lambda: pmm.reserve_tx(10**6),
                              lambda: pmm.report_mismatch(10**6),
+                             lambda: pmm.submit(holders[0], alias, 4, 0, Role.KV),  # tickets name the ledger
                              lambda: pmm.prepare_limit(auths[0], -1))))
     _settle(pmm)
     return counts
+
+
+def _allowance_step(pmm: Any, rng: random.Random, holder: int, authority: int) -> None:
+    """An allowance's life in one step: open, reserve growth, map, maybe move some to another, unmap, close."""
+    w = _try(pmm.open_allowance, holder, authority, rng.randint(1, 16))
+    if w is None:
+        return
+    _try(pmm.reserve_growth, holder, w, rng.randint(1, 8))
+    _try(pmm.map_allowance, holder, w, rng.randint(1, 4))
+    if rng.random() < 0.5:
+        w2 = _try(pmm.open_allowance, holder, authority, rng.randint(1, 16))
+        if w2 is not None:
+            _try(pmm.transfer_allowance, holder, w, w2, rng.randint(1, 2))
+            _close(pmm, holder, w2)
+    _close(pmm, holder, w)
+
+
+def _close(pmm: Any, holder: int, w: int) -> None:
+    view = pmm.abstract().allowances.get(w)
+    if view is not None and view.mapped:
+        _try(pmm.unmap_allowance, holder, w, view.mapped)
+    _try(pmm.close_allowance, holder, w)
 
 
 def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bundles: list[int]) -> None:
