@@ -25,8 +25,9 @@ from refimpl.cli import main
 from refimpl.focused_workload import run_pool_workload, run_tx_workload
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
-from spec.errors import CapacityDenied, PinnedVictim, ReservationOrder
+from spec.errors import CapacityDenied, PinnedVictim, ReservationOrder, TraceSinkFailed
 from spec.guards import ALL_ON, GuardSet
+from spec.tickets import PressureState
 from spec.transactions_lifecycle import ViewKind
 from spec.types import Role, Tier
 
@@ -303,3 +304,26 @@ def test_cli_writes_and_replays_a_focused_trace(tmp_path: Path, name: str) -> No
     text = out.read_text().splitlines()
     (tmp_path / "lossy.jsonl").write_text("\n".join(text[:6] + text[7:]) + "\n")
     assert main(["replay", str(tmp_path / "lossy.jsonl")]) == 1
+
+
+def test_sink_failing_on_pool_press_cancels_the_undelivered_pressure() -> None:
+    """As for `press` (issue #14): a pressure the holder's callback never saw is not left open."""
+    events: list[dict[str, Any]] = []
+
+    def sink(ev: dict[str, Any]) -> None:
+        events.append(ev)
+        if ev["kind"] == "pool_press":
+            raise OSError("disk full")
+
+    p = ProcessMemoryManager(trace=sink)
+    h = p.register_holder("weights")
+    a = p.register_authority("pool", Tier.DEVICE, 64)
+    called: list[int] = []
+    p.register_callback(h, lambda mgr, pid, target: called.append(pid))
+    with pytest.raises(TraceSinkFailed) as info:
+        p.pool_press(h, a, 8, 0, 10)
+    pid = info.value.result
+    assert called == [] and p.abstract_pool(a).pressures[pid].state is not PressureState.OPEN
+    assert [e["kind"] for e in events[-2:]] == ["pool_press", "pool_cancel_pressure"]
+    r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+    assert r.ok, r.describe()

@@ -55,6 +55,7 @@ from spec.errors import (
     PinnedVictim,
     StaleAnswer,
     StaleGeneration,
+    TraceSinkFailed,
     UnknownTicket,
 )
 from spec.tickets import PressureState, TicketState
@@ -118,20 +119,6 @@ class Leases:
         from refimpl.tracing import finish
 
         return finish(rec, seq, type(act()).__name__, result, error)
-
-    def _record_pool(self, rec: Any, action: Any, a: _Auth | None, args: tuple[Any, ...], result: Any,
-                     error: GovernorError | None, kind: str | None = None) -> int:
-        """Trace hook: queue the `ortmem-pool/1` event of `action` on ledger `a` (caller holds the lock)."""
-        from invariants.focused_trace import pool_kind
-        from refimpl.tracing import record_focused
-
-        kind = kind or pool_kind(action)
-        extra: dict[str, Any] = {"authority": None if a is None else a.id}
-        if kind == "try_reserve":
-            extra["role"] = args[4]
-        observed = None if a is None else {"free": a.limit - a.used, "generation": a.generation,
-                                           "aging_bound": self._bound, "mailbox": self._slots}
-        return record_focused(rec, "ortmem-pool/1", kind, action, extra, result, error, observed)
 
     def _of_ticket(self, tid: object) -> Callable[[], _Auth | None]:
         def where() -> _Auth | None:
@@ -374,8 +361,19 @@ class Leases:
     def pool_press(self, holder: int, authority: int, target: int, priority: int = 0, deadline: int = 0) -> int:
         """Open a pressure ticket on `holder` (due at `deadline`) and deliver it; the manager takes nothing (C5)."""
         under_lock = not self._guards.on("unlock_before_callback")  # negative control: deliver under the lock
-        pid = self._run_pool(lambda: P.Press(holder, target, priority, deadline), self._of_auth(authority),
-                             self._pool_press, holder, authority, target, priority, deadline, under_lock)
+        opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind
+        try:
+            pid = self._run_pool(lambda: P.Press(holder, target, priority, deadline), self._of_auth(authority),
+                                 lambda *a: opened.append(self._pool_press(*a)) or opened[0],
+                                 holder, authority, target, priority, deadline, under_lock)
+        except BaseException as e:
+            if opened and not under_lock:  # applied, never delivered: nobody would answer it (issue #14)
+                try:
+                    self.pool_cancel_pressure(opened[0])
+                except (InvalidTransition, TraceSinkFailed):
+                    pass  # answered or cancelled meanwhile; or cancelled with its event lost
+                e.add_note(f"ortmem: pool_press cancelled its undelivered pressure ticket {opened[0]}")
+            raise
         if not under_lock:
             self._deliver(pid)  # I7: the callback runs with the ledger lock released
         return pid

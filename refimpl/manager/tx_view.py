@@ -77,25 +77,6 @@ class TxView:
                     wake, self._wake = self._wake, []
                 self._wake_up(wake)
 
-    def _run_tx_traced(self, rec: Any, action: Any, body: Callable[..., R], args: tuple[Any, ...]) -> R:
-        """Trace hook: `_run_tx` (its contracts unchanged), then one `ortmem-tx/1` event (`refimpl.tracing`)."""
-        from invariants.focused_trace import tx_kind
-        from refimpl.tracing import finish, record_focused
-
-        error: GovernorError | None = None
-        result: Any = None
-        kind = tx_kind(action)
-        extra = {"holder": args[0]} if kind == "tx_plan" else {"tier": args[2]} if kind == "tx_add_authority" else {}
-        with self._lock:  # re-entrant: held from the body to the event's number, so the trace is lock order
-            try:
-                result = self._run_tx_checked(action, body, args)
-            except GovernorError as e:
-                error = e
-            used = {a.id: a.used for a in self._auths.values() if a.alias_of is None}
-            seq = record_focused(rec, "ortmem-tx/1", kind, action, extra, result, error, {"used": used})
-        self.wake_waiters()  # the waiters its credits granted, now that the lock is released (I7)
-        return finish(rec, seq, type(action).__name__, result, error)
-
     def _tx_view(self) -> TxState:
         auths = {}
         for a in self._auths.values():
@@ -116,4 +97,3 @@ class TxView:
                        immutables.Map(intents), ManagerState.POISONED if self._poisoned else ManagerState.HEALTHY,
                        self._next_auth, self._next_tx, self._next_mview, self._next_bundle, self._next_intent,
                        self._next_seq)
-
