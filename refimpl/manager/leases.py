@@ -366,7 +366,7 @@ class Leases:
             pid = self._run_pool(lambda: P.Press(holder, target, priority, deadline), self._of_auth(authority),
                                  lambda *a: opened.append(self._pool_press(*a)) or opened[0],
                                  holder, authority, target, priority, deadline, under_lock)
-        except BaseException as e:
+        except (TraceSinkFailed, KeyboardInterrupt, SystemExit) as e:  # from the sink: the open stands
             if opened and not under_lock:  # applied, never delivered: nobody would answer it (issue #14)
                 try:
                     self.pool_cancel_pressure(opened[0])
