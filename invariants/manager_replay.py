@@ -15,7 +15,9 @@ and names the smallest bad prefix, the 1-based line number):
      naming an id the spec never issued means the event that issued it was lost;
   5. the governor's observed `used` must equal the spec's for every authority
      the event lists, and the event must list every authority whose `used`
-     the spec changes;
+     the spec changes; likewise its observed `bundles` (part versions and
+     poisoned flag) for every state bundle the event lists or the spec
+     opens, poisons or advances (I5, I10);
   6. the cross-cutting step predicates (`invariants.manager.check_step`) on
      every accepted event, and the state predicates (`check_all`) whenever at
      least as many events passed as the state holds records, and at the end.
@@ -36,11 +38,21 @@ from typing import Any
 import attrs
 
 from invariants._violation import InvariantViolation
-from invariants.manager_trace import MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION, decode_field, decode_result
+from invariants.manager_trace import (
+    MANAGER_ID_FIELDS,
+    MANAGER_KINDS,
+    MANAGER_REVISION,
+    decode_bundles,
+    decode_field,
+    decode_result,
+)
+from invariants.focused_replay import decode_focused, start_focused
+from invariants.focused_trace import FOCUSED
 from invariants.replay import ReplayResult, _Bad, check_outcome, next_in_sequence, read_event
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
 from spec import errors as E
+from spec.ledger_actions import RegisterHolder
 from spec.manager_actions import Manager, initial
 from spec.types import AllocState
 
@@ -48,7 +60,7 @@ __all__ = ["replay_manager_lines", "MAX_LIVE"]
 
 MAX_LIVE = 1024
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
-_OUTCOME = ("outcome", "error", "result", "used")
+_OUTCOME = ("outcome", "error", "result", "used", "bundles")
 _UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance, E.UnknownTicket,
             E.UnknownTransaction)
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
@@ -63,7 +75,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         if act is not None:
             outcome = {"outcome": outcome["outcome"], "error": outcome["error"], "result": outcome.get("result"),
                        "used": outcome["observed"]["used"], "charges": outcome["observed"]["charges"],
-                       "ledger": True}
+                       "bundles": {}, "ledger": True}
         return act, outcome
     if ev["contract_revision"] != MANAGER_REVISION:
         raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} (with ledger operations in "
@@ -88,6 +100,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     try:
         args = {f: decode_field(f, ids[f] if f in MANAGER_ID_FIELDS else payload[f]) for f in fields}
         result = decode_result(payload["result"])
+        bundles = decode_bundles(payload["bundles"])
     except ValueError as e:
         raise _Bad("malformed", str(e)) from None
     outcome = {k: payload[k] for k in ("outcome", "error")}
@@ -109,7 +122,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("malformed", "payload.used keys must be integer authority ids") from None
     if not all(type(v) is int for v in outcome["used"].values()):
         raise _Bad("malformed", "payload.used values must be integers")
-    outcome["result"], outcome["charges"], outcome["ledger"] = result, {}, False
+    outcome["result"], outcome["charges"], outcome["bundles"], outcome["ledger"] = result, {}, bundles, False
     return cls(**args), outcome
 
 
@@ -158,6 +171,7 @@ def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
     changed = [a for a in auths if a in before and auths[a].used != before[a].used and a not in outcome["used"]]
     if changed and not outcome["ledger"]:
         raise _Bad("refinement", f"{act!r} changed used of authority {changed[0]} but the event does not say so")
+    _check_bundles(act, m, nxt, outcome)
     if accepted:
         try:
             check_step(m, act, nxt, result)
@@ -166,6 +180,26 @@ def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
     if _live(nxt) > MAX_LIVE:
         raise _Bad("too-many-live", f"more than {MAX_LIVE} live records: a composed trace keeps its state bounded")
     return nxt
+
+
+def _check_bundles(act: Any, m: Manager, nxt: Manager, outcome: dict[str, Any]) -> None:
+    """The governor's bundle records the event lists equal the spec's, and it lists every bundle the spec changed."""
+    for bid, (versions, poisoned) in outcome["bundles"].items():
+        b = nxt.bundles.get(bid)
+        if b is None:
+            raise _Bad("unknown-id", f"{act!r}: observed bundle {bid}, which the spec never opened")
+        if (b.versions, b.poisoned) != (versions, poisoned):
+            raise _Bad("refinement", f"{act!r}: the governor observed bundle {bid} at versions {list(versions)}"
+                                     f"{' (poisoned)' if poisoned else ''}, the spec has {list(b.versions)}"
+                                     f"{' (poisoned)' if b.poisoned else ''}")
+    if nxt.bundles is not m.bundles and not outcome["ledger"]:
+        # What an action can change: the bundle it names, its transaction's, the ones it opens (O(1) per event).
+        tx = m.txs.get(getattr(act, "tx", None))
+        maybe = {getattr(act, "bundle", None), tx.bundle if tx is not None else None,
+                 *range(m.next_bundle, nxt.next_bundle)}
+        for bid in sorted(b for b in maybe if type(b) is int):
+            if m.bundles.get(bid) != nxt.bundles.get(bid) and bid not in outcome["bundles"]:
+                raise _Bad("refinement", f"{act!r} changed bundle {bid} but the event does not say so")
 
 
 def _check_whole(m: Manager) -> None:
@@ -188,16 +222,41 @@ def _leftover(m: Manager) -> list[str]:
 
 
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
-    """Replay raw lines of a composed trace; see the module docstring."""
+    """Replay raw lines of a composed trace; see the module docstring.
+
+    A trace of a focused front end (`ortmem-pool/1`, `ortmem-tx/1`) is read the same way up to its first
+    focused event, and from there against its own spec (`invariants.focused_replay`)."""
     m, last, events, line, at_boundary, since_whole = initial(), {}, 0, 0, False, 0
+    focused: Any = None
     try:
         for raw in lines:
             line += 1
             ev = read_event(raw, line)
+            revision = ev.get("contract_revision")
+            if revision in FOCUSED:
+                if sorted(ev) != sorted(_ENVELOPE):
+                    raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
+                decoded = decode_focused(ev)
+                next_in_sequence(ev, last)
+                if focused is not None and focused.revision != revision:
+                    raise _Bad("mixed-protocols", f"a {revision} event in a {focused.revision} trace")
+                if focused is None or (focused.state is None and ev["ids"].get("authority") is not None):
+                    focused = start_focused(revision, ev, m)
+                focused.apply(decoded)
+                at_boundary = False
+                events += 1
+                continue
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
-            if act is not None:
+            if focused is not None and act is not None:
+                if type(act) is not RegisterHolder:
+                    raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
+                                                  "spec does not describe it (only register_holder may follow)")
+                m = _apply(m, act, outcome)
+                if outcome["outcome"] == "accepted" and focused.state is not None:
+                    focused.add_holder(outcome["result"])
+            elif act is not None:
                 m = _apply(m, act, outcome)
             since_whole += 1
             if since_whole >= max(1, _live(m)):  # amortised: O(1) per event
@@ -206,9 +265,11 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             events += 1
         line = 0
         _check_whole(m)
-        if not at_boundary and _leftover(m):
-            raise _Bad("leftover", "trace ended with active items and no declared boundary: "
-                       + "; ".join(_leftover(m)[:5]))
+        if focused is not None:
+            focused.check_whole()
+        left = _leftover(m) + (focused.leftover() if focused is not None else [])
+        if not at_boundary and left:
+            raise _Bad("leftover", "trace ended with active items and no declared boundary: " + "; ".join(left[:5]))
     except _Bad as bad:
         return ReplayResult(False, events, line or None, bad.failure, bad.id, str(bad))
     return ReplayResult(True, events, None, None, None, "no violation")

@@ -12,9 +12,11 @@ per line:
 
 `ids` holds the action's id fields, `payload` its other fields, the outcome
 (accepted, or the spec error class that rejected it), the operation's
-result (an id, bytes credited, a list of ids, or a limit outcome), and
+result (an id, bytes credited, a list of ids, or a limit outcome),
 `used`: the governor's own `used` of every authority the operation named or
-changed, after it. Tuples are JSON lists (`victims`, `needs`); enums are
+changed, after it, and `bundles`: the governor's own record (part versions,
+poisoned) of every state bundle the operation named, opened or advanced
+(the one a transaction joined, on its commit), after it (I5, I10). Tuples are JSON lists (`victims`, `needs`); enums are
 their values; anything else that does not round-trip exactly is written
 opaque (`invariants.trace_format.encode_value`), so recording never fails.
 
@@ -31,12 +33,13 @@ from invariants.trace_format import ENUMS, ID_FIELDS, KINDS, MAX_TEXT, decode_va
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 
 __all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "encode_manager_event", "decode_field",
-           "encode_result", "decode_result", "manager_schema"]
+           "encode_result", "decode_result", "manager_schema",
+           "encode_bundles", "decode_bundles"]
 
 MANAGER_REVISION = "ortmem-manager/1"
 #: Event kind -> the action class it records: the ledger's kinds and every composed action.
 MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}}
-MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx"}
+MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
 #: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.
 _TUPLES = {"victims": 1, "needs": 2}
 MAX_TUPLE = 64
@@ -97,8 +100,30 @@ def decode_result(v: Any) -> Any:
     raise ValueError(f"result {v!r:.80} is not an id, a byte count, a list of ids or a limit outcome")
 
 
+def encode_bundles(bundles: dict[int, tuple[tuple[int, ...], bool]]) -> dict[str, Any]:
+    """Bundle id -> (part versions, poisoned) as the event's `bundles` object."""
+    return {str(k): {"versions": list(v), "poisoned": p} for k, (v, p) in sorted(bundles.items())}
+
+
+def decode_bundles(v: Any) -> dict[int, tuple[tuple[int, ...], bool]]:
+    """Inverse of `encode_bundles`; ValueError on anything else."""
+    if type(v) is not dict or len(v) > MAX_TUPLE:
+        raise ValueError(f"payload.bundles must be an object of at most {MAX_TUPLE} bundles")
+    out = {}
+    for k, b in v.items():
+        if not (type(k) is str and k.isdigit() and len(k) <= 20):
+            raise ValueError("payload.bundles keys must be integer bundle ids")
+        if (type(b) is not dict or set(b) != {"versions", "poisoned"} or type(b["poisoned"]) is not bool
+                or type(b["versions"]) is not list or len(b["versions"]) > MAX_TUPLE
+                or not all(type(x) is int for x in b["versions"])):
+            raise ValueError(f"payload.bundles[{k}] must be {{versions: [int...], poisoned: bool}}")
+        out[int(k)] = (tuple(b["versions"]), b["poisoned"])
+    return out
+
+
 def encode_manager_event(source: str, sequence: int, action: Any, result: Any, error: BaseException | None,
-                         used: dict[int, int]) -> dict[str, Any]:
+                         used: dict[int, int],
+                         bundles: dict[int, tuple[tuple[int, ...], bool]] | None = None) -> dict[str, Any]:
     """The event for one composed operation, as a JSON-ready dict."""
     fields = attrs.asdict(action, recurse=False)
     ids = {k: encode_value(k, v) for k, v in fields.items() if k in MANAGER_ID_FIELDS}
@@ -107,6 +132,7 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
     payload["error"] = None if error is None else type(error).__name__
     payload["result"] = encode_result(result) if error is None else None
     payload["used"] = {str(k): v for k, v in sorted(used.items())}
+    payload["bundles"] = encode_bundles(bundles or {})
     return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
             "kind": kind_of(type(action)), "ids": ids, "payload": payload}
 
@@ -128,6 +154,12 @@ def manager_schema() -> list[dict[str, Any]]:
         "used": {"type": "object", "maxProperties": 4096, "additionalProperties": False,
                  "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}},
                  "description": "the governor's used of each authority the operation named or changed, after it"},
+        "bundles": {"type": "object", "maxProperties": MAX_TUPLE, "additionalProperties": False,
+                    "patternProperties": {"^[0-9]{1,20}$": {
+                        "type": "object", "required": ["versions", "poisoned"], "additionalProperties": False,
+                        "properties": {"versions": ints, "poisoned": {"type": "boolean"}}}},
+                    "description": "the governor's record of each state bundle the operation named, opened or "
+                                   "advanced, after it (I5, I10)"},
     }
     cases = []
     for kind, cls in MANAGER_KINDS.items():

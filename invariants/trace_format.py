@@ -202,6 +202,9 @@ def json_schema() -> dict[str, Any]:
         })
     from invariants.manager_trace import MANAGER_KINDS, MANAGER_REVISION, manager_schema  # extends this format
     cases += manager_schema()
+    from invariants.focused_trace import FOCUSED, focused_schema  # the focused front ends' revisions
+
+    cases += focused_schema()
     cases.append({"if": {"properties": {"kind": {"const": BOUNDARY}}},
                   "then": {"properties": {"ids": {"maxProperties": 0}, "payload": {"maxProperties": 0}}}})
     return {
@@ -214,10 +217,10 @@ def json_schema() -> dict[str, Any]:
         "required": ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"],
         "additionalProperties": False,
         "properties": {
-            "contract_revision": {"enum": sorted(REVISIONS | {MANAGER_REVISION})},
+            "contract_revision": {"enum": sorted(REVISIONS | {MANAGER_REVISION} | set(FOCUSED))},
             "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
             "source_sequence": {"type": "integer", "minimum": 1},
-            "kind": {"enum": [*MANAGER_KINDS, BOUNDARY]},
+            "kind": {"enum": [*MANAGER_KINDS, *(k for kinds in FOCUSED.values() for k in kinds), BOUNDARY]},
             "ids": {"type": "object"},
             "payload": {"type": "object"},
         },

@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--operations", type=bounded(1), default=300, help="workload operations, >= 1")
     t.add_argument("--ledger", action="store_true",
                    help="the ledger-only workload (revision ortmem-ledger/1) instead of the composed manager's")
+    t.add_argument("--focused", choices=("pool", "tx"),
+                   help="a focused front end's workload: the single-pool protocol (ortmem-pool/1, replayed "
+                        "against spec.pressure) or the focused transactions (ortmem-tx/1, spec.transactions)")
     r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)")
     r.add_argument("trace", help="the JSONL trace file")
     d = sub.add_parser("demo", help="one governed generation: charge per holder per step, static split vs elastic")

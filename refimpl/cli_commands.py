@@ -120,6 +120,11 @@ def trace(args: argparse.Namespace, console: Console) -> int:
         with open(args.out, "w") as f:
             if args.ledger:
                 run_workload(ProcessMemoryManager(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
+            elif getattr(args, "focused", None):  # a focused front end: its own revision, its own spec
+                from refimpl.focused_workload import run_pool_workload, run_tx_workload
+                from refimpl.manager import ProcessMemoryManager as Composed
+                run = run_pool_workload if args.focused == "pool" else run_tx_workload
+                run(Composed(trace=JsonlSink(f)), seed=args.seed, operations=args.operations)
             else:  # every part of the one manager: tickets, pressure, transactions, limits, device loss
                 from refimpl.manager import ProcessMemoryManager as Composed
                 from refimpl.manager_workload import run_manager_workload
@@ -135,6 +140,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
 
     from invariants.hierarchy_trace import REVISION, replay_hierarchy
     from invariants.manager_replay import replay_manager_lines
+    from invariants.focused_trace import FOCUSED
     from invariants.manager_trace import MANAGER_REVISION
     from invariants.replay import bounded_lines
 
@@ -142,9 +148,10 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         with open(args.trace, "rb") as f:
             first = f.readline(4096)
             f.seek(0)
-            # A composed trace (tickets, pressure, transactions, limits beside the ledger) has at least one
-            # composed event anywhere; one bounded pass finds out.
-            composed = REVISION.encode() not in first and any(MANAGER_REVISION.encode() in raw
+            # A composed trace (tickets, pressure, transactions, limits beside the ledger) or a focused one
+            # (ortmem-pool/1, ortmem-tx/1) has at least one such event anywhere; one bounded pass finds out.
+            marks = [r.encode() for r in (MANAGER_REVISION, *FOCUSED)]
+            composed = REVISION.encode() not in first and any(any(x in raw for x in marks)
                                                                 for raw in bounded_lines(f))
             f.seek(0)
             if REVISION.encode() in first:  # a hierarchy trace (C10, I11)

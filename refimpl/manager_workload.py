@@ -1,7 +1,11 @@
 """A seeded composed workload for `ortmem trace --composed`: every part of the manager, then settled.
 
 Drives one `ProcessMemoryManager` (with a trace sink) through ledger
-leases, requester tickets, holder pressure, capacity transactions, limit
+leases (reserve / commit / cancel, recorded commits, quarantine),
+allowances (growth, map, transfer, unmap, close), an alias, requester
+tickets (claimed, cancelled, timed out), holder pressure, capacity transactions, state
+bundles (a transaction joins one and its commit advances it; a mismatch
+poisons it, after which joins and commits of it are refused), limit
 changes and a device loss on shared authorities, with some bad input, and
 ends with every ticket, lease, transaction, pressure and limit change
 settled, so the trace replays clean against `spec.manager` with no
@@ -34,6 +38,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
     rng = random.Random(seed)
     holders = [pmm.register_holder(n) for n in ("weights", "kv", "prefix")]
     auths = [pmm.register_authority(p, t, c) for p, t, c in _AUTHORITIES]
+    alias = pmm.register_alias(auths[0], "uma")  # a view of hbm0: it owns no ledger, so no part takes it
     counts: dict[str, int] = {}
 
     def active() -> list[int]:
@@ -50,37 +55,50 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
         live = active()
         if not live:
             break
-        op = rng.choice(("submit", "submit", "claim", "cancel", "lease", "release", "press", "tx", "limit",
-                         "bad") + (("lose",) if not lost else ()))
+        op = rng.choice(("submit", "submit", "claim", "cancel", "timeout", "lease", "lease", "release", "press",
+                         "tx", "limit", "bundle", "bundle", "allowance", "bad") + (("lose",) if not lost else ()))
         counts[op] = counts.get(op, 0) + 1
         if op == "submit":
             _try(pmm.submit, rng.choice(holders), rng.choice(live), rng.randint(1, 24), rng.randint(0, 2), Role.KV)
-        elif op in ("claim", "cancel"):
+        elif op in ("claim", "cancel", "timeout"):
             ts = sorted(m.tickets.values(), key=lambda t: t.id)
             if ts:
                 t = rng.choice(ts)
                 if op == "claim" and t.state is TicketState.GRANTED:
                     _try(pmm.claim, t.holder, t.id)
                 else:
-                    _try(pmm.cancel_ticket, t.holder, t.id)
+                    _try(pmm.cancel_ticket if op == "cancel" else pmm.timeout_ticket, t.holder, t.id)
         elif op == "lease":
             a = rng.choice(live)
-            aid = _try(pmm.reserve, rng.choice(holders), a, m.ledger.authorities[a].tier, rng.randint(1, 16),
-                       Role.WEIGHTS)
+            h = rng.choice(holders)
+            if rng.random() < 0.15:  # memory the holder already allocated, recorded as committed
+                _try(pmm.record_committed, h, a, m.ledger.authorities[a].tier, rng.randint(1, 8), Role.KV)
+                continue
+            aid = _try(pmm.reserve, h, a, m.ledger.authorities[a].tier, rng.randint(1, 16), Role.WEIGHTS)
             if aid is not None:
                 r = pmm.abstract_manager().ledger.allocations[aid]
-                _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
+                if rng.random() < 0.25:
+                    _try(pmm.cancel, r.holder, aid)  # the allocator failed: the reservation goes back
+                else:
+                    _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
         elif op == "release":
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
-                _try(pmm.release, r.holder, r.id)
+                if rng.random() < 0.25:  # a free the allocator could not confirm: quarantined, part released
+                    _try(pmm.quarantine, r.holder, r.id, rng.randint(0, r.charge))
+                else:
+                    _try(pmm.release, r.holder, r.id)
+        elif op == "allowance":
+            _allowance_step(pmm, rng, rng.choice(holders), rng.choice(live + [alias]))
         elif op == "press":
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
                 pid = _try(pmm.press, r.holder, r.authority, rng.randint(1, 16))
-                if pid is not None:
+                if pid is not None and rng.random() < 0.2:
+                    _try(pmm.cancel_pressure, pid)  # withdrawn before the holder answers
+                elif pid is not None:
                     mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == r.holder
                             and x.authority == r.authority]
                     _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))))
@@ -95,6 +113,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                     _try(pmm.commit_tx, tid)
                 else:
                     _try(pmm.abort_tx, tid)
+        elif op == "bundle":
+            _bundle_step(pmm, rng, rng.choice(holders), live, sorted(m.bundles))
         elif op == "limit":
             a = rng.choice(live)
             cap = m.ledger.authorities[a].capacity
@@ -116,9 +136,60 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                              lambda: pmm.claim(holders[0], 10**6),
                              lambda: pmm.answer(holders[1], 10**6, ()),
                              lambda: pmm.reserve_tx(10**6),
+                             lambda: pmm.report_mismatch(10**6),
+                             lambda: pmm.submit(holders[0], alias, 4, 0, Role.KV),  # tickets name the ledger
                              lambda: pmm.prepare_limit(auths[0], -1))))
     _settle(pmm)
     return counts
+
+
+def _allowance_step(pmm: Any, rng: random.Random, holder: int, authority: int) -> None:
+    """An allowance's life in one step: open, reserve growth, map, maybe move some to another, unmap, close."""
+    w = _try(pmm.open_allowance, holder, authority, rng.randint(1, 16))
+    if w is None:
+        return
+    _try(pmm.reserve_growth, holder, w, rng.randint(1, 8))
+    _try(pmm.map_allowance, holder, w, rng.randint(1, 4))
+    if rng.random() < 0.5:
+        w2 = _try(pmm.open_allowance, holder, authority, rng.randint(1, 16))
+        if w2 is not None:
+            _try(pmm.transfer_allowance, holder, w, w2, rng.randint(1, 2))
+            _close(pmm, holder, w2)
+    _close(pmm, holder, w)
+
+
+def _close(pmm: Any, holder: int, w: int) -> None:
+    view = pmm.abstract().allowances.get(w)
+    if view is not None and view.mapped:
+        _try(pmm.unmap_allowance, holder, w, view.mapped)
+    _try(pmm.close_allowance, holder, w)
+
+
+def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bundles: list[int]) -> None:
+    """One step of a state bundle: open one (while there are few), or a transaction joins one and commits it.
+
+    A poisoned bundle refuses the join (BundlePoisoned); a bundle poisoned after the join refuses the
+    commit, and the transaction is aborted. Now and then a post-commit mismatch poisons the bundle."""
+    if len(bundles) < 2 or rng.random() < 0.1:
+        _try(pmm.open_bundle)
+        return
+    b = rng.choice(bundles)
+    a = rng.choice(live)
+    tid = _try(pmm.plan_tx, holder, ((a, rng.randint(1, 12)),))
+    if tid is None:
+        return
+    _try(pmm.join_bundle, tid, b)
+    if rng.random() < 0.1:
+        _try(pmm.join_bundle, tid, b)  # a second join: InvalidTransition
+    while _try(pmm.reserve_tx, tid) is not None:
+        pass
+    if rng.random() < 0.15:
+        _try(pmm.report_mismatch, b)  # poisoned between join and commit: the commit is refused
+    t = pmm.abstract_manager().txs.get(tid)
+    if t is None or len(t.held) != len(t.needs) or _try(pmm.commit_tx, tid) is None:
+        _try(pmm.abort_tx, tid)
+    elif rng.random() < 0.15:
+        _try(pmm.report_mismatch, b)
 
 
 def _settle(pmm: Any) -> None:

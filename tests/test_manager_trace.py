@@ -23,6 +23,10 @@ from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
+from invariants.contracts import contracts
+from spec.errors import BundlePoisoned
+from spec.guards import ALL_ON, GuardSet
+from spec.types import Tier
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
 
@@ -54,13 +58,43 @@ def test_composed_workload_replays_clean(seed: int) -> None:
     assert r.events == len(lines)
 
 
-def test_composed_trace_names_every_part(lines: list[bytes]) -> None:
-    kinds = _kinds(lines)
-    for kind in ("submit", "claim", "cancel_ticket", "press", "answer", "plan_tx", "reserve_tx", "commit_tx",
-                 "abort_tx", "prepare_limit", "commit_limit", "lose_device", "confirm_termination", "reserve",
-                 "commit", "release"):
-        assert kinds.get(kind, 0) > 0, f"the workload never recorded {kind}: {kinds}"
-    assert set(kinds) <= set(MANAGER_KINDS)
+_PARTS = {
+    "ledger": ("register_authority", "register_alias", "register_holder", "reserve", "commit", "cancel", "release",
+               "quarantine", "record_committed"),
+    "allowances": ("open_allowance", "reserve_growth", "map_allowance", "unmap_allowance", "transfer_allowance",
+                   "close_allowance"),
+    "tickets": ("submit", "claim", "cancel_ticket", "timeout_ticket"),
+    "pressure": ("press", "answer", "cancel_pressure"),
+    "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
+    "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
+    "device loss": ("lose_device", "confirm_termination"),
+    "limits": ("prepare_limit", "commit_limit"),
+}
+
+
+def test_parts_name_every_composed_kind() -> None:
+    named = [k for ks in _PARTS.values() for k in ks]
+    assert sorted(named) == sorted(MANAGER_KINDS) and len(set(named)) == len(named)
+
+
+@pytest.fixture(scope="module")
+def cli_trace(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    out = tmp_path_factory.mktemp("cli") / "t.jsonl"
+    assert main(["trace", str(out)]) == 0
+    return out.read_text().splitlines()
+
+
+@pytest.mark.parametrize("part", sorted(_PARTS))
+def test_composed_trace_names_every_part(cli_trace: list[str], part: str) -> None:
+    """`ortmem trace` (defaults) records every event kind of every part, accepted at least once."""
+    accepted: dict[str, int] = {}
+    for line in cli_trace:
+        ev = json.loads(line)
+        assert ev["kind"] in MANAGER_KINDS
+        if ev["payload"]["outcome"] == "accepted":
+            accepted[ev["kind"]] = accepted.get(ev["kind"], 0) + 1
+    missing = [k for k in _PARTS[part] if not accepted.get(k)]
+    assert not missing, f"{part}: `ortmem trace` never recorded an accepted {missing}: {accepted}"
 
 
 def test_composed_events_match_the_schema(lines: list[bytes]) -> None:
@@ -171,3 +205,127 @@ def test_changed_ledger_figure_is_refinement(lines: list[bytes]) -> None:
             assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
             return
     raise AssertionError("no accepted commit with a figure")
+
+
+# --- state bundles (I5, I10) ---------------------------------------------------------------------------------
+
+
+def _bundle_trace(guards: GuardSet = ALL_ON) -> list[bytes]:
+    """Pinned: a bundle opened, joined, committed (advances), poisoned; a join and a commit it then refuses."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    b = p.open_bundle()
+    t = p.plan_tx(h, ((a, 8),))
+    p.join_bundle(t, b)
+    p.reserve_tx(t)
+    p.commit_tx(t)  # line 7: the bundle's parts advance together
+    t2 = p.plan_tx(h, ((a, 4),))
+    p.join_bundle(t2, b)
+    p.reserve_tx(t2)
+    p.report_mismatch(b)  # line 11: poisoned between join and commit
+    with pytest.raises(BundlePoisoned):
+        p.commit_tx(t2)
+    p.abort_tx(t2)
+    t3 = p.plan_tx(h, ((a, 4),))
+    with pytest.raises(BundlePoisoned):
+        p.join_bundle(t3, b)
+    p.abort_tx(t3)
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
+def test_bundle_trace_replays_clean_and_reports_the_bundle() -> None:
+    lines = _bundle_trace()
+    r = replay_manager_lines(lines)
+    assert r.ok and r.events == len(lines) == 16, r.describe()
+    evs = [json.loads(x) for x in lines]
+    assert [e["kind"] for e in evs][2:8] == ["open_bundle", "plan_tx", "join_bundle", "reserve_tx", "commit_tx",
+                                             "plan_tx"]
+    assert evs[6]["payload"]["bundles"] == {"1": {"versions": [1, 1, 1, 1], "poisoned": False}}
+    assert evs[10]["kind"] == "report_mismatch" and evs[10]["ids"] == {"bundle": 1}
+    assert evs[11]["kind"] == "commit_tx" and evs[11]["payload"]["error"] == "BundlePoisoned"
+    assert evs[14]["kind"] == "join_bundle" and evs[14]["payload"]["error"] == "BundlePoisoned"
+
+
+def test_bundle_trace_events_match_the_schema() -> None:
+    validator = jsonschema.Draft202012Validator(json_schema())
+    for raw in _bundle_trace():
+        validator.validate(json.loads(raw))
+
+
+def _index(lines: list[bytes], kind: str, outcome: str = "accepted") -> int:
+    return next(i for i, raw in enumerate(lines) if json.loads(raw)["kind"] == kind
+                and json.loads(raw)["payload"]["outcome"] == outcome)
+
+
+@pytest.mark.parametrize("kind", ["open_bundle", "join_bundle", "report_mismatch"])
+def test_removed_bundle_event_is_rejected_at_the_next_line(kind: str) -> None:
+    lines = _bundle_trace()
+    i = _index(lines, kind)
+    r = replay_manager_lines(lines[:i] + lines[i + 1:])
+    assert not r.ok and r.failure == "sequence-gap" and r.line == i + 1, r.describe()
+
+
+@pytest.mark.parametrize("kind,failure", [("open_bundle", "violation"), ("join_bundle", "refinement"),
+                                          ("report_mismatch", "refinement")])
+def test_removed_bundle_event_renumbered_is_caught_by_the_spec(kind: str, failure: str) -> None:
+    """An emitter that drops a bundle event and renumbers: the spec notices at the first event that depends on it."""
+    lines = _bundle_trace()
+    i = _index(lines, kind)
+    r = replay_manager_lines(_renumbered(lines[:i] + lines[i + 1:]))
+    assert not r.ok and r.failure == failure, r.describe()
+    # open_bundle: the join the governor accepted names a bundle the spec never opened (line 4);
+    # join_bundle: the commit advances no bundle in the spec, but the governor reports one (line 6);
+    # report_mismatch: the spec commits what the governor refused (line 11).
+    assert r.line == {"open_bundle": 4, "join_bundle": 6, "report_mismatch": 11}[kind], r.describe()
+
+
+@pytest.mark.parametrize("kind", ["open_bundle", "join_bundle", "report_mismatch"])
+def test_duplicated_bundle_event_is_rejected_where_it_repeats(kind: str) -> None:
+    lines = _bundle_trace()
+    i = _index(lines, kind)
+    r = replay_manager_lines(lines[:i + 1] + [lines[i]] + lines[i + 1:])
+    assert not r.ok and r.failure == "duplicate-sequence" and r.line == i + 2, r.describe()
+
+
+@pytest.mark.parametrize("first,second", [("join_bundle", "reserve_tx"), ("reserve_tx", "commit_tx"),
+                                          ("open_bundle", "plan_tx")])
+def test_reordered_bundle_events_are_rejected_at_the_first_out_of_order_line(first: str, second: str) -> None:
+    lines = _bundle_trace()
+    i = _index(lines, first)
+    assert json.loads(lines[i + 1])["kind"] == second
+    r = replay_manager_lines(lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2:])
+    assert not r.ok and r.failure == "sequence-gap" and r.line == i + 1, r.describe()
+
+
+def test_reordered_bundle_events_renumbered_are_caught_by_the_spec() -> None:
+    """The mismatch moved before the commit it followed, renumbered: the moved event itself reports the bundle at
+    the versions the commit gave it, which the spec has not reached: the first moved line is the bad prefix."""
+    lines = _bundle_trace()
+    i, j = _index(lines, "commit_tx"), _index(lines, "report_mismatch")
+    moved = lines[:i] + [lines[j]] + lines[i:j] + lines[j + 1:]
+    r = replay_manager_lines(_renumbered(moved))
+    assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
+
+
+def test_changed_bundle_figure_is_refinement() -> None:
+    lines = _bundle_trace()
+    i = _index(lines, "commit_tx")
+    ev = json.loads(lines[i])
+    ev["payload"]["bundles"]["1"]["versions"][2] = 0
+    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
+    ev["payload"]["bundles"] = {}  # the advance is not reported at all
+    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    assert not r.ok and r.failure == "refinement" and r.line == i + 1 and "does not say so" in r.message, \
+        r.describe()
+
+
+def test_governor_without_atomic_bundle_fails_replay_at_the_commit() -> None:
+    """Negative control of I10 through the trace: only the KV part advances; replay finds it at the commit."""
+    with contracts(on=False):  # the governor's own contracts would stop it first
+        lines = _bundle_trace(GuardSet.without("atomic_bundle"))
+    i = _index(lines, "commit_tx")
+    r = replay_manager_lines(lines)
+    assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
+    assert "[1, 0, 0, 0]" in r.message

@@ -14,6 +14,7 @@ working on the same records under the same ledger lock (`LedgerLock`):
     limits.py        topology and limits: prepare -> pressure -> commit, or keep the old limit
     devices.py       device loss, one mechanism for every part
     views.py         refinement mappings, contract hooks, public tracing hooks
+    focused_tracing.py  trace hooks of the focused front ends (single pool, tx_*)
     tx_view.py       the `spec.transactions` mapping and the focused operations' contracts
     lock.py          the ledger lock that knows its owner (I7)
 
@@ -34,6 +35,7 @@ from refimpl.manager.allowances import Allowances
 from refimpl.manager.arbitration import Arbitration
 from refimpl.manager.bundles import Bundles
 from refimpl.manager.devices import Devices
+from refimpl.manager.focused_tracing import FocusedTracing
 from refimpl.manager.leases import Leases
 from refimpl.manager.ledger import Ledger
 from refimpl.manager.limits import Limits
@@ -49,7 +51,7 @@ __all__ = ["ProcessMemoryManager", "Callback"]
 
 
 class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Bundles, Limits, Devices,
-                           Views, TxView):
+                           Views, TxView, FocusedTracing):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
 
     def __init__(self, guards: GuardSet = ALL_ON, trace: Callable[[dict[str, Any]], None] | None = None,

@@ -128,6 +128,27 @@ class Bundles:
         """A post-commit mismatch poisons that bundle only (composed: `spec.manager_actions.ReportMismatch`)."""
         return self._run(M.ReportMismatch, self._ms_none, self._report_mismatch, bundle)
 
+    # trace hooks (refimpl.manager.views `_run_full`): the bundles an event reports (I5, I10)
+    def _bundles_named(self, action: Any) -> tuple[int, ...]:
+        """Read before a composed action runs: the bundle it names and the one its transaction joined."""
+        ids = []
+        bid = getattr(action, "bundle", None)
+        if type(bid) is int and bid in self._bundles:
+            ids.append(bid)
+        tid = getattr(action, "tx", None)
+        t = self._txs.get(tid) if type(tid) is int else None
+        if t is not None and t.bundle is not None:
+            ids.append(t.bundle)
+        return tuple(ids)
+
+    def _bundle_figures(self, named: tuple[int, ...], first: int) -> dict[int, tuple[tuple[int, ...], bool]]:
+        """After it: (part versions, poisoned) of those bundles and of every bundle it opened (ids from `first`)."""
+        out = {}
+        for bid in (*named, *range(first, self._next_bundle)):
+            b = self._bundles[bid]
+            out[bid] = (tuple(b.versions), b.poisoned)
+        return out
+
     def _bundle(self, bid: object) -> _Bundle:
         b = self._bundles.get(bid) if type(bid) is int else None
         if b is None:

@@ -25,7 +25,11 @@ Contracts: with `invariants.contracts` on, each operation here checks
 ledger it touched and the composed state predicates (`invariants.manager`)
 on every part's records of that ledger; a refusal must leave the pool view
 unchanged (G4).
-Not traced yet: these operations emit no `refimpl.tracing` event.
+Tracing: with a recorder attached, each operation emits one `ortmem-pool/1`
+event (`invariants.focused_trace`), replayed against `spec.pressure`
+(`invariants.focused_replay`); a cancel posted by `drop` emits a
+`drained_cancel` event when it is applied. `drop` itself takes no lock and
+changes nothing a spec describes, so it has no event of its own.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from spec.errors import (
     PinnedVictim,
     StaleAnswer,
     StaleGeneration,
+    TraceSinkFailed,
     UnknownTicket,
 )
 from spec.tickets import PressureState, TicketState
@@ -73,20 +78,27 @@ class Leases:
 
     def _run_pool(self, act: Callable[[], Any], where: Callable[[], _Auth | None], body: Callable[..., T],
                   *args: Any) -> T:
-        """`body(*args)` under the lock; with contracts on, checked as `act()` on the pool view of `where()`."""
+        """`body(*args)` under the lock; with contracts on, checked as `act()` on the pool view of `where()`.
+
+        With a trace recorder, the operation's event (`ortmem-pool/1`) is numbered under the lock, before the
+        events of the mailbox cancels it applies, and delivered after the lock is released (I7)."""
+        rec, error = self._recorder, None
         try:
             with self._lock:
                 on = _SWITCH.on
-                if on:
+                if on or rec is not None:
                     a = where()
+                if on:
                     before = self._pool_view(a) if a is not None else self._manager_view(None, None)
                 try:
                     result = body(*args)
-                except GovernorError:
+                except GovernorError as e:
                     if on and (self._pool_view(a) if a is not None else self._manager_view(None, None)) != before:
                         raise InvariantViolation("G4", f"{act()!r} was refused but changed the pool") from None
-                    raise
-                if on and a is not None:
+                    if rec is None:
+                        raise
+                    error, result = e, None
+                if on and a is not None and error is None:
                     from invariants import manager as IM
                     from invariants.pressure import check_all, check_step
 
@@ -94,13 +106,19 @@ class Leases:
                     check_step(before, act(), after)
                     check_all(after)
                     IM.check_all(self._manager_view(self._closed((a.id,)), ()))  # the parts on that ledger
-                if self._mailbox:
+                if rec is not None:  # trace hook (refimpl.tracing); a refusal is raised by `finish`
+                    seq = self._record_pool(rec, act(), a, args, result, error)
+                if self._mailbox and error is None:
                     self._drain()  # after an accepted operation: a refused one changes nothing (G4)
-                return result
+                if rec is None:
+                    return result
         finally:
             with self._lock:
                 wake, self._wake = self._wake, []
             self._wake_up(wake)  # charged under the lock, woken here: outside it (I7)
+        from refimpl.tracing import finish
+
+        return finish(rec, seq, type(act()).__name__, result, error)
 
     def _of_ticket(self, tid: object) -> Callable[[], _Auth | None]:
         def where() -> _Auth | None:
@@ -299,15 +317,22 @@ class Leases:
 
     def drain(self) -> None:
         """Apply the posted cancels now."""
+        rec = self._recorder
         try:
             with self._lock:
-                self._drain()
+                seq = self._drain()
         finally:
             with self._lock:
                 wake, self._wake = self._wake, []
             self._wake_up(wake)
+        if rec is not None and seq:
+            from refimpl.tracing import finish
 
-    def _drain(self) -> None:
+            finish(rec, seq, "drain", None, None)  # a sink failure on a drained cancel is TraceSinkFailed
+
+    def _drain(self) -> int:
+        """Apply the posted cancels; the number of the last event recorded for them (0: none)."""
+        rec, seq = self._recorder, 0
         while self._mailbox:
             try:
                 key = next(iter(self._mailbox))  # oldest post first
@@ -315,26 +340,40 @@ class Leases:
                 continue  # a lock-free drop() inserted meanwhile: look again
             self._mailbox.pop(key, None)
             holder, ticket = key
-            a = self._of_ticket(ticket)() if _SWITCH.on else None
-            before = self._pool_view(a) if a is not None else None
+            a = self._of_ticket(ticket)() if _SWITCH.on or rec is not None else None
+            before = self._pool_view(a) if a is not None and _SWITCH.on else None
             try:
-                self._pool_abandon(holder, ticket)
+                credited = self._pool_abandon(holder, ticket)
             except GovernorError:
                 continue  # it names no live ticket of that holder any more
+            if rec is not None:  # trace hook: the applied post is spec.pressure's Cancel
+                seq = self._record_pool(rec, P.Cancel(holder, ticket), a, (), credited, None, "drained_cancel")
             if before is not None:
                 from invariants.pressure import check_all, check_step
 
                 after = self._pool_view(a)
                 check_step(before, P.Cancel(holder, ticket), after)
                 check_all(after)
+        return seq
 
     # --- holder pressure with priority and deadline (C5, I6, I7) ----------------------
 
     def pool_press(self, holder: int, authority: int, target: int, priority: int = 0, deadline: int = 0) -> int:
         """Open a pressure ticket on `holder` (due at `deadline`) and deliver it; the manager takes nothing (C5)."""
         under_lock = not self._guards.on("unlock_before_callback")  # negative control: deliver under the lock
-        pid = self._run_pool(lambda: P.Press(holder, target, priority, deadline), self._of_auth(authority),
-                             self._pool_press, holder, authority, target, priority, deadline, under_lock)
+        opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind
+        try:
+            pid = self._run_pool(lambda: P.Press(holder, target, priority, deadline), self._of_auth(authority),
+                                 lambda *a: opened.append(self._pool_press(*a)) or opened[0],
+                                 holder, authority, target, priority, deadline, under_lock)
+        except (TraceSinkFailed, KeyboardInterrupt, SystemExit) as e:  # from the sink: the open stands
+            if opened and not under_lock:  # applied, never delivered: nobody would answer it (issue #14)
+                try:
+                    self.pool_cancel_pressure(opened[0])
+                except (InvalidTransition, TraceSinkFailed):
+                    pass  # answered or cancelled meanwhile; or cancelled with its event lost
+                e.add_note(f"ortmem: pool_press cancelled its undelivered pressure ticket {opened[0]}")
+            raise
         if not under_lock:
             self._deliver(pid)  # I7: the callback runs with the ledger lock released
         return pid

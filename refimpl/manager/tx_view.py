@@ -8,6 +8,10 @@ is confirmed), each transaction's holdings from the ledger records it owns
 and intents of `refimpl.manager.bundles` / `.transactions`. Nothing here keeps
 a figure of its own.
 
+Tracing: with a recorder attached, each focused operation emits one
+`ortmem-tx/1` event (`invariants.focused_trace`), replayed against
+`spec.transactions` (`invariants.focused_replay`).
+
 Contracts: focused operations run through `_run_tx`. When
 `invariants.contracts` is on, the transaction predicates
 (`invariants.transactions.check_step` / `check_all`) run on the abstraction
@@ -46,6 +50,12 @@ class TxView:
             return self._tx_view()
 
     def _run_tx(self, action: Any, body: Callable[..., R], *args: Any) -> R:
+        rec = self._recorder
+        if rec is not None:
+            return self._run_tx_traced(rec, action, body, args)
+        return self._run_tx_checked(action, body, args)
+
+    def _run_tx_checked(self, action: Any, body: Callable[..., R], args: tuple[Any, ...]) -> R:
         try:
             with self._lock:
                 if not _SWITCH.on:

@@ -214,6 +214,8 @@ class Views:
             auths, allocs = scope(*args)
             auths = self._closed(auths)
             first = self._next_alloc
+            if rec is not None:
+                named, first_bundle = self._bundles_named(action), self._next_bundle
             before = self._manager_view(auths, allocs) if on else None
             try:
                 result = body(*args)
@@ -228,7 +230,8 @@ class Views:
                     self._check_manager(before, action,
                                         self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]), result)
             if rec is not None:
-                figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {}}
+                figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {},
+                           "bundles": self._bundle_figures(named, first_bundle)}
                 seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
@@ -465,4 +468,4 @@ def _event(source: str, seq: int, action: Any, result: Any, error: BaseException
     """A composed operation's event (`invariants.manager_trace`, revision ortmem-manager/1)."""
     from invariants.manager_trace import encode_manager_event
 
-    return encode_manager_event(source, seq, action, result, error, figures["used"])
+    return encode_manager_event(source, seq, action, result, error, figures["used"], figures["bundles"])

@@ -1,0 +1,269 @@
+"""Replay of the focused front ends' events against their own specs, never refimpl's code.
+
+A trace of `ProcessMemoryManager` driven through its single-pool protocol
+(`ortmem-pool/1`) is replayed with `spec.pressure.step`; one driven through
+its focused transactions (`ortmem-tx/1`) with `spec.transactions.step`
+(formats: `invariants.focused_trace`). `invariants.manager_replay` reads the
+events before the first focused one (registration, a limit change) against
+`spec.manager` and hands its state over here, which seeds the focused state:
+
+  * pool: the ledger the first located pool event names (`ids.authority`)
+    becomes `spec.pressure`'s pool: capacity, fixed = capacity - limit,
+    free, the holders 1..n, the id counters, and the constants the event
+    observes (aging bound, mailbox slots). It must be empty (no bytes used,
+    no ticket, pressure, transaction or limit change anywhere): the focused
+    spec describes one pool with nothing beside it;
+  * transactions: `spec.transactions`' initial state; the manager must have
+    no authority yet (the focused model registers its own, `tx_add_authority`).
+
+From then on every event must be of that revision (a later `register_holder`
+is allowed: it adds a holder); any other event fails the trace as
+"mixed-protocols": no one spec describes a ledger driven through two front
+ends. Per event, as for composed traces: exact envelope and fields, the
+sequence, the outcome (accepted with the same result, or rejected with the
+same error class), the observed figures (pool: free bytes, generation and
+the constants; transactions: `used` of every canonical authority, exactly
+the spec's authorities), the focused step predicates on every accepted
+event and the state predicates amortised (O(1) per event) and at the end.
+An event whose refusal rests on a manager argument the focused spec has no
+field for (a pool operation naming no known ledger, a `tx_plan` holder that
+is not registered, an ill-typed role or tier) must be a caller error and is
+not stepped. At the end, a pending or granted ticket, an open pressure or a
+transaction neither committed nor retired fails the trace ("leftover")
+unless its last event is a boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from invariants._violation import InvariantViolation
+from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_REVISION, decode_args, id_and_payload_names
+from invariants.replay import _Bad, check_outcome
+from invariants.trace_format import Opaque
+from spec import errors as E
+from spec.pressure_state import Pool
+from spec.tickets import PressureState, TicketState
+from spec.transactions_lifecycle import TxPhase
+from spec.transactions_state import TxState
+from spec.types import ContextState, Role, Tier
+
+__all__ = ["Focused", "start_focused", "decode_focused"]
+
+_OUTCOME = ("outcome", "error", "result", "observed")
+_ERRORS = {name: getattr(E, name) for name in E.__all__}
+_CONSTANTS = ("aging_bound", "mailbox")
+
+
+def decode_focused(ev: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """(the focused spec action, its extra manager arguments, the outcome part) of a focused event."""
+    revision, kind, ids, payload = ev["contract_revision"], ev["kind"], ev["ids"], ev["payload"]
+    if type(kind) is not str or kind not in FOCUSED[revision]:
+        raise _Bad("malformed", f"unknown {revision} event kind {str(kind)[:80]!r}")
+    if type(ids) is not dict or type(payload) is not dict:
+        raise _Bad("malformed", "ids and payload must be objects")
+    id_names, payload_names = id_and_payload_names(revision, kind)
+    if set(ids) != set(id_names):
+        raise _Bad("malformed", f"{kind} ids must be exactly {sorted(id_names)}, got {sorted(ids)}")
+    if set(payload) != {*payload_names, *_OUTCOME}:
+        raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted({*payload_names, *_OUTCOME})}, "
+                                f"got {sorted(payload)}")
+    try:
+        act, extra = decode_args(revision, kind, ids, payload)
+    except (ValueError, TypeError) as e:
+        raise _Bad("malformed", str(e)) from None
+    out = {k: payload[k] for k in _OUTCOME}
+    if out["outcome"] not in ("accepted", "rejected"):
+        raise _Bad("malformed", f"payload.outcome must be 'accepted' or 'rejected', got {out['outcome']!r}")
+    accepted = out["outcome"] == "accepted"
+    if accepted and out["error"] is not None:
+        raise _Bad("malformed", "an accepted event carries no error")
+    if not accepted and (type(out["error"]) is not str or out["error"] not in _ERRORS):
+        raise _Bad("malformed", f"a rejected event must name a spec error class, got {out['error']!r}")
+    if out["result"] is not None and (type(out["result"]) is not int or not accepted):
+        raise _Bad("malformed", "payload.result must be an integer or null (null when rejected)")
+    return act, extra, out
+
+
+def _caller_refusal(act: Any, out: dict[str, Any], why: str) -> None:
+    """An event the focused spec cannot judge (`why`): it must be a refusal by a caller error."""
+    if out["outcome"] != "rejected" or not issubclass(_ERRORS[out["error"]], E.CallerError):
+        raise _Bad("refinement", f"{act!r}: {why}, so the governor must refuse it as a caller error; the trace "
+                                 f"says {out['outcome']}{' ' + out['error'] if out['error'] else ''}")
+
+
+class Focused:
+    """The focused state of one trace and how each further event is replayed against it."""
+
+    def __init__(self, revision: str, state: Any, holders: set[int], authority: int | None) -> None:
+        self.revision, self.state, self.holders, self.authority = revision, state, holders, authority
+        self.since_whole = 0
+
+    # --- one event -------------------------------------------------------------------
+
+    def apply(self, decoded: tuple[Any, dict[str, Any], dict[str, Any]]) -> None:
+        """Replay one event, decoded by `decode_focused` (its sequence number already checked)."""
+        act, extra, out = decoded
+        if self.revision == POOL_REVISION:
+            self._apply_pool(act, extra, out)
+        else:
+            self._apply_tx(act, extra, out)
+        self.since_whole += 1
+        if self.since_whole >= max(1, self.live()):
+            self.check_whole()
+            self.since_whole = 0
+
+    def add_holder(self, hid: Any) -> None:
+        """A `register_holder` after the focused events began: one more holder."""
+        if type(hid) is not int or hid in self.holders:
+            raise _Bad("malformed", f"register_holder issued holder {hid!r} twice or not as an id")
+        self.holders.add(hid)
+        if self.revision == POOL_REVISION:
+            if hid != self.state.holders + 1:
+                raise _Bad("refinement", f"holder {hid} registered; the pool's holders are 1..{self.state.holders}")
+            self.state = attrs.evolve(self.state, holders=hid)
+
+    def _step(self, mod: Any, act: Any, out: dict[str, Any], unknown: tuple[type, ...]) -> tuple[Any, Any]:
+        try:
+            nxt, result = mod.step(self.state, act)
+            err = None
+        except E.GovernorError as e:
+            nxt, result, err = self.state, None, e
+        check_outcome(act, err, out, unknown)
+        if out["outcome"] == "accepted" and out["result"] != result:
+            raise _Bad("refinement", f"{act!r} returned {out['result']!r}, the spec returns {result!r}")
+        return nxt, err
+
+    def _apply_pool(self, act: Any, extra: dict[str, Any], out: dict[str, Any]) -> None:
+        from invariants.pressure import check_step
+        from spec import pressure as SP
+
+        aid = extra["authority"]
+        if aid is None or self.state is None:
+            if out["observed"] is not None:
+                raise _Bad("malformed", "a pool event naming no ledger observes none")
+            if aid is not None:  # `start_focused` seeds the pool from the first located event
+                raise _Bad("malformed", "internal: a located pool event reached an unseeded replay")
+            _caller_refusal(act, out, "it names no ledger the governor knows")
+            return
+        if aid != self.authority:
+            raise _Bad("mixed-protocols", f"{act!r} ran on ledger {aid!r}; this trace's pool is ledger "
+                                          f"{self.authority}: spec.pressure describes one pool")
+        if "role" in extra and not isinstance(extra["role"], Role):
+            _caller_refusal(act, out, f"its role {extra['role']!r} is not a Role")
+            return
+        nxt, err = self._step(SP, act, out, (E.UnknownHolder, E.UnknownTicket))
+        obs = out["observed"]
+        if type(obs) is not dict or set(obs) != {"free", "generation", *_CONSTANTS} \
+                or not all(type(v) is int for v in obs.values()):
+            raise _Bad("malformed", "a pool event on a ledger observes exactly {free, generation, aging_bound, "
+                                    "mailbox}, all integers")
+        for name, want in (("free", nxt.free), ("generation", nxt.generation), ("aging_bound", nxt.aging_bound),
+                           ("mailbox", nxt.mailbox)):
+            if obs[name] != want:
+                raise _Bad("refinement", f"{act!r}: the governor observed {name} {obs[name]}, the spec has {want}")
+        if err is None:
+            try:
+                check_step(self.state, act, nxt)
+            except InvariantViolation as e:
+                raise _Bad("violation", str(e), e.id) from None
+        self.state = nxt
+
+    def _apply_tx(self, act: Any, extra: dict[str, Any], out: dict[str, Any]) -> None:
+        from invariants.transactions import check_step
+        from spec import transactions as ST
+
+        if "holder" in extra and extra["holder"] not in self.holders:
+            _caller_refusal(act, out, f"its holder {extra['holder']!r} is not registered")
+            return
+        if "tier" in extra and (isinstance(extra["tier"], Opaque) or not isinstance(extra["tier"], Tier)):
+            _caller_refusal(act, out, f"its tier {extra['tier']!r} is not a Tier")
+            return
+        nxt, err = self._step(ST, act, out, (E.UnknownTransaction, E.UnknownView, E.UnknownBundle,
+                                             E.UnknownIntent, E.UnknownAuthority))
+        obs = out["observed"]
+        used = obs.get("used") if type(obs) is dict and set(obs) == {"used"} else None
+        if type(used) is not dict:
+            raise _Bad("malformed", "a transaction event observes exactly {used}")
+        try:
+            seen = {int(k): v for k, v in used.items()}
+        except ValueError:
+            raise _Bad("malformed", "observed.used keys must be integer authority ids") from None
+        want = {a.id: a.used for a in nxt.authorities.values()}
+        if seen != want:
+            diff = sorted(set(seen.items()) ^ set(want.items()))[:3]
+            raise _Bad("refinement", f"{act!r}: the governor observed used {seen}, the spec has {want} "
+                                     f"(first differences {diff})")
+        if err is None:
+            try:
+                check_step(self.state, act, nxt)
+            except InvariantViolation as e:
+                raise _Bad("violation", str(e), e.id) from None
+        self.state = nxt
+
+    # --- the whole state, and the end ------------------------------------------------
+
+    def live(self) -> int:
+        s = self.state
+        if s is None:
+            return 0
+        if self.revision == POOL_REVISION:
+            return len(s.tickets) + len(s.pressures)
+        return len(s.txs) + len(s.views) + len(s.intents)
+
+    def check_whole(self) -> None:
+        if self.state is None:
+            return
+        if self.revision == POOL_REVISION:
+            from invariants.pressure import check_all
+        else:
+            from invariants.transactions import check_all
+        try:
+            check_all(self.state)
+        except InvariantViolation as e:
+            raise _Bad("violation", str(e), e.id) from None
+
+    def leftover(self) -> list[str]:
+        s = self.state
+        if s is None:
+            return []
+        if self.revision == POOL_REVISION:
+            out = [f"ticket {t.id} still {t.state.value}" for t in s.tickets.values()
+                   if t.state in (TicketState.PENDING, TicketState.GRANTED)]
+            return out + [f"pressure {p.id} still open" for p in s.pressures.values() if p.state is PressureState.OPEN]
+        return [f"transaction {t.id} still {t.phase.value}" for t in s.txs.values() if t.phase is not TxPhase.COMMITTED]
+
+
+def start_focused(revision: str, ev: dict[str, Any], m: Any) -> Focused:
+    """The focused state seeded from the composed state `m` the events so far built (see the module docstring)."""
+    if revision not in FOCUSED:
+        raise _Bad("unknown-revision", f"not a focused revision: {revision!r}")
+    holders = set(m.ledger.holders)
+    if m.tickets or m.pressures or m.txs or m.changes or m.bundles:
+        raise _Bad("mixed-protocols", f"the first {revision} event comes after composed tickets, pressure, "
+                                      "transactions, bundles or limit changes: no one spec describes both")
+    if revision == TX_REVISION:
+        if m.ledger.authorities:
+            raise _Bad("mixed-protocols", "a focused transaction trace registers its authorities itself "
+                                          "(tx_add_authority); this one registered some through the ledger")
+        return Focused(revision, TxState(), holders, None)
+    aid = ev["ids"].get("authority") if type(ev.get("ids")) is dict else None
+    obs = ev["payload"].get("observed") if type(ev.get("payload")) is dict else None
+    if aid is None or type(aid) is not int:
+        return Focused(revision, None, holders, None)  # not located yet: seeded by the first event that is
+    a = m.ledger.authorities.get(aid)
+    if a is None or a.alias_of is not None or a.context is not ContextState.ACTIVE:
+        raise _Bad("unknown-id", f"pool event on ledger {aid}, which is not a registered, active, canonical ledger")
+    if a.used or any(r.authority == aid for r in m.ledger.allocations.values()):
+        raise _Bad("mixed-protocols", f"ledger {aid} holds allocations from ledger events before its first pool "
+                                      "event: spec.pressure's pool starts empty")
+    if sorted(holders) != list(range(1, len(holders) + 1)):
+        raise _Bad("mixed-protocols", f"the pool's holders must be 1..n, got {sorted(holders)[:8]}")
+    if type(obs) is not dict or not all(type(obs.get(k)) is int and obs[k] >= 1 for k in _CONSTANTS):
+        raise _Bad("malformed", "the first pool event on a ledger observes its aging_bound and mailbox")
+    pool = Pool(capacity=a.capacity, fixed=a.capacity - a.limit, free=a.limit - a.used, holders=len(holders),
+                aging_bound=obs["aging_bound"], mailbox=obs["mailbox"], next_ticket=m.next_ticket,
+                next_grant=m.ledger.next_allocation, next_pressure=m.next_pressure)
+    return Focused(revision, pool, holders, aid)

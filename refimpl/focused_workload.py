@@ -1,0 +1,203 @@
+"""Seeded workloads of the manager's focused front ends, for `ortmem trace --focused pool|tx`.
+
+`run_pool_workload` drives one ledger through the single-pool protocol of
+`spec.pressure` (`refimpl.manager.leases`): submits and try-reserves,
+claims, releases, cancels and timeouts, use flags, reconfiguration,
+pressure with priorities and deadlines (answered, expired, cancelled,
+answered late), cancels posted by `drop` and applied by `drain`, and bad
+input. `run_tx_workload` drives the focused transactions of
+`spec.transactions` (`tx_*`): authorities, bundles, plans with retries,
+ordered and misordered reservations, publish / execute / remap, commits,
+releases, aborts, a mismatch, a device loss and its termination, and bad
+input. Both end settled (nothing pending, granted, open or uncommitted), so
+the trace replays clean with no boundary. Deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from spec.errors import GovernorError
+from spec.tickets import PressureState, TicketState
+from spec.transactions_lifecycle import TxPhase, ViewKind
+from spec.types import Role, Tier
+
+__all__ = ["run_pool_workload", "run_tx_workload"]
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except GovernorError:
+        return None  # a refusal is part of the workload: the trace records it
+
+
+def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[str, int]:
+    """One pool of 96 B (8 B outside governance), three holders; returns the attempts per operation."""
+    rng = random.Random(seed)
+    holders = [pmm.register_holder(f"holder-{i}") for i in range(1, 4)]
+    a = pmm.register_authority("pool", Tier.DEVICE, 96)
+    pmm.lower_limit(a, 88)  # nothing is held: it commits at once, before the first pool event
+    counts: dict[str, int] = {}
+    now = 0
+    for _ in range(operations):
+        now += rng.randint(0, 2)
+        p = pmm.abstract_pool(a)
+        tickets = sorted(p.tickets.values(), key=lambda t: t.id)
+        claimed = [t for t in tickets if t.state is TicketState.CLAIMED]
+        live = [t for t in tickets if t.state in (TicketState.PENDING, TicketState.GRANTED)]
+        granted = [t for t in live if t.state is TicketState.GRANTED]
+        pressures = sorted(p.pressures.values(), key=lambda r: r.id)
+        open_ = [r for r in pressures if r.state is PressureState.OPEN]
+        op = rng.choice(("submit", "submit", "try", "claim", "claim", "release", "cancel", "timeout", "use",
+                         "press", "answer", "answer", "expire", "cancel_pressure", "drop", "reconfigure", "bad"))
+        counts[op] = counts.get(op, 0) + 1
+        h = rng.choice(holders)
+        if op == "submit":
+            _try(pmm.pool_submit, h, a, rng.randint(1, 40), rng.randint(0, 2))
+        elif op == "try":
+            _try(pmm.try_reserve, h, a, rng.randint(1, 24), rng.randint(0, 2), rng.choice(list(Role)))
+        elif op == "claim" and granted:
+            t = rng.choice(granted)
+            _try(pmm.pool_claim, t.holder, t.id)
+        elif op == "release" and claimed:
+            t = rng.choice(claimed)
+            _try(pmm.pool_release, t.holder, t.id)
+        elif op in ("cancel", "timeout") and tickets:
+            t = rng.choice(tickets)  # claimed or retired ones too: a no-op that credits nothing
+            _try(pmm.pool_cancel if op == "cancel" else pmm.pool_timeout, t.holder, t.id)
+        elif op == "use" and claimed:
+            t = rng.choice(claimed)
+            _try(pmm.set_use, t.holder, t.id, rng.random() < 0.4, rng.random() < 0.3)
+        elif op == "press":
+            _try(pmm.pool_press, h, a, rng.randint(1, 32), rng.randint(0, 2), now + rng.randint(0, 4))
+        elif op == "answer" and pressures:
+            r = rng.choice(pressures)  # closed ones too: a stale answer is refused
+            mine = [t.id for t in claimed if t.holder == r.holder]
+            _try(pmm.pool_answer, r.holder, r.id, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))),
+                 now + rng.randint(0, 2))
+        elif op == "expire" and open_:
+            r = rng.choice(open_)
+            _try(pmm.expire_pressure, r.id, now + rng.randint(0, 3))
+        elif op == "cancel_pressure" and pressures:
+            _try(pmm.pool_cancel_pressure, rng.choice(pressures).id)
+        elif op == "drop" and live:
+            t = rng.choice(live)
+            _try(pmm.drop, t.holder, t.id)
+            if rng.random() < 0.5:
+                pmm.drain()  # else the next accepted pool operation applies it
+        elif op == "reconfigure":
+            _try(pmm.reconfigure, a)
+        elif op == "bad":
+            _try(rng.choice((lambda: pmm.pool_submit(h, a, 0, 0),
+                             lambda: pmm.pool_submit(h, 10**6, 4, 0),  # no such ledger: the event names none
+                             lambda: pmm.pool_claim(h, 10**6),
+                             lambda: pmm.try_reserve(h, a, 4, 0, "kv"),  # a role that is not a Role
+                             lambda: pmm.pool_answer(h, 10**6, (), now),
+                             lambda: pmm.set_use(h, 1, "yes", False))))
+    _settle_pool(pmm, a)
+    return counts
+
+
+def _settle_pool(pmm: Any, a: int) -> None:
+    pmm.drain()
+    p = pmm.abstract_pool(a)
+    for r in sorted(p.pressures.values(), key=lambda r: r.id):
+        if r.state is PressureState.OPEN:
+            _try(pmm.pool_cancel_pressure, r.id)
+    for t in sorted(pmm.abstract_pool(a).tickets.values(), key=lambda t: t.id):
+        if t.state in (TicketState.PENDING, TicketState.GRANTED):
+            _try(pmm.pool_cancel, t.holder, t.id)
+    for t in sorted(pmm.abstract_pool(a).tickets.values(), key=lambda t: t.id):  # a cancel's round may grant
+        if t.state is TicketState.GRANTED:
+            _try(pmm.pool_cancel, t.holder, t.id)
+        elif t.state is TicketState.CLAIMED:
+            if t.pinned or t.in_flight:
+                _try(pmm.set_use, t.holder, t.id, False, False)
+            _try(pmm.pool_release, t.holder, t.id)
+
+
+def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str, int]:
+    """Three authorities, one holder, state bundles; returns the attempts per operation."""
+    rng = random.Random(seed)
+    holder = pmm.register_holder("engine")
+    auths = [pmm.tx_add_authority(n, c, t) for n, c, t in (("hbm0", 64, Tier.DEVICE), ("host", 96, Tier.HOST),
+                                                          ("hbm1", 48, Tier.DEVICE))]
+    bundles = [pmm.tx_open_bundle()]
+    counts: dict[str, int] = {}
+    intents: list[int] = []
+    lost = False
+    for i in range(operations):
+        s = pmm.abstract_tx()
+        txs = sorted(s.txs.values(), key=lambda t: t.id)
+        by = {ph: [t for t in txs if t.phase is ph] for ph in TxPhase}
+        op = rng.choice(("plan", "plan", "reserve", "reserve", "publish", "execute", "commit", "release",
+                         "abort", "remap", "bundle", "mismatch", "remove", "bad")
+                        + (("lose",) if not lost and i > operations * 2 // 3 else ()))
+        counts[op] = counts.get(op, 0) + 1
+        if op == "plan":
+            live = [x for x in auths if x in s.authorities]
+            if not live:
+                continue
+            chosen = rng.sample(live, rng.randint(1, min(2, len(live))))
+            needs = tuple((x, rng.randint(1, 40)) for x in chosen)
+            retry = intents.pop(0) if intents and rng.random() < 0.5 else None
+            _try(pmm.tx_plan, holder, needs, rng.randint(0, 3), rng.choice(list(ViewKind)),
+                 rng.choice(bundles + [None, None]), retry)
+        elif op == "reserve" and (by[TxPhase.PLANNED] or by[TxPhase.RESERVING]):
+            t = rng.choice(by[TxPhase.PLANNED] + by[TxPhase.RESERVING])
+            todo = [x for x, _ in t.needs if x not in {y for y, _ in t.held}]
+            aid = min(todo) if rng.random() < 0.85 else rng.choice(todo)  # now and then out of order: refused
+            intent = _try(pmm.tx_reserve, t.id, aid)
+            if intent is not None:
+                intents.append(intent)  # a miss aborted it: its intent keeps its place for a retry
+        elif op == "publish" and (by[TxPhase.RESERVED] or by[TxPhase.RESERVING]):
+            _try(pmm.tx_publish, rng.choice(by[TxPhase.RESERVED] + by[TxPhase.RESERVING]).id)
+        elif op == "execute" and (by[TxPhase.PUBLISHED] or by[TxPhase.EXECUTING]):
+            t = rng.choice(by[TxPhase.PUBLISHED] + by[TxPhase.EXECUTING])
+            views = [v for v in s.views.values() if v.allocation == t.id]
+            if views:
+                v = rng.choice(views)
+                _try(pmm.tx_execute, t.id, v.id, v.generation if rng.random() < 0.85 else v.generation + 1)
+        elif op == "commit" and by[TxPhase.EXECUTING]:
+            _try(pmm.tx_commit, rng.choice(by[TxPhase.EXECUTING]).id)
+        elif op == "release" and by[TxPhase.COMMITTED]:
+            _try(pmm.tx_release, rng.choice(by[TxPhase.COMMITTED]).id)
+        elif op == "abort" and txs:
+            iid = _try(pmm.tx_abort, rng.choice(txs).id)  # a committed one is refused
+            if iid is not None:
+                intents.append(iid)
+        elif op == "remap" and s.views:
+            _try(pmm.tx_remap, rng.choice(sorted(s.views)))
+        elif op == "bundle":
+            bundles.append(pmm.tx_open_bundle())
+        elif op == "mismatch" and rng.random() < 0.3:
+            _try(pmm.tx_report_mismatch, rng.choice(bundles))
+        elif op == "remove" and txs:
+            _try(pmm.tx_remove_authority, rng.choice(txs).needs[0][0])  # refused: a transaction pins it
+        elif op == "lose":
+            lost = True
+            x = rng.choice(auths)
+            _try(pmm.tx_lose_device, x)
+            _try(pmm.tx_confirm_termination, x)
+        elif op == "bad":
+            _try(rng.choice((lambda: pmm.tx_plan(holder, (), 0, ViewKind.CONTIGUOUS),
+                             lambda: pmm.tx_plan(10**6, ((auths[0], 4),), 0, ViewKind.CONTIGUOUS),
+                             lambda: pmm.tx_reserve(10**6, auths[0]),
+                             lambda: pmm.tx_execute(10**6, 1, 1),
+                             lambda: pmm.tx_add_authority("", 4),
+                             lambda: pmm.tx_report_mismatch(10**6))))
+    _settle_tx(pmm)
+    _try(pmm.tx_remove_authority, auths[-1])  # nothing pins it any more (unless its device was lost)
+    pmm.tx_corrupt_ledger()  # the manager is poisoned: the next plan is refused (I5)
+    _try(pmm.tx_plan, holder, ((auths[0], 4),), 0, ViewKind.CONTIGUOUS)
+    return counts
+
+
+def _settle_tx(pmm: Any) -> None:
+    for t in sorted(pmm.abstract_tx().txs.values(), key=lambda t: t.id):
+        if t.phase is not TxPhase.COMMITTED:
+            _try(pmm.tx_abort, t.id)
+    for t in sorted(pmm.abstract_tx().txs.values(), key=lambda t: t.id):
+        _try(pmm.tx_release, t.id)

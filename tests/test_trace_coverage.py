@@ -1,0 +1,175 @@
+"""Every public operation of `ProcessMemoryManager` is traced (#10 item 6), and a new untraced one fails here.
+
+The manager's public methods are classified exhaustively: each mutating one either emits an event of its
+own name in a schema'd revision (ledger, composed, pool, tx), or is a composite of traced operations (its
+events are those operations'), or changes no state any spec describes (and emits nothing). A method added
+to the manager without a place here fails `test_every_public_method_is_classified`; one classified as
+traced that emits nothing fails `test_every_traced_method_is_recorded_by_a_workload`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import pytest
+
+from invariants.focused_trace import POOL_KINDS, POOL_REVISION, TX_KINDS, TX_REVISION
+from invariants.manager_trace import MANAGER_KINDS, MANAGER_REVISION
+from invariants.trace_format import KINDS, json_schema
+from refimpl.focused_workload import run_pool_workload, run_tx_workload
+from refimpl.manager import ProcessMemoryManager
+from refimpl.manager_workload import run_manager_workload
+from refimpl.tracing import JsonlSink
+from spec import ledger_actions as A
+from spec.transactions_lifecycle import ViewKind
+from spec.types import Role, Tier
+
+#: Methods that emit one event of their own name: revision -> names.
+TRACED = {
+    "ledger and composed": frozenset(MANAGER_KINDS),
+    POOL_REVISION: frozenset(POOL_KINDS) - {"drained_cancel"},  # drained_cancel: see `drain` below
+    TX_REVISION: frozenset(TX_KINDS),
+}
+#: Composites: what they emit is the events of the traced operations they are made of.
+COMPOSITE = {
+    "acquire": {"submit", "claim"},
+    "lower_limit": {"prepare_limit", "commit_limit"},
+    "reserve_all": {"reserve_tx"},
+    "tx_reserve_all": {"tx_reserve"},
+    "open_pressure": {"press"},
+    "drain": {"drained_cancel"},  # applies the cancels `drop` posted, one event each
+}
+#: No state any spec describes changes: reads, lock probes, waiting, recorder wiring, callback registration,
+#: and `drop` (a lock-free post whose effect is traced when it is applied: `drained_cancel`).
+UNTRACED = frozenset({
+    "abstract", "abstract_manager", "abstract_pool", "abstract_tx", "snapshot", "tx_reservation_order", "touched",
+    "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
+    "register_callback", "drop",
+})
+
+
+def _public() -> set[str]:
+    return {n for n in dir(ProcessMemoryManager) if not n.startswith("_")}
+
+
+def test_every_public_method_is_classified() -> None:
+    traced = set().union(*TRACED.values())
+    groups = [traced, set(COMPOSITE), set(UNTRACED)]
+    assert sum(len(g) for g in groups) == len(set().union(*groups)), "a method is classified twice"
+    unclassified = _public() - set().union(*groups)
+    assert not unclassified, f"public methods with no trace classification (add an event kind): {unclassified}"
+    assert not set().union(*groups) - _public(), "classified methods the manager does not have"
+
+
+def test_every_traced_kind_is_in_the_schema() -> None:
+    schema = json_schema()
+    kinds = set(schema["properties"]["kind"]["enum"])
+    revisions = set(schema["properties"]["contract_revision"]["enum"])
+    assert {MANAGER_REVISION, POOL_REVISION, TX_REVISION} <= revisions
+    cases = {(c["if"]["properties"].get("contract_revision", {}).get("const"), c["if"]["properties"]["kind"]["const"])
+             for c in schema["allOf"]}
+    for revision, names in (("ortmem-ledger/1", KINDS), (MANAGER_REVISION, MANAGER_KINDS),
+                            (POOL_REVISION, POOL_KINDS), (TX_REVISION, TX_KINDS)):
+        for kind in names:
+            assert kind in kinds
+            assert (revision, kind) in cases or (None, kind) in cases, f"no schema case for {revision} {kind}"
+
+
+def _workload_kinds() -> set[tuple[str, str]]:
+    out = set()
+    for run in (run_manager_workload, run_pool_workload, run_tx_workload):
+        buf = io.StringIO()
+        run(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0)
+        out |= {(json.loads(x)["contract_revision"], json.loads(x)["kind"]) for x in buf.getvalue().splitlines()}
+    return out
+
+
+def test_every_traced_method_is_recorded_by_a_workload() -> None:
+    """The method really emits its event: the `ortmem trace` workloads record each one."""
+    seen = {kind for _, kind in _workload_kinds()}
+    traced = set().union(*TRACED.values()) | {"drained_cancel"}
+    assert traced - seen == set(), f"traced methods no workload recorded: {sorted(traced - seen)}"
+
+
+def _setup() -> tuple[ProcessMemoryManager, io.StringIO, int, int]:
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h = p.register_holder("h")
+    a = p.register_authority("pool", Tier.DEVICE, 64)
+    return p, buf, h, a
+
+
+def _composite(name: str) -> tuple[ProcessMemoryManager, io.StringIO, Callable[[], Any]]:
+    p, buf, h, a = _setup()
+    if name == "acquire":
+        return p, buf, lambda: p.acquire(h, a, 8, 0, Role.KV, 1.0)
+    if name == "lower_limit":
+        return p, buf, lambda: p.lower_limit(a, 32)
+    if name == "reserve_all":
+        t = p.plan_tx(h, ((a, 8),))
+        return p, buf, lambda: p.reserve_all(t)
+    if name == "tx_reserve_all":
+        p2buf = io.StringIO()
+        p2 = ProcessMemoryManager(trace=JsonlSink(p2buf))
+        h2 = p2.register_holder("h")
+        x = p2.tx_add_authority("hbm", 64)
+        t = p2.tx_plan(h2, ((x, 8),), 0, ViewKind.CONTIGUOUS)
+        return p2, p2buf, lambda: p2.tx_reserve_all(t)
+    if name == "open_pressure":
+        return p, buf, lambda: p.open_pressure(h, a, 8)
+    assert name == "drain"
+    p.pool_submit(h, a, 8, 0)
+    t = p.pool_submit(h, a, 60, 0)  # pending
+    p.drop(h, t)
+    return p, buf, p.drain
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITE))
+def test_composite_emits_the_events_of_its_parts(name: str) -> None:
+    p, buf, call = _composite(name)
+    before = len(buf.getvalue().splitlines())
+    call()
+    new = [json.loads(x) for x in buf.getvalue().splitlines()[before:]]
+    assert {e["kind"] for e in new} == COMPOSITE[name], new
+    validator = jsonschema.Draft202012Validator(json_schema())
+    for e in new:
+        validator.validate(e)
+
+
+def _states(p: ProcessMemoryManager, a: int) -> tuple[Any, ...]:
+    return p.abstract_manager(), p.abstract_pool(a), p.abstract_tx()
+
+
+@pytest.mark.parametrize("name", sorted(UNTRACED - {"ledger_lock", "trace_recorder"}))
+def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> None:
+    p, buf, h, a = _setup()
+    t = p.pool_submit(h, a, 8, 0)  # granted at once
+    tx_buf = io.StringIO()
+    q = ProcessMemoryManager(trace=JsonlSink(tx_buf))  # the focused transactions: a manager of their own
+    tx = q.tx_plan(q.register_holder("h"), ((q.tx_add_authority("hbm", 64), 4),), 0, ViewKind.CONTIGUOUS)
+    before, n, tx_before, tx_n = _states(p, a), len(buf.getvalue()), q.abstract_tx(), len(tx_buf.getvalue())
+
+    def locked(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            with p.ledger_lock:  # their callers hold the lock (`refimpl.tracing`)
+                return fn()
+        return call
+
+    calls: dict[str, Callable[[], Any]] = {
+        "abstract": p.abstract, "abstract_manager": p.abstract_manager, "abstract_pool": lambda: p.abstract_pool(a),
+        "abstract_tx": q.abstract_tx, "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
+        "tx_reservation_order": lambda: q.tx_reservation_order(tx),
+        "touched": locked(lambda: p.touched(A.Release(h, 1))),
+        "observed": locked(lambda: p.observed({a}, {1}, None, A.Release(h, 1))),
+        "wait": lambda: p.wait(t, 0.01), "wake_waiters": p.wake_waiters,
+        "attach_recorder": lambda: p.attach_recorder(p.trace_recorder),
+        "register_callback": lambda: p.register_callback(h, lambda *_: None),
+        "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next accepted pool operation
+    }
+    calls[name]()
+    assert _states(p, a) == before and q.abstract_tx() == tx_before, f"{name} changed spec state"
+    assert len(buf.getvalue()) == n and len(tx_buf.getvalue()) == tx_n, f"{name} emitted an event"
