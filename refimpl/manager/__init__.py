@@ -52,6 +52,29 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, T
                            Views, TxView):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
 
+    # Every part's state as a slot: the hot paths read and write a dozen of these per operation, and an
+    # instance dict of 40 keys (past CPython's shared-key limit) makes each access a hashed lookup (about 9%
+    # of a ticket round trip, benchmarks/bench_manager.py). The parts (mixins) keep no slots of their own, so
+    # instances still have a `__dict__`: tracing binds its wrappers there, and an attribute missing here
+    # still works, only slower (tests/test_manager_slots.py names any such attribute).
+    __slots__ = (
+        # ledger
+        "_guards", "_lock", "_auths", "_pools", "_views", "_holders", "_allocs", "_allows", "_next_auth",
+        "_next_holder", "_next_alloc", "_next_allow", "_wake", "_leases", "_fresh",
+        # arbitration
+        "_bound", "_slots", "_charge_at_grant", "_aging", "_tickets", "_next_ticket",
+        # pressure
+        "_callbacks", "_pressures", "_pressure_log", "_next_pressure",
+        # leases
+        "_mailbox",
+        # transactions
+        "_txs", "_settled", "_intents", "_next_tx", "_next_seq", "_next_intent",
+        # bundles
+        "_bundles", "_mviews", "_next_bundle", "_next_mview", "_poisoned",
+        # views
+        "_holder_recs", "_recorder", "_mchecks",
+    )
+
     def __init__(self, guards: GuardSet = ALL_ON, trace: Callable[[dict[str, Any]], None] | None = None,
                  aging_bound: int = 4, mailbox: int = 1 << 16) -> None:
         """`trace`: a sink receiving one JSONL-ready event per operation (issue #6, `refimpl.tracing`).

@@ -38,6 +38,7 @@ import immutables
 
 from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
+from refimpl.manager.arbitration import _new_ticket
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_timeout
 from spec import pressure_state as P
@@ -159,11 +160,8 @@ class Leases:
             return self._submit(holder, authority, nbytes, priority, role)
         if a.pending or nbytes > a.limit - a.used:  # I7 try-only; I13 never ahead of a waiter
             raise CapacityDenied(f"try-only: {nbytes} B asked, {a.limit - a.used} B free, {len(a.pending)} waiting")
-        from refimpl.manager.arbitration import _Tkt
-
-        t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
+        t = _new_ticket(self._next_ticket, holder, a, nbytes, priority, role, 0, _CLAIMED)
         self._next_ticket += 1
-        t.state = _CLAIMED
         rec = self._enter(holder, a, a.tier, role, nbytes, Origin.GRANTED)  # the grant: a ledger reservation
         rec.ticket = t
         self._leases[t.id] = rec
