@@ -36,10 +36,10 @@ from typing import Any, TypeVar
 
 import immutables
 
-from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager.arbitration import _new_ticket
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from refimpl.manager.runner import contracted
 from refimpl.pressure_args import check_timeout
 from spec import pressure_state as P
 from spec.errors import (
@@ -64,6 +64,12 @@ _PENDING, _GRANTED, _CLAIMED = TicketState.PENDING, TicketState.GRANTED, TicketS
 _OPEN = PressureState.OPEN
 
 
+def _pool_step(before: P.Pool, action: Any, after: P.Pool, result: Any) -> None:
+    from invariants.pressure import check_step
+
+    check_step(before, action, after)
+
+
 class Leases:
     """Requester leases and the single-pool protocol; needs the ledger, arbitration and pressure parts."""
 
@@ -74,34 +80,39 @@ class Leases:
 
     def _run_pool(self, act: Callable[[], Any], where: Callable[[], _Auth | None], body: Callable[..., T],
                   *args: Any) -> T:
-        """`body(*args)` under the lock; with contracts on, checked as `act()` on the pool view of `where()`."""
+        """`body(*args)` under the lock; with contracts on, checked as `act()` on the pool view of `where()`
+        (`runner.contracted`; a refusal where no one ledger is named is checked on the whole manager)."""
         try:
             with self._lock:
-                on = _SWITCH.on
-                if on:
+                if _SWITCH.on:
                     a = where()
-                    before = self._pool_view(a) if a is not None else self._manager_view(None, None)
-                try:
+                    if a is None:
+                        result = contracted(lambda: self._manager_view(None, None), None, None, act, "pool", body,
+                                            args)
+                    else:
+                        result = contracted(lambda: self._pool_view(a), _pool_step, self._pool_state(a), act, "pool",
+                                            body, args)
+                else:
                     result = body(*args)
-                except GovernorError:
-                    if on and (self._pool_view(a) if a is not None else self._manager_view(None, None)) != before:
-                        raise InvariantViolation("G4", f"{act()!r} was refused but changed the pool") from None
-                    raise
-                if on and a is not None:
-                    from invariants import manager as IM
-                    from invariants.pressure import check_all, check_step
-
-                    after = self._pool_view(a)
-                    check_step(before, act(), after)
-                    check_all(after)
-                    IM.check_all(self._manager_view(self._closed((a.id,)), ()))  # the parts on that ledger
                 if self._mailbox:
                     self._drain()  # after an accepted operation: a refused one changes nothing (G4)
                 return result
         finally:
-            with self._lock:
-                wake, self._wake = self._wake, []
-            self._wake_up(wake)  # charged under the lock, woken here: outside it (I7)
+            if self._wake:
+                with self._lock:
+                    wake, self._wake = self._wake, []
+                self._wake_up(wake)  # charged under the lock, woken here: outside it (I7)
+
+    def _pool_state(self, a: _Auth) -> Callable[[P.Pool], None]:
+        """The state predicates after a pool operation on ledger `a`: the pool's, then the composed ones on every
+        part's records of that ledger."""
+        def state(after: P.Pool) -> None:
+            from invariants import manager as IM
+            from invariants.pressure import check_all
+
+            check_all(after)
+            IM.check_all(self._manager_view(self._closed((a.id,)), ()))
+        return state
 
     def _of_ticket(self, tid: object) -> Callable[[], _Auth | None]:
         def where() -> _Auth | None:
