@@ -88,7 +88,7 @@ class Views:
             with self._lock:
                 b = before(self, args)
                 try:
-                    result = body(*args, *extra)
+                    result = body(*args, *extra) if extra else body(*args)  # no tuple built for tickets
                 except GovernorError:
                     _L.refused(self, b, cls.__name__)
                     raise
