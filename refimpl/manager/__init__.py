@@ -15,6 +15,7 @@ working on the same records under the same ledger lock (`LedgerLock`):
     devices.py       device loss, one mechanism for every part
     views.py         refinement mappings, contract hooks, public tracing hooks
     tx_view.py       the `spec.transactions` mapping and the focused operations' contracts
+    runner.py        the one contract runner: a view before, G4 on a refusal, step and state
     lock.py          the ledger lock that knows its owner (I7)
 
 A requester ticket's grant, a transaction's reservation and a lease are all

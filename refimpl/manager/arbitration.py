@@ -72,8 +72,8 @@ def _new_ticket(id: int, holder: int, auth: _Auth, nbytes: int, priority: int, r
     t.generation = auth.generation  # a new ticket is of its ledger's current generation
     t.age = age
     t.state = state
-    t.alloc = None  # the ledger reservation once granted
-    t.event = None  # made by the first waiter, under the lock
+    t.alloc: _Alloc | None = None  # the ledger reservation once granted
+    t.event: threading.Event | None = None  # made by the first waiter, under the lock
     t.rec = None  # the last frozen record made of it (refimpl.manager.views)
     return t
 

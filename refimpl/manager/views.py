@@ -15,7 +15,9 @@ through `_run`: off (and untraced) it is the lock, the body and the wake-up;
 on, a partial `Manager` view of the authorities and allocations the action
 touches is taken before and after, a refusal must leave it unchanged (G4),
 and `invariants.manager.check_step` / `check_all` run on it when that module
-exists (it is looked up once per manager, lazily).
+exists (it is looked up once per manager, lazily): the one contract runner,
+`refimpl.manager.runner.contracted`, as the pool and transaction operations use
+it. A trace sink's failure is settled by the recorder (`_Recorder.settle`).
 
 Tracing: `refimpl.tracing.attach` uses only the public hooks at the end of
 this module (`ledger_lock`, `attach_recorder`, `trace_recorder`, `touched`,
