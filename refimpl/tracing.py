@@ -95,6 +95,25 @@ class _Recorder:
                 self.delivering.release()
         return failure
 
+    def settle(self, mine: int, what: str, result: Any, error: GovernorError | None) -> Any:
+        """Deliver (ledger lock released), then the caller's outcome of event `mine`: `result`, or `error` raised
+        (a sink failure noted on it), or TraceSinkFailed carrying `result`; the one place a sink failure is settled
+        (this module's wrappers and the composed operations, `refimpl.manager.views`)."""
+        try:
+            failure = self.deliver(mine)  # outside the ledger lock (I7)
+        except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
+            e.add_note(f"ortmem: {what} was already applied (event {mine}): "
+                       + (f"{type(error).__name__}: {error}" if error is not None else f"result {result!r}"))
+            raise
+        if error is not None:
+            if failure is not None:
+                error.add_note(f"trace sink failed on event {mine}: {type(failure).__name__}: {failure}")
+            raise error
+        if failure is not None:
+            raise TraceSinkFailed(f"{what} was applied (result {result!r}) but the trace sink raised "
+                                  f"{type(failure).__name__} on event {mine}: {failure}", result) from failure
+        return result
+
 
 def attach(pmm: Any, sink: Sink, source: str | None = None) -> None:
     """Make every operation of `pmm` emit one event to `sink`."""
@@ -119,20 +138,7 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
             seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error,
                                                     rec.pmm.observed(auths, allocs, result, act)))
         rec.pmm.wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
-        try:
-            failure = rec.deliver(seq)  # outside the ledger lock (I7)
-        except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
-            e.add_note(f"ortmem: {cls.__name__} was already applied (event {seq}): "
-                       + (f"{type(error).__name__}: {error}" if error is not None else f"result {result!r}"))
-            raise
-        if error is not None:
-            if failure is not None:
-                error.add_note(f"trace sink failed on event {seq}: {type(failure).__name__}: {failure}")
-            raise error
-        if failure is not None:
-            raise TraceSinkFailed(f"{cls.__name__} was applied (result {result!r}) but the trace sink raised "
-                                  f"{type(failure).__name__} on event {seq}: {failure}", result) from failure
-        return result
+        return rec.settle(seq, cls.__name__, result, error)
 
     traced.__name__ = traced.__qualname__ = op.__name__
     traced.__doc__ = op.__doc__

@@ -17,7 +17,7 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
 from refimpl.manager import ProcessMemoryManager
-from refimpl.manager.ledger import _Alloc
+from refimpl.manager.ledger import _new_alloc
 from refimpl.verify.mutants import MUTANTS
 from spec.errors import GovernorError
 from spec.guards import GuardSet
@@ -189,7 +189,7 @@ def _retire_then(w: W, orig: Callable[..., Any], h: int, x: int, ev: str, holder
 def _alias_row(w: W, r: int) -> None:
     """A second row on the view itself, charged there (used follows): the canonical ledger stays exact."""
     view = w.pmm._auths[w.v]
-    extra = _Alloc(10_000, view, w.h, DEV, KV, 3, AllocState.LIVE, Origin.RECORDED)
+    extra = _new_alloc(10_000, view, w.h, DEV, KV, 3, AllocState.LIVE, Origin.RECORDED)
     view.allocs[extra.id] = extra
     view.used += 3
 

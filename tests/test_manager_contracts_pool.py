@@ -2,7 +2,7 @@
 #
 # Each mutant of model "pressure" in refimpl/verify/mutants.py whose module is refimpl/manager/* is applied with the
 # mutation harness (invariants.mutation.applied) and one deterministic workload of the manager's pool operations
-# (through tests/pool_harness.py) runs with contracts on: the pool operation's own check (`Leases._run_pool`:
+# (through tests/pool_harness.py) runs with contracts on: the pool operation's own check (`PoolView._run_pool`:
 # invariants.pressure's state and step predicates, the composed state predicates, G4 on a refusal) must raise
 # InvariantViolation naming one of the mutant's IDs (or G4). The same workload runs clean on the real code at
 # both contract levels (the negative control) and reaches every step.

@@ -16,6 +16,7 @@ working on the same records under the same ledger lock (`LedgerLock`):
     views.py         refinement mappings, contract hooks, public tracing hooks
     focused_tracing.py  trace hooks of the focused front ends (single pool, tx_*)
     tx_view.py       the `spec.transactions` mapping and the focused operations' contracts
+    runner.py        the one contract runner: a view before, G4 on a refusal, step and state
     lock.py          the ledger lock that knows its owner (I7)
 
 A requester ticket's grant, a transaction's reservation and a lease are all
@@ -41,6 +42,7 @@ from refimpl.manager.ledger import Ledger
 from refimpl.manager.limits import Limits
 from refimpl.manager.pressure import Callback, Pressures
 from refimpl.manager.transactions import Transactions
+from refimpl.manager.pool_view import PoolView
 from refimpl.manager.tx_view import TxView
 from refimpl.manager.views import Views
 from spec.errors import InvalidArgument
@@ -51,8 +53,31 @@ __all__ = ["ProcessMemoryManager", "Callback"]
 
 
 class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Bundles, Limits, Devices,
-                           Views, TxView, FocusedTracing):
+                           Views, PoolView, TxView, FocusedTracing):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
+
+    # Every part's state as a slot: the hot paths read and write a dozen of these per operation, and an
+    # instance dict of 40 keys (past CPython's shared-key limit) makes each access a hashed lookup (about 9%
+    # of a ticket round trip, benchmarks/bench_manager.py). The parts (mixins) keep no slots of their own, so
+    # instances still have a `__dict__`: tracing binds its wrappers there, and an attribute missing here
+    # still works, only slower (tests/test_manager_slots.py names any such attribute).
+    __slots__ = (
+        # ledger
+        "_guards", "_lock", "_auths", "_pools", "_views", "_holders", "_allocs", "_allows", "_next_auth",
+        "_next_holder", "_next_alloc", "_next_allow", "_wake", "_leases", "_fresh",
+        # arbitration
+        "_bound", "_slots", "_charge_at_grant", "_aging", "_tickets", "_next_ticket",
+        # pressure
+        "_callbacks", "_pressures", "_pressure_log", "_next_pressure",
+        # leases
+        "_mailbox",
+        # transactions
+        "_txs", "_settled", "_intents", "_next_tx", "_next_seq", "_next_intent",
+        # bundles
+        "_bundles", "_mviews", "_next_bundle", "_next_mview", "_poisoned",
+        # views
+        "_holder_recs", "_recorder", "_mchecks",
+    )
 
     def __init__(self, guards: GuardSet = ALL_ON, trace: Callable[[dict[str, Any]], None] | None = None,
                  aging_bound: int = 4, mailbox: int = 1 << 16) -> None:

@@ -1,6 +1,6 @@
 """Trace hooks of the focused front ends of `ProcessMemoryManager` (a mixin; `refimpl.tracing` does the I/O).
 
-The single-pool protocol (`refimpl.manager.leases`, `_run_pool`) and the
+The single-pool protocol (`refimpl.manager.leases`, `refimpl.manager.pool_view._run_pool`) and the
 focused transactions (`refimpl.manager.tx_view`, `_run_tx`) emit one event
 per operation when a trace recorder is attached, in their own revisions
 (`invariants.focused_trace`: `ortmem-pool/1`, `ortmem-tx/1`), numbered under

@@ -20,11 +20,9 @@ are the arbitration part's operations with `spec.pressure`'s validation order
 bytes are the ledger's: a grant is a reservation, a claim its commit, a
 release or an answer its retirement. No bytes, no second table here.
 
-Contracts: with `invariants.contracts` on, each operation here checks
-`invariants.pressure`'s step and state predicates on the pool view of the
-ledger it touched and the composed state predicates (`invariants.manager`)
-on every part's records of that ledger; a refusal must leave the pool view
-unchanged (G4).
+Contracts: each operation here runs through `_run_pool`
+(`refimpl.manager.pool_view`), checked on the pool view of the ledger it
+touched; a refusal must leave that view unchanged (G4).
 Tracing: with a recorder attached, each operation emits one `ortmem-pool/1`
 event (`invariants.focused_trace`), replayed against `spec.pressure`
 (`invariants.focused_replay`); a cancel posted by `drop` emits a
@@ -38,10 +36,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import immutables
-
-from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
+from refimpl.manager.arbitration import _new_ticket
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_timeout
 from spec import pressure_state as P
@@ -73,52 +69,6 @@ class Leases:
 
     def _init_leases(self) -> None:
         self._mailbox: dict[tuple[int, int], None] = {}  # posted cancels of dropped tickets, in post order
-
-    # --- the checked, locked operation --------------------------------------------
-
-    def _run_pool(self, act: Callable[[], Any], where: Callable[[], _Auth | None], body: Callable[..., T],
-                  *args: Any) -> T:
-        """`body(*args)` under the lock; with contracts on, checked as `act()` on the pool view of `where()`.
-
-        With a trace recorder, the operation's event (`ortmem-pool/1`) is numbered under the lock, before the
-        events of the mailbox cancels it applies, and delivered after the lock is released (I7)."""
-        rec, error = self._recorder, None
-        try:
-            with self._lock:
-                on = _SWITCH.on
-                if on or rec is not None:
-                    a = where()
-                if on:
-                    before = self._pool_view(a) if a is not None else self._manager_view(None, None)
-                try:
-                    result = body(*args)
-                except GovernorError as e:
-                    if on and (self._pool_view(a) if a is not None else self._manager_view(None, None)) != before:
-                        raise InvariantViolation("G4", f"{act()!r} was refused but changed the pool") from None
-                    if rec is None:
-                        raise
-                    error, result = e, None
-                if on and a is not None and error is None:
-                    from invariants import manager as IM
-                    from invariants.pressure import check_all, check_step
-
-                    after = self._pool_view(a)
-                    check_step(before, act(), after)
-                    check_all(after)
-                    IM.check_all(self._manager_view(self._closed((a.id,)), ()))  # the parts on that ledger
-                if rec is not None:  # trace hook (refimpl.tracing); a refusal is raised by `finish`
-                    seq = self._record_pool(rec, act(), a, args, result, error)
-                if self._mailbox and error is None:
-                    self._drain()  # after an accepted operation: a refused one changes nothing (G4)
-                if rec is None:
-                    return result
-        finally:
-            with self._lock:
-                wake, self._wake = self._wake, []
-            self._wake_up(wake)  # charged under the lock, woken here: outside it (I7)
-        from refimpl.tracing import finish
-
-        return finish(rec, seq, type(act()).__name__, result, error)
 
     def _of_ticket(self, tid: object) -> Callable[[], _Auth | None]:
         def where() -> _Auth | None:
@@ -177,11 +127,8 @@ class Leases:
             return self._submit(holder, authority, nbytes, priority, role)
         if a.pending or nbytes > a.limit - a.used:  # I7 try-only; I13 never ahead of a waiter
             raise CapacityDenied(f"try-only: {nbytes} B asked, {a.limit - a.used} B free, {len(a.pending)} waiting")
-        from refimpl.manager.arbitration import _Tkt
-
-        t = _Tkt(self._next_ticket, holder, a, nbytes, priority, role)
+        t = _new_ticket(self._next_ticket, holder, a, nbytes, priority, role, 0, _CLAIMED)
         self._next_ticket += 1
-        t.state = _CLAIMED
         rec = self._enter(holder, a, a.tier, role, nbytes, Origin.GRANTED)  # the grant: a ledger reservation
         rec.ticket = t
         self._leases[t.id] = rec
@@ -468,30 +415,3 @@ class Leases:
                        pressure)
 
     # --- refinement mapping --------------------------------------------------------
-
-    def abstract_pool(self, authority: int) -> P.Pool:
-        """Ledger `authority` as a `spec.pressure.Pool`, read from the manager's records."""
-        with self._lock:
-            return self._pool_view(self._canonical(authority))
-
-    def _pool_view(self, a: _Auth) -> P.Pool:
-        tickets: dict[int, P.Ticket] = {}
-        for t in self._tickets.values():
-            if t.auth is a:
-                grant = t.alloc.id if t.alloc is not None else None
-                tickets[t.id] = P.Ticket(t.id, t.holder, t.nbytes, t.priority, t.generation, t.state, t.age, grant)
-        for tid, rec in self._leases.items():
-            if rec.auth is a:
-                t = rec.ticket
-                tickets[tid] = P.Ticket(tid, t.holder, rec.nbytes, t.priority, t.generation, _CLAIMED, t.age, rec.id,
-                                        rec.pinned, rec.in_flight)
-        # A composed pressure ticket (`press`, a limit change: no deadline) shows while open with deadline -1,
-        # since spec.pressure has no "no deadline"; `pool_answer` never refuses it as late, so a ledger holding
-        # one is outside what the focused spec describes (its campaign opens only `pool_press` tickets).
-        pressures = {i: P.Pressure(i, r.holder, r.target, r.priority, -1 if r.deadline is None else r.deadline,
-                                   r.generation, r.state, r.released)
-                     for i, r in self._pressure_log.items() if r.auth is a}
-        return P.Pool(capacity=a.capacity, fixed=a.capacity - a.limit, free=a.limit - a.used,
-                      holders=len(self._holders), aging_bound=self._bound, mailbox=self._slots,
-                      generation=a.generation, tickets=immutables.Map(tickets), pressures=immutables.Map(pressures),
-                      next_ticket=self._next_ticket, next_grant=self._next_alloc, next_pressure=self._next_pressure)

@@ -27,18 +27,21 @@ from typing import Any, TypeVar
 
 import immutables
 
-from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
 from invariants.transactions import check_all, check_step
-from spec.errors import GovernorError
 from spec.transactions_state import Bundle, Intent, Transaction, TxAuthority, TxState, View
 from spec.transactions_lifecycle import BundleState, ManagerState
 from spec.types import AllocState
+from refimpl.manager.runner import contracted
 
 __all__ = ["TxView"]
 
 R = TypeVar("R")
 _LOST = AllocState.DEVICE_LOST
+
+
+def _tx_step(before: TxState, action: Any, after: TxState, result: Any) -> None:
+    check_step(before, action, after)
 
 
 class TxView:
@@ -56,21 +59,13 @@ class TxView:
         return self._run_tx_checked(action, body, args)
 
     def _run_tx_checked(self, action: Any, body: Callable[..., R], args: tuple[Any, ...]) -> R:
+        """`body(*args)` under the lock; with contracts on, checked as `action` on the whole `TxState`
+        (`runner.contracted` with `invariants.transactions`' step and state predicates)."""
         try:
             with self._lock:
                 if not _SWITCH.on:
                     return body(*args)
-                before = self._tx_view()
-                try:
-                    result = body(*args)
-                except GovernorError:
-                    if self._tx_view() != before:  # G4: a refusal changes nothing
-                        raise InvariantViolation("G4", f"{action!r} was refused but changed the manager") from None
-                    raise
-                after = self._tx_view()
-                check_step(before, action, after)
-                check_all(after)
-                return result
+                return contracted(self._tx_view, _tx_step, check_all, lambda: action, "manager", body, args)
         finally:
             if self._wake:
                 with self._lock:

@@ -15,7 +15,9 @@ through `_run`: off (and untraced) it is the lock, the body and the wake-up;
 on, a partial `Manager` view of the authorities and allocations the action
 touches is taken before and after, a refusal must leave it unchanged (G4),
 and `invariants.manager.check_step` / `check_all` run on it when that module
-exists (it is looked up once per manager, lazily).
+exists (it is looked up once per manager, lazily): the one contract runner,
+`refimpl.manager.runner.contracted`, as the pool and transaction operations use
+it. A trace sink's failure is settled by the recorder (`_Recorder.settle`).
 
 Tracing: `refimpl.tracing.attach` uses only the public hooks at the end of
 this module (`ledger_lock`, `attach_recorder`, `trace_recorder`, `touched`,
@@ -36,11 +38,12 @@ from invariants.contracts import SWITCH as _SWITCH
 from invariants.ledger import check_local
 from spec import ledger_actions as A
 from spec import manager_actions as M
-from spec.errors import GovernorError, TraceSinkFailed
+from spec.errors import GovernorError
 from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
 from refimpl.manager.lock import LedgerLock
+from refimpl.manager.runner import contracted
 
 __all__ = ["Views"]
 
@@ -87,7 +90,7 @@ class Views:
             with self._lock:
                 b = before(self, args)
                 try:
-                    result = body(*args, *extra)
+                    result = body(*args, *extra) if extra else body(*args)  # no tuple built for tickets
                 except GovernorError:
                     _L.refused(self, b, cls.__name__)
                     raise
@@ -205,7 +208,7 @@ class Views:
 
     def _run_full(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T],
                   args: tuple[Any, ...]) -> T:
-        """`_run_checked` with the frozen-view contract (level "full") and the trace event."""
+        """`_run_checked` with the frozen-view contract (level "full", `runner.contracted`) and the trace event."""
         on, rec = _SWITCH.on, self._recorder
         action = cls(*args)
         error: GovernorError | None = None
@@ -216,19 +219,19 @@ class Views:
             first = self._next_alloc
             if rec is not None:
                 named, first_bundle = self._bundles_named(action), self._next_bundle
-            before = self._manager_view(auths, allocs) if on else None
             try:
-                result = body(*args)
+                if on:
+                    mod = self._manager_checks()
+                    result = contracted(
+                        lambda: self._manager_view(auths, allocs), mod and mod.check_step, mod and mod.check_all,
+                        lambda: action, "manager", body, args,
+                        after=lambda: self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]))
+                else:
+                    result = body(*args)
             except GovernorError as e:
-                if on and self._manager_view(auths, allocs) != before:  # G4: a refusal changes nothing
-                    raise InvariantViolation("G4", f"{action!r} was refused but changed the manager") from None
                 if rec is None:
                     raise
                 error = e
-            else:
-                if on:
-                    self._check_manager(before, action,
-                                        self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]), result)
             if rec is not None:
                 figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {},
                            "bundles": self._bundle_figures(named, first_bundle)}
@@ -236,22 +239,11 @@ class Views:
             wake, self._wake = self._wake, []
         self._wake_up(wake)
         if rec is not None:
-            try:
-                failure = rec.deliver(seq)  # outside the ledger lock (I7)
-            except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
-                e.add_note(f"ortmem: {cls.__name__} was already applied (event {seq}): "
-                           + (f"{type(error).__name__}: {error}" if error is not None else f"result {result!r}"))
-                raise
-            if error is not None:
-                if failure is not None:
-                    error.add_note(f"trace sink failed on event {seq}: {type(failure).__name__}: {failure}")
-                raise error
-            if failure is not None:
-                raise TraceSinkFailed(f"{cls.__name__} was applied (result {result!r}) but the trace sink raised "
-                                      f"{type(failure).__name__} on event {seq}: {failure}", result) from failure
+            return rec.settle(seq, cls.__name__, result, error)  # delivers outside the ledger lock (I7)
         return result
 
-    def _check_manager(self, before: M.Manager, action: Any, after: M.Manager, result: Any) -> None:
+    def _manager_checks(self) -> Any:
+        """`invariants.manager` (looked up once per manager), or None where that module does not exist."""
         mod = self._mchecks
         if mod is None:
             try:
@@ -261,7 +253,11 @@ class Views:
                     raise
                 mod = False
             self._mchecks = mod
-        if mod is not False:
+        return mod or None
+
+    def _check_manager(self, before: M.Manager, action: Any, after: M.Manager, result: Any) -> None:
+        mod = self._manager_checks()
+        if mod is not None:
             mod.check_step(before, action, after, result)
             mod.check_all(after)
 

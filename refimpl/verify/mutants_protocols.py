@@ -50,7 +50,7 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
     Mutant("try_reserve_ignores_free", ("I7",), "pressure", _R, _MLS,
            "        if a.pending or nbytes > a.limit - a.used:  # I7", "        if a.pending:  # I7",
            "the allocator path checks for waiters but not for free bytes"),
-    Mutant("grant_minted_at_submit", ("I7",), "pressure", _R, _MLS,
+    Mutant("grant_minted_at_submit", ("I7",), "pressure", _R, "refimpl.manager.pool_view",
            "                grant = t.alloc.id if t.alloc is not None else None\n",
            "                grant = t.alloc.id if t.alloc is not None else t.id\n",
            "a ticket reports a grant id from submit on (its own id), before anything is charged"),

@@ -1,0 +1,229 @@
+"""The one contract runner (`refimpl.manager.runner.contracted`) through each of its three callers.
+
+Each branch of the runner, for `Views._run_full` (composed operations at level "full"), `PoolView._run_pool`
+(the pool protocol) and `TxView._run_tx` (the focused transaction operations):
+
+- a refusal that changed what the caller views is a G4 violation (and the same refusal that changed nothing
+  is the operation's own typed error: the negative control);
+- an accepted operation's step predicate gets (the view before, the action, the view after, the result);
+- its state predicate gets the view after.
+
+The predicates are replaced by recorders here, so each test sees exactly what the runner hands over; the
+mutant tests (tests/test_manager_contracts_*.py, tests/test_tx_contracts.py) show the real predicates
+catching real harms through the same runner.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from typing import Any
+
+import pytest
+
+import invariants.manager as IM
+import invariants.pressure as IP
+from invariants import contracts
+from invariants._violation import InvariantViolation
+from refimpl.manager import ProcessMemoryManager
+from refimpl.manager import tx_view
+from refimpl.manager.lock import LedgerLock
+from spec import manager_actions as M
+from spec import pressure_state as PS
+from spec import transactions_actions as TA
+from spec.errors import CapacityDenied, InvalidTransition
+from spec.manager_actions import Manager
+from spec.tickets import TicketState
+from spec.transactions_lifecycle import ViewKind
+from spec.transactions_state import TxState
+from spec.types import Tier
+
+
+class Leaky(ProcessMemoryManager):
+    """Refuses a cancel, a pool claim and a transaction abort, having used an id first when `leak` is set."""
+
+    leak = True
+
+    def _abandon(self, holder: int, ticket: int) -> int:  # cancel_ticket's body (composed: `_run_full`)
+        if self.leak:
+            self._next_ticket += 1
+        raise InvalidTransition("refused")
+
+    def _pool_claim(self, holder: int, ticket: int) -> int:  # pool_claim's body (`_run_pool`)
+        if self.leak:
+            self._next_ticket += 1
+        raise InvalidTransition("refused")
+
+    def _tx_abort(self, tx: int) -> int:  # tx_abort's body (`_run_tx`)
+        if self.leak:
+            self._next_tx += 1
+        raise InvalidTransition("refused")
+
+
+def _leaky(leak: bool) -> tuple[Leaky, int, int]:
+    pmm = Leaky()
+    pmm.leak = leak
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    return pmm, a, pmm.register_holder("kv")
+
+
+# --- G4: a refusal changes nothing ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("leak", [True, False])
+def test_full_refusal_that_changed_the_manager_is_G4(leak: bool) -> None:
+    pmm, a, h = _leaky(leak)
+    t = pmm.submit(h, a, 10)
+    with contracts.contracts(True, level="full"):
+        if leak:
+            with pytest.raises(InvariantViolation, match=r"G4: CancelTicket\(.*refused but changed the manager"):
+                pmm.cancel_ticket(h, t)
+        else:
+            with pytest.raises(InvalidTransition):
+                pmm.cancel_ticket(h, t)
+    with contracts.contracts(False), pytest.raises(InvalidTransition):  # off: the body's own error
+        pmm.cancel_ticket(h, t)
+
+
+@pytest.mark.parametrize("leak", [True, False])
+def test_pool_refusal_that_changed_the_pool_is_G4(leak: bool) -> None:
+    pmm, a, h = _leaky(leak)
+    t = pmm.submit(h, a, 10)
+    with contracts.contracts(True):
+        if leak:
+            with pytest.raises(InvariantViolation, match=r"G4: Claim\(.*refused but changed the pool"):
+                pmm.pool_claim(h, t)
+        else:
+            with pytest.raises(InvalidTransition):
+                pmm.pool_claim(h, t)
+
+
+@pytest.mark.parametrize("leak", [True, False])
+def test_pool_refusal_on_no_one_ledger_is_checked_on_the_whole_manager(leak: bool) -> None:
+    pmm, a, h = _leaky(leak)
+    pmm.register_authority("gpu1", Tier.DEVICE, 100)  # two ledgers: an unknown ticket names neither
+    with contracts.contracts(True):
+        if leak:
+            with pytest.raises(InvariantViolation, match="G4: .*refused but changed the pool"):
+                pmm.pool_claim(h, 99)
+        else:
+            with pytest.raises(InvalidTransition):
+                pmm.pool_claim(h, 99)
+
+
+@pytest.mark.parametrize("leak", [True, False])
+def test_tx_refusal_that_changed_the_manager_is_G4(leak: bool) -> None:
+    pmm, _, h = _leaky(leak)
+    dev = pmm.tx_add_authority("device", 10)
+    tx = pmm.tx_plan(h, ((dev, 1),), 0, ViewKind.CONTIGUOUS)
+    with contracts.contracts(True):
+        if leak:
+            with pytest.raises(InvariantViolation, match=r"G4: Abort\(.*refused but changed the manager"):
+                pmm.tx_abort(tx)
+        else:
+            with pytest.raises(InvalidTransition):
+                pmm.tx_abort(tx)
+
+
+# --- step and state: what the runner hands to the predicates ----------------------------------------------
+
+def _recorders(calls: list[tuple[Any, ...]], step_takes_result: bool) -> tuple[Any, Any]:
+    def step(before: Any, action: Any, after: Any, *result: Any) -> None:
+        assert len(result) == step_takes_result
+        calls.append(("step", before, action, after, *result))
+
+    def state(after: Any) -> None:
+        calls.append(("state", after))
+
+    return step, state
+
+
+def test_full_step_and_state_get_the_views_before_and_after() -> None:
+    calls: list[tuple[Any, ...]] = []
+    fake = types.SimpleNamespace()
+    fake.check_step, fake.check_all = _recorders(calls, step_takes_result=True)
+    pmm = ProcessMemoryManager()
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    h = pmm.register_holder("kv")
+    pmm._mchecks = fake  # the looked-up invariants.manager
+    with contracts.contracts(True, level="full"):
+        t = pmm.submit(h, a, 10)  # granted at once: its reservation is a new allocation
+    (kind, before, action, after, result), (kind2, after2) = calls
+    assert (kind, kind2) == ("step", "state") and after2 is after
+    assert isinstance(before, Manager) and action == M.Submit(h, a, 10)
+    assert result == t and t not in before.tickets and after.tickets[t].state is TicketState.GRANTED
+    grant = after.tickets[t].allocation
+    assert grant not in before.ledger.allocations and after.ledger.allocations[grant].charge == 10
+
+
+def test_full_refusal_runs_no_step_or_state_check() -> None:
+    calls: list[tuple[Any, ...]] = []
+    fake = types.SimpleNamespace()
+    fake.check_step, fake.check_all = _recorders(calls, step_takes_result=True)
+    pmm = ProcessMemoryManager()
+    pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    h = pmm.register_holder("kv")
+    pmm._mchecks = fake
+    with contracts.contracts(True, level="full"), pytest.raises(CapacityDenied):
+        pmm.submit(h, 1, 200)  # can never fit its limit
+    assert calls == []
+
+
+def test_pool_step_and_state_get_the_pool_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Any, ...]] = []
+    step, state = _recorders(calls, step_takes_result=False)
+    monkeypatch.setattr(IP, "check_step", step)
+    monkeypatch.setattr(IP, "check_all", state)
+    monkeypatch.setattr(IM, "check_all", lambda m: calls.append(("composed", m)))
+    pmm = ProcessMemoryManager()
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    h = pmm.register_holder("kv")
+    t = pmm.submit(h, a, 10)
+    with contracts.contracts(True):
+        pmm.pool_claim(h, t)
+    (kind, before, action, after), (kind2, after2), (kind3, composed) = calls
+    assert (kind, kind2, kind3) == ("step", "state", "composed") and after2 is after
+    assert isinstance(before, PS.Pool) and action == PS.Claim(h, t)
+    assert before.tickets[t].state is TicketState.GRANTED and after.tickets[t].state is TicketState.CLAIMED
+    assert isinstance(composed, Manager) and set(composed.ledger.authorities) == {a}
+
+
+def test_tx_step_and_state_get_the_tx_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Any, ...]] = []
+    step, state = _recorders(calls, step_takes_result=False)
+    monkeypatch.setattr(tx_view, "check_step", step)
+    monkeypatch.setattr(tx_view, "check_all", state)
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        dev = pmm.tx_add_authority("device", 10)
+    (kind, before, action, after), (kind2, after2) = calls
+    assert (kind, kind2) == ("step", "state") and after2 is after
+    assert isinstance(before, TxState) and action == TA.AddAuthority("device", 10)
+    assert dev not in before.authorities and after.authorities[dev].capacity == 10
+
+
+# --- the pool runner's wake-ups ---------------------------------------------------------------------------
+
+class _CountingLock(LedgerLock):
+    __slots__ = ("entries",)
+
+    def __enter__(self) -> bool:
+        self.entries += 1
+        return super().__enter__()
+
+
+def test_pool_operation_takes_the_lock_again_only_to_wake_waiters() -> None:
+    pmm = ProcessMemoryManager()
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    h = pmm.register_holder("kv")
+    lock = pmm._lock = _CountingLock()
+    lock.entries = 0
+    big = pmm.submit(h, a, 60)
+    pmm.pool_claim(h, big)
+    waiter = pmm.submit(h, a, 60)  # pending: 40 B free
+    ev = pmm._tickets[waiter].event = threading.Event()  # as a parked `wait` leaves it
+    lock.entries = 0
+    with contracts.contracts(False):
+        pmm.set_use(h, big, False, False)  # grants nothing: one lock entry, no wake-up pass
+        assert lock.entries == 1
+        pmm.pool_release(h, big)  # the round grants the waiter: its event is set, outside the lock
+    assert lock.entries == 3 and ev.is_set()
