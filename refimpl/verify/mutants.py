@@ -173,6 +173,16 @@ _ALL: tuple[Mutant, ...] = (
            "            self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n",
            "the free room is this request's entries only, and the entries are recorded as already written instead "
            "of reserved, so the ledger cannot refuse them", "kv_admission_fits"),
+    # advance_records_past_the_pool over-admits mid-request, so a deadlock (some_resident_can_finish) always
+    # comes first; a bypass taken only by a request's last entries strands no one, and the pool overflows.
+    Mutant("last_entries_skip_fit", ("I12",), "admission", _R, _ADB,
+           "        free = self.seat.free()\n        if n > free:\n",
+           "        free = self.seat.free()\n        if n == need:\n"
+           "            self._leases[rid].append(self.seat.pmm.record_committed(\n"
+           "                self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n"
+           "            self._state[rid] = S.ReqState.RESIDENT\n            return\n        if n > free:\n",
+           "a request's last entries are booked as already written, without a fit check (it is about to finish "
+           "and free everything): the pool holds more KV than its capacity", "kv_admission_fits"),
     Mutant("feasibility_against_capacity", ("I12",), "admission", _R, _ADB,
            "        if need > free and self.guards.on(\"kv_admission_fits\"):",
            "        if need > self.capacity and self.guards.on(\"kv_admission_fits\"):",
