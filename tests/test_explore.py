@@ -112,9 +112,10 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
     explored = {g.name for g in GUARDS if g.model in ("ledger", "admission", "ort", "pressure", "transactions",
                                                       "hierarchy", "manager")}
     assert {g.name for g in LEDGER_GUARDS} <= set(controls) and set(controls) == explored
-    # unlock_before_callback has no spec-layer harm (the spec has no lock): its control is an honest "not found".
-    assert not controls["unlock_before_callback"].found
-    assert all(x.violated in GUARD_IDS[name] for name, x in controls.items() if name != "unlock_before_callback")
+    # unlock_before_callback has no spec form (the spec has no lock): its deterministic control is a fixed
+    # refimpl script (refimpl.verify.pressure_scripts), named as such, not an explorer search.
+    assert controls["unlock_before_callback"].model == "pressure-script"
+    assert all(x.violated in GUARD_IDS[name] for name, x in controls.items())
     assert all(runs[m].complete and not runs[m].found for m in ("admission", "ort", "pressure", "transactions",
                                                                 "manager"))
 
@@ -127,8 +128,7 @@ def test_report_json_carries_explorer_figures() -> None:
     j = report_json(Report(True, "quick", (), {}, {}, (), 0.0, runs, controls, None))
     ledger = j["explorer"]["runs"]["ledger"]
     assert ledger["states"] == runs["ledger"].states and ledger["depth"] == 7 and ledger["states_per_second"] > 0
-    # unlock_before_callback: no spec-layer harm (the spec has no lock), so its explorer control finds nothing.
+    # unlock_before_callback's entry is its fixed refimpl script (the spec has no lock), which finds the harm too.
     assert all(c["found"] and c["steps"] == len(c["counterexample"])
-               for g, c in j["explorer"]["negative_controls"].items() if g != "unlock_before_callback")
-    assert not j["explorer"]["negative_controls"]["unlock_before_callback"]["found"]
+               for g, c in j["explorer"]["negative_controls"].items())
     assert j["crosshair"] is None

@@ -64,6 +64,7 @@ def workload(pmm: ProcessMemoryManager) -> list[str]:
     step("cancel it", pmm.cancel, h, z)
     step("record 30", pmm.record_committed, h, a, DEV, 30, KV)
     q = step("reserve 40", pmm.reserve, h, a, DEV, 40, KV)
+    step("commit 40 as another holder (refused)", pmm.commit, g, q, 40)
     step("commit 40", pmm.commit, h, q, 40)
     step("quarantine, 10 released", pmm.quarantine, h, q, 10)
     s = step("snapshot", pmm.snapshot, a)
@@ -115,7 +116,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 52
+    assert done[-1] == "confirm termination" and len(done) == 53
 
 
 def test_every_manager_mutant_is_listed() -> None:
@@ -209,7 +210,7 @@ def test_local_and_full_agree_on_the_real_code(seed: int) -> None:
 
 
 #: Hot mutants the seeded random workload reaches (on some seed); the others need the scripted workload above.
-REACHED = {"cancel_forgets_round", "cancel_keeps_reservation", "commit_grows_lease", "grant_rounds_charge_down",
+REACHED = {"cancel_forgets_round", "cancel_keeps_reservation", "commit_grows_lease", "commit_rehomes_lease", "grant_rounds_charge_down",
            "grant_rounds_up", "id_counter_not_advanced", "limit_check_off_by_request", "misfit_prebooked",
            "oversubscription_off_by_one", "recorded_bytes_not_charged", "reissue_ids_after_release",
            "release_without_refund"}

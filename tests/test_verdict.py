@@ -8,6 +8,8 @@ from invariants.campaign import ControlResult
 from invariants.clauses import CLAUSES, Coverage, clause, clauses_of, recording
 from invariants.explore import ExploreResult
 from invariants import ledger as predicates  # noqa: F401  (declares the ledger clauses)
+from invariants import manager as _manager_predicates  # noqa: F401  (declares I2's manager clauses: KEYS below
+#                                                      must list every I2 clause whichever tests ran before)
 from refimpl.verify.verdict_rules import THRESHOLDS, judge
 from spec.guards import Layer
 

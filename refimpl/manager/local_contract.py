@@ -143,10 +143,10 @@ def _settled(b: tuple[Any, ...], args: tuple[Any, ...], source: Any, event: str)
     r, row = b[2], b[3]
     if r is None:
         _fail("G4", "unknown_accepted", f"{event} of unknown allocation {args[1]!r} was accepted")
+    if r.holder != row[4]:  # before I6, as the full check's order names it (I4a precedes I6)
+        _fail("I4a", "owner", f"allocation {r.id} changed holder {row[4]} -> {r.holder}")
     if args[0] != row[4]:
         _fail("I6", "own_action", f"holder {args[0]} settled allocation {r.id} of holder {row[4]}")
-    if r.holder != row[4]:
-        _fail("I4a", "owner", f"allocation {r.id} changed holder {row[4]} -> {r.holder}")
     if row[0] is not source:
         _fail("I4a", "lifecycle", f"allocation {r.id} left state {row[0].value} by {event}")
 

@@ -82,6 +82,9 @@ _CO_CONFIGS = (
     (12, (("a", 3, True), ("b", 4, True), ("c", 5, False), ("d", 4, False), ("e", 2, False))),
     # A small model can be pending while it fits beside a served one: eviction must not happen then (I12).
     (10, (("a", 3, True), ("b", 2, False), ("c", 3, False), ("d", 6, False))),
+    # Every model fits at once, so no eviction is ever needed: in the config above a pending large model soon
+    # makes every eviction legitimate (work only accumulates), and a thorough run never met an unneeded one.
+    (10, (("a", 2, True), ("b", 3, False), ("c", 3, False), ("d", 2, False))),
 )
 
 

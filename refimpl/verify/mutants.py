@@ -104,8 +104,32 @@ _ALL: tuple[Mutant, ...] = (
            "bytes recorded as already taken are listed but never charged to the ledger"),
     Mutant("grant_rounds_charge_down", ("I2",), "ledger", _R, _GOV,
            "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes\n",
-           "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes - (nbytes > 1)\n",
-           "a grant charges its ledger one byte less than it granted (a rounding slip)"),
+           "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes - (nbytes > 1 and origin is _O_GRANTED)\n",
+           "a grant charges its ledger one byte less than it granted (a rounding slip on the grant path only: "
+           "recorded bytes stay charged in full, so every counterexample, shrunk or not, is a grant)"),
+    # With owner_only on, a foreign holder's commit is refused before it touches the record; the bug that
+    # still harms I4a is a commit path that skips that check for any registered holder and re-homes the lease.
+    Mutant("commit_rehomes_lease", ("I4a",), "ledger", _R, _GOV,
+           "        if rec is None or rec.holder != holder or type(holder) is not int:\n"
+           "            rec = self._owned_alloc(holder, allocation)\n"
+           "        if rec.part is not None:\n"
+           "            _owned_by_part(rec)\n"
+           "        if rec.state is not _PROVISIONAL:\n"
+           '            self._step(rec, "commit")\n'
+           '        if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2\n'
+           '            raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")\n',
+           "        if rec is None or type(holder) is not int or holder not in self._holders:\n"
+           "            rec = self._owned_alloc(holder, allocation)\n"
+           "        if rec.part is not None:\n"
+           "            _owned_by_part(rec)\n"
+           "        if rec.state is not _PROVISIONAL:\n"
+           '            self._step(rec, "commit")\n'
+           '        if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2\n'
+           '            raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")\n'
+           "        rec.holder = holder\n",
+           "a reservation is handed to whichever registered holder commits it (a producer reserves, a consumer "
+           "commits and becomes the owner): the lease changes holder, and the reserving holder's charge moves "
+           "to a holder that never asked for it"),
     Mutant("id_counter_not_advanced", ("I4a",), "ledger", _R, _GOV,
            "            aid = self._next_alloc\n            self._next_alloc += 1\n",
            "            aid = self._next_alloc\n",
@@ -149,6 +173,16 @@ _ALL: tuple[Mutant, ...] = (
            "            self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n",
            "the free room is this request's entries only, and the entries are recorded as already written instead "
            "of reserved, so the ledger cannot refuse them", "kv_admission_fits"),
+    # advance_records_past_the_pool over-admits mid-request, so a deadlock (some_resident_can_finish) always
+    # comes first; a bypass taken only by a request's last entries strands no one, and the pool overflows.
+    Mutant("last_entries_skip_fit", ("I12",), "admission", _R, _ADB,
+           "        free = self.seat.free()\n        if n > free:\n",
+           "        free = self.seat.free()\n        if n == need:\n"
+           "            self._leases[rid].append(self.seat.pmm.record_committed(\n"
+           "                self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n"
+           "            self._state[rid] = S.ReqState.RESIDENT\n            return\n        if n > free:\n",
+           "a request's last entries are booked as already written, without a fit check (it is about to finish "
+           "and free everything): the pool holds more KV than its capacity", "kv_admission_fits"),
     Mutant("feasibility_against_capacity", ("I12",), "admission", _R, _ADB,
            "        if need > free and self.guards.on(\"kv_admission_fits\"):",
            "        if need > self.capacity and self.guards.on(\"kv_admission_fits\"):",

@@ -17,6 +17,7 @@ from invariants.pressure import STATE_PREDICATES, STEP_PREDICATES, TRACE_PREDICA
 from invariants.pressure_machine import find_pressure_counterexample, run_pressure_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.pressure_adapter import PressureAdapter
+from refimpl.verify.pressure_scripts import SCRIPTS, run_script
 from spec.guards import Guard, Layer
 
 __all__ = ["PressureChecker", "SPEC_CANNOT_EXPRESS"]
@@ -40,6 +41,9 @@ class PressureChecker:
     def _explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
         if guard is not None and guard.name in SPEC_CANNOT_EXPRESS:
             # Not searched: no spec state reads the guard, so the whole scope would be exhausted for nothing.
+            # Its deterministic control is a fixed refimpl script instead (rule R4 names it a script).
+            if guard.name in SCRIPTS:
+                return run_script(guard)
             return ExploreResult("pressure", 0, 0, 0, 0, True, 0.0, None,
                                  f"not expressible in the spec: {SPEC_CANNOT_EXPRESS[guard.name]}", ())
         return self._explorer(guard, budget)

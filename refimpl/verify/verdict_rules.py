@@ -14,7 +14,10 @@ every unmet rule is listed as a reason (an honest "partial" beats a
      control (a mutation control, or a negative control or explorer control
      of the ID);
   R4 deterministic: every guard protecting the ID has a control that does
-     not depend on Hypothesis' search: the bounded-exhaustive explorer;
+     not depend on Hypothesis' search: the bounded-exhaustive explorer or,
+     for a guard the spec cannot express (it lives in refimpl only), a fixed
+     refimpl script that is clean with every guard on and harms with the
+     guard off (`refimpl.verify.pressure_scripts`);
   R5 CrossHair confirmed the shared arithmetic (a missing or skipped
      CrossHair is not a pass).
 """
@@ -47,7 +50,7 @@ RULES = (
     "R3 falsifiable: every clause of the ID was made to fail by at least one control (mutation, negative or "
     "explorer control)",
     "R4 deterministic: every guard of the ID has a control that does not depend on Hypothesis' search "
-    "(the bounded-exhaustive explorer)",
+    "(the bounded-exhaustive explorer; for a guard the spec cannot express, a fixed refimpl script)",
     "R5 CrossHair confirmed the shared arithmetic (missing or skipped is not a pass)",
 )
 
@@ -76,6 +79,17 @@ def _harm(c: ControlResult | Any) -> bool:
     return bool(getattr(c, "found", False))
 
 
+def _kind(x: ExploreResult) -> str:
+    """"script" for a fixed refimpl script's result (`refimpl.verify.pressure_scripts`), else "explorer"."""
+    return "script" if x.model.endswith("-script") else "explorer"
+
+
+def _nothing_found(c: ControlResult | Any) -> str:
+    """Why a control found nothing, when it says more than that (e.g. the spec cannot express the guard)."""
+    message = getattr(c, "message", "") or ""
+    return "nothing found" if message in ("", "no counterexample found") else f"nothing found: {message}"
+
+
 def judge(id: str, profile: str, coverage: Coverage, guards: Iterable[str],
           controls: Iterable[ControlResult], mutants: Iterable[ControlResult],
           explorer_controls: Mapping[str, ExploreResult], crosshair_ok: bool, crosshair_why: str,
@@ -101,7 +115,7 @@ def judge(id: str, profile: str, coverage: Coverage, guards: Iterable[str],
             credit(c, f"guard:{c.guard}/{c.layer.value}")
     for g, x in mine_explored.items():
         if x.found:
-            credit(x, f"explorer:{g}")
+            credit(x, f"{_kind(x)}:{g}")
     rows = []
     reasons: list[str] = []
     for c in clauses:
@@ -121,12 +135,13 @@ def judge(id: str, profile: str, coverage: Coverage, guards: Iterable[str],
             if not found:
                 reasons.append(f"R2: guard {g} has no {layer.value} control")
             elif not all(_harm(c) for c in found):
-                why = found[0].violated or "nothing found"
+                why = found[0].violated or _nothing_found(found[0])
                 reasons.append(f"R2: guard {g} off in {layer.value} produced no harm ({why})")
         if g not in mine_explored:
             reasons.append(f"R4: guard {g} has no deterministic control")
         elif not mine_explored[g].found:
-            reasons.append(f"R4: the explorer found nothing with guard {g} off")
+            reasons.append(f"R4: the {_kind(mine_explored[g]).replace('script', 'fixed script')} found nothing "
+                           f"with guard {g} off")
     if not crosshair_ok:
         reasons.append(f"R5: {crosshair_why}")
     return Judgement("partial" if reasons else "verified", tuple(reasons), tuple(rows),
