@@ -32,6 +32,7 @@ from typing import Any
 
 from invariants import manager as IM
 from invariants.clauses import counting
+from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of",
            "bundles_step_of"]
@@ -50,9 +51,21 @@ def parts_of(m: Any) -> Hashable:
     return m.ledger, m.tickets, m.txs, m.aging_bound
 
 
+_NAMES_TICKET = (M.CancelTicket, M.TimeoutTicket)
+_NAMES_TX = (M.ReserveTx, M.CommitTx, M.AbortTx, M.JoinBundle)
+
+
 def parts_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the crediting and charge-falling step predicates read (I1, I6)."""
-    return before.ledger, before.tickets, before.txs, act, after.ledger, result
+    """What the crediting and charge-falling step predicates read (I1, I6): both ledgers, the action, its result,
+    and the before-record of the ticket or transaction the action names (what it retires, and whose holder acts);
+    the other tickets and transactions are not read."""
+    if isinstance(act, _NAMES_TICKET):
+        named = before.tickets.get(act.ticket)
+    elif isinstance(act, _NAMES_TX):
+        named = before.txs.get(act.tx)
+    else:
+        named = None
+    return before.ledger, act, after.ledger, named, result
 
 
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
