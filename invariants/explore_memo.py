@@ -20,8 +20,11 @@ leave the parts outside its writes as they were (`FootprintError`), and
 tests/test_explore_memo.py compares memoized with plain successors over every
 (state, action) pair of the composed scopes (results and errors included),
 with a negative control: a footprint missing a read part or a write part is
-caught by that comparison. An action type without a footprint is stepped
-plainly, every time.
+caught by that comparison. The comparison covers what the scopes vary: a
+read part the scope never varies for an action (the aging bound; the
+transactions for a `Release`, which the scope offers on free leases only)
+is declared from the code, not confirmed by it. An action type without a
+footprint is stepped plainly, every time.
 
 Pure; one cache per `MemoStep` (per model, so per guard set).
 """
