@@ -197,3 +197,27 @@ def test_parallel_reports_the_serial_shortest_counterexample_on_a_toy() -> None:
 def test_parallel_reraises_a_model_error_instead_of_hanging() -> None:
     with pytest.raises(ValueError, match="model bug at 4"):
         explore_parallel(_toy(None, crash_at=4), max_depth=9, workers=2)
+
+
+def test_the_explorers_run_without_the_cyclic_gc_and_restore_it() -> None:
+    import gc
+
+    from invariants.explore import Model
+
+    seen: list[bool] = []
+
+    def check(s: int) -> None:
+        seen.append(gc.isenabled())
+
+    toy = Model("toy", 0, lambda s, a: s + a if s + a <= 5 else (_ for _ in ()).throw(OverflowError()),
+                lambda s: (1,), check, lambda s, a, n: None, rejects=(OverflowError,))
+    assert gc.isenabled()
+    r = explore(toy, max_depth=9)
+    assert r.states == 6 and seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        explore(toy, max_depth=9)
+        assert not gc.isenabled()  # restored as it was
+    finally:
+        gc.enable()
+    assert explore_parallel(toy, max_depth=9, workers=2).states == 6 and gc.isenabled()
