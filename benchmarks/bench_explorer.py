@@ -10,7 +10,8 @@
     states, depth and states per second, per depth (`--manager-depth`).
 (e) Speedups, per scope (ledger quick at `--max-depth`, composed manager at
     `--manager-depth`), measured in this one run: serial with full checks,
-    serial with incremental checks (manager only), and the parallel explorer
+    serial with incremental checks (manager only), with successor memoization
+    too (`invariants.explore_memo`, manager only), and the parallel explorer
     (`invariants.explore_parallel`, one worker per core); distinct states and
     depth must agree, and the ratios are to the first row of the scope.
     Wall-clock ratios on a shared machine mostly measure the other load, so
@@ -111,9 +112,13 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
         ("ledger quick", f"parallel x{workers}",
          lambda: explore_parallel(ledger_model(QUICK_SCOPE), max_depth=ledger_depth, workers=workers)),
         ("manager", "serial, full checks",
-         lambda: explore(manager_model(incremental=False), max_depth=manager_depth)),
-        ("manager", "serial, incremental checks", lambda: explore(manager_model(), max_depth=manager_depth)),
+         lambda: explore(manager_model(incremental=False, memo=False), max_depth=manager_depth)),
+        ("manager", "serial, incremental checks",
+         lambda: explore(manager_model(memo=False), max_depth=manager_depth)),
+        ("manager", "serial, incremental + memo", lambda: explore(manager_model(), max_depth=manager_depth)),
         ("manager", f"parallel x{workers}, incremental",
+         lambda: explore_parallel(manager_model(memo=False), max_depth=manager_depth, workers=workers)),
+        ("manager", f"parallel x{workers}, incremental + memo",
          lambda: explore_parallel(manager_model(), max_depth=manager_depth, workers=workers)),
     ]
     best: list = [None] * len(runs)

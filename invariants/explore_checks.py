@@ -7,7 +7,9 @@ cross-cutting step predicates (C3, I2) read the same three. Many manager
 steps (a ticket submitted, a pressure answered with nothing) leave the ledger
 as it was, and many ledger transitions recur under different tickets around
 them, so the explorer would judge the same ledger, or the same ledger step,
-again and again.
+again and again. The cross-cutting predicates read the ledger with the parts
+that hold its bytes (`parts_of`, `parts_step_of`: I1, I13, I6) or the
+transactions and bundles (`bundles_step_of`: I10), which recur as well.
 
 `READS` declares, per predicate, the projection of its arguments it is a pure
 function of. `IncrementalChecks` keeps, per projection, the inputs on which
@@ -30,8 +32,10 @@ from typing import Any
 
 from invariants import manager as IM
 from invariants.clauses import counting
+from spec import manager_actions as M
 
-__all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of"]
+__all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of",
+           "bundles_step_of"]
 
 
 def ledger_of(m: Any) -> Hashable:
@@ -40,6 +44,33 @@ def ledger_of(m: Any) -> Hashable:
 
 def ledger_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
     return before.ledger, act, after.ledger
+
+
+def parts_of(m: Any) -> Hashable:
+    """What the cross-cutting state predicates read: the ledger and the parts that hold its bytes."""
+    return m.ledger, m.tickets, m.txs, m.aging_bound
+
+
+_NAMES_TICKET = (M.CancelTicket, M.TimeoutTicket)
+_NAMES_TX = (M.ReserveTx, M.CommitTx, M.AbortTx, M.JoinBundle)
+
+
+def parts_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the crediting and charge-falling step predicates read (I1, I6): both ledgers, the action, its result,
+    and the before-record of the ticket or transaction the action names (what it retires, and whose holder acts);
+    the other tickets and transactions are not read."""
+    if isinstance(act, _NAMES_TICKET):
+        named = before.tickets.get(act.ticket)
+    elif isinstance(act, _NAMES_TX):
+        named = before.txs.get(act.tx)
+    else:
+        named = None
+    return before.ledger, act, after.ledger, named, result
+
+
+def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the bundle step predicate reads (I10)."""
+    return before.txs, before.bundles, act, after.txs, after.bundles
 
 
 def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
@@ -55,6 +86,16 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     # Read before.ledger.authorities, after.ledger.authorities and act only.
     out[IM.step_C3_manager] = ledger_step_of
     out[IM.step_I2_manager] = ledger_step_of
+    # I1 (partition, grants and transactions backed by reservations): ledger, tickets, txs. I13: tickets, the
+    # ledger's headroom and the aging bound (grant order).
+    out[IM.state_I1_manager] = parts_of
+    out[IM.state_I13_manager] = parts_of
+    # I1 (credit once): act, the before-tickets and -txs it retires, both ledgers' allocations, the result.
+    # I6: both ledgers' charges, act, the before-txs (a transaction's holder).
+    out[IM.step_I1_manager] = parts_step_of
+    out[IM.step_I6_manager] = parts_step_of
+    # I10: act, the before-txs (its bundle), the after-txs (committed), both bundles maps.
+    out[IM.step_I10_manager] = bundles_step_of
     return out
 
 
@@ -80,29 +121,22 @@ class IncrementalChecks:
         if counting():
             plan.full(*args)
             return
-        if len(plan.projections) == 1:  # the common case, kept cheap: one projection, one lookup
-            proj = plan.projections[0]
-            k = proj(*args)
-            if k in plan.passed[proj]:
-                self.skipped += 1
-                for p in plan.always:
-                    p(*args)
-                return
-            self.evaluated += 1
-            for p, _ in plan.order:
+        keys = [proj(*args) for proj in plan.projections]
+        fresh = [k not in passed for k, passed in zip(keys, plan.passed_sets)]
+        if not any(fresh):
+            self.skipped += len(keys)
+            for p in plan.always:
                 p(*args)
-            plan.passed[proj].add(k)
             return
-        keys = [(proj, proj(*args)) for proj in plan.projections]
-        todo = {proj for proj, k in keys if k not in plan.passed[proj]}
-        self.skipped += len(keys) - len(todo)
-        self.evaluated += len(todo)
-        for p, pr in plan.order:
-            if pr is None or pr in todo:
+        todo = sum(fresh)
+        self.evaluated += todo
+        self.skipped += len(keys) - todo
+        for p, i in plan.indexed:
+            if i < 0 or fresh[i]:
                 p(*args)
-        for proj, k in keys:
-            if proj in todo:
-                plan.passed[proj].add(k)
+        for k, passed, new in zip(keys, plan.passed_sets, fresh):
+            if new:
+                passed.add(k)
 
 
 class _Plan:
@@ -114,4 +148,7 @@ class _Plan:
         self.projections = list(dict.fromkeys(proj for _, proj in self.order if proj is not None))
         self.always = [p for p, proj in self.order if proj is None]
         self.passed: dict[Callable[..., Hashable], set[Hashable]] = {proj: set() for proj in self.projections}
+        self.passed_sets = [self.passed[proj] for proj in self.projections]
+        # (predicate, its projection's index in `projections`, -1: always run), in evaluation order
+        self.indexed = [(p, -1 if proj is None else self.projections.index(proj)) for p, proj in self.order]
         self.full = full

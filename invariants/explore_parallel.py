@@ -39,7 +39,7 @@ from typing import Any
 
 from invariants._violation import InvariantViolation
 from invariants.clauses import collecting
-from invariants.explore import ExploreResult, Model
+from invariants.explore import ExploreResult, Model, no_cyclic_gc
 
 __all__ = ["explore_parallel"]
 
@@ -53,6 +53,11 @@ Key = tuple[int, int]  # (parent's number in its level, action index): a state's
 def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_000,
                      workers: int | None = None) -> ExploreResult:
     """`explore(model, max_depth=..., fingerprints=True)` over `workers` processes (default: one per core)."""
+    with no_cyclic_gc():  # the forked workers inherit it
+        return _explore_parallel(model, max_depth, max_states, workers)
+
+
+def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: int | None) -> ExploreResult:
     t0, c0 = time.perf_counter(), time.process_time()
     n = workers or os.cpu_count() or 1
     try:

@@ -30,6 +30,7 @@ import attrs
 from invariants import manager as IM
 from invariants.explore import Model
 from invariants.explore_checks import IncrementalChecks
+from invariants.explore_memo import MemoStep
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -136,20 +137,27 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
             yield M.CommitLimit(a)
 
 
-def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True) -> Model:
+def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True,
+                  memo: bool = True) -> Model:
     """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked).
 
     `incremental` skips a predicate group on inputs it already passed on (`invariants.explore_checks`: the same
     verdicts, asserted over whole scopes in tests/test_explore_fast.py); False runs the full registries each time.
+    `memo` computes each step once per (action, the parts of the state it reads) (`invariants.explore_memo`: the
+    same successors, results and errors, asserted over whole scopes in tests/test_explore_memo.py).
     """
     checks = IncrementalChecks() if incremental else None
     check_state = checks.check_state if checks is not None else IM.check_all
     judge_step = checks.check_step if checks is not None else IM.check_step
 
+    def plain(s: M.Manager, act: Any) -> tuple[M.Manager, Any]:
+        return MG.step(s, act, guards)
+
+    stepper = MemoStep(plain, (GovernorError,)) if memo else plain
     last: list[Any] = [None, None, None]  # (state, action, result) of the latest accepted step
 
     def step(s: M.Manager, act: Any) -> M.Manager:
-        nxt, result = MG.step(s, act, guards)
+        nxt, result = stepper(s, act)
         last[:] = (s, act, result)
         return nxt
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import immutables
-from attrs import evolve as _evolve
+from spec.records import evolve as _evolve
 
 from spec import ledger_actions as A
 from spec.errors import (

@@ -66,7 +66,7 @@ class Allowance:
     mapped: int
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed again and again by explorers' seen-sets and memo keys; immutable, so safe
 class State:
     authorities: immutables.Map = immutables.Map()
     holders: immutables.Map = immutables.Map()

@@ -225,7 +225,7 @@ class LimitOutcome:
     completed: tuple[tuple[int, int], ...]
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed again and again by explorers' seen-sets and memo keys; immutable, so safe
 class Manager:
     ledger: State = State()
     aging_bound: int = 4

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attrs import evolve
+from spec.records import evolve
 
 from spec import ledger_actions as A
 from spec import ledger as machine
