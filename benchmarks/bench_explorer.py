@@ -115,11 +115,12 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
          lambda: explore(manager_model(incremental=False, memo=False), max_depth=manager_depth)),
         ("manager", "serial, incremental checks",
          lambda: explore(manager_model(memo=False), max_depth=manager_depth)),
-        ("manager", "serial, incremental + memo", lambda: explore(manager_model(), max_depth=manager_depth)),
+        ("manager", "serial, incremental + memo",
+         lambda: explore(manager_model(memo=True), max_depth=manager_depth)),
         ("manager", f"parallel x{workers}, incremental",
          lambda: explore_parallel(manager_model(memo=False), max_depth=manager_depth, workers=workers)),
         ("manager", f"parallel x{workers}, incremental + memo",
-         lambda: explore_parallel(manager_model(), max_depth=manager_depth, workers=workers)),
+         lambda: explore_parallel(manager_model(memo=True), max_depth=manager_depth, workers=workers)),
     ]
     best: list = [None] * len(runs)
     for _ in range(rounds):

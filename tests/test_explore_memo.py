@@ -139,11 +139,11 @@ def test_a_memoized_rejection_raises_a_fresh_error_of_the_same_type_and_message(
 
 def test_the_explorer_with_memoization_counts_and_finds_what_the_plain_one_does() -> None:
     plain = explore(manager_model(memo=False), max_depth=3)
-    memo = explore(manager_model(), max_depth=3)
+    memo = explore(manager_model(memo=True), max_depth=3)
     assert (memo.states, memo.transitions, memo.rejected, memo.depth) == \
         (plain.states, plain.transitions, plain.rejected, plain.depth)
     for g, scope in CONTROLS.items():
         want = explore(manager_model(GuardSet.without(g), scope, memo=False), max_depth=8)
-        got = explore(manager_model(GuardSet.without(g), scope), max_depth=8)
+        got = explore(manager_model(GuardSet.without(g), scope, memo=True), max_depth=8)
         assert want.found and attrs.evolve(got, seconds=0, cpu_seconds=0, critical_cpu_seconds=0) == \
             attrs.evolve(want, seconds=0, cpu_seconds=0, critical_cpu_seconds=0), g
