@@ -6,12 +6,28 @@ Three more arms on the same model:
   plain: a plain session, `run(None, feeds)` with concatenated KV, the way
          an unmanaged caller runs it;
   bound: the same prebuilt-binding KV bundle (`refimpl.ort.holders.KvBundle`)
-         driven directly, with no runtime, ledger or holder around it, so
-         `governed - bound` is the governance layer's own cost;
+         driven directly, with no runtime, ledger or holder around it, on a
+         session that loads its weights from the file itself: it grows in the
+         same buckets at the same steps as the governed arm (a bigger bundle,
+         the old K/V copied, the new bucket bound once), only without leases,
+         so `governed - bound` is the governance layer's whole cost, growth
+         included (the arm used to keep one bundle of max context, so every
+         growth round charged the governed arm alone);
   lease: the governed runtime's own session (weights read from the lease)
-         driven by a bare bundle: `governed - lease` ("path") is the runtime's
-         decode path alone, `lease - bound` the cost of lease-supplied weights.
-Every arm reads the same precomputed token inputs.
+         driven by a bare bundle that grows the same way: `governed - lease`
+         ("path") is the runtime's decode path alone, `lease - bound` the cost
+         of lease-supplied weights.
+Fairness: every arm reads the same precomputed token input of the step
+(written into its bound x buffer, one 4 d_model-byte copy in every arm),
+runs with no RunOptions, one intra-op thread and the managed sessions' ORT
+options; plain and bound read one physical copy of the weights (ORT maps the
+model's file: the same page-cache pages), governed and lease the other one
+(the lease), so each copy is read twice per round. The three bound arms run
+the same number of bindings; after every runtime the governed output and K/V
+are checked equal to the bound arm's (same result, or the comparison means
+nothing). Rounds where the arms grow (token = a multiple of the bucket) are
+reported apart as well ("growth rounds": copy + bind, governed: + the ledger's
+lease, reclaim and release), and the steady figure over the other rounds.
 
 Measurement (robust to other load on a shared machine): every decode step is
 one round in which each arm runs that same step once, back to back; the
@@ -65,10 +81,38 @@ def _quartiles(xs: list[float]) -> tuple[float, float, float]:
     return q[0], q[1], q[2]
 
 
+def _grow_bare(b: KvBundle, cap: int) -> KvBundle:
+    """The ungoverned twin of `KvHolder.grow` + `install`: a bigger bundle, the old K/V copied, bound once."""
+    new = KvBundle(b.heads, b.dh, cap, 0, b.session, b.tokens, b.cur)
+    n = b.heads * b.tokens * b.dh
+    for name in ("key", "value"):
+        new.bufs[name][b.cur][:n] = b.bufs[name][b.cur][:n]
+    new.bind()
+    return new
+
+
+def _bare(heads: int, dh: int, bucket: int, steps: int, session: object) -> Callable[[np.ndarray], KvBundle]:
+    """A bare bundle driven as the governed runtime drives its own: same buckets, growth at the same steps."""
+    b = KvBundle(heads, dh, min(bucket, steps), 0, session)
+    b.bind()
+
+    def step(x: np.ndarray) -> KvBundle:
+        nonlocal b
+        if b.tokens == b.cap:
+            b = _grow_bare(b, min(b.cap + bucket, steps))
+        t = b.tokens
+        b.x[...] = x
+        b.session.run_with_iobinding(b.bindings[t])
+        b.cur, b.tokens = 1 - b.cur, t + 1
+        return b
+
+    return step
+
+
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
           provider: str = "CPUExecutionProvider", prepack: bool = False,
           clock: Callable[[], float] = time.thread_time) -> dict[str, object]:
-    """Per-arm medians (s) and, per comparison, the quartiles of the round differences (s) and ratios."""
+    """Per-arm medians (s) and, per comparison and round kind, the ABBA figures and quartiles (s and ratios)."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
     path = save_decoder_external(directory, d_model=d_model, heads=heads, name=f"d{d_model}")
@@ -76,8 +120,8 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     topo = scaled_topology(1 << 31, 0)
     times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
-    rounds = 0
     forward: list[bool] = []  # per kept round: arms in forward order (else reversed)
+    growth: list[bool] = []  # per kept round: the bucketed arms grew their KV in it
     for rep in range(reps):
         table = {}
         rt = GovernedRuntime(topo, 1 << 31, {"m": path}, steps, bucket,
@@ -86,11 +130,10 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
         rid = rt.execute(S.Open("m"))
         for t in range(steps):
             table[t] = decode_input(rid, t, d_model)
-        b = KvBundle(heads, dh, steps, 0, make_session(path, provider=provider, prepack=prepack))
-        b.bind()
-        gb = KvBundle(heads, dh, steps, 0, rt.models["m"].session)
-        gb.bind()
+        bound = _bare(heads, dh, bucket, steps, make_session(path, provider=provider, prepack=prepack))
+        gsess = _bare(heads, dh, bucket, steps, rt.models["m"].session)
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)
+        last: KvBundle | None = None
         for t in range(steps):
             x = table[t]
 
@@ -101,19 +144,14 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
                 nonlocal pk, pv
                 _, pk, pv = ref.run(None, {"x": x, "past_key": pk, "past_value": pv})
 
-            def bound() -> None:
-                b.x[...] = x
-                b.session.run_with_iobinding(b.bindings[t])
-                b.cur, b.tokens = 1 - b.cur, t + 1
+            def bare() -> None:
+                nonlocal last
+                last = bound(x)
 
-            def gsess() -> None:
-                gb.x[...] = x
-                gb.session.run_with_iobinding(gb.bindings[t])
-                gb.cur, gb.tokens = 1 - gb.cur, t + 1
-
-            arms = [("g", governed), ("p", plain), ("b", bound), ("s", gsess)]
-            order = arms if rounds % 2 == 0 else arms[::-1]  # A B C D, then D C B A: alternating pairs
-            rounds += 1
+            arms = [("g", governed), ("p", plain), ("b", bare), ("s", lambda: gsess(x))]
+            # A B C D, then D C B A: alternating pairs; the runtime's parity flips too, so the growth rounds
+            # (every bucket-th step) also come in both orders.
+            order = arms if (t + rep) % 2 == 0 else arms[::-1]
             got = {}
             for name, fn in order:
                 t0 = clock()
@@ -123,15 +161,23 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
                 for name, dt in got.items():
                     times[name].append(dt)
                 forward.append(order is arms)
-        assert np.array_equal(rt.last_output, b.y)  # same result, or the comparison means nothing
+                growth.append(t > 0 and t % bucket == 0)
+        # Same result, or the comparison means nothing: the output and the whole K/V of the last step.
+        assert last is not None and np.array_equal(rt.last_output, last.y)
+        for got_kv, bare_kv, plain_kv in zip(rt.kv.present(rid), (last.view(n, last.cur, last.tokens)
+                                                                    for n in ("key", "value")), (pk, pv)):
+            assert np.array_equal(got_kv, bare_kv) and np.array_equal(got_kv, plain_kv)
         assert provider in rt.models["m"].session.get_providers()[:1]
         rt.close()
     out: dict[str, object] = {"median": {k: statistics.median(v) for k, v in times.items()},
-                              "rounds": len(times["g"])}
-    for name, a, base in PAIRS:
-        diffs = [x - y for x, y in zip(times[a], times[base])]
-        ratios = [(x - y) / y for x, y in zip(times[a], times[base])]
-        out[name] = (_abba(diffs, forward), _quartiles(diffs), _abba(ratios, forward), _quartiles(ratios))
+                              "rounds": len(times["g"]), "growth_rounds": sum(growth)}
+    for kind, keep in (("all", None), ("steady", False), ("growth", True)):
+        sel = [i for i in range(len(growth)) if keep is None or growth[i] is keep]
+        fw = [forward[i] for i in sel]
+        for name, a, base in PAIRS:
+            diffs = [times[a][i] - times[base][i] for i in sel]
+            ratios = [(times[a][i] - times[base][i]) / times[base][i] for i in sel]
+            out[kind, name] = (_abba(diffs, fw), _quartiles(diffs), _abba(ratios, fw), _quartiles(ratios))
     return out
 
 
@@ -170,11 +216,13 @@ def main() -> None:
             med = r["median"]
             print(f"d_model {size} ({4 * size * size * 4 / 2**20:.2f} MiB weights, {r['rounds']} rounds): "
                   + "  ".join(f"{k} {med[k] * 1e6:.1f}" for k in ("p", "b", "s", "g")))
-            for name, _, _ in PAIRS:
-                (dm, df, dr), (d25, _, d75), (q, qf, qr), (r25, _, r75) = r[name]
-                print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} / {dr * 1e6:.1f}; all rounds "
-                      f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} / "
-                      f"{qr * 100:.1f}; [{r25 * 100:.1f}, {r75 * 100:.1f}])")
+            for kind in ("all", "steady", "growth"):
+                print(f"  {kind} rounds" + (f" ({r['growth_rounds']})" if kind == "growth" else "") + ":")
+                for name, _, _ in PAIRS:
+                    (dm, df, dr), (d25, _, d75), (q, qf, qr), (r25, _, r75) = r[kind, name]
+                    print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} / {dr * 1e6:.1f}; rounds "
+                          f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} / "
+                          f"{qr * 100:.1f}; [{r25 * 100:.1f}, {r75 * 100:.1f}])")
 
 
 if __name__ == "__main__":
