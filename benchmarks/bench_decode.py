@@ -30,17 +30,23 @@ reported apart as well ("growth rounds": copy + bind, governed: + the ledger's
 lease, reclaim and release), and the steady figure over the other rounds.
 
 Measurement (robust to other load on a shared machine): every decode step is
-one round in which each arm runs that same step once, back to back; the
-order of the arms alternates from round to round (forward, then reversed:
-A B C D, D C B A, ...), so no arm always runs first or after the same one.
-Each round gives one *pair difference* per comparison (governed - plain,
-governed - bound, governed - lease, lease - bound), measured at the same
-moment of the machine. Over `--reps` fresh runtimes of `--steps` steps each
-(growth steps included), the differences of forward rounds and of reversed
-rounds are taken apart: an arm that runs right after its twin finds the
-weights warm in cache, so each order alone is biased, oppositely. The figure
-is the mean of the two orders' medians (the order effect cancels, as in an
-ABBA design), printed with both medians and the quartiles of all rounds (the
+one round in which each arm runs that same step once, back to back. The arm
+orders are the eight rows of `ORDERS`, one per round in turn, chosen so that
+over a cycle every arm runs right after every other arm equally often (twice)
+and each round starts with the arm that ended the one before (each arm twice
+per cycle): no arm is favoured by what ran before it (the arm after the
+plain one, which allocates its outputs every step, or after its own twin or
+itself, which leave its weights warm in cache). The old forward/reversed
+alternation balanced positions only: the governed arm followed the plain one
+in every reversed round and the lease arm never did, which put about 50 us
+at d_model 1024 on `path` in reversed rounds (10 / 62 us by order) that a
+two-arm run of the same pair does not show (about 5 us, as for two identical
+arms). Each round gives one *pair difference* per comparison (governed -
+plain, governed - bound, governed - lease, lease - bound), measured at the
+same moment of the machine. Over `--reps` fresh runtimes of `--steps` steps
+each (growth steps included), the figure is the mean of the eight orders'
+medians of the differences (the order effects cancel), printed with the
+smallest and largest order median and the quartiles of all rounds (the
 spread); as a percentage, the same over per-round ratios difference /
 baseline. Absolute medians per arm are printed beside them. Clock: `--clock thread` (default)
 times each arm with the calling thread's CPU time (`time.thread_time`;
@@ -74,6 +80,20 @@ from spec import sessions as S
 SIZES = (64, 256, 1024, 2048)
 #: The comparisons reported: (name, minuend arm, baseline arm).
 PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
+#: Arm orders (indices into the arms g, p, b, s), one row per round in turn: each row starts with the arm
+#: the previous row ended with (the last row leads back to the first), and over the cycle every arm follows
+#: every other arm exactly twice (found by exhaustive search; checked below at import).
+ORDERS = ((0, 1, 2, 3), (3, 0, 1, 2), (2, 0, 3, 1), (1, 0, 2, 3), (3, 1, 0, 2), (2, 1, 3, 0), (0, 3, 2, 1),
+          (1, 3, 2, 0))
+
+
+def _balanced_orders() -> bool:
+    follows = [(a, b) for row in ORDERS for a, b in zip(row, row[1:])]
+    chained = all(ORDERS[i][-1] == ORDERS[(i + 1) % len(ORDERS)][0] for i in range(len(ORDERS)))
+    return chained and all(follows.count((a, b)) == 2 for a in range(4) for b in range(4) if a != b)
+
+
+assert _balanced_orders()
 
 
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -112,7 +132,7 @@ def _bare(heads: int, dh: int, bucket: int, steps: int, session: object) -> Call
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
           provider: str = "CPUExecutionProvider", prepack: bool = False,
           clock: Callable[[], float] = time.thread_time) -> dict[str, object]:
-    """Per-arm medians (s) and, per comparison and round kind, the ABBA figures and quartiles (s and ratios)."""
+    """Per-arm medians (s) and, per comparison and round kind, the balanced figures and quartiles (s and ratios)."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
     path = save_decoder_external(directory, d_model=d_model, heads=heads, name=f"d{d_model}")
@@ -120,7 +140,7 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     topo = scaled_topology(1 << 31, 0)
     times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
-    forward: list[bool] = []  # per kept round: arms in forward order (else reversed)
+    orders: list[int] = []  # per kept round: its row of ORDERS
     growth: list[bool] = []  # per kept round: the bucketed arms grew their KV in it
     for rep in range(reps):
         table = {}
@@ -149,9 +169,10 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
                 last = bound(x)
 
             arms = [("g", governed), ("p", plain), ("b", bare), ("s", lambda: gsess(x))]
-            # A B C D, then D C B A: alternating pairs; the runtime's parity flips too, so the growth rounds
-            # (every bucket-th step) also come in both orders.
-            order = arms if (t + rep) % 2 == 0 else arms[::-1]
+            # The rows in turn; the runtime shifts them too, so the growth rounds (every bucket-th step) come
+            # in every order over the runtimes.
+            row = (t + rep) % len(ORDERS)
+            order = [arms[i] for i in ORDERS[row]]
             got = {}
             for name, fn in order:
                 t0 = clock()
@@ -160,7 +181,7 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
             if rep or t >= 4:  # warm-up: the first steps of the first runtime
                 for name, dt in got.items():
                     times[name].append(dt)
-                forward.append(order is arms)
+                orders.append(row)
                 growth.append(t > 0 and t % bucket == 0)
         # Same result, or the comparison means nothing: the output and the whole K/V of the last step.
         assert last is not None and np.array_equal(rt.last_output, last.y)
@@ -173,19 +194,18 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
                               "rounds": len(times["g"]), "growth_rounds": sum(growth)}
     for kind, keep in (("all", None), ("steady", False), ("growth", True)):
         sel = [i for i in range(len(growth)) if keep is None or growth[i] is keep]
-        fw = [forward[i] for i in sel]
+        rows = [orders[i] for i in sel]
         for name, a, base in PAIRS:
             diffs = [times[a][i] - times[base][i] for i in sel]
             ratios = [(times[a][i] - times[base][i]) / times[base][i] for i in sel]
-            out[kind, name] = (_abba(diffs, fw), _quartiles(diffs), _abba(ratios, fw), _quartiles(ratios))
+            out[kind, name] = (_balanced(diffs, rows), _quartiles(diffs), _balanced(ratios, rows), _quartiles(ratios))
     return out
 
 
-def _abba(xs: list[float], forward: list[bool]) -> tuple[float, float, float]:
-    """(mean of the two orders' medians, forward-order median, reversed-order median)."""
-    fwd = statistics.median(x for x, f in zip(xs, forward) if f)
-    rev = statistics.median(x for x, f in zip(xs, forward) if not f)
-    return (fwd + rev) / 2, fwd, rev
+def _balanced(xs: list[float], rows: list[int]) -> tuple[float, float, float]:
+    """(mean of the orders' medians, smallest order median, largest order median); orders with no round skipped."""
+    meds = [statistics.median(by) for r in range(len(ORDERS)) if (by := [x for x, k in zip(xs, rows) if k == r])]
+    return statistics.fmean(meds), min(meds), max(meds)
 
 
 def main() -> None:
@@ -207,9 +227,9 @@ def main() -> None:
     if args.clock == "thread" and provider != "CPUExecutionProvider":
         print("note: with the CUDA EP, device time is not the calling thread's CPU time; use --clock wall")
     print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, {args.steps} steps x "
-          f"{args.reps} runtimes per size, arm order alternating per round, clock {args.clock}")
-    print("per arm: median us per step; per comparison: the mean of the forward- and reversed-order medians "
-          "of the round differences (us) and ratios (%), each with both medians and all rounds' [p25, p75]")
+          f"{args.reps} runtimes per size, arm orders balanced by predecessor, clock {args.clock}")
+    print("per arm: median us per step; per comparison: the mean of the 8 orders' medians of the round "
+          "differences (us) and ratios (%), each with the smallest / largest order median and the rounds' [p25, p75]")
     with contracts.contracts(False), tempfile.TemporaryDirectory() as d:
         for size in (int(x) for x in args.sizes.split(",")):
             r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock)
@@ -220,8 +240,8 @@ def main() -> None:
                 print(f"  {kind} rounds" + (f" ({r['growth_rounds']})" if kind == "growth" else "") + ":")
                 for name, _, _ in PAIRS:
                     (dm, df, dr), (d25, _, d75), (q, qf, qr), (r25, _, r75) = r[kind, name]
-                    print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} / {dr * 1e6:.1f}; rounds "
-                          f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} / "
+                    print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} .. {dr * 1e6:.1f}; rounds "
+                          f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} .. "
                           f"{qr * 100:.1f}; [{r25 * 100:.1f}, {r75 * 100:.1f}])")
 
 
