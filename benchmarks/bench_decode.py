@@ -22,32 +22,37 @@ Fairness: every arm reads the same precomputed token input of the step
 runs with no RunOptions, one intra-op thread and the managed sessions' ORT
 options; plain and bound read one physical copy of the weights (ORT maps the
 model's file: the same page-cache pages), governed and lease the other one
-(the lease), so each copy is read twice per round. The three bound arms run
-the same number of bindings; after every runtime the governed output and K/V
-are checked equal to the bound arm's (same result, or the comparison means
-nothing). Rounds where the arms grow (token = a multiple of the bucket) are
+(the lease), so each copy is read twice per round. The three binding arms
+(governed, bound, lease) run one prebuilt binding per step and build bindings
+only when they grow; after every runtime the governed output and K/V are
+checked equal to the bound and plain arms' (same result, or the comparison
+means nothing). Per size, the share of the weight lease the kernel put on
+huge pages is printed (`/proc/self/smaps`): on 4 KiB shared pages, as it was,
+the lease read 3-5% slower than ORT's own file mapping at d_model >= 1024
+(`refimpl.ort.holders.WeightHolder.admit`). Rounds where the arms grow (token = a multiple of the bucket) are
 reported apart as well ("growth rounds": copy + bind, governed: + the ledger's
 lease, reclaim and release), and the steady figure over the other rounds.
 
 Measurement (robust to other load on a shared machine): every decode step is
-one round in which each arm runs that same step once, back to back. The arm
-orders are the eight rows of `ORDERS`, one per round in turn, chosen so that
-over a cycle every arm runs right after every other arm equally often (twice)
-and each round starts with the arm that ended the one before (each arm twice
-per cycle): no arm is favoured by what ran before it (the arm after the
-plain one, which allocates its outputs every step, or after its own twin or
-itself, which leave its weights warm in cache). The old forward/reversed
-alternation balanced positions only: the governed arm followed the plain one
-in every reversed round and the lease arm never did, which put about 50 us
-at d_model 1024 on `path` in reversed rounds (10 / 62 us by order) that a
-two-arm run of the same pair does not show (about 5 us, as for two identical
-arms). Each round gives one *pair difference* per comparison (governed -
-plain, governed - bound, governed - lease, lease - bound), measured at the
-same moment of the machine. Over `--reps` fresh runtimes of `--steps` steps
-each (growth steps included), the figure is the mean of the eight orders'
-medians of the differences (the order effects cancel), printed with the
-smallest and largest order median and the quartiles of all rounds (the
-spread); as a percentage, the same over per-round ratios difference /
+one round in which each arm runs that same step once, back to back, in an
+order drawn afresh for every round (a seeded random permutation): in
+expectation every arm runs equally often at every position and after every
+other arm, to any depth of carryover (the arm after the plain one, which
+allocates its outputs every step, or after its own twin or itself, which
+leave its weights warm in cache). Fixed order schemes measured biased here:
+the forward/reversed alternation put the governed arm after the plain one in
+every reversed round and the lease arm never, about 50 us at d_model 1024 on
+`path` (10 / 62 us by order) that a two-arm run of the same pair does not
+show (about 5 us, as for two identical arms); a fixed cycle of eight orders
+balanced by predecessor still gave 27, 99 and 73 us on `lease - bound` at
+d_model 1024 in three runs, where a random-order run of the same sessions
+alone (separate copies, no plain arm) gives 6-17 us and this benchmark -10 us.
+Each round gives one *pair difference* per comparison (governed - plain,
+governed - bound, governed - lease, lease - bound), measured at the same
+moment of the machine. Over `--reps` fresh runtimes of `--steps` steps each
+(growth steps included), the figure is the median of the round differences,
+printed with their quartiles (the spread); as a percentage, the same over
+per-round ratios difference /
 baseline. Absolute medians per arm are printed beside them. Clock: `--clock thread` (default)
 times each arm with the calling thread's CPU time (`time.thread_time`;
 every session runs one intra-op thread, ORT's kernels in the caller's
@@ -62,6 +67,8 @@ Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--r
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import statistics
 from collections.abc import Callable
 import tempfile
@@ -80,25 +87,25 @@ from spec import sessions as S
 SIZES = (64, 256, 1024, 2048)
 #: The comparisons reported: (name, minuend arm, baseline arm).
 PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
-#: Arm orders (indices into the arms g, p, b, s), one row per round in turn: each row starts with the arm
-#: the previous row ended with (the last row leads back to the first), and over the cycle every arm follows
-#: every other arm exactly twice (found by exhaustive search; checked below at import).
-ORDERS = ((0, 1, 2, 3), (3, 0, 1, 2), (2, 0, 3, 1), (1, 0, 2, 3), (3, 1, 0, 2), (2, 1, 3, 0), (0, 3, 2, 1),
-          (1, 3, 2, 0))
-
-
-def _balanced_orders() -> bool:
-    follows = [(a, b) for row in ORDERS for a, b in zip(row, row[1:])]
-    chained = all(ORDERS[i][-1] == ORDERS[(i + 1) % len(ORDERS)][0] for i in range(len(ORDERS)))
-    return chained and all(follows.count((a, b)) == 2 for a in range(4) for b in range(4) if a != b)
-
-
-assert _balanced_orders()
-
-
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return q[0], q[1], q[2]
+
+
+def _huge_kib(arr: np.ndarray) -> tuple[int, int] | None:
+    """(AnonHugePages, Rss) in KiB of the mapping that holds `arr` (/proc/self/smaps), None if unreadable."""
+    addr = arr.ctypes.data
+    try:
+        with open("/proc/self/smaps") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    for block in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", text):
+        lo, hi = (int(x, 16) for x in block.split(None, 1)[0].split("-"))
+        if lo <= addr < hi:
+            fields = dict(re.findall(r"^(\w+):\s+(\d+) kB", block, re.M))
+            return int(fields.get("AnonHugePages", 0)), int(fields.get("Rss", 0))
+    return None
 
 
 def _grow_bare(b: KvBundle, cap: int) -> KvBundle:
@@ -131,8 +138,8 @@ def _bare(heads: int, dh: int, bucket: int, steps: int, session: object) -> Call
 
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
           provider: str = "CPUExecutionProvider", prepack: bool = False,
-          clock: Callable[[], float] = time.thread_time) -> dict[str, object]:
-    """Per-arm medians (s) and, per comparison and round kind, the balanced figures and quartiles (s and ratios)."""
+          clock: Callable[[], float] = time.thread_time, seed: int = 0) -> dict[str, object]:
+    """Per-arm medians (s) and, per comparison and round kind, the quartiles (s and ratios)."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
     path = save_decoder_external(directory, d_model=d_model, heads=heads, name=f"d{d_model}")
@@ -140,14 +147,16 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     topo = scaled_topology(1 << 31, 0)
     times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
-    orders: list[int] = []  # per kept round: its row of ORDERS
+    rng = random.Random(seed)  # the arm order of every round
     growth: list[bool] = []  # per kept round: the bucketed arms grew their KV in it
+    huge: list[tuple[int, int] | None] = []  # per runtime: the weight lease's (huge-page KiB, resident KiB)
     for rep in range(reps):
         table = {}
         rt = GovernedRuntime(topo, 1 << 31, {"m": path}, steps, bucket,
                              inputs=lambda rid, t, d: table[t], provider=provider, prepack=prepack)
         rt.execute(S.LoadModel("m", "m", f, f.loop_carried))
         rid = rt.execute(S.Open("m"))
+        huge.append(_huge_kib(rt.weights.layouts["m"][0]))
         for t in range(steps):
             table[t] = decode_input(rid, t, d_model)
         bound = _bare(heads, dh, bucket, steps, make_session(path, provider=provider, prepack=prepack))
@@ -169,10 +178,7 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
                 last = bound(x)
 
             arms = [("g", governed), ("p", plain), ("b", bare), ("s", lambda: gsess(x))]
-            # The rows in turn; the runtime shifts them too, so the growth rounds (every bucket-th step) come
-            # in every order over the runtimes.
-            row = (t + rep) % len(ORDERS)
-            order = [arms[i] for i in ORDERS[row]]
+            order = rng.sample(arms, len(arms))
             got = {}
             for name, fn in order:
                 t0 = clock()
@@ -181,7 +187,6 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
             if rep or t >= 4:  # warm-up: the first steps of the first runtime
                 for name, dt in got.items():
                     times[name].append(dt)
-                orders.append(row)
                 growth.append(t > 0 and t % bucket == 0)
         # Same result, or the comparison means nothing: the output and the whole K/V of the last step.
         assert last is not None and np.array_equal(rt.last_output, last.y)
@@ -191,21 +196,14 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
         assert provider in rt.models["m"].session.get_providers()[:1]
         rt.close()
     out: dict[str, object] = {"median": {k: statistics.median(v) for k, v in times.items()},
-                              "rounds": len(times["g"]), "growth_rounds": sum(growth)}
+                              "rounds": len(times["g"]), "growth_rounds": sum(growth), "huge": huge}
     for kind, keep in (("all", None), ("steady", False), ("growth", True)):
         sel = [i for i in range(len(growth)) if keep is None or growth[i] is keep]
-        rows = [orders[i] for i in sel]
         for name, a, base in PAIRS:
             diffs = [times[a][i] - times[base][i] for i in sel]
             ratios = [(times[a][i] - times[base][i]) / times[base][i] for i in sel]
-            out[kind, name] = (_balanced(diffs, rows), _quartiles(diffs), _balanced(ratios, rows), _quartiles(ratios))
+            out[kind, name] = (_quartiles(diffs), _quartiles(ratios))
     return out
-
-
-def _balanced(xs: list[float], rows: list[int]) -> tuple[float, float, float]:
-    """(mean of the orders' medians, smallest order median, largest order median); orders with no round skipped."""
-    meds = [statistics.median(by) for r in range(len(ORDERS)) if (by := [x for x, k in zip(xs, rows) if k == r])]
-    return statistics.fmean(meds), min(meds), max(meds)
 
 
 def main() -> None:
@@ -227,22 +225,25 @@ def main() -> None:
     if args.clock == "thread" and provider != "CPUExecutionProvider":
         print("note: with the CUDA EP, device time is not the calling thread's CPU time; use --clock wall")
     print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, {args.steps} steps x "
-          f"{args.reps} runtimes per size, arm orders balanced by predecessor, clock {args.clock}")
-    print("per arm: median us per step; per comparison: the mean of the 8 orders' medians of the round "
-          "differences (us) and ratios (%), each with the smallest / largest order median and the rounds' [p25, p75]")
+          f"{args.reps} runtimes per size, arm order a random permutation per round, clock {args.clock}")
+    print("per arm: median us per step; per comparison: the median of the round differences (us) and ratios (%), "
+          "each with the rounds' [p25, p75]")
     with contracts.contracts(False), tempfile.TemporaryDirectory() as d:
         for size in (int(x) for x in args.sizes.split(",")):
             r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock)
             med = r["median"]
             print(f"d_model {size} ({4 * size * size * 4 / 2**20:.2f} MiB weights, {r['rounds']} rounds): "
                   + "  ".join(f"{k} {med[k] * 1e6:.1f}" for k in ("p", "b", "s", "g")))
+            known = [h for h in r["huge"] if h is not None]
+            if known:  # whether the kernel granted the lease's huge pages (transparent huge pages, advice only)
+                print(f"  weight lease on huge pages: {min(h for h, _ in known)} .. {max(h for h, _ in known)} of "
+                      f"{max(rss for _, rss in known)} KiB resident, over {len(known)} runtimes")
             for kind in ("all", "steady", "growth"):
                 print(f"  {kind} rounds" + (f" ({r['growth_rounds']})" if kind == "growth" else "") + ":")
                 for name, _, _ in PAIRS:
-                    (dm, df, dr), (d25, _, d75), (q, qf, qr), (r25, _, r75) = r[kind, name]
-                    print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} .. {dr * 1e6:.1f}; rounds "
-                          f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} .. "
-                          f"{qr * 100:.1f}; [{r25 * 100:.1f}, {r75 * 100:.1f}])")
+                    (d25, dm, d75), (r25, q, r75) = r[kind, name]
+                    print(f"    {name:>12}: {dm * 1e6:8.1f} us [{d25 * 1e6:.1f}, {d75 * 1e6:.1f}]   "
+                          f"{q * 100:6.1f}% [{r25 * 100:.1f}, {r75 * 100:.1f}]")
 
 
 if __name__ == "__main__":

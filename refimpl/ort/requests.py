@@ -77,7 +77,7 @@ class RequestPath:
         tokens = b.tokens
         if tokens < cap and not self.arena_pending:
             try:
-                self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
+                self.last_output = self.kv.run(b, self.inputs(rid, tokens, b.x.size))  # b: the request's bundle
             except (GovernorError, InvariantViolation):
                 raise
             except Exception as e:  # ORT's error (arena cap, binding shape...): an environment event
