@@ -60,6 +60,13 @@ thread), so time the process spends descheduled on a loaded machine is not
 charged to whichever arm it hit; `--clock wall` uses `time.perf_counter`. Goal (issue #11 item 7): governed -
 ungoverned <= 5 us fixed cost, and <= 2% at d_model >= 1024; it is a figure
 to read, never a timed assert.
+XXX: `path` (the governed arm against a bare bundle on the same session and
+lease) reads 20-50 us (2-3.5%) at d_model 1024 in most runs here, also with
+only those two arms timed, while a two-arm loop outside this benchmark (one
+runtime, requests reopened) shows 0-3 us over the null of two identical
+arms; at d_model 64 it is 1.5-2.5 us. The governed steady step allocates no
+lasting objects; one run with the garbage collector off gave 8-17 us, so
+collections landing in timed arms are a candidate; the cause is open.
 Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--reps 9] [--bucket 16]
        [--clock thread|wall] [--provider cuda] [--prepack]
 """

@@ -61,11 +61,14 @@ class WeightHolder:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
         aid = self._lease(nbytes, pinned=True)  # read by every Run of the model: never a victim (I6)
         # Page-aligned anonymous memory of exactly the leased size: ORT reads these bytes on every Run
-        # (prepacking off). Private, with transparent huge pages asked for: measured (benchmarks/
-        # bench_decode.py, d_model 1024, 16 MiB of weights), a shared 4 KiB-page mapping (mmap's default,
-        # shmem) read 3-5% slower per decode than ORT's own mapping of the model file (74 us at d 1024,
-        # 217 us at d 2048); private with huge pages, the gap is gone (-8 us, 0 us). Likely TLB misses:
-        # a weight row is 4 KiB, so the MatMuls touch one 4 KiB page per row.
+        # (prepacking off). Private, with transparent huge pages asked for. Measured (d_model 1024, 16 MiB
+        # of weights, sessions with their own copies run in random order, decode step medians minus ORT's
+        # own mapping of the model file, two copies each): a shared 4 KiB-page mapping (mmap's default,
+        # shmem, as it was) +60 to +79 us (4-5%); private 4 KiB pages +47 to +58 us; private with huge
+        # pages -1 to +13 us, as close as two copies of ORT's own (0 to +3 us). In bench_decode
+        # (`lease - bound`, all rounds): before, +41 to +45 us at d 1024 and +93 to +193 us at d 2048
+        # (3 runs); after, -58 and -10 us at d 1024, +17 and +36 us (0.3-0.6%) at d 2048 (2 runs).
+        # Likely TLB misses: a weight row is 4 KiB, so the MatMuls touch one 4 KiB page per row.
         region = mmap.mmap(-1, max(1, nbytes), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if hasattr(mmap, "MADV_HUGEPAGE"):  # advice only: without THP the lease reads as before
             region.madvise(mmap.MADV_HUGEPAGE)
