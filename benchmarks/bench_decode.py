@@ -64,9 +64,13 @@ XXX: `path` (the governed arm against a bare bundle on the same session and
 lease) reads 20-50 us (2-3.5%) at d_model 1024 in most runs here, also with
 only those two arms timed, while a two-arm loop outside this benchmark (one
 runtime, requests reopened) shows 0-3 us over the null of two identical
-arms; at d_model 64 it is 1.5-2.5 us. The governed steady step allocates no
-lasting objects; one run with the garbage collector off gave 8-17 us, so
-collections landing in timed arms are a candidate; the cause is open.
+arms; at d_model 64 it is 1.5-2.5 us. Split by which of the two ran first in
+the round, the governed arm is about 35 us slower both cold (after the other
+arms' weights) and warm (right after its twin), so it is not a cache-order
+effect; no garbage collection ran inside a timed arm (counted with
+`gc.callbacks`), and the governed steady step allocates no lasting objects.
+Untested candidate: the placement of each bundle's x / y / K / V buffers. The
+cause is open.
 Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--reps 9] [--bucket 16]
        [--clock thread|wall] [--provider cuda] [--prepack]
 """
