@@ -60,17 +60,18 @@ thread), so time the process spends descheduled on a loaded machine is not
 charged to whichever arm it hit; `--clock wall` uses `time.perf_counter`. Goal (issue #11 item 7): governed -
 ungoverned <= 5 us fixed cost, and <= 2% at d_model >= 1024; it is a figure
 to read, never a timed assert.
-XXX: `path` (the governed arm against a bare bundle on the same session and
-lease) reads 20-50 us (2-3.5%) at d_model 1024 in most runs here, also with
-only those two arms timed, while a two-arm loop outside this benchmark (one
-runtime, requests reopened) shows 0-3 us over the null of two identical
-arms; at d_model 64 it is 1.5-2.5 us. Split by which of the two ran first in
-the round, the governed arm is about 35 us slower both cold (after the other
-arms' weights) and warm (right after its twin), so it is not a cache-order
-effect; no garbage collection ran inside a timed arm (counted with
-`gc.callbacks`), and the governed steady step allocates no lasting objects.
-Untested candidate: the placement of each bundle's x / y / K / V buffers. The
-cause is open.
+Cold caches: at d_model >= 1024 a Run streams more weight bytes than the L2
+holds (and, with four arms and other load, through much of the L3), so every
+arm starts cold and the governed Python path (dispatch, lookups, the input
+callback) runs from cold caches too. That path costs 1.5-2.5 us warm and
+about 9 us cold, plus about 10 us to build a fresh `S.Decode` (attrs, frozen)
+cold: measured in a two-arm loop with 48 MiB read between arms (governed
+minus a bare bundle on the same session, d_model 64: 19.8 us with a fresh
+action, 9.6 us with a kept one, 9.1 us calling `_decode` directly; two
+identical bare arms: 1.0 us; without the flush 2.1 us). This is what `path`
+shows at d_model >= 1024 (20-50 us with fresh actions). The governed arm
+keeps its request's action (frozen, so reusable, as a caller holding a
+request handle would); `--fresh-action` builds one per step.
 Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--reps 9] [--bucket 16]
        [--clock thread|wall] [--provider cuda] [--prepack]
 """
@@ -99,6 +100,8 @@ SIZES = (64, 256, 1024, 2048)
 #: The comparisons reported: (name, minuend arm, baseline arm).
 PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
+    if len(xs) < 2:  # too few rounds of a kind (a short run): its one value, or nothing
+        return (xs[0],) * 3 if xs else (float("nan"),) * 3
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return q[0], q[1], q[2]
 
@@ -149,7 +152,8 @@ def _bare(heads: int, dh: int, bucket: int, steps: int, session: object) -> Call
 
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
           provider: str = "CPUExecutionProvider", prepack: bool = False,
-          clock: Callable[[], float] = time.thread_time, seed: int = 0) -> dict[str, object]:
+          clock: Callable[[], float] = time.thread_time, seed: int = 0,
+          fresh_action: bool = False) -> dict[str, object]:
     """Per-arm medians (s) and, per comparison and round kind, the quartiles (s and ratios)."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
@@ -167,6 +171,7 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
                              inputs=lambda rid, t, d: table[t], provider=provider, prepack=prepack)
         rt.execute(S.LoadModel("m", "m", f, f.loop_carried))
         rid = rt.execute(S.Open("m"))
+        decode = S.Decode(rid)  # a frozen action: the caller keeps it for the request (see --fresh-action)
         huge.append(_huge_kib(rt.weights.layouts["m"][0]))
         for t in range(steps):
             table[t] = decode_input(rid, t, d_model)
@@ -175,20 +180,19 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)
         last: KvBundle | None = None
         for t in range(steps):
-            x = table[t]
-
+            # Every arm looks its input up inside its timed call, as the runtime's `inputs` callback does.
             def governed() -> None:
-                rt.execute(S.Decode(rid))
+                rt.execute(S.Decode(rid) if fresh_action else decode)
 
             def plain() -> None:
                 nonlocal pk, pv
-                _, pk, pv = ref.run(None, {"x": x, "past_key": pk, "past_value": pv})
+                _, pk, pv = ref.run(None, {"x": table[t], "past_key": pk, "past_value": pv})
 
             def bare() -> None:
                 nonlocal last
-                last = bound(x)
+                last = bound(table[t])
 
-            arms = [("g", governed), ("p", plain), ("b", bare), ("s", lambda: gsess(x))]
+            arms = [("g", governed), ("p", plain), ("b", bare), ("s", lambda: gsess(table[t]))]
             order = rng.sample(arms, len(arms))
             got = {}
             for name, fn in order:
@@ -226,6 +230,9 @@ def main() -> None:
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--clock", choices=("thread", "wall"), default="thread",
                    help="thread: the calling thread's CPU time (not charged while descheduled); wall: perf_counter")
+    p.add_argument("--fresh-action", action="store_true",
+                   help="the governed arm builds a new S.Decode action every step instead of keeping the "
+                        "request's one (frozen, reusable): about 10 us more per step with cold caches")
     p.add_argument("--prepack", action="store_true",
                    help="every arm with ORT's weight prepacking on: ORT keeps its own packed weight copy and "
                         "never reads the leased one (the governance layer's cost alone); default off, as "
@@ -235,13 +242,15 @@ def main() -> None:
     clock = {"thread": time.thread_time, "wall": time.perf_counter}[args.clock]
     if args.clock == "thread" and provider != "CPUExecutionProvider":
         print("note: with the CUDA EP, device time is not the calling thread's CPU time; use --clock wall")
-    print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, {args.steps} steps x "
+    print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, governed action "
+          f"{'built every step' if args.fresh_action else 'kept per request'}, {args.steps} steps x "
           f"{args.reps} runtimes per size, arm order a random permutation per round, clock {args.clock}")
     print("per arm: median us per step; per comparison: the median of the round differences (us) and ratios (%), "
           "each with the rounds' [p25, p75]")
     with contracts.contracts(False), tempfile.TemporaryDirectory() as d:
         for size in (int(x) for x in args.sizes.split(",")):
-            r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock)
+            r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock,
+                      fresh_action=args.fresh_action)
             med = r["median"]
             print(f"d_model {size} ({4 * size * size * 4 / 2**20:.2f} MiB weights, {r['rounds']} rounds): "
                   + "  ".join(f"{k} {med[k] * 1e6:.1f}" for k in ("p", "b", "s", "g")))
