@@ -67,7 +67,7 @@ class WeightHolder:
         # shmem, as it was) +60 to +79 us (4-5%); private 4 KiB pages +47 to +58 us; private with huge
         # pages -1 to +13 us, as close as two copies of ORT's own (0 to +3 us). In bench_decode
         # (`lease - bound`, all rounds): before, +41 to +45 us at d 1024 and +93 to +193 us at d 2048
-        # (3 runs); after, -58 and -10 us at d 1024, +17 and +36 us (0.3-0.6%) at d 2048 (2 runs).
+        # (3 runs); after, -58 to -0.4 us at d 1024 and +4 to +60 us (0.1-1.3%) at d 2048 (5 runs).
         # Likely TLB misses: a weight row is 4 KiB, so the MatMuls touch one 4 KiB page per row.
         region = mmap.mmap(-1, max(1, nbytes), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if hasattr(mmap, "MADV_HUGEPAGE"):  # advice only: without THP the lease reads as before
