@@ -63,8 +63,8 @@ to read, never a timed assert.
 Cold caches: at d_model >= 1024 a Run streams more weight bytes than the L2
 holds (and, with four arms and other load, through much of the L3), so every
 arm starts cold and the governed Python path (dispatch, lookups, the input
-callback) runs from cold caches too. That path costs 1.5-2.5 us warm and
-about 9 us cold, plus about 10 us to build a fresh `S.Decode` (attrs, frozen)
+callback) runs from cold caches too. That path costs 0.7-0.9 us warm at
+d_model 64 with a kept action (1.5-2.5 us with a fresh one) and about 9 us cold, plus about 10 us to build a fresh `S.Decode` (attrs, frozen)
 cold: measured in a two-arm loop with 48 MiB read between arms (governed
 minus a bare bundle on the same session, d_model 64: 19.8 us with a fresh
 action, 9.6 us with a kept one, 9.1 us calling `_decode` directly; two
