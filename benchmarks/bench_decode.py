@@ -6,26 +6,53 @@ Three more arms on the same model:
   plain: a plain session, `run(None, feeds)` with concatenated KV, the way
          an unmanaged caller runs it;
   bound: the same prebuilt-binding KV bundle (`refimpl.ort.holders.KvBundle`)
-         driven directly, with no runtime, ledger or holder around it, so
-         `governed - bound` is the governance layer's own cost;
+         driven directly, with no runtime, ledger or holder around it, on a
+         session that loads its weights from the file itself: it grows in the
+         same buckets at the same steps as the governed arm (a bigger bundle,
+         the old K/V copied, the new bucket bound once), only without leases,
+         so `governed - bound` is the governance layer's whole cost, growth
+         included (the arm used to keep one bundle of max context, so every
+         growth round charged the governed arm alone);
   lease: the governed runtime's own session (weights read from the lease)
-         driven by a bare bundle: `governed - lease` ("path") is the runtime's
-         decode path alone, `lease - bound` the cost of lease-supplied weights.
-Every arm reads the same precomputed token inputs.
+         driven by a bare bundle that grows the same way: `governed - lease`
+         ("path") is the runtime's decode path alone, `lease - bound` the cost
+         of lease-supplied weights.
+Fairness: every arm reads the same precomputed token input of the step
+(written into its bound x buffer, one 4 d_model-byte copy in every arm),
+runs with no RunOptions, one intra-op thread and the managed sessions' ORT
+options; plain and bound read one physical copy of the weights (ORT maps the
+model's file: the same page-cache pages), governed and lease the other one
+(the lease), so each copy is read twice per round. The three binding arms
+(governed, bound, lease) run one prebuilt binding per step and build bindings
+only when they grow; after every runtime the governed output and K/V are
+checked equal to the bound and plain arms' (same result, or the comparison
+means nothing). Per size, the share of the weight lease the kernel put on
+huge pages is printed (`/proc/self/smaps`): on 4 KiB shared pages, as it was,
+the lease read 3-5% slower than ORT's own file mapping at d_model >= 1024
+(`refimpl.ort.holders.WeightHolder.admit`). Rounds where the arms grow (token = a multiple of the bucket) are
+reported apart as well ("growth rounds": copy + bind, governed: + the ledger's
+lease, reclaim and release), and the steady figure over the other rounds.
 
 Measurement (robust to other load on a shared machine): every decode step is
-one round in which each arm runs that same step once, back to back; the
-order of the arms alternates from round to round (forward, then reversed:
-A B C D, D C B A, ...), so no arm always runs first or after the same one.
+one round in which each arm runs that same step once, back to back, in an
+order drawn afresh for every round (a seeded random permutation): in
+expectation every arm runs equally often at every position and after every
+other arm, to any depth of carryover (the arm after the plain one, which
+allocates its outputs every step, or after its own twin or itself, which
+leave its weights warm in cache). Fixed order schemes measured biased here:
+the forward/reversed alternation put the governed arm after the plain one in
+every reversed round and the lease arm never, about 50 us at d_model 1024 on
+`path` (10 / 62 us by order) that a two-arm run of the same pair does not
+show (about 5 us, as for two identical arms); a fixed cycle of eight orders
+balanced by predecessor still gave 27, 99 and 73 us on `lease - bound` at
+d_model 1024 in three runs, where a random-order run of the same sessions
+alone (separate copies, no plain arm) gives 6-17 us and this benchmark -10 us.
 Each round gives one *pair difference* per comparison (governed - plain,
 governed - bound, governed - lease, lease - bound), measured at the same
 moment of the machine. Over `--reps` fresh runtimes of `--steps` steps each
-(growth steps included), the differences of forward rounds and of reversed
-rounds are taken apart: an arm that runs right after its twin finds the
-weights warm in cache, so each order alone is biased, oppositely. The figure
-is the mean of the two orders' medians (the order effect cancels, as in an
-ABBA design), printed with both medians and the quartiles of all rounds (the
-spread); as a percentage, the same over per-round ratios difference /
+(growth steps included), the figure is the median of the round differences,
+printed with their quartiles (the spread); as a percentage, the same over
+per-round ratios difference /
 baseline. Absolute medians per arm are printed beside them. Clock: `--clock thread` (default)
 times each arm with the calling thread's CPU time (`time.thread_time`;
 every session runs one intra-op thread, ORT's kernels in the caller's
@@ -33,6 +60,18 @@ thread), so time the process spends descheduled on a loaded machine is not
 charged to whichever arm it hit; `--clock wall` uses `time.perf_counter`. Goal (issue #11 item 7): governed -
 ungoverned <= 5 us fixed cost, and <= 2% at d_model >= 1024; it is a figure
 to read, never a timed assert.
+Cold caches: at d_model >= 1024 a Run streams more weight bytes than the L2
+holds (and, with four arms and other load, through much of the L3), so every
+arm starts cold and the governed Python path (dispatch, lookups, the input
+callback) runs from cold caches too. That path costs 0.7-0.9 us warm at
+d_model 64 with a kept action (1.5-2.5 us with a fresh one) and about 9 us cold, plus about 10 us to build a fresh `S.Decode` (attrs, frozen)
+cold: measured in a two-arm loop with 48 MiB read between arms (governed
+minus a bare bundle on the same session, d_model 64: 19.8 us with a fresh
+action, 9.6 us with a kept one, 9.1 us calling `_decode` directly; two
+identical bare arms: 1.0 us; without the flush 2.1 us). This is what `path`
+shows at d_model >= 1024 (20-50 us with fresh actions). The governed arm
+keeps its request's action (frozen, so reusable, as a caller holding a
+request handle would); `--fresh-action` builds one per step.
 Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--reps 9] [--bucket 16]
        [--clock thread|wall] [--provider cuda] [--prepack]
 """
@@ -40,6 +79,8 @@ Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--r
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import statistics
 from collections.abc import Callable
 import tempfile
@@ -58,17 +99,62 @@ from spec import sessions as S
 SIZES = (64, 256, 1024, 2048)
 #: The comparisons reported: (name, minuend arm, baseline arm).
 PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
-
-
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
+    if len(xs) < 2:  # too few rounds of a kind (a short run): its one value, or nothing
+        return (xs[0],) * 3 if xs else (float("nan"),) * 3
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return q[0], q[1], q[2]
 
 
+def _huge_kib(arr: np.ndarray) -> tuple[int, int] | None:
+    """(AnonHugePages, Rss) in KiB of the mapping that holds `arr` (/proc/self/smaps), None if unreadable."""
+    addr = arr.ctypes.data
+    try:
+        with open("/proc/self/smaps") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    for block in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", text):
+        lo, hi = (int(x, 16) for x in block.split(None, 1)[0].split("-"))
+        if lo <= addr < hi:
+            fields = dict(re.findall(r"^(\w+):\s+(\d+) kB", block, re.M))
+            return int(fields.get("AnonHugePages", 0)), int(fields.get("Rss", 0))
+    return None
+
+
+def _grow_bare(b: KvBundle, cap: int) -> KvBundle:
+    """The ungoverned twin of `KvHolder.grow` + `install`: a bigger bundle, the old K/V copied, bound once."""
+    new = KvBundle(b.heads, b.dh, cap, 0, b.session, b.tokens, b.cur)
+    n = b.heads * b.tokens * b.dh
+    for name in ("key", "value"):
+        new.bufs[name][b.cur][:n] = b.bufs[name][b.cur][:n]
+    new.bind()
+    return new
+
+
+def _bare(heads: int, dh: int, bucket: int, steps: int, session: object) -> Callable[[np.ndarray], KvBundle]:
+    """A bare bundle driven as the governed runtime drives its own: same buckets, growth at the same steps."""
+    b = KvBundle(heads, dh, min(bucket, steps), 0, session)
+    b.bind()
+
+    def step(x: np.ndarray) -> KvBundle:
+        nonlocal b
+        if b.tokens == b.cap:
+            b = _grow_bare(b, min(b.cap + bucket, steps))
+        t = b.tokens
+        b.x[...] = x
+        b.session.run_with_iobinding(b.bindings[t])
+        b.cur, b.tokens = 1 - b.cur, t + 1
+        return b
+
+    return step
+
+
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
           provider: str = "CPUExecutionProvider", prepack: bool = False,
-          clock: Callable[[], float] = time.thread_time) -> dict[str, object]:
-    """Per-arm medians (s) and, per comparison, the quartiles of the round differences (s) and ratios."""
+          clock: Callable[[], float] = time.thread_time, seed: int = 0,
+          fresh_action: bool = False) -> dict[str, object]:
+    """Per-arm medians (s) and, per comparison and round kind, the quartiles (s and ratios)."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
     path = save_decoder_external(directory, d_model=d_model, heads=heads, name=f"d{d_model}")
@@ -76,44 +162,38 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     topo = scaled_topology(1 << 31, 0)
     times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
-    rounds = 0
-    forward: list[bool] = []  # per kept round: arms in forward order (else reversed)
+    rng = random.Random(seed)  # the arm order of every round
+    growth: list[bool] = []  # per kept round: the bucketed arms grew their KV in it
+    huge: list[tuple[int, int] | None] = []  # per runtime: the weight lease's (huge-page KiB, resident KiB)
     for rep in range(reps):
         table = {}
         rt = GovernedRuntime(topo, 1 << 31, {"m": path}, steps, bucket,
                              inputs=lambda rid, t, d: table[t], provider=provider, prepack=prepack)
         rt.execute(S.LoadModel("m", "m", f, f.loop_carried))
         rid = rt.execute(S.Open("m"))
+        decode = S.Decode(rid)  # a frozen action: the caller keeps it for the request (see --fresh-action)
+        huge.append(_huge_kib(rt.weights.layouts["m"][0]))
         for t in range(steps):
             table[t] = decode_input(rid, t, d_model)
-        b = KvBundle(heads, dh, steps, 0, make_session(path, provider=provider, prepack=prepack))
-        b.bind()
-        gb = KvBundle(heads, dh, steps, 0, rt.models["m"].session)
-        gb.bind()
+        bound = _bare(heads, dh, bucket, steps, make_session(path, provider=provider, prepack=prepack))
+        gsess = _bare(heads, dh, bucket, steps, rt.models["m"].session)
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)
+        last: KvBundle | None = None
         for t in range(steps):
-            x = table[t]
-
+            # Every arm looks its input up inside its timed call, as the runtime's `inputs` callback does.
             def governed() -> None:
-                rt.execute(S.Decode(rid))
+                rt.execute(S.Decode(rid) if fresh_action else decode)
 
             def plain() -> None:
                 nonlocal pk, pv
-                _, pk, pv = ref.run(None, {"x": x, "past_key": pk, "past_value": pv})
+                _, pk, pv = ref.run(None, {"x": table[t], "past_key": pk, "past_value": pv})
 
-            def bound() -> None:
-                b.x[...] = x
-                b.session.run_with_iobinding(b.bindings[t])
-                b.cur, b.tokens = 1 - b.cur, t + 1
+            def bare() -> None:
+                nonlocal last
+                last = bound(table[t])
 
-            def gsess() -> None:
-                gb.x[...] = x
-                gb.session.run_with_iobinding(gb.bindings[t])
-                gb.cur, gb.tokens = 1 - gb.cur, t + 1
-
-            arms = [("g", governed), ("p", plain), ("b", bound), ("s", gsess)]
-            order = arms if rounds % 2 == 0 else arms[::-1]  # A B C D, then D C B A: alternating pairs
-            rounds += 1
+            arms = [("g", governed), ("p", plain), ("b", bare), ("s", lambda: gsess(table[t]))]
+            order = rng.sample(arms, len(arms))
             got = {}
             for name, fn in order:
                 t0 = clock()
@@ -122,24 +202,23 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
             if rep or t >= 4:  # warm-up: the first steps of the first runtime
                 for name, dt in got.items():
                     times[name].append(dt)
-                forward.append(order is arms)
-        assert np.array_equal(rt.last_output, b.y)  # same result, or the comparison means nothing
+                growth.append(t > 0 and t % bucket == 0)
+        # Same result, or the comparison means nothing: the output and the whole K/V of the last step.
+        assert last is not None and np.array_equal(rt.last_output, last.y)
+        for got_kv, bare_kv, plain_kv in zip(rt.kv.present(rid), (last.view(n, last.cur, last.tokens)
+                                                                    for n in ("key", "value")), (pk, pv)):
+            assert np.array_equal(got_kv, bare_kv) and np.array_equal(got_kv, plain_kv)
         assert provider in rt.models["m"].session.get_providers()[:1]
         rt.close()
     out: dict[str, object] = {"median": {k: statistics.median(v) for k, v in times.items()},
-                              "rounds": len(times["g"])}
-    for name, a, base in PAIRS:
-        diffs = [x - y for x, y in zip(times[a], times[base])]
-        ratios = [(x - y) / y for x, y in zip(times[a], times[base])]
-        out[name] = (_abba(diffs, forward), _quartiles(diffs), _abba(ratios, forward), _quartiles(ratios))
+                              "rounds": len(times["g"]), "growth_rounds": sum(growth), "huge": huge}
+    for kind, keep in (("all", None), ("steady", False), ("growth", True)):
+        sel = [i for i in range(len(growth)) if keep is None or growth[i] is keep]
+        for name, a, base in PAIRS:
+            diffs = [times[a][i] - times[base][i] for i in sel]
+            ratios = [(times[a][i] - times[base][i]) / times[base][i] for i in sel]
+            out[kind, name] = (_quartiles(diffs), _quartiles(ratios))
     return out
-
-
-def _abba(xs: list[float], forward: list[bool]) -> tuple[float, float, float]:
-    """(mean of the two orders' medians, forward-order median, reversed-order median)."""
-    fwd = statistics.median(x for x, f in zip(xs, forward) if f)
-    rev = statistics.median(x for x, f in zip(xs, forward) if not f)
-    return (fwd + rev) / 2, fwd, rev
 
 
 def main() -> None:
@@ -151,6 +230,9 @@ def main() -> None:
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--clock", choices=("thread", "wall"), default="thread",
                    help="thread: the calling thread's CPU time (not charged while descheduled); wall: perf_counter")
+    p.add_argument("--fresh-action", action="store_true",
+                   help="the governed arm builds a new S.Decode action every step instead of keeping the "
+                        "request's one (frozen, reusable): about 10 us more per step with cold caches")
     p.add_argument("--prepack", action="store_true",
                    help="every arm with ORT's weight prepacking on: ORT keeps its own packed weight copy and "
                         "never reads the leased one (the governance layer's cost alone); default off, as "
@@ -160,21 +242,28 @@ def main() -> None:
     clock = {"thread": time.thread_time, "wall": time.perf_counter}[args.clock]
     if args.clock == "thread" and provider != "CPUExecutionProvider":
         print("note: with the CUDA EP, device time is not the calling thread's CPU time; use --clock wall")
-    print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, {args.steps} steps x "
-          f"{args.reps} runtimes per size, arm order alternating per round, clock {args.clock}")
-    print("per arm: median us per step; per comparison: the mean of the forward- and reversed-order medians "
-          "of the round differences (us) and ratios (%), each with both medians and all rounds' [p25, p75]")
+    print(f"provider: {provider}, prepacking {'on' if args.prepack else 'off'}, governed action "
+          f"{'built every step' if args.fresh_action else 'kept per request'}, {args.steps} steps x "
+          f"{args.reps} runtimes per size, arm order a random permutation per round, clock {args.clock}")
+    print("per arm: median us per step; per comparison: the median of the round differences (us) and ratios (%), "
+          "each with the rounds' [p25, p75]")
     with contracts.contracts(False), tempfile.TemporaryDirectory() as d:
         for size in (int(x) for x in args.sizes.split(",")):
-            r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock)
+            r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock,
+                      fresh_action=args.fresh_action)
             med = r["median"]
             print(f"d_model {size} ({4 * size * size * 4 / 2**20:.2f} MiB weights, {r['rounds']} rounds): "
                   + "  ".join(f"{k} {med[k] * 1e6:.1f}" for k in ("p", "b", "s", "g")))
-            for name, _, _ in PAIRS:
-                (dm, df, dr), (d25, _, d75), (q, qf, qr), (r25, _, r75) = r[name]
-                print(f"    {name:>12}: {dm * 1e6:8.1f} us (orders {df * 1e6:.1f} / {dr * 1e6:.1f}; all rounds "
-                      f"[{d25 * 1e6:.1f}, {d75 * 1e6:.1f}])   {q * 100:6.1f}% (orders {qf * 100:.1f} / "
-                      f"{qr * 100:.1f}; [{r25 * 100:.1f}, {r75 * 100:.1f}])")
+            known = [h for h in r["huge"] if h is not None]
+            if known:  # whether the kernel granted the lease's huge pages (transparent huge pages, advice only)
+                print(f"  weight lease on huge pages: {min(h for h, _ in known)} .. {max(h for h, _ in known)} of "
+                      f"{max(rss for _, rss in known)} KiB resident, over {len(known)} runtimes")
+            for kind in ("all", "steady", "growth"):
+                print(f"  {kind} rounds" + (f" ({r['growth_rounds']})" if kind == "growth" else "") + ":")
+                for name, _, _ in PAIRS:
+                    (d25, dm, d75), (r25, q, r75) = r[kind, name]
+                    print(f"    {name:>12}: {dm * 1e6:8.1f} us [{d25 * 1e6:.1f}, {d75 * 1e6:.1f}]   "
+                          f"{q * 100:6.1f}% [{r25 * 100:.1f}, {r75 * 100:.1f}]")
 
 
 if __name__ == "__main__":

@@ -61,8 +61,17 @@ class WeightHolder:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
         aid = self._lease(nbytes, pinned=True)  # read by every Run of the model: never a victim (I6)
         # Page-aligned anonymous memory of exactly the leased size: ORT reads these bytes on every Run
-        # (prepacking off).
-        region = mmap.mmap(-1, max(1, nbytes))
+        # (prepacking off). Private, with transparent huge pages asked for. Measured (d_model 1024, 16 MiB
+        # of weights, sessions with their own copies run in random order, decode step medians minus ORT's
+        # own mapping of the model file, two copies each): a shared 4 KiB-page mapping (mmap's default,
+        # shmem, as it was) +60 to +79 us (4-5%); private 4 KiB pages +47 to +58 us; private with huge
+        # pages -1 to +13 us, as close as two copies of ORT's own (0 to +3 us). In bench_decode
+        # (`lease - bound`, all rounds): before, +41 to +45 us at d 1024 and +93 to +193 us at d 2048
+        # (3 runs); after, -58 to -0.4 us at d 1024 and +4 to +60 us (0.1-1.3%) at d 2048 (5 runs).
+        # Likely TLB misses: a weight row is 4 KiB, so the MatMuls touch one 4 KiB page per row.
+        region = mmap.mmap(-1, max(1, nbytes), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_HUGEPAGE"):  # advice only: without THP the lease reads as before
+            region.madvise(mmap.MADV_HUGEPAGE)
         backing = np.frombuffer(region, np.uint8, count=nbytes)
         keep: list[object] = [region]
         layout = []
@@ -72,8 +81,6 @@ class WeightHolder:
         # Measured (bench_decode, thread CPU time, arm order alternating, the two orders' medians
         # averaged): the 18 us at d 256 that the old rotating benchmark showed is an order effect (the
         # arm run right after its twin finds the weights warm: -17 / +14 us by order, -2 us averaged).
-        # XXX: at d 1024 the leased weights still read ~2-3% (about 30 us) slower than ORT's own
-        # file-loaded copy in both orders (not the 200-350 us once reported); the cause is open.
         align = _ALIGN if sum(-(-a.nbytes // _ALIGN) * _ALIGN for _, a in order) <= nbytes else 0
         for key, arr in order:
             step = align or arr.itemsize

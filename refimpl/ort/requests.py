@@ -77,7 +77,7 @@ class RequestPath:
         tokens = b.tokens
         if tokens < cap and not self.arena_pending:
             try:
-                self.last_output = self.kv.step(rid, self.inputs(rid, tokens, b.x.size))
+                self.last_output = self.kv.run(b, self.inputs(rid, tokens, b.x.size))  # b: the request's bundle
             except (GovernorError, InvariantViolation):
                 raise
             except Exception as e:  # ORT's error (arena cap, binding shape...): an environment event
@@ -92,9 +92,14 @@ class RequestPath:
             return 0
         new = min(cap + f.bucket, f.max_context)
         extra = kv_growth_peak(cap, new, f.bytes_per_token) - kv_bytes(cap, f.bytes_per_token)
-        if self._pinned() + extra + self.topology.headroom > self.limit:
+        # One reading of the ledger for both checks (`_pinned`, `limit` and `_make_room` would take four):
+        # used less the reclaimable cache must leave room (else no reclaim can help), and reclaim runs
+        # only when used itself leaves none.
+        snap, headroom = self.pmm.snapshot(self.auth), self.topology.headroom
+        limit = snap.limit + headroom
+        if snap.used - self.weights.cache_bytes + extra + headroom > limit:
             raise CapacityDenied(f"request {a.rid}: growth needs {extra} B")
-        released = self._make_room(extra)
+        released = self._make_room(extra) if snap.used + extra + headroom > limit else 0
         grown = self.kv.grow(rid, new, f.bytes_per_token)  # old bucket still the request's
         try:
             self.last_output = self.kv.run(grown, self.inputs(rid, tokens, b.x.size))
