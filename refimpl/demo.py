@@ -39,11 +39,13 @@ class ArmTrace:
 def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucket: int, steps: int,
          headroom: int) -> tuple[ArmTrace, list[np.ndarray]]:
     from refimpl.ort.governed import GovernedRuntime
-    from refimpl.ort.zoo import reporter_facts
+    from refimpl.ort.zoo import ENV_ARENA_CAP, reporter_facts
     from refimpl.topology import scaled_topology
     from spec import sessions as S
 
-    topo = scaled_topology(max(limit, 1 << 20), headroom)
+    # Every managed session allocates from the process's one env arena (the zoo's cap, shared with any
+    # other runtime of this process: ORT registers it once, at one cap); its lease is in `limit`.
+    topo = scaled_topology(max(limit, 1 << 20), headroom, arena=ENV_ARENA_CAP)
     rt = GovernedRuntime(topo, limit, sources, max_context, bucket)
     f = reporter_facts(sources["dec"], max_context, bucket)
     rt.execute(S.LoadModel("dec", "dec", f, f.loop_carried))

@@ -103,7 +103,8 @@ def test_invalid_external_data_admits_nothing(tmp_path, world, kind, error, matc
     before = rt.abstract()
     with pytest.raises(error, match=match):
         rt.execute(S.LoadModel("x", "bad", world.facts["dec"], world.facts["dec"].loop_carried))
-    assert rt.abstract() == before and rt.used() == 0
+    assert rt.abstract() == before and rt.used() == rt.env_arena.grant  # the env arena's lease alone
+    assert rt.env_arena.lent == 0
 
 
 def test_undeclared_state_is_rejected(world) -> None:
