@@ -349,7 +349,7 @@ _ALL: tuple[Mutant, ...] = (
            "for a step that never happened (issue #11 item 6's RunFailed, now an environment event of the spec)"),
     Mutant("arena_peak_charged_twice", ("I8",), "ort", _R, "refimpl.ort.governed",
            "            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on(\"arena_room\"))\n",
-           "            self.env_arena.lend(f.transient_peak, enforce=self.guards.on(\"arena_room\"))\n"
+           "            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on(\"arena_room\"))\n"
            "            extra = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)\n"
            "            self.pmm.commit(self.arena, extra, f.transient_peak)\n",
            "each model's transient peak is lent within the env arena and still charged as its own ARENA lease "

@@ -129,7 +129,7 @@ def test_decline_reports_not_enforced(world) -> None:
     rt.execute(S.Decline(Role.WEIGHTS))
     _load(rt, world)
     r = rt.report()
-    assert "weights" in r.not_enforced and r.used == 0 and r.unattributed > 0
+    assert "weights" in r.not_enforced and r.used == rt.env_arena.grant and r.unattributed > 0  # unlent arena
     assert rt.abstract().models["a"].mode is S.Mode.DECLINED
 
 
@@ -196,7 +196,7 @@ def test_cuda_session_really_on_cuda_or_skip(world) -> None:
 def test_demo_static_vs_elastic_identical_outputs() -> None:
     from refimpl.demo import run_demo
 
-    static, elastic, identical = run_demo(steps=20)
+    static, elastic, identical = run_demo(steps=20, max_context=24)  # a peak within this process's cap
     assert identical
     assert elastic.stranded_byte_steps < static.stranded_byte_steps
     assert any(s["released"] for s in elastic.steps)  # growth took the reclaim path
