@@ -155,8 +155,9 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.weights = WeightHolder(self.pmm, self.auth)
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
-        # A limit change's ticket on the arena: its charge (the env arena's cap) is one no answer can lower, so the holder answers zero at once (a Pressure's arena ticket
-        # is opened without delivery and waits for a Run boundary, `refimpl.ort.requests`).
+        # A limit change's ticket on the arena: its charge (the env arena's cap) is one no answer can lower,
+        # so the holder answers zero at once (a Pressure's arena ticket is opened without delivery and waits
+        # for a Run boundary, `refimpl.ort.requests`).
         def zero(pmm: ProcessMemoryManager, pid: int, _target: int) -> None:
             pmm.answer(self.arena, pid, ())
 
