@@ -99,6 +99,10 @@ from spec import sessions as S
 SIZES = (64, 256, 1024, 2048)
 #: The comparisons reported: (name, minuend arm, baseline arm).
 PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
+#: The env arena cap of this process's runtimes (every managed session allocates from it; ORT registers
+#: one env arena per process at one cap, so every size shares it). It must hold each size's measured
+#: transient peak (d2048 at 64 steps: about 1 MiB), lent within it; a peak past it is refused, typed.
+BENCH_ARENA_CAP = 64 << 20
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
     if len(xs) < 2:  # too few rounds of a kind (a short run): its one value, or nothing
         return (xs[0],) * 3 if xs else (float("nan"),) * 3
@@ -159,7 +163,7 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     dh = d_model // heads
     path = save_decoder_external(directory, d_model=d_model, heads=heads, name=f"d{d_model}")
     f = reporter_facts(path, steps, bucket)
-    topo = scaled_topology(1 << 31, 0)
+    topo = scaled_topology(1 << 31, 0, arena=BENCH_ARENA_CAP)
     times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
     rng = random.Random(seed)  # the arm order of every round

@@ -134,6 +134,9 @@ def _session_actions(s: SS.SessionState, loads: tuple[SS.LoadModel, ...] = _LOAD
             yield SS.ObserveResidency(name, 700, "/proc/self/smaps Rss")
 
 
+#: `sessions` runs without an env arena (arena 0, each peak its own charge): a spec-only configuration
+#: (`GovernedRuntime` refuses it), kept as the smaller state space of the rules the arena does not touch;
+#: the arena's own rules are explored by `sessions_arena`.
 def sessions(guards: GuardSet) -> Model:
     return _model("sessions", SS.new_sessions(_TOPOLOGY, 3072), SS.step_sessions, _session_actions,
                   SP.check_state, SP.check_transition, guards)

@@ -37,13 +37,15 @@ class ArmTrace:
 
 
 def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucket: int, steps: int,
-         headroom: int) -> tuple[ArmTrace, list[np.ndarray]]:
+         headroom: int, arena: int) -> tuple[ArmTrace, list[np.ndarray]]:
     from refimpl.ort.governed import GovernedRuntime
     from refimpl.ort.zoo import reporter_facts
     from refimpl.topology import scaled_topology
     from spec import sessions as S
 
-    topo = scaled_topology(max(limit, 1 << 20), headroom)
+    # Every managed session allocates from the process's one env arena (`arena`, one cap for both arms:
+    # ORT registers it once per process); its lease is inside `limit`.
+    topo = scaled_topology(max(limit, 1 << 20), headroom, arena=arena)
     rt = GovernedRuntime(topo, limit, sources, max_context, bucket)
     f = reporter_facts(sources["dec"], max_context, bucket)
     rt.execute(S.LoadModel("dec", "dec", f, f.loop_carried))
@@ -63,6 +65,18 @@ def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucke
     return ArmTrace(name, tuple(rows), tickets), outs
 
 
+def _arena_cap(path: str, max_context: int, buckets: tuple[int, ...]) -> int:
+    """The env arena cap of the demo's runtimes: the zoo's process-wide cap, or, when the decoder's measured
+    transient peak at this context needs more, that peak rounded up to 4 KiB. A process that already
+    registered another cap refuses it (ArenaHolder: InvalidTransition, naming both); the `ortmem demo`
+    command runs in its own process, where the first registration is the demo's."""
+    from refimpl.ort.zoo import ENV_ARENA_CAP, reporter_facts
+    from spec.arith import round_up
+
+    peak = max(reporter_facts(path, max_context, b).transient_peak for b in buckets)
+    return max(ENV_ARENA_CAP, round_up(peak, 4096))
+
+
 def run_demo(steps: int = 48, max_context: int = 64, bucket: int = 8, limit: int = 160 * 1024,
              headroom: int = 4096) -> tuple[ArmTrace, ArmTrace, bool]:
     """Static and elastic arms on the same model and inputs; True iff every output equals the ungoverned run."""
@@ -72,8 +86,9 @@ def run_demo(steps: int = 48, max_context: int = 64, bucket: int = 8, limit: int
 
     with tempfile.TemporaryDirectory(prefix="ortmem-demo-") as d:
         sources = build_zoo(d)
-        static, s_out = _arm("static", sources, limit, max_context, max_context, steps, headroom)
-        elastic, e_out = _arm("elastic", sources, limit, max_context, bucket, steps, headroom)
+        arena = _arena_cap(sources["dec"], max_context, (max_context, bucket))
+        static, s_out = _arm("static", sources, limit, max_context, max_context, steps, headroom, arena)
+        elastic, e_out = _arm("elastic", sources, limit, max_context, bucket, steps, headroom, arena)
         ref = make_session(sources["dec"], prepack=False)  # the managed sessions' ORT options
         heads, dh, identical = 4, 8, True
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)

@@ -80,7 +80,12 @@ class Topology:
     #: it); every managed session's Runs allocate in it and ORT caps them at it. Each managed model's
     #: transient peak is lent within that one lease (an allowance), never charged a second time; a peak
     #: that does not fit the arena's remaining room is refused. 0: no env arena, each managed model's
-    #: peak is its own ARENA charge in this pool (sessions keep their own arenas).
+    #: peak is its own ARENA charge in this pool (sessions keep their own arenas). The runtime never
+    #: runs that way (`GovernedRuntime` refuses arena 0: every managed session uses the env arena, issue
+    #: #11 item 1); the spec keeps it for the explorer's `sessions` scope (invariants/model_scopes.py),
+    #: the smaller state space of the rules the arena does not touch (admission by referenced bytes, KV
+    #: buckets, cache reclaim, limits, decline, residency); `sessions_arena` and the ort checker's
+    #: refinement run with an env arena.
     arena: int = 0
 
 

@@ -1,10 +1,10 @@
 # The refinement mapping of `GovernedRuntime` (issue #11 item 2): every
 # charge in `spec.sessions.SessionState` is read from the manager's
 # allocations by holder and role, never from the runtime's own formulas; and
-# C8's report, the runtime's own reading of the same ledger. With an env
-# arena, a model's transient peak is read from the ArenaHolder's allowance
-# that lends it within the arena's one lease (mapped bytes, no charge), and
-# the ARENA role's charge is that lease.
+# C8's report, the runtime's own reading of the same ledger. Every runtime
+# has an env arena: a model's transient peak is read from the ArenaHolder's
+# allowance that lends it within the arena's one lease (mapped bytes, no
+# charge), and the ARENA role's charge is that lease.
 #
 # Owns: reading the ledger. Must not touch: any lease (read-only).
 # A mixin of `GovernedRuntime`.
@@ -45,15 +45,15 @@ class LedgerAbstraction:
             return 0
         rec = allows.get(loan)
         env = self.env_arena
-        ok = rec is not None and env is not None and rec.holder == env.id and rec.authority == self.auth
+        ok = rec is not None and rec.holder == env.id and rec.authority == self.auth
         return rec.mapped if ok else 0
 
     def _model_charges(self) -> dict[str, int]:
-        """Each model's admitted bytes from the manager: its weight lease, plus its peak (own lease or loan)."""
+        """Each model's admitted bytes from the manager: its weight lease, plus its peak (the env arena's loan)."""
         view = self.pmm.abstract()
         allocs, allows = view.allocations, view.allowances
-        return {name: self._charge(r.weights_lease, allocs) + self._charge(r.arena_lease, allocs)
-                + self._lent(r.arena_loan, allows) for name, r in self.models.items()}
+        return {name: self._charge(r.weights_lease, allocs) + self._lent(r.arena_loan, allows)
+                for name, r in self.models.items()}
 
     def _held(self) -> int:
         """What the pool charges apart from KV and the weight cache: weights and the arena, from the ledger."""
@@ -106,7 +106,7 @@ class LedgerAbstraction:
         env = self.env_arena
         # The env arena's lease is charged once: what it has not lent to a model's peak is still used.
         allows = self.pmm.abstract().allowances
-        unlent = 0 if env is None else self._charge(env.lease, allocs) - sum(
+        unlent = self._charge(env.lease, allocs) - sum(
             self._lent(r.arena_loan, allows) for r in self.models.values())
         used = weights + kv + cache + unlent
         return S.GovernanceReport(

@@ -9,12 +9,19 @@
 # compatibility mode (C9), residency observations (I8b). The session is a
 # reporter, not a holder: leases belong to the weight and KV holders, and the
 # transient peak to the arena holder. Never calls spec transition code.
-# With an env arena (`Topology.arena`), the ArenaHolder's grant is ONE lease
-# on the host authority (the manager never has a second authority of the host
-# tier, C1) and each managed model's transient peak is lent within it, an
+# Every runtime has an env arena (`Topology.arena`, issue #11 item 1): the
+# ArenaHolder's grant is ONE lease on the host authority (the manager never
+# has a second authority of the host tier, C1), every managed session (primary
+# or replica) allocates from it (`session.use_env_allocators=1`) and every Run
+# is capped by it; each managed model's transient peak is lent within it, an
 # allowance of the ArenaHolder, never charged again (I8); a peak past the
 # arena's remaining room is refused (AllowanceExceeded) before anything is
-# leased. Without one, each managed model's peak is its own ARENA lease.
+# leased. A topology without an arena (0) is refused (InvalidArgument) rather
+# than given a default cap: ORT registers one env arena per process at one
+# cap, so a hidden default would either clash with the cap the process
+# already has or disagree with the topology the spec is run on (whose arena
+# says what the ledger charges); callers name the cap (the zoo's is
+# `refimpl.ort.zoo.ENV_ARENA_CAP`).
 # Reclaim goes through the one manager's pressure part (issue #10):
 # `_make_room`, `Pressure` and limit lowering open a pressure ticket on the
 # weight holder (`WeightHolder.reclaim` -> `pmm.press`); the holder's callback
@@ -58,7 +65,7 @@ from refimpl.ort.replicas import Replicas
 from refimpl.ort.requests import RequestPath
 from refimpl.ort.session import make_session
 from spec import sessions as S
-from spec.arith import admitted_bytes, round_up
+from spec.arith import round_up
 from spec.errors import (
     AllowanceExceeded,
     BudgetBelowFloor,
@@ -79,15 +86,14 @@ __all__ = ["GovernedRuntime", "MeasuredModel", "measure", "loop_carried", "decod
 
 
 class _Loaded:
-    __slots__ = ("measured", "mode", "weights_lease", "arena_lease", "arena_loan", "unattributed", "declared",
+    __slots__ = ("measured", "mode", "weights_lease", "arena_loan", "unattributed", "declared",
                  "host_mapped", "session")
 
     def __init__(self, measured: MeasuredModel, mode: S.Mode, declared: frozenset[str] | None,
                  host_mapped: bool) -> None:
         self.measured, self.mode, self.declared, self.host_mapped = measured, mode, declared, host_mapped
         self.weights_lease: int | None = None
-        self.arena_lease: int | None = None  # no env arena: the model's peak, its own ARENA charge
-        self.arena_loan: int | None = None  # env arena: the allowance lending the peak within its one lease
+        self.arena_loan: int | None = None  # the allowance lending the peak within the env arena's one lease
         self.unattributed = 0
         self.session: Any = None
 
@@ -105,15 +111,19 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             raise BudgetBelowFloor(f"limit {limit} is below the headroom {topology.headroom}")
         self.topology, self.sources, self.guards = topology, sources, guards
         self.max_context, self.bucket = max_context, bucket
-        # With `topology.arena`, every managed session allocates from the process's one env arena, capped
-        # by ORT at that many bytes (a Run over it fails for that Run: RunFailed, the ledger exact).
+        # Every managed session allocates from the process's one env arena, capped by ORT at
+        # `topology.arena` bytes (a Run over it fails for that Run: RunFailed, the ledger exact).
         arena_cap = topology.arena
         if type(arena_cap) is not int or not 0 <= arena_cap <= topology.capacity:
             raise InvalidBytes(f"arena must be an int in [0, {topology.capacity}], got {arena_cap!r}")
-        if arena_cap and arena_cap + topology.headroom > limit:
+        if arena_cap == 0:
+            raise InvalidArgument("the topology has no env arena (arena = 0): every managed session allocates "
+                                  "from the process's one env arena (ArenaHolder), so the topology must name "
+                                  "its cap (one per process; the zoo's is refimpl.ort.zoo.ENV_ARENA_CAP)")
+        if arena_cap + topology.headroom > limit:
             raise CapacityDenied(f"the env arena's {arena_cap} B and the headroom {topology.headroom} B do not "
                                  f"fit the limit {limit}")
-        self.arena_cap = arena_cap or None
+        self.arena_cap = arena_cap
         if provider not in ("CPUExecutionProvider", "CUDAExecutionProvider"):
             raise InvalidArgument(f"provider must be the CPU or CUDA execution provider, got {provider!r}")
         if provider not in ort.get_available_providers():
@@ -123,7 +133,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy and never reads the lease
         # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
         # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
-        # charge is each model's measured peak, which a shrink cannot lower: it credits 0 B, and what the
+        # charge is the env arena's cap, which a shrink cannot lower: it credits 0 B, and what the
         # shrink returned to the OS is recorded as residency (VmRSS around the Run), apart from charge.
         self.arena_pending = 0  # == len(self._arena_pressures): the decode fast path reads one int
         self._arena_pressures: list[int] = []  # the manager's open pressure tickets on the arena holder
@@ -145,9 +155,9 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.weights = WeightHolder(self.pmm, self.auth)
         self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
         self.kv = KvHolder(self.pmm, self.auth)
-        # A limit change's ticket on the arena: its charge (the env arena's cap, or each model's measured
-        # peak) is one no answer can lower, so the holder answers zero at once (a Pressure's arena ticket
-        # is opened without delivery and waits for a Run boundary, `refimpl.ort.requests`).
+        # A limit change's ticket on the arena: its charge (the env arena's cap) is one no answer can lower,
+        # so the holder answers zero at once (a Pressure's arena ticket is opened without delivery and waits
+        # for a Run boundary, `refimpl.ort.requests`).
         def zero(pmm: ProcessMemoryManager, pid: int, _target: int) -> None:
             pmm.answer(self.arena, pid, ())
 
@@ -155,15 +165,9 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         # holder uses, of exactly the cap in force in this process (ORT cannot re-cap it; another cap is
         # refused, typed, naming both). Each managed model's measured transient peak is lent within that
         # lease (an allowance of the ArenaHolder, I8), never charged a second time. No second authority of
-        # the host tier is ever registered. Without an env arena, the "arena" holder charges each managed
-        # model's peak as its own ARENA lease in this pool (each session keeps its own ORT arena).
-        self.env_arena: ArenaHolder | None = None
-        if arena_cap:
-            self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
-            self.arena = self.env_arena.id
-        else:
-            self.arena = self.pmm.register_holder("arena")
-            self.pmm.register_callback(self.arena, zero)
+        # the host tier is ever registered. Every runtime has one: there is no per-session-arena mode.
+        self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
+        self.arena = self.env_arena.id
         self.models: dict[str, _Loaded] = {}
         self.requests: dict[int, tuple[str, int]] = {}  # rid -> (model, kv capacity in tokens)
         self.declined: set[Role] = set()
@@ -238,10 +242,10 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         counted = f.referenced if self.guards.on("referenced_extents") else f.file_bytes  # I8
         weights = round_up(counted, t.granule)
         env = self.env_arena
-        if env is not None and env.lent + f.transient_peak > env.grant and self.guards.on("arena_room"):  # I8
+        if env.lent + f.transient_peak > env.grant and self.guards.on("arena_room"):  # I8
             raise AllowanceExceeded(f"{a.name}: transient peak {f.transient_peak} B, the env arena lends "
                                     f"{env.lent} B of its {env.grant} B")
-        charge = weights if env is not None else admitted_bytes(counted, t.granule, f.transient_peak)
+        charge = weights  # the peak is lent within the arena's lease, already charged
         if self._pinned() + charge + t.headroom > self.limit:
             raise CapacityDenied(f"{a.name}: does not fit even with the weight cache reclaimed")
         released = self._make_room(charge)
@@ -264,11 +268,11 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         arrays = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
         so = self._session_options()
         rec.weights_lease = self.weights.admit(name, weights, arrays, so)
-        if f.transient_peak and self.env_arena is not None:  # lent within the one arena lease, not charged again
+        if f.transient_peak:  # lent within the one arena lease, not charged again
             rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on("arena_room"))
-        elif f.transient_peak:
-            rec.arena_lease = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)
-            self.pmm.commit(self.arena, rec.arena_lease, f.transient_peak)
+        # CUDA: the env arena is a CPU arena (the session's CPU-side tensors: feeds, fetches, CPU-placed
+        # nodes); the device side is the CUDA EP's own arena, capped by `session_providers` at this model's
+        # grant (weights + its peak), so neither side can grow past what the ledger admitted.
         admitted = weights + f.transient_peak
         rec.session = ort.InferenceSession(m.path, so, providers=session_providers(self.provider, admitted))
         if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
@@ -280,8 +284,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.enable_mem_pattern = False
-        if self.arena_cap is not None:
-            so.add_session_config_entry("session.use_env_allocators", "1")
+        so.add_session_config_entry("session.use_env_allocators", "1")  # the ArenaHolder's env arena, always
         # Measured (ORT 1.32, CPU): with prepacking on, ORT copies MatMul weights into its own packed
         # buffers at session creation and never reads the leased ones again (writing into the lease
         # changes no output), so the governed bytes would be bookkeeping beside ORT and the packed copy
@@ -292,13 +295,6 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
 
     def _undo_admission(self, name: str, rec: _Loaded) -> None:
         self._repay(rec)
-        if rec.arena_lease is not None:
-            held = self.pmm.abstract().allocations.get(rec.arena_lease)
-            if held is not None and held.state.value == "provisional":
-                self.pmm.cancel(self.arena, rec.arena_lease)
-            elif held is not None:
-                self.pmm.release(self.arena, rec.arena_lease)
-            rec.arena_lease = None
         if name in self.weights.models:
             self.weights.evict(name)
         rec.weights_lease, rec.session = None, None
@@ -323,9 +319,6 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         if not self.guards.on("residency_not_charge") and rec.mode is S.Mode.MANAGED:  # I8b
             # Negative control: a demotion rewrites the weight lease to the observed size.
             self.pmm.release(self.weights.id, rec.weights_lease)
-            if rec.arena_lease is not None:
-                self.pmm.release(self.arena, rec.arena_lease)
-                rec.arena_lease = None
             self._repay(rec)
             rec.weights_lease = self.pmm.record_committed(self.weights.id, self.auth, Tier.HOST,
                                                           max(1, a.nbytes), Role.WEIGHTS)
@@ -345,8 +338,6 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.requests.clear()
         self.weights.close()
         for r in self.models.values():
-            if r.arena_lease is not None:
-                self.pmm.release(self.arena, r.arena_lease)
             self._repay(r)
             r.session = None
         self.models.clear()
@@ -354,6 +345,6 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
 
     def _repay(self, rec: _Loaded) -> None:
         """Give a model's loan within the env arena back (its peak stops being lent; the lease stays)."""
-        if rec.arena_loan is not None and self.env_arena is not None:
+        if rec.arena_loan is not None:
             self.env_arena.repay(rec.arena_loan)
         rec.arena_loan = None

@@ -123,7 +123,7 @@ class RequestPath:
         after = process_rss()
         self.arena_shrinks += 1
         due, self._arena_pressures, self.arena_pending = self._arena_pressures, [], 0
-        for pid in due:  # the Run boundary: the arena holder answers; its charge is the peak, it credits 0 B
+        for pid in due:  # the Run boundary: the arena holder answers; its charge is the cap, it credits 0 B
             released = self.pmm.answer(self.arena, pid, ())
             self.arena_answers.append(ArenaAnswer(pid, released, None if before is None else before.nbytes,
                                                   None if after is None else after.nbytes))

@@ -348,17 +348,17 @@ _ALL: tuple[Mutant, ...] = (
            "a decode whose Run fails after its KV growth keeps the grown bucket's lease: the ledger charges KV "
            "for a step that never happened (issue #11 item 6's RunFailed, now an environment event of the spec)"),
     Mutant("arena_peak_charged_twice", ("I8",), "ort", _R, "refimpl.ort.governed",
-           "        if f.transient_peak and self.env_arena is not None:  # lent within the one arena lease, not "
-           "charged again\n"
+           "            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on(\"arena_room\"))\n",
            "            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on(\"arena_room\"))\n"
-           "        elif f.transient_peak:\n",
-           "        if f.transient_peak:\n",
-           "with an env arena, each model's transient peak is still charged as its own ARENA lease on the host "
-           "authority beside the arena's lease: the same bytes booked twice (issue #11's closing note)"),
+           "            extra = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)\n"
+           "            self.pmm.commit(self.arena, extra, f.transient_peak)\n",
+           "each model's transient peak is lent within the env arena and still charged as its own ARENA lease "
+           "on the host authority beside the arena's lease: the same bytes booked twice (issue #11's closing "
+           "note)"),
     Mutant("arena_on_second_authority", ("C1", "I8"), "ort", _R, "refimpl.ort.governed",
-           "            self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)\n",
-           "            env_auth = self.pmm.register_authority(\"env-arena\", Tier.HOST, arena_cap)\n"
-           "            self.env_arena = ArenaHolder(self.pmm, env_auth, arena_cap, on_pressure=zero)\n",
+           "        self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)\n",
+           "        env_auth = self.pmm.register_authority(\"env-arena\", Tier.HOST, arena_cap)\n"
+           "        self.env_arena = ArenaHolder(self.pmm, env_auth, arena_cap, on_pressure=zero)\n",
            "the env arena's lease is booked on a second authority of the host tier sized to its cap, apart "
            "from the host pool (the shape issue #11 closed with): two ledgers over one pool, the arena's "
            "bytes outside the pool's books"),

@@ -38,7 +38,7 @@ from refimpl.ort.generations import hunt_scripts, run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.ort.residency import INJECTED, file_rss, process_rss
 from refimpl.ort.session import make_session
-from refimpl.ort.zoo import build_zoo, reporter_facts
+from refimpl.ort.zoo import ENV_ARENA_CAP, build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
 from spec import sessions as S
 from spec.arith import kv_bytes
@@ -46,7 +46,7 @@ from spec.errors import RunFailed
 from spec.guards import Guard, GuardSet, Layer
 from spec.types import Role
 
-__all__ = ["OrtWorld", "OrtAdapter", "OrtChecker", "MAX_CONTEXT", "BUCKET", "CAPACITY", "HEADROOM"]
+__all__ = ["OrtWorld", "OrtAdapter", "OrtChecker", "MAX_CONTEXT", "BUCKET", "CAPACITY", "HEADROOM", "ENV_ARENA_CAP"]
 
 MAX_CONTEXT, BUCKET = 16, 4  # four buckets per request: three growths to max context
 CAPACITY, HEADROOM, GRANULE = 512 * 1024, 4096, 4096
@@ -54,13 +54,10 @@ LIMITS = (96 * 1024, 160 * 1024, 256 * 1024)
 HOST_MAPPED = (0, 32 * 1024)
 NAMES = ("a", "b", "c")
 #: Every managed session of the campaign allocates from this process's one env arena, capped by ORT at
-#: this many bytes. ORT cannot re-cap an env arena once registered (ORT-NOTES 8), so the cap is one per
-#: process, not one per runtime's grant. The cap is carved from the host pool's topology (C1: the arena
-#: is one lease in that pool, never a second authority) and every limit keeps room for it; each managed
-#: model's measured transient peak (dec 4,608 B, dec_wide 8,960 B, mlp 256 B) is lent within it, so
-#: dec + dec_wide + mlp fit and a second dec_wide beside a first is refused (AllowanceExceeded). ORT's
-#: own use through IOBinding is far smaller (a dec_wide Run needs under 768 B: tests/ort/run_fail_proc.py).
-ENV_ARENA_CAP = 16 << 10
+#: `ENV_ARENA_CAP` bytes (defined once, in `refimpl.ort.zoo`, for every runtime over the zoo). ORT cannot
+#: re-cap an env arena once registered (ORT-NOTES 8), so the cap is one per process, not one per
+#: runtime's grant. The cap is carved from the host pool's topology (C1: the arena is one lease in that
+#: pool, never a second authority) and every limit keeps room for it.
 
 
 class OrtWorld:
@@ -82,8 +79,9 @@ class OrtWorld:
         out, self.events = self.events, {}
         return out
 
-    def topology(self, host_mapped: int, arena: int = 0) -> S.Topology:
-        """The campaign's pool; `arena`: the env arena's cap inside it (0: none, sessions keep their own)."""
+    def topology(self, host_mapped: int = 0, arena: int = ENV_ARENA_CAP) -> S.Topology:
+        """The campaign's pool; `arena`: the env arena's cap inside it (the process's one cap by default;
+        0 only for the spec's own scopes: `GovernedRuntime` refuses a topology without an env arena)."""
         return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped, arena)
 
 

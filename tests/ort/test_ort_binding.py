@@ -80,4 +80,4 @@ def test_bound_decode_to_max_context_is_identical_to_a_plain_session(world) -> N
             past[r] = (k, v)
     assert all(rt.kv.bundles[r].cap == MAX_CONTEXT for r in rids)  # grew 4 -> 8 -> 12 -> 16
     rt.close()
-    assert rt.used() == 0
+    assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime

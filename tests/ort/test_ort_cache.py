@@ -68,7 +68,7 @@ def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_o
     gk, gv = rt.kv.present(rid)
     assert np.array_equal(rt.last_output, y) and np.array_equal(gk, k) and np.array_equal(gv, v)
     rt.close()
-    assert rt.used() == 0
+    assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
 
 def test_a_partial_reclaim_that_splits_the_replica_bucket_drops_the_replica(world) -> None:

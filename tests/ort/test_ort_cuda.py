@@ -83,4 +83,4 @@ def test_cuda_generation_runs_on_cuda_and_matches_an_ungoverned_cuda_session(wor
         # Same EP, same kernels: identical; a tolerance would hide a wrong binding.
         assert np.array_equal(y, rt.last_output) and np.array_equal(pk, gk) and np.array_equal(pv, gv), t
     rt.close()
-    assert rt.used() == 0
+    assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime

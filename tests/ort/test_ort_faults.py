@@ -53,13 +53,14 @@ def test_session_creation_failing_after_admission_returns_every_lease(world, mon
     expected = SessionCreationFailed if isinstance(fault, Exception) else type(fault)  # BaseException as is
     with pytest.raises(expected):
         _load(rt, world)
-    assert rt.used() == used == 0  # old code: 24,000 B (weights + arena) stayed charged
+    assert rt.used() == used == rt.env_arena.grant  # the env arena's lease alone; old code: 24,000 B more
+    assert rt.env_arena.lent == 0  # the peak's loan was repaid
     assert "a" not in rt.models
     assert rt.abstract() == before
     monkeypatch.undo()
     _load(rt, world)  # the same load succeeds once ORT does
     rt.close()
-    assert rt.used() == 0
+    assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
 
 def _bad_file(tmp_path, world, kind: str) -> str:
@@ -88,4 +89,4 @@ def test_invalid_model_file_is_a_typed_error_and_admits_nothing(tmp_path, world,
     f = world.facts["dec"]
     with pytest.raises(ModelFileInvalid, match="model file"):
         rt.execute(S.LoadModel("x", "bad", f, f.loop_carried))
-    assert rt.abstract() == before and rt.used() == 0
+    assert rt.abstract() == before and rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0

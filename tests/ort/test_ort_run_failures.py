@@ -83,7 +83,7 @@ def test_iobinding_shape_error_is_run_failed_and_changes_nothing(world) -> None:
     rt.execute(S.Decode(rid))
     _check_identical(world, rt, rid, 2)
     rt.close()
-    assert rt.used() == 0
+    assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
 
 def test_run_failing_after_kv_growth_returns_the_grown_lease(world, monkeypatch) -> None:
@@ -110,7 +110,7 @@ def test_run_failing_after_kv_growth_returns_the_grown_lease(world, monkeypatch)
         rt.execute(S.Decode(rid))
     _check_identical(world, rt, rid, MAX_CONTEXT)
     rt.close()
-    assert rt.used() == 0
+    assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
 
 def test_model_file_changing_after_measurement_fails_to_load_with_nothing_charged(world, tmp_path) -> None:
@@ -130,7 +130,7 @@ def test_model_file_changing_after_measurement_fails_to_load_with_nothing_charge
     before = _frozen(rt)
     with pytest.raises(SessionCreationFailed, match="leases were returned"):
         rt.execute(S.LoadModel("m", "m", f, f.loop_carried))
-    assert _frozen(rt) == before and rt.used() == 0
+    assert _frozen(rt) == before and rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0
 
 
 
