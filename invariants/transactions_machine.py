@@ -31,6 +31,7 @@ from spec import transactions_actions as T
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.transactions import TX_EMPTY, TxState, step as spec_step
 from spec.transactions_lifecycle import TxPhase, ViewKind
+from spec.types import ContextState
 
 __all__ = ["TxAdapter", "TxSpecAdapter", "TxMachine", "run_tx_campaign",
            "find_tx_counterexample"]
@@ -299,6 +300,8 @@ class TxMachine(CheckedMachine):
                                     data.draw(st.sampled_from((cap,) * 5 + BAD_BYTES))))
         else:
             charged = [a.id for a in self.abs.authorities.values() if a.used]
+            if kind == "confirm":  # C3's refund case: a lost context's termination (any other is refused)
+                charged = [a.id for a in self.abs.authorities.values() if a.context is ContextState.LOST] or charged
             aid = self._pick(data, self.abs.authorities.keys(), self.abs.next_authority, charged)
             cls = {"lose": T.LoseDevice, "confirm": T.ConfirmTermination, "remove": T.RemoveAuthority}[kind]
             self._do(cls(aid))
