@@ -165,7 +165,12 @@ class TxMachine(CheckedMachine):
         elif op == "commit":
             self._do(T.Commit(self._tx(data, TxPhase.EXECUTING)))
         elif op == "abort":
-            self._do(T.Abort(self._tx(data, *(_OPEN + (TxPhase.RESERVED, TxPhase.PUBLISHED, TxPhase.EXECUTING)))))
+            # I5/I10's case first: a bundle's transaction aborted part-way through its execution
+            partial = sorted(t.id for t in self.abs.txs.values() if t.phase is TxPhase.EXECUTING and t.bundle)
+            if partial and data.draw(st.booleans()):
+                self._do(T.Abort(data.draw(st.sampled_from(partial))))
+            else:
+                self._do(T.Abort(self._tx(data, *(_OPEN + (TxPhase.RESERVED, TxPhase.PUBLISHED, TxPhase.EXECUTING)))))
         else:
             self._do(T.Release(self._tx(data, TxPhase.COMMITTED)))
 
