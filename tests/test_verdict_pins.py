@@ -1,4 +1,4 @@
-"""Deterministic pins for the clauses the verdict once left unfalsified (R3): I2, I4a, I12, and I5/I10's abort clauses.
+"""Deterministic pins for clauses the verdict once left unfalsified (R3): I2, I4a, I12, I5 and I10.
 
 Each mutant below is the control that makes one clause fail in `ortmem verify`;
 the campaigns find them by search, so these scripts pin the harm without
