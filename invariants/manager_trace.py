@@ -29,7 +29,8 @@ from typing import Any
 
 import attrs
 
-from invariants.trace_format import ENUMS, ID_FIELDS, KINDS, MAX_TEXT, decode_value, encode_value, kind_of
+from invariants.trace_format import (ENUMS, ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, decode_value, encode_value, kind_of,
+                                     schema_case, value_schemas)
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 
 __all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "encode_manager_event", "decode_field",
@@ -42,7 +43,6 @@ MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACT
 MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
 #: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.
 _TUPLES = {"victims": 1, "needs": 2}
-MAX_TUPLE = 64
 
 
 def _int_like(v: Any) -> bool:
@@ -139,20 +139,15 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
 
 def manager_schema() -> list[dict[str, Any]]:
     """The per-kind JSON Schema cases of the composed revision (merged into `docs/trace-schema.json`)."""
-    opaque = {"type": "object", "required": ["opaque"], "additionalProperties": False,
-              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}}}
-    scalar = {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
-                        opaque]}
-    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
-    pairs = {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}}
+    v = value_schemas()
+    opaque, scalar, ints, pairs = v["opaque"], v["scalar"], v["ints"], v["pairs"]
     limit = {"type": "object", "required": ["committed", "limit", "completed"], "additionalProperties": False,
              "properties": {"committed": {"type": "boolean"}, "limit": {"type": "integer"}, "completed": pairs}}
     outcome = {
         "outcome": {"enum": ["accepted", "rejected"]},
         "error": {"type": ["string", "null"], "maxLength": MAX_TEXT},
         "result": {"anyOf": [{"type": ["integer", "null"]}, ints, limit]},
-        "used": {"type": "object", "maxProperties": 4096, "additionalProperties": False,
-                 "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}},
+        "used": {**v["figures"],
                  "description": "the governor's used of each authority the operation named or changed, after it"},
         "bundles": {"type": "object", "maxProperties": MAX_TUPLE, "additionalProperties": False,
                     "patternProperties": {"^[0-9]{1,20}$": {
@@ -168,14 +163,6 @@ def manager_schema() -> list[dict[str, Any]]:
         args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else
                     {"anyOf": [pairs if _TUPLES[f] == 2 else ints, opaque]} if f in _TUPLES else scalar)
                 for f in names if f not in MANAGER_ID_FIELDS}
-        cases.append({
-            "if": {"properties": {"contract_revision": {"const": MANAGER_REVISION}, "kind": {"const": kind}}},
-            "then": {"properties": {
-                "ids": {"type": "object", "required": id_names, "additionalProperties": False,
-                        "properties": {f: scalar for f in id_names}},
-                "payload": {"type": "object", "required": [*args, *outcome], "additionalProperties": False,
-                            "properties": {**args, **outcome}},
-            }},
-        })
+        cases.append(schema_case(MANAGER_REVISION, kind, {f: scalar for f in id_names}, {**args, **outcome}))
     return cases
 
