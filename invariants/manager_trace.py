@@ -20,6 +20,16 @@ poisoned) of every state bundle the operation named, opened or advanced
 their values; anything else that does not round-trip exactly is written
 opaque (`invariants.trace_format.encode_value`), so recording never fails.
 
+A composed trace names the manager's constants before its first composed
+event, in one `configure` event (no ids; payload `{"aging_bound": n}`: the
+rounds after which a pending ticket is matured, I13), which the replay builds
+its `spec.manager` state with. The governor writes it right before its first
+composed event, so ledger-format events (which no constant changes) may come
+first; a composed event with no `configure` before it fails the replay as
+"unconfigured", a second `configure` as malformed. `ortmem-manager/1` keeps
+its number: no trace changes meaning, one written before `configure` existed
+is refused (it never said its bound), not read another way.
+
 Only event types and their (de)coding live here: no transition logic.
 """
 
@@ -32,17 +42,43 @@ import attrs
 from invariants.trace_format import (ENUMS, ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, decode_value, encode_value, kind_of,
                                      schema_case, value_schemas)
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
+from spec.types import MAX_BYTES
 
-__all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "encode_manager_event", "decode_field",
-           "encode_result", "decode_result", "manager_schema",
+__all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
+           "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result", "manager_schema",
            "encode_bundles", "decode_bundles"]
 
 MANAGER_REVISION = "ortmem-manager/1"
 #: Event kind -> the action class it records: the ledger's kinds and every composed action.
 MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}}
 MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
+#: The event that names the manager's constants, before a composed trace's first composed event.
+CONFIGURE = "configure"
 #: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.
 _TUPLES = {"victims": 1, "needs": 2}
+
+
+@attrs.frozen
+class Configure:
+    """The constants a composed trace's manager was built with (a `configure` event); not an action."""
+
+    aging_bound: int
+
+
+def encode_configure(source: str, sequence: int, aging_bound: int) -> dict[str, Any]:
+    """The `configure` event of a manager whose aging bound is `aging_bound` (an int in 1..MAX_BYTES)."""
+    return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
+            "kind": CONFIGURE, "ids": {}, "payload": {"aging_bound": aging_bound}}
+
+
+def decode_configure(ids: Any, payload: Any) -> Configure:
+    """Inverse of `encode_configure` on its ids and payload; ValueError on anything else."""
+    if ids != {} or type(payload) is not dict or set(payload) != {"aging_bound"}:
+        raise ValueError("a configure event has no ids and exactly the payload {aging_bound}")
+    bound = payload["aging_bound"]
+    if type(bound) is not int or not 1 <= bound <= MAX_BYTES:
+        raise ValueError(f"configure: aging_bound must be an integer in [1, {MAX_BYTES}], got {bound!r:.40}")
+    return Configure(bound)
 
 
 def _int_like(v: Any) -> bool:
@@ -156,7 +192,9 @@ def manager_schema() -> list[dict[str, Any]]:
                     "description": "the governor's record of each state bundle the operation named, opened or "
                                    "advanced, after it (I5, I10)"},
     }
-    cases = []
+    cases = [schema_case(MANAGER_REVISION, CONFIGURE, {}, {"aging_bound": {
+        "type": "integer", "minimum": 1, "maximum": MAX_BYTES,
+        "description": "rounds after which a pending ticket is matured (I13), as the manager was built"}})]
     for kind, cls in MANAGER_KINDS.items():
         names = [f.name for f in attrs.fields(cls)]
         id_names = [f for f in names if f in MANAGER_ID_FIELDS]

@@ -224,7 +224,7 @@ def json_schema() -> dict[str, Any]:
         args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else scalar) for f in names
                 if f not in ID_FIELDS}
         cases.append(schema_case(CONTRACT_REVISION, kind, ids_props, {**args, **outcome}, frozenset({"result"})))
-    from invariants.manager_trace import MANAGER_KINDS, MANAGER_REVISION, manager_schema  # extends this format
+    from invariants.manager_trace import CONFIGURE, MANAGER_KINDS, MANAGER_REVISION, manager_schema  # extends it
     cases += manager_schema()
     from invariants.focused_trace import FOCUSED, focused_schema  # the focused front ends' revisions
 
@@ -244,7 +244,8 @@ def json_schema() -> dict[str, Any]:
             "contract_revision": {"enum": sorted(REVISIONS | {MANAGER_REVISION} | set(FOCUSED))},
             "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
             "source_sequence": {"type": "integer", "minimum": 1},
-            "kind": {"enum": [*MANAGER_KINDS, *(k for kinds in FOCUSED.values() for k in kinds), BOUNDARY]},
+            "kind": {"enum": [*MANAGER_KINDS, *(k for kinds in FOCUSED.values() for k in kinds), CONFIGURE,
+                              BOUNDARY]},
             "ids": {"type": "object"},
             "payload": {"type": "object"},
         },
