@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -213,3 +214,16 @@ def test_pool_trace_bound_must_agree_with_the_configured_one(bound: int) -> None
     r = replay_manager_lines(_with_bound(lines, bound + 1))
     assert not r.ok and r.failure == "refinement" and r.line == first_pool, r.describe()
     assert "configure" in r.message
+
+
+@pytest.mark.parametrize("bound", [2, 6])
+def test_cli_writes_the_bound_it_is_given_and_replays_with_it(tmp_path: Path, bound: int) -> None:
+    from refimpl.cli import main
+
+    out = tmp_path / "t.jsonl"
+    assert main(["trace", str(out), "--seed", "0", "--aging-bound", str(bound)]) == 0
+    lines = out.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[_configure_index(lines)])["payload"] == {"aging_bound": bound}
+    assert main(["replay", str(out)]) == 0
+    (tmp_path / "edited.jsonl").write_bytes(b"".join(_with_bound(lines, 4)))
+    assert main(["replay", str(tmp_path / "edited.jsonl")]) == 1
