@@ -27,6 +27,7 @@ from invariants.contracts import contracts
 from spec.errors import BundlePoisoned
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Tier
+from trace_harness import renumbered as _renumbered
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
 
@@ -133,15 +134,6 @@ def test_reordered_events_are_rejected_at_the_first_out_of_order_line(lines: lis
     swapped = lines[:i - 1] + [lines[i], lines[i - 1]] + lines[i + 1:]
     r = replay_manager_lines(swapped)
     assert not r.ok and r.line == i, r.describe()
-
-
-def _renumbered(lines: list[bytes]) -> list[bytes]:
-    out = []
-    for n, raw in enumerate(lines, 1):
-        ev = json.loads(raw)
-        ev["source_sequence"] = n
-        out.append(json.dumps(ev).encode() + b"\n")
-    return out
 
 
 def test_removed_event_renumbered_is_still_caught_by_the_spec(lines: list[bytes]) -> None:

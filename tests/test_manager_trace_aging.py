@@ -29,6 +29,7 @@ from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
 from spec.tickets import TicketState
 from spec.types import Role, Tier
+from trace_harness import renumbered as _renumbered
 
 PROBES = 3
 
@@ -77,15 +78,6 @@ def _with_bound(lines: list[bytes], bound: object) -> list[bytes]:
     ev = json.loads(lines[i])
     ev["payload"]["aging_bound"] = bound
     return lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:]
-
-
-def _renumbered(lines: list[bytes]) -> list[bytes]:
-    out = []
-    for n, raw in enumerate(lines, 1):
-        ev = json.loads(raw)
-        ev["source_sequence"] = n
-        out.append(json.dumps(ev).encode() + b"\n")
-    return out
 
 
 @pytest.mark.parametrize("bound", [2, 4, 6])
