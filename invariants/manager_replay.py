@@ -54,7 +54,7 @@ from invariants.manager_trace import (
     decode_result,
 )
 from invariants.focused_replay import decode_focused, start_focused
-from invariants.focused_trace import FOCUSED
+from invariants.focused_trace import FOCUSED, POOL_REVISION
 from invariants.replay import ReplayResult, _Bad, check_outcome, next_in_sequence, read_event
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
@@ -256,10 +256,10 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                     raise _Bad("mixed-protocols", f"a {revision} event in a {focused.revision} trace")
                 if focused is None or (focused.state is None and ev["ids"].get("authority") is not None):
                     focused = start_focused(revision, ev, m)
-                    bound = getattr(focused.state, "aging_bound", m.aging_bound)
-                    if configured and bound != m.aging_bound:
-                        raise _Bad("refinement", f"the pool observes aging bound {bound}; the trace's configure "
-                                                 f"event says {m.aging_bound}")
+                    pool = focused.state if revision == POOL_REVISION else None
+                    if configured and pool is not None and pool.aging_bound != m.aging_bound:
+                        raise _Bad("refinement", f"the pool observes aging bound {pool.aging_bound}; the trace's "
+                                                 f"configure event says {m.aging_bound}")
                 focused.apply(decoded)
                 at_boundary = False
                 events += 1
@@ -276,9 +276,6 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 m, configured = evolve(m, aging_bound=act.aging_bound), True
                 events += 1
                 continue
-            if act is not None and not outcome["ledger"] and not configured:
-                raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say the "
-                                           "manager's aging bound, so the spec cannot arbitrate it")
             if focused is not None and act is not None:
                 if type(act) is not RegisterHolder:
                     raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
@@ -287,6 +284,9 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 if outcome["outcome"] == "accepted" and focused.state is not None:
                     focused.add_holder(outcome["result"])
             elif act is not None:
+                if not outcome["ledger"] and not configured:
+                    raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
+                                               "the manager's aging bound, so the spec cannot arbitrate it")
                 m = _apply(m, act, outcome)
             since_whole += 1
             if since_whole >= max(1, _live(m)):  # amortised: O(1) per event

@@ -219,3 +219,21 @@ def test_cli_writes_the_bound_it_is_given_and_replays_with_it(tmp_path: Path, bo
     assert main(["replay", str(out)]) == 0
     (tmp_path / "edited.jsonl").write_bytes(b"".join(_with_bound(lines, 4)))
     assert main(["replay", str(tmp_path / "edited.jsonl")]) == 1
+
+
+def test_configure_or_composed_event_after_pool_events_is_mixed_protocols() -> None:
+    """A ledger driven through the pool protocol, then a composed submit: the governor writes the configure
+    event there, which no one spec describes after pool events; without it, the submit is mixed-protocols
+    too (not unconfigured: no bound would make it replayable)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=2)
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 16)
+    p.pool_submit(h, a, 4)
+    p.submit(h, a, 4)
+    lines = _lines(buf)
+    i = _configure_index(lines)
+    assert [json.loads(raw)["kind"] for raw in lines[i - 1:]] == ["pool_submit", "configure", "submit"]
+    r = replay_manager_lines(lines)
+    assert not r.ok and r.failure == "mixed-protocols" and r.line == i + 1, r.describe()
+    r = replay_manager_lines(_renumbered(lines[:i] + lines[i + 1:]))
+    assert not r.ok and r.failure == "mixed-protocols" and r.line == i + 1, r.describe()
