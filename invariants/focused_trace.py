@@ -32,8 +32,8 @@ from typing import Any
 
 import attrs
 
-from invariants.manager_trace import MAX_TUPLE, decode_field, encode_field
-from invariants.trace_format import MAX_TEXT, decode_value, encode_value
+from invariants.manager_trace import decode_field, encode_field
+from invariants.trace_format import MAX_TEXT, decode_value, encode_value, schema_case, value_schemas
 from spec import pressure_state as P
 from spec import transactions_actions as T
 from spec.transactions_lifecycle import ViewKind
@@ -139,14 +139,8 @@ def id_and_payload_names(revision: str, kind: str) -> tuple[list[str], list[str]
 
 def focused_schema() -> list[dict[str, Any]]:
     """The per-kind JSON Schema cases of the focused revisions (merged into `docs/trace-schema.json`)."""
-    opaque = {"type": "object", "required": ["opaque"], "additionalProperties": False,
-              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}}}
-    scalar = {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
-                        opaque]}
-    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
-    pairs = {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}}
-    figures = {"type": "object", "maxProperties": 4096, "additionalProperties": False,
-               "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}}}
+    v = value_schemas()
+    opaque, scalar, ints, pairs, figures = v["opaque"], v["scalar"], v["ints"], v["pairs"], v["figures"]
     observed = {
         POOL_REVISION: {"anyOf": [{"type": "null"}, {
             "type": "object", "required": ["free", "generation", "aging_bound", "mailbox"],
@@ -168,13 +162,5 @@ def focused_schema() -> list[dict[str, Any]]:
             outcome = {"outcome": {"enum": ["accepted", "rejected"]},
                        "error": {"type": ["string", "null"], "maxLength": MAX_TEXT},
                        "result": {"type": ["integer", "null"]}, "observed": observed[revision]}
-            cases.append({
-                "if": {"properties": {"contract_revision": {"const": revision}, "kind": {"const": kind}}},
-                "then": {"properties": {
-                    "ids": {"type": "object", "required": id_names, "additionalProperties": False,
-                            "properties": {f: scalar for f in id_names}},
-                    "payload": {"type": "object", "required": [*args, *outcome], "additionalProperties": False,
-                                "properties": {**args, **outcome}},
-                }},
-            })
+            cases.append(schema_case(revision, kind, {f: scalar for f in id_names}, {**args, **outcome}))
     return cases

@@ -4,6 +4,10 @@ The same checker as `invariants.replay` for the ledger revision, over the
 composed state: per line, in this order (the first failure ends the replay
 and names the smallest bad prefix, the 1-based line number):
 
+  0. the manager's constants: the `configure` event (`invariants.manager_trace`)
+     sets the aging bound the spec state is built with; a composed event
+     with none before it fails the trace ("unconfigured"), as does a
+     focused pool whose observed aging bound is not the configured one;
   1. size and JSON, as for ledger traces (`invariants.replay`);
   2. envelope: exact keys, the composed revision (ledger operations may keep
      the ledger's own revision and format, `invariants.trace_format`), a known
@@ -39,21 +43,25 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.manager_trace import (
+    CONFIGURE,
     MANAGER_ID_FIELDS,
     MANAGER_KINDS,
     MANAGER_REVISION,
+    Configure,
     decode_bundles,
+    decode_configure,
     decode_field,
     decode_result,
 )
 from invariants.focused_replay import decode_focused, start_focused
-from invariants.focused_trace import FOCUSED
+from invariants.focused_trace import FOCUSED, POOL_REVISION
 from invariants.replay import ReplayResult, _Bad, check_outcome, next_in_sequence, read_event
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
 from spec import errors as E
 from spec.ledger_actions import RegisterHolder
 from spec.manager_actions import Manager, initial
+from spec.records import evolve
 from spec.types import AllocState
 
 __all__ = ["replay_manager_lines", "MAX_LIVE"]
@@ -81,7 +89,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} (with ledger operations in "
                                        f"{CONTRACT_REVISION!r}), got {str(ev['contract_revision'])[:MAX_TEXT]!r}")
     kind, ids, payload = ev["kind"], ev["ids"], ev["payload"]
-    if type(kind) is not str or (kind not in MANAGER_KINDS and kind != BOUNDARY):
+    if type(kind) is not str or (kind not in MANAGER_KINDS and kind not in (BOUNDARY, CONFIGURE)):
         raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
     if type(ids) is not dict or type(payload) is not dict:
         raise _Bad("malformed", "ids and payload must be objects")
@@ -89,6 +97,11 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         if ids or payload:
             raise _Bad("malformed", "a boundary event carries no ids and no payload")
         return None, {}
+    if kind == CONFIGURE:
+        try:
+            return decode_configure(ids, payload), {}
+        except ValueError as e:
+            raise _Bad("malformed", str(e)) from None
     cls = MANAGER_KINDS[kind]
     fields = [f.name for f in attrs.fields(cls)]
     want_ids = {f for f in fields if f in MANAGER_ID_FIELDS}
@@ -228,6 +241,7 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     focused event, and from there against its own spec (`invariants.focused_replay`)."""
     m, last, events, line, at_boundary, since_whole = initial(), {}, 0, 0, False, 0
     focused: Any = None
+    configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
     try:
         for raw in lines:
             line += 1
@@ -242,6 +256,10 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                     raise _Bad("mixed-protocols", f"a {revision} event in a {focused.revision} trace")
                 if focused is None or (focused.state is None and ev["ids"].get("authority") is not None):
                     focused = start_focused(revision, ev, m)
+                    pool = focused.state if revision == POOL_REVISION else None
+                    if configured and pool is not None and pool.aging_bound != m.aging_bound:
+                        raise _Bad("refinement", f"the pool observes aging bound {pool.aging_bound}; the trace's "
+                                                 f"configure event says {m.aging_bound}")
                 focused.apply(decoded)
                 at_boundary = False
                 events += 1
@@ -249,6 +267,15 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
+            if type(act) is Configure:
+                if configured:
+                    raise _Bad("malformed", "a second configure event: a composed trace names its constants once")
+                if focused is not None:
+                    raise _Bad("mixed-protocols", f"a configure event after the {focused.revision} events began")
+                # Before it only ledger-format events passed (a composed one fails below): no ticket has aged yet.
+                m, configured = evolve(m, aging_bound=act.aging_bound), True
+                events += 1
+                continue
             if focused is not None and act is not None:
                 if type(act) is not RegisterHolder:
                     raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
@@ -257,6 +284,9 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 if outcome["outcome"] == "accepted" and focused.state is not None:
                     focused.add_holder(outcome["result"])
             elif act is not None:
+                if not outcome["ledger"] and not configured:
+                    raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
+                                               "the manager's aging bound, so the spec cannot arbitrate it")
                 m = _apply(m, act, outcome)
             since_whole += 1
             if since_whole >= max(1, _live(m)):  # amortised: O(1) per event

@@ -20,6 +20,16 @@ poisoned) of every state bundle the operation named, opened or advanced
 their values; anything else that does not round-trip exactly is written
 opaque (`invariants.trace_format.encode_value`), so recording never fails.
 
+A composed trace names the manager's constants before its first composed
+event, in one `configure` event (no ids; payload `{"aging_bound": n}`: the
+rounds after which a pending ticket is matured, I13), which the replay builds
+its `spec.manager` state with. The governor writes it right before its first
+composed event, so ledger-format events (which no constant changes) may come
+first; a composed event with no `configure` before it fails the replay as
+"unconfigured", a second `configure` as malformed. `ortmem-manager/1` keeps
+its number: no trace changes meaning, one written before `configure` existed
+is refused (it never said its bound), not read another way.
+
 Only event types and their (de)coding live here: no transition logic.
 """
 
@@ -29,20 +39,46 @@ from typing import Any
 
 import attrs
 
-from invariants.trace_format import ENUMS, ID_FIELDS, KINDS, MAX_TEXT, decode_value, encode_value, kind_of
+from invariants.trace_format import (ENUMS, ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, decode_value, encode_value, kind_of,
+                                     schema_case, value_schemas)
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
+from spec.types import MAX_BYTES
 
-__all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "encode_manager_event", "decode_field",
-           "encode_result", "decode_result", "manager_schema",
+__all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
+           "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result", "manager_schema",
            "encode_bundles", "decode_bundles"]
 
 MANAGER_REVISION = "ortmem-manager/1"
 #: Event kind -> the action class it records: the ledger's kinds and every composed action.
 MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}}
 MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
+#: The event that names the manager's constants, before a composed trace's first composed event.
+CONFIGURE = "configure"
 #: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.
 _TUPLES = {"victims": 1, "needs": 2}
-MAX_TUPLE = 64
+
+
+@attrs.frozen
+class Configure:
+    """The constants a composed trace's manager was built with (a `configure` event); not an action."""
+
+    aging_bound: int
+
+
+def encode_configure(source: str, sequence: int, aging_bound: int) -> dict[str, Any]:
+    """The `configure` event of a manager whose aging bound is `aging_bound` (an int in 1..MAX_BYTES)."""
+    return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
+            "kind": CONFIGURE, "ids": {}, "payload": {"aging_bound": aging_bound}}
+
+
+def decode_configure(ids: Any, payload: Any) -> Configure:
+    """Inverse of `encode_configure` on its ids and payload; ValueError on anything else."""
+    if ids != {} or type(payload) is not dict or set(payload) != {"aging_bound"}:
+        raise ValueError("a configure event has no ids and exactly the payload {aging_bound}")
+    bound = payload["aging_bound"]
+    if type(bound) is not int or not 1 <= bound <= MAX_BYTES:
+        raise ValueError(f"configure: aging_bound must be an integer in [1, {MAX_BYTES}], got {bound!r:.40}")
+    return Configure(bound)
 
 
 def _int_like(v: Any) -> bool:
@@ -139,20 +175,15 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
 
 def manager_schema() -> list[dict[str, Any]]:
     """The per-kind JSON Schema cases of the composed revision (merged into `docs/trace-schema.json`)."""
-    opaque = {"type": "object", "required": ["opaque"], "additionalProperties": False,
-              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}}}
-    scalar = {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
-                        opaque]}
-    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
-    pairs = {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}}
+    v = value_schemas()
+    opaque, scalar, ints, pairs = v["opaque"], v["scalar"], v["ints"], v["pairs"]
     limit = {"type": "object", "required": ["committed", "limit", "completed"], "additionalProperties": False,
              "properties": {"committed": {"type": "boolean"}, "limit": {"type": "integer"}, "completed": pairs}}
     outcome = {
         "outcome": {"enum": ["accepted", "rejected"]},
         "error": {"type": ["string", "null"], "maxLength": MAX_TEXT},
         "result": {"anyOf": [{"type": ["integer", "null"]}, ints, limit]},
-        "used": {"type": "object", "maxProperties": 4096, "additionalProperties": False,
-                 "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}},
+        "used": {**v["figures"],
                  "description": "the governor's used of each authority the operation named or changed, after it"},
         "bundles": {"type": "object", "maxProperties": MAX_TUPLE, "additionalProperties": False,
                     "patternProperties": {"^[0-9]{1,20}$": {
@@ -161,21 +192,15 @@ def manager_schema() -> list[dict[str, Any]]:
                     "description": "the governor's record of each state bundle the operation named, opened or "
                                    "advanced, after it (I5, I10)"},
     }
-    cases = []
+    cases = [schema_case(MANAGER_REVISION, CONFIGURE, {}, {"aging_bound": {
+        "type": "integer", "minimum": 1, "maximum": MAX_BYTES,
+        "description": "rounds after which a pending ticket is matured (I13), as the manager was built"}})]
     for kind, cls in MANAGER_KINDS.items():
         names = [f.name for f in attrs.fields(cls)]
         id_names = [f for f in names if f in MANAGER_ID_FIELDS]
         args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else
                     {"anyOf": [pairs if _TUPLES[f] == 2 else ints, opaque]} if f in _TUPLES else scalar)
                 for f in names if f not in MANAGER_ID_FIELDS}
-        cases.append({
-            "if": {"properties": {"contract_revision": {"const": MANAGER_REVISION}, "kind": {"const": kind}}},
-            "then": {"properties": {
-                "ids": {"type": "object", "required": id_names, "additionalProperties": False,
-                        "properties": {f: scalar for f in id_names}},
-                "payload": {"type": "object", "required": [*args, *outcome], "additionalProperties": False,
-                            "properties": {**args, **outcome}},
-            }},
-        })
+        cases.append(schema_case(MANAGER_REVISION, kind, {f: scalar for f in id_names}, {**args, **outcome}))
     return cases
 

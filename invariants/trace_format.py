@@ -56,6 +56,8 @@ __all__ = [
     "encode_value",
     "decode_value",
     "encode_event",
+    "value_schemas",
+    "schema_case",
     "json_schema",
 ]
 
@@ -70,6 +72,8 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_EVENTS = 1_000_000
 MAX_SOURCES = 64
 MAX_TEXT = MAX_NAME
+#: Tuple-valued fields (`victims`, `needs`) hold at most this many elements.
+MAX_TUPLE = 64
 #: Integers of more digits are written opaque (and refused by the parser when bare).
 MAX_DIGITS = 20
 
@@ -164,15 +168,44 @@ def encode_event(source: str, sequence: int, action: Any, result: Any, error: Ba
             "ids": ids, "payload": payload}
 
 
+def value_schemas(opaque_note: str | None = None) -> dict[str, dict[str, Any]]:
+    """The JSON Schema fragments every revision's fields share: `opaque` (with `opaque_note` as its description),
+    `scalar` (a JSON scalar or opaque), `ints` and `pairs` (tuple fields), `figures` (id -> integer)."""
+    opaque: dict[str, Any] = {"type": "object", "required": ["opaque"], "additionalProperties": False,
+                              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}}}
+    if opaque_note is not None:
+        opaque["description"] = opaque_note
+    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
+    return {
+        "opaque": opaque,
+        "scalar": {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
+                             opaque]},
+        "ints": ints,
+        "pairs": {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}},
+        "figures": {"type": "object", "maxProperties": 4096, "additionalProperties": False,
+                    "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}}},
+    }
+
+
+def schema_case(revision: str, kind: str, ids: dict[str, Any], payload: dict[str, Any],
+                optional_ids: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The case of one (revision, kind): its events carry exactly these ids and payload fields, every payload
+    field and every id but `optional_ids` required."""
+    return {
+        "if": {"properties": {"contract_revision": {"const": revision}, "kind": {"const": kind}}},
+        "then": {"properties": {
+            "ids": {"type": "object", "required": [f for f in ids if f not in optional_ids],
+                    "additionalProperties": False, "properties": ids},
+            "payload": {"type": "object", "required": list(payload), "additionalProperties": False,
+                        "properties": payload},
+        }},
+    }
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of one event (`docs/trace-schema.json`, generated from the event types)."""
-    opaque = {"type": "object", "required": ["opaque"], "additionalProperties": False,
-              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}},
-              "description": "a caller value the trace cannot carry exactly (its type name); refused by the spec"}
-    scalar = {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
-                        opaque]}
-    figures = {"type": "object", "maxProperties": 4096, "additionalProperties": False,
-               "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}}}
+    v = value_schemas("a caller value the trace cannot carry exactly (its type name); refused by the spec")
+    opaque, scalar, figures = v["opaque"], v["scalar"], v["figures"]
     outcome = {
         "outcome": {"enum": ["accepted", "rejected"]},
         "error": {"type": ["string", "null"], "maxLength": MAX_TEXT,
@@ -185,22 +218,13 @@ def json_schema() -> dict[str, Any]:
     cases: list[dict[str, Any]] = []
     for kind, cls in KINDS.items():
         names = [f.name for f in attrs.fields(cls)]
-        id_names = [f for f in names if f in ID_FIELDS]
-        ids_props: dict[str, Any] = {f: scalar for f in id_names}
+        ids_props: dict[str, Any] = {f: scalar for f in names if f in ID_FIELDS}
         if kind in CREATES:
             ids_props["result"] = {"type": "integer", "description": "the id the accepted operation issued"}
         args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else scalar) for f in names
                 if f not in ID_FIELDS}
-        cases.append({
-            "if": {"properties": {"contract_revision": {"const": CONTRACT_REVISION}, "kind": {"const": kind}}},
-            "then": {"properties": {
-                "ids": {"type": "object", "required": id_names, "additionalProperties": False,
-                        "properties": ids_props},
-                "payload": {"type": "object", "required": [*args, *outcome], "additionalProperties": False,
-                            "properties": {**args, **outcome}},
-            }},
-        })
-    from invariants.manager_trace import MANAGER_KINDS, MANAGER_REVISION, manager_schema  # extends this format
+        cases.append(schema_case(CONTRACT_REVISION, kind, ids_props, {**args, **outcome}, frozenset({"result"})))
+    from invariants.manager_trace import CONFIGURE, MANAGER_KINDS, MANAGER_REVISION, manager_schema  # extends it
     cases += manager_schema()
     from invariants.focused_trace import FOCUSED, focused_schema  # the focused front ends' revisions
 
@@ -220,7 +244,8 @@ def json_schema() -> dict[str, Any]:
             "contract_revision": {"enum": sorted(REVISIONS | {MANAGER_REVISION} | set(FOCUSED))},
             "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
             "source_sequence": {"type": "integer", "minimum": 1},
-            "kind": {"enum": [*MANAGER_KINDS, *(k for kinds in FOCUSED.values() for k in kinds), BOUNDARY]},
+            "kind": {"enum": [*MANAGER_KINDS, *(k for kinds in FOCUSED.values() for k in kinds), CONFIGURE,
+                              BOUNDARY]},
             "ids": {"type": "object"},
             "payload": {"type": "object"},
         },

@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--write-schema", action="store_true", help="regenerate docs/trace-schema.json")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--operations", type=bounded(1), default=300, help="workload operations, >= 1")
+    t.add_argument("--aging-bound", type=bounded(1), default=4,
+                   help="the manager's aging bound (rounds until a pending ticket is matured, I13); the trace's "
+                        "configure event carries it to the replay")
     t.add_argument("--ledger", action="store_true",
                    help="the ledger-only workload (revision ortmem-ledger/1) instead of the composed manager's")
     t.add_argument("--focused", choices=("pool", "tx"),

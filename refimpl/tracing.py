@@ -27,6 +27,10 @@ front ends (the single-pool protocol, `refimpl.manager.leases`, and the
 focused transactions, `refimpl.manager.tx_view`), through `record_focused`
 and `finish` below, in their own revisions (`invariants.focused_trace`).
 
+The first composed event is preceded by a `configure` event naming the
+manager's aging bound (`invariants.manager_trace`), which the replay of a
+composed trace arbitrates with.
+
 `JsonlSink` writes events to a text file, one compact JSON object per line.
 """
 
@@ -66,6 +70,7 @@ class _Recorder:
         self.delivering = threading.Lock()  # held by the one thread calling the sink; never the ledger lock
         self.errors: list[tuple[int, BaseException]] = []  # (sequence, error) of failed deliveries, bounded
         self.lost = 0
+        self.configured = False  # the `configure` event (the manager's constants) is queued
 
     def record(self, event_for: Callable[[int], dict[str, Any]]) -> int:
         """Number and queue one event (caller holds the ledger lock); returns its sequence number."""
@@ -73,6 +78,16 @@ class _Recorder:
         self.sequence += 1
         self.queue.append(event)
         return self.sequence
+
+    def record_composed(self, aging_bound: int, event_for: Callable[[int], dict[str, Any]]) -> int:
+        """`record` for a composed (`ortmem-manager/1`) event; the first one is preceded by the `configure` event
+        that names the manager's aging bound, which the replay arbitrates with (caller holds the ledger lock)."""
+        if not self.configured:
+            from invariants.manager_trace import encode_configure
+
+            self.record(lambda s: encode_configure(self.source, s, aging_bound))
+            self.configured = True
+        return self.record(event_for)
 
     def deliver(self, mine: int) -> BaseException | None:
         """Hand queued events to the sink in order (ledger lock released); the failure of event `mine`, if any."""

@@ -150,7 +150,8 @@ def timeline_data(lines: Any) -> dict[str, Any]:
                 markers.append({"i": i, "category": "divergence", "kind": kind, "authority": a,
                                 "detail": f"ledger used {u} != sum of its allocations' charges "
                                           f"{sum(totals[a].values())}"})
-        category = CATEGORIES.get(kind) or (None if ok else "rejected")
+        # A composed trace's `configure` event (the manager's aging bound) has no outcome: no marker.
+        category = CATEGORIES.get(kind) or (None if ok or kind == "configure" else "rejected")
         if category is not None:
             owner = allocs.get(_int(ids.get("allocation")) or -1)
             markers.append({"i": i, "category": category, "kind": kind,

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
     ["verify", "--jobs", "0"], ["verify", "--jobs", "-3"], ["verify", "--jobs", "65"], ["verify", "--jobs", "x"],
     ["explore", "--depth", "-1"], ["explore", "--depth", "0"], ["explore", "--max-states", "0"],
     ["trace", "out.jsonl", "--operations", "-5"], ["trace", "out.jsonl", "--operations", "0"],
+    ["trace", "out.jsonl", "--aging-bound", "0"], ["trace", "out.jsonl", "--aging-bound", "x"],
     ["demo", "--steps", "0"], ["demo", "--steps", "65"],
 ], ids=" ".join)
 def test_out_of_bounds_arguments_are_usage_errors(argv, capsys) -> None:

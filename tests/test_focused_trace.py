@@ -30,6 +30,7 @@ from spec.guards import ALL_ON, GuardSet
 from spec.tickets import PressureState
 from spec.transactions_lifecycle import ViewKind
 from spec.types import Role, Tier
+from trace_harness import renumbered as _renumbered
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
 WORKLOADS: dict[str, Callable[..., Any]] = {"pool": run_pool_workload, "tx": run_tx_workload}
@@ -55,15 +56,6 @@ def _kinds(lines: list[bytes]) -> dict[str, int]:
     for raw in lines:
         k = json.loads(raw)["kind"]
         out[k] = out.get(k, 0) + 1
-    return out
-
-
-def _renumbered(lines: list[bytes]) -> list[bytes]:
-    out = []
-    for n, raw in enumerate(lines, 1):
-        ev = json.loads(raw)
-        ev["source_sequence"] = n
-        out.append(json.dumps(ev).encode() + b"\n")
     return out
 
 

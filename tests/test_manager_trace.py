@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from invariants.manager_replay import replay_manager_lines
-from invariants.manager_trace import MANAGER_KINDS
+from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
 from invariants.trace_format import json_schema
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
@@ -27,6 +27,7 @@ from invariants.contracts import contracts
 from spec.errors import BundlePoisoned
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Tier
+from trace_harness import renumbered as _renumbered
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
 
@@ -90,8 +91,8 @@ def test_composed_trace_names_every_part(cli_trace: list[str], part: str) -> Non
     accepted: dict[str, int] = {}
     for line in cli_trace:
         ev = json.loads(line)
-        assert ev["kind"] in MANAGER_KINDS
-        if ev["payload"]["outcome"] == "accepted":
+        assert ev["kind"] in MANAGER_KINDS or ev["kind"] == CONFIGURE
+        if ev["kind"] != CONFIGURE and ev["payload"]["outcome"] == "accepted":
             accepted[ev["kind"]] = accepted.get(ev["kind"], 0) + 1
     missing = [k for k in _PARTS[part] if not accepted.get(k)]
     assert not missing, f"{part}: `ortmem trace` never recorded an accepted {missing}: {accepted}"
@@ -135,15 +136,6 @@ def test_reordered_events_are_rejected_at_the_first_out_of_order_line(lines: lis
     assert not r.ok and r.line == i, r.describe()
 
 
-def _renumbered(lines: list[bytes]) -> list[bytes]:
-    out = []
-    for n, raw in enumerate(lines, 1):
-        ev = json.loads(raw)
-        ev["source_sequence"] = n
-        out.append(json.dumps(ev).encode() + b"\n")
-    return out
-
-
 def test_removed_event_renumbered_is_still_caught_by_the_spec(lines: list[bytes]) -> None:
     """An emitter that drops an event and renumbers: the spec itself notices what is missing."""
     i = _accepted(lines, "submit")
@@ -155,8 +147,8 @@ def test_removed_event_renumbered_is_still_caught_by_the_spec(lines: list[bytes]
 def test_changed_figure_is_refinement(lines: list[bytes]) -> None:
     for i, raw in enumerate(lines):
         ev = json.loads(raw)
-        if ev["contract_revision"] == "ortmem-manager/1" and ev["payload"]["outcome"] == "accepted" \
-                and ev["payload"]["used"]:
+        if ev["contract_revision"] == "ortmem-manager/1" and ev["kind"] != CONFIGURE \
+                and ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
             aid = next(iter(ev["payload"]["used"]))
             ev["payload"]["used"][aid] += 1
             r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
@@ -219,11 +211,11 @@ def _bundle_trace(guards: GuardSet = ALL_ON) -> list[bytes]:
     t = p.plan_tx(h, ((a, 8),))
     p.join_bundle(t, b)
     p.reserve_tx(t)
-    p.commit_tx(t)  # line 7: the bundle's parts advance together
+    p.commit_tx(t)  # line 8 (after the configure event, line 3): the bundle's parts advance together
     t2 = p.plan_tx(h, ((a, 4),))
     p.join_bundle(t2, b)
     p.reserve_tx(t2)
-    p.report_mismatch(b)  # line 11: poisoned between join and commit
+    p.report_mismatch(b)  # line 12: poisoned between join and commit
     with pytest.raises(BundlePoisoned):
         p.commit_tx(t2)
     p.abort_tx(t2)
@@ -237,14 +229,15 @@ def _bundle_trace(guards: GuardSet = ALL_ON) -> list[bytes]:
 def test_bundle_trace_replays_clean_and_reports_the_bundle() -> None:
     lines = _bundle_trace()
     r = replay_manager_lines(lines)
-    assert r.ok and r.events == len(lines) == 16, r.describe()
+    assert r.ok and r.events == len(lines) == 17, r.describe()
     evs = [json.loads(x) for x in lines]
-    assert [e["kind"] for e in evs][2:8] == ["open_bundle", "plan_tx", "join_bundle", "reserve_tx", "commit_tx",
-                                             "plan_tx"]
-    assert evs[6]["payload"]["bundles"] == {"1": {"versions": [1, 1, 1, 1], "poisoned": False}}
-    assert evs[10]["kind"] == "report_mismatch" and evs[10]["ids"] == {"bundle": 1}
-    assert evs[11]["kind"] == "commit_tx" and evs[11]["payload"]["error"] == "BundlePoisoned"
-    assert evs[14]["kind"] == "join_bundle" and evs[14]["payload"]["error"] == "BundlePoisoned"
+    assert [e["kind"] for e in evs][2:9] == ["configure", "open_bundle", "plan_tx", "join_bundle", "reserve_tx",
+                                             "commit_tx", "plan_tx"]
+    assert evs[2]["payload"] == {"aging_bound": 4}
+    assert evs[7]["payload"]["bundles"] == {"1": {"versions": [1, 1, 1, 1], "poisoned": False}}
+    assert evs[11]["kind"] == "report_mismatch" and evs[11]["ids"] == {"bundle": 1}
+    assert evs[12]["kind"] == "commit_tx" and evs[12]["payload"]["error"] == "BundlePoisoned"
+    assert evs[15]["kind"] == "join_bundle" and evs[15]["payload"]["error"] == "BundlePoisoned"
 
 
 def test_bundle_trace_events_match_the_schema() -> None:
@@ -274,10 +267,10 @@ def test_removed_bundle_event_renumbered_is_caught_by_the_spec(kind: str, failur
     i = _index(lines, kind)
     r = replay_manager_lines(_renumbered(lines[:i] + lines[i + 1:]))
     assert not r.ok and r.failure == failure, r.describe()
-    # open_bundle: the join the governor accepted names a bundle the spec never opened (line 4);
-    # join_bundle: the commit advances no bundle in the spec, but the governor reports one (line 6);
-    # report_mismatch: the spec commits what the governor refused (line 11).
-    assert r.line == {"open_bundle": 4, "join_bundle": 6, "report_mismatch": 11}[kind], r.describe()
+    # open_bundle: the join the governor accepted names a bundle the spec never opened (line 5);
+    # join_bundle: the commit advances no bundle in the spec, but the governor reports one (line 7);
+    # report_mismatch: the spec commits what the governor refused (line 12).
+    assert r.line == {"open_bundle": 5, "join_bundle": 7, "report_mismatch": 12}[kind], r.describe()
 
 
 @pytest.mark.parametrize("kind", ["open_bundle", "join_bundle", "report_mismatch"])

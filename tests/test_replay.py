@@ -117,11 +117,11 @@ def test_traced_events_match_the_schema(clean) -> None:
 def test_schema_names_every_kind() -> None:
     schema = json.loads(SCHEMA.read_text())
     from invariants.focused_trace import POOL_KINDS, POOL_REVISION, TX_KINDS, TX_REVISION
-    from invariants.manager_trace import MANAGER_KINDS, MANAGER_REVISION
+    from invariants.manager_trace import CONFIGURE, MANAGER_KINDS, MANAGER_REVISION
     assert set(KINDS) <= set(MANAGER_KINDS)  # the composed revision extends the ledger's kinds
     focused = set(POOL_KINDS) | set(TX_KINDS)  # the focused front ends' own revisions
-    assert not focused & set(MANAGER_KINDS)
-    assert set(schema["properties"]["kind"]["enum"]) == set(MANAGER_KINDS) | focused | {"boundary"}
+    assert not focused & set(MANAGER_KINDS) and CONFIGURE not in focused | set(MANAGER_KINDS)
+    assert set(schema["properties"]["kind"]["enum"]) == set(MANAGER_KINDS) | focused | {CONFIGURE, "boundary"}
     assert schema["properties"]["contract_revision"]["enum"] == sorted([CONTRACT_REVISION, MANAGER_REVISION,
                                                                        POOL_REVISION, TX_REVISION])
 

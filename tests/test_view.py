@@ -97,3 +97,5 @@ def test_composed_trace_draws_used_and_every_part_as_markers(tmp_path: Path) -> 
     assert all(a["series"] == {} for a in d["authorities"])  # no per-holder guess from used alone
     assert any(len(a["used"]) > 2 for a in d["authorities"])
     assert "divergence" not in cats
+    configure = [i for i, raw in enumerate(trace.read_bytes().splitlines()) if json.loads(raw)["kind"] == "configure"]
+    assert len(configure) == 1 and not [m for m in d["markers"] if m["i"] in configure]  # no outcome, no marker

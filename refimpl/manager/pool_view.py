@@ -76,6 +76,15 @@ class PoolView:
                 if rec is None:
                     return result
         finally:
+            # Read without the lock, and safe: every writer of `_wake` after `_init_ledger` (which runs before
+            # the manager is shared) holds the ledger lock: the appends in arbitration's `_round` and
+            # `_drop_ticket`, leases' `_reconfigure`, devices' `_lose_all`, the re-entrant extend in `_wake_up`;
+            # every swap to [] is under `with self._lock` and followed by that thread's `_wake_up`. What this call
+            # appended, it appended under the lock before releasing it, so this thread sees it (program order)
+            # unless another thread has since swapped the list out, and then that thread wakes it. A stale read
+            # either costs one lock round trip (the list was already emptied) or leaves entries another thread
+            # appended later to that thread's own drain (every entry point ends in one): a wake-up is delayed
+            # at worst, never lost (and a parked waiter re-reads its ticket every `arbitration.RECHECK_S`).
             if self._wake:
                 with self._lock:
                     wake, self._wake = self._wake, []

@@ -235,7 +235,7 @@ class Views:
             if rec is not None:
                 figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {},
                            "bundles": self._bundle_figures(named, first_bundle)}
-                seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
+                seq = rec.record_composed(self._bound, lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
         if rec is not None:

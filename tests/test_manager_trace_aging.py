@@ -1,0 +1,239 @@
+"""Composed traces carry the manager's aging bound (I13): the `configure` event, and replay arbitrates with it.
+
+A governor built with `aging_bound=b` writes `{"kind": "configure", "payload": {"aging_bound": b}}` right
+before its first composed event (`invariants.manager_trace`); `invariants.manager_replay` builds its
+`spec.manager` state with that bound. A trace with the bound edited fails at the first event whose
+arbitration differs under the edited bound; a composed event with no `configure` before it fails as
+"unconfigured"; lossy variants of the configure event fail at the smallest bad prefix.
+
+The pinned workload: a 10 B ledger, 9 B of it leased; ticket T1 (8 B) waits, ageing one round per round
+on the ledger; probe k (1 B, it fits) is submitted in round 2k and cancelled in round 2k+1. T1 is matured
+in round r iff r >= bound, and a matured misfit ends the round (I13), so probe k is granted iff
+2k < bound. Probes in rounds 2, 4 and 6 tell bounds 2, 4, 6 and 8 apart; not 2j - 1 from 2j (1 from 2,
+3 from 4, 5 from 6), nor two bounds past 6: those arbitrate every round of this trace alike.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from invariants.manager_replay import replay_manager_lines
+from invariants.manager_trace import CONFIGURE
+from refimpl.focused_workload import run_pool_workload
+from refimpl.manager import ProcessMemoryManager
+from refimpl.manager_workload import run_manager_workload
+from refimpl.tracing import JsonlSink
+from spec.tickets import TicketState
+from spec.types import Role, Tier
+from trace_harness import renumbered as _renumbered
+
+PROBES = 3
+
+
+def _lines(buf: io.StringIO) -> list[bytes]:
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
+def _aging_trace(bound: int) -> list[bytes]:
+    """The pinned workload (module docstring) on a governor with aging bound `bound`, settled at the end."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=bound)
+    ha, hb, hc = (p.register_holder(n) for n in ("weights", "kv", "probe"))
+    a = p.register_authority("hbm", Tier.DEVICE, 10)
+    lease = p.reserve(ha, a, Tier.DEVICE, 9, Role.WEIGHTS)
+    p.commit(ha, lease, 9)
+    big = p.submit(hb, a, 8)  # round 1: waits
+    for k in range(1, PROBES + 1):
+        probe = p.submit(hc, a, 1)  # round 2k
+        state = p.abstract_manager().tickets[probe].state
+        # The governor itself arbitrates as the docstring says (else this pinned trace tests nothing).
+        assert state is (TicketState.GRANTED if 2 * k < bound else TicketState.PENDING), (bound, k, state)
+        p.cancel_ticket(hc, probe)  # round 2k + 1
+    p.cancel_ticket(hb, big)
+    p.release(ha, lease)
+    return _lines(buf)
+
+
+def _granted(bound: int) -> list[bool]:
+    return [2 * k < bound for k in range(1, PROBES + 1)]
+
+
+def _probe_lines(lines: list[bytes]) -> list[int]:
+    """1-based line numbers of the probes' submits (holder 3)."""
+    return [n for n, raw in enumerate(lines, 1)
+            if json.loads(raw)["kind"] == "submit" and json.loads(raw)["ids"]["holder"] == 3]
+
+
+def _configure_index(lines: list[bytes]) -> int:
+    (i,) = [i for i, raw in enumerate(lines) if json.loads(raw)["kind"] == CONFIGURE]
+    return i
+
+
+def _with_bound(lines: list[bytes], bound: object) -> list[bytes]:
+    i = _configure_index(lines)
+    ev = json.loads(lines[i])
+    ev["payload"]["aging_bound"] = bound
+    return lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:]
+
+
+@pytest.mark.parametrize("bound", [2, 4, 6])
+def test_trace_names_its_bound_before_the_first_composed_event_and_replays_clean(bound: int) -> None:
+    lines = _aging_trace(bound)
+    i = _configure_index(lines)
+    evs = [json.loads(raw) for raw in lines]
+    assert evs[i]["payload"] == {"aging_bound": bound} and evs[i]["ids"] == {}
+    assert {e["contract_revision"] for e in evs[:i]} == {"ortmem-ledger/1"} and evs[i + 1]["kind"] == "submit"
+    r = replay_manager_lines(lines)
+    assert r.ok and r.events == len(lines), r.describe()
+
+
+@pytest.mark.parametrize("bound,edited", [(2, 4), (2, 3), (2, 6), (2, 8), (6, 4), (6, 2), (6, 7), (6, 8),
+                                          (4, 2), (4, 5), (4, 6)])
+def test_edited_bound_fails_at_the_first_probe_arbitrated_otherwise(bound: int, edited: int) -> None:
+    lines = _aging_trace(bound)
+    k = next(k for k, (g, e) in enumerate(zip(_granted(bound), _granted(edited))) if g != e)
+    r = replay_manager_lines(_with_bound(lines, edited))
+    assert not r.ok and r.failure == "refinement", r.describe()
+    assert r.line == _probe_lines(lines)[k], r.describe()  # the submit whose round grants otherwise
+    assert "used on authority" in r.message, r.describe()
+
+
+@pytest.mark.parametrize("bound,edited", [(2, 1), (4, 3), (6, 5), (8, 7), (8, 12)])
+def test_edited_bound_this_trace_cannot_tell_apart_replays_clean(bound: int, edited: int) -> None:
+    """Every round of this trace arbitrates alike under both bounds (each probe granted iff 2k < bound), so
+    no event differs: the trace pins the bound only as far as its rounds tell bounds apart."""
+    assert _granted(bound) == _granted(edited)
+    r = replay_manager_lines(_with_bound(_aging_trace(bound), edited))
+    assert r.ok, r.describe()
+
+
+@pytest.mark.parametrize("bad", [0, -1, "2", 2.0, None, True, 2**63])
+def test_ill_formed_bound_is_malformed_at_the_configure_line(bad: object) -> None:
+    lines = _aging_trace(2)
+    r = replay_manager_lines(_with_bound(lines, bad))
+    assert not r.ok and r.failure == "malformed" and r.line == _configure_index(lines) + 1, r.describe()
+
+
+@pytest.mark.parametrize("change", ["extra-payload", "ids", "no-payload-key"])
+def test_configure_with_other_fields_is_malformed(change: str) -> None:
+    lines = _aging_trace(2)
+    i = _configure_index(lines)
+    ev = json.loads(lines[i])
+    if change == "extra-payload":
+        ev["payload"]["mailbox"] = 8
+    elif change == "ids":
+        ev["ids"] = {"authority": 1}
+    else:
+        ev["payload"] = {}
+    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()
+
+
+# --- lossy variants of the configure event: the smallest bad prefix --------------------------------------------
+
+
+def test_removed_configure_is_a_gap_at_the_next_line() -> None:
+    lines = _aging_trace(2)
+    i = _configure_index(lines)
+    r = replay_manager_lines(lines[:i] + lines[i + 1:])
+    assert not r.ok and r.failure == "sequence-gap" and r.line == i + 1, r.describe()
+
+
+def test_trace_without_configure_is_unconfigured_at_its_first_composed_event() -> None:
+    """Removed and renumbered (or a trace written before `configure` existed): the ledger events before it
+    replay clean; the first composed event fails, since the bound it would be arbitrated with is unknown."""
+    lines = _aging_trace(6)
+    i = _configure_index(lines)
+    r = replay_manager_lines(_renumbered(lines[:i] + lines[i + 1:]))
+    assert not r.ok and r.failure == "unconfigured" and r.line == i + 1, r.describe()
+    assert r.events == i and "aging bound" in r.message
+
+
+def test_duplicated_configure_is_rejected_where_it_repeats() -> None:
+    lines = _aging_trace(2)
+    i = _configure_index(lines)
+    r = replay_manager_lines(lines[:i + 1] + [lines[i]] + lines[i + 1:])
+    assert not r.ok and r.failure == "duplicate-sequence" and r.line == i + 2, r.describe()
+    r = replay_manager_lines(_renumbered(lines[:i + 1] + [lines[i]] + lines[i + 1:]))
+    assert not r.ok and r.failure == "malformed" and r.line == i + 2 and "second configure" in r.message, \
+        r.describe()
+
+
+def test_configure_moved_after_the_first_composed_event_fails_at_that_event() -> None:
+    lines = _aging_trace(2)
+    i = _configure_index(lines)
+    swapped = lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2:]
+    r = replay_manager_lines(swapped)
+    assert not r.ok and r.failure == "sequence-gap" and r.line == i + 1, r.describe()
+    r = replay_manager_lines(_renumbered(swapped))
+    assert not r.ok and r.failure == "unconfigured" and r.line == i + 1, r.describe()
+
+
+# --- the seeded workloads at other bounds ---------------------------------------------------------------------
+
+
+def _workload(bound: int, seed: int) -> list[bytes]:
+    buf = io.StringIO()
+    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=bound), seed=seed, operations=300)
+    return _lines(buf)
+
+
+@pytest.mark.parametrize("bound", [2, 6])
+def test_composed_workload_at_another_bound_replays_clean_and_not_at_the_default(bound: int) -> None:
+    lines = _workload(bound, seed=0)
+    assert json.loads(lines[_configure_index(lines)])["payload"] == {"aging_bound": bound}
+    r = replay_manager_lines(lines)
+    assert r.ok and r.events == len(lines), r.describe()
+    r = replay_manager_lines(_with_bound(lines, 4))  # what the replay assumed before the trace said
+    assert not r.ok and r.failure == "refinement" and r.line > _configure_index(lines) + 1, r.describe()
+
+
+@pytest.mark.parametrize("bound", [2, 6])
+def test_pool_trace_bound_must_agree_with_the_configured_one(bound: int) -> None:
+    """The pool workload lowers a limit (composed events, so a configure) before its first pool event; the
+    pool's observed aging bound must be the configured one."""
+    buf = io.StringIO()
+    run_pool_workload(ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=bound), seed=0, operations=120)
+    lines = _lines(buf)
+    r = replay_manager_lines(lines)
+    assert r.ok, r.describe()
+    first_pool = next(n for n, raw in enumerate(lines, 1) if json.loads(raw)["contract_revision"] == "ortmem-pool/1"
+                      and json.loads(raw)["ids"].get("authority") is not None)
+    r = replay_manager_lines(_with_bound(lines, bound + 1))
+    assert not r.ok and r.failure == "refinement" and r.line == first_pool, r.describe()
+    assert "configure" in r.message
+
+
+@pytest.mark.parametrize("bound", [2, 6])
+def test_cli_writes_the_bound_it_is_given_and_replays_with_it(tmp_path: Path, bound: int) -> None:
+    from refimpl.cli import main
+
+    out = tmp_path / "t.jsonl"
+    assert main(["trace", str(out), "--seed", "0", "--aging-bound", str(bound)]) == 0
+    lines = out.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[_configure_index(lines)])["payload"] == {"aging_bound": bound}
+    assert main(["replay", str(out)]) == 0
+    (tmp_path / "edited.jsonl").write_bytes(b"".join(_with_bound(lines, 4)))
+    assert main(["replay", str(tmp_path / "edited.jsonl")]) == 1
+
+
+def test_configure_or_composed_event_after_pool_events_is_mixed_protocols() -> None:
+    """A ledger driven through the pool protocol, then a composed submit: the governor writes the configure
+    event there, which no one spec describes after pool events; without it, the submit is mixed-protocols
+    too (not unconfigured: no bound would make it replayable)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=2)
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 16)
+    p.pool_submit(h, a, 4)
+    p.submit(h, a, 4)
+    lines = _lines(buf)
+    i = _configure_index(lines)
+    assert [json.loads(raw)["kind"] for raw in lines[i - 1:]] == ["pool_submit", "configure", "submit"]
+    r = replay_manager_lines(lines)
+    assert not r.ok and r.failure == "mixed-protocols" and r.line == i + 1, r.describe()
+    r = replay_manager_lines(_renumbered(lines[:i] + lines[i + 1:]))
+    assert not r.ok and r.failure == "mixed-protocols" and r.line == i + 1, r.describe()
