@@ -18,11 +18,18 @@
     each row also gives CPU seconds (all processes) and critical-path CPU
     seconds (per level, the busiest worker); "cpu ratio" (first row's CPU
     over this row's critical path) estimates the speedup on idle cores.
+    "fused" reuses a memoized step's step-check verdict (`invariants.explore_fused`).
+(f) Decomposition of the composed scope (`--decompose`, and in a full run):
+    CPU microseconds per accepted step and per distinct state in the spec's
+    step, the checks, and the explorer itself (the scope's recorded state
+    graph explored as integers with a free step: its states/s is the
+    explorer machinery's ceiling), and the parallel explorer per level
+    (coordinator vs workers' CPU).
 
 Run:
 
     python benchmarks/bench_explorer.py [--rounds 3] [--max-depth 8] [--manager-depth 4] [--workers N] [--speedup-only]
-        [--json out.json]
+        [--decompose] [--json out.json]
 """
 
 from __future__ import annotations
@@ -119,6 +126,8 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
          lambda: explore(manager_model(memo=False), max_depth=manager_depth)),
         ("manager", "serial, incremental + memo",
          lambda: explore(manager_model(memo=True), max_depth=manager_depth)),
+        ("manager", "serial, incremental + memo + fused",
+         lambda: explore(manager_model(memo=True, fused=True), max_depth=manager_depth)),
         ("manager", f"parallel x{workers}, incremental",
          lambda: explore_parallel(manager_model(memo=False), max_depth=manager_depth, workers=workers)),
         ("manager", f"parallel x{workers}, incremental + memo",
@@ -325,6 +334,29 @@ def bench_decompose(depth: int, rounds: int) -> dict:
             "parts": rows}
 
 
+def bench_levels(depth: int, workers: int, rounds: int) -> list[dict]:
+    """The parallel explorer (incremental + memo) per level: is the coordinator the bottleneck, are the workers
+    balanced? CPU seconds per level: the coordinator's (numbering, dealing out) and the workers' (busiest, all),
+    from the round with the least critical-path CPU; the serial memo run's CPU in the same rounds for scale."""
+    best, serial = None, float("inf")
+    for _ in range(rounds):
+        levels: list[dict] = []
+        r = explore_parallel(manager_model(memo=True), max_depth=depth, workers=workers, levels=levels)
+        assert not r.found and r.complete, r.message
+        if best is None or r.critical_cpu_seconds < best[0].critical_cpu_seconds:
+            best = (r, levels)
+        serial = min(serial, explore(manager_model(memo=True), max_depth=depth).cpu_seconds)
+    r, levels = best
+    print(f"\nparallel x{workers}, incremental + memo, per level (CPU s; best of {rounds} by critical path): "
+          f"serial memo {serial:.2f}, parallel all {r.cpu_seconds:.2f}, critical {r.critical_cpu_seconds:.2f}")
+    print(f"{'level':>5} {'expanded':>8} {'new':>7} {'shared':>6} {'coord':>7} {'worker max':>10} {'worker all':>10}")
+    for lv in levels:
+        print(f"{lv['level']:>5} {lv['expanded']:>8} {lv['new']:>7} {lv['shared']!s:>6} "
+              f"{lv['coordinator_cpu_seconds']:7.3f} {lv['worker_cpu_max']:10.3f} {lv['worker_cpu_sum']:10.3f}")
+    return [{"serial_memo_cpu_seconds": round(serial, 3), "cpu_seconds": round(r.cpu_seconds, 3),
+             "critical_cpu_seconds": round(r.critical_cpu_seconds, 3)}, *levels]
+
+
 def _nothing(s: Any) -> None:
     return None
 
@@ -358,6 +390,7 @@ def main() -> None:
     report: dict = {"speedup": bench_speedup(args.max_depth, args.manager_depth, args.workers, args.rounds)}
     if args.decompose or not args.speedup_only:
         report["decomposition"] = bench_decompose(args.manager_depth, args.rounds)
+        report["parallel_levels"] = bench_levels(args.manager_depth, args.workers, args.rounds)
     if not args.speedup_only:
         report.update(explorer=bench_explorer(args.rounds, args.max_depth), manager=bench_manager(args.manager_depth),
                       controls=bench_controls(), replay=bench_replay())
