@@ -274,3 +274,16 @@ def test_incremental_checks_flag_exactly_what_the_full_checks_flag_with_a_bundle
                 seen.add(nxt)
                 frontier.append((nxt, d + 1))
     assert n > 1000 and inc.skipped > inc.evaluated and moved > 0  # a bundle moves with a commit in the walk
+
+
+def test_parallel_level_records_add_up_to_the_result() -> None:
+    # The per-level record (coordinator vs workers) counts each level's new states once and sums to the CPU totals.
+    levels: list[dict] = []
+    r = explore_parallel(ledger_model(LEDGER_QUICK_SCOPE), max_depth=5, workers=2, levels=levels)
+    assert [lv["level"] for lv in levels] == list(range(6))
+    assert 1 + sum(lv["new"] for lv in levels) == r.states
+    assert [lv["expanded"] for lv in levels[1:5]] == [lv["new"] for lv in levels[:4]]
+    # The result's critical path is the coordinator's own CPU plus each level's busiest worker (records rounded).
+    assert 0 < sum(lv["worker_cpu_max"] for lv in levels) <= r.critical_cpu_seconds + 1e-3 * len(levels)
+    assert sum(lv["worker_cpu_sum"] for lv in levels) <= r.cpu_seconds + 1e-3 * len(levels)
+    assert all(lv["worker_cpu_sum"] >= lv["worker_cpu_max"] >= 0 and lv["coordinator_cpu_seconds"] >= 0 for lv in levels)
