@@ -142,7 +142,7 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
                 best[i] = r
     out: list[dict] = []
     first: dict[str, tuple[int, int, float]] = {}
-    print(f"\n{'scope':<13} {'explorer':<30} {'states':>8} {'depth':>5} {'seconds':>8} {'states/s':>9} {'ratio':>6} "
+    print(f"\n{'scope':<13} {'explorer':<36} {'states':>8} {'depth':>5} {'seconds':>8} {'states/s':>9} {'ratio':>6} "
           f"{'cpu s':>7} {'crit s':>7} {'cpu ratio':>9}   (best of {rounds})")
     for (scope, how, _), r in zip(runs, best):
         rate = r.states_per_second
@@ -153,7 +153,7 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
                     "seconds": round(r.seconds, 3), "states_per_second": round(rate), "ratio": round(rate / base, 2),
                     "cpu_seconds": round(r.cpu_seconds, 3), "critical_cpu_seconds": round(r.critical_cpu_seconds, 3),
                     "cpu_ratio": round(cpu_ratio, 2)})
-        print(f"{scope:<13} {how:<30} {r.states:>8} {r.depth:>5} {r.seconds:8.2f} {rate:>9,.0f} {rate / base:>6.2f} "
+        print(f"{scope:<13} {how:<36} {r.states:>8} {r.depth:>5} {r.seconds:8.2f} {rate:>9,.0f} {rate / base:>6.2f} "
               f"{r.cpu_seconds:7.2f} {r.critical_cpu_seconds:7.2f} {cpu_ratio:9.2f}")
     return out
 
@@ -334,6 +334,54 @@ def bench_decompose(depth: int, rounds: int) -> dict:
             "parts": rows}
 
 
+def bench_in_situ(depth: int, rounds: int) -> list[dict]:
+    """The same split inside real serial runs (memo off and on, incremental checks): CPU seconds in the model's
+    step, check_step, check_state and action enumeration, each call timed; "rest" is the explorer with the model's
+    glue and the timing itself (about a third of a microsecond a call). Best of `rounds` by total."""
+    import attrs
+
+    out = []
+    for memo in (False, True):
+        best = None
+        for _ in range(rounds):
+            m = manager_model(memo=memo)
+            acc = {"step": 0.0, "check_step": 0.0, "check_state": 0.0, "actions": 0.0}
+            clock = time.process_time
+
+            def timed(name: str, f: Callable) -> Callable:
+                def run(*a: Any) -> Any:
+                    t = clock()
+                    try:
+                        return f(*a)
+                    finally:
+                        acc[name] += clock() - t
+                return run
+
+            def actions(s: Any, f: Callable = m.actions) -> list:
+                t = clock()
+                r = list(f(s))
+                acc["actions"] += clock() - t
+                return r
+
+            r = explore(attrs.evolve(m, step=timed("step", m.step), check_step=timed("check_step", m.check_step),
+                                     check_state=timed("check_state", m.check_state), actions=actions),
+                        max_depth=depth)
+            assert not r.found and r.complete, r.message
+            if best is None or r.cpu_seconds < best[0]:
+                best = (r.cpu_seconds, dict(acc), r)
+        total, acc, r = best
+        row = {"memo": memo, "cpu_seconds": round(total, 3), **{k: round(v, 3) for k, v in acc.items()},
+               "rest": round(total - sum(acc.values()), 3),
+               "us_per_accepted_step": {k: round(v / r.transitions * 1e6, 2) for k, v in acc.items()}}
+        out.append(row)
+    print(f"\nin situ, serial incremental (CPU s, best of {rounds}):  {'total':>6} {'step':>6} {'chk step':>8} "
+          f"{'chk state':>9} {'actions':>7} {'rest':>6}")
+    for row in out:
+        print(f"{'memo on' if row['memo'] else 'memo off':<44} {row['cpu_seconds']:6.2f} {row['step']:6.2f} "
+              f"{row['check_step']:8.2f} {row['check_state']:9.2f} {row['actions']:7.2f} {row['rest']:6.2f}")
+    return out
+
+
 def bench_levels(depth: int, workers: int, rounds: int) -> list[dict]:
     """The parallel explorer (incremental + memo) per level: is the coordinator the bottleneck, are the workers
     balanced? CPU seconds per level: the coordinator's (numbering, dealing out) and the workers' (busiest, all),
@@ -390,6 +438,7 @@ def main() -> None:
     report: dict = {"speedup": bench_speedup(args.max_depth, args.manager_depth, args.workers, args.rounds)}
     if args.decompose or not args.speedup_only:
         report["decomposition"] = bench_decompose(args.manager_depth, args.rounds)
+        report["in_situ"] = bench_in_situ(args.manager_depth, args.rounds)
         report["parallel_levels"] = bench_levels(args.manager_depth, args.workers, args.rounds)
     if not args.speedup_only:
         report.update(explorer=bench_explorer(args.rounds, args.max_depth), manager=bench_manager(args.manager_depth),

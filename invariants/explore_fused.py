@@ -18,8 +18,10 @@ key's step is judged for real and passes, the projections are evaluated
 again on tracing stand-ins for the before- and after-states that record
 every part read, and must give the real projections' values. The parts read
 outside the footprint become the extra parts; where the stand-ins are used
-as a whole (hashed, compared) or give other values, the proof fails, and
-that action type runs the incremental checks from then on (`refuted`).
+as a whole (hashed, compared), read a non-field or give other values, the
+proof fails, and that action type records no more fused verdicts: its steps
+run the incremental checks (`refuted`; a verdict recorded before stays, as
+each was proven on its own trace).
 Re-tracing at every real judgement, not once per key, keeps this sound for
 a projection whose reads depend on the values it read.
 
@@ -35,10 +37,10 @@ Pure; one record per memo entry, so per model.
 from __future__ import annotations
 
 import operator
-
-import attrs
 from collections.abc import Callable, Hashable
 from typing import Any
+
+import attrs
 
 from invariants.clauses import counting
 from invariants.explore_checks import IncrementalChecks

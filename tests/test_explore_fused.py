@@ -20,7 +20,7 @@ from invariants.explore import explore
 from invariants.explore_checks import IncrementalChecks
 from invariants.explore_fused import FusedSteps
 from invariants.explore_memo import MemoStep
-from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, QUICK_SCOPE, ManagerScope, manager_actions, \
+from invariants.manager_scope import CONTROLS, QUICK_SCOPE, ManagerScope, manager_actions, \
     manager_model, manager_start
 from spec import manager as MG
 from spec import manager_actions as M
