@@ -31,6 +31,14 @@ plain step's in tests/test_explore_memo.py) and the projections are
 explorer's verdicts and counterexamples with the full checks' explorer.
 Clause counting and collecting run the full registries (`counting()`).
 
+Measured (benchmarks/bench_explorer.py, composed scope at depth 4): 86,481
+of the 130,624 accepted steps reuse a verdict, but the proof's trace (about
+3 us at each of the 44,143 real judgements) costs about what the reuse
+saves (about 3 us a step: the incremental skip path builds and hashes three
+projection keys; a fused repeat costs under 1 us), so end to end it is
+neutral within the noise (CPU 2.91 s vs 2.96 s memo alone in one run, 3.28 s
+vs 3.02 s in another). It stays opt-in (`manager_model(fused=True)`).
+
 Pure; one record per memo entry, so per model.
 """
 

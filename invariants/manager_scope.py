@@ -149,7 +149,8 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
     default (`ortmem verify` runs without it): a read the scope never varies (the aging bound; `txs` for a
     `Release`) cannot be confirmed by that comparison, and a verifier must not trust an unconfirmed footprint.
     `fused` (with `memo` and `incremental`) reuses a memoized step's step-check verdict where the projections are
-    proven functions of its memo key and the parts they read besides (`invariants.explore_fused`).
+    proven functions of its memo key and the parts they read besides (`invariants.explore_fused`; off by default:
+    measured neutral, its proof costs what it saves).
     """
     if fused and not (memo and incremental):
         raise ValueError("fused step verdicts need memo=True and incremental=True")
