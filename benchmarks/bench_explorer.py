@@ -18,7 +18,6 @@
     each row also gives CPU seconds (all processes) and critical-path CPU
     seconds (per level, the busiest worker); "cpu ratio" (first row's CPU
     over this row's critical path) estimates the speedup on idle cores.
-    "fused" reuses a memoized step's step-check verdict (`invariants.explore_fused`).
 (f) Decomposition of the composed scope (`--decompose`, and in a full run):
     CPU microseconds per accepted step and per distinct state in the spec's
     step, the checks, and the explorer itself (the scope's recorded state
@@ -126,8 +125,6 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
          lambda: explore(manager_model(memo=False), max_depth=manager_depth)),
         ("manager", "serial, incremental + memo",
          lambda: explore(manager_model(memo=True), max_depth=manager_depth)),
-        ("manager", "serial, incremental + memo + fused",
-         lambda: explore(manager_model(memo=True, fused=True), max_depth=manager_depth)),
         ("manager", f"parallel x{workers}, incremental",
          lambda: explore_parallel(manager_model(memo=False), max_depth=manager_depth, workers=workers)),
         ("manager", f"parallel x{workers}, incremental + memo",
@@ -216,7 +213,7 @@ def bench_decompose(depth: int, rounds: int) -> dict:
     CPU time, best of `rounds` (interleaved), each part timed alone over the same recorded exploration:
     (a) the spec's step over every tried (state, action) pair, memo off (and memo on: a fresh cache), and the
     scope's action enumeration; (b) the checks over the accepted steps and new states in the explorer's order
-    (full registries; incremental; and memo on with the fused step verdicts, which includes the memoized step);
+    (full registries; incremental; and memo on with the incremental checks, which includes the memoized step);
     (c) the explorer itself, exploring the scope's recorded state graph renumbered as integers with a free step
     and no checks, so only its seen-set, frontier and bookkeeping remain, and (c') the same graph over the recorded
     states (the seen-set then hashes and compares real states, as a real run's does). (c)'s states/s is what
@@ -225,7 +222,6 @@ def bench_decompose(depth: int, rounds: int) -> dict:
     from invariants import manager as IM
     from invariants.explore import Model, no_cyclic_gc
     from invariants.explore_checks import IncrementalChecks
-    from invariants.explore_fused import FusedSteps
     from invariants.explore_memo import MemoStep
     from invariants.manager_scope import QUICK_SCOPE as MQ
     from invariants.manager_scope import manager_actions
@@ -269,10 +265,9 @@ def bench_decompose(depth: int, rounds: int) -> dict:
         inc = IncrementalChecks()
         checks(inc.check_state, inc.check_step)
 
-    def memo_checks(fuse: bool) -> None:  # memoized steps, judged as `manager_model(memo=True, fused=fuse)` does
+    def memo_checks() -> None:  # memoized steps, judged as `manager_model(memo=True)` does
         memo = MemoStep(MG.step, (GovernorError,))
         inc = IncrementalChecks()
-        fused = FusedSteps(inc, memo)
         i = 0
         for s, acts, _ in expanded:
             for act in acts:
@@ -280,10 +275,7 @@ def bench_decompose(depth: int, rounds: int) -> dict:
                     nxt, result = memo(s, act)
                 except GovernorError:
                     continue
-                if fuse:
-                    fused.check_step(memo.entry, s, act, nxt, result)
-                else:
-                    inc.check_step(s, act, nxt, result)
+                inc.check_step(s, act, nxt, result)
                 if judged[i][4]:
                     inc.check_state(nxt)
                 i += 1
@@ -307,8 +299,7 @@ def bench_decompose(depth: int, rounds: int) -> dict:
 
     parts = {"(a) step, memo off": step_all, "(a) step, memo on": memo_all, "(a) actions": actions_all,
              "(b) checks, full": full, "(b) checks, incremental": incremental,
-             "(a+b) memo step + incremental": lambda: memo_checks(False),
-             "(a+b) memo step + fused": lambda: memo_checks(True),
+             "(a+b) memo step + incremental": memo_checks,
              "(c) explorer, integer graph": explore_ints, "(c') explorer, recorded states": explore_states}
     best = {k: float("inf") for k in parts}
     with no_cyclic_gc():

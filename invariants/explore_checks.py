@@ -69,12 +69,8 @@ def parts_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hash
 
 
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the bundle step predicate reads (I10): both bundles maps, the action and, for a CommitTx only, the
-    before-record of the transaction it names and whether that transaction is gone after (it committed)."""
-    if isinstance(act, M.CommitTx):
-        x = before.txs.get(act.tx)
-        return before.bundles, act, after.bundles, x, x is not None and x.id not in after.txs
-    return before.bundles, act, after.bundles
+    """What the bundle step predicate reads (I10)."""
+    return before.txs, before.bundles, act, after.txs, after.bundles
 
 
 def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
@@ -98,7 +94,7 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     # I6: both ledgers' charges, act, the before-txs (a transaction's holder).
     out[IM.step_I1_manager] = parts_step_of
     out[IM.step_I6_manager] = parts_step_of
-    # I10: act, both bundles maps; for a CommitTx, the transaction it names (its bundle) and whether it committed.
+    # I10: act, the before-txs (its bundle), the after-txs (committed), both bundles maps.
     out[IM.step_I10_manager] = bundles_step_of
     return out
 
@@ -114,9 +110,6 @@ class IncrementalChecks:
         self._state = _Plan(IM.STATE_PREDICATES, reads, IM.check_all)
         self._step = _Plan(IM.STEP_PREDICATES, reads, IM.check_step)
         self.evaluated = self.skipped = 0  # predicate groups run / skipped (a measure of what was saved)
-        #: The step registry's projections and its undeclared predicates (`invariants.explore_fused` reads them).
-        self.step_projections: tuple[Callable[..., Hashable], ...] = tuple(self._step.projections)
-        self.step_always: tuple[Callable[..., None], ...] = tuple(self._step.always)
 
     def check_state(self, m: Any) -> None:
         self._run(self._state, (m,))
@@ -124,16 +117,11 @@ class IncrementalChecks:
     def check_step(self, before: Any, act: Any, after: Any, result: Any = None) -> None:
         self._run(self._step, (before, act, after, result))
 
-    def check_step_keys(self, keys: list[Hashable], before: Any, act: Any, after: Any, result: Any = None) -> None:
-        """`check_step`, given the step projections' values (`step_projections`, in order) for these arguments."""
-        self._run(self._step, (before, act, after, result), keys)
-
-    def _run(self, plan: "_Plan", args: tuple[Any, ...], keys: list[Hashable] | None = None) -> None:
+    def _run(self, plan: "_Plan", args: tuple[Any, ...]) -> None:
         if counting():
             plan.full(*args)
             return
-        if keys is None:
-            keys = [proj(*args) for proj in plan.projections]
+        keys = [proj(*args) for proj in plan.projections]
         fresh = [k not in passed for k, passed in zip(keys, plan.passed_sets)]
         if not any(fresh):
             self.skipped += len(keys)

@@ -90,15 +90,13 @@ class MemoStep:
     """`step(state, action) -> (next state, result)` with `plain`'s outcomes, memoized by footprint.
 
     `plain` raises one of `rejects` for a disabled action. `hits` and `misses` count memoized and computed steps.
-    `entry` is the cache entry of the latest accepted step (None: stepped plainly), a list whose last slot is free
-    for a user of the same key (`invariants.explore_fused` records there that the key's step passed its checks).
     """
 
     def __init__(self, plain: Callable[[Any, Any], tuple[Any, Any]], rejects: tuple[type[BaseException], ...],
                  footprints: Mapping[type, Footprint] = FOOTPRINTS) -> None:
         self._plain = plain
         self._rejects = rejects
-        self._cache: dict[Any, list[Any]] = {}
+        self._cache: dict[Any, tuple] = {}
         self._plan: dict[type, tuple[Callable[[Any], tuple], tuple[str, ...], tuple[str, ...]]] = {}
         fields = tuple(f.name for f in attrs.fields(M.Manager))
         for kind, fp in footprints.items():
@@ -106,33 +104,29 @@ class MemoStep:
                 raise ValueError(f"footprint of {kind.__name__}: writes {fp.writes} must be among reads {fp.reads} (Manager fields)")
             untouched = tuple(f for f in fields if f not in fp.writes)
             self._plan[kind] = (operator.attrgetter(*fp.reads), fp.writes, untouched)
-        self.footprints: dict[type, Footprint] = dict(footprints)
-        self.entry: list[Any] | None = None
         self.hits = self.misses = 0
 
     def __call__(self, s: Any, act: Any) -> tuple[Any, Any]:
         plan = self._plan.get(act.__class__)
         if plan is None:
-            self.entry = None
             return self._plain(s, act)
         read, writes, untouched = plan
         key = (act, read(s))
         hit = self._cache.get(key)
         if hit is not None:
             self.hits += 1
-            changes, result, error, _ = hit
+            changes, result, error = hit
             if error is not None:
                 raise error[0](*error[1])
-            self.entry = hit
             return evolve(s, **changes), result
         self.misses += 1
         try:
             nxt, result = self._plain(s, act)
         except self._rejects as e:
-            self._cache[key] = [None, None, (type(e), e.args), None]
+            self._cache[key] = (None, None, (type(e), e.args))
             raise
         for f in untouched:
             if getattr(nxt, f) is not getattr(s, f) and getattr(nxt, f) != getattr(s, f):
                 raise FootprintError(f"{act!r} changed {f}, outside its declared writes {writes}")
-        self.entry = self._cache[key] = [{f: getattr(nxt, f) for f in writes}, result, None, None]
+        self._cache[key] = ({f: getattr(nxt, f) for f in writes}, result, None)
         return nxt, result

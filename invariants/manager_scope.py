@@ -30,7 +30,6 @@ import attrs
 from invariants import manager as IM
 from invariants.explore import Model
 from invariants.explore_checks import IncrementalChecks
-from invariants.explore_fused import FusedSteps
 from invariants.explore_memo import MemoStep
 from spec import ledger_actions as A
 from spec import manager as MG
@@ -139,7 +138,7 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
 
 
 def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True,
-                  memo: bool = False, fused: bool = False) -> Model:
+                  memo: bool = False) -> Model:
     """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked).
 
     `incremental` skips a predicate group on inputs it already passed on (`invariants.explore_checks`: the same
@@ -148,12 +147,7 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
     same successors, results and errors, asserted over whole scopes in tests/test_explore_memo.py). Off by
     default (`ortmem verify` runs without it): a read the scope never varies (the aging bound; `txs` for a
     `Release`) cannot be confirmed by that comparison, and a verifier must not trust an unconfirmed footprint.
-    `fused` (with `memo` and `incremental`) reuses a memoized step's step-check verdict where the projections are
-    proven functions of its memo key and the parts they read besides (`invariants.explore_fused`; off by default:
-    measured neutral, its proof costs what it saves).
     """
-    if fused and not (memo and incremental):
-        raise ValueError("fused step verdicts need memo=True and incremental=True")
     checks = IncrementalChecks() if incremental else None
     check_state = checks.check_state if checks is not None else IM.check_all
     judge_step = checks.check_step if checks is not None else IM.check_step
@@ -161,26 +155,17 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
     def plain(s: M.Manager, act: Any) -> tuple[M.Manager, Any]:
         return MG.step(s, act, guards)
 
-    memo_step = MemoStep(plain, (GovernorError,)) if memo else None
-    stepper = memo_step or plain
-    fuse = FusedSteps(checks, memo_step) if fused and checks is not None and memo_step is not None else None
-    # (state, action, result, next state, memo entry) of the latest accepted step
-    last: list[Any] = [None, None, None, None, None]
+    stepper = MemoStep(plain, (GovernorError,)) if memo else plain
+    last: list[Any] = [None, None, None]  # (state, action, result) of the latest accepted step
 
     def step(s: M.Manager, act: Any) -> M.Manager:
         nxt, result = stepper(s, act)
-        last[:] = (s, act, result, nxt, memo_step.entry if memo_step is not None else None)
+        last[:] = (s, act, result)
         return nxt
 
     def check_step(s: M.Manager, act: Any, n: M.Manager) -> None:
         # The explorer checks a step right after taking it: reuse its result instead of stepping again.
-        if last[0] is s and last[1] is act and last[3] is n:
-            if fuse is not None:
-                fuse.check_step(last[4], s, act, n, last[2])
-                return
-            result = last[2]
-        else:
-            result = MG.step(s, act, guards)[1]
+        result = last[2] if last[0] is s and last[1] is act else MG.step(s, act, guards)[1]
         judge_step(s, act, n, result)
 
     return Model(
