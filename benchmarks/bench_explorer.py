@@ -18,11 +18,17 @@
     each row also gives CPU seconds (all processes) and critical-path CPU
     seconds (per level, the busiest worker); "cpu ratio" (first row's CPU
     over this row's critical path) estimates the speedup on idle cores.
+(f) Decomposition of the composed scope (`--decompose`, and in a full run):
+    CPU microseconds per accepted step and per distinct state in the spec's
+    step, the checks, and the explorer itself (the scope's recorded state
+    graph explored as integers with a free step: its states/s is the
+    explorer machinery's ceiling), and the parallel explorer per level
+    (coordinator vs workers' CPU).
 
 Run:
 
     python benchmarks/bench_explorer.py [--rounds 3] [--max-depth 8] [--manager-depth 4] [--workers N] [--speedup-only]
-        [--json out.json]
+        [--decompose] [--json out.json]
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ import io
 import json
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 from invariants.explore import explore
 from invariants.explore_parallel import explore_parallel
@@ -131,7 +139,7 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
                 best[i] = r
     out: list[dict] = []
     first: dict[str, tuple[int, int, float]] = {}
-    print(f"\n{'scope':<13} {'explorer':<30} {'states':>8} {'depth':>5} {'seconds':>8} {'states/s':>9} {'ratio':>6} "
+    print(f"\n{'scope':<13} {'explorer':<36} {'states':>8} {'depth':>5} {'seconds':>8} {'states/s':>9} {'ratio':>6} "
           f"{'cpu s':>7} {'crit s':>7} {'cpu ratio':>9}   (best of {rounds})")
     for (scope, how, _), r in zip(runs, best):
         rate = r.states_per_second
@@ -142,9 +150,258 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
                     "seconds": round(r.seconds, 3), "states_per_second": round(rate), "ratio": round(rate / base, 2),
                     "cpu_seconds": round(r.cpu_seconds, 3), "critical_cpu_seconds": round(r.critical_cpu_seconds, 3),
                     "cpu_ratio": round(cpu_ratio, 2)})
-        print(f"{scope:<13} {how:<30} {r.states:>8} {r.depth:>5} {r.seconds:8.2f} {rate:>9,.0f} {rate / base:>6.2f} "
+        print(f"{scope:<13} {how:<36} {r.states:>8} {r.depth:>5} {r.seconds:8.2f} {rate:>9,.0f} {rate / base:>6.2f} "
               f"{r.cpu_seconds:7.2f} {r.critical_cpu_seconds:7.2f} {cpu_ratio:9.2f}")
     return out
+
+
+class _Rejected(Exception):
+    """A disabled action in the recorded integer graph."""
+
+
+def _record_graph(depth: int) -> tuple[list, list, list]:
+    """The composed scope explored breadth-first as `explore` does (every guard on, plain step, no checks).
+
+    Returns the expanded states, each with its action list and, per action, the next state the step made (a fresh
+    object, as in a real run; None if rejected); the accepted steps (state, action, next, result, next is new) in
+    the explorer's order ("new": the step is the first to reach its next state, which is then checked); and the
+    state graph renumbered as integers (per state number, per action: the next state's number, -1 if rejected).
+    """
+    from collections import deque
+
+    from invariants.manager_scope import QUICK_SCOPE as MQ
+    from invariants.manager_scope import manager_actions
+    from spec import manager as MG
+    from spec.errors import GovernorError
+
+    start = manager_model().initial
+    ids = {start: 0}
+    graph: list[list[int]] = [[]]
+    expanded: list[tuple] = []
+    steps: list[tuple] = []
+    frontier = deque([(start, 0)])
+    while frontier:
+        s, d = frontier.popleft()
+        if d >= depth:
+            continue
+        acts = list(manager_actions(MQ, s))
+        made: list = []
+        expanded.append((s, acts, made))
+        out = graph[ids[s]]
+        for act in acts:
+            try:
+                nxt, result = MG.step(s, act)
+            except GovernorError:
+                out.append(-1)
+                made.append(None)
+                continue
+            made.append(nxt)
+            k = ids.get(nxt)
+            fresh = k is None
+            if fresh:
+                k = ids[nxt] = len(graph)
+                graph.append([])
+                frontier.append((nxt, d + 1))
+            steps.append((s, act, nxt, result, fresh))
+            out.append(k)
+    return expanded, steps, graph
+
+
+def bench_decompose(depth: int, rounds: int) -> dict:
+    """Where the composed scope's serial time goes, per accepted step and per distinct state.
+
+    CPU time, best of `rounds` (interleaved), each part timed alone over the same recorded exploration:
+    (a) the spec's step over every tried (state, action) pair, memo off (and memo on: a fresh cache), and the
+    scope's action enumeration; (b) the checks over the accepted steps and new states in the explorer's order
+    (full registries; incremental; and memo on with the incremental checks, which includes the memoized step);
+    (c) the explorer itself, exploring the scope's recorded state graph renumbered as integers with a free step
+    and no checks, so only its seen-set, frontier and bookkeeping remain, and (c') the same graph over the recorded
+    states (the seen-set then hashes and compares real states, as a real run's does). (c)'s states/s is what
+    this explorer would reach with a free spec.
+    """
+    from invariants import manager as IM
+    from invariants.explore import Model, no_cyclic_gc
+    from invariants.explore_checks import IncrementalChecks
+    from invariants.explore_memo import MemoStep
+    from invariants.manager_scope import QUICK_SCOPE as MQ
+    from invariants.manager_scope import manager_actions
+    from spec import manager as MG
+    from spec.errors import GovernorError
+
+    expanded, judged, graph = _record_graph(depth)
+
+    def step_all() -> None:
+        for s, acts, _ in expanded:
+            for act in acts:
+                try:
+                    MG.step(s, act)
+                except GovernorError:
+                    pass
+
+    def memo_all() -> None:
+        memo = MemoStep(MG.step, (GovernorError,))
+        for s, acts, _ in expanded:
+            for act in acts:
+                try:
+                    memo(s, act)
+                except GovernorError:
+                    pass
+
+    def actions_all() -> None:
+        for s, _, _ in expanded:
+            for _ in manager_actions(MQ, s):
+                pass
+
+    def checks(check_state: Callable, check_step: Callable) -> None:
+        for s, a, n, r, fresh in judged:
+            check_step(s, a, n, r)
+            if fresh:
+                check_state(n)
+
+    def full() -> None:
+        checks(IM.check_all, IM.check_step)
+
+    def incremental() -> None:
+        inc = IncrementalChecks()
+        checks(inc.check_state, inc.check_step)
+
+    def memo_checks() -> None:  # memoized steps, judged as `manager_model(memo=True)` does
+        memo = MemoStep(MG.step, (GovernorError,))
+        inc = IncrementalChecks()
+        i = 0
+        for s, acts, _ in expanded:
+            for act in acts:
+                try:
+                    nxt, result = memo(s, act)
+                except GovernorError:
+                    continue
+                inc.check_step(s, act, nxt, result)
+                if judged[i][4]:
+                    inc.check_state(nxt)
+                i += 1
+
+    def lookup(s: Any, a: Any) -> Any:
+        if a is None or (a.__class__ is int and a < 0):
+            raise _Rejected
+        return a
+
+    runs: dict[str, list] = {"integer": [], "states": []}
+    int_model = Model("manager graph", 0, lookup, graph.__getitem__, _nothing, _nothing3, rejects=(_Rejected,))
+    made = {id(s): m for s, _, m in expanded}  # the explorer's frontier holds the first object to reach a state
+    obj_model = Model("manager graph", expanded[0][0], lookup, lambda s: made.get(id(s), ()), _nothing, _nothing3,
+                      rejects=(_Rejected,))
+
+    def explore_ints() -> None:
+        runs["integer"].append(explore(int_model, max_depth=depth))
+
+    def explore_states() -> None:
+        runs["states"].append(explore(obj_model, max_depth=depth))
+
+    parts = {"(a) step, memo off": step_all, "(a) step, memo on": memo_all, "(a) actions": actions_all,
+             "(b) checks, full": full, "(b) checks, incremental": incremental,
+             "(a+b) memo step + incremental": memo_checks,
+             "(c) explorer, integer graph": explore_ints, "(c') explorer, recorded states": explore_states}
+    best = {k: float("inf") for k in parts}
+    with no_cyclic_gc():
+        for _ in range(rounds):
+            for name, run in parts.items():
+                c0 = time.process_time()
+                run()
+                best[name] = min(best[name], time.process_time() - c0)
+    n_states, n_steps = len(graph), len(judged)
+    for r in (runs["integer"][-1], runs["states"][-1]):
+        assert (r.states, r.transitions) == (n_states, n_steps) and not r.found, (r.states, r.transitions)
+    rejected = runs["integer"][-1].rejected
+    rows = {k: {"cpu_seconds": round(v, 3), "us_per_accepted_step": round(v / n_steps * 1e6, 2),
+                "us_per_state": round(v / n_states * 1e6, 2), "states_per_second": round(n_states / v)}
+            for k, v in best.items()}
+    print(f"\ndecomposition, composed scope depth {depth}: {n_states} states, {n_steps} accepted + {rejected} "
+          f"rejected steps (CPU s, best of {rounds}; states/s: this part alone)")
+    print(f"{'part':<32} {'cpu s':>7} {'us/step':>8} {'us/state':>9} {'states/s':>10}")
+    for k, r in rows.items():
+        print(f"{k:<32} {r['cpu_seconds']:7.3f} {r['us_per_accepted_step']:8.2f} {r['us_per_state']:9.2f} "
+              f"{r['states_per_second']:>10,}")
+    return {"depth": depth, "states": n_states, "accepted": n_steps, "rejected": rejected, "rounds": rounds,
+            "parts": rows}
+
+
+def bench_in_situ(depth: int, rounds: int) -> list[dict]:
+    """The same split inside real serial runs (memo off and on, incremental checks): CPU seconds in the model's
+    step, check_step, check_state and action enumeration, each call timed; "rest" is the explorer with the model's
+    glue and the timing itself (about a third of a microsecond a call). Best of `rounds` by total."""
+    import attrs
+
+    out = []
+    for memo in (False, True):
+        best = None
+        for _ in range(rounds):
+            m = manager_model(memo=memo)
+            acc = {"step": 0.0, "check_step": 0.0, "check_state": 0.0, "actions": 0.0}
+            clock = time.process_time
+
+            def timed(name: str, f: Callable) -> Callable:
+                def run(*a: Any) -> Any:
+                    t = clock()
+                    try:
+                        return f(*a)
+                    finally:
+                        acc[name] += clock() - t
+                return run
+
+            def actions(s: Any, f: Callable = m.actions) -> list:
+                t = clock()
+                r = list(f(s))
+                acc["actions"] += clock() - t
+                return r
+
+            r = explore(attrs.evolve(m, step=timed("step", m.step), check_step=timed("check_step", m.check_step),
+                                     check_state=timed("check_state", m.check_state), actions=actions),
+                        max_depth=depth)
+            assert not r.found and r.complete, r.message
+            if best is None or r.cpu_seconds < best[0]:
+                best = (r.cpu_seconds, dict(acc), r)
+        total, acc, r = best
+        row = {"memo": memo, "cpu_seconds": round(total, 3), **{k: round(v, 3) for k, v in acc.items()},
+               "rest": round(total - sum(acc.values()), 3),
+               "us_per_accepted_step": {k: round(v / r.transitions * 1e6, 2) for k, v in acc.items()}}
+        out.append(row)
+    print(f"\nin situ, serial incremental (CPU s, best of {rounds}):  {'total':>6} {'step':>6} {'chk step':>8} "
+          f"{'chk state':>9} {'actions':>7} {'rest':>6}")
+    for row in out:
+        print(f"{'memo on' if row['memo'] else 'memo off':<44} {row['cpu_seconds']:6.2f} {row['step']:6.2f} "
+              f"{row['check_step']:8.2f} {row['check_state']:9.2f} {row['actions']:7.2f} {row['rest']:6.2f}")
+    return out
+
+
+def bench_levels(depth: int, workers: int, rounds: int) -> list[dict]:
+    """The parallel explorer (incremental + memo) per level: is the coordinator the bottleneck, are the workers
+    balanced? CPU seconds per level: the coordinator's (numbering, dealing out) and the workers' (busiest, all),
+    from the round with the least critical-path CPU; the serial memo run's CPU in the same rounds for scale."""
+    best, serial = None, float("inf")
+    for _ in range(rounds):
+        levels: list[dict] = []
+        r = explore_parallel(manager_model(memo=True), max_depth=depth, workers=workers, levels=levels)
+        assert not r.found and r.complete, r.message
+        if best is None or r.critical_cpu_seconds < best[0].critical_cpu_seconds:
+            best = (r, levels)
+        serial = min(serial, explore(manager_model(memo=True), max_depth=depth).cpu_seconds)
+    r, levels = best
+    print(f"\nparallel x{workers}, incremental + memo, per level (CPU s; best of {rounds} by critical path): "
+          f"serial memo {serial:.2f}, parallel all {r.cpu_seconds:.2f}, critical {r.critical_cpu_seconds:.2f}")
+    print(f"{'level':>5} {'expanded':>8} {'new':>7} {'shared':>6} {'coord':>7} {'worker max':>10} {'worker all':>10}")
+    for lv in levels:
+        print(f"{lv['level']:>5} {lv['expanded']:>8} {lv['new']:>7} {lv['shared']!s:>6} "
+              f"{lv['coordinator_cpu_seconds']:7.3f} {lv['worker_cpu_max']:10.3f} {lv['worker_cpu_sum']:10.3f}")
+    return [{"serial_memo_cpu_seconds": round(serial, 3), "cpu_seconds": round(r.cpu_seconds, 3),
+             "critical_cpu_seconds": round(r.critical_cpu_seconds, 3)}, *levels]
+
+
+def _nothing(s: Any) -> None:
+    return None
+
+
+def _nothing3(s: Any, a: Any, n: Any) -> None:
+    return None
 
 
 def bench_replay() -> dict:
@@ -167,8 +424,13 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--speedup-only", action="store_true", help="only (e): serial / incremental / parallel")
+    ap.add_argument("--decompose", action="store_true", help="also (f): where the composed scope's time goes")
     args = ap.parse_args()
     report: dict = {"speedup": bench_speedup(args.max_depth, args.manager_depth, args.workers, args.rounds)}
+    if args.decompose or not args.speedup_only:
+        report["decomposition"] = bench_decompose(args.manager_depth, args.rounds)
+        report["in_situ"] = bench_in_situ(args.manager_depth, args.rounds)
+        report["parallel_levels"] = bench_levels(args.manager_depth, args.workers, args.rounds)
     if not args.speedup_only:
         report.update(explorer=bench_explorer(args.rounds, args.max_depth), manager=bench_manager(args.manager_depth),
                       controls=bench_controls(), replay=bench_replay())

@@ -51,13 +51,17 @@ Key = tuple[int, int]  # (parent's number in its level, action index): a state's
 
 
 def explore_parallel(model: Model, *, max_depth: int, max_states: int = 1_000_000,
-                     workers: int | None = None) -> ExploreResult:
-    """`explore(model, max_depth=..., fingerprints=True)` over `workers` processes (default: one per core)."""
+                     workers: int | None = None, levels: list[dict] | None = None) -> ExploreResult:
+    """`explore(model, max_depth=..., fingerprints=True)` over `workers` processes (default: one per core).
+
+    `levels`, if given, receives one record per level: its states, the wall seconds, the coordinator's CPU seconds
+    (numbering and dealing out, between the replies), and the workers' CPU seconds (the busiest one's, all)."""
     with no_cyclic_gc():  # the forked workers inherit it
-        return _explore_parallel(model, max_depth, max_states, workers)
+        return _explore_parallel(model, max_depth, max_states, workers, levels)
 
 
-def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: int | None) -> ExploreResult:
+def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: int | None,
+                      levels: list[dict] | None = None) -> ExploreResult:
     t0, c0 = time.perf_counter(), time.process_time()
     n = workers or os.cpu_count() or 1
     try:
@@ -83,20 +87,28 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     try:
         for level in range(max_depth + 1):
             expand = level < max_depth and step_bad is None  # a level with a bad step into it is only checked
+            w0, p0 = time.perf_counter(), time.process_time()
             for c, k in zip(conns, keep):
                 c.send((k, expand))
             replies = [c.recv() for c in conns]
             for r in replies:
                 if isinstance(r, BaseException):
                     raise r
-            worker_cpu += sum(r[7] for r in replies)
-            critical_cpu += max(r[7] for r in replies)
+            wsum, wmax = sum(r[7] for r in replies), max(r[7] for r in replies)
+            worker_cpu += wsum
+            critical_cpu += wmax
+            was_shared = shared
             state_bad = min((r[0] for r in replies if r[0] is not None), default=None)
             found = [k for k in (step_bad, None if state_bad is None else parents[level][state_bad]) if k is not None]
             if found:
                 bad = (level, min(found))
                 break
             if not expand:
+                if levels is not None:  # the last level is only checked
+                    levels.append({"level": level, "expanded": 0, "new": 0, "shared": shared,
+                                   "wall_seconds": round(time.perf_counter() - w0, 4),
+                                   "coordinator_cpu_seconds": round(time.process_time() - p0, 4),
+                                   "worker_cpu_max": round(wmax, 4), "worker_cpu_sum": round(wsum, 4)})
                 break
             if shared:  # every worker expanded the whole level alike: count it once
                 replies = replies[:1]
@@ -107,6 +119,11 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
             if shared:
                 shared = len(level_parents) < _SHARED_BELOW * n
                 keep = [keep[0]] * n if shared else [keep[0][w::n] for w in range(n)]
+            if levels is not None:
+                levels.append({"level": level, "expanded": len(parents[level]), "new": len(level_parents),
+                               "shared": was_shared, "wall_seconds": round(time.perf_counter() - w0, 4),
+                               "coordinator_cpu_seconds": round(time.process_time() - p0, 4),
+                               "worker_cpu_max": round(wmax, 4), "worker_cpu_sum": round(wsum, 4)})
             if not level_parents:
                 break
             depth = level + 1

@@ -19,6 +19,7 @@ from invariants.ledger_scope import QUICK_SCOPE as LEDGER_QUICK_SCOPE
 from invariants.ledger_scope import ledger_model
 from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, manager_model
 from spec import manager as MG
+from spec.errors import GovernorError
 from spec.guards import GUARDS, ALL_ON, GuardSet
 
 _MANAGER_GUARDS = sorted(g.name for g in GUARDS if g.model == "manager")
@@ -221,3 +222,68 @@ def test_the_explorers_run_without_the_cyclic_gc_and_restore_it() -> None:
     finally:
         gc.enable()
     assert explore_parallel(toy, max_depth=9, workers=2).states == 6 and gc.isenabled()
+
+
+def _bundle_start():
+    from invariants.manager_scope import ManagerScope, manager_start
+
+    return manager_start(ManagerScope(tickets=1, pressures=1, txs=1, needs=(((1, 1),),), losses=False, limits=False))
+
+
+def test_bundle_projection_flags_a_bundle_moved_without_its_commit() -> None:
+    # I10's projection (`bundles_step_of`) keeps both bundles maps: a Press that passed once is judged again when it
+    # moves a bundle, and a projection of the action alone (negative control) skips that harm.
+    from spec import manager_actions as M
+    from spec.records import evolve
+
+    m = _bundle_start()
+    act = M.Press(1, 1, 1)
+    good, result = MG.step(m, act)
+    (bid, b), = m.bundles.items()
+    bad = evolve(good, bundles=m.bundles.set(bid, evolve(b, versions=tuple(v + 1 for v in b.versions))))
+    right, wrong = IncrementalChecks(), IncrementalChecks({**READS, IM.step_I10_manager: lambda *a, **k: act})
+    for checks in (right, wrong):
+        assert _verdict(checks.check_step, m, act, good, result) is None
+    assert _verdict(IM.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_commit"
+    assert _verdict(right.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_commit"
+    assert _verdict(wrong.check_step, m, act, bad, result) is None
+
+
+def test_incremental_checks_flag_exactly_what_the_full_checks_flag_with_a_bundle() -> None:
+    # CONTROL_SCOPE opens no bundle; I10's projection is compared here, every step of a scope with one.
+    from invariants.manager_scope import ManagerScope, manager_actions
+
+    scope = ManagerScope(tickets=1, pressures=1, txs=1, needs=(((1, 1),),), losses=False, limits=False)
+    m0 = _bundle_start()
+    from spec import manager_actions as M
+
+    inc, seen, frontier, n, moved = IncrementalChecks(), {m0}, deque([(m0, 0)]), 0, 0
+    while frontier:
+        m, d = frontier.popleft()
+        if d == 5:
+            continue
+        for act in manager_actions(scope, m):
+            try:
+                nxt, result = MG.step(m, act)
+            except GovernorError:
+                continue
+            n += 1
+            moved += nxt.bundles != m.bundles and isinstance(act, M.CommitTx)
+            assert _verdict(inc.check_step, m, act, nxt, result) == _verdict(IM.check_step, m, act, nxt, result)
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append((nxt, d + 1))
+    assert n > 1000 and inc.skipped > inc.evaluated and moved > 0  # a bundle moves with a commit in the walk
+
+
+def test_parallel_level_records_add_up_to_the_result() -> None:
+    # The per-level record (coordinator vs workers) counts each level's new states once and sums to the CPU totals.
+    levels: list[dict] = []
+    r = explore_parallel(ledger_model(LEDGER_QUICK_SCOPE), max_depth=5, workers=2, levels=levels)
+    assert [lv["level"] for lv in levels] == list(range(6))
+    assert 1 + sum(lv["new"] for lv in levels) == r.states
+    assert [lv["expanded"] for lv in levels[1:5]] == [lv["new"] for lv in levels[:4]]
+    # The result's critical path is the coordinator's own CPU plus each level's busiest worker (records rounded).
+    assert 0 < sum(lv["worker_cpu_max"] for lv in levels) <= r.critical_cpu_seconds + 1e-3 * len(levels)
+    assert sum(lv["worker_cpu_sum"] for lv in levels) <= r.cpu_seconds + 1e-3 * len(levels)
+    assert all(lv["worker_cpu_sum"] >= lv["worker_cpu_max"] >= 0 and lv["coordinator_cpu_seconds"] >= 0 for lv in levels)
