@@ -109,12 +109,20 @@ MODULES: dict[str, list[str]] = {
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
+    # leases: the pool suites that call the manager's own lease operations (try_reserve, set_use, drop /
+    # drain, pool_press, wait's non-blocking paths); the pool campaigns (5-7 s each) are left out.
     "refimpl/manager/leases.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
                             "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
+                            "tests/test_pressure_units.py", "tests/test_manager_leases.py", "tests/test_manager_slots.py",
+                            "tests/test_issue14_pressure.py", "tests/test_manager_contracts_pool.py",
+                            "--deselect", "tests/test_manager_contracts_pool.py::test_campaign_finds_what_contracts_cannot_see",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
+    # transactions: the focused suites (tx_*) and the composed manager's (plan_tx ... abort_tx, reserve_all).
     "refimpl/manager/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
-                                "tests/test_tx_stateful.py",
+                                "tests/test_tx_stateful.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+                                "tests/test_manager_contracts_local.py", "tests/test_manager_differential.py",
+                                "tests/test_tx_reserve_order.py",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
 }
