@@ -125,6 +125,21 @@ MODULES: dict[str, list[str]] = {
                                 "tests/test_tx_reserve_order.py",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
+    # The other manager parts the ledger's records meet: ticket arbitration, two-phase limits, device loss.
+    "refimpl/manager/arbitration.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+                                "tests/test_manager_contracts_local.py", "tests/test_manager_contracts_local_clauses.py",
+                                "tests/test_manager_slots.py", "tests/test_manager_leases.py", "tests/test_pressure_contracts.py",
+                                "tests/test_issue14_pressure.py", "tests/test_bad_input.py",
+                                "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation"],
+    "refimpl/manager/limits.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+                           "tests/test_manager_differential.py", "tests/test_spec_manager.py", "tests/test_bad_input.py",
+                           "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation"],
+    "refimpl/manager/devices.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_machine_units.py",
+                            "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
+                            "tests/test_manager_leases.py", "tests/test_manager_refimpl.py", "tests/test_tx_contracts.py",
+                            "tests/test_replay.py",
+                            "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
+                            "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
 }
 DEFAULT_MODULES = list(MODULES)
 
