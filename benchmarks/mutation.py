@@ -122,7 +122,7 @@ MODULES: dict[str, list[str]] = {
     "refimpl/manager/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
                                 "tests/test_tx_stateful.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_differential.py",
-                                "tests/test_tx_reserve_order.py",
+                                "tests/test_tx_reserve_order.py", "tests/test_tx_headroom.py",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
     # The other manager parts the ledger's records meet: ticket arbitration, two-phase limits, device loss.
