@@ -143,6 +143,18 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("join-poisoned", lambda p, w: p.join_bundle(w.tx, w.poisoned), BundlePoisoned, "poisoned"),
     ("commit-poisoned-bundle", lambda p, w: p.commit_tx(w.tx_poisoned), BundlePoisoned, "poisoned"),
     ("mismatch-unknown", lambda p, w: p.report_mismatch(99), UnknownBundle, "bundle 99"),
+    # The ledger's own operations: refimpl's messages, whole (its hot paths re-run the full check on a miss).
+    ("reserve-zero", lambda p, w: p.reserve(w.h1, w.a, Tier.DEVICE, 0, Role.KV), InvalidBytes,
+     r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+    ("reserve-float", lambda p, w: p.reserve(w.h1, w.a, Tier.DEVICE, 1.0, Role.KV), InvalidBytes,
+     r"^nbytes must be an int, got float$"),
+    ("commit-zero", lambda p, w: p.commit(w.h1, w.prov, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+    ("commit-bool-holder", lambda p, w: p.commit(True, w.prov, 5), UnknownHolder, r"^holder True is not registered$"),
+    ("cancel-bool-holder", lambda p, w: p.cancel(True, w.prov), UnknownHolder, r"^holder True is not registered$"),
+    ("release-bool-holder", lambda p, w: p.release(True, w.live), UnknownHolder, r"^holder True is not registered$"),
+    ("quarantine-negative", lambda p, w: p.quarantine(w.h1, w.live, -1), InvalidBytes,
+     r"^released must be in \[0, 2\*\*63-1\], got -1$"),
+    ("alias-empty-view", lambda p, w: p.register_alias(w.a, ""), InvalidArgument, r"^view must be a non-empty str, got ''$"),
 ]
 
 

@@ -530,3 +530,72 @@ def test_an_interrupt_while_parked_leaves_no_grant_behind(monkeypatch: pytest.Mo
     m = pmm.abstract_manager()
     assert not m.tickets and m.ledger.authorities[w.a].used == (0 if granted_first else 100)
     assert [r.holder for r in m.ledger.allocations.values()] == ([] if granted_first else [w.h1])
+
+
+# --- the ledger part's plain paths (contracts off, as under python -O): wake-ups, rounds, the lease index ----
+# Pinned by the mutation run of refimpl/manager/ledger.py.
+
+
+def _parked(pmm: ProcessMemoryManager, w: Any, free: int) -> int:
+    """A pending 50 B ticket of h2 on gpu0 with `free` B free, and its waiter's event made (wait with timeout 0)."""
+    t = pmm.submit(w.h2, w.a, 50)
+    assert pmm.abstract_manager().tickets[t].state is P and pmm.snapshot(w.a).available == free
+    assert pmm.wait(t, 0) is False  # the waiter's event now exists; nobody has set it
+    return t
+
+
+@contracts_off
+def test_cancel_wakes_the_waiter_it_grants() -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 50)
+    prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
+    t = _parked(pmm, w, 5)
+    pmm.cancel(w.h1, prov)  # 50 B free: the round grants t, and its event is set once the lock is released (I7)
+    assert pmm.abstract_manager().tickets[t].state is G
+    assert pmm._tickets[t].event.is_set()
+    _next_grant_still_wakes(pmm, w)
+
+
+def _next_grant_still_wakes(pmm: ProcessMemoryManager, w: Any) -> None:
+    """The manager's wake list is left usable: a later grant (on host) wakes its own waiter too."""
+    x = lease(pmm, w.h1, w.b, 60, Tier.HOST)
+    t2 = pmm.submit(w.h2, w.b, 50)
+    assert pmm.wait(t2, 0) is False
+    pmm.release(w.h1, x)
+    assert pmm._tickets[t2].event.is_set()
+
+
+@contracts_off
+def test_quarantine_wakes_the_waiter_it_grants() -> None:
+    pmm, w = make()
+    x = lease(pmm, w.h1, w.a, 60)
+    t = _parked(pmm, w, 40)
+    pmm.quarantine(w.h1, x, 10)
+    assert pmm.abstract_manager().tickets[t].state is G
+    assert pmm._tickets[t].event.is_set()
+    _next_grant_still_wakes(pmm, w)
+
+
+@contracts_off
+def test_quarantine_releasing_nothing_runs_no_round() -> None:
+    # A round ages every pending ticket; a quarantine that frees no byte must not (I13 runs on returned capacity).
+    pmm, w = make()
+    x = lease(pmm, w.h1, w.a, 60)
+    t = _parked(pmm, w, 40)
+    age = pmm.abstract_manager().tickets[t].age
+    pmm.quarantine(w.h1, x, 0)
+    assert pmm.abstract_manager().tickets[t].age == age
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_releasing_a_claimed_lease_drops_it_from_its_ticket(on: bool) -> None:
+    # A claim's lease is indexed by its ticket id; once the ledger releases it, the ticket names nothing.
+    pmm, w = make()
+    with contracts.contracts(on):
+        t = pmm.submit(w.h1, w.a, 10)
+        x = pmm.claim(w.h1, t)
+        pmm.release(w.h1, x)
+        assert t not in pmm.abstract_pool(w.a).tickets
+        with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
+            pmm.set_use(w.h1, t, True, False)
+        assert pmm.snapshot(w.a).used == 0
