@@ -7,9 +7,9 @@ import pytest
 from invariants import contracts
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
-from spec.errors import CapacityDenied, InvalidTransition, ProviderPinned, UnknownAuthority
+from spec.errors import CapacityDenied, InvalidBytes, InvalidTransition, ProviderPinned, UnknownAuthority
 from spec.guards import GuardSet
-from spec.types import Role, Tier
+from spec.types import MAX_BYTES, MAX_NAME, Role, Tier
 
 
 @pytest.fixture
@@ -156,3 +156,44 @@ def test_provider_pinned_off_removes_a_ledger_under_a_lease() -> None:
     pmm.commit(h, x, 10)
     pmm.tx_remove_authority(a)
     assert a not in pmm.abstract().authorities and x in pmm.abstract().allocations
+
+
+# --- refimpl's own boundaries and figures (pinned by the mutation run of refimpl/manager/ledger.py) ----------
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_the_largest_figures_and_names_are_accepted(on: bool) -> None:
+    with contracts.contracts(on):
+        pmm = ProcessMemoryManager()
+        a = pmm.register_authority("p" * MAX_NAME, Tier.DEVICE, MAX_BYTES)
+        h = pmm.register_holder("h" * MAX_NAME)
+        x = pmm.reserve(h, a, Tier.DEVICE, MAX_BYTES, Role.KV)
+        pmm.commit(h, x, MAX_BYTES)
+        assert pmm.snapshot(a).used == MAX_BYTES
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_recording_up_to_the_ledger_maximum_and_not_one_byte_past(on: bool) -> None:
+    # record_committed may pass the limit (I2) but never the ledger's own range: used stays <= 2**63-1.
+    with contracts.contracts(on):
+        pmm = ProcessMemoryManager()
+        a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("arena")
+        pmm.record_committed(h, a, Tier.DEVICE, MAX_BYTES - 10, Role.ARENA)
+        pmm.record_committed(h, a, Tier.DEVICE, 10, Role.ARENA)  # exactly the maximum
+        before = pmm.abstract()
+        with pytest.raises(InvalidBytes, match=r"^authority 1: recording 1 B would overflow the ledger$"):
+            pmm.record_committed(h, a, Tier.DEVICE, 1, Role.ARENA)
+        assert pmm.abstract() == before and pmm.snapshot(a).used == MAX_BYTES
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_refused_grant_names_the_bytes_available(on: bool) -> None:
+    with contracts.contracts(on):
+        pmm = ProcessMemoryManager()
+        a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("kv")
+        pmm.reserve(h, a, Tier.DEVICE, 60, Role.KV)
+        with pytest.raises(CapacityDenied, match=r"^authority 1: 41 B asked, 40 B available$"):
+            pmm.reserve(h, a, Tier.DEVICE, 41, Role.KV)
+        pmm.record_committed(h, a, Tier.DEVICE, 70, Role.ARENA)  # 130 B used of 100: oversubscribed
+        with pytest.raises(CapacityDenied, match=r"^authority 1: 1 B asked, 0 B available$"):
+            pmm.reserve(h, a, Tier.DEVICE, 1, Role.KV)

@@ -26,7 +26,7 @@ from spec.errors import (
     UnknownTicket,
     UnknownTransaction,
 )
-from spec.types import Role, Tier
+from spec.types import MAX_NAME, Role, Tier
 
 
 @pytest.fixture
@@ -155,6 +155,15 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("quarantine-negative", lambda p, w: p.quarantine(w.h1, w.live, -1), InvalidBytes,
      r"^released must be in \[0, 2\*\*63-1\], got -1$"),
     ("alias-empty-view", lambda p, w: p.register_alias(w.a, ""), InvalidArgument, r"^view must be a non-empty str, got ''$"),
+    ("pool-empty", lambda p, w: p.register_authority("", Tier.DEVICE, 10), InvalidArgument,
+     r"^pool must be a non-empty str, got ''$"),
+    ("holder-empty", lambda p, w: p.register_holder(""), InvalidArgument, r"^holder name must be a non-empty str, got ''$"),
+    ("holder-too-long", lambda p, w: p.register_holder("h" * (MAX_NAME + 1)), InvalidArgument,
+     rf"^holder name must be at most {MAX_NAME} characters, got {MAX_NAME + 1}$"),
+    ("reserve-unknown-holder", lambda p, w: p.reserve(99, w.a, Tier.DEVICE, 1, Role.KV), UnknownHolder,
+     r"^holder 99 is not registered$"),
+    ("reserve-bool-holder", lambda p, w: p.reserve(True, w.a, Tier.DEVICE, 1, Role.KV), UnknownHolder,
+     r"^holder True is not registered$"),
 ]
 
 

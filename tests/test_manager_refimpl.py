@@ -536,9 +536,9 @@ def test_an_interrupt_while_parked_leaves_no_grant_behind(monkeypatch: pytest.Mo
 # Pinned by the mutation run of refimpl/manager/ledger.py.
 
 
-def _parked(pmm: ProcessMemoryManager, w: Any, free: int) -> int:
-    """A pending 50 B ticket of h2 on gpu0 with `free` B free, and its waiter's event made (wait with timeout 0)."""
-    t = pmm.submit(w.h2, w.a, 50)
+def _parked(pmm: ProcessMemoryManager, w: Any, free: int, nbytes: int = 50) -> int:
+    """A pending ticket of h2 on gpu0 with `free` B free, and its waiter's event made (wait with timeout 0)."""
+    t = pmm.submit(w.h2, w.a, nbytes)
     assert pmm.abstract_manager().tickets[t].state is P and pmm.snapshot(w.a).available == free
     assert pmm.wait(t, 0) is False  # the waiter's event now exists; nobody has set it
     return t
@@ -563,6 +563,18 @@ def _next_grant_still_wakes(pmm: ProcessMemoryManager, w: Any) -> None:
     assert pmm.wait(t2, 0) is False
     pmm.release(w.h1, x)
     assert pmm._tickets[t2].event.is_set()
+
+
+@contracts_off
+def test_commit_refund_wakes_the_waiter_it_grants() -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 50)
+    prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
+    t = _parked(pmm, w, 5, 45)
+    pmm.commit(w.h1, prov, 1)  # 44 B refunded: 49 B free, the round grants t (I13) and wakes its waiter (I7)
+    assert pmm.abstract_manager().tickets[t].state is G
+    assert pmm._tickets[t].event.is_set()
+    _next_grant_still_wakes(pmm, w)
 
 
 @contracts_off
@@ -592,8 +604,12 @@ def test_releasing_a_claimed_lease_drops_it_from_its_ticket(on: bool) -> None:
     # A claim's lease is indexed by its ticket id; once the ledger releases it, the ticket names nothing.
     pmm, w = make()
     with contracts.contracts(on):
+        assert pmm.abstract_pool(w.a).generation == 0  # a new ledger: no reconfigure yet
         t = pmm.submit(w.h1, w.a, 10)
         x = pmm.claim(w.h1, t)
+        claimed = pmm.abstract_pool(w.a).tickets[t]
+        assert (claimed.generation, claimed.pinned, claimed.in_flight) == (0, False, False)
+        assert claimed.pinned is False and claimed.in_flight is False  # a new lease carries no use flags
         pmm.release(w.h1, x)
         assert t not in pmm.abstract_pool(w.a).tickets
         with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
