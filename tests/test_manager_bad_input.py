@@ -127,7 +127,7 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("prepare-unknown", lambda p, w: p.prepare_limit(99, 1), UnknownAuthority, "99"),
     ("prepare-alias", lambda p, w: p.prepare_limit(w.view, 1), InvalidArgument, "view of"),
     ("prepare-lost", lambda p, w: p.prepare_limit(w.lost, -1), DeviceLost, "lost"),
-    ("prepare-negative", lambda p, w: p.prepare_limit(w.a, -1), InvalidBytes, "limit"),
+    ("prepare-negative", lambda p, w: p.prepare_limit(w.a, -1), InvalidBytes, r"^limit must be in \[0, 2\*\*63-1\], got -1$"),
     ("prepare-above-capacity", lambda p, w: p.prepare_limit(w.a, 101), InvalidBytes, "capacity"),
     ("prepare-pending", lambda p, w: p.prepare_limit(w.b, 50), InvalidTransition, "already has"),
     ("commit-limit-none", lambda p, w: p.commit_limit(w.a), InvalidTransition, "no limit change"),

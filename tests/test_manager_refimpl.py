@@ -615,3 +615,35 @@ def test_releasing_a_claimed_lease_drops_it_from_its_ticket(on: bool) -> None:
         with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
             pmm.set_use(w.h1, t, True, False)
         assert pmm.snapshot(w.a).used == 0
+
+
+# --- limit changes at their edges (pinned by the mutation run of refimpl/manager/limits.py) ----------------
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_limit_equal_to_used_opens_no_pressure_and_commits(on: bool) -> None:
+    pmm, w = make()
+    with contracts.contracts(on):
+        lease(pmm, w.h1, w.a, 60)
+        assert pmm.prepare_limit(w.a, 60) == ()  # used fits exactly: nobody is pressed
+        assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 60, ())
+        assert pmm.snapshot(w.a).limit == 60
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_lower_limit_interrupted_by_a_callback_commits_before_it_propagates(on: bool) -> None:
+    # A KeyboardInterrupt from a holder's callback: the change is committed (nothing came back, so the old
+    # limit stays) and no pressure ticket stays open, then the interrupt goes on up (issue #14).
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 80)
+
+    def interrupted(mgr: ProcessMemoryManager, pid: int, target: int) -> None:
+        raise KeyboardInterrupt
+    pmm.register_callback(w.h1, interrupted)
+    with contracts.contracts(on):
+        with pytest.raises(KeyboardInterrupt):
+            pmm.lower_limit(w.a, 40)
+        m = pmm.abstract_manager()
+        assert not m.changes and not m.pressures and pmm.snapshot(w.a).limit == 100
+        assert pmm.prepare_limit(w.a, 90) == ()  # a new change may start: none is pending
+        assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 90, ())
