@@ -129,3 +129,63 @@ def test_closed_composed_pressure_tickets_are_forgotten_and_answers_to_them_stal
             m.pool_answer(h1, 50, (), 0)
         with pytest.raises(InvalidTransition, match="already closed"):
             m.expire_pressure(50, 9)
+
+
+# --- posted cancels: drop (no lock) and drain (pinned by the mutation run of refimpl/manager/leases.py) ------
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_drain_applies_each_post_once_in_post_order_and_credits_a_grant(on) -> None:
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 60)
+        granted = m.pool_submit(h2, dev, 30)  # 40 B free: granted at once, 30 B charged
+        waiting = m.pool_submit(h2, dev, 35)  # 10 B free: waits
+        pending = m.pool_submit(h2, dev, 90)  # never fits while the lease stays
+        tickets = m.abstract_pool(dev).tickets
+        assert (tickets[granted].state, tickets[waiting].state) == (TicketState.GRANTED, TicketState.PENDING)
+        m.drop(h2, pending)
+        m.drop(h2, granted)
+        m.drop(h2, granted)  # a repeat posts nothing more
+        assert m.abstract_pool(dev).tickets == tickets  # a post changes nothing until it is applied
+        m.drain()
+        pool = m.abstract_pool(dev)
+        assert set(pool.tickets) == {1, waiting}  # both posts applied; the grant's 30 B went to the waiter (I13)
+        assert pool.tickets[waiting].state is TicketState.GRANTED and m.snapshot(dev).used == 95
+        m.drain()  # nothing posted: nothing moves
+        assert m.abstract_pool(dev) == pool
+
+
+def test_drain_wakes_the_waiter_a_drained_cancel_grants() -> None:
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(False):
+        m.try_reserve(h1, dev, 60)
+        granted = m.pool_submit(h2, dev, 30)
+        waiting = m.pool_submit(h1, dev, 35)
+        assert m.wait(waiting, 0) is False  # its waiter's event exists, unset
+        m.drop(h2, granted)
+        m.drain()
+        assert m._tickets[waiting].event.is_set()
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_bad_drops_are_refused_typed_and_post_nothing(on) -> None:
+    from spec.errors import ForeignHolder, UnknownHolder, UnknownTicket
+
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(on):
+        t = m.pool_submit(h2, dev, 10)
+        with pytest.raises(UnknownTicket, match=r"^ticket 99 was never issued$"):
+            m.drop(h2, 99)
+        with pytest.raises(UnknownTicket, match=r"^ticket '1' was never issued$"):
+            m.drop(h2, "1")
+        with pytest.raises(ForeignHolder, match=rf"^ticket {t} is holder {h2}'s, not {h1}'s$"):
+            m.drop(h1, t)
+        with pytest.raises(UnknownHolder):
+            m.drop(7, t)
+        m.drain()
+        assert m.abstract_pool(dev).tickets[t].state is TicketState.GRANTED  # no post was applied
+        m.pool_cancel(h2, t)
+        m.drop(h2, t)  # a retired ticket: a no-op, no error
+        m.drain()
+        assert m.snapshot(dev).used == 0 and not m.abstract_pool(dev).tickets
