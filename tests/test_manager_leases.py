@@ -135,7 +135,7 @@ def test_closed_composed_pressure_tickets_are_forgotten_and_answers_to_them_stal
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
-def test_drain_applies_each_post_once_in_post_order_and_credits_a_grant(on) -> None:
+def test_drain_applies_each_post_once_and_credits_a_grant(on) -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(on):
         m.try_reserve(h1, dev, 60)
@@ -177,6 +177,8 @@ def test_bad_drops_are_refused_typed_and_post_nothing(on) -> None:
         t = m.pool_submit(h2, dev, 10)
         with pytest.raises(UnknownTicket, match=r"^ticket 99 was never issued$"):
             m.drop(h2, 99)
+        with pytest.raises(UnknownTicket, match=rf"^ticket {t + 1} was never issued$"):
+            m.drop(h2, t + 1)  # the next id: not issued yet
         with pytest.raises(UnknownTicket, match=r"^ticket '1' was never issued$"):
             m.drop(h2, "1")
         with pytest.raises(ForeignHolder, match=rf"^ticket {t} is holder {h2}'s, not {h1}'s$"):
@@ -189,3 +191,15 @@ def test_bad_drops_are_refused_typed_and_post_nothing(on) -> None:
         m.drop(h2, t)  # a retired ticket: a no-op, no error
         m.drain()
         assert m.snapshot(dev).used == 0 and not m.abstract_pool(dev).tickets
+
+
+def test_a_repeated_drop_is_a_no_op_even_with_every_slot_posted() -> None:
+    # mailbox=8: at most 8 live tickets, so 8 posts fill it; repeating one of them must not be MailboxFull.
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(False):
+        tickets = [m.pool_submit(h2, dev, 20) for _ in range(8)]  # 5 granted (100 B), 3 waiting
+        for t in tickets:
+            m.drop(h2, t)
+        m.drop(h2, tickets[0])
+        m.drain()
+        assert not m.abstract_pool(dev).tickets and m.snapshot(dev).used == 0
