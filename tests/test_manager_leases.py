@@ -203,3 +203,43 @@ def test_a_repeated_drop_is_a_no_op_even_with_every_slot_posted() -> None:
         m.drop(h2, tickets[0])
         m.drain()
         assert not m.abstract_pool(dev).tickets and m.snapshot(dev).used == 0
+
+
+# --- try_reserve's own checks and figures (pinned by the mutation run of refimpl/manager/leases.py) --------
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_try_reserve_bad_input_is_refused_whole(on) -> None:
+    from spec.errors import InvalidArgument, InvalidBytes
+
+    m, h1, _, dev = _mgr()
+    view = m.register_alias(dev, "uvm")
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 60)
+        before = m.abstract_manager()
+        for call, error, match in [
+            (lambda: m.try_reserve(h1, dev, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+            (lambda: m.try_reserve(h1, dev, -1), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got -1$"),
+            (lambda: m.try_reserve(h1, dev, 1, "0"), InvalidArgument, r"^priority must be an int, got '0'$"),
+            (lambda: m.try_reserve(h1, dev, 1, 0, "kv"), InvalidArgument, r"^role must be a Role, got 'kv'$"),
+            (lambda: m.try_reserve(h1, view, 1), InvalidArgument,
+             rf"^authority {view} is a view of {dev}; tickets name the canonical ledger$"),
+            (lambda: m.try_reserve(h1, dev, 41), CapacityDenied, r"^try-only: 41 B asked, 40 B free, 0 waiting$"),
+        ]:
+            with pytest.raises(error, match=match):
+                call()
+            assert m.abstract_manager() == before
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_try_reserve_books_the_role_and_priority_asked(on) -> None:
+    from spec.types import Role
+
+    m, h1, _, dev = _mgr()
+    with contracts.contracts(on):
+        t = m.try_reserve(h1, dev, 1)  # defaults: priority 0, role STAGING
+        u = m.try_reserve(h1, dev, 40, 7, Role.KV)
+        pool, allocs = m.abstract_pool(dev), m.abstract().allocations
+        assert (pool.tickets[t].priority, allocs[pool.tickets[t].grant].role) == (0, Role.STAGING)
+        assert (pool.tickets[u].priority, allocs[pool.tickets[u].grant].role) == (7, Role.KV)
+        assert allocs[pool.tickets[u].grant].nbytes == 40 and m.snapshot(dev).used == 41
