@@ -647,3 +647,49 @@ def test_lower_limit_interrupted_by_a_callback_commits_before_it_propagates(on: 
         assert not m.changes and not m.pressures and pmm.snapshot(w.a).limit == 100
         assert pmm.prepare_limit(w.a, 90) == ()  # a new change may start: none is pending
         assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 90, ())
+
+
+# --- device loss on the plain and checked paths (pinned by the mutation run of refimpl/manager/devices.py) ----
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_lost_device_drops_its_waiters_and_terminates_to_nothing(on: bool) -> None:
+    pmm, w = make()
+    x = lease(pmm, w.h1, w.a, 30)
+    t = pmm.submit(w.h2, w.a, 90)  # 70 B free: waits
+    assert pmm.wait(t, 0) is False  # its waiter's event exists, unset
+    with contracts.contracts(on):
+        pmm.lose_device(w.a)
+        m = pmm.abstract_manager()
+        assert t not in m.tickets and m.ledger.allocations[x].state is AllocState.DEVICE_LOST
+        assert used(pmm, w.a) == 30  # the charge stays until termination (C3)
+        pmm.confirm_termination(w.a)
+        m = pmm.abstract_manager()
+        assert used(pmm, w.a) == 0 and x not in m.ledger.allocations
+        pmm.tx_remove_authority(w.a)  # nothing pins it any more: no allocation, no ticket left in its queue
+        assert w.a not in pmm.abstract().authorities
+    assert pmm._tickets.get(t) is None and t not in pmm.abstract_manager().tickets
+
+
+@contracts_off
+def test_lose_device_wakes_the_waiters_it_drops() -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 30)
+    t = pmm.submit(w.h2, w.a, 90)
+    assert pmm.wait(t, 0) is False
+    ev = pmm._tickets[t].event
+    pmm.lose_device(w.a)
+    assert ev.is_set()  # the dropped ticket's waiter must not sleep on (I7)
+    _next_grant_still_wakes(pmm, w)
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_confirm_termination_of_a_live_context_is_refused_whole(on: bool) -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 30)
+    before = pmm.abstract_manager()
+    with contracts.contracts(on), pytest.raises(
+            InvalidTransition, match=r"^authority 1: no transition for event 'confirm-termination' in state 'active' "
+                                     r"\(the context was never lost\)$"):
+        pmm.confirm_termination(w.a)
+    assert pmm.abstract_manager() == before
