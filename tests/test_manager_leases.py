@@ -243,3 +243,47 @@ def test_try_reserve_books_the_role_and_priority_asked(on) -> None:
         assert (pool.tickets[t].priority, allocs[pool.tickets[t].grant].role) == (0, Role.STAGING)
         assert (pool.tickets[u].priority, allocs[pool.tickets[u].grant].role) == (7, Role.KV)
         assert allocs[pool.tickets[u].grant].nbytes == 40 and m.snapshot(dev).used == 41
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_wait_answers_at_once_for_a_resolved_ticket_and_checks_its_arguments(on) -> None:
+    from spec.errors import InvalidArgument, UnknownTicket
+
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 60)
+        granted, pending = m.pool_submit(h2, dev, 30), m.pool_submit(h2, dev, 35)
+        assert m.wait(granted, None) is True  # granted: resolved already, even with no timeout
+        assert m.wait(pending, 0) is False  # still pending: a zero timeout runs out at once
+        m.pool_cancel(h2, pending)
+        assert m.wait(pending, None) is True  # retired: resolved
+        with pytest.raises(UnknownTicket, match=r"^ticket 4 was never issued$"):
+            m.wait(4, 0)
+        with pytest.raises(InvalidArgument, match=r"^timeout must be finite and in \[0, \d+\] s, got -1$"):
+            m.wait(granted, -1)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_pool_press_records_what_was_asked_and_refuses_bad_input_whole(on) -> None:
+    from spec.errors import InvalidArgument, InvalidBytes
+
+    m, h1, _, dev = _mgr()
+    view = m.register_alias(dev, "uvm")
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 10)
+        p = m.pool_press(h1, dev, 5)  # defaults: priority 0, deadline 0
+        q = m.pool_press(h1, dev, 6, 3, 9)
+        prs = m.abstract_pool(dev).pressures
+        assert (prs[p].target, prs[p].priority, prs[p].deadline) == (5, 0, 0)
+        assert (prs[q].target, prs[q].priority, prs[q].deadline) == (6, 3, 9)
+        before = m.abstract_manager(), m.abstract_pool(dev)
+        for call, error, match in [
+            (lambda: m.pool_press(h1, dev, 0), InvalidBytes, r"^target must be in \[1, 2\*\*63-1\], got 0$"),
+            (lambda: m.pool_press(h1, dev, 1, "0"), InvalidArgument, r"^priority must be an int, got '0'$"),
+            (lambda: m.pool_press(h1, dev, 1, 0, -1), InvalidArgument, r"^deadline must be an int >= 0, got -1$"),
+            (lambda: m.pool_press(h1, view, 1), InvalidArgument,
+             rf"^authority {view} is a view of {dev}; pressure names the canonical ledger$"),
+        ]:
+            with pytest.raises(error, match=match):
+                call()
+            assert (m.abstract_manager(), m.abstract_pool(dev)) == before
