@@ -70,7 +70,7 @@ def world() -> tuple[ProcessMemoryManager, Any]:
 
 
 BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
-    ("submit-zero", lambda p, w: p.submit(w.h1, w.a, 0), InvalidBytes, "in \\[1"),
+    ("submit-zero", lambda p, w: p.submit(w.h1, w.a, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
     ("submit-bool", lambda p, w: p.submit(w.h1, w.a, True), InvalidBytes, "int, got bool"),
     ("submit-float", lambda p, w: p.submit(w.h1, w.a, 1.5), InvalidBytes, "int, got float"),
     ("submit-priority", lambda p, w: p.submit(w.h1, w.a, 1, "high"), InvalidArgument, "priority"),
@@ -81,6 +81,7 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("submit-lost", lambda p, w: p.submit(w.h1, w.lost, 1), DeviceLost, "lost"),
     ("submit-never-fits", lambda p, w: p.submit(w.h1, w.a, 101), CapacityDenied, "never fit"),
     ("claim-holder", lambda p, w: p.claim(99, w.granted), UnknownHolder, "99"),
+    ("claim-bool-holder", lambda p, w: p.claim(True, w.granted), UnknownHolder, r"^holder True is not registered$"),
     ("claim-unknown", lambda p, w: p.claim(w.h1, 999), UnknownTicket, "never issued"),
     ("claim-retired", lambda p, w: p.claim(w.h1, w.retired), InvalidTransition, "already claimed"),
     ("claim-foreign", lambda p, w: p.claim(w.h2, w.granted), ForeignHolder, "not 2's"),

@@ -693,3 +693,21 @@ def test_confirm_termination_of_a_live_context_is_refused_whole(on: bool) -> Non
                                      r"\(the context was never lost\)$"):
         pmm.confirm_termination(w.a)
     assert pmm.abstract_manager() == before
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_ticket_books_its_role_from_grant_to_lease(on: bool) -> None:
+    # Pinned by the mutation run of refimpl/manager/arbitration.py: the grant's reservation and the claimed
+    # lease carry the role the ticket was submitted with.
+    pmm, w = make()
+    with contracts.contracts(on):
+        t = pmm.submit(w.h1, w.a, 10, 0, Role.KV)  # a lone ticket that fits: granted by submit's own path
+        blocker = lease(pmm, w.h2, w.a, 90)
+        u = pmm.submit(w.h1, w.a, 10, 0, Role.WEIGHTS)  # waits; granted by the round the release runs
+        pmm.release(w.h2, blocker)
+        m = pmm.abstract_manager()
+        assert (m.tickets[t].state, m.tickets[u].state) == (G, G)
+        for tid, role in ((t, Role.KV), (u, Role.WEIGHTS)):
+            assert pmm.abstract().allocations[pmm.abstract_manager().tickets[tid].allocation].role is role
+            x = pmm.claim(w.h1, tid)
+            assert (pmm.abstract().allocations[x].role, pmm.abstract().allocations[x].holder) == (role, w.h1)
