@@ -91,8 +91,8 @@ MODULES: dict[str, list[str]] = {
                           "--deselect", "tests/test_admission.py::test_admission_negative_controls"],
     # refimpl: the same scripted suites drive it through its adapters; the real-thread suites
     # (test_*threads.py, 5-6 s of waiting each) are left out, so lock-ordering mutants may survive.
-    # The ledger moved from refimpl/governor.py (now a re-export) into refimpl/manager/ (issue #10); the
-    # ratchet's "refimpl/governor.py" floor is re-keyed by the next mutation run.  XXX: re-key it.
+    # The ledger moved from refimpl/governor.py (now a re-export) into refimpl/manager/ (issue #10): the
+    # ratchet is keyed on the manager's modules, each with the rate its own run measured.
     "refimpl/manager/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_authorities.py",
                             "tests/test_contracts.py", "tests/test_replay.py", "tests/test_stateful.py",
                             "tests/test_governor_units.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
@@ -109,14 +109,52 @@ MODULES: dict[str, list[str]] = {
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
+    # leases: the pool suites that call the manager's own lease operations (try_reserve, set_use, drop /
+    # drain, pool_press, wait's non-blocking paths); the pool campaigns (5-7 s each) are left out.
     "refimpl/manager/leases.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
                             "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
+                            "tests/test_pressure_units.py", "tests/test_manager_leases.py", "tests/test_manager_slots.py",
+                            "tests/test_issue14_pressure.py", "tests/test_manager_contracts_pool.py",
+                            "--deselect", "tests/test_manager_contracts_pool.py::test_campaign_finds_what_contracts_cannot_see",
+                            # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
+                            "--deselect", "tests/test_manager_contracts_pool.py::test_pool_contract_catches_mutant",
+                            "--deselect", "tests/test_manager_contracts_pool.py::test_overtaking_past_the_bound_is_a_trace_harm_only",
+                            "--deselect", "tests/test_manager_contracts_pool.py::test_waiter_failed_by_reconfigure_is_woken",
+                            # a real SIGINT does not reach a test run inside mutmut's runner
+                            "--deselect", "tests/test_issue14_pressure.py::test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
+    # transactions: the focused suites (tx_*) and the composed manager's (plan_tx ... abort_tx, reserve_all).
     "refimpl/manager/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
-                                "tests/test_tx_stateful.py",
+                                "tests/test_tx_stateful.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+                                "tests/test_manager_contracts_local.py", "tests/test_manager_differential.py",
+                                "tests/test_tx_reserve_order.py", "tests/test_tx_headroom.py",
+                                # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
+                                "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
+                                "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
                                 "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
+    # The other manager parts the ledger's records meet: ticket arbitration, two-phase limits, device loss.
+    "refimpl/manager/arbitration.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+                                "tests/test_manager_contracts_local.py", "tests/test_manager_contracts_local_clauses.py",
+                                "tests/test_manager_slots.py", "tests/test_manager_leases.py", "tests/test_pressure_contracts.py",
+                                "tests/test_issue14_pressure.py", "tests/test_bad_input.py",
+                                "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
+                                "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
+                                "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",
+                                "--deselect", "tests/test_manager_contracts_local_clauses.py::test_snapshot_available_names_growth",
+                                "--deselect", "tests/test_issue14_pressure.py::test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant"],
+    "refimpl/manager/limits.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+                           "tests/test_manager_differential.py", "tests/test_spec_manager.py", "tests/test_bad_input.py",
+                           "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation"],
+    "refimpl/manager/devices.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_machine_units.py",
+                            "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
+                            "tests/test_manager_leases.py", "tests/test_manager_refimpl.py", "tests/test_tx_contracts.py",
+                            "tests/test_replay.py",
+                            "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
+                            "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
+                            "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
+                            "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
 }
 DEFAULT_MODULES = list(MODULES)
 

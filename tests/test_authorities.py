@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from invariants import contracts
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
-from spec.errors import CapacityDenied
-from spec.types import Role, Tier
+from spec.errors import CapacityDenied, InvalidBytes, InvalidTransition, ProviderPinned, UnknownAuthority
+from spec.guards import GuardSet
+from spec.types import MAX_BYTES, MAX_NAME, Role, Tier
 
 
 @pytest.fixture
@@ -82,3 +84,116 @@ def test_allowance_transfer_moves_limits_not_charge(pmm: ProcessMemoryManager) -
     assert (s.allowances[w1].limit, s.allowances[w2].limit) == (10, 90)
     assert pmm.snapshot(a).used == 30 and pmm.snapshot(a).allowance_limits == 100
     check_all(s)
+
+
+# --- removing an authority (C3; refimpl's `_remove_authority` / `_pins`, reached by `tx_remove_authority`) ----
+# The focused transaction model has no aliases, leases, allowances or tickets, so these run with the
+# contracts off: what is pinned here is refimpl's own refusal, its message and what it leaves.
+
+
+def _pinned_world(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
+    """gpu0 (id 1) pinned by an open transaction, an alias (2), a lease (1), an allowance (1), a pending ticket (1)."""
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    alias = pmm.register_alias(a, "uvm")
+    h = pmm.register_holder("engine")
+    x = pmm.reserve(h, a, Tier.DEVICE, 10, Role.KV)
+    pmm.commit(h, x, 10)
+    pmm.open_allowance(h, a, 10)
+    pmm.submit(h, a, 95)  # 90 B free: pending, it holds no bytes
+    pmm.plan_tx(h, ((a, 5),))
+    return a, alias, h
+
+
+def test_remove_is_refused_naming_every_pin_and_changes_nothing() -> None:
+    contracts.disable()
+    pmm = ProcessMemoryManager()
+    a, _, _ = _pinned_world(pmm)
+    before = pmm.abstract_manager()
+    with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by transaction 1, alias 2, allocation 1, "
+                                            r"allowance 1, ticket 1$"):
+        pmm.tx_remove_authority(a)
+    assert pmm.abstract_manager() == before
+
+
+def test_remove_names_the_stranded_charge_of_a_lost_device() -> None:
+    contracts.disable()
+    pmm = ProcessMemoryManager()
+    a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
+    x = pmm.reserve(h, a, Tier.DEVICE, 30, Role.KV)
+    pmm.commit(h, x, 30)
+    pmm.lose_device(a)
+    with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by 30 B stranded charge$"):
+        pmm.tx_remove_authority(a)
+    pmm.confirm_termination(a)
+    pmm.tx_remove_authority(a)
+    assert a not in pmm.abstract().authorities
+
+
+def test_removed_authority_and_alias_free_their_names() -> None:
+    contracts.disable()
+    pmm = ProcessMemoryManager()
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    alias = pmm.register_alias(a, "uvm")
+    pmm.tx_remove_authority(alias)  # an alias goes first (it pins its canonical ledger)
+    assert pmm.register_alias(a, "uvm") == 3  # its (ledger, view) key is free again: a new id
+    pmm.tx_remove_authority(3)
+    pmm.tx_remove_authority(a)
+    with pytest.raises(InvalidTransition, match=r"^authority 1 was removed$"):
+        pmm.snapshot(a)
+    with pytest.raises(UnknownAuthority, match=r"^authority 4 is not known \(not registered\)$"):
+        pmm.snapshot(4)
+    assert pmm.register_authority("gpu0", Tier.HOST, 50) == 4  # the pool name is free: another identity is fine
+    assert set(pmm.abstract().authorities) == {4}
+
+
+def test_provider_pinned_off_removes_a_ledger_under_a_lease() -> None:
+    # Negative control: without the guard the ledger goes while a lease is charged on it (C3's harm).
+
+    contracts.disable()
+    pmm = ProcessMemoryManager(guards=GuardSet.without("provider_pinned"))
+    a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
+    x = pmm.reserve(h, a, Tier.DEVICE, 10, Role.KV)
+    pmm.commit(h, x, 10)
+    pmm.tx_remove_authority(a)
+    assert a not in pmm.abstract().authorities and x in pmm.abstract().allocations
+
+
+# --- refimpl's own boundaries and figures (pinned by the mutation run of refimpl/manager/ledger.py) ----------
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_the_largest_figures_and_names_are_accepted(on: bool) -> None:
+    with contracts.contracts(on):
+        pmm = ProcessMemoryManager()
+        a = pmm.register_authority("p" * MAX_NAME, Tier.DEVICE, MAX_BYTES)
+        h = pmm.register_holder("h" * MAX_NAME)
+        x = pmm.reserve(h, a, Tier.DEVICE, MAX_BYTES, Role.KV)
+        pmm.commit(h, x, MAX_BYTES)
+        assert pmm.snapshot(a).used == MAX_BYTES
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_recording_up_to_the_ledger_maximum_and_not_one_byte_past(on: bool) -> None:
+    # record_committed may pass the limit (I2) but never the ledger's own range: used stays <= 2**63-1.
+    with contracts.contracts(on):
+        pmm = ProcessMemoryManager()
+        a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("arena")
+        pmm.record_committed(h, a, Tier.DEVICE, MAX_BYTES - 10, Role.ARENA)
+        pmm.record_committed(h, a, Tier.DEVICE, 10, Role.ARENA)  # exactly the maximum
+        before = pmm.abstract()
+        with pytest.raises(InvalidBytes, match=r"^authority 1: recording 1 B would overflow the ledger$"):
+            pmm.record_committed(h, a, Tier.DEVICE, 1, Role.ARENA)
+        assert pmm.abstract() == before and pmm.snapshot(a).used == MAX_BYTES
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_refused_grant_names_the_bytes_available(on: bool) -> None:
+    with contracts.contracts(on):
+        pmm = ProcessMemoryManager()
+        a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("kv")
+        pmm.reserve(h, a, Tier.DEVICE, 60, Role.KV)
+        with pytest.raises(CapacityDenied, match=r"^authority 1: 41 B asked, 40 B available$"):
+            pmm.reserve(h, a, Tier.DEVICE, 41, Role.KV)
+        pmm.record_committed(h, a, Tier.DEVICE, 70, Role.ARENA)  # 130 B used of 100: oversubscribed
+        with pytest.raises(CapacityDenied, match=r"^authority 1: 1 B asked, 0 B available$"):
+            pmm.reserve(h, a, Tier.DEVICE, 1, Role.KV)

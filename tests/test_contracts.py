@@ -386,3 +386,46 @@ def test_leaky_refusal_unnoticed_with_contracts_off():
     with contracts.contracts(False), pytest.raises(CapacityDenied, match="leaky"):
         pmm.commit(h, x, 10)
     assert pmm.snapshot(a).used == 11
+
+
+# --- the checked path names what it checks (pinned by the mutation run of refimpl/manager/ledger.py) ----------
+
+
+def test_owner_only_off_quarantine_is_caught_naming_the_action() -> None:
+    # The contract sees the touched lease (scope key) and reports the action as called (its repr, whole).
+    from spec import ledger_actions as A
+
+    pmm = ProcessMemoryManager(guards=GuardSet.without("owner_only"))
+    a, h, g = _world(pmm)
+    x = pmm.reserve(h, a, DEV, 10, KV)
+    pmm.commit(h, x, 10)
+    with contracts.contracts(True), pytest.raises(InvariantViolation) as exc:
+        pmm.quarantine(g, x, 4)  # bob gives back 4 B of alice's lease
+    assert str(exc.value) == f"I6: {A.Quarantine(g, x, 4)!r} reduced holder {h}'s allocation {x} by 4 B"
+
+
+def test_fresh_ids_off_refines_the_spec_step_by_step() -> None:
+    # The negative-control path (ids reused lowest-first; the contracts would stop it, so they are off) is
+    # still a refinement of the spec under the same guard set: results and the whole abstract state,
+    # counters included, after every step.
+    import attrs
+
+    from refimpl.verify.ledger_adapter import method_name
+    from spec import ledger_actions as A
+    from spec.ledger import step as spec_step
+    from spec.ledger_state import EMPTY
+
+    guards = GuardSet.without("fresh_ids")
+    pmm, state = ProcessMemoryManager(guards=guards), EMPTY
+    actions = [A.RegisterAuthority("gpu0", DEV, 100), A.RegisterHolder("alice"),
+               A.Reserve(1, 1, DEV, 10, KV), A.Reserve(1, 1, DEV, 10, KV), A.Cancel(1, 1),
+               A.Reserve(1, 1, DEV, 10, KV), A.Reserve(1, 1, DEV, 10, KV), A.Reserve(1, 1, DEV, 10, KV)]
+    results = []
+    with contracts.contracts(False):
+        for act in actions:
+            state, expected = spec_step(state, act, guards)
+            got = getattr(pmm, method_name(act))(**attrs.asdict(act, recurse=False))
+            assert got == expected, act
+            assert pmm.abstract() == state, act
+            results.append(got)
+    assert results[2:] == [1, 2, None, 1, 3, 4]  # id 1 reused, then the counter moves on by one

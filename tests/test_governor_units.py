@@ -1,4 +1,4 @@
-"""refimpl/governor.py scripted: allowance figures and boundaries, one allowance_bounds control per site (I4b).
+"""refimpl/manager/allowances.py scripted: allowance figures and boundaries, one allowance_bounds control per site (I4b).
 
 The same world as tests/test_machine_units.py, driven on ProcessMemoryManager
 directly: refimpl is an independent implementation, so its own messages and
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from spec import ledger_actions as A
-from spec.errors import AllowanceExceeded, InvalidBytes
+from spec.errors import AllowanceExceeded, InvalidBytes, InvalidTransition, UnknownAllowance
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger_state import Allowance
 from spec.types import Role, Tier
@@ -138,3 +138,67 @@ def test_every_operation_refines_the_spec_step_by_step(checked: bool) -> None:
     do(A.UnmapAllowance(w.h, w.allow, 5))
     do(A.TransferAllowance(w.h, w.allow, w.allow_bob, 10))
     assert len(seen) == 17  # every governor action (spec.ledger_actions) was driven
+
+
+# --- the checked path's scope and action (pinned by the mutation run of refimpl/manager/allowances.py) ----
+
+
+def _bob_acts(pmm: ProcessMemoryManager, site: str) -> None:
+    """Holder 2 (bob) acts on alice's allowance 1 (on allowance 2 for close: 1 maps bytes)."""
+    {"grow": lambda: pmm.reserve_growth(2, 1, 5), "map": lambda: pmm.map_allowance(2, 1, 5),
+     "unmap": lambda: pmm.unmap_allowance(2, 1, 5), "transfer": lambda: pmm.transfer_allowance(2, 1, 2, 5),
+     "close": lambda: pmm.close_allowance(2, 2)}[site]()
+
+
+@pytest.mark.parametrize("site", ["grow", "map", "unmap", "transfer", "close"])
+def test_owner_only_off_at_each_allowance_site_is_caught_naming_the_action(site: str) -> None:
+    # The checked path must view the allowance the operation names (a wrong scope key sees nothing) and
+    # hand the contract the action as called (its repr is what a developer reads in the violation).
+    contracts.enable()
+    pmm = world(GuardSet.without("owner_only"))
+    assert pmm.register_holder("bob") == 2
+    expected = {"grow": A.ReserveGrowth(2, 1, 5), "map": A.MapAllowance(2, 1, 5), "unmap": A.UnmapAllowance(2, 1, 5),
+                "transfer": A.TransferAllowance(2, 1, 2, 5), "close": A.CloseAllowance(2, 2)}[site]
+    with pytest.raises(InvariantViolation, match=r"^I6: ") as exc:
+        _bob_acts(pmm, site)
+    wid = 2 if site == "close" else 1
+    assert str(exc.value) == f"I6: {expected!r} changed holder 1's allowance {wid}"
+
+
+@pytest.mark.parametrize("site", ["grow", "map", "unmap", "transfer", "close"])
+def test_owner_only_on_refuses_bob_at_each_allowance_site(site: str) -> None:
+    from spec.errors import ForeignHolder
+
+    pmm = world()
+    pmm.register_holder("bob")
+    before = pmm.abstract()
+    with pytest.raises(ForeignHolder, match=rf"^allowance {2 if site == 'close' else 1} is held by holder 1, not 2$"):
+        _bob_acts(pmm, site)
+    assert pmm.abstract() == before
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["contracts-off", "contracts-on"])
+def test_closed_allowance_ids_from_one_are_already_closed(checked: bool) -> None:
+    # Ids run from 1: a closed id 1 is "already closed" (InvalidTransition), 0 and the next id were never opened.
+    contracts.enable() if checked else contracts.disable()
+    pmm = world()
+    pmm.unmap_allowance(1, 1, 20)
+    pmm.close_allowance(1, 1)
+    before = pmm.abstract()
+    with pytest.raises(InvalidTransition, match=r"^allowance 1 was already closed$"):
+        pmm.map_allowance(1, 1, 1)
+    for wid in (0, 3):
+        with pytest.raises(UnknownAllowance, match=rf"^allowance {wid} was never opened$"):
+            pmm.map_allowance(1, wid, 1)
+    assert pmm.abstract() == before
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_bool_allowance_id_is_unknown_not_allowance_one(checked: bool) -> None:
+    # True == 1 and hashes alike: a lookup by value alone would map 1 B on allowance 1.
+    contracts.enable() if checked else contracts.disable()
+    pmm = world()
+    before = pmm.abstract()
+    with pytest.raises(UnknownAllowance, match=r"^allowance True was never opened$"):
+        pmm.map_allowance(1, True, 1)
+    assert pmm.abstract() == before

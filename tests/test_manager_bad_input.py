@@ -26,7 +26,7 @@ from spec.errors import (
     UnknownTicket,
     UnknownTransaction,
 )
-from spec.types import Role, Tier
+from spec.types import MAX_NAME, Role, Tier
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def world() -> tuple[ProcessMemoryManager, Any]:
 
 
 BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
-    ("submit-zero", lambda p, w: p.submit(w.h1, w.a, 0), InvalidBytes, "in \\[1"),
+    ("submit-zero", lambda p, w: p.submit(w.h1, w.a, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
     ("submit-bool", lambda p, w: p.submit(w.h1, w.a, True), InvalidBytes, "int, got bool"),
     ("submit-float", lambda p, w: p.submit(w.h1, w.a, 1.5), InvalidBytes, "int, got float"),
     ("submit-priority", lambda p, w: p.submit(w.h1, w.a, 1, "high"), InvalidArgument, "priority"),
@@ -81,6 +81,7 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("submit-lost", lambda p, w: p.submit(w.h1, w.lost, 1), DeviceLost, "lost"),
     ("submit-never-fits", lambda p, w: p.submit(w.h1, w.a, 101), CapacityDenied, "never fit"),
     ("claim-holder", lambda p, w: p.claim(99, w.granted), UnknownHolder, "99"),
+    ("claim-bool-holder", lambda p, w: p.claim(True, w.granted), UnknownHolder, r"^holder True is not registered$"),
     ("claim-unknown", lambda p, w: p.claim(w.h1, 999), UnknownTicket, "never issued"),
     ("claim-retired", lambda p, w: p.claim(w.h1, w.retired), InvalidTransition, "already claimed"),
     ("claim-foreign", lambda p, w: p.claim(w.h2, w.granted), ForeignHolder, "not 2's"),
@@ -127,7 +128,7 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("prepare-unknown", lambda p, w: p.prepare_limit(99, 1), UnknownAuthority, "99"),
     ("prepare-alias", lambda p, w: p.prepare_limit(w.view, 1), InvalidArgument, "view of"),
     ("prepare-lost", lambda p, w: p.prepare_limit(w.lost, -1), DeviceLost, "lost"),
-    ("prepare-negative", lambda p, w: p.prepare_limit(w.a, -1), InvalidBytes, "limit"),
+    ("prepare-negative", lambda p, w: p.prepare_limit(w.a, -1), InvalidBytes, r"^limit must be in \[0, 2\*\*63-1\], got -1$"),
     ("prepare-above-capacity", lambda p, w: p.prepare_limit(w.a, 101), InvalidBytes, "capacity"),
     ("prepare-pending", lambda p, w: p.prepare_limit(w.b, 50), InvalidTransition, "already has"),
     ("commit-limit-none", lambda p, w: p.commit_limit(w.a), InvalidTransition, "no limit change"),
@@ -143,6 +144,27 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("join-poisoned", lambda p, w: p.join_bundle(w.tx, w.poisoned), BundlePoisoned, "poisoned"),
     ("commit-poisoned-bundle", lambda p, w: p.commit_tx(w.tx_poisoned), BundlePoisoned, "poisoned"),
     ("mismatch-unknown", lambda p, w: p.report_mismatch(99), UnknownBundle, "bundle 99"),
+    # The ledger's own operations: refimpl's messages, whole (its hot paths re-run the full check on a miss).
+    ("reserve-zero", lambda p, w: p.reserve(w.h1, w.a, Tier.DEVICE, 0, Role.KV), InvalidBytes,
+     r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+    ("reserve-float", lambda p, w: p.reserve(w.h1, w.a, Tier.DEVICE, 1.0, Role.KV), InvalidBytes,
+     r"^nbytes must be an int, got float$"),
+    ("commit-zero", lambda p, w: p.commit(w.h1, w.prov, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+    ("commit-bool-holder", lambda p, w: p.commit(True, w.prov, 5), UnknownHolder, r"^holder True is not registered$"),
+    ("cancel-bool-holder", lambda p, w: p.cancel(True, w.prov), UnknownHolder, r"^holder True is not registered$"),
+    ("release-bool-holder", lambda p, w: p.release(True, w.live), UnknownHolder, r"^holder True is not registered$"),
+    ("quarantine-negative", lambda p, w: p.quarantine(w.h1, w.live, -1), InvalidBytes,
+     r"^released must be in \[0, 2\*\*63-1\], got -1$"),
+    ("alias-empty-view", lambda p, w: p.register_alias(w.a, ""), InvalidArgument, r"^view must be a non-empty str, got ''$"),
+    ("pool-empty", lambda p, w: p.register_authority("", Tier.DEVICE, 10), InvalidArgument,
+     r"^pool must be a non-empty str, got ''$"),
+    ("holder-empty", lambda p, w: p.register_holder(""), InvalidArgument, r"^holder name must be a non-empty str, got ''$"),
+    ("holder-too-long", lambda p, w: p.register_holder("h" * (MAX_NAME + 1)), InvalidArgument,
+     rf"^holder name must be at most {MAX_NAME} characters, got {MAX_NAME + 1}$"),
+    ("reserve-unknown-holder", lambda p, w: p.reserve(99, w.a, Tier.DEVICE, 1, Role.KV), UnknownHolder,
+     r"^holder 99 is not registered$"),
+    ("reserve-bool-holder", lambda p, w: p.reserve(True, w.a, Tier.DEVICE, 1, Role.KV), UnknownHolder,
+     r"^holder True is not registered$"),
 ]
 
 

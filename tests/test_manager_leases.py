@@ -129,3 +129,161 @@ def test_closed_composed_pressure_tickets_are_forgotten_and_answers_to_them_stal
             m.pool_answer(h1, 50, (), 0)
         with pytest.raises(InvalidTransition, match="already closed"):
             m.expire_pressure(50, 9)
+
+
+# --- posted cancels: drop (no lock) and drain (pinned by the mutation run of refimpl/manager/leases.py) ------
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_drain_applies_each_post_once_and_credits_a_grant(on) -> None:
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 60)
+        granted = m.pool_submit(h2, dev, 30)  # 40 B free: granted at once, 30 B charged
+        waiting = m.pool_submit(h2, dev, 35)  # 10 B free: waits
+        pending = m.pool_submit(h2, dev, 90)  # never fits while the lease stays
+        tickets = m.abstract_pool(dev).tickets
+        assert (tickets[granted].state, tickets[waiting].state) == (TicketState.GRANTED, TicketState.PENDING)
+        m.drop(h2, pending)
+        m.drop(h2, granted)
+        m.drop(h2, granted)  # a repeat posts nothing more
+        assert m.abstract_pool(dev).tickets == tickets  # a post changes nothing until it is applied
+        m.drain()
+        pool = m.abstract_pool(dev)
+        assert set(pool.tickets) == {1, waiting}  # both posts applied; the grant's 30 B went to the waiter (I13)
+        assert pool.tickets[waiting].state is TicketState.GRANTED and m.snapshot(dev).used == 95
+        m.drain()  # nothing posted: nothing moves
+        assert m.abstract_pool(dev) == pool
+
+
+def test_drain_wakes_the_waiter_a_drained_cancel_grants() -> None:
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(False):
+        m.try_reserve(h1, dev, 60)
+        granted = m.pool_submit(h2, dev, 30)
+        waiting = m.pool_submit(h1, dev, 35)
+        assert m.wait(waiting, 0) is False  # its waiter's event exists, unset
+        m.drop(h2, granted)
+        m.drain()
+        assert m._tickets[waiting].event.is_set()
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_bad_drops_are_refused_typed_and_post_nothing(on) -> None:
+    from spec.errors import ForeignHolder, UnknownHolder, UnknownTicket
+
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(on):
+        t = m.pool_submit(h2, dev, 10)
+        with pytest.raises(UnknownTicket, match=r"^ticket 99 was never issued$"):
+            m.drop(h2, 99)
+        with pytest.raises(UnknownTicket, match=rf"^ticket {t + 1} was never issued$"):
+            m.drop(h2, t + 1)  # the next id: not issued yet
+        with pytest.raises(UnknownTicket, match=r"^ticket '1' was never issued$"):
+            m.drop(h2, "1")
+        with pytest.raises(ForeignHolder, match=rf"^ticket {t} is holder {h2}'s, not {h1}'s$"):
+            m.drop(h1, t)
+        with pytest.raises(UnknownHolder):
+            m.drop(7, t)
+        m.drain()
+        assert m.abstract_pool(dev).tickets[t].state is TicketState.GRANTED  # no post was applied
+        m.pool_cancel(h2, t)
+        m.drop(h2, t)  # a retired ticket: a no-op, no error
+        m.drain()
+        assert m.snapshot(dev).used == 0 and not m.abstract_pool(dev).tickets
+
+
+def test_a_repeated_drop_is_a_no_op_even_with_every_slot_posted() -> None:
+    # mailbox=8: at most 8 live tickets, so 8 posts fill it; repeating one of them must not be MailboxFull.
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(False):
+        tickets = [m.pool_submit(h2, dev, 20) for _ in range(8)]  # 5 granted (100 B), 3 waiting
+        for t in tickets:
+            m.drop(h2, t)
+        m.drop(h2, tickets[0])
+        m.drain()
+        assert not m.abstract_pool(dev).tickets and m.snapshot(dev).used == 0
+
+
+# --- try_reserve's own checks and figures (pinned by the mutation run of refimpl/manager/leases.py) --------
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_try_reserve_bad_input_is_refused_whole(on) -> None:
+    from spec.errors import InvalidArgument, InvalidBytes
+
+    m, h1, _, dev = _mgr()
+    view = m.register_alias(dev, "uvm")
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 60)
+        before = m.abstract_manager()
+        for call, error, match in [
+            (lambda: m.try_reserve(h1, dev, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+            (lambda: m.try_reserve(h1, dev, -1), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got -1$"),
+            (lambda: m.try_reserve(h1, dev, 1, "0"), InvalidArgument, r"^priority must be an int, got '0'$"),
+            (lambda: m.try_reserve(h1, dev, 1, 0, "kv"), InvalidArgument, r"^role must be a Role, got 'kv'$"),
+            (lambda: m.try_reserve(h1, view, 1), InvalidArgument,
+             rf"^authority {view} is a view of {dev}; tickets name the canonical ledger$"),
+            (lambda: m.try_reserve(h1, dev, 41), CapacityDenied, r"^try-only: 41 B asked, 40 B free, 0 waiting$"),
+        ]:
+            with pytest.raises(error, match=match):
+                call()
+            assert m.abstract_manager() == before
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_try_reserve_books_the_role_and_priority_asked(on) -> None:
+    from spec.types import Role
+
+    m, h1, _, dev = _mgr()
+    with contracts.contracts(on):
+        t = m.try_reserve(h1, dev, 1)  # defaults: priority 0, role STAGING
+        u = m.try_reserve(h1, dev, 40, 7, Role.KV)
+        pool, allocs = m.abstract_pool(dev), m.abstract().allocations
+        assert (pool.tickets[t].priority, allocs[pool.tickets[t].grant].role) == (0, Role.STAGING)
+        assert (pool.tickets[u].priority, allocs[pool.tickets[u].grant].role) == (7, Role.KV)
+        assert allocs[pool.tickets[u].grant].nbytes == 40 and m.snapshot(dev).used == 41
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_wait_answers_at_once_for_a_resolved_ticket_and_checks_its_arguments(on) -> None:
+    from spec.errors import InvalidArgument, UnknownTicket
+
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 60)
+        granted, pending = m.pool_submit(h2, dev, 30), m.pool_submit(h2, dev, 35)
+        assert m.wait(granted, None) is True  # granted: resolved already, even with no timeout
+        assert m.wait(pending, 0) is False  # still pending: a zero timeout runs out at once
+        m.pool_cancel(h2, pending)
+        assert m.wait(pending, None) is True  # retired: resolved
+        with pytest.raises(UnknownTicket, match=r"^ticket 4 was never issued$"):
+            m.wait(4, 0)
+        with pytest.raises(InvalidArgument, match=r"^timeout must be finite and in \[0, \d+\] s, got -1$"):
+            m.wait(granted, -1)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_pool_press_records_what_was_asked_and_refuses_bad_input_whole(on) -> None:
+    from spec.errors import InvalidArgument, InvalidBytes
+
+    m, h1, _, dev = _mgr()
+    view = m.register_alias(dev, "uvm")
+    with contracts.contracts(on):
+        m.try_reserve(h1, dev, 10)
+        p = m.pool_press(h1, dev, 5)  # defaults: priority 0, deadline 0
+        q = m.pool_press(h1, dev, 6, 3, 9)
+        prs = m.abstract_pool(dev).pressures
+        assert (prs[p].target, prs[p].priority, prs[p].deadline) == (5, 0, 0)
+        assert (prs[q].target, prs[q].priority, prs[q].deadline) == (6, 3, 9)
+        before = m.abstract_manager(), m.abstract_pool(dev)
+        for call, error, match in [
+            (lambda: m.pool_press(h1, dev, 0), InvalidBytes, r"^target must be in \[1, 2\*\*63-1\], got 0$"),
+            (lambda: m.pool_press(h1, dev, 1, "0"), InvalidArgument, r"^priority must be an int, got '0'$"),
+            (lambda: m.pool_press(h1, dev, 1, 0, -1), InvalidArgument, r"^deadline must be an int >= 0, got -1$"),
+            (lambda: m.pool_press(h1, view, 1), InvalidArgument,
+             rf"^authority {view} is a view of {dev}; pressure names the canonical ledger$"),
+        ]:
+            with pytest.raises(error, match=match):
+                call()
+            assert (m.abstract_manager(), m.abstract_pool(dev)) == before

@@ -534,3 +534,184 @@ def test_an_interrupt_while_parked_leaves_no_grant_behind(monkeypatch: pytest.Mo
     m = pmm.abstract_manager()
     assert not m.tickets and m.ledger.authorities[w.a].used == (0 if granted_first else 100)
     assert [r.holder for r in m.ledger.allocations.values()] == ([] if granted_first else [w.h1])
+
+
+# --- the ledger part's plain paths (contracts off, as under python -O): wake-ups, rounds, the lease index ----
+# Pinned by the mutation run of refimpl/manager/ledger.py.
+
+
+def _parked(pmm: ProcessMemoryManager, w: Any, free: int, nbytes: int = 50) -> int:
+    """A pending ticket of h2 on gpu0 with `free` B free, and its waiter's event made (wait with timeout 0)."""
+    t = pmm.submit(w.h2, w.a, nbytes)
+    assert pmm.abstract_manager().tickets[t].state is P and pmm.snapshot(w.a).available == free
+    assert pmm.wait(t, 0) is False  # the waiter's event now exists; nobody has set it
+    return t
+
+
+@contracts_off
+def test_cancel_wakes_the_waiter_it_grants() -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 50)
+    prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
+    t = _parked(pmm, w, 5)
+    pmm.cancel(w.h1, prov)  # 50 B free: the round grants t, and its event is set once the lock is released (I7)
+    assert pmm.abstract_manager().tickets[t].state is G
+    assert pmm._tickets[t].event.is_set()
+    _next_grant_still_wakes(pmm, w)
+
+
+def _next_grant_still_wakes(pmm: ProcessMemoryManager, w: Any) -> None:
+    """The manager's wake list is left usable: a later grant (on host) wakes its own waiter too."""
+    x = lease(pmm, w.h1, w.b, 60, Tier.HOST)
+    t2 = pmm.submit(w.h2, w.b, 50)
+    assert pmm.wait(t2, 0) is False
+    pmm.release(w.h1, x)
+    assert pmm._tickets[t2].event.is_set()
+
+
+@contracts_off
+def test_commit_refund_wakes_the_waiter_it_grants() -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 50)
+    prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
+    t = _parked(pmm, w, 5, 45)
+    pmm.commit(w.h1, prov, 1)  # 44 B refunded: 49 B free, the round grants t (I13) and wakes its waiter (I7)
+    assert pmm.abstract_manager().tickets[t].state is G
+    assert pmm._tickets[t].event.is_set()
+    _next_grant_still_wakes(pmm, w)
+
+
+@contracts_off
+def test_quarantine_wakes_the_waiter_it_grants() -> None:
+    pmm, w = make()
+    x = lease(pmm, w.h1, w.a, 60)
+    t = _parked(pmm, w, 40)
+    pmm.quarantine(w.h1, x, 10)
+    assert pmm.abstract_manager().tickets[t].state is G
+    assert pmm._tickets[t].event.is_set()
+    _next_grant_still_wakes(pmm, w)
+
+
+@contracts_off
+def test_quarantine_releasing_nothing_runs_no_round() -> None:
+    # A round ages every pending ticket; a quarantine that frees no byte must not (I13 runs on returned capacity).
+    pmm, w = make()
+    x = lease(pmm, w.h1, w.a, 60)
+    t = _parked(pmm, w, 40)
+    age = pmm.abstract_manager().tickets[t].age
+    pmm.quarantine(w.h1, x, 0)
+    assert pmm.abstract_manager().tickets[t].age == age
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_releasing_a_claimed_lease_drops_it_from_its_ticket(on: bool) -> None:
+    # A claim's lease is indexed by its ticket id; once the ledger releases it, the ticket names nothing.
+    pmm, w = make()
+    with contracts.contracts(on):
+        assert pmm.abstract_pool(w.a).generation == 0  # a new ledger: no reconfigure yet
+        t = pmm.submit(w.h1, w.a, 10)
+        x = pmm.claim(w.h1, t)
+        claimed = pmm.abstract_pool(w.a).tickets[t]
+        assert (claimed.generation, claimed.pinned, claimed.in_flight) == (0, False, False)
+        assert claimed.pinned is False and claimed.in_flight is False  # a new lease carries no use flags
+        pmm.release(w.h1, x)
+        assert t not in pmm.abstract_pool(w.a).tickets
+        with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
+            pmm.set_use(w.h1, t, True, False)
+        assert pmm.snapshot(w.a).used == 0
+
+
+# --- limit changes at their edges (pinned by the mutation run of refimpl/manager/limits.py) ----------------
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_limit_equal_to_used_opens_no_pressure_and_commits(on: bool) -> None:
+    pmm, w = make()
+    with contracts.contracts(on):
+        lease(pmm, w.h1, w.a, 60)
+        assert pmm.prepare_limit(w.a, 60) == ()  # used fits exactly: nobody is pressed
+        assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 60, ())
+        assert pmm.snapshot(w.a).limit == 60
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_lower_limit_interrupted_by_a_callback_commits_before_it_propagates(on: bool) -> None:
+    # A KeyboardInterrupt from a holder's callback: the change is committed (nothing came back, so the old
+    # limit stays) and no pressure ticket stays open, then the interrupt goes on up (issue #14).
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 80)
+
+    def interrupted(mgr: ProcessMemoryManager, pid: int, target: int) -> None:
+        raise KeyboardInterrupt
+    pmm.register_callback(w.h1, interrupted)
+    with contracts.contracts(on):
+        with pytest.raises(KeyboardInterrupt):
+            pmm.lower_limit(w.a, 40)
+        m = pmm.abstract_manager()
+        assert not m.changes and not m.pressures and pmm.snapshot(w.a).limit == 100
+        assert pmm.prepare_limit(w.a, 90) == ()  # a new change may start: none is pending
+        assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 90, ())
+
+
+# --- device loss on the plain and checked paths (pinned by the mutation run of refimpl/manager/devices.py) ----
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_lost_device_drops_its_waiters_and_terminates_to_nothing(on: bool) -> None:
+    pmm, w = make()
+    x = lease(pmm, w.h1, w.a, 30)
+    t = pmm.submit(w.h2, w.a, 90)  # 70 B free: waits
+    assert pmm.wait(t, 0) is False  # its waiter's event exists, unset
+    with contracts.contracts(on):
+        pmm.lose_device(w.a)
+        m = pmm.abstract_manager()
+        assert t not in m.tickets and m.ledger.allocations[x].state is AllocState.DEVICE_LOST
+        assert used(pmm, w.a) == 30  # the charge stays until termination (C3)
+        pmm.confirm_termination(w.a)
+        m = pmm.abstract_manager()
+        assert used(pmm, w.a) == 0 and x not in m.ledger.allocations
+        pmm.tx_remove_authority(w.a)  # nothing pins it any more: no allocation, no ticket left in its queue
+        assert w.a not in pmm.abstract().authorities
+    assert pmm._tickets.get(t) is None and t not in pmm.abstract_manager().tickets
+
+
+@contracts_off
+def test_lose_device_wakes_the_waiters_it_drops() -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 30)
+    t = pmm.submit(w.h2, w.a, 90)
+    assert pmm.wait(t, 0) is False
+    ev = pmm._tickets[t].event
+    pmm.lose_device(w.a)
+    assert ev.is_set()  # the dropped ticket's waiter must not sleep on (I7)
+    _next_grant_still_wakes(pmm, w)
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_confirm_termination_of_a_live_context_is_refused_whole(on: bool) -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 30)
+    before = pmm.abstract_manager()
+    with contracts.contracts(on), pytest.raises(
+            InvalidTransition, match=r"^authority 1: no transition for event 'confirm-termination' in state 'active' "
+                                     r"\(the context was never lost\)$"):
+        pmm.confirm_termination(w.a)
+    assert pmm.abstract_manager() == before
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_ticket_books_its_role_from_grant_to_lease(on: bool) -> None:
+    # Pinned by the mutation run of refimpl/manager/arbitration.py: the grant's reservation and the claimed
+    # lease carry the role the ticket was submitted with.
+    pmm, w = make()
+    with contracts.contracts(on):
+        t = pmm.submit(w.h1, w.a, 10, 0, Role.KV)  # a lone ticket that fits: granted by submit's own path
+        blocker = lease(pmm, w.h2, w.a, 90)
+        u = pmm.submit(w.h1, w.a, 10, 0, Role.WEIGHTS)  # waits; granted by the round the release runs
+        pmm.release(w.h2, blocker)
+        m = pmm.abstract_manager()
+        assert (m.tickets[t].state, m.tickets[u].state) == (G, G)
+        for tid, role in ((t, Role.KV), (u, Role.WEIGHTS)):
+            assert pmm.abstract().allocations[pmm.abstract_manager().tickets[tid].allocation].role is role
+            x = pmm.claim(w.h1, tid)
+            assert (pmm.abstract().allocations[x].role, pmm.abstract().allocations[x].holder) == (role, w.h1)
