@@ -115,6 +115,7 @@ MODULES: dict[str, list[str]] = {
                             "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
                             "tests/test_pressure_units.py", "tests/test_manager_leases.py", "tests/test_manager_slots.py",
                             "tests/test_issue14_pressure.py", "tests/test_manager_contracts_pool.py",
+                            "tests/test_leases_traced_paths.py", "tests/test_arbitration_pinned_paths.py",
                             "--deselect", "tests/test_manager_contracts_pool.py::test_campaign_finds_what_contracts_cannot_see",
                             # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
                             "--deselect", "tests/test_manager_contracts_pool.py::test_pool_contract_catches_mutant",
@@ -139,6 +140,7 @@ MODULES: dict[str, list[str]] = {
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_contracts_local_clauses.py",
                                 "tests/test_manager_slots.py", "tests/test_manager_leases.py", "tests/test_pressure_contracts.py",
                                 "tests/test_issue14_pressure.py", "tests/test_bad_input.py",
+                                "tests/test_arbitration_pinned_paths.py", "tests/test_leases_traced_paths.py",
                                 "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",

@@ -29,7 +29,7 @@ from spec.errors import (
 )
 from spec.guards import GuardSet
 from spec.tickets import PressureState
-from spec.types import Tier
+from spec.types import Origin, Role, Tier
 
 _SKIP = ("register_holder", "register_authority")
 
@@ -339,3 +339,33 @@ def test_pool_press_delivered_under_the_lock_is_not_cancelled_by_a_sink_failure(
             p.pool_press(h, a, 8, 0, 10)
     assert called == [1] and p.abstract_pool(a).pressures[1].state is PressureState.OPEN
     assert not any("cancelled its undelivered" in n for n in getattr(info.value, "__notes__", []))
+
+
+def test_try_reserve_books_a_granted_lease_of_its_role_and_bytes() -> None:
+    p, h, _, b = _two_ledgers()
+    t = p.try_reserve(h, b, 8, 2, Role.WEIGHTS)
+    (alloc,) = p.abstract_manager().ledger.allocations.values()
+    assert (alloc.holder, alloc.authority, alloc.role, alloc.origin, alloc.nbytes) == (h, b, Role.WEIGHTS,
+                                                                                      Origin.GRANTED, 8)
+    tk = p.abstract_pool(b).tickets[t]
+    assert (tk.nbytes, tk.priority, tk.grant) == (8, 2, alloc.id)
+
+
+def test_pool_submit_priority_defaults_to_zero() -> None:
+    p, h, _, b = _two_ledgers()
+    t = p.pool_submit(h, b, 8)
+    assert p.abstract_pool(b).tickets[t].priority == 0
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_waiting_with_the_ledger_lock_held_is_an_i7_violation(on: bool) -> None:
+    with contracts(on=on):
+        p, h, _, b = _two_ledgers()
+        p.try_reserve(h, b, 60)
+        t = p.pool_submit(h, b, 10)  # pending
+        with p._lock:
+            if on:
+                with pytest.raises(InvariantViolation, match="waiting on a ticket with the ledger lock held"):
+                    p.wait(t, 0)
+            else:
+                assert p.wait(t, 0) is False  # contracts off: not checked, and the ticket is still pending

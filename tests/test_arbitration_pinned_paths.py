@@ -1,0 +1,105 @@
+"""The arbitration part's paths that no scripted suite pinned (mutation survivors of
+`refimpl/manager/arbitration.py`): the live-ticket bound, typed errors on the hot path, what a fast-path
+grant records, a claim with `grant_charges_ledger` off, and `acquire`'s clean-up when interrupted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from invariants._violation import InvariantViolation
+from invariants.contracts import contracts
+from refimpl.manager import ProcessMemoryManager
+from spec.errors import GovernorError, MailboxFull
+from spec.guards import GuardSet
+from spec.types import Origin, Role, Tier
+
+
+def _mgr(**kw: Any) -> tuple[ProcessMemoryManager, int, int]:
+    p = ProcessMemoryManager(**kw)
+    h = p.register_holder("kv")
+    a = p.register_authority("pool", Tier.HOST, 64)
+    return p, h, a
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_live_tickets_are_bounded_by_the_mailbox(on: bool) -> None:
+    with contracts(on=on):
+        p, h, a = _mgr(mailbox=2)
+        p.submit(h, a, 8)
+        p.submit(h, a, 60)  # pending
+        before = p.abstract_manager()
+        with pytest.raises(MailboxFull, match="all 2 cancellation-mailbox slots are held by live tickets"):
+            p.submit(h, a, 1)
+        assert p.abstract_manager() == before
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_unhashable_holder_or_authority_is_a_typed_error(on: bool) -> None:
+    with contracts(on=on):
+        p, h, a = _mgr()
+        before = p.abstract_manager()
+        for args in (([h], a), (h, [a])):
+            with pytest.raises(GovernorError):
+                p.submit(*args, 8)  # type: ignore[arg-type]
+        assert p.abstract_manager() == before
+
+
+def test_a_fast_path_grant_records_its_priority_and_role() -> None:
+    with contracts(on=False):
+        p, h, a = _mgr()
+        t = p.submit(h, a, 8, 5, Role.WEIGHTS)
+        assert p.abstract_pool(a).tickets[t].priority == 5
+        lease = p.claim(h, t)
+        alloc = p.abstract_manager().ledger.allocations[lease]
+        assert (alloc.role, alloc.origin, alloc.nbytes) == (Role.WEIGHTS, Origin.GRANTED, 8)
+
+
+def test_acquire_priority_defaults_to_zero() -> None:
+    p, h, a = _mgr()
+    lease = p.acquire(h, a, 8)
+    (tk,) = [t for t in p.abstract_pool(a).tickets.values() if t.grant == lease]
+    assert tk.priority == 0
+
+
+def test_claim_with_grant_charges_ledger_off_books_the_full_lease_then() -> None:
+    with contracts(on=False):
+        p, h, a = _mgr(guards=GuardSet.without("grant_charges_ledger"))
+        t = p.submit(h, a, 8, 2, Role.WEIGHTS)
+        assert p.abstract_pool(a).free == 64  # nothing booked at the grant
+        lease = p.claim(h, t)
+        alloc = p.abstract_manager().ledger.allocations[lease]
+        assert (alloc.holder, alloc.tier, alloc.role, alloc.origin, alloc.nbytes, alloc.charge) == (
+            h, Tier.HOST, Role.WEIGHTS, Origin.GRANTED, 8, 8)
+        assert p.abstract_pool(a).free == 56
+
+
+def test_cancel_of_an_unbooked_grant_reports_its_bytes() -> None:
+    with contracts(on=False):
+        p, h, a = _mgr(guards=GuardSet.without("grant_charges_ledger"))
+        t = p.submit(h, a, 8)
+        assert p.cancel_ticket(h, t) == 8 and p.abstract_pool(a).free == 64
+
+
+def test_acquire_with_a_sink_interrupting_its_submit_times_the_ticket_out() -> None:
+    def sink(ev: dict[str, Any]) -> None:
+        if ev["kind"] == "submit":
+            raise KeyboardInterrupt
+
+    p, h, a = _mgr(trace=sink)
+    with pytest.raises(KeyboardInterrupt) as info:
+        p.acquire(h, a, 8)
+    assert "ortmem: acquire timed out its ticket 1 (credited once)" in info.value.__notes__
+    pool = p.abstract_pool(a)
+    assert pool.free == 64 and len(pool.tickets) == 0 and len(p.abstract_manager().ledger.allocations) == 0
+
+
+def test_acquire_parking_with_the_lock_held_is_an_i7_violation_and_times_out() -> None:
+    with contracts(on=True):
+        p, h, a = _mgr()
+        p.submit(h, a, 60)
+        with p._lock, pytest.raises(InvariantViolation, match="waiting on a ticket with the ledger lock held"):
+            p.acquire(h, a, 10, timeout=0)
+        assert [t.id for t in p.abstract_pool(a).tickets.values() if t.state.value == "pending"] == []
