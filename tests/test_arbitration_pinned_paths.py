@@ -52,6 +52,8 @@ def test_a_fast_path_grant_records_its_priority_and_role() -> None:
         p, h, a = _mgr()
         t = p.submit(h, a, 8, 5, Role.WEIGHTS)
         assert p.abstract_pool(a).tickets[t].priority == 5
+        tk = p.abstract_manager().tickets[t]
+        assert (tk.role, tk.priority, tk.nbytes) == (Role.WEIGHTS, 5, 8)
         lease = p.claim(h, t)
         alloc = p.abstract_manager().ledger.allocations[lease]
         assert (alloc.role, alloc.origin, alloc.nbytes) == (Role.WEIGHTS, Origin.GRANTED, 8)
@@ -103,3 +105,14 @@ def test_acquire_parking_with_the_lock_held_is_an_i7_violation_and_times_out() -
         with p._lock, pytest.raises(InvariantViolation, match="waiting on a ticket with the ledger lock held"):
             p.acquire(h, a, 10, timeout=0)
         assert [t.id for t in p.abstract_pool(a).tickets.values() if t.state.value == "pending"] == []
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_claim_of_an_unhashable_ticket_is_a_typed_error(on: bool) -> None:
+    with contracts(on=on):
+        p, h, a = _mgr()
+        p.submit(h, a, 8)
+        before = p.abstract_manager()
+        with pytest.raises(GovernorError):
+            p.claim(h, [1])  # type: ignore[arg-type]
+        assert p.abstract_manager() == before
