@@ -22,6 +22,7 @@ from spec.errors import (
     GovernorError,
     InvalidArgument,
     InvalidTransition,
+    MailboxFull,
     PinnedVictim,
     StaleAnswer,
     TraceSinkFailed,
@@ -369,3 +370,45 @@ def test_waiting_with_the_ledger_lock_held_is_an_i7_violation(on: bool) -> None:
                     p.wait(t, 0)
             else:
                 assert p.wait(t, 0) is False  # contracts off: not checked, and the ticket is still pending
+
+
+def test_an_open_pool_pressure_is_no_limit_change() -> None:
+    p, h, _, b = _two_ledgers()
+    pid = p.pool_press(h, b, 8, 0, 5)
+    assert p.abstract_manager().pressures[pid].change is False
+
+
+def test_claim_and_set_use_refusals_say_what_the_ticket_is() -> None:
+    p, h, _, b = _two_ledgers()
+    t = p.try_reserve(h, b, 8)
+    with pytest.raises(InvalidTransition, match=rf"^ticket {t} is claimed; only a granted ticket is claimed$"):
+        p.pool_claim(h, t)
+    p.pool_release(h, t)
+    with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
+        p.set_use(h, t, True, False)
+
+
+def test_drop_bounds_and_ids() -> None:
+    p = ProcessMemoryManager(mailbox=1)
+    h = p.register_holder("kv")
+    a = p.register_authority("pool", Tier.HOST, 64)
+    with pytest.raises(UnknownTicket, match="ticket 0 was never issued"):
+        p.drop(h, 0)
+    t1 = p.submit(h, a, 8)
+    p.drop(h, t1)
+    p.claim(h, t1)  # the post stays until the next drain: a claimed ticket's post is a no-op then
+    t2 = p.submit(h, a, 8)
+    with pytest.raises(MailboxFull, match=r"cancellation mailbox full \(1 posts\); call drain\(\) or retry"):
+        p.drop(h, t2)
+    p.drain()
+    p.drop(h, t2)  # the slot is free again
+    p.drain()
+    assert t2 not in p.abstract_pool(a).tickets
+
+
+def test_wait_on_the_first_ticket_once_retired_is_resolved() -> None:
+    p, h, _, b = _two_ledgers()
+    t = p.try_reserve(h, b, 8)
+    assert t == 1 and p.wait(1, 0) is True
+    with pytest.raises(UnknownTicket):
+        p.wait(2, 0)
