@@ -5,6 +5,7 @@ grant records, a claim with `grant_charges_ledger` off, and `acquire`'s clean-up
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -116,3 +117,43 @@ def test_claim_of_an_unhashable_ticket_is_a_typed_error(on: bool) -> None:
         with pytest.raises(GovernorError):
             p.claim(h, [1])  # type: ignore[arg-type]
         assert p.abstract_manager() == before
+
+
+def test_a_ticket_matured_at_exactly_the_bound_goes_before_a_higher_priority() -> None:
+    """I13: age == aging_bound is matured; a round then grants it ahead of a later, higher-priority ticket."""
+    p = ProcessMemoryManager(aging_bound=2)
+    h = p.register_holder("kv")
+    a = p.register_authority("pool", Tier.HOST, 64)
+    p.try_reserve(h, a, 54)
+    small = p.try_reserve(h, a, 10)
+    old, urgent = p.pool_submit(h, a, 10, 0), p.pool_submit(h, a, 10, 5)
+    assert p.abstract_pool(a).tickets[old].age == 2  # matured: at the bound
+    p.pool_release(h, small)  # room for one of them
+    tickets = p.abstract_pool(a).tickets
+    assert (tickets[old].state.value, tickets[urgent].state.value) == ("granted", "pending")
+
+
+def test_a_lone_waiter_ages_once_per_round() -> None:
+    p = ProcessMemoryManager(aging_bound=4)
+    h = p.register_holder("kv")
+    a = p.register_authority("pool", Tier.HOST, 64)
+    p.try_reserve(h, a, 60)
+    leases = [p.try_reserve(h, a, 1) for _ in range(2)]
+    t = p.pool_submit(h, a, 10)
+    ages = [p.abstract_pool(a).tickets[t].age]
+    for lease in leases:
+        p.pool_release(h, lease)  # a round that still cannot grant it
+        ages.append(p.abstract_pool(a).tickets[t].age)
+    assert ages == [1, 2, 3]
+
+
+def test_acquire_without_a_timeout_parks_until_granted() -> None:
+    p, h, a = _mgr()
+    big = p.try_reserve(h, a, 60)
+    timer = threading.Timer(0.05, p.pool_release, (h, big))  # frees room once acquire is (about to be) parked
+    timer.start()
+    try:
+        lease = p.acquire(h, a, 10)
+    finally:
+        timer.join()
+    assert type(lease) is int and p.abstract_manager().ledger.allocations[lease].nbytes == 10
