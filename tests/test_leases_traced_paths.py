@@ -412,3 +412,29 @@ def test_wait_on_the_first_ticket_once_retired_is_resolved() -> None:
     assert t == 1 and p.wait(1, 0) is True
     with pytest.raises(UnknownTicket):
         p.wait(2, 0)
+
+
+def test_a_composed_pressure_once_closed_is_closed_not_unknown() -> None:
+    """A composed pressure ticket (no deadline) leaves the log when it closes; its id stays issued."""
+    p = ProcessMemoryManager()
+    h = p.register_holder("kv")
+    a = p.register_authority("pool", Tier.HOST, 64)
+    pid = p.open_pressure(h, a, 8)
+    assert pid == 1
+    p.cancel_pressure(pid)
+    with pytest.raises(StaleAnswer, match="pressure ticket 1 is closed; the answer credits nothing"):
+        p.pool_answer(h, pid, (), 0)
+    with pytest.raises(InvalidTransition, match="pressure ticket 1 is already closed"):
+        p.expire_pressure(pid, 5)
+
+
+def test_pool_answer_to_a_limit_change_pressure_is_counted_by_the_change() -> None:
+    """Outside the focused spec (its pool view has no limit change: contracts off), but the composed one counts it."""
+    with contracts(on=False):
+        p = ProcessMemoryManager()
+        h = p.register_holder("kv")
+        a = p.register_authority("pool", Tier.HOST, 64)
+        t = p.try_reserve(h, a, 16)
+        (pid,) = p.prepare_limit(a, 8)
+        assert p.pool_answer(h, pid, (t,), 0) == 16
+        assert p.abstract_manager().changes[a].completed == ((pid, 16),)
