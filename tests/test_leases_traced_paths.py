@@ -438,3 +438,13 @@ def test_pool_answer_to_a_limit_change_pressure_is_counted_by_the_change() -> No
         (pid,) = p.prepare_limit(a, 8)
         assert p.pool_answer(h, pid, (t,), 0) == 16
         assert p.abstract_manager().changes[a].completed == ((pid, 16),)
+
+
+def test_a_refusal_on_an_alias_names_no_ledger() -> None:
+    """Tickets name the canonical ledger; a refused operation on a view is checked on the whole manager."""
+    events: list[dict[str, Any]] = []
+    p, h, a, _ = _two_ledgers(events)
+    view = p.register_alias(a, "mirror")
+    with pytest.raises(InvalidArgument, match="is a view of"):
+        p.try_reserve(h, view, 8)
+    assert _last(events)["kind"] == "try_reserve" and _last(events)["ids"]["authority"] is None
