@@ -5,6 +5,7 @@ grant records, a claim with `grant_charges_ledger` off, and `acquire`'s clean-up
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 
 from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
+from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
-from spec.errors import GovernorError, MailboxFull
+from spec.errors import GovernorError, MailboxFull, UnknownTicket
 from spec.guards import GuardSet
 from spec.types import Origin, Role, Tier
 
@@ -157,3 +159,26 @@ def test_acquire_without_a_timeout_parks_until_granted() -> None:
     finally:
         timer.join()
     assert type(lease) is int and p.abstract_manager().ledger.allocations[lease].nbytes == 10
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_traced_acquire_cancel_and_timeout_record_their_events(on: bool) -> None:
+    events: list[dict[str, Any]] = []
+    with contracts(on=on):
+        p, h, a = _mgr(trace=events.append)
+        lease = p.acquire(h, a, 8)
+        t1, t2 = p.submit(h, a, 8), p.submit(h, a, 8)
+        assert (p.cancel_ticket(h, t1), p.timeout_ticket(h, t2)) == (8, 8)
+    assert [e["kind"] for e in events[3:]] == ["submit", "claim", "submit", "submit", "cancel_ticket",
+                                               "timeout_ticket"]
+    assert events[4]["payload"]["result"] == lease
+    r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+    assert r.ok, r.describe()
+
+
+def test_never_issued_ticket_ids_are_unknown() -> None:
+    p, h, a = _mgr()
+    t = p.submit(h, a, 8)
+    for call in (p.claim, p.cancel_ticket, p.timeout_ticket):
+        with pytest.raises(UnknownTicket, match=f"ticket {t + 1} was never issued"):
+            call(h, t + 1)
