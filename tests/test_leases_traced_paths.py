@@ -383,6 +383,10 @@ def test_claim_and_set_use_refusals_say_what_the_ticket_is() -> None:
     t = p.try_reserve(h, b, 8)
     with pytest.raises(InvalidTransition, match=rf"^ticket {t} is claimed; only a granted ticket is claimed$"):
         p.pool_claim(h, t)
+    g = p.pool_submit(h, b, 8)
+    p.pool_claim(h, g)  # a ticket claimed after its grant (not try_reserve's) is claimed too
+    with pytest.raises(InvalidTransition, match=rf"^ticket {g} is claimed; only a granted ticket is claimed$"):
+        p.pool_claim(h, g)
     p.pool_release(h, t)
     with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
         p.set_use(h, t, True, False)
