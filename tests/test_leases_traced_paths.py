@@ -452,3 +452,23 @@ def test_a_refusal_on_an_alias_names_no_ledger() -> None:
     with pytest.raises(InvalidArgument, match="is a view of"):
         p.try_reserve(h, view, 8)
     assert _last(events)["kind"] == "try_reserve" and _last(events)["ids"]["authority"] is None
+
+
+def test_contract_verdict_on_a_drained_cancel_names_that_cancel() -> None:
+    """A drained cancel whose body also takes a claimed lease breaks I6; the verdict names the applied Cancel."""
+    with contracts(on=True):
+        p, h, _, b = _two_ledgers()
+        lease = p.try_reserve(h, b, 60)
+        t = p.pool_submit(h, b, 10)
+        p.drop(h, t)
+        real = p._pool_abandon
+
+        def bad(holder: int, ticket: int) -> int:
+            out = real(holder, ticket)
+            p._retire(p._leases[lease])  # exact credit, so only the step predicate can see it
+            return out
+
+        p._pool_abandon = bad  # type: ignore[method-assign]
+        with pytest.raises(InvariantViolation, match=rf"Cancel\(holder={h}, ticket={t}\) took holder {h}'s lease "
+                                                     rf"{lease}"):
+            p.drain()
