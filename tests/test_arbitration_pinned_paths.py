@@ -15,6 +15,7 @@ from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
+from refimpl.manager.arbitration import RECHECK_S
 from spec.errors import GovernorError, MailboxFull, UnknownTicket
 from spec.guards import GuardSet
 from spec.types import Origin, Role, Tier
@@ -182,3 +183,16 @@ def test_never_issued_ticket_ids_are_unknown() -> None:
     for call in (p.claim, p.cancel_ticket, p.timeout_ticket):
         with pytest.raises(UnknownTicket, match=f"ticket {t + 1} was never issued"):
             call(h, t + 1)
+
+
+def test_acquire_parked_past_a_recheck_slice_still_gets_its_grant() -> None:
+    """A waiter re-reads its ticket every RECHECK_S; a ticket still pending then goes on waiting."""
+    p, h, a = _mgr()
+    big = p.try_reserve(h, a, 60)
+    timer = threading.Timer(RECHECK_S * 2.5, p.pool_release, (h, big))  # after the first recheck slice
+    timer.start()
+    try:
+        lease = p.acquire(h, a, 10)
+    finally:
+        timer.join()
+    assert type(lease) is int and p.abstract_manager().ledger.allocations[lease].nbytes == 10
