@@ -287,3 +287,27 @@ def test_pool_press_records_what_was_asked_and_refuses_bad_input_whole(on) -> No
             with pytest.raises(error, match=match):
                 call()
             assert (m.abstract_manager(), m.abstract_pool(dev)) == before
+
+
+# Pinned current behaviour (the composed front end does not apply posted cancels; see `drop`'s docstring):
+# a composed `release`'s arbitration round grants a pending ticket that was dropped, charging its bytes, and
+# the post stays in the mailbox until a pool operation or drain() applies it; drain() then credits it once.
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_composed_release_grants_a_dropped_pending_ticket_until_drain_credits_it_once(on) -> None:
+    m, h1, h2, dev = _mgr()
+    with contracts.contracts(on):
+        lease = m.try_reserve(h1, dev, 100)
+        alloc = m.abstract_pool(dev).tickets[lease].grant
+        t = m.submit(h2, dev, 30)  # composed submit: 0 B free, pending
+        assert m.abstract_manager().tickets[t].state is TicketState.PENDING
+        m.drop(h2, t)
+        assert (h2, t) in m._mailbox
+        m.release(h1, alloc)  # composed release: its round grants the dropped ticket, the post is not applied
+        assert m.abstract_manager().tickets[t].state is TicketState.GRANTED
+        assert m.snapshot(dev).used == 30 and (h2, t) in m._mailbox
+        m.press(h1, dev, 1)  # another composed operation: still not applied
+        assert m.abstract_manager().tickets[t].state is TicketState.GRANTED and m.snapshot(dev).used == 30
+        m.drain()  # applies the post: the grant's 30 B are credited, the ticket retired
+        assert t not in m.abstract_manager().tickets and m.snapshot(dev).used == 0 and not m._mailbox
+        m.drain()  # exactly once: nothing more is credited
+        assert m.snapshot(dev).used == 0 and t not in m.abstract_manager().tickets

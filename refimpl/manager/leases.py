@@ -243,7 +243,12 @@ class Leases:
     def drop(self, holder: int, ticket: int) -> None:
         """Post a cancel of a live ticket without taking the lock (a dropped handle, a finaliser).
 
-        The next accepted operation (or `drain`) applies it under the lock. At most `mailbox` distinct
+        Applied under the lock only by `drain` and by the next accepted single-pool operation (the ones run
+        by `_run_pool`: pool_submit, try_reserve, pool_claim, pool_release, pool_cancel, pool_timeout,
+        set_use, reconfigure, pool_press, pool_answer, expire_pressure, pool_cancel_pressure). The composed
+        front end (submit, claim, cancel_ticket, release, press, answer, tx_*, limits ...) never applies a
+        post: its arbitration rounds may still grant a dropped pending ticket, whose bytes stay charged
+        until `drain` (or a pool operation) credits them, once. At most `mailbox` distinct
         posts: beyond that MailboxFull. A post naming an unknown holder or ticket, or another holder's
         ticket, is refused with a typed error, so bogus posts cannot fill the slots a real drop needs;
         a repeat, or a drop of a claimed or retired ticket, is a no-op."""
