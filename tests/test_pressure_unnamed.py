@@ -63,10 +63,12 @@ def test_hand_made_harms_fail_the_clause() -> None:
     for change in ({"holder": 3}, {"nbytes": 3}, {"priority": 5}):  # ticket 2 kept, but altered
         moved = attrs.evolve(q, tickets=q.tickets.set(2, attrs.evolve(q.tickets[2], **change)))
         assert _clause(step_I7, p, act, moved) == _CLAUSE, change
-    granted = attrs.evolve(q, tickets=q.tickets.set(2, attrs.evolve(q.tickets[2], state=TicketState.GRANTED,
-                                                                  grant=q.next_grant)),
-                           next_grant=q.next_grant + 1)
     press = P.Press(1, 1, 0, 9)
+    opened, _ = P.step(p, press)
+    granted = attrs.evolve(opened, tickets=opened.tickets.set(2, attrs.evolve(p.tickets[2], state=TicketState.GRANTED,
+                                                                            grant=p.next_grant)),
+                           next_grant=p.next_grant + 1)
+    assert _clause(step_I7, p, press, opened) is None
     assert _clause(step_I7, p, press, granted) == _CLAUSE  # a press grants nothing
     pinned = P.step(P.step(p, P.Release(1, 1))[0], P.Claim(2, 2))[0]
     flagged = attrs.evolve(pinned, tickets=pinned.tickets.set(2, attrs.evolve(pinned.tickets[2], pinned=True)))
