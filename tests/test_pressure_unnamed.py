@@ -85,3 +85,22 @@ def test_refimpl_cancel_retires_only_its_ticket(mutant: str | None) -> None:
         ad.execute(P.Cancel(3, 3))
         got = _clause(check_step, prev, P.Cancel(3, 3), ad.abstract())
     assert got == (None if mutant is None else _CLAUSE)
+
+
+@pytest.mark.parametrize("mutant", [None, "cancel_retires_another_waiter"])
+def test_drained_cancel_retires_only_its_ticket(mutant: str | None) -> None:
+    """The finding's own path: a dropped handle's cancel applied by `drain`, checked by the drain's contract."""
+    with applied(MUTANTS[mutant]) if mutant else contextlib.nullcontext(), contracts.contracts(True):
+        ad = PressureAdapter(PoolParams(capacity=10, fixed=0, holders=3, aging_bound=4, mailbox=8))
+        for act in (P.TryReserve(1, 10, 0), P.Submit(2, 4, 0), P.Submit(3, 4, 0)):
+            ad.execute(act)
+        ad.gov.drop(3, 3)
+        try:
+            ad.gov.drain()
+            got = None
+        except InvariantViolation as e:
+            got = e.clause
+        left = ad.abstract()
+    assert got == (None if mutant is None else _CLAUSE)
+    if mutant is None:
+        assert sorted(left.tickets) == [1, 2] and left.tickets[2].state is TicketState.PENDING
