@@ -32,6 +32,7 @@ from spec import pressure as P
 from spec.tickets import HOLDING, PressureState, TicketState
 
 from invariants.clauses import clause, conjunction
+from invariants.pressure_frame import unnamed, unnamed_changes
 from invariants.pressure_records import Delivery, Parked, TraceMemory
 
 __all__ = [
@@ -122,46 +123,15 @@ _I7_UNNAMED = clause("I7", "step_I7", "unnamed_tickets_untouched",
                      "-> granted, its age) and a reconfigure's failing of the waiters: else a requester's ticket "
                      "vanishes (its waiter wakes to a cancel nobody made, or waits on) or its bytes move to another")
 
-#: The fields of a ticket that no step changes unless its action names that ticket.
-_FIXED_FIELDS = ("holder", "nbytes", "priority", "generation", "pinned", "in_flight")
-
-
-def _named(act: Any) -> frozenset[int]:
-    """The ticket ids the action names (a new ticket's id is not in the previous pool at all)."""
-    if isinstance(act, P.Answer):
-        return frozenset(v for v in act.victims if type(v) is int)
-    tid = getattr(act, "ticket", None)
-    return frozenset((tid,)) if type(tid) is int else frozenset()
-
-
-def _unnamed_untouched(prev: P.Pool, act: Any, nxt: P.Pool) -> None:
-    named = _named(act)
-    others = [t for tid, t in prev.tickets.items() if tid not in named]
-    # The case: the step ran with a ticket present that its action does not name.
-    _I7_UNNAMED.case(bool(others))
-    for a in others:
-        b = nxt.tickets.get(a.id)
-        if b is None:
-            if not (isinstance(act, P.Reconfigure) and a.state is _T.PENDING):
-                _I7_UNNAMED.fail(f"{act!r}: holder {a.holder}'s {a.state.value} ticket {a.id} ({a.nbytes} B) was "
-                                 f"retired, though the action does not name it")
-            continue
-        moved = [f for f in _FIXED_FIELDS if getattr(a, f) != getattr(b, f)]
-        if moved:
-            _I7_UNNAMED.fail(f"{act!r}: holder {a.holder}'s ticket {a.id}, not named by the action, changed "
-                             + ", ".join(f"{f} {getattr(a, f)!r} -> {getattr(b, f)!r}" for f in moved))
-        granted = a.state is _T.PENDING and b.state is _T.GRANTED and isinstance(act, _ARBITRATING)
-        if (a.state, a.grant) != (b.state, b.grant) and not granted:
-            _I7_UNNAMED.fail(f"{act!r}: holder {a.holder}'s ticket {a.id}, not named by the action, went "
-                             f"{a.state.value} (grant {a.grant}) -> {b.state.value} (grant {b.grant})")
-
-
 def step_I7(prev: P.Pool, act: Any, nxt: P.Pool) -> None:
     grants = [t.grant for t in nxt.tickets.values() if t.grant is not None]
     _I7_FRESH_GRANT.case(bool(grants))
     if len(grants) != len(set(grants)) or any(g >= nxt.next_grant for g in grants):
         _I7_FRESH_GRANT.fail(f"{act!r}: grant ids are not fresh: {sorted(grants)} (next {nxt.next_grant})")
-    _unnamed_untouched(prev, act, nxt)
+    others = unnamed(prev, act)  # the case: the step ran with a ticket present that its action does not name
+    _I7_UNNAMED.case(bool(others))
+    for msg in unnamed_changes(others, act, nxt, isinstance(act, _ARBITRATING)):
+        _I7_UNNAMED.fail(msg)
 
 
 _I7_ONCE = clause("I7", "trace_I7", "credit_exactly_once",
