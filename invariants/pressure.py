@@ -32,6 +32,7 @@ from spec import pressure as P
 from spec.tickets import HOLDING, PressureState, TicketState
 
 from invariants.clauses import clause, conjunction
+from invariants.pressure_frame import unnamed, unnamed_changes
 from invariants.pressure_records import Delivery, Parked, TraceMemory
 
 __all__ = [
@@ -116,11 +117,21 @@ _I7_FRESH_GRANT = clause("I7", "step_I7", "grant_ids_fresh",
                          "cannot land on the wrong bytes")
 
 
+_I7_UNNAMED = clause("I7", "step_I7", "unnamed_tickets_untouched",
+                     "a step leaves every ticket its action does not name in place, with the same holder, bytes, "
+                     "priority, generation and use flags; the only changes are a round's grant of a waiter (pending "
+                     "-> granted, its age) and a reconfigure's failing of the waiters: else a requester's ticket "
+                     "vanishes (its waiter wakes to a cancel nobody made, or waits on) or its bytes move to another")
+
 def step_I7(prev: P.Pool, act: Any, nxt: P.Pool) -> None:
     grants = [t.grant for t in nxt.tickets.values() if t.grant is not None]
     _I7_FRESH_GRANT.case(bool(grants))
     if len(grants) != len(set(grants)) or any(g >= nxt.next_grant for g in grants):
         _I7_FRESH_GRANT.fail(f"{act!r}: grant ids are not fresh: {sorted(grants)} (next {nxt.next_grant})")
+    others = unnamed(prev, act)  # the case: the step ran with a ticket present that its action does not name
+    _I7_UNNAMED.case(bool(others))
+    for msg in unnamed_changes(others, act, nxt, isinstance(act, _ARBITRATING)):
+        _I7_UNNAMED.fail(msg)
 
 
 _I7_ONCE = clause("I7", "trace_I7", "credit_exactly_once",

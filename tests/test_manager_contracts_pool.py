@@ -130,6 +130,13 @@ def workload(g: Pool, done: list[tuple[str, Any]] | None = None,
     step("drain: the waiter is cancelled", g.drain)
     step("drop the granted ticket", g.drop, 1, t10)
     step("press holder 2 (its round drains the drop: 60 B back)", g.press, 2, 5, 0, 9)
+    # a cancel retires only the ticket it names: another holder's waiter waits on (free 100 -> 0 -> 100)
+    t12 = step("try_reserve 100 again (all of it)", g.try_reserve, 1, 100)
+    t13 = step("submit 10 as holder 2 (waits)", g.submit, 2, 10)
+    t14 = step("submit 10 as holder 1 (waits)", g.submit, 1, 10)
+    step("cancel holder 1's waiter: holder 2's waits on", g.cancel, 1, t14)
+    step("cancel holder 2's waiter", g.cancel, 2, t13)
+    step("release the 100 B lease", g.release, 1, t12)
     return done
 
 
@@ -154,6 +161,8 @@ EXPECTED = {
     "cancel it again (refused)": "InvalidTransition",
     "claim a never-issued ticket (refused)": "UnknownTicket",
     "drop it as another holder (refused)": "ForeignHolder",
+    "cancel holder 1's waiter: holder 2's waits on": 0,
+    "cancel holder 2's waiter": 0,
 }
 
 
@@ -164,7 +173,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     with contracts.contracts(True, level=level):
         done = workload(g)
     out = dict(done)
-    assert len(done) == len(out) == 48  # every label once, and the run reached its end
+    assert len(done) == len(out) == 54  # every label once, and the run reached its end
     assert {k: out[k] for k in EXPECTED} == EXPECTED
     # the steps whose outcome is a pool state, not a return value
     assert out["try_reserve 100 (all of it)"] == 9 and g.free() == CAP
@@ -219,6 +228,7 @@ CAUGHT_AT = {
     "age_past_bound": "submit 10, priority 0 (waits too: the age stays at the bound)",
     "answer_credits_target": "answer it with nothing (legal)",
     "cancel_after_grant_credits_twice": "cancel the granted 50: the round grants 60",
+    "cancel_retires_another_waiter": "cancel holder 1's waiter: holder 2's waits on",
     "grant_charged_unbooked": "cancel the granted 50: the round grants 60",
     "grant_id_not_advanced": "try_reserve 40 (a claimed lease)",
     "grant_minted_at_submit": "submit 60 (waits)",

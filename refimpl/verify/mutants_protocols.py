@@ -47,6 +47,15 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "        a.generation += 1\n        for rec in [r for r in self._leases.values() if r.auth is a]:\n"
            "            self._retire(rec)\n",
            "reconfigure fails every ticket, claimed leases included, instead of the pending ones"),
+    Mutant("cancel_retires_another_waiter", ("I7",), "pressure", _R, _MLS,
+           "            return 0  # retired, or claimed: the claim disarmed cancel and timeout; never a second credit\n"
+           "        return self._drop_ticket(t)\n",
+           "            return 0  # retired, or claimed: the claim disarmed cancel and timeout; never a second credit\n"
+           "        if t.id in t.auth.pending:\n"
+           "            t = next((o for o in t.auth.pending.values() if o.holder != holder), t)\n"
+           "        return self._drop_ticket(t)\n",
+           "a cancel (or timeout, or drained cancel) of a pending ticket retires another holder's pending ticket "
+           "instead: that waiter wakes to a cancel nobody made, and the cancelled one waits on"),
     Mutant("try_reserve_ignores_free", ("I7",), "pressure", _R, _MLS,
            "        if a.pending or nbytes > a.limit - a.used:  # I7", "        if a.pending:  # I7",
            "the allocator path checks for waiters but not for free bytes"),
