@@ -1,0 +1,112 @@
+# Device loss in the composed manager (refimpl.manager.devices) where the mutation run found it unpinned:
+# a loss touches only the lost ledger's records (other ledgers' transactions, open or committed, keep their
+# charges, also with the C3 negative controls off), a pressure ticket it shuts shows CANCELLED, a granted
+# ticket's reservation it drops is the holder's DEVICE_LOST lease, and the checked path (contracts on)
+# views the lost ledger, so a guard switched off there is caught (C3, I6).
+
+from __future__ import annotations
+
+import pytest
+from refimpl_manager_harness import conserved, make, used
+
+from invariants import contracts
+from invariants._violation import InvariantViolation
+from refimpl.manager import ProcessMemoryManager
+from spec.errors import DeviceLost, InvalidTransition
+from spec.guards import GuardSet
+from spec.tickets import PressureState
+from spec.transactions_lifecycle import TxPhase, ViewKind
+from spec.types import AllocState, Tier
+
+CONTROLS = ["", "loss_keeps_charge", "refund_after_termination"]
+
+
+@pytest.mark.parametrize("off", CONTROLS, ids=["guards-on", *CONTROLS[1:]])
+def test_loss_leaves_other_ledgers_transactions_charged(off: str) -> None:
+    pmm, w = make(GuardSet.without(off) if off else GuardSet())
+    open_b = pmm.plan_tx(w.h1, ((w.b, 30),))
+    (r_open,) = pmm.reserve_all(open_b)
+    done_b = pmm.plan_tx(w.h2, ((w.b, 20),))
+    (r_done,) = pmm.reserve_all(done_b)
+    pmm.commit_tx(done_b)
+    with contracts.contracts(False):
+        pmm.lose_device(w.a)  # no record on a: nothing of b's may move
+    m = pmm.abstract_manager()
+    assert set(m.txs) == {open_b}  # the open transaction on b is not aborted
+    assert used(pmm, w.b) == 50
+    assert m.ledger.allocations[r_open].state is AllocState.PROVISIONAL
+    assert m.ledger.allocations[r_done].state is AllocState.LIVE
+    conserved(m)
+
+
+def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() -> None:
+    pmm = ProcessMemoryManager()
+    a, b = pmm.tx_add_authority("gpu0", 64), pmm.tx_add_authority("gpu1", 64)
+    h = pmm.register_holder("kv")
+    done = pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
+    pmm.tx_reserve(done, a)
+    view = pmm.tx_publish(done)  # a view over bytes of a
+    pmm.tx_execute(done, view, 1)
+    pmm.tx_commit(done)
+    binds = pmm.tx_plan(h, ((b, 8),), 0, ViewKind.CONTIGUOUS)  # needs only b, executes on the view on a
+    pmm.tx_reserve(binds, b)
+    pmm.tx_publish(binds)
+    pmm.tx_execute(binds, view, 1)
+    apart = pmm.tx_plan(h, ((b, 4),), 0, ViewKind.CONTIGUOUS)  # touches nothing of a
+    pmm.tx_reserve(apart, b)
+    pmm.tx_lose_device(a)
+    s = pmm.abstract_tx()
+    assert binds not in s.txs  # aborted: it ran on bytes of the lost device
+    assert s.txs[apart].phase is TxPhase.RESERVED and s.authorities[b].used == 4  # binds' 8 B credited
+
+
+def test_a_pressure_ticket_shut_by_the_loss_shows_cancelled() -> None:
+    pmm = ProcessMemoryManager(aging_bound=2, mailbox=8)
+    h = pmm.register_holder("kv")
+    dev = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    pmm.try_reserve(h, dev, 10)
+    pid = pmm.pool_press(h, dev, 5, 0, 9)  # a deadline: its closed record stays in the pool view
+    pmm.lose_device(dev)
+    assert pmm.abstract_pool(dev).pressures[pid].state is PressureState.CANCELLED
+
+
+def test_a_granted_tickets_reservation_dropped_by_the_loss_is_a_device_lost_lease() -> None:
+    pmm, w = make()
+    granted = pmm.submit(w.h2, w.a, 20)
+    alloc = pmm.abstract_manager().tickets[granted].allocation
+    pmm.lose_device(w.a)
+    assert pmm.abstract_manager().ledger.allocations[alloc].state is AllocState.DEVICE_LOST
+    # no part owns it now: the holder's own settling is refused for the loss, not as a part's reservation
+    with pytest.raises(DeviceLost, match=r"^allocation 1 is on a lost device; its charge stays until termination$"):
+        pmm.release(w.h2, alloc)
+    pmm.confirm_termination(w.a)
+    assert used(pmm, w.a) == 0 and alloc not in pmm.abstract_manager().ledger.allocations
+
+
+def test_the_checked_loss_names_the_lost_authority_in_its_violation() -> None:
+    pmm, w = make(GuardSet.without("loss_keeps_charge"))
+    pmm.reserve_all(pmm.plan_tx(w.h1, ((w.a, 30),)))
+    with contracts.contracts(True), pytest.raises(InvariantViolation, match=r"^I6: LoseDevice\(authority=1\) reduced"):
+        pmm.lose_device(w.a)
+
+
+def test_the_checked_termination_views_the_named_ledger() -> None:
+    # Fault injection: a termination body that moves the ledger and then is refused (the context is live).
+    # The checked path must view authority a and name the action (G4); with contracts off the refusal passes.
+    for on in (False, True):
+        pmm, w = make()
+        real = pmm._terminate
+
+        def broken(authority: int, pmm: ProcessMemoryManager = pmm, real=real) -> None:
+            pmm._auths[authority].used += 1  # the harm: a refused operation changed the ledger
+            real(authority)
+
+        pmm._terminate = broken  # type: ignore[method-assign]
+        with contracts.contracts(on):
+            if on:
+                with pytest.raises(InvariantViolation,
+                                   match=r"^G4: ConfirmTermination\(authority=1\) was refused but changed"):
+                    pmm.confirm_termination(w.a)
+            else:
+                with pytest.raises(InvalidTransition, match="never lost"):
+                    pmm.confirm_termination(w.a)
