@@ -1,0 +1,135 @@
+# refimpl.manager.transactions where the mutation run found it unpinned: the exact refusals of the focused
+# front end (which field an id refusal names, which lifecycle event a refused reserve names, the poisoned
+# manager, an alias), its boundaries (an exact fit, the most needs, the next intent id), the composed
+# front end's try-only refusal, and the registration of a name already known (C3, C4, I5).
+
+from __future__ import annotations
+
+import pytest
+from refimpl_manager_harness import lease, make
+
+from invariants import contracts
+from refimpl.manager import ProcessMemoryManager
+from spec.errors import (
+    CapacityDenied,
+    InvalidArgument,
+    InvalidBytes,
+    InvalidTransition,
+    ManagerPoisoned,
+    UnknownIntent,
+    UnknownTransaction,
+)
+from spec.guards import GuardSet
+from spec.transactions_lifecycle import TxPhase, ViewKind
+
+C = ViewKind.CONTIGUOUS
+
+
+def focused(guards: GuardSet = GuardSet(), n: int = 3) -> tuple[ProcessMemoryManager, int, list[int]]:
+    pmm = ProcessMemoryManager(guards=guards)
+    auths = [pmm.tx_add_authority(f"gpu{i}", 64) for i in range(n)]
+    return pmm, pmm.register_holder("kv"), auths
+
+
+@pytest.mark.parametrize(("op", "field"), [
+    (lambda p, a, t: p.tx_reserve("1", a[0]), "tx"),
+    (lambda p, a, t: p.tx_reserve(t, "1"), "authority"),
+    (lambda p, a, t: p.tx_commit("1"), "tx"),
+    (lambda p, a, t: p.tx_abort("1"), "tx"),
+    (lambda p, a, t: p.tx_release("1"), "tx"),
+    (lambda p, a, t: p.tx_lose_device("1"), "authority"),
+    (lambda p, a, t: p.tx_confirm_termination("1"), "authority"),
+], ids=["reserve-tx", "reserve-authority", "commit", "abort", "release", "lose", "confirm"])
+def test_a_focused_id_refusal_names_its_field(op, field) -> None:
+    pmm, h, auths = focused()
+    tx = pmm.tx_plan(h, ((auths[0], 8),), 0, C)
+    before = pmm.abstract_tx()
+    with pytest.raises(InvalidArgument, match=rf"^{field} must be an int id, got '1'$"):
+        op(pmm, auths, tx)
+    assert pmm.abstract_tx() == before
+
+
+@pytest.mark.parametrize(("needs", "event"), [(3, "reserve"), (2, "reserve-last")])
+def test_a_refused_reserve_names_its_lifecycle_event(needs: int, event: str) -> None:
+    # publish_after_all_held off lets a transaction publish holding one need; a further reserve is then refused
+    # by phase, naming the event it would have been (the last need or not).
+    with contracts.contracts(False):
+        pmm, h, auths = focused(GuardSet.without("publish_after_all_held"))
+        tx = pmm.tx_plan(h, tuple((a, 8) for a in auths[:needs]), 0, C)
+        pmm.tx_reserve(tx, auths[0])
+        pmm.tx_publish(tx)
+        with pytest.raises(InvalidTransition,
+                           match=rf"^transaction {tx}: no transition for event '{event}' in phase 'published'$"):
+            pmm.tx_reserve(tx, auths[1])
+
+
+def test_an_exact_fit_is_reserved() -> None:
+    pmm, h, (a, *_) = focused()
+    tx = pmm.tx_plan(h, ((a, 64),), 0, C)
+    assert pmm.tx_reserve(tx, a) is None
+    s = pmm.abstract_tx()
+    assert s.txs[tx].phase is TxPhase.RESERVED and s.authorities[a].used == 64
+
+
+def test_the_most_needs_are_planned_and_one_more_is_refused() -> None:
+    pmm, h, auths = focused(n=9)
+    tx = pmm.tx_plan(h, tuple((a, 1) for a in auths[:8]), 0, C)
+    assert len(pmm.abstract_tx().txs[tx].needs) == 8
+    with pytest.raises(InvalidArgument, match=r"^needs must be a tuple of 1\.\.8 \(authority, bytes\) pairs"):
+        pmm.tx_plan(h, tuple((a, 1) for a in auths), 0, C)
+
+
+def test_a_retry_naming_the_next_intent_is_unknown_not_used() -> None:
+    pmm, h, (a, *_) = focused()
+    tx = pmm.tx_plan(h, ((a, 8),), 0, C)
+    used_intent = pmm.tx_abort(tx)
+    pmm.tx_plan(h, ((a, 8),), 0, C, retry=used_intent)  # spends it
+    with pytest.raises(InvalidTransition, match=rf"^intent {used_intent} is already used by a retry$"):
+        pmm.tx_plan(h, ((a, 8),), 0, C, retry=used_intent)
+    nxt = pmm.abstract_tx().next_intent
+    with pytest.raises(UnknownIntent, match=rf"^intent {nxt} is not known$"):
+        pmm.tx_plan(h, ((a, 8),), 0, C, retry=nxt)
+
+
+def test_a_poisoned_manager_refuses_a_plan_by_name() -> None:
+    with contracts.contracts(False):
+        pmm, h, (a, *_) = focused()
+        pmm.tx_corrupt_ledger()
+        with pytest.raises(ManagerPoisoned, match=r"^the ledger was found corrupt; the manager grants nothing$"):
+            pmm.tx_plan(h, ((a, 8),), 0, C)
+
+
+def test_a_plan_naming_an_alias_is_refused_by_name() -> None:
+    pmm, h, (a, *_) = focused()
+    view = pmm.register_alias(a, "uvm")
+    with pytest.raises(InvalidArgument,
+                       match=rf"^authority {view} is a view of {a}; a transaction names canonical ledgers$"):
+        pmm.tx_plan(h, ((view, 8),), 0, C)
+
+
+def test_a_known_name_registers_nothing_new() -> None:
+    pmm, _, (a, *_) = focused(n=1)
+    before = pmm.abstract_tx()
+    assert pmm.tx_add_authority("gpu0", 32) == a  # whatever capacity it names now
+    assert pmm.abstract_tx() == before
+
+
+def test_the_composed_try_only_refusal_reports_zero_free() -> None:
+    pmm, w = make()
+    lease(pmm, w.h1, w.a, 100)  # the ledger is full
+    tx = pmm.plan_tx(w.h2, ((w.a, 10),))
+    with pytest.raises(CapacityDenied, match=r"^authority 1: 10 B asked, 0 B free \(try-only\)$"):
+        pmm.reserve_tx(tx)
+
+
+def test_the_composed_plan_names_the_bytes_field() -> None:
+    pmm, w = make()
+    with pytest.raises(InvalidBytes, match=r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"):
+        pmm.plan_tx(w.h1, ((w.a, 0),))
+
+
+@pytest.mark.parametrize("tx", [99, []], ids=["unknown", "unhashable"])
+def test_reserve_all_of_no_transaction_is_unknown(tx) -> None:
+    pmm, _ = make()
+    with pytest.raises(UnknownTransaction):
+        pmm.reserve_all(tx)
