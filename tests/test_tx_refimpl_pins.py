@@ -20,6 +20,7 @@ from spec.errors import (
     UnknownTransaction,
 )
 from spec.guards import GuardSet
+from spec.tickets import TicketState
 from spec.transactions_lifecycle import TxPhase, ViewKind
 
 C = ViewKind.CONTIGUOUS
@@ -133,3 +134,48 @@ def test_reserve_all_of_no_transaction_is_unknown(tx) -> None:
     pmm, _ = make()
     with pytest.raises(UnknownTransaction):
         pmm.reserve_all(tx)
+
+
+def test_full_abort_off_returns_only_the_first_reservation_and_the_rest_are_the_holders() -> None:
+    with contracts.contracts(False):
+        pmm, h, auths = focused(GuardSet.without("full_abort"))
+        tx = pmm.tx_plan(h, tuple((a, 8) for a in auths), 0, C)
+        assert pmm.tx_reserve_all(tx) is None
+        pmm.tx_abort(tx)
+        s = pmm.abstract_tx()
+        assert [s.authorities[a].used for a in auths] == [0, 8, 8]  # the harm: two reservations leak
+        leaked = sorted(pmm.abstract().allocations)
+        assert len(leaked) == 2
+        for i in leaked:  # no transaction owns them now: refused for their state, not as a part's reservation
+            with pytest.raises(InvalidTransition, match=rf"^allocation {i}: cannot release in state provisional$"):
+                pmm.release(h, i)
+
+
+def test_a_focused_release_grants_a_waiting_ticket_on_the_freed_ledger() -> None:
+    with contracts.contracts(False):  # a composed ticket is outside the focused model's contract
+        pmm, h, (a, *_) = focused(n=1)
+        waiter = pmm.register_holder("w")
+        tx = pmm.tx_plan(h, ((a, 60),), 0, C)
+        pmm.tx_reserve(tx, a)
+        view = pmm.tx_publish(tx)
+        pmm.tx_execute(tx, view, 1)
+        pmm.tx_commit(tx)
+        t = pmm.submit(waiter, a, 30)
+        assert pmm.abstract_manager().tickets[t].state is TicketState.PENDING
+        pmm.tx_release(tx)
+        m = pmm.abstract_manager()
+        assert m.tickets[t].state is TicketState.GRANTED and m.ledger.authorities[a].used == 30
+
+
+def test_tx_counts_granted_off_counts_only_granted_tickets_on_that_ledger_as_free() -> None:
+    # The negative control's harm is granted bytes looking free; a pending ticket, or a grant on another
+    # ledger, holds no bytes here and must not add headroom.
+    with contracts.contracts(False):
+        pmm, w = make(GuardSet.without("tx_counts_granted"))
+        lease(pmm, w.h1, w.a, 100)
+        pending = pmm.submit(w.h2, w.a, 50)
+        pmm.submit(w.h2, w.b, 40)  # granted, on b
+        assert pmm.abstract_manager().tickets[pending].allocation is None
+        tx = pmm.plan_tx(w.h2, ((w.a, 10),))
+        with pytest.raises(CapacityDenied, match=r"^authority 1: 10 B asked, 0 B free \(try-only\)$"):
+            pmm.reserve_tx(tx)
