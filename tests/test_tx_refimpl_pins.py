@@ -179,3 +179,51 @@ def test_tx_counts_granted_off_counts_only_granted_tickets_on_that_ledger_as_fre
         tx = pmm.plan_tx(w.h2, ((w.a, 10),))
         with pytest.raises(CapacityDenied, match=r"^authority 1: 10 B asked, 0 B free \(try-only\)$"):
             pmm.reserve_tx(tx)
+
+
+def test_each_focused_operation_traces_the_action_it_ran() -> None:
+    # The trace event of a focused operation is built from the action the front end passes on: every field
+    # the caller gave is in it (with contracts on, the same action is what the predicates check).
+    events: list[dict] = []
+    pmm = ProcessMemoryManager(trace=events.append)
+    with contracts.contracts(True):
+        a, b = pmm.tx_add_authority("g0", 64), pmm.tx_add_authority("g1", 32)
+        h = pmm.register_holder("kv")
+        bundle = pmm.tx_open_bundle()
+        tx = pmm.tx_plan(h, ((a, 8), (b, 4)), 2, ViewKind.CONTIGUOUS, bundle)
+        pmm.tx_reserve(tx, a)
+        intent = pmm.tx_abort(tx)
+        t2 = pmm.tx_plan(h, ((a, 8),), 0, C, None, intent)
+        pmm.tx_reserve(t2, a)
+        view = pmm.tx_publish(t2)
+        pmm.tx_execute(t2, view, 1)
+        pmm.tx_commit(t2)
+        pmm.tx_release(t2)
+        c = pmm.tx_add_authority("g2", 8)
+        pmm.tx_remove_authority(c)
+        pmm.tx_lose_device(b)
+        pmm.tx_confirm_termination(b)
+    got = [(e["kind"], e["ids"], {k: v for k, v in e["payload"].items() if k not in ("observed", "error")})
+           for e in events if e["contract_revision"] == "ortmem-tx/1"]
+    ok = {"outcome": "accepted"}
+    assert got == [
+        ("tx_add_authority", {}, {"name": "g0", "capacity": 64, "tier": "device", **ok, "result": a}),
+        ("tx_add_authority", {}, {"name": "g1", "capacity": 32, "tier": "device", **ok, "result": b}),
+        *[(e["kind"], e["ids"], {k: v for k, v in e["payload"].items() if k not in ("observed", "error")})
+          for e in events if e["kind"] == "tx_open_bundle"],
+        ("tx_plan", {"bundle": bundle, "retry": None, "holder": h},
+         {"needs": [[a, 8], [b, 4]], "priority": 2, "kind": "contiguous", **ok, "result": tx}),
+        ("tx_reserve", {"tx": tx, "authority": a}, {**ok, "result": None}),
+        ("tx_abort", {"tx": tx}, {**ok, "result": intent}),
+        ("tx_plan", {"bundle": None, "retry": intent, "holder": h},
+         {"needs": [[a, 8]], "priority": 0, "kind": "contiguous", **ok, "result": t2}),
+        ("tx_reserve", {"tx": t2, "authority": a}, {**ok, "result": None}),
+        ("tx_publish", {"tx": t2}, {**ok, "result": view}),
+        ("tx_execute", {"tx": t2, "view": view}, {"generation": 1, **ok, "result": None}),
+        ("tx_commit", {"tx": t2}, {**ok, "result": None}),
+        ("tx_release", {"tx": t2}, {**ok, "result": None}),
+        ("tx_add_authority", {}, {"name": "g2", "capacity": 8, "tier": "device", **ok, "result": c}),
+        ("tx_remove_authority", {"authority": c}, {**ok, "result": None}),
+        ("tx_lose_device", {"authority": b}, {**ok, "result": None}),
+        ("tx_confirm_termination", {"authority": b}, {**ok, "result": None}),
+    ]
