@@ -227,3 +227,13 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
         ("tx_lose_device", {"authority": b}, {**ok, "result": None}),
         ("tx_confirm_termination", {"authority": b}, {**ok, "result": None}),
     ]
+
+
+def test_a_composed_transaction_is_seen_by_the_focused_view_as_planned_with_defaults_and_keeps_no_intent() -> None:
+    with contracts.contracts(False):  # the composed front end opens it; the focused one reads and aborts it
+        pmm, w = make()
+        tx = pmm.plan_tx(w.h1, ((w.a, 5),))
+        t = pmm.abstract_tx().txs[tx]
+        assert (t.priority, t.kind, t.phase, t.bundle) == (0, C, TxPhase.PLANNED, None)
+        assert pmm.tx_abort(tx) == 0  # a composed transaction leaves no retry intent
+        assert not pmm.abstract_tx().intents
