@@ -16,6 +16,7 @@ from spec.errors import (
     InvalidBytes,
     InvalidTransition,
     ManagerPoisoned,
+    ProviderPinned,
     UnknownIntent,
     UnknownTransaction,
 )
@@ -237,3 +238,18 @@ def test_a_composed_transaction_is_seen_by_the_focused_view_as_planned_with_defa
         assert (t.priority, t.kind, t.phase, t.bundle) == (0, C, TxPhase.PLANNED, None)
         assert pmm.tx_abort(tx) == 0  # a composed transaction leaves no retry intent
         assert not pmm.abstract_tx().intents
+
+
+def test_what_pins_a_ledger_is_named_once_and_an_unrelated_transaction_pins_nothing() -> None:
+    pmm, h, (a, b, c) = focused()
+    tx = pmm.tx_plan(h, ((a, 8), (b, 4)), 0, C)
+    pmm.tx_reserve(tx, a)
+    before = pmm.abstract_tx()
+    # held on a: named as the transaction, its reservation not again as a bare allocation
+    with pytest.raises(ProviderPinned, match=rf"^authority {a} is pinned by transaction {tx}$"):
+        pmm.tx_remove_authority(a)
+    with pytest.raises(ProviderPinned, match=rf"^authority {b} is pinned by transaction {tx}$"):  # needed, open
+        pmm.tx_remove_authority(b)
+    assert pmm.abstract_tx() == before
+    pmm.tx_remove_authority(c)  # an open transaction that does not need c does not pin it
+    assert c not in pmm.abstract_tx().authorities
