@@ -12,6 +12,7 @@ from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
 from spec.errors import (
     CapacityDenied,
+    DeviceLost,
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
@@ -253,3 +254,20 @@ def test_what_pins_a_ledger_is_named_once_and_an_unrelated_transaction_pins_noth
     assert pmm.abstract_tx() == before
     pmm.tx_remove_authority(c)  # an open transaction that does not need c does not pin it
     assert c not in pmm.abstract_tx().authorities
+
+
+def test_a_released_lease_set_leaves_its_lost_part_to_the_holder_and_termination() -> None:
+    pmm, h, (a, *_) = focused(n=1)
+    tx = pmm.tx_plan(h, ((a, 8),), 0, C)
+    pmm.tx_reserve(tx, a)
+    view = pmm.tx_publish(tx)
+    pmm.tx_execute(tx, view, 1)
+    pmm.tx_commit(tx)
+    pmm.tx_lose_device(a)
+    pmm.tx_release(tx)  # the lost part stays charged (stranded) until termination
+    (alloc,) = pmm.abstract().allocations
+    with contracts.contracts(False):  # no transaction owns it now: refused for the loss, not as a part's reservation
+        with pytest.raises(DeviceLost, match=rf"^allocation {alloc} is on a lost device; its charge stays until"):
+            pmm.release(h, alloc)
+    pmm.tx_confirm_termination(a)
+    assert not pmm.abstract().allocations and pmm.abstract_tx().authorities[a].used == 0
