@@ -213,6 +213,11 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         if p.is_alive():
             p.kill()
             p.join(timeout=1)
+    # Let the executor's manager thread finish its cleanup (it closes its wake-up pipe) before the interpreter
+    # exits: CPython 3.11's exit hook otherwise races it, writing to the pipe as it closes (EBADF traceback).
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(timeout=2)
 
 
 def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, names: tuple[str, ...]
