@@ -21,7 +21,7 @@ from refimpl.ort.device_arena import cuda_provider_options
 from refimpl.ort.extents import referenced_extents
 from refimpl.ort.reporter import calibrate_transient_peak
 from spec import sessions as S
-from spec.errors import ModelDataError, ModelFileInvalid
+from spec.errors import CalloutFailed, ModelDataError, ModelFileInvalid, ProviderUnavailable
 
 __all__ = ["MeasuredModel", "measure", "loop_carried", "decode_input", "session_providers"]
 
@@ -62,7 +62,7 @@ def measure(path: str, max_context: int, bucket: int, device: str = "cpu") -> Me
         raise ModelFileInvalid(f"model file {path!r} is empty")
     try:
         return _measure(path, max_context, bucket, device)
-    except ModelDataError:
+    except (ModelDataError, ProviderUnavailable, CalloutFailed):  # the device calibration's own faults
         raise
     except Exception as e:  # DecodeError, StopIteration, ORT's InvalidProtobuf / Fail, OSError ...
         raise ModelFileInvalid(f"model file {path!r} is not a usable ONNX model: {type(e).__name__}: {e}") from e
