@@ -42,7 +42,7 @@ from refimpl.ort.holders import KvBundle, KvHolder, WeightHolder
 from spec.arith import kv_bytes
 from spec.types import Role, Tier
 
-__all__ = ["DeviceWeightHolder", "DeviceKvBundle", "DeviceKvHolder", "host_planned", "device_lease"]
+__all__ = ["DeviceWeightHolder", "DeviceKvBundle", "DeviceKvHolder", "host_planned", "device_lease", "weight_layout"]
 
 _ALIGN = 256  # CUDA's allocation alignment; also a multiple of every element size
 
@@ -65,7 +65,7 @@ def device_lease(pmm: ProcessMemoryManager, holder: int, auth: int, nbytes: int,
     return aid, region
 
 
-def _layout(arrays: dict[str, np.ndarray], nbytes: int) -> list[tuple[str, int, np.ndarray]]:
+def weight_layout(arrays: dict[str, np.ndarray], nbytes: int) -> list[tuple[str, int, np.ndarray]]:
     """(name, offset, array), big ones first, 256 B aligned when the lease's rounding leaves room for it."""
     order = sorted(arrays.items(), key=lambda kv: -kv[1].nbytes)
     align = _ALIGN if sum(-(-a.nbytes // _ALIGN) * _ALIGN for _, a in order) <= nbytes else 0
@@ -87,11 +87,6 @@ class DeviceWeightHolder(WeightHolder):
         #: model -> (device region, [(initializer, offset, array)], host lease or None): what the tests perturb
         self.regions: dict[str, tuple[Region, list[tuple[str, int, np.ndarray]], int | None]] = {}
 
-    def _lease(self, nbytes: int, pinned: bool) -> int:
-        aid = self.pmm.reserve(self.id, self.auth, Tier.DEVICE, nbytes, Role.WEIGHTS)
-        self.pmm.commit(self.id, aid, nbytes)
-        return aid
-
     def _bucket(self, nbytes: int) -> tuple[int, Any]:
         return device_lease(self.pmm, self.id, self.auth, nbytes, Role.WEIGHTS, self.memory)
 
@@ -105,7 +100,7 @@ class DeviceWeightHolder(WeightHolder):
         host_aid = None
         keep: list[object] = [region]
         try:
-            layout = _layout(arrays, nbytes)
+            layout = weight_layout(arrays, nbytes)
             host = {k: a for k, a in arrays.items() if host_planned(a)}
             hbytes = sum(a.nbytes for a in host.values())
             if hbytes:  # the host copy ORT reads for host-planned tensors: leased on the host authority

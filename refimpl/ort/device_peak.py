@@ -29,7 +29,7 @@ from onnx import numpy_helper
 
 from refimpl.ort.device import CudaMemory, DeviceMemory
 from refimpl.ort.device_arena import device_run_options
-from refimpl.ort.device_holders import DeviceKvBundle, _layout, host_planned
+from refimpl.ort.device_holders import DeviceKvBundle, weight_layout, host_planned
 from refimpl.ort.measure import _kv_geometry, loop_carried, session_providers
 from spec.errors import InvalidArgument, ProviderUnavailable
 
@@ -73,7 +73,7 @@ def _probe(path: str, max_context: int, memory: DeviceMemory, cap: int) -> bool:
         so.intra_op_num_threads = 1
         so.enable_mem_pattern = False
         so.add_session_config_entry("session.disable_prepacking", "1")
-        for key, off, arr in _layout(arrays, nbytes):
+        for key, off, arr in weight_layout(arrays, nbytes):
             memory.upload(weights, off, arr)
             value = (ort.OrtValue.ortvalue_from_numpy(arr) if host_planned(arr)
                      else memory.value(weights, off, arr.dtype, arr.shape))

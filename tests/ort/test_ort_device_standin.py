@@ -22,7 +22,7 @@ from refimpl.ort.generations import run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
 from spec import sessions as S
-from spec.errors import CalloutFailed, InvalidArgument, SessionCreationFailed
+from spec.errors import CalloutFailed, InvalidArgument, InvalidBytes, SessionCreationFailed
 from spec.types import Role, Tier
 
 LIMIT = 256 * 1024
@@ -215,3 +215,11 @@ def test_standin_runs_the_same_campaign_and_invariants_as_the_host_path(world) -
     assert random_part.accepted > 0 and scripted.accepted > 100
     assert events["identical_decodes"] > 100 and events["kv_growths"] > 0 and events["run_failures_injected"] > 0
     assert events.get("replicas_placed", 0) == 0  # the device path places no replicas
+
+
+def test_invalid_host_capacity_is_refused_before_anything(world) -> None:
+    with pytest.raises(InvalidArgument, match="host_capacity is for the device path"):
+        GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET, host_capacity=1 << 20)
+    with pytest.raises(InvalidBytes, match="host_capacity must be a positive int"):
+        GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET, device=StandInMemory(),
+                        host_capacity=0)
