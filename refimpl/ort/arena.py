@@ -59,7 +59,7 @@ from spec.errors import AllowanceExceeded, InvalidBytes, InvalidTransition, Pinn
 from spec.tickets import PressureState
 from spec.types import Role, Tier
 
-__all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY", "env_arena"]
+__all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY", "env_arena", "env_arena_cap"]
 
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
 _ENV: dict[str, Any] = {}  # the one env arena of this process: {"grant": bytes, "pid": os.getpid()}
@@ -80,6 +80,11 @@ class ArenaAnswer:
 def _rss() -> int | None:
     fig = process_rss()
     return None if fig is None else fig.nbytes  # unreadable is None, never 0 under VmRSS's name (I8b)
+
+
+def env_arena_cap() -> int | None:
+    """The cap of this process's env arena, or None if none is registered yet."""
+    return _ENV["grant"] if _ENV.get("pid") == os.getpid() else None
 
 
 def env_arena(cap: int) -> None:

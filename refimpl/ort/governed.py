@@ -38,11 +38,13 @@
 # by holder and role; arena pressure is a pressure ticket of the manager on
 # the arena holder, answered (0 B) at the next Run boundary;
 # weights are read by ORT from the lease (prepacking off) or from a replica
-# in the weight cache (`refimpl.ort.replicas`); CUDA sessions cap their
-# arena at the model's grant. Split by concept: `refimpl.ort.measure`
+# in the weight cache (`refimpl.ort.replicas`). On the CUDA EP the governed
+# pool is the device's (`refimpl.ort.device_path`: a DEVICE authority beside
+# the host one, weights and KV in leased device regions, each session's EP
+# arena capped at its loan). Split by concept: `refimpl.ort.measure`
 # (facts), `.requests` (decode path), `.lowering` (reclaim, limits),
-# `.abstraction` (the refinement mapping); this module keeps construction
-# and model admission.
+# `.abstraction` (the refinement mapping), `.device_path` (the device
+# pool's wiring); this module keeps construction and model admission.
 
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.abstraction import LedgerAbstraction
 from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, ArenaHolder
+from refimpl.ort.device import DeviceMemory
+from refimpl.ort.device_path import DevicePath, device_memory
 from refimpl.ort.holders import KvHolder, WeightHolder
 from refimpl.ort.lowering import ReclaimAndLimits
 from refimpl.ort.measure import MeasuredModel, decode_input, loop_carried, measure, session_providers
@@ -98,13 +102,14 @@ class _Loaded:
         self.session: Any = None
 
 
-class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
-    """One host pool, a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
+class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePath):
+    """One governed pool (host, or a device's), a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
 
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
                  bucket: int = 4, guards: GuardSet = ALL_ON,
                  inputs: Callable[[int, int, int], np.ndarray] = decode_input,
-                 provider: str = "CPUExecutionProvider", prepack: bool = False, trace: Any = None) -> None:
+                 provider: str = "CPUExecutionProvider", prepack: bool = False, trace: Any = None,
+                 device: DeviceMemory | None = None, host_capacity: int | None = None) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
@@ -130,6 +135,9 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             raise ProviderUnavailable(f"{provider} is not in this onnxruntime build: "
                                       f"{ort.get_available_providers()}")
         self.provider = provider
+        # The device path (`refimpl.ort.device_path`): on the CUDA EP always; on the CPU EP only with a
+        # CPU stand-in `device`. None: the host path (one host pool, as before).
+        self.memory = device_memory(provider, device)
         self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy and never reads the lease
         # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
         # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
@@ -140,33 +148,35 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.arena_shrinks = 0
         self.arena_answers: list[ArenaAnswer] = []
         self._shrink = ort.RunOptions()
-        self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0")
+        self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0" if self.memory is None else self._pressure_shrink())
         # `trace`: a sink for one event per ledger operation. The negative control of C8 (a lowering that
         # commits whether or not it holds) switches the manager's own commit check off with it.
         pmm_guards = ALL_ON if guards.on("lower_limit_atomic") else GuardSet.without("limit_after_reclaim")
         self.pmm = ProcessMemoryManager(guards=pmm_guards, trace=trace)
-        self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
+        self.host_auth = self.pmm.register_authority("host", Tier.HOST, self._host_capacity(host_capacity))
+        # The governed pool, the one `spec.sessions` models: the host authority, or the device's (C1: one
+        # authority per pool; the host authority stays the process's one shared host quota).
+        self.auth = self.host_auth if self.memory is None else self._device_authority()
+        self.tier = Tier.HOST if self.memory is None else Tier.DEVICE
         # The governed limit is the authority's, set through the limits part, less the headroom I8c keeps
         # free: the manager itself then refuses any grant into the headroom, and a lowering's pressure
         # tickets ask for exactly what the new limit needs back (`limit` adds the headroom on reading).
         if self._ledger_limit(limit) < topology.capacity:
             self.pmm.prepare_limit(self.auth, self._ledger_limit(limit))
             self.pmm.commit_limit(self.auth)
-        self.weights = WeightHolder(self.pmm, self.auth)
-        self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
-        self.kv = KvHolder(self.pmm, self.auth)
+        if self.memory is None:
+            self.weights = WeightHolder(self.pmm, self.auth)
+            self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
+            self.kv = KvHolder(self.pmm, self.auth)
+        else:
+            self._device_holders()
         # A limit change's ticket on the arena: its charge (the env arena's cap) is one no answer can lower,
         # so the holder answers zero at once (a Pressure's arena ticket is opened without delivery and waits
         # for a Run boundary, `refimpl.ort.requests`).
         def zero(pmm: ProcessMemoryManager, pid: int, _target: int) -> None:
             pmm.answer(self.arena, pid, ())
 
-        # The env arena (issue #11 item 4, C1): ONE lease in this host pool, on the authority every other
-        # holder uses, of exactly the cap in force in this process (ORT cannot re-cap it; another cap is
-        # refused, typed, naming both). Each managed model's measured transient peak is lent within that
-        # lease (an allowance of the ArenaHolder, I8), never charged a second time. No second authority of
-        # the host tier is ever registered. Every runtime has one: there is no per-session-arena mode.
-        self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
+        self.env_arena = self._pool_arena(arena_cap, zero)
         self.arena = self.env_arena.id
         self.models: dict[str, _Loaded] = {}
         self.requests: dict[int, tuple[str, int]] = {}  # rid -> (model, kv capacity in tokens)
@@ -179,6 +189,17 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self._handlers = {S.LoadModel: self._load, S.Open: self._open, S.Decode: self._decode,
                           S.Close: self._close, S.Prefetch: self._prefetch, S.Pressure: self._pressure,
                           S.Decline: self._decline, S.LowerLimit: self._lower, S.ObserveResidency: self._observe}
+
+    def _pool_arena(self, arena_cap: int, zero: Callable[..., None]) -> ArenaHolder:
+        """The pool's arena: the host env arena, or on the device path the EP arenas' one device lease."""
+        if self.memory is not None:
+            return self._device_arena(arena_cap, zero)
+        # The env arena (issue #11 item 4, C1): ONE lease in this host pool, on the authority every other
+        # holder uses, of exactly the cap in force in this process (ORT cannot re-cap it; another cap is
+        # refused, typed, naming both). Each managed model's measured transient peak is lent within that
+        # lease (an allowance of the ArenaHolder, I8), never charged a second time. No second authority of
+        # the host tier is ever registered. Every runtime has one: there is no per-session-arena mode.
+        return ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
 
     # --- figures ---------------------------------------------------------
 
@@ -219,7 +240,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             raise InvalidArgument(f"declared must be None or a frozenset of state names, got {a.declared!r:.80}")
         if type(a.host_mapped) is not bool:
             raise InvalidArgument(f"host_mapped must be a bool, got {a.host_mapped!r:.80}")
-        m = measure(self.sources[a.source], self.max_context, self.bucket)
+        m = measure(self.sources[a.source], self.max_context, self.bucket, self.peak_device)
         f, t = m.facts, self.topology
         if a.host_mapped and f.referenced > t.host_mapped_capacity and self.guards.on("host_mapped_capacity"):  # C7
             raise HostMappedCapacityExceeded(f"{a.name}: {f.referenced} B host-mapped, {t.host_mapped_capacity} B")
@@ -270,11 +291,9 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         rec.weights_lease = self.weights.admit(name, weights, arrays, so)
         if f.transient_peak:  # lent within the one arena lease, not charged again
             rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on("arena_room"))
-        # CUDA: the env arena is a CPU arena (the session's CPU-side tensors: feeds, fetches, CPU-placed
-        # nodes); the device side is the CUDA EP's own arena, capped by `session_providers` at this model's
-        # grant (weights + its peak), so neither side can grow past what the ledger admitted.
-        admitted = weights + f.transient_peak
-        rec.session = ort.InferenceSession(m.path, so, providers=session_providers(self.provider, admitted))
+        # The device path: the session's EP arena is capped at this model's loan (`refimpl.ort.device_path`);
+        # the env arena stays the CPU-side arena (feeds, fetches, CPU-placed nodes) on the host authority.
+        rec.session = ort.InferenceSession(m.path, so, providers=self._providers(name, rec))
         if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
             raise ProviderUnavailable(f"{name}: asked for {self.provider}, the session runs on "
                                       f"{rec.session.get_providers()}")
@@ -320,7 +339,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             # Negative control: a demotion rewrites the weight lease to the observed size.
             self.pmm.release(self.weights.id, rec.weights_lease)
             self._repay(rec)
-            rec.weights_lease = self.pmm.record_committed(self.weights.id, self.auth, Tier.HOST,
+            rec.weights_lease = self.pmm.record_committed(self.weights.id, self.auth, self.tier,
                                                           max(1, a.nbytes), Role.WEIGHTS)
             self.weights.models[a.model] = (rec.weights_lease, self.weights.models[a.model][1])
         self.residency[a.model] = S.Residency(a.nbytes, a.source)
@@ -336,12 +355,17 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         for rid in list(self.requests):
             self.kv.close(rid)
         self.requests.clear()
+        for r in self.models.values():  # no session outlives the weights it reads
+            r.session = None
         self.weights.close()
         for r in self.models.values():
             self._repay(r)
             r.session = None
         self.models.clear()
-        # The env arena's lease stays charged: ORT's cap outlives the runtime (`refimpl.ort.arena`).
+        # The env arena's lease stays charged: ORT's cap outlives the runtime (`refimpl.ort.arena`). The
+        # device path's arena lease goes back: its caps died with the sessions.
+        if self.memory is not None:
+            self.env_arena.release()
 
     def _repay(self, rec: _Loaded) -> None:
         """Give a model's loan within the env arena back (its peak stops being lent; the lease stays)."""

@@ -66,7 +66,7 @@ def build_zoo(directory: str, d_model: int = 32, heads: int = 4) -> dict[str, st
     }
 
 
-def reporter_facts(path: str, max_context: int, bucket: int) -> S.ModelFacts:
+def reporter_facts(path: str, max_context: int, bucket: int, peak_on: str = "cpu") -> S.ModelFacts:
     """Facts from an independent route: tensor geometry of the loaded arrays, sizes from the file system."""
     proto = onnx.load(path)  # external data loaded: the tensors' own bytes
     referenced = sum(numpy_helper.to_array(t).nbytes for t in proto.graph.initializer)
@@ -75,7 +75,7 @@ def reporter_facts(path: str, max_context: int, bucket: int) -> S.ModelFacts:
     base = os.path.dirname(path)
     file_bytes = os.path.getsize(path) + sum(os.path.getsize(os.path.join(base, loc)) for loc in locations)
     carried = loop_carried(proto)
-    peak = measure(path, max_context, bucket).facts.transient_peak  # the reporter's calibration
+    peak = measure(path, max_context, bucket, peak_on).facts.transient_peak  # the reporter's calibration
     bpt, mc, bk = 0, 0, 0
     if carried:
         dims = next(i for i in proto.graph.input if i.name == "past_key").type.tensor_type.shape.dim
