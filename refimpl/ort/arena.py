@@ -101,8 +101,8 @@ def env_arena(cap: int) -> None:
         raise InvalidBytes(f"cap must be a positive int, got {cap!r}")
     if _ENV.get("pid") == os.getpid():
         if _ENV["grant"] != cap:
-            raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; ORT cannot re-cap "
-                                    f"it to {cap} B")
+            raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; registering it "
+                                    f"again at {cap} B would cap only sessions created afterwards")
         return
     mi = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
     ort.create_and_register_allocator(mi, ort.OrtArenaCfg({"max_mem": cap, "arena_extend_strategy": 1}))
@@ -119,10 +119,10 @@ class ArenaHolder:
         registered = _ENV.get("pid") == os.getpid()
         if registered and _ENV["grant"] != grant:  # the ledger's grant must be the cap in force [ort:env-arena-cap]
             raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; a holder granted "
-                                    f"{grant} B would charge a cap not in force (ORT cannot re-cap it)")
+                                    f"{grant} B would charge a cap not in force for the sessions that took it")
         if registered and pmm in _CHARGED:
             raise InvalidTransition(f"this process already has its env arena ({_ENV['grant']} B), charged on this "
-                                    f"manager; ORT cannot unregister it and a second registration is not a second cap")
+                                    f"manager; a second registration would be a second arena under one lease")
         self.pmm, self.auth, self.grant = pmm, auth, grant
         self.id = pmm.register_holder("env-arena")
         self.lease = pmm.reserve(self.id, auth, Tier.HOST, grant, Role.ARENA)  # charge before allocate (I2)
