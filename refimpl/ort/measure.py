@@ -89,10 +89,13 @@ def _measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
 def session_providers(provider: str, grant: int) -> list[Any]:
     """The `providers` list for a managed session; on CUDA the device arena is capped at the model's grant.
 
-    `gpu_mem_limit` caps the CUDA EP's BFC arena (weights copied to the device and activations; not
-    cuDNN workspaces or the CUDA context, ORT-NOTES 2.3); `kSameAsRequested` keeps the arena from
-    doubling past what is asked; the max-workspace cuDNN search is off. CPU stays as ORT's fallback for
-    nodes the CUDA EP lacks, and the provider assertion after creation catches a whole-session fallback.
+    `gpu_mem_limit` caps the CUDA EP's device arena only [ort:gpu-mem-limit]; the exhaustive cuDNN
+    search's workspace, the CUDA context and the cuBLAS/cuDNN handles' memory are outside it, and
+    whether initializers count was not checked [ort:gpu-mem-limit-outside]. `kSameAsRequested` grows
+    the arena by the amount asked rather than in powers of two [ort:arena-extend-strategy]; with
+    `cudnn_conv_use_max_workspace=0` ORT clamps the cuDNN workspace to 32 MB [ort:cudnn-max-workspace].
+    CPU stays in the list for nodes the CUDA EP cannot run [ort:node-partition], and the provider
+    assertion after creation catches a whole-session fallback [ort:cuda-fallback].
     """
     if provider != "CUDAExecutionProvider":
         return ["CPUExecutionProvider"]
