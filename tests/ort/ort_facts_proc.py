@@ -52,14 +52,18 @@ def run(session: ort.InferenceSession, rows: int, width: int, ro: ort.RunOptions
 
 
 def env() -> dict[str, object]:
-    width, small, big = 256, 4, 8192  # big: an 8 MiB MatMul output, twice the 4 MiB cap
+    width, small, big = 256, 4, 8192  # big: an 8 MiB MatMul output, twice the cap
     model, _ = matmul_model(width)
     mi = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-    out: dict[str, object] = {"registered": repr(ort.create_and_register_allocator(
-        mi, ort.OrtArenaCfg({"max_mem": 4 * MiB, "arena_extend_strategy": 1})))}
+    cap = 4 * MiB
+    out: dict[str, object] = {"cap": cap, "registered": repr(ort.create_and_register_allocator(
+        mi, ort.OrtArenaCfg({"max_mem": cap, "arena_extend_strategy": 1})))}
     early = ort.InferenceSession(model, options(env=True), providers=["CPUExecutionProvider"])
     own = ort.InferenceSession(model, options(env=False), providers=["CPUExecutionProvider"])
-    out["opted_in"] = early.get_session_options().get_session_config_entry("session.use_env_allocators")
+    try:
+        out["opted_in"] = early.get_session_options().get_session_config_entry("session.use_env_allocators")
+    except RuntimeError as e:  # ORT raises for a key that was never set
+        out["opted_in"] = f"unset: {e}"
     out["opted_in_small"] = run(early, small, width)
     out["opted_in_big"] = run(early, big, width)
     out["opted_in_small_after"] = run(early, small, width)
@@ -76,8 +80,9 @@ def env() -> dict[str, object]:
     s = ort.InferenceSession(wide, so, providers=["CPUExecutionProvider"])
     out["add_initializer"] = run(s, 8, 2048)
     # Register again, 64x the cap: later sessions get the new arena, the earlier one keeps its own.
+    out["recap"] = 64 * cap
     out["reregistered"] = repr(ort.create_and_register_allocator(
-        mi, ort.OrtArenaCfg({"max_mem": 256 * MiB, "arena_extend_strategy": 1})))
+        mi, ort.OrtArenaCfg({"max_mem": 64 * cap, "arena_extend_strategy": 1})))
     late = ort.InferenceSession(model, options(env=True), providers=["CPUExecutionProvider"])
     out["late_big"] = run(late, big, width)
     out["early_big_after_reregister"] = run(early, big, width)

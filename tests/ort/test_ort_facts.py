@@ -59,6 +59,7 @@ def _session(model: bytes, so: ort.SessionOptions | None = None) -> ort.Inferenc
 def test_env_arena_caps_the_runs_of_sessions_that_opt_in(env_report) -> None:
     """env-arena-cap: max_mem fails an opted-in session's Run past the cap, per Run; the session recovers."""
     r = env_report
+    assert 256 * 8192 * 4 > r["cap"]  # the big Run's MatMul output alone is past the cap
     assert r["registered"] == "None" and r["opted_in"] == "1"
     assert r["opted_in_small"] == "ok"
     assert r["opted_in_big"].startswith("Fail: [ONNXRuntimeError] : 1 : FAIL"), r["opted_in_big"]
@@ -70,16 +71,16 @@ def test_env_arena_scope_excludes_other_sessions_and_initializers(env_report) ->
     """env-arena-scope: a session that does not opt in, and weights (from the model or add_initializer), are outside."""
     r = env_report
     assert r["own_arena_big"] == "ok"  # the same 8 MiB-output Run, in the session's own arena
-    assert 2048 * 2048 * 4 == 4 * (4 * MiB)  # the weight is 16 MiB, four times the 4 MiB cap ...
+    assert 2048 * 2048 * 4 >= 4 * r["cap"]  # the weight is 16 MiB, at least four times the cap ...
     assert (r["init_prepacked"], r["init_in_place"], r["add_initializer"]) == ("ok", "ok", "ok")  # ... and runs
 
 
 def test_reregistering_replaces_the_env_arena_for_later_sessions_only(env_report) -> None:
     """env-arena-reregister: a second create_and_register_allocator raises nothing and reaches only later sessions."""
     r = env_report
-    assert r["reregistered"] == "None"
-    assert r["late_big"] == "ok"  # created after: the new 256 MiB arena
-    assert r["early_big_after_reregister"].startswith("Fail"), r  # created before: still the 4 MiB arena
+    assert r["reregistered"] == "None" and r["recap"] > 256 * 8192 * 4 * 2  # room for the big Run
+    assert r["late_big"] == "ok"  # created after: the new arena, 64 times the cap
+    assert r["early_big_after_reregister"].startswith("Fail"), r  # created before: still the first cap
 
 
 def test_python_binding_has_no_unregister_and_no_allocator_stats() -> None:
