@@ -1,6 +1,6 @@
 """Subprocess body for tests/ort/test_ort_facts.py: ORT facts that need a process of their own.
 
-`python tests/ort/ort_facts_proc.py env` registers env arenas (process-wide,
+`python tests/ort/ort_facts_proc.py env DIR` registers env arenas (process-wide,
 and the Python binding cannot unregister one); `... shrink` reads the
 process's RssAnon around Runs, which other tests' allocations would blur.
 Prints one JSON object of what happened; the tests decide what it means.
@@ -71,8 +71,13 @@ def env() -> dict[str, object]:
     # Initializers beside the cap: a 16 MiB weight, from the model (prepacked or not) and from add_initializer.
     wide, w = matmul_model(2048)
     for name, prepack in (("init_prepacked", True), ("init_in_place", False)):
-        s = ort.InferenceSession(wide, options(env=True, prepack=prepack), providers=["CPUExecutionProvider"])
+        so = options(env=True, prepack=prepack)
+        so.enable_profiling, so.profile_file_prefix = True, f"{sys.argv[2]}/{name}"
+        s = ort.InferenceSession(wide, so, providers=["CPUExecutionProvider"])
         out[name] = run(s, 8, 2048)
+        with open(s.end_profiling()) as f:  # the env arena's own figures, sampled after each kernel
+            out[f"{name}_in_use"] = max(int(e["args"]["mem_bytes_in_use"]) for e in json.load(f)
+                                        if e.get("cat") == "Node")
     kept = w.copy()  # the caller keeps the buffer (and its OrtValue) alive for the session's life
     value = ort.OrtValue.ortvalue_from_numpy(kept)
     so = options(env=True, prepack=False)

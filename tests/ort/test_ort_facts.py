@@ -32,16 +32,16 @@ from ort_facts_proc import MiB, matmul_model, options  # noqa: E402
 CPU = ["CPUExecutionProvider"]
 
 
-def _proc(mode: str) -> dict:
-    r = subprocess.run([sys.executable, os.path.join(HERE, "ort_facts_proc.py"), mode], cwd=ROOT,
+def _proc(mode: str, tmp: str = "") -> dict:
+    r = subprocess.run([sys.executable, os.path.join(HERE, "ort_facts_proc.py"), mode, tmp], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
-def env_report() -> dict:
-    return _proc("env")
+def env_report(tmp_path_factory) -> dict:
+    return _proc("env", str(tmp_path_factory.mktemp("profiles")))
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +73,9 @@ def test_env_arena_scope_excludes_other_sessions_and_initializers(env_report) ->
     assert r["own_arena_big"] == "ok"  # the same 8 MiB-output Run, in the session's own arena
     assert 2048 * 2048 * 4 >= 4 * r["cap"]  # the weight is 16 MiB, at least four times the cap ...
     assert (r["init_prepacked"], r["init_in_place"], r["add_initializer"]) == ("ok", "ok", "ok")  # ... and runs
+    # Prepacked, the packed copy sits in the env arena past its cap (the arena's own in-use figure); in place,
+    # the initializer is not in the arena at all.
+    assert r["init_prepacked_in_use"] >= 16 * MiB > r["cap"] > r["init_in_place_in_use"]
 
 
 def test_reregistering_replaces_the_env_arena_for_later_sessions_only(env_report) -> None:
@@ -116,7 +119,7 @@ def test_arena_shrink_names_its_arenas_by_device_and_id(value: str, message: str
     s = _session(model)
     ro = ort.RunOptions()
     ro.add_run_config_entry("memory.enable_memory_arena_shrinkage", value)
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(Exception, match=f"INVALID_ARGUMENT : {message}"):
         s.run(None, {"x": np.ones((2, 64), np.float32)}, ro)
     ok = ort.RunOptions()
     ok.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
