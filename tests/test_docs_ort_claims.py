@@ -19,6 +19,7 @@ The negative controls edit copies of the texts and of the registry.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -130,6 +131,7 @@ def scanned_texts() -> dict[str, str]:
     return {str(p.relative_to(ROOT)): p.read_text() for p in paths}
 
 
+@functools.lru_cache(maxsize=256)  # the drift controls rescan the same texts with one edited
 def ort_sentences(name: str, text: str) -> list[str]:
     blocks = markdown_blocks(text) if name.endswith(".md") else python_blocks(text)
     return [s for b in blocks for s in sentences(b) if any(t.search(s) for t in _TRIGGERS)]
