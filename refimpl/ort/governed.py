@@ -13,14 +13,15 @@
 # ArenaHolder's grant is ONE lease on the host authority (the manager never
 # has a second authority of the host tier, C1), every managed session (primary
 # or replica) allocates from it (`session.use_env_allocators=1`) and every Run
-# is capped by it; each managed model's transient peak is lent within it, an
+# is capped by it [ort:env-arena-cap]; each managed model's transient peak is lent within it, an
 # allowance of the ArenaHolder, never charged again (I8); a peak past the
 # arena's remaining room is refused (AllowanceExceeded) before anything is
 # leased. A topology without an arena (0) is refused (InvalidArgument) rather
-# than given a default cap: ORT registers one env arena per process at one
-# cap, so a hidden default would either clash with the cap the process
-# already has or disagree with the topology the spec is run on (whose arena
-# says what the ledger charges); callers name the cap (the zoo's is
+# than given a default cap: the process's env arena keeps the cap it was
+# registered with for every session that took it, and registering again
+# reaches only later sessions [ort:env-arena-reregister], so a hidden default
+# would either clash with the cap the process already has or disagree with
+# the topology the spec is run on (whose arena says what the ledger charges); callers name the cap (the zoo's is
 # `refimpl.ort.zoo.ENV_ARENA_CAP`).
 # Reclaim goes through the one manager's pressure part (issue #10):
 # `_make_room`, `Pressure` and limit lowering open a pressure ticket on the
@@ -36,12 +37,13 @@
 # install, abandon on failure) so an ORT failure (`RunFailed`) keeps no
 # grown lease; `abstract()` reads every charge from the manager's allocations
 # by holder and role; arena pressure is a pressure ticket of the manager on
-# the arena holder, answered (0 B) at the next Run boundary;
-# weights are read by ORT from the lease (prepacking off) or from a replica
-# in the weight cache (`refimpl.ort.replicas`). On the CUDA EP the governed
-# pool is the device's (`refimpl.ort.device_path`: a DEVICE authority beside
-# the host one, weights and KV in leased device regions, each session's EP
-# arena capped at its loan). Split by concept: `refimpl.ort.measure`
+# the arena holder, answered (0 B) at the next Run boundary
+# [ort:arena-shrink]; weights are read by ORT from the lease (prepacking off
+# [ort:prepacking]) or from a replica in the weight cache
+# (`refimpl.ort.replicas`). On the CUDA EP the governed pool is the device's
+# (`refimpl.ort.device_path`: a DEVICE authority beside the host one, weights
+# and KV in leased device regions, each session's EP arena capped at its loan
+# [ort:gpu-mem-limit]). Split by concept: `refimpl.ort.measure`
 # (facts), `.requests` (decode path), `.lowering` (reclaim, limits),
 # `.abstraction` (the refinement mapping), `.device_path` (the device
 # pool's wiring); this module keeps construction and model admission.
@@ -138,9 +140,10 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePa
         # The device path (`refimpl.ort.device_path`): on the CUDA EP always; on the CPU EP only with a
         # CPU stand-in `device`. None: the host path (one host pool, as before).
         self.memory = device_memory(provider, device)
-        self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy and never reads the lease
+        self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy [ort:prepacking]
         # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
-        # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
+        # decode Run carries ORT's arena shrinkage [ort:arena-shrink] and, when it ends, the pressure is
+        # answered. The arena's
         # charge is the env arena's cap, which a shrink cannot lower: it credits 0 B, and what the
         # shrink returned to the OS is recorded as residency (VmRSS around the Run), apart from charge.
         self.arena_pending = 0  # == len(self._arena_pressures): the decode fast path reads one int
@@ -166,7 +169,8 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePa
             self.pmm.commit_limit(self.auth)
         if self.memory is None:
             self.weights = WeightHolder(self.pmm, self.auth)
-            self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
+            # The replicas are cache bytes ORT reads [ort:prepacking] (item 3).
+            self.replicas = Replicas(self.weights, self._session_options)
             self.kv = KvHolder(self.pmm, self.auth)
         else:
             self._device_holders()
@@ -195,10 +199,11 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePa
         if self.memory is not None:
             return self._device_arena(arena_cap, zero)
         # The env arena (issue #11 item 4, C1): ONE lease in this host pool, on the authority every other
-        # holder uses, of exactly the cap in force in this process (ORT cannot re-cap it; another cap is
-        # refused, typed, naming both). Each managed model's measured transient peak is lent within that
-        # lease (an allowance of the ArenaHolder, I8), never charged a second time. No second authority of
-        # the host tier is ever registered. Every runtime has one: there is no per-session-arena mode.
+        # holder uses, of exactly the cap in force in this process (registering again would reach only later
+        # sessions [ort:env-arena-reregister]; another cap is refused, typed, naming both). Each managed
+        # model's measured transient peak is lent within that lease (an allowance of the ArenaHolder, I8),
+        # never charged a second time. No second authority of the host tier is ever registered. Every
+        # runtime has one: there is no per-session-arena mode.
         return ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
 
     # --- figures ---------------------------------------------------------
@@ -291,10 +296,12 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePa
         rec.weights_lease = self.weights.admit(name, weights, arrays, so)
         if f.transient_peak:  # lent within the one arena lease, not charged again
             rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on("arena_room"))
-        # The device path: the session's EP arena is capped at this model's loan (`refimpl.ort.device_path`);
-        # the env arena stays the CPU-side arena (feeds, fetches, CPU-placed nodes) on the host authority.
+        # The device path: the session's EP arena is capped at this model's loan (`refimpl.ort.device_path`)
+        # [ort:gpu-mem-limit]; what the EP allocates outside that arena is not bounded by it
+        # [ort:gpu-mem-limit-outside]. The env arena stays the CPU-side arena (feeds, fetches, CPU-placed
+        # nodes) on the host authority [ort:env-arena-scope].
         rec.session = ort.InferenceSession(m.path, so, providers=self._providers(name, rec))
-        if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
+        if self.provider not in rec.session.get_providers():  # an EP that did not load [ort:cuda-fallback]
             raise ProviderUnavailable(f"{name}: asked for {self.provider}, the session runs on "
                                       f"{rec.session.get_providers()}")
 
@@ -304,10 +311,11 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePa
         so.intra_op_num_threads = 1
         so.enable_mem_pattern = False
         so.add_session_config_entry("session.use_env_allocators", "1")  # the ArenaHolder's env arena, always
-        # Measured (ORT 1.32, CPU): with prepacking on, ORT copies MatMul weights into its own packed
-        # buffers at session creation and never reads the leased ones again (writing into the lease
-        # changes no output), so the governed bytes would be bookkeeping beside ORT and the packed copy
-        # uncharged. Off, every Run reads the leased initializers (tests/ort/test_ort_weights.py).
+        # With prepacking on, ORT copies MatMul weights into its own packed buffers at session creation
+        # and never reads the leased ones again (writing into the lease changes no output)
+        # [ort:prepacking], so the governed bytes would be bookkeeping beside ORT and the packed copy
+        # uncharged. Off, every Run reads the leased initializers [ort:prepacking] (and
+        # tests/ort/test_ort_weights.py).
         if not self.prepack:
             so.add_session_config_entry("session.disable_prepacking", "1")
         return so

@@ -61,8 +61,8 @@ class WeightHolder:
     def admit(self, name: str, nbytes: int, arrays: dict[str, np.ndarray], so: ort.SessionOptions) -> int:
         """Lease `nbytes`, copy each initializer into the leased memory and hand it to the session."""
         aid = self._lease(nbytes, pinned=True)  # read by every Run of the model: never a victim (I6)
-        # Page-aligned anonymous memory of exactly the leased size: ORT reads these bytes on every Run
-        # (prepacking off). Private, with transparent huge pages asked for. Measured (d_model 1024, 16 MiB
+        # Page-aligned anonymous memory of exactly the leased size: ORT reads these bytes in place on every
+        # Run (prepacking off) [ort:prepacking] [ort:zero-copy]. Private, with transparent huge pages asked for. Measured (d_model 1024, 16 MiB
         # of weights, sessions with their own copies run in random order, decode step medians minus ORT's
         # own mapping of the model file, two copies each): a shared 4 KiB-page mapping (mmap's default,
         # shmem, as it was) +60 to +79 us (4-5%); private 4 KiB pages +47 to +58 us; private with huge

@@ -100,9 +100,14 @@ def session_providers(provider: str, cap: int, device_id: int = 0) -> list[Any]:
     """The `providers` list for a managed session; on CUDA its EP arena is capped at `cap` bytes.
 
     On the device path `cap` is the model's loan within the device arena's lease
-    (`refimpl.ort.device_arena`, which says what `gpu_mem_limit` covers and what it does not). CPU stays
-    as ORT's fallback for nodes the CUDA EP lacks; the provider assertion after creation catches a
-    whole-session fallback.
+    (`refimpl.ort.device_arena`). `gpu_mem_limit` caps the CUDA EP's device arena only [ort:gpu-mem-limit];
+    the exhaustive cuDNN search's workspace, the CUDA context and the cuBLAS/cuDNN handles' memory are
+    outside it, and whether initializers count was not checked [ort:gpu-mem-limit-outside].
+    `kSameAsRequested` grows the arena by the amount asked rather than in powers of two
+    [ort:arena-extend-strategy]; with `cudnn_conv_use_max_workspace=0` ORT clamps the cuDNN workspace to
+    32 MB [ort:cudnn-max-workspace]. CPU stays in the list for nodes the CUDA EP cannot run
+    [ort:node-partition], and the provider assertion after creation catches a whole-session fallback
+    [ort:cuda-fallback].
     """
     if provider != "CUDAExecutionProvider":
         return ["CPUExecutionProvider"]

@@ -24,10 +24,11 @@ __all__ = ["save_decoder_external", "build_zoo", "reporter_facts", "ENV_ARENA_CA
 _ORPHAN = b"\xab"
 
 #: The env arena cap every runtime over the zoo's models uses (the checker's campaign, the tests, the
-#: demo): ONE figure per process, because ORT registers one env arena per process at one cap and
-#: `refimpl.ort.arena.ArenaHolder` refuses any other grant. Each managed model's measured transient peak
-#: (dec 4,608 B, dec_wide 8,960 B, mlp 256 B) is lent within it, so dec + dec_wide + mlp fit and a second
-#: dec_wide beside a first is refused (AllowanceExceeded). ORT's own use through IOBinding is far smaller
+#: demo): ONE figure per process, because the process's env arena caps its sessions' Runs at the cap it
+#: was registered with [ort:env-arena-cap], registering again would reach only later sessions
+#: [ort:env-arena-reregister], and `refimpl.ort.arena.ArenaHolder` refuses any other grant. Each managed
+#: model's measured transient peak (dec 4,608 B, dec_wide 8,960 B, mlp 256 B) is lent within it, so dec +
+#: dec_wide + mlp fit and a second dec_wide beside a first is refused (AllowanceExceeded). ORT's own use through IOBinding is far smaller
 #: (a dec_wide Run needs under 768 B: tests/ort/run_fail_proc.py).
 ENV_ARENA_CAP = 16 << 10
 

@@ -55,8 +55,9 @@ LIMITS = (96 * 1024, 160 * 1024, 256 * 1024)
 HOST_MAPPED = (0, 32 * 1024)
 NAMES = ("a", "b", "c")
 #: Every managed session of the campaign allocates from this process's one env arena, capped by ORT at
-#: `ENV_ARENA_CAP` bytes (defined once, in `refimpl.ort.zoo`, for every runtime over the zoo). ORT cannot
-#: re-cap an env arena once registered (ORT-NOTES 8), so the cap is one per process, not one per
+#: `ENV_ARENA_CAP` bytes [ort:env-arena-cap] (defined once, in `refimpl.ort.zoo`, for every runtime over
+#: the zoo). Registering the env arena again would reach only sessions created afterwards, the earlier
+#: ones keeping the old cap [ort:env-arena-reregister], so the cap is one per process, not one per
 #: runtime's grant. The cap is carved from the host pool's topology (C1: the arena is one lease in that
 #: pool, never a second authority) and every limit keeps room for it.
 
@@ -80,7 +81,8 @@ class OrtWorld:
         self.sources = build_zoo(self._dir.name)
         peak_on = "cuda:0" if path == "cuda" else "cpu"
         self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET, peak_on) for k, p in self.sources.items()}
-        # Ungoverned twins: the same ORT options as managed sessions (prepacking off), no governance, on
+        # Ungoverned twins: the same ORT options as managed sessions (prepacking off [ort:prepacking]), no
+        # governance, on
         # the same EP as the governed sessions.
         self.reference = {k: make_session(p, provider=self.provider, prepack=False) for k, p in self.sources.items()}
         #: The pool's arena: the process's env arena cap on the CPU EP; on CUDA the device arena's lease,
@@ -275,7 +277,7 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
         st.builds(S.Open, model),
         *[st.builds(S.Decode, rid)] * (8 if rids else 2),  # decodes dominate once requests are open (depth)
         st.builds(S.Close, rid),
-        st.builds(S.RunFails, rid),  # the environment: ORT fails this decode's Run (INJECTED)
+        st.builds(S.RunFails, rid),  # the environment: ORT fails this decode's Run (INJECTED) [ort:run-terminate]
         st.just(S.Prefetch()),
         st.builds(S.Pressure, st.sampled_from([1, 4096, 10**6, 0, -1])),
         st.builds(S.Decline, st.sampled_from([Role.WEIGHTS, Role.KV, "weights"])),
