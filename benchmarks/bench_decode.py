@@ -109,8 +109,10 @@ from spec import sessions as S
 SIZES = (64, 256, 1024, 2048)
 #: The comparisons reported: (name, minuend arm, baseline arm).
 PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
-#: The env arena cap of this process's runtimes (every managed session allocates from it; ORT registers
-#: one env arena per process at one cap, so every size shares it). It must hold each size's measured
+#: The env arena cap of this process's runtimes (every managed session allocates from it). ortmem registers
+#: one env arena per process, at one cap, and refuses another cap (`refimpl.ort.arena`: re-registering in ORT
+#: reaches only sessions created afterwards, docs/ort-claims.md#env-arena-reregister), so every size shares
+#: it. It must hold each size's measured
 #: transient peak (d2048 at 64 steps: about 1 MiB), lent within it; a peak past it is refused, typed.
 BENCH_ARENA_CAP = 64 << 20
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:

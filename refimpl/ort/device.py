@@ -5,10 +5,11 @@
 #
 # Two mechanisms with one interface:
 #   CudaMemory      cudaMalloc / cudaFree / cudaMemcpy on one CUDA device
-#                   through NVIDIA's `cuda-bindings` (the [gpu] extra). ORT
-#                   reads these bytes in place: initializers and IOBinding
-#                   tensors are DLPack / pointer views on 'cuda'
-#                   (`refimpl.ort.dlpack`). Device memory in use is read back
+#                   through NVIDIA's `cuda-bindings` (the [gpu] extra).
+#                   Initializers and IOBinding tensors are DLPack / pointer
+#                   views on 'cuda' (`refimpl.ort.dlpack`), which ORT reads in
+#                   place when 'cuda' is where it plans them [ort:user-initializer]
+#                   [ort:iobinding-in-place]. Device memory in use is read back
 #                   with cudaMemGetInfo (device-wide, the driver's figure).
 #   StandInMemory   a CPU STAND-IN: anonymous host memory, views on 'cpu'.
 #                   It exists so that everything of the device path that does
@@ -19,8 +20,8 @@
 #                   about CUDA.
 # Why not ORT's own device allocation (`ortvalue_from_shape_and_type(...,
 # 'cuda', 0)`): those OrtValues own their buffers, which `add_initializer`
-# refuses, and they come from the Python binding's process-wide CUDA arena,
-# which keeps freed bytes: the driver's figure would then not move with the
+# refuses [ort:user-initializer], and their bytes would be allocated by ORT,
+# not as a lease's region: the driver's figure would then not move with the
 # ledger's.
 #
 # Owns: regions (one allocation each) and copies between them and the host.

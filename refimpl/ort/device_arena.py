@@ -6,26 +6,39 @@
 # Each managed model's measured transient peak is lent within it (an
 # allowance of this holder: `ArenaHolder.lend`, no second charge, I8), and
 # the model's session is created with its CUDA EP arena capped at exactly
-# that loan (`gpu_mem_limit`). The CUDA EP keeps one BFC arena per session,
-# so the caps in force sum to the bytes lent, never more than the lease.
+# that loan (`gpu_mem_limit`, a per-session provider option) [ort:gpu-mem-limit].
+# So the caps in force sum to the bytes lent, never more than the lease.
+# That they also bound what the EP arenas hold together rests on each
+# session's CUDA EP keeping one device arena under its cap, which we have not
+# checked on a GPU.
 #
-# What `gpu_mem_limit` caps (ORT 1.32, `cuda_execution_provider_info.h`,
-# `bfc_arena.cc`): the bytes the session's CUDA EP allocator (its BFC arena)
-# holds from the device: activations, outputs ORT allocates, and the scratch
-# buffers kernels take through `GetScratchBuffer` (cuDNN convolution
-# workspaces among them). A Run whose arena would pass it fails for that
-# Run ("Available memory of X is smaller than requested bytes of Y"). It does
-# not cover the CUDA context, cuBLAS/cuDNN handles and their own workspaces,
-# CUDA graph pools, the CUDA EP's pinned host staging, the Python binding's
-# own CUDA allocator, or other EPs: `OUTSIDE_LEDGER`, reported not enforced
-# (I3). Weights and KV are not in the arena on this path: they are leased
-# device regions the session reads in place.
+# What `gpu_mem_limit` caps, as read in ORT's source (about ORT 1.23; the
+# CUDA EP of 1.32 was not read or run): the bytes the session's CUDA EP arena
+# (a BFC arena) holds from the device: activations, outputs ORT allocates, and
+# the scratch buffers kernels take through `GetScratchBuffer` (cuDNN
+# convolution workspaces among them) [ort:gpu-mem-limit-outside]. A request
+# the arena cannot take under its limit fails ("Available memory of X is
+# smaller than requested bytes of Y"), which on the CPU fails that Run only
+# [ort:bfc-arena] [ort:env-arena-cap]. It does not cover the CUDA context,
+# what cuBLAS/cuDNN allocate for their handles, the workspace of cuDNN's
+# exhaustive algorithm search (taken with `Reserve`, past the limit's check),
+# or other EPs [ort:gpu-mem-limit-outside]; nor pinned host staging buffers
+# (host memory), nor allocations the Python binding makes outside any session
+# (`OrtValue.ortvalue_from_shape_and_type(..., 'cuda')`; this path makes
+# none). What of these this path can meet is `OUTSIDE_LEDGER`, reported not
+# enforced (I3; XXX: the algorithm search's workspace, met by models with
+# convolutions, is not in it yet). Weights and KV are not in the arena on
+# this path: they are leased device regions the session reads in place
+# [ort:user-initializer] [ort:iobinding-in-place].
 #
 # Every Run of a device session carries arena shrinkage for its device
-# (`memory.enable_memory_arena_shrinkage = gpu:N`), so each Run starts from an
-# arena that holds nothing: a Run's need is then a function of its own
-# shapes, never of the order earlier Runs fragmented the arena in, which is
-# what makes a calibrated peak (`refimpl.ort.device_peak`) a cap that holds.
+# (`memory.enable_memory_arena_shrinkage = gpu:N`) [ort:arena-shrink], which at
+# the Run's end returns every arena region whose chunks are all free (with
+# `kSameAsRequested`, the first region too) [ort:bfc-arena]. A calibrated peak
+# (`refimpl.ort.device_peak`) is a cap that holds only if each Run then starts
+# from an arena holding nothing that depends on earlier Runs; what survives a
+# shrink on the CUDA EP (a bound input's device copy would be a candidate) has
+# not been observed (no GPU).
 #
 # Owns: the arena lease and loans, the provider options, the not-enforced
 # list. Must not touch: weights, KV, admission policy.
@@ -64,8 +77,8 @@ OUTSIDE_LEDGER = (
                 "no allocator ORT or ortmem controls"),
     NotEnforced("cuBLAS / cuDNN handles", "the CUDA EP's library handles allocate their own workspaces "
                 "outside the EP allocator, so gpu_mem_limit does not bound them"),
-    NotEnforced("CUDA graph pools", "graph capture is off on this path (enable_cuda_graph=0); a captured "
-                "graph's memory pool would be outside the arena"),
+    NotEnforced("CUDA graph capture", "off on this path (enable_cuda_graph=0); what a captured graph holds on "
+                "the device, and whether gpu_mem_limit bounds it, was not checked"),
     NotEnforced("driver page rounding", "cudaMalloc rounds each region (leases and arena extensions) to the "
                 "driver's page size; the ledger charges the requested bytes"),
     NotEnforced("CUDA pinned host staging", "the CUDA EP's CUDA_PINNED allocator (host memory for transfers) "
@@ -81,10 +94,15 @@ def cuda_provider_options(device_id: int, cap: int) -> dict[str, str]:
         raise InvalidBytes(f"device_id must be a non-negative int, got {device_id!r}")
     return {
         "device_id": str(device_id),
-        "gpu_mem_limit": str(cap),  # the BFC arena's limit: what it may hold from the device
-        "arena_extend_strategy": "kSameAsRequested",  # extend by what is asked, never doubling past it
-        "cudnn_conv_use_max_workspace": "0",  # no maximal cuDNN workspace (it would come from the cap)
-        "enable_cuda_graph": "0",  # no graph pool: it would sit outside the arena
+        # the EP arena's limit [ort:gpu-mem-limit]; extend it by what is asked (kNextPowerOfTwo takes doubling
+        # regions, up to all that is left under the limit) [ort:arena-extend-strategy] [ort:bfc-arena]; a clamped
+        # cuDNN workspace (its run workspace comes from the arena) [ort:cudnn-max-workspace]
+        # [ort:gpu-mem-limit-outside]; no CUDA graph capture (what a captured graph holds on the device was not
+        # checked)
+        "gpu_mem_limit": str(cap),
+        "arena_extend_strategy": "kSameAsRequested",
+        "cudnn_conv_use_max_workspace": "0",
+        "enable_cuda_graph": "0",
     }
 
 

@@ -6,22 +6,31 @@
 # a failed allocation cancels the reservation), freed before the lease goes
 # back (the ledger never charges less than is allocated).
 #
-# Weights: every initializer is written into the model's device region; ORT
-# reads the device-planned ones in place through zero-copy DLPack OrtValues
-# added with `add_initializer`. ORT only takes a user initializer whose
-# device equals the one its plan gives the tensor ("Cannot use user supplied
-# initializer ... planned memory location", session_state_utils.cc, 1.32),
-# and the CUDA EP takes shape-like inputs (Reshape's shape, axes) in host
-# memory: so integer initializers are also given from a host copy, leased on
-# the HOST authority by this holder (`host_planned`). Every byte ORT is given
-# is leased where it lies.
+# Weights: every initializer is written into the model's device region and
+# given to ORT as a zero-copy DLPack OrtValue with `add_initializer`
+# [ort:user-initializer]. ORT uses a user initializer, in place, only when its
+# device is the one ORT plans for the tensor; otherwise it logs "Cannot use
+# user supplied initializer ... planned memory location" at WARNING and loads
+# its own copy from the model (session_state_utils.cc; observed on 1.32)
+# [ort:user-initializer]. The CUDA EP takes shape-like inputs (Reshape's
+# shape, for one) in host memory [ort:cuda-host-shape-inputs]: so integer
+# initializers are given from a host copy instead, leased on the HOST
+# authority by this holder (`host_planned`). Every byte ORT is given is
+# leased where it lies.
 #
 # KV: one region per bucket holds both ping-pong sides of K and V; each
 # binding binds past/present by pointer into it (IOBinding `bind_input` /
-# `bind_output` on the memory's device), so a decode never moves KV through
-# the host. The token input x and output y are host buffers bound as such:
-# ORT copies x up and y down (a token in, a result out, as in any decode
-# loop). Growth copies the old past device to device.
+# `bind_output` on the memory's device), which ORT reads and writes in place
+# when its kernels run on that device, so a decode never moves KV through the
+# host [ort:iobinding-in-place]. The
+# token input x and output y are host buffers bound as OrtValues. An input
+# bound on another device than its consumer's is copied to that device when
+# it is bound, not at each Run; an output produced on another device is
+# copied into the bound buffer at the end of every Run [ort:iobinding-in-place].
+# XXX: so on the CUDA EP a Run of a binding reads the x it was bound with (the
+# bucket's zeros), not what `DeviceKvHolder.run` writes into `b.x` before the
+# Run; the CPU stand-in, where x is not copied, cannot show it. Growth copies
+# the old past device to device.
 #
 # On the CPU stand-in (`StandInMemory`) the same code binds 'cpu' pointers:
 # it checks the wiring, not CUDA.
@@ -103,7 +112,7 @@ class DeviceWeightHolder(WeightHolder):
             layout = weight_layout(arrays, nbytes)
             host = {k: a for k, a in arrays.items() if host_planned(a)}
             hbytes = sum(a.nbytes for a in host.values())
-            if hbytes:  # the host copy ORT reads for host-planned tensors: leased on the host authority
+            if hbytes:  # the host copy given for host-planned tensors [ort:user-initializer]: leased on the host
                 host_aid = self.pmm.reserve(self.id, self.host_auth, Tier.HOST, hbytes, Role.WEIGHTS)
                 self.pmm.commit(self.id, host_aid, hbytes)
             hoff = 0
@@ -154,8 +163,8 @@ class DeviceKvBundle(KvBundle):
         self.heads, self.dh, self.cap, self.lease, self.session = heads, dh, cap, lease, session
         self.memory, self.region, self.ro = memory, region, ro
         self.cur, self.tokens = cur, tokens
-        self.x = np.zeros((1, 1, heads * dh), np.float32)  # host: ORT copies the token up
-        self.y = np.zeros((1, 1, heads * dh), np.float32)  # host: ORT copies the result down
+        self.x = np.zeros((1, 1, heads * dh), np.float32)  # host; copied up when bound [ort:iobinding-in-place]
+        self.y = np.zeros((1, 1, heads * dh), np.float32)  # host; copied down each Run [ort:iobinding-in-place]
         self.bindings: list[object | None] = []
 
     def offset(self, name: str, side: int) -> int:

@@ -3,17 +3,22 @@
 # on the runtime's one ProcessMemoryManager, beside the host authority (the
 # process's one shared host quota, C1; DESIGN-FACTS 7, "Discrete GPU").
 #
-#   device authority  weights (leased device regions ORT reads in place), KV
-#                     (leased device regions bound through IOBinding), the
-#                     weight cache (borrowed device bytes), and the EP arenas'
-#                     one lease (`DeviceArena`), each session capped at its
-#                     model's loan (`gpu_mem_limit`).
+#   device authority  weights (leased device regions ORT reads in place,
+#                     [ort:user-initializer]), KV (leased device regions bound
+#                     through IOBinding, [ort:iobinding-in-place]), the weight
+#                     cache (borrowed device bytes), and the EP arenas' one
+#                     lease (`DeviceArena`), each session capped at its model's
+#                     loan (`gpu_mem_limit`, [ort:gpu-mem-limit]).
 #   host authority    the CPU env arena (the CPU-side tensors of device
 #                     sessions) and the host copies of host-planned
 #                     initializers (`refimpl.ort.device_holders`).
-#   not enforced      the CUDA context, library handles, graph pools, driver
-#                     rounding, pinned staging: `device_snapshot().not_enforced`
+#   not enforced      the CUDA context, library handles
+#                     [ort:gpu-mem-limit-outside], driver rounding, pinned
+#                     staging (host memory): `device_snapshot().not_enforced`
 #                     (I3), with the driver's own figure where there is one.
+#                     XXX: for a model with convolutions, the workspace of
+#                     cuDNN's exhaustive algorithm search is outside the cap
+#                     too [ort:gpu-mem-limit-outside] and not in that report.
 #
 # Weight replicas (`refimpl.ort.replicas`) stay on the host path: a replica
 # session on the device would bring a second EP arena no loan caps.

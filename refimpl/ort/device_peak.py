@@ -1,16 +1,19 @@
 # The transient peak of a model on the CUDA EP, measured as what the device
 # path's cap needs: the smallest `gpu_mem_limit` under which the model's
-# decodes all pass (I8: admitted = weights + transient peak, the peak from
-# the reporter's own measurement). ORT's profiler reports arena statistics of
-# CPU arenas only (ORT-NOTES 2.5), so the CUDA figure is found by search:
-# probe sessions built exactly as the device path builds managed sessions
-# (weights as leased-device-region views, KV bound by pointer, x and y on the
-# host, arena shrinkage on every Run, `refimpl.ort.device_holders`), each
-# with a cap, running one whole generation from an empty past to max
-# context; the smallest passing cap, to the BFC arena's 256 B resolution.
-# With shrinkage on every Run, each Run starts from an arena that holds
-# nothing, so a Run's need depends on its own shapes alone and the searched
-# cap holds for any interleaving of requests.
+# decodes all pass [ort:gpu-mem-limit] (I8: admitted = weights + transient
+# peak, the peak from the reporter's own measurement). ORT's profiler samples
+# the session's CPU arena after each kernel [ort:profiler-mem-fields]; whether it reports a CUDA arena's figures we have
+# not checked, so the CUDA figure is found by search: probe sessions built
+# exactly as the device path builds managed sessions (weights as
+# leased-device-region views, KV bound by pointer, x and y on the host, arena
+# shrinkage on every Run, `refimpl.ort.device_holders`), each with a cap,
+# running one whole generation from an empty past to max context; the
+# smallest passing cap, to the BFC arena's 256 B resolution [ort:bfc-arena].
+# The searched cap holds for any interleaving of requests only if each Run
+# starts from an arena holding nothing that depends on earlier Runs; the
+# shrink at every Run's end returns each wholly free region [ort:bfc-arena],
+# and what survives it on the CUDA EP has not been observed (no GPU; see
+# `refimpl.ort.device_arena`).
 #
 # The probes' device bytes are a calibration before admission, outside any
 # ledger, freed before this returns (as the CPU reporter's profiling session).
@@ -35,7 +38,7 @@ from spec.errors import InvalidArgument, ProviderUnavailable
 
 __all__ = ["device_transient_peak", "smallest_passing", "ARENA_GRAIN", "PEAK_CEILING"]
 
-ARENA_GRAIN = 256  # the BFC arena's smallest allocation unit (bfc_arena.h kMinAllocationSize)
+ARENA_GRAIN = 256  # the BFC arena's allocation unit, bfc_arena.h kMinAllocationSize [ort:bfc-arena]
 PEAK_CEILING = 1 << 30  # a probe needing more than this is an error, not a peak
 CUDA = "CUDAExecutionProvider"
 

@@ -1,15 +1,18 @@
 # A typed, shaped OrtValue over bytes we already own, at any offset: the one
 # constructor ORT's Python binding lacks.
 #
-# Why this exists (ORT 1.32's binding, checked here): `SessionOptions.
-# add_initializer` refuses an OrtValue that owns its buffer ("Buffer
-# containing the initializer must be owned by the user"), so an OrtValue from
-# `OrtValue.ortvalue_from_shape_and_type(..., 'cuda', 0)` cannot be an
-# initializer; `ortvalue_from_numpy` wraps host memory only. What the binding
-# does take is `OrtValue.from_dlpack(capsule)`: no copy, a tensor that does
-# not own its buffer, on the DLPack capsule's device (kDLCPU -> 'cpu',
-# kDLCUDA -> 'cuda'). Producing such a capsule over a device pointer needs a
-# DLPack producer; the usual ones (PyTorch, CuPy, JAX) are heavyweight
+# Why this exists (ORT 1.32's binding, observed in tests/ort/test_ort_facts.py):
+# `SessionOptions.add_initializer` refuses an OrtValue that owns its buffer
+# ("Buffer containing the initializer must be owned by the user"), as an
+# OrtValue the binding allocates does (`ortvalue_from_shape_and_type`,
+# observed with 'cpu'; with 'cuda' the same call allocates on the device), so
+# such a value cannot be an initializer [ort:user-initializer].
+# `ortvalue_from_numpy` wraps host memory only (for another device it holds a
+# copy) [ort:zero-copy]. What the binding does take is
+# `OrtValue.from_dlpack(capsule)`: no copy, a tensor that does not own its
+# buffer, on the DLPack capsule's device (kDLCPU -> 'cpu', kDLCUDA -> 'cuda')
+# [ort:user-initializer]. Producing such a capsule over a device pointer needs
+# a DLPack producer; the usual ones (PyTorch, CuPy, JAX) are heavyweight
 # dependencies for forty lines of ABI, so this module writes the legacy
 # `DLManagedTensor` (DLPack 0.x ABI, capsule name "dltensor") with ctypes.
 #

@@ -77,7 +77,7 @@ def test_shrink_options_name_the_arenas_that_exist() -> None:
 
 def test_outside_the_ledger_names_what_gpu_mem_limit_does_not_cover() -> None:
     names = {n.what for n in OUTSIDE_LEDGER}
-    assert {"CUDA context", "cuBLAS / cuDNN handles", "CUDA graph pools"} <= names
+    assert {"CUDA context", "cuBLAS / cuDNN handles", "CUDA graph capture"} <= names
     assert all(n.nbytes is None and n.source == "not measured" for n in OUTSIDE_LEDGER)
 
 

@@ -12,6 +12,7 @@ subprocess (`ort_facts_proc.py`), which only records what happened.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -149,6 +150,128 @@ def test_prepacking_keeps_its_own_copy_and_disable_prepacking_reads_the_buffer(p
         assert not after.any()  # relu(x @ 0) = 0: the Run read the zeroed buffer itself
 
 
+# A DLPack producer written here, so that no ortmem code is in the loop: the legacy DLManagedTensor
+# (DLPack 0.x, capsule "dltensor") of a C-contiguous float32 array, in one malloc'd block whose deleter is
+# libc's free. `device_type` is the label the capsule carries (1 kDLCPU, 2 kDLCUDA): over host memory a
+# kDLCUDA label lets the CPU wheel show what ORT does with a value of another device without reading it.
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype, _libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+_capsule = ctypes.pythonapi.PyCapsule_New
+_capsule.restype, _capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+KDL_CPU, KDL_CUDA = 1, 2
+
+
+def _dlpack(arr: np.ndarray, device_type: int) -> object:
+    assert arr.dtype == np.float32 and arr.flags.c_contiguous
+    head = ctypes.sizeof(_DLManaged)
+    block = _libc.malloc(head + 8 * arr.ndim)
+    (ctypes.c_int64 * arr.ndim).from_address(block + head)[:] = arr.shape
+    m = _DLManaged.from_address(block)
+    m.dl_tensor = _DLTensor(arr.ctypes.data, _DLDevice(device_type, 0), arr.ndim, _DLDataType(2, 32, 1),
+                            block + head, None, 0)
+    m.manager_ctx, m.deleter = None, ctypes.cast(_libc.free, ctypes.c_void_p).value
+    return _capsule(block, b"dltensor", None)
+
+
+def _relu_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return np.maximum(x @ w, 0)
+
+
+def test_add_initializer_takes_only_buffers_the_caller_owns() -> None:
+    """user-initializer: an OrtValue owning its buffer is refused; a DLPack view is taken and read in place."""
+    so = options(prepack=False)
+    owning = ort.OrtValue.ortvalue_from_shape_and_type([256, 256], np.float32, "cpu", 0)
+    with pytest.raises(Exception, match="Buffer containing the initializer must be owned by the user"):
+        so.add_initializer("W", owning)
+    model, w = matmul_model(256)
+    kept = w.copy()
+    view = ort.OrtValue.from_dlpack(_dlpack(kept, KDL_CPU))
+    assert (view.device_name(), view.data_ptr()) == ("cpu", kept.ctypes.data)  # no copy
+    so.add_initializer("W", view)  # accepted
+    s = _session(model, so)
+    x = np.ones((4, 256), np.float32)
+    assert np.allclose(s.run(None, {"x": x})[0], _relu_matmul(x, w), atol=1e-3)
+    kept[:] = 0  # written after the session was created: the next Run reads it
+    assert not s.run(None, {"x": x})[0].any()
+
+
+@pytest.mark.parametrize("device_type, used", [(KDL_CUDA, False), (KDL_CPU, True)])
+def test_a_user_initializer_is_used_only_on_the_device_ort_plans_for_it(capfd, device_type: int,
+                                                                       used: bool) -> None:
+    """user-initializer: a value on another device than the planned one is logged and replaced by ORT's own."""
+    model, w = matmul_model(64)
+    zeros = np.zeros((64, 64), np.float32)
+    value = ort.OrtValue.from_dlpack(_dlpack(zeros, device_type))
+    assert value.device_name() == ("cuda" if device_type == KDL_CUDA else "cpu")  # the capsule's device
+    so = options(prepack=False)
+    so.log_severity_level = 2  # WARNING
+    so.add_initializer("W", value)
+    s = _session(model, so)
+    x = np.ones((2, 64), np.float32)
+    out = s.run(None, {"x": x})[0]
+    warned = "Cannot use user supplied initializer with name: (W)" in capfd.readouterr().err
+    assert warned is not used
+    assert (not out.any()) if used else np.allclose(out, _relu_matmul(x, w), atol=1e-3)  # zeros, or the model's W
+
+
+def test_iobinding_reads_and_writes_bound_buffers_in_place() -> None:
+    """iobinding-in-place: inputs and outputs bound by pointer or as views on the session's device are not copied."""
+    model, w = matmul_model(64)
+    s = _session(model)
+    x, y = np.ones((2, 64), np.float32), np.zeros((2, 64), np.float32)
+    io = s.io_binding()
+    io.bind_input("x", "cpu", 0, np.float32, [2, 64], x.ctypes.data)
+    io.bind_output("y", "cpu", 0, np.float32, [2, 64], y.ctypes.data)
+    s.run_with_iobinding(io)
+    assert np.allclose(y, _relu_matmul(x, w), atol=1e-3)  # the Run wrote into our buffer
+    x[:] = -1.0  # written between Runs, without binding again
+    s.run_with_iobinding(io)
+    assert np.allclose(y, _relu_matmul(x, w), atol=1e-3) and not np.allclose(y, _relu_matmul(x * -1, w), atol=1e-3)
+    view = s.io_binding()
+    view.bind_ortvalue_input("x", ort.OrtValue.from_dlpack(_dlpack(x, KDL_CPU)))
+    view.bind_ortvalue_output("y", ort.OrtValue.from_dlpack(_dlpack(y, KDL_CPU)))
+    x[:] = 2.0
+    s.run_with_iobinding(view)
+    assert np.allclose(y, _relu_matmul(x, w), atol=1e-3)
+
+
+@pytest.mark.parametrize("device_type", [KDL_CUDA, KDL_CPU])
+def test_iobinding_copies_an_input_of_another_device_when_it_is_bound(device_type: int) -> None:
+    """iobinding-in-place: an input on another device than its consumer's is copied at bind time, not per Run."""
+    model, _ = matmul_model(64)
+    s = _session(model)
+    x = np.ones((2, 64), np.float32)
+    io = s.io_binding()
+    value = ort.OrtValue.from_dlpack(_dlpack(x, device_type))
+    if device_type == KDL_CUDA:  # the CPU wheel has no CUDA copy: bind_ortvalue_input itself fails
+        with pytest.raises(RuntimeError, match=r"Error when binding input: There's no data transfer registered "
+                                               r"for copying tensors from Device:\[DeviceType:1"):
+            io.bind_ortvalue_input("x", value)
+    else:
+        io.bind_ortvalue_input("x", value)  # same device: bound as it is
+        io.bind_output("y", "cpu")
+        s.run_with_iobinding(io)
+        assert io.copy_outputs_to_cpu()[0].shape == (2, 64)
+
+
 # --- Runs ---------------------------------------------------------------------------------------
 
 
@@ -227,6 +350,18 @@ def test_cuda_asked_of_the_cpu_wheel_warns_and_runs_on_cpu() -> None:
     assert s.get_providers() == ["CPUExecutionProvider"]
     assert any(issubclass(w.category, UserWarning) and "not in available provider names" in str(w.message)
                for w in caught)
+
+
+def test_a_failed_session_creation_is_retried_on_the_cpu_ep_and_printed(capsys) -> None:
+    """cuda-fallback: InferenceSession catches an error of session creation, prints it and retries on the CPU EP."""
+    model, _ = matmul_model(64)
+    bad = {"providers": ["CPUExecutionProvider"], "provider_options": [{}, {}]}  # an error the CPU wheel can make
+    s = ort.InferenceSession(model, options(), **bad)
+    out = capsys.readouterr().out
+    assert "EP Error" in out and "Falling back to ['CPUExecutionProvider'] and retrying." in out
+    assert s.get_providers() == ["CPUExecutionProvider"]
+    with pytest.raises(ValueError, match="should be the same length"):  # the control: no retry, the error itself
+        ort.InferenceSession(model, options(), enable_fallback=0, **bad)
 
 
 def test_the_registry_names_the_installed_version() -> None:
