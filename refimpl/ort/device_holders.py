@@ -27,10 +27,11 @@
 # bound on another device than its consumer's is copied to that device when
 # it is bound, not at each Run; an output produced on another device is
 # copied into the bound buffer at the end of every Run [ort:iobinding-in-place].
-# XXX: so on the CUDA EP a Run of a binding reads the x it was bound with (the
-# bucket's zeros), not what `DeviceKvHolder.run` writes into `b.x` before the
-# Run; the CPU stand-in, where x is not copied, cannot show it. Growth copies
-# the old past device to device.
+# So `DeviceKvHolder.run` re-binds x right before each Run, after writing the
+# step's token into it: binding once per bucket would make every CUDA Run read
+# the x it was bound with (the bucket's zeros). The CPU stand-in, where x is
+# not copied, cannot show the difference; `gpu_check.sh`'s bit-for-bit test
+# does. Growth copies the old past device to device.
 #
 # On the CPU stand-in (`StandInMemory`) the same code binds 'cpu' pointers:
 # it checks the wiring, not CUDA.
@@ -179,6 +180,7 @@ class DeviceKvBundle(KvBundle):
         """This bucket's bindings, one per step position; past/present are pointers into the region."""
         x, y = ort.OrtValue.ortvalue_from_numpy(self.x), ort.OrtValue.ortvalue_from_numpy(self.y)
         self._keep = (x, y)
+        self.x_value = x  # re-bound before every Run: a bound input of another device is copied when bound
         dev, did, base = self.memory.ort_device, self.memory.device_id, self.region.ptr
         self.bindings = [None] * self.tokens
         side = self.cur
@@ -248,7 +250,9 @@ class DeviceKvHolder(KvHolder):
     def run(b: DeviceKvBundle, x: np.ndarray, ro: ort.RunOptions | None = None) -> np.ndarray:
         t = b.tokens
         b.x[...] = x
-        b.session.run_with_iobinding(b.bindings[t], ro or b.ro)
+        io = b.bindings[t]
+        io.bind_ortvalue_input("x", b.x_value)  # copies this step's token up now [ort:iobinding-in-place]
+        b.session.run_with_iobinding(io, ro or b.ro)
         b.cur, b.tokens = 1 - b.cur, t + 1
         return b.y
 
