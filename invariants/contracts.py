@@ -14,6 +14,11 @@ spec views and runs the catalog's predicates on them for every operation
 (`refimpl.manager.views`). ORTMEM_CONTRACTS_LEVEL=full|local sets the start
 level; `set_level()` and `contracts(on, level=...)` change it.
 
+`SWITCH.epoch` counts the changes of (on, level). Level "local" keeps books
+of its own across operations (`refimpl.manager.contract_books`); operations
+that ran while contracts were off, or at the other level, did not keep them,
+so books read at another epoch than their own are dropped and recounted.
+
 This is the only module-level mutable state in the project.
 """
 
@@ -43,11 +48,17 @@ def default_level() -> str:
 
 
 class _Switch:
-    __slots__ = ("on", "full")
+    __slots__ = ("on", "full", "epoch")
 
     def __init__(self) -> None:
         self.on = default()
         self.full = default_level() == "full"  # read on the hot path: a bool, not a string compare
+        self.epoch = 0  # bumped by every change of (on, full)
+
+    def set(self, on: bool, full: bool) -> None:
+        if (on, full) != (self.on, self.full):
+            self.on, self.full = on, full
+            self.epoch += 1
 
 
 SWITCH = _Switch()
@@ -59,11 +70,11 @@ def enabled() -> bool:
 
 
 def enable() -> None:
-    SWITCH.on = True
+    SWITCH.set(True, SWITCH.full)
 
 
 def disable() -> None:
-    SWITCH.on = False
+    SWITCH.set(False, SWITCH.full)
 
 
 def level() -> str:
@@ -74,12 +85,11 @@ def level() -> str:
 def set_level(name: str) -> None:
     if name not in LEVELS:
         raise ValueError(f"contracts level must be one of {LEVELS}, got {name!r}")
-    SWITCH.full = name == "full"
+    SWITCH.set(SWITCH.on, name == "full")
 
 
 def reset() -> None:
-    SWITCH.on = default()
-    SWITCH.full = default_level() == "full"
+    SWITCH.set(default(), default_level() == "full")
 
 
 @contextmanager
@@ -88,8 +98,8 @@ def contracts(on: bool = True, level: str | None = None) -> Iterator[None]:
     before, full = SWITCH.on, SWITCH.full
     if level is not None:
         set_level(level)
-    SWITCH.on = on
+    SWITCH.set(on, SWITCH.full)
     try:
         yield
     finally:
-        SWITCH.on, SWITCH.full = before, full
+        SWITCH.set(before, full)
