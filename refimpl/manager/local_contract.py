@@ -45,6 +45,7 @@ from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager.contract_books import book, moved_unnamed, recount
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec.errors import GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState
 
@@ -82,18 +83,6 @@ def _b_auth(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
             (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a))
 
 
-def _b_alloc(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    rid = args[1]
-    r = m._allocs.get(rid) if type(rid) is int else None
-    if r is None:
-        return None, None, None, None, None, None, _figures(m, None), (), None
-    a = r.auth
-    return (a, a, r, (r.state, r.charge, r.nbytes, r.reserved, r.holder, a), None, None,
-            (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
-             len(m._tickets)), list(a.pending.values()) if a.pending else (),
-            (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a))
-
-
 def _b_ticket(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     tid = args[1]
     t = m._tickets.get(tid) if type(tid) is int else None
@@ -116,109 +105,158 @@ def refused(m: Any, b: tuple[Any, ...], what: str) -> None:
         _fail("G4", "refusal_changes_nothing", f"{what} was refused but changed the ledger")
 
 
-# --- the harms after an accepted body ---------------------------------------------------------------
+# --- the ledger kinds, fused: one frame takes the lock, reads, runs the body, then checks the harms -----------
+# The debug build's hot path: what is read before the body stays in local variables (a tuple is compared only if
+# the body refuses), and no frame is entered but the body's. The figures and harms are those of the ticket kinds'
+# `_b_*` readers and after-functions below.
 
-def _admitted(state: Any) -> Callable[..., None]:
-    """The harms after a reservation (`state` PROVISIONAL) or a recording (LIVE) was accepted."""
+def _reserving(state: Any, name: str) -> Callable[..., Any]:
+    """A reservation (`state` PROVISIONAL) or a recording (LIVE), checked: G4 if refused, else the harms."""
 
-    def after(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
-        named, a, _, _, _, _, fig, pend, bk = b
-        if a is None:
-            _fail("G4", "unknown_accepted", f"a reservation on unknown authority {args[1]!r} was accepted")
-        r = m._allocs.get(result) if type(result) is int else None
-        if r is None:
-            _fail("I1", "booked", f"reservation {result!r} is not in the allocation table")
-        if not fig[4] <= result < m._next_alloc:
-            _fail("I4a", "fresh_id", f"allocation id {result} is not fresh (counter was {fig[4]}, now {m._next_alloc})")
-        if r.auth is not a or a.allocs.get(result) is not r:
-            _fail("I1", "canonical", f"allocation {result} is charged to authority {r.auth.id}, not the canonical "
-                                     f"ledger {a.id}")
-        if r.tier is not a.tier:
-            _fail("C2", "tier", f"allocation {result} is {r.tier.value} on a {a.tier.value} ledger")
-        if r.holder != args[0]:
-            _fail("I4a", "owner", f"allocation {result} belongs to {r.holder}, reserved by {args[0]}")
-        n = args[3]
-        if r.charge != n or r.nbytes != n or r.reserved != n:
-            _fail("C2" if state is _PROV else "I2", "charged_in_full",
-                  f"allocation {result} of {n} B: reserved {r.reserved}, nbytes {r.nbytes}, charge {r.charge}")
-        if r.state is not state:
-            _fail("I4a", "lifecycle", f"new allocation {result} is {r.state.value}")
-        bk.rows[result] = n  # a fresh id (checked above): the books have no row of it yet
-        used, total = a.used, bk.total + n
-        if (pend or a.pending or named is not a or used != fig[0] + n or used != total
-                or used > a.limit and state is _PROV):
-            _tail(m, a, named, fig, bk, total, n, pend, state is _LIVE)  # a round, an alias, or a harm it names
-        else:
-            bk.total = total  # `_tail` without a round, inline (the hot path)
+    def run(m: Any, body: Callable[..., int], args: tuple[Any, ...], extra: tuple[Any, ...]) -> int:
+        with m._lock:
+            aid = args[1]
+            named = m._auths.get(aid) if type(aid) is int else None
+            a = named if named is None or named.alias_of is None else m._auths.get(named.alias_of)
+            if a is None:
+                fig = _figures(m, None)
+            else:
+                fig = (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+                       len(m._tickets))
+                pend = list(a.pending.values()) if a.pending else ()
+                bk = (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a)
+            try:
+                result = body(*args, *extra)
+            except GovernorError:
+                if _figures(m, a) != fig:
+                    _fail("G4", "refusal_changes_nothing", f"{name} was refused but changed the ledger")
+                raise
+            if a is None:
+                _fail("G4", "unknown_accepted", f"a reservation on unknown authority {args[1]!r} was accepted")
+            r = m._allocs.get(result) if type(result) is int else None
+            if r is None:
+                _fail("I1", "booked", f"reservation {result!r} is not in the allocation table")
+            if not fig[4] <= result < m._next_alloc:
+                _fail("I4a", "fresh_id", f"allocation id {result} is not fresh (counter was {fig[4]}, now "
+                                         f"{m._next_alloc})")
+            if r.auth is not a or a.allocs.get(result) is not r:
+                _fail("I1", "canonical", f"allocation {result} is charged to authority {r.auth.id}, not the "
+                                         f"canonical ledger {a.id}")
+            if r.tier is not a.tier:
+                _fail("C2", "tier", f"allocation {result} is {r.tier.value} on a {a.tier.value} ledger")
+            if r.holder != args[0]:
+                _fail("I4a", "owner", f"allocation {result} belongs to {r.holder}, reserved by {args[0]}")
+            n = args[3]
+            if r.charge != n or r.nbytes != n or r.reserved != n:
+                _fail("C2" if state is _PROV else "I2", "charged_in_full",
+                      f"allocation {result} of {n} B: reserved {r.reserved}, nbytes {r.nbytes}, charge {r.charge}")
+            if r.state is not state:
+                _fail("I4a", "lifecycle", f"new allocation {result} is {r.state.value}")
+            bk.rows[result] = n  # a fresh id (checked above): the books have no row of it yet
+            used, total = a.used, bk.total + n
+            if (pend or a.pending or named is not a or used != fig[0] + n or used != total
+                    or used > a.limit and state is _PROV):
+                _tail(m, a, named, fig, bk, total, n, pend, state is _LIVE)  # a round, an alias, or a harm it names
+            else:
+                bk.total = total  # `_tail` without a round, inline
+            return result
 
-    return after
-
-
-def _a_commit(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
-    _, a, r, row, _, _, fig, pend, bk = b
-    if r is None:
-        _fail("G4", "unknown_accepted", f"commit of unknown allocation {args[1]!r} was accepted")
-    if r.holder != row[4]:  # before I6, as the full check's order names it (I4a precedes I6)
-        _fail("I4a", "owner", f"allocation {r.id} changed holder {row[4]} -> {r.holder}")
-    if args[0] != row[4]:
-        _fail("I6", "own_action", f"holder {args[0]} settled allocation {r.id} of holder {row[4]}")
-    if row[0] is not _PROV:
-        _fail("I4a", "lifecycle", f"allocation {r.id} left state {row[0].value} by commit")
-    n = args[2]
-    if r.state is not _LIVE or r.nbytes != n or r.charge != n:
-        _fail("C2", "committed", f"allocation {r.id} committed {n} B: {r.state.value}, nbytes {r.nbytes}, "
-                                 f"charge {r.charge}")
-    if r.reserved != row[3] or n > row[3]:
-        _fail("C2", "within_reservation", f"allocation {r.id}: {n} B committed, reserved {row[3]} B "
-                                          f"(now {r.reserved} B)")
-    rid = r.id
-    if m._allocs.get(rid) is not r or a.allocs.get(rid) is not r:
-        _fail("I1", "booked", f"committed allocation {rid} left the tables")
-    if r.auth is not a:
-        _fail("I1", "one_ledger", f"allocation {rid} is listed on {a.id} but charged to {r.auth.id}")
-    rows, old = bk.rows, row[1]
-    if rows.get(rid) != old:  # before the operation, the row was not as the books last saw it
-        moved_unnamed(rid, old, rows.get(rid))
-    rows[rid] = n
-    used, total = a.used, bk.total + n - old
-    if pend or a.pending or used != fig[0] + n - old or used != total or used > a.limit and used > fig[0]:
-        _tail(m, a, a, fig, bk, total, n - old, pend, False)  # a round, or a harm: `_tail` names it
-    else:
-        bk.total = total  # `_tail` without a round, inline (the hot path)
+    return run
 
 
-def _retiring(source: Any, event: str) -> Callable[..., None]:
-    """The harms after a cancel (`source` PROVISIONAL) or a release (LIVE) was accepted."""
+def _settling(source: Any, name: str) -> Callable[..., Any]:
+    """A commit (`source` PROVISIONAL, to LIVE), a cancel (PROVISIONAL) or a release (LIVE, both retired),
+    checked: G4 if refused, else the harms."""
+    retiring = name != "Commit"
+    event = name.lower()
 
-    def after(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
-        _, a, r, row, _, _, fig, pend, bk = b
-        if r is None:
-            _fail("G4", "unknown_accepted", f"{event} of unknown allocation {args[1]!r} was accepted")
-        if args[0] != row[4]:
-            _fail("I6", "own_action", f"holder {args[0]} settled allocation {r.id} of holder {row[4]}")
-        if row[0] is not source:
-            _fail("I4a", "lifecycle", f"allocation {r.id} left state {row[0].value} by {event}")
-        if r.holder != row[4]:
-            _fail("I4a", "owner", f"allocation {r.id} changed holder {row[4]} -> {r.holder}")
-        rid = r.id
-        if m._allocs.get(rid) is not None or rid in a.allocs or r.charge != 0 or r.state is not _REL:
-            _fail("I1", "credit_exactly_once", f"retired allocation {rid} is still charged ({r.state.value}, "
-                                               f"{r.charge} B, listed: {rid in a.allocs})")
-        rows, old = bk.rows, row[1]
-        seen = rows.pop(rid, None)
-        if seen != old:  # before the operation, the row was not as the books last saw it
-            moved_unnamed(rid, old, seen)
-        used, total = a.used, bk.total - old
-        if pend or a.pending or used != fig[0] - old or used != total or used > a.limit and used > fig[0]:
-            _tail(m, a, a, fig, bk, total, -old, pend, False)  # a round, or a harm: `_tail` names it
-        else:
-            bk.total = total  # `_tail` without a round, inline (the hot path)
+    def run(m: Any, body: Callable[..., None], args: tuple[Any, ...], extra: tuple[Any, ...]) -> None:
+        with m._lock:
+            rid = args[1]
+            r = m._allocs.get(rid) if type(rid) is int else None
+            if r is None:
+                fig = _figures(m, None)
+                try:
+                    body(*args, *extra)
+                except GovernorError:
+                    if _figures(m, None) != fig:
+                        _fail("G4", "refusal_changes_nothing", f"{name} was refused but changed the ledger")
+                    raise
+                _fail("G4", "unknown_accepted", f"{event} of unknown allocation {args[1]!r} was accepted")
+            a = r.auth
+            state, old, nbytes, reserved, holder = r.state, r.charge, r.nbytes, r.reserved, r.holder
+            fig = (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+                   len(m._tickets))
+            pend = list(a.pending.values()) if a.pending else ()
+            bk = (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a)
+            try:
+                body(*args, *extra) if extra else body(*args)
+            except GovernorError:
+                if ((r.state, r.charge, r.nbytes, r.reserved, r.holder, r.auth) != (state, old, nbytes, reserved,
+                                                                                      holder, a)
+                        or _figures(m, a) != fig):
+                    _fail("G4", "refusal_changes_nothing", f"{name} was refused but changed the ledger")
+                raise
+            if retiring:
+                if args[0] != holder:
+                    _fail("I6", "own_action", f"holder {args[0]} settled allocation {rid} of holder {holder}")
+                if state is not source:
+                    _fail("I4a", "lifecycle", f"allocation {rid} left state {state.value} by {event}")
+                if r.holder != holder:
+                    _fail("I4a", "owner", f"allocation {rid} changed holder {holder} -> {r.holder}")
+                if m._allocs.get(rid) is not None or rid in a.allocs or r.charge != 0 or r.state is not _REL:
+                    _fail("I1", "credit_exactly_once", f"retired allocation {rid} is still charged "
+                                                       f"({r.state.value}, {r.charge} B, listed: {rid in a.allocs})")
+                n, seen = 0, bk.rows.pop(rid, None)
+            else:
+                if r.holder != holder:  # before I6, as the full check's order names it (I4a precedes I6)
+                    _fail("I4a", "owner", f"allocation {rid} changed holder {holder} -> {r.holder}")
+                if args[0] != holder:
+                    _fail("I6", "own_action", f"holder {args[0]} settled allocation {rid} of holder {holder}")
+                if state is not _PROV:
+                    _fail("I4a", "lifecycle", f"allocation {rid} left state {state.value} by commit")
+                n = args[2]
+                if r.state is not _LIVE or r.nbytes != n or r.charge != n:
+                    _fail("C2", "committed", f"allocation {rid} committed {n} B: {r.state.value}, nbytes "
+                                             f"{r.nbytes}, charge {r.charge}")
+                if r.reserved != reserved or n > reserved:
+                    _fail("C2", "within_reservation", f"allocation {rid}: {n} B committed, reserved {reserved} B "
+                                                      f"(now {r.reserved} B)")
+                if m._allocs.get(rid) is not r or a.allocs.get(rid) is not r:
+                    _fail("I1", "booked", f"committed allocation {rid} left the tables")
+                if r.auth is not a:
+                    _fail("I1", "one_ledger", f"allocation {rid} is listed on {a.id} but charged to {r.auth.id}")
+                seen = bk.rows.get(rid)
+                bk.rows[rid] = n
+            if seen != old:  # before the operation, the row was not as the books last saw it
+                moved_unnamed(rid, old, seen)
+            used, total = a.used, bk.total + n - old
+            if pend or a.pending or used != fig[0] + n - old or used != total or used > a.limit and used > fig[0]:
+                _tail(m, a, a, fig, bk, total, n - old, pend, False)  # a round, or a harm: `_tail` names it
+            else:
+                bk.total = total  # `_tail` without a round, inline
 
-    return after
+    return run
 
 
-_a_cancel, _a_release = _retiring(_PROV, "cancel"), _retiring(_LIVE, "release")
+def _generic(before: Callable[..., Any], after: Callable[..., None], name: str) -> Callable[..., Any]:
+    """A checked operation from a reading `before` and the harms `after` (the ticket kinds)."""
 
+    def run(m: Any, body: Callable[..., Any], args: tuple[Any, ...], extra: tuple[Any, ...]) -> Any:
+        with m._lock:
+            b = before(m, args)
+            try:
+                result = body(*args, *extra) if extra else body(*args)  # no tuple built for tickets
+            except GovernorError:
+                refused(m, b, name)
+                raise
+            after(m, b, args, result)
+            return result
+
+    return run
+
+
+# --- the ticket kinds' harms after an accepted body -------------------------------------------------------
 
 def _a_submit(m: Any, b: tuple[Any, ...], args: tuple[Any, ...], result: Any) -> None:
     _, a, _, _, _, _, fig, pend, bk = b
@@ -314,18 +352,19 @@ def _tail(m: Any, a: Any, named: Any, fig: tuple[Any, ...], bk: Any, total: int,
         _fail("I2", "granted_within_limit", f"authority {a.id}: a grant left used {used} B over the limit {a.limit} B")
 
 
-# The hot operations' kinds: (reading before, harms after, action class, scope method for the frozen-view check,
-# composed: a `spec.manager_actions` action, traced by `_run_checked`). A ledger kind's scope key is args[1].
-RESERVE = (_b_auth, _admitted(_PROV), A.Reserve, "_scope_auth", False)
-RECORD = (_b_auth, _admitted(_LIVE), A.RecordCommitted, "_scope_auth", False)
-COMMIT = (_b_alloc, _a_commit, A.Commit, "_scope_alloc", False)
-CANCEL = (_b_alloc, _a_cancel, A.Cancel, "_scope_alloc", False)
-RELEASE = (_b_alloc, _a_release, A.Release, "_scope_alloc", False)
-SUBMIT = (_b_auth, _a_submit, M.Submit, "_ms_auth1", True)
-CLAIM = (_b_ticket, _a_claim, M.Claim, "_ms_ticket", True)
-CANCEL_TICKET = (_b_ticket, _a_drop, M.CancelTicket, "_ms_ticket", True)
-TIMEOUT_TICKET = (_b_ticket, _a_drop, M.TimeoutTicket, "_ms_ticket", True)
-COMPOSED = {k[2]: k for k in (SUBMIT, CLAIM, CANCEL_TICKET, TIMEOUT_TICKET)}
+# The hot operations' kinds: (checked runner, action class, scope method for the frozen-view check, composed:
+# a `spec.manager_actions` action, traced by `_run_checked`). A ledger kind's scope key is args[1]. The runner
+# `run(manager, body, args, extra)` takes the ledger lock; `views._contract` wakes waiters after it.
+RESERVE = (_reserving(_PROV, "Reserve"), A.Reserve, "_scope_auth", False)
+RECORD = (_reserving(_LIVE, "RecordCommitted"), A.RecordCommitted, "_scope_auth", False)
+COMMIT = (_settling(_PROV, "Commit"), A.Commit, "_scope_alloc", False)
+CANCEL = (_settling(_PROV, "Cancel"), A.Cancel, "_scope_alloc", False)
+RELEASE = (_settling(_LIVE, "Release"), A.Release, "_scope_alloc", False)
+SUBMIT = (_generic(_b_auth, _a_submit, "Submit"), M.Submit, "_ms_auth1", True)
+CLAIM = (_generic(_b_ticket, _a_claim, "Claim"), M.Claim, "_ms_ticket", True)
+CANCEL_TICKET = (_generic(_b_ticket, _a_drop, "CancelTicket"), M.CancelTicket, "_ms_ticket", True)
+TIMEOUT_TICKET = (_generic(_b_ticket, _a_drop, "TimeoutTicket"), M.TimeoutTicket, "_ms_ticket", True)
+COMPOSED = {k[1]: k for k in (SUBMIT, CLAIM, CANCEL_TICKET, TIMEOUT_TICKET)}
 
 
 def _retired(m: Any, a: Any, r: Any) -> None:

@@ -83,21 +83,13 @@ class Views:
         """A hot operation with contracts on: the local contract (`refimpl.manager.local_contract`), or the
         frozen-view one at level "full", while transactions or pressure tickets are open (their parts'
         predicates) or, for a composed action, while a trace recorder is attached (it emits the event)."""
-        before, after, cls, scope, composed = kind
+        run, cls, scope, composed = kind
         if _SWITCH.full or self._txs or self._pressures or (composed and self._recorder is not None):
             if composed:
                 return self._run_full(cls, getattr(self, scope), body, args)
             return self._checked(cls(*args), getattr(self, scope), args[1], body, *args, *extra)
         try:
-            with self._lock:
-                b = before(self, args)
-                try:
-                    result = body(*args, *extra) if extra else body(*args)  # no tuple built for tickets
-                except GovernorError:
-                    _L.refused(self, b, cls.__name__)
-                    raise
-                after(self, b, args, result)
-                return result
+            return run(self, body, args, extra)  # takes the ledger lock: reading, body, harms (local_contract)
         except GovernorError:
             raise  # refused, and nothing moved (G4): the books stand
         except BaseException:
