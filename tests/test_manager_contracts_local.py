@@ -370,6 +370,68 @@ def test_a_row_changed_between_operations_is_named_at_its_next_touch(op: str) ->
     assert exc.value.clause == "local.row_as_booked"
 
 
+@pytest.mark.parametrize("op, body", [("reserve", "_admit"), ("record_committed", "_admit"), ("commit", "_commit"),
+                                      ("cancel", "_finish"), ("release", "_finish")])
+def test_the_step_is_checked_even_where_the_books_balance(op: str, body: str) -> None:
+    """Two faults that cancel in the books: `used` drifted up a byte between operations, and the operation moves it
+    a byte short of its records. `used` equals the books again; only the step (used moved by the records' change)
+    names the harm."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        h, x, y, t = _three(pmm)
+        pmm._auths[1].used += 1
+        orig = getattr(pmm, body)
+
+        def short(*args: Any) -> Any:
+            r = orig(*args)
+            pmm._auths[1].used -= 1
+            return r
+
+        setattr(pmm, body, short)
+        with pytest.raises(InvariantViolation, match=r"^I1: authority 1: used \d+ -> \d+ B, but the records moved") as exc:
+            HOT_OPS[op](pmm, h, x, y, t)
+    assert exc.value.clause == "local.conserved_step"
+
+
+@pytest.mark.parametrize("op", ["commit", "cancel", "release"])
+def test_a_refund_runs_the_round_its_waiters_need(op: str) -> None:
+    """A commit's refund, a cancel or a release that returns bytes but runs no round leaves a waiter that now
+    fits pending (I13): the check reads the ledger's waiters whenever it has any, whatever `used` did."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        a, h = pmm.register_authority("gpu0", DEV, 100), pmm.register_holder("kv")
+        x = pmm.reserve(h, a, DEV, 60, KV)
+        if op == "release":
+            pmm.commit(h, x, 60)
+        t = pmm.submit(h, a, 50)  # 40 B free: it waits
+        rec = pmm._allocs[x]
+        if op == "commit":
+            pmm._commit = lambda holder, allocation, n: pmm._commit_rec(rec, n)  # refunds 50 B, no round
+            call = lambda: pmm.commit(h, x, 10)  # noqa: E731
+        else:
+            pmm._finish = lambda holder, allocation, event: pmm._retire(rec)  # refunds 60 B, no round
+            call = lambda: getattr(pmm, op)(h, x)  # noqa: E731
+        with pytest.raises(InvariantViolation, match=rf"^I13: authority 1: ticket {t} \(50 B\) is first in grant "
+                                                     r"order and fits") as exc:
+            call()
+    assert exc.value.clause == "local.no_idle_fitting_waiter"
+
+
+@pytest.mark.parametrize("op", ["commit", "cancel", "release"])
+def test_a_refund_grants_the_waiter_on_the_real_code(op: str) -> None:
+    """Negative control for the test above: the intact body's round grants the waiter; nothing is raised."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        a, h = pmm.register_authority("gpu0", DEV, 100), pmm.register_holder("kv")
+        x = pmm.reserve(h, a, DEV, 60, KV)
+        if op == "release":
+            pmm.commit(h, x, 60)
+        t = pmm.submit(h, a, 50)
+        pmm.commit(h, x, 10) if op == "commit" else getattr(pmm, op)(h, x)
+        assert pmm._tickets[t].state.value == "granted"
+        checkpoint(pmm)
+
+
 @pytest.mark.parametrize("op", sorted(HOT_OPS))
 def test_hot_ops_keep_the_books_exact(op: str) -> None:
     """Negative control for the two tests above: each op on a sound ledger, then a checkpoint, raise nothing."""
