@@ -3,10 +3,13 @@
 Contracts level "local" (`invariants.contracts`, the default) checks the
 ledger operations reserve / record_committed / commit / cancel / release and
 the ticket operations submit / claim / cancel_ticket / timeout_ticket here,
-on the concrete records, without building any frozen spec view: a few
-figures are read before the body runs (`before`) and the harms the
-invariants state are checked after it (`after`) or, on a refusal, that
-nothing touched moved (`refused`, lease rule G4). Per operation:
+on the concrete records, without building any frozen spec view: each kind's
+runner takes the ledger lock, reads a few figures before the body runs, and
+checks the harms the invariants state after it or, on a refusal, that
+nothing touched moved (lease rule G4). The ledger kinds are fused into one
+frame each (`_reserving`, `_settling`: the debug build's hot path); the
+ticket kinds read (`_b_*`) and check (`_a_*`) in functions of their own
+(`_generic`). Per operation:
 
 - I1 conservation: `used` moved by exactly the named record's charge change
   plus the bytes the operation's round granted, and equals the contract's own

@@ -93,7 +93,8 @@ class Views:
         except GovernorError:
             raise  # refused, and nothing moved (G4): the books stand
         except BaseException:
-            self._books.forget()  # a violation, or a body that stopped half way: count again from the rows
+            with self._lock:
+                self._books.forget()  # a violation, or a body that stopped half way: count again from the rows
             raise
         finally:
             if self._wake:
