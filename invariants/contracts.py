@@ -14,10 +14,10 @@ spec views and runs the catalog's predicates on them for every operation
 (`refimpl.manager.views`). ORTMEM_CONTRACTS_LEVEL=full|local sets the start
 level; `set_level()` and `contracts(on, level=...)` change it.
 
-`SWITCH.epoch` counts the changes of (on, level). Level "local" keeps books
-of its own across operations (`refimpl.manager.contract_books`); operations
-that ran while contracts were off, or at the other level, did not keep them,
-so books read at another epoch than their own are dropped and recounted.
+Level "local" keeps books of its own across operations
+(`refimpl.manager.contract_books`), valid only while every operation is
+checked at that level: each manager's books are watched (`SWITCH.watch`), and
+every change of (on, level) makes them `forget()` what they hold.
 
 This is the only module-level mutable state in the project.
 """
@@ -25,7 +25,9 @@ This is the only module-level mutable state in the project.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 
 __all__ = ["enabled", "enable", "disable", "contracts", "reset", "default", "level", "set_level", "LEVELS"]
@@ -48,17 +50,23 @@ def default_level() -> str:
 
 
 class _Switch:
-    __slots__ = ("on", "full", "epoch")
+    __slots__ = ("on", "full", "watchers")
 
     def __init__(self) -> None:
         self.on = default()
         self.full = default_level() == "full"  # read on the hot path: a bool, not a string compare
-        self.epoch = 0  # bumped by every change of (on, full)
+        self.watchers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def set(self, on: bool, full: bool) -> None:
         if (on, full) != (self.on, self.full):
             self.on, self.full = on, full
-            self.epoch += 1
+            for w in list(self.watchers):
+                w.forget()
+
+    def watch(self, obj: Any) -> None:
+        """Call `obj.forget()` at every change of (on, level), for as long as `obj` lives: what a contract keeps
+        across operations holds only while every operation was checked at one level."""
+        self.watchers.add(obj)
 
 
 SWITCH = _Switch()

@@ -4,7 +4,7 @@
 # keeps none (the pool_* and tx_* front ends, `drain`, contracts switched off, the other level) must leave the
 # next checked operation recounting, never trusting stale books: each case below runs such a path between two
 # checked operations on the same ledger and must raise nothing, then a `checkpoint` must find the books exact.
-# Removing any one `forget` (or the switch's epoch) makes its case raise a false InvariantViolation.
+# Removing any one `forget` (or the switch watching the books) makes its case raise a false InvariantViolation.
 #
 # The partial views of the frozen-view path check the parts' partition of `used` on the view restricted by the
 # books: a grant that books no reservation is caught there, on a ledger of 10,000 leases, and nowhere else.

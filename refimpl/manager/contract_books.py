@@ -28,7 +28,7 @@ One ledger's book, as a table (the ledger is canonical; an alias has none):
     absent   --first checked operation on it--------------->  counted (every row summed: O(rows), once)
     counted  --an operation checked at level "local"------->  counted (moved by the touched rows' deltas)
     counted  --a path that keeps no books, or a violation-->  absent  (pool_* / tx_* / drain: `forget`)
-    any      --contracts switched or level changed--------->  absent  (`invariants.contracts.SWITCH.epoch`)
+    any      --contracts switched or level changed--------->  absent  (`invariants.contracts.SWITCH.watch`)
 
 Refimpl's own code: spec values are read, never spec transitions.
 """
@@ -66,14 +66,14 @@ class _Book:
 
 
 class Books:
-    """Every book of one manager, valid for the contract switch's `epoch` it was counted at."""
+    """Every book of one manager; the contract switch makes them `forget` at every change of (on, level)."""
 
-    __slots__ = ("epoch", "of", "split")
+    __slots__ = ("of", "split", "__weakref__")
 
     def __init__(self) -> None:
-        self.epoch = -1
-        self.of: dict[int, _Book] = {}  # canonical authority id -> its book
+        self.of: dict[int, _Book] = {}  # canonical authority id -> its book (cleared in place, never rebound)
         self.split: Any = None  # (invariants.manager, its state predicates split by `_split`), once looked up
+        _SWITCH.watch(self)
 
     def forget(self, aid: int | None = None) -> None:
         """Drop one ledger's book (or every book): a path that kept none changed it."""
@@ -101,14 +101,11 @@ def recount(a: Any) -> _Book:
 
 
 def book(m: Any, a: Any) -> _Book:
-    """The book of ledger `a`, counted now if it has none at this epoch (caller holds the ledger lock)."""
-    books = m._books
-    if books.epoch != _SWITCH.epoch:
-        books.of.clear()
-        books.epoch = _SWITCH.epoch
-    bk = books.of.get(a.id)
+    """The book of ledger `a`, counted now if it has none (caller holds the ledger lock)."""
+    of = m._books.of
+    bk = of.get(a.id)
     if bk is None or bk.auth is not a:
-        bk = books.of[a.id] = recount(a)
+        bk = of[a.id] = recount(a)
     return bk
 
 
@@ -244,8 +241,7 @@ def checkpoint(m: Any) -> None:
     mod = m._manager_checks()
     with m._lock:
         books = m._books
-        current = books.epoch == _SWITCH.epoch
-        for aid, bk in list(books.of.items()) if current else ():
+        for aid, bk in list(books.of.items()):
             a = m._auths.get(aid)
             if a is not bk.auth:
                 continue  # removed: nothing of it is relied on
@@ -255,9 +251,7 @@ def checkpoint(m: Any) -> None:
             for i in bk.rows.keys() - a.allocs.keys():
                 moved_unnamed(i, None, bk.rows[i], "now")
         books.forget()
-        keep = _SWITCH.on and not _SWITCH.full
-        if keep:
-            books.epoch = _SWITCH.epoch
+        keep = _SWITCH.on and not _SWITCH.full  # the books are kept only while level "local" checks run
         for a in list(m._auths.values()):
             bk = recount(a)
             if keep and a.alias_of is None:

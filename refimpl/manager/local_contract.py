@@ -44,7 +44,6 @@ from collections.abc import Callable
 from typing import Any
 
 from invariants._violation import InvariantViolation
-from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager.contract_books import book, moved_unnamed, recount
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -66,7 +65,7 @@ def _fail(id: str, clause: str, msg: str) -> None:
 
 # --- reading before the body: (named authority, ledger, record, its row, ticket, its row, figures, pending, book)
 # figures: (used, limit, len(allocs), len(pending)) of the ledger, then the manager's counters and table sizes;
-# book: the ledger's `contract_books` book (counted here if it has none at this epoch).
+# book: the ledger's `contract_books` book (counted here if it has none).
 
 def _figures(m: Any, a: Any) -> tuple[Any, ...]:
     if a is None:
@@ -83,7 +82,7 @@ def _b_auth(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (named, a, None, None, None, None, (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc,
                                                 m._next_ticket, len(m._allocs), len(m._tickets)),
             list(a.pending.values()) if a.pending else (),
-            (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a))
+            m._books.of.get(a.id) or book(m, a))
 
 
 def _b_ticket(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -96,7 +95,7 @@ def _b_ticket(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
             t, (t.state, t.age, t.alloc, t.holder),
             (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
              len(m._tickets)), list(a.pending.values()) if a.pending else (),
-            (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a))
+            m._books.of.get(a.id) or book(m, a))
 
 
 def refused(m: Any, b: tuple[Any, ...], what: str) -> None:
@@ -124,10 +123,11 @@ def _reserving(state: Any, name: str) -> Callable[..., Any]:
             if a is None:
                 fig = _figures(m, None)
             else:
-                fig = (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+                used0 = a.used
+                fig = (used0, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
                        len(m._tickets))
                 pend = list(a.pending.values()) if a.pending else ()
-                bk = (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a)
+                bk = m._books.of.get(a.id) or book(m, a)
             try:
                 result = body(*args, *extra)
             except GovernorError:
@@ -157,7 +157,7 @@ def _reserving(state: Any, name: str) -> Callable[..., Any]:
                 _fail("I4a", "lifecycle", f"new allocation {result} is {r.state.value}")
             bk.rows[result] = n  # a fresh id (checked above): the books have no row of it yet
             used, total = a.used, bk.total + n
-            if (pend or a.pending or named is not a or used != fig[0] + n or used != total
+            if (pend or a.pending or named is not a or used != used0 + n or used != total
                     or used > a.limit and state is _PROV):
                 _tail(m, a, named, fig, bk, total, n, pend, state is _LIVE)  # a round, an alias, or a harm it names
             else:
@@ -188,10 +188,11 @@ def _settling(source: Any, name: str) -> Callable[..., Any]:
                 _fail("G4", "unknown_accepted", f"{event} of unknown allocation {args[1]!r} was accepted")
             a = r.auth
             state, old, nbytes, reserved, holder = r.state, r.charge, r.nbytes, r.reserved, r.holder
-            fig = (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+            used0 = a.used
+            fig = (used0, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
                    len(m._tickets))
             pend = list(a.pending.values()) if a.pending else ()
-            bk = (m._books.of.get(a.id) if m._books.epoch == _SWITCH.epoch else None) or book(m, a)
+            bk = m._books.of.get(a.id) or book(m, a)
             try:
                 body(*args, *extra) if extra else body(*args)
             except GovernorError:
@@ -233,9 +234,10 @@ def _settling(source: Any, name: str) -> Callable[..., Any]:
                 bk.rows[rid] = n
             if seen != old:  # before the operation, the row was not as the books last saw it
                 moved_unnamed(rid, old, seen)
-            used, total = a.used, bk.total + n - old
-            if pend or a.pending or used != fig[0] + n - old or used != total or used > a.limit and used > fig[0]:
-                _tail(m, a, a, fig, bk, total, n - old, pend, False)  # a round, or a harm: `_tail` names it
+            delta = n - old
+            used, total = a.used, bk.total + delta
+            if pend or a.pending or used != used0 + delta or used != total or used > a.limit and used > used0:
+                _tail(m, a, a, fig, bk, total, delta, pend, False)  # a round, or a harm: `_tail` names it
             else:
                 bk.total = total  # `_tail` without a round, inline
 
