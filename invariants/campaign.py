@@ -136,7 +136,8 @@ def open_database(where: str) -> ExampleDatabase:
 
 
 def campaign_settings(max_examples: int, steps: int, *, shrink: bool = True) -> settings:
-    phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
+    # Phase.reuse replays what the example database kept (a no-op without one: see `Search`).
+    phases = (Phase.reuse, Phase.generate, Phase.shrink) if shrink else (Phase.reuse, Phase.generate)
     return settings(max_examples=max_examples, stateful_step_count=steps, deadline=None, database=None,
                     derandomize=current_search().seed is None, phases=phases,
                     suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False)

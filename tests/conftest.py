@@ -1,11 +1,15 @@
 # Suite-wide setup: the contract switch is the project's only module-level
 # mutable state, so every test gets it back at its start value; Hypothesis
 # profiles follow ORT-NOTES section 6 ("ci" when the CI env var is set;
-# "mutation" for benchmarks/mutation.py).
+# "mutation" for benchmarks/mutation.py). The markers registered in
+# pyproject.toml (slow, ort, browser, gpu) are applied here from one table,
+# by file and by test name, so `-m "not slow"` or `-m "not ort"` selects
+# without every file repeating its own marks.
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -25,3 +29,36 @@ settings.load_profile(os.getenv("HYPOTHESIS_PROFILE", "ci" if os.getenv("CI") el
 def _reset_contract_switch():
     yield
     contracts.reset()
+
+
+_TESTS = Path(__file__).resolve().parent
+
+#: Files (relative to tests/) whose every test gets the mark; tests/ort/ is all "ort".
+MARKED_FILES = {
+    "browser": {"test_view_browser.py", "test_docs_mermaid.py"},
+    "ort": {"test_hierarchy_serve.py", "test_docs_ort_claims.py"},
+    # Over ~30 s each on 2 cores (measured with --durations; see the README's test figures).
+    "slow": {"test_install.py", "test_redis_database.py"},
+}
+#: Single tests (node id after the file, parametrized ids included by prefix) that get a mark.
+MARKED_TESTS = {
+    "slow": {"test_cli.py::test_ctrl_c_stops_verify_within_seconds_without_stray_processes",
+             "test_cli_progress.py::test_verify_into_a_log_writes_a_line_at_least_every_ten_seconds"},
+    # Only the tests that need a device: the CPU-build path of test_ort_cuda.py runs everywhere.
+    "gpu": {"ort/test_ort_governed.py::test_cuda_session_really_on_cuda",
+            "ort/test_ort_cuda.py::test_cuda_generation_runs_on_cuda"},
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            rel = Path(str(item.path)).resolve().relative_to(_TESTS).as_posix()
+        except ValueError:
+            continue
+        node = rel + "::" + item.name
+        marks = {"ort"} if rel.startswith("ort/") else set()
+        marks |= {m for m, files in MARKED_FILES.items() if rel in files}
+        marks |= {m for m, tests in MARKED_TESTS.items() if any(node.startswith(t) for t in tests)}
+        for m in sorted(marks):
+            item.add_marker(getattr(pytest.mark, m))
