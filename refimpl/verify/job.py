@@ -259,8 +259,11 @@ def _start_worker(live_queue: Any) -> None:
     _LIVE_QUEUE = live_queue
 
 
-def _forward(q: Any, labels: list[str], live: Live) -> None:
-    """The parent's reader of the workers' live counts (a daemon thread; None on the queue ends it)."""
+def _forward(q: Any, labels: list[str], live: Live, finished: set[int], lock: threading.Lock) -> None:
+    """The parent's reader of the workers' live counts (a daemon thread; None on the queue ends it).
+
+    A job's last counts can still be in the queue when its result arrives: counts of a finished job
+    are dropped, under the lock `record` takes, so an ended job never shows as running again."""
     while True:
         try:
             msg = q.get()
@@ -269,7 +272,9 @@ def _forward(q: Any, labels: list[str], live: Live) -> None:
         if msg is None:
             return
         index, counts = msg
-        live(labels[index], counts)
+        with lock:
+            if index not in finished:
+                live(labels[index], counts)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -315,9 +320,14 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
     results: list[Any] = [None] * len(work)
     labels = [_label(*w) for w in work]
 
+    finished: set[int] = set()
+    lock = threading.Lock()
+
     def record(i: int, result: Any) -> None:
         results[i] = result
-        live(labels[i], {})
+        with lock:
+            finished.add(i)
+            live(labels[i], {})
         phase = phase_of[work[i][0]]
         done[phase] += 1
         progress(phase, done[phase], totals[phase])
@@ -330,7 +340,7 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
     else:
         ctx = multiprocessing.get_context("spawn")
         live_queue = ctx.SimpleQueue()
-        reader = threading.Thread(target=_forward, args=(live_queue, labels, live), daemon=True,
+        reader = threading.Thread(target=_forward, args=(live_queue, labels, live, finished, lock), daemon=True,
                                   name="ortmem-verify-live")
         reader.start()
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker,
