@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from invariants.drift import ROOT, in_checkout
 from invariants.explore import render_counterexample
@@ -73,25 +74,25 @@ def spec(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             write_json(args.json, _entry_json(e))
         console.print(f"[bold]{e.id}[/] {e.title} ({e.kind}; {e.status.value})\n")
-        console.print(e.statement + "\n")
-        console.print(f"[bold]Rationale.[/] {e.rationale}\n")
+        console.print(e.statement + "\n", markup=False)
+        console.print(Text.assemble(("Rationale.", "bold"), f" {e.rationale}\n"))
         console.print("[bold]Evidence.[/]")
         for x in e.evidence:
-            console.print(f"  - {x}")
+            console.print(f"  - {x}", markup=False)
         if e.status is Status.NOT_YET_IMPLEMENTED:
-            console.print(f"\n[yellow]Not yet implemented[/]: planned in {e.planned}.")
+            console.print(Text.assemble("\n", ("Not yet implemented", "yellow"), f": planned in {e.planned}."))
             return 0
         if e.scope:
-            console.print(f"\n[bold]Scope.[/] {e.scope}")
+            console.print(Text.assemble("\n", ("Scope.", "bold"), f" {e.scope}"))
         console.print("\n[bold]Predicates.[/]")
         for p in e.predicates:
-            console.print(f"  - {p}")
+            console.print(f"  - {p}", markup=False)
         console.print("[bold]Guards.[/]")
         for g in e.guards:
-            console.print(f"  - {g.name}: {g.description} (switched off: {g.harm})")
+            console.print(f"  - {g.name}: {g.description} (switched off: {g.harm})", markup=False)
         console.print("[bold]Tests.[/]")
         for t in e.tests:
-            console.print(f"  - {t}")
+            console.print(f"  - {t}", markup=False)
         return 0
     table = Table(title="ortmem catalog")
     for col in ("ID", "kind", "title", "status"):
