@@ -82,7 +82,8 @@ def _control_json(c: Any) -> dict[str, Any]:
 
 def explore_json(x: ExploreResult) -> dict[str, Any]:
     return {"states": x.states, "transitions": x.transitions, "rejected": x.rejected, "depth": x.depth,
-            "complete": x.complete, "seconds": round(x.seconds, 3), "states_per_second": round(x.states_per_second),
+            "complete": x.complete, "seconds": round(x.seconds, 3), "cpu_seconds": round(x.cpu_seconds, 3),
+            "states_per_second": round(x.states_per_second),
             "found": x.found, "violated": x.violated, "clause": x.clause,
             "steps": len(x.counterexample) if x.found else None,
             "counterexample": [repr(a) for a in x.counterexample], "message": x.message}
