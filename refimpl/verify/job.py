@@ -350,11 +350,13 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
             for f in as_completed(futures):
                 record(futures[f], f.result())
         except BaseException:
-            _stop(pool)  # Ctrl-C (or a failure): drop queued jobs, end the workers now, no tracebacks
+            # Ctrl-C (or a failure): drop queued jobs, end the workers now, no tracebacks. The reader is left
+            # blocked (a daemon thread): a worker ended while writing to the queue may hold its write lock,
+            # so a last put() here could wait forever.
+            _stop(pool)
             raise
-        finally:
-            live_queue.put(None)
-            reader.join(timeout=2)
+        live_queue.put(None)  # every job returned, so no worker is inside a put(): the reader ends
+        reader.join(timeout=2)
         pool.shutdown(wait=True)
     runs = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and not isinstance(r, str)}
     errors = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and isinstance(r, str)}
