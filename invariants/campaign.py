@@ -3,18 +3,32 @@
 `run_machine` drives an implementation through a `CheckedMachine` subclass
 and counts what ran; `hunt` switches one guard off and demands that the
 machine find a violation of an ID that guard protects (a negative control).
-`run_campaign` / `find_counterexample` are the ledger's instances. All use
-fixed seeds (`derandomize=True`): a flaky result is a failed one.
+`run_campaign` / `find_counterexample` are the ledger's instances. By default
+all use fixed seeds (`derandomize=True`): a flaky result is a failed one.
+
+Inside `searching(Search(seed=N, database=...))` (what `ortmem verify --seed N`
+sets up) each run searches from its own seed, derived from N and the run's
+name, so a new N searches new ground and the same N repeats a run exactly;
+a campaign (every guard on) keeps any failure it finds in the example
+database (a directory, or a Redis URL for a database shared between machines)
+and replays it first next time, as Hypothesis does in a test suite. Controls
+never use the database: they fail by design, and replaying another run's
+counterexample would make their verdict depend on history. Every example and
+step is also a progress tick (`invariants.progress`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import attrs
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.stateful import run_state_machine_as_test
 
 from invariants import contracts
@@ -23,10 +37,11 @@ from invariants.checked import CheckedMachine
 from invariants.clauses import CLAUSES, Coverage
 from invariants.ledger_machine import GovernorMachine, SpecAdapter
 from invariants.mutation import Mutant
+from invariants.progress import tick
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
-__all__ = ["CampaignStats", "ControlResult", "campaign_settings", "configure", "run_machine", "hunt",
-           "run_campaign", "find_counterexample"]
+__all__ = ["CampaignStats", "ControlResult", "Search", "searching", "current_search", "open_database",
+           "campaign_settings", "configure", "run_machine", "hunt", "run_campaign", "find_counterexample"]
 
 #: off-guards -> the adapter factory a machine calls (with whatever configuration it draws).
 FactoryFor = Callable[[GuardSet], Callable[..., Any]]
@@ -82,11 +97,67 @@ class ControlResult:
     clauses: tuple[str, ...] = ()
 
 
+@attrs.frozen
+class Search:
+    """How the runs inside `searching` search: their seed and where a campaign keeps its failures."""
+
+    #: None: fixed seeds (derandomized), the default; else each run's seed is derived from it and the run's name.
+    seed: int | None = None
+    #: A directory, or a `redis://` URL (needs the `[redis]` extra); None: no example database.
+    database: str | None = None
+
+
+_SEARCH: ContextVar[Search] = ContextVar("ortmem_search", default=Search())
+
+
+@contextmanager
+def searching(search: Search) -> Iterator[None]:
+    """Run the campaigns and controls inside this block with `search`'s seed and database."""
+    token = _SEARCH.set(search)
+    try:
+        yield
+    finally:
+        _SEARCH.reset(token)
+
+
+def current_search() -> Search:
+    return _SEARCH.get()
+
+
+def open_database(where: str) -> ExampleDatabase:
+    """The example database at `where`: a `redis://` (or `rediss://`, `unix://`) URL, else a directory."""
+    if where.startswith(("redis://", "rediss://", "unix://")):
+        # hypothesis[redis]: Hypothesis' own Redis backend, so several machines can share what they found.
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+
+        return RedisExampleDatabase(redis.Redis.from_url(where))
+    return DirectoryBasedExampleDatabase(where)
+
+
 def campaign_settings(max_examples: int, steps: int, *, shrink: bool = True) -> settings:
-    phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
+    # Phase.reuse replays what the example database kept (a no-op without one: see `Search`).
+    phases = (Phase.reuse, Phase.generate, Phase.shrink) if shrink else (Phase.reuse, Phase.generate)
     return settings(max_examples=max_examples, stateful_step_count=steps, deadline=None, database=None,
-                    derandomize=True, phases=phases, suppress_health_check=list(HealthCheck),
-                    report_multiple_bugs=False, print_blob=False)
+                    derandomize=current_search().seed is None, phases=phases,
+                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False)
+
+
+def _seeded(machine: type[CheckedMachine], name: str) -> type[CheckedMachine]:
+    """Give `machine` its own seed under `--seed N` (Hypothesis reads this attribute, as its `@seed` sets it)."""
+    seed = current_search().seed
+    if seed is not None:
+        machine._hypothesis_internal_use_seed = zlib.crc32(f"{seed}:{name}".encode())  # type: ignore[attr-defined]
+    return machine
+
+
+class _LiveStats(dict):  # type: ignore[type-arg]
+    """A machine's shared counters; each new example or step is also a progress tick."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in ("examples", "steps"):
+            tick(key)
+        super().__setitem__(key, value)
 
 
 def configure(base: type[CheckedMachine], factory: Callable[..., Any], *, refine: bool = True,
@@ -100,9 +171,13 @@ def configure(base: type[CheckedMachine], factory: Callable[..., Any], *, refine
 def run_machine(base: type[CheckedMachine], factory: Callable[..., Any], cfg: settings, *,
                 refine: bool = True) -> CampaignStats:
     """Run the machine; an `InvariantViolation` propagates (the campaign failed)."""
-    stats: dict[str, Any] = {}
+    stats: dict[str, Any] = _LiveStats()
+    where = current_search().database
+    if where is not None:
+        cfg = settings(cfg, database=open_database(where))
     t0 = time.perf_counter()
-    run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats), settings=cfg)
+    run_state_machine_as_test(_seeded(configure(base, factory, refine=refine, stats=stats), base.__name__),
+                              settings=cfg)
     return _stats(stats, time.perf_counter() - t0)
 
 
@@ -135,13 +210,14 @@ def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: setti
     else:
         off = GuardSet.without(g.name)
         factory, refine, accept = _need(impl, g.name)(off), True, set(g.ids) | {"refinement", "G4"}
-    stats: dict[str, Any] = {}
+    stats: dict[str, Any] = _LiveStats()
     t0 = time.perf_counter()
     violated, clause, message = None, None, "no counterexample found"
+    machine = _seeded(configure(base, factory, refine=refine, stats=stats, tolerate_error_type=True),
+                      f"{base.__name__}:{g.name}:{layer.value}")
     try:
         with contracts.contracts(False):
-            run_state_machine_as_test(configure(base, factory, refine=refine, stats=stats,
-                                                tolerate_error_type=True), settings=cfg)
+            run_state_machine_as_test(machine, settings=cfg)
     except ErrorTypeDivergence as e:
         violated, clause, message = "refinement:error-type", e.clause, f"not a harm (error type only): {e}"
     except InvariantViolation as e:

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from invariants._violation import InvariantViolation
+from invariants.progress import tick
 from invariants.clauses import collecting
 
 __all__ = ["Model", "ExploreResult", "explore", "render_counterexample", "no_cyclic_gc"]
@@ -156,6 +157,8 @@ def _explore(model: Model, max_depth: int, max_states: int, fingerprints: bool) 
                 continue
             parent[k] = (here, action)
             frontier.append((nxt, d + 1))
+            if len(parent) % 1024 == 0:  # live count for `ortmem verify`'s progress (a no-op elsewhere)
+                tick("states", 1024)
     return done(None, "no violation", ())
 
 

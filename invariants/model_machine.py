@@ -65,18 +65,29 @@ class SpecModelAdapter:
         return self.state
 
 
+def _configs(machine: Any) -> Any:
+    return machine.model.configs
+
+
+def _actions(machine: Any) -> Any:
+    return machine.model.actions(machine.abs)
+
+
 class _Base(CheckedMachine):
+    """The configuration and each action are rule arguments, drawn from the running machine (`st.runner()`):
+    a failure prints as `state.setup(config=...)`, `state.act(action=Request(...))`, a script that runs
+    with the model's action types imported, never as "Draw 3: 2" lines of an `st.data()` draw."""
+
     model: Model
 
-    @initialize(data=st.data())
-    def setup(self, data: st.DataObject) -> None:
-        config = data.draw(self.model.configs, label="config")
+    @initialize(config=st.runner().flatmap(_configs))
+    def setup(self, config: Any) -> None:
         self.trace.append(config)
         self.start(type(self).adapter_factory(config), self.model.init(config))
 
-    @rule(data=st.data())
-    def act(self, data: st.DataObject) -> None:
-        self._do(data.draw(self.model.actions(self.abs), label="action"))
+    @rule(action=st.runner().flatmap(_actions))
+    def act(self, action: Any) -> None:
+        self._do(action)
 
     def spec_step(self, state: Any, action: Any) -> tuple[Any, Any]:
         return self.model.step(state, action, ALL_ON)

@@ -2,7 +2,10 @@
 
 One function per subcommand, `(args, console) -> exit code`; `refimpl.cli` parses the arguments
 and dispatches. Heavy imports (the governor, ORT, matplotlib) happen inside the command that
-needs them, so `ortmem spec` stays fast and works without onnxruntime.
+needs them, so `ortmem spec` stays fast and works without onnxruntime. Reports go to `console`
+(stdout), errors to stderr (`Unusable`, or `_error` for a failed check's one-line reason); every
+command that reports takes `--json PATH`. The `--write-*` options regenerate files of the source
+checkout and refuse to run from an installed copy (they would write into site-packages).
 """
 
 from __future__ import annotations
@@ -10,23 +13,56 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import attrs
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from invariants.drift import ROOT
+from invariants.drift import ROOT, in_checkout
 from invariants.explore import render_counterexample
-from refimpl.cli_paths import Unusable, probe_dir, probe_file
+from refimpl.cli_paths import Unusable, probe_dir, probe_file, probe_json, write_json
 from spec.catalog import CATALOG, Status, entry, render_markdown
+from spec.guards import GuardSet as GuardSet_
 from spec.guards import guard
 
-__all__ = ["spec", "explore", "trace", "replay", "demo", "simulate", "view", "serve", "scenario_names"]
+__all__ = ["spec", "explore", "trace", "replay", "demo", "simulate", "view", "serve", "scenario_names",
+           "LIMIT_FAILURES"]
+
+#: Replay refusals for a resource bound of the checker, not for what the trace says: the trace was not judged,
+#: so they exit 2 (unusable input), never 1 (a violation).
+LIMIT_FAILURES = frozenset({"oversize", "too-many-events", "too-many-sources", "too-many-live"})
+
+
+def _error(args: argparse.Namespace, message: str) -> None:
+    print(f"ortmem {args.command}: {message}", file=sys.stderr)
+
+
+def _checkout(option: str) -> Path:
+    """The source checkout that `option` regenerates files in; an installed copy has none to write."""
+    if not in_checkout(ROOT):
+        raise Unusable(f"{option} regenerates files of a source checkout, and {ROOT} is an installed copy "
+                       f"(no docs/ and tests/ beside the packages): run it from a clone of the repository")
+    return ROOT
+
+
+def _entry_json(e: Any) -> dict[str, Any]:
+    out = {"id": e.id, "kind": e.kind, "title": e.title, "status": e.status.value, "statement": e.statement,
+           "rationale": e.rationale, "evidence": list(e.evidence)}
+    if e.status is Status.NOT_YET_IMPLEMENTED:
+        return out | {"planned": e.planned}
+    return out | {"scope": e.scope, "predicates": list(e.predicates), "tests": list(e.tests),
+                  "guards": [{"name": g.name, "description": g.description, "harm": g.harm} for g in e.guards]}
 
 
 def spec(args: argparse.Namespace, console: Console) -> int:
+    probe_json(args)
     if args.write_docs:
-        path = ROOT / "docs" / "spec.md"
+        path = _checkout("--write-docs") / "docs" / "spec.md"
         path.write_text(render_markdown())
         console.print(f"wrote {path}")
         return 0
@@ -34,28 +70,29 @@ def spec(args: argparse.Namespace, console: Console) -> int:
         try:
             e = entry(args.id)
         except KeyError as err:
-            console.print(f"[red]{err.args[0]}[/]")
-            return 2
+            raise Unusable(err.args[0]) from None
+        if args.json:
+            write_json(args.json, _entry_json(e))
         console.print(f"[bold]{e.id}[/] {e.title} ({e.kind}; {e.status.value})\n")
-        console.print(e.statement + "\n")
-        console.print(f"[bold]Rationale.[/] {e.rationale}\n")
+        console.print(e.statement + "\n", markup=False)
+        console.print(Text.assemble(("Rationale.", "bold"), f" {e.rationale}\n"))
         console.print("[bold]Evidence.[/]")
         for x in e.evidence:
-            console.print(f"  - {x}")
+            console.print(f"  - {x}", markup=False)
         if e.status is Status.NOT_YET_IMPLEMENTED:
-            console.print(f"\n[yellow]Not yet implemented[/]: planned in {e.planned}.")
+            console.print(Text.assemble("\n", ("Not yet implemented", "yellow"), f": planned in {e.planned}."))
             return 0
         if e.scope:
-            console.print(f"\n[bold]Scope.[/] {e.scope}")
+            console.print(Text.assemble("\n", ("Scope.", "bold"), f" {e.scope}"))
         console.print("\n[bold]Predicates.[/]")
         for p in e.predicates:
-            console.print(f"  - {p}")
+            console.print(f"  - {p}", markup=False)
         console.print("[bold]Guards.[/]")
         for g in e.guards:
-            console.print(f"  - {g.name}: {g.description} (switched off: {g.harm})")
+            console.print(f"  - {g.name}: {g.description} (switched off: {g.harm})", markup=False)
         console.print("[bold]Tests.[/]")
         for t in e.tests:
-            console.print(f"  - {t}")
+            console.print(f"  - {t}", markup=False)
         return 0
     table = Table(title="ortmem catalog")
     for col in ("ID", "kind", "title", "status"):
@@ -63,6 +100,8 @@ def spec(args: argparse.Namespace, console: Console) -> int:
     for e in CATALOG:
         table.add_row(e.id, e.kind, e.title, e.status.value)
     console.print(table)
+    if args.json:
+        write_json(args.json, {"catalog": [_entry_json(e) for e in CATALOG]})
     return 0
 
 
@@ -71,50 +110,77 @@ def explore(args: argparse.Namespace, console: Console) -> int:
     from invariants.ledger_scope import QUICK_SCOPE, golden_counterexample, ledger_model
     from spec.guards import GUARDS, GuardSet
 
+    probe_json(args)
     if args.write_golden:
-        out = ROOT / "tests" / "golden"
+        out = _checkout("--write-golden") / "tests" / "golden"
         out.mkdir(parents=True, exist_ok=True)
         for g in GUARDS:
             if g.model == "ledger":
                 (out / f"{g.name}.txt").write_text(golden_counterexample(g))
                 console.print(f"wrote {out / (g.name + '.txt')}")
         return 0
+    ledger = [g.name for g in GUARDS if g.model == "ledger"]
     for name in args.guard or ():
         try:
-            guard(name)
+            g = guard(name)
         except KeyError:
-            console.print(f"[red]no guard {name!r}; known: {', '.join(g.name for g in GUARDS)}[/]")
-            return 2
-    guards = GuardSet.without(*args.guard) if args.guard else GuardSet()
+            raise Unusable(f"no guard {name!r}; the ledger scope's guards: {', '.join(ledger)}") from None
+        if g.model != "ledger":
+            raise Unusable(f"guard {name!r} belongs to the {g.model} model, and `ortmem explore` explores the "
+                           f"ledger scope, which never consults it (switching it off would change nothing); "
+                           f"the ledger scope's guards: {', '.join(ledger)}")
+    consulted: set[str] = set()
+    guards = _Consulted(frozenset(args.guard or ()), consulted)
     r = explore(ledger_model(QUICK_SCOPE, guards), max_depth=args.depth, max_states=args.max_states)
+    unused = sorted(set(args.guard or ()) - consulted)
+    if unused and not r.found:
+        raise Unusable(f"the ledger scope never consulted guard(s) {', '.join(unused)} in {r.states} states: "
+                       "switching them off changed nothing, so 'no violation' would say nothing")
     console.print(f"{r.states} distinct states, depth {r.depth}, {r.transitions} transitions, "
                   f"{r.rejected} refused, {r.seconds:.2f} s, {r.states_per_second:,.0f} states/s, "
                   f"{'complete' if r.complete else 'stopped at the first violation' if r.found else 'state bound hit'}",
                   soft_wrap=True)
     console.print(render_counterexample(r), markup=False, soft_wrap=True)
+    if args.json:
+        from refimpl.cli_report import explore_json
+        write_json(args.json, {"guards_off": list(args.guard or ()), **explore_json(r)})
     return 1 if r.found else 0
+
+
+class _Consulted(GuardSet_):  # type: ignore[misc, valid-type]
+    """A guard set that notes which guards the scope's steps asked about (so an unused one is caught)."""
+
+    def __init__(self, off: frozenset[str], seen: set[str]) -> None:
+        super().__init__(off)
+        object.__setattr__(self, "_seen", seen)
+
+    def on(self, name: str) -> bool:
+        self._seen.add(name)
+        return super().on(name)
 
 
 def trace(args: argparse.Namespace, console: Console) -> int:
     from refimpl.governor import ProcessMemoryManager
     from refimpl.tracing import JsonlSink
     from refimpl.workload import run_workload
+    from spec.errors import GovernorError
 
+    probe_json(args)
     if args.write_schema:
         from invariants.trace_format import json_schema
 
         from invariants.hierarchy_trace import json_schema as hierarchy_schema
 
-        path = ROOT / "docs" / "trace-schema.json"
+        root = _checkout("--write-schema")
+        path = root / "docs" / "trace-schema.json"
         path.write_text(json.dumps(json_schema(), indent=2) + "\n")
         console.print(f"wrote {path}")
-        path = ROOT / "docs" / "trace-schema-hierarchy.json"
+        path = root / "docs" / "trace-schema-hierarchy.json"
         path.write_text(json.dumps(hierarchy_schema(), indent=2) + "\n")
         console.print(f"wrote {path}")
         return 0
     if not args.out:
-        console.print("[red]name the output file[/]")
-        return 2
+        raise Unusable("name the output file")
     probe_file(args.out)
     try:
         with open(args.out, "w") as f:
@@ -134,8 +200,29 @@ def trace(args: argparse.Namespace, console: Console) -> int:
                                      operations=args.operations)
     except OSError as e:
         raise Unusable(f"cannot write {args.out}: {e.strerror or e}") from None
+    except GovernorError as e:  # an argument the manager refuses (argparse bounds most of them first)
+        raise Unusable(f"{type(e).__name__}: {e}") from None
     console.print(f"wrote {args.out}")
+    if args.json:
+        write_json(args.json, _trace_summary(args))
     return 0
+
+
+def _trace_summary(args: argparse.Namespace) -> dict[str, Any]:
+    """What the trace just written holds: events per revision and per kind (our own file, read back)."""
+    revisions: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    rejected = 0
+    with open(args.out, "rb") as f:
+        for raw in f:
+            event = json.loads(raw)
+            revisions[event.get("contract_revision", "?")] += 1
+            kinds[event.get("kind", "?")] += 1
+            rejected += (event.get("payload") or {}).get("outcome") == "rejected"
+    return {"path": args.out, "events": sum(kinds.values()), "rejected": rejected, "seed": args.seed,
+            "operations": args.operations, "aging_bound": args.aging_bound,
+            "workload": "ledger" if args.ledger else f"focused {args.focused}" if args.focused else "manager",
+            "revisions": dict(sorted(revisions.items())), "kinds": dict(sorted(kinds.items()))}
 
 
 def replay(args: argparse.Namespace, console: Console) -> int:
@@ -147,6 +234,9 @@ def replay(args: argparse.Namespace, console: Console) -> int:
     from invariants.manager_trace import MANAGER_REVISION
     from invariants.replay import bounded_lines
 
+    probe_json(args)
+    if os.path.isdir(args.trace):
+        raise Unusable(f"cannot read {args.trace}: a directory, not a trace")
     try:
         with open(args.trace, "rb") as f:
             first = f.readline(4096)
@@ -164,28 +254,38 @@ def replay(args: argparse.Namespace, console: Console) -> int:
             else:
                 r = replay(f)
     except OSError as e:
-        console.print(f"[red]cannot read {args.trace}: {e.strerror}[/]")
-        return 2
-    console.print(r.describe(), markup=False, style="green" if r.ok else "red", soft_wrap=True)
-    return 0 if r.ok else 1
+        raise Unusable(f"cannot read {args.trace}: {e.strerror or e}") from None
+    if r.ok and r.events == 0:  # nothing was checked: an empty trace conforms to nothing
+        r = attrs.evolve(r, ok=False, failure="no-events", message="no events: the trace is empty")
+    limit = not r.ok and r.failure in LIMIT_FAILURES
+    text = r.describe()
+    if limit:
+        text = text.replace("REJECTED", "NOT JUDGED", 1) + " (a resource bound of the replay, not a violation)"
+    console.print(text, markup=False, style="green" if r.ok else "red", soft_wrap=True)
+    if args.json:
+        write_json(args.json, {"trace": args.trace, "ok": r.ok, "judged": not limit, "events": r.events,
+                               "line": r.line, "failure": r.failure, "id": r.id, "message": r.message})
+    return 0 if r.ok else 2 if limit else 1
 
 
 def serve(args: argparse.Namespace, console: Console) -> int:
     from refimpl.hierarchy.serve import run_serve
 
     if not 1 <= args.workers <= 8 or args.quota < 1:
-        console.print("[red]--workers must be in 1..8 and --quota positive[/]")
-        return 2
+        raise Unusable("--workers must be in 1..8 and --quota positive")
     return run_serve(args.workers, args.quota, args.seconds, args.interval,
                      lambda line: console.print(line, markup=False, soft_wrap=True))
 
 
 def demo(args: argparse.Namespace, console: Console) -> int:
+    from refimpl.cli_progress import Reporter
     from refimpl.demo import plot, run_demo
 
     if args.plot:
         probe_file(args.plot)
-    static, elastic, identical = run_demo(steps=args.steps)
+    probe_json(args)
+    with Reporter(console) as progress:
+        static, elastic, identical = run_demo(steps=args.steps, progress=progress.phase)
     table = Table(title="ortmem demo: charge per holder per step (bytes)")
     for col in ("step", "static weights", "static cache", "static KV", "static stranded",
                 "elastic cache", "elastic KV", "elastic stranded", "reclaimed"):
@@ -206,6 +306,13 @@ def demo(args: argparse.Namespace, console: Console) -> int:
         except OSError as e:
             raise Unusable(f"cannot write {args.plot}: {e.strerror or e}") from None
         console.print(f"plot written to {args.plot}")
+    if args.json:
+        write_json(args.json, {"steps": args.steps, "identical_to_ungoverned": identical,
+                               "arms": {arm.name: {"steps": list(arm.steps), "stranded_byte_steps":
+                                                   arm.stranded_byte_steps, "mean_cache": arm.mean_cache,
+                                                   "tickets_opened": arm.tickets[0],
+                                                   "tickets_answered": arm.tickets[1]}
+                                        for arm in (static, elastic)}})
     return 0 if identical else 1
 
 
@@ -216,12 +323,27 @@ def scenario_names() -> tuple[str, ...]:
 
 
 def simulate(args: argparse.Namespace, console: Console) -> int:
-    from refimpl.simulate import run_all
+    from refimpl.cli_progress import Reporter
+    from refimpl.simulate import SCENARIOS
     from refimpl.simulate_docs import COLUMNS, cells
 
     if args.plots:
         probe_dir(args.plots)
-    scenarios = run_all(tuple(args.scenario) if args.scenario else None)
+    probe_json(args)
+    if args.write_docs:
+        if args.scenario:
+            raise Unusable("--write-docs renders every scenario; drop --scenario")
+        _checkout("--write-docs")
+    names = tuple(args.scenario) if args.scenario else tuple(SCENARIOS)
+    done: list[Any] = []
+    with Reporter(console) as progress:
+        for i, name in enumerate(names):
+            progress.phase("scenarios", i, len(names))
+            progress.live(name, {"scenario": i + 1})
+            done.append(SCENARIOS[name]())
+            progress.live(name, {})
+        progress.phase("scenarios", len(names), len(names))
+    scenarios = tuple(done)
     for sc in scenarios:
         table = Table(title=f"{sc.title}\n{sc.geometry}", title_justify="left")
         for col, right in COLUMNS:
@@ -241,19 +363,29 @@ def simulate(args: argparse.Namespace, console: Console) -> int:
         from refimpl.simulate_docs import render_markdown
         from refimpl.simulate_plots import write_plots
 
-        if args.scenario:
-            console.print("[red]--write-docs renders every scenario; drop --scenario[/]")
-            return 2
         (ROOT / "docs" / "harms.md").write_text(render_markdown(scenarios))
         write_plots(ROOT / "docs" / "figures", scenarios)
         console.print(f"wrote {ROOT / 'docs' / 'harms.md'} and {ROOT / 'docs' / 'figures'}")
+    if args.json:
+        write_json(args.json, {"scenarios": [
+            {"key": sc.key, "title": sc.title, "geometry": sc.geometry, "conclusions": list(sc.conclusions),
+             "figures": [{"name": f.name, "kind": f.kind.value, "value": _num(f.value), "design": _num(f.design),
+                          "stated": f.stated, "unit": f.unit, "ratio": _num(f.ratio), "source": f.source,
+                          "note": f.note} for f in sc.figures]}
+            for sc in scenarios]})
     return 0
+
+
+def _num(v: Any) -> Any:
+    """A figure as JSON: ints stay exact, a Fraction becomes a float, None stays null."""
+    return v if v is None or type(v) is int else float(v)
 
 
 def view(args: argparse.Namespace, console: Console) -> int:
     from refimpl.view import TraceError, write_timeline
 
     probe_file(args.out)
+    probe_json(args)
     if not os.path.isfile(args.trace):
         raise Unusable(f"cannot read {args.trace}: not a file")
     try:
@@ -261,7 +393,9 @@ def view(args: argparse.Namespace, console: Console) -> int:
     except OSError as e:
         raise Unusable(f"cannot read {args.trace} or write {args.out}: {e.strerror or e}") from None
     except TraceError as e:
-        console.print(f"[red]{e}[/]", markup=False)
+        _error(args, f"{args.trace}: {e}")
         return 1
     console.print(f"wrote {args.out} ({n} events)")
+    if args.json:
+        write_json(args.json, {"trace": args.trace, "out": args.out, "events": n})
     return 0

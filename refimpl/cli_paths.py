@@ -8,12 +8,15 @@ computes for minutes and then fails to write; an unusable path is an `Unusable`,
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import tempfile
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Unusable", "bounded", "probe_file", "probe_dir", "write"]
+__all__ = ["Unusable", "bounded", "probe_file", "probe_dir", "probe_json", "write", "write_json", "to_json"]
 
 
 class Unusable(Exception):
@@ -73,3 +76,28 @@ def write(path: Path, text: str) -> None:
         path.write_text(text)
     except OSError as e:
         raise Unusable(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def probe_json(args: argparse.Namespace) -> None:
+    """Probe `--json PATH` before any work (`-`, stdout, needs no probe)."""
+    path = getattr(args, "json", None)
+    if path and path != "-":
+        probe_file(path)
+
+
+def to_json(value: Any) -> Any:
+    """What `json.dumps` cannot write itself: exact fractions as floats, enums by value, the rest as text."""
+    if isinstance(value, Fraction):
+        return float(value)
+    if hasattr(value, "value") and isinstance(getattr(value, "value"), (str, int)):
+        return value.value
+    return str(value)
+
+
+def write_json(path: str, obj: Any) -> None:
+    """`obj` as indented JSON into `path`, or onto stdout when `path` is `-`."""
+    text = json.dumps(obj, indent=2, default=to_json) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        write(Path(path), text)

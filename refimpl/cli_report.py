@@ -10,13 +10,14 @@ from typing import Any
 import attrs
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from invariants.explore import ExploreResult, render_counterexample
 from refimpl.verify.verdict_rules import RULES, THRESHOLDS
 from refimpl.verify import Report
 from spec.guards import guard
 
-__all__ = ["report_json", "report_markdown", "print_report"]
+__all__ = ["report_json", "report_markdown", "print_report", "explore_json"]
 
 
 def _events(c: Any) -> str:
@@ -36,6 +37,7 @@ def report_json(r: Report) -> dict[str, Any]:
         "checkers": list(r.checkers),
         "seconds": round(r.seconds, 3),
         "drift": list(r.drift),
+        "drift_unchecked": list(r.drift_unchecked),
         "campaigns": {
             name: {"examples": c.examples, "steps": c.steps, "accepted": c.accepted, "rejected": c.rejected,
                    "accepted_by_action": dict(sorted(c.accepted_by_action.items())),
@@ -47,8 +49,8 @@ def report_json(r: Report) -> dict[str, Any]:
         "all_verified": r.all_verified,
         "stale_mutants": list(r.stale_mutants),
         "explorer": {
-            "runs": {name: _explore_json(x) for name, x in r.explorations.items()},
-            "negative_controls": {name: _explore_json(x) for name, x in r.explorer_controls.items()},
+            "runs": {name: explore_json(x) for name, x in r.explorations.items()},
+            "negative_controls": {name: explore_json(x) for name, x in r.explorer_controls.items()},
         },
         "crosshair": None if r.crosshair is None else {
             "ok": r.crosshair.ok, "skipped": r.crosshair.skipped, "confirmed": r.crosshair.confirmed,
@@ -78,9 +80,10 @@ def _control_json(c: Any) -> dict[str, Any]:
             "counterexample": list(c.counterexample), "message": c.message}
 
 
-def _explore_json(x: ExploreResult) -> dict[str, Any]:
+def explore_json(x: ExploreResult) -> dict[str, Any]:
     return {"states": x.states, "transitions": x.transitions, "rejected": x.rejected, "depth": x.depth,
-            "complete": x.complete, "seconds": round(x.seconds, 3), "states_per_second": round(x.states_per_second),
+            "complete": x.complete, "seconds": round(x.seconds, 3), "cpu_seconds": round(x.cpu_seconds, 3),
+            "states_per_second": round(x.states_per_second),
             "found": x.found, "violated": x.violated, "clause": x.clause,
             "steps": len(x.counterexample) if x.found else None,
             "counterexample": [repr(a) for a in x.counterexample], "message": x.message}
@@ -90,6 +93,7 @@ def report_markdown(r: Report) -> str:
     """A reviewer's summary: verdict, campaigns, the per-ID table, every counterexample found."""
     lines = [f"# ortmem verify: {'OK' if r.ok else 'FAILED'} ({r.profile} profile, {r.seconds:.0f} s)", ""]
     lines += [f"- drift: {p}" for p in r.drift] or ["- drift: none (catalog, predicates, tests and docs in step)"]
+    lines += [f"- drift not checked: {p}" for p in r.drift_unchecked]
     lines += [f"- {name} campaign violation: {err}" for name, err in r.campaign_errors.items()]
     lines += [f"- {name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
               f"{sum(c.rejected.values())} rejected with typed errors){_events(c)}" for name, c in r.campaigns.items()]
@@ -137,11 +141,18 @@ def _found(controls: Any, expected: int | None = None) -> str:
     return f"{sum(c.found for c in controls)}/{n}" if n else "-"
 
 
+def _labelled(label: str, style: str, text: str) -> Text:
+    """A styled label and plain text: the text is never parsed as markup (it may hold brackets)."""
+    return Text.assemble((label, style), " ", text)
+
+
 def print_report(r: Report, console: Console) -> None:
     for p in r.drift:
-        console.print(f"[red]drift:[/] {p}")
+        console.print(_labelled("drift:", "red", p))
+    for p in r.drift_unchecked:
+        console.print(_labelled("drift not checked:", "yellow", p))
     for name, err in r.campaign_errors.items():
-        console.print(f"[red]{name} campaign violation:[/] {err}")
+        console.print(_labelled(f"{name} campaign violation:", "red", err))
     for name, c in r.campaigns.items():
         console.print(f"{name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
                       f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s{_events(c)}")
@@ -163,14 +174,14 @@ def print_report(r: Report, console: Console) -> None:
     if r.crosshair is not None:
         c = r.crosshair
         if c.skipped:
-            console.print(f"[yellow]crosshair skipped:[/] {c.skipped}")
+            console.print(_labelled("crosshair skipped:", "yellow", c.skipped))
         else:
             console.print(f"crosshair: {c.confirmed} conditions confirmed over all paths in {c.seconds:.1f} s"
                           + ("" if c.ok else " [red]FAILED[/]"))
             for p in c.problems:
-                console.print(f"[red]crosshair:[/] {p}", markup=False)
+                console.print(_labelled("crosshair:", "red", p))
     for m in r.stale_mutants:
-        console.print(f"[red]stale mutant:[/] {m}", markup=False)
+        console.print(_labelled("stale mutant:", "red", m))
     table = Table(title="ortmem verify: per-ID results")
     for col in ("ID", "title", "checks", "weakest clause", "neg. controls", "mutants", "status"):
         table.add_column(col)
@@ -185,8 +196,7 @@ def print_report(r: Report, console: Console) -> None:
         console.print(f"  {rule.format(threshold=THRESHOLDS[r.profile])}", markup=False)
     for i in r.ids:
         if i.reasons:
-            console.print(f"[yellow]{i.id} partial:[/] {len(i.reasons)} reason(s); first: {i.reasons[0]}",
-                          markup=False)
+            console.print(_labelled(f"{i.id} partial:", "yellow", f"{len(i.reasons)} reason(s); first: {i.reasons[0]}"))
     verified = sum(i.status == "verified" for i in r.ids)
     verdict = "[green]OK[/] (no violation)" if r.ok else "[red]FAILED[/] (a violation)"
     console.print(f"{verdict}: {verified} of {len(r.ids)} IDs verified, "

@@ -13,6 +13,7 @@ Rendering only here; the work is `refimpl.ort.governed.GovernedRuntime`.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -36,8 +37,13 @@ class ArmTrace:
         return sum(s["cache"] for s in self.steps) / len(self.steps)
 
 
+def _no_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
 def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucket: int, steps: int,
-         headroom: int, arena: int) -> tuple[ArmTrace, list[np.ndarray]]:
+         headroom: int, arena: int, progress: Callable[[str, int, int], None] = _no_progress
+         ) -> tuple[ArmTrace, list[np.ndarray]]:
     from refimpl.ort.governed import GovernedRuntime
     from refimpl.ort.zoo import reporter_facts
     from refimpl.topology import scaled_topology
@@ -53,8 +59,10 @@ def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucke
     rt.execute(S.Prefetch())
     rid = rt.execute(S.Open("dec"))
     rows, outs = [], []
-    for _ in range(steps):
+    progress(f"{name} arm", 0, steps)
+    for k in range(steps):
         released = rt.execute(S.Decode(rid))
+        progress(f"{name} arm", k + 1, steps)
         outs.append(rt.last_output.copy())
         s = rt.abstract()
         kv = s.kv_charge(s.requests[rid])
@@ -79,8 +87,11 @@ def _arena_cap(path: str, max_context: int, buckets: tuple[int, ...]) -> int:
 
 
 def run_demo(steps: int = 48, max_context: int = 64, bucket: int = 8, limit: int = 160 * 1024,
-             headroom: int = 4096) -> tuple[ArmTrace, ArmTrace, bool]:
-    """Static and elastic arms on the same model and inputs; True iff every output equals the ungoverned run."""
+             headroom: int = 4096, progress: Callable[[str, int, int], None] = _no_progress
+             ) -> tuple[ArmTrace, ArmTrace, bool]:
+    """Static and elastic arms on the same model and inputs; True iff every output equals the ungoverned run.
+
+    `progress(phase, done, total)` hears each decode step of each arm (the `ortmem demo` progress)."""
     from refimpl.ort.governed import decode_input
     from refimpl.ort.session import make_session
     from refimpl.ort.zoo import build_zoo
@@ -88,14 +99,16 @@ def run_demo(steps: int = 48, max_context: int = 64, bucket: int = 8, limit: int
     with tempfile.TemporaryDirectory(prefix="ortmem-demo-") as d:
         sources = build_zoo(d)
         arena = _arena_cap(sources["dec"], max_context, (max_context, bucket))
-        static, s_out = _arm("static", sources, limit, max_context, max_context, steps, headroom, arena)
-        elastic, e_out = _arm("elastic", sources, limit, max_context, bucket, steps, headroom, arena)
+        static, s_out = _arm("static", sources, limit, max_context, max_context, steps, headroom, arena, progress)
+        elastic, e_out = _arm("elastic", sources, limit, max_context, bucket, steps, headroom, arena, progress)
         ref = make_session(sources["dec"], prepack=False)  # the managed sessions' ORT options
         heads, dh, identical = 4, 8, True
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)
         for t in range(steps):
+            progress("ungoverned run", t, steps)
             y, pk, pv = ref.run(None, {"x": decode_input(1, t, heads * dh), "past_key": pk, "past_value": pv})
             identical &= np.array_equal(y, s_out[t]) and np.array_equal(y, e_out[t])
+        progress("ungoverned run", steps, steps)
     return static, elastic, identical
 
 

@@ -341,4 +341,4 @@ def test_checker_is_independent_of_refimpl(module: str) -> None:
 
 def test_cli_replay_rejects_missing_file(tmp_path, capsys) -> None:
     assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
-    assert "cannot read" in capsys.readouterr().out
+    assert "cannot read" in capsys.readouterr().err

@@ -262,7 +262,7 @@ def test_verify_report_folder_gets_the_scenario_plots(tmp_path: Path, monkeypatc
     import refimpl.cli as cli
     from refimpl.verify import Report
 
-    monkeypatch.setattr(cli, "verify", lambda profile, progress, jobs=None, checkers=None: Report(True, profile, (), {}, {}, (), 0.0))
+    monkeypatch.setattr(cli, "verify", lambda profile, progress, jobs=None, checkers=None, **kw: Report(True, profile, (), {}, {}, (), 0.0))
     folder = tmp_path / "report"
     assert main(["verify", "--quick", "--report", str(folder)]) == 0
     assert sorted(p.name for p in folder.iterdir()) == sorted(["report.md", "report.json", *PLOT_FILES.values()])

@@ -27,7 +27,7 @@ V = sys.modules[verify.__module__]
 def test_checker_flag_reaches_verify_repeatable(monkeypatch) -> None:
     seen: dict[str, Any] = {}
 
-    def fake(profile, progress, jobs=None, checkers=None):
+    def fake(profile, progress, jobs=None, checkers=None, **search_and_live):
         seen.update(profile=profile, checkers=checkers)
         return V.Report(True, profile, (), {}, {}, (), 0.0, checkers=checkers or ())
     monkeypatch.setattr(cli, "verify", fake)
@@ -71,11 +71,11 @@ def test_only_the_named_checkers_jobs_run(monkeypatch, names) -> None:
 def test_restricted_run_reports_its_ids_and_skips_crosshair(monkeypatch) -> None:
     explored: list[str] = []
 
-    def fake_explore(budget, progress, names=V.CHECKER_NAMES):
+    def fake_explore(budget, progress, names=V.CHECKER_NAMES, **live):
         explored.extend(names)
         return {}, {}
     monkeypatch.setattr(V, "drift_problems", lambda: [])
-    monkeypatch.setattr(V, "_campaigns_and_controls", lambda profile, progress, jobs, names: ({}, {}, [], [], ()))
+    monkeypatch.setattr(V, "_campaigns_and_controls", lambda profile, progress, jobs, names, **kw: ({}, {}, [], [], ()))
     monkeypatch.setattr(V, "_explore", fake_explore)
     monkeypatch.setattr(V, "run_crosshair", lambda: pytest.fail("CrossHair ran in a restricted run"))
     r = V.verify("quick", checkers=("transactions",))

@@ -21,6 +21,7 @@ ungoverned ORT session's output for the same request, bit for bit.
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import tempfile
 import time
@@ -114,38 +115,59 @@ def _check_outputs(served: dict[int, _Served]) -> tuple[int, int]:
 
 def run_serve(workers: int, quota_mib: int, seconds: float | None, interval: float, out: Any,
               seed: int = 0) -> int:
-    """Run until Ctrl-C (or `seconds`); returns 0 when shutdown left no process behind and outputs matched."""
+    """Run until Ctrl-C (or `seconds`): 0 when shutdown left no process behind and outputs matched, 1 when not,
+    130 after Ctrl-C (the usual status of an interrupted command; the checks still run and print).
+
+    The models live in a temporary folder removed on the way out, whatever happened. A Ctrl-C during
+    start-up (models still building, the coordinator starting) shuts down what was started and re-raises,
+    so the CLI prints its one line; nothing is left running that would keep this process from exiting."""
     from refimpl.ort.served import build_served_models, needs
     # Ctrl-C is this command's stop button, also when it was started with SIGINT ignored (a background job of
     # a non-interactive shell inherits SIG_IGN, and Python then installs no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = random.Random(seed)
     root = tempfile.mkdtemp(prefix="ortmem-serve-")
-    paths = build_served_models(f"{root}/models", WIDTHS)
-    costs = {p: -(-needs(p).weights // (1 << 20)) + -(-needs(p).peak // (1 << 20)) for p in paths}
-    h = Hierarchy(root, quota_mib, heartbeat_timeout=2.0)
-    h.start()
-    seen = 0
-    served: dict[int, _Served] = {}
+    h: Hierarchy | None = None
     try:
-        for _ in range(workers):
-            wid = h.spawn()
-            served[wid] = _Served(wid, paths)
-        out(f"serving quota {quota_mib} MiB, {workers} workers, coordinator pid {h.proc.pid}; models "
-            + ", ".join(f"n={n}: {costs[p]} MiB" for n, p in zip(WIDTHS, paths)) + "; Ctrl-C to stop")
-        t0 = time.monotonic()
-        while seconds is None or time.monotonic() - t0 < seconds:
-            _round(h, served, costs, rng)
-            lines, seen = _table(h, served, seen)
-            for line in lines:
-                out(line)
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        out("Ctrl-C: shutting down")
+        paths = build_served_models(f"{root}/models", WIDTHS)
+        costs = {p: -(-needs(p).weights // (1 << 20)) + -(-needs(p).peak // (1 << 20)) for p in paths}
+        h = Hierarchy(root, quota_mib, heartbeat_timeout=2.0)
+        served: dict[int, _Served] = {}
+        interrupted = False
+        try:
+            h.start()
+            seen = 0
+            for _ in range(workers):
+                wid = h.spawn()
+                served[wid] = _Served(wid, paths)
+            out(f"serving quota {quota_mib} MiB, {workers} workers, coordinator pid {h.proc.pid}; models "
+                + ", ".join(f"n={n}: {costs[p]} MiB" for n, p in zip(WIDTHS, paths)) + "; Ctrl-C to stop")
+            t0 = time.monotonic()
+            while seconds is None or time.monotonic() - t0 < seconds:
+                _round(h, served, costs, rng)
+                lines, seen = _table(h, served, seen)
+                for line in lines:
+                    out(line)
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            interrupted = True
+            out("Ctrl-C: shutting down")
+        finally:
+            _close(h)
+        left = leftovers(h.pids)
+        out("shutdown clean: no process left" if not left else f"processes left behind: {left}")
+        compared, bad = _check_outputs(served)
+        out(f"outputs: {compared} requests compared with an ungoverned session, {bad} differ")
+        return 1 if left or bad else 130 if interrupted else 0
     finally:
-        h.close()
-    left = leftovers(h.pids)
-    out("shutdown clean: no process left" if not left else f"processes left behind: {left}")
-    compared, bad = _check_outputs(served)
-    out(f"outputs: {compared} requests compared with an ungoverned session, {bad} differ")
-    return 0 if not left and not bad else 1
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _close(h: Hierarchy) -> None:
+    """Shut the hierarchy down; a second Ctrl-C meanwhile does not leave it half closed."""
+    while True:
+        try:
+            h.close()
+            return
+        except KeyboardInterrupt:
+            continue

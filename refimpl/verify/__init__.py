@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ['PROFILES', 'CHECKER_NAMES', 'Report', 'IdReport', 'verify', 'verdict']
+__all__ = ['PROFILES', 'CHECKER_NAMES', 'Report', 'IdReport', 'Search', 'verify', 'verdict']
 
 
 def __getattr__(name: str) -> Any:

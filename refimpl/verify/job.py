@@ -10,6 +10,12 @@ a clause of its ID fail), the explorer and CrossHair. Each ID is judged by
 the rules of `refimpl.verify.verdict_rules`. The report is a plain value; rendering
 (table, JSON) lives in `refimpl.cli`.
 
+Progress: `progress(phase, done, total)` when a phase starts and as its jobs
+finish; `live(job, counts)` while a job runs, with its live counts (examples
+and steps of a campaign or control, states of an exploration; an empty dict
+when the job ended), sent from worker processes over a queue at most twice a
+second (`invariants.progress` collects them inside the checks).
+
 `ok` is false only when something is *violated* (drift, a campaign or
 explorer violation, a CrossHair counterexample, a stale mutant); an ID that
 does not meet the rules is "partial" with its reasons, which `--strict`
@@ -21,14 +27,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
+from contextlib import nullcontext
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from invariants.campaign import CampaignStats, ControlResult
+from invariants.campaign import CampaignStats, ControlResult, Search, searching
 from invariants.clauses import Coverage, clauses_of
 # Every predicate module declares its clauses on import; the ORT checker imports its own lazily.
 import invariants.admission  # noqa: F401
@@ -36,10 +44,11 @@ import invariants.pressure  # noqa: F401
 import invariants.replay_predicates  # noqa: F401
 import invariants.sessions  # noqa: F401
 import invariants.transactions  # noqa: F401
-from invariants.drift import drift_problems
+from invariants.drift import drift_problems, unchecked
 from invariants.explore import ExploreResult
 from invariants.mutation import StaleMutant, applied
 from invariants._violation import InvariantViolation
+from invariants.progress import reporting
 from refimpl.verify.checkers import CHECKERS, Budget, CheckerRun
 from refimpl.verify.crosshair_check import CrosshairResult, run_crosshair
 from refimpl.verify.mutants import MUTANTS
@@ -47,7 +56,7 @@ from refimpl.verify.verdict_rules import ClauseCoverage, guards_of, judge
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
-__all__ = ["PROFILES", "CHECKER_NAMES", "Report", "IdReport", "verify", "verdict"]
+__all__ = ["PROFILES", "CHECKER_NAMES", "Report", "IdReport", "Search", "verify", "verdict"]
 
 #: Neither profile shrinks a control's counterexample. The verdict needs a harm, not a minimal one, and the
 #: shortest counterexample per guard is the explorer's (deterministic, rule R4). Shrinking was most of the
@@ -97,6 +106,8 @@ class Report:
     stale_mutants: tuple[str, ...] = ()
     #: The checkers whose phases ran (`ortmem verify --checker`); every checker when none was named.
     checkers: tuple[str, ...] = ()
+    #: What the drift phase could not check here (an installed copy has no docs/ or tests/): not a pass.
+    drift_unchecked: tuple[str, ...] = ()
 
     @property
     def all_verified(self) -> bool:
@@ -104,6 +115,11 @@ class Report:
 
 
 Progress = Callable[[str, int, int], None]
+#: A running job's live counts: (job label, {"examples": n, "steps": m} or {"states": k}); {} when it ended.
+Live = Callable[[str, dict[str, int]], None]
+
+#: Seconds between two live reports of one job (a worker's queue is not flooded by every step).
+LIVE_EVERY = 0.5
 
 #: The checkers `ortmem verify --checker NAME` can select, in run order.
 CHECKER_NAMES = tuple(CHECKERS)
@@ -113,14 +129,35 @@ def _noop(phase: str, done: int, total: int) -> None:
     return None
 
 
+def _quiet(job: str, counts: dict[str, int]) -> None:
+    return None
+
+
+class _Counter:
+    """A job's progress sink: adds up ticks and forwards the totals at most every `LIVE_EVERY` seconds."""
+
+    def __init__(self, send: Callable[[dict[str, int]], None]) -> None:
+        self.counts: dict[str, int] = {}
+        self.send, self.last = send, 0.0
+
+    def __call__(self, counter: str, n: int) -> None:
+        self.counts[counter] = self.counts.get(counter, 0) + n
+        now = time.monotonic()
+        if now - self.last >= LIVE_EVERY:
+            self.last = now
+            self.send(dict(self.counts))
+
+
 def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
-           checkers: tuple[str, ...] | None = None) -> Report:
+           checkers: tuple[str, ...] | None = None, live: Live = _quiet, search: Search = Search()) -> Report:
     """Run every phase; `jobs` worker processes share the campaigns and controls (default: one per core).
 
     `checkers` (default: all) restricts the campaigns, negative and mutation controls and the explorer
     to those checkers, and the per-ID report to the IDs they check (an ID some guard, mutant or
     campaign clause of theirs names), judged by the same rules. CrossHair checks the shared
     arithmetic, no checker's, so a restricted run skips it and says so (the IDs it backs stay partial).
+    `search` (default: fixed seeds, no example database) is the campaigns' and controls' search
+    (`invariants.campaign.Search`: `ortmem verify --seed N --database WHERE`).
     """
     names = CHECKER_NAMES if checkers is None else tuple(dict.fromkeys(checkers))
     unknown = [n for n in names if n not in CHECKERS]
@@ -130,11 +167,13 @@ def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
     t0 = time.perf_counter()
     progress("drift", 0, 1)
     drift = tuple(drift_problems())
+    drift_unchecked = tuple(unchecked())
     progress("drift", 1, 1)
 
-    runs, errors, controls, mutants, stale = _campaigns_and_controls(profile, progress, jobs, names)
+    runs, errors, controls, mutants, stale = _campaigns_and_controls(profile, progress, jobs, names, live=live,
+                                                                     search=search)
 
-    explorations, explorer_controls = _explore(budget, progress, names)
+    explorations, explorer_controls = _explore(budget, progress, names, live=live)
     if names == CHECKER_NAMES:
         progress("crosshair", 0, 1)
         crosshair = run_crosshair()
@@ -148,7 +187,7 @@ def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
     ok = verdict(drift, errors, controls, ids, explorations, explorer_controls, crosshair) and not stale
     return Report(ok, profile, drift, {k: r.stats for k, r in runs.items()}, errors, ids,
                   time.perf_counter() - t0, explorations, explorer_controls, crosshair, tuple(mutants), stale,
-                  names)
+                  names, drift_unchecked)
 
 
 def _checked_by(id: str, names: tuple[str, ...], runs: dict[str, CheckerRun]) -> bool:
@@ -174,8 +213,19 @@ def verdict(drift: tuple[str, ...], errors: dict[str, str], controls: list[Contr
     return (not drift and not errors and not any(x.found for x in explorations.values()) and not problems)
 
 
-def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
-    """One campaign or one negative control; module-level so a worker process can run it."""
+def _job(kind: str, name: str, layer: str | None, profile: str, search: Search | None = None,
+         index: int = -1) -> Any:
+    """One campaign or one control; module-level so a worker process can run it.
+
+    In a worker, its live counts go to the parent over the queue the worker was started with
+    (`_start_worker`) and `search` is the run's; in the parent's own process the caller sets both."""
+    q = _LIVE_QUEUE
+    with (searching(search) if search is not None else nullcontext(),
+          reporting(_Counter(lambda counts: q.put((index, counts)))) if q is not None else nullcontext()):
+        return _run_job(kind, name, layer, profile)
+
+
+def _run_job(kind: str, name: str, layer: str | None, profile: str) -> Any:
     budget = PROFILES[profile]
     if kind == "campaign":
         try:
@@ -197,9 +247,33 @@ def _job(kind: str, name: str, layer: str | None, profile: str) -> Any:
     return CHECKERS[g.model].control(g, Layer(layer), budget)
 
 
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no worker tracebacks)."""
+#: In a worker process: where its jobs' live counts go (set once by `_start_worker`, the pool's initializer).
+_LIVE_QUEUE: Any = None
+
+
+def _start_worker(live_queue: Any) -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no worker tracebacks), and report over the queue."""
+    global _LIVE_QUEUE
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _LIVE_QUEUE = live_queue
+
+
+def _forward(q: Any, labels: list[str], live: Live, finished: set[int], lock: threading.Lock) -> None:
+    """The parent's reader of the workers' live counts (a daemon thread; None on the queue ends it).
+
+    A job's last counts can still be in the queue when its result arrives: counts of a finished job
+    are dropped, under the lock `record` takes, so an ended job never shows as running again."""
+    while True:
+        try:
+            msg = q.get()
+        except (EOFError, OSError, ValueError):  # the queue closed under us at shutdown
+            return
+        if msg is None:
+            return
+        index, counts = msg
+        with lock:
+            if index not in finished:
+                live(labels[index], counts)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -220,7 +294,13 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         manager.join(timeout=2)
 
 
-def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, names: tuple[str, ...]
+def _label(kind: str, name: str, layer: str | None) -> str:
+    return {"campaign": f"{name} campaign", "control": f"control {name} ({layer})",
+            "mutant": f"mutant {name}"}[kind]
+
+
+def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, names: tuple[str, ...],
+                            live: Live = _quiet, search: Search = Search()
                             ) -> tuple[dict[str, CheckerRun], dict[str, str], list[ControlResult],
                                        list[ControlResult], tuple[str, ...]]:
     """The campaigns, then every guard off in each layer; in parallel worker processes when jobs > 1.
@@ -237,9 +317,16 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
     for phase, total in totals.items():
         progress(phase, 0, total)
     results: list[Any] = [None] * len(work)
+    labels = [_label(*w) for w in work]
+
+    finished: set[int] = set()
+    lock = threading.Lock()
 
     def record(i: int, result: Any) -> None:
         results[i] = result
+        with lock:
+            finished.add(i)
+            live(labels[i], {})
         phase = phase_of[work[i][0]]
         done[phase] += 1
         progress(phase, done[phase], totals[phase])
@@ -247,17 +334,29 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1:
         for i, (kind, name, layer) in enumerate(work):
-            record(i, _job(kind, name, layer, profile))
+            with searching(search), reporting(_Counter(lambda counts, i=i: live(labels[i], counts))):
+                record(i, _job(kind, name, layer, profile))
     else:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_ignore_sigint)
+        ctx = multiprocessing.get_context("spawn")
+        live_queue = ctx.SimpleQueue()
+        reader = threading.Thread(target=_forward, args=(live_queue, labels, live, finished, lock), daemon=True,
+                                  name="ortmem-verify-live")
+        reader.start()
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker,
+                                   initargs=(live_queue,))
         try:
-            futures = {pool.submit(_job, kind, name, layer, profile): i for i, (kind, name, layer) in enumerate(work)}
+            futures = {pool.submit(_job, kind, name, layer, profile, search, i): i
+                       for i, (kind, name, layer) in enumerate(work)}
             for f in as_completed(futures):
                 record(futures[f], f.result())
         except BaseException:
-            _stop(pool)  # Ctrl-C (or a failure): drop queued jobs, end the workers now, no tracebacks
+            # Ctrl-C (or a failure): drop queued jobs, end the workers now, no tracebacks. The reader is left
+            # blocked (a daemon thread): a worker ended while writing to the queue may hold its write lock,
+            # so a last put() here could wait forever.
+            _stop(pool)
             raise
+        live_queue.put(None)  # every job returned, so no worker is inside a put(): the reader ends
+        reader.join(timeout=2)
         pool.shutdown(wait=True)
     runs = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and not isinstance(r, str)}
     errors = {name: r for (kind, name, _), r in zip(work, results) if kind == "campaign" and isinstance(r, str)}
@@ -267,20 +366,27 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
     return runs, errors, controls, mutants, stale
 
 
-def _explore(budget: Budget, progress: Progress, names: tuple[str, ...] = CHECKER_NAMES
+def _explore(budget: Budget, progress: Progress, names: tuple[str, ...] = CHECKER_NAMES, live: Live = _quiet
              ) -> tuple[dict[str, ExploreResult], dict[str, ExploreResult]]:
     """Exhaust each checker's scope with every guard on; then demand a counterexample per spec-layer guard."""
     explorers = {name: c for name, c in CHECKERS.items() if hasattr(c, "explore") and name in names}
+
+    def run(label: str, checker: Any, g: Any) -> ExploreResult:
+        with reporting(_Counter(lambda counts: live(label, counts))):
+            r = checker.explore(g, budget)
+        live(label, {})
+        return r
+
     explorations: dict[str, ExploreResult] = {}
     for i, (name, checker) in enumerate(explorers.items()):
         progress("explorer", i, len(explorers))
-        explorations[name] = checker.explore(None, budget)  # type: ignore[attr-defined]
+        explorations[name] = run(f"{name} scope", checker, None)
     progress("explorer", len(explorers), len(explorers))
     mine = [g for g in GUARDS if g.model in explorers]
     controls: dict[str, ExploreResult] = {}
     for i, g in enumerate(mine):
         progress("explorer controls", i, len(mine))
-        controls[g.name] = explorers[g.model].explore(g, budget)  # type: ignore[attr-defined]
+        controls[g.name] = run(f"{g.name} off", explorers[g.model], g)
     progress("explorer controls", len(mine), len(mine))
     return explorations, controls
 

@@ -1,0 +1,31 @@
+"""The `ortmem` console script: `refimpl.cli.main` behind a Ctrl-C guard that covers its imports too.
+
+Importing the CLI loads rich, Hypothesis and the verify harness (about a second); a Ctrl-C
+during that import, or anywhere `main` does not handle it itself, ends the command with
+the usual one line and status 130, never a traceback. Standard library only here, so this
+module imports in milliseconds.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["run"]
+
+
+def run() -> None:
+    try:
+        from refimpl.cli import main
+
+        code = main()
+    except KeyboardInterrupt:
+        try:
+            sys.stderr.write("ortmem: interrupted\n")
+        except (OSError, ValueError, AttributeError):
+            pass
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run()
