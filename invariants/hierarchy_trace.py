@@ -27,7 +27,7 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.hierarchy import check_state, check_step
-from invariants.hierarchy_machine import campaign_step
+from invariants.hierarchy_machine import Crash, Lose, SpawnHeld, campaign_step
 from invariants.replay import MAX_LINE_BYTES, ReplayResult
 from spec import errors as E
 from spec import hierarchy as H
@@ -36,10 +36,12 @@ from invariants.trace_format import kind_of
 
 __all__ = ["REVISION", "KINDS", "encode_event", "configure_event", "observed", "replay_hierarchy", "json_schema"]
 
-REVISION = "ortmem-hierarchy/1"
-_ACTIONS = (H.Spawn, H.Request, H.Return, H.Reserve, H.Commit, H.Free, H.Stop, H.Cont, H.Kill, H.MissHeartbeat,
-            H.Restart, H.Outside, H.Reclaim, H.Answer, H.Arbitrate)
+REVISION = "ortmem-hierarchy/2"
+_ACTIONS = (H.Spawn, SpawnHeld, H.Hello, H.Request, H.Return, H.Reserve, H.Commit, H.Free, H.Stop, H.Cont, H.Kill,
+            H.MissHeartbeat, H.Restart, H.Outside, H.Reclaim, H.Answer, H.Arbitrate, Lose, Crash)
 KINDS: dict[str, type] = {kind_of(c): c for c in _ACTIONS}
+#: A fault's inner action: a worker's own call, or an arbitration round.
+_INNER = {kind_of(c): c for c in (H.Request, H.Return, H.Free, H.Answer, H.Arbitrate)}
 _KEYS = ("contract_revision", "source", "source_sequence", "kind", "args", "outcome", "error", "result", "observed")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
 
@@ -64,10 +66,16 @@ def configure_event(source: str, config: tuple[int, int, int]) -> dict[str, Any]
             "result": None, "observed": {"free": q, "quota": {}, "epoch": {}, "state": {}}}
 
 
+def _args(act: Any) -> dict[str, Any]:
+    if isinstance(act, (Lose, Crash)):  # a fault carries its inner action by kind
+        return {"act": {"kind": kind_of(type(act.act)), "args": attrs.asdict(act.act)}, "fate": act.fate}
+    return attrs.asdict(act)
+
+
 def encode_event(source: str, seq: int, act: Any, error: GovernorError | None, result: Any,
                  seen: dict[str, Any]) -> dict[str, Any]:
     return {"contract_revision": REVISION, "source": source, "source_sequence": seq, "kind": kind_of(type(act)),
-            "args": attrs.asdict(act), "outcome": "rejected" if error else "accepted",
+            "args": _args(act), "outcome": "rejected" if error else "accepted",
             "error": type(error).__name__ if error else None, "result": _plain(result), "observed": seen}
 
 
@@ -97,6 +105,15 @@ def _decode(ev: Any) -> tuple[str, Any]:
         raise _Bad("malformed", "outcome is accepted (error null) or rejected (error named)")
     if ev["error"] is not None and ev["error"] not in _ERRORS:
         raise _Bad("malformed", f"unknown error class {str(ev['error'])[:64]!r}")
+    if cls in (Lose, Crash):
+        inner = args["act"]
+        if not isinstance(inner, dict) or sorted(inner) != ["args", "kind"] or inner["kind"] not in _INNER \
+                or not isinstance(inner["args"], dict):
+            raise _Bad("malformed", f"{kind}'s act is {{kind, args}} of one of {sorted(_INNER)}")
+        icls = _INNER[inner["kind"]]
+        if sorted(inner["args"]) != sorted(f.name for f in attrs.fields(icls)):
+            raise _Bad("malformed", f"{kind}'s {inner['kind']} args must be exactly {[f.name for f in attrs.fields(icls)]}")
+        return kind, cls(icls(**inner["args"]), args["fate"])
     return kind, cls(**args)
 
 

@@ -20,7 +20,7 @@ HIERARCHY_GUARDS = [g for g in GUARDS if g.model == "hierarchy"]
 
 
 def test_real_hierarchy_refines_spec() -> None:
-    stats = run_model_campaign(model(lambda c, g: HierarchyAdapter(c, g)), campaign_settings(4, 15))
+    stats = run_model_campaign(model(lambda c, g: HierarchyAdapter(c, g)), campaign_settings(4, 15, shrink=False))
     assert stats.examples >= 4 and stats.accepted > 10
     assert leftovers() == []
 

@@ -17,6 +17,7 @@ from spec.errors import (
     ReplayedMessage,
     StaleEpoch,
     UnknownWorker,
+    WorkerNotLive,
 )
 from spec.guards import GUARDS, GuardSet, guard
 
@@ -136,9 +137,10 @@ def test_budget_is_min_of_slice_and_os_ceiling() -> None:
 
 def test_worker_table_makes_exit_idempotent() -> None:
     assert H.WORKER_TABLE[(H.WorkerState.EXITED, H.WorkerEvent.OBSERVE_EXIT)] is H.WorkerState.EXITED
-    with pytest.raises(InvalidTransition, match="no transition for event 'hello' in state 'fenced'"):
-        s = _up()
-        s, _ = H.step(s, H.MissHeartbeat(1))
+    assert (H.WorkerState.FENCED, H.WorkerEvent.HELLO) not in H.WORKER_TABLE
+    s = _up()
+    s, _ = H.step(s, H.MissHeartbeat(1))
+    with pytest.raises(WorkerNotLive, match="worker 1 is fenced: its epoch is over"):
         H.step(s, H.Hello(1))
 
 
@@ -162,6 +164,7 @@ def _bad_states() -> dict[str, H.HierarchyState]:
             1, attrs.evolve(spawned.workers[1], quota=4, slice=4))),
         "exited_hold_nothing": put(state=H.WorkerState.EXITED, proc=H.ProcState.DEAD),
         "deferring_holds_nothing": waiting,
+        "units_not_doubled": attrs.evolve(put(reserved=3, committed=3), free=6),
         "no_outside_target": attrs.evolve(s, tickets=s.tickets.set(1, H.Ticket("db", 1))),
     }
 

@@ -37,6 +37,7 @@ from invariants.model_machine import run_model_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.hierarchy_adapter import HierarchyAdapter
 from refimpl.hierarchy.core import Core
+from refimpl.hierarchy.driver import release_zygote
 from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
@@ -49,11 +50,11 @@ def _impl(config: Any, guards: GuardSet) -> HierarchyAdapter:
 
 
 def replay_refimpl(script: tuple[Any, ...], guards: GuardSet, config: tuple[int, int, int] = SCRIPT_CONFIG,
-                   core: type = Core) -> tuple[str | None, str, int | None]:
-    """Replay a campaign-form script on real processes with `guards` (and ledger class `core`), against the
-    intact spec. Returns (violated ID or "refinement" or None, message, index of the step).
+                   core: type = Core, mutants: tuple[str, ...] = ()) -> tuple[str | None, str, int | None]:
+    """Replay a campaign-form script on real processes with `guards` (and ledger class `core`, worker-side
+    `mutants`), against the intact spec. Returns (violated ID or "refinement" or None, message, index of the step).
     """
-    gov = HierarchyAdapter(config, guards, core=core)
+    gov = HierarchyAdapter(config, guards, core=core, mutants=mutants)
     s = H.new_hierarchy(*config)
     try:
         for k, act in enumerate(script):
@@ -99,14 +100,15 @@ def _failing(prev: H.HierarchyState, act: Any, now: H.HierarchyState, accepted: 
     return out
 
 
-def replay_predicates(script: tuple[Any, ...], core: type, config: tuple[int, int, int] = SCRIPT_CONFIG
-                      ) -> tuple[str | None, str, int | None, tuple[str, ...]]:
-    """A mutation control: replay `script` on real processes with every guard on and ledger class `core`,
-    refinement off; only the predicates, on the implementation's own abstraction, can notice the bug.
+def replay_predicates(script: tuple[Any, ...], core: type, config: tuple[int, int, int] = SCRIPT_CONFIG,
+                      mutants: tuple[str, ...] = ()) -> tuple[str | None, str, int | None, tuple[str, ...]]:
+    """A mutation control: replay `script` on real processes with every guard on and ledger class `core` (and
+    worker-side `mutants`, applied by the workers' zygote), refinement off; only the predicates, on the
+    implementation's own abstraction, can notice the bug.
 
     Returns (violated ID or None, message, index of the step, every clause that step breaks).
     """
-    gov = HierarchyAdapter(config, ALL_ON, core=core)
+    gov = HierarchyAdapter(config, ALL_ON, core=core, mutants=mutants)
     try:
         prev = gov.abstract()
         for k, act in enumerate(script):
@@ -173,9 +175,15 @@ class HierarchyChecker:
         # module (defaults bound at definition time still name the intact class).
         core = importlib.import_module("refimpl.hierarchy.core").Core
         script = MUTANT_SCRIPTS[m.name]
+        # Worker code runs in processes the zygote forks: it applies the worker-side patch itself.
+        mutants = (m.name,) if m.module == "refimpl.hierarchy.worker_core" else ()
         t0 = time.perf_counter()
-        with contracts.contracts(False):
-            violated, message, at, clauses = replay_predicates(script, core)
+        try:
+            with contracts.contracts(False):
+                violated, message, at, clauses = replay_predicates(script, core, mutants=mutants)
+        finally:
+            if mutants:
+                release_zygote(mutants)
         steps = None if at is None else at + 1
         trace = tuple(repr(a) for a in script[:steps]) if steps else ()
         return ControlResult(m.name, m.layer, m.ids, violated in m.ids, violated, steps, time.perf_counter() - t0,
