@@ -201,7 +201,10 @@ class Coordinator:
     def _frame(self, ch: T.Channel) -> None:
         try:
             body = ch.recv()
-        except (EOFError, OSError, GovernorError):  # gone, an oversized frame, a failed tag, a malformed body
+        except InvalidArgument as e:  # an authentic frame whose body does not parse: a typed refusal
+            self.svc.malformed(ch, e)
+            return
+        except (EOFError, OSError, GovernorError):  # gone, an oversized frame, a frame failing its tag
             self.svc.drop(ch)
             return
         role, wid = self.svc.roles.get(id(ch), ("", 0))

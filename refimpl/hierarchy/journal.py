@@ -142,7 +142,7 @@ class Journal:
                 raise JournalInconsistent(f"{self.path}: meta figure {k!r} is missing")
             try:
                 out[k] = json.loads(meta[k])
-            except ValueError:
+            except (TypeError, ValueError):
                 raise JournalInconsistent(f"{self.path}: meta figure {k!r} does not parse: {meta[k][:40]!r}") from None
         out["workers"] = {r[0]: dict(zip(_W, r)) for r in workers}
         out["intents"] = {r[0]: dict(zip(_I, r)) for r in intents}
@@ -206,6 +206,8 @@ def audit(s: dict[str, Any]) -> None:
     nt = _int(s["next_ticket"], 1, MAX_COUNTER, "the next ticket id")
     _int(s["incarnation"], 0, MAX_COUNTER, "the incarnation")
     workers = s["workers"]
+    for wid in workers:
+        _int(wid, 1, MAX_COUNTER, "a worker id")
     missing = sorted(set(range(1, nw)) - set(workers))
     if missing:
         raise JournalInconsistent(f"worker {missing[0]} is missing (workers 1..{nw - 1} were spawned)")
@@ -232,8 +234,9 @@ def audit(s: dict[str, Any]) -> None:
         raise JournalInconsistent(f"free {s['free']} + quotas {total - s['free']} = {total} != serving quota {q}")
     waiting: set[int] = set()
     for k, i in s["intents"].items():
-        if i["seq"] != k or not 1 <= k < ni:
-            raise JournalInconsistent(f"intent {k} has sequence {i['seq']!r:.40} (next {ni})")
+        _int(k, 1, ni - 1, "an intent id")
+        if i["seq"] != k:
+            raise JournalInconsistent(f"intent {k} has sequence {i['seq']!r:.40}")
         if (type(i["worker"]) is not int or i["worker"] not in workers or workers[i["worker"]]["state"] != "active"
                 or i["worker"] in waiting):
             raise JournalInconsistent(f"intent {k} waits for worker {i['worker']!r:.40}, not a live worker "

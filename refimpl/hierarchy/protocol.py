@@ -25,7 +25,7 @@ client never holds a connection the server dropped.
 Nothing from a peer is decoded before it authenticates: before the handshake completes, only the fixed
 51-byte HELLO is read (a byte comparison and `struct.unpack` of a role byte and a worker number) and the
 32-byte tags are compared with `hmac.compare_digest`. A frame's body is parsed (JSON, no floats beyond
-finite ones, integers of at most 19 digits) only after its tag verifies; nothing is ever unpickled. A
+finite ones, integers of at most 64 digits) only after its tag verifies; nothing is ever unpickled. A
 refusal travels as {"refused": <spec.errors class name>, "message": ...} and is raised on the caller's side
 as that class.
 """
@@ -181,8 +181,13 @@ READY = {"ready": True}
 # --- bodies -------------------------------------------------------------------------------------
 
 
+#: The longest integer a body may spell: far past every field's bound (each field's own check then names the
+#: field and its range), far below what costs anything to parse.
+MAX_DIGITS = 64
+
+
 def _int(text: str) -> int:
-    if len(text.lstrip("-")) > 19:
+    if len(text.lstrip("-")) > MAX_DIGITS:
         raise ValueError(f"an integer of {len(text)} digits")
     return int(text)
 
@@ -192,7 +197,7 @@ def _constant(name: str) -> Any:
 
 
 def decode(data: bytes) -> Any:
-    """An authenticated body: JSON, integers of at most 19 digits, no NaN or infinities."""
+    """An authenticated body: JSON, integers of at most `MAX_DIGITS` digits, no NaN or infinities."""
     try:
         return json.loads(data.decode("utf-8"), parse_int=_int, parse_constant=_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:

@@ -149,6 +149,10 @@ class Service:
         self.primary[wid] = conn
         return self._send(conn, {"ok": reply})
 
+    def malformed(self, conn: Conn, err: GovernorError) -> None:
+        """An authenticated frame whose body did not parse: refused, typed; nothing changes."""
+        self._send(conn, P.refusal(err, reply=None))
+
     def refused_hello(self, err: BaseException) -> None:
         self.core._event("refused-hello", error=type(err).__name__)
 

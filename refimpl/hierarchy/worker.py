@@ -301,7 +301,10 @@ class Worker:
     def _control(self, ch: T.Channel) -> None:
         try:
             cmd = ch.recv()
-        except (EOFError, OSError, GovernorError):
+        except InvalidArgument as e:  # an authentic frame whose body does not parse: a typed refusal
+            self._reply(ch, P.refusal(e))
+            return
+        except (EOFError, OSError, GovernorError):  # gone, or a frame failing its tag: that connection only
             self._close_control(ch)
             return
         try:
