@@ -38,6 +38,8 @@ in one process, its network simulated).
 
 from __future__ import annotations
 
+import functools
+import random
 from typing import Any
 
 import attrs
@@ -49,7 +51,8 @@ from spec import hierarchy as H
 from spec.errors import InvalidArgument
 from spec.guards import ALL_ON, GuardSet
 
-__all__ = ["campaign_step", "actions", "CONFIGS", "model", "to_campaign", "SpawnHeld", "Lose", "Crash", "expand"]
+__all__ = ["campaign_step", "actions", "choose", "CONFIGS", "model", "to_campaign", "SpawnHeld", "Lose", "Crash",
+           "expand"]
 
 
 @attrs.frozen
@@ -158,17 +161,6 @@ def campaign_step(s: H.HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> t
     return s, steps[0][1]
 
 
-def _weighted(options: list[tuple[int, Any]]) -> Any:
-    """One of `options`, by weight: steer to the cases the clauses are about (reservations, defers, grants).
-
-    Hypothesis draws small and boundary indices more often, so the heaviest options sit at both ends.
-    """
-    ranked = sorted(options, key=lambda o: -o[0])
-    ordered = ranked[0::2] + ranked[1::2][::-1]
-    slots = [strat for weight, strat in ordered for _ in range(weight)]
-    return st.integers(0, len(slots) - 1).flatmap(lambda k: slots[k])
-
-
 def _arbitrate_weight(s: H.HierarchyState) -> int:
     """Arbitrate often while an intent cannot be granted yet: it ages, matures and must not be overtaken (I13)."""
     if any(i.nbytes > s.free for i in s.intents.values()):
@@ -176,95 +168,105 @@ def _arbitrate_weight(s: H.HierarchyState) -> int:
     return 5 if s.intents else 1
 
 
-def _hostile(s: H.HierarchyState, i: int, w: H.Worker) -> Any:
+_LOSSES = (H.REPLY_LOST, H.MESSAGE_LOST)
+
+
+def _hostile(s: H.HierarchyState, i: int, w: H.Worker, r: random.Random) -> Any:
     """What the network or a dead identity's key can say in the name of worker `i`."""
     e, nxt = w.known_epoch, w.seq + 1
-    bad = [H.Request(i, e, nxt, 2, authentic=False), H.Return(i, e, nxt, 1, authentic=False),  # forged (bad MAC)
-           H.Request(i, e, w.seq, 1),  # replayed (an accepted sequence number)
-           H.Request(i, max(0, e - 1), nxt, 1)]  # an older epoch
+    bad = [lambda: H.Request(i, e, nxt, 2, authentic=False), lambda: H.Return(i, e, nxt, 1, authentic=False),
+           lambda: H.Request(i, e, w.seq, 1),  # replayed (an accepted sequence number)
+           lambda: H.Request(i, max(0, e - 1), nxt, 1)]  # an older epoch
     if w.state is not H.WorkerState.ACTIVE:  # the key and the current epoch of a silent, fenced or exited worker
-        bad += [H.Request(i, w.epoch, nxt, 1), H.Return(i, w.epoch, nxt, 1), H.Request(i, w.epoch, nxt + 3, 2)]
-    return st.sampled_from(bad)
+        bad += [lambda: H.Request(i, w.epoch, nxt, 1), lambda: H.Return(i, w.epoch, nxt, 1),
+                lambda: H.Request(i, w.epoch, nxt + r.randint(1, 5), 2)]
+    return r.choice(bad)()
 
 
-def _own_calls(s: H.HierarchyState, i: int, w: H.Worker, waiting: set[int]) -> list[tuple[int, Any]]:
-    """The worker's own calls (weighted), and the same calls meeting a lost reply or a coordinator crash."""
+def _own_calls(s: H.HierarchyState, i: int, w: H.Worker, waiting: set[int],
+               r: random.Random) -> list[tuple[int, Any]]:
+    """The worker's own calls (weighted thunks), and the same calls meeting a lost reply or a coordinator crash."""
     q, e, nxt = s.serving_quota, w.known_epoch, w.seq + 1
     room = w.slice - w.committed - w.reserved
     calls: list[tuple[int, Any]] = []
     if i not in waiting:
-        calls += [(4, st.builds(H.Request, st.just(i), st.just(e), st.just(nxt), st.integers(1, max(1, q // 2)),
-                                st.integers(0, 1))),
-                  (2, st.builds(H.Request, st.just(i), st.just(e), st.just(nxt), st.integers(q // 2, q),
-                                st.integers(0, 1)))]
+        calls += [(4, lambda: H.Request(i, e, nxt, r.randint(1, max(1, q // 2)), r.randint(0, 1))),
+                  (2, lambda: H.Request(i, e, nxt, r.randint(q // 2, q), r.randint(0, 1)))]
         if s.free < q:  # the whole pool while others hold part of it: an intent that waits and matures
-            calls.append((2, st.builds(H.Request, st.just(i), st.just(e), st.just(nxt), st.just(q), st.just(0))))
+            calls.append((2, lambda: H.Request(i, e, nxt, q, 0)))
     if room > 0:
-        calls.append((1, st.builds(H.Return, st.just(i), st.just(e), st.just(nxt), st.integers(1, room))))
+        calls.append((1, lambda: H.Return(i, e, nxt, r.randint(1, room))))
     if w.committed:
-        calls.append((2, st.builds(H.Free, st.just(i), st.integers(1, w.committed))))
-    faults = [(1, st.builds(kind, strat, st.sampled_from((H.REPLY_LOST, H.MESSAGE_LOST))))
-              for _, strat in calls for kind in (Lose, Crash)]
+        calls.append((2, lambda: H.Free(i, r.randint(1, w.committed))))
+    faults = [(1, lambda call=call: r.choice((Lose, Crash))(call(), r.choice(_LOSSES))) for _, call in calls]
     return calls + faults
 
 
-def actions(s: H.HierarchyState) -> Any:
+def choose(s: H.HierarchyState, r: random.Random) -> Any:
+    """One campaign action for state `s`, drawn with `r` (Hypothesis' recorded randomness, or a seeded walk's)."""
     live = [w for w in s.workers.values() if w.state is not H.WorkerState.EXITED]
     options: list[tuple[int, Any]] = []
     if s.next_worker <= 3:
-        options.append((3 if len(live) < 2 else 1, st.just(H.Spawn())))
-        options.append((2, st.just(SpawnHeld())))
+        options += [(3 if len(live) < 2 else 1, H.Spawn), (2, SpawnHeld)]
     waiting = {x.worker for x in s.intents.values()}
     # In the name of an identity this coordinator never spawned (with a key derived for it).
-    options.append((1, st.just(H.Request(s.next_worker + 5, 1, 1, 1))))
+    options.append((1, lambda: H.Request(s.next_worker + r.randint(0, 5), 1, 1, 1)))
     for i, w in s.workers.items():
-        options.append((1, _hostile(s, i, w)))
+        options.append((1, lambda i=i, w=w: _hostile(s, i, w, r)))
         if w.state is H.WorkerState.EXITED:
             continue
         if w.state is H.WorkerState.SPAWNED:  # not authenticated yet: it can only say hello, or die
-            options += [(1, st.just(H.Kill(i)))]
+            options.append((1, lambda i=i: H.Kill(i)))
             if w.proc is _R:
-                options += [(3, st.just(H.Hello(i))), (3, st.just(H.Hello(i, authentic=False)))]
+                options += [(3, lambda i=i: H.Hello(i)), (3, lambda i=i: H.Hello(i, authentic=False))]
             else:
-                options.append((3, st.just(H.Cont(i))))
+                options.append((3, lambda i=i: H.Cont(i)))
             continue
         if w.proc is _R:
-            options.append((1, st.just(H.Hello(i, authentic=False))))  # an impostor of an authenticated worker
-        options.append((1, st.just(H.Kill(i))))
+            options.append((1, lambda i=i: H.Hello(i, authentic=False)))  # an impostor of an authenticated worker
+        options.append((1, lambda i=i: H.Kill(i)))
         if w.state is H.WorkerState.ACTIVE:
-            options.append((1, st.just(H.MissHeartbeat(i))))
+            options.append((1, lambda i=i: H.MissHeartbeat(i)))
         if w.proc is not _R:
-            options.append((3, st.just(H.Cont(i))))
+            options.append((3, lambda i=i: H.Cont(i)))
             continue
-        options.append((1, st.just(H.Stop(i))))
+        options.append((1, lambda i=i: H.Stop(i)))
         if w.state is not H.WorkerState.ACTIVE:
             continue  # a fenced worker is refused at the coordinator
         if not w.synced:  # out of sync (a lost reply, a restart): it says hello before it does anything else
-            options.append((4, st.just(H.Hello(i))))
+            options.append((4, lambda i=i: H.Hello(i)))
             continue
-        options.append((1, st.just(H.Hello(i))))  # a reconnect at will: a new epoch, resynchronised
-        options += _own_calls(s, i, w, waiting)
+        options.append((1, lambda i=i: H.Hello(i)))  # a reconnect at will: a new epoch, resynchronised
+        options += _own_calls(s, i, w, waiting, r)
         free = w.slice - w.committed - w.reserved
         if free > 0:
-            options.append((4, st.builds(H.Reserve, st.just(i), st.integers(1, free))))
+            options.append((5, lambda i=i, free=free: H.Reserve(i, r.randint(1, free))))
         if w.reserved:
-            options.append((3, st.just(H.Commit(i))))
-        options.append((1, st.builds(H.Reclaim, st.just(i), st.integers(1, 3))))
+            options.append((4, lambda i=i: H.Commit(i)))
+        options.append((1, lambda i=i: H.Reclaim(i, r.randint(1, 3))))
     for t, x in s.tickets.items():
         w = s.workers.get(x.target) if isinstance(x.target, int) else None
         if w is not None and w.proc is _R and w.synced:
             room = max(0, min(x.nbytes, w.slice - w.committed - w.reserved))
-            answer = st.builds(H.Answer, st.just(t), st.integers(0, room))
-            options += [(3, answer), (1, st.builds(Lose, answer, st.sampled_from((H.REPLY_LOST, H.MESSAGE_LOST))))]
+            options += [(3, lambda t=t, room=room: H.Answer(t, r.randint(0, room))),
+                        (1, lambda t=t, room=room: Lose(H.Answer(t, r.randint(0, room)), r.choice(_LOSSES)))]
     if sum(s.outside.values()) + 3 <= s.machine:  # I11: outside usage moves only the ceiling
-        options.append((2, st.just(H.Outside("db", 3))))
+        options.append((2, lambda: H.Outside("db", 3)))
     if s.outside.get("db", 0) >= 3:
-        options.append((2, st.just(H.Outside("db", -3))))
-    options += [(1, st.just(H.Reclaim("db", 1))), (_arbitrate_weight(s), st.just(H.Arbitrate())),
-                (1, st.just(H.Restart()))]
+        options.append((2, lambda: H.Outside("db", -3)))
+    options += [(1, lambda: H.Reclaim("db", 1)), (_arbitrate_weight(s), H.Arbitrate), (1, H.Restart)]
     if s.intents:  # a round journaled, then its grant pushes lost (a dropped connection, or a crash)
-        options += [(1, st.just(Lose(H.Arbitrate()))), (1, st.just(Crash(H.Arbitrate())))]
-    return _weighted(options)
+        options += [(1, lambda: Lose(H.Arbitrate())), (1, lambda: Crash(H.Arbitrate()))]
+    return r.choices([o for _, o in options], weights=[wt for wt, _ in options])[0]()
+
+
+_RANDOMS = st.randoms(use_true_random=True)  # a seeded Random: uniform draws (the recorded one favours the first option)
+
+
+def actions(s: H.HierarchyState) -> Any:
+    """The campaign's action strategy: `choose` over Hypothesis' recorded randomness (one strategy per step:
+    building a strategy per option per step cost more than running the step)."""
+    return _RANDOMS.map(functools.partial(choose, s))
 
 
 def model(impl: Any) -> Model:

@@ -100,7 +100,9 @@ class Worker:
             if ch is not None:
                 ch.close()
             return False
-        self.coord, self.refused = ch, None
+        old, self.coord, self.refused = self.coord, ch, None
+        if old is not None:  # a reconnect: the coordinator dropped the previous connection (its epoch is over)
+            old.close()
         return True
 
     def _waits_for_operator(self) -> bool:
@@ -157,8 +159,8 @@ class Worker:
             raise self.refused
 
     def reconnect(self) -> None:
-        """Drop the coordinator connection and say hello again (a new epoch; resynchronised)."""
-        self._drop_coord()
+        """Say hello again on a new connection (a new epoch; resynchronised); refused, keep the one we had."""
+        self.refused = None
         deadline = time.monotonic() + T.DIAL_TIMEOUT
         while not self.try_connect() and self.refused is None and time.monotonic() < deadline:
             time.sleep(REDIAL_S)

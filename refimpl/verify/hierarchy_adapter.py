@@ -109,10 +109,9 @@ class HierarchyAdapter:
             w["synced"] = False
 
     def execute(self, act: Any) -> Any:
+        # The workers' figures are those `abstract()` read after the previous step (nothing moves between steps:
+        # every push is the result of an action), so the emulated OS starts from them.
         snap = self._coord()
-        for wid, w in snap["workers"].items():
-            if w["state"] != "exited":
-                self._refresh(wid)
         self._write_ceiling()
         err: GovernorError | None = None
         result: Any = None
