@@ -233,6 +233,8 @@ def choose(s: H.HierarchyState, r: random.Random) -> Any:
         options.append((1, lambda i=i: H.Stop(i)))
         if w.state is not H.WorkerState.ACTIVE:
             continue  # a fenced worker is refused at the coordinator
+        # Its reconnect, the coordinator crashing before or after it journaled the hello.
+        options.append((1, lambda i=i: Crash(H.Hello(i), r.choice(_LOSSES))))
         if not w.synced:  # out of sync (a lost reply, a restart): it says hello before it does anything else
             options.append((4, lambda i=i: H.Hello(i)))
             continue

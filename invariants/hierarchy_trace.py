@@ -41,7 +41,7 @@ _ACTIONS = (H.Spawn, SpawnHeld, H.Hello, H.Request, H.Return, H.Reserve, H.Commi
             H.MissHeartbeat, H.Restart, H.Outside, H.Reclaim, H.Answer, H.Arbitrate, Lose, Crash)
 KINDS: dict[str, type] = {kind_of(c): c for c in _ACTIONS}
 #: A fault's inner action: a worker's own call, or an arbitration round.
-_INNER = {kind_of(c): c for c in (H.Request, H.Return, H.Free, H.Answer, H.Arbitrate)}
+_INNER = {kind_of(c): c for c in (H.Hello, H.Request, H.Return, H.Free, H.Answer, H.Arbitrate)}
 _KEYS = ("contract_revision", "source", "source_sequence", "kind", "args", "outcome", "error", "result", "observed")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
 

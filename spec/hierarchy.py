@@ -201,13 +201,34 @@ def step(s: HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> tuple[Hierar
 
 
 def _hello(s: HierarchyState, act: Hello, g: GuardSet) -> tuple[HierarchyState, Any]:
-    """A connection: the first authentication, or a reconnect that resynchronises the worker from the journal."""
+    """A connection: the first authentication, or a reconnect that resynchronises the worker from the journal.
+
+    With a fate but DELIVERED (the coordinator crashed before or after journaling it), the worker learns
+    nothing and keeps the view it had."""
     w = known_worker(s, act.worker)
+    fate = check_fate(act)
     if type(act.authentic) is not bool:
         raise InvalidArgument(f"{act!r:.80}: authentic must be a bool")
     check_running(w, act.worker, "authenticate")  # a stopped or dead process dials nobody
     if not act.authentic:
         raise AuthenticationFailed(f"worker {act.worker}: challenge failed")
+    if fate == MESSAGE_LOST:
+        return s, None
+    try:
+        t = _hello_applied(s, act, g)
+    except WorkerNotLive:
+        if fate == DELIVERED:
+            raise
+        return s, None
+    if fate == DELIVERED:
+        return t, None
+    n = t.workers[act.worker]  # journaled; the reply lost: the worker keeps what it had, out of sync
+    return put(t, act.worker, attrs.evolve(n, known_epoch=w.known_epoch, slice=w.slice, reserved=w.reserved,
+                                           synced=False)), None
+
+
+def _hello_applied(s: HierarchyState, act: Hello, g: GuardSet) -> HierarchyState:
+    w = s.workers[act.worker]
     if w.state in (_W.FENCED, _W.EXITED):
         raise WorkerNotLive(f"worker {act.worker} is {w.state.value}: its epoch is over, it cannot authenticate again")
     state = lookup(WORKER_TABLE, w.state, _WE.HELLO, f"worker {act.worker}")
@@ -223,7 +244,7 @@ def _hello(s: HierarchyState, act: Hello, g: GuardSet) -> tuple[HierarchyState, 
     epoch = w.epoch + 1 if w.state is _W.ACTIVE else w.epoch
     w = attrs.evolve(w, state=state, epoch=epoch, known_epoch=epoch, quota=quota, slice=quota, reserved=reserved,
                      synced=True)
-    return put(s, act.worker, w, free=free), None
+    return put(s, act.worker, w, free=free)
 
 
 def _request(s: HierarchyState, act: Request, g: GuardSet) -> tuple[HierarchyState, Any]:

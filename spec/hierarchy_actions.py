@@ -52,6 +52,7 @@ class Hello:
 
     worker: int
     authentic: bool = True
+    fate: str = DELIVERED
 
 
 @attrs.frozen

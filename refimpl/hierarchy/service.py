@@ -17,10 +17,10 @@ an id never issued) proves the journal stale, and the coordinator stops
 worker's previous connection, unread frames and all (its epoch is over).
 
 Fault injection (the environment's freedom, FoundationDB's buggify), armed by
-the operator for the next worker message or arbitration round: crash before
-handling it or after (the journal holds the step, the reply is never sent),
-or drop the connection before handling it or after (reply lost). Used by the
-campaigns; never armed otherwise.
+the operator for the next worker hello, worker message or arbitration round:
+crash before handling it or after (the journal holds the step, the reply is
+never sent), or drop the connection before handling it or after (reply
+lost). Used by the campaigns; never armed otherwise.
 """
 
 from __future__ import annotations
@@ -122,6 +122,12 @@ class Service:
         if role != "worker":
             self.roles[id(conn)] = (role, wid)
             return self._send(conn, P.READY)
+        fault, self.armed = self.armed, None
+        if fault == "crash-before-handle":
+            self.crash()
+        if fault == "drop-message":
+            self.drop(conn)
+            return False
         try:
             if not isinstance(first, dict):
                 raise InvalidArgument(f"a worker's hello is an object, got {type(first).__name__}")
@@ -139,12 +145,20 @@ class Service:
             raise  # fatal: the caller stops the coordinator
         except GovernorError as e:
             self.core._event("refused-hello", worker=wid, error=type(e).__name__)
-            self._send(conn, P.refusal(e))
+            if fault == "crash-before-reply":
+                self.crash()
+            if fault != "drop-reply":
+                self._send(conn, P.refusal(e))
             self.drop(conn)
             return False
         old = self.primary.pop(wid, None)
         if old is not None:  # a reconnect: the previous connection's epoch is over, unread frames and all
             self.drop(old)
+        if fault == "crash-before-reply":
+            self.crash()
+        if fault == "drop-reply":
+            self.drop(conn)
+            return False
         self.roles[id(conn)] = (role, wid)
         self.primary[wid] = conn
         return self._send(conn, {"ok": reply})
@@ -232,7 +246,7 @@ class Service:
         return self.core.events[P.counter(since, "since"):][:10_000]
 
     def arm(self, fault: object) -> None:
-        """Arm `fault` for the next worker message or arbitration round (None: disarm)."""
+        """Arm `fault` for the next worker hello, worker message or arbitration round (None: disarm)."""
         if fault is not None and fault not in FAULTS:
             raise InvalidArgument(f"fault must be one of {FAULTS} or None, got {str(fault)[:40]!r}")
         self.armed = fault  # type: ignore[assignment]

@@ -158,9 +158,13 @@ class Worker:
         if self.refused is not None:
             raise self.refused
 
-    def reconnect(self) -> None:
-        """Say hello again on a new connection (a new epoch; resynchronised); refused, keep the one we had."""
+    def reconnect(self, once: bool = False) -> None:
+        """Say hello again on a new connection (a new epoch; resynchronised); refused, keep the one we had.
+        `once`: one attempt, whatever comes of it (the campaign crashes the coordinator in the middle of it)."""
         self.refused = None
+        if once is True:
+            self.try_connect()
+            return
         deadline = time.monotonic() + T.DIAL_TIMEOUT
         while not self.try_connect() and self.refused is None and time.monotonic() < deadline:
             time.sleep(REDIAL_S)

@@ -248,6 +248,8 @@ class HierarchyAdapter:
     def _fault(self, act: Lose | Crash, snap: dict[str, Any]) -> None:
         """A worker's own call (or an arbitration round) meeting a dropped connection or a coordinator crash."""
         inner, h = act.act, self.h
+        if isinstance(inner, H.Hello):
+            return self._hello_fault(act, snap)
         if isinstance(inner, (H.Request, H.Return)) and not self._own(inner, snap):
             raise InvalidArgument(f"{inner!r}: only a worker's own call can lose its reply")
         if isinstance(inner, H.Answer):
@@ -288,6 +290,18 @@ class HierarchyAdapter:
             h.restart(reconnects=False)
         else:
             h.op("arm", None)
+        return None
+
+    def _hello_fault(self, act: Lose | Crash, snap: dict[str, Any]) -> None:
+        """A live worker's reconnect meeting a coordinator crash before or after it journaled the hello."""
+        inner, h = act.act, self.h
+        self._running(inner.worker)
+        if not isinstance(act, Crash) or inner.authentic is not True or snap["workers"][inner.worker]["state"] != "active":
+            raise InvalidArgument(f"{act!r:.80}: the campaign crashes only a live worker's own reconnect")
+        h.op("arm", FAULT_OF[(Crash, act.fate)])
+        h.wop(inner.worker, "reconnect", True)  # one attempt: the coordinator dies in the middle of it
+        self._unsync_all()
+        h.restart(reconnects=False)
         return None
 
     # --- the refinement mapping ------------------------------------------------------------

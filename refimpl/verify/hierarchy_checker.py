@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from invariants import contracts
+from invariants.clauses import Coverage
 from invariants._violation import InvariantViolation
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.checked import diff
@@ -39,6 +40,7 @@ from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model
 from invariants.model_machine import run_model_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.hierarchy_adapter import HierarchyAdapter
+from refimpl.verify.hierarchy_crashes import crash_campaign
 from refimpl.verify.hierarchy_sim import SimAdapter
 from refimpl.hierarchy.core import Core
 from refimpl.hierarchy.driver import release_zygote
@@ -83,6 +85,22 @@ def cases(s: H.HierarchyState, act: Any) -> list[str]:
         elif w is not None and w.state is H.WorkerState.ACTIVE and not w.synced:
             out.append("resynchronising hellos")
     return out
+
+
+def _crash_run(crashes: int) -> CampaignStats:
+    """The seeded crash-and-restart campaign (`hierarchy_crashes`) as one more campaign: its clause evaluations
+    count toward coverage; its figures are events (a harm or divergence raises)."""
+    cov = Coverage()
+    with contracts.contracts(True):
+        f = crash_campaign(0, crashes, coverage=cov)
+    events = {"crash-campaign coordinator crashes": f.crashes,
+              "crash-campaign crashes between journal and reply": f.crashes_between_journal_and_reply,
+              "crash-campaign crashes before the journal": f.crashes_before_journal,
+              "crash-campaign units granted": f.units_granted, "crash-campaign units returned": f.units_returned,
+              f"crash-campaign max units grantable or usable at once (serving quota {f.serving_quota})":
+                  f.max_combined_units, "crash-campaign units lost": f.max_units_lost}
+    return CampaignStats(f.walks, f.steps, f.steps - f.refusals, f.refusals_by_error, f.seconds, {},
+                         dict(cov.counts), events)
 
 
 def _counting(events: Counter[str]) -> Any:
@@ -188,6 +206,7 @@ class HierarchyChecker:
             with contracts.contracts(True):
                 stats = run_model_campaign(m, campaign_settings(examples, min(budget.campaign_steps, 30)))
             runs.append(attrs.evolve(stats, events={f"{name} {k}": v for k, v in events.items()}))
+        runs.append(_crash_run(max(100, budget.campaign_examples // 4)))
         stats = CampaignStats.total(runs)
         checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
                   for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}

@@ -132,12 +132,22 @@ class SimAdapter:
         self.by_pid: dict[int, _Worker] = {}
         self.next_pid = 1000
         self.procs = _Processes(self)
+        #: Journal commits so far, and their count when the current call began: a crash after more of them fell
+        #: between a journal write and its reply.
+        self.commits = self.call_began = 0
+        #: One entry per coordinator crash: "after-journal", "before-journal" or "between-steps".
+        self.crash_log: list[str] = []
         self.svc = self._boot(Journal.create(self.path, P.journal_key(self.master), self.q, self.cap, durable=False))
-        self.crashes = 0
 
     # --- the coordinator ------------------------------------------------------------------
 
     def _boot(self, journal: Journal) -> Service:
+        commit = journal.commit
+
+        def counted(*args: Any) -> None:
+            commit(*args)
+            self.commits += 1
+        journal.commit = counted  # type: ignore[method-assign]
         svc = Service(journal, self.master, self.q, self.guards, self.procs, self._crash, Core,
                       terminate_on_fence=False)
         svc.reconcile()
@@ -146,6 +156,16 @@ class SimAdapter:
     @staticmethod
     def _crash() -> None:
         raise SimCrash()
+
+    def _crashed(self, during_call: bool = True) -> None:
+        """The coordinator died (SimCrash, or on its own between steps): log where, then restart it."""
+        self.crash_log.append("between-steps" if not during_call else
+                              "after-journal" if self.commits > self.call_began else "before-journal")
+        self.restart()
+
+    def _arm(self, fault: str) -> None:
+        self.call_began = self.commits
+        self.svc.arm(fault)
 
     def restart(self) -> None:
         """The coordinator dies (whatever it was doing) and a new one resumes from the journal."""
@@ -217,8 +237,7 @@ class SimAdapter:
             try:
                 self.svc.frame(conn, conn.session.open(frame))
             except SimCrash:
-                self.crashes += 1
-                self.restart()
+                self._crashed()
                 w.core.lost(msg)
                 return None
             while conn.to_client and answered is None:
@@ -315,8 +334,7 @@ class SimAdapter:
         if isinstance(act, H.MissHeartbeat):
             return svc.expire(act.worker)
         if isinstance(act, H.Restart):
-            self.crashes += 1
-            self.restart()
+            self._crashed(during_call=False)
             return None
         if isinstance(act, H.Outside):
             if type(act.name) is not str or not act.name or type(act.delta) is not int or act.delta == 0:
@@ -346,19 +364,30 @@ class SimAdapter:
 
     def _fault(self, act: Lose | Crash) -> None:
         inner = act.act
+        if isinstance(inner, H.Hello):
+            self._running(inner.worker)
+            if not isinstance(act, Crash) or inner.authentic is not True or \
+                    self.svc.core.workers[inner.worker]["state"] != "active":
+                raise InvalidArgument(f"{act!r:.80}: the campaign crashes only a live worker's own reconnect")
+            self._arm("crash-before-reply" if act.fate == H.REPLY_LOST else "crash-before-handle")
+            try:
+                self._hello(inner.worker)
+            except SimCrash:
+                pass
+            self._crashed()
+            return None
         if isinstance(inner, (H.Request, H.Return)) and not self._own(inner):
             raise InvalidArgument(f"{inner!r}: only a worker's own call can lose its reply")
         fault = {(Lose, H.REPLY_LOST): "drop-reply", (Lose, H.MESSAGE_LOST): "drop-message",
                  (Crash, H.REPLY_LOST): "crash-before-reply", (Crash, H.MESSAGE_LOST): "crash-before-handle"}
         if isinstance(inner, H.Arbitrate):
-            self.svc.arm(fault[(type(act), act.fate)])
+            self._arm(fault[(type(act), act.fate)])
             try:
                 self.svc.arbitrate()
             except SimCrash:
                 pass
             if isinstance(act, Crash):
-                self.crashes += 1
-                self.restart()
+                self._crashed()
             for w in self.workers.values():  # a push lost with its connection: that worker is out of sync
                 if w.conn is not None and w.conn.closed:
                     w.conn = w.session = None
@@ -374,14 +403,13 @@ class SimAdapter:
             raise InvalidArgument(f"{inner!r} carries no message that can be lost")
         if msg is not None:
             if isinstance(act, Crash):
-                self.svc.arm("crash-before-reply" if act.fate == H.REPLY_LOST else "crash-before-handle")
+                self._arm("crash-before-reply" if act.fate == H.REPLY_LOST else "crash-before-handle")
                 self._call(wid, msg, H.DELIVERED)  # the crash takes the reply (or the message) with it
                 self.svc.arm(None)
                 return None
             self._call(wid, msg, act.fate)
         if isinstance(act, Crash):  # nothing was sent: the coordinator crashes on its own
-            self.crashes += 1
-            self.restart()
+            self._crashed(during_call=False)
         return None
 
     # --- what the environment throws at the coordinator between steps ---------------------------
@@ -406,8 +434,8 @@ class SimAdapter:
             raise AssertionError("a wrong key passed the challenge")
         conn, session = self._handshake("control", 0, P.control_key(self.master))
         self.svc.opened(conn, "control", 0)
-        frame = session.seal({"op": "snapshot", "args": []})
         if kind == "bad-tag":
+            frame = session.seal({"op": "snapshot", "args": []})
             frame = frame[:5] + bytes([frame[5] ^ 1]) + frame[6:]
         else:
             data = rng.choice([b"\x80\x04K\x01.", b"{", b'{"op": NaN}', b"[" * 5000, b"1" * 100])
