@@ -36,7 +36,7 @@ from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 
 __all__ = ["SCRIPT_CONFIG", "SCRIPTS", "ScriptResult", "run_script", "hierarchy_model", "EXPLORE_CONFIG",
-           "arbitration_model"]
+           "arbitration_model", "environment_cases", "counting_cases"]
 
 #: (serving quota, machine, aging cap) of every script.
 SCRIPT_CONFIG = (10, 16, 2)
@@ -153,6 +153,39 @@ def _forget_incarnation(step: Any) -> Any:
     def stepped(s: H.HierarchyState, a: Any) -> H.HierarchyState:
         return attrs.evolve(step(s, a), incarnation=1)
     return stepped
+
+
+_WHO = {H.WorkerState.SPAWNED: "spawned-but-silent", H.WorkerState.FENCED: "fenced",
+        H.WorkerState.EXITED: "exited", H.WorkerState.ACTIVE: "live"}
+
+
+def environment_cases(s: H.HierarchyState, act: Any) -> list[str]:
+    """The environment's cases a spec action from state `s` is (what the scope's coverage counts)."""
+    out = []
+    fate = getattr(act, "fate", H.DELIVERED)
+    if fate == H.REPLY_LOST:
+        out.append("replies lost (journaled, unanswered)")
+    elif fate == H.MESSAGE_LOST:
+        out.append("messages lost")
+    if isinstance(act, (H.Request, H.Return)) and not H.own_call(s, act):
+        w = s.workers.get(act.worker) if type(act.worker) is int else None
+        out.append(f"messages from {'never-spawned' if w is None else _WHO[w.state]} identities")
+    if isinstance(act, H.Restart) and any(not w.synced and w.state is H.WorkerState.ACTIVE and w.proc is not
+                                          H.ProcState.DEAD for w in s.workers.values()):
+        out.append("restarts with a worker out of sync (after a crash between journal and reply)")
+    return out
+
+
+def counting_cases(model: Model) -> tuple[Model, dict[str, int]]:
+    """`model` with every transition it tries counted by `environment_cases` into the returned dict."""
+    counts: dict[str, int] = {}
+    step = model.step
+
+    def counted(s: H.HierarchyState, a: Any) -> H.HierarchyState:
+        for c in environment_cases(s, a):
+            counts[c] = counts.get(c, 0) + 1
+        return step(s, a)
+    return attrs.evolve(model, step=counted), counts
 
 
 def hierarchy_model(guards: GuardSet = ALL_ON) -> Model:

@@ -36,7 +36,8 @@ from invariants.explore import ExploreResult, explore
 from invariants.mutation import Mutant
 from invariants.hierarchy import CLAUSES, STATE_PREDICATES, STEP_PREDICATES, check_state, check_step, evaluate
 from invariants.hierarchy_machine import Crash, Lose, campaign_step, model, to_campaign
-from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model, hierarchy_model, run_script
+from invariants.hierarchy_scope import (SCRIPT_CONFIG, SCRIPTS, arbitration_model, counting_cases, hierarchy_model,
+                                        run_script)
 from invariants.model_machine import run_model_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.hierarchy_adapter import HierarchyAdapter
@@ -233,8 +234,11 @@ class HierarchyChecker:
                              time.perf_counter() - t0, trace, message)
 
     def explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
-        if guard is None:
-            return explore(hierarchy_model(ALL_ON), max_depth=budget.explore_depth, max_states=budget.explore_states)
+        if guard is None:  # every guard on: the environment's cases the scope reached ride in the message
+            scope, counts = counting_cases(hierarchy_model(ALL_ON))
+            r = explore(scope, max_depth=budget.explore_depth, max_states=budget.explore_states)
+            reached = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            return attrs.evolve(r, message=f"{r.message}; transitions tried by case: {reached}")
         off = GuardSet.without(guard.name)
         scope = arbitration_model(off) if guard.name == "coordinator_aging" else hierarchy_model(off)
         return explore(scope, max_depth=budget.control_depth, max_states=budget.explore_states)
