@@ -157,12 +157,12 @@ def test_no_quota_for_a_fenced_exited_or_never_spawned_identity(hier: Hierarchy)
 
 
 def _memory(pid: int) -> bytes:
-    """Every readable mapping of process `pid` (our grandchild: the zygote's child)."""
+    """Every writable mapping of process `pid` (heap, stacks, anonymous memory: where a key object lives)."""
     out = []
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
         for line in maps:
             span, perms = line.split()[:2]
-            if not perms.startswith("r") or "[vvar]" in line or "[vsyscall]" in line:
+            if not perms.startswith("rw") or "[vvar]" in line or "[vsyscall]" in line:
                 continue
             lo, hi = (int(x, 16) for x in span.split("-"))
             try:

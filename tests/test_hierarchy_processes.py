@@ -100,9 +100,10 @@ def test_restart_reconciles_a_worker_that_died_while_the_coordinator_was_down(hi
     time.sleep(0.05)
     hier.start()
     hier.await_exit(a)
+    hier.await_reconnects()
     assert _ledger(hier) == (6, {a: ("exited", 0), b: ("active", 4)})
     w = hier.wop(b, "snapshot")
-    assert (w["slice"], w["reserved"], w["known_epoch"], w["seq"]) == (4, 1, 1, 1)
+    assert (w["slice"], w["reserved"], w["known_epoch"], w["seq"]) == (4, 1, 2, 1)  # a reconnect: a new epoch
     assert hier.wop(b, "return", 2) is None  # the reconnected worker's next sequence number is accepted
     assert _ledger(hier) == (8, {a: ("exited", 0), b: ("active", 2)})
     _conserved(hier)

@@ -38,8 +38,8 @@ def test_simulated_hierarchy_refines_spec_and_reaches_every_case() -> None:
         return campaign_step(s, act, guards)
 
     m = attrs.evolve(model(lambda c, g: SimAdapter(c, g)), step=counted)
-    stats = run_model_campaign(m, campaign_settings(40, 30, shrink=False))
-    assert stats.examples >= 40 and stats.accepted > 500
+    stats = run_model_campaign(m, campaign_settings(25, 30, shrink=False))
+    assert stats.examples >= 25 and stats.accepted > 300
     for case in ("messages from fenced identities", "messages from exited identities",
                  "messages from never-spawned identities", "messages from spawned-but-silent identities",
                  "replies lost", "messages lost", "crashes between journal and reply", "crashes before the journal",

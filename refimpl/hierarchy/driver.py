@@ -7,7 +7,9 @@ reaped, and `leftovers()` lists any process of ours still alive, for the
 tests' "nothing left behind" check. Workers are forked by a zygote
 (`refimpl.hierarchy.zygote`) the driver starts once per process and set of
 mutants and shares between hierarchies: it holds no key, and starting an
-interpreter per hierarchy would cost more than the hierarchy.
+interpreter per hierarchy would cost more than the hierarchy. The first one
+is forked from this process while it has never held a key (it then inherits
+its imports: ORT for `ortmem serve`), later ones are fresh interpreters.
 
 The first `start()` initialises the hierarchy's journal (the explicit first
 start); every later start (a restart) opens the journal it left, and a
@@ -22,6 +24,7 @@ import ctypes
 import os
 import secrets
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -61,11 +64,17 @@ def become_subreaper() -> bool:
 _SHARED: dict[tuple[tuple[str, ...], tuple[str, ...]], Zygote] = {}
 
 
+#: True once this process generated a master key. Until then a zygote may be forked from it (no key can be in its
+#: memory, and the zygote inherits what it imported, ORT included); afterwards it is a fresh interpreter.
+_KEYED: list[bool] = [False]
+
+
 def shared_zygote(mutants: tuple[str, ...] = (), preload: tuple[str, ...] = ()) -> Zygote:
     """This process's worker zygote for `mutants` and `preload` (started at first use, ended at exit)."""
     z = _SHARED.get((mutants, preload))
     if z is None or not z.alive() or z.owner != os.getpid():
-        z = _SHARED[(mutants, preload)] = Zygote(mutants, preload)
+        fork = not _KEYED[0] and not mutants and threading.active_count() == 1
+        z = _SHARED[(mutants, preload)] = Zygote(mutants, preload, fork=fork)
         atexit.register(z.close)
     return z
 
@@ -170,6 +179,7 @@ class Hierarchy:
                  mutants: tuple[str, ...] = (), manual_redial: bool = False, preload: tuple[str, ...] = ()) -> None:
         become_subreaper()
         zygote = shared_zygote(tuple(mutants), tuple(preload))
+        _KEYED[0] = True  # from here on this process holds a key: no zygote is forked from it again
         self.cfg = Config(dir, secrets.token_bytes(32), serving_quota, aging_cap, heartbeat_interval,
                           heartbeat_timeout, ceiling, frozenset(guards), terminate_on_fence, core, zygote.path,
                           manual_redial=manual_redial)

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 from spec.errors import CalloutFailed
@@ -42,12 +43,20 @@ _MAX_REQUEST = 4096
 class Zygote:
     """The operator's handle on a running zygote."""
 
-    def __init__(self, mutants: tuple[str, ...] = (), preload: tuple[str, ...] = ()) -> None:
+    def __init__(self, mutants: tuple[str, ...] = (), preload: tuple[str, ...] = (), fork: bool = False) -> None:
         """`mutants`: source patches to apply before forking; `preload`: modules its workers will need (ORT for
-        `ortmem serve`), imported once here instead of in every worker."""
+        `ortmem serve`), imported once here instead of in every worker. `fork`: fork the zygote from this process
+        instead of starting an interpreter (it inherits what this process imported); only while this process
+        has never held a key (`refimpl.hierarchy.driver.shared_zygote` decides)."""
         self.owner = os.getpid()  # a forked child of the operator (a coordinator) does not own it
         self.dir = tempfile.mkdtemp(prefix="ortmem-zy-")
         self.path = os.path.join(self.dir, "zygote.sock")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.forked: int | None = None
+        self._alive_w = -1
+        if fork and not mutants:
+            self._fork(preload)
+            return
         args = [*mutants, *(f"+{m}" for m in preload)]
         self.proc = subprocess.Popen([sys.executable, "-m", "refimpl.hierarchy.zygote", self.path, *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
@@ -57,23 +66,54 @@ class Zygote:
             self.close()
             raise CalloutFailed(f"the worker zygote did not start (said {line[:200]!r})")
 
+    def _fork(self, preload: tuple[str, ...]) -> None:
+        listener = _listen(self.path)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(w)
+                _prepare(preload)
+                _serve(listener, r)
+            finally:
+                os._exit(0)
+        listener.close()
+        os.close(r)
+        self.forked, self._alive_w = pid, w
+
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.forked if self.forked is not None else self.proc.pid  # type: ignore[union-attr]
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.forked is None:
+            return self.proc is not None and self.proc.poll() is None
+        try:
+            return os.waitpid(self.forked, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
 
     def close(self) -> None:
         """End the zygote and every worker it forked that still runs."""
-        if self.proc.stdin is not None:
+        if self.forked is not None:
             with contextlib.suppress(OSError):
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+                os.close(self._alive_w)
+            deadline = time.monotonic() + 30
+            while self.alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if self.alive():
+                os.kill(self.forked, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.forked, 0)
+        elif self.proc is not None:
+            if self.proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
         with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(self.dir)
@@ -132,33 +172,48 @@ def _child(spec: dict[str, Any], key_fd: int, keep: set[int]) -> None:
     worker_main(spec, keys[:32], keys[32:])
 
 
-def main(path: str, names: list[str]) -> None:
+def _listen(path: str) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    return listener
+
+
+def _prepare(preload: tuple[str, ...] | list[str]) -> None:
     import importlib
-    mutants = [n for n in names if not n.startswith("+")]
-    for module in (n[1:] for n in names if n.startswith("+")):
+    for module in preload:
         importlib.import_module(module)
+    import refimpl.hierarchy.worker  # noqa: F401  (imported once here, not in every child)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator's Ctrl-C is the operator's: it then closes us
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel; pidfds still report exits
+
+
+def main(path: str, names: list[str]) -> None:
+    mutants = [n for n in names if not n.startswith("+")]
     stack = contextlib.ExitStack()
     if mutants:  # mutation controls: the operator's process runs with these patches; its workers do too
         from invariants.mutation import applied
         from refimpl.verify.mutants import MUTANTS
         for name in mutants:
             stack.enter_context(applied(MUTANTS[name]))
-    import refimpl.hierarchy.worker  # noqa: F401  (imported once here, not in every child)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel; pidfds still report exits
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    os.chmod(path, 0o600)
-    listener.listen(16)
-    children: list[tuple[int, int]] = []
+    _prepare([n[1:] for n in names if n.startswith("+")])
+    listener = _listen(path)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     devnull = os.open(os.devnull, os.O_WRONLY)  # nobody reads our stdout again: a worker's print must not block
     os.dup2(devnull, 1)
     os.close(devnull)
-    stdin = sys.stdin.fileno()
+    _serve(listener, sys.stdin.fileno())
+    stack.close()
+
+
+def _serve(listener: socket.socket, alive: int) -> None:
+    """Fork a worker per request until `alive` reads EOF (the operator is gone), then kill what is left."""
+    children: list[tuple[int, int]] = []
     while True:
-        ready, _, _ = select.select([listener, stdin], [], [])
-        if stdin in ready and not os.read(stdin, 4096):
+        ready, _, _ = select.select([listener, alive], [], [])
+        if alive in ready and not os.read(alive, 4096):
             break
         if listener not in ready:
             continue
@@ -177,7 +232,7 @@ def main(path: str, names: list[str]) -> None:
             pid = os.fork()
             if pid == 0:
                 try:
-                    _child(spec, fds[0], {listener.fileno(), conn.fileno(), stdin})
+                    _child(spec, fds[0], {listener.fileno(), conn.fileno(), alive})
                 finally:
                     os._exit(1)
             os.close(fds[0])
@@ -199,7 +254,6 @@ def main(path: str, names: list[str]) -> None:
         with contextlib.suppress(OSError, ValueError):
             if _starttime(pid) == start:
                 os.kill(pid, signal.SIGKILL)
-    stack.close()
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import immutables
 
 from invariants.hierarchy_machine import Crash, Lose, SpawnHeld
@@ -334,5 +333,3 @@ class HierarchyAdapter:
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
-
-_ = attrs  # the campaign's composite actions are attrs classes (`invariants.hierarchy_machine`)
