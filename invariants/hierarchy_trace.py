@@ -2,13 +2,14 @@
 
 One JSON object per line (schema: `docs/trace-schema-hierarchy.json`):
 
-    {"contract_revision": "ortmem-hierarchy/1", "source": "coordinator", "source_sequence": 3,
+    {"contract_revision": "ortmem-hierarchy/2", "source": "coordinator", "source_sequence": 3,
      "kind": "request", "args": {"worker": 1, "epoch": 1, "seq": 1, "nbytes": 4, "priority": 0,
-     "authentic": true}, "outcome": "accepted", "error": null, "result": ["granted", 4],
+     "authentic": true, "fate": "delivered"}, "outcome": "accepted", "error": null, "result": ["granted", 4],
      "observed": {"free": 6, "quota": {"1": 4}, "epoch": {"1": 1}, "state": {"1": "active"}}}
 
 The first event is `configure` (serving quota, machine, aging cap). Each
-other event is one campaign step (`invariants.hierarchy_machine`): its action,
+other event is one campaign step (`invariants.hierarchy_machine`; a `lose` or
+`crash` carries its inner action as {"kind", "args"} and its fate): its action,
 whether the governor accepted it (or the spec error class that refused it),
 its result, and the coordinator's figures observed right after it. Replay
 applies the spec's step, demands the same outcome, result and figures, and
