@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import sqlite3
 import tempfile
@@ -40,9 +41,23 @@ def journal() -> Iterator[str]:
     path = os.path.join(d, "journal.sqlite")
     j = Journal.create(path, KEY, 20, 8)
     j.commit(_META, _WORKERS, _INTENTS, _TICKETS)
-    j.close()
+    j.close_cleanly()  # the database file alone holds everything
     yield path
     shutil.rmtree(d, ignore_errors=True)
+
+
+def _save(path: str, to: str) -> None:
+    """The journal of a coordinator that was killed: its database file and its WAL, a consistent pair."""
+    shutil.copy(path, to)
+    shutil.copy(path + "-wal", to + "-wal")
+
+
+def _restore(backup: str, path: str) -> None:
+    for side in ("-wal", "-shm"):
+        if os.path.exists(path + side):
+            os.unlink(path + side)
+    shutil.copy(backup, path)
+    shutil.copy(backup + "-wal", path + "-wal")
 
 
 def _edit(path: str, sql: str, *args: Any) -> None:
@@ -100,11 +115,16 @@ def test_a_journal_that_is_not_sqlite_or_not_a_file_is_unreadable(journal: str) 
 def test_every_flipped_byte_is_refused_or_changes_nothing(journal: str) -> None:
     """One byte of the file flipped at a time (every other byte that holds something, and every 257th of the
     zeroed free space): either `open` refuses it, typed, or it loads the same state."""
-    intact = Journal.open(journal, KEY).load()
+    j = Journal.open(journal, KEY)
+    intact = j.load()
+    j.close_cleanly()  # (opening marks it running; a clean close marks it clean again, all in the file)
     data = open(journal, "rb").read()
     copy = journal + ".flip"
     refused = same = 0
     for k in (k for k in range(len(data)) if (data[k] and k % 2 == 0) or k % 257 == 0):
+        for side in ("-wal", "-shm"):  # what opening an earlier copy left must not be applied to this one
+            if os.path.exists(copy + side):
+                os.unlink(copy + side)
         with open(copy, "wb") as f:
             f.write(data[:k] + bytes([data[k] ^ 0x5A]) + data[k + 1:])
         try:
@@ -135,9 +155,9 @@ def live() -> Iterator[tuple[Hierarchy, str]]:
     h.ctl = None
     os.kill(h.proc.pid, 9)
     h.crashed()
-    shutil.copy(h.cfg.journal, backup)
+    _save(h.cfg.journal, backup)
     yield h, backup
-    shutil.copy(backup, h.cfg.journal)
+    _restore(backup, h.cfg.journal)
     h.start()
     h.close()
     shutil.rmtree(d, ignore_errors=True)
@@ -145,7 +165,7 @@ def live() -> Iterator[tuple[Hierarchy, str]]:
 
 
 def _refused(h: Hierarchy, backup: str, damage: Any) -> CoordinatorExited:
-    shutil.copy(backup, h.cfg.journal)
+    _restore(backup, h.cfg.journal)
     damage(h.cfg.journal)
     with pytest.raises(CoordinatorExited) as e:
         h.start()
@@ -153,8 +173,10 @@ def _refused(h: Hierarchy, backup: str, damage: Any) -> CoordinatorExited:
 
 
 def _flip_digest(path: str) -> None:
+    db = sqlite3.connect(path)
+    digest = db.execute("SELECT value FROM meta WHERE key = 'digest'").fetchone()[0]
+    db.close()  # the last connection: sqlite checkpoints the WAL into the file, where we flip a byte
     data = bytearray(open(path, "rb").read())
-    digest = sqlite3.connect(path).execute("SELECT value FROM meta WHERE key = 'digest'").fetchone()[0]
     k = bytes(data).index(digest[1:-1].encode())
     data[k] ^= 0x01
     open(path, "wb").write(bytes(data))
@@ -162,12 +184,13 @@ def _flip_digest(path: str) -> None:
 
 @pytest.mark.parametrize("damage,match", [
     (lambda p: os.unlink(p), "JournalMissing: .* no journal"),
+    (lambda p: os.unlink(p + "-wal"), "JournalMissing: .*-wal: missing, and the last coordinator did not shut down"),
     (_flip_digest, "JournalInconsistent: .* digest mismatch"),
     (lambda p: _edit(p, "UPDATE meta SET value = '1000' WHERE key = 'free'"), "the free balance is 1000"),
     (lambda p: _edit(p, "DELETE FROM workers WHERE id = 2"), "worker 2 is missing"),
     (lambda p: _edit(p, "UPDATE workers SET quota = -50 WHERE id = 1"), "worker 1's quota is -50"),
     (lambda p: open(p, "wb").write(b"\0" * 4096), "JournalUnreadable"),
-], ids=["lost", "flipped", "free-1000", "deleted-row", "quota-minus-50", "unreadable"])
+], ids=["lost", "lost-wal", "flipped", "free-1000", "deleted-row", "quota-minus-50", "unreadable"])
 def test_a_coordinator_on_a_damaged_journal_exits_3_naming_it(live: tuple[Hierarchy, str], damage: Any,
                                                              match: str, capfd: pytest.CaptureFixture[str]) -> None:
     h, backup = live
@@ -179,22 +202,31 @@ def test_a_coordinator_on_a_damaged_journal_exits_3_naming_it(live: tuple[Hierar
     assert len(pids) == 2  # the workers live on, holding their units: nothing was silently freed
 
 
-def test_side_files_lost_between_runs_lose_nothing(live: tuple[Hierarchy, str]) -> None:
-    """No answered step lives in a side file: a lost -journal (or a WAL from an older run) changes nothing."""
-    h, backup = live
-    shutil.copy(backup, h.cfg.journal)
-    for side in ("-journal", "-wal", "-shm"):
-        if os.path.exists(h.cfg.journal + side):
-            os.unlink(h.cfg.journal + side)
-    h.start()
-    try:
-        s = h.snapshot()
-        assert (s["free"], s["workers"][1]["quota"], s["workers"][2]["quota"]) == (12, 5, 3)
-    finally:
-        h.ctl.close()  # type: ignore[union-attr]
-        h.ctl = None
-        os.kill(h.proc.pid, 9)
-        h.crashed()
+def test_after_a_clean_shutdown_lost_side_files_lose_nothing(journal: str) -> None:
+    """A clean shutdown checkpoints everything into the database file: no side file holds an answered step."""
+    for side in ("-wal", "-shm", "-journal"):
+        assert not os.path.exists(journal + side)
+    j = Journal.open(journal, KEY)
+    assert j.load()["workers"][1]["quota"] == 8
+    j.commit({**_META, "free": 9}, [_WORKERS[0], {**_WORKERS[1], "quota": 3}], _INTENTS, _TICKETS)
+    j.close_cleanly()
+    for side in ("-wal", "-shm"):
+        if os.path.exists(journal + side):
+            os.unlink(journal + side)
+    assert Journal.open(journal, KEY).load()["workers"][2]["quota"] == 3
+
+
+def test_a_crashed_coordinators_wal_lost_is_refused(journal: str) -> None:
+    j = Journal.open(journal, KEY)  # a coordinator runs on it ...
+    j.commit({**_META, "free": 9}, [_WORKERS[0], {**_WORKERS[1], "quota": 3}], _INTENTS, _TICKETS)
+    crashed = journal + ".crashed"
+    _save(journal, crashed)  # ... and dies: its files as it left them, its last step in its WAL
+    _save(journal, crashed + "2")
+    j.close()
+    assert Journal.open(crashed, KEY).load()["workers"][2]["quota"] == 3  # with its WAL: nothing lost
+    os.unlink(crashed + "2-wal")
+    with pytest.raises(JournalMissing, match="did not shut down cleanly"):
+        Journal.open(crashed + "2", KEY)
 
 
 def test_a_stale_journal_is_caught_at_a_workers_hello() -> None:
@@ -210,7 +242,7 @@ def test_a_stale_journal_is_caught_at_a_workers_hello() -> None:
         os.kill(h.proc.pid, 9)
         h.crashed()
         backup = os.path.join(d, "backup.sqlite")
-        shutil.copy(h.cfg.journal, backup)
+        _save(h.cfg.journal, backup)
         h.start()
         h.await_reconnects()
         h.wop(b, "request", 1)  # a step the backup does not have
@@ -218,7 +250,7 @@ def test_a_stale_journal_is_caught_at_a_workers_hello() -> None:
         h.ctl = None
         os.kill(h.proc.pid, 9)
         h.crashed()
-        shutil.copy(backup, h.cfg.journal)  # the journal goes back in time
+        _restore(backup, h.cfg.journal)  # the journal goes back in time
         try:
             h.start()
         except CoordinatorExited as e:  # the worker's hello may come in before our own
@@ -235,19 +267,14 @@ def test_a_stale_journal_is_caught_at_a_workers_hello() -> None:
 
 def test_a_journal_write_that_fails_stops_the_coordinator_without_an_answer(live: tuple[Hierarchy, str]) -> None:
     h, backup = live
-    shutil.copy(backup, h.cfg.journal)
+    _restore(backup, h.cfg.journal)
     h.start()
     h.await_reconnects()
-    side = h.cfg.journal + "-journal"
-    if os.path.exists(side):
-        os.unlink(side)
-    os.mkdir(side)  # sqlite can no longer write its rollback journal: the next commit fails
-    try:
-        assert h.wop(1, "return", 1) is None  # no answer: the step was never told (nor journaled)
-        assert h.crashed() == EXIT_FAILED
-        assert "stopped by an unexpected OperationalError" in open(h.cfg.stop_file).read()
-    finally:
-        os.rmdir(side)
+    size = os.path.getsize(h.cfg.journal + "-wal")
+    resource.prlimit(h.proc.pid, resource.RLIMIT_FSIZE, (size, size))  # the next WAL append fails (EFBIG)
+    assert h.wop(1, "return", 1) is None  # no answer: the step was never told
+    assert h.crashed() == EXIT_FAILED
+    assert "stopped by an unexpected OperationalError" in open(h.cfg.stop_file).read()
     h.start()  # the journal holds the state before the failed step
     try:
         h.await_reconnects()
@@ -258,4 +285,3 @@ def test_a_journal_write_that_fails_stops_the_coordinator_without_an_answer(live
         h.ctl = None
         os.kill(h.proc.pid, 9)
         h.crashed()
-

@@ -259,7 +259,7 @@ class Coordinator:
         for c in self.channels:
             c.close()
         self.server.close()
-        self.svc.core.journal.close()
+        self.svc.core.journal.close_cleanly()  # only an operator's shutdown ends the loop
 
 
 def _non_dumpable() -> None:

@@ -137,6 +137,7 @@ class SimAdapter:
         self.commits = self.call_began = 0
         #: One entry per coordinator crash: "after-journal", "before-journal" or "between-steps".
         self.crash_log: list[str] = []
+        self.dead: list[Journal] = []  # the journals of crashed coordinators, still open (see `restart`)
         self.svc = self._boot(Journal.create(self.path, P.journal_key(self.master), self.q, self.cap, durable=False))
 
     # --- the coordinator ------------------------------------------------------------------
@@ -169,7 +170,9 @@ class SimAdapter:
 
     def restart(self) -> None:
         """The coordinator dies (whatever it was doing) and a new one resumes from the journal."""
-        self.svc.core.journal.close()
+        # A killed process closes nothing: its connection stays open (sqlite would checkpoint and remove the WAL
+        # on a close), as the WAL of a SIGKILLed coordinator stays on disk.
+        self.dead.append(self.svc.core.journal)
         for w in self.workers.values():  # every connection is lost; each worker notices when it next looks
             if w.conn is not None:
                 w.conn.closed = True
@@ -475,7 +478,8 @@ class SimAdapter:
 
     def close(self) -> None:
         try:
-            self.svc.core.journal.close()
+            for j in (*self.dead, self.svc.core.journal):
+                j.close()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
