@@ -72,8 +72,16 @@ identical bare arms: 1.0 us; without the flush 2.1 us). This is what `path`
 shows at d_model >= 1024 (20-50 us with fresh actions). The governed arm
 keeps its request's action (frozen, so reusable, as a caller holding a
 request handle would); `--fresh-action` builds one per step.
+Device arm (issue #22 item 3): `--provider cuda` runs the governed device
+path (weights and KV in leased device regions, each Run shrinking its
+capped EP arena); the bound and lease arms then drive device KV regions by
+pointer too (allocated outside the ledger, benchmark only), the plain arm
+round-trips KV through the host as an unmanaged `run()` caller does. Use
+`--clock wall` there (device time is not the thread's CPU time).
+`--device standin` runs the device path's wiring on the CPU stand-in (no
+CUDA: its figures are the wiring's CPU cost, not a device's).
 Usage: python benchmarks/bench_decode.py [--sizes 64,256,1024] [--steps 64] [--reps 9] [--bucket 16]
-       [--clock thread|wall] [--provider cuda] [--prepack]
+       [--clock thread|wall] [--provider cuda] [--device standin] [--prepack]
 """
 
 from __future__ import annotations
@@ -90,6 +98,8 @@ import numpy as np
 
 from invariants import contracts
 from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.ort.device import DeviceMemory, StandInMemory
+from refimpl.ort.device_holders import DeviceKvBundle
 from refimpl.ort.holders import KvBundle
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import reporter_facts, save_decoder_external
@@ -99,8 +109,10 @@ from spec import sessions as S
 SIZES = (64, 256, 1024, 2048)
 #: The comparisons reported: (name, minuend arm, baseline arm).
 PAIRS = (("gov-plain", "g", "p"), ("gov-bound", "g", "b"), ("path", "g", "s"), ("lease-bound", "s", "b"))
-#: The env arena cap of this process's runtimes (every managed session allocates from it; ORT registers
-#: one env arena per process at one cap, so every size shares it). It must hold each size's measured
+#: The env arena cap of this process's runtimes (every managed session allocates from it). ortmem registers
+#: one env arena per process, at one cap, and refuses another cap (`refimpl.ort.arena`: re-registering in ORT
+#: reaches only sessions created afterwards, docs/ort-claims.md#env-arena-reregister), so every size shares
+#: it. It must hold each size's measured
 #: transient peak (d2048 at 64 steps: about 1 MiB), lent within it; a peak past it is refused, typed.
 BENCH_ARENA_CAP = 64 << 20
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -136,15 +148,34 @@ def _grow_bare(b: KvBundle, cap: int) -> KvBundle:
     return new
 
 
-def _bare(heads: int, dh: int, bucket: int, steps: int, session: object) -> Callable[[np.ndarray], KvBundle]:
+def _device_bundle(memory: DeviceMemory, heads: int, dh: int, cap: int, session: object,
+                   old: DeviceKvBundle | None = None) -> DeviceKvBundle:
+    """An unleased device KV bundle (benchmark only): the governed device bundle's layout and binding plan."""
+    new = DeviceKvBundle(heads, dh, cap, 0, session, memory, memory.alloc(16 * heads * dh * cap), None,
+                         old.tokens if old else 0, old.cur if old else 0)
+    if old is not None:
+        n = heads * old.tokens * dh * 4
+        for name in ("key", "value"):
+            memory.copy(new.region, new.offset(name, old.cur), old.region, old.offset(name, old.cur), n)
+        memory.free(old.region)
+    new.bind()
+    return new
+
+
+def _bare(heads: int, dh: int, bucket: int, steps: int, session: object,
+          memory: DeviceMemory | None = None) -> Callable[[np.ndarray], KvBundle]:
     """A bare bundle driven as the governed runtime drives its own: same buckets, growth at the same steps."""
-    b = KvBundle(heads, dh, min(bucket, steps), 0, session)
-    b.bind()
+    if memory is not None:
+        b: KvBundle = _device_bundle(memory, heads, dh, min(bucket, steps), session)
+    else:
+        b = KvBundle(heads, dh, min(bucket, steps), 0, session)
+        b.bind()
 
     def step(x: np.ndarray) -> KvBundle:
         nonlocal b
         if b.tokens == b.cap:
-            b = _grow_bare(b, min(b.cap + bucket, steps))
+            b = (_device_bundle(memory, heads, dh, min(b.cap + bucket, steps), b.session, b) if memory is not None
+                 else _grow_bare(b, min(b.cap + bucket, steps)))
         t = b.tokens
         b.x[...] = x
         b.session.run_with_iobinding(b.bindings[t])
@@ -157,12 +188,13 @@ def _bare(heads: int, dh: int, bucket: int, steps: int, session: object) -> Call
 def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
           provider: str = "CPUExecutionProvider", prepack: bool = False,
           clock: Callable[[], float] = time.thread_time, seed: int = 0,
-          fresh_action: bool = False) -> dict[str, object]:
+          fresh_action: bool = False, standin: bool = False) -> dict[str, object]:
     """Per-arm medians (s) and, per comparison and round kind, the quartiles (s and ratios)."""
     heads = 8 if d_model >= 256 else 4
     dh = d_model // heads
     path = save_decoder_external(directory, d_model=d_model, heads=heads, name=f"d{d_model}")
-    f = reporter_facts(path, steps, bucket)
+    cuda = provider == "CUDAExecutionProvider"
+    f = reporter_facts(path, steps, bucket, "cuda:0" if cuda else "cpu")
     topo = scaled_topology(1 << 31, 0, arena=BENCH_ARENA_CAP)
     times: dict[str, list[float]] = {"g": [], "p": [], "b": [], "s": []}
     ref = make_session(path, provider=provider, prepack=prepack)  # the managed sessions' ORT options
@@ -172,15 +204,17 @@ def bench(d_model: int, steps: int, reps: int, bucket: int, directory: str,
     for rep in range(reps):
         table = {}
         rt = GovernedRuntime(topo, 1 << 31, {"m": path}, steps, bucket,
-                             inputs=lambda rid, t, d: table[t], provider=provider, prepack=prepack)
+                             inputs=lambda rid, t, d: table[t], provider=provider, prepack=prepack,
+                             device=StandInMemory() if standin else None)
         rt.execute(S.LoadModel("m", "m", f, f.loop_carried))
         rid = rt.execute(S.Open("m"))
         decode = S.Decode(rid)  # a frozen action: the caller keeps it for the request (see --fresh-action)
-        huge.append(_huge_kib(rt.weights.layouts["m"][0]))
+        if rt.memory is None:  # the device path's weights are device regions, not host pages
+            huge.append(_huge_kib(rt.weights.layouts["m"][0]))
         for t in range(steps):
             table[t] = decode_input(rid, t, d_model)
-        bound = _bare(heads, dh, bucket, steps, make_session(path, provider=provider, prepack=prepack))
-        gsess = _bare(heads, dh, bucket, steps, rt.models["m"].session)
+        bound = _bare(heads, dh, bucket, steps, make_session(path, provider=provider, prepack=prepack), rt.memory)
+        gsess = _bare(heads, dh, bucket, steps, rt.models["m"].session, rt.memory)
         pk = pv = np.zeros((1, heads, 0, dh), np.float32)
         last: KvBundle | None = None
         for t in range(steps):
@@ -232,6 +266,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--bucket", type=int, default=16)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--device", choices=("none", "standin"), default="none",
+                   help="standin: the device path's wiring on the CPU stand-in (no CUDA; --provider cpu)")
     p.add_argument("--clock", choices=("thread", "wall"), default="thread",
                    help="thread: the calling thread's CPU time (not charged while descheduled); wall: perf_counter")
     p.add_argument("--fresh-action", action="store_true",
@@ -254,7 +290,7 @@ def main() -> None:
     with contracts.contracts(False), tempfile.TemporaryDirectory() as d:
         for size in (int(x) for x in args.sizes.split(",")):
             r = bench(size, args.steps, args.reps, args.bucket, d, provider, args.prepack, clock,
-                      fresh_action=args.fresh_action)
+                      fresh_action=args.fresh_action, standin=args.device == "standin")
             med = r["median"]
             print(f"d_model {size} ({4 * size * size * 4 / 2**20:.2f} MiB weights, {r['rounds']} rounds): "
                   + "  ".join(f"{k} {med[k] * 1e6:.1f}" for k in ("p", "b", "s", "g")))

@@ -14,13 +14,20 @@ spec views and runs the catalog's predicates on them for every operation
 (`refimpl.manager.views`). ORTMEM_CONTRACTS_LEVEL=full|local sets the start
 level; `set_level()` and `contracts(on, level=...)` change it.
 
+Level "local" keeps books of its own across operations
+(`refimpl.manager.contract_books`), valid only while every operation is
+checked at that level: each manager's books are watched (`SWITCH.watch`), and
+every change of (on, level) makes them `forget()` what they hold.
+
 This is the only module-level mutable state in the project.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 
 __all__ = ["enabled", "enable", "disable", "contracts", "reset", "default", "level", "set_level", "LEVELS"]
@@ -43,11 +50,23 @@ def default_level() -> str:
 
 
 class _Switch:
-    __slots__ = ("on", "full")
+    __slots__ = ("on", "full", "watchers")
 
     def __init__(self) -> None:
         self.on = default()
         self.full = default_level() == "full"  # read on the hot path: a bool, not a string compare
+        self.watchers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def set(self, on: bool, full: bool) -> None:
+        if (on, full) != (self.on, self.full):
+            self.on, self.full = on, full
+            for w in list(self.watchers):
+                w.forget()
+
+    def watch(self, obj: Any) -> None:
+        """Call `obj.forget()` at every change of (on, level), for as long as `obj` lives: what a contract keeps
+        across operations holds only while every operation was checked at one level."""
+        self.watchers.add(obj)
 
 
 SWITCH = _Switch()
@@ -59,11 +78,11 @@ def enabled() -> bool:
 
 
 def enable() -> None:
-    SWITCH.on = True
+    SWITCH.set(True, SWITCH.full)
 
 
 def disable() -> None:
-    SWITCH.on = False
+    SWITCH.set(False, SWITCH.full)
 
 
 def level() -> str:
@@ -74,12 +93,11 @@ def level() -> str:
 def set_level(name: str) -> None:
     if name not in LEVELS:
         raise ValueError(f"contracts level must be one of {LEVELS}, got {name!r}")
-    SWITCH.full = name == "full"
+    SWITCH.set(SWITCH.on, name == "full")
 
 
 def reset() -> None:
-    SWITCH.on = default()
-    SWITCH.full = default_level() == "full"
+    SWITCH.set(default(), default_level() == "full")
 
 
 @contextmanager
@@ -88,8 +106,8 @@ def contracts(on: bool = True, level: str | None = None) -> Iterator[None]:
     before, full = SWITCH.on, SWITCH.full
     if level is not None:
         set_level(level)
-    SWITCH.on = on
+    SWITCH.set(on, SWITCH.full)
     try:
         yield
     finally:
-        SWITCH.on, SWITCH.full = before, full
+        SWITCH.set(before, full)

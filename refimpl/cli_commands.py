@@ -217,19 +217,17 @@ def scenario_names() -> tuple[str, ...]:
 
 def simulate(args: argparse.Namespace, console: Console) -> int:
     from refimpl.simulate import run_all
-    from refimpl.simulate_docs import format_value as _fmt
+    from refimpl.simulate_docs import COLUMNS, cells
 
     if args.plots:
         probe_dir(args.plots)
     scenarios = run_all(tuple(args.scenario) if args.scenario else None)
     for sc in scenarios:
-        table = Table(title=sc.title, title_justify="left")
-        for col, just in (("figure", "left"), ("simulated", "right"), ("upstream", "right"), ("ratio", "right"),
-                          ("source", "left"), ("why it differs / what it means", "left")):
-            table.add_column(col, justify=just, overflow="fold")
+        table = Table(title=f"{sc.title}\n{sc.geometry}", title_justify="left")
+        for col, right in COLUMNS:
+            table.add_column(col, justify="right" if right else "left", overflow="fold")
         for f in sc.figures:
-            table.add_row(f.name, _fmt(f.value, f.unit), _fmt(f.upstream, f.unit),
-                          "-" if f.ratio is None else f"{float(f.ratio):.3f}", f.source, f.note)
+            table.add_row(*cells(f))
         console.print(table)
         for c in sc.conclusions:
             console.print(f"  - {c}", markup=False)

@@ -44,7 +44,8 @@ def _arm(name: str, sources: dict[str, str], limit: int, max_context: int, bucke
     from spec import sessions as S
 
     # Every managed session allocates from the process's one env arena (`arena`, one cap for both arms:
-    # ORT registers it once per process); its lease is inside `limit`.
+    # ortmem registers it once per process and refuses another cap, since re-registering in ORT reaches only
+    # sessions created afterwards, docs/ort-claims.md#env-arena-reregister); its lease is inside `limit`.
     topo = scaled_topology(max(limit, 1 << 20), headroom, arena=arena)
     rt = GovernedRuntime(topo, limit, sources, max_context, bucket)
     f = reporter_facts(sources["dec"], max_context, bucket)

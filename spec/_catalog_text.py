@@ -34,8 +34,8 @@ TEXT: dict[str, dict[str, str | tuple[str, ...]]] = {
                 "the model look 2.00x its size, so every derived budget was wrong"
             ),
             (
-                "Design #917 section 1: ORT bounds each pool, but no holder can lend idle "
-                "capacity and nothing can reclaim from a holder that holds more than it needs"
+                "Design #917 section 1: ORT bounds each pool [ort:pool-bounds](ort-claims.md#pool-bounds), but no holder "
+                "can lend idle capacity and nothing can reclaim from a holder that holds more than it needs"
             ),
         ),
     },
@@ -89,7 +89,7 @@ TEXT: dict[str, dict[str, str | tuple[str, ...]]] = {
         "evidence": (
             (
                 "Design #917 section 1: `RegisteredAllocator` leaks on purpose because ORT does "
-                "not expose the last session user, so it cannot be retired safely"
+                "not expose the last session user, so it cannot be retired safely [ort:no-last-user](ort-claims.md#no-last-user)"
             ),
             (
                 "Design #917 section 6: device loss bumps the device generation, makes contexts "
@@ -159,7 +159,7 @@ TEXT: dict[str, dict[str, str | tuple[str, ...]]] = {
             ),
             (
                 "Design #917 section 1: the BFC arena shrinks only on a caller's end-of-Run "
-                "request, never driven by another holder's demand"
+                "request [ort:arena-shrink](ort-claims.md#arena-shrink), never driven by another holder's demand"
             ),
             (
                 "Design #917 section 6 (existing implementation): each responder is called once "
@@ -255,6 +255,12 @@ TEXT: dict[str, dict[str, str | tuple[str, ...]]] = {
             (
                 "Design #917 section 6 (existing implementation): an engine lowering a limit "
                 "evicts background KV first, then paused, then running, and interactive last"
+            ),
+            (
+                "Design #917 section 6 (existing implementation, a deviation from this contract, not "
+                "evidence for it): a limit lowered below use revokes nothing and shows as "
+                "oversubscription; this contract keeps the old limit instead, and the spec refuses to "
+                "commit such a lowering (CommitLimit)"
             ),
         ),
     },
@@ -357,10 +363,6 @@ TEXT: dict[str, dict[str, str | tuple[str, ...]]] = {
             (
                 "Design #917 section 6 (existing implementation): G1 no new reservation pushes "
                 "live leases over a limit, yet committed memory is still recorded"
-            ),
-            (
-                "Design #917 section 6: a limit lowered below use revokes nothing; it shows as "
-                "oversubscription"
             ),
         ),
     },

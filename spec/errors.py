@@ -184,7 +184,11 @@ class ExternalDataOverlap(ModelDataError):
 
 
 class ProviderUnavailable(EnvironmentFault, RuntimeError):
-    """The session does not run on the requested execution provider (ORT falls back to CPU silently)."""
+    """The session does not run on the requested execution provider.
+
+    ORT does not fail a session whose EP does not load: it warns, logs or prints, and runs the session on the
+    remaining providers (docs/ort-claims.md#cuda-fallback), so ortmem checks `get_providers()` and raises this.
+    """
 
 
 # --- issue #5: admission over real sessions (I3, I8, I8c, I12, C7, C8, C9) ---

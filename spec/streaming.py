@@ -10,6 +10,12 @@ Whether a policy reaches that floor depends on how it evicts under a
 - `LRU` evicts the unit used longest ago, which on a cycle longer than the
   cache is exactly the unit needed next: every access misses and the whole
   model streams every step, whatever the budget (until everything fits).
+  This is a plain LRU over equal-order units, the model of a runtime that
+  copies single-touch weights. It is not upstream's measured policy (LRU
+  with a large-tensor bypass, #837 / #886), which streamed far less than
+  the whole model: modelling that needs each tensor's size and the bypass
+  threshold, which the design does not give (`ortmem simulate` quotes its
+  figures instead).
 - `PINNED` keeps a fixed resident set (units in sweep order while they fit
   beside one staging slot as large as the largest streamed unit) and streams
   the rest through the slot: resident bytes hit every step, so it sits on the

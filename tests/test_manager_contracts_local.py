@@ -20,6 +20,7 @@ from invariants.mutation import applied
 from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import local_contract
+from refimpl.manager.contract_books import checkpoint
 from refimpl.verify.mutants import MUTANTS
 from spec.errors import GovernorError
 from spec.types import Role, Tier
@@ -41,17 +42,21 @@ def _try(f: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
-def workload(pmm: ProcessMemoryManager) -> list[str]:
-    """Every part's operations once, in an order that reaches each manager mutant's bug. Returns the steps run."""
+def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
+    """Every part's operations once, in an order that reaches each manager mutant's bug. Returns the steps run.
+
+    `background`: gpu0 and gpu1 already hold that many 1-byte leases of another holder (`prefill`), and their
+    capacities are larger by as much, so every step sees the same headroom (the registrations below return
+    the existing ledgers; tests/test_manager_contracts_local_scale.py)."""
     done: list[str] = []
 
     def step(label: str, f: Callable[..., Any], *args: Any) -> Any:
         done.append(label)
         return _try(f, *args)
 
-    a = step("register gpu0", pmm.register_authority, "gpu0", DEV, 1000)
-    b = step("register gpu1", pmm.register_authority, "gpu1", DEV, 1000)
-    step("re-register gpu0 bigger (refused)", pmm.register_authority, "gpu0", DEV, 2000)
+    a = step("register gpu0", pmm.register_authority, "gpu0", DEV, 1000 + background)
+    b = step("register gpu1", pmm.register_authority, "gpu1", DEV, 1000 + background)
+    step("re-register gpu0 bigger (refused)", pmm.register_authority, "gpu0", DEV, 2000 + background)
     v = step("alias of gpu0", pmm.register_alias, a, "uvm")
     step("alias through the alias", pmm.register_alias, v, "uvm2")
     h = step("holder kv", pmm.register_holder, "kv")
@@ -104,6 +109,18 @@ def workload(pmm: ProcessMemoryManager) -> list[str]:
     step("lose gpu1", pmm.lose_device, b)
     step("confirm termination", pmm.confirm_termination, b)
     return done
+
+
+def prefill(pmm: ProcessMemoryManager, background: int) -> None:
+    """gpu0 and gpu1 as `workload(pmm, background)` registers them, each holding `background` live 1-byte leases
+    of a holder of their own (reserved, then committed), booked with contracts off."""
+    with contracts.contracts(False):
+        auths = [pmm.register_authority(name, DEV, 1000 + background) for name in ("gpu0", "gpu1")]
+        bg = pmm.register_holder("background")
+        reserve, commit = pmm.reserve, pmm.commit
+        for a in auths:
+            for _ in range(background):
+                commit(bg, reserve(bg, a, DEV, 1, KV), 1)
 
 
 def _manager() -> ProcessMemoryManager:
@@ -267,17 +284,165 @@ def test_release_taking_another_charge_breaks_the_conservation_step() -> None:
     assert exc.value.clause == "local.conserved_step"
 
 
-def test_commit_drifting_another_row_breaks_the_row_sum() -> None:
+def test_commit_drifting_another_row_is_named_when_that_row_is_next_touched() -> None:
+    """An O(touched) check does not read the row the commit drifted (used did not move, the books did not): the
+    next operation that touches it finds it charged otherwise than the books last saw it."""
     pmm = _DriftsAnotherRow()
     with contracts.contracts(True):
         h, x, y = _two_leases(pmm)
+        pmm.commit(h, y, 15)  # x drifts 10 -> 11 B, unseen
+        with pytest.raises(InvariantViolation, match=r"^I1: allocation 1 is charged 11 B before this operation, "
+                                                     r"but 10 B when the contract last saw it") as exc:
+            pmm.release(h, x)
+    assert exc.value.clause == "local.row_as_booked"
+
+
+def test_checkpoint_names_the_drifted_row_at_once() -> None:
+    pmm = _DriftsAnotherRow()
+    with contracts.contracts(True):
+        h, x, y = _two_leases(pmm)
+        pmm.commit(h, y, 15)
+        with pytest.raises(InvariantViolation, match=r"^I1: allocation 1 is charged 11 B now, but 10 B") as exc:
+            checkpoint(pmm)
+    assert exc.value.clause == "local.row_as_booked"
+
+
+def test_level_full_names_the_drifted_row_at_the_commit() -> None:
+    """Level "full" recomputes each touched ledger's conservation from every row, on every operation."""
+    pmm = _DriftsAnotherRow()
+    with contracts.contracts(True, level="full"):
+        h, x, y = _two_leases(pmm)
         with pytest.raises(InvariantViolation, match=r"^I1:.*its allocations charge") as exc:
-            pmm.commit(h, y, 15)  # used moved by exactly the named refund: only the recomputed row sum sees it
+            pmm.commit(h, y, 15)
     assert exc.value.clause == "local.conserved"
 
 
+# --- the books: each hot kind checks `used` against them, and its named row against what they saw ------------
+
+#: op(pmm, h, x, y, t): x a 10 B lease, y a 20 B reservation, t a granted 5 B ticket (its reservation: row 3).
+HOT_OPS: dict[str, Callable[..., Any]] = {
+    "reserve": lambda pmm, h, x, y, t: pmm.reserve(h, 1, DEV, 5, KV),
+    "record_committed": lambda pmm, h, x, y, t: pmm.record_committed(h, 1, DEV, 5, KV),
+    "commit": lambda pmm, h, x, y, t: pmm.commit(h, y, 20),
+    "cancel": lambda pmm, h, x, y, t: pmm.cancel(h, y),
+    "release": lambda pmm, h, x, y, t: pmm.release(h, x),
+    "submit": lambda pmm, h, x, y, t: pmm.submit(h, 1, 5),
+    "claim": lambda pmm, h, x, y, t: pmm.claim(h, t),
+    "cancel_ticket": lambda pmm, h, x, y, t: pmm.cancel_ticket(h, t),
+    "timeout_ticket": lambda pmm, h, x, y, t: pmm.timeout_ticket(h, t),
+}
+#: The row each op names (by the argument order above), for the row-drift case; reserve, record and submit name none.
+NAMED_ROW = {"commit": "y", "cancel": "y", "release": "x", "claim": "t", "cancel_ticket": "t", "timeout_ticket": "t"}
+
+
+def _three(pmm: ProcessMemoryManager) -> tuple[int, int, int, int]:
+    h, x, y = _two_leases(pmm)
+    return h, x, y, pmm.submit(h, 1, 5)
+
+
+@pytest.mark.parametrize("op", sorted(HOT_OPS))
+def test_used_drifting_between_operations_breaks_the_books(op: str) -> None:
+    """`used` moved by no operation (the rows did not): the next operation moves it by exactly its own rows, so only
+    the books (the rows' charges as the contract saw them) tell the ledger's figure is off."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        h, x, y, t = _three(pmm)
+        pmm._auths[1].used += 1
+        with pytest.raises(InvariantViolation, match=r"^I1: authority 1: used \d+ B, its allocations charge \d+ B "
+                                                     r"\(the rows as the contract booked them\)") as exc:
+            HOT_OPS[op](pmm, h, x, y, t)
+    assert exc.value.clause == "local.conserved"
+
+
+@pytest.mark.parametrize("op", sorted(NAMED_ROW))
+def test_a_row_changed_between_operations_is_named_at_its_next_touch(op: str) -> None:
+    """A row's charge and `used` both moved by no operation (so conservation still adds up): the next operation
+    that names the row finds it charged otherwise than the books last saw it."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        h, x, y, t = _three(pmm)
+        row = {"x": x, "y": y, "t": pmm._tickets[t].alloc.id}[NAMED_ROW[op]]
+        pmm._allocs[row].charge += 1
+        pmm._auths[1].used += 1
+        with pytest.raises(InvariantViolation, match=rf"^I1: allocation {row} is charged \d+ B before this "
+                                                     r"operation, but \d+ B when the contract last saw it") as exc:
+            HOT_OPS[op](pmm, h, x, y, t)
+    assert exc.value.clause == "local.row_as_booked"
+
+
+@pytest.mark.parametrize("op, body", [("reserve", "_admit"), ("record_committed", "_admit"), ("commit", "_commit"),
+                                      ("cancel", "_finish"), ("release", "_finish")])
+def test_the_step_is_checked_even_where_the_books_balance(op: str, body: str) -> None:
+    """Two faults that cancel in the books: `used` drifted up a byte between operations, and the operation moves it
+    a byte short of its records. `used` equals the books again; only the step (used moved by the records' change)
+    names the harm."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        h, x, y, t = _three(pmm)
+        pmm._auths[1].used += 1
+        orig = getattr(pmm, body)
+
+        def short(*args: Any) -> Any:
+            r = orig(*args)
+            pmm._auths[1].used -= 1
+            return r
+
+        setattr(pmm, body, short)
+        with pytest.raises(InvariantViolation, match=r"^I1: authority 1: used \d+ -> \d+ B, but the records moved") as exc:
+            HOT_OPS[op](pmm, h, x, y, t)
+    assert exc.value.clause == "local.conserved_step"
+
+
+@pytest.mark.parametrize("op", ["commit", "cancel", "release"])
+def test_a_refund_runs_the_round_its_waiters_need(op: str) -> None:
+    """A commit's refund, a cancel or a release that returns bytes but runs no round leaves a waiter that now
+    fits pending (I13): the check reads the ledger's waiters whenever it has any, whatever `used` did."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        a, h = pmm.register_authority("gpu0", DEV, 100), pmm.register_holder("kv")
+        x = pmm.reserve(h, a, DEV, 60, KV)
+        if op == "release":
+            pmm.commit(h, x, 60)
+        t = pmm.submit(h, a, 50)  # 40 B free: it waits
+        rec = pmm._allocs[x]
+        if op == "commit":
+            pmm._commit = lambda holder, allocation, n: pmm._commit_rec(rec, n)  # refunds 50 B, no round
+            call = lambda: pmm.commit(h, x, 10)  # noqa: E731
+        else:
+            pmm._finish = lambda holder, allocation, event: pmm._retire(rec)  # refunds 60 B, no round
+            call = lambda: getattr(pmm, op)(h, x)  # noqa: E731
+        with pytest.raises(InvariantViolation, match=rf"^I13: authority 1: ticket {t} \(50 B\) is first in grant "
+                                                     r"order and fits") as exc:
+            call()
+    assert exc.value.clause == "local.no_idle_fitting_waiter"
+
+
+@pytest.mark.parametrize("op", ["commit", "cancel", "release"])
+def test_a_refund_grants_the_waiter_on_the_real_code(op: str) -> None:
+    """Negative control for the test above: the intact body's round grants the waiter; nothing is raised."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        a, h = pmm.register_authority("gpu0", DEV, 100), pmm.register_holder("kv")
+        x = pmm.reserve(h, a, DEV, 60, KV)
+        if op == "release":
+            pmm.commit(h, x, 60)
+        t = pmm.submit(h, a, 50)
+        pmm.commit(h, x, 10) if op == "commit" else getattr(pmm, op)(h, x)
+        assert pmm._tickets[t].state.value == "granted"
+        checkpoint(pmm)
+
+
+@pytest.mark.parametrize("op", sorted(HOT_OPS))
+def test_hot_ops_keep_the_books_exact(op: str) -> None:
+    """Negative control for the two tests above: each op on a sound ledger, then a checkpoint, raise nothing."""
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        HOT_OPS[op](pmm, *_three(pmm))
+        checkpoint(pmm)
+
+
 def test_broken_subclasses_go_unnoticed_with_contracts_off() -> None:
-    """Negative control for the two tests above: the harms are real; only the contract reports them."""
+    """Negative control for the tests above: the harms are real; only the contract reports them."""
     for cls in (_TakesAnotherCharge, _DriftsAnotherRow):
         pmm = cls()
         with contracts.contracts(False):

@@ -19,7 +19,7 @@ from invariants.mutation import applied
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager.ledger import _new_alloc
 from refimpl.verify.mutants import MUTANTS
-from spec.errors import GovernorError
+from spec.errors import CapacityDenied, GovernorError
 from spec.guards import GuardSet
 from spec.types import AllocState, Origin, Role, Tier
 
@@ -78,6 +78,16 @@ def _set(obj: Any, **fields: Any) -> None:
         setattr(obj, k, v)
 
 
+def _refuse_after(f: Callable[..., None], run_body: bool = False) -> Callable[..., Any]:
+    """A body that changes something (f(w, *args), after the real body if `run_body`), then refuses."""
+    def wrap(w: W, orig: Callable[..., Any], *args: Any) -> Any:
+        if run_body:
+            orig(*args)
+        f(w, *args)
+        raise CapacityDenied("refused after the fact")
+    return wrap
+
+
 _none = lambda w: None  # noqa: E731
 _OFF = GuardSet.without
 
@@ -122,6 +132,23 @@ CASES: dict[str, Case] = {
     "commit_row_elsewhere": Case("local.one_ledger", lambda w: w.pmm.reserve(w.h, w.a, DEV, 10, KV),
                                  lambda w, x: w.pmm.commit(w.h, x, 10), "_commit",
                                  _after(lambda w, x: _set(_rec(w, x), auth=w.pmm._auths[w.b]))),
+    # G4: a refused operation changed the ledger (its figures, or the named record, or a ticket)
+    "reserve_refused_after_booking": Case("local.refusal_changes_nothing", _none,
+                                          lambda w, _: w.pmm.reserve(w.h, w.a, DEV, 5, KV), "_admit",
+                                          _refuse_after(lambda w, *a: None, run_body=True)),
+    "reserve_unknown_refused_takes_an_id": Case("local.refusal_changes_nothing", _none,
+                                                lambda w, _: w.pmm.reserve(w.h, 999, DEV, 5, KV), "_admit",
+                                                _refuse_after(lambda w, *a: _set(w.pmm, _next_alloc=50))),
+    "commit_refused_changes_holder": Case("local.refusal_changes_nothing", lambda w: w.pmm.reserve(w.h, w.a, DEV, 10, KV),
+                                          lambda w, x: w.pmm.commit(w.h, x, 10), "_commit",
+                                          _refuse_after(lambda w, h, x, n: _set(_rec(w, x), holder=w.g))),
+    "release_refused_moves_limit": Case("local.refusal_changes_nothing", _lease, lambda w, x: w.pmm.release(w.h, x),
+                                        "_finish", _refuse_after(lambda w, *a: _set(w.pmm._auths[w.a], limit=999))),
+    "release_unknown_refused_takes_an_id": Case("local.refusal_changes_nothing", _none,
+                                                lambda w, _: w.pmm.release(w.h, 999), "_finish",
+                                                _refuse_after(lambda w, *a: _set(w.pmm, _next_alloc=50))),
+    "claim_refused_ages_ticket": Case("local.refusal_changes_nothing", _granted, lambda w, t: w.pmm.claim(w.h, t),
+                                      "_claim", _refuse_after(lambda w, h, t: _set(w.pmm._tickets[t], age=9))),
     # cancel / release
     "release_unknown_accepted": Case("local.unknown_accepted", _none, lambda w, _: w.pmm.release(w.h, 999),
                                      "_finish", lambda w, orig, *a: None),
@@ -262,9 +289,12 @@ def test_every_local_clause_is_pinned() -> None:
     import re
     from pathlib import Path
 
+    import refimpl.manager.contract_books as B
     import refimpl.manager.local_contract as L
-    named = set(re.findall(r'_fail\("\w+", "(\w+)"', Path(L.__file__).read_text()))
+    named = {c for m in (L, B) for c in re.findall(r'_fail\("\w+", "(\w+)"', Path(m.__file__).read_text())}
     pinned = {c.clause.removeprefix("local.") for c in CASES.values()}
+    # conserved, row_as_booked: tests/test_manager_contracts_local.py (drift between operations, an unnamed row)
     elsewhere = {"conserved_step", "no_idle_fitting_waiter", "pending_holds_nothing", "snapshot_oversubscribed",
-                 "snapshot_promised", "snapshot_available", "refusal_changes_nothing", "conserved"}
+                 "snapshot_promised", "snapshot_available", "refusal_changes_nothing", "conserved", "row_as_booked"}
+    assert {"one_ledger", "alias_no_charge", "row_as_booked"} <= named  # both modules were read
     assert named <= pinned | elsewhere, named - pinned - elsewhere

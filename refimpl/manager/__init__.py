@@ -14,6 +14,8 @@ working on the same records under the same ledger lock (`LedgerLock`):
     limits.py        topology and limits: prepare -> pressure -> commit, or keep the old limit
     devices.py       device loss, one mechanism for every part
     views.py         refinement mappings, contract hooks, public tracing hooks
+    local_contract.py  the debug-build contract of the hot operations, on the records they touch
+    contract_books.py  that contract's own books of each ledger (O(touched) conservation) and `checkpoint`
     focused_tracing.py  trace hooks of the focused front ends (single pool, tx_*)
     tx_view.py       the `spec.transactions` mapping and the focused operations' contracts
     runner.py        the one contract runner: a view before, G4 on a refusal, step and state
@@ -35,6 +37,7 @@ from typing import Any
 from refimpl.manager.allowances import Allowances
 from refimpl.manager.arbitration import Arbitration
 from refimpl.manager.bundles import Bundles
+from refimpl.manager.contract_books import checkpoint
 from refimpl.manager.devices import Devices
 from refimpl.manager.focused_tracing import FocusedTracing
 from refimpl.manager.leases import Leases
@@ -49,7 +52,7 @@ from spec.errors import InvalidArgument
 from spec.guards import ALL_ON, GuardSet
 from spec.types import MAX_BYTES
 
-__all__ = ["ProcessMemoryManager", "Callback"]
+__all__ = ["ProcessMemoryManager", "Callback", "checkpoint"]
 
 
 class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Bundles, Limits, Devices,
@@ -76,7 +79,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, T
         # bundles
         "_bundles", "_mviews", "_next_bundle", "_next_mview", "_poisoned",
         # views
-        "_holder_recs", "_recorder", "_mchecks",
+        "_holder_recs", "_recorder", "_mchecks", "_books",
     )
 
     def __init__(self, guards: GuardSet = ALL_ON, trace: Callable[[dict[str, Any]], None] | None = None,

@@ -294,6 +294,7 @@ class Leases:
             holder, ticket = key
             a = self._of_ticket(ticket)() if _SWITCH.on or rec is not None else None
             before = self._pool_view(a) if a is not None and _SWITCH.on else None
+            self._books.forget()  # this path keeps no contract books: a checked operation counts them again
             try:
                 credited = self._pool_abandon(holder, ticket)
             except GovernorError:

@@ -40,6 +40,7 @@ from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError
 from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
+from refimpl.manager import contract_books as _B
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
 from refimpl.manager.lock import LedgerLock
@@ -58,6 +59,7 @@ class Views:
         self._holder_recs: dict[int, Holder] = {}  # holders never change: one frozen record each
         self._recorder: Any = None
         self._mchecks: Any = None  # invariants.manager once looked up; False when it does not exist
+        self._books = _B.Books()  # the local contract's own account of each ledger's rows (contract_books)
 
     def _holder_rec(self, h: int) -> Holder:
         r = self._holder_recs.get(h)
@@ -81,21 +83,19 @@ class Views:
         """A hot operation with contracts on: the local contract (`refimpl.manager.local_contract`), or the
         frozen-view one at level "full", while transactions or pressure tickets are open (their parts'
         predicates) or, for a composed action, while a trace recorder is attached (it emits the event)."""
-        before, after, cls, scope, composed = kind
+        run, cls, scope, composed = kind
         if _SWITCH.full or self._txs or self._pressures or (composed and self._recorder is not None):
             if composed:
                 return self._run_full(cls, getattr(self, scope), body, args)
             return self._checked(cls(*args), getattr(self, scope), args[1], body, *args, *extra)
         try:
+            return run(self, body, args, extra)  # takes the ledger lock: reading, body, harms (local_contract)
+        except GovernorError:
+            raise  # refused, and nothing moved (G4): the books stand
+        except BaseException:
             with self._lock:
-                b = before(self, args)
-                try:
-                    result = body(*args, *extra) if extra else body(*args)  # no tuple built for tickets
-                except GovernorError:
-                    _L.refused(self, b, cls.__name__)
-                    raise
-                after(self, b, args, result)
-                return result
+                self._books.forget()  # a violation, or a body that stopped half way: count again from the rows
+            raise
         finally:
             if self._wake:
                 self.wake_waiters()
@@ -117,32 +117,50 @@ class Views:
         with self._lock:
             auths, allocs, allows = scope(key)
             first_auth, first_alloc, first_allow = self._next_auth, self._next_alloc, self._next_allow
+            local = not _SWITCH.full  # level "local": partial views and the books (contract_books); "full": every row
             before = self._partial(auths, allocs, allows)
             # Where other parts have records, a ledger action can reach them (a release runs a round, a loss
             # drops tickets and aborts transactions): then the composed predicates check it too.
             mine = (self._tickets or self._txs or self._pressures) and self._mchecks is not False
             if mine:
                 m_auths = self._closed(self._auths[i].alias_of or i for i in auths if i in self._auths)
-                m_before = self._manager_view(m_auths, allocs)
+                m_ids = _B.view_ids(self, m_auths, allocs) if local else allocs
+                m_before = self._manager_view(m_auths, m_ids, local)
             try:
-                result = body(*args)
-            except GovernorError:
-                if self._partial(auths, allocs, allows) != before:  # G4: a refusal changes nothing
-                    raise InvariantViolation("G4", f"{action!r} was refused but changed the ledger") from None
+                if local:
+                    _B.open_books(self, m_auths if mine else auths)
+                try:
+                    result = body(*args)
+                except GovernorError:
+                    if self._partial(auths, allocs, allows) != before:  # G4: a refusal changes nothing
+                        raise InvariantViolation("G4", f"{action!r} was refused but changed the ledger") from None
+                    raise
+                new_allocs = list(range(first_alloc, self._next_alloc))
+                if isinstance(action, (A.Reserve, A.RecordCommitted)):
+                    new_allocs.append(result)  # with fresh_ids off the id may be a reused one
+                elif new_allocs:  # grants of rounds the operation ran: only those on the ledgers in view
+                    seen = set(auths)
+                    new_allocs = [i for i in new_allocs if i in self._allocs and self._allocs[i].auth.id in seen]
+                after = self._partial([*auths, *range(first_auth, self._next_auth)], [*allocs, *new_allocs],
+                                      [*allows, *range(first_allow, self._next_allow)])
+                check_local(before, action, after)
+                if mine:
+                    new = [*(m_ids if local else allocs), *new_allocs, *range(first_alloc, self._next_alloc)]
+                    m_after = self._manager_view(m_auths, _B.view_ids(self, m_auths, new) if local else new, local)
+                    if local:
+                        _B.check_partial(self, m_before, action, m_after, result, m_auths)
+                    else:
+                        self._check_manager(m_before, action, m_after, result)
+                elif local:
+                    _B.settle(self, before.allocations, after.allocations, auths)
+                if not local:  # level "full": conservation recomputed from every row of each touched ledger
+                    for i in {self._auths[i].alias_of or i for i in auths if i in self._auths}:
+                        _B.recount(self._auths[i])
+                return result
+            except BaseException as e:
+                if not isinstance(e, GovernorError):  # a violation, or a body stopped half way: count again
+                    self._books.forget()
                 raise
-            new_allocs = list(range(first_alloc, self._next_alloc))
-            if isinstance(action, (A.Reserve, A.RecordCommitted)):
-                new_allocs.append(result)  # with fresh_ids off the id may be a reused one
-            elif new_allocs:  # grants of rounds the operation ran: only those on the ledgers in view
-                seen = set(auths)
-                new_allocs = [i for i in new_allocs if i in self._allocs and self._allocs[i].auth.id in seen]
-            after = self._partial([*auths, *range(first_auth, self._next_auth)], [*allocs, *new_allocs],
-                                  [*allows, *range(first_allow, self._next_allow)])
-            check_local(before, action, after)
-            if mine:
-                self._check_manager(m_before, action,
-                                    self._manager_view(m_auths, [*allocs, *range(first_alloc, self._next_alloc)]), result)
-            return result
 
     def _scope_none(self, key: Any) -> tuple[Any, Any, Any]:
         return (), (), ()
@@ -183,7 +201,6 @@ class Views:
         return State(a_recs, {h: self._holder_rec(h) for h in holders if h in self._holders},
                      r_recs, w_recs, self._next_auth, self._next_holder, self._next_alloc, self._next_allow)
 
-
     # --- composed operations: lock, body, contracts, trace, wake ----------------
 
     def _run(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T], *args: Any) -> T:
@@ -220,18 +237,23 @@ class Views:
             if rec is not None:
                 named, first_bundle = self._bundles_named(action), self._next_bundle
             try:
-                if on:
+                if on and _SWITCH.full:
                     mod = self._manager_checks()
                     result = contracted(
                         lambda: self._manager_view(auths, allocs), mod and mod.check_step, mod and mod.check_all,
                         lambda: action, "manager", body, args,
                         after=lambda: self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]))
+                elif on:  # level "local": partial views of the rows it touches, and the books
+                    result = _B.contracted_partial(self, auths, allocs, first, action, body, args)
                 else:
                     result = body(*args)
             except GovernorError as e:
                 if rec is None:
                     raise
                 error = e
+            except BaseException:
+                self._books.forget()  # a violation, or a body that stopped half way: count again from the rows
+                raise
             if rec is not None:
                 figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {},
                            "bundles": self._bundle_figures(named, first_bundle)}
@@ -319,19 +341,22 @@ class Views:
             auths |= more
         return frozenset(auths)
 
-    def _manager_view(self, auths: Any, allocs: Any) -> M.Manager:
-        """The `Manager` of every record (auths None) or of the given authorities and allocations only."""
+    def _manager_view(self, auths: Any, allocs: Any, partial: bool = False) -> M.Manager:
+        """The `Manager` of every record (auths None) or of the given authorities and allocations only: with
+        `partial`, of those allocations only (`contract_books.view_ids`), else of every row of those ledgers."""
         if auths is None:
             ledger = self._view()
             tickets, pressures = self._tickets.values(), self._pressures.values()
             txs = self._txs.values()
             changes = [a for a in self._auths.values() if a.change is not None]
         else:
-            # Every allocation and holder of the viewed ledgers: the composed predicates sum per authority.
+            # Every allocation and holder of the viewed ledgers: the composed predicates sum per authority
+            # (a partial view leaves the sum to the books: contract_books.check_state).
             ids = set(allocs)
-            for i in auths:
-                if i in self._auths:
-                    ids.update(self._auths[i].allocs)
+            if not partial:
+                for i in auths:
+                    if i in self._auths:
+                        ids.update(self._auths[i].allocs)
             ledger = self._partial(auths, ids, (), every_holder=True)
             tickets = [t for t in self._tickets.values() if t.auth.id in auths]
             pressures = [r for r in self._pressures.values() if r.auth.id in auths]

@@ -1,32 +1,38 @@
 # ArenaHolder: the process's ORT environment arena, sized from a grant
 # (ORT-NOTES 2.2-2.3). The holder leases `grant` bytes from the
-# ProcessMemoryManager (reserve + commit, before ORT can allocate: I2), then
-# registers ONE env allocator `OrtArenaCfg({"max_mem": grant,
+# ProcessMemoryManager (reserve + commit, before any session allocates: I2),
+# then registers ONE env allocator `OrtArenaCfg({"max_mem": grant,
 # "arena_extend_strategy": 1})`; sessions it makes opt in with
-# `session.use_env_allocators=1`. `max_mem` is a hard, ORT-enforced cap for
-# every opted-in session, so lease == grant == cap: a Run whose activations
-# (fragmentation included) exceed it fails with ORT's own error, per run and
-# recoverably.
+# `session.use_env_allocators=1` [ort:env-arena-cap]. ORT enforces `max_mem`
+# on the Runs of every opted-in session, so lease == grant == cap: a Run that
+# needs more than the arena can still hand out under the cap fails with ORT's
+# own error, per run and recoverably [ort:env-arena-cap].
 #
-# ONE env arena per process, by design: ORT's env arena is process-wide,
-# cannot be unregistered, and a second registration raises nothing and is not
-# a second cap. So a holder's grant must be the cap actually in force: the
+# ONE env arena per process, by design. The Python binding cannot unregister
+# an env arena [ort:py-no-unregister], and registering again raises nothing
+# but replaces the env arena only for sessions created afterwards: earlier
+# sessions keep the one they took, at its old cap [ort:env-arena-reregister].
+# A second registration would so leave two arenas under one lease. So a
+# holder's grant must be the cap actually in force: the
 # first ArenaHolder of the process registers the arena at its grant; a later
 # one (another runtime's manager in the same process) shares it only at that
 # same cap, and a holder granted any other amount is refused with a typed
 # error naming both (InvalidTransition), leasing nothing. A second holder on
 # the same manager is refused too (it would charge the one arena twice). The
 # lease is never released while the process lives (the cap outlives the
-# holder). Tests isolate the first registration in a subprocess.
+# holder; ORT does not say when the last session using it is gone
+# [ort:no-last-user]). Tests isolate the first registration in a subprocess.
 #
 # Pressure (C5) arrives as a pressure ticket of the one manager on this
 # holder's leases (`pmm.press`, issue #10) and is answered only at a Run
 # boundary: the callback records it; the next
 # Run that starts afterwards carries `memory.enable_memory_arena_shrinkage`,
-# and only when that Run ends does the holder answer. Its lease is the cap
-# ORT enforces and cannot be lowered once registered, so the charge credited
-# is zero (legal; the requester fails or defers); what shrinkage returns to
-# the OS is reported separately as residency with its source (I8b).
+# which returns the arena's free regions when that Run ends [ort:arena-shrink],
+# and only then does the holder answer. Its lease is the cap ORT enforces on
+# the sessions that took the arena, which no call lowers for them
+# [ort:env-arena-reregister], so the charge credited is zero (legal; the
+# requester fails or defers); what shrinkage returns to the OS is reported
+# separately as residency with its source (I8b).
 #
 # The lease is pinned for the process's life: that is this holder's own
 # business; it never names the lease in an answer, and its `answer` refuses
@@ -59,7 +65,7 @@ from spec.errors import AllowanceExceeded, InvalidBytes, InvalidTransition, Pinn
 from spec.tickets import PressureState
 from spec.types import Role, Tier
 
-__all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY", "env_arena"]
+__all__ = ["ArenaHolder", "ArenaAnswer", "SHRINK_KEY", "env_arena", "env_arena_cap"]
 
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
 _ENV: dict[str, Any] = {}  # the one env arena of this process: {"grant": bytes, "pid": os.getpid()}
@@ -82,19 +88,26 @@ def _rss() -> int | None:
     return None if fig is None else fig.nbytes  # unreadable is None, never 0 under VmRSS's name (I8b)
 
 
-def env_arena(cap: int) -> None:
-    """Register this process's one env arena with `max_mem = cap` (once); a different cap later is refused.
+def env_arena_cap() -> int | None:
+    """The cap of this process's env arena, or None if none is registered yet."""
+    return _ENV["grant"] if _ENV.get("pid") == os.getpid() else None
 
-    ORT cannot unregister or re-cap an env allocator (ORT-NOTES 8), so a
-    second runtime in the same process may share the arena only at the cap
-    it was registered with.
+
+def env_arena(cap: int) -> None:
+    """Register this process's one env arena with `max_mem = cap` [ort:env-arena-cap], once; another cap is refused.
+
+    Registering again would replace the env arena only for sessions created
+    afterwards, the earlier ones keeping the old arena and cap
+    [ort:env-arena-reregister], and the binding cannot unregister one
+    [ort:py-no-unregister]; so a second runtime in the same process may share
+    the arena only at the cap it was registered with.
     """
     if type(cap) is not int or cap <= 0:
         raise InvalidBytes(f"cap must be a positive int, got {cap!r}")
     if _ENV.get("pid") == os.getpid():
         if _ENV["grant"] != cap:
-            raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; ORT cannot re-cap "
-                                    f"it to {cap} B")
+            raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; registering it "
+                                    f"again at {cap} B would cap only sessions created afterwards")
         return
     mi = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
     ort.create_and_register_allocator(mi, ort.OrtArenaCfg({"max_mem": cap, "arena_extend_strategy": 1}))
@@ -109,12 +122,12 @@ class ArenaHolder:
         if type(grant) is not int or grant <= 0:
             raise InvalidBytes(f"grant must be a positive int, got {grant!r}")
         registered = _ENV.get("pid") == os.getpid()
-        if registered and _ENV["grant"] != grant:  # the ledger's grant must be the cap ORT enforces
+        if registered and _ENV["grant"] != grant:  # the ledger's grant must be the cap in force [ort:env-arena-cap]
             raise InvalidTransition(f"this process's env arena is capped at {_ENV['grant']} B; a holder granted "
-                                    f"{grant} B would charge a cap not in force (ORT cannot re-cap it)")
+                                    f"{grant} B would charge a cap not in force for the sessions that took it")
         if registered and pmm in _CHARGED:
             raise InvalidTransition(f"this process already has its env arena ({_ENV['grant']} B), charged on this "
-                                    f"manager; ORT cannot unregister it and a second registration is not a second cap")
+                                    f"manager; a second registration would be a second arena under one lease")
         self.pmm, self.auth, self.grant = pmm, auth, grant
         self.id = pmm.register_holder("env-arena")
         self.lease = pmm.reserve(self.id, auth, Tier.HOST, grant, Role.ARENA)  # charge before allocate (I2)
@@ -171,7 +184,7 @@ class ArenaHolder:
         self.pmm.close_allowance(self.id, wid)
 
     def session(self, model: ModelSource) -> ort.InferenceSession:
-        """A CPU session that allocates from this env arena (`session.use_env_allocators=1`)."""
+        """A CPU session that allocates from this env arena (`session.use_env_allocators=1`) [ort:env-arena-cap]."""
         return make_session(model, use_env_allocators=True)
 
     def press(self, target: int) -> int:
@@ -181,7 +194,7 @@ class ArenaHolder:
         return pid
 
     def answer(self, pid: int, victims: tuple[int, ...]) -> int:
-        """The holder's answer to pressure `pid`; its lease is the cap ORT enforces and is never a victim."""
+        """The holder's answer to pressure `pid`; its lease is the arena's cap [ort:env-arena-cap], never a victim."""
         if type(victims) is tuple and self.lease in victims:  # the holder's own rule (I6), checked first
             raise PinnedVictim(f"allocation {self.lease} is the env arena's cap, pinned for the process's life")
         released = self.pmm.answer(self.id, pid, victims)

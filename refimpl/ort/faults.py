@@ -3,9 +3,10 @@
 # step: ORT failing a decode's Run). Labelled injected everywhere it is used.
 # The failure is ORT's own: the Run is made with `RunOptions.terminate` set,
 # so ORT refuses it ("Exiting due to terminate flag ...") before any kernel
-# runs, exactly as a cancelled or failed Run returns to the runtime. The real,
-# uninjected failures (a Run over the env arena's cap, an IOBinding shape
-# error) are tested in tests/ort/test_ort_run_failures.py.
+# runs [ort:run-terminate], raising as any failed Run does. The real,
+# uninjected failures (a Run over the env arena's cap [ort:env-arena-cap], an
+# IOBinding shape error [ort:iobinding-shape]) are tested in
+# tests/ort/test_ort_run_failures.py.
 #
 # Owns: the patch of `InferenceSession.run_with_iobinding` for one block.
 # Must not touch: the ledger or the runtime's state.
@@ -25,7 +26,7 @@ INJECTED_RUN_FAILURE = "injected: the Run's RunOptions.terminate is set"
 
 @contextmanager
 def failing_runs() -> Iterator[list[int]]:
-    """Every IOBinding Run inside the block is refused by ORT (terminate set); yields a list, one item per Run."""
+    """Every IOBinding Run inside the block is refused by ORT [ort:run-terminate]; yields a list, one item per Run."""
     real = ort.InferenceSession.run_with_iobinding
     fired: list[int] = []
 

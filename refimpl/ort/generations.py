@@ -95,8 +95,9 @@ def script(seed: int, facts: dict[str, S.ModelFacts], headroom: int,
     bucket = facts["dec"].bucket
     while live:
         rid = rnd.choice(sorted(live))
-        # INJECTED: ORT fails this Run, inside the first bucket and at the second growth (the first growth
-        # stays a plain Decode, so a growth bug shows there first, as it did before failures were drawn).
+        # INJECTED: ORT fails this Run [ort:run-terminate], inside the first bucket and at the second growth
+        # (the first growth stays a plain Decode, so a growth bug shows there first, as it did before failures
+        # were drawn).
         if live[rid] in (1, 2 * bucket):
             acts.append(S.RunFails(rid))
         acts.append(S.Decode(rid))

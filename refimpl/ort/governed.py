@@ -13,14 +13,15 @@
 # ArenaHolder's grant is ONE lease on the host authority (the manager never
 # has a second authority of the host tier, C1), every managed session (primary
 # or replica) allocates from it (`session.use_env_allocators=1`) and every Run
-# is capped by it; each managed model's transient peak is lent within it, an
+# is capped by it [ort:env-arena-cap]; each managed model's transient peak is lent within it, an
 # allowance of the ArenaHolder, never charged again (I8); a peak past the
 # arena's remaining room is refused (AllowanceExceeded) before anything is
 # leased. A topology without an arena (0) is refused (InvalidArgument) rather
-# than given a default cap: ORT registers one env arena per process at one
-# cap, so a hidden default would either clash with the cap the process
-# already has or disagree with the topology the spec is run on (whose arena
-# says what the ledger charges); callers name the cap (the zoo's is
+# than given a default cap: the process's env arena keeps the cap it was
+# registered with for every session that took it, and registering again
+# reaches only later sessions [ort:env-arena-reregister], so a hidden default
+# would either clash with the cap the process already has or disagree with
+# the topology the spec is run on (whose arena says what the ledger charges); callers name the cap (the zoo's is
 # `refimpl.ort.zoo.ENV_ARENA_CAP`).
 # Reclaim goes through the one manager's pressure part (issue #10):
 # `_make_room`, `Pressure` and limit lowering open a pressure ticket on the
@@ -36,13 +37,16 @@
 # install, abandon on failure) so an ORT failure (`RunFailed`) keeps no
 # grown lease; `abstract()` reads every charge from the manager's allocations
 # by holder and role; arena pressure is a pressure ticket of the manager on
-# the arena holder, answered (0 B) at the next Run boundary;
-# weights are read by ORT from the lease (prepacking off) or from a replica
-# in the weight cache (`refimpl.ort.replicas`); CUDA sessions cap their
-# arena at the model's grant. Split by concept: `refimpl.ort.measure`
+# the arena holder, answered (0 B) at the next Run boundary
+# [ort:arena-shrink]; weights are read by ORT from the lease (prepacking off
+# [ort:prepacking]) or from a replica in the weight cache
+# (`refimpl.ort.replicas`). On the CUDA EP the governed pool is the device's
+# (`refimpl.ort.device_path`: a DEVICE authority beside the host one, weights
+# and KV in leased device regions, each session's EP arena capped at its loan
+# [ort:gpu-mem-limit]). Split by concept: `refimpl.ort.measure`
 # (facts), `.requests` (decode path), `.lowering` (reclaim, limits),
-# `.abstraction` (the refinement mapping); this module keeps construction
-# and model admission.
+# `.abstraction` (the refinement mapping), `.device_path` (the device
+# pool's wiring); this module keeps construction and model admission.
 
 from __future__ import annotations
 
@@ -58,6 +62,8 @@ from invariants._violation import InvariantViolation
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.abstraction import LedgerAbstraction
 from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, ArenaHolder
+from refimpl.ort.device import DeviceMemory
+from refimpl.ort.device_path import DevicePath, device_memory
 from refimpl.ort.holders import KvHolder, WeightHolder
 from refimpl.ort.lowering import ReclaimAndLimits
 from refimpl.ort.measure import MeasuredModel, decode_input, loop_carried, measure, session_providers
@@ -98,13 +104,14 @@ class _Loaded:
         self.session: Any = None
 
 
-class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
-    """One host pool, a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
+class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePath):
+    """One governed pool (host, or a device's), a governed limit, real sessions; `execute` takes `spec.sessions` actions."""
 
     def __init__(self, topology: S.Topology, limit: int, sources: dict[str, str], max_context: int = 16,
                  bucket: int = 4, guards: GuardSet = ALL_ON,
                  inputs: Callable[[int, int, int], np.ndarray] = decode_input,
-                 provider: str = "CPUExecutionProvider", prepack: bool = False, trace: Any = None) -> None:
+                 provider: str = "CPUExecutionProvider", prepack: bool = False, trace: Any = None,
+                 device: DeviceMemory | None = None, host_capacity: int | None = None) -> None:
         if type(limit) is not int or not 0 <= limit <= topology.capacity:
             raise InvalidBytes(f"limit must be an int in [0, {topology.capacity}], got {limit!r}")
         if limit < topology.headroom:
@@ -130,9 +137,13 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             raise ProviderUnavailable(f"{provider} is not in this onnxruntime build: "
                                       f"{ort.get_available_providers()}")
         self.provider = provider
-        self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy and never reads the lease
+        # The device path (`refimpl.ort.device_path`): on the CUDA EP always; on the CPU EP only with a
+        # CPU stand-in `device`. None: the host path (one host pool, as before).
+        self.memory = device_memory(provider, device)
+        self.prepack = prepack  # True: ORT packs its own (uncharged) weight copy [ort:prepacking]
         # Arena pressure is answered at Run boundaries (C5): `Pressure` leaves a pending shrink; the next
-        # decode Run carries ORT's arena shrinkage and, when it ends, the pressure is answered. The arena's
+        # decode Run carries ORT's arena shrinkage [ort:arena-shrink] and, when it ends, the pressure is
+        # answered. The arena's
         # charge is the env arena's cap, which a shrink cannot lower: it credits 0 B, and what the
         # shrink returned to the OS is recorded as residency (VmRSS around the Run), apart from charge.
         self.arena_pending = 0  # == len(self._arena_pressures): the decode fast path reads one int
@@ -140,33 +151,36 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self.arena_shrinks = 0
         self.arena_answers: list[ArenaAnswer] = []
         self._shrink = ort.RunOptions()
-        self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0")
+        self._shrink.add_run_config_entry(SHRINK_KEY, "cpu:0" if self.memory is None else self._pressure_shrink())
         # `trace`: a sink for one event per ledger operation. The negative control of C8 (a lowering that
         # commits whether or not it holds) switches the manager's own commit check off with it.
         pmm_guards = ALL_ON if guards.on("lower_limit_atomic") else GuardSet.without("limit_after_reclaim")
         self.pmm = ProcessMemoryManager(guards=pmm_guards, trace=trace)
-        self.auth = self.pmm.register_authority("host", Tier.HOST, topology.capacity)
+        self.host_auth = self.pmm.register_authority("host", Tier.HOST, self._host_capacity(host_capacity))
+        # The governed pool, the one `spec.sessions` models: the host authority, or the device's (C1: one
+        # authority per pool; the host authority stays the process's one shared host quota).
+        self.auth = self.host_auth if self.memory is None else self._device_authority()
+        self.tier = Tier.HOST if self.memory is None else Tier.DEVICE
         # The governed limit is the authority's, set through the limits part, less the headroom I8c keeps
         # free: the manager itself then refuses any grant into the headroom, and a lowering's pressure
         # tickets ask for exactly what the new limit needs back (`limit` adds the headroom on reading).
         if self._ledger_limit(limit) < topology.capacity:
             self.pmm.prepare_limit(self.auth, self._ledger_limit(limit))
             self.pmm.commit_limit(self.auth)
-        self.weights = WeightHolder(self.pmm, self.auth)
-        self.replicas = Replicas(self.weights, self._session_options)  # cache bytes ORT reads (item 3)
-        self.kv = KvHolder(self.pmm, self.auth)
+        if self.memory is None:
+            self.weights = WeightHolder(self.pmm, self.auth)
+            # The replicas are cache bytes ORT reads [ort:prepacking] (item 3).
+            self.replicas = Replicas(self.weights, self._session_options)
+            self.kv = KvHolder(self.pmm, self.auth)
+        else:
+            self._device_holders()
         # A limit change's ticket on the arena: its charge (the env arena's cap) is one no answer can lower,
         # so the holder answers zero at once (a Pressure's arena ticket is opened without delivery and waits
         # for a Run boundary, `refimpl.ort.requests`).
         def zero(pmm: ProcessMemoryManager, pid: int, _target: int) -> None:
             pmm.answer(self.arena, pid, ())
 
-        # The env arena (issue #11 item 4, C1): ONE lease in this host pool, on the authority every other
-        # holder uses, of exactly the cap in force in this process (ORT cannot re-cap it; another cap is
-        # refused, typed, naming both). Each managed model's measured transient peak is lent within that
-        # lease (an allowance of the ArenaHolder, I8), never charged a second time. No second authority of
-        # the host tier is ever registered. Every runtime has one: there is no per-session-arena mode.
-        self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
+        self.env_arena = self._pool_arena(arena_cap, zero)
         self.arena = self.env_arena.id
         self.models: dict[str, _Loaded] = {}
         self.requests: dict[int, tuple[str, int]] = {}  # rid -> (model, kv capacity in tokens)
@@ -179,6 +193,18 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         self._handlers = {S.LoadModel: self._load, S.Open: self._open, S.Decode: self._decode,
                           S.Close: self._close, S.Prefetch: self._prefetch, S.Pressure: self._pressure,
                           S.Decline: self._decline, S.LowerLimit: self._lower, S.ObserveResidency: self._observe}
+
+    def _pool_arena(self, arena_cap: int, zero: Callable[..., None]) -> ArenaHolder:
+        """The pool's arena: the host env arena, or on the device path the EP arenas' one device lease."""
+        if self.memory is not None:
+            return self._device_arena(arena_cap, zero)
+        # The env arena (issue #11 item 4, C1): ONE lease in this host pool, on the authority every other
+        # holder uses, of exactly the cap in force in this process (registering again would reach only later
+        # sessions [ort:env-arena-reregister]; another cap is refused, typed, naming both). Each managed
+        # model's measured transient peak is lent within that lease (an allowance of the ArenaHolder, I8),
+        # never charged a second time. No second authority of the host tier is ever registered. Every
+        # runtime has one: there is no per-session-arena mode.
+        return ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)
 
     # --- figures ---------------------------------------------------------
 
@@ -219,7 +245,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             raise InvalidArgument(f"declared must be None or a frozenset of state names, got {a.declared!r:.80}")
         if type(a.host_mapped) is not bool:
             raise InvalidArgument(f"host_mapped must be a bool, got {a.host_mapped!r:.80}")
-        m = measure(self.sources[a.source], self.max_context, self.bucket)
+        m = measure(self.sources[a.source], self.max_context, self.bucket, self.peak_device)
         f, t = m.facts, self.topology
         if a.host_mapped and f.referenced > t.host_mapped_capacity and self.guards.on("host_mapped_capacity"):  # C7
             raise HostMappedCapacityExceeded(f"{a.name}: {f.referenced} B host-mapped, {t.host_mapped_capacity} B")
@@ -270,12 +296,12 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         rec.weights_lease = self.weights.admit(name, weights, arrays, so)
         if f.transient_peak:  # lent within the one arena lease, not charged again
             rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on("arena_room"))
-        # CUDA: the env arena is a CPU arena (the session's CPU-side tensors: feeds, fetches, CPU-placed
-        # nodes); the device side is the CUDA EP's own arena, capped by `session_providers` at this model's
-        # grant (weights + its peak), so neither side can grow past what the ledger admitted.
-        admitted = weights + f.transient_peak
-        rec.session = ort.InferenceSession(m.path, so, providers=session_providers(self.provider, admitted))
-        if self.provider not in rec.session.get_providers():  # CUDA falls back to CPU silently (ORT-NOTES 1)
+        # The device path: the session's EP arena is capped at this model's loan (`refimpl.ort.device_path`)
+        # [ort:gpu-mem-limit]; what the EP allocates outside that arena is not bounded by it
+        # [ort:gpu-mem-limit-outside]. The env arena stays the CPU-side arena (feeds, fetches, CPU-placed
+        # nodes) on the host authority [ort:env-arena-scope].
+        rec.session = ort.InferenceSession(m.path, so, providers=self._providers(name, rec))
+        if self.provider not in rec.session.get_providers():  # an EP that did not load [ort:cuda-fallback]
             raise ProviderUnavailable(f"{name}: asked for {self.provider}, the session runs on "
                                       f"{rec.session.get_providers()}")
 
@@ -285,10 +311,11 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         so.intra_op_num_threads = 1
         so.enable_mem_pattern = False
         so.add_session_config_entry("session.use_env_allocators", "1")  # the ArenaHolder's env arena, always
-        # Measured (ORT 1.32, CPU): with prepacking on, ORT copies MatMul weights into its own packed
-        # buffers at session creation and never reads the leased ones again (writing into the lease
-        # changes no output), so the governed bytes would be bookkeeping beside ORT and the packed copy
-        # uncharged. Off, every Run reads the leased initializers (tests/ort/test_ort_weights.py).
+        # With prepacking on, ORT copies MatMul weights into its own packed buffers at session creation
+        # and never reads the leased ones again (writing into the lease changes no output)
+        # [ort:prepacking], so the governed bytes would be bookkeeping beside ORT and the packed copy
+        # uncharged. Off, every Run reads the leased initializers [ort:prepacking] (and
+        # tests/ort/test_ort_weights.py).
         if not self.prepack:
             so.add_session_config_entry("session.disable_prepacking", "1")
         return so
@@ -320,7 +347,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
             # Negative control: a demotion rewrites the weight lease to the observed size.
             self.pmm.release(self.weights.id, rec.weights_lease)
             self._repay(rec)
-            rec.weights_lease = self.pmm.record_committed(self.weights.id, self.auth, Tier.HOST,
+            rec.weights_lease = self.pmm.record_committed(self.weights.id, self.auth, self.tier,
                                                           max(1, a.nbytes), Role.WEIGHTS)
             self.weights.models[a.model] = (rec.weights_lease, self.weights.models[a.model][1])
         self.residency[a.model] = S.Residency(a.nbytes, a.source)
@@ -336,12 +363,17 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction):
         for rid in list(self.requests):
             self.kv.close(rid)
         self.requests.clear()
+        for r in self.models.values():  # no session outlives the weights it reads
+            r.session = None
         self.weights.close()
         for r in self.models.values():
             self._repay(r)
             r.session = None
         self.models.clear()
-        # The env arena's lease stays charged: ORT's cap outlives the runtime (`refimpl.ort.arena`).
+        # The env arena's lease stays charged: ORT's cap outlives the runtime (`refimpl.ort.arena`). The
+        # device path's arena lease goes back: its caps died with the sessions.
+        if self.memory is not None:
+            self.env_arena.release()
 
     def _repay(self, rec: _Loaded) -> None:
         """Give a model's loan within the env arena back (its peak stops being lent; the lease stays)."""

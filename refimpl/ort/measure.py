@@ -17,10 +17,11 @@ import attrs
 import numpy as np
 import onnx
 
+from refimpl.ort.device_arena import cuda_provider_options
 from refimpl.ort.extents import referenced_extents
 from refimpl.ort.reporter import calibrate_transient_peak
 from spec import sessions as S
-from spec.errors import ModelDataError, ModelFileInvalid
+from spec.errors import CalloutFailed, ModelDataError, ModelFileInvalid, ProviderUnavailable
 
 __all__ = ["MeasuredModel", "measure", "loop_carried", "decode_input", "session_providers"]
 
@@ -48,22 +49,27 @@ class MeasuredModel:
     dh: int
 
 
-def measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
-    """The runtime's own measurement; a missing, empty, truncated or corrupt file is `ModelFileInvalid`."""
+def measure(path: str, max_context: int, bucket: int, device: str = "cpu") -> MeasuredModel:
+    """The runtime's own measurement; a missing, empty, truncated or corrupt file is `ModelFileInvalid`.
+
+    `device`: where the transient peak is calibrated: "cpu" (ORT's profiler on a CPU session,
+    `refimpl.ort.reporter`) or "cuda:N" (the smallest CUDA EP arena cap the model's decodes pass under,
+    `refimpl.ort.device_peak`).
+    """
     if type(path) is not str or not os.path.isfile(path):
         raise ModelFileInvalid(f"model file {path!r} does not exist or is not a regular file")
     if os.path.getsize(path) == 0:
         raise ModelFileInvalid(f"model file {path!r} is empty")
     try:
-        return _measure(path, max_context, bucket)
-    except ModelDataError:
+        return _measure(path, max_context, bucket, device)
+    except (ModelDataError, ProviderUnavailable, CalloutFailed):  # the device calibration's own faults
         raise
     except Exception as e:  # DecodeError, StopIteration, ORT's InvalidProtobuf / Fail, OSError ...
         raise ModelFileInvalid(f"model file {path!r} is not a usable ONNX model: {type(e).__name__}: {e}") from e
 
 
 @functools.lru_cache(maxsize=32)
-def _measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
+def _measure(path: str, max_context: int, bucket: int, device: str = "cpu") -> MeasuredModel:
     """The runtime's own measurement: referenced extents (never file sizes), the peak at max context."""
     rep = referenced_extents(path)  # typed errors for missing / overlapping / out-of-range ranges
     referenced = rep.referenced_bytes + rep.embedded_bytes
@@ -79,26 +85,33 @@ def _measure(path: str, max_context: int, bucket: int) -> MeasuredModel:
         x = next(i for i in proto.graph.input)
         n = x.type.tensor_type.shape.dim[1].dim_value
         feeds = [{x.name: np.ones((1, n), np.float32)}]
-    peak = calibrate_transient_peak(path, feeds)[0].transient_peak_bytes
+    if device == "cpu":
+        peak = calibrate_transient_peak(path, feeds)[0].transient_peak_bytes
+    else:
+        from refimpl.ort.device_peak import device_transient_peak  # needs cuda-bindings: the device path only
+        peak = device_transient_peak(path, max_context, int(device.removeprefix("cuda:")))
     bpt = 2 * 2 * heads * dh * 4 if carried else 0  # K and V, two ping-pong sides, float32
     facts = S.ModelFacts(referenced, file_bytes, peak, carried, bpt, max_context if carried else 0,
                          bucket if carried else 0)
     return MeasuredModel(path, facts, heads, dh)
 
 
-def session_providers(provider: str, grant: int) -> list[Any]:
-    """The `providers` list for a managed session; on CUDA the device arena is capped at the model's grant.
+def session_providers(provider: str, cap: int, device_id: int = 0) -> list[Any]:
+    """The `providers` list for a managed session; on CUDA its EP arena is capped at `cap` bytes.
 
-    `gpu_mem_limit` caps the CUDA EP's BFC arena (weights copied to the device and activations; not
-    cuDNN workspaces or the CUDA context, ORT-NOTES 2.3); `kSameAsRequested` keeps the arena from
-    doubling past what is asked; the max-workspace cuDNN search is off. CPU stays as ORT's fallback for
-    nodes the CUDA EP lacks, and the provider assertion after creation catches a whole-session fallback.
+    On the device path `cap` is the model's loan within the device arena's lease
+    (`refimpl.ort.device_arena`). `gpu_mem_limit` caps the CUDA EP's device arena only [ort:gpu-mem-limit];
+    the exhaustive cuDNN search's workspace, the CUDA context and the cuBLAS/cuDNN handles' memory are
+    outside it, and whether initializers count was not checked [ort:gpu-mem-limit-outside].
+    `kSameAsRequested` grows the arena by the amount asked rather than in powers of two
+    [ort:arena-extend-strategy]; with `cudnn_conv_use_max_workspace=0` ORT clamps the cuDNN workspace to
+    32 MB [ort:cudnn-max-workspace]. CPU stays in the list for nodes the CUDA EP cannot run
+    [ort:node-partition], and the provider assertion after creation catches a whole-session fallback
+    [ort:cuda-fallback].
     """
     if provider != "CUDAExecutionProvider":
         return ["CPUExecutionProvider"]
-    return [("CUDAExecutionProvider", {"device_id": "0", "gpu_mem_limit": str(grant),
-                                       "arena_extend_strategy": "kSameAsRequested",
-                                       "cudnn_conv_use_max_workspace": "0"}), "CPUExecutionProvider"]
+    return [("CUDAExecutionProvider", cuda_provider_options(device_id, cap)), "CPUExecutionProvider"]
 
 
 def decode_input(rid: int, step: int, d_model: int) -> np.ndarray:

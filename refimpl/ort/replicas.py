@@ -1,16 +1,17 @@
 # Weight replicas in the weight cache: borrowed bytes that ORT really reads
-# (issue #11 item 3).
+# (issue #11 item 3) [ort:prepacking].
 #
 # The weight holder's cache is borrowed, reclaimable memory. Where a cache
 # bucket has room for a whole copy of a loaded model's weights, the copy is
 # placed there and a replica session is built over it (initializers from the
-# cache bytes via `add_initializer`, prepacking off, so every Run reads them):
+# cache bytes via `add_initializer`, prepacking off, so every Run reads them
+# [ort:prepacking]):
 # decodes of that model run on the replica (think: a NUMA-local copy). When a
 # pressure answer takes any byte of the bucket (a victim, or a split that
 # re-leases it), the replica is dropped before the bytes go and every open
 # request of the model is re-bound to the primary session, which reads the
 # pinned weight lease. The outputs are identical either way (same bytes, same
-# options); what changes is which leased bytes ORT reads.
+# options); what changes is which leased bytes ORT reads [ort:prepacking].
 #
 # Owns: the replica placements and sessions. Must not touch: any lease (the
 # cache's leases are the weight holder's; a replica is a use of them, not a

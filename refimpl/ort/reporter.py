@@ -7,8 +7,8 @@
 # holds no lease: its buffers stay leased by the arenas; it only reports.
 #
 # Two methods, kept side by side so they can be compared (ORT-NOTES 2.5):
-# - allocator: ORT >= 1.28 samples the CPU arena after every kernel
-#   (`mem_bytes_requested_in_use`, before the node's dead inputs are freed);
+# - allocator: ORT's profiler samples the CPU arena after every kernel
+#   (`mem_bytes_requested_in_use`) [ort:profiler-mem-fields];
 #   peak = max over the run - the level before the first kernel.
 # - liveness: replays the executed node order over the graph and sums output
 #   sizes while they are live. Works on any ORT, needs node names 1:1 (so the
@@ -58,8 +58,8 @@ class PeakReport:
     run_index: int
     method: PeakMethod  # which of the two numbers `transient_peak_bytes` is
     transient_peak_bytes: int
-    allocator_peak_bytes: int | None  # requested bytes; None before ORT 1.28 or with the arena off
-    allocator_chunk_peak_bytes: int | None  # same, in BFC chunk bytes (rounding included)
+    allocator_peak_bytes: int | None  # requested bytes; None when the profile has no mem_* fields
+    allocator_chunk_peak_bytes: int | None  # same, in the arena's chunk bytes [ort:profiler-mem-fields]
     liveness_peak_bytes: int | None  # None when events do not map 1:1 onto graph nodes
 
 
@@ -154,9 +154,9 @@ def _load(model: ModelSource) -> onnx.ModelProto:
 def calibrate_transient_peak(
     model: ModelSource, feeds_list: Sequence[Mapping[str, np.ndarray]]
 ) -> list[PeakReport]:
-    # mem pattern off: with it on, the whole plan is taken before the first
-    # kernel and every delta reads 0 (ORT-NOTES 2.5). Unoptimised, so events
-    # map onto graph nodes.
+    # mem pattern off: with it on, a repeated shape's intermediates are taken
+    # before the first kernel and the deltas read 0 [ort:mem-pattern].
+    # Unoptimised, so events map onto graph nodes.
     # XXX: the peak is of the unoptimised graph; fusions in a serving session
     # usually lower it, but nothing here proves that.
     proto = _load(model)

@@ -55,9 +55,10 @@ class RequestPath:
             raise CapacityDenied(f"{a.model}: no guaranteed path to max context")
         cap = min(f.bucket, f.max_context)
         self._make_room(kv_bytes(cap, f.bytes_per_token))
-        rid, self.next_request = self.next_request, self.next_request + 1
+        rid = self.next_request
         self.kv.open(rid, rec.measured.heads, rec.measured.dh, cap, f.bytes_per_token,
                      self.replicas.session_of(a.model, rec.session))
+        self.next_request = rid + 1  # only once the bucket is leased and bound: a failed open takes no id
         self.requests[rid] = (a.model, cap)
         return rid
 

@@ -9,8 +9,9 @@
 #   /proc/self/smaps Rss        the resident bytes of the mappings of one file (a model's .onnx and its
 #                               external-data blobs) or of the mapping that holds one buffer (a leased
 #                               weight buffer: the whole mapping, which may hold other allocations);
-#   ORT profiler mem_arena_held  ORT's own arena figure, from a profiling calibration session (ORT >= 1.28,
-#                               CPU arena on, mem pattern off): that session's arena, not the serving one's.
+#   ORT profiler mem_arena_held  ORT's own arena figure, from a profiling calibration session (CPU arena
+#                               on, mem pattern off) [ort:profiler-mem-fields]: that session's arena, not
+#                               the serving one's.
 # A figure this module cannot read is reported as None, never as 0 under the
 # source's name. Invented figures exist only in fault-injection controls and
 # are labelled "injected: ...".
@@ -95,7 +96,7 @@ def buffer_rss(buf: np.ndarray) -> Figure | None:
 
 
 def arena_held(model: str, feeds: Mapping[str, np.ndarray]) -> Figure | None:
-    """ORT's own `mem_arena_held` after one Run, from a profiling calibration session."""
+    """ORT's own `mem_arena_held` after one Run, from a profiling calibration session [ort:profiler-mem-fields]."""
     with tempfile.TemporaryDirectory(prefix="ortmem-residency-") as tmp:
         s = make_session(model, profile_prefix=os.path.join(tmp, "p"))
         s.run(None, dict(feeds))

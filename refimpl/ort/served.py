@@ -4,7 +4,7 @@
 # Owns: measuring what a model needs (referenced extents, never the file
 # size, plus the transient peak of one run), building the session over the
 # leased bytes (initializers copied into the backing buffer and handed to
-# ORT zero-copy, as `WeightHolder.admit` does), running requests and the
+# ORT zero-copy [ort:zero-copy], as `WeightHolder.admit` does), running requests and the
 # ungoverned reference a test compares with. Must not touch: the ledger. The
 # caller (`refimpl.hierarchy.worker`) reserves and commits the charge before
 # `open_served` builds the session, and releases it after `close`; a failed
@@ -70,7 +70,12 @@ def digest(y: np.ndarray) -> str:
 
 
 class ServedModel:
-    """A session over leased weight bytes; `keep` holds the backing buffer ORT reads for its whole life."""
+    """A session over leased weight bytes; `keep` holds the buffer ORT uses in place [ort:zero-copy].
+
+    The OrtValues given to `add_initializer` must outlive the session [ort:zero-copy]. XXX: prepacking is
+    left on here, so ORT also packs its own copy of the MatMul weights at creation, outside the grant, and
+    those Runs read that copy [ort:prepacking].
+    """
 
     def __init__(self, need: ModelNeeds, nbytes: int) -> None:
         proto = onnx.load(need.path)

@@ -3,7 +3,7 @@
 # Owns: turning our knobs into SessionOptions and checking the result. ORT
 # falls back to CPU when the requested EP cannot load (the CPU wheel warns,
 # the GPU wheel only logs), so every session is checked against
-# `get_providers()` and a miss is a typed error (ORT-NOTES 1, 7.3).
+# `get_providers()` and a miss is a typed error [ort:cuda-fallback].
 # Must not touch: any ledger or lease; a session is a reporter, not a holder.
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def make_session(
     optimize: bool = True,
     prepack: bool = True,
 ) -> ort.InferenceSession:
-    # enable_mem_pattern defaults off: with it on, ORT keeps one block per
-    # input-shape signature for the session's life (ORT-NOTES 2.3), which a
-    # governor sees as memory that never comes back.
+    # enable_mem_pattern defaults off: with it on, a repeated input shape's
+    # intermediates are taken before the first kernel [ort:mem-pattern], so
+    # the calibration's per-kernel deltas read 0 and the peak is not seen.
     # optimize=False keeps node names 1:1 with the graph (the liveness method).
     # Verify the provider is compiled into this build before paying for a session.
     available = ort.get_available_providers()
@@ -54,7 +54,7 @@ def make_session(
     if profile_prefix is not None:
         so.enable_profiling = True
         so.profile_file_prefix = os.fspath(profile_prefix)
-    if not prepack:  # ORT then reads initializers where they lie instead of keeping its own packed copy
+    if not prepack:  # ORT then reads initializers where they lie, keeping no packed copy [ort:prepacking]
         so.add_session_config_entry("session.disable_prepacking", "1")
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -62,7 +62,7 @@ def make_session(
         warnings.simplefilter("always")
         session = ort.InferenceSession(_model_arg(model), so, providers=[provider])
     # Verify the EP actually loaded: a CUDA EP whose libraries are missing
-    # leaves a working CPU session and no exception.
+    # leaves a working CPU session and no exception [ort:cuda-fallback].
     if provider not in session.get_providers():
         said = "; ".join(str(w.message) for w in caught) or "nothing (see ORT's log)"
         raise ProviderUnavailable(

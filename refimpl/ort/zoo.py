@@ -24,10 +24,11 @@ __all__ = ["save_decoder_external", "build_zoo", "reporter_facts", "ENV_ARENA_CA
 _ORPHAN = b"\xab"
 
 #: The env arena cap every runtime over the zoo's models uses (the checker's campaign, the tests, the
-#: demo): ONE figure per process, because ORT registers one env arena per process at one cap and
-#: `refimpl.ort.arena.ArenaHolder` refuses any other grant. Each managed model's measured transient peak
-#: (dec 4,608 B, dec_wide 8,960 B, mlp 256 B) is lent within it, so dec + dec_wide + mlp fit and a second
-#: dec_wide beside a first is refused (AllowanceExceeded). ORT's own use through IOBinding is far smaller
+#: demo): ONE figure per process, because the process's env arena caps its sessions' Runs at the cap it
+#: was registered with [ort:env-arena-cap], registering again would reach only later sessions
+#: [ort:env-arena-reregister], and `refimpl.ort.arena.ArenaHolder` refuses any other grant. Each managed
+#: model's measured transient peak (dec 4,608 B, dec_wide 8,960 B, mlp 256 B) is lent within it, so dec +
+#: dec_wide + mlp fit and a second dec_wide beside a first is refused (AllowanceExceeded). ORT's own use through IOBinding is far smaller
 #: (a dec_wide Run needs under 768 B: tests/ort/run_fail_proc.py).
 ENV_ARENA_CAP = 16 << 10
 
@@ -66,7 +67,7 @@ def build_zoo(directory: str, d_model: int = 32, heads: int = 4) -> dict[str, st
     }
 
 
-def reporter_facts(path: str, max_context: int, bucket: int) -> S.ModelFacts:
+def reporter_facts(path: str, max_context: int, bucket: int, peak_on: str = "cpu") -> S.ModelFacts:
     """Facts from an independent route: tensor geometry of the loaded arrays, sizes from the file system."""
     proto = onnx.load(path)  # external data loaded: the tensors' own bytes
     referenced = sum(numpy_helper.to_array(t).nbytes for t in proto.graph.initializer)
@@ -75,7 +76,7 @@ def reporter_facts(path: str, max_context: int, bucket: int) -> S.ModelFacts:
     base = os.path.dirname(path)
     file_bytes = os.path.getsize(path) + sum(os.path.getsize(os.path.join(base, loc)) for loc in locations)
     carried = loop_carried(proto)
-    peak = measure(path, max_context, bucket).facts.transient_peak  # the reporter's calibration
+    peak = measure(path, max_context, bucket, peak_on).facts.transient_peak  # the reporter's calibration
     bpt, mc, bk = 0, 0, 0
     if carried:
         dims = next(i for i in proto.graph.input if i.name == "past_key").type.tensor_type.shape.dim

@@ -356,9 +356,9 @@ _ALL: tuple[Mutant, ...] = (
            "on the host authority beside the arena's lease: the same bytes booked twice (issue #11's closing "
            "note)"),
     Mutant("arena_on_second_authority", ("C1", "I8"), "ort", _R, "refimpl.ort.governed",
-           "        self.env_arena = ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)\n",
+           "        return ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)\n",
            "        env_auth = self.pmm.register_authority(\"env-arena\", Tier.HOST, arena_cap)\n"
-           "        self.env_arena = ArenaHolder(self.pmm, env_auth, arena_cap, on_pressure=zero)\n",
+           "        return ArenaHolder(self.pmm, env_auth, arena_cap, on_pressure=zero)\n",
            "the env arena's lease is booked on a second authority of the host tier sized to its cap, apart "
            "from the host pool (the shape issue #11 closed with): two ledgers over one pool, the arena's "
            "bytes outside the pool's books"),

@@ -35,6 +35,7 @@ from invariants.sessions import (STATE_PREDICATES, STEP_PREDICATES, KvCover, che
 from refimpl.verify.checker_api import CheckerRun
 from refimpl.ort.faults import INJECTED_RUN_FAILURE, failing_runs
 from refimpl.ort.generations import hunt_scripts, run_scripts
+from refimpl.ort.device import StandInMemory
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.ort.residency import INJECTED, file_rss, process_rss
 from refimpl.ort.session import make_session
@@ -43,7 +44,7 @@ from refimpl.topology import scaled_topology
 from spec import sessions as S
 from spec.arith import kv_bytes
 from spec.errors import RunFailed
-from spec.guards import Guard, GuardSet, Layer
+from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.types import Role
 
 __all__ = ["OrtWorld", "OrtAdapter", "OrtChecker", "MAX_CONTEXT", "BUCKET", "CAPACITY", "HEADROOM", "ENV_ARENA_CAP"]
@@ -54,21 +55,40 @@ LIMITS = (96 * 1024, 160 * 1024, 256 * 1024)
 HOST_MAPPED = (0, 32 * 1024)
 NAMES = ("a", "b", "c")
 #: Every managed session of the campaign allocates from this process's one env arena, capped by ORT at
-#: `ENV_ARENA_CAP` bytes (defined once, in `refimpl.ort.zoo`, for every runtime over the zoo). ORT cannot
-#: re-cap an env arena once registered (ORT-NOTES 8), so the cap is one per process, not one per
+#: `ENV_ARENA_CAP` bytes [ort:env-arena-cap] (defined once, in `refimpl.ort.zoo`, for every runtime over
+#: the zoo). Registering the env arena again would reach only sessions created afterwards, the earlier
+#: ones keeping the old cap [ort:env-arena-reregister], so the cap is one per process, not one per
 #: runtime's grant. The cap is carved from the host pool's topology (C1: the arena is one lease in that
 #: pool, never a second authority) and every limit keeps room for it.
+
+
+#: Which pool the campaign governs (issue #22 item 3): "host" (the CPU EP, one host pool), "stand-in"
+#: (the device path on the CPU EP over a CPU stand-in for device memory: no CUDA), "cuda" (the device
+#: path on the CUDA EP; needs a GPU).
+PATHS = ("host", "stand-in", "cuda")
+_CUDA = "CUDAExecutionProvider"
 
 
 class OrtWorld:
     """The models, their reporter facts and ungoverned reference sessions, built once per process."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str = "host") -> None:
+        if path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+        self.path = path
+        self.provider = _CUDA if path == "cuda" else "CPUExecutionProvider"
         self._dir = tempfile.TemporaryDirectory(prefix="ortmem-zoo-")
         self.sources = build_zoo(self._dir.name)
-        self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET) for k, p in self.sources.items()}
-        # Ungoverned twins: the same ORT options as managed sessions (prepacking off), no governance.
-        self.reference = {k: make_session(p, prepack=False) for k, p in self.sources.items()}
+        peak_on = "cuda:0" if path == "cuda" else "cpu"
+        self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET, peak_on) for k, p in self.sources.items()}
+        # Ungoverned twins: the same ORT options as managed sessions (prepacking off [ort:prepacking]), no
+        # governance, on
+        # the same EP as the governed sessions.
+        self.reference = {k: make_session(p, provider=self.provider, prepack=False) for k, p in self.sources.items()}
+        #: The pool's arena: the process's env arena cap on the CPU EP; on CUDA the device arena's lease,
+        #: room for the three models' calibrated EP arena caps (a second dec_wide then does not fit).
+        peaks = sum(f.transient_peak for f in self.facts.values())
+        self.arena_cap = ENV_ARENA_CAP if path != "cuda" else max(ENV_ARENA_CAP, -(-peaks // GRANULE) * GRANULE)
         #: What happened inside accepted actions, summed over every adapter of this world.
         self.events: dict[str, int] = {}
 
@@ -79,10 +99,16 @@ class OrtWorld:
         out, self.events = self.events, {}
         return out
 
-    def topology(self, host_mapped: int = 0, arena: int = ENV_ARENA_CAP) -> S.Topology:
-        """The campaign's pool; `arena`: the env arena's cap inside it (the process's one cap by default;
-        0 only for the spec's own scopes: `GovernedRuntime` refuses a topology without an env arena)."""
-        return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped, arena)
+    def topology(self, host_mapped: int = 0, arena: int | None = None) -> S.Topology:
+        """The campaign's pool; `arena`: the pool's arena inside it (the world's by default; 0 only for
+        the spec's own scopes: `GovernedRuntime` refuses a topology without an arena)."""
+        return scaled_topology(CAPACITY, HEADROOM, GRANULE, host_mapped, self.arena_cap if arena is None else arena)
+
+    def runtime(self, topology: S.Topology, limit: int, guards: GuardSet = ALL_ON, trace: Any = None) -> GovernedRuntime:
+        """A governed runtime over this world's models, on this world's path."""
+        device = StandInMemory() if self.path == "stand-in" else None
+        return GovernedRuntime(topology, limit, self.sources, MAX_CONTEXT, BUCKET, guards, provider=self.provider,
+                               trace=trace, device=device)
 
 
 class OrtAdapter:
@@ -94,8 +120,7 @@ class OrtAdapter:
         self.kv_leases: dict[int, int] = {}  # KV lease id -> bytes charged, folded from the trace
         self.held: dict[int, int] = {}  # open request -> KV bytes its decoded tokens occupy (own count)
         self.observed: list[KvCover] = []
-        self.rt = GovernedRuntime(world.topology(host_mapped, ENV_ARENA_CAP), limit, world.sources, MAX_CONTEXT,
-                                  BUCKET, guards, trace=self._on_event)
+        self.rt = world.runtime(world.topology(host_mapped), limit, guards, trace=self._on_event)
         self.sources: dict[str, str] = {}  # loaded name -> source
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -252,7 +277,7 @@ def _actions(world: OrtWorld, s: S.SessionState) -> Any:
         st.builds(S.Open, model),
         *[st.builds(S.Decode, rid)] * (8 if rids else 2),  # decodes dominate once requests are open (depth)
         st.builds(S.Close, rid),
-        st.builds(S.RunFails, rid),  # the environment: ORT fails this decode's Run (INJECTED)
+        st.builds(S.RunFails, rid),  # the environment: ORT fails this decode's Run (INJECTED) [ort:run-terminate]
         st.just(S.Prefetch()),
         st.builds(S.Pressure, st.sampled_from([1, 4096, 10**6, 0, -1])),
         st.builds(S.Decline, st.sampled_from([Role.WEIGHTS, Role.KV, "weights"])),
@@ -290,7 +315,7 @@ def ort_model(world: OrtWorld) -> Model:
     return Model(
         name="ort_sessions",
         configs=configs,
-        init=lambda c: S.new_sessions(world.topology(c[1], ENV_ARENA_CAP), c[0]),
+        init=lambda c: S.new_sessions(world.topology(c[1]), c[0]),
         step=S.step_sessions,
         impl=lambda c, g: OrtAdapter(world, c, g),
         actions=lambda s: _actions(world, s),
@@ -305,13 +330,14 @@ class OrtChecker:
 
     name = "ort"
 
-    def __init__(self) -> None:
+    def __init__(self, path: str = "host") -> None:
+        self.path = path  # "host" for `ortmem verify`; the device paths run from tests/ort and gpu_check.sh
         self._world: OrtWorld | None = None
 
     @property
     def world(self) -> OrtWorld:
         if self._world is None:
-            self._world = OrtWorld()
+            self._world = OrtWorld(self.path)
         return self._world
 
     def campaign(self, budget: Any) -> Any:

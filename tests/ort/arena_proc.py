@@ -1,4 +1,4 @@
-"""Subprocess body for tests/ort/test_ort_arena.py: the env arena is process-wide and cannot be unregistered.
+"""Subprocess body for tests/ort/test_ort_arena.py: the env arena is process-wide; the binding cannot unregister it.
 
 Run as `python tests/ort/arena_proc.py` from the repository root; prints one JSON object of observations.
 """

@@ -1,8 +1,9 @@
 """ArenaHolder over a real env arena (ORT-NOTES 2.2-2.3), isolated in a subprocess.
 
-The env arena is process-wide and cannot be unregistered, so one subprocess
-(`arena_proc.py`) registers it, drives it and reports; these tests read that
-report. Each assertion can fail: the script only records what happened.
+The env arena is process-wide, and the Python binding cannot unregister it (registering again replaces it
+only for sessions created afterwards: docs/ort-claims.md, py-no-unregister and env-arena-reregister), so one
+subprocess (`arena_proc.py`) registers it, drives it and reports; these tests read that report. Each
+assertion can fail: the script only records what happened.
 """
 
 from __future__ import annotations

@@ -1,41 +1,48 @@
-"""The governed runtime on the CUDA EP (issue #11 item 8): the arena capped from the grant, the provider asserted.
+"""The governed device path on the CUDA EP (issue #22 item 3): a DEVICE authority, weights and KV in leased
+device memory that ORT reads and writes in place, each session's EP arena capped at its loan.
 
-The provider options are a pure function of the grant and are checked
-everywhere; the sessions themselves need an NVIDIA GPU with the
-onnxruntime-gpu wheel and skip, with their reason, elsewhere. Run them with
-`benchmarks/gpu_check.sh` on a GPU machine.
-IDs: C7 (topology and capability: the EP the session really runs on), I8.
+These need an NVIDIA GPU, the onnxruntime-gpu wheel and cuda-bindings (the [gpu] extra); elsewhere
+they skip with their reason (the device-free parts run everywhere: test_ort_device_units.py, and the
+same wiring on a CPU stand-in: test_ort_device_standin.py). `benchmarks/gpu_check.sh` runs them and
+fails if they skip on a GPU machine.
+IDs: C1, C7 (the EP the session really runs on), C9 (identical to ungoverned), I2, I3, I8.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
+from invariants import contracts
+from invariants.campaign import campaign_settings
+from invariants.model_machine import run_model_campaign
+from refimpl.ort.device_arena import OUTSIDE_LEDGER
+from refimpl.ort.generations import run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input, session_providers
-from refimpl.ort.session import make_session
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
 from spec import sessions as S
 from spec.errors import ProviderUnavailable
+from spec.types import Tier
 
 CUDA = "CUDAExecutionProvider"
+LIMIT = 256 * 1024
 
 
 def _cuda_reason() -> str | None:
     if CUDA not in ort.get_available_providers():
         return f"{CUDA} is not in this onnxruntime build ({ort.get_available_providers()}): install onnxruntime-gpu"
     try:
-        s = make_session(OrtWorld().sources["mlp"], provider=CUDA)
+        from refimpl.ort.device import CudaMemory
+
+        CudaMemory(0)
     except ProviderUnavailable as e:
-        return f"the CUDA EP does not load here (no GPU, driver or CUDA/cuDNN libraries): {e}"
-    del s
+        return f"no usable CUDA device or cuda-bindings here: {e}"
     return None
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 @pytest.fixture(scope="module")
@@ -45,42 +52,129 @@ def cuda():
         pytest.skip(why)
 
 
-def test_cuda_provider_options_cap_the_device_arena_at_the_grant() -> None:
+@pytest.fixture(scope="module")
+def world(cuda):
+    return OrtWorld("cuda")
+
+
+def test_cuda_provider_options_cap_the_device_arena_at_the_given_cap() -> None:
     [(name, opts), fallback] = session_providers(CUDA, 123_456)
     assert name == CUDA and fallback == "CPUExecutionProvider"
     assert opts["gpu_mem_limit"] == "123456" and opts["arena_extend_strategy"] == "kSameAsRequested"
-    assert opts["cudnn_conv_use_max_workspace"] == "0"
+    assert opts["cudnn_conv_use_max_workspace"] == "0" and opts["enable_cuda_graph"] == "0"
     assert session_providers("CPUExecutionProvider", 123_456) == ["CPUExecutionProvider"]
 
 
-def test_invalid_provider_is_refused(world) -> None:
+def test_invalid_provider_is_refused() -> None:
+    w = OrtWorld()
     with pytest.raises(Exception, match="provider must be"):
-        GovernedRuntime(world.topology(0), 256 * 1024, world.sources, provider="TensorrtExecutionProvider")
+        GovernedRuntime(w.topology(0), LIMIT, w.sources, provider="TensorrtExecutionProvider")
 
 
 @pytest.mark.skipif(CUDA in ort.get_available_providers(), reason="this build has the CUDA EP")
-def test_cuda_runtime_on_a_cpu_build_is_provider_unavailable(world) -> None:
+def test_cuda_runtime_on_a_cpu_build_is_provider_unavailable() -> None:
+    w = OrtWorld()
     with pytest.raises(ProviderUnavailable, match="not in this onnxruntime build"):
-        GovernedRuntime(world.topology(0), 256 * 1024, world.sources, provider=CUDA)
+        GovernedRuntime(w.topology(0), LIMIT, w.sources, provider=CUDA)
 
 
-def test_cuda_generation_runs_on_cuda_and_matches_an_ungoverned_cuda_session(world, cuda) -> None:
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET, provider=CUDA)
+def _runtime(world):
+    return world.runtime(world.topology(0), LIMIT)
+
+
+def test_cuda_weights_kv_and_arena_are_leased_on_the_device_authority(world) -> None:
+    rt = _runtime(world)
     f = world.facts["dec_wide"]
     rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
+    rid = rt.execute(S.Open("w"))
     sess = rt.models["w"].session
     assert sess.get_providers()[0] == CUDA  # the provider assertion, on the session that runs
     opts = sess.get_provider_options()[CUDA]
-    assert int(opts["gpu_mem_limit"]) == rt.abstract().models["w"].admitted  # the cap is the grant
+    assert int(opts["gpu_mem_limit"]) == rt.env_arena.cap_of(rt.models["w"].arena_loan) == f.transient_peak
+    leases = [a for a in rt.pmm.abstract().allocations.values() if a.authority == rt.auth and a.charge]
+    assert {a.tier for a in leases} == {Tier.DEVICE} and len(leases) == 3  # weights, EP arenas, KV
+    snap = rt.device_snapshot()
+    assert snap.allocated == snap.device.used - rt.env_arena.grant  # every other charged byte is a region
+    assert snap.driver_used is not None and snap.driver_used >= snap.allocated
+    measured = next(n for n in snap.not_enforced if n.what == "measured outside the ledger")
+    assert measured.nbytes == snap.driver_used - snap.device.used and set(OUTSIDE_LEDGER) < set(snap.not_enforced)
+    rt.execute(S.Close(rid))
+    rt.close()
+
+
+def test_cuda_weights_are_read_in_place_from_the_device_region(world) -> None:
+    rt = _runtime(world)
+    f = world.facts["dec"]
+    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    m = rt.models["a"].measured
+    empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
+
+    def first_step_matches_ungoverned() -> bool:
+        rid = rt.execute(S.Open("a"))
+        rt.execute(S.Decode(rid))
+        x = decode_input(rid, 0, m.heads * m.dh)
+        y = world.reference["dec"].run(None, {"x": x, "past_key": empty, "past_value": empty})[0]
+        return bool(np.array_equal(rt.last_output, y))
+
+    region, layout, _ = rt.weights.regions["a"]
+    _, off, arr = next(e for e in layout if e[0] == "Wo")
+    assert first_step_matches_ungoverned()
+    rt.weights.memory.upload(region, off, np.zeros_like(arr))  # the device bytes of the lease only
+    assert not first_step_matches_ungoverned()
+    rt.weights.memory.upload(region, off, arr)
+    assert first_step_matches_ungoverned()
+    rt.close()
+
+
+def test_cuda_generation_matches_an_ungoverned_cuda_session_bit_for_bit(world) -> None:
+    rt = _runtime(world)
+    f = world.facts["dec_wide"]
+    rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
     rid = rt.execute(S.Open("w"))
-    ref = make_session(world.sources["dec_wide"], provider=CUDA, prepack=False)
     m = rt.models["w"].measured
     pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)
     for t in range(MAX_CONTEXT):
         rt.execute(S.Decode(rid))
-        y, pk, pv = ref.run(None, {"x": decode_input(rid, t, m.heads * m.dh), "past_key": pk, "past_value": pv})
+        y, pk, pv = world.reference["dec_wide"].run(
+            None, {"x": decode_input(rid, t, m.heads * m.dh), "past_key": pk, "past_value": pv})
         gk, gv = rt.kv.present(rid)
         # Same EP, same kernels: identical; a tolerance would hide a wrong binding.
         assert np.array_equal(y, rt.last_output) and np.array_equal(pk, gk) and np.array_equal(pv, gv), t
     rt.close()
-    assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
+    assert rt.pmm.snapshot(rt.auth).used == 0 and rt.weights.memory.allocated == 0
+
+
+def test_cuda_ort_takes_every_leased_initializer() -> None:
+    """ORT logs and ignores a user initializer on a device other than its plan's: none may be ignored."""
+    why = _cuda_reason()
+    if why is not None:
+        pytest.skip(why)
+    code = textwrap.dedent("""
+        import onnxruntime as ort
+        ort.set_default_logger_severity(1)  # INFO: ORT then names each user initializer it uses
+        from refimpl.verify.sessions_checker import OrtWorld
+        from spec import sessions as S
+        w = OrtWorld("cuda")
+        rt = w.runtime(w.topology(0), 256 * 1024)
+        for name, src in (("a", "dec"), ("b", "dec_wide"), ("c", "mlp")):
+            f = w.facts[src]
+            rt.execute(S.LoadModel(name, src, f, f.loop_carried))
+        print("loaded", sorted(rt.models))
+        rt.close()
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert "loaded ['a', 'b', 'c']" in out.stdout
+    assert "Cannot use user supplied initializer" not in out.stderr, out.stderr[-4000:]
+    for name in ("Wq", "Wk", "Wv", "Wo", "heads_shape"):  # device weights and a host-planned shape tensor
+        assert f"Using user supplied initializer with name ({name})" in out.stderr + out.stdout, name
+
+
+def test_cuda_runs_the_same_campaign_and_invariants_as_the_host_path(world) -> None:
+    world.take_events()
+    with contracts.contracts(True):
+        random_part = run_model_campaign(ort_model(world), campaign_settings(8, 20))
+        scripted = run_scripts(ort_model(world), world.facts, HEADROOM, 2, paths=world.sources)
+    events = world.take_events()
+    assert random_part.accepted > 0 and scripted.accepted > 100
+    assert events["identical_decodes"] > 100 and events["kv_growths"] > 0

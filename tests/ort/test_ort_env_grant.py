@@ -1,7 +1,8 @@
 """The env arena: ONE lease in the host pool, each managed model's peak lent within it (issue #11; C1, I8).
 
-ORT's env arena is registered once per process and cannot be re-capped, so
-the runtime's topology carries its cap (`Topology.arena`) and
+The runtime registers ORT's env arena once per process (registering it again
+would reach only sessions created later, docs/ort-claims.md), so the
+runtime's topology carries its cap (`Topology.arena`) and
 `GovernedRuntime` leases exactly that cap through an `ArenaHolder` on the
 host authority every other holder uses: no second authority of the host
 tier. Each managed model's measured transient peak is lent within that

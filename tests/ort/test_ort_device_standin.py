@@ -1,0 +1,225 @@
+"""The governed device path on a CPU STAND-IN for device memory (no GPU, no CUDA).
+
+`GovernedRuntime(..., device=StandInMemory())` runs the device path's wiring on the CPU EP: a DEVICE
+authority beside the host one on the one manager, weights and KV in leased regions that ORT reads
+and writes in place (DLPack initializers, pointer IOBinding), the EP arena's caps computed from
+the loans, the not-enforced snapshot. The regions are host memory and the sessions CPU sessions:
+nothing here exercises CUDA or claims anything about it (tests/ort/test_ort_cuda.py does, on a GPU).
+IDs: C1 (one authority per pool), I2 (reserve -> allocate -> commit), I3, I8, C9 (identical results).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from invariants import contracts
+from invariants.campaign import campaign_settings
+from invariants.model_machine import run_model_campaign
+from refimpl.ort.device import StandInMemory
+from refimpl.ort.device_arena import OUTSIDE_LEDGER
+from refimpl.ort.generations import run_scripts
+from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
+from spec import sessions as S
+from spec.errors import CalloutFailed, InvalidArgument, InvalidBytes, SessionCreationFailed
+from spec.types import Role, Tier
+
+LIMIT = 256 * 1024
+
+
+@pytest.fixture(scope="module")
+def world():
+    return OrtWorld("stand-in")
+
+
+def _runtime(world, memory=None):
+    return GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET,
+                           device=memory or StandInMemory())
+
+
+def _load(rt, world, name="a", source="dec"):
+    f = world.facts[source]
+    rt.execute(S.LoadModel(name, source, f, f.loop_carried))
+
+
+def _device_leases(rt):
+    return [a for a in rt.pmm.abstract().allocations.values() if a.authority == rt.auth and a.charge]
+
+
+def test_standin_device_authority_is_one_device_ledger_beside_the_one_host_ledger(world) -> None:
+    rt = _runtime(world)
+    _load(rt, world)
+    rid = rt.execute(S.Open("a"))
+    auths = rt.pmm.abstract().authorities
+    tiers = sorted(a.tier.value for a in auths.values() if a.alias_of is None)
+    assert tiers == ["device", "host"] and auths[rt.auth].tier is Tier.DEVICE
+    leases = _device_leases(rt)
+    # weights, the EP arenas' one lease, KV: all on the device authority, tier DEVICE
+    assert sorted((a.holder, a.role) for a in leases) == sorted(
+        [(rt.weights.id, Role.WEIGHTS), (rt.env_arena.id, Role.ARENA), (rt.kv.id, Role.KV)])
+    assert all(a.tier is Tier.DEVICE for a in leases)
+    host = [a for a in rt.pmm.abstract().allocations.values() if a.authority == rt.host_auth and a.charge]
+    ints = sum(a.nbytes for a in (rt.weights.regions["a"][1][i][2] for i in range(len(rt.weights.regions["a"][1])))
+               if a.dtype.kind == "i")
+    # the host env arena (CPU side of every session) and the host copies of the int64 shape tensors
+    assert sorted(a.charge for a in host) == sorted([rt.host_arena.grant, ints]) and ints == 56
+    assert rt.abstract().host_authorities == 1  # C1: still one host ledger
+    rt.execute(S.Close(rid))
+    rt.close()
+
+
+def test_standin_weights_are_read_in_place_from_the_leased_region(world) -> None:
+    rt = _runtime(world)
+    _load(rt, world)
+    m = rt.models["a"].measured
+    empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
+
+    def first_step_matches_ungoverned() -> bool:
+        rid = rt.execute(S.Open("a"))
+        rt.execute(S.Decode(rid))
+        x = decode_input(rid, 0, m.heads * m.dh)
+        y = world.reference["dec"].run(None, {"x": x, "past_key": empty, "past_value": empty})[0]
+        return bool(np.array_equal(rt.last_output, y))
+
+    region, layout, _ = rt.weights.regions["a"]
+    key, off, arr = next(e for e in layout if e[0] == "Wo")  # (Wq: one token attends to itself alone)
+    assert first_step_matches_ungoverned()
+    rt.weights.memory.upload(region, off, np.zeros_like(arr))  # zero Wo in the leased bytes only
+    assert not first_step_matches_ungoverned()  # ORT read the lease, not a copy of its own
+    rt.weights.memory.upload(region, off, arr)
+    assert first_step_matches_ungoverned()
+    rt.close()
+
+
+def test_standin_kv_is_bound_by_pointer_into_the_kv_lease(world) -> None:
+    rt = _runtime(world)
+    _load(rt, world)
+    rid = rt.execute(S.Open("a"))
+    for _ in range(BUCKET + 1):  # past one growth
+        rt.execute(S.Decode(rid))
+    b = rt.kv.bundles[rid]
+    t = b.tokens - 1  # the binding the last decode ran
+    outs = b.bindings[t].get_outputs()  # y, present_key, present_value
+    side = b.cur  # the present of the last step is now the past
+    assert outs[1].data_ptr() == b.region.ptr + b.offset("key", side)
+    assert outs[2].data_ptr() == b.region.ptr + b.offset("value", side)
+    assert outs[0].data_ptr() == b.y.ctypes.data  # the token's output comes back to the host, nothing else
+    lease = next(a for a in _device_leases(rt) if a.holder == rt.kv.id)
+    assert b.region.nbytes == lease.charge == 16 * 4 * 8 * b.cap  # K,V x two sides x heads x dh x 4 B
+    rt.close()
+
+
+def test_standin_generation_is_identical_and_regions_match_the_device_charge_at_every_step(world) -> None:
+    memory = StandInMemory()
+    rt = _runtime(world, memory)
+    _load(rt, world, "a", "dec")
+    _load(rt, world, "b", "dec_wide")
+    rt.execute(S.Prefetch())  # device cache bytes too: borrowed regions, reclaimed by growth
+    rids = [rt.execute(S.Open(m)) for m in ("a", "b", "a")]
+    src = {"a": "dec", "b": "dec_wide"}
+    past = {}
+    for step in range(MAX_CONTEXT):
+        for r in rids:
+            model = rt.requests[r][0]
+            m = rt.models[model].measured
+            pk, pv = past.get(r, (np.zeros((1, m.heads, 0, m.dh), np.float32),) * 2)
+            rt.execute(S.Decode(r))
+            y, k, v = world.reference[src[model]].run(
+                None, {"x": decode_input(r, step, m.heads * m.dh), "past_key": pk, "past_value": pv})
+            gk, gv = rt.kv.present(r)
+            assert np.array_equal(y, rt.last_output) and np.array_equal(k, gk) and np.array_equal(v, gv), (r, step)
+            past[r] = (k, v)
+            # Every device byte the ledger charges outside the EP arenas' lease is one live region, and back.
+            snap = rt.device_snapshot()
+            assert snap.allocated == memory.allocated == snap.device.used - rt.env_arena.grant, (r, step)
+    assert all(rt.kv.bundles[r].cap == MAX_CONTEXT for r in rids)
+    assert rt.weights.credited > 0  # growth took borrowed device cache back through pressure tickets
+    for r in rids:
+        rt.execute(S.Close(r))
+    rt.close()
+    assert memory.allocated == 0 and rt.pmm.snapshot(rt.auth).used == 0  # the arena's lease went back too
+
+
+def test_standin_caps_are_the_loans_and_sum_within_the_arena_lease(world) -> None:
+    rt = _runtime(world)
+    _load(rt, world, "a", "dec")
+    _load(rt, world, "b", "dec_wide")
+    snap = rt.device_snapshot()
+    assert dict(snap.arena_caps) == {"a": world.facts["dec"].transient_peak, "b": world.facts["dec_wide"].transient_peak}
+    assert sum(dict(snap.arena_caps).values()) == rt.env_arena.lent <= rt.env_arena.grant
+    rt.close()
+
+
+def test_standin_snapshot_reports_what_no_limit_binds(world) -> None:
+    rt = _runtime(world)
+    snap = rt.device_snapshot()
+    assert set(OUTSIDE_LEDGER) < set(snap.not_enforced)  # I3: every class outside the ledger, by name
+    assert any(n.what == "stand-in EP arena caps" for n in snap.not_enforced)
+    assert snap.driver_used is None and "stand-in" in snap.memory  # no device figure is invented
+    rt.close()
+
+
+def test_device_snapshot_on_the_host_path_is_refused(world) -> None:
+    host = GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET)
+    with pytest.raises(InvalidArgument, match="no device pool"):
+        host.device_snapshot()
+    host.close()
+
+
+class _FailingMemory(StandInMemory):
+    """A stand-in whose allocations fail after `ok` successes (an allocator out of memory)."""
+
+    def __init__(self, ok: int) -> None:
+        super().__init__()
+        self.ok = ok
+
+    def alloc(self, nbytes: int):
+        if self.ok <= 0:
+            raise CalloutFailed("stand-in: out of device memory (injected; CudaMemory raises this type)")
+        self.ok -= 1
+        return super().alloc(nbytes)
+
+
+def test_standin_failed_weight_allocation_leaves_nothing_charged(world) -> None:
+    memory = _FailingMemory(ok=0)
+    rt = _runtime(world, memory)
+    before, dev, host = rt.abstract(), rt.pmm.snapshot(rt.auth), rt.pmm.snapshot(rt.host_auth)
+    f = world.facts["dec"]
+    with pytest.raises(SessionCreationFailed, match="out of device memory"):
+        rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    # I2: the reservation was cancelled, nothing allocated, nothing lent, the state as before
+    assert rt.abstract() == before and rt.pmm.snapshot(rt.auth) == dev and rt.pmm.snapshot(rt.host_auth) == host
+    assert memory.allocated == 0 and rt.env_arena.lent == 0
+    rt.close()
+
+
+def test_standin_failed_kv_allocation_refuses_the_open_and_changes_nothing(world) -> None:
+    memory = _FailingMemory(ok=1)  # the weights get their region, the KV bucket does not
+    rt = _runtime(world, memory)
+    _load(rt, world)
+    before, dev = rt.abstract(), rt.pmm.snapshot(rt.auth)
+    with pytest.raises(CalloutFailed, match="injected"):
+        rt.execute(S.Open("a"))
+    assert rt.abstract() == before and rt.pmm.snapshot(rt.auth) == dev and not rt.requests
+    rt.close()
+
+
+def test_standin_runs_the_same_campaign_and_invariants_as_the_host_path(world) -> None:
+    """Hypothesis' random actions and the scripted generations, refinement and every predicate on."""
+    world.take_events()
+    with contracts.contracts(True):
+        random_part = run_model_campaign(ort_model(world), campaign_settings(8, 20))
+        scripted = run_scripts(ort_model(world), world.facts, HEADROOM, 2, paths=world.sources)
+    events = world.take_events()
+    assert random_part.accepted > 0 and scripted.accepted > 100
+    assert events["identical_decodes"] > 100 and events["kv_growths"] > 0 and events["run_failures_injected"] > 0
+    assert events.get("replicas_placed", 0) == 0  # the device path places no replicas
+
+
+def test_invalid_host_capacity_is_refused_before_anything(world) -> None:
+    with pytest.raises(InvalidArgument, match="host_capacity is for the device path"):
+        GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET, host_capacity=1 << 20)
+    with pytest.raises(InvalidBytes, match="host_capacity must be a positive int"):
+        GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET, device=StandInMemory(),
+                        host_capacity=0)
