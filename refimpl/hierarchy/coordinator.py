@@ -82,6 +82,8 @@ class Config:
     #: Workers redial a lost connection only when the operator says so (the campaign: the environment decides
     #: how long a worker stays out of sync); otherwise at once.
     manual_redial: bool = False
+    #: Names of worker-side mutants each worker applies after its fork (mutation controls; empty otherwise).
+    mutants: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -133,7 +135,7 @@ class _OsProcesses:
         cfg = self.cfg
         spec = {"wid": wid, "dir": cfg.dir, "serving_quota": cfg.serving_quota, "guards": sorted(cfg.guards),
                 "ceiling": list(cfg.ceiling), "heartbeat_interval": cfg.heartbeat_interval, "held": held,
-                "manual_redial": cfg.manual_redial}
+                "manual_redial": cfg.manual_redial, "mutants": list(cfg.mutants)}
         keys = P.worker_key(cfg.master, wid) + P.worker_control_key(cfg.master, wid)
         pid, start, pidfd = spawn_via(cfg.zygote, spec, keys)
         self.pidfds[wid] = pidfd

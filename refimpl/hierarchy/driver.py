@@ -5,11 +5,9 @@ is bounded. The driver makes itself a child subreaper (Linux prctl) so that
 processes orphaned by a killed coordinator or zygote are reparented here and
 reaped, and `leftovers()` lists any process of ours still alive, for the
 tests' "nothing left behind" check. Workers are forked by a zygote
-(`refimpl.hierarchy.zygote`) the driver starts once per process and set of
-mutants and shares between hierarchies: it holds no key, and starting an
-interpreter per hierarchy would cost more than the hierarchy. The first one
-is forked from this process while it has never held a key (it then inherits
-its imports: ORT for `ortmem serve`), later ones are fresh interpreters.
+(`refimpl.hierarchy.zygote`) the driver starts once per process and shares
+between hierarchies: it holds no key, and starting an interpreter per
+hierarchy would cost more than the hierarchy (see `shared_zygote`).
 
 The first `start()` initialises the hierarchy's journal (the explicit first
 start); every later start (a restart) opens the journal it left, and a
@@ -39,7 +37,6 @@ from refimpl.hierarchy.zygote import Zygote
 from spec.errors import AuthenticationFailed
 
 __all__ = ["Hierarchy", "CoordinatorExited", "leftovers", "live_processes", "become_subreaper", "shared_zygote",
-           "release_zygote",
            "impostor_hello", "REPLY_S"]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -60,30 +57,24 @@ def become_subreaper() -> bool:
         return False
 
 
-#: This process's worker zygotes, by (mutants, preloaded modules) (each ended at exit).
-_SHARED: dict[tuple[tuple[str, ...], tuple[str, ...]], Zygote] = {}
+#: This process's worker zygotes, by preloaded modules (each ended at exit).
+_SHARED: dict[tuple[str, ...], Zygote] = {}
 
-
-#: True once this process generated a master key. Until then a zygote may be forked from it (no key can be in its
-#: memory, and the zygote inherits what it imported, ORT included); afterwards it is a fresh interpreter.
+#: True once this process generated a master key. Until then a zygote that preloads modules (ORT for
+#: `ortmem serve`) may be forked from it: no key can be in its memory, and it inherits what this process
+#: imported. Otherwise, and always without preloads (tests, campaigns: this process may have patched modules
+#: for a mutation control), a zygote is a fresh interpreter running the code on disk.
 _KEYED: list[bool] = [False]
 
 
-def shared_zygote(mutants: tuple[str, ...] = (), preload: tuple[str, ...] = ()) -> Zygote:
-    """This process's worker zygote for `mutants` and `preload` (started at first use, ended at exit)."""
-    z = _SHARED.get((mutants, preload))
+def shared_zygote(preload: tuple[str, ...] = ()) -> Zygote:
+    """This process's worker zygote for `preload` (started at first use, ended at exit)."""
+    z = _SHARED.get(preload)
     if z is None or not z.alive() or z.owner != os.getpid():
-        fork = not _KEYED[0] and not mutants and threading.active_count() == 1
-        z = _SHARED[(mutants, preload)] = Zygote(mutants, preload, fork=fork)
+        fork = bool(preload) and not _KEYED[0] and threading.active_count() == 1
+        z = _SHARED[preload] = Zygote(preload, fork=fork)
         atexit.register(z.close)
     return z
-
-
-def release_zygote(mutants: tuple[str, ...], preload: tuple[str, ...] = ()) -> None:
-    """End this process's zygote for `mutants` now (a mutation control's, once its control ran)."""
-    z = _SHARED.pop((mutants, preload), None)
-    if z is not None and z.owner == os.getpid():
-        z.close()
 
 
 def _zygotes() -> list[Zygote]:
@@ -178,11 +169,11 @@ class Hierarchy:
                  heartbeat_interval: float = 0.05, terminate_on_fence: bool = True, core: type = Core,
                  mutants: tuple[str, ...] = (), manual_redial: bool = False, preload: tuple[str, ...] = ()) -> None:
         become_subreaper()
-        zygote = shared_zygote(tuple(mutants), tuple(preload))
+        zygote = shared_zygote(tuple(preload))
         _KEYED[0] = True  # from here on this process holds a key: no zygote is forked from it again
         self.cfg = Config(dir, secrets.token_bytes(32), serving_quota, aging_cap, heartbeat_interval,
                           heartbeat_timeout, ceiling, frozenset(guards), terminate_on_fence, core, zygote.path,
-                          manual_redial=manual_redial)
+                          manual_redial=manual_redial, mutants=tuple(mutants))
         self.proc: Any = None
         self.ctl: T.Channel | None = None
         self.workers: dict[int, T.Channel] = {}

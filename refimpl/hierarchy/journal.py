@@ -105,7 +105,7 @@ class Journal:
         j.commit(meta, [], [], [])
         j._state = j._read()
         audit(j._state)
-        j._running()
+        j._running()  # the schema and the running marker in the database file itself, before anything is served
         return j
 
     @classmethod

@@ -14,9 +14,10 @@ watches the exit through it; the zygote reaps its children itself).
 
 The zygote lives as long as its operator: standard input closing (the
 operator exited or closed it) kills every worker still running and ends it.
-With mutant names on its command line (mutation controls) it applies those
-source patches before it forks anything, as the operator's process did; a
-"+module" argument is imported once before forking (ORT, for served models).
+Modules named on its command line are imported once before it forks (ORT,
+for served models). A spawn request may name mutants (mutation controls):
+that worker alone applies those source patches after its fork, so the
+zygote itself stays as the code on disk.
 """
 
 from __future__ import annotations
@@ -43,22 +44,21 @@ _MAX_REQUEST = 4096
 class Zygote:
     """The operator's handle on a running zygote."""
 
-    def __init__(self, mutants: tuple[str, ...] = (), preload: tuple[str, ...] = (), fork: bool = False) -> None:
-        """`mutants`: source patches to apply before forking; `preload`: modules its workers will need (ORT for
-        `ortmem serve`), imported once here instead of in every worker. `fork`: fork the zygote from this process
-        instead of starting an interpreter (it inherits what this process imported); only while this process
-        has never held a key (`refimpl.hierarchy.driver.shared_zygote` decides)."""
+    def __init__(self, preload: tuple[str, ...] = (), fork: bool = False) -> None:
+        """`preload`: modules its workers will need (ORT for `ortmem serve`), imported once here instead of in
+        every worker. `fork`: fork the zygote from this process instead of starting an interpreter (it inherits
+        what this process imported); only while this process has never held a key
+        (`refimpl.hierarchy.driver.shared_zygote` decides)."""
         self.owner = os.getpid()  # a forked child of the operator (a coordinator) does not own it
         self.dir = tempfile.mkdtemp(prefix="ortmem-zy-")
         self.path = os.path.join(self.dir, "zygote.sock")
         self.proc: subprocess.Popen[bytes] | None = None
         self.forked: int | None = None
         self._alive_w = -1
-        if fork and not mutants:
+        if fork:
             self._fork(preload)
             return
-        args = [*mutants, *(f"+{m}" for m in preload)]
-        self.proc = subprocess.Popen([sys.executable, "-m", "refimpl.hierarchy.zygote", self.path, *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "refimpl.hierarchy.zygote", self.path, *preload],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -168,6 +168,12 @@ def _child(spec: dict[str, Any], key_fd: int, keep: set[int]) -> None:
     if len(keys) != 64:
         sys.stderr.write(f"ortmem worker {spec.get('wid')}: no keys from the coordinator; exiting\n")
         os._exit(2)
+    patches = contextlib.ExitStack()  # held by this frame for the worker's whole life
+    if spec.get("mutants"):  # a mutation control: this worker runs with the named source patches (never otherwise)
+        from invariants.mutation import applied
+        from refimpl.verify.mutants import MUTANTS
+        for name in spec["mutants"]:
+            patches.enter_context(applied(MUTANTS[name]))
     from refimpl.hierarchy.worker import worker_main
     worker_main(spec, keys[:32], keys[32:])
 
@@ -189,15 +195,8 @@ def _prepare(preload: tuple[str, ...] | list[str]) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel; pidfds still report exits
 
 
-def main(path: str, names: list[str]) -> None:
-    mutants = [n for n in names if not n.startswith("+")]
-    stack = contextlib.ExitStack()
-    if mutants:  # mutation controls: the operator's process runs with these patches; its workers do too
-        from invariants.mutation import applied
-        from refimpl.verify.mutants import MUTANTS
-        for name in mutants:
-            stack.enter_context(applied(MUTANTS[name]))
-    _prepare([n[1:] for n in names if n.startswith("+")])
+def main(path: str, preload: list[str]) -> None:
+    _prepare(preload)
     listener = _listen(path)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
@@ -205,7 +204,6 @@ def main(path: str, names: list[str]) -> None:
     os.dup2(devnull, 1)
     os.close(devnull)
     _serve(listener, sys.stdin.fileno())
-    stack.close()
 
 
 def _serve(listener: socket.socket, alive: int) -> None:

@@ -44,7 +44,6 @@ from refimpl.verify.hierarchy_adapter import HierarchyAdapter
 from refimpl.verify.hierarchy_crashes import crash_campaign
 from refimpl.verify.hierarchy_sim import SimAdapter
 from refimpl.hierarchy.core import Core
-from refimpl.hierarchy.driver import release_zygote
 from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
@@ -250,15 +249,12 @@ class HierarchyChecker:
         # module (defaults bound at definition time still name the intact class).
         core = importlib.import_module("refimpl.hierarchy.core").Core
         script = MUTANT_SCRIPTS[m.name]
-        # Worker code runs in processes the zygote forks: it applies the worker-side patch itself.
+        # Worker code runs in processes the zygote forks from the code on disk: each applies the worker-side
+        # patch itself.
         mutants = (m.name,) if m.module == "refimpl.hierarchy.worker_core" else ()
         t0 = time.perf_counter()
-        try:
-            with contracts.contracts(False):
-                violated, message, at, clauses = replay_predicates(script, core, mutants=mutants)
-        finally:
-            if mutants:
-                release_zygote(mutants)
+        with contracts.contracts(False):
+            violated, message, at, clauses = replay_predicates(script, core, mutants=mutants)
         steps = None if at is None else at + 1
         trace = tuple(repr(a) for a in script[:steps]) if steps else ()
         return ControlResult(m.name, m.layer, m.ids, violated in m.ids, violated, steps, time.perf_counter() - t0,
