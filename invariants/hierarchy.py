@@ -64,10 +64,27 @@ def slice_charged(s: H.HierarchyState) -> Outcome:
 
 
 def charge_has_owner(s: H.HierarchyState) -> Outcome:
-    """A live worker is charged exactly its slice: no quota is charged to it that nobody can use."""
+    """A live worker whose view is current is charged exactly its slice: no quota is charged that nobody can use."""
     bad = [f"worker {i}: quota {w.quota} but its own slice is {w.slice}" for i, w in s.workers.items()
-           if w.state is not _EX and w.proc is not _DEAD and w.quota != w.slice]
-    return any(w.quota for w in s.workers.values() if w.proc is not _DEAD), _first(bad)
+           if w.state is not _EX and w.proc is not _DEAD and w.synced and w.quota != w.slice]
+    return any(w.quota for w in s.workers.values() if w.proc is not _DEAD and w.synced), _first(bad)
+
+
+def _usable(w: H.Worker) -> int:
+    """Units a worker process can use now: what it holds, or what its slice lets it take (0 once dead)."""
+    if w.state is _EX or w.proc is _DEAD:
+        return 0
+    return max(w.slice, w.committed + w.reserved)
+
+
+def units_not_doubled(s: H.HierarchyState) -> Outcome:
+    """The units the coordinator can still grant plus those each worker is charged or can use never exceed the
+    serving quota, in every process's view combined: no unit is usable twice."""
+    total = s.free + sum(max(w.quota, _usable(w)) for w in s.workers.values())
+    held = any(_usable(w) for w in s.workers.values())
+    return held, (None if total <= s.serving_quota else
+                  f"grantable {s.free} + per worker max(charged, usable) = {total} > serving quota {s.serving_quota}"
+                  f" ({', '.join(f'{i}: {w.quota}/{_usable(w)}' for i, w in s.workers.items())})")
 
 
 def within_slice(s: H.HierarchyState) -> Outcome:
@@ -103,7 +120,8 @@ def deferring_holds_nothing(s: H.HierarchyState) -> Outcome:
 
 
 def no_return_before_exit(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
-    """Quota leaves a worker only when the worker gives it up itself or its exit has been observed."""
+    """Quota leaves a worker only when the worker has given it up itself (its slice no longer holds it) or its
+    exit has been observed."""
     held, bad = False, []
     for i, w in prev.workers.items():
         n = nxt.workers[i]
@@ -111,23 +129,65 @@ def no_return_before_exit(prev: H.HierarchyState, act: Any, nxt: H.HierarchyStat
         if taken <= 0:
             continue
         held = True
-        gave = w.slice - n.slice
         exited = w.proc is _DEAD and n.state is _EX
-        if not exited and gave != taken:
-            bad.append(f"worker {i} lost {taken} B of quota but gave up {gave} B itself and has not exited")
+        if not exited and n.slice > n.quota:
+            bad.append(f"worker {i} lost {taken} units of quota (now {n.quota}) while its own slice still holds "
+                       f"{n.slice}, and it has not exited")
     return held, _first(bad)
 
 
-def fenced_gains_nothing(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
-    """A fenced worker (being terminated) is delegated nothing more."""
+_NOT_LIVE = (H.WorkerState.SPAWNED, H.WorkerState.FENCED, _EX)
+
+
+def non_live_gains_nothing(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """A worker that is not live (spawned but not authenticated, fenced, exited) is delegated nothing more, and
+    an identity the coordinator never spawned is delegated nothing at all."""
     held, bad = False, []
     for i, w in prev.workers.items():
-        if w.state in (H.WorkerState.FENCED, _EX):
+        if w.state in _NOT_LIVE:
             held = True
             n = nxt.workers[i]
             if n.quota > w.quota or n.slice > w.slice:
-                bad.append(f"fenced worker {i} grew from quota {w.quota}/slice {w.slice} to {n.quota}/{n.slice}")
+                bad.append(f"{w.state.value} worker {i} grew from quota {w.quota}/slice {w.slice} to "
+                           f"{n.quota}/{n.slice}")
+    for i, n in nxt.workers.items():
+        if i not in prev.workers:
+            held = True
+            if n.quota or n.slice:
+                bad.append(f"worker {i} appeared holding quota {n.quota}/slice {n.slice}")
     return held, _first(bad)
+
+
+def lost_reply_uses_nothing_uncharged(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """After a call whose reply was lost (or a crash between the journal write and the reply), no worker can use a
+    unit the coordinator does not charge to it: the caller assumed the worst."""
+    if getattr(act, "fate", H.DELIVERED) == H.DELIVERED:
+        return False, None
+    bad = [f"worker {i} can use {_usable(w)} units but is charged {w.quota}" for i, w in nxt.workers.items()
+           if _usable(w) > w.quota]
+    return True, _first(bad)
+
+
+_JOURNALED = ("state", "seq", "quota", "returned")
+
+
+def restart_loses_nothing(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
+    """A coordinator restart loses no journaled figure: a forgotten grant is a unit granted twice, a forgotten
+    return or exit a unit lost, an epoch gone back re-admits an old connection's messages."""
+    if not isinstance(act, H.Restart):
+        return False, None
+    if nxt.free != prev.free:
+        return True, f"the free balance moved across a restart: {prev.free} -> {nxt.free}"
+    for i, w in prev.workers.items():
+        n = nxt.workers.get(i)
+        was, now = tuple(getattr(w, f) for f in _JOURNALED), n and tuple(getattr(n, f) for f in _JOURNALED)
+        if was != now:
+            return True, f"worker {i}'s journaled {_JOURNALED} moved across a restart: {was} -> {now}"
+        if n.epoch < w.epoch:
+            return True, f"worker {i}'s epoch went back across a restart: {w.epoch} -> {n.epoch}"
+    if (nxt.intents, nxt.tickets) != (prev.intents, prev.tickets):
+        return True, "an intent or a reclaim ticket was lost or changed across a restart"
+    return True, None
 
 
 def _os_free(s: H.HierarchyState) -> int:
@@ -201,10 +261,11 @@ Clause = Callable[..., Outcome]
 CLAUSES: dict[str, tuple[tuple[str, Clause], ...]] = {
     "state_C10_hierarchy": tuple((f.__name__, f) for f in (
         quota_within_serving, slices_within_serving, conservation, slice_charged, charge_has_owner,
-        within_slice, unauthenticated_hold_nothing, exited_hold_nothing, deferring_holds_nothing)),
+        units_not_doubled, within_slice, unauthenticated_hold_nothing, exited_hold_nothing,
+        deferring_holds_nothing)),
     "step_C10_hierarchy": tuple((f.__name__, f) for f in (
-        no_return_before_exit, fenced_gains_nothing, reserve_within_budget, intent_keeps_place,
-        matured_not_overtaken)),
+        no_return_before_exit, non_live_gains_nothing, reserve_within_budget, intent_keeps_place,
+        matured_not_overtaken, lost_reply_uses_nothing_uncharged, restart_loses_nothing)),
     "state_I11_hierarchy": (("no_outside_target", no_outside_target),),
     "step_I11_hierarchy": (("outside_only_lowers_ceiling", outside_only_lowers_ceiling),),
 }
@@ -232,13 +293,15 @@ def _raise(id: str, predicate: str, *args: Any) -> None:
 
 
 def state_C10_hierarchy(s: Any) -> None:
-    """Quota sums, conservation, linked attribution, charge until exit, deferring holds nothing."""
+    """Quota sums, conservation, linked attribution, no unit usable twice, charge until exit, deferring holds
+    nothing."""
     if isinstance(s, H.HierarchyState):
         _raise("C10", "state_C10_hierarchy", s)
 
 
 def step_C10_hierarchy(prev: Any, act: Any, nxt: Any) -> None:
-    """No return before exit, fenced gains nothing, budget = min(slice, ceiling), intents keep their place."""
+    """No return before exit, nothing to a non-live identity, budget = min(slice, ceiling), intents keep their
+    place, a lost reply leaves nothing uncharged, a restart loses nothing."""
     if isinstance(prev, H.HierarchyState):
         _raise("C10", "step_C10_hierarchy", prev, act, nxt)
 

@@ -7,9 +7,16 @@ refuses the harmful step or the harm never arises). `run_script` replays a
 script against `spec.hierarchy` and returns the first violation.
 
 `hierarchy_model` is the bounded-exhaustive explorer's scope (`invariants.explore`):
-two workers, a serving quota of 4 on a machine of 6, one outside program,
-messages genuine, forged and replayed. Aging needs longer histories than that
-scope reaches, so `arbitration_model` is a second, narrower scope: three
+two workers, a serving quota of 4 on a machine of 6, one outside program; the
+environment's freedom: messages genuine, forged, replayed, of a stale or the
+current epoch in the name of live, spawned-but-silent, fenced, exited and
+never-spawned identities; replies and messages lost (a crash between the
+journal write and the reply is a lost reply, then `Restart`); reconnects;
+processes stopped and killed at any point. The coordinator's incarnation
+counter is the one figure no rule reads, so the scope forgets it (a restart
+is then a self-loop whose step is still checked) instead of counting
+restarts into distinct states. Aging needs longer histories than that scope
+reaches, so `arbitration_model` is a second, narrower scope: three
 authenticated workers, one holding most of the quota, and only requests,
 returns and arbitration rounds.
 """
@@ -29,7 +36,7 @@ from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 
 __all__ = ["SCRIPT_CONFIG", "SCRIPTS", "ScriptResult", "run_script", "hierarchy_model", "EXPLORE_CONFIG",
-           "arbitration_model"]
+           "arbitration_model", "environment_cases", "counting_cases"]
 
 #: (serving quota, machine, aging cap) of every script.
 SCRIPT_CONFIG = (10, 16, 2)
@@ -41,7 +48,8 @@ _THREE = (H.Spawn(), H.Hello(3))
 SCRIPTS: dict[str, tuple[Any, ...]] = {
     "authenticated_only": _UP + (H.Request(1, 1, 1, 4, authentic=False),),
     "sequence_check": _UP + (H.Request(1, 1, 1, 3), H.Request(1, 1, 1, 3)),
-    "epoch_fencing": _UP + (H.Request(1, 1, 1, 3), H.MissHeartbeat(1), H.Request(1, 1, 2, 2)),
+    # A return delayed past the worker's reconnect (epoch 1 -> 2): the resynchronised worker never learns of it.
+    "epoch_fencing": _UP + (H.Request(1, 1, 1, 6), H.Hello(1), H.Return(1, 1, 2, 4)),
     "charge_until_exit": _UP + (H.Request(1, 1, 1, 6), H.MissHeartbeat(1), *_TWO, H.Request(2, 1, 1, 8)),
     "return_once": _UP + (H.Request(1, 1, 1, 4), H.Kill(1), H.ObserveExit(1), H.Restart(), H.ObserveExit(1)),
     "defer_returns_uncommitted": _UP + (H.Request(1, 1, 1, 6), H.Reserve(1, 2), H.Commit(1), H.Reserve(1, 2),
@@ -49,6 +57,9 @@ SCRIPTS: dict[str, tuple[Any, ...]] = {
     "coordinator_aging": _UP + (H.Request(1, 1, 1, 8), *_TWO, H.Request(2, 1, 1, 5), H.Arbitrate(), H.Arbitrate(),
                                 *_THREE, H.Request(3, 1, 1, 3), H.Return(1, 1, 2, 1), H.Arbitrate()),
     "budget_min_ceiling": _UP + (H.Request(1, 1, 1, 8), H.Outside("db", 12), H.Reserve(1, 6)),
+    "live_workers_only": _UP + (H.Request(1, 1, 1, 3), H.MissHeartbeat(1), H.Request(1, 2, 2, 2)),
+    "lost_reply_assumes_worst": _UP + (H.Request(1, 1, 1, 6), H.Reserve(1, 2), *_TWO, H.Request(2, 1, 1, 4),
+                                       H.Request(1, 1, 2, 3, fate=H.REPLY_LOST), H.Restart(), H.Hello(1)),
     "participants_only": (H.Outside("db", 2), H.Reclaim("db", 1)),
     "outside_is_ceiling": _UP + (H.Request(1, 1, 1, 2), H.Outside("db", 3)),
 }
@@ -89,17 +100,32 @@ EXPLORE_CONFIG = (4, 6, 2)
 def _actions(s: H.HierarchyState) -> Iterable[Any]:
     if s.next_worker <= 2:
         yield H.Spawn()
+    yield H.Request(s.next_worker, 1, 1, 1)  # in the name of an identity never spawned
     for i, w in s.workers.items():
         e, q = w.known_epoch, w.seq + 1
-        yield H.Hello(i)
-        for n in (1, 3):
-            yield H.Request(i, e, q, n)
+        yield H.Hello(i)  # the first hello, or a reconnect that resynchronises
         yield H.Request(i, e, q, 2, authentic=False)
+        yield H.Return(i, e, q, 1, authentic=False)
         if w.seq:
             yield H.Request(i, e, w.seq, 2)
             yield H.Return(i, e, w.seq, 1)
-        yield H.Return(i, e, q, 1)
-        yield H.Return(i, e, q, 1, authentic=False)
+        if w.state is not H.WorkerState.ACTIVE:  # the key and the current epoch, in the name of a non-live worker
+            yield H.Request(i, w.epoch, q, 1)
+            yield H.Return(i, w.epoch, q, 1)
+        if w.epoch != e:
+            yield H.Request(i, e, q, 1)  # the epoch it was told: stale once it was fenced
+        if e > 1:  # delayed from its previous connection (before its last reconnect)
+            yield H.Return(i, e - 1, q, 1)
+        # With its key, the current epoch and a fresh sequence number only the worker itself speaks: its own
+        # call, which needs a current view (an unsynced worker says hello first).
+        if w.state is H.WorkerState.ACTIVE and w.synced:
+            for n in (1, 3):
+                yield H.Request(i, e, q, n)
+            yield H.Return(i, e, q, 1)
+            for fate in (H.REPLY_LOST, H.MESSAGE_LOST):
+                yield H.Request(i, e, q, 3, fate=fate)
+                yield H.Return(i, e, q, 1, fate=fate)
+                yield H.Free(i, 1, fate=fate)
         yield H.Reserve(i, 1)
         yield H.Reserve(i, 2)
         yield H.Commit(i)
@@ -113,17 +139,59 @@ def _actions(s: H.HierarchyState) -> Iterable[Any]:
     yield H.Outside("db", 3)
     yield H.Outside("db", -3)
     yield H.Reclaim("db", 1)
+    yield H.Restart()
     for t in s.tickets:
         yield H.Answer(t, 0)
         yield H.Answer(t, 1)
+        yield H.Answer(t, 1, fate=H.REPLY_LOST)
     if s.intents:
         yield H.Arbitrate()
+        yield H.Arbitrate(fate=H.REPLY_LOST)
+
+
+def _forget_incarnation(step: Any) -> Any:
+    def stepped(s: H.HierarchyState, a: Any) -> H.HierarchyState:
+        return attrs.evolve(step(s, a), incarnation=1)
+    return stepped
+
+
+_WHO = {H.WorkerState.SPAWNED: "spawned-but-silent", H.WorkerState.FENCED: "fenced",
+        H.WorkerState.EXITED: "exited", H.WorkerState.ACTIVE: "live"}
+
+
+def environment_cases(s: H.HierarchyState, act: Any) -> list[str]:
+    """The environment's cases a spec action from state `s` is (what the scope's coverage counts)."""
+    out = []
+    fate = getattr(act, "fate", H.DELIVERED)
+    if fate == H.REPLY_LOST:
+        out.append("replies lost (journaled, unanswered)")
+    elif fate == H.MESSAGE_LOST:
+        out.append("messages lost")
+    if isinstance(act, (H.Request, H.Return)) and not H.own_call(s, act):
+        w = s.workers.get(act.worker) if type(act.worker) is int else None
+        out.append(f"messages from {'never-spawned' if w is None else _WHO[w.state]} identities")
+    if isinstance(act, H.Restart) and any(not w.synced and w.state is H.WorkerState.ACTIVE and w.proc is not
+                                          H.ProcState.DEAD for w in s.workers.values()):
+        out.append("restarts with a worker out of sync (after a crash between journal and reply)")
+    return out
+
+
+def counting_cases(model: Model) -> tuple[Model, dict[str, int]]:
+    """`model` with every transition it tries counted by `environment_cases` into the returned dict."""
+    counts: dict[str, int] = {}
+    step = model.step
+
+    def counted(s: H.HierarchyState, a: Any) -> H.HierarchyState:
+        for c in environment_cases(s, a):
+            counts[c] = counts.get(c, 0) + 1
+        return step(s, a)
+    return attrs.evolve(model, step=counted), counts
 
 
 def hierarchy_model(guards: GuardSet = ALL_ON) -> Model:
     """The explorer's scope for the hierarchy spec with `guards`."""
     return Model(name="hierarchy", initial=H.new_hierarchy(*EXPLORE_CONFIG),
-                 step=lambda s, a: H.step(s, a, guards)[0], actions=_actions,
+                 step=_forget_incarnation(lambda s, a: H.step(s, a, guards)[0]), actions=_actions,
                  check_state=check_state, check_step=check_step, rejects=(GovernorError,))
 
 

@@ -2,13 +2,14 @@
 
 One JSON object per line (schema: `docs/trace-schema-hierarchy.json`):
 
-    {"contract_revision": "ortmem-hierarchy/1", "source": "coordinator", "source_sequence": 3,
+    {"contract_revision": "ortmem-hierarchy/2", "source": "coordinator", "source_sequence": 3,
      "kind": "request", "args": {"worker": 1, "epoch": 1, "seq": 1, "nbytes": 4, "priority": 0,
-     "authentic": true}, "outcome": "accepted", "error": null, "result": ["granted", 4],
+     "authentic": true, "fate": "delivered"}, "outcome": "accepted", "error": null, "result": ["granted", 4],
      "observed": {"free": 6, "quota": {"1": 4}, "epoch": {"1": 1}, "state": {"1": "active"}}}
 
 The first event is `configure` (serving quota, machine, aging cap). Each
-other event is one campaign step (`invariants.hierarchy_machine`): its action,
+other event is one campaign step (`invariants.hierarchy_machine`; a `lose` or
+`crash` carries its inner action as {"kind", "args"} and its fate): its action,
 whether the governor accepted it (or the spec error class that refused it),
 its result, and the coordinator's figures observed right after it. Replay
 applies the spec's step, demands the same outcome, result and figures, and
@@ -27,7 +28,7 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.hierarchy import check_state, check_step
-from invariants.hierarchy_machine import campaign_step
+from invariants.hierarchy_machine import Crash, Lose, SpawnHeld, campaign_step
 from invariants.replay import MAX_LINE_BYTES, ReplayResult
 from spec import errors as E
 from spec import hierarchy as H
@@ -36,10 +37,12 @@ from invariants.trace_format import kind_of
 
 __all__ = ["REVISION", "KINDS", "encode_event", "configure_event", "observed", "replay_hierarchy", "json_schema"]
 
-REVISION = "ortmem-hierarchy/1"
-_ACTIONS = (H.Spawn, H.Request, H.Return, H.Reserve, H.Commit, H.Free, H.Stop, H.Cont, H.Kill, H.MissHeartbeat,
-            H.Restart, H.Outside, H.Reclaim, H.Answer, H.Arbitrate)
+REVISION = "ortmem-hierarchy/2"
+_ACTIONS = (H.Spawn, SpawnHeld, H.Hello, H.Request, H.Return, H.Reserve, H.Commit, H.Free, H.Stop, H.Cont, H.Kill,
+            H.MissHeartbeat, H.Restart, H.Outside, H.Reclaim, H.Answer, H.Arbitrate, Lose, Crash)
 KINDS: dict[str, type] = {kind_of(c): c for c in _ACTIONS}
+#: A fault's inner action: a worker's own call, or an arbitration round.
+_INNER = {kind_of(c): c for c in (H.Hello, H.Request, H.Return, H.Free, H.Answer, H.Arbitrate)}
 _KEYS = ("contract_revision", "source", "source_sequence", "kind", "args", "outcome", "error", "result", "observed")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
 
@@ -64,10 +67,16 @@ def configure_event(source: str, config: tuple[int, int, int]) -> dict[str, Any]
             "result": None, "observed": {"free": q, "quota": {}, "epoch": {}, "state": {}}}
 
 
+def _args(act: Any) -> dict[str, Any]:
+    if isinstance(act, (Lose, Crash)):  # a fault carries its inner action by kind
+        return {"act": {"kind": kind_of(type(act.act)), "args": attrs.asdict(act.act)}, "fate": act.fate}
+    return attrs.asdict(act)
+
+
 def encode_event(source: str, seq: int, act: Any, error: GovernorError | None, result: Any,
                  seen: dict[str, Any]) -> dict[str, Any]:
     return {"contract_revision": REVISION, "source": source, "source_sequence": seq, "kind": kind_of(type(act)),
-            "args": attrs.asdict(act), "outcome": "rejected" if error else "accepted",
+            "args": _args(act), "outcome": "rejected" if error else "accepted",
             "error": type(error).__name__ if error else None, "result": _plain(result), "observed": seen}
 
 
@@ -97,6 +106,15 @@ def _decode(ev: Any) -> tuple[str, Any]:
         raise _Bad("malformed", "outcome is accepted (error null) or rejected (error named)")
     if ev["error"] is not None and ev["error"] not in _ERRORS:
         raise _Bad("malformed", f"unknown error class {str(ev['error'])[:64]!r}")
+    if cls in (Lose, Crash):
+        inner = args["act"]
+        if not isinstance(inner, dict) or sorted(inner) != ["args", "kind"] or inner["kind"] not in _INNER \
+                or not isinstance(inner["args"], dict):
+            raise _Bad("malformed", f"{kind}'s act is {{kind, args}} of one of {sorted(_INNER)}")
+        icls = _INNER[inner["kind"]]
+        if sorted(inner["args"]) != sorted(f.name for f in attrs.fields(icls)):
+            raise _Bad("malformed", f"{kind}'s {inner['kind']} args must be exactly {[f.name for f in attrs.fields(icls)]}")
+        return kind, cls(icls(**inner["args"]), args["fate"])
     return kind, cls(**args)
 
 

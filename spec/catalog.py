@@ -281,12 +281,16 @@ _LINKS.update({
     "C10": dict(
         predicates=(_H + "state_C10_hierarchy", _H + "step_C10_hierarchy"),
         tests=(_H_SPEC, _H_CONTROLS, "tests/test_hierarchy_spec.py::test_explorer_finds_each_short_control",
-               _H_PROC, _H_MACHINE, _H_REAL_CONTROLS),
+               _H_PROC, _H_MACHINE, _H_REAL_CONTROLS, "tests/test_hierarchy_findings.py",
+               "tests/test_hierarchy_journal.py", "tests/test_hierarchy_sim.py"),
         scope=("One serving coordinator and its worker processes on one machine, one pool (host memory). "
-               "Spec: quotas, slices, fencing by epoch, exit-only return, defer with coordinator intents "
-               "(I13 at coordinator scope), budget = min(slice, OS ceiling). Real processes "
-               "(refimpl.hierarchy): authkey-authenticated workers running ProcessMemoryManager, sqlite "
-               "journal, exit observed by sentinel, SIGSTOP / SIGKILL / restart faults."),
+               "Spec: quotas, slices, fencing by epoch (one per connection), exit-only return, defer with "
+               "coordinator intents (I13 at coordinator scope), budget = min(slice, OS ceiling), and the "
+               "environment's freedom: messages from any identity, lost replies, crashes between journal and "
+               "reply. Real processes (refimpl.hierarchy): workers with per-worker keys (forked by a keyless "
+               "zygote) and a mutual HMAC challenge, running ProcessMemoryManager, an audited sqlite journal, "
+               "exit observed by pidfd, SIGSTOP / SIGKILL / restart faults; the same code in one process with "
+               "its network simulated, and a seeded 1,000-crash campaign (docs/hierarchy.md)."),
     ),
     "I11": dict(
         predicates=(_H + "state_I11_hierarchy", _H + "step_I11_hierarchy"),

@@ -67,6 +67,12 @@ __all__ = [
     "ReplayedMessage",
     "StaleEpoch",
     "NotAParticipant",
+    "WorkerNotLive",
+    "JournalDamaged",
+    "JournalMissing",
+    "JournalUnreadable",
+    "JournalInconsistent",
+    "JournalStale",
 ]
 
 
@@ -320,3 +326,29 @@ class StaleEpoch(CallerError, ValueError):
 
 class NotAParticipant(CallerError, PermissionError):
     """The target is outside the hierarchy: it is OS pressure, never a holder or a reclaim target (I11)."""
+
+
+class WorkerNotLive(CallerError, PermissionError):
+    """The worker is not live in the coordinator's books (spawned but never authenticated, fenced or exited):
+    a message in its name gets nothing (C10: quota only to authenticated, spawned, live workers)."""
+
+
+class JournalDamaged(EnvironmentFault):
+    """The coordinator's journal cannot be trusted; the coordinator refuses to serve from it (C10)."""
+
+
+class JournalMissing(JournalDamaged, FileNotFoundError):
+    """No journal where one must be: lost, or never initialised (a first start is an explicit init)."""
+
+
+class JournalUnreadable(JournalDamaged):
+    """The journal file is not a readable sqlite database, or its integrity check fails."""
+
+
+class JournalInconsistent(JournalDamaged, ValueError):
+    """The journal's figures break the hierarchy's invariants (conservation, ranges, rows) or its digest."""
+
+
+class JournalStale(JournalDamaged):
+    """A live worker proves the journal lost an answered step (it knows a sequence number or a worker
+    the journal does not): serving from it would grant units twice."""

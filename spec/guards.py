@@ -179,8 +179,9 @@ GUARDS: tuple[Guard, ...] = (
           "a replayed request or return is applied twice: quota and the worker's slice disagree",
           model="hierarchy"),
     Guard("epoch_fencing", ("C10",),
-          "a message is accepted only in the worker's current epoch (fencing bumps it)",
-          "a fenced worker that is being terminated is delegated more quota",
+          "a message is accepted only in the worker's current epoch (fencing, exit and every reconnect bump it)",
+          "a message delayed from a worker's earlier connection moves quota the resynchronised worker never "
+          "learns of: it keeps using units the coordinator took back",
           model="hierarchy"),
     Guard("charge_until_exit", ("C10",),
           "a fenced worker's quota stays charged until its exit is observed (sentinel / waitpid)",
@@ -201,6 +202,16 @@ GUARDS: tuple[Guard, ...] = (
     Guard("budget_min_ceiling", ("C10",),
           "a worker reserves only within min(its slice, its OS ceiling)",
           "a worker reserves past what the machine has left, because its slice alone allowed it",
+          model="hierarchy"),
+    Guard("live_workers_only", ("C10",),
+          "a quota message is accepted only in the name of a live worker: authenticated, neither fenced nor exited",
+          "a fenced or exited worker's identity is granted quota: charged to a process being terminated or gone",
+          model="hierarchy"),
+    Guard("lost_reply_assumes_worst", ("C10",),
+          "a worker whose call goes unanswered drops its open reservation and every unit the call may have "
+          "given back, and resynchronises to the journal's quota at its next hello",
+          "after a lost reply to a deferral the worker keeps units the coordinator grants to another worker: "
+          "units usable twice",
           model="hierarchy"),
     Guard("participants_only", ("I11",),
           "reclaim tickets go only to workers of the hierarchy",

@@ -3,29 +3,36 @@
 Theory of operation (DESIGN-FACTS sections 4, 6, 7). A `ServingMemoryCoordinator`
 owns a serving quota Q and delegates slices of it to worker processes it spawned.
 The coordinator's ledger is `free` plus one `quota` per worker (their sum is Q);
-each worker's own authority is bounded by its `slice` (what it believes it was
+each worker's own authority is bounded by its `slice` (what it is sure it was
 given). Delegation is linked attribution (I1): the coordinator's charge and the
-worker's slice are the same bytes, so for every worker whose exit has not been
-observed `quota == slice`, never two grantable copies.
+worker's slice are the same units, so a worker never uses a unit its quota does
+not cover, and once its view is current (`synced`) the two are equal.
 
-Messages from a worker (`Request`, `Return`) carry its epoch and a sequence
-number and are authenticated; a forged, replayed or stale-epoch message gets a
-typed refusal and changes nothing. Fencing is the epoch: a missed heartbeat
-bumps it (the fenced worker's old-epoch messages are refused from then on) but
-returns nothing; only an observed exit (the process is dead: sentinel /
-waitpid) returns the worker's quota, exactly once, even when a restarted
-coordinator observes the same exit again. A worker that cannot get quota
-defers: it drops its open reservation, returns what it has not committed, and
-leaves at the coordinator a zero-byte intent with its submit sequence,
-priority and bounded age (I13 at coordinator scope). A worker reserves within
-min(slice, OS ceiling); outside programs only lower the ceiling (I11): they
-hold no quota and are never reclaim targets.
+Messages from a worker (`Request`, `Return`, `Answer`, a return while it
+waits) carry its epoch and a sequence number and are authenticated; a forged,
+replayed or stale-epoch message, or one in the name of a worker that is not
+live (never spawned, spawned but silent, fenced, exited), gets a typed refusal
+and changes nothing. Fencing is the epoch: a missed heartbeat bumps it but
+returns nothing; only an observed exit returns the worker's quota, exactly
+once, even when a restarted coordinator observes the same exit again. A worker
+that cannot get quota defers: it drops its open reservation, returns what it
+has not committed, and leaves at the coordinator a zero-byte intent with its
+submit sequence, priority and bounded age (I13 at coordinator scope). A worker
+reserves within min(slice, OS ceiling); outside programs only lower the
+ceiling (I11): they hold no quota and are never reclaim targets.
 
-The environment's freedom is in the model: a worker process can be stopped
-(SIGSTOP), continued, killed at any point; heartbeats can be missed by a live,
-stopped or dead worker; an impostor can forge or replay messages; the
-coordinator can restart; outside programs allocate and free at will; a
-reclaimed worker answers any amount from 0 to what it can give.
+The environment's freedom is in the model (FoundationDB style): any message
+from any identity with any epoch and sequence; a reply lost (`fate`
+REPLY_LOST: applied and journaled, the sender learns nothing; MESSAGE_LOST:
+never applied); the coordinator crashing between its journal write and its
+reply (a lost reply, then `Restart` from the journal); worker processes
+stopped, continued or killed at any point; heartbeats missed by a live,
+stopped or dead worker; outside programs allocating at will; a reclaimed
+worker answering any amount from 0 to what it can give. The design's rules
+decide: a worker whose call goes unanswered assumes the worst (it drops its
+open reservation and every unit the call may have given back) and, until it
+says `Hello` again (a reconnect, which resynchronises it from the journal),
+does nothing else.
 
 Pure: frozen states, `step(state, action, guards) -> (state, result)`, lifecycles
 as tables through `spec.lifecycle.lookup`. No I/O, no clock, no processes.
@@ -34,6 +41,7 @@ as tables through `spec.lifecycle.lookup`. No I/O, no clock, no processes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -43,16 +51,25 @@ from spec.arith import arbitration_key
 from spec.errors import (
     AuthenticationFailed,
     CapacityDenied,
+    GovernorError,
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
     NotAParticipant,
-    ReplayedMessage,
-    StaleEpoch,
     UnknownTicket,
-    UnknownWorker,
+    WorkerNotLive,
 )
 from spec.guards import ALL_ON, GuardSet
+from spec.hierarchy_actions import (
+    DEFERRED, DELIVERED, FATES, GRANTED, MAX_COUNTER, MAX_PRIORITY, MAX_QUOTA, MESSAGE_LOST, REPLY_LOST,
+    Answer, Arbitrate, Commit, Cont, Free, Hello, Kill, MissHeartbeat, ObserveExit, Outside, Reclaim, Request,
+    Reserve, Restart, Return, Spawn, Stop,
+)
+from spec.hierarchy_state import (
+    HierarchyState, Intent, Ticket, Worker, budget, ceiling, check_bytes, check_current, check_fate,
+    check_message, check_running, drop_for, known_worker, new_hierarchy, os_free, own_call, put, request_args,
+    waiting,
+)
 from spec.hierarchy_lifecycle import PROC_TABLE, WORKER_TABLE, ProcEvent, ProcState, WorkerEvent, WorkerState
 from spec.lifecycle import lookup
 
@@ -63,237 +80,36 @@ __all__ = [
     "Worker", "Intent", "Ticket", "HierarchyState", "new_hierarchy",
     "Spawn", "Hello", "Request", "Return", "Reserve", "Commit", "Free", "Stop", "Cont", "Kill",
     "MissHeartbeat", "ObserveExit", "Restart", "Outside", "Reclaim", "Answer", "Arbitrate",
-    "step", "os_free", "ceiling", "budget", "GRANTED", "DEFERRED",
+    "step", "os_free", "ceiling", "budget", "own_call", "GRANTED", "DEFERRED",
+    "DELIVERED", "REPLY_LOST", "MESSAGE_LOST", "FATES", "MAX_QUOTA", "MAX_PRIORITY", "MAX_COUNTER",
 ]
 
 
-GRANTED, DEFERRED = "granted", "deferred"
+# --- lost replies ----------------------------------------------------------------------
 
 
-@attrs.frozen
-class Worker:
-    state: WorkerState
-    proc: ProcState
-    epoch: int  # the coordinator's current epoch for this worker (the fence)
-    known_epoch: int  # the epoch the worker process was told at its last hello (0: none)
-    seq: int  # last accepted message sequence number
-    quota: int  # coordinator side: bytes charged to this worker
-    slice: int  # worker side: the bound of its own authority
-    committed: int  # worker side: bytes its leases hold
-    reserved: int  # worker side: open local reservation, not yet committed
-    returned: int = 0  # bytes credited when its exit was observed (the journal's return record)
-
-
-@attrs.frozen
-class Intent:
-    """Zero-byte record of deferred work (I13 at coordinator scope)."""
-
-    worker: int
-    nbytes: int
-    priority: int
-    seq: int  # submit sequence: the intent's identity and its FIFO place
-    age: int  # arbitration rounds waited, capped at the aging bound
-
-
-@attrs.frozen
-class Ticket:
-    target: int | str  # a worker id, or (only with participants_only off) an outside program
-    nbytes: int
-
-
-@attrs.frozen
-class HierarchyState:
-    serving_quota: int
-    machine: int  # physical bytes the OS has for everyone, participants and outsiders
-    aging_cap: int
-    free: int  # coordinator ledger: serving quota not delegated
-    workers: immutables.Map  # id -> Worker
-    intents: immutables.Map  # seq -> Intent
-    tickets: immutables.Map  # id -> Ticket
-    outside: immutables.Map  # program name -> bytes it uses
-    next_worker: int = 1
-    next_intent: int = 1
-    next_ticket: int = 1
-    incarnation: int = 1  # coordinator restarts
-
-
-# --- actions --------------------------------------------------------------------
-
-
-@attrs.frozen
-class Spawn:
-    pass
-
-
-@attrs.frozen
-class Hello:
-    worker: int
-    authentic: bool = True
-
-
-@attrs.frozen
-class Request:
-    worker: int
-    epoch: int
-    seq: int
-    nbytes: int
-    priority: int = 0
-    authentic: bool = True
-
-
-@attrs.frozen
-class Return:
-    worker: int
-    epoch: int
-    seq: int
-    nbytes: int
-    authentic: bool = True
-
-
-@attrs.frozen
-class Reserve:
-    worker: int
-    nbytes: int
-
-
-@attrs.frozen
-class Commit:
-    worker: int
-
-
-@attrs.frozen
-class Free:
-    worker: int
-    nbytes: int
-
-
-@attrs.frozen
-class Stop:
-    worker: int
-
-
-@attrs.frozen
-class Cont:
-    worker: int
-
-
-@attrs.frozen
-class Kill:
-    worker: int
-
-
-@attrs.frozen
-class MissHeartbeat:
-    worker: int
-
-
-@attrs.frozen
-class ObserveExit:
-    worker: int
-
-
-@attrs.frozen
-class Restart:
-    pass
-
-
-@attrs.frozen
-class Outside:
-    name: str
-    delta: int  # bytes the outside program allocates (> 0) or frees (< 0)
-
-
-@attrs.frozen
-class Reclaim:
-    target: int | str
-    nbytes: int
-
-
-@attrs.frozen
-class Answer:
-    ticket: int
-    nbytes: int
-
-
-@attrs.frozen
-class Arbitrate:
-    pass
-
-
-# --- derived figures --------------------------------------------------------------
-
-
-def new_hierarchy(serving_quota: int, machine: int, aging_cap: int = 8) -> HierarchyState:
-    for n, what in ((serving_quota, "serving quota"), (machine, "machine"), (aging_cap, "aging cap")):
-        if type(n) is not int or n < 1:
-            raise InvalidBytes(f"{what} must be a positive int, got {n!r}")
-    e = immutables.Map()
-    return HierarchyState(serving_quota, machine, aging_cap, serving_quota, e, e, e, e)
-
-
-def os_free(s: HierarchyState) -> int:
-    """What the OS has left: the machine minus outside usage minus every live worker's local charge."""
-    used = sum(w.committed + w.reserved for w in s.workers.values() if w.proc is not _P.DEAD)
-    return max(0, s.machine - sum(s.outside.values()) - used)
-
-
-def ceiling(s: HierarchyState, wid: int) -> int:
-    """The OS ceiling as the worker sees it (its own charge plus MemAvailable)."""
+def _lost(s: HierarchyState, act: Any, g: GuardSet, wid: int, apply: Callable[[], tuple[HierarchyState, Any]],
+          give_back: int) -> tuple[HierarchyState, Any]:
+    """A call whose reply never reached the worker: the coordinator applied it (REPLY_LOST, refusals
+    included) or never saw it (MESSAGE_LOST); the worker, knowing neither, assumes the worst: `give_back`
+    units of its slice (and, for a request that may have been deferred, its open reservation) are gone."""
     w = s.workers[wid]
-    return w.committed + w.reserved + os_free(s)
-
-
-def budget(s: HierarchyState, wid: int) -> int:
-    """A worker's budget: min(delegated slice, OS ceiling) (C10)."""
-    return min(s.workers[wid].slice, ceiling(s, wid))
+    t = s
+    if act.fate == REPLY_LOST:
+        try:
+            t, _ = apply()
+        except GovernorError:
+            t = s  # refused: nothing changed at the coordinator, and the worker cannot tell
+    now = t.workers[wid]
+    if g.on("lost_reply_assumes_worst"):
+        reserved = 0 if isinstance(act, Request) else w.reserved
+        now = attrs.evolve(now, slice=w.slice - give_back, reserved=reserved, committed=w.committed)
+    else:  # the bug: the worker keeps the slice and reservation it had before the call
+        now = attrs.evolve(now, slice=w.slice, reserved=w.reserved, committed=w.committed)
+    return put(t, wid, attrs.evolve(now, synced=False)), None
 
 
 # --- step -------------------------------------------------------------------------
-
-
-def _bytes(n: object, what: str, zero_ok: bool = False) -> int:
-    if type(n) is not int or n < 0 or (n == 0 and not zero_ok):
-        raise InvalidBytes(f"{what} must be a {'non-negative' if zero_ok else 'positive'} int, got {n!r}")
-    return n
-
-
-def _worker(s: HierarchyState, wid: object) -> Worker:
-    w = s.workers.get(wid) if type(wid) is int else None
-    if w is None:
-        raise UnknownWorker(f"worker {wid!r} was never spawned by this coordinator")
-    return w
-
-
-def _running(w: Worker, wid: int, what: str) -> None:
-    if w.proc is not _P.RUNNING:
-        raise InvalidTransition(f"worker {wid} is {w.proc.value}: it cannot {what}")
-
-
-def _put(s: HierarchyState, wid: int, w: Worker, **changes: Any) -> HierarchyState:
-    return attrs.evolve(s, workers=s.workers.set(wid, w), **changes)
-
-
-def _drop_for(s: HierarchyState, wid: int) -> tuple[immutables.Map, immutables.Map]:
-    intents = immutables.Map({k: i for k, i in s.intents.items() if i.worker != wid})
-    tickets = immutables.Map({k: t for k, t in s.tickets.items() if t.target != wid})
-    return intents, tickets
-
-
-def _message(s: HierarchyState, act: Any, g: GuardSet) -> tuple[Worker, bool]:
-    """Validate a worker message; returns (worker, sent): sent iff the worker itself sent it (not forged, not replayed)."""
-    w = _worker(s, act.worker)
-    if type(act.epoch) is not int or type(act.seq) is not int or type(act.authentic) is not bool:
-        raise InvalidArgument(f"{act!r}: epoch and seq must be ints, authentic a bool")
-    # Verify the sender holds the worker's key (C10: quota only to authenticated workers).
-    if not act.authentic and g.on("authenticated_only"):
-        raise AuthenticationFailed(f"worker {act.worker}: message failed authentication")
-    # Verify the message is new: a replayed or reordered one gets nothing.
-    if act.seq <= w.seq and g.on("sequence_check"):
-        raise ReplayedMessage(f"worker {act.worker}: sequence {act.seq} <= last accepted {w.seq}")
-    # Verify the epoch: a fenced worker's messages are refused (C10: old-epoch claims rejected).
-    if act.epoch != w.epoch and g.on("epoch_fencing"):
-        raise StaleEpoch(f"worker {act.worker}: epoch {act.epoch}, current {w.epoch}")
-    return w, act.authentic and act.seq > w.seq
 
 
 def step(s: HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> tuple[HierarchyState, Any]:
@@ -301,130 +117,160 @@ def step(s: HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> tuple[Hierar
     g = guards
     if isinstance(act, Spawn):
         wid = s.next_worker
-        w = Worker(_W.SPAWNED, _P.RUNNING, 1, 0, 0, 0, 0, 0, 0)
-        return _put(s, wid, w, next_worker=wid + 1), wid
+        w = Worker(_W.SPAWNED, _P.RUNNING, 1, 0, 0, 0, 0, 0, 0, synced=False)  # not connected until its hello
+        return put(s, wid, w, next_worker=wid + 1), wid
     if isinstance(act, Hello):
-        w = _worker(s, act.worker)
-        _running(w, act.worker, "authenticate")
-        if act.authentic is not True:
-            raise AuthenticationFailed(f"worker {act.worker}: challenge failed")
-        state = lookup(WORKER_TABLE, w.state, _WE.HELLO, f"worker {act.worker}")
-        return _put(s, act.worker, attrs.evolve(w, state=state, known_epoch=w.epoch)), None
+        return _hello(s, act, g)
     if isinstance(act, Request):
         return _request(s, act, g)
     if isinstance(act, Return):
-        w, genuine = _message(s, act, g)
-        n = _bytes(act.nbytes, "nbytes")
-        if n > w.quota or (genuine and n > w.slice - w.committed - w.reserved):
-            raise InvalidBytes(f"worker {act.worker}: cannot return {n} B (quota {w.quota}, slice {w.slice}, "
-                               f"committed {w.committed}, reserved {w.reserved})")
-        w = attrs.evolve(w, quota=w.quota - n, seq=max(w.seq, act.seq),
-                         slice=w.slice - n if genuine else w.slice)
-        return _put(s, act.worker, w, free=s.free + n), None
+        return _return(s, act, g)
     if isinstance(act, Reserve):
-        w = _worker(s, act.worker)
-        _running(w, act.worker, "reserve")
-        n = _bytes(act.nbytes, "nbytes")
+        w = known_worker(s, act.worker)
+        check_running(w, act.worker, "reserve")
+        check_current(w, act.worker)
+        n = check_bytes(act.nbytes, "nbytes")
         # Verify the budget: min(slice, OS ceiling) (C10); the slice alone ignores the machine.
         limit = budget(s, act.worker) if g.on("budget_min_ceiling") else w.slice
         if w.committed + w.reserved + n > limit:
-            raise CapacityDenied(f"worker {act.worker}: {n} B asked, budget {limit}, "
-                                 f"{w.committed + w.reserved} B in use")
-        return _put(s, act.worker, attrs.evolve(w, reserved=w.reserved + n)), None
+            raise CapacityDenied(f"worker {act.worker}: {n} units asked, budget {limit}, "
+                                 f"{w.committed + w.reserved} in use")
+        return put(s, act.worker, attrs.evolve(w, reserved=w.reserved + n)), None
     if isinstance(act, Commit):
-        w = _worker(s, act.worker)
-        _running(w, act.worker, "commit")
+        w = known_worker(s, act.worker)
+        check_running(w, act.worker, "commit")
+        check_current(w, act.worker)
         if not w.reserved:
             raise InvalidTransition(f"worker {act.worker} has no open reservation to commit")
-        return _put(s, act.worker, attrs.evolve(w, committed=w.committed + w.reserved, reserved=0)), None
+        if w.committed + w.reserved > w.slice:  # C10: never commit past what the coordinator charges
+            raise CapacityDenied(f"worker {act.worker}: committing {w.reserved} would hold "
+                                 f"{w.committed + w.reserved} units of a {w.slice}-unit slice")
+        return put(s, act.worker, attrs.evolve(w, committed=w.committed + w.reserved, reserved=0)), None
     if isinstance(act, Free):
-        w = _worker(s, act.worker)
-        _running(w, act.worker, "free")
-        n = _bytes(act.nbytes, "nbytes")
-        if n > w.committed:
-            raise InvalidBytes(f"worker {act.worker}: {n} B to free, {w.committed} B committed")
-        w = attrs.evolve(w, committed=w.committed - n)
-        waiting = any(i.worker == act.worker for i in s.intents.values())
-        if waiting and g.on("defer_returns_uncommitted"):  # C10: a waiting worker keeps no uncommitted quota
-            back = min(n, w.quota)  # sent as a sequenced return message
-            w = attrs.evolve(w, slice=w.slice - back, quota=w.quota - back, seq=w.seq + 1)
-            return _put(s, act.worker, w, free=s.free + back), None
-        return _put(s, act.worker, w), None
+        return _free(s, act, g)
     if isinstance(act, (Stop, Cont, Kill)):
-        w = _worker(s, act.worker)
+        w = known_worker(s, act.worker)
         ev = {Stop: _PE.STOP, Cont: _PE.CONT, Kill: _PE.KILL}[type(act)]
         proc = lookup(PROC_TABLE, w.proc, ev, f"worker {act.worker} process")
         if proc is _P.DEAD:  # the OS takes back the process's memory; the coordinator does not know yet
             w = attrs.evolve(w, committed=0, reserved=0)
-        return _put(s, act.worker, attrs.evolve(w, proc=proc)), None
+        return put(s, act.worker, attrs.evolve(w, proc=proc)), None
     if isinstance(act, MissHeartbeat):
-        w = _worker(s, act.worker)
+        w = known_worker(s, act.worker)
         state = lookup(WORKER_TABLE, w.state, _WE.FENCE, f"worker {act.worker}")
-        intents, tickets = _drop_for(s, act.worker)
+        intents, tickets = drop_for(s, act.worker)
         w = attrs.evolve(w, state=state, epoch=w.epoch + 1)
         free = s.free
         if not g.on("charge_until_exit"):  # the bug: a missed heartbeat treated as an exit
             free, w = free + w.quota, attrs.evolve(w, quota=0)
-        return _put(s, act.worker, w, free=free, intents=intents, tickets=tickets), None
+        return put(s, act.worker, w, free=free, intents=intents, tickets=tickets), None
     if isinstance(act, ObserveExit):
         return _observe_exit(s, act, g)
     if isinstance(act, Restart):
-        # The journal is the state: a restarted coordinator recovers every figure; connections are lost.
-        return attrs.evolve(s, incarnation=s.incarnation + 1), None
+        # The journal is the state: a restarted coordinator recovers every figure. Every connection is lost: a
+        # worker notices at its next call or heartbeat and says hello again before it acts.
+        workers = immutables.Map({i: attrs.evolve(w, synced=False) for i, w in s.workers.items()})
+        return attrs.evolve(s, incarnation=s.incarnation + 1, workers=workers), None
     if isinstance(act, Outside):
         if type(act.name) is not str or not act.name or type(act.delta) is not int or act.delta == 0:
-            raise InvalidArgument(f"{act!r}: a non-empty name and a non-zero int delta")
+            raise InvalidArgument(f"{act!r:.80}: a non-empty name and a non-zero int delta")
         used = s.outside.get(act.name, 0) + act.delta
         if used < 0 or sum(s.outside.values()) + act.delta > s.machine:
-            raise InvalidBytes(f"outside program {act.name!r} cannot use {used} B of a {s.machine} B machine")
+            raise InvalidBytes(f"outside program {act.name!r} cannot use {used} units of a {s.machine}-unit machine")
         free = s.free
         if act.delta > 0 and not g.on("outside_is_ceiling"):  # the bug: an outsider booked as a holder
             free -= min(free, act.delta)
         return attrs.evolve(s, outside=s.outside.set(act.name, used), free=free), None
     if isinstance(act, Reclaim):
-        n = _bytes(act.nbytes, "nbytes")
+        n = check_bytes(act.nbytes, "nbytes")
         if isinstance(act.target, str):
             # Verify the target participates (I11): an outside program is OS pressure, never a holder.
             if g.on("participants_only"):
-                raise NotAParticipant(f"{act.target!r} is outside the hierarchy: it only lowers the OS ceiling")
+                raise NotAParticipant(f"{act.target!r:.40} is outside the hierarchy: it only lowers the OS ceiling")
         else:
-            w = _worker(s, act.target)
+            w = known_worker(s, act.target)
             if w.state is not _W.ACTIVE:
                 raise InvalidTransition(f"worker {act.target} is {w.state.value}: it cannot be reclaimed from")
         tid = s.next_ticket
         return attrs.evolve(s, tickets=s.tickets.set(tid, Ticket(act.target, n)), next_ticket=tid + 1), tid
     if isinstance(act, Answer):
-        t = s.tickets.get(act.ticket) if type(act.ticket) is int else None
-        if t is None:
-            raise UnknownTicket(f"reclaim ticket {act.ticket!r} is not open")
-        if isinstance(t.target, str):
-            raise NotAParticipant(f"{t.target!r} is outside the hierarchy: it never answers")
-        w = s.workers[t.target]
-        _running(w, t.target, "answer")
-        k = _bytes(act.nbytes, "nbytes", zero_ok=True)
-        if k > min(t.nbytes, w.slice - w.committed - w.reserved, w.quota):
-            raise InvalidBytes(f"worker {t.target}: cannot give back {k} B of a {t.nbytes} B ticket "
-                               f"(slice {w.slice}, committed {w.committed}, reserved {w.reserved})")
-        w = attrs.evolve(w, slice=w.slice - k, quota=w.quota - k, seq=w.seq + 1)  # a sequenced answer
-        return _put(s, t.target, w, free=s.free + k, tickets=s.tickets.delete(act.ticket)), k
+        return _answer(s, act, g)
     if isinstance(act, Arbitrate):
-        return _arbitrate(s, g)
-    raise InvalidArgument(f"not a hierarchy action: {act!r}")
+        return _arbitrate(s, act, g)
+    raise InvalidArgument(f"not a hierarchy action: {act!r:.80}")
+
+
+def _hello(s: HierarchyState, act: Hello, g: GuardSet) -> tuple[HierarchyState, Any]:
+    """A connection: the first authentication, or a reconnect that resynchronises the worker from the journal.
+
+    With a fate but DELIVERED (the coordinator crashed before or after journaling it), the worker learns
+    nothing and keeps the view it had."""
+    w = known_worker(s, act.worker)
+    fate = check_fate(act)
+    if type(act.authentic) is not bool:
+        raise InvalidArgument(f"{act!r:.80}: authentic must be a bool")
+    check_running(w, act.worker, "authenticate")  # a stopped or dead process dials nobody
+    if not act.authentic:
+        raise AuthenticationFailed(f"worker {act.worker}: challenge failed")
+    if fate == MESSAGE_LOST:
+        return s, None
+    try:
+        t = _hello_applied(s, act, g)
+    except WorkerNotLive:
+        if fate == DELIVERED:
+            raise
+        return s, None
+    if fate == DELIVERED:
+        return t, None
+    n = t.workers[act.worker]  # journaled; the reply lost: the worker keeps what it had, out of sync
+    return put(t, act.worker, attrs.evolve(n, known_epoch=w.known_epoch, slice=w.slice, reserved=w.reserved,
+                                           synced=False)), None
+
+
+def _hello_applied(s: HierarchyState, act: Hello, g: GuardSet) -> HierarchyState:
+    w = s.workers[act.worker]
+    if w.state in (_W.FENCED, _W.EXITED):
+        raise WorkerNotLive(f"worker {act.worker} is {w.state.value}: its epoch is over, it cannot authenticate again")
+    state = lookup(WORKER_TABLE, w.state, _WE.HELLO, f"worker {act.worker}")
+    quota, free, reserved = w.quota, s.free, w.reserved
+    if waiting(s, act.worker) and g.on("defer_returns_uncommitted"):
+        # The hello carries what the worker has committed: a waiting worker keeps nothing above it (C10).
+        back = max(0, quota - w.committed)
+        quota, free, reserved = quota - back, free + back, 0
+    if g.on("lost_reply_assumes_worst"):  # the slice is the journal's quota: what does not fit is dropped
+        reserved = min(reserved, max(0, quota - w.committed))
+    # A reconnect starts a new epoch: what the previous connection still carries is stale from now on (a message
+    # delayed past the worker's resynchronisation must not change what it was just told).
+    epoch = w.epoch + 1 if w.state is _W.ACTIVE else w.epoch
+    w = attrs.evolve(w, state=state, epoch=epoch, known_epoch=epoch, quota=quota, slice=quota, reserved=reserved,
+                     synced=True)
+    return put(s, act.worker, w, free=free)
 
 
 def _request(s: HierarchyState, act: Request, g: GuardSet) -> tuple[HierarchyState, Any]:
-    w, sent = _message(s, act, g)
+    if check_fate(act) != DELIVERED:
+        if not own_call(s, act):
+            raise InvalidArgument(f"{act!r:.80}: only a worker's own call can lose its reply")
+        request_args(s, act)  # the worker checks its own arguments before it sends anything
+        w = s.workers[act.worker]
+        return _lost(s, act, g, act.worker, lambda: _request_delivered(s, act, g), w.slice - w.committed)
+    return _request_delivered(s, act, g)
+
+
+def _request_delivered(s: HierarchyState, act: Request, g: GuardSet) -> tuple[HierarchyState, Any]:
+    known_worker(s, act.worker)
+    if own_call(s, act):
+        request_args(s, act)
+    w, sent = check_message(s, act, g)
     # A reply to a dead process is lost in transit: only the coordinator side acts on a delayed request.
     genuine = sent and w.proc is not _P.DEAD
-    n = _bytes(act.nbytes, "nbytes")
-    if type(act.priority) is not int:
-        raise InvalidArgument(f"priority must be an int, got {act.priority!r}")
-    if any(i.worker == act.worker for i in s.intents.values()):
+    n = request_args(s, act)
+    if waiting(s, act.worker):
         raise InvalidTransition(f"worker {act.worker} already awaits quota")
     seq = max(w.seq, act.seq)
     if n <= s.free:
         w = attrs.evolve(w, quota=w.quota + n, seq=seq, slice=w.slice + n if genuine else w.slice)
-        return _put(s, act.worker, w, free=s.free - n), (GRANTED, n)
+        return put(s, act.worker, w, free=s.free - n), (GRANTED, n)
     # Defer: leave a zero-byte intent; the worker waits holding nothing it has not committed (C10).
     iid = s.next_intent
     intents = s.intents.set(iid, Intent(act.worker, n, act.priority, iid, 0))
@@ -434,11 +280,81 @@ def _request(s: HierarchyState, act: Request, g: GuardSet) -> tuple[HierarchySta
         back = min(w.slice - w.committed, w.quota)
         w = attrs.evolve(w, reserved=0, slice=w.slice - back, quota=w.quota - back)
         free += back
-    return _put(s, act.worker, w, free=free, intents=intents, next_intent=iid + 1), (DEFERRED, iid)
+    return put(s, act.worker, w, free=free, intents=intents, next_intent=iid + 1), (DEFERRED, iid)
+
+
+def _return(s: HierarchyState, act: Return, g: GuardSet) -> tuple[HierarchyState, Any]:
+    fate = check_fate(act)
+    if fate != DELIVERED and not own_call(s, act):
+        raise InvalidArgument(f"{act!r:.80}: only a worker's own call can lose its reply")
+    if own_call(s, act):  # the worker checks its own arguments before it sends anything
+        w = s.workers[act.worker]
+        n = check_bytes(act.nbytes, "nbytes")
+        if n > w.slice - w.committed - w.reserved:
+            raise InvalidBytes(f"worker {act.worker}: cannot return {n} units (slice {w.slice}, committed "
+                               f"{w.committed}, reserved {w.reserved})")
+        if fate != DELIVERED:
+            return _lost(s, act, g, act.worker, lambda: _return_delivered(s, act, g), n)
+    return _return_delivered(s, act, g)
+
+
+def _return_delivered(s: HierarchyState, act: Return, g: GuardSet) -> tuple[HierarchyState, Any]:
+    w, sent = check_message(s, act, g)
+    n = check_bytes(act.nbytes, "nbytes")
+    if n > w.quota or (sent and n > w.slice - w.committed - w.reserved):
+        raise InvalidBytes(f"worker {act.worker}: cannot return {n} units (quota {w.quota}, slice {w.slice}, "
+                           f"committed {w.committed}, reserved {w.reserved})")
+    w = attrs.evolve(w, quota=w.quota - n, seq=max(w.seq, act.seq), slice=w.slice - n if sent else w.slice)
+    return put(s, act.worker, w, free=s.free + n), None
+
+
+def _free(s: HierarchyState, act: Free, g: GuardSet) -> tuple[HierarchyState, Any]:
+    w = known_worker(s, act.worker)
+    fate = check_fate(act)
+    check_running(w, act.worker, "free")
+    check_current(w, act.worker)
+    n = check_bytes(act.nbytes, "nbytes")
+    if n > w.committed:
+        raise InvalidBytes(f"worker {act.worker}: {n} units to free, {w.committed} committed")
+    w = attrs.evolve(w, committed=w.committed - n)
+    if not (waiting(s, act.worker) and g.on("defer_returns_uncommitted")):
+        return put(s, act.worker, w), None
+    # C10: a waiting worker keeps no uncommitted quota; the freed units go back in a sequenced return.
+    back = min(n, w.quota)
+    applied = attrs.evolve(w, slice=w.slice - back, quota=w.quota - back, seq=w.seq + 1)
+    if fate == DELIVERED:
+        return put(s, act.worker, applied, free=s.free + back), None
+    worst = w.slice - back if g.on("lost_reply_assumes_worst") else w.slice
+    if fate == REPLY_LOST:
+        return put(s, act.worker, attrs.evolve(applied, slice=worst, synced=False), free=s.free + back), None
+    return put(s, act.worker, attrs.evolve(w, slice=worst, synced=False)), None
+
+
+def _answer(s: HierarchyState, act: Answer, g: GuardSet) -> tuple[HierarchyState, Any]:
+    fate = check_fate(act)
+    t = s.tickets.get(act.ticket) if type(act.ticket) is int else None
+    if t is None:
+        raise UnknownTicket(f"reclaim ticket {act.ticket!r:.40} is not open")
+    if isinstance(t.target, str):
+        raise NotAParticipant(f"{t.target!r:.40} is outside the hierarchy: it never answers")
+    wid = t.target
+    w = s.workers[wid]
+    check_running(w, wid, "answer")
+    check_current(w, wid)
+    k = check_bytes(act.nbytes, "nbytes", zero_ok=True)
+    if k > min(t.nbytes, w.slice - w.committed - w.reserved, w.quota):
+        raise InvalidBytes(f"worker {wid}: cannot give back {k} units of a {t.nbytes}-unit ticket "
+                           f"(slice {w.slice}, committed {w.committed}, reserved {w.reserved})")
+
+    def apply() -> tuple[HierarchyState, Any]:
+        got = attrs.evolve(w, slice=w.slice - k, quota=w.quota - k, seq=w.seq + 1)  # a sequenced answer
+        return put(s, wid, got, free=s.free + k, tickets=s.tickets.delete(act.ticket)), k
+
+    return apply() if fate == DELIVERED else _lost(s, act, g, wid, apply, k)
 
 
 def _observe_exit(s: HierarchyState, act: ObserveExit, g: GuardSet) -> tuple[HierarchyState, Any]:
-    w = _worker(s, act.worker)
+    w = known_worker(s, act.worker)
     # Verify the process is gone (sentinel / waitpid), never assumed from silence.
     if w.proc is not _P.DEAD:
         raise InvalidTransition(f"worker {act.worker} is {w.proc.value}: no exit to observe")
@@ -448,15 +364,18 @@ def _observe_exit(s: HierarchyState, act: ObserveExit, g: GuardSet) -> tuple[Hie
         if g.on("return_once"):  # C10: returned once, idempotent across restarts
             return s, 0
         return attrs.evolve(s, free=s.free + w.returned), w.returned  # the bug: the journal replayed
-    intents, tickets = _drop_for(s, act.worker)
+    intents, tickets = drop_for(s, act.worker)
     credit = w.quota
     # The exit also fences: a delayed message of the dead process is of an old epoch from now on.
     w = attrs.evolve(w, state=state, quota=0, slice=0, returned=credit, epoch=w.epoch + 1)
-    return _put(s, act.worker, w, free=s.free + credit, intents=intents, tickets=tickets), credit
+    return put(s, act.worker, w, free=s.free + credit, intents=intents, tickets=tickets), credit
 
 
-def _arbitrate(s: HierarchyState, g: GuardSet) -> tuple[HierarchyState, Any]:
-    """One round: age every intent, then grant greedily in arbitration order."""
+def _arbitrate(s: HierarchyState, act: Arbitrate, g: GuardSet) -> tuple[HierarchyState, Any]:
+    """One round: age every intent, then grant greedily in arbitration order; push each grant to its worker."""
+    fate = check_fate(act)
+    if fate == MESSAGE_LOST:
+        raise InvalidArgument("an arbitration round is journaled or not run: its pushes can be lost, not the round")
     cap = s.aging_cap
     aged = [attrs.evolve(i, age=min(i.age + 1, cap)) for i in s.intents.values()]
     aged.sort(key=lambda i: arbitration_key(i.age >= cap, i.priority, i.seq))
@@ -465,9 +384,12 @@ def _arbitrate(s: HierarchyState, g: GuardSet) -> tuple[HierarchyState, Any]:
     for i in aged:
         if not stopped and i.nbytes <= free:
             w = workers[i.worker]
-            # A grant to a dead process is lost in transit: charged until its exit is observed.
-            grown = w.slice + i.nbytes if w.proc is not _P.DEAD else w.slice
-            workers = workers.set(i.worker, attrs.evolve(w, quota=w.quota + i.nbytes, slice=grown))
+            # A push reaches a worker whose process lives and whose connection is up; otherwise the grant
+            # is charged and the worker learns it at its next hello (or it is returned at its exit).
+            pushed = fate == DELIVERED and w.proc is not _P.DEAD and w.synced
+            w = attrs.evolve(w, quota=w.quota + i.nbytes, slice=w.slice + i.nbytes if pushed else w.slice,
+                             synced=w.synced and fate == DELIVERED)
+            workers = workers.set(i.worker, w)
             free -= i.nbytes
             granted.append(i.seq)
             continue
@@ -475,4 +397,5 @@ def _arbitrate(s: HierarchyState, g: GuardSet) -> tuple[HierarchyState, Any]:
             stopped = True
         left.append(i)
     intents = immutables.Map({i.seq: i for i in left})
-    return attrs.evolve(s, free=free, workers=workers, intents=intents), tuple(granted)
+    nxt = attrs.evolve(s, free=free, workers=workers, intents=intents)
+    return nxt, (tuple(granted) if fate == DELIVERED else None)

@@ -1,8 +1,8 @@
 """Lifecycles of the cooperative hierarchy (C10): a worker as the coordinator sees it, and its process.
 
-A worker is spawned -> active (authenticated) -> fenced (heartbeat lost, epoch
-bumped) -> exited (exit observed, quota returned once); observing an exit again
-is a no-op. Its process is running, stopped (SIGSTOP) or dead. Tables looked up
+A worker is spawned -> active (authenticated; a reconnect says hello again and
+stays active) -> fenced (heartbeat lost, epoch bumped) -> exited (exit observed,
+quota returned once); observing an exit again is a no-op. Its process is running, stopped (SIGSTOP) or dead. Tables looked up
 through `spec.lifecycle.lookup`; diagrams in docs/spec.md are generated from
 them. Enums and tables only.
 """
@@ -45,6 +45,8 @@ _W, _WE, _P, _PE = WorkerState, WorkerEvent, ProcState, ProcEvent
 
 WORKER_TABLE: Mapping[tuple[WorkerState, WorkerEvent], WorkerState] = {
     (_W.SPAWNED, _WE.HELLO): _W.ACTIVE,
+    # A reconnect (after a restart or a lost reply) authenticates again and resynchronises the worker.
+    (_W.ACTIVE, _WE.HELLO): _W.ACTIVE,
     (_W.SPAWNED, _WE.FENCE): _W.FENCED,
     (_W.ACTIVE, _WE.FENCE): _W.FENCED,
     (_W.SPAWNED, _WE.OBSERVE_EXIT): _W.EXITED,

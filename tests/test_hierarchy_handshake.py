@@ -1,27 +1,30 @@
 """The hierarchy under load (issue 12 flake). The handshake: a server that gives up on a slow client
 (HANDSHAKE_TIMEOUT) must never leave that client holding a connection it believes authenticated.
 
-The stdlib challenge (`deliver_challenge` / `answer_challenge`, both ways) ends with the client's WELCOME.
-A server that timed out just before reading it closed the socket; the client's `dial` had already returned,
-and its first call was reset (`ConnectionResetError` in `Hierarchy.wop(wid, "snapshot")` in the campaign,
-which Hypothesis then reported as `FlakyFailure`). The server now ends the handshake with READY, and `dial`
-returns only after it. Both tests are deterministic: the slow client is slow by construction.
+The server ends every handshake with its first sealed frame (READY, or its answer to a worker's hello), and
+a client counts a connection only once that frame verified (`Hierarchy._dial_coordinator`, `_dial_worker`,
+`Worker.try_connect`). A server that dropped the client after the challenge leaves it an EOF, never a
+connection that is reset on first use (`ConnectionResetError` in `Hierarchy.wop(wid, "snapshot")` in the
+campaign, which Hypothesis then reported as `FlakyFailure`). Both tests are deterministic: the slow client
+is slow by construction.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
+from multiprocessing.connection import Client, Connection
 
 import pytest
 
 from refimpl.hierarchy import protocol as P
+from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.driver import Hierarchy, leftovers
 
 KEY = b"k" * 32
@@ -34,8 +37,8 @@ def where() -> Iterator[str]:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def test_dial_refuses_a_connection_the_server_dropped_after_the_challenge(where: str) -> None:
-    """The old server's timing: the whole challenge passes, then the server closes (it gave up on WELCOME)."""
+def test_a_connection_the_server_dropped_after_the_challenge_is_never_confirmed(where: str) -> None:
+    """The whole challenge passes, then the server closes instead of sending its first sealed frame."""
     path = os.path.join(where, "s.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
@@ -44,45 +47,42 @@ def test_dial_refuses_a_connection_the_server_dropped_after_the_challenge(where:
     def serve() -> None:
         sock, _ = server.accept()
         conn = Connection(sock.detach())
-        conn.recv()  # hello
-        deliver_challenge(conn, KEY)
-        answer_challenge(conn, KEY)  # the client's WELCOME is read here ...
+        T.server_handshake(conn, lambda role, wid: KEY)  # the client's answer is read and verified here ...
         conn.close()  # ... and the server drops the connection instead of confirming it
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
     try:
+        ch = T.dial(path, "control", 0, KEY)
         with pytest.raises((EOFError, OSError)):
-            P.dial(path, "control", 0, KEY)  # before the fix: returned a connection already closed by its peer
+            assert ch.poll(T.DIAL_TIMEOUT)
+            ch.recv()  # no READY: the connection is never counted as authenticated
+        ch.close()
     finally:
         t.join(10)
         server.close()
 
 
 def test_a_client_too_slow_for_a_real_worker_gets_no_connection_and_the_next_dial_works(where: str) -> None:
-    """A real worker's control socket: a client that stalls longer than HANDSHAKE_TIMEOUT before its WELCOME
+    """A real worker's control socket: a client that stalls longer than HANDSHAKE_TIMEOUT before its answer
     is dropped, and learns it (no READY) instead of holding a dead connection; the driver's next call works."""
     h = Hierarchy(where, 10).start()
     try:
         wid = h.spawn()
+        key = P.worker_control_key(h.cfg.master, wid)
         conn = Client(os.path.join(where, f"w{wid}.sock"), family="AF_UNIX")
-        conn.send(("hello", "control", wid))
-        key = P.control_key(h.cfg.master)
-        answer_challenge(conn, key)
-        # deliver_challenge by hand, stalling where a descheduled client stalls: before its WELCOME.
-        message = os.urandom(40)
-        conn.send_bytes(b"#CHALLENGE#" + message)
-        assert conn.poll(P.DIAL_TIMEOUT)
-        conn.recv_bytes(256)  # the worker's digest
-        time.sleep(P.HANDSHAKE_TIMEOUT + 1.0)  # the worker gives up on us meanwhile
+        hello = P.hello_bytes("control", wid, secrets.token_bytes(32))
+        conn.send_bytes(hello)
+        assert conn.poll(T.DIAL_TIMEOUT)
+        nonce = P.check_challenge(key, hello, conn.recv_bytes(128))  # the worker proved it holds the key
+        time.sleep(T.HANDSHAKE_TIMEOUT + 1.0)  # the worker gives up on us meanwhile
         try:
-            conn.send_bytes(b"#WELCOME#")
+            conn.send_bytes(P.answer(key, hello, nonce))
         except OSError:
             pass  # already closed: the same verdict
         with pytest.raises((EOFError, OSError)):
-            assert conn.poll(P.DIAL_TIMEOUT)
-            got = conn.recv_bytes(64)
-            assert got != P.READY, "a dropped handshake was confirmed"
+            assert conn.poll(T.DIAL_TIMEOUT)
+            conn.recv_bytes(P.MAX_REPLY)
         conn.close()
         assert h.wop(wid, "snapshot")["worker"] == wid  # the worker survived; a fresh dial is confirmed
     finally:

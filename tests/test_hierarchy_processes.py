@@ -3,7 +3,6 @@ outside allocation. Every wait is bounded; after each test no process of ours is
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import signal
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from refimpl.hierarchy import protocol as P
+from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.driver import Hierarchy, _wait_pid, leftovers
 from refimpl.hierarchy.journal import Journal
 from refimpl.hierarchy.osceiling import read_ceiling
@@ -100,9 +100,10 @@ def test_restart_reconciles_a_worker_that_died_while_the_coordinator_was_down(hi
     time.sleep(0.05)
     hier.start()
     hier.await_exit(a)
+    hier.await_reconnects()
     assert _ledger(hier) == (6, {a: ("exited", 0), b: ("active", 4)})
     w = hier.wop(b, "snapshot")
-    assert (w["slice"], w["reserved"], w["known_epoch"], w["seq"]) == (4, 1, 1, 1)
+    assert (w["slice"], w["reserved"], w["known_epoch"], w["seq"]) == (4, 1, 2, 1)  # a reconnect: a new epoch
     assert hier.wop(b, "return", 2) is None  # the reconnected worker's next sequence number is accepted
     assert _ledger(hier) == (8, {a: ("exited", 0), b: ("active", 2)})
     _conserved(hier)
@@ -122,8 +123,8 @@ def test_forged_replayed_and_stale_messages_get_nothing_and_a_typed_refusal(hier
         assert hier.snapshot() == before
     with pytest.raises(NotAParticipant):
         hier.op("reclaim", "postgres", 1)
-    with pytest.raises(multiprocessing.AuthenticationError):  # the connection challenge itself
-        P.dial(hier.cfg.address, "worker", a, b"wrong key")
+    with pytest.raises(AuthenticationFailed, match="does not hold this connection's key"):  # the challenge itself
+        T.dial(hier.cfg.address, "worker", a, b"wrong key")
     assert hier.snapshot() == before
     assert hier.wop(a, "snapshot")["slice"] == 3
 
@@ -191,12 +192,16 @@ def test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back() -> None
     assert leftovers(h.pids, h.starts) == []
 
 
-def test_journal_is_sqlite_in_wal_mode(where: str) -> None:
-    j = Journal(os.path.join(where, "j.sqlite"))
+def test_journal_is_sqlite_in_wal_mode_and_reopens_after_a_clean_close(where: str) -> None:
+    path = os.path.join(where, "j.sqlite")
+    j = Journal.create(path, b"k" * 32, 10, 8)
     assert j.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert j.load() is None
-    j.commit({"free": 3}, [{"id": 1, "pid": 2, "starttime": 3, "state": "active", "epoch": 1, "seq": 4,
-                            "quota": 7, "returned": 0}], [], [(1, 1, 2)])
-    again = Journal(os.path.join(where, "j.sqlite")).load()
-    assert again is not None and again["free"] == 3 and again["workers"][1]["quota"] == 7
+    assert j.load()["free"] == 10
+    j.commit({"serving_quota": 10, "aging_cap": 8, "free": 3, "next_worker": 2, "next_intent": 1, "next_ticket": 2,
+              "incarnation": 1},
+             [{"id": 1, "pid": 2, "starttime": 3, "state": "active", "epoch": 1, "seq": 4, "quota": 7, "returned": 0}],
+             [], [(1, 1, 2)])
+    j.close_cleanly()
+    again = Journal.open(path, b"k" * 32).load()
+    assert again["free"] == 3 and again["workers"][1]["quota"] == 7
     assert again["tickets"] == {1: {"target": 1, "nbytes": 2}}

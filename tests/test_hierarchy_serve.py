@@ -69,7 +69,7 @@ def paths() -> Iterator[list[str]]:
 @pytest.fixture
 def hier() -> Iterator[Hierarchy]:
     d = tempfile.mkdtemp(prefix="h12s-")
-    h = Hierarchy(d, 12).start()
+    h = Hierarchy(d, 12, preload=("refimpl.ort.served",)).start()  # workers fork with ORT imported once
     yield h
     h.close()
     shutil.rmtree(d, ignore_errors=True)

@@ -12,11 +12,14 @@ from spec import hierarchy as H
 from spec.errors import (
     AuthenticationFailed,
     CapacityDenied,
+    InvalidArgument,
+    InvalidBytes,
     InvalidTransition,
     NotAParticipant,
     ReplayedMessage,
     StaleEpoch,
     UnknownWorker,
+    WorkerNotLive,
 )
 from spec.guards import GUARDS, GuardSet, guard
 
@@ -64,10 +67,6 @@ def test_arbitration_scope_with_every_guard_on_is_clean() -> None:
     assert r.violated is None and r.complete, r.message
 
 
-def test_explorer_with_every_guard_on_is_clean_and_complete() -> None:
-    r = explore(hierarchy_model(), max_depth=7, max_states=100_000)
-    assert r.violated is None, r.message
-    assert r.complete and r.states > 1000
 
 
 @pytest.mark.parametrize("name,clauses", sorted(CLAUSES.items()))
@@ -136,9 +135,10 @@ def test_budget_is_min_of_slice_and_os_ceiling() -> None:
 
 def test_worker_table_makes_exit_idempotent() -> None:
     assert H.WORKER_TABLE[(H.WorkerState.EXITED, H.WorkerEvent.OBSERVE_EXIT)] is H.WorkerState.EXITED
-    with pytest.raises(InvalidTransition, match="no transition for event 'hello' in state 'fenced'"):
-        s = _up()
-        s, _ = H.step(s, H.MissHeartbeat(1))
+    assert (H.WorkerState.FENCED, H.WorkerEvent.HELLO) not in H.WORKER_TABLE
+    s = _up()
+    s, _ = H.step(s, H.MissHeartbeat(1))
+    with pytest.raises(WorkerNotLive, match="worker 1 is fenced: its epoch is over"):
         H.step(s, H.Hello(1))
 
 
@@ -162,6 +162,7 @@ def _bad_states() -> dict[str, H.HierarchyState]:
             1, attrs.evolve(spawned.workers[1], quota=4, slice=4))),
         "exited_hold_nothing": put(state=H.WorkerState.EXITED, proc=H.ProcState.DEAD),
         "deferring_holds_nothing": waiting,
+        "units_not_doubled": attrs.evolve(put(reserved=3, committed=3), free=6),
         "no_outside_target": attrs.evolve(s, tickets=s.tickets.set(1, H.Ticket("db", 1))),
     }
 
@@ -179,3 +180,78 @@ def test_intent_keeps_place_can_fail() -> None:
     moved = attrs.evolve(s, intents=s.intents.set(1, attrs.evolve(s.intents[1], seq=7)))
     outcome = {n: p for n, _, p in evaluate("step_C10_hierarchy", s, H.Arbitrate(), moved)}
     assert outcome["intent_keeps_place"] is not None
+
+
+# --- the environment's freedom (issue 23) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setup,act,err,match", [
+    ((H.MissHeartbeat(1),), H.Request(1, 2, 2, 3), WorkerNotLive, "worker 1 is fenced"),
+    ((H.Kill(1), H.ObserveExit(1)), H.Request(1, 2, 2, 5), WorkerNotLive, "worker 1 is exited"),
+    ((H.Spawn(),), H.Request(2, 1, 1, 3), WorkerNotLive, "worker 2 is spawned"),
+    ((), H.Request(7, 1, 1, 3), UnknownWorker, "never spawned"),
+    ((), H.Request(1, 1, 2, 2 ** 70), InvalidBytes, "nbytes must be an int in"),
+    ((), H.Request(1, 1, 2, 3, priority=2 ** 70), InvalidArgument, "priority must be an int in"),
+    ((), H.Request(1, 1, 2, 11), CapacityDenied, "could never be granted"),
+    ((), H.Request(1, 2 ** 70, 2, 1), InvalidArgument, "epoch must be an int in"),
+])
+def test_messages_in_the_name_of_no_live_worker_or_out_of_bounds_get_nothing(setup: tuple, act: object, err: type,
+                                                                            match: str) -> None:
+    s = _run(H.Spawn(), H.Hello(1), H.Request(1, 1, 1, 4), *setup)
+    with pytest.raises(err, match=match):
+        H.step(s, act)
+
+
+def _deferral() -> H.HierarchyState:
+    return _run(H.Spawn(), H.Hello(1), H.Request(1, 1, 1, 6), H.Reserve(1, 2), H.Spawn(), H.Hello(2),
+                H.Request(2, 1, 1, 4))
+
+
+def test_a_lost_reply_to_a_deferral_leaves_the_worker_holding_nothing_uncharged() -> None:
+    s, result = H.step(_deferral(), H.Request(1, 1, 2, 3, fate=H.REPLY_LOST))
+    w = s.workers[1]
+    assert result is None  # the caller learns nothing
+    assert (w.quota, w.slice, w.reserved, w.synced, w.seq, s.free, len(s.intents)) == (0, 0, 0, False, 2, 6, 1)
+    check_state(s)
+    with pytest.raises(InvalidTransition, match="says hello again before it acts"):
+        H.step(s, H.Reserve(1, 1))
+    s, _ = H.step(s, H.Restart())  # a crash between the journal write and the reply: the journal kept it
+    assert (s.workers[1].quota, s.free, len(s.intents)) == (0, 6, 1)
+    s, _ = H.step(s, H.Hello(1))
+    w = s.workers[1]
+    assert (w.synced, w.epoch, w.known_epoch, w.slice, w.quota) == (True, 2, 2, 0, 0)
+    check_state(s)
+
+
+def test_a_lost_message_changes_nothing_at_the_coordinator() -> None:
+    before = _deferral()
+    s, _ = H.step(before, H.Request(1, 1, 2, 3, fate=H.MESSAGE_LOST))
+    assert (s.free, s.intents, s.workers[1].quota, s.workers[1].seq) == (before.free, before.intents, 6, 1)
+    assert (s.workers[1].slice, s.workers[1].reserved, s.workers[1].synced) == (0, 0, False)  # the worst assumed
+    s, _ = H.step(s, H.Hello(1))
+    assert (s.workers[1].slice, s.workers[1].synced) == (6, True)  # resynchronised: nothing was lost
+
+
+def test_only_a_workers_own_call_can_lose_its_reply() -> None:
+    s = _deferral()
+    with pytest.raises(InvalidArgument, match="only a worker's own call"):
+        H.step(s, H.Request(1, 1, 5, 1, fate=H.REPLY_LOST))  # not its next sequence number
+
+
+def test_a_reconnect_starts_a_new_epoch_and_old_connections_are_stale() -> None:
+    s, _ = H.step(_up(4), H.Hello(1))
+    assert (s.workers[1].epoch, s.workers[1].known_epoch) == (2, 2)
+    with pytest.raises(StaleEpoch, match="epoch 1, current 2"):
+        H.step(s, H.Return(1, 1, 2, 1))
+
+
+def test_explorer_with_every_guard_on_is_clean_complete_and_reaches_every_environment_case() -> None:
+    from invariants.hierarchy_scope import counting_cases
+    scope, counts = counting_cases(hierarchy_model())
+    r = explore(scope, max_depth=6, max_states=100_000)
+    assert r.violated is None and r.complete and r.states > 2000, r.message
+    for case in ("messages from fenced identities", "messages from exited identities",
+                 "messages from never-spawned identities", "messages from spawned-but-silent identities",
+                 "replies lost (journaled, unanswered)", "messages lost",
+                 "restarts with a worker out of sync (after a crash between journal and reply)"):
+        assert counts.get(case, 0) > 0, (case, counts)

@@ -25,6 +25,9 @@ class _Conn:
     def recv(self) -> Any:
         raise EOFError(f"{self.name} is closed")
 
+    def close(self) -> None:
+        pass
+
 
 def _worker(controls: list[Any], coord: Any) -> tuple[Worker, list[str]]:
     w = Worker.__new__(Worker)  # no sockets: only the loop's dispatch is under test

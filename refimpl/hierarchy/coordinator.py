@@ -1,28 +1,39 @@
 """The `ServingMemoryCoordinator` process: sockets, worker processes, heartbeats, exit observation (C10).
 
 One single-threaded loop over `multiprocessing.connection.wait`: the server
-socket, connections awaiting their hello, authenticated connections (workers,
+socket, connections in their handshake, authenticated connections (workers,
 the operator's control connections, and "inject" connections a test uses as
-the network: their messages are judged by their MAC alone), each spawned
-worker's process sentinel, and a pidfd for each worker adopted after a
-restart (`os.pidfd_open`: readable once the process has exited, also for a
-process that is not our child). Exit is observed only there, never assumed
-from a missed heartbeat: a missed heartbeat fences (epoch + 1) and terminates
-(SIGKILL), and the quota comes back when the sentinel or pidfd says the
-process is gone. The ledger and its rules are `refimpl.hierarchy.core`.
+the network: their messages are judged by their MAC alone), and one pidfd
+per worker (readable once its process has exited, whoever its parent is).
+Exit is observed only there, never assumed from a missed heartbeat: a missed
+heartbeat fences (epoch + 1) and terminates (SIGKILL), and the quota comes
+back when the pidfd says the process is gone. The decisions are
+`refimpl.hierarchy.service`, the ledger `refimpl.hierarchy.core`.
 
-A restarted coordinator loads the journal, re-observes every exit it had
-recorded (crediting nothing twice), recognises each live worker by pid and
-start time (absent or different: it exited while we were down) and waits for
-their connections again.
+Workers are forked by the operator's zygote (`refimpl.hierarchy.zygote`),
+never by this process: this process holds the master key, and a fork would
+hand it to the worker. For the same reason it makes itself non-dumpable
+(same-user processes cannot read its memory through /proc).
+
+Start: with `init` the journal is created (a new hierarchy), otherwise it is
+opened and audited; a restarted coordinator then re-observes every exit it
+had recorded (crediting nothing twice), recognises each live worker by pid
+and start time (absent or different: it exited while we were down) and
+waits for their connections again. A coordinator that must stop says why on
+stderr and exits non-zero: 3 for a journal it cannot trust (missing,
+unreadable, inconsistent, stale), 1 for anything unexpected; 0 only after
+an operator's shutdown.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import time
+import traceback
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -30,15 +41,21 @@ from typing import Any
 import attrs
 
 from refimpl.hierarchy import protocol as P
-from refimpl.hierarchy.core import ACTIVE, EXITED, SPAWNED, Core
+from refimpl.hierarchy import transport as T
+from refimpl.hierarchy.core import ACTIVE, SPAWNED, Core
 from refimpl.hierarchy.journal import Journal
-from refimpl.hierarchy.worker import worker_main
-from spec.errors import GovernorError, InvalidArgument
+from refimpl.hierarchy.service import Service
+from refimpl.hierarchy.zygote import spawn_via
+from spec.errors import GovernorError, InvalidArgument, JournalDamaged
 from spec.guards import GuardSet
 
-__all__ = ["Config", "ServingMemoryCoordinator", "start_coordinator", "proc_state", "starttime"]
+__all__ = ["Config", "Coordinator", "start_coordinator", "coordinator_main", "proc_state", "starttime",
+           "EXIT_JOURNAL", "EXIT_FAILED"]
 
 FORK = multiprocessing.get_context("fork")
+
+#: Exit codes: a journal the coordinator cannot trust; anything else unexpected.
+EXIT_JOURNAL, EXIT_FAILED = 3, 1
 
 
 @attrs.frozen
@@ -56,6 +73,17 @@ class Config:
     terminate_on_fence: bool = True
     #: The ledger class; a test harness passes a subclass to inject a named bug (mutation controls).
     core: type = Core
+    #: The worker zygote's socket (`refimpl.hierarchy.zygote.Zygote.path`).
+    zygote: str = ""
+    #: Create the journal (the explicit first start of a hierarchy); otherwise open the existing one.
+    init: bool = False
+    #: Journal fsyncs (off only where a crash is simulated in-process and the page cache survives it).
+    durable: bool = True
+    #: Workers redial a lost connection only when the operator says so (the campaign: the environment decides
+    #: how long a worker stays out of sync); otherwise at once.
+    manual_redial: bool = False
+    #: Names of worker-side mutants each worker applies after its fork (mutation controls; empty otherwise).
+    mutants: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -64,6 +92,11 @@ class Config:
     @property
     def journal(self) -> str:
         return os.path.join(self.dir, "journal.sqlite")
+
+    @property
+    def stop_file(self) -> str:
+        """Where a coordinator that stopped on its own also writes why (stderr may be nobody's terminal)."""
+        return os.path.join(self.dir, "coordinator.stopped")
 
 
 def starttime(pid: int) -> int | None:
@@ -84,242 +117,197 @@ def proc_state(pid: int) -> str:
     return {"T": "stopped", "t": "stopped", "Z": "dead", "X": "dead"}.get(code, "running")
 
 
-class ServingMemoryCoordinator:
+def open_journal(cfg: Config) -> Journal:
+    if cfg.init:
+        return Journal.create(cfg.journal, P.journal_key(cfg.master), cfg.serving_quota, cfg.aging_cap, cfg.durable)
+    return Journal.open(cfg.journal, P.journal_key(cfg.master), cfg.durable)
+
+
+class _OsProcesses:
+    """Worker processes as the OS has them: forked by the zygote, watched through pidfds."""
+
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.core = cfg.core(cfg.serving_quota, cfg.aging_cap, Journal(cfg.journal), GuardSet(cfg.guards))
-        if os.path.exists(cfg.address):
-            os.unlink(cfg.address)
-        self.server = P.listen(cfg.address)
-        self.pending: list[Connection] = []
-        self.conns: dict[Connection, tuple[str, int]] = {}
-        self.primary: dict[int, Connection] = {}
-        self.children: dict[int, Any] = {}  # wid -> multiprocessing Process (sentinel)
-        self.pidfds: dict[int, int] = {}  # wid -> pidfd (workers adopted after a restart)
-        self.last_seen: dict[int, float] = {}
-        self.stopping = False
-        self._reconcile()
+        self.pidfds: dict[int, int] = {}  # wid -> pidfd
+        self.gone: list[int] = []  # workers whose process was already gone when we came to watch it
 
-    def _reconcile(self) -> None:
-        now = time.monotonic()
-        for wid, w in list(self.core.workers.items()):
-            if w["state"] == EXITED:
-                self.core.exit_observed(wid)  # re-observation: credits nothing (return once)
-            elif starttime(w["pid"]) == w["starttime"]:
-                self.pidfds[wid] = os.pidfd_open(w["pid"])
-                self.last_seen[wid] = now
-            else:
-                self.core.exit_observed(wid)  # it exited while we were down
+    def spawn(self, wid: int, held: bool) -> tuple[int, int]:
+        cfg = self.cfg
+        spec = {"wid": wid, "dir": cfg.dir, "serving_quota": cfg.serving_quota, "guards": sorted(cfg.guards),
+                "ceiling": list(cfg.ceiling), "heartbeat_interval": cfg.heartbeat_interval, "held": held,
+                "manual_redial": cfg.manual_redial, "mutants": list(cfg.mutants)}
+        keys = P.worker_key(cfg.master, wid) + P.worker_control_key(cfg.master, wid)
+        pid, start, pidfd = spawn_via(cfg.zygote, spec, keys)
+        self.pidfds[wid] = pidfd
+        return pid, start
 
-    # --- control operations -------------------------------------------------------------
+    def alive(self, pid: int, start: int) -> bool:
+        return starttime(pid) == start and proc_state(pid) != "dead"
 
-    def spawn(self, held: bool = False) -> int:
-        """Start worker process `wid`; `held`: it authenticates only when the operator tells it to."""
-        if type(held) is not bool:
-            raise InvalidArgument(f"held must be a bool, got {held!r}")
-        wid = self.core.next_worker
-        keep = [self.server.fileno(), *(c.fileno() for c in self.conns), *(c.fileno() for c in self.pending)]
-        p = FORK.Process(target=worker_main, args=(wid, self.cfg, tuple(keep), held), daemon=False)
-        p.start()
-        got = self.core.spawn(p.pid, starttime(p.pid) or 0)
-        assert got == wid  # single-threaded: nothing else issued an id in between
-        self.children[wid] = p
-        self.last_seen[wid] = time.monotonic()
-        return wid
+    def watch(self, wid: int, pid: int) -> None:
+        if wid in self.pidfds:
+            return
+        try:
+            self.pidfds[wid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self.gone.append(wid)
 
-    def terminate(self, wid: int) -> None:
-        pid = self.core.workers[wid]["pid"]
-        if starttime(pid) == self.core.workers[wid]["starttime"]:
+    def kill(self, pid: int, start: int) -> None:
+        if starttime(pid) == start:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 
-    def expire(self, wid: int) -> None:
-        """The heartbeat deadline of `wid` passed: fence, then terminate."""
-        self.core.fence(wid)
-        if self.cfg.terminate_on_fence:
-            self.terminate(wid)
+    def state(self, pid: int, start: int) -> str:
+        return proc_state(pid) if starttime(pid) == start else "dead"
 
-    def snapshot(self) -> dict[str, Any]:
-        snap = self.core.snapshot()
-        for wid, w in snap["workers"].items():
-            w["proc"] = "dead" if w["state"] == EXITED else proc_state(w["pid"])
-            w["connected"] = wid in self.primary
-        return snap
 
-    def _push(self, wid: int, msg: dict[str, Any]) -> None:
-        conn = self.primary.get(wid)
-        if conn is not None:
-            try:
-                conn.send(msg)
-            except OSError:
-                self._close(conn)
+def _crash() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
-    def _control_op(self, cmd: dict[str, Any]) -> Any:
-        op, args = cmd.get("op"), cmd.get("args", ())
-        if op == "spawn":
-            return self.spawn(*args)
-        if op == "snapshot":
-            return self.snapshot()
-        if op == "events":
-            return self.core.events[args[0] if args else 0:]
-        if op == "arbitrate":
-            grants = self.core.arbitrate()
-            for iid, wid, n in grants:
-                self._push(wid, {"push": "grant", "intent": iid, "nbytes": n})
-            return [g[0] for g in grants]
-        if op == "reclaim":
-            tid = self.core.reclaim(*args)
-            if not isinstance(args[0], str):
-                self._push(args[0], {"push": "reclaim", "ticket": tid, "nbytes": args[1]})
-            return tid
-        if op == "expire":
-            return self.expire(*args)
-        if op == "outside":
-            return self.core.outside(*args)
-        if op == "inject":
-            return self._message(args[0], role="inject", wid=0)
-        if op == "shutdown":
-            self.stopping = True
-            for wid, w in self.core.workers.items():
-                if w["state"] != EXITED:
-                    self.terminate(wid)
-            return None
-        raise InvalidArgument(f"unknown control op {op!r}")
 
-    # --- messages ---------------------------------------------------------------------------
+class Coordinator:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.procs = _OsProcesses(cfg)
+        self.svc = Service(open_journal(cfg), cfg.master, cfg.serving_quota, GuardSet(cfg.guards), self.procs,
+                           _crash, cfg.core, cfg.terminate_on_fence)
+        self.svc.reconcile()
+        if os.path.exists(cfg.address):
+            os.unlink(cfg.address)
+        self.server = T.listen(cfg.address)
+        self.pending: dict[Connection, float] = {}  # connection -> when it was accepted
+        self.channels: list[T.Channel] = []
+        self.last_seen: dict[int, float] = {wid: time.monotonic() for wid in self.svc.core.workers}
 
-    def _message(self, msg: Any, role: str, wid: int) -> Any:
-        if not isinstance(msg, dict):
-            raise InvalidArgument(f"not a message: {msg!r}")
-        claimed = msg.get("worker")
-        known = type(claimed) is int and claimed in self.core.workers
-        authentic = (known and P.sealed_ok(P.worker_key(self.cfg.master, claimed), msg)
-                     and (role != "worker" or claimed == wid))
-        return self.core.handle(msg, authentic)
-
-    def _hello(self, conn: Connection) -> None:
-        self.pending.remove(conn)
+    def _handshake(self, conn: Connection) -> None:
+        del self.pending[conn]
         try:
-            tag, role, wid = conn.recv()
-            if tag != "hello" or role not in ("worker", "control", "inject"):
-                raise ValueError(tag)
+            role, wid, ch = T.server_handshake(conn, self.svc.key_for)
+            first = None
             if role == "worker":
-                if wid not in self.core.workers:
-                    conn.send(P.refusal(P.REFUSALS["UnknownWorker"](f"worker {wid!r} was never spawned")))
-                    raise ValueError(wid)
-                P.challenge_server(conn, P.worker_key(self.cfg.master, wid))
-                epoch, seq = self.core.hello(wid)
-                w = self.core.workers[wid]
-                intent = next((k for k, i in self.core.intents.items() if i["worker"] == wid), None)
-                tickets = {t: x["nbytes"] for t, x in self.core.tickets.items() if x["target"] == wid}
-                conn.send({"epoch": epoch, "seq": seq, "quota": w["quota"], "intent": intent, "tickets": tickets})
-                self.primary[wid] = conn
+                if not ch.poll(T.HANDSHAKE_TIMEOUT):
+                    raise TimeoutError("no hello view after the handshake")
+                first = ch.recv()
+            if self.svc.opened(ch, role, wid, first):
+                T.handshake_done(conn)
+                self.channels.append(ch)
                 self.last_seen[wid] = time.monotonic()
-            else:
-                P.challenge_server(conn, P.control_key(self.cfg.master))
-            P.handshake_done(conn)
-            self.conns[conn] = (role, wid)
-        except GovernorError as e:
-            self.core._event("refused-hello", error=type(e).__name__)
-            conn.send(P.refusal(e))
-            conn.close()
-        except Exception as e:  # noqa: BLE001 - failed challenge, garbage, EOF: that connection only
-            self.core._event("refused-hello", error=type(e).__name__)
+        except JournalDamaged:
+            raise
+        except (GovernorError, OSError, EOFError, TimeoutError) as e:  # that connection only
+            self.svc.refused_hello(e)
             conn.close()
 
-    def _close(self, conn: Connection) -> None:
-        role, wid = self.conns.pop(conn, ("", 0))
-        if role == "worker" and self.primary.get(wid) is conn:
-            del self.primary[wid]
-        conn.close()
-
-    def _on_conn(self, conn: Connection) -> None:
-        role, wid = self.conns[conn]
+    def _frame(self, ch: T.Channel) -> None:
         try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            self._close(conn)
+            body = ch.recv()
+        except InvalidArgument as e:  # an authentic frame whose body does not parse: a typed refusal
+            self.svc.malformed(ch, e)
             return
-        if role == "control":
-            try:
-                reply: dict[str, Any] = {"ok": self._control_op(msg)}
-            except GovernorError as e:
-                reply = P.refusal(e)
-            conn.send(reply)
+        except (EOFError, OSError, GovernorError):  # gone, an oversized frame, a frame failing its tag
+            self.svc.drop(ch)
             return
-        if isinstance(msg, dict) and msg.get("kind") == "heartbeat":
-            w = self.core.workers.get(wid)
-            if (w is not None and P.sealed_ok(P.worker_key(self.cfg.master, wid), msg)
-                    and msg.get("epoch") == w["epoch"]):
-                self.last_seen[wid] = time.monotonic()
-            return
-        try:
-            reply = {"reply": msg.get("seq") if isinstance(msg, dict) else None,
-                     "ok": self._message(msg, role, wid)}
-        except GovernorError as e:
-            reply = P.refusal(e, reply=msg.get("seq") if isinstance(msg, dict) else None)
-        conn.send(reply)
-
-    def _observe(self, wid: int) -> None:
-        if wid in self.children:
-            self.children.pop(wid).join(timeout=5)
-        if wid in self.pidfds:
-            os.close(self.pidfds.pop(wid))
-        self.core.exit_observed(wid)
-        conn = self.primary.pop(wid, None)
-        if conn is not None:
-            self.conns.pop(conn, None)
-            conn.close()
+        role, wid = self.svc.roles.get(id(ch), ("", 0))
+        if role == "worker":
+            self.last_seen[wid] = time.monotonic()
+        self.svc.frame(ch, body)
 
     def _heartbeats(self) -> None:
         now = time.monotonic()
-        for wid, w in self.core.workers.items():
-            if w["state"] in (SPAWNED, ACTIVE) and now - self.last_seen.get(wid, now) > self.cfg.heartbeat_timeout:
-                self.core._event("heartbeat-lost", worker=wid)
-                self.expire(wid)
+        for wid, w in list(self.svc.core.workers.items()):
+            if w["state"] in (SPAWNED, ACTIVE) and now - self.last_seen.setdefault(wid, now) > self.cfg.heartbeat_timeout:
+                self.svc.core._event("heartbeat-lost", worker=wid)
+                self.svc.expire(wid)
 
-    def live(self) -> bool:
-        return any(w["state"] != EXITED for w in self.core.workers.values())
+    def _observe(self, wid: int) -> None:
+        fd = self.procs.pidfds.pop(wid, None)
+        if fd is not None:
+            os.close(fd)
+        self.svc.observed_exit(wid)
 
     def run(self) -> None:
         deadline: float | None = None
         while True:
-            if self.stopping:
+            if self.svc.stopping:
                 deadline = deadline or time.monotonic() + 10.0
-                if not self.live() or time.monotonic() > deadline:
+                if not self.svc.live() or time.monotonic() > deadline:
                     break
+            while self.procs.gone:
+                self.svc.observed_exit(self.procs.gone.pop())
+            self.channels = [c for c in self.channels if not c.closed]
             watch: dict[Any, tuple[str, Any]] = {self.server: ("server", None)}
             watch.update({c: ("pending", c) for c in self.pending})
-            watch.update({c: ("conn", c) for c in self.conns})
-            watch.update({p.sentinel: ("exit", wid) for wid, p in self.children.items()})
-            watch.update({fd: ("exit", wid) for wid, fd in self.pidfds.items()})
+            watch.update({c: ("frame", c) for c in self.channels})
+            watch.update({fd: ("exit", wid) for wid, fd in self.procs.pidfds.items()})
             for obj in wait(list(watch), timeout=self.cfg.heartbeat_interval):
                 kind, x = watch[obj]
                 if kind == "server":
-                    conn = P.accept(self.server)
+                    conn = T.accept(self.server)
                     if conn is not None:
-                        self.pending.append(conn)
+                        self.pending[conn] = time.monotonic()
                 elif kind == "pending":
-                    self._hello(x)
-                elif kind == "conn" and x in self.conns:
-                    self._on_conn(x)
+                    self._handshake(x)
+                elif kind == "frame" and not x.closed:
+                    self._frame(x)
                 elif kind == "exit":
                     self._observe(x)
             self._heartbeats()
-        for conn in list(self.conns):
-            self._close(conn)
+            for conn, t0 in list(self.pending.items()):  # a client that connected and never said hello
+                if time.monotonic() - t0 > 2 * T.HANDSHAKE_TIMEOUT:
+                    del self.pending[conn]
+                    conn.close()
+        for c in self.channels:
+            c.close()
         self.server.close()
-        self.core.journal.close()
+        self.svc.core.journal.close_cleanly()  # only an operator's shutdown ends the loop
+
+
+def _non_dumpable() -> None:
+    """No same-user process may read our memory (the master key) through /proc or ptrace."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
+def _say(cfg: Config, line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    try:
+        with open(cfg.stop_file, "a") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass
+
+
+def coordinator_main(cfg: Config) -> int:
+    """Run a coordinator to its end; the exit code (and, unless 0, why on stderr)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator stops us with "shutdown" (serve handles Ctrl-C)
+    _non_dumpable()
+    try:
+        Coordinator(cfg).run()
+        return 0
+    except JournalDamaged as e:
+        _say(cfg, f"ortmem coordinator: refusing to serve: {type(e).__name__}: {e}")
+        return EXIT_JOURNAL
+    except InvalidArgument as e:
+        _say(cfg, f"ortmem coordinator: cannot start: {type(e).__name__}: {e}")
+        return EXIT_FAILED
+    except BaseException as e:  # noqa: BLE001 - a coordinator never stops in silence
+        traceback.print_exc(file=sys.stderr)
+        _say(cfg, f"ortmem coordinator: stopped by an unexpected {type(e).__name__}: {str(e)[:300]}")
+        return EXIT_FAILED
 
 
 def _main(cfg: Config) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the operator stops us with "shutdown" (serve handles Ctrl-C)
+    code = EXIT_FAILED
     try:
-        ServingMemoryCoordinator(cfg).run()
+        code = coordinator_main(cfg)
     finally:
-        os._exit(0)
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def start_coordinator(cfg: Config) -> Any:

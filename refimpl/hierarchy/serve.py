@@ -131,7 +131,7 @@ def run_serve(workers: int, quota_mib: int, seconds: float | None, interval: flo
     try:
         paths = build_served_models(f"{root}/models", WIDTHS)
         costs = {p: -(-needs(p).weights // (1 << 20)) + -(-needs(p).peak // (1 << 20)) for p in paths}
-        h = Hierarchy(root, quota_mib, heartbeat_timeout=2.0)
+        h = Hierarchy(root, quota_mib, heartbeat_timeout=2.0, preload=("refimpl.ort.served",))
         served: dict[int, _Served] = {}
         interrupted = False
         try:

@@ -22,38 +22,100 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections import Counter
 from typing import Any
 
+import attrs
+
 from invariants import contracts
+from invariants.clauses import Coverage
 from invariants._violation import InvariantViolation
-from invariants.campaign import ControlResult, campaign_settings
+from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.checked import diff
 from invariants.explore import ExploreResult, explore
 from invariants.mutation import Mutant
 from invariants.hierarchy import CLAUSES, STATE_PREDICATES, STEP_PREDICATES, check_state, check_step, evaluate
-from invariants.hierarchy_machine import campaign_step, model, to_campaign
-from invariants.hierarchy_scope import SCRIPT_CONFIG, SCRIPTS, arbitration_model, hierarchy_model, run_script
+from invariants.hierarchy_machine import Crash, Lose, campaign_step, model, to_campaign
+from invariants.hierarchy_scope import (SCRIPT_CONFIG, SCRIPTS, arbitration_model, counting_cases, hierarchy_model,
+                                        run_script)
 from invariants.model_machine import run_model_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.hierarchy_adapter import HierarchyAdapter
+from refimpl.verify.hierarchy_crashes import crash_campaign
+from refimpl.verify.hierarchy_sim import SimAdapter
 from refimpl.hierarchy.core import Core
 from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
-__all__ = ["HierarchyChecker", "replay_refimpl", "replay_predicates"]
+__all__ = ["HierarchyChecker", "replay_refimpl", "replay_predicates", "cases"]
 
 
 def _impl(config: Any, guards: GuardSet) -> HierarchyAdapter:
     return HierarchyAdapter(config, guards)
 
 
+def _sim(config: Any, guards: GuardSet) -> SimAdapter:
+    return SimAdapter(config, guards)
+
+
+_WHO = {H.WorkerState.SPAWNED: "spawned-but-silent", H.WorkerState.FENCED: "fenced", H.WorkerState.EXITED: "exited",
+        H.WorkerState.ACTIVE: "live"}
+
+
+def cases(s: H.HierarchyState, act: Any) -> list[str]:
+    """The environment's cases one campaign action is, read from the spec state before it (for coverage)."""
+    out = []
+    inner = act.act if isinstance(act, (Lose, Crash)) else act
+    if isinstance(act, Crash):
+        out.append("crashes between journal and reply" if act.fate == H.REPLY_LOST else "crashes before the journal")
+    elif isinstance(act, Lose):
+        out.append("replies lost" if act.fate == H.REPLY_LOST else "messages lost")
+    if isinstance(act, (Lose, Crash)) and isinstance(inner, H.Arbitrate):
+        out.append("grant pushes lost")
+    if isinstance(act, H.Restart):
+        out.append("restarts")
+    if isinstance(inner, (H.Request, H.Return)) and not H.own_call(s, inner):
+        w = s.workers.get(inner.worker) if type(inner.worker) is int else None
+        out.append(f"messages from {'never-spawned' if w is None else _WHO[w.state]} identities")
+    if isinstance(act, H.Hello):
+        w = s.workers.get(act.worker)
+        if not act.authentic:
+            out.append("impostor hellos")
+        elif w is not None and w.state is H.WorkerState.ACTIVE and not w.synced:
+            out.append("resynchronising hellos")
+    return out
+
+
+def _crash_run(crashes: int) -> CampaignStats:
+    """The seeded crash-and-restart campaign (`hierarchy_crashes`) as one more campaign: its clause evaluations
+    count toward coverage; its figures are events (a harm or divergence raises)."""
+    cov = Coverage()
+    with contracts.contracts(True):
+        f = crash_campaign(0, crashes, coverage=cov)
+    events = {"crash-campaign coordinator crashes": f.crashes,
+              "crash-campaign crashes between journal and reply": f.crashes_between_journal_and_reply,
+              "crash-campaign crashes before the journal": f.crashes_before_journal,
+              "crash-campaign units granted": f.units_granted, "crash-campaign units returned": f.units_returned,
+              f"crash-campaign max units grantable or usable at once (serving quota {f.serving_quota})":
+                  f.max_combined_units, "crash-campaign units lost": f.max_units_lost}
+    return CampaignStats(f.walks, f.steps, f.steps - f.refusals, f.refusals_by_error, f.seconds, {},
+                         dict(cov.counts), events)
+
+
+def _counting(events: Counter[str]) -> Any:
+    def step(s: H.HierarchyState, act: Any, guards: GuardSet = ALL_ON) -> tuple[H.HierarchyState, Any]:
+        events.update(cases(s, act))
+        return campaign_step(s, act, guards)
+    return step
+
+
 def replay_refimpl(script: tuple[Any, ...], guards: GuardSet, config: tuple[int, int, int] = SCRIPT_CONFIG,
-                   core: type = Core) -> tuple[str | None, str, int | None]:
-    """Replay a campaign-form script on real processes with `guards` (and ledger class `core`), against the
-    intact spec. Returns (violated ID or "refinement" or None, message, index of the step).
+                   core: type = Core, mutants: tuple[str, ...] = ()) -> tuple[str | None, str, int | None]:
+    """Replay a campaign-form script on real processes with `guards` (and ledger class `core`, worker-side
+    `mutants`), against the intact spec. Returns (violated ID or "refinement" or None, message, index of the step).
     """
-    gov = HierarchyAdapter(config, guards, core=core)
+    gov = HierarchyAdapter(config, guards, core=core, mutants=mutants)
     s = H.new_hierarchy(*config)
     try:
         for k, act in enumerate(script):
@@ -99,14 +161,15 @@ def _failing(prev: H.HierarchyState, act: Any, now: H.HierarchyState, accepted: 
     return out
 
 
-def replay_predicates(script: tuple[Any, ...], core: type, config: tuple[int, int, int] = SCRIPT_CONFIG
-                      ) -> tuple[str | None, str, int | None, tuple[str, ...]]:
-    """A mutation control: replay `script` on real processes with every guard on and ledger class `core`,
-    refinement off; only the predicates, on the implementation's own abstraction, can notice the bug.
+def replay_predicates(script: tuple[Any, ...], core: type, config: tuple[int, int, int] = SCRIPT_CONFIG,
+                      mutants: tuple[str, ...] = ()) -> tuple[str | None, str, int | None, tuple[str, ...]]:
+    """A mutation control: replay `script` on real processes with every guard on and ledger class `core` (and
+    worker-side `mutants`, applied by the workers' zygote), refinement off; only the predicates, on the
+    implementation's own abstraction, can notice the bug.
 
     Returns (violated ID or None, message, index of the step, every clause that step breaks).
     """
-    gov = HierarchyAdapter(config, ALL_ON, core=core)
+    gov = HierarchyAdapter(config, ALL_ON, core=core, mutants=mutants)
     try:
         prev = gov.abstract()
         for k, act in enumerate(script):
@@ -129,12 +192,22 @@ class HierarchyChecker:
     name = "hierarchy"
 
     def campaign(self, budget: Budget) -> CheckerRun:
-        # Each example starts real processes (about a quarter of a second on 2 cores); a tenth of the
-        # ledger's examples (quick: 60, about 20 s), so every clause meets its case above the threshold.
-        examples = max(8, budget.campaign_examples // 10)
-        cfg = campaign_settings(examples, min(budget.campaign_steps, 25))
-        with contracts.contracts(True):
-            stats = run_model_campaign(model(_impl), cfg)
+        # Two campaigns of one model. Real processes (a coordinator, up to three workers, real sockets, kill -9,
+        # SIGSTOP, restarts; about a second per example on a loaded 2-core machine): a fortieth of the ledger's
+        # examples. The same code in one process with its network simulated (`hierarchy_sim`; a tenth of that
+        # per example): a quarter, so every clause and every environment case is met well above the threshold.
+        # Case counts (messages in the name of dead identities, lost replies, crashes between journal and reply)
+        # are the campaign's events.
+        runs = []
+        for name, impl, examples in (("real-process", _impl, max(8, budget.campaign_examples // 40)),
+                                     ("simulated", _sim, max(20, budget.campaign_examples // 4))):
+            events: Counter[str] = Counter()
+            m = attrs.evolve(model(impl), step=_counting(events))
+            with contracts.contracts(True):
+                stats = run_model_campaign(m, campaign_settings(examples, min(budget.campaign_steps, 30)))
+            runs.append(attrs.evolve(stats, events={f"{name} {k}": v for k, v in events.items()}))
+        runs.append(_crash_run(max(100, budget.campaign_examples // 4)))
+        stats = CampaignStats.total(runs)
         checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
                   for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
         return CheckerRun(stats, checks)
@@ -160,8 +233,11 @@ class HierarchyChecker:
                              time.perf_counter() - t0, trace, message)
 
     def explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
-        if guard is None:
-            return explore(hierarchy_model(ALL_ON), max_depth=budget.explore_depth, max_states=budget.explore_states)
+        if guard is None:  # every guard on: the environment's cases the scope reached ride in the message
+            scope, counts = counting_cases(hierarchy_model(ALL_ON))
+            r = explore(scope, max_depth=budget.explore_depth, max_states=budget.explore_states)
+            reached = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            return attrs.evolve(r, message=f"{r.message}; transitions tried by case: {reached}")
         off = GuardSet.without(guard.name)
         scope = arbitration_model(off) if guard.name == "coordinator_aging" else hierarchy_model(off)
         return explore(scope, max_depth=budget.control_depth, max_states=budget.explore_states)
@@ -173,9 +249,12 @@ class HierarchyChecker:
         # module (defaults bound at definition time still name the intact class).
         core = importlib.import_module("refimpl.hierarchy.core").Core
         script = MUTANT_SCRIPTS[m.name]
+        # Worker code runs in processes the zygote forks from the code on disk: each applies the worker-side
+        # patch itself.
+        mutants = (m.name,) if m.module == "refimpl.hierarchy.worker_core" else ()
         t0 = time.perf_counter()
         with contracts.contracts(False):
-            violated, message, at, clauses = replay_predicates(script, core)
+            violated, message, at, clauses = replay_predicates(script, core, mutants=mutants)
         steps = None if at is None else at + 1
         trace = tuple(repr(a) for a in script[:steps]) if steps else ()
         return ControlResult(m.name, m.layer, m.ids, violated in m.ids, violated, steps, time.perf_counter() - t0,

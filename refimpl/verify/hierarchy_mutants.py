@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from refimpl.hierarchy.core import EXITED, Core
-from invariants.hierarchy_machine import SpawnHeld
+from invariants.hierarchy_machine import Lose, SpawnHeld
 from spec import hierarchy as H
 
 __all__ = ["MUTANTS", "MUTANT_SCRIPTS"]
@@ -103,7 +103,8 @@ MUTANT_SCRIPTS: dict[str, tuple[Any, ...]] = {
     "grants_lifo": MUTANTS["grants_lifo"][1],
     "defer_keeps_quota": MUTANTS["defer_keeps_quota"][1],
     "grant_not_journaled": _UP + (H.Request(1, 1, 1, 4), H.Reserve(1, 2), H.Restart()),
-    "stale_epoch_off_by_one": _UP + (H.Request(1, 1, 1, 2), H.MissHeartbeat(1), H.Request(1, 1, 2, 3)),
+    # A return delayed past the worker's reconnect (epoch 1 -> 2) is one epoch behind.
+    "stale_epoch_off_by_one": _UP + (H.Request(1, 1, 1, 6), H.Hello(1), H.Return(1, 1, 2, 4)),
     "exit_keeps_quota": _UP + (H.Request(1, 1, 1, 4), H.Kill(1)),
     "spawn_predelegates": _HELD + (H.Hello(1, authentic=False),),
     "return_skips_quota_check": _UP + (H.Request(1, 1, 1, 2), H.Stop(1), H.Return(1, 1, 2, 5), H.Cont(1)),
@@ -111,8 +112,13 @@ MUTANT_SCRIPTS: dict[str, tuple[Any, ...]] = {
     "tight_pool_books_outsider": _UP + (H.Request(1, 1, 1, 6), H.Outside("db", 3)),
     "aging_unbounded": _UP + (H.Request(1, 1, 1, 8), H.Spawn(), H.Request(2, 1, 1, 5), H.Arbitrate(),
                               H.Arbitrate(), H.Arbitrate()),
-    "grant_off_by_one": _UP + (H.Request(1, 1, 1, 11),),
+    "grant_off_by_one": _UP + (H.Request(1, 1, 1, 6), H.Spawn(), H.Request(2, 1, 1, 5)),
     "ceiling_counts_slice": _UP + (H.Request(1, 1, 1, 8), H.Outside("db", 12), H.Reserve(1, 6)),
     "defer_keeps_reservations": _UP + (H.Request(1, 1, 1, 4), H.Reserve(1, 2), H.Spawn(), H.Request(2, 1, 1, 6),
                                        H.Request(1, 1, 2, 6)),
+    # The fenced worker's key and its current epoch (2), on the network (not its own call: it knows epoch 1).
+    "fenced_still_served": _UP + (H.Request(1, 1, 1, 3), H.MissHeartbeat(1), H.Request(1, 2, 2, 2)),
+    # The reply to a deferral is lost: the worker must not keep units the coordinator took back.
+    "lost_reply_trusts_old_slice": _UP + (H.Request(1, 1, 1, 6), H.Reserve(1, 2), H.Spawn(), H.Request(2, 1, 1, 4),
+                                          Lose(H.Request(1, 1, 2, 3))),
 }

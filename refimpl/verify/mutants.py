@@ -25,7 +25,7 @@ _ADE, _ADW = "refimpl.admission.elastic", "refimpl.admission.weight_cache"
 _ORT_HOLDERS = "refimpl.ort.holders"
 _MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
 _MDEV = "refimpl.manager.devices"
-_HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker"
+_HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker_core"
 
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
@@ -420,6 +420,19 @@ _ALL: tuple[Mutant, ...] = (
            "        ceiling = self._in_use() + self.ceiling.free() // P.UNIT\n",
            "        ceiling = self.slice + self.ceiling.free() // P.UNIT\n",
            "a worker's OS ceiling counts its whole slice as its own charge, not what it uses"),
+    Mutant("fenced_still_served", ("C10",), "hierarchy", _R, _HC,
+           "        if w[\"state\"] != ACTIVE and self.guards.on(\"live_workers_only\"):",
+           "        if w[\"state\"] == EXITED and self.guards.on(\"live_workers_only\"):",
+           "the liveness check only refuses exited workers: a fenced worker's identity, with its current epoch, "
+           "is still granted quota"),
+    Mutant("lost_reply_trusts_old_slice", ("C10",), "hierarchy", _R, _HW,
+           "            if msg[\"kind\"] == \"request\":  # it may have been deferred: nothing above what we "
+           "committed is ours\n                self._drop_reservations(0)\n                self.slice = "
+           "self._committed()\n",
+           "            if msg[\"kind\"] == \"request\":  # it may have been deferred: nothing above what we "
+           "committed is ours\n                pass\n",
+           "a worker whose request got no reply keeps its slice and open reservation, as if it had been granted: "
+           "after a deferral the coordinator gives those units to another worker"),
     Mutant("defer_keeps_reservations", ("C10",), "hierarchy", _R, _HW,
            "            for aid in self.provisional:  # no local reservation while awaiting quota\n"
            "                self.pmm.cancel(self.work, aid)\n            self.provisional.clear()\n", "",
