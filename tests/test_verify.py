@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from invariants.explore import ExploreResult
-from refimpl.cli import main
 from invariants.clauses import CLAUSES
 from refimpl.verify.mutants import MUTANTS
 from refimpl.verify import GUARD_IDS, verdict
@@ -16,9 +21,54 @@ from spec.catalog import IDS
 from spec.guards import Layer
 
 
-def test_verify_quick_writes_the_per_id_report(tmp_path: Path) -> None:
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _timed_lines(cmd: list[str], timeout: float) -> tuple[int, list[tuple[float, str]]]:
+    """Run `cmd` with stdout a pipe; every line with the time it arrived (the process start is t = 0)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                         env={**os.environ, "COLUMNS": "200"})
+    got: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            got.append((time.monotonic() - t0, line.rstrip("\n")))
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        code = p.wait(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    reader.join(timeout=5)
+    got.append((time.monotonic() - t0, "<exit>"))
+    return code, got
+
+
+def _assert_a_line_at_least_every_ten_seconds(lines: list[tuple[float, str]]) -> None:
+    """Issue #25: a log (stdout a pipe) never goes quiet for longer than the 10 s interval while work goes on."""
+    # From the header to the report: the import before the header and the report at the end are not progress.
+    start = next(t for t, x in lines if x.startswith("ortmem verify:"))
+    end = next(t for t, x in lines if "per-ID results" in x or "campaign:" in x and "examples" in x and "s]" not in x)
+    times = [t for t, _ in lines if start <= t <= end]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert end - start > 20, "too short a run to show periodic lines"
+    assert max(gaps) <= 12.5, f"a gap of {max(gaps):.1f} s in the log: {lines}"
+    text = "\n".join(x for _, x in lines)
+    # Counts from inside the worker processes reached the log, and the phases ended in order.
+    assert re.search(r"running: .*\d+ examples, \d+ steps", text), text[-3000:]
+    assert "campaigns done" in text and "negative controls done" in text
+    assert "[/" not in text and "[yellow]" not in text and "[red]" not in text
+
+
+def test_verify_quick_writes_the_per_id_report_and_a_line_at_least_every_ten_seconds(tmp_path: Path) -> None:
     out, folder = tmp_path / "r.json", tmp_path / "report"
-    assert main(["verify", "--quick", "--json", str(out), "--report", str(folder), "--jobs", "2"]) == 0
+    code, lines = _timed_lines([sys.executable, "-m", "refimpl.cli", "verify", "--quick", "--json", str(out),
+                                "--report", str(folder), "--jobs", "2"], timeout=1500)
+    assert code == 0, lines[-30:]
+    _assert_a_line_at_least_every_ten_seconds(lines)
     r = json.loads(out.read_text())
     assert r["ok"] is True and r["stale_mutants"] == []
     assert [i["id"] for i in r["ids"]] == list(IDS)

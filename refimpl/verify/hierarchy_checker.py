@@ -99,7 +99,7 @@ def _crash_run(crashes: int) -> CampaignStats:
               "crash-campaign units granted": f.units_granted, "crash-campaign units returned": f.units_returned,
               f"crash-campaign max units grantable or usable at once (serving quota {f.serving_quota})":
                   f.max_combined_units, "crash-campaign units lost": f.max_units_lost}
-    return CampaignStats(f.walks, f.steps, f.steps - f.refusals, f.refusals_by_error, f.seconds, {},
+    return CampaignStats(f.walks, f.steps, f.steps - f.refusals, f.refusals_by_error, f.seconds, f.accepted_by_action,
                          dict(cov.counts), events)
 
 

@@ -68,6 +68,7 @@ class CrashFigures:
     max_units_lost: int  # the worst shortfall of the free balance once every worker of a walk has exited
     seconds: float
     refusals_by_error: dict[str, int] = attrs.field(factory=dict)
+    accepted_by_action: dict[str, int] = attrs.field(factory=dict)  # action type -> steps that took effect
 
 
 def combined_units(s: H.HierarchyState) -> int:
@@ -138,6 +139,7 @@ def crash_campaign(seed: int, crashes: int = 1000, walk_steps: int = 60, guards:
     r = random.Random(seed)
     t0 = time.perf_counter()
     by_error: Counter[str] = Counter()
+    by_action: Counter[str] = Counter()
     n = dict(walks=0, steps=0, crashes=0, between=0, before=0, restarts=0, killed=0, lost=0, hostile=0, refused=0,
              granted=0, returned=0, max_combined=0, max_lost=0)
     while n["crashes"] < crashes:
@@ -152,6 +154,7 @@ def crash_campaign(seed: int, crashes: int = 1000, walk_steps: int = 60, guards:
                     n["refused"] += 1
                     by_error[refused] += 1
                 else:
+                    by_action[type(act).__name__] += 1
                     n["killed"] += isinstance(act, H.Kill)
                     n["lost"] += isinstance(act, Lose) or (isinstance(act, Crash) and act.fate == H.REPLY_LOST)
                 for wid, w in walk.state.workers.items():
@@ -179,4 +182,5 @@ def crash_campaign(seed: int, crashes: int = 1000, walk_steps: int = 60, guards:
             walk.sim.close()
     return CrashFigures(seed, n["walks"], n["steps"], n["crashes"], n["between"], n["before"], n["restarts"],
                         n["killed"], n["lost"], n["hostile"], n["refused"], n["granted"], n["returned"], CONFIG[0],
-                        n["max_combined"], n["max_lost"], time.perf_counter() - t0, dict(sorted(by_error.items())))
+                        n["max_combined"], n["max_lost"], time.perf_counter() - t0, dict(sorted(by_error.items())),
+                        dict(sorted(by_action.items())))
