@@ -11,9 +11,12 @@ prefix, i.e. the 1-based line number):
      keys exactly those of the kind, enums and outcome well formed;
   4. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
-  5. the one spec action the event records must be enabled exactly as the
-     trace says: accepted with the same issued id, or rejected with the same
-     error class. An accepted event the spec rejects as an unknown id means
+  5. the event's ids are mapped to the spec's, per kind (`invariants.replay_ids`:
+     a governor may issue any fresh id; an id reused for a second live object,
+     or never issued, fails at that event); the one spec action the event
+     records must be enabled exactly as the trace says: accepted (its issued id
+     now names the spec's new object), or rejected with the same error
+     class. An accepted event the spec rejects as an unknown id means
      the trace lost the event that issued it; other disagreements name the ID
      whose guard the spec applied (`ERROR_IDS`), or "refinement";
   6. the observed figures (`used`, charges) replace the spec's in the next
@@ -45,6 +48,7 @@ from attrs import evolve
 
 from invariants._violation import InvariantViolation
 from invariants.ledger import LOCAL_STATE_PREDICATES, check_all, check_step
+from invariants.replay_ids import IdMap, UnknownObservedId
 from invariants.replay_predicates import check_observed_step
 from invariants.replay_store import Store
 from invariants.trace_format import (
@@ -58,8 +62,10 @@ from invariants.trace_format import (
     MAX_TEXT,
     REVISIONS,
     decode_value,
+    kind_of,
 )
 from spec import errors as E
+from spec import ledger_actions as A
 from spec.ledger import step as spec_step
 from spec.ledger_state import State
 from spec.types import AllocState
@@ -264,25 +270,70 @@ def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any]
                                  f"{type(err).__name__}: {err}")
 
 
-def _apply(store: Store, act: Any, outcome: dict[str, Any]) -> None:
-    state = store.view(act, outcome["observed"])  # exactly what this action reads or changes
+#: Ledger kinds whose accepted operation issues an id, and the kind of that id.
+_ISSUES = {"register_authority": "authority", "register_alias": "authority", "register_holder": "holder",
+           "reserve": "allocation", "record_committed": "allocation", "open_allowance": "allowance"}
+
+
+def ledger_ids(store: Store) -> IdMap:
+    """The id map of a ledger replay: authorities and holders never retire; allocations and allowances do."""
+    tables = {"authority": store.auths, "holder": store.holders, "allocation": store.allocs,
+              "allowance": store.allows}
+    return IdMap(lambda kind, i: i in tables[kind])
+
+
+def bind_result(ids: IdMap, kind: str, obs: Any, spec: Any, canonical: int | None = None) -> None:
+    """`ids.bind`, its refusals as the replay's failures."""
     try:
-        nxt, result = spec_step(state, act)
+        ids.bind(kind, obs, spec, canonical)
+    except InvariantViolation as e:
+        raise _Bad("violation", str(e), e.id) from None
+    except ValueError as e:
+        raise _Bad("refinement", str(e)) from None
+
+
+def spec_action(ids: IdMap, act: Any, accepted: bool) -> Any:
+    """`act` in the spec's ids; an accepted event naming an id never issued fails as "unknown-id"."""
+    try:
+        return ids.action(act, strict=accepted)
+    except UnknownObservedId as e:
+        raise _Bad("unknown-id", f"{act!r} was accepted but names {e}") from None
+
+
+def spec_figures(ids: IdMap, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
+    try:
+        return ids.figures(kind, observed, known_only)
+    except UnknownObservedId as e:
+        raise _Bad("unknown-id", str(e)) from None
+
+
+def _apply(store: Store, ids: IdMap, act: Any, outcome: dict[str, Any]) -> None:
+    accepted = outcome["outcome"] == "accepted"
+    sact = spec_action(ids, act, accepted)
+    obs = outcome["observed"]
+    known = {"used": spec_figures(ids, "authority", obs["used"], True),
+             "charges": spec_figures(ids, "allocation", obs["charges"], True)}
+    state = store.view(sact, known)  # exactly what this action reads or changes
+    try:
+        nxt, result = spec_step(state, sact)
         err = None
     except E.GovernorError as e:
         nxt, result, err = state, None, e
-    accepted = outcome["outcome"] == "accepted"
     check_outcome(act, err, outcome, _UNKNOWN)
-    if accepted and "result" in outcome and outcome["result"] != result:
-        raise _Bad("refinement", f"{act!r} issued id {outcome['result']}, the spec issues {result}")
-    seen = _observed_state(nxt, outcome["observed"])
+    if accepted and "result" in outcome:
+        kind = _ISSUES[kind_of(type(act))]
+        alias_of = nxt.authorities[result].alias_of if isinstance(act, A.RegisterAlias) else None
+        bind_result(ids, kind, outcome["result"], result, alias_of)
+    observed = {"used": spec_figures(ids, "authority", obs["used"]),
+                "charges": spec_figures(ids, "allocation", obs["charges"])}
+    seen = _observed_state(nxt, observed)
     try:
         if err is not None:
             if seen != state:  # lease rule G4
                 raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
             return
-        check_observed_step(state, act, seen)
-        check_step(state, act, seen)
+        check_observed_step(state, sact, seen)
+        check_step(state, sact, seen)
         for p in LOCAL_STATE_PREDICATES:
             p(seen)
         store.merge(state, seen)
@@ -311,6 +362,7 @@ def _leftover(state: State) -> list[str]:
 def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
     """Replay raw lines (each with or without its newline); see the module docstring."""
     store, last, events, line, at_boundary, since_whole = Store(), {}, 0, 0, False, 0
+    ids = ledger_ids(store)
     try:
         for raw in lines:
             line += 1
@@ -320,7 +372,7 @@ def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
             at_boundary = act is None
             since_whole += 1
             if act is not None:
-                _apply(store, act, outcome)
+                _apply(store, ids, act, outcome)
             elif since_whole >= store.size():  # amortised: O(1) per event however many boundaries
                 _check_whole(store)
                 since_whole = 0
