@@ -14,8 +14,10 @@ and names the smallest bad prefix, the 1-based line number):
      kind, ids and payload keys exactly those of the kind, values well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
-  4. the action must be enabled exactly as the trace says (accepted with the
-     same result, or rejected with the same error class); an accepted event
+  4. ids are mapped to the spec's per kind (`invariants.replay_ids`); the
+     action must be enabled exactly as the trace says (accepted with the
+     same result, or rejected with an error whose precondition holds,
+     `spec.manager.refusals`); an accepted event
      naming an id the spec never issued means the event that issued it was lost;
   5. the governor's observed `used` must equal the spec's for every authority
      the event lists, and the event must list every authority whose `used`
@@ -55,8 +57,8 @@ from invariants.manager_trace import (
 )
 from invariants.focused_replay import decode_focused, start_focused
 from invariants.focused_trace import FOCUSED, POOL_REVISION
-from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, read_event,
-                               spec_action, spec_figures)
+from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
+                               read_event, spec_action, spec_figures)
 from invariants.replay_ids import IdMap
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
@@ -207,8 +209,10 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager
         err = None
     except E.GovernorError as e:
         nxt, result, err = m, None, e
-    check_outcome(act, err, outcome, _UNKNOWN,
-                  excused=err is not None and not accepted and _opaque_refusal(sact, err, outcome["error"]))
+    from spec.manager import refusals
+    excused = err is not None and not accepted and (_opaque_refusal(sact, err, outcome["error"])
+                                                    or other_refusal(refusals, m, sact, err, outcome))
+    check_outcome(act, err, outcome, _UNKNOWN, excused=excused)
     # A ledger-format event carries only the id an operation issued; a composed one every result.
     if accepted and (not outcome["ledger"] or outcome["result"] is not None):
         _result(ids, act, outcome["result"], result, nxt)
