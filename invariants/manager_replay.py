@@ -192,6 +192,11 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
     if isinstance(act, M.CommitTx) and type(observed) is tuple:
         observed = tuple(ids.spec_id("allocation", x, False) for x in observed)
     elif isinstance(act, M.CommitLimit) and isinstance(observed, LimitOutcome):
+        a = nxt.ledger.authorities.get(ids.spec_id("authority", act.authority, False))
+        if observed.committed and a is not None and observed.limit < a.used:
+            # C8: a successful lowering ends with used <= the new limit (D4: a limit stored below use).
+            raise _Bad("violation", f"{act!r}: the governor committed limit {observed.limit} B with {a.used} B "
+                                    "used: a lowered limit below use, with the old limit gone (C8)", "C8")
         observed = attrs.evolve(observed, completed=tuple((ids.spec_id("pressure", p, False), n)
                                                           for p, n in observed.completed))
     if observed != result:
@@ -200,7 +205,7 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
 
 def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager:
     from invariants.manager import check_step
-    from spec.manager import step
+    from spec.manager import alternatives, refusals, step
 
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
@@ -209,7 +214,10 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager
         err = None
     except E.GovernorError as e:
         nxt, result, err = m, None, e
-    from spec.manager import refusals
+        if accepted:  # an outcome the design allows where the reference refuses (D8)
+            for nxt, result in alternatives(m, sact):
+                err = None
+                break
     excused = err is not None and not accepted and (_opaque_refusal(sact, err, outcome["error"])
                                                     or other_refusal(refusals, m, sact, err, outcome))
     check_outcome(act, err, outcome, _UNKNOWN, excused=excused)
@@ -233,9 +241,9 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager
             raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation "
                                      f"{ids.observed_id('allocation', rid)}, the spec has "
                                      f"{allocs[rid].charge if rid in allocs else 'no such allocation'}")
-    # A composed event lists every authority whose used changed (a ledger-format one only those it touched).
+    # An event lists every authority whose used changed (a missing figure fails: issue #21).
     changed = [a for a in auths if a in before and auths[a].used != before[a].used and a not in used]
-    if changed and not outcome["ledger"]:
+    if changed:
         raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
                                  "but the event does not say so")
     _check_bundles(sact, m, nxt, outcome)

@@ -36,6 +36,7 @@ from spec.records import evolve as _evolve
 from spec import ledger_actions as A
 from spec.errors import (
     AllowanceExceeded,
+    GovernorError,
     CapacityDenied,
     DeviceLost,
     ForeignHolder,
@@ -55,7 +56,7 @@ from spec.lifecycle import TERMINAL, next_alloc_state, next_context_state
 from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
 from spec.types import MAX_BYTES, MAX_NAME, AllocEvent, AllocState, ContextEvent, ContextState, Origin, Role, Tier
 
-__all__ = ["step", "apply", "refusals"]
+__all__ = ["step", "apply", "refusals", "alternatives"]
 
 
 def apply(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> State:
@@ -75,6 +76,24 @@ def step(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> tuple[Sta
 def refusals(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> tuple[Any, ...]:
     """Every refusal whose precondition holds for `action` in `state` (`spec.refusals`); () iff `step` accepts."""
     return every_refusal(step, state, action, guards)
+
+
+def alternatives(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> tuple[tuple[State, Any], ...]:
+    """The other outcomes the design allows where `step` refuses: (next state, result) each, built from `step`.
+
+    D8 (issue #21): mapping more than the reserved growth, within the allowance, is a growth reservation and
+    its map in one locked step (DESIGN-FACTS section 10: each linearisation point is one locked step; I2: the
+    map follows its grant). `step` keeps the two steps apart; a governor may fuse them."""
+    if not isinstance(action, A.MapAllowance) or type(action.nbytes) is not int:
+        return ()
+    w = state.allowances.get(action.allowance) if type(action.allowance) is int else None
+    if w is None or action.nbytes <= w.reserved:
+        return ()
+    try:
+        grown = step(state, A.ReserveGrowth(action.holder, action.allowance, action.nbytes - w.reserved), guards)[0]
+        return (step(grown, action, guards),)
+    except GovernorError:
+        return ()
 
 
 # --- validation helpers ------------------------------------------------------

@@ -47,7 +47,7 @@ from spec.manager_parts import PART_HANDLERS, referenced
 from spec.refusals import every_refusal
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
 
-__all__ = ["step", "apply", "refusals"]
+__all__ = ["step", "apply", "refusals", "alternatives"]
 
 _T = TicketState
 
@@ -63,6 +63,13 @@ def refusals(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[Any,
     Complete for the ledger's actions, `Submit` and `Press`; for the other parts' actions a refusal
     after the first that the step does not pass through `GuardSet.refuse` is not listed (ordered)."""
     return every_refusal(step, m, action, guards)
+
+
+def alternatives(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[tuple[M.Manager, Any], ...]:
+    """The other outcomes the design allows where `step` refuses (`spec.ledger.alternatives`, on the ledger)."""
+    if _HANDLERS.get(type(action)) is not _ledger_action:
+        return ()
+    return tuple((evolve(m, ledger=ledger), result) for ledger, result in machine.alternatives(m.ledger, action, guards))
 
 
 def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[M.Manager, Any]:
