@@ -61,7 +61,7 @@ from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, n
                                read_event, spec_action, spec_figures)
 from invariants.replay_ids import IdMap
 from invariants.replay import _decode as ledger_decode
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
+from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, OPTIONAL_FIELDS, Opaque
 from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -114,10 +114,10 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if set(ids) != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
     want_payload = {f for f in fields if f not in MANAGER_ID_FIELDS} | set(_OUTCOME)
-    if set(payload) != want_payload:
+    if set(payload) != want_payload and set(payload) != want_payload - OPTIONAL_FIELDS:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
     try:
-        args = {f: decode_field(f, ids[f] if f in MANAGER_ID_FIELDS else payload[f]) for f in fields}
+        args = {f: decode_field(f, ids[f] if f in MANAGER_ID_FIELDS else payload.get(f)) for f in fields}
         result = decode_result(payload["result"])
         bundles = decode_bundles(payload["bundles"])
     except ValueError as e:

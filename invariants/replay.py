@@ -61,6 +61,7 @@ from invariants.trace_format import (
     MAX_LINE_BYTES,
     MAX_SOURCES,
     MAX_TEXT,
+    OPTIONAL_FIELDS,
     REVISIONS,
     decode_value,
     kind_of,
@@ -207,9 +208,9 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if set(ids) != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
     want_payload = {f for f in fields if f not in ID_FIELDS} | set(_OUTCOME)
-    if set(payload) != want_payload:
+    if set(payload) != want_payload and set(payload) != want_payload - OPTIONAL_FIELDS:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
-    args = {f: _value(ids[f] if f in ID_FIELDS else payload[f], f) for f in fields}
+    args = {f: _value(ids[f] if f in ID_FIELDS else payload.get(f), f) for f in fields}
     if accepted and outcome["error"] is not None:
         raise _Bad("malformed", "an accepted event carries no error")
     if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):

@@ -193,19 +193,22 @@ def _register_authority(state: State, act: A.RegisterAuthority, guards: GuardSet
     pool = _name(act.pool, "pool")
     tier = _enum(act.tier, Tier, "tier")
     capacity = check_bytes(act.capacity, "capacity")
-    # Verify one canonical authority per pool; re-registering returns it (C1).
+    device = None if act.device is None else _name(act.device, "device")
+    # Verify one canonical authority per pool, and per declared (device, tier) whatever the pool is called;
+    # re-registering returns it (C1).
     if guards.on("single_authority_per_pool"):
         for a in state.authorities.values():
-            if a.alias_of is None and a.pool == pool:
+            if a.alias_of is None and (a.pool == pool or (device is not None and (a.device, a.tier) == (device, tier))):
                 # Verify the identity matches before binding to it (C1).
-                if (a.tier, a.capacity) != (tier, capacity) and guards.on("identity_check"):
+                moved = device is not None and a.device is not None and a.device != device
+                if ((a.tier, a.capacity) != (tier, capacity) or moved) and guards.on("identity_check"):
                     raise IdentityMismatch(
-                        f"pool {pool!r} is registered as ({a.tier.value}, {a.capacity} B), "
-                        f"not ({tier.value}, {capacity} B)"
+                        f"pool {pool!r} is registered as ({a.tier.value}, {a.capacity} B, device {a.device}), "
+                        f"not ({tier.value}, {capacity} B, device {device})"
                     )
                 return state, a.id
     aid = state.next_authority
-    new = Authority(aid, pool, tier, capacity, capacity, None, None, ContextState.ACTIVE, 0)
+    new = Authority(aid, pool, tier, capacity, capacity, None, None, ContextState.ACTIVE, 0, device)
     return _evolve(state, authorities=state.authorities.set(aid, new), next_authority=aid + 1), aid
 
 

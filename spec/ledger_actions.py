@@ -39,11 +39,12 @@ _frozen = attrs.frozen
 
 @_frozen
 class RegisterAuthority:
-    """Register the canonical authority of a physical pool (C1)."""
+    """Register the canonical authority of a physical pool (C1); `device`: the physical device, if declared."""
 
     pool: str
     tier: Tier
     capacity: int
+    device: str | None = None
 
 
 @_frozen

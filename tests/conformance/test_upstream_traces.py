@@ -136,3 +136,52 @@ def test_a_fused_map_within_the_allowance_replays_clean() -> None:
 def test_a_fused_map_past_the_allowance_is_still_rejected() -> None:
     r = replay_lines(_allowance(9))
     assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I4b", r.describe()
+
+
+# --- D3: the physical device apart from the authority's identity ----------------------------
+
+
+def _with_device(lines: list[bytes], devices: dict[str, str]) -> list[bytes]:
+    """The trace with `payload.device` declared on each register_authority whose pool `devices` names."""
+    out = []
+    for raw in lines:
+        ev = json.loads(raw)
+        if ev["kind"] == "register_authority" and ev["payload"]["pool"] in devices:
+            ev["payload"]["device"] = devices[ev["payload"]["pool"]]
+        out.append(json.dumps(ev).encode() + b"\n")
+    return out
+
+
+def test_two_books_over_one_declared_device_are_caught_whatever_the_pools_are_called() -> None:
+    lines = (_need_upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
+    assert replay_lines(lines).ok  # the gap: without the device field the over-grant replays clean
+    r = replay_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:0"}))
+    assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()
+
+
+def test_pools_on_different_declared_devices_are_two_authorities() -> None:
+    lines = (_need_upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
+    r = replay_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:1"}))
+    assert r.ok, r.describe()
+
+
+def test_the_spec_keeps_one_authority_per_device_and_its_predicate_catches_two() -> None:
+    from invariants._violation import InvariantViolation
+    from invariants.ledger import state_C1
+    from spec import errors as E
+    from spec import ledger_actions as A
+    from spec.guards import GuardSet
+    from spec.ledger import step
+    from spec.ledger_state import State
+    from spec.types import Tier
+
+    s, first = step(State(), A.RegisterAuthority("gpu-a", Tier.DEVICE, 64, "cuda:0"))
+    assert step(s, A.RegisterAuthority("gpu-b", Tier.DEVICE, 64, "cuda:0")) == (s, first)
+    assert step(s, A.RegisterAuthority("host", Tier.HOST, 64, "cuda:0"))[1] != first  # another tier, another pool
+    with pytest.raises(E.IdentityMismatch, match="device cuda:0"):
+        step(s, A.RegisterAuthority("gpu-a", Tier.DEVICE, 64, "cuda:1"))
+    two = step(s, A.RegisterAuthority("gpu-b", Tier.DEVICE, 64, "cuda:0"),
+               GuardSet.without("single_authority_per_pool"))[0]
+    assert len(two.authorities) == 2
+    with pytest.raises(InvariantViolation, match="device 'cuda:0'"):
+        state_C1(two)
