@@ -39,6 +39,7 @@ from typing import Any
 import attrs
 
 from invariants._violation import InvariantViolation
+from spec.records import evolve
 
 __all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId"]
 
@@ -91,7 +92,8 @@ class IdMap:
             elif f.name == "needs" and type(v) is tuple:
                 changes[f.name] = tuple((self.spec_id("authority", p[0], strict), *p[1:])
                                         if type(p) is tuple and p else p for p in v)
-        return attrs.evolve(act, **changes) if changes else act
+        changes = {k: v for k, v in changes.items() if v != getattr(act, k)}
+        return evolve(act, **changes) if changes else act
 
     def figures(self, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
         """An observed id -> figure map (`used`, `charges`, `bundles`) keyed by the spec's ids.
