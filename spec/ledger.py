@@ -200,12 +200,13 @@ def _register_authority(state: State, act: A.RegisterAuthority, guards: GuardSet
         for a in state.authorities.values():
             if a.alias_of is None and (a.pool == pool or (device is not None and (a.device, a.tier) == (device, tier))):
                 # Verify the identity matches before binding to it (C1).
-                moved = device is not None and a.device is not None and a.device != device
-                if ((a.tier, a.capacity) != (tier, capacity) or moved) and guards.on("identity_check"):
+                if (a.tier, a.capacity) != (tier, capacity) and guards.on("identity_check"):
                     raise IdentityMismatch(
-                        f"pool {pool!r} is registered as ({a.tier.value}, {a.capacity} B, device {a.device}), "
-                        f"not ({tier.value}, {capacity} B, device {device})"
+                        f"pool {pool!r} is registered as ({a.tier.value}, {a.capacity} B), "
+                        f"not ({tier.value}, {capacity} B)"
                     )
+                if None not in (device, a.device) and a.device != device and guards.on("identity_check"):
+                    raise IdentityMismatch(f"pool {pool!r} is registered on device {a.device}, not {device}")
                 return state, a.id
     aid = state.next_authority
     new = Authority(aid, pool, tier, capacity, capacity, None, None, ContextState.ACTIVE, 0, device)

@@ -44,7 +44,8 @@ class RegisterAuthority:
     pool: str
     tier: Tier
     capacity: int
-    device: str | None = None
+    #: Not in the repr: the explorer never declares devices, so its counterexamples read as before the field.
+    device: str | None = attrs.field(default=None, repr=False)
 
 
 @_frozen

@@ -165,8 +165,7 @@ class Ledger:
     def register_authority(self, pool: str, tier: Tier, capacity: int, device: str | None = None) -> int:
         """The canonical authority of `pool` (or of a declared device's tier, whatever the pool is called)."""
         if _SWITCH.on:
-            return self._checked(A.RegisterAuthority(pool, tier, capacity, device), self._scope_all, None,
-                                 self._register_authority, pool, tier, capacity, device)
+            return self._checked(A.RegisterAuthority(pool, tier, capacity, device), self._scope_all, None, self._register_authority, pool, tier, capacity, device)
         with self._lock:
             return self._register_authority(pool, tier, capacity, device)
 
@@ -179,10 +178,11 @@ class Ledger:
         if device is not None and _text(device, "device") and existing is None:  # C1: one ledger per physical pool
             existing = next((a for a in self._pools.values() if (a.device, a.tier) == (device, tier)), None)
         if existing is not None and g.on("single_authority_per_pool"):  # C1
-            moved = None not in (device, existing.device) and existing.device != device
-            if (existing.tier is not tier or existing.capacity != capacity or moved) and g.on("identity_check"):  # C1
-                raise IdentityMismatch(f"pool {pool!r} is already ({existing.tier.value}, {existing.capacity} B, device "
-                                       f"{existing.device}); got ({tier.value}, {capacity} B, device {device})")
+            if (existing.tier is not tier or existing.capacity != capacity) and g.on("identity_check"):  # C1
+                raise IdentityMismatch(f"pool {pool!r} is already ({existing.tier.value}, {existing.capacity} B); "
+                                       f"got ({tier.value}, {capacity} B)")
+            if None not in (device, existing.device) and existing.device != device and g.on("identity_check"):
+                raise IdentityMismatch(f"pool {pool!r} is on device {existing.device}, not {device}")
             return existing.id
         a = _Auth(self._next_auth, pool, tier, capacity, None, None)
         self._next_auth, self._auths[a.id], a.device = self._next_auth + 1, a, device
