@@ -185,3 +185,17 @@ def test_the_spec_keeps_one_authority_per_device_and_its_predicate_catches_two()
     assert len(two.authorities) == 2
     with pytest.raises(InvariantViolation, match="device 'cuda:0'"):
         state_C1(two)
+
+
+def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
+    """In a composed trace too, a ledger-format event must observe every `used` it moves (issue #21)."""
+    from invariants.manager_replay import replay_manager_lines
+
+    lines = _lease()[:2] + [json.dumps({"contract_revision": "ortmem-manager/1", "source": "g", "source_sequence": 3,
+                                        "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}).encode() + b"\n"]
+    reserve = json.loads(_lease()[2])
+    reserve["source_sequence"] = 4
+    assert replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"]).line != 4
+    reserve["payload"]["observed"]["used"] = {}
+    r = replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"])
+    assert not r.ok and r.line == 4 and r.failure == "refinement" and "does not say so" in r.message, r.describe()
