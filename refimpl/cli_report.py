@@ -13,11 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from invariants.explore import ExploreResult, render_counterexample
+from invariants.itf import itf_trace
 from refimpl.verify.verdict_rules import RULES, THRESHOLDS
 from refimpl.verify import Report
 from spec.guards import guard
 
-__all__ = ["report_json", "report_markdown", "print_report", "explore_json"]
+__all__ = ["report_json", "report_markdown", "print_report", "explore_json", "explore_summary", "exploration_lines",
+           "print_explorations"]
 
 
 def _events(c: Any) -> str:
@@ -80,13 +82,22 @@ def _control_json(c: Any) -> dict[str, Any]:
             "counterexample": list(c.counterexample), "message": c.message}
 
 
-def explore_json(x: ExploreResult) -> dict[str, Any]:
-    return {"states": x.states, "transitions": x.transitions, "rejected": x.rejected, "depth": x.depth,
-            "complete": x.complete, "seconds": round(x.seconds, 3), "cpu_seconds": round(x.cpu_seconds, 3),
+def explore_summary(x: ExploreResult) -> dict[str, Any]:
+    """A run's figures: "complete" only for a fixpoint (`coverage` says "to depth d" otherwise)."""
+    return {"model": x.model, "states": x.states, "transitions": x.transitions, "rejected": x.rejected,
+            "depth": x.depth, "diameter": x.diameter, "complete": x.complete, "bound_hit": x.bound_hit,
+            "coverage": x.coverage, "seconds": round(x.seconds, 3), "cpu_seconds": round(x.cpu_seconds, 3),
             "states_per_second": round(x.states_per_second),
             "found": x.found, "violated": x.violated, "clause": x.clause,
-            "steps": len(x.counterexample) if x.found else None,
-            "counterexample": [repr(a) for a in x.counterexample], "message": x.message}
+            "steps": len(x.counterexample) if x.found else None, "message": x.message}
+
+
+def explore_json(x: ExploreResult) -> dict[str, Any]:
+    """The figures, each scope's own (a combined run), and the counterexample with its states (ITF)."""
+    return {**explore_summary(x), "scopes": [explore_summary(p) for p in x.parts or (x,)],
+            "counterexample": [repr(a) for a in x.counterexample],
+            "trace": itf_trace(x.trace, x.counterexample, {"violated": x.violated, "message": x.message})
+            if x.trace else None}
 
 
 def report_markdown(r: Report) -> str:
@@ -98,6 +109,7 @@ def report_markdown(r: Report) -> str:
     lines += [f"- {name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
               f"{sum(c.rejected.values())} rejected with typed errors){_events(c)}" for name, c in r.campaigns.items()]
     lines += [f"- stale mutant: {m}" for m in r.stale_mutants]
+    lines += [f"- {line}" for name, x in r.explorations.items() for line in exploration_lines(name, x)]
     lines += ["", "## What \"verified\" means", "", *[f"- {rule.format(threshold=THRESHOLDS[r.profile])}"
                                                       for rule in RULES]]
     lines += ["", "| ID | title | clauses | weakest clause (case met) | negative controls | mutation controls "
@@ -146,6 +158,26 @@ def _labelled(label: str, style: str, text: str) -> Text:
     return Text.assemble((label, style), " ", text)
 
 
+def exploration_lines(name: str, x: ExploreResult) -> list[str]:
+    """One line per scope of a checker's run: states, transitions, "complete, diameter D" or "to depth d"."""
+    out = []
+    for p in x.parts or (x,):
+        scope = name if p.model == name else f"{name} ({p.model})"
+        verdict = f"violation {p.violated}" if p.found else "no violation"
+        out.append(f"{scope} explorer: {p.states} distinct states, {p.transitions} transitions, {p.coverage}, "
+                   f"{p.states_per_second:,.0f} states/s: {verdict}")
+    return out
+
+
+def print_explorations(runs: dict[str, ExploreResult], console: Console) -> None:
+    """Each explorer scope's figures; a counterexample with the state after each step."""
+    for name, x in runs.items():
+        for line in exploration_lines(name, x):
+            console.print(line, markup=False)
+        if x.found:
+            console.print(render_counterexample(x), markup=False)
+
+
 def print_report(r: Report, console: Console) -> None:
     for p in r.drift:
         console.print(_labelled("drift:", "red", p))
@@ -156,14 +188,7 @@ def print_report(r: Report, console: Console) -> None:
     for name, c in r.campaigns.items():
         console.print(f"{name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
                       f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s{_events(c)}")
-    for name, x in r.explorations.items():
-        verdict = f"[red]violation {x.violated}[/]" if x.found else "no violation"
-        console.print(f"{name} explorer: {x.states} distinct states, depth {x.depth}"
-                      f"{' (complete)' if x.complete else '' if x.found else ' (state bound hit)'}, "
-                      f"{x.transitions} transitions, "
-                      f"{x.states_per_second:,.0f} states/s: {verdict}")
-        if x.found:
-            console.print(render_counterexample(x), markup=False)
+    print_explorations(r.explorations, console)
     if r.explorer_controls:
         found = sum(x.found for x in r.explorer_controls.values())
         console.print(f"explorer negative controls: {found}/{len(r.explorer_controls)} guards yield a shortest "
