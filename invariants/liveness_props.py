@@ -1,14 +1,11 @@
 """The liveness properties of the catalog, each under its stated fairness, checked on a whole explored scope.
 
-| ID | property (what must not happen) | fairness | scope |
-|---|---|---|---|
-| I13 | a ticket stays pending forever while leases are returned infinitely often | WF(Claim), SF(Release): capacity returns infinitely often (the antecedent) | `starvation_model` |
-| I12 | an admitted KV request reaches a state from which it can never finish | SF(Advance), SF(Finish) | kv_batch |
-| I8c | a reachable state from which max context cannot be reached without oversubscription | SF(Decode with a full answer) | elastic |
-| C4 | a run of aborts forever in which no transaction commits | WF(Commit of a fully reserved transaction) | none yet (partial) |
+Each property, with the fairness it assumes and its scope, is stated once, in `spec.catalog.LIVENESS`:
+I13 (no ticket pending forever while leases return infinitely often), I12 (an admitted request can always
+still finish), I8c (max context always reachable without oversubscription), C4 (no run of aborts forever).
 
-`FAIRNESS` holds the table's fairness text per ID (the catalog states it). I13 is a fair-cycle check
-(`invariants.liveness.fair_cycle`): a reachable cycle that keeps the watched ticket pending and returns a lease.
+I13 is a fair-cycle check (`invariants.liveness.fair_cycle`): a reachable cycle that keeps the watched ticket
+pending and returns a lease.
 I12 and I8c are possibility checks (`liveness.trap`): on a finite graph, "from every reachable state the goal
 stays reachable" makes every run reach it under strong fairness of every step.
 
@@ -43,6 +40,7 @@ from invariants.model_scopes import batch, elastic
 from spec import admission as AD
 from spec import pressure as P
 from spec.errors import GovernorError
+from spec.catalog import LIVENESS
 from spec.guards import ALL_ON, GuardSet
 from spec.records import evolve
 from spec.tickets import TicketState
@@ -50,18 +48,8 @@ from spec.tickets import TicketState
 __all__ = ["FAIRNESS", "PROPERTIES", "LivenessResult", "Watch", "Watched", "starvation_model", "canonical",
            "check_liveness", "check_all_liveness"]
 
-FAIRNESS: dict[str, str] = {
-    "I13": ("weak fairness of Claim (a granted ticket is claimed); strong fairness of Release (a claimed lease is "
-            "returned infinitely often: capacity returns). Property: no run keeps a ticket pending forever while "
-            "leases return infinitely often"),
-    "I12": ("strong fairness of Advance and Finish (a request step enabled infinitely often is taken). Property: "
-            "from every reachable state each admitted, unfinished request can still finish"),
-    "I8c": ("strong fairness of Decode answered in full (the weight holder gives back what it is asked). "
-            "Property: from every reachable state max context is reachable through states that never "
-            "oversubscribe the budget"),
-    "C4": ("weak fairness of Commit of a transaction holding every reservation. Property: no run aborts "
-           "forever with no commit"),
-}
+#: Each property with its fairness, as the catalog states it (`spec.catalog.LIVENESS`, the one text).
+FAIRNESS: dict[str, str] = {pid: text for pid, (text, _) in LIVENESS.items()}
 
 
 @attrs.frozen
