@@ -64,8 +64,11 @@ def _order(k: Any) -> tuple[int, Any]:
     return (1, k) if isinstance(k, str) else (2, _text(to_itf(k)))
 
 
-def itf_trace(states: Sequence[Any], actions: Sequence[Any], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The ITF trace of `states` (the initial one first) reached by `actions` (one fewer than the states)."""
+def itf_trace(states: Sequence[Any], actions: Sequence[Any], meta: Mapping[str, Any],
+              loop: int | None = None) -> dict[str, Any]:
+    """The ITF trace of `states` (the initial one first) reached by `actions` (one fewer than the states).
+
+    `loop`, for a lasso: the index of the state the last one steps back to (ITF's `loop`), forever."""
     if len(actions) != max(len(states) - 1, 0):
         raise ValueError(f"{len(states)} states need {max(len(states) - 1, 0)} actions, got {len(actions)}")
     record = bool(states) and attrs.has(type(states[0]))
@@ -74,6 +77,9 @@ def itf_trace(states: Sequence[Any], actions: Sequence[Any], meta: Mapping[str, 
     for i, s in enumerate(states):
         values = to_itf(s) if record else {"state": to_itf(s)}
         out.append({"#meta": {"index": i}, "action": "init" if i == 0 else repr(actions[i - 1]), **values})
-    return {"#meta": {"format": "ITF", "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
-                      **meta},
-            "vars": ["action", *names] if states else [], "states": out}
+    if loop is not None and not 0 <= loop < len(states):
+        raise ValueError(f"loop {loop} is not the index of one of the {len(states)} states")
+    trace = {"#meta": {"format": "ITF", "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
+                       **meta},
+             "vars": ["action", *names] if states else [], "states": out}
+    return trace if loop is None else {**trace, "loop": loop}

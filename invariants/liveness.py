@@ -29,8 +29,9 @@ from typing import Any
 import attrs
 
 from invariants.explore import Model
+from invariants.itf import itf_trace
 
-__all__ = ["Graph", "Lasso", "build_graph", "fair_cycle", "trap", "sccs", "render_lasso"]
+__all__ = ["Graph", "Lasso", "build_graph", "fair_cycle", "trap", "sccs", "render_lasso", "lasso_itf"]
 
 
 @attrs.frozen
@@ -244,3 +245,14 @@ def render_lasso(lasso: Lasso) -> str:
     else:
         lines.append("-- no step here keeps to the property's states: the run stutters in this state forever --")
     return "\n".join(lines) + "\n"
+
+
+def lasso_itf(lasso: Lasso, meta: dict[str, Any]) -> dict[str, Any]:
+    """The lasso as an ITF trace: the prefix, then the cycle without its last state (the cycle's first state
+    again), `loop` the index of that first state; the step that closes the cycle is `#meta.loop_action`."""
+    steps = (*lasso.prefix, *lasso.cycle[:-1])
+    states = (lasso.initial, *(s for _, s in steps))
+    if not lasso.cycle:  # it stutters in its last state: that state loops to itself
+        return itf_trace(states, [a for a, _ in steps], {**meta, "loop_action": "stutter"}, len(states) - 1)
+    return itf_trace(states, [a for a, _ in steps], {**meta, "loop_action": repr(lasso.cycle[-1][0])},
+                     len(lasso.prefix))

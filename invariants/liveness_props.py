@@ -45,8 +45,8 @@ from spec.guards import ALL_ON, GuardSet
 from spec.records import evolve
 from spec.tickets import TicketState
 
-__all__ = ["FAIRNESS", "PROPERTIES", "LivenessResult", "Watch", "Watched", "starvation_model", "canonical",
-           "check_liveness", "check_all_liveness"]
+__all__ = ["FAIRNESS", "PROPERTIES", "CHECKER", "LivenessResult", "Watch", "Watched", "starvation_model",
+           "canonical", "check_liveness", "check_all_liveness", "run_liveness", "liveness_ok"]
 
 #: Each property with its fairness, as the catalog states it (`spec.catalog.LIVENESS`, the one text).
 FAIRNESS: dict[str, str] = {pid: text for pid, (text, _) in LIVENESS.items()}
@@ -157,6 +157,9 @@ def _i8c(g: Graph) -> Lasso | None:
                 along=lambda s: s.used + s.headroom <= s.budget)
 
 
+#: The `ortmem verify` checker each property belongs to (its guard's model; C4: the transactions checker).
+CHECKER: dict[str, str] = {"I13": "pressure", "I12": "admission", "I8c": "admission", "C4": "transactions"}
+
 #: ID -> (scope name, the scope's model for a guard set, the check, the guard whose control must fail it).
 PROPERTIES: dict[str, tuple[str, Callable[[GuardSet], Model], Callable[[Graph], Lasso | None], str]] = {
     "I13": ("starvation", starvation_model, _i13, "aging"),
@@ -186,3 +189,19 @@ def check_liveness(pid: str, guards: GuardSet = ALL_ON, *, max_states: int = 200
 
 def check_all_liveness(guards: GuardSet = ALL_ON) -> dict[str, LivenessResult]:
     return {pid: check_liveness(pid, guards) for pid in (*PROPERTIES, *_PARTIAL)}
+
+
+def run_liveness(checkers: tuple[str, ...]) -> tuple[dict[str, LivenessResult], dict[str, LivenessResult]]:
+    """`ortmem verify`'s liveness phase for the named checkers: each property with every guard on, then with
+    its guard off (the negative control, which must yield a lasso)."""
+    pids = [pid for pid in (*PROPERTIES, *_PARTIAL) if CHECKER[pid] in checkers]
+    runs = {pid: check_liveness(pid) for pid in pids}
+    controls = {PROPERTIES[pid][3]: check_liveness(pid, GuardSet.without(PROPERTIES[pid][3]))
+                for pid in pids if pid in PROPERTIES}
+    return runs, controls
+
+
+def liveness_ok(runs: dict[str, LivenessResult], controls: dict[str, LivenessResult]) -> bool:
+    """No property violated with every guard on, and every control's guard off violated it (a lasso)."""
+    return (not any(r.status == "violated" for r in runs.values())
+            and all(c.status == "violated" and c.lasso is not None for c in controls.values()))

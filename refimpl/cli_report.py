@@ -14,12 +14,14 @@ from rich.text import Text
 
 from invariants.explore import ExploreResult, render_counterexample
 from invariants.itf import itf_trace
+from invariants.liveness import lasso_itf, render_lasso
+from invariants.liveness_props import LivenessResult
 from refimpl.verify.verdict_rules import RULES, THRESHOLDS
 from refimpl.verify import Report
 from spec.guards import guard
 
 __all__ = ["report_json", "report_markdown", "print_report", "explore_json", "explore_summary", "exploration_lines",
-           "print_explorations"]
+           "print_explorations", "liveness_json", "liveness_lines"]
 
 
 def _events(c: Any) -> str:
@@ -54,6 +56,8 @@ def report_json(r: Report) -> dict[str, Any]:
             "runs": {name: explore_json(x) for name, x in r.explorations.items()},
             "negative_controls": {name: explore_json(x) for name, x in r.explorer_controls.items()},
         },
+        "liveness": {pid: liveness_json(x) for pid, x in r.liveness.items()},
+        "liveness_controls": {name: liveness_json(x) for name, x in r.liveness_controls.items()},
         "crosshair": None if r.crosshair is None else {
             "ok": r.crosshair.ok, "skipped": r.crosshair.skipped, "confirmed": r.crosshair.confirmed,
             "problems": list(r.crosshair.problems), "seconds": round(r.crosshair.seconds, 3)},
@@ -80,6 +84,30 @@ def _control_json(c: Any) -> dict[str, Any]:
     return {"name": c.guard, "layer": c.layer.value, "found": c.found, "steps": c.steps,
             "seconds": round(c.seconds, 3), "violated": c.violated, "clause": c.clause, "clauses": list(c.clauses),
             "counterexample": list(c.counterexample), "message": c.message}
+
+
+def liveness_json(x: LivenessResult) -> dict[str, Any]:
+    """A liveness verdict with its figures; a violation's lasso as an ITF trace with `loop`."""
+    return {"id": x.id, "scope": x.scope, "fairness": x.fairness, "status": x.status, "states": x.states,
+            "transitions": x.transitions, "complete": x.complete, "diameter": x.diameter,
+            "seconds": round(x.seconds, 3), "reason": x.reason,
+            "lasso": None if x.lasso is None else {
+                "prefix_steps": len(x.lasso.prefix), "cycle_steps": len(x.lasso.cycle),
+                "trace": lasso_itf(x.lasso, {"property": x.id, "scope": x.scope})}}
+
+
+def liveness_lines(r: Report) -> list[str]:
+    """One line per property (status, scope figures or the reason) and per control (its lasso's size)."""
+    out = []
+    for pid, x in r.liveness.items():
+        figures = (f" on {x.states} states, {x.transitions} transitions, "
+                   f"{'complete' if x.complete else 'not whole'}, diameter {x.diameter}" if x.states else "")
+        out.append(f"liveness {pid} ({x.scope}): {x.status}{figures}{': ' + x.reason if x.reason else ''}")
+    for name, x in r.liveness_controls.items():
+        got = (f"a lasso of {len(x.lasso.prefix)} + {len(x.lasso.cycle)} steps (prefix + cycle)"
+               if x.lasso is not None else "NO LASSO")
+        out.append(f"liveness control {name} off ({x.id}): {x.status}, {got}")
+    return out
 
 
 def explore_summary(x: ExploreResult) -> dict[str, Any]:
@@ -110,6 +138,7 @@ def report_markdown(r: Report) -> str:
               f"{sum(c.rejected.values())} rejected with typed errors){_events(c)}" for name, c in r.campaigns.items()]
     lines += [f"- stale mutant: {m}" for m in r.stale_mutants]
     lines += [f"- {line}" for name, x in r.explorations.items() for line in exploration_lines(name, x)]
+    lines += [f"- {line}" for line in liveness_lines(r)]
     lines += ["", "## What \"verified\" means", "", *[f"- {rule.format(threshold=THRESHOLDS[r.profile])}"
                                                       for rule in RULES]]
     lines += ["", "| ID | title | clauses | weakest clause (case met) | negative controls | mutation controls "
@@ -125,6 +154,13 @@ def report_markdown(r: Report) -> str:
     for i in r.ids:
         lines += [f"| {i.id} | `{c.predicate}.{c.clause}` | {c.evaluated} | {c.antecedent_held} | "
                   f"{', '.join(c.failed_by) or '**none**'} |" for c in i.coverage]
+    if r.liveness_controls:
+        lines += ["", "## Liveness controls", "", "Each liveness property's guard switched off: the lasso (a prefix, "
+                  "then a cycle repeated forever) with the state after each step.", ""]
+        for name, x in r.liveness_controls.items():
+            lines += [f"### `{name}` off ({x.id}): {x.status}", "", f"Fairness: {x.fairness}", ""]
+            if x.lasso is not None:
+                lines += ["```", render_lasso(x.lasso).rstrip("\n"), "```", ""]
     lines += ["", "## Negative controls", "",
               "Each guard switched off, in the spec (an invariant must fail) and in refimpl (refinement must "
               "fail); the counterexample is the action script Hypothesis found.", ""]
@@ -189,6 +225,8 @@ def print_report(r: Report, console: Console) -> None:
         console.print(f"{name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
                       f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s{_events(c)}")
     print_explorations(r.explorations, console)
+    for line in liveness_lines(r):
+        console.print(line, markup=False)
     if r.explorer_controls:
         found = sum(x.found for x in r.explorer_controls.values())
         console.print(f"explorer negative controls: {found}/{len(r.explorer_controls)} guards yield a shortest "

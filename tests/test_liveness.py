@@ -120,3 +120,34 @@ def test_recycled_ids_step_as_the_original_ids_do(guards: GuardSet) -> None:
                     model.step(wide, _rename(a, ids))
                 continue
             assert model.step(wide, _rename(a, ids)) == want, (s, a)
+
+
+def test_verify_phase_reports_each_property_and_control_lasso_with_states() -> None:
+    from refimpl.cli_report import liveness_lines, report_json, report_markdown
+    from refimpl.verify import Report
+
+    runs, controls = LP.run_liveness(("pressure", "admission", "transactions"))
+    assert LP.liveness_ok(runs, controls) and set(controls) == {"aging", "kv_admission_fits",
+                                                               "elastic_guaranteed_path"}
+    r = Report(True, "quick", (), {}, {}, (), 0.0, liveness=runs, liveness_controls=controls)
+    lines = liveness_lines(r)
+    assert lines[0].startswith("liveness I13 (starvation): verified on ") and "complete, diameter" in lines[0]
+    assert any(line.startswith("liveness C4 (transactions): partial: the transactions scope") for line in lines)
+    assert "liveness control aging off (I13): violated, a lasso of " in "\n".join(lines)
+    md = report_markdown(r)
+    assert "### `aging` off (I13): violated" in md and "-- cycle: steps" in md and "     -> Watched(" in md
+    j = report_json(r)
+    lasso = j["liveness_controls"]["aging"]["lasso"]
+    trace = lasso["trace"]
+    # ITF lasso: the prefix and the cycle (its closing state left out), `loop` the cycle's first state.
+    assert len(trace["states"]) == 1 + lasso["prefix_steps"] + lasso["cycle_steps"] - 1
+    assert trace["loop"] == lasso["prefix_steps"] and trace["#meta"]["loop_action"].startswith(("Claim", "Submit",
+                                                                                                "Release", "Watch"))
+    assert j["liveness"]["C4"]["status"] == "partial" and j["liveness"]["I12"]["complete"]
+
+
+def test_a_control_without_a_lasso_or_a_violation_fails_the_verdict() -> None:
+    runs, controls = LP.run_liveness(("admission",))
+    assert LP.liveness_ok(runs, controls)
+    assert not LP.liveness_ok(runs, {**controls, "kv_admission_fits": runs["I12"]})  # a control that found nothing
+    assert not LP.liveness_ok({**runs, "I12": controls["kv_admission_fits"]}, controls)  # violated, guards on
