@@ -209,7 +209,7 @@ def print_explorations(runs: dict[str, ExploreResult], console: Console) -> None
     """Each explorer scope's figures; a counterexample with the state after each step."""
     for name, x in runs.items():
         for line in exploration_lines(name, x):
-            console.print(line, markup=False)
+            console.print(line, markup=False, soft_wrap=True)
         if x.found:
             console.print(render_counterexample(x), markup=False)
 
@@ -226,7 +226,7 @@ def print_report(r: Report, console: Console) -> None:
                       f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s{_events(c)}")
     print_explorations(r.explorations, console)
     for line in liveness_lines(r):
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
     if r.explorer_controls:
         found = sum(x.found for x in r.explorer_controls.values())
         console.print(f"explorer negative controls: {found}/{len(r.explorer_controls)} guards yield a shortest "

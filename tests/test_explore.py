@@ -128,7 +128,8 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
     assert controls["unlock_before_callback"].model == "pressure-script"
     assert all(x.violated in GUARD_IDS[name] for name, x in controls.items())
     assert all(runs[m].exhausted for m in ("admission", "ort", "pressure", "transactions", "manager"))
-    assert runs["admission"].complete and [p.coverage.split(",")[0] for p in runs["admission"].parts] == ["complete"] * 3
+    assert runs["admission"].complete
+    assert [p.coverage.split(",")[0] for p in runs["admission"].parts] == ["complete"] * 3
 
 
 def test_report_json_carries_explorer_figures() -> None:

@@ -67,7 +67,8 @@ def _counter(limit: int) -> Model:
 def test_counterexample_carries_and_prints_the_state_after_each_step() -> None:
     r = explore(_counter(2), max_depth=5)
     assert r.counterexample == (1, 2) and r.trace == (0, 1, 3)
-    assert render_counterexample(r) == " 0. (initial)\n     0\n 1. 1\n     -> 1\n 2. 2\n     -> 3\n=> TOY: counter 3 > 2\n"
+    assert render_counterexample(r) == (" 0. (initial)\n     0\n 1. 1\n     -> 1\n 2. 2\n     -> 3\n"
+                                        "=> TOY: counter 3 > 2\n")
     t = itf_trace(r.trace, r.counterexample, {"violated": r.violated})
     assert t["vars"] == ["action", "state"] and [s["state"] for s in t["states"]] == [0, 1, 3]
     assert [s["action"] for s in t["states"]] == ["init", "1", "2"] and t["#meta"]["violated"] == "TOY"
@@ -84,7 +85,8 @@ def test_golden_itf_counterexample_unchanged(g) -> None:
     path = GOLDEN / f"{g.name}.json"
     assert path.is_file(), "run `python -m refimpl.cli explore --write-golden`"
     text = golden_itf(g)
-    assert text == path.read_text(), "the counterexample changed: review, then `python -m refimpl.cli explore --write-golden`"
+    assert text == path.read_text(), (
+        "the counterexample changed: review, then `python -m refimpl.cli explore --write-golden`")
     t = json.loads(text)
     # One state per step plus the initial one, each indexed and holding every variable; it ends where it breaks.
     assert [s["#meta"]["index"] for s in t["states"]] == list(range(len(t["states"])))
