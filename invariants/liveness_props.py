@@ -21,7 +21,8 @@ mark follows its ticket through the renaming and clears when it retires.
 
 C4 is "partial": the transactions scope plans at most two transactions and never reuses an id, so it has no
 infinite run at all, and a livelock of aborts cannot be expressed in it; doing so needs transaction ids
-recycled as I13's scope recycles tickets (not done).
+recycled as I13's scope recycles tickets, and the intent's age (raised by every abort, unbounded) capped
+(not done).
 
 Pure; reads the spec only.
 """
@@ -168,8 +169,9 @@ PROPERTIES: dict[str, tuple[str, Callable[[GuardSet], Model], Callable[[Graph], 
 }
 
 _PARTIAL = {"C4": ("transactions", "the transactions scope plans at most two transactions and never reuses an id, "
-                   "so it has no infinite run and a livelock of aborts cannot be expressed; it needs transaction "
-                   "ids recycled as the starvation scope recycles tickets")}
+                   "so it has no infinite run and a livelock of aborts cannot be expressed; it needs transaction, "
+                   "intent and sequence ids recycled as the starvation scope recycles tickets, and a bound on the "
+                   "intent's age, which every abort raises by one without limit (spec.transactions._abort_tx)")}
 
 
 def check_liveness(pid: str, guards: GuardSet = ALL_ON, *, max_states: int = 200_000) -> LivenessResult:

@@ -327,7 +327,8 @@ LIVENESS: dict[str, tuple[str, tuple[str, ...]]] = {
             (_LV + "test_guard_off_yields_a_lasso_printed_with_states",)),
     "C4": ("No run aborts forever with no commit. Fairness: weak fairness of Commit of a transaction holding "
            "every reservation. Partial: the transactions scope plans at most two transactions and never reuses "
-           "an id, so it has no infinite run and a livelock of aborts cannot be expressed in it.",
+           "an id, so it has no infinite run and a livelock of aborts cannot be expressed in it (it needs ids "
+           "recycled and the intent's age, raised by every abort, bounded).",
            (_LV + "test_c4_is_partial_with_its_reason",)),
 }
 
