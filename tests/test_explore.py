@@ -110,6 +110,15 @@ def test_depth_cut_short_of_the_fixpoint_is_not_complete() -> None:
     assert explore(_counter_model(3), max_depth=3).complete
 
 
+def test_parallel_explorer_calls_only_a_fixpoint_complete() -> None:
+    from invariants.explore_parallel import explore_parallel
+    whole = explore_parallel(_counter_model(3), max_depth=3, workers=2)
+    assert (whole.states, whole.complete, whole.diameter, whole.coverage) == (4, True, 2, "complete, diameter 2")
+    for depth in (1, 2):  # the states at the cut were not expanded: not known to be all
+        cut = explore_parallel(_counter_model(3), max_depth=depth, workers=2)
+        assert not cut.complete and cut.exhausted and cut.coverage == f"to depth {depth}"
+
+
 def test_invalid_initial_state_rejected_at_depth_zero() -> None:
     r = explore(_counter_model(-1), max_depth=3)
     assert r.violated == "TOY" and r.counterexample == () and r.transitions == 0
