@@ -154,6 +154,12 @@ def report_markdown(r: Report) -> str:
     for i in r.ids:
         lines += [f"| {i.id} | `{c.predicate}.{c.clause}` | {c.evaluated} | {c.antecedent_held} | "
                   f"{', '.join(c.failed_by) or '**none**'} |" for c in i.coverage]
+    if r.explorer_controls:
+        lines += ["", "## Explorer controls", "", "Each spec-layer guard switched off: the explorer's shortest "
+                  "counterexample, with the state after each step (the JSON report holds it as an ITF trace).", ""]
+        for name, x in r.explorer_controls.items():
+            lines += [f"### `{name}` off: {'violates ' + str(x.violated) if x.found else 'NOT FOUND'}", "",
+                      "```", render_counterexample(x).rstrip("\n"), "```", ""]
     if r.liveness_controls:
         lines += ["", "## Liveness controls", "", "Each liveness property's guard switched off: the lasso (a prefix, "
                   "then a cycle repeated forever) with the state after each step.", ""]

@@ -132,3 +132,15 @@ def test_every_scopes_states_have_an_itf_form(name: str) -> None:
     g = build_graph(_scope_models()[name], max_states=300)
     t = itf_trace(g.states, [a for _, a in (p for p in g.parent[1:])], {})
     assert len(t["states"]) == len(g.states) and all(set(t["vars"]) <= set(s) for s in t["states"])
+
+
+def test_report_markdown_shows_each_explorer_control_with_its_states() -> None:
+    from invariants.ledger_scope import CONTROL_SCOPE, ledger_model
+    from refimpl.cli_report import report_markdown
+    from refimpl.verify import Report
+    from spec.guards import GuardSet
+
+    x = explore(ledger_model(CONTROL_SCOPE, GuardSet.without("owner_only")), max_depth=6)
+    md = report_markdown(Report(True, "quick", (), {}, {}, (), 0.0, explorer_controls={"owner_only": x}))
+    section = md.split("### `owner_only` off: violates I6", 1)[1]
+    assert section.count("     -> State(") == len(x.counterexample) and " 0. (initial)" in section
