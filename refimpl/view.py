@@ -37,6 +37,10 @@ class TraceError(ValueError):
 _KIND = re.compile(r"^[a-z][a-z_]{0,63}$")
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _events(lines: Any) -> list[dict[str, Any]]:
     out = []
     for n, raw in enumerate(lines, 1):
@@ -47,7 +51,7 @@ def _events(lines: Any) -> list[dict[str, Any]]:
         if len(out) >= MAX_EVENTS:
             raise TraceError(f"more than {MAX_EVENTS} events")
         try:
-            e = json.loads(raw)
+            e = json.loads(raw, parse_constant=_no_constant)  # NaN / Infinity are not JSON (nor in the page)
         except (ValueError, UnicodeDecodeError) as err:
             raise TraceError(f"line {n}: not JSON ({err})") from None
         if not isinstance(e, dict) or not isinstance(e.get("kind"), str) or not _KIND.match(e["kind"]):
@@ -73,7 +77,8 @@ def render_html(events: list[dict[str, Any]], title: str) -> str:
     """The page with the trace's events embedded (its script builds the model from them, as from a picked file)."""
     payload = json.dumps(events, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
     safe_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return PAGE.replace("__TITLE__", safe_title).replace("__DATA__", payload)
+    fill = {"__TITLE__": safe_title, "__DATA__": payload}  # one pass: a title naming __DATA__ stays a title
+    return re.sub("__TITLE__|__DATA__", lambda m: fill[m.group(0)], PAGE)
 
 
 def write_timeline(trace: str | Path, out: str | Path) -> int:

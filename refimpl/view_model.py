@@ -28,6 +28,7 @@ the two on a trace of every kind. Change both together.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = ["CATEGORIES", "UNATTRIBUTED", "build_model"]
@@ -51,6 +52,7 @@ CATEGORIES: dict[str, str] = {
 }
 _POOL = "ortmem-pool/1"
 _STATE_ROLE = {"plan_tx": "state", "tx_plan": "state"}  # a transaction's reservations are Role.STATE
+_ID = re.compile(r"[0-9]{1,20}")
 
 
 def _int(v: Any) -> int | None:
@@ -59,6 +61,15 @@ def _int(v: Any) -> int | None:
 
 def _obj(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
+
+
+def _text(v: Any, n: int, default: str = "") -> str:
+    return v[:n] if isinstance(v, str) else default
+
+
+def _role(kind: str, rev: Any, role: Any) -> str:
+    """The role a charge is drawn under: the event's role, a transaction's `state`, a pool ticket's `pool`."""
+    return role[:16] if isinstance(role, str) else _STATE_ROLE.get(kind, "pool" if rev == _POOL else "?")
 
 
 def _steps(series: list[list[int]], i: int, v: int) -> None:
@@ -86,7 +97,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
         return f"{names.get(h, h) if type(h) is int else '?'} / {role}"
 
     def new_authority(aid: int, pool: Any, tier: Any, capacity: Any, i: int) -> None:
-        auths[aid] = {"id": aid, "pool": str(pool)[:64], "tier": str(tier)[:16], "limit": [[i, _int(capacity) or 0]],
+        auths[aid] = {"id": aid, "pool": _text(pool, 64), "tier": _text(tier, 16), "limit": [[i, _int(capacity) or 0]],
                       "used": [], "series": {}, "over": []}
         canon[aid], used[aid], charge[aid] = aid, 0, {}
 
@@ -95,13 +106,13 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
         ids, p = _obj(e.get("ids")), _obj(e.get("payload"))
         ok = p.get("outcome") == "accepted"
         result = _int(ids.get("result")) if _int(ids.get("result")) is not None else _int(p.get("result"))
-        holder, role = ids.get("holder"), p.get("role")
+        holder, role = ids.get("holder"), _role(kind, rev, p.get("role"))
         if ok and kind == "register_holder" and result is not None:
-            names[result] = str(p.get("name", result))[:64]
+            names[result] = _text(p.get("name"), 64, str(result))
         elif ok and kind == "register_authority" and result is not None:
-            new_authority(result, p.get("pool", ""), p.get("tier", ""), p.get("capacity"), i)
+            new_authority(result, p.get("pool"), p.get("tier"), p.get("capacity"), i)
         elif ok and kind == "tx_add_authority" and result is not None:
-            new_authority(result, p.get("name", ""), p.get("tier", ""), p.get("capacity"), i)
+            new_authority(result, p.get("name"), p.get("tier"), p.get("capacity"), i)
         elif ok and kind == "register_alias" and result is not None and _int(ids.get("of")) in canon:
             canon[result] = canon[ids["of"]]
         elif ok and kind == "commit_limit" and _int(ids.get("authority")) in auths:
@@ -111,15 +122,13 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
         # who the event names: its subjects, in the order a decrease is taken from them
         if ok and result is not None:
             if kind in ("reserve", "record_committed"):
-                owners["allocation"][result] = key(holder, str(role))
+                owners["allocation"][result] = key(holder, role)
             elif kind == "open_allowance":
                 owners["allowance"][result] = key(holder, "allowance")
-            elif kind in ("submit", "try_reserve"):
-                owners["ticket"][result] = key(holder, str(role))
-            elif kind == "pool_submit":
-                owners["ticket"][result] = key(holder, "pool")
+            elif kind in ("submit", "try_reserve", "pool_submit"):
+                owners["ticket"][result] = key(holder, role)
             elif kind in _STATE_ROLE:
-                owners["tx"][result] = key(holder, "state")
+                owners["tx"][result] = key(holder, role)
             elif kind == "claim" and _int(ids.get("ticket")) in owners["ticket"]:
                 owners["allocation"][result] = owners["ticket"][ids["ticket"]]
             elif kind == "reserve_tx" and _int(ids.get("tx")) in owners["tx"]:
@@ -136,8 +145,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
             if k is not None and k not in subjects:
                 subjects.append(k)
         if type(holder) is int:
-            k = key(holder, str(role) if isinstance(role, str) else _STATE_ROLE.get(kind, "pool" if rev == _POOL
-                                                                                   else "?"))
+            k = key(holder, role)
             if k not in subjects:
                 subjects.append(k)
         # the governor's own used after the event, per canonical authority
@@ -150,7 +158,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             for part in (_obj(_obj(observed).get("used")), _obj(p.get("used"))):
                 for s, u in part.items():
-                    if s.isdigit() and int(s) in auths and type(u) is int:
+                    if _ID.fullmatch(s) and int(s) in auths and type(u) is int:
                         figures[int(s)] = u
         for a in sorted(figures):
             d, u = figures[a] - used[a], figures[a]
@@ -203,4 +211,4 @@ def _detail(ids: dict[str, Any], p: dict[str, Any]) -> str:
     rest = {k: v for k, v in p.items() if k not in ("observed", "used", "outcome", "error", "bundles")}
     text = json.dumps({"ids": ids, "outcome": p.get("outcome"), "error": p.get("error"), **rest},
                       separators=(",", ":"), ensure_ascii=False)
-    return text[:400]
+    return text[:400]  # code points: the page slices Array.from(text) alike
