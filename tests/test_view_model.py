@@ -63,15 +63,17 @@ def test_pool_trace_reads_used_from_free_and_tickets() -> None:
            observed={"free": 64, "generation": 0, "aging_bound": 4, "mailbox": 8}),
         ev("pool", "pool_claim", {"holder": 2, "ticket": 9, "authority": 1}, outcome="rejected",
            error="UnknownTicket", observed=None),
+        ev("pool", "pool_submit", {"holder": 2, "authority": 1}, nbytes=64, priority=0, result=3,
+           observed={"free": 0, "generation": 0, "aging_bound": 4, "mailbox": 8}),  # 8: full, not over
     ]
     m = build_model(events)
     [pool] = m["authorities"]
-    assert pool["used"] == [[3, 24], [4, 74], [5, 50], [6, 0]]
-    assert pool["series"] == {"w / pool": [[3, 24], [5, 0]], "kv / kv": [[4, 50], [6, 0]]}
+    assert pool["used"] == [[3, 24], [4, 74], [5, 50], [6, 0], [8, 64]]
+    assert pool["series"] == {"w / pool": [[3, 24], [5, 0]], "kv / kv": [[4, 50], [6, 0]], "kv / pool": [[8, 64]]}
     assert pool["over"] == [[4, 5]]
     assert [(x["i"], x["category"]) for x in m["markers"]] == [
-        (3, "ticket"), (4, "grant"), (6, "pressure"), (7, "rejected")]
-    assert m["markers"][-1]["authority"] == 1 and m["markers"][-1]["holder"] == "kv"
+        (3, "ticket"), (4, "grant"), (6, "pressure"), (7, "rejected"), (8, "ticket")]
+    assert m["markers"][3]["authority"] == 1 and m["markers"][3]["holder"] == "kv"
 
 
 def test_tx_trace_registers_authorities_and_charges_state() -> None:
