@@ -53,6 +53,9 @@ CATEGORIES: dict[str, str] = {
 _POOL = "ortmem-pool/1"
 _STATE_ROLE = {"plan_tx": "state", "tx_plan": "state"}  # a transaction's reservations are Role.STATE
 _ID = re.compile(r"[0-9]{1,20}")
+#: Kinds whose result is a ticket or a pressure on the ledger the event names (a later event names only the id).
+_PLACED = {"submit": "ticket", "pool_submit": "ticket", "try_reserve": "ticket", "press": "pressure",
+           "pool_press": "pressure"}
 
 
 def _int(v: Any) -> int | None:
@@ -90,6 +93,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
     used: dict[int, int] = {}
     charge: dict[int, dict[str, int]] = {}
     owners: dict[str, dict[int, str]] = {"allocation": {}, "allowance": {}, "ticket": {}, "tx": {}}
+    where: dict[str, dict[int, int]] = {"ticket": {}, "pressure": {}}  # the ledger a ticket or pressure is on
     markers: list[dict[str, Any]] = []
     n = len(events)
 
@@ -120,6 +124,9 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
             if limit is not None:
                 _steps(auths[ids["authority"]]["limit"], i, limit)
         # who the event names: its subjects, in the order a decrease is taken from them
+        named = canon.get(_int(ids.get("authority")))  # type: ignore[arg-type]
+        if ok and result is not None and named is not None and kind in _PLACED:
+            where[_PLACED[kind]][result] = named
         if ok and result is not None:
             if kind in ("reserve", "record_committed"):
                 owners["allocation"][result] = key(holder, role)
@@ -160,10 +167,12 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
                 for s, u in part.items():
                     if _ID.fullmatch(s) and int(s) in auths and type(u) is int:
                         figures[int(s)] = u
+        moved = []
         for a in sorted(figures):
             d, u = figures[a] - used[a], figures[a]
             used[a] = u
             if d:
+                moved.append(a)
                 _apply(charge[a], auths[a]["series"], subjects, d, i)
                 _steps(auths[a]["used"], i, u)
         for a, rec in auths.items():
@@ -174,7 +183,12 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
                 over[-1][1] = i
         category = "rejected" if p.get("outcome") == "rejected" else CATEGORIES.get(kind)
         if category is not None:
-            a = canon.get(_int(ids.get("authority")))  # type: ignore[arg-type]
+            # the ledger it names, else its ticket's or pressure's, else the one ledger whose used it moved
+            a = named
+            if a is None:
+                a = where["ticket"].get(_int(ids.get("ticket")), where["pressure"].get(_int(ids.get("pressure"))))  # type: ignore[arg-type]
+            if a is None and len(moved) == 1:
+                a = moved[0]
             markers.append({"i": i, "category": category, "kind": kind, "authority": a,
                             "holder": names.get(holder) if type(holder) is int else None,
                             "detail": _detail(ids, p)})

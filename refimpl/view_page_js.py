@@ -24,6 +24,7 @@ const ortmemModel = (function () {
   "use strict";
   const C = __CONSTANTS__;
   const POOL = "ortmem-pool/1", STATE_ROLE = {plan_tx: "state", tx_plan: "state"};
+  const PLACED = {submit: "ticket", pool_submit: "ticket", try_reserve: "ticket", press: "pressure", pool_press: "pressure"};
   const KIND = /^[a-z][a-z_]{0,63}$/, ID = /^[0-9]{1,20}$/;
   const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
   const obj = (v) => (isObj(v) ? v : {});
@@ -89,6 +90,7 @@ const ortmemModel = (function () {
   function build(events) {  // build_model
     const names = new Map(), auths = new Map(), canon = new Map(), used = new Map(), charge = new Map();
     const owners = {allocation: new Map(), allowance: new Map(), ticket: new Map(), tx: new Map()};
+    const where = {ticket: new Map(), pressure: new Map()};
     const markers = [], n = events.length;
     const key = (h, role) => (int(h) === null ? "?" : names.has(h) ? names.get(h) : String(h)) + " / " + role;
     const newAuthority = (aid, pool, tier, capacity, i) => {
@@ -110,6 +112,8 @@ const ortmemModel = (function () {
         const limit = int(obj(p.result).limit);
         if (limit !== null) steps(auths.get(ids.authority).limit, i, limit);
       }
+      const named = canon.has(int(ids.authority)) ? canon.get(ids.authority) : null;
+      if (ok && result !== null && named !== null && kind in PLACED) where[PLACED[kind]].set(result, named);
       if (ok && result !== null) {
         if (kind === "reserve" || kind === "record_committed") owners.allocation.set(result, key(holder, role));
         else if (kind === "open_allowance") owners.allowance.set(result, key(holder, "allowance"));
@@ -134,9 +138,11 @@ const ortmemModel = (function () {
           for (const s of Object.keys(part))
             if (ID.test(s) && auths.has(Number(s)) && int(part[s]) !== null) figures.set(Number(s), part[s]);
       }
+      const moved = [];
       for (const a of Array.from(figures.keys()).sort((x, y) => x - y)) {
         const u = figures.get(a), d = u - used.get(a);
         used.set(a, u);
+        if (d) moved.push(a);
         if (d) { apply(charge.get(a), auths.get(a).series, subjects, d, i); steps(auths.get(a).used, i, u); }
       }
       for (const [a, rec] of auths) {
@@ -147,7 +153,9 @@ const ortmemModel = (function () {
       const category = p.outcome === "rejected" ? "rejected" : (Object.prototype.hasOwnProperty.call(C.categories, kind)
         ? C.categories[kind] : null);
       if (category !== null) {
-        const a = canon.has(int(ids.authority)) ? canon.get(ids.authority) : null;
+        let a = named !== null ? named : where.ticket.has(int(ids.ticket)) ? where.ticket.get(ids.ticket)
+          : where.pressure.has(int(ids.pressure)) ? where.pressure.get(ids.pressure) : null;
+        if (a === null && moved.length === 1) a = moved[0];
         markers.push({i: i, category: category, kind: kind, authority: a,
                       holder: int(holder) !== null && names.has(holder) ? names.get(holder) : null, detail: detail(ids, p)});
       }
