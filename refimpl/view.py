@@ -1,19 +1,20 @@
 """`ortmem view TRACE.jsonl -o timeline.html`: a governed run as one self-contained memory timeline.
 
-Reads the trace only (never the governor), like the replay checker, and
-turns it into per-authority series: the charge of every allocation, summed by
-(holder, role), at every event, against the authority's capacity (its limit),
-plus the ledger's own `used` as observed, so a trace whose figures disagree
-with its allocations shows the gap (marked as a "divergence" event). Events
-that are not plain charge changes (device loss and termination, tickets,
-pressure, transactions, boundaries, every rejected operation) become markers
-with their details on hover.
+Reads the trace only (never the governor), like the replay checker: this
+module reads and bounds the lines; `refimpl.view_model` turns the events of
+any revision into the per-authority picture (charge by holder and role,
+the ledger's own `used`, the limit, oversubscription, markers);
+`refimpl.view_page` is the page, which builds the same model in the
+browser from the embedded events or from a file picked in the page;
+`refimpl.view_perfetto` exports the model in the Chrome trace-event format.
 
 Traces are untrusted input: lines and events are bounded
-(`invariants.trace_format`), every line is parsed as JSON and nothing is
-evaluated; the page embeds the data as JSON inside a `<script
-type="application/json">` with `<` escaped, and the page's script inserts it
-as text, never as markup. The page needs no network (inline CSS and JS).
+(`invariants.trace_format`), every line is parsed as JSON (NaN and Infinity
+refused, as JSON.parse refuses them) and nothing is evaluated; the page
+embeds the events as JSON inside a `<script type="application/json">` with
+`<` and `>` escaped, and the page's script inserts text, never markup. The
+page needs no network (inline CSS and JS under a Content-Security-Policy
+that allows nothing else).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def timeline_data(lines: Any) -> dict[str, Any]:
 
 def render_html(events: list[dict[str, Any]], title: str) -> str:
     """The page with the trace's events embedded (its script builds the model from them, as from a picked file)."""
-    payload = json.dumps(events, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+    payload = json.dumps(events, separators=(",", ":"), ensure_ascii=False)
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e")
     safe_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     fill = {"__TITLE__": safe_title, "__DATA__": payload}  # one pass: a title naming __DATA__ stays a title
     return re.sub("__TITLE__|__DATA__", lambda m: fill[m.group(0)], PAGE)

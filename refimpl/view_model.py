@@ -186,7 +186,8 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
             # the ledger it names, else its ticket's or pressure's, else the one ledger whose used it moved
             a = named
             if a is None:
-                a = where["ticket"].get(_int(ids.get("ticket")), where["pressure"].get(_int(ids.get("pressure"))))  # type: ignore[arg-type]
+                ticket, pressure = _int(ids.get("ticket")), _int(ids.get("pressure"))
+                a = where["ticket"].get(ticket, where["pressure"].get(pressure))  # type: ignore[arg-type]
             if a is None and len(moved) == 1:
                 a = moved[0]
             markers.append({"i": i, "category": category, "kind": kind, "authority": a,

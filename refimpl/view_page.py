@@ -109,10 +109,10 @@ _RENDER_JS = r"""
     const y = (v) => T + (H - T - 20) * (1 - v / top);
     const svg = el("svg", {viewBox: "0 0 " + W + " " + (H + STRIP), width: "100%", role: "img",
                            "data-authority": a.id}, box);
-    for (let t = 0; t <= 4; t++) {
-      const v = top / 1.1 * t / 4;
+    const step = 2 ** Math.ceil(Math.log2(Math.max(1, top / 1.1 / 4)));  // ticks at powers of two of bytes
+    for (let v = 0; v <= top; v += step) {
       el("line", {x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#eee"}, svg);
-      el("text", {x: L - 6, y: y(v) + 4, "text-anchor": "end"}, svg).textContent = bytes(Math.round(v));
+      el("text", {x: L - 6, y: y(v) + 4, "text-anchor": "end"}, svg).textContent = bytes(v);
     }
     for (let t = 0; t <= 5; t++) {
       const i = Math.round(state.lo + (state.hi - state.lo) * t / 5);

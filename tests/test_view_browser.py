@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,14 @@ def _at(authorities: list[dict], a: int, i: int) -> int:
     return next((v for j, v in reversed(rec["used"]) if j <= i), 0)
 
 
+def _wait(page, expr: str, timeout: float = 10.0) -> None:
+    """Poll `expr` with evaluate: wait_for_function's string predicates are eval'd, which the page's CSP refuses."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expr):
+        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
+        page.wait_for_timeout(50)
+
+
 def _open(browser, page_file: Path):
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     errors: list[str] = []
@@ -132,7 +141,7 @@ def _open(browser, page_file: Path):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: requests.append(r.url))
     page.goto(page_file.as_uri())
-    page.wait_for_function("window.ortmemTimeline && window.ortmemTimeline.rendered", timeout=10_000)
+    _wait(page, "window.ortmemTimeline && window.ortmemTimeline.rendered")
     return page, errors, requests
 
 
@@ -201,17 +210,17 @@ def test_file_picker_empty_and_rejected_traces(browser, traces, tmp_path: Path) 
     assert not page.locator("#message").is_visible()
     ledger = timeline_data(traces["ledger"].read_bytes().splitlines())
     page.set_input_files("#file", str(traces["ledger"]))
-    page.wait_for_function("window.ortmemTimeline.loaded === 1")
+    _wait(page, "window.ortmemTimeline.loaded === 1")
     assert page.evaluate("window.ortmemTimeline.model.events") == ledger["events"]
     assert page.locator("div.panel[data-authority]").count() == len(ledger["authorities"])
     assert "ledger.jsonl: " in page.inner_text("#summary")
     page.set_input_files("#file", str(traces["empty"]))
-    page.wait_for_function("window.ortmemTimeline.loaded === 2")
+    _wait(page, "window.ortmemTimeline.loaded === 2")
     assert page.locator("#message").is_visible()
     assert page.inner_text("#message") == "empty.jsonl: the trace has no events: nothing to draw."
     assert page.locator("div.panel[data-authority]").count() == 0
     page.set_input_files("#file", str(traces["bad"]))
-    page.wait_for_function("window.ortmemTimeline.loaded === 3")
+    _wait(page, "window.ortmemTimeline.loaded === 3")
     assert page.inner_text("#message").startswith("bad.jsonl: rejected trace: line 2: not JSON")
     assert page.locator("div.panel[data-authority]").count() == 0
     assert errors == [] and requests == [page_file.as_uri()]
@@ -228,7 +237,7 @@ def test_wheel_zooms_and_drag_pans(browser, traces, tmp_path: Path) -> None:
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 3)
     for _ in range(5):
         page.mouse.wheel(0, -100)
-    page.wait_for_function(f"window.ortmemTimeline.view[1] - window.ortmemTimeline.view[0] < {n * 0.5}")
+    _wait(page, f"window.ortmemTimeline.view[1] - window.ortmemTimeline.view[0] < {n * 0.5}")
     lo, hi = page.evaluate("window.ortmemTimeline.view")
     assert 0 < lo and hi < n and "showing events" in page.inner_text("#window")
     page.mouse.down()
