@@ -49,10 +49,16 @@ _RENDER_JS = r"""
     while (x >= 1024 && u < units.length - 1) { x /= 1024; u++; }
     return (v < 0 ? "-" : "") + (u ? x.toFixed(x < 10 ? 2 : 1) : String(x)) + " " + units[u];
   }
-  const at = (series, i) => {  // a step series' value at event i
-    let v = 0;
-    for (const [j, u] of series) { if (j > i) break; v = u; }
-    return v;
+  const at = (series, i) => {  // a step series' value at event i (binary search: series are in event order)
+    let lo = 0, hi = series.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (series[mid][0] <= i) lo = mid + 1; else hi = mid; }
+    return lo ? series[lo - 1][1] : 0;
+  };
+  const sample = (series, xs) => {  // values at sorted event indices, in one sweep
+    const out = new Array(xs.length);
+    let k = 0, v = 0;
+    xs.forEach((i, n) => { while (k < series.length && series[k][0] <= i) v = series[k++][1]; out[n] = v; });
+    return out;
   };
   const x = (i) => L + (W - L - R) * ((i - state.lo) / (state.hi - state.lo));
   const indexAt = (svg, clientX) => {
@@ -104,7 +110,8 @@ _RENDER_JS = r"""
     for (const [j] of a.limit) if (j > state.lo && j < state.hi) pts.add(j);
     const xs = Array.from(pts).sort((p, q) => p - q);
     let top = 1;
-    for (const i of xs) top = Math.max(top, at(a.used, i), at(a.limit, i));
+    const usedAt = sample(a.used, xs), limitAt = sample(a.limit, xs);
+    xs.forEach((i, n) => { top = Math.max(top, usedAt[n], limitAt[n]); });
     top *= 1.1;
     const y = (v) => T + (H - T - 20) * (1 - v / top);
     const svg = el("svg", {viewBox: "0 0 " + W + " " + (H + STRIP), width: "100%", role: "img",
@@ -125,7 +132,7 @@ _RENDER_JS = r"""
     }
     const lower = xs.map(() => 0);
     keys.forEach((k) => {
-      const upper = xs.map((i, n) => lower[n] + at(a.series[k], i));
+      const values = sample(a.series[k], xs), upper = xs.map((i, n) => lower[n] + values[n]);
       if (upper.every((v, n) => v === lower[n])) return;
       let d = stepPath(xs.map((i, n) => [i, upper[n]]), y);
       for (let n = xs.length - 1; n >= 0; n--) {
