@@ -56,6 +56,8 @@ def test_html_is_self_contained_and_escapes_the_trace() -> None:
     page = render_html(read_events(io.BytesIO(known_trace().encode())), "t <x>")
     assert "<b>weights</b>" not in page and "\\u003cb\\u003eweights" in page
     assert "<title>t &lt;x&gt;</title>" in page
+    named = render_html(read_events(io.BytesIO(known_trace().encode())), "__DATA__")
+    assert "<title>__DATA__</title>" in named and named.count('"register_holder"') == 2  # the title is not filled
     for needle in ("http://", "https://", "src=", "<link"):
         assert needle not in page.replace('"http://www.w3.org/2000/svg"', ""), needle
 
@@ -65,6 +67,7 @@ def test_html_is_self_contained_and_escapes_the_trace() -> None:
     ([b'{"kind": "<script>"}'], "no valid 'kind'"),
     ([b'{"kind": "reserve", "ids": []}'], "'ids' is not an object"),
     ([b'{"kind": "reserve", "pad": "' + b"x" * 70_000 + b'"}'], "longer than"),
+    ([b'{"kind": "reserve", "payload": {"nbytes": NaN}}'], "not JSON"),  # JSON.parse refuses it too
 ])
 def test_invalid_trace_is_refused(lines: list[bytes], match: str) -> None:
     with pytest.raises(TraceError, match=match):

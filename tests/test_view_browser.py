@@ -169,17 +169,19 @@ def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str
         assert f"limit {_human(limit)}" in page.inner_text(f"div.panel[data-authority='{a}'] h2")
         stack = page.evaluate(f"Object.values(window.ortmemTimeline.stackAt({a}, {n - 1})).reduce((s, v) => s + v, 0)")
         assert stack == used.get(a, 0), a  # the stack ends where the ledger's own figure ends
-    a, k = drawn[0]
-    svg = page.locator(f"svg[data-authority='{a}']")
-    box = svg.bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.4)
+    a = int(drawn[0][0])
+    [rec] = [r for r in model["authorities"] if r["id"] == a]
+    i = max(rec["used"], key=lambda p: p[1])[0]  # the event where this ledger's used peaks: a full stack
+    box = page.locator(f"svg[data-authority='{a}']").bounding_box()
+    vx = 78 + (1000 - 78 - 12) * (i + 0.5) / n  # the page's x axis: margins 78 and 12 of a 1000-wide viewBox
+    page.mouse.move(box["x"] + vx / 1000 * box["width"], box["y"] + box["height"] * 0.4)
     tip = page.inner_text("#tip")
-    assert page.locator("#tip").is_visible() and tip.startswith("event "), tip
-    i = int(tip.split()[1].rstrip(":"))
-    assert f"used {_human(_at(model['authorities'], int(a), i))} of limit " in tip
-    for key, v in page.evaluate(f"window.ortmemTimeline.stackAt({a}, {i})").items():
-        if v:
-            assert f"{key}: {page.evaluate(f'window.ortmemTimeline.bytes({v})')}" in tip
+    assert page.locator("#tip").is_visible() and tip.startswith(f"event {i}"), tip
+    assert f"used {_human(_at(model['authorities'], a, i))} of limit " in tip
+    stack = {key: v for key, v in page.evaluate(f"window.ortmemTimeline.stackAt({a}, {i})").items() if v}
+    assert stack and sum(stack.values()) == _at(model["authorities"], a, i)
+    for key, v in stack.items():
+        assert f"{key}: {_human(v)}" in tip
     marker = page.locator("rect.marker").last  # drawn last: on top of any neighbour it overlaps
     marker.hover()
     assert f"({marker.get_attribute('data-category')})" in page.inner_text("#tip")
