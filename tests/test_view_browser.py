@@ -25,8 +25,6 @@ import pytest
 from refimpl.cli import main
 from refimpl.view import timeline_data
 
-pytestmark = pytest.mark.browser
-
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
