@@ -386,19 +386,27 @@ def _num(v: Any) -> Any:
 
 def view(args: argparse.Namespace, console: Console) -> int:
     from refimpl.view import TraceError, write_timeline
+    from refimpl.view_perfetto import write_perfetto
 
-    probe_file(args.out)
+    out = args.out if args.out or args.perfetto else "timeline.html"
+    for path in (out, args.perfetto):
+        if path:
+            probe_file(path)
     probe_json(args)
     if not os.path.isfile(args.trace):
         raise Unusable(f"cannot read {args.trace}: not a file")
     try:
-        n = write_timeline(args.trace, args.out)
+        n = write_timeline(args.trace, out) if out else None
+        if args.perfetto:
+            n = write_perfetto(args.trace, args.perfetto)
     except OSError as e:
-        raise Unusable(f"cannot read {args.trace} or write {args.out}: {e.strerror or e}") from None
+        raise Unusable(f"cannot read {args.trace} or write {out or args.perfetto}: {e.strerror or e}") from None
     except TraceError as e:
         _error(args, f"{args.trace}: {e}")
         return 1
-    console.print(f"wrote {args.out} ({n} events)")
+    for path in (out, args.perfetto):
+        if path:
+            console.print(f"wrote {path} ({n} events)")
     if args.json:
-        write_json(args.json, {"trace": args.trace, "out": args.out, "events": n})
+        write_json(args.json, {"trace": args.trace, "out": out, "perfetto": args.perfetto, "events": n})
     return 0

@@ -18,6 +18,7 @@ from invariants.liveness import lasso_itf, render_lasso
 from invariants.liveness_props import LivenessResult
 from refimpl.verify.verdict_rules import RULES, THRESHOLDS
 from refimpl.verify import Report
+from refimpl.verify.job import CHECKER_NAMES
 from spec.guards import guard
 
 __all__ = ["report_json", "report_markdown", "print_report", "explore_json", "explore_summary", "exploration_lines",
@@ -268,5 +269,13 @@ def print_report(r: Report, console: Console) -> None:
             console.print(_labelled(f"{i.id} partial:", "yellow", f"{len(i.reasons)} reason(s); first: {i.reasons[0]}"))
     verified = sum(i.status == "verified" for i in r.ids)
     verdict = "[green]OK[/] (no violation)" if r.ok else "[red]FAILED[/] (a violation)"
-    console.print(f"{verdict}: {verified} of {len(r.ids)} IDs verified, "
+    console.print(f"{verdict}: {scope_text(r)}: {verified} verified, "
                   f"{sum(i.status == 'partial' for i in r.ids)} partial, in {r.seconds:.1f} s")
+
+
+def scope_text(r: Report) -> str:
+    """What the verdict covers: every ID, or only those the selected checkers check (`--checker`)."""
+    if set(r.checkers) >= set(CHECKER_NAMES):
+        return f"all {len(r.ids)} IDs"
+    which = "this checker" if len(r.checkers) == 1 else "these checkers"
+    return f"{len(r.ids)} IDs checked by {which} ({', '.join(r.checkers)})"
