@@ -35,7 +35,7 @@ class Authority:
     used: int
     #: The physical device the pool is on, apart from the pool's name (None: not declared). Invariant (C1): at
     #: most one canonical authority per (device, tier), whatever each pool is called.
-    device: str | None = None
+    device: str | None = attrs.field(default=None, repr=False)  # not in the repr: explored states never declare one
 
 
 @attrs.frozen
