@@ -57,14 +57,21 @@ _C1_STABLE = clause("C1", "step_C1", "ledger_identity_stable",
 
 
 def state_C1(s: State) -> None:
-    """At most one canonical authority per pool; every alias resolves to a canonical one."""
+    """At most one canonical authority per pool, and per declared (device, tier); every alias resolves to one."""
     seen: dict[str, int] = {}
+    on_device: dict[tuple[str, object], int] = {}
     aliases = False
     for a in s.authorities.values():
         if a.alias_of is None:
             if a.pool in seen:
                 _C1_ONE.fail(f"pool {a.pool!r} has two canonical authorities: {seen[a.pool]} and {a.id}")
             seen[a.pool] = a.id
+            where = (a.device, a.tier)
+            if a.device is not None and where in on_device:
+                _C1_ONE.fail(f"device {a.device!r} ({a.tier.value}) has two canonical authorities: "
+                             f"{on_device[where]} and {a.id}, whatever their pools are called")
+            if a.device is not None:
+                on_device[where] = a.id
         else:
             aliases = True
             base = s.authorities.get(a.alias_of)

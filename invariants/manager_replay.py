@@ -14,8 +14,10 @@ and names the smallest bad prefix, the 1-based line number):
      kind, ids and payload keys exactly those of the kind, values well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
-  4. the action must be enabled exactly as the trace says (accepted with the
-     same result, or rejected with the same error class); an accepted event
+  4. ids are mapped to the spec's per kind (`invariants.replay_ids`); the
+     action must be enabled exactly as the trace says (accepted with the
+     same result, or rejected with an error whose precondition holds,
+     `spec.manager.refusals`); an accepted event
      naming an id the spec never issued means the event that issued it was lost;
   5. the governor's observed `used` must equal the spec's for every authority
      the event lists, and the event must list every authority whose `used`
@@ -55,12 +57,16 @@ from invariants.manager_trace import (
 )
 from invariants.focused_replay import decode_focused, start_focused
 from invariants.focused_trace import FOCUSED, POOL_REVISION
-from invariants.replay import ReplayResult, _Bad, check_outcome, next_in_sequence, read_event
+from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
+                               read_event, spec_action, spec_figures)
+from invariants.replay_ids import IdMap
 from invariants.replay import _decode as ledger_decode
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, Opaque
+from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, OPTIONAL_FIELDS, Opaque
 from spec import errors as E
+from spec import ledger_actions as A
+from spec import manager_actions as M
 from spec.ledger_actions import RegisterHolder
-from spec.manager_actions import Manager, initial
+from spec.manager_actions import LimitOutcome, Manager, initial
 from spec.records import evolve
 from spec.types import AllocState
 
@@ -108,10 +114,10 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if set(ids) != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
     want_payload = {f for f in fields if f not in MANAGER_ID_FIELDS} | set(_OUTCOME)
-    if set(payload) != want_payload:
+    if set(payload) != want_payload and set(payload) != want_payload - OPTIONAL_FIELDS:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
     try:
-        args = {f: decode_field(f, ids[f] if f in MANAGER_ID_FIELDS else payload[f]) for f in fields}
+        args = {f: decode_field(f, ids[f] if f in MANAGER_ID_FIELDS else payload.get(f)) for f in fields}
         result = decode_result(payload["result"])
         bundles = decode_bundles(payload["bundles"])
     except ValueError as e:
@@ -153,41 +159,97 @@ def _live(m: Manager) -> int:
     return len(m.ledger.allocations) + len(m.tickets) + len(m.pressures) + len(m.txs)
 
 
-def _apply(m: Manager, act: Any, outcome: dict[str, Any]) -> Manager:
-    from invariants.manager import check_step
-    from spec.manager import step
+#: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
+_ISSUES = {M.Submit: "ticket", M.Claim: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
+           M.OpenBundle: "bundle", A.RegisterAuthority: "authority", A.RegisterAlias: "authority",
+           A.RegisterHolder: "holder", A.Reserve: "allocation", A.RecordCommitted: "allocation",
+           A.OpenAllowance: "allowance"}
 
+
+def manager_ids(cur: dict[str, Manager]) -> IdMap:
+    """The id map of a composed replay over the manager `cur["m"]` (the latest state)."""
+    def live(kind: str, i: int) -> bool:
+        m = cur["m"]
+        table = {"authority": m.ledger.authorities, "holder": m.ledger.holders, "allocation": m.ledger.allocations,
+                 "allowance": m.ledger.allowances, "ticket": m.tickets, "pressure": m.pressures, "tx": m.txs,
+                 "bundle": m.bundles}[kind]
+        return i in table
+    return IdMap(live)
+
+
+def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> None:
+    """The observed result names the spec's: a new id is bound, ids already issued must be the same objects."""
+    kind = _ISSUES.get(type(act))
+    if kind is not None and type(result) is int:
+        alias_of = nxt.ledger.authorities[result].alias_of if isinstance(act, A.RegisterAlias) else None
+        bind_result(ids, kind, observed, result, alias_of)
+        return
+    if isinstance(act, M.PrepareLimit) and type(observed) is tuple and type(result) is tuple \
+            and len(observed) == len(result):
+        for o, r in zip(observed, result):
+            bind_result(ids, "pressure", o, r)
+        return
+    if isinstance(act, M.CommitTx) and type(observed) is tuple:
+        observed = tuple(ids.spec_id("allocation", x, False) for x in observed)
+    elif isinstance(act, M.CommitLimit) and isinstance(observed, LimitOutcome):
+        a = nxt.ledger.authorities.get(ids.spec_id("authority", act.authority, False))
+        if observed.committed and a is not None and observed.limit < a.used:
+            # C8: a successful lowering ends with used <= the new limit (D4: a limit stored below use).
+            raise _Bad("violation", f"{act!r}: the governor committed limit {observed.limit} B with {a.used} B "
+                                    "used: a lowered limit below use, with the old limit gone (C8)", "C8")
+        observed = attrs.evolve(observed, completed=tuple((ids.spec_id("pressure", p, False), n)
+                                                          for p, n in observed.completed))
+    if observed != result:
+        raise _Bad("refinement", f"{act!r} returned {observed!r}, the spec returns {result!r}")
+
+
+def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager:
+    from invariants.manager import check_step
+    from spec.manager import alternatives, refusals, step
+
+    accepted = outcome["outcome"] == "accepted"
+    sact = spec_action(ids, act, accepted)
     try:
-        nxt, result = step(m, act)
+        nxt, result = step(m, sact)
         err = None
     except E.GovernorError as e:
         nxt, result, err = m, None, e
-    accepted = outcome["outcome"] == "accepted"
-    check_outcome(act, err, outcome, _UNKNOWN,
-                  excused=err is not None and not accepted and _opaque_refusal(act, err, outcome["error"]))
+        if accepted:  # an outcome the design allows where the reference refuses (D8)
+            for nxt, result in alternatives(m, sact):
+                err = None
+                break
+    excused = err is not None and not accepted and (_opaque_refusal(sact, err, outcome["error"])
+                                                    or other_refusal(refusals, m, sact, err, outcome))
+    check_outcome(act, err, outcome, _UNKNOWN, excused=excused)
     # A ledger-format event carries only the id an operation issued; a composed one every result.
-    if accepted and (not outcome["ledger"] or outcome["result"] is not None) and outcome["result"] != result:
-        raise _Bad("refinement", f"{act!r} returned {outcome['result']!r}, the spec returns {result!r}")
+    if accepted and (not outcome["ledger"] or outcome["result"] is not None):
+        _result(ids, act, outcome["result"], result, nxt)
+    used = spec_figures(ids, "authority", outcome["used"])
+    charges = spec_figures(ids, "allocation", outcome["charges"])
+    outcome = {**outcome, "bundles": spec_figures(ids, "bundle", outcome["bundles"])}
     auths, before = nxt.ledger.authorities, m.ledger.authorities
-    for aid, used in outcome["used"].items():
+    for aid, u in used.items():
         if aid not in auths:
-            raise _Bad("unknown-id", f"observed used of authority {aid}, which does not exist")
-        if auths[aid].used != used:
-            raise _Bad("refinement", f"{act!r}: the governor observed {used} B used on authority {aid}, "
-                                     f"the spec has {auths[aid].used} B")
+            raise _Bad("unknown-id", f"observed used of authority {ids.observed_id('authority', aid)}, "
+                                     "which does not exist")
+        if auths[aid].used != u:
+            raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority "
+                                     f"{ids.observed_id('authority', aid)}, the spec has {auths[aid].used} B")
     allocs = nxt.ledger.allocations
-    for rid, charge in outcome["charges"].items():
+    for rid, charge in charges.items():
         if rid not in allocs or allocs[rid].charge != charge:
-            raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation {rid}, "
-                                     f"the spec has {allocs[rid].charge if rid in allocs else 'no such allocation'}")
-    # A composed event lists every authority whose used changed (a ledger-format one only those it touched).
-    changed = [a for a in auths if a in before and auths[a].used != before[a].used and a not in outcome["used"]]
-    if changed and not outcome["ledger"]:
-        raise _Bad("refinement", f"{act!r} changed used of authority {changed[0]} but the event does not say so")
-    _check_bundles(act, m, nxt, outcome)
+            raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation "
+                                     f"{ids.observed_id('allocation', rid)}, the spec has "
+                                     f"{allocs[rid].charge if rid in allocs else 'no such allocation'}")
+    # An event lists every authority whose used changed (a missing figure fails: issue #21).
+    changed = [a for a in auths if a in before and auths[a].used != before[a].used and a not in used]
+    if changed:
+        raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
+                                 "but the event does not say so")
+    _check_bundles(sact, m, nxt, outcome)
     if accepted:
         try:
-            check_step(m, act, nxt, result)
+            check_step(m, sact, nxt, result)
         except InvariantViolation as e:
             raise _Bad("violation", str(e), e.id) from None
     if _live(nxt) > MAX_LIVE:
@@ -240,6 +302,8 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     A trace of a focused front end (`ortmem-pool/1`, `ortmem-tx/1`) is read the same way up to its first
     focused event, and from there against its own spec (`invariants.focused_replay`)."""
     m, last, events, line, at_boundary, since_whole = initial(), {}, 0, 0, False, 0
+    cur = {"m": m}
+    ids = manager_ids(cur)
     focused: Any = None
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
     try:
@@ -274,20 +338,21 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                     raise _Bad("mixed-protocols", f"a configure event after the {focused.revision} events began")
                 # Before it only ledger-format events passed (a composed one fails below): no ticket has aged yet.
                 m, configured = evolve(m, aging_bound=act.aging_bound), True
+                cur["m"] = m
                 events += 1
                 continue
             if focused is not None and act is not None:
                 if type(act) is not RegisterHolder:
                     raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
                                                   "spec does not describe it (only register_holder may follow)")
-                m = _apply(m, act, outcome)
+                m = cur["m"] = _apply(m, ids, act, outcome)
                 if outcome["outcome"] == "accepted" and focused.state is not None:
                     focused.add_holder(outcome["result"])
             elif act is not None:
                 if not outcome["ledger"] and not configured:
                     raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
                                                "the manager's aging bound, so the spec cannot arbitrate it")
-                m = _apply(m, act, outcome)
+                m = cur["m"] = _apply(m, ids, act, outcome)
             since_whole += 1
             if since_whole >= max(1, _live(m)):  # amortised: O(1) per event
                 _check_whole(m)

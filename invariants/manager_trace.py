@@ -39,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from invariants.trace_format import (ENUMS, ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, decode_value, encode_value, kind_of,
+from invariants.trace_format import (ENUMS, ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS, decode_value, encode_value, kind_of,
                                      schema_case, value_schemas)
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 from spec.types import MAX_BYTES
@@ -163,7 +163,8 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
     """The event for one composed operation, as a JSON-ready dict."""
     fields = attrs.asdict(action, recurse=False)
     ids = {k: encode_value(k, v) for k, v in fields.items() if k in MANAGER_ID_FIELDS}
-    payload = {k: encode_field(k, v) for k, v in fields.items() if k not in MANAGER_ID_FIELDS}
+    payload = {k: encode_field(k, v) for k, v in fields.items()
+               if k not in MANAGER_ID_FIELDS and not (k in OPTIONAL_FIELDS and v is None)}
     payload["outcome"] = "accepted" if error is None else "rejected"
     payload["error"] = None if error is None else type(error).__name__
     payload["result"] = encode_result(result) if error is None else None

@@ -11,9 +11,13 @@ prefix, i.e. the 1-based line number):
      keys exactly those of the kind, enums and outcome well formed;
   4. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
-  5. the one spec action the event records must be enabled exactly as the
-     trace says: accepted with the same issued id, or rejected with the same
-     error class. An accepted event the spec rejects as an unknown id means
+  5. the event's ids are mapped to the spec's, per kind (`invariants.replay_ids`:
+     a governor may issue any fresh id; an id reused for a second live object,
+     or never issued, fails at that event); the one spec action the event
+     records must be enabled exactly as the trace says: accepted (its issued id
+     now names the spec's new object), or rejected with an error whose
+     precondition holds (`spec.ledger.refusals`: the design orders no checks)
+     and no observed change. An accepted event the spec rejects as an unknown id means
      the trace lost the event that issued it; other disagreements name the ID
      whose guard the spec applied (`ERROR_IDS`), or "refinement";
   6. the observed figures (`used`, charges) replace the spec's in the next
@@ -45,6 +49,7 @@ from attrs import evolve
 
 from invariants._violation import InvariantViolation
 from invariants.ledger import LOCAL_STATE_PREDICATES, check_all, check_step
+from invariants.replay_ids import IdMap, UnknownObservedId
 from invariants.replay_predicates import check_observed_step
 from invariants.replay_store import Store
 from invariants.trace_format import (
@@ -56,10 +61,15 @@ from invariants.trace_format import (
     MAX_LINE_BYTES,
     MAX_SOURCES,
     MAX_TEXT,
+    OPTIONAL_FIELDS,
     REVISIONS,
     decode_value,
+    kind_of,
 )
 from spec import errors as E
+from spec import ledger_actions as A
+from spec.ledger import alternatives as spec_alternatives
+from spec.ledger import refusals as spec_refusals
 from spec.ledger import step as spec_step
 from spec.ledger_state import State
 from spec.types import AllocState
@@ -198,9 +208,9 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if set(ids) != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
     want_payload = {f for f in fields if f not in ID_FIELDS} | set(_OUTCOME)
-    if set(payload) != want_payload:
+    if set(payload) != want_payload and set(payload) != want_payload - OPTIONAL_FIELDS:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
-    args = {f: _value(ids[f] if f in ID_FIELDS else payload[f], f) for f in fields}
+    args = {f: _value(ids[f] if f in ID_FIELDS else payload.get(f), f) for f in fields}
     if accepted and outcome["error"] is not None:
         raise _Bad("malformed", "an accepted event carries no error")
     if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):
@@ -264,25 +274,100 @@ def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any]
                                  f"{type(err).__name__}: {err}")
 
 
-def _apply(store: Store, act: Any, outcome: dict[str, Any]) -> None:
-    state = store.view(act, outcome["observed"])  # exactly what this action reads or changes
+#: Ledger kinds whose accepted operation issues an id, and the kind of that id.
+_ISSUES = {"register_authority": "authority", "register_alias": "authority", "register_holder": "holder",
+           "reserve": "allocation", "record_committed": "allocation", "open_allowance": "allowance"}
+
+
+def ledger_ids(store: Store) -> IdMap:
+    """The id map of a ledger replay: authorities and holders never retire; allocations and allowances do."""
+    tables = {"authority": store.auths, "holder": store.holders, "allocation": store.allocs,
+              "allowance": store.allows}
+    return IdMap(lambda kind, i: i in tables[kind])
+
+
+def bind_result(ids: IdMap, kind: str, obs: Any, spec: Any, canonical: int | None = None) -> None:
+    """`ids.bind`, its refusals as the replay's failures."""
     try:
-        nxt, result = spec_step(state, act)
+        ids.bind(kind, obs, spec, canonical)
+    except InvariantViolation as e:
+        raise _Bad("violation", str(e), e.id) from None
+    except ValueError as e:
+        raise _Bad("refinement", str(e)) from None
+
+
+def spec_action(ids: IdMap, act: Any, accepted: bool) -> Any:
+    """`act` in the spec's ids; an accepted event naming an id never issued fails as "unknown-id"."""
+    try:
+        return ids.action(act, strict=accepted)
+    except UnknownObservedId as e:
+        raise _Bad("unknown-id", f"{act!r} was accepted but names {e}") from None
+
+
+def spec_figures(ids: IdMap, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
+    try:
+        return ids.figures(kind, observed, known_only)
+    except UnknownObservedId as e:
+        raise _Bad("unknown-id", str(e)) from None
+
+
+def other_refusal(refusals: Any, state: Any, act: Any, err: E.GovernorError | None, outcome: dict[str, Any]) -> bool:
+    """True iff the trace refused `act` with an error other than the spec's first, whose precondition holds too.
+
+    The design orders none of the spec's checks (issue #21, D11): any refusal that applies is legal."""
+    if err is None or outcome["outcome"] == "accepted" or type(err).__name__ == outcome["error"]:
+        return False
+    return outcome["error"] in {type(e).__name__ for e in refusals(state, act)}
+
+
+def _require_observed(act: Any, state: State, nxt: State, observed: dict[str, dict[int, int]]) -> None:
+    """An event lists the governor's figure for every ledger `used` and allocation charge the spec changes.
+
+    Conformance is judged on observed state: an event that leaves out a figure the operation moved would
+    degrade replay to action sequences (issue #21), so it fails the trace, naming the figure."""
+    for aid, a in nxt.authorities.items():
+        before = state.authorities[aid].used if aid in state.authorities else 0
+        if a.used != before and aid not in observed["used"]:
+            raise _Bad("refinement", f"{act!r} moved used of authority {aid} ({before} -> {a.used} B in the spec) "
+                                     "but the event does not observe it: every figure an operation moves is required")
+    for rid, r in nxt.allocations.items():
+        if (rid not in state.allocations or state.allocations[rid].charge != r.charge) and rid not in observed["charges"]:
+            raise _Bad("refinement", f"{act!r} charged allocation {rid} ({r.charge} B in the spec) but the event does "
+                                     "not observe it: every figure an operation moves is required")
+
+
+def _apply(store: Store, ids: IdMap, act: Any, outcome: dict[str, Any]) -> None:
+    accepted = outcome["outcome"] == "accepted"
+    sact = spec_action(ids, act, accepted)
+    obs = outcome["observed"]
+    known = {"used": spec_figures(ids, "authority", obs["used"], True),
+             "charges": spec_figures(ids, "allocation", obs["charges"], True)}
+    state = store.view(sact, known)  # exactly what this action reads or changes
+    try:
+        nxt, result = spec_step(state, sact)
         err = None
     except E.GovernorError as e:
         nxt, result, err = state, None, e
-    accepted = outcome["outcome"] == "accepted"
-    check_outcome(act, err, outcome, _UNKNOWN)
-    if accepted and "result" in outcome and outcome["result"] != result:
-        raise _Bad("refinement", f"{act!r} issued id {outcome['result']}, the spec issues {result}")
-    seen = _observed_state(nxt, outcome["observed"])
+        if accepted:  # an outcome the design allows where the reference refuses (D8)
+            for nxt, result in spec_alternatives(state, sact):
+                err = None
+                break
+    check_outcome(act, err, outcome, _UNKNOWN, excused=other_refusal(spec_refusals, state, sact, err, outcome))
+    if accepted and "result" in outcome:
+        kind = _ISSUES[kind_of(type(act))]
+        alias_of = nxt.authorities[result].alias_of if isinstance(act, A.RegisterAlias) else None
+        bind_result(ids, kind, outcome["result"], result, alias_of)
+    observed = {"used": spec_figures(ids, "authority", obs["used"]),
+                "charges": spec_figures(ids, "allocation", obs["charges"])}
+    _require_observed(act, state, nxt, observed)
+    seen = _observed_state(nxt, observed)
     try:
         if err is not None:
             if seen != state:  # lease rule G4
                 raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
             return
-        check_observed_step(state, act, seen)
-        check_step(state, act, seen)
+        check_observed_step(state, sact, seen)
+        check_step(state, sact, seen)
         for p in LOCAL_STATE_PREDICATES:
             p(seen)
         store.merge(state, seen)
@@ -311,6 +396,7 @@ def _leftover(state: State) -> list[str]:
 def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
     """Replay raw lines (each with or without its newline); see the module docstring."""
     store, last, events, line, at_boundary, since_whole = Store(), {}, 0, 0, False, 0
+    ids = ledger_ids(store)
     try:
         for raw in lines:
             line += 1
@@ -320,7 +406,7 @@ def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
             at_boundary = act is None
             since_whole += 1
             if act is not None:
-                _apply(store, act, outcome)
+                _apply(store, ids, act, outcome)
             elif since_whole >= store.size():  # amortised: O(1) per event however many boundaries
                 _check_whole(store)
                 since_whole = 0

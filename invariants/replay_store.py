@@ -9,7 +9,8 @@ exactly what that action can read or change (its `scope`): the records it
 names, their canonical authority and holder, and the few sets the spec
 scans for it, taken from indexes:
 
-- `register_authority`: the canonical authorities of that pool;
+- `register_authority`: the canonical authorities of that pool, and of its
+  declared (device, tier);
 - `register_alias`: the canonical authority and its alias of that view;
 - `lose_device`: the authority's allocations not yet device-lost (each
   allocation becomes device-lost once, so repeats cost nothing);
@@ -56,6 +57,7 @@ class Store:
         self.allows: dict[int, Any] = {}
         self.next = {"authority": 1, "holder": 1, "allocation": 1, "allowance": 1}
         self.canonical_of_pool: dict[str, list[int]] = {}
+        self.canonical_of_device: dict[tuple[str, Any], list[int]] = {}  # (device, tier) -> canonical authorities
         self.alias_of_view: dict[tuple[int, str], int] = {}
         self.live_of: dict[int, set[int]] = {}  # ledger -> allocations not device-lost
         self.lost_of: dict[int, set[int]] = {}  # ledger -> device-lost allocations
@@ -86,6 +88,8 @@ class Store:
                 allows.add(v)
         if isinstance(act, A.RegisterAuthority) and type(act.pool) is str:
             auths.update(self.canonical_of_pool.get(act.pool, ()))
+            if type(act.device) is str:
+                auths.update(self.canonical_of_device.get((act.device, act.tier), ()))
         auths |= {self.auths[i].alias_of for i in auths if self.auths[i].alias_of is not None}
         if isinstance(act, A.RegisterAlias) and type(act.view) is str:
             for i in list(auths):
@@ -126,6 +130,8 @@ class Store:
             if i not in self.auths:
                 if a.alias_of is None:
                     self.canonical_of_pool.setdefault(a.pool, []).append(i)
+                    if a.device is not None:
+                        self.canonical_of_device.setdefault((a.device, a.tier), []).append(i)
                 else:
                     self.alias_of_view[(a.alias_of, a.view)] = i
             self.auths[i] = a

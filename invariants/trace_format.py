@@ -46,6 +46,7 @@ __all__ = [
     "KINDS",
     "ID_FIELDS",
     "CREATES",
+    "OPTIONAL_FIELDS",
     "ENUMS",
     "MAX_LINE_BYTES",
     "MAX_EVENTS",
@@ -95,6 +96,9 @@ ID_FIELDS = frozenset({"holder", "authority", "allocation", "allowance", "source
 #: Kinds whose accepted operation issues an id (carried as `ids.result`).
 CREATES = frozenset({"register_authority", "register_alias", "register_holder", "reserve", "record_committed",
                      "open_allowance"})
+#: Payload fields an event may leave out when they are null (issue #21, D3: `register_authority`'s physical
+#: device, added without changing what any earlier trace means).
+OPTIONAL_FIELDS = frozenset({"device"})
 #: Fields holding an enum, encoded by value.
 ENUMS: dict[str, type] = {"tier": Tier, "role": Role}
 
@@ -160,7 +164,8 @@ def encode_event(source: str, sequence: int, action: Any, result: Any, error: Ba
     ids = {k: encode_value(k, v) for k, v in fields.items() if k in ID_FIELDS}
     if error is None and kind in CREATES:
         ids["result"] = result
-    payload = {k: encode_value(k, v) for k, v in fields.items() if k not in ID_FIELDS}
+    payload = {k: encode_value(k, v) for k, v in fields.items()
+               if k not in ID_FIELDS and not (k in OPTIONAL_FIELDS and v is None)}
     payload["outcome"] = "accepted" if error is None else "rejected"
     payload["error"] = None if error is None else type(error).__name__
     payload["observed"] = {part: {str(k): v for k, v in sorted(m.items())} for part, m in observed.items()}
@@ -196,7 +201,8 @@ def schema_case(revision: str, kind: str, ids: dict[str, Any], payload: dict[str
         "then": {"properties": {
             "ids": {"type": "object", "required": [f for f in ids if f not in optional_ids],
                     "additionalProperties": False, "properties": ids},
-            "payload": {"type": "object", "required": list(payload), "additionalProperties": False,
+            "payload": {"type": "object", "required": [f for f in payload if f not in OPTIONAL_FIELDS],
+                        "additionalProperties": False,
                         "properties": payload},
         }},
     }

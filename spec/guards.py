@@ -248,6 +248,8 @@ class GuardSet:
     """Which guards are switched off; the default switches none off."""
 
     off: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    #: Refusal sites passed over, so `spec.refusals` can find the refusals after them (never in a governor).
+    waived: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
 
     def __attrs_post_init__(self) -> None:
         unknown = self.off - _NAMES
@@ -259,6 +261,18 @@ class GuardSet:
         if name not in _NAMES:
             raise ValueError(f"unknown guard {name!r}: register it in spec.guards.GUARDS")
         return name not in self.off
+
+    def refuse(self, site: str, err: Exception) -> None:
+        """Raise `err`, the refusal whose precondition holds at `site`, unless that site is waived.
+
+        A waived site lets the step go on as if its check passed, so `spec.refusals.every_refusal` finds
+        every other refusal that applies to the same (state, action) from the same checks."""
+        if site not in self.waived:
+            err.site = site  # type: ignore[attr-defined]
+            raise err
+
+    def waive(self, site: str) -> GuardSet:
+        return attrs.evolve(self, waived=self.waived | {site})
 
     @classmethod
     def without(cls, *names: str) -> GuardSet:

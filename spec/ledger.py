@@ -14,6 +14,11 @@ compared with this one error for error:
   8. byte bounds against the record         -> InvalidBytes / AllowanceExceeded
   9. policy (limit)                         -> CapacityDenied           (I2)
 
+This order makes the reference deterministic; the design orders none of
+these checks, so every refusal whose precondition holds is legal:
+`refusals(state, action)` lists them, derived from these same checks (each
+refusal goes through `GuardSet.refuse(site, error)`; `spec.refusals`).
+
 A rejected action changes nothing: `step` raises before building a state.
 Every guard is an `if guards.on(...)` naming its registry entry and catalog
 ID, so a negative control can switch exactly that check off.
@@ -31,6 +36,7 @@ from spec.records import evolve as _evolve
 from spec import ledger_actions as A
 from spec.errors import (
     AllowanceExceeded,
+    GovernorError,
     CapacityDenied,
     DeviceLost,
     ForeignHolder,
@@ -45,11 +51,12 @@ from spec.errors import (
     UnknownHolder,
 )
 from spec.guards import ALL_ON, GuardSet
+from spec.refusals import every_refusal
 from spec.lifecycle import TERMINAL, next_alloc_state, next_context_state
 from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
 from spec.types import MAX_BYTES, MAX_NAME, AllocEvent, AllocState, ContextEvent, ContextState, Origin, Role, Tier
 
-__all__ = ["step", "apply"]
+__all__ = ["step", "apply", "refusals", "alternatives"]
 
 
 def apply(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> State:
@@ -66,16 +73,39 @@ def step(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> tuple[Sta
     return handler(state, action, guards)
 
 
+def refusals(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> tuple[Any, ...]:
+    """Every refusal whose precondition holds for `action` in `state` (`spec.refusals`); () iff `step` accepts."""
+    return every_refusal(step, state, action, guards)
+
+
+def alternatives(state: State, action: A.Action, guards: GuardSet = ALL_ON) -> tuple[tuple[State, Any], ...]:
+    """The other outcomes the design allows where `step` refuses: (next state, result) each, built from `step`.
+
+    D8 (issue #21): mapping more than the reserved growth, within the allowance, is a growth reservation and
+    its map in one locked step (DESIGN-FACTS section 10: each linearisation point is one locked step; I2: the
+    map follows its grant). `step` keeps the two steps apart; a governor may fuse them."""
+    if not isinstance(action, A.MapAllowance) or type(action.nbytes) is not int:
+        return ()
+    w = state.allowances.get(action.allowance) if type(action.allowance) is int else None
+    if w is None or action.nbytes <= w.reserved:
+        return ()
+    try:
+        grown = step(state, A.ReserveGrowth(action.holder, action.allowance, action.nbytes - w.reserved), guards)[0]
+        return (step(grown, action, guards),)
+    except GovernorError:
+        return ()
+
+
 # --- validation helpers ------------------------------------------------------
 
 
-def check_bytes(n: object, what: str, *, allow_zero: bool = False) -> int:
+def check_bytes(n: object, what: str, *, allow_zero: bool = False, guards: GuardSet = ALL_ON) -> int:
     """Verify a caller-supplied byte count."""
     if type(n) is not int:
         raise InvalidBytes(f"{what} must be an int, got {type(n).__name__}")
     if n < 0 or (n == 0 and not allow_zero) or n > MAX_BYTES:
         low = 0 if allow_zero else 1
-        raise InvalidBytes(f"{what} must be in [{low}, 2**63-1], got {n}")
+        guards.refuse(f"bytes:{what}", InvalidBytes(f"{what} must be in [{low}, 2**63-1], got {n}"))
     return n
 
 
@@ -94,10 +124,14 @@ def _enum(v: object, kind: type, what: str) -> Any:
     return v
 
 
-def _holder(state: State, hid: object) -> Holder:
+def _holder(state: State, hid: object, guards: GuardSet = ALL_ON) -> Holder:
     h = state.holders.get(hid) if type(hid) is int else None
     if h is None:
-        raise UnknownHolder(f"holder {hid!r} is not registered")
+        err = UnknownHolder(f"holder {hid!r} is not registered")
+        if type(hid) is not int:
+            raise err
+        guards.refuse("holder", err)
+        return Holder(hid, "unregistered")  # waived: the later checks see the id the caller named
     return h
 
 
@@ -138,13 +172,13 @@ def _allowance(state: State, wid: object) -> Allowance:
 def _owned(record: Allocation | Allowance, holder: Holder, guards: GuardSet, what: str) -> None:
     # Verify only the owning holder acts on its lease or allowance (I6).
     if record.holder != holder.id and guards.on("owner_only"):
-        raise ForeignHolder(f"{what} {record.id} belongs to holder {record.holder}, not {holder.id}")
+        guards.refuse("owner", ForeignHolder(f"{what} {record.id} belongs to holder {record.holder}, not {holder.id}"))
 
 
-def _active(a: Authority) -> None:
+def _active(a: Authority, guards: GuardSet = ALL_ON) -> None:
     # Verify the device context still admits work (C3).
     if a.context is not ContextState.ACTIVE:
-        raise DeviceLost(f"authority {a.id} ({a.pool}) context is {a.context.value}")
+        guards.refuse("context", DeviceLost(f"authority {a.id} ({a.pool}) context is {a.context.value}"))
 
 
 def _charge(state: State, aid: int, delta: int) -> immutables.Map:
@@ -159,19 +193,23 @@ def _register_authority(state: State, act: A.RegisterAuthority, guards: GuardSet
     pool = _name(act.pool, "pool")
     tier = _enum(act.tier, Tier, "tier")
     capacity = check_bytes(act.capacity, "capacity")
-    # Verify one canonical authority per pool; re-registering returns it (C1).
+    device = None if act.device is None else _name(act.device, "device")
+    # Verify one canonical authority per pool, and per declared (device, tier) whatever the pool is called;
+    # re-registering returns it (C1).
     if guards.on("single_authority_per_pool"):
         for a in state.authorities.values():
-            if a.alias_of is None and a.pool == pool:
+            if a.alias_of is None and (a.pool == pool or (device is not None and (a.device, a.tier) == (device, tier))):
                 # Verify the identity matches before binding to it (C1).
                 if (a.tier, a.capacity) != (tier, capacity) and guards.on("identity_check"):
                     raise IdentityMismatch(
                         f"pool {pool!r} is registered as ({a.tier.value}, {a.capacity} B), "
                         f"not ({tier.value}, {capacity} B)"
                     )
+                if None not in (device, a.device) and a.device != device and guards.on("identity_check"):
+                    raise IdentityMismatch(f"pool {pool!r} is registered on device {a.device}, not {device}")
                 return state, a.id
     aid = state.next_authority
-    new = Authority(aid, pool, tier, capacity, capacity, None, None, ContextState.ACTIVE, 0)
+    new = Authority(aid, pool, tier, capacity, capacity, None, None, ContextState.ACTIVE, 0, device)
     return _evolve(state, authorities=state.authorities.set(aid, new), next_authority=aid + 1), aid
 
 
@@ -207,22 +245,23 @@ def _new_allocation_id(state: State, guards: GuardSet) -> int:
 
 
 def _admit(state: State, act: A.Reserve | A.RecordCommitted, guards: GuardSet, origin: Origin) -> tuple[State, int]:
-    nbytes = check_bytes(act.nbytes, "nbytes")
+    nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
     tier = _enum(act.tier, Tier, "tier")
     role = _enum(act.role, Role, "role")
-    holder = _holder(state, act.holder)
+    holder = _holder(state, act.holder, guards)
     ledger = _ledger(state, act.authority, guards)
-    _active(ledger)
+    _active(ledger, guards)
     # Verify the lease's tier is its pool's tier (C2).
     if tier is not ledger.tier and guards.on("tier_match"):
-        raise TierMismatch(f"authority {ledger.id} is tier {ledger.tier.value}, not {tier.value}")
+        guards.refuse("tier", TierMismatch(f"authority {ledger.id} is tier {ledger.tier.value}, not {tier.value}"))
     if origin is Origin.RECORDED and ledger.used + nbytes > MAX_BYTES:
-        raise InvalidBytes(f"authority {ledger.id}: recording {nbytes} B would overflow the ledger")
+        guards.refuse("overflow", InvalidBytes(f"authority {ledger.id}: recording {nbytes} B would overflow the "
+                                               "ledger"))
     # Verify a grant never pushes used past the limit (I2, lease rule G1); recording may.
     if origin is Origin.GRANTED and ledger.used + nbytes > ledger.limit and guards.on("limit_check"):
-        raise CapacityDenied(
+        guards.refuse("limit", CapacityDenied(
             f"authority {ledger.id}: {nbytes} B requested, {max(0, ledger.limit - ledger.used)} B available"
-        )
+        ))
     aid = _new_allocation_id(state, guards)
     st = AllocState.PROVISIONAL if origin is Origin.GRANTED else AllocState.LIVE
     rec = Allocation(aid, ledger.id, holder.id, tier, role, nbytes, nbytes, nbytes, st, origin)
@@ -257,27 +296,32 @@ def _settle(state: State, rec: Allocation, new: AllocState, charge: int, **chang
 
 def _transition(rec: Allocation, event: AllocEvent, target: AllocState, guards: GuardSet) -> AllocState:
     if rec.state in (AllocState.DEVICE_LOST,):
-        raise DeviceLost(f"allocation {rec.id} is on a lost device; nothing is refunded until termination")
+        guards.refuse("lost", DeviceLost(f"allocation {rec.id} is on a lost device; nothing is refunded until "
+                                         "termination"))
     # Verify the transition is in the lifecycle table (I4a).
     if guards.on("lifecycle_table"):
-        return next_alloc_state(rec.state, event, f"allocation {rec.id}")
+        try:
+            return next_alloc_state(rec.state, event, f"allocation {rec.id}")
+        except InvalidTransition as e:
+            guards.refuse("lifecycle", e)
     return target
 
 
 def _holder_allocation(state: State, act: Any, guards: GuardSet) -> Allocation:
-    holder = _holder(state, act.holder)
+    holder = _holder(state, act.holder, guards)
     rec = _allocation(state, act.allocation)
     _owned(rec, holder, guards, "allocation")
     return rec
 
 
 def _commit(state: State, act: A.Commit, guards: GuardSet) -> tuple[State, None]:
-    nbytes = check_bytes(act.nbytes, "nbytes")
+    nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
     rec = _holder_allocation(state, act, guards)
     new = _transition(rec, AllocEvent.COMMIT, AllocState.LIVE, guards)
     # Verify the lease is covered by its reservation (C2).
     if nbytes > rec.reserved and guards.on("commit_within_reservation"):
-        raise InvalidBytes(f"allocation {rec.id}: commit of {nbytes} B exceeds the {rec.reserved} B reserved")
+        guards.refuse("reserved", InvalidBytes(f"allocation {rec.id}: commit of {nbytes} B exceeds the "
+                                               f"{rec.reserved} B reserved"))
     return _settle(state, rec, new, nbytes, nbytes=nbytes), None
 
 
@@ -294,11 +338,13 @@ def _release(state: State, act: A.Release, guards: GuardSet) -> tuple[State, Non
 
 
 def _quarantine(state: State, act: A.Quarantine, guards: GuardSet) -> tuple[State, None]:
-    released = check_bytes(act.released, "released", allow_zero=True)
+    released = check_bytes(act.released, "released", allow_zero=True, guards=guards)
     rec = _holder_allocation(state, act, guards)
     new = _transition(rec, AllocEvent.QUARANTINE, AllocState.QUARANTINED, guards)
     if released > rec.charge:
-        raise InvalidBytes(f"allocation {rec.id}: released {released} B exceeds the {rec.charge} B charged")
+        guards.refuse("charged", InvalidBytes(f"allocation {rec.id}: released {released} B exceeds the "
+                                              f"{rec.charge} B charged"))
+        released = rec.charge
     # Settlement: quarantine refunds only the released part.
     return _settle(state, rec, new, rec.charge - released), None
 
@@ -336,23 +382,23 @@ def _confirm_termination(state: State, act: A.ConfirmTermination, guards: GuardS
 
 
 def _open_allowance(state: State, act: A.OpenAllowance, guards: GuardSet) -> tuple[State, int]:
-    limit = check_bytes(act.limit, "limit")
-    holder = _holder(state, act.holder)
+    limit = check_bytes(act.limit, "limit", guards=guards)
+    holder = _holder(state, act.holder, guards)
     ledger = _ledger(state, act.authority, guards)
-    _active(ledger)
+    _active(ledger, guards)
     promised = sum(w.limit for w in state.allowances.values() if w.authority == ledger.id)
     # Verify allowance limits never exceed the pool's capacity (I4b).
     if promised + limit > ledger.capacity and guards.on("allowance_capacity"):
-        raise AllowanceExceeded(
+        guards.refuse("capacity", AllowanceExceeded(
             f"authority {ledger.id}: allowances already promise {promised} B of {ledger.capacity} B"
-        )
+        ))
     wid = state.next_allowance
     w = Allowance(wid, ledger.id, holder.id, limit, 0, 0)
     return _evolve(state, allowances=state.allowances.set(wid, w), next_allowance=wid + 1), wid
 
 
 def _holder_allowance(state: State, holder_id: object, wid: object, guards: GuardSet) -> Allowance:
-    holder = _holder(state, holder_id)
+    holder = _holder(state, holder_id, guards)
     w = _allowance(state, wid)
     _owned(w, holder, guards, "allowance")
     return w
@@ -363,42 +409,45 @@ def _set_allowance(state: State, w: Allowance) -> State:
 
 
 def _reserve_growth(state: State, act: A.ReserveGrowth, guards: GuardSet) -> tuple[State, None]:
-    n = check_bytes(act.nbytes, "nbytes")
+    n = check_bytes(act.nbytes, "nbytes", guards=guards)
     w = _holder_allowance(state, act.holder, act.allowance, guards)
-    _active(state.authorities[w.authority])
+    _active(state.authorities[w.authority], guards)
     # Verify growth stays within the allowance (I4b).
     if w.reserved + w.mapped + n > w.limit and guards.on("allowance_bounds"):
-        raise AllowanceExceeded(f"allowance {w.id}: {n} B requested, {w.limit - w.reserved - w.mapped} B free")
+        guards.refuse("allowance", AllowanceExceeded(f"allowance {w.id}: {n} B requested, "
+                                                     f"{w.limit - w.reserved - w.mapped} B free"))
     return _set_allowance(state, _evolve(w, reserved=w.reserved + n)), None
 
 
 def _map_allowance(state: State, act: A.MapAllowance, guards: GuardSet) -> tuple[State, None]:
-    n = check_bytes(act.nbytes, "nbytes")
+    n = check_bytes(act.nbytes, "nbytes", guards=guards)
     w = _holder_allowance(state, act.holder, act.allowance, guards)
-    _active(state.authorities[w.authority])
+    _active(state.authorities[w.authority], guards)
     # Verify only reserved growth is mapped (I4b).
     if n > w.reserved and guards.on("allowance_bounds"):
-        raise AllowanceExceeded(f"allowance {w.id}: mapping {n} B, only {w.reserved} B reserved")
+        guards.refuse("allowance", AllowanceExceeded(f"allowance {w.id}: mapping {n} B, only {w.reserved} B "
+                                                     "reserved"))
     return _set_allowance(state, _evolve(w, reserved=max(0, w.reserved - n), mapped=w.mapped + n)), None
 
 
 def _unmap_allowance(state: State, act: A.UnmapAllowance, guards: GuardSet) -> tuple[State, None]:
-    n = check_bytes(act.nbytes, "nbytes")
+    n = check_bytes(act.nbytes, "nbytes", guards=guards)
     w = _holder_allowance(state, act.holder, act.allowance, guards)
     if n > w.mapped:
-        raise InvalidBytes(f"allowance {w.id}: unmapping {n} B, only {w.mapped} B mapped")
-    return _set_allowance(state, _evolve(w, mapped=w.mapped - n)), None
+        guards.refuse("mapped", InvalidBytes(f"allowance {w.id}: unmapping {n} B, only {w.mapped} B mapped"))
+    return _set_allowance(state, _evolve(w, mapped=max(0, w.mapped - n))), None
 
 
 def _transfer_allowance(state: State, act: A.TransferAllowance, guards: GuardSet) -> tuple[State, None]:
-    n = check_bytes(act.nbytes, "nbytes")
+    n = check_bytes(act.nbytes, "nbytes", guards=guards)
     src = _holder_allowance(state, act.holder, act.source, guards)
     dst = _allowance(state, act.target)
     if dst.id == src.id or dst.authority != src.authority:
         raise InvalidArgument(f"allowance {src.id} cannot transfer to {dst.id}: same allowance or other authority")
     # Verify only free limit moves (I4b); a transfer moves limits, never charge.
     if n > src.limit - src.reserved - src.mapped and guards.on("allowance_bounds"):
-        raise AllowanceExceeded(f"allowance {src.id}: {n} B to transfer, {src.limit - src.reserved - src.mapped} B free")
+        guards.refuse("allowance", AllowanceExceeded(f"allowance {src.id}: {n} B to transfer, "
+                                                     f"{src.limit - src.reserved - src.mapped} B free"))
     allowances = state.allowances.set(src.id, _evolve(src, limit=src.limit - n))
     allowances = allowances.set(dst.id, _evolve(dst, limit=dst.limit + n))
     return _evolve(state, allowances=allowances), None
@@ -407,7 +456,8 @@ def _transfer_allowance(state: State, act: A.TransferAllowance, guards: GuardSet
 def _close_allowance(state: State, act: A.CloseAllowance, guards: GuardSet) -> tuple[State, None]:
     w = _holder_allowance(state, act.holder, act.allowance, guards)
     if w.mapped:
-        raise InvalidTransition(f"allowance {w.id} still maps {w.mapped} B; unmap before closing")
+        guards.refuse("mapped", InvalidTransition(f"allowance {w.id} still maps {w.mapped} B; unmap before "
+                                                  "closing"))
     return _evolve(state, allowances=state.allowances.delete(w.id)), None
 
 

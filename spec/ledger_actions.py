@@ -39,11 +39,13 @@ _frozen = attrs.frozen
 
 @_frozen
 class RegisterAuthority:
-    """Register the canonical authority of a physical pool (C1)."""
+    """Register the canonical authority of a physical pool (C1); `device`: the physical device, if declared."""
 
     pool: str
     tier: Tier
     capacity: int
+    #: Not in the repr: the explorer never declares devices, so its counterexamples read as before the field.
+    device: str | None = attrs.field(default=None, repr=False)
 
 
 @_frozen

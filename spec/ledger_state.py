@@ -33,6 +33,9 @@ class Authority:
     context: ContextState  # meaningful on canonical authorities only
     # Invariant (I1): used == sum of charges of allocations on this authority; 0 for aliases.
     used: int
+    #: The physical device the pool is on, apart from the pool's name (None: not declared). Invariant (C1): at
+    #: most one canonical authority per (device, tier), whatever each pool is called.
+    device: str | None = attrs.field(default=None, repr=False)  # not in the repr: explored states never declare one
 
 
 @attrs.frozen

@@ -44,9 +44,10 @@ from spec.errors import InvalidArgument, InvalidTransition
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
+from spec.refusals import every_refusal
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
 
-__all__ = ["step", "apply"]
+__all__ = ["step", "apply", "refusals", "alternatives"]
 
 _T = TicketState
 
@@ -54,6 +55,21 @@ _T = TicketState
 def apply(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> M.Manager:
     """The next manager, or a typed rejection (manager unchanged)."""
     return step(m, action, guards)[0]
+
+
+def refusals(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[Any, ...]:
+    """Every refusal whose precondition holds for `action` in `m`, from `step`'s own checks (`spec.refusals`).
+
+    Complete for the ledger's actions, `Submit` and `Press`; for the other parts' actions a refusal
+    after the first that the step does not pass through `GuardSet.refuse` is not listed (ordered)."""
+    return every_refusal(step, m, action, guards)
+
+
+def alternatives(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[tuple[M.Manager, Any], ...]:
+    """The other outcomes the design allows where `step` refuses (`spec.ledger.alternatives`, on the ledger)."""
+    if _HANDLERS.get(type(action)) is not _ledger_action:
+        return ()
+    return tuple((evolve(m, ledger=ledger), result) for ledger, result in machine.alternatives(m.ledger, action, guards))
 
 
 def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[M.Manager, Any]:
@@ -125,14 +141,15 @@ def _ledger_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager,
 def _part_owned_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
     """Commit / Cancel / Release / Quarantine: the ledger's lookups and ownership, then the parts' claim."""
     if isinstance(act, A.Commit):
-        check_bytes(act.nbytes, "nbytes")
+        check_bytes(act.nbytes, "nbytes", guards=guards)
     if isinstance(act, A.Quarantine):
-        check_bytes(act.released, "released", allow_zero=True)
+        check_bytes(act.released, "released", allow_zero=True, guards=guards)
     rec = _holder_allocation(m.ledger, act, guards)
     refs = referenced(m)
     # Verify no one settles bytes a ticket or a transaction holds: that part owns them (I1).
     if rec.id in refs:
-        raise InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through that part")
+        guards.refuse("part", InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it "
+                                                "through that part"))
     return _ledger_action(m, act, guards)
 
 

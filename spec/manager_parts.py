@@ -108,16 +108,16 @@ def _owner(record_holder: int, holder: int, what: str) -> None:
 
 
 def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, int]:
-    nbytes = check_bytes(act.nbytes, "nbytes")
+    nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
     if type(act.priority) is not int:
         raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
     role = _enum(act.role, Role, "role")
-    h = _holder(m.ledger, act.holder)
+    h = _holder(m.ledger, act.holder, guards)
     a = canonical(m, act.authority)
-    _active(a)
+    _active(a, guards)
     # Verify the request can ever fit: a ticket that never fits would wait forever (I13).
     if nbytes > a.limit:
-        raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
+        guards.refuse("limit", CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit"))
     state = next_ticket_state(_T.IDLE, TicketEvent.SUBMIT)
     t = M.Ticket(m.next_ticket, h.id, a.id, nbytes, act.priority, role, 0, state, None)
     return evolve(m, tickets=m.tickets.set(t.id, t), next_ticket=t.id + 1), t.id
@@ -168,10 +168,10 @@ def _timeout_ticket(m: M.Manager, act: M.TimeoutTicket, guards: GuardSet) -> tup
 
 
 def _press(m: M.Manager, act: M.Press, guards: GuardSet) -> tuple[M.Manager, int]:
-    h = _holder(m.ledger, act.holder)
+    h = _holder(m.ledger, act.holder, guards)
     a = canonical(m, act.authority)
-    _active(a)
-    target = check_bytes(act.target, "target")
+    _active(a, guards)
+    target = check_bytes(act.target, "target", guards=guards)
     p = M.Pressure(m.next_pressure, h.id, a.id, target, False)
     return evolve(m, pressures=m.pressures.set(p.id, p), next_pressure=p.id + 1), p.id
 

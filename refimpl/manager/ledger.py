@@ -66,11 +66,11 @@ _O_GRANTED, _O_RECORDED = Origin.GRANTED, Origin.RECORDED
 
 class _Auth:
     __slots__ = ("id", "pool", "tier", "capacity", "limit", "alias_of", "view", "context", "used",
-                 "allocs", "allowances", "promised", "pending", "change", "generation", "rec")
+                 "allocs", "allowances", "promised", "pending", "change", "generation", "rec", "device")
 
     def __init__(self, id: int, pool: str, tier: Tier, capacity: int, alias_of: int | None, view: str | None) -> None:
         self.id, self.pool, self.tier, self.capacity, self.limit = id, pool, tier, capacity, capacity
-        self.alias_of, self.view = alias_of, view
+        self.alias_of, self.view, self.device = alias_of, view, None  # device: declared at registration (C1)
         self.context = ContextState.ACTIVE
         self.used = 0
         self.allocs: dict[int, _Alloc] = {}
@@ -162,29 +162,30 @@ class Ledger:
 
     # --- registration (C1, I1) -------------------------------------------
 
-    def register_authority(self, pool: str, tier: Tier, capacity: int) -> int:
-        """The canonical authority of `pool`; re-registering the same identity returns it."""
+    def register_authority(self, pool: str, tier: Tier, capacity: int, device: str | None = None) -> int:
+        """The canonical authority of `pool` (or of a declared device's tier, whatever the pool is called)."""
         if _SWITCH.on:
-            return self._checked(A.RegisterAuthority(pool, tier, capacity), self._scope_all, None, self._register_authority, pool, tier, capacity)
+            return self._checked(A.RegisterAuthority(pool, tier, capacity, device), self._scope_all, None, self._register_authority, pool, tier, capacity, device)
         with self._lock:
-            return self._register_authority(pool, tier, capacity)
+            return self._register_authority(pool, tier, capacity, device)
 
-    def _register_authority(self, pool: str, tier: Tier, capacity: int) -> int:
+    def _register_authority(self, pool: str, tier: Tier, capacity: int, device: str | None = None) -> int:
         _text(pool, "pool")
         if not isinstance(tier, Tier):
             raise InvalidArgument(f"tier must be a Tier, got {tier!r}")
         _nbytes(capacity, "capacity")
-        g = self._guards
-        existing = self._pools.get(pool)
+        g, existing = self._guards, self._pools.get(pool)
+        if device is not None and _text(device, "device") and existing is None:  # C1: one ledger per physical pool
+            existing = next((a for a in self._pools.values() if (a.device, a.tier) == (device, tier)), None)
         if existing is not None and g.on("single_authority_per_pool"):  # C1
             if (existing.tier is not tier or existing.capacity != capacity) and g.on("identity_check"):  # C1
-                raise IdentityMismatch(
-                    f"pool {pool!r} is already ({existing.tier.value}, {existing.capacity} B); got ({tier.value}, {capacity} B)"
-                )
+                raise IdentityMismatch(f"pool {pool!r} is already ({existing.tier.value}, {existing.capacity} B); "
+                                       f"got ({tier.value}, {capacity} B)")
+            if None not in (device, existing.device) and existing.device != device and g.on("identity_check"):
+                raise IdentityMismatch(f"pool {pool!r} is on device {existing.device}, not {device}")
             return existing.id
         a = _Auth(self._next_auth, pool, tier, capacity, None, None)
-        self._next_auth += 1
-        self._auths[a.id] = a
+        self._next_auth, self._auths[a.id], a.device = self._next_auth + 1, a, device
         self._pools.setdefault(pool, a)
         return a.id
 

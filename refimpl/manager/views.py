@@ -452,7 +452,8 @@ class Views:
 def _auth_rec(a: _Auth) -> Authority:
     r = a.rec
     if r is None or r.used != a.used or r.limit != a.limit or r.context is not a.context or r.alias_of != a.alias_of:
-        r = a.rec = Authority(a.id, a.pool, a.tier, a.capacity, a.limit, a.alias_of, a.view, a.context, a.used)
+        r = a.rec = Authority(a.id, a.pool, a.tier, a.capacity, a.limit, a.alias_of, a.view, a.context, a.used,
+                              a.device)
     return r
 
 

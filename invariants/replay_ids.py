@@ -1,0 +1,154 @@
+"""Observed ids to the spec's ids, per kind: a governor may issue any fresh identifier (issue #21).
+
+The spec numbers every kind 1, 2, 3, ...; a foreign governor need not. The
+replay keeps, per kind (authority, holder, allocation, allowance, ticket,
+pressure, transaction, bundle), a bijection between the ids the trace
+observed and the spec's ids:
+
+  * an accepted event that creates an object binds its observed id (the
+    event's result) to the spec's new id;
+  * an observed id already bound to a different object that is still live
+    aliases two live objects onto one id: rejected at that event, naming the
+    id (for allocations also a retired one: ids are never reused, I4a); a
+    retired id of another kind may be bound again;
+  * one spec object under two observed ids (the spec returns an existing
+    object, the governor a new id) is two identities for one object: for an
+    authority, two grantable ledgers over one pool (C1);
+  * an id the trace never issued: an accepted event naming it lost the event
+    that issued it ("unknown-id", naming the id); a rejected one is replayed
+    with an id the spec never issued, so the spec refuses it as unknown;
+  * an allocation the spec made with no event to name it (a ticket's grant:
+    revision 1 has no grant event) is known by the spec's own number when a
+    figure (`charges`) first shows it, if no observed id names that
+    allocation yet; a claim's result names it otherwise. A renumbered trace
+    that shows a granted allocation before claiming it needs the explicit
+    grant event of trace protocol v2;
+  * an alias (`register_alias`) may answer with its canonical authority's own
+    id: the design's views resolve to the authority (C1), so no new id is
+    needed (D12); nothing is bound then.
+
+No replay logic beyond the ids: `invariants.replay` and
+`invariants.manager_replay` call `action`, `bind`, `result` and `figures`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from invariants._violation import InvariantViolation
+from spec.records import evolve
+
+__all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId"]
+
+#: Action field -> the kind of id it holds.
+FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", "allocation": "allocation",
+               "allowance": "allowance", "source": "allowance", "target": "allowance", "ticket": "ticket",
+               "pressure": "pressure", "tx": "tx", "bundle": "bundle"}
+#: Fields that hold allowance ids only in `TransferAllowance` (`Press.target` is bytes).
+_TRANSFER_ONLY = frozenset({"source", "target"})
+#: Spec ids handed to the spec for an observed id the trace never issued: never issued by the spec either.
+_UNBOUND = -(10 ** 21)
+
+
+class UnknownObservedId(Exception):
+    """An accepted event names an id no event of the trace issued."""
+
+
+class IdMap:
+    """Observed id <-> spec id, per kind. `live(kind, spec_id)`: the spec still holds that object."""
+
+    def __init__(self, live: Callable[[str, int], bool]) -> None:
+        self.live = live
+        self.to_spec: dict[str, dict[int, int]] = {}
+        self.to_obs: dict[str, dict[int, int]] = {}
+
+    # --- observed -> spec ------------------------------------------------------------
+
+    def spec_id(self, kind: str, obs: Any, strict: bool) -> Any:
+        """The spec's id for observed `obs` (non-int values pass through: the spec refuses them as ill-typed)."""
+        if type(obs) is not int:
+            return obs
+        got = self.to_spec.get(kind, {}).get(obs)
+        if got is not None:
+            return got
+        if strict:
+            raise UnknownObservedId(f"{kind} {obs}, which no event of this trace issued: an event is missing")
+        return _UNBOUND - abs(obs)
+
+    def action(self, act: Any, strict: bool) -> Any:
+        """`act` with every id field (and the ids inside `victims` / `needs`) in the spec's numbering.
+
+        `strict` (an accepted event): an unknown id raises UnknownObservedId."""
+        changes: dict[str, Any] = {}
+        for f in attrs.fields(type(act)):
+            v = getattr(act, f.name)
+            if f.name in FIELD_KINDS and (f.name not in _TRANSFER_ONLY or type(act).__name__ == "TransferAllowance"):
+                changes[f.name] = self.spec_id(FIELD_KINDS[f.name], v, strict)
+            elif f.name == "victims" and type(v) is tuple:
+                changes[f.name] = tuple(self.spec_id("allocation", x, strict) for x in v)
+            elif f.name == "needs" and type(v) is tuple:
+                changes[f.name] = tuple((self.spec_id("authority", p[0], strict), *p[1:])
+                                        if type(p) is tuple and p else p for p in v)
+        changes = {k: v for k, v in changes.items() if v != getattr(act, k)}
+        return evolve(act, **changes) if changes else act
+
+    def figures(self, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
+        """An observed id -> figure map (`used`, `charges`, `bundles`) keyed by the spec's ids.
+
+        An id never issued raises UnknownObservedId, unless `known_only` (then it is left out)."""
+        out = {}
+        for obs, v in observed.items():
+            got = self.to_spec.get(kind, {}).get(obs)
+            if got is None and not known_only and kind == "allocation" and self._unnamed(kind, obs):
+                got = obs  # a grant's allocation, issued with no event (the v1 format has no grant event)
+                self.to_spec.setdefault(kind, {})[obs] = obs
+                self.to_obs.setdefault(kind, {})[obs] = obs
+            if got is None:
+                if known_only:
+                    continue
+                raise UnknownObservedId(f"observed {kind} {obs}, which no event of this trace issued")
+            out[got] = v
+        return out
+
+    def _unnamed(self, kind: str, spec: int) -> bool:
+        return type(spec) is int and self.live(kind, spec) and spec not in self.to_obs.get(kind, {})
+
+    # --- binding what an accepted event issued ------------------------------------------
+
+    def bind(self, kind: str, obs: Any, spec: int, canonical: int | None = None) -> None:
+        """The accepted event issued observed id `obs` for the spec's object `spec`.
+
+        `canonical`: for an alias, the spec id of its canonical authority (the governor may answer with it).
+        Raises InvariantViolation (a reused id, I4a; two ids for one authority, C1) or ValueError (other)."""
+        if type(obs) is not int:
+            raise ValueError(f"the governor issued {kind} id {obs!r}, not an integer")
+        to_spec, to_obs = self.to_spec.setdefault(kind, {}), self.to_obs.setdefault(kind, {})
+        if canonical is not None and to_spec.get(obs) == canonical:
+            return  # D12: the view answers with its authority's id (C1: views resolve to it)
+        old = to_spec.get(obs)
+        if old == spec:
+            return  # the same object again (re-registering returns the existing id)
+        if old is not None and (kind == "allocation" or self.live(kind, old)):
+            what = "still live" if self.live(kind, old) else "retired (allocation ids are never reused)"
+            msg = (f"the governor issued {kind} id {obs} for a new object, but {obs} already names another "
+                   f"{kind} ({what}): two objects aliased onto one id")
+            if kind == "allocation":
+                raise InvariantViolation("I4a", msg)
+            raise ValueError(msg)
+        prev = to_obs.get(spec)
+        if prev is not None and prev != obs:
+            msg = (f"the governor issued {kind} id {obs} for the object it already calls {kind} {prev}: "
+                   "one object under two ids")
+            if kind == "authority":
+                raise InvariantViolation("C1", msg + " (two grantable ledgers over one pool)")
+            raise ValueError(msg)
+        if old is not None:
+            to_obs.pop(old, None)
+        to_spec[obs], to_obs[spec] = spec, obs
+
+    def observed_id(self, kind: str, spec: Any) -> Any:
+        """The observed id of spec object `spec` (itself when unbound: only in messages)."""
+        return self.to_obs.get(kind, {}).get(spec, spec) if type(spec) is int else spec

@@ -1,0 +1,136 @@
+"""Refusal precedence (issue #21, D11): any refusal whose precondition holds is legal.
+
+`spec.ledger.refusals` / `spec.manager.refusals` list every applicable refusal from `step`'s own
+checks; replay accepts an observed refusal iff it is in that set and nothing observed changed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from invariants.manager_replay import replay_manager_lines
+from invariants.replay import replay_lines
+from spec import errors as E
+from spec import ledger_actions as A
+from spec import manager_actions as M
+from spec.ledger import refusals, step
+from spec.manager import refusals as manager_refusals
+from spec.manager import step as manager_step
+from spec.manager_actions import initial
+from spec.types import Role, Tier
+
+
+def _lost_ledger():
+    s = step(step(step(step(step(
+        __import__("spec.ledger_state", fromlist=["State"]).State(),
+        A.RegisterAuthority("device:0", Tier.DEVICE, 64))[0],
+        A.RegisterHolder("kv"))[0],
+        A.Reserve(1, 1, Tier.DEVICE, 16, Role.KV))[0],
+        A.Commit(1, 1, 16))[0],
+        A.LoseDevice(1))[0]
+    return s
+
+
+def _names(errs) -> list[str]:
+    return [type(e).__name__ for e in errs]
+
+
+@pytest.mark.parametrize("act,want", [
+    (A.Reserve(1, 1, Tier.DEVICE, 0, Role.KV), ["InvalidBytes", "DeviceLost"]),
+    (A.Reserve(9, 1, Tier.DEVICE, 8, Role.KV), ["UnknownHolder", "DeviceLost"]),
+    (A.Reserve(9, 1, Tier.HOST, 0, Role.KV), ["InvalidBytes", "UnknownHolder", "DeviceLost", "TierMismatch"]),
+    (A.Release(9, 1), ["UnknownHolder", "ForeignHolder", "DeviceLost", "InvalidTransition"]),
+    (A.Reserve(1, 5, Tier.DEVICE, 0, Role.KV), ["InvalidBytes", "UnknownAuthority"]),
+])
+def test_refusals_lists_every_applicable_refusal_first_the_steps_own(act, want) -> None:
+    s = _lost_ledger()
+    with pytest.raises(E.GovernorError) as first:
+        step(s, act)
+    got = refusals(s, act)
+    assert _names(got) == want
+    assert type(got[0]) is type(first.value)
+
+
+def test_refusals_of_an_accepted_action_is_empty() -> None:
+    s = step(step(_lost_ledger(), A.RegisterAuthority("host", Tier.HOST, 64))[0], A.RegisterHolder("w"))[0]
+    act = A.Reserve(2, 2, Tier.HOST, 8, Role.KV)
+    step(s, act)
+    assert refusals(s, act) == ()
+
+
+def test_manager_refusals_of_a_submit_on_a_lost_device() -> None:
+    m = initial()
+    for a in (A.RegisterAuthority("device:0", Tier.DEVICE, 64), A.RegisterHolder("kv"), A.LoseDevice(1)):
+        m = manager_step(m, a)[0]
+    assert _names(manager_refusals(m, M.Submit(1, 1, 0, 0, Role.KV))) == ["InvalidBytes", "DeviceLost"]
+
+
+# --- replay ------------------------------------------------------------------------------
+
+
+def _ev(seq: int, kind: str, ids: dict, payload: dict, used: dict, charges: dict, error: str | None = None) -> bytes:
+    return (json.dumps({"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": seq, "kind": kind,
+                        "ids": ids, "payload": {**payload, "outcome": "rejected" if error else "accepted",
+                                                "error": error, "observed": {"used": used, "charges": charges}}})
+            .encode() + b"\n")
+
+
+def _lost_trace(error: str, nbytes: int = 0, used_after: int = 16) -> list[bytes]:
+    return [
+        _ev(1, "register_authority", {"result": 1}, {"pool": "device:0", "tier": "device", "capacity": 64}, {}, {}),
+        _ev(2, "register_holder", {"result": 1}, {"name": "kv"}, {}, {}),
+        _ev(3, "reserve", {"holder": 1, "authority": 1, "result": 1},
+            {"tier": "device", "nbytes": 16, "role": "kv"}, {"1": 16}, {"1": 16}),
+        _ev(4, "commit", {"holder": 1, "allocation": 1}, {"nbytes": 16}, {"1": 16}, {"1": 16}),
+        _ev(5, "lose_device", {"authority": 1}, {}, {"1": 16}, {"1": 16}),
+        _ev(6, "reserve", {"holder": 1, "authority": 1}, {"tier": "device", "nbytes": nbytes, "role": "kv"},
+            {"1": used_after}, {}, error=error),
+        json.dumps({"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": 7, "kind": "boundary",
+                    "ids": {}, "payload": {}}).encode() + b"\n",
+    ]
+
+
+@pytest.mark.parametrize("error", ["InvalidBytes", "DeviceLost"])
+def test_a_refusal_permuted_to_another_applicable_error_replays_clean(error: str) -> None:
+    r = replay_lines(_lost_trace(error))
+    assert r.ok, r.describe()
+
+
+@pytest.mark.parametrize("error", ["CapacityDenied", "TierMismatch", "UnknownHolder", "ForeignHolder"])
+def test_a_refusal_whose_precondition_does_not_hold_is_rejected(error: str) -> None:
+    r = replay_lines(_lost_trace(error))
+    assert not r.ok and r.line == 6 and r.failure == "refinement", r.describe()
+    assert f"rejected with {error}" in r.message
+
+
+def test_a_legal_refusal_that_changed_observed_state_is_rejected() -> None:
+    r = replay_lines(_lost_trace("DeviceLost", used_after=24))
+    assert not r.ok and r.line == 6 and r.failure == "violation" and r.id == "G4", r.describe()
+
+
+def _composed(error: str, used_after: int = 16) -> list[bytes]:
+    lines = _lost_trace(error)[:5]
+    lines.append(json.dumps({"contract_revision": "ortmem-manager/1", "source": "g", "source_sequence": 6,
+                             "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}).encode() + b"\n")
+    lines.append(json.dumps({"contract_revision": "ortmem-manager/1", "source": "g", "source_sequence": 7,
+                             "kind": "submit", "ids": {"holder": 1, "authority": 1},
+                             "payload": {"nbytes": 0, "priority": 0, "role": "kv", "outcome": "rejected",
+                                         "error": error, "result": None, "used": {"1": used_after},
+                                         "bundles": {}}}).encode() + b"\n")
+    return lines
+
+
+@pytest.mark.parametrize("error,ok", [("InvalidBytes", True), ("DeviceLost", True), ("CapacityDenied", False),
+                                      ("UnknownHolder", False)])
+def test_composed_replay_accepts_exactly_the_applicable_refusals(error: str, ok: bool) -> None:
+    r = replay_manager_lines(_composed(error))
+    assert r.ok is ok, r.describe()
+    if not ok:
+        assert r.line == 7 and r.failure == "refinement", r.describe()
+
+
+def test_composed_legal_refusal_that_changed_used_is_rejected() -> None:
+    r = replay_manager_lines(_composed("DeviceLost", used_after=20))
+    assert not r.ok and r.line == 7, r.describe()
