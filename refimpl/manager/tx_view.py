@@ -53,6 +53,8 @@ class TxView:
             return self._tx_view()
 
     def _run_tx(self, action: Any, body: Callable[..., R], *args: Any) -> R:
+        if self._mailbox:
+            self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
         rec = self._recorder
         if rec is not None:
             return self._run_tx_traced(rec, action, body, args)
