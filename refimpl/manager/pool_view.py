@@ -28,11 +28,13 @@ from refimpl.manager.runner import contracted
 from spec import pressure_state as P
 from spec.errors import GovernorError
 from spec.tickets import TicketState
+from spec.types import AllocState
 
 __all__ = ["PoolView"]
 
 T = TypeVar("T")
 _CLAIMED = TicketState.CLAIMED
+_POOL_ROWS = (AllocState.PROVISIONAL, AllocState.LIVE)
 
 
 def _composed_state(after: Any) -> None:
@@ -110,11 +112,12 @@ class PoolView:
 
     def _described(self, a: _Auth) -> bool:
         """True iff `spec.pressure`'s pool describes ledger `a` whole: every allocation on it is a requester
-        ticket's grant or lease, and no allowance, alias, limit change or deadline-free (composed) pressure
+        ticket's grant or lease (provisional or live: not quarantined, lost or terminated), and no allowance, alias, limit change or deadline-free (composed) pressure
         ticket is on it. Otherwise a pool operation there is checked with the composed predicates only."""
         if a.allowances or a.change is not None:
             return False
-        if any(r.ticket is None and not isinstance(r.part, _Tkt) for r in a.allocs.values()):
+        if any(r.state not in _POOL_ROWS or r.ticket is None and not isinstance(r.part, _Tkt)
+               for r in a.allocs.values()):
             return False
         return (not any(x.alias_of == a.id for x in self._auths.values())
                 and not any(r.auth is a and r.deadline is None for r in self._pressure_log.values()))
