@@ -32,3 +32,29 @@ def test_the_composed_campaign_reaches_every_action_kind_and_situation(layer: st
     assert not missing, f"never accepted: {missing}; {stats.accepted_by_action}"
     unmet = [s for s in SITUATIONS if not stats.events.get(s)]
     assert not unmet, f"never reached: {unmet}; {stats.events}"
+
+
+def _skip(self: typing.Any, pid: int) -> None:
+    """A delivery that never calls the holder: nobody learns of the pressure (C5)."""
+
+
+def _under_lock(self: typing.Any, pid: int) -> None:
+    """The callback called with the ledger lock held (I7)."""
+    with self._lock:
+        r = self._pressures[pid]
+        self._callbacks[r.holder](self, pid, r.target)
+
+
+def _wrong_target(self: typing.Any, pid: int) -> None:
+    r = self._pressures[pid]
+    self._callbacks[r.holder](self, pid, r.target + 1)
+
+
+@pytest.mark.parametrize("bug", [_skip, _under_lock, _wrong_target], ids=lambda f: f.__name__.strip("_"))
+def test_the_composed_campaign_catches_a_broken_pressure_delivery(bug: typing.Any, monkeypatch: typing.Any) -> None:
+    from invariants._violation import InvariantViolation
+    from refimpl.manager import ProcessMemoryManager
+
+    monkeypatch.setattr(ProcessMemoryManager, "_deliver", bug)
+    with contracts.contracts(False), pytest.raises(InvariantViolation, match="C5: Press"):
+        run_manager_campaign(_refimpl, campaign_settings(50, 30, shrink=False))
