@@ -184,9 +184,10 @@ def run_machine(base: type[CheckedMachine], factory: Callable[..., Any], cfg: se
 def _stats(stats: dict[str, Any], seconds: float) -> CampaignStats:
     rejected = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("rejected:")}
     accepted = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("accepted:")}
+    events = {k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith("event:")}
     cov = stats.get("coverage")
     return CampaignStats(stats.get("examples", 0), stats.get("steps", 0), stats.get("accepted", 0),
-                         rejected, seconds, accepted, dict(cov.counts) if cov is not None else {})
+                         rejected, seconds, accepted, dict(cov.counts) if cov is not None else {}, events)
 
 
 def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: settings, *,

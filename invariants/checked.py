@@ -58,11 +58,16 @@ class CheckedMachine(RuleBasedStateMachine):
     #: stats["error_type_divergences"]); a campaign fails on them.
     tolerate_error_type: bool = False
     #: Shared counters a campaign reads: examples, steps, accepted, accepted:<Action>,
-    #: rejected:<Error>, coverage (an `invariants.clauses.Coverage`), last_trace.
+    #: rejected:<Error>, event:<situation>, coverage (an `invariants.clauses.Coverage`), last_trace.
     stats: dict[str, Any] | None = None
 
     def spec_step(self, state: Any, action: Any) -> tuple[Any, Any]:
         raise NotImplementedError
+
+    def situations(self, prev: Any, action: Any, now: Any) -> tuple[str, ...]:
+        """The cases of interest an accepted step met, read from the two abstractions (counted as the
+        campaign's events, so a rare case that never occurs is visible); none by default."""
+        return ()
 
     def check_state(self, state: Any) -> None:
         raise NotImplementedError
@@ -129,6 +134,8 @@ class CheckedMachine(RuleBasedStateMachine):
         self._count(f"rejected:{type(err).__name__}" if err else "accepted")
         if err is None:
             self._count(f"accepted:{type(action).__name__}")
+            for case in self.situations(prev, action, now) if self.stats is not None else ():
+                self._count(f"event:{case}")
         if self.check_refinement:
             if expected_err is not None and err is None:
                 raise RefinementViolation(f"{action!r}: spec rejects ({type(expected_err).__name__}: "

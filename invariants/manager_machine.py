@@ -1,17 +1,14 @@
 """The composed campaign: every part's operations interleaved on shared authorities.
 
-A sibling of the per-part machines for `spec.manager`. One abstract state
-(`spec.manager_actions.Manager`) holds the one ledger and the parts' records;
-after every step the base (`invariants.checked.CheckedMachine`) checks
-refinement against `spec.manager.step`, that a rejection changes nothing, and
-the cross-cutting predicates of `invariants.manager`.
-
-The rules aim at where parts meet, not at each part alone: a transaction
-reserving while a ticket on the same authority is granted but unclaimed; a
-device lost while a transaction holds reservations on it and on another
-authority; a pressure answer releasing leases while tickets wait; a limit
-lowered while an arbitration round has waiters; and some bad input in every
-rule (unknown, retired and foreign ids, bad bytes).
+One abstract state (`spec.manager_actions.Manager`) holds the one ledger and
+the parts' records; after every step the base (`invariants.checked.CheckedMachine`)
+checks refinement against `spec.manager.step`, that a rejection changes nothing,
+and the cross-cutting predicates of `invariants.manager`. The rules issue every
+action kind of the composed spec and aim at where parts meet (a transaction
+reserving beside a granted ticket; a limit raised while tickets wait; a device
+lost holding a quarantined lease or a two-ledger transaction; a release or an
+answer whose round grants a waiter; aliases, allowances, recorded commits), with
+bad input in every rule; `situations` counts those meetings as campaign events.
 """
 
 from __future__ import annotations
@@ -76,6 +73,10 @@ class ManagerMachine(CheckedMachine):
     def check_step(self, prev: M.Manager, action: Any, now: M.Manager) -> None:
         from invariants.manager import check_step
         check_step(prev, action, now, self.last_result)  # the credits an action reports are judged too
+
+    def situations(self, prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
+        from invariants.manager_events import situations
+        return situations(prev, action, now)
 
     # --- views of the current abstraction ---------------------------------------
 
@@ -152,8 +153,7 @@ class ManagerMachine(CheckedMachine):
         self._do(cls(holder, tid))
 
     def _headroom(self, aid: int) -> int:
-        a = self.abs.ledger.authorities[aid]
-        return a.limit - a.used
+        return (a := self.abs.ledger.authorities[aid]).limit - a.used
 
     @rule(data=st.data())
     def contend(self, data: st.DataObject) -> None:
@@ -269,6 +269,8 @@ class ManagerMachine(CheckedMachine):
         self._do(M.Press(holder, aid, self._nbytes(data)))
         if pid in self.abs.pressures and data.draw(st.integers(0, 3)):
             self._answer(data, pid)
+        elif pid in self.abs.pressures:
+            self._do(M.CancelPressure(pid))  # withdrawn before the holder answers
 
     def _answer(self, data: st.DataObject, pid: int) -> None:
         p = self.abs.pressures[pid]
@@ -358,8 +360,8 @@ class ManagerMachine(CheckedMachine):
 
     @rule(data=st.data())
     def commit_limit(self, data: st.DataObject) -> None:
-        self._do(M.CommitLimit(self._pick(data, self.abs.ledger.authorities.keys(),
-                                          self.abs.ledger.next_authority, self.abs.changes.keys())))
+        a = self.abs.ledger
+        self._do(M.CommitLimit(self._pick(data, a.authorities.keys(), a.next_authority, self.abs.changes.keys())))
 
     @rule(data=st.data())
     def raise_limit(self, data: st.DataObject) -> None:
@@ -370,6 +372,105 @@ class ManagerMachine(CheckedMachine):
             aid = data.draw(st.sampled_from(lowered))
             self._do(M.PrepareLimit(aid, self.abs.ledger.authorities[aid].capacity))
             self._do(M.CommitLimit(aid))
+
+    # --- the ledger actions the parts meet: aliases, recorded commits, quarantine, allowances (issue #21) ---
+
+    @rule(data=st.data())
+    def alias_record_quarantine(self, data: st.DataObject) -> None:
+        """An alias of a ledger (a view: it owns no ledger), memory recorded as committed (it may oversubscribe),
+        and a release the allocator could only partly confirm (quarantined: the residual stays charged)."""
+        op = data.draw(st.sampled_from(("alias", "record", "record", "quarantine", "quarantine")))
+        if op == "alias":
+            if len(self.abs.ledger.authorities) < 6:
+                self._do(A.RegisterAlias(self._authority(data), data.draw(st.sampled_from(("uma", "view")))))
+        elif op == "record":
+            a = self.abs.ledger.authorities.get(self._authority(data))
+            tier = a.tier if a is not None else Tier.DEVICE
+            self._do(A.RecordCommitted(self._holder(data), a.id if a else 1, tier, self._nbytes(data, 5), Role.KV))
+        else:
+            leases = self._leases()
+            aid = self._pick(data, self.abs.ledger.allocations.keys(), self.abs.ledger.next_allocation,
+                             [r.id for r in leases])
+            r = self.abs.ledger.allocations.get(aid)
+            holder = self._owner(data, r.holder) if r is not None else self._holder(data)
+            released = data.draw(st.integers(0, r.charge)) if r is not None else self._nbytes(data)
+            self._do(A.Quarantine(holder, aid, released))
+
+    @rule(data=st.data())
+    def allowance(self, data: st.DataObject) -> None:
+        """An allowance's life (I4b): open, reserve growth, map, maybe transfer to another, unmap, close."""
+        holder, aid, wid = self._holder(data), self._authority(data), self.abs.ledger.next_allowance
+        self._do(A.OpenAllowance(holder, aid, self._nbytes(data, 6)))
+        if wid not in self.abs.ledger.allowances:
+            return
+        self._do(A.ReserveGrowth(holder, wid, self._nbytes(data, 3)))
+        self._do(A.MapAllowance(holder, wid, self._nbytes(data, 3)))
+        if data.draw(st.booleans()):
+            other = self.abs.ledger.next_allowance
+            self._do(A.OpenAllowance(holder, aid, self._nbytes(data, 6)))
+            self._do(A.TransferAllowance(holder, wid, other, self._nbytes(data, 2)))
+            self._close(data, holder, other)
+        if data.draw(st.integers(0, 3)):
+            self._close(data, holder, wid)
+
+    def _close(self, data: st.DataObject, holder: int, wid: int) -> None:
+        if (w := self.abs.ledger.allowances.get(wid)) is not None and w.mapped and data.draw(st.integers(0, 5)):
+            self._do(A.UnmapAllowance(holder, wid, w.mapped))
+        self._do(A.CloseAllowance(holder, wid))
+
+    # --- steered cross-part situations (counted by `situations`; random search rarely builds them) ----------
+
+    @rule(data=st.data())
+    def raise_while_waiting(self, data: st.DataObject) -> None:
+        """A limit lowered, a ticket that no longer fits waits, then the limit is raised: the raise grants it."""
+        live = self._active()
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        a = self.abs.ledger.authorities[aid]
+        if aid not in self.abs.changes and a.limit == a.capacity and a.used < a.capacity:
+            self._do(M.PrepareLimit(aid, a.used))
+            self._do(M.CommitLimit(aid))
+        a = self.abs.ledger.authorities[aid]
+        low = max(1, a.limit - a.used + 1)  # does not fit now, can fit the limit: it waits
+        if a.limit < a.capacity and aid not in self.abs.changes and low <= a.limit:
+            self._do(M.Submit(data.draw(st.sampled_from(self._holders())), aid, data.draw(st.integers(low, a.limit)),
+                              data.draw(st.integers(0, 3)), Role.KV))
+            self._do(M.PrepareLimit(aid, a.capacity))
+            self._do(M.CommitLimit(aid))
+
+    @rule(data=st.data())
+    def bundle_commit(self, data: st.DataObject) -> None:
+        """A one-byte transaction of a state bundle (I5, I10): planned, reserved, joined, committed."""
+        if live := self._active():
+            tid = self.abs.next_tx
+            self._do(M.PlanTx(data.draw(st.sampled_from(self._holders())), ((data.draw(st.sampled_from(live)), 1),)))
+            if tid in self.abs.txs:
+                self._do(M.ReserveTx(tid))
+                self._bundle_step(data, tid)
+                self._do(M.CommitTx(tid))
+
+    @rule(data=st.data())
+    def lose_while_held(self, data: st.DataObject) -> None:
+        """A device lost while it holds a quarantined lease, or while a two-ledger transaction holds on it."""
+        live = self._active()
+        if len(live) < 2 or data.draw(st.integers(0, 2)):
+            return  # device loss stays rare: an example keeps its authorities long enough to get deep
+        first, second = sorted(data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True)))
+        holder = data.draw(st.sampled_from(self._holders()))
+        if data.draw(st.booleans()):
+            rid = self.abs.ledger.next_allocation
+            self._do(A.Reserve(holder, first, self.abs.ledger.authorities[first].tier, 1, Role.WEIGHTS))
+            if rid in self.abs.ledger.allocations:
+                self._do(A.Commit(holder, rid, 1))
+                self._do(A.Quarantine(holder, rid, 0))
+        else:
+            tid = self.abs.next_tx
+            self._do(M.PlanTx(holder, ((first, 1), (second, 1))))
+            self._do(M.ReserveTx(tid))
+            if data.draw(st.booleans()):
+                self._do(M.ReserveTx(tid))
+        self._do(A.LoseDevice(data.draw(st.sampled_from((first, second)))))
 
 
 def run_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:

@@ -90,20 +90,24 @@ def test_try_reserve_never_goes_ahead_of_a_waiter() -> None:
             m.try_reserve(h1, dev, 10)  # fits, but a ticket is waiting (I13)
 
 
-def test_a_posted_cancel_is_applied_by_the_next_accepted_operation_only() -> None:
+@pytest.mark.parametrize("first", ["refused-pool", "composed"])
+def test_a_posted_cancel_is_applied_first_by_the_next_operation_of_any_front_end(first: str) -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(True):
         m.try_reserve(h1, dev, 100)
         t = m.pool_submit(h2, dev, 5)
         m.drop(h2, t)
-        before = m.abstract_pool(dev)
+        assert t in m.abstract_pool(dev).tickets  # posted only: drop takes no lock
+        if first == "refused-pool":
+            with pytest.raises(CapacityDenied):
+                m.try_reserve(h2, dev, 500)  # the post is applied first; the refusal itself changes nothing
+        else:
+            m.press(h1, dev, 1)
+        assert t not in m.abstract_pool(dev).tickets and not m._mailbox
+        before = m.abstract_manager()
         with pytest.raises(CapacityDenied):
-            m.try_reserve(h2, dev, 500)  # refused: changes nothing, drains nothing
-        assert m.abstract_pool(dev) == before
-        m.press(h1, dev, 1)  # a composed operation: the posts wait for a pool operation or drain()
-        assert t in m.abstract_pool(dev).tickets
-        m.pool_submit(h2, dev, 1)
-        assert t not in m.abstract_pool(dev).tickets
+            m.try_reserve(h2, dev, 500)
+        assert m.abstract_manager() == before
 
 
 def test_expired_pressure_refuses_late_answers() -> None:
@@ -289,11 +293,10 @@ def test_pool_press_records_what_was_asked_and_refuses_bad_input_whole(on) -> No
             assert (m.abstract_manager(), m.abstract_pool(dev)) == before
 
 
-# Pinned current behaviour (the composed front end does not apply posted cancels; see `drop`'s docstring):
-# a composed `release`'s arbitration round grants a pending ticket that was dropped, charging its bytes, and
-# the post stays in the mailbox until a pool operation or drain() applies it; drain() then credits it once.
+# A dropped ticket is never granted by a composed operation's round: the post is applied before the next
+# operation of any front end (tests/test_manager_drop.py checks every front end; issue #21).
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
-def test_a_composed_release_grants_a_dropped_pending_ticket_until_drain_credits_it_once(on) -> None:
+def test_a_composed_release_never_grants_a_dropped_pending_ticket(on) -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(on):
         lease = m.try_reserve(h1, dev, 100)
@@ -301,13 +304,7 @@ def test_a_composed_release_grants_a_dropped_pending_ticket_until_drain_credits_
         t = m.submit(h2, dev, 30)  # composed submit: 0 B free, pending
         assert m.abstract_manager().tickets[t].state is TicketState.PENDING
         m.drop(h2, t)
-        assert (h2, t) in m._mailbox
-        m.release(h1, alloc)  # composed release: its round grants the dropped ticket, the post is not applied
-        assert m.abstract_manager().tickets[t].state is TicketState.GRANTED
-        assert m.snapshot(dev).used == 30 and (h2, t) in m._mailbox
-        m.press(h1, dev, 1)  # another composed operation: still not applied
-        assert m.abstract_manager().tickets[t].state is TicketState.GRANTED and m.snapshot(dev).used == 30
-        m.drain()  # applies the post: the grant's 30 B are credited, the ticket retired
-        assert t not in m.abstract_manager().tickets and m.snapshot(dev).used == 0 and not m._mailbox
+        m.release(h1, alloc)  # the post is applied first: its round finds no ticket t to grant
+        assert t not in m.abstract_manager().tickets and m.snapshot(dev).used == 0
         m.drain()  # exactly once: nothing more is credited
         assert m.snapshot(dev).used == 0 and t not in m.abstract_manager().tickets

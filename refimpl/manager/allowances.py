@@ -22,7 +22,7 @@ class Allowances:
 
     def open_allowance(self, holder: int, authority: int, limit: int) -> int:
         """A non-owning permission to map up to `limit` bytes of already-charged capacity."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             return self._checked(A.OpenAllowance(holder, authority, limit), self._scope_auth, authority, self._open_allowance, holder, authority, limit)
         with self._lock:
             return self._open_allowance(holder, authority, limit)
@@ -41,7 +41,7 @@ class Allowances:
         return w.id
 
     def reserve_growth(self, holder: int, allowance: int, nbytes: int) -> None:
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.ReserveGrowth(holder, allowance, nbytes), self._scope_allow, allowance, self._grow, holder, allowance, nbytes)
             return
         with self._lock:
@@ -56,7 +56,7 @@ class Allowances:
         w.reserved += nbytes
 
     def map_allowance(self, holder: int, allowance: int, nbytes: int) -> None:
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.MapAllowance(holder, allowance, nbytes), self._scope_allow, allowance, self._map, holder, allowance, nbytes)
             return
         with self._lock:
@@ -72,7 +72,7 @@ class Allowances:
         w.mapped += nbytes
 
     def unmap_allowance(self, holder: int, allowance: int, nbytes: int) -> None:
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.UnmapAllowance(holder, allowance, nbytes), self._scope_allow, allowance, self._unmap, holder, allowance, nbytes)
             return
         with self._lock:
@@ -87,7 +87,7 @@ class Allowances:
 
     def transfer_allowance(self, holder: int, source: int, target: int, nbytes: int) -> None:
         """Move `nbytes` of limit between allowances of one authority; no charge moves (I4b)."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.TransferAllowance(holder, source, target, nbytes), self._scope_allow, source, self._transfer, holder, source, target, nbytes)
             return
         with self._lock:
@@ -106,7 +106,7 @@ class Allowances:
         dst.limit += nbytes
 
     def close_allowance(self, holder: int, allowance: int) -> None:
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.CloseAllowance(holder, allowance), self._scope_allow, allowance, self._close, holder, allowance)
             return
         with self._lock:

@@ -111,7 +111,7 @@ class Arbitration:
 
     def submit(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING) -> int:
         """A pending ticket on `authority`; the round this submit runs may grant it at once. Never waits."""
-        if _SWITCH.on or self._recorder is not None:
+        if _SWITCH.on or self._recorder is not None or self._mailbox:
             return self._contract(_L.SUBMIT, self._submit, (holder, authority, nbytes, priority, role))
         with self._lock:  # the hot path of `_run`, inline
             tid = self._submit(holder, authority, nbytes, priority, role)
@@ -157,7 +157,7 @@ class Arbitration:
 
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
-        if _SWITCH.on or self._recorder is not None:
+        if _SWITCH.on or self._recorder is not None or self._mailbox:
             return self._contract(_L.CLAIM, self._claim, (holder, ticket))
         with self._lock:  # the hot path of `_run`, inline (a claim grants nothing: no wake)
             return self._claim(holder, ticket)

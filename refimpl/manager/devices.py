@@ -32,7 +32,7 @@ class Devices:
 
     def lose_device(self, authority: int) -> None:
         """Mark the device lost: admission stops; every charge stays until termination."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.LoseDevice(authority), self._scope_auth_all, authority, self._lose_all, authority)
             return
         with self._lock:
@@ -77,7 +77,7 @@ class Devices:
 
     def confirm_termination(self, authority: int) -> None:
         """The lost context is gone: refund its charges, exactly once (idempotent)."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.ConfirmTermination(authority), self._scope_auth_all, authority, self._terminate, authority)
             return
         with self._lock:

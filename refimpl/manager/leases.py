@@ -27,7 +27,8 @@ Tracing: with a recorder attached, each operation emits one `ortmem-pool/1`
 event (`invariants.focused_trace`), replayed against `spec.pressure`
 (`invariants.focused_replay`); a cancel posted by `drop` emits a
 `drained_cancel` event when it is applied. `drop` itself takes no lock and
-changes nothing a spec describes, so it has no event of its own.
+changes nothing a spec describes, so it has no event of its own; the next operation of any front end
+applies the posts first (`drain`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager.arbitration import _new_ticket
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.pressure_args import check_timeout
+from spec import manager_actions as M
 from spec import pressure_state as P
 from spec.errors import (
     CapacityDenied,
@@ -243,13 +245,12 @@ class Leases:
     def drop(self, holder: int, ticket: int) -> None:
         """Post a cancel of a live ticket without taking the lock (a dropped handle, a finaliser).
 
-        Applied under the lock only by `drain` and by the next accepted single-pool operation (the ones run
-        by `_run_pool`: pool_submit, try_reserve, pool_claim, pool_release, pool_cancel, pool_timeout,
-        set_use, reconfigure, pool_press, pool_answer, expire_pressure, pool_cancel_pressure). The composed
-        front end (submit, claim, cancel_ticket, release, press, answer, tx_*, limits ...) never applies a
-        post: its arbitration rounds may still grant a dropped pending ticket, whose bytes stay charged
-        until `drain` (or a pool operation) credits them, once. At most `mailbox` distinct
-        posts: beyond that MailboxFull. A post naming an unknown holder or ticket, or another holder's
+        Applied under the lock by `drain`, which every operation of every front end (composed, pool_*, tx_*)
+        calls first when a post waits, before its own effect: a dropped pending ticket is never granted by
+        a later round, and a dropped granted ticket's bytes are credited (once) before anything else runs
+        (issue #21). Each applied post is its own checked step (the composed CancelTicket) with its own
+        `drained_cancel` event; the operation that follows is then checked, or refused, on its own. At most
+        `mailbox` distinct posts: beyond that MailboxFull. A post naming an unknown holder or ticket, or another holder's
         ticket, is refused with a typed error, so bogus posts cannot fill the slots a real drop needs;
         a repeat, or a drop of a claimed or retired ticket, is a no-op."""
         self._holder(holder)  # one dict read
@@ -293,7 +294,11 @@ class Leases:
             self._mailbox.pop(key, None)
             holder, ticket = key
             a = self._of_ticket(ticket)() if _SWITCH.on or rec is not None else None
-            before = self._pool_view(a) if a is not None and _SWITCH.on else None
+            # Checked as the composed CancelTicket on every record of its ledger: any front end may have put
+            # records there (a composed lease is outside what the focused pool view describes).
+            scope = self._closed((a.id,)) if a is not None and _SWITCH.on else None
+            before = self._manager_view(scope, ()) if scope is not None else None
+            pool = self._pool_view(a) if before is not None and self._described(a) else None
             self._books.forget()  # this path keeps no contract books: a checked operation counts them again
             try:
                 credited = self._pool_abandon(holder, ticket)
@@ -301,12 +306,14 @@ class Leases:
                 continue  # it names no live ticket of that holder any more
             if rec is not None:  # trace hook: the applied post is spec.pressure's Cancel
                 seq = self._record_pool(rec, P.Cancel(holder, ticket), a, (), credited, None, "drained_cancel")
-            if before is not None:
+            if pool is not None:  # a ledger the focused pool describes: its predicates too, first
                 from invariants.pressure import check_all, check_step
 
                 after = self._pool_view(a)
-                check_step(before, P.Cancel(holder, ticket), after)
+                check_step(pool, P.Cancel(holder, ticket), after)
                 check_all(after)
+            if before is not None:
+                self._check_manager(before, M.CancelTicket(holder, ticket), self._manager_view(scope, ()), credited)
         return seq
 
     # --- holder pressure with priority and deadline (C5, I6, I7) ----------------------

@@ -164,8 +164,9 @@ class Ledger:
 
     def register_authority(self, pool: str, tier: Tier, capacity: int, device: str | None = None) -> int:
         """The canonical authority of `pool` (or of a declared device's tier, whatever the pool is called)."""
-        if _SWITCH.on:
-            return self._checked(A.RegisterAuthority(pool, tier, capacity, device), self._scope_all, None, self._register_authority, pool, tier, capacity, device)
+        if _SWITCH.on or self._mailbox:
+            return self._checked(A.RegisterAuthority(pool, tier, capacity, device), self._scope_all, None,
+                                 self._register_authority, pool, tier, capacity, device)
         with self._lock:
             return self._register_authority(pool, tier, capacity, device)
 
@@ -191,7 +192,7 @@ class Ledger:
 
     def register_alias(self, of: int, view: str) -> int:
         """A unified-memory view of authority `of`; it resolves to the canonical ledger (I1)."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             return self._checked(A.RegisterAlias(of, view), self._scope_all, None, self._register_alias, of, view)
         with self._lock:
             return self._register_alias(of, view)
@@ -210,7 +211,7 @@ class Ledger:
         return a.id
 
     def register_holder(self, name: str) -> int:
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             return self._checked(A.RegisterHolder(name), self._scope_none, None, self._register_holder, name)
         with self._lock:
             return self._register_holder(name)
@@ -252,14 +253,14 @@ class Ledger:
 
     def reserve(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
         """Reserve and charge `nbytes` before allocating them; try-only, never waits."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             return self._contract(_L.RESERVE, self._admit, (holder, authority, tier, nbytes, role), (_O_GRANTED,))
         with self._lock:
             return self._admit(holder, authority, tier, nbytes, role, _O_GRANTED)
 
     def record_committed(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
         """Record bytes already taken; may push used over the limit, which is then reported (I2)."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             return self._contract(_L.RECORD, self._admit, (holder, authority, tier, nbytes, role), (_O_RECORDED,))
         with self._lock:
             return self._admit(holder, authority, tier, nbytes, role, _O_RECORDED)
@@ -310,7 +311,7 @@ class Ledger:
 
     def commit(self, holder: int, allocation: int, nbytes: int) -> None:
         """Publish the backed bytes (<= reserved) as a lease; the excess is refunded."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._contract(_L.COMMIT, self._commit, (holder, allocation, nbytes))
             return
         with self._lock:
@@ -345,7 +346,7 @@ class Ledger:
 
     def cancel(self, holder: int, allocation: int) -> None:
         """Abort an unbacked reservation: full refund."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._contract(_L.CANCEL, self._finish, (holder, allocation), ("cancel",))
             return
         with self._lock:
@@ -358,7 +359,7 @@ class Ledger:
 
     def release(self, holder: int, allocation: int) -> None:
         """Release a lease, exactly once: full refund."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._contract(_L.RELEASE, self._finish, (holder, allocation), ("release",))
             return
         with self._lock:
@@ -383,7 +384,7 @@ class Ledger:
 
     def quarantine(self, holder: int, allocation: int, released: int) -> None:
         """Settle a lease only partly undone: refund `released` bytes, keep the residual charged."""
-        if _SWITCH.on:
+        if _SWITCH.on or self._mailbox:
             self._checked(A.Quarantine(holder, allocation, released), self._scope_alloc, allocation, self._quarantine, holder, allocation, released)
             return
         with self._lock:

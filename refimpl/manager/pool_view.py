@@ -22,16 +22,25 @@ from typing import Any, TypeVar
 import immutables
 
 from invariants.contracts import SWITCH as _SWITCH
+from refimpl.manager.arbitration import _Tkt
 from refimpl.manager.ledger import _Auth
 from refimpl.manager.runner import contracted
 from spec import pressure_state as P
 from spec.errors import GovernorError
 from spec.tickets import TicketState
+from spec.types import AllocState
 
 __all__ = ["PoolView"]
 
 T = TypeVar("T")
 _CLAIMED = TicketState.CLAIMED
+_POOL_ROWS = (AllocState.PROVISIONAL, AllocState.LIVE)
+
+
+def _composed_state(after: Any) -> None:
+    from invariants import manager as IM
+
+    IM.check_all(after)
 
 
 def _pool_step(before: P.Pool, action: Any, after: P.Pool, result: Any) -> None:
@@ -50,6 +59,8 @@ class PoolView:
 
         With a trace recorder, the operation's event (`ortmem-pool/1`) is numbered under the lock, before the
         events of the mailbox cancels it applies, and delivered after the lock is released (I7)."""
+        if self._mailbox:
+            self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
         rec, error, result = self._recorder, None, None
         try:
             with self._lock:
@@ -64,6 +75,10 @@ class PoolView:
                     elif a is None:
                         result = contracted(lambda: self._manager_view(None, None), None, None, act, "pool", body,
                                             args)
+                    elif not self._described(a):  # other front ends' records there: the composed predicates
+                        scope = self._closed((a.id,))
+                        result = contracted(lambda: self._manager_view(scope, ()), None, _composed_state, act,
+                                            "ledger", body, args)
                     else:
                         result = contracted(lambda: self._pool_view(a), _pool_step, self._pool_state(a), act, "pool",
                                             body, args)
@@ -94,6 +109,18 @@ class PoolView:
         from refimpl.tracing import finish
 
         return finish(rec, seq, type(act()).__name__, result, error)
+
+    def _described(self, a: _Auth) -> bool:
+        """True iff `spec.pressure`'s pool describes ledger `a` whole: every allocation on it is a requester
+        ticket's grant or lease (provisional or live: not quarantined, lost or terminated), and no allowance, alias, limit change or deadline-free (composed) pressure
+        ticket is on it. Otherwise a pool operation there is checked with the composed predicates only."""
+        if a.allowances or a.change is not None:
+            return False
+        if any(r.state not in _POOL_ROWS or r.ticket is None and not isinstance(r.part, _Tkt)
+               for r in a.allocs.values()):
+            return False
+        return (not any(x.alias_of == a.id for x in self._auths.values())
+                and not any(r.auth is a and r.deadline is None for r in self._pressure_log.values()))
 
     def _pool_state(self, a: _Auth) -> Callable[[P.Pool], None]:
         """The state predicates after a pool operation on ledger `a`: the pool's, then the composed ones on every

@@ -40,6 +40,12 @@ R = TypeVar("R")
 _LOST = AllocState.DEVICE_LOST
 
 
+def _composed_state(after: Any) -> None:
+    from invariants import manager as IM
+
+    IM.check_all(after)
+
+
 def _tx_step(before: TxState, action: Any, after: TxState, result: Any) -> None:
     check_step(before, action, after)
 
@@ -53,6 +59,8 @@ class TxView:
             return self._tx_view()
 
     def _run_tx(self, action: Any, body: Callable[..., R], *args: Any) -> R:
+        if self._mailbox:
+            self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
         rec = self._recorder
         if rec is not None:
             return self._run_tx_traced(rec, action, body, args)
@@ -66,12 +74,23 @@ class TxView:
                 if not _SWITCH.on:
                     return body(*args)
                 self._books.forget()  # its check keeps no books: the local contract counts every ledger again
+                if not self._tx_described():  # other front ends' records: the composed predicates, whole
+                    return contracted(lambda: self._manager_view(None, None), None, _composed_state, lambda: action,
+                                      "manager", body, args)
                 return contracted(self._tx_view, _tx_step, check_all, lambda: action, "manager", body, args)
         finally:
             if self._wake:
                 with self._lock:
                     wake, self._wake = self._wake, []
                 self._wake_up(wake)
+
+    def _tx_described(self) -> bool:
+        """True iff `spec.transactions` describes every ledger whole: each charged row is held by a transaction
+        (or stranded on a lost context), no ticket, allowance or lowered limit anywhere."""
+        if self._tickets or self._leases or any(a.allowances or a.limit != a.capacity for a in self._auths.values()):
+            return False
+        held = {r.id for t in (*self._txs.values(), *self._settled.values()) for r in self._live_held(t)}
+        return all(r.id in held or r.state is _LOST for r in self._allocs.values())
 
     def _tx_view(self) -> TxState:
         auths = {}

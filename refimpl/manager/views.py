@@ -83,6 +83,8 @@ class Views:
         """A hot operation with contracts on: the local contract (`refimpl.manager.local_contract`), or the
         frozen-view one at level "full", while transactions or pressure tickets are open (their parts'
         predicates) or, for a composed action, while a trace recorder is attached (it emits the event)."""
+        if self._mailbox:
+            self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
         run, cls, scope, composed = kind
         if _SWITCH.full or self._txs or self._pressures or (composed and self._recorder is not None):
             if composed:
@@ -105,6 +107,8 @@ class Views:
     def _checked(self, action: Any, scope: Callable[[Any], tuple[Any, Any, Any]], key: Any,
                  body: Callable[..., T], *args: Any) -> T:
         """Run `body` under the lock, checking the invariants on what it touched; wake granted waiters after."""
+        if self._mailbox:
+            self.drain()  # posted cancels first, as in `_contract`
         try:
             return self._checked_locked(action, scope, key, body, *args)
         finally:
@@ -205,6 +209,8 @@ class Views:
 
     def _run(self, cls: type, scope: Callable[..., tuple[Any, Any]], body: Callable[..., T], *args: Any) -> T:
         """Run `body(*args)` under the lock as the action `cls(*args)`; wake granted waiters after it."""
+        if self._mailbox:
+            self.drain()  # posted cancels first, as in `_contract`
         if not _SWITCH.on and self._recorder is None:
             with self._lock:
                 result = body(*args)

@@ -2,6 +2,13 @@
 
 Method names are the actions' names in snake case and keywords the actions'
 field names, so the mapping is mechanical and cannot hide logic.
+
+The pressure callback's path (issue #21): every holder the campaign registers
+gets a callback that only records what it was handed, so each accepted
+`Press` goes through refimpl's delivery. The adapter checks the harm C5 and I7
+name: the new pressure ticket reached its own holder, once, with its target,
+while the caller held no ledger lock. The callback answers nothing, so the
+spec's state is unchanged by it (refinement still compares every step).
 """
 
 from __future__ import annotations
@@ -10,8 +17,11 @@ from typing import Any
 
 import attrs
 
+from invariants._violation import InvariantViolation
 from refimpl.verify.ledger_adapter import method_name
 from refimpl.manager import ProcessMemoryManager
+from spec import ledger_actions as A
+from spec import manager_actions as M
 from spec.guards import ALL_ON, GuardSet
 from spec.manager_actions import Manager
 
@@ -21,9 +31,20 @@ __all__ = ["ManagerAdapter"]
 class ManagerAdapter:
     def __init__(self, guards: GuardSet = ALL_ON) -> None:
         self.pmm = ProcessMemoryManager(guards=guards)
+        self.delivered: list[tuple[int, int, int, bool]] = []  # (holder, pressure, target, lock held)
 
     def execute(self, action: Any) -> Any:
-        return getattr(self.pmm, method_name(action))(**attrs.asdict(action, recurse=False))
+        self.delivered.clear()
+        result = getattr(self.pmm, method_name(action))(**attrs.asdict(action, recurse=False))
+        if isinstance(action, A.RegisterHolder):
+            self.pmm.register_callback(result, lambda pmm, pid, target, h=result: self.delivered.append(
+                (h, pid, target, pmm.lock_held_by_me())))
+        elif isinstance(action, M.Press) and self.delivered != [(action.holder, result, action.target, False)]:
+            raise InvariantViolation("C5", f"{action!r} opened pressure {result}; its holder's callback was handed "
+                                           f"{self.delivered} (holder, pressure, target, lock held), not exactly "
+                                           f"[({action.holder}, {result}, {action.target}, False)]",
+                                     clause="delivery.to_its_holder_once")
+        return result
 
     def abstract(self) -> Manager:
         return self.pmm.abstract_manager()

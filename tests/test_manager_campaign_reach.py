@@ -1,0 +1,60 @@
+"""Issue #21: the composed campaign issues every action kind of `spec.manager` and reaches every cross-part
+situation it counts (`invariants.manager_events.SITUATIONS`), on the spec and on refimpl with contracts on."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from invariants import contracts
+from invariants.campaign import campaign_settings
+from invariants.manager_events import SITUATIONS
+from invariants.manager_machine import ManagerSpecAdapter, run_manager_campaign
+from spec import ledger_actions as A
+from spec import manager_actions as M
+
+KINDS = sorted({c.__name__ for c in typing.get_args(A.Action)} | {c.__name__ for c in M.MANAGER_ACTIONS})
+
+
+def _refimpl() -> typing.Any:
+    from refimpl.verify.manager_adapter import ManagerAdapter
+    return ManagerAdapter()
+
+
+@pytest.mark.parametrize("layer", ["spec", "refimpl"])
+def test_the_composed_campaign_reaches_every_action_kind_and_situation(layer: str) -> None:
+    assert len(KINDS) == 33  # 17 ledger actions + 16 of the parts
+    with contracts.contracts(True):
+        stats = run_manager_campaign(ManagerSpecAdapter if layer == "spec" else _refimpl,
+                                     campaign_settings(120, 50), refine=layer == "refimpl")
+    missing = [k for k in KINDS if not stats.accepted_by_action.get(k)]
+    assert not missing, f"never accepted: {missing}; {stats.accepted_by_action}"
+    unmet = [s for s in SITUATIONS if not stats.events.get(s)]
+    assert not unmet, f"never reached: {unmet}; {stats.events}"
+
+
+def _skip(self: typing.Any, pid: int) -> None:
+    """A delivery that never calls the holder: nobody learns of the pressure (C5)."""
+
+
+def _under_lock(self: typing.Any, pid: int) -> None:
+    """The callback called with the ledger lock held (I7)."""
+    with self._lock:
+        r = self._pressures[pid]
+        self._callbacks[r.holder](self, pid, r.target)
+
+
+def _wrong_target(self: typing.Any, pid: int) -> None:
+    r = self._pressures[pid]
+    self._callbacks[r.holder](self, pid, r.target + 1)
+
+
+@pytest.mark.parametrize("bug", [_skip, _under_lock, _wrong_target], ids=lambda f: f.__name__.strip("_"))
+def test_the_composed_campaign_catches_a_broken_pressure_delivery(bug: typing.Any, monkeypatch: typing.Any) -> None:
+    from invariants._violation import InvariantViolation
+    from refimpl.manager import ProcessMemoryManager
+
+    monkeypatch.setattr(ProcessMemoryManager, "_deliver", bug)
+    with contracts.contracts(False), pytest.raises(InvariantViolation, match="C5: Press"):
+        run_manager_campaign(_refimpl, campaign_settings(50, 30, shrink=False))
