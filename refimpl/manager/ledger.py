@@ -14,11 +14,9 @@ one operation. Nothing here waits, sleeps, or calls out (I7): no holder
 callbacks, no allocator, no ORT. Waiters whose tickets a credit granted are
 woken after the lock is released.
 
-Contracts: when `invariants.contracts` is on, every operation checks the
-invariants incrementally on a partial view of what it touched
-(`invariants.check_local`, in `refimpl.manager.views`), and a refused
-operation must leave that view unchanged (lease rule G4). Off, the cost is
-one flag read.
+Contracts: when `invariants.contracts` is on, every operation checks the invariants incrementally
+on a partial view of what it touched (`invariants.check_local`, in `refimpl.manager.views`), and a
+refused operation must leave that view unchanged (lease rule G4). Off, the cost is one flag read.
 """
 
 from __future__ import annotations
