@@ -236,7 +236,7 @@ _LINKS.update({
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
                "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
                "tests/test_tx_clauses.py::test_guard_off_reaches_its_harm_clause",
-               "tests/test_tx_clauses.py::test_opposite_orders_close_a_hold_and_wait_cycle"),
+               "tests/test_tx_clauses.py::test_opposite_orders_close_a_circle_of_holds"),
         scope=("Waiting and quota negotiation happen before Plan, outside the coordinator: no coordinator "
                "operation waits (try-only reservation), so 'no wait while holding' holds by construction "
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
