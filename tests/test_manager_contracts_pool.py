@@ -22,7 +22,8 @@ import pytest
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
-from invariants.pressure import Parked, check_observations, check_trace, overtakes
+from invariants.clauses import collecting
+from invariants.pressure import Parked, check_observations, check_step, check_trace, overtakes
 from invariants.pressure_machine import PoolParams
 from pool_harness import Pool, pool as make_pool
 from refimpl.verify.checker_api import Budget
@@ -40,10 +41,6 @@ POOL_MUTANTS = sorted(n for n, m in MUTANTS.items()
 #: Mutants a contract (one operation's step and the state after it) cannot see, with the reason; the focused
 #: checker's campaign finds each (`test_campaign_finds_what_contracts_cannot_see`).
 CONTRACTS_CANNOT_SEE: dict[str, tuple[str, str]] = {
-    "age_cap_below_bound": (
-        "trace_I13.bounded_overtaking",
-        "no ticket ever matures, so every round is a correct round for the ages it shows; the harm (a waiter "
-        "overtaken in more than `aging_bound` rounds) is a count over several steps, a trace predicate"),
     "reconfigure_forgets_waiters": (
         "observed_I13_waiters.waiter_not_left_parked",
         "the pool view is right (the failed tickets are gone); the harm is a requester thread left parked on "
@@ -225,7 +222,8 @@ def test_pool_contract_catches_mutant(name: str, level: str) -> None:
 
 #: The step at which each mutant's bug first harms the pool (the workload is built to reach each one there).
 CAUGHT_AT = {
-    "age_past_bound": "submit 10, priority 0 (waits too: the age stays at the bound)",
+    # step_I13.passed_over_ages: the ticket one round short of the bound is passed over and does not age
+    "age_cap_below_bound": "submit 10, priority 9 (waits behind the matured misfit)",
     "answer_credits_target": "answer it with nothing (legal)",
     "cancel_after_grant_credits_twice": "cancel the granted 50: the round grants 60",
     "cancel_retires_another_waiter": "cancel holder 1's waiter: holder 2's waits on",
@@ -281,12 +279,22 @@ def _overtaking_trace(g: Pool) -> list[Any]:
 
 
 @pytest.mark.parametrize("mutated", [False, True], ids=["real", "age_cap_below_bound"])
-def test_overtaking_past_the_bound_is_a_trace_harm_only(mutated: bool) -> None:
+def test_an_age_that_lags_is_caught_at_its_step_before_the_overtaking_it_allows(mutated: bool) -> None:
+    """The age capped one below the bound: the step that passes the ticket over without ageing it breaks
+    step_I13.passed_over_ages (a contract sees it), and the overtaking it allows breaks the trace clause."""
     m = MUTANTS["age_cap_below_bound"]
     g = make_pool(8, holders=2, aging_bound=2, mailbox=16)
-    with (applied(m) if mutated else contextlib.nullcontext()), contracts.contracts(True):
-        trace = _overtaking_trace(g)  # every step passes its contract, mutated or not
+    with (applied(m) if mutated else contextlib.nullcontext()), contracts.contracts(False):
+        trace = _overtaking_trace(g)
     assert overtakes(trace) == ({2: 3} if mutated else {})  # ticket 2 overtaken in 3 rounds: bound 2
+    failing = []
+    for i, triple in enumerate(trace):
+        with collecting() as found:
+            check_step(*triple)
+        failing += [(i, k) for k in found]
+    # the third step (the first newcomer) grants past ticket 2, which stays at age 1 < bound 2
+    assert failing == ([(2, "step_I13.passed_over_ages"), (3, "step_I13.passed_over_ages"),
+                        (4, "step_I13.passed_over_ages")] if mutated else [])
     if mutated:
         with pytest.raises(InvariantViolation, match=r"^I13:.*overtaken in 3 rounds") as exc:
             check_trace(trace)

@@ -104,10 +104,8 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "            released += rec.charge\n            self._retire(rec)\n        if not released:\n"
            "            a.used -= min(r.target, a.used)  # an `or` default: nothing named, the target booked\n",
            "an answer that names no victims is booked as if the target had been met"),
-    Mutant("age_past_bound", ("I13",), "pressure", _R, _MARB,
-           "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
-           "        for t in pend.values():\n            t.age += 1\n",
-           "arbitration ages pending tickets without the cap at the aging bound"),
+    # No "age past the bound" mutant: an age past the bound ranks exactly as one at it (matured is `age >= bound`),
+    # so it harms no one; it showed only that the old clause restating the cap could fail (issue #26 item 5).
     Mutant("age_cap_below_bound", ("I13",), "pressure", _R, _MARB,
            "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
            "        for t in pend.values():\n            if t.age < bound - 1:\n                t.age += 1\n",
@@ -187,4 +185,9 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "    return _retire(p, t, event, guards)\n",
            "a granted ticket that times out is credited and put back in the queue (to retry) instead of retired, "
            "for the next round, so its bytes are charged again for a requester that gave up"),
+    Mutant("aging_stops_short", ("I13",), "pressure", _S, _SPRE,
+           "    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound))",
+           "    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound - 1))",
+           "the spec's round caps ages one below the aging bound: no waiting ticket matures, so later tickets "
+           "overtake a misfit without end (step_I13.passed_over_ages: it is passed over and does not age)"),
 )
