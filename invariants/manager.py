@@ -28,7 +28,7 @@ from invariants.pressure import served_before
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import AllocState, ContextState
+from spec.types import AllocState, ContextState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
@@ -212,10 +212,14 @@ def step_C3_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
             _C3_KEPT.fail(f"{act!r}: lost authority {x.id}'s used fell {p.used} -> {x.used} B before termination")
 
 
-# --- I2: a changed limit is not below used --------------------------------------------------
+# --- I2: a changed limit still backs every grant ---------------------------------------------
 
-_I2_LIMIT = clause("I2", "step_I2_manager", "limit_not_below_used",
-                   "no step sets an authority's limit below what it uses: the old limit is kept instead")
+# What is lost, not the guard's comparison: counted from the allocation records (not `used`), granted only.
+_I2_LIMIT = clause("I2", "step_I2_manager", "limit_backs_every_grant",
+                   "no limit change leaves an authority granting bytes it cannot back: the new limit stays within "
+                   "the pool's capacity (or grants could take bytes the device does not have), and the bytes it "
+                   "already granted (reservations and leases charged before they existed; bytes recorded after "
+                   "the fact excepted) stay within the new limit")
 
 
 _I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
@@ -236,8 +240,11 @@ def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
                if x.id in before.ledger.authorities and x.limit != before.ledger.authorities[x.id].limit]
     _I2_LIMIT.case(bool(changed))
     for x in changed:
-        if x.used > x.limit:
-            _I2_LIMIT.fail(f"{act!r}: authority {x.id}'s limit moved to {x.limit} B with {x.used} B used")
+        granted = sum(r.charge for r in after.ledger.allocations.values()
+                      if r.authority == x.id and r.origin is Origin.GRANTED)
+        if granted > x.limit or x.limit > x.capacity:
+            _I2_LIMIT.fail(f"{act!r}: authority {x.id}'s limit moved to {x.limit} B with {granted} B granted on a "
+                           f"{x.capacity} B pool")
 
 
 # --- I10: a state bundle moves with its transaction's commit ------------------------------

@@ -190,4 +190,15 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound - 1))",
            "the spec's round caps ages one below the aging bound: no waiting ticket matures, so later tickets "
            "overtake a misfit without end (step_I13.passed_over_ages: it is passed over and does not age)"),
+    # --- the composed manager: bugs the clauses that state harms must catch (issue #26 item 5) ---------
+    Mutant("limit_commit_checks_old_limit", ("I2",), "manager", _R, "refimpl.manager.limits",
+           "        committed = a.used <= ch.target or not",
+           "        committed = a.used <= a.limit or not",
+           "a limit change commits when used fits under the old limit, not the new one: a lowered limit "
+           "leaves granted leases above it"),
+    Mutant("limit_past_capacity", ("I2",), "manager", _R, "refimpl.manager.limits",
+           "        if limit > a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
+           "        if limit > 2 * a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
+           "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
+           "grants take bytes the device does not have"),
 )

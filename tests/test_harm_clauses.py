@@ -1,0 +1,79 @@
+"""The rewritten clauses state harms, and each is made to fail by a named mutant (issue #26 item 5).
+
+For each clause rewritten to state what is lost rather than restate a guard
+(I2's new limit, I3's report, I10's bundle, I13's ageing), a deterministic
+script runs the mutant from the registry with every guard on and the test
+asserts the whole set of clauses the run breaks: exactly the rewritten one
+(the mutant is caught by it and by nothing else), while the same script
+without the mutant breaks nothing (its negative control).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import pytest
+from manager_harness import DEV, H1
+
+from invariants import contracts
+from invariants import manager as IM
+from invariants.clauses import collecting
+from invariants.mutation import applied
+from refimpl.verify.manager_adapter import ManagerAdapter
+from refimpl.verify.mutants import MUTANTS
+from spec import ledger_actions as A
+from spec import manager_actions as M
+from spec.errors import CapacityDenied, InvalidBytes
+from spec.tickets import TicketState
+from spec.types import Tier
+
+_WORLD = [A.RegisterAuthority("dev", Tier.DEVICE, 4), A.RegisterAuthority("host", Tier.HOST, 4),
+          A.RegisterHolder("h1"), A.RegisterHolder("h2")]
+
+
+def _manager_breaks(acts: list[Any], mutant: str | None) -> tuple[set[str], Any]:
+    """Run `acts` on the refimpl manager (contracts off: the test judges); every clause broken, and the last state."""
+    g = ManagerAdapter()
+    found: set[str] = set()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext(), contracts.contracts(False):
+        for act in _WORLD + acts:
+            before = g.abstract()
+            result = g.execute(act)
+            after = g.abstract()
+            with collecting() as broken:
+                IM.check_step(before, act, after, result)
+                IM.check_all(after)
+            found |= set(broken)
+    return found, after
+
+
+# --- I2: a lowered limit leaves no granted byte above it ---------------------------------------
+
+_LOWER = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.PrepareLimit(DEV, 1), M.Answer(H1, 1, ()), M.CommitLimit(DEV)]
+
+
+@pytest.mark.parametrize("mutant", [None, "limit_commit_checks_old_limit"])
+def test_limit_commit_against_the_old_limit_fails_limit_backs_every_grant(mutant: str | None) -> None:
+    """The lowered limit commits under the 3 B lease. The state form of the same harm (the ledger's
+    `state_I2.grants_within_limit`) fails too: the step clause names the limit change that caused it."""
+    found, m = _manager_breaks(_LOWER, mutant)
+    assert m.ledger.authorities[DEV].limit == (1 if mutant else 4)  # the holder kept its 3 B lease
+    assert found == ({"step_I2_manager.limit_backs_every_grant", "state_I2.grants_within_limit"}
+                     if mutant else set())
+
+
+_RAISE = [M.PrepareLimit(DEV, 8), M.CommitLimit(DEV), M.Submit(H1, DEV, 6)]
+
+
+@pytest.mark.parametrize("mutant", [None, "limit_past_capacity"])
+def test_limit_past_capacity_fails_limit_backs_every_grant_only(mutant: str | None) -> None:
+    if mutant is None:  # the negative control: the 8 B limit on a 4 B pool is refused, nothing changes
+        with pytest.raises(InvalidBytes, match="exceeds its 4 B capacity"):
+            _manager_breaks(_RAISE[:1], None)
+        with pytest.raises(CapacityDenied, match="can never fit its 4 B limit"):
+            _manager_breaks(_RAISE[2:], None)
+        return
+    found, m = _manager_breaks(_RAISE, mutant)
+    assert m.ledger.authorities[DEV].limit == 8 and m.tickets[1].state is TicketState.GRANTED
+    assert found == {"step_I2_manager.limit_backs_every_grant"}
