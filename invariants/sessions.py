@@ -76,26 +76,32 @@ def state_C1_sessions(s: S.SessionState) -> None:
     _C1_ONE.case(bool(s.topology.arena))
 
 
-_I3_DECLINED = clause("I3", "state_I3_sessions", "declined_reported",
-                      "no class of bytes the runtime declined to manage is reported as enforced")
-_I3_COMPAT = clause("I3", "state_I3_sessions", "unmanaged_model_reported",
-                    "no model outside managed mode is reported as enforced")
+# I3 reads what a user sees, the report, against the charge records: not the state's own `not_enforced`, which
+# is written exactly when the guard is on (a report that drops a label would pass a clause reading the state).
+_I3_DECLINED = clause("I3", "state_I3_sessions", "report_binds_no_declined_bytes",
+                      "no report presents the limit as binding for a class of bytes the runtime declined to manage: "
+                      "every declined class is labelled not enforced in what the user reads")
+_I3_COMPAT = clause("I3", "state_I3_sessions", "report_binds_no_uncharged_model",
+                    "no report presents the limit as binding for a model whose bytes are not charged against it "
+                    "(its charge is below its referenced bytes): its bytes are labelled not enforced")
 
 
 def state_I3_sessions(s: S.SessionState) -> None:
-    """Declined classes and compatibility-mode models are reported as not enforced."""
+    """The report labels as not enforced every declined class and every model whose bytes go uncharged."""
+    shown = S.report(s).not_enforced
     for role in s.declined:
-        if role.value not in s.not_enforced:
-            _I3_DECLINED.fail(f"{role.value} is declined but reported as enforced")
+        if role.value not in shown:
+            _I3_DECLINED.fail(f"{role.value} is declined but the report presents the limit as binding on it")
     _I3_DECLINED.case(bool(s.declined))
-    unmanaged = False
+    uncharged = False
     for name, m in s.models.items():
-        label = f"model:{name}" if m.mode is S.Mode.COMPAT else "weights"
-        if m.mode is not S.Mode.MANAGED:
-            unmanaged = True
-            if label not in s.not_enforced:
-                _I3_COMPAT.fail(f"{name} runs {m.mode.value} but is reported as enforced")
-    _I3_COMPAT.case(unmanaged)
+        if m.admitted < m.facts.referenced:
+            uncharged = True
+            label = "weights" if S.Role.WEIGHTS in s.declined else f"model:{name}"
+            if label not in shown:
+                _I3_COMPAT.fail(f"{name}: {m.facts.referenced} B referenced, {m.admitted} B charged, but the "
+                                f"report presents the limit as binding on it")
+    _I3_COMPAT.case(uncharged)
 
 
 _I8B_SOURCE = clause("I8b", "state_I8b_sessions", "residency_has_source",

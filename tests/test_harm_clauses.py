@@ -18,15 +18,17 @@ from manager_harness import DEV, H1
 
 from invariants import contracts
 from invariants import manager as IM
+from invariants import sessions as SP
 from invariants.clauses import collecting
 from invariants.mutation import applied
 from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.verify.mutants import MUTANTS
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec import sessions as S
 from spec.errors import CapacityDenied, InvalidBytes
 from spec.tickets import TicketState
-from spec.types import Tier
+from spec.types import Role, Tier
 
 _WORLD = [A.RegisterAuthority("dev", Tier.DEVICE, 4), A.RegisterAuthority("host", Tier.HOST, 4),
           A.RegisterHolder("h1"), A.RegisterHolder("h2")]
@@ -77,3 +79,43 @@ def test_limit_past_capacity_fails_limit_backs_every_grant_only(mutant: str | No
     found, m = _manager_breaks(_RAISE, mutant)
     assert m.ledger.authorities[DEV].limit == 8 and m.tickets[1].state is TicketState.GRANTED
     assert found == {"step_I2_manager.limit_backs_every_grant"}
+
+
+# --- I3: what the user reads never binds bytes that are not enforced ---------------------------
+
+_TOPOLOGY = S.Topology(capacity=4096, reserve=0, granule=256, host_mapped_capacity=0, headroom=128, source="test")
+_FACTS = S.ModelFacts(1000, 2000, 64, frozenset(), 0, 0, 0)
+
+
+def _sessions_breaks(acts: list[Any], mutant: str | None) -> tuple[set[str], S.SessionState]:
+    s = S.SessionState(_TOPOLOGY, 4096)
+    found: set[str] = set()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        for act in acts:
+            nxt, _ = S.step_sessions(s, act)
+            with collecting() as broken:
+                SP.check_transition(s, act, nxt)
+                SP.check_state(nxt)
+            found |= set(broken)
+            s = nxt
+    return found, s
+
+
+@pytest.mark.parametrize("mutant", [None, "report_hides_declined"])
+def test_report_hiding_a_declined_class_fails_report_binds_no_declined_bytes(mutant: str | None) -> None:
+    """KV declined, then a compatibility-mode model loaded: the mutated report keeps the model's label and
+    drops the declined class's, which the state still records (a clause reading the state saw nothing)."""
+    found, s = _sessions_breaks([S.Decline(Role.KV), S.LoadModel("m", "toy", _FACTS, None)], mutant)
+    assert s.not_enforced == {"kv", "model:m"}  # the state is the same either way
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        shown = S.report(s).not_enforced  # what the user reads
+    assert shown == ({"model:m"} if mutant else {"kv", "model:m"})
+    assert found == ({"state_I3_sessions.report_binds_no_declined_bytes"} if mutant else set())
+
+
+@pytest.mark.parametrize(("mutant", "clause"), [
+    ("decline_not_reported", "state_I3_sessions.report_binds_no_declined_bytes"),
+    ("compat_labelled_weights", "state_I3_sessions.report_binds_no_uncharged_model")])
+def test_the_older_I3_mutants_still_fail_the_report_reading_clauses(mutant: str, clause: str) -> None:
+    found, _ = _sessions_breaks([S.Decline(Role.KV), S.LoadModel("m", "toy", _FACTS, None)], mutant)
+    assert found == {clause}

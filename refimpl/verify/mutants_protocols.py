@@ -201,4 +201,9 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "        if limit > 2 * a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
            "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
            "grants take bytes the device does not have"),
+    Mutant("report_hides_declined", ("I3",), "ort", _S, "spec.sessions",
+           "        not_enforced=s.not_enforced,\n",
+           "        not_enforced=frozenset(x for x in s.not_enforced if x.startswith(\"model:\")),\n",
+           "the report lists only per-model not-enforced labels: a declined class (KV, the arena) is recorded as "
+           "not enforced but the user reads the limit as binding on it"),
 )
