@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from typing import Any
 
 import pytest
-from manager_harness import DEV, H1
+from manager_harness import DEV, H1, HOST
 
 from invariants import contracts
 from invariants import manager as IM
@@ -24,6 +24,7 @@ from invariants.mutation import applied
 from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.verify.mutants import MUTANTS
 from spec import ledger_actions as A
+from spec import manager as MG
 from spec import manager_actions as M
 from spec import sessions as S
 from spec.errors import CapacityDenied, InvalidBytes
@@ -79,6 +80,39 @@ def test_limit_past_capacity_fails_limit_backs_every_grant_only(mutant: str | No
     found, m = _manager_breaks(_RAISE, mutant)
     assert m.ledger.authorities[DEV].limit == 8 and m.tickets[1].state is TicketState.GRANTED
     assert found == {"step_I2_manager.limit_backs_every_grant"}
+
+
+# --- I10: a bundle moves with the bytes of its step ----------------------------------------------
+
+_BUNDLE = [M.OpenBundle(), M.PlanTx(H1, ((DEV, 1), (HOST, 1))), M.JoinBundle(1, 1), M.ReserveTx(1), M.ReserveTx(1),
+           M.CommitTx(1)]
+
+
+def _spec_manager_breaks(acts: list[Any], mutant: str | None) -> tuple[set[str], Any]:
+    m, found = M.initial(), set()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        for act in _WORLD + acts:
+            nxt, result = MG.step(m, act)
+            with collecting() as broken:
+                IM.check_step(m, act, nxt, result)
+                IM.check_all(nxt)
+            found |= set(broken)
+            m = nxt
+    return found, m
+
+
+@pytest.mark.parametrize(("mutant", "layer"), [(None, "spec"), (None, "refimpl"),
+                                               ("commit_publishes_first_part_only", "spec"),
+                                               ("bundle_advances_one_part", "spec"),
+                                               ("composed_commit_skips_bundle", "refimpl")])
+def test_a_bundle_out_of_step_with_its_leases_fails_bundle_moves_with_its_leases(mutant: str | None,
+                                                                                 layer: str) -> None:
+    """A two-part transaction of a bundle commits. Mutants: only the first reservation becomes a lease (the
+    bundle claims a step whose host bytes are provisional); one part advances; the bundle stays behind."""
+    found, m = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(_BUNDLE, mutant)
+    assert found == ({"step_I10_manager.bundle_moves_with_its_leases"} if mutant else set())
+    if mutant is None:
+        assert m.bundles[1].versions == (1, 1, 1, 1)
 
 
 # --- I3: what the user reads never binds bytes that are not enforced ---------------------------

@@ -206,10 +206,10 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
 
 
 _STEP_MUTATIONS = {
-    "bundle_stuck": "step_I10_manager.bundle_moves_with_its_commit",
-    "bundle_one_part": "step_I10_manager.bundle_moves_with_its_commit",
-    "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_commit",
-    "bundle_without_commit": "step_I10_manager.bundle_moves_with_its_commit",
+    "bundle_stuck": "step_I10_manager.bundle_moves_with_its_leases",
+    "bundle_one_part": "step_I10_manager.bundle_moves_with_its_leases",
+    "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_leases",
+    "bundle_without_commit": "step_I10_manager.bundle_moves_with_its_leases",
     "credit_wrong": "step_I1_manager.credit_exactly_once",
     "credit_twice": "step_I1_manager.credit_exactly_once",
     "own_action": "step_I6_manager.charge_falls_by_own_action",

@@ -201,6 +201,11 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "        if limit > 2 * a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
            "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
            "grants take bytes the device does not have"),
+    Mutant("commit_publishes_first_part_only", ("I10",), "manager", _S, "spec.manager_parts",
+           "    for (_, n), alloc in zip(x.needs, x.held):\n",
+           "    for (_, n), alloc in zip(x.needs[:1], x.held[:1]):\n",
+           "a composed commit turns only its first reservation into a lease yet advances the bundle: the engine's "
+           "state claims a step whose bytes on the other authorities are still provisional"),
     Mutant("report_hides_declined", ("I3",), "ort", _S, "spec.sessions",
            "        not_enforced=s.not_enforced,\n",
            "        not_enforced=frozenset(x for x in s.not_enforced if x.startswith(\"model:\")),\n",
