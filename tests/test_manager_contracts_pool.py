@@ -41,6 +41,10 @@ POOL_MUTANTS = sorted(n for n, m in MUTANTS.items()
 #: Mutants a contract (one operation's step and the state after it) cannot see, with the reason; the focused
 #: checker's campaign finds each (`test_campaign_finds_what_contracts_cannot_see`).
 CONTRACTS_CANNOT_SEE: dict[str, tuple[str, str]] = {
+    "try_reserve_ahead_of_waiters": (
+        "trace_I13.bounded_overtaking",
+        "the allocator path runs no round, so each claim is a correct step for the ages it shows; the harm (a "
+        "waiter overtaken in more than `aging_bound` steps) is a count over several steps, a trace predicate"),
     "reconfigure_forgets_waiters": (
         "observed_I13_waiters.waiter_not_left_parked",
         "the pool view is right (the failed tickets are gone); the harm is a requester thread left parked on "

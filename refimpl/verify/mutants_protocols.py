@@ -110,6 +110,12 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
            "        for t in pend.values():\n            if t.age < bound - 1:\n                t.age += 1\n",
            "the age cap is one below the aging bound, so no waiting ticket matures and overtaking is unbounded"),
+    # The one bug only the trace clause sees: each step looks right (no round runs on the allocator path).
+    Mutant("try_reserve_ahead_of_waiters", ("I13",), "pressure", _R, _MLS,
+           "        if a.pending or nbytes > a.limit - a.used:  # I7 try-only",
+           "        if nbytes > a.limit - a.used:  # I7 try-only",
+           "the allocator path checks free bytes only, not whether a ticket waits: small allocations that fit "
+           "overtake a waiting misfit without end, in steps that run no round"),
     Mutant("matured_compare_strict", ("I13",), "pressure", _R, _MARB,
            "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
            "a round stops only past the aging bound, which a capped age never reaches"),
