@@ -23,7 +23,7 @@ from spec.arith import admitted_bytes
 __all__ = [
     "state_C1_sessions", "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
     "state_C7_sessions", "state_C8_sessions", "step_C8_sessions", "state_C9_sessions",
-    "observed_I8c_kv_leased", "KvCover",
+    "observed_I8c_kv_leased", "KvCover", "observed_I8_padding", "PaddedTwin",
     "STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_state", "check_transition",
     "check_observations",
 ]
@@ -288,7 +288,37 @@ def observed_I8c_kv_leased(observed: Any) -> None:
                              f"only {c.leased} B")
 
 
+@attrs.frozen
+class PaddedTwin:
+    """The runtime's own reading of a loaded model's weight files and of its padded twin's (I8)."""
+
+    source: str
+    charged: int  # bytes admission charges the model's weights for (before the granule)
+    file_bytes: int
+    twin_charged: int  # the same, for the same graph saved with more dead space in its external-data file
+    twin_file_bytes: int
+
+
+# Metamorphic, so a wrong extents reader cannot pass by feeding the same wrong figure to the charge and to the
+# check (`charged_referenced_extents` recomputes the charge from the facts that reader produced).
+_I8_PADDING = clause("I8", "observed_I8_padding", "dead_space_not_charged",
+                     "no model is charged for the dead space of its external-data files: the same graph saved with "
+                     "more dead bytes around its weights (a larger file, the same referenced extents) is charged "
+                     "the same")
+
+
+def observed_I8_padding(observed: Any) -> None:
+    """`observed`: one `PaddedTwin` per managed load of a model that has a padded twin."""
+    twins = [t for t in observed if isinstance(t, PaddedTwin)]
+    _I8_PADDING.case(any(t.twin_file_bytes > t.file_bytes for t in twins))
+    for t in twins:
+        if t.twin_charged != t.charged:
+            _I8_PADDING.fail(f"{t.source}: charged {t.charged} B for a {t.file_bytes} B file but {t.twin_charged} B "
+                             f"for the same graph in a {t.twin_file_bytes} B file")
+
+
 OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
+    "I8": (observed_I8_padding,),
     "I8c": (observed_I8c_kv_leased,),
 }
 

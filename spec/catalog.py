@@ -159,8 +159,9 @@ _LINKS: dict[str, dict[str, object]] = {
                "The EP capability record (#955) is not modelled."),
     ),
     "I8": dict(
-        predicates=(_A5 + "state_I8_sessions",),
+        predicates=(_A5 + "state_I8_sessions", _A5 + "observed_I8_padding"),
         tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_orphaned_blob_does_not_change_admission",
+               "tests/test_harm_clauses.py::test_a_reader_that_charges_dead_space_fails_dead_space_not_charged",
                "tests/ort/test_ort_governed.py::test_invalid_external_data_admits_nothing",
                "tests/ort/test_ort_env_grant.py::test_peak_past_the_arena_room_is_refused_with_the_ledger_unchanged"),
         scope=("Host (CPU) sessions: referenced extents rounded to the OS page plus the calibrated transient "

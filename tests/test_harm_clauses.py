@@ -153,3 +153,24 @@ def test_report_hiding_a_declined_class_fails_report_binds_no_declined_bytes(mut
 def test_the_older_I3_mutants_still_fail_the_report_reading_clauses(mutant: str, clause: str) -> None:
     found, _ = _sessions_breaks([S.Decline(Role.KV), S.LoadModel("m", "toy", _FACTS, None)], mutant)
     assert found == {clause}
+
+
+# --- I8: the same graph with more dead space in its weights file is charged the same -----------
+
+
+@pytest.mark.parametrize("mutant", [None, "extents_span_to_last_end"])
+def test_a_reader_that_charges_dead_space_fails_dead_space_not_charged(mutant: str | None, tmp_path) -> None:
+    """Real files: the zoo's decoder (each weight followed by as much dead space) and its padded twin (three
+    times the dead space), read by the runtime's own `weight_bytes`. The mutated reader charges up to the last
+    referenced byte, so the padded twin costs more; the clause recomputing the charge from that reader's
+    facts (`charged_referenced_extents`) cannot see it, the metamorphic one does."""
+    from refimpl.ort.measure import weight_bytes
+    from refimpl.ort.zoo import build_padded_twins, build_zoo
+
+    sources, twins = build_zoo(str(tmp_path)), build_padded_twins(str(tmp_path))
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        seen = [SP.PaddedTwin(k, *weight_bytes(sources[k]), *weight_bytes(twins[k])) for k in sorted(twins)]
+        with collecting() as found:
+            SP.check_observations(seen)
+    assert all(t.twin_file_bytes > t.file_bytes for t in seen)  # the padding is real
+    assert found == (["observed_I8_padding.dead_space_not_charged"] if mutant else [])

@@ -212,6 +212,11 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "    for (_, n), alloc in zip(x.needs[:1], x.held[:1]):\n",
            "a composed commit turns only its first reservation into a lease yet advances the bundle: the engine's "
            "state claims a step whose bytes on the other authorities are still provisional"),
+    Mutant("extents_span_to_last_end", ("I8",), "ort", _R, "refimpl.ort.extents",
+           "        return sum(r.length for r in self.ranges)\n",
+           "        return max((r.end for r in self.ranges), default=0)  # from the file's start to the last byte used\n",
+           "the extents reader counts from the file's start to the end of the last referenced range: the dead space "
+           "between and before the weights is charged, and grows with padding (#853's defect, in the reader)"),
     Mutant("report_hides_declined", ("I3",), "ort", _S, "spec.sessions",
            "        not_enforced=s.not_enforced,\n",
            "        not_enforced=frozenset(x for x in s.not_enforced if x.startswith(\"model:\")),\n",
