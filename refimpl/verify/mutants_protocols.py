@@ -207,6 +207,11 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "        if limit > 2 * a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
            "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
            "grants take bytes the device does not have"),
+    Mutant("reserve_order_skips_lower_needs", ("C4",), "transactions", _R, _MTX,
+           "        if a.id != lowest and self._guards.on(\"ordered_reservation\"):  # C4\n",
+           "        if a.id < max(held, default=a.id) and self._guards.on(\"ordered_reservation\"):  # C4\n",
+           "the order check only forbids reserving below what the transaction holds: it may skip a lower need and "
+           "take a higher one first, so two transactions can each hold what the other needs (circular holding)"),
     Mutant("commit_publishes_first_part_only", ("I10",), "manager", _S, "spec.manager_parts",
            "    for (_, n), alloc in zip(x.needs, x.held):\n",
            "    for (_, n), alloc in zip(x.needs[:1], x.held[:1]):\n",
