@@ -324,8 +324,6 @@ _I13_ORDER = clause("I13", "step_I13", "grant_order",
 _I13_MATURED = clause("I13", "step_I13", "matured_not_overtaken",
                       "once a ticket has matured (its age reached the aging bound), no later-submitted ticket of any "
                       "priority is granted ahead of it: returned capacity accumulates for it")
-
-
 # The starvation harm of a lagging age, not the cap's comparison: an age past the bound ranks as one at it.
 _I13_AGING = clause("I13", "step_I13", "passed_over_ages",
                     "no waiting ticket is passed over without moving toward maturity: its age never falls while "
