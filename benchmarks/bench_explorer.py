@@ -103,6 +103,7 @@ def bench_manager(max_depth: int) -> list[dict]:
         r = explore(manager_model(), max_depth=depth)
         assert not r.found, r.message
         out.append({"depth": r.depth, "states": r.states, "transitions": r.transitions, "complete": r.complete,
+                    "diameter": r.diameter,
                     "seconds": round(r.seconds, 3), "states_per_second": round(r.states_per_second)})
         print(f"manager depth {r.depth}: {r.states:>7} states {r.transitions:>8} transitions "
               f"{r.seconds:7.3f} s  {r.states_per_second:>9,.0f} states/s")
@@ -134,7 +135,7 @@ def bench_speedup(ledger_depth: int, manager_depth: int, workers: int, rounds: i
     for _ in range(rounds):
         for i, (scope, how, run) in enumerate(runs):
             r = run()
-            assert not r.found and r.complete, r.message
+            assert not r.found and r.exhausted, r.message
             if best[i] is None or r.seconds < best[i].seconds:
                 best[i] = r
     out: list[dict] = []
@@ -357,7 +358,7 @@ def bench_in_situ(depth: int, rounds: int) -> list[dict]:
             r = explore(attrs.evolve(m, step=timed("step", m.step), check_step=timed("check_step", m.check_step),
                                      check_state=timed("check_state", m.check_state), actions=actions),
                         max_depth=depth)
-            assert not r.found and r.complete, r.message
+            assert not r.found and r.exhausted, r.message
             if best is None or r.cpu_seconds < best[0]:
                 best = (r.cpu_seconds, dict(acc), r)
         total, acc, r = best
@@ -381,7 +382,7 @@ def bench_levels(depth: int, workers: int, rounds: int) -> list[dict]:
     for _ in range(rounds):
         levels: list[dict] = []
         r = explore_parallel(manager_model(memo=True), max_depth=depth, workers=workers, levels=levels)
-        assert not r.found and r.complete, r.message
+        assert not r.found and r.exhausted, r.message
         if best is None or r.critical_cpu_seconds < best[0].critical_cpu_seconds:
             best = (r, levels)
         serial = min(serial, explore(manager_model(memo=True), max_depth=depth).cpu_seconds)

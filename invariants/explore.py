@@ -30,7 +30,7 @@ from invariants._violation import InvariantViolation
 from invariants.progress import tick
 from invariants.clauses import collecting
 
-__all__ = ["Model", "ExploreResult", "explore", "render_counterexample", "no_cyclic_gc"]
+__all__ = ["Model", "ExploreResult", "explore", "replay_states", "render_counterexample", "no_cyclic_gc"]
 
 
 @attrs.frozen
@@ -54,7 +54,9 @@ class ExploreResult:
     transitions: int  # accepted steps tried (each checked)
     rejected: int  # disabled actions tried
     depth: int  # deepest level fully or partly expanded
-    complete: bool  # True iff every reachable state within max_depth was expanded
+    #: True iff a fixpoint: every reachable state was found and expanded (no state left at the depth cut, no state
+    #: bound hit, no violation). Only then is the run "complete"; otherwise it covers every state "to depth d".
+    complete: bool
     seconds: float
     violated: str | None  # the ID of the first violation found, else None
     message: str
@@ -66,6 +68,26 @@ class ExploreResult:
     #: from other processes, so they estimate a speedup on idle cores where the machine is shared.
     cpu_seconds: float = 0.0
     critical_cpu_seconds: float = 0.0
+    bound_hit: bool = False  # True iff `max_states` stopped the search (some state within the depth cut unexpanded)
+    diameter: int = 0  # the greatest breadth-first depth of a state reached (of the whole graph iff `complete`)
+    #: The states along the counterexample: the initial one, then the state after each action (empty if none).
+    trace: tuple[Any, ...] = ()
+    #: The per-scope results a combined run is made of (`invariants.model_scopes.explore_scopes`), else empty.
+    parts: tuple["ExploreResult", ...] = ()
+
+    @property
+    def exhausted(self) -> bool:
+        """Every state within the depth cut was expanded (no state bound hit, no violation): "to depth d"."""
+        return not self.bound_hit and not self.found
+
+    @property
+    def coverage(self) -> str:
+        """How much of the scope the run covered, in words: "complete" only for a fixpoint."""
+        if self.found:
+            return f"stopped at a violation at depth {len(self.counterexample)}"
+        if self.bound_hit:
+            return f"state bound hit at depth {self.depth}"
+        return f"complete, diameter {self.diameter}" if self.complete else f"to depth {self.depth}"
 
     @property
     def states_per_second(self) -> float:
@@ -109,14 +131,16 @@ def _explore(model: Model, max_depth: int, max_states: int, fingerprints: bool) 
     key: Callable[[Any], Hashable] = hash if fingerprints else _same
     parent: dict[Hashable, tuple[Hashable, Any] | None] = {key(model.initial): None}
     frontier: deque[tuple[Hashable, int]] = deque([(model.initial, 0)])
-    transitions = rejected = depth = 0
-    complete = True
+    transitions = rejected = depth = diameter = 0
+    bound_hit = cut = False
 
     def done(violated: str | None, message: str, path: tuple[Any, ...], clause: str | None = None,
              broken: tuple[str, ...] = ()) -> ExploreResult:
         cpu = time.process_time() - c0
-        return ExploreResult(model.name, len(parent), transitions, rejected, depth, complete and violated is None,
-                             time.perf_counter() - t0, violated, message, path, clause, broken, cpu, cpu)
+        fixpoint = not (bound_hit or cut) and violated is None
+        return ExploreResult(model.name, len(parent), transitions, rejected, depth, fixpoint,
+                             time.perf_counter() - t0, violated, message, path, clause, broken, cpu, cpu,
+                             bound_hit, diameter, replay_states(model, path) if violated else ())
 
     try:
         model.check_state(model.initial)
@@ -125,6 +149,7 @@ def _explore(model: Model, max_depth: int, max_states: int, fingerprints: bool) 
     while frontier:
         state, d = frontier.popleft()
         if d >= max_depth:
+            cut = True  # not expanded: whether it has an unseen successor is not known
             continue
         depth = max(depth, d + 1)
         here = key(state)
@@ -153,9 +178,10 @@ def _explore(model: Model, max_depth: int, max_states: int, fingerprints: bool) 
             if seen:
                 continue
             if len(parent) >= max_states:
-                complete = False
+                bound_hit = True
                 continue
             parent[k] = (here, action)
+            diameter = max(diameter, d + 1)
             frontier.append((nxt, d + 1))
             if len(parent) % 1024 == 0:  # live count for `ortmem verify`'s progress (a no-op elsewhere)
                 tick("states", 1024)
@@ -176,8 +202,20 @@ def _path(parent: dict[Hashable, tuple[Hashable, Any] | None], state: Hashable) 
     return tuple(reversed(out))
 
 
+def replay_states(model: Model, actions: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The states an action list passes through from the initial state (the initial one first)."""
+    out = [model.initial]
+    for a in actions:
+        out.append(model.step(out[-1], a))
+    return tuple(out)
+
+
 def render_counterexample(r: ExploreResult) -> str:
-    """The counterexample as a numbered, readable action list with the violation at the end."""
-    lines = [f"{i + 1:>2}. {a!r}" for i, a in enumerate(r.counterexample)]
+    """The counterexample as numbered steps, each action followed by the state it led to; the violation last."""
+    lines = [f" 0. (initial)\n     {r.trace[0]!r}"] if r.trace else []
+    for i, a in enumerate(r.counterexample):
+        lines.append(f"{i + 1:>2}. {a!r}")
+        if i + 1 < len(r.trace):
+            lines.append(f"     -> {r.trace[i + 1]!r}")
     lines.append(f"=> {r.message}" if r.found else "=> no violation")
     return "\n".join(lines) + "\n"

@@ -39,7 +39,7 @@ from typing import Any
 
 from invariants._violation import InvariantViolation
 from invariants.clauses import collecting
-from invariants.explore import ExploreResult, Model, no_cyclic_gc
+from invariants.explore import ExploreResult, Model, no_cyclic_gc, replay_states
 
 __all__ = ["explore_parallel"]
 
@@ -67,7 +67,8 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     try:
         model.check_state(model.initial)
     except InvariantViolation as e:
-        return ExploreResult(model.name, 1, 0, 0, 0, False, time.perf_counter() - t0, e.id, str(e), (), e.clause)
+        return ExploreResult(model.name, 1, 0, 0, 0, False, time.perf_counter() - t0, e.id, str(e), (), e.clause,
+                             trace=(model.initial,))
     ctx = mp.get_context("fork")
     pipes = [ctx.Pipe() for _ in range(n)]
     procs = [ctx.Process(target=_worker, args=(model, child), daemon=True) for _, child in pipes]
@@ -81,7 +82,7 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     states, transitions, rejected, depth = 1, 0, 0, 0
     step_bad: Key | None = None
     bad: tuple[int, Key] | None = None  # (level, arrival)
-    complete = True
+    fixpoint = bound_hit = False
     shared = True
     worker_cpu = critical_cpu = 0.0
     try:
@@ -125,12 +126,13 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
                                "coordinator_cpu_seconds": round(time.process_time() - p0, 4),
                                "worker_cpu_max": round(wmax, 4), "worker_cpu_sum": round(wsum, 4)})
             if not level_parents:
+                fixpoint = True  # the level made no new state: every reachable state is found and expanded
                 break
             depth = level + 1
             parents.append(level_parents)
             states += len(level_parents)
             if states >= max_states:
-                complete = False
+                bound_hit = True
                 break
     finally:
         for c in conns:
@@ -143,14 +145,14 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     own = time.process_time() - c0
     cpu = (own + worker_cpu, own + critical_cpu)
     if bad is None:
-        return ExploreResult(model.name, states, transitions, rejected, depth, complete,
-                             time.perf_counter() - t0, None, "no violation", (), None, (), *cpu)
+        return ExploreResult(model.name, states, transitions, rejected, depth, fixpoint,
+                             time.perf_counter() - t0, None, "no violation", (), None, (), *cpu, bound_hit, depth)
     level, (parent, action) = bad
     path = [action]
     for lv in range(level - 1, 0, -1):
         parent, action = parents[lv][parent]
         path.append(action)
-    return _rebuild(model, tuple(reversed(path)), states, transitions, rejected, depth, t0, cpu)
+    return _rebuild(model, tuple(reversed(path)), states, transitions, rejected, depth, t0, cpu, bound_hit)
 
 
 def _dedup(replies: list[Any], seen: set[int], n: int) -> tuple[list[list[tuple[int, int]]], list[Key]]:
@@ -229,7 +231,7 @@ def _level(model: Model, made: list[Any], keep: list[tuple[int, int]], expand: b
 
 
 def _rebuild(model: Model, path: tuple[int, ...], states: int, transitions: int, rejected: int, depth: int,
-             t0: float, cpu: tuple[float, float]) -> ExploreResult:
+             t0: float, cpu: tuple[float, float], bound_hit: bool) -> ExploreResult:
     """Re-execute the violating path from the initial state; judge its last step as the serial explorer does."""
     s, actions = model.initial, []
     for i in path[:-1]:
@@ -251,5 +253,6 @@ def _rebuild(model: Model, path: tuple[int, ...], states: int, transitions: int,
                 pass
         broken = tuple(dict.fromkeys([e.clause or e.id, *found]))
         return ExploreResult(model.name, states, transitions, rejected, depth, False, time.perf_counter() - t0,
-                             e.id, str(e), tuple(actions), e.clause, broken, *cpu)
+                             e.id, str(e), tuple(actions), e.clause, broken, *cpu, bound_hit, depth,
+                             replay_states(model, tuple(actions)))
     raise AssertionError(f"path {path} was reported violating but its replay passes")  # a nondeterministic model

@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import json
+
 import attrs
 
 from invariants.explore import Model, explore, render_counterexample
+from invariants.itf import itf_trace
 from invariants.ledger import check_all, check_step
 from spec import ledger_actions as A
 from spec.errors import GovernorError
@@ -29,7 +32,7 @@ from spec.ledger_state import EMPTY, State
 from spec.types import Role, Tier
 
 __all__ = ["LedgerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "GOLDEN_DEPTH", "ledger_model", "ledger_actions",
-           "golden_counterexample"]
+           "golden_counterexample", "golden_itf"]
 
 
 @attrs.frozen
@@ -122,3 +125,11 @@ def golden_counterexample(g: Guard) -> str:
             f"# shortest counterexample in {CONTROL_SCOPE!r}, depth <= {GOLDEN_DEPTH}\n"
             "# regenerate: python -m refimpl.cli explore --write-golden\n")
     return head + render_counterexample(r)
+
+
+def golden_itf(g: Guard) -> str:
+    """The text of `tests/golden/itf/<guard>.json`: the same counterexample as an ITF trace (states at each step)."""
+    r = explore(ledger_model(CONTROL_SCOPE, GuardSet.without(g.name)), max_depth=GOLDEN_DEPTH)
+    meta = {"source": "ortmem explore --write-golden", "guard_off": g.name, "protects": list(g.ids),
+            "scope": repr(CONTROL_SCOPE), "violated": r.violated, "clause": r.clause, "message": r.message}
+    return json.dumps(itf_trace(r.trace, r.counterexample, meta), indent=1) + "\n"

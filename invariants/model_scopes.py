@@ -10,7 +10,7 @@ takes the reporter's figures as input), so no ONNX Runtime is needed here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -163,11 +163,15 @@ def scope_model(name: str, guards: GuardSet) -> Model:
     return SCOPES[name](guards)
 
 
-def explore_scopes(names: tuple[str, ...], off: GuardSet, *, max_depth: int, max_states: int) -> ExploreResult:
-    """Exhaust each named scope with `off` guards switched off; one result, the first violation (if any) kept."""
+def explore_scopes(names: tuple[str, ...], off: GuardSet, *, max_depth: int | Mapping[str, int],
+                   max_states: int) -> ExploreResult:
+    """Exhaust each named scope with `off` guards switched off; one result, the first violation (if any) kept.
+
+    `max_depth` is one cut for all, or one per scope name. Each scope's own result is kept in `parts`."""
     runs = []
     for name in names:
-        r = explore(SCOPES[name](off), max_depth=max_depth, max_states=max_states)
+        depth = max_depth if isinstance(max_depth, int) else max_depth[name]
+        r = explore(SCOPES[name](off), max_depth=depth, max_states=max_states)
         runs.append(r)
         if r.found:
             break
@@ -176,4 +180,7 @@ def explore_scopes(names: tuple[str, ...], off: GuardSet, *, max_depth: int, max
     return ExploreResult("+".join(r.model for r in runs), sum(r.states for r in runs),
                          sum(r.transitions for r in runs), sum(r.rejected for r in runs), max(r.depth for r in runs),
                          all(r.complete for r in runs), sum(r.seconds for r in runs), first.violated,
-                         first.message, first.counterexample, first.clause, first.clauses)
+                         first.message, first.counterexample, first.clause, first.clauses,
+                         sum(r.cpu_seconds for r in runs), sum(r.critical_cpu_seconds for r in runs),
+                         any(r.bound_hit for r in runs), max(r.diameter for r in runs), first.trace,
+                         tuple(runs))

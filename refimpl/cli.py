@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     _json(m, "every figure")
     w = sub.add_parser("view", help="a self-contained HTML memory timeline of a JSONL trace")
     w.add_argument("trace", help="the JSONL trace file")
-    w.add_argument("-o", "--out", default="timeline.html", help="output HTML file (default timeline.html)")
+    w.add_argument("-o", "--out", help="output HTML file (default timeline.html, unless only --perfetto is given)")
+    w.add_argument("--perfetto", metavar="OUT.json",
+                   help="also write the timeline in the Chrome trace-event format (ui.perfetto.dev, chrome://tracing)")
     _json(w, "what was drawn")
     sv = sub.add_parser("serve", help="a serving coordinator and N worker processes (C10); Ctrl-C to stop")
     sv.add_argument("--workers", type=bounded(1, 8), default=2, help="worker processes (1..8)")

@@ -107,17 +107,18 @@ def spec(args: argparse.Namespace, console: Console) -> int:
 
 def explore(args: argparse.Namespace, console: Console) -> int:
     from invariants.explore import explore
-    from invariants.ledger_scope import QUICK_SCOPE, golden_counterexample, ledger_model
+    from invariants.ledger_scope import QUICK_SCOPE, golden_counterexample, golden_itf, ledger_model
     from spec.guards import GUARDS, GuardSet
 
     probe_json(args)
     if args.write_golden:
         out = _checkout("--write-golden") / "tests" / "golden"
-        out.mkdir(parents=True, exist_ok=True)
+        (out / "itf").mkdir(parents=True, exist_ok=True)
         for g in GUARDS:
             if g.model == "ledger":
                 (out / f"{g.name}.txt").write_text(golden_counterexample(g))
-                console.print(f"wrote {out / (g.name + '.txt')}")
+                (out / "itf" / f"{g.name}.json").write_text(golden_itf(g))
+                console.print(f"wrote {out / (g.name + '.txt')} and {out / 'itf' / (g.name + '.json')}")
         return 0
     ledger = [g.name for g in GUARDS if g.model == "ledger"]
     for name in args.guard or ():
@@ -137,13 +138,15 @@ def explore(args: argparse.Namespace, console: Console) -> int:
         raise Unusable(f"the ledger scope never consulted guard(s) {', '.join(unused)} in {r.states} states: "
                        "switching them off changed nothing, so 'no violation' would say nothing")
     console.print(f"{r.states} distinct states, depth {r.depth}, {r.transitions} transitions, "
-                  f"{r.rejected} refused, {r.seconds:.2f} s, {r.states_per_second:,.0f} states/s, "
-                  f"{'complete' if r.complete else 'stopped at the first violation' if r.found else 'state bound hit'}",
+                  f"{r.rejected} refused, {r.seconds:.2f} s, {r.states_per_second:,.0f} states/s, {r.coverage}",
                   soft_wrap=True)
     console.print(render_counterexample(r), markup=False, soft_wrap=True)
-    if args.json:
-        from refimpl.cli_report import explore_json
-        write_json(args.json, {"guards_off": list(args.guard or ()), **explore_json(r)})
+    if args.json:  # an ITF trace (Apalache, Quint): the counterexample's states; the run's figures in "#meta"
+        from invariants.itf import itf_trace
+        from refimpl.cli_report import explore_summary
+        write_json(args.json, itf_trace(r.trace, r.counterexample,
+                                        {"source": "ortmem explore", "guards_off": list(args.guard or ()),
+                                         **explore_summary(r)}))
     return 1 if r.found else 0
 
 
@@ -383,19 +386,27 @@ def _num(v: Any) -> Any:
 
 def view(args: argparse.Namespace, console: Console) -> int:
     from refimpl.view import TraceError, write_timeline
+    from refimpl.view_perfetto import write_perfetto
 
-    probe_file(args.out)
+    out = args.out if args.out or args.perfetto else "timeline.html"
+    for path in (out, args.perfetto):
+        if path:
+            probe_file(path)
     probe_json(args)
     if not os.path.isfile(args.trace):
         raise Unusable(f"cannot read {args.trace}: not a file")
     try:
-        n = write_timeline(args.trace, args.out)
+        n = write_timeline(args.trace, out) if out else None
+        if args.perfetto:
+            n = write_perfetto(args.trace, args.perfetto)
     except OSError as e:
-        raise Unusable(f"cannot read {args.trace} or write {args.out}: {e.strerror or e}") from None
+        raise Unusable(f"cannot read {args.trace} or write {out or args.perfetto}: {e.strerror or e}") from None
     except TraceError as e:
         _error(args, f"{args.trace}: {e}")
         return 1
-    console.print(f"wrote {args.out} ({n} events)")
+    for path in (out, args.perfetto):
+        if path:
+            console.print(f"wrote {path} ({n} events)")
     if args.json:
-        write_json(args.json, {"trace": args.trace, "out": args.out, "events": n})
+        write_json(args.json, {"trace": args.trace, "out": out, "perfetto": args.perfetto, "events": n})
     return 0

@@ -13,11 +13,16 @@ from rich.table import Table
 from rich.text import Text
 
 from invariants.explore import ExploreResult, render_counterexample
+from invariants.itf import itf_trace
+from invariants.liveness import lasso_itf, render_lasso
+from invariants.liveness_props import LivenessResult
 from refimpl.verify.verdict_rules import RULES, THRESHOLDS
 from refimpl.verify import Report
+from refimpl.verify.job import CHECKER_NAMES
 from spec.guards import guard
 
-__all__ = ["report_json", "report_markdown", "print_report", "explore_json"]
+__all__ = ["report_json", "report_markdown", "print_report", "explore_json", "explore_summary", "exploration_lines",
+           "print_explorations", "liveness_json", "liveness_lines"]
 
 
 def _events(c: Any) -> str:
@@ -52,6 +57,8 @@ def report_json(r: Report) -> dict[str, Any]:
             "runs": {name: explore_json(x) for name, x in r.explorations.items()},
             "negative_controls": {name: explore_json(x) for name, x in r.explorer_controls.items()},
         },
+        "liveness": {pid: liveness_json(x) for pid, x in r.liveness.items()},
+        "liveness_controls": {name: liveness_json(x) for name, x in r.liveness_controls.items()},
         "crosshair": None if r.crosshair is None else {
             "ok": r.crosshair.ok, "skipped": r.crosshair.skipped, "confirmed": r.crosshair.confirmed,
             "problems": list(r.crosshair.problems), "seconds": round(r.crosshair.seconds, 3)},
@@ -80,13 +87,46 @@ def _control_json(c: Any) -> dict[str, Any]:
             "counterexample": list(c.counterexample), "message": c.message}
 
 
-def explore_json(x: ExploreResult) -> dict[str, Any]:
-    return {"states": x.states, "transitions": x.transitions, "rejected": x.rejected, "depth": x.depth,
-            "complete": x.complete, "seconds": round(x.seconds, 3), "cpu_seconds": round(x.cpu_seconds, 3),
+def liveness_json(x: LivenessResult) -> dict[str, Any]:
+    """A liveness verdict with its figures; a violation's lasso as an ITF trace with `loop`."""
+    return {"id": x.id, "scope": x.scope, "fairness": x.fairness, "status": x.status, "states": x.states,
+            "transitions": x.transitions, "complete": x.complete, "diameter": x.diameter,
+            "seconds": round(x.seconds, 3), "reason": x.reason,
+            "lasso": None if x.lasso is None else {
+                "prefix_steps": len(x.lasso.prefix), "cycle_steps": len(x.lasso.cycle),
+                "trace": lasso_itf(x.lasso, {"property": x.id, "scope": x.scope})}}
+
+
+def liveness_lines(r: Report) -> list[str]:
+    """One line per property (status, scope figures or the reason) and per control (its lasso's size)."""
+    out = []
+    for pid, x in r.liveness.items():
+        figures = (f" on {x.states} states, {x.transitions} transitions, "
+                   f"{'complete' if x.complete else 'not whole'}, diameter {x.diameter}" if x.states else "")
+        out.append(f"liveness {pid} ({x.scope}): {x.status}{figures}{': ' + x.reason if x.reason else ''}")
+    for name, x in r.liveness_controls.items():
+        got = (f"a lasso of {len(x.lasso.prefix)} + {len(x.lasso.cycle)} steps (prefix + cycle)"
+               if x.lasso is not None else "NO LASSO")
+        out.append(f"liveness control {name} off ({x.id}): {x.status}, {got}")
+    return out
+
+
+def explore_summary(x: ExploreResult) -> dict[str, Any]:
+    """A run's figures: "complete" only for a fixpoint (`coverage` says "to depth d" otherwise)."""
+    return {"model": x.model, "states": x.states, "transitions": x.transitions, "rejected": x.rejected,
+            "depth": x.depth, "diameter": x.diameter, "complete": x.complete, "bound_hit": x.bound_hit,
+            "coverage": x.coverage, "seconds": round(x.seconds, 3), "cpu_seconds": round(x.cpu_seconds, 3),
             "states_per_second": round(x.states_per_second),
             "found": x.found, "violated": x.violated, "clause": x.clause,
-            "steps": len(x.counterexample) if x.found else None,
-            "counterexample": [repr(a) for a in x.counterexample], "message": x.message}
+            "steps": len(x.counterexample) if x.found else None, "message": x.message}
+
+
+def explore_json(x: ExploreResult) -> dict[str, Any]:
+    """The figures, each scope's own (a combined run), and the counterexample with its states (ITF)."""
+    return {**explore_summary(x), "scopes": [explore_summary(p) for p in x.parts or (x,)],
+            "counterexample": [repr(a) for a in x.counterexample],
+            "trace": itf_trace(x.trace, x.counterexample, {"violated": x.violated, "message": x.message})
+            if x.trace else None}
 
 
 def report_markdown(r: Report) -> str:
@@ -98,6 +138,8 @@ def report_markdown(r: Report) -> str:
     lines += [f"- {name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
               f"{sum(c.rejected.values())} rejected with typed errors){_events(c)}" for name, c in r.campaigns.items()]
     lines += [f"- stale mutant: {m}" for m in r.stale_mutants]
+    lines += [f"- {line}" for name, x in r.explorations.items() for line in exploration_lines(name, x)]
+    lines += [f"- {line}" for line in liveness_lines(r)]
     lines += ["", "## What \"verified\" means", "", *[f"- {rule.format(threshold=THRESHOLDS[r.profile])}"
                                                       for rule in RULES]]
     lines += ["", "| ID | title | clauses | weakest clause (case met) | negative controls | mutation controls "
@@ -113,6 +155,19 @@ def report_markdown(r: Report) -> str:
     for i in r.ids:
         lines += [f"| {i.id} | `{c.predicate}.{c.clause}` | {c.evaluated} | {c.antecedent_held} | "
                   f"{', '.join(c.failed_by) or '**none**'} |" for c in i.coverage]
+    if r.explorer_controls:
+        lines += ["", "## Explorer controls", "", "Each spec-layer guard switched off: the explorer's shortest "
+                  "counterexample, with the state after each step (the JSON report holds it as an ITF trace).", ""]
+        for name, x in r.explorer_controls.items():
+            lines += [f"### `{name}` off: {'violates ' + str(x.violated) if x.found else 'NOT FOUND'}", "",
+                      "```", render_counterexample(x).rstrip("\n"), "```", ""]
+    if r.liveness_controls:
+        lines += ["", "## Liveness controls", "", "Each liveness property's guard switched off: the lasso (a prefix, "
+                  "then a cycle repeated forever) with the state after each step.", ""]
+        for name, x in r.liveness_controls.items():
+            lines += [f"### `{name}` off ({x.id}): {x.status}", "", f"Fairness: {x.fairness}", ""]
+            if x.lasso is not None:
+                lines += ["```", render_lasso(x.lasso).rstrip("\n"), "```", ""]
     lines += ["", "## Negative controls", "",
               "Each guard switched off, in the spec (an invariant must fail) and in refimpl (refinement must "
               "fail); the counterexample is the action script Hypothesis found.", ""]
@@ -146,6 +201,26 @@ def _labelled(label: str, style: str, text: str) -> Text:
     return Text.assemble((label, style), " ", text)
 
 
+def exploration_lines(name: str, x: ExploreResult) -> list[str]:
+    """One line per scope of a checker's run: states, transitions, "complete, diameter D" or "to depth d"."""
+    out = []
+    for p in x.parts or (x,):
+        scope = name if p.model == name else f"{name} ({p.model})"
+        verdict = f"violation {p.violated}" if p.found else "no violation"
+        out.append(f"{scope} explorer: {p.states} distinct states, {p.transitions} transitions, {p.coverage}, "
+                   f"{p.states_per_second:,.0f} states/s: {verdict}")
+    return out
+
+
+def print_explorations(runs: dict[str, ExploreResult], console: Console) -> None:
+    """Each explorer scope's figures; a counterexample with the state after each step."""
+    for name, x in runs.items():
+        for line in exploration_lines(name, x):
+            console.print(line, markup=False, soft_wrap=True)
+        if x.found:
+            console.print(render_counterexample(x), markup=False)
+
+
 def print_report(r: Report, console: Console) -> None:
     for p in r.drift:
         console.print(_labelled("drift:", "red", p))
@@ -156,14 +231,9 @@ def print_report(r: Report, console: Console) -> None:
     for name, c in r.campaigns.items():
         console.print(f"{name} campaign: {c.examples} examples, {c.steps} steps ({c.accepted} accepted, "
                       f"{sum(c.rejected.values())} rejected with typed errors) in {c.seconds:.1f} s{_events(c)}")
-    for name, x in r.explorations.items():
-        verdict = f"[red]violation {x.violated}[/]" if x.found else "no violation"
-        console.print(f"{name} explorer: {x.states} distinct states, depth {x.depth}"
-                      f"{' (complete)' if x.complete else '' if x.found else ' (state bound hit)'}, "
-                      f"{x.transitions} transitions, "
-                      f"{x.states_per_second:,.0f} states/s: {verdict}")
-        if x.found:
-            console.print(render_counterexample(x), markup=False)
+    print_explorations(r.explorations, console)
+    for line in liveness_lines(r):
+        console.print(line, markup=False, soft_wrap=True)
     if r.explorer_controls:
         found = sum(x.found for x in r.explorer_controls.values())
         console.print(f"explorer negative controls: {found}/{len(r.explorer_controls)} guards yield a shortest "
@@ -199,5 +269,13 @@ def print_report(r: Report, console: Console) -> None:
             console.print(_labelled(f"{i.id} partial:", "yellow", f"{len(i.reasons)} reason(s); first: {i.reasons[0]}"))
     verified = sum(i.status == "verified" for i in r.ids)
     verdict = "[green]OK[/] (no violation)" if r.ok else "[red]FAILED[/] (a violation)"
-    console.print(f"{verdict}: {verified} of {len(r.ids)} IDs verified, "
+    console.print(f"{verdict}: {scope_text(r)}: {verified} verified, "
                   f"{sum(i.status == 'partial' for i in r.ids)} partial, in {r.seconds:.1f} s")
+
+
+def scope_text(r: Report) -> str:
+    """What the verdict covers: every ID, or only those the selected checkers check (`--checker`)."""
+    if set(r.checkers) >= set(CHECKER_NAMES):
+        return f"all {len(r.ids)} IDs"
+    which = "this checker" if len(r.checkers) == 1 else "these checkers"
+    return f"{len(r.ids)} IDs checked by {which} ({', '.join(r.checkers)})"

@@ -22,7 +22,7 @@ from spec.lifecycle import ALLOCATION_TABLE, CONTEXT_TABLE, mermaid
 from spec.tickets import PRESSURE_TABLE, TICKET_TABLE
 from spec.transactions_lifecycle import BUNDLE_TABLE, TRANSACTION_TABLE
 
-__all__ = ["Status", "Entry", "CATALOG", "IDS", "entry", "render_markdown"]
+__all__ = ["Status", "Entry", "CATALOG", "IDS", "LIVENESS", "entry", "render_markdown"]
 
 
 class Status(enum.Enum):
@@ -49,6 +49,8 @@ class Entry:
     scope: str = ""
     #: The issue that will implement it, for NOT_YET_IMPLEMENTED entries.
     planned: str = ""
+    #: Its liveness property under stated fairness (`LIVENESS`), checked on a whole scope, else empty.
+    liveness: str = ""
 
     @property
     def guards(self) -> tuple[Guard, ...]:
@@ -309,6 +311,40 @@ _LINKS.update({
 
 _PLANNED: dict[str, str] = {}
 
+_LV = "tests/test_liveness.py::"
+#: Liveness properties, each under the fairness it assumes, checked by `invariants.liveness_props` on the
+#: whole reachable graph of a scope (fair cycles and traps, `invariants.liveness`); a guard-off control
+#: must produce a lasso. ID -> (property and fairness, the tests that check it).
+LIVENESS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "I13": ("No run keeps a ticket pending forever while leases are returned infinitely often. Fairness: weak "
+            "fairness of Claim (a granted ticket is claimed); strong fairness of Release (capacity returns "
+            "infinitely often, the property's antecedent). Checked: no reachable cycle of the starvation scope "
+            "(the pressure pool, one holder, capacity 2, aging bound 2, sizes {1, 2}, priorities {0, 1}, ticket "
+            "ids recycled) keeps the watched ticket pending and releases a lease; control: aging off.",
+            (_LV + "test_aging_off_starves_a_ticket_in_a_cycle_that_returns_capacity",
+             _LV + "test_recycled_ids_step_as_the_original_ids_do")),
+    "I12": ("From every reachable state each admitted, unfinished KV request can still finish. Fairness: strong "
+            "fairness of Advance and Finish (then, on the finite scope, every request finishes). Checked on "
+            "the whole kv_batch scope; control: kv_admission_fits off.",
+            (_LV + "test_kv_admission_off_leaves_a_request_that_can_never_finish",)),
+    "I8c": ("From every reachable state max context is reachable through states that never oversubscribe the "
+            "budget. Fairness: strong fairness of Decode answered in full (the weight holder gives back what "
+            "it is asked). Checked on the whole elastic scope; control: elastic_guaranteed_path off.",
+            (_LV + "test_guard_off_yields_a_lasso_printed_with_states",)),
+    "C4": ("No run aborts forever with no commit. Fairness: weak fairness of Commit of a transaction holding "
+           "every reservation. Partial: the transactions scope plans at most two transactions and never reuses "
+           "an id, so it has no infinite run and a livelock of aborts cannot be expressed in it (it needs ids "
+           "recycled and the intent's age, raised by every abort, bounded).",
+           (_LV + "test_c4_is_partial_with_its_reason",)),
+}
+
+
+def _with_liveness(id: str, links: dict[str, object] | None) -> dict[str, object]:
+    if not links or id not in LIVENESS:
+        return dict(links or {})
+    text, tests = LIVENESS[id]
+    return {**links, "liveness": text, "tests": (*links.get("tests", ()), *tests)}  # type: ignore[misc]
+
 
 def _build() -> tuple[Entry, ...]:
     out = []
@@ -318,7 +354,7 @@ def _build() -> tuple[Entry, ...]:
         out.append(Entry(id=id, kind=str(t["kind"]), title=str(t["title"]), statement=str(t["statement"]),
                          rationale=str(t["rationale"]), evidence=tuple(t["evidence"]), status=status,
                          planned="" if links else _PLANNED.get(id, "not yet planned"),
-                         **(links or {})))  # type: ignore[arg-type]
+                         **_with_liveness(id, links)))  # type: ignore[arg-type]
     return tuple(out)
 
 
@@ -370,6 +406,8 @@ def render_markdown() -> str:
         if e.scope:
             lines += ["", f"*Scope of the checks.* {e.scope}"]
         lines += ["", "*Predicates.* " + ", ".join(f"`{p}`" for p in e.predicates)]
+        if e.liveness:
+            lines += ["", f"*Liveness (under fairness).* {e.liveness}"]
         if e.checked_by:
             lines += ["", f"*Checked by.* {e.checked_by}"]
         lines += ["", "*Guards (negative controls).* " + (

@@ -80,7 +80,12 @@ def test_explore_with_a_used_guard_off_finds_it_and_writes_json(tmp_path: Path, 
     out = tmp_path / "x.json"
     assert main(["explore", "--guard", "commit_within_reservation", "--json", str(out)]) == EXIT_FAILED
     got = json.loads(out.read_text())
-    assert got["found"] and got["guards_off"] == ["commit_within_reservation"] and got["steps"] >= 1
+    meta = got["#meta"]
+    assert meta["found"] and meta["guards_off"] == ["commit_within_reservation"] and meta["steps"] >= 1
+    # An ITF trace: the initial state and one state per step, each with every variable and its index.
+    assert len(got["states"]) == meta["steps"] + 1 and got["vars"][0] == "action"
+    assert [s["#meta"]["index"] for s in got["states"]] == list(range(meta["steps"] + 1))
+    assert all(set(got["vars"]) <= set(s) for s in got["states"]) and got["states"][0]["action"] == "init"
 
 
 def _trace(tmp_path: Path, name: str = "t.jsonl") -> Path:

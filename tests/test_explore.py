@@ -25,7 +25,8 @@ LEDGER_GUARDS = [g for g in GUARDS if g.model == "ledger"]
 def test_explorer_exhausts_quick_scope_without_violation() -> None:
     r = explore(ledger_model(QUICK_SCOPE), max_depth=6)
     assert not r.found, render_counterexample(r)
-    assert r.complete and r.depth == 6
+    # Every state within 6 steps, not a fixpoint: states sit at the cut unexpanded, so "to depth 6", not complete.
+    assert r.exhausted and not r.complete and r.depth == r.diameter == 6 and r.coverage == "to depth 6"
     # The figure the scope is known to reach; a change means the scope or the spec changed.
     assert r.states == 4098 and r.transitions > r.states
 
@@ -90,13 +91,32 @@ def _counter_model(limit: int) -> Model:
 def test_explorer_is_generic_over_models() -> None:
     clean = explore(_counter_model(3), max_depth=10)
     assert not clean.found and clean.states == 4 and clean.complete
+    assert clean.diameter == 2 and clean.coverage == "complete, diameter 2"
     bad = explore(_counter_model(1), max_depth=10)
     assert bad.violated == "TOY" and bad.counterexample == (2,)
 
 
 def test_state_bound_is_reported() -> None:
     r = explore(_counter_model(3), max_depth=10, max_states=2)
-    assert r.states == 2 and not r.complete
+    assert r.states == 2 and not r.complete and r.bound_hit and r.coverage.startswith("state bound hit")
+
+
+def test_depth_cut_short_of_the_fixpoint_is_not_complete() -> None:
+    # The toy's fixpoint is at depth 2 (states 0..3): cut at 1, states at depth 1 stay unexpanded.
+    r = explore(_counter_model(3), max_depth=1)
+    assert (r.states, r.complete, r.exhausted, r.coverage) == (3, False, True, "to depth 1")
+    whole = explore(_counter_model(3), max_depth=2)
+    assert not whole.complete and whole.states == 4  # depth-2 states were not expanded: not known to be all
+    assert explore(_counter_model(3), max_depth=3).complete
+
+
+def test_parallel_explorer_calls_only_a_fixpoint_complete() -> None:
+    from invariants.explore_parallel import explore_parallel
+    whole = explore_parallel(_counter_model(3), max_depth=3, workers=2)
+    assert (whole.states, whole.complete, whole.diameter, whole.coverage) == (4, True, 2, "complete, diameter 2")
+    for depth in (1, 2):  # the states at the cut were not expanded: not known to be all
+        cut = explore_parallel(_counter_model(3), max_depth=depth, workers=2)
+        assert not cut.complete and cut.exhausted and cut.coverage == f"to depth {depth}"
 
 
 def test_invalid_initial_state_rejected_at_depth_zero() -> None:
@@ -108,7 +128,7 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
     from refimpl.verify import GUARD_IDS, PROFILES, _explore, _noop
 
     runs, controls = _explore(PROFILES["quick"], _noop)
-    assert runs["ledger"].complete and not runs["ledger"].found and runs["ledger"].states > 10_000
+    assert runs["ledger"].exhausted and not runs["ledger"].found and runs["ledger"].states > 10_000
     explored = {g.name for g in GUARDS if g.model in ("ledger", "admission", "ort", "pressure", "transactions",
                                                       "hierarchy", "manager")}
     assert {g.name for g in LEDGER_GUARDS} <= set(controls) and set(controls) == explored
@@ -116,8 +136,9 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
     # refimpl script (refimpl.verify.pressure_scripts), named as such, not an explorer search.
     assert controls["unlock_before_callback"].model == "pressure-script"
     assert all(x.violated in GUARD_IDS[name] for name, x in controls.items())
-    assert all(runs[m].complete and not runs[m].found for m in ("admission", "ort", "pressure", "transactions",
-                                                                "manager"))
+    assert all(runs[m].exhausted for m in ("admission", "ort", "pressure", "transactions", "manager"))
+    assert runs["admission"].complete
+    assert [p.coverage.split(",")[0] for p in runs["admission"].parts] == ["complete"] * 3
 
 
 def test_report_json_carries_explorer_figures() -> None:

@@ -122,7 +122,7 @@ def test_incremental_explorer_finds_each_control_as_the_full_one(name: str) -> N
 def test_parallel_counts_the_serial_states_on_the_composed_scope() -> None:
     serial = explore(manager_model(), max_depth=3)
     par = explore_parallel(manager_model(), max_depth=3, workers=2)
-    assert not serial.found and not par.found and par.complete
+    assert not serial.found and not par.found and par.exhausted
     assert (par.states, par.transitions, par.rejected, par.depth) == (
         serial.states, serial.transitions, serial.rejected, serial.depth)
 
@@ -131,7 +131,7 @@ def test_parallel_counts_the_serial_states_on_the_composed_scope() -> None:
 def test_parallel_counts_the_serial_states_on_the_ledger_scope(workers: int) -> None:
     serial = explore(ledger_model(LEDGER_QUICK_SCOPE), max_depth=5)
     par = explore_parallel(ledger_model(LEDGER_QUICK_SCOPE), max_depth=5, workers=workers)
-    assert not par.found and par.complete
+    assert not par.found and par.exhausted
     assert (par.states, par.transitions, par.rejected, par.depth) == (
         serial.states, serial.transitions, serial.rejected, serial.depth)
 

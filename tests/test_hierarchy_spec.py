@@ -64,7 +64,7 @@ def test_explorer_finds_each_short_control(name: str) -> None:
 
 def test_arbitration_scope_with_every_guard_on_is_clean() -> None:
     r = explore(arbitration_model(), max_depth=7, max_states=100_000)
-    assert r.violated is None and r.complete, r.message
+    assert r.violated is None and r.exhausted, r.message
 
 
 
@@ -245,11 +245,11 @@ def test_a_reconnect_starts_a_new_epoch_and_old_connections_are_stale() -> None:
         H.step(s, H.Return(1, 1, 2, 1))
 
 
-def test_explorer_with_every_guard_on_is_clean_complete_and_reaches_every_environment_case() -> None:
+def test_explorer_with_every_guard_on_is_clean_to_its_depth_and_reaches_every_environment_case() -> None:
     from invariants.hierarchy_scope import counting_cases
     scope, counts = counting_cases(hierarchy_model())
     r = explore(scope, max_depth=6, max_states=100_000)
-    assert r.violated is None and r.complete and r.states > 2000, r.message
+    assert r.violated is None and r.exhausted and r.states > 2000, r.message
     for case in ("messages from fenced identities", "messages from exited identities",
                  "messages from never-spawned identities", "messages from spawned-but-silent identities",
                  "replies lost (journaled, unanswered)", "messages lost",

@@ -34,7 +34,7 @@ def test_every_manager_guard_has_a_deterministic_control() -> None:
 def test_scope_is_clean_with_every_guard_on() -> None:
     r = explore(manager_model(), max_depth=4, max_states=200_000)
     assert not r.found, r.message
-    assert r.complete and r.depth == 4 and r.states > 4_000
+    assert r.exhausted and r.depth == 4 and r.states > 4_000
 
 
 @pytest.mark.parametrize("name", _MANAGER_GUARDS)
@@ -48,7 +48,7 @@ def test_guard_off_is_found_by_the_explorer(name: str) -> None:
 @pytest.mark.parametrize("name", _MANAGER_GUARDS)
 def test_control_scope_is_clean_with_the_guard_on(name: str) -> None:
     r = explore(manager_model(GuardSet(), CONTROLS[name]), max_depth=EXPECTED[name][1] + 1, max_states=200_000)
-    assert not r.found and r.complete, r.message
+    assert not r.found and r.exhausted, r.message
 
 
 def test_alphabet_reaches_every_part_within_three_steps() -> None:
@@ -87,7 +87,7 @@ def test_fingerprint_seen_set_finds_the_same_counterexample(name: str) -> None:
 def test_fingerprint_seen_set_counts_the_same_states() -> None:
     whole = explore(manager_model(), max_depth=3)
     fp = explore(manager_model(), max_depth=3, fingerprints=True)
-    assert not fp.found and (fp.states, fp.transitions, fp.complete) == (whole.states, whole.transitions, True)
+    assert not fp.found and (fp.states, fp.transitions, fp.exhausted) == (whole.states, whole.transitions, True)
 
 
 def test_every_manager_clause_meets_its_case_in_the_scope() -> None:

@@ -25,9 +25,9 @@ _TX = [g for g in GUARDS if g.model == "transactions"]
 
 
 @pytest.mark.parametrize("model", [lambda g: pressure_model(g, QUICK_SCOPE), tx_model], ids=["pressure", "transactions"])
-def test_scope_every_guard_on_is_complete_without_violation(model) -> None:
+def test_scope_every_guard_on_is_clean_to_its_depth(model) -> None:
     r = explore(model(ALL_ON), max_depth=_QUICK.explore_depth, max_states=_QUICK.explore_states)
-    assert r.complete and not r.found and r.states > 1_000, r.message
+    assert r.exhausted and not r.found and r.states > 1_000, r.message
 
 
 @pytest.mark.parametrize("g", _PRESSURE + _TX, ids=lambda g: g.name)
@@ -43,7 +43,7 @@ def test_pressure_guard_off_counterexample_is_shortest(g) -> None:
     """One step shorter, the same search with the guard off finds nothing."""
     n = len(CHECKERS["pressure"].explore(g, _QUICK).counterexample)
     r = explore(pressure_model(GuardSet.without(g.name), CONTROL_SCOPE), max_depth=n - 1)
-    assert not r.found and r.complete
+    assert not r.found and r.exhausted
 
 
 def test_unlock_before_callback_has_no_explorer_control() -> None:
@@ -56,4 +56,4 @@ def test_unlock_before_callback_has_no_explorer_control() -> None:
 def test_checkers_explore_every_guard_on_without_violation() -> None:
     for name in ("pressure", "transactions"):
         r = CHECKERS[name].explore(None, _QUICK)
-        assert r.complete and not r.found, (name, r.message)
+        assert r.exhausted and not r.found, (name, r.message)

@@ -15,7 +15,8 @@ import pytest
 
 import refimpl.cli as cli
 from refimpl.cli import EXIT_USAGE, main
-from refimpl.verify import verify
+from refimpl.cli_report import scope_text
+from refimpl.verify import CHECKER_NAMES, Report, verify
 from refimpl.verify.mutants import MUTANTS
 from spec.guards import GUARDS, Layer
 
@@ -103,3 +104,15 @@ def test_explorer_runs_only_the_named_checkers_scopes(monkeypatch) -> None:
     assert calls[0] == ("pressure", None)
     assert {n for n, _ in calls} == {"pressure"}
     assert set(controls) == {g.name for g in GUARDS if g.model == "pressure"} and controls
+
+
+
+@pytest.mark.parametrize("checkers, text", [
+    (("transactions",), "3 IDs checked by this checker (transactions)"),
+    (("ledger", "pressure"), "3 IDs checked by these checkers (ledger, pressure)"),
+    (CHECKER_NAMES, "all 3 IDs"),
+])
+def test_the_verdict_line_names_its_scope(checkers: tuple[str, ...], text: str) -> None:
+    """Issue #22: a one-checker run says which IDs its verdict covers, not "0 of 2 IDs verified"."""
+    r = Report(True, "quick", (), {}, {}, (None, None, None), 0.0, checkers=checkers)  # type: ignore[arg-type]
+    assert scope_text(r) == text

@@ -11,7 +11,7 @@ import pytest
 from refimpl.cli import main
 from refimpl.governor import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
-from refimpl.view import TraceError, render_html, timeline_data
+from refimpl.view import TraceError, read_events, render_html, timeline_data
 from spec.errors import GovernorError
 from spec.types import Role, Tier
 
@@ -41,28 +41,25 @@ def test_known_trace_series_limit_and_markers() -> None:
     d = timeline_data(io.BytesIO(known_trace().encode()))
     assert d["events"] == 11
     [gpu] = d["authorities"]
-    assert (gpu["pool"], gpu["capacity"]) == ("gpu0", 100)
-    assert gpu["series"] == {"<b>weights</b> / weights": [[0, 0], [3, 40], [4, 30], [10, 0]],
-                             "kv / kv": [[0, 0], [5, 20], [8, 0]]}
+    assert (gpu["pool"], gpu["limit"]) == ("gpu0", [[2, 100]])
+    assert gpu["series"] == {"<b>weights</b> / weights": [[3, 40], [4, 30], [10, 0]],
+                             "kv / kv": [[5, 20], [8, 0]]}
     assert gpu["used"] == [[3, 40], [4, 30], [5, 50], [8, 30], [10, 0]]
+    assert gpu["over"] == []
     cats = [(m["i"], m["category"], m["kind"]) for m in d["markers"]]
     assert cats == [(6, "rejected", "reserve"), (9, "device loss", "lose_device"),
                     (10, "device loss", "confirm_termination")]
-
-
-def test_divergent_ledger_figure_is_marked() -> None:
-    lines = known_trace().splitlines()
-    e = json.loads(lines[4])  # commit: observed used 30 -> claim 31
-    e["payload"]["observed"]["used"] = {"1": 31}
-    lines[4] = json.dumps(e)
-    d = timeline_data(io.BytesIO("\n".join(lines).encode()))
-    assert [m["i"] for m in d["markers"] if m["category"] == "divergence"] == [4]
+    assert d["markers"][0]["holder"] == "kv"
 
 
 def test_html_is_self_contained_and_escapes_the_trace() -> None:
-    page = render_html(timeline_data(io.BytesIO(known_trace().encode())), "t <x>")
+    page = render_html(read_events(io.BytesIO(known_trace().encode())), "t <x>")
     assert "<b>weights</b>" not in page and "\\u003cb\\u003eweights" in page
     assert "<title>t &lt;x&gt;</title>" in page
+    named = render_html(read_events(io.BytesIO(known_trace().encode())), "__DATA__")
+    assert "<title>__DATA__</title>" in named  # the title is not filled with the data, the data is embedded once
+    data = named.split('<script type="application/json" id="data">', 1)[1].split("</script>", 1)[0]
+    assert len(json.loads(data)) == 11
     for needle in ("http://", "https://", "src=", "<link"):
         assert needle not in page.replace('"http://www.w3.org/2000/svg"', ""), needle
 
@@ -72,6 +69,7 @@ def test_html_is_self_contained_and_escapes_the_trace() -> None:
     ([b'{"kind": "<script>"}'], "no valid 'kind'"),
     ([b'{"kind": "reserve", "ids": []}'], "'ids' is not an object"),
     ([b'{"kind": "reserve", "pad": "' + b"x" * 70_000 + b'"}'], "longer than"),
+    ([b'{"kind": "reserve", "payload": {"nbytes": NaN}}'], "not JSON"),  # JSON.parse refuses it too
 ])
 def test_invalid_trace_is_refused(lines: list[bytes], match: str) -> None:
     with pytest.raises(TraceError, match=match):
@@ -87,15 +85,25 @@ def test_cli_view_writes_the_page(tmp_path: Path) -> None:
     assert main(["view", str(tmp_path / "bad.jsonl"), "-o", str(page)]) == 1
 
 
-def test_composed_trace_draws_used_and_every_part_as_markers(tmp_path: Path) -> None:
-    """A composed trace (every part of the manager): each authority's used and one marker per part's event."""
+def test_composed_trace_stacks_charges_and_marks_every_part(tmp_path: Path) -> None:
+    """A composed trace (every part of the manager): per-holder series that sum to each ledger's used."""
     trace = tmp_path / "t.jsonl"
     assert main(["trace", str(trace), "--seed", "2"]) == 0
     d = timeline_data(trace.read_bytes().splitlines())
     cats = {m["category"] for m in d["markers"]}
-    assert {"ticket", "pressure", "transaction", "limit", "device loss"} <= cats, cats
-    assert all(a["series"] == {} for a in d["authorities"])  # no per-holder guess from used alone
-    assert any(len(a["used"]) > 2 for a in d["authorities"])
-    assert "divergence" not in cats
+    assert {"ticket", "grant", "pressure", "transaction", "limit", "device loss"} <= cats, cats
+    assert sum(len(a["series"]) for a in d["authorities"]) >= 3
+    for a in d["authorities"]:
+        for i in range(d["events"]):
+            assert sum(_at(s, i) for s in a["series"].values()) == _at(a["used"], i), (a["id"], i)
     configure = [i for i, raw in enumerate(trace.read_bytes().splitlines()) if json.loads(raw)["kind"] == "configure"]
     assert len(configure) == 1 and not [m for m in d["markers"] if m["i"] in configure]  # no outcome, no marker
+
+
+def _at(steps: list[list[int]], i: int) -> int:
+    v = 0
+    for j, u in steps:
+        if j > i:
+            break
+        v = u
+    return v

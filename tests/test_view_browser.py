@@ -1,26 +1,34 @@
 """The `ortmem view` page in headless Debian chromium (Playwright, no browser download).
 
-The page must load without console errors or uncaught exceptions, draw exactly
-the (holder, role) series the trace implies per authority, stack them to the
-ledger's own observed `used`, draw each limit, and show event details on hover.
-Expected values are computed here from the trace, not from `refimpl.view`.
-Outside CI, a missing chromium or Playwright skips with the reason; with
-CI=true it fails.
+For a composed (`ortmem trace`), a ledger (`--ledger`) and a transaction
+trace: the page loads without console errors, uncaught exceptions or any
+request; its in-page model equals `refimpl.view_model` on the same trace
+(and on the pool and focused-transaction workloads); it draws one chart per
+authority with the holders' series stacked, the limit, hover detail; the
+file picker opens a second trace, an empty or bad file shows its message;
+wheel zooms and drag pans. A screenshot per trace kind goes to
+build/view-screenshots/. Expected holder names, limits and final `used` are
+read from the trace here, not from `refimpl.view`. Outside CI, a missing
+chromium or Playwright skips with the reason; with CI=true it fails.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from refimpl.cli import main
+from refimpl.view import timeline_data
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = Path(__file__).resolve().parents[1] / "build" / "view-screenshots"
 
 
 def _missing(why: str) -> None:
@@ -43,46 +51,87 @@ def browser():
         b.close()
 
 
-def _expected(trace: Path) -> tuple[dict[int, set[str]], dict[int, int], dict[int, int]]:
-    """From the trace alone: series keys per canonical authority, final observed used, capacity."""
-    holders, canon, keys, used, cap = {}, {}, {}, {}, {}
+def tx_trace() -> str:
+    """Two holders' focused transactions (ortmem-tx/1) on two authorities: reserve, commit, release, abort."""
+    from refimpl.manager import ProcessMemoryManager
+    from refimpl.tracing import JsonlSink
+    from spec.transactions_lifecycle import ViewKind
+
+    out = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(out))
+    enc, dec = pmm.register_holder("encoder"), pmm.register_holder("decoder")
+    hbm, host = pmm.tx_add_authority("hbm0", 64 << 20), pmm.tx_add_authority("host", 96 << 20)
+    a = pmm.tx_plan(enc, ((hbm, 24 << 20), (host, 30 << 20)), 0, ViewKind.CONTIGUOUS)
+    pmm.tx_reserve_all(a)
+    b = pmm.tx_plan(dec, ((hbm, 30 << 20),), 0, ViewKind.BLOCKS_TABLE)
+    pmm.tx_reserve_all(b)
+    c = pmm.tx_plan(dec, ((hbm, 40 << 20),), 0, ViewKind.OPAQUE)
+    assert pmm.tx_reserve_all(c) is not None  # a miss (54 MiB of 64 are held): aborted, its retry intent back
+    pmm.tx_execute(a, pmm.tx_publish(a), 1)
+    pmm.tx_commit(a)
+    pmm.tx_execute(b, pmm.tx_publish(b), 1)
+    pmm.tx_commit(b)
+    pmm.tx_release(b)
+    pmm.tx_abort(pmm.tx_plan(enc, ((host, 8 << 20),), 0, ViewKind.INDEXED))
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("traces")
+    out = {}
+    for name, extra in (("composed", []), ("ledger", ["--ledger"]), ("pool", ["--focused", "pool"]),
+                        ("tx-workload", ["--focused", "tx"])):
+        out[name] = d / f"{name}.jsonl"
+        assert main(["trace", str(out[name]), "--seed", "1", *extra]) == 0
+    out["tx"] = d / "tx.jsonl"
+    out["tx"].write_text(tx_trace())
+    out["empty"] = d / "empty.jsonl"
+    out["empty"].write_text("")
+    out["bad"] = d / "bad.jsonl"
+    out["bad"].write_text('{"kind": "reserve"}\n{oops\n')
+    return out
+
+
+def _expected(trace: Path) -> tuple[set[str], dict[int, int], dict[int, int]]:
+    """From the trace alone: holder names, each authority's first limit and its last reported used."""
+    names, cap, used = set(), {}, {}
     for line in trace.read_text().splitlines():
         e = json.loads(line)
         ids, p = e["ids"], e["payload"]
-        if p.get("outcome") != "accepted":
-            continue
-        if e["kind"] == "register_holder":
-            holders[ids["result"]] = p["name"]
-        elif e["kind"] == "register_authority":
-            canon[ids["result"]] = ids["result"]
-            cap[ids["result"]] = p["capacity"]
-        elif e["kind"] == "register_alias":
-            canon[ids["result"]] = canon[ids["of"]]
-        elif e["kind"] in ("reserve", "record_committed"):
-            keys.setdefault(canon[ids["authority"]], set()).add(f"{holders[ids['holder']]} / {p['role']}")
-        for a, u in p["observed"]["used"].items():
-            used[int(a)] = u
-    return keys, used, cap
+        if p.get("outcome") == "accepted" and e["kind"] == "register_holder":
+            names.add(p["name"])
+        elif p.get("outcome") == "accepted" and e["kind"] in ("register_authority", "tx_add_authority"):
+            cap[ids.get("result", p.get("result"))] = p["capacity"]
+        for figures in ((p.get("observed") or {}).get("used", {}), p.get("used", {})):
+            for a, u in figures.items():
+                used[int(a)] = u
+    return names, cap, used
 
 
-def _extra_events(trace: Path) -> None:
-    """Append one ticket, pressure and transaction event (kinds the ledger emitter does not produce yet)."""
-    lines = trace.read_text().splitlines()
-    seq = json.loads(lines[-1])["source_sequence"]
-    for n, kind in enumerate(("submit", "pressure", "plan"), 1):
-        lines.append(json.dumps({"contract_revision": "ortmem-ledger/1", "source": "pmm-1",
-                                 "source_sequence": seq + n, "kind": kind, "ids": {"authority": 2},
-                                 "payload": {"target": 8, "outcome": "accepted", "error": None,
-                                             "observed": {"used": {}, "charges": {}}}}))
-    trace.write_text("\n".join(lines) + "\n")
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.2f} {unit}" if n < 10 else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
 
 
-def test_timeline_page_in_headless_chromium(browser, tmp_path: Path) -> None:
-    trace, page_file = tmp_path / "t.jsonl", tmp_path / "timeline.html"
-    assert main(["trace", str(trace), "--seed", "1", "--ledger"]) == 0
-    keys, used, cap = _expected(trace)
-    _extra_events(trace)
-    assert main(["view", str(trace), "-o", str(page_file)]) == 0
+def _at(authorities: list[dict], a: int, i: int) -> int:
+    """The ledger's used at event i, from the model's step series."""
+    [rec] = [r for r in authorities if r["id"] == a]
+    return next((v for j, v in reversed(rec["used"]) if j <= i), 0)
+
+
+def _wait(page, expr: str, timeout: float = 10.0) -> None:
+    """Poll `expr` with evaluate: wait_for_function's string predicates are eval'd, which the page's CSP refuses."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expr):
+        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
+        page.wait_for_timeout(50)
+
+
+def _open(browser, page_file: Path):
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     errors: list[str] = []
     requests: list[str] = []
@@ -90,25 +139,113 @@ def test_timeline_page_in_headless_chromium(browser, tmp_path: Path) -> None:
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: requests.append(r.url))
     page.goto(page_file.as_uri())
-    page.wait_for_function("window.ortmemTimeline && window.ortmemTimeline.rendered", timeout=10_000)
-    assert errors == []
-    assert requests == [page_file.as_uri()]  # nothing but the page itself: no network
+    _wait(page, "window.ortmemTimeline && window.ortmemTimeline.rendered")
+    return page, errors, requests
+
+
+@pytest.mark.parametrize("kind", ["composed", "ledger", "tx"])
+def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str) -> None:
+    trace, page_file = traces[kind], tmp_path / "timeline.html"
+    assert main(["view", str(trace), "-o", str(page_file)]) == 0
+    names, cap, used = _expected(trace)
+    page, errors, requests = _open(browser, page_file)
+    assert errors == [] and requests == [page_file.as_uri()]  # nothing but the page itself: no network
+    model = page.evaluate("window.ortmemTimeline.model")
+    assert model == json.loads(json.dumps(timeline_data(trace.read_bytes().splitlines())))  # JS == Python
+    assert page.locator("div.panel[data-authority]").count() == len(cap) == len(model["authorities"])
     drawn = page.eval_on_selector_all("path[data-series]", "ps => ps.map(p => [p.dataset.authority, p.dataset.series])")
-    got: dict[int, set[str]] = {}
+    assert len({a for a, _ in drawn}) >= 2 if kind != "ledger" else 2  # stacked series on several charts
+    per_chart = {}
     for a, k in drawn:
-        got.setdefault(int(a), set()).add(k)
-    assert got == keys and len(drawn) == sum(len(v) for v in keys.values())
-    n = page.evaluate("window.ortmemTimeline.data.events")
-    for a in keys:
+        per_chart.setdefault(int(a), set()).add(k)
+    assert max(len(v) for v in per_chart.values()) >= 2  # a stack, not one area
+    drawn_holders = {k.split(" / ")[0] for _, k in drawn} - {"unattributed"}
+    assert drawn_holders and drawn_holders <= names and len(drawn_holders) >= 2
+    n = model["events"]
+    for a, limit in cap.items():
+        assert page.locator(f"path[data-limit='{a}']").count() == 1
+        assert f"limit {_human(limit)}" in page.inner_text(f"div.panel[data-authority='{a}'] h2")
         stack = page.evaluate(f"Object.values(window.ortmemTimeline.stackAt({a}, {n - 1})).reduce((s, v) => s + v, 0)")
-        assert stack == used[a], a  # the stack ends where the ledger's own figure ends
-        assert page.locator(f"line[data-limit='{a}']").count() == 1
-        assert f"limit {cap[a]:,} B" in page.inner_text(f"div.panel[data-authority='{a}'] h2")
-    for category, kind in (("device loss", "lose_device"), ("ticket", "submit"), ("pressure", "pressure"),
-                           ("transaction", "plan")):
-        marker = page.locator(f"rect.marker[data-category='{category}'][data-kind='{kind}']").first
-        marker.hover()
-        assert page.locator("#tip").is_visible()
-        assert f"{kind} ({category})" in page.inner_text("#tip")
+        assert stack == used.get(a, 0), a  # the stack ends where the ledger's own figure ends
+    a = int(drawn[0][0])
+    [rec] = [r for r in model["authorities"] if r["id"] == a]
+    i = max(rec["used"], key=lambda p: p[1])[0]  # the event where this ledger's used peaks: a full stack
+    box = page.locator(f"svg[data-authority='{a}']").bounding_box()
+    vx = 78 + (1000 - 78 - 12) * (i + 0.5) / n  # the page's x axis: margins 78 and 12 of a 1000-wide viewBox
+    page.mouse.move(box["x"] + vx / 1000 * box["width"], box["y"] + box["height"] * 0.4)
+    tip = page.inner_text("#tip")
+    assert page.locator("#tip").is_visible() and tip.startswith(f"event {i}"), tip
+    assert f"used {_human(_at(model['authorities'], a, i))} of limit " in tip
+    stack = {key: v for key, v in page.evaluate(f"window.ortmemTimeline.stackAt({a}, {i})").items() if v}
+    assert stack and sum(stack.values()) == _at(model["authorities"], a, i)
+    for key, v in stack.items():
+        assert f"{key}: {_human(v)}" in tip
+    marker = page.locator("rect.marker").last  # drawn last: on top of any neighbour it overlaps
+    marker.hover()
+    assert f"({marker.get_attribute('data-category')})" in page.inner_text("#tip")
+    page.mouse.move(0, 0)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{kind}.png"), full_page=True)
+    assert errors == []
+    page.close()
+
+
+@pytest.mark.parametrize("kind", ["composed", "ledger", "pool", "tx-workload", "tx"])
+def test_page_model_equals_python_model(browser, traces, tmp_path: Path, kind: str) -> None:
+    """The page's parser and model (the file picker's path) against `refimpl.view` on the same text."""
+    page_file = tmp_path / "timeline.html"
+    assert main(["view", str(traces["empty"]), "-o", str(page_file)]) == 0
+    page, errors, _ = _open(browser, page_file)
+    text = traces[kind].read_text()
+    got = page.evaluate("t => window.ortmemTimeline.build(window.ortmemTimeline.parse(t))", text)
+    assert got == json.loads(json.dumps(timeline_data(text.splitlines(keepends=True))))
+    assert errors == []
+    page.close()
+
+
+def test_file_picker_empty_and_rejected_traces(browser, traces, tmp_path: Path) -> None:
+    page_file = tmp_path / "timeline.html"
+    assert main(["view", str(traces["composed"]), "-o", str(page_file)]) == 0
+    page, errors, requests = _open(browser, page_file)
+    assert not page.locator("#message").is_visible()
+    ledger = timeline_data(traces["ledger"].read_bytes().splitlines())
+    page.set_input_files("#file", str(traces["ledger"]))
+    _wait(page, "window.ortmemTimeline.loaded === 1")
+    assert page.evaluate("window.ortmemTimeline.model.events") == ledger["events"]
+    assert page.locator("div.panel[data-authority]").count() == len(ledger["authorities"])
+    assert "ledger.jsonl: " in page.inner_text("#summary")
+    page.set_input_files("#file", str(traces["empty"]))
+    _wait(page, "window.ortmemTimeline.loaded === 2")
+    assert page.locator("#message").is_visible()
+    assert page.inner_text("#message") == "empty.jsonl: the trace has no events: nothing to draw."
+    assert page.locator("div.panel[data-authority]").count() == 0
+    page.set_input_files("#file", str(traces["bad"]))
+    _wait(page, "window.ortmemTimeline.loaded === 3")
+    assert page.inner_text("#message").startswith("bad.jsonl: rejected trace: line 2: not JSON")
+    assert page.locator("div.panel[data-authority]").count() == 0
+    assert errors == [] and requests == [page_file.as_uri()]
+    page.close()
+
+
+def test_wheel_zooms_and_drag_pans(browser, traces, tmp_path: Path) -> None:
+    page_file = tmp_path / "timeline.html"
+    assert main(["view", str(traces["composed"]), "-o", str(page_file)]) == 0
+    page, errors, _ = _open(browser, page_file)
+    n = page.evaluate("window.ortmemTimeline.model.events")
+    assert page.evaluate("window.ortmemTimeline.view") == [0, n]
+    box = page.locator("svg[data-authority]").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 3)
+    for _ in range(5):
+        page.mouse.wheel(0, -100)
+    _wait(page, f"window.ortmemTimeline.view[1] - window.ortmemTimeline.view[0] < {n * 0.5}")
+    lo, hi = page.evaluate("window.ortmemTimeline.view")
+    assert 0 < lo and hi < n and "showing events" in page.inner_text("#window")
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 200, box["y"] + box["height"] / 3)
+    page.mouse.up()
+    lo2, hi2 = page.evaluate("window.ortmemTimeline.view")
+    assert lo2 < lo and round(hi2 - lo2, 6) == round(hi - lo, 6)  # dragged right: earlier events, same span
+    page.click("#reset")
+    assert page.evaluate("window.ortmemTimeline.view") == [0, n]
     assert errors == []
     page.close()

@@ -6,7 +6,8 @@ invariants after every step, contracts on, every clause's coverage counted),
 negative controls (each registered guard switched off, in the spec and in
 refimpl, must yield a harm to an ID it protects), mutation controls (each
 named bug of `refimpl.verify.mutants.MUTANTS` injected with every guard on must make
-a clause of its ID fail), the explorer and CrossHair. Each ID is judged by
+a clause of its ID fail), the explorer, liveness under fairness (`invariants.liveness_props`: each
+property on its whole scope, and its guard off must yield a lasso) and CrossHair. Each ID is judged by
 the rules of `refimpl.verify.verdict_rules`. The report is a plain value; rendering
 (table, JSON) lives in `refimpl.cli`.
 
@@ -17,7 +18,8 @@ when the job ended), sent from worker processes over a queue at most twice a
 second (`invariants.progress` collects them inside the checks).
 
 `ok` is false only when something is *violated* (drift, a campaign or
-explorer violation, a CrossHair counterexample, a stale mutant); an ID that
+explorer violation, a liveness violation or a liveness control without a lasso, a CrossHair
+counterexample, a stale mutant); an ID that
 does not meet the rules is "partial" with its reasons, which `--strict`
 turns into a failure.
 """
@@ -46,6 +48,7 @@ import invariants.sessions  # noqa: F401
 import invariants.transactions  # noqa: F401
 from invariants.drift import drift_problems, unchecked
 from invariants.explore import ExploreResult
+from invariants.liveness_props import LivenessResult, liveness_ok, run_liveness
 from invariants.mutation import StaleMutant, applied
 from invariants._violation import InvariantViolation
 from invariants.progress import reporting
@@ -108,6 +111,9 @@ class Report:
     checkers: tuple[str, ...] = ()
     #: What the drift phase could not check here (an installed copy has no docs/ or tests/): not a pass.
     drift_unchecked: tuple[str, ...] = ()
+    #: Issue #26: liveness under fairness per catalog ID (every guard on), and per control guard (guard off).
+    liveness: dict[str, LivenessResult] = attrs.field(factory=dict)
+    liveness_controls: dict[str, LivenessResult] = attrs.field(factory=dict)
 
     @property
     def all_verified(self) -> bool:
@@ -174,6 +180,9 @@ def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
                                                                      search=search)
 
     explorations, explorer_controls = _explore(budget, progress, names, live=live)
+    progress("liveness", 0, 1)
+    liveness, liveness_controls = run_liveness(names)
+    progress("liveness", 1, 1)
     if names == CHECKER_NAMES:
         progress("crosshair", 0, 1)
         crosshair = run_crosshair()
@@ -184,10 +193,11 @@ def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
     entries = [e for e in CATALOG if names == CHECKER_NAMES or _checked_by(e.id, names, runs)]
     ids = tuple(_id_report(e, profile, runs, errors, controls, mutants, explorer_controls, crosshair)
                 for e in entries)
-    ok = verdict(drift, errors, controls, ids, explorations, explorer_controls, crosshair) and not stale
+    ok = (verdict(drift, errors, controls, ids, explorations, explorer_controls, crosshair) and not stale
+          and liveness_ok(liveness, liveness_controls))
     return Report(ok, profile, drift, {k: r.stats for k, r in runs.items()}, errors, ids,
                   time.perf_counter() - t0, explorations, explorer_controls, crosshair, tuple(mutants), stale,
-                  names, drift_unchecked)
+                  names, drift_unchecked, liveness, liveness_controls)
 
 
 def _checked_by(id: str, names: tuple[str, ...], runs: dict[str, CheckerRun]) -> bool:

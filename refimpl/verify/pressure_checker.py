@@ -44,7 +44,7 @@ class PressureChecker:
             # Its deterministic control is a fixed refimpl script instead (rule R4 names it a script).
             if guard.name in SCRIPTS:
                 return run_script(guard)
-            return ExploreResult("pressure", 0, 0, 0, 0, True, 0.0, None,
+            return ExploreResult("pressure", 0, 0, 0, 0, False, 0.0, None,
                                  f"not expressible in the spec: {SPEC_CANNOT_EXPRESS[guard.name]}", ())
         return self._explorer(guard, budget)
 

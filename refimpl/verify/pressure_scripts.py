@@ -65,13 +65,13 @@ def run_script(guard: Guard) -> ExploreResult:
     _, _, clean, _ = _run(guard, ALL_ON)
     model = f"pressure{SCRIPT_SUFFIX}"
     if clean is not None:  # the script itself is wrong: it is not evidence about the guard
-        return ExploreResult(model, 0, 0, 0, 0, True, time.perf_counter() - t0, None,
+        return ExploreResult(model, 0, 0, 0, 0, False, time.perf_counter() - t0, None,
                              f"the fixed script fails with every guard on ({clean}): not a control", ())
     acc, rej, e, n = _run(guard, GuardSet.without(guard.name))
     seconds = time.perf_counter() - t0
     trace = tuple(repr(a) for a in actions[:n])
     if e is None or e.id not in guard.ids:
         why = "no counterexample found" if e is None else f"another ID's harm ({e}), not the guard's"
-        return ExploreResult(model, n + 1, acc, rej, n, True, seconds, None, f"fixed script, guard off: {why}", ())
-    return ExploreResult(model, n + 1, acc, rej, n, True, seconds, e.id, f"fixed script, guard off: {e}", trace,
+        return ExploreResult(model, n + 1, acc, rej, n, False, seconds, None, f"fixed script, guard off: {why}", ())
+    return ExploreResult(model, n + 1, acc, rej, n, False, seconds, e.id, f"fixed script, guard off: {e}", trace,
                          e.clause, (e.clause,) if e.clause else ())

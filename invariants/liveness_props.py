@@ -1,0 +1,209 @@
+"""The liveness properties of the catalog, each under its stated fairness, checked on a whole explored scope.
+
+Each property, with the fairness it assumes and its scope, is stated once, in `spec.catalog.LIVENESS`:
+I13 (no ticket pending forever while leases return infinitely often), I12 (an admitted request can always
+still finish), I8c (max context always reachable without oversubscription), C4 (no run of aborts forever).
+
+I13 is a fair-cycle check (`invariants.liveness.fair_cycle`): a reachable cycle that keeps the watched ticket
+pending and returns a lease.
+I12 and I8c are possibility checks (`liveness.trap`): on a finite graph, "from every reachable state the goal
+stays reachable" makes every run reach it under strong fairness of every step.
+
+I13's scope (`starvation_model`) is the pressure pool of `spec.pressure` with one holder, capacity 2,
+aging bound 2, two mailbox slots, at most three tickets in the table at once, sizes {1, 2}, priorities
+{0, 1}, no pressure tickets and no reconfiguration. Retired ticket ids are recycled: after each step the
+live tickets are renamed 1..k in id order, and their grant numbers 1..m in grant order. The pool compares ids
+and grant numbers only by order (arbitration sorts by id; a retired id is never named again by the scope),
+so the renamed state steps as the original does (`tests/test_liveness.py` checks it on every edge); without
+the renaming the ids would grow and no run could repeat a state, so no cycle, fair or not, would exist. A
+monitor watches one ticket: `Watch(Submit(...))` submits and marks the new ticket (if none is watched); the
+mark follows its ticket through the renaming and clears when it retires.
+
+C4 is "partial": the transactions scope plans at most two transactions and never reuses an id, so it has no
+infinite run at all, and a livelock of aborts cannot be expressed in it; doing so needs transaction ids
+recycled as I13's scope recycles tickets, and the intent's age (raised by every abort, unbounded) capped
+(not done).
+
+Pure; reads the spec only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from invariants.explore import Model
+from invariants.liveness import Graph, Lasso, build_graph, fair_cycle, trap
+from invariants.model_scopes import batch, elastic
+from spec import admission as AD
+from spec import pressure as P
+from spec.errors import GovernorError
+from spec.catalog import LIVENESS
+from spec.guards import ALL_ON, GuardSet
+from spec.records import evolve
+from spec.tickets import TicketState
+
+__all__ = ["FAIRNESS", "PROPERTIES", "CHECKER", "LivenessResult", "Watch", "Watched", "starvation_model",
+           "canonical", "check_liveness", "check_all_liveness", "run_liveness", "liveness_ok"]
+
+#: Each property with its fairness, as the catalog states it (`spec.catalog.LIVENESS`, the one text).
+FAIRNESS: dict[str, str] = {pid: text for pid, (text, _) in LIVENESS.items()}
+
+
+@attrs.frozen
+class LivenessResult:
+    id: str
+    scope: str
+    fairness: str
+    status: str  # "verified", "violated" or "partial"
+    states: int = 0
+    transitions: int = 0
+    complete: bool = False  # the whole reachable graph was built (else the verdict is partial)
+    diameter: int = 0
+    seconds: float = 0.0
+    lasso: Lasso | None = None
+    reason: str = ""  # for "partial": what is not checked, and why
+
+
+# --- I13: the starvation scope ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Watch:
+    """Submit `submit` and watch the new ticket (the monitor's choice of which ticket must not starve)."""
+
+    submit: P.Submit
+
+
+@attrs.frozen
+class Watched:
+    pool: P.Pool
+    watched: int | None = None  # the watched ticket's (renamed) id; None before one is chosen or once it retires
+
+
+_TABLE = 3  # tickets in the table at once (pending, granted or claimed)
+
+
+def canonical(s: Watched) -> Watched:
+    """Live tickets renamed 1..k in id order, grant numbers 1..m in grant order; the watch follows its ticket."""
+    p = s.pool
+    ids = {old: new for new, old in enumerate(sorted(p.tickets), 1)}
+    grants = {old: new for new, old in enumerate(sorted(t.grant for t in p.tickets.values() if t.grant), 1)}
+    tickets = p.tickets.__class__({ids[t.id]: evolve(t, id=ids[t.id], grant=grants.get(t.grant))
+                                   for t in p.tickets.values()})
+    pool = evolve(p, tickets=tickets, next_ticket=len(ids) + 1, next_grant=len(grants) + 1)
+    return Watched(pool, None if s.watched is None else ids.get(s.watched))
+
+
+def _starvation_actions(s: Watched) -> Iterator[Any]:
+    p = s.pool
+    if len(p.tickets) < _TABLE:
+        for n in (1, 2):
+            for prio in (0, 1):
+                yield P.Submit(1, n, prio)
+                if s.watched is None:
+                    yield Watch(P.Submit(1, n, prio))
+    for tid in sorted(p.tickets):
+        yield P.Claim(1, tid)
+        yield P.Release(1, tid)
+        yield P.Cancel(1, tid)
+
+
+def _starvation_step(guards: GuardSet, s: Watched, act: Any) -> Watched:
+    watched = s.watched
+    if isinstance(act, Watch):
+        watched = s.pool.next_ticket
+        act = act.submit
+    nxt = P.step(s.pool, act, guards)[0]
+    return canonical(Watched(nxt, watched if watched in nxt.tickets else None))
+
+
+def starvation_model(guards: GuardSet = ALL_ON) -> Model:
+    """The pool with recycled ticket ids and a watched ticket (no invariant checks: liveness reads the graph)."""
+    pool = P.initial(2, 0, 1, 2, 2)
+    return Model("starvation", Watched(pool), lambda s, a: _starvation_step(guards, s, a), _starvation_actions,
+                 lambda s: None, lambda s, a, n: None, (GovernorError,))
+
+
+def _pending_watched(s: Watched) -> bool:
+    return s.watched is not None and s.pool.tickets[s.watched].state is TicketState.PENDING
+
+
+def _capacity_returns(s: Watched, act: Any, n: Watched) -> bool:
+    """A lease is released (granted or claimed): its bytes go back to the pool."""
+    return isinstance(act, P.Release) and s.pool.tickets[act.ticket].state in (TicketState.GRANTED, TicketState.CLAIMED)
+
+
+# --- the checks -----------------------------------------------------------------------------------------------
+
+
+def _i13(g: Graph) -> Lasso | None:
+    return fair_cycle(g, _pending_watched, _capacity_returns)
+
+
+def _i12(g: Graph) -> Lasso | None:
+    for rid in (1, 2, 3):  # the kv_batch scope submits at most three requests
+        lasso = trap(g, lambda s, r=rid: r in s.requests and s.requests[r].state is not AD.ReqState.FINISHED,
+                     lambda s, r=rid: r in s.requests and s.requests[r].state is AD.ReqState.FINISHED)
+        if lasso is not None:
+            return lasso
+    return None
+
+
+def _i8c(g: Graph) -> Lasso | None:
+    return trap(g, lambda s: True, lambda s: s.tokens == s.max_context,
+                along=lambda s: s.used + s.headroom <= s.budget)
+
+
+#: The `ortmem verify` checker each property belongs to (its guard's model; C4: the transactions checker).
+CHECKER: dict[str, str] = {"I13": "pressure", "I12": "admission", "I8c": "admission", "C4": "transactions"}
+
+#: ID -> (scope name, the scope's model for a guard set, the check, the guard whose control must fail it).
+PROPERTIES: dict[str, tuple[str, Callable[[GuardSet], Model], Callable[[Graph], Lasso | None], str]] = {
+    "I13": ("starvation", starvation_model, _i13, "aging"),
+    "I12": ("kv_batch", batch, _i12, "kv_admission_fits"),
+    "I8c": ("elastic", elastic, _i8c, "elastic_guaranteed_path"),
+}
+
+_PARTIAL = {"C4": ("transactions", "the transactions scope plans at most two transactions and never reuses an id, "
+                   "so it has no infinite run and a livelock of aborts cannot be expressed; it needs transaction, "
+                   "intent and sequence ids recycled as the starvation scope recycles tickets, and a bound on the "
+                   "intent's age, which every abort raises by one without limit (spec.transactions._abort_tx)")}
+
+
+def check_liveness(pid: str, guards: GuardSet = ALL_ON, *, max_states: int = 200_000) -> LivenessResult:
+    """Build `pid`'s scope whole with `guards` and check its property: verified, violated (a lasso) or partial."""
+    if pid in _PARTIAL:
+        scope, why = _PARTIAL[pid]
+        return LivenessResult(pid, scope, FAIRNESS[pid], "partial", reason=why)
+    scope, model, check, _ = PROPERTIES[pid]
+    t0 = time.perf_counter()
+    g = build_graph(model(guards), max_states=max_states)
+    lasso = check(g)
+    status = "violated" if lasso is not None else "verified" if g.complete else "partial"
+    why = "" if g.complete or lasso is not None else f"state bound {max_states} hit: the graph is not whole"
+    return LivenessResult(pid, scope, FAIRNESS[pid], status, len(g.states), g.transitions, g.complete, g.diameter,
+                          time.perf_counter() - t0, lasso, why)
+
+
+def check_all_liveness(guards: GuardSet = ALL_ON) -> dict[str, LivenessResult]:
+    return {pid: check_liveness(pid, guards) for pid in (*PROPERTIES, *_PARTIAL)}
+
+
+def run_liveness(checkers: tuple[str, ...]) -> tuple[dict[str, LivenessResult], dict[str, LivenessResult]]:
+    """`ortmem verify`'s liveness phase for the named checkers: each property with every guard on, then with
+    its guard off (the negative control, which must yield a lasso)."""
+    pids = [pid for pid in (*PROPERTIES, *_PARTIAL) if CHECKER[pid] in checkers]
+    runs = {pid: check_liveness(pid) for pid in pids}
+    controls = {PROPERTIES[pid][3]: check_liveness(pid, GuardSet.without(PROPERTIES[pid][3]))
+                for pid in pids if pid in PROPERTIES}
+    return runs, controls
+
+
+def liveness_ok(runs: dict[str, LivenessResult], controls: dict[str, LivenessResult]) -> bool:
+    """No property violated with every guard on, and every control's guard off violated it (a lasso)."""
+    return (not any(r.status == "violated" for r in runs.values())
+            and all(c.status == "violated" and c.lasso is not None for c in controls.values()))

@@ -1,0 +1,153 @@
+"""Liveness under fairness (`invariants.liveness`, `invariants.liveness_props`): I13, I12, I8c checked on whole
+scopes, each with a negative control whose lasso (prefix, then a cycle forever) replays step by step; C4 partial.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants import liveness_props as LP
+from invariants.liveness import Graph, Lasso, build_graph, fair_cycle, render_lasso, sccs
+from spec import pressure as P
+from spec.catalog import entry
+from spec.guards import ALL_ON, GuardSet
+from spec.records import evolve
+from spec.tickets import TicketState
+
+PIDS = list(LP.PROPERTIES)
+
+
+def test_sccs_finds_each_component() -> None:
+    edges = {0: [1], 1: [2], 2: [0, 3], 3: [4], 4: [3], 5: []}
+    comps = sorted(sorted(c) for c in sccs(6, lambda v: edges[v], range(6)))
+    assert comps == [[0, 1, 2], [3, 4], [5]]
+
+
+@pytest.mark.parametrize("pid", PIDS)
+def test_property_holds_on_the_whole_scope_with_every_guard_on(pid: str) -> None:
+    r = LP.check_liveness(pid)
+    assert r.status == "verified" and r.complete and r.lasso is None, r.reason
+    assert r.states > 40 and r.transitions > r.states and r.diameter > 5
+    assert r.fairness == entry(pid).liveness and "Fairness:" in r.fairness  # the catalog states it
+
+
+def _replays(pid: str, guards: GuardSet, lasso: Lasso) -> None:
+    """The lasso is a run of the scope: each listed state is the step's successor; the cycle closes."""
+    model = LP.PROPERTIES[pid][1](guards)
+    s = lasso.initial
+    assert s == model.initial
+    for a, listed in (*lasso.prefix, *lasso.cycle):
+        s = model.step(s, a)
+        assert s == listed, (a, s, listed)
+    if lasso.cycle:
+        start = lasso.prefix[-1][1] if lasso.prefix else lasso.initial
+        assert lasso.cycle[-1][1] == start
+
+
+@pytest.mark.parametrize("pid", PIDS)
+def test_guard_off_yields_a_lasso_printed_with_states(pid: str) -> None:
+    guard = LP.PROPERTIES[pid][3]
+    r = LP.check_liveness(pid, GuardSet.without(guard))
+    assert r.status == "violated" and r.lasso is not None
+    _replays(pid, GuardSet.without(guard), r.lasso)
+    text = render_lasso(r.lasso)
+    steps = len(r.lasso.prefix) + len(r.lasso.cycle)
+    assert text.count("\n     -> ") == steps and text.startswith(" 0. (initial)\n     ")
+    assert ("-- cycle: steps" in text) == bool(r.lasso.cycle)
+
+
+def test_aging_off_starves_a_ticket_in_a_cycle_that_returns_capacity() -> None:
+    r = LP.check_liveness("I13", GuardSet.without("aging"))
+    assert r.lasso is not None and r.lasso.cycle
+    start = r.lasso.prefix[-1][1] if r.lasso.prefix else r.lasso.initial
+    cycle = [start, *(s for _, s in r.lasso.cycle)]
+    # The watched ticket is pending in every state of the cycle, and a lease is released in it: the harm.
+    assert all(s.watched is not None and s.pool.tickets[s.watched].state is TicketState.PENDING for s in cycle)
+    assert any(isinstance(a, P.Release) for a, _ in r.lasso.cycle)
+
+
+def test_kv_admission_off_leaves_a_request_that_can_never_finish() -> None:
+    r = LP.check_liveness("I12", GuardSet.without("kv_admission_fits"))
+    end = (r.lasso.cycle or r.lasso.prefix)[-1][1]
+    assert any(q.held < q.peak and q.peak - q.held > end.free for q in end.requests.values())
+
+
+def test_without_the_fairness_condition_aging_on_would_be_flagged() -> None:
+    # The fairness antecedent carries weight: a cycle in which nobody returns a lease (submit, cancel) keeps
+    # a ticket pending with aging on; only a cycle that returns capacity is a starvation.
+    g = build_graph(LP.starvation_model(ALL_ON))
+    assert fair_cycle(g, LP._pending_watched, lambda s, a, n: True) is not None
+    assert fair_cycle(g, LP._pending_watched, LP._capacity_returns) is None
+
+
+def test_c4_is_partial_with_its_reason() -> None:
+    r = LP.check_liveness("C4")
+    assert r.status == "partial" and "never reuses an id" in r.reason and r.lasso is None
+    assert set(LP.check_all_liveness()) == {"I13", "I12", "I8c", "C4"}
+
+
+def test_state_bound_makes_the_verdict_partial() -> None:
+    r = LP.check_liveness("I13", max_states=100)
+    assert r.status == "partial" and not r.complete and "state bound 100" in r.reason
+
+
+def _shifted(s: LP.Watched) -> tuple[LP.Watched, dict[int, int]]:
+    """The same pool with ticket ids and grant numbers spread out (order kept), as before any renaming."""
+    ids = {t: 2 * t + 3 for t in s.pool.tickets}
+    tickets = s.pool.tickets.__class__({ids[t.id]: evolve(t, id=ids[t.id], grant=None if t.grant is None
+                                                           else 3 * t.grant + 1) for t in s.pool.tickets.values()})
+    pool = evolve(s.pool, tickets=tickets, next_ticket=max(ids.values(), default=0) + 4,
+                  next_grant=3 * s.pool.next_grant + 5)
+    return LP.Watched(pool, None if s.watched is None else ids[s.watched]), ids
+
+
+def _rename(act: object, ids: dict[int, int]) -> object:
+    return evolve(act, ticket=ids[act.ticket]) if hasattr(act, "ticket") else act
+
+
+@pytest.mark.parametrize("guards", [ALL_ON, GuardSet.without("aging")], ids=["all-on", "aging-off"])
+def test_recycled_ids_step_as_the_original_ids_do(guards: GuardSet) -> None:
+    model = LP.starvation_model(guards)
+    g: Graph = build_graph(model)
+    for s in g.states:
+        wide, ids = _shifted(s)
+        assert LP.canonical(wide) == s
+        for a in model.actions(s):
+            try:
+                want = model.step(s, a)
+            except model.rejects as e:
+                with pytest.raises(type(e)):
+                    model.step(wide, _rename(a, ids))
+                continue
+            assert model.step(wide, _rename(a, ids)) == want, (s, a)
+
+
+def test_verify_phase_reports_each_property_and_control_lasso_with_states() -> None:
+    from refimpl.cli_report import liveness_lines, report_json, report_markdown
+    from refimpl.verify import Report
+
+    runs, controls = LP.run_liveness(("pressure", "admission", "transactions"))
+    assert LP.liveness_ok(runs, controls) and set(controls) == {"aging", "kv_admission_fits",
+                                                               "elastic_guaranteed_path"}
+    r = Report(True, "quick", (), {}, {}, (), 0.0, liveness=runs, liveness_controls=controls)
+    lines = liveness_lines(r)
+    assert lines[0].startswith("liveness I13 (starvation): verified on ") and "complete, diameter" in lines[0]
+    assert any(line.startswith("liveness C4 (transactions): partial: the transactions scope") for line in lines)
+    assert "liveness control aging off (I13): violated, a lasso of " in "\n".join(lines)
+    md = report_markdown(r)
+    assert "### `aging` off (I13): violated" in md and "-- cycle: steps" in md and "     -> Watched(" in md
+    j = report_json(r)
+    lasso = j["liveness_controls"]["aging"]["lasso"]
+    trace = lasso["trace"]
+    # ITF lasso: the prefix and the cycle (its closing state left out), `loop` the cycle's first state.
+    assert len(trace["states"]) == 1 + lasso["prefix_steps"] + lasso["cycle_steps"] - 1
+    assert trace["loop"] == lasso["prefix_steps"] and trace["#meta"]["loop_action"].startswith(("Claim", "Submit",
+                                                                                                "Release", "Watch"))
+    assert j["liveness"]["C4"]["status"] == "partial" and j["liveness"]["I12"]["complete"]
+
+
+def test_a_control_without_a_lasso_or_a_violation_fails_the_verdict() -> None:
+    runs, controls = LP.run_liveness(("admission",))
+    assert LP.liveness_ok(runs, controls)
+    assert not LP.liveness_ok(runs, {**controls, "kv_admission_fits": runs["I12"]})  # a control that found nothing
+    assert not LP.liveness_ok({**runs, "I12": controls["kv_admission_fits"]}, controls)  # violated, guards on

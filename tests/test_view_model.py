@@ -1,0 +1,103 @@
+"""`refimpl.view_model` on small hand-written traces of each revision: exact series, limits, oversubscription."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refimpl.view_model import UNATTRIBUTED, build_model
+
+
+def ev(rev: str, event_kind: str, ids: dict[str, Any], **payload: Any) -> dict[str, Any]:
+    payload.setdefault("outcome", "accepted")
+    payload.setdefault("error", None)
+    return {"contract_revision": f"ortmem-{rev}/1", "source": "pmm-1", "source_sequence": 1, "kind": event_kind,
+            "ids": ids, "payload": payload}
+
+
+def holders_and_gpu(capacity: int = 100) -> list[dict[str, Any]]:
+    no = {"used": {}, "charges": {}}
+    return [ev("ledger", "register_holder", {"result": 1}, name="w", observed=no),
+            ev("ledger", "register_holder", {"result": 2}, name="kv", observed=no),
+            ev("ledger", "register_authority", {"result": 1}, pool="gpu0", tier="device", capacity=capacity,
+               observed=no)]
+
+
+def test_composed_trace_attributes_used_to_the_named_holders() -> None:
+    """Submit (granted at once), a transaction's reservation, an answer releasing a victim, a limit cut below
+    used (oversubscribed until a release), and a grant no event names (unattributed)."""
+    events = holders_and_gpu() + [
+        ev("manager", "configure", {}, aging_bound=4),  # 3
+        ev("manager", "submit", {"holder": 2, "authority": 1}, nbytes=30, role="kv", result=1, used={"1": 30}),
+        ev("manager", "claim", {"holder": 2, "ticket": 1}, result=7, used={"1": 30}),  # 5: allocation 7 is kv's
+        ev("manager", "plan_tx", {"holder": 1}, needs=[[1, 50]], result=1, used={"1": 30}),
+        ev("manager", "reserve_tx", {"tx": 1}, result=8, used={"1": 80}),  # 7: 50 B to w / state
+        ev("manager", "commit_limit", {"authority": 1}, result={"committed": True, "limit": 60, "completed": []},
+           used={"1": 80}),  # 8: oversubscribed
+        ev("manager", "answer", {"holder": 2, "pressure": 1}, victims=[7], result=20, used={"1": 60}),  # 9
+        ev("manager", "cancel_pressure", {"pressure": 1}, used={"1": 70}),  # 10: a grant nobody named: +10
+        ev("manager", "abort_tx", {"tx": 1}, used={"1": 5}),  # 11: w / state 50 -> 0, then kv (ties by name)
+    ]
+    m = build_model(events)
+    [gpu] = m["authorities"]
+    assert gpu["limit"] == [[2, 100], [8, 60]]
+    assert gpu["used"] == [[4, 30], [7, 80], [9, 60], [10, 70], [11, 5]]
+    assert gpu["series"] == {"kv / kv": [[4, 30], [9, 10], [11, 0]], "w / state": [[7, 50], [11, 0]],
+                             UNATTRIBUTED: [[10, 10], [11, 5]]}
+    assert gpu["over"] == [[8, 9], [10, 11]]
+    assert [(x["i"], x["category"]) for x in m["markers"]] == [
+        (4, "ticket"), (5, "grant"), (6, "transaction"), (7, "grant"), (8, "limit"), (9, "pressure"), (10, "pressure"),
+        (11, "transaction")]
+    assert m["markers"][1]["holder"] == "kv"
+    # the ledger each marker is drawn on: named (4, 8), its ticket's (5), the one whose used moved (7, 9-11)
+    assert [x["authority"] for x in m["markers"]] == [1, 1, None, 1, 1, 1, 1, 1]
+
+
+def test_pool_trace_reads_used_from_free_and_tickets() -> None:
+    """A pool event reports the ledger's free bytes: used = limit - free; tickets name their holder."""
+    events = holders_and_gpu(capacity=64) + [
+        ev("pool", "pool_submit", {"holder": 1, "authority": 1}, nbytes=24, priority=0, result=1,
+           observed={"free": 40, "generation": 0, "aging_bound": 4, "mailbox": 8}),
+        ev("pool", "try_reserve", {"holder": 2, "authority": 1}, nbytes=50, priority=0, role="kv", result=2,
+           observed={"free": -10, "generation": 0, "aging_bound": 4, "mailbox": 8}),  # 4: over by 10
+        ev("pool", "pool_release", {"holder": 1, "ticket": 1, "authority": 1},
+           observed={"free": 14, "generation": 0, "aging_bound": 4, "mailbox": 8}),
+        ev("pool", "pool_answer", {"holder": 1, "pressure": 1, "authority": 1}, victims=[2], now=3,
+           observed={"free": 64, "generation": 0, "aging_bound": 4, "mailbox": 8}),
+        ev("pool", "pool_claim", {"holder": 2, "ticket": 9, "authority": 1}, outcome="rejected",
+           error="UnknownTicket", observed=None),
+        ev("pool", "pool_submit", {"holder": 2, "authority": 1}, nbytes=64, priority=0, result=3,
+           observed={"free": 0, "generation": 0, "aging_bound": 4, "mailbox": 8}),  # 8: full, not over
+    ]
+    m = build_model(events)
+    [pool] = m["authorities"]
+    assert pool["used"] == [[3, 24], [4, 74], [5, 50], [6, 0], [8, 64]]
+    assert pool["series"] == {"w / pool": [[3, 24], [5, 0]], "kv / kv": [[4, 50], [6, 0]], "kv / pool": [[8, 64]]}
+    assert pool["over"] == [[4, 5]]
+    assert [(x["i"], x["category"]) for x in m["markers"]] == [
+        (3, "ticket"), (4, "grant"), (6, "pressure"), (7, "rejected"), (8, "ticket")]
+    assert m["markers"][3]["authority"] == 1 and m["markers"][3]["holder"] == "kv"
+
+
+def test_tx_trace_registers_authorities_and_charges_state() -> None:
+    no = {"used": {}}
+    events = [
+        ev("ledger", "register_holder", {"result": 1}, name="engine", observed={"used": {}, "charges": {}}),
+        ev("tx", "tx_add_authority", {}, name="hbm0", capacity=64, tier="device", result=1,
+           observed={"used": {"1": 0}}),
+        ev("tx", "tx_plan", {"bundle": None, "retry": None, "holder": 1}, needs=[[1, 40]], priority=0,
+           kind="opaque", result=1, observed={"used": {"1": 0}}),
+        ev("tx", "tx_reserve", {"tx": 1, "authority": 1}, result=None, observed={"used": {"1": 40}}),
+        ev("tx", "tx_lose_device", {"authority": 1}, result=None, observed={"used": {"1": 40}}),
+        ev("tx", "tx_confirm_termination", {"authority": 1}, result=None, observed={"used": {"1": 0}}),
+        ev("tx", "tx_plan", {"holder": 1}, needs=[], outcome="rejected", error="InvalidArgument", observed=no),
+    ]
+    m = build_model(events)
+    [hbm] = m["authorities"]
+    assert (hbm["pool"], hbm["tier"], hbm["limit"]) == ("hbm0", "device", [[1, 64]])
+    assert hbm["series"] == {"engine / state": [[3, 40], [5, 0]]}
+    assert [(x["i"], x["category"]) for x in m["markers"]] == [
+        (1, "transaction"), (2, "transaction"), (3, "grant"), (4, "device loss"), (5, "device loss"), (6, "rejected")]
+
+
+def test_empty_trace_is_an_empty_model() -> None:
+    assert build_model([]) == {"events": 0, "holders": {}, "authorities": [], "markers": []}
