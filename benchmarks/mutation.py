@@ -1,4 +1,4 @@
-"""Mutation testing of spec/ and the refimpl core with mutmut, one module at a time, with a ratchet.
+"""Mutation testing of spec/, the refimpl core and invariants/ (the checkers) with mutmut, one module at a time, with a ratchet.
 
 Why mutmut (3.x): it is maintained, mutates with libcst (so the mutants are
 real Python edits, shown as diffs), and it runs each mutant against only the
@@ -158,6 +158,17 @@ MODULES: dict[str, list[str]] = {
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                             "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
+    # invariants/ (issue #26 item 4): the checkers are mutated like the governor. A clause weakened must make
+    # a control or a clause test fail: the clause tests (each clause on a mutated state or step, each guard
+    # off reaching its clause) and the negative controls of both layers, the two slowest (I5's poisoned
+    # manager, 6 s each, also reached by the clause tests' poisoned states) left out.
+    # The clause machinery itself: counting a clause's case, naming its failure, the conjunction and the
+    # collecting mode that credits every failing clause to a control (verdict rule R3).
+    "invariants/clauses.py": ["tests/test_verdict.py", "tests/test_pressure_clauses.py", "tests/test_harm_clauses.py",
+                              "tests/test_tx_clauses.py"],
+    "invariants/transactions.py": ["tests/test_tx_clauses.py", "tests/test_tx_controls.py",
+                                   "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-spec]",
+                                   "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-refimpl]"],
 }
 DEFAULT_MODULES = list(MODULES)
 

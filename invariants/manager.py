@@ -28,7 +28,7 @@ from invariants.pressure import served_before
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import AllocState, ContextState
+from spec.types import AllocState, ContextState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
@@ -212,10 +212,14 @@ def step_C3_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
             _C3_KEPT.fail(f"{act!r}: lost authority {x.id}'s used fell {p.used} -> {x.used} B before termination")
 
 
-# --- I2: a changed limit is not below used --------------------------------------------------
+# --- I2: a changed limit still backs every grant ---------------------------------------------
 
-_I2_LIMIT = clause("I2", "step_I2_manager", "limit_not_below_used",
-                   "no step sets an authority's limit below what it uses: the old limit is kept instead")
+# What is lost, not the guard's comparison: counted from the allocation records (not `used`), granted only.
+_I2_LIMIT = clause("I2", "step_I2_manager", "limit_backs_every_grant",
+                   "no limit change leaves an authority granting bytes it cannot back: the new limit stays within "
+                   "the pool's capacity (or grants could take bytes the device does not have), and the bytes it "
+                   "already granted (reservations and leases charged before they existed; bytes recorded after "
+                   "the fact excepted) stay within the new limit")
 
 
 _I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
@@ -236,30 +240,47 @@ def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
                if x.id in before.ledger.authorities and x.limit != before.ledger.authorities[x.id].limit]
     _I2_LIMIT.case(bool(changed))
     for x in changed:
-        if x.used > x.limit:
-            _I2_LIMIT.fail(f"{act!r}: authority {x.id}'s limit moved to {x.limit} B with {x.used} B used")
+        granted = sum(r.charge for r in after.ledger.allocations.values()
+                      if r.authority == x.id and r.origin is Origin.GRANTED)
+        if granted > x.limit or x.limit > x.capacity:
+            _I2_LIMIT.fail(f"{act!r}: authority {x.id}'s limit moved to {x.limit} B with {granted} B granted on a "
+                           f"{x.capacity} B pool")
 
 
-# --- I10: a state bundle moves with its transaction's commit ------------------------------
+# --- I10: a state bundle moves with the bytes of its step ---------------------------------
 
-_I10_WITH_COMMIT = clause("I10", "step_I10_manager", "bundle_moves_with_its_commit",
-                          "a bundle's parts advance together, by one, exactly in the step that commits a transaction "
-                          "of it to leases, and never for a poisoned bundle: the engine's state never runs ahead of, "
-                          "or behind, the bytes it was computed in")
+# What the engine sees (the parts' versions) against what the ledger holds (the leases of the step), read from
+# the allocation records: not the handler's `+1` on the transaction it deleted.
+_I10_WITH_LEASES = clause("I10", "step_I10_manager", "bundle_moves_with_its_leases",
+                          "no part of a state bundle claims a step whose bytes are not leased, nor lags bytes that "
+                          "are: every part moves by one exactly in the step in which a transaction of the bundle "
+                          "turns all its reservations into leases, by none otherwise, and a poisoned bundle's "
+                          "transaction never turns them")
+
+
+def _leased_steps(before: M.Manager, after: M.Manager) -> dict[int, int]:
+    """Per bundle, the transactions of it whose reservations all became leases in this step (ledger records)."""
+    out: dict[int, int] = {}
+    was, now = before.ledger.allocations, after.ledger.allocations
+    for x in before.txs.values():
+        if x.bundle is not None and x.held and all(
+                was[a].state is AllocState.PROVISIONAL and a in now and now[a].state is AllocState.LIVE
+                for a in x.held):
+            out[x.bundle] = out.get(x.bundle, 0) + 1
+    return out
 
 
 def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    x = before.txs.get(act.tx) if isinstance(act, M.CommitTx) else None
-    moved = x.bundle if x is not None and x.id not in after.txs else None  # a committed transaction's bundle
-    _I10_WITH_COMMIT.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its commit
+    leased = _leased_steps(before, after)
+    _I10_WITH_LEASES.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its leases
     for b in after.bundles.values():
         p = before.bundles.get(b.id)
-        old = p.versions if p is not None else (0,) * len(b.versions)
-        if b.id == moved and p is not None and p.poisoned:
-            _I10_WITH_COMMIT.fail(f"{act!r}: transaction {x.id} committed poisoned bundle {b.id}")
-        want = tuple(v + 1 for v in old) if b.id == moved else old
-        if b.versions != want:
-            _I10_WITH_COMMIT.fail(f"{act!r}: bundle {b.id} moved {old} -> {b.versions}, expected {want}")
+        old, steps = (p.versions if p is not None else (0,) * len(b.versions)), leased.get(b.id, 0)
+        if steps and p is not None and p.poisoned:
+            _I10_WITH_LEASES.fail(f"{act!r}: poisoned bundle {b.id}'s transaction turned its reservations into leases")
+        if b.versions != tuple(v + steps for v in old):
+            _I10_WITH_LEASES.fail(f"{act!r}: bundle {b.id} moved {old} -> {b.versions} with {steps} step(s) of "
+                                  f"its bytes leased")
 
 
 # --- the ledger's own predicates, on the one ledger ------------------------------------

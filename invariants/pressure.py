@@ -308,19 +308,14 @@ def _round(prev: P.Pool, act: Any, nxt: P.Pool) -> tuple[list[P.Ticket], set[int
 
 _I13_GENERATION = clause("I13", "state_I13", "pending_current_generation",
                          "no ticket waits under a configuration that no longer exists (its generation is current)")
-_I13_AGE = clause("I13", "state_I13", "age_within_bound",
-                  "a waiting ticket's age is between 0 and the aging bound")
 
 
 def state_I13(p: P.Pool) -> None:
     pending = [t for t in p.tickets.values() if t.state is _T.PENDING]
     _I13_GENERATION.case(bool(pending))
-    _I13_AGE.case(bool(pending))
     for t in pending:
         if t.generation != p.generation:
             _I13_GENERATION.fail(f"pending ticket {t.id}: generation {t.generation}, pool {p.generation}")
-        if not 0 <= t.age <= p.aging_bound:
-            _I13_AGE.fail(f"pending ticket {t.id}: age {t.age} outside 0..{p.aging_bound}")
 
 
 _I13_ORDER = clause("I13", "step_I13", "grant_order",
@@ -329,12 +324,29 @@ _I13_ORDER = clause("I13", "step_I13", "grant_order",
 _I13_MATURED = clause("I13", "step_I13", "matured_not_overtaken",
                       "once a ticket has matured (its age reached the aging bound), no later-submitted ticket of any "
                       "priority is granted ahead of it: returned capacity accumulates for it")
+# The starvation harm of a lagging age, not the cap's comparison: an age past the bound ranks as one at it.
+_I13_AGING = clause("I13", "step_I13", "passed_over_ages",
+                    "no waiting ticket is passed over without moving toward maturity: its age never falls while "
+                    "it waits, and a round that grants other tickets ages it by one up to the aging bound; a "
+                    "ticket whose age lags never matures, and later tickets overtake it without end (starvation)")
 
 
 def step_I13(prev: P.Pool, act: Any, nxt: P.Pool) -> None:
     considered, granted = _round(prev, act, nxt)
     bound = nxt.aging_bound
     waiting = [t for t in considered if t.id not in granted]
+    # A round ran visibly when it granted; every ticket it passed over (new ones from age 0) must have aged.
+    stayed = [(prev.tickets[t.id].age, t) for t in nxt.tickets.values()
+              if t.state is _T.PENDING and t.id in prev.tickets and prev.tickets[t.id].state is _T.PENDING]
+    _I13_AGING.case(bool(stayed) or bool(granted and waiting))
+    for t in waiting if granted else ():
+        was = prev.tickets[t.id].age if t.id in prev.tickets else 0
+        if t.age < min(was + 1, bound):
+            _I13_AGING.fail(f"{act!r}: ticket {t.id} (age {was}) was passed over by a round that granted "
+                            f"{sorted(granted)} but is now aged {t.age}, not {min(was + 1, bound)} (bound {bound})")
+    for was, t in stayed:
+        if t.age < was:
+            _I13_AGING.fail(f"{act!r}: waiting ticket {t.id}'s age fell {was} -> {t.age}")
     # The cases: a round chose among several tickets; a step that may grant ran while a matured ticket waited.
     _I13_ORDER.case(bool(granted) and len(considered) >= 2)
     _I13_MATURED.case(isinstance(act, _ARBITRATING) and any(w.age >= bound for w in waiting))

@@ -23,7 +23,7 @@ from spec.arith import admitted_bytes
 __all__ = [
     "state_C1_sessions", "state_I8_sessions", "state_I3_sessions", "state_I8b_sessions", "step_I8b_sessions", "state_I8c_sessions",
     "state_C7_sessions", "state_C8_sessions", "step_C8_sessions", "state_C9_sessions",
-    "observed_I8c_kv_leased", "KvCover",
+    "observed_I8c_kv_leased", "KvCover", "observed_I8_padding", "PaddedTwin",
     "STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_state", "check_transition",
     "check_observations",
 ]
@@ -76,26 +76,32 @@ def state_C1_sessions(s: S.SessionState) -> None:
     _C1_ONE.case(bool(s.topology.arena))
 
 
-_I3_DECLINED = clause("I3", "state_I3_sessions", "declined_reported",
-                      "no class of bytes the runtime declined to manage is reported as enforced")
-_I3_COMPAT = clause("I3", "state_I3_sessions", "unmanaged_model_reported",
-                    "no model outside managed mode is reported as enforced")
+# I3 reads what a user sees, the report, against the charge records: not the state's own `not_enforced`, which
+# is written exactly when the guard is on (a report that drops a label would pass a clause reading the state).
+_I3_DECLINED = clause("I3", "state_I3_sessions", "report_binds_no_declined_bytes",
+                      "no report presents the limit as binding for a class of bytes the runtime declined to manage: "
+                      "every declined class is labelled not enforced in what the user reads")
+_I3_COMPAT = clause("I3", "state_I3_sessions", "report_binds_no_uncharged_model",
+                    "no report presents the limit as binding for a model whose bytes are not charged against it "
+                    "(its charge is below its referenced bytes): its bytes are labelled not enforced")
 
 
 def state_I3_sessions(s: S.SessionState) -> None:
-    """Declined classes and compatibility-mode models are reported as not enforced."""
+    """The report labels as not enforced every declined class and every model whose bytes go uncharged."""
+    shown = S.report(s).not_enforced
     for role in s.declined:
-        if role.value not in s.not_enforced:
-            _I3_DECLINED.fail(f"{role.value} is declined but reported as enforced")
+        if role.value not in shown:
+            _I3_DECLINED.fail(f"{role.value} is declined but the report presents the limit as binding on it")
     _I3_DECLINED.case(bool(s.declined))
-    unmanaged = False
+    uncharged = False
     for name, m in s.models.items():
-        label = f"model:{name}" if m.mode is S.Mode.COMPAT else "weights"
-        if m.mode is not S.Mode.MANAGED:
-            unmanaged = True
-            if label not in s.not_enforced:
-                _I3_COMPAT.fail(f"{name} runs {m.mode.value} but is reported as enforced")
-    _I3_COMPAT.case(unmanaged)
+        if m.admitted < m.facts.referenced:
+            uncharged = True
+            label = "weights" if S.Role.WEIGHTS in s.declined else f"model:{name}"
+            if label not in shown:
+                _I3_COMPAT.fail(f"{name}: {m.facts.referenced} B referenced, {m.admitted} B charged, but the "
+                                f"report presents the limit as binding on it")
+    _I3_COMPAT.case(uncharged)
 
 
 _I8B_SOURCE = clause("I8b", "state_I8b_sessions", "residency_has_source",
@@ -282,7 +288,37 @@ def observed_I8c_kv_leased(observed: Any) -> None:
                              f"only {c.leased} B")
 
 
+@attrs.frozen
+class PaddedTwin:
+    """The runtime's own reading of a loaded model's weight files and of its padded twin's (I8)."""
+
+    source: str
+    charged: int  # bytes admission charges the model's weights for (before the granule)
+    file_bytes: int
+    twin_charged: int  # the same, for the same graph saved with more dead space in its external-data file
+    twin_file_bytes: int
+
+
+# Metamorphic, so a wrong extents reader cannot pass by feeding the same wrong figure to the charge and to the
+# check (`charged_referenced_extents` recomputes the charge from the facts that reader produced).
+_I8_PADDING = clause("I8", "observed_I8_padding", "dead_space_not_charged",
+                     "no model is charged for the dead space of its external-data files: the same graph saved with "
+                     "more dead bytes around its weights (a larger file, the same referenced extents) is charged "
+                     "the same")
+
+
+def observed_I8_padding(observed: Any) -> None:
+    """`observed`: one `PaddedTwin` per managed load of a model that has a padded twin."""
+    twins = [t for t in observed if isinstance(t, PaddedTwin)]
+    _I8_PADDING.case(any(t.twin_file_bytes > t.file_bytes for t in twins))
+    for t in twins:
+        if t.twin_charged != t.charged:
+            _I8_PADDING.fail(f"{t.source}: charged {t.charged} B for a {t.file_bytes} B file but {t.twin_charged} B "
+                             f"for the same graph in a {t.twin_file_bytes} B file")
+
+
 OBSERVATION_PREDICATES: dict[str, tuple[Callable[[Any], None], ...]] = {
+    "I8": (observed_I8_padding,),
     "I8c": (observed_I8c_kv_leased,),
 }
 

@@ -2,7 +2,7 @@
 
 State predicates `state_<ID>(s)` hold in every reachable `TxState`; step
 predicates `step_<ID>(prev, action, next)` hold for every accepted action.
-Each clause states a harm (a dangling provider, a hold-and-wait cycle, an
+Each clause states a harm (a dangling provider, a circle of holds, an
 execution on unreserved bytes, a stale view read, bytes lost or doubled by
 an abort, a bundle torn apart), never the guard that prevents it, and counts
 the evaluations in which its case occurred (`invariants.clauses`); a clause
@@ -168,9 +168,12 @@ _C4_SEQ = clause("C4", "state_C4", "one_identity_per_request",
 # No "waits only upward" clause: a wait for a lower id restates `ordered_reservation`, not a harm (a
 # consistent descending order, or a downward wait that fits, deadlocks no one), and it shadowed the cycle
 # clause on every cycle (each cycle has a downward edge), so the cycle could never be shown to fail.
-_C4_CYCLE = clause("C4", "state_C4", "no_hold_and_wait_cycle",
-                   "no set of transactions each holds an authority the next needs and cannot get now (what a "
-                   "blocking coordinator would deadlock on)")
+# Named for what it checks: a circle of holds. A try-only coordinator cannot deadlock on one (it aborts
+# instead); the circle is the state its abort-and-retry livelock would go round, whose progress is a
+# liveness property, not this clause.
+_C4_CYCLE = clause("C4", "state_C4", "no_circular_holding",
+                   "no set of transactions each holds an authority the next needs and cannot get now: a circle of "
+                   "holds that none can finish without another's abort, so every member waits on an abort")
 
 
 def state_C4(s: TxState) -> None:
@@ -213,7 +216,7 @@ def state_C4(s: TxState) -> None:
     cycle = wait_for_cycle(s)
     _C4_CYCLE.case(any(not fits for _, fits in waits.values()))
     if cycle:
-        _C4_CYCLE.fail(f"hold-and-wait cycle: transactions {cycle} each hold what the next needs")
+        _C4_CYCLE.fail(f"circular holding: transactions {cycle} each hold what the next needs")
 
 
 _C4_RETRY = clause("C4", "step_C4", "retry_keeps_identity",

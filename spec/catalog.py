@@ -93,6 +93,7 @@ _LINKS: dict[str, dict[str, object]] = {
         predicates=(_P + "state_I2", _P + "step_I2", "invariants.replay_predicates.step_I2_grant_charges",
                     _P + "observe_snapshot", _MG + "step_I2_manager"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_record_committed_reports_oversubscription", *_MG_TESTS,
+               "tests/test_harm_clauses.py::test_limit_past_capacity_fails_limit_backs_every_grant_only",
                "tests/test_replay.py::test_replay_rejects_buggy_governor_trace_naming_id"),
     ),
     "I4a": dict(
@@ -141,6 +142,7 @@ _LINKS: dict[str, dict[str, object]] = {
         predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13", _Q + "observed_I13_waiters",
                     _MG + "state_I13_manager"),
         tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken", *_MG_TESTS,
+               "tests/test_pressure_clauses.py::test_an_age_capped_short_of_the_bound_fails_passed_over_ages_only",
                "tests/test_issue9_gaps.py::test_reconfigure_that_forgets_its_waiters_leaves_one_parked",
                "tests/test_pressure_clauses.py::test_higher_priority_stream_starving_a_matured_ticket_is_caught",
                "tests/test_pressure_clauses.py::test_lifo_grant_order_in_both_layers_is_caught_by_the_predicate",
@@ -156,13 +158,15 @@ _LINKS: dict[str, dict[str, object]] = {
     # issue #5: admission over real sessions
     "I3": dict(
         predicates=(_A5 + "state_I3_sessions",),
-        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_decline_reports_not_enforced"),
+        tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_decline_reports_not_enforced",
+               "tests/test_harm_clauses.py::test_report_hiding_a_declined_class_fails_report_binds_no_declined_bytes"),
         scope=("Declining a class of bytes and compatibility-mode sessions are reported as not enforced. "
                "The EP capability record (#955) is not modelled."),
     ),
     "I8": dict(
-        predicates=(_A5 + "state_I8_sessions",),
+        predicates=(_A5 + "state_I8_sessions", _A5 + "observed_I8_padding"),
         tests=(_ORT_MACHINE, _ORT_CONTROLS, "tests/ort/test_ort_governed.py::test_orphaned_blob_does_not_change_admission",
+               "tests/test_harm_clauses.py::test_a_reader_that_charges_dead_space_fails_dead_space_not_charged",
                "tests/ort/test_ort_governed.py::test_invalid_external_data_admits_nothing",
                "tests/ort/test_ort_env_grant.py::test_peak_past_the_arena_room_is_refused_with_the_ledger_unchanged"),
         scope=("Host (CPU) sessions: referenced extents rounded to the OS page plus the calibrated transient "
@@ -236,9 +240,10 @@ _LINKS.update({
     "C4": dict(
         predicates=(_TX + "state_C4", _TX + "step_C4"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
+               "tests/test_harm_clauses.py::test_reserve_order_skipping_lower_needs_fails_no_circular_holding",
                "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
                "tests/test_tx_clauses.py::test_guard_off_reaches_its_harm_clause",
-               "tests/test_tx_clauses.py::test_opposite_orders_close_a_hold_and_wait_cycle"),
+               "tests/test_tx_clauses.py::test_opposite_orders_close_a_circle_of_holds"),
         scope=("Waiting and quota negotiation happen before Plan, outside the coordinator: no coordinator "
                "operation waits (try-only reservation), so 'no wait while holding' holds by construction "
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
@@ -267,7 +272,8 @@ _LINKS.update({
     ),
     "I10": dict(
         predicates=(_TX + "state_I10", _TX + "step_I10", _MG + "step_I10_manager"),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, "tests/test_tx_scenarios.py::test_bundle_commits_as_one_unit"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, "tests/test_tx_scenarios.py::test_bundle_commits_as_one_unit",
+               "tests/test_harm_clauses.py::test_a_bundle_out_of_step_with_its_leases_fails_bundle_moves_with_its_leases"),
         scope="KV, recurrent/conv, sampler/search and progress parts; versions advance together on commit.",
     ),
 })

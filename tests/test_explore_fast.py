@@ -244,8 +244,8 @@ def test_bundle_projection_flags_a_bundle_moved_without_its_commit() -> None:
     right, wrong = IncrementalChecks(), IncrementalChecks({**READS, IM.step_I10_manager: lambda *a, **k: act})
     for checks in (right, wrong):
         assert _verdict(checks.check_step, m, act, good, result) is None
-    assert _verdict(IM.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_commit"
-    assert _verdict(right.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_commit"
+    assert _verdict(IM.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_leases"
+    assert _verdict(right.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_leases"
     assert _verdict(wrong.check_step, m, act, bad, result) is None
 
 

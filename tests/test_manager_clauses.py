@@ -53,7 +53,7 @@ CONTROLS = {
                                                             "step_I2_manager.grant_within_limit"}),
     "tx_counts_granted": (_script_tx_counts_granted, {"step_I2_manager.grant_within_limit"}),
     "loss_keeps_charge": (_script_loss_keeps_charge, {"step_C3_manager.lost_charge_kept"}),
-    "limit_after_reclaim": (_script_limit_after_reclaim, {"step_I2_manager.limit_not_below_used"}),
+    "limit_after_reclaim": (_script_limit_after_reclaim, {"step_I2_manager.limit_backs_every_grant"}),
 }
 
 
@@ -206,15 +206,15 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
 
 
 _STEP_MUTATIONS = {
-    "bundle_stuck": "step_I10_manager.bundle_moves_with_its_commit",
-    "bundle_one_part": "step_I10_manager.bundle_moves_with_its_commit",
-    "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_commit",
-    "bundle_without_commit": "step_I10_manager.bundle_moves_with_its_commit",
+    "bundle_stuck": "step_I10_manager.bundle_moves_with_its_leases",
+    "bundle_one_part": "step_I10_manager.bundle_moves_with_its_leases",
+    "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_leases",
+    "bundle_without_commit": "step_I10_manager.bundle_moves_with_its_leases",
     "credit_wrong": "step_I1_manager.credit_exactly_once",
     "credit_twice": "step_I1_manager.credit_exactly_once",
     "own_action": "step_I6_manager.charge_falls_by_own_action",
     "lost_charge": "step_C3_manager.lost_charge_kept",
-    "limit_below_used": "step_I2_manager.limit_not_below_used",
+    "limit_below_used": "step_I2_manager.limit_backs_every_grant",
     "grant_past_limit": "step_I2_manager.grant_within_limit",
 }
 

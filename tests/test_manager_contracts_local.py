@@ -31,7 +31,12 @@ MANAGER_MUTANTS = sorted(n for n, m in MUTANTS.items() if m.module.startswith("r
 #: `refimpl.manager.leases` and the ticket code it shares) are driven by `tests/test_manager_contracts_pool.py`.
 #: The focused transaction protocol's mutants (model "transactions": `tx_*`, views, remap) are found by the
 #: transactions campaign and its deterministic tests (tests/test_tx_*.py).
-COMPOSED_MUTANTS = [n for n in MANAGER_MUTANTS if MUTANTS[n].model not in ("pressure", "transactions")]
+#: Composed mutants whose harm the local contract does not check (it checks the records a hot operation touched;
+#: a limit commit's lowering below what the ledger granted is not one of them): the full level catches each, with
+#: this clause (`test_what_the_local_contract_cannot_see_the_full_one_does`), as does the manager checker.
+LOCAL_CANNOT_SEE = {"limit_commit_checks_old_limit": "step_I2_manager.limit_backs_every_grant"}
+COMPOSED_MUTANTS = [n for n in MANAGER_MUTANTS
+                    if MUTANTS[n].model not in ("pressure", "transactions") and n not in LOCAL_CANNOT_SEE]
 
 
 def _try(f: Callable[..., Any], *args: Any) -> Any:
@@ -106,6 +111,11 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     pr = step("open pressure", pmm.open_pressure, h, b, 10)
     step("answer with another holder's lease (refused)", pmm.answer, h, pr, (fill,))
     step("cancel pressure", pmm.cancel_pressure, pr)
+    # limits (I2): a lowering below what gpu1 granted keeps the old limit; a limit past its capacity is refused
+    step("prepare gpu1's limit at 100 (used is above it)", pmm.prepare_limit, b, 100)
+    step("commit it: the old limit stays", pmm.commit_limit, b)
+    step("prepare gpu1's limit past its capacity (refused)", pmm.prepare_limit, b, 1500 + background)
+    step("commit it (refused: nothing pending)", pmm.commit_limit, b)
     step("lose gpu1", pmm.lose_device, b)
     step("confirm termination", pmm.confirm_termination, b)
     return done
@@ -133,7 +143,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 53
+    assert done[-1] == "confirm termination" and len(done) == 57
 
 
 def test_every_manager_mutant_is_listed() -> None:
@@ -147,6 +157,16 @@ def test_local_contract_catches_manager_mutant(name: str) -> None:
     with applied(m), contracts.contracts(True, level="local"), pytest.raises(InvariantViolation) as exc:
         workload(pmm)
     assert exc.value.id in (*m.ids, "G4") or exc.value.id in _ALSO.get(name, ()), (name, exc.value)
+
+
+@pytest.mark.parametrize("name", sorted(LOCAL_CANNOT_SEE))
+def test_what_the_local_contract_cannot_see_the_full_one_does(name: str) -> None:
+    m = MUTANTS[name]
+    with applied(m), contracts.contracts(True, level="local"):
+        assert workload(_manager())[-1] == "confirm termination"  # runs clean: out of the local contract's reach
+    with applied(m), contracts.contracts(True, level="full"), pytest.raises(InvariantViolation) as exc:
+        workload(_manager())
+    assert exc.value.clause == LOCAL_CANNOT_SEE[name], exc.value
 
 
 #: Mutants the local contract names by another ID than the registry's (the harm shows there first).

@@ -22,7 +22,8 @@ import pytest
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
-from invariants.pressure import Parked, check_observations, check_trace, overtakes
+from invariants.clauses import collecting
+from invariants.pressure import Parked, check_observations, check_step, check_trace, overtakes
 from invariants.pressure_machine import PoolParams
 from pool_harness import Pool, pool as make_pool
 from refimpl.verify.checker_api import Budget
@@ -40,10 +41,10 @@ POOL_MUTANTS = sorted(n for n, m in MUTANTS.items()
 #: Mutants a contract (one operation's step and the state after it) cannot see, with the reason; the focused
 #: checker's campaign finds each (`test_campaign_finds_what_contracts_cannot_see`).
 CONTRACTS_CANNOT_SEE: dict[str, tuple[str, str]] = {
-    "age_cap_below_bound": (
+    "try_reserve_ahead_of_waiters": (
         "trace_I13.bounded_overtaking",
-        "no ticket ever matures, so every round is a correct round for the ages it shows; the harm (a waiter "
-        "overtaken in more than `aging_bound` rounds) is a count over several steps, a trace predicate"),
+        "the allocator path runs no round, so each claim is a correct step for the ages it shows; the harm (a "
+        "waiter overtaken in more than `aging_bound` steps) is a count over several steps, a trace predicate"),
     "reconfigure_forgets_waiters": (
         "observed_I13_waiters.waiter_not_left_parked",
         "the pool view is right (the failed tickets are gone); the harm is a requester thread left parked on "
@@ -225,7 +226,8 @@ def test_pool_contract_catches_mutant(name: str, level: str) -> None:
 
 #: The step at which each mutant's bug first harms the pool (the workload is built to reach each one there).
 CAUGHT_AT = {
-    "age_past_bound": "submit 10, priority 0 (waits too: the age stays at the bound)",
+    # step_I13.passed_over_ages: the ticket one round short of the bound is passed over and does not age
+    "age_cap_below_bound": "submit 10, priority 9 (waits behind the matured misfit)",
     "answer_credits_target": "answer it with nothing (legal)",
     "cancel_after_grant_credits_twice": "cancel the granted 50: the round grants 60",
     "cancel_retires_another_waiter": "cancel holder 1's waiter: holder 2's waits on",
@@ -255,7 +257,13 @@ def test_pool_mutants_are_all_here() -> None:
 _SMALL = Budget(campaign_examples=0, campaign_steps=0, control_examples=400, control_steps=40, shrink=False)
 
 
-@pytest.mark.parametrize("name", sorted(CONTRACTS_CANNOT_SEE))
+#: Found by the pressure checker's own control in `ortmem verify` (its harm needs a misfit waiting through more
+#: than `aging_bound` allocator claims), but this small budget's search misses it after some other suites ran
+#: (tests/test_explore.py first): pinned by a fixed trace instead (`test_allocator_claims_overtaking_a_waiter_...`).
+_PINNED_NOT_SEARCHED = {"try_reserve_ahead_of_waiters"}
+
+
+@pytest.mark.parametrize("name", sorted(set(CONTRACTS_CANNOT_SEE) - _PINNED_NOT_SEARCHED))
 def test_campaign_finds_what_contracts_cannot_see(name: str) -> None:
     m = MUTANTS[name]
     with applied(m):
@@ -265,6 +273,34 @@ def test_campaign_finds_what_contracts_cannot_see(name: str) -> None:
 
 
 # --- the two out of the contracts' reach, pinned: a fixed trace, a fixed parked waiter -----------------
+
+
+@pytest.mark.parametrize("mutated", [False, True], ids=["real", "try_reserve_ahead_of_waiters"])
+def test_allocator_claims_overtaking_a_waiter_are_a_trace_harm_only(mutated: bool) -> None:
+    """A 6 B ticket waits behind a 5 B lease of an 8 B pool (bound 2); three 1 B allocator claims follow. Real:
+    each is refused (a ticket waits). Mutant: each is claimed at once, a correct step with no round, and the
+    waiter is overtaken three times: only the trace clause sees it."""
+    m = MUTANTS["try_reserve_ahead_of_waiters"]
+    g = make_pool(8, holders=2, aging_bound=2, mailbox=16)
+    acts = [P.TryReserve(1, 5, 0), P.Submit(2, 6, 0)] + [P.TryReserve(1, 1, 0)] * 3
+    trace, refused = [], 0
+    with (applied(m) if mutated else contextlib.nullcontext()), contracts.contracts(True):  # every step passes
+        for act in acts:
+            prev = g.abstract()
+            try:
+                g.adapter.execute(act)
+            except CapacityDenied:
+                refused += 1
+                continue
+            trace.append((prev, act, g.abstract()))
+    assert refused == (0 if mutated else 3)
+    assert overtakes(trace) == ({2: 3} if mutated else {})
+    if mutated:
+        with pytest.raises(InvariantViolation, match=r"^I13:.*overtaken in 3 rounds") as exc:
+            check_trace(trace)
+        assert exc.value.clause == "trace_I13.bounded_overtaking"
+    else:
+        check_trace(trace)
 
 
 def _overtaking_trace(g: Pool) -> list[Any]:
@@ -281,12 +317,22 @@ def _overtaking_trace(g: Pool) -> list[Any]:
 
 
 @pytest.mark.parametrize("mutated", [False, True], ids=["real", "age_cap_below_bound"])
-def test_overtaking_past_the_bound_is_a_trace_harm_only(mutated: bool) -> None:
+def test_an_age_that_lags_is_caught_at_its_step_before_the_overtaking_it_allows(mutated: bool) -> None:
+    """The age capped one below the bound: the step that passes the ticket over without ageing it breaks
+    step_I13.passed_over_ages (a contract sees it), and the overtaking it allows breaks the trace clause."""
     m = MUTANTS["age_cap_below_bound"]
     g = make_pool(8, holders=2, aging_bound=2, mailbox=16)
-    with (applied(m) if mutated else contextlib.nullcontext()), contracts.contracts(True):
-        trace = _overtaking_trace(g)  # every step passes its contract, mutated or not
+    with (applied(m) if mutated else contextlib.nullcontext()), contracts.contracts(False):
+        trace = _overtaking_trace(g)
     assert overtakes(trace) == ({2: 3} if mutated else {})  # ticket 2 overtaken in 3 rounds: bound 2
+    failing = []
+    for i, triple in enumerate(trace):
+        with collecting() as found:
+            check_step(*triple)
+        failing += [(i, k) for k in found]
+    # the third step (the first newcomer) grants past ticket 2, which stays at age 1 < bound 2
+    assert failing == ([(2, "step_I13.passed_over_ages"), (3, "step_I13.passed_over_ages"),
+                        (4, "step_I13.passed_over_ages")] if mutated else [])
     if mutated:
         with pytest.raises(InvariantViolation, match=r"^I13:.*overtaken in 3 rounds") as exc:
             check_trace(trace)

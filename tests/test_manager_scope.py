@@ -23,7 +23,7 @@ EXPECTED = {
     "grant_charges_ledger": ("state_I1_manager.buckets_partition_used", 1),
     "tx_counts_granted": ("step_I2_manager.grant_within_limit", 3),
     "loss_keeps_charge": ("step_C3_manager.lost_charge_kept", 3),
-    "limit_after_reclaim": ("step_I2_manager.limit_not_below_used", 3),
+    "limit_after_reclaim": ("step_I2_manager.limit_backs_every_grant", 3),
 }
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
-from invariants.clauses import CLAUSES, Coverage, clauses_of, recording
+from invariants.clauses import CLAUSES, Coverage, clauses_of, collecting, recording
 from invariants.mutation import Mutant, applied
 from invariants.pressure import (
     Delivery,
@@ -94,6 +94,34 @@ def test_matured_ticket_blocks_the_higher_priority_stream_with_aging_on() -> Non
     assert trace[-1][2].tickets[3].state is TicketState.PENDING  # waits behind the matured ticket 2
     assert _first_step_violation(trace) is None
     check_trace(trace)
+
+
+# --- I13: a ticket passed over ages toward maturity (the starvation harm, not the cap's comparison) ----
+
+_STOPS_SHORT = {"spec": (SpecPoolAdapter, "aging_stops_short"), "refimpl": (PressureAdapter, "age_cap_below_bound")}
+
+
+@pytest.mark.parametrize("layer", sorted(_STOPS_SHORT))
+@pytest.mark.parametrize("mutated", [False, True], ids=["real", "mutant"])
+def test_an_age_capped_short_of_the_bound_fails_passed_over_ages_only(layer: str, mutated: bool) -> None:
+    """Every guard on; the age capped one below the bound (issue #26 item 5). Ticket 2 (6 B) waits behind a
+    5 B lease; the first 1 B newcomer is granted past it. Real: ticket 2 matures in that round and the
+    newcomer waits behind it. Mutant: ticket 2 stays one round short, and the step is the only thing wrong."""
+    from refimpl.verify.mutants import MUTANTS
+
+    factory, name = _STOPS_SHORT[layer]
+    acts = [P.Submit(1, 5, 0), P.Claim(1, 1), P.Submit(2, 6, 0), P.Submit(1, 1, 2)]
+    from contextlib import nullcontext
+    with applied(MUTANTS[name]) if mutated else nullcontext():
+        trace = _run(factory, PoolParams(8, 0, 2, 2, 16), ALL_ON, acts)
+    failing = set()
+    for prev, act, nxt in trace:
+        with collecting() as found:
+            check_step(prev, act, nxt)
+            check_all(nxt)
+        failing |= set(found)
+    assert trace[-1][2].tickets[3].state is (TicketState.GRANTED if mutated else TicketState.PENDING)
+    assert failing == ({"step_I13.passed_over_ages"} if mutated else set())
 
 
 def _equal_or_lower_overtakes(trace: list[tuple[P.Pool, Any, P.Pool]]) -> dict[int, int]:

@@ -52,7 +52,7 @@ CASES: dict[str, tuple[list[Any], list[Any], str]] = {
         [T.Plan(((2, 1), (1, 1)), 0, C), T.Reserve(1, 2)],  # out of order, nobody else around
         # Each holds 6 B of one 10 B authority and needs 6 B of the other: a blocking coordinator deadlocks.
         [T.Plan(((2, 6), (1, 6)), 0, C), T.Plan(((1, 6), (2, 6)), 0, C), T.Reserve(2, 1), T.Reserve(1, 2)],
-        "state_C4.no_hold_and_wait_cycle"),
+        "state_C4.no_circular_holding"),
     "publish_after_all_held": (
         [T.Plan(((1, 1), (2, 1)), 0, C), T.Reserve(1, 1), T.Publish(1)],
         [T.Plan(((1, 1), (2, 1)), 0, C), T.Reserve(1, 1), T.Publish(1), T.Execute(1, 1, 1)],
@@ -97,7 +97,7 @@ def test_guard_off_reaches_its_harm_clause(guard, factory) -> None:
                                "current_generation": "C6", "full_abort": "I5", "provider_pinned": "C3"}[guard]
 
 
-def test_opposite_orders_close_a_hold_and_wait_cycle() -> None:
+def test_opposite_orders_close_a_circle_of_holds() -> None:
     # Each holds 6 B of one 10 B authority and needs 6 B of the other: a blocking coordinator deadlocks.
     gov = TxSpecAdapter(GuardSet.without("ordered_reservation"))
     for a in SETUP + [T.Plan(((2, 6), (1, 6)), 0, C), T.Plan(((1, 6), (2, 6)), 0, C),
@@ -106,7 +106,7 @@ def test_opposite_orders_close_a_hold_and_wait_cycle() -> None:
     assert wait_for_cycle(gov.abstract()) == [1, 2, 1]
     with pytest.raises(InvariantViolation) as e:
         check_all(gov.abstract())
-    assert e.value.clause == "state_C4.no_hold_and_wait_cycle"
+    assert e.value.clause == "state_C4.no_circular_holding"
 
 
 def test_opposite_orders_that_both_fit_are_no_harm() -> None:
@@ -128,6 +128,6 @@ def test_dropped_guard_restating_clauses_are_gone() -> None:
     keys = {c.key for i in ("C3", "C4", "C6", "I5", "I9", "I10") for c in clauses_of(i)}
     assert not any(k.startswith("step_C6.") for k in keys)  # Execute-binds-current-generation restated its guard
     assert "state_C4.waits_only_upward" not in keys  # restated ordered_reservation and shadowed the cycle
-    assert {"state_C4.no_hold_and_wait_cycle", "state_C4.runs_on_reserved_bytes",
+    assert {"state_C4.no_circular_holding", "state_C4.runs_on_reserved_bytes",
             "state_C6.no_stale_view_read", "step_I9.remap_fences_users", "step_I5.corrupt_ledger_charges_nothing",
             "step_I5.abort_restores_ledgers"} <= keys

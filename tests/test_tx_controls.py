@@ -26,7 +26,7 @@ EXPECTED = {  # the issue's required controls, by the ID that must be violated
 
 #: The harm clause(s) each guard's spec-layer control must violate (issue 9: a control counts only on a harm).
 HARM: dict[str, str | tuple[str, ...]] = {
-    "ordered_reservation": "state_C4.no_hold_and_wait_cycle",
+    "ordered_reservation": "state_C4.no_circular_holding",
     "publish_after_all_held": "state_C4.runs_on_reserved_bytes",
     "retry_keeps_identity": "step_C4.retry_keeps_identity",
     "full_abort": ("step_I5.abort_restores_ledgers", "state_I5.ledger_matches_holdings"),
@@ -69,7 +69,7 @@ def test_tx_checker_control_uses_the_verify_budget() -> None:
 def test_unordered_reservation_counterexample_is_short_when_shrunk() -> None:
     g = next(g for g in TX_GUARDS if g.name == "ordered_reservation")
     r = find_tx_counterexample(g, Layer.SPEC, campaign_settings(200, 30, shrink=True))
-    assert r.found and r.violated == "C4" and r.clause == "state_C4.no_hold_and_wait_cycle", r.message
+    assert r.found and r.violated == "C4" and r.clause == "state_C4.no_circular_holding", r.message
     assert r.counterexample[-1].startswith("Reserve("), r.counterexample
     # The harm needs contention: setup (3), two plans, one reservation each, in opposite order (+1 slack).
     assert sum(a.startswith("Plan(") for a in r.counterexample) >= 2, r.counterexample

@@ -130,3 +130,73 @@ def test_collecting_reports_every_failing_predicate_clause() -> None:
         check_all(s)
     assert "state_C1.one_ledger_per_pool" in found and "state_I1.used_is_sum_of_charges" in found
     assert len(found) <= sum(len(v) for v in STATE_PREDICATES.values())
+
+
+# --- the clause machinery itself (issue #26 item 4: mutmut's survivors in invariants/clauses.py) ----------
+
+
+def test_declaring_a_clause_registers_exactly_what_was_declared() -> None:
+    from invariants.clauses import CLAUSES as registry
+
+    c = clause("I2", "test_predicate", "declared_here", "no test clause is registered other than as declared")
+    try:
+        assert registry[c.key] is c and c.key == "test_predicate.declared_here"
+        assert (c.id, c.predicate, c.name, c.statement) == (
+            "I2", "test_predicate", "declared_here", "no test clause is registered other than as declared")
+        assert c in clauses_of("I2")
+    finally:
+        del registry[c.key]
+
+
+def _failing(name: str, exc: BaseException) -> object:
+    def p(*args: object) -> None:
+        raise exc
+    p.__name__ = name
+    return p
+
+
+def _passing(*args: object) -> None:
+    pass
+
+
+def test_conjunction_evaluates_every_predicate_of_an_id_in_turn() -> None:
+    """Each ID's predicates all run: a passing first one never hides a failing second one."""
+    from invariants.clauses import conjunction
+
+    c = CLAUSES[KEYS[0]]
+
+    def second(*args: object) -> None:
+        c.fail("second")
+    with pytest.raises(AssertionError, match=f"^{ID}: second"):
+        conjunction({ID: (_passing, second)}, None)
+
+
+def test_collecting_names_a_predicate_that_crashed_and_goes_on() -> None:
+    from invariants.clauses import collecting, conjunction
+
+    c = CLAUSES[KEYS[0]]
+    def breaks(*args: object) -> None:
+        c.fail("boom")
+    with collecting() as found:
+        conjunction({"X": (_failing("reads_a_missing_field", KeyError("k")), breaks)}, None)  # type: ignore[dict-item]
+    assert found == ["reads_a_missing_field:crashed:KeyError", c.key]
+
+
+def test_counting_is_true_only_while_recording_or_collecting() -> None:
+    from invariants.clauses import collecting, counting
+
+    assert counting() is False
+    with recording(Coverage()):
+        assert counting() is True
+    with collecting():
+        assert counting() is True
+    with recording(None):
+        assert counting() is False
+
+
+def test_coverage_adds_counts_from_a_coverage_and_from_a_dict_and_reads_zero_when_unseen() -> None:
+    cov = Coverage({"a.x": [3, 1]})
+    cov.add(Coverage({"a.x": [2, 2], "b.y": [5, 0]}))
+    cov.add({"b.y": [1, 1], "c.z": [4, 3]})
+    assert cov.counts == {"a.x": [5, 3], "b.y": [6, 1], "c.z": [4, 3]}
+    assert cov.of("a.x") == (5, 3) and cov.of("never.seen") == (0, 0)

@@ -23,7 +23,7 @@ from refimpl.ort.reporter import calibrate_transient_peak
 from spec import sessions as S
 from spec.errors import CalloutFailed, ModelDataError, ModelFileInvalid, ProviderUnavailable
 
-__all__ = ["MeasuredModel", "measure", "loop_carried", "decode_input", "session_providers"]
+__all__ = ["MeasuredModel", "measure", "weight_bytes", "loop_carried", "decode_input", "session_providers"]
 
 
 def loop_carried(model: onnx.ModelProto) -> frozenset[str]:
@@ -68,12 +68,16 @@ def measure(path: str, max_context: int, bucket: int, device: str = "cpu") -> Me
         raise ModelFileInvalid(f"model file {path!r} is not a usable ONNX model: {type(e).__name__}: {e}") from e
 
 
+def weight_bytes(path: str) -> tuple[int, int]:
+    """(the bytes admission charges for: referenced extents + embedded tensors, the files' total size)."""
+    rep = referenced_extents(path)  # typed errors for missing / overlapping / out-of-range ranges
+    return rep.referenced_bytes + rep.embedded_bytes, os.path.getsize(path) + rep.file_bytes
+
+
 @functools.lru_cache(maxsize=32)
 def _measure(path: str, max_context: int, bucket: int, device: str = "cpu") -> MeasuredModel:
     """The runtime's own measurement: referenced extents (never file sizes), the peak at max context."""
-    rep = referenced_extents(path)  # typed errors for missing / overlapping / out-of-range ranges
-    referenced = rep.referenced_bytes + rep.embedded_bytes
-    file_bytes = os.path.getsize(path) + rep.file_bytes
+    referenced, file_bytes = weight_bytes(path)
     proto = onnx.load(path, load_external_data=False)
     heads, dh = _kv_geometry(proto)
     carried = loop_carried(proto)

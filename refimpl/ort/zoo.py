@@ -19,7 +19,7 @@ from refimpl.ort.governed import loop_carried, measure
 from refimpl.ort.models import build_decoder, build_external
 from spec import sessions as S
 
-__all__ = ["save_decoder_external", "build_zoo", "reporter_facts", "ENV_ARENA_CAP"]
+__all__ = ["save_decoder_external", "build_zoo", "build_padded_twins", "reporter_facts", "ENV_ARENA_CAP"]
 
 _ORPHAN = b"\xab"
 
@@ -64,6 +64,17 @@ def build_zoo(directory: str, d_model: int = 32, heads: int = 4) -> dict[str, st
         "dec": save_decoder_external(directory, d_model, heads, name="dec"),
         "dec_wide": save_decoder_external(directory, 2 * d_model, heads, name="dec_wide", seed=1),
         "mlp": build_external(sub, n=d_model, orphan_ratio=1.0),
+    }
+
+
+def build_padded_twins(directory: str, d_model: int = 32, heads: int = 4) -> dict[str, str]:
+    """source name -> the same decoder graph and weights, its blob with three times the dead space (I8's
+    metamorphic twin: a larger file, the same referenced extents at other offsets)."""
+    sub = os.path.join(directory, "padded")
+    os.makedirs(sub, exist_ok=True)
+    return {
+        "dec": save_decoder_external(sub, d_model, heads, orphan_ratio=3.0, name="dec"),
+        "dec_wide": save_decoder_external(sub, 2 * d_model, heads, orphan_ratio=3.0, name="dec_wide", seed=1),
     }
 
 

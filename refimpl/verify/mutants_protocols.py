@@ -104,14 +104,18 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "            released += rec.charge\n            self._retire(rec)\n        if not released:\n"
            "            a.used -= min(r.target, a.used)  # an `or` default: nothing named, the target booked\n",
            "an answer that names no victims is booked as if the target had been met"),
-    Mutant("age_past_bound", ("I13",), "pressure", _R, _MARB,
-           "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
-           "        for t in pend.values():\n            t.age += 1\n",
-           "arbitration ages pending tickets without the cap at the aging bound"),
+    # No "age past the bound" mutant: an age past the bound ranks exactly as one at it (matured is `age >= bound`),
+    # so it harms no one; it showed only that the old clause restating the cap could fail (issue #26 item 5).
     Mutant("age_cap_below_bound", ("I13",), "pressure", _R, _MARB,
            "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
            "        for t in pend.values():\n            if t.age < bound - 1:\n                t.age += 1\n",
            "the age cap is one below the aging bound, so no waiting ticket matures and overtaking is unbounded"),
+    # The one bug only the trace clause sees: each step looks right (no round runs on the allocator path).
+    Mutant("try_reserve_ahead_of_waiters", ("I13",), "pressure", _R, _MLS,
+           "        if a.pending or nbytes > a.limit - a.used:  # I7 try-only",
+           "        if nbytes > a.limit - a.used:  # I7 try-only",
+           "the allocator path checks free bytes only, not whether a ticket waits: small allocations that fit "
+           "overtake a waiting misfit without end, in steps that run no round"),
     Mutant("matured_compare_strict", ("I13",), "pressure", _R, _MARB,
            "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
            "a round stops only past the aging bound, which a capped age never reaches"),
@@ -187,4 +191,40 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "    return _retire(p, t, event, guards)\n",
            "a granted ticket that times out is credited and put back in the queue (to retry) instead of retired, "
            "for the next round, so its bytes are charged again for a requester that gave up"),
+    Mutant("aging_stops_short", ("I13",), "pressure", _S, _SPRE,
+           "    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound))",
+           "    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound - 1))",
+           "the spec's round caps ages one below the aging bound: no waiting ticket matures, so later tickets "
+           "overtake a misfit without end (step_I13.passed_over_ages: it is passed over and does not age)"),
+    # --- the composed manager: bugs the clauses that state harms must catch (issue #26 item 5) ---------
+    Mutant("limit_commit_checks_old_limit", ("I2",), "manager", _R, "refimpl.manager.limits",
+           "        committed = a.used <= ch.target or not",
+           "        committed = a.used <= a.limit or not",
+           "a limit change commits when used fits under the old limit, not the new one: a lowered limit "
+           "leaves granted leases above it"),
+    Mutant("limit_past_capacity", ("I2",), "manager", _R, "refimpl.manager.limits",
+           "        if limit > a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
+           "        if limit > 2 * a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
+           "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
+           "grants take bytes the device does not have"),
+    Mutant("reserve_order_skips_lower_needs", ("C4",), "transactions", _R, _MTX,
+           "        if a.id != lowest and self._guards.on(\"ordered_reservation\"):  # C4\n",
+           "        if a.id < max(held, default=a.id) and self._guards.on(\"ordered_reservation\"):  # C4\n",
+           "the order check only forbids reserving below what the transaction holds: it may skip a lower need and "
+           "take a higher one first, so two transactions can each hold what the other needs (circular holding)"),
+    Mutant("commit_publishes_first_part_only", ("I10",), "manager", _S, "spec.manager_parts",
+           "    for (_, n), alloc in zip(x.needs, x.held):\n",
+           "    for (_, n), alloc in zip(x.needs[:1], x.held[:1]):\n",
+           "a composed commit turns only its first reservation into a lease yet advances the bundle: the engine's "
+           "state claims a step whose bytes on the other authorities are still provisional"),
+    Mutant("extents_span_to_last_end", ("I8",), "ort", _R, "refimpl.ort.extents",
+           "        return sum(r.length for r in self.ranges)\n",
+           "        return max((r.end for r in self.ranges), default=0)  # from the file's start to the last byte used\n",
+           "the extents reader counts from the file's start to the end of the last referenced range: the dead space "
+           "between and before the weights is charged, and grows with padding (#853's defect, in the reader)"),
+    Mutant("report_hides_declined", ("I3",), "ort", _S, "spec.sessions",
+           "        not_enforced=s.not_enforced,\n",
+           "        not_enforced=frozenset(x for x in s.not_enforced if x.startswith(\"model:\")),\n",
+           "the report lists only per-model not-enforced labels: a declined class (KV, the arena) is recorded as "
+           "not enforced but the user reads the limit as binding on it"),
 )

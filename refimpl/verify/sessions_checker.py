@@ -30,7 +30,7 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.model_machine import Model, find_model_counterexample, run_model_campaign
-from invariants.sessions import (STATE_PREDICATES, STEP_PREDICATES, KvCover, check_observations,
+from invariants.sessions import (STATE_PREDICATES, STEP_PREDICATES, KvCover, PaddedTwin, check_observations,
                                           check_state, check_transition)
 from refimpl.verify.checker_api import CheckerRun
 from refimpl.ort.faults import INJECTED_RUN_FAILURE, failing_runs
@@ -39,7 +39,8 @@ from refimpl.ort.device import StandInMemory
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.ort.residency import INJECTED, file_rss, process_rss
 from refimpl.ort.session import make_session
-from refimpl.ort.zoo import ENV_ARENA_CAP, build_zoo, reporter_facts
+from refimpl.ort.measure import weight_bytes
+from refimpl.ort.zoo import ENV_ARENA_CAP, build_padded_twins, build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
 from spec import sessions as S
 from spec.arith import kv_bytes
@@ -79,6 +80,7 @@ class OrtWorld:
         self.provider = _CUDA if path == "cuda" else "CPUExecutionProvider"
         self._dir = tempfile.TemporaryDirectory(prefix="ortmem-zoo-")
         self.sources = build_zoo(self._dir.name)
+        self.twins = build_padded_twins(self._dir.name)  # I8's metamorphic twins (more dead space, same graph)
         peak_on = "cuda:0" if path == "cuda" else "cpu"
         self.facts = {k: reporter_facts(p, MAX_CONTEXT, BUCKET, peak_on) for k, p in self.sources.items()}
         # Ungoverned twins: the same ORT options as managed sessions (prepacking off [ort:prepacking]), no
@@ -119,7 +121,7 @@ class OrtAdapter:
         self.world = world
         self.kv_leases: dict[int, int] = {}  # KV lease id -> bytes charged, folded from the trace
         self.held: dict[int, int] = {}  # open request -> KV bytes its decoded tokens occupy (own count)
-        self.observed: list[KvCover] = []
+        self.observed: list[KvCover | PaddedTwin] = []
         self.rt = world.runtime(world.topology(host_mapped), limit, guards, trace=self._on_event)
         self.sources: dict[str, str] = {}  # loaded name -> source
         self.past: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -141,7 +143,7 @@ class OrtAdapter:
         where = f"{e['kind']}({', '.join(f'{k}={v}' for k, v in sorted(ids.items()))})"
         self.observed.append(KvCover(where, sum(self.kv_leases.values()), sum(self.held.values())))
 
-    def take_observations(self) -> list[KvCover]:
+    def take_observations(self) -> list[KvCover | PaddedTwin]:
         out, self.observed = self.observed, []
         return out
 
@@ -174,6 +176,10 @@ class OrtAdapter:
             self.world.count(f"reclaims:{type(a).__name__}")
         if isinstance(a, S.LoadModel):
             self.sources[a.name] = a.source
+            twin = self.world.twins.get(a.source)
+            if twin is not None and a.declared is not None:  # managed: charged by its weight files (I8)
+                (charged, size), (twin_charged, twin_size) = weight_bytes(self.world.sources[a.source]), weight_bytes(twin)
+                self.observed.append(PaddedTwin(a.source, charged, size, twin_charged, twin_size))
         elif isinstance(a, S.Open):
             m = self.rt.models[a.model].measured
             empty = np.zeros((1, m.heads, 0, m.dh), np.float32)

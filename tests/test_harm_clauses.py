@@ -1,0 +1,193 @@
+"""The rewritten clauses state harms, and each is made to fail by a named mutant (issue #26 item 5).
+
+For each clause rewritten to state what is lost rather than restate a guard
+(I2's new limit, I3's report, I10's bundle, I13's ageing), a deterministic
+script runs the mutant from the registry with every guard on and the test
+asserts the whole set of clauses the run breaks: exactly the rewritten one
+(the mutant is caught by it and by nothing else), while the same script
+without the mutant breaks nothing (its negative control).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import pytest
+from manager_harness import DEV, H1, HOST
+
+from invariants import contracts
+from invariants import manager as IM
+from invariants import sessions as SP
+from invariants.clauses import collecting
+from invariants.mutation import applied
+from refimpl.verify.manager_adapter import ManagerAdapter
+from refimpl.verify.mutants import MUTANTS
+from spec import ledger_actions as A
+from spec import manager as MG
+from spec import manager_actions as M
+from spec import sessions as S
+from spec.errors import CapacityDenied, InvalidBytes
+from spec.tickets import TicketState
+from spec.types import Role, Tier
+
+_WORLD = [A.RegisterAuthority("dev", Tier.DEVICE, 4), A.RegisterAuthority("host", Tier.HOST, 4),
+          A.RegisterHolder("h1"), A.RegisterHolder("h2")]
+
+
+def _manager_breaks(acts: list[Any], mutant: str | None) -> tuple[set[str], Any]:
+    """Run `acts` on the refimpl manager (contracts off: the test judges); every clause broken, and the last state."""
+    g = ManagerAdapter()
+    found: set[str] = set()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext(), contracts.contracts(False):
+        for act in _WORLD + acts:
+            before = g.abstract()
+            result = g.execute(act)
+            after = g.abstract()
+            with collecting() as broken:
+                IM.check_step(before, act, after, result)
+                IM.check_all(after)
+            found |= set(broken)
+    return found, after
+
+
+# --- I2: a lowered limit leaves no granted byte above it ---------------------------------------
+
+_LOWER = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.PrepareLimit(DEV, 1), M.Answer(H1, 1, ()), M.CommitLimit(DEV)]
+
+
+@pytest.mark.parametrize("mutant", [None, "limit_commit_checks_old_limit"])
+def test_limit_commit_against_the_old_limit_fails_limit_backs_every_grant(mutant: str | None) -> None:
+    """The lowered limit commits under the 3 B lease. The state form of the same harm (the ledger's
+    `state_I2.grants_within_limit`) fails too: the step clause names the limit change that caused it."""
+    found, m = _manager_breaks(_LOWER, mutant)
+    assert m.ledger.authorities[DEV].limit == (1 if mutant else 4)  # the holder kept its 3 B lease
+    assert found == ({"step_I2_manager.limit_backs_every_grant", "state_I2.grants_within_limit"}
+                     if mutant else set())
+
+
+_RAISE = [M.PrepareLimit(DEV, 8), M.CommitLimit(DEV), M.Submit(H1, DEV, 6)]
+
+
+@pytest.mark.parametrize("mutant", [None, "limit_past_capacity"])
+def test_limit_past_capacity_fails_limit_backs_every_grant_only(mutant: str | None) -> None:
+    if mutant is None:  # the negative control: the 8 B limit on a 4 B pool is refused, nothing changes
+        with pytest.raises(InvalidBytes, match="exceeds its 4 B capacity"):
+            _manager_breaks(_RAISE[:1], None)
+        with pytest.raises(CapacityDenied, match="can never fit its 4 B limit"):
+            _manager_breaks(_RAISE[2:], None)
+        return
+    found, m = _manager_breaks(_RAISE, mutant)
+    assert m.ledger.authorities[DEV].limit == 8 and m.tickets[1].state is TicketState.GRANTED
+    assert found == {"step_I2_manager.limit_backs_every_grant"}
+
+
+# --- I10: a bundle moves with the bytes of its step ----------------------------------------------
+
+_BUNDLE = [M.OpenBundle(), M.PlanTx(H1, ((DEV, 1), (HOST, 1))), M.JoinBundle(1, 1), M.ReserveTx(1), M.ReserveTx(1),
+           M.CommitTx(1)]
+
+
+def _spec_manager_breaks(acts: list[Any], mutant: str | None) -> tuple[set[str], Any]:
+    m, found = M.initial(), set()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        for act in _WORLD + acts:
+            nxt, result = MG.step(m, act)
+            with collecting() as broken:
+                IM.check_step(m, act, nxt, result)
+                IM.check_all(nxt)
+            found |= set(broken)
+            m = nxt
+    return found, m
+
+
+@pytest.mark.parametrize(("mutant", "layer"), [(None, "spec"), (None, "refimpl"),
+                                               ("commit_publishes_first_part_only", "spec"),
+                                               ("bundle_advances_one_part", "spec"),
+                                               ("composed_commit_skips_bundle", "refimpl")])
+def test_a_bundle_out_of_step_with_its_leases_fails_bundle_moves_with_its_leases(mutant: str | None,
+                                                                                 layer: str) -> None:
+    """A two-part transaction of a bundle commits. Mutants: only the first reservation becomes a lease (the
+    bundle claims a step whose host bytes are provisional); one part advances; the bundle stays behind."""
+    found, m = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(_BUNDLE, mutant)
+    assert found == ({"step_I10_manager.bundle_moves_with_its_leases"} if mutant else set())
+    if mutant is None:
+        assert m.bundles[1].versions == (1, 1, 1, 1)
+
+
+# --- I3: what the user reads never binds bytes that are not enforced ---------------------------
+
+_TOPOLOGY = S.Topology(capacity=4096, reserve=0, granule=256, host_mapped_capacity=0, headroom=128, source="test")
+_FACTS = S.ModelFacts(1000, 2000, 64, frozenset(), 0, 0, 0)
+
+
+def _sessions_breaks(acts: list[Any], mutant: str | None) -> tuple[set[str], S.SessionState]:
+    s = S.SessionState(_TOPOLOGY, 4096)
+    found: set[str] = set()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        for act in acts:
+            nxt, _ = S.step_sessions(s, act)
+            with collecting() as broken:
+                SP.check_transition(s, act, nxt)
+                SP.check_state(nxt)
+            found |= set(broken)
+            s = nxt
+    return found, s
+
+
+@pytest.mark.parametrize("mutant", [None, "report_hides_declined"])
+def test_report_hiding_a_declined_class_fails_report_binds_no_declined_bytes(mutant: str | None) -> None:
+    """KV declined, then a compatibility-mode model loaded: the mutated report keeps the model's label and
+    drops the declined class's, which the state still records (a clause reading the state saw nothing)."""
+    found, s = _sessions_breaks([S.Decline(Role.KV), S.LoadModel("m", "toy", _FACTS, None)], mutant)
+    assert s.not_enforced == {"kv", "model:m"}  # the state is the same either way
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        shown = S.report(s).not_enforced  # what the user reads
+    assert shown == ({"model:m"} if mutant else {"kv", "model:m"})
+    assert found == ({"state_I3_sessions.report_binds_no_declined_bytes"} if mutant else set())
+
+
+@pytest.mark.parametrize(("mutant", "clause"), [
+    ("decline_not_reported", "state_I3_sessions.report_binds_no_declined_bytes"),
+    ("compat_labelled_weights", "state_I3_sessions.report_binds_no_uncharged_model")])
+def test_the_older_I3_mutants_still_fail_the_report_reading_clauses(mutant: str, clause: str) -> None:
+    found, _ = _sessions_breaks([S.Decline(Role.KV), S.LoadModel("m", "toy", _FACTS, None)], mutant)
+    assert found == {clause}
+
+
+# --- I8: the same graph with more dead space in its weights file is charged the same -----------
+
+
+@pytest.mark.parametrize("mutant", [None, "extents_span_to_last_end"])
+def test_a_reader_that_charges_dead_space_fails_dead_space_not_charged(mutant: str | None, tmp_path) -> None:
+    """Real files: the zoo's decoder (each weight followed by as much dead space) and its padded twin (three
+    times the dead space), read by the runtime's own `weight_bytes`. The mutated reader charges up to the last
+    referenced byte, so the padded twin costs more; the clause recomputing the charge from that reader's
+    facts (`charged_referenced_extents`) cannot see it, the metamorphic one does."""
+    from refimpl.ort.measure import weight_bytes
+    from refimpl.ort.zoo import build_padded_twins, build_zoo
+
+    sources, twins = build_zoo(str(tmp_path)), build_padded_twins(str(tmp_path))
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        seen = [SP.PaddedTwin(k, *weight_bytes(sources[k]), *weight_bytes(twins[k])) for k in sorted(twins)]
+        with collecting() as found:
+            SP.check_observations(seen)
+    assert all(t.twin_file_bytes > t.file_bytes for t in seen)  # the padding is real
+    assert found == (["observed_I8_padding.dead_space_not_charged"] if mutant else [])
+
+
+# --- C4: the clause named for what it checks, a circle of holds ---------------------------------
+
+
+def test_reserve_order_skipping_lower_needs_fails_no_circular_holding() -> None:
+    """The refimpl order check weakened (only 'not below what it holds'): the transactions checker, with every
+    guard on, finds two transactions each holding what the other needs, and names only the circle clause."""
+    from refimpl.verify.checker_api import Budget
+    from refimpl.verify.checkers import CHECKERS
+
+    m = MUTANTS["reserve_order_skips_lower_needs"]
+    budget = Budget(campaign_examples=0, campaign_steps=0, control_examples=400, control_steps=40, shrink=False)
+    with applied(m):
+        r = CHECKERS["transactions"].control(m, m.layer, budget)
+    assert r.found and r.clause == "state_C4.no_circular_holding", r.message
+    assert set(r.clauses) == {"state_C4.no_circular_holding"}, r.clauses
