@@ -47,6 +47,16 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "            at_boundary = at_boundary or act is None\n            since_whole += 1\n",
        "once a boundary was declared, work left open at the end of the trace is forgiven, even work begun "
        "after the boundary"),
+    _m("replay_leftover_forgets_growth", ("I4b",), "ledger", _REP,
+       "    out += [f\"allowance {w.id} still reserves {w.reserved} B of growth\"\n"
+       "            for w in state.allowances.values() if w.reserved]\n",
+       "",
+       "the end-of-trace leftover check looks at provisional leases only: allowance growth reserved and never "
+       "mapped is forgiven"),
+    _m("replay_g4_compares_leases_only", ("I1",), "ledger", _REP,
+       "            if seen != state:  # lease rule G4\n",
+       "            if seen.allocations != state.allocations:  # lease rule G4\n",
+       "a rejected event is checked for changed leases only: a refusal that moved its ledger's used passes"),
     _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", _STORE,
        "        auths: set[int] = set(i for i in observed[\"used\"] if i in self.auths)\n",
        "        auths: set[int] = set()\n",

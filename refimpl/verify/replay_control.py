@@ -28,7 +28,7 @@ from invariants.campaign import ControlResult
 from spec.guards import Layer
 from spec.types import Role, Tier
 
-__all__ = ["Verdict", "ledger_corpus", "manager_corpus", "replay_control", "verdict"]
+__all__ = ["Verdict", "corpus_of", "ledger_corpus", "manager_corpus", "replay_control", "verdict"]
 
 #: (ok, failure kind, catalog ID) of one replay.
 Verdict = tuple[bool, str | None, str | None]
@@ -76,6 +76,13 @@ def _ledger_left_open(pmm: Any) -> None:
     pmm.commit(h, pmm.reserve(h, a, _D, 10, Role.KV), 10)
     boundary(pmm)
     pmm.reserve(h, a, _D, 20, Role.KV)
+
+
+def _growth_left_open(pmm: Any) -> None:
+    """Allowance growth reserved and never mapped or unmapped before the trace ends (no boundary)."""
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", _D, 256)
+    pmm.reserve_growth(h, pmm.open_allowance(h, a, 64), 16)
 
 
 def _events(lines: list[bytes]) -> list[dict[str, Any]]:
@@ -127,6 +134,16 @@ def _moved_untouched_ledger(good: list[bytes]) -> list[bytes]:
     return _lines(ev)
 
 
+def _refusal_that_moved_used(good: list[bytes]) -> list[bytes]:
+    """The refused over-limit reserve reports gpu0's used 5 B higher: a refusal that charged bytes."""
+    ev = _events(good)
+    i = _find(ev, "reserve", "rejected")
+    used = ev[i]["payload"]["observed"]["used"]
+    gpu = next(iter(used))
+    used[gpu] += 5
+    return _lines(ev)
+
+
 def _reused_allocation_id(good: list[bytes]) -> list[bytes]:
     """After the first release, the next reservation is issued the released lease's id again."""
     ev = _events(good)
@@ -153,6 +170,8 @@ def ledger_corpus() -> list[tuple[str, list[bytes], Verdict]]:
         ("misreported-refusal", _misreported_refusal(good), (False, "refinement", None)),
         ("moved-untouched-ledger", _moved_untouched_ledger(good), (False, "violation", "I1")),
         ("reused-allocation-id", _reused_allocation_id(good), (False, "violation", "I4a")),
+        ("refusal-that-moved-used", _refusal_that_moved_used(good), (False, "violation", "G4")),
+        ("growth-left-open", _record(_growth_left_open), (False, "leftover", None)),
         ("left-open-after-boundary", _record(_ledger_left_open), (False, "leftover", None)),
     ]
 
@@ -200,15 +219,19 @@ def _duplicated_release_or_last(good: list[bytes]) -> list[bytes]:
     return _lines(ev + [dict(ev[-1])])
 
 
+def corpus_of(model: str) -> tuple[list[tuple[str, list[bytes], Verdict]], Callable[[list[bytes]], Any]]:
+    """The corpus of checker `model`, recorded now, and the replay that judges it (looked up now: a mutant
+    of the replay itself is the one in effect)."""
+    from invariants import manager_replay, replay
+    if model == "manager":
+        return manager_corpus(), manager_replay.replay_manager_lines
+    return ledger_corpus(), replay.replay_lines
+
+
 def replay_control(m: Any, layer: Layer) -> ControlResult:
     """Run mutant `m` (already applied) as a replay control: found iff a verdict of its corpus flips."""
-    from invariants.manager_replay import replay_manager_lines
-    from invariants.replay import replay_lines
     t0 = time.perf_counter()
-    if m.model == "manager":
-        corpus, replay = manager_corpus(), replay_manager_lines
-    else:
-        corpus, replay = ledger_corpus(), replay_lines
+    corpus, replay = corpus_of(m.model)
     flips = []
     for name, lines, want in corpus:
         got = verdict(replay(lines))
