@@ -207,13 +207,13 @@ def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
     good = _record(_manager_script)
     return [
         ("manager-good", good, (True, None, None)),
-        ("manager-duplicated-event", _duplicated_release_or_last(good), (False, "duplicate-sequence", None)),
+        ("manager-duplicated-event", _duplicated_last(good), (False, "duplicate-sequence", None)),
         ("tx-left-open", _record(_manager_tx_left_open), (False, "leftover", None)),
         ("focused-tx-left-open", _record(_focused_tx_left_open), (False, "leftover", None)),
     ]
 
 
-def _duplicated_release_or_last(good: list[bytes]) -> list[bytes]:
+def _duplicated_last(good: list[bytes]) -> list[bytes]:
     """The last event delivered twice under one sequence number."""
     ev = _events(good)
     return _lines(ev + [dict(ev[-1])])
