@@ -301,8 +301,8 @@ class Arbitration:
 
     def _grant_pass(self, a: _Auth) -> None:
         """The grants of a round, ageing nobody: alone, after a pending ticket retired (D10: not a round)."""
-        bound = self._bound
-        for t in _grant_order(a.pending, bound):
+        pend, bound = a.pending, self._bound
+        for t in _grant_order(pend, bound):
             if t.nbytes <= a.limit - a.used:
                 self._grant(a, t)
             elif t.age >= bound and self._aging:
