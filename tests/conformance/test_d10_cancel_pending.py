@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from manager_harness import DEV, H1, H2, run, start
+from invariants import pressure as IP
+from invariants._violation import InvariantViolation
 from pool_harness import pool
 from refimpl.manager import ProcessMemoryManager
 from spec import manager_actions as M
@@ -127,3 +129,25 @@ def test_cancelling_a_granted_ticket_is_a_round_and_ages_the_waiters(front: Call
     assert g.tickets() == {1: (GRANT, 1), 2: (GRANT, 1), 3: (PEND, 1)}
     assert g.cancel(H1, 2) == 1
     assert g.tickets() == {1: (GRANT, 1), 3: (PEND, 2)}  # 2 B free, ticket 3 (3 B) waits one round older
+
+
+def _matured_misfit_ahead_of_a_fit_and_a_misfit() -> P.Pool:
+    """4 B, bound 2: ticket 2 (3 B) matured and misfit stops the round; behind it ticket 3 (1 B) fits, ticket 4
+    (3 B) does not."""
+    p = P.initial(4, 0, 2, 2, 8)
+    for act in (P.Submit(1, 2, 0), P.Submit(1, 3, 0), P.Submit(1, 1, 0), P.Submit(2, 3, 0)):
+        p, _ = P.step(p, act)
+    assert {i: (t.state, t.age) for i, t in p.tickets.items()} == {
+        1: (GRANT, 1), 2: (PEND, 2), 3: (PEND, 2), 4: (PEND, 1)}
+    return p
+
+
+def test_the_grant_pass_is_no_round_for_passed_over_ages_but_a_round_still_must_age() -> None:
+    prev = _matured_misfit_ahead_of_a_fit_and_a_misfit()
+    nxt, _ = P.step(prev, P.Cancel(1, 2))
+    assert {i: (t.state, t.age) for i, t in nxt.tickets.items()} == {1: (GRANT, 1), 3: (GRANT, 2), 4: (PEND, 1)}
+    IP.step_I13(prev, P.Cancel(1, 2), nxt)  # ticket 4 passed over by a pass, not by a round: no harm
+    # The same grants and ages after an action that is a round (a granted ticket's cancel): ticket 4 was passed
+    # over without ageing, the starvation the clause names.
+    with pytest.raises(InvariantViolation, match="passed over by a round"):
+        IP.step_I13(prev, P.Cancel(1, 1), nxt)
