@@ -282,8 +282,11 @@ def _leased_steps(before: M.Manager, after: M.Manager) -> dict[int, int]:
 def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
     leased = _leased_steps(before, after)
     _I10_WITH_LEASES.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its leases
-    for b in after.bundles.values():
-        p = before.bundles.get(b.id)
+    # A bundle whose record did not change and none of whose transactions leased passes: only the rest are read.
+    for bid in sorted(changed(before.bundles, after.bundles) | leased.keys()):
+        b, p = after.bundles.get(bid), before.bundles.get(bid)
+        if b is None:
+            continue
         old, steps = (p.versions if p is not None else (0,) * len(b.versions)), leased.get(b.id, 0)
         if steps and p is not None and p.poisoned:
             _I10_WITH_LEASES.fail(f"{act!r}: poisoned bundle {b.id}'s transaction turned its reservations into leases")

@@ -157,7 +157,10 @@ def _opaque_refusal(act: Any, err: BaseException, traced: str) -> bool:
 
 
 def _live(m: Manager) -> int:
-    return len(m.ledger.allocations) + len(m.tickets) + len(m.pressures) + len(m.txs)
+    """Records `check_all` reads: it runs once per that many events, so its cost is O(1) amortised per event."""
+    led = m.ledger
+    return (len(led.allocations) + len(led.allowances) + len(led.authorities) + len(led.holders) + len(m.tickets)
+            + len(m.pressures) + len(m.txs) + len(m.bundles))
 
 
 #: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
@@ -296,9 +299,9 @@ def _leftover(m: Manager) -> list[str]:
 
 
 def _tracked(m: Manager) -> Manager:
-    """`m` with its allocation and allowance maps tracked, so a step's changed records are found in O(change)."""
-    return evolve(m, ledger=evolve(m.ledger, allocations=track(m.ledger.allocations),
-                                   allowances=track(m.ledger.allowances)))
+    """`m` with its allocation, allowance and bundle maps tracked: a step's changed records are found in O(change)."""
+    return evolve(m, bundles=track(m.bundles), ledger=evolve(m.ledger, allocations=track(m.ledger.allocations),
+                                                             allowances=track(m.ledger.allowances)))
 
 
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
