@@ -42,7 +42,7 @@ from refimpl.governor import ProcessMemoryManager
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink, boundary
-from spec.types import Role, Tier
+from spec.types import AllocState, Role, Tier
 
 
 def write_trace(path: str, events: int) -> int:
@@ -62,13 +62,20 @@ def write_trace(path: str, events: int) -> int:
         return n + 1
 
 
-def write_mixed(path: str, mb: float) -> None:
-    """`ortmem trace`'s composed workload, with operations scaled to about `mb` MB (about 2,160 per MB)."""
+def _leases(pmm: Any) -> int:
+    return sum(r.state is AllocState.LIVE for r in pmm.abstract_manager().ledger.allocations.values())
+
+
+def write_mixed(path: str, mb: float) -> int:
+    """`ortmem trace`'s composed workload, with operations scaled to about `mb` MB (about 2,160 per MB).
+    Returns the leases live at the end, as do the other writers."""
     with open(path, "w") as f, contracts.contracts(False):
-        run_manager_workload(Composed(trace=JsonlSink(f)), seed=1, operations=max(50, round(2160 * mb)))
+        pmm = Composed(trace=JsonlSink(f))
+        run_manager_workload(pmm, seed=1, operations=max(50, round(2160 * mb)))
+    return _leases(pmm)
 
 
-def write_kv(path: str, mb: float = 0.0, live: int = 0, churn: int = 0) -> None:
+def write_kv(path: str, mb: float = 0.0, live: int = 0, churn: int = 0) -> int:
     """A paged KV cache: `live` pages left live first, then rounds of (one page kept, one claimed and released)
     until the file reaches `mb` MB, or `churn` events of claim-and-release against the live pages."""
     with open(path, "w") as f, contracts.contracts(False):
@@ -82,16 +89,7 @@ def write_kv(path: str, mb: float = 0.0, live: int = 0, churn: int = 0) -> None:
         while f.tell() < mb * 1e6:
             pmm.claim(h, pmm.submit(h, a, 4096, 0, Role.KV))  # a page left live: live state grows
             pmm.release(h, pmm.claim(h, pmm.submit(h, a, 4096, 0, Role.KV)))
-
-
-def _live_leases(path: str) -> int:
-    """Allocations still live when the trace ends, read from its events (claims minus releases)."""
-    n = 0
-    with open(path, "rb") as f:
-        for raw in f:
-            kind = json.loads(raw)["kind"]
-            n += (kind == "claim") - (kind == "release")
-    return n
+    return _leases(pmm)
 
 
 def bench_composed(shape: str, write: Any, *args: Any) -> dict[str, Any]:
@@ -99,9 +97,9 @@ def bench_composed(shape: str, write: Any, *args: Any) -> dict[str, Any]:
     os.close(fd)
     try:
         c0 = time.process_time()
-        write(path, *args)
+        live = write(path, *args)
         written = time.process_time() - c0
-        size, live = os.path.getsize(path), _live_leases(path)
+        size = os.path.getsize(path)
         t0, c0 = time.perf_counter(), time.process_time()
         with open(path, "rb") as f:
             r = replay_manager_lines(f)
