@@ -21,6 +21,7 @@ from spec.lifecycle import ALLOCATION_TABLE, TERMINAL
 from spec.ledger_state import State
 from spec.types import AllocState, Origin
 
+from invariants.changed import changed
 from invariants.clauses import clause, conjunction
 
 __all__ = [
@@ -158,7 +159,7 @@ def state_I1(s: State) -> None:
 def step_I1(prev: State, act: Any, nxt: State) -> None:
     """Conservation: each ledger moves by exactly its allocations' charge change."""
     delta: dict[int, int] = {}
-    for aid in set(prev.allocations.keys()) | set(nxt.allocations.keys()):
+    for aid in changed(prev.allocations, nxt.allocations):  # an unchanged record moves nothing
         p, n = prev.allocations.get(aid), nxt.allocations.get(aid)
         for r, sign in ((p, -1), (n, 1)):
             if r is not None:
@@ -208,7 +209,8 @@ def step_I2(prev: State, act: Any, nxt: State) -> None:
             if a.used > before and a.used > a.limit:
                 _I2_RESERVE.fail(f"{act!r} granted past the limit: used {a.used} B > {a.limit} B")
     if _I2_RECORDED.case(isinstance(act, A.RecordCommitted)):
-        new = [r for aid, r in nxt.allocations.items() if aid not in prev.allocations]
+        new = [nxt.allocations[aid] for aid in sorted(changed(prev.allocations, nxt.allocations))
+               if aid not in prev.allocations]
         if len(new) != 1 or new[0].charge != act.nbytes:
             _I2_RECORDED.fail(f"{act!r} was accepted but charged {[r.charge for r in new]} B")
         a = nxt.authorities[new[0].authority]
@@ -242,15 +244,18 @@ def step_I4a(prev: State, act: Any, nxt: State) -> None:
     """Ids are fresh, holders fixed, and each record moves only along the lifecycle table."""
     if nxt.next_allocation < prev.next_allocation:
         _I4A_FRESH.fail(f"{act!r}: id counter went back from {prev.next_allocation} to {nxt.next_allocation}")
-    fresh = moved = kept = False
-    for aid, n in nxt.allocations.items():
-        p = prev.allocations.get(aid)
+    fresh = moved = False
+    diff = sorted(changed(prev.allocations, nxt.allocations))  # an unchanged record breaks none of these
+    born = 0
+    for aid in diff:
+        p, n = prev.allocations.get(aid), nxt.allocations.get(aid)
+        if n is None:
+            continue
         if p is None:
-            fresh = True
+            fresh, born = True, born + 1
             if aid < prev.next_allocation:
                 _I4A_FRESH.fail(f"{act!r}: reissued allocation id {aid}")
             continue
-        kept = True
         if n.holder != p.holder:
             _I4A_OWNER.fail(f"{act!r}: allocation {aid} changed holder {p.holder} -> {n.holder}")
         if n.state is p.state:
@@ -260,8 +265,10 @@ def step_I4a(prev: State, act: Any, nxt: State) -> None:
             moved = True
             if (p.state, n.state) not in _ALLOWED:
                 _I4A_LIFECYCLE.fail(f"{act!r}: allocation {aid} moved {p.state.value} -> {n.state.value}")
-    for aid, p in prev.allocations.items():
-        if aid not in nxt.allocations:
+    kept = len(nxt.allocations) > born  # some record was in both states
+    for aid in diff:
+        p = prev.allocations.get(aid)
+        if p is not None and aid not in nxt.allocations:
             moved = True
             if not any((p.state, t) in _ALLOWED for t in TERMINAL):
                 _I4A_LIFECYCLE.fail(f"{act!r}: allocation {aid} left the ledger from {p.state.value}")
@@ -305,8 +312,9 @@ def step_I4b(prev: State, act: Any, nxt: State) -> None:
             if aid in prev.authorities and a.used != prev.authorities[aid].used:
                 _I4B_NO_CHARGE.fail(f"{act!r} moved charge on authority {aid}")
     if _I4B_TRANSFER.case(isinstance(act, A.TransferAllowance)):
-        before = sum(w.limit for w in prev.allowances.values())
-        after = sum(w.limit for w in nxt.allowances.values())
+        diff = changed(prev.allowances, nxt.allowances)  # unchanged allowances add the same to both sums
+        before = sum(prev.allowances[w].limit for w in diff if w in prev.allowances)
+        after = sum(nxt.allowances[w].limit for w in diff if w in nxt.allowances)
         if before != after:
             _I4B_TRANSFER.fail(f"{act!r} changed total allowance limits {before} -> {after}")
 
@@ -321,10 +329,10 @@ _I6_ALLOWANCE = clause("I6", "step_I6", "only_owner_changes_allowance",
 
 def step_I6(prev: State, act: Any, nxt: State) -> None:
     """Every charge decrease is the owning holder's action (or a confirmed termination)."""
-    fell = changed = False
-    for aid, p in prev.allocations.items():
-        n = nxt.allocations.get(aid)
-        if (n.charge if n is not None else 0) >= p.charge:
+    fell = altered = False
+    for aid in sorted(changed(prev.allocations, nxt.allocations)):  # an unchanged charge did not fall
+        p, n = prev.allocations.get(aid), nxt.allocations.get(aid)
+        if p is None or (n.charge if n is not None else 0) >= p.charge:
             continue
         fell = True
         if isinstance(act, A.ConfirmTermination) and p.state is AllocState.DEVICE_LOST:
@@ -332,16 +340,16 @@ def step_I6(prev: State, act: Any, nxt: State) -> None:
         if getattr(act, "holder", None) != p.holder:
             _I6_CHARGE.fail(f"{act!r} reduced holder {p.holder}'s allocation {aid} by "
                             f"{p.charge - (n.charge if n else 0)} B")
-    for wid, p in prev.allowances.items():
-        n = nxt.allowances.get(wid)
-        if n != p:
-            changed = True
+    for wid in sorted(changed(prev.allowances, nxt.allowances)):
+        p, n = prev.allowances.get(wid), nxt.allowances.get(wid)
+        if p is not None:
+            altered = True
             if getattr(act, "holder", None) != p.holder:
                 if isinstance(act, A.TransferAllowance) and wid == act.target and n is not None and n.limit > p.limit:
                     continue
                 _I6_ALLOWANCE.fail(f"{act!r} changed holder {p.holder}'s allowance {wid}")
     _I6_CHARGE.case(fell)
-    _I6_ALLOWANCE.case(changed)
+    _I6_ALLOWANCE.case(altered)
 
 
 # --- observation: what a snapshot reports (C8, I2) ------------------------------

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from invariants import ledger as LP
+from invariants.changed import changed
 from invariants.clauses import clause, conjunction
 from invariants.pressure import served_before
 from spec import ledger_actions as A
@@ -177,23 +178,31 @@ _TX_ACTIONS = (M.ReserveTx, M.CommitTx, M.AbortTx)
 _ENVIRONMENT = (A.LoseDevice, A.ConfirmTermination)
 
 
-def _charges(m: M.Manager) -> dict[int, int]:
+def _charges(m: M.Manager, holder: int) -> int:
+    return sum(r.charge for r in m.ledger.allocations.values() if r.holder == holder)
+
+
+def _charge_moves(before: M.Manager, after: M.Manager) -> dict[int, int]:
+    """Per holder, how far its total charge moved: summed over the records that changed (the rest move nothing)."""
+    was, now = before.ledger.allocations, after.ledger.allocations
     out: dict[int, int] = {}
-    for r in m.ledger.allocations.values():
-        out[r.holder] = out.get(r.holder, 0) + r.charge
+    for i in changed(was, now):
+        for r, sign in ((was.get(i), -1), (now.get(i), 1)):
+            if r is not None:
+                out[r.holder] = out.get(r.holder, 0) + sign * r.charge
     return out
 
 
 def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    b, a = _charges(before), _charges(after)
-    fell = [h for h, c in b.items() if a.get(h, 0) < c]
+    fell = sorted(h for h, d in _charge_moves(before, after).items() if d < 0)
     _I6_OWN.case(bool(fell))
     if not fell or isinstance(act, _ENVIRONMENT):
         return
     actor = before.txs[act.tx].holder if isinstance(act, _TX_ACTIONS) else getattr(act, "holder", None)
     for h in fell:
         if h != actor:
-            _I6_OWN.fail(f"{act!r} (by {actor!r}) lowered holder {h}'s charge {b[h]} -> {a.get(h, 0)} B")
+            _I6_OWN.fail(f"{act!r} (by {actor!r}) lowered holder {h}'s charge {_charges(before, h)} -> "
+                         f"{_charges(after, h)} B")
 
 
 # --- C3: a lost device keeps its charge -------------------------------------------------
@@ -273,8 +282,11 @@ def _leased_steps(before: M.Manager, after: M.Manager) -> dict[int, int]:
 def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
     leased = _leased_steps(before, after)
     _I10_WITH_LEASES.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its leases
-    for b in after.bundles.values():
-        p = before.bundles.get(b.id)
+    # A bundle whose record did not change and none of whose transactions leased passes: only the rest are read.
+    for bid in sorted(changed(before.bundles, after.bundles) | leased.keys()):
+        b, p = after.bundles.get(bid), before.bundles.get(bid)
+        if b is None:
+            continue
         old, steps = (p.versions if p is not None else (0,) * len(b.versions)), leased.get(b.id, 0)
         if steps and p is not None and p.poisoned:
             _I10_WITH_LEASES.fail(f"{act!r}: poisoned bundle {b.id}'s transaction turned its reservations into leases")

@@ -28,10 +28,11 @@ and names the smallest bad prefix, the 1-based line number):
      every accepted event, and the state predicates (`check_all`) whenever at
      least as many events passed as the state holds records, and at the end.
 
-The composed state is kept whole, so its size is bounded: more than
-MAX_LIVE live records (allocations, tickets, pressures, transactions) fail
-the trace ("too-many-live"); with that bound each event costs O(1) and the
-replay is linear in the trace. At the end, a granted ticket, a transaction
+The composed state is kept whole, with no bound on live records: its
+allocation and allowance maps are `invariants.changed.Tracked`, so the step
+predicates find the records an event changed in time proportional to that
+change, not to everything live, and the replay is linear in the trace
+(issue #21; `benchmarks/bench_replay.py`). At the end, a granted ticket, a transaction
 holding reservations, an open pressure, a pending limit change or a
 provisional allocation fails the trace unless its last event is a `boundary`.
 """
@@ -44,6 +45,7 @@ from typing import Any
 import attrs
 
 from invariants._violation import InvariantViolation
+from invariants.changed import track
 from invariants.manager_trace import (
     CONFIGURE,
     MANAGER_ID_FIELDS,
@@ -70,9 +72,8 @@ from spec.manager_actions import LimitOutcome, Manager, initial
 from spec.records import evolve
 from spec.types import AllocState
 
-__all__ = ["replay_manager_lines", "MAX_LIVE"]
+__all__ = ["replay_manager_lines"]
 
-MAX_LIVE = 1024
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "result", "used", "bundles")
 _UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance, E.UnknownTicket,
@@ -156,7 +157,10 @@ def _opaque_refusal(act: Any, err: BaseException, traced: str) -> bool:
 
 
 def _live(m: Manager) -> int:
-    return len(m.ledger.allocations) + len(m.tickets) + len(m.pressures) + len(m.txs)
+    """Records `check_all` reads: it runs once per that many events, so its cost is O(1) amortised per event."""
+    led = m.ledger
+    return (len(led.allocations) + len(led.allowances) + len(led.authorities) + len(led.holders) + len(m.tickets)
+            + len(m.pressures) + len(m.txs) + len(m.bundles))
 
 
 #: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
@@ -252,8 +256,6 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager
             check_step(m, sact, nxt, result)
         except InvariantViolation as e:
             raise _Bad("violation", str(e), e.id) from None
-    if _live(nxt) > MAX_LIVE:
-        raise _Bad("too-many-live", f"more than {MAX_LIVE} live records: a composed trace keeps its state bounded")
     return nxt
 
 
@@ -296,12 +298,18 @@ def _leftover(m: Manager) -> list[str]:
     return out
 
 
+def _tracked(m: Manager) -> Manager:
+    """`m` with its allocation, allowance and bundle maps tracked: a step's changed records are found in O(change)."""
+    return evolve(m, bundles=track(m.bundles), ledger=evolve(m.ledger, allocations=track(m.ledger.allocations),
+                                                             allowances=track(m.ledger.allowances)))
+
+
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     """Replay raw lines of a composed trace; see the module docstring.
 
     A trace of a focused front end (`ortmem-pool/1`, `ortmem-tx/1`) is read the same way up to its first
     focused event, and from there against its own spec (`invariants.focused_replay`)."""
-    m, last, events, line, at_boundary, since_whole = initial(), {}, 0, 0, False, 0
+    m, last, events, line, at_boundary, since_whole = _tracked(initial()), {}, 0, 0, False, 0
     cur = {"m": m}
     ids = manager_ids(cur)
     focused: Any = None

@@ -326,9 +326,10 @@ _I13_MATURED = clause("I13", "step_I13", "matured_not_overtaken",
                       "priority is granted ahead of it: returned capacity accumulates for it")
 # The starvation harm of a lagging age, not the cap's comparison: an age past the bound ranks as one at it.
 _I13_AGING = clause("I13", "step_I13", "passed_over_ages",
-                    "no waiting ticket is passed over without moving toward maturity: its age never falls while "
-                    "it waits, and a round that grants other tickets ages it by one up to the aging bound; a "
-                    "ticket whose age lags never matures, and later tickets overtake it without end (starvation)")
+                    "no waiting ticket is passed over without moving toward maturity: its age never falls while it "
+                    "waits, and a round that grants other tickets ages it by one up to the aging bound; a ticket "
+                    "whose age lags never matures, and later tickets overtake it without end (starvation; retiring a "
+                    "pending ticket is no round, D10: its grant pass ages nobody, each later ticket's submit did)")
 
 
 def step_I13(prev: P.Pool, act: Any, nxt: P.Pool) -> None:
@@ -336,10 +337,11 @@ def step_I13(prev: P.Pool, act: Any, nxt: P.Pool) -> None:
     bound = nxt.aging_bound
     waiting = [t for t in considered if t.id not in granted]
     # A round ran visibly when it granted; every ticket it passed over (new ones from age 0) must have aged.
+    gone = prev.tickets.get(act.ticket) if isinstance(act, (P.Cancel, P.Timeout)) else None
     stayed = [(prev.tickets[t.id].age, t) for t in nxt.tickets.values()
               if t.state is _T.PENDING and t.id in prev.tickets and prev.tickets[t.id].state is _T.PENDING]
     _I13_AGING.case(bool(stayed) or bool(granted and waiting))
-    for t in waiting if granted else ():
+    for t in waiting if granted and getattr(gone, "state", None) is not _T.PENDING else ():
         was = prev.tickets[t.id].age if t.id in prev.tickets else 0
         if t.age < min(was + 1, bound):
             _I13_AGING.fail(f"{act!r}: ticket {t.id} (age {was}) was passed over by a round that granted "

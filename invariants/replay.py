@@ -88,7 +88,7 @@ ERROR_IDS: dict[type, str] = {
 #: Every way a replay can fail (the `failure` field).
 FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", "malformed", "unknown-revision",
                  "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover",
-                 "too-many-live", "mixed-protocols", "unconfigured")
+                 "mixed-protocols", "unconfigured")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
 
 

@@ -74,6 +74,8 @@ class IdMap:
         got = self.to_spec.get(kind, {}).get(obs)
         if got is not None:
             return got
+        if kind == "allocation" and self._unnamed(kind, obs):
+            return obs  # a grant's allocation, issued with no event (v1 has none): the spec's own number
         if strict:
             raise UnknownObservedId(f"{kind} {obs}, which no event of this trace issued: an event is missing")
         return _UNBOUND - abs(obs)

@@ -14,9 +14,15 @@ One `step`:
      and applies it;
   2. arbitration (I13): for each canonical authority with pending tickets, in
      ascending id, a round runs when `limit - used` rose in the action, the
-     action was a `Submit` on it, or it retired a ticket on it. Pending tickets age, are ordered by
-     `spec.arith.arbitration_key`, and each that fits is granted by a ledger
+     action was a `Submit` on it, or it retired a granted ticket on it. Pending tickets age, are ordered
+     by `spec.arith.arbitration_key`, and each that fits is granted by a ledger
      Reserve charged at grant; a matured misfit ends the round.
+     Cancelling or timing out a *pending* ticket is not a round (D10, as the
+     design's table and upstream have it): it ages nobody. Capacity did not
+     change, but the retired ticket may have been the matured misfit that
+     ended the last round, so a grant pass follows in the same order with
+     the same stop rule and no ageing: a waiter that fits is not left
+     pending (it grants nothing unless the retired ticket was that misfit).
 
 State bundles (I10): a transaction that joined a bundle advances every part
 of it in the same step as its CommitTx turns its reservations into leases;
@@ -87,24 +93,31 @@ def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[M.Manage
 
 
 def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet) -> M.Manager:
-    """Run a round on every authority whose headroom rose in the action, or that a Submit targeted."""
+    """Run a round on every authority whose headroom rose in the action, that a Submit targeted, or on which
+    it retired a granted ticket; a grant pass that ages nobody where it retired a pending one (D10)."""
     waiting = sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING})
+    gone = before.tickets.get(action.ticket) if isinstance(action, (M.CancelTicket, M.TimeoutTicket)) else None
     for aid in waiting:
         a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities[aid]
         rose = a0 is None or a1.limit - a1.used > a0.limit - a0.used
         submitted = isinstance(action, M.Submit) and action.authority == aid
-        # A retired waiter may have been the matured misfit that ended the last round (I13).
-        retired = (isinstance(action, (M.CancelTicket, M.TimeoutTicket)) and action.ticket in before.tickets
-                   and before.tickets[action.ticket].authority == aid)
-        if rose or submitted or retired:
+        retired = gone is not None and gone.authority == aid  # a live ticket: the accepted action retired it
+        if rose or submitted or (retired and gone.state is not _T.PENDING):
             m = _round(m, aid, guards)
+        elif retired:
+            # Not a round (D10): nobody ages; but the retired waiter may have been the matured misfit that
+            # ended the last round, and a waiter that fits must not stay pending (I13).
+            m = _round(m, aid, guards, age=False)
     return m
 
 
-def _round(m: M.Manager, aid: int, guards: GuardSet) -> M.Manager:
-    """One round on authority `aid`: age every pending ticket, then grant greedily in arbitration order."""
+def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True) -> M.Manager:
+    """One round on authority `aid`: age every pending ticket, then grant greedily in arbitration order.
+
+    `age=False`: the grant pass alone (same order, same stop at a matured misfit), ageing nobody (D10)."""
     bound = m.aging_bound
-    pending = [_aged(t, bound) for t in m.tickets.values() if t.authority == aid and t.state is _T.PENDING]
+    pending = [_aged(t, bound) if age else t for t in m.tickets.values() if t.authority == aid
+               and t.state is _T.PENDING]
     pending.sort(key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id))
     ledger, tickets = m.ledger, m.tickets
     for i, t in enumerate(pending):

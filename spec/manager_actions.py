@@ -45,15 +45,19 @@ Requester tickets (all bytes through the ledger):
 Arbitration (I13). After every accepted action, for each canonical
 authority `a` in ascending id that has pending tickets, a *round* runs when
 `a.limit - a.used` rose in the action, the action was a `Submit` on `a`, or
-the action retired a ticket on `a` (CancelTicket / TimeoutTicket: a pending
-matured misfit that ended the last round may be gone, so the next waiter
-may fit; found by the explorer: without it a fitting waiter stays pending).
+the action retired a granted ticket on `a` (CancelTicket / TimeoutTicket).
 A round: every pending ticket on `a` ages by one (capped at `aging_bound`);
 they are ordered by `spec.arith.arbitration_key(age >= aging_bound, priority,
 id)`; each in turn is granted when `nbytes <= a.limit - a.used` (a ledger
 Reserve of `nbytes` on `a`'s tier with the ticket's role, charged before any
 waiter could see the grant: the ticket becomes GRANTED with that allocation);
 a matured ticket that does not fit ends the round.
+Retiring a *pending* ticket (CancelTicket / TimeoutTicket) is not a round
+(D10, DESIGN-FACTS section 6: "Cancel: Pending -> cancelled"): nobody ages.
+A grant pass follows instead (the same order and stop rule, no ageing): the
+retired ticket may have been the matured misfit that ended the last round,
+and then the next waiter may fit (found by the explorer: without it a fitting
+waiter stays pending); otherwise the pass grants nothing.
 
 Holder pressure (C5, I6):
   Press(holder, authority, target) -> pressure id

@@ -6,7 +6,10 @@ one-shot tickets; each arbitration round ages every pending ticket by one
 (capped at `aging_bound`) and grants greedily in `arbitration_key` order
 (matured first, FIFO; then priority descending, FIFO), skipping a
 non-matured misfit and *stopping* at a matured one, so returned capacity
-accumulates for it instead of being overtaken (I13). A grant charges the
+accumulates for it instead of being overtaken (I13). Cancelling or timing
+out a pending ticket is not a round (D10): nobody ages, but a grant pass
+follows, since the retired ticket may have been the matured misfit that
+stopped the last round. A grant charges the
 bytes and mints a fresh grant id before the waiter is woken; exactly one of
 release, cancel-of-granted and timeout-of-granted credits them (I7).
 
@@ -124,9 +127,12 @@ def _live(p: Pool) -> int:
 # --- arbitration (I13) -------------------------------------------------------
 
 
-def _arbitrate(p: Pool, guards: GuardSet) -> Pool:
-    """One round: age every pending ticket, then grant greedily in arbitration order."""
-    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound)) for t in p.tickets.values() if t.state is _T.PENDING]
+def _arbitrate(p: Pool, guards: GuardSet, age: bool = True) -> Pool:
+    """One round: age every pending ticket, then grant greedily in arbitration order.
+
+    `age=False`: the grant pass alone, ageing nobody (D10: retiring a pending ticket is not a round)."""
+    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound)) if age else t for t in p.tickets.values()
+               if t.state is _T.PENDING]
     if not pending:
         return p
     bound = p.aging_bound
@@ -149,11 +155,14 @@ def _arbitrate(p: Pool, guards: GuardSet) -> Pool:
 
 
 def _retire(p: Pool, t: Ticket, event: TicketEvent, guards: GuardSet) -> tuple[Pool, int]:
-    """Move `t` out of the table; credit its bytes iff it held them; arbitrate."""
+    """Move `t` out of the table; credit its bytes iff it held them; arbitrate.
+
+    A pending ticket's retirement is not a round (D10): a grant pass that ages nobody, since `t` may have been
+    the matured misfit that ended the last round (I13)."""
     next_ticket_state(t.state, event, f"ticket {t.id}")
     credit = t.nbytes if t.state in (_T.GRANTED, _T.CLAIMED) else 0
     p = _evolve(p, tickets=p.tickets.delete(t.id), free=p.free + credit)
-    return _arbitrate(p, guards), credit
+    return _arbitrate(p, guards, age=t.state is not _T.PENDING), credit
 
 
 # --- requester tickets -------------------------------------------------------

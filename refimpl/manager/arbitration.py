@@ -13,10 +13,11 @@ and the link to the ledger record.
 Rounds (as `spec.manager_actions` says): after every accepted operation,
 for each canonical authority in ascending id that has pending tickets and
 whose `limit - used` rose (or that a submit named, or on which a cancel or
-timeout retired a ticket), every pending ticket ages
+timeout retired a granted ticket), every pending ticket ages
 by one (capped at the aging bound), they are taken in
 grant order (`_grant_order`, this module's own: never the spec's), each granted if it fits, and a matured
-ticket that does not fit ends the round.
+ticket that does not fit ends the round. A cancel or timeout of a pending ticket is not a round (D10): it
+runs the grant pass alone (`_grant_pass`), ageing nobody.
 """
 
 from __future__ import annotations
@@ -296,6 +297,11 @@ class Arbitration:
         for t in pend.values():
             if t.age < bound:
                 t.age += 1
+        self._grant_pass(a)
+
+    def _grant_pass(self, a: _Auth) -> None:
+        """The grants of a round, ageing nobody: alone, after a pending ticket retired (D10: not a round)."""
+        pend, bound = a.pending, self._bound
         for t in _grant_order(pend, bound):
             if t.nbytes <= a.limit - a.used:
                 self._grant(a, t)
@@ -330,14 +336,16 @@ class Arbitration:
     def _drop_ticket(self, t: _Tkt) -> int:
         """Retire a live ticket: a granted one's reservation is cancelled (its bytes, once). Returns the credit.
 
-        A round follows on its authority (I13): a pending matured misfit that ended the last round may be
-        this one, and a granted one's bytes are headroom."""
+        A granted one's bytes are headroom: a round follows on its authority (I13). A pending one's retirement
+        is not a round (D10: it ages nobody), but it may have been the matured misfit that ended the last round:
+        a grant pass follows."""
         del self._tickets[t.id]
         if t.event is not None:
             self._wake.append(t.event)  # a retired ticket's waiter must not sleep on
         a = t.auth
         rec = t.alloc
-        if t.state is _PENDING:
+        was_pending = t.state is _PENDING
+        if was_pending:
             del a.pending[t.id]
             credit = 0
         elif rec is None:
@@ -347,5 +355,5 @@ class Arbitration:
             rec.part = None
             self._retire(rec)
         if a.pending:
-            self._round(a)
+            self._grant_pass(a) if was_pending else self._round(a)
         return credit
