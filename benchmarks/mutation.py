@@ -169,6 +169,15 @@ MODULES: dict[str, list[str]] = {
     "invariants/transactions.py": ["tests/test_tx_clauses.py", "tests/test_tx_controls.py",
                                    "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-spec]",
                                    "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-refimpl]"],
+    # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
+    # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
+    # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own
+    # source mutants, whose snippets mutmut's copies repeat.
+    "invariants/replay.py": ["tests/test_replay.py", "tests/test_replay_mutants.py",
+                             "tests/conformance/test_refusals.py", "tests/conformance/test_fresh_ids.py",
+                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
+                             "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
+                             "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
 }
 DEFAULT_MODULES = list(MODULES)
 

@@ -14,6 +14,7 @@ from invariants.ledger_scope import CONTROL_SCOPE, QUICK_SCOPE, ledger_model
 from invariants.ledger import STATE_PREDICATES, STEP_PREDICATES
 from refimpl.verify.ledger_adapter import RefimplAdapter
 from refimpl.verify.checker_api import Budget, CheckerRun
+from refimpl.verify.replay_control import replay_control
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["LedgerChecker"]
@@ -34,6 +35,8 @@ class LedgerChecker:
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
+        if getattr(guard, "submodel", None) == "replay":  # a mutant of replay or tracing: its corpus's verdicts
+            return replay_control(guard, layer)
         cfg = campaign_settings(budget.control_examples, budget.control_steps, shrink=budget.shrink)
         return find_counterexample(guard, layer, cfg, RefimplAdapter)
 

@@ -16,6 +16,7 @@ from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.explore import ExploreResult
 from refimpl.verify.checker_api import Budget, CheckerRun
+from refimpl.verify.replay_control import replay_control
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["ManagerChecker"]
@@ -44,6 +45,8 @@ class ManagerChecker:
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
+        if getattr(guard, "submodel", None) == "replay":  # a mutant of replay or tracing: its corpus's verdicts
+            return replay_control(guard, layer)
         from invariants.manager_machine import find_manager_counterexample
         cfg = campaign_settings(budget.control_examples, max(budget.control_steps, 40), shrink=budget.shrink)
         return find_manager_counterexample(guard, layer, cfg, _adapter)

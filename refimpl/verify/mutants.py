@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from invariants.mutation import Mutant
 from refimpl.verify.mutants_protocols import PROTOCOL_MUTANTS
+from refimpl.verify.mutants_replay import REPLAY_MUTANTS
 from spec.guards import Layer
 
 __all__ = ["MUTANTS"]
@@ -252,6 +253,7 @@ _ALL: tuple[Mutant, ...] = (
            "the weight cache gives back all it is asked for whatever its holder answered",
            "elastic_guaranteed_path"),
     *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
+    *REPLAY_MUTANTS,  # the replay checker and tracing, run as replay controls: refimpl.verify.mutants_replay
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
     Mutant("kv_growth_releases_old_first", ("I8c",), "ort", _R, "refimpl.ort.holders",
            '        old = self.bundles[rid]\n'

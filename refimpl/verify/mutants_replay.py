@@ -1,0 +1,94 @@
+"""Mutants of the replay checker and of tracing (a part of the registry in `refimpl.verify.mutants`).
+
+Realistic bugs of `ortmem replay` (`invariants.replay`, `.replay_store`,
+`.replay_ids`, `.manager_replay`) and of the emitter that feeds it
+(`refimpl.tracing`, `refimpl.manager.views.observed`). Each has
+`submodel="replay"`: its checker runs the replay control
+(`refimpl.verify.replay_control`), which re-records a fixed corpus from
+refimpl under the mutant and finds the mutant only when a verdict flips (a
+good trace rejected, or a bad one accepted or rejected for another reason).
+`ids`: the IDs whose harm the corpus's bad trace for that bug shows.
+"""
+
+from __future__ import annotations
+
+from invariants.mutation import Mutant
+from spec.guards import Layer
+
+__all__ = ["REPLAY_MUTANTS"]
+
+_R = Layer.REFIMPL
+_REP, _STORE, _IDS = "invariants.replay", "invariants.replay_store", "invariants.replay_ids"
+_MREP, _TRACE, _VIEWS = "invariants.manager_replay", "refimpl.tracing", "refimpl.manager.views"
+
+
+def _m(name: str, ids: tuple[str, ...], model: str, module: str, old: str, new: str, description: str) -> Mutant:
+    return Mutant(name, ids, model, _R, module, old, new, description, submodel="replay")
+
+
+REPLAY_MUTANTS: tuple[Mutant, ...] = (
+    # --- the ledger replay (invariants.replay and its parts) -------------------------------------------
+    _m("replay_excuses_any_refusal", ("C2",), "ledger", _REP,
+       "    return outcome[\"error\"] in {type(e).__name__ for e in refusals(state, act)}\n",
+       "    return outcome[\"error\"] in _ERRORS\n",
+       "a rejected event naming any spec error class passes when the spec refuses too, even a class whose "
+       "precondition does not hold (a tier mismatch reported for an over-limit request)"),
+    _m("replay_duplicate_as_retransmission", ("I4a",), "ledger", _REP,
+       "    if seq < expected:\n        raise _Bad(\"duplicate-sequence\"",
+       "    if seq < expected:\n        return  # a retransmission: already applied\n        raise _Bad("
+       "\"duplicate-sequence\"",
+       "a repeated sequence number is taken for a harmless retransmission, but the caller still applies the "
+       "event: a release delivered twice is judged a second release of a retired lease (I4a), not a duplicate"),
+    _m("replay_forgives_one_lost_event", ("I1",), "ledger", _REP,
+       "    if seq > expected:\n", "    if seq > expected + 1:\n",
+       "a jump of one in the sequence is forgiven (an off-by-one): a lost cancel goes unnoticed"),
+    _m("replay_boundary_forgives_later_leftovers", ("I1",), "ledger", _REP,
+       "            at_boundary = act is None\n            since_whole += 1\n",
+       "            at_boundary = at_boundary or act is None\n            since_whole += 1\n",
+       "once a boundary was declared, work left open at the end of the trace is forgiven, even work begun "
+       "after the boundary"),
+    _m("replay_leftover_forgets_growth", ("I4b",), "ledger", _REP,
+       "    out += [f\"allowance {w.id} still reserves {w.reserved} B of growth\"\n"
+       "            for w in state.allowances.values() if w.reserved]\n",
+       "",
+       "the end-of-trace leftover check looks at provisional leases only: allowance growth reserved and never "
+       "mapped is forgiven"),
+    _m("replay_g4_compares_leases_only", ("I1",), "ledger", _REP,
+       "            if seen != state:  # lease rule G4\n",
+       "            if seen.allocations != state.allocations:  # lease rule G4\n",
+       "a rejected event is checked for changed leases only: a refusal that moved its ledger's used passes"),
+    _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", _STORE,
+       "        auths: set[int] = set(i for i in observed[\"used\"] if i in self.auths)\n",
+       "        auths: set[int] = set()\n",
+       "the partial state an event is checked on holds only the ledgers the action names: a figure the "
+       "governor moved on another ledger is reported as an unknown id, not as the conservation breach it is"),
+    _m("replay_allows_retired_allocation_id", ("I4a",), "ledger", _IDS,
+       "        if old is not None and (kind == \"allocation\" or self.live(kind, old)):\n",
+       "        if old is not None and self.live(kind, old):\n",
+       "an allocation id may be issued again once its lease retired (as authority and holder ids may not be "
+       "while live): a reused lease id passes"),
+    # --- tracing (refimpl.tracing, the manager's observed figures) ------------------------------------
+    _m("trace_omits_recorded_charge", ("I1",), "ledger", _VIEWS,
+       "        if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in self._allocs:\n",
+       "        if isinstance(act, A.Reserve) and type(result) is int and result in self._allocs:\n",
+       "record_committed's new charge (and its ledger's used, through a view) is left out of the event's "
+       "observed figures"),
+    _m("trace_reads_touched_after_operation", ("I1",), "ledger", _TRACE,
+       "            auths, allocs = rec.pmm.touched(act)\n            try:\n                result = op(*args, **kwargs)\n"
+       "            except GovernorError as e:\n                error, result = e, None\n",
+       "            try:\n                result = op(*args, **kwargs)\n"
+       "            except GovernorError as e:\n                error, result = e, None\n"
+       "            auths, allocs = rec.pmm.touched(act)\n",
+       "what an operation touches is read after it ran: a released lease is gone, so its ledger's used and its "
+       "charge are not observed"),
+    # --- the composed replay (invariants.manager_replay) ----------------------------------------------
+    _m("manager_replay_forgets_focused_leftovers", ("C4",), "manager", _MREP,
+       "        left = _leftover(m) + (focused.leftover() if focused is not None else [])\n",
+       "        left = _leftover(m)\n",
+       "open transactions of a focused (ortmem-tx/1) trace are forgotten when leftovers are checked at the end"),
+    _m("manager_replay_duplicate_as_retransmission", ("I4a",), "manager", _REP,
+       "    if seq < expected:\n        raise _Bad(\"duplicate-sequence\"",
+       "    if seq < expected:\n        return  # a retransmission: already applied\n        raise _Bad("
+       "\"duplicate-sequence\"",
+       "the composed replay (which shares the sequence check) applies a repeated event again"),
+)
