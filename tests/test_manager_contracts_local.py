@@ -26,7 +26,10 @@ from spec.errors import GovernorError
 from spec.types import Role, Tier
 
 DEV, KV = Tier.DEVICE, Role.KV
-MANAGER_MUTANTS = sorted(n for n, m in MUTANTS.items() if m.module.startswith("refimpl.manager."))
+#: Tracing mutants (`submodel="replay"`, `refimpl.verify.mutants_replay`) change what a trace records, not the
+#: governor's state: no contract can see them; the replay controls catch them (tests/test_replay_mutants.py).
+MANAGER_MUTANTS = sorted(n for n, m in MUTANTS.items()
+                         if m.module.startswith("refimpl.manager.") and m.submodel != "replay")
 #: The composed workload below drives the composed operations; the pool protocol's mutants (model "pressure",
 #: `refimpl.manager.leases` and the ticket code it shares) are driven by `tests/test_manager_contracts_pool.py`.
 #: The focused transaction protocol's mutants (model "transactions": `tx_*`, views, remap) are found by the
