@@ -8,6 +8,7 @@ module imports in milliseconds.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 __all__ = ["run"]
@@ -18,6 +19,10 @@ def run() -> None:
         from refimpl.cli import main
 
         code = main()
+        # The work is done: a Ctrl-C from now on must not become a KeyboardInterrupt raised inside
+        # `sys.exit` (Python then ends the process by SIGINT, status -2). Still inside `try`, so one that
+        # arrived before this line is handled below.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:
         try:
             sys.stderr.write("ortmem: interrupted\n")
