@@ -124,7 +124,7 @@ BAD = {
     "unknown error": (6, _set("payload.error", "BadAlignment"), "BadAlignment"),
     "unknown tier": (3, _set("payload.tier", "gpu"), "gpu"),
     "unknown role": (3, _set("payload.role", "cache"), "cache"),
-    "unknown kind": (4, _set("kind", "grant"), "grant"),
+    "unknown kind": (4, _set("kind", "no_such_kind"), "no_such_kind"),
     "a pool kind in the manager revision": (4, _set("kind", "pool_claim"), "pool_claim"),
     "a manager kind in the ledger revision": (5, _set("contract_revision", CONTRACT_REVISION), "submit"),
     "unknown revision": (4, _set("contract_revision", "ortmem-manager/2"), "ortmem-manager/2"),
