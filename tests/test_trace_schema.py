@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -33,6 +34,7 @@ SCHEMA = ROOT / "docs" / "trace-schema.json"
 EXAMPLE = ROOT / "docs" / "trace-format.md"
 
 
+@functools.cache
 def _validator() -> jsonschema.protocols.Validator:
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -136,6 +138,7 @@ BAD = {
     "a missing argument": (3, lambda ev: ev["payload"].pop("nbytes"), "nbytes"),
     "a missing figure object": (3, lambda ev: ev["payload"].pop("used"), "used"),
     "a figure keyed by a name": (3, _set("payload.used", {"hbm0": 16}), "hbm0"),
+    "an envelope key revision 1 lacks": (3, _set("topology_epoch", 2), "topology_epoch"),
 }
 
 
