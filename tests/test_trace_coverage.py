@@ -75,6 +75,55 @@ def test_every_traced_kind_is_in_the_schema() -> None:
             assert f"{short}.{kind}" in defs, f"no schema entry for {revision} {kind}"
 
 
+def _workload_kinds() -> set[tuple[str, str]]:
+    out = set()
+    for run in (run_manager_workload, run_pool_workload, run_tx_workload):
+        buf = io.StringIO()
+        run(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0)
+        out |= {(json.loads(x)["contract_revision"], json.loads(x)["kind"]) for x in buf.getvalue().splitlines()}
+    return out
+
+
+def test_every_traced_method_is_recorded_by_a_workload() -> None:
+    """The method really emits its event: the `ortmem trace` workloads record each one."""
+    seen = {kind for _, kind in _workload_kinds()}
+    traced = set().union(*TRACED.values()) | {"drained_cancel"}
+    assert traced - seen == set(), f"traced methods no workload recorded: {sorted(traced - seen)}"
+
+
+def _setup() -> tuple[ProcessMemoryManager, io.StringIO, int, int]:
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h = p.register_holder("h")
+    a = p.register_authority("pool", Tier.DEVICE, 64)
+    return p, buf, h, a
+
+
+def _composite(name: str) -> tuple[ProcessMemoryManager, io.StringIO, Callable[[], Any]]:
+    p, buf, h, a = _setup()
+    if name == "acquire":
+        return p, buf, lambda: p.acquire(h, a, 8, 0, Role.KV, 1.0)
+    if name == "lower_limit":
+        return p, buf, lambda: p.lower_limit(a, 32)
+    if name == "reserve_all":
+        t = p.plan_tx(h, ((a, 8),))
+        return p, buf, lambda: p.reserve_all(t)
+    if name == "tx_reserve_all":
+        p2buf = io.StringIO()
+        p2 = ProcessMemoryManager(trace=JsonlSink(p2buf))
+        h2 = p2.register_holder("h")
+        x = p2.tx_add_authority("hbm", 64)
+        t = p2.tx_plan(h2, ((x, 8),), 0, ViewKind.CONTIGUOUS)
+        return p2, p2buf, lambda: p2.tx_reserve_all(t)
+    if name == "open_pressure":
+        return p, buf, lambda: p.open_pressure(h, a, 8)
+    assert name == "drain"
+    p.pool_submit(h, a, 8, 0)
+    t = p.pool_submit(h, a, 60, 0)  # pending
+    p.drop(h, t)
+    return p, buf, p.drain
+
+
 @pytest.mark.parametrize("name", sorted(COMPOSITE))
 def test_composite_emits_the_events_of_its_parts(name: str) -> None:
     p, buf, call = _composite(name)
