@@ -33,13 +33,13 @@ from typing import Any
 import attrs
 
 from invariants.manager_trace import decode_field, encode_field
-from invariants.trace_format import MAX_TEXT, decode_value, encode_value, schema_case, value_schemas
+from invariants.trace_format import MAX_TEXT, decode_value, encode_value
 from spec import pressure_state as P
 from spec import transactions_actions as T
 from spec.transactions_lifecycle import ViewKind
 
 __all__ = ["POOL_REVISION", "TX_REVISION", "POOL_KINDS", "TX_KINDS", "FOCUSED", "EXTRA", "FOCUSED_ID_FIELDS",
-           "encode_focused_event", "decode_args", "focused_schema", "pool_kind", "tx_kind", "id_and_payload_names"]
+           "encode_focused_event", "decode_args", "pool_kind", "tx_kind", "id_and_payload_names"]
 
 POOL_REVISION = "ortmem-pool/1"
 TX_REVISION = "ortmem-tx/1"
@@ -135,32 +135,3 @@ def decode_args(revision: str, kind: str, ids: dict[str, Any], payload: dict[str
 
 def id_and_payload_names(revision: str, kind: str) -> tuple[list[str], list[str]]:
     return _fields(kind, FOCUSED[revision][kind])
-
-
-def focused_schema() -> list[dict[str, Any]]:
-    """The per-kind JSON Schema cases of the focused revisions (merged into `docs/trace-schema.json`)."""
-    v = value_schemas()
-    opaque, scalar, ints, pairs, figures = v["opaque"], v["scalar"], v["ints"], v["pairs"], v["figures"]
-    observed = {
-        POOL_REVISION: {"anyOf": [{"type": "null"}, {
-            "type": "object", "required": ["free", "generation", "aging_bound", "mailbox"],
-            "additionalProperties": False, "properties": {k: {"type": "integer"} for k in
-                                                          ("free", "generation", "aging_bound", "mailbox")}}],
-            "description": "the ledger the operation ran on, after it: free bytes, generation; the pool's "
-                           "constants (aging bound, mailbox slots); null when it named no known ledger"},
-        TX_REVISION: {"type": "object", "required": ["used"], "additionalProperties": False,
-                      "properties": {"used": figures},
-                      "description": "after the operation: used of every canonical authority"},
-    }
-    cases = []
-    for revision, kinds in FOCUSED.items():
-        for kind in kinds:
-            id_names, payload_names = id_and_payload_names(revision, kind)
-            args = {f: ({"anyOf": [{"enum": [e.value for e in ViewKind]}, opaque]} if f == "kind" else
-                        {"anyOf": [pairs, opaque]} if f == "needs" else
-                        {"anyOf": [ints, opaque]} if f == "victims" else scalar) for f in payload_names}
-            outcome = {"outcome": {"enum": ["accepted", "rejected"]},
-                       "error": {"type": ["string", "null"], "maxLength": MAX_TEXT},
-                       "result": {"type": ["integer", "null"]}, "observed": observed[revision]}
-            cases.append(schema_case(revision, kind, {f: scalar for f in id_names}, {**args, **outcome}))
-    return cases

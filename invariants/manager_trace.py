@@ -39,13 +39,13 @@ from typing import Any
 
 import attrs
 
-from invariants.trace_format import (ENUMS, ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS, decode_value, encode_value, kind_of,
-                                     schema_case, value_schemas)
+from invariants.trace_format import (ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS, decode_value, encode_value,
+                                     kind_of)
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 from spec.types import MAX_BYTES
 
 __all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
-           "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result", "manager_schema",
+           "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result",
            "encode_bundles", "decode_bundles"]
 
 MANAGER_REVISION = "ortmem-manager/1"
@@ -172,36 +172,3 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
     payload["bundles"] = encode_bundles(bundles or {})
     return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
             "kind": kind_of(type(action)), "ids": ids, "payload": payload}
-
-
-def manager_schema() -> list[dict[str, Any]]:
-    """The per-kind JSON Schema cases of the composed revision (merged into `docs/trace-schema.json`)."""
-    v = value_schemas()
-    opaque, scalar, ints, pairs = v["opaque"], v["scalar"], v["ints"], v["pairs"]
-    limit = {"type": "object", "required": ["committed", "limit", "completed"], "additionalProperties": False,
-             "properties": {"committed": {"type": "boolean"}, "limit": {"type": "integer"}, "completed": pairs}}
-    outcome = {
-        "outcome": {"enum": ["accepted", "rejected"]},
-        "error": {"type": ["string", "null"], "maxLength": MAX_TEXT},
-        "result": {"anyOf": [{"type": ["integer", "null"]}, ints, limit]},
-        "used": {**v["figures"],
-                 "description": "the governor's used of each authority the operation named or changed, after it"},
-        "bundles": {"type": "object", "maxProperties": MAX_TUPLE, "additionalProperties": False,
-                    "patternProperties": {"^[0-9]{1,20}$": {
-                        "type": "object", "required": ["versions", "poisoned"], "additionalProperties": False,
-                        "properties": {"versions": ints, "poisoned": {"type": "boolean"}}}},
-                    "description": "the governor's record of each state bundle the operation named, opened or "
-                                   "advanced, after it (I5, I10)"},
-    }
-    cases = [schema_case(MANAGER_REVISION, CONFIGURE, {}, {"aging_bound": {
-        "type": "integer", "minimum": 1, "maximum": MAX_BYTES,
-        "description": "rounds after which a pending ticket is matured (I13), as the manager was built"}})]
-    for kind, cls in MANAGER_KINDS.items():
-        names = [f.name for f in attrs.fields(cls)]
-        id_names = [f for f in names if f in MANAGER_ID_FIELDS]
-        args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else
-                    {"anyOf": [pairs if _TUPLES[f] == 2 else ints, opaque]} if f in _TUPLES else scalar)
-                for f in names if f not in MANAGER_ID_FIELDS}
-        cases.append(schema_case(MANAGER_REVISION, kind, {f: scalar for f in id_names}, {**args, **outcome}))
-    return cases
-

@@ -1,6 +1,7 @@
 """The JSONL trace format: event types shared by the emitter (refimpl) and the replay checker.
 
-One JSON object per line (schema: `docs/trace-schema.json`):
+One JSON object per line (schema: `docs/trace-schema.json`, `invariants.trace_schema`; meaning:
+`docs/trace-format.md`):
 
     {"contract_revision": "ortmem-ledger/1", "source": "pmm-1", "source_sequence": 7,
      "kind": "reserve", "ids": {"holder": 1, "authority": 1, "result": 3},
@@ -57,9 +58,6 @@ __all__ = [
     "encode_value",
     "decode_value",
     "encode_event",
-    "value_schemas",
-    "schema_case",
-    "json_schema",
 ]
 
 CONTRACT_REVISION = "ortmem-ledger/1"
@@ -171,89 +169,3 @@ def encode_event(source: str, sequence: int, action: Any, result: Any, error: Ba
     payload["observed"] = {part: {str(k): v for k, v in sorted(m.items())} for part, m in observed.items()}
     return {"contract_revision": CONTRACT_REVISION, "source": source, "source_sequence": sequence, "kind": kind,
             "ids": ids, "payload": payload}
-
-
-def value_schemas(opaque_note: str | None = None) -> dict[str, dict[str, Any]]:
-    """The JSON Schema fragments every revision's fields share: `opaque` (with `opaque_note` as its description),
-    `scalar` (a JSON scalar or opaque), `ints` and `pairs` (tuple fields), `figures` (id -> integer)."""
-    opaque: dict[str, Any] = {"type": "object", "required": ["opaque"], "additionalProperties": False,
-                              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}}}
-    if opaque_note is not None:
-        opaque["description"] = opaque_note
-    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
-    return {
-        "opaque": opaque,
-        "scalar": {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
-                             opaque]},
-        "ints": ints,
-        "pairs": {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}},
-        "figures": {"type": "object", "maxProperties": 4096, "additionalProperties": False,
-                    "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}}},
-    }
-
-
-def schema_case(revision: str, kind: str, ids: dict[str, Any], payload: dict[str, Any],
-                optional_ids: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The case of one (revision, kind): its events carry exactly these ids and payload fields, every payload
-    field and every id but `optional_ids` required."""
-    return {
-        "if": {"properties": {"contract_revision": {"const": revision}, "kind": {"const": kind}}},
-        "then": {"properties": {
-            "ids": {"type": "object", "required": [f for f in ids if f not in optional_ids],
-                    "additionalProperties": False, "properties": ids},
-            "payload": {"type": "object", "required": [f for f in payload if f not in OPTIONAL_FIELDS],
-                        "additionalProperties": False,
-                        "properties": payload},
-        }},
-    }
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of one event (`docs/trace-schema.json`, generated from the event types)."""
-    v = value_schemas("a caller value the trace cannot carry exactly (its type name); refused by the spec")
-    opaque, scalar, figures = v["opaque"], v["scalar"], v["figures"]
-    outcome = {
-        "outcome": {"enum": ["accepted", "rejected"]},
-        "error": {"type": ["string", "null"], "maxLength": MAX_TEXT,
-                  "description": "the spec error class (spec.errors) that rejected the operation"},
-        "observed": {"type": "object", "required": ["used", "charges"], "additionalProperties": False,
-                     "properties": {"used": figures, "charges": figures},
-                     "description": "after the operation: used of each touched ledger, charge of each touched "
-                                    "allocation still held"},
-    }
-    cases: list[dict[str, Any]] = []
-    for kind, cls in KINDS.items():
-        names = [f.name for f in attrs.fields(cls)]
-        ids_props: dict[str, Any] = {f: scalar for f in names if f in ID_FIELDS}
-        if kind in CREATES:
-            ids_props["result"] = {"type": "integer", "description": "the id the accepted operation issued"}
-        args = {f: ({"anyOf": [{"enum": [e.value for e in ENUMS[f]]}, opaque]} if f in ENUMS else scalar) for f in names
-                if f not in ID_FIELDS}
-        cases.append(schema_case(CONTRACT_REVISION, kind, ids_props, {**args, **outcome}, frozenset({"result"})))
-    from invariants.manager_trace import CONFIGURE, MANAGER_KINDS, MANAGER_REVISION, manager_schema  # extends it
-    cases += manager_schema()
-    from invariants.focused_trace import FOCUSED, focused_schema  # the focused front ends' revisions
-
-    cases += focused_schema()
-    cases.append({"if": {"properties": {"kind": {"const": BOUNDARY}}},
-                  "then": {"properties": {"ids": {"maxProperties": 0}, "payload": {"maxProperties": 0}}}})
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://ortmem.invalid/trace-schema.json",
-        "title": "ortmem trace event (one JSON object per line)",
-        "description": ("Generated from invariants.trace_format; regenerate with `ortmem trace --write-schema`. "
-                        f"Lines are at most {MAX_LINE_BYTES} bytes; sequence numbers start at 1 per source."),
-        "type": "object",
-        "required": ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"],
-        "additionalProperties": False,
-        "properties": {
-            "contract_revision": {"enum": sorted(REVISIONS | {MANAGER_REVISION} | set(FOCUSED))},
-            "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
-            "source_sequence": {"type": "integer", "minimum": 1},
-            "kind": {"enum": [*MANAGER_KINDS, *(k for kinds in FOCUSED.values() for k in kinds), CONFIGURE,
-                              BOUNDARY]},
-            "ids": {"type": "object"},
-            "payload": {"type": "object"},
-        },
-        "allOf": cases,
-    }

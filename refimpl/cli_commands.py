@@ -170,13 +170,12 @@ def trace(args: argparse.Namespace, console: Console) -> int:
 
     probe_json(args)
     if args.write_schema:
-        from invariants.trace_format import json_schema
-
         from invariants.hierarchy_trace import json_schema as hierarchy_schema
+        from invariants.trace_schema import schema_text
 
         root = _checkout("--write-schema")
         path = root / "docs" / "trace-schema.json"
-        path.write_text(json.dumps(json_schema(), indent=2) + "\n")
+        path.write_text(schema_text())
         console.print(f"wrote {path}")
         path = root / "docs" / "trace-schema-hierarchy.json"
         path.write_text(json.dumps(hierarchy_schema(), indent=2) + "\n")

@@ -20,7 +20,7 @@ import pytest
 from invariants.contracts import contracts
 from invariants.focused_trace import POOL_KINDS, TX_KINDS
 from invariants.manager_replay import replay_manager_lines
-from invariants.trace_format import json_schema
+from invariants.trace_schema import json_schema
 from refimpl.cli import main
 from refimpl.focused_workload import run_pool_workload, run_tx_workload
 from refimpl.manager import ProcessMemoryManager

@@ -18,7 +18,7 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
-from invariants.trace_format import json_schema
+from invariants.trace_schema import json_schema
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload

@@ -114,18 +114,6 @@ def test_traced_events_match_the_schema(clean) -> None:
         validator.validate(json.loads(line))
 
 
-def test_schema_names_every_kind() -> None:
-    schema = json.loads(SCHEMA.read_text())
-    from invariants.focused_trace import POOL_KINDS, POOL_REVISION, TX_KINDS, TX_REVISION
-    from invariants.manager_trace import CONFIGURE, MANAGER_KINDS, MANAGER_REVISION
-    assert set(KINDS) <= set(MANAGER_KINDS)  # the composed revision extends the ledger's kinds
-    focused = set(POOL_KINDS) | set(TX_KINDS)  # the focused front ends' own revisions
-    assert not focused & set(MANAGER_KINDS) and CONFIGURE not in focused | set(MANAGER_KINDS)
-    assert set(schema["properties"]["kind"]["enum"]) == set(MANAGER_KINDS) | focused | {CONFIGURE, "boundary"}
-    assert schema["properties"]["contract_revision"]["enum"] == sorted([CONTRACT_REVISION, MANAGER_REVISION,
-                                                                       POOL_REVISION, TX_REVISION])
-
-
 # --- self-tests: each failure class, with the smallest bad prefix ------------
 
 
@@ -285,20 +273,6 @@ def test_cli_replay_accepts_refimpl_trace_and_rejects_corrupted_copy(tmp_path, c
     assert main(["replay", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "line 10" in out and "sequence-gap" in out
-
-
-def test_schema_file_is_generated_from_the_event_types() -> None:
-    from invariants.trace_format import json_schema
-
-    assert json.loads(SCHEMA.read_text()) == json_schema(), "run `ortmem trace --write-schema`"
-
-
-def test_invalid_event_fails_the_schema(clean) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    ev = json.loads(clean[_first(clean, "reserve")])
-    ev["payload"]["tier"] = "gpu"
-    with pytest.raises(jsonschema.ValidationError, match="gpu"):
-        jsonschema.validate(ev, json.loads(SCHEMA.read_text()))
 
 
 def test_concurrent_trace_is_a_linearisation() -> None:

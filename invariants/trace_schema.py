@@ -1,0 +1,249 @@
+"""The JSON Schema of a trace event (`docs/trace-schema.json`), generated from the event definitions.
+
+One schema for every revision `ortmem replay` reads on a governor's trace
+(the hierarchy keeps its own: `invariants.hierarchy_trace`). It is written
+for a person: the shapes every event shares are named once in `$defs` (ids,
+caller values, observed figures, results, the verdict) with the closed sets
+as enums (tiers, roles, view kinds, every spec error class, every event kind
+of each revision), and each (revision, kind) is one `$defs` entry,
+`<revision>.<kind>`, that the top level dispatches to. Nothing here is
+written by hand per kind: the kinds and their fields come from the event
+types (`invariants.trace_format`, `invariants.manager_trace`,
+`invariants.focused_trace`), so an event added there is in the schema at the
+next `ortmem trace --write-schema`, and `tests/test_trace_schema.py` fails
+until it is.
+
+The schema checks shape only, never less than replay accepts: a trace the
+schema refuses is refused by replay too (malformed), while replay also
+checks everything that needs the spec (ids, enabledness, figures).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_REVISION, id_and_payload_names
+from invariants.manager_trace import _TUPLES, CONFIGURE, MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION
+from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
+                                     MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS)
+from spec import errors as E
+from spec.transactions_lifecycle import ViewKind
+from spec.types import MAX_BYTES
+
+__all__ = ["json_schema", "schema_text", "REVISION_KINDS"]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _short(revision: str) -> str:
+    """`ortmem-manager/1` -> `manager`: the prefix of the revision's `$defs` entries."""
+    return revision.removeprefix("ortmem-").split("/")[0]
+
+
+#: Revision -> every event kind it may carry (boundary and configure included), in the code's order.
+REVISION_KINDS: dict[str, list[str]] = {
+    CONTRACT_REVISION: [*KINDS, BOUNDARY],
+    MANAGER_REVISION: [*MANAGER_KINDS, CONFIGURE, BOUNDARY],
+    **{rev: list(kinds) for rev, kinds in FOCUSED.items()},
+}
+
+
+def _shared_defs() -> dict[str, Any]:
+    opaque = {"type": "object", "required": ["opaque"], "additionalProperties": False,
+              "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}},
+              "description": "a caller value the trace cannot carry exactly (its type name); every spec guard "
+                             "refuses it as ill-typed, as the governor refused the original"}
+    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
+    figures = {"type": "object", "maxProperties": 4096, "additionalProperties": False,
+               "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}},
+               "description": "id (decimal string) -> bytes, as the governor's own books say after the operation"}
+    return {
+        "tier": {"enum": [e.value for e in ENUMS["tier"]], "description": "spec.types.Tier"},
+        "role": {"enum": [e.value for e in ENUMS["role"]], "description": "spec.types.Role"},
+        "view_kind": {"enum": [e.value for e in ViewKind], "description": "spec.transactions_lifecycle.ViewKind"},
+        "error": {"enum": sorted(E.__all__),
+                  "description": "the spec error class (spec.errors) a rejected operation names; replay accepts "
+                                 "any one whose precondition holds (docs/trace-format.md)"},
+        "opaque": opaque,
+        "value": {"anyOf": [{"type": ["integer", "number", "string", "boolean", "null"], "maxLength": MAX_TEXT},
+                            _ref("opaque")],
+                  "description": "a caller argument as given: a JSON scalar, or opaque when it does not round-trip"},
+        "id": {**_ref("value"),
+               "description": "an id the governor issued, any fresh integer (replay maps it per kind to the "
+                              "spec's), or whatever the caller passed"},
+        "ints": ints,
+        "pairs": {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}},
+        "figures": figures,
+        "verdict": {
+            "description": "accepted with no error, or rejected naming a spec error class (and no result)",
+            "anyOf": [{"properties": {"outcome": {"const": "accepted"}, "error": {"type": "null"}}},
+                      {"properties": {"outcome": {"const": "rejected"}, "error": _ref("error"),
+                                      "result": {"type": "null"}}}]},
+        "boundary": {"description": "a declared crash/snapshot boundary: work may be in flight when the trace "
+                                    "ends here",
+                     "properties": {"ids": {"maxProperties": 0}, "payload": {"maxProperties": 0}}},
+    }
+
+
+def _arg(field: str) -> dict[str, Any]:
+    """The shape of one caller argument (an enum's value, a tuple, or any value), opaque always allowed."""
+    if field in ENUMS:
+        return {"anyOf": [_ref(field), _ref("opaque")]}
+    if field in _TUPLES:
+        return {"anyOf": [_ref("pairs" if _TUPLES[field] == 2 else "ints"), _ref("opaque")]}
+    return _ref("value")
+
+
+def _event(revision: str, ids: list[str], args: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One kind's entry: exactly these ids (all required) and these payload arguments on top of the
+    revision's outcome fields (`<revision>.outcome`), every argument required but the optional ones."""
+    short = _short(revision)
+    return {
+        "properties": {
+            "ids": {"type": "object", "required": ids, "additionalProperties": False,
+                    "properties": {f: _ref("id") for f in ids}},
+            "payload": {**_ref(f"{short}.outcome"), "required": [f for f in args if f not in OPTIONAL_FIELDS],
+                        "properties": {f: _arg(f) for f in args}, "unevaluatedProperties": False},
+        },
+        **(extra or {}),
+    }
+
+
+def _outcomes() -> dict[str, Any]:
+    """Each revision's outcome fields: what every event of that revision reports after the operation."""
+    base = {"outcome": {"enum": ["accepted", "rejected"]}, "error": {"anyOf": [{"type": "null"}, _ref("error")]}}
+    limit = {"type": "object", "required": ["committed", "limit", "completed"], "additionalProperties": False,
+             "properties": {"committed": {"type": "boolean"}, "limit": {"type": "integer"},
+                            "completed": _ref("pairs")},
+             "description": "commit_limit's outcome: committed or not, the limit after it, (pressure, bytes) answers"}
+    bundle = {"type": "object", "required": ["versions", "poisoned"], "additionalProperties": False,
+              "properties": {"versions": _ref("ints"), "poisoned": {"type": "boolean"}}}
+    pool_observed = {"type": "object", "required": ["free", "generation", "aging_bound", "mailbox"],
+                     "additionalProperties": False,
+                     "properties": {k: {"type": "integer"} for k in ("free", "generation", "aging_bound", "mailbox")}}
+
+    def outcome(fields: dict[str, Any], description: str) -> dict[str, Any]:
+        return {"type": "object", "description": description, "allOf": [_ref("verdict")],
+                "required": [*base, *fields], "properties": {**base, **fields}}
+
+    return {
+        "ledger.outcome": outcome({"observed": {
+            "type": "object", "required": ["used", "charges"], "additionalProperties": False,
+            "properties": {"used": _ref("figures"), "charges": _ref("figures")}}},
+            "observed: used of each authority and charge of each allocation the operation moved (required: a "
+            "figure the spec moves and the event leaves out fails the replay); the issued id is ids.result"),
+        "manager.outcome": outcome({
+            "result": {"anyOf": [{"type": ["integer", "null"]}, _ref("ints"), limit],
+                       "description": "an issued id, bytes credited, a list of ids, or a limit outcome"},
+            "used": {**_ref("figures"), "description": "used of every authority the operation named or changed "
+                                                       "(one it changed and leaves out fails the replay)"},
+            "bundles": {"type": "object", "maxProperties": MAX_TUPLE, "additionalProperties": False,
+                        "patternProperties": {"^[0-9]{1,20}$": bundle},
+                        "description": "each state bundle the operation named, opened or advanced (I5, I10)"}},
+            "the composed revision's outcome: result, used, bundles, after the operation"),
+        "pool.outcome": outcome({"result": {"type": ["integer", "null"]},
+                                 "observed": {"anyOf": [{"type": "null"}, pool_observed]}},
+                                "observed: the ledger the operation ran on (free bytes, generation) and the pool's "
+                                "constants, or null when it named no known ledger"),
+        "tx.outcome": outcome({"result": {"type": ["integer", "null"]}, "observed": {
+            "type": "object", "required": ["used"], "additionalProperties": False,
+            "properties": {"used": _ref("figures")}}}, "observed: used of every canonical authority"),
+    }
+
+
+def _issues_id() -> dict[str, Any]:
+    """A ledger-revision kind that issues an id: `ids.result` exactly when it was accepted."""
+    accepted = {"properties": {"payload": {"properties": {"outcome": {"const": "accepted"}}}}}
+    return {"if": accepted, "then": {"properties": {"ids": {"required": ["result"]}}},
+            "else": {"properties": {"ids": {"not": {"required": ["result"]}}}}}
+
+
+def _kind_defs() -> dict[str, Any]:
+    defs: dict[str, Any] = {}
+    for kind, cls in KINDS.items():
+        names = [f.name for f in attrs.fields(cls)]
+        ids = [f for f in names if f in ID_FIELDS]
+        entry = _event(CONTRACT_REVISION, ids, [f for f in names if f not in ID_FIELDS])
+        if kind in CREATES:  # ids.result: the id the accepted operation issued
+            entry["properties"]["ids"]["properties"]["result"] = {"type": "integer"}
+            entry["allOf"] = [_ref("ledger.issues_id")]
+        defs[f"ledger.{kind}"] = entry
+    defs[f"manager.{CONFIGURE}"] = {"properties": {
+        "ids": {"maxProperties": 0},
+        "payload": {"type": "object", "required": ["aging_bound"], "additionalProperties": False,
+                    "properties": {"aging_bound": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES,
+                                                   "description": "rounds after which a pending ticket is "
+                                                                  "matured (I13), as the manager was built"}}}}}
+    for kind, cls in MANAGER_KINDS.items():
+        names = [f.name for f in attrs.fields(cls)]
+        defs[f"manager.{kind}"] = _event(MANAGER_REVISION, [f for f in names if f in MANAGER_ID_FIELDS],
+                                         [f for f in names if f not in MANAGER_ID_FIELDS])
+    for revision, kinds in FOCUSED.items():
+        for kind in kinds:
+            ids, args = id_and_payload_names(revision, kind)
+            entry = _event(revision, ids, args)
+            if "kind" in args:  # a view's kind (the payload field, not the event's)
+                entry["properties"]["payload"]["properties"]["kind"] = {"anyOf": [_ref("view_kind"), _ref("opaque")]}
+            defs[f"{_short(revision)}.{kind}"] = entry
+    return defs
+
+
+def _dispatch(revision: str) -> dict[str, Any]:
+    """Events of `revision`: a kind it carries, and that kind's entry."""
+    short = _short(revision)
+    cases = [{"if": {"properties": {"kind": {"const": k}}},
+              "then": _ref("boundary" if k == BOUNDARY else f"{short}.{k}")} for k in REVISION_KINDS[revision]]
+    return {"if": {"properties": {"contract_revision": {"const": revision}}},
+            "then": {"properties": {"kind": _ref(f"{short}.kind")}, "allOf": cases}}
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of one event of a governor's trace (`docs/trace-schema.json`)."""
+    kinds = {f"{_short(r)}.kind": {"enum": ks, "description": f"every event kind of {r}"}
+             for r, ks in REVISION_KINDS.items()}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://ortmem.invalid/trace-schema.json",
+        "title": "ortmem trace event (one JSON object per line)",
+        "description": ("Generated from invariants.trace_schema; regenerate with `ortmem trace --write-schema`. "
+                        "Each event's meaning: docs/trace-format.md. "
+                        f"Lines are at most {MAX_LINE_BYTES} bytes; sequence numbers start at 1 per source."),
+        "type": "object",
+        "required": ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"],
+        "additionalProperties": False,
+        "properties": {
+            "contract_revision": {"enum": list(REVISION_KINDS)},
+            "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT,
+                       "description": "one governor; events of one source are totally ordered"},
+            "source_sequence": {"type": "integer", "minimum": 1,
+                                "description": "1, 2, 3, ... per source (never a clock): a gap is a lost event"},
+            "kind": {"type": "string"},
+            "ids": {"type": "object"},
+            "payload": {"type": "object"},
+        },
+        "allOf": [_dispatch(r) for r in REVISION_KINDS],
+        "$defs": {**_shared_defs(), **kinds, **_outcomes(), "ledger.issues_id": _issues_id(), **_kind_defs()},
+    }
+
+
+def _dump(v: Any, indent: int, used: int = 0, width: int = 120) -> str:
+    """JSON with nesting shown by indentation, but any value that fits on its line written on one line
+    (`used`: characters already on the line before the value)."""
+    flat = json.dumps(v)
+    if max(indent, used) + len(flat) <= width or not isinstance(v, (dict, list)) or not v:
+        return flat
+    pad, inner = " " * indent, " " * (indent + 2)
+    if isinstance(v, list):
+        return "[\n" + ",\n".join(inner + _dump(x, indent + 2) for x in v) + "\n" + pad + "]"
+    items = [f"{inner}{json.dumps(k)}: " + _dump(x, indent + 2, indent + 4 + len(json.dumps(k))) for k, x in v.items()]
+    return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+
+
+def schema_text() -> str:
+    """`docs/trace-schema.json`'s text: `json_schema()`, one line per short value."""
+    return _dump(json_schema(), 0) + "\n"
