@@ -44,6 +44,8 @@ def diff(a: Any, b: Any, limit: int = 4) -> str:
         if isinstance(x, Mapping) and isinstance(y, Mapping):
             out += [f"{f.name}[{k!r}]: {x.get(k)!r} != {y.get(k)!r}"
                     for k in sorted(set(x) | set(y), key=repr) if x.get(k) != y.get(k)]
+        elif attrs.has(type(x)) and type(x) is type(y):  # a component (the manager's ledger): where inside it
+            out += [f"{f.name}.{d}" for d in diff(x, y, limit).split("; ")]
         else:
             out.append(f"{f.name}: {x!r} != {y!r}")
     return "; ".join(out[:limit]) or "no difference"
@@ -57,6 +59,8 @@ class CheckedMachine(RuleBasedStateMachine):
     #: Controls search on past two refusals that differ only in error type (not a harm; counted in
     #: stats["error_type_divergences"]); a campaign fails on them.
     tolerate_error_type: bool = False
+    #: The adapter issues ids of its own (any fresh ids): `invariants.adapter.OwnIds` maps them to the spec's.
+    own_ids: bool = False
     #: Shared counters a campaign reads: examples, steps, accepted, accepted:<Action>,
     #: rejected:<Error>, event:<situation>, coverage (an `invariants.clauses.Coverage`), last_trace.
     stats: dict[str, Any] | None = None
@@ -98,7 +102,11 @@ class CheckedMachine(RuleBasedStateMachine):
         return cov
 
     def start(self, gov: Any, initial: Any) -> None:
-        """Adopt the adapter; its first abstraction must be the spec's initial state."""
+        """Adopt the adapter; its first abstraction must be the spec's initial state. With `own_ids` and
+        refinement on, the adapter's ids are its own (`invariants.adapter.OwnIds` matches them to the spec's)."""
+        if self.own_ids and self.check_refinement:
+            from invariants.adapter import OwnIds
+            gov = OwnIds(gov, initial)
         self.gov = gov
         self.abs = gov.abstract()
         if self.check_refinement and self.abs != initial:
@@ -128,7 +136,10 @@ class CheckedMachine(RuleBasedStateMachine):
             result = self.gov.execute(action)
         except GovernorError as e:
             err = e
-        now = self.gov.abstract()
+        if self.own_ids and self.check_refinement:  # the governor's ids, named by the spec's (OwnIds)
+            result, now = self.gov.match(result, action, *(expected or (prev, None)))
+        else:
+            now = self.gov.abstract()
         self.last_result = result  # what a step predicate that judges results reads (the manager's credits)
         self._count("steps")
         self._count(f"rejected:{type(err).__name__}" if err else "accepted")
