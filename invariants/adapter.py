@@ -33,6 +33,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -71,12 +72,14 @@ class SpecGovernor:
         return self.state
 
 
-#: Actions whose result holds ids, and their kind (a tuple result: each item; `LimitOutcome`: its fields).
+#: Actions whose result holds ids, and their kind (a tuple result: each item; `LimitOutcome`: its fields): the
+#: ledger's, and every composed action `spec.manager_actions` documents as "Name(...) -> <kind> id" or
+#: "-> tuple of <kind> ids" (a new action documented so is picked up).
 RESULT_KINDS: dict[type, str] = {
     A.RegisterAuthority: "authority", A.RegisterAlias: "authority", A.RegisterHolder: "holder",
     A.Reserve: "allocation", A.RecordCommitted: "allocation", A.OpenAllowance: "allowance",
-    M.Submit: "ticket", M.Claim: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
-    M.CommitTx: "allocation", M.PrepareLimit: "pressure", M.OpenBundle: "bundle"}
+    **{getattr(M, name): kind for name, kind in re.findall(r"^\s*(\w+)\([^)]*\)\s*->\s*(?:tuple of )?(\w+) ids?\b",
+                                                          M.__doc__ or "", re.M) if hasattr(M, name)}}
 
 #: Fields of records and actions that hold ids (`source` / `target` only in `TransferAllowance`).
 _FIELDS = {**FIELD_KINDS, "alias_of": "authority", "held": "allocation", "victims": "allocation"}

@@ -5,11 +5,16 @@ The snippet is read from the README itself, so the two cannot drift apart. The p
 (the spec's own step) that does not check a commit against its reservation, so it commits more than was
 reserved (C2's harm). The search is seeded, so the run is the same every time; its cost is measured in CPU
 seconds of this process, which do not grow with other load on the machine.
+
+The composed manager (issue #21, item 6): docs/guide.md's snippet, read from the guide, run on ours, on a
+governor whose ids are all its own (the spec's manager behind another numbering), on that governor with a
+planted bug (found, with a script that runs as printed), and with an id handed out twice (caught).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import itertools
 import re
@@ -17,14 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
-from hypothesis import Phase, settings
 
 from invariants import contracts
 from invariants._violation import InvariantViolation, RefinementViolation
-from invariants.adapter import RESULT_KINDS, rename
+from invariants.adapter import RESULT_KINDS, _plan, rename
 from invariants.ledger_machine import SpecAdapter
-from invariants.manager_machine import ManagerSpecAdapter
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
 from refimpl.verify.ledger_adapter import RefimplAdapter
 from refimpl.verify.manager_adapter import ManagerAdapter
 from spec import ledger_actions as A
@@ -139,8 +144,8 @@ class BuggyForeignGovernor(ForeignGovernor):
 
 
 def _reused(kind: str, i: Any) -> Any:
-    """Every allocation under one id: the second one is handed an id already issued."""
-    return _own(kind, 1 if kind == "allocation" and type(i) is int and i > 0 else i)
+    """Allocation 2 is handed allocation 1's id (any other id is fresh)."""
+    return _own(kind, 1 if kind == "allocation" and i == 2 else i)
 
 
 class ReusingGovernor(ForeignGovernor):
@@ -148,20 +153,17 @@ class ReusingGovernor(ForeignGovernor):
         super().__init__(own=_reused)
 
 
-def _run_guide(adapter: Any, shrink: bool = True) -> tuple[dict[str, Any], BaseException | None, float]:
+def _run_guide(adapter: Any) -> tuple[dict[str, Any], BaseException | None]:
     ns: dict[str, Any] = {"MyAdapter": adapter}
     exec(_guide_snippet(), ns)
-    if not shrink:  # a negative control needs the failure, not its smallest example
-        ns["TestMine"].settings = settings(ns["TestMine"].settings, phases=[Phase.generate])
-    ns["MyManagerRefinesSpec"]._hypothesis_internal_use_seed = 21
-    c0 = time.process_time()
+    ns["MyManagerRefinesSpec"]._hypothesis_internal_use_seed = 21  # the same search every run
     err: BaseException | None = None
     try:
         with contextlib.redirect_stdout(io.StringIO()), contracts.contracts(False):
             ns["TestMine"]("runTest").runTest()
     except Exception as e:  # noqa: BLE001 - the failure is what the test inspects
         err = e
-    return ns, err, time.process_time() - c0
+    return ns, err
 
 
 def test_the_foreign_governor_issues_none_of_the_specs_ids() -> None:
@@ -177,13 +179,12 @@ def test_the_foreign_governor_issues_none_of_the_specs_ids() -> None:
 @pytest.mark.parametrize("adapter", [ManagerAdapter, ForeignGovernor], ids=["refimpl", "foreign-ids"])
 def test_guide_example_passes_a_correct_composed_governor(adapter: Any) -> None:
     """Ours (the spec's ids) and a governor with ids of its own, through the same adapter and machine."""
-    _, err, cpu = _run_guide(adapter)
+    _, err = _run_guide(adapter)
     assert err is None, err
-    assert cpu < 90, f"the guide's settings took {cpu:.1f} CPU s on a correct governor"
 
 
 def test_guide_example_finds_a_planted_composed_bug_with_a_runnable_script() -> None:
-    ns, err, cpu = _run_guide(BuggyForeignGovernor)
+    ns, err = _run_guide(BuggyForeignGovernor)
     assert isinstance(err, InvariantViolation), err
     assert "Submit" in str(err), err
     notes = "\n".join(getattr(err, "__notes__", []))
@@ -195,10 +196,49 @@ def test_guide_example_finds_a_planted_composed_bug_with_a_runnable_script() -> 
     with pytest.raises(InvariantViolation, match="Submit") as again:
         exec(script, {"MyManagerRefinesSpec": ns["MyManagerRefinesSpec"]})
     assert type(again.value) is type(err) and str(again.value) == str(err)
-    print(f"found and shrunk in {cpu:.1f} CPU s:\n{script}")
 
 
-def test_ids_that_are_not_fresh_are_caught() -> None:
-    """Negative control of the id matching: reused allocation ids are not renamed away."""
-    _, err, _ = _run_guide(ReusingGovernor, shrink=False)
-    assert isinstance(err, RefinementViolation), err
+
+@pytest.mark.parametrize("retire", [True, False], ids=["retired", "live"])
+def test_an_id_handed_out_again_is_caught(retire: bool) -> None:
+    """Negative control of the id matching: allocation 1's id given to allocation 2, after 1 was cancelled (a
+    retired id reused) or while it is live, is not matched away."""
+    class Machine(ManagerMachine):
+        adapter_factory = ReusingGovernor
+    state = Machine()
+    for act in (A.RegisterHolder("kv"), A.RegisterAuthority("hbm0", Tier.DEVICE, 8),
+                A.Reserve(1, 1, Tier.DEVICE, 2, Role.KV)) + ((A.Cancel(1, 1),) if retire else ()):
+        state.act(act)
+    with pytest.raises(RefinementViolation, match="Reserve"):
+        state.act(A.Reserve(1, 1, Tier.DEVICE, 3, Role.KV))
+
+
+#: Int fields of the spec's records and actions that are figures, not ids (the adapter leaves them as they are).
+FIGURES = {"age", "aging_bound", "allowance_limits", "available", "capacity", "charge", "growth_reserved", "limit",
+           "mapped", "nbytes", "oversubscribed", "priority", "released", "reserved", "used", "versions", "target"}
+
+
+def test_every_int_field_of_the_spec_is_an_id_the_adapter_renames_or_a_figure() -> None:
+    """A field added to a record or an action (another part's) fails here until it is classified: an id field
+    the adapter does not rename would compare a foreign governor's id with the spec's."""
+    from spec import ledger_state
+    unclassified = []
+    for mod in (M, A, ledger_state):
+        for cls in vars(mod).values():
+            if not (inspect.isclass(cls) and attrs.has(cls) and cls.__module__ == mod.__name__):
+                continue
+            renamed = {name for name, op, _ in _plan(cls) if op != "record"}
+            for f in attrs.fields(cls):
+                if "int" in str(f.type) and f.name not in renamed | FIGURES and not f.name.startswith("next_"):
+                    unclassified.append(f"{cls.__name__}.{f.name}")
+    assert not unclassified, unclassified
+    # `target` is an allowance only in TransferAllowance (elsewhere bytes): the one name of both kinds.
+    assert ("target", "ids", "allowance") in _plan(A.TransferAllowance)
+    assert all(name != "target" for name, _, _ in _plan(M.Press) + _plan(M.Pressure))
+
+
+def test_result_kinds_are_read_from_the_specs_documented_actions() -> None:
+    documented = {c.__name__: k for c, k in RESULT_KINDS.items() if c.__module__ == M.__name__}
+    assert documented == {"Submit": "ticket", "Claim": "allocation", "Press": "pressure", "PlanTx": "tx",
+                          "ReserveTx": "allocation", "CommitTx": "allocation", "PrepareLimit": "pressure",
+                          "OpenBundle": "bundle"}
