@@ -242,3 +242,17 @@ def test_result_kinds_are_read_from_the_specs_documented_actions() -> None:
     assert documented == {"Submit": "ticket", "Claim": "allocation", "Press": "pressure", "PlanTx": "tx",
                           "ReserveTx": "allocation", "CommitTx": "allocation", "PrepareLimit": "pressure",
                           "OpenBundle": "bundle"}
+
+
+@pytest.mark.parametrize("ids", ["the spec's", "its own"])
+def test_a_grant_left_uncharged_is_caught_whatever_the_ids(ids: str) -> None:
+    """The planted bug, scripted: the identity binding (ours) and the matched one (foreign) both compare."""
+    bug = GuardSet.without("grant_charges_ledger")
+
+    class Machine(ManagerMachine):
+        adapter_factory = staticmethod(lambda: ManagerSpecAdapter(bug) if ids == "the spec's" else ForeignGovernor(bug))
+    state = Machine()
+    state.act(A.RegisterHolder("kv"))
+    state.act(A.RegisterAuthority("hbm0", Tier.DEVICE, 8))
+    with pytest.raises(RefinementViolation, match=r"Submit.*ledger\.authorities\[1\]"):
+        state.act(M.Submit(1, 1, 4, 0, Role.KV))
