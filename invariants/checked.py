@@ -61,6 +61,9 @@ class CheckedMachine(RuleBasedStateMachine):
     tolerate_error_type: bool = False
     #: The adapter issues ids of its own (any fresh ids): `invariants.adapter.OwnIds` maps them to the spec's.
     own_ids: bool = False
+    #: A violation's note is the example's actions as a script (`invariants.adapter.script`): for machines whose
+    #: rules draw with `st.data()`, where Hypothesis' own printout does not run.
+    script_note: bool = False
     #: Shared counters a campaign reads: examples, steps, accepted, accepted:<Action>,
     #: rejected:<Error>, event:<situation>, coverage (an `invariants.clauses.Coverage`), last_trace.
     stats: dict[str, Any] | None = None
@@ -85,6 +88,7 @@ class CheckedMachine(RuleBasedStateMachine):
         self.abs: Any = None
         self.trace: list[Any] = []
         self.last_result: Any = None
+        self.changed: list[Any] = []  # the accepted actions that changed the state (`script_note`)
         self._count("examples")
 
     def _count(self, key: str) -> None:
@@ -121,7 +125,24 @@ class CheckedMachine(RuleBasedStateMachine):
         if self.stats is not None:
             self.stats["last_trace"] = list(self.trace)
 
+    def act(self, action: Any) -> None:
+        """One checked step (what a failure's printed script calls, `script_note`)."""
+        self._do(action)
+
     def _do(self, action: Any) -> None:
+        if not self.script_note:
+            return self._step(action)
+        prev = self.abs
+        try:
+            self._step(action)
+        except InvariantViolation as e:
+            from invariants.adapter import script
+            e.add_note(script(type(self).__name__, [*self.changed, action]))
+            raise
+        if self.abs != prev:
+            self.changed.append(action)  # the script leaves out the steps that changed nothing (refusals)
+
+    def _step(self, action: Any) -> None:
         prev = self.abs
         self.trace.append(action)
         expected: tuple[Any, Any] | None = None

@@ -20,8 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
-from invariants._violation import InvariantViolation
-from invariants.adapter import GovernorAdapter, SpecGovernor, script
+from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
 from invariants.mutation import Mutant
@@ -53,26 +52,11 @@ class ManagerMachine(CheckedMachine):
     whose ids are its own). A violation's note lists the example's actions as a script: `state.act(action)`."""
 
     adapter_factory: Callable[[], GovernorAdapter] = ManagerSpecAdapter
-    own_ids = True
+    own_ids = script_note = True
 
     def __init__(self) -> None:
         super().__init__()
-        self.changed: list[Any] = []
         self.start(type(self).adapter_factory(), M.initial())
-
-    def act(self, action: Any) -> None:
-        """One checked step (what the printed script of a failure calls)."""
-        self._do(action)
-
-    def _do(self, action: Any) -> None:
-        before = self.abs
-        try:
-            super()._do(action)
-        except InvariantViolation as e:
-            e.add_note(script(type(self).__name__, [*self.changed, action]))
-            raise
-        if self.abs != before:
-            self.changed.append(action)  # the script leaves out steps that changed nothing (refusals)
 
     def spec_step(self, state: M.Manager, action: Any) -> tuple[M.Manager, Any]:
         from spec.manager import step
