@@ -21,7 +21,10 @@ matched to the ids the spec's step issued: the binding under which the governor'
 the spec's, if one exists; else the ids in the order they appear, and the machine reports the difference.
 So any numbering passes, and ids must be fresh: one bound before (a retired object's) names that object, and
 a governor that hands it out again differs from the spec. A governor whose ids are the spec's own (ours)
-keeps the identity binding, checked at each step with one comparison.
+keeps the identity binding, checked at each step with one comparison. The abstraction the machine compares
+carries the spec's counters (taken from the spec's step): freshness is checked by the binding, not by them.
+Unlike replay, an id may not be reused after its object retired (the spec tells a retired id, refused with
+InvalidTransition, from one never issued, refused as unknown), and an alias must have an id of its own (D12).
 
 Which fields hold ids of which kind is read from the field names (`replay_ids.FIELD_KINDS` and the state's
 maps); which actions' results are ids, from `RESULT_KINDS`. A field or map outside these tables is compared
