@@ -44,6 +44,8 @@ def diff(a: Any, b: Any, limit: int = 4) -> str:
         if isinstance(x, Mapping) and isinstance(y, Mapping):
             out += [f"{f.name}[{k!r}]: {x.get(k)!r} != {y.get(k)!r}"
                     for k in sorted(set(x) | set(y), key=repr) if x.get(k) != y.get(k)]
+        elif attrs.has(type(x)) and type(x) is type(y):  # a component (the manager's ledger): where inside it
+            out += [f"{f.name}.{d}" for d in diff(x, y, limit).split("; ")]
         else:
             out.append(f"{f.name}: {x!r} != {y!r}")
     return "; ".join(out[:limit]) or "no difference"
@@ -57,6 +59,11 @@ class CheckedMachine(RuleBasedStateMachine):
     #: Controls search on past two refusals that differ only in error type (not a harm; counted in
     #: stats["error_type_divergences"]); a campaign fails on them.
     tolerate_error_type: bool = False
+    #: The adapter issues ids of its own (any fresh ids): `invariants.adapter.OwnIds` maps them to the spec's.
+    own_ids: bool = False
+    #: A violation's note is the example's actions as a script (`invariants.adapter.script`): for machines whose
+    #: rules draw with `st.data()`, where Hypothesis' own printout does not run.
+    script_note: bool = False
     #: Shared counters a campaign reads: examples, steps, accepted, accepted:<Action>,
     #: rejected:<Error>, event:<situation>, coverage (an `invariants.clauses.Coverage`), last_trace.
     stats: dict[str, Any] | None = None
@@ -81,6 +88,7 @@ class CheckedMachine(RuleBasedStateMachine):
         self.abs: Any = None
         self.trace: list[Any] = []
         self.last_result: Any = None
+        self.changed: list[Any] = []  # the accepted actions that changed the state (`script_note`)
         self._count("examples")
 
     def _count(self, key: str) -> None:
@@ -98,7 +106,11 @@ class CheckedMachine(RuleBasedStateMachine):
         return cov
 
     def start(self, gov: Any, initial: Any) -> None:
-        """Adopt the adapter; its first abstraction must be the spec's initial state."""
+        """Adopt the adapter; its first abstraction must be the spec's initial state. With `own_ids` and
+        refinement on, the adapter's ids are its own (`invariants.adapter.OwnIds` matches them to the spec's)."""
+        if self.own_ids and self.check_refinement:
+            from invariants.adapter import OwnIds
+            gov = OwnIds(gov, initial)
         self.gov = gov
         self.abs = gov.abstract()
         if self.check_refinement and self.abs != initial:
@@ -113,7 +125,24 @@ class CheckedMachine(RuleBasedStateMachine):
         if self.stats is not None:
             self.stats["last_trace"] = list(self.trace)
 
+    def act(self, action: Any) -> None:
+        """One checked step (what a failure's printed script calls, `script_note`)."""
+        self._do(action)
+
     def _do(self, action: Any) -> None:
+        if not self.script_note:
+            return self._step(action)
+        prev = self.abs
+        try:
+            self._step(action)
+        except InvariantViolation as e:
+            from invariants.adapter import script
+            e.add_note(script(type(self).__name__, [*self.changed, action]))
+            raise
+        if self.abs != prev:
+            self.changed.append(action)  # the script leaves out the steps that changed nothing (refusals)
+
+    def _step(self, action: Any) -> None:
         prev = self.abs
         self.trace.append(action)
         expected: tuple[Any, Any] | None = None
@@ -128,7 +157,10 @@ class CheckedMachine(RuleBasedStateMachine):
             result = self.gov.execute(action)
         except GovernorError as e:
             err = e
-        now = self.gov.abstract()
+        if self.own_ids and self.check_refinement:  # the governor's ids, named by the spec's (OwnIds)
+            result, now = self.gov.match(result, action, *(expected or (prev, None)))
+        else:
+            now = self.gov.abstract()
         self.last_result = result  # what a step predicate that judges results reads (the manager's credits)
         self._count("steps")
         self._count(f"rejected:{type(err).__name__}" if err else "accepted")

@@ -1,8 +1,8 @@
 """The reusable stateful checker: drive any governor, check refinement + invariants.
 
-A test author adapts their governor to `GovernorAdapter` (execute one spec
-action, return the abstraction) and subclasses `GovernorMachine` with an
-`adapter_factory`. After every step the machine checks:
+A test author adapts their governor to `invariants.adapter.GovernorAdapter`
+(execute one spec action, return the abstraction, in the governor's own ids)
+and subclasses `GovernorMachine` with an `adapter_factory`. After every step the machine checks:
 
   (a) `check_all` on the new abstraction, and `check_step` for accepted steps;
   (b) refinement: the concrete step equals `spec.ledger.step` on the previous
@@ -19,7 +19,7 @@ huge and non-int byte counts, aliases of missing authorities.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, consumes, initialize, multiple, precondition, rule
@@ -32,39 +32,23 @@ from spec.ledger_state import snapshot as spec_snapshot
 from spec.types import AllocState, ContextState, Role, Tier
 
 from invariants._violation import RefinementViolation
+from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.checked import CheckedMachine
 from invariants.clauses import recording
 from invariants.ledger import check_all, check_step, observe_snapshot
 from invariants.replay_predicates import check_observed_step
 
-__all__ = ["GovernorAdapter", "SpecAdapter", "GovernorMachine"]
+__all__ = ["SpecAdapter", "GovernorMachine"]
 
 
-class GovernorAdapter(Protocol):
-    """What the machine needs from a governor under test."""
-
-    def execute(self, action: Any) -> Any:
-        """Perform `action`; return its result or raise the spec's `GovernorError`."""
-
-    def abstract(self) -> State:
-        """The governor's state mapped to spec state (the refinement mapping)."""
-
-
-class SpecAdapter:
+class SpecAdapter(SpecGovernor):
     """The spec itself as a governor: used for spec-only runs (spec negative controls)."""
 
     def __init__(self, guards: GuardSet = ALL_ON) -> None:
-        self.state, self.guards = EMPTY, guards
-
-    def execute(self, action: Any) -> Any:
-        self.state, result = spec_step(self.state, action, self.guards)
-        return result
+        super().__init__(spec_step, EMPTY, guards)
 
     def snapshot(self, authority: int) -> Any:
         return spec_snapshot(self.state, authority)
-
-    def abstract(self) -> State:
-        return self.state
 
 
 POOLS = (("gpu0", Tier.DEVICE), ("host", Tier.HOST), ("gpu1", Tier.DEVICE))
@@ -106,6 +90,7 @@ class GovernorMachine(CheckedMachine):
     """
 
     adapter_factory: Callable[[], GovernorAdapter] = SpecAdapter
+    own_ids = True
 
     # WEIGHTS: Hypothesis picks among the enabled rules uniformly, so a rule bound to a second (or third)
     # name runs that much more often; every copy prints, and replays, as the method itself. Holder work

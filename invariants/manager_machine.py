@@ -20,6 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
+from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
 from invariants.mutation import Mutant
@@ -38,25 +39,20 @@ BAD_BYTES = (0, -1, 2**63, True, 1.5)
 BAD_IDS = (0, -1, None, "1")
 
 
-class ManagerSpecAdapter:
+class ManagerSpecAdapter(SpecGovernor):
     """The composed spec itself as a manager: for spec-only runs and spec negative controls."""
 
     def __init__(self, guards: GuardSet = ALL_ON) -> None:
         from spec.manager import step
-        self._step, self.state, self.guards = step, M.initial(), guards
-
-    def execute(self, action: Any) -> Any:
-        self.state, result = self._step(self.state, action, self.guards)
-        return result
-
-    def abstract(self) -> M.Manager:
-        return self.state
+        super().__init__(step, M.initial(), guards)
 
 
 class ManagerMachine(CheckedMachine):
-    """Subclass and set `adapter_factory` (a no-argument adapter factory)."""
+    """Subclass and set `adapter_factory` (a no-argument factory of an `invariants.adapter.GovernorAdapter`,
+    whose ids are its own). A violation's note lists the example's actions as a script: `state.act(action)`."""
 
-    adapter_factory: Callable[[], Any] = ManagerSpecAdapter
+    adapter_factory: Callable[[], GovernorAdapter] = ManagerSpecAdapter
+    own_ids = script_note = True
 
     def __init__(self) -> None:
         super().__init__()

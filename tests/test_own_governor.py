@@ -5,23 +5,36 @@ The snippet is read from the README itself, so the two cannot drift apart. The p
 (the spec's own step) that does not check a commit against its reservation, so it commits more than was
 reserved (C2's harm). The search is seeded, so the run is the same every time; its cost is measured in CPU
 seconds of this process, which do not grow with other load on the machine.
+
+The composed manager (issue #21, item 6): docs/guide.md's snippet, read from the guide, run on ours, on a
+governor whose ids are all its own (the spec's manager behind another numbering), on that governor with a
+planted bug (found, with a script that runs as printed), and with an id handed out twice (caught).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
+import itertools
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
-from invariants._violation import RefinementViolation
+from invariants import contracts
+from invariants._violation import InvariantViolation, RefinementViolation
+from invariants.adapter import RESULT_KINDS, _plan, rename
 from invariants.ledger_machine import SpecAdapter
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
 from refimpl.verify.ledger_adapter import RefimplAdapter
-from spec.guards import GuardSet
+from refimpl.verify.manager_adapter import ManagerAdapter
+from spec import ledger_actions as A
+from spec import manager_actions as M
+from spec.guards import ALL_ON, GuardSet
 from spec.types import Role, Tier
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,3 +96,165 @@ def test_planted_bug_fails_within_30_s_with_a_runnable_reproduction() -> None:
     # Runnable as printed: the same violation, at the same step, from a fresh machine.
     with pytest.raises(RefinementViolation, match="Commit"):
         exec(script, {"MyGovernorRefinesSpec": ns["MyGovernorRefinesSpec"], "Role": Role, "Tier": Tier})
+
+
+# --- the composed manager (issue #21, deliverable 6): docs/guide.md's snippet, a governor with ids of its own ----
+
+def _guide_snippet() -> str:
+    section = (ROOT / "docs" / "guide.md").read_text().split("## Checking your own composed governor", 1)[1]
+    m = re.search(r"```python\n(.*?)```", section, re.S)
+    assert m is not None, "the guide's own-governor section has no python block"
+    return m.group(1)
+
+
+def _own(kind: str, i: Any) -> Any:
+    """The foreign governor's id for the spec's id `i`: counting down from 10**6 in steps of 17."""
+    return 10**6 - 17 * i if type(i) is int and i > 0 else i
+
+
+def _spec(kind: str, x: Any) -> Any:
+    """Its inverse; an int it never issued is one the spec never issued either (the spec refuses it as unknown)."""
+    if type(x) is not int:
+        return x
+    i, r = divmod(10**6 - x, 17)
+    return i if r == 0 and i > 0 else -(10**12) - abs(x)
+
+
+class ForeignGovernor:
+    """A composed governor whose ids are its own (none is the spec's): the spec's manager behind `_own`.
+
+    `guards` off: the planted bug. `own`: its numbering (`reused` hands out ids that are not fresh)."""
+
+    def __init__(self, guards: GuardSet = ALL_ON, own: Any = _own, spec: Any = _spec) -> None:
+        self.inner, self.own, self.spec = ManagerSpecAdapter(guards), own, spec
+
+    def execute(self, action: Any) -> Any:
+        result = self.inner.execute(rename(action, self.spec))
+        return rename(result, self.own, RESULT_KINDS.get(type(action)))
+
+    def abstract(self) -> Any:
+        return rename(self.inner.abstract(), self.own)
+
+
+class BuggyForeignGovernor(ForeignGovernor):
+    """Grants a ticket without charging its bytes (I1, I2's harm): `grant_charges_ledger` left out."""
+
+    def __init__(self) -> None:
+        super().__init__(GuardSet.without("grant_charges_ledger"))
+
+
+def _reused(kind: str, i: Any) -> Any:
+    """Allocation 2 is handed allocation 1's id (any other id is fresh)."""
+    return _own(kind, 1 if kind == "allocation" and i == 2 else i)
+
+
+class ReusingGovernor(ForeignGovernor):
+    def __init__(self) -> None:
+        super().__init__(own=_reused)
+
+
+def _run_guide(adapter: Any) -> tuple[dict[str, Any], BaseException | None]:
+    ns: dict[str, Any] = {"MyAdapter": adapter}
+    exec(_guide_snippet(), ns)
+    ns["MyManagerRefinesSpec"]._hypothesis_internal_use_seed = 21  # the same search every run
+    err: BaseException | None = None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contracts.contracts(False):
+            ns["TestMine"]("runTest").runTest()
+    except Exception as e:  # noqa: BLE001 - the failure is what the test inspects
+        err = e
+    return ns, err
+
+
+def test_the_foreign_governor_issues_none_of_the_specs_ids() -> None:
+    g = ForeignGovernor()
+    h = g.execute(A.RegisterHolder("kv"))
+    a = g.execute(A.RegisterAuthority("hbm0", Tier.DEVICE, 8))
+    t = g.execute(M.Submit(h, a, 4, 0, Role.KV))
+    m = g.abstract()
+    assert (h, a, t) == (10**6 - 17,) * 3 and set(m.tickets) == {t}
+    assert m.tickets[t].allocation == 10**6 - 17 and m.ledger.allocations[10**6 - 17].holder == h
+
+
+@pytest.mark.parametrize("adapter", [ManagerAdapter, ForeignGovernor], ids=["refimpl", "foreign-ids"])
+def test_guide_example_passes_a_correct_composed_governor(adapter: Any) -> None:
+    """Ours (the spec's ids) and a governor with ids of its own, through the same adapter and machine."""
+    _, err = _run_guide(adapter)
+    assert err is None, err
+
+
+def test_guide_example_finds_a_planted_composed_bug_with_a_runnable_script() -> None:
+    ns, err = _run_guide(BuggyForeignGovernor)
+    assert isinstance(err, InvariantViolation), err
+    assert "Submit" in str(err), err
+    notes = "\n".join(getattr(err, "__notes__", []))
+    lines = notes.splitlines()
+    start = lines.index("from spec import ledger_actions as A, manager_actions as M")
+    script = "\n".join(itertools.takewhile(lambda s: s.startswith(("from ", "state")), lines[start:]))
+    assert "state.act(M.Submit(" in script and len(script.splitlines()) < 20, script
+    # Runnable as printed: the same violation from a fresh machine.
+    with pytest.raises(InvariantViolation, match="Submit") as again:
+        exec(script, {"MyManagerRefinesSpec": ns["MyManagerRefinesSpec"]})
+    assert type(again.value) is type(err) and str(again.value) == str(err)
+
+
+
+@pytest.mark.parametrize("retire", [True, False], ids=["retired", "live"])
+def test_an_id_handed_out_again_is_caught(retire: bool) -> None:
+    """Negative control of the id matching: allocation 1's id given to allocation 2, after 1 was cancelled (a
+    retired id reused) or while it is live, is not matched away."""
+    class Machine(ManagerMachine):
+        adapter_factory = ReusingGovernor
+    state = Machine()
+    for act in (A.RegisterHolder("kv"), A.RegisterAuthority("hbm0", Tier.DEVICE, 8),
+                A.Reserve(1, 1, Tier.DEVICE, 2, Role.KV)) + ((A.Cancel(1, 1),) if retire else ()):
+        state.act(act)
+    with pytest.raises(RefinementViolation, match="Reserve"):
+        state.act(A.Reserve(1, 1, Tier.DEVICE, 3, Role.KV))
+
+
+#: Int fields of the spec's records and actions that are figures, not ids (the adapter leaves them as they are).
+FIGURES = {"age", "aging_bound", "allowance_limits", "available", "capacity", "charge", "growth_reserved", "limit",
+           "mapped", "nbytes", "oversubscribed", "priority", "released", "reserved", "used", "versions", "target"}
+
+
+def test_every_int_field_of_the_spec_is_an_id_the_adapter_renames_or_a_figure() -> None:
+    """A field added to a record or an action (another part's) fails here until it is classified: an id field
+    the adapter does not rename would compare a foreign governor's id with the spec's."""
+    from spec import ledger_state
+    unclassified = []
+    for mod in (M, A, ledger_state):
+        for cls in vars(mod).values():
+            if not (inspect.isclass(cls) and attrs.has(cls) and cls.__module__ == mod.__name__):
+                continue
+            renamed = {name for name, op, _ in _plan(cls) if op != "record"}
+            for f in attrs.fields(cls):
+                if "int" in str(f.type) and f.name not in renamed | FIGURES and not f.name.startswith("next_"):
+                    unclassified.append(f"{cls.__name__}.{f.name}")
+                if "Map" in str(f.type) and f.name not in renamed:  # a map keyed by ids (the state's)
+                    unclassified.append(f"{cls.__name__}.{f.name}")
+    assert not unclassified, unclassified
+    # `target` is an allowance only in TransferAllowance (elsewhere bytes): the one name of both kinds.
+    assert ("target", "ids", "allowance") in _plan(A.TransferAllowance)
+    assert all(name != "target" for name, _, _ in _plan(M.Press) + _plan(M.Pressure))
+
+
+def test_result_kinds_are_read_from_the_specs_documented_actions() -> None:
+    documented = {c.__name__: k for c, k in RESULT_KINDS.items() if c.__module__ == M.__name__}
+    assert documented == {"Submit": "ticket", "Claim": "allocation", "Press": "pressure", "PlanTx": "tx",
+                          "ReserveTx": "allocation", "CommitTx": "allocation", "PrepareLimit": "pressure",
+                          "OpenBundle": "bundle"}
+
+
+@pytest.mark.parametrize("ids", ["the spec's", "its own"])
+def test_a_grant_left_uncharged_is_caught_whatever_the_ids(ids: str) -> None:
+    """The planted bug, scripted: the identity binding (ours) and the matched one (foreign) both compare."""
+    bug = GuardSet.without("grant_charges_ledger")
+
+    class Machine(ManagerMachine):
+        adapter_factory = staticmethod(lambda: ManagerSpecAdapter(bug) if ids == "the spec's" else ForeignGovernor(bug))
+    state = Machine()
+    state.act(A.RegisterHolder("kv"))
+    state.act(A.RegisterAuthority("hbm0", Tier.DEVICE, 8))
+    with pytest.raises(RefinementViolation, match=r"Submit.*ledger\.authorities\[1\]"):
+        state.act(M.Submit(1, 1, 4, 0, Role.KV))
