@@ -52,6 +52,7 @@ from invariants.manager_trace import (
     MANAGER_ID_FIELDS,
     MANAGER_KINDS,
     MANAGER_REVISION,
+    TUPLE_FIELDS,
     Configure,
     decode_bundles,
     decode_configure,
@@ -64,7 +65,7 @@ from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, n
                                read_event, spec_action, spec_figures)
 from invariants.replay_ids import IdMap
 from invariants.replay import _decode as ledger_decode
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, OPTIONAL_FIELDS, Opaque
+from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
 from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -84,11 +85,13 @@ _ERRORS = {name: getattr(E, name) for name in E.__all__}
 _ENVELOPE_KEYS = frozenset(_ENVELOPE)
 
 
-def _shape(cls: type) -> tuple[type, tuple[str, ...], frozenset, frozenset, frozenset]:
-    """A kind's action class, field names, exact id keys, and payload keys (all; without the optional ones)."""
+def _shape(cls: type) -> tuple[type, tuple[tuple[str, bool], ...], frozenset, frozenset, frozenset]:
+    """A kind's action class, its fields (name, whether a plain scalar: neither a tuple nor an enum), exact id
+    keys, and payload keys (all; without the optional ones)."""
     fields = tuple(f.name for f in attrs.fields(cls))
     payload = frozenset(f for f in fields if f not in MANAGER_ID_FIELDS) | frozenset(_OUTCOME)
-    return cls, fields, frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload, payload - OPTIONAL_FIELDS
+    return (cls, tuple((f, f not in TUPLE_FIELDS and f not in ENUMS) for f in fields),
+            frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload, payload - OPTIONAL_FIELDS)
 
 
 _SHAPES = {kind: _shape(cls) for kind, cls in MANAGER_KINDS.items()}
@@ -128,9 +131,13 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if payload.keys() != want_payload and payload.keys() != want_required:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
     try:
-        args = {f: decode_field(f, ids[f] if f in want_ids else payload.get(f)) for f in fields}
-        result = decode_result(payload["result"])
-        bundles = decode_bundles(payload["bundles"])
+        args = {}
+        for f, scalar in fields:
+            v = ids[f] if f in want_ids else payload.get(f)
+            args[f] = v if scalar and type(v) is int else decode_field(f, v)  # an int scalar decodes to itself
+        result, bundles = payload["result"], payload["bundles"]
+        result = result if result is None or type(result) is int else decode_result(result)
+        bundles = {} if type(bundles) is dict and not bundles else decode_bundles(bundles)
     except ValueError as e:
         raise _Bad("malformed", str(e)) from None
     outcome = {k: payload[k] for k in ("outcome", "error")}
