@@ -18,7 +18,9 @@ that bypasses the three methods yields a map with no parent link (a plain
 full comparison rather than trusting a partial one. Only the replay installs
 `Tracked` maps (`track`); after a walk reaches `prev`, `prev`'s own parent
 link is dropped so history does not accumulate (a later diff from an older
-map falls back to the full comparison). Pure; spec values only.
+map falls back to the full comparison). The answer is a frozenset; the last
+few answers over immutable maps are remembered, because the step predicates
+of one event ask for the same diff several times. Pure; spec values only.
 """
 
 from __future__ import annotations
