@@ -18,7 +18,9 @@ that bypasses the three methods yields a map with no parent link (a plain
 full comparison rather than trusting a partial one. Only the replay installs
 `Tracked` maps (`track`); after a walk reaches `prev`, `prev`'s own parent
 link is dropped so history does not accumulate (a later diff from an older
-map falls back to the full comparison). Pure; spec values only.
+map falls back to the full comparison). The answer is a frozenset; the last
+few answers over immutable maps are remembered, because the step predicates
+of one event ask for the same diff several times. Pure; spec values only.
 """
 
 from __future__ import annotations
@@ -98,17 +100,32 @@ def track(m: Any) -> Tracked:
     return m if isinstance(m, Tracked) else Tracked(m)
 
 
-def changed(prev: Mapping, nxt: Mapping) -> set:
+#: The last few answers, newest first: the step predicates of one step ask for the same diff several times.
+#: Only `Tracked` and `immutables.Map` values are remembered (immutable: the answer cannot go stale).
+_MEMO: list[tuple[Any, Any, frozenset]] = []
+_MEMO_SIZE = 4
+
+
+def changed(prev: Mapping, nxt: Mapping) -> frozenset:
     """The keys whose value differs between `prev` and `nxt` (present in one only, or unequal values)."""
     if prev is nxt:
-        return set()
+        return frozenset()
+    for p, n, diff in _MEMO:
+        if p is prev and n is nxt:
+            return diff
     keys: set = set()
     n = nxt
-    while isinstance(n, Tracked) and n is not prev and n._parent is not None:
+    while type(n) is Tracked and n is not prev and n._parent is not None:
         keys.update(n._keys)
         n = n._parent
-    if n is prev and isinstance(prev, Tracked):
+    if n is prev and type(prev) is Tracked:
         prev._parent, prev._keys = None, ()  # nothing older is needed by a diff from `prev` onwards
     else:  # not derived from `prev` by the tracked methods: compare everything
         keys = set(prev.keys()) | set(nxt.keys())
-    return {k for k in keys if prev.get(k, _MISSING) != nxt.get(k, _MISSING)}
+    was = prev._map if type(prev) is Tracked else prev
+    now = nxt._map if type(nxt) is Tracked else nxt
+    diff = frozenset(k for k in keys if was.get(k, _MISSING) != now.get(k, _MISSING))
+    if type(was) is immutables.Map and type(now) is immutables.Map:
+        _MEMO.insert(0, (prev, nxt, diff))
+        del _MEMO[_MEMO_SIZE:]
+    return diff

@@ -46,11 +46,13 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.changed import track
+from invariants.manager import check_all, check_step
 from invariants.manager_trace import (
     CONFIGURE,
     MANAGER_ID_FIELDS,
     MANAGER_KINDS,
     MANAGER_REVISION,
+    TUPLE_FIELDS,
     Configure,
     decode_bundles,
     decode_configure,
@@ -63,11 +65,12 @@ from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, n
                                read_event, spec_action, spec_figures)
 from invariants.replay_ids import IdMap
 from invariants.replay import _decode as ledger_decode
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, MAX_TEXT, OPTIONAL_FIELDS, Opaque
+from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
 from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.ledger_actions import RegisterHolder
+from spec.manager import alternatives, refusals, step
 from spec.manager_actions import LimitOutcome, Manager, initial
 from spec.records import evolve
 from spec.types import AllocState
@@ -79,11 +82,24 @@ _OUTCOME = ("outcome", "error", "result", "used", "bundles")
 _UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance, E.UnknownTicket,
             E.UnknownTransaction)
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
+_ENVELOPE_KEYS = frozenset(_ENVELOPE)
+
+
+def _shape(cls: type) -> tuple[type, tuple[tuple[str, bool], ...], frozenset, frozenset, frozenset]:
+    """A kind's action class, its fields (name, whether a plain scalar: neither a tuple nor an enum), exact id
+    keys, and payload keys (all; without the optional ones)."""
+    fields = tuple(f.name for f in attrs.fields(cls))
+    payload = frozenset(f for f in fields if f not in MANAGER_ID_FIELDS) | frozenset(_OUTCOME)
+    return (cls, tuple((f, f not in TUPLE_FIELDS and f not in ENUMS) for f in fields),
+            frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload, payload - OPTIONAL_FIELDS)
+
+
+_SHAPES = {kind: _shape(cls) for kind, cls in MANAGER_KINDS.items()}
 
 
 def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The action the event records (None for a boundary), and its outcome part."""
-    if sorted(ev) != sorted(_ENVELOPE):
+    if ev.keys() != _ENVELOPE_KEYS:
         raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
     if ev["contract_revision"] == CONTRACT_REVISION:  # a ledger operation, in the ledger's own format
         act, outcome = ledger_decode(ev)
@@ -109,18 +125,19 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
             return decode_configure(ids, payload), {}
         except ValueError as e:
             raise _Bad("malformed", str(e)) from None
-    cls = MANAGER_KINDS[kind]
-    fields = [f.name for f in attrs.fields(cls)]
-    want_ids = {f for f in fields if f in MANAGER_ID_FIELDS}
-    if set(ids) != want_ids:
+    cls, fields, want_ids, want_payload, want_required = _SHAPES[kind]
+    if ids.keys() != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
-    want_payload = {f for f in fields if f not in MANAGER_ID_FIELDS} | set(_OUTCOME)
-    if set(payload) != want_payload and set(payload) != want_payload - OPTIONAL_FIELDS:
+    if payload.keys() != want_payload and payload.keys() != want_required:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
     try:
-        args = {f: decode_field(f, ids[f] if f in MANAGER_ID_FIELDS else payload.get(f)) for f in fields}
-        result = decode_result(payload["result"])
-        bundles = decode_bundles(payload["bundles"])
+        args = {}
+        for f, scalar in fields:
+            v = ids[f] if f in want_ids else payload.get(f)
+            args[f] = v if scalar and type(v) is int else decode_field(f, v)  # an int scalar decodes to itself
+        result, bundles = payload["result"], payload["bundles"]
+        result = result if result is None or type(result) is int else decode_result(result)
+        bundles = {} if type(bundles) is dict and not bundles else decode_bundles(bundles)
     except ValueError as e:
         raise _Bad("malformed", str(e)) from None
     outcome = {k: payload[k] for k in ("outcome", "error")}
@@ -208,9 +225,6 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
 
 
 def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager:
-    from invariants.manager import check_step
-    from spec.manager import alternatives, refusals, step
-
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
     try:
@@ -230,7 +244,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager
         _result(ids, act, outcome["result"], result, nxt)
     used = spec_figures(ids, "authority", outcome["used"])
     charges = spec_figures(ids, "allocation", outcome["charges"])
-    outcome = {**outcome, "bundles": spec_figures(ids, "bundle", outcome["bundles"])}
+    bundles = spec_figures(ids, "bundle", outcome["bundles"])
     auths, before = nxt.ledger.authorities, m.ledger.authorities
     for aid, u in used.items():
         if aid not in auths:
@@ -246,11 +260,12 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager
                                      f"{ids.observed_id('allocation', rid)}, the spec has "
                                      f"{allocs[rid].charge if rid in allocs else 'no such allocation'}")
     # An event lists every authority whose used changed (a missing figure fails: issue #21).
-    changed = [a for a in auths if a in before and auths[a].used != before[a].used and a not in used]
+    changed = [] if auths is before else [a for a in auths if a in before and auths[a].used != before[a].used
+                                          and a not in used]
     if changed:
         raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
                                  "but the event does not say so")
-    _check_bundles(sact, m, nxt, outcome)
+    _check_bundles(sact, m, nxt, bundles, outcome["ledger"])
     if accepted:
         try:
             check_step(m, sact, nxt, result)
@@ -259,9 +274,10 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager
     return nxt
 
 
-def _check_bundles(act: Any, m: Manager, nxt: Manager, outcome: dict[str, Any]) -> None:
-    """The governor's bundle records the event lists equal the spec's, and it lists every bundle the spec changed."""
-    for bid, (versions, poisoned) in outcome["bundles"].items():
+def _check_bundles(act: Any, m: Manager, nxt: Manager, observed: dict[int, Any], ledger: bool) -> None:
+    """The governor's bundle records the event lists (`observed`, in spec ids) equal the spec's, and it lists every
+    bundle the spec changed (`ledger`: a ledger-format event, which lists none)."""
+    for bid, (versions, poisoned) in observed.items():
         b = nxt.bundles.get(bid)
         if b is None:
             raise _Bad("unknown-id", f"{act!r}: observed bundle {bid}, which the spec never opened")
@@ -269,18 +285,17 @@ def _check_bundles(act: Any, m: Manager, nxt: Manager, outcome: dict[str, Any]) 
             raise _Bad("refinement", f"{act!r}: the governor observed bundle {bid} at versions {list(versions)}"
                                      f"{' (poisoned)' if poisoned else ''}, the spec has {list(b.versions)}"
                                      f"{' (poisoned)' if b.poisoned else ''}")
-    if nxt.bundles is not m.bundles and not outcome["ledger"]:
+    if nxt.bundles is not m.bundles and not ledger:
         # What an action can change: the bundle it names, its transaction's, the ones it opens (O(1) per event).
         tx = m.txs.get(getattr(act, "tx", None))
         maybe = {getattr(act, "bundle", None), tx.bundle if tx is not None else None,
                  *range(m.next_bundle, nxt.next_bundle)}
         for bid in sorted(b for b in maybe if type(b) is int):
-            if m.bundles.get(bid) != nxt.bundles.get(bid) and bid not in outcome["bundles"]:
+            if m.bundles.get(bid) != nxt.bundles.get(bid) and bid not in observed:
                 raise _Bad("refinement", f"{act!r} changed bundle {bid} but the event does not say so")
 
 
 def _check_whole(m: Manager) -> None:
-    from invariants.manager import check_all
     try:
         check_all(m)
     except InvariantViolation as e:

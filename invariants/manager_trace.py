@@ -46,7 +46,7 @@ from spec.types import MAX_BYTES
 
 __all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
            "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result",
-           "encode_bundles", "decode_bundles"]
+           "encode_bundles", "decode_bundles", "TUPLE_FIELDS"]
 
 MANAGER_REVISION = "ortmem-manager/1"
 #: Event kind -> the action class it records: the ledger's kinds and every composed action.
@@ -56,6 +56,8 @@ MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
 CONFIGURE = "configure"
 #: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.
 _TUPLES = {"victims": 1, "needs": 2}
+#: Fields that hold tuples (decoded by `decode_field`, not `decode_value`).
+TUPLE_FIELDS = frozenset(_TUPLES)
 
 
 @attrs.frozen

@@ -90,6 +90,10 @@ FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", 
                  "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover",
                  "mixed-protocols", "unconfigured")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
+_ENVELOPE_KEYS = frozenset(_ENVELOPE)
+#: Per kind: its action class, field names, and exact id keys (before an accepted creation's `result`).
+_SHAPES = {kind: (cls, fields, frozenset(f for f in fields if f in ID_FIELDS))
+           for kind, cls in KINDS.items() for fields in [tuple(f.name for f in attrs.fields(cls))]}
 
 
 @attrs.frozen
@@ -126,16 +130,25 @@ def _no_constant(name: str) -> Any:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"duplicate key in {sorted(keys)}")
-    return dict(pairs)
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError(f"duplicate key in {sorted(k for k, _ in pairs)}")
+    return obj
+
+
+#: Built once (`json.loads` with arguments builds a decoder per call). `_BOUNDED` checks every integer's
+#: length; a line with no run of 21 digits (`_DIGIT_RUN`, all digits read as 0) holds no such integer, so
+#: it takes `_UNBOUNDED`, which leaves integers to the C scanner.
+_BOUNDED = json.JSONDecoder(parse_int=_int, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+_UNBOUNDED = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_DIGIT_RUN = b"0" * 21
 
 
 def _parse(raw: bytes) -> dict[str, Any]:
+    decoder = _BOUNDED if _DIGIT_RUN in raw.translate(_AS_ZERO) else _UNBOUNDED
     try:
-        obj = json.loads(raw.decode("utf-8"), parse_int=_int, parse_constant=_no_constant,
-                         object_pairs_hook=_unique_keys)
+        obj = decoder.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise _Bad("bad-json", f"not a JSON object: {e}") from None
     if type(obj) is not dict:
@@ -181,7 +194,7 @@ def next_in_sequence(ev: dict[str, Any], last: dict[str, int]) -> None:
 
 def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The spec action the event records, and its outcome part of the payload."""
-    if sorted(ev) != sorted(_ENVELOPE):
+    if ev.keys() != _ENVELOPE_KEYS:
         raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
     if type(ev["contract_revision"]) is not str or ev["contract_revision"] not in REVISIONS:
         raise _Bad("unknown-revision", f"unknown contract revision {str(ev['contract_revision'])[:MAX_TEXT]!r}; "
@@ -196,19 +209,17 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         if ids or payload:
             raise _Bad("malformed", "a boundary event carries no ids and no payload")
         return None, {}
-    cls = KINDS[kind]
-    fields = [f.name for f in attrs.fields(cls)]
-    want_ids = {f for f in fields if f in ID_FIELDS}
+    cls, fields, want_ids = _SHAPES[kind]
     outcome = {k: payload.get(k) for k in _OUTCOME}
     accepted = outcome["outcome"] == "accepted"
     if outcome["outcome"] not in ("accepted", "rejected"):
         raise _Bad("malformed", f"payload.outcome must be 'accepted' or 'rejected', got {outcome['outcome']!r}")
     if kind in CREATES and accepted:
         want_ids |= {"result"}
-    if set(ids) != want_ids:
+    if ids.keys() != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
-    want_payload = {f for f in fields if f not in ID_FIELDS} | set(_OUTCOME)
-    if set(payload) != want_payload and set(payload) != want_payload - OPTIONAL_FIELDS:
+    want_payload = frozenset(f for f in fields if f not in ID_FIELDS) | frozenset(_OUTCOME)
+    if payload.keys() != want_payload and payload.keys() != want_payload - OPTIONAL_FIELDS:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
     args = {f: _value(ids[f] if f in ID_FIELDS else payload.get(f), f) for f in fields}
     if accepted and outcome["error"] is not None:

@@ -53,6 +53,21 @@ _TRANSFER_ONLY = frozenset({"source", "target"})
 _UNBOUND = -(10 ** 21)
 
 
+def _plan(cls: type) -> tuple[tuple[str, str], ...]:
+    """The fields of action class `cls` that hold ids, each with its kind ("victims" / "needs": ids inside)."""
+    out = []
+    for f in attrs.fields(cls):
+        if f.name in FIELD_KINDS and (f.name not in _TRANSFER_ONLY or cls.__name__ == "TransferAllowance"):
+            out.append((f.name, FIELD_KINDS[f.name]))
+        elif f.name in ("victims", "needs"):
+            out.append((f.name, f.name))
+    return tuple(out)
+
+
+#: Action class -> `_plan(cls)`, built on first use.
+_PLANS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
 class UnknownObservedId(Exception):
     """An accepted event names an id no event of the trace issued."""
 
@@ -84,16 +99,21 @@ class IdMap:
         """`act` with every id field (and the ids inside `victims` / `needs`) in the spec's numbering.
 
         `strict` (an accepted event): an unknown id raises UnknownObservedId."""
+        plan = _PLANS.get(type(act))
+        if plan is None:
+            plan = _PLANS[type(act)] = _plan(type(act))
         changes: dict[str, Any] = {}
-        for f in attrs.fields(type(act)):
-            v = getattr(act, f.name)
-            if f.name in FIELD_KINDS and (f.name not in _TRANSFER_ONLY or type(act).__name__ == "TransferAllowance"):
-                changes[f.name] = self.spec_id(FIELD_KINDS[f.name], v, strict)
-            elif f.name == "victims" and type(v) is tuple:
-                changes[f.name] = tuple(self.spec_id("allocation", x, strict) for x in v)
-            elif f.name == "needs" and type(v) is tuple:
-                changes[f.name] = tuple((self.spec_id("authority", p[0], strict), *p[1:])
-                                        if type(p) is tuple and p else p for p in v)
+        for name, kind in plan:
+            v = getattr(act, name)
+            if kind == "victims":
+                if type(v) is tuple:
+                    changes[name] = tuple(self.spec_id("allocation", x, strict) for x in v)
+            elif kind == "needs":
+                if type(v) is tuple:
+                    changes[name] = tuple((self.spec_id("authority", p[0], strict), *p[1:])
+                                          if type(p) is tuple and p else p for p in v)
+            else:
+                changes[name] = self.spec_id(kind, v, strict)
         changes = {k: v for k, v in changes.items() if v != getattr(act, k)}
         return evolve(act, **changes) if changes else act
 
@@ -101,6 +121,8 @@ class IdMap:
         """An observed id -> figure map (`used`, `charges`, `bundles`) keyed by the spec's ids.
 
         An id never issued raises UnknownObservedId, unless `known_only` (then it is left out)."""
+        if not observed:
+            return {}
         out = {}
         for obs, v in observed.items():
             got = self.to_spec.get(kind, {}).get(obs)

@@ -152,3 +152,15 @@ def test_composed_trace_with_5000_live_leases_replays_clean() -> None:
     assert sum(r.state is AllocState.LIVE for r in m.ledger.allocations.values()) == 5000
     r = replay_manager_lines(out.getvalue().encode().splitlines())
     assert r.ok and r.events == 3 + 2 * 5000, r.describe()  # configure, holder, authority, then the pages
+
+
+def test_changed_answers_again_for_the_same_maps_and_never_from_a_mutable_one() -> None:
+    """The last answers are remembered (the step predicates ask for one step's diff several times): asked
+    again, the same maps give the same keys; a plain dict, which can change in place, is compared afresh."""
+    prev = track(immutables.Map({1: 1, 2: 2}))
+    nxt = prev.set(1, -1)
+    assert changed(prev, nxt) == {1} and changed(prev, nxt) == {1}
+    was, now = {1: 1}, {1: 1}
+    assert changed(was, now) == set()
+    now[1] = 2
+    assert changed(was, now) == {1}

@@ -322,3 +322,20 @@ def test_governor_without_atomic_bundle_fails_replay_at_the_commit() -> None:
     r = replay_manager_lines(lines)
     assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
     assert "[1, 0, 0, 0]" in r.message
+
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("plan_tx", "needs", 5),  # a tuple field holding a bare int
+    ("answer", "victims", 7),
+    ("submit", "role", 1),  # an enum field holding an int
+    ("submit", "result", "1"),  # a result that is no id, byte count, list or limit outcome
+    ("submit", "bundles", {"1": {"versions": [1]}}),  # a bundle record without its poisoned flag
+    ("submit", "bundles", []),
+])
+def test_ill_typed_composed_field_is_malformed(lines: list[bytes], kind: str, field: str, value: object) -> None:
+    """The decoder's shortcuts (an int scalar, a plain result, no bundles) never let an ill-typed value through."""
+    i = _accepted(lines, kind)
+    ev = json.loads(lines[i])
+    ev["payload"][field] = value
+    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()

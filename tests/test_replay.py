@@ -166,6 +166,32 @@ def test_replay_rejects_corrupted_trace_with_smallest_bad_prefix(clean, case: st
     assert R.replay_lines(lines[:line - 1]).failure in (None, "leftover")
 
 
+_RUN = '"s": "123456789012345678901"'  # 21 digits inside a string: the line takes the integer-checking decoder
+
+
+@pytest.mark.parametrize("raw, want", [
+    (b'{"a": 99999999999999999999}', {"a": 10 ** 20 - 1}),  # 20 digits: the bound itself
+    (b'{"a": -99999999999999999999}', {"a": 1 - 10 ** 20}),
+    (b'{"a": 999999999999999999999}', None),  # 21 digits
+    (b'{"a": -999999999999999999999}', None),
+    (("{" + _RUN + ', "a": 99999999999999999999}').encode(), {"s": "123456789012345678901", "a": 10 ** 20 - 1}),
+    (("{" + _RUN + ', "a": 999999999999999999999}').encode(), None),
+    (b'{"a": 1, "a": 2}', None),
+    (("{" + _RUN + ', "a": 1, "a": 2}').encode(), None),
+    (b'{"a": NaN}', None),
+    (("{" + _RUN + ', "a": Infinity}').encode(), None),
+])
+def test_json_bounds_hold_on_either_decoder(raw: bytes, want: Any) -> None:
+    """Integers of at most 20 digits, no duplicate key, no NaN / Infinity: on a line with a 21-digit run
+    (integers checked one by one) and on one without (integers left to the C scanner) alike."""
+    if want is None:
+        with pytest.raises(R._Bad) as e:
+            R.read_event(raw, 1)
+        assert e.value.failure == "bad-json"
+    else:
+        assert R.read_event(raw, 1) == want
+
+
 def test_oversize_line_is_not_read_whole() -> None:
     stream = io.BytesIO(b'{"a": "' + b"x" * (10 * MAX_LINE_BYTES) + b'"}\n')
     r = R.replay(stream)
