@@ -54,7 +54,7 @@ POOL_KINDS: dict[str, type] = {
 }
 #: Transaction event kind (the manager's method) -> the `spec.transactions` action it records.
 TX_KINDS: dict[str, type] = {
-    "tx_add_authority": T.AddAuthority, "tx_remove_authority": T.RemoveAuthority, "tx_open_bundle": T.OpenBundle,
+    "tx_add_authority": T.AddAuthority, "tx_open_bundle": T.OpenBundle,
     "tx_plan": T.Plan, "tx_reserve": T.Reserve, "tx_publish": T.Publish, "tx_execute": T.Execute,
     "tx_commit": T.Commit, "tx_abort": T.Abort, "tx_release": T.Release, "tx_remap": T.Remap,
     "tx_lose_device": T.LoseDevice, "tx_confirm_termination": T.ConfirmTermination,

@@ -133,7 +133,7 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
         txs = sorted(s.txs.values(), key=lambda t: t.id)
         by = {ph: [t for t in txs if t.phase is ph] for ph in TxPhase}
         op = rng.choice(("plan", "plan", "reserve", "reserve", "publish", "execute", "commit", "release",
-                         "abort", "remap", "bundle", "mismatch", "remove", "bad")
+                         "abort", "remap", "bundle", "mismatch", "bad")
                         + (("lose",) if not lost and i > operations * 2 // 3 else ()))
         counts[op] = counts.get(op, 0) + 1
         if op == "plan":
@@ -174,8 +174,6 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
             bundles.append(pmm.tx_open_bundle())
         elif op == "mismatch" and rng.random() < 0.3:
             _try(pmm.tx_report_mismatch, rng.choice(bundles))
-        elif op == "remove" and txs:
-            _try(pmm.tx_remove_authority, rng.choice(txs).needs[0][0])  # refused: a transaction pins it
         elif op == "lose":
             lost = True
             x = rng.choice(auths)
@@ -189,7 +187,6 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
                              lambda: pmm.tx_add_authority("", 4),
                              lambda: pmm.tx_report_mismatch(10**6))))
     _settle_tx(pmm)
-    _try(pmm.tx_remove_authority, auths[-1])  # nothing pins it any more (unless its device was lost)
     pmm.tx_corrupt_ledger()  # the manager is poisoned: the next plan is refused (I5)
     _try(pmm.tx_plan, holder, ((auths[0], 4),), 0, ViewKind.CONTIGUOUS)
     return counts

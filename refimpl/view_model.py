@@ -45,8 +45,8 @@ CATEGORIES: dict[str, str] = {
                      "expire_pressure", "reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",
                      "tx_plan", "tx_publish", "tx_execute", "tx_commit", "tx_abort", "tx_release", "tx_remap",
-                     "tx_open_bundle", "tx_report_mismatch", "tx_corrupt_ledger", "tx_add_authority",
-                     "tx_remove_authority"), "transaction"),
+                     "tx_open_bundle", "tx_report_mismatch", "tx_corrupt_ledger", "tx_add_authority"),
+                    "transaction"),
     **dict.fromkeys(("prepare_limit", "commit_limit"), "limit"),
     "boundary": "boundary",
 }

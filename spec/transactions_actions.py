@@ -17,7 +17,6 @@ from spec.transactions_lifecycle import ViewKind
 
 __all__ = [
     "AddAuthority",
-    "RemoveAuthority",
     "OpenBundle",
     "Plan",
     "Reserve",
@@ -44,13 +43,6 @@ class AddAuthority:
 
     name: str
     capacity: int
-
-
-@_frozen
-class RemoveAuthority:
-    """Deregister a provider/context; refused while anything references it (C3)."""
-
-    authority: int
 
 
 @_frozen
@@ -152,7 +144,7 @@ class CorruptLedger:
 
 
 TxAction = (
-    AddAuthority | RemoveAuthority | OpenBundle | Plan | Reserve | Publish | Execute | Commit | Abort
+    AddAuthority | OpenBundle | Plan | Reserve | Publish | Execute | Commit | Abort
     | Release | Remap | LoseDevice | ConfirmTermination | ReportMismatch | CorruptLedger
 )
 

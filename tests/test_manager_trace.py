@@ -68,7 +68,7 @@ _PARTS = {
     "pressure": ("press", "answer", "cancel_pressure"),
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
-    "device loss": ("lose_device", "confirm_termination"),
+    "device loss": ("lose_device", "confirm_termination", "remove_authority"),
     "limits": ("prepare_limit", "commit_limit"),
 }
 

@@ -137,28 +137,6 @@ def test_full_abort_off_leaks_all_but_the_first_reservation() -> None:
     assert [s.authorities[a].used for a in (1, 2, 3)] == [0, 20, 30]
 
 
-# --- references pin a provider (C3) -------------------------------------------------------
-
-
-def test_references_name_stranded_charge() -> None:
-    s, _ = run(T.LoseDevice(1), state=committed())
-    assert S.references(s, 1) == ["view 1", "30 B stranded charge"]
-    assert S.references(s, 2) == ["transaction 1"]
-    assert S.references(s, 9) == []
-
-
-def test_invalid_remove_of_a_referenced_authority_names_the_references() -> None:
-    s, _ = run(T.LoseDevice(1), state=committed())
-    with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by view 1, 30 B stranded charge$"):
-        S.step(s, T.RemoveAuthority(1))
-
-
-def test_provider_pinned_off_removes_a_referenced_authority() -> None:
-    # The guard's harm: transaction 1 still holds 20 B on an authority that no longer exists.
-    s, _ = run(T.RemoveAuthority(2), state=committed(), guards=GuardSet.without("provider_pinned"))
-    assert 2 not in s.authorities and s.txs[1].held == ((1, 30), (2, 20))
-
-
 # --- lookups name the record --------------------------------------------------------------
 
 
@@ -337,7 +315,6 @@ TX_MESSAGES = [
     ("retired", lambda: run(T.Abort(1), state=planned())[0], T.Publish(1), InvalidTransition,
      r"^transaction 1 is already aborted or released$"),
     ("never", planned, T.Publish(0), UnknownTransaction, r"^transaction 0 is not known$"),
-    ("remove-float", planned, T.RemoveAuthority(1.0), UnknownAuthority, r"^authority 1\.0 is not known$"),
     ("poisoned", lambda: run(T.CorruptLedger(), state=planned())[0], T.Plan(((1, 10),), 0, ViewKind.CONTIGUOUS),
      ManagerPoisoned, r"^the ledger was found corrupt; the manager grants nothing$"),
 ]
@@ -422,11 +399,9 @@ def test_atomic_bundle_off_keeps_advancing_one_part() -> None:
 
 
 @pytest.mark.parametrize(("make", "act", "error", "msg"), [
-    (lambda: run(T.RemoveAuthority(3), state=run(T.AddAuthority("c", 10), state=planned())[0])[0],
-     T.LoseDevice(3), InvalidTransition, r"^authority 3 is removed$"),
     (committed, T.Remap(9), UnknownView, r"^view 9 is not known$"),
     (lambda: run(T.Release(1), state=committed())[0], T.Remap(1), InvalidTransition, r"^view 1 is already dropped$"),
-], ids=["removed-authority", "unknown-view", "dropped-view"])
+], ids=["unknown-view", "dropped-view"])
 def test_invalid_lookup_names_the_record(make, act, error, msg) -> None:
     with pytest.raises(error, match=msg):
         S.step(make(), act)

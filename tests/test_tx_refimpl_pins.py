@@ -201,8 +201,6 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
         pmm.tx_execute(t2, view, 1)
         pmm.tx_commit(t2)
         pmm.tx_release(t2)
-        c = pmm.tx_add_authority("g2", 8)
-        pmm.tx_remove_authority(c)
         pmm.tx_lose_device(b)
         pmm.tx_confirm_termination(b)
     got = [(e["kind"], e["ids"], {k: v for k, v in e["payload"].items() if k not in ("observed", "error")})
@@ -224,8 +222,6 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
         ("tx_execute", {"tx": t2, "view": view}, {"generation": 1, **ok, "result": None}),
         ("tx_commit", {"tx": t2}, {**ok, "result": None}),
         ("tx_release", {"tx": t2}, {**ok, "result": None}),
-        ("tx_add_authority", {}, {"name": "g2", "capacity": 8, "tier": "device", **ok, "result": c}),
-        ("tx_remove_authority", {"authority": c}, {**ok, "result": None}),
         ("tx_lose_device", {"authority": b}, {**ok, "result": None}),
         ("tx_confirm_termination", {"authority": b}, {**ok, "result": None}),
     ]
@@ -243,17 +239,36 @@ def test_a_composed_transaction_is_seen_by_the_focused_view_as_planned_with_defa
 
 def test_what_pins_a_ledger_is_named_once_and_an_unrelated_transaction_pins_nothing() -> None:
     pmm, h, (a, b, c) = focused()
-    tx = pmm.tx_plan(h, ((a, 8), (b, 4)), 0, C)
-    pmm.tx_reserve(tx, a)
-    before = pmm.abstract_tx()
+    tx = pmm.plan_tx(h, ((a, 8), (b, 4)))
+    pmm.reserve_tx(tx)
+    before = pmm.abstract_manager()
     # held on a: named as the transaction, its reservation not again as a bare allocation
     with pytest.raises(ProviderPinned, match=rf"^authority {a} is pinned by transaction {tx}$"):
-        pmm.tx_remove_authority(a)
+        pmm.remove_authority(a)
     with pytest.raises(ProviderPinned, match=rf"^authority {b} is pinned by transaction {tx}$"):  # needed, open
-        pmm.tx_remove_authority(b)
-    assert pmm.abstract_tx() == before
-    pmm.tx_remove_authority(c)  # an open transaction that does not need c does not pin it
-    assert c not in pmm.abstract_tx().authorities
+        pmm.remove_authority(b)
+    assert pmm.abstract_manager() == before
+    pmm.remove_authority(c)  # an open transaction that does not need c does not pin it
+    assert c not in pmm.abstract_manager().ledger.authorities
+
+
+def test_a_committed_lease_set_and_its_view_pin_every_ledger_it_holds() -> None:
+    # refimpl's `_pins` also names the focused records (a committed lease set, its model view): C3.
+    pmm, h, (a, b, _) = focused()
+    tx = pmm.tx_plan(h, ((a, 10), (b, 20)), 0, C)
+    pmm.tx_reserve_all(tx)
+    view = pmm.tx_publish(tx)
+    pmm.tx_execute(tx, view, 1)
+    pmm.tx_commit(tx)
+    before = pmm.abstract_manager(), pmm.abstract_tx()
+    with pytest.raises(ProviderPinned, match=rf"^authority {a} is pinned by transaction {tx}, view {view}$"):
+        pmm.remove_authority(a)
+    with pytest.raises(ProviderPinned, match=rf"^authority {b} is pinned by transaction {tx}$"):  # no view on b
+        pmm.remove_authority(b)
+    assert (pmm.abstract_manager(), pmm.abstract_tx()) == before
+    pmm.tx_release(tx)
+    pmm.remove_authority(b)
+    assert b not in pmm.abstract_manager().ledger.authorities
 
 
 def test_a_released_lease_set_leaves_its_lost_part_to_the_holder_and_termination() -> None:

@@ -392,13 +392,6 @@ class Transactions:
             return existing.id
         return self._register_authority(name, tier, capacity)
 
-    def tx_remove_authority(self, authority: int) -> None:
-        """Deregister a provider; refused while a lease, reservation, view or stranded charge pins it (C3)."""
-        return self._run_tx(T.RemoveAuthority(authority), self._tx_remove_authority, authority)
-
-    def _tx_remove_authority(self, authority: Any) -> None:
-        self._remove_authority(authority)  # the spec checks no id shape here: a non-int is unknown
-
     def tx_lose_device(self, authority: int) -> None:
         """Context lost (`lose_device`, with the focused model's id checks)."""
         return self._run_tx(T.LoseDevice(authority), self._tx_lose_device, authority)
