@@ -41,6 +41,7 @@ from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
     DeviceLost,
+    IdentityMismatch,
     InvalidArgument,
     InvalidTransition,
     ManagerPoisoned,
@@ -173,6 +174,9 @@ def _add_authority(s: TxState, act: T.AddAuthority, guards: GuardSet) -> tuple[T
     capacity = check_bytes(act.capacity, "capacity")
     for a in s.authorities.values():
         if a.name == act.name:
+            # Verify the identity matches before binding to it; re-registering returns it (C1).
+            if a.capacity != capacity:
+                raise IdentityMismatch(f"pool {act.name!r} is registered with {a.capacity} B, not {capacity} B")
             return s, a.id
     aid = s.next_authority
     new = TxAuthority(aid, act.name, capacity, 0, 0, ContextState.ACTIVE)
@@ -367,7 +371,7 @@ def _remap(s: TxState, act: T.Remap, guards: GuardSet) -> tuple[TxState, int]:
 
 
 def _lose_device(s: TxState, act: T.LoseDevice, guards: GuardSet) -> tuple[TxState, None]:
-    a = _authority(s, _id(act.authority, "authority"))
+    a = _authority(s, act.authority)
     ctx = next_context_state(a.context, ContextEvent.LOSE, f"authority {a.id}")
     if a.context is not ContextState.ACTIVE:
         return s, None  # a repeated loss report changes nothing
@@ -397,7 +401,7 @@ def _lose_device(s: TxState, act: T.LoseDevice, guards: GuardSet) -> tuple[TxSta
 
 
 def _confirm_termination(s: TxState, act: T.ConfirmTermination, guards: GuardSet) -> tuple[TxState, None]:
-    a = _authority(s, _id(act.authority, "authority"))
+    a = _authority(s, act.authority)
     ctx = next_context_state(a.context, ContextEvent.CONFIRM_TERMINATION, f"authority {a.id}")
     if a.context is ContextState.TERMINATED:
         return s, None  # idempotent: never a second refund

@@ -95,8 +95,7 @@ def test_focused_events_match_the_schema(focused: tuple[str, list[bytes]]) -> No
 
 
 @pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("pool", "set_use"),
-                                       ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "tx_publish"),
-                                       ("tx", "tx_add_authority")])
+                                       ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "tx_publish")])
 def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str) -> None:
     lines = _trace(name)
     i = _first(lines, kind)
@@ -105,7 +104,7 @@ def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str
 
 
 @pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("tx", "tx_plan"),
-                                       ("tx", "tx_add_authority"), ("tx", "tx_open_bundle")])
+                                       ("tx", "open_bundle")])
 def test_removed_focused_event_renumbered_is_caught_by_the_spec(name: str, kind: str) -> None:
     """An emitter that drops an event and renumbers: the focused spec notices what is missing."""
     lines = _trace(name)
@@ -200,7 +199,7 @@ def _tx_out_of_order(guards: GuardSet) -> list[bytes]:
     buf = io.StringIO()
     p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
     h = p.register_holder("engine")
-    a1, a2 = p.tx_add_authority("hbm", 64), p.tx_add_authority("host", 64, Tier.HOST)
+    a1, a2 = p.register_authority("hbm", Tier.DEVICE, 64), p.register_authority("host", Tier.HOST, 64)
     t = p.tx_plan(h, ((a1, 8), (a2, 8)), 0, ViewKind.CONTIGUOUS)
     try:
         p.tx_reserve(t, a2)  # line 5: before a1 (C4)

@@ -20,9 +20,9 @@ from spec.errors import (
     InvalidBytes,
     InvalidTransition,
     ManagerPoisoned,
-    ProviderPinned,
     ReservationOrder,
     StaleGeneration,
+    IdentityMismatch,
     UnknownAuthority,
     UnknownBundle,
     UnknownIntent,
@@ -89,13 +89,14 @@ def test_refund_after_termination_off_refunds_at_loss() -> None:
     assert s.txs[1].held == ((2, 20),)
 
 
-@pytest.mark.parametrize(("act", "msg"), [
-    (T.Release("1"), r"^tx must be an int id, got '1'$"),
-    (T.LoseDevice("1"), r"^authority must be an int id, got '1'$"),
-    (T.ConfirmTermination(1.0), r"^authority must be an int id, got 1\.0$"),
+@pytest.mark.parametrize(("act", "error", "msg"), [
+    (T.Release("1"), InvalidArgument, r"^tx must be an int id, got '1'$"),
+    # the manager's composed verbs run these: a non-int id is an unknown authority there, and here
+    (T.LoseDevice("1"), UnknownAuthority, r"^authority '1' is not known$"),
+    (T.ConfirmTermination(1.0), UnknownAuthority, r"^authority 1\.0 is not known$"),
 ], ids=["release", "lose", "confirm"])
-def test_invalid_id_names_the_field(act, msg) -> None:
-    with pytest.raises(InvalidArgument, match=msg):
+def test_invalid_id_names_the_field(act, error, msg) -> None:
+    with pytest.raises(error, match=msg):
         S.step(committed(), act)
 
 
@@ -340,8 +341,14 @@ def test_reserve_of_exactly_the_free_bytes() -> None:
 
 
 def test_add_authority_by_name_returns_the_existing_one() -> None:
-    s, (a, b) = run(T.AddAuthority("a", 100), T.AddAuthority("a", 7))
+    s, (a, b) = run(T.AddAuthority("a", 100), T.AddAuthority("a", 100))
     assert (a, b, s.authorities[1].capacity, s.next_authority) == (1, 1, 100, 2)
+
+
+def test_invalid_add_authority_of_a_known_name_with_another_capacity_is_an_identity_mismatch() -> None:
+    s, _ = run(T.AddAuthority("a", 100))
+    with pytest.raises(IdentityMismatch, match=r"^pool 'a' is registered with 100 B, not 7 B$"):  # C1
+        S.step(s, T.AddAuthority("a", 7))
 
 
 def test_ordered_reservation_off_holds_out_of_order() -> None:

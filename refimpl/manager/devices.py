@@ -11,8 +11,8 @@ its reservation on `a` stays charged; a committed lease set's bytes on `a`
 stay charged too (stranded), and the model views on `a` become invalid.
 `confirm_termination(a)` refunds every DEVICE_LOST charge on `a` exactly
 once (idempotent). `remove_authority(a)` deregisters a provider, refused
-(ProviderPinned) while anything still references it (C3). The focused model's `tx_lose_device` /
-`tx_confirm_termination` run these same bodies.
+(ProviderPinned) while anything still references it (C3). The focused
+transactions have no verbs of their own for these: they use the same ones.
 """
 
 from __future__ import annotations

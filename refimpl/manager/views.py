@@ -418,6 +418,7 @@ class Views:
             if isinstance(act, (A.LoseDevice, A.ConfirmTermination)):
                 for i in auths:
                     allocs |= set(self._auths[i].allocs)
+                auths |= self._closed(auths)  # a loss aborts transactions: their other ledgers' used moves too
         rid = getattr(act, "allocation", None)
         rec = self._allocs.get(rid) if type(rid) is int else None
         if rec is not None:
