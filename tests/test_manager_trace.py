@@ -322,3 +322,18 @@ def test_governor_without_atomic_bundle_fails_replay_at_the_commit() -> None:
     r = replay_manager_lines(lines)
     assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
     assert "[1, 0, 0, 0]" in r.message
+
+
+def test_a_loss_that_unwinds_a_two_ledger_transaction_lists_both_ledgers() -> None:
+    """The loss of one ledger aborts a transaction holding another: the event observes both (issue #21)."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    a, b = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_authority("g1", Tier.HOST, 32)
+    pmm.reserve_all(pmm.plan_tx(pmm.register_holder("kv"), ((a, 8), (b, 4))))
+    pmm.lose_device(b)
+    pmm.confirm_termination(b)
+    lines = buf.getvalue().encode().splitlines()
+    loss = next(json.loads(x) for x in lines if json.loads(x)["kind"] == "lose_device")
+    assert loss["payload"]["observed"]["used"] == {"1": 0, "2": 4}
+    r = replay_manager_lines(lines)
+    assert r.ok, r.describe()
