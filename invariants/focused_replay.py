@@ -13,11 +13,14 @@ events before the first focused one (registration, a limit change) against
     observes (aging bound, mailbox slots). It must be empty (no bytes used,
     no ticket, pressure, transaction or limit change anywhere): the focused
     spec describes one pool with nothing beside it;
-  * transactions: `spec.transactions`' initial state; the manager must have
-    no authority yet (the focused model registers its own, `tx_add_authority`).
+  * transactions: `spec.transactions`' state with the manager's authorities
+    (canonical, active, nothing charged: no alias, allocation or allowance)
+    and its state bundles, the id counters the composed events left.
 
 From then on every event must be of that revision (a later `register_holder`
-is allowed: it adds a holder); any other event fails the trace as
+is allowed: it adds a holder; in a transaction trace so are the composed
+events of `TX_COMPOSED`, registering an authority, device loss and bundles,
+replayed as the focused model's action); any other event fails the trace as
 "mixed-protocols": no one spec describes a ledger driven through two front
 ends. Per event, as for composed traces: exact envelope and fields, the
 sequence, the outcome (accepted with the same result, or rejected with the
@@ -38,16 +41,18 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import immutables
 
 from invariants._violation import InvariantViolation
-from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_REVISION, decode_args, id_and_payload_names
+from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_COMPOSED, TX_REVISION, decode_args, id_and_payload_names
 from invariants.replay import _Bad, check_outcome
 from invariants.trace_format import Opaque
 from spec import errors as E
 from spec.pressure_state import Pool
 from spec.tickets import PressureState, TicketState
-from spec.transactions_lifecycle import TxPhase
-from spec.transactions_state import TxState
+from spec import transactions_actions as T
+from spec.transactions_lifecycle import BundleState, TxPhase
+from spec.transactions_state import Bundle, TxAuthority, TxState
 from spec.types import ContextState, Role, Tier
 
 __all__ = ["Focused", "start_focused", "decode_focused"]
@@ -124,6 +129,44 @@ class Focused:
             if hid != self.state.holders + 1:
                 raise _Bad("refinement", f"holder {hid} registered; the pool's holders are 1..{self.state.holders}")
             self.state = attrs.evolve(self.state, holders=hid)
+
+    def apply_composed(self, kind: str, act: Any, out: dict[str, Any]) -> None:
+        """A composed event in a transaction trace (`TX_COMPOSED`), replayed as the focused model's action.
+
+        Checked as a focused event: the outcome and result, the observed `used` of every authority the event
+        lists (and it lists every one whose `used` the spec changed), its observed bundles, the step
+        predicates."""
+        from invariants.transactions import check_step
+        from spec import transactions as ST
+
+        if kind == "register_authority":
+            if not isinstance(act.tier, Tier) or act.device is not None:
+                _caller_refusal(act, out, "the transaction model registers plain pools (a Tier, no device)")
+                return
+            tx_act: Any = T.AddAuthority(act.pool, act.capacity)
+        else:
+            tx_act = TX_COMPOSED[kind](*attrs.astuple(act, recurse=False))
+        before = self.state
+        nxt, err = self._step(ST, tx_act, out, (E.UnknownView, E.UnknownBundle, E.UnknownAuthority))
+        auths = nxt.authorities
+        for aid, u in out["used"].items():
+            if aid not in auths or auths[aid].used != u:
+                raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority {aid}, the spec "
+                                         f"has {auths[aid].used if aid in auths else 'no such authority'}")
+        changed = [a for a in auths if a in before.authorities and auths[a].used != before.authorities[a].used]
+        if any(a not in out["used"] for a in changed):
+            raise _Bad("refinement", f"{act!r} changed used of authority {changed[0]} but the event does not say so")
+        for bid, (versions, poisoned) in out["bundles"].items():
+            b = nxt.bundles.get(bid)
+            if b is None or (b.versions, b.state is BundleState.POISONED) != (versions, poisoned):
+                raise _Bad("refinement", f"{act!r}: the governor observed bundle {bid} at {list(versions)}"
+                                         f"{' (poisoned)' if poisoned else ''}, the spec has {b!r}")
+        if err is None:
+            try:
+                check_step(before, tx_act, nxt)
+            except InvariantViolation as e:
+                raise _Bad("violation", str(e), e.id) from None
+        self.state = nxt
 
     def _step(self, mod: Any, act: Any, out: dict[str, Any], unknown: tuple[type, ...]) -> tuple[Any, Any]:
         try:
@@ -241,14 +284,11 @@ def start_focused(revision: str, ev: dict[str, Any], m: Any) -> Focused:
     if revision not in FOCUSED:
         raise _Bad("unknown-revision", f"not a focused revision: {revision!r}")
     holders = set(m.ledger.holders)
-    if m.tickets or m.pressures or m.txs or m.changes or m.bundles:
+    if m.tickets or m.pressures or m.txs or m.changes or (m.bundles and revision != TX_REVISION):
         raise _Bad("mixed-protocols", f"the first {revision} event comes after composed tickets, pressure, "
                                       "transactions, bundles or limit changes: no one spec describes both")
     if revision == TX_REVISION:
-        if m.ledger.authorities:
-            raise _Bad("mixed-protocols", "a focused transaction trace registers its authorities itself "
-                                          "(tx_add_authority); this one registered some through the ledger")
-        return Focused(revision, TxState(), holders, None)
+        return Focused(revision, _tx_start(m), holders, None)
     aid = ev["ids"].get("authority") if type(ev.get("ids")) is dict else None
     obs = ev["payload"].get("observed") if type(ev.get("payload")) is dict else None
     if aid is None or type(aid) is not int:
@@ -267,3 +307,21 @@ def start_focused(revision: str, ev: dict[str, Any], m: Any) -> Focused:
                 aging_bound=obs["aging_bound"], mailbox=obs["mailbox"], next_ticket=m.next_ticket,
                 next_grant=m.ledger.next_allocation, next_pressure=m.next_pressure)
     return Focused(revision, pool, holders, aid)
+
+
+def _tx_start(m: Any) -> TxState:
+    """`spec.transactions`' state of the authorities and bundles the composed events before it left."""
+    auths = {}
+    for a in m.ledger.authorities.values():
+        if (a.alias_of is not None or a.used or a.limit != a.capacity or a.context is not ContextState.ACTIVE
+                or a.device is not None):
+            raise _Bad("mixed-protocols", f"authority {a.id} is an alias, charged, limited, lost or placed on a "
+                                          "device before the first transaction event: the transaction model "
+                                          "starts from plain, empty pools")
+        auths[a.id] = TxAuthority(a.id, a.pool, a.capacity, 0, 0, ContextState.ACTIVE)
+    if m.ledger.allocations or m.ledger.allowances:
+        raise _Bad("mixed-protocols", "allocations or allowances before the first transaction event")
+    bundles = {b.id: Bundle(b.id, b.versions, BundleState.POISONED if b.poisoned else BundleState.ACTIVE)
+               for b in m.bundles.values()}
+    return TxState(authorities=immutables.Map(auths), bundles=immutables.Map(bundles),
+                   next_authority=m.ledger.next_authority, next_bundle=m.next_bundle)

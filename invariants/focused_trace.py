@@ -18,7 +18,10 @@ cannot be composed events: each front end has its own revision, and
 The kind is the manager's method name; the fields are the focused spec
 action's (`spec.pressure_state.*`, `spec.transactions_actions.*`), plus the
 manager's own arguments the spec has no field for (`EXTRA`: the ledger a
-pool operation names, the holder of a `tx_plan`). `ids.authority` of a pool
+pool operation names, the holder of a `tx_plan`). Registering an
+authority, device loss and state bundles have no focused kind: the manager
+has one verb for each, traced as a composed event, which the replay of a
+transaction trace reads as the focused model's action (`TX_COMPOSED`). `ids.authority` of a pool
 event is the ledger the operation ran on (null when it named none the
 manager knows). `observed`: for a pool event, that ledger's free bytes and
 generation and the pool's constants (aging bound, mailbox slots), or null;
@@ -38,8 +41,8 @@ from spec import pressure_state as P
 from spec import transactions_actions as T
 from spec.transactions_lifecycle import ViewKind
 
-__all__ = ["POOL_REVISION", "TX_REVISION", "POOL_KINDS", "TX_KINDS", "FOCUSED", "EXTRA", "FOCUSED_ID_FIELDS",
-           "encode_focused_event", "decode_args", "pool_kind", "tx_kind", "id_and_payload_names"]
+__all__ = ["POOL_REVISION", "TX_REVISION", "POOL_KINDS", "TX_KINDS", "TX_COMPOSED", "FOCUSED", "EXTRA",
+           "FOCUSED_ID_FIELDS", "encode_focused_event", "decode_args", "pool_kind", "tx_kind", "id_and_payload_names"]
 
 POOL_REVISION = "ortmem-pool/1"
 TX_REVISION = "ortmem-tx/1"
@@ -54,19 +57,20 @@ POOL_KINDS: dict[str, type] = {
 }
 #: Transaction event kind (the manager's method) -> the `spec.transactions` action it records.
 TX_KINDS: dict[str, type] = {
-    "tx_add_authority": T.AddAuthority, "tx_remove_authority": T.RemoveAuthority, "tx_open_bundle": T.OpenBundle,
     "tx_plan": T.Plan, "tx_reserve": T.Reserve, "tx_publish": T.Publish, "tx_execute": T.Execute,
     "tx_commit": T.Commit, "tx_abort": T.Abort, "tx_release": T.Release, "tx_remap": T.Remap,
-    "tx_lose_device": T.LoseDevice, "tx_confirm_termination": T.ConfirmTermination,
-    "tx_report_mismatch": T.ReportMismatch, "tx_corrupt_ledger": T.CorruptLedger,
+    "tx_corrupt_ledger": T.CorruptLedger,
 }
+#: Composed event kind -> the `spec.transactions` action it is in a transaction trace (one verb per concept).
+TX_COMPOSED: dict[str, type] = {"register_authority": T.AddAuthority, "lose_device": T.LoseDevice,
+                                "confirm_termination": T.ConfirmTermination, "open_bundle": T.OpenBundle,
+                                "report_mismatch": T.ReportMismatch}
 FOCUSED: dict[str, dict[str, type]] = {POOL_REVISION: POOL_KINDS, TX_REVISION: TX_KINDS}
 #: The manager's arguments a focused spec action has no field for: kind -> {name: "ids" | "payload"}.
 EXTRA: dict[str, dict[str, str]] = {
     **{k: {"authority": "ids"} for k in POOL_KINDS},
     "try_reserve": {"authority": "ids", "role": "payload"},
     "tx_plan": {"holder": "ids"},
-    "tx_add_authority": {"tier": "payload"},
 }
 FOCUSED_ID_FIELDS = frozenset({"holder", "ticket", "pressure", "tx", "authority", "view", "bundle", "retry"})
 _POOL_BY_CLASS = {c: k for k, c in POOL_KINDS.items() if k != "drained_cancel"}

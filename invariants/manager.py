@@ -4,7 +4,7 @@ Where the parts meet on one ledger: every bucket of an authority (granted
 tickets, transaction-held reservations, leases and the rest) partitions its
 `used` (I1), exactly one credit per grant across cancel, timeout, abort and
 answer (I1), a holder's charge falls only by its own action or the
-environment (I6), a lost device keeps its charge (C3), a changed limit is not
+environment (I6), a lost device keeps its charge and a removed authority leaves nothing behind (C3), a changed limit is not
 below what is used (I2), no fitting waiter is left waiting (I13), and a
 state bundle moves exactly with its transaction's commit (I10).
 
@@ -28,6 +28,7 @@ from invariants.clauses import clause, conjunction
 from invariants.pressure import served_before
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec.records import evolve
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin
 
@@ -219,6 +220,32 @@ def step_C3_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
         p = before.ledger.authorities.get(x.id)
         if p is not None and x.used < p.used:
             _C3_KEPT.fail(f"{act!r}: lost authority {x.id}'s used fell {p.used} -> {x.used} B before termination")
+    _step_C3_removed(before, act, after)
+
+
+_C3_REMOVED = clause("C3", "step_C3_manager", "removal_drops_no_charge",
+                     "no removed authority leaves a charge, an allowance, an alias or a part's record behind: bytes "
+                     "booked on a ledger that is gone could never be refunded nor governed")
+
+
+def _naming(m: M.Manager, aid: int) -> list[str]:
+    """The records of `m` that name authority `aid` (read from every table, not the handler's pin list)."""
+    out = [f"allocation {r.id}" for r in m.ledger.allocations.values() if r.authority == aid]
+    out += [f"allowance {w.id}" for w in m.ledger.allowances.values() if w.authority == aid]
+    out += [f"alias {a.id}" for a in m.ledger.authorities.values() if a.alias_of == aid]
+    out += [f"ticket {t.id}" for t in m.tickets.values() if t.authority == aid]
+    out += [f"pressure {p.id}" for p in m.pressures.values() if p.authority == aid]
+    out += [f"limit change on {aid}"] if aid in m.changes else []
+    return out + [f"transaction {x.id}" for x in m.txs.values() if aid in dict(x.needs)]
+
+
+def _step_C3_removed(before: M.Manager, act: Any, after: M.Manager) -> None:
+    gone = [aid for aid in before.ledger.authorities if aid not in after.ledger.authorities]
+    _C3_REMOVED.case(bool(gone))
+    for aid in gone:
+        left = _naming(after, aid)
+        if left:
+            _C3_REMOVED.fail(f"{act!r}: authority {aid} is gone but {', '.join(left[:4])} still name it")
 
 
 # --- I2: a changed limit still backs every grant ---------------------------------------------
@@ -314,7 +341,12 @@ def _on_ledger_step(p: Callable[[Any, Any, Any], None]) -> Callable[..., None]:
         # The ledger's I6 reads `act.holder`; a part's or the environment's action is judged by step_I6_manager.
         if p is LP.step_I6 and not isinstance(act, _LEDGER_ACTIONS):
             return
-        p(before.ledger, act, after.ledger)
+        ledger = before.ledger
+        if isinstance(act, M.RemoveAuthority) and act.authority in ledger.authorities:
+            # A removal is no change of the ledger's identity (C1): it is judged by step_C3_manager.
+            kept = {k: v for k, v in ledger.authorities.items() if k != act.authority}  # a Map, or a partial view's dict
+            ledger = evolve(ledger, authorities=type(ledger.authorities)(kept))
+        p(ledger, act, after.ledger)
     run.__name__, run.__wrapped__ = f"ledger_{p.__name__}", p  # type: ignore[attr-defined]
     return run
 

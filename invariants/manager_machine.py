@@ -27,6 +27,7 @@ from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
+from spec.manager_parts import pins
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
 
@@ -326,9 +327,12 @@ class ManagerMachine(CheckedMachine):
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
         self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
 
-    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm")))
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove")))
     def environment(self, data: st.DataObject, kind: str) -> None:
-        """Device loss and its confirmation, preferring authorities that parts are using."""
+        """Device loss and its confirmation, preferring authorities that parts are using; removing a provider."""
+        if kind == "remove":
+            self._remove(data)
+            return
         busy = [t.authority for t in self.abs.tickets.values()]
         busy += [a for t in self.abs.txs.values() for a, _ in t.needs]
         if kind == "confirm":
@@ -337,6 +341,17 @@ class ManagerMachine(CheckedMachine):
         if kind == "lose" and data.draw(st.integers(0, 2)):
             return  # device loss is rare: an example keeps its authorities long enough to get deep
         self._do(A.LoseDevice(aid) if kind == "lose" else A.ConfirmTermination(aid))
+
+    def _remove(self, data: st.DataObject) -> None:
+        """RemoveAuthority (C3): mostly a terminated device or a spare nothing references (registered here when
+        there is none), so the campaign's own ledgers stay; sometimes one in use (refused: ProviderPinned)."""
+        free = [aid for aid, a in self.abs.ledger.authorities.items() if not pins(self.abs, aid)
+                and (a.pool == "spare" or a.context is ContextState.TERMINATED)]
+        if not free and data.draw(st.booleans()):
+            self._do(A.RegisterAuthority("spare", Tier.HOST, 8))
+            free = [aid for aid, a in self.abs.ledger.authorities.items() if a.pool == "spare"]
+        self._do(M.RemoveAuthority(self._pick(data, self.abs.ledger.authorities.keys(),
+                                              self.abs.ledger.next_authority, free)))
 
     @rule(data=st.data())
     def lower_limit(self, data: st.DataObject) -> None:

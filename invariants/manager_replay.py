@@ -60,7 +60,7 @@ from invariants.manager_trace import (
     decode_result,
 )
 from invariants.focused_replay import decode_focused, start_focused
-from invariants.focused_trace import FOCUSED, POOL_REVISION
+from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_COMPOSED, TX_REVISION
 from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
                                read_event, spec_action, spec_figures)
 from invariants.replay_ids import IdMap
@@ -357,14 +357,17 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             if type(act) is Configure:
                 if configured:
                     raise _Bad("malformed", "a second configure event: a composed trace names its constants once")
-                if focused is not None:
+                if focused is not None and focused.revision != TX_REVISION:
                     raise _Bad("mixed-protocols", f"a configure event after the {focused.revision} events began")
                 # Before it only ledger-format events passed (a composed one fails below): no ticket has aged yet.
                 m, configured = evolve(m, aging_bound=act.aging_bound), True
                 cur["m"] = m
                 events += 1
                 continue
-            if focused is not None and act is not None:
+            if focused is not None and act is not None and focused.revision == TX_REVISION \
+                    and ev["kind"] in TX_COMPOSED:
+                focused.apply_composed(ev["kind"], act, outcome)  # one verb per concept: the composed event
+            elif focused is not None and act is not None:
                 if type(act) is not RegisterHolder:
                     raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
                                                   "spec does not describe it (only register_holder may follow)")

@@ -6,7 +6,7 @@ two holders, aging bound 2. Every part acts on those two ledgers: requester
 tickets (Submit / Claim / CancelTicket / TimeoutTicket), ledger Release of
 free leases, holder pressure (Press / Answer with no victim or one own lease
 / CancelPressure), transactions (PlanTx over one or both authorities /
-ReserveTx / CommitTx / AbortTx), device loss and termination, and limit
+ReserveTx / CommitTx / AbortTx), device loss and termination, removing an authority, and limit
 changes (PrepareLimit to 1 B or back to capacity / CommitLimit), state
 bundles opened at the start (JoinBundle by an open transaction /
 ReportMismatch). Caps on the
@@ -57,6 +57,7 @@ class ManagerScope:
     losses: bool = True  # offer LoseDevice / ConfirmTermination
     limits: bool = True  # offer PrepareLimit / CommitLimit
     bundles: int = 1  # state bundles opened at the start (offer JoinBundle / ReportMismatch on them)
+    removals: bool = True  # offer RemoveAuthority
 
 
 QUICK_SCOPE = ManagerScope()
@@ -69,6 +70,7 @@ CONTROLS: dict[str, ManagerScope] = {
     "tx_counts_granted": CONTROL_SCOPE,
     "loss_keeps_charge": CONTROL_SCOPE,
     "limit_after_reclaim": CONTROL_SCOPE,
+    "provider_pinned": CONTROL_SCOPE,
 }
 
 
@@ -135,6 +137,8 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
                 yield M.PrepareLimit(a, 1)
                 yield M.PrepareLimit(a, scope.capacities[a - 1])
             yield M.CommitLimit(a)
+        if scope.removals:
+            yield M.RemoveAuthority(a)
 
 
 def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True,

@@ -2,7 +2,7 @@
 
 State predicates `state_<ID>(s)` hold in every reachable `TxState`; step
 predicates `step_<ID>(prev, action, next)` hold for every accepted action.
-Each clause states a harm (a dangling provider, a circle of holds, an
+Each clause states a harm (work on a lost context, a circle of holds, an
 execution on unreserved bytes, a stale view read, bytes lost or doubled by
 an abort, a bundle torn apart), never the guard that prevents it, and counts
 the evaluations in which its case occurred (`invariants.clauses`); a clause
@@ -37,9 +37,6 @@ def _held(s: TxState, tid: int) -> dict[int, int]:
 
 # --- C3: provider and context lifetime ---------------------------------------
 
-_C3_RESOLVE = clause("C3", "state_C3", "references_resolve",
-                     "everything that references a provider (a transaction's holdings or open needs, a view) finds "
-                     "it registered: no provider is removed under a live reference")
 _C3_NO_WORK = clause("C3", "state_C3", "lost_context_gets_no_work",
                      "no open transaction needs, and no mapped view sits on, a context that is lost or terminated")
 _C3_STRANDED = clause("C3", "state_C3", "stranded_only_while_lost",
@@ -48,20 +45,15 @@ _C3_STRANDED = clause("C3", "state_C3", "stranded_only_while_lost",
 
 
 def state_C3(s: TxState) -> None:
-    _C3_RESOLVE.case(bool(s.txs) or bool(s.views))
     _C3_NO_WORK.case(any(a.context is not ContextState.ACTIVE for a in s.authorities.values()))
     _C3_STRANDED.case(any(a.stranded or a.context is ContextState.LOST for a in s.authorities.values()))
     for t in s.txs.values():
         for aid, _ in t.held + (t.needs if t.phase in OPEN_PHASES else ()):
-            a = s.authorities.get(aid)
-            if a is None:
-                _C3_RESOLVE.fail(f"transaction {t.id} references removed authority {aid}")
+            a = s.authorities[aid]
             if t.phase in OPEN_PHASES and a.context is not ContextState.ACTIVE:
                 _C3_NO_WORK.fail(f"open transaction {t.id} still needs {a.context.value} authority {aid}")
     for v in s.views.values():
-        a = s.authorities.get(v.authority)
-        if a is None:
-            _C3_RESOLVE.fail(f"view {v.id} references removed authority {v.authority}")
+        a = s.authorities[v.authority]
         if v.state is ViewState.MAPPED and a.context is not ContextState.ACTIVE:
             _C3_NO_WORK.fail(f"view {v.id} is still mapped on {a.context.value} authority {a.id}")
     for a in s.authorities.values():
@@ -76,9 +68,6 @@ _C3_LOSS = clause("C3", "step_C3", "loss_refunds_nothing",
                   "is confirmed")
 _C3_TERMINATION = clause("C3", "step_C3", "termination_refunds_once",
                          "a confirmed termination refunds exactly the lost context's stranded charge, once")
-_C3_REMOVAL = clause("C3", "step_C3", "removal_drops_no_charge",
-                     "removing a provider drops no charge: nothing charged to it (reservations, leases, "
-                     "stranded bytes) vanishes with it")
 
 
 def step_C3(prev: TxState, act: Any, nxt: TxState) -> None:
@@ -95,12 +84,6 @@ def step_C3(prev: TxState, act: Any, nxt: TxState) -> None:
         refund = p.stranded if p.context is ContextState.LOST else 0
         if n.used != p.used - refund:
             _C3_TERMINATION.fail(f"{act!r} refunded {p.used - n.used} B, expected {refund} B")
-    removed = [a for aid, a in prev.authorities.items() if aid not in nxt.authorities]
-    _C3_REMOVAL.case(bool(removed))
-    for a in removed:
-        if a.used or a.stranded:
-            _C3_REMOVAL.fail(f"{act!r} removed authority {a.id} with {a.used} B charged ({a.stranded} B stranded): "
-                             f"the charge vanished with the provider")
 
 
 # --- C4: capacity transaction ------------------------------------------------

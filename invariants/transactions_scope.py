@@ -66,7 +66,6 @@ def tx_actions(s: S.TxState) -> Iterator[Any]:
     for aid in sorted(s.authorities):
         yield T.LoseDevice(aid)
         yield T.ConfirmTermination(aid)
-        yield T.RemoveAuthority(aid)
     for bid in sorted(s.bundles):
         yield T.ReportMismatch(bid)
     yield T.CorruptLedger()

@@ -122,9 +122,9 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
     """Three authorities, one holder, state bundles; returns the attempts per operation."""
     rng = random.Random(seed)
     holder = pmm.register_holder("engine")
-    auths = [pmm.tx_add_authority(n, c, t) for n, c, t in (("hbm0", 64, Tier.DEVICE), ("host", 96, Tier.HOST),
+    auths = [pmm.register_authority(n, t, c) for n, c, t in (("hbm0", 64, Tier.DEVICE), ("host", 96, Tier.HOST),
                                                           ("hbm1", 48, Tier.DEVICE))]
-    bundles = [pmm.tx_open_bundle()]
+    bundles = [pmm.open_bundle()]
     counts: dict[str, int] = {}
     intents: list[int] = []
     lost = False
@@ -133,7 +133,7 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
         txs = sorted(s.txs.values(), key=lambda t: t.id)
         by = {ph: [t for t in txs if t.phase is ph] for ph in TxPhase}
         op = rng.choice(("plan", "plan", "reserve", "reserve", "publish", "execute", "commit", "release",
-                         "abort", "remap", "bundle", "mismatch", "remove", "bad")
+                         "abort", "remap", "bundle", "mismatch", "bad")
                         + (("lose",) if not lost and i > operations * 2 // 3 else ()))
         counts[op] = counts.get(op, 0) + 1
         if op == "plan":
@@ -171,25 +171,22 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
         elif op == "remap" and s.views:
             _try(pmm.tx_remap, rng.choice(sorted(s.views)))
         elif op == "bundle":
-            bundles.append(pmm.tx_open_bundle())
+            bundles.append(pmm.open_bundle())
         elif op == "mismatch" and rng.random() < 0.3:
-            _try(pmm.tx_report_mismatch, rng.choice(bundles))
-        elif op == "remove" and txs:
-            _try(pmm.tx_remove_authority, rng.choice(txs).needs[0][0])  # refused: a transaction pins it
+            _try(pmm.report_mismatch, rng.choice(bundles))
         elif op == "lose":
             lost = True
             x = rng.choice(auths)
-            _try(pmm.tx_lose_device, x)
-            _try(pmm.tx_confirm_termination, x)
+            _try(pmm.lose_device, x)
+            _try(pmm.confirm_termination, x)
         elif op == "bad":
             _try(rng.choice((lambda: pmm.tx_plan(holder, (), 0, ViewKind.CONTIGUOUS),
                              lambda: pmm.tx_plan(10**6, ((auths[0], 4),), 0, ViewKind.CONTIGUOUS),
                              lambda: pmm.tx_reserve(10**6, auths[0]),
                              lambda: pmm.tx_execute(10**6, 1, 1),
-                             lambda: pmm.tx_add_authority("", 4),
-                             lambda: pmm.tx_report_mismatch(10**6))))
+                             lambda: pmm.register_authority("", Tier.DEVICE, 4),
+                             lambda: pmm.report_mismatch(10**6))))
     _settle_tx(pmm)
-    _try(pmm.tx_remove_authority, auths[-1])  # nothing pins it any more (unless its device was lost)
     pmm.tx_corrupt_ledger()  # the manager is poisoned: the next plan is refused (I5)
     _try(pmm.tx_plan, holder, ((auths[0], 4),), 0, ViewKind.CONTIGUOUS)
     return counts

@@ -140,6 +140,9 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                              lambda: pmm.submit(holders[0], alias, 4, 0, Role.KV),  # tickets name the ledger
                              lambda: pmm.prepare_limit(auths[0], -1))))
     _settle(pmm)
+    # Removing a provider (C3): refused while its alias (or anything else) pins it; the alias owns nothing.
+    for a in (auths[0], alias, auths[0]):
+        _try(pmm.remove_authority, a)
     return counts
 
 

@@ -36,7 +36,7 @@ __all__ = ["CATEGORIES", "UNATTRIBUTED", "build_model"]
 UNATTRIBUTED = "unattributed"
 #: Event kind -> marker category; any other kind gets a marker only when rejected.
 CATEGORIES: dict[str, str] = {
-    **dict.fromkeys(("lose_device", "confirm_termination", "tx_lose_device", "tx_confirm_termination"),
+    **dict.fromkeys(("lose_device", "confirm_termination"),
                     "device loss"),
     **dict.fromkeys(("claim", "pool_claim", "try_reserve", "reserve_tx", "tx_reserve"), "grant"),
     **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "pool_submit", "pool_cancel", "pool_timeout",
@@ -45,8 +45,8 @@ CATEGORIES: dict[str, str] = {
                      "expire_pressure", "reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",
                      "tx_plan", "tx_publish", "tx_execute", "tx_commit", "tx_abort", "tx_release", "tx_remap",
-                     "tx_open_bundle", "tx_report_mismatch", "tx_corrupt_ledger", "tx_add_authority",
-                     "tx_remove_authority"), "transaction"),
+                     "tx_corrupt_ledger"),
+                    "transaction"),
     **dict.fromkeys(("prepare_limit", "commit_limit"), "limit"),
     "boundary": "boundary",
 }
@@ -115,8 +115,6 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
             names[result] = _text(p.get("name"), 64, str(result))
         elif ok and kind == "register_authority" and result is not None:
             new_authority(result, p.get("pool"), p.get("tier"), p.get("capacity"), i)
-        elif ok and kind == "tx_add_authority" and result is not None:
-            new_authority(result, p.get("name"), p.get("tier"), p.get("capacity"), i)
         elif ok and kind == "register_alias" and result is not None and _int(ids.get("of")) in canon:
             canon[result] = canon[ids["of"]]
         elif ok and kind == "commit_limit" and _int(ids.get("authority")) in auths:

@@ -106,7 +106,6 @@ const ortmemModel = (function () {
       const role = typeof p.role === "string" ? cut(p.role, 16) : (STATE_ROLE[kind] || (rev === POOL ? "pool" : "?"));
       if (ok && kind === "register_holder" && result !== null) names.set(result, text(p.name, 64, String(result)));
       else if (ok && kind === "register_authority" && result !== null) newAuthority(result, p.pool, p.tier, p.capacity, i);
-      else if (ok && kind === "tx_add_authority" && result !== null) newAuthority(result, p.name, p.tier, p.capacity, i);
       else if (ok && kind === "register_alias" && result !== null && canon.has(int(ids.of))) canon.set(result, canon.get(ids.of));
       else if (ok && kind === "commit_limit" && auths.has(int(ids.authority))) {
         const limit = int(obj(p.result).limit);

@@ -233,9 +233,10 @@ _LINKS.update({
         predicates=(_TX + "state_C3", _TX + "step_C3", _MG + "step_C3_manager"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS,
                "tests/test_tx_scenarios.py::test_device_loss_refunds_only_on_confirmed_termination",
-               "tests/test_tx_scenarios.py::test_referenced_provider_stays_pinned"),
-        scope=("Providers are the authorities of the transaction model; pinning counts transactions, views "
-               "and stranded charge. The ABI itself and delegated quota (C10) are outside this model."),
+               "tests/test_authorities.py::test_invalid_remove_is_refused_naming_every_pin_and_changes_nothing"),
+        scope=("Providers are the manager's authorities (spec.manager RemoveAuthority): pinning counts charges "
+               "(stranded ones too), allowances, aliases, tickets, pressures, limit changes and transactions. "
+               "The ABI itself and delegated quota (C10) are outside this model."),
     ),
     "C4": dict(
         predicates=(_TX + "state_C4", _TX + "step_C4"),

@@ -138,6 +138,8 @@ def _holder(state: State, hid: object, guards: GuardSet = ALL_ON) -> Holder:
 def _authority(state: State, aid: object) -> Authority:
     a = state.authorities.get(aid) if type(aid) is int else None
     if a is None:
+        if type(aid) is int and 1 <= aid < state.next_authority:  # removed (spec.manager's RemoveAuthority, C3)
+            raise InvalidTransition(f"authority {aid} was removed")
         raise UnknownAuthority(f"authority {aid!r} is not registered")
     return a
 

@@ -98,7 +98,9 @@ def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet) -
     waiting = sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING})
     gone = before.tickets.get(action.ticket) if isinstance(action, (M.CancelTicket, M.TimeoutTicket)) else None
     for aid in waiting:
-        a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities[aid]
+        a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities.get(aid)
+        if a1 is None:
+            continue  # removed under its waiters (provider_pinned off): no ledger to grant from
         rose = a0 is None or a1.limit - a1.used > a0.limit - a0.used
         submitted = isinstance(action, M.Submit) and action.authority == aid
         retired = gone is not None and gone.authority == aid  # a live ticket: the accepted action retired it

@@ -106,6 +106,16 @@ State bundles (I5, I10): KV, recurrent/conv, sampler and progress advance as one
     poisoned bundle -> BundlePoisoned (nothing commits); else every part of
     the bundle advances by one, in the same step as the leases (I10).
 
+Provider lifetime (C3):
+  RemoveAuthority(authority) -> None
+    authority known (UnknownAuthority; a removed id -> InvalidTransition) ;
+    anything referencing it -> ProviderPinned: an allocation charged on it
+    (a lost device's stranded charge included), an allowance on it, an alias
+    of it, a ticket, pressure or limit change on it, a transaction that needs
+    it. The authority leaves `ledger.authorities`; its id is never reused and
+    its pool may be registered again (a new id). An alias with nothing of its
+    own may go first.
+
 Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
   PrepareLimit(authority, limit) -> tuple of pressure ids
     authority known ; alias -> InvalidArgument ; ACTIVE (DeviceLost) ; limit
@@ -162,7 +172,7 @@ __all__ = [
     "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
-    "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
+    "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch", "RemoveAuthority",
 ]
 
 
@@ -345,6 +355,11 @@ class ReportMismatch:
     bundle: int
 
 
+@attrs.frozen
+class RemoveAuthority:
+    authority: int
+
+
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
                    PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
-                   OpenBundle, JoinBundle, ReportMismatch)
+                   OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority)

@@ -28,6 +28,7 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    ProviderPinned,
     UnknownBundle,
     UnknownTicket,
     UnknownTransaction,
@@ -39,7 +40,7 @@ from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState,
 from spec.transactions_lifecycle import BundlePart
 from spec.types import AllocState, Role
 
-__all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check"]
+__all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check", "pins"]
 
 _T = TicketState
 
@@ -348,6 +349,30 @@ def _commit_limit(m: M.Manager, act: M.CommitLimit, guards: GuardSet) -> tuple[M
     return evolve(m, ledger=ledger, pressures=pressures, changes=m.changes.delete(a.id)), outcome
 
 
+# --- provider lifetime (C3) ------------------------------------------------------------------
+
+
+def pins(m: M.Manager, aid: int) -> list[str]:
+    """Everything that still references authority `aid`: charges, allowances, aliases, the parts' records."""
+    refs = [f"allocation {r.id}" for r in m.ledger.allocations.values() if r.authority == aid]
+    refs += [f"allowance {w.id}" for w in m.ledger.allowances.values() if w.authority == aid]
+    refs += [f"alias {a.id}" for a in m.ledger.authorities.values() if a.alias_of == aid]
+    refs += [f"ticket {t.id}" for t in m.tickets.values() if t.authority == aid]
+    refs += [f"pressure {p.id}" for p in m.pressures.values() if p.authority == aid]
+    refs += [f"limit change to {m.changes[aid].target} B"] if aid in m.changes else []
+    return refs + [f"transaction {x.id}" for x in m.txs.values() if any(n == aid for n, _ in x.needs)]
+
+
+def _remove_authority(m: M.Manager, act: M.RemoveAuthority, guards: GuardSet) -> tuple[M.Manager, None]:
+    a = _authority(m.ledger, act.authority)
+    refs = pins(m, a.id)
+    # Verify a provider stays registered while anything references it: its charge would lose its book (C3).
+    if refs and guards.on("provider_pinned"):
+        raise ProviderPinned(f"authority {a.id} is pinned by {', '.join(refs[:4])}")
+    ledger = evolve(m.ledger, authorities=m.ledger.authorities.delete(a.id))
+    return evolve(m, ledger=ledger), None
+
+
 PART_HANDLERS: dict[type, Any] = {
     M.Submit: _submit,
     M.Claim: _claim,
@@ -365,4 +390,5 @@ PART_HANDLERS: dict[type, Any] = {
     M.OpenBundle: _open_bundle,
     M.JoinBundle: _join_bundle,
     M.ReportMismatch: _report_mismatch,
+    M.RemoveAuthority: _remove_authority,
 }

@@ -1,6 +1,6 @@
 """The abstract capacity-transaction coordinator: `step(state, action) -> (state, result)`.
 
-Owns the model of C3 (provider/context lifetime), C4 (ordered try-only
+Owns the model of C3 (context loss; removing a provider is `spec.manager`'s RemoveAuthority), C4 (ordered try-only
 multi-authority transactions), C6 (model views keyed by allocation id and
 mapping generation), I5 (failure scope), I9 (remap only when unused) and
 I10 (state bundles commit or roll back as one unit). Pure: no I/O, no
@@ -24,7 +24,7 @@ Validation order (the first failing check decides the typed error):
   4. device context                          -> DeviceLost            (C3)
   5. lifecycle table                         -> InvalidTransition
   6. order / generation / use / pins / bundle-> ReservationOrder, StaleGeneration,
-                                                ViewInUse, ProviderPinned, BundlePoisoned
+                                                ViewInUse, BundlePoisoned
   7. policy                                  -> CapacityDenied
 A rejected action changes nothing. Guards are `if guards.on(...)` with their ID.
 """
@@ -41,10 +41,10 @@ from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
     DeviceLost,
+    IdentityMismatch,
     InvalidArgument,
     InvalidTransition,
     ManagerPoisoned,
-    ProviderPinned,
     ReservationOrder,
     StaleGeneration,
     UnknownAuthority,
@@ -76,7 +76,7 @@ from spec.transactions_state import (  # noqa: F401  (the records, re-exported: 
 
 __all__ = [
     "TxAuthority", "Transaction", "View", "Bundle", "Intent", "TxState", "TX_EMPTY",
-    "MAX_NEEDS", "MAX_PRIORITY", "step", "references",
+    "MAX_NEEDS", "MAX_PRIORITY", "step",
 ]
 
 def step(state: TxState, action: Any, guards: GuardSet = ALL_ON) -> tuple[TxState, Any]:
@@ -86,20 +86,6 @@ def step(state: TxState, action: Any, guards: GuardSet = ALL_ON) -> tuple[TxStat
     except KeyError:
         raise InvalidArgument(f"not a transaction action: {action!r}") from None
     return handler(state, action, guards)
-
-
-def references(s: TxState, aid: int) -> list[str]:
-    """What still pins authority `aid` (C3): transactions, views, unrefunded charge."""
-    def pins(t: Transaction) -> bool:  # what it holds, plus what it still needs while open
-        return any(a == aid for a, _ in t.held) or (t.phase is not TxPhase.COMMITTED and
-                                                     any(a == aid for a, _ in t.needs))
-
-    refs = [f"transaction {t.id}" for t in s.txs.values() if pins(t)]
-    refs += [f"view {v.id}" for v in s.views.values() if v.authority == aid]
-    a = s.authorities.get(aid)
-    if a is not None and a.stranded:
-        refs.append(f"{a.stranded} B stranded charge")
-    return refs
 
 
 # --- validation helpers ------------------------------------------------------
@@ -188,19 +174,13 @@ def _add_authority(s: TxState, act: T.AddAuthority, guards: GuardSet) -> tuple[T
     capacity = check_bytes(act.capacity, "capacity")
     for a in s.authorities.values():
         if a.name == act.name:
+            # Verify the identity matches before binding to it; re-registering returns it (C1).
+            if a.capacity != capacity:
+                raise IdentityMismatch(f"pool {act.name!r} is registered with {a.capacity} B, not {capacity} B")
             return s, a.id
     aid = s.next_authority
     new = TxAuthority(aid, act.name, capacity, 0, 0, ContextState.ACTIVE)
     return _evolve(s, authorities=s.authorities.set(aid, new), next_authority=aid + 1), aid
-
-
-def _remove_authority(s: TxState, act: T.RemoveAuthority, guards: GuardSet) -> tuple[TxState, None]:
-    a = _authority(s, act.authority)
-    refs = references(s, a.id)
-    # Verify a provider stays pinned while anything references it (C3).
-    if refs and guards.on("provider_pinned"):
-        raise ProviderPinned(f"authority {a.id} is pinned by {', '.join(refs)}")
-    return _evolve(s, authorities=s.authorities.delete(a.id)), None
 
 
 def _open_bundle(s: TxState, act: T.OpenBundle, guards: GuardSet) -> tuple[TxState, int]:
@@ -391,7 +371,7 @@ def _remap(s: TxState, act: T.Remap, guards: GuardSet) -> tuple[TxState, int]:
 
 
 def _lose_device(s: TxState, act: T.LoseDevice, guards: GuardSet) -> tuple[TxState, None]:
-    a = _authority(s, _id(act.authority, "authority"))
+    a = _authority(s, act.authority)
     ctx = next_context_state(a.context, ContextEvent.LOSE, f"authority {a.id}")
     if a.context is not ContextState.ACTIVE:
         return s, None  # a repeated loss report changes nothing
@@ -421,7 +401,7 @@ def _lose_device(s: TxState, act: T.LoseDevice, guards: GuardSet) -> tuple[TxSta
 
 
 def _confirm_termination(s: TxState, act: T.ConfirmTermination, guards: GuardSet) -> tuple[TxState, None]:
-    a = _authority(s, _id(act.authority, "authority"))
+    a = _authority(s, act.authority)
     ctx = next_context_state(a.context, ContextEvent.CONFIRM_TERMINATION, f"authority {a.id}")
     if a.context is ContextState.TERMINATED:
         return s, None  # idempotent: never a second refund
@@ -432,7 +412,6 @@ def _confirm_termination(s: TxState, act: T.ConfirmTermination, guards: GuardSet
 
 _HANDLERS: dict[type, Any] = {
     T.AddAuthority: _add_authority,
-    T.RemoveAuthority: _remove_authority,
     T.OpenBundle: _open_bundle,
     T.Plan: _plan,
     T.Reserve: _reserve,

@@ -4,7 +4,10 @@ Actions carry raw caller input (possibly invalid); `spec.transactions.step`
 validates them. Their reprs read as a script, so a counterexample does too.
 `refimpl.manager.ProcessMemoryManager` exposes the same operations as
 methods named `tx_` + the snake-case names, same keywords (`tx_plan` also takes
-the holder whose ledger records the reservations are).
+the holder whose ledger records the reservations are), except those it has one
+composed verb for: `AddAuthority` is `register_authority` (device tier),
+`LoseDevice`, `ConfirmTermination`, `OpenBundle`, `ReportMismatch` are
+`lose_device`, `confirm_termination`, `open_bundle`, `report_mismatch`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from spec.transactions_lifecycle import ViewKind
 
 __all__ = [
     "AddAuthority",
-    "RemoveAuthority",
     "OpenBundle",
     "Plan",
     "Reserve",
@@ -44,13 +46,6 @@ class AddAuthority:
 
     name: str
     capacity: int
-
-
-@_frozen
-class RemoveAuthority:
-    """Deregister a provider/context; refused while anything references it (C3)."""
-
-    authority: int
 
 
 @_frozen
@@ -152,7 +147,7 @@ class CorruptLedger:
 
 
 TxAction = (
-    AddAuthority | RemoveAuthority | OpenBundle | Plan | Reserve | Publish | Execute | Commit | Abort
+    AddAuthority | OpenBundle | Plan | Reserve | Publish | Execute | Commit | Abort
     | Release | Remap | LoseDevice | ConfirmTermination | ReportMismatch | CorruptLedger
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invariants import contracts
+from invariants._violation import InvariantViolation
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from spec.errors import CapacityDenied, InvalidBytes, InvalidTransition, ProviderPinned, UnknownAuthority
@@ -86,9 +87,8 @@ def test_allowance_transfer_moves_limits_not_charge(pmm: ProcessMemoryManager) -
     check_all(s)
 
 
-# --- removing an authority (C3; refimpl's `_remove_authority` / `_pins`, reached by `tx_remove_authority`) ----
-# The focused transaction model has no aliases, leases, allowances or tickets, so these run with the
-# contracts off: what is pinned here is refimpl's own refusal, its message and what it leaves.
+# --- removing an authority (C3; the composed `remove_authority`, spec.manager's RemoveAuthority) ----------
+# With contracts on: `invariants.manager` judges each removal (step_C3_manager.removal_drops_no_charge).
 
 
 def _pinned_world(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
@@ -104,58 +104,79 @@ def _pinned_world(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
     return a, alias, h
 
 
-def test_remove_is_refused_naming_every_pin_and_changes_nothing() -> None:
-    contracts.disable()
+def test_invalid_remove_is_refused_naming_every_pin_and_changes_nothing() -> None:
     pmm = ProcessMemoryManager()
     a, _, _ = _pinned_world(pmm)
     before = pmm.abstract_manager()
     with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by transaction 1, alias 2, allocation 1, "
-                                            r"allowance 1, ticket 1$"):
-        pmm.tx_remove_authority(a)
+                                            r"allowance 1$"):
+        pmm.remove_authority(a)
+    assert pmm.abstract_manager() == before
+
+
+@pytest.mark.parametrize("pin", ["pressure", "limit change"])
+def test_invalid_remove_under_a_pressure_or_a_limit_change_changes_nothing(pin: str) -> None:
+    pmm = ProcessMemoryManager()
+    a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
+    if pin == "pressure":
+        pmm.press(h, a, 10)
+    else:
+        pmm.prepare_limit(a, 50)
+    before = pmm.abstract_manager()
+    with pytest.raises(ProviderPinned, match=rf"^authority 1 is pinned by {pin}"):
+        pmm.remove_authority(a)
     assert pmm.abstract_manager() == before
 
 
 def test_remove_names_the_stranded_charge_of_a_lost_device() -> None:
-    contracts.disable()
     pmm = ProcessMemoryManager()
     a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
     x = pmm.reserve(h, a, Tier.DEVICE, 30, Role.KV)
     pmm.commit(h, x, 30)
     pmm.lose_device(a)
+    before = pmm.abstract_manager()
     with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by 30 B stranded charge$"):
-        pmm.tx_remove_authority(a)
+        pmm.remove_authority(a)
+    assert pmm.abstract_manager() == before
     pmm.confirm_termination(a)
-    pmm.tx_remove_authority(a)
+    pmm.remove_authority(a)
     assert a not in pmm.abstract().authorities
 
 
 def test_removed_authority_and_alias_free_their_names() -> None:
-    contracts.disable()
     pmm = ProcessMemoryManager()
     a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     alias = pmm.register_alias(a, "uvm")
-    pmm.tx_remove_authority(alias)  # an alias goes first (it pins its canonical ledger)
+    pmm.remove_authority(alias)  # an alias goes first (it pins its canonical ledger)
     assert pmm.register_alias(a, "uvm") == 3  # its (ledger, view) key is free again: a new id
-    pmm.tx_remove_authority(3)
-    pmm.tx_remove_authority(a)
+    pmm.remove_authority(3)
+    pmm.remove_authority(a)
     with pytest.raises(InvalidTransition, match=r"^authority 1 was removed$"):
         pmm.snapshot(a)
+    before = pmm.abstract_manager()
+    with pytest.raises(InvalidTransition, match=r"^authority 1 was removed$"):
+        pmm.remove_authority(a)
     with pytest.raises(UnknownAuthority, match=r"^authority 4 is not known \(not registered\)$"):
-        pmm.snapshot(4)
+        pmm.remove_authority(4)
+    assert pmm.abstract_manager() == before
     assert pmm.register_authority("gpu0", Tier.HOST, 50) == 4  # the pool name is free: another identity is fine
     assert set(pmm.abstract().authorities) == {4}
 
 
-def test_provider_pinned_off_removes_a_ledger_under_a_lease() -> None:
+def test_provider_pinned_off_removes_a_ledger_under_a_lease_and_the_contract_names_the_harm() -> None:
     # Negative control: without the guard the ledger goes while a lease is charged on it (C3's harm).
-
-    contracts.disable()
     pmm = ProcessMemoryManager(guards=GuardSet.without("provider_pinned"))
     a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
     x = pmm.reserve(h, a, Tier.DEVICE, 10, Role.KV)
     pmm.commit(h, x, 10)
-    pmm.tx_remove_authority(a)
-    assert a not in pmm.abstract().authorities and x in pmm.abstract().allocations
+    with pytest.raises(InvariantViolation, match=r"^C3: .*authority 1 is gone but allocation 1 still name"):
+        pmm.remove_authority(a)
+    with contracts.contracts(False):
+        pmm = ProcessMemoryManager(guards=GuardSet.without("provider_pinned"))
+        a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
+        x = pmm.reserve(h, a, Tier.DEVICE, 10, Role.KV)
+        pmm.remove_authority(a)
+        assert a not in pmm.abstract().authorities and x in pmm.abstract().allocations
 
 
 # --- refimpl's own boundaries and figures (pinned by the mutation run of refimpl/manager/ledger.py) ----------

@@ -320,7 +320,7 @@ def test_cases_cover_every_public_operation():
                 "cancel_pressure", "register_callback", "plan_tx", "reserve_tx", "commit_tx", "abort_tx",
                 "reserve_all", "prepare_limit", "commit_limit", "lower_limit", "abstract_manager", "attach_recorder",
                 "touched", "observed", "lock_held_by_me", "wake_waiters", "open_bundle", "join_bundle",
-                "report_mismatch"}
+                "report_mismatch", "remove_authority"}
     # The single-pool protocol (refimpl.manager.leases): tests/test_pressure_bad_input.py (its actions) and
     # tests/test_issue14_pressure.py (wait, drop).
     pool = {"pool_submit", "try_reserve", "pool_claim", "pool_release", "pool_cancel", "pool_timeout", "reconfigure",

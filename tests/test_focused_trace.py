@@ -95,8 +95,7 @@ def test_focused_events_match_the_schema(focused: tuple[str, list[bytes]]) -> No
 
 
 @pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("pool", "set_use"),
-                                       ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "tx_publish"),
-                                       ("tx", "tx_add_authority")])
+                                       ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "tx_publish")])
 def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str) -> None:
     lines = _trace(name)
     i = _first(lines, kind)
@@ -105,7 +104,7 @@ def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str
 
 
 @pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("tx", "tx_plan"),
-                                       ("tx", "tx_add_authority"), ("tx", "tx_open_bundle")])
+                                       ("tx", "open_bundle")])
 def test_removed_focused_event_renumbered_is_caught_by_the_spec(name: str, kind: str) -> None:
     """An emitter that drops an event and renumbers: the focused spec notices what is missing."""
     lines = _trace(name)
@@ -200,7 +199,7 @@ def _tx_out_of_order(guards: GuardSet) -> list[bytes]:
     buf = io.StringIO()
     p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
     h = p.register_holder("engine")
-    a1, a2 = p.tx_add_authority("hbm", 64), p.tx_add_authority("host", 64, Tier.HOST)
+    a1, a2 = p.register_authority("hbm", Tier.DEVICE, 64), p.register_authority("host", Tier.HOST, 64)
     t = p.tx_plan(h, ((a1, 8), (a2, 8)), 0, ViewKind.CONTIGUOUS)
     try:
         p.tx_reserve(t, a2)  # line 5: before a1 (C4)
@@ -319,3 +318,47 @@ def test_sink_failing_on_pool_press_cancels_the_undelivered_pressure() -> None:
     assert [e["kind"] for e in events[-2:]] == ["pool_press", "pool_cancel_pressure"]
     r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
     assert r.ok, r.describe()
+
+
+# --- composed events in a transaction trace (one verb per concept, issue #21) --------------------------------
+
+
+def _tx_with_a_loss() -> list[bytes]:
+    """Two ledgers, a transaction holding both, a loss of the second: the loss aborts it (`lose_device`)."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    a, b = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_authority("g1", Tier.DEVICE, 32)
+    tx = pmm.tx_plan(pmm.register_holder("kv"), ((a, 8), (b, 4)), 0, ViewKind.CONTIGUOUS)
+    pmm.tx_reserve_all(tx)
+    pmm.lose_device(b)
+    pmm.confirm_termination(b)
+    return _lines(buf)
+
+
+def test_a_composed_loss_in_a_tx_trace_replays_clean_and_lists_both_ledgers() -> None:
+    lines = _tx_with_a_loss()
+    assert replay_manager_lines(lines).ok, replay_manager_lines(lines).describe()
+    loss = json.loads(lines[_first(lines, "lose_device")])
+    assert loss["payload"]["observed"]["used"] == {"1": 0, "2": 4}  # the abort credited g0; g1's 4 B stay (C3)
+
+
+@pytest.mark.parametrize("change, failure", [
+    ({"1": 8, "2": 4}, "refinement"),  # the abort's credit on g0 misreported
+    ({"2": 4}, "refinement"),  # g0's used changed and the event does not say so
+])
+def test_a_composed_loss_with_wrong_figures_is_rejected_at_its_line(change: dict, failure: str) -> None:
+    lines = _tx_with_a_loss()
+    i = _first(lines, "lose_device")
+    ev = json.loads(lines[i])
+    ev["payload"]["observed"]["used"] = change
+    r = replay_manager_lines([*lines[:i], json.dumps(ev).encode(), *lines[i + 1:]])
+    assert not r.ok and r.failure == failure and r.line == i + 1, r.describe()
+
+
+def test_a_composed_registration_with_a_wrong_result_is_rejected() -> None:
+    lines = _tx_with_a_loss()
+    i = _first(lines, "confirm_termination")
+    ev = json.loads(lines[i])
+    ev["payload"]["outcome"], ev["payload"]["error"] = "rejected", "InvalidTransition"
+    r = replay_manager_lines([*lines[:i], json.dumps(ev).encode(), *lines[i + 1:]])
+    assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()

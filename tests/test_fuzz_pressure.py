@@ -129,14 +129,14 @@ def test_fuzz_pressure_governor(capsys) -> None:
 # --- ProcessMemoryManager's focused transactions --------------------------------------------
 
 T_OPS = [
-    ("add_authority", ("name", "bytes")), ("remove_authority", ("authority",)), ("open_bundle", ()),
+    ("add_authority", ("name", "bytes")), ("open_bundle", ()),
     ("report_mismatch", ("bundle",)), ("plan", ("needs", "prio", "kind", "bundle?", "intent?")),
     ("reservation_order", ("tx",)), ("reserve", ("tx", "authority")), ("reserve_all", ("tx",)),
     ("publish", ("tx",)), ("execute", ("tx", "view", "generation")), ("commit", ("tx",)), ("abort", ("tx",)),
     ("release", ("tx",)), ("remap", ("view",)), ("lose_device", ("authority",)),
     ("confirm_termination", ("authority",)), ("abstract", ()),
 ]
-T_WEIGHTED = T_OPS + [T_OPS[4], T_OPS[4], T_OPS[7], T_OPS[7], T_OPS[8], T_OPS[9], T_OPS[10]]
+T_WEIGHTED = T_OPS + [T_OPS[3], T_OPS[3], T_OPS[6], T_OPS[6], T_OPS[7], T_OPS[8], T_OPS[9]]
 
 
 class _TWorld:

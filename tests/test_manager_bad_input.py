@@ -19,6 +19,7 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    ProviderPinned,
     UnknownAllocation,
     UnknownAuthority,
     UnknownBundle,
@@ -144,6 +145,10 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("join-poisoned", lambda p, w: p.join_bundle(w.tx, w.poisoned), BundlePoisoned, "poisoned"),
     ("commit-poisoned-bundle", lambda p, w: p.commit_tx(w.tx_poisoned), BundlePoisoned, "poisoned"),
     ("mismatch-unknown", lambda p, w: p.report_mismatch(99), UnknownBundle, "bundle 99"),
+    ("remove-unknown", lambda p, w: p.remove_authority(99), UnknownAuthority, r"^authority 99 is not known"),
+    ("remove-str", lambda p, w: p.remove_authority("1"), UnknownAuthority, r"^authority '1' is not known"),
+    ("remove-pinned", lambda p, w: p.remove_authority(w.a), ProviderPinned, r"^authority 1 is pinned by transaction"),
+    ("remove-pinned-host", lambda p, w: p.remove_authority(w.b), ProviderPinned, r"^authority 2 is pinned by"),
     # The ledger's own operations: refimpl's messages, whole (its hot paths re-run the full check on a miss).
     ("reserve-zero", lambda p, w: p.reserve(w.h1, w.a, Tier.DEVICE, 0, Role.KV), InvalidBytes,
      r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),

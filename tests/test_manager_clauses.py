@@ -21,7 +21,7 @@ from invariants.clauses import CLAUSES, collecting
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
-from spec.errors import CapacityDenied, InvalidTransition
+from spec.errors import CapacityDenied, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
 
 # --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
@@ -41,6 +41,10 @@ def _script_loss_keeps_charge() -> tuple[M.Manager, list[Any]]:
     return start(), [M.PlanTx(H1, ((DEV, 2),)), M.ReserveTx(1), A.LoseDevice(DEV)]
 
 
+def _script_provider_pinned() -> tuple[M.Manager, list[Any]]:
+    return start(), [M.Submit(H1, DEV, 3), M.RemoveAuthority(DEV)]
+
+
 def _script_limit_after_reclaim() -> tuple[M.Manager, list[Any]]:
     return start(), [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.PrepareLimit(DEV, 1), M.Answer(H1, 1, ()),
                       M.CommitLimit(DEV)]
@@ -54,11 +58,13 @@ CONTROLS = {
     "tx_counts_granted": (_script_tx_counts_granted, {"step_I2_manager.grant_within_limit"}),
     "loss_keeps_charge": (_script_loss_keeps_charge, {"step_C3_manager.lost_charge_kept"}),
     "limit_after_reclaim": (_script_limit_after_reclaim, {"step_I2_manager.limit_backs_every_grant"}),
+    # The granted ticket's reservation is left on a ledger that is gone: its bytes can never be credited.
+    "provider_pinned": (_script_provider_pinned, {"step_C3_manager.removal_drops_no_charge"}),
 }
 
 
 def test_every_manager_guard_has_a_control() -> None:
-    assert sorted(CONTROLS) == _MANAGER_GUARDS and len(_MANAGER_GUARDS) == 4
+    assert sorted(CONTROLS) == _MANAGER_GUARDS and len(_MANAGER_GUARDS) == 5
 
 
 @pytest.mark.parametrize("name", _MANAGER_GUARDS)
@@ -80,7 +86,7 @@ def test_manager_guard_script_is_clean_with_every_guard_on(name: str) -> None:
     for act in acts:
         try:
             m = run(m, act)[0]
-        except (CapacityDenied, InvalidTransition):
+        except (CapacityDenied, InvalidTransition, ProviderPinned):
             pass  # the guard refuses the harmful step (or the claim of a ticket it left pending); nothing changed
 
 
@@ -187,6 +193,13 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         a = nxt.ledger.authorities[DEV]
         low = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(DEV, evolve(a, limit=2))))
         return m, M.Submit(H1, DEV, 3), low, 1
+    if name.startswith("removed_"):
+        m, _ = lease(start(), H1, DEV, 2)
+        if name == "removed_under_ticket":  # no charge left behind, but a waiter on the ledger that is gone
+            m = run(m, M.Submit(H2, DEV, 4))[0]
+            assert [t.allocation for t in m.tickets.values()] == [None]
+        gone = evolve(m, ledger=evolve(m.ledger, authorities=m.ledger.authorities.delete(DEV)))
+        return m, M.RemoveAuthority(DEV), gone, None
     if name.startswith("bundle_"):
         m, b = run(start(), M.OpenBundle())
         m, x = run(m, M.PlanTx(H1, ((DEV, 1),)))
@@ -214,6 +227,8 @@ _STEP_MUTATIONS = {
     "credit_twice": "step_I1_manager.credit_exactly_once",
     "own_action": "step_I6_manager.charge_falls_by_own_action",
     "lost_charge": "step_C3_manager.lost_charge_kept",
+    "removed_under_lease": "step_C3_manager.removal_drops_no_charge",
+    "removed_under_ticket": "step_C3_manager.removal_drops_no_charge",
     "limit_below_used": "step_I2_manager.limit_backs_every_grant",
     "grant_past_limit": "step_I2_manager.grant_within_limit",
 }

@@ -41,7 +41,7 @@ def test_loss_leaves_other_ledgers_transactions_charged(off: str) -> None:
 
 def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() -> None:
     pmm = ProcessMemoryManager()
-    a, b = pmm.tx_add_authority("gpu0", 64), pmm.tx_add_authority("gpu1", 64)
+    a, b = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_authority("gpu1", Tier.DEVICE, 64)
     h = pmm.register_holder("kv")
     done = pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
     pmm.tx_reserve(done, a)
@@ -54,7 +54,7 @@ def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() 
     pmm.tx_execute(binds, view, 1)
     apart = pmm.tx_plan(h, ((b, 4),), 0, ViewKind.CONTIGUOUS)  # touches nothing of a
     pmm.tx_reserve(apart, b)
-    pmm.tx_lose_device(a)
+    pmm.lose_device(a)
     s = pmm.abstract_tx()
     assert binds not in s.txs  # aborted: it ran on bytes of the lost device
     assert s.txs[apart].phase is TxPhase.RESERVED and s.authorities[b].used == 4  # binds' 8 B credited

@@ -60,8 +60,8 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
     kind = rnd.choices(
         ["reserve", "commit", "cancel", "release", "quarantine", "record", "lose", "terminate",
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
-         "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch"],
-        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3])[0]
+         "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "remove"],
+        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":
@@ -113,6 +113,8 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         return M.JoinBundle(tx, pick(m.bundles, m.next_bundle))
     if kind == "mismatch":
         return M.ReportMismatch(pick(m.bundles, m.next_bundle))
+    if kind == "remove":
+        return M.RemoveAuthority(rnd.choice([a, 3]))  # the alias (3) has nothing of its own: removable
     return M.CommitLimit(a)
 
 
@@ -207,7 +209,8 @@ def test_refimpl_refines_the_spec_with_a_cross_cutting_guard_off(guard: str) -> 
 
 
 @pytest.mark.parametrize("guard, harm", [("grant_charges_ledger", "^I1"), ("tx_counts_granted", "^I2"),
-                                         ("loss_keeps_charge", "^I6"), ("limit_after_reclaim", "^I2")])
+                                         ("loss_keeps_charge", "^I6"), ("limit_after_reclaim", "^I2"),
+                                         ("provider_pinned", "^C3")])
 def test_a_cross_cutting_guard_off_is_caught_by_refimpl_contracts(guard: str, harm: str) -> None:
     """The refimpl negative control: with contracts on, the composed predicates catch the harm."""
     pytest.importorskip("invariants.manager")

@@ -62,7 +62,7 @@ NEXT: dict[str, Callable[[ProcessMemoryManager, int, int], Any]] = {
     "composed-plan-tx": lambda m, w, a: m.plan_tx(w, ((a, 5),)),
     "composed-register-holder": lambda m, w, a: m.register_holder("late"),
     "pool-try-reserve": lambda m, w, a: m.try_reserve(w, a, 5),
-    "tx-open-bundle": lambda m, w, a: m.tx_open_bundle(),
+    "tx-open-bundle": lambda m, w, a: m.open_bundle(),
 }
 
 

@@ -5,7 +5,7 @@ A rule-based machine interleaves the composed verbs (`submit`, `claim`, `reserve
 `record_committed`, `quarantine`, `register_alias`, allowances, `press` / `answer`, `plan_tx` ...), the
 single-pool verbs (`pool_submit`, `try_reserve`, `pool_claim`, `pool_release`, `pool_cancel`, `set_use`,
 `reconfigure`, `pool_press`, `pool_answer`, `expire_pressure`, `drop`) and the focused transaction verbs
-(`tx_plan`, `tx_reserve`, `tx_reserve_all`, `tx_commit`, `tx_abort`, `tx_release`, `tx_open_bundle`) on ONE manager with
+(`tx_plan`, `tx_reserve`, `tx_reserve_all`, `tx_commit`, `tx_abort`, `tx_release`) on ONE manager with
 contracts on, with ids drawn from live, retired and never-issued ones. After every call: success, or a typed
 `GovernorError` with the whole snapshot (`abstract_manager()`, `abstract()`, `abstract_tx()`) unchanged;
 never an `InvariantViolation`. After every call the harms, computed here from the ledger's own rows: each
@@ -58,7 +58,7 @@ VERBS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("drop", ("ticket!",)),
     # focused transactions
     ("tx_plan", ("holder", "needs", "prio", "kind")), ("tx_reserve", ("tx", "auth")), ("tx_reserve_all", ("tx",)), ("tx_commit", ("ready",)),
-    ("tx_abort", ("tx",)), ("tx_release", ("done",)), ("tx_open_bundle", ()),
+    ("tx_abort", ("tx",)), ("tx_release", ("done",)), ("open_bundle", ()),
     # whole lives, each call checked as above
     ("~tx_lifecycle", ()), ("~allowance_life", ()), ("~lose_and_confirm", ()),
 )

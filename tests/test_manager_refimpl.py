@@ -481,7 +481,7 @@ def test_every_guard_the_manager_reads_is_registered() -> None:
 
     src = "".join(p.read_text() for p in pathlib.Path("refimpl/manager").glob("*.py"))
     names = set(re.findall(r'_guards\.on\("([a-z_]+)"\)', src))
-    assert {"grant_charges_ledger", "tx_counts_granted", "loss_keeps_charge", "limit_after_reclaim",
+    assert {"grant_charges_ledger", "tx_counts_granted", "loss_keeps_charge", "limit_after_reclaim", "provider_pinned",
             "limit_check", "owner_only"} <= names
     assert names <= {g.name for g in GUARDS}
 
@@ -670,7 +670,7 @@ def test_a_lost_device_drops_its_waiters_and_terminates_to_nothing(on: bool) -> 
         pmm.confirm_termination(w.a)
         m = pmm.abstract_manager()
         assert used(pmm, w.a) == 0 and x not in m.ledger.allocations
-        pmm.tx_remove_authority(w.a)  # nothing pins it any more: no allocation, no ticket left in its queue
+        pmm.remove_authority(w.a)  # nothing pins it any more: no allocation, no ticket left in its queue
         assert w.a not in pmm.abstract().authorities
     assert pmm._tickets.get(t) is None and t not in pmm.abstract_manager().tickets
 

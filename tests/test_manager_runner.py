@@ -113,7 +113,7 @@ def test_pool_refusal_on_no_one_ledger_is_checked_on_the_whole_manager(leak: boo
 @pytest.mark.parametrize("leak", [True, False])
 def test_tx_refusal_that_changed_the_manager_is_G4(leak: bool) -> None:
     pmm, _, h = _leaky(leak)
-    dev = pmm.tx_add_authority("device", 10)
+    dev = pmm.register_authority("device", Tier.DEVICE, 10)
     tx = pmm.tx_plan(h, ((dev, 1),), 0, ViewKind.CONTIGUOUS)
     with contracts.contracts(True):
         if leak:
@@ -193,12 +193,14 @@ def test_tx_step_and_state_get_the_tx_views(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(tx_view, "check_step", step)
     monkeypatch.setattr(tx_view, "check_all", state)
     pmm = ProcessMemoryManager()
+    dev = pmm.register_authority("device", Tier.DEVICE, 10)
+    h = pmm.register_holder("kv")
     with contracts.contracts(True):
-        dev = pmm.tx_add_authority("device", 10)
+        tx = pmm.tx_plan(h, ((dev, 4),), 0, ViewKind.CONTIGUOUS)
     (kind, before, action, after), (kind2, after2) = calls
     assert (kind, kind2) == ("step", "state") and after2 is after
-    assert isinstance(before, TxState) and action == TA.AddAuthority("device", 10)
-    assert dev not in before.authorities and after.authorities[dev].capacity == 10
+    assert isinstance(before, TxState) and action == TA.Plan(((dev, 4),), 0, ViewKind.CONTIGUOUS)
+    assert tx not in before.txs and after.txs[tx].needs == ((dev, 4),)
 
 
 # --- the pool runner's wake-ups ---------------------------------------------------------------------------

@@ -68,7 +68,7 @@ _PARTS = {
     "pressure": ("press", "answer", "cancel_pressure"),
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
-    "device loss": ("lose_device", "confirm_termination"),
+    "device loss": ("lose_device", "confirm_termination", "remove_authority"),
     "limits": ("prepare_limit", "commit_limit"),
 }
 
@@ -339,3 +339,18 @@ def test_ill_typed_composed_field_is_malformed(lines: list[bytes], kind: str, fi
     ev["payload"][field] = value
     r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
     assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()
+
+
+def test_a_loss_that_unwinds_a_two_ledger_transaction_lists_both_ledgers() -> None:
+    """The loss of one ledger aborts a transaction holding another: the event observes both (issue #21)."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    a, b = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_authority("g1", Tier.HOST, 32)
+    pmm.reserve_all(pmm.plan_tx(pmm.register_holder("kv"), ((a, 8), (b, 4))))
+    pmm.lose_device(b)
+    pmm.confirm_termination(b)
+    lines = buf.getvalue().encode().splitlines()
+    loss = next(json.loads(x) for x in lines if json.loads(x)["kind"] == "lose_device")
+    assert loss["payload"]["observed"]["used"] == {"1": 0, "2": 4}
+    r = replay_manager_lines(lines)
+    assert r.ok, r.describe()

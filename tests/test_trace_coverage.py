@@ -112,7 +112,7 @@ def _composite(name: str) -> tuple[ProcessMemoryManager, io.StringIO, Callable[[
         p2buf = io.StringIO()
         p2 = ProcessMemoryManager(trace=JsonlSink(p2buf))
         h2 = p2.register_holder("h")
-        x = p2.tx_add_authority("hbm", 64)
+        x = p2.register_authority("hbm", Tier.DEVICE, 64)
         t = p2.tx_plan(h2, ((x, 8),), 0, ViewKind.CONTIGUOUS)
         return p2, p2buf, lambda: p2.tx_reserve_all(t)
     if name == "open_pressure":
@@ -147,7 +147,7 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
     t = p.pool_submit(h, a, 8, 0)  # granted at once
     tx_buf = io.StringIO()
     q = ProcessMemoryManager(trace=JsonlSink(tx_buf))  # the focused transactions: a manager of their own
-    tx = q.tx_plan(q.register_holder("h"), ((q.tx_add_authority("hbm", 64), 4),), 0, ViewKind.CONTIGUOUS)
+    tx = q.tx_plan(q.register_holder("h"), ((q.register_authority("hbm", Tier.DEVICE, 64), 4),), 0, ViewKind.CONTIGUOUS)
     before, n, tx_before, tx_n = _states(p, a), len(buf.getvalue()), q.abstract_tx(), len(tx_buf.getvalue())
 
     def locked(fn: Callable[[], Any]) -> Callable[[], Any]:

@@ -27,7 +27,6 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
-    ProviderPinned,
     ReservationOrder,
     StaleGeneration,
     UnknownAuthority,
@@ -130,8 +129,6 @@ CASES = [
     Case("remap-lost-view", lambda w: T.Remap(w.lost_view), DeviceLost, "invalid"),
     Case("execute-lost-view", lambda w: T.Execute(w.published, w.lost_view, 1), DeviceLost, "invalid"),
     Case("confirm-active", lambda w: T.ConfirmTermination(w.dev), InvalidTransition, "'active'"),
-    Case("remove-lost-pinned", lambda w: T.RemoveAuthority(w.lost), ProviderPinned, "view"),
-    Case("remove-pinned", lambda w: T.RemoveAuthority(w.dev), ProviderPinned, "transaction"),
     # views
     Case("remap-in-use", lambda w: T.Remap(w.shared), ViewInUse, r"execution\(s\)"),
     Case("release-view-in-use", lambda w: T.Release(w.committed), ViewInUse, "bound"),

@@ -73,10 +73,6 @@ CASES: dict[str, tuple[list[Any], list[Any], str]] = {
         [T.Plan(((1, 1), (2, 1)), 0, C), T.Reserve(1, 1), T.Abort(1)],  # held one: nothing left behind
         [T.Plan(((1, 1), (2, 1)), 0, C), T.Reserve(1, 1), T.Reserve(1, 2), T.Abort(1)],
         "step_I5.abort_restores_ledgers"),
-    "provider_pinned": (
-        [T.Plan(((1, 1),), 0, C), T.Abort(1), T.RemoveAuthority(1)],  # nothing references it any more
-        [T.Plan(((1, 1),), 0, C), T.Reserve(1, 1), T.RemoveAuthority(1)],
-        "step_C3.removal_drops_no_charge"),
 }
 
 
@@ -94,7 +90,7 @@ def test_guard_off_reaches_its_harm_clause(guard, factory) -> None:
     assert _violation(factory, guard, harm) == key
     assert CLAUSES[key].id in {"ordered_reservation": "C4", "publish_after_all_held": "C4",
                                "poisoned_manager_refuses": "I5", "remap_when_idle": "I9",
-                               "current_generation": "C6", "full_abort": "I5", "provider_pinned": "C3"}[guard]
+                               "current_generation": "C6", "full_abort": "I5"}[guard]
 
 
 def test_opposite_orders_close_a_circle_of_holds() -> None:

@@ -35,7 +35,6 @@ HARM: dict[str, str | tuple[str, ...]] = {
     "remap_when_idle": "step_I9.remap_fences_users",
     "atomic_bundle": "step_I10.bundle_moves_as_unit",
     "refund_after_termination": "step_C3.loss_refunds_nothing",
-    "provider_pinned": "step_C3.removal_drops_no_charge",
 }
 
 

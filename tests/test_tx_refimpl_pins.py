@@ -5,12 +5,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from refimpl_manager_harness import lease, make
 
 from invariants import contracts
+from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from spec.errors import (
+    IdentityMismatch,
     CapacityDenied,
     DeviceLost,
     InvalidArgument,
@@ -24,13 +28,14 @@ from spec.errors import (
 from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.transactions_lifecycle import TxPhase, ViewKind
+from spec.types import Tier
 
 C = ViewKind.CONTIGUOUS
 
 
 def focused(guards: GuardSet = GuardSet(), n: int = 3) -> tuple[ProcessMemoryManager, int, list[int]]:
     pmm = ProcessMemoryManager(guards=guards)
-    auths = [pmm.tx_add_authority(f"gpu{i}", 64) for i in range(n)]
+    auths = [pmm.register_authority(f"gpu{i}", Tier.DEVICE, 64) for i in range(n)]
     return pmm, pmm.register_holder("kv"), auths
 
 
@@ -40,9 +45,7 @@ def focused(guards: GuardSet = GuardSet(), n: int = 3) -> tuple[ProcessMemoryMan
     (lambda p, a, t: p.tx_commit("1"), "tx"),
     (lambda p, a, t: p.tx_abort("1"), "tx"),
     (lambda p, a, t: p.tx_release("1"), "tx"),
-    (lambda p, a, t: p.tx_lose_device("1"), "authority"),
-    (lambda p, a, t: p.tx_confirm_termination("1"), "authority"),
-], ids=["reserve-tx", "reserve-authority", "commit", "abort", "release", "lose", "confirm"])
+], ids=["reserve-tx", "reserve-authority", "commit", "abort", "release"])
 def test_a_focused_id_refusal_names_its_field(op, field) -> None:
     pmm, h, auths = focused()
     tx = pmm.tx_plan(h, ((auths[0], 8),), 0, C)
@@ -110,10 +113,12 @@ def test_a_plan_naming_an_alias_is_refused_by_name() -> None:
         pmm.tx_plan(h, ((view, 8),), 0, C)
 
 
-def test_a_known_name_registers_nothing_new() -> None:
+def test_a_known_name_registers_nothing_new_and_a_mismatched_identity_is_refused() -> None:
     pmm, _, (a, *_) = focused(n=1)
     before = pmm.abstract_tx()
-    assert pmm.tx_add_authority("gpu0", 32) == a  # whatever capacity it names now
+    assert pmm.register_authority("gpu0", Tier.DEVICE, 64) == a  # re-registering returns it (C1)
+    with pytest.raises(IdentityMismatch, match=r"^pool 'gpu0' is already \(device, 64 B\); got \(device, 32 B\)$"):
+        pmm.register_authority("gpu0", Tier.DEVICE, 32)
     assert pmm.abstract_tx() == before
 
 
@@ -189,9 +194,9 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
     events: list[dict] = []
     pmm = ProcessMemoryManager(trace=events.append)
     with contracts.contracts(True):
-        a, b = pmm.tx_add_authority("g0", 64), pmm.tx_add_authority("g1", 32)
+        a, b = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_authority("g1", Tier.DEVICE, 32)
         h = pmm.register_holder("kv")
-        bundle = pmm.tx_open_bundle()
+        bundle = pmm.open_bundle()
         tx = pmm.tx_plan(h, ((a, 8), (b, 4)), 2, ViewKind.CONTIGUOUS, bundle)
         pmm.tx_reserve(tx, a)
         intent = pmm.tx_abort(tx)
@@ -201,18 +206,12 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
         pmm.tx_execute(t2, view, 1)
         pmm.tx_commit(t2)
         pmm.tx_release(t2)
-        c = pmm.tx_add_authority("g2", 8)
-        pmm.tx_remove_authority(c)
-        pmm.tx_lose_device(b)
-        pmm.tx_confirm_termination(b)
+        pmm.lose_device(b)
+        pmm.confirm_termination(b)
     got = [(e["kind"], e["ids"], {k: v for k, v in e["payload"].items() if k not in ("observed", "error")})
            for e in events if e["contract_revision"] == "ortmem-tx/1"]
     ok = {"outcome": "accepted"}
     assert got == [
-        ("tx_add_authority", {}, {"name": "g0", "capacity": 64, "tier": "device", **ok, "result": a}),
-        ("tx_add_authority", {}, {"name": "g1", "capacity": 32, "tier": "device", **ok, "result": b}),
-        *[(e["kind"], e["ids"], {k: v for k, v in e["payload"].items() if k not in ("observed", "error")})
-          for e in events if e["kind"] == "tx_open_bundle"],
         ("tx_plan", {"bundle": bundle, "retry": None, "holder": h},
          {"needs": [[a, 8], [b, 4]], "priority": 2, "kind": "contiguous", **ok, "result": tx}),
         ("tx_reserve", {"tx": tx, "authority": a}, {**ok, "result": None}),
@@ -224,11 +223,13 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
         ("tx_execute", {"tx": t2, "view": view}, {"generation": 1, **ok, "result": None}),
         ("tx_commit", {"tx": t2}, {**ok, "result": None}),
         ("tx_release", {"tx": t2}, {**ok, "result": None}),
-        ("tx_add_authority", {}, {"name": "g2", "capacity": 8, "tier": "device", **ok, "result": c}),
-        ("tx_remove_authority", {"authority": c}, {**ok, "result": None}),
-        ("tx_lose_device", {"authority": b}, {**ok, "result": None}),
-        ("tx_confirm_termination", {"authority": b}, {**ok, "result": None}),
     ]
+    # Registering, the bundle and the loss are the composed verbs' events, read by the transaction replay.
+    kinds = [e["kind"] for e in events if e["contract_revision"] != "ortmem-tx/1"]
+    assert kinds == ["register_authority", "register_authority", "register_holder", "configure", "open_bundle",
+                     "lose_device", "confirm_termination"]
+    r = replay_manager_lines([json.dumps(e).encode() for e in events])
+    assert r.ok, r.describe()
 
 
 def test_a_composed_transaction_is_seen_by_the_focused_view_as_planned_with_defaults_and_keeps_no_intent() -> None:
@@ -243,17 +244,36 @@ def test_a_composed_transaction_is_seen_by_the_focused_view_as_planned_with_defa
 
 def test_what_pins_a_ledger_is_named_once_and_an_unrelated_transaction_pins_nothing() -> None:
     pmm, h, (a, b, c) = focused()
-    tx = pmm.tx_plan(h, ((a, 8), (b, 4)), 0, C)
-    pmm.tx_reserve(tx, a)
-    before = pmm.abstract_tx()
+    tx = pmm.plan_tx(h, ((a, 8), (b, 4)))
+    pmm.reserve_tx(tx)
+    before = pmm.abstract_manager()
     # held on a: named as the transaction, its reservation not again as a bare allocation
     with pytest.raises(ProviderPinned, match=rf"^authority {a} is pinned by transaction {tx}$"):
-        pmm.tx_remove_authority(a)
+        pmm.remove_authority(a)
     with pytest.raises(ProviderPinned, match=rf"^authority {b} is pinned by transaction {tx}$"):  # needed, open
-        pmm.tx_remove_authority(b)
-    assert pmm.abstract_tx() == before
-    pmm.tx_remove_authority(c)  # an open transaction that does not need c does not pin it
-    assert c not in pmm.abstract_tx().authorities
+        pmm.remove_authority(b)
+    assert pmm.abstract_manager() == before
+    pmm.remove_authority(c)  # an open transaction that does not need c does not pin it
+    assert c not in pmm.abstract_manager().ledger.authorities
+
+
+def test_a_committed_lease_set_and_its_view_pin_every_ledger_it_holds() -> None:
+    # refimpl's `_pins` also names the focused records (a committed lease set, its model view): C3.
+    pmm, h, (a, b, _) = focused()
+    tx = pmm.tx_plan(h, ((a, 10), (b, 20)), 0, C)
+    pmm.tx_reserve_all(tx)
+    view = pmm.tx_publish(tx)
+    pmm.tx_execute(tx, view, 1)
+    pmm.tx_commit(tx)
+    before = pmm.abstract_manager(), pmm.abstract_tx()
+    with pytest.raises(ProviderPinned, match=rf"^authority {a} is pinned by transaction {tx}, view {view}$"):
+        pmm.remove_authority(a)
+    with pytest.raises(ProviderPinned, match=rf"^authority {b} is pinned by transaction {tx}$"):  # no view on b
+        pmm.remove_authority(b)
+    assert (pmm.abstract_manager(), pmm.abstract_tx()) == before
+    pmm.tx_release(tx)
+    pmm.remove_authority(b)
+    assert b not in pmm.abstract_manager().ledger.authorities
 
 
 def test_a_released_lease_set_leaves_its_lost_part_to_the_holder_and_termination() -> None:
@@ -263,11 +283,11 @@ def test_a_released_lease_set_leaves_its_lost_part_to_the_holder_and_termination
     view = pmm.tx_publish(tx)
     pmm.tx_execute(tx, view, 1)
     pmm.tx_commit(tx)
-    pmm.tx_lose_device(a)
+    pmm.lose_device(a)
     pmm.tx_release(tx)  # the lost part stays charged (stranded) until termination
     (alloc,) = pmm.abstract().allocations
     with contracts.contracts(False):  # no transaction owns it now: refused for the loss, not as a part's reservation
         with pytest.raises(DeviceLost, match=rf"^allocation {alloc} is on a lost device; its charge stays until"):
             pmm.release(h, alloc)
-    pmm.tx_confirm_termination(a)
+    pmm.confirm_termination(a)
     assert not pmm.abstract().allocations and pmm.abstract_tx().authorities[a].used == 0

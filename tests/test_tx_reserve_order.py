@@ -17,6 +17,7 @@ from refimpl.governor import ProcessMemoryManager
 from spec.errors import InvalidArgument, InvalidTransition, UnknownTransaction
 from spec.guards import ALL_ON, GuardSet
 from spec.transactions_lifecycle import ViewKind
+from spec.types import Tier
 
 C = ViewKind.CONTIGUOUS
 
@@ -24,7 +25,7 @@ C = ViewKind.CONTIGUOUS
 def world(guards: GuardSet = ALL_ON) -> tuple[ProcessMemoryManager, int, tuple[int, int, int]]:
     """Three authorities (ids 1, 2, 3: 100, 100 and 10 B) and one holder."""
     pmm = ProcessMemoryManager(guards=guards)
-    auths = (pmm.tx_add_authority("device", 100), pmm.tx_add_authority("host", 100), pmm.tx_add_authority("staging", 10))
+    auths = (pmm.register_authority("device", Tier.DEVICE, 100), pmm.register_authority("host", Tier.DEVICE, 100), pmm.register_authority("staging", Tier.DEVICE, 10))
     assert auths == (1, 2, 3)
     return pmm, pmm.register_holder("engine"), auths
 

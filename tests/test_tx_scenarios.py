@@ -17,7 +17,6 @@ from spec.errors import (
     CapacityDenied,
     DeviceLost,
     ManagerPoisoned,
-    ProviderPinned,
     StaleGeneration,
     ViewInUse,
 )
@@ -185,7 +184,7 @@ def test_device_loss_refunds_only_on_confirmed_termination(gov) -> None:
     assert open_tx not in s.txs and s.views[view].state is ViewState.INVALID
     assert s.txs[committed].held == ((host, 5),)
     for action, err in ((T.Plan(((dev, 1),), 0, ViewKind.CONTIGUOUS), DeviceLost),
-                        (T.Remap(view), DeviceLost), (T.RemoveAuthority(dev), ProviderPinned)):
+                        (T.Remap(view), DeviceLost)):
         with pytest.raises(err):
             gov.execute(action)
         assert gov.abstract() == s
@@ -196,20 +195,6 @@ def test_device_loss_refunds_only_on_confirmed_termination(gov) -> None:
     gov.execute(T.ConfirmTermination(dev))  # idempotent: never a second refund
     assert gov.abstract() == t
     check_all(t)
-
-
-def test_referenced_provider_stays_pinned(gov) -> None:
-    dev, host, staging = world(gov)
-    tx, view = run_to_commit(gov, ((staging, 2),))
-    s = gov.abstract()
-    with pytest.raises(ProviderPinned, match=f"transaction {tx}, view {view}"):
-        gov.execute(T.RemoveAuthority(staging))
-    assert gov.abstract() == s
-    gov.execute(T.Release(tx))
-    gov.execute(T.RemoveAuthority(staging))
-    assert staging not in gov.abstract().authorities
-    with pytest.raises(InvalidTransition, match="removed"):
-        gov.execute(T.Plan(((staging, 1),), 0, ViewKind.CONTIGUOUS))
 
 
 @pytest.mark.parametrize("key", sorted(TRANSACTION_TABLE, key=str), ids=str)
@@ -229,21 +214,6 @@ def test_bundle_table_is_total() -> None:
 
 def test_empty_state_satisfies_invariants() -> None:
     check_all(TX_EMPTY)
-
-
-def test_committed_lease_set_pins_every_authority_it_holds(gov) -> None:
-    # The view sits on the lowest authority only: the host is pinned by the committed lease set alone (C3).
-    # Pinned here, not left to the random campaign (which rarely removes a view-less held authority).
-    dev, host, _ = world(gov)
-    tx, _ = run_to_commit(gov, ((dev, 10), (host, 20)))
-    before = gov.abstract()
-    with pytest.raises(ProviderPinned, match=f"transaction {tx}"):
-        gov.execute(T.RemoveAuthority(host))
-    assert gov.abstract() == before
-    gov.execute(T.Release(tx))
-    gov.execute(T.RemoveAuthority(host))
-    assert host not in gov.abstract().authorities
-    check_all(gov.abstract())
 
 
 def test_transactions_are_records_of_the_one_ledger() -> None:

@@ -44,7 +44,7 @@ def test_tx_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
     # imported (its draws are biased by their constants). A poisoned bundle's refusal is pinned
     # deterministically by tests/test_tx_contracts.py::test_tx_guard_on_refuses_with_typed_error[atomic_bundle].
     for error in ("InvalidArgument", "InvalidTransition", "UnknownTransaction", "UnknownView", "DeviceLost",
-                  "StaleGeneration", "ViewInUse", "ProviderPinned", "InvalidBytes"):
+                  "StaleGeneration", "ViewInUse", "InvalidBytes"):
         assert stats.rejected.get(error, 0) > 0, f"campaign never produced {error}"
 
 

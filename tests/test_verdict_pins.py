@@ -125,8 +125,8 @@ def test_I5_I10_abort_leaves_bundles_pinned(mutant: str | None) -> None:
         from refimpl.manager import ProcessMemoryManager
 
         pmm = ProcessMemoryManager()
-        a = pmm.tx_add_authority("gpu0", 64)
-        b = pmm.tx_open_bundle()
+        a = pmm.register_authority("gpu0", Tier.DEVICE, 64)
+        b = pmm.open_bundle()
         tx = pmm.tx_plan(pmm.register_holder("kv"), ((a, 8),), 0, ViewKind.CONTIGUOUS, b)
         pmm.tx_reserve(tx, a)
         view = pmm.tx_publish(tx)

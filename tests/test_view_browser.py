@@ -24,6 +24,7 @@ import pytest
 
 from refimpl.cli import main
 from refimpl.view import timeline_data
+from spec.types import Tier
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -60,7 +61,7 @@ def tx_trace() -> str:
     out = io.StringIO()
     pmm = ProcessMemoryManager(trace=JsonlSink(out))
     enc, dec = pmm.register_holder("encoder"), pmm.register_holder("decoder")
-    hbm, host = pmm.tx_add_authority("hbm0", 64 << 20), pmm.tx_add_authority("host", 96 << 20)
+    hbm, host = pmm.register_authority("hbm0", Tier.DEVICE, 64 << 20), pmm.register_authority("host", Tier.DEVICE, 96 << 20)
     a = pmm.tx_plan(enc, ((hbm, 24 << 20), (host, 30 << 20)), 0, ViewKind.CONTIGUOUS)
     pmm.tx_reserve_all(a)
     b = pmm.tx_plan(dec, ((hbm, 30 << 20),), 0, ViewKind.BLOCKS_TABLE)
@@ -101,7 +102,7 @@ def _expected(trace: Path) -> tuple[set[str], dict[int, int], dict[int, int]]:
         ids, p = e["ids"], e["payload"]
         if p.get("outcome") == "accepted" and e["kind"] == "register_holder":
             names.add(p["name"])
-        elif p.get("outcome") == "accepted" and e["kind"] in ("register_authority", "tx_add_authority"):
+        elif p.get("outcome") == "accepted" and e["kind"] == "register_authority":
             cap[ids.get("result", p.get("result"))] = p["capacity"]
         for figures in ((p.get("observed") or {}).get("used", {}), p.get("used", {})):
             for a, u in figures.items():

@@ -82,13 +82,13 @@ def test_tx_trace_registers_authorities_and_charges_state() -> None:
     no = {"used": {}}
     events = [
         ev("ledger", "register_holder", {"result": 1}, name="engine", observed={"used": {}, "charges": {}}),
-        ev("tx", "tx_add_authority", {}, name="hbm0", capacity=64, tier="device", result=1,
-           observed={"used": {"1": 0}}),
+        ev("ledger", "register_authority", {"result": 1}, pool="hbm0", tier="device", capacity=64,
+           observed={"used": {"1": 0}, "charges": {}}),
         ev("tx", "tx_plan", {"bundle": None, "retry": None, "holder": 1}, needs=[[1, 40]], priority=0,
            kind="opaque", result=1, observed={"used": {"1": 0}}),
         ev("tx", "tx_reserve", {"tx": 1, "authority": 1}, result=None, observed={"used": {"1": 40}}),
-        ev("tx", "tx_lose_device", {"authority": 1}, result=None, observed={"used": {"1": 40}}),
-        ev("tx", "tx_confirm_termination", {"authority": 1}, result=None, observed={"used": {"1": 0}}),
+        ev("ledger", "lose_device", {"authority": 1}, observed={"used": {"1": 40}, "charges": {}}),
+        ev("ledger", "confirm_termination", {"authority": 1}, observed={"used": {"1": 0}, "charges": {}}),
         ev("tx", "tx_plan", {"holder": 1}, needs=[], outcome="rejected", error="InvalidArgument", observed=no),
     ]
     m = build_model(events)
@@ -96,7 +96,7 @@ def test_tx_trace_registers_authorities_and_charges_state() -> None:
     assert (hbm["pool"], hbm["tier"], hbm["limit"]) == ("hbm0", "device", [[1, 64]])
     assert hbm["series"] == {"engine / state": [[3, 40], [5, 0]]}
     assert [(x["i"], x["category"]) for x in m["markers"]] == [
-        (1, "transaction"), (2, "transaction"), (3, "grant"), (4, "device loss"), (5, "device loss"), (6, "rejected")]
+        (2, "transaction"), (3, "grant"), (4, "device loss"), (5, "device loss"), (6, "rejected")]
 
 
 def test_empty_trace_is_an_empty_model() -> None:

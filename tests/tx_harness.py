@@ -1,7 +1,8 @@
 """The manager's focused transaction operations under their model names, planned for one holder (tests only).
 
 `ProcessMemoryManager` exposes `spec.transactions` as `tx_<operation>`
-(`tx_plan` takes the holder whose ledger records the reservations are);
+(`tx_plan` takes the holder whose ledger records the reservations are), and
+registering, device loss and bundles as its composed verbs;
 this wrapper lets scripts call `c.plan(...)`, `c.reserve(tx, a)`, ... and
 `c.abstract()` (`abstract_tx`, read from the manager's own records).
 """
@@ -13,8 +14,11 @@ from typing import Any
 from refimpl.manager import ProcessMemoryManager
 from spec.guards import ALL_ON, GuardSet
 from spec.transactions import TxState
+from spec.types import Tier
 
 __all__ = ["TxManager"]
+
+_COMPOSED = ("lose_device", "confirm_termination", "open_bundle", "report_mismatch")
 
 
 class TxManager:
@@ -25,8 +29,13 @@ class TxManager:
     def plan(self, *args: Any, **kwargs: Any) -> int:
         return self.pmm.tx_plan(self.holder, *args, **kwargs)
 
+    def add_authority(self, name: str, capacity: int) -> int:
+        return self.pmm.register_authority(name, Tier.DEVICE, capacity)
+
     def abstract(self) -> TxState:
         return self.pmm.abstract_tx()
 
     def __getattr__(self, name: str) -> Any:
+        if name in _COMPOSED:  # one composed verb per concept (issue #21)
+            return getattr(self.pmm, name)
         return getattr(self.pmm, "tx_" + name)

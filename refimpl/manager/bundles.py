@@ -76,19 +76,11 @@ class Bundles:
 
     # --- bundles and failure scope (I5, I10) --------------------------------------
 
-    def tx_open_bundle(self) -> int:
-        """Open a state bundle: its parts advance as one unit (I10)."""
-        return self._run_tx(T.OpenBundle(), self._open_bundle)
-
     def _open_bundle(self) -> int:
         bid = self._next_bundle
         self._next_bundle += 1
         self._bundles[bid] = _Bundle(bid)
         return bid
-
-    def tx_report_mismatch(self, bundle: int) -> None:
-        """A post-commit state/view disagreement: poison that bundle only (I5)."""
-        return self._run_tx(T.ReportMismatch(bundle), self._report_mismatch, bundle)
 
     def _report_mismatch(self, bundle: Any) -> None:
         b = self._bundle(bundle)

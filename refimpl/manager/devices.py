@@ -10,20 +10,24 @@ its retry intent): its reservations elsewhere are cancelled and credited,
 its reservation on `a` stays charged; a committed lease set's bytes on `a`
 stay charged too (stranded), and the model views on `a` become invalid.
 `confirm_termination(a)` refunds every DEVICE_LOST charge on `a` exactly
-once (idempotent). The focused model's `tx_lose_device` /
-`tx_confirm_termination` run these same bodies.
+once (idempotent). `remove_authority(a)` deregisters a provider, refused
+(ProviderPinned) while anything still references it (C3). The focused
+transactions have no verbs of their own for these: they use the same ones.
 """
 
 from __future__ import annotations
 
 from invariants.contracts import SWITCH as _SWITCH
 from spec import ledger_actions as A
+from spec import manager_actions as M
 from spec.tickets import PressureState
-from spec.errors import InvalidTransition
+from spec.errors import InvalidTransition, ProviderPinned
 from spec.types import AllocState, ContextState
+from refimpl.manager.ledger import _Auth
 
 __all__ = ["Devices"]
 
+_LOST = AllocState.DEVICE_LOST
 _LOSABLE = (AllocState.PROVISIONAL, AllocState.LIVE, AllocState.QUARANTINED)  # charges a lost context keeps
 
 
@@ -82,6 +86,42 @@ class Devices:
             return
         with self._lock:
             self._terminate(authority)
+
+    def remove_authority(self, authority: int) -> None:
+        """Deregister a provider; refused while a charge, allowance, alias or part record references it (C3)."""
+        return self._run(M.RemoveAuthority, self._ms_remove, self._remove_authority, authority)
+
+    def _remove_authority(self, authority: object) -> None:
+        a = self._auth(authority)
+        refs = self._pins(a)
+        if refs and self._guards.on("provider_pinned"):  # C3
+            raise ProviderPinned(f"authority {a.id} is pinned by {', '.join(refs[:4])}")
+        del self._auths[a.id]
+        if self._pools.get(a.pool) is a:
+            del self._pools[a.pool]
+        if a.alias_of is not None:
+            del self._views[(a.alias_of, a.view)]
+
+    def _ms_remove(self, authority: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        """The composed scope of a removal: the ledger (and its canonical one) and every allocation on them."""
+        a = self._auths.get(authority) if type(authority) is int else None
+        if a is None:
+            return frozenset(), ()
+        auths = frozenset({a.id, a.alias_of if a.alias_of is not None else a.id})
+        return auths, tuple(i for x in auths for i in self._auths[x].allocs)
+
+    def _pins(self, a: _Auth) -> list[str]:
+        """Everything that still references ledger `a`: the parts' records, aliases, charges, allowances."""
+        refs, covered = self._tx_pins(a)
+        refs += [f"alias {x.id}" for x in self._auths.values() if x.alias_of == a.id]
+        refs += [f"allocation {r.id}" for r in a.allocs.values() if r.id not in covered and r.state is not _LOST]
+        stranded = sum(r.charge for r in a.allocs.values() if r.state is _LOST)
+        if stranded:
+            refs.append(f"{stranded} B stranded charge")
+        refs += [f"allowance {w.id}" for w in a.allowances.values()]
+        refs += [f"ticket {k}" for k in a.pending]
+        refs += [f"pressure {p.id}" for p in self._pressures.values() if p.auth is a]
+        return refs + ([f"limit change to {a.change.target} B"] if a.change is not None else [])
 
     # --- the ledger's records of a lost context (C3) --------------------------------------------------
 

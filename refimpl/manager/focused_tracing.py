@@ -49,7 +49,7 @@ class FocusedTracing:
         error: GovernorError | None = None
         result: Any = None
         kind = tx_kind(action)
-        extra = {"holder": args[0]} if kind == "tx_plan" else {"tier": args[2]} if kind == "tx_add_authority" else {}
+        extra = {"holder": args[0]} if kind == "tx_plan" else {}
         with self._lock:  # re-entrant: held from the body to the event's number, so the trace is lock order
             try:
                 result = self._run_tx_checked(action, body, args)

@@ -34,7 +34,6 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
-    ProviderPinned,
     TierMismatch,
     UnknownAllocation,
     UnknownAuthority,
@@ -220,32 +219,6 @@ class Ledger:
         self._next_holder += 1
         self._holders[hid] = name
         return hid
-
-    def _remove_authority(self, authority: object) -> None:
-        """Deregister an authority; refused while anything is charged on it or references it (C3).
-
-        The public, checked entry is `tx_remove_authority` (refimpl.manager.transactions)."""
-        a = self._auth(authority)
-        refs = self._pins(a)
-        if refs and self._guards.on("provider_pinned"):  # C3
-            raise ProviderPinned(f"authority {a.id} is pinned by {', '.join(refs)}")
-        del self._auths[a.id]
-        if self._pools.get(a.pool) is a:
-            del self._pools[a.pool]
-        if a.alias_of is not None:
-            del self._views[(a.alias_of, a.view)]
-
-    def _pins(self, a: _Auth) -> list[str]:
-        """Everything that still references ledger `a`: the parts' records, aliases, charges, allowances."""
-        refs, covered = self._tx_pins(a)
-        refs += [f"alias {x.id}" for x in self._auths.values() if x.alias_of == a.id]
-        refs += [f"allocation {r.id}" for r in a.allocs.values() if r.id not in covered and r.state is not AllocState.DEVICE_LOST]
-        stranded = sum(r.charge for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST)
-        if stranded:
-            refs.append(f"{stranded} B stranded charge")
-        refs += [f"allowance {w.id}" for w in a.allowances.values()]
-        refs += [f"ticket {k}" for k in a.pending]
-        return refs
 
     # --- reservations and leases (C2, I2, I4a, I6) -------------------------
 

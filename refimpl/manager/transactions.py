@@ -14,7 +14,8 @@ Two front ends, one implementation:
   * the composed operations (`plan_tx`, `reserve_tx`, `commit_tx`,
     `abort_tx`; `spec.manager`): a miss raises `CapacityDenied` and leaves
     the transaction open; commit hands the leases to the holder.
-  * the focused operations (`tx_plan`, `tx_reserve`, ..., `spec.transactions`,
+  * the focused operations (`tx_plan`, `tx_reserve`, ..., `spec.transactions`;
+    registering, device loss and bundles are the composed verbs,
     run through `_run_tx` in `refimpl.manager.tx_view`): a miss aborts the
     whole transaction and returns its intent; commit keeps the lease set as
     the transaction's (COMMITTED, in `_settled`) until `tx_release`, with
@@ -375,43 +376,6 @@ class Transactions:
         self._drop_views(t)
         del self._settled[t.id]
         self._rounds(before)
-
-    # --- focused registration and device loss (C3) ------------------------------
-
-    def tx_add_authority(self, name: str, capacity: int, tier: Tier = Tier.DEVICE) -> int:
-        """The authority called `name` (registered on first use, whatever `capacity` says then); its id is its
-        place in the reservation order."""
-        return self._run_tx(T.AddAuthority(name, capacity), self._tx_add_authority, name, capacity, tier)
-
-    def _tx_add_authority(self, name: Any, capacity: Any, tier: Tier) -> int:
-        if type(name) is not str or not name:
-            raise InvalidArgument(f"name must be a non-empty str, got {name!r:.80}")
-        _nbytes(capacity, "capacity")
-        existing = self._pools.get(name)
-        if existing is not None:
-            return existing.id
-        return self._register_authority(name, tier, capacity)
-
-    def tx_remove_authority(self, authority: int) -> None:
-        """Deregister a provider; refused while a lease, reservation, view or stranded charge pins it (C3)."""
-        return self._run_tx(T.RemoveAuthority(authority), self._tx_remove_authority, authority)
-
-    def _tx_remove_authority(self, authority: Any) -> None:
-        self._remove_authority(authority)  # the spec checks no id shape here: a non-int is unknown
-
-    def tx_lose_device(self, authority: int) -> None:
-        """Context lost (`lose_device`, with the focused model's id checks)."""
-        return self._run_tx(T.LoseDevice(authority), self._tx_lose_device, authority)
-
-    def _tx_lose_device(self, authority: Any) -> None:
-        self._lose_all(self._tx_auth(authority).id)
-
-    def tx_confirm_termination(self, authority: int) -> None:
-        """The lost context is gone (`confirm_termination`, with the focused model's id checks)."""
-        return self._run_tx(T.ConfirmTermination(authority), self._tx_confirm_termination, authority)
-
-    def _tx_confirm_termination(self, authority: Any) -> None:
-        self._terminate(self._tx_auth(authority).id)
 
     def _tx_pins(self, a: _Auth) -> tuple[list[str], set[int]]:
         """What pins ledger `a` in this part (C3): transactions holding bytes on it or, while open, needing it;

@@ -261,7 +261,7 @@ class Views:
                 self._books.forget()  # a violation, or a body that stopped half way: count again from the rows
                 raise
             if rec is not None:
-                figures = {"used": {i: self._auths[i].used for i in auths}, "charges": {},
+                figures = {"used": {i: self._auths[i].used for i in auths if i in self._auths}, "charges": {},
                            "bundles": self._bundle_figures(named, first_bundle)}
                 seq = rec.record_composed(self._bound, lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
@@ -418,6 +418,7 @@ class Views:
             if isinstance(act, (A.LoseDevice, A.ConfirmTermination)):
                 for i in auths:
                     allocs |= set(self._auths[i].allocs)
+                auths |= self._closed(auths)  # a loss aborts transactions: their other ledgers' used moves too
         rid = getattr(act, "allocation", None)
         rec = self._allocs.get(rid) if type(rid) is int else None
         if rec is not None:

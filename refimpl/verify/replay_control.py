@@ -198,7 +198,7 @@ def _focused_tx_left_open(pmm: Any) -> None:
     """A focused (`ortmem-tx/1`) transaction planned and never committed or aborted (no boundary)."""
     from spec.transactions_lifecycle import ViewKind
     h = pmm.register_holder("engine")
-    a = pmm.tx_add_authority("hbm", 64)
+    a = pmm.register_authority("hbm", _D, 64)
     pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
 
 

@@ -2,9 +2,11 @@
 
 Method names are "tx_" + the actions' names in snake case, keywords the
 actions' field names, so the mapping is mechanical and cannot hide logic.
-The one addition: a transaction is planned for a holder (the ledger records
-its reservations are), registered once when the adapter is made; holders are
-not part of `spec.transactions.TxState`. `abstract()` reads the manager's
+Two additions: a transaction is planned for a holder (the ledger records
+its reservations are), registered once when the adapter is made (holders are
+not part of `spec.transactions.TxState`); and the actions the manager has one
+composed verb for (`COMPOSED`: registering an authority, device loss, bundles)
+call that verb, an authority registered on the device tier. `abstract()` reads the manager's
 own records (`ProcessMemoryManager.abstract_tx`): there is no shadow state.
 """
 
@@ -19,8 +21,12 @@ from refimpl.manager import ProcessMemoryManager
 from spec import transactions_actions as T
 from spec.guards import ALL_ON, GuardSet
 from spec.transactions import TxState
+from spec.types import Tier
 
-__all__ = ["TxRefimplAdapter"]
+__all__ = ["TxRefimplAdapter", "COMPOSED"]
+
+#: The focused model's actions the manager runs with its composed verb (snake-case name, same keywords).
+COMPOSED = (T.AddAuthority, T.LoseDevice, T.ConfirmTermination, T.OpenBundle, T.ReportMismatch)
 
 
 class TxRefimplAdapter:
@@ -30,6 +36,10 @@ class TxRefimplAdapter:
 
     def execute(self, action: Any) -> Any:
         kwargs = attrs.asdict(action, recurse=False)
+        if type(action) is T.AddAuthority:
+            return self.pmm.register_authority(action.name, Tier.DEVICE, action.capacity)
+        if type(action) in COMPOSED:
+            return getattr(self.pmm, method_name(action))(**kwargs)
         if type(action) is T.Plan:
             kwargs["holder"] = self.holder
         return getattr(self.pmm, "tx_" + method_name(action))(**kwargs)
