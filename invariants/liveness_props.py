@@ -261,7 +261,8 @@ def _client(c: int) -> Callable[[Any], bool]:
 
 
 def _i13(g: Graph) -> Lasso | None:
-    return fair_cycle(g, _pending_watched, _capacity_returns)
+    # Weak fairness of Claim: a cycle that offers a claim in every state takes one.
+    return fair_cycle(g, _pending_watched, _capacity_returns, (lambda act: isinstance(act, P.Claim),))
 
 
 def _i12(g: Graph) -> Lasso | None:
