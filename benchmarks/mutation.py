@@ -166,7 +166,7 @@ MODULES: dict[str, list[str]] = {
     # collecting mode that credits every failing clause to a control (verdict rule R3).
     "invariants/clauses.py": ["tests/test_verdict.py", "tests/test_pressure_clauses.py", "tests/test_harm_clauses.py",
                               "tests/test_tx_clauses.py"],
-    "invariants/transactions.py": ["tests/test_tx_clauses.py", "tests/test_tx_controls.py",
+    "invariants/transactions.py": ["tests/test_tx_clause_cases.py", "tests/test_tx_clauses.py", "tests/test_tx_controls.py",
                                    "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-spec]",
                                    "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-refimpl]"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
