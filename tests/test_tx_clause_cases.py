@@ -209,6 +209,7 @@ RUNNING = run(*EXEC1)[-1]
 TWO = run(PLAN1, T.Plan(((2, 1),), 0, C))[-1]
 WITH_INTENT = run(*INTENT)[-1]
 BUNDLE = run(T.OpenBundle())[-1]
+SHARED = run(*EXEC1[:3], T.Plan(((2, 1),), 0, C), T.Reserve(2, 2), T.Publish(2))[-1]  # 1 and 2 published
 
 # name -> (broken state, the clause that must fail, what its message must name)
 BROKEN_STATES: dict[str, tuple[S.TxState, str, tuple[str, ...]]] = {
@@ -263,6 +264,8 @@ BROKEN_STATES: dict[str, tuple[S.TxState, str, tuple[str, ...]]] = {
     "user_not_executing": (_tx(RUNNING, 1, phase=TxPhase.PUBLISHED), "state_C6.users_are_executions",
                            ("view 1", "user 1")),
     "user_not_bound": (_tx(RUNNING, 1, bound=()), "state_C6.users_are_executions", ("view 1", "user 1")),
+    "uses_provisional_view": (_view(_tx(SHARED, 2, phase=TxPhase.EXECUTING, bound=((1, 1),)), 1, users=(2,)),
+                              "state_C6.provisional_view_private", ("transaction 2", "view 1", "transaction 1")),
     "ledger_residue": (_auth(run()[0], 2, used=1), "state_I5.ledger_matches_holdings",
                        ("authority 2", "used 1 B", "hold 0 B", "0 B are stranded")),
     "ledger_short": (_auth(RUNNING, 1, used=2), "state_I5.ledger_matches_holdings",
@@ -352,6 +355,8 @@ def test_broken_remaps_and_bundles_fail_naming_the_harm() -> None:
     _step(b, T.OpenBundle(), moved, "step_I10.only_commit_moves_bundle", ("OpenBundle()", "bundle 1"))
     _step(b, T.Abort(1), moved, "step_I10.only_commit_moves_bundle", ("Abort(tx=1)", "bundle 1"))
     _step(b, T.Commit(1), moved, "step_I10.only_commit_moves_bundle", ("Commit(tx=1)", "bundle 1"))  # not its bundle
+    by_abort = evolve(b, bundles=b.bundles.set(2, evolve(b.bundles[2], versions=(1,) * 4)))  # its own bundle
+    _step(b, T.Abort(1), by_abort, "step_I10.only_commit_moves_bundle", ("Abort(tx=1)", "bundle 2"))
     own = evolve(b, bundles=b.bundles.set(2, evolve(b.bundles[2], versions=(2,) * 4)))
     _step(b, T.Commit(1), own, "step_I10.bundle_moves_as_unit", ("bundle 2", "(0, 0, 0, 0) -> (2, 2, 2, 2)"))
     sick = evolve(b, bundles=b.bundles.set(2, evolve(b.bundles[2], state=BundleState.POISONED)))
