@@ -342,3 +342,49 @@ def test_the_batch_pool_over_capacity_names_its_figures() -> None:
     over = S.BatchState(4, S.new_batch(4).requests.set(1, S.BatchRequest(6, 5, S.ReqState.RESIDENT)), 2)
     e = _fails(check_state, over)
     assert e.clause == "state_I12_batch.kv_within_capacity" and "holds 5 > capacity 4" in str(e)
+
+
+def _batch(capacity: int, *reqs: tuple[int, int, S.ReqState]) -> S.BatchState:
+    rs = S.new_batch(capacity).requests
+    for i, (peak, held, state) in enumerate(reqs, 1):
+        rs = rs.set(i, S.BatchRequest(peak, held, state))
+    return S.BatchState(capacity, rs, len(reqs) + 1)
+
+
+def test_batch_clauses_fail_naming_the_request_and_figures() -> None:
+    from invariants.admission import check_state
+
+    R, F = S.ReqState.RESIDENT, S.ReqState.FINISHED
+    e = _fails(check_state, _batch(10, (4, 2, F)))
+    assert e.clause == "state_I12_batch.only_residents_hold" and "request 1 is finished but holds 2" in str(e)
+    e = _fails(check_state, _batch(10, (4, 5, R)))
+    assert e.clause == "state_I12_batch.only_residents_hold" and "request 1 holds 5 > its peak 4" in str(e)
+    e = _fails(check_state, _batch(10, (9, 4, R), (9, 4, R)))  # each needs 5 more, 2 free
+    assert e.clause == "state_I12_batch.some_resident_can_finish" and "needs [5, 5], free 2" in str(e)
+
+
+def test_batch_cases_need_their_subject() -> None:
+    from invariants.admission import check_state
+
+    cap, idle, live = ("state_I12_batch.kv_within_capacity", "state_I12_batch.only_residents_hold",
+                       "state_I12_batch.some_resident_can_finish")
+    assert _cases(check_state, _batch(10)) == set()
+    assert _cases(check_state, _batch(10, (4, 0, S.ReqState.WAITING))) == {idle}
+    assert _cases(check_state, _batch(10, (4, 1, S.ReqState.RESIDENT))) == {cap, idle, live}
+
+
+def test_a_growth_peak_counts_the_bytes_of_both_buffers() -> None:
+    from invariants.admission import check_transition
+
+    # at 2 B a token the peak of 4 -> 8 is (4 + 8) x 2 = 24 B: 10 + 15 + 24 + 2 = 51 > 50
+    e = _fails(check_transition, _el(50, 2, cache=15), S.Decode(), _el(50, 2, cache=15, kv=8, tokens=5))
+    assert e.clause == "step_I8c_elastic.growth_peak_within_budget" and "copy peak 24" in str(e)
+
+
+def test_a_batcher_leak_is_credited_to_i12_only() -> None:
+    from invariants.clauses import collecting
+
+    leak = LedgerBooks("kv_batch", _batch(10, (4, 1, S.ReqState.RESIDENT)), 3)
+    with collecting() as found:
+        check_observations([leak])
+    assert found == ["observed_I12_admission.ledger_charges_what_is_held"]  # not the elastic split's I8c
