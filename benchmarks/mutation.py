@@ -166,9 +166,12 @@ MODULES: dict[str, list[str]] = {
     # collecting mode that credits every failing clause to a control (verdict rule R3).
     "invariants/clauses.py": ["tests/test_verdict.py", "tests/test_pressure_clauses.py", "tests/test_harm_clauses.py",
                               "tests/test_tx_clauses.py"],
-    "invariants/transactions.py": ["tests/test_tx_clauses.py", "tests/test_tx_controls.py",
+    "invariants/transactions.py": ["tests/test_tx_clause_cases.py", "tests/test_tx_clauses.py", "tests/test_tx_controls.py",
                                    "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-spec]",
                                    "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-refimpl]"],
+    # The admission models' clauses (I12, I8c, C5): the ledger-books clause tests, the verdict pins, and the
+    # models' refinement campaigns and negative controls (3-4 s each in the mutation profile).
+    "invariants/admission.py": ["tests/test_admission_ledger.py", "tests/test_verdict_pins.py", "tests/test_admission.py"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own

@@ -3,11 +3,14 @@
 A finite scope's reachable graph is built whole (`build_graph`: every state, every accepted step, no depth
 cut; only a state bound, which makes the graph, and any verdict on it, incomplete). Two checks read it:
 
-- `fair_cycle(g, stay, fair)`: is there a reachable cycle in which every state satisfies `stay` (a ticket
-  stays pending) and some step satisfies `fair` (capacity returns)? Such a cycle, repeated forever, is an
-  infinite run that meets the fairness condition infinitely often and never leaves `stay`: a liveness
-  violation under that fairness. It exists iff a strongly connected component of the `stay` subgraph holds
-  a `fair` step (Tarjan, iterative).
+- `fair_cycle(g, stay, fair, weak, along)`: is there a reachable cycle in which every state satisfies
+  `stay` (a ticket stays pending), every step `along` (nobody commits), some step satisfies `fair`
+  (capacity returns; an abort), and which is weakly fair to each process of `weak` (the process takes a
+  step in the cycle, or some state of it offers the process no step at all)? Such a cycle, repeated
+  forever, is an infinite run that meets the fairness conditions and never leaves `stay`: a liveness
+  violation under that fairness. It exists iff a strongly connected component of the `stay`/`along`
+  subgraph holds a `fair` step and, for each weak process, one of its steps or a state where it has none:
+  a cycle through the whole component takes every step of it and visits every state (Tarjan, iterative).
 - `trap(g, relevant, goal, along)`: is there a reachable `relevant` state from which no path through
   `along` states reaches a `goal` state (AG (relevant => EF goal), "completion stays reachable")? On a
   finite graph this possibility property is what makes every run reach the goal under strong fairness of
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -139,21 +142,44 @@ def sccs(n: int, succ: Callable[[int], Iterable[int]], nodes: Iterable[int]) -> 
     return out
 
 
-def fair_cycle(g: Graph, stay: Callable[[Any], bool], fair: Callable[[Any, Any, Any], bool]) -> Lasso | None:
-    """A reachable cycle through `stay` states only that takes a `fair` step, as a lasso; None if there is none."""
+def fair_cycle(g: Graph, stay: Callable[[Any], bool], fair: Callable[[Any, Any, Any], bool],
+               weak: tuple[Callable[[Any], bool], ...] = (),
+               along: Callable[[Any, Any, Any], bool] = lambda s, a, n: True) -> Lasso | None:
+    """A reachable cycle through `stay` states and `along` steps that takes a `fair` step and is weakly fair
+    to each process of `weak` (a predicate on an action: it is that process's step), as a lasso; None if
+    there is none. A process is weakly fair in a cycle iff it takes a step there or some state of the cycle
+    offers it no step at all (in the whole graph: a step the cycle may not take, such as a commit, still
+    counts as offered)."""
     keep = [stay(s) for s in g.states]
+    inner = [tuple((a, v) for a, v in out if keep[v] and along(g.states[u], a, g.states[v]))
+             for u, out in enumerate(g.edges)]
 
     def succ(v: int) -> Iterable[int]:
-        return (j for _, j in g.edges[v] if keep[j])
+        return (j for _, j in inner[v])
 
     for comp in sccs(len(g.states), succ, (v for v in range(len(g.states)) if keep[v])):
         inside = set(comp)
-        for u in sorted(comp):
-            for a, v in g.edges[u]:
-                if v in inside and fair(g.states[u], a, g.states[v]):
-                    start = min(comp)  # the component's first state in breadth-first order
-                    cycle = _path(g, start, u, inside) + ((a, v),) + _path(g, v, start, inside)
-                    return _lasso(g, start, cycle)
+        steps = [(u, a, v) for u in sorted(comp) for a, v in inner[u] if v in inside]
+        must = next(((u, a, v) for u, a, v in steps if fair(g.states[u], a, g.states[v])), None)
+        if must is None:
+            continue
+        stops: list[tuple[int, Any, int] | int] = [must]  # the steps and states the cycle must pass through
+        for process in weak:
+            moves = next(((u, a, v) for u, a, v in steps if process(a)), None)
+            idle = next((u for u in sorted(comp) if not any(process(a) for a, _ in g.edges[u])), None)
+            if moves is None and idle is None:
+                break  # this process is offered a step in every state of the component, and never takes one
+            stops.append(moves if moves is not None else idle)  # type: ignore[arg-type]
+        else:
+            start = min(comp)  # the component's first state in breadth-first order
+            cycle, at = (), start
+            for stop in stops:
+                if isinstance(stop, int):
+                    cycle, at = cycle + _path(g, at, stop, inside, inner), stop
+                else:
+                    u, a, v = stop
+                    cycle, at = cycle + _path(g, at, u, inside, inner) + ((a, v),), v
+            return _lasso(g, start, cycle + _path(g, at, start, inside, inner))
     return None
 
 
@@ -199,13 +225,16 @@ def _reachable(g: Graph, v: int, ok: list[bool]) -> set[int]:
     return seen
 
 
-def _path(g: Graph, src: int, dst: int, within: set[int]) -> tuple[tuple[Any, int], ...]:
-    """The shortest steps from `src` to `dst` through `within` (empty if they are the same state)."""
+def _path(g: Graph, src: int, dst: int, within: set[int],
+          edges: Sequence[tuple[tuple[Any, int], ...]] | None = None) -> tuple[tuple[Any, int], ...]:
+    """The shortest steps from `src` to `dst` through `within` (empty if they are the same state), over
+    `edges` (default: every step of the graph)."""
+    edges = g.edges if edges is None else edges
     back: dict[int, tuple[int, Any] | None] = {src: None}
     todo = deque([src])
     while todo and dst not in back:
         u = todo.popleft()
-        for a, v in g.edges[u]:
+        for a, v in edges[u]:
             if v in within and v not in back:
                 back[v] = (u, a)
                 todo.append(v)

@@ -332,11 +332,16 @@ LIVENESS: dict[str, tuple[str, tuple[str, ...]]] = {
             "budget. Fairness: strong fairness of Decode answered in full (the weight holder gives back what "
             "it is asked). Checked on the whole elastic scope; control: elastic_guaranteed_path off.",
             (_LV + "test_guard_off_yields_a_lasso_printed_with_states",)),
-    "C4": ("No run aborts forever with no commit. Fairness: weak fairness of Commit of a transaction holding "
-           "every reservation. Partial: the transactions scope plans at most two transactions and never reuses "
-           "an id, so it has no infinite run and a livelock of aborts cannot be expressed in it (it needs ids "
-           "recycled and the intent's age, raised by every abort, bounded).",
-           (_LV + "test_c4_is_partial_with_its_reason",)),
+    "C4": ("No fair run aborts forever with no commit (the livelock a try-only coordinator risks). Fairness: "
+           "weak fairness of each client's next step (plan or retry, reserve, publish, execute, commit, "
+           "release): a client offered a step in every state of a cycle takes one, so a transaction holding "
+           "every reservation commits. Checked: no reachable cycle of the tx_retry scope (spec.transactions, "
+           "two 1 B authorities, two clients each needing 1 B of both, declared in opposite orders, retrying "
+           "their intents forever; transaction, intent and view ids recycled, intent age capped at 2) "
+           "misses a reservation, commits nothing and is weakly fair to both clients; control: "
+           "ordered_reservation off (each holds one authority and misses the other's, in turn, forever).",
+           (_LV + "test_ordered_reservation_off_livelocks_in_aborts_with_no_commit",
+            _LV + "test_recycled_tx_ids_step_as_the_original_ids_do")),
 }
 
 

@@ -1,5 +1,5 @@
-"""Liveness under fairness (`invariants.liveness`, `invariants.liveness_props`): I13, I12, I8c checked on whole
-scopes, each with a negative control whose lasso (prefix, then a cycle forever) replays step by step; C4 partial.
+"""Liveness under fairness (`invariants.liveness`, `invariants.liveness_props`): I13, I12, I8c and C4 checked on
+whole scopes, each with a negative control whose lasso (prefix, then a cycle forever) replays step by step.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import pytest
 from invariants import liveness_props as LP
 from invariants.liveness import Graph, Lasso, build_graph, fair_cycle, render_lasso, sccs
 from spec import pressure as P
+from spec import transactions_actions as TA
 from spec.catalog import entry
 from spec.guards import ALL_ON, GuardSet
 from spec.records import evolve
@@ -80,10 +81,85 @@ def test_without_the_fairness_condition_aging_on_would_be_flagged() -> None:
     assert fair_cycle(g, LP._pending_watched, LP._capacity_returns) is None
 
 
-def test_c4_is_partial_with_its_reason() -> None:
-    r = LP.check_liveness("C4")
-    assert r.status == "partial" and "never reuses an id" in r.reason and r.lasso is None
-    assert set(LP.check_all_liveness()) == {"I13", "I12", "I8c", "C4"}
+def _c4_cycle(lasso: Lasso) -> list[tuple[object, LP.Clients, LP.Clients]]:
+    """The cycle's steps as (action, state before, state after)."""
+    start = lasso.prefix[-1][1] if lasso.prefix else lasso.initial
+    states = [start, *(s for _, s in lasso.cycle)]
+    return [(a, states[i], states[i + 1]) for i, (a, _) in enumerate(lasso.cycle)]
+
+
+def test_ordered_reservation_off_livelocks_in_aborts_with_no_commit() -> None:
+    r = LP.check_liveness("C4", GuardSet.without("ordered_reservation"))
+    assert r.status == "violated" and r.lasso is not None and r.lasso.cycle
+    steps = _c4_cycle(r.lasso)
+    # The harm: forever, reservations miss and their transactions abort, and no transaction ever commits
+    # (none even holds every reservation), while both clients keep moving (the cycle is fair to each).
+    assert not any(isinstance(a.act, TA.Commit) for a, _, _ in steps)
+    aborted = {a.client for a, p, n in steps if isinstance(a.act, TA.Reserve) and p.at[a.client][0] is not None
+               and n.at[a.client][0] is None and n.at[a.client][1] is not None}
+    assert aborted == {0, 1}
+    assert all(len(t.held) < len(t.needs) for _, p, _ in steps for t in p.tx.txs.values())
+
+
+def test_weak_fairness_of_each_client_carries_weight() -> None:
+    # With ordered reservation on, a cycle of aborts without a commit exists: one client holds the first
+    # authority and never moves while the other misses it forever. Only weak fairness rules it out.
+    g = build_graph(LP.retry_model(ALL_ON))
+    unfair = fair_cycle(g, lambda s: True, LP._aborts, (), LP._no_commit)
+    assert unfair is not None and {a.client for a, _ in unfair.cycle} == {1}
+    assert LP._c4(g) is None
+
+
+def _spread(s: LP.Clients) -> tuple[LP.Clients, dict[str, dict[int, int]]]:
+    """The same clients with transaction, intent and view ids and sequences spread out and capped ages raised."""
+    t = s.tx
+    ren = {"tx": {x: 2 * x + 3 for x in t.txs}, "intent": {i: 3 * i + 1 for i in t.intents},
+           "view": {v: 2 * v + 5 for v in t.views}}
+    seq = {q: 4 * q + 1 for q in {x.seq for x in (*t.txs.values(), *t.intents.values())}}
+
+    def age(a: int) -> int:
+        return a + 3 if a == LP._AGE_CAP else a
+
+    txs = {ren["tx"][x.id]: evolve(x, id=ren["tx"][x.id], seq=seq[x.seq], age=age(x.age),
+                                   bound=tuple((ren["view"][v], g) for v, g in x.bound)) for x in t.txs.values()}
+    intents = {ren["intent"][i.id]: evolve(i, id=ren["intent"][i.id], seq=seq[i.seq], age=age(i.age))
+               for i in t.intents.values()}
+    views = {ren["view"][v.id]: evolve(v, id=ren["view"][v.id], allocation=ren["tx"][v.allocation],
+                                       users=tuple(ren["tx"][u] for u in v.users)) for v in t.views.values()}
+    tx = evolve(t, txs=t.txs.__class__(txs), intents=t.intents.__class__(intents), views=t.views.__class__(views),
+                next_tx=max(txs, default=0) + 4, next_intent=max(intents, default=0) + 2,
+                next_view=max(views, default=0) + 3, next_seq=max(seq.values(), default=0) + 5)
+    at = tuple((None if x is None else ren["tx"][x], None if i is None else ren["intent"][i]) for x, i in s.at)
+    return LP.Clients(tx, at), ren
+
+
+def _renamed(act: LP.Client, ren: dict[str, dict[int, int]]) -> LP.Client:
+    a = act.act
+    if isinstance(a, TA.Plan):
+        a = evolve(a, retry=None if a.retry is None else ren["intent"][a.retry])
+    else:
+        a = evolve(a, tx=ren["tx"][a.tx])
+        if isinstance(a, TA.Execute):
+            a = evolve(a, view=ren["view"][a.view])
+    return LP.Client(act.client, a)
+
+
+@pytest.mark.parametrize("guards", [ALL_ON, GuardSet.without("ordered_reservation")], ids=["all-on", "order-off"])
+def test_recycled_tx_ids_step_as_the_original_ids_do(guards: GuardSet) -> None:
+    model = LP.retry_model(guards)
+    g = build_graph(model)
+    assert g.complete and any(i.age == LP._AGE_CAP for s in g.states for i in s.tx.intents.values())
+    for s in g.states:
+        wide, ren = _spread(s)
+        assert LP.canonical_clients(wide) == s
+        for a in model.actions(s):
+            try:
+                want = model.step(s, a)
+            except model.rejects as e:
+                with pytest.raises(type(e)):
+                    model.step(wide, _renamed(a, ren))
+                continue
+            assert model.step(wide, _renamed(a, ren)) == want, (s, a)
 
 
 def test_state_bound_makes_the_verdict_partial() -> None:
@@ -128,11 +204,12 @@ def test_verify_phase_reports_each_property_and_control_lasso_with_states() -> N
 
     runs, controls = LP.run_liveness(("pressure", "admission", "transactions"))
     assert LP.liveness_ok(runs, controls) and set(controls) == {"aging", "kv_admission_fits",
-                                                               "elastic_guaranteed_path"}
+                                                               "elastic_guaranteed_path", "ordered_reservation"}
     r = Report(True, "quick", (), {}, {}, (), 0.0, liveness=runs, liveness_controls=controls)
     lines = liveness_lines(r)
     assert lines[0].startswith("liveness I13 (starvation): verified on ") and "complete, diameter" in lines[0]
-    assert any(line.startswith("liveness C4 (transactions): partial: the transactions scope") for line in lines)
+    assert any(line.startswith("liveness C4 (tx_retry): verified on ") for line in lines)
+    assert "liveness control ordered_reservation off (C4): violated, a lasso of " in "\n".join(lines)
     assert "liveness control aging off (I13): violated, a lasso of " in "\n".join(lines)
     md = report_markdown(r)
     assert "### `aging` off (I13): violated" in md and "-- cycle: steps" in md and "     -> Watched(" in md
@@ -143,7 +220,8 @@ def test_verify_phase_reports_each_property_and_control_lasso_with_states() -> N
     assert len(trace["states"]) == 1 + lasso["prefix_steps"] + lasso["cycle_steps"] - 1
     assert trace["loop"] == lasso["prefix_steps"] and trace["#meta"]["loop_action"].startswith(("Claim", "Submit",
                                                                                                 "Release", "Watch"))
-    assert j["liveness"]["C4"]["status"] == "partial" and j["liveness"]["I12"]["complete"]
+    assert j["liveness"]["C4"]["status"] == "verified" and j["liveness"]["C4"]["complete"]
+    assert j["liveness"]["I12"]["complete"] and j["liveness_controls"]["ordered_reservation"]["lasso"]["cycle_steps"]
 
 
 def test_a_control_without_a_lasso_or_a_violation_fails_the_verdict() -> None:
