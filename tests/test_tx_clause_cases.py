@@ -67,7 +67,6 @@ INTENT = (T.Plan(((1, 2),), 0, C), T.Plan(((1, 2),), 0, C), T.Reserve(1, 1), T.R
 
 # clause -> a script whose last action brings in exactly one subject of the clause
 STATE_WITNESS: dict[str, tuple[Any, ...]] = {
-    "state_C3.references_resolve": (PLAN1,),
     "state_C3.lost_context_gets_no_work": (T.LoseDevice(2),),
     "state_C3.stranded_only_while_lost": (T.LoseDevice(2),),  # lost, with nothing stranded
     "state_C4.held_within_needs": (PLAN1, T.Reserve(1, 1)),
@@ -130,7 +129,6 @@ def test_only_a_holder_whose_next_need_does_not_fit_is_a_wait() -> None:
 STEP_WITNESS: dict[tuple[str, ...], tuple[Any, ...]] = {
     ("step_C3.loss_refunds_nothing",): (T.LoseDevice(2),),
     ("step_C3.termination_refunds_once",): (T.LoseDevice(2), T.ConfirmTermination(2)),
-    ("step_C3.removal_drops_no_charge",): (T.RemoveAuthority(2),),
     ("step_C4.retry_keeps_identity",): (*INTENT, T.Plan(((1, 2),), 0, C, None, 1)),
     ("step_I5.abort_restores_ledgers", "step_I5.abort_leaves_bundles"): (PLAN1, T.Abort(1)),
     ("step_I5.corrupt_ledger_charges_nothing",): (T.CorruptLedger(), T.OpenBundle()),
@@ -155,14 +153,6 @@ def test_a_repeated_confirmation_refunds_nothing_and_passes() -> None:
     states = run(T.Plan(((2, 1),), 0, C), T.Reserve(1, 2), T.LoseDevice(2), T.ConfirmTermination(2),
                  T.ConfirmTermination(2))
     assert states[-1] == states[-2] and states[-2].authorities[2].used == 0
-
-
-def test_a_committed_set_may_outlive_a_removed_lost_provider() -> None:
-    # The committed set's part on lost authority 2 was stranded, refunded, and the provider removed: its
-    # declared need on 2 references nothing live, and is no dangling reference.
-    s = run(T.Plan(((1, 1), (2, 1)), 0, C), T.Reserve(1, 1), T.Reserve(1, 2), T.Publish(1), T.Execute(1, 1, 1),
-            T.Commit(1), T.LoseDevice(2), T.ConfirmTermination(2), T.RemoveAuthority(2))[-1]
-    assert 2 not in s.authorities and s.txs[1].phase is TxPhase.COMMITTED and s.txs[1].needs[1][0] == 2
 
 
 def test_a_user_that_observes_the_new_generation_reads_nothing_stale() -> None:
@@ -213,13 +203,8 @@ SHARED = run(*EXEC1[:3], T.Plan(((2, 1),), 0, C), T.Reserve(2, 2), T.Publish(2))
 
 # name -> (broken state, the clause that must fail, what its message must name)
 BROKEN_STATES: dict[str, tuple[S.TxState, str, tuple[str, ...]]] = {
-    "tx_needs_removed": (_state(PLANNED, authorities=PLANNED.authorities.delete(1)), "state_C3.references_resolve",
-                         ("transaction 1", "authority 1")),
     "open_tx_needs_lost": (_auth(PLANNED, 1, context=ContextState.LOST), "state_C3.lost_context_gets_no_work",
                            ("transaction 1", "lost", "authority 1")),
-    "view_on_removed": (_state(_tx(RUNNING, 1, held=(), needs=((2, 1),), phase=TxPhase.PUBLISHED, bound=()),
-                               authorities=RUNNING.authorities.delete(1)),
-                        "state_C3.references_resolve", ("view 1", "authority 1")),
     "view_on_lost": (_auth(_tx(RUNNING, 1, held=(), needs=((2, 1),), bound=(), phase=TxPhase.PUBLISHED), 1,
                            context=ContextState.LOST, used=0),
                      "state_C3.lost_context_gets_no_work", ("view 1", "lost", "authority 1")),
@@ -310,8 +295,6 @@ def test_broken_steps_fail_their_clause_naming_the_harm() -> None:
     kept = _auth(stranded, 2, context=ContextState.TERMINATED, stranded=0)  # confirmed, refunded nothing
     _step(stranded, T.ConfirmTermination(2), kept, "step_C3.termination_refunds_once",
           ("refunded 0 B", "expected 1 B"))
-    _step(held, T.RemoveAuthority(2), _state(held, authorities=held.authorities.delete(2)),
-          "step_C3.removal_drops_no_charge", ("authority 2", "1 B charged", "0 B stranded"))
     ready = run(*INTENT)[-1]
     retried = S.step(ready, T.Plan(((1, 2),), 0, C, None, 1))[0]
     _step(ready, T.Plan(((1, 2),), 0, C, None, 1), _tx(retried, 3, age=0), "step_C4.retry_keeps_identity",
