@@ -48,7 +48,7 @@ POOL_KINDS: dict[str, type] = {
     "pool_submit": P.Submit, "try_reserve": P.TryReserve, "pool_claim": P.Claim, "pool_release": P.Release,
     "pool_cancel": P.Cancel, "pool_timeout": P.Timeout, "reconfigure": P.Reconfigure, "set_use": P.SetUse,
     "pool_press": P.Press, "pool_answer": P.Answer, "pool_cancel_pressure": P.CancelPressure,
-    "expire_pressure": P.ExpirePressure,
+    "pool_expire_pressure": P.ExpirePressure,
     # a cancel a dropped handle posted (`drop`), applied from the mailbox under the lock: spec.pressure's Cancel
     "drained_cancel": P.Cancel,
 }

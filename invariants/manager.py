@@ -5,7 +5,8 @@ tickets, transaction-held reservations, leases and the rest) partitions its
 `used` (I1), exactly one credit per grant across cancel, timeout, abort and
 answer (I1), a holder's charge falls only by its own action or the
 environment (I6), a lost device keeps its charge (C3), a changed limit is not
-below what is used (I2), no fitting waiter is left waiting (I13), and a
+below what is used (I2), an answer to a closed or late pressure releases
+nothing (C5), no fitting waiter is left waiting (I13), and a
 state bundle moves exactly with its transaction's commit (I10).
 
 Each clause states a harm and compares the manager's numbers with an
@@ -33,7 +34,7 @@ from spec.types import AllocState, ContextState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-           "step_I2_manager", "step_I10_manager"]
+           "step_I2_manager", "step_I10_manager", "step_C5_manager"]
 
 _T = TicketState
 
@@ -205,6 +206,33 @@ def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
                          f"{_charges(after, h)} B")
 
 
+# --- C5: a late or closed pressure's answer credits nothing --------------------------------
+
+# The harm is bytes leaving the ledger for an answer nobody awaits any more: read from the allocation records
+# an answer retired and the pressure record the before-state holds, never from the handler's refusal.
+_C5_STALE = clause("C5", "step_C5_manager", "stale_answer_credits_nothing",
+                   "no answer releases a holder's bytes for a pressure that is no longer open (answered, cancelled, "
+                   "expired) or after that pressure's deadline: the requester has moved on and the bytes are lost "
+                   "to the holder for nothing")
+
+
+def step_C5_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    if not isinstance(act, M.Answer):
+        _C5_STALE.case(False)
+        return
+    was, now = before.ledger.allocations, after.ledger.allocations
+    gone = [i for i in act.victims if i in was and i not in now]
+    _C5_STALE.case(bool(gone))
+    if not gone:
+        return
+    p = before.pressures.get(act.pressure)
+    if p is None:
+        _C5_STALE.fail(f"{act!r} released allocations {gone} for pressure {act.pressure}, which was not open")
+    if p.deadline is not None and (act.now is None or act.now > p.deadline):
+        _C5_STALE.fail(f"{act!r} released allocations {gone} at time {act.now} for pressure {p.id} due at "
+                       f"{p.deadline}")
+
+
 # --- C3: a lost device keeps its charge -------------------------------------------------
 
 _C3_KEPT = clause("C3", "step_C3_manager", "lost_charge_kept",
@@ -331,7 +359,7 @@ STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
-     "I10": (step_I10_manager,)},
+     "I10": (step_I10_manager,), "C5": (step_C5_manager,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -266,9 +266,12 @@ class ManagerMachine(CheckedMachine):
         else:
             holder, aid = self._holder(data), self._authority(data)
         pid = self.abs.next_pressure
-        self._do(M.Press(holder, aid, self._nbytes(data)))
+        deadline = data.draw(st.sampled_from((None, None, 0, 2, 5)))  # C5: a deadline, or none
+        self._do(M.Press(holder, aid, self._nbytes(data), data.draw(st.integers(0, 2)), deadline))
         if pid in self.abs.pressures and data.draw(st.integers(0, 3)):
             self._answer(data, pid)
+        elif pid in self.abs.pressures and deadline is not None and data.draw(st.booleans()):
+            self._do(M.ExpirePressure(pid, deadline + data.draw(st.integers(0, 1))))  # on time: refused
         elif pid in self.abs.pressures:
             self._do(M.CancelPressure(pid))  # withdrawn before the holder answers
 
@@ -280,15 +283,22 @@ class ManagerMachine(CheckedMachine):
         victims = tuple(data.draw(st.lists(st.sampled_from(mine), unique=True, max_size=3))) if mine else ()
         if data.draw(st.integers(0, 15)) == 0:
             victims = data.draw(st.sampled_from(((0,), (1, 1), (self.abs.ledger.next_allocation,))))
-        self._do(M.Answer(self._owner(data, p.holder), pid, victims))
+        # On time mostly; sometimes late (StaleAnswer, C5) or with no time for a pressure that has a deadline.
+        due = p.deadline if p.deadline is not None else 3
+        now = data.draw(st.sampled_from((None, 0, due, due, due + 1)))
+        self._do(M.Answer(self._owner(data, p.holder), pid, victims, now))
 
-    @rule(data=st.data(), op=st.sampled_from(("answer", "answer", "cancel")))
+    @rule(data=st.data(), op=st.sampled_from(("answer", "answer", "cancel", "expire")))
     def pressure(self, data: st.DataObject, op: str) -> None:
         pid = self._pick(data, self.abs.pressures.keys(), self.abs.next_pressure)
         if op == "answer" and pid in self.abs.pressures:
             self._answer(data, pid)
         elif op == "answer":
-            self._do(M.Answer(self._holder(data), pid, ()))
+            self._do(M.Answer(self._holder(data), pid, ()))  # a closed pressure's answer: StaleAnswer (C5)
+        elif op == "expire":
+            p = self.abs.pressures.get(pid)
+            due = p.deadline if p is not None and p.deadline is not None else 0
+            self._do(M.ExpirePressure(pid, due + data.draw(st.integers(0, 2))))
         else:
             self._do(M.CancelPressure(pid))
 

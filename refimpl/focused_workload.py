@@ -79,7 +79,7 @@ def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[st
                  now + rng.randint(0, 2))
         elif op == "expire" and open_:
             r = rng.choice(open_)
-            _try(pmm.expire_pressure, r.id, now + rng.randint(0, 3))
+            _try(pmm.pool_expire_pressure, r.id, now + rng.randint(0, 3))
         elif op == "cancel_pressure" and pressures:
             _try(pmm.pool_cancel_pressure, rng.choice(pressures).id)
         elif op == "drop" and live:

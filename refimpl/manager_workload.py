@@ -95,13 +95,17 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
-                pid = _try(pmm.press, r.holder, r.authority, rng.randint(1, 16))
+                pid = _try(pmm.press, r.holder, r.authority, rng.randint(1, 16), 1, 4)  # priority 1, due at 4
                 if pid is not None and rng.random() < 0.2:
-                    _try(pmm.cancel_pressure, pid)  # withdrawn before the holder answers
+                    if pid % 2:
+                        _try(pmm.cancel_pressure, pid)  # withdrawn before the holder answers
+                    else:
+                        _try(pmm.expire_pressure, pid, 5)  # nobody answered by its deadline (C5)
+                        _try(pmm.answer, r.holder, pid, (), 5)  # too late: refused (StaleAnswer)
                 elif pid is not None:
                     mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == r.holder
                             and x.authority == r.authority]
-                    _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))))
+                    _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))), 4)
         elif op == "tx":
             chosen = sorted(rng.sample(live, min(len(live), rng.randint(1, 2))))
             tid = _try(pmm.plan_tx, rng.choice(holders), tuple((a, rng.randint(1, 16)) for a in chosen))

@@ -60,12 +60,17 @@ and then the next waiter may fit (found by the explorer: without it a fitting
 waiter stays pending); otherwise the pass grants nothing.
 
 Holder pressure (C5, I6):
-  Press(holder, authority, target) -> pressure id
+  Press(holder, authority, target, priority, deadline) -> pressure id
     holder known ; authority known ; alias -> InvalidArgument ; ACTIVE
-    (DeviceLost) ; target bytes (InvalidBytes). A new OPEN pressure.
-  Answer(holder, pressure, victims) -> bytes released
-    holder known ; pressure issued (UnknownTicket) ; retired -> InvalidTransition ;
+    (DeviceLost) ; target bytes (InvalidBytes) ; priority an int, deadline
+    None or an int >= 0 (InvalidArgument). A new OPEN pressure carrying its
+    priority and deadline (C5); deadline None: answerable until it retires.
+  Answer(holder, pressure, victims, now) -> bytes released
+    holder known ; pressure issued (UnknownTicket) ; retired -> StaleAnswer
+    (C5: a cancelled, expired or answered pressure's answer credits nothing) ;
     owner (ForeignHolder) ; victims a tuple of distinct ints (InvalidArgument) ;
+    now None or an int >= 0 (InvalidArgument) ; the pressure has a deadline and
+    `now` is None -> InvalidArgument, `now > deadline` -> StaleAnswer (C5) ;
     per victim in order: allocation known (UnknownAllocation, retired ->
     InvalidTransition), owner (ForeignHolder), on the pressure's authority
     (InvalidArgument), LIVE and referenced by no part (InvalidTransition).
@@ -74,6 +79,10 @@ Holder pressure (C5, I6):
     released) is appended to the change's `completed`.
   CancelPressure(pressure) -> None
     issued (UnknownTicket) ; retired -> InvalidTransition. Retires, records nothing.
+  ExpirePressure(pressure, now) -> None
+    now an int >= 0 (InvalidArgument) ; issued (UnknownTicket) ; retired ->
+    InvalidTransition ; no deadline, or `now <= deadline` -> InvalidTransition.
+    Retires, records nothing (a limit change's `completed` gains nothing).
 
 Capacity transactions (C4, I5): try-only, in authority id order.
   PlanTx(holder, needs) -> tx id
@@ -144,9 +153,9 @@ Clarifications (spec.manager's reading, where the text above left a choice):
     reservations of aborted transactions on other authorities are cancelled
     by the transaction's holder, and rounds then run where headroom rose.
 
-Not in the composition (they stay in the focused models): ticket
-generations and reconfiguration, the cancellation mailbox, use flags,
-pressure deadlines and model views.
+Not in the composition yet (they stay in the focused models): ticket
+generations and reconfiguration, the cancellation mailbox, use flags
+and model views.
 """
 
 from __future__ import annotations
@@ -161,7 +170,7 @@ from spec.types import Role
 __all__ = [
     "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
-    "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
+    "ExpirePressure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
     "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
 ]
 
@@ -193,6 +202,8 @@ class Pressure:
     authority: int
     target: int
     change: bool  # opened by the authority's limit change
+    priority: int = 0
+    deadline: int | None = None  # None: answerable until it retires (C5)
 
 
 @attrs.frozen
@@ -283,6 +294,8 @@ class Press:
     holder: int
     authority: int
     target: int
+    priority: int = 0
+    deadline: int | None = None
 
 
 @attrs.frozen
@@ -290,11 +303,18 @@ class Answer:
     holder: int
     pressure: int
     victims: tuple[int, ...]
+    now: int | None = None  # the holder's time of answering; required when the pressure has a deadline
 
 
 @attrs.frozen
 class CancelPressure:
     pressure: int
+
+
+@attrs.frozen
+class ExpirePressure:
+    pressure: int
+    now: int
 
 
 @attrs.frozen
@@ -346,5 +366,5 @@ class ReportMismatch:
 
 
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
-                   PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
+                   ExpirePressure, PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
                    OpenBundle, JoinBundle, ReportMismatch)

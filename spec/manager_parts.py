@@ -28,6 +28,7 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    StaleAnswer,
     UnknownBundle,
     UnknownTicket,
     UnknownTransaction,
@@ -80,13 +81,20 @@ def _ticket(m: M.Manager, tid: object) -> M.Ticket | None:
     return t
 
 
-def _pressure(m: M.Manager, pid: object) -> M.Pressure:
+def _pressure(m: M.Manager, pid: object, retired: type = InvalidTransition) -> M.Pressure:
     p = m.pressures.get(pid) if type(pid) is int else None
     if p is None:
         if type(pid) is int and 1 <= pid < m.next_pressure:
-            raise InvalidTransition(f"pressure {pid} is already retired")
+            raise retired(f"pressure {pid} is already retired")
         raise UnknownTicket(f"pressure {pid!r} was never issued")
     return p
+
+
+def _time(v: object, what: str, optional: bool = False) -> int | None:
+    """A point in time: an int >= 0 (None too where `optional`); the spec has no clock (C5 deadlines)."""
+    if (v is None and optional) or (type(v) is int and v >= 0):
+        return v  # type: ignore[return-value]
+    raise InvalidArgument(f"{what} must be {'None or ' if optional else ''}an int >= 0, got {v!r:.80}")
 
 
 def _tx(m: M.Manager, xid: object) -> M.Tx:
@@ -172,18 +180,28 @@ def _press(m: M.Manager, act: M.Press, guards: GuardSet) -> tuple[M.Manager, int
     a = canonical(m, act.authority)
     _active(a, guards)
     target = check_bytes(act.target, "target", guards=guards)
-    p = M.Pressure(m.next_pressure, h.id, a.id, target, False)
+    if type(act.priority) is not int:
+        raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
+    deadline = _time(act.deadline, "deadline", optional=True)
+    p = M.Pressure(m.next_pressure, h.id, a.id, target, False, act.priority, deadline)
     return evolve(m, pressures=m.pressures.set(p.id, p), next_pressure=p.id + 1), p.id
 
 
 def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, int]:
     h = _holder(m.ledger, act.holder)
-    p = _pressure(m, act.pressure)
+    # Verify a retired (answered, cancelled, expired) pressure's answer credits nothing (C5).
+    p = _pressure(m, act.pressure, StaleAnswer)
     _owner(p.holder, h.id, f"pressure {p.id}")
     victims = act.victims
     if (type(victims) is not tuple or any(type(v) is not int for v in victims)
             or len(set(victims)) != len(victims)):
         raise InvalidArgument(f"victims must be a tuple of distinct ints, got {victims!r:.80}")
+    now = _time(act.now, "now", optional=True)
+    if p.deadline is not None and now is None:
+        raise InvalidArgument(f"pressure {p.id} is due at {p.deadline}: its answer says when it was given (now)")
+    # Verify an answer past the pressure's deadline credits nothing (C5: the requester has moved on).
+    if p.deadline is not None and now > p.deadline and guards.on("answer_open_only"):
+        raise StaleAnswer(f"pressure {p.id} was due at {p.deadline}; answered at {now}, it credits nothing")
     refs = referenced(m)
     for v in victims:
         r = _allocation(m.ledger, v)
@@ -209,6 +227,15 @@ def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, i
 def _cancel_pressure(m: M.Manager, act: M.CancelPressure, guards: GuardSet) -> tuple[M.Manager, None]:
     p = _pressure(m, act.pressure)
     next_pressure_state(PressureState.OPEN, PressureEvent.CANCEL, f"pressure {p.id}")
+    return evolve(m, pressures=m.pressures.delete(p.id)), None
+
+
+def _expire_pressure(m: M.Manager, act: M.ExpirePressure, guards: GuardSet) -> tuple[M.Manager, None]:
+    now = _time(act.now, "now")
+    p = _pressure(m, act.pressure)
+    if p.deadline is None or now <= p.deadline:
+        raise InvalidTransition(f"pressure {p.id} is due at {p.deadline}; not expired at {now}")
+    next_pressure_state(PressureState.OPEN, PressureEvent.EXPIRE, f"pressure {p.id}")
     return evolve(m, pressures=m.pressures.delete(p.id)), None
 
 
@@ -356,6 +383,7 @@ PART_HANDLERS: dict[type, Any] = {
     M.Press: _press,
     M.Answer: _answer,
     M.CancelPressure: _cancel_pressure,
+    M.ExpirePressure: _expire_pressure,
     M.PlanTx: _plan_tx,
     M.ReserveTx: _reserve_tx,
     M.CommitTx: _commit_tx,

@@ -62,7 +62,7 @@ class Pool:
         self.mgr.pool_cancel_pressure(pressure)
 
     def expire_pressure(self, pressure: Any, now: Any) -> None:
-        self.mgr.expire_pressure(pressure, now)
+        self.mgr.pool_expire_pressure(pressure, now)
 
     def wait(self, ticket: Any, timeout: Any) -> bool:
         return self.mgr.wait(ticket, timeout)

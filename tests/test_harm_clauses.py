@@ -191,3 +191,46 @@ def test_reserve_order_skipping_lower_needs_fails_no_circular_holding() -> None:
         r = CHECKERS["transactions"].control(m, m.layer, budget)
     assert r.found and r.clause == "state_C4.no_circular_holding", r.message
     assert set(r.clauses) == {"state_C4.no_circular_holding"}, r.clauses
+
+
+# --- C5: a late or closed pressure's answer credits nothing --------------------------------------
+
+_LATE = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3, 1, 5), M.Answer(H1, 1, (1,), 6)]
+
+
+@pytest.mark.parametrize(("mutant", "layer"), [("spec_late_answer_credited", "spec"),
+                                               ("late_answer_credited", "refimpl")])
+def test_a_late_answer_that_releases_bytes_fails_stale_answer_credits_nothing(mutant: str, layer: str) -> None:
+    """The holder answers at 6 a pressure due at 5: mutated, its 3 B lease is released for nothing."""
+    found, m = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(_LATE, mutant)
+    assert found == {"step_C5_manager.stale_answer_credits_nothing"}
+    assert m.ledger.authorities[DEV].used == 0
+
+
+@pytest.mark.parametrize("layer", ["spec", "refimpl"])
+def test_a_late_answer_is_refused_and_changes_nothing(layer: str) -> None:
+    """Unmutated, the late answer is StaleAnswer and the whole state is unchanged (the lease stays charged)."""
+    from spec.errors import StaleAnswer
+
+    if layer == "spec":
+        _, m = _spec_manager_breaks(_LATE[:-1], None)
+        with pytest.raises(StaleAnswer, match="due at 5; answered at 6"):
+            MG.step(m, _LATE[-1])
+        return
+    g = ManagerAdapter()
+    for act in _WORLD + _LATE[:-1]:
+        g.execute(act)
+    before = g.abstract()
+    with pytest.raises(StaleAnswer, match="due at 5; answered at 6"):
+        g.execute(_LATE[-1])
+    assert g.abstract() == before and before.ledger.authorities[DEV].used == 3
+
+
+def test_an_answer_to_a_closed_pressure_that_releases_bytes_fails_stale_answer_credits_nothing() -> None:
+    """The clause's other half: a step whose answer names a pressure not open before it, yet releases a lease."""
+    _, m = _spec_manager_breaks([M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3), M.CancelPressure(1)],
+                                None)
+    released = MG.step(m, A.Release(H1, 1))[0]  # the bytes leave as an answer would release them
+    with collecting() as broken:
+        IM.check_step(m, M.Answer(H1, 1, (1,)), released, 3)
+    assert "step_C5_manager.stale_answer_credits_nothing" in broken

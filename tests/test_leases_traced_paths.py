@@ -64,7 +64,7 @@ def _workload(events: list[dict[str, Any]]) -> ProcessMemoryManager:
     pid = p.pool_press(h, b, 16, 1, 5)
     assert p.pool_answer(h, pid, (t3,), 4) == 50
     pid2 = p.pool_press(h, b, 8, 0, 3)
-    p.expire_pressure(pid2, 4)
+    p.pool_expire_pressure(pid2, 4)
     pid3 = p.pool_press(h, b, 8, 0, 3)
     p.pool_cancel_pressure(pid3)
     p.pool_submit(h, b, 60, 0)
@@ -89,7 +89,7 @@ EXPECTED = [
     ("pool_press", {**H, **B}, _ok(1, target=16, priority=1, deadline=5), (6, 0)),
     ("pool_answer", {**H, "pressure": 1, **B}, _ok(50, victims=[3], now=4), (56, 0)),
     ("pool_press", {**H, **B}, _ok(2, target=8, priority=0, deadline=3), (56, 0)),
-    ("expire_pressure", {"pressure": 2, **B}, _ok(None, now=4), (56, 0)),
+    ("pool_expire_pressure", {"pressure": 2, **B}, _ok(None, now=4), (56, 0)),
     ("pool_press", {**H, **B}, _ok(3, target=8, priority=0, deadline=3), (56, 0)),
     ("pool_cancel_pressure", {"pressure": 3, **B}, _ok(None), (56, 0)),
     ("pool_submit", {**H, **B}, _ok(7, nbytes=60, priority=0), (56, 0)),

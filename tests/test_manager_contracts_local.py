@@ -110,10 +110,13 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("the transaction commits its next step", pmm.join_bundle, tx, bundle)
     step("reserve it", pmm.reserve_tx, tx)
     step("commit it", pmm.commit_tx, tx)
-    step("claim the 17 B ticket", pmm.claim, h, t4)
+    lease17 = step("claim the 17 B ticket", pmm.claim, h, t4)
     pr = step("open pressure", pmm.open_pressure, h, b, 10)
     step("answer with another holder's lease (refused)", pmm.answer, h, pr, (fill,))
     step("cancel pressure", pmm.cancel_pressure, pr)
+    due = step("open pressure of priority 1, due at 5", pmm.open_pressure, h, b, 10, 1, 5)
+    step("answer it at 6 with the 17 B lease (refused: late, C5)", pmm.answer, h, due, (lease17,), 6)
+    step("expire it at 6", pmm.expire_pressure, due, 6)
     # limits (I2): a lowering below what gpu1 granted keeps the old limit; a limit past its capacity is refused
     step("prepare gpu1's limit at 100 (used is above it)", pmm.prepare_limit, b, 100)
     step("commit it: the old limit stays", pmm.commit_limit, b)
@@ -146,7 +149,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 57
+    assert done[-1] == "confirm termination" and len(done) == 60
 
 
 def test_every_manager_mutant_is_listed() -> None:

@@ -65,7 +65,7 @@ _PARTS = {
     "allowances": ("open_allowance", "reserve_growth", "map_allowance", "unmap_allowance", "transfer_allowance",
                    "close_allowance"),
     "tickets": ("submit", "claim", "cancel_ticket", "timeout_ticket"),
-    "pressure": ("press", "answer", "cancel_pressure"),
+    "pressure": ("press", "answer", "cancel_pressure", "expire_pressure"),
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
     "device loss": ("lose_device", "confirm_termination"),

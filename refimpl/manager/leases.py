@@ -10,7 +10,7 @@ releases it, or gives it back to a pressure ticket by that id. Added here:
     reconfigure      a ledger's generation + 1: its older pending tickets fail
     pool_press       a pressure ticket with priority and deadline, delivered with no lock held (C5, I7)
     pool_answer      victims named by ticket id, refused when stale, closed or past the deadline (C5, I6)
-    expire_pressure  an open pressure ticket past its deadline expires
+    pool_expire_pressure  an open pressure ticket past its deadline expires
     wait             park on a ticket's own event until it is granted or retired (I7)
     abstract_pool    the refinement mapping of one ledger to `spec.pressure.Pool`
 
@@ -403,8 +403,8 @@ class Leases:
             self._round(a)  # I13
         return released
 
-    def expire_pressure(self, pressure: int, now: int) -> None:
-        """An open pressure ticket past its deadline expires (its answer would be stale)."""
+    def pool_expire_pressure(self, pressure: int, now: int) -> None:
+        """`expire_pressure`, checked as `spec.pressure.ExpirePressure` (its answer would be stale)."""
         self._run_pool(lambda: P.ExpirePressure(pressure, now), self._of_pressure(pressure), self._expire_pressure,
                        pressure, now)
 

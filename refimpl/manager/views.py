@@ -320,11 +320,12 @@ class Views:
             return _NO_SCOPE
         return frozenset({t.auth.id}), (() if t.alloc is None else (t.alloc.id,))
 
-    def _ms_pressure(self, pressure: object) -> tuple[frozenset[int], tuple[int, ...]]:
+    def _ms_pressure(self, pressure: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
         r = self._pressures.get(pressure) if type(pressure) is int else None
         return (frozenset({r.auth.id}), ()) if r is not None else _NO_SCOPE
 
-    def _ms_answer(self, holder: object, pressure: object, victims: object) -> tuple[frozenset[int], tuple[int, ...]]:
+    def _ms_answer(self, holder: object, pressure: object, victims: object,
+                   *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
         auths, _ = self._ms_pressure(pressure)
         ids = tuple(v for v in victims if type(v) is int) if type(victims) is tuple else ()
         return auths | {self._allocs[v].auth.id for v in ids if v in self._allocs}, ids
@@ -372,7 +373,8 @@ class Views:
         return M.Manager(
             ledger=ledger, aging_bound=self._bound,
             tickets=wrap({t.id: _ticket_rec(t) for t in tickets}),
-            pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change) for r in pressures}),
+            pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change, r.priority,
+                                                             r.deadline) for r in pressures}),
             txs=wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held), t.bundle) for t in txs}),
             changes=wrap({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed)) for a in changes}),
             next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx,

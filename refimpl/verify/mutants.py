@@ -485,6 +485,16 @@ _ALL: tuple[Mutant, ...] = (
            "                raise ForeignHolder(f\"allocation {v} is held by holder {rec.holder}, not {holder}\")\n",
            "",
            "a pressure answer may name any lease on the authority: one holder gives back another's bytes"),
+    Mutant("late_answer_credited", ("C5",), "manager", _R, _MPRE,
+           "            if now > r.deadline and self._guards.on(\"answer_open_only\"):  # C5: late answers credit "
+           "nothing\n                raise StaleAnswer(f\"pressure ticket {r.id} was due at {r.deadline}; answered at "
+           "{now}\")\n", "",
+           "an answer given after its pressure's deadline still releases the holder's leases: the requester has "
+           "moved on, and the bytes are lost to the holder for nothing"),
+    Mutant("spec_late_answer_credited", ("C5",), "manager", _S, "spec.manager_parts",
+           "    if p.deadline is not None and now > p.deadline and guards.on(\"answer_open_only\"):\n",
+           "    if False:\n",
+           "the spec lets an answer after its pressure's deadline release the holder's leases"),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}

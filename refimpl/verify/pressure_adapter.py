@@ -94,7 +94,7 @@ class PressureAdapter:
             P.Press: lambda x: g.pool_press(x.holder, a, x.target, x.priority, x.deadline),
             P.Answer: lambda x: g.pool_answer(x.holder, x.pressure, x.victims, x.now),
             P.CancelPressure: lambda x: g.pool_cancel_pressure(x.pressure),
-            P.ExpirePressure: lambda x: g.expire_pressure(x.pressure, x.now),
+            P.ExpirePressure: lambda x: g.pool_expire_pressure(x.pressure, x.now),
         }
 
     def _callback(self, holder: int) -> Any:
