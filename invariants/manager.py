@@ -6,7 +6,8 @@ tickets, transaction-held reservations, leases and the rest) partitions its
 answer (I1), a holder's charge falls only by its own action or the
 environment (I6), a lost device keeps its charge (C3), a changed limit is not
 below what is used (I2), an answer to a closed or late pressure releases
-nothing (C5), no fitting waiter is left waiting (I13), and a
+nothing (C5), a pinned or in-flight lease is never a victim (I6), the
+allocator path never overtakes a waiter (I13), no fitting waiter is left waiting (I13), and a
 state bundle moves exactly with its transaction's commit (I10).
 
 Each clause states a harm and compares the manager's numbers with an
@@ -34,7 +35,8 @@ from spec.types import AllocState, ContextState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-           "step_I2_manager", "step_I10_manager", "step_C5_manager"]
+           "step_I2_manager", "step_I10_manager", "step_C5_manager",
+           "step_I13_manager"]
 
 _T = TicketState
 
@@ -194,7 +196,19 @@ def _charge_moves(before: M.Manager, after: M.Manager) -> dict[int, int]:
     return out
 
 
+_I6_PINNED = clause("I6", "step_I6_manager", "pinned_never_reclaimed",
+                    "no pressure answer releases a lease its holder flagged pinned or in flight: that data is in "
+                    "use, and reclaiming it corrupts a running execution")
+
+
 def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    answer = isinstance(act, M.Answer)
+    flagged = [v for v in act.victims if v in before.uses and any(before.uses[v])] if answer else []
+    _I6_PINNED.case(bool(flagged))
+    for v in flagged:
+        r = after.ledger.allocations.get(v)
+        if r is None or r.state is not AllocState.LIVE:
+            _I6_PINNED.fail(f"{act!r} released allocation {v}, flagged (pinned, in flight) = {before.uses[v]}")
     fell = sorted(h for h, d in _charge_moves(before, after).items() if d < 0)
     _I6_OWN.case(bool(fell))
     if not fell or isinstance(act, _ENVIRONMENT):
@@ -231,6 +245,24 @@ def step_C5_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
     if p.deadline is not None and (act.now is None or act.now > p.deadline):
         _C5_STALE.fail(f"{act!r} released allocations {gone} at time {act.now} for pressure {p.id} due at "
                        f"{p.deadline}")
+
+
+# --- I13: the allocator path never overtakes a waiter ----------------------------------------
+
+_I13_TRY = clause("I13", "step_I13_manager", "allocator_never_overtakes_a_waiter",
+                  "no try-only request (the allocator path) takes bytes of an authority on which a ticket is "
+                  "waiting: the waiter would be overtaken by every allocation, round after round")
+
+
+def step_I13_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    if not isinstance(act, M.TryReserve):
+        _I13_TRY.case(False)
+        return
+    waiting = [t.id for t in before.tickets.values() if t.authority == act.authority and t.state is _T.PENDING]
+    _I13_TRY.case(bool(waiting))
+    r = after.ledger.allocations.get(result) if type(result) is int else None
+    if waiting and r is not None and r.id not in before.ledger.allocations and r.charge:
+        _I13_TRY.fail(f"{act!r} took {r.charge} B as allocation {r.id} while tickets {waiting} wait")
 
 
 # --- C3: a lost device keeps its charge -------------------------------------------------
@@ -359,7 +391,7 @@ STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
-     "I10": (step_I10_manager,), "C5": (step_C5_manager,)},
+     "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -257,6 +257,28 @@ class ManagerMachine(CheckedMachine):
             self._do(A.Release(r.holder, r.id))
 
     @rule(data=st.data())
+    def try_reserve_and_pin(self, data: st.DataObject) -> None:
+        """The allocator path (a lease now or CapacityDenied now, I7, I13); the holder flags a lease in use
+        and a pressure then names it (PinnedVictim, I6), or clears the flags first."""
+        self._do(M.TryReserve(self._holder(data), self._authority(data), self._nbytes(data),
+                              data.draw(st.integers(0, 2)), Role.STAGING))
+        leases = self._leases()
+        if not leases:
+            return
+        r = data.draw(st.sampled_from(leases))
+        aid = self._pick(data, self.abs.ledger.allocations.keys(), self.abs.ledger.next_allocation, [r.id])
+        flags = data.draw(st.sampled_from(((True, False), (False, True), (True, True), (False, False))))
+        self._do(M.SetUse(self._owner(data, r.holder), aid, *flags))
+        if data.draw(st.booleans()):
+            pid = self.abs.next_pressure
+            self._do(M.Press(r.holder, r.authority, r.charge))
+            if pid in self.abs.pressures:
+                self._do(M.Answer(r.holder, pid, (r.id,)))
+                if pid in self.abs.pressures:
+                    self._do(M.SetUse(r.holder, r.id, False, False))
+                    self._do(M.Answer(r.holder, pid, (r.id,)))
+
+    @rule(data=st.data())
     def press_and_answer(self, data: st.DataObject) -> None:
         """Pressure on a holder that has leases; it answers with some of its own (zero is legal)."""
         leases = self._leases()
@@ -266,12 +288,14 @@ class ManagerMachine(CheckedMachine):
         else:
             holder, aid = self._holder(data), self._authority(data)
         pid = self.abs.next_pressure
-        deadline = data.draw(st.sampled_from((None, None, 0, 2, 5)))  # C5: a deadline, or none
+        deadline = data.draw(st.sampled_from((None, 0, 2, 5)))  # C5: a deadline, or none
         self._do(M.Press(holder, aid, self._nbytes(data), data.draw(st.integers(0, 2)), deadline))
-        if pid in self.abs.pressures and data.draw(st.integers(0, 3)):
+        if pid in self.abs.pressures and data.draw(st.integers(0, 2)):
             self._answer(data, pid)
         elif pid in self.abs.pressures and deadline is not None and data.draw(st.booleans()):
-            self._do(M.ExpirePressure(pid, deadline + data.draw(st.integers(0, 1))))  # on time: refused
+            if data.draw(st.integers(0, 3)) == 0:
+                self._do(M.ExpirePressure(pid, deadline))  # on time: refused
+            self._do(M.ExpirePressure(pid, deadline + 1))  # nobody answered by the deadline
         elif pid in self.abs.pressures:
             self._do(M.CancelPressure(pid))  # withdrawn before the holder answers
 

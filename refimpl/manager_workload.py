@@ -79,6 +79,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                 r = pmm.abstract_manager().ledger.allocations[aid]
                 if rng.random() < 0.25:
                     _try(pmm.cancel, r.holder, aid)  # the allocator failed: the reservation goes back
+                    _try(pmm.try_reserve, r.holder, a, 1)  # and retries try-only: a lease now or a refusal now
                 else:
                     _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
         elif op == "release":
@@ -105,6 +106,10 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                 elif pid is not None:
                     mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == r.holder
                             and x.authority == r.authority]
+                    if pid % 3 == 0:  # the holder pins the lease first: it is no victim (PinnedVictim, I6)
+                        _try(pmm.set_use, r.holder, r.id, True, False)
+                        _try(pmm.answer, r.holder, pid, (r.id,), 4)
+                        _try(pmm.set_use, r.holder, r.id, False, False)
                     _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))), 4)
         elif op == "tx":
             chosen = sorted(rng.sample(live, min(len(live), rng.randint(1, 2))))

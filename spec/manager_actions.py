@@ -37,6 +37,18 @@ Requester tickets (all bytes through the ledger):
     holder known ; ticket issued (UnknownTicket) ; retired -> InvalidTransition ;
     owner (ForeignHolder) ; PENDING -> InvalidTransition. Ledger Commit of the
     ticket's allocation with its full bytes (a LIVE lease); ticket retired.
+  TryReserve(holder, authority, nbytes, priority, role) -> allocation id
+    The allocator path (I7): Submit's checks in Submit's order, then a
+    pending ticket on the authority (I13: never ahead of a waiter) or
+    `nbytes > limit - used` -> CapacityDenied (never pending). A ledger
+    Reserve and Commit of `nbytes`: a LIVE lease now; no ticket is issued.
+  SetUse(holder, allocation, pinned, in_flight) -> None
+    pinned and in_flight bools (InvalidArgument) ; holder known ; allocation
+    known (UnknownAllocation, retired -> InvalidTransition) ; owner
+    (ForeignHolder) ; LIVE and referenced by no part (InvalidTransition).
+    The lease's use flags (`uses`) become (pinned, in_flight); a lease with
+    neither flag is absent from `uses`, and a lease leaves `uses` when it
+    stops being LIVE (released, quarantined, its device lost).
   CancelTicket(holder, ticket) / TimeoutTicket(holder, ticket) -> bytes credited
     holder known ; ticket issued (UnknownTicket) ; retired -> 0, no change ;
     owner (ForeignHolder). PENDING -> retired, 0. GRANTED -> ledger Cancel of
@@ -73,7 +85,8 @@ Holder pressure (C5, I6):
     `now` is None -> InvalidArgument, `now > deadline` -> StaleAnswer (C5) ;
     per victim in order: allocation known (UnknownAllocation, retired ->
     InvalidTransition), owner (ForeignHolder), on the pressure's authority
-    (InvalidArgument), LIVE and referenced by no part (InvalidTransition).
+    (InvalidArgument), LIVE and referenced by no part (InvalidTransition),
+    neither pinned nor in flight (PinnedVictim, I6).
     Each victim is released in the ledger; the pressure retires; zero victims
     is a legal answer. If the pressure belongs to a limit change, (id,
     released) is appended to the change's `completed`.
@@ -154,8 +167,7 @@ Clarifications (spec.manager's reading, where the text above left a choice):
     by the transaction's holder, and rounds then run where headroom rose.
 
 Not in the composition yet (they stay in the focused models): ticket
-generations and reconfiguration, the cancellation mailbox, use flags
-and model views.
+generations and reconfiguration, the cancellation mailbox and model views.
 """
 
 from __future__ import annotations
@@ -170,7 +182,7 @@ from spec.types import Role
 __all__ = [
     "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
-    "ExpirePressure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
+    "ExpirePressure", "TryReserve", "SetUse", "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
     "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
 ]
 
@@ -253,6 +265,8 @@ class Manager:
     next_tx: int = 1
     bundles: immutables.Map = immutables.Map()  # id -> Bundle (bundles never retire)
     next_bundle: int = 1
+    # LIVE allocation id -> (pinned, in_flight), only leases with a flag set: never a victim (I6)
+    uses: immutables.Map = immutables.Map()
 
 
 def initial(aging_bound: int = 4) -> Manager:
@@ -269,6 +283,23 @@ class Submit:
     nbytes: int
     priority: int = 0
     role: Role = Role.STAGING
+
+
+@attrs.frozen
+class TryReserve:
+    holder: int
+    authority: int
+    nbytes: int
+    priority: int = 0
+    role: Role = Role.STAGING
+
+
+@attrs.frozen
+class SetUse:
+    holder: int
+    allocation: int
+    pinned: bool
+    in_flight: bool
 
 
 @attrs.frozen
@@ -366,5 +397,5 @@ class ReportMismatch:
 
 
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
-                   ExpirePressure, PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
+                   ExpirePressure, TryReserve, SetUse, PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
                    OpenBundle, JoinBundle, ReportMismatch)

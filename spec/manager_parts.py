@@ -28,6 +28,7 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    PinnedVictim,
     StaleAnswer,
     UnknownBundle,
     UnknownTicket,
@@ -115,7 +116,8 @@ def _owner(record_holder: int, holder: int, what: str) -> None:
 # --- requester tickets (I7, I13; bytes through the ledger) -----------------------
 
 
-def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, int]:
+def _request(m: M.Manager, act: M.Submit | M.TryReserve, guards: GuardSet) -> tuple[int, Role, Any, Authority]:
+    """Submit's and TryReserve's checks, in order: (nbytes, role, holder, authority)."""
     nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
     if type(act.priority) is not int:
         raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
@@ -126,9 +128,41 @@ def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, i
     # Verify the request can ever fit: a ticket that never fits would wait forever (I13).
     if nbytes > a.limit:
         guards.refuse("limit", CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit"))
+    return nbytes, role, h, a
+
+
+def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, int]:
+    nbytes, role, h, a = _request(m, act, guards)
     state = next_ticket_state(_T.IDLE, TicketEvent.SUBMIT)
     t = M.Ticket(m.next_ticket, h.id, a.id, nbytes, act.priority, role, 0, state, None)
     return evolve(m, tickets=m.tickets.set(t.id, t), next_ticket=t.id + 1), t.id
+
+
+def _try_reserve(m: M.Manager, act: M.TryReserve, guards: GuardSet) -> tuple[M.Manager, int]:
+    nbytes, role, h, a = _request(m, act, guards)
+    waiting = any(t.authority == a.id and t.state is _T.PENDING for t in m.tickets.values())
+    # Verify the allocator path is granted now or refused now, never pending, never ahead of a waiter (I7, I13).
+    if (waiting or nbytes > a.limit - a.used) and guards.on("try_only"):
+        raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, a.limit - a.used)} B free"
+                             f"{', a ticket is waiting' if waiting else ''}")
+    ledger, alloc = machine.step(m.ledger, A.Reserve(h.id, a.id, a.tier, nbytes, role), without_limit_check(guards))
+    ledger = machine.step(ledger, A.Commit(h.id, alloc, nbytes), guards)[0]
+    return evolve(m, ledger=ledger), alloc
+
+
+def _set_use(m: M.Manager, act: M.SetUse, guards: GuardSet) -> tuple[M.Manager, None]:
+    if type(act.pinned) is not bool or type(act.in_flight) is not bool:
+        raise InvalidArgument(f"pinned and in_flight must be bools, got {act.pinned!r:.40}, {act.in_flight!r:.40}")
+    h = _holder(m.ledger, act.holder)
+    r = _allocation(m.ledger, act.allocation)
+    _owner(r.holder, h.id, f"allocation {r.id}")
+    refs = referenced(m)
+    if r.state is not AllocState.LIVE or r.id in refs:
+        held = f", held by {refs[r.id]}" if r.id in refs else ""
+        raise InvalidTransition(f"allocation {r.id} is {r.state.value}{held}: only a lease has use flags")
+    uses = m.uses.set(r.id, (act.pinned, act.in_flight)) if act.pinned or act.in_flight else (
+        m.uses.delete(r.id) if r.id in m.uses else m.uses)
+    return evolve(m, uses=uses), None
 
 
 def _claim(m: M.Manager, act: M.Claim, guards: GuardSet) -> tuple[M.Manager, int]:
@@ -212,6 +246,9 @@ def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, i
         if r.state is not AllocState.LIVE or v in refs:
             held = f", held by {refs[v]}" if v in refs else ""
             raise InvalidTransition(f"allocation {v} is {r.state.value}{held}: only a free live lease can be given back")
+        # Verify a pinned or in-flight lease is never reclaimed (I6).
+        if v in m.uses and guards.on("victims_unpinned_idle"):
+            raise PinnedVictim(f"allocation {v} is {'pinned' if m.uses[v][0] else 'in flight'}; never reclaimed")
     next_pressure_state(PressureState.OPEN, PressureEvent.ANSWER, f"pressure {p.id}")
     ledger, released = m.ledger, 0
     for v in victims:
@@ -378,6 +415,8 @@ def _commit_limit(m: M.Manager, act: M.CommitLimit, guards: GuardSet) -> tuple[M
 PART_HANDLERS: dict[type, Any] = {
     M.Submit: _submit,
     M.Claim: _claim,
+    M.TryReserve: _try_reserve,
+    M.SetUse: _set_use,
     M.CancelTicket: _cancel_ticket,
     M.TimeoutTicket: _timeout_ticket,
     M.Press: _press,

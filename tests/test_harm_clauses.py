@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from typing import Any
 
 import pytest
-from manager_harness import DEV, H1, HOST
+from manager_harness import DEV, H1, H2, HOST
 
 from invariants import contracts
 from invariants import manager as IM
@@ -234,3 +234,43 @@ def test_an_answer_to_a_closed_pressure_that_releases_bytes_fails_stale_answer_c
     with collecting() as broken:
         IM.check_step(m, M.Answer(H1, 1, (1,)), released, 3)
     assert "step_C5_manager.stale_answer_credits_nothing" in broken
+
+
+# --- I6: a pinned or in-flight lease is never a victim; I13: the allocator path never overtakes a waiter ----
+
+_PINNED = [M.TryReserve(H1, DEV, 3), M.SetUse(H1, 1, True, False), M.Press(H1, DEV, 3), M.Answer(H1, 1, (1,))]
+_OVERTAKE = [M.TryReserve(H1, DEV, 3), M.Submit(H2, DEV, 2), M.TryReserve(H1, DEV, 1)]
+
+
+@pytest.mark.parametrize(("acts", "mutant", "layer", "clause"), [
+    (_PINNED, "spec_pinned_lease_reclaimed", "spec", "step_I6_manager.pinned_never_reclaimed"),
+    (_PINNED, "pinned_lease_reclaimed", "refimpl", "step_I6_manager.pinned_never_reclaimed"),
+    (_OVERTAKE, "spec_try_reserve_overtakes_waiters", "spec", "step_I13_manager.allocator_never_overtakes_a_waiter"),
+    (_OVERTAKE, "try_reserve_overtakes_waiters", "refimpl", "step_I13_manager.allocator_never_overtakes_a_waiter"),
+], ids=lambda v: v if type(v) is str else None)
+def test_a_use_or_try_reserve_mutant_fails_its_harm_clause(acts: Any, mutant: str, layer: str, clause: str) -> None:
+    """A pinned lease given back to a pressure; a try-only 1 B taken while a 2 B ticket waits: each its clause."""
+    found, _ = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(acts, mutant)
+    assert found == {clause}
+
+
+@pytest.mark.parametrize("layer", ["spec", "refimpl"])
+@pytest.mark.parametrize(("acts", "error", "match"), [(_PINNED, "PinnedVictim", "allocation 1 is pinned"),
+                                                      (_OVERTAKE, "CapacityDenied", "try-only")],
+                         ids=["pinned-victim", "try-reserve-behind-a-waiter"])
+def test_a_pinned_victim_or_an_overtaking_try_reserve_is_refused_and_changes_nothing(
+        layer: str, acts: Any, error: str, match: str) -> None:
+    from spec import errors as E
+
+    if layer == "spec":
+        _, m = _spec_manager_breaks(acts[:-1], None)
+        with pytest.raises(getattr(E, error), match=match):
+            MG.step(m, acts[-1])
+        return
+    g = ManagerAdapter()
+    for act in _WORLD + acts[:-1]:
+        g.execute(act)
+    before = g.abstract()
+    with pytest.raises(getattr(E, error), match=match):
+        g.execute(acts[-1])
+    assert g.abstract() == before

@@ -100,6 +100,7 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("commit it", pmm.commit, g, fill, 900)
     big = step("submit 150 (a matured misfit)", pmm.submit, h, b, 150)
     small = step("submit 33 (waits behind it)", pmm.submit, h, b, 33)
+    step("try_reserve 1 (refused: tickets wait, I13)", pmm.try_reserve, g, b, 1)
     step("cancel the misfit: the round grants 33", pmm.cancel_ticket, h, big)
     step("claim 33", pmm.claim, h, small)
     t3 = step("submit 21 (granted at once)", pmm.submit, h, b, 21)
@@ -114,6 +115,11 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     pr = step("open pressure", pmm.open_pressure, h, b, 10)
     step("answer with another holder's lease (refused)", pmm.answer, h, pr, (fill,))
     step("cancel pressure", pmm.cancel_pressure, pr)
+    pp = step("open pressure", pmm.open_pressure, h, b, 10)
+    step("pin the 17 B lease", pmm.set_use, h, lease17, True, False)
+    step("answer with the pinned lease (refused: I6)", pmm.answer, h, pp, (lease17,))
+    step("unpin it", pmm.set_use, h, lease17, False, False)
+    step("cancel that pressure", pmm.cancel_pressure, pp)
     due = step("open pressure of priority 1, due at 5", pmm.open_pressure, h, b, 10, 1, 5)
     step("answer it at 6 with the 17 B lease (refused: late, C5)", pmm.answer, h, due, (lease17,), 6)
     step("expire it at 6", pmm.expire_pressure, due, 6)
@@ -149,7 +155,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 60
+    assert done[-1] == "confirm termination" and len(done) == 66
 
 
 def test_every_manager_mutant_is_listed() -> None:

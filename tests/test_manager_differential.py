@@ -60,8 +60,9 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
     kind = rnd.choices(
         ["reserve", "commit", "cancel", "release", "quarantine", "record", "lose", "terminate",
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
-         "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "expire_p"],
-        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 1])[0]
+         "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "expire_p",
+         "try", "use"],
+        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 1, 2, 2])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":
@@ -96,6 +97,10 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         return M.Answer(p_owner, pr, victims, rnd.choice([None, 0, 3, 4]))
     if kind == "cancel_p":
         return M.CancelPressure(pr)
+    if kind == "try":
+        return M.TryReserve(h, a, n, rnd.choice([0, 1]), rnd.choice([Role.STAGING, Role.KV]))
+    if kind == "use":
+        return M.SetUse(owner, alloc, rnd.random() < 0.5, rnd.random() < 0.3)
     if kind == "expire_p":
         return M.ExpirePressure(pr, rnd.choice([0, 3, 4]))
     if kind == "plan":

@@ -2,11 +2,11 @@
 
 The single-pool protocol of `spec.pressure` on the manager's own records:
 after a claim a ticket id goes on naming its lease (`_Alloc.ticket`, indexed
-by `Ledger._leases`), so a holder flags it pinned or in flight (`set_use`),
+by `Ledger._leases`), so a holder flags it pinned or in flight (`pool_set_use`),
 releases it, or gives it back to a pressure ticket by that id. Added here:
 
-    try_reserve      the allocator path: a claimed lease now, or CapacityDenied now (I7)
-    set_use          pinned / in-flight flags of a lease: never a victim (I6)
+    pool_try_reserve      the allocator path: a claimed lease now, or CapacityDenied now (I7)
+    pool_set_use          pinned / in-flight flags of a lease: never a victim (I6)
     reconfigure      a ledger's generation + 1: its older pending tickets fail
     pool_press       a pressure ticket with priority and deadline, delivered with no lock held (C5, I7)
     pool_answer      victims named by ticket id, refused when stale, closed or past the deadline (C5, I6)
@@ -105,7 +105,7 @@ class Leases:
         return self._run_pool(lambda: P.Submit(holder, nbytes, priority), self._of_auth(authority), self._submit,
                               holder, authority, nbytes, priority, Role.STAGING)
 
-    def try_reserve(self, holder: int, authority: int, nbytes: int, priority: int = 0,
+    def pool_try_reserve(self, holder: int, authority: int, nbytes: int, priority: int = 0,
                     role: Role = Role.STAGING) -> int:
         """The allocator path: a claimed lease now (its ticket id), or CapacityDenied now; never waits (I7)."""
         return self._run_pool(lambda: P.TryReserve(holder, nbytes, priority), self._of_auth(authority),
@@ -199,7 +199,7 @@ class Leases:
             return 0  # retired, or claimed: the claim disarmed cancel and timeout; never a second credit
         return self._drop_ticket(t)
 
-    def set_use(self, holder: int, ticket: int, pinned: bool, in_flight: bool) -> None:
+    def pool_set_use(self, holder: int, ticket: int, pinned: bool, in_flight: bool) -> None:
         """Flag the lease of `ticket` pinned and/or in flight: such bytes are never reclaimed (I6)."""
         self._run_pool(lambda: P.SetUse(holder, ticket, pinned, in_flight), self._of_ticket(ticket), self._set_use,
                        holder, ticket, pinned, in_flight)

@@ -185,6 +185,23 @@ class Pressures:
             self._round(r.auth)  # I13
         return released
 
+    def set_use(self, holder: int, allocation: int, pinned: bool, in_flight: bool) -> None:
+        """Flag the holder's lease pinned and/or in flight: such bytes are never a pressure victim (I6)."""
+        self._run(M.SetUse, self._ms_alloc, self._flag_use, holder, allocation, pinned, in_flight)
+
+    def _flag_use(self, holder: int, allocation: int, pinned: bool, in_flight: bool) -> None:
+        if type(pinned) is not bool or type(in_flight) is not bool:
+            raise InvalidArgument(f"pinned and in_flight must be bools, got {pinned!r:.40}, {in_flight!r:.40}")
+        self._holder(holder)
+        rec = self._alloc(allocation)
+        if rec.holder != holder:
+            raise ForeignHolder(f"allocation {rec.id} is held by holder {rec.holder}, not {holder}")
+        if rec.state is not AllocState.LIVE or rec.part is not None:
+            raise InvalidTransition(f"allocation {rec.id} is {rec.state.value}"
+                                    f"{'' if rec.part is None else ' and owned by ' + repr(rec.part)}; "
+                                    "only a lease has use flags")
+        rec.pinned, rec.in_flight = pinned, in_flight
+
     def cancel_pressure(self, pressure: int) -> None:
         """Retire an open pressure ticket; it records nothing."""
         self._run(M.CancelPressure, self._ms_pressure, self._cancel_pressure, pressure)

@@ -40,6 +40,7 @@ from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError
 from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
+from spec.types import AllocState
 from refimpl.manager import contract_books as _B
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
@@ -330,6 +331,10 @@ class Views:
         ids = tuple(v for v in victims if type(v) is int) if type(victims) is tuple else ()
         return auths | {self._allocs[v].auth.id for v in ids if v in self._allocs}, ids
 
+    def _ms_alloc(self, holder: object, allocation: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        rec = self._allocs.get(allocation) if type(allocation) is int else None
+        return (frozenset({rec.auth.id}), (rec.id,)) if rec is not None else _NO_SCOPE
+
     def _ms_tx(self, tx: object) -> tuple[frozenset[int], tuple[int, ...]]:
         t = self._txs.get(tx) if type(tx) is int else None
         if t is None:
@@ -379,7 +384,9 @@ class Views:
             changes=wrap({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed)) for a in changes}),
             next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx,
             bundles=wrap({b.id: M.Bundle(b.id, tuple(b.versions), b.poisoned) for b in self._bundles.values()}),
-            next_bundle=self._next_bundle)
+            next_bundle=self._next_bundle,
+            uses=wrap({i: (r.pinned, r.in_flight) for i in ledger.allocations
+                       if (r := self._allocs[i]).state is AllocState.LIVE and (r.pinned or r.in_flight)}))
 
     # --- public hooks for refimpl.tracing ---------------------------------------
 

@@ -495,6 +495,21 @@ _ALL: tuple[Mutant, ...] = (
            "    if p.deadline is not None and now > p.deadline and guards.on(\"answer_open_only\"):\n",
            "    if False:\n",
            "the spec lets an answer after its pressure's deadline release the holder's leases"),
+    Mutant("pinned_lease_reclaimed", ("I6",), "manager", _R, _MPRE,
+           "            if (rec.pinned or rec.in_flight) and self._guards.on(\"victims_unpinned_idle\"):  # I6\n",
+           "            if False:  # I6\n",
+           "a pressure answer may give back a lease its holder pinned or has in flight: data in use is reclaimed"),
+    Mutant("spec_pinned_lease_reclaimed", ("I6",), "manager", _S, "spec.manager_parts",
+           "        if v in m.uses and guards.on(\"victims_unpinned_idle\"):\n", "        if False:\n",
+           "the spec lets an answer give back a pinned or in-flight lease"),
+    Mutant("try_reserve_overtakes_waiters", ("I13",), "manager", _R, _MARB,
+           "        if (a.pending or nbytes > a.limit - a.used) and self._guards.on(\"try_only\"):",
+           "        if nbytes > a.limit - a.used and self._guards.on(\"try_only\"):",
+           "the allocator path takes free bytes while a ticket waits: the waiter is overtaken by every allocation"),
+    Mutant("spec_try_reserve_overtakes_waiters", ("I13",), "manager", _S, "spec.manager_parts",
+           "    if (waiting or nbytes > a.limit - a.used) and guards.on(\"try_only\"):",
+           "    if nbytes > a.limit - a.used and guards.on(\"try_only\"):",
+           "the spec lets the allocator path take free bytes while a ticket waits"),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
