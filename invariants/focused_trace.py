@@ -46,7 +46,7 @@ TX_REVISION = "ortmem-tx/1"
 #: Pool event kind (the manager's method) -> the `spec.pressure` action it records.
 POOL_KINDS: dict[str, type] = {
     "pool_submit": P.Submit, "pool_try_reserve": P.TryReserve, "pool_claim": P.Claim, "pool_release": P.Release,
-    "pool_cancel": P.Cancel, "pool_timeout": P.Timeout, "reconfigure": P.Reconfigure, "pool_set_use": P.SetUse,
+    "pool_cancel": P.Cancel, "pool_timeout": P.Timeout, "pool_reconfigure": P.Reconfigure, "pool_set_use": P.SetUse,
     "pool_press": P.Press, "pool_answer": P.Answer, "pool_cancel_pressure": P.CancelPressure,
     "pool_expire_pressure": P.ExpirePressure,
     # a cancel a dropped handle posted (`drop`), applied from the mailbox under the lock: spec.pressure's Cancel

@@ -279,6 +279,19 @@ class ManagerMachine(CheckedMachine):
                     self._do(M.Answer(r.holder, pid, (r.id,)))
 
     @rule(data=st.data())
+    def reconfigure(self, data: st.DataObject) -> None:
+        """One draw in four: the topology changes, older waiters fail; an older pressure's answer is stale (C5)."""
+        if data.draw(st.integers(0, 3)):
+            return
+        aid = self._authority(data)
+        older = [p for p in self.abs.pressures.values() if p.authority == aid]
+        self._do(M.Reconfigure(aid))
+        if older and data.draw(st.booleans()):
+            p = data.draw(st.sampled_from(older))
+            if p.id in self.abs.pressures:
+                self._answer(data, p.id)
+
+    @rule(data=st.data())
     def press_and_answer(self, data: st.DataObject) -> None:
         """Pressure on a holder that has leases; it answers with some of its own (zero is legal)."""
         leases = self._leases()

@@ -88,7 +88,7 @@ def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[st
             if rng.random() < 0.5:
                 pmm.drain()  # else the next accepted pool operation applies it
         elif op == "reconfigure":
-            _try(pmm.reconfigure, a)
+            _try(pmm.pool_reconfigure, a)
         elif op == "bad":
             _try(rng.choice((lambda: pmm.pool_submit(h, a, 0, 0),
                              lambda: pmm.pool_submit(h, 10**6, 4, 0),  # no such ledger: the event names none

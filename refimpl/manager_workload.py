@@ -135,6 +135,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                             and x.authority == a]
                     _try(pmm.answer, p.holder, pid, tuple(mine[: rng.randint(0, len(mine))]))
             _try(pmm.commit_limit, a)
+            if len(pids) % 2:  # the topology changed with it: the waiters there fail (a new generation)
+                _try(pmm.reconfigure, a)
         elif op == "lose":
             lost = True
             a = rng.choice(live)

@@ -42,7 +42,7 @@ CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "pool_submit", "pool_cancel", "pool_timeout",
                      "drained_cancel", "pool_set_use"), "ticket"),
     **dict.fromkeys(("press", "answer", "cancel_pressure", "pool_press", "pool_answer", "pool_cancel_pressure",
-                     "expire_pressure", "pool_expire_pressure", "reconfigure"), "pressure"),
+                     "expire_pressure", "pool_expire_pressure", "reconfigure", "pool_reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",
                      "tx_plan", "tx_publish", "tx_execute", "tx_commit", "tx_abort", "tx_release", "tx_remap",
                      "tx_open_bundle", "tx_report_mismatch", "tx_corrupt_ledger", "tx_add_authority",

@@ -155,7 +155,7 @@ def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True) -> M.Mana
 def _aged(t: M.Ticket, bound: int) -> M.Ticket:
     """`t` one round older, capped at the bound (built directly: `evolve` is the explorer's hot spot)."""
     return M.Ticket(t.id, t.holder, t.authority, t.nbytes, t.priority, t.role, min(t.age + 1, bound), t.state,
-                    t.allocation)
+                    t.allocation, t.generation)
 
 
 # --- the ledger's own actions --------------------------------------------------------

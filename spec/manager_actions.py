@@ -49,6 +49,12 @@ Requester tickets (all bytes through the ledger):
     The lease's use flags (`uses`) become (pinned, in_flight); a lease with
     neither flag is absent from `uses`, and a lease leaves `uses` when it
     stops being LIVE (released, quarantined, its device lost).
+  Reconfigure(authority) -> None
+    authority known ; alias -> InvalidArgument ; ACTIVE (DeviceLost). The
+    authority's generation + 1 (`generations`); every PENDING ticket on it
+    fails (retired, holding nothing). Granted tickets, leases and open
+    pressures stay; an open pressure of an older generation is answered
+    with StaleGeneration (C5). Not a round: no waiter is left to age.
   CancelTicket(holder, ticket) / TimeoutTicket(holder, ticket) -> bytes credited
     holder known ; ticket issued (UnknownTicket) ; retired -> 0, no change ;
     owner (ForeignHolder). PENDING -> retired, 0. GRANTED -> ledger Cancel of
@@ -82,7 +88,8 @@ Holder pressure (C5, I6):
     (C5: a cancelled, expired or answered pressure's answer credits nothing) ;
     owner (ForeignHolder) ; victims a tuple of distinct ints (InvalidArgument) ;
     now None or an int >= 0 (InvalidArgument) ; the pressure has a deadline and
-    `now` is None -> InvalidArgument, `now > deadline` -> StaleAnswer (C5) ;
+    `now` is None -> InvalidArgument ; the pressure's generation is older than
+    its authority's -> StaleGeneration ; `now > deadline` -> StaleAnswer (C5) ;
     per victim in order: allocation known (UnknownAllocation, retired ->
     InvalidTransition), owner (ForeignHolder), on the pressure's authority
     (InvalidArgument), LIVE and referenced by no part (InvalidTransition),
@@ -166,8 +173,9 @@ Clarifications (spec.manager's reading, where the text above left a choice):
     reservations of aborted transactions on other authorities are cancelled
     by the transaction's holder, and rounds then run where headroom rose.
 
-Not in the composition yet (they stay in the focused models): ticket
-generations and reconfiguration, the cancellation mailbox and model views.
+Not in the composition yet: model views (`spec.transactions`). The
+cancellation mailbox is no state of the spec: a posted cancel (`drop`) is
+applied, before any other operation, as the CancelTicket it stands for.
 """
 
 from __future__ import annotations
@@ -182,7 +190,7 @@ from spec.types import Role
 __all__ = [
     "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
-    "ExpirePressure", "TryReserve", "SetUse", "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
+    "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
     "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
 ]
 
@@ -203,6 +211,7 @@ class Ticket:
     age: int  # arbitration rounds waited, capped at the aging bound
     state: TicketState
     allocation: int | None  # the ledger reservation once granted
+    generation: int = 0  # Invariant: a PENDING ticket carries its authority's current generation
 
 
 @attrs.frozen
@@ -216,6 +225,7 @@ class Pressure:
     change: bool  # opened by the authority's limit change
     priority: int = 0
     deadline: int | None = None  # None: answerable until it retires (C5)
+    generation: int = 0  # its authority's generation when opened; an answer after a Reconfigure is stale
 
 
 @attrs.frozen
@@ -267,6 +277,7 @@ class Manager:
     next_bundle: int = 1
     # LIVE allocation id -> (pinned, in_flight), only leases with a flag set: never a victim (I6)
     uses: immutables.Map = immutables.Map()
+    generations: immutables.Map = immutables.Map()  # canonical authority id -> generation (absent: 0)
 
 
 def initial(aging_bound: int = 4) -> Manager:
@@ -300,6 +311,11 @@ class SetUse:
     allocation: int
     pinned: bool
     in_flight: bool
+
+
+@attrs.frozen
+class Reconfigure:
+    authority: int
 
 
 @attrs.frozen
@@ -397,5 +413,5 @@ class ReportMismatch:
 
 
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
-                   ExpirePressure, TryReserve, SetUse, PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
+                   ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
                    OpenBundle, JoinBundle, ReportMismatch)

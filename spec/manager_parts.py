@@ -30,6 +30,7 @@ from spec.errors import (
     InvalidTransition,
     PinnedVictim,
     StaleAnswer,
+    StaleGeneration,
     UnknownBundle,
     UnknownTicket,
     UnknownTransaction,
@@ -134,7 +135,7 @@ def _request(m: M.Manager, act: M.Submit | M.TryReserve, guards: GuardSet) -> tu
 def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, int]:
     nbytes, role, h, a = _request(m, act, guards)
     state = next_ticket_state(_T.IDLE, TicketEvent.SUBMIT)
-    t = M.Ticket(m.next_ticket, h.id, a.id, nbytes, act.priority, role, 0, state, None)
+    t = M.Ticket(m.next_ticket, h.id, a.id, nbytes, act.priority, role, 0, state, None, m.generations.get(a.id, 0))
     return evolve(m, tickets=m.tickets.set(t.id, t), next_ticket=t.id + 1), t.id
 
 
@@ -163,6 +164,18 @@ def _set_use(m: M.Manager, act: M.SetUse, guards: GuardSet) -> tuple[M.Manager, 
     uses = m.uses.set(r.id, (act.pinned, act.in_flight)) if act.pinned or act.in_flight else (
         m.uses.delete(r.id) if r.id in m.uses else m.uses)
     return evolve(m, uses=uses), None
+
+
+def _reconfigure(m: M.Manager, act: M.Reconfigure, guards: GuardSet) -> tuple[M.Manager, None]:
+    a = canonical(m, act.authority)
+    _active(a, guards)
+    tickets = m.tickets
+    for t in m.tickets.values():
+        if t.authority == a.id and t.state is _T.PENDING:
+            next_ticket_state(t.state, TicketEvent.RECONFIGURE, f"ticket {t.id}")
+            tickets = tickets.delete(t.id)  # an older pending ticket fails: it held nothing
+    generations = m.generations.set(a.id, m.generations.get(a.id, 0) + 1)
+    return evolve(m, tickets=tickets, generations=generations), None
 
 
 def _claim(m: M.Manager, act: M.Claim, guards: GuardSet) -> tuple[M.Manager, int]:
@@ -217,7 +230,7 @@ def _press(m: M.Manager, act: M.Press, guards: GuardSet) -> tuple[M.Manager, int
     if type(act.priority) is not int:
         raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
     deadline = _time(act.deadline, "deadline", optional=True)
-    p = M.Pressure(m.next_pressure, h.id, a.id, target, False, act.priority, deadline)
+    p = M.Pressure(m.next_pressure, h.id, a.id, target, False, act.priority, deadline, m.generations.get(a.id, 0))
     return evolve(m, pressures=m.pressures.set(p.id, p), next_pressure=p.id + 1), p.id
 
 
@@ -233,6 +246,11 @@ def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, i
     now = _time(act.now, "now", optional=True)
     if p.deadline is not None and now is None:
         raise InvalidArgument(f"pressure {p.id} is due at {p.deadline}: its answer says when it was given (now)")
+    # Verify an answer to a pressure of an older generation credits nothing (C5: the topology changed).
+    current = m.generations.get(p.authority, 0)
+    if p.generation != current and guards.on("answer_open_only"):
+        raise StaleGeneration(f"pressure {p.id} is of generation {p.generation}; authority {p.authority} is at "
+                              f"{current}")
     # Verify an answer past the pressure's deadline credits nothing (C5: the requester has moved on).
     if p.deadline is not None and now > p.deadline and guards.on("answer_open_only"):
         raise StaleAnswer(f"pressure {p.id} was due at {p.deadline}; answered at {now}, it credits nothing")
@@ -386,7 +404,8 @@ def _prepare_limit(m: M.Manager, act: M.PrepareLimit, guards: GuardSet) -> tuple
         holders = sorted({r.holder for r in m.ledger.allocations.values()
                           if r.authority == a.id and r.state is AllocState.LIVE})
         for h in holders:
-            pressures = pressures.set(pid, M.Pressure(pid, h, a.id, a.used - limit, True))
+            pressures = pressures.set(pid, M.Pressure(pid, h, a.id, a.used - limit, True,
+                                                      generation=m.generations.get(a.id, 0)))
             opened.append(pid)
             pid += 1
     changes = m.changes.set(a.id, M.LimitChange(a.id, limit))
@@ -417,6 +436,7 @@ PART_HANDLERS: dict[type, Any] = {
     M.Claim: _claim,
     M.TryReserve: _try_reserve,
     M.SetUse: _set_use,
+    M.Reconfigure: _reconfigure,
     M.CancelTicket: _cancel_ticket,
     M.TimeoutTicket: _timeout_ticket,
     M.Press: _press,

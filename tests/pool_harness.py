@@ -47,13 +47,14 @@ class Pool:
         return self.mgr.pool_timeout(holder, ticket)
 
     def reconfigure(self) -> None:
-        self.mgr.reconfigure(self.aid)
+        self.mgr.pool_reconfigure(self.aid)
 
     def pool_set_use(self, holder: Any, ticket: Any, pinned: Any, in_flight: Any) -> None:
         self.mgr.pool_set_use(holder, ticket, pinned, in_flight)
 
     # spec.pressure's action names (`method_name(P.TryReserve)`, `P.SetUse`) for the scenario tests
     try_reserve, set_use = pool_try_reserve, pool_set_use
+    pool_reconfigure = reconfigure
 
     def press(self, holder: Any, target: Any, priority: Any = 0, deadline: Any = 0) -> int:
         return self.mgr.pool_press(holder, self.aid, target, priority, deadline)

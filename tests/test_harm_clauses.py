@@ -274,3 +274,42 @@ def test_a_pinned_victim_or_an_overtaking_try_reserve_is_refused_and_changes_not
     with pytest.raises(getattr(E, error), match=match):
         g.execute(acts[-1])
     assert g.abstract() == before
+
+
+# --- Reconfigure: generations (C5, I13) ----------------------------------------------------------
+
+_GEN_ANSWER = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3), M.Reconfigure(DEV), M.Answer(H1, 1, (1,))]
+_GEN_WAIT = [M.Submit(H1, DEV, 3), M.Submit(H2, DEV, 2), M.Reconfigure(DEV)]
+
+
+@pytest.mark.parametrize(("acts", "mutant", "layer", "clause"), [
+    (_GEN_ANSWER, "stale_generation_answer_credited", "refimpl", "step_C5_manager.stale_answer_credits_nothing"),
+    (_GEN_WAIT, "composed_reconfigure_keeps_waiters", "refimpl",
+     "state_I13_generation.no_waiter_of_an_older_generation"),
+    (_GEN_WAIT, "spec_reconfigure_keeps_waiters", "spec", "state_I13_generation.no_waiter_of_an_older_generation"),
+], ids=lambda v: v if type(v) is str else None)
+def test_a_reconfigure_mutant_fails_its_harm_clause(acts: Any, mutant: str, layer: str, clause: str) -> None:
+    """An answer after a reconfigure releases the lease; a reconfigure leaves the 2 B waiter pending."""
+    found, _ = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(acts, mutant)
+    assert found == {clause}
+
+
+@pytest.mark.parametrize("layer", ["spec", "refimpl"])
+def test_reconfigure_fails_the_waiters_and_stales_the_pressure(layer: str) -> None:
+    """Unmutated: the waiter is gone, the granted ticket stays; the old pressure's answer is StaleGeneration, unchanged."""
+    from spec.errors import StaleGeneration
+
+    if layer == "spec":
+        _, m = _spec_manager_breaks(_GEN_ANSWER[:-1] + [M.Submit(H2, DEV, 2), M.Reconfigure(DEV)], None)
+        assert len(m.tickets) == 0 and dict(m.generations) == {DEV: 2}
+        with pytest.raises(StaleGeneration, match="generation 0"):
+            MG.step(m, _GEN_ANSWER[-1])
+        return
+    g = ManagerAdapter()
+    for act in _WORLD + _GEN_ANSWER[:-1] + [M.Submit(H2, DEV, 2), M.Reconfigure(DEV)]:
+        g.execute(act)
+    before = g.abstract()
+    assert len(before.tickets) == 0 and dict(before.generations) == {DEV: 2}
+    with pytest.raises(StaleGeneration, match="generation 0"):
+        g.execute(_GEN_ANSWER[-1])
+    assert g.abstract() == before

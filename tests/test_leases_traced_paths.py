@@ -68,7 +68,7 @@ def _workload(events: list[dict[str, Any]]) -> ProcessMemoryManager:
     pid3 = p.pool_press(h, b, 8, 0, 3)
     p.pool_cancel_pressure(pid3)
     p.pool_submit(h, b, 60, 0)
-    p.reconfigure(b)
+    p.pool_reconfigure(b)
     return p
 
 
@@ -93,7 +93,7 @@ EXPECTED = [
     ("pool_press", {**H, **B}, _ok(3, target=8, priority=0, deadline=3), (56, 0)),
     ("pool_cancel_pressure", {"pressure": 3, **B}, _ok(None), (56, 0)),
     ("pool_submit", {**H, **B}, _ok(7, nbytes=60, priority=0), (56, 0)),
-    ("reconfigure", B, _ok(None), (56, 1)),
+    ("pool_reconfigure", B, _ok(None), (56, 1)),
 ]
 
 

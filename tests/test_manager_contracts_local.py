@@ -123,6 +123,11 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     due = step("open pressure of priority 1, due at 5", pmm.open_pressure, h, b, 10, 1, 5)
     step("answer it at 6 with the 17 B lease (refused: late, C5)", pmm.answer, h, due, (lease17,), 6)
     step("expire it at 6", pmm.expire_pressure, due, 6)
+    step("submit 100 on gpu1 (waits)", pmm.submit, h, b, 100)
+    old = step("open pressure on the other holder", pmm.open_pressure, g, b, 10)
+    step("reconfigure gpu1: the waiter fails", pmm.reconfigure, b)
+    step("answer the older pressure (refused: StaleGeneration, C5)", pmm.answer, g, old, (fill,))
+    step("cancel it", pmm.cancel_pressure, old)
     # limits (I2): a lowering below what gpu1 granted keeps the old limit; a limit past its capacity is refused
     step("prepare gpu1's limit at 100 (used is above it)", pmm.prepare_limit, b, 100)
     step("commit it: the old limit stays", pmm.commit_limit, b)
@@ -155,7 +160,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 66
+    assert done[-1] == "confirm termination" and len(done) == 71
 
 
 def test_every_manager_mutant_is_listed() -> None:

@@ -61,8 +61,8 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         ["reserve", "commit", "cancel", "release", "quarantine", "record", "lose", "terminate",
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
          "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "expire_p",
-         "try", "use"],
-        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 1, 2, 2])[0]
+         "try", "use", "reconfigure"],
+        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 1, 2, 2, 0.3])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":
@@ -97,6 +97,8 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         return M.Answer(p_owner, pr, victims, rnd.choice([None, 0, 3, 4]))
     if kind == "cancel_p":
         return M.CancelPressure(pr)
+    if kind == "reconfigure":
+        return M.Reconfigure(a)
     if kind == "try":
         return M.TryReserve(h, a, n, rnd.choice([0, 1]), rnd.choice([Role.STAGING, Role.KV]))
     if kind == "use":

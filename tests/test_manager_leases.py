@@ -73,7 +73,7 @@ def test_reconfigure_fails_only_that_ledgers_pending_tickets() -> None:
         wait_dev = m.pool_submit(h2, dev, 5)
         wait_host = m.pool_submit(h2, host, 5)
         pid = m.pool_press(h1, dev, 5, 0, 9)
-        m.reconfigure(dev)
+        m.pool_reconfigure(dev)
         assert wait_dev not in m.abstract_pool(dev).tickets
         assert m.abstract_pool(host).tickets[wait_host].state is TicketState.PENDING
         assert m.abstract_pool(dev).generation == 1 and m.abstract_pool(host).generation == 0

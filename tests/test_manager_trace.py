@@ -64,7 +64,7 @@ _PARTS = {
                "quarantine", "record_committed"),
     "allowances": ("open_allowance", "reserve_growth", "map_allowance", "unmap_allowance", "transfer_allowance",
                    "close_allowance"),
-    "tickets": ("submit", "claim", "cancel_ticket", "timeout_ticket", "try_reserve"),
+    "tickets": ("submit", "claim", "cancel_ticket", "timeout_ticket", "try_reserve", "reconfigure"),
     "pressure": ("press", "answer", "cancel_pressure", "expire_pressure", "set_use"),
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),

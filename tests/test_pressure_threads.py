@@ -84,7 +84,7 @@ def test_racing_submits_grant_exactly_what_fits_and_the_rest_wait(seed):
     assert states.count(TicketState.PENDING) == 3 * THREADS - states.count(TicketState.GRANTED)
     assert pool.free == limit - states.count(TicketState.GRANTED) * size
     check_all(pool)
-    gov.reconfigure()  # every pending ticket fails; granted ones stay charged until cancelled
+    gov.pool_reconfigure()  # every pending ticket fails; granted ones stay charged until cancelled
     credited = sum(gov.cancel(i + 1, t) for i in range(THREADS) for t in tickets[i])
     assert credited == (limit // size if limit // size < 3 * THREADS else 3 * THREADS) * size
     _settled(gov)

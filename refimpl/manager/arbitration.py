@@ -184,6 +184,23 @@ class Arbitration:
         self._commit_rec(rec, nbytes)  # and its commit, at once: a LIVE lease
         return rec.id
 
+    def reconfigure(self, authority: int) -> None:
+        """The ledger's generation + 1: every pending ticket on it fails (its waiter wakes to find it gone);
+        an open pressure of the older generation is answered with StaleGeneration (C5)."""
+        self._run(M.Reconfigure, self._ms_auth0, self._regenerate, authority)
+
+    def _regenerate(self, authority: int) -> None:
+        a = self._auth(authority)
+        if a.alias_of is not None:
+            raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; reconfigure names the canonical ledger")
+        self._require_active(a)
+        a.generation += 1
+        for t in list(a.pending.values()):  # an older pending ticket fails: it held nothing
+            del self._tickets[t.id]
+            if t.event is not None:
+                self._wake.append(t.event)
+        a.pending.clear()
+
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
         if _SWITCH.on or self._recorder is not None or self._mailbox:

@@ -214,7 +214,7 @@ class Leases:
             raise InvalidTransition(f"ticket {ticket} is {t.state.value}; only a claimed lease has use flags")
         rec.pinned, rec.in_flight = pinned, in_flight
 
-    def reconfigure(self, authority: int) -> None:
+    def pool_reconfigure(self, authority: int) -> None:
         """The ledger's generation + 1; every older pending ticket on it fails (its waiter wakes to find it gone)."""
         self._run_pool(P.Reconfigure, self._of_auth(authority), self._reconfigure, authority)
 

@@ -29,6 +29,7 @@ from spec.errors import (
     InvalidTransition,
     PinnedVictim,
     StaleAnswer,
+    StaleGeneration,
     TraceSinkFailed,
     UnknownTicket,
 )
@@ -154,11 +155,12 @@ class Pressures:
             raise InvalidArgument(f"victims must be a tuple of distinct allocation ids, got {victims!r:.80}")
         if now is not None and (type(now) is not int or now < 0):
             raise InvalidArgument(f"now must be None or an int >= 0, got {now!r:.80}")
-        if r.deadline is not None:
-            if now is None:
-                raise InvalidArgument(f"pressure ticket {r.id} is due at {r.deadline}: the answer must say its time")
-            if now > r.deadline and self._guards.on("answer_open_only"):  # C5: late answers credit nothing
-                raise StaleAnswer(f"pressure ticket {r.id} was due at {r.deadline}; answered at {now}")
+        if r.deadline is not None and now is None:
+            raise InvalidArgument(f"pressure ticket {r.id} is due at {r.deadline}: the answer must say its time")
+        if r.generation != r.auth.generation and self._guards.on("answer_open_only"):  # C5: the topology changed
+            raise StaleGeneration(f"pressure ticket {r.id}: generation {r.generation}, ledger at {r.auth.generation}")
+        if r.deadline is not None and now > r.deadline and self._guards.on("answer_open_only"):  # C5: late
+            raise StaleAnswer(f"pressure ticket {r.id} was due at {r.deadline}; answered at {now}")
         picked: list[_Alloc] = []
         for v in victims:
             rec = self._alloc(v)

@@ -379,14 +379,16 @@ class Views:
             ledger=ledger, aging_bound=self._bound,
             tickets=wrap({t.id: _ticket_rec(t) for t in tickets}),
             pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change, r.priority,
-                                                             r.deadline) for r in pressures}),
+                                                             r.deadline, r.generation) for r in pressures}),
             txs=wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held), t.bundle) for t in txs}),
             changes=wrap({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed)) for a in changes}),
             next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx,
             bundles=wrap({b.id: M.Bundle(b.id, tuple(b.versions), b.poisoned) for b in self._bundles.values()}),
             next_bundle=self._next_bundle,
             uses=wrap({i: (r.pinned, r.in_flight) for i in ledger.allocations
-                       if (r := self._allocs[i]).state is AllocState.LIVE and (r.pinned or r.in_flight)}))
+                       if (r := self._allocs[i]).state is AllocState.LIVE and (r.pinned or r.in_flight)}),
+            generations=wrap({a.id: a.generation for a in self._auths.values()
+                              if a.generation and a.alias_of is None and (auths is None or a.id in auths)}))
 
     # --- public hooks for refimpl.tracing ---------------------------------------
 
@@ -480,7 +482,8 @@ def _ticket_rec(t: Any) -> M.Ticket:
     r = t.rec
     alloc = None if t.alloc is None else t.alloc.id
     if r is None or r.age != t.age or r.state is not t.state or r.allocation != alloc:
-        r = t.rec = M.Ticket(t.id, t.holder, t.auth.id, t.nbytes, t.priority, t.role, t.age, t.state, alloc)
+        r = t.rec = M.Ticket(t.id, t.holder, t.auth.id, t.nbytes, t.priority, t.role, t.age, t.state, alloc,
+                             t.generation)
     return r
 
 

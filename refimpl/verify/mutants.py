@@ -486,9 +486,8 @@ _ALL: tuple[Mutant, ...] = (
            "",
            "a pressure answer may name any lease on the authority: one holder gives back another's bytes"),
     Mutant("late_answer_credited", ("C5",), "manager", _R, _MPRE,
-           "            if now > r.deadline and self._guards.on(\"answer_open_only\"):  # C5: late answers credit "
-           "nothing\n                raise StaleAnswer(f\"pressure ticket {r.id} was due at {r.deadline}; answered at "
-           "{now}\")\n", "",
+           "        if r.deadline is not None and now > r.deadline and self._guards.on(\"answer_open_only\"):",
+           "        if False:",
            "an answer given after its pressure's deadline still releases the holder's leases: the requester has "
            "moved on, and the bytes are lost to the holder for nothing"),
     Mutant("spec_late_answer_credited", ("C5",), "manager", _S, "spec.manager_parts",
@@ -510,6 +509,19 @@ _ALL: tuple[Mutant, ...] = (
            "    if (waiting or nbytes > a.limit - a.used) and guards.on(\"try_only\"):",
            "    if nbytes > a.limit - a.used and guards.on(\"try_only\"):",
            "the spec lets the allocator path take free bytes while a ticket waits"),
+    Mutant("stale_generation_answer_credited", ("C5",), "manager", _R, _MPRE,
+           "        if r.generation != r.auth.generation and self._guards.on(\"answer_open_only\"):",
+           "        if False:",
+           "an answer to a pressure opened before a reconfigure still releases the holder's leases"),
+    Mutant("composed_reconfigure_keeps_waiters", ("I13",), "manager", _R, _MARB,
+           "        for t in list(a.pending.values()):  # an older pending ticket fails: it held nothing\n"
+           "            del self._tickets[t.id]\n            if t.event is not None:\n"
+           "                self._wake.append(t.event)\n        a.pending.clear()\n", "",
+           "reconfigure bumps the generation but leaves the older pending tickets waiting under it"),
+    Mutant("spec_reconfigure_keeps_waiters", ("I13",), "manager", _S, "spec.manager_parts",
+           "            tickets = tickets.delete(t.id)  # an older pending ticket fails: it held nothing\n",
+           "            pass\n",
+           "the spec's reconfigure leaves the older pending tickets waiting under the new generation"),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}

@@ -89,7 +89,7 @@ class PressureAdapter:
             P.Release: lambda x: g.pool_release(x.holder, x.ticket),
             P.Cancel: lambda x: g.pool_cancel(x.holder, x.ticket),
             P.Timeout: lambda x: g.pool_timeout(x.holder, x.ticket),
-            P.Reconfigure: lambda x: g.reconfigure(a),
+            P.Reconfigure: lambda x: g.pool_reconfigure(a),
             P.SetUse: lambda x: g.pool_set_use(x.holder, x.ticket, x.pinned, x.in_flight),
             P.Press: lambda x: g.pool_press(x.holder, a, x.target, x.priority, x.deadline),
             P.Answer: lambda x: g.pool_answer(x.holder, x.pressure, x.victims, x.now),
