@@ -22,6 +22,7 @@ from hypothesis.stateful import initialize, rule
 
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
+from invariants.manager_pressure_rules import PressureRules
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -53,7 +54,7 @@ class ManagerSpecAdapter:
         return self.state
 
 
-class ManagerMachine(CheckedMachine):
+class ManagerMachine(PressureRules, CheckedMachine):
     """Subclass and set `adapter_factory` (a no-argument adapter factory)."""
 
     adapter_factory: Callable[[], Any] = ManagerSpecAdapter
@@ -225,7 +226,10 @@ class ManagerMachine(CheckedMachine):
 
     @rule(data=st.data())
     def direct_reserve(self, data: st.DataObject) -> None:
-        """The plain allocator path beside the parts: reserve, then commit or cancel."""
+        """The plain allocator path beside the parts: reserve, then commit or cancel; or the try-only path."""
+        if data.draw(st.integers(0, 2)) == 0:
+            self._try_reserve_and_pin(data)
+            return
         a = self.abs.ledger.authorities.get(self._authority(data))
         if a is None:
             return
@@ -255,89 +259,6 @@ class ManagerMachine(CheckedMachine):
             self._do(A.Cancel(r.holder, r.id))
         else:
             self._do(A.Release(r.holder, r.id))
-
-    @rule(data=st.data())
-    def try_reserve_and_pin(self, data: st.DataObject) -> None:
-        """The allocator path (a lease now or CapacityDenied now, I7, I13); the holder flags a lease in use
-        and a pressure then names it (PinnedVictim, I6), or clears the flags first."""
-        self._do(M.TryReserve(self._holder(data), self._authority(data), self._nbytes(data),
-                              data.draw(st.integers(0, 2)), Role.STAGING))
-        leases = self._leases()
-        if not leases:
-            return
-        r = data.draw(st.sampled_from(leases))
-        aid = self._pick(data, self.abs.ledger.allocations.keys(), self.abs.ledger.next_allocation, [r.id])
-        flags = data.draw(st.sampled_from(((True, False), (False, True), (True, True), (False, False))))
-        self._do(M.SetUse(self._owner(data, r.holder), aid, *flags))
-        if data.draw(st.booleans()):
-            pid = self.abs.next_pressure
-            self._do(M.Press(r.holder, r.authority, r.charge))
-            if pid in self.abs.pressures:
-                self._do(M.Answer(r.holder, pid, (r.id,)))
-                if pid in self.abs.pressures:
-                    self._do(M.SetUse(r.holder, r.id, False, False))
-                    self._do(M.Answer(r.holder, pid, (r.id,)))
-
-    @rule(data=st.data())
-    def reconfigure(self, data: st.DataObject) -> None:
-        """One draw in four: the topology changes, older waiters fail; an older pressure's answer is stale (C5)."""
-        if data.draw(st.integers(0, 3)):
-            return
-        aid = self._authority(data)
-        older = [p for p in self.abs.pressures.values() if p.authority == aid]
-        self._do(M.Reconfigure(aid))
-        if older and data.draw(st.booleans()):
-            p = data.draw(st.sampled_from(older))
-            if p.id in self.abs.pressures:
-                self._answer(data, p.id)
-
-    @rule(data=st.data())
-    def press_and_answer(self, data: st.DataObject) -> None:
-        """Pressure on a holder that has leases; it answers with some of its own (zero is legal)."""
-        leases = self._leases()
-        if leases and data.draw(st.integers(0, 4)):
-            r = data.draw(st.sampled_from(leases))
-            holder, aid = r.holder, r.authority
-        else:
-            holder, aid = self._holder(data), self._authority(data)
-        pid = self.abs.next_pressure
-        deadline = data.draw(st.sampled_from((None, 0, 2, 5)))  # C5: a deadline, or none
-        self._do(M.Press(holder, aid, self._nbytes(data), data.draw(st.integers(0, 2)), deadline))
-        if pid in self.abs.pressures and data.draw(st.integers(0, 2)):
-            self._answer(data, pid)
-        elif pid in self.abs.pressures and deadline is not None and data.draw(st.booleans()):
-            if data.draw(st.integers(0, 3)) == 0:
-                self._do(M.ExpirePressure(pid, deadline))  # on time: refused
-            self._do(M.ExpirePressure(pid, deadline + 1))  # nobody answered by the deadline
-        elif pid in self.abs.pressures:
-            self._do(M.CancelPressure(pid))  # withdrawn before the holder answers
-
-    def _answer(self, data: st.DataObject, pid: int) -> None:
-        p = self.abs.pressures[pid]
-        mine = [r.id for r in self._leases(p.holder, p.authority)]
-        if data.draw(st.integers(0, 7)) == 0:  # sometimes another holder's lease (ForeignHolder, I6)
-            mine = [r.id for r in self._leases(None, p.authority)]
-        victims = tuple(data.draw(st.lists(st.sampled_from(mine), unique=True, max_size=3))) if mine else ()
-        if data.draw(st.integers(0, 15)) == 0:
-            victims = data.draw(st.sampled_from(((0,), (1, 1), (self.abs.ledger.next_allocation,))))
-        # On time mostly; sometimes late (StaleAnswer, C5) or with no time for a pressure that has a deadline.
-        due = p.deadline if p.deadline is not None else 3
-        now = data.draw(st.sampled_from((None, 0, due, due, due + 1)))
-        self._do(M.Answer(self._owner(data, p.holder), pid, victims, now))
-
-    @rule(data=st.data(), op=st.sampled_from(("answer", "answer", "cancel", "expire")))
-    def pressure(self, data: st.DataObject, op: str) -> None:
-        pid = self._pick(data, self.abs.pressures.keys(), self.abs.next_pressure)
-        if op == "answer" and pid in self.abs.pressures:
-            self._answer(data, pid)
-        elif op == "answer":
-            self._do(M.Answer(self._holder(data), pid, ()))  # a closed pressure's answer: StaleAnswer (C5)
-        elif op == "expire":
-            p = self.abs.pressures.get(pid)
-            due = p.deadline if p is not None and p.deadline is not None else 0
-            self._do(M.ExpirePressure(pid, due + data.draw(st.integers(0, 2))))
-        else:
-            self._do(M.CancelPressure(pid))
 
     @rule(data=st.data())
     def plan_and_reserve(self, data: st.DataObject) -> None:
@@ -377,9 +298,12 @@ class ManagerMachine(CheckedMachine):
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
         self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
 
-    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm")))
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "reconfigure")))
     def environment(self, data: st.DataObject, kind: str) -> None:
-        """Device loss and its confirmation, preferring authorities that parts are using."""
+        """Device loss and its confirmation, preferring authorities that parts are using; a reconfigure."""
+        if kind == "reconfigure":
+            self._reconfigure(data)
+            return
         busy = [t.authority for t in self.abs.tickets.values()]
         busy += [a for t in self.abs.txs.values() for a, _ in t.needs]
         if kind == "confirm":

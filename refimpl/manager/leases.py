@@ -1,13 +1,17 @@
-"""The leases part of `ProcessMemoryManager`: one ledger as a pool of requester tickets (spec.pressure).
+"""The pool front end of `ProcessMemoryManager`: one ledger as `spec.pressure`'s pool (to be deleted, issue #21).
 
-The single-pool protocol of `spec.pressure` on the manager's own records:
-after a claim a ticket id goes on naming its lease (`_Alloc.ticket`, indexed
-by `Ledger._leases`), so a holder flags it pinned or in flight (`pool_set_use`),
-releases it, or gives it back to a pressure ticket by that id. Added here:
+Every concept here has its composed verb now, checked against `spec.manager`
+and traced as `ortmem-manager/1`: `try_reserve` and `reconfigure`
+(`refimpl.manager.arbitration`), `set_use`, `press(priority, deadline)`,
+`answer(now)` and `expire_pressure` (`refimpl.manager.pressure`). What stays
+here is the focused pressure checker's entry points, which name a lease by
+its ticket id (`_Alloc.ticket`, indexed by `Ledger._leases`) and follow
+`spec.pressure`'s validation order; they go with that checker once it drives
+the composed verbs:
 
     pool_try_reserve      the allocator path: a claimed lease now, or CapacityDenied now (I7)
     pool_set_use          pinned / in-flight flags of a lease: never a victim (I6)
-    reconfigure      a ledger's generation + 1: its older pending tickets fail
+    pool_reconfigure      a ledger's generation + 1: its older pending tickets fail
     pool_press       a pressure ticket with priority and deadline, delivered with no lock held (C5, I7)
     pool_answer      victims named by ticket id, refused when stale, closed or past the deadline (C5, I6)
     pool_expire_pressure  an open pressure ticket past its deadline expires

@@ -36,6 +36,7 @@ from spec.errors import (
 from spec.tickets import PressureState
 from spec.types import AllocState
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from refimpl.manager.views import _NO_SCOPE
 from refimpl.pressure_args import check_callback
 
 __all__ = ["Pressures", "Callback"]
@@ -252,6 +253,22 @@ class Pressures:
         """Verify the calling thread holds no ledger lock at a wait or call-out site (I7)."""
         if _SWITCH.on and self._lock.held_by_me():
             raise InvariantViolation("I7", f"{site} with the ledger lock held")
+
+    # --- scopes of the composed runner (`Views._run`): (canonical authority ids, allocation ids) -------------
+
+    def _ms_pressure(self, pressure: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        r = self._pressures.get(pressure) if type(pressure) is int else None
+        return (frozenset({r.auth.id}), ()) if r is not None else _NO_SCOPE
+
+    def _ms_answer(self, holder: object, pressure: object, victims: object,
+                   *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        auths, _ = self._ms_pressure(pressure)
+        ids = tuple(v for v in victims if type(v) is int) if type(victims) is tuple else ()
+        return auths | {self._allocs[v].auth.id for v in ids if v in self._allocs}, ids
+
+    def _ms_alloc(self, holder: object, allocation: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        rec = self._allocs.get(allocation) if type(allocation) is int else None
+        return (frozenset({rec.auth.id}), (rec.id,)) if rec is not None else _NO_SCOPE
 
     # --- lookups ---------------------------------------------------------------
 

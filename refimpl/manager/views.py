@@ -321,20 +321,6 @@ class Views:
             return _NO_SCOPE
         return frozenset({t.auth.id}), (() if t.alloc is None else (t.alloc.id,))
 
-    def _ms_pressure(self, pressure: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
-        r = self._pressures.get(pressure) if type(pressure) is int else None
-        return (frozenset({r.auth.id}), ()) if r is not None else _NO_SCOPE
-
-    def _ms_answer(self, holder: object, pressure: object, victims: object,
-                   *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
-        auths, _ = self._ms_pressure(pressure)
-        ids = tuple(v for v in victims if type(v) is int) if type(victims) is tuple else ()
-        return auths | {self._allocs[v].auth.id for v in ids if v in self._allocs}, ids
-
-    def _ms_alloc(self, holder: object, allocation: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
-        rec = self._allocs.get(allocation) if type(allocation) is int else None
-        return (frozenset({rec.auth.id}), (rec.id,)) if rec is not None else _NO_SCOPE
-
     def _ms_tx(self, tx: object) -> tuple[frozenset[int], tuple[int, ...]]:
         t = self._txs.get(tx) if type(tx) is int else None
         if t is None:

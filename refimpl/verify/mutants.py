@@ -13,6 +13,7 @@ looks like, and which ID's clauses must notice it.
 from __future__ import annotations
 
 from invariants.mutation import Mutant
+from refimpl.verify.mutants_pressure import PRESSURE_MUTANTS
 from refimpl.verify.mutants_protocols import PROTOCOL_MUTANTS
 from refimpl.verify.mutants_replay import REPLAY_MUTANTS
 from spec.guards import Layer
@@ -252,6 +253,7 @@ _ALL: tuple[Mutant, ...] = (
            "            self.answer_cap = None\n",
            "the weight cache gives back all it is asked for whatever its holder answered",
            "elastic_guaranteed_path"),
+    *PRESSURE_MUTANTS,  # the composed pressure part: deadlines, generations, use flags, try-only path
     *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
     *REPLAY_MUTANTS,  # the replay checker and tracing, run as replay controls: refimpl.verify.mutants_replay
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
@@ -485,43 +487,6 @@ _ALL: tuple[Mutant, ...] = (
            "                raise ForeignHolder(f\"allocation {v} is held by holder {rec.holder}, not {holder}\")\n",
            "",
            "a pressure answer may name any lease on the authority: one holder gives back another's bytes"),
-    Mutant("late_answer_credited", ("C5",), "manager", _R, _MPRE,
-           "        if r.deadline is not None and now > r.deadline and self._guards.on(\"answer_open_only\"):",
-           "        if False:",
-           "an answer given after its pressure's deadline still releases the holder's leases: the requester has "
-           "moved on, and the bytes are lost to the holder for nothing"),
-    Mutant("spec_late_answer_credited", ("C5",), "manager", _S, "spec.manager_parts",
-           "    if p.deadline is not None and now > p.deadline and guards.on(\"answer_open_only\"):\n",
-           "    if False:\n",
-           "the spec lets an answer after its pressure's deadline release the holder's leases"),
-    Mutant("pinned_lease_reclaimed", ("I6",), "manager", _R, _MPRE,
-           "            if (rec.pinned or rec.in_flight) and self._guards.on(\"victims_unpinned_idle\"):  # I6\n",
-           "            if False:  # I6\n",
-           "a pressure answer may give back a lease its holder pinned or has in flight: data in use is reclaimed"),
-    Mutant("spec_pinned_lease_reclaimed", ("I6",), "manager", _S, "spec.manager_parts",
-           "        if v in m.uses and guards.on(\"victims_unpinned_idle\"):\n", "        if False:\n",
-           "the spec lets an answer give back a pinned or in-flight lease"),
-    Mutant("try_reserve_overtakes_waiters", ("I13",), "manager", _R, _MARB,
-           "        if (a.pending or nbytes > a.limit - a.used) and self._guards.on(\"try_only\"):",
-           "        if nbytes > a.limit - a.used and self._guards.on(\"try_only\"):",
-           "the allocator path takes free bytes while a ticket waits: the waiter is overtaken by every allocation"),
-    Mutant("spec_try_reserve_overtakes_waiters", ("I13",), "manager", _S, "spec.manager_parts",
-           "    if (waiting or nbytes > a.limit - a.used) and guards.on(\"try_only\"):",
-           "    if nbytes > a.limit - a.used and guards.on(\"try_only\"):",
-           "the spec lets the allocator path take free bytes while a ticket waits"),
-    Mutant("stale_generation_answer_credited", ("C5",), "manager", _R, _MPRE,
-           "        if r.generation != r.auth.generation and self._guards.on(\"answer_open_only\"):",
-           "        if False:",
-           "an answer to a pressure opened before a reconfigure still releases the holder's leases"),
-    Mutant("composed_reconfigure_keeps_waiters", ("I13",), "manager", _R, _MARB,
-           "        for t in list(a.pending.values()):  # an older pending ticket fails: it held nothing\n"
-           "            del self._tickets[t.id]\n            if t.event is not None:\n"
-           "                self._wake.append(t.event)\n        a.pending.clear()\n", "",
-           "reconfigure bumps the generation but leaves the older pending tickets waiting under it"),
-    Mutant("spec_reconfigure_keeps_waiters", ("I13",), "manager", _S, "spec.manager_parts",
-           "            tickets = tickets.delete(t.id)  # an older pending ticket fails: it held nothing\n",
-           "            pass\n",
-           "the spec's reconfigure leaves the older pending tickets waiting under the new generation"),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
