@@ -109,7 +109,7 @@ MODULES: dict[str, list[str]] = {
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
-    # leases: the pool suites that call the manager's own lease operations (try_reserve, set_use, drop /
+    # leases: the pool suites that call the manager's own lease operations (pool_try_reserve, pool_set_use, drop /
     # drain, pool_press, wait's non-blocking paths); the pool campaigns (5-7 s each) are left out.
     "refimpl/manager/leases.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
                             "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",

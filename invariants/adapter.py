@@ -92,6 +92,8 @@ _PAIRS = {"needs": "authority", "completed": "pressure"}
 #: Maps of the state keyed by ids, and the kind of their keys (and of their records' `id`).
 _MAPS = {"authorities": "authority", "holders": "holder", "allocations": "allocation", "allowances": "allowance",
          "tickets": "ticket", "pressures": "pressure", "txs": "tx", "changes": "authority", "bundles": "bundle"}
+#: Maps of the state keyed by ids whose values are figures (a generation, a lease's use flags).
+_KEYS = {"generations": "authority", "uses": "allocation"}
 #: Bijections tried per step before falling back to the order of appearance.
 _MAX_TRIES = 720
 
@@ -118,10 +120,10 @@ def rename(value: Any, f: Rename, kind: str | None = None) -> Any:
             if kind is None:
                 continue
             y = rename(x, f, kind)
-        elif op == "map":
+        elif op in ("map", "keys"):
             if not isinstance(x, Mapping):
                 continue
-            items = {f(k, i): rename(r, f, k) for i, r in x.items()}
+            items = {f(k, i): rename(r, f, k) if op == "map" else r for i, r in x.items()}
             y = immutables.Map(items) if isinstance(x, immutables.Map) else items
         elif op == "pairs":
             if type(x) is not tuple:
@@ -138,7 +140,7 @@ def rename(value: Any, f: Rename, kind: str | None = None) -> Any:
     return evolve(value, **changes) if changes else value
 
 
-#: class -> its fields that may hold ids: (name, "id" | "map" | "pairs" | "ids" | "record", kind)
+#: class -> its fields that may hold ids: (name, "id" | "map" | "keys" | "pairs" | "ids" | "record", kind)
 _PLANS: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
 
 
@@ -152,6 +154,8 @@ def _plan(cls: type) -> tuple[tuple[str, str, str | None], ...]:
             plan.append((name, "id", None))
         elif name in _MAPS:
             plan.append((name, "map", _MAPS[name]))
+        elif name in _KEYS:
+            plan.append((name, "keys", _KEYS[name]))
         elif name in _PAIRS:
             plan.append((name, "pairs", _PAIRS[name]))
         elif name in _FIELDS and (name not in _TRANSFER_ONLY or cls.__name__ == "TransferAllowance"):

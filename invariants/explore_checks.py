@@ -35,7 +35,7 @@ from invariants.clauses import counting
 from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of",
-           "bundles_step_of"]
+           "bundles_step_of", "parts_uses_step_of", "pressure_step_of", "tickets_step_of", "generations_of"]
 
 
 def ledger_of(m: Any) -> Hashable:
@@ -68,6 +68,27 @@ def parts_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hash
     return before.ledger, act, after.ledger, named, result
 
 
+def parts_uses_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """`parts_step_of` and the before-use flags (I6: a pinned or in-flight lease is never a victim)."""
+    return parts_step_of(before, act, after, result), before.uses
+
+
+def pressure_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the stale-answer predicate reads (C5): act, the pressure it names, the generations, both ledgers."""
+    named = before.pressures.get(act.pressure) if isinstance(act, M.Answer) else None
+    return act, named, before.generations, before.ledger, after.ledger
+
+
+def tickets_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the allocator-path predicate reads (I13): act, the before-tickets, both ledgers, the result."""
+    return act, before.tickets, before.ledger, after.ledger, result
+
+
+def generations_of(m: Any) -> Hashable:
+    """What the generation state predicate reads (I13): tickets and generations."""
+    return m.tickets, m.generations
+
+
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
     """What the bundle step predicate reads (I10)."""
     return before.txs, before.bundles, act, after.txs, after.bundles
@@ -93,7 +114,11 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     # I1 (credit once): act, the before-tickets and -txs it retires, both ledgers' allocations, the result.
     # I6: both ledgers' charges, act, the before-txs (a transaction's holder).
     out[IM.step_I1_manager] = parts_step_of
-    out[IM.step_I6_manager] = parts_step_of
+    out[IM.step_I6_manager] = parts_uses_step_of  # and the before-use flags (pinned victims)
+    # C5: act, the pressure it answers, generations, both ledgers. I13 (allocator): act, tickets, ledgers, result.
+    out[IM.step_C5_manager] = pressure_step_of
+    out[IM.step_I13_manager] = tickets_step_of
+    out[IM.state_I13_generation] = generations_of
     # I10: act, the before-txs (its bundle), the after-txs (committed), both bundles maps.
     out[IM.step_I10_manager] = bundles_step_of
     return out

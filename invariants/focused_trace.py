@@ -48,10 +48,10 @@ POOL_REVISION = "ortmem-pool/1"
 TX_REVISION = "ortmem-tx/1"
 #: Pool event kind (the manager's method) -> the `spec.pressure` action it records.
 POOL_KINDS: dict[str, type] = {
-    "pool_submit": P.Submit, "try_reserve": P.TryReserve, "pool_claim": P.Claim, "pool_release": P.Release,
-    "pool_cancel": P.Cancel, "pool_timeout": P.Timeout, "reconfigure": P.Reconfigure, "set_use": P.SetUse,
+    "pool_submit": P.Submit, "pool_try_reserve": P.TryReserve, "pool_claim": P.Claim, "pool_release": P.Release,
+    "pool_cancel": P.Cancel, "pool_timeout": P.Timeout, "pool_reconfigure": P.Reconfigure, "pool_set_use": P.SetUse,
     "pool_press": P.Press, "pool_answer": P.Answer, "pool_cancel_pressure": P.CancelPressure,
-    "expire_pressure": P.ExpirePressure,
+    "pool_expire_pressure": P.ExpirePressure,
     # a cancel a dropped handle posted (`drop`), applied from the mailbox under the lock: spec.pressure's Cancel
     "drained_cancel": P.Cancel,
 }
@@ -69,7 +69,7 @@ FOCUSED: dict[str, dict[str, type]] = {POOL_REVISION: POOL_KINDS, TX_REVISION: T
 #: The manager's arguments a focused spec action has no field for: kind -> {name: "ids" | "payload"}.
 EXTRA: dict[str, dict[str, str]] = {
     **{k: {"authority": "ids"} for k in POOL_KINDS},
-    "try_reserve": {"authority": "ids", "role": "payload"},
+    "pool_try_reserve": {"authority": "ids", "role": "payload"},
     "tx_plan": {"holder": "ids"},
 }
 FOCUSED_ID_FIELDS = frozenset({"holder", "ticket", "pressure", "tx", "authority", "view", "bundle", "retry"})

@@ -5,7 +5,9 @@ tickets, transaction-held reservations, leases and the rest) partitions its
 `used` (I1), exactly one credit per grant across cancel, timeout, abort and
 answer (I1), a holder's charge falls only by its own action or the
 environment (I6), a lost device keeps its charge and a removed authority leaves nothing behind (C3), a changed limit is not
-below what is used (I2), no fitting waiter is left waiting (I13), and a
+below what is used (I2), an answer to a closed or late pressure releases
+nothing (C5), a pinned or in-flight lease is never a victim (I6), the
+allocator path never overtakes a waiter (I13), no fitting waiter is left waiting (I13), and a
 state bundle moves exactly with its transaction's commit (I10).
 
 Each clause states a harm and compares the manager's numbers with an
@@ -34,7 +36,8 @@ from spec.types import AllocState, ContextState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-           "step_I2_manager", "step_I10_manager"]
+           "step_I2_manager", "step_I10_manager", "step_C5_manager",
+           "step_I13_manager", "state_I13_generation"]
 
 _T = TicketState
 
@@ -194,7 +197,20 @@ def _charge_moves(before: M.Manager, after: M.Manager) -> dict[int, int]:
     return out
 
 
+_I6_PINNED = clause("I6", "step_I6_manager", "pinned_never_reclaimed",
+                    "no pressure answer releases a lease its holder flagged pinned or in flight: that data is in "
+                    "use, and reclaiming it corrupts a running execution")
+
+
 def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    answer = isinstance(act, M.Answer)
+    # The case: an answer that released a lease (whether or not any was flagged: a correct step never shows one).
+    _I6_PINNED.case(answer and any(v not in after.ledger.allocations for v in act.victims))
+    flagged = [v for v in act.victims if v in before.uses and any(before.uses[v])] if answer else []
+    for v in flagged:
+        r = after.ledger.allocations.get(v)
+        if r is None or r.state is not AllocState.LIVE:
+            _I6_PINNED.fail(f"{act!r} released allocation {v}, flagged (pinned, in flight) = {before.uses[v]}")
     fell = sorted(h for h, d in _charge_moves(before, after).items() if d < 0)
     _I6_OWN.case(bool(fell))
     if not fell or isinstance(act, _ENVIRONMENT):
@@ -204,6 +220,70 @@ def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
         if h != actor:
             _I6_OWN.fail(f"{act!r} (by {actor!r}) lowered holder {h}'s charge {_charges(before, h)} -> "
                          f"{_charges(after, h)} B")
+
+
+# --- C5: a late or closed pressure's answer credits nothing --------------------------------
+
+# The harm is bytes leaving the ledger for an answer nobody awaits any more: read from the allocation records
+# an answer retired and the pressure record the before-state holds, never from the handler's refusal.
+_C5_STALE = clause("C5", "step_C5_manager", "stale_answer_credits_nothing",
+                   "no answer releases a holder's bytes for a pressure that is no longer open (answered, cancelled, "
+                   "expired), of an older generation than its authority's (reconfigured since), or after that "
+                   "pressure's deadline: the requester has moved on and the bytes are lost to the holder for nothing")
+
+
+def step_C5_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    if not isinstance(act, M.Answer):
+        _C5_STALE.case(False)
+        return
+    was, now = before.ledger.allocations, after.ledger.allocations
+    gone = [i for i in act.victims if i in was and i not in now]
+    _C5_STALE.case(bool(gone))
+    if not gone:
+        return
+    p = before.pressures.get(act.pressure)
+    if p is None:
+        _C5_STALE.fail(f"{act!r} released allocations {gone} for pressure {act.pressure}, which was not open")
+    if p.generation != before.generations.get(p.authority, 0):
+        _C5_STALE.fail(f"{act!r} released allocations {gone} for pressure {p.id} of generation {p.generation}; "
+                       f"authority {p.authority} is at {before.generations.get(p.authority, 0)}")
+    if p.deadline is not None and (act.now is None or act.now > p.deadline):
+        _C5_STALE.fail(f"{act!r} released allocations {gone} at time {act.now} for pressure {p.id} due at "
+                       f"{p.deadline}")
+
+
+# --- I13: no ticket waits under a configuration that is gone ------------------------------------
+
+_I13_GEN = clause("I13", "state_I13_generation", "no_waiter_of_an_older_generation",
+                  "no pending ticket waits under an older generation than its authority's: a reconfigure fails "
+                  "every older waiter, else a later round grants it bytes of a configuration that no longer exists")
+
+
+def state_I13_generation(m: M.Manager) -> None:
+    stale = [t for t in m.tickets.values() if t.state is _T.PENDING
+             and t.generation != m.generations.get(t.authority, 0)]
+    _I13_GEN.case(bool(m.generations))
+    for t in stale:
+        _I13_GEN.fail(f"ticket {t.id} waits at generation {t.generation}; authority {t.authority} is at "
+                      f"{m.generations.get(t.authority, 0)}")
+
+
+# --- I13: the allocator path never overtakes a waiter ----------------------------------------
+
+_I13_TRY = clause("I13", "step_I13_manager", "allocator_never_overtakes_a_waiter",
+                  "no try-only request (the allocator path) takes bytes of an authority on which a ticket is "
+                  "waiting: the waiter would be overtaken by every allocation, round after round")
+
+
+def step_I13_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    if not isinstance(act, M.TryReserve):
+        _I13_TRY.case(False)
+        return
+    _I13_TRY.case(True)  # every try-only grant (a correct step never shows a waiter behind it)
+    waiting = [t.id for t in before.tickets.values() if t.authority == act.authority and t.state is _T.PENDING]
+    r = after.ledger.allocations.get(result) if type(result) is int else None
+    if waiting and r is not None and r.id not in before.ledger.allocations and r.charge:
+        _I13_TRY.fail(f"{act!r} took {r.charge} B as allocation {r.id} while tickets {waiting} wait")
 
 
 # --- C3: a lost device keeps its charge -------------------------------------------------
@@ -359,11 +439,12 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager,)}, LP.STATE_PREDICATES, _on_ledger_state)
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation)}, LP.STATE_PREDICATES,
+    _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
-     "I10": (step_I10_manager,)},
+     "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -23,6 +23,7 @@ from hypothesis.stateful import initialize, rule
 from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
+from invariants.manager_pressure_rules import PressureRules
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -48,7 +49,7 @@ class ManagerSpecAdapter(SpecGovernor):
         super().__init__(step, M.initial(), guards)
 
 
-class ManagerMachine(CheckedMachine):
+class ManagerMachine(PressureRules, CheckedMachine):
     """Subclass and set `adapter_factory` (a no-argument factory of an `invariants.adapter.GovernorAdapter`,
     whose ids are its own). A violation's note lists the example's actions as a script: `state.act(action)`."""
 
@@ -222,7 +223,10 @@ class ManagerMachine(CheckedMachine):
 
     @rule(data=st.data())
     def direct_reserve(self, data: st.DataObject) -> None:
-        """The plain allocator path beside the parts: reserve, then commit or cancel."""
+        """The plain allocator path beside the parts: reserve, then commit or cancel; or the try-only path."""
+        if data.draw(st.integers(0, 2)) == 0:
+            self._try_reserve_and_pin(data)
+            return
         a = self.abs.ledger.authorities.get(self._authority(data))
         if a is None:
             return
@@ -252,42 +256,6 @@ class ManagerMachine(CheckedMachine):
             self._do(A.Cancel(r.holder, r.id))
         else:
             self._do(A.Release(r.holder, r.id))
-
-    @rule(data=st.data())
-    def press_and_answer(self, data: st.DataObject) -> None:
-        """Pressure on a holder that has leases; it answers with some of its own (zero is legal)."""
-        leases = self._leases()
-        if leases and data.draw(st.integers(0, 4)):
-            r = data.draw(st.sampled_from(leases))
-            holder, aid = r.holder, r.authority
-        else:
-            holder, aid = self._holder(data), self._authority(data)
-        pid = self.abs.next_pressure
-        self._do(M.Press(holder, aid, self._nbytes(data)))
-        if pid in self.abs.pressures and data.draw(st.integers(0, 3)):
-            self._answer(data, pid)
-        elif pid in self.abs.pressures:
-            self._do(M.CancelPressure(pid))  # withdrawn before the holder answers
-
-    def _answer(self, data: st.DataObject, pid: int) -> None:
-        p = self.abs.pressures[pid]
-        mine = [r.id for r in self._leases(p.holder, p.authority)]
-        if data.draw(st.integers(0, 7)) == 0:  # sometimes another holder's lease (ForeignHolder, I6)
-            mine = [r.id for r in self._leases(None, p.authority)]
-        victims = tuple(data.draw(st.lists(st.sampled_from(mine), unique=True, max_size=3))) if mine else ()
-        if data.draw(st.integers(0, 15)) == 0:
-            victims = data.draw(st.sampled_from(((0,), (1, 1), (self.abs.ledger.next_allocation,))))
-        self._do(M.Answer(self._owner(data, p.holder), pid, victims))
-
-    @rule(data=st.data(), op=st.sampled_from(("answer", "answer", "cancel")))
-    def pressure(self, data: st.DataObject, op: str) -> None:
-        pid = self._pick(data, self.abs.pressures.keys(), self.abs.next_pressure)
-        if op == "answer" and pid in self.abs.pressures:
-            self._answer(data, pid)
-        elif op == "answer":
-            self._do(M.Answer(self._holder(data), pid, ()))
-        else:
-            self._do(M.CancelPressure(pid))
 
     @rule(data=st.data())
     def plan_and_reserve(self, data: st.DataObject) -> None:
@@ -327,11 +295,12 @@ class ManagerMachine(CheckedMachine):
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
         self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
 
-    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove")))
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove", "reconfigure")))
     def environment(self, data: st.DataObject, kind: str) -> None:
-        """Device loss and its confirmation, preferring authorities that parts are using; removing a provider."""
-        if kind == "remove":
-            self._remove(data)
+        """Device loss and its confirmation, preferring authorities that parts are using; removing a provider;
+        a reconfigure."""
+        if kind in ("remove", "reconfigure"):
+            (self._remove if kind == "remove" else self._reconfigure)(data)
             return
         busy = [t.authority for t in self.abs.tickets.values()]
         busy += [a for t in self.abs.txs.values() for a, _ in t.needs]

@@ -181,7 +181,7 @@ def _live(m: Manager) -> int:
 
 
 #: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
-_ISSUES = {M.Submit: "ticket", M.Claim: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
+_ISSUES = {M.Submit: "ticket", M.Claim: "allocation", M.TryReserve: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
            M.OpenBundle: "bundle", A.RegisterAuthority: "authority", A.RegisterAlias: "authority",
            A.RegisterHolder: "holder", A.Reserve: "allocation", A.RecordCommitted: "allocation",
            A.OpenAllowance: "allowance"}

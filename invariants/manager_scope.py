@@ -9,7 +9,10 @@ free leases, holder pressure (Press / Answer with no victim or one own lease
 ReserveTx / CommitTx / AbortTx), device loss and termination, removing an authority, and limit
 changes (PrepareLimit to 1 B or back to capacity / CommitLimit), state
 bundles opened at the start (JoinBundle by an open transaction /
-ReportMismatch). Caps on the
+ReportMismatch) and the allocator path (TryReserve of 1 B on authority 1 by holder 1).
+SetUse, Reconfigure and ExpirePressure are left out (a generation grows
+without bound; the scope's pressures have no deadline; a pinned victim is
+four steps deep): the campaign and the scripted tests reach them. Caps on the
 ids ever issued (tickets, pressures, transactions) keep the space finite.
 Only the owner acts on its records: ownership refusals and malformed input
 are the scripted tests' and the stateful campaign's job.
@@ -56,13 +59,14 @@ class ManagerScope:
     needs: tuple[tuple[tuple[int, int], ...], ...] = (((1, 1),), ((2, 2),), ((1, 1), (2, 2)))
     losses: bool = True  # offer LoseDevice / ConfirmTermination
     limits: bool = True  # offer PrepareLimit / CommitLimit
+    tries: bool = True  # offer TryReserve (holder 1, 1 B on authority 1)
     bundles: int = 1  # state bundles opened at the start (offer JoinBundle / ReportMismatch on them)
     removals: bool = True  # offer RemoveAuthority
 
 
 QUICK_SCOPE = ManagerScope()
 #: Each control's scope: small enough that a shortest counterexample is found in a second.
-CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0)
+CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0, tries=False)
 
 #: guard -> the scope its explorer control runs in (every guard of model "manager").
 CONTROLS: dict[str, ManagerScope] = {
@@ -103,6 +107,8 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
     free = [r for _, r in sorted(m.ledger.allocations.items()) if r.state is AllocState.LIVE and r.id not in refs]
     for r in free:
         yield A.Release(r.holder, r.id)
+    if scope.tries:
+        yield M.TryReserve(1, 1, 1)
     if m.next_pressure <= scope.pressures:
         for h in holders:
             for a in auths:

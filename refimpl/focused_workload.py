@@ -57,7 +57,7 @@ def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[st
         if op == "submit":
             _try(pmm.pool_submit, h, a, rng.randint(1, 40), rng.randint(0, 2))
         elif op == "try":
-            _try(pmm.try_reserve, h, a, rng.randint(1, 24), rng.randint(0, 2), rng.choice(list(Role)))
+            _try(pmm.pool_try_reserve, h, a, rng.randint(1, 24), rng.randint(0, 2), rng.choice(list(Role)))
         elif op == "claim" and granted:
             t = rng.choice(granted)
             _try(pmm.pool_claim, t.holder, t.id)
@@ -69,7 +69,7 @@ def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[st
             _try(pmm.pool_cancel if op == "cancel" else pmm.pool_timeout, t.holder, t.id)
         elif op == "use" and claimed:
             t = rng.choice(claimed)
-            _try(pmm.set_use, t.holder, t.id, rng.random() < 0.4, rng.random() < 0.3)
+            _try(pmm.pool_set_use, t.holder, t.id, rng.random() < 0.4, rng.random() < 0.3)
         elif op == "press":
             _try(pmm.pool_press, h, a, rng.randint(1, 32), rng.randint(0, 2), now + rng.randint(0, 4))
         elif op == "answer" and pressures:
@@ -79,7 +79,7 @@ def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[st
                  now + rng.randint(0, 2))
         elif op == "expire" and open_:
             r = rng.choice(open_)
-            _try(pmm.expire_pressure, r.id, now + rng.randint(0, 3))
+            _try(pmm.pool_expire_pressure, r.id, now + rng.randint(0, 3))
         elif op == "cancel_pressure" and pressures:
             _try(pmm.pool_cancel_pressure, rng.choice(pressures).id)
         elif op == "drop" and live:
@@ -88,14 +88,14 @@ def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[st
             if rng.random() < 0.5:
                 pmm.drain()  # else the next accepted pool operation applies it
         elif op == "reconfigure":
-            _try(pmm.reconfigure, a)
+            _try(pmm.pool_reconfigure, a)
         elif op == "bad":
             _try(rng.choice((lambda: pmm.pool_submit(h, a, 0, 0),
                              lambda: pmm.pool_submit(h, 10**6, 4, 0),  # no such ledger: the event names none
                              lambda: pmm.pool_claim(h, 10**6),
-                             lambda: pmm.try_reserve(h, a, 4, 0, "kv"),  # a role that is not a Role
+                             lambda: pmm.pool_try_reserve(h, a, 4, 0, "kv"),  # a role that is not a Role
                              lambda: pmm.pool_answer(h, 10**6, (), now),
-                             lambda: pmm.set_use(h, 1, "yes", False))))
+                             lambda: pmm.pool_set_use(h, 1, "yes", False))))
     _settle_pool(pmm, a)
     return counts
 
@@ -114,7 +114,7 @@ def _settle_pool(pmm: Any, a: int) -> None:
             _try(pmm.pool_cancel, t.holder, t.id)
         elif t.state is TicketState.CLAIMED:
             if t.pinned or t.in_flight:
-                _try(pmm.set_use, t.holder, t.id, False, False)
+                _try(pmm.pool_set_use, t.holder, t.id, False, False)
             _try(pmm.pool_release, t.holder, t.id)
 
 

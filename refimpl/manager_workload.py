@@ -79,6 +79,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                 r = pmm.abstract_manager().ledger.allocations[aid]
                 if rng.random() < 0.25:
                     _try(pmm.cancel, r.holder, aid)  # the allocator failed: the reservation goes back
+                    _try(pmm.try_reserve, r.holder, a, 1)  # and retries try-only: a lease now or a refusal now
                 else:
                     _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
         elif op == "release":
@@ -95,13 +96,21 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
-                pid = _try(pmm.press, r.holder, r.authority, rng.randint(1, 16))
+                pid = _try(pmm.press, r.holder, r.authority, rng.randint(1, 16), 1, 4)  # priority 1, due at 4
                 if pid is not None and rng.random() < 0.2:
-                    _try(pmm.cancel_pressure, pid)  # withdrawn before the holder answers
+                    if pid % 2:
+                        _try(pmm.cancel_pressure, pid)  # withdrawn before the holder answers
+                    else:
+                        _try(pmm.expire_pressure, pid, 5)  # nobody answered by its deadline (C5)
+                        _try(pmm.answer, r.holder, pid, (), 5)  # too late: refused (StaleAnswer)
                 elif pid is not None:
                     mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == r.holder
                             and x.authority == r.authority]
-                    _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))))
+                    if pid % 3 == 0:  # the holder pins the lease first: it is no victim (PinnedVictim, I6)
+                        _try(pmm.set_use, r.holder, r.id, True, False)
+                        _try(pmm.answer, r.holder, pid, (r.id,), 4)
+                        _try(pmm.set_use, r.holder, r.id, False, False)
+                    _try(pmm.answer, r.holder, pid, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))), 4)
         elif op == "tx":
             chosen = sorted(rng.sample(live, min(len(live), rng.randint(1, 2))))
             tid = _try(pmm.plan_tx, rng.choice(holders), tuple((a, rng.randint(1, 16)) for a in chosen))
@@ -126,6 +135,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                             and x.authority == a]
                     _try(pmm.answer, p.holder, pid, tuple(mine[: rng.randint(0, len(mine))]))
             _try(pmm.commit_limit, a)
+            if len(pids) % 2:  # the topology changed with it: the waiters there fail (a new generation)
+                _try(pmm.reconfigure, a)
         elif op == "lose":
             lost = True
             a = rng.choice(live)

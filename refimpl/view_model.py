@@ -38,11 +38,11 @@ UNATTRIBUTED = "unattributed"
 CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("lose_device", "confirm_termination"),
                     "device loss"),
-    **dict.fromkeys(("claim", "pool_claim", "try_reserve", "reserve_tx", "tx_reserve"), "grant"),
+    **dict.fromkeys(("claim", "pool_claim", "pool_try_reserve", "reserve_tx", "tx_reserve"), "grant"),
     **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "pool_submit", "pool_cancel", "pool_timeout",
-                     "drained_cancel", "set_use"), "ticket"),
+                     "drained_cancel", "pool_set_use"), "ticket"),
     **dict.fromkeys(("press", "answer", "cancel_pressure", "pool_press", "pool_answer", "pool_cancel_pressure",
-                     "expire_pressure", "reconfigure"), "pressure"),
+                     "expire_pressure", "pool_expire_pressure", "reconfigure", "pool_reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",
                      "tx_plan", "tx_publish", "tx_execute", "tx_commit", "tx_abort", "tx_release", "tx_remap",
                      "tx_corrupt_ledger"),
@@ -54,7 +54,7 @@ _POOL = "ortmem-pool/1"
 _STATE_ROLE = {"plan_tx": "state", "tx_plan": "state"}  # a transaction's reservations are Role.STATE
 _ID = re.compile(r"[0-9]{1,20}")
 #: Kinds whose result is a ticket or a pressure on the ledger the event names (a later event names only the id).
-_PLACED = {"submit": "ticket", "pool_submit": "ticket", "try_reserve": "ticket", "press": "pressure",
+_PLACED = {"submit": "ticket", "pool_submit": "ticket", "pool_try_reserve": "ticket", "press": "pressure",
            "pool_press": "pressure"}
 
 
@@ -130,7 +130,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
                 owners["allocation"][result] = key(holder, role)
             elif kind == "open_allowance":
                 owners["allowance"][result] = key(holder, "allowance")
-            elif kind in ("submit", "try_reserve", "pool_submit"):
+            elif kind in ("submit", "pool_try_reserve", "pool_submit"):
                 owners["ticket"][result] = key(holder, role)
             elif kind in _STATE_ROLE:
                 owners["tx"][result] = key(holder, role)

@@ -24,7 +24,7 @@ const ortmemModel = (function () {
   "use strict";
   const C = __CONSTANTS__;
   const POOL = "ortmem-pool/1", STATE_ROLE = {plan_tx: "state", tx_plan: "state"};
-  const PLACED = {submit: "ticket", pool_submit: "ticket", try_reserve: "ticket", press: "pressure", pool_press: "pressure"};
+  const PLACED = {submit: "ticket", pool_submit: "ticket", pool_try_reserve: "ticket", press: "pressure", pool_press: "pressure"};
   const KIND = /^[a-z][a-z_]{0,63}$/, ID = /^[0-9]{1,20}$/;
   const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
   const obj = (v) => (isObj(v) ? v : {});
@@ -116,7 +116,7 @@ const ortmemModel = (function () {
       if (ok && result !== null) {
         if (kind === "reserve" || kind === "record_committed") owners.allocation.set(result, key(holder, role));
         else if (kind === "open_allowance") owners.allowance.set(result, key(holder, "allowance"));
-        else if (kind === "submit" || kind === "try_reserve" || kind === "pool_submit") owners.ticket.set(result, key(holder, role));
+        else if (kind === "submit" || kind === "pool_try_reserve" || kind === "pool_submit") owners.ticket.set(result, key(holder, role));
         else if (kind in STATE_ROLE) owners.tx.set(result, key(holder, role));
         else if (kind === "claim" && owners.ticket.has(int(ids.ticket))) owners.allocation.set(result, owners.ticket.get(ids.ticket));
         else if (kind === "reserve_tx" && owners.tx.has(int(ids.tx))) owners.allocation.set(result, owners.tx.get(ids.tx));

@@ -52,6 +52,7 @@ from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
 from spec.refusals import every_refusal
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
+from spec.types import AllocState
 
 __all__ = ["step", "apply", "refusals", "alternatives"]
 
@@ -86,7 +87,21 @@ def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[M.Manage
     nxt, result = handler(m, action, guards)
     if nxt is m:
         return m, result  # nothing changed (a cancel of a retired ticket): no round
+    if nxt.uses:
+        nxt = _live_uses(nxt)
     return _arbitrate(m, action, nxt, guards), result
+
+
+def _live_uses(m: M.Manager) -> M.Manager:
+    """`m` with the use flags of leases that stopped being LIVE (released, quarantined, lost) dropped."""
+    allocs = m.ledger.allocations
+    gone = [i for i in m.uses if i not in allocs or allocs[i].state is not AllocState.LIVE]
+    if not gone:
+        return m
+    uses = m.uses
+    for i in gone:
+        uses = uses.delete(i)
+    return evolve(m, uses=uses)
 
 
 # --- arbitration (I13) -------------------------------------------------------------
@@ -142,7 +157,7 @@ def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True) -> M.Mana
 def _aged(t: M.Ticket, bound: int) -> M.Ticket:
     """`t` one round older, capped at the bound (built directly: `evolve` is the explorer's hot spot)."""
     return M.Ticket(t.id, t.holder, t.authority, t.nbytes, t.priority, t.role, min(t.age + 1, bound), t.state,
-                    t.allocation)
+                    t.allocation, t.generation)
 
 
 # --- the ledger's own actions --------------------------------------------------------

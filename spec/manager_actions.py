@@ -37,6 +37,24 @@ Requester tickets (all bytes through the ledger):
     holder known ; ticket issued (UnknownTicket) ; retired -> InvalidTransition ;
     owner (ForeignHolder) ; PENDING -> InvalidTransition. Ledger Commit of the
     ticket's allocation with its full bytes (a LIVE lease); ticket retired.
+  TryReserve(holder, authority, nbytes, priority, role) -> allocation id
+    The allocator path (I7): Submit's checks in Submit's order, then a
+    pending ticket on the authority (I13: never ahead of a waiter) or
+    `nbytes > limit - used` -> CapacityDenied (never pending). A ledger
+    Reserve and Commit of `nbytes`: a LIVE lease now; no ticket is issued.
+  SetUse(holder, allocation, pinned, in_flight) -> None
+    pinned and in_flight bools (InvalidArgument) ; holder known ; allocation
+    known (UnknownAllocation, retired -> InvalidTransition) ; owner
+    (ForeignHolder) ; LIVE and referenced by no part (InvalidTransition).
+    The lease's use flags (`uses`) become (pinned, in_flight); a lease with
+    neither flag is absent from `uses`, and a lease leaves `uses` when it
+    stops being LIVE (released, quarantined, its device lost).
+  Reconfigure(authority) -> None
+    authority known ; alias -> InvalidArgument ; ACTIVE (DeviceLost). The
+    authority's generation + 1 (`generations`); every PENDING ticket on it
+    fails (retired, holding nothing). Granted tickets, leases and open
+    pressures stay; an open pressure of an older generation is answered
+    with StaleGeneration (C5). Not a round: no waiter is left to age.
   CancelTicket(holder, ticket) / TimeoutTicket(holder, ticket) -> bytes credited
     holder known ; ticket issued (UnknownTicket) ; retired -> 0, no change ;
     owner (ForeignHolder). PENDING -> retired, 0. GRANTED -> ledger Cancel of
@@ -60,20 +78,31 @@ and then the next waiter may fit (found by the explorer: without it a fitting
 waiter stays pending); otherwise the pass grants nothing.
 
 Holder pressure (C5, I6):
-  Press(holder, authority, target) -> pressure id
+  Press(holder, authority, target, priority, deadline) -> pressure id
     holder known ; authority known ; alias -> InvalidArgument ; ACTIVE
-    (DeviceLost) ; target bytes (InvalidBytes). A new OPEN pressure.
-  Answer(holder, pressure, victims) -> bytes released
-    holder known ; pressure issued (UnknownTicket) ; retired -> InvalidTransition ;
+    (DeviceLost) ; target bytes (InvalidBytes) ; priority an int, deadline
+    None or an int >= 0 (InvalidArgument). A new OPEN pressure carrying its
+    priority and deadline (C5); deadline None: answerable until it retires.
+  Answer(holder, pressure, victims, now) -> bytes released
+    holder known ; pressure issued (UnknownTicket) ; retired -> StaleAnswer
+    (C5: a cancelled, expired or answered pressure's answer credits nothing) ;
     owner (ForeignHolder) ; victims a tuple of distinct ints (InvalidArgument) ;
+    now None or an int >= 0 (InvalidArgument) ; the pressure has a deadline and
+    `now` is None -> InvalidArgument ; the pressure's generation is older than
+    its authority's -> StaleGeneration ; `now > deadline` -> StaleAnswer (C5) ;
     per victim in order: allocation known (UnknownAllocation, retired ->
     InvalidTransition), owner (ForeignHolder), on the pressure's authority
-    (InvalidArgument), LIVE and referenced by no part (InvalidTransition).
+    (InvalidArgument), LIVE and referenced by no part (InvalidTransition),
+    neither pinned nor in flight (PinnedVictim, I6).
     Each victim is released in the ledger; the pressure retires; zero victims
     is a legal answer. If the pressure belongs to a limit change, (id,
     released) is appended to the change's `completed`.
   CancelPressure(pressure) -> None
     issued (UnknownTicket) ; retired -> InvalidTransition. Retires, records nothing.
+  ExpirePressure(pressure, now) -> None
+    now an int >= 0 (InvalidArgument) ; issued (UnknownTicket) ; retired ->
+    InvalidTransition ; no deadline, or `now <= deadline` -> InvalidTransition.
+    Retires, records nothing (a limit change's `completed` gains nothing).
 
 Capacity transactions (C4, I5): try-only, in authority id order.
   PlanTx(holder, needs) -> tx id
@@ -154,9 +183,9 @@ Clarifications (spec.manager's reading, where the text above left a choice):
     reservations of aborted transactions on other authorities are cancelled
     by the transaction's holder, and rounds then run where headroom rose.
 
-Not in the composition (they stay in the focused models): ticket
-generations and reconfiguration, the cancellation mailbox, use flags,
-pressure deadlines and model views.
+Not in the composition yet: model views (`spec.transactions`). The
+cancellation mailbox is no state of the spec: a posted cancel (`drop`) is
+applied, before any other operation, as the CancelTicket it stands for.
 """
 
 from __future__ import annotations
@@ -171,8 +200,9 @@ from spec.types import Role
 __all__ = [
     "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
-    "PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS",
-    "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch", "RemoveAuthority",
+    "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx",
+    "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
+    "RemoveAuthority",
 ]
 
 
@@ -192,6 +222,7 @@ class Ticket:
     age: int  # arbitration rounds waited, capped at the aging bound
     state: TicketState
     allocation: int | None  # the ledger reservation once granted
+    generation: int = 0  # Invariant: a PENDING ticket carries its authority's current generation
 
 
 @attrs.frozen
@@ -203,6 +234,9 @@ class Pressure:
     authority: int
     target: int
     change: bool  # opened by the authority's limit change
+    priority: int = 0
+    deadline: int | None = None  # None: answerable until it retires (C5)
+    generation: int = 0  # its authority's generation when opened; an answer after a Reconfigure is stale
 
 
 @attrs.frozen
@@ -252,6 +286,9 @@ class Manager:
     next_tx: int = 1
     bundles: immutables.Map = immutables.Map()  # id -> Bundle (bundles never retire)
     next_bundle: int = 1
+    # LIVE allocation id -> (pinned, in_flight), only leases with a flag set: never a victim (I6)
+    uses: immutables.Map = immutables.Map()
+    generations: immutables.Map = immutables.Map()  # canonical authority id -> generation (absent: 0)
 
 
 def initial(aging_bound: int = 4) -> Manager:
@@ -268,6 +305,28 @@ class Submit:
     nbytes: int
     priority: int = 0
     role: Role = Role.STAGING
+
+
+@attrs.frozen
+class TryReserve:
+    holder: int
+    authority: int
+    nbytes: int
+    priority: int = 0
+    role: Role = Role.STAGING
+
+
+@attrs.frozen
+class SetUse:
+    holder: int
+    allocation: int
+    pinned: bool
+    in_flight: bool
+
+
+@attrs.frozen
+class Reconfigure:
+    authority: int
 
 
 @attrs.frozen
@@ -293,6 +352,8 @@ class Press:
     holder: int
     authority: int
     target: int
+    priority: int = 0
+    deadline: int | None = None
 
 
 @attrs.frozen
@@ -300,11 +361,18 @@ class Answer:
     holder: int
     pressure: int
     victims: tuple[int, ...]
+    now: int | None = None  # the holder's time of answering; required when the pressure has a deadline
 
 
 @attrs.frozen
 class CancelPressure:
     pressure: int
+
+
+@attrs.frozen
+class ExpirePressure:
+    pressure: int
+    now: int
 
 
 @attrs.frozen
@@ -361,5 +429,5 @@ class RemoveAuthority:
 
 
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
-                   PlanTx, ReserveTx, CommitTx, AbortTx, PrepareLimit, CommitLimit,
-                   OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority)
+                   ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx,
+                   PrepareLimit, CommitLimit, OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority)

@@ -28,7 +28,10 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    PinnedVictim,
     ProviderPinned,
+    StaleAnswer,
+    StaleGeneration,
     UnknownBundle,
     UnknownTicket,
     UnknownTransaction,
@@ -81,13 +84,20 @@ def _ticket(m: M.Manager, tid: object) -> M.Ticket | None:
     return t
 
 
-def _pressure(m: M.Manager, pid: object) -> M.Pressure:
+def _pressure(m: M.Manager, pid: object, retired: type = InvalidTransition) -> M.Pressure:
     p = m.pressures.get(pid) if type(pid) is int else None
     if p is None:
         if type(pid) is int and 1 <= pid < m.next_pressure:
-            raise InvalidTransition(f"pressure {pid} is already retired")
+            raise retired(f"pressure {pid} is already retired")
         raise UnknownTicket(f"pressure {pid!r} was never issued")
     return p
+
+
+def _time(v: object, what: str, optional: bool = False) -> int | None:
+    """A point in time: an int >= 0 (None too where `optional`); the spec has no clock (C5 deadlines)."""
+    if (v is None and optional) or (type(v) is int and v >= 0):
+        return v  # type: ignore[return-value]
+    raise InvalidArgument(f"{what} must be {'None or ' if optional else ''}an int >= 0, got {v!r:.80}")
 
 
 def _tx(m: M.Manager, xid: object) -> M.Tx:
@@ -108,7 +118,8 @@ def _owner(record_holder: int, holder: int, what: str) -> None:
 # --- requester tickets (I7, I13; bytes through the ledger) -----------------------
 
 
-def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, int]:
+def _request(m: M.Manager, act: M.Submit | M.TryReserve, guards: GuardSet) -> tuple[int, Role, Any, Authority]:
+    """Submit's and TryReserve's checks, in order: (nbytes, role, holder, authority)."""
     nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
     if type(act.priority) is not int:
         raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
@@ -119,9 +130,53 @@ def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, i
     # Verify the request can ever fit: a ticket that never fits would wait forever (I13).
     if nbytes > a.limit:
         guards.refuse("limit", CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit"))
+    return nbytes, role, h, a
+
+
+def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, int]:
+    nbytes, role, h, a = _request(m, act, guards)
     state = next_ticket_state(_T.IDLE, TicketEvent.SUBMIT)
-    t = M.Ticket(m.next_ticket, h.id, a.id, nbytes, act.priority, role, 0, state, None)
+    t = M.Ticket(m.next_ticket, h.id, a.id, nbytes, act.priority, role, 0, state, None, m.generations.get(a.id, 0))
     return evolve(m, tickets=m.tickets.set(t.id, t), next_ticket=t.id + 1), t.id
+
+
+def _try_reserve(m: M.Manager, act: M.TryReserve, guards: GuardSet) -> tuple[M.Manager, int]:
+    nbytes, role, h, a = _request(m, act, guards)
+    waiting = any(t.authority == a.id and t.state is _T.PENDING for t in m.tickets.values())
+    # Verify the allocator path is granted now or refused now, never pending, never ahead of a waiter (I7, I13).
+    if (waiting or nbytes > a.limit - a.used) and guards.on("try_only"):
+        raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, a.limit - a.used)} B free"
+                             f"{', a ticket is waiting' if waiting else ''}")
+    ledger, alloc = machine.step(m.ledger, A.Reserve(h.id, a.id, a.tier, nbytes, role), without_limit_check(guards))
+    ledger = machine.step(ledger, A.Commit(h.id, alloc, nbytes), guards)[0]
+    return evolve(m, ledger=ledger), alloc
+
+
+def _set_use(m: M.Manager, act: M.SetUse, guards: GuardSet) -> tuple[M.Manager, None]:
+    if type(act.pinned) is not bool or type(act.in_flight) is not bool:
+        raise InvalidArgument(f"pinned and in_flight must be bools, got {act.pinned!r:.40}, {act.in_flight!r:.40}")
+    h = _holder(m.ledger, act.holder)
+    r = _allocation(m.ledger, act.allocation)
+    _owner(r.holder, h.id, f"allocation {r.id}")
+    refs = referenced(m)
+    if r.state is not AllocState.LIVE or r.id in refs:
+        held = f", held by {refs[r.id]}" if r.id in refs else ""
+        raise InvalidTransition(f"allocation {r.id} is {r.state.value}{held}: only a lease has use flags")
+    uses = m.uses.set(r.id, (act.pinned, act.in_flight)) if act.pinned or act.in_flight else (
+        m.uses.delete(r.id) if r.id in m.uses else m.uses)
+    return evolve(m, uses=uses), None
+
+
+def _reconfigure(m: M.Manager, act: M.Reconfigure, guards: GuardSet) -> tuple[M.Manager, None]:
+    a = canonical(m, act.authority)
+    _active(a, guards)
+    tickets = m.tickets
+    for t in m.tickets.values():
+        if t.authority == a.id and t.state is _T.PENDING:
+            next_ticket_state(t.state, TicketEvent.RECONFIGURE, f"ticket {t.id}")
+            tickets = tickets.delete(t.id)  # an older pending ticket fails: it held nothing
+    generations = m.generations.set(a.id, m.generations.get(a.id, 0) + 1)
+    return evolve(m, tickets=tickets, generations=generations), None
 
 
 def _claim(m: M.Manager, act: M.Claim, guards: GuardSet) -> tuple[M.Manager, int]:
@@ -173,18 +228,33 @@ def _press(m: M.Manager, act: M.Press, guards: GuardSet) -> tuple[M.Manager, int
     a = canonical(m, act.authority)
     _active(a, guards)
     target = check_bytes(act.target, "target", guards=guards)
-    p = M.Pressure(m.next_pressure, h.id, a.id, target, False)
+    if type(act.priority) is not int:
+        raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
+    deadline = _time(act.deadline, "deadline", optional=True)
+    p = M.Pressure(m.next_pressure, h.id, a.id, target, False, act.priority, deadline, m.generations.get(a.id, 0))
     return evolve(m, pressures=m.pressures.set(p.id, p), next_pressure=p.id + 1), p.id
 
 
 def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, int]:
     h = _holder(m.ledger, act.holder)
-    p = _pressure(m, act.pressure)
+    # Verify a retired (answered, cancelled, expired) pressure's answer credits nothing (C5).
+    p = _pressure(m, act.pressure, StaleAnswer)
     _owner(p.holder, h.id, f"pressure {p.id}")
     victims = act.victims
     if (type(victims) is not tuple or any(type(v) is not int for v in victims)
             or len(set(victims)) != len(victims)):
         raise InvalidArgument(f"victims must be a tuple of distinct ints, got {victims!r:.80}")
+    now = _time(act.now, "now", optional=True)
+    if p.deadline is not None and now is None:
+        raise InvalidArgument(f"pressure {p.id} is due at {p.deadline}: its answer says when it was given (now)")
+    # Verify an answer to a pressure of an older generation credits nothing (C5: the topology changed).
+    current = m.generations.get(p.authority, 0)
+    if p.generation != current and guards.on("answer_open_only"):
+        raise StaleGeneration(f"pressure {p.id} is of generation {p.generation}; authority {p.authority} is at "
+                              f"{current}")
+    # Verify an answer past the pressure's deadline credits nothing (C5: the requester has moved on).
+    if p.deadline is not None and now > p.deadline and guards.on("answer_open_only"):
+        raise StaleAnswer(f"pressure {p.id} was due at {p.deadline}; answered at {now}, it credits nothing")
     refs = referenced(m)
     for v in victims:
         r = _allocation(m.ledger, v)
@@ -195,6 +265,9 @@ def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, i
         if r.state is not AllocState.LIVE or v in refs:
             held = f", held by {refs[v]}" if v in refs else ""
             raise InvalidTransition(f"allocation {v} is {r.state.value}{held}: only a free live lease can be given back")
+        # Verify a pinned or in-flight lease is never reclaimed (I6).
+        if v in m.uses and guards.on("victims_unpinned_idle"):
+            raise PinnedVictim(f"allocation {v} is {'pinned' if m.uses[v][0] else 'in flight'}; never reclaimed")
     next_pressure_state(PressureState.OPEN, PressureEvent.ANSWER, f"pressure {p.id}")
     ledger, released = m.ledger, 0
     for v in victims:
@@ -210,6 +283,15 @@ def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, i
 def _cancel_pressure(m: M.Manager, act: M.CancelPressure, guards: GuardSet) -> tuple[M.Manager, None]:
     p = _pressure(m, act.pressure)
     next_pressure_state(PressureState.OPEN, PressureEvent.CANCEL, f"pressure {p.id}")
+    return evolve(m, pressures=m.pressures.delete(p.id)), None
+
+
+def _expire_pressure(m: M.Manager, act: M.ExpirePressure, guards: GuardSet) -> tuple[M.Manager, None]:
+    now = _time(act.now, "now")
+    p = _pressure(m, act.pressure)
+    if p.deadline is None or now <= p.deadline:
+        raise InvalidTransition(f"pressure {p.id} is due at {p.deadline}; not expired at {now}")
+    next_pressure_state(PressureState.OPEN, PressureEvent.EXPIRE, f"pressure {p.id}")
     return evolve(m, pressures=m.pressures.delete(p.id)), None
 
 
@@ -323,7 +405,8 @@ def _prepare_limit(m: M.Manager, act: M.PrepareLimit, guards: GuardSet) -> tuple
         holders = sorted({r.holder for r in m.ledger.allocations.values()
                           if r.authority == a.id and r.state is AllocState.LIVE})
         for h in holders:
-            pressures = pressures.set(pid, M.Pressure(pid, h, a.id, a.used - limit, True))
+            pressures = pressures.set(pid, M.Pressure(pid, h, a.id, a.used - limit, True,
+                                                      generation=m.generations.get(a.id, 0)))
             opened.append(pid)
             pid += 1
     changes = m.changes.set(a.id, M.LimitChange(a.id, limit))
@@ -376,11 +459,15 @@ def _remove_authority(m: M.Manager, act: M.RemoveAuthority, guards: GuardSet) ->
 PART_HANDLERS: dict[type, Any] = {
     M.Submit: _submit,
     M.Claim: _claim,
+    M.TryReserve: _try_reserve,
+    M.SetUse: _set_use,
+    M.Reconfigure: _reconfigure,
     M.CancelTicket: _cancel_ticket,
     M.TimeoutTicket: _timeout_ticket,
     M.Press: _press,
     M.Answer: _answer,
     M.CancelPressure: _cancel_pressure,
+    M.ExpirePressure: _expire_pressure,
     M.PlanTx: _plan_tx,
     M.ReserveTx: _reserve_tx,
     M.CommitTx: _commit_tx,

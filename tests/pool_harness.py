@@ -31,8 +31,8 @@ class Pool:
     def submit(self, holder: Any, nbytes: Any, priority: Any = 0) -> int:
         return self.mgr.pool_submit(holder, self.aid, nbytes, priority)
 
-    def try_reserve(self, holder: Any, nbytes: Any, priority: Any = 0) -> int:
-        return self.mgr.try_reserve(holder, self.aid, nbytes, priority)
+    def pool_try_reserve(self, holder: Any, nbytes: Any, priority: Any = 0) -> int:
+        return self.mgr.pool_try_reserve(holder, self.aid, nbytes, priority)
 
     def claim(self, holder: Any, ticket: Any) -> int:
         return self.mgr.pool_claim(holder, ticket)
@@ -47,10 +47,14 @@ class Pool:
         return self.mgr.pool_timeout(holder, ticket)
 
     def reconfigure(self) -> None:
-        self.mgr.reconfigure(self.aid)
+        self.mgr.pool_reconfigure(self.aid)
 
-    def set_use(self, holder: Any, ticket: Any, pinned: Any, in_flight: Any) -> None:
-        self.mgr.set_use(holder, ticket, pinned, in_flight)
+    def pool_set_use(self, holder: Any, ticket: Any, pinned: Any, in_flight: Any) -> None:
+        self.mgr.pool_set_use(holder, ticket, pinned, in_flight)
+
+    # spec.pressure's action names (`method_name(P.TryReserve)`, `P.SetUse`) for the scenario tests
+    try_reserve, set_use = pool_try_reserve, pool_set_use
+    pool_reconfigure = reconfigure
 
     def press(self, holder: Any, target: Any, priority: Any = 0, deadline: Any = 0) -> int:
         return self.mgr.pool_press(holder, self.aid, target, priority, deadline)
@@ -62,7 +66,7 @@ class Pool:
         self.mgr.pool_cancel_pressure(pressure)
 
     def expire_pressure(self, pressure: Any, now: Any) -> None:
-        self.mgr.expire_pressure(pressure, now)
+        self.mgr.pool_expire_pressure(pressure, now)
 
     def wait(self, ticket: Any, timeout: Any) -> bool:
         return self.mgr.wait(ticket, timeout)

@@ -127,8 +127,8 @@ def test_a_ticket_matured_at_exactly_the_bound_goes_before_a_higher_priority() -
     p = ProcessMemoryManager(aging_bound=2)
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.HOST, 64)
-    p.try_reserve(h, a, 54)
-    small = p.try_reserve(h, a, 10)
+    p.pool_try_reserve(h, a, 54)
+    small = p.pool_try_reserve(h, a, 10)
     old, urgent = p.pool_submit(h, a, 10, 0), p.pool_submit(h, a, 10, 5)
     assert p.abstract_pool(a).tickets[old].age == 2  # matured: at the bound
     p.pool_release(h, small)  # room for one of them
@@ -140,8 +140,8 @@ def test_a_lone_waiter_ages_once_per_round() -> None:
     p = ProcessMemoryManager(aging_bound=4)
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.HOST, 64)
-    p.try_reserve(h, a, 60)
-    leases = [p.try_reserve(h, a, 1) for _ in range(2)]
+    p.pool_try_reserve(h, a, 60)
+    leases = [p.pool_try_reserve(h, a, 1) for _ in range(2)]
     t = p.pool_submit(h, a, 10)
     ages = [p.abstract_pool(a).tickets[t].age]
     for lease in leases:
@@ -152,7 +152,7 @@ def test_a_lone_waiter_ages_once_per_round() -> None:
 
 def test_acquire_without_a_timeout_parks_until_granted() -> None:
     p, h, a = _mgr()
-    big = p.try_reserve(h, a, 60)
+    big = p.pool_try_reserve(h, a, 60)
     timer = threading.Timer(0.05, p.pool_release, (h, big))  # frees room once acquire is (about to be) parked
     timer.start()
     try:
@@ -188,7 +188,7 @@ def test_never_issued_ticket_ids_are_unknown() -> None:
 def test_acquire_parked_past_a_recheck_slice_still_gets_its_grant() -> None:
     """A waiter re-reads its ticket every RECHECK_S; a ticket still pending then goes on waiting."""
     p, h, a = _mgr()
-    big = p.try_reserve(h, a, 60)
+    big = p.pool_try_reserve(h, a, 60)
     timer = threading.Timer(RECHECK_S * 2.5, p.pool_release, (h, big))  # after the first recheck slice
     timer.start()
     try:

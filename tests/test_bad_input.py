@@ -317,14 +317,14 @@ def test_cases_cover_every_public_operation():
     public = {n for n, _ in inspect.getmembers(ProcessMemoryManager, inspect.isfunction) if not n.startswith("_")}
     # The composed parts' operations (issue #10) have their bad-input cases in tests/test_manager_bad_input.py.
     composed = {"submit", "claim", "cancel_ticket", "timeout_ticket", "acquire", "press", "open_pressure", "answer",
-                "cancel_pressure", "register_callback", "plan_tx", "reserve_tx", "commit_tx", "abort_tx",
+                "cancel_pressure", "expire_pressure", "try_reserve", "set_use", "reconfigure", "register_callback", "plan_tx", "reserve_tx", "commit_tx", "abort_tx",
                 "reserve_all", "prepare_limit", "commit_limit", "lower_limit", "abstract_manager", "attach_recorder",
                 "touched", "observed", "lock_held_by_me", "wake_waiters", "open_bundle", "join_bundle",
                 "report_mismatch", "remove_authority"}
     # The single-pool protocol (refimpl.manager.leases): tests/test_pressure_bad_input.py (its actions) and
     # tests/test_issue14_pressure.py (wait, drop).
-    pool = {"pool_submit", "try_reserve", "pool_claim", "pool_release", "pool_cancel", "pool_timeout", "reconfigure",
-            "set_use", "pool_press", "pool_answer", "pool_cancel_pressure", "expire_pressure", "wait", "drop", "drain",
+    pool = {"pool_submit", "pool_try_reserve", "pool_claim", "pool_release", "pool_cancel", "pool_timeout", "pool_reconfigure",
+            "pool_set_use", "pool_press", "pool_answer", "pool_cancel_pressure", "pool_expire_pressure", "wait", "drop", "drain",
             "abstract_pool"}
     # The focused transaction operations (`tx_*`, `abstract_tx`) have theirs in tests/test_tx_bad_input.py.
     focused = {n for n in public if n.startswith("tx_")} | {"abstract_tx"}

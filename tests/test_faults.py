@@ -66,7 +66,7 @@ def test_faulty_holder_callbacks_leave_the_pool_consistent(seed) -> None:
         h = rng.choice((1, 2))
         if rng.random() < 0.5:
             try:
-                g.try_reserve(h, rng.randint(1, 30))
+                g.pool_try_reserve(h, rng.randint(1, 30))
             except GovernorError:
                 pass
             continue
@@ -89,7 +89,7 @@ def test_faulty_holder_callbacks_leave_the_pool_consistent(seed) -> None:
 def test_faults_inside_acquire_never_leave_a_grant_behind(seed) -> None:
     rng = random.Random(seed)
     g = make_pool(60, holders=2, aging_bound=2, mailbox=32)
-    held = [g.try_reserve(1, 40)]  # so that some acquires park and are granted later
+    held = [g.pool_try_reserve(1, 40)]  # so that some acquires park and are granted later
     wait, claim = g.wait, g.claim
     for _ in range(25):
         where = rng.choice(["wait-before", "wait-after", "claim-before", "claim-after", None])

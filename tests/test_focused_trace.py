@@ -94,7 +94,7 @@ def test_focused_events_match_the_schema(focused: tuple[str, list[bytes]]) -> No
         validator.validate(json.loads(raw))
 
 
-@pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("pool", "set_use"),
+@pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("pool", "pool_set_use"),
                                        ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "tx_publish")])
 def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str) -> None:
     lines = _trace(name)
@@ -168,8 +168,8 @@ def _pool_with_pinned_victim(guards: GuardSet) -> list[bytes]:
     p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
     h = p.register_holder("weights")
     a = p.register_authority("pool", Tier.DEVICE, 64)
-    t = p.try_reserve(h, a, 16)
-    p.set_use(h, t, True, False)  # pinned: never a victim (I6)
+    t = p.pool_try_reserve(h, a, 16)
+    p.pool_set_use(h, t, True, False)  # pinned: never a victim (I6)
     pid = p.pool_press(h, a, 16, 0, 10)
     try:
         p.pool_answer(h, pid, (t,), 1)  # line 6
@@ -231,9 +231,9 @@ def test_governor_without_try_only_fails_replay_at_the_try_reserve() -> None:
         p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
         h = p.register_holder("kv")
         a = p.register_authority("pool", Tier.DEVICE, 16)
-        p.try_reserve(h, a, 12)
+        p.pool_try_reserve(h, a, 12)
         try:
-            p.try_reserve(h, a, 8)  # line 4: does not fit now
+            p.pool_try_reserve(h, a, 8)  # line 4: does not fit now
         except CapacityDenied:
             pass
         return _lines(buf)
@@ -253,7 +253,7 @@ def test_composed_event_after_pool_events_is_mixed_protocols() -> None:
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.DEVICE, 64)
-    t = p.try_reserve(h, a, 8)
+    t = p.pool_try_reserve(h, a, 8)
     p.submit(h, a, 4)  # line 4: a composed ticket on the pool's ledger
     r = replay_manager_lines(_lines(buf))
     assert not r.ok and r.failure == "mixed-protocols" and r.line == 4, r.describe()
@@ -268,7 +268,7 @@ def test_pool_event_after_composed_leases_is_mixed_protocols() -> None:
     rid = p.reserve(h, a, Tier.DEVICE, 8, Role.WEIGHTS)
     p.commit(h, rid, 8)
     with contracts(on=False):  # the governor's own pool contract says so too: spec.pressure cannot describe it
-        p.try_reserve(h, a, 8)  # line 5: spec.pressure's pool would start with 8 B it does not know of
+        p.pool_try_reserve(h, a, 8)  # line 5: spec.pressure's pool would start with 8 B it does not know of
     r = replay_manager_lines(_lines(buf))
     assert not r.ok and r.failure == "mixed-protocols" and r.line == 5, r.describe()
 
@@ -278,9 +278,9 @@ def test_register_holder_between_pool_events_adds_a_pool_holder() -> None:
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.DEVICE, 64)
-    t = p.try_reserve(h, a, 8)
+    t = p.pool_try_reserve(h, a, 8)
     h2 = p.register_holder("late")
-    t2 = p.try_reserve(h2, a, 8)
+    t2 = p.pool_try_reserve(h2, a, 8)
     p.pool_release(h, t)
     p.pool_release(h2, t2)
     r = replay_manager_lines(_lines(buf))

@@ -27,9 +27,9 @@ from tx_harness import TxManager
 # --- the manager's pool protocol (tests/pool_harness.py) ---------------------
 
 P_OPS = [
-    ("submit", ("holder", "bytes", "prio")), ("try_reserve", ("holder", "bytes", "prio")),
+    ("submit", ("holder", "bytes", "prio")), ("pool_try_reserve", ("holder", "bytes", "prio")),
     ("claim", ("holder", "ticket")), ("release", ("holder", "ticket")), ("cancel", ("holder", "ticket")),
-    ("timeout", ("holder", "ticket")), ("reconfigure", ()), ("set_use", ("holder", "ticket", "bool", "bool")),
+    ("timeout", ("holder", "ticket")), ("reconfigure", ()), ("pool_set_use", ("holder", "ticket", "bool", "bool")),
     ("wait", ("ticket", "timeout")), ("acquire", ("holder", "bytes", "prio", "timeout")),
     ("drop_then_drain", ("holder", "ticket")), ("drain", ()), ("register_callback", ("holder", "callback")),
     ("press", ("holder", "bytes", "prio", "now")), ("answer", ("holder", "pressure", "victims", "now")),
@@ -100,7 +100,7 @@ class _PWorld:
         }[kind]()
 
     def noted(self, name: str, args, result) -> None:
-        if name in ("submit", "try_reserve") or (name == "acquire" and result is not None):
+        if name in ("submit", "pool_try_reserve") or (name == "acquire" and result is not None):
             self.tickets.append(result)
         elif name == "press":
             self.pressures.append(result)

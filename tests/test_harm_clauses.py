@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from typing import Any
 
 import pytest
-from manager_harness import DEV, H1, HOST
+from manager_harness import DEV, H1, H2, HOST
 
 from invariants import contracts
 from invariants import manager as IM
@@ -191,3 +191,125 @@ def test_reserve_order_skipping_lower_needs_fails_no_circular_holding() -> None:
         r = CHECKERS["transactions"].control(m, m.layer, budget)
     assert r.found and r.clause == "state_C4.no_circular_holding", r.message
     assert set(r.clauses) == {"state_C4.no_circular_holding"}, r.clauses
+
+
+# --- C5: a late or closed pressure's answer credits nothing --------------------------------------
+
+_LATE = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3, 1, 5), M.Answer(H1, 1, (1,), 6)]
+
+
+@pytest.mark.parametrize(("mutant", "layer"), [("spec_late_answer_credited", "spec"),
+                                               ("late_answer_credited", "refimpl")])
+def test_a_late_answer_that_releases_bytes_fails_stale_answer_credits_nothing(mutant: str, layer: str) -> None:
+    """The holder answers at 6 a pressure due at 5: mutated, its 3 B lease is released for nothing."""
+    found, m = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(_LATE, mutant)
+    assert found == {"step_C5_manager.stale_answer_credits_nothing"}
+    assert m.ledger.authorities[DEV].used == 0
+
+
+@pytest.mark.parametrize("layer", ["spec", "refimpl"])
+def test_a_late_answer_is_refused_and_changes_nothing(layer: str) -> None:
+    """Unmutated, the late answer is StaleAnswer and the whole state is unchanged (the lease stays charged)."""
+    from spec.errors import StaleAnswer
+
+    if layer == "spec":
+        _, m = _spec_manager_breaks(_LATE[:-1], None)
+        with pytest.raises(StaleAnswer, match="due at 5; answered at 6"):
+            MG.step(m, _LATE[-1])
+        return
+    g = ManagerAdapter()
+    for act in _WORLD + _LATE[:-1]:
+        g.execute(act)
+    before = g.abstract()
+    with pytest.raises(StaleAnswer, match="due at 5; answered at 6"):
+        g.execute(_LATE[-1])
+    assert g.abstract() == before and before.ledger.authorities[DEV].used == 3
+
+
+def test_an_answer_to_a_closed_pressure_that_releases_bytes_fails_stale_answer_credits_nothing() -> None:
+    """The clause's other half: a step whose answer names a pressure not open before it, yet releases a lease."""
+    _, m = _spec_manager_breaks([M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3), M.CancelPressure(1)],
+                                None)
+    released = MG.step(m, A.Release(H1, 1))[0]  # the bytes leave as an answer would release them
+    with collecting() as broken:
+        IM.check_step(m, M.Answer(H1, 1, (1,)), released, 3)
+    assert "step_C5_manager.stale_answer_credits_nothing" in broken
+
+
+# --- I6: a pinned or in-flight lease is never a victim; I13: the allocator path never overtakes a waiter ----
+
+_PINNED = [M.TryReserve(H1, DEV, 3), M.SetUse(H1, 1, True, False), M.Press(H1, DEV, 3), M.Answer(H1, 1, (1,))]
+_OVERTAKE = [M.TryReserve(H1, DEV, 3), M.Submit(H2, DEV, 2), M.TryReserve(H1, DEV, 1)]
+
+
+@pytest.mark.parametrize(("acts", "mutant", "layer", "clause"), [
+    (_PINNED, "spec_pinned_lease_reclaimed", "spec", "step_I6_manager.pinned_never_reclaimed"),
+    (_PINNED, "pinned_lease_reclaimed", "refimpl", "step_I6_manager.pinned_never_reclaimed"),
+    (_OVERTAKE, "spec_try_reserve_overtakes_waiters", "spec", "step_I13_manager.allocator_never_overtakes_a_waiter"),
+    (_OVERTAKE, "try_reserve_overtakes_waiters", "refimpl", "step_I13_manager.allocator_never_overtakes_a_waiter"),
+], ids=lambda v: v if type(v) is str else None)
+def test_a_use_or_try_reserve_mutant_fails_its_harm_clause(acts: Any, mutant: str, layer: str, clause: str) -> None:
+    """A pinned lease given back to a pressure; a try-only 1 B taken while a 2 B ticket waits: each its clause."""
+    found, _ = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(acts, mutant)
+    assert found == {clause}
+
+
+@pytest.mark.parametrize("layer", ["spec", "refimpl"])
+@pytest.mark.parametrize(("acts", "error", "match"), [(_PINNED, "PinnedVictim", "allocation 1 is pinned"),
+                                                      (_OVERTAKE, "CapacityDenied", "try-only")],
+                         ids=["pinned-victim", "try-reserve-behind-a-waiter"])
+def test_a_pinned_victim_or_an_overtaking_try_reserve_is_refused_and_changes_nothing(
+        layer: str, acts: Any, error: str, match: str) -> None:
+    from spec import errors as E
+
+    if layer == "spec":
+        _, m = _spec_manager_breaks(acts[:-1], None)
+        with pytest.raises(getattr(E, error), match=match):
+            MG.step(m, acts[-1])
+        return
+    g = ManagerAdapter()
+    for act in _WORLD + acts[:-1]:
+        g.execute(act)
+    before = g.abstract()
+    with pytest.raises(getattr(E, error), match=match):
+        g.execute(acts[-1])
+    assert g.abstract() == before
+
+
+# --- Reconfigure: generations (C5, I13) ----------------------------------------------------------
+
+_GEN_ANSWER = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3), M.Reconfigure(DEV), M.Answer(H1, 1, (1,))]
+_GEN_WAIT = [M.Submit(H1, DEV, 3), M.Submit(H2, DEV, 2), M.Reconfigure(DEV)]
+
+
+@pytest.mark.parametrize(("acts", "mutant", "layer", "clause"), [
+    (_GEN_ANSWER, "stale_generation_answer_credited", "refimpl", "step_C5_manager.stale_answer_credits_nothing"),
+    (_GEN_WAIT, "composed_reconfigure_keeps_waiters", "refimpl",
+     "state_I13_generation.no_waiter_of_an_older_generation"),
+    (_GEN_WAIT, "spec_reconfigure_keeps_waiters", "spec", "state_I13_generation.no_waiter_of_an_older_generation"),
+], ids=lambda v: v if type(v) is str else None)
+def test_a_reconfigure_mutant_fails_its_harm_clause(acts: Any, mutant: str, layer: str, clause: str) -> None:
+    """An answer after a reconfigure releases the lease; a reconfigure leaves the 2 B waiter pending."""
+    found, _ = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(acts, mutant)
+    assert found == {clause}
+
+
+@pytest.mark.parametrize("layer", ["spec", "refimpl"])
+def test_reconfigure_fails_the_waiters_and_stales_the_pressure(layer: str) -> None:
+    """Unmutated: the waiter is gone, the granted ticket stays; the old pressure's answer is StaleGeneration, unchanged."""
+    from spec.errors import StaleGeneration
+
+    if layer == "spec":
+        _, m = _spec_manager_breaks(_GEN_ANSWER[:-1] + [M.Submit(H2, DEV, 2), M.Reconfigure(DEV)], None)
+        assert len(m.tickets) == 0 and dict(m.generations) == {DEV: 2}
+        with pytest.raises(StaleGeneration, match="generation 0"):
+            MG.step(m, _GEN_ANSWER[-1])
+        return
+    g = ManagerAdapter()
+    for act in _WORLD + _GEN_ANSWER[:-1] + [M.Submit(H2, DEV, 2), M.Reconfigure(DEV)]:
+        g.execute(act)
+    before = g.abstract()
+    assert len(before.tickets) == 0 and dict(before.generations) == {DEV: 2}
+    with pytest.raises(StaleGeneration, match="generation 0"):
+        g.execute(_GEN_ANSWER[-1])
+    assert g.abstract() == before

@@ -34,7 +34,7 @@ def _settled(gov: Pool) -> None:
                          ids=["inf", "nan", "negative", "str", "2**64", "Decimal", "bool", "numpy", "past-max"])
 def test_acquire_rejects_invalid_timeout_before_submitting(timeout) -> None:
     g = make_pool(100, holders=2)
-    b = g.try_reserve(1, 100)
+    b = g.pool_try_reserve(1, 100)
     before = g.abstract()
     with pytest.raises(InvalidArgument, match="timeout"):
         g.acquire(2, 10, timeout=timeout)
@@ -47,7 +47,7 @@ def test_acquire_rejects_invalid_timeout_before_submitting(timeout) -> None:
 def test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant() -> None:
     assert threading.current_thread() is threading.main_thread()
     g = make_pool(100, holders=2)
-    b = g.try_reserve(1, 100)
+    b = g.pool_try_reserve(1, 100)
     main = threading.main_thread().ident
 
     def interrupt() -> None:
@@ -142,7 +142,7 @@ def test_a_rejected_call_changes_nothing_of_its_own() -> None:
     with pytest.raises(UnknownHolder, match="not registered"):
         g.submit("x", 1)
     with pytest.raises(InvalidBytes, match="nbytes"):
-        g.try_reserve(1, 2.5)
+        g.pool_try_reserve(1, 2.5)
     assert g.abstract() == before  # the refused calls changed nothing of their own
     _settled(g)
 

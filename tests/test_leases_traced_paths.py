@@ -50,12 +50,12 @@ def _workload(events: list[dict[str, Any]]) -> ProcessMemoryManager:
     h = p.register_holder("kv")
     p.register_authority("pool", Tier.DEVICE, 64)
     b = p.register_authority("other", Tier.DEVICE, 64)  # every operation below names ledger 2, not the first
-    t1 = p.try_reserve(h, b, 8, 3)
+    t1 = p.pool_try_reserve(h, b, 8, 3)
     t2 = p.pool_submit(h, b, 4, 2)
     p.pool_claim(h, t2)
-    p.set_use(h, t1, True, False)
+    p.pool_set_use(h, t1, True, False)
     p.pool_release(h, t2)
-    t3 = p.try_reserve(h, b, 50)
+    t3 = p.pool_try_reserve(h, b, 50)
     t4, t5 = p.pool_submit(h, b, 10, 1), p.pool_submit(h, b, 10, 1)  # both pending: 6 B free
     assert p.pool_cancel(h, t4) == 0 and p.pool_timeout(h, t5) == 0
     t6 = p.pool_submit(h, b, 10, 1)
@@ -64,22 +64,22 @@ def _workload(events: list[dict[str, Any]]) -> ProcessMemoryManager:
     pid = p.pool_press(h, b, 16, 1, 5)
     assert p.pool_answer(h, pid, (t3,), 4) == 50
     pid2 = p.pool_press(h, b, 8, 0, 3)
-    p.expire_pressure(pid2, 4)
+    p.pool_expire_pressure(pid2, 4)
     pid3 = p.pool_press(h, b, 8, 0, 3)
     p.pool_cancel_pressure(pid3)
     p.pool_submit(h, b, 60, 0)
-    p.reconfigure(b)
+    p.pool_reconfigure(b)
     return p
 
 
 H, B = {"holder": 1}, {"authority": 2}
 EXPECTED = [
-    ("try_reserve", {**H, **B}, _ok(1, nbytes=8, priority=3, role="staging"), (56, 0)),
+    ("pool_try_reserve", {**H, **B}, _ok(1, nbytes=8, priority=3, role="staging"), (56, 0)),
     ("pool_submit", {**H, **B}, _ok(2, nbytes=4, priority=2), (52, 0)),
     ("pool_claim", {**H, "ticket": 2, **B}, _ok(2), (52, 0)),
-    ("set_use", {**H, "ticket": 1, **B}, _ok(None, pinned=True, in_flight=False), (52, 0)),
+    ("pool_set_use", {**H, "ticket": 1, **B}, _ok(None, pinned=True, in_flight=False), (52, 0)),
     ("pool_release", {**H, "ticket": 2, **B}, _ok(None), (56, 0)),
-    ("try_reserve", {**H, **B}, _ok(3, nbytes=50, priority=0, role="staging"), (6, 0)),
+    ("pool_try_reserve", {**H, **B}, _ok(3, nbytes=50, priority=0, role="staging"), (6, 0)),
     ("pool_submit", {**H, **B}, _ok(4, nbytes=10, priority=1), (6, 0)),
     ("pool_submit", {**H, **B}, _ok(5, nbytes=10, priority=1), (6, 0)),
     ("pool_cancel", {**H, "ticket": 4, **B}, _ok(0), (6, 0)),
@@ -89,11 +89,11 @@ EXPECTED = [
     ("pool_press", {**H, **B}, _ok(1, target=16, priority=1, deadline=5), (6, 0)),
     ("pool_answer", {**H, "pressure": 1, **B}, _ok(50, victims=[3], now=4), (56, 0)),
     ("pool_press", {**H, **B}, _ok(2, target=8, priority=0, deadline=3), (56, 0)),
-    ("expire_pressure", {"pressure": 2, **B}, _ok(None, now=4), (56, 0)),
+    ("pool_expire_pressure", {"pressure": 2, **B}, _ok(None, now=4), (56, 0)),
     ("pool_press", {**H, **B}, _ok(3, target=8, priority=0, deadline=3), (56, 0)),
     ("pool_cancel_pressure", {"pressure": 3, **B}, _ok(None), (56, 0)),
     ("pool_submit", {**H, **B}, _ok(7, nbytes=60, priority=0), (56, 0)),
-    ("reconfigure", B, _ok(None), (56, 1)),
+    ("pool_reconfigure", B, _ok(None), (56, 1)),
 ]
 
 
@@ -120,7 +120,7 @@ def _two_ledgers(events: list[dict[str, Any]] | None = None) -> tuple[ProcessMem
 def test_drain_delivers_its_drained_cancels_before_it_returns() -> None:
     events: list[dict[str, Any]] = []
     p, h, _, b = _two_ledgers(events)
-    p.try_reserve(h, b, 60)
+    p.pool_try_reserve(h, b, 60)
     t = p.pool_submit(h, b, 10)  # pending
     p.drop(h, t)
     n = len(events)
@@ -137,7 +137,7 @@ def test_drain_with_a_failing_sink_applies_the_cancel_and_says_drain() -> None:
     p = ProcessMemoryManager(trace=sink)
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.DEVICE, 16)
-    p.try_reserve(h, a, 12)
+    p.pool_try_reserve(h, a, 12)
     t = p.pool_submit(h, a, 8)
     p.drop(h, t)
     with pytest.raises(TraceSinkFailed, match=r"^drain was applied \(result None\)"):
@@ -169,7 +169,7 @@ def _tampered(p: ProcessMemoryManager, authority: int) -> None:
 def test_contract_checks_a_drained_cancel_on_its_ledger(traced: bool) -> None:
     with contracts(on=True):
         p, h, _, b = _two_ledgers([] if traced else None)
-        p.try_reserve(h, b, 60)
+        p.pool_try_reserve(h, b, 60)
         t = p.pool_submit(h, b, 10)
         p.drop(h, t)
         _tampered(p, b)
@@ -180,7 +180,7 @@ def test_contract_checks_a_drained_cancel_on_its_ledger(traced: bool) -> None:
 def test_contracts_off_checks_no_drained_cancel() -> None:
     with contracts(on=False):
         p, h, _, b = _two_ledgers([])
-        p.try_reserve(h, b, 60)
+        p.pool_try_reserve(h, b, 60)
         t = p.pool_submit(h, b, 10)
         p.drop(h, t)
         _tampered(p, b)
@@ -202,7 +202,7 @@ class _OnceRacing(dict):  # type: ignore[type-arg]
 
 def test_drain_looks_again_after_a_racing_drop() -> None:
     p, h, _, b = _two_ledgers()
-    p.try_reserve(h, b, 60)
+    p.pool_try_reserve(h, b, 60)
     t = p.pool_submit(h, b, 10)
     p.drop(h, t)
     p._mailbox = _OnceRacing(p._mailbox)
@@ -222,7 +222,7 @@ def test_refusal_naming_no_live_ticket_is_viewed_on_the_only_ledger() -> None:
     p = ProcessMemoryManager(trace=events.append)
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.DEVICE, 64)
-    t = p.try_reserve(h, a, 8)
+    t = p.pool_try_reserve(h, a, 8)
     p.pool_release(h, t)
     with pytest.raises(InvalidTransition):
         p.pool_claim(h, t)
@@ -232,7 +232,7 @@ def test_refusal_naming_no_live_ticket_is_viewed_on_the_only_ledger() -> None:
 def test_refusal_naming_no_live_ticket_with_two_ledgers_names_none() -> None:
     events: list[dict[str, Any]] = []
     p, h, _, b = _two_ledgers(events)
-    t = p.try_reserve(h, b, 8)
+    t = p.pool_try_reserve(h, b, 8)
     p.pool_release(h, t)
     with pytest.raises(InvalidTransition):
         p.pool_claim(h, t)
@@ -248,15 +248,15 @@ def test_refusal_naming_no_live_ticket_with_two_ledgers_names_none() -> None:
 def test_unhashable_ids_are_typed_errors_on_every_path(on: bool) -> None:
     with contracts(on=on):
         p, h, a, _ = _two_ledgers([])
-        for call in (lambda: p.pool_claim(h, [1]), lambda: p.set_use(h, [1], True, True),
+        for call in (lambda: p.pool_claim(h, [1]), lambda: p.pool_set_use(h, [1], True, True),
                      lambda: p.expire_pressure([1], 3), lambda: p.pool_answer(h, [1], (), 3),
                      lambda: p.pool_cancel_pressure([1]), lambda: p.drop(h, [1])):
             with pytest.raises(UnknownTicket):
                 call()
         with pytest.raises(GovernorError):
-            p.try_reserve(h, [2], 8)
+            p.pool_try_reserve(h, [2], 8)
         with pytest.raises(GovernorError):
-            p.try_reserve(h, 99, 8)  # never registered: typed, under contracts and trace too
+            p.pool_try_reserve(h, 99, 8)  # never registered: typed, under contracts and trace too
 
 
 def test_expire_pressure_refusals() -> None:
@@ -275,10 +275,10 @@ def test_expire_pressure_refusals() -> None:
 def test_answer_refusals_and_victims_of_other_holders_or_ledgers() -> None:
     p, h, a, b = _two_ledgers()
     g = p.register_holder("other")
-    on_a, foreign = p.try_reserve(h, a, 8), p.try_reserve(g, b, 8)
-    pinned, busy = p.try_reserve(h, b, 4), p.try_reserve(h, b, 4)
-    p.set_use(h, pinned, True, False)
-    p.set_use(h, busy, False, True)
+    on_a, foreign = p.pool_try_reserve(h, a, 8), p.pool_try_reserve(g, b, 8)
+    pinned, busy = p.pool_try_reserve(h, b, 4), p.pool_try_reserve(h, b, 4)
+    p.pool_set_use(h, pinned, True, False)
+    p.pool_set_use(h, busy, False, True)
     pid = p.pool_press(h, b, 8, 0, 9)
     before = p.abstract_pool(b)
     for victims, what in (((on_a,), "not a claimed lease"), ((foreign,), "not a claimed lease"),
@@ -287,7 +287,7 @@ def test_answer_refusals_and_victims_of_other_holders_or_ledgers() -> None:
             p.pool_answer(h, pid, victims, 1)
         assert p.abstract_pool(b) == before
     free_a, free_b = p.abstract_pool(a).free, before.free
-    t1, t2 = p.try_reserve(h, b, 3), p.try_reserve(h, b, 5)
+    t1, t2 = p.pool_try_reserve(h, b, 3), p.pool_try_reserve(h, b, 5)
     assert p.pool_answer(h, pid, (t1, t2), 1) == 8  # the bytes of both victims
     assert p.abstract_pool(b).free == free_b and p.abstract_pool(a).free == free_a
     with pytest.raises(StaleAnswer):
@@ -299,7 +299,7 @@ def test_answers_accumulate_on_a_pressure_with_answer_open_only_off() -> None:
         p = ProcessMemoryManager(guards=GuardSet.without("answer_open_only"))
         h = p.register_holder("kv")
         a = p.register_authority("pool", Tier.DEVICE, 64)
-        t1, t2 = p.try_reserve(h, a, 3), p.try_reserve(h, a, 5)
+        t1, t2 = p.pool_try_reserve(h, a, 3), p.pool_try_reserve(h, a, 5)
         pid = p.pool_press(h, a, 8, 0, 9)
         p.pool_answer(h, pid, (t1,), 1)
         p.pool_answer(h, pid, (t2,), 2)
@@ -344,7 +344,7 @@ def test_pool_press_delivered_under_the_lock_is_not_cancelled_by_a_sink_failure(
 
 def test_try_reserve_books_a_granted_lease_of_its_role_and_bytes() -> None:
     p, h, _, b = _two_ledgers()
-    t = p.try_reserve(h, b, 8, 2, Role.WEIGHTS)
+    t = p.pool_try_reserve(h, b, 8, 2, Role.WEIGHTS)
     (alloc,) = p.abstract_manager().ledger.allocations.values()
     assert (alloc.holder, alloc.authority, alloc.role, alloc.origin, alloc.nbytes) == (h, b, Role.WEIGHTS,
                                                                                       Origin.GRANTED, 8)
@@ -362,7 +362,7 @@ def test_pool_submit_priority_defaults_to_zero() -> None:
 def test_waiting_with_the_ledger_lock_held_is_an_i7_violation(on: bool) -> None:
     with contracts(on=on):
         p, h, _, b = _two_ledgers()
-        p.try_reserve(h, b, 60)
+        p.pool_try_reserve(h, b, 60)
         t = p.pool_submit(h, b, 10)  # pending
         with p._lock:
             if on:
@@ -380,16 +380,16 @@ def test_an_open_pool_pressure_is_no_limit_change() -> None:
 
 def test_claim_and_set_use_refusals_say_what_the_ticket_is() -> None:
     p, h, _, b = _two_ledgers()
-    t = p.try_reserve(h, b, 8)
+    t = p.pool_try_reserve(h, b, 8)
     with pytest.raises(InvalidTransition, match=rf"^ticket {t} is claimed; only a granted ticket is claimed$"):
         p.pool_claim(h, t)
     g = p.pool_submit(h, b, 8)
-    p.pool_claim(h, g)  # a ticket claimed after its grant (not try_reserve's) is claimed too
+    p.pool_claim(h, g)  # a ticket claimed after its grant (not pool_try_reserve's) is claimed too
     with pytest.raises(InvalidTransition, match=rf"^ticket {g} is claimed; only a granted ticket is claimed$"):
         p.pool_claim(h, g)
     p.pool_release(h, t)
     with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
-        p.set_use(h, t, True, False)
+        p.pool_set_use(h, t, True, False)
 
 
 def test_drop_bounds_and_ids() -> None:
@@ -415,7 +415,7 @@ def test_drop_bounds_and_ids() -> None:
 
 def test_wait_on_the_first_ticket_once_retired_is_resolved() -> None:
     p, h, _, b = _two_ledgers()
-    t = p.try_reserve(h, b, 8)
+    t = p.pool_try_reserve(h, b, 8)
     assert t == 1 and p.wait(1, 0) is True
     with pytest.raises(UnknownTicket):
         p.wait(2, 0)
@@ -441,7 +441,7 @@ def test_pool_answer_to_a_limit_change_pressure_is_counted_by_the_change() -> No
         p = ProcessMemoryManager()
         h = p.register_holder("kv")
         a = p.register_authority("pool", Tier.HOST, 64)
-        t = p.try_reserve(h, a, 16)
+        t = p.pool_try_reserve(h, a, 16)
         (pid,) = p.prepare_limit(a, 8)
         assert p.pool_answer(h, pid, (t,), 0) == 16
         assert p.abstract_manager().changes[a].completed == ((pid, 16),)
@@ -453,15 +453,15 @@ def test_a_refusal_on_an_alias_names_no_ledger() -> None:
     p, h, a, _ = _two_ledgers(events)
     view = p.register_alias(a, "mirror")
     with pytest.raises(InvalidArgument, match="is a view of"):
-        p.try_reserve(h, view, 8)
-    assert _last(events)["kind"] == "try_reserve" and _last(events)["ids"]["authority"] is None
+        p.pool_try_reserve(h, view, 8)
+    assert _last(events)["kind"] == "pool_try_reserve" and _last(events)["ids"]["authority"] is None
 
 
 def test_contract_verdict_on_a_drained_cancel_names_that_cancel() -> None:
     """A drained cancel whose body also takes a claimed lease breaks I6; the verdict names the applied Cancel."""
     with contracts(on=True):
         p, h, _, b = _two_ledgers()
-        lease = p.try_reserve(h, b, 60)
+        lease = p.pool_try_reserve(h, b, 60)
         t = p.pool_submit(h, b, 10)
         p.drop(h, t)
         real = p._pool_abandon

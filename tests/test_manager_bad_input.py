@@ -12,6 +12,7 @@ from refimpl_manager_harness import lease, make
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
 from spec.errors import (
+    StaleAnswer,
     BundlePoisoned,
     CapacityDenied,
     DeviceLost,
@@ -51,6 +52,7 @@ def world() -> tuple[ProcessMemoryManager, Any]:
     w.pr = pmm.open_pressure(w.h1, w.a, 5)
     w.pr_done = pmm.open_pressure(w.h1, w.a, 5)
     pmm.cancel_pressure(w.pr_done)
+    w.pr_due = pmm.open_pressure(w.h1, w.a, 5, 2, 3)  # priority 2, due at 3 (C5)
     w.tx = pmm.plan_tx(w.h1, ((w.a, 5), (w.b, 5)))
     w.tx_done = pmm.plan_tx(w.h1, ((w.a, 5),))
     pmm.abort_tx(w.tx_done)
@@ -96,7 +98,32 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("press-lost", lambda p, w: p.press(w.h1, w.lost, 0), DeviceLost, "lost"),
     ("press-target", lambda p, w: p.press(w.h1, w.a, 0), InvalidBytes, "target"),
     ("answer-unknown", lambda p, w: p.answer(w.h1, 999, ()), UnknownTicket, "never issued"),
-    ("answer-retired", lambda p, w: p.answer(w.h1, w.pr_done, ()), InvalidTransition, "already answered"),
+    ("answer-retired", lambda p, w: p.answer(w.h1, w.pr_done, ()), StaleAnswer, "closed"),
+    ("answer-late", lambda p, w: p.answer(w.h1, w.pr_due, (w.live,), 4), StaleAnswer, "due at 3; answered at 4"),
+    ("answer-due-without-time", lambda p, w: p.answer(w.h1, w.pr_due, ()), InvalidArgument, "say its time"),
+    ("answer-now-negative", lambda p, w: p.answer(w.h1, w.pr, (), -1), InvalidArgument, "now must be"),
+    ("press-priority", lambda p, w: p.press(w.h1, w.a, 1, "hi"), InvalidArgument, "priority must be an int"),
+    ("press-deadline", lambda p, w: p.press(w.h1, w.a, 1, 0, -1), InvalidArgument, "deadline must be"),
+    ("try-bytes", lambda p, w: p.try_reserve(w.h1, w.a, 0), InvalidBytes, "nbytes"),
+    ("try-priority", lambda p, w: p.try_reserve(w.h1, w.a, 1, "hi"), InvalidArgument, "priority"),
+    ("try-alias", lambda p, w: p.try_reserve(w.h1, w.view, 1), InvalidArgument, "view of"),
+    ("try-lost", lambda p, w: p.try_reserve(w.h1, w.lost, 1), DeviceLost, "lost"),
+    ("try-behind-a-waiter", lambda p, w: p.try_reserve(w.h1, w.b, 1), CapacityDenied, "1 waiting"),
+    ("use-flags", lambda p, w: p.set_use(w.h1, w.live, 1, False), InvalidArgument, "must be bools"),
+    ("use-holder", lambda p, w: p.set_use(99, w.live, True, False), UnknownHolder, "99"),
+    ("use-unknown", lambda p, w: p.set_use(w.h1, 999, True, False), UnknownAllocation, "never issued"),
+    ("use-released", lambda p, w: p.set_use(w.h1, w.gone, True, False), InvalidTransition, "already released"),
+    ("use-foreign", lambda p, w: p.set_use(w.h2, w.live, True, False), ForeignHolder, "holder 1"),
+    ("use-provisional", lambda p, w: p.set_use(w.h1, w.prov, True, False), InvalidTransition, "provisional"),
+    ("use-ticket-owned", lambda p, w: p.set_use(w.h1, w.g_alloc, True, False), InvalidTransition, "ticket"),
+    ("reconfigure-unknown", lambda p, w: p.reconfigure(999), UnknownAuthority, "999"),
+    ("reconfigure-alias", lambda p, w: p.reconfigure(w.view), InvalidArgument, "view of"),
+    ("reconfigure-lost", lambda p, w: p.reconfigure(w.lost), DeviceLost, "lost"),
+    ("expire-unknown", lambda p, w: p.expire_pressure(999, 9), UnknownTicket, "never issued"),
+    ("expire-retired", lambda p, w: p.expire_pressure(w.pr_done, 9), InvalidTransition, "already"),
+    ("expire-on-time", lambda p, w: p.expire_pressure(w.pr_due, 3), InvalidTransition, "not expired at 3"),
+    ("expire-no-deadline", lambda p, w: p.expire_pressure(w.pr, 9), InvalidTransition, "due at None"),
+    ("expire-now", lambda p, w: p.expire_pressure(w.pr_due, None), InvalidArgument, "now must be"),
     ("answer-foreign", lambda p, w: p.answer(w.h2, w.pr, ()), ForeignHolder, "not 2"),
     ("answer-list", lambda p, w: p.answer(w.h1, w.pr, [w.live]), InvalidArgument, "tuple"),
     ("answer-duplicate", lambda p, w: p.answer(w.h1, w.pr, (w.live, w.live)), InvalidArgument, "distinct"),

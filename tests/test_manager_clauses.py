@@ -23,6 +23,7 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import CapacityDenied, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
+from spec.types import Role, Tier
 
 # --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
 
@@ -104,7 +105,8 @@ def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() ->
 # --- mutations: every clause of invariants.manager can fail ------------------------------------
 
 _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-                   "step_I2_manager", "step_I10_manager"}
+                   "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
+                   "state_I13_generation"}
 
 
 def _granted() -> M.Manager:
@@ -139,6 +141,10 @@ def _state_mut(name: str) -> M.Manager:
         m, alloc = lease(start(), H1, DEV, 4)
         m, _ = run(m, M.Submit(H2, DEV, 1))
         return evolve(m, tickets=m.tickets.set(2, evolve(m.tickets[2], allocation=alloc)))
+    if name == "old_generation_waiter":  # the authority was reconfigured, the waiter kept waiting
+        m, _ = lease(start(), H1, DEV, 4)
+        m, _ = run(m, M.Submit(H2, DEV, 1))
+        return evolve(m, generations=m.generations.set(DEV, 1))
     raise KeyError(name)
 
 
@@ -149,6 +155,7 @@ _STATE_MUTATIONS = {
     "tx_reserved": "state_I1_manager.tx_held_reserved",
     "idle_waiter": "state_I13_manager.no_idle_fitting_waiter",
     "pending_holds": "state_I13_manager.pending_holds_nothing",
+    "old_generation_waiter": "state_I13_generation.no_waiter_of_an_older_generation",
 }
 
 
@@ -215,10 +222,32 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
             return bad, M.CommitTx(x), evolve(nxt, bundles=nxt.bundles.set(b, evolve(nxt.bundles[b], poisoned=True))), held
         if name == "bundle_without_commit":  # a bundle moves in a step that commits nothing
             return m, M.OpenBundle(), evolve(m, bundles=m.bundles.set(b, M.Bundle(b, (1, 1, 1, 1)))), 2
+    if name in ("pinned_victim", "late_answer", "closed_answer", "old_generation_answer"):
+        m, alloc = lease(start(), H1, DEV, 2)
+        m, pid = run(m, M.Press(H1, DEV, 2, 0, 5))
+        released = MG.step(m, A.Release(H1, alloc))[0]  # the bytes leave as an answer would release them
+        if name == "pinned_victim":  # the holder pinned the lease, and the answer took it anyway
+            return evolve(m, uses=m.uses.set(alloc, (True, False))), M.Answer(H1, pid, (alloc,), 5), released, 2
+        if name == "late_answer":  # answered at 6, due at 5
+            return m, M.Answer(H1, pid, (alloc,), 6), released, 2
+        if name == "closed_answer":  # the pressure was cancelled before the answer
+            return evolve(m, pressures=m.pressures.delete(pid)), M.Answer(H1, pid, (alloc,), 5), released, 2
+        # the authority was reconfigured since the pressure opened
+        return evolve(m, generations=m.generations.set(DEV, 1)), M.Answer(H1, pid, (alloc,), 5), released, 2
+    if name == "try_overtakes":  # a try-only 1 B taken while a 4 B ticket waits
+        m, _ = lease(start(), H1, DEV, 3)
+        m, _ = run(m, M.Submit(H2, DEV, 4))
+        nxt, alloc = MG.step(m, A.Reserve(H1, DEV, Tier.DEVICE, 1, Role.STAGING))
+        return m, M.TryReserve(H1, DEV, 1), nxt, alloc
     raise KeyError(name)
 
 
 _STEP_MUTATIONS = {
+    "pinned_victim": "step_I6_manager.pinned_never_reclaimed",
+    "late_answer": "step_C5_manager.stale_answer_credits_nothing",
+    "closed_answer": "step_C5_manager.stale_answer_credits_nothing",
+    "old_generation_answer": "step_C5_manager.stale_answer_credits_nothing",
+    "try_overtakes": "step_I13_manager.allocator_never_overtakes_a_waiter",
     "bundle_stuck": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_one_part": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_leases",

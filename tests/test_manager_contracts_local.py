@@ -100,6 +100,7 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("commit it", pmm.commit, g, fill, 900)
     big = step("submit 150 (a matured misfit)", pmm.submit, h, b, 150)
     small = step("submit 33 (waits behind it)", pmm.submit, h, b, 33)
+    step("try_reserve 1 (refused: tickets wait, I13)", pmm.try_reserve, g, b, 1)
     step("cancel the misfit: the round grants 33", pmm.cancel_ticket, h, big)
     step("claim 33", pmm.claim, h, small)
     t3 = step("submit 21 (granted at once)", pmm.submit, h, b, 21)
@@ -110,10 +111,23 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("the transaction commits its next step", pmm.join_bundle, tx, bundle)
     step("reserve it", pmm.reserve_tx, tx)
     step("commit it", pmm.commit_tx, tx)
-    step("claim the 17 B ticket", pmm.claim, h, t4)
+    lease17 = step("claim the 17 B ticket", pmm.claim, h, t4)
     pr = step("open pressure", pmm.open_pressure, h, b, 10)
     step("answer with another holder's lease (refused)", pmm.answer, h, pr, (fill,))
     step("cancel pressure", pmm.cancel_pressure, pr)
+    pp = step("open pressure", pmm.open_pressure, h, b, 10)
+    step("pin the 17 B lease", pmm.set_use, h, lease17, True, False)
+    step("answer with the pinned lease (refused: I6)", pmm.answer, h, pp, (lease17,))
+    step("unpin it", pmm.set_use, h, lease17, False, False)
+    step("cancel that pressure", pmm.cancel_pressure, pp)
+    due = step("open pressure of priority 1, due at 5", pmm.open_pressure, h, b, 10, 1, 5)
+    step("answer it at 6 with the 17 B lease (refused: late, C5)", pmm.answer, h, due, (lease17,), 6)
+    step("expire it at 6", pmm.expire_pressure, due, 6)
+    step("submit 100 on gpu1 (waits)", pmm.submit, h, b, 100)
+    old = step("open pressure on the other holder", pmm.open_pressure, g, b, 10)
+    step("reconfigure gpu1: the waiter fails", pmm.reconfigure, b)
+    step("answer the older pressure (refused: StaleGeneration, C5)", pmm.answer, g, old, (fill,))
+    step("cancel it", pmm.cancel_pressure, old)
     # limits (I2): a lowering below what gpu1 granted keeps the old limit; a limit past its capacity is refused
     step("prepare gpu1's limit at 100 (used is above it)", pmm.prepare_limit, b, 100)
     step("commit it: the old limit stays", pmm.commit_limit, b)
@@ -146,7 +160,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 57
+    assert done[-1] == "confirm termination" and len(done) == 71
 
 
 def test_every_manager_mutant_is_listed() -> None:

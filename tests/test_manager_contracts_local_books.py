@@ -47,7 +47,7 @@ def _booked(pmm: ProcessMemoryManager, h: int, pool: str) -> int:
 
 def _pool(pmm: ProcessMemoryManager, h: int) -> int:
     a = _booked(pmm, h, "pool")
-    pmm.try_reserve(h, a, 30)  # a claimed lease, booked by the pool path
+    pmm.pool_try_reserve(h, a, 30)  # a claimed lease, booked by the pool path
     return a
 
 

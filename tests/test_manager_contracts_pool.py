@@ -78,11 +78,11 @@ def workload(g: Pool, done: list[tuple[str, Any]] | None = None,
         return r
 
     # the allocator path; pressure and answers (free 100 -> 60 -> 100)
-    t1 = step("try_reserve 40 (a claimed lease)", g.try_reserve, 1, 40)
-    step("try_reserve 70 (refused: 60 B free)", g.try_reserve, 2, 70)
-    step("pin it", g.set_use, 1, t1, True, False)
-    step("unpin it", g.set_use, 1, t1, False, False)
-    step("set_use by another holder (refused)", g.set_use, 2, t1, True, True)
+    t1 = step("pool_try_reserve 40 (a claimed lease)", g.pool_try_reserve, 1, 40)
+    step("pool_try_reserve 70 (refused: 60 B free)", g.pool_try_reserve, 2, 70)
+    step("pin it", g.pool_set_use, 1, t1, True, False)
+    step("unpin it", g.pool_set_use, 1, t1, False, False)
+    step("pool_set_use by another holder (refused)", g.pool_set_use, 2, t1, True, True)
     p1 = step("press holder 1 for 30 B", g.press, 1, 30, 0, 5)
     step("answer it with nothing (legal)", g.answer, 1, p1, (), 1)
     step("answer it again (refused: answered)", g.answer, 1, p1, (), 2)
@@ -121,7 +121,7 @@ def workload(g: Pool, done: list[tuple[str, Any]] | None = None,
     step("cancel that pressure", g.cancel_pressure, p4)
     step("cancel it again (refused)", g.cancel_pressure, p4)
     step("claim a never-issued ticket (refused)", g.claim, 1, 999)
-    t9 = step("try_reserve 100 (all of it)", g.try_reserve, 2, 100)
+    t9 = step("pool_try_reserve 100 (all of it)", g.pool_try_reserve, 2, 100)
     step("release it", g.release, 2, t9)
     # dropped handles: posted without the lock, applied by drain or by the next accepted operation
     t10 = step("submit 60 (granted at once)", g.submit, 1, 60)
@@ -132,7 +132,7 @@ def workload(g: Pool, done: list[tuple[str, Any]] | None = None,
     step("drop the granted ticket", g.drop, 1, t10)
     step("press holder 2 (its round drains the drop: 60 B back)", g.press, 2, 5, 0, 9)
     # a cancel retires only the ticket it names: another holder's waiter waits on (free 100 -> 0 -> 100)
-    t12 = step("try_reserve 100 again (all of it)", g.try_reserve, 1, 100)
+    t12 = step("pool_try_reserve 100 again (all of it)", g.pool_try_reserve, 1, 100)
     t13 = step("submit 10 as holder 2 (waits)", g.submit, 2, 10)
     t14 = step("submit 10 as holder 1 (waits)", g.submit, 1, 10)
     step("cancel holder 1's waiter: holder 2's waits on", g.cancel, 1, t14)
@@ -143,8 +143,8 @@ def workload(g: Pool, done: list[tuple[str, Any]] | None = None,
 
 #: What the real code answers at each step (the negative control checks the workload does what it says).
 EXPECTED = {
-    "try_reserve 70 (refused: 60 B free)": "CapacityDenied",
-    "set_use by another holder (refused)": "ForeignHolder",
+    "pool_try_reserve 70 (refused: 60 B free)": "CapacityDenied",
+    "pool_set_use by another holder (refused)": "ForeignHolder",
     "answer it with nothing (legal)": 0,
     "answer it again (refused: answered)": "StaleAnswer",
     "answer with another holder's name (refused)": "ForeignHolder",
@@ -177,7 +177,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     assert len(done) == len(out) == 54  # every label once, and the run reached its end
     assert {k: out[k] for k in EXPECTED} == EXPECTED
     # the steps whose outcome is a pool state, not a return value
-    assert out["try_reserve 100 (all of it)"] == 9 and g.free() == CAP
+    assert out["pool_try_reserve 100 (all of it)"] == 9 and g.free() == CAP
     assert not g.abstract().tickets  # reconfigure failed three waiters; leases released; drops applied
     for e in (CapacityDenied, ForeignHolder, InvalidTransition, MailboxFull, StaleAnswer, UnknownTicket):
         assert e.__name__ in out.values()
@@ -232,7 +232,7 @@ CAUGHT_AT = {
     "cancel_after_grant_credits_twice": "cancel the granted 50: the round grants 60",
     "cancel_retires_another_waiter": "cancel holder 1's waiter: holder 2's waits on",
     "grant_charged_unbooked": "cancel the granted 50: the round grants 60",
-    "grant_id_not_advanced": "try_reserve 40 (a claimed lease)",
+    "grant_id_not_advanced": "pool_try_reserve 40 (a claimed lease)",
     "grant_minted_at_submit": "submit 60 (waits)",
     "grant_order_ascending_priority": "release 60: the round grants the priority-5 ticket only",
     "mailbox_off_by_one": "submit 5 (refused: every mailbox slot is live)",
@@ -241,8 +241,8 @@ CAUGHT_AT = {
     "reconfigure_fails_leases": "reconfigure: the three waiters fail",
     "reconfigure_keeps_waiters": "reconfigure: the three waiters fail",
     "retired_ticket_kept": "cancel the granted 50: the round grants 60",
-    "try_reserve_ignores_free": "try_reserve 70 (refused: 60 B free)",
-    "try_reserve_without_grant": "try_reserve 40 (a claimed lease)",
+    "try_reserve_ignores_free": "pool_try_reserve 70 (refused: 60 B free)",
+    "try_reserve_without_grant": "pool_try_reserve 40 (a claimed lease)",
     "zero_answer_credits_target": "answer it with nothing (legal)",
     "zero_answer_takes_a_lease": "answer it with nothing (legal)",
 }

@@ -64,7 +64,7 @@ def test_a_pressure_ticket_shut_by_the_loss_shows_cancelled() -> None:
     pmm = ProcessMemoryManager(aging_bound=2, mailbox=8)
     h = pmm.register_holder("kv")
     dev = pmm.register_authority("gpu0", Tier.DEVICE, 100)
-    pmm.try_reserve(h, dev, 10)
+    pmm.pool_try_reserve(h, dev, 10)
     pid = pmm.pool_press(h, dev, 5, 0, 9)  # a deadline: its closed record stays in the pool view
     pmm.lose_device(dev)
     assert pmm.abstract_pool(dev).pressures[pid].state is PressureState.CANCELLED

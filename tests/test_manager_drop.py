@@ -61,7 +61,7 @@ NEXT: dict[str, Callable[[ProcessMemoryManager, int, int], Any]] = {
     "composed-submit": lambda m, w, a: m.submit(w, a, 5, 0, Role.KV),
     "composed-plan-tx": lambda m, w, a: m.plan_tx(w, ((a, 5),)),
     "composed-register-holder": lambda m, w, a: m.register_holder("late"),
-    "pool-try-reserve": lambda m, w, a: m.try_reserve(w, a, 5),
+    "pool-try-reserve": lambda m, w, a: m.pool_try_reserve(w, a, 5),
     "tx-open-bundle": lambda m, w, a: m.open_bundle(),
 }
 

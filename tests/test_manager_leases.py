@@ -25,7 +25,7 @@ def _mgr(guards: GuardSet = ALL_ON) -> tuple[ProcessMemoryManager, int, int, int
 def test_a_lease_is_an_allocation_of_the_one_ledger(on) -> None:
     m, h1, _, dev = _mgr()
     with contracts.contracts(on):
-        t = m.try_reserve(h1, dev, 30)
+        t = m.pool_try_reserve(h1, dev, 30)
         (lease,) = [x for x in m.abstract().allocations.values()]
         assert lease.state is AllocState.LIVE and lease.charge == 30 and lease.holder == h1
         pool = m.abstract_pool(dev)
@@ -42,9 +42,9 @@ def test_a_lease_is_an_allocation_of_the_one_ledger(on) -> None:
 def test_a_pinned_lease_is_never_a_victim_of_the_composed_answer(guards, taken) -> None:
     m, h1, _, dev = _mgr(guards)
     with contracts.contracts(False):
-        t = m.try_reserve(h1, dev, 40)
+        t = m.pool_try_reserve(h1, dev, 40)
         lease = m.abstract_pool(dev).tickets[t].grant
-        m.set_use(h1, t, True, False)
+        m.pool_set_use(h1, t, True, False)
         pid = m.open_pressure(h1, dev, 40)
         if taken:
             assert m.answer(h1, pid, (lease,)) == 40  # the harm the guard prevents: pinned bytes reclaimed
@@ -57,7 +57,7 @@ def test_a_pinned_lease_is_never_a_victim_of_the_composed_answer(guards, taken) 
 def test_device_loss_and_termination_retire_the_lease_from_the_pool_view() -> None:
     m, h1, _, dev = _mgr()
     with contracts.contracts(True):
-        t = m.try_reserve(h1, dev, 10)
+        t = m.pool_try_reserve(h1, dev, 10)
         m.lose_device(dev)
         assert m.abstract_pool(dev).tickets[t].state is TicketState.CLAIMED  # charged until termination
         m.confirm_termination(dev)
@@ -68,12 +68,12 @@ def test_reconfigure_fails_only_that_ledgers_pending_tickets() -> None:
     m, h1, h2, dev = _mgr()
     host = m.register_authority("host", Tier.HOST, 10)
     with contracts.contracts(True):
-        m.try_reserve(h1, dev, 100)
-        m.try_reserve(h1, host, 10)
+        m.pool_try_reserve(h1, dev, 100)
+        m.pool_try_reserve(h1, host, 10)
         wait_dev = m.pool_submit(h2, dev, 5)
         wait_host = m.pool_submit(h2, host, 5)
         pid = m.pool_press(h1, dev, 5, 0, 9)
-        m.reconfigure(dev)
+        m.pool_reconfigure(dev)
         assert wait_dev not in m.abstract_pool(dev).tickets
         assert m.abstract_pool(host).tickets[wait_host].state is TicketState.PENDING
         assert m.abstract_pool(dev).generation == 1 and m.abstract_pool(host).generation == 0
@@ -84,36 +84,36 @@ def test_reconfigure_fails_only_that_ledgers_pending_tickets() -> None:
 def test_try_reserve_never_goes_ahead_of_a_waiter() -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(True):
-        m.try_reserve(h1, dev, 60)
+        m.pool_try_reserve(h1, dev, 60)
         m.pool_submit(h2, dev, 50)  # waits: 40 B free
         with pytest.raises(CapacityDenied, match="1 waiting"):
-            m.try_reserve(h1, dev, 10)  # fits, but a ticket is waiting (I13)
+            m.pool_try_reserve(h1, dev, 10)  # fits, but a ticket is waiting (I13)
 
 
 @pytest.mark.parametrize("first", ["refused-pool", "composed"])
 def test_a_posted_cancel_is_applied_first_by_the_next_operation_of_any_front_end(first: str) -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(True):
-        m.try_reserve(h1, dev, 100)
+        m.pool_try_reserve(h1, dev, 100)
         t = m.pool_submit(h2, dev, 5)
         m.drop(h2, t)
         assert t in m.abstract_pool(dev).tickets  # posted only: drop takes no lock
         if first == "refused-pool":
             with pytest.raises(CapacityDenied):
-                m.try_reserve(h2, dev, 500)  # the post is applied first; the refusal itself changes nothing
+                m.pool_try_reserve(h2, dev, 500)  # the post is applied first; the refusal itself changes nothing
         else:
             m.press(h1, dev, 1)
         assert t not in m.abstract_pool(dev).tickets and not m._mailbox
         before = m.abstract_manager()
         with pytest.raises(CapacityDenied):
-            m.try_reserve(h2, dev, 500)
+            m.pool_try_reserve(h2, dev, 500)
         assert m.abstract_manager() == before
 
 
 def test_expired_pressure_refuses_late_answers() -> None:
     m, h1, _, dev = _mgr()
     with contracts.contracts(True):
-        t = m.try_reserve(h1, dev, 10)
+        t = m.pool_try_reserve(h1, dev, 10)
         pid = m.pool_press(h1, dev, 10, 0, 3)
         with pytest.raises(InvalidTransition, match="not expired at 3"):
             m.expire_pressure(pid, 3)
@@ -142,7 +142,7 @@ def test_closed_composed_pressure_tickets_are_forgotten_and_answers_to_them_stal
 def test_drain_applies_each_post_once_and_credits_a_grant(on) -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(on):
-        m.try_reserve(h1, dev, 60)
+        m.pool_try_reserve(h1, dev, 60)
         granted = m.pool_submit(h2, dev, 30)  # 40 B free: granted at once, 30 B charged
         waiting = m.pool_submit(h2, dev, 35)  # 10 B free: waits
         pending = m.pool_submit(h2, dev, 90)  # never fits while the lease stays
@@ -163,7 +163,7 @@ def test_drain_applies_each_post_once_and_credits_a_grant(on) -> None:
 def test_drain_wakes_the_waiter_a_drained_cancel_grants() -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(False):
-        m.try_reserve(h1, dev, 60)
+        m.pool_try_reserve(h1, dev, 60)
         granted = m.pool_submit(h2, dev, 30)
         waiting = m.pool_submit(h1, dev, 35)
         assert m.wait(waiting, 0) is False  # its waiter's event exists, unset
@@ -209,7 +209,7 @@ def test_a_repeated_drop_is_a_no_op_even_with_every_slot_posted() -> None:
         assert not m.abstract_pool(dev).tickets and m.snapshot(dev).used == 0
 
 
-# --- try_reserve's own checks and figures (pinned by the mutation run of refimpl/manager/leases.py) --------
+# --- pool_try_reserve's own checks and figures (pinned by the mutation run of refimpl/manager/leases.py) --------
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
@@ -219,16 +219,16 @@ def test_try_reserve_bad_input_is_refused_whole(on) -> None:
     m, h1, _, dev = _mgr()
     view = m.register_alias(dev, "uvm")
     with contracts.contracts(on):
-        m.try_reserve(h1, dev, 60)
+        m.pool_try_reserve(h1, dev, 60)
         before = m.abstract_manager()
         for call, error, match in [
-            (lambda: m.try_reserve(h1, dev, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
-            (lambda: m.try_reserve(h1, dev, -1), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got -1$"),
-            (lambda: m.try_reserve(h1, dev, 1, "0"), InvalidArgument, r"^priority must be an int, got '0'$"),
-            (lambda: m.try_reserve(h1, dev, 1, 0, "kv"), InvalidArgument, r"^role must be a Role, got 'kv'$"),
-            (lambda: m.try_reserve(h1, view, 1), InvalidArgument,
+            (lambda: m.pool_try_reserve(h1, dev, 0), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+            (lambda: m.pool_try_reserve(h1, dev, -1), InvalidBytes, r"^nbytes must be in \[1, 2\*\*63-1\], got -1$"),
+            (lambda: m.pool_try_reserve(h1, dev, 1, "0"), InvalidArgument, r"^priority must be an int, got '0'$"),
+            (lambda: m.pool_try_reserve(h1, dev, 1, 0, "kv"), InvalidArgument, r"^role must be a Role, got 'kv'$"),
+            (lambda: m.pool_try_reserve(h1, view, 1), InvalidArgument,
              rf"^authority {view} is a view of {dev}; tickets name the canonical ledger$"),
-            (lambda: m.try_reserve(h1, dev, 41), CapacityDenied, r"^try-only: 41 B asked, 40 B free, 0 waiting$"),
+            (lambda: m.pool_try_reserve(h1, dev, 41), CapacityDenied, r"^try-only: 41 B asked, 40 B free, 0 waiting$"),
         ]:
             with pytest.raises(error, match=match):
                 call()
@@ -241,8 +241,8 @@ def test_try_reserve_books_the_role_and_priority_asked(on) -> None:
 
     m, h1, _, dev = _mgr()
     with contracts.contracts(on):
-        t = m.try_reserve(h1, dev, 1)  # defaults: priority 0, role STAGING
-        u = m.try_reserve(h1, dev, 40, 7, Role.KV)
+        t = m.pool_try_reserve(h1, dev, 1)  # defaults: priority 0, role STAGING
+        u = m.pool_try_reserve(h1, dev, 40, 7, Role.KV)
         pool, allocs = m.abstract_pool(dev), m.abstract().allocations
         assert (pool.tickets[t].priority, allocs[pool.tickets[t].grant].role) == (0, Role.STAGING)
         assert (pool.tickets[u].priority, allocs[pool.tickets[u].grant].role) == (7, Role.KV)
@@ -255,7 +255,7 @@ def test_wait_answers_at_once_for_a_resolved_ticket_and_checks_its_arguments(on)
 
     m, h1, h2, dev = _mgr()
     with contracts.contracts(on):
-        m.try_reserve(h1, dev, 60)
+        m.pool_try_reserve(h1, dev, 60)
         granted, pending = m.pool_submit(h2, dev, 30), m.pool_submit(h2, dev, 35)
         assert m.wait(granted, None) is True  # granted: resolved already, even with no timeout
         assert m.wait(pending, 0) is False  # still pending: a zero timeout runs out at once
@@ -274,7 +274,7 @@ def test_pool_press_records_what_was_asked_and_refuses_bad_input_whole(on) -> No
     m, h1, _, dev = _mgr()
     view = m.register_alias(dev, "uvm")
     with contracts.contracts(on):
-        m.try_reserve(h1, dev, 10)
+        m.pool_try_reserve(h1, dev, 10)
         p = m.pool_press(h1, dev, 5)  # defaults: priority 0, deadline 0
         q = m.pool_press(h1, dev, 6, 3, 9)
         prs = m.abstract_pool(dev).pressures
@@ -299,7 +299,7 @@ def test_pool_press_records_what_was_asked_and_refuses_bad_input_whole(on) -> No
 def test_a_composed_release_never_grants_a_dropped_pending_ticket(on) -> None:
     m, h1, h2, dev = _mgr()
     with contracts.contracts(on):
-        lease = m.try_reserve(h1, dev, 100)
+        lease = m.pool_try_reserve(h1, dev, 100)
         alloc = m.abstract_pool(dev).tickets[lease].grant
         t = m.submit(h2, dev, 30)  # composed submit: 0 B free, pending
         assert m.abstract_manager().tickets[t].state is TicketState.PENDING

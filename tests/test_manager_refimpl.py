@@ -617,7 +617,7 @@ def test_releasing_a_claimed_lease_drops_it_from_its_ticket(on: bool) -> None:
         pmm.release(w.h1, x)
         assert t not in pmm.abstract_pool(w.a).tickets
         with pytest.raises(InvalidTransition, match=rf"^ticket {t} was already completed, cancelled or failed$"):
-            pmm.set_use(w.h1, t, True, False)
+            pmm.pool_set_use(w.h1, t, True, False)
         assert pmm.snapshot(w.a).used == 0
 
 

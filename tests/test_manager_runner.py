@@ -225,7 +225,7 @@ def test_pool_operation_takes_the_lock_again_only_to_wake_waiters() -> None:
     ev = pmm._tickets[waiter].event = threading.Event()  # as a parked `wait` leaves it
     lock.entries = 0
     with contracts.contracts(False):
-        pmm.set_use(h, big, False, False)  # grants nothing: one lock entry, no wake-up pass
+        pmm.pool_set_use(h, big, False, False)  # grants nothing: one lock entry, no wake-up pass
         assert lock.entries == 1
         pmm.pool_release(h, big)  # the round grants the waiter: its event is set, outside the lock
     assert lock.entries == 3 and ev.is_set()

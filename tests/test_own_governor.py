@@ -215,7 +215,8 @@ def test_an_id_handed_out_again_is_caught(retire: bool) -> None:
 
 #: Int fields of the spec's records and actions that are figures, not ids (the adapter leaves them as they are).
 FIGURES = {"age", "aging_bound", "allowance_limits", "available", "capacity", "charge", "growth_reserved", "limit",
-           "mapped", "nbytes", "oversubscribed", "priority", "released", "reserved", "used", "versions", "target"}
+           "mapped", "nbytes", "oversubscribed", "priority", "released", "reserved", "used", "versions", "target",
+           "generation", "deadline", "now"}
 
 
 def test_every_int_field_of_the_spec_is_an_id_the_adapter_renames_or_a_figure() -> None:
@@ -243,7 +244,7 @@ def test_result_kinds_are_read_from_the_specs_documented_actions() -> None:
     documented = {c.__name__: k for c, k in RESULT_KINDS.items() if c.__module__ == M.__name__}
     assert documented == {"Submit": "ticket", "Claim": "allocation", "Press": "pressure", "PlanTx": "tx",
                           "ReserveTx": "allocation", "CommitTx": "allocation", "PrepareLimit": "pressure",
-                          "OpenBundle": "bundle"}
+                          "OpenBundle": "bundle", "TryReserve": "allocation"}
 
 
 @pytest.mark.parametrize("ids", ["the spec's", "its own"])

@@ -65,14 +65,14 @@ def unlock_before_callback(gov: Pool) -> None:
 
 
 def answer_open_only(gov: Pool) -> None:
-    t = gov.try_reserve(1, 4)
+    t = gov.pool_try_reserve(1, 4)
     p = gov.press(1, 4, 0, 5)
     gov.answer(1, p, (t,), 6)  # after the deadline: the holder would give up its lease for no one
 
 
 def victims_unpinned_idle(gov: Pool) -> None:
-    t = gov.try_reserve(1, 4)
-    gov.set_use(1, t, True, False)
+    t = gov.pool_try_reserve(1, 4)
+    gov.pool_set_use(1, t, True, False)
     p = gov.press(1, 4, 0, 5)
     gov.answer(1, p, (t,), 1)
 

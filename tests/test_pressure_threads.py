@@ -55,7 +55,7 @@ def test_racing_try_reserves_grant_exactly_what_fits(limit, size, seed, on):
             def run() -> None:
                 for _ in range(tries[i]):
                     try:
-                        granted[i].append(gov.try_reserve(i + 1, size))
+                        granted[i].append(gov.pool_try_reserve(i + 1, size))
                     except CapacityDenied:
                         denied[i] += 1
             return run
@@ -84,7 +84,7 @@ def test_racing_submits_grant_exactly_what_fits_and_the_rest_wait(seed):
     assert states.count(TicketState.PENDING) == 3 * THREADS - states.count(TicketState.GRANTED)
     assert pool.free == limit - states.count(TicketState.GRANTED) * size
     check_all(pool)
-    gov.reconfigure()  # every pending ticket fails; granted ones stay charged until cancelled
+    gov.pool_reconfigure()  # every pending ticket fails; granted ones stay charged until cancelled
     credited = sum(gov.cancel(i + 1, t) for i in range(THREADS) for t in tickets[i])
     assert credited == (limit // size if limit // size < 3 * THREADS else 3 * THREADS) * size
     _settled(gov)
@@ -129,9 +129,9 @@ def test_pressure_callback_reenters_to_release(on):
     """A waiter needs bytes a holder keeps; pressure reaches the holder, whose callback re-enters to answer."""
     with contracts.contracts(on):
         gov = make_pool(100, fixed=10, holders=2, aging_bound=2, mailbox=8)
-        pinned = gov.try_reserve(1, 20)
-        gov.set_use(1, pinned, True, False)
-        idle = gov.try_reserve(1, 50)
+        pinned = gov.pool_try_reserve(1, 20)
+        gov.pool_set_use(1, pinned, True, False)
+        idle = gov.pool_try_reserve(1, 50)
         seen: list[tuple[bool, int]] = []
 
         def on_pressure(g: Pool, pid: int, target: int, deadline: int) -> None:
@@ -162,7 +162,7 @@ def test_lock_held_while_calling_a_holder_is_detected():
     under the ledger lock. With contracts on the call-out site says so (I7); with them off, another
     thread cannot take the lock while the callback runs (what the focused checker's probe observes)."""
     gov = make_pool(100, holders=1, guards=GuardSet.without("unlock_before_callback"))
-    lease = gov.try_reserve(1, 40)
+    lease = gov.pool_try_reserve(1, 40)
     errors: list[BaseException] = []
     probes: list[bool] = []
 
@@ -191,7 +191,7 @@ def test_lock_held_while_calling_a_holder_is_detected():
 
 def test_waiting_under_the_ledger_lock_is_detected():
     gov = make_pool(10, holders=1)
-    gov.try_reserve(1, 5)
+    gov.pool_try_reserve(1, 5)
     t = gov.submit(1, 9)  # pending: 5 B free
     with contracts.contracts(True):
         with gov.ledger_lock:  # a caller that (wrongly) waits while holding the ledger lock
@@ -280,7 +280,7 @@ def test_no_deadlock_under_contention(seed):
                             leases[i].append(t)
                 elif roll < 0.5:
                     try:
-                        t = gov.try_reserve(h, rng.randint(1, 30))
+                        t = gov.pool_try_reserve(h, rng.randint(1, 30))
                         with locks[i]:
                             leases[i].append(t)
                     except CapacityDenied:

@@ -21,6 +21,7 @@ from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import (
+    StaleAnswer,
     BundlePoisoned,
     CapacityDenied,
     DeviceLost,
@@ -236,6 +237,7 @@ def _base() -> tuple[M.Manager, dict[str, int]]:
     m, _ = run(m, M.ReportMismatch(ids["poisoned"]))
     m, ids["tx_in_bundle"] = run(m, M.PlanTx(H2, ((HOST, 1),)))
     m, _ = run(m, M.JoinBundle(ids["tx_in_bundle"], ids["bundle"]))
+    m, ids["press_due"] = run(m, M.Press(H1, DEV, 1, 2, 3))  # priority 2, due at 3 (C5)
     return m, ids
 
 
@@ -264,7 +266,32 @@ _CASES: list[tuple[str, Any, type, str]] = [
     ("press_target", lambda i: M.Press(H1, DEV, 0), InvalidBytes, "target must be"),
     ("answer_holder", lambda i: M.Answer(9, i["press"], ()), UnknownHolder, "holder 9"),
     ("answer_unknown", lambda i: M.Answer(H1, 99, ()), UnknownTicket, "pressure 99 was never issued"),
-    ("answer_retired", lambda i: M.Answer(H1, i["press_done"], ()), InvalidTransition, "already retired"),
+    ("answer_retired", lambda i: M.Answer(H1, i["press_done"], ()), StaleAnswer, "already retired"),
+    ("answer_late", lambda i: M.Answer(H1, i["press_due"], (i["lease_dev"],), 4), StaleAnswer,
+     "due at 3; answered at 4"),
+    ("answer_due_without_time", lambda i: M.Answer(H1, i["press_due"], ()), InvalidArgument, "due at 3"),
+    ("answer_now_negative", lambda i: M.Answer(H1, i["press"], (), -1), InvalidArgument, "now must be"),
+    ("press_priority", lambda i: M.Press(H1, DEV, 1, "hi"), InvalidArgument, "priority must be an int"),
+    ("press_deadline", lambda i: M.Press(H1, DEV, 1, 0, -1), InvalidArgument, "deadline must be"),
+    ("try_bytes", lambda i: M.TryReserve(H1, DEV, 0), InvalidBytes, r"nbytes must be in \[1"),
+    ("try_role", lambda i: M.TryReserve(H1, DEV, 1, 0, "kv"), InvalidArgument, "role must be a Role"),
+    ("try_alias", lambda i: M.TryReserve(H1, i["alias"], 1), InvalidArgument, "is an alias of 1"),
+    ("try_never_fits", lambda i: M.TryReserve(H1, DEV, 5), CapacityDenied, "can never fit"),
+    ("try_behind_a_waiter", lambda i: M.TryReserve(H1, DEV, 1), CapacityDenied, "a ticket is waiting"),
+    ("try_no_room", lambda i: M.TryReserve(H1, HOST, 4), CapacityDenied, "try-only: 4 B asked"),
+    ("use_flags", lambda i: M.SetUse(H1, i["lease_dev"], 1, False), InvalidArgument, "must be bools"),
+    ("use_holder", lambda i: M.SetUse(9, i["lease_dev"], True, False), UnknownHolder, "holder 9"),
+    ("use_unknown", lambda i: M.SetUse(H1, 99, True, False), UnknownAllocation, "allocation 99"),
+    ("use_foreign", lambda i: M.SetUse(H2, i["lease_dev"], True, False), ForeignHolder, "holder 1, not 2"),
+    ("use_held", lambda i: M.SetUse(H1, 1, True, False), InvalidTransition, "held by ticket 1"),
+    ("reconfigure_unknown", lambda i: M.Reconfigure(99), UnknownAuthority, "authority 99"),
+    ("reconfigure_alias", lambda i: M.Reconfigure(i["alias"]), InvalidArgument, "alias"),
+    ("reconfigure_lost", lambda i: M.Reconfigure(i["lost"]), DeviceLost, "context is lost"),
+    ("expire_unknown", lambda i: M.ExpirePressure(99, 9), UnknownTicket, "pressure 99"),
+    ("expire_retired", lambda i: M.ExpirePressure(i["press_done"], 9), InvalidTransition, "already retired"),
+    ("expire_on_time", lambda i: M.ExpirePressure(i["press_due"], 3), InvalidTransition, "not expired at 3"),
+    ("expire_no_deadline", lambda i: M.ExpirePressure(i["press"], 9), InvalidTransition, "due at None"),
+    ("expire_now", lambda i: M.ExpirePressure(i["press_due"], None), InvalidArgument, "now must be"),
     ("answer_foreign", lambda i: M.Answer(H2, i["press"], ()), ForeignHolder, "holder 1, not 2"),
     ("answer_victims_list", lambda i: M.Answer(H1, i["press"], [i["lease_dev"]]), InvalidArgument,
      "victims must be a tuple"),

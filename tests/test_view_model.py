@@ -57,7 +57,7 @@ def test_pool_trace_reads_used_from_free_and_tickets() -> None:
     events = holders_and_gpu(capacity=64) + [
         ev("pool", "pool_submit", {"holder": 1, "authority": 1}, nbytes=24, priority=0, result=1,
            observed={"free": 40, "generation": 0, "aging_bound": 4, "mailbox": 8}),
-        ev("pool", "try_reserve", {"holder": 2, "authority": 1}, nbytes=50, priority=0, role="kv", result=2,
+        ev("pool", "pool_try_reserve", {"holder": 2, "authority": 1}, nbytes=50, priority=0, role="kv", result=2,
            observed={"free": -10, "generation": 0, "aging_bound": 4, "mailbox": 8}),  # 4: over by 10
         ev("pool", "pool_release", {"holder": 1, "ticket": 1, "authority": 1},
            observed={"free": 14, "generation": 0, "aging_bound": 4, "mailbox": 8}),

@@ -5,10 +5,12 @@ working on the same records under the same ledger lock (`LedgerLock`):
 
     ledger.py        authorities, holders, reservations -> leases (the one ledger)
     allowances.py    non-owning allowances on a ledger
-    arbitration.py   requester tickets: grant = a ledger reservation, claim = its commit
-    leases.py        requester leases: try-only path, use flags, generations, the single-pool
-                     protocol of spec.pressure (deadlines, stale answers) and its refinement mapping
-    pressure.py      holder pressure tickets and callbacks (called with no lock held)
+    arbitration.py   requester tickets: grant = a ledger reservation, claim = its commit; the try-only
+                     path; reconfigure (generations)
+    leases.py        the pool front end (`pool_*`, ticket-named leases) the focused pressure checker still
+                     drives against spec.pressure, and its refinement mapping; drop / drain / wait
+    pressure.py      holder pressure tickets (priority, deadline, generation) and callbacks (called with no
+                     lock held); use flags of leases
     transactions.py  try-only capacity transactions in authority id order, retry intents
     bundles.py       state bundles, model views (allocation id, generation), poisoning (I5)
     limits.py        topology and limits: prepare -> pressure -> commit, or keep the old limit

@@ -156,6 +156,51 @@ class Arbitration:
         self._round(a)
         return tid
 
+    def try_reserve(self, holder: int, authority: int, nbytes: int, priority: int = 0,
+                    role: Role = Role.STAGING) -> int:
+        """The allocator path: a LIVE lease now (its allocation id), or CapacityDenied now; never pending (I7).
+
+        Refused too while a ticket waits on the ledger: the allocator never overtakes a waiter (I13)."""
+        return self._run(M.TryReserve, self._ms_auth1, self._try_lease, holder, authority, nbytes, priority, role)
+
+    def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+        if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
+            _nbytes(nbytes, "nbytes")
+        if type(priority) is not int:
+            raise InvalidArgument(f"priority must be an int, got {priority!r}")
+        if type(role) is not Role:
+            raise InvalidArgument(f"role must be a Role, got {role!r}")
+        self._holder(holder)
+        a = self._auth(authority)
+        if a.alias_of is not None:
+            raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; tickets name the canonical ledger")
+        self._require_active(a)
+        if nbytes > a.limit:
+            raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
+        if (a.pending or nbytes > a.limit - a.used) and self._guards.on("try_only"):  # I7 try-only; I13
+            raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, a.limit - a.used)} B free, "
+                                 f"{len(a.pending)} waiting")
+        rec = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)  # the grant: a ledger reservation
+        self._commit_rec(rec, nbytes)  # and its commit, at once: a LIVE lease
+        return rec.id
+
+    def reconfigure(self, authority: int) -> None:
+        """The ledger's generation + 1: every pending ticket on it fails (its waiter wakes to find it gone);
+        an open pressure of the older generation is answered with StaleGeneration (C5)."""
+        self._run(M.Reconfigure, self._ms_auth0, self._regenerate, authority)
+
+    def _regenerate(self, authority: int) -> None:
+        a = self._auth(authority)
+        if a.alias_of is not None:
+            raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; reconfigure names the canonical ledger")
+        self._require_active(a)
+        a.generation += 1
+        for t in list(a.pending.values()):  # an older pending ticket fails: it held nothing
+            del self._tickets[t.id]
+            if t.event is not None:
+                self._wake.append(t.event)
+        a.pending.clear()
+
     def claim(self, holder: int, ticket: int) -> int:
         """Granted -> a LIVE lease of the full bytes, once; returns its allocation id."""
         if _SWITCH.on or self._recorder is not None or self._mailbox:

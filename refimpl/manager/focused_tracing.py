@@ -35,7 +35,7 @@ class FocusedTracing:
 
         kind = kind or pool_kind(action)
         extra: dict[str, Any] = {"authority": None if a is None else a.id}
-        if kind == "try_reserve":
+        if kind == "pool_try_reserve":
             extra["role"] = args[4]
         observed = None if a is None else {"free": a.limit - a.used, "generation": a.generation,
                                            "aging_bound": self._bound, "mailbox": self._slots}

@@ -1,16 +1,20 @@
-"""The leases part of `ProcessMemoryManager`: one ledger as a pool of requester tickets (spec.pressure).
+"""The pool front end of `ProcessMemoryManager`: one ledger as `spec.pressure`'s pool (to be deleted, issue #21).
 
-The single-pool protocol of `spec.pressure` on the manager's own records:
-after a claim a ticket id goes on naming its lease (`_Alloc.ticket`, indexed
-by `Ledger._leases`), so a holder flags it pinned or in flight (`set_use`),
-releases it, or gives it back to a pressure ticket by that id. Added here:
+Every concept here has its composed verb now, checked against `spec.manager`
+and traced as `ortmem-manager/1`: `try_reserve` and `reconfigure`
+(`refimpl.manager.arbitration`), `set_use`, `press(priority, deadline)`,
+`answer(now)` and `expire_pressure` (`refimpl.manager.pressure`). What stays
+here is the focused pressure checker's entry points, which name a lease by
+its ticket id (`_Alloc.ticket`, indexed by `Ledger._leases`) and follow
+`spec.pressure`'s validation order; they go with that checker once it drives
+the composed verbs:
 
-    try_reserve      the allocator path: a claimed lease now, or CapacityDenied now (I7)
-    set_use          pinned / in-flight flags of a lease: never a victim (I6)
-    reconfigure      a ledger's generation + 1: its older pending tickets fail
+    pool_try_reserve      the allocator path: a claimed lease now, or CapacityDenied now (I7)
+    pool_set_use          pinned / in-flight flags of a lease: never a victim (I6)
+    pool_reconfigure      a ledger's generation + 1: its older pending tickets fail
     pool_press       a pressure ticket with priority and deadline, delivered with no lock held (C5, I7)
     pool_answer      victims named by ticket id, refused when stale, closed or past the deadline (C5, I6)
-    expire_pressure  an open pressure ticket past its deadline expires
+    pool_expire_pressure  an open pressure ticket past its deadline expires
     wait             park on a ticket's own event until it is granted or retired (I7)
     abstract_pool    the refinement mapping of one ledger to `spec.pressure.Pool`
 
@@ -105,7 +109,7 @@ class Leases:
         return self._run_pool(lambda: P.Submit(holder, nbytes, priority), self._of_auth(authority), self._submit,
                               holder, authority, nbytes, priority, Role.STAGING)
 
-    def try_reserve(self, holder: int, authority: int, nbytes: int, priority: int = 0,
+    def pool_try_reserve(self, holder: int, authority: int, nbytes: int, priority: int = 0,
                     role: Role = Role.STAGING) -> int:
         """The allocator path: a claimed lease now (its ticket id), or CapacityDenied now; never waits (I7)."""
         return self._run_pool(lambda: P.TryReserve(holder, nbytes, priority), self._of_auth(authority),
@@ -199,7 +203,7 @@ class Leases:
             return 0  # retired, or claimed: the claim disarmed cancel and timeout; never a second credit
         return self._drop_ticket(t)
 
-    def set_use(self, holder: int, ticket: int, pinned: bool, in_flight: bool) -> None:
+    def pool_set_use(self, holder: int, ticket: int, pinned: bool, in_flight: bool) -> None:
         """Flag the lease of `ticket` pinned and/or in flight: such bytes are never reclaimed (I6)."""
         self._run_pool(lambda: P.SetUse(holder, ticket, pinned, in_flight), self._of_ticket(ticket), self._set_use,
                        holder, ticket, pinned, in_flight)
@@ -214,7 +218,7 @@ class Leases:
             raise InvalidTransition(f"ticket {ticket} is {t.state.value}; only a claimed lease has use flags")
         rec.pinned, rec.in_flight = pinned, in_flight
 
-    def reconfigure(self, authority: int) -> None:
+    def pool_reconfigure(self, authority: int) -> None:
         """The ledger's generation + 1; every older pending ticket on it fails (its waiter wakes to find it gone)."""
         self._run_pool(P.Reconfigure, self._of_auth(authority), self._reconfigure, authority)
 
@@ -403,8 +407,8 @@ class Leases:
             self._round(a)  # I13
         return released
 
-    def expire_pressure(self, pressure: int, now: int) -> None:
-        """An open pressure ticket past its deadline expires (its answer would be stale)."""
+    def pool_expire_pressure(self, pressure: int, now: int) -> None:
+        """`expire_pressure`, checked as `spec.pressure.ExpirePressure` (its answer would be stale)."""
         self._run_pool(lambda: P.ExpirePressure(pressure, now), self._of_pressure(pressure), self._expire_pressure,
                        pressure, now)
 

@@ -28,12 +28,15 @@ from spec.errors import (
     InvalidArgument,
     InvalidTransition,
     PinnedVictim,
+    StaleAnswer,
+    StaleGeneration,
     TraceSinkFailed,
     UnknownTicket,
 )
 from spec.tickets import PressureState
 from spec.types import AllocState
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from refimpl.manager.views import _NO_SCOPE
 from refimpl.pressure_args import check_callback
 
 __all__ = ["Pressures", "Callback"]
@@ -76,39 +79,49 @@ class Pressures:
 
     # --- operations ------------------------------------------------------------
 
-    def press(self, holder: int, authority: int, target: int) -> int:
-        """Open a pressure ticket on `holder`'s leases on `authority` and deliver it to its callback (C5)."""
+    def press(self, holder: int, authority: int, target: int, priority: int = 0, deadline: int | None = None) -> int:
+        """Open a pressure ticket on `holder`'s leases on `authority` (due at `deadline`, None: no deadline) and
+        deliver it to its callback (C5); the callback runs with the ledger lock released (I7)."""
+        under_lock = not self._guards.on("unlock_before_callback")  # negative control: deliver under the lock
         opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind
 
         def open_(*args: Any) -> int:
             opened.append(self._press(*args))
+            if under_lock:
+                self._deliver(opened[0])
             return opened[0]
 
         try:
-            pid = self._run(M.Press, self._ms_auth1, open_, holder, authority, target)
+            pid = self._run(M.Press, self._ms_auth1, open_, holder, authority, target, priority, deadline)
         except BaseException as e:
-            if opened:  # applied, but never delivered: nobody would answer it (issue #14)
+            if opened and not under_lock:  # applied, but never delivered: nobody would answer it (issue #14)
                 try:
                     self.cancel_pressure(opened[0])
                 except (InvalidTransition, TraceSinkFailed):
                     pass  # another thread answered or cancelled it meanwhile; or cancelled, its event lost
                 e.add_note(f"ortmem: press cancelled its undelivered pressure ticket {opened[0]}")
             raise
-        self._deliver(pid)
+        if not under_lock:
+            self._deliver(pid)
         return pid
 
-    def open_pressure(self, holder: int, authority: int, target: int) -> int:
+    def open_pressure(self, holder: int, authority: int, target: int, priority: int = 0,
+                      deadline: int | None = None) -> int:
         """Open a pressure ticket without calling anyone (the `Press` action)."""
-        return self._run(M.Press, self._ms_auth1, self._press, holder, authority, target)
+        return self._run(M.Press, self._ms_auth1, self._press, holder, authority, target, priority, deadline)
 
-    def _press(self, holder: int, authority: int, target: int) -> int:
+    def _press(self, holder: int, authority: int, target: int, priority: int, deadline: int | None) -> int:
         self._holder(holder)
         a = self._auth(authority)
         if a.alias_of is not None:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; pressure names the canonical ledger")
         self._require_active(a)
         _nbytes(target, "target")
-        return self._open(holder, a, target, False)
+        if type(priority) is not int:
+            raise InvalidArgument(f"priority must be an int, got {priority!r:.80}")
+        if deadline is not None and (type(deadline) is not int or deadline < 0):
+            raise InvalidArgument(f"deadline must be None or an int >= 0, got {deadline!r:.80}")
+        return self._open(holder, a, target, False, priority, deadline)
 
     def _open(self, holder: int, a: _Auth, target: int, change: bool, priority: int = 0,
               deadline: int | None = None) -> int:
@@ -124,17 +137,31 @@ class Pressures:
         if r.deadline is None:
             del self._pressure_log[r.id]
 
-    def answer(self, holder: int, pressure: int, victims: tuple[int, ...]) -> int:
-        """The holder gives back its own idle LIVE leases on the pressed authority; returns bytes released."""
-        return self._run(M.Answer, self._ms_answer, self._answer, holder, pressure, victims)
+    def answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int | None = None) -> int:
+        """The holder gives back its own idle LIVE leases on the pressed authority at time `now` (required when
+        the pressure has a deadline); returns bytes released. A late or closed pressure's answer is refused
+        with StaleAnswer and credits nothing (C5)."""
+        return self._run(M.Answer, self._ms_answer, self._answer, holder, pressure, victims, now)
 
-    def _answer(self, holder: int, pressure: int, victims: tuple[int, ...]) -> int:
+    def _answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int | None) -> int:
         self._holder(holder)
-        r = self._open_pressure(pressure)
+        if type(pressure) is not int or not 1 <= pressure < self._next_pressure:
+            raise UnknownTicket(f"pressure ticket {pressure!r} was never issued")
+        r = self._pressures.get(pressure)
+        if r is None:  # C5: answered, cancelled or expired: its answer credits nothing
+            raise StaleAnswer(f"pressure ticket {pressure} is closed; the answer credits nothing")
         if r.holder != holder:
             raise ForeignHolder(f"pressure ticket {r.id} went to holder {r.holder}, not {holder}")
         if type(victims) is not tuple or any(type(v) is not int for v in victims) or len(set(victims)) != len(victims):
             raise InvalidArgument(f"victims must be a tuple of distinct allocation ids, got {victims!r:.80}")
+        if now is not None and (type(now) is not int or now < 0):
+            raise InvalidArgument(f"now must be None or an int >= 0, got {now!r:.80}")
+        if r.deadline is not None and now is None:
+            raise InvalidArgument(f"pressure ticket {r.id} is due at {r.deadline}: the answer must say its time")
+        if r.generation != r.auth.generation and self._guards.on("answer_open_only"):  # C5: the topology changed
+            raise StaleGeneration(f"pressure ticket {r.id}: generation {r.generation}, ledger at {r.auth.generation}")
+        if r.deadline is not None and now > r.deadline and self._guards.on("answer_open_only"):  # C5: late
+            raise StaleAnswer(f"pressure ticket {r.id} was due at {r.deadline}; answered at {now}")
         picked: list[_Alloc] = []
         for v in victims:
             rec = self._alloc(v)
@@ -161,6 +188,23 @@ class Pressures:
             self._round(r.auth)  # I13
         return released
 
+    def set_use(self, holder: int, allocation: int, pinned: bool, in_flight: bool) -> None:
+        """Flag the holder's lease pinned and/or in flight: such bytes are never a pressure victim (I6)."""
+        self._run(M.SetUse, self._ms_alloc, self._flag_use, holder, allocation, pinned, in_flight)
+
+    def _flag_use(self, holder: int, allocation: int, pinned: bool, in_flight: bool) -> None:
+        if type(pinned) is not bool or type(in_flight) is not bool:
+            raise InvalidArgument(f"pinned and in_flight must be bools, got {pinned!r:.40}, {in_flight!r:.40}")
+        self._holder(holder)
+        rec = self._alloc(allocation)
+        if rec.holder != holder:
+            raise ForeignHolder(f"allocation {rec.id} is held by holder {rec.holder}, not {holder}")
+        if rec.state is not AllocState.LIVE or rec.part is not None:
+            raise InvalidTransition(f"allocation {rec.id} is {rec.state.value}"
+                                    f"{'' if rec.part is None else ' and owned by ' + repr(rec.part)}; "
+                                    "only a lease has use flags")
+        rec.pinned, rec.in_flight = pinned, in_flight
+
     def cancel_pressure(self, pressure: int) -> None:
         """Retire an open pressure ticket; it records nothing."""
         self._run(M.CancelPressure, self._ms_pressure, self._cancel_pressure, pressure)
@@ -168,6 +212,18 @@ class Pressures:
     def _cancel_pressure(self, pressure: int) -> None:
         r = self._open_pressure(pressure)
         self._shut_pressure(r, PressureState.CANCELLED)
+
+    def expire_pressure(self, pressure: int, now: int) -> None:
+        """An open pressure ticket past its deadline expires: retired, recording nothing (C5)."""
+        self._run(M.ExpirePressure, self._ms_pressure, self._expire_pressure, pressure, now)
+
+    def _expire_pressure(self, pressure: int, now: int) -> None:
+        if type(now) is not int or now < 0:
+            raise InvalidArgument(f"now must be an int >= 0, got {now!r:.80}")
+        r = self._open_pressure(pressure)
+        if r.deadline is None or now <= r.deadline:
+            raise InvalidTransition(f"pressure ticket {r.id} is due at {r.deadline}; not expired at {now}")
+        self._shut_pressure(r, PressureState.EXPIRED)
 
     # --- delivery (outside the lock, I7) ----------------------------------------
 
@@ -197,6 +253,22 @@ class Pressures:
         """Verify the calling thread holds no ledger lock at a wait or call-out site (I7)."""
         if _SWITCH.on and self._lock.held_by_me():
             raise InvariantViolation("I7", f"{site} with the ledger lock held")
+
+    # --- scopes of the composed runner (`Views._run`): (canonical authority ids, allocation ids) -------------
+
+    def _ms_pressure(self, pressure: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        r = self._pressures.get(pressure) if type(pressure) is int else None
+        return (frozenset({r.auth.id}), ()) if r is not None else _NO_SCOPE
+
+    def _ms_answer(self, holder: object, pressure: object, victims: object,
+                   *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        auths, _ = self._ms_pressure(pressure)
+        ids = tuple(v for v in victims if type(v) is int) if type(victims) is tuple else ()
+        return auths | {self._allocs[v].auth.id for v in ids if v in self._allocs}, ids
+
+    def _ms_alloc(self, holder: object, allocation: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        rec = self._allocs.get(allocation) if type(allocation) is int else None
+        return (frozenset({rec.auth.id}), (rec.id,)) if rec is not None else _NO_SCOPE
 
     # --- lookups ---------------------------------------------------------------
 

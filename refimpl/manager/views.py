@@ -40,6 +40,7 @@ from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError
 from spec.ledger_state import Allocation, Allowance, Authority, Holder, State
+from spec.types import AllocState
 from refimpl.manager import contract_books as _B
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
@@ -320,15 +321,6 @@ class Views:
             return _NO_SCOPE
         return frozenset({t.auth.id}), (() if t.alloc is None else (t.alloc.id,))
 
-    def _ms_pressure(self, pressure: object) -> tuple[frozenset[int], tuple[int, ...]]:
-        r = self._pressures.get(pressure) if type(pressure) is int else None
-        return (frozenset({r.auth.id}), ()) if r is not None else _NO_SCOPE
-
-    def _ms_answer(self, holder: object, pressure: object, victims: object) -> tuple[frozenset[int], tuple[int, ...]]:
-        auths, _ = self._ms_pressure(pressure)
-        ids = tuple(v for v in victims if type(v) is int) if type(victims) is tuple else ()
-        return auths | {self._allocs[v].auth.id for v in ids if v in self._allocs}, ids
-
     def _ms_tx(self, tx: object) -> tuple[frozenset[int], tuple[int, ...]]:
         t = self._txs.get(tx) if type(tx) is int else None
         if t is None:
@@ -372,12 +364,17 @@ class Views:
         return M.Manager(
             ledger=ledger, aging_bound=self._bound,
             tickets=wrap({t.id: _ticket_rec(t) for t in tickets}),
-            pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change) for r in pressures}),
+            pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change, r.priority,
+                                                             r.deadline, r.generation) for r in pressures}),
             txs=wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held), t.bundle) for t in txs}),
             changes=wrap({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed)) for a in changes}),
             next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx,
             bundles=wrap({b.id: M.Bundle(b.id, tuple(b.versions), b.poisoned) for b in self._bundles.values()}),
-            next_bundle=self._next_bundle)
+            next_bundle=self._next_bundle,
+            uses=wrap({i: (r.pinned, r.in_flight) for i in ledger.allocations
+                       if (r := self._allocs[i]).state is AllocState.LIVE and (r.pinned or r.in_flight)}),
+            generations=wrap({a.id: a.generation for a in self._auths.values()
+                              if a.generation and a.alias_of is None and (auths is None or a.id in auths)}))
 
     # --- public hooks for refimpl.tracing ---------------------------------------
 
@@ -472,7 +469,8 @@ def _ticket_rec(t: Any) -> M.Ticket:
     r = t.rec
     alloc = None if t.alloc is None else t.alloc.id
     if r is None or r.age != t.age or r.state is not t.state or r.allocation != alloc:
-        r = t.rec = M.Ticket(t.id, t.holder, t.auth.id, t.nbytes, t.priority, t.role, t.age, t.state, alloc)
+        r = t.rec = M.Ticket(t.id, t.holder, t.auth.id, t.nbytes, t.priority, t.role, t.age, t.state, alloc,
+                             t.generation)
     return r
 
 

@@ -13,6 +13,7 @@ looks like, and which ID's clauses must notice it.
 from __future__ import annotations
 
 from invariants.mutation import Mutant
+from refimpl.verify.mutants_pressure import PRESSURE_MUTANTS
 from refimpl.verify.mutants_protocols import PROTOCOL_MUTANTS
 from refimpl.verify.mutants_replay import REPLAY_MUTANTS
 from spec.guards import Layer
@@ -252,6 +253,7 @@ _ALL: tuple[Mutant, ...] = (
            "            self.answer_cap = None\n",
            "the weight cache gives back all it is asked for whatever its holder answered",
            "elastic_guaranteed_path"),
+    *PRESSURE_MUTANTS,  # the composed pressure part: deadlines, generations, use flags, try-only path
     *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
     *REPLAY_MUTANTS,  # the replay checker and tracing, run as replay controls: refimpl.verify.mutants_replay
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------

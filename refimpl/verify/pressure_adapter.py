@@ -84,17 +84,17 @@ class PressureAdapter:
         # spec.pressure action -> the manager's operation (the pool's authority added where it names one).
         self._ops: dict[type, Any] = {
             P.Submit: lambda x: g.pool_submit(x.holder, a, x.nbytes, x.priority),
-            P.TryReserve: lambda x: g.try_reserve(x.holder, a, x.nbytes, x.priority),
+            P.TryReserve: lambda x: g.pool_try_reserve(x.holder, a, x.nbytes, x.priority),
             P.Claim: lambda x: g.pool_claim(x.holder, x.ticket),
             P.Release: lambda x: g.pool_release(x.holder, x.ticket),
             P.Cancel: lambda x: g.pool_cancel(x.holder, x.ticket),
             P.Timeout: lambda x: g.pool_timeout(x.holder, x.ticket),
-            P.Reconfigure: lambda x: g.reconfigure(a),
-            P.SetUse: lambda x: g.set_use(x.holder, x.ticket, x.pinned, x.in_flight),
+            P.Reconfigure: lambda x: g.pool_reconfigure(a),
+            P.SetUse: lambda x: g.pool_set_use(x.holder, x.ticket, x.pinned, x.in_flight),
             P.Press: lambda x: g.pool_press(x.holder, a, x.target, x.priority, x.deadline),
             P.Answer: lambda x: g.pool_answer(x.holder, x.pressure, x.victims, x.now),
             P.CancelPressure: lambda x: g.pool_cancel_pressure(x.pressure),
-            P.ExpirePressure: lambda x: g.expire_pressure(x.pressure, x.now),
+            P.ExpirePressure: lambda x: g.pool_expire_pressure(x.pressure, x.now),
         }
 
     def _callback(self, holder: int) -> Any:
