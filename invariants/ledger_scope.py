@@ -22,6 +22,7 @@ import json
 import attrs
 
 from invariants.explore import Model, explore, render_counterexample
+from invariants.explore_symmetry import ledger_symmetry
 from invariants.itf import itf_trace
 from invariants.ledger import check_all, check_step
 from spec import ledger_actions as A
@@ -101,8 +102,9 @@ def ledger_actions(scope: LedgerScope, s: State) -> Iterator[Any]:
             yield A.ConfirmTermination(a)
 
 
-def ledger_model(scope: LedgerScope = QUICK_SCOPE, guards: GuardSet = ALL_ON) -> Model:
-    """The spec's ledger as an explorable model (guards as given, invariants all checked)."""
+def ledger_model(scope: LedgerScope = QUICK_SCOPE, guards: GuardSet = ALL_ON, *, symmetry: bool = False) -> Model:
+    """The spec's ledger as an explorable model (guards as given, invariants all checked); `symmetry`: one state
+    per orbit of interchangeable holders (`invariants.explore_symmetry`)."""
     return Model(
         name="ledger",
         initial=EMPTY,
@@ -111,6 +113,7 @@ def ledger_model(scope: LedgerScope = QUICK_SCOPE, guards: GuardSet = ALL_ON) ->
         check_state=check_all,
         check_step=check_step,
         rejects=(GovernorError,),
+        key=ledger_symmetry(scope.holders).key if symmetry else None,
     )
 
 

@@ -31,6 +31,7 @@ from invariants import manager as IM
 from invariants.explore import Model
 from invariants.explore_checks import IncrementalChecks
 from invariants.explore_memo import MemoStep
+from invariants.explore_symmetry import manager_symmetry
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -138,7 +139,7 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
 
 
 def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True,
-                  memo: bool = False) -> Model:
+                  memo: bool = False, symmetry: bool = False) -> Model:
     """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked).
 
     `incremental` skips a predicate group on inputs it already passed on (`invariants.explore_checks`: the same
@@ -147,6 +148,8 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
     same successors, results and errors, asserted over whole scopes in tests/test_explore_memo.py). Off by
     default (`ortmem verify` runs without it): a read the scope never varies (the aging bound; `txs` for a
     `Release`) cannot be confirmed by that comparison, and a verifier must not trust an unconfirmed footprint.
+    `symmetry` keeps one state per orbit of interchangeable holders and authorities
+    (`invariants.explore_symmetry`, whose docstring gives the soundness argument).
     """
     checks = IncrementalChecks() if incremental else None
     check_state = checks.check_state if checks is not None else IM.check_all
@@ -176,5 +179,6 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
         check_state=check_state,
         check_step=check_step,
         rejects=(GovernorError,),
+        key=manager_symmetry(scope.holders, scope.capacities, scope.needs).key if symmetry else None,
     )
 
