@@ -25,7 +25,9 @@ cannot tell σ(s) from s:
    qualify only with the same tier, capacity and limit, and only if no
    transaction spans two of them: a transaction reserves its needs in
    ascending authority id (`spec.manager_parts`), an order a swap does not
-   preserve. `manager_symmetry` refuses a group that breaks this rule.
+   preserve. `manager_symmetry` refuses a group that breaks this rule, or
+   rule 2 (the scope offers transactions whose needs a swap does not map
+   onto needs it also offers: 1 B on authority 1 but 2 B on authority 2).
 4. Every state and step predicate is invariant under σ (a per-holder or
    per-authority judgement, never "holder 1 first").
 
@@ -115,13 +117,19 @@ def _orbit_key(encode: Callable[..., tuple], perms: list[Perm], unlabelled: froz
 
 def manager_symmetry(holders: int, capacities: tuple[int, ...],
                      needs: tuple[tuple[tuple[int, int], ...], ...]) -> Symmetry:
-    """Holders 1..`holders` interchangeable; authorities (ids 1..) with equal capacity interchangeable unless a
-    transaction's needs span two of them (rule 3 of the module's docstring: then only holders are permuted)."""
+    """Holders 1..`holders` interchangeable; authorities (ids 1..) with equal capacity interchangeable where the
+    scope's transactions allow it (rules 2 and 3 of the module's docstring): no transaction spans two of them,
+    and the needs offered are the same set once they are permuted (else only the holders are permuted)."""
     groups: dict[int, list[int]] = {}
     for i, c in enumerate(capacities, start=1):
         groups.setdefault(c, []).append(i)
-    spanned = [set(y for y, _ in n) for n in needs]
-    auth_groups = [g for g in groups.values() if len(g) > 1 and not any(len(set(g) & s) > 1 for s in spanned)]
+    offered = set(needs)
+
+    def closed(g: list[int]) -> bool:
+        if any(len(set(g) & {y for y, _ in n}) > 1 for n in needs):
+            return False
+        return all({tuple(sorted((p.get(y, y), k) for y, k in n)) for n in needs} == offered for p in _perms(g))
+    auth_groups = [g for g in groups.values() if len(g) > 1 and closed(g)]
     hs = _perms(range(1, holders + 1))
     as_ = _product([_perms(g) for g in auth_groups])
     perms = [(h, a) for h in hs for a in as_]

@@ -38,10 +38,10 @@ from spec import manager_actions as M
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 from spec.manager_parts import referenced
-from spec.types import AllocState, Tier
+from spec.types import AllocState, Role, Tier
 
-__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "CONTROLS", "manager_start", "manager_actions",
-           "manager_model"]
+__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "COMPLETE_SCOPES",
+           "CONTROLS", "manager_start", "manager_actions", "manager_model"]
 
 
 @attrs.frozen
@@ -58,11 +58,34 @@ class ManagerScope:
     losses: bool = True  # offer LoseDevice / ConfirmTermination
     limits: bool = True  # offer PrepareLimit / CommitLimit
     bundles: int = 1  # state bundles opened at the start (offer JoinBundle / ReportMismatch on them)
+    #: Leases taken directly on the ledger through a unified-memory alias of authority 1 (RecordCommitted on the
+    #: alias; the charge lands on authority 1, which the parts share): while the ledger's allocation ids stay
+    #: within this cap (grants included). 0: no alias registered.
+    alias_leases: int = 0
+    allowances: int = 0  # allowances ever opened (by any holder, on authority 1; owner-only growth, map, close)
 
 
 QUICK_SCOPE = ManagerScope()
 #: Each control's scope: small enough that a shortest counterexample is found in a second.
 CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0)
+
+#: Complete scopes: `ortmem verify` explores every reachable state of each (no depth cut), every guard on,
+#: symmetry on; together they reach each situation `invariants.manager_features` names (asserted, with counts, by
+#: tests/test_explore_scopes.py). Arbitration: two priorities and aging bound 4 on one 3 B authority, so a 3 B
+#: ticket is overtaken by two 1 B ones before it matures, then waits past the bound until capacity returns;
+#: an allowance on the same authority. Parts: tickets, pressure, a transaction, limit changes, device loss and
+#: a lease through a unified-memory alias, all on one 2 B authority, by two interchangeable holders.
+ARBITRATION_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=4, tickets=4, pressures=0, txs=0,
+                                 nbytes=(1, 3), priorities=(0, 1), needs=(), losses=False, limits=False, bundles=0,
+                                 allowances=1)
+PARTS_SCOPE = ManagerScope(capacities=(2,), holders=2, aging_bound=2, tickets=1, pressures=1, txs=1,
+                           needs=(((1, 1),),), bundles=0, alias_leases=1)
+#: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (57,248 states).
+COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
+    "quick": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE},
+    "thorough": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE,
+                 "manager_parts_allowance": attrs.evolve(PARTS_SCOPE, allowances=1)},
+}
 
 #: guard -> the scope its explorer control runs in (every guard of model "manager").
 CONTROLS: dict[str, ManagerScope] = {
@@ -77,6 +100,8 @@ def manager_start(scope: ManagerScope) -> M.Manager:
     m = M.initial(scope.aging_bound)
     acts: list[Any] = [A.RegisterAuthority(f"pool{i}", Tier.DEVICE, c) for i, c in enumerate(scope.capacities)]
     acts += [A.RegisterHolder(f"h{h}") for h in range(1, scope.holders + 1)]
+    if scope.alias_leases:
+        acts.append(A.RegisterAlias(1, "uma"))  # id len(capacities) + 1
     acts += [M.OpenBundle() for _ in range(scope.bundles)]
     for act in acts:
         m = MG.step(m, act)[0]
@@ -102,6 +127,19 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
     free = [r for _, r in sorted(m.ledger.allocations.items()) if r.state is AllocState.LIVE and r.id not in refs]
     for r in free:
         yield A.Release(r.holder, r.id)
+    if scope.alias_leases and m.ledger.next_allocation <= scope.alias_leases:
+        alias = len(scope.capacities) + 1
+        for h in holders:
+            for n in scope.nbytes:
+                yield A.RecordCommitted(h, alias, Tier.DEVICE, n, Role.STATE)
+    if m.ledger.next_allowance <= scope.allowances:
+        for h in holders:
+            yield A.OpenAllowance(h, 1, 1)
+    for w in sorted(m.ledger.allowances.values(), key=lambda w: w.id):
+        yield A.ReserveGrowth(w.holder, w.id, 1)
+        yield A.MapAllowance(w.holder, w.id, 1)
+        yield A.UnmapAllowance(w.holder, w.id, 1)
+        yield A.CloseAllowance(w.holder, w.id)
     if m.next_pressure <= scope.pressures:
         for h in holders:
             for a in auths:
@@ -139,7 +177,7 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
 
 
 def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True,
-                  memo: bool = False, symmetry: bool = False) -> Model:
+                  memo: bool = False, symmetry: bool = False, name: str = "manager") -> Model:
     """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked).
 
     `incremental` skips a predicate group on inputs it already passed on (`invariants.explore_checks`: the same
@@ -172,7 +210,7 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
         judge_step(s, act, n, result)
 
     return Model(
-        name="manager",
+        name=name,
         initial=manager_start(scope),
         step=step,
         actions=lambda s: manager_actions(scope, s),
