@@ -217,6 +217,6 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
         check_state=check_state,
         check_step=check_step,
         rejects=(GovernorError,),
-        key=manager_symmetry(scope.holders, scope.capacities, scope.needs).key if symmetry else None,
+        key=manager_symmetry(scope.holders, scope.capacities, scope.needs, scope.limits).key if symmetry else None,
     )
 

@@ -23,14 +23,29 @@ from spec.guards import ALL_ON, GUARDS, GuardSet
 _SMALL = attrs.evolve(PARTS_SCOPE, pressures=0, limits=False)  # two holders; small enough to enumerate twice
 _TWIN = ManagerScope(capacities=(2, 2), holders=2, tickets=1, pressures=0, txs=1, needs=(((1, 1),), ((2, 1),)),
                      bundles=0, losses=False, limits=False)  # two interchangeable authorities too
+_PARTS = attrs.evolve(PARTS_SCOPE, limits=False)  # pressure, a transaction, device loss, an alias lease
 
 
-@pytest.mark.parametrize("scope", [_SMALL, _TWIN], ids=["holders", "holders+authorities"])
+def _unmatched(full, key) -> tuple | None:
+    """Two states with one key whose successors' keys or depths differ (None: the key is a bisimulation)."""
+    by_key: dict = {}
+    level = [0]
+    for link in full.parent[1:]:
+        level.append(level[link[0]] + 1)
+    for i, s in enumerate(full.states):
+        seen = (frozenset(key(full.states[j]) for _, j in full.edges[i]), level[i])
+        first = by_key.setdefault(key(s), (i, seen))
+        if first[1] != seen:
+            return full.states[first[0]], s
+    return None
+
+
+@pytest.mark.parametrize("scope", [_SMALL, _TWIN, _PARTS], ids=["holders", "holders+authorities", "parts"])
 def test_reduced_exploration_keeps_exactly_one_state_per_orbit(scope: ManagerScope) -> None:
     full = build_graph(manager_model(ALL_ON, scope))
     reduced = explore(manager_model(ALL_ON, scope, symmetry=True), max_depth=10**6)
     plain = explore(manager_model(ALL_ON, scope), max_depth=10**6)
-    key = manager_symmetry(scope.holders, scope.capacities, scope.needs).key
+    key = manager_symmetry(scope.holders, scope.capacities, scope.needs, scope.limits).key
     orbits = {key(s) for s in full.states}
     assert full.complete and plain.complete and reduced.complete and not reduced.found and not plain.found
     assert plain.states == len(full.states)
@@ -38,13 +53,15 @@ def test_reduced_exploration_keeps_exactly_one_state_per_orbit(scope: ManagerSco
     assert reduced.diameter == plain.diameter  # a permutation keeps a state's breadth-first depth
     # The key merges only equivalent states (a bisimulation): states with one key have successors with the
     # same keys, and the same depth. A key that forgot a field (a ticket's age) would merge states that differ.
-    by_key: dict = {}
-    level = [0]
-    for link in full.parent[1:]:
-        level.append(level[link[0]] + 1)
-    for i, s in enumerate(full.states):
-        succ = frozenset(key(full.states[j]) for _, j in full.edges[i])
-        assert by_key.setdefault(key(s), (succ, level[i])) == (succ, level[i])
+    assert _unmatched(full, key) is None
+
+
+def test_holders_are_not_interchangeable_where_limits_change() -> None:
+    # `PrepareLimit` numbers the pressures it opens in holder id order: permuting holders there merges states
+    # whose successors differ. The bisimulation check finds it (so `manager_symmetry` leaves holders alone).
+    full = build_graph(manager_model(ALL_ON, attrs.evolve(_PARTS, limits=True)))
+    assert _unmatched(full, manager_symmetry(2, _PARTS.capacities, _PARTS.needs, limits=False).key) is not None
+    assert manager_symmetry(2, _PARTS.capacities, _PARTS.needs, limits=True).name == "none"
 
 
 def test_equal_authorities_merge_more_than_holders_alone() -> None:
@@ -99,3 +116,15 @@ def test_symmetric_counterexample_replays_to_its_states() -> None:
     r = explore(manager_model(GuardSet.without("grant_charges_ledger"), CONTROLS["grant_charges_ledger"],
                               symmetry=True), max_depth=6)
     assert r.found and len(r.trace) == len(r.counterexample) + 1  # real states, not orbit keys
+
+
+def test_ledger_holder_key_is_a_bisimulation() -> None:
+    from invariants.explore_symmetry import ledger_symmetry
+    from invariants.ledger_scope import LedgerScope
+    scope = LedgerScope(allocations=1, allowances=1)  # holders registered as it explores; allowances, loss
+    full = build_graph(ledger_model(scope))
+    reduced = explore(ledger_model(scope, symmetry=True), max_depth=10**6)
+    key = ledger_symmetry(scope.holders).key
+    assert full.complete and reduced.complete and not reduced.found
+    assert reduced.states == len({key(s) for s in full.states}) < len(full.states)
+    assert _unmatched(full, key) is None
