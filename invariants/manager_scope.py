@@ -74,7 +74,8 @@ CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0)
 #: tests/test_explore_scopes.py). Arbitration: two priorities and aging bound 4 on one 3 B authority, so a 3 B
 #: ticket is overtaken by two 1 B ones before it matures, then waits past the bound until capacity returns;
 #: an allowance on the same authority. Parts: tickets, pressure, a transaction, limit changes, device loss and
-#: a lease through a unified-memory alias, all on one 2 B authority, by two interchangeable holders.
+#: a lease through a unified-memory alias, all on one 2 B authority, by two holders (not permuted: a limit change
+#: numbers its pressures in holder order, `invariants.explore_symmetry`).
 ARBITRATION_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=4, tickets=4, pressures=0, txs=0,
                                  nbytes=(1, 3), priorities=(0, 1), needs=(), losses=False, limits=False, bundles=0,
                                  allowances=1)
