@@ -81,7 +81,7 @@ ARBITRATION_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=4, tick
                                  allowances=1)
 PARTS_SCOPE = ManagerScope(capacities=(2,), holders=2, aging_bound=2, tickets=1, pressures=1, txs=1,
                            needs=(((1, 1),),), bundles=0, alias_leases=1)
-#: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (57,248 states).
+#: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (112,064 states).
 COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
     "quick": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE},
     "thorough": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE,
