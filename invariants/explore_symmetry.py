@@ -110,7 +110,8 @@ def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tupl
             m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle)
 
 
-def _orbit_key(encode: Callable[..., tuple], perms: list[Perm], unlabelled: frozenset[int]) -> Callable[[Any], Hashable]:
+def _orbit_key(encode: Callable[..., tuple], perms: list[tuple[Perm, Perm]],
+               unlabelled: frozenset[int]) -> Callable[[Any], Hashable]:
     if len(perms) <= 1:
         return lambda s: s  # the trivial group: the state is its own key
 

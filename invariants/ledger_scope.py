@@ -32,7 +32,8 @@ from spec.ledger import step as spec_step
 from spec.ledger_state import EMPTY, State
 from spec.types import Role, Tier
 
-__all__ = ["LedgerScope", "QUICK_SCOPE", "COMPLETE_SCOPES", "CONTROL_SCOPE", "GOLDEN_DEPTH", "ledger_model", "ledger_actions",
+__all__ = ["LedgerScope", "QUICK_SCOPE", "COMPLETE_SCOPES", "CONTROL_SCOPE",
+           "GOLDEN_DEPTH", "ledger_model", "ledger_actions",
            "golden_counterexample", "golden_itf"]
 
 
