@@ -24,11 +24,15 @@
     graph explored as integers with a free step: its states/s is the
     explorer machinery's ceiling), and the parallel explorer per level
     (coordinator vs workers' CPU).
+(g) Symmetry reduction (`invariants.explore_symmetry`, `--symmetry-only`): each complete composed scope
+    (`invariants.manager_scope.COMPLETE_SCOPES`) and the ledger's quick scope to `--max-depth`, with and
+    without symmetry, serial and parallel: distinct states, transitions, diameter, seconds and states/s
+    (best of `--rounds`); with symmetry the states are orbits, so "states/s" counts orbits.
 
 Run:
 
     python benchmarks/bench_explorer.py [--rounds 3] [--max-depth 8] [--manager-depth 4] [--workers N] [--speedup-only]
-        [--decompose] [--json out.json]
+        [--decompose] [--symmetry-only] [--json out.json]
 """
 
 from __future__ import annotations
@@ -397,6 +401,45 @@ def bench_levels(depth: int, workers: int, rounds: int) -> list[dict]:
              "critical_cpu_seconds": round(r.critical_cpu_seconds, 3)}, *levels]
 
 
+def bench_symmetry(ledger_depth: int, workers: int, rounds: int) -> list[dict]:
+    """Each scope with and without symmetry (serial; parallel with it): the reduction in states, its cost per state."""
+    import attrs
+
+    from invariants.manager_scope import COMPLETE_SCOPES, PARTS_SCOPE
+
+    # The parts scope changes limits, so its holders are not permuted; without limit changes they are.
+    named = {**COMPLETE_SCOPES["quick"], "manager_parts, no limits": attrs.evolve(PARTS_SCOPE, limits=False)}
+    scopes: list[tuple[str, Callable[[bool], Any], int]] = [
+        (name, lambda sym, sc=sc, name=name: manager_model(scope=sc, symmetry=sym, name=name), 10**6)
+        for name, sc in named.items()]
+    scopes.append(("ledger quick", lambda sym: ledger_model(QUICK_SCOPE, symmetry=sym), ledger_depth))
+    out: list[dict] = []
+    print(f"\n{'scope':<26} {'explorer':<26} {'states':>8} {'transitions':>11} {'diameter':>8} {'coverage':<22} "
+          f"{'seconds':>8} {'states/s':>9}   (best of {rounds})")
+    for name, model, depth in scopes:
+        runs = [("serial", False, lambda m, d: explore(m, max_depth=d)),
+                ("serial, symmetry", True, lambda m, d: explore(m, max_depth=d)),
+                (f"parallel x{workers}, symmetry", True,
+                 lambda m, d: explore_parallel(m, max_depth=d, workers=workers))]
+        for how, sym, run in runs:
+            best = None
+            for _ in range(rounds):
+                r = run(model(sym), depth)
+                assert not r.found and not r.bound_hit, r.message
+                if best is None or r.seconds < best.seconds:
+                    best = r
+            assert best is not None
+            out.append({"scope": name, "explorer": how, "symmetry": sym, "states": best.states,
+                        "transitions": best.transitions, "diameter": best.diameter, "complete": best.complete,
+                        "coverage": best.coverage, "rounds": rounds, "seconds": round(best.seconds, 3),
+                        "cpu_seconds": round(best.cpu_seconds, 3),
+                        "critical_cpu_seconds": round(best.critical_cpu_seconds, 3),
+                        "states_per_second": round(best.states_per_second)})
+            print(f"{name:<26} {how:<26} {best.states:>8} {best.transitions:>11} {best.diameter:>8} "
+                  f"{best.coverage:<22} {best.seconds:8.2f} {best.states_per_second:>9,.0f}")
+    return out
+
+
 def _nothing(s: Any) -> None:
     return None
 
@@ -426,7 +469,17 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--speedup-only", action="store_true", help="only (e): serial / incremental / parallel")
     ap.add_argument("--decompose", action="store_true", help="also (f): where the composed scope's time goes")
+    ap.add_argument("--symmetry-only", action="store_true",
+                    help="only (g): with and without symmetry; with --json, replaces that file's \"symmetry\" entry")
     args = ap.parse_args()
+    if args.symmetry_only:
+        rows = bench_symmetry(args.max_depth, args.workers, args.rounds)
+        if args.json:
+            report = json.load(open(args.json)) if os.path.exists(args.json) else {}
+            report["symmetry"] = rows
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=2)
+        return
     report: dict = {"speedup": bench_speedup(args.max_depth, args.manager_depth, args.workers, args.rounds)}
     if args.decompose or not args.speedup_only:
         report["decomposition"] = bench_decompose(args.manager_depth, args.rounds)
@@ -434,7 +487,8 @@ def main() -> None:
         report["parallel_levels"] = bench_levels(args.manager_depth, args.workers, args.rounds)
     if not args.speedup_only:
         report.update(explorer=bench_explorer(args.rounds, args.max_depth), manager=bench_manager(args.manager_depth),
-                      controls=bench_controls(), replay=bench_replay())
+                      controls=bench_controls(), replay=bench_replay(),
+                      symmetry=bench_symmetry(args.max_depth, args.workers, args.rounds))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -45,6 +45,9 @@ class Model:
     check_step: Callable[[Any, Any, Any], None]
     #: Exceptions `step` raises for a disabled action (the state stays unchanged).
     rejects: tuple[type[BaseException], ...] = ()
+    #: The seen-set's key of a state (None: the state itself). A symmetry reduction's orbit key
+    #: (`invariants.explore_symmetry`) keeps one state per orbit; it must meet that module's soundness rules.
+    key: Callable[[Any], Hashable] | None = None
 
 
 @attrs.frozen
@@ -128,7 +131,8 @@ def explore(model: Model, *, max_depth: int, max_states: int = 1_000_000, finger
 
 def _explore(model: Model, max_depth: int, max_states: int, fingerprints: bool) -> ExploreResult:
     t0, c0 = time.perf_counter(), time.process_time()
-    key: Callable[[Any], Hashable] = hash if fingerprints else _same
+    canon = model.key or _same
+    key: Callable[[Any], Hashable] = (lambda s: hash(canon(s))) if fingerprints else canon
     parent: dict[Hashable, tuple[Hashable, Any] | None] = {key(model.initial): None}
     frontier: deque[tuple[Hashable, int]] = deque([(model.initial, 0)])
     transitions = rejected = depth = diameter = 0

@@ -3,7 +3,7 @@
 Each worker holds a share of the current BFS level and expands it: every
 accepted step is checked with `check_step` where it is taken, and the next
 state stays in the worker that made it, which reports only its fingerprint
-(`hash(state)`, 64 bits) with the step that reached it (parent's index,
+(`hash(state)`, 64 bits; of its orbit key under symmetry, `Model.key`) with the step that reached it (parent's index,
 action's index). The coordinator dedups by fingerprint over every level so
 far, numbers the new states in serial order and tells each worker which of
 its next states to keep (one holder per state, preferring worker
@@ -75,7 +75,7 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     for p in procs:
         p.start()
     conns = [parent for parent, _ in pipes]
-    seen: set[int] = {hash(model.initial)}
+    seen: set[int] = {_fingerprint(model, model.initial)}
     parents: list[list[Key]] = [[(-1, -1)]]  # per level, per state number: its arrival
     # Per worker: (index among the next states it made, state number); -1 is the initial state (levels start shared).
     keep: list[list[tuple[int, int]]] = [[(-1, 0)]] * n
@@ -223,11 +223,16 @@ def _level(model: Model, made: list[Any], keep: list[tuple[int, int]], expand: b
                     if step_bad is None or (number, i) < step_bad:
                         step_bad = (number, i)
                     continue
-                fps.append(hash(nxt))
+                fps.append(_fingerprint(model, nxt))
                 par.append(number)
                 act.append(i)
                 nxt_made.append(nxt)
     return (state_bad, transitions, rejected, step_bad, fps, par, act, time.process_time() - c0), nxt_made
+
+
+def _fingerprint(model: Model, s: Any) -> int:
+    """The 64-bit hash of the state's seen-set key (its orbit's, under a symmetry reduction)."""
+    return hash(s if model.key is None else model.key(s))
 
 
 def _rebuild(model: Model, path: tuple[int, ...], states: int, transitions: int, rejected: int, depth: int,

@@ -34,16 +34,17 @@ from invariants import manager as IM
 from invariants.explore import Model
 from invariants.explore_checks import IncrementalChecks
 from invariants.explore_memo import MemoStep
+from invariants.explore_symmetry import manager_symmetry
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 from spec.manager_parts import referenced
-from spec.types import AllocState, Tier
+from spec.types import AllocState, Role, Tier
 
-__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "CONTROLS", "manager_start", "manager_actions",
-           "manager_model"]
+__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "COMPLETE_SCOPES",
+           "CONTROLS", "manager_start", "manager_actions", "manager_model"]
 
 
 @attrs.frozen
@@ -62,11 +63,35 @@ class ManagerScope:
     tries: bool = True  # offer TryReserve (holder 1, 1 B on authority 1)
     bundles: int = 1  # state bundles opened at the start (offer JoinBundle / ReportMismatch on them)
     removals: bool = True  # offer RemoveAuthority
+    #: Leases taken directly on the ledger through a unified-memory alias of authority 1 (RecordCommitted on the
+    #: alias; the charge lands on authority 1, which the parts share): while the ledger's allocation ids stay
+    #: within this cap (grants included). 0: no alias registered.
+    alias_leases: int = 0
+    allowances: int = 0  # allowances ever opened (by any holder, on authority 1; owner-only growth, map, close)
 
 
 QUICK_SCOPE = ManagerScope()
 #: Each control's scope: small enough that a shortest counterexample is found in a second.
 CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0, tries=False)
+
+#: Complete scopes: `ortmem verify` explores every reachable state of each (no depth cut), every guard on,
+#: symmetry on; together they reach each situation `invariants.manager_features` names (asserted, with counts, by
+#: tests/test_explore_scopes.py). Arbitration: two priorities and aging bound 4 on one 3 B authority, so a 3 B
+#: ticket is overtaken by two 1 B ones before it matures, then waits past the bound until capacity returns;
+#: an allowance on the same authority. Parts: tickets, pressure, a transaction, limit changes, device loss and
+#: a lease through a unified-memory alias, all on one 2 B authority, by two holders (not permuted: a limit change
+#: numbers its pressures in holder order, `invariants.explore_symmetry`).
+ARBITRATION_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=4, tickets=4, pressures=0, txs=0,
+                                 nbytes=(1, 3), priorities=(0, 1), needs=(), losses=False, limits=False, bundles=0,
+                                 allowances=1)
+PARTS_SCOPE = ManagerScope(capacities=(2,), holders=2, aging_bound=2, tickets=1, pressures=1, txs=1,
+                           needs=(((1, 1),),), bundles=0, alias_leases=1)
+#: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (112,064 states).
+COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
+    "quick": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE},
+    "thorough": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE,
+                 "manager_parts_allowance": attrs.evolve(PARTS_SCOPE, allowances=1)},
+}
 
 #: guard -> the scope its explorer control runs in (every guard of model "manager").
 CONTROLS: dict[str, ManagerScope] = {
@@ -82,6 +107,8 @@ def manager_start(scope: ManagerScope) -> M.Manager:
     m = M.initial(scope.aging_bound)
     acts: list[Any] = [A.RegisterAuthority(f"pool{i}", Tier.DEVICE, c) for i, c in enumerate(scope.capacities)]
     acts += [A.RegisterHolder(f"h{h}") for h in range(1, scope.holders + 1)]
+    if scope.alias_leases:
+        acts.append(A.RegisterAlias(1, "uma"))  # id len(capacities) + 1
     acts += [M.OpenBundle() for _ in range(scope.bundles)]
     for act in acts:
         m = MG.step(m, act)[0]
@@ -109,6 +136,19 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
         yield A.Release(r.holder, r.id)
     if scope.tries:
         yield M.TryReserve(1, 1, 1)
+    if scope.alias_leases and m.ledger.next_allocation <= scope.alias_leases:
+        alias = len(scope.capacities) + 1
+        for h in holders:
+            for n in scope.nbytes:
+                yield A.RecordCommitted(h, alias, Tier.DEVICE, n, Role.STATE)
+    if m.ledger.next_allowance <= scope.allowances:
+        for h in holders:
+            yield A.OpenAllowance(h, 1, 1)
+    for w in sorted(m.ledger.allowances.values(), key=lambda w: w.id):
+        yield A.ReserveGrowth(w.holder, w.id, 1)
+        yield A.MapAllowance(w.holder, w.id, 1)
+        yield A.UnmapAllowance(w.holder, w.id, 1)
+        yield A.CloseAllowance(w.holder, w.id)
     if m.next_pressure <= scope.pressures:
         for h in holders:
             for a in auths:
@@ -148,7 +188,7 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
 
 
 def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True,
-                  memo: bool = False) -> Model:
+                  memo: bool = False, symmetry: bool = False, name: str = "manager") -> Model:
     """The composed spec as an explorable model (guards as given, every manager and ledger predicate checked).
 
     `incremental` skips a predicate group on inputs it already passed on (`invariants.explore_checks`: the same
@@ -157,6 +197,8 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
     same successors, results and errors, asserted over whole scopes in tests/test_explore_memo.py). Off by
     default (`ortmem verify` runs without it): a read the scope never varies (the aging bound; `txs` for a
     `Release`) cannot be confirmed by that comparison, and a verifier must not trust an unconfirmed footprint.
+    `symmetry` keeps one state per orbit of interchangeable holders and authorities
+    (`invariants.explore_symmetry`, whose docstring gives the soundness argument).
     """
     checks = IncrementalChecks() if incremental else None
     check_state = checks.check_state if checks is not None else IM.check_all
@@ -179,12 +221,13 @@ def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, 
         judge_step(s, act, n, result)
 
     return Model(
-        name="manager",
+        name=name,
         initial=manager_start(scope),
         step=step,
         actions=lambda s: manager_actions(scope, s),
         check_state=check_state,
         check_step=check_step,
         rejects=(GovernorError,),
+        key=manager_symmetry(scope.holders, scope.capacities, scope.needs, scope.limits).key if symmetry else None,
     )
 

@@ -18,7 +18,7 @@ import attrs
 from invariants import admission as AP
 from invariants import sessions as SP
 from invariants.explore import ExploreResult, Model, explore
-from invariants.manager_scope import manager_model
+from invariants.manager_scope import COMPLETE_SCOPES, manager_model
 from invariants.pressure_scope import CONTROL_SCOPE as PRESSURE_CONTROL
 from invariants.pressure_scope import QUICK_SCOPE as PRESSURE_QUICK
 from invariants.pressure_scope import pressure_model
@@ -29,7 +29,7 @@ from spec.errors import GovernorError
 from spec.guards import GuardSet
 from spec.types import Role
 
-__all__ = ["SCOPES", "scope_model", "explore_scopes"]
+__all__ = ["SCOPES", "scope_model", "explore_scopes", "combine"]
 
 
 def _model(name: str, initial: Any, step: Callable[..., tuple[Any, Any]], actions: Callable[[Any], Iterator[Any]],
@@ -155,7 +155,10 @@ SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     "pressure": lambda g: pressure_model(g, PRESSURE_QUICK),
     "pressure_control": lambda g: pressure_model(g, PRESSURE_CONTROL),
     "transactions": tx_model,  # `invariants.transactions_scope`
-    "manager": manager_model,  # `invariants.manager_scope`: the composed spec (its checker is not registered yet)
+    "manager": manager_model,  # `invariants.manager_scope`: the composed spec, its guards' controls
+    # The composed spec's complete scopes (`invariants.manager_scope.COMPLETE_SCOPES`), symmetry on.
+    **{name: (lambda g, scope=scope, name=name: manager_model(g, scope, symmetry=True, name=name))
+       for profile in COMPLETE_SCOPES.values() for name, scope in profile.items()},
 }
 
 
@@ -175,6 +178,11 @@ def explore_scopes(names: tuple[str, ...], off: GuardSet, *, max_depth: int | Ma
         runs.append(r)
         if r.found:
             break
+    return combine(runs)
+
+
+def combine(runs: list[ExploreResult]) -> ExploreResult:
+    """One result of several scopes' runs: summed counts, complete iff each is, the first violation kept."""
     bad = next((r for r in runs if r.found), None)
     first = bad or runs[0]
     return ExploreResult("+".join(r.model for r in runs), sum(r.states for r in runs),

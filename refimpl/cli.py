@@ -115,8 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("id", nargs="?", help="a catalog ID such as C1 or I8c")
     s.add_argument("--write-docs", action="store_true", help="regenerate docs/spec.md (in a checkout only)")
     _json(s, "the catalog (or the entry)")
-    x = sub.add_parser("explore", help="bounded-exhaustive exploration of the ledger spec")
-    x.add_argument("--depth", type=bounded(1), default=7, help="maximum number of actions, >= 1 (default 7)")
+    x = sub.add_parser("explore", help="bounded-exhaustive exploration of a spec scope (default: the ledger's)")
+    x.add_argument("--scope", default="ledger", metavar="NAME",
+                   help="the scope to explore: ledger (default) or one of invariants.model_scopes.SCOPES "
+                        "(manager_arbitration, manager_parts, transactions, ...)")
+    x.add_argument("--depth", type=bounded(1), default=7,
+                   help="maximum number of actions, >= 1 (default 7; a large one, such as 1000000, explores to "
+                        "the fixpoint, reported \"complete\")")
+    x.add_argument("--symmetry", action="store_true",
+                   help="one state per orbit of interchangeable holders (ledger; manager_* scopes always)")
     x.add_argument("--max-states", type=bounded(1), default=1_000_000, help="state bound, >= 1")
     x.add_argument("--guard", action="append",
                    help="switch this ledger guard off (repeatable); a guard the ledger scope never consults is "

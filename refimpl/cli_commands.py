@@ -120,22 +120,27 @@ def explore(args: argparse.Namespace, console: Console) -> int:
                 (out / "itf" / f"{g.name}.json").write_text(golden_itf(g))
                 console.print(f"wrote {out / (g.name + '.txt')} and {out / 'itf' / (g.name + '.json')}")
         return 0
+    from invariants.model_scopes import SCOPES
+    if args.scope != "ledger" and args.scope not in SCOPES:
+        raise Unusable(f"no scope {args.scope!r}; the scopes: ledger, {', '.join(SCOPES)}")
     ledger = [g.name for g in GUARDS if g.model == "ledger"]
     for name in args.guard or ():
         try:
             g = guard(name)
         except KeyError:
             raise Unusable(f"no guard {name!r}; the ledger scope's guards: {', '.join(ledger)}") from None
-        if g.model != "ledger":
+        if g.model != "ledger" and args.scope == "ledger":
             raise Unusable(f"guard {name!r} belongs to the {g.model} model, and `ortmem explore` explores the "
                            f"ledger scope, which never consults it (switching it off would change nothing); "
                            f"the ledger scope's guards: {', '.join(ledger)}")
     consulted: set[str] = set()
     guards = _Consulted(frozenset(args.guard or ()), consulted)
-    r = explore(ledger_model(QUICK_SCOPE, guards), max_depth=args.depth, max_states=args.max_states)
+    model = (ledger_model(QUICK_SCOPE, guards, symmetry=args.symmetry) if args.scope == "ledger"
+             else SCOPES[args.scope](guards))
+    r = explore(model, max_depth=args.depth, max_states=args.max_states)
     unused = sorted(set(args.guard or ()) - consulted)
     if unused and not r.found:
-        raise Unusable(f"the ledger scope never consulted guard(s) {', '.join(unused)} in {r.states} states: "
+        raise Unusable(f"the {args.scope} scope never consulted guard(s) {', '.join(unused)} in {r.states} states: "
                        "switching them off changed nothing, so 'no violation' would say nothing")
     console.print(f"{r.states} distinct states, depth {r.depth}, {r.transitions} transitions, "
                   f"{r.rejected} refused, {r.seconds:.2f} s, {r.states_per_second:,.0f} states/s, {r.coverage}",
@@ -145,7 +150,8 @@ def explore(args: argparse.Namespace, console: Console) -> int:
         from invariants.itf import itf_trace
         from refimpl.cli_report import explore_summary
         write_json(args.json, itf_trace(r.trace, r.counterexample,
-                                        {"source": "ortmem explore", "guards_off": list(args.guard or ()),
+                                        {"source": "ortmem explore", "scope": args.scope,
+                                         "guards_off": list(args.guard or ()),
                                          **explore_summary(r)}))
     return 1 if r.found else 0
 

@@ -88,6 +88,26 @@ def test_explore_with_a_used_guard_off_finds_it_and_writes_json(tmp_path: Path, 
     assert all(set(got["vars"]) <= set(s) for s in got["states"]) and got["states"][0]["action"] == "init"
 
 
+def test_explore_a_named_scope_to_its_fixpoint_reports_complete(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "x.json"
+    assert main(["explore", "--scope", "elastic", "--depth", "1000000", "--json", str(out)]) == EXIT_OK
+    meta = json.loads(out.read_text())["#meta"]
+    assert (meta["scope"], meta["complete"], meta["states"], meta["diameter"]) == ("elastic", True, 44, 12)
+    assert "complete, diameter 12" in capsys.readouterr().out
+
+
+def test_explore_a_manager_scope_with_its_guard_off_finds_it(capsys) -> None:
+    assert main(["explore", "--scope", "manager_parts", "--depth", "4", "--guard", "grant_charges_ledger"]) == \
+        EXIT_FAILED
+    assert "I1" in capsys.readouterr().out
+
+
+def test_explore_refuses_an_unknown_scope(capsys) -> None:
+    assert main(["explore", "--scope", "no_such_scope"]) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert "no scope 'no_such_scope'" in err and out == ""
+
+
 def _trace(tmp_path: Path, name: str = "t.jsonl") -> Path:
     path = tmp_path / name
     assert main(["trace", str(path), "--operations", "40"]) == EXIT_OK

@@ -137,6 +137,9 @@ def test_verify_explorer_phase_finds_every_spec_guard() -> None:
     assert controls["unlock_before_callback"].model == "pressure-script"
     assert all(x.violated in GUARD_IDS[name] for name, x in controls.items())
     assert all(runs[m].exhausted for m in ("admission", "ort", "pressure", "transactions", "manager"))
+    # every scope but the hierarchy's is explored to its fixpoint ("complete"), quick as thorough
+    assert [m for m, r in runs.items() if not r.complete] == ["hierarchy"]
+    assert "NOT reached" not in runs["manager"].message
     assert runs["admission"].complete
     assert [p.coverage.split(",")[0] for p in runs["admission"].parts] == ["complete"] * 3
 
@@ -148,7 +151,12 @@ def test_report_json_carries_explorer_figures() -> None:
     runs, controls = _explore(PROFILES["quick"], _noop)
     j = report_json(Report(True, "quick", (), {}, {}, (), 0.0, runs, controls, None))
     ledger = j["explorer"]["runs"]["ledger"]
-    assert ledger["states"] == runs["ledger"].states and ledger["depth"] == 7 and ledger["states_per_second"] > 0
+    assert ledger["states"] == runs["ledger"].states and ledger["complete"] and ledger["states_per_second"] > 0
+    # each scope of the ledger and the composed manager is listed complete, with its transitions and diameter
+    for name in ("ledger", "manager"):
+        scopes = j["explorer"]["runs"][name]["scopes"]
+        assert len(scopes) == 2 and all(s["complete"] and s["transitions"] > s["states"] > 0 and s["diameter"] > 0
+                                        for s in scopes), scopes
     # unlock_before_callback's entry is its fixed refimpl script (the spec has no lock), which finds the harm too.
     assert all(c["found"] and c["steps"] == len(c["counterexample"])
                for g, c in j["explorer"]["negative_controls"].items())

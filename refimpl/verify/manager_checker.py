@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.explore import ExploreResult
@@ -52,15 +54,28 @@ class ManagerChecker:
         return find_manager_counterexample(guard, layer, cfg, _adapter)
 
     def explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
-        """Breadth-first over the composed spec (`invariants.manager_scope`); a guard off must be found.
+        """Breadth-first over the composed spec; with every guard on, each complete scope to its fixpoint.
 
-        The composed scope grows about tenfold per level (depth 4: 39k states), so the run with every
-        guard on stops at depth 4 (quick) or 5 (thorough, incomplete at its state bound); every
-        cross-cutting guard's counterexample is at most 3 steps deep."""
-        from invariants.model_scopes import explore_scopes
-        if guard is None:
-            depth = 4 if budget.explore_depth < 8 else 5
-            return explore_scopes(("manager",), ALL_ON, max_depth=depth,
+        Every guard on: each of `invariants.manager_scope.COMPLETE_SCOPES` (the thorough profile's set where
+        the budget's depth is 8 or more), every reachable state, symmetry on, the situations
+        `invariants.manager_features` names counted into the message. A guard off: its control scope, whose
+        shortest counterexample is at most 3 steps deep."""
+        from invariants.explore import explore
+        from invariants.manager_features import counting_features
+        from invariants.manager_scope import COMPLETE_SCOPES, manager_model
+        from invariants.model_scopes import combine, explore_scopes
+        if guard is not None:
+            return explore_scopes(("manager",), GuardSet.without(guard.name), max_depth=5,
                                   max_states=min(budget.explore_states, 150_000))
-        return explore_scopes(("manager",), GuardSet.without(guard.name), max_depth=5,
-                              max_states=min(budget.explore_states, 150_000))
+        runs, counts = [], {}
+        for name, scope in COMPLETE_SCOPES["thorough" if budget.explore_depth >= 8 else "quick"].items():
+            model, reached = counting_features(manager_model(ALL_ON, scope, symmetry=True, name=name))
+            runs.append(explore(model, max_depth=10**6, max_states=budget.explore_states))
+            counts = {k: counts.get(k, 0) + v for k, v in reached.items()}
+            if runs[-1].found:
+                break
+        r = combine(runs)
+        unmet = [k for k, v in counts.items() if not v]
+        return attrs.evolve(r, message=f"{r.message}; situations reached (accepted steps): "
+                            + ", ".join(f"{k} {v}" for k, v in counts.items())
+                            + (f"; NOT reached: {', '.join(unmet)}" if unmet else ""))

@@ -1,0 +1,156 @@
+"""Symmetry reduction for the explorer: one representative per orbit of interchangeable holders and authorities.
+
+A `Symmetry` maps a state to a canonical key: the set of the state's images
+under every permutation of the interchangeable ids (its orbit, encoded as
+plain tuples). Two states get the same key iff one is a permutation of the
+other, so the explorer's seen-set keeps one state per orbit (TLC's
+`SYMMETRY`); the state it keeps and expands is the first one it reached, a
+real state, so counterexamples replay unchanged.
+
+Soundness. Let G be the permutations of the holder ids and of each group
+of interchangeable authorities. Exploring one state per orbit finds a
+violation iff the full exploration does, at the same breadth-first depth, if
+every σ in G is an automorphism of the explored graph and the checks
+cannot tell σ(s) from s:
+
+1. The initial state is fixed by σ up to labels no step or check reads
+   apart from equality (holder names; a permuted authority's pool name,
+   compared by C1 for equality only, and the scope registers no authority).
+2. The scope's action enumerator treats every holder (authority) alike:
+   actions(σ s) = σ actions(s) as sets (the order may differ).
+3. The spec never orders or compares those ids: step(σ s, σ a) =
+   σ step(s, a). Arbitration orders by maturity, priority and ticket id
+   (`spec.manager._round`); allocation, ticket, pressure and transaction ids
+   are issued by counters whatever the holder. Holders qualify, except where
+   the scope changes limits: `PrepareLimit` opens one pressure per holder
+   holding leases, numbered in holder id order, so holder 1's pressure is
+   always the older one (found by tests/test_explore_symmetry.py's
+   bisimulation check, not foreseen); there the group is trivial. Authorities
+   qualify only with the same tier, capacity and limit, and only if no
+   transaction spans two of them: a transaction reserves its needs in
+   ascending authority id (`spec.manager_parts`), an order a swap does not
+   preserve. `manager_symmetry` refuses a group that breaks this rule, or
+   rule 2 (the scope offers transactions whose needs a swap does not map
+   onto needs it also offers: 1 B on authority 1 but 2 B on authority 2).
+4. Every state and step predicate is invariant under σ (a per-holder or
+   per-authority judgement, never "holder 1 first").
+
+Then σ maps reachable states to reachable states at the same depth, and a
+check fails at s iff it fails at σ(s), so a violation exists iff one exists
+in an explored representative. tests/test_explore_symmetry.py checks the
+consequence on whole scopes: reduced and unreduced runs agree on every
+guard's verdict (the violated ID and the counterexample's length) and on
+"no violation" with every guard on, and a guard switched off is still found
+with symmetry on.
+
+Pure; reads spec values only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+import attrs
+
+from spec import manager_actions as M
+from spec.ledger_state import State
+
+__all__ = ["Symmetry", "ledger_symmetry", "manager_symmetry"]
+
+Perm = dict[int, int]
+
+
+def _perms(ids: Iterable[int]) -> list[Perm]:
+    ids = sorted(ids)
+    return [dict(zip(ids, p)) for p in itertools.permutations(ids)]
+
+
+def _product(groups: list[list[Perm]]) -> list[Perm]:
+    out: list[Perm] = [{}]
+    for g in groups:
+        out = [{**a, **b} for a in out for b in g]
+    return out
+
+
+@attrs.frozen
+class Symmetry:
+    """`key(state)`: the canonical key of the state's orbit (hashable; equal iff the states are permutations)."""
+
+    name: str
+    key: Callable[[Any], Hashable]
+
+
+# --- encodings under one permutation (h: holder ids, a: authority ids; an id absent from a map stays) -------------
+
+
+def _ledger(s: State, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
+    auths = tuple(sorted(
+        (a.get(x.id, x.id), None if x.id in unlabelled else x.pool, x.tier, x.capacity, x.limit,
+         None if x.alias_of is None else a.get(x.alias_of, x.alias_of), x.view, x.context, x.used, x.device)
+        for x in s.authorities.values()))
+    holders = tuple(sorted(h.get(x, x) for x in s.holders))  # names are labels: dropped
+    allocs = tuple((r.id, a.get(r.authority, r.authority), h.get(r.holder, r.holder), r.tier, r.role, r.reserved,
+                    r.nbytes, r.charge, r.state, r.origin) for _, r in sorted(s.allocations.items()))
+    allows = tuple((w.id, a.get(w.authority, w.authority), h.get(w.holder, w.holder), w.limit, w.reserved, w.mapped)
+                   for _, w in sorted(s.allowances.items()))
+    return (auths, holders, allocs, allows, s.next_authority, s.next_holder, s.next_allocation, s.next_allowance)
+
+
+def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
+    tickets = tuple((t.id, h.get(t.holder, t.holder), a.get(t.authority, t.authority), t.nbytes, t.priority, t.role,
+                     t.age, t.state, t.allocation) for _, t in sorted(m.tickets.items()))
+    pressures = tuple((p.id, h.get(p.holder, p.holder), a.get(p.authority, p.authority), p.target, p.change)
+                      for _, p in sorted(m.pressures.items()))
+    txs = tuple((x.id, h.get(x.holder, x.holder), tuple((a.get(y, y), n) for y, n in x.needs), x.held, x.bundle)
+                for _, x in sorted(m.txs.items()))
+    changes = tuple(sorted((a.get(k, k), c.target, c.completed) for k, c in m.changes.items()))
+    return (_ledger(m.ledger, h, a, unlabelled), m.aging_bound, tickets, pressures, txs, changes, m.next_ticket,
+            m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle)
+
+
+def _orbit_key(encode: Callable[..., tuple], perms: list[tuple[Perm, Perm]],
+               unlabelled: frozenset[int]) -> Callable[[Any], Hashable]:
+    if len(perms) <= 1:
+        return lambda s: s  # the trivial group: the state is its own key
+
+    def key(s: Any) -> Hashable:
+        return frozenset([encode(s, h, a, unlabelled) for h, a in perms])
+    return key
+
+
+def manager_symmetry(holders: int, capacities: tuple[int, ...],
+                     needs: tuple[tuple[tuple[int, int], ...], ...], limits: bool = False) -> Symmetry:
+    """Holders 1..`holders` interchangeable unless the scope changes limits (`limits`: rule 3); authorities
+    (ids 1..) with equal capacity interchangeable where the scope's transactions allow it (rules 2 and 3): no
+    transaction spans two of them, and the needs offered are the same set once they are permuted."""
+    groups: dict[int, list[int]] = {}
+    for i, c in enumerate(capacities, start=1):
+        groups.setdefault(c, []).append(i)
+    offered = set(needs)
+
+    def closed(g: list[int]) -> bool:
+        if any(len(set(g) & {y for y, _ in n}) > 1 for n in needs):
+            return False
+        return all({tuple(sorted((p.get(y, y), k) for y, k in n)) for n in needs} == offered for p in _perms(g))
+    auth_groups = [g for g in groups.values() if len(g) > 1 and closed(g)]
+    hs = _perms(range(1, 2 if limits else holders + 1))
+    as_ = _product([_perms(g) for g in auth_groups])
+    perms = [(h, a) for h in hs for a in as_]
+    unlabelled = frozenset(i for g in auth_groups for i in g)
+    parts = [f"{len(hs[0])} holders"] * (len(hs) > 1) + [f"authorities {g}" for g in auth_groups]
+    return Symmetry(" x ".join(parts) or "none", _orbit_key(_manager, perms, unlabelled))
+
+
+def ledger_symmetry(holders: int) -> Symmetry:
+    """Holders 1..`holders` interchangeable once registered (the ledger scope registers holders as it explores:
+    a permutation applies to the ids registered so far, so a state with one holder has the trivial group)."""
+    perms = {n: [(h, {}) for h in _perms(range(1, n + 1))] for n in range(holders + 1)}
+
+    def key(s: State) -> Hashable:
+        p = perms[len(s.holders)]
+        if len(p) <= 1:
+            return s
+        return frozenset([_ledger(s, h, a, frozenset()) for h, a in p])
+    return Symmetry(f"{holders} holders", key)
