@@ -60,7 +60,8 @@ class ManagerScope:
     needs: tuple[tuple[tuple[int, int], ...], ...] = (((1, 1),), ((2, 2),), ((1, 1), (2, 2)))
     losses: bool = True  # offer LoseDevice / ConfirmTermination
     limits: bool = True  # offer PrepareLimit / CommitLimit
-    tries: bool = True  # offer TryReserve (holder 1, 1 B on authority 1)
+    tries: bool = False  # offer TryReserve (holder 1, 1 B on authority 1): each issues a fresh allocation id, so
+    #                     only a depth-bounded scope offers it (to a fixpoint the ids would grow without bound)
     bundles: int = 1  # state bundles opened at the start (offer JoinBundle / ReportMismatch on them)
     removals: bool = True  # offer RemoveAuthority
     #: Leases taken directly on the ledger through a unified-memory alias of authority 1 (RecordCommitted on the
@@ -70,9 +71,9 @@ class ManagerScope:
     allowances: int = 0  # allowances ever opened (by any holder, on authority 1; owner-only growth, map, close)
 
 
-QUICK_SCOPE = ManagerScope()
+QUICK_SCOPE = ManagerScope(tries=True)
 #: Each control's scope: small enough that a shortest counterexample is found in a second.
-CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0, tries=False)
+CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0)
 
 #: Complete scopes: `ortmem verify` explores every reachable state of each (no depth cut), every guard on,
 #: symmetry on; together they reach each situation `invariants.manager_features` names (asserted, with counts, by
