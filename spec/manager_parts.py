@@ -453,7 +453,8 @@ def _remove_authority(m: M.Manager, act: M.RemoveAuthority, guards: GuardSet) ->
     if refs and guards.on("provider_pinned"):
         raise ProviderPinned(f"authority {a.id} is pinned by {', '.join(refs[:4])}")
     ledger = evolve(m.ledger, authorities=m.ledger.authorities.delete(a.id))
-    return evolve(m, ledger=ledger), None
+    gens = m.generations.delete(a.id) if a.id in m.generations else m.generations  # a removed id names nothing
+    return evolve(m, ledger=ledger, generations=gens), None
 
 
 PART_HANDLERS: dict[type, Any] = {

@@ -218,3 +218,20 @@ def test_a_refused_grant_names_the_bytes_available(on: bool) -> None:
         pmm.record_committed(h, a, Tier.DEVICE, 70, Role.ARENA)  # 130 B used of 100: oversubscribed
         with pytest.raises(CapacityDenied, match=r"^authority 1: 1 B asked, 0 B available$"):
             pmm.reserve(h, a, Tier.DEVICE, 1, Role.KV)
+
+
+def test_a_reconfigured_authority_removed_leaves_no_generation_in_spec_or_refimpl() -> None:
+    """A removed authority's generation goes with it, in the spec and in refimpl's mapping alike (the composed
+    campaign found the spec keeping `generations[1]` after RemoveAuthority while refimpl's view had dropped it)."""
+    from spec import ledger_actions as A
+    from spec import manager as S
+    from spec import manager_actions as M
+    pmm = ProcessMemoryManager()
+    a = pmm.register_authority("g0", Tier.DEVICE, 64)
+    pmm.reconfigure(a)
+    pmm.remove_authority(a)
+    m = M.initial(pmm.abstract_manager().aging_bound)
+    for act in (A.RegisterAuthority("g0", Tier.DEVICE, 64), M.Reconfigure(1), M.RemoveAuthority(1)):
+        m = S.apply(m, act)
+    assert 1 not in m.generations and 1 not in pmm.abstract_manager().generations
+    assert m.generations == pmm.abstract_manager().generations
