@@ -35,7 +35,8 @@ from invariants.clauses import counting
 from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of",
-           "bundles_step_of", "parts_uses_step_of", "pressure_step_of", "tickets_step_of", "generations_of"]
+           "bundles_step_of", "parts_uses_step_of", "removal_step_of", "pressure_step_of", "tickets_step_of",
+           "generations_of"]
 
 
 def ledger_of(m: Any) -> Hashable:
@@ -44,6 +45,15 @@ def ledger_of(m: Any) -> Hashable:
 
 def ledger_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
     return before.ledger, act, after.ledger
+
+
+def removal_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the C3 step predicate reads: both ledgers and the action; where an authority was removed, also the
+    after-parts that could still name it (tickets, pressures, limit changes, transactions)."""
+    base = ledger_step_of(before, act, after)
+    if any(aid not in after.ledger.authorities for aid in before.ledger.authorities):
+        return base, after.tickets, after.pressures, after.changes, after.txs
+    return base
 
 
 def parts_of(m: Any) -> Hashable:
@@ -104,8 +114,8 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
         for p in preds:
             if hasattr(p, "__wrapped__"):  # `_on_ledger_step`: p(before.ledger, act, after.ledger) (I6 by act type)
                 out[p] = ledger_step_of
-    # Read before.ledger.authorities, after.ledger.authorities and act only.
-    out[IM.step_C3_manager] = ledger_step_of
+    # Read before.ledger.authorities, after.ledger.authorities and act only (C3: and the parts, on a removal).
+    out[IM.step_C3_manager] = removal_step_of
     out[IM.step_I2_manager] = ledger_step_of
     # I1 (partition, grants and transactions backed by reservations): ledger, tickets, txs. I13: tickets, the
     # ledger's headroom and the aging bound (grant order).

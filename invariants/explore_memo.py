@@ -63,26 +63,32 @@ def _fp(reads: str, writes: str) -> Footprint:
 # only where headroom rose (the ledger changed), on a Submit, or on a retired ticket, so an action that writes
 # neither the ledger nor the tickets (Press, PlanTx, JoinBundle, ...) leaves the tickets unread.
 _ARB = "ledger tickets aging_bound"
+# Every step that changes the ledger drops the use flags of leases that stopped being LIVE (`spec.manager.step`).
+_USES = "uses"
 
 FOOTPRINTS: dict[type, Footprint] = {
-    M.Submit: _fp(f"{_ARB} next_ticket", "ledger tickets next_ticket"),
-    M.Claim: _fp(f"{_ARB} next_ticket", "ledger tickets"),
-    M.CancelTicket: _fp(f"{_ARB} next_ticket", "ledger tickets"),
-    M.TimeoutTicket: _fp(f"{_ARB} next_ticket", "ledger tickets"),
-    A.Release: _fp(f"{_ARB} txs", "ledger tickets"),
-    M.Press: _fp("ledger pressures next_pressure", "pressures next_pressure"),
-    M.Answer: _fp(f"{_ARB} txs pressures next_pressure changes", "ledger tickets pressures changes"),
+    M.Submit: _fp(f"{_ARB} next_ticket generations", "ledger tickets next_ticket"),
+    M.TryReserve: _fp(f"{_ARB} {_USES}", f"ledger tickets {_USES}"),
+    M.Claim: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
+    M.CancelTicket: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
+    M.TimeoutTicket: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
+    A.Release: _fp(f"{_ARB} txs {_USES}", f"ledger tickets {_USES}"),
+    M.Press: _fp("ledger pressures next_pressure generations", "pressures next_pressure"),
+    M.Answer: _fp(f"{_ARB} txs pressures next_pressure changes generations {_USES}",
+                  f"ledger tickets pressures changes {_USES}"),
     M.CancelPressure: _fp("pressures next_pressure", "pressures"),
     M.PlanTx: _fp("ledger txs next_tx", "txs next_tx"),
-    M.ReserveTx: _fp(f"{_ARB} txs next_tx", "ledger tickets txs"),
-    M.CommitTx: _fp(f"{_ARB} txs next_tx bundles", "ledger tickets txs bundles"),
-    M.AbortTx: _fp(f"{_ARB} txs next_tx", "ledger tickets txs"),
+    M.ReserveTx: _fp(f"{_ARB} txs next_tx {_USES}", f"ledger tickets txs {_USES}"),
+    M.CommitTx: _fp(f"{_ARB} txs next_tx bundles {_USES}", f"ledger tickets txs bundles {_USES}"),
+    M.AbortTx: _fp(f"{_ARB} txs next_tx {_USES}", f"ledger tickets txs {_USES}"),
     M.JoinBundle: _fp("txs next_tx bundles", "txs"),
     M.ReportMismatch: _fp("bundles", "bundles"),
-    A.LoseDevice: _fp(f"{_ARB} txs pressures changes", "ledger tickets txs pressures changes"),
-    A.ConfirmTermination: _fp(_ARB, "ledger tickets"),
-    M.PrepareLimit: _fp("ledger changes pressures next_pressure", "pressures next_pressure changes"),
-    M.CommitLimit: _fp(f"{_ARB} changes pressures", "ledger tickets pressures changes"),
+    A.LoseDevice: _fp(f"{_ARB} txs pressures changes {_USES}", f"ledger tickets txs pressures changes {_USES}"),
+    A.ConfirmTermination: _fp(f"{_ARB} {_USES}", f"ledger tickets {_USES}"),
+    M.PrepareLimit: _fp("ledger changes pressures next_pressure generations", "pressures next_pressure changes"),
+    M.CommitLimit: _fp(f"{_ARB} changes pressures {_USES}", f"ledger tickets pressures changes {_USES}"),
+    M.RemoveAuthority: _fp(f"{_ARB} txs pressures changes generations {_USES}",
+                           f"ledger tickets generations {_USES}"),
 }
 
 

@@ -149,7 +149,7 @@ def _ledger(state: State, aid: object, guards: GuardSet) -> Authority:
     a = _authority(state, aid)
     # Verify an alias resolves to its canonical authority: aliases add no charge (I1).
     if a.alias_of is not None and guards.on("alias_resolution"):
-        return state.authorities[a.alias_of]
+        return _authority(state, a.alias_of)
     return a
 
 
@@ -184,7 +184,7 @@ def _active(a: Authority, guards: GuardSet = ALL_ON) -> None:
 
 
 def _charge(state: State, aid: int, delta: int) -> immutables.Map:
-    a = state.authorities[aid]
+    a = _authority(state, aid)  # a charge whose book was removed (provider_pinned off) is refused, typed
     return state.authorities.set(aid, _evolve(a, used=a.used + delta))
 
 
@@ -218,7 +218,7 @@ def _register_authority(state: State, act: A.RegisterAuthority, guards: GuardSet
 def _register_alias(state: State, act: A.RegisterAlias, guards: GuardSet) -> tuple[State, int]:
     view = _name(act.view, "view")
     base = _authority(state, act.of)
-    canonical = state.authorities[base.alias_of] if base.alias_of is not None else base
+    canonical = _authority(state, base.alias_of) if base.alias_of is not None else base
     for a in state.authorities.values():
         if a.alias_of == canonical.id and a.view == view:
             return state, a.id
@@ -413,7 +413,7 @@ def _set_allowance(state: State, w: Allowance) -> State:
 def _reserve_growth(state: State, act: A.ReserveGrowth, guards: GuardSet) -> tuple[State, None]:
     n = check_bytes(act.nbytes, "nbytes", guards=guards)
     w = _holder_allowance(state, act.holder, act.allowance, guards)
-    _active(state.authorities[w.authority], guards)
+    _active(_authority(state, w.authority), guards)
     # Verify growth stays within the allowance (I4b).
     if w.reserved + w.mapped + n > w.limit and guards.on("allowance_bounds"):
         guards.refuse("allowance", AllowanceExceeded(f"allowance {w.id}: {n} B requested, "
@@ -424,7 +424,7 @@ def _reserve_growth(state: State, act: A.ReserveGrowth, guards: GuardSet) -> tup
 def _map_allowance(state: State, act: A.MapAllowance, guards: GuardSet) -> tuple[State, None]:
     n = check_bytes(act.nbytes, "nbytes", guards=guards)
     w = _holder_allowance(state, act.holder, act.allowance, guards)
-    _active(state.authorities[w.authority], guards)
+    _active(_authority(state, w.authority), guards)
     # Verify only reserved growth is mapped (I4b).
     if n > w.reserved and guards.on("allowance_bounds"):
         guards.refuse("allowance", AllowanceExceeded(f"allowance {w.id}: mapping {n} B, only {w.reserved} B "

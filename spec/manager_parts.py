@@ -188,7 +188,7 @@ def _claim(m: M.Manager, act: M.Claim, guards: GuardSet) -> tuple[M.Manager, int
     next_ticket_state(t.state, TicketEvent.CLAIM, f"ticket {t.id}")
     ledger, alloc = m.ledger, t.allocation
     if alloc is None:  # the grant charged nothing (grant_charges_ledger off): the bytes are taken only now
-        tier = ledger.authorities[t.authority].tier
+        tier = _authority(ledger, t.authority).tier
         ledger, alloc = machine.step(ledger, A.Reserve(t.holder, t.authority, tier, t.nbytes, t.role),
                                      without_limit_check(guards))
     ledger = machine.step(ledger, A.Commit(t.holder, alloc, t.nbytes), guards)[0]
@@ -318,7 +318,7 @@ def _reserve_tx(m: M.Manager, act: M.ReserveTx, guards: GuardSet) -> tuple[M.Man
     if len(x.held) == len(x.needs):
         raise InvalidTransition(f"transaction {x.id} already holds every need")
     aid, n = x.needs[len(x.held)]
-    a = m.ledger.authorities[aid]
+    a = _authority(m.ledger, aid)
     _active(a)
     room, ledger_guards = a.limit - a.used, guards
     # Verify the headroom counts bytes granted to unclaimed tickets: they are already the ledger's (I1, I2).

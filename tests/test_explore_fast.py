@@ -12,7 +12,7 @@ from invariants import manager as IM
 from invariants._violation import InvariantViolation
 from invariants.explore import explore
 from invariants.explore_checks import READS, IncrementalChecks, bundles_step_of, generations_of, ledger_of, \
-    ledger_step_of, parts_of, parts_step_of, parts_uses_step_of, pressure_step_of, tickets_step_of
+    ledger_step_of, parts_of, parts_step_of, parts_uses_step_of, pressure_step_of, removal_step_of, tickets_step_of
 from invariants.explore_parallel import explore_parallel
 from invariants.ledger_scope import CONTROL_SCOPE as LEDGER_CONTROL_SCOPE
 from invariants.ledger_scope import QUICK_SCOPE as LEDGER_QUICK_SCOPE
@@ -73,7 +73,7 @@ def test_incremental_checks_flag_exactly_what_the_full_checks_flag(guards: Guard
 
 def test_incremental_checks_skip_only_declared_predicates() -> None:
     # The ledger's own predicates read the ledger part; each cross-cutting one its declared parts.
-    own = {IM.step_C3_manager: ledger_step_of, IM.step_I2_manager: ledger_step_of,
+    own = {IM.step_C3_manager: removal_step_of, IM.step_I2_manager: ledger_step_of,
            IM.state_I1_manager: parts_of, IM.state_I13_manager: parts_of,
            IM.step_I1_manager: parts_step_of, IM.step_I6_manager: parts_uses_step_of, IM.step_I10_manager: bundles_step_of,
            IM.step_C5_manager: pressure_step_of, IM.step_I13_manager: tickets_step_of,
@@ -91,6 +91,7 @@ _WRONG_READS = [
     ("I1 partition without the tickets", IM.state_I1_manager, lambda m: (m.ledger, m.txs, m.aging_bound),
      "grant_charges_ledger"),
     ("I2 on the action only", IM.step_I2_manager, lambda before, act, after, result=None: act, "limit_after_reclaim"),
+    ("C3 removal on the ledgers only", IM.step_C3_manager, ledger_step_of, "provider_pinned"),
 ]
 
 

@@ -62,7 +62,7 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
          "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "remove",
          "expire_p", "try", "use", "reconfigure"],
-        weights=[6, 5, 2, 6, 1, 1, 0.06, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12, 1, 2, 2, 0.3])[0]
+        weights=[6, 5, 2, 6, 1, 1, 0.1, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12, 1, 2, 2, 0.3])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":

@@ -62,7 +62,7 @@ def test_the_reading_path_is_about_800_lines() -> None:
 
 @pytest.mark.parametrize("edit, problem", [
     (lambda d: d.replace("`# --- requester tickets`", "`# --- no such section`"), "found 0 times"),
-    (lambda d: d.replace("| 5 | `spec/manager_parts.py` | from `# --- requester tickets` to the end |",
+    (lambda d: d.replace("| 5 | `spec/manager_parts.py` | from `# --- requester tickets` to `# --- state bundles` |",
                          "| 5 | `spec/manager_parts.py` | whole file |\n| 6 | `spec/ledger.py` | whole file |"),
      "assert"),
 ])
