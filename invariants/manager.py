@@ -297,8 +297,7 @@ def step_I13_manager(before: M.Manager, act: Any, after: M.Manager, result: Any 
 
 def _step_I13_matured(before: M.Manager, act: Any, after: M.Manager) -> None:
     matured = [t for t in after.tickets.values() if t.state is _T.PENDING and t.age >= after.aging_bound]
-    _I13_MATURED.case(bool(matured))
-    if not matured:
+    if not _I13_MATURED.case(bool(matured)):
         return
     granted = [t for t in after.tickets.values() if t.state is not _T.PENDING
                and (t.id not in before.tickets or before.tickets[t.id].state is _T.PENDING)]
@@ -318,8 +317,7 @@ _I7_UNLOCKED = clause("I7", "observed_I7_manager", "callback_without_ledger_lock
 
 def observed_I7_manager(deliveries: Sequence[tuple[int, int, int, bool]]) -> None:
     """`deliveries`: (holder, pressure, target, ledger lock held by the calling thread) per callback one step ran."""
-    _I7_UNLOCKED.case(bool(deliveries))
-    for holder, pressure, _target, held in deliveries:
+    for holder, pressure, _target, held in deliveries if _I7_UNLOCKED.case(bool(deliveries)) else ():
         if held:
             _I7_UNLOCKED.fail(f"holder {holder}'s callback for pressure {pressure} ran while its caller held the "
                               f"ledger lock")
