@@ -4,11 +4,13 @@ Where the parts meet on one ledger: every bucket of an authority (granted
 tickets, transaction-held reservations, leases and the rest) partitions its
 `used` (I1), exactly one credit per grant across cancel, timeout, abort and
 answer (I1), a holder's charge falls only by its own action or the
-environment (I6), a lost device keeps its charge and a removed authority leaves nothing behind (C3), a changed limit is not
-below what is used (I2), an answer to a closed or late pressure releases
-nothing (C5), a pinned or in-flight lease is never a victim (I6), the
-allocator path never overtakes a waiter (I13), no fitting waiter is left waiting (I13), and a
-state bundle moves exactly with its transaction's commit (I10).
+environment (I6), a lost device keeps its charge and a removed authority
+leaves nothing behind (C3), a changed limit is not below what is used (I2),
+an answer to a closed or late pressure releases nothing (C5), a pinned or
+in-flight lease is never a victim (I6), the allocator path never overtakes a
+waiter, a matured waiter is never overtaken, no fitting waiter is left
+waiting (I13), and a state bundle moves exactly with its transaction's commit
+(I10), and no holder callback runs under the ledger lock (I7).
 
 Each clause states a harm and compares the manager's numbers with an
 independent reading of the records (sums recomputed here; grant order from
@@ -21,7 +23,7 @@ Reads spec values only; never imports refimpl.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from invariants import ledger as LP
@@ -34,10 +36,10 @@ from spec.records import evolve
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin
 
-__all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "check_all", "check_step",
+__all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
            "step_I2_manager", "step_I10_manager", "step_C5_manager",
-           "step_I13_manager", "state_I13_generation"]
+           "step_I13_manager", "state_I13_generation", "observed_I7_manager"]
 
 _T = TicketState
 
@@ -275,7 +277,14 @@ _I13_TRY = clause("I13", "step_I13_manager", "allocator_never_overtakes_a_waiter
                   "waiting: the waiter would be overtaken by every allocation, round after round")
 
 
+_I13_MATURED = clause("I13", "step_I13_manager", "matured_not_overtaken",
+                      "once a waiting ticket has matured (its age reached the aging bound), no ticket submitted after "
+                      "it on its authority is granted while it still waits: returned capacity accumulates for it, "
+                      "else later, smaller requests overtake it round after round")
+
+
 def step_I13_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    _step_I13_matured(before, act, after)
     if not isinstance(act, M.TryReserve):
         _I13_TRY.case(False)
         return
@@ -284,6 +293,34 @@ def step_I13_manager(before: M.Manager, act: Any, after: M.Manager, result: Any 
     r = after.ledger.allocations.get(result) if type(result) is int else None
     if waiting and r is not None and r.id not in before.ledger.allocations and r.charge:
         _I13_TRY.fail(f"{act!r} took {r.charge} B as allocation {r.id} while tickets {waiting} wait")
+
+
+def _step_I13_matured(before: M.Manager, act: Any, after: M.Manager) -> None:
+    matured = [t for t in after.tickets.values() if t.state is _T.PENDING and t.age >= after.aging_bound]
+    if not _I13_MATURED.case(bool(matured)):
+        return
+    granted = [t for t in after.tickets.values() if t.state is not _T.PENDING
+               and (t.id not in before.tickets or before.tickets[t.id].state is _T.PENDING)]
+    for w in matured:
+        ahead = sorted(g.id for g in granted if g.authority == w.authority and g.id > w.id)
+        if ahead:
+            _I13_MATURED.fail(f"{act!r}: matured ticket {w.id} ({w.nbytes} B, priority {w.priority}, age {w.age}) "
+                              f"waits on authority {w.authority} while later ticket(s) {ahead} were granted")
+
+
+# --- I7: no holder callback runs under the ledger lock ---------------------------------------
+
+_I7_UNLOCKED = clause("I7", "observed_I7_manager", "callback_without_ledger_lock",
+                      "no holder callback runs while its caller holds the ledger lock: a callback that re-enters the "
+                      "governor (to answer or release) would deadlock, and every other thread waits on it")
+
+
+def observed_I7_manager(deliveries: Sequence[tuple[int, int, int, bool]]) -> None:
+    """`deliveries`: (holder, pressure, target, ledger lock held by the calling thread) per callback one step ran."""
+    for holder, pressure, _target, held in deliveries if _I7_UNLOCKED.case(bool(deliveries)) else ():
+        if held:
+            _I7_UNLOCKED.fail(f"holder {holder}'s callback for pressure {pressure} ran while its caller held the "
+                              f"ledger lock")
 
 
 # --- C3: a lost device keeps its charge -------------------------------------------------
@@ -446,6 +483,10 @@ STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
      "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,)},
     LP.STEP_PREDICATES, _on_ledger_step)
+
+
+#: Predicates over what the adapter observed outside the abstract state during one step (a lock probe).
+OBSERVATION_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = {"I7": (observed_I7_manager,)}
 
 
 def check_all(m: M.Manager) -> None:

@@ -10,9 +10,9 @@ ReserveTx / CommitTx / AbortTx), device loss and termination, removing an author
 changes (PrepareLimit to 1 B or back to capacity / CommitLimit), state
 bundles opened at the start (JoinBundle by an open transaction /
 ReportMismatch) and the allocator path (TryReserve of 1 B on authority 1 by holder 1).
-SetUse, Reconfigure and ExpirePressure are left out (a generation grows
-without bound; the scope's pressures have no deadline; a pinned victim is
-four steps deep): the campaign and the scripted tests reach them. Caps on the
+SetUse, Reconfigure, deadlines and ExpirePressure are offered only by the
+pressure restriction (`PRESSURE_SCOPE`, explored to a depth bound: a
+generation grows without bound). Caps on the
 ids ever issued (tickets, pressures, transactions) keep the space finite.
 Only the owner acts on its records: ownership refusals and malformed input
 are the scripted tests' and the stateful campaign's job.
@@ -44,6 +44,7 @@ from spec.manager_parts import referenced
 from spec.types import AllocState, Role, Tier
 
 __all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "COMPLETE_SCOPES",
+           "PRESSURE_SCOPE",
            "CONTROLS", "manager_start", "manager_actions", "manager_model"]
 
 
@@ -69,6 +70,14 @@ class ManagerScope:
     #: within this cap (grants included). 0: no alias registered.
     alias_leases: int = 0
     allowances: int = 0  # allowances ever opened (by any holder, on authority 1; owner-only growth, map, close)
+    #: Holder pressure's protocol details (the pressure restriction, `PRESSURE_SCOPE`): the deadline every Press
+    #: carries (answered on time and one late; ExpirePressure one past it), SetUse flags on a free lease by its
+    #: owner, Reconfigure while each authority's generation is below `generations`, and TryReserve only while the
+    #: ledger's allocation ids stay within `try_cap` (0: no cap, as `tries` alone).
+    deadline: int | None = None
+    uses: bool = False
+    generations: int = 0
+    try_cap: int = 0
 
 
 QUICK_SCOPE = ManagerScope(tries=True)
@@ -93,6 +102,15 @@ COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
     "thorough": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE,
                  "manager_parts_allowance": attrs.evolve(PARTS_SCOPE, allowances=1)},
 }
+
+#: The pressure restriction of the composed machine (`ortmem verify`'s pressure checker): one 3 B authority, two
+#: holders; requester tickets of two priorities, the allocator path, holder pressure due at time 1 (answered on
+#: time or late, expired, cancelled), use flags and reconfigures; no transaction, limit change, device loss,
+#: removal, bundle, alias or allowance. Caps on the allocation ids TryReserve may issue and on the generations
+#: keep it finite: `ortmem verify` explores it to its fixpoint.
+PRESSURE_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=2, tickets=3, pressures=1, txs=0,
+                              nbytes=(1, 3), needs=(), losses=False, limits=False, tries=True, bundles=0,
+                              removals=False, deadline=1, uses=True, generations=1, try_cap=2)
 
 #: guard -> the scope its explorer control runs in (every guard of model "manager").
 CONTROLS: dict[str, ManagerScope] = {
@@ -135,7 +153,7 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
     free = [r for _, r in sorted(m.ledger.allocations.items()) if r.state is AllocState.LIVE and r.id not in refs]
     for r in free:
         yield A.Release(r.holder, r.id)
-    if scope.tries:
+    if scope.tries and (not scope.try_cap or m.ledger.next_allocation <= scope.try_cap):
         yield M.TryReserve(1, 1, 1)
     if scope.alias_leases and m.ledger.next_allocation <= scope.alias_leases:
         alias = len(scope.capacities) + 1
@@ -150,17 +168,27 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
         yield A.MapAllowance(w.holder, w.id, 1)
         yield A.UnmapAllowance(w.holder, w.id, 1)
         yield A.CloseAllowance(w.holder, w.id)
+    if scope.uses:
+        for r in free:
+            yield M.SetUse(r.holder, r.id, r.id not in m.uses, False)  # pin an idle lease; unpin a pinned one
     if m.next_pressure <= scope.pressures:
         for h in holders:
             for a in auths:
-                yield M.Press(h, a, 1)
+                yield M.Press(h, a, 1, 0, scope.deadline)
+    times = (None,) if scope.deadline is None else (scope.deadline, scope.deadline + 1)  # on time; late
     for pid in sorted(m.pressures):
         p = m.pressures[pid]
-        yield M.Answer(p.holder, pid, ())
-        for r in free:
-            if r.holder == p.holder and r.authority == p.authority:
-                yield M.Answer(p.holder, pid, (r.id,))
+        for now in times:
+            yield M.Answer(p.holder, pid, (), now)
+            for r in free:
+                if r.holder == p.holder and r.authority == p.authority:
+                    yield M.Answer(p.holder, pid, (r.id,), now)
         yield M.CancelPressure(pid)
+        if scope.deadline is not None:
+            yield M.ExpirePressure(pid, scope.deadline + 1)
+    for a in auths:
+        if m.generations.get(a, 0) < scope.generations:
+            yield M.Reconfigure(a)
     if m.next_tx <= scope.txs:
         for h in holders:
             for needs in scope.needs:

@@ -18,10 +18,7 @@ import attrs
 from invariants import admission as AP
 from invariants import sessions as SP
 from invariants.explore import ExploreResult, Model, explore
-from invariants.manager_scope import COMPLETE_SCOPES, manager_model
-from invariants.pressure_scope import CONTROL_SCOPE as PRESSURE_CONTROL
-from invariants.pressure_scope import QUICK_SCOPE as PRESSURE_QUICK
-from invariants.pressure_scope import pressure_model
+from invariants.manager_scope import COMPLETE_SCOPES, PRESSURE_SCOPE, manager_model
 from invariants.transactions_scope import tx_model
 from spec import admission as AD
 from spec import sessions as SS
@@ -151,9 +148,9 @@ def sessions_arena(guards: GuardSet) -> Model:
 SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     "kv_batch": batch, "coresidency": coresidency, "elastic": elastic, "sessions": sessions,
     "sessions_arena": sessions_arena,
-    # `invariants.pressure_scope`: every guard on in the quick scope; a control adds a second priority.
-    "pressure": lambda g: pressure_model(g, PRESSURE_QUICK),
-    "pressure_control": lambda g: pressure_model(g, PRESSURE_CONTROL),
+    # The pressure restriction of the composed spec (`invariants.manager_scope.PRESSURE_SCOPE`): the pressure
+    # checker's scope, every guard on and each of its guards' controls.
+    "manager_pressure": lambda g: manager_model(g, PRESSURE_SCOPE, name="manager_pressure"),
     "transactions": tx_model,  # `invariants.transactions_scope`
     "manager": manager_model,  # `invariants.manager_scope`: the composed spec, its guards' controls
     # The composed spec's complete scopes (`invariants.manager_scope.COMPLETE_SCOPES`), symmetry on.

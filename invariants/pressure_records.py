@@ -39,7 +39,7 @@ class TraceMemory:
     """What the trace predicates remember of a run so far, so a run can be checked one step at a time.
 
     `trace_I7` folds `step_trace_I7` over a whole trace; the bounded-exhaustive explorer carries the
-    memory in its state instead (`invariants.pressure_scope`), so the same clauses judge its steps.
+    memory in its state instead, so the same clauses judge its steps.
     """
 
     charged: frozenset[int] = frozenset()

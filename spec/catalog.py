@@ -126,7 +126,7 @@ _LINKS: dict[str, dict[str, object]] = {
     ),
     "I7": dict(
         predicates=(_Q + "state_I7_conservation", _Q + "state_I7", _Q + "step_I7", _Q + "trace_I7",
-                    _Q + "observed_I7_callbacks"),
+                    _Q + "observed_I7_callbacks", _MG + "observed_I7_manager"),
         tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py",
                "tests/test_pressure_spec.py::test_exactly_one_credit_per_grant",
                "tests/test_pressure_clauses.py::test_callback_under_the_lock_is_seen_by_an_outside_probe",

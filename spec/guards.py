@@ -108,13 +108,12 @@ GUARDS: tuple[Guard, ...] = (
           "arbitration stops at a matured pending ticket that does not fit, so returned capacity accumulates for it",
           "a large request is overtaken by later, smaller, equal-priority requests round after round",
           model="pressure"),
-    Guard("charge_before_wake", ("I7",),
-          "a grant charges its bytes before the waiter is woken",
-          "a woken waiter holds bytes the ledger has not charged: conservation and exactly-once credit break",
-          model="pressure"),
-    Guard("try_only", ("I7",),
-          "the allocator path (try_reserve) is granted now or refused now, never left pending",
-          "an allocator callback is handed 'pending' and would have to wait",
+    # A grant charged before its waiter is woken (I7) is `grant_charges_ledger` (the composed manager's guard).
+    Guard("try_only", ("I7", "I2", "I13"),
+          "the allocator path (try_reserve) is granted now or refused now, never left pending, never past the "
+          "limit, never ahead of a waiting ticket",
+          "an allocator callback is handed 'pending' and would have to wait; or it takes bytes past the limit or "
+          "ahead of a waiter, who is overtaken by every allocation",
           model="pressure"),
     Guard("unlock_before_callback", ("I7",),
           "a holder's pressure callback is invoked with the ledger lock released",
@@ -219,7 +218,7 @@ GUARDS: tuple[Guard, ...] = (
           model="hierarchy"),
     # --- the composed manager: where the parts meet on one ledger (issue #10) ---
     Guard("grant_charges_ledger", ("I1", "I2"),
-          "a round's grant is a ledger reservation, charged at grant (before the waiter can see it)",
+          "a round's grant is a ledger reservation, charged at grant (before the waiter is woken or can see it)",
           "bytes promised to a granted-but-unclaimed ticket are taken by another part: used passes the limit",
           model="manager"),
     Guard("tx_counts_granted", ("I1", "I2"),

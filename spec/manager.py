@@ -145,8 +145,8 @@ def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True) -> M.Mana
             if guards.on("grant_charges_ledger"):
                 ledger, alloc = machine.step(ledger, A.Reserve(t.holder, aid, a.tier, t.nbytes, t.role), guards)
             t = evolve(t, state=state, allocation=alloc)
-        elif t.age >= bound:
-            # A matured misfit ends the round: returned capacity accumulates for it (I13).
+        elif t.age >= bound and guards.on("aging"):
+            # Verify a matured misfit ends the round: returned capacity accumulates for it (I13).
             for rest in pending[i:]:
                 tickets = tickets.set(rest.id, rest)
             break

@@ -141,7 +141,7 @@ def _arbitrate(p: Pool, guards: GuardSet, age: bool = True) -> Pool:
     for i, t in enumerate(pending):
         if t.nbytes <= free:
             # Verify the grant is charged before the waiter can see it (I7: charge before wake-up).
-            if guards.on("charge_before_wake"):
+            if guards.on("grant_charges_ledger"):
                 free -= t.nbytes
             t = _evolve(t, state=next_ticket_state(t.state, TicketEvent.GRANT), grant=grant)
             grant += 1
@@ -211,7 +211,7 @@ def _claim(p: Pool, act: Claim, guards: GuardSet) -> tuple[Pool, int]:
         raise InvalidTransition(f"ticket {act.ticket} is already completed, cancelled or failed")
     _owned(t, holder)
     new = next_ticket_state(t.state, TicketEvent.CLAIM, f"ticket {t.id}")
-    free = p.free if guards.on("charge_before_wake") else p.free - t.nbytes
+    free = p.free if guards.on("grant_charges_ledger") else p.free - t.nbytes
     return _evolve(p, tickets=p.tickets.set(t.id, _evolve(t, state=new)), free=free), t.grant
 
 
@@ -232,7 +232,7 @@ def _abandon(p: Pool, act: Cancel | Timeout, event: TicketEvent, guards: GuardSe
     _owned(t, holder)
     if t.state is _T.CLAIMED:
         return p, 0  # claim disarmed cancel and timeout
-    if t.state is _T.GRANTED and not guards.on("charge_before_wake"):
+    if t.state is _T.GRANTED and not guards.on("grant_charges_ledger"):
         p = _evolve(p, free=p.free - t.nbytes)  # never charged under that ordering; undo the credit below
     return _retire(p, t, event, guards)
 

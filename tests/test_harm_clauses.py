@@ -276,6 +276,24 @@ def test_a_pinned_victim_or_an_overtaking_try_reserve_is_refused_and_changes_not
     assert g.abstract() == before
 
 
+# --- I13: a matured waiter is never overtaken ----------------------------------------------------------
+
+# A 4 B ticket waits behind 1 B grants; each submit's round ages it, so by the fourth 1 B submit it has matured
+# (aging bound 4): the intact round stops at it, a round that stops only past the bound grants the 1 B ticket.
+_MATURE = [M.Submit(H1, DEV, 1), M.Submit(H2, DEV, 4), M.Submit(H1, DEV, 1), M.Submit(H1, DEV, 1),
+           M.Submit(H1, DEV, 1)]
+
+
+@pytest.mark.parametrize(("mutant", "layer"), [(None, "spec"), (None, "refimpl"),
+                                               ("spec_matured_compare_strict", "spec"),
+                                               ("matured_compare_strict", "refimpl")])
+def test_a_round_past_a_matured_waiter_fails_matured_not_overtaken(mutant: str | None, layer: str) -> None:
+    found, m = (_spec_manager_breaks if layer == "spec" else _manager_breaks)(_MATURE, mutant)
+    assert m.tickets[2].state is TicketState.PENDING and m.tickets[2].age == 4
+    assert m.tickets[5].state is (TicketState.GRANTED if mutant else TicketState.PENDING)
+    assert found == ({"step_I13_manager.matured_not_overtaken"} if mutant else set())
+
+
 # --- Reconfigure: generations (C5, I13) ----------------------------------------------------------
 
 _GEN_ANSWER = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3), M.Reconfigure(DEV), M.Answer(H1, 1, (1,))]

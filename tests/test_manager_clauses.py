@@ -234,6 +234,14 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
             return evolve(m, pressures=m.pressures.delete(pid)), M.Answer(H1, pid, (alloc,), 5), released, 2
         # the authority was reconfigured since the pressure opened
         return evolve(m, generations=m.generations.set(DEV, 1)), M.Answer(H1, pid, (alloc,), 5), released, 2
+    if name == "matured_overtaken":  # with the aging guard off, a 1 B ticket is granted past a matured 4 B waiter
+        m, _ = lease(start(), H1, DEV, 3)
+        m, w = run(m, M.Submit(H2, DEV, 4))
+        m = evolve(m, tickets=m.tickets.set(w, evolve(m.tickets[w], age=m.aging_bound)))
+        act = M.Submit(H1, DEV, 1)
+        assert MG.step(m, act)[0].tickets[w + 1].state.value == "pending"  # intact: the round stops at the waiter
+        nxt, tid = MG.step(m, act, GuardSet.without("aging"))
+        return m, act, nxt, tid
     if name == "try_overtakes":  # a try-only 1 B taken while a 4 B ticket waits
         m, _ = lease(start(), H1, DEV, 3)
         m, _ = run(m, M.Submit(H2, DEV, 4))
@@ -248,6 +256,7 @@ _STEP_MUTATIONS = {
     "closed_answer": "step_C5_manager.stale_answer_credits_nothing",
     "old_generation_answer": "step_C5_manager.stale_answer_credits_nothing",
     "try_overtakes": "step_I13_manager.allocator_never_overtakes_a_waiter",
+    "matured_overtaken": "step_I13_manager.matured_not_overtaken",
     "bundle_stuck": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_one_part": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_leases",

@@ -42,10 +42,6 @@ def aging(gov: Pool) -> None:
     check_trace(_traced(gov, calls))
 
 
-def charge_before_wake(gov: Pool) -> None:
-    gov.submit(1, 4)
-
-
 def try_only(gov: Pool) -> None:
     # The trace predicate must know which call was the allocator's: trace the actions themselves.
     acts = [P.Submit(1, 8, 0),
@@ -79,7 +75,6 @@ def victims_unpinned_idle(gov: Pool) -> None:
 
 SCENARIOS: dict[str, tuple[Callable[[Pool], None], type[GovernorError] | None, str]] = {
     "aging": (aging, None, ""),
-    "charge_before_wake": (charge_before_wake, None, ""),
     "try_only": (try_only, CapacityDenied, "waiting"),
     "unlock_before_callback": (unlock_before_callback, None, ""),
     "answer_open_only": (answer_open_only, StaleAnswer, "answered at 6"),

@@ -22,7 +22,6 @@ PRESSURE_GUARDS = [g for g in GUARDS if g.model == "pressure"]
 #: The harm clause each guard's spec-layer control must violate.
 HARM = {
     "aging": "step_I13.matured_not_overtaken",
-    "charge_before_wake": ("trace_I7.free_moves_by_tickets", "state_I7_conservation.capacity_conserved"),
     "try_only": "trace_I7.allocator_bytes_owned",
     "answer_open_only": "step_C5.closed_demand_takes_nothing",
     "victims_unpinned_idle": "step_I6_pressure.live_state_never_reclaimed",

@@ -4,7 +4,7 @@ The Hypothesis campaigns reach these cases only now and then; each case
 here is one script with hand-computed figures: the allocator path (TryReserve)
 at its boundary, the exact credit of cancel and timeout by ticket state, the
 order of a round in which a matured ticket meets a higher-priority newcomer,
-and the figures with `charge_before_wake` switched off (the guard's harm: a
+and the figures with `grant_charges_ledger` switched off (the guard's harm: a
 granted ticket that was never charged).
 """
 
@@ -146,10 +146,10 @@ def test_grant_is_charged_before_claim() -> None:
     assert pool.free == 2
 
 
-def test_charge_before_wake_off_grants_uncharged_bytes() -> None:
+def test_grant_charges_ledger_off_grants_uncharged_bytes() -> None:
     # The guard's harm: a granted ticket whose bytes are still counted free, so a second grant
     # of the same bytes fits (8 B governed, 6 + 6 granted).
-    off = GuardSet.without("charge_before_wake")
+    off = GuardSet.without("grant_charges_ledger")
     pool, (a, b) = run(base(), P.Submit(1, 6, 0), P.Submit(2, 6, 0), guards=off)
     assert (pool.tickets[a].state, pool.tickets[b].state) == (_T.GRANTED, _T.GRANTED)
     assert pool.free == 8
@@ -173,17 +173,17 @@ def test_equal_priority_is_fifo_past_the_map_order() -> None:
 
 def test_try_reserve_without_try_only_is_granted_through_arbitration() -> None:
     # With the guard off the allocator path becomes a submit: granted, not claimed, and it went
-    # through arbitration with the caller's guards (here charge_before_wake off too: not charged).
+    # through arbitration with the caller's guards (here grant_charges_ledger off too: not charged).
     new, t = P.step(base(), P.TryReserve(1, 4, 0), GuardSet.without("try_only"))
     assert (new.tickets[t].state, new.free) == (_T.GRANTED, 4)
-    new, t = P.step(base(), P.TryReserve(1, 4, 0), GuardSet.without("try_only", "charge_before_wake"))
+    new, t = P.step(base(), P.TryReserve(1, 4, 0), GuardSet.without("try_only", "grant_charges_ledger"))
     assert (new.tickets[t].state, new.free) == (_T.GRANTED, 8)
 
 
 @pytest.mark.parametrize("abandon", [P.Cancel, P.Timeout])
-def test_abandon_granted_without_charge_before_wake_credits_once(abandon) -> None:
+def test_abandon_granted_without_grant_charges_ledger_credits_once(abandon) -> None:
     # Granted but (guard off) never charged: abandoning it must not credit bytes nobody paid.
-    off = GuardSet.without("charge_before_wake")
+    off = GuardSet.without("grant_charges_ledger")
     pool, (t,) = run(base(), P.Submit(1, 6, 0), guards=off)
     assert pool.free == 8
     new, credit = P.step(pool, abandon(1, t), off)
@@ -191,8 +191,8 @@ def test_abandon_granted_without_charge_before_wake_credits_once(abandon) -> Non
 
 
 @pytest.mark.parametrize("abandon", [P.Cancel, P.Timeout])
-def test_abandon_pending_without_charge_before_wake_credits_nothing(abandon) -> None:
-    off = GuardSet.without("charge_before_wake")
+def test_abandon_pending_without_grant_charges_ledger_credits_nothing(abandon) -> None:
+    off = GuardSet.without("grant_charges_ledger")
     pool, _ = run(base(), P.Submit(1, 6, 0), P.Claim(1, 1), P.Submit(2, 7, 0), guards=off)
     assert (pool.tickets[2].state, pool.free) == (_T.PENDING, 2)
     new, credit = P.step(pool, abandon(2, 2), off)

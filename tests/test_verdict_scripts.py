@@ -2,7 +2,7 @@
 
 The spec has no lock, so the explorer has nothing to exhaust for this guard;
 `refimpl.verify.pressure_scripts` runs a fixed script on the real manager
-instead. These tests pin that the script is clean with every guard on, harms
+(through the composed adapter) instead. These tests pin that the script is clean with every guard on, harms
 with the guard off, is refused as a control when it is wrong, and that the
 verdict credits it as a script (never as the explorer) while R2's spec layer
 stays unmet for a guard the spec cannot express.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from invariants import pressure as _pressure_clauses  # noqa: F401  (declares the pressure clauses)
+from invariants import manager as _manager_clauses  # noqa: F401  (declares the composed clauses)
 from invariants.campaign import ControlResult
 from invariants.clauses import Coverage, clauses_of
 from refimpl.verify import pressure_scripts as PS
@@ -22,12 +22,12 @@ from refimpl.verify.verdict_rules import THRESHOLDS, judge
 from spec.guards import ALL_ON, GUARDS, GuardSet, Layer
 
 G = next(g for g in GUARDS if g.name == "unlock_before_callback")
-CLAUSE = "observed_I7_callbacks.callback_without_ledger_lock"
+CLAUSE = "observed_I7_manager.callback_without_ledger_lock"
 
 
 def test_script_is_clean_with_every_guard_on() -> None:
     accepted, rejected, violation, steps = PS._run(G, ALL_ON)
-    assert violation is None and accepted == steps == len(PS.SCRIPTS[G.name][1]) and rejected == 0
+    assert violation is None and accepted == steps == len(PS.SCRIPTS[G.name][0]) and rejected == 0
 
 
 def test_script_finds_the_callback_under_the_lock_with_the_guard_off() -> None:
@@ -39,23 +39,23 @@ def test_the_pressure_checker_gives_the_script_as_the_guards_deterministic_contr
     r = CHECKERS["pressure"].explore(G, PROFILES["quick"])
     assert r.found and r.violated == "I7" and r.clause == CLAUSE, r.message
     assert r.model.endswith(PS.SCRIPT_SUFFIX) and not r.complete  # a fixed script, not a searched fixpoint
-    assert r.counterexample == ("Press(holder=1, target=4, priority=0, deadline=5)",)
+    assert r.counterexample[-1] == "Press(holder=1, authority=1, target=4, priority=0, deadline=5)"
 
 
 def test_a_script_that_fails_with_every_guard_on_is_not_a_control(monkeypatch: pytest.MonkeyPatch) -> None:
-    params, actions, _ = PS.SCRIPTS[G.name]
+    actions, _ = PS.SCRIPTS[G.name]
 
     def always(ad: object) -> None:
         raise PS.InvariantViolation("I7", "broken observation", clause=CLAUSE)
 
-    monkeypatch.setitem(PS.SCRIPTS, G.name, (params, actions, always))
+    monkeypatch.setitem(PS.SCRIPTS, G.name, (actions, always))
     r = PS.run_script(G)
     assert not r.found and "not a control" in r.message
 
 
-def test_a_script_that_observes_nothing_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    params, actions, _ = PS.SCRIPTS[G.name]
-    monkeypatch.setitem(PS.SCRIPTS, G.name, (params, actions, lambda ad: None))
+def test_a_script_that_presses_nobody_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    actions, observe = PS.SCRIPTS[G.name]
+    monkeypatch.setitem(PS.SCRIPTS, G.name, (actions[:-1], observe))  # no Press: no callback runs
     r = PS.run_script(G)
     assert not r.found and "no counterexample found" in r.message
 

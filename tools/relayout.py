@@ -96,11 +96,11 @@ LAYOUT: dict[str, dict[str, str]] = {
     # Tickets are one part of the pressure protocol's model, predicates and campaign; the governor's
     # part that grants them is arbitration.
     "tickets": {"model": "spec/tickets.py", "predicates": "invariants/pressure.py",
-                "machine": "invariants/pressure_machine.py", "scope": "invariants/pressure_scope.py",
+                "machine": "invariants/pressure_machine.py", "scope": "invariants/manager_scope.py",
                 "implementation": "refimpl/manager/arbitration.py", "adapter": "refimpl/verify/pressure_adapter.py",
                 "checker": "refimpl/verify/pressure_checker.py"},
     "pressure": {"model": "spec/pressure.py", "predicates": "invariants/pressure.py",
-                 "machine": "invariants/pressure_machine.py", "scope": "invariants/pressure_scope.py",
+                 "machine": "invariants/pressure_machine.py", "scope": "invariants/manager_scope.py",
                  "implementation": "refimpl/manager/pressure.py", "adapter": "refimpl/verify/pressure_adapter.py",
                  "checker": "refimpl/verify/pressure_checker.py"},
     "transactions": {"model": "spec/transactions.py", "predicates": "invariants/transactions.py",

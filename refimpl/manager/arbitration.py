@@ -103,7 +103,7 @@ class Arbitration:
         self._bound = aging_bound
         self._slots = mailbox  # live (pending or granted) tickets at most: back-pressure on submit
         # I7: a grant books its ledger reservation (charges its bytes) before any waiter can be woken.
-        self._charge_at_grant = self._guards.on("grant_charges_ledger") and self._guards.on("charge_before_wake")
+        self._charge_at_grant = self._guards.on("grant_charges_ledger")
         self._aging = self._guards.on("aging")  # I13: a matured misfit ends the round
         self._tickets: dict[int, _Tkt] = {}  # live (pending or granted) only
         self._next_ticket = 1

@@ -46,6 +46,11 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "        if r.generation != r.auth.generation and self._guards.on(\"answer_open_only\"):",
            "        if False:",
            "an answer to a pressure opened before a reconfigure still releases the holder's leases"),
+    Mutant("spec_matured_compare_strict", ("I13",), "manager", _S, "spec.manager",
+           "        elif t.age >= bound and guards.on(\"aging\"):\n",
+           "        elif t.age > bound and guards.on(\"aging\"):\n",
+           "the spec's round stops only past the aging bound, which a capped age never reaches: later, smaller "
+           "tickets overtake a matured misfit round after round"),
     Mutant("composed_reconfigure_keeps_waiters", ("I13",), "manager", _R, _MARB,
            "        for t in list(a.pending.values()):  # an older pending ticket fails: it held nothing\n"
            "            del self._tickets[t.id]\n            if t.event is not None:\n"

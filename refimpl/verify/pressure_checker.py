@@ -4,6 +4,10 @@ Drives the one `ProcessMemoryManager` (one ledger as the pool, through `Pressure
 `spec.pressure` with the `PressureMachine`; negative controls switch one
 pressure guard off in the spec or in refimpl. The campaign is a third of the
 ledger campaign's examples: each pressure step also replays arbitration.
+The explorer (its deterministic controls, rule R4) is the composed spec's
+pressure restriction (`invariants.manager_scope.PRESSURE_SCOPE`, given by
+`refimpl.verify.checkers`); a guard the spec cannot express gets a fixed
+refimpl script on the composed adapter (`refimpl.verify.pressure_scripts`).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ The explorer is the deterministic control of every guard the spec has; a
 guard that lives only in refimpl (`SPEC_CANNOT_EXPRESS`: the spec has no
 lock) has no spec state to exhaust. Its deterministic control is a fixed
 script, the same on every run and free of Hypothesis: the script is run on
-the real `ProcessMemoryManager` (through `PressureAdapter`, whose callbacks
-probe the ledger lock from another thread) once with every guard on, where
+the real `ProcessMemoryManager` through the composed `ManagerAdapter`, whose
+callbacks record whether their caller held the ledger lock and judge it
+(`invariants.manager.observed_I7_manager`), once with every guard on, where
 no clause may fail, and once with the guard off, where one of the guard's
 IDs' clauses must. The outcome is an `ExploreResult` whose model ends in
 `SCRIPT_SUFFIX`, so the verdict names it a script, never the explorer.
@@ -20,39 +21,40 @@ from typing import Any
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.explore import ExploreResult
-from invariants.pressure import observed_I7_callbacks
-from invariants.pressure_machine import PoolParams
-from refimpl.verify.pressure_adapter import PressureAdapter
-from spec import pressure as P
+from invariants.manager import observed_I7_manager
+from refimpl.verify.manager_adapter import ManagerAdapter
+from spec import ledger_actions as A
+from spec import manager_actions as M
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet
+from spec.types import Tier
 
 __all__ = ["SCRIPT_SUFFIX", "SCRIPTS", "run_script"]
 
 SCRIPT_SUFFIX = "-script"
 
-#: guard -> (pool, actions, what is observed after each step). One press: the governor calls holder 1's
-#: pressure callback, and the callback's probe thread tries to take the ledger lock while it runs.
-SCRIPTS: dict[str, tuple[PoolParams, tuple[Any, ...], Callable[[PressureAdapter], None]]] = {
-    "unlock_before_callback": (PoolParams(16, 0, 2, 2, 8), (P.Press(1, 4, 0, 5),),
-                               lambda ad: observed_I7_callbacks(ad.take_deliveries())),
+#: guard -> (actions, what is observed after each step). One press: the governor calls holder 1's pressure
+#: callback, which records whether the thread calling it held the ledger lock.
+SCRIPTS: dict[str, tuple[tuple[Any, ...], Callable[[ManagerAdapter], None]]] = {
+    "unlock_before_callback": ((A.RegisterHolder("h1"), A.RegisterAuthority("pool", Tier.DEVICE, 16),
+                                M.Press(1, 1, 4, 0, 5)),
+                               lambda ad: observed_I7_manager(ad.delivered)),
 }
 
 
 def _run(guard: Guard, guards: GuardSet) -> tuple[int, int, InvariantViolation | None, int]:
     """(accepted, rejected, the first violation or None, steps run)."""
-    params, actions, observe = SCRIPTS[guard.name]
-    ad = PressureAdapter(params, guards)
+    actions, observe = SCRIPTS[guard.name]
+    ad = ManagerAdapter(guards)
     accepted = rejected = 0
     with contracts.contracts(False):  # only the script's own observation judges
         for i, a in enumerate(actions, 1):
             try:
                 ad.execute(a)
                 accepted += 1
+                observe(ad)
             except GovernorError:
                 rejected += 1
-            try:
-                observe(ad)
             except InvariantViolation as e:
                 return accepted, rejected, e, i
     return accepted, rejected, None, len(actions)
@@ -61,7 +63,7 @@ def _run(guard: Guard, guards: GuardSet) -> tuple[int, int, InvariantViolation |
 def run_script(guard: Guard) -> ExploreResult:
     """The guard's fixed script: clean with every guard on, a violation of the guard's IDs with it off."""
     t0 = time.perf_counter()
-    actions = SCRIPTS[guard.name][1]
+    actions = SCRIPTS[guard.name][0]
     _, _, clean, _ = _run(guard, ALL_ON)
     model = f"pressure{SCRIPT_SUFFIX}"
     if clean is not None:  # the script itself is wrong: it is not evidence about the guard
