@@ -116,13 +116,11 @@ def conjunction(table: Mapping[str, tuple[Callable[..., None], ...]], *args: Any
     """Evaluate every predicate of a registry (TLA+ `Inv == P1 /\\ P2 ...`): raise at the first failure,
     or, while `collecting`, note each failing predicate's clause and go on to the next predicate."""
     found = _COLLECT.get()
-    if found is None:  # the common case: the first failure ends the check
-        for preds in table.values():
-            for p in preds:
-                p(*args)
-        return
     for preds in table.values():
         for p in preds:
+            if found is None:
+                p(*args)
+                continue
             try:
                 p(*args)
             except InvariantViolation as e:

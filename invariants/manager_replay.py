@@ -140,7 +140,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         bundles = {} if type(bundles) is dict and not bundles else decode_bundles(bundles)
     except ValueError as e:
         raise _Bad("malformed", str(e)) from None
-    outcome = {k: payload[k] for k in ("outcome", "error")}
+    outcome = {"outcome": payload["outcome"], "error": payload["error"]}
     if outcome["outcome"] not in ("accepted", "rejected"):
         raise _Bad("malformed", f"payload.outcome must be 'accepted' or 'rejected', got {outcome['outcome']!r}")
     accepted = outcome["outcome"] == "accepted"
@@ -157,8 +157,9 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         outcome["used"] = {int(k): v for k, v in used.items()}
     except ValueError:
         raise _Bad("malformed", "payload.used keys must be integer authority ids") from None
-    if not all(type(v) is int for v in outcome["used"].values()):
-        raise _Bad("malformed", "payload.used values must be integers")
+    for v in outcome["used"].values():
+        if type(v) is not int:
+            raise _Bad("malformed", "payload.used values must be integers")
     outcome["result"], outcome["charges"], outcome["bundles"], outcome["ledger"] = result, {}, bundles, False
     return cls(**args), outcome
 
