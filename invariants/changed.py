@@ -38,17 +38,17 @@ _MISSING = object()
 class Tracked(Mapping):
     """An `immutables.Map` that remembers its parent map and the keys that distinguish it from that parent."""
 
-    # `get`, `keys`, `values`, `items`: the map's own (C) methods, bound per instance: the spec and the step
-    # predicates call them on every step, and a Python-level forwarder doubled their cost.
-    __slots__ = ("_map", "_parent", "_keys", "get", "keys", "values", "items")
+    __slots__ = ("_map", "_parent", "_keys")
 
     def __init__(self, m: Any = immutables.Map(), parent: Tracked | None = None, keys: tuple = ()) -> None:
-        m = m if type(m) is immutables.Map else immutables.Map(m)
-        self._map, self._parent, self._keys = m, parent, keys
-        self.get, self.keys, self.values, self.items = m.get, m.keys, m.values, m.items
+        self._map = m if type(m) is immutables.Map else immutables.Map(m)
+        self._parent, self._keys = parent, keys
 
     def __getitem__(self, k: Any) -> Any:
         return self._map[k]
+
+    def get(self, k: Any, default: Any = None) -> Any:
+        return self._map.get(k, default)
 
     def __contains__(self, k: Any) -> bool:
         return k in self._map
@@ -58,6 +58,15 @@ class Tracked(Mapping):
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._map)
+
+    def keys(self) -> Any:
+        return self._map.keys()
+
+    def values(self) -> Any:
+        return self._map.values()
+
+    def items(self) -> Any:
+        return self._map.items()
 
     def set(self, k: Any, v: Any) -> Tracked:
         return Tracked(self._map.set(k, v), self, (k,))
