@@ -417,7 +417,8 @@ def _on_ledger_state(p: Callable[[Any], None]) -> Callable[[M.Manager], None]:
 
 
 def _on_ledger_step(p: Callable[[Any, Any, Any], None]) -> Callable[..., None]:
-    ledger_only = p is LP.step_I6  # the ledger's I6 reads `act.holder`: a part's action is judged by step_I6_manager
+    # The ledger's I6 reads `act.holder`; a part's or the environment's action is judged by step_I6_manager.
+    ledger_only = p is LP.step_I6
 
     def run(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
         if ledger_only and not isinstance(act, _LEDGER_ACTIONS):
