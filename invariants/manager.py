@@ -454,9 +454,11 @@ def _on_ledger_state(p: Callable[[Any], None]) -> Callable[[M.Manager], None]:
 
 
 def _on_ledger_step(p: Callable[[Any, Any, Any], None]) -> Callable[..., None]:
+    # The ledger's I6 reads `act.holder`; a part's or the environment's action is judged by step_I6_manager.
+    ledger_only = p is LP.step_I6
+
     def run(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-        # The ledger's I6 reads `act.holder`; a part's or the environment's action is judged by step_I6_manager.
-        if p is LP.step_I6 and not isinstance(act, _LEDGER_ACTIONS):
+        if ledger_only and not isinstance(act, _LEDGER_ACTIONS):
             return
         ledger = before.ledger
         if isinstance(act, M.RemoveAuthority) and act.authority in ledger.authorities:

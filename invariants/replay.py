@@ -55,6 +55,7 @@ from invariants.replay_store import Store
 from invariants.trace_format import (
     BOUNDARY,
     CREATES,
+    ENUMS,
     ID_FIELDS,
     KINDS,
     MAX_EVENTS,
@@ -91,8 +92,11 @@ FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", 
                  "mixed-protocols", "unconfigured")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
 _ENVELOPE_KEYS = frozenset(_ENVELOPE)
-#: Per kind: its action class, field names, and exact id keys (before an accepted creation's `result`).
-_SHAPES = {kind: (cls, fields, frozenset(f for f in fields if f in ID_FIELDS))
+_OBSERVED_KEYS = frozenset({"used", "charges"})
+#: Per kind: its action class, its fields (name, whether an int there decodes to itself: not an enum), exact id
+#: keys (before an accepted creation's `result`), and payload keys.
+_SHAPES = {kind: (cls, tuple((f, f not in ENUMS) for f in fields), frozenset(f for f in fields if f in ID_FIELDS),
+                  frozenset(f for f in fields if f not in ID_FIELDS) | frozenset(_OUTCOME))
            for kind, cls in KINDS.items() for fields in [tuple(f.name for f in attrs.fields(cls))]}
 
 
@@ -209,7 +213,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         if ids or payload:
             raise _Bad("malformed", "a boundary event carries no ids and no payload")
         return None, {}
-    cls, fields, want_ids = _SHAPES[kind]
+    cls, fields, want_ids, want_payload = _SHAPES[kind]
     outcome = {k: payload.get(k) for k in _OUTCOME}
     accepted = outcome["outcome"] == "accepted"
     if outcome["outcome"] not in ("accepted", "rejected"):
@@ -218,10 +222,12 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         want_ids |= {"result"}
     if ids.keys() != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
-    want_payload = frozenset(f for f in fields if f not in ID_FIELDS) | frozenset(_OUTCOME)
     if payload.keys() != want_payload and payload.keys() != want_payload - OPTIONAL_FIELDS:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
-    args = {f: _value(ids[f] if f in ID_FIELDS else payload.get(f), f) for f in fields}
+    args = {}
+    for f, plain in fields:
+        v = ids[f] if f in ID_FIELDS else payload.get(f)
+        args[f] = v if plain and type(v) is int else _value(v, f)  # an int outside an enum field decodes to itself
     if accepted and outcome["error"] is not None:
         raise _Bad("malformed", "an accepted event carries no error")
     if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):
@@ -229,7 +235,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if accepted and kind in CREATES and type(ids["result"]) is not int:
         raise _Bad("malformed", "ids.result must be an integer")
     obs = outcome["observed"]
-    if type(obs) is not dict or set(obs) != {"used", "charges"} or not all(type(m) is dict for m in obs.values()):
+    if type(obs) is not dict or obs.keys() != _OBSERVED_KEYS or not all(type(m) is dict for m in obs.values()):
         raise _Bad("malformed", "payload.observed must be {'used': {...}, 'charges': {...}}")
     observed = {}
     for part, m in obs.items():

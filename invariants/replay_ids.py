@@ -33,7 +33,8 @@ No replay logic beyond the ids: `invariants.replay` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -51,6 +52,8 @@ FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", 
 _TRANSFER_ONLY = frozenset({"source", "target"})
 #: Spec ids handed to the spec for an observed id the trace never issued: never issued by the spec either.
 _UNBOUND = -(10 ** 21)
+#: The bindings of a kind nothing was bound for yet (read-only).
+_NONE: Mapping[int, int] = MappingProxyType({})
 
 
 def _plan(cls: type) -> tuple[tuple[str, str], ...]:
@@ -86,7 +89,7 @@ class IdMap:
         """The spec's id for observed `obs` (non-int values pass through: the spec refuses them as ill-typed)."""
         if type(obs) is not int:
             return obs
-        got = self.to_spec.get(kind, {}).get(obs)
+        got = self.to_spec.get(kind, _NONE).get(obs)
         if got is not None:
             return got
         if kind == "allocation" and self._unnamed(kind, obs):
@@ -106,15 +109,16 @@ class IdMap:
         for name, kind in plan:
             v = getattr(act, name)
             if kind == "victims":
-                if type(v) is tuple:
-                    changes[name] = tuple(self.spec_id("allocation", x, strict) for x in v)
+                new = tuple(self.spec_id("allocation", x, strict) for x in v) if type(v) is tuple else v
             elif kind == "needs":
-                if type(v) is tuple:
-                    changes[name] = tuple((self.spec_id("authority", p[0], strict), *p[1:])
-                                          if type(p) is tuple and p else p for p in v)
+                new = tuple((self.spec_id("authority", p[0], strict), *p[1:]) if type(p) is tuple and p else p
+                            for p in v) if type(v) is tuple else v
+            elif type(v) is int and (got := self.to_spec.get(kind, _NONE).get(v)) is not None:
+                new = got  # the common case: an id bound before (`spec_id`'s first answer)
             else:
-                changes[name] = self.spec_id(kind, v, strict)
-        changes = {k: v for k, v in changes.items() if v != getattr(act, k)}
+                new = self.spec_id(kind, v, strict)
+            if new != v:
+                changes[name] = new
         return evolve(act, **changes) if changes else act
 
     def figures(self, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
@@ -125,7 +129,7 @@ class IdMap:
             return {}
         out = {}
         for obs, v in observed.items():
-            got = self.to_spec.get(kind, {}).get(obs)
+            got = self.to_spec.get(kind, _NONE).get(obs)
             if got is None and not known_only and kind == "allocation" and self._unnamed(kind, obs):
                 got = obs  # a grant's allocation, issued with no event (the v1 format has no grant event)
                 self.to_spec.setdefault(kind, {})[obs] = obs
@@ -138,7 +142,7 @@ class IdMap:
         return out
 
     def _unnamed(self, kind: str, spec: int) -> bool:
-        return type(spec) is int and self.live(kind, spec) and spec not in self.to_obs.get(kind, {})
+        return type(spec) is int and self.live(kind, spec) and spec not in self.to_obs.get(kind, _NONE)
 
     # --- binding what an accepted event issued ------------------------------------------
 
@@ -175,4 +179,4 @@ class IdMap:
 
     def observed_id(self, kind: str, spec: Any) -> Any:
         """The observed id of spec object `spec` (itself when unbound: only in messages)."""
-        return self.to_obs.get(kind, {}).get(spec, spec) if type(spec) is int else spec
+        return self.to_obs.get(kind, _NONE).get(spec, spec) if type(spec) is int else spec

@@ -314,6 +314,17 @@ def test_changed_bundle_figure_is_refinement() -> None:
         r.describe()
 
 
+def test_rejected_event_the_spec_accepts_is_refinement(lines: list[bytes]) -> None:
+    """A governor that refuses what the spec grants (a spurious CapacityDenied) fails at that event, not at the end."""
+    i = next(i for i, raw in enumerate(lines)
+             if (ev := json.loads(raw))["kind"] == "submit" and ev["payload"]["outcome"] == "accepted")
+    ev = json.loads(lines[i])
+    ev["payload"].update(outcome="rejected", error="CapacityDenied", result=None)
+    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"])
+    assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
+    assert "rejected with CapacityDenied but the spec accepts it" in r.message
+
+
 def test_governor_without_atomic_bundle_fails_replay_at_the_commit() -> None:
     """Negative control of I10 through the trace: only the KV part advances; replay finds it at the commit."""
     with contracts(on=False):  # the governor's own contracts would stop it first

@@ -126,6 +126,7 @@ def _corruptions(lines: list[bytes]) -> dict[str, tuple[list[bytes], int, str]]:
     bad_rev = _edit(lines[k], lambda e: e.update(contract_revision="ortmem-ledger/99"))
     extra_key = _edit(lines[k], lambda e: e.update(extra=1))
     bad_tier = _edit(lines[_first(lines, "reserve")], lambda e: e["payload"].update(tier="gpu"))
+    int_tier = _edit(lines[_first(lines, "reserve")], lambda e: e["payload"].update(tier=1))  # an enum is a value
     unknown_id = _edit(lines[k], lambda e: e["ids"].update(allocation=9999))
     flipped = _edit(lines[k], lambda e: e["payload"].update(outcome="rejected", error="CapacityDenied"))
     other_seq = _edit(lines[3], lambda e: e.update(source_sequence=3))
@@ -139,6 +140,8 @@ def _corruptions(lines: list[bytes]) -> dict[str, tuple[list[bytes], int, str]]:
         "malformed-envelope": (lines[:k] + [extra_key] + lines[k + 1:], k + 1, "malformed"),
         "malformed-enum": (lines[:_first(lines, "reserve")] + [bad_tier] + lines[_first(lines, "reserve") + 1:],
                            _first(lines, "reserve") + 1, "malformed"),
+        "malformed-enum-int": (lines[:_first(lines, "reserve")] + [int_tier] + lines[_first(lines, "reserve") + 1:],
+                               _first(lines, "reserve") + 1, "malformed"),
         "unknown-id": (lines[:k] + [unknown_id] + lines[k + 1:], k + 1, "unknown-id"),
         "refinement": (lines[:k] + [flipped] + lines[k + 1:], k + 1, "refinement"),
         "bad-json": (lines[:4] + [lines[4][:20] + b"\n"] + lines[5:], 5, "bad-json"),
