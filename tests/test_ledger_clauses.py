@@ -400,6 +400,11 @@ SNAPSHOTS: dict[str, tuple[Callable[[], tuple[State, int, Any]], str | None, str
                                        "C8: authority 1: available 8 B, but limit 8 - used 3 - growth 0 gives 5 B"),
     "growth_called_available": (_read(GROWN, available=8), _FREE,
                                 "available 8 B, but limit 8 - used 0 - growth 3 gives 5 B"),
+    # the smallest subjects: one byte reserved for growth, one byte charged
+    "one_growth_byte_called_available": (_read((OPEN, A.ReserveGrowth(1, 1, 1)), available=8), _FREE,
+                                         "available 8 B, but limit 8 - used 0 - growth 1 gives 7 B"),
+    "one_charged_byte_called_available": (_read((A.Reserve(1, 1, DEV, 1, KV),), available=8), _FREE,
+                                          "available 8 B, but limit 8 - used 1 - growth 0 gives 7 B"),
     "oversubscribed_ledger_offers_bytes": (_read(OVER, available=-2), _FREE,
                                            "available -2 B, but limit 8 - used 10 - growth 0 gives 0 B"),
     "used_misreported": (_read((RES,), used=2), _FREE,
