@@ -184,6 +184,10 @@ MODULES: dict[str, list[str]] = {
                              "--deselect", "tests/test_explore.py::test_report_json_carries_explorer_figures",
                              "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                              "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
+    # The real-session model's clauses (C1 I3 I8 I8b I8c C7 C8 C9, and the two observations the ORT checker
+    # feeds): each harm reached with a guard off or a registered spec mutant, or broken by hand, and its near
+    # miss; the I3 and I8 harm scripts of test_harm_clauses. No ORT: the ort checker's campaign is left out.
+    "invariants/sessions.py": ["tests/test_sessions_clauses.py", "tests/test_harm_clauses.py"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own

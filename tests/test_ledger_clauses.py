@@ -412,6 +412,7 @@ SNAPSHOTS: dict[str, tuple[Callable[[], tuple[State, int, Any]], str | None, str
     "growth_misreported": (_read(GROWN, growth_reserved=2), _FREE,
                            "snapshot used 0 / growth 2 B, records give 0 / 3 B"),
     "full_ledger_read": (_read(FULL), None, ""),
+    "one_byte_free_read": (_read((A.Reserve(1, 1, DEV, 7, KV),)), None, ""),
     "oversubscribed_ledger_read": (_read(OVER), None, ""),
     "grown_ledger_read": (_read((*GROWN, RES)), None, ""),
     "other_ledgers_growth_not_counted": (_read((A.OpenAllowance(1, 2, 4), A.ReserveGrowth(1, 1, 3), RES)), None, ""),
