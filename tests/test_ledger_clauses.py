@@ -111,6 +111,8 @@ STATE_HARMS: dict[str, tuple[Callable[[], State], str, str]] = {
                           "state_C1.alias_resolves", "alias 4"),
     "alias_of_another_pool": (lambda: _add_auth(last(), 3, "gpu", alias_of=2), "state_C1.alias_resolves",
                               "alias 3"),
+    "lease_on_an_unknown_ledger": (lambda: _auth(_alloc(last(RES), 1, authority=9), 1, used=0),
+                                   "state_C2.lease_on_known_pool", "allocation 1 is on unknown authority 9"),
     "lease_in_the_wrong_tier": (lambda: _alloc(last(RES), 1, tier=HOST), "state_C2.lease_on_known_pool",
                                 "allocation 1 claims tier host on a device pool"),
     "lease_of_an_unknown_holder": (lambda: _alloc(last(RES), 1, holder=7), "state_C2.lease_on_known_pool",
