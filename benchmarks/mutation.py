@@ -188,6 +188,12 @@ MODULES: dict[str, list[str]] = {
     # feeds): each harm reached with a guard off or a registered spec mutant, or broken by hand, and its near
     # miss; the I3 and I8 harm scripts of test_harm_clauses. No ORT: the ort checker's campaign is left out.
     "invariants/sessions.py": ["tests/test_sessions_clauses.py", "tests/test_harm_clauses.py"],
+    # The cooperative hierarchy's clauses (C10, I11): every clause's whole outcome on states and steps broken by
+    # hand and on the first harmful step of each guard-off script, near misses and case witnesses; the spec's
+    # own scripts and explorer controls, and the simulated hierarchy's refinement. The real-process and
+    # crash suites are left out.
+    "invariants/hierarchy.py": ["tests/test_hierarchy_clauses.py", "tests/test_hierarchy_spec.py",
+                                "tests/test_hierarchy_sim.py"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own
