@@ -264,6 +264,10 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
                                  "step_I1.charge_conserved", "alias 3 was charged 3 B"),
     "grant_past_the_limit": (lambda: real(A.Reserve(1, 1, DEV, 6, KV), RES, guards=GuardSet.without("limit_check")),
                              "step_I2.reserve_within_limit", "granted past the limit: used 9 B > 8 B"),
+    # the 1 B grant booked on a ledger with no room that appeared in the same step (its used was 0 before it)
+    "grant_booked_on_a_conjured_ledger": (lambda: tampered((A.Reserve(1, 1, DEV, 1, KV),), lambda n: _auth(_auth(
+        _alloc(_add_auth(n, 3, "gpu2", used=1), 1, authority=3), 3, limit=0), 1, used=0)),
+        "step_I2.reserve_within_limit", "granted past the limit: used 1 B > 0 B"),
     "recording_undercharged": (lambda: tampered((RECORDED,),
                                                 lambda n: _auth(_alloc(n, 1, charge=4, nbytes=4), 1, used=4)),
                                "step_I2.recorded_bytes_charged", "was accepted but charged [4] B"),
