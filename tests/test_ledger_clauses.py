@@ -313,6 +313,12 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
                                   "step_I6.only_owner_reduces_charge", "reduced holder 1's allocation 1 by 2 B"),
     "lease_quarantined_by_another": (lambda: real(*LIVE, A.Quarantine(2, 1, 1), guards=GuardSet.without("owner_only")),
                                      "step_I6.only_owner_reduces_charge", "reduced holder 1's allocation 1 by 1 B"),
+    # holder 1's commit (its own lease unchanged in charge) also shrinks holder 2's later lease
+    "commit_shrinks_another_holders_lease": (lambda: tampered((RES, A.Reserve(2, 1, DEV, 2, KV), A.Commit(1, 1, 3)),
+                                                              lambda n: _auth(_alloc(n, 2, charge=1, nbytes=1), 1,
+                                                                              used=4)),
+                                             "step_I4a.lifecycle_followed step_I6.only_owner_reduces_charge",
+                                             "reduced holder 2's allocation 2 by 1 B"),
     "lost_lease_refunded_without_termination": (lambda: tampered((*LOST, A.LoseDevice(1)), lambda n: _auth(
         _alloc(n, 1, charge=0), 1, used=0)), "step_I4a.lifecycle_followed step_I6.only_owner_reduces_charge",
         "reduced holder 1's allocation 1 by 2 B"),
