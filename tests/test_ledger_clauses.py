@@ -322,6 +322,26 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
     "lost_lease_refunded_without_termination": (lambda: tampered((*LOST, A.LoseDevice(1)), lambda n: _auth(
         _alloc(n, 1, charge=0), 1, used=0)), "step_I4a.lifecycle_followed step_I6.only_owner_reduces_charge",
         "reduced holder 1's allocation 1 by 2 B"),
+    # the termination refunds the lost lease, and also holder 2's live lease on the other ledger
+    "termination_refunds_a_live_lease": (lambda: tampered(
+        (*LOST, A.Reserve(2, 2, HOST, 2, KV), A.ConfirmTermination(1)),
+        lambda n: _auth(attrs.evolve(n, allocations=n.allocations.delete(2)), 2, used=0)),
+                                         "step_I6.only_owner_reduces_charge", "reduced holder 2's allocation 2 by 2 B"),
+    # an action of no holder (a device loss) rewrites holder 1's allowance
+    "device_loss_rewrites_an_allowance": (lambda: tampered((OPEN, A.LoseDevice(2)),
+                                                           lambda n: _allowance(n, 1, limit=3)),
+                                          "step_I6.only_owner_changes_allowance",
+                                          "LoseDevice(authority=2) changed holder 1's allowance 1"),
+    # holder 1's transfer leaves the target's limit as it was but books growth in it
+    "transfer_rewrites_its_target": (lambda: tampered(
+        (*ALLOWANCES, A.TransferAllowance(1, 1, 2, 1)),
+        lambda n: _allowance(_allowance(_allowance(n, 1, limit=4), 2, limit=2), 2, reserved=1)),
+        "step_I6.only_owner_changes_allowance", "changed holder 2's allowance 2"),
+    # holder 1's transfer grows holder 2's allowance 2, and also books growth in holder 2's allowance 3
+    "transfer_touches_a_third_allowance": (lambda: tampered((*ALLOWANCES, A.OpenAllowance(2, 1, 1),
+                                                             A.TransferAllowance(1, 1, 2, 1)),
+                                                            lambda n: _allowance(n, 3, reserved=1)),
+                                           "step_I6.only_owner_changes_allowance", "changed holder 2's allowance 3"),
     # holder 2 grows, or closes, holder 1's allowance (owner_only off)
     "allowance_grown_by_another": (lambda: real(*ALLOWANCES, A.ReserveGrowth(2, 1, 1),
                                                 guards=GuardSet.without("owner_only")),
