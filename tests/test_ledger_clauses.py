@@ -342,6 +342,10 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
                                                              A.TransferAllowance(1, 1, 2, 1)),
                                                             lambda n: _allowance(n, 3, reserved=1)),
                                            "step_I6.only_owner_changes_allowance", "changed holder 2's allowance 3"),
+    # holder 1 releases lease 1 and, in the same step, rewrites its lease 2
+    "release_rewrites_the_next_lease": (lambda: tampered((*LIVE, RES, A.Commit(1, 2, 3), A.Release(1, 1)),
+                                                         lambda n: _alloc(n, 2, role=Role.WEIGHTS)),
+                                        "step_I4a.lifecycle_followed", "allocation 2 changed while staying live"),
     # holder 2 grows, or closes, holder 1's allowance (owner_only off)
     "allowance_grown_by_another": (lambda: real(*ALLOWANCES, A.ReserveGrowth(2, 1, 1),
                                                 guards=GuardSet.without("owner_only")),
@@ -539,6 +543,18 @@ def test_the_ledger_identity_case_needs_a_ledger_before_the_step() -> None:
     first = A.RegisterAuthority("gpu", DEV, 8)
     assert "step_C1.ledger_identity_stable" not in cases(check_step, State(), first, step(State(), first))
     assert "step_C1.ledger_identity_stable" in cases(check_step, *real(*HOLDER))
+
+
+def test_a_move_in_place_and_two_births_are_counted_as_such() -> None:
+    # a commit moves its record without removing it: a lifecycle case
+    assert "step_I4a.lifecycle_followed" in cases(check_step, *real(RES, A.Commit(1, 1, 2)))
+    # two records born in one step from an empty ledger: both fresh, none kept
+    p, act, n = real(RES)
+    twin = attrs.evolve(n.allocations[1], id=2, nbytes=1, reserved=1, charge=1)
+    n = _auth(attrs.evolve(n, allocations=n.allocations.set(2, twin), next_allocation=3), 1, used=4)
+    assert broken(check_step, p, act, n) == []
+    assert "step_I4a.ids_fresh" in cases(check_step, p, act, n)
+    assert "step_I4a.holder_fixed" not in cases(check_step, p, act, n)
 
 
 def test_a_later_record_does_not_hide_an_earlier_move() -> None:
