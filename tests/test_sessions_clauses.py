@@ -204,8 +204,8 @@ STATE_HARMS: dict[str, tuple[Callable[[], S.SessionState], str, str]] = {
                                           "records account for {'arena': 100, 'kv': 0, 'weights': 1024}"),
     "weights_role_unbooked": (lambda: _ledger(last(LOAD), weights=None), "state_C8_sessions.ledger_matches_records",
                               "the ledger charges {'arena': 100, 'kv': 0, 'weights': 0}"),
-    "lease_of_no_role": (lambda: _ledger(last(LOAD), staging=5), "state_C8_sessions.ledger_matches_records",
-                         "'staging': 5"),
+    "lease_of_no_role": (lambda: _ledger(last(LOAD), staging=1), "state_C8_sessions.ledger_matches_records",
+                         "'staging': 1"),
     "limit_past_capacity": (lambda: attrs.evolve(last(), limit=4097), "state_C7_sessions.limit_within_capacity",
                             "limit 4097 > pool capacity 4096"),
     "kv_past_max_context": (lambda: _request(last(*OPEN), 1, kv_tokens=12), "state_I8c_sessions.kv_covers_tokens",
@@ -253,6 +253,13 @@ STATE_NEAR_MISSES: dict[str, Callable[[], S.SessionState]] = {
     "declared_more_than_carried": lambda: last(S.LoadModel("m", "toy", FACTS, frozenset({"kv", "conv"}))),
     "grown_and_closed": lambda: last(*FULL_BUCKET, S.Decode(1), S.Close(1), S.Prefetch(), S.Pressure(100)),
     "two_models_in_the_arena": lambda: last(LOAD, LOAD_N, topo=attrs.evolve(ARENA, arena=200)),
+    # a compatibility-mode model's peak (30 B) is not lent within the arena: only the managed one's (100 B) is
+    "compat_model_beside_the_arena": lambda: last(S.LoadModel("c", "toy", attrs.evolve(FACTS, transient_peak=30), None),
+                                                  LOAD, topo=ARENA),
+    "managed_charged_exactly_its_extents": lambda: last(S.LoadModel("x", "toy", attrs.evolve(
+        FACTS, referenced=1024, transient_peak=0), frozenset({"kv"}))),
+    "compat_unattributed_exactly_its_extents": lambda: last(S.LoadModel("c", "toy", attrs.evolve(
+        FACTS, transient_peak=0), None)),
 }
 
 
@@ -284,6 +291,8 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[S.SessionState, Any, S.SessionSta
     "failed_run_keeps_the_yielded_cache_charged": (
         lambda: _after(GROWTH_FAILS, lambda n: _ledger(n, weights=n.ledger["weights"] + 512)),
         "step_C8_sessions.failed_run_keeps_no_charge", "'weights': 0} (cache yielded 512 B)"),
+    "failed_run_drops_the_arena_lease": (lambda: _after(GROWTH_FAILS, lambda n: _ledger(n, arena=None)),
+                                         "step_C8_sessions.failed_run_keeps_no_charge", "'arena': -100"),
     "failed_run_grows_the_cache": (lambda: _after((LOAD, *OPEN[1:], S.RunFails(1)),
                                                   lambda n: attrs.evolve(n, cache=10, ledger=S.ledger_of(
                                                       attrs.evolve(n, cache=10)))),
@@ -322,6 +331,15 @@ STEP_NEAR_MISSES: dict[str, tuple[Any, ...]] = {
 @pytest.mark.parametrize("name", sorted(STEP_NEAR_MISSES))
 def test_each_step_near_miss_breaks_nothing(name: str) -> None:
     _, found = run(*STEP_NEAR_MISSES[name])
+    assert found == []
+
+
+def test_a_role_absent_from_both_ledgers_moved_nothing() -> None:
+    # a ledger that books no KV at all, before and after a failed growth: the failure charged no KV
+    states, _ = run(*GROWTH_FAILS)
+    p, n = (_ledger(x, kv=None) for x in states[-2:])
+    with collecting() as found:
+        SP.check_transition(p, GROWTH_FAILS[-1], n)
     assert found == []
 
 
@@ -391,6 +409,13 @@ def test_one_subject_makes_the_state_case_occur(key: str) -> None:
     (with_, t1), (without, t2) = STATE_WITNESS[key]
     assert key in cases(SP.check_state, last(*with_, topo=t1))
     assert key not in cases(SP.check_state, last(*without, topo=t2))
+
+
+def test_one_byte_used_is_a_case() -> None:
+    # the smallest charge: 1 B referenced on a 1 B granule, no peak
+    one = S.LoadModel("b", "toy", S.ModelFacts(1, 1, 0, frozenset(), 0, 0, 0), frozenset())
+    got = cases(SP.check_state, last(one, topo=attrs.evolve(TOPO, granule=1)))
+    assert {"state_I8c_sessions.within_limit", "state_C8_sessions.report_matches_records"} <= got
 
 
 def test_a_later_subject_does_not_hide_an_earlier_one() -> None:
