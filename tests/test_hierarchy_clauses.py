@@ -203,6 +203,10 @@ def _step(acts: tuple[Any, ...], change: Callable[[H.HierarchyState], H.Hierarch
     return states[-2], acts[-1], change(states[-1])
 
 
+def _intent(s: H.HierarchyState, **changes: Any) -> H.HierarchyState:
+    return attrs.evolve(s, intents=s.intents.set(1, attrs.evolve(s.intents[1], **changes)))
+
+
 TWO_WAITING = (H.Spawn(), H.Hello(1), H.Request(1, 1, 1, 10), H.Spawn(), H.Hello(2), H.Request(2, 1, 1, 3))
 
 #: name -> ((prev, action, next), every step clause it breaks with what each names)
@@ -215,21 +219,18 @@ STEP_HARMS: dict[str, tuple[tuple[H.HierarchyState, Any, H.HierarchyState], dict
                               {"non_live_gains_nothing": "spawned worker 1 grew from quota 0/slice 0 to 0/2"}),
     "exited_worker_charged": (_step((*UP, H.Kill(1), H.ObserveExit(1), H.Arbitrate()), lambda n: put(n, 1, quota=1)),
                               {"non_live_gains_nothing": "exited worker 1 grew from quota 0/slice 0 to 1/0"}),
-    "intent_renumbered": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: attrs.evolve(
-        n, intents=n.intents.set(1, attrs.evolve(n.intents[1], seq=7)))),
+    "intent_renumbered": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: _intent(n, seq=7)),
         {"intent_keeps_place": "intent 1 changed from Intent(worker=2, nbytes=3, priority=0, seq=1, age=0) to "
                                "Intent(worker=2, nbytes=3, priority=0, seq=7, age=1)"}),
-    "intent_grows": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: attrs.evolve(
-        n, intents=n.intents.set(1, attrs.evolve(n.intents[1], nbytes=4)))), {"intent_keeps_place": "intent 1 changed"}),
-    "intent_moves_to_another_worker": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: attrs.evolve(
-        n, intents=n.intents.set(1, attrs.evolve(n.intents[1], worker=1)))), {"intent_keeps_place": "intent 1 changed"}),
-    "intent_reprioritised": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: attrs.evolve(
-        n, intents=n.intents.set(1, attrs.evolve(n.intents[1], priority=5)))), {"intent_keeps_place": "intent 1 changed"}),
-    "intent_ages_past_the_cap": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: attrs.evolve(
-        n, intents=n.intents.set(1, attrs.evolve(n.intents[1], age=3)))),
+    "intent_grows": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: _intent(n, nbytes=4)),
+                {"intent_keeps_place": "intent 1 changed"}),
+    "intent_moves_to_another_worker": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: _intent(n, worker=1)),
+                {"intent_keeps_place": "intent 1 changed"}),
+    "intent_reprioritised": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: _intent(n, priority=5)),
+                {"intent_keeps_place": "intent 1 changed"}),
+    "intent_ages_past_the_cap": (_step((*TWO_WAITING, H.Arbitrate()), lambda n: _intent(n, age=3)),
         {"intent_keeps_place": "intent 1 aged from 0 to 3 (bound 2)"}),
-    "intent_grows_younger": (_step((*TWO_WAITING, H.Arbitrate(), H.Arbitrate()), lambda n: attrs.evolve(
-        n, intents=n.intents.set(1, attrs.evolve(n.intents[1], age=0)))),
+    "intent_grows_younger": (_step((*TWO_WAITING, H.Arbitrate(), H.Arbitrate()), lambda n: _intent(n, age=0)),
         {"intent_keeps_place": "intent 1 aged from 1 to 0 (bound 2)"}),
     "restart_moves_free": (_step((*UP, H.Restart()), lambda n: attrs.evolve(n, free=5)),
                            {"restart_loses_nothing": "the free balance moved across a restart: 6 -> 5"}),
@@ -239,7 +240,8 @@ STEP_HARMS: dict[str, tuple[tuple[H.HierarchyState, Any, H.HierarchyState], dict
                                  "restart_loses_nothing": "worker 1's journaled ('state', 'seq', 'quota', 'returned') "
                                                           "moved across a restart: (WorkerState.ACTIVE, 1, 4, 0) -> "
                                                           "(WorkerState.ACTIVE, 1, 3, 0)"}),
-    "restart_forgets_a_return": (_step((*UP, H.Kill(1), H.ObserveExit(1), H.Restart()), lambda n: put(n, 1, returned=0)),
+    "restart_forgets_a_return": (_step((*UP, H.Kill(1), H.ObserveExit(1), H.Restart()),
+                                       lambda n: put(n, 1, returned=0)),
                                  {"restart_loses_nothing": "(WorkerState.EXITED, 1, 0, 4) -> (WorkerState.EXITED, 1, "
                                                            "0, 0)"}),
     "restart_rewinds_a_sequence": (_step((*UP, H.Restart()), lambda n: put(n, 1, seq=0)),
@@ -251,9 +253,10 @@ STEP_HARMS: dict[str, tuple[tuple[H.HierarchyState, Any, H.HierarchyState], dict
                                                                   "(WorkerState.ACTIVE, 1, 4, 0)"}),
     "restart_rewinds_an_epoch": (_step((*UP, H.MissHeartbeat(1), H.Restart()), lambda n: put(n, 1, epoch=1)),
                                  {"restart_loses_nothing": "worker 1's epoch went back across a restart: 2 -> 1"}),
-    "restart_forgets_an_intent": (_step((*TWO_WAITING, H.Restart()), lambda n: attrs.evolve(n, intents=n.intents.delete(1))),
-                                  {"restart_loses_nothing": "an intent or a reclaim ticket was lost or changed across a "
-                                                            "restart"}),
+    "restart_forgets_an_intent": (_step((*TWO_WAITING, H.Restart()),
+                                        lambda n: attrs.evolve(n, intents=n.intents.delete(1))),
+                                  {"restart_loses_nothing": "an intent or a reclaim ticket was lost or changed across "
+                                                            "a restart"}),
     "restart_forgets_a_ticket": (_step((*UP, H.Reclaim(1, 2), H.Restart()),
                                        lambda n: attrs.evolve(n, tickets=n.tickets.delete(1))),
                                  {"restart_loses_nothing": "an intent or a reclaim ticket was lost or changed"}),
@@ -265,7 +268,8 @@ STEP_HARMS: dict[str, tuple[tuple[H.HierarchyState, Any, H.HierarchyState], dict
                                                 lambda n: attrs.evolve(n, outside=n.outside.set("db", 3))),
                                           {"outside_only_lowers_ceiling": "OS ceiling moved by 3, not 2"}),
     "reserve_past_the_slice": (_step((*UP, H.Reserve(1, 3)), lambda n: put(n, 1, reserved=5)),
-                               {"reserve_within_budget": "worker 1 reserved 5 B with 4 B left of min(slice, OS ceiling)"}),
+                               {"reserve_within_budget": "worker 1 reserved 5 B with 4 B left of min(slice, OS "
+                                                         "ceiling)"}),
     "quota_taken_from_a_live_user": (_step((*UP, H.Arbitrate()), lambda n: attrs.evolve(put(n, 1, quota=1), free=9)),
                                      {"no_return_before_exit": "worker 1 lost 3 units of quota (now 1) while its own "
                                                                "slice still holds 4, and it has not exited"}),
@@ -320,8 +324,9 @@ def test_each_step_near_miss_breaks_nothing(name: str) -> None:
 def test_a_restart_that_forgets_a_worker_is_named() -> None:
     # (the other step clauses read every earlier worker in the next state; this one alone must name the loss)
     p, act, n = _step((*UP, H.Restart()), lambda n: attrs.evolve(n, workers=n.workers.delete(1)))
-    assert IH.restart_loses_nothing(p, act, n) == (True, "worker 1's journaled ('state', 'seq', 'quota', 'returned') "
-                                                         "moved across a restart: (WorkerState.ACTIVE, 1, 4, 0) -> None")
+    assert IH.restart_loses_nothing(p, act, n) == (
+        True, "worker 1's journaled ('state', 'seq', 'quota', 'returned') moved across a restart: "
+              "(WorkerState.ACTIVE, 1, 4, 0) -> None")
 
 
 # --- case accounting: a clause's case occurs with one subject of it, and not without ----------------------

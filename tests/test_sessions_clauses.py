@@ -114,7 +114,8 @@ SCRIPTED: dict[str, tuple[tuple[Any, ...], dict[str, Any], str, str]] = {
                                  "state_I8b_sessions.residency_has_source", "residency of m has no source"),
     "residency_moves_charge": ((LOAD, S.ObserveResidency("m", 700, "smaps")),
                                dict(guards=GuardSet.without("residency_not_charge")),
-                               "step_I8b_sessions.residency_moves_no_charge state_I8_sessions.charged_referenced_extents "
+                               "step_I8b_sessions.residency_moves_no_charge "
+                               "state_I8_sessions.charged_referenced_extents "
                                "state_I3_sessions.report_binds_no_uncharged_model state_C7_sessions.granule_rounding",
                                "observing residency of m changed charge 1124 -> 700"),
     "prefetch_into_headroom": ((LOAD, S.Prefetch()), dict(mutant="prefetch_into_headroom"),
