@@ -137,7 +137,8 @@ SCRIPTED: dict[str, tuple[tuple[Any, ...], dict[str, Any], str, str]] = {
                                 "limit 4096 -> 1200 with used 1124 + headroom 128 above it"),
     "undeclared_state_managed": ((S.LoadModel("m", "toy", FACTS, frozenset()),),
                                  dict(guards=GuardSet.without("declare_loop_carried")),
-                                 "state_C9_sessions.managed_state_declared", "m runs managed with undeclared state ['kv']"),
+                                 "state_C9_sessions.managed_state_declared",
+                                 "m runs managed with undeclared state ['kv']"),
     "compat_reuses_prefix": ((COMPAT,), dict(mutant="compat_reuses_prefix"), "state_C9_sessions.compat_unattributed",
                              "c: compatibility mode must be unattributed with no prefix reuse"),
 }
