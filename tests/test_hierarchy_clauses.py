@@ -360,6 +360,11 @@ def test_nothing_to_harm_counts_no_case() -> None:
     assert held(STATE, FRESH) == set()
 
 
+def test_one_unit_delegated_is_a_case() -> None:
+    one = last(H.Spawn(), H.Hello(1), H.Request(1, 1, 1, 1))
+    assert {"quota_within_serving", "slices_within_serving", "conservation", "slice_charged"} <= held(STATE, one)
+
+
 #: clause -> (a script whose last step is a case of the clause, one whose last step is not)
 STEP_WITNESS: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {
     "no_return_before_exit": ((*UP, H.Return(1, 1, 2, 1)), (*UP, H.Reserve(1, 1))),
