@@ -157,6 +157,16 @@ def test_each_scripted_harm_breaks_exactly_its_clauses(name: str) -> None:
     assert e.clause == key and text in str(e)
 
 
+def test_a_charge_off_the_granule_is_named_by_the_granule_clause_too() -> None:
+    # (the exact-charge clause fails first on these states; the granule clause must still name the model)
+    for mutant, charged in (("admission_ignores_granule", 1100), ("admission_drops_transient_peak", 1024)):
+        states, _ = run(LOAD, mutant=mutant)
+        e = failure(SP.state_C7_sessions, states[-1])
+        assert e.clause == "state_C7_sessions.granule_rounding"
+        assert str(e).endswith("m: weight charge not rounded to the 256 B granule")
+        assert states[-1].models["m"].admitted == charged
+
+
 @pytest.mark.parametrize("name", sorted(SCRIPTED))
 def test_the_same_script_intact_is_refused_or_breaks_nothing(name: str) -> None:
     acts, how, _, _ = SCRIPTED[name]
@@ -254,6 +264,7 @@ STATE_NEAR_MISSES: dict[str, Callable[[], S.SessionState]] = {
     "compat_and_managed_side_by_side": lambda: last(COMPAT, LOAD, S.Prefetch()),
     "declared_more_than_carried": lambda: last(S.LoadModel("m", "toy", FACTS, frozenset({"kv", "conv"}))),
     "grown_and_closed": lambda: last(*FULL_BUCKET, S.Decode(1), S.Close(1), S.Prefetch(), S.Pressure(100)),
+    "a_role_booked_at_zero": lambda: _ledger(last(LOAD), staging=0),  # no byte of an unknown role is charged
     "two_models_in_the_arena": lambda: last(LOAD, LOAD_N, topo=attrs.evolve(ARENA, arena=200)),
     # a compatibility-mode model's peak (30 B) is not lent within the arena: only the managed one's (100 B) is
     "compat_model_beside_the_arena": lambda: last(S.LoadModel("c", "toy", attrs.evolve(FACTS, transient_peak=30), None),
