@@ -115,6 +115,7 @@ def test_each_state_harm_breaks_exactly_its_clauses(name: str) -> None:
     first = next(iter(expected))
     pred = "state_I11_hierarchy" if first == "no_outside_target" else "state_C10_hierarchy"
     assert e.value.clause == f"{pred}.{first}" and str(e.value).endswith(f"{first}: {expected[first]}")
+    assert e.value.id == ("I11" if first == "no_outside_target" else "C10")
 
 
 #: the largest figures each state clause must accept
@@ -203,6 +204,12 @@ def _step(acts: tuple[Any, ...], change: Callable[[H.HierarchyState], H.Hierarch
     return states[-2], acts[-1], change(states[-1])
 
 
+#: worker 1 commits 1 and reserves 1 of its 8; worker 2 (2 units) commits 1 and is killed; an outsider takes 12 of the
+#: machine's 16: the OS has 16 - 12 - 2 = 2 left (a dead worker's bytes are the OS's again), so worker 1 may add 2
+CEILING = (H.Spawn(), H.Hello(1), H.Request(1, 1, 1, 8), H.Spawn(), H.Hello(2), H.Request(2, 1, 1, 2), H.Reserve(2, 1),
+           H.Commit(2), H.Kill(2), H.Reserve(1, 1), H.Commit(1), H.Reserve(1, 1), H.Outside("db", 12))
+
+
 def _intent(s: H.HierarchyState, **changes: Any) -> H.HierarchyState:
     return attrs.evolve(s, intents=s.intents.set(1, attrs.evolve(s.intents[1], **changes)))
 
@@ -267,6 +274,9 @@ STEP_HARMS: dict[str, tuple[tuple[H.HierarchyState, Any, H.HierarchyState], dict
     "outside_moves_the_ceiling_too_far": (_step((*UP, H.Outside("db", 2)),
                                                 lambda n: attrs.evolve(n, outside=n.outside.set("db", 3))),
                                           {"outside_only_lowers_ceiling": "OS ceiling moved by 3, not 2"}),
+    "reserve_past_the_os_ceiling": ((lambda st: (st[-2], H.Reserve(1, 3), st[-1]))(
+        run(*CEILING, H.Reserve(1, 3), guards=GuardSet.without("budget_min_ceiling"))),
+        {"reserve_within_budget": "worker 1 reserved 3 B with 2 B left of min(slice, OS ceiling)"}),
     "reserve_past_the_slice": (_step((*UP, H.Reserve(1, 3)), lambda n: put(n, 1, reserved=5)),
                                {"reserve_within_budget": "worker 1 reserved 5 B with 4 B left of min(slice, OS "
                                                          "ceiling)"}),
@@ -290,7 +300,7 @@ def test_each_step_harm_breaks_exactly_its_clauses(name: str) -> None:
     pred = "step_I11_hierarchy" if first == "outside_only_lowers_ceiling" else "step_C10_hierarchy"
     with pytest.raises(InvariantViolation) as e:
         IH.check_step(p, act, n)
-    assert e.value.clause == f"{pred}.{first}"
+    assert e.value.clause == f"{pred}.{first}" and e.value.id == pred.split("_")[1]
 
 
 #: steps each step clause must accept
@@ -299,6 +309,7 @@ STEP_NEAR_MISSES: dict[str, tuple[Any, ...]] = {
     "exit_observed_credits_the_quota": (*UP, H.Kill(1), H.ObserveExit(1)),
     "reserve_exactly_the_budget": (*UP, H.Outside("db", 12), H.Reserve(1, 4)),
     "reserve_exactly_the_slice": (*UP, H.Reserve(1, 4)),
+    "reserve_exactly_the_os_ceiling": (*CEILING, H.Reserve(1, 2)),
     "intent_ages_to_the_cap": (*TWO_WAITING, H.Arbitrate(), H.Arbitrate()),
     "matured_intent_granted_first": SCRIPTS["coordinator_aging"],
     "lost_reply_assumes_the_worst": (*UP, H.Reserve(1, 2), H.Spawn(), H.Hello(2), H.Request(2, 1, 1, 4),
