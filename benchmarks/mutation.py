@@ -172,6 +172,28 @@ MODULES: dict[str, list[str]] = {
     # The admission models' clauses (I12, I8c, C5): the ledger-books clause tests, the verdict pins, and the
     # models' refinement campaigns and negative controls (3-4 s each in the mutation profile).
     "invariants/admission.py": ["tests/test_admission_ledger.py", "tests/test_verdict_pins.py", "tests/test_admission.py"],
+    # The ledger clauses (C1 C2 I1 I2 I4a I4b I6, C8's snapshot): each clause's harm and near miss on states and
+    # steps broken by hand, the verdict pins, the composed manager's clause tests (it reuses these predicates),
+    # the ledger guards' negative controls and explorer cases, and the contracts and state machines that run
+    # them on every step. Left out: the explorer's two end-to-end runs (90-100 s each) and the campaigns.
+    "invariants/ledger.py": ["tests/test_ledger_clauses.py", "tests/test_verdict.py", "tests/test_verdict_pins.py",
+                             "tests/test_manager_clauses.py", "tests/test_negative_controls.py", "tests/test_explore.py",
+                             "tests/test_stateful.py", "tests/test_machine_units.py", "tests/test_contracts.py",
+                             "tests/test_authorities.py",
+                             "--deselect", "tests/test_explore.py::test_verify_explorer_phase_finds_every_spec_guard",
+                             "--deselect", "tests/test_explore.py::test_report_json_carries_explorer_figures",
+                             "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
+                             "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
+    # The real-session model's clauses (C1 I3 I8 I8b I8c C7 C8 C9, and the two observations the ORT checker
+    # feeds): each harm reached with a guard off or a registered spec mutant, or broken by hand, and its near
+    # miss; the I3 and I8 harm scripts of test_harm_clauses. No ORT: the ort checker's campaign is left out.
+    "invariants/sessions.py": ["tests/test_sessions_clauses.py", "tests/test_harm_clauses.py"],
+    # The cooperative hierarchy's clauses (C10, I11): every clause's whole outcome on states and steps broken by
+    # hand and on the first harmful step of each guard-off script, near misses and case witnesses; the spec's
+    # own scripts and explorer controls, and the simulated hierarchy's refinement. The real-process and
+    # crash suites are left out.
+    "invariants/hierarchy.py": ["tests/test_hierarchy_clauses.py", "tests/test_hierarchy_spec.py",
+                                "tests/test_hierarchy_sim.py"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own

@@ -281,8 +281,8 @@ _REGISTERED = {(pred, name): clause("C10" if "C10" in pred else "I11", pred, nam
                for pred, named in CLAUSES.items() for name, fn in named}
 
 
-def _raise(id: str, predicate: str, *args: Any) -> None:
-    """Count every clause's evaluation and case, then fail on the first problem."""
+def _raise(predicate: str, *args: Any) -> None:
+    """Count every clause's evaluation and case, then fail on the first problem (the ID is the clause's own)."""
     first = None
     for name, held, problem in evaluate(predicate, *args):
         _REGISTERED[(predicate, name)].case(held)
@@ -296,26 +296,26 @@ def state_C10_hierarchy(s: Any) -> None:
     """Quota sums, conservation, linked attribution, no unit usable twice, charge until exit, deferring holds
     nothing."""
     if isinstance(s, H.HierarchyState):
-        _raise("C10", "state_C10_hierarchy", s)
+        _raise("state_C10_hierarchy", s)
 
 
 def step_C10_hierarchy(prev: Any, act: Any, nxt: Any) -> None:
     """No return before exit, nothing to a non-live identity, budget = min(slice, ceiling), intents keep their
     place, a lost reply leaves nothing uncharged, a restart loses nothing."""
     if isinstance(prev, H.HierarchyState):
-        _raise("C10", "step_C10_hierarchy", prev, act, nxt)
+        _raise("step_C10_hierarchy", prev, act, nxt)
 
 
 def state_I11_hierarchy(s: Any) -> None:
     """No reclaim ticket targets an outside program."""
     if isinstance(s, H.HierarchyState):
-        _raise("I11", "state_I11_hierarchy", s)
+        _raise("state_I11_hierarchy", s)
 
 
 def step_I11_hierarchy(prev: Any, act: Any, nxt: Any) -> None:
     """Outside usage only lowers the OS ceiling."""
     if isinstance(prev, H.HierarchyState):
-        _raise("I11", "step_I11_hierarchy", prev, act, nxt)
+        _raise("step_I11_hierarchy", prev, act, nxt)
 
 
 STATE_PREDICATES = {"C10": (state_C10_hierarchy,), "I11": (state_I11_hierarchy,)}
