@@ -8,7 +8,8 @@ environment (I6), a lost device keeps its charge and a removed authority leaves 
 below what is used (I2), an answer to a closed or late pressure releases
 nothing (C5), a pinned or in-flight lease is never a victim (I6), the
 allocator path never overtakes a waiter (I13), no fitting waiter is left waiting (I13), and a
-state bundle moves exactly with its transaction's commit (I10).
+state bundle moves exactly with its transaction's commit (I10); model views'
+harms (C4, C6) are `invariants.manager_views`.
 
 Each clause states a harm and compares the manager's numbers with an
 independent reading of the records (sums recomputed here; grant order from
@@ -27,6 +28,7 @@ from typing import Any
 from invariants import ledger as LP
 from invariants.changed import changed
 from invariants.clauses import clause, conjunction
+from invariants.manager_views import state_C4_views, state_C6_views
 from invariants.pressure import served_before
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -439,7 +441,8 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation)}, LP.STATE_PREDICATES,
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation), "C4": (state_C4_views,),
+     "C6": (state_C6_views,)}, LP.STATE_PREDICATES,
     _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
