@@ -9,7 +9,7 @@ below what is used (I2), an answer to a closed or late pressure releases
 nothing (C5), a pinned or in-flight lease is never a victim (I6), the
 allocator path never overtakes a waiter (I13), no fitting waiter is left waiting (I13), and a
 state bundle moves exactly with its transaction's commit (I10); model views'
-harms (C4, C6) are `invariants.manager_views`.
+harms (C4, C6, I9) are `invariants.manager_views`.
 
 Each clause states a harm and compares the manager's numbers with an
 independent reading of the records (sums recomputed here; grant order from
@@ -28,7 +28,7 @@ from typing import Any
 from invariants import ledger as LP
 from invariants.changed import changed
 from invariants.clauses import clause, conjunction
-from invariants.manager_views import state_C4_views, state_C6_views
+from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
 from invariants.pressure import served_before
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -447,7 +447,7 @@ STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
-     "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,)},
+     "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,), "I9": (step_I9_views,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -6,7 +6,8 @@ view of a transaction still missing a need: memory in use without a charge,
 C4); it reads through a replaced mapping (a bound generation that is not
 the view's, whether it bound a stale one or the view was remapped under it,
 C6); it reads another open transaction's provisional bytes, which that
-transaction may still abort (C6). Each clause reads the views and
+transaction may still abort (C6); a remap leaves an execution bound to the
+replaced mapping (I9). Each clause reads the views and
 transactions only, never the guards that prevent it. Reads spec values
 only; never imports refimpl.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 from invariants.clauses import clause
 from spec import manager_actions as M
 
-__all__ = ["state_C4_views", "state_C6_views"]
+__all__ = ["state_C4_views", "state_C6_views", "step_I9_views"]
 
 _C4_RESERVED = clause("C4", "state_C4_views", "view_over_reserved_bytes",
                       "no open transaction has a view (so no execution reads its bytes) before every need of it "
@@ -49,3 +50,19 @@ def state_C6_views(m: M.Manager) -> None:
         if v.tx in m.txs and others:
             _C6_PRIVATE.fail(f"execution(s) {others} read view {v.id}, the provisional view of open "
                              f"transaction {v.tx}")
+
+
+_I9_FENCE = clause("I9", "step_I9_views", "remap_fences_users",
+                   "after a remap no execution is left reading the replaced mapping: every execution bound to the "
+                   "view reads its new generation")
+
+
+def step_I9_views(before: M.Manager, act: object, after: M.Manager, result: object = None) -> None:
+    remapped = [(p, after.views[p.id]) for p in before.views.values()
+                if p.id in after.views and after.views[p.id].generation != p.generation]
+    _I9_FENCE.case(bool(remapped))
+    for p, v in remapped:
+        left = [u for u, g in v.users if g == p.generation]
+        if left:
+            _I9_FENCE.fail(f"{act!r}: view {v.id} moved from generation {p.generation} to {v.generation} under "
+                           f"execution(s) {left}")
