@@ -220,10 +220,10 @@ def _lose_device(m: M.Manager, act: A.LoseDevice, guards: GuardSet) -> tuple[M.M
     return lose_views(m, aid), None
 
 
-def _ending(handler: Any, drop_own: bool) -> Any:
-    """`handler` (CommitTx, AbortTx), then the transaction's execution ends (`spec.manager_views`)."""
+def _ending(drop_own: bool) -> Any:
+    """The part's CommitTx / AbortTx (looked up per call), then the transaction's execution ends."""
     def run(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
-        nxt, result = handler(m, act, guards)
+        nxt, result = PART_HANDLERS[type(act)](m, act, guards)
         return end_execution(nxt, act.tx, drop_own), result
     return run
 
@@ -237,6 +237,6 @@ _HANDLERS: dict[type, Any] = {
     A.LoseDevice: _lose_device,
     **PART_HANDLERS,
     **VIEW_HANDLERS,
-    M.CommitTx: _ending(PART_HANDLERS[M.CommitTx], drop_own=False),
-    M.AbortTx: _ending(PART_HANDLERS[M.AbortTx], drop_own=True),
+    M.CommitTx: _ending(drop_own=False),
+    M.AbortTx: _ending(drop_own=True),
 }
