@@ -85,13 +85,14 @@ RESULT_KINDS: dict[type, str] = {
                                                           M.__doc__ or "", re.M) if hasattr(M, name)}}
 
 #: Fields of records and actions that hold ids (`source` / `target` only in `TransferAllowance`).
-_FIELDS = {**FIELD_KINDS, "alias_of": "authority", "held": "allocation", "victims": "allocation"}
+_FIELDS = {**FIELD_KINDS, "alias_of": "authority", "held": "allocation", "victims": "allocation", "view": "view"}
 _TRANSFER_ONLY = frozenset({"source", "target"})
 #: Fields holding (id, figure) pairs.
-_PAIRS = {"needs": "authority", "completed": "pressure"}
+_PAIRS = {"needs": "authority", "completed": "pressure", "users": "tx"}
 #: Maps of the state keyed by ids, and the kind of their keys (and of their records' `id`).
 _MAPS = {"authorities": "authority", "holders": "holder", "allocations": "allocation", "allowances": "allowance",
-         "tickets": "ticket", "pressures": "pressure", "txs": "tx", "changes": "authority", "bundles": "bundle"}
+         "tickets": "ticket", "pressures": "pressure", "txs": "tx", "changes": "authority", "bundles": "bundle",
+         "views": "view"}
 #: Maps of the state keyed by ids whose values are figures (a generation, a lease's use flags).
 _KEYS = {"generations": "authority", "uses": "allocation"}
 #: Bijections tried per step before falling back to the order of appearance.
@@ -158,6 +159,8 @@ def _plan(cls: type) -> tuple[tuple[str, str, str | None], ...]:
             plan.append((name, "keys", _KEYS[name]))
         elif name in _PAIRS:
             plan.append((name, "pairs", _PAIRS[name]))
+        elif name == "view" and cls.__name__ == "RegisterAlias":
+            continue  # the alias's name (a string), not a model view's id
         elif name in _FIELDS and (name not in _TRANSFER_ONLY or cls.__name__ == "TransferAllowance"):
             plan.append((name, "ids", _FIELDS[name]))
         elif attrs.has(type(fld.default)):

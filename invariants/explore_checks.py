@@ -36,7 +36,7 @@ from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of",
            "bundles_step_of", "parts_uses_step_of", "removal_step_of", "pressure_step_of", "tickets_step_of",
-           "generations_of"]
+           "generations_of", "views_of", "views_step_of"]
 
 
 def ledger_of(m: Any) -> Hashable:
@@ -99,6 +99,16 @@ def generations_of(m: Any) -> Hashable:
     return m.tickets, m.generations
 
 
+def views_of(m: Any) -> Hashable:
+    """What the model views' state predicates read (C4, C6): the views and the transactions."""
+    return m.views, m.txs
+
+
+def views_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the remap step predicate reads (I9): both views maps and the action."""
+    return before.views, act, after.views
+
+
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
     """What the bundle step predicate reads (I10)."""
     return before.txs, before.bundles, act, after.txs, after.bundles
@@ -131,6 +141,10 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out[IM.state_I13_generation] = generations_of
     # I10: act, the before-txs (its bundle), the after-txs (committed), both bundles maps.
     out[IM.step_I10_manager] = bundles_step_of
+    # C4, C6 (model views): the views and the transactions that own or bind them.
+    out[IM.state_C4_views] = views_of
+    out[IM.state_C6_views] = views_of
+    out[IM.step_I9_views] = views_step_of
     return out
 
 

@@ -19,7 +19,7 @@ The kind is the manager's method name; the fields are the focused spec
 action's (`spec.pressure_state.*`, `spec.transactions_actions.*`), plus the
 manager's own arguments the spec has no field for (`EXTRA`: the ledger a
 pool operation names, the holder of a `tx_plan`). Registering an
-authority, device loss and state bundles have no focused kind: the manager
+authority, device loss, state bundles and model views have no focused kind: the manager
 has one verb for each, traced as a composed event, which the replay of a
 transaction trace reads as the focused model's action (`TX_COMPOSED`). `ids.authority` of a pool
 event is the ledger the operation ran on (null when it named none the
@@ -57,14 +57,14 @@ POOL_KINDS: dict[str, type] = {
 }
 #: Transaction event kind (the manager's method) -> the `spec.transactions` action it records.
 TX_KINDS: dict[str, type] = {
-    "tx_plan": T.Plan, "tx_reserve": T.Reserve, "tx_publish": T.Publish, "tx_execute": T.Execute,
-    "tx_commit": T.Commit, "tx_abort": T.Abort, "tx_release": T.Release, "tx_remap": T.Remap,
+    "tx_plan": T.Plan, "tx_reserve": T.Reserve, "tx_commit": T.Commit, "tx_abort": T.Abort, "tx_release": T.Release,
     "tx_corrupt_ledger": T.CorruptLedger,
 }
 #: Composed event kind -> the `spec.transactions` action it is in a transaction trace (one verb per concept).
 TX_COMPOSED: dict[str, type] = {"register_authority": T.AddAuthority, "lose_device": T.LoseDevice,
                                 "confirm_termination": T.ConfirmTermination, "open_bundle": T.OpenBundle,
-                                "report_mismatch": T.ReportMismatch}
+                                "report_mismatch": T.ReportMismatch, "publish_view": T.Publish,
+                                "execute_view": T.Execute, "remap_view": T.Remap}
 FOCUSED: dict[str, dict[str, type]] = {POOL_REVISION: POOL_KINDS, TX_REVISION: TX_KINDS}
 #: The manager's arguments a focused spec action has no field for: kind -> {name: "ids" | "payload"}.
 EXTRA: dict[str, dict[str, str]] = {

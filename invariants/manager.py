@@ -1,16 +1,12 @@
 """Cross-cutting predicates of the composed manager (`spec.manager_actions.Manager`), as named clauses.
 
-Where the parts meet on one ledger: every bucket of an authority (granted
-tickets, transaction-held reservations, leases and the rest) partitions its
-`used` (I1), exactly one credit per grant across cancel, timeout, abort and
-answer (I1), a holder's charge falls only by its own action or the
-environment (I6), a lost device keeps its charge and a removed authority
-leaves nothing behind (C3), a changed limit is not below what is used (I2),
-an answer to a closed or late pressure releases nothing (C5), a pinned or
-in-flight lease is never a victim (I6), the allocator path never overtakes a
-waiter, a matured waiter is never overtaken, no fitting waiter is left
-waiting (I13), and a state bundle moves exactly with its transaction's commit
-(I10), and no holder callback runs under the ledger lock (I7).
+Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per
+grant across cancel, timeout, abort and answer (I1); a holder's charge falls only by its own action or the
+environment, and a pinned or in-flight lease is never a victim (I6); a lost device keeps its charge and a
+removed authority leaves nothing behind (C3); a changed limit is not below what is used (I2); an answer to a
+closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
+never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
+(I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `invariants.manager_views`.
 
 Each clause states a harm and compares the manager's numbers with an
 independent reading of the records (sums recomputed here; grant order from
@@ -29,6 +25,7 @@ from typing import Any
 from invariants import ledger as LP
 from invariants.changed import changed
 from invariants.clauses import clause, conjunction
+from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
 from invariants.pressure import served_before
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -478,12 +475,13 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation)}, LP.STATE_PREDICATES,
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation), "C4": (state_C4_views,),
+     "C6": (state_C6_views,)}, LP.STATE_PREDICATES,
     _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
-     "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,)},
+     "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,), "I9": (step_I9_views,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -290,6 +290,33 @@ class ManagerMachine(PressureRules, CheckedMachine):
         if data.draw(st.integers(0, 2)) == 0:
             self._do(M.ReportMismatch(bid))  # the commit that follows must be refused (I5)
 
+    @rule(data=st.data(), op=st.sampled_from(("publish", "execute", "execute", "remap")))
+    def view(self, data: st.DataObject, op: str) -> None:
+        """Model views (C4, C6, I9): publish a transaction's view (refused while a need is unreserved); bind its
+        own or a committed view, sometimes at a stale generation or another open transaction's provisional view
+        (both refused); remap, mostly an unbound view (refused while bound)."""
+        views, txs = self.abs.views, self.abs.txs
+        if op == "publish":
+            if data.draw(st.booleans()):  # a fresh one-byte transaction, reserved: most can publish
+                tid = self.abs.next_tx
+                self._do(M.PlanTx(self._holder(data), ((self._authority(data), 1),)))
+                self._do(M.ReserveTx(tid))
+            txs = self.abs.txs
+            ready = [x.id for x in txs.values() if len(x.held) == len(x.needs)]
+            self._do(M.PublishView(self._pick(data, txs.keys(), self.abs.next_tx, ready)))
+        elif op == "remap":
+            idle = [v.id for v in views.values() if not v.users]
+            self._do(M.RemapView(self._pick(data, views.keys(), self.abs.next_view,
+                                            idle if data.draw(st.booleans()) else ())))
+        else:
+            tid = self._pick(data, txs.keys(), self.abs.next_tx, [v.tx for v in views.values() if v.tx in txs])
+            mine = [v.id for v in views.values() if v.tx == tid or v.tx not in txs]
+            others = [v.id for v in views.values() if v.tx != tid and v.tx in txs]  # refused (C6)
+            vid = self._pick(data, views.keys(), self.abs.next_view,
+                             others if others and data.draw(st.integers(0, 3)) == 0 else mine)
+            v = views.get(vid)
+            self._do(M.ExecuteView(tid, vid, (v.generation if v is not None else 1) + (data.draw(st.integers(0, 5)) == 0)))
+
     @rule(data=st.data(), op=st.sampled_from(("reserve", "reserve", "commit", "abort")))
     def transaction(self, data: st.DataObject, op: str) -> None:
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)

@@ -153,13 +153,13 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
             if intent is not None:
                 intents.append(intent)  # a miss aborted it: its intent keeps its place for a retry
         elif op == "publish" and (by[TxPhase.RESERVED] or by[TxPhase.RESERVING]):
-            _try(pmm.tx_publish, rng.choice(by[TxPhase.RESERVED] + by[TxPhase.RESERVING]).id)
+            _try(pmm.publish_view, rng.choice(by[TxPhase.RESERVED] + by[TxPhase.RESERVING]).id)
         elif op == "execute" and (by[TxPhase.PUBLISHED] or by[TxPhase.EXECUTING]):
             t = rng.choice(by[TxPhase.PUBLISHED] + by[TxPhase.EXECUTING])
             views = [v for v in s.views.values() if v.allocation == t.id]
             if views:
                 v = rng.choice(views)
-                _try(pmm.tx_execute, t.id, v.id, v.generation if rng.random() < 0.85 else v.generation + 1)
+                _try(pmm.execute_view, t.id, v.id, v.generation if rng.random() < 0.85 else v.generation + 1)
         elif op == "commit" and by[TxPhase.EXECUTING]:
             _try(pmm.tx_commit, rng.choice(by[TxPhase.EXECUTING]).id)
         elif op == "release" and by[TxPhase.COMMITTED]:
@@ -169,7 +169,7 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
             if iid is not None:
                 intents.append(iid)
         elif op == "remap" and s.views:
-            _try(pmm.tx_remap, rng.choice(sorted(s.views)))
+            _try(pmm.remap_view, rng.choice(sorted(s.views)))
         elif op == "bundle":
             bundles.append(pmm.open_bundle())
         elif op == "mismatch" and rng.random() < 0.3:
@@ -183,7 +183,7 @@ def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str,
             _try(rng.choice((lambda: pmm.tx_plan(holder, (), 0, ViewKind.CONTIGUOUS),
                              lambda: pmm.tx_plan(10**6, ((auths[0], 4),), 0, ViewKind.CONTIGUOUS),
                              lambda: pmm.tx_reserve(10**6, auths[0]),
-                             lambda: pmm.tx_execute(10**6, 1, 1),
+                             lambda: pmm.execute_view(10**6, 1, 1),
                              lambda: pmm.register_authority("", Tier.DEVICE, 4),
                              lambda: pmm.report_mismatch(10**6))))
     _settle_tx(pmm)

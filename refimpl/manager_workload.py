@@ -200,10 +200,17 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
     if rng.random() < 0.15:
         _try(pmm.report_mismatch, b)  # poisoned between join and commit: the commit is refused
     t = pmm.abstract_manager().txs.get(tid)
+    view = _try(pmm.publish_view, tid) if t is not None and len(t.held) == len(t.needs) else None
+    if view is not None:  # its execution binds the view (sometimes naming a stale generation: refused)
+        _try(pmm.execute_view, tid, view, 1 + (rng.random() < 0.1))
+        _try(pmm.remap_view, view)  # bound: ViewInUse (I9)
     if t is None or len(t.held) != len(t.needs) or _try(pmm.commit_tx, tid) is None:
         _try(pmm.abort_tx, tid)
-    elif rng.random() < 0.15:
-        _try(pmm.report_mismatch, b)
+    else:
+        if view is not None:
+            _try(pmm.remap_view, view)  # committed, unbound: the mapping generation advances
+        if rng.random() < 0.15:
+            _try(pmm.report_mismatch, b)
 
 
 def _settle(pmm: Any) -> None:

@@ -239,7 +239,7 @@ _LINKS.update({
                "The ABI itself and delegated quota (C10) are outside this model."),
     ),
     "C4": dict(
-        predicates=(_TX + "state_C4", _TX + "step_C4"),
+        predicates=(_TX + "state_C4", _TX + "step_C4", _MG + "state_C4_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
                "tests/test_harm_clauses.py::test_reserve_order_skipping_lower_needs_fails_no_circular_holding",
                "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
@@ -250,7 +250,7 @@ _LINKS.update({
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
     ),
     "C6": dict(
-        predicates=(_TX + "state_C6",),
+        predicates=(_TX + "state_C6", _MG + "state_C6_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
         scope=("View lifetime and generation per consuming execution, for all four view kinds. The "
@@ -267,7 +267,7 @@ _LINKS.update({
                "manager. Quarantine of un-undoable rollbacks is the ledger's Quarantine (I4a)."),
     ),
     "I9": dict(
-        predicates=(_TX + "step_I9",),
+        predicates=(_TX + "step_I9", _MG + "step_I9_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
     ),

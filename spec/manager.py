@@ -50,6 +50,7 @@ from spec.errors import InvalidArgument, InvalidTransition
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
+from spec.manager_views import VIEW_HANDLERS, end_execution, lose_views
 from spec.refusals import every_refusal
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
 from spec.types import AllocState
@@ -187,7 +188,9 @@ def _lose_device(m: M.Manager, act: A.LoseDevice, guards: GuardSet) -> tuple[M.M
     ledger = machine.step(m.ledger, act, guards)[0]  # the ledger's validation and loss (no refund)
     a = m.ledger.authorities[act.authority]
     aid = a.alias_of if a.alias_of is not None else a.id
-    hit = [x for x in m.txs.values() if any(n_aid == aid for n_aid, _ in x.needs)]
+    on_lost = {v.id for v in m.views.values() if v.authority == aid}
+    bound = {u for v in m.views.values() if v.id in on_lost for u, _ in v.users}
+    hit = [x for x in m.txs.values() if any(n_aid == aid for n_aid, _ in x.needs) or x.id in bound]
     # Verify a transaction's reservation on the lost device stays charged until termination (C3, I6).
     if not guards.on("loss_keeps_charge"):
         pre = m.ledger
@@ -211,7 +214,18 @@ def _lose_device(m: M.Manager, act: A.LoseDevice, guards: GuardSet) -> tuple[M.M
         if p.authority == aid:
             pressures = pressures.delete(p.id)
     changes = m.changes.delete(aid) if aid in m.changes else m.changes
-    return evolve(m, ledger=ledger, tickets=tickets, pressures=pressures, txs=txs, changes=changes), None
+    m = evolve(m, ledger=ledger, tickets=tickets, pressures=pressures, txs=txs, changes=changes)
+    for x in hit:
+        m = end_execution(m, x.id, drop_own=True)  # aborted: its execution ends, its own view goes
+    return lose_views(m, aid), None
+
+
+def _ending(drop_own: bool) -> Any:
+    """The part's CommitTx / AbortTx (looked up per call), then the transaction's execution ends."""
+    def run(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
+        nxt, result = PART_HANDLERS[type(act)](m, act, guards)
+        return end_execution(nxt, act.tx, drop_own), result
+    return run
 
 
 _HANDLERS: dict[type, Any] = {
@@ -222,4 +236,7 @@ _HANDLERS: dict[type, Any] = {
     **{kind: _part_owned_action for kind in (A.Commit, A.Cancel, A.Release, A.Quarantine)},
     A.LoseDevice: _lose_device,
     **PART_HANDLERS,
+    **VIEW_HANDLERS,
+    M.CommitTx: _ending(drop_own=False),
+    M.AbortTx: _ending(drop_own=True),
 }

@@ -443,7 +443,8 @@ def pins(m: M.Manager, aid: int) -> list[str]:
     refs += [f"ticket {t.id}" for t in m.tickets.values() if t.authority == aid]
     refs += [f"pressure {p.id}" for p in m.pressures.values() if p.authority == aid]
     refs += [f"limit change to {m.changes[aid].target} B"] if aid in m.changes else []
-    return refs + [f"transaction {x.id}" for x in m.txs.values() if any(n == aid for n, _ in x.needs)]
+    refs += [f"transaction {x.id}" for x in m.txs.values() if any(n == aid for n, _ in x.needs)]
+    return refs + [f"view {v.id}" for v in m.views.values() if v.authority == aid]
 
 
 def _remove_authority(m: M.Manager, act: M.RemoveAuthority, guards: GuardSet) -> tuple[M.Manager, None]:

@@ -95,7 +95,7 @@ def test_focused_events_match_the_schema(focused: tuple[str, list[bytes]]) -> No
 
 
 @pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("pool", "pool_set_use"),
-                                       ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "tx_publish")])
+                                       ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "publish_view")])
 def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str) -> None:
     lines = _trace(name)
     i = _first(lines, kind)
@@ -123,7 +123,7 @@ def test_duplicated_focused_event_is_rejected_where_it_repeats(name: str, kind: 
     assert not r.ok and r.failure == "duplicate-sequence" and r.line == i + 2, r.describe()
 
 
-@pytest.mark.parametrize("name,kind", [("pool", "pool_release"), ("tx", "tx_execute")])
+@pytest.mark.parametrize("name,kind", [("pool", "pool_release"), ("tx", "execute_view")])
 def test_reordered_focused_events_are_rejected_at_the_first_out_of_order_line(name: str, kind: str) -> None:
     lines = _trace(name)
     i = _first(lines, kind)

@@ -23,6 +23,7 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import CapacityDenied, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
+from spec.transactions_lifecycle import ViewState
 from spec.types import Role, Tier
 
 # --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
@@ -106,7 +107,7 @@ def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() ->
 
 _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
                    "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
-                   "state_I13_generation"}
+                   "state_I13_generation", "state_C4_views", "state_C6_views", "step_I9_views"}
 
 
 def _granted() -> M.Manager:
@@ -141,6 +142,17 @@ def _state_mut(name: str) -> M.Manager:
         m, alloc = lease(start(), H1, DEV, 4)
         m, _ = run(m, M.Submit(H2, DEV, 1))
         return evolve(m, tickets=m.tickets.set(2, evolve(m.tickets[2], allocation=alloc)))
+    if name in ("view_unreserved", "stale_read", "shared_provisional"):
+        m, x = run(start(), M.PlanTx(H2, ((DEV, 1), (HOST, 1))))
+        m, _ = run(m, M.ReserveTx(x))
+        if name == "view_unreserved":  # a view over a transaction still missing its HOST need
+            return evolve(m, views=m.views.set(1, M.View(1, x, DEV, 1, ViewState.MAPPED, ())), next_view=2)
+        m, v = run(run(m, M.ReserveTx(x))[0], M.PublishView(x))
+        m, _ = run(m, M.ExecuteView(x, v, 1))
+        if name == "stale_read":  # the view moved on; its execution still reads generation 1
+            return evolve(m, views=m.views.set(v, evolve(m.views[v], generation=2)))
+        m, y = run(m, M.PlanTx(H1, ((HOST, 1),)))  # another open transaction reads x's provisional view
+        return evolve(m, views=m.views.set(v, evolve(m.views[v], users=((x, 1), (y, 1)))))
     if name == "old_generation_waiter":  # the authority was reconfigured, the waiter kept waiting
         m, _ = lease(start(), H1, DEV, 4)
         m, _ = run(m, M.Submit(H2, DEV, 1))
@@ -156,6 +168,9 @@ _STATE_MUTATIONS = {
     "idle_waiter": "state_I13_manager.no_idle_fitting_waiter",
     "pending_holds": "state_I13_manager.pending_holds_nothing",
     "old_generation_waiter": "state_I13_generation.no_waiter_of_an_older_generation",
+    "view_unreserved": "state_C4_views.view_over_reserved_bytes",
+    "stale_read": "state_C6_views.no_stale_view_read",
+    "shared_provisional": "state_C6_views.provisional_view_private",
 }
 
 
@@ -242,6 +257,11 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         assert MG.step(m, act)[0].tickets[w + 1].state.value == "pending"  # intact: the round stops at the waiter
         nxt, tid = MG.step(m, act, GuardSet.without("aging"))
         return m, act, nxt, tid
+    if name == "remap_under_reader":  # the view moved to generation 2 under its execution (bound at 1)
+        m, x = run(start(), M.PlanTx(H2, ((DEV, 1),)))
+        m, v = run(run(m, M.ReserveTx(x))[0], M.PublishView(x))
+        m, _ = run(m, M.ExecuteView(x, v, 1))
+        return m, M.RemapView(v), evolve(m, views=m.views.set(v, evolve(m.views[v], generation=2))), 2
     if name == "try_overtakes":  # a try-only 1 B taken while a 4 B ticket waits
         m, _ = lease(start(), H1, DEV, 3)
         m, _ = run(m, M.Submit(H2, DEV, 4))
@@ -257,6 +277,7 @@ _STEP_MUTATIONS = {
     "old_generation_answer": "step_C5_manager.stale_answer_credits_nothing",
     "try_overtakes": "step_I13_manager.allocator_never_overtakes_a_waiter",
     "matured_overtaken": "step_I13_manager.matured_not_overtaken",
+    "remap_under_reader": "step_I9_views.remap_fences_users",
     "bundle_stuck": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_one_part": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_leases",

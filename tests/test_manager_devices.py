@@ -45,13 +45,13 @@ def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() 
     h = pmm.register_holder("kv")
     done = pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
     pmm.tx_reserve(done, a)
-    view = pmm.tx_publish(done)  # a view over bytes of a
-    pmm.tx_execute(done, view, 1)
+    view = pmm.publish_view(done)  # a view over bytes of a
+    pmm.execute_view(done, view, 1)
     pmm.tx_commit(done)
     binds = pmm.tx_plan(h, ((b, 8),), 0, ViewKind.CONTIGUOUS)  # needs only b, executes on the view on a
     pmm.tx_reserve(binds, b)
-    pmm.tx_publish(binds)
-    pmm.tx_execute(binds, view, 1)
+    pmm.publish_view(binds)
+    pmm.execute_view(binds, view, 1)
     apart = pmm.tx_plan(h, ((b, 4),), 0, ViewKind.CONTIGUOUS)  # touches nothing of a
     pmm.tx_reserve(apart, b)
     pmm.lose_device(a)

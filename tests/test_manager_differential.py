@@ -61,8 +61,9 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         ["reserve", "commit", "cancel", "release", "quarantine", "record", "lose", "terminate",
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
          "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "remove",
-         "expire_p", "try", "use", "reconfigure"],
-        weights=[6, 5, 2, 6, 1, 1, 0.1, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12, 1, 2, 2, 0.3])[0]
+         "expire_p", "try", "use", "reconfigure", "publish", "execute", "remap"],
+        weights=[6, 5, 2, 6, 1, 1, 0.1, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12, 1, 2, 2, 0.3,
+                 2, 3, 1])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":
@@ -122,6 +123,16 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         return M.JoinBundle(tx, pick(m.bundles, m.next_bundle))
     if kind == "mismatch":
         return M.ReportMismatch(pick(m.bundles, m.next_bundle))
+    ready = [x.id for x in m.txs.values() if len(x.held) == len(x.needs)]
+    published = [x for x in ready if any(v.tx == x for v in m.views.values())]
+    if kind == "publish":
+        return M.PublishView(rnd.choice(ready) if ready and rnd.random() < 0.8 else tx)
+    if kind in ("execute", "remap"):
+        tx = rnd.choice(published) if published and rnd.random() < 0.8 else tx
+        usable = [v.id for v in m.views.values() if v.tx == tx or v.tx not in m.txs]  # its own, or a committed one
+        v = rnd.choice(usable) if usable and rnd.random() < 0.8 else pick(m.views, m.next_view)
+        gen = m.views[v].generation if v in m.views else 1
+        return M.ExecuteView(tx, v, gen + (rnd.random() < 0.15)) if kind == "execute" else M.RemapView(v)
     if kind == "remove":
         return M.RemoveAuthority(rnd.choice([a, 3]))  # the alias (3) has nothing of its own: removable
     return M.CommitLimit(a)

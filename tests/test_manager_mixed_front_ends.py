@@ -47,7 +47,7 @@ VERBS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("open_pressure", ("holder", "auth", "bytes")), ("answer", ("pressure!", "victims")),
     ("cancel_pressure", ("pressure",)), ("plan_tx", ("holder", "needs")), ("reserve_tx", ("tx",)),
     ("commit_tx", ("tx",)), ("abort_tx", ("tx",)), ("prepare_limit", ("auth", "bytes")),
-    ("commit_limit", ("auth",)), ("lose_device", ("auth",)), ("confirm_termination", ("auth",)),
+    ("commit_limit", ("changing",)), ("lose_device", ("auth",)), ("confirm_termination", ("auth",)),
     # single pool
     ("pool_submit", ("holder", "auth", "bytes", "prio")), ("pool_try_reserve", ("holder", "auth", "bytes", "prio")),
     ("pool_claim", ("ticket!",)), ("pool_release", ("ticket!",)),
@@ -99,6 +99,10 @@ class MixedFrontEnds(RuleBasedStateMachine):
             return data.draw(st.sampled_from((1, 2, 3, 1, 2, 3, 9)))
         if kind == "auth":
             return data.draw(st.sampled_from((1, 2, 1, 2, m._next_auth - 1, 99)))
+        if kind == "changing":  # mostly an authority with a limit change pending (else any, as `auth`)
+            changing = [a.id for a in m._auths.values() if a.change is not None]
+            return data.draw(st.sampled_from(changing)) if changing and data.draw(st.booleans()) else \
+                self._arg(data, "auth")
         if kind in ("bytes", "small"):
             return data.draw(st.sampled_from((0, -1, 1.5)) if data.draw(st.integers(0, 19)) == 0
                              else st.integers(1, 60 if kind == "bytes" else 8))
@@ -196,9 +200,9 @@ class MixedFrontEnds(RuleBasedStateMachine):
         tx = self._arg(data, "tx")
         if self._checked_call("tx_reserve_all", [tx]) is not None:
             return  # aborted: the result is its retry intent
-        view = self._checked_call("tx_publish", [tx])
+        view = self._checked_call("publish_view", [tx])
         v = self.m.abstract_tx().views.get(view) if type(view) is int else None
-        if v is not None and self._checked_call("tx_execute", [tx, view, v.generation]) is None:
+        if v is not None and self._checked_call("execute_view", [tx, view, v.generation]) is None:
             if data.draw(st.integers(0, 3)):
                 self._checked_call("tx_commit", [tx])
                 self._checked_call("tx_release", [tx])

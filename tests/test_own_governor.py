@@ -246,7 +246,7 @@ def test_result_kinds_are_read_from_the_specs_documented_actions() -> None:
     documented = {c.__name__: k for c, k in RESULT_KINDS.items() if c.__module__ == M.__name__}
     assert documented == {"Submit": "ticket", "Claim": "allocation", "Press": "pressure", "PlanTx": "tx",
                           "ReserveTx": "allocation", "CommitTx": "allocation", "PrepareLimit": "pressure",
-                          "OpenBundle": "bundle", "TryReserve": "allocation"}
+                          "OpenBundle": "bundle", "TryReserve": "allocation", "PublishView": "view"}
 
 
 @pytest.mark.parametrize("ids", ["the spec's", "its own"])

@@ -63,7 +63,7 @@ def test_a_refused_reserve_names_its_lifecycle_event(needs: int, event: str) -> 
         pmm, h, auths = focused(GuardSet.without("publish_after_all_held"))
         tx = pmm.tx_plan(h, tuple((a, 8) for a in auths[:needs]), 0, C)
         pmm.tx_reserve(tx, auths[0])
-        pmm.tx_publish(tx)
+        pmm.publish_view(tx)
         with pytest.raises(InvalidTransition,
                            match=rf"^transaction {tx}: no transition for event '{event}' in phase 'published'$"):
             pmm.tx_reserve(tx, auths[1])
@@ -164,8 +164,8 @@ def test_a_focused_release_grants_a_waiting_ticket_on_the_freed_ledger() -> None
         waiter = pmm.register_holder("w")
         tx = pmm.tx_plan(h, ((a, 60),), 0, C)
         pmm.tx_reserve(tx, a)
-        view = pmm.tx_publish(tx)
-        pmm.tx_execute(tx, view, 1)
+        view = pmm.publish_view(tx)
+        pmm.execute_view(tx, view, 1)
         pmm.tx_commit(tx)
         t = pmm.submit(waiter, a, 30)
         assert pmm.abstract_manager().tickets[t].state is TicketState.PENDING
@@ -202,8 +202,8 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
         intent = pmm.tx_abort(tx)
         t2 = pmm.tx_plan(h, ((a, 8),), 0, C, None, intent)
         pmm.tx_reserve(t2, a)
-        view = pmm.tx_publish(t2)
-        pmm.tx_execute(t2, view, 1)
+        view = pmm.publish_view(t2)
+        pmm.execute_view(t2, view, 1)
         pmm.tx_commit(t2)
         pmm.tx_release(t2)
         pmm.lose_device(b)
@@ -219,15 +219,13 @@ def test_each_focused_operation_traces_the_action_it_ran() -> None:
         ("tx_plan", {"bundle": None, "retry": intent, "holder": h},
          {"needs": [[a, 8]], "priority": 0, "kind": "contiguous", **ok, "result": t2}),
         ("tx_reserve", {"tx": t2, "authority": a}, {**ok, "result": None}),
-        ("tx_publish", {"tx": t2}, {**ok, "result": view}),
-        ("tx_execute", {"tx": t2, "view": view}, {"generation": 1, **ok, "result": None}),
         ("tx_commit", {"tx": t2}, {**ok, "result": None}),
         ("tx_release", {"tx": t2}, {**ok, "result": None}),
     ]
-    # Registering, the bundle and the loss are the composed verbs' events, read by the transaction replay.
+    # Registering, the bundle, the view and the loss are the composed verbs' events, read by the transaction replay.
     kinds = [e["kind"] for e in events if e["contract_revision"] != "ortmem-tx/1"]
     assert kinds == ["register_authority", "register_authority", "register_holder", "configure", "open_bundle",
-                     "lose_device", "confirm_termination"]
+                     "publish_view", "execute_view", "lose_device", "confirm_termination"]
     r = replay_manager_lines([json.dumps(e).encode() for e in events])
     assert r.ok, r.describe()
 
@@ -262,8 +260,8 @@ def test_a_committed_lease_set_and_its_view_pin_every_ledger_it_holds() -> None:
     pmm, h, (a, b, _) = focused()
     tx = pmm.tx_plan(h, ((a, 10), (b, 20)), 0, C)
     pmm.tx_reserve_all(tx)
-    view = pmm.tx_publish(tx)
-    pmm.tx_execute(tx, view, 1)
+    view = pmm.publish_view(tx)
+    pmm.execute_view(tx, view, 1)
     pmm.tx_commit(tx)
     before = pmm.abstract_manager(), pmm.abstract_tx()
     with pytest.raises(ProviderPinned, match=rf"^authority {a} is pinned by transaction {tx}, view {view}$"):
@@ -280,8 +278,8 @@ def test_a_released_lease_set_leaves_its_lost_part_to_the_holder_and_termination
     pmm, h, (a, *_) = focused(n=1)
     tx = pmm.tx_plan(h, ((a, 8),), 0, C)
     pmm.tx_reserve(tx, a)
-    view = pmm.tx_publish(tx)
-    pmm.tx_execute(tx, view, 1)
+    view = pmm.publish_view(tx)
+    pmm.execute_view(tx, view, 1)
     pmm.tx_commit(tx)
     pmm.lose_device(a)
     pmm.tx_release(tx)  # the lost part stays charged (stranded) until termination

@@ -68,9 +68,9 @@ def tx_trace() -> str:
     pmm.tx_reserve_all(b)
     c = pmm.tx_plan(dec, ((hbm, 40 << 20),), 0, ViewKind.OPAQUE)
     assert pmm.tx_reserve_all(c) is not None  # a miss (54 MiB of 64 are held): aborted, its retry intent back
-    pmm.tx_execute(a, pmm.tx_publish(a), 1)
+    pmm.execute_view(a, pmm.publish_view(a), 1)
     pmm.tx_commit(a)
-    pmm.tx_execute(b, pmm.tx_publish(b), 1)
+    pmm.execute_view(b, pmm.publish_view(b), 1)
     pmm.tx_commit(b)
     pmm.tx_release(b)
     pmm.tx_abort(pmm.tx_plan(enc, ((host, 8 << 20),), 0, ViewKind.INDEXED))

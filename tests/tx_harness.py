@@ -2,7 +2,7 @@
 
 `ProcessMemoryManager` exposes `spec.transactions` as `tx_<operation>`
 (`tx_plan` takes the holder whose ledger records the reservations are), and
-registering, device loss and bundles as its composed verbs;
+registering, device loss, bundles and model views as its composed verbs;
 this wrapper lets scripts call `c.plan(...)`, `c.reserve(tx, a)`, ... and
 `c.abstract()` (`abstract_tx`, read from the manager's own records).
 """
@@ -19,6 +19,8 @@ from spec.types import Tier
 __all__ = ["TxManager"]
 
 _COMPOSED = ("lose_device", "confirm_termination", "open_bundle", "report_mismatch")
+#: The focused model's view actions, run by the composed verbs (`publish_view`, ...).
+_VIEWS = {"publish": "publish_view", "execute": "execute_view", "remap": "remap_view"}
 
 
 class TxManager:
@@ -36,6 +38,6 @@ class TxManager:
         return self.pmm.abstract_tx()
 
     def __getattr__(self, name: str) -> Any:
-        if name in _COMPOSED:  # one composed verb per concept (issue #21)
-            return getattr(self.pmm, name)
+        if name in _COMPOSED or name in _VIEWS:  # one composed verb per concept (issue #21)
+            return getattr(self.pmm, _VIEWS.get(name, name))
         return getattr(self.pmm, "tx_" + name)

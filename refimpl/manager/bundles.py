@@ -163,9 +163,9 @@ class Bundles:
 
     # --- model views (C4, C6, I9) ---------------------------------------------------
 
-    def tx_publish(self, tx: int) -> int:
+    def publish_view(self, tx: int) -> int:
         """Publish the provisional view over the transaction's allocation (C4: only when all held)."""
-        return self._run_tx(T.Publish(tx), self._publish, tx)
+        return self._run(M.PublishView, self._ms_tx, self._publish, tx)
 
     def _publish(self, tx: Any) -> int:
         t = self._any_tx(_int_id(tx, "tx"))
@@ -177,9 +177,9 @@ class Bundles:
         self._mviews[vid] = _View(vid, t.id, min(t.need), t.kind)
         return vid
 
-    def tx_execute(self, tx: int, view: int, generation: int) -> None:
+    def execute_view(self, tx: int, view: int, generation: int) -> None:
         """Bind view (id, generation) to the transaction's execution (C6)."""
-        return self._run_tx(T.Execute(tx, view, generation), self._execute, tx, view, generation)
+        return self._run(M.ExecuteView, self._ms_execute, self._execute, tx, view, generation)
 
     def _execute(self, tx: Any, view: Any, generation: Any) -> None:
         _int_id(tx, "tx")
@@ -191,7 +191,7 @@ class Bundles:
         if v.state is not ViewState.MAPPED:
             raise DeviceLost(f"view {v.id} is invalid: its device context was lost")
         self._phase(t, _EXECUTABLE, "execute")
-        if v.allocation != t.id and v.allocation not in self._settled:
+        if v.allocation != t.id and v.allocation in self._txs:  # the owner is open: its view is provisional
             raise InvalidArgument(f"view {v.id} is the provisional view of transaction {v.allocation}")
         if v.id in t.bound:
             raise InvalidTransition(f"transaction {t.id} already binds view {v.id}")
@@ -201,9 +201,23 @@ class Bundles:
         t.bound[v.id] = generation
         v.users.add(t.id)
 
-    def tx_remap(self, view: int) -> int:
+    def remap_view(self, view: int) -> int:
         """Advance a view's mapping generation; only while no execution uses it (I9)."""
-        return self._run_tx(T.Remap(view), self._remap, view)
+        return self._run(M.RemapView, self._ms_view, self._remap, view)
+
+    def _ms_view(self, view: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        v = self._mviews.get(view) if type(view) is int else None
+        return (frozenset(), ()) if v is None else (frozenset({v.authority}), ())
+
+    def _ms_execute(self, tx: object, view: object, generation: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        auths, allocs = self._ms_tx(tx)
+        return auths | self._ms_view(view)[0], allocs
+
+    def _view_recs(self, auths: Any) -> dict[int, M.View]:
+        """`spec.manager_actions.View` of every model view (auths None) or of those over the given authorities."""
+        return {v.id: M.View(v.id, v.allocation, v.authority, v.generation, v.state,
+                             tuple(sorted((u, self._txs[u].bound[v.id]) for u in v.users)))
+                for v in self._mviews.values() if auths is None or v.authority in auths}
 
     def _remap(self, view: Any) -> int:
         v = self._mview(_int_id(view, "view"))

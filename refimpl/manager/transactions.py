@@ -204,6 +204,7 @@ class Transactions:
         if len(t.held) != len(t.needs):
             raise InvalidTransition(f"transaction {t.id} holds {len(t.held)} of {len(t.needs)} needs; it cannot commit")
         self._advance_bundle(t)  # BundlePoisoned before anything moves (I5); else one step with the leases (I10)
+        self._unbind(t)  # its execution ends; its own view stays, over the leases (C6)
         self._settle(t)
         for rec in t.held:
             rec.part = None  # the leases are the holder's now
@@ -319,6 +320,8 @@ class Transactions:
 
     def tx_reservation_order(self, tx: int) -> list[int]:
         """The authorities `tx` still needs, in the order this manager takes them."""
+        if self._mailbox:
+            self.drain()  # posted cancels first, as every operation: a refusal below must not leave them
         with self._lock:
             t = self._any_tx(_int_id(tx, "tx"))
             held = {r.auth.id for r in t.held}

@@ -374,7 +374,8 @@ class Views:
             uses=wrap({i: (r.pinned, r.in_flight) for i in ledger.allocations
                        if (r := self._allocs[i]).state is AllocState.LIVE and (r.pinned or r.in_flight)}),
             generations=wrap({a.id: a.generation for a in self._auths.values()
-                              if a.generation and a.alias_of is None and (auths is None or a.id in auths)}))
+                              if a.generation and a.alias_of is None and (auths is None or a.id in auths)}),
+            views=wrap(self._view_recs(auths)), next_view=self._next_mview)
 
     # --- public hooks for refimpl.tracing ---------------------------------------
 

@@ -16,6 +16,7 @@ from invariants.mutation import Mutant
 from refimpl.verify.mutants_pressure import PRESSURE_MUTANTS
 from refimpl.verify.mutants_protocols import PROTOCOL_MUTANTS
 from refimpl.verify.mutants_replay import REPLAY_MUTANTS
+from refimpl.verify.mutants_views import VIEW_MUTANTS
 from spec.guards import Layer
 
 __all__ = ["MUTANTS"]
@@ -254,6 +255,7 @@ _ALL: tuple[Mutant, ...] = (
            "the weight cache gives back all it is asked for whatever its holder answered",
            "elastic_guaranteed_path"),
     *PRESSURE_MUTANTS,  # the composed pressure part: deadlines, generations, use flags, try-only path
+    *VIEW_MUTANTS,  # the composed model views: publish, execute, remap
     *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
     *REPLAY_MUTANTS,  # the replay checker and tracing, run as replay controls: refimpl.verify.mutants_replay
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------

@@ -5,7 +5,7 @@ actions' field names, so the mapping is mechanical and cannot hide logic.
 Two additions: a transaction is planned for a holder (the ledger records
 its reservations are), registered once when the adapter is made (holders are
 not part of `spec.transactions.TxState`); and the actions the manager has one
-composed verb for (`COMPOSED`: registering an authority, device loss, bundles)
+composed verb for (`COMPOSED`: registering an authority, device loss, bundles, model views)
 call that verb, an authority registered on the device tier. `abstract()` reads the manager's
 own records (`ProcessMemoryManager.abstract_tx`): there is no shadow state.
 """
@@ -26,7 +26,10 @@ from spec.types import Tier
 __all__ = ["TxRefimplAdapter", "COMPOSED"]
 
 #: The focused model's actions the manager runs with its composed verb (snake-case name, same keywords).
-COMPOSED = (T.AddAuthority, T.LoseDevice, T.ConfirmTermination, T.OpenBundle, T.ReportMismatch)
+COMPOSED = (T.AddAuthority, T.LoseDevice, T.ConfirmTermination, T.OpenBundle, T.ReportMismatch, T.Publish,
+            T.Execute, T.Remap)
+#: The composed verb's name where it is not the action's (model views: `publish_view`, ...).
+_VERBS = {T.Publish: "publish_view", T.Execute: "execute_view", T.Remap: "remap_view"}
 
 
 class TxRefimplAdapter:
@@ -39,7 +42,7 @@ class TxRefimplAdapter:
         if type(action) is T.AddAuthority:
             return self.pmm.register_authority(action.name, Tier.DEVICE, action.capacity)
         if type(action) in COMPOSED:
-            return getattr(self.pmm, method_name(action))(**kwargs)
+            return getattr(self.pmm, _VERBS.get(type(action)) or method_name(action))(**kwargs)
         if type(action) is T.Plan:
             kwargs["holder"] = self.holder
         return getattr(self.pmm, "tx_" + method_name(action))(**kwargs)

@@ -1,0 +1,68 @@
+"""Harm clauses of the composed manager's model views (C4, C6): what an execution may read through a view.
+
+An execution reads a transaction's bytes through a view it bound at a
+mapping generation. The harms: it reads bytes that are not all reserved (a
+view of a transaction still missing a need: memory in use without a charge,
+C4); it reads through a replaced mapping (a bound generation that is not
+the view's, whether it bound a stale one or the view was remapped under it,
+C6); it reads another open transaction's provisional bytes, which that
+transaction may still abort (C6); a remap leaves an execution bound to the
+replaced mapping (I9). Each clause reads the views and
+transactions only, never the guards that prevent it. Reads spec values
+only; never imports refimpl.
+"""
+
+from __future__ import annotations
+
+from invariants.clauses import clause
+from spec import manager_actions as M
+
+__all__ = ["state_C4_views", "state_C6_views", "step_I9_views"]
+
+_C4_RESERVED = clause("C4", "state_C4_views", "view_over_reserved_bytes",
+                      "no open transaction has a view (so no execution reads its bytes) before every need of it "
+                      "is reserved")
+_C6_CURRENT = clause("C6", "state_C6_views", "no_stale_view_read",
+                     "every execution bound to a view reads it at the view's current mapping generation: no stale "
+                     "view read")
+_C6_PRIVATE = clause("C6", "state_C6_views", "provisional_view_private",
+                     "no execution reads another open transaction's provisional view")
+
+
+def state_C4_views(m: M.Manager) -> None:
+    open_views = [(v, m.txs[v.tx]) for v in m.views.values() if v.tx in m.txs]
+    _C4_RESERVED.case(bool(open_views))
+    for v, x in open_views:
+        if len(x.held) != len(x.needs):
+            _C4_RESERVED.fail(f"view {v.id} of transaction {x.id} exists with {len(x.held)} of its "
+                              f"{len(x.needs)} needs reserved")
+
+
+def state_C6_views(m: M.Manager) -> None:
+    bound = [v for v in m.views.values() if v.users]
+    _C6_CURRENT.case(bool(bound))
+    _C6_PRIVATE.case(any(v.tx in m.txs for v in bound))
+    for v in bound:
+        stale = [(u, g) for u, g in v.users if g != v.generation]
+        if stale:
+            _C6_CURRENT.fail(f"view {v.id} is at generation {v.generation}; execution(s) read it at {stale}")
+        others = [u for u, _ in v.users if u != v.tx]
+        if v.tx in m.txs and others:
+            _C6_PRIVATE.fail(f"execution(s) {others} read view {v.id}, the provisional view of open "
+                             f"transaction {v.tx}")
+
+
+_I9_FENCE = clause("I9", "step_I9_views", "remap_fences_users",
+                   "after a remap no execution is left reading the replaced mapping: every execution bound to the "
+                   "view reads its new generation")
+
+
+def step_I9_views(before: M.Manager, act: object, after: M.Manager, result: object = None) -> None:
+    remapped = [(p, after.views[p.id]) for p in before.views.values()
+                if p.id in after.views and after.views[p.id].generation != p.generation]
+    _I9_FENCE.case(bool(remapped))
+    for p, v in remapped:
+        left = [u for u, g in v.users if g == p.generation]
+        if left:
+            _I9_FENCE.fail(f"{act!r}: view {v.id} moved from generation {p.generation} to {v.generation} under "
+                           f"execution(s) {left}")
