@@ -110,8 +110,11 @@ def views_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hash
 
 
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the bundle step predicate reads (I10)."""
-    return before.txs, before.bundles, act, after.txs, after.bundles
+    """What the bundle step predicate reads (I10): the transactions and bundles, the action, and the before and
+    after records of the allocations a transaction in a bundle holds (whether its bytes became leases)."""
+    was, now = before.ledger.allocations, after.ledger.allocations
+    held = tuple((a, was.get(a), now.get(a)) for x in before.txs.values() if x.bundle is not None for a in x.held)
+    return before.txs, before.bundles, act, after.txs, after.bundles, held
 
 
 def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
