@@ -303,7 +303,13 @@ class ManagerMachine(PressureRules, CheckedMachine):
                 self._do(M.ReserveTx(tid))
             txs = self.abs.txs
             ready = [x.id for x in txs.values() if len(x.held) == len(x.needs)]
-            self._do(M.PublishView(self._pick(data, txs.keys(), self.abs.next_tx, ready)))
+            tid, vid = self._pick(data, txs.keys(), self.abs.next_tx, ready), self.abs.next_view
+            self._do(M.PublishView(tid))
+            then = data.draw(st.integers(0, 3)) if vid in self.abs.views else None
+            if then == 0:  # published: bound at once (C6), as an engine does
+                self._do(M.ExecuteView(tid, vid, self.abs.views[vid].generation))
+            elif then == 1:  # published and idle: remapped (I9)
+                self._do(M.RemapView(vid))
         elif op == "remap":
             idle = [v.id for v in views.values() if not v.users]
             self._do(M.RemapView(self._pick(data, views.keys(), self.abs.next_view,

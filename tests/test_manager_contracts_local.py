@@ -95,6 +95,20 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("close another holder's allowance (refused)", pmm.close_allowance, h, w2)
     step("close it", pmm.close_allowance, g, w2)
     step("snapshot after close", pmm.snapshot, a)
+    # model views on gpu0 (C4, C6, I9): each refusal below is one a view mutant lets through
+    vx = step("plan a transaction of 5 on gpu0", pmm.plan_tx, h, ((a, 5),))
+    step("publish its view before its need is held (refused: C4)", pmm.publish_view, vx)
+    step("reserve it", pmm.reserve_tx, vx)
+    view = step("publish its view", pmm.publish_view, vx)
+    vy = step("plan another holder's transaction of 5 on gpu0", pmm.plan_tx, g, ((a, 5),))
+    step("reserve that one", pmm.reserve_tx, vy)
+    step("publish its own view", pmm.publish_view, vy)
+    step("it executes the first one's provisional view (refused: C6)", pmm.execute_view, vy, view, 1)
+    step("execute the view at a generation it is not at (refused: C6)", pmm.execute_view, vx, view, 2)
+    step("execute the view", pmm.execute_view, vx, view, 1)
+    step("remap the view under that execution (refused: I9)", pmm.remap_view, view)
+    step("commit the first transaction", pmm.commit_tx, vx)
+    step("abort the second", pmm.abort_tx, vy)
     # tickets on gpu1 (aging bound 1: a misfit matures on its first round)
     fill = step("reserve 900 on gpu1", pmm.reserve, g, b, DEV, 900, KV)
     step("commit it", pmm.commit, g, fill, 900)
@@ -160,7 +174,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 71
+    assert done[-1] == "confirm termination" and len(done) == 84
 
 
 def test_every_manager_mutant_is_listed() -> None:

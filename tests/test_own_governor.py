@@ -188,14 +188,14 @@ def test_guide_example_finds_a_planted_composed_bug_with_a_runnable_script() -> 
     assert isinstance(err, InvariantViolation), err
     # The harm, wherever the search first meets it (a Submit's own round, or a later release's): a ticket is
     # GRANTED while its authority's `used` lacks its bytes.
-    assert "ledger.authorities[1]" in str(err) and "TicketState.GRANTED" in str(err), err
+    assert re.search(r"ledger\.authorities\[\d+\]", str(err)) and "TicketState.GRANTED" in str(err), err
     notes = "\n".join(getattr(err, "__notes__", []))
     lines = notes.splitlines()
     start = lines.index("from spec import ledger_actions as A, manager_actions as M")
     script = "\n".join(itertools.takewhile(lambda s: s.startswith(("from ", "state")), lines[start:]))
     assert "state.act(M.Submit(" in script and len(script.splitlines()) < 20, script
     # Runnable as printed: the same violation from a fresh machine.
-    with pytest.raises(InvariantViolation, match=r"ledger\.authorities\[1\]") as again:
+    with pytest.raises(InvariantViolation, match=r"ledger\.authorities\[\d+\]") as again:
         exec(script, {"MyManagerRefinesSpec": ns["MyManagerRefinesSpec"]})
     assert type(again.value) is type(err) and str(again.value) == str(err)
 
