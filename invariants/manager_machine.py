@@ -69,8 +69,10 @@ class ManagerMachine(PressureRules, CheckedMachine):
         check_all(state)
 
     def check_step(self, prev: M.Manager, action: Any, now: M.Manager) -> None:
-        from invariants.manager import check_step
+        from invariants.manager import check_step, observed_I7_manager
         check_step(prev, action, now, self.last_result)  # the credits an action reports are judged too
+        if isinstance(action, M.Press):  # I7: the holder callbacks the adapter saw this step (counted as coverage)
+            observed_I7_manager(getattr(self.gov, "delivered", ()))
 
     def situations(self, prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
         from invariants.manager_events import situations
