@@ -194,6 +194,14 @@ MODULES: dict[str, list[str]] = {
     # crash suites are left out.
     "invariants/hierarchy.py": ["tests/test_hierarchy_clauses.py", "tests/test_hierarchy_spec.py",
                                 "tests/test_hierarchy_sim.py"],
+    # The composed manager's clauses (every ID on shared authorities): each clause broken on a state or step by
+    # hand, the refimpl's local contracts judged against the full ones, the differential's guard-off cases, the
+    # verdict scripts and harm scripts. The tests that apply refimpl/verify's own source mutants are left out.
+    "invariants/manager.py": ["tests/test_manager_clauses.py", "tests/test_manager_contracts_local_clauses.py",
+                              "tests/test_verdict_scripts.py", "tests/test_harm_clauses.py", "tests/test_spec_manager.py",
+                              "tests/test_manager_differential.py", "tests/test_manager_contracts_local.py",
+                              "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
+                              "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own
