@@ -192,8 +192,8 @@ MODULES: dict[str, list[str]] = {
     # hand and on the first harmful step of each guard-off script, near misses and case witnesses; the spec's
     # own scripts and explorer controls, and the simulated hierarchy's refinement. The real-process and
     # crash suites are left out.
-    "invariants/hierarchy.py": ["tests/test_hierarchy_clauses.py", "tests/test_hierarchy_spec.py",
-                                "tests/test_hierarchy_sim.py"],
+    "invariants/hierarchy.py": ["tests/test_hierarchy_clauses.py", "tests/test_hierarchy_vanished.py",
+                                "tests/test_hierarchy_spec.py", "tests/test_hierarchy_sim.py"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own
