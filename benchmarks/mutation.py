@@ -192,8 +192,8 @@ MODULES: dict[str, list[str]] = {
     # hand and on the first harmful step of each guard-off script, near misses and case witnesses; the spec's
     # own scripts and explorer controls, and the simulated hierarchy's refinement. The real-process and
     # crash suites are left out.
-    "invariants/hierarchy.py": ["tests/test_hierarchy_clauses.py", "tests/test_hierarchy_spec.py",
-                                "tests/test_hierarchy_sim.py"],
+    "invariants/hierarchy.py": ["tests/test_hierarchy_clauses.py", "tests/test_hierarchy_vanished.py",
+                                "tests/test_hierarchy_spec.py", "tests/test_hierarchy_sim.py"],
     # The composed manager's clauses (every ID on shared authorities): each clause broken on a state or step by
     # hand, the refimpl's local contracts judged against the full ones, the differential's guard-off cases, the
     # verdict scripts and harm scripts. The tests that apply refimpl/verify's own source mutants are left out.

@@ -1,8 +1,8 @@
 """Successor memoization by component: a step is computed once per (action, the parts of the state it reads).
 
 The composed manager (`spec.manager_actions.Manager`) is a product of parts:
-the ledger, tickets, pressures, transactions, limit changes, bundles and
-their id counters. An action reads only some of them and writes fewer (a
+the ledger, tickets, pressures, transactions, limit changes, bundles, use
+flags, generations, model views and their id counters. An action reads only some of them and writes fewer (a
 `Press` reads the ledger, the open pressures and the next pressure id, and
 writes only the last two), and the explorer meets the same action on the
 same parts under many different other parts. `MemoStep` keys a step by
@@ -79,16 +79,21 @@ FOOTPRINTS: dict[type, Footprint] = {
     M.CancelPressure: _fp("pressures next_pressure", "pressures"),
     M.PlanTx: _fp("ledger txs next_tx", "txs next_tx"),
     M.ReserveTx: _fp(f"{_ARB} txs next_tx {_USES}", f"ledger tickets txs {_USES}"),
-    M.CommitTx: _fp(f"{_ARB} txs next_tx bundles {_USES}", f"ledger tickets txs bundles {_USES}"),
-    M.AbortTx: _fp(f"{_ARB} txs next_tx {_USES}", f"ledger tickets txs {_USES}"),
+    M.CommitTx: _fp(f"{_ARB} txs next_tx bundles views {_USES}", f"ledger tickets txs bundles views {_USES}"),
+    M.AbortTx: _fp(f"{_ARB} txs next_tx views {_USES}", f"ledger tickets txs views {_USES}"),
     M.JoinBundle: _fp("txs next_tx bundles", "txs"),
     M.ReportMismatch: _fp("bundles", "bundles"),
-    A.LoseDevice: _fp(f"{_ARB} txs pressures changes {_USES}", f"ledger tickets txs pressures changes {_USES}"),
+    A.LoseDevice: _fp(f"{_ARB} txs pressures changes views {_USES}",
+                      f"ledger tickets txs pressures changes views {_USES}"),
     A.ConfirmTermination: _fp(f"{_ARB} {_USES}", f"ledger tickets {_USES}"),
     M.PrepareLimit: _fp("ledger changes pressures next_pressure generations", "pressures next_pressure changes"),
     M.CommitLimit: _fp(f"{_ARB} changes pressures {_USES}", f"ledger tickets pressures changes {_USES}"),
-    M.RemoveAuthority: _fp(f"{_ARB} txs pressures changes generations {_USES}",
+    M.RemoveAuthority: _fp(f"{_ARB} txs pressures changes generations views {_USES}",
                            f"ledger tickets generations {_USES}"),
+    # Model views (`spec.manager_views`): a view id below `next_view` but absent is a dropped one (its error).
+    M.PublishView: _fp("txs views next_view", "views next_view"),
+    M.ExecuteView: _fp("txs views next_view", "views"),
+    M.RemapView: _fp("views next_view", "views"),
 }
 
 

@@ -27,9 +27,10 @@ cannot tell σ(s) from s:
    always the older one (found by tests/test_explore_symmetry.py's
    bisimulation check, not foreseen); there the group is trivial. Authorities
    qualify only with the same tier, capacity and limit, and only if no
-   transaction spans two of them: a transaction reserves its needs in
-   ascending authority id (`spec.manager_parts`), an order a swap does not
-   preserve. `manager_symmetry` refuses a group that breaks this rule, or
+   transaction spans two of them, or one of them and an authority whose id
+   lies between them: a transaction reserves its needs in ascending
+   authority id (`spec.manager_parts`) and publishes its view over the
+   lowest (`spec.manager_views`), an order such a swap does not preserve. `manager_symmetry` refuses a group that breaks this rule, or
    rule 2 (the scope offers transactions whose needs a swap does not map
    onto needs it also offers: 1 B on authority 1 but 2 B on authority 2).
 4. Every state and step predicate is invariant under σ (a per-holder or
@@ -90,7 +91,7 @@ def _ledger(s: State, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
         (a.get(x.id, x.id), None if x.id in unlabelled else x.pool, x.tier, x.capacity, x.limit,
          None if x.alias_of is None else a.get(x.alias_of, x.alias_of), x.view, x.context, x.used, x.device)
         for x in s.authorities.values()))
-    holders = tuple(sorted(h.get(x, x) for x in s.holders))  # names are labels: dropped
+    holders = tuple(sorted((h.get(k, k), h.get(x.id, x.id)) for k, x in s.holders.items()))  # names: labels, dropped
     allocs = tuple((r.id, a.get(r.authority, r.authority), h.get(r.holder, r.holder), r.tier, r.role, r.reserved,
                     r.nbytes, r.charge, r.state, r.origin) for _, r in sorted(s.allocations.items()))
     allows = tuple((w.id, a.get(w.authority, w.authority), h.get(w.holder, w.holder), w.limit, w.reserved, w.mapped)
@@ -99,15 +100,22 @@ def _ledger(s: State, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
 
 
 def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
+    # Every field of `Manager` and of each of its records, in field order (tests/test_explore_symmetry.py varies
+    # each one alone and asserts a different key): a component left out merges states whose futures differ.
     tickets = tuple((t.id, h.get(t.holder, t.holder), a.get(t.authority, t.authority), t.nbytes, t.priority, t.role,
-                     t.age, t.state, t.allocation) for _, t in sorted(m.tickets.items()))
-    pressures = tuple((p.id, h.get(p.holder, p.holder), a.get(p.authority, p.authority), p.target, p.change)
-                      for _, p in sorted(m.pressures.items()))
+                     t.age, t.state, t.allocation, t.generation) for _, t in sorted(m.tickets.items()))
+    pressures = tuple((p.id, h.get(p.holder, p.holder), a.get(p.authority, p.authority), p.target, p.change,
+                       p.priority, p.deadline, p.generation) for _, p in sorted(m.pressures.items()))
     txs = tuple((x.id, h.get(x.holder, x.holder), tuple((a.get(y, y), n) for y, n in x.needs), x.held, x.bundle)
                 for _, x in sorted(m.txs.items()))
-    changes = tuple(sorted((a.get(k, k), c.target, c.completed) for k, c in m.changes.items()))
+    changes = tuple(sorted((a.get(k, k), a.get(c.authority, c.authority), c.target, c.completed)
+                           for k, c in m.changes.items()))
+    generations = tuple(sorted((a.get(k, k), g) for k, g in m.generations.items()))
+    views = tuple((v.id, v.tx, a.get(v.authority, v.authority), v.generation, v.state, v.users)
+                  for _, v in sorted(m.views.items()))
     return (_ledger(m.ledger, h, a, unlabelled), m.aging_bound, tickets, pressures, txs, changes, m.next_ticket,
-            m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle)
+            m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle,
+            tuple(sorted(m.uses.items())), generations, views, m.next_view)
 
 
 def _orbit_key(encode: Callable[..., tuple], perms: list[tuple[Perm, Perm]],
@@ -131,8 +139,13 @@ def manager_symmetry(holders: int, capacities: tuple[int, ...],
     offered = set(needs)
 
     def closed(g: list[int]) -> bool:
-        if any(len(set(g) & {y for y, _ in n}) > 1 for n in needs):
-            return False
+        for n in needs:
+            inside = set(g) & {y for y, _ in n}
+            if len(inside) > 1:
+                return False
+            # A need on a member and on an authority whose id lies between members: a swap reorders them.
+            if inside and any(min(g) < y < max(g) for y, _ in n if y not in g):
+                return False
         return all({tuple(sorted((p.get(y, y), k) for y, k in n)) for n in needs} == offered for p in _perms(g))
     auth_groups = [g for g in groups.values() if len(g) > 1 and closed(g)]
     hs = _perms(range(1, 2 if limits else holders + 1))

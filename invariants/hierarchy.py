@@ -124,7 +124,12 @@ def no_return_before_exit(prev: H.HierarchyState, act: Any, nxt: H.HierarchyStat
     exit has been observed."""
     held, bad = False, []
     for i, w in prev.workers.items():
-        n = nxt.workers[i]
+        n = nxt.workers.get(i)
+        if n is None:  # its record is gone: no exit observed, and whatever quota it held went with it
+            held = held or w.quota > 0
+            if w.quota:
+                bad.append(f"worker {i} vanished holding {w.quota} units of quota: no exit was observed")
+            continue
         taken = w.quota - n.quota
         if taken <= 0:
             continue
@@ -146,8 +151,8 @@ def non_live_gains_nothing(prev: H.HierarchyState, act: Any, nxt: H.HierarchySta
     for i, w in prev.workers.items():
         if w.state in _NOT_LIVE:
             held = True
-            n = nxt.workers[i]
-            if n.quota > w.quota or n.slice > w.slice:
+            n = nxt.workers.get(i)
+            if n is not None and (n.quota > w.quota or n.slice > w.slice):  # a vanished worker gained nothing
                 bad.append(f"{w.state.value} worker {i} grew from quota {w.quota}/slice {w.slice} to "
                            f"{n.quota}/{n.slice}")
     for i, n in nxt.workers.items():
@@ -195,11 +200,17 @@ def _os_free(s: H.HierarchyState) -> int:
     return s.machine - sum(s.outside.values()) - live
 
 
+#: The worker record of an identity a state does not hold: no slice, nothing committed or reserved.
+_NOBODY = H.Worker(H.WorkerState.SPAWNED, H.ProcState.RUNNING, 0, 0, 0, 0, 0, 0, 0)
+
+
 def reserve_within_budget(prev: H.HierarchyState, act: Any, nxt: H.HierarchyState) -> Outcome:
     """A worker's new reservation fits min(its slice, what the OS had left): budget = min(quota, OS ceiling)."""
     if not isinstance(act, H.Reserve):
         return False, None
-    w, n = prev.workers[act.worker], nxt.workers[act.worker]
+    # A worker absent from a state holds nothing there (never spawned before; vanished after, which
+    # no_return_before_exit judges).
+    w, n = prev.workers.get(act.worker, _NOBODY), nxt.workers.get(act.worker, _NOBODY)
     grown = (n.committed + n.reserved) - (w.committed + w.reserved)
     room = min(w.slice - w.committed - w.reserved, max(0, _os_free(prev)))
     return True, (None if grown <= room else
@@ -249,7 +260,7 @@ def outside_only_lowers_ceiling(prev: H.HierarchyState, act: Any, nxt: H.Hierarc
     if nxt.free != prev.free:
         return True, f"outside program {act.name!r} moved the coordinator's free balance {prev.free} -> {nxt.free}"
     moved = [i for i, w in prev.workers.items()
-             if (w.quota, w.slice) != (nxt.workers[i].quota, nxt.workers[i].slice)]
+             if i not in nxt.workers or (w.quota, w.slice) != (nxt.workers[i].quota, nxt.workers[i].slice)]
     if moved:
         return True, f"outside program {act.name!r} changed the quota of worker {moved[0]}"
     lowered = (_os_free(prev) - _os_free(nxt)) == act.delta

@@ -137,6 +137,23 @@ def _alias_lease(before: M.Manager, act: Any, after: M.Manager) -> bool:
     return a.alias_of is not None and _shared(before, a.alias_of, "lease")
 
 
+def _committed_view_remapped(before: M.Manager, act: Any, after: M.Manager) -> bool:
+    """The view a committed transaction left over its leases is remapped (no execution binds it)."""
+    return isinstance(act, M.RemapView) and before.views[act.view].tx not in before.txs
+
+
+def _committed_view_bound(before: M.Manager, act: Any, after: M.Manager) -> bool:
+    """A later transaction binds the view a committed transaction left over its leases."""
+    return (isinstance(act, M.ExecuteView) and act.view in before.views
+            and before.views[act.view].tx not in before.txs)
+
+
+def _view_invalidated(before: M.Manager, act: Any, after: M.Manager) -> bool:
+    """A lost device invalidates a view over it that an execution had bound."""
+    return isinstance(act, A.LoseDevice) and any(
+        v.users and v.id in after.views and after.views[v.id].state is not v.state for v in before.views.values())
+
+
 #: name -> predicate over an accepted step (before, action, after).
 FEATURES: dict[str, Callable[[M.Manager, Any, M.Manager], bool]] = {
     "two priorities arbitrated": _priorities,
@@ -151,6 +168,9 @@ FEATURES: dict[str, Callable[[M.Manager, Any, M.Manager], bool]] = {
     "device lost under a part": _device_lost,
     "allowance mapped on a shared authority": _allowance_mapped,
     "alias lease on a shared authority": _alias_lease,
+    "committed transaction's view remapped": _committed_view_remapped,
+    "committed transaction's view bound by a later one": _committed_view_bound,
+    "bound view invalidated by a device loss": _view_invalidated,
 }
 
 

@@ -183,7 +183,7 @@ def _live(m: Manager) -> int:
 
 #: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
 _ISSUES = {M.Submit: "ticket", M.Claim: "allocation", M.TryReserve: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
-           M.OpenBundle: "bundle", A.RegisterAuthority: "authority", A.RegisterAlias: "authority",
+           M.OpenBundle: "bundle", M.PublishView: "view", A.RegisterAuthority: "authority", A.RegisterAlias: "authority",
            A.RegisterHolder: "holder", A.Reserve: "allocation", A.RecordCommitted: "allocation",
            A.OpenAllowance: "allowance"}
 
@@ -194,7 +194,7 @@ def manager_ids(cur: dict[str, Manager]) -> IdMap:
         m = cur["m"]
         table = {"authority": m.ledger.authorities, "holder": m.ledger.holders, "allocation": m.ledger.allocations,
                  "allowance": m.ledger.allowances, "ticket": m.tickets, "pressure": m.pressures, "tx": m.txs,
-                 "bundle": m.bundles}[kind]
+                 "bundle": m.bundles, "view": m.views}[kind]
         return i in table
     return IdMap(live)
 

@@ -2,7 +2,7 @@
 
 The spec numbers every kind 1, 2, 3, ...; a foreign governor need not. The
 replay keeps, per kind (authority, holder, allocation, allowance, ticket,
-pressure, transaction, bundle), a bijection between the ids the trace
+pressure, transaction, bundle, model view), a bijection between the ids the trace
 observed and the spec's ids:
 
   * an accepted event that creates an object binds its observed id (the
@@ -47,7 +47,7 @@ __all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId"]
 #: Action field -> the kind of id it holds.
 FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", "allocation": "allocation",
                "allowance": "allowance", "source": "allowance", "target": "allowance", "ticket": "ticket",
-               "pressure": "pressure", "tx": "tx", "bundle": "bundle"}
+               "pressure": "pressure", "tx": "tx", "bundle": "bundle", "view": "view"}
 #: Fields that hold allowance ids only in `TransferAllowance` (`Press.target` is bytes).
 _TRANSFER_ONLY = frozenset({"source", "target"})
 #: Spec ids handed to the spec for an observed id the trace never issued: never issued by the spec either.

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     x = sub.add_parser("explore", help="bounded-exhaustive exploration of a spec scope (default: the ledger's)")
     x.add_argument("--scope", default="ledger", metavar="NAME",
                    help="the scope to explore: ledger (default) or one of invariants.model_scopes.SCOPES "
-                        "(manager_arbitration, manager_parts, transactions, ...)")
+                        "(manager_arbitration, manager_parts, manager_views, transactions, ...)")
     x.add_argument("--depth", type=bounded(1), default=7,
                    help="maximum number of actions, >= 1 (default 7; a large one, such as 1000000, explores to "
                         "the fixpoint, reported \"complete\")")

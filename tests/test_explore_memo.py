@@ -14,8 +14,8 @@ import pytest
 
 from invariants.explore import explore
 from invariants.explore_memo import FOOTPRINTS, Footprint, FootprintError, MemoStep
-from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, QUICK_SCOPE, ManagerScope, manager_actions, \
-    manager_model, manager_start
+from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, QUICK_SCOPE, VIEW_SCOPE, ManagerScope, \
+    manager_actions, manager_model, manager_start
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -59,7 +59,7 @@ def _first_mismatch(scope: ManagerScope, guards: GuardSet, depth: int,
                 seen.add(want[1])
                 frontier.append((want[1], d + 1))
     # Every action the scope offers has a footprint (test_every_scope_action_has_a_footprint): all are memoized.
-    assert memo.hits > memo.misses > 0 and pairs == memo.hits + memo.misses
+    assert memo.hits > 0 and memo.misses > 0 and pairs == memo.hits + memo.misses
     return None
 
 
@@ -67,27 +67,34 @@ def test_every_scope_action_has_a_footprint_and_every_footprint_is_confirmed() -
     """A kind the scopes offer has a footprint (else it is stepped plainly, and the walk's count check fails); a
     footprint for a kind no compared scope offers (SetUse, Reconfigure, ExpirePressure) would be unconfirmed."""
     offered: set[type] = set()
-    start = manager_start(QUICK_SCOPE)
-    seen, frontier = {start}, deque([(start, 0)])
-    while frontier:
-        s, d = frontier.popleft()
-        for act in manager_actions(QUICK_SCOPE, s):
-            offered.add(type(act))
-            try:
-                nxt = MG.step(s, act)[0]
-            except GovernorError:
-                continue
-            if d < 3 and nxt not in seen:
-                seen.add(nxt)
-                frontier.append((nxt, d + 1))
+    for scope, depth in ((QUICK_SCOPE, 3), (VIEW_SCOPE, 10**6)):
+        start = manager_start(scope)
+        seen, frontier = {start}, deque([(start, 0)])
+        while frontier:
+            s, d = frontier.popleft()
+            for act in manager_actions(scope, s):
+                offered.add(type(act))
+                try:
+                    nxt = MG.step(s, act)[0]
+                except GovernorError:
+                    continue
+                if d < depth and nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append((nxt, d + 1))
     assert offered == set(FOOTPRINTS)
-    assert {M.TryReserve, M.RemoveAuthority, A.LoseDevice, M.CommitLimit} <= offered
+    assert {M.TryReserve, M.RemoveAuthority, A.LoseDevice, M.CommitLimit, M.PublishView, M.ExecuteView,
+            M.RemapView} <= offered
     for fp in FOOTPRINTS.values():
         assert set(fp.writes) <= set(fp.reads)
 
 
 def test_memoized_successors_are_the_plain_ones_over_the_quick_scope() -> None:
     assert _first_mismatch(QUICK_SCOPE, ALL_ON, 4) is None
+
+
+@pytest.mark.parametrize("guard", [None, "publish_after_all_held", "current_generation", "remap_when_idle"])
+def test_memoized_successors_are_the_plain_ones_over_the_whole_view_scope(guard: str | None) -> None:
+    assert _first_mismatch(VIEW_SCOPE, ALL_ON if guard is None else GuardSet.without(guard), 10**6) is None
 
 
 @pytest.mark.parametrize("guard", _MANAGER_GUARDS)
@@ -117,7 +124,21 @@ _WRONG = [
     ("CommitTx without bundles write", M.CommitTx, None, "bundles"),
     ("JoinBundle without bundles read", M.JoinBundle, "bundles", None),
     ("Submit without tickets write (arbitration)", M.Submit, None, "tickets"),
+    # Model views (VIEW_SCOPE): the transaction verbs and device loss end executions and drop or invalidate
+    # views; removal is refused while a view pins the authority; each view verb reads the views and transactions.
+    ("CommitTx without views write", M.CommitTx, None, "views"),
+    ("AbortTx without views write", M.AbortTx, None, "views"),
+    ("LoseDevice without views write", A.LoseDevice, None, "views"),
+    ("LoseDevice without views read", A.LoseDevice, "views", None),
+    ("CommitTx without views read", M.CommitTx, "views", None),
+    ("RemoveAuthority without views read", M.RemoveAuthority, "views", None),
+    ("PublishView without views read", M.PublishView, "views", None),
+    ("PublishView without next_view write", M.PublishView, None, "next_view"),
+    ("ExecuteView without txs read", M.ExecuteView, "txs", None),
+    ("ExecuteView without views read", M.ExecuteView, "views", None),
+    ("RemapView without views read", M.RemapView, "views", None),
 ]
+_VIEW_KINDS = (M.PublishView, M.ExecuteView, M.RemapView)
 
 
 #: CONTROL_SCOPE opens no bundle: the bundle controls run in a small scope with one.
@@ -127,7 +148,9 @@ _BUNDLE_SCOPE = ManagerScope(tickets=1, pressures=1, txs=1, needs=(((1, 1),),), 
 @pytest.mark.parametrize(("what", "kind", "read", "write"), _WRONG, ids=[w[0] for w in _WRONG])
 def test_a_wrong_footprint_is_caught(what: str, kind: type, read: str | None, write: str | None) -> None:
     scope = _BUNDLE_SCOPE if "bundles" in (read, write) else CONTROL_SCOPE
-    bad = _first_mismatch(scope, ALL_ON, 4, _without(kind, read=read, write=write))
+    if kind in _VIEW_KINDS or "views" in (read, write):
+        scope = VIEW_SCOPE
+    bad = _first_mismatch(scope, ALL_ON, 10 if scope is VIEW_SCOPE else 4, _without(kind, read=read, write=write))
     assert bad is not None, what
     assert isinstance(bad[1], kind)
     if write is not None:

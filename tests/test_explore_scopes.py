@@ -40,3 +40,13 @@ def test_a_scope_without_the_situation_counts_zero() -> None:
     assert counts["two priorities arbitrated"] == counts["aging bound reached"] == 0
     assert counts["aging bound passed"] == counts["matured misfit granted after capacity returns"] == 0
     assert counts["ticket claimed on a shared authority"] > 0
+
+
+def test_a_view_scope_without_remaps_counts_no_remap() -> None:
+    # Negative control of the view situations: a cap of generation 1 offers no RemapView, so no remap is counted
+    # while views are still bound after a commit and invalidated by a loss.
+    from invariants.manager_scope import VIEW_SCOPE
+    r, counts = _exhaust(attrs.evolve(VIEW_SCOPE, views=1), "views, no remap")
+    assert r.complete and counts["committed transaction's view remapped"] == 0
+    assert counts["committed transaction's view bound by a later one"] > 0
+    assert counts["bound view invalidated by a device loss"] > 0

@@ -357,7 +357,6 @@ def test_each_step_near_miss_breaks_nothing(name: str) -> None:
 
 
 def test_a_restart_that_forgets_a_worker_is_named() -> None:
-    # (the other step clauses read every earlier worker in the next state; this one alone must name the loss)
     p, act, n = _step((*UP, H.Restart()), lambda n: attrs.evolve(n, workers=n.workers.delete(1)))
     assert IH.restart_loses_nothing(p, act, n) == (
         True, "worker 1's journaled ('state', 'seq', 'quota', 'returned') moved across a restart: "

@@ -447,6 +447,11 @@ SNAPSHOTS: dict[str, tuple[Callable[[], tuple[State, int, Any]], str | None, str
                          "C8: authority 1: snapshot used 2 / growth 0 B, records give 3 / 0 B"),
     "growth_misreported": (_read(GROWN, growth_reserved=2), _FREE,
                            "snapshot used 0 / growth 2 B, records give 0 / 3 B"),
+    # an idle ledger (nothing charged, nothing reserved for growth) is judged too: its whole limit is available
+    "idle_ledger_hides_its_bytes": (_read((), available=0), _FREE,
+                                    "C8: authority 1: available 0 B, but limit 8 - used 0 - growth 0 gives 8 B"),
+    "idle_ledger_offers_past_its_limit": (_read((), available=9), _FREE, "available 9 B, but limit 8"),
+    "idle_ledger_read": (_read(()), None, ""),
     "full_ledger_read": (_read(FULL), None, ""),
     "one_byte_free_read": (_read((A.Reserve(1, 1, DEV, 7, KV),)), None, ""),
     "oversubscribed_ledger_read": (_read(OVER), None, ""),
@@ -454,6 +459,16 @@ SNAPSHOTS: dict[str, tuple[Callable[[], tuple[State, int, Any]], str | None, str
     "other_ledgers_growth_not_counted": (_read((A.OpenAllowance(1, 2, 4), A.ReserveGrowth(1, 1, 3), RES)), None, ""),
     "read_through_an_alias": (_read((*ALIASED, *GROWN, RES), 3), None, ""),
 }
+
+
+@pytest.mark.parametrize("aid", [1, 9], ids=["nothing_registered", "never_registered"])
+def test_a_snapshot_of_an_authority_the_records_lack_is_a_typed_violation(aid: int) -> None:
+    # An empty ledger (no authority at all) or an id never issued: no KeyError, the C8 clause names the id.
+    s = State() if aid == 1 else last()
+    snap = attrs.evolve(snapshot(last(), 1), authority=aid)
+    with pytest.raises(InvariantViolation, match=f"authority {aid} is in no record") as e:
+        observe_snapshot(s, aid, snap)
+    assert e.value.clause == _FREE and e.value.id == "C8"
 
 
 @pytest.mark.parametrize("name", sorted(SNAPSHOTS))
@@ -568,8 +583,10 @@ def test_snapshot_cases_occur_only_where_a_figure_could_be_wrong() -> None:
     def seen(s: State) -> set[str]:
         return cases(observe_snapshot, s, 1, snapshot(s, 1))
 
-    assert seen(last()) == set()
+    assert seen(last()) == set()  # judged (an idle ledger's available is its limit), but no byte to pass off
     assert seen(last(RES)) == {_FREE}
+    # the smallest subjects: one byte reserved for growth, one byte charged
+    assert seen(last(OPEN, A.ReserveGrowth(1, 1, 1))) == seen(last(A.Reserve(1, 1, DEV, 1, KV))) == {_FREE}
     assert seen(last(*GROWN)) == {_FREE}
     assert seen(last(*OVER)) == {_FREE, _OVER}
     assert seen(last(*FULL)) == {_FREE}

@@ -17,7 +17,7 @@ _ID_FIELDS = {"holder": "holder", "authority": "authority", "of": "authority", "
 _RESULTS = {"register_authority": "authority", "register_alias": "authority", "register_holder": "holder",
             "reserve": "allocation", "record_committed": "allocation", "open_allowance": "allowance",
             "submit": "ticket", "claim": "allocation", "press": "pressure", "plan_tx": "tx", "reserve_tx": "allocation",
-            "open_bundle": "bundle", "prepare_limit": "pressure", "commit_tx": "allocation"}
+            "open_bundle": "bundle", "prepare_limit": "pressure", "commit_tx": "allocation", "publish_view": "view"}
 
 Rename = Callable[[str, int], int]
 
@@ -53,6 +53,8 @@ def rename_event(ev: dict[str, Any], rename: Rename) -> dict[str, Any]:
             payload["result"] = _ids(rename, _RESULTS[kind], r)
     if type(payload.get("victims")) is list:
         payload["victims"] = _ids(rename, "allocation", payload["victims"])
+    if type(payload.get("view")) is int:  # execute_view / remap_view name the view in the payload
+        payload["view"] = rename("view", payload["view"])
     if type(payload.get("needs")) is list:
         payload["needs"] = [[rename("authority", a), n] for a, n in payload["needs"]]
     figures = payload.get("observed") if type(payload.get("observed")) is dict else payload

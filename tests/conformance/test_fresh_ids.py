@@ -23,7 +23,7 @@ from refimpl.tracing import JsonlSink
 from refimpl.workload import run_workload
 
 _OFFSETS = {"authority": 1000, "holder": 2000, "allocation": 3000, "allowance": 4000, "ticket": 5000,
-            "pressure": 6000, "tx": 7000, "bundle": 8000}
+            "pressure": 6000, "tx": 7000, "bundle": 8000, "view": 9000}
 
 
 def _ledger_trace(seed: int) -> list[bytes]:
@@ -64,6 +64,34 @@ def test_composed_trace_renumbered_per_kind_replays_clean(seed: int) -> None:
     assert moved != lines
     r = replay_manager_lines(moved)
     assert r.ok and r.events == len(lines), r.describe()
+
+
+def _views_moved(lines: list[bytes], rename) -> tuple[int, list[bytes]]:
+    """The trace with only its view ids renamed, and how many view events it has (the workload runs views)."""
+    moved = renamed(lines, lambda kind, i: rename(i) if kind == "view" else i)
+    return sum(b'_view"' in raw for raw in lines), moved
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_composed_trace_with_renumbered_view_ids_replays_clean(seed: int) -> None:
+    """View ids are mapped like every other kind: a governor numbering its views from 9001, or in reverse, conforms."""
+    lines = _composed_trace(seed)
+    for rename in (lambda i: i + 9000, lambda i: 10 ** 6 - 7 * i):
+        views, moved = _views_moved(lines, rename)
+        assert views > 10 and moved != lines
+        r = replay_manager_lines(moved)
+        assert r.ok and r.events == len(lines), r.describe()
+
+
+def test_an_execution_naming_a_view_never_published_is_rejected_naming_it() -> None:
+    lines = _composed_trace(0)
+    at = next(i for i, raw in enumerate(lines) if json.loads(raw)["kind"] == "execute_view"
+              and json.loads(raw)["payload"]["outcome"] == "accepted")
+    ev = json.loads(lines[at])
+    ev["payload"]["view"] = 4242
+    r = replay_manager_lines(lines[:at] + [json.dumps(ev).encode() + b"\n"] + lines[at + 1:])
+    assert not r.ok and r.line == at + 1 and r.failure == "unknown-id", r.describe()
+    assert "view 4242" in r.message
 
 
 def _event(kind: str, seq: int, ids: dict, payload: dict) -> bytes:
