@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from invariants import ledger as LP
-from invariants.changed import changed
+from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
 from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
 from invariants.pressure import served_before
@@ -187,12 +187,12 @@ def _charges(m: M.Manager, holder: int) -> int:
 
 def _charge_moves(before: M.Manager, after: M.Manager) -> dict[int, int]:
     """Per holder, how far its total charge moved: summed over the records that changed (the rest move nothing)."""
-    was, now = before.ledger.allocations, after.ledger.allocations
     out: dict[int, int] = {}
-    for i in changed(was, now):
-        for r, sign in ((was.get(i), -1), (now.get(i), 1)):
-            if r is not None:
-                out[r.holder] = out.get(r.holder, 0) + sign * r.charge
+    for _, p, n in changes(before.ledger.allocations, after.ledger.allocations):
+        if p is not None:
+            out[p.holder] = out.get(p.holder, 0) - p.charge
+        if n is not None:
+            out[n.holder] = out.get(n.holder, 0) + n.charge
     return out
 
 
@@ -210,7 +210,7 @@ def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
         r = after.ledger.allocations.get(v)
         if r is None or r.state is not AllocState.LIVE:
             _I6_PINNED.fail(f"{act!r} released allocation {v}, flagged (pinned, in flight) = {before.uses[v]}")
-    fell = sorted(h for h, d in _charge_moves(before, after).items() if d < 0)
+    fell = sorted([h for h, d in _charge_moves(before, after).items() if d < 0])
     _I6_OWN.case(bool(fell))
     if not fell or isinstance(act, _ENVIRONMENT):
         return
@@ -354,7 +354,8 @@ def _naming(m: M.Manager, aid: int) -> list[str]:
 
 
 def _step_C3_removed(before: M.Manager, act: Any, after: M.Manager) -> None:
-    gone = [aid for aid in before.ledger.authorities if aid not in after.ledger.authorities]
+    was, now = before.ledger.authorities, after.ledger.authorities
+    gone = [aid for aid in was if aid not in now] if now is not was else []
     _C3_REMOVED.case(bool(gone))
     for aid in gone:
         left = _naming(after, aid)
@@ -378,16 +379,22 @@ _I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
 
 
 def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    rose = [x for x in after.ledger.authorities.values()
-            if x.id in before.ledger.authorities and x.used > before.ledger.authorities[x.id].used]
+    # One walk of the authorities the step replaced (none when the map is the same object).
+    was = before.ledger.authorities
+    rose, changed = [], []
+    for x in after.ledger.authorities.values() if after.ledger.authorities is not was else ():
+        p = was.get(x.id)
+        if p is not None and p is not x:
+            if x.used > p.used:
+                rose.append(x)
+            if x.limit != p.limit:
+                changed.append(x)
     _I2_GRANT.case(bool(rose) and not isinstance(act, A.RecordCommitted))
     if not isinstance(act, A.RecordCommitted):
         for x in rose:
             if x.used > x.limit:
                 _I2_GRANT.fail(f"{act!r}: authority {x.id} charged {before.ledger.authorities[x.id].used} -> "
                                f"{x.used} B past its {x.limit} B limit")
-    changed = [x for x in after.ledger.authorities.values()
-               if x.id in before.ledger.authorities and x.limit != before.ledger.authorities[x.id].limit]
     _I2_LIMIT.case(bool(changed))
     for x in changed:
         granted = sum(r.charge for r in after.ledger.allocations.values()
@@ -424,7 +431,8 @@ def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any 
     leased = _leased_steps(before, after)
     _I10_WITH_LEASES.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its leases
     # A bundle whose record did not change and none of whose transactions leased passes: only the rest are read.
-    for bid in sorted(changed(before.bundles, after.bundles) | leased.keys()):
+    moved = changed(before.bundles, after.bundles)
+    for bid in sorted(moved | leased.keys()) if moved or leased else ():
         b, p = after.bundles.get(bid), before.bundles.get(bid)
         if b is None:
             continue
