@@ -17,12 +17,13 @@ that bypasses the three methods yields a map with no parent link (a plain
 `immutables.Map`, or `mutate()`'s result), and the walk falls back to the
 full comparison rather than trusting a partial one. Only the replay installs
 `Tracked` maps (`track`); `changes(prev, nxt)` gives the same walk as
-`(key, old record, new record)` in key order, so the step predicates of one
-event share one walk and one lookup per record. After a walk reaches `prev`, `prev`'s own parent
-link is dropped so history does not accumulate (a later diff from an older
-map falls back to the full comparison). The answer is a frozenset; the last
-few answers over immutable maps are remembered, because the step predicates
-of one event ask for the same diff several times. Pure; spec values only.
+`(key, old record, new record)` in key order (keys are ids: ordered), so the
+step predicates of one event share one walk and one lookup per record.
+After a walk reaches `prev`, `prev`'s own parent link is dropped so history
+does not accumulate (a later diff from an older map falls back to the full
+comparison). The answer is a frozenset (`changes`: a tuple); the last few
+answers over immutable maps are remembered, because the step predicates of
+one event ask for the same diff several times. Pure; spec values only.
 """
 
 from __future__ import annotations

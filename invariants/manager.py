@@ -379,16 +379,9 @@ _I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
 
 
 def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    # One walk of the authorities the step replaced (none when the map is the same object).
-    was = before.ledger.authorities
-    rose, changed = [], []
-    for x in after.ledger.authorities.values() if after.ledger.authorities is not was else ():
-        p = was.get(x.id)
-        if p is not None and p is not x:
-            if x.used > p.used:
-                rose.append(x)
-            if x.limit != p.limit:
-                changed.append(x)
+    was, now = before.ledger.authorities, after.ledger.authorities  # (before, after) of each replaced authority:
+    pairs = [(was[x.id], x) for x in now.values() if x.id in was and was[x.id] is not x] if now is not was else []
+    rose, changed = [x for p, x in pairs if x.used > p.used], [x for p, x in pairs if x.limit != p.limit]
     _I2_GRANT.case(bool(rose) and not isinstance(act, A.RecordCommitted))
     if not isinstance(act, A.RecordCommitted):
         for x in rose:
@@ -431,8 +424,7 @@ def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any 
     leased = _leased_steps(before, after)
     _I10_WITH_LEASES.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its leases
     # A bundle whose record did not change and none of whose transactions leased passes: only the rest are read.
-    moved = changed(before.bundles, after.bundles)
-    for bid in sorted(moved | leased.keys()) if moved or leased else ():
+    for bid in sorted(moved | leased.keys()) if (moved := changed(before.bundles, after.bundles)) or leased else ():
         b, p = after.bundles.get(bid), before.bundles.get(bid)
         if b is None:
             continue
