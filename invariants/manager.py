@@ -8,11 +8,9 @@ closed or late pressure releases nothing (C5); the allocator path never overtake
 never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
 (I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `invariants.manager_views`.
 
-Each clause states a harm and compares the manager's numbers with an
-independent reading of the records (sums recomputed here; grant order from
-`invariants.pressure.served_before`, never `spec.arith.arbitration_key`). The
-ledger's own predicates (`invariants.ledger`) run on `m.ledger` too, one
-wrapped predicate per ledger predicate, so a failing one keeps its clause.
+Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
+recomputed here; grant order from `invariants.pressure.served_before`, never `spec.arith.arbitration_key`). The
+ledger's own predicates (`invariants.ledger`) run on `m.ledger` too, one wrapped predicate per ledger predicate.
 
 Reads spec values only; never imports refimpl.
 """
@@ -354,8 +352,7 @@ def _naming(m: M.Manager, aid: int) -> list[str]:
 
 
 def _step_C3_removed(before: M.Manager, act: Any, after: M.Manager) -> None:
-    was, now = before.ledger.authorities, after.ledger.authorities
-    gone = [aid for aid in was if aid not in now] if now is not was else []
+    gone = [aid for aid in before.ledger.authorities if aid not in after.ledger.authorities]
     _C3_REMOVED.case(bool(gone))
     for aid in gone:
         left = _naming(after, aid)
@@ -379,9 +376,13 @@ _I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
 
 
 def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    was, now = before.ledger.authorities, after.ledger.authorities  # (before, after) of each replaced authority:
-    pairs = [(was[x.id], x) for x in now.values() if x.id in was and was[x.id] is not x] if now is not was else []
-    rose, changed = [x for p, x in pairs if x.used > p.used], [x for p, x in pairs if x.limit != p.limit]
+    was, now = before.ledger.authorities, after.ledger.authorities
+    rose, changed = [], []  # one walk of the authorities the step replaced (none when the map is the same)
+    for x in now.values() if now is not was else ():
+        if (p := was.get(x.id)) is not None and p is not x and x.used > p.used:
+            rose.append(x)
+        if p is not None and p is not x and x.limit != p.limit:
+            changed.append(x)
     _I2_GRANT.case(bool(rose) and not isinstance(act, A.RecordCommitted))
     if not isinstance(act, A.RecordCommitted):
         for x in rose:
