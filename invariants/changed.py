@@ -16,11 +16,14 @@ Soundness does not rest on knowing what an action can touch: a derivation
 that bypasses the three methods yields a map with no parent link (a plain
 `immutables.Map`, or `mutate()`'s result), and the walk falls back to the
 full comparison rather than trusting a partial one. Only the replay installs
-`Tracked` maps (`track`); after a walk reaches `prev`, `prev`'s own parent
-link is dropped so history does not accumulate (a later diff from an older
-map falls back to the full comparison). The answer is a frozenset; the last
-few answers over immutable maps are remembered, because the step predicates
-of one event ask for the same diff several times. Pure; spec values only.
+`Tracked` maps (`track`); `changes(prev, nxt)` gives the same walk as
+`(key, old record, new record)` in key order (keys are ids: ordered), so the
+step predicates of one event share one walk and one lookup per record.
+After a walk reaches `prev`, `prev`'s own parent link is dropped so history
+does not accumulate (a later diff from an older map falls back to the full
+comparison). The answer is a frozenset (`changes`: a tuple); the last few
+answers over immutable maps are remembered, because the step predicates of
+one event ask for the same diff several times. Pure; spec values only.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import immutables
 
-__all__ = ["Tracked", "changed", "track"]
+__all__ = ["Tracked", "changed", "changes", "track"]
 
 _MISSING = object()
 
@@ -102,7 +105,7 @@ def track(m: Any) -> Tracked:
 
 #: The last few answers, newest first: the step predicates of one step ask for the same diff several times.
 #: Only `Tracked` and `immutables.Map` values are remembered (immutable: the answer cannot go stale).
-_MEMO: list[tuple[Any, Any, frozenset]] = []
+_MEMO: list[tuple[Any, Any, frozenset, tuple]] = []
 _MEMO_SIZE = 4
 
 
@@ -110,9 +113,26 @@ def changed(prev: Mapping, nxt: Mapping) -> frozenset:
     """The keys whose value differs between `prev` and `nxt` (present in one only, or unequal values)."""
     if prev is nxt:
         return frozenset()
-    for p, n, diff in _MEMO:
+    for p, n, keys, _ in _MEMO:
         if p is prev and n is nxt:
-            return diff
+            return keys
+    return _diff(prev, nxt)[0]
+
+
+def changes(prev: Mapping, nxt: Mapping) -> tuple[tuple[Any, Any, Any], ...]:
+    """`(key, value in prev, value in nxt)` per key of `changed(prev, nxt)`, in key order, None where absent.
+
+    The one walk of a step's changed records that every step predicate reads (the records themselves, so no
+    predicate looks them up again)."""
+    if prev is nxt:
+        return ()
+    for p, n, _, moved in _MEMO:
+        if p is prev and n is nxt:
+            return moved
+    return _diff(prev, nxt)[1]
+
+
+def _diff(prev: Mapping, nxt: Mapping) -> tuple[frozenset, tuple[tuple[Any, Any, Any], ...]]:
     keys: set = set()
     n = nxt
     while type(n) is Tracked and n is not prev and n._parent is not None:
@@ -124,8 +144,13 @@ def changed(prev: Mapping, nxt: Mapping) -> frozenset:
         keys = set(prev.keys()) | set(nxt.keys())
     was = prev._map if type(prev) is Tracked else prev
     now = nxt._map if type(nxt) is Tracked else nxt
-    diff = frozenset(k for k in keys if was.get(k, _MISSING) != now.get(k, _MISSING))
+    moved = []
+    for k in sorted(keys):
+        old, new = was.get(k, _MISSING), now.get(k, _MISSING)
+        if old != new:
+            moved.append((k, None if old is _MISSING else old, None if new is _MISSING else new))
+    out = (frozenset(k for k, _, _ in moved), tuple(moved))
     if type(was) is immutables.Map and type(now) is immutables.Map:
-        _MEMO.insert(0, (prev, nxt, diff))
+        _MEMO.insert(0, (prev, nxt, *out))
         del _MEMO[_MEMO_SIZE:]
-    return diff
+    return out

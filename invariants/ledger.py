@@ -21,7 +21,7 @@ from spec.lifecycle import ALLOCATION_TABLE, TERMINAL
 from spec.ledger_state import State
 from spec.types import AllocState, Origin
 
-from invariants.changed import changed
+from invariants.changed import changes
 from invariants.clauses import clause, conjunction
 
 __all__ = [
@@ -159,11 +159,11 @@ def state_I1(s: State) -> None:
 def step_I1(prev: State, act: Any, nxt: State) -> None:
     """Conservation: each ledger moves by exactly its allocations' charge change."""
     delta: dict[int, int] = {}
-    for aid in changed(prev.allocations, nxt.allocations):  # an unchanged record moves nothing
-        p, n = prev.allocations.get(aid), nxt.allocations.get(aid)
-        for r, sign in ((p, -1), (n, 1)):
-            if r is not None:
-                delta[r.authority] = delta.get(r.authority, 0) + sign * r.charge
+    for _, p, n in changes(prev.allocations, nxt.allocations):  # an unchanged record moves nothing
+        if p is not None:
+            delta[p.authority] = delta.get(p.authority, 0) - p.charge
+        if n is not None:
+            delta[n.authority] = delta.get(n.authority, 0) + n.charge
     moved = False
     for aid, a in nxt.authorities.items():
         before = prev.authorities[aid].used if aid in prev.authorities else 0
@@ -209,8 +209,7 @@ def step_I2(prev: State, act: Any, nxt: State) -> None:
             if a.used > before and a.used > a.limit:
                 _I2_RESERVE.fail(f"{act!r} granted past the limit: used {a.used} B > {a.limit} B")
     if _I2_RECORDED.case(isinstance(act, A.RecordCommitted)):
-        new = [nxt.allocations[aid] for aid in sorted(changed(prev.allocations, nxt.allocations))
-               if aid not in prev.allocations]
+        new = [n for _, p, n in changes(prev.allocations, nxt.allocations) if p is None]
         if len(new) != 1 or new[0].charge != act.nbytes:
             _I2_RECORDED.fail(f"{act!r} was accepted but charged {[r.charge for r in new]} B")
         a = nxt.authorities[new[0].authority]
@@ -245,10 +244,9 @@ def step_I4a(prev: State, act: Any, nxt: State) -> None:
     if nxt.next_allocation < prev.next_allocation:
         _I4A_FRESH.fail(f"{act!r}: id counter went back from {prev.next_allocation} to {nxt.next_allocation}")
     fresh = moved = False
-    diff = sorted(changed(prev.allocations, nxt.allocations))  # an unchanged record breaks none of these
+    diff = changes(prev.allocations, nxt.allocations)  # an unchanged record breaks none of these
     born = 0
-    for aid in diff:
-        p, n = prev.allocations.get(aid), nxt.allocations.get(aid)
+    for aid, p, n in diff:
         if n is None:
             continue
         if p is None:
@@ -266,9 +264,8 @@ def step_I4a(prev: State, act: Any, nxt: State) -> None:
             if (p.state, n.state) not in _ALLOWED:
                 _I4A_LIFECYCLE.fail(f"{act!r}: allocation {aid} moved {p.state.value} -> {n.state.value}")
     kept = len(nxt.allocations) > born  # some record was in both states
-    for aid in diff:
-        p = prev.allocations.get(aid)
-        if p is not None and aid not in nxt.allocations:
+    for aid, p, n in diff:
+        if p is not None and n is None:
             moved = True
             if not any((p.state, t) in _ALLOWED for t in TERMINAL):
                 _I4A_LIFECYCLE.fail(f"{act!r}: allocation {aid} left the ledger from {p.state.value}")
@@ -312,9 +309,9 @@ def step_I4b(prev: State, act: Any, nxt: State) -> None:
             if aid in prev.authorities and a.used != prev.authorities[aid].used:
                 _I4B_NO_CHARGE.fail(f"{act!r} moved charge on authority {aid}")
     if _I4B_TRANSFER.case(isinstance(act, A.TransferAllowance)):
-        diff = changed(prev.allowances, nxt.allowances)  # unchanged allowances add the same to both sums
-        before = sum(prev.allowances[w].limit for w in diff if w in prev.allowances)
-        after = sum(nxt.allowances[w].limit for w in diff if w in nxt.allowances)
+        diff = changes(prev.allowances, nxt.allowances)  # unchanged allowances add the same to both sums
+        before = sum(p.limit for _, p, _ in diff if p is not None)
+        after = sum(n.limit for _, _, n in diff if n is not None)
         if before != after:
             _I4B_TRANSFER.fail(f"{act!r} changed total allowance limits {before} -> {after}")
 
@@ -330,8 +327,7 @@ _I6_ALLOWANCE = clause("I6", "step_I6", "only_owner_changes_allowance",
 def step_I6(prev: State, act: Any, nxt: State) -> None:
     """Every charge decrease is the owning holder's action (or a confirmed termination)."""
     fell = altered = False
-    for aid in sorted(changed(prev.allocations, nxt.allocations)):  # an unchanged charge did not fall
-        p, n = prev.allocations.get(aid), nxt.allocations.get(aid)
+    for aid, p, n in changes(prev.allocations, nxt.allocations):  # an unchanged charge did not fall
         if p is None or (n.charge if n is not None else 0) >= p.charge:
             continue
         fell = True
@@ -340,8 +336,7 @@ def step_I6(prev: State, act: Any, nxt: State) -> None:
         if getattr(act, "holder", None) != p.holder:
             _I6_CHARGE.fail(f"{act!r} reduced holder {p.holder}'s allocation {aid} by "
                             f"{p.charge - (n.charge if n else 0)} B")
-    for wid in sorted(changed(prev.allowances, nxt.allowances)):
-        p, n = prev.allowances.get(wid), nxt.allowances.get(wid)
+    for wid, p, n in changes(prev.allowances, nxt.allowances):
         if p is not None:
             altered = True
             if getattr(act, "holder", None) != p.holder:

@@ -8,11 +8,9 @@ closed or late pressure releases nothing (C5); the allocator path never overtake
 never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
 (I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `invariants.manager_views`.
 
-Each clause states a harm and compares the manager's numbers with an
-independent reading of the records (sums recomputed here; grant order from
-`invariants.pressure.served_before`, never `spec.arith.arbitration_key`). The
-ledger's own predicates (`invariants.ledger`) run on `m.ledger` too, one
-wrapped predicate per ledger predicate, so a failing one keeps its clause.
+Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
+recomputed here; grant order from `invariants.pressure.served_before`, never `spec.arith.arbitration_key`). The
+ledger's own predicates (`invariants.ledger`) run on `m.ledger` too, one wrapped predicate per ledger predicate.
 
 Reads spec values only; never imports refimpl.
 """
@@ -23,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from invariants import ledger as LP
-from invariants.changed import changed
+from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
 from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
 from invariants.pressure import served_before
@@ -187,12 +185,12 @@ def _charges(m: M.Manager, holder: int) -> int:
 
 def _charge_moves(before: M.Manager, after: M.Manager) -> dict[int, int]:
     """Per holder, how far its total charge moved: summed over the records that changed (the rest move nothing)."""
-    was, now = before.ledger.allocations, after.ledger.allocations
     out: dict[int, int] = {}
-    for i in changed(was, now):
-        for r, sign in ((was.get(i), -1), (now.get(i), 1)):
-            if r is not None:
-                out[r.holder] = out.get(r.holder, 0) + sign * r.charge
+    for _, p, n in changes(before.ledger.allocations, after.ledger.allocations):
+        if p is not None:
+            out[p.holder] = out.get(p.holder, 0) - p.charge
+        if n is not None:
+            out[n.holder] = out.get(n.holder, 0) + n.charge
     return out
 
 
@@ -210,7 +208,7 @@ def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
         r = after.ledger.allocations.get(v)
         if r is None or r.state is not AllocState.LIVE:
             _I6_PINNED.fail(f"{act!r} released allocation {v}, flagged (pinned, in flight) = {before.uses[v]}")
-    fell = sorted(h for h, d in _charge_moves(before, after).items() if d < 0)
+    fell = sorted([h for h, d in _charge_moves(before, after).items() if d < 0])
     _I6_OWN.case(bool(fell))
     if not fell or isinstance(act, _ENVIRONMENT):
         return
@@ -378,16 +376,19 @@ _I2_GRANT = clause("I2", "step_I2_manager", "grant_within_limit",
 
 
 def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    rose = [x for x in after.ledger.authorities.values()
-            if x.id in before.ledger.authorities and x.used > before.ledger.authorities[x.id].used]
+    was, now = before.ledger.authorities, after.ledger.authorities
+    rose, changed = [], []  # one walk of the authorities the step replaced (none when the map is the same)
+    for x in now.values() if now is not was else ():
+        if (p := was.get(x.id)) is not None and p is not x and x.used > p.used:
+            rose.append(x)
+        if p is not None and p is not x and x.limit != p.limit:
+            changed.append(x)
     _I2_GRANT.case(bool(rose) and not isinstance(act, A.RecordCommitted))
     if not isinstance(act, A.RecordCommitted):
         for x in rose:
             if x.used > x.limit:
                 _I2_GRANT.fail(f"{act!r}: authority {x.id} charged {before.ledger.authorities[x.id].used} -> "
                                f"{x.used} B past its {x.limit} B limit")
-    changed = [x for x in after.ledger.authorities.values()
-               if x.id in before.ledger.authorities and x.limit != before.ledger.authorities[x.id].limit]
     _I2_LIMIT.case(bool(changed))
     for x in changed:
         granted = sum(r.charge for r in after.ledger.allocations.values()
@@ -424,7 +425,7 @@ def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any 
     leased = _leased_steps(before, after)
     _I10_WITH_LEASES.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its leases
     # A bundle whose record did not change and none of whose transactions leased passes: only the rest are read.
-    for bid in sorted(changed(before.bundles, after.bundles) | leased.keys()):
+    for bid in sorted(moved | leased.keys()) if (moved := changed(before.bundles, after.bundles)) or leased else ():
         b, p = after.bundles.get(bid), before.bundles.get(bid)
         if b is None:
             continue

@@ -147,12 +147,22 @@ _BOUNDED = json.JSONDecoder(parse_int=_int, parse_constant=_no_constant, object_
 _UNBOUNDED = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique_keys)
 _AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _DIGIT_RUN = b"0" * 21
+_JSON_SPACE = " \t\n\r"  # JSON's whitespace (RFC 8259), all `decode` skips around a value
 
 
 def _parse(raw: bytes) -> dict[str, Any]:
     decoder = _BOUNDED if _DIGIT_RUN in raw.translate(_AS_ZERO) else _UNBOUNDED
     try:
-        obj = decoder.decode(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        # The decoder's own C scanner, without `decode` / `raw_decode`'s two Python frames and whitespace regexes:
+        # a line that does not start with a value or ends in more than JSON whitespace takes `decode`, so every
+        # error is `decode`'s own.
+        try:
+            obj, end = decoder.scan_once(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text) and (end < 0 or text[end:].strip(_JSON_SPACE)):
+            obj = decoder.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise _Bad("bad-json", f"not a JSON object: {e}") from None
     if type(obj) is not dict:

@@ -3,9 +3,10 @@
 `attrs.evolve` reads `attrs.fields(cls)` and every field by name on every
 call; in the composed manager's step that is the largest single cost (two
 calls a step, about 40% of `spec.manager.step` under cProfile over the
-explorer's composed scope). This `evolve` builds, once per class, a function that
-calls the class's own `__init__` positionally with each field's current
-value or its replacement, so validators and converters run exactly as they
+explorer's composed scope). This `evolve` builds, once per class and set of
+changed field names, a function that calls the class's own `__init__`
+positionally with each field's current value or its replacement (chosen when
+it is built, not per call), so validators and converters run exactly as they
 do under `attrs.evolve`, and the record is equal.
 
 A class it cannot reproduce exactly (a field with `init=False`, a keyword-only
@@ -28,16 +29,16 @@ __all__ = ["evolve"]
 
 _R = TypeVar("_R")
 
-#: class -> its builder (record, changes) -> record
-_BUILDERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
+#: (class, the changed field names in call order) -> its builder (record, changes) -> record
+_BUILDERS: dict[tuple, Callable[[Any, dict[str, Any]], Any]] = {}
 
 
 def evolve(inst: _R, **changes: Any) -> _R:
     """A copy of frozen attrs record `inst` with `changes` applied (`attrs.evolve`'s value)."""
-    cls = inst.__class__
-    build = _BUILDERS.get(cls)
+    key = (inst.__class__, *changes)
+    build = _BUILDERS.get(key)
     if build is None:
-        build = _BUILDERS[cls] = _builder(cls)
+        build = _BUILDERS[key] = _builder(inst.__class__, key[1:])
     return build(inst, changes)
 
 
@@ -45,20 +46,17 @@ def _slow(inst: Any, changes: dict[str, Any]) -> Any:
     return attrs.evolve(inst, **changes)
 
 
-def _builder(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+def _builder(cls: type, changing: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
     fields = attrs.fields(cls)
     if any(not f.init or f.kw_only or getattr(f, "alias", f.name) != f.name for f in fields):
         return _slow
     names = [f.name for f in fields]
-    if not all(n.isidentifier() for n in names):
-        return _slow
-    known = frozenset(names)
-    # Per field, in field order, its replacement or its current value: the class's own __init__ does the rest.
-    args = ", ".join(f"c[{n!r}] if {n!r} in c else inst.{n}" for n in names)
-    src = (f"def build(inst, c):\n"
-           f"    if not known.issuperset(c):\n"
-           f"        return slow(inst, c)\n"
-           f"    return cls({args})\n")
-    scope: dict[str, Any] = {"cls": cls, "known": known, "slow": _slow}
+    if not all(n.isidentifier() for n in names) or not set(changing) <= set(names):
+        return _slow  # an unknown name: attrs.evolve's own error
+    # Per field, in field order, its replacement or its current value, decided once per set of changed names
+    # (a call site always changes the same fields): the class's own __init__ does the rest.
+    args = ", ".join(f"c[{n!r}]" if n in changing else f"inst.{n}" for n in names)
+    src = f"def build(inst, c):\n    return cls({args})\n"
+    scope: dict[str, Any] = {"cls": cls}
     exec(compile(src, f"<spec.records.evolve {cls.__qualname__}>", "exec"), scope)  # noqa: S102 - fixed template
     return scope["build"]

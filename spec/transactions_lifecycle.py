@@ -14,10 +14,10 @@ Enums only plus the tables: no behaviour besides the lookups.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 
 from spec.lifecycle import lookup
+from spec.types import _ShortRepr
 
 __all__ = [
     "TxPhase",
@@ -34,11 +34,6 @@ __all__ = [
     "next_tx_phase",
     "next_bundle_state",
 ]
-
-
-class _ShortRepr(enum.Enum):
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}.{self.name}"
 
 
 class TxPhase(_ShortRepr):

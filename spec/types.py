@@ -30,6 +30,10 @@ class _ShortRepr(enum.Enum):
     def __repr__(self) -> str:
         return f"{type(self).__name__}.{self.name}"
 
+    # A member is a singleton equal only to itself, so identity is a valid hash, and a C slot:
+    # `Enum.__hash__` hashes the name in Python on every dict or set lookup (lifecycle tables, replay).
+    __hash__ = object.__hash__
+
 
 class Tier(_ShortRepr):
     """Independently exhaustible capacity class of a pool."""

@@ -195,6 +195,27 @@ def test_json_bounds_hold_on_either_decoder(raw: bytes, want: Any) -> None:
         assert R.read_event(raw, 1) == want
 
 
+@pytest.mark.parametrize("raw", [
+    b'{"a": 1}', b'{"a": 1}\n', b'{"a": 1}\r\n', b' \t{"a": 1}', b'{"a": 1} \t\r\n', b'\n{"a": 1}',
+    b'{"a": 1}x', b'{"a": 1}X', b'{"a": 1} x\n', b'{"a": 1}{}', b'{"a": 1}\x0c', b'{"a": 1}\xc2\xa0', b'',
+    b'\n', b' ', b'{"a": ', b'[1]', b'"s"\n', b'{"a": 1, "a": 2}\n', b'{"a": 1} {"a": 1, "a": 2}',
+])
+def test_c_scanner_path_answers_as_decode(raw: bytes) -> None:
+    """`read_event` reads a line with the decoder's C scanner directly: every line, well formed or not, gets
+    `decode`'s own object or error (JSON whitespace only around the value; anything else after it is extra data)."""
+    try:
+        value = R._UNBOUNDED.decode(raw.decode("utf-8"))
+        want: Any = value if type(value) is dict else ("bad-json", "a line must hold one JSON object, got "
+                                                       f"{type(value).__name__}")
+    except ValueError as e:
+        want = ("bad-json", f"not a JSON object: {e}")
+    try:
+        got: Any = R.read_event(raw, 1)
+    except R._Bad as e:
+        got = (e.failure, str(e))
+    assert got == want
+
+
 def test_oversize_line_is_not_read_whole() -> None:
     stream = io.BytesIO(b'{"a": "' + b"x" * (10 * MAX_LINE_BYTES) + b'"}\n')
     r = R.replay(stream)
