@@ -114,7 +114,7 @@ _LINKS: dict[str, dict[str, object]] = {
     ),
     # --- pressure and arbitration (issue #3) ---
     "C5": dict(
-        predicates=(_Q + "step_C5", _A5A + "step_C5_elastic", _MG + "step_C5_manager"),
+        predicates=(_Q + "step_C5", _A5A + "step_C5_elastic", _MG + "step_C5_manager", _MG + "step_C5_answers"),
         tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release",
                "tests/test_pressure_spec.py::test_zero_answer_is_legal_and_forces_nothing",
                "tests/test_admission.py::test_elastic_short_answer_defers_in_both_layers",
@@ -140,7 +140,8 @@ _LINKS: dict[str, dict[str, object]] = {
     ),
     "I13": dict(
         predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13", _Q + "observed_I13_waiters",
-                    _MG + "state_I13_manager", _MG + "step_I13_manager", _MG + "state_I13_generation"),
+                    _MG + "state_I13_manager", _MG + "step_I13_manager", _MG + "state_I13_generation",
+                    _MG + "step_I13_order"),
         tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken", *_MG_TESTS,
                "tests/test_pressure_clauses.py::test_an_age_capped_short_of_the_bound_fails_passed_over_ages_only",
                "tests/test_issue9_gaps.py::test_reconfigure_that_forgets_its_waiters_leaves_one_parked",
