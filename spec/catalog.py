@@ -321,8 +321,8 @@ LIVENESS: dict[str, tuple[str, tuple[str, ...]]] = {
     "I13": ("No run keeps a ticket pending forever while leases are returned infinitely often. Fairness: weak "
             "fairness of Claim (a granted ticket is claimed); strong fairness of Release (capacity returns "
             "infinitely often, the property's antecedent). Checked: no reachable cycle of the starvation scope "
-            "(the pressure pool, one holder, capacity 2, aging bound 2, sizes {1, 2}, priorities {0, 1}, ticket "
-            "ids recycled) keeps the watched ticket pending and releases a lease; control: aging off.",
+            "(of the composed spec: one holder, one 2 B authority, aging bound 2, sizes {1, 2}, priorities {0, 1}, "
+            "ticket and allocation ids recycled) keeps the watched ticket pending and releases a lease; control: aging off.",
             (_LV + "test_aging_off_starves_a_ticket_in_a_cycle_that_returns_capacity",
              _LV + "test_recycled_ids_step_as_the_original_ids_do")),
     "I12": ("From every reachable state each admitted, unfinished KV request can still finish. Fairness: strong "
