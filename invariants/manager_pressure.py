@@ -94,6 +94,9 @@ class PressureMachine(ManagerMachine):
             self._do(M.Submit(big_holder, aid, a.limit - a.used + 1, 0, Role.KV))
         for _ in range(count):
             self._lease_on(aid, small, nbytes)
+        if data.draw(st.integers(0, 5)) == 0:  # a pressure opened, then a reconfigure: its answer is stale (C5)
+            self._do(M.Press(small, aid, 1))
+            self._reconfigure(data)
         if data.draw(st.integers(0, 3)):
             for r in self._leases(None, aid):  # returned capacity accumulates for the matured waiter
                 self._do(A.Release(r.holder, r.id))
