@@ -61,6 +61,15 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "            tickets = tickets.delete(t.id)  # an older pending ticket fails: it held nothing\n",
            "            pass\n",
            "the spec's reconfigure leaves the older pending tickets waiting under the new generation"),
+    Mutant("press_delivers_under_the_lock", ("I7",), "pressure", _R, _MPRE,
+           "        under_lock = not self._guards.on(\"unlock_before_callback\")  # negative control: deliver under the lock\n"
+           "        opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind\n\n"
+           "        def open_(",
+           "        under_lock = True  # 'the callback is quick': delivered while the ledger lock is held\n"
+           "        opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind\n\n"
+           "        def open_(",
+           "a press delivers the holder's callback while the ledger lock is held: a callback that answers or releases "
+           "re-enters the governor, and every other thread waits on it"),
     # --- the holder's answer is its choice; a press takes nothing (C5, `invariants.manager_answers`) -----------
     Mutant("press_takes_a_lease", ("C5",), "pressure", _R, _MPRE,
            "        return self._open(holder, a, target, False, priority, deadline)\n",
