@@ -249,7 +249,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
             first = f.readline(4096)
             f.seek(0)
             # A composed trace (tickets, pressure, transactions, limits beside the ledger) or a focused one
-            # (ortmem-pool/1, ortmem-tx/1) has at least one such event anywhere; one bounded pass finds out.
+            # (ortmem-tx/1) has at least one such event anywhere; one bounded pass finds out.
             marks = [r.encode() for r in (MANAGER_REVISION, *FOCUSED)]
             composed = REVISION.encode() not in first and any(any(x in raw for x in marks)
                                                                 for raw in bounded_lines(f))
