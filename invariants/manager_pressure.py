@@ -30,18 +30,18 @@ from spec.guards import Guard, GuardSet, Layer
 from spec.tickets import TicketState
 from spec.types import Role
 
-__all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure_situations",
+__all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure_situations", "late_answer_refused",
            "run_pressure_campaign", "find_pressure_counterexample"]
 
 _T = TicketState
 
 #: The composed machine's rules this restriction keeps (with its own steered `burst` and `contend`).
 PRESSURE_RULES = ("submit", "ticket", "wait_for_release", "release_lease", "direct_reserve", "press_and_answer",
-                  "pressure", "environment", "burst", "contend")
+                  "pressure", "environment", "burst", "contend", "answer_late")
 
 #: What the campaign must reach (counted per accepted step, `CampaignStats.events`).
 PRESSURE_SITUATIONS = ("aging bound reached", "matured misfit granted", "grant order chose among waiters",
-                       "pressed", "answered", "pressure cancelled", "pressure expired")
+                       "pressed", "answered", "pressure cancelled", "pressure expired", "late answer refused")
 
 
 def pressure_situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
@@ -63,11 +63,38 @@ def pressure_situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[s
     return (*out, kind) if kind else tuple(out)
 
 
+def late_answer_refused(m: M.Manager, action: Any) -> bool:
+    """True iff `action` answers, naming a victim, an open pressure of `m` past its deadline (refused: C5)."""
+    p = m.pressures.get(action.pressure) if isinstance(action, M.Answer) else None
+    return (p is not None and p.deadline is not None and action.now is not None and action.now > p.deadline
+            and bool(action.victims))
+
+
 class PressureMachine(ManagerMachine):
     """The composed machine, restricted to the pressure rules (`PRESSURE_RULES`); same adapters, same spec."""
 
     def situations(self, prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
         return pressure_situations(prev, action, now)
+
+    def _do(self, action: Any) -> Any:
+        if late_answer_refused(self.abs, action):  # refused steps count no situation: counted here
+            self._count("event:late answer refused")
+        return super()._do(action)
+
+    @rule(data=st.data())
+    def answer_late(self, data: st.DataObject) -> None:
+        """A pressure answered after its deadline, naming an idle lease: refused with StaleAnswer, credits
+        nothing (C5); then it expires. Random answers are mostly on time, so this is steered to."""
+        leases = [r for r in self._leases() if r.id not in self.abs.uses]
+        if not leases:
+            return
+        r = data.draw(st.sampled_from(leases))
+        pid, deadline = self.abs.next_pressure, data.draw(st.integers(0, 3))
+        self._do(M.Press(r.holder, r.authority, r.charge, 0, deadline))
+        if pid in self.abs.pressures:
+            self._do(M.Answer(r.holder, pid, (r.id,), deadline + data.draw(st.integers(1, 2))))
+            if pid in self.abs.pressures and data.draw(st.booleans()):
+                self._do(M.ExpirePressure(pid, deadline + 1))
 
     def _lease_on(self, aid: int, holder: int, nbytes: int) -> None:
         tid = self.abs.next_ticket
