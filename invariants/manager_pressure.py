@@ -3,10 +3,11 @@
 A focused campaign is a restriction of the one composed model, never a second model (issue #21): the
 `PressureMachine` is `invariants.manager_machine.ManagerMachine` with only its ticket, release, allocator,
 pressure and environment rules (`PRESSURE_RULES`; every other part's rule is switched off), the same
-`spec.manager.step`, the same refinement and the same predicates (`invariants.manager`), plus two steered
+`spec.manager.step`, the same refinement and the same predicates (`invariants.manager`), plus three steered
 rules the whole machine draws too rarely: a burst of small newcomers behind a request just too big for the
-headroom, until that request matures and is then granted (I13's aging bound, bounded overtaking), and two
-waiters of different priorities behind one lease (the grant order chooses). `situations` counts what the
+headroom, until that request matures and is then granted (I13's aging bound, bounded overtaking); two
+waiters of different priorities behind one lease (the grant order chooses); an answer after its pressure's
+deadline (StaleAnswer, C5). `situations` counts what the
 campaign reached (`PRESSURE_SITUATIONS`), so a run that never matures a ticket shows it.
 
 Reads spec values only; never imports refimpl.
@@ -35,7 +36,7 @@ __all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure
 
 _T = TicketState
 
-#: The composed machine's rules this restriction keeps (with its own steered `burst` and `contend`).
+#: The composed machine's rules this restriction keeps (with its own steered `burst`, `contend`, `answer_late`).
 PRESSURE_RULES = ("submit", "ticket", "wait_for_release", "release_lease", "direct_reserve", "press_and_answer",
                   "pressure", "environment", "burst", "contend", "answer_late")
 
