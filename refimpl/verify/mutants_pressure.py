@@ -70,6 +70,13 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "        def open_(",
            "a press delivers the holder's callback while the ledger lock is held: a callback that answers or releases "
            "re-enters the governor, and every other thread waits on it"),
+    Mutant("composed_reconfigure_fails_leases", ("I6",), "pressure", _R, _MARB,
+           "        self._require_active(a)\n        a.generation += 1\n",
+           "        self._require_active(a)\n        a.generation += 1\n"
+           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.LIVE and r.part is None]:\n"
+           "            self._retire(rec)  # 'the old configuration's leases are void'\n",
+           "reconfigure retires the authority's idle leases too, not only its waiters: holders lose bytes by no "
+           "action of theirs"),
     # --- the holder's answer is its choice; a press takes nothing (C5, `invariants.manager_answers`) -----------
     Mutant("press_takes_a_lease", ("C5",), "pressure", _R, _MPRE,
            "        return self._open(holder, a, target, False, priority, deadline)\n",
