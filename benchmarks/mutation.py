@@ -64,7 +64,7 @@ EQUIVALENT = ROOT / "benchmarks" / "mutation-equivalent.toml"
 MODULES: dict[str, list[str]] = {
     "spec/arith.py": ["tests/test_arith_units.py"],
     "spec/lifecycle.py": ["tests/test_lifecycle.py", "tests/test_lifecycle_tables.py"],
-    "spec/tickets.py": ["tests/test_pressure_spec.py", "tests/test_tickets_tables.py"],
+    "spec/tickets.py": ["tests/test_tickets_tables.py", "tests/test_manager_order_answers.py"],
     "spec/transactions_lifecycle.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_lifecycle_tables.py"],
     "spec/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_explore.py", "tests/test_replay.py",
                         "tests/test_machine_units.py", "tests/test_stateful.py",
@@ -75,11 +75,6 @@ MODULES: dict[str, list[str]] = {
                         "--deselect", "tests/test_explore.py::test_report_json_carries_explorer_figures",
                         "--deselect", "tests/test_explore.py::test_explorer_exhausts_quick_scope_without_violation",
                         "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
-    # The two end-to-end campaign tests (150 and 80 examples, fixed) are left out; the two state machines stay.
-    "spec/pressure.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py", "tests/test_pressure_units.py",
-                         "tests/test_pressure_stateful.py",
-                         "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
-                         "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
     "spec/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
                              "tests/test_transactions_units.py",
                              "tests/test_tx_stateful.py",
@@ -109,22 +104,6 @@ MODULES: dict[str, list[str]] = {
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
-    # leases: the pool suites that call the manager's own lease operations (pool_try_reserve, pool_set_use, drop /
-    # drain, pool_press, wait's non-blocking paths); the pool campaigns (5-7 s each) are left out.
-    "refimpl/manager/leases.py": ["tests/test_pressure_spec.py", "tests/test_pressure_bad_input.py",
-                            "tests/test_pressure_contracts.py", "tests/test_pressure_stateful.py",
-                            "tests/test_pressure_units.py", "tests/test_manager_leases.py", "tests/test_manager_slots.py",
-                            "tests/test_issue14_pressure.py", "tests/test_manager_contracts_pool.py",
-                            "tests/test_leases_traced_paths.py", "tests/test_arbitration_pinned_paths.py",
-                            "--deselect", "tests/test_manager_contracts_pool.py::test_campaign_finds_what_contracts_cannot_see",
-                            # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
-                            "--deselect", "tests/test_manager_contracts_pool.py::test_pool_contract_catches_mutant",
-                            "--deselect", "tests/test_manager_contracts_pool.py::test_overtaking_past_the_bound_is_a_trace_harm_only",
-                            "--deselect", "tests/test_manager_contracts_pool.py::test_waiter_failed_by_reconfigure_is_woken",
-                            # a real SIGINT does not reach a test run inside mutmut's runner
-                            "--deselect", "tests/test_issue14_pressure.py::test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant",
-                            "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input",
-                            "--deselect", "tests/test_pressure_stateful.py::test_pressure_campaign_with_contracts_off_still_refines"],
     # transactions: the focused suites (tx_*) and the composed manager's (plan_tx ... abort_tx, reserve_all).
     "refimpl/manager/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
                                 "tests/test_tx_stateful.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
@@ -139,20 +118,17 @@ MODULES: dict[str, list[str]] = {
     # The other manager parts the ledger's records meet: ticket arbitration, two-phase limits, device loss.
     "refimpl/manager/arbitration.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_contracts_local_clauses.py",
-                                "tests/test_manager_slots.py", "tests/test_manager_leases.py", "tests/test_pressure_contracts.py",
-                                "tests/test_issue14_pressure.py", "tests/test_bad_input.py",
-                                "tests/test_arbitration_pinned_paths.py", "tests/test_leases_traced_paths.py",
-                                "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
+                                "tests/test_manager_slots.py", "tests/test_bad_input.py",
+                                "tests/test_arbitration_pinned_paths.py", "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",
-                                "--deselect", "tests/test_manager_contracts_local_clauses.py::test_snapshot_available_names_growth",
-                                "--deselect", "tests/test_issue14_pressure.py::test_acquire_interrupted_by_a_real_sigint_while_parked_leaves_no_grant"],
+                                "--deselect", "tests/test_manager_contracts_local_clauses.py::test_snapshot_available_names_growth"],
     "refimpl/manager/limits.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                            "tests/test_manager_differential.py", "tests/test_spec_manager.py", "tests/test_bad_input.py",
                            "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation"],
     "refimpl/manager/devices.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_machine_units.py",
                             "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
-                            "tests/test_manager_leases.py", "tests/test_manager_refimpl.py", "tests/test_tx_contracts.py",
+                            "tests/test_manager_refimpl.py", "tests/test_tx_contracts.py",
                             "tests/test_replay.py", "tests/test_manager_devices.py",
                             "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
@@ -164,7 +140,7 @@ MODULES: dict[str, list[str]] = {
     # manager, 6 s each, also reached by the clause tests' poisoned states) left out.
     # The clause machinery itself: counting a clause's case, naming its failure, the conjunction and the
     # collecting mode that credits every failing clause to a control (verdict rule R3).
-    "invariants/clauses.py": ["tests/test_verdict.py", "tests/test_pressure_clauses.py", "tests/test_harm_clauses.py",
+    "invariants/clauses.py": ["tests/test_verdict.py", "tests/test_harm_clauses.py",
                               "tests/test_tx_clauses.py"],
     "invariants/transactions.py": ["tests/test_tx_clause_cases.py", "tests/test_tx_clauses.py", "tests/test_tx_controls.py",
                                    "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-spec]",

@@ -32,9 +32,12 @@ from typing import Any
 
 from invariants import manager as IM
 from invariants.clauses import counting
+from invariants.manager_answers import step_C5_answers
+from invariants.manager_order import step_I13_order
 from spec import manager_actions as M
 
-__all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of",
+__all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of", "order_step_of",
+           "answers_step_of",
            "bundles_step_of", "parts_uses_step_of", "removal_step_of", "pressure_step_of", "tickets_step_of",
            "generations_of", "views_of", "views_step_of"]
 
@@ -94,6 +97,16 @@ def tickets_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Ha
     return act, before.tickets, before.ledger, after.ledger, result
 
 
+def order_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What grant order and aging read (I13): both ticket tables, who was new, the ledger after, the bound."""
+    return act, before.tickets, before.next_ticket, after.tickets, after.ledger, after.aging_bound
+
+
+def answers_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What a press's and an answer's harms read (C5): both ledgers, tickets and transactions, the result."""
+    return act, before.ledger, after.ledger, before.tickets, after.tickets, before.txs, after.txs, result
+
+
 def generations_of(m: Any) -> Hashable:
     """What the generation state predicate reads (I13): tickets and generations."""
     return m.tickets, m.generations
@@ -141,6 +154,8 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     # C5: act, the pressure it answers, generations, both ledgers. I13 (allocator): act, tickets, ledgers, result.
     out[IM.step_C5_manager] = pressure_step_of
     out[IM.step_I13_manager] = tickets_step_of
+    out[step_I13_order] = order_step_of
+    out[step_C5_answers] = answers_step_of
     out[IM.state_I13_generation] = generations_of
     # I10: act, the before-txs (its bundle), the after-txs (committed), both bundles maps.
     out[IM.step_I10_manager] = bundles_step_of

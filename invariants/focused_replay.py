@@ -1,21 +1,13 @@
-"""Replay of the focused front ends' events against their own specs, never refimpl's code.
+"""Replay of the focused transaction front end's events against its own spec, never refimpl's code.
 
-A trace of `ProcessMemoryManager` driven through its single-pool protocol
-(`ortmem-pool/1`) is replayed with `spec.pressure.step`; one driven through
-its focused transactions (`ortmem-tx/1`) with `spec.transactions.step`
-(formats: `invariants.focused_trace`). `invariants.manager_replay` reads the
-events before the first focused one (registration, a limit change) against
-`spec.manager` and hands its state over here, which seeds the focused state:
-
-  * pool: the ledger the first located pool event names (`ids.authority`)
-    becomes `spec.pressure`'s pool: capacity, fixed = capacity - limit,
-    free, the holders 1..n, the id counters, and the constants the event
-    observes (aging bound, mailbox slots). It must be empty (no bytes used,
-    no ticket, pressure, transaction or limit change anywhere): the focused
-    spec describes one pool with nothing beside it;
-  * transactions: `spec.transactions`' state with the manager's authorities
-    (canonical, active, nothing charged: no alias, allocation or allowance)
-    and its state bundles, the id counters the composed events left.
+A trace of `ProcessMemoryManager` driven through its focused transactions
+(`ortmem-tx/1`) is replayed with `spec.transactions.step` (format:
+`invariants.focused_trace`). `invariants.manager_replay` reads the events
+before the first focused one (registration) against `spec.manager` and hands
+its state over here, which seeds `spec.transactions`' state with the
+manager's authorities (canonical, active, nothing charged: no alias,
+allocation or allowance) and its state bundles, the id counters the composed
+events left.
 
 From then on every event must be of that revision (a later `register_holder`
 is allowed: it adds a holder; in a transaction trace so are the composed
@@ -24,15 +16,13 @@ replayed as the focused model's action); any other event fails the trace as
 "mixed-protocols": no one spec describes a ledger driven through two front
 ends. Per event, as for composed traces: exact envelope and fields, the
 sequence, the outcome (accepted with the same result, or rejected with the
-same error class), the observed figures (pool: free bytes, generation and
-the constants; transactions: `used` of every canonical authority, exactly
-the spec's authorities), the focused step predicates on every accepted
+same error class), the observed figures (`used` of every canonical
+authority, exactly the spec's authorities), the focused step predicates on every accepted
 event and the state predicates amortised (O(1) per event) and at the end.
 An event whose refusal rests on a manager argument the focused spec has no
-field for (a pool operation naming no known ledger, a `tx_plan` holder that
-is not registered, an ill-typed role or tier) must be a caller error and is
-not stepped. At the end, a pending or granted ticket, an open pressure or a
-transaction neither committed nor retired fails the trace ("leftover")
+field for (a `tx_plan` holder that is not registered, an ill-typed tier)
+must be a caller error and is not stepped. At the end, a transaction
+neither committed nor retired fails the trace ("leftover")
 unless its last event is a boundary.
 """
 
@@ -44,22 +34,19 @@ import attrs
 import immutables
 
 from invariants._violation import InvariantViolation
-from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_COMPOSED, TX_REVISION, decode_args, id_and_payload_names
+from invariants.focused_trace import FOCUSED, TX_COMPOSED, TX_REVISION, decode_args, id_and_payload_names
 from invariants.replay import _Bad, check_outcome
 from invariants.trace_format import Opaque
 from spec import errors as E
-from spec.pressure_state import Pool
-from spec.tickets import PressureState, TicketState
 from spec import transactions_actions as T
 from spec.transactions_lifecycle import BundleState, TxPhase
 from spec.transactions_state import Bundle, TxAuthority, TxState
-from spec.types import ContextState, Role, Tier
+from spec.types import ContextState, Tier
 
 __all__ = ["Focused", "start_focused", "decode_focused"]
 
 _OUTCOME = ("outcome", "error", "result", "observed")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
-_CONSTANTS = ("aging_bound", "mailbox")
 
 
 def decode_focused(ev: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
@@ -111,10 +98,7 @@ class Focused:
     def apply(self, decoded: tuple[Any, dict[str, Any], dict[str, Any]]) -> None:
         """Replay one event, decoded by `decode_focused` (its sequence number already checked)."""
         act, extra, out = decoded
-        if self.revision == POOL_REVISION:
-            self._apply_pool(act, extra, out)
-        else:
-            self._apply_tx(act, extra, out)
+        self._apply_tx(act, extra, out)
         self.since_whole += 1
         if self.since_whole >= max(1, self.live()):
             self.check_whole()
@@ -125,10 +109,6 @@ class Focused:
         if type(hid) is not int or hid in self.holders:
             raise _Bad("malformed", f"register_holder issued holder {hid!r} twice or not as an id")
         self.holders.add(hid)
-        if self.revision == POOL_REVISION:
-            if hid != self.state.holders + 1:
-                raise _Bad("refinement", f"holder {hid} registered; the pool's holders are 1..{self.state.holders}")
-            self.state = attrs.evolve(self.state, holders=hid)
 
     def apply_composed(self, kind: str, act: Any, out: dict[str, Any]) -> None:
         """A composed event in a transaction trace (`TX_COMPOSED`), replayed as the focused model's action.
@@ -179,41 +159,6 @@ class Focused:
             raise _Bad("refinement", f"{act!r} returned {out['result']!r}, the spec returns {result!r}")
         return nxt, err
 
-    def _apply_pool(self, act: Any, extra: dict[str, Any], out: dict[str, Any]) -> None:
-        from invariants.pressure import check_step
-        from spec import pressure as SP
-
-        aid = extra["authority"]
-        if aid is None or self.state is None:
-            if out["observed"] is not None:
-                raise _Bad("malformed", "a pool event naming no ledger observes none")
-            if aid is not None:  # `start_focused` seeds the pool from the first located event
-                raise _Bad("malformed", "internal: a located pool event reached an unseeded replay")
-            _caller_refusal(act, out, "it names no ledger the governor knows")
-            return
-        if aid != self.authority:
-            raise _Bad("mixed-protocols", f"{act!r} ran on ledger {aid!r}; this trace's pool is ledger "
-                                          f"{self.authority}: spec.pressure describes one pool")
-        if "role" in extra and not isinstance(extra["role"], Role):
-            _caller_refusal(act, out, f"its role {extra['role']!r} is not a Role")
-            return
-        nxt, err = self._step(SP, act, out, (E.UnknownHolder, E.UnknownTicket))
-        obs = out["observed"]
-        if type(obs) is not dict or set(obs) != {"free", "generation", *_CONSTANTS} \
-                or not all(type(v) is int for v in obs.values()):
-            raise _Bad("malformed", "a pool event on a ledger observes exactly {free, generation, aging_bound, "
-                                    "mailbox}, all integers")
-        for name, want in (("free", nxt.free), ("generation", nxt.generation), ("aging_bound", nxt.aging_bound),
-                           ("mailbox", nxt.mailbox)):
-            if obs[name] != want:
-                raise _Bad("refinement", f"{act!r}: the governor observed {name} {obs[name]}, the spec has {want}")
-        if err is None:
-            try:
-                check_step(self.state, act, nxt)
-            except InvariantViolation as e:
-                raise _Bad("violation", str(e), e.id) from None
-        self.state = nxt
-
     def _apply_tx(self, act: Any, extra: dict[str, Any], out: dict[str, Any]) -> None:
         from invariants.transactions import check_step
         from spec import transactions as ST
@@ -252,17 +197,12 @@ class Focused:
         s = self.state
         if s is None:
             return 0
-        if self.revision == POOL_REVISION:
-            return len(s.tickets) + len(s.pressures)
         return len(s.txs) + len(s.views) + len(s.intents)
 
     def check_whole(self) -> None:
         if self.state is None:
             return
-        if self.revision == POOL_REVISION:
-            from invariants.pressure import check_all
-        else:
-            from invariants.transactions import check_all
+        from invariants.transactions import check_all
         try:
             check_all(self.state)
         except InvariantViolation as e:
@@ -272,10 +212,6 @@ class Focused:
         s = self.state
         if s is None:
             return []
-        if self.revision == POOL_REVISION:
-            out = [f"ticket {t.id} still {t.state.value}" for t in s.tickets.values()
-                   if t.state in (TicketState.PENDING, TicketState.GRANTED)]
-            return out + [f"pressure {p.id} still open" for p in s.pressures.values() if p.state is PressureState.OPEN]
         return [f"transaction {t.id} still {t.phase.value}" for t in s.txs.values() if t.phase is not TxPhase.COMMITTED]
 
 
@@ -287,26 +223,7 @@ def start_focused(revision: str, ev: dict[str, Any], m: Any) -> Focused:
     if m.tickets or m.pressures or m.txs or m.changes or (m.bundles and revision != TX_REVISION):
         raise _Bad("mixed-protocols", f"the first {revision} event comes after composed tickets, pressure, "
                                       "transactions, bundles or limit changes: no one spec describes both")
-    if revision == TX_REVISION:
-        return Focused(revision, _tx_start(m), holders, None)
-    aid = ev["ids"].get("authority") if type(ev.get("ids")) is dict else None
-    obs = ev["payload"].get("observed") if type(ev.get("payload")) is dict else None
-    if aid is None or type(aid) is not int:
-        return Focused(revision, None, holders, None)  # not located yet: seeded by the first event that is
-    a = m.ledger.authorities.get(aid)
-    if a is None or a.alias_of is not None or a.context is not ContextState.ACTIVE:
-        raise _Bad("unknown-id", f"pool event on ledger {aid}, which is not a registered, active, canonical ledger")
-    if a.used or any(r.authority == aid for r in m.ledger.allocations.values()):
-        raise _Bad("mixed-protocols", f"ledger {aid} holds allocations from ledger events before its first pool "
-                                      "event: spec.pressure's pool starts empty")
-    if sorted(holders) != list(range(1, len(holders) + 1)):
-        raise _Bad("mixed-protocols", f"the pool's holders must be 1..n, got {sorted(holders)[:8]}")
-    if type(obs) is not dict or not all(type(obs.get(k)) is int and obs[k] >= 1 for k in _CONSTANTS):
-        raise _Bad("malformed", "the first pool event on a ledger observes its aging_bound and mailbox")
-    pool = Pool(capacity=a.capacity, fixed=a.capacity - a.limit, free=a.limit - a.used, holders=len(holders),
-                aging_bound=obs["aging_bound"], mailbox=obs["mailbox"], next_ticket=m.next_ticket,
-                next_grant=m.ledger.next_allocation, next_pressure=m.next_pressure)
-    return Focused(revision, pool, holders, aid)
+    return Focused(revision, _tx_start(m), holders, None)
 
 
 def _tx_start(m: Any) -> TxState:

@@ -1,31 +1,24 @@
-"""The focused trace formats: events of the manager's focused front ends, for the focused specs.
+"""The focused trace format: events of the manager's focused transaction front end, for `spec.transactions`.
 
-`ProcessMemoryManager` has two front ends whose actions the composed spec
-(`spec.manager`) does not have: the single-pool protocol of `spec.pressure`
-(`refimpl.manager.leases`: ticket generations, use flags, pressure
-deadlines, leases named by ticket id, the cancellation mailbox) and the
-focused transaction protocol of `spec.transactions` (`tx_*`: phases, model
-views and generations, retry intents, a poisoned manager). `spec.manager`
-leaves those out on purpose ("not in the composition"), so their events
-cannot be composed events: each front end has its own revision, and
-`invariants.focused_replay` replays it against its own spec.
+`ProcessMemoryManager` has one front end whose actions the composed spec
+(`spec.manager`) does not have: the focused transaction protocol of
+`spec.transactions` (`tx_*`: phases, retry intents, a poisoned manager). Its
+events cannot be composed events: it has its own revision, and
+`invariants.focused_replay` replays it against its own spec. (The single-pool
+protocol's `ortmem-pool/1` is gone: every pressure feature is a composed verb,
+traced as `ortmem-manager/1`; issue #21.)
 
-    {"contract_revision": "ortmem-pool/1", "source": "pmm-1", "source_sequence": 7,
-     "kind": "pool_answer", "ids": {"holder": 2, "pressure": 1, "authority": 1},
-     "payload": {"victims": [3], "now": 5, "outcome": "accepted", "error": null, "result": 8,
-                 "observed": {"free": 40, "generation": 0, "aging_bound": 4, "mailbox": 65536}}}
+    {"contract_revision": "ortmem-tx/1", "source": "pmm-1", "source_sequence": 7,
+     "kind": "tx_reserve", "ids": {"tx": 1},
+     "payload": {"outcome": "accepted", "error": null, "result": 8, "observed": {"used": {"1": 8}}}}
 
 The kind is the manager's method name; the fields are the focused spec
-action's (`spec.pressure_state.*`, `spec.transactions_actions.*`), plus the
-manager's own arguments the spec has no field for (`EXTRA`: the ledger a
-pool operation names, the holder of a `tx_plan`). Registering an
-authority, device loss, state bundles and model views have no focused kind: the manager
-has one verb for each, traced as a composed event, which the replay of a
-transaction trace reads as the focused model's action (`TX_COMPOSED`). `ids.authority` of a pool
-event is the ledger the operation ran on (null when it named none the
-manager knows). `observed`: for a pool event, that ledger's free bytes and
-generation and the pool's constants (aging bound, mailbox slots), or null;
-for a transaction event, `used` of every canonical authority. Only event
+action's (`spec.transactions_actions.*`), plus the manager's own arguments
+the spec has no field for (`EXTRA`: the holder of a `tx_plan`). Registering
+an authority, device loss, state bundles and model views have no focused
+kind: the manager has one verb for each, traced as a composed event, which
+the replay of a transaction trace reads as the focused model's action
+(`TX_COMPOSED`). `observed`: `used` of every canonical authority. Only event
 types and their (de)coding live here: no transition logic.
 """
 
@@ -37,24 +30,13 @@ import attrs
 
 from invariants.manager_trace import decode_field, encode_field
 from invariants.trace_format import MAX_TEXT, decode_value, encode_value
-from spec import pressure_state as P
 from spec import transactions_actions as T
 from spec.transactions_lifecycle import ViewKind
 
-__all__ = ["POOL_REVISION", "TX_REVISION", "POOL_KINDS", "TX_KINDS", "TX_COMPOSED", "FOCUSED", "EXTRA",
-           "FOCUSED_ID_FIELDS", "encode_focused_event", "decode_args", "pool_kind", "tx_kind", "id_and_payload_names"]
+__all__ = ["TX_REVISION", "TX_KINDS", "TX_COMPOSED", "FOCUSED", "EXTRA",
+           "FOCUSED_ID_FIELDS", "encode_focused_event", "decode_args", "tx_kind", "id_and_payload_names"]
 
-POOL_REVISION = "ortmem-pool/1"
 TX_REVISION = "ortmem-tx/1"
-#: Pool event kind (the manager's method) -> the `spec.pressure` action it records.
-POOL_KINDS: dict[str, type] = {
-    "pool_submit": P.Submit, "pool_try_reserve": P.TryReserve, "pool_claim": P.Claim, "pool_release": P.Release,
-    "pool_cancel": P.Cancel, "pool_timeout": P.Timeout, "pool_reconfigure": P.Reconfigure, "pool_set_use": P.SetUse,
-    "pool_press": P.Press, "pool_answer": P.Answer, "pool_cancel_pressure": P.CancelPressure,
-    "pool_expire_pressure": P.ExpirePressure,
-    # a cancel a dropped handle posted (`drop`), applied from the mailbox under the lock: spec.pressure's Cancel
-    "drained_cancel": P.Cancel,
-}
 #: Transaction event kind (the manager's method) -> the `spec.transactions` action it records.
 TX_KINDS: dict[str, type] = {
     "tx_plan": T.Plan, "tx_reserve": T.Reserve, "tx_commit": T.Commit, "tx_abort": T.Abort, "tx_release": T.Release,
@@ -65,20 +47,11 @@ TX_COMPOSED: dict[str, type] = {"register_authority": T.AddAuthority, "lose_devi
                                 "confirm_termination": T.ConfirmTermination, "open_bundle": T.OpenBundle,
                                 "report_mismatch": T.ReportMismatch, "publish_view": T.Publish,
                                 "execute_view": T.Execute, "remap_view": T.Remap}
-FOCUSED: dict[str, dict[str, type]] = {POOL_REVISION: POOL_KINDS, TX_REVISION: TX_KINDS}
+FOCUSED: dict[str, dict[str, type]] = {TX_REVISION: TX_KINDS}
 #: The manager's arguments a focused spec action has no field for: kind -> {name: "ids" | "payload"}.
-EXTRA: dict[str, dict[str, str]] = {
-    **{k: {"authority": "ids"} for k in POOL_KINDS},
-    "pool_try_reserve": {"authority": "ids", "role": "payload"},
-    "tx_plan": {"holder": "ids"},
-}
+EXTRA: dict[str, dict[str, str]] = {"tx_plan": {"holder": "ids"}}
 FOCUSED_ID_FIELDS = frozenset({"holder", "ticket", "pressure", "tx", "authority", "view", "bundle", "retry"})
-_POOL_BY_CLASS = {c: k for k, c in POOL_KINDS.items() if k != "drained_cancel"}
 _TX_BY_CLASS = {c: k for k, c in TX_KINDS.items()}
-
-
-def pool_kind(action: Any) -> str:
-    return _POOL_BY_CLASS[type(action)]
 
 
 def tx_kind(action: Any) -> str:

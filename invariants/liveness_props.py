@@ -10,15 +10,9 @@ watched ticket pending and returns a lease.
 I12 and I8c are possibility checks (`liveness.trap`): on a finite graph, "from every reachable state the goal
 stays reachable" makes every run reach it under strong fairness of every step.
 
-I13's scope (`starvation_model`) is the pressure pool of `spec.pressure` with one holder, capacity 2,
-aging bound 2, two mailbox slots, at most three tickets in the table at once, sizes {1, 2}, priorities
-{0, 1}, no pressure tickets and no reconfiguration. Retired ticket ids are recycled: after each step the
-live tickets are renamed 1..k in id order, and their grant numbers 1..m in grant order. The pool compares ids
-and grant numbers only by order (arbitration sorts by id; a retired id is never named again by the scope),
-so the renamed state steps as the original does (`tests/test_liveness.py` checks it on every edge); without
-the renaming the ids would grow and no run could repeat a state, so no cycle, fair or not, would exist. A
-monitor watches one ticket: `Watch(Submit(...))` submits and marks the new ticket (if none is watched); the
-mark follows its ticket through the renaming and clears when it retires.
+I13's scope (`starvation_model`) is a starvation scope of the composed spec (`invariants.manager_starvation`):
+one holder, one 2 B authority, aging bound 2, at most three tickets and leases at once, sizes {1, 2},
+priorities {0, 1}; retired ids are recycled, and a monitor watches one ticket.
 
 C4 is a fair-cycle check under weak fairness of each client: no reachable cycle in which nobody commits and a
 reservation misses (an abort), and in which every client that is offered a step in every state of the cycle
@@ -44,9 +38,10 @@ import immutables
 
 from invariants.explore import Model
 from invariants.liveness import Graph, Lasso, build_graph, fair_cycle, trap
+from invariants.manager_starvation import Watch, Watched, canonical, capacity_returns, pending_watched, starvation_model
 from invariants.model_scopes import batch, elastic
 from spec import admission as AD
-from spec import pressure as P
+from spec import manager_actions as M
 from spec import transactions as TX
 from spec import transactions_actions as TA
 from spec.errors import GovernorError
@@ -57,7 +52,7 @@ from spec.tickets import TicketState
 from spec.transactions_lifecycle import TxPhase, ViewKind
 
 __all__ = ["FAIRNESS", "PROPERTIES", "CHECKER", "LivenessResult", "Watch", "Watched", "starvation_model",
-           "canonical", "Client", "Clients", "retry_model", "canonical_clients", "check_liveness", "run_liveness", "liveness_ok"]
+           "canonical", "pending_watched", "capacity_returns", "Client", "Clients", "retry_model", "canonical_clients", "check_liveness", "run_liveness", "liveness_ok"]
 
 #: Each property with its fairness, as the catalog states it (`spec.catalog.LIVENESS`, the one text).
 FAIRNESS: dict[str, str] = {pid: text for pid, (text, _) in LIVENESS.items()}
@@ -76,75 +71,6 @@ class LivenessResult:
     seconds: float = 0.0
     lasso: Lasso | None = None
     reason: str = ""  # for "partial": what is not checked, and why
-
-
-# --- I13: the starvation scope ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Watch:
-    """Submit `submit` and watch the new ticket (the monitor's choice of which ticket must not starve)."""
-
-    submit: P.Submit
-
-
-@attrs.frozen
-class Watched:
-    pool: P.Pool
-    watched: int | None = None  # the watched ticket's (renamed) id; None before one is chosen or once it retires
-
-
-_TABLE = 3  # tickets in the table at once (pending, granted or claimed)
-
-
-def canonical(s: Watched) -> Watched:
-    """Live tickets renamed 1..k in id order, grant numbers 1..m in grant order; the watch follows its ticket."""
-    p = s.pool
-    ids = {old: new for new, old in enumerate(sorted(p.tickets), 1)}
-    grants = {old: new for new, old in enumerate(sorted(t.grant for t in p.tickets.values() if t.grant), 1)}
-    tickets = p.tickets.__class__({ids[t.id]: evolve(t, id=ids[t.id], grant=grants.get(t.grant))
-                                   for t in p.tickets.values()})
-    pool = evolve(p, tickets=tickets, next_ticket=len(ids) + 1, next_grant=len(grants) + 1)
-    return Watched(pool, None if s.watched is None else ids.get(s.watched))
-
-
-def _starvation_actions(s: Watched) -> Iterator[Any]:
-    p = s.pool
-    if len(p.tickets) < _TABLE:
-        for n in (1, 2):
-            for prio in (0, 1):
-                yield P.Submit(1, n, prio)
-                if s.watched is None:
-                    yield Watch(P.Submit(1, n, prio))
-    for tid in sorted(p.tickets):
-        yield P.Claim(1, tid)
-        yield P.Release(1, tid)
-        yield P.Cancel(1, tid)
-
-
-def _starvation_step(guards: GuardSet, s: Watched, act: Any) -> Watched:
-    watched = s.watched
-    if isinstance(act, Watch):
-        watched = s.pool.next_ticket
-        act = act.submit
-    nxt = P.step(s.pool, act, guards)[0]
-    return canonical(Watched(nxt, watched if watched in nxt.tickets else None))
-
-
-def starvation_model(guards: GuardSet = ALL_ON) -> Model:
-    """The pool with recycled ticket ids and a watched ticket (no invariant checks: liveness reads the graph)."""
-    pool = P.initial(2, 0, 1, 2, 2)
-    return Model("starvation", Watched(pool), lambda s, a: _starvation_step(guards, s, a), _starvation_actions,
-                 lambda s: None, lambda s, a, n: None, (GovernorError,))
-
-
-def _pending_watched(s: Watched) -> bool:
-    return s.watched is not None and s.pool.tickets[s.watched].state is TicketState.PENDING
-
-
-def _capacity_returns(s: Watched, act: Any, n: Watched) -> bool:
-    """A lease is released (granted or claimed): its bytes go back to the pool."""
-    return isinstance(act, P.Release) and s.pool.tickets[act.ticket].state in (TicketState.GRANTED, TicketState.CLAIMED)
 
 
 # --- C4: the retry scope -------------------------------------------------------------------------------------
@@ -262,7 +188,7 @@ def _client(c: int) -> Callable[[Any], bool]:
 
 def _i13(g: Graph) -> Lasso | None:
     # Weak fairness of Claim: a cycle that offers a claim in every state takes one.
-    return fair_cycle(g, _pending_watched, _capacity_returns, (lambda act: isinstance(act, P.Claim),))
+    return fair_cycle(g, pending_watched, capacity_returns, (lambda act: isinstance(act, M.Claim),))
 
 
 def _i12(g: Graph) -> Lasso | None:

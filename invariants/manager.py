@@ -6,11 +6,12 @@ environment, and a pinned or in-flight lease is never a victim (I6); a lost devi
 removed authority leaves nothing behind (C3); a changed limit is not below what is used (I2); an answer to a
 closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
 never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
-(I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `invariants.manager_views`.
+(I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `.manager_views`; grant
+order and aging (I13): `.manager_order`; an answer is the holder's choice (C5): `.manager_answers`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
-recomputed here; grant order from `invariants.pressure.served_before`, never `spec.arith.arbitration_key`). The
-ledger's own predicates (`invariants.ledger`) run on `m.ledger` too, one wrapped predicate per ledger predicate.
+recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
+own predicates (`invariants.ledger`) run on `m.ledger` too, one wrapped predicate per ledger predicate.
 
 Reads spec values only; never imports refimpl.
 """
@@ -24,7 +25,8 @@ from invariants import ledger as LP
 from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
 from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
-from invariants.pressure import served_before
+from invariants.manager_answers import step_C5_answers
+from invariants.manager_order import served_before, step_I13_order
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.records import evolve
@@ -270,8 +272,6 @@ def state_I13_generation(m: M.Manager) -> None:
 _I13_TRY = clause("I13", "step_I13_manager", "allocator_never_overtakes_a_waiter",
                   "no try-only request (the allocator path) takes bytes of an authority on which a ticket is "
                   "waiting: the waiter would be overtaken by every allocation, round after round")
-
-
 _I13_MATURED = clause("I13", "step_I13_manager", "matured_not_overtaken",
                       "once a waiting ticket has matured (its age reached the aging bound), no ticket submitted after "
                       "it on its authority is granted while it still waits: returned capacity accumulates for it, "
@@ -482,7 +482,8 @@ STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
-     "I10": (step_I10_manager,), "C5": (step_C5_manager,), "I13": (step_I13_manager,), "I9": (step_I9_views,)},
+     "I10": (step_I10_manager,), "C5": (step_C5_manager, step_C5_answers),
+     "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -6,8 +6,7 @@ and names the smallest bad prefix, the 1-based line number):
 
   0. the manager's constants: the `configure` event (`invariants.manager_trace`)
      sets the aging bound the spec state is built with; a composed event
-     with none before it fails the trace ("unconfigured"), as does a
-     focused pool whose observed aging bound is not the configured one;
+     with none before it fails the trace ("unconfigured");
   1. size and JSON, as for ledger traces (`invariants.replay`);
   2. envelope: exact keys, the composed revision (ledger operations may keep
      the ledger's own revision and format, `invariants.trace_format`), a known
@@ -60,7 +59,7 @@ from invariants.manager_trace import (
     decode_result,
 )
 from invariants.focused_replay import decode_focused, start_focused
-from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_COMPOSED, TX_REVISION
+from invariants.focused_trace import FOCUSED, TX_COMPOSED, TX_REVISION
 from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
                                read_event, spec_action, spec_figures)
 from invariants.replay_ids import IdMap
@@ -325,7 +324,7 @@ def _tracked(m: Manager) -> Manager:
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     """Replay raw lines of a composed trace; see the module docstring.
 
-    A trace of a focused front end (`ortmem-pool/1`, `ortmem-tx/1`) is read the same way up to its first
+    A trace of the focused transaction front end (`ortmem-tx/1`) is read the same way up to its first
     focused event, and from there against its own spec (`invariants.focused_replay`)."""
     m, last, events, line, at_boundary, since_whole = _tracked(initial()), {}, 0, 0, False, 0
     cur = {"m": m}
@@ -344,12 +343,8 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 next_in_sequence(ev, last)
                 if focused is not None and focused.revision != revision:
                     raise _Bad("mixed-protocols", f"a {revision} event in a {focused.revision} trace")
-                if focused is None or (focused.state is None and ev["ids"].get("authority") is not None):
+                if focused is None:
                     focused = start_focused(revision, ev, m)
-                    pool = focused.state if revision == POOL_REVISION else None
-                    if configured and pool is not None and pool.aging_bound != m.aging_bound:
-                        raise _Bad("refinement", f"the pool observes aging bound {pool.aging_bound}; the trace's "
-                                                 f"configure event says {m.aging_bound}")
                 focused.apply(decoded)
                 at_boundary = False
                 events += 1

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from invariants.focused_trace import FOCUSED, POOL_REVISION, TX_REVISION, id_and_payload_names
+from invariants.focused_trace import FOCUSED, TX_REVISION, id_and_payload_names
 from invariants.manager_trace import _TUPLES, CONFIGURE, MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION
 from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
                                      MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS)
@@ -123,9 +123,6 @@ def _outcomes() -> dict[str, Any]:
              "description": "commit_limit's outcome: committed or not, the limit after it, (pressure, bytes) answers"}
     bundle = {"type": "object", "required": ["versions", "poisoned"], "additionalProperties": False,
               "properties": {"versions": _ref("ints"), "poisoned": {"type": "boolean"}}}
-    pool_observed = {"type": "object", "required": ["free", "generation", "aging_bound", "mailbox"],
-                     "additionalProperties": False,
-                     "properties": {k: {"type": "integer"} for k in ("free", "generation", "aging_bound", "mailbox")}}
 
     def outcome(fields: dict[str, Any], description: str) -> dict[str, Any]:
         return {"type": "object", "description": description, "allOf": [_ref("verdict")],
@@ -146,10 +143,6 @@ def _outcomes() -> dict[str, Any]:
                         "patternProperties": {"^[0-9]{1,20}$": bundle},
                         "description": "each state bundle the operation named, opened or advanced (I5, I10)"}},
             "the composed revision's outcome: result, used, bundles, after the operation"),
-        "pool.outcome": outcome({"result": {"type": ["integer", "null"]},
-                                 "observed": {"anyOf": [{"type": "null"}, pool_observed]}},
-                                "observed: the ledger the operation ran on (free bytes, generation) and the pool's "
-                                "constants, or null when it named no known ledger"),
         "tx.outcome": outcome({"result": {"type": ["integer", "null"]}, "observed": {
             "type": "object", "required": ["used"], "additionalProperties": False,
             "properties": {"used": _ref("figures")}}}, "observed: used of every canonical authority"),

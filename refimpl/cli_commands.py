@@ -196,10 +196,9 @@ def trace(args: argparse.Namespace, console: Console) -> int:
                 run_workload(ProcessMemoryManager(trace=JsonlSink(f), aging_bound=args.aging_bound), seed=args.seed,
                              operations=args.operations)
             elif getattr(args, "focused", None):  # a focused front end: its own revision, its own spec
-                from refimpl.focused_workload import run_pool_workload, run_tx_workload
+                from refimpl.focused_workload import run_tx_workload
                 from refimpl.manager import ProcessMemoryManager as Composed
-                run = run_pool_workload if args.focused == "pool" else run_tx_workload
-                run(Composed(trace=JsonlSink(f), aging_bound=args.aging_bound), seed=args.seed,
+                run_tx_workload(Composed(trace=JsonlSink(f), aging_bound=args.aging_bound), seed=args.seed,
                     operations=args.operations)
             else:  # every part of the one manager: tickets, pressure, transactions, limits, device loss
                 from refimpl.manager import ProcessMemoryManager as Composed
@@ -250,7 +249,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
             first = f.readline(4096)
             f.seek(0)
             # A composed trace (tickets, pressure, transactions, limits beside the ledger) or a focused one
-            # (ortmem-pool/1, ortmem-tx/1) has at least one such event anywhere; one bounded pass finds out.
+            # (ortmem-tx/1) has at least one such event anywhere; one bounded pass finds out.
             marks = [r.encode() for r in (MANAGER_REVISION, *FOCUSED)]
             composed = REVISION.encode() not in first and any(any(x in raw for x in marks)
                                                                 for raw in bounded_lines(f))

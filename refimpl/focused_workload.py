@@ -1,16 +1,11 @@
-"""Seeded workloads of the manager's focused front ends, for `ortmem trace --focused pool|tx`.
+"""A seeded workload of the manager's focused transaction front end, for `ortmem trace --focused tx`.
 
-`run_pool_workload` drives one ledger through the single-pool protocol of
-`spec.pressure` (`refimpl.manager.leases`): submits and try-reserves,
-claims, releases, cancels and timeouts, use flags, reconfiguration,
-pressure with priorities and deadlines (answered, expired, cancelled,
-answered late), cancels posted by `drop` and applied by `drain`, and bad
-input. `run_tx_workload` drives the focused transactions of
-`spec.transactions` (`tx_*`): authorities, bundles, plans with retries,
-ordered and misordered reservations, publish / execute / remap, commits,
-releases, aborts, a mismatch, a device loss and its termination, and bad
-input. Both end settled (nothing pending, granted, open or uncommitted), so
-the trace replays clean with no boundary. Deterministic for a given seed.
+`run_tx_workload` drives the focused transactions of `spec.transactions`
+(`tx_*`): authorities, bundles, plans with retries, ordered and misordered
+reservations, publish / execute / remap, commits, releases, aborts, a
+mismatch, a device loss and its termination, and bad input. It ends settled
+(nothing uncommitted), so the trace replays clean with no boundary.
+Deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ from spec.tickets import PressureState, TicketState
 from spec.transactions_lifecycle import TxPhase, ViewKind
 from spec.types import Role, Tier
 
-__all__ = ["run_pool_workload", "run_tx_workload"]
+__all__ = ["run_tx_workload"]
 
 
 def _try(fn: Any, *args: Any) -> Any:
@@ -31,91 +26,6 @@ def _try(fn: Any, *args: Any) -> Any:
         return fn(*args)
     except GovernorError:
         return None  # a refusal is part of the workload: the trace records it
-
-
-def run_pool_workload(pmm: Any, seed: int = 0, operations: int = 300) -> dict[str, int]:
-    """One pool of 96 B (8 B outside governance), three holders; returns the attempts per operation."""
-    rng = random.Random(seed)
-    holders = [pmm.register_holder(f"holder-{i}") for i in range(1, 4)]
-    a = pmm.register_authority("pool", Tier.DEVICE, 96)
-    pmm.lower_limit(a, 88)  # nothing is held: it commits at once, before the first pool event
-    counts: dict[str, int] = {}
-    now = 0
-    for _ in range(operations):
-        now += rng.randint(0, 2)
-        p = pmm.abstract_pool(a)
-        tickets = sorted(p.tickets.values(), key=lambda t: t.id)
-        claimed = [t for t in tickets if t.state is TicketState.CLAIMED]
-        live = [t for t in tickets if t.state in (TicketState.PENDING, TicketState.GRANTED)]
-        granted = [t for t in live if t.state is TicketState.GRANTED]
-        pressures = sorted(p.pressures.values(), key=lambda r: r.id)
-        open_ = [r for r in pressures if r.state is PressureState.OPEN]
-        op = rng.choice(("submit", "submit", "try", "claim", "claim", "release", "cancel", "timeout", "use",
-                         "press", "answer", "answer", "expire", "cancel_pressure", "drop", "reconfigure", "bad"))
-        counts[op] = counts.get(op, 0) + 1
-        h = rng.choice(holders)
-        if op == "submit":
-            _try(pmm.pool_submit, h, a, rng.randint(1, 40), rng.randint(0, 2))
-        elif op == "try":
-            _try(pmm.pool_try_reserve, h, a, rng.randint(1, 24), rng.randint(0, 2), rng.choice(list(Role)))
-        elif op == "claim" and granted:
-            t = rng.choice(granted)
-            _try(pmm.pool_claim, t.holder, t.id)
-        elif op == "release" and claimed:
-            t = rng.choice(claimed)
-            _try(pmm.pool_release, t.holder, t.id)
-        elif op in ("cancel", "timeout") and tickets:
-            t = rng.choice(tickets)  # claimed or retired ones too: a no-op that credits nothing
-            _try(pmm.pool_cancel if op == "cancel" else pmm.pool_timeout, t.holder, t.id)
-        elif op == "use" and claimed:
-            t = rng.choice(claimed)
-            _try(pmm.pool_set_use, t.holder, t.id, rng.random() < 0.4, rng.random() < 0.3)
-        elif op == "press":
-            _try(pmm.pool_press, h, a, rng.randint(1, 32), rng.randint(0, 2), now + rng.randint(0, 4))
-        elif op == "answer" and pressures:
-            r = rng.choice(pressures)  # closed ones too: a stale answer is refused
-            mine = [t.id for t in claimed if t.holder == r.holder]
-            _try(pmm.pool_answer, r.holder, r.id, tuple(rng.sample(mine, rng.randint(0, min(2, len(mine))))),
-                 now + rng.randint(0, 2))
-        elif op == "expire" and open_:
-            r = rng.choice(open_)
-            _try(pmm.pool_expire_pressure, r.id, now + rng.randint(0, 3))
-        elif op == "cancel_pressure" and pressures:
-            _try(pmm.pool_cancel_pressure, rng.choice(pressures).id)
-        elif op == "drop" and live:
-            t = rng.choice(live)
-            _try(pmm.drop, t.holder, t.id)
-            if rng.random() < 0.5:
-                pmm.drain()  # else the next accepted pool operation applies it
-        elif op == "reconfigure":
-            _try(pmm.pool_reconfigure, a)
-        elif op == "bad":
-            _try(rng.choice((lambda: pmm.pool_submit(h, a, 0, 0),
-                             lambda: pmm.pool_submit(h, 10**6, 4, 0),  # no such ledger: the event names none
-                             lambda: pmm.pool_claim(h, 10**6),
-                             lambda: pmm.pool_try_reserve(h, a, 4, 0, "kv"),  # a role that is not a Role
-                             lambda: pmm.pool_answer(h, 10**6, (), now),
-                             lambda: pmm.pool_set_use(h, 1, "yes", False))))
-    _settle_pool(pmm, a)
-    return counts
-
-
-def _settle_pool(pmm: Any, a: int) -> None:
-    pmm.drain()
-    p = pmm.abstract_pool(a)
-    for r in sorted(p.pressures.values(), key=lambda r: r.id):
-        if r.state is PressureState.OPEN:
-            _try(pmm.pool_cancel_pressure, r.id)
-    for t in sorted(pmm.abstract_pool(a).tickets.values(), key=lambda t: t.id):
-        if t.state in (TicketState.PENDING, TicketState.GRANTED):
-            _try(pmm.pool_cancel, t.holder, t.id)
-    for t in sorted(pmm.abstract_pool(a).tickets.values(), key=lambda t: t.id):  # a cancel's round may grant
-        if t.state is TicketState.GRANTED:
-            _try(pmm.pool_cancel, t.holder, t.id)
-        elif t.state is TicketState.CLAIMED:
-            if t.pinned or t.in_flight:
-                _try(pmm.pool_set_use, t.holder, t.id, False, False)
-            _try(pmm.pool_release, t.holder, t.id)
 
 
 def run_tx_workload(pmm: Any, seed: int = 0, operations: int = 200) -> dict[str, int]:

@@ -1,10 +1,9 @@
 """The timeline model of `ortmem view`: every trace revision's events, normalized to one per-authority picture.
 
-One code path for `ortmem-ledger/1`, `ortmem-manager/1`, `ortmem-pool/1` and
-`ortmem-tx/1`. Every revision reports the governor's own `used` per ledger
-after each operation (ledger: `observed.used`; composed: `used`; transactions:
-`observed.used`; pool: `observed.free` of the named ledger, so used = limit -
-free). The model keeps that figure exactly, per authority, and splits it
+One code path for `ortmem-ledger/1`, `ortmem-manager/1` and `ortmem-tx/1`.
+Every revision reports the governor's own `used` per ledger after each
+operation (ledger: `observed.used`; composed: `used`; transactions:
+`observed.used`). The model keeps that figure exactly, per authority, and splits it
 into charge per (holder, role) by one rule: the change of `used` an event
 caused goes to the holder and role the event names (its allocation, its
 allowance, its ticket, its transaction, its victims, else its holder and
@@ -38,11 +37,9 @@ UNATTRIBUTED = "unattributed"
 CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("lose_device", "confirm_termination"),
                     "device loss"),
-    **dict.fromkeys(("claim", "pool_claim", "pool_try_reserve", "reserve_tx", "tx_reserve"), "grant"),
-    **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "pool_submit", "pool_cancel", "pool_timeout",
-                     "drained_cancel", "pool_set_use"), "ticket"),
-    **dict.fromkeys(("press", "answer", "cancel_pressure", "pool_press", "pool_answer", "pool_cancel_pressure",
-                     "expire_pressure", "pool_expire_pressure", "reconfigure", "pool_reconfigure"), "pressure"),
+    **dict.fromkeys(("claim", "try_reserve", "reserve_tx", "tx_reserve"), "grant"),
+    **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "set_use"), "ticket"),
+    **dict.fromkeys(("press", "answer", "cancel_pressure", "expire_pressure", "reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",
                      "publish_view", "execute_view", "remap_view",
                      "tx_plan", "tx_commit", "tx_abort", "tx_release",
@@ -51,12 +48,10 @@ CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("prepare_limit", "commit_limit"), "limit"),
     "boundary": "boundary",
 }
-_POOL = "ortmem-pool/1"
 _STATE_ROLE = {"plan_tx": "state", "tx_plan": "state"}  # a transaction's reservations are Role.STATE
 _ID = re.compile(r"[0-9]{1,20}")
 #: Kinds whose result is a ticket or a pressure on the ledger the event names (a later event names only the id).
-_PLACED = {"submit": "ticket", "pool_submit": "ticket", "pool_try_reserve": "ticket", "press": "pressure",
-           "pool_press": "pressure"}
+_PLACED = {"submit": "ticket", "press": "pressure"}
 
 
 def _int(v: Any) -> int | None:
@@ -72,8 +67,8 @@ def _text(v: Any, n: int, default: str = "") -> str:
 
 
 def _role(kind: str, rev: Any, role: Any) -> str:
-    """The role a charge is drawn under: the event's role, a transaction's `state`, a pool ticket's `pool`."""
-    return role[:16] if isinstance(role, str) else _STATE_ROLE.get(kind, "pool" if rev == _POOL else "?")
+    """The role a charge is drawn under: the event's role, or a transaction's `state`."""
+    return role[:16] if isinstance(role, str) else _STATE_ROLE.get(kind, "?")
 
 
 def _steps(series: list[list[int]], i: int, v: int) -> None:
@@ -131,7 +126,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
                 owners["allocation"][result] = key(holder, role)
             elif kind == "open_allowance":
                 owners["allowance"][result] = key(holder, "allowance")
-            elif kind in ("submit", "pool_try_reserve", "pool_submit"):
+            elif kind == "submit":
                 owners["ticket"][result] = key(holder, role)
             elif kind in _STATE_ROLE:
                 owners["tx"][result] = key(holder, role)
@@ -147,7 +142,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
                 subjects.append(k)
         victims = p.get("victims")
         for v in victims if isinstance(victims, list) else []:
-            k = owners["ticket" if rev == _POOL else "allocation"].get(_int(v))  # type: ignore[arg-type]
+            k = owners["allocation"].get(_int(v))  # type: ignore[arg-type]
             if k is not None and k not in subjects:
                 subjects.append(k)
         if type(holder) is int:
@@ -157,15 +152,10 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
         # the governor's own used after the event, per canonical authority
         figures: dict[int, int] = {}
         observed = p.get("observed")
-        if rev == _POOL:
-            a, free = _int(ids.get("authority")), _int(_obj(observed).get("free"))
-            if a in auths and free is not None:
-                figures[a] = auths[a]["limit"][-1][1] - free  # type: ignore[index]
-        else:
-            for part in (_obj(_obj(observed).get("used")), _obj(p.get("used"))):
-                for s, u in part.items():
-                    if _ID.fullmatch(s) and int(s) in auths and type(u) is int:
-                        figures[int(s)] = u
+        for part in (_obj(_obj(observed).get("used")), _obj(p.get("used"))):
+            for s, u in part.items():
+                if _ID.fullmatch(s) and int(s) in auths and type(u) is int:
+                    figures[int(s)] = u
         moved = []
         for a in sorted(figures):
             d, u = figures[a] - used[a], figures[a]

@@ -23,8 +23,8 @@ MODEL_JS = r"""
 const ortmemModel = (function () {
   "use strict";
   const C = __CONSTANTS__;
-  const POOL = "ortmem-pool/1", STATE_ROLE = {plan_tx: "state", tx_plan: "state"};
-  const PLACED = {submit: "ticket", pool_submit: "ticket", pool_try_reserve: "ticket", press: "pressure", pool_press: "pressure"};
+  const STATE_ROLE = {plan_tx: "state", tx_plan: "state"};
+  const PLACED = {submit: "ticket", press: "pressure"};
   const KIND = /^[a-z][a-z_]{0,63}$/, ID = /^[0-9]{1,20}$/;
   const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
   const obj = (v) => (isObj(v) ? v : {});
@@ -103,7 +103,7 @@ const ortmemModel = (function () {
       const ok = p.outcome === "accepted";
       const result = int(ids.result) !== null ? int(ids.result) : int(p.result);
       const holder = ids.holder;
-      const role = typeof p.role === "string" ? cut(p.role, 16) : (STATE_ROLE[kind] || (rev === POOL ? "pool" : "?"));
+      const role = typeof p.role === "string" ? cut(p.role, 16) : (STATE_ROLE[kind] || "?");
       if (ok && kind === "register_holder" && result !== null) names.set(result, text(p.name, 64, String(result)));
       else if (ok && kind === "register_authority" && result !== null) newAuthority(result, p.pool, p.tier, p.capacity, i);
       else if (ok && kind === "register_alias" && result !== null && canon.has(int(ids.of))) canon.set(result, canon.get(ids.of));
@@ -116,7 +116,7 @@ const ortmemModel = (function () {
       if (ok && result !== null) {
         if (kind === "reserve" || kind === "record_committed") owners.allocation.set(result, key(holder, role));
         else if (kind === "open_allowance") owners.allowance.set(result, key(holder, "allowance"));
-        else if (kind === "submit" || kind === "pool_try_reserve" || kind === "pool_submit") owners.ticket.set(result, key(holder, role));
+        else if (kind === "submit") owners.ticket.set(result, key(holder, role));
         else if (kind in STATE_ROLE) owners.tx.set(result, key(holder, role));
         else if (kind === "claim" && owners.ticket.has(int(ids.ticket))) owners.allocation.set(result, owners.ticket.get(ids.ticket));
         else if (kind === "reserve_tx" && owners.tx.has(int(ids.tx))) owners.allocation.set(result, owners.tx.get(ids.tx));
@@ -126,17 +126,12 @@ const ortmemModel = (function () {
       for (const [field, book] of [["allocation", "allocation"], ["allowance", "allowance"], ["source", "allowance"],
                                    ["target", "allowance"], ["ticket", "ticket"], ["tx", "tx"]])
         add(owners[book].get(int(ids[field])));
-      if (Array.isArray(p.victims)) for (const v of p.victims) add(owners[rev === POOL ? "ticket" : "allocation"].get(int(v)));
+      if (Array.isArray(p.victims)) for (const v of p.victims) add(owners["allocation"].get(int(v)));
       if (int(holder) !== null) add(key(holder, role));
       const figures = new Map();
-      if (rev === POOL) {
-        const a = int(ids.authority), free = int(obj(p.observed).free);
-        if (auths.has(a) && free !== null) { const l = auths.get(a).limit; figures.set(a, l[l.length - 1][1] - free); }
-      } else {
-        for (const part of [obj(obj(p.observed).used), obj(p.used)])
-          for (const s of Object.keys(part))
-            if (ID.test(s) && auths.has(Number(s)) && int(part[s]) !== null) figures.set(Number(s), part[s]);
-      }
+      for (const part of [obj(obj(p.observed).used), obj(p.used)])
+        for (const s of Object.keys(part))
+          if (ID.test(s) && auths.has(Number(s)) && int(part[s]) !== null) figures.set(Number(s), part[s]);
       const moved = [];
       for (const a of Array.from(figures.keys()).sort((x, y) => x - y)) {
         const u = figures.get(a), d = u - used.get(a);

@@ -66,11 +66,11 @@ _ADM_MACHINE = "tests/test_admission.py::test_admission_models_refine_spec"
 _ADM_CONTROLS = "tests/test_admission.py::test_admission_negative_controls"
 _ORT_MACHINE = "tests/ort/test_ort_governed.py::test_real_ort_machine_refines_spec"
 _ORT_CONTROLS = "tests/ort/test_ort_governed.py::test_ort_negative_controls"
-_Q = "invariants.pressure."
 _MG = "invariants.manager."
 _MG_TESTS = ("tests/test_spec_manager.py", "tests/test_manager_clauses.py", "tests/test_manager_scope.py")
 _PSTATEFUL = "tests/test_pressure_stateful.py::TestPressureRefinesSpec"
-_PBAD = "tests/test_pressure_bad_input.py"
+_PBAD = "tests/test_manager_bad_input.py"
+_ORDER_ANSWERS = "tests/test_manager_order_answers.py::test_clause_fails_on_mutated_step"
 
 _LINKS: dict[str, dict[str, object]] = {
     "C1": dict(
@@ -105,54 +105,46 @@ _LINKS: dict[str, dict[str, object]] = {
         tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py"),
     ),
     "I6": dict(
-        predicates=(_P + "step_I6", _Q + "step_I6_pressure", _MG + "step_I6_manager"),
+        predicates=(_P + "step_I6", _MG + "step_I6_manager"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_bad_input.py", _PSTATEFUL, _PBAD, *_MG_TESTS,
                "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release"),
         scope=("Every charge decrease is the owning holder's action (or a confirmed termination); in the "
-               "pressure protocol a claimed lease leaves only by its owner's release or pressure answer, and "
-               "a pressure answer never reclaims a pinned or in-flight lease (one governed pool)."),
+               "composed manager a lease leaves only by its owner's release or pressure answer, and a pressure "
+               "answer never reclaims a pinned or in-flight lease."),
     ),
     # --- pressure and arbitration (issue #3) ---
     "C5": dict(
-        predicates=(_Q + "step_C5", _A5A + "step_C5_elastic", _MG + "step_C5_manager"),
+        predicates=(_A5A + "step_C5_elastic", _MG + "step_C5_manager", _MG + "step_C5_answers"),
         tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py::test_pressure_callback_reenters_to_release",
-               "tests/test_pressure_spec.py::test_zero_answer_is_legal_and_forces_nothing",
-               "tests/test_admission.py::test_elastic_short_answer_defers_in_both_layers",
-               "tests/test_pressure_clauses.py::test_late_answer_is_a_harm_only_when_it_takes_bytes"),
-        scope=("Pressure tickets (target, priority, deadline, generation) on one governed pool: opening one moves "
+               _ORDER_ANSWERS, "tests/test_admission.py::test_elastic_short_answer_defers_in_both_layers",
+               "tests/test_pressure_controls.py::test_pressure_negative_control_finds_the_harm"),
+        scope=("Pressure tickets (target, priority, deadline, generation) of the composed manager: opening one moves "
                "no bytes; an answer gives back exactly the victims the holder chose (zero is legal and takes "
                "nothing); a holder loses no lease to a demand that is no longer open. Kernel-buffer holders "
                "(declared, declinable) are not modelled yet."),
     ),
     "I7": dict(
-        predicates=(_Q + "state_I7_conservation", _Q + "state_I7", _Q + "step_I7", _Q + "trace_I7",
-                    _Q + "observed_I7_callbacks", _MG + "observed_I7_manager"),
-        tests=(_PSTATEFUL, _CONTROLS, _PBAD, "tests/test_pressure_threads.py",
-               "tests/test_pressure_spec.py::test_exactly_one_credit_per_grant",
-               "tests/test_pressure_clauses.py::test_callback_under_the_lock_is_seen_by_an_outside_probe",
-               "tests/test_pressure_clauses.py::test_allocator_grant_owned_by_no_one_is_caught"),
-        scope=("One governed pool: capacity = fixed + free + reclaimable + granted + claimed after every step; "
-               "pending tickets hold nothing; grants are charged before the waiter is woken and credited exactly "
-               "once (trace); no bytes are charged to an allocator-path request its caller does not own; holder "
-               "callbacks run with no ledger lock held, observed by the checker from another thread (the spec "
-               "has no lock: that guard's spec-layer control is not expressible), and exercised with real "
-               "threads."),
+        predicates=(_MG + "observed_I7_manager",),
+        tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_threads.py",
+               "tests/test_pressure_controls.py::test_callback_under_the_lock_is_found_in_refimpl_by_the_outside_probe"),
+        scope=("The composed manager: holder callbacks run with no ledger lock held, observed by the checker "
+               "from another thread (the spec has no lock: that guard's spec-layer control is not expressible), "
+               "and exercised with real threads. What the focused pool stated as I7 clauses is stated on the one "
+               "ledger by I1 (buckets partition used, one credit per grant, a granted ticket is a reservation), I2 "
+               "(the allocator path within the limit) and I13 (pending tickets hold nothing)."),
     ),
     "I13": dict(
-        predicates=(_Q + "state_I13", _Q + "step_I13", _Q + "trace_I13", _Q + "observed_I13_waiters",
-                    _MG + "state_I13_manager", _MG + "step_I13_manager", _MG + "state_I13_generation"),
-        tests=(_PSTATEFUL, _CONTROLS, "tests/test_pressure_spec.py::test_matured_request_is_not_overtaken", *_MG_TESTS,
-               "tests/test_pressure_clauses.py::test_an_age_capped_short_of_the_bound_fails_passed_over_ages_only",
-               "tests/test_issue9_gaps.py::test_reconfigure_that_forgets_its_waiters_leaves_one_parked",
-               "tests/test_pressure_clauses.py::test_higher_priority_stream_starving_a_matured_ticket_is_caught",
-               "tests/test_pressure_clauses.py::test_lifo_grant_order_in_both_layers_is_caught_by_the_predicate",
-               "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers"),
-        scope=("Process scope, one pool: pending tickets keep submit sequence, priority and generation; grants "
-               "follow the stated order (matured first, then priority, then submit order), computed from the "
-               "tickets' fields; once matured, a ticket is overtaken by no later submission of any priority; "
-               "a pending ticket is passed by later grants in at most `aging_bound` rounds (trace predicate); "
-               "a requester parked on a ticket is woken once the ticket is granted or retired (observed by the "
-               "checker from a real waiter thread; the spec has no threads). "
+        predicates=(_MG + "state_I13_manager", _MG + "step_I13_manager", _MG + "state_I13_generation",
+                    _MG + "step_I13_order"),
+        tests=(_PSTATEFUL, _CONTROLS, *_MG_TESTS, _ORDER_ANSWERS,
+               "tests/test_manager_order_answers.py::test_d10_grant_pass_ages_nobody_and_is_no_harm",
+               "tests/test_pressure_threads.py::test_big_waiter_is_not_starved_by_small_newcomers",
+               "tests/test_pressure_threads.py::test_aging_off_lets_small_newcomers_overtake"),
+        scope=("Process scope, the composed manager: pending tickets keep submit sequence, priority and generation; "
+               "grants follow the stated order (matured first, then priority, then submit order), computed from "
+               "the tickets' fields; a passed-over waiter ages by one per round up to the aging bound; once "
+               "matured, a ticket is overtaken by no later submission of any priority (so a pending ticket is "
+               "passed by later grants in at most `aging_bound` rounds; liveness: no fair cycle starves it). "
                "Coordinator-scope intents are checked under C10 (intent_keeps_place, matured_not_overtaken)."),
     ),
     # issue #5: admission over real sessions
@@ -320,8 +312,8 @@ LIVENESS: dict[str, tuple[str, tuple[str, ...]]] = {
     "I13": ("No run keeps a ticket pending forever while leases are returned infinitely often. Fairness: weak "
             "fairness of Claim (a granted ticket is claimed); strong fairness of Release (capacity returns "
             "infinitely often, the property's antecedent). Checked: no reachable cycle of the starvation scope "
-            "(the pressure pool, one holder, capacity 2, aging bound 2, sizes {1, 2}, priorities {0, 1}, ticket "
-            "ids recycled) keeps the watched ticket pending and releases a lease; control: aging off.",
+            "(of the composed spec: one holder, one 2 B authority, aging bound 2, sizes {1, 2}, priorities {0, 1}, "
+            "ticket and allocation ids recycled) keeps the watched ticket pending and releases a lease; control: aging off.",
             (_LV + "test_aging_off_starves_a_ticket_in_a_cycle_that_returns_capacity",
              _LV + "test_recycled_ids_step_as_the_original_ids_do")),
     "I12": ("From every reachable state each admitted, unfinished KV request can still finish. Fairness: strong "

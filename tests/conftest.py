@@ -56,7 +56,7 @@ MARKED_TESTS = {
              "test_own_governor.py::test_planted_bug_fails_within_30_s",
              "test_own_governor.py::test_guide_example_finds_a_planted_composed_bug",
              "test_pressure_tx_scopes.py::test_checkers_explore_every_guard_on_without_violation",
-             "test_pressure_stateful.py::test_pressure_campaign_reaches_deep_states_and_rejects_bad_input"},
+             "test_pressure_stateful.py::test_pressure_campaign_reaches_every_situation_and_rejects_bad_input"},
     # Only the tests that need a device: the CPU-build path of test_ort_cuda.py runs everywhere.
     "gpu": {"ort/test_ort_governed.py::test_cuda_session_really_on_cuda",
             "ort/test_ort_cuda.py::test_cuda_generation_runs_on_cuda"},

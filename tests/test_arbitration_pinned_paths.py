@@ -28,6 +28,11 @@ def _mgr(**kw: Any) -> tuple[ProcessMemoryManager, int, int]:
     return p, h, a
 
 
+def _free(p: ProcessMemoryManager, a: int) -> int:
+    auth = p.abstract_manager().ledger.authorities[a]
+    return auth.limit - auth.used
+
+
 @pytest.mark.parametrize("on", [True, False])
 def test_live_tickets_are_bounded_by_the_mailbox(on: bool) -> None:
     with contracts(on=on):
@@ -55,7 +60,6 @@ def test_a_fast_path_grant_records_its_priority_and_role() -> None:
     with contracts(on=False):
         p, h, a = _mgr()
         t = p.submit(h, a, 8, 5, Role.WEIGHTS)
-        assert p.abstract_pool(a).tickets[t].priority == 5
         tk = p.abstract_manager().tickets[t]
         assert (tk.role, tk.priority, tk.nbytes) == (Role.WEIGHTS, 5, 8)
         lease = p.claim(h, t)
@@ -63,30 +67,23 @@ def test_a_fast_path_grant_records_its_priority_and_role() -> None:
         assert (alloc.role, alloc.origin, alloc.nbytes) == (Role.WEIGHTS, Origin.GRANTED, 8)
 
 
-def test_acquire_priority_defaults_to_zero() -> None:
-    p, h, a = _mgr()
-    lease = p.acquire(h, a, 8)
-    (tk,) = [t for t in p.abstract_pool(a).tickets.values() if t.grant == lease]
-    assert tk.priority == 0
-
-
 def test_claim_with_grant_charges_ledger_off_books_the_full_lease_then() -> None:
     with contracts(on=False):
         p, h, a = _mgr(guards=GuardSet.without("grant_charges_ledger"))
         t = p.submit(h, a, 8, 2, Role.WEIGHTS)
-        assert p.abstract_pool(a).free == 64  # nothing booked at the grant
+        assert _free(p, a) == 64  # nothing booked at the grant
         lease = p.claim(h, t)
         alloc = p.abstract_manager().ledger.allocations[lease]
         assert (alloc.holder, alloc.tier, alloc.role, alloc.origin, alloc.nbytes, alloc.charge) == (
             h, Tier.HOST, Role.WEIGHTS, Origin.GRANTED, 8, 8)
-        assert p.abstract_pool(a).free == 56
+        assert _free(p, a) == 56
 
 
 def test_cancel_of_an_unbooked_grant_reports_its_bytes() -> None:
     with contracts(on=False):
         p, h, a = _mgr(guards=GuardSet.without("grant_charges_ledger"))
         t = p.submit(h, a, 8)
-        assert p.cancel_ticket(h, t) == 8 and p.abstract_pool(a).free == 64
+        assert p.cancel_ticket(h, t) == 8 and _free(p, a) == 64
 
 
 def test_acquire_with_a_sink_interrupting_its_submit_times_the_ticket_out() -> None:
@@ -98,8 +95,8 @@ def test_acquire_with_a_sink_interrupting_its_submit_times_the_ticket_out() -> N
     with pytest.raises(KeyboardInterrupt) as info:
         p.acquire(h, a, 8)
     assert "ortmem: acquire timed out its ticket 1 (credited once)" in info.value.__notes__
-    pool = p.abstract_pool(a)
-    assert pool.free == 64 and len(pool.tickets) == 0 and len(p.abstract_manager().ledger.allocations) == 0
+    m = p.abstract_manager()
+    assert _free(p, a) == 64 and len(m.tickets) == 0 and len(m.ledger.allocations) == 0
 
 
 def test_acquire_parking_with_the_lock_held_is_an_i7_violation_and_times_out() -> None:
@@ -108,7 +105,7 @@ def test_acquire_parking_with_the_lock_held_is_an_i7_violation_and_times_out() -
         p.submit(h, a, 60)
         with p._lock, pytest.raises(InvariantViolation, match="waiting on a ticket with the ledger lock held"):
             p.acquire(h, a, 10, timeout=0)
-        assert [t.id for t in p.abstract_pool(a).tickets.values() if t.state.value == "pending"] == []
+        assert [t.id for t in p.abstract_manager().tickets.values() if t.state.value == "pending"] == []
 
 
 @pytest.mark.parametrize("on", [True, False])
@@ -127,12 +124,12 @@ def test_a_ticket_matured_at_exactly_the_bound_goes_before_a_higher_priority() -
     p = ProcessMemoryManager(aging_bound=2)
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.HOST, 64)
-    p.pool_try_reserve(h, a, 54)
-    small = p.pool_try_reserve(h, a, 10)
-    old, urgent = p.pool_submit(h, a, 10, 0), p.pool_submit(h, a, 10, 5)
-    assert p.abstract_pool(a).tickets[old].age == 2  # matured: at the bound
-    p.pool_release(h, small)  # room for one of them
-    tickets = p.abstract_pool(a).tickets
+    p.try_reserve(h, a, 54)
+    small = p.try_reserve(h, a, 10)
+    old, urgent = p.submit(h, a, 10, 0), p.submit(h, a, 10, 5)
+    assert p.abstract_manager().tickets[old].age == 2  # matured: at the bound
+    p.release(h, small)  # room for one of them
+    tickets = p.abstract_manager().tickets
     assert (tickets[old].state.value, tickets[urgent].state.value) == ("granted", "pending")
 
 
@@ -140,20 +137,20 @@ def test_a_lone_waiter_ages_once_per_round() -> None:
     p = ProcessMemoryManager(aging_bound=4)
     h = p.register_holder("kv")
     a = p.register_authority("pool", Tier.HOST, 64)
-    p.pool_try_reserve(h, a, 60)
-    leases = [p.pool_try_reserve(h, a, 1) for _ in range(2)]
-    t = p.pool_submit(h, a, 10)
-    ages = [p.abstract_pool(a).tickets[t].age]
+    p.try_reserve(h, a, 60)
+    leases = [p.try_reserve(h, a, 1) for _ in range(2)]
+    t = p.submit(h, a, 10)
+    ages = [p.abstract_manager().tickets[t].age]
     for lease in leases:
-        p.pool_release(h, lease)  # a round that still cannot grant it
-        ages.append(p.abstract_pool(a).tickets[t].age)
+        p.release(h, lease)  # a round that still cannot grant it
+        ages.append(p.abstract_manager().tickets[t].age)
     assert ages == [1, 2, 3]
 
 
 def test_acquire_without_a_timeout_parks_until_granted() -> None:
     p, h, a = _mgr()
-    big = p.pool_try_reserve(h, a, 60)
-    timer = threading.Timer(0.05, p.pool_release, (h, big))  # frees room once acquire is (about to be) parked
+    big = p.try_reserve(h, a, 60)
+    timer = threading.Timer(0.05, p.release, (h, big))  # frees room once acquire is (about to be) parked
     timer.start()
     try:
         lease = p.acquire(h, a, 10)
@@ -188,8 +185,8 @@ def test_never_issued_ticket_ids_are_unknown() -> None:
 def test_acquire_parked_past_a_recheck_slice_still_gets_its_grant() -> None:
     """A waiter re-reads its ticket every RECHECK_S; a ticket still pending then goes on waiting."""
     p, h, a = _mgr()
-    big = p.pool_try_reserve(h, a, 60)
-    timer = threading.Timer(RECHECK_S * 2.5, p.pool_release, (h, big))  # after the first recheck slice
+    big = p.try_reserve(h, a, 60)
+    timer = threading.Timer(RECHECK_S * 2.5, p.release, (h, big))  # after the first recheck slice
     timer.start()
     try:
         lease = p.acquire(h, a, 10)

@@ -323,11 +323,8 @@ def test_cases_cover_every_public_operation():
                 "report_mismatch", "remove_authority",
                 # model views: their bad-input cases are tests/test_tx_bad_input.py's, run by these composed verbs
                 "publish_view", "execute_view", "remap_view"}
-    # The single-pool protocol (refimpl.manager.leases): tests/test_pressure_bad_input.py (its actions) and
-    # tests/test_issue14_pressure.py (wait, drop).
-    pool = {"pool_submit", "pool_try_reserve", "pool_claim", "pool_release", "pool_cancel", "pool_timeout", "pool_reconfigure",
-            "pool_set_use", "pool_press", "pool_answer", "pool_cancel_pressure", "pool_expire_pressure", "wait", "drop", "drain",
-            "abstract_pool"}
+    # The cancellation mailbox and waiting (refimpl.manager.mailbox): tests/test_mailbox.py.
+    pool = {"wait", "drop", "drain"}
     # The focused transaction operations (`tx_*`, `abstract_tx`) have theirs in tests/test_tx_bad_input.py.
     focused = {n for n in public if n.startswith("tx_")} | {"abstract_tx"}
     assert public - {"abstract", "snapshot"} - composed - pool - focused == set(CASES)

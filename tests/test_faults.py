@@ -18,11 +18,11 @@ from collections import Counter
 
 import pytest
 
-from invariants import pressure as IP
+from invariants import manager as IM
 from invariants import replay as R
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
-from pool_harness import Pool, pool as make_pool
+from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.tracing import JsonlSink, boundary
 from spec.errors import GovernorError, StaleAnswer, TraceSinkFailed
 from spec.tickets import PressureState, TicketState
@@ -38,94 +38,105 @@ def _fault(rng: random.Random) -> BaseException:
     return rng.choice(FAULTS)
 
 
-def _settle_pool(g: Pool) -> None:
-    for t in g.abstract().tickets.values():
-        (g.release if t.state is TicketState.CLAIMED else g.cancel)(t.holder, t.id)
-    pool = g.abstract()
-    assert not pool.tickets and pool.free == pool.capacity - pool.fixed
-    IP.check_all(pool)
+def _settle(pmm: Composed, a: int) -> None:
+    """Everything returned through the public API: no ticket or open pressure, nothing charged."""
+    for t in pmm.abstract_manager().tickets.values():
+        pmm.cancel_ticket(t.holder, t.id)
+    for r in pmm.abstract_manager().ledger.allocations.values():
+        if r.state is AllocState.LIVE:
+            pmm.release(r.holder, r.id)
+    m = pmm.abstract_manager()
+    assert not m.tickets and m.ledger.authorities[a].used == 0
+    IM.check_all(m)
+
+
+def _composed(limit: int) -> tuple[Composed, int, tuple[int, int]]:
+    pmm = Composed(aging_bound=2)
+    hs = (pmm.register_holder("h1"), pmm.register_holder("h2"))
+    return pmm, pmm.register_authority("dev", Tier.DEVICE, limit), hs
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_faulty_holder_callbacks_leave_the_pool_consistent(seed) -> None:
+def test_faulty_holder_callbacks_leave_the_manager_consistent(seed) -> None:
     rng = random.Random(seed)
-    g = make_pool(100, fixed=4, holders=2, aging_bound=2, mailbox=16)
+    g, a, hs = _composed(96)
 
-    def callback(gov, pid, target, deadline):
-        h = gov.abstract().pressures[pid].holder
+    def callback(gov, pid, target):
+        h = gov.abstract_manager().pressures[pid].holder
         if rng.random() < 0.5:  # answer first (re-entrant), then maybe fail anyway
-            idle = tuple(t.id for t in gov.abstract().tickets.values()
-                         if t.holder == h and t.state is TicketState.CLAIMED and not t.pinned)[:1]
+            m = gov.abstract_manager()
+            idle = tuple(r.id for r in m.ledger.allocations.values()
+                         if r.holder == h and r.state is AllocState.LIVE and r.id not in m.uses)[:1]
             gov.answer(h, pid, idle, 0)
         if rng.random() < 0.7:
             raise _fault(rng)
 
-    for h in (1, 2):
+    for h in hs:
         g.register_callback(h, callback)
     for _ in range(40):
-        h = rng.choice((1, 2))
+        h = rng.choice(hs)
         if rng.random() < 0.5:
             try:
-                g.pool_try_reserve(h, rng.randint(1, 30))
+                g.try_reserve(h, a, rng.randint(1, 30))
             except GovernorError:
                 pass
             continue
         COUNTS["callback calls"] += 1
-        pid = g.abstract().next_pressure
+        pid = g.abstract_manager().next_pressure
         raised = False
         try:
-            g.press(h, rng.randint(1, 40), deadline=10)
+            g.press(h, a, rng.randint(1, 40), deadline=10)
         except BaseException as e:
             raised = True
             COUNTS[f"callback fault: {type(e).__name__}"] += 1
-        pool = g.abstract()
-        IP.check_all(pool)
+        m = g.abstract_manager()
+        IM.check_all(m)
         if raised:  # answered before raising, or cancelled: never left open for nobody to answer
-            assert pool.pressures[pid].state is not PressureState.OPEN, pool.pressures[pid]
-    _settle_pool(g)
+            assert pid not in m.pressures, m.pressures
+    _settle(g, a)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_faults_inside_acquire_never_leave_a_grant_behind(seed) -> None:
     rng = random.Random(seed)
-    g = make_pool(60, holders=2, aging_bound=2, mailbox=32)
-    held = [g.pool_try_reserve(1, 40)]  # so that some acquires park and are granted later
-    wait, claim = g.wait, g.claim
+    g, a, (h1, h2) = _composed(60)
+    held = [g.try_reserve(h1, a, 40)]  # so that some acquires park and are granted later
+    park, claim = g._park, g._claim
     for _ in range(25):
         where = rng.choice(["wait-before", "wait-after", "claim-before", "claim-after", None])
         fault = _fault(rng)
 
-        def faulty_wait(ticket, timeout, where=where, fault=fault):
+        def faulty_park(ev, t, timeout, where=where, fault=fault):
             if where == "wait-before":
                 raise fault
-            ok = wait(ticket, 0.001)
+            park(ev, t, 0.001)
             if where == "wait-after":
                 raise fault
-            return ok
 
         def faulty_claim(holder, ticket, where=where, fault=fault):
             if where == "claim-before":
                 raise fault
-            grant = claim(holder, ticket)
+            lease = claim(holder, ticket)
             if where == "claim-after":
                 raise fault  # claimed, but acquire's caller never sees the id
-            return grant
+            return lease
 
-        g.wait, g.claim = faulty_wait, faulty_claim
+        g._park, g._claim = faulty_park, faulty_claim
         try:
-            t = g.acquire(2, rng.randint(1, 30), timeout=0.001)
-            if t is not None:
-                held.append(t)
+            lease = g.acquire(h2, a, rng.randint(1, 30), timeout=0.001)
+            if lease is not None:
+                held.append(lease)
         except BaseException as e:
             COUNTS[f"acquire fault at {where}: {type(e).__name__}"] += 1
-        g.wait, g.claim = wait, claim
-        IP.check_all(g.abstract())
-        # Invariant: the only live tickets are the leases the caller holds.
-        assert set(g.abstract().tickets) == set(held), (where, fault)
+        g._park, g._claim = park, claim
+        m = g.abstract_manager()
+        IM.check_all(m)
+        # Invariant: no ticket is left live, and the only leases are those the caller holds.
+        assert not m.tickets and {r.id for r in m.ledger.allocations.values()} == set(held), (where, fault)
         if held and rng.random() < 0.4:
-            tid = held.pop(rng.randrange(len(held)))
-            g.release(g.abstract().tickets[tid].holder, tid)
-    _settle_pool(g)
+            rid = held.pop(rng.randrange(len(held)))
+            g.release(m.ledger.allocations[rid].holder, rid)
+    _settle(g, a)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -1,7 +1,7 @@
-"""Traces of the focused front ends (#10 item 6): the single-pool protocol and the focused transactions.
+"""Traces of the focused transaction front end (#10 item 6; the single-pool protocol went with issue #21).
 
-Their events (`ortmem-pool/1`, `ortmem-tx/1`, `invariants.focused_trace`) are replayed against their own
-specs (`spec.pressure`, `spec.transactions`) by `invariants.focused_replay`, never against refimpl's code;
+Its events (`ortmem-tx/1`, `invariants.focused_trace`) are replayed against its own spec
+(`spec.transactions`) by `invariants.focused_replay`, never against refimpl's code;
 a trace with one event removed, duplicated or reordered is rejected at the smallest bad prefix, and a
 governor with a guard switched off emits a trace the replay rejects where the harm happens.
 """
@@ -18,11 +18,11 @@ import jsonschema
 import pytest
 
 from invariants.contracts import contracts
-from invariants.focused_trace import POOL_KINDS, TX_KINDS
+from invariants.focused_trace import TX_KINDS
 from invariants.manager_replay import replay_manager_lines
 from invariants.trace_schema import json_schema
 from refimpl.cli import main
-from refimpl.focused_workload import run_pool_workload, run_tx_workload
+from refimpl.focused_workload import run_tx_workload
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from spec.errors import CapacityDenied, PinnedVictim, ReservationOrder, TraceSinkFailed
@@ -33,7 +33,7 @@ from spec.types import Role, Tier
 from trace_harness import renumbered as _renumbered
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
-WORKLOADS: dict[str, Callable[..., Any]] = {"pool": run_pool_workload, "tx": run_tx_workload}
+WORKLOADS: dict[str, Callable[..., Any]] = {"tx": run_tx_workload}
 
 
 def _lines(buf: io.StringIO) -> list[bytes]:
@@ -46,7 +46,7 @@ def _trace(name: str, seed: int = 0) -> list[bytes]:
     return _lines(buf)
 
 
-@pytest.fixture(scope="module", params=["pool", "tx"])
+@pytest.fixture(scope="module", params=["tx"])
 def focused(request: pytest.FixtureRequest) -> tuple[str, list[bytes]]:
     return request.param, _trace(request.param)
 
@@ -67,7 +67,7 @@ def _first(lines: list[bytes], kind: str, outcome: str = "accepted") -> int:
     raise AssertionError(f"no {outcome} {kind}")
 
 
-@pytest.mark.parametrize("name", ["pool", "tx"])
+@pytest.mark.parametrize("name", ["tx"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_focused_workload_replays_clean(name: str, seed: int) -> None:
     lines = _trace(name, seed)
@@ -79,7 +79,7 @@ def test_focused_workload_replays_clean(name: str, seed: int) -> None:
 def test_focused_workload_records_every_kind_of_its_front_end(focused: tuple[str, list[bytes]]) -> None:
     name, lines = focused
     kinds = _kinds(lines)
-    want = POOL_KINDS if name == "pool" else TX_KINDS
+    want = TX_KINDS
     assert set(want) - set(kinds) == set(), f"the {name} workload never recorded {sorted(set(want) - set(kinds))}"
     revisions = {json.loads(raw)["contract_revision"] for raw in lines}
     assert f"ortmem-{name}/1" in revisions
@@ -94,8 +94,7 @@ def test_focused_events_match_the_schema(focused: tuple[str, list[bytes]]) -> No
         validator.validate(json.loads(raw))
 
 
-@pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("pool", "pool_set_use"),
-                                       ("pool", "drained_cancel"), ("tx", "tx_plan"), ("tx", "publish_view")])
+@pytest.mark.parametrize("name,kind", [("tx", "tx_plan"), ("tx", "publish_view")])
 def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str) -> None:
     lines = _trace(name)
     i = _first(lines, kind)
@@ -103,8 +102,7 @@ def test_removed_focused_event_is_rejected_at_the_next_line(name: str, kind: str
     assert not r.ok and r.failure == "sequence-gap" and r.line == i + 1, r.describe()
 
 
-@pytest.mark.parametrize("name,kind", [("pool", "pool_submit"), ("pool", "pool_press"), ("tx", "tx_plan"),
-                                       ("tx", "open_bundle")])
+@pytest.mark.parametrize("name,kind", [("tx", "tx_plan"), ("tx", "open_bundle")])
 def test_removed_focused_event_renumbered_is_caught_by_the_spec(name: str, kind: str) -> None:
     """An emitter that drops an event and renumbers: the focused spec notices what is missing."""
     lines = _trace(name)
@@ -114,8 +112,7 @@ def test_removed_focused_event_renumbered_is_caught_by_the_spec(name: str, kind:
     assert r.line is not None and r.line >= i + 1
 
 
-@pytest.mark.parametrize("name,kind", [("pool", "pool_claim"), ("pool", "pool_answer"), ("tx", "tx_reserve"),
-                                       ("tx", "tx_commit")])
+@pytest.mark.parametrize("name,kind", [("tx", "tx_reserve"), ("tx", "tx_commit")])
 def test_duplicated_focused_event_is_rejected_where_it_repeats(name: str, kind: str) -> None:
     lines = _trace(name)
     i = _first(lines, kind)
@@ -123,21 +120,12 @@ def test_duplicated_focused_event_is_rejected_where_it_repeats(name: str, kind: 
     assert not r.ok and r.failure == "duplicate-sequence" and r.line == i + 2, r.describe()
 
 
-@pytest.mark.parametrize("name,kind", [("pool", "pool_release"), ("tx", "execute_view")])
+@pytest.mark.parametrize("name,kind", [("tx", "execute_view")])
 def test_reordered_focused_events_are_rejected_at_the_first_out_of_order_line(name: str, kind: str) -> None:
     lines = _trace(name)
     i = _first(lines, kind)
     r = replay_manager_lines(lines[:i - 1] + [lines[i], lines[i - 1]] + lines[i + 1:])
     assert not r.ok and r.failure == "sequence-gap" and r.line == i, r.describe()
-
-
-def test_changed_pool_figure_is_refinement() -> None:
-    lines = _trace("pool")
-    i = _first(lines, "pool_claim")
-    ev = json.loads(lines[i])
-    ev["payload"]["observed"]["free"] += 1
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
-    assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
 
 
 def test_changed_tx_figure_is_refinement() -> None:
@@ -151,48 +139,12 @@ def test_changed_tx_figure_is_refinement() -> None:
 
 
 def test_truncated_focused_trace_with_live_items_is_leftover() -> None:
-    lines = _trace("pool")
-    i = _first(lines, "pool_submit")
-    r = replay_manager_lines(lines[:i + 1])
-    assert not r.ok and r.failure == "leftover", r.describe()
     lines = _trace("tx")
     r = replay_manager_lines(lines[:_first(lines, "tx_plan") + 1])
     assert not r.ok and r.failure == "leftover", r.describe()
 
 
 # --- a guard switched off: the governor's trace shows the harm, the focused spec refuses it -------------------
-
-
-def _pool_with_pinned_victim(guards: GuardSet) -> list[bytes]:
-    buf = io.StringIO()
-    p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
-    h = p.register_holder("weights")
-    a = p.register_authority("pool", Tier.DEVICE, 64)
-    t = p.pool_try_reserve(h, a, 16)
-    p.pool_set_use(h, t, True, False)  # pinned: never a victim (I6)
-    pid = p.pool_press(h, a, 16, 0, 10)
-    try:
-        p.pool_answer(h, pid, (t,), 1)  # line 6
-    except PinnedVictim:
-        pass
-    return _lines(buf)
-
-
-def test_pool_trace_of_a_pinned_victim_refusal_replays_clean() -> None:
-    lines = _pool_with_pinned_victim(ALL_ON)
-    assert json.loads(lines[5])["payload"]["error"] == "PinnedVictim"
-    r = replay_manager_lines(lines + [])
-    assert not r.ok and r.failure == "leftover", r.describe()  # the pressure stays open: not settled
-    assert "pressure 1 still open" in r.message
-
-
-def test_governor_without_victims_unpinned_idle_fails_replay_at_the_answer() -> None:
-    with contracts(on=False):
-        lines = _pool_with_pinned_victim(GuardSet.without("victims_unpinned_idle"))
-    assert json.loads(lines[5])["payload"]["outcome"] == "accepted"
-    r = replay_manager_lines(lines)
-    assert not r.ok and r.failure == "violation" and r.line == 6, r.describe()
-    assert "PinnedVictim" in r.message
 
 
 def _tx_out_of_order(guards: GuardSet) -> list[bytes]:
@@ -224,70 +176,10 @@ def test_governor_without_ordered_reservation_fails_replay_at_the_reservation() 
     assert "ReservationOrder" in r.message
 
 
-def test_governor_without_try_only_fails_replay_at_the_try_reserve() -> None:
-    """try_only off: the allocator is handed a pending ticket instead of CapacityDenied (I7)."""
-    def run(guards: GuardSet) -> list[bytes]:
-        buf = io.StringIO()
-        p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
-        h = p.register_holder("kv")
-        a = p.register_authority("pool", Tier.DEVICE, 16)
-        p.pool_try_reserve(h, a, 12)
-        try:
-            p.pool_try_reserve(h, a, 8)  # line 4: does not fit now
-        except CapacityDenied:
-            pass
-        return _lines(buf)
-
-    assert json.loads(run(ALL_ON)[3])["payload"]["error"] == "CapacityDenied"
-    with contracts(on=False):
-        lines = run(GuardSet.without("try_only"))
-    r = replay_manager_lines(lines)
-    assert not r.ok and r.line == 4 and r.failure in ("refinement", "violation"), r.describe()
-
-
 # --- what no one spec describes ---------------------------------------------------------------------------
 
 
-def test_composed_event_after_pool_events_is_mixed_protocols() -> None:
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h = p.register_holder("kv")
-    a = p.register_authority("pool", Tier.DEVICE, 64)
-    t = p.pool_try_reserve(h, a, 8)
-    p.submit(h, a, 4)  # line 4: a composed ticket on the pool's ledger
-    r = replay_manager_lines(_lines(buf))
-    assert not r.ok and r.failure == "mixed-protocols" and r.line == 4, r.describe()
-    p.pool_release(h, t)
-
-
-def test_pool_event_after_composed_leases_is_mixed_protocols() -> None:
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h = p.register_holder("kv")
-    a = p.register_authority("pool", Tier.DEVICE, 64)
-    rid = p.reserve(h, a, Tier.DEVICE, 8, Role.WEIGHTS)
-    p.commit(h, rid, 8)
-    with contracts(on=False):  # the governor's own pool contract says so too: spec.pressure cannot describe it
-        p.pool_try_reserve(h, a, 8)  # line 5: spec.pressure's pool would start with 8 B it does not know of
-    r = replay_manager_lines(_lines(buf))
-    assert not r.ok and r.failure == "mixed-protocols" and r.line == 5, r.describe()
-
-
-def test_register_holder_between_pool_events_adds_a_pool_holder() -> None:
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h = p.register_holder("kv")
-    a = p.register_authority("pool", Tier.DEVICE, 64)
-    t = p.pool_try_reserve(h, a, 8)
-    h2 = p.register_holder("late")
-    t2 = p.pool_try_reserve(h2, a, 8)
-    p.pool_release(h, t)
-    p.pool_release(h2, t2)
-    r = replay_manager_lines(_lines(buf))
-    assert r.ok, r.describe()
-
-
-@pytest.mark.parametrize("name", ["pool", "tx"])
+@pytest.mark.parametrize("name", ["tx"])
 def test_cli_writes_and_replays_a_focused_trace(tmp_path: Path, name: str) -> None:
     out = tmp_path / "t.jsonl"
     assert main(["trace", str(out), "--focused", name, "--seed", "3"]) == 0
@@ -295,29 +187,6 @@ def test_cli_writes_and_replays_a_focused_trace(tmp_path: Path, name: str) -> No
     text = out.read_text().splitlines()
     (tmp_path / "lossy.jsonl").write_text("\n".join(text[:6] + text[7:]) + "\n")
     assert main(["replay", str(tmp_path / "lossy.jsonl")]) == 1
-
-
-def test_sink_failing_on_pool_press_cancels_the_undelivered_pressure() -> None:
-    """As for `press` (issue #14): a pressure the holder's callback never saw is not left open."""
-    events: list[dict[str, Any]] = []
-
-    def sink(ev: dict[str, Any]) -> None:
-        events.append(ev)
-        if ev["kind"] == "pool_press":
-            raise OSError("disk full")
-
-    p = ProcessMemoryManager(trace=sink)
-    h = p.register_holder("weights")
-    a = p.register_authority("pool", Tier.DEVICE, 64)
-    called: list[int] = []
-    p.register_callback(h, lambda mgr, pid, target: called.append(pid))
-    with pytest.raises(TraceSinkFailed) as info:
-        p.pool_press(h, a, 8, 0, 10)
-    pid = info.value.result
-    assert called == [] and p.abstract_pool(a).pressures[pid].state is not PressureState.OPEN
-    assert [e["kind"] for e in events[-2:]] == ["pool_press", "pool_cancel_pressure"]
-    r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
-    assert r.ok, r.describe()
 
 
 # --- composed events in a transaction trace (one verb per concept, issue #21) --------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from invariants import liveness_props as LP
 from invariants.liveness import Graph, Lasso, build_graph, fair_cycle, render_lasso, sccs
-from spec import pressure as P
+from spec import ledger_actions as A
 from spec import transactions_actions as TA
 from spec.catalog import entry
 from spec.guards import ALL_ON, GuardSet
@@ -63,8 +63,8 @@ def test_aging_off_starves_a_ticket_in_a_cycle_that_returns_capacity() -> None:
     start = r.lasso.prefix[-1][1] if r.lasso.prefix else r.lasso.initial
     cycle = [start, *(s for _, s in r.lasso.cycle)]
     # The watched ticket is pending in every state of the cycle, and a lease is released in it: the harm.
-    assert all(s.watched is not None and s.pool.tickets[s.watched].state is TicketState.PENDING for s in cycle)
-    assert any(isinstance(a, P.Release) for a, _ in r.lasso.cycle)
+    assert all(s.watched is not None and s.m.tickets[s.watched].state is TicketState.PENDING for s in cycle)
+    assert any(isinstance(a, A.Release) for a, _ in r.lasso.cycle)
 
 
 def test_kv_admission_off_leaves_a_request_that_can_never_finish() -> None:
@@ -77,8 +77,8 @@ def test_without_the_fairness_condition_aging_on_would_be_flagged() -> None:
     # The fairness antecedent carries weight: a cycle in which nobody returns a lease (submit, cancel) keeps
     # a ticket pending with aging on; only a cycle that returns capacity is a starvation.
     g = build_graph(LP.starvation_model(ALL_ON))
-    assert fair_cycle(g, LP._pending_watched, lambda s, a, n: True) is not None
-    assert fair_cycle(g, LP._pending_watched, LP._capacity_returns) is None
+    assert fair_cycle(g, LP.pending_watched, lambda s, a, n: True) is not None
+    assert fair_cycle(g, LP.pending_watched, LP.capacity_returns) is None
 
 
 def _c4_cycle(lasso: Lasso) -> list[tuple[object, LP.Clients, LP.Clients]]:
@@ -167,18 +167,24 @@ def test_state_bound_makes_the_verdict_partial() -> None:
     assert r.status == "partial" and not r.complete and "state bound 100" in r.reason
 
 
-def _shifted(s: LP.Watched) -> tuple[LP.Watched, dict[int, int]]:
-    """The same pool with ticket ids and grant numbers spread out (order kept), as before any renaming."""
-    ids = {t: 2 * t + 3 for t in s.pool.tickets}
-    tickets = s.pool.tickets.__class__({ids[t.id]: evolve(t, id=ids[t.id], grant=None if t.grant is None
-                                                           else 3 * t.grant + 1) for t in s.pool.tickets.values()})
-    pool = evolve(s.pool, tickets=tickets, next_ticket=max(ids.values(), default=0) + 4,
-                  next_grant=3 * s.pool.next_grant + 5)
-    return LP.Watched(pool, None if s.watched is None else ids[s.watched]), ids
+def _shifted(s: LP.Watched) -> tuple[LP.Watched, dict[int, int], dict[int, int]]:
+    """The same manager with ticket and allocation ids spread out (order kept), as before any renaming."""
+    m = s.m
+    ids = {t: 2 * t + 3 for t in m.tickets}
+    allocs = {a: 3 * a + 1 for a in m.ledger.allocations}
+    tickets = m.tickets.__class__({ids[t.id]: evolve(t, id=ids[t.id], allocation=allocs.get(t.allocation))
+                                   for t in m.tickets.values()})
+    records = m.ledger.allocations.__class__({allocs[r.id]: evolve(r, id=allocs[r.id])
+                                              for r in m.ledger.allocations.values()})
+    ledger = evolve(m.ledger, allocations=records, next_allocation=max(allocs.values(), default=0) + 5)
+    wide = evolve(m, ledger=ledger, tickets=tickets, next_ticket=max(ids.values(), default=0) + 4)
+    return LP.Watched(wide, None if s.watched is None else ids[s.watched]), ids, allocs
 
 
-def _rename(act: object, ids: dict[int, int]) -> object:
-    return evolve(act, ticket=ids[act.ticket]) if hasattr(act, "ticket") else act
+def _rename(act: object, ids: dict[int, int], allocs: dict[int, int]) -> object:
+    if hasattr(act, "ticket"):
+        return evolve(act, ticket=ids[act.ticket])
+    return evolve(act, allocation=allocs[act.allocation]) if hasattr(act, "allocation") else act
 
 
 @pytest.mark.parametrize("guards", [ALL_ON, GuardSet.without("aging")], ids=["all-on", "aging-off"])
@@ -186,16 +192,16 @@ def test_recycled_ids_step_as_the_original_ids_do(guards: GuardSet) -> None:
     model = LP.starvation_model(guards)
     g: Graph = build_graph(model)
     for s in g.states:
-        wide, ids = _shifted(s)
+        wide, ids, allocs = _shifted(s)
         assert LP.canonical(wide) == s
         for a in model.actions(s):
             try:
                 want = model.step(s, a)
             except model.rejects as e:
                 with pytest.raises(type(e)):
-                    model.step(wide, _rename(a, ids))
+                    model.step(wide, _rename(a, ids, allocs))
                 continue
-            assert model.step(wide, _rename(a, ids)) == want, (s, a)
+            assert model.step(wide, _rename(a, ids, allocs)) == want, (s, a)
 
 
 def test_verify_phase_reports_each_property_and_control_lasso_with_states() -> None:

@@ -1,7 +1,7 @@
 # The local contract's own books (refimpl.manager.contract_books): exact across every path, and `checkpoint`.
 #
 # Level "local" checks conservation against books it keeps from the rows each operation touched. A path that
-# keeps none (the pool_* and tx_* front ends, `drain`, contracts switched off, the other level) must leave the
+# keeps none (the tx_* front end, `drain`, contracts switched off, the other level) must leave the
 # next checked operation recounting, never trusting stale books: each case below runs such a path between two
 # checked operations on the same ledger and must raise nothing, then a `checkpoint` must find the books exact.
 # Removing any one `forget` (or the switch watching the books) makes its case raise a false InvariantViolation.
@@ -42,22 +42,16 @@ def _booked(pmm: ProcessMemoryManager, h: int, pool: str) -> int:
     return a
 
 
-# Each path runs on a ledger of its own front end only: the pool_* and tx_* checks reject a ledger that also holds
-# the composed front end's leases (one spec does not describe both: issue #21).
-
-def _pool(pmm: ProcessMemoryManager, h: int) -> int:
-    a = _booked(pmm, h, "pool")
-    pmm.pool_try_reserve(h, a, 30)  # a claimed lease, booked by the pool path
-    return a
-
+# Each path runs on a ledger of its own front end only: the tx_* checks reject a ledger that also holds the
+# composed front end's leases (one spec does not describe both: issue #21).
 
 def _drain(pmm: ProcessMemoryManager, h: int) -> int:
     a = _booked(pmm, h, "drain")
-    pmm.pool_submit(h, a, 30)  # granted at once: reservations
-    t = pmm.pool_submit(h, a, 40)
-    pmm.cancel(h, pmm.reserve(h, a, DEV, 1, KV))  # a checked operation counts the books again after the pool path
+    pmm.submit(h, a, 30)  # granted at once: reservations
+    t = pmm.submit(h, a, 40)
+    pmm.cancel(h, pmm.reserve(h, a, DEV, 1, KV))  # a checked operation counts the books again
     pmm.drop(h, t)
-    pmm.drain()  # retires t's reservation (40 B): no pool operation runs around it
+    pmm.drain()  # retires t's reservation (40 B): no other operation runs around it
     return a
 
 
@@ -83,7 +77,7 @@ def _full(pmm: ProcessMemoryManager, h: int) -> int:
 
 
 BETWEEN: dict[str, Callable[[ProcessMemoryManager, int], int]] = {
-    "pool": _pool, "drain": _drain, "tx": _tx, "contracts_off": _off, "level_full": _full}
+    "drain": _drain, "tx": _tx, "contracts_off": _off, "level_full": _full}
 
 
 @pytest.mark.parametrize("path", sorted(BETWEEN))

@@ -6,7 +6,7 @@
 # - Row reads per operation, counted (no clock): the frozen records the checks build and the books counted from
 #   every row are the same with 0 and with 10,000 leases on the ledger, for the ledger, ticket, pressure and
 #   transaction paths; the first checked operation on a ledger counts its book once.
-# - The books (refimpl.manager.contract_books) stay exact across the paths that keep none (pool_*, tx_*, drain,
+# - The books (refimpl.manager.contract_books) stay exact across the paths that keep none (tx_*, drain,
 #   contracts switched off, the other level), and `checkpoint` names what an O(touched) check cannot see at once.
 
 from __future__ import annotations

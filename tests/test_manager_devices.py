@@ -12,9 +12,8 @@ from refimpl_manager_harness import conserved, make, used
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager
-from spec.errors import DeviceLost, InvalidTransition
+from spec.errors import DeviceLost, InvalidTransition, StaleAnswer
 from spec.guards import GuardSet
-from spec.tickets import PressureState
 from spec.transactions_lifecycle import TxPhase, ViewKind
 from spec.types import AllocState, Tier
 
@@ -60,14 +59,16 @@ def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() 
     assert s.txs[apart].phase is TxPhase.RESERVED and s.authorities[b].used == 4  # binds' 8 B credited
 
 
-def test_a_pressure_ticket_shut_by_the_loss_shows_cancelled() -> None:
+def test_a_pressure_ticket_shut_by_the_loss_is_closed_and_its_answer_stale() -> None:
     pmm = ProcessMemoryManager(aging_bound=2, mailbox=8)
     h = pmm.register_holder("kv")
     dev = pmm.register_authority("gpu0", Tier.DEVICE, 100)
-    pmm.pool_try_reserve(h, dev, 10)
-    pid = pmm.pool_press(h, dev, 5, 0, 9)  # a deadline: its closed record stays in the pool view
+    lease = pmm.try_reserve(h, dev, 10)
+    pid = pmm.open_pressure(h, dev, 5, 0, 9)
     pmm.lose_device(dev)
-    assert pmm.abstract_pool(dev).pressures[pid].state is PressureState.CANCELLED
+    assert pid not in pmm.abstract_manager().pressures
+    with pytest.raises(StaleAnswer):
+        pmm.answer(h, pid, (lease,), 0)
 
 
 def test_a_granted_tickets_reservation_dropped_by_the_loss_is_a_device_lost_lease() -> None:

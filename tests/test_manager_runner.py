@@ -22,14 +22,12 @@ from typing import Any
 import pytest
 
 import invariants.manager as IM
-import invariants.pressure as IP
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import tx_view
 from refimpl.manager.lock import LedgerLock
 from spec import manager_actions as M
-from spec import pressure_state as PS
 from spec import transactions_actions as TA
 from spec.errors import CapacityDenied, InvalidTransition
 from spec.manager_actions import Manager
@@ -40,16 +38,11 @@ from spec.types import Tier
 
 
 class Leaky(ProcessMemoryManager):
-    """Refuses a cancel, a pool claim and a transaction abort, having used an id first when `leak` is set."""
+    """Refuses a cancel and a transaction abort, having used an id first when `leak` is set."""
 
     leak = True
 
     def _abandon(self, holder: int, ticket: int) -> int:  # cancel_ticket's body (composed: `_run_full`)
-        if self.leak:
-            self._next_ticket += 1
-        raise InvalidTransition("refused")
-
-    def _pool_claim(self, holder: int, ticket: int) -> int:  # pool_claim's body (`_run_pool`)
         if self.leak:
             self._next_ticket += 1
         raise InvalidTransition("refused")
@@ -82,32 +75,6 @@ def test_full_refusal_that_changed_the_manager_is_G4(leak: bool) -> None:
                 pmm.cancel_ticket(h, t)
     with contracts.contracts(False), pytest.raises(InvalidTransition):  # off: the body's own error
         pmm.cancel_ticket(h, t)
-
-
-@pytest.mark.parametrize("leak", [True, False])
-def test_pool_refusal_that_changed_the_pool_is_G4(leak: bool) -> None:
-    pmm, a, h = _leaky(leak)
-    t = pmm.submit(h, a, 10)
-    with contracts.contracts(True):
-        if leak:
-            with pytest.raises(InvariantViolation, match=r"G4: Claim\(.*refused but changed the pool"):
-                pmm.pool_claim(h, t)
-        else:
-            with pytest.raises(InvalidTransition):
-                pmm.pool_claim(h, t)
-
-
-@pytest.mark.parametrize("leak", [True, False])
-def test_pool_refusal_on_no_one_ledger_is_checked_on_the_whole_manager(leak: bool) -> None:
-    pmm, a, h = _leaky(leak)
-    pmm.register_authority("gpu1", Tier.DEVICE, 100)  # two ledgers: an unknown ticket names neither
-    with contracts.contracts(True):
-        if leak:
-            with pytest.raises(InvariantViolation, match="G4: .*refused but changed the pool"):
-                pmm.pool_claim(h, 99)
-        else:
-            with pytest.raises(InvalidTransition):
-                pmm.pool_claim(h, 99)
 
 
 @pytest.mark.parametrize("leak", [True, False])
@@ -168,25 +135,6 @@ def test_full_refusal_runs_no_step_or_state_check() -> None:
     assert calls == []
 
 
-def test_pool_step_and_state_get_the_pool_views(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[Any, ...]] = []
-    step, state = _recorders(calls, step_takes_result=False)
-    monkeypatch.setattr(IP, "check_step", step)
-    monkeypatch.setattr(IP, "check_all", state)
-    monkeypatch.setattr(IM, "check_all", lambda m: calls.append(("composed", m)))
-    pmm = ProcessMemoryManager()
-    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
-    h = pmm.register_holder("kv")
-    t = pmm.submit(h, a, 10)
-    with contracts.contracts(True):
-        pmm.pool_claim(h, t)
-    (kind, before, action, after), (kind2, after2), (kind3, composed) = calls
-    assert (kind, kind2, kind3) == ("step", "state", "composed") and after2 is after
-    assert isinstance(before, PS.Pool) and action == PS.Claim(h, t)
-    assert before.tickets[t].state is TicketState.GRANTED and after.tickets[t].state is TicketState.CLAIMED
-    assert isinstance(composed, Manager) and set(composed.ledger.authorities) == {a}
-
-
 def test_tx_step_and_state_get_the_tx_views(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
     step, state = _recorders(calls, step_takes_result=False)
@@ -213,19 +161,18 @@ class _CountingLock(LedgerLock):
         return super().__enter__()
 
 
-def test_pool_operation_takes_the_lock_again_only_to_wake_waiters() -> None:
+def test_composed_operation_takes_the_lock_again_only_to_wake_waiters() -> None:
     pmm = ProcessMemoryManager()
     a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     h = pmm.register_holder("kv")
     lock = pmm._lock = _CountingLock()
     lock.entries = 0
-    big = pmm.submit(h, a, 60)
-    pmm.pool_claim(h, big)
+    big = pmm.claim(h, pmm.submit(h, a, 60))
     waiter = pmm.submit(h, a, 60)  # pending: 40 B free
     ev = pmm._tickets[waiter].event = threading.Event()  # as a parked `wait` leaves it
     lock.entries = 0
     with contracts.contracts(False):
-        pmm.pool_set_use(h, big, False, False)  # grants nothing: one lock entry, no wake-up pass
+        pmm.set_use(h, big, False, False)  # grants nothing: one lock entry, no wake-up pass
         assert lock.entries == 1
-        pmm.pool_release(h, big)  # the round grants the waiter: its event is set, outside the lock
-    assert lock.entries == 3 and ev.is_set()
+        pmm.release(h, big)  # the round grants the waiter: its event is set after the lock is released
+    assert lock.entries == 2 and ev.is_set()  # one entry each: the wake-up needs no second one

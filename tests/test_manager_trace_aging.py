@@ -23,7 +23,6 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE
-from refimpl.focused_workload import run_pool_workload
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
@@ -193,22 +192,6 @@ def test_composed_workload_at_another_bound_replays_clean_and_not_at_the_default
 
 
 @pytest.mark.parametrize("bound", [2, 6])
-def test_pool_trace_bound_must_agree_with_the_configured_one(bound: int) -> None:
-    """The pool workload lowers a limit (composed events, so a configure) before its first pool event; the
-    pool's observed aging bound must be the configured one."""
-    buf = io.StringIO()
-    run_pool_workload(ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=bound), seed=0, operations=120)
-    lines = _lines(buf)
-    r = replay_manager_lines(lines)
-    assert r.ok, r.describe()
-    first_pool = next(n for n, raw in enumerate(lines, 1) if json.loads(raw)["contract_revision"] == "ortmem-pool/1"
-                      and json.loads(raw)["ids"].get("authority") is not None)
-    r = replay_manager_lines(_with_bound(lines, bound + 1))
-    assert not r.ok and r.failure == "refinement" and r.line == first_pool, r.describe()
-    assert "configure" in r.message
-
-
-@pytest.mark.parametrize("bound", [2, 6])
 def test_cli_writes_the_bound_it_is_given_and_replays_with_it(tmp_path: Path, bound: int) -> None:
     from refimpl.cli import main
 
@@ -220,20 +203,3 @@ def test_cli_writes_the_bound_it_is_given_and_replays_with_it(tmp_path: Path, bo
     (tmp_path / "edited.jsonl").write_bytes(b"".join(_with_bound(lines, 4)))
     assert main(["replay", str(tmp_path / "edited.jsonl")]) == 1
 
-
-def test_configure_or_composed_event_after_pool_events_is_mixed_protocols() -> None:
-    """A ledger driven through the pool protocol, then a composed submit: the governor writes the configure
-    event there, which no one spec describes after pool events; without it, the submit is mixed-protocols
-    too (not unconfigured: no bound would make it replayable)."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=2)
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 16)
-    p.pool_submit(h, a, 4)
-    p.submit(h, a, 4)
-    lines = _lines(buf)
-    i = _configure_index(lines)
-    assert [json.loads(raw)["kind"] for raw in lines[i - 1:]] == ["pool_submit", "configure", "submit"]
-    r = replay_manager_lines(lines)
-    assert not r.ok and r.failure == "mixed-protocols" and r.line == i + 1, r.describe()
-    r = replay_manager_lines(_renumbered(lines[:i] + lines[i + 1:]))
-    assert not r.ok and r.failure == "mixed-protocols" and r.line == i + 1, r.describe()

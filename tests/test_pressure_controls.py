@@ -1,4 +1,5 @@
-"""Negative controls of the pressure guards (C5 I6 I7 I13): each finds the harm its guard prevents.
+"""Negative controls of the pressure guards (C5 I6 I7 I13) on the composed machine's pressure restriction
+(`invariants.manager_pressure`): each finds the harm its guard prevents.
 
 Spec layer: the spec alone, one guard off; the first failing clause must be
 the guard's harm clause (never a restatement of the guard). Refimpl layer:
@@ -21,10 +22,10 @@ PRESSURE_GUARDS = [g for g in GUARDS if g.model == "pressure"]
 
 #: The harm clause each guard's spec-layer control must violate.
 HARM = {
-    "aging": "step_I13.matured_not_overtaken",
-    "try_only": "trace_I7.allocator_bytes_owned",
-    "answer_open_only": "step_C5.closed_demand_takes_nothing",
-    "victims_unpinned_idle": "step_I6_pressure.live_state_never_reclaimed",
+    "aging": "step_I13_manager.matured_not_overtaken",
+    "try_only": ("step_I2_manager.grant_within_limit", "step_I13_manager.allocator_never_overtakes_a_waiter"),
+    "answer_open_only": "step_C5_manager.stale_answer_credits_nothing",
+    "victims_unpinned_idle": "step_I6_manager.pinned_never_reclaimed",
 }
 
 
@@ -52,4 +53,4 @@ def test_pressure_negative_control_finds_the_harm(guard, layer) -> None:
 def test_callback_under_the_lock_is_found_in_refimpl_by_the_outside_probe() -> None:
     g = next(g for g in PRESSURE_GUARDS if g.name == "unlock_before_callback")
     r = CHECKERS["pressure"].control(g, Layer.REFIMPL, PROFILES["quick"])
-    assert r.found and r.clause == "observed_I7_callbacks.callback_without_ledger_lock", r.message
+    assert r.found and r.clause == "observed_I7_manager.callback_without_ledger_lock", r.message

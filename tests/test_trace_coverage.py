@@ -17,11 +17,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from invariants.focused_trace import POOL_KINDS, POOL_REVISION, TX_KINDS, TX_REVISION
+from invariants.focused_trace import TX_KINDS, TX_REVISION
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS, MANAGER_REVISION
 from invariants.trace_format import KINDS
 from invariants.trace_schema import json_schema
-from refimpl.focused_workload import run_pool_workload, run_tx_workload
+from refimpl.focused_workload import run_tx_workload
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
@@ -32,7 +32,6 @@ from spec.types import Role, Tier
 #: Methods that emit one event of their own name: revision -> names.
 TRACED = {
     "ledger and composed": frozenset(MANAGER_KINDS),
-    POOL_REVISION: frozenset(POOL_KINDS) - {"drained_cancel"},  # drained_cancel: see `drain` below
     TX_REVISION: frozenset(TX_KINDS),
 }
 #: Composites: what they emit is the events of the traced operations they are made of.
@@ -42,12 +41,12 @@ COMPOSITE = {
     "reserve_all": {"reserve_tx"},
     "tx_reserve_all": {"tx_reserve"},
     "open_pressure": {"press"},
-    "drain": {"drained_cancel"},  # applies the cancels `drop` posted, one event each
+    "drain": {"cancel_ticket"},  # applies the cancels `drop` posted, one composed event each
 }
 #: No state any spec describes changes: reads, lock probes, waiting, recorder wiring, callback registration,
-#: and `drop` (a lock-free post whose effect is traced when it is applied: `drained_cancel`).
+#: and `drop` (a lock-free post whose effect is traced when it is applied: a `cancel_ticket` event).
 UNTRACED = frozenset({
-    "abstract", "abstract_manager", "abstract_pool", "abstract_tx", "snapshot", "tx_reservation_order", "touched",
+    "abstract", "abstract_manager", "abstract_tx", "snapshot", "tx_reservation_order", "touched",
     "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
     "register_callback", "drop",
 })
@@ -69,7 +68,7 @@ def test_every_public_method_is_classified() -> None:
 def test_every_traced_kind_is_in_the_schema() -> None:
     defs = json_schema()["$defs"]
     for revision, short, names in (("ortmem-ledger/1", "ledger", KINDS), (MANAGER_REVISION, "manager", MANAGER_KINDS),
-                                   (POOL_REVISION, "pool", POOL_KINDS), (TX_REVISION, "tx", TX_KINDS)):
+                                   (TX_REVISION, "tx", TX_KINDS)):
         for kind in names:
             assert kind in defs[f"{short}.kind"]["enum"], f"{revision} {kind} is not among its kinds"
             assert f"{short}.{kind}" in defs, f"no schema entry for {revision} {kind}"
@@ -77,7 +76,7 @@ def test_every_traced_kind_is_in_the_schema() -> None:
 
 def _workload_kinds() -> set[tuple[str, str]]:
     out = set()
-    for run in (run_manager_workload, run_pool_workload, run_tx_workload):
+    for run in (run_manager_workload, run_tx_workload):
         buf = io.StringIO()
         run(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0)
         out |= {(json.loads(x)["contract_revision"], json.loads(x)["kind"]) for x in buf.getvalue().splitlines()}
@@ -87,7 +86,7 @@ def _workload_kinds() -> set[tuple[str, str]]:
 def test_every_traced_method_is_recorded_by_a_workload() -> None:
     """The method really emits its event: the `ortmem trace` workloads record each one."""
     seen = {kind for _, kind in _workload_kinds()}
-    traced = set().union(*TRACED.values()) | {"drained_cancel"}
+    traced = set().union(*TRACED.values())
     assert traced - seen == set(), f"traced methods no workload recorded: {sorted(traced - seen)}"
 
 
@@ -118,8 +117,8 @@ def _composite(name: str) -> tuple[ProcessMemoryManager, io.StringIO, Callable[[
     if name == "open_pressure":
         return p, buf, lambda: p.open_pressure(h, a, 8)
     assert name == "drain"
-    p.pool_submit(h, a, 8, 0)
-    t = p.pool_submit(h, a, 60, 0)  # pending
+    p.submit(h, a, 8, 0)
+    t = p.submit(h, a, 60, 0)  # pending
     p.drop(h, t)
     return p, buf, p.drain
 
@@ -138,13 +137,13 @@ def test_composite_emits_the_events_of_its_parts(name: str) -> None:
 
 
 def _states(p: ProcessMemoryManager, a: int) -> tuple[Any, ...]:
-    return p.abstract_manager(), p.abstract_pool(a), p.abstract_tx()
+    return p.abstract_manager(), p.abstract_tx()
 
 
 @pytest.mark.parametrize("name", sorted(UNTRACED - {"ledger_lock", "trace_recorder"}))
 def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> None:
     p, buf, h, a = _setup()
-    t = p.pool_submit(h, a, 8, 0)  # granted at once
+    t = p.submit(h, a, 8, 0)  # granted at once
     tx_buf = io.StringIO()
     q = ProcessMemoryManager(trace=JsonlSink(tx_buf))  # the focused transactions: a manager of their own
     tx = q.tx_plan(q.register_holder("h"), ((q.register_authority("hbm", Tier.DEVICE, 64), 4),), 0, ViewKind.CONTIGUOUS)
@@ -157,7 +156,7 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
         return call
 
     calls: dict[str, Callable[[], Any]] = {
-        "abstract": p.abstract, "abstract_manager": p.abstract_manager, "abstract_pool": lambda: p.abstract_pool(a),
+        "abstract": p.abstract, "abstract_manager": p.abstract_manager,
         "abstract_tx": q.abstract_tx, "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
         "tx_reservation_order": lambda: q.tx_reservation_order(tx),
         "touched": locked(lambda: p.touched(A.Release(h, 1))),
@@ -165,7 +164,7 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
         "wait": lambda: p.wait(t, 0.01), "wake_waiters": p.wake_waiters,
         "attach_recorder": lambda: p.attach_recorder(p.trace_recorder),
         "register_callback": lambda: p.register_callback(h, lambda *_: None),
-        "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next accepted pool operation
+        "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next operation
     }
     calls[name]()
     assert _states(p, a) == before and q.abstract_tx() == tx_before, f"{name} changed spec state"

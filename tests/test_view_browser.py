@@ -3,7 +3,7 @@
 For a composed (`ortmem trace`), a ledger (`--ledger`) and a transaction
 trace: the page loads without console errors, uncaught exceptions or any
 request; its in-page model equals `refimpl.view_model` on the same trace
-(and on the pool and focused-transaction workloads); it draws one chart per
+(and on the focused-transaction workload); it draws one chart per
 authority with the holders' series stacked, the limit, hover detail; the
 file picker opens a second trace, an empty or bad file shows its message;
 wheel zooms and drag pans. A screenshot per trace kind goes to
@@ -81,7 +81,7 @@ def tx_trace() -> str:
 def traces(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("traces")
     out = {}
-    for name, extra in (("composed", []), ("ledger", ["--ledger"]), ("pool", ["--focused", "pool"]),
+    for name, extra in (("composed", []), ("ledger", ["--ledger"]),
                         ("tx-workload", ["--focused", "tx"])):
         out[name] = d / f"{name}.jsonl"
         assert main(["trace", str(out[name]), "--seed", "1", *extra]) == 0
@@ -191,7 +191,7 @@ def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str
     page.close()
 
 
-@pytest.mark.parametrize("kind", ["composed", "ledger", "pool", "tx-workload", "tx"])
+@pytest.mark.parametrize("kind", ["composed", "ledger", "tx-workload", "tx"])
 def test_page_model_equals_python_model(browser, traces, tmp_path: Path, kind: str) -> None:
     """The page's parser and model (the file picker's path) against `refimpl.view` on the same text."""
     page_file = tmp_path / "timeline.html"

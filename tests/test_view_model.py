@@ -52,32 +52,6 @@ def test_composed_trace_attributes_used_to_the_named_holders() -> None:
     assert [x["authority"] for x in m["markers"]] == [1, 1, None, 1, 1, 1, 1, 1]
 
 
-def test_pool_trace_reads_used_from_free_and_tickets() -> None:
-    """A pool event reports the ledger's free bytes: used = limit - free; tickets name their holder."""
-    events = holders_and_gpu(capacity=64) + [
-        ev("pool", "pool_submit", {"holder": 1, "authority": 1}, nbytes=24, priority=0, result=1,
-           observed={"free": 40, "generation": 0, "aging_bound": 4, "mailbox": 8}),
-        ev("pool", "pool_try_reserve", {"holder": 2, "authority": 1}, nbytes=50, priority=0, role="kv", result=2,
-           observed={"free": -10, "generation": 0, "aging_bound": 4, "mailbox": 8}),  # 4: over by 10
-        ev("pool", "pool_release", {"holder": 1, "ticket": 1, "authority": 1},
-           observed={"free": 14, "generation": 0, "aging_bound": 4, "mailbox": 8}),
-        ev("pool", "pool_answer", {"holder": 1, "pressure": 1, "authority": 1}, victims=[2], now=3,
-           observed={"free": 64, "generation": 0, "aging_bound": 4, "mailbox": 8}),
-        ev("pool", "pool_claim", {"holder": 2, "ticket": 9, "authority": 1}, outcome="rejected",
-           error="UnknownTicket", observed=None),
-        ev("pool", "pool_submit", {"holder": 2, "authority": 1}, nbytes=64, priority=0, result=3,
-           observed={"free": 0, "generation": 0, "aging_bound": 4, "mailbox": 8}),  # 8: full, not over
-    ]
-    m = build_model(events)
-    [pool] = m["authorities"]
-    assert pool["used"] == [[3, 24], [4, 74], [5, 50], [6, 0], [8, 64]]
-    assert pool["series"] == {"w / pool": [[3, 24], [5, 0]], "kv / kv": [[4, 50], [6, 0]], "kv / pool": [[8, 64]]}
-    assert pool["over"] == [[4, 5]]
-    assert [(x["i"], x["category"]) for x in m["markers"]] == [
-        (3, "ticket"), (4, "grant"), (6, "pressure"), (7, "rejected"), (8, "ticket")]
-    assert m["markers"][3]["authority"] == 1 and m["markers"][3]["holder"] == "kv"
-
-
 def test_tx_trace_registers_authorities_and_charges_state() -> None:
     no = {"used": {}}
     events = [

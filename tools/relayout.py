@@ -65,7 +65,6 @@ MOVES: dict[str, str] = {
     "refimpl/crosshair_check.py": "refimpl/verify/crosshair_check.py",
     "refimpl/adapter.py": "refimpl/verify/ledger_adapter.py",
     "refimpl/ledger_checker.py": "refimpl/verify/ledger_checker.py",
-    "refimpl/pressure_adapter.py": "refimpl/verify/pressure_adapter.py",
     "refimpl/pressure_checker.py": "refimpl/verify/pressure_checker.py",
     "refimpl/tx_adapter.py": "refimpl/verify/transactions_adapter.py",
     "refimpl/tx_checker.py": "refimpl/verify/transactions_checker.py",
@@ -93,15 +92,16 @@ LAYOUT: dict[str, dict[str, str]] = {
                "machine": "invariants/ledger_machine.py", "scope": "invariants/ledger_scope.py",
                "implementation": "refimpl/manager/ledger.py", "adapter": "refimpl/verify/ledger_adapter.py",
                "checker": "refimpl/verify/ledger_checker.py"},
-    # Tickets are one part of the pressure protocol's model, predicates and campaign; the governor's
-    # part that grants them is arbitration.
-    "tickets": {"model": "spec/tickets.py", "predicates": "invariants/pressure.py",
-                "machine": "invariants/pressure_machine.py", "scope": "invariants/manager_scope.py",
-                "implementation": "refimpl/manager/arbitration.py", "adapter": "refimpl/verify/pressure_adapter.py",
+    # Tickets and holder pressure are parts of the one composed model (`spec.manager`): their predicates are
+    # the composed ones (grant order and aging, the holder's answer), their campaign the composed machine
+    # restricted to them (`invariants.manager_pressure`), their adapter the composed one.
+    "tickets": {"model": "spec/tickets.py", "predicates": "invariants/manager_order.py",
+                "machine": "invariants/manager_pressure.py", "scope": "invariants/manager_scope.py",
+                "implementation": "refimpl/manager/arbitration.py", "adapter": "refimpl/verify/manager_adapter.py",
                 "checker": "refimpl/verify/pressure_checker.py"},
-    "pressure": {"model": "spec/pressure.py", "predicates": "invariants/pressure.py",
-                 "machine": "invariants/pressure_machine.py", "scope": "invariants/manager_scope.py",
-                 "implementation": "refimpl/manager/pressure.py", "adapter": "refimpl/verify/pressure_adapter.py",
+    "pressure": {"model": "spec/manager_parts.py", "predicates": "invariants/manager_answers.py",
+                 "machine": "invariants/manager_pressure.py", "scope": "invariants/manager_scope.py",
+                 "implementation": "refimpl/manager/pressure.py", "adapter": "refimpl/verify/manager_adapter.py",
                  "checker": "refimpl/verify/pressure_checker.py"},
     "transactions": {"model": "spec/transactions.py", "predicates": "invariants/transactions.py",
                      "machine": "invariants/transactions_machine.py", "scope": "invariants/transactions_scope.py",

@@ -7,8 +7,7 @@ working on the same records under the same ledger lock (`LedgerLock`):
     allowances.py    non-owning allowances on a ledger
     arbitration.py   requester tickets: grant = a ledger reservation, claim = its commit; the try-only
                      path; reconfigure (generations)
-    leases.py        the pool front end (`pool_*`, ticket-named leases) the focused pressure checker still
-                     drives against spec.pressure, and its refinement mapping; drop / drain / wait
+    mailbox.py       posted cancels of dropped tickets (drop / drain, applied as CancelTicket); wait
     pressure.py      holder pressure tickets (priority, deadline, generation) and callbacks (called with no
                      lock held); use flags of leases
     transactions.py  try-only capacity transactions in authority id order, retry intents
@@ -42,12 +41,11 @@ from refimpl.manager.bundles import Bundles
 from refimpl.manager.contract_books import checkpoint
 from refimpl.manager.devices import Devices
 from refimpl.manager.focused_tracing import FocusedTracing
-from refimpl.manager.leases import Leases
 from refimpl.manager.ledger import Ledger
 from refimpl.manager.limits import Limits
+from refimpl.manager.mailbox import Mailbox
 from refimpl.manager.pressure import Callback, Pressures
 from refimpl.manager.transactions import Transactions
-from refimpl.manager.pool_view import PoolView
 from refimpl.manager.tx_view import TxView
 from refimpl.manager.views import Views
 from spec.errors import InvalidArgument
@@ -57,8 +55,8 @@ from spec.types import MAX_BYTES
 __all__ = ["ProcessMemoryManager", "Callback", "checkpoint"]
 
 
-class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, Transactions, Bundles, Limits, Devices,
-                           Views, PoolView, TxView, FocusedTracing):
+class ProcessMemoryManager(Ledger, Allowances, Arbitration, Mailbox, Pressures, Transactions, Bundles, Limits, Devices,
+                           Views, TxView, FocusedTracing):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
 
     # Every part's state as a slot: the hot paths read and write a dozen of these per operation, and an
@@ -74,7 +72,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, T
         "_bound", "_slots", "_charge_at_grant", "_aging", "_tickets", "_next_ticket",
         # pressure
         "_callbacks", "_pressures", "_pressure_log", "_next_pressure",
-        # leases
+        # mailbox
         "_mailbox",
         # transactions
         "_txs", "_settled", "_intents", "_next_tx", "_next_seq", "_next_intent",
@@ -99,7 +97,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Leases, Pressures, T
         self._init_ledger(guards)
         self._init_arbitration(aging_bound, mailbox)
         self._init_pressure()
-        self._init_leases()
+        self._init_mailbox()
         self._init_transactions()
         self._init_bundles()
         self._init_views()

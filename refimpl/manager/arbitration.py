@@ -225,7 +225,7 @@ class Arbitration:
             a = t.auth
             rec = self._enter(t.holder, a, a.tier, t.role, t.nbytes, Origin.GRANTED)  # no limit check
         rec.part = None
-        rec.ticket = t  # the ticket id goes on naming its lease (refimpl.manager.leases)
+        rec.ticket = t  # the ticket id goes on naming its lease (`acquire`)
         self._leases[t.id] = rec
         n = t.nbytes  # the reservation's commit in full (`Ledger._commit_rec`, inline)
         rec.auth.used += n - rec.charge

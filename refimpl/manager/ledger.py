@@ -75,7 +75,7 @@ class _Auth:
         self.promised = 0  # sum of allowance limits
         self.pending: dict[int, Any] = {}  # arbitration: pending tickets on this ledger, in submit (id) order
         self.change: Any = None  # the pending limit change, if any (refimpl.manager.limits)
-        self.generation = 0  # bumped by a reconfigure (refimpl.manager.leases); tickets and pressures carry it
+        self.generation = 0  # bumped by a reconfigure (refimpl.manager.arbitration); tickets and pressures carry it
         self.rec: Any = None  # the last frozen record made of it (refimpl.manager.views)
 
 
@@ -99,7 +99,7 @@ def _new_alloc(id: int, auth: _Auth, holder: int, tier: Tier, role: Role, nbytes
     r.state = state
     r.origin = origin
     r.part = None  # the live ticket or transaction whose reservation this is (it owns the record)
-    r.ticket = None  # the requester ticket whose claim made this lease (refimpl.manager.leases)
+    r.ticket = None  # the requester ticket whose claim made this lease (`acquire` finds the lease by it)
     r.pinned = r.in_flight = False  # the holder's use flags: such a lease is never a victim (I6)
     r.rec = None  # the last frozen record made of it (refimpl.manager.views)
     return r

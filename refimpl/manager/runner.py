@@ -6,9 +6,6 @@ which predicates they run on it, and pass both in:
 
     Views._run_full   the partial `spec.manager_actions.Manager` view of the touched
                       ledgers; `invariants.manager.check_step` / `check_all`
-    PoolView._run_pool  the `spec.pressure.Pool` view of the one ledger an operation names;
-                      `invariants.pressure.check_step`, then its `check_all` and the
-                      composed `invariants.manager.check_all` on that ledger's records
     TxView._run_tx    the whole `spec.transactions.TxState`; `invariants.transactions`
 
 The lock, the wake-ups after it and (in `_run_full`) the trace event stay

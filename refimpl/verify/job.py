@@ -42,7 +42,7 @@ from invariants.campaign import CampaignStats, ControlResult, Search, searching
 from invariants.clauses import Coverage, clauses_of
 # Every predicate module declares its clauses on import; the ORT checker imports its own lazily.
 import invariants.admission  # noqa: F401
-import invariants.pressure  # noqa: F401
+import invariants.manager  # noqa: F401
 import invariants.replay_predicates  # noqa: F401
 import invariants.sessions  # noqa: F401
 import invariants.transactions  # noqa: F401

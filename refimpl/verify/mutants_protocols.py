@@ -1,8 +1,8 @@
-"""Mutants of the pool protocol and of capacity transactions (a part of the registry in `refimpl.verify.mutants`).
+"""Mutants of arbitration and of capacity transactions (a part of the registry in `refimpl.verify.mutants`).
 
-The focused pressure and transaction checkers run these: bugs in the
-manager's ticket, lease, transaction and bundle code (`refimpl.manager`),
-and in the focused specs (`spec.pressure`, `spec.transactions`).
+The pressure checker (the composed machine restricted to pressure, `invariants.manager_pressure`) and the
+transaction checker run these: bugs in the manager's ticket, lease, transaction and bundle code
+(`refimpl.manager`), and in the focused transaction spec (`spec.transactions`).
 """
 
 from __future__ import annotations
@@ -14,108 +14,46 @@ __all__ = ["PROTOCOL_MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV = "refimpl.manager.ledger"
-_MLS = "refimpl.manager.leases"
-_SPRE, _STX = "spec.pressure", "spec.transactions"
+_STX = "spec.transactions"
 _MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
 _MDEV = "refimpl.manager.devices"
 _MBUN = "refimpl.manager.bundles"
 
 PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
-    # --- pressure (the focused pool protocol on the manager: refimpl.manager.arbitration, .leases) -----
+    # --- arbitration on the composed manager (refimpl.manager.arbitration, .pressure, .ledger) -----
     Mutant("grant_order_ascending_priority", ("I13",), "pressure", _R, _MARB,
            "    for priority in sorted(by_priority, reverse=True):\n", "    for priority in sorted(by_priority):\n",
            "refimpl's own grant order takes the lowest priority bucket first"),
-    Mutant("cancel_after_grant_credits_twice", ("I7",), "pressure", _R, _MARB,
+    Mutant("cancel_after_grant_credits_twice", ("I1",), "pressure", _R, _MARB,
            "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n",
            "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n"
            "            a.used -= credit\n",
            "cancelling (or timing out) a granted ticket credits its bytes, and retiring its reservation credits "
            "them again"),
-    Mutant("reconfigure_keeps_waiters", ("I13",), "pressure", _R, _MLS,
-           "        for t in list(a.pending.values()):\n            del self._tickets[t.id]\n"
-           "            if t.event is not None:\n                self._wake.append(t.event)\n        a.pending.clear()\n",
-           "",
-           "reconfigure bumps the generation but leaves the older pending tickets waiting under it"),
-    Mutant("reconfigure_forgets_waiters", ("I13",), "pressure", _R, _MLS,
-           "            del self._tickets[t.id]\n            if t.event is not None:\n"
-           "                self._wake.append(t.event)\n        a.pending.clear()\n",
-           "            del self._tickets[t.id]\n        a.pending.clear()\n",
-           "reconfigure fails the pending tickets but never wakes their waiters: each stays parked on a ticket "
-           "that no longer exists until its own timeout (which returns what a wake-up would: issue #9's survivor)"),
-    Mutant("reconfigure_fails_leases", ("I6",), "pressure", _R, _MLS,
-           "        a.generation += 1\n",
-           "        a.generation += 1\n        for rec in [r for r in self._leases.values() if r.auth is a]:\n"
-           "            self._retire(rec)\n",
-           "reconfigure fails every ticket, claimed leases included, instead of the pending ones"),
-    Mutant("cancel_retires_another_waiter", ("I7",), "pressure", _R, _MLS,
-           "            return 0  # retired, or claimed: the claim disarmed cancel and timeout; never a second credit\n"
-           "        return self._drop_ticket(t)\n",
-           "            return 0  # retired, or claimed: the claim disarmed cancel and timeout; never a second credit\n"
-           "        if t.id in t.auth.pending:\n"
-           "            t = next((o for o in t.auth.pending.values() if o.holder != holder), t)\n"
-           "        return self._drop_ticket(t)\n",
-           "a cancel (or timeout, or drained cancel) of a pending ticket retires another holder's pending ticket "
-           "instead: that waiter wakes to a cancel nobody made, and the cancelled one waits on"),
-    Mutant("try_reserve_ignores_free", ("I7",), "pressure", _R, _MLS,
-           "        if a.pending or nbytes > a.limit - a.used:  # I7", "        if a.pending:  # I7",
-           "the allocator path checks for waiters but not for free bytes"),
-    Mutant("grant_minted_at_submit", ("I7",), "pressure", _R, "refimpl.manager.pool_view",
-           "                grant = t.alloc.id if t.alloc is not None else None\n",
-           "                grant = t.alloc.id if t.alloc is not None else t.id\n",
-           "a ticket reports a grant id from submit on (its own id), before anything is charged"),
-    Mutant("try_reserve_without_grant", ("I7",), "pressure", _R, _MLS,
-           "        rec = self._enter(holder, a, a.tier, role, nbytes, Origin.GRANTED)  # the grant: a ledger reservation\n"
-           "        rec.ticket = t\n        self._leases[t.id] = rec\n        self._commit_rec(rec, nbytes)  # and its claim, at once\n",
-           "        a.used += nbytes  # charged, but no lease is booked for it\n",
-           "the allocator path charges its bytes without booking (and granting) the lease that holds them"),
-    Mutant("grant_charged_unbooked", ("I7",), "pressure", _R, _MARB,
+    Mutant("grant_charged_unbooked", ("I1",), "pressure", _R, _MARB,
            "            t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)\n            t.alloc.part = t\n",
            "            a.used += t.nbytes  # charged, but no reservation is booked for it\n",
            "a round charges a grant's bytes to the ledger's used figure but books no reservation (no grant id) "
            "for them: nothing names those bytes when the ticket is cancelled or claimed"),
-    Mutant("retired_ticket_kept", ("I7",), "pressure", _R, _MARB,
+    Mutant("retired_ticket_kept", ("I1",), "pressure", _R, _MARB,
            "        del self._tickets[t.id]\n        if t.event is not None:\n"
            "            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on\n",
            "        t.state = TicketState.CANCELLED\n        if t.event is not None:\n"
            "            self._wake.append(t.event)  # a retired ticket's waiter must not sleep on\n",
            "a retired ticket is marked cancelled but kept in the ticket table"),
-    Mutant("mailbox_off_by_one", ("I7",), "pressure", _R, _MARB,
-           "        if len(self._tickets) >= self._slots:", "        if len(self._tickets) > self._slots:",
-           "submit admits one live ticket more than there are ticket (cancellation-mailbox) slots"),
-    Mutant("grant_id_not_advanced", ("I7",), "pressure", _R, _GOV,
+    Mutant("grant_id_not_advanced", ("I4a",), "pressure", _R, _GOV,
            "        if self._fresh:\n            aid = self._next_alloc\n            self._next_alloc += 1\n",
            "        if self._fresh:\n            aid = self._next_alloc\n",
            "a grant (a ledger reservation) reads the next allocation id but never advances it"),
-    Mutant("press_reserves_target", ("C5",), "pressure", _R, _MPRE,
+    Mutant("press_reserves_target", ("C5", "I1"), "pressure", _R, _MPRE,
            "        self._pressures[r.id] = self._pressure_log[r.id] = r\n",
            "        self._pressures[r.id] = self._pressure_log[r.id] = r\n"
            "        a.used += max(0, min(target, a.limit - a.used))  # set aside for the answer\n",
            "opening a pressure ticket sets its target aside from free bytes at once"),
-    Mutant("answer_credits_target", ("C5",), "pressure", _R, _MLS,
-           "        r.released += released\n", "        r.released += max(released, r.target)\n",
-           "the pressure ticket records its target as credited, not what the holder gave back"),
-    Mutant("zero_answer_takes_a_lease", ("C5",), "pressure", _R, _MLS,
-           "        picked: list[_Alloc] = []\n",
-           "        picked: list[_Alloc] = [] if victims else [x for x in self._leases.values() if x.holder == holder "
-           "and x.auth is a and not (x.pinned or x.in_flight)][:1]\n",
-           "a zero answer is read as 'take what you can': the holder's first idle lease is reclaimed"),
-    Mutant("zero_answer_credits_target", ("C5",), "pressure", _R, _MLS,
-           "            released += rec.charge\n            self._retire(rec)\n",
-           "            released += rec.charge\n            self._retire(rec)\n        if not released:\n"
-           "            a.used -= min(r.target, a.used)  # an `or` default: nothing named, the target booked\n",
-           "an answer that names no victims is booked as if the target had been met"),
-    # No "age past the bound" mutant: an age past the bound ranks exactly as one at it (matured is `age >= bound`),
-    # so it harms no one; it showed only that the old clause restating the cap could fail (issue #26 item 5).
     Mutant("age_cap_below_bound", ("I13",), "pressure", _R, _MARB,
            "        for t in pend.values():\n            if t.age < bound:\n                t.age += 1\n",
            "        for t in pend.values():\n            if t.age < bound - 1:\n                t.age += 1\n",
            "the age cap is one below the aging bound, so no waiting ticket matures and overtaking is unbounded"),
-    # The one bug only the trace clause sees: each step looks right (no round runs on the allocator path).
-    Mutant("try_reserve_ahead_of_waiters", ("I13",), "pressure", _R, _MLS,
-           "        if a.pending or nbytes > a.limit - a.used:  # I7 try-only",
-           "        if nbytes > a.limit - a.used:  # I7 try-only",
-           "the allocator path checks free bytes only, not whether a ticket waits: small allocations that fit "
-           "overtake a waiting misfit without end, in steps that run no round"),
     Mutant("matured_compare_strict", ("I13",), "pressure", _R, _MARB,
            "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
            "a round stops only past the aging bound, which a capped age never reaches"),
@@ -174,7 +112,7 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
     Mutant("one_bit_generation", ("I9",), "transactions", _R, _MBUN,
            "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
            "the mapping generation is kept in one bit, so a second remap brings an old generation back"),
-    # --- capacity transactions and pressure, spec layer (the invariants judge the spec's own states) ------
+    # --- capacity transactions, spec layer (the invariants judge the spec's own states) ------
     Mutant("release_under_reader", ("C6",), "transactions", _S, _STX,
            "    for v in mine:\n        if v.users:\n            raise ViewInUse(",
            "    for v in mine:\n        if v.users and False:\n            raise ViewInUse(",
@@ -183,20 +121,6 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "    if v.allocation != t.id and s.txs[v.allocation].phase is not TxPhase.COMMITTED:\n",
            "    if v.allocation not in s.txs:\n",
            "an execution may bind any live view, including another transaction's provisional (uncommitted) one"),
-    Mutant("timeout_requeues_grant", ("I7",), "pressure", _S, _SPRE,
-           "    return _retire(p, t, event, guards)\n",
-           "    if t.state is _T.GRANTED and event is TicketEvent.TIMEOUT:  # 'retry later' instead of retiring\n"
-           "        t = _evolve(t, state=_T.PENDING, grant=None, age=0, generation=p.generation)\n"
-           "        return _evolve(p, tickets=p.tickets.set(t.id, t), free=p.free + t.nbytes), 0  # waits a round\n"
-           "    return _retire(p, t, event, guards)\n",
-           "a granted ticket that times out is credited and put back in the queue (to retry) instead of retired, "
-           "for the next round, so its bytes are charged again for a requester that gave up"),
-    Mutant("aging_stops_short", ("I13",), "pressure", _S, _SPRE,
-           "    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound))",
-           "    pending = [_evolve(t, age=min(t.age + 1, p.aging_bound - 1))",
-           "the spec's round caps ages one below the aging bound: no waiting ticket matures, so later tickets "
-           "overtake a misfit without end (step_I13.passed_over_ages: it is passed over and does not age)"),
-    # --- the composed manager: bugs the clauses that state harms must catch (issue #26 item 5) ---------
     Mutant("limit_commit_checks_old_limit", ("I2",), "manager", _R, "refimpl.manager.limits",
            "        committed = a.used <= ch.target or not",
            "        committed = a.used <= a.limit or not",

@@ -1,9 +1,10 @@
 """The `pressure` checker for `ortmem verify`: tickets, arbitration, holder pressure (C5 I6 I7 I13).
 
-Drives the one `ProcessMemoryManager` (one ledger as the pool, through `PressureAdapter`) against
-`spec.pressure` with the `PressureMachine`; negative controls switch one
-pressure guard off in the spec or in refimpl. The campaign is a third of the
-ledger campaign's examples: each pressure step also replays arbitration.
+Drives the one `ProcessMemoryManager` (through the composed `ManagerAdapter`) against `spec.manager` with
+`invariants.manager_pressure.PressureMachine`, the composed machine restricted to tickets, arbitration and
+holder pressure (a restriction of the one model, never a second one); negative controls switch one pressure
+guard off in the spec or in refimpl, and its mutants run on the same restriction. The campaign is a third of
+the ledger campaign's examples.
 The explorer (its deterministic controls, rule R4) is the composed spec's
 pressure restriction (`invariants.manager_scope.PRESSURE_SCOPE`, given by
 `refimpl.verify.checkers`); a guard the spec cannot express gets a fixed
@@ -17,14 +18,17 @@ from typing import Any
 from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.explore import ExploreResult
-from invariants.pressure import STATE_PREDICATES, STEP_PREDICATES, TRACE_PREDICATES
-from invariants.pressure_machine import find_pressure_counterexample, run_pressure_campaign
+from invariants.manager import STATE_PREDICATES, STEP_PREDICATES
+from invariants.manager_pressure import find_pressure_counterexample, run_pressure_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
-from refimpl.verify.pressure_adapter import PressureAdapter
+from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.verify.pressure_scripts import SCRIPTS, run_script
 from spec.guards import Guard, Layer
 
 __all__ = ["PressureChecker", "SPEC_CANNOT_EXPRESS"]
+
+#: The IDs this restriction is about (its campaign counts checks of these only).
+PRESSURE_IDS = ("C5", "I6", "I7", "I13")
 
 #: Guards whose harm the spec model cannot state, and why (their spec-layer control is an honest "not found").
 SPEC_CANNOT_EXPRESS = {
@@ -56,10 +60,10 @@ class PressureChecker:
 
         examples = max(50, budget.campaign_examples // 3)
         with contracts.contracts(True):
-            stats = run_pressure_campaign(PressureAdapter, campaign_settings(examples, budget.campaign_steps))
-        ids = set(STATE_PREDICATES) | set(STEP_PREDICATES) | set(TRACE_PREDICATES)
+            stats = run_pressure_campaign(ManagerAdapter, campaign_settings(examples, budget.campaign_steps))
+        # I7's composed clause judges the holder callbacks each accepted Press delivered.
         checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
-                  + len(TRACE_PREDICATES.get(i, ())) * stats.examples for i in ids}
+                  + (stats.accepted_by_action.get("Press", 0) if i == "I7" else 0) for i in PRESSURE_IDS}
         return CheckerRun(stats, checks)
 
     def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
@@ -67,6 +71,6 @@ class PressureChecker:
             # Not searched: nothing in the spec reads the guard, so a search could only report "not found".
             return ControlResult(guard.name, layer, guard.ids, False, None, None, 0.0, (),
                                  f"not expressible in the spec: {SPEC_CANNOT_EXPRESS[guard.name]}")
-        # Overtaking (I13) needs a long script: a big request, then rounds of smaller arrivals.
-        cfg = campaign_settings(budget.control_examples, max(budget.control_steps, 50), shrink=budget.shrink)
-        return find_pressure_counterexample(guard, layer, cfg, PressureAdapter)
+        # Overtaking (I13) needs a long script: a big request, then rounds of smaller arrivals (the steered burst).
+        cfg = campaign_settings(budget.control_examples, max(budget.control_steps, 40), shrink=budget.shrink)
+        return find_pressure_counterexample(guard, layer, cfg, ManagerAdapter)

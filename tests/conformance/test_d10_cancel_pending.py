@@ -5,9 +5,9 @@ no arbitrate; upstream does the same). It is followed by a grant pass (the round
 ageing): when the retired ticket was the matured misfit that ended the last round, the next waiter that fits is
 granted at once. Cancelling a *granted* ticket credits its bytes and is a round (everyone ages).
 
-The same scenarios run on the four front ends of that rule, with the same expected tickets (state, age):
-`spec.manager` (every clause of `invariants.manager` judged per step), `spec.pressure`, and refimpl's composed
-(`cancel_ticket`) and pool (`pool_cancel`) operations read back through their abstract views.
+The same scenarios run on both layers of that rule, with the same expected tickets (state, age):
+`spec.manager` (every clause of `invariants.manager` judged per step) and refimpl's composed `cancel_ticket`,
+read back through its abstract view.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ from typing import Any
 import pytest
 
 from manager_harness import DEV, H1, H2, run, start
-from invariants import pressure as IP
+from invariants import manager_order as IO
 from invariants._violation import InvariantViolation
-from pool_harness import pool
 from refimpl.manager import ProcessMemoryManager
 from spec import manager_actions as M
-from spec import pressure as P
 from spec.tickets import TicketState
 from spec.types import Tier
 
@@ -47,22 +45,6 @@ class _SpecManager:
         return {i: (t.state, t.age) for i, t in self.m.tickets.items()}
 
 
-class _SpecPool:
-    def __init__(self, cap: int, bound: int) -> None:
-        self.p = P.initial(cap, 0, 2, bound, 8)
-
-    def submit(self, h: int, n: int) -> int:
-        self.p, t = P.step(self.p, P.Submit(h, n, 0))
-        return t
-
-    def cancel(self, h: int, t: int, timeout: bool = False) -> int:
-        self.p, credit = P.step(self.p, (P.Timeout if timeout else P.Cancel)(h, t))
-        return credit
-
-    def tickets(self) -> dict[int, tuple[TicketState, int]]:
-        return {i: (t.state, t.age) for i, t in self.p.tickets.items()}
-
-
 class _RefComposed:
     def __init__(self, cap: int, bound: int) -> None:
         self.pmm = ProcessMemoryManager(aging_bound=bound)
@@ -79,23 +61,7 @@ class _RefComposed:
         return {i: (t.state, t.age) for i, t in self.pmm.abstract_manager().tickets.items()}
 
 
-class _RefPool:
-    def __init__(self, cap: int, bound: int) -> None:
-        self.pool = pool(cap, holders=2, aging_bound=bound, mailbox=8)
-
-    def submit(self, h: int, n: int) -> int:
-        return self.pool.submit(h, n)
-
-    def cancel(self, h: int, t: int, timeout: bool = False) -> int:
-        return (self.pool.timeout if timeout else self.pool.cancel)(h, t)
-
-    def tickets(self) -> dict[int, tuple[TicketState, int]]:
-        return {i: (t.state, t.age) for i, t in self.pool.abstract().tickets.items()}
-
-
-FRONTS: dict[str, Callable[[int, int], Any]] = {
-    "spec.manager": _SpecManager, "spec.pressure": _SpecPool, "refimpl.composed": _RefComposed,
-    "refimpl.pool": _RefPool}
+FRONTS: dict[str, Callable[[int, int], Any]] = {"spec.manager": _SpecManager, "refimpl.composed": _RefComposed}
 
 
 @pytest.fixture(params=sorted(FRONTS))
@@ -131,23 +97,25 @@ def test_cancelling_a_granted_ticket_is_a_round_and_ages_the_waiters(front: Call
     assert g.tickets() == {1: (GRANT, 1), 3: (PEND, 2)}  # 2 B free, ticket 3 (3 B) waits one round older
 
 
-def _matured_misfit_ahead_of_a_fit_and_a_misfit() -> P.Pool:
+def _matured_misfit_ahead_of_a_fit_and_a_misfit() -> M.Manager:
     """4 B, bound 2: ticket 2 (3 B) matured and misfit stops the round; behind it ticket 3 (1 B) fits, ticket 4
     (3 B) does not."""
-    p = P.initial(4, 0, 2, 2, 8)
-    for act in (P.Submit(1, 2, 0), P.Submit(1, 3, 0), P.Submit(1, 1, 0), P.Submit(2, 3, 0)):
-        p, _ = P.step(p, act)
-    assert {i: (t.state, t.age) for i, t in p.tickets.items()} == {
+    m = start(dev=4, aging_bound=2)
+    for act in (M.Submit(H1, DEV, 2), M.Submit(H1, DEV, 3), M.Submit(H1, DEV, 1), M.Submit(H2, DEV, 3)):
+        m, _ = run(m, act)
+    assert {i: (t.state, t.age) for i, t in m.tickets.items()} == {
         1: (GRANT, 1), 2: (PEND, 2), 3: (PEND, 2), 4: (PEND, 1)}
-    return p
+    return m
 
 
 def test_the_grant_pass_is_no_round_for_passed_over_ages_but_a_round_still_must_age() -> None:
+    from spec import manager as MG
+
     prev = _matured_misfit_ahead_of_a_fit_and_a_misfit()
-    nxt, _ = P.step(prev, P.Cancel(1, 2))
+    nxt, _ = MG.step(prev, M.CancelTicket(H1, 2))
     assert {i: (t.state, t.age) for i, t in nxt.tickets.items()} == {1: (GRANT, 1), 3: (GRANT, 2), 4: (PEND, 1)}
-    IP.step_I13(prev, P.Cancel(1, 2), nxt)  # ticket 4 passed over by a pass, not by a round: no harm
+    IO.step_I13_order(prev, M.CancelTicket(H1, 2), nxt)  # ticket 4 passed over by a pass, not by a round: no harm
     # The same grants and ages after an action that is a round (a granted ticket's cancel): ticket 4 was passed
     # over without ageing, the starvation the clause names.
     with pytest.raises(InvariantViolation, match="passed over by a round"):
-        IP.step_I13(prev, P.Cancel(1, 1), nxt)
+        IO.step_I13_order(prev, M.CancelTicket(H1, 1), nxt)

@@ -1,0 +1,173 @@
+"""The pressure campaign: the composed machine restricted to tickets, arbitration and holder pressure (C5 I6 I7 I13).
+
+A focused campaign is a restriction of the one composed model, never a second model (issue #21): the
+`PressureMachine` is `invariants.manager_machine.ManagerMachine` with only its ticket, release, allocator,
+pressure and environment rules (`PRESSURE_RULES`; every other part's rule is switched off), the same
+`spec.manager.step`, the same refinement and the same predicates (`invariants.manager`), plus three steered
+rules the whole machine draws too rarely: a burst of small newcomers behind a request just too big for the
+headroom, until that request matures and is then granted (I13's aging bound, bounded overtaking); two
+waiters of different priorities behind one lease (the grant order chooses); an answer after its pressure's
+deadline (StaleAnswer, C5). `situations` counts what the
+campaign reached (`PRESSURE_SITUATIONS`), so a run that never matures a ticket shows it.
+
+Reads spec values only; never imports refimpl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+
+from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
+from invariants.mutation import Mutant
+from spec import ledger_actions as A
+from spec import manager_actions as M
+from spec.guards import Guard, GuardSet, Layer
+from spec.tickets import TicketState
+from spec.types import Role
+
+__all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure_situations", "late_answer_refused",
+           "run_pressure_campaign", "find_pressure_counterexample"]
+
+_T = TicketState
+
+#: The composed machine's rules this restriction keeps (with its own steered `burst`, `contend`, `answer_late`).
+PRESSURE_RULES = ("submit", "ticket", "wait_for_release", "release_lease", "direct_reserve", "press_and_answer",
+                  "pressure", "environment", "burst", "contend", "answer_late")
+
+#: What the campaign must reach (counted per accepted step, `CampaignStats.events`).
+PRESSURE_SITUATIONS = ("aging bound reached", "matured misfit granted", "grant order chose among waiters",
+                       "pressed", "answered", "pressure cancelled", "pressure expired", "late answer refused")
+
+
+def pressure_situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
+    """The pressure cases an accepted step met, read from the two abstractions."""
+    out = []
+    bound = now.aging_bound
+    if any(t.state is _T.PENDING and t.age >= bound and (p := prev.tickets.get(t.id)) is not None and p.age < bound
+           for t in now.tickets.values()):
+        out.append("aging bound reached")
+    fresh = [t for t in now.tickets.values() if t.state is _T.GRANTED
+             and (t.id >= prev.next_ticket or prev.tickets[t.id].state is _T.PENDING)]
+    if any(t.id in prev.tickets and prev.tickets[t.id].age >= bound for t in fresh):
+        out.append("matured misfit granted")
+    if fresh and any(t.state is _T.PENDING and t.authority in {f.authority for f in fresh}
+                     for t in now.tickets.values()) or len(fresh) >= 2:
+        out.append("grant order chose among waiters")
+    kind = {M.Press: "pressed", M.Answer: "answered", M.CancelPressure: "pressure cancelled",
+            M.ExpirePressure: "pressure expired"}.get(type(action))
+    return (*out, kind) if kind else tuple(out)
+
+
+def late_answer_refused(m: M.Manager, action: Any) -> bool:
+    """True iff `action` answers, naming a victim, an open pressure of `m` past its deadline (refused: C5)."""
+    p = m.pressures.get(action.pressure) if isinstance(action, M.Answer) else None
+    return (p is not None and p.deadline is not None and action.now is not None and action.now > p.deadline
+            and bool(action.victims))
+
+
+class PressureMachine(ManagerMachine):
+    """The composed machine, restricted to the pressure rules (`PRESSURE_RULES`); same adapters, same spec."""
+
+    def situations(self, prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
+        return pressure_situations(prev, action, now)
+
+    def _do(self, action: Any) -> Any:
+        if late_answer_refused(self.abs, action):  # refused steps count no situation: counted here
+            self._count("event:late answer refused")
+        return super()._do(action)
+
+    @rule(data=st.data())
+    def answer_late(self, data: st.DataObject) -> None:
+        """A pressure answered after its deadline, naming an idle lease: refused with StaleAnswer, credits
+        nothing (C5); then it expires. Random answers are mostly on time, so this is steered to."""
+        leases = [r for r in self._leases() if r.id not in self.abs.uses]
+        if not leases:
+            return
+        r = data.draw(st.sampled_from(leases))
+        pid, deadline = self.abs.next_pressure, data.draw(st.integers(0, 3))
+        self._do(M.Press(r.holder, r.authority, r.charge, 0, deadline))
+        if pid in self.abs.pressures:
+            self._do(M.Answer(r.holder, pid, (r.id,), deadline + data.draw(st.integers(1, 2))))
+            if pid in self.abs.pressures and data.draw(st.booleans()):
+                self._do(M.ExpirePressure(pid, deadline + 1))
+
+    def _lease_on(self, aid: int, holder: int, nbytes: int) -> None:
+        tid = self.abs.next_ticket
+        self._do(M.Submit(holder, aid, nbytes, 0, Role.KV))
+        t = self.abs.tickets.get(tid)
+        if t is not None and t.state is _T.GRANTED:
+            self._do(M.Claim(holder, tid))
+
+    @rule(data=st.data(), count=st.integers(2, 5), nbytes=st.integers(1, 2), priority=st.sampled_from((0, 0, 1)))
+    def burst(self, data: st.DataObject, count: int, nbytes: int, priority: int) -> None:
+        """A request just too big for the headroom, then a stream of small newcomers (each Submit a round, so
+        the big one ages and matures: I13), then leases return until the matured misfit is granted."""
+        live = [a for a in self._active() if self.abs.ledger.authorities[a].capacity >= 4]
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        holders = self._holders()
+        big_holder, small = data.draw(st.sampled_from(holders)), data.draw(st.sampled_from(holders))
+        a = self.abs.ledger.authorities[aid]
+        if a.limit - a.used == a.limit:
+            self._lease_on(aid, small, 1)  # nothing held: nothing could be "just too big"
+        a = self.abs.ledger.authorities[aid]
+        if a.limit - a.used < a.limit:
+            self._do(M.Submit(big_holder, aid, a.limit - a.used + 1, 0, Role.KV))
+        for _ in range(count):
+            self._lease_on(aid, small, nbytes)
+        if data.draw(st.integers(0, 5)) == 0:  # a pressure opened, then a reconfigure: its answer is stale (C5)
+            self._do(M.Press(small, aid, 1))
+            self._reconfigure(data)
+        if data.draw(st.integers(0, 3)):
+            for r in self._leases(None, aid):  # returned capacity accumulates for the matured waiter
+                self._do(A.Release(r.holder, r.id))
+                if not any(t.state is _T.PENDING and t.authority == aid for t in self.abs.tickets.values()):
+                    break
+
+    @rule(data=st.data(), high=st.sampled_from((1, 2)))
+    def contend(self, data: st.DataObject, high: int) -> None:
+        """Two waiters of different priorities that cannot both fit, then the lease in their way returns: the
+        round grants the higher priority first (I13 grant order)."""
+        live = self._active()
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        a = self.abs.ledger.authorities[aid]
+        n = a.limit // 2 + 1  # two of these never fit together
+        holder = data.draw(st.sampled_from(self._holders()))
+        first = self.abs.next_ticket
+        for priority in (0, high, 0):
+            self._do(M.Submit(holder, aid, n, priority, Role.PREFIX))
+        for tid in range(first, self.abs.next_ticket):
+            t = self.abs.tickets.get(tid)
+            if t is not None and t.state is _T.GRANTED:
+                self._do(M.Claim(holder, tid))
+                r = self.abs.ledger.allocations.get(t.allocation)
+                if r is not None:
+                    self._do(A.Release(holder, r.id))
+
+
+#: The restriction: every rule of the composed machine outside `PRESSURE_RULES` is switched off (Hypothesis
+#: collects a machine's rules from its attributes, so an attribute that is no rule removes one).
+for _name in dir(ManagerMachine):
+    if hasattr(getattr(ManagerMachine, _name), "hypothesis_stateful_rule") and _name not in PRESSURE_RULES:
+        setattr(PressureMachine, _name, None)
+
+
+def run_pressure_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
+    """Run the restricted machine; an `InvariantViolation` propagates (the campaign failed)."""
+    return run_machine(PressureMachine, factory, cfg, refine=refine)
+
+
+def find_pressure_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
+                                 refimpl_factory: Callable[[GuardSet], Any]) -> ControlResult:
+    """Switch guard `g` off in `layer` (or run mutant `g`) on the restricted machine; search for a harm."""
+    return hunt(PressureMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off),
+                impl=lambda off: lambda: refimpl_factory(off))
