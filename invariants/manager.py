@@ -24,21 +24,20 @@ from typing import Any
 from invariants import ledger as LP
 from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
-from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_order import served_before, step_I13_order
+from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.records import evolve
-from spec.tickets import TicketState
+from spec.tickets import TicketState as _T
 from spec.types import AllocState, ContextState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-           "step_I2_manager", "step_I10_manager", "step_C5_manager",
-           "step_I13_manager", "state_I13_generation", "observed_I7_manager"]
+           "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager", "state_I13_generation",
+           "observed_I7_manager"]
 
-_T = TicketState
 
 # --- I1: one ledger, its buckets partition used -----------------------------------
 
