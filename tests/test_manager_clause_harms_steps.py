@@ -1,8 +1,8 @@
-"""I6, I2, C3 and I10 on the composed manager: each step harm its clause exists for, with its near miss.
+"""I6, I2, C3, I10 and I7 on the composed manager: each step harm its clause exists for, with its near miss.
 
 Each test builds the harm with the spec's own actions or by breaking one record of a real step by hand
 (as `test_manager_clauses.py` does), asserts the clause that states it fails with a report naming the
-records, and, beside it, the nearest harmless step, which must pass. (I6 I2 C3 I10)
+records, and, beside it, the nearest harmless step, which must pass. (I6 I2 C3 I10 I7)
 """
 
 from __future__ import annotations
@@ -218,3 +218,13 @@ def test_poisoned_bundles_commit_is_named() -> None:
     assert (e.clause, str(e)) == ("step_I10_manager.bundle_moves_with_its_leases",
                                   f"I10: CommitTx(tx=1): poisoned bundle {b}'s transaction turned its reservations "
                                   f"into leases")
+
+
+# --- I7 ----------------------------------------------------------------------------------------------
+
+
+def test_callback_under_the_ledger_lock_is_named() -> None:
+    IM.observed_I7_manager([(H1, 1, 2, False)])  # near miss: delivered outside the lock
+    e = _violation(IM.observed_I7_manager, [(H1, 1, 2, False), (H2, 3, 1, True)])
+    assert (e.clause, str(e)) == ("observed_I7_manager.callback_without_ledger_lock",
+                                  f"I7: holder {H2}'s callback for pressure 3 ran while its caller held the ledger lock")
