@@ -42,10 +42,10 @@ _PRESS = M.Press(H1, DEV, 1)
 def test_another_holders_lease_shrunk_is_named_with_its_charges() -> None:
     m, _ = lease(start(), H1, DEV, 1)
     m, theirs = lease(m, H2, DEV, 3)
-    shrunk = _with_alloc(m, theirs, nbytes=1, charge=1)  # H1's step takes 2 of H2's 3 B
+    shrunk = _with_alloc(m, theirs, nbytes=2, charge=2)  # H1's step takes 1 of H2's 3 B: the record stays
     e = _violation(IM.step_I6_manager, m, _PRESS, shrunk, 1)
     assert (e.clause, str(e)) == ("step_I6_manager.charge_falls_by_own_action",
-                                  f"I6: {_PRESS!r} (by {H1}) lowered holder {H2}'s charge 3 -> 1 B")
+                                  f"I6: {_PRESS!r} (by {H1}) lowered holder {H2}'s charge 3 -> 2 B")
 
 
 def test_another_holders_one_byte_lease_taken_is_named() -> None:
