@@ -173,7 +173,9 @@ MODULES: dict[str, list[str]] = {
     # The composed manager's clauses (every ID on shared authorities): each clause broken on a state or step by
     # hand, the refimpl's local contracts judged against the full ones, the differential's guard-off cases, the
     # verdict scripts and harm scripts. The tests that apply refimpl/verify's own source mutants are left out.
-    "invariants/manager.py": ["tests/test_manager_clauses.py", "tests/test_manager_contracts_local_clauses.py",
+    "invariants/manager.py": ["tests/test_manager_clauses.py", "tests/test_manager_clause_harms_i1.py",
+                              "tests/test_manager_clause_harms_steps.py", "tests/test_manager_clause_cases.py",
+                              "tests/test_manager_contracts_local_clauses.py",
                               "tests/test_verdict_scripts.py", "tests/test_harm_clauses.py", "tests/test_spec_manager.py",
                               "tests/test_manager_differential.py", "tests/test_manager_contracts_local.py",
                               "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
