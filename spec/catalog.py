@@ -250,7 +250,7 @@ _LINKS.update({
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
     ),
     "C6": dict(
-        predicates=(_TX + "state_C6", _MG + "state_C6_views"),
+        predicates=(_TX + "state_C6", _MG + "state_C6_views", _MG + "step_C6_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
         scope=("View lifetime and generation per consuming execution, for all four view kinds. The "

@@ -208,6 +208,9 @@ class Transactions:
         self._settle(t)
         for rec in t.held:
             rec.part = None  # the leases are the holder's now
+        for v in self._views_of(t):
+            if v.lease is not None:
+                v.lease.part = v  # but the one under its view stays pinned until DropView (C6)
         return tuple(rec.id for rec in t.held)
 
     def abort_tx(self, tx: int) -> int:
