@@ -322,7 +322,7 @@ def test_cases_cover_every_public_operation():
                 "touched", "observed", "lock_held_by_me", "wake_waiters", "open_bundle", "join_bundle",
                 "report_mismatch", "remove_authority",
                 # model views: their bad-input cases are tests/test_tx_bad_input.py's, run by these composed verbs
-                "publish_view", "execute_view", "remap_view"}
+                "publish_view", "execute_view", "remap_view", "drop_view"}
     # The single-pool protocol (refimpl.manager.leases): tests/test_pressure_bad_input.py (its actions) and
     # tests/test_issue14_pressure.py (wait, drop).
     pool = {"pool_submit", "pool_try_reserve", "pool_claim", "pool_release", "pool_cancel", "pool_timeout", "pool_reconfigure",

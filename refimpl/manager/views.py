@@ -87,7 +87,7 @@ class Views:
         if self._mailbox:
             self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
         run, cls, scope, composed = kind
-        if _SWITCH.full or self._txs or self._pressures or (composed and self._recorder is not None):
+        if _SWITCH.full or self._txs or self._pressures or self._mviews or (composed and self._recorder is not None):
             if composed:
                 return self._run_full(cls, getattr(self, scope), body, args)
             return self._checked(cls(*args), getattr(self, scope), args[1], body, *args, *extra)
@@ -126,7 +126,7 @@ class Views:
             before = self._partial(auths, allocs, allows)
             # Where other parts have records, a ledger action can reach them (a release runs a round, a loss
             # drops tickets and aborts transactions): then the composed predicates check it too.
-            mine = (self._tickets or self._txs or self._pressures) and self._mchecks is not False
+            mine = (self._tickets or self._txs or self._pressures or self._mviews) and self._mchecks is not False
             if mine:
                 m_auths = self._closed(self._auths[i].alias_of or i for i in auths if i in self._auths)
                 m_ids = _B.view_ids(self, m_auths, allocs) if local else allocs
