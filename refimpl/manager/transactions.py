@@ -321,24 +321,6 @@ class Transactions:
         self._take(t, a, n)
         return None
 
-    def tx_reservation_order(self, tx: int) -> list[int]:
-        """The authorities `tx` still needs, in the order this manager takes them."""
-        if self._mailbox:
-            self.drain()  # posted cancels first, as every operation: a refusal below must not leave them
-        with self._lock:
-            t = self._any_tx(_int_id(tx, "tx"))
-            held = {r.auth.id for r in t.held}
-            todo = [a for a, _ in t.decl if a not in held]
-            return sorted(todo) if self._guards.on("ordered_reservation") else todo
-
-    def tx_reserve_all(self, tx: int) -> int | None:
-        """Reserve every need in this manager's order; None when all held, else the retry intent."""
-        for aid in self.tx_reservation_order(tx):
-            intent = self.tx_reserve(tx, aid)
-            if intent is not None:
-                return intent
-        return None
-
     def tx_commit(self, tx: int) -> None:
         """End the execution and commit: the lease set stays the transaction's; the bundle advances as one (I10)."""
         return self._run_tx(T.Commit(tx), self._tx_commit, tx)
