@@ -33,8 +33,10 @@ class ViewRules:
     _pick: Any
     _holder: Any
     _authority: Any
+    _bundle_step: Any
+    _active: Any
 
-    @rule(data=st.data(), op=st.sampled_from(("publish", "execute", "execute", "remap", "drop", "drop")))
+    @rule(data=st.data(), op=st.sampled_from(("publish", "execute", "execute", "remap", "drop")))
     def view(self, data: st.DataObject, op: str) -> None:
         """Model views (C4, C6, I9): publish a transaction's view (refused while a need is unreserved); bind its
         own or a committed view, sometimes at a stale generation or another open transaction's provisional view
@@ -98,9 +100,16 @@ class ViewRules:
     def _fresh_view(self, data: st.DataObject, commit: bool) -> int | None:
         """A one-byte transaction reserved and its view published (and committed): the view id, None if refused."""
         tid, vid = self.abs.next_tx, self.abs.next_view
-        self._do(M.PlanTx(self._holder(data), ((self._authority(data), 1),)))
+        active = self._active()
+        two = commit and len(active) > 1 and data.draw(st.integers(0, 2)) == 0  # a step over two ledgers (I10)
+        self._do(M.PlanTx(self._holder(data), tuple((a, 1) for a in active[:2]) if two
+                          else ((self._authority(data), 1),)))
         self._do(M.ReserveTx(tid))
+        if two:
+            self._do(M.ReserveTx(tid))
         self._do(M.PublishView(tid))
         if commit:
+            if data.draw(st.booleans()):
+                self._bundle_step(data, tid)  # as an engine commits a decode step: the bundle moves with it (I10)
             self._do(M.CommitTx(tid))
         return vid if vid in self.abs.views else None

@@ -328,13 +328,14 @@ class Views:
         return frozenset(aid for aid, _ in t.needs), tuple(r.id for r in t.held)
 
     def _closed(self, auths: Any) -> frozenset[int]:
-        """`auths` closed under transactions: a viewed transaction's other ledgers are viewed too.
-
-        Computed once before an operation and used for both views (the transaction may be gone after)."""
+        """`auths` closed under transactions: a viewed transaction's ledgers, or one bound to a view over a viewed
+        ledger (a loss there aborts it), are viewed too. Computed once before an operation, used for both views."""
         auths = set(auths)
         grew = bool(self._txs)
         while grew:
-            more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs) for aid, _ in t.needs}
+            mv = self._mviews
+            more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs)
+                    or any(v in mv and mv[v].authority in auths for v in t.bound) for aid, _ in t.needs}
             grew = not more <= auths
             auths |= more
         return frozenset(auths)
