@@ -18,6 +18,7 @@ from attrs import evolve
 from invariants import contracts
 from invariants import manager as IM
 from invariants.clauses import collecting
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import ManagerAdapter
 from spec import ledger_actions as A
 from spec import manager as MG
@@ -136,3 +137,25 @@ def test_a_view_dropped_under_an_open_execution_breaks_drop_fences_users() -> No
     with collecting() as found:
         IM.check_step(idle, M.DropView(1), MG.step(idle, M.DropView(1))[0], None)
     assert found == []
+
+
+def test_a_loss_that_aborts_a_transaction_bound_to_its_view_keeps_the_contract_books() -> None:
+    # Found by the campaign (main fails it): the loss of hbm1 aborts transaction 2, bound to view 1 over hbm1,
+    # and cancels its reservation on hbm0, a ledger the loss's contract scope did not include; the local
+    # contract's books then disagreed with the rows (I1). The scope's closure now follows view bindings.
+    pmm = ProcessMemoryManager()
+    with contracts.contracts(True):
+        h = pmm.register_holder("w")
+        a1, a2 = pmm.register_authority("hbm0", Tier.DEVICE, 12), pmm.register_authority("host", Tier.HOST, 16)
+        a3 = pmm.register_authority("hbm1", Tier.DEVICE, 8)
+        x = pmm.plan_tx(h, ((a3, 1),))
+        pmm.reserve_tx(x)
+        v = pmm.publish_view(x)
+        pmm.commit_tx(x)
+        y = pmm.plan_tx(h, ((a1, 1),))
+        pmm.reserve_tx(y)
+        pmm.publish_view(y)
+        pmm.execute_view(y, v, 1)
+        pmm.lose_device(a3)
+        assert y not in pmm.abstract_manager().txs and pmm.snapshot(a1).used == 0
+        pmm.plan_tx(h, ((a1, 1), (a2, 1)))  # the next operation on hbm0 checks its books: no violation
