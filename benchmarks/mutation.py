@@ -108,7 +108,7 @@ MODULES: dict[str, list[str]] = {
     "refimpl/manager/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
                                 "tests/test_tx_stateful.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_differential.py",
-                                "tests/test_tx_reserve_order.py", "tests/test_tx_headroom.py",
+                                "tests/test_reserve_order.py", "tests/test_tx_headroom.py",
                                 "tests/test_tx_refimpl_pins.py", "tests/test_authorities.py",
                                 # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",

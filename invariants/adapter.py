@@ -46,6 +46,7 @@ import immutables
 from invariants.replay_ids import FIELD_KINDS
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec import view_actions as V
 from spec.records import evolve
 
 __all__ = ["GovernorAdapter", "SpecGovernor", "OwnIds", "RESULT_KINDS", "script"]
@@ -76,13 +77,14 @@ class SpecGovernor:
 
 
 #: Actions whose result holds ids, and their kind (a tuple result: each item; `LimitOutcome`: its fields): the
-#: ledger's, and every composed action `spec.manager_actions` documents as "Name(...) -> <kind> id" or
-#: "-> tuple of <kind> ids" (a new action documented so is picked up).
+#: ledger's, and every composed action `spec.manager_actions` (or `spec.view_actions`, re-exported by it)
+#: documents as "Name(...) -> <kind> id" or "-> tuple of <kind> ids" (a new action documented so is picked up).
 RESULT_KINDS: dict[type, str] = {
     A.RegisterAuthority: "authority", A.RegisterAlias: "authority", A.RegisterHolder: "holder",
     A.Reserve: "allocation", A.RecordCommitted: "allocation", A.OpenAllowance: "allowance",
     **{getattr(M, name): kind for name, kind in re.findall(r"^\s*(\w+)\([^)]*\)\s*->\s*(?:tuple of )?(\w+) ids?\b",
-                                                          M.__doc__ or "", re.M) if hasattr(M, name)}}
+                                                          (M.__doc__ or "") + (V.__doc__ or ""), re.M)
+       if hasattr(M, name)}}
 
 #: Fields of records and actions that hold ids (`source` / `target` only in `TransferAllowance`).
 _FIELDS = {**FIELD_KINDS, "alias_of": "authority", "held": "allocation", "victims": "allocation", "view": "view"}

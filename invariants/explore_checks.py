@@ -39,7 +39,7 @@ from spec import manager_actions as M
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of", "order_step_of",
            "answers_step_of",
            "bundles_step_of", "parts_uses_step_of", "removal_step_of", "pressure_step_of", "tickets_step_of",
-           "generations_of", "views_of", "views_step_of"]
+           "generations_of", "views_of", "views_step_of", "view_bytes_step_of"]
 
 
 def ledger_of(m: Any) -> Hashable:
@@ -118,8 +118,16 @@ def views_of(m: Any) -> Hashable:
 
 
 def views_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the remap step predicate reads (I9): both views maps and the action."""
-    return before.views, act, after.views
+    """What the remap and drop step predicate reads (I9): both views maps, the action, the live transactions after."""
+    return before.views, act, after.views, after.txs
+
+
+def view_bytes_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the view-bytes step predicate reads (C6): both views maps, the action, the before and after records of
+    the allocations the views are over."""
+    was, now = before.ledger.allocations, after.ledger.allocations
+    under = tuple((v.allocation, was.get(v.allocation), now.get(v.allocation)) for v in before.views.values())
+    return before.views, act, after.views, under
 
 
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
@@ -163,6 +171,7 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out[IM.state_C4_views] = views_of
     out[IM.state_C6_views] = views_of
     out[IM.step_I9_views] = views_step_of
+    out[IM.step_C6_views] = view_bytes_step_of
     return out
 
 

@@ -26,7 +26,7 @@ from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_order import served_before, step_I13_order
-from invariants.manager_views import state_C4_views, state_C6_views, step_I9_views
+from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.records import evolve
@@ -482,7 +482,7 @@ STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
      "I10": (step_I10_manager,), "C5": (step_C5_manager, step_C5_answers),
-     "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,)},
+     "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,), "C6": (step_C6_views,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -24,6 +24,7 @@ from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
 from invariants.manager_pressure_rules import PressureRules
+from invariants.manager_view_rules import ViewRules
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -49,7 +50,7 @@ class ManagerSpecAdapter(SpecGovernor):
         super().__init__(step, M.initial(), guards)
 
 
-class ManagerMachine(PressureRules, CheckedMachine):
+class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
     """Subclass and set `adapter_factory` (a no-argument factory of an `invariants.adapter.GovernorAdapter`,
     whose ids are its own). A violation's note lists the example's actions as a script: `state.act(action)`."""
 
@@ -291,39 +292,6 @@ class ManagerMachine(PressureRules, CheckedMachine):
         self._do(M.JoinBundle(tid, bid))
         if data.draw(st.integers(0, 2)) == 0:
             self._do(M.ReportMismatch(bid))  # the commit that follows must be refused (I5)
-
-    @rule(data=st.data(), op=st.sampled_from(("publish", "execute", "execute", "remap")))
-    def view(self, data: st.DataObject, op: str) -> None:
-        """Model views (C4, C6, I9): publish a transaction's view (refused while a need is unreserved); bind its
-        own or a committed view, sometimes at a stale generation or another open transaction's provisional view
-        (both refused); remap, mostly an unbound view (refused while bound)."""
-        views, txs = self.abs.views, self.abs.txs
-        if op == "publish":
-            if data.draw(st.booleans()):  # a fresh one-byte transaction, reserved: most can publish
-                tid = self.abs.next_tx
-                self._do(M.PlanTx(self._holder(data), ((self._authority(data), 1),)))
-                self._do(M.ReserveTx(tid))
-            txs = self.abs.txs
-            ready = [x.id for x in txs.values() if len(x.held) == len(x.needs)]
-            tid, vid = self._pick(data, txs.keys(), self.abs.next_tx, ready), self.abs.next_view
-            self._do(M.PublishView(tid))
-            then = data.draw(st.integers(0, 3)) if vid in self.abs.views else None
-            if then == 0:  # published: bound at once (C6), as an engine does
-                self._do(M.ExecuteView(tid, vid, self.abs.views[vid].generation))
-            elif then == 1:  # published and idle: remapped (I9)
-                self._do(M.RemapView(vid))
-        elif op == "remap":
-            idle = [v.id for v in views.values() if not v.users]
-            self._do(M.RemapView(self._pick(data, views.keys(), self.abs.next_view,
-                                            idle if data.draw(st.booleans()) else ())))
-        else:
-            tid = self._pick(data, txs.keys(), self.abs.next_tx, [v.tx for v in views.values() if v.tx in txs])
-            mine = [v.id for v in views.values() if v.tx == tid or v.tx not in txs]
-            others = [v.id for v in views.values() if v.tx != tid and v.tx in txs]  # refused (C6)
-            vid = self._pick(data, views.keys(), self.abs.next_view,
-                             others if others and data.draw(st.integers(0, 3)) == 0 else mine)
-            v = views.get(vid)
-            self._do(M.ExecuteView(tid, vid, (v.generation if v is not None else 1) + (data.draw(st.integers(0, 5)) == 0)))
 
     @rule(data=st.data(), op=st.sampled_from(("reserve", "reserve", "commit", "abort")))
     def transaction(self, data: st.DataObject, op: str) -> None:

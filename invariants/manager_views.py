@@ -6,8 +6,10 @@ view of a transaction still missing a need: memory in use without a charge,
 C4); it reads through a replaced mapping (a bound generation that is not
 the view's, whether it bound a stale one or the view was remapped under it,
 C6); it reads another open transaction's provisional bytes, which that
-transaction may still abort (C6); a remap leaves an execution bound to the
-replaced mapping (I9). Each clause reads the views and
+transaction may still abort (C6); it reads through a mapped view bytes the
+ledger has credited back (released, cancelled or quarantined under the view,
+C6); a remap leaves an execution bound to the replaced mapping, or a view is
+torn down while an execution still reads it (I9). Each clause reads the views and
 transactions only, never the guards that prevent it. Reads spec values
 only; never imports refimpl.
 """
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 from invariants.clauses import clause
 from spec import manager_actions as M
+from spec.transactions_lifecycle import ViewState
+from spec.types import AllocState
 
-__all__ = ["state_C4_views", "state_C6_views", "step_I9_views"]
+__all__ = ["state_C4_views", "state_C6_views", "step_C6_views", "step_I9_views"]
 
 _C4_RESERVED = clause("C4", "state_C4_views", "view_over_reserved_bytes",
                       "no open transaction has a view (so no execution reads its bytes) before every need of it "
@@ -52,6 +56,28 @@ def state_C6_views(m: M.Manager) -> None:
                              f"transaction {v.tx}")
 
 
+_C6_KEPT = clause("C6", "step_C6_views", "view_bytes_kept",
+                  "no execution reads through a view bytes the ledger credited back: while a view stays mapped, "
+                  "the reservation or lease it is over stays charged (provisional or live)")
+_HELD = (AllocState.PROVISIONAL, AllocState.LIVE)
+
+
+def step_C6_views(before: M.Manager, act: object, after: M.Manager, result: object = None) -> None:
+    kept = [(p, before.ledger.allocations[p.allocation]) for p in before.views.values()
+            if p.allocation in before.ledger.allocations and p.id in after.views
+            and after.views[p.id].state is ViewState.MAPPED]
+    kept = [(p, r) for p, r in kept if r.state in _HELD]
+    _C6_KEPT.case(bool(kept))
+    for p, r in kept:
+        now = after.ledger.allocations.get(r.id)
+        if now is None or now.state not in _HELD:
+            _C6_KEPT.fail(f"{act!r}: allocation {r.id} under mapped view {p.id} is "
+                          f"{'gone' if now is None else now.state.value}: its readers read credited bytes")
+
+
+_I9_DROP = clause("I9", "step_I9_views", "drop_fences_users",
+                  "no view is torn down while an execution still reads it: a view leaves only when every execution "
+                  "bound to it ended in the same step")
 _I9_FENCE = clause("I9", "step_I9_views", "remap_fences_users",
                    "after a remap no execution is left reading the replaced mapping: every execution bound to the "
                    "view reads its new generation")
@@ -66,3 +92,9 @@ def step_I9_views(before: M.Manager, act: object, after: M.Manager, result: obje
         if left:
             _I9_FENCE.fail(f"{act!r}: view {v.id} moved from generation {p.generation} to {v.generation} under "
                            f"execution(s) {left}")
+    dropped = [p for p in before.views.values() if p.id not in after.views]
+    _I9_DROP.case(bool(dropped))
+    for p in dropped:
+        left = [u for u, _ in p.users if u in after.txs]
+        if left:
+            _I9_DROP.fail(f"{act!r}: view {p.id} was dropped under execution(s) {left}, still open")

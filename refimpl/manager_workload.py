@@ -209,6 +209,8 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
     else:
         if view is not None:
             _try(pmm.remap_view, view)  # committed, unbound: the mapping generation advances
+            if rng.random() < 0.5:
+                _try(pmm.drop_view, view)  # the view goes: its lease is the holder's to release again (C6)
         if rng.random() < 0.15:
             _try(pmm.report_mismatch, b)
 
@@ -225,6 +227,8 @@ def _settle(pmm: Any) -> None:
             _try(pmm.cancel_pressure, p.id)
     for a in sorted(pmm.abstract_manager().changes):
         _try(pmm.commit_limit, a)
+    for v in sorted(pmm.abstract_manager().views):
+        _try(pmm.drop_view, v)  # a view pins the lease it is over (C6)
     for r in sorted(pmm.abstract_manager().ledger.allocations.values(), key=lambda r: r.id):
         if r.state is AllocState.LIVE:
             _try(pmm.release, r.holder, r.id)

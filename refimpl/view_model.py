@@ -41,7 +41,7 @@ CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "set_use"), "ticket"),
     **dict.fromkeys(("press", "answer", "cancel_pressure", "expire_pressure", "reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",
-                     "publish_view", "execute_view", "remap_view",
+                     "publish_view", "execute_view", "remap_view", "drop_view",
                      "tx_plan", "tx_commit", "tx_abort", "tx_release",
                      "tx_corrupt_ledger"),
                     "transaction"),

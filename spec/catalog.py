@@ -234,6 +234,8 @@ _LINKS.update({
         predicates=(_TX + "state_C4", _TX + "step_C4", _MG + "state_C4_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
                "tests/test_harm_clauses.py::test_reserve_order_skipping_lower_needs_fails_no_circular_holding",
+               "tests/test_reserve_order.py::test_no_circle_of_holds_in_any_reachable_state_of_the_spec",
+               "tests/test_reserve_order.py::test_control_declared_order_in_the_spec_reaches_a_circle",
                "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
                "tests/test_tx_clauses.py::test_guard_off_reaches_its_harm_clause",
                "tests/test_tx_clauses.py::test_opposite_orders_close_a_circle_of_holds"),
@@ -242,7 +244,7 @@ _LINKS.update({
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
     ),
     "C6": dict(
-        predicates=(_TX + "state_C6", _MG + "state_C6_views"),
+        predicates=(_TX + "state_C6", _MG + "state_C6_views", _MG + "step_C6_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
         scope=("View lifetime and generation per consuming execution, for all four view kinds. The "

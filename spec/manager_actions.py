@@ -17,8 +17,9 @@ a rejected action changes nothing):
 
 Ledger actions (`spec.ledger_actions.*`) are `spec.ledger.step` on `ledger`, except:
   * `Commit` / `Cancel` / `Release` / `Quarantine` of an allocation that a
-    live ticket or transaction references -> InvalidTransition (after the
-    ledger's own lookups and ownership checks pass; the part owns it).
+    live ticket or transaction references, or that a model view is over ->
+    InvalidTransition (after the ledger's own lookups and ownership checks
+    pass; the part owns it; a view's lease is free again once DropView).
   * `LoseDevice(a)` also, after the ledger step: drops every pending and
     granted ticket on `a` (a granted ticket's allocation is now DEVICE_LOST and
     stays charged until `ConfirmTermination`, credited exactly once there);
@@ -183,28 +184,8 @@ Clarifications (spec.manager's reading, where the text above left a choice):
     reservations of aborted transactions on other authorities are cancelled
     by the transaction's holder, and rounds then run where headroom rose.
 
-Model views (C4, C6, I9; `spec.manager_views`): executions bind views by (id, mapping generation).
-  PublishView(tx) -> view id
-    tx an int (InvalidArgument) ; issued (UnknownTransaction) ; retired ->
-    InvalidTransition ; not every need held -> InvalidTransition (C4) ; a view
-    already published -> InvalidTransition. A new MAPPED view over the tx's
-    lowest needed authority, generation 1, bound by no execution.
-  ExecuteView(tx, view, generation) -> None
-    tx, view int ids, generation an int >= 1 (InvalidArgument) ; tx issued,
-    live ; view known (UnknownView; dropped -> InvalidTransition) ; INVALID ->
-    DeviceLost ; the tx has published no view -> InvalidTransition ; the view
-    is another live tx's provisional view -> InvalidArgument ; already bound by
-    the tx -> InvalidTransition ; generation not the view's -> StaleGeneration
-    (C6). The view's users gain (tx, generation).
-  RemapView(view) -> generation
-    view known ; INVALID -> DeviceLost ; bound by an execution -> ViewInUse
-    (I9). The view's generation + 1.
-  CommitTx ends the tx's execution (it leaves every view's users; its own
-  view stays, over the leases, for later executions); AbortTx also drops its
-  own view. LoseDevice(a) also aborts every transaction bound to a view over
-  `a`, and every view over `a` becomes INVALID with no users. A view pins its
-  authority (RemoveAuthority). XXX: a committed transaction's view is never
-  dropped (no composed action releases a lease set as one).
+Model views (C4, C6, I9): `spec.view_actions` (records and actions, re-exported here) and
+`spec.manager_views` (their transitions).
 
 The cancellation mailbox is no state of the spec: a posted cancel (`drop`) is
 applied, before any other operation, as the CancelTicket it stands for.
@@ -217,7 +198,7 @@ import immutables
 
 from spec.ledger_state import State
 from spec.tickets import TicketState
-from spec.transactions_lifecycle import ViewState
+from spec.view_actions import VIEW_ACTIONS, DropView, ExecuteView, PublishView, RemapView, View
 from spec.types import Role
 
 __all__ = [
@@ -225,7 +206,7 @@ __all__ = [
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx",
     "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
-    "RemoveAuthority", "View", "PublishView", "ExecuteView", "RemapView",
+    "RemoveAuthority", "View", "PublishView", "ExecuteView", "RemapView", "DropView",
 ]
 
 
@@ -283,18 +264,6 @@ class Bundle:
 
 
 @attrs.frozen
-class View:
-    """A model view over a transaction's bytes (C6), keyed by id and mapping generation."""
-
-    id: int
-    tx: int  # the transaction that published it (retired once committed: the view is then over its leases)
-    authority: int  # the transaction's lowest needed authority
-    generation: int  # >= 1, advanced only by RemapView (I9)
-    state: ViewState
-    users: tuple[tuple[int, int], ...]  # (live transaction, generation it bound), ascending
-
-
-@attrs.frozen
 class LimitChange:
     authority: int
     target: int
@@ -324,7 +293,7 @@ class Manager:
     # LIVE allocation id -> (pinned, in_flight), only leases with a flag set: never a victim (I6)
     uses: immutables.Map = immutables.Map()
     generations: immutables.Map = immutables.Map()  # canonical authority id -> generation (absent: 0)
-    views: immutables.Map = immutables.Map()  # id -> View (dropped when its transaction aborts)
+    views: immutables.Map = immutables.Map()  # id -> View (dropped by its transaction's abort or DropView)
     next_view: int = 1
 
 
@@ -465,24 +434,7 @@ class RemoveAuthority:
     authority: int
 
 
-@attrs.frozen
-class PublishView:
-    tx: int
-
-
-@attrs.frozen
-class ExecuteView:
-    tx: int
-    view: int
-    generation: int
-
-
-@attrs.frozen
-class RemapView:
-    view: int
-
-
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
                    ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx,
                    PrepareLimit, CommitLimit, OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority,
-                   PublishView, ExecuteView, RemapView)
+                   *VIEW_ACTIONS)

@@ -58,8 +58,9 @@ def canonical(m: M.Manager, aid: object) -> Authority:
 
 
 def referenced(m: M.Manager) -> dict[int, str]:
-    """Allocation id -> the part that holds it (a granted ticket or a transaction)."""
-    out: dict[int, str] = {}
+    """Allocation id -> the part that holds it (a granted ticket, a transaction, or a view over a lease)."""
+    # A view pins the bytes it is over until DropView: no release under an execution's reads (C6).
+    out: dict[int, str] = {v.allocation: f"view {v.id}" for v in m.views.values() if v.allocation is not None}
     for t in m.tickets.values():
         if t.allocation is not None:
             out[t.allocation] = f"ticket {t.id}"

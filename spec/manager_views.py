@@ -1,4 +1,4 @@
-"""The composed manager's model views (C4, C6, I9): publish, execute, remap; and what a transaction's end does to them.
+"""The composed manager's model views (C4, C6, I9): publish, execute, remap, drop; and what a transaction's end does to them.
 
 A transaction that holds every need publishes one provisional view over its
 bytes (the lowest needed authority's reservation); only its own execution
@@ -9,7 +9,10 @@ no execution binds the view (I9), so no execution is left reading a
 replaced mapping (C6). Commit and abort end the transaction's execution
 (it unbinds); abort also drops its own view; a lost device invalidates the
 views over it and aborts the executions bound to them (`spec.manager`).
-Records and prose: `spec.manager_actions`. Pure; no I/O.
+A committed view is dropped by DropView, only while no execution binds it
+(I9); until then its lease is pinned like bytes a part holds
+(`spec.manager_parts.referenced`), so no execution reads credited bytes.
+Records and prose: `spec.view_actions`. Pure; no I/O.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def _publish_view(m: M.Manager, act: M.PublishView, guards: GuardSet) -> tuple[M
                                 "no view before every need is held")
     if any(v.tx == x.id for v in m.views.values()):
         raise InvalidTransition(f"transaction {x.id} has already published its view")
-    v = M.View(m.next_view, x.id, x.needs[0][0], 1, ViewState.MAPPED, ())
+    v = M.View(m.next_view, x.id, x.needs[0][0], x.held[0] if x.held else None, 1, ViewState.MAPPED, ())
     return evolve(m, views=m.views.set(v.id, v), next_view=v.id + 1), v.id
 
 
@@ -89,6 +92,16 @@ def _remap_view(m: M.Manager, act: M.RemapView, guards: GuardSet) -> tuple[M.Man
     return evolve(m, views=m.views.set(v.id, nv)), nv.generation
 
 
+def _drop_view(m: M.Manager, act: M.DropView, guards: GuardSet) -> tuple[M.Manager, None]:
+    v = _view(m, act.view)
+    if v.tx in m.txs:
+        raise InvalidTransition(f"view {v.id} is the provisional view of open transaction {v.tx}: AbortTx drops it")
+    # Verify a view is dropped only while no execution binds it: none is left reading a torn-down mapping (I9).
+    if v.users:
+        raise ViewInUse(f"view {v.id} is bound to execution(s) {[u for u, _ in v.users]}")
+    return evolve(m, views=m.views.delete(v.id)), None
+
+
 def end_execution(m: M.Manager, xid: int, drop_own: bool) -> M.Manager:
     """`m` with transaction `xid`'s execution ended (it binds no view); with `drop_own`, its own view dropped."""
     if not m.views:
@@ -115,4 +128,5 @@ VIEW_HANDLERS: dict[type, Any] = {
     M.PublishView: _publish_view,
     M.ExecuteView: _execute_view,
     M.RemapView: _remap_view,
+    M.DropView: _drop_view,
 }

@@ -322,7 +322,7 @@ def test_cases_cover_every_public_operation():
                 "touched", "observed", "lock_held_by_me", "wake_waiters", "open_bundle", "join_bundle",
                 "report_mismatch", "remove_authority",
                 # model views: their bad-input cases are tests/test_tx_bad_input.py's, run by these composed verbs
-                "publish_view", "execute_view", "remap_view"}
+                "publish_view", "execute_view", "remap_view", "drop_view"}
     # The cancellation mailbox and waiting (refimpl.manager.mailbox): tests/test_mailbox.py.
     pool = {"wait", "drop", "drain"}
     # The focused transaction operations (`tx_*`, `abstract_tx`) have theirs in tests/test_tx_bad_input.py.

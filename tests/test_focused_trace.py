@@ -31,6 +31,7 @@ from spec.tickets import PressureState
 from spec.transactions_lifecycle import ViewKind
 from spec.types import Role, Tier
 from trace_harness import renumbered as _renumbered
+from tx_harness import reserve_every
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
 WORKLOADS: dict[str, Callable[..., Any]] = {"tx": run_tx_workload}
@@ -198,7 +199,7 @@ def _tx_with_a_loss() -> list[bytes]:
     pmm = ProcessMemoryManager(trace=JsonlSink(buf))
     a, b = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_authority("g1", Tier.DEVICE, 32)
     tx = pmm.tx_plan(pmm.register_holder("kv"), ((a, 8), (b, 4)), 0, ViewKind.CONTIGUOUS)
-    pmm.tx_reserve_all(tx)
+    reserve_every(pmm, tx)
     pmm.lose_device(b)
     pmm.confirm_termination(b)
     return _lines(buf)

@@ -28,12 +28,12 @@ from tx_harness import TxManager
 T_OPS = [
     ("add_authority", ("name", "bytes")), ("open_bundle", ()),
     ("report_mismatch", ("bundle",)), ("plan", ("needs", "prio", "kind", "bundle?", "intent?")),
-    ("reservation_order", ("tx",)), ("reserve", ("tx", "authority")), ("reserve_all", ("tx",)),
+    ("reserve", ("tx", "authority")), ("reserve_all", ("tx",)),
     ("publish", ("tx",)), ("execute", ("tx", "view", "generation")), ("commit", ("tx",)), ("abort", ("tx",)),
     ("release", ("tx",)), ("remap", ("view",)), ("lose_device", ("authority",)),
     ("confirm_termination", ("authority",)), ("abstract", ()),
 ]
-T_WEIGHTED = T_OPS + [T_OPS[3], T_OPS[3], T_OPS[6], T_OPS[6], T_OPS[7], T_OPS[8], T_OPS[9]]
+T_WEIGHTED = T_OPS + [T_OPS[3], T_OPS[3], T_OPS[5], T_OPS[5], T_OPS[6], T_OPS[7], T_OPS[8]]
 
 
 class _TWorld:

@@ -107,7 +107,7 @@ def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() ->
 
 _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
                    "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
-                   "state_I13_generation", "state_C4_views", "state_C6_views", "step_I9_views"}
+                   "state_I13_generation", "state_C4_views", "state_C6_views", "step_I9_views", "step_C6_views"}
 
 
 def _granted() -> M.Manager:
@@ -146,7 +146,7 @@ def _state_mut(name: str) -> M.Manager:
         m, x = run(start(), M.PlanTx(H2, ((DEV, 1), (HOST, 1))))
         m, _ = run(m, M.ReserveTx(x))
         if name == "view_unreserved":  # a view over a transaction still missing its HOST need
-            return evolve(m, views=m.views.set(1, M.View(1, x, DEV, 1, ViewState.MAPPED, ())), next_view=2)
+            return evolve(m, views=m.views.set(1, M.View(1, x, DEV, m.txs[x].held[0], 1, ViewState.MAPPED, ())), next_view=2)
         m, v = run(run(m, M.ReserveTx(x))[0], M.PublishView(x))
         m, _ = run(m, M.ExecuteView(x, v, 1))
         if name == "stale_read":  # the view moved on; its execution still reads generation 1
@@ -262,6 +262,17 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         m, v = run(run(m, M.ReserveTx(x))[0], M.PublishView(x))
         m, _ = run(m, M.ExecuteView(x, v, 1))
         return m, M.RemapView(v), evolve(m, views=m.views.set(v, evolve(m.views[v], generation=2))), 2
+    if name in ("drop_under_reader", "release_under_view"):  # a committed view, bound by a later execution y
+        m, x = run(start(), M.PlanTx(H2, ((DEV, 1),)))
+        m, v = run(run(m, M.ReserveTx(x))[0], M.PublishView(x))
+        m, (lease_id,) = run(m, M.CommitTx(x))
+        m, y = run(m, M.PlanTx(H2, ((HOST, 1),)))
+        m = run(run(run(m, M.ReserveTx(y))[0], M.PublishView(y))[0], M.ExecuteView(y, v, 1))[0]
+        if name == "drop_under_reader":  # the view went while y, still open, reads it
+            return m, M.DropView(v), evolve(m, views=m.views.delete(v)), None
+        # the lease under the mapped view was released: y reads bytes the ledger credited back
+        released = evolve(m, ledger=MG.step(evolve(m, views=m.views.delete(v)), A.Release(H2, lease_id))[0].ledger)
+        return m, A.Release(H2, lease_id), released, None
     if name == "try_overtakes":  # a try-only 1 B taken while a 4 B ticket waits
         m, _ = lease(start(), H1, DEV, 3)
         m, _ = run(m, M.Submit(H2, DEV, 4))
@@ -278,6 +289,8 @@ _STEP_MUTATIONS = {
     "try_overtakes": "step_I13_manager.allocator_never_overtakes_a_waiter",
     "matured_overtaken": "step_I13_manager.matured_not_overtaken",
     "remap_under_reader": "step_I9_views.remap_fences_users",
+    "drop_under_reader": "step_I9_views.drop_fences_users",
+    "release_under_view": "step_C6_views.view_bytes_kept",
     "bundle_stuck": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_one_part": "step_I10_manager.bundle_moves_with_its_leases",
     "bundle_poisoned": "step_I10_manager.bundle_moves_with_its_leases",

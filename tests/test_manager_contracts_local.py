@@ -107,8 +107,17 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("execute the view at a generation it is not at (refused: C6)", pmm.execute_view, vx, view, 2)
     step("execute the view", pmm.execute_view, vx, view, 1)
     step("remap the view under that execution (refused: I9)", pmm.remap_view, view)
-    step("commit the first transaction", pmm.commit_tx, vx)
+    leases = step("commit the first transaction", pmm.commit_tx, vx)
     step("abort the second", pmm.abort_tx, vy)
+    vz = step("plan a third transaction of 5 on gpu0", pmm.plan_tx, g, ((a, 5),))
+    step("reserve the third", pmm.reserve_tx, vz)
+    step("publish the third's view", pmm.publish_view, vz)
+    step("the third executes the committed view", pmm.execute_view, vz, view, 1)
+    step("drop the committed view under that execution (refused: I9)", pmm.drop_view, view)
+    step("abort the third", pmm.abort_tx, vz)
+    step("release the lease under the committed view (refused: C6)", pmm.release, h, leases[0])
+    step("drop the committed view", pmm.drop_view, view)
+    step("release its lease", pmm.release, h, leases[0])
     # tickets on gpu1 (aging bound 1: a misfit matures on its first round)
     fill = step("reserve 900 on gpu1", pmm.reserve, g, b, DEV, 900, KV)
     step("commit it", pmm.commit, g, fill, 900)
@@ -174,7 +183,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 84
+    assert done[-1] == "confirm termination" and len(done) == 93
 
 
 def test_every_manager_mutant_is_listed() -> None:

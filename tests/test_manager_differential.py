@@ -61,9 +61,9 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         ["reserve", "commit", "cancel", "release", "quarantine", "record", "lose", "terminate",
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
          "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "remove",
-         "expire_p", "try", "use", "reconfigure", "publish", "execute", "remap"],
+         "expire_p", "try", "use", "reconfigure", "publish", "execute", "remap", "drop"],
         weights=[6, 5, 2, 6, 1, 1, 0.1, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12, 1, 2, 2, 0.3,
-                 2, 3, 1])[0]
+                 2, 3, 1, 1.5])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":
@@ -133,6 +133,11 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         v = rnd.choice(usable) if usable and rnd.random() < 0.8 else pick(m.views, m.next_view)
         gen = m.views[v].generation if v in m.views else 1
         return M.ExecuteView(tx, v, gen + (rnd.random() < 0.15)) if kind == "execute" else M.RemapView(v)
+    if kind == "drop":  # mostly a committed view (refused while an execution binds it); steered: commit one first
+        done = [v.id for v in m.views.values() if v.tx not in m.txs]
+        if published and (not done or rnd.random() < 0.3):
+            return M.CommitTx(rnd.choice(published))
+        return M.DropView(rnd.choice(done) if done and rnd.random() < 0.8 else pick(m.views, m.next_view))
     if kind == "remove":
         return M.RemoveAuthority(rnd.choice([a, 3]))  # the alias (3) has nothing of its own: removable
     return M.CommitLimit(a)

@@ -4,7 +4,7 @@ changes nothing (C1, G4, I1, I2, I6).
 A rule-based machine interleaves the composed verbs (`submit`, `claim`, `reserve` / `commit`, `release`,
 `record_committed`, `quarantine`, `register_alias`, allowances, `press` / `answer`, `plan_tx`, `try_reserve`,
 `set_use`, `reconfigure`, `expire_pressure`, `drop` ...) and the focused transaction verbs
-(`tx_plan`, `tx_reserve`, `tx_reserve_all`, `tx_commit`, `tx_abort`, `tx_release`) on ONE manager with
+(`tx_plan`, `tx_reserve`, `tx_commit`, `tx_abort`, `tx_release`) on ONE manager with
 contracts on, with ids drawn from live, retired and never-issued ones. After every call: success, or a typed
 `GovernorError` with the whole snapshot (`abstract_manager()`, `abstract()`, `abstract_tx()`) unchanged;
 never an `InvariantViolation`. After every call the harms, computed here from the ledger's own rows: each
@@ -29,6 +29,7 @@ from refimpl.manager import ProcessMemoryManager
 from spec.errors import GovernorError
 from spec.transactions_lifecycle import ViewKind
 from spec.types import AllocState, Role, Tier
+from tx_harness import reserve_every
 
 BAD = (0, -1, 10**6, None, "1", True)
 
@@ -52,7 +53,7 @@ VERBS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reconfigure", ("auth",)), ("press", ("holder", "auth", "bytes", "prio", "now")),
     ("expire_pressure", ("pressure", "late")), ("drop", ("ticket!",)),
     # focused transactions
-    ("tx_plan", ("holder", "needs", "prio", "kind")), ("tx_reserve", ("tx", "auth")), ("tx_reserve_all", ("tx",)), ("tx_commit", ("ready",)),
+    ("tx_plan", ("holder", "needs", "prio", "kind")), ("tx_reserve", ("tx", "auth")), ("tx_commit", ("ready",)),
     ("tx_abort", ("tx",)), ("tx_release", ("done",)), ("open_bundle", ()),
     # whole lives, each call checked as above
     ("~tx_lifecycle", ()), ("~allowance_life", ()), ("~lose_and_confirm", ()),
@@ -193,8 +194,11 @@ class MixedFrontEnds(RuleBasedStateMachine):
     def _tx_lifecycle(self, data: st.DataObject) -> None:
         """A focused transaction taken as far as it goes: reserve all, publish, execute, commit, release."""
         tx = self._arg(data, "tx")
-        if self._checked_call("tx_reserve_all", [tx]) is not None:
-            return  # aborted: the result is its retry intent
+        t = self.m.abstract_tx().txs.get(tx) if type(tx) is int else None
+        held = set() if t is None else {a for a, _ in t.held}
+        for aid in sorted(a for a, _ in t.needs if a not in held) if t is not None else ():
+            if self._checked_call("tx_reserve", [tx, aid]) is not None:
+                return  # aborted: the result is its retry intent
         view = self._checked_call("publish_view", [tx])
         v = self.m.abstract_tx().views.get(view) if type(view) is int else None
         if v is not None and self._checked_call("execute_view", [tx, view, v.generation]) is None:
@@ -232,7 +236,7 @@ class MixedFrontEnds(RuleBasedStateMachine):
         IM.check_all(mm)
 
 
-MixedFrontEnds.TestCase.settings = settings(max_examples=150, stateful_step_count=50, report_multiple_bugs=False, deadline=None,
+MixedFrontEnds.TestCase.settings = settings(max_examples=300, stateful_step_count=50, report_multiple_bugs=False, deadline=None,
                                             suppress_health_check=list(HealthCheck), derandomize=True)
 
 
@@ -259,7 +263,7 @@ def test_a_focused_verb_on_a_ledger_holding_a_composed_lease_is_checked_and_keep
             assert m.try_reserve(h, a, 50) in m.abstract().allocations
         else:
             tx = m.tx_plan(h, ((a, 50),), 0, ViewKind.OPAQUE)
-            assert m.tx_reserve_all(tx) is None  # held
+            assert reserve_every(m, tx) is None  # held
         rows = m.abstract().allocations.values()
         assert m.snapshot(a).used == 80 == sum(r.charge for r in rows)
         assert sorted(r.charge for r in rows) == [30, 50]

@@ -68,7 +68,7 @@ _PARTS = {
     "pressure": ("press", "answer", "cancel_pressure", "expire_pressure", "set_use"),
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
-    "views": ("publish_view", "execute_view", "remap_view"),
+    "views": ("publish_view", "execute_view", "remap_view", "drop_view"),
     "device loss": ("lose_device", "confirm_termination", "remove_authority"),
     "limits": ("prepare_limit", "commit_limit"),
 }

@@ -34,6 +34,7 @@ from refimpl.verify.ledger_adapter import RefimplAdapter
 from refimpl.verify.manager_adapter import ManagerAdapter
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec import view_actions as V
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Role, Tier
 
@@ -243,7 +244,7 @@ def test_every_int_field_of_the_spec_is_an_id_the_adapter_renames_or_a_figure() 
 
 
 def test_result_kinds_are_read_from_the_specs_documented_actions() -> None:
-    documented = {c.__name__: k for c, k in RESULT_KINDS.items() if c.__module__ == M.__name__}
+    documented = {c.__name__: k for c, k in RESULT_KINDS.items() if c.__module__ in (M.__name__, V.__name__)}
     assert documented == {"Submit": "ticket", "Claim": "allocation", "Press": "pressure", "PlanTx": "tx",
                           "ReserveTx": "allocation", "CommitTx": "allocation", "PrepareLimit": "pressure",
                           "OpenBundle": "bundle", "TryReserve": "allocation", "PublishView": "view"}

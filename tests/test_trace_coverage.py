@@ -39,14 +39,13 @@ COMPOSITE = {
     "acquire": {"submit", "claim"},
     "lower_limit": {"prepare_limit", "commit_limit"},
     "reserve_all": {"reserve_tx"},
-    "tx_reserve_all": {"tx_reserve"},
     "open_pressure": {"press"},
     "drain": {"cancel_ticket"},  # applies the cancels `drop` posted, one composed event each
 }
 #: No state any spec describes changes: reads, lock probes, waiting, recorder wiring, callback registration,
 #: and `drop` (a lock-free post whose effect is traced when it is applied: a `cancel_ticket` event).
 UNTRACED = frozenset({
-    "abstract", "abstract_manager", "abstract_tx", "snapshot", "tx_reservation_order", "touched",
+    "abstract", "abstract_manager", "abstract_tx", "snapshot", "touched",
     "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
     "register_callback", "drop",
 })
@@ -107,13 +106,6 @@ def _composite(name: str) -> tuple[ProcessMemoryManager, io.StringIO, Callable[[
     if name == "reserve_all":
         t = p.plan_tx(h, ((a, 8),))
         return p, buf, lambda: p.reserve_all(t)
-    if name == "tx_reserve_all":
-        p2buf = io.StringIO()
-        p2 = ProcessMemoryManager(trace=JsonlSink(p2buf))
-        h2 = p2.register_holder("h")
-        x = p2.register_authority("hbm", Tier.DEVICE, 64)
-        t = p2.tx_plan(h2, ((x, 8),), 0, ViewKind.CONTIGUOUS)
-        return p2, p2buf, lambda: p2.tx_reserve_all(t)
     if name == "open_pressure":
         return p, buf, lambda: p.open_pressure(h, a, 8)
     assert name == "drain"
@@ -158,7 +150,6 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
     calls: dict[str, Callable[[], Any]] = {
         "abstract": p.abstract, "abstract_manager": p.abstract_manager,
         "abstract_tx": q.abstract_tx, "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
-        "tx_reservation_order": lambda: q.tx_reservation_order(tx),
         "touched": locked(lambda: p.touched(A.Release(h, 1))),
         "observed": locked(lambda: p.observed({a}, {1}, None, A.Release(h, 1))),
         "wait": lambda: p.wait(t, 0.01), "wake_waiters": p.wake_waiters,

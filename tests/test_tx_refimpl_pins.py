@@ -29,6 +29,7 @@ from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.transactions_lifecycle import TxPhase, ViewKind
 from spec.types import Tier
+from tx_harness import reserve_every
 
 C = ViewKind.CONTIGUOUS
 
@@ -147,7 +148,7 @@ def test_full_abort_off_returns_only_the_first_reservation_and_the_rest_are_the_
     with contracts.contracts(False):
         pmm, h, auths = focused(GuardSet.without("full_abort"))
         tx = pmm.tx_plan(h, tuple((a, 8) for a in auths), 0, C)
-        assert pmm.tx_reserve_all(tx) is None
+        assert reserve_every(pmm, tx) is None
         pmm.tx_abort(tx)
         s = pmm.abstract_tx()
         assert [s.authorities[a].used for a in auths] == [0, 8, 8]  # the harm: two reservations leak
@@ -259,7 +260,7 @@ def test_a_committed_lease_set_and_its_view_pin_every_ledger_it_holds() -> None:
     # refimpl's `_pins` also names the focused records (a committed lease set, its model view): C3.
     pmm, h, (a, b, _) = focused()
     tx = pmm.tx_plan(h, ((a, 10), (b, 20)), 0, C)
-    pmm.tx_reserve_all(tx)
+    reserve_every(pmm, tx)
     view = pmm.publish_view(tx)
     pmm.execute_view(tx, view, 1)
     pmm.tx_commit(tx)

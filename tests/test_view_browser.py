@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import os
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 from refimpl.cli import main
 from refimpl.view import timeline_data
 from spec.types import Tier
+from tx_harness import reserve_every
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -63,11 +65,11 @@ def tx_trace() -> str:
     enc, dec = pmm.register_holder("encoder"), pmm.register_holder("decoder")
     hbm, host = pmm.register_authority("hbm0", Tier.DEVICE, 64 << 20), pmm.register_authority("host", Tier.DEVICE, 96 << 20)
     a = pmm.tx_plan(enc, ((hbm, 24 << 20), (host, 30 << 20)), 0, ViewKind.CONTIGUOUS)
-    pmm.tx_reserve_all(a)
+    reserve_every(pmm, a)
     b = pmm.tx_plan(dec, ((hbm, 30 << 20),), 0, ViewKind.BLOCKS_TABLE)
-    pmm.tx_reserve_all(b)
+    reserve_every(pmm, b)
     c = pmm.tx_plan(dec, ((hbm, 40 << 20),), 0, ViewKind.OPAQUE)
-    assert pmm.tx_reserve_all(c) is not None  # a miss (54 MiB of 64 are held): aborted, its retry intent back
+    assert reserve_every(pmm, c) is not None  # a miss (54 MiB of 64 are held): aborted, its retry intent back
     pmm.execute_view(a, pmm.publish_view(a), 1)
     pmm.tx_commit(a)
     pmm.execute_view(b, pmm.publish_view(b), 1)
@@ -175,7 +177,10 @@ def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str
     vx = 78 + (1000 - 78 - 12) * (i + 0.5) / n  # the page's x axis: margins 78 and 12 of a 1000-wide viewBox
     page.mouse.move(box["x"] + vx / 1000 * box["width"], box["y"] + box["height"] * 0.4)
     tip = page.inner_text("#tip")
-    assert page.locator("#tip").is_visible() and tip.startswith(f"event {i}"), tip
+    # Over a few hundred events one event is narrower than a screen pixel: the pointer lands on i or a neighbour.
+    m = re.match(r"event (\d+)\b", tip)
+    assert page.locator("#tip").is_visible() and m and abs(int(m.group(1)) - i) <= (1 if n > box["width"] / 2 else 0), tip
+    i = int(m.group(1))
     assert f"used {_human(_at(model['authorities'], a, i))} of limit " in tip
     stack = {key: v for key, v in page.evaluate(f"window.ortmemTimeline.stackAt({a}, {i})").items() if v}
     assert stack and sum(stack.values()) == _at(model["authorities"], a, i)

@@ -41,13 +41,17 @@ _EXECUTABLE = (_P.PUBLISHED, _P.EXECUTING)
 
 
 class _View:
-    __slots__ = ("id", "allocation", "authority", "kind", "generation", "state", "users")
+    __slots__ = ("id", "allocation", "authority", "kind", "generation", "state", "users", "lease")
 
-    def __init__(self, id: int, allocation: int, authority: int, kind: ViewKind) -> None:
+    def __init__(self, id: int, allocation: int, authority: int, kind: ViewKind, lease: Any) -> None:
         self.id, self.allocation, self.authority, self.kind = id, allocation, authority, kind
+        self.lease = lease  # the record of its bytes on `authority` (None: published holding nothing)
         self.generation = 1
         self.state = ViewState.MAPPED
         self.users: set[int] = set()  # executing transactions bound to it
+
+    def __repr__(self) -> str:
+        return f"view {self.id}"
 
 
 class _Bundle:
@@ -174,7 +178,8 @@ class Bundles:
         t.phase = _P.PUBLISHED
         vid = self._next_mview
         self._next_mview += 1
-        self._mviews[vid] = _View(vid, t.id, min(t.need), t.kind)
+        lease = next((r for r in t.held if r.auth.id == min(t.need)), None)
+        self._mviews[vid] = _View(vid, t.id, min(t.need), t.kind, lease)
         return vid
 
     def execute_view(self, tx: int, view: int, generation: int) -> None:
@@ -205,6 +210,20 @@ class Bundles:
         """Advance a view's mapping generation; only while no execution uses it (I9)."""
         return self._run(M.RemapView, self._ms_view, self._remap, view)
 
+    def drop_view(self, view: int) -> None:
+        """Drop a committed (or invalid) view; only while no execution binds it (I9). Its lease is free again."""
+        return self._run(M.DropView, self._ms_view, self._drop_view, view)
+
+    def _drop_view(self, view: Any) -> None:
+        v = self._mview(_int_id(view, "view"))
+        if v.allocation in self._txs:
+            raise InvalidTransition(f"view {v.id} is the provisional view of open transaction {v.allocation}")
+        if v.users:  # I9: no execution left reading a torn-down mapping
+            raise ViewInUse(f"view {v.id} is bound to execution(s) {sorted(v.users)}")
+        del self._mviews[v.id]
+        if v.lease is not None and v.lease.part is v:
+            v.lease.part = None  # the holder's lease to release again
+
     def _ms_view(self, view: object) -> tuple[frozenset[int], tuple[int, ...]]:
         v = self._mviews.get(view) if type(view) is int else None
         return (frozenset(), ()) if v is None else (frozenset({v.authority}), ())
@@ -215,7 +234,8 @@ class Bundles:
 
     def _view_recs(self, auths: Any) -> dict[int, M.View]:
         """`spec.manager_actions.View` of every model view (auths None) or of those over the given authorities."""
-        return {v.id: M.View(v.id, v.allocation, v.authority, v.generation, v.state,
+        return {v.id: M.View(v.id, v.allocation, v.authority, None if v.lease is None else v.lease.id, v.generation,
+                             v.state,
                              tuple(sorted((u, self._txs[u].bound[v.id]) for u in v.users)))
                 for v in self._mviews.values() if auths is None or v.authority in auths}
 

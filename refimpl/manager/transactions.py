@@ -208,6 +208,9 @@ class Transactions:
         self._settle(t)
         for rec in t.held:
             rec.part = None  # the leases are the holder's now
+        for v in self._views_of(t):
+            if v.lease is not None:
+                v.lease.part = v  # but the one under its view stays pinned until DropView (C6)
         return tuple(rec.id for rec in t.held)
 
     def abort_tx(self, tx: int) -> int:
@@ -316,24 +319,6 @@ class Transactions:
             self._rounds(before)
             return iid
         self._take(t, a, n)
-        return None
-
-    def tx_reservation_order(self, tx: int) -> list[int]:
-        """The authorities `tx` still needs, in the order this manager takes them."""
-        if self._mailbox:
-            self.drain()  # posted cancels first, as every operation: a refusal below must not leave them
-        with self._lock:
-            t = self._any_tx(_int_id(tx, "tx"))
-            held = {r.auth.id for r in t.held}
-            todo = [a for a, _ in t.decl if a not in held]
-            return sorted(todo) if self._guards.on("ordered_reservation") else todo
-
-    def tx_reserve_all(self, tx: int) -> int | None:
-        """Reserve every need in this manager's order; None when all held, else the retry intent."""
-        for aid in self.tx_reservation_order(tx):
-            intent = self.tx_reserve(tx, aid)
-            if intent is not None:
-                return intent
         return None
 
     def tx_commit(self, tx: int) -> None:

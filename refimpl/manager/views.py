@@ -87,7 +87,7 @@ class Views:
         if self._mailbox:
             self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
         run, cls, scope, composed = kind
-        if _SWITCH.full or self._txs or self._pressures or (composed and self._recorder is not None):
+        if _SWITCH.full or self._txs or self._pressures or self._mviews or (composed and self._recorder is not None):
             if composed:
                 return self._run_full(cls, getattr(self, scope), body, args)
             return self._checked(cls(*args), getattr(self, scope), args[1], body, *args, *extra)
@@ -126,7 +126,7 @@ class Views:
             before = self._partial(auths, allocs, allows)
             # Where other parts have records, a ledger action can reach them (a release runs a round, a loss
             # drops tickets and aborts transactions): then the composed predicates check it too.
-            mine = (self._tickets or self._txs or self._pressures) and self._mchecks is not False
+            mine = (self._tickets or self._txs or self._pressures or self._mviews) and self._mchecks is not False
             if mine:
                 m_auths = self._closed(self._auths[i].alias_of or i for i in auths if i in self._auths)
                 m_ids = _B.view_ids(self, m_auths, allocs) if local else allocs
@@ -328,13 +328,14 @@ class Views:
         return frozenset(aid for aid, _ in t.needs), tuple(r.id for r in t.held)
 
     def _closed(self, auths: Any) -> frozenset[int]:
-        """`auths` closed under transactions: a viewed transaction's other ledgers are viewed too.
-
-        Computed once before an operation and used for both views (the transaction may be gone after)."""
+        """`auths` closed under transactions: a viewed transaction's ledgers, or one bound to a view over a viewed
+        ledger (a loss there aborts it), are viewed too. Computed once before an operation, used for both views."""
         auths = set(auths)
         grew = bool(self._txs)
         while grew:
-            more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs) for aid, _ in t.needs}
+            mv = self._mviews
+            more = {aid for t in self._txs.values() if any(x in auths for x, _ in t.needs)
+                    or any(v in mv and mv[v].authority in auths for v in t.bound) for aid, _ in t.needs}
             grew = not more <= auths
             auths |= more
         return frozenset(auths)

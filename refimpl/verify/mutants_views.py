@@ -1,8 +1,10 @@
 """Mutants of the composed manager's model views (a part of the registry in `refimpl.verify.mutants`).
 
 The composed campaign (`ortmem verify`'s manager checker) runs these: bugs in
-publishing, executing and remapping a transaction's view, in refimpl
-(`refimpl.manager.bundles`) and in the composed spec (`spec.manager_views`),
+publishing, executing, remapping and dropping a transaction's view, and in
+pinning the lease a view is over, in refimpl
+(`refimpl.manager.bundles`, `refimpl.manager.transactions`) and in the
+composed spec (`spec.manager_views`, `spec.manager_parts`),
 each caught by the harm clause of its ID in `invariants.manager_views`.
 """
 
@@ -15,6 +17,7 @@ __all__ = ["VIEW_MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _MBUN, _SVIEW = "refimpl.manager.bundles", "spec.manager_views"
+_MTX, _SPARTS = "refimpl.manager.transactions", "spec.manager_parts"
 
 VIEW_MUTANTS: tuple[Mutant, ...] = (
     Mutant("view_before_every_need", ("C4",), "manager", _R, _MBUN,
@@ -51,4 +54,21 @@ VIEW_MUTANTS: tuple[Mutant, ...] = (
            "    if v.tx != x.id and v.tx in m.txs:\n",
            "    if False:\n",
            "the spec lets an execution bind another open transaction's provisional view"),
+    Mutant("drop_under_execution", ("I9",), "manager", _R, _MBUN,
+           "        if v.users:  # I9: no execution left reading a torn-down mapping\n",
+           "        if False:\n",
+           "a committed view is dropped while a later execution binds it: that execution reads a torn-down mapping"),
+    Mutant("spec_drop_under_execution", ("I9",), "manager", _S, _SVIEW,
+           "    if v.users:\n        raise ViewInUse",
+           "    if False:\n        raise ViewInUse",
+           "the spec drops a view under its executions"),
+    Mutant("lease_under_view_unpinned", ("C6",), "manager", _R, _MTX,
+           "                v.lease.part = v  # but the one under its view stays pinned until DropView (C6)\n",
+           "                pass\n",
+           "a committed transaction's lease under its view is the holder's at once: released while the view is "
+           "mapped, its readers read credited bytes"),
+    Mutant("spec_lease_under_view_unpinned", ("C6",), "manager", _S, _SPARTS,
+           "    out: dict[int, str] = {v.allocation: f\"view {v.id}\" for v in m.views.values() if v.allocation is not None}\n",
+           "    out: dict[int, str] = {}\n",
+           "the spec lets the lease under a mapped view be released, cancelled, quarantined or given up"),
 )
