@@ -111,7 +111,7 @@ def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tupl
     changes = tuple(sorted((a.get(k, k), a.get(c.authority, c.authority), c.target, c.completed)
                            for k, c in m.changes.items()))
     generations = tuple(sorted((a.get(k, k), g) for k, g in m.generations.items()))
-    views = tuple((v.id, v.tx, a.get(v.authority, v.authority), v.generation, v.state, v.users)
+    views = tuple((v.id, v.tx, a.get(v.authority, v.authority), v.allocation, v.generation, v.state, v.users)
                   for _, v in sorted(m.views.items()))
     return (_ledger(m.ledger, h, a, unlabelled), m.aging_bound, tickets, pressures, txs, changes, m.next_ticket,
             m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle,
