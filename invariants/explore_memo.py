@@ -72,9 +72,9 @@ FOOTPRINTS: dict[type, Footprint] = {
     M.Claim: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
     M.CancelTicket: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
     M.TimeoutTicket: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
-    A.Release: _fp(f"{_ARB} txs {_USES}", f"ledger tickets {_USES}"),
+    A.Release: _fp(f"{_ARB} txs views {_USES}", f"ledger tickets {_USES}"),
     M.Press: _fp("ledger pressures next_pressure generations", "pressures next_pressure"),
-    M.Answer: _fp(f"{_ARB} txs pressures next_pressure changes generations {_USES}",
+    M.Answer: _fp(f"{_ARB} txs views pressures next_pressure changes generations {_USES}",
                   f"ledger tickets pressures changes {_USES}"),
     M.CancelPressure: _fp("pressures next_pressure", "pressures"),
     M.PlanTx: _fp("ledger txs next_tx", "txs next_tx"),
@@ -94,6 +94,7 @@ FOOTPRINTS: dict[type, Footprint] = {
     M.PublishView: _fp("txs views next_view", "views next_view"),
     M.ExecuteView: _fp("txs views next_view", "views"),
     M.RemapView: _fp("views next_view", "views"),
+    M.DropView: _fp("txs views next_view", "views"),
 }
 
 
