@@ -8,6 +8,7 @@ misses that must replay clean: the guard is no wider than the harm it names.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -61,12 +62,20 @@ def _release(**payload: Any) -> bytes:
     return _raw(5, "release", _REL_IDS, {**_RELEASE, **payload})
 
 
+#: Allowance 1 (20 B) opened on authority 1.
+_OPEN = _ev(5, "open_allowance", {"holder": 1, "authority": 1, "result": 1}, {"1": 10}, limit=20)
+
+
 # name: (events after SETUP, the whole describe() line)
 HARMS: dict[str, tuple[list[bytes], str]] = {
     # --- the envelope and payload shape (check 3): a malformed event names what is wrong with it
     "unknown-revision": ([_raw(5, "release", _REL_IDS, _RELEASE, contract_revision="ortmem-ledger/99")],
                          "REJECTED at line 5 (unknown-revision): unknown contract revision 'ortmem-ledger/99'; "
                          "this checker knows ['ortmem-ledger/1']"),
+    "envelope-extra-key": ([_raw(5, "boundary", {}, {}, trace_id=1)],
+                           "REJECTED at line 5 (malformed): envelope keys must be exactly ['contract_revision', 'source', "
+                           "'source_sequence', 'kind', 'ids', 'payload'], got ['contract_revision', 'ids', 'kind', "
+                           "'payload', 'source', 'source_sequence', 'trace_id']"),
     "unknown-kind": ([_raw(5, "explode", {}, {})], "REJECTED at line 5 (malformed): unknown event kind 'explode'"),
     "ids-not-an-object": ([_raw(5, "release", [1], _RELEASE)],
                           "REJECTED at line 5 (malformed): ids and payload must be objects"),
@@ -173,6 +182,19 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                                      "REJECTED at line 6 (refinement): the governor issued authority id 2 for a new "
                                      "object, but 2 already names another authority (still live): two objects aliased "
                                      "onto one id"),
+    "allowance-id-reused-while-live": ([_OPEN, _ev(6, "open_allowance", {"holder": 1, "authority": 1, "result": 1},
+                                                   limit=20)],
+                                       "REJECTED at line 6 (refinement): the governor issued allowance id 1 for a new "
+                                       "object, but 1 already names another allowance (still live): two objects "
+                                       "aliased onto one id"),
+    # --- a map fused with its growth reservation (D8): allowed within the limit, still checked
+    "fused-map-moves-used": ([_OPEN, _ev(6, "map_allowance", {"holder": 1, "allowance": 1}, {"1": 18}, nbytes=8)],
+                             "REJECTED at line 6 (violation) [I1]: I1: MapAllowance(holder=1, allowance=1, nbytes=8): "
+                             "authority 1 used moved 8 B, charges moved 0 B"),
+    "fused-map-past-the-limit": ([_OPEN, _ev(6, "map_allowance", {"holder": 1, "allowance": 1}, {"1": 10}, nbytes=28)],
+                                 "REJECTED at line 6 (violation) [I4b]: MapAllowance(holder=1, allowance=1, nbytes=28) "
+                                 "was accepted but the spec refuses it: AllowanceExceeded: allowance 1: mapping 28 B, "
+                                 "only 0 B reserved"),
     # --- the end of the trace: reservations left over name at most five, and the line is none
     "six-left-over": ([_ev(4 + i, "reserve", {"holder": 1, "authority": 1, "result": 1 + i}, {"1": 10 + i},
                            {str(1 + i): 1}, tier="device", nbytes=1, role="weights") for i in range(1, 7)],
@@ -204,6 +226,15 @@ CLEAN: dict[str, list[bytes]] = {
                                              _ev(7, "cancel", {"holder": 1, "allocation": 2}, {"1": 10})],
     "alias-with-a-fresh-id": [_ev(5, "register_alias", {"of": 1, "result": 2}, view="gpu0b")],
     "release": [_release()],
+    "new-authority-observes-its-own-figure": [_ev(5, "register_authority", {"result": 2}, {"2": 0}, pool="gpu1",
+                                                  tier="device", capacity=64)],
+    "observes-an-untouched-charge": [_reserve4(5, {"1": 14}, {"1": 10, "2": 4}),
+                                     _ev(6, "cancel", {"holder": 1, "allocation": 2}, {"1": 10})],
+    "commit-that-moves-nothing-observes-nothing": [_reserve4(5, {"1": 14}, {"2": 4}),
+                                                   _ev(6, "commit", {"holder": 1, "allocation": 2}, nbytes=4),
+                                                   _ev(7, "release", {"holder": 1, "allocation": 2}, {"1": 10})],
+    "map-fused-with-its-growth": [_OPEN, _ev(6, "map_allowance", {"holder": 1, "allowance": 1}, {"1": 10}, nbytes=8),
+                                  _ev(7, "unmap_allowance", {"holder": 1, "allowance": 1}, {"1": 10}, nbytes=8)],
 }
 
 
@@ -268,3 +299,65 @@ def test_accepted_refusal_outside_the_catalog_names_refinement() -> None:
     assert (e.value.failure, e.value.id) == ("unknown-id", None)
     assert str(e.value).endswith("was accepted but names an id never issued in this trace (holder 9): an event is "
                                  "missing")
+
+
+def _padded(n: int, end: bytes) -> bytes:
+    """A boundary event of exactly `n` bytes (JSON whitespace inside the object), then `end`."""
+    text = _raw(5, "boundary", {}, {})
+    return text[:1] + b" " * (n - len(text)) + text[1:] + end
+
+
+@pytest.mark.parametrize("end", [b"", b"\n", b"\r\n"])
+def test_line_of_max_bytes_is_read(end: bytes) -> None:
+    assert R.read_event(_padded(R.MAX_LINE_BYTES, end), 5)["kind"] == "boundary"
+
+
+@pytest.mark.parametrize("raw", [_padded(R.MAX_LINE_BYTES + 1, b""), _padded(R.MAX_LINE_BYTES + 1, b"\n"),
+                                 _padded(R.MAX_LINE_BYTES, b"\r")])
+def test_longer_line_is_oversize(raw: bytes) -> None:
+    with pytest.raises(R._Bad) as e:
+        R.read_event(raw, 5)
+    assert (e.value.failure, str(e.value)) == ("oversize", f"line longer than {R.MAX_LINE_BYTES} bytes")
+
+
+def test_stream_reads_on_past_a_line_of_max_bytes() -> None:
+    """A line of MAX_LINE_BYTES and its newline is whole: the lines after it are still read."""
+    stream = io.BytesIO(b"".join(line + b"\n" for line in SETUP) + _padded(R.MAX_LINE_BYTES, b"\n")
+                        + _raw(6, "boundary", {}, {}) + b"\n")
+    r = R.replay(stream)
+    assert (r.ok, r.events) == (True, 6), r.describe()
+
+
+def test_event_past_the_count_bound_names_it() -> None:
+    with pytest.raises(R._Bad) as e:
+        R.read_event(b"{}", R.MAX_EVENTS + 1)
+    assert (e.value.failure, str(e.value)) == ("too-many-events", f"more than {R.MAX_EVENTS} events")
+    assert R.read_event(b"{}", R.MAX_EVENTS) == {}
+
+
+_RUN21 = b'"s": "123456789012345678901", '  # a 21-digit run: the line takes the integer-checking decoder
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b'{"a": NaN}', "not a JSON object: NaN is not allowed"),
+    (b"{" + _RUN21 + b'"a": -Infinity}', "not a JSON object: -Infinity is not allowed"),
+    (b"{" + _RUN21 + b'"a": 999999999999999999999}', "not a JSON object: integer with 21 digits"),
+    (b"{" + _RUN21 + b'"a": -999999999999999999999}', "not a JSON object: integer with 22 digits"),
+    (b'{"a": ', "not a JSON object: Expecting value: line 1 column 7 (char 6)"),
+    (b'[1]', "a line must hold one JSON object, got list"),
+    (b'"s"', "a line must hold one JSON object, got str"),
+])
+def test_bad_json_names_the_problem(raw: bytes, message: str) -> None:
+    with pytest.raises(R._Bad) as e:
+        R.read_event(raw, 1)
+    assert (e.value.failure, str(e.value)) == ("bad-json", message)
+
+
+def test_twenty_digits_are_read_on_the_checking_decoder() -> None:
+    assert R.read_event(b"{" + _RUN21 + b'"a": -99999999999999999999}', 1)["a"] == 1 - 10 ** 20
+
+
+def test_bad_enum_value_names_it() -> None:
+    r = R.replay_lines(SETUP + [_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2}, {"1": 14}, {"2": 4},
+                                    tier="gpu", nbytes=4, role="weights")])
+    assert r.describe() == "REJECTED at line 5 (malformed): 'gpu' is not a valid Tier"
