@@ -345,6 +345,8 @@ _RUN21 = b'"s": "123456789012345678901", '  # a 21-digit run: the line takes the
     (b"{" + _RUN21 + b'"a": 999999999999999999999}', "not a JSON object: integer with 21 digits"),
     (b"{" + _RUN21 + b'"a": -999999999999999999999}', "not a JSON object: integer with 22 digits"),
     (b'{"a": ', "not a JSON object: Expecting value: line 1 column 7 (char 6)"),
+    (b'x{"a": 1}', "not a JSON object: Expecting value: line 1 column 1 (char 0)"),  # junk before the object
+    (b'{"b": 1, "a": 2, "b": 3}', "not a JSON object: duplicate key in ['a', 'b', 'b']"),
     (b'[1]', "a line must hold one JSON object, got list"),
     (b'"s"', "a line must hold one JSON object, got str"),
 ])
