@@ -382,7 +382,7 @@ _WHOLE_I1 = "(violation) [I1]: I1: authority 1 used 30 B but its allocations cha
     # records (4, at line 9), not before (3 at line 8) and not later.
     ([_boundary(8), _boundary(9), _boundary(10), _boundary(11)], f"REJECTED at line 9 {_WHOLE_I1}"),
     ([], f"REJECTED at end of trace {_WHOLE_I1}"),  # and always at the end
-])
+], ids=["boundaries", "end"])
 def test_whole_state_check_alone_catches_an_overused_ledger(tail: list[bytes], want: str) -> None:
     """With every per-event check switched off, the amortised whole-state check still names I1 at the first
     boundary its schedule reaches (`since_whole >= size`), or at the end of the trace."""
