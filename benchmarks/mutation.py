@@ -182,9 +182,10 @@ MODULES: dict[str, list[str]] = {
                               "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
-    # and fresh ids. Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own
-    # source mutants, whose snippets mutmut's copies repeat.
-    "invariants/replay.py": ["tests/test_replay.py", "tests/test_replay_mutants.py",
+    # and fresh ids, and what a foreign governor's trace can get wrong (test_replay_harms). Left out: the
+    # campaign-trace test (slow), and the tests that apply refimpl/verify's own source mutants, whose snippets
+    # mutmut's copies repeat.
+    "invariants/replay.py": ["tests/test_replay.py", "tests/test_replay_mutants.py", "tests/test_replay_harms.py",
                              "tests/conformance/test_refusals.py", "tests/conformance/test_fresh_ids.py",
                              "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
