@@ -159,7 +159,7 @@ def test_waiter_behind_a_granted_ticket_holding_a_reservation_is_named() -> None
 
 def test_state_i13_counts_its_cases() -> None:
     m, _, _ = _granted_then_waiting()
-    assert {k: v for k, v in _counts(IM.state_I13_manager, m).items()} == {_IDLE: (1, 1), _NOTHING: (1, 1)}
+    assert _counts(IM.state_I13_manager, m) == {_IDLE: (1, 1), _NOTHING: (1, 1)}
     granted_only = run(start(), M.Submit(H1, DEV, 3))[0]  # a ticket, but none waiting
     assert _counts(IM.state_I13_manager, granted_only) == {_IDLE: (1, 0), _NOTHING: (1, 0)}
 
