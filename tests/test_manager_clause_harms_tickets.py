@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, lease, make_alloc, run, start
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
@@ -24,7 +24,7 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.guards import GuardSet
 from spec.tickets import TicketState
-from spec.types import Role, Tier
+from spec.types import AllocState, Role, Tier
 
 
 def _violation(pred: Any, *args: Any) -> InvariantViolation:
@@ -249,3 +249,50 @@ def test_matured_waiter_not_overtaken_by_an_earlier_grant() -> None:
     before = _with_ticket(m, t1, state=TicketState.PENDING, allocation=None)  # t1 was still waiting before
     assert _counts(IM.step_I13_manager, before, M.Submit(H2, DEV, 4), m, w)[_MATURED] == (1, 1)
     IM.step_I13_manager(before, M.Submit(H2, DEV, 4), m, w)
+
+
+# --- the records the h-tx2 rewrite reads: C3's naming of what a removal left, I6's per-holder sums --------------
+
+
+def test_removal_names_only_the_records_on_the_removed_authority() -> None:
+    # One of each kind on DEV and on HOST: the report names DEV's allocation, ticket, pressure and transaction only.
+    m, a_dev = lease(start(), H1, DEV, 4)
+    m, _ = lease(m, H2, HOST, 4)
+    m, t_dev = run(m, M.Submit(H2, DEV, 1))
+    m = run(m, M.Submit(H1, HOST, 1))[0]
+    m, p_dev = run(m, M.Press(H1, DEV, 1))
+    m = run(m, M.Press(H2, HOST, 1))[0]
+    m, x_dev = run(m, M.PlanTx(H1, ((DEV, 1),)))
+    m = run(m, M.PlanTx(H2, ((HOST, 1),)))[0]
+    act = M.RemoveAuthority(DEV)
+    e = _violation(IM.step_C3_manager, m, act, evolve(m, ledger=evolve(
+        m.ledger, authorities=m.ledger.authorities.delete(DEV))), None)
+    assert (e.clause, str(e)) == ("step_C3_manager.removal_drops_no_charge",
+                                  f"C3: {act!r}: authority {DEV} is gone but allocation {a_dev}, ticket {t_dev}, "
+                                  f"pressure {p_dev}, transaction {x_dev} still name it")
+
+
+_OWN = "step_I6_manager.charge_falls_by_own_action"
+
+
+def test_a_holders_lease_swapped_for_a_smaller_record_by_nobody_is_named() -> None:
+    # Broken by hand: a limit commit (no holder) replaces H2's 2 B lease with a 1 B record under a lower id (0):
+    # the new record is read first, and H2's charge still fell 2 -> 1 B.
+    m, mine = lease(start(), H2, DEV, 2)
+    allocs = m.ledger.allocations.delete(mine).set(0, make_alloc(0, DEV, H2, 1, AllocState.LIVE))
+    act = M.CommitLimit(DEV)
+    e = _violation(IM.step_I6_manager, m, act, evolve(m, ledger=evolve(m.ledger, allocations=allocs)), None)
+    assert (e.clause, str(e)) == (_OWN, f"I6: {act!r} (by None) lowered holder {H2}'s charge 2 -> 1 B")
+
+
+def test_bytes_moved_between_one_holders_records_in_anothers_step_pass() -> None:
+    # H2's first lease grows by the 1 B its second one gave up, in H1's step: H2's total charge did not fall.
+    m, first = lease(start(), H2, DEV, 1)
+    m, second = lease(m, H2, DEV, 1)
+    assert first < second
+    allocs = m.ledger.allocations.delete(second)
+    allocs = allocs.set(first, evolve(allocs[first], nbytes=2, charge=2))
+    moved = evolve(m, ledger=evolve(m.ledger, allocations=allocs))
+    act = M.Press(H1, DEV, 1)
+    IM.step_I6_manager(m, act, moved, 1)
+    assert _counts(IM.step_I6_manager, m, act, moved, 1)[_OWN] == (1, 0)
