@@ -175,6 +175,7 @@ MODULES: dict[str, list[str]] = {
     # verdict scripts and harm scripts. The tests that apply refimpl/verify's own source mutants are left out.
     "invariants/manager.py": ["tests/test_manager_clauses.py", "tests/test_manager_clause_harms_i1.py",
                               "tests/test_manager_clause_harms_steps.py", "tests/test_manager_clause_cases.py",
+                              "tests/test_manager_clause_harms_tickets.py",
                               "tests/test_manager_contracts_local_clauses.py",
                               "tests/test_verdict_scripts.py", "tests/test_harm_clauses.py", "tests/test_spec_manager.py",
                               "tests/test_manager_differential.py", "tests/test_manager_contracts_local.py",
