@@ -368,8 +368,11 @@ class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
                 self._do(A.RegisterAlias(self._authority(data), data.draw(st.sampled_from(("uma", "view")))))
         elif op == "record":
             a = self.abs.ledger.authorities.get(self._authority(data))
-            tier = a.tier if a is not None else Tier.DEVICE
-            self._do(A.RecordCommitted(self._holder(data), a.id if a else 1, tier, self._nbytes(data, 5), Role.KV))
+            tier, h = (a.tier if a is not None else Tier.DEVICE), self._holder(data)
+            self._do(A.RecordCommitted(h, a.id if a else 1, tier, self._nbytes(data, 5), Role.KV))
+            b = self.abs.ledger.authorities.get(a.id) if a is not None else None
+            if b is not None and b.used > b.limit:  # steered: a part acts on the oversubscribed ledger (thin at random)
+                self._do(M.Submit(h, b.id, 1, 0, Role.KV))
         else:
             leases = self._leases()
             aid = self._pick(data, self.abs.ledger.allocations.keys(), self.abs.ledger.next_allocation,
