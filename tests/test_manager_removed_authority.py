@@ -2,8 +2,8 @@
 
 `remove_authority` retires an id for good (it is never reused); the spec refuses any later action naming it with
 InvalidTransition ("authority N was removed", `spec.ledger._authority`). The reference implementation must refuse
-the same way, whatever the verb (the requester, allocator, pressure, transaction, limit, device, allowance and
-pool verbs, and the reads), with contracts on and off, and leave the WHOLE `abstract_manager()` unchanged.
+the same way, whatever the verb (the requester, allocator, pressure, transaction, limit, device and allowance
+verbs, and the reads), with contracts on and off, and leave the WHOLE `abstract_manager()` unchanged.
 """
 
 from __future__ import annotations
@@ -51,12 +51,7 @@ VERBS: dict[str, Callable[[ProcessMemoryManager, Any, int], Any]] = {
     "lose_device": lambda p, w, g: p.lose_device(g),
     "confirm_termination": lambda p, w, g: p.confirm_termination(g),
     "remove_authority": lambda p, w, g: p.remove_authority(g),
-    "pool_submit": lambda p, w, g: p.pool_submit(w.h1, g, 1),
-    "pool_try_reserve": lambda p, w, g: p.pool_try_reserve(w.h1, g, 1),
-    "pool_reconfigure": lambda p, w, g: p.pool_reconfigure(g),
-    "pool_press": lambda p, w, g: p.pool_press(w.h1, g, 1),
     "snapshot": lambda p, w, g: p.snapshot(g),
-    "abstract_pool": lambda p, w, g: p.abstract_pool(g),
 }
 
 
