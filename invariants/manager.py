@@ -48,8 +48,8 @@ _I1_ONE_PART = clause("I1", "state_I1_manager", "one_part_per_reservation",
                       "no reservation is held by two parts (two tickets, two transactions, or a ticket and a "
                       "transaction), so it cannot be claimed or credited twice")
 _I1_TICKET = clause("I1", "state_I1_manager", "granted_ticket_reserved",
-                    "a granted ticket's bytes are a provisional reservation of its own holder, authority and size: "
-                    "no grant is backed by someone else's bytes, a lease, or nothing")
+                    "a granted ticket's reservation is a provisional one of its own holder, authority and size: "
+                    "no grant is backed by someone else's bytes or a lease (by nothing: buckets_partition_used)")
 _I1_TX = clause("I1", "state_I1_manager", "tx_held_reserved",
                 "a transaction's held bytes are provisional reservations of its holder, on its needs' authorities, "
                 "of its needs' sizes, held in order")
