@@ -6,19 +6,27 @@ switched-off guard turns into a violation of a harm clause of
 refuses the harmful step or the harm never arises). `run_script` replays a
 script against `spec.hierarchy` and returns the first violation.
 
-`hierarchy_model` is the bounded-exhaustive explorer's scope (`invariants.explore`):
-two workers, a serving quota of 4 on a machine of 6, one outside program; the
-environment's freedom: messages genuine, forged, replayed, of a stale or the
-current epoch in the name of live, spawned-but-silent, fenced, exited and
-never-spawned identities; replies and messages lost (a crash between the
-journal write and the reply is a lost reply, then `Restart`); reconnects;
-processes stopped and killed at any point. The coordinator's incarnation
-counter is the one figure no rule reads, so the scope forgets it (a restart
-is then a self-loop whose step is still checked) instead of counting
-restarts into distinct states. Aging needs longer histories than that scope
-reaches, so `arbitration_model` is a second, narrower scope: three
-authenticated workers, one holding most of the quota, and only requests,
-returns and arbitration rounds.
+`COMPLETE_SCOPES` are the explorer's finite scopes (`invariants.explore`),
+each explored to its fixpoint: every reachable state, no depth cut. A scope
+bounds what the spec counts (identities spawned, a worker's accepted
+sequence numbers and epochs, reclaim tickets, journaled intents); a step
+whose successor leaves the bounds is cut (`OutOfScope`, counted with the
+refused ones), as the manager's scopes stop offering actions at their
+bounds. `hierarchy_one`: one worker with the environment's whole freedom:
+messages genuine, forged, replayed, of a stale or the current epoch in the
+name of live, spawned-but-silent, fenced, exited and never-spawned
+identities; replies and messages lost (a crash between the journal write
+and the reply is a lost reply, then `Restart`); reconnects; processes
+stopped and killed at any point; its own reservations, commits, frees and
+reclaims; an outside program. `hierarchy_two`: two workers sharing the
+serving quota of 4 on a machine of 6 through their own calls only (any
+fate), with reconnects, stops, missed heartbeats, kills, exits, restarts
+and arbitration. The coordinator's incarnation counter is the one figure
+no rule reads, so both scopes forget it (a restart is then a self-loop
+whose step is still checked) instead of counting restarts into distinct
+states. Aging needs longer histories, so `arbitration_model` is a third,
+narrower scope: three authenticated workers, one holding most of the
+quota, and only requests, returns and arbitration rounds.
 """
 
 from __future__ import annotations
@@ -35,8 +43,9 @@ from spec import hierarchy as H
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 
-__all__ = ["SCRIPT_CONFIG", "SCRIPTS", "ScriptResult", "run_script", "hierarchy_model", "EXPLORE_CONFIG",
-           "arbitration_model", "environment_cases", "counting_cases"]
+__all__ = ["SCRIPT_CONFIG", "SCRIPTS", "ScriptResult", "run_script", "HierarchyScope", "COMPLETE_SCOPES",
+           "OutOfScope", "hierarchy_model", "EXPLORE_CONFIG", "arbitration_model", "environment_cases",
+           "counting_cases"]
 
 #: (serving quota, machine, aging cap) of every script.
 SCRIPT_CONFIG = (10, 16, 2)
@@ -149,10 +158,60 @@ def _actions(s: H.HierarchyState) -> Iterable[Any]:
         yield H.Arbitrate(fate=H.REPLY_LOST)
 
 
-def _forget_incarnation(step: Any) -> Any:
-    def stepped(s: H.HierarchyState, a: Any) -> H.HierarchyState:
-        return attrs.evolve(step(s, a), incarnation=1)
-    return stepped
+@attrs.frozen
+class HierarchyScope:
+    """A finite scope of the hierarchy spec: bounds on every counter the spec advances, and the alphabet."""
+
+    workers: int  # identities ever spawned
+    seq: int  # a worker's last accepted sequence number
+    epoch: int  # a worker's epoch (a reconnect, a fence and an exit each advance it)
+    tickets: int = 1  # reclaim tickets ever issued
+    intents: int = 1  # deferred requests ever journaled
+    own_calls_only: bool = False  # True: no forged message, no worker-local ledger step, no outside program
+
+
+COMPLETE_SCOPES: dict[str, HierarchyScope] = {
+    "hierarchy_one": HierarchyScope(workers=1, seq=2, epoch=3),
+    "hierarchy_two": HierarchyScope(workers=2, seq=2, epoch=2, own_calls_only=True),
+}
+
+#: Kinds `own_calls_only` offers besides a worker's own authentic Request and Return.
+_COORDINATION = (H.Spawn, H.Hello, H.Stop, H.Cont, H.Kill, H.MissHeartbeat, H.ObserveExit, H.Restart, H.Arbitrate,
+                 H.Answer)
+
+
+class OutOfScope(Exception):
+    """A step whose successor leaves the scope's bounds: not part of the scope (the step is cut, not judged)."""
+
+
+def _within(scope: HierarchyScope, s: H.HierarchyState) -> bool:
+    return (s.next_worker <= scope.workers + 1 and s.next_ticket <= scope.tickets + 1
+            and s.next_intent <= scope.intents + 1
+            and all(w.seq <= scope.seq and w.epoch <= scope.epoch for w in s.workers.values()))
+
+
+def _scoped_actions(scope: HierarchyScope) -> Any:
+    if not scope.own_calls_only:
+        return _actions
+
+    def actions(s: H.HierarchyState) -> Iterable[Any]:
+        for a in _actions(s):
+            if isinstance(a, _COORDINATION) or (isinstance(a, (H.Request, H.Return)) and a.authentic
+                                                and H.own_call(s, a)):
+                yield a
+    return actions
+
+
+def hierarchy_model(guards: GuardSet = ALL_ON, scope: HierarchyScope = COMPLETE_SCOPES["hierarchy_one"],
+                    name: str = "hierarchy") -> Model:
+    """The explorer's finite `scope` of the hierarchy spec with `guards` (the incarnation forgotten)."""
+    def step(s: H.HierarchyState, a: Any) -> H.HierarchyState:
+        nxt = attrs.evolve(H.step(s, a, guards)[0], incarnation=1)
+        if not _within(scope, nxt):
+            raise OutOfScope(f"{a!r} leaves the scope")
+        return nxt
+    return Model(name=name, initial=H.new_hierarchy(*EXPLORE_CONFIG), step=step, actions=_scoped_actions(scope),
+                 check_state=check_state, check_step=check_step, rejects=(GovernorError, OutOfScope))
 
 
 _WHO = {H.WorkerState.SPAWNED: "spawned-but-silent", H.WorkerState.FENCED: "fenced",
@@ -186,13 +245,6 @@ def counting_cases(model: Model) -> tuple[Model, dict[str, int]]:
             counts[c] = counts.get(c, 0) + 1
         return step(s, a)
     return attrs.evolve(model, step=counted), counts
-
-
-def hierarchy_model(guards: GuardSet = ALL_ON) -> Model:
-    """The explorer's scope for the hierarchy spec with `guards`."""
-    return Model(name="hierarchy", initial=H.new_hierarchy(*EXPLORE_CONFIG),
-                 step=_forget_incarnation(lambda s, a: H.step(s, a, guards)[0]), actions=_actions,
-                 check_state=check_state, check_step=check_step, rejects=(GovernorError,))
 
 
 def _arbitration_actions(s: H.HierarchyState) -> Iterable[Any]:

@@ -36,8 +36,8 @@ from invariants.explore import ExploreResult, explore
 from invariants.mutation import Mutant
 from invariants.hierarchy import CLAUSES, STATE_PREDICATES, STEP_PREDICATES, check_state, check_step, evaluate
 from invariants.hierarchy_machine import Crash, Lose, campaign_step, model, to_campaign
-from invariants.hierarchy_scope import (SCRIPT_CONFIG, SCRIPTS, arbitration_model, counting_cases, hierarchy_model,
-                                        run_script)
+from invariants.hierarchy_scope import (COMPLETE_SCOPES, SCRIPT_CONFIG, SCRIPTS, arbitration_model, counting_cases,
+                                        hierarchy_model, run_script)
 from invariants.model_machine import run_model_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.hierarchy_adapter import HierarchyAdapter
@@ -233,9 +233,16 @@ class HierarchyChecker:
                              time.perf_counter() - t0, trace, message)
 
     def explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
-        if guard is None:  # every guard on: the environment's cases the scope reached ride in the message
-            scope, counts = counting_cases(hierarchy_model(ALL_ON))
-            r = explore(scope, max_depth=budget.explore_depth, max_states=budget.explore_states)
+        if guard is None:  # every guard on: each finite scope to its fixpoint, the environment's cases counted
+            from invariants.model_scopes import combine
+            runs, counts = [], {}
+            for name, bounds in COMPLETE_SCOPES.items():
+                scope, reached = counting_cases(hierarchy_model(ALL_ON, bounds, name=name))
+                runs.append(explore(scope, max_depth=10**6, max_states=budget.explore_states))
+                counts = {k: counts.get(k, 0) + reached.get(k, 0) for k in {*counts, *reached}}
+                if runs[-1].found:
+                    break
+            r = combine(runs)
             reached = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
             return attrs.evolve(r, message=f"{r.message}; transitions tried by case: {reached}")
         off = GuardSet.without(guard.name)
