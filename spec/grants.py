@@ -40,7 +40,7 @@ from spec.guards import GuardSet
 from spec.records import evolve
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
 
-__all__ = ["GrantTicket", "next_grant", "enabled_grants", "grant", "GRANT_HANDLERS"]
+__all__ = ["GrantTicket", "next_grant", "enabled_grants", "grant", "grant_all", "GRANT_HANDLERS"]
 
 _PENDING = TicketState.PENDING
 
@@ -100,6 +100,13 @@ def grant(m: M.Manager, t: M.Ticket, guards: GuardSet) -> tuple[M.Manager, int |
     return evolve(m, ledger=ledger, tickets=m.tickets.set(t.id, t)), alloc
 
 
+def grant_all(m: M.Manager, aid: int, guards: GuardSet) -> M.Manager:
+    """`m` with every grant on authority `aid` made, one enabled ticket at a time: a round's grant pass (I13)."""
+    while (t := next_grant(m, aid, guards)) is not None:
+        m = grant(m, t, guards)[0]
+    return m
+
+
 def _grant_ticket(m: M.Manager, act: GrantTicket, guards: GuardSet) -> tuple[M.Manager, int | None]:
     tid = act.ticket
     t = m.tickets.get(tid) if type(tid) is int else None
@@ -114,13 +121,18 @@ def _grant_ticket(m: M.Manager, act: GrantTicket, guards: GuardSet) -> tuple[M.M
         free = 0 if a is None else max(0, a.limit - a.used)
         raise CapacityDenied(f"grant of ticket {tid}: {t.nbytes} B asked, {free} B free on authority "
                              f"{t.authority} (I2)")
-    # Verify no ticket ahead in arbitration order is owed the bytes first or is a matured misfit (I13).
+    _in_turn(m, t, guards)
+    return grant(m, t, guards)
+
+
+def _in_turn(m: M.Manager, t: M.Ticket, guards: GuardSet) -> None:
+    """GrantOutOfOrder unless `t` (pending, fitting) is the ticket a grant may go to now."""
     first, stop = _first(m, _in_order(m, t.authority), guards)
+    # Verify no ticket ahead in arbitration order is owed the bytes first or is a matured misfit (I13).
     if first is not t:
         ahead = stop if first is None else first
         why = "is a matured misfit the freed bytes accumulate for" if first is None else "fits and comes first"
-        raise GrantOutOfOrder(f"grant of ticket {tid} out of arbitration order: ticket {ahead.id} {why} (I13)")
-    return grant(m, t, guards)
+        raise GrantOutOfOrder(f"grant of ticket {t.id} out of arbitration order: ticket {ahead.id} {why} (I13)")
 
 
 GRANT_HANDLERS: dict[type, Any] = {GrantTicket: _grant_ticket}

@@ -48,7 +48,7 @@ from spec import ledger_actions as A
 from spec import ledger as machine
 from spec import manager_actions as M
 from spec.errors import InvalidArgument, InvalidTransition
-from spec.grants import GRANT_HANDLERS, grant, next_grant
+from spec.grants import GRANT_HANDLERS, grant_all
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
@@ -146,9 +146,7 @@ def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True, eager: bo
             if t.authority == aid and t.state is _T.PENDING:
                 tickets = tickets.set(t.id, _aged(t, bound))
         m = evolve(m, tickets=tickets)
-    while eager and (t := next_grant(m, aid, guards)) is not None:
-        m = grant(m, t, guards)[0]
-    return m
+    return grant_all(m, aid, guards) if eager else m
 
 
 def _aged(t: M.Ticket, bound: int) -> M.Ticket:
