@@ -409,7 +409,8 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
         _check_whole(at_rest(m, owed) if owed else m)
         if focused is not None:
             focused.check_whole()
-        left = never_granted(owed, ids) + _leftover(m) + (focused.leftover() if focused is not None else [])
+        left = _leftover(m) + (focused.leftover() if focused is not None else [])
+        left = never_granted(owed, ids) + left
         if not at_boundary and left:
             raise _Bad("leftover", "trace ended with active items and no declared boundary: " + "; ".join(left[:5]))
     except _Bad as bad:

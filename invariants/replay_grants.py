@@ -13,10 +13,12 @@ An event that leaves an owed ticket pending and took its room (it no longer fits
 a reservation of a transaction, a lowered limit) or put a newcomer ahead of it (a ticket the
 event submitted now comes first), gave the owed bytes to someone else, which the design's
 rounds never allow: at the instant the room was made the waiter would have been granted
-(I13). The event is rejected there, naming I13. Not such a harm: the owed ticket's own
-retirement (cancel, timeout, reconfigure, device loss), and more room (a release) or a
-round's ageing putting a ticket that waited longer ahead of it: the arbitration order then
-decides again, as a round would, and the grants follow it (`GrantTicket`). At the end of a
+(I13). So is an event that retires the owed ticket (a cancel, a timeout, a reconfigure):
+it saw a waiter the design would have granted already (a lazy grant must not be observable
+to the ticket's holder). Each is rejected there, naming I13. Not such a harm: device loss
+(the environment ends the ticket, granted or not), more room (a release) or a round's
+ageing putting a ticket that waited longer ahead of it: the arbitration order then decides
+again, as a round would, and the grants follow it (`GrantTicket`). At the end of a
 trace with no final `boundary`, an owed grant is a leftover: a fitting waiter never granted.
 
 The whole-state predicates describe states at rest, where no grant is owed; between an
@@ -31,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from invariants.replay import _Bad
+from spec import ledger_actions as A
 from invariants.replay_ids import IdMap
 from spec.grants import enabled_grants, grant_all
 from spec.guards import ALL_ON
@@ -50,8 +53,13 @@ def owed_after(act: Any, before: Manager, owed: dict[int, int], nxt: Manager, id
     now = enabled_grants(nxt, ALL_ON) if nxt.tickets else _NONE
     for aid, tid in owed.items():
         t, first = nxt.tickets.get(tid), now.get(aid)
-        if first == tid or t is None or t.state is not TicketState.PENDING:
-            continue  # still owed, or retired (cancelled, timed out, reconfigured, lost): its own end
+        if first == tid or (t is not None and t.state is TicketState.GRANTED) or isinstance(act, A.LoseDevice):
+            continue  # still owed, granted, or gone with its device (the environment, C3)
+        if t is None or t.state is not TicketState.PENDING:
+            raise _Bad("violation", f"{act!r} retired ticket {ids.observed_id('ticket', tid)} while its grant was "
+                                    f"owed (it fit on authority {ids.observed_id('authority', aid)} and was first in "
+                                    "arbitration order): the design grants a fitting waiter before any later event "
+                                    "can see it waiting (I13)", "I13")
         a = nxt.ledger.authorities.get(aid)
         free = a.limit - a.used if a is not None else 0
         newcomer = first is not None and first >= before.next_ticket

@@ -324,3 +324,25 @@ def test_eager_round_and_explicit_grants_reach_the_same_state() -> None:
         lazy = S.step(lazy, GrantTicket(owed[1]), eager=False)[0]
     assert lazy == eager
     assert not enabled_grants(eager, ALL_ON)
+
+
+def _granted_then_cancelled(pmm: Any) -> None:
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", _D, 100)
+    big = pmm.claim(h, pmm.submit(h, a, 90, 0, Role.KV))
+    t2 = pmm.submit(h, a, 20, 0, Role.KV)
+    pmm.release(h, big)
+    pmm.cancel_ticket(h, t2)
+
+
+def test_cancel_of_a_ticket_whose_grant_is_owed_is_rejected() -> None:
+    """A lazy grant must not be visible to the ticket's holder: its cancel found it waiting although it fit."""
+    events = _record(_granted_then_cancelled)
+    g = _at(events, "grant", ticket=2)
+    bad = copy.deepcopy(events[:g] + events[g + 1:])  # never granted; the cancel retires a pending ticket
+    cancel = _at(bad, "cancel_ticket")
+    bad[cancel]["payload"]["result"] = 0
+    r = _replay(bad)
+    assert (r.ok, r.line, r.failure, r.id) == (False, cancel + 1, "violation", "I13"), r.describe()
+    assert "while its grant was owed" in r.message
+    assert _replay(copy.deepcopy(events)).ok  # control: granted first, then cancelled (20 B credited)

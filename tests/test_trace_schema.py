@@ -131,7 +131,7 @@ BAD = {
     "unknown kind": (4, _set("kind", "no_such_kind"), "no_such_kind"),
     "a pool kind in the manager revision": (4, _set("kind", "pool_claim"), "pool_claim"),
     "a manager kind in the ledger revision": (5, _set("contract_revision", CONTRACT_REVISION), "submit"),
-    "unknown revision": (4, _set("contract_revision", "ortmem-manager/2"), "ortmem-manager/2"),
+    "unknown revision": (4, _set("contract_revision", "ortmem-manager/3"), "ortmem-manager/3"),
     "accepted with an error": (4, _set("payload.error", "InvalidBytes"), "InvalidBytes"),
     "rejected naming no error": (4, _rejected, "None"),
     "rejected with a result": (6, _set("payload.result", 3), "3"),

@@ -202,12 +202,35 @@ def _focused_tx_left_open(pmm: Any) -> None:
     pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
 
 
+def _two_waiters(pmm: Any) -> None:
+    """Two 20 B tickets wait behind a 90 B lease; its release grants both (two `grant` events, in order)."""
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", _D, 100)
+    big = pmm.claim(h, pmm.submit(h, a, 90, 0, Role.KV))
+    t2, t3 = pmm.submit(h, a, 20, 0, Role.KV), pmm.submit(h, a, 20, 0, Role.KV)
+    pmm.release(h, big)
+    pmm.claim(h, t2)
+    pmm.claim(h, t3)
+
+
+def _grants_swapped(good: list[bytes]) -> list[bytes]:
+    """The release's two grants written in the other order, with their figures in place: only the order is bad."""
+    ev = _events(good)
+    i = _find(ev, "grant", nth=1)
+    for f in ("ids",):
+        ev[i][f], ev[i + 1][f] = ev[i + 1][f], ev[i][f]
+    ev[i]["payload"]["result"], ev[i + 1]["payload"]["result"] = ev[i + 1]["payload"]["result"], \
+        ev[i]["payload"]["result"]
+    return _lines(ev)
+
+
 def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
     """(name, trace, the intact replay's verdict) of the composed replay's corpus, recorded now from refimpl."""
     good = _record(_manager_script)
     return [
         ("manager-good", good, (True, None, None)),
         ("manager-duplicated-event", _duplicated_last(good), (False, "duplicate-sequence", None)),
+        ("grants-out-of-order", _grants_swapped(_record(_two_waiters)), (False, "violation", "I13")),
         ("tx-left-open", _record(_manager_tx_left_open), (False, "leftover", None)),
         ("focused-tx-left-open", _record(_focused_tx_left_open), (False, "leftover", None)),
     ]
