@@ -136,6 +136,24 @@ def test_grant_out_of_arbitration_order_is_rejected(trace: list[Event]) -> None:
     assert "GrantOutOfOrder" in r.message and "ticket 2 fits and comes first" in r.message
 
 
+def test_out_of_order_grant_with_the_rule_broken_is_still_caught_by_grant_order(trace: list[Event]) -> None:
+    """Two checks: `GrantTicket`'s order rule, and the step clause `grant_order` (invariants.manager_order),
+    which judges the grant from the tickets' own fields. With the rule broken by hand, the clause still fails."""
+    from invariants.mutation import Mutant, applied
+    from spec.guards import Layer
+    g2, g3 = _at(trace, "grant", ticket=2), _at(trace, "grant", ticket=3)
+    bad = copy.deepcopy(trace)
+    bad[g2]["ids"], bad[g3]["ids"] = bad[g3]["ids"], bad[g2]["ids"]
+    bad[g2]["payload"]["result"], bad[g3]["payload"]["result"] = trace[g3]["payload"]["result"], \
+        trace[g2]["payload"]["result"]
+    broken = Mutant("grant_rule_ignores_order", ("I13",), "manager", Layer.REFIMPL, "spec.grants",
+                    "    if first is not t:\n", "    if first is None:\n", "only the matured-misfit stop is checked")
+    with applied(broken):
+        r = _replay(copy.deepcopy(bad))
+    assert (r.ok, r.line, r.failure, r.id) == (False, g2 + 1, "violation", "I13"), r.describe()
+    assert "GrantOutOfOrder" not in r.message and "grant order" in r.message, r.message
+
+
 def test_renumbered_grant_allocations_replay_clean(trace: list[Event]) -> None:
     renamed = [rename_event(e, offset({"allocation": 1000, "ticket": 50})) for e in trace]
     assert {e["payload"]["result"] for e in renamed if e["kind"] == "grant"} == {1001, 1002, 1003}

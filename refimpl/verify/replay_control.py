@@ -202,26 +202,29 @@ def _focused_tx_left_open(pmm: Any) -> None:
     pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
 
 
-def _two_waiters(pmm: Any) -> None:
-    """Two 20 B tickets wait behind a 90 B lease; its release grants both (two `grant` events, in order)."""
+def _owed_then_newcomer(pmm: Any) -> None:
+    """A 50 B ticket waits behind 90 B; the release grants it; then a 30 B newcomer of higher priority."""
+    from refimpl.tracing import boundary
     h = pmm.register_holder("kv")
     a = pmm.register_authority("gpu0", _D, 100)
     big = pmm.claim(h, pmm.submit(h, a, 90, 0, Role.KV))
-    t2, t3 = pmm.submit(h, a, 20, 0, Role.KV), pmm.submit(h, a, 20, 0, Role.KV)
+    pmm.submit(h, a, 50, 0, Role.KV)
     pmm.release(h, big)
-    pmm.claim(h, t2)
-    pmm.claim(h, t3)
+    pmm.submit(h, a, 30, 5, Role.KV)
+    boundary(pmm)
 
 
-def _grants_swapped(good: list[bytes]) -> list[bytes]:
-    """The release's two grants written in the other order, with their figures in place: only the order is bad."""
+def _newcomer_served_first(good: list[bytes]) -> list[bytes]:
+    """The waiter's owed grant written after the newcomer's submit and grant, every figure as such a governor
+    would report it: the newcomer took bytes the design's round had already given the waiter (I13)."""
     ev = _events(good)
-    i = _find(ev, "grant", nth=1)
-    for f in ("ids",):
-        ev[i][f], ev[i + 1][f] = ev[i + 1][f], ev[i][f]
-    ev[i]["payload"]["result"], ev[i + 1]["payload"]["result"] = ev[i + 1]["payload"]["result"], \
-        ev[i]["payload"]["result"]
-    return _lines(ev)
+    i = _find(ev, "grant", nth=1)  # the waiter's (50 B), right after the release; then the newcomer's submit, grant
+    owed, sub, new = ev[i], ev[i + 1], ev[i + 2]
+    aid = next(iter(owed["payload"]["used"]))
+    sub["payload"]["used"][aid] -= 50
+    new["payload"]["used"][aid] -= 50
+    owed["payload"]["used"][aid] = new["payload"]["used"][aid] + 50
+    return _lines(_renumber(ev[:i] + [sub, new, owed] + ev[i + 3:]))
 
 
 def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
@@ -230,7 +233,7 @@ def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
     return [
         ("manager-good", good, (True, None, None)),
         ("manager-duplicated-event", _duplicated_last(good), (False, "duplicate-sequence", None)),
-        ("grants-out-of-order", _grants_swapped(_record(_two_waiters)), (False, "violation", "I13")),
+        ("newcomer-served-first", _newcomer_served_first(_record(_owed_then_newcomer)), (False, "violation", "I13")),
         ("tx-left-open", _record(_manager_tx_left_open), (False, "leftover", None)),
         ("focused-tx-left-open", _record(_focused_tx_left_open), (False, "leftover", None)),
     ]
