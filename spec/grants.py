@@ -52,19 +52,19 @@ class GrantTicket:
     ticket: int
 
 
-def _in_order(m: M.Manager, aid: int) -> list[M.Ticket]:
-    bound = m.aging_bound
-    pending = [t for t in m.tickets.values() if t.authority == aid and t.state is _PENDING]
+def _in_order(tickets: Any, aid: int, bound: int) -> list[M.Ticket]:
+    pending = [t for t in tickets.values() if t.authority == aid and t.state is _PENDING]
     pending.sort(key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id))
     return pending
 
 
-def _first(m: M.Manager, ordered: list[M.Ticket], guards: GuardSet) -> tuple[M.Ticket | None, M.Ticket | None]:
+def _first(ledger: Any, ordered: list[M.Ticket], bound: int, guards: GuardSet) -> tuple[M.Ticket | None,
+                                                                                         M.Ticket | None]:
     """(the grant-enabled ticket, None) or (None, the matured misfit that ends the round) or (None, None)."""
-    a = m.ledger.authorities.get(ordered[0].authority) if ordered else None
+    a = ledger.authorities.get(ordered[0].authority) if ordered else None
     if a is None:
         return None, None  # removed under its waiters: no ledger to grant from
-    free, bound = a.limit - a.used, m.aging_bound
+    free = a.limit - a.used
     for t in ordered:
         if t.nbytes <= free:
             return t, None
@@ -75,7 +75,7 @@ def _first(m: M.Manager, ordered: list[M.Ticket], guards: GuardSet) -> tuple[M.T
 
 def next_grant(m: M.Manager, aid: int, guards: GuardSet) -> M.Ticket | None:
     """The pending ticket on authority `aid` a grant may go to now (at most one), or None."""
-    return _first(m, _in_order(m, aid), guards)[0]
+    return _first(m.ledger, _in_order(m.tickets, aid, m.aging_bound), m.aging_bound, guards)[0]
 
 
 def enabled_grants(m: M.Manager, guards: GuardSet) -> dict[int, int]:
@@ -89,22 +89,38 @@ def enabled_grants(m: M.Manager, guards: GuardSet) -> dict[int, int]:
     return out
 
 
-def grant(m: M.Manager, t: M.Ticket, guards: GuardSet) -> tuple[M.Manager, int | None]:
-    """Grant pending ticket `t` (enabled: the caller checked): its ledger Reserve, the ticket GRANTED."""
-    state, alloc, ledger = next_ticket_state(t.state, TicketEvent.GRANT, f"ticket {t.id}"), None, m.ledger
+def _grant(ledger: Any, tickets: Any, t: M.Ticket, guards: GuardSet) -> tuple[Any, Any, int | None]:
+    state, alloc = next_ticket_state(t.state, TicketEvent.GRANT, f"ticket {t.id}"), None
     # Verify a grant is a ledger reservation, charged before any waiter can see it (I1, I2).
     if guards.on("grant_charges_ledger"):
         a = ledger.authorities[t.authority]
         ledger, alloc = machine.step(ledger, A.Reserve(t.holder, t.authority, a.tier, t.nbytes, t.role), guards)
-    t = evolve(t, state=state, allocation=alloc)
-    return evolve(m, ledger=ledger, tickets=m.tickets.set(t.id, t)), alloc
+    return ledger, tickets.set(t.id, evolve(t, state=state, allocation=alloc)), alloc
 
 
-def grant_all(m: M.Manager, aid: int, guards: GuardSet) -> M.Manager:
-    """`m` with every grant on authority `aid` made, one enabled ticket at a time: a round's grant pass (I13)."""
-    while (t := next_grant(m, aid, guards)) is not None:
-        m = grant(m, t, guards)[0]
-    return m
+def grant(m: M.Manager, t: M.Ticket, guards: GuardSet) -> tuple[M.Manager, int | None]:
+    """Grant pending ticket `t` (enabled: the caller checked): its ledger Reserve, the ticket GRANTED."""
+    ledger, tickets, alloc = _grant(m.ledger, m.tickets, t, guards)
+    return evolve(m, ledger=ledger, tickets=tickets), alloc
+
+
+def grant_all(m: M.Manager, aid: int, guards: GuardSet, tickets: Any = None) -> M.Manager:
+    """`m` with every grant on authority `aid` made, one enabled ticket at a time: a round's grant pass (I13).
+
+    `tickets`: `m.tickets` as the round just aged them (the new manager is built once). The order is sorted
+    once: a grant changes no age or priority, only which tickets still wait."""
+    tickets = m.tickets if tickets is None else tickets
+    ledger, bound = m.ledger, m.aging_bound
+    ordered = _in_order(tickets, aid, bound)
+    while ordered:
+        t = _first(ledger, ordered, bound, guards)[0]
+        if t is None:
+            break
+        ledger, tickets = _grant(ledger, tickets, t, guards)[:2]
+        ordered.remove(t)
+    if ledger is m.ledger and tickets is m.tickets:
+        return m
+    return evolve(m, ledger=ledger, tickets=tickets)
 
 
 def _grant_ticket(m: M.Manager, act: GrantTicket, guards: GuardSet) -> tuple[M.Manager, int | None]:
@@ -127,7 +143,7 @@ def _grant_ticket(m: M.Manager, act: GrantTicket, guards: GuardSet) -> tuple[M.M
 
 def _in_turn(m: M.Manager, t: M.Ticket, guards: GuardSet) -> None:
     """GrantOutOfOrder unless `t` (pending, fitting) is the ticket a grant may go to now."""
-    first, stop = _first(m, _in_order(m, t.authority), guards)
+    first, stop = _first(m.ledger, _in_order(m.tickets, t.authority, m.aging_bound), m.aging_bound, guards)
     # Verify no ticket ahead in arbitration order is owed the bytes first or is a matured misfit (I13).
     if first is not t:
         ahead = stop if first is None else first

@@ -140,13 +140,15 @@ def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True, eager: bo
     The grants are `spec.grants`' rule applied until no ticket is enabled: the greedy pass in arbitration
     order with its stop at a matured misfit (I13). `age=False`: the grant pass alone, ageing nobody (D10).
     `eager=False`: the ageing alone; the grants are explicit `GrantTicket` actions (`ortmem-manager/2`)."""
+    tickets = m.tickets
     if age:
-        bound, tickets = m.aging_bound, m.tickets
+        bound = m.aging_bound
         for t in m.tickets.values():
             if t.authority == aid and t.state is _T.PENDING:
                 tickets = tickets.set(t.id, _aged(t, bound))
-        m = evolve(m, tickets=tickets)
-    return grant_all(m, aid, guards) if eager else m
+    if eager:
+        return grant_all(m, aid, guards, tickets)  # one new manager for the ageing and the grants
+    return m if tickets is m.tickets else evolve(m, tickets=tickets)
 
 
 def _aged(t: M.Ticket, bound: int) -> M.Ticket:
