@@ -10,7 +10,7 @@ checker's rate falls as n grows; a linear one's stays flat. CPU time of the
 replaying process is reported beside wall time: on a shared machine wall
 time mostly measures the neighbours.
 
-Composed traces (`ortmem-manager/1`, replayed by
+Composed traces (`ortmem-manager/2`, replayed by
 `invariants.manager_replay`; issue #21) are written by refimpl's traced
 composed manager in two shapes, each sized in MB: `mixed` is `ortmem
 trace`'s own workload (`refimpl.manager_workload`: tickets, pressure,

@@ -20,6 +20,7 @@ from typing import Any
 
 from invariants.clauses import clause
 from spec import manager_actions as M
+from spec.grants import GrantTicket
 from spec.tickets import TicketState
 
 __all__ = ["served_before", "rounds_to_maturity", "step_I13_order"]
@@ -95,6 +96,7 @@ def step_I13_order(before: M.Manager, act: Any, after: M.Manager, result: Any = 
             continue
         waiting = [t for t in considered if t.state is _T.PENDING]
         no_round = gone is not None and gone.authority == aid and gone.state is _T.PENDING  # D10: a grant pass
+        no_round = no_round or isinstance(act, GrantTicket)  # one grant of the round an earlier event ran
         for t in waiting if not no_round else ():
             was = before.tickets[t.id].age if t.id in before.tickets else 0
             if t.age < min(was + 1, bound):

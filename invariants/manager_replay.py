@@ -1,4 +1,4 @@
-"""Replay of composed traces (`ortmem-manager/1`) against `spec.manager`, never refimpl's code.
+"""Replay of composed traces (`ortmem-manager/2`, and `/1`) against `spec.manager`, never refimpl's code.
 
 The same checker as `invariants.replay` for the ledger revision, over the
 composed state: per line, in this order (the first failure ends the replay
@@ -23,6 +23,10 @@ and names the smallest bad prefix, the 1-based line number):
      the spec changes; likewise its observed `bundles` (part versions and
      poisoned flag) for every state bundle the event lists or the spec
      opens, poisons or advances (I5, I10);
+  5b. grants (`ortmem-manager/2`): rounds age without granting; each `grant`
+     event steps `spec.grants.GrantTicket`; an event that takes the room of
+     an owed grant fails, naming I13 (`invariants.replay_grants`); `/1` traces
+     are stepped with eager rounds (every grant at the spec's instant);
   6. the cross-cutting step predicates (`invariants.manager.check_step`) on
      every accepted event, and the state predicates (`check_all`) whenever at
      least as many events passed as the state holds records, and at the end.
@@ -33,7 +37,7 @@ predicates find the records an event changed in time proportional to that
 change, not to everything live, and the replay is linear in the trace
 (issue #21; `benchmarks/bench_replay.py`). At the end, a granted ticket, a transaction
 holding reservations, an open pressure, a pending limit change or a
-provisional allocation fails the trace unless its last event is a `boundary`.
+provisional allocation or an owed grant fails the trace unless its last event is a `boundary`.
 """
 
 from __future__ import annotations
@@ -50,7 +54,10 @@ from invariants.manager_trace import (
     CONFIGURE,
     MANAGER_ID_FIELDS,
     MANAGER_KINDS,
+    GRANT,
     MANAGER_REVISION,
+    MANAGER_REVISION_1,
+    MANAGER_REVISIONS,
     TUPLE_FIELDS,
     Configure,
     decode_bundles,
@@ -62,6 +69,7 @@ from invariants.focused_replay import decode_focused, start_focused
 from invariants.focused_trace import FOCUSED, TX_COMPOSED, TX_REVISION
 from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
                                read_event, spec_action, spec_figures)
+from invariants.replay_grants import at_rest, never_granted, owed_after
 from invariants.replay_ids import IdMap
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
@@ -69,6 +77,7 @@ from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.ledger_actions import RegisterHolder
+from spec.grants import GrantTicket
 from spec.manager import alternatives, refusals, step
 from spec.manager_actions import LimitOutcome, Manager, initial
 from spec.records import evolve
@@ -107,9 +116,10 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
                        "used": outcome["observed"]["used"], "charges": outcome["observed"]["charges"],
                        "bundles": {}, "ledger": True}
         return act, outcome
-    if ev["contract_revision"] != MANAGER_REVISION:
-        raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} (with ledger operations in "
-                                       f"{CONTRACT_REVISION!r}), got {str(ev['contract_revision'])[:MAX_TEXT]!r}")
+    if ev["contract_revision"] not in MANAGER_REVISIONS:
+        raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} or {MANAGER_REVISION_1!r} (with "
+                                       f"ledger operations in {CONTRACT_REVISION!r}), got "
+                                       f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
     kind, ids, payload = ev["kind"], ev["ids"], ev["payload"]
     if type(kind) is not str or (kind not in MANAGER_KINDS and kind not in (BOUNDARY, CONFIGURE)):
         raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
@@ -149,6 +159,8 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("malformed", f"a rejected event must name a spec error class, got {outcome['error']!r}")
     if not accepted and result is not None:
         raise _Bad("malformed", "a rejected event carries no result")
+    if kind == GRANT and (not accepted or ev["contract_revision"] != MANAGER_REVISION):
+        raise _Bad("malformed", f"a grant event records a grant the governor made: accepted, in {MANAGER_REVISION!r}")
     used = payload["used"]
     if type(used) is not dict or len(used) > 4096:
         raise _Bad("malformed", "payload.used must be an object of at most 4096 authorities")
@@ -181,7 +193,7 @@ def _live(m: Manager) -> int:
 
 
 #: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
-_ISSUES = {M.Submit: "ticket", M.Claim: "allocation", M.TryReserve: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
+_ISSUES = {GrantTicket: "allocation", M.Submit: "ticket", M.Claim: "allocation", M.TryReserve: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
            M.OpenBundle: "bundle", M.PublishView: "view", A.RegisterAuthority: "authority", A.RegisterAlias: "authority",
            A.RegisterHolder: "holder", A.Reserve: "allocation", A.RecordCommitted: "allocation",
            A.OpenAllowance: "allowance"}
@@ -224,11 +236,12 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
         raise _Bad("refinement", f"{act!r} returned {observed!r}, the spec returns {result!r}")
 
 
-def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any]) -> Manager:
+def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: bool) -> Manager:
+    """`eager`: rounds grant (`ortmem-manager/1`); else every grant is its own event (`/2`, `invariants.replay_grants`)."""
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
     try:
-        nxt, result = step(m, sact)
+        nxt, result = step(m, sact, eager=eager)
         err = None
     except E.GovernorError as e:
         nxt, result, err = m, None, e
@@ -331,6 +344,7 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     ids = manager_ids(cur)
     focused: Any = None
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
+    composed, owed = None, {}  # the trace's composed revision; grants owed (`invariants.replay_grants`)
     try:
         for raw in lines:
             line += 1
@@ -352,6 +366,11 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
+            if revision in MANAGER_REVISIONS and revision != composed:
+                if composed is not None:
+                    raise _Bad("mixed-protocols", f"a {revision} event in a {composed} trace")
+                composed = revision
+            eager = composed != MANAGER_REVISION  # /1: grants implied at the spec's instant
             if type(act) is Configure:
                 if configured:
                     raise _Bad("malformed", "a second configure event: a composed trace names its constants once")
@@ -369,25 +388,29 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 if type(act) is not RegisterHolder:
                     raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
                                                   "spec does not describe it (only register_holder may follow)")
-                m = cur["m"] = _apply(m, ids, act, outcome)
+                m = cur["m"] = _apply(m, ids, act, outcome, eager)
                 if outcome["outcome"] == "accepted" and focused.state is not None:
                     focused.add_holder(outcome["result"])
             elif act is not None:
                 if not outcome["ledger"] and not configured:
                     raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
                                                "the manager's aging bound, so the spec cannot arbitrate it")
-                m = cur["m"] = _apply(m, ids, act, outcome)
+                was, m = m, _apply(m, ids, act, outcome, eager)
+                cur["m"] = m
+                if not eager and m is not was:
+                    owed = owed_after(act, was, owed, m, ids)
             since_whole += 1
             # Amortised: O(1) per event (the allocations alone bound `_live` from below: most events stop there).
             if since_whole >= len(m.ledger.allocations) and since_whole >= max(1, _live(m)):
-                _check_whole(m)
+                _check_whole(at_rest(m, owed) if owed else m)
                 since_whole = 0
             events += 1
         line = 0
-        _check_whole(m)
+        _check_whole(at_rest(m, owed) if owed else m)
         if focused is not None:
             focused.check_whole()
         left = _leftover(m) + (focused.leftover() if focused is not None else [])
+        left = never_granted(owed, ids) + left
         if not at_boundary and left:
             raise _Bad("leftover", "trace ended with active items and no declared boundary: " + "; ".join(left[:5]))
     except _Bad as bad:

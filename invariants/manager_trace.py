@@ -1,11 +1,11 @@
 """The composed trace format: one event per `ProcessMemoryManager` operation, every part.
 
-Revision `ortmem-manager/1` extends the ledger's envelope
+Revision `ortmem-manager/2` extends the ledger's envelope
 (`invariants.trace_format`) to every composed action: ledger operations,
-tickets, pressure, transactions, device loss and limits. One JSON object
-per line:
+tickets, pressure, transactions, device loss and limits, and one `grant`
+event per grant. One JSON object per line:
 
-    {"contract_revision": "ortmem-manager/1", "source": "pmm-1", "source_sequence": 9,
+    {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9,
      "kind": "submit", "ids": {"holder": 2, "authority": 1},
      "payload": {"nbytes": 4, "priority": 0, "role": "kv", "outcome": "accepted", "error": null,
                  "result": 3, "used": {"1": 12}}}
@@ -26,9 +26,16 @@ rounds after which a pending ticket is matured, I13), which the replay builds
 its `spec.manager` state with. The governor writes it right before its first
 composed event, so ledger-format events (which no constant changes) may come
 first; a composed event with no `configure` before it fails the replay as
-"unconfigured", a second `configure` as malformed. `ortmem-manager/1` keeps
-its number: no trace changes meaning, one written before `configure` existed
-is refused (it never said its bound), not read another way.
+"unconfigured", a second `configure` as malformed.
+
+A grant is its own event (`ortmem-manager/2`): kind `grant`, ids
+`{"ticket": t}`, payload result the allocation the grant reserved and `used`
+after it (`spec.grants.GrantTicket`). The governor writes it after the event
+of the operation that made room (whose `used` then leaves out the bytes its
+grants charged; each grant's `used` includes its own), or at any later
+event while the grant is still enabled (`invariants.replay_grants`).
+`ortmem-manager/1` (no grant event) is still read, with every grant implied
+at the instant the spec's round makes it; a trace does not mix the two.
 
 Only event types and their (de)coding live here: no transition logic.
 """
@@ -41,16 +48,23 @@ import attrs
 
 from invariants.trace_format import (ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS, decode_value, encode_value,
                                      kind_of)
+from spec.grants import GrantTicket
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 from spec.types import MAX_BYTES
 
-__all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
+__all__ = ["MANAGER_REVISION", "MANAGER_REVISION_1", "MANAGER_REVISIONS", "GRANT", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
            "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result",
            "encode_bundles", "decode_bundles", "TUPLE_FIELDS"]
 
-MANAGER_REVISION = "ortmem-manager/1"
-#: Event kind -> the action class it records: the ledger's kinds and every composed action.
-MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}}
+MANAGER_REVISION = "ortmem-manager/2"
+#: The first revision: no grant event, every grant implied at the instant the spec's round makes it.
+MANAGER_REVISION_1 = "ortmem-manager/1"
+#: Composed revisions the replay reads (one per trace: a trace does not mix them).
+MANAGER_REVISIONS = frozenset({MANAGER_REVISION, MANAGER_REVISION_1})
+#: The event of one grant (`spec.grants.GrantTicket`; `ortmem-manager/2` only): ids {ticket}, result the allocation.
+GRANT = "grant"
+#: Event kind -> the action class it records: the ledger's kinds, every composed action and the grant.
+MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}, GRANT: GrantTicket}
 MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
 #: The event that names the manager's constants, before a composed trace's first composed event.
 CONFIGURE = "configure"
@@ -172,5 +186,6 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
     payload["result"] = encode_result(result) if error is None else None
     payload["used"] = {str(k): v for k, v in sorted(used.items())}
     payload["bundles"] = encode_bundles(bundles or {})
+    kind = GRANT if type(action) is GrantTicket else kind_of(type(action))
     return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
-            "kind": kind_of(type(action)), "ids": ids, "payload": payload}
+            "kind": kind, "ids": ids, "payload": payload}

@@ -85,6 +85,7 @@ _UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownA
 ERROR_IDS: dict[type, str] = {
     E.IdentityMismatch: "C1", E.TierMismatch: "C2", E.InvalidBytes: "C2", E.CapacityDenied: "I2",
     E.InvalidTransition: "I4a", E.AllowanceExceeded: "I4b", E.ForeignHolder: "I6", E.DeviceLost: "C3",
+    E.GrantOutOfOrder: "I13",
 }
 #: Every way a replay can fail (the `failure` field).
 FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", "malformed", "unknown-revision",

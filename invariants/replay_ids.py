@@ -17,12 +17,11 @@ observed and the spec's ids:
   * an id the trace never issued: an accepted event naming it lost the event
     that issued it ("unknown-id", naming the id); a rejected one is replayed
     with an id the spec never issued, so the spec refuses it as unknown;
-  * an allocation the spec made with no event to name it (a ticket's grant:
-    revision 1 has no grant event) is known by the spec's own number when a
-    figure (`charges`) first shows it, if no observed id names that
-    allocation yet; a claim's result names it otherwise. A renumbered trace
-    that shows a granted allocation before claiming it needs the explicit
-    grant event of trace protocol v2;
+  * a ticket's grant binds the allocation it creates at its `grant` event
+    (`ortmem-manager/2`). In an `ortmem-manager/1` trace (no grant event) such
+    an allocation is known by the spec's own number when a figure
+    (`charges`) first shows it, if no observed id names it yet; a claim's
+    result names it otherwise;
   * an alias (`register_alias`) may answer with its canonical authority's own
     id: the design's views resolve to the authority (C1), so no new id is
     needed (D12); nothing is bound then.

@@ -26,7 +26,8 @@ from typing import Any
 import attrs
 
 from invariants.focused_trace import FOCUSED, TX_REVISION, id_and_payload_names
-from invariants.manager_trace import _TUPLES, CONFIGURE, MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION
+from invariants.manager_trace import (_TUPLES, CONFIGURE, GRANT, MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION,
+                                      MANAGER_REVISION_1)
 from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
                                      MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS)
 from spec import errors as E
@@ -49,6 +50,7 @@ def _short(revision: str) -> str:
 REVISION_KINDS: dict[str, list[str]] = {
     CONTRACT_REVISION: [*KINDS, BOUNDARY],
     MANAGER_REVISION: [*MANAGER_KINDS, CONFIGURE, BOUNDARY],
+    MANAGER_REVISION_1: [k for k in (*MANAGER_KINDS, CONFIGURE, BOUNDARY) if k != GRANT],  # still read: no grant event
     **{rev: list(kinds) for rev, kinds in FOCUSED.items()},
 }
 
@@ -186,18 +188,23 @@ def _kind_defs() -> dict[str, Any]:
     return defs
 
 
+def _kinds(revision: str) -> str:
+    """The `$defs` entry naming every kind of `revision` (`/1` shares `/2`'s event entries, less `grant`)."""
+    return f"{_short(revision)}.kind" + ("_v1" if revision == MANAGER_REVISION_1 else "")
+
+
 def _dispatch(revision: str) -> dict[str, Any]:
     """Events of `revision`: a kind it carries, and that kind's entry."""
     short = _short(revision)
     cases = [{"if": {"properties": {"kind": {"const": k}}},
               "then": _ref("boundary" if k == BOUNDARY else f"{short}.{k}")} for k in REVISION_KINDS[revision]]
     return {"if": {"properties": {"contract_revision": {"const": revision}}},
-            "then": {"properties": {"kind": _ref(f"{short}.kind")}, "allOf": cases}}
+            "then": {"properties": {"kind": _ref(_kinds(revision))}, "allOf": cases}}
 
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of one event of a governor's trace (`docs/trace-schema.json`)."""
-    kinds = {f"{_short(r)}.kind": {"enum": ks, "description": f"every event kind of {r}"}
+    kinds = {_kinds(r): {"enum": ks, "description": f"every event kind of {r}"}
              for r, ks in REVISION_KINDS.items()}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -238,7 +238,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
     from invariants.hierarchy_trace import REVISION, replay_hierarchy
     from invariants.manager_replay import replay_manager_lines
     from invariants.focused_trace import FOCUSED
-    from invariants.manager_trace import MANAGER_REVISION
+    from invariants.manager_trace import MANAGER_REVISIONS
     from invariants.replay import bounded_lines
 
     probe_json(args)
@@ -250,7 +250,7 @@ def replay(args: argparse.Namespace, console: Console) -> int:
             f.seek(0)
             # A composed trace (tickets, pressure, transactions, limits beside the ledger) or a focused one
             # (ortmem-tx/1) has at least one such event anywhere; one bounded pass finds out.
-            marks = [r.encode() for r in (MANAGER_REVISION, *FOCUSED)]
+            marks = [r.encode() for r in (*sorted(MANAGER_REVISIONS), *FOCUSED)]
             composed = REVISION.encode() not in first and any(any(x in raw for x in marks)
                                                                 for raw in bounded_lines(f))
             f.seek(0)

@@ -71,23 +71,51 @@ class _Recorder:
         self.errors: list[tuple[int, BaseException]] = []  # (sequence, error) of failed deliveries, bounded
         self.lost = 0
         self.configured = False  # the `configure` event (the manager's constants) is queued
+        self.pending_grants: list[tuple[int, int | None, int, int, int]] = []  # `take_grants`, not yet recorded
 
     def record(self, event_for: Callable[[int], dict[str, Any]]) -> int:
         """Number and queue one event (caller holds the ledger lock); returns its sequence number."""
         event = event_for(self.sequence + 1)  # total: cannot raise, so no number is used without an event
         self.sequence += 1
         self.queue.append(event)
-        return self.sequence
+        mine = self.sequence
+        if self.pending_grants:
+            self._record_grants()
+        return mine
+
+    def _record_grants(self) -> None:
+        """A `grant` event for each grant `take_grants` kept, right after the event of the operation that made them
+        (a ticket's submit already queued `configure`). Revision 2: the replay steps each as `spec.grants.GrantTicket`."""
+        from invariants.manager_trace import encode_manager_event
+        from spec.grants import GrantTicket
+
+        grants, self.pending_grants = self.pending_grants, []
+        for tid, alloc, aid, after, _ in grants:
+            self.record(lambda s, t=tid, r=alloc, a=aid, u=after: encode_manager_event(
+                self.source, s, GrantTicket(t), r, None, {a: u}))
 
     def record_composed(self, aging_bound: int, event_for: Callable[[int], dict[str, Any]]) -> int:
-        """`record` for a composed (`ortmem-manager/1`) event; the first one is preceded by the `configure` event
+        """`record` for a composed (`ortmem-manager/2`) event; the first one is preceded by the `configure` event
         that names the manager's aging bound, which the replay arbitrates with (caller holds the ledger lock)."""
         if not self.configured:
             from invariants.manager_trace import encode_configure
 
+            grants, self.pending_grants = self.pending_grants, []  # they follow the operation, not `configure`
             self.record(lambda s: encode_configure(self.source, s, aging_bound))
-            self.configured = True
+            self.configured, self.pending_grants = True, grants
         return self.record(event_for)
+
+    def take_grants(self, used: dict[int, int]) -> dict[int, int]:
+        """`used` as it stood before the grants the operation made (`pmm.take_grants`); the next `record` queues
+        their `grant` events after the operation's own (caller holds the ledger lock)."""
+        self.pending_grants = grants = self.pmm.take_grants()
+        if not grants:
+            return used
+        used = dict(used)
+        for _, _, aid, after, charged in reversed(grants):
+            if aid in used:
+                used[aid] = after - charged  # the earliest grant on `aid` decides: before it, before them all
+        return used
 
     def deliver(self, mine: int) -> BaseException | None:
         """Hand queued events to the sink in order (ledger lock released); the failure of event `mine`, if any."""
@@ -150,8 +178,9 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
                 result = op(*args, **kwargs)
             except GovernorError as e:
                 error, result = e, None
-            seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error,
-                                                    rec.pmm.observed(auths, allocs, result, act)))
+            observed = rec.pmm.observed(auths, allocs, result, act)
+            observed["used"] = rec.take_grants(observed["used"])
+            seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error, observed))
         rec.pmm.wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
         return rec.settle(seq, cls.__name__, result, error)
 

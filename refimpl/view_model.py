@@ -37,7 +37,7 @@ UNATTRIBUTED = "unattributed"
 CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("lose_device", "confirm_termination"),
                     "device loss"),
-    **dict.fromkeys(("claim", "try_reserve", "reserve_tx", "tx_reserve"), "grant"),
+    **dict.fromkeys(("grant", "claim", "try_reserve", "reserve_tx", "tx_reserve"), "grant"),
     **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "set_use"), "ticket"),
     **dict.fromkeys(("press", "answer", "cancel_pressure", "expire_pressure", "reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",

@@ -47,6 +47,7 @@ __all__ = [
     "StaleAnswer",
     "PinnedVictim",
     "MailboxFull",
+    "GrantOutOfOrder",
     "UnknownTransaction",
     "UnknownView",
     "UnknownBundle",
@@ -235,6 +236,10 @@ class PinnedVictim(CallerError, PermissionError):
 
 class MailboxFull(PolicyRefusal):
     """Back-pressure: every cancellation-mailbox slot is reserved by a live ticket; try again later."""
+
+
+class GrantOutOfOrder(PolicyRefusal):
+    """A ticket ahead in arbitration order is owed the free bytes first, or is a matured misfit they accumulate for (I13)."""
 
 
 # --- capacity transactions, views, bundles, failure scope (issue #4) ---

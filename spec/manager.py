@@ -14,9 +14,11 @@ One `step`:
      and applies it;
   2. arbitration (I13): for each canonical authority with pending tickets, in
      ascending id, a round runs when `limit - used` rose in the action, the
-     action was a `Submit` on it, or it retired a granted ticket on it. Pending tickets age, are ordered
-     by `spec.arith.arbitration_key`, and each that fits is granted by a ledger
-     Reserve charged at grant; a matured misfit ends the round.
+     action was a `Submit` on it, or it retired a granted ticket on it. Pending tickets age, then
+     `spec.grants`' one rule grants them one at a time (`GrantTicket`: a ledger
+     Reserve charged at grant) in `spec.arith.arbitration_key` order, each that
+     fits, until a matured misfit ends the round. With `eager=False` (the replay
+     of `ortmem-manager/2`) rounds only age: every grant is an explicit action.
      Cancelling or timing out a *pending* ticket is not a round (D10, as the
      design's table and upstream have it): it ages nobody. Capacity did not
      change, but the retired ticket may have been the matured misfit that
@@ -45,14 +47,14 @@ from spec.records import evolve
 from spec import ledger_actions as A
 from spec import ledger as machine
 from spec import manager_actions as M
-from spec.arith import arbitration_key
 from spec.errors import InvalidArgument, InvalidTransition
+from spec.grants import GRANT_HANDLERS, grant_all
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
 from spec.manager_views import VIEW_HANDLERS, end_execution, lose_views
 from spec.refusals import every_refusal
-from spec.tickets import TicketEvent, TicketState, next_ticket_state
+from spec.tickets import TicketState
 from spec.types import AllocState
 
 __all__ = ["step", "apply", "refusals", "alternatives"]
@@ -80,8 +82,11 @@ def alternatives(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[
     return tuple((evolve(m, ledger=ledger), result) for ledger, result in machine.alternatives(m.ledger, action, guards))
 
 
-def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[M.Manager, Any]:
-    """The next manager and the action's result, as `spec.manager_actions` documents them."""
+def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON, eager: bool = True) -> tuple[M.Manager, Any]:
+    """The next manager and the action's result, as `spec.manager_actions` documents them.
+
+    `eager=False` (the replay of `ortmem-manager/2`): rounds age but grant nobody; every grant is an explicit
+    `GrantTicket` (`spec.grants`), decided by the same rule the eager rounds apply."""
     handler = _HANDLERS.get(type(action))
     if handler is None:
         raise InvalidArgument(f"not a manager action: {action!r:.120}")
@@ -90,7 +95,7 @@ def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[M.Manage
         return m, result  # nothing changed (a cancel of a retired ticket): no round
     if nxt.uses:
         nxt = _live_uses(nxt)
-    return _arbitrate(m, action, nxt, guards), result
+    return _arbitrate(m, action, nxt, guards, eager), result
 
 
 def _live_uses(m: M.Manager) -> M.Manager:
@@ -108,7 +113,7 @@ def _live_uses(m: M.Manager) -> M.Manager:
 # --- arbitration (I13) -------------------------------------------------------------
 
 
-def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet) -> M.Manager:
+def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet, eager: bool) -> M.Manager:
     """Run a round on every authority whose headroom rose in the action, that a Submit targeted, or on which
     it retired a granted ticket; a grant pass that ages nobody where it retired a pending one (D10)."""
     waiting = sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING})
@@ -121,38 +126,29 @@ def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet) -
         submitted = isinstance(action, M.Submit) and action.authority == aid
         retired = gone is not None and gone.authority == aid  # a live ticket: the accepted action retired it
         if rose or submitted or (retired and gone.state is not _T.PENDING):
-            m = _round(m, aid, guards)
+            m = _round(m, aid, guards, eager=eager)
         elif retired:
             # Not a round (D10): nobody ages; but the retired waiter may have been the matured misfit that
             # ended the last round, and a waiter that fits must not stay pending (I13).
-            m = _round(m, aid, guards, age=False)
+            m = _round(m, aid, guards, age=False, eager=eager)
     return m
 
 
-def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True) -> M.Manager:
-    """One round on authority `aid`: age every pending ticket, then grant greedily in arbitration order.
+def _round(m: M.Manager, aid: int, guards: GuardSet, age: bool = True, eager: bool = True) -> M.Manager:
+    """One round on authority `aid`: age every pending ticket, then grant each enabled ticket in turn.
 
-    `age=False`: the grant pass alone (same order, same stop at a matured misfit), ageing nobody (D10)."""
-    bound = m.aging_bound
-    pending = [_aged(t, bound) if age else t for t in m.tickets.values() if t.authority == aid
-               and t.state is _T.PENDING]
-    pending.sort(key=lambda t: arbitration_key(t.age >= bound, t.priority, t.id))
-    ledger, tickets = m.ledger, m.tickets
-    for i, t in enumerate(pending):
-        a = ledger.authorities[aid]
-        if t.nbytes <= a.limit - a.used:
-            state, alloc = next_ticket_state(t.state, TicketEvent.GRANT, f"ticket {t.id}"), None
-            # Verify a grant is a ledger reservation, charged before any waiter can see it (I1, I2).
-            if guards.on("grant_charges_ledger"):
-                ledger, alloc = machine.step(ledger, A.Reserve(t.holder, aid, a.tier, t.nbytes, t.role), guards)
-            t = evolve(t, state=state, allocation=alloc)
-        elif t.age >= bound and guards.on("aging"):
-            # Verify a matured misfit ends the round: returned capacity accumulates for it (I13).
-            for rest in pending[i:]:
-                tickets = tickets.set(rest.id, rest)
-            break
-        tickets = tickets.set(t.id, t)
-    return evolve(m, ledger=ledger, tickets=tickets)
+    The grants are `spec.grants`' rule applied until no ticket is enabled: the greedy pass in arbitration
+    order with its stop at a matured misfit (I13). `age=False`: the grant pass alone, ageing nobody (D10).
+    `eager=False`: the ageing alone; the grants are explicit `GrantTicket` actions (`ortmem-manager/2`)."""
+    tickets = m.tickets
+    if age:
+        bound = m.aging_bound
+        for t in m.tickets.values():
+            if t.authority == aid and t.state is _T.PENDING:
+                tickets = tickets.set(t.id, _aged(t, bound))
+    if eager:
+        return grant_all(m, aid, guards, tickets)  # one new manager for the ageing and the grants
+    return m if tickets is m.tickets else evolve(m, tickets=tickets)
 
 
 def _aged(t: M.Ticket, bound: int) -> M.Ticket:
@@ -237,6 +233,7 @@ _HANDLERS: dict[type, Any] = {
     A.LoseDevice: _lose_device,
     **PART_HANDLERS,
     **VIEW_HANDLERS,
+    **GRANT_HANDLERS,
     M.CommitTx: _ending(drop_own=False),
     M.AbortTx: _ending(drop_own=True),
 }

@@ -167,9 +167,9 @@ def test_traced_acquire_cancel_and_timeout_record_their_events(on: bool) -> None
         lease = p.acquire(h, a, 8)
         t1, t2 = p.submit(h, a, 8), p.submit(h, a, 8)
         assert (p.cancel_ticket(h, t1), p.timeout_ticket(h, t2)) == (8, 8)
-    assert [e["kind"] for e in events[3:]] == ["submit", "claim", "submit", "submit", "cancel_ticket",
-                                               "timeout_ticket"]
-    assert events[4]["payload"]["result"] == lease
+    assert [e["kind"] for e in events[3:]] == ["submit", "grant", "claim", "submit", "grant", "submit", "grant",
+                                               "cancel_ticket", "timeout_ticket"]
+    assert events[5]["payload"]["result"] == events[4]["payload"]["result"] == lease
     r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
     assert r.ok, r.describe()
 

@@ -64,7 +64,7 @@ _PARTS = {
                "quarantine", "record_committed"),
     "allowances": ("open_allowance", "reserve_growth", "map_allowance", "unmap_allowance", "transfer_allowance",
                    "close_allowance"),
-    "tickets": ("submit", "claim", "cancel_ticket", "timeout_ticket", "try_reserve", "reconfigure"),
+    "tickets": ("submit", "grant", "claim", "cancel_ticket", "timeout_ticket", "try_reserve", "reconfigure"),
     "pressure": ("press", "answer", "cancel_pressure", "expire_pressure", "set_use"),
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
@@ -148,7 +148,7 @@ def test_removed_event_renumbered_is_still_caught_by_the_spec(lines: list[bytes]
 def test_changed_figure_is_refinement(lines: list[bytes]) -> None:
     for i, raw in enumerate(lines):
         ev = json.loads(raw)
-        if ev["contract_revision"] == "ortmem-manager/1" and ev["kind"] != CONFIGURE \
+        if ev["contract_revision"] == "ortmem-manager/2" and ev["kind"] != CONFIGURE \
                 and ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
             aid = next(iter(ev["payload"]["used"]))
             ev["payload"]["used"][aid] += 1
@@ -180,7 +180,7 @@ def test_cli_writes_and_replays_a_composed_trace(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     assert main(["trace", str(out), "--seed", "5"]) == 0
     revisions = {json.loads(line)["contract_revision"] for line in out.read_text().splitlines()}
-    assert revisions == {"ortmem-ledger/1", "ortmem-manager/1"}  # ledger operations keep the ledger's format
+    assert revisions == {"ortmem-ledger/1", "ortmem-manager/2"}  # ledger operations keep the ledger's format
     assert main(["replay", str(out)]) == 0
     text = out.read_text().splitlines()
     (tmp_path / "lossy.jsonl").write_text("\n".join(text[:3] + text[4:]) + "\n")

@@ -34,6 +34,7 @@ FLIPS = {
     "trace_reads_touched_after_operation": ("ledger-good", (False, "refinement", None)),
     "manager_replay_forgets_focused_leftovers": ("focused-tx-left-open", _CLEAN),
     "manager_replay_duplicate_as_retransmission": ("manager-duplicated-event", (False, "violation", "I4a")),
+    "grant_replay_lets_newcomer_overtake": ("newcomer-served-first", _CLEAN),
 }
 
 

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from invariants.focused_trace import TX_KINDS, TX_REVISION
-from invariants.manager_trace import CONFIGURE, MANAGER_KINDS, MANAGER_REVISION
+from invariants.manager_trace import CONFIGURE, GRANT, MANAGER_KINDS, MANAGER_REVISION
 from invariants.trace_format import KINDS
 from invariants.trace_schema import json_schema
 from refimpl.focused_workload import run_tx_workload
@@ -31,12 +31,12 @@ from spec.types import Role, Tier
 
 #: Methods that emit one event of their own name: revision -> names.
 TRACED = {
-    "ledger and composed": frozenset(MANAGER_KINDS),
+    "ledger and composed": frozenset(MANAGER_KINDS) - {GRANT},  # a grant: traced by the operation that made it
     TX_REVISION: frozenset(TX_KINDS),
 }
 #: Composites: what they emit is the events of the traced operations they are made of.
 COMPOSITE = {
-    "acquire": {"submit", "claim"},
+    "acquire": {"submit", "grant", "claim"},
     "lower_limit": {"prepare_limit", "commit_limit"},
     "reserve_all": {"reserve_tx"},
     "open_pressure": {"press"},
@@ -47,7 +47,7 @@ COMPOSITE = {
 UNTRACED = frozenset({
     "abstract", "abstract_manager", "abstract_tx", "snapshot", "touched",
     "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
-    "register_callback", "drop",
+    "register_callback", "drop", "take_grants",
 })
 
 
@@ -156,6 +156,7 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
         "attach_recorder": lambda: p.attach_recorder(p.trace_recorder),
         "register_callback": lambda: p.register_callback(h, lambda *_: None),
         "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next operation
+        "take_grants": locked(p.take_grants),  # the recorder's: grants made since, each traced after its operation
     }
     calls[name]()
     assert _states(p, a) == before and q.abstract_tx() == tx_before, f"{name} changed spec state"

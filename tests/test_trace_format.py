@@ -91,7 +91,7 @@ def _without_used(i: int) -> list[bytes]:
     return [x.encode() + b"\n" for x in lines]
 
 
-@pytest.mark.parametrize("i", [3, 7, 8, 9])  # reserve 0 -> 16, release (grant) 16 -> 64, claim, release 64 -> 0
+@pytest.mark.parametrize("i", [3, 6, 7, 8, 9])  # reserve 0 -> 16, release 16 -> 0, grant 0 -> 64, claim, release 64 -> 0
 def test_a_moved_figure_left_out_is_refused_naming_it(i: int) -> None:
     r = replay_manager_lines(_without_used(i))
     if i == 8:  # the claim takes bytes the grant already charged: used does not move, nothing is missing

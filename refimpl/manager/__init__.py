@@ -69,7 +69,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Mailbox, Pressures, 
         "_guards", "_lock", "_auths", "_pools", "_views", "_holders", "_allocs", "_allows", "_next_auth",
         "_next_holder", "_next_alloc", "_next_allow", "_wake", "_leases", "_fresh",
         # arbitration
-        "_bound", "_slots", "_charge_at_grant", "_aging", "_tickets", "_next_ticket",
+        "_bound", "_slots", "_charge_at_grant", "_aging", "_tickets", "_granted", "_next_ticket",
         # pressure
         "_callbacks", "_pressures", "_pressure_log", "_next_pressure",
         # mailbox

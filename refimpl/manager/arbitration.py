@@ -106,6 +106,9 @@ class Arbitration:
         self._charge_at_grant = self._guards.on("grant_charges_ledger")
         self._aging = self._guards.on("aging")  # I13: a matured misfit ends the round
         self._tickets: dict[int, _Tkt] = {}  # live (pending or granted) only
+        # With a trace recorder: the grants the current operation made, (ticket, allocation, ledger, used after
+        # it, bytes charged), each traced as its own `grant` event after the operation's (`refimpl.tracing`).
+        self._granted: list[tuple[int, int | None, int, int, int]] = []
         self._next_ticket = 1
 
     # --- operations ------------------------------------------------------------
@@ -151,6 +154,8 @@ class Arbitration:
             t = self._tickets[tid] = _new_ticket(tid, holder, a, nbytes, priority, role, 1, _GRANTED)
             rec = t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
             rec.part = t
+            if self._recorder is not None:
+                self._granted.append((tid, rec.id, a.id, a.used, rec.charge))
             return tid
         t = self._tickets[tid] = a.pending[tid] = _new_ticket(tid, holder, a, nbytes, priority, role, 0, _PENDING)
         self._round(a)
@@ -359,6 +364,9 @@ class Arbitration:
         if self._charge_at_grant:  # I1, I2, I7: a ledger reservation, booked before any wake
             t.alloc = self._enter(t.holder, a, a.tier, t.role, t.nbytes, _O_GRANTED)
             t.alloc.part = t
+        if self._recorder is not None:
+            r = t.alloc
+            self._granted.append((t.id, None if r is None else r.id, a.id, a.used, 0 if r is None else r.charge))
         if t.event is not None:
             self._wake.append(t.event)  # set once the lock is released (I7)
 
@@ -368,6 +376,13 @@ class Arbitration:
             a = self._auths[aid]
             if a.pending and a.limit - a.used > before[aid]:
                 self._round(a)
+
+    def take_grants(self) -> list[tuple[int, int | None, int, int, int]]:
+        """The grants made since the last call, oldest first: (ticket, allocation, ledger, used after, charged).
+
+        For the trace recorder (caller holds the ledger lock): each grant is its own event (`ortmem-manager/2`)."""
+        grants, self._granted = self._granted, []
+        return grants
 
     # --- helpers -----------------------------------------------------------------
 

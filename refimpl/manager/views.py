@@ -262,8 +262,8 @@ class Views:
                 self._books.forget()  # a violation, or a body that stopped half way: count again from the rows
                 raise
             if rec is not None:
-                figures = {"used": {i: self._auths[i].used for i in auths if i in self._auths}, "charges": {},
-                           "bundles": self._bundle_figures(named, first_bundle)}
+                figures = {"used": rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths}),
+                           "charges": {}, "bundles": self._bundle_figures(named, first_bundle)}
                 seq = rec.record_composed(self._bound, lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
         self._wake_up(wake)

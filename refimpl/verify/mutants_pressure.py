@@ -47,9 +47,9 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "        if r.generation != r.auth.generation and self._guards.on(\"answer_open_only\"):",
            "        if False:",
            "an answer to a pressure opened before a reconfigure still releases the holder's leases"),
-    Mutant("spec_matured_compare_strict", ("I13",), "pressure", _S, "spec.manager",
-           "        elif t.age >= bound and guards.on(\"aging\"):\n",
-           "        elif t.age > bound and guards.on(\"aging\"):\n",
+    Mutant("spec_matured_compare_strict", ("I13",), "pressure", _S, "spec.grants",
+           "        if t.age >= bound and guards.on(\"aging\"):\n",
+           "        if t.age > bound and guards.on(\"aging\"):\n",
            "the spec's round stops only past the aging bound, which a capped age never reaches: later, smaller "
            "tickets overtake a matured misfit round after round"),
     Mutant("composed_reconfigure_keeps_waiters", ("I13",), "pressure", _R, _MARB,

@@ -91,4 +91,8 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "    if seq < expected:\n        return  # a retransmission: already applied\n        raise _Bad("
        "\"duplicate-sequence\"",
        "the composed replay (which shares the sequence check) applies a repeated event again"),
+    _m("grant_replay_lets_newcomer_overtake", ("I13",), "manager", "invariants.replay_grants",
+       "        newcomer = first is not None and first >= before.next_ticket\n", "        newcomer = False\n",
+       "a grant owed to a fitting waiter may be given to a ticket submitted after the room was made: the "
+       "newcomer's grant overtakes the waiter's (ortmem-manager/2, I13)"),
 )

@@ -202,12 +202,38 @@ def _focused_tx_left_open(pmm: Any) -> None:
     pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
 
 
+def _owed_then_newcomer(pmm: Any) -> None:
+    """A 50 B ticket waits behind 90 B; the release grants it; then a 30 B newcomer of higher priority."""
+    from refimpl.tracing import boundary
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", _D, 100)
+    big = pmm.claim(h, pmm.submit(h, a, 90, 0, Role.KV))
+    pmm.submit(h, a, 50, 0, Role.KV)
+    pmm.release(h, big)
+    pmm.submit(h, a, 30, 5, Role.KV)
+    boundary(pmm)
+
+
+def _newcomer_served_first(good: list[bytes]) -> list[bytes]:
+    """The waiter's owed grant written after the newcomer's submit and grant, every figure as such a governor
+    would report it: the newcomer took bytes the design's round had already given the waiter (I13)."""
+    ev = _events(good)
+    i = _find(ev, "grant", nth=1)  # the waiter's (50 B), right after the release; then the newcomer's submit, grant
+    owed, sub, new = ev[i], ev[i + 1], ev[i + 2]
+    aid = next(iter(owed["payload"]["used"]))
+    sub["payload"]["used"][aid] -= 50
+    new["payload"]["used"][aid] -= 50
+    owed["payload"]["used"][aid] = new["payload"]["used"][aid] + 50
+    return _lines(_renumber(ev[:i] + [sub, new, owed] + ev[i + 3:]))
+
+
 def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
     """(name, trace, the intact replay's verdict) of the composed replay's corpus, recorded now from refimpl."""
     good = _record(_manager_script)
     return [
         ("manager-good", good, (True, None, None)),
         ("manager-duplicated-event", _duplicated_last(good), (False, "duplicate-sequence", None)),
+        ("newcomer-served-first", _newcomer_served_first(_record(_owed_then_newcomer)), (False, "violation", "I13")),
         ("tx-left-open", _record(_manager_tx_left_open), (False, "leftover", None)),
         ("focused-tx-left-open", _record(_focused_tx_left_open), (False, "leftover", None)),
     ]

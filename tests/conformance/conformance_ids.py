@@ -17,7 +17,8 @@ _ID_FIELDS = {"holder": "holder", "authority": "authority", "of": "authority", "
 _RESULTS = {"register_authority": "authority", "register_alias": "authority", "register_holder": "holder",
             "reserve": "allocation", "record_committed": "allocation", "open_allowance": "allowance",
             "submit": "ticket", "claim": "allocation", "press": "pressure", "plan_tx": "tx", "reserve_tx": "allocation",
-            "open_bundle": "bundle", "prepare_limit": "pressure", "commit_tx": "allocation", "publish_view": "view"}
+            "open_bundle": "bundle", "prepare_limit": "pressure", "commit_tx": "allocation", "publish_view": "view",
+            "grant": "allocation"}
 
 Rename = Callable[[str, int], int]
 
