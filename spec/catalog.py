@@ -332,12 +332,13 @@ LIVENESS: dict[str, tuple[str, tuple[str, ...]]] = {
             "it is asked). Checked on the whole elastic scope; control: elastic_guaranteed_path off.",
             (_LV + "test_guard_off_yields_a_lasso_printed_with_states",)),
     "C4": ("No fair run aborts forever with no commit (the livelock a try-only coordinator risks). Fairness: "
-           "weak fairness of each client's next step (plan or retry, reserve, publish, execute, commit, "
-           "release): a client offered a step in every state of a cycle takes one, so a transaction holding "
-           "every reservation commits. Checked: no reachable cycle of the tx_retry scope (spec.transactions, "
-           "two 1 B authorities, two clients each needing 1 B of both, declared in opposite orders, retrying "
-           "their intents forever; transaction, intent and view ids recycled, intent age capped at 2) "
-           "misses a reservation, commits nothing and is weakly fair to both clients; control: "
+           "weak fairness of each client's next step (plan or retry its intent, reserve try-only or abort on "
+           "a miss, commit, release): a client offered a step in every state of a cycle takes one, so a "
+           "transaction holding every reservation commits. Checked: no reachable cycle of the tx_retry scope "
+           "(a restriction of spec.manager: two 1 B authorities, two clients each needing 1 B of both, declared "
+           "in opposite orders, retrying their intents forever; transaction, intent and allocation ids and "
+           "sequences recycled, intent age capped at the aging bound 2) misses a reservation, commits nothing "
+           "and is weakly fair to both clients; control: "
            "ordered_reservation off (each holds one authority and misses the other's, in turn, forever).",
            (_LV + "test_ordered_reservation_off_livelocks_in_aborts_with_no_commit",
             _LV + "test_recycled_tx_ids_step_as_the_original_ids_do")),
