@@ -16,6 +16,7 @@ from invariants import manager as MP
 from invariants._violation import InvariantViolation
 from invariants.mutation import Mutant, applied
 from refimpl.verify.manager_adapter import ManagerAdapter
+from refimpl.verify.mutants import MUTANTS as REGISTRY
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -130,32 +131,31 @@ def test_control_poisoned_manager_refuses_off_grants_from_a_corrupt_ledger() -> 
     assert _clause(e) == "I5:poisoned_grants_nothing"
 
 
-_S, _R = Layer.SPEC, Layer.REFIMPL
-MUTANTS = {
-    "retry_takes_a_fresh_place": (Mutant(
-        "retry_takes_a_fresh_place", ("C4",), "manager", _R, "refimpl.manager.transactions",
-        "                t.seq, t.priority, t.age = place[1:]\n", "                t.priority = place[2]\n",
-        "a retry keeps its priority but queues as a newcomer"), _RETRY, "C4:retry_keeps_place"),
-    "abort_forgets_the_place": (Mutant(
-        "abort_forgets_the_place", ("C4",), "manager", _R, "refimpl.manager.transactions",
-        "        self._places[t.id] = (t.holder, t.seq, t.priority, min(t.age + 1, self._bound))  # its place, 0 B (C4)\n",
-        "", "an abort leaves no intent: the retry has no place to take back"), _RETRY[:3], "C4:abort_leaves_place"),
-    "retry_leaves_the_intent": (Mutant(
-        "retry_leaves_the_intent", ("C4",), "manager", _S, "spec.manager_tx",
-        "    intents = m.intents if intent is None else m.intents.delete(intent.id)\n", "    intents = m.intents\n",
-        "the spec's retry does not spend its intent: one request holds two places"), _RETRY,
-        "C4:retry_keeps_place"),
-    "poisoned_still_reserves": (Mutant(
-        "poisoned_still_reserves", ("I5",), "manager", _R, "refimpl.manager.transactions",
-        "    def _reserve(self, tx: int) -> int:\n        self._grants()\n", "    def _reserve(self, tx: int) -> int:\n",
-        "a poisoned governor still reserves for a transaction"), _POISON + (M.ReserveTx(1),),
-        "I5:poisoned_grants_nothing"),
+_S = Layer.SPEC
+#: Registered mutants (`refimpl.verify.mutants_tx`, hunted by `ortmem verify`) with a fixed script that shows
+#: each, plus one the composed restriction cannot reach (it issues no tickets): the poisoning keeps a waiter.
+MUTANTS: dict[str, tuple[Mutant, tuple[Any, ...], str]] = {
+    "retry_takes_a_fresh_place": (REGISTRY["retry_takes_a_fresh_place"], _RETRY, "C4:retry_keeps_place"),
+    "abort_forgets_the_place": (REGISTRY["abort_forgets_the_place"], _RETRY[:3], "C4:abort_leaves_place"),
+    "fresh_tx_reuses_a_sequence": (REGISTRY["fresh_tx_reuses_a_sequence"], _RETRY[:4], "C4:one_place_per_request"),
+    "spec_retry_leaves_the_intent": (REGISTRY["spec_retry_leaves_the_intent"], _RETRY, "C4:retry_keeps_place"),
+    "poisoned_still_reserves": (REGISTRY["poisoned_still_reserves"], _POISON + (M.ReserveTx(1),),
+                                "I5:poisoned_grants_nothing"),
+    "poisoned_ledger_still_reserves": (REGISTRY["poisoned_ledger_still_reserves"],
+                                       _POISON + (A.Reserve(H1, DEV, Tier.DEVICE, 1, Role.STAGING),),
+                                       "I5:poisoned_grants_nothing"),
+    "spec_poisoned_still_grants": (REGISTRY["spec_poisoned_still_grants"], _POISON + (M.ReserveTx(1),),
+                                   "I5:poisoned_grants_nothing"),
     "poison_keeps_waiters": (Mutant(
         "poison_keeps_waiters", ("I5",), "manager", _S, "spec.manager_tx",
         "            tickets = tickets.delete(t.id)  # a waiter fails: it would be granted from a corrupt ledger (I5)\n",
         "            pass\n", "the spec's poisoning leaves the waiters pending: the next release grants one"),
         _POISON + (M.Claim(H1, 1), A.Release(H1, 1)), "I5:poisoned_grants_nothing"),
 }
+
+
+def test_every_registered_composed_tx_mutant_has_a_script() -> None:
+    assert {n for n, m in REGISTRY.items() if m.submodel == "composed"} == set(MUTANTS) - {"poison_keeps_waiters"}
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
