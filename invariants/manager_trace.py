@@ -51,7 +51,7 @@ __all__ = ["MANAGER_REVISION", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE"
 MANAGER_REVISION = "ortmem-manager/1"
 #: Event kind -> the action class it records: the ledger's kinds and every composed action.
 MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}}
-MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
+MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle", "retry"}
 #: The event that names the manager's constants, before a composed trace's first composed event.
 CONFIGURE = "configure"
 #: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.

@@ -8,13 +8,18 @@ poisons the whole manager: its waiters fail and nothing new is granted. Each har
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 import pytest
 
 from invariants import manager as MP
 from invariants._violation import InvariantViolation
+from invariants.manager_replay import replay_manager_lines
 from invariants.mutation import Mutant, applied
+from refimpl.manager import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.verify.mutants import MUTANTS as REGISTRY
 from spec import ledger_actions as A
@@ -184,3 +189,33 @@ def test_one_place_per_request_fails_on_two_holders_of_one_sequence() -> None:
     with pytest.raises(InvariantViolation, match="transaction 4 and intent 1|intent 1 and transaction 4") as e:
         MP.check_all(evolve(m, txs=m.txs.set(4, twin), next_tx=5))
     assert _clause(e) == "C4:one_place_per_request"
+
+
+def _traced_retry() -> list[bytes]:
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    h1, h2 = pmm.register_holder("h1"), pmm.register_holder("h2")
+    dev = pmm.register_authority("dev", Tier.DEVICE, 4)
+    first = pmm.plan_tx(h1, ((dev, 3),), 2)
+    pmm.reserve_tx(first)
+    pmm.abort_tx(first)
+    second = pmm.plan_tx(h2, ((dev, 1),))
+    pmm.abort_tx(second)
+    retry = pmm.plan_tx(h1, ((dev, 3),), 0, first)  # the retry takes back the first attempt's place
+    pmm.reserve_tx(retry)
+    pmm.commit_tx(retry)
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
+def test_a_traced_retry_replays_against_the_spec() -> None:
+    r = replay_manager_lines(_traced_retry())
+    assert r.ok, r
+
+
+def test_replay_rejects_a_retry_that_names_another_attempts_intent() -> None:
+    lines = _traced_retry()
+    i = max(n for n, raw in enumerate(lines) if json.loads(raw)["kind"] == "plan_tx")
+    ev = json.loads(lines[i])
+    ev["ids"]["retry"] = 2  # h2's intent: a foreign place (C4)
+    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    assert not r.ok
