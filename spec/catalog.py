@@ -233,7 +233,7 @@ _LINKS.update({
     "C4": dict(
         predicates=(_TX + "state_C4", _TX + "step_C4", _MG + "state_C4_views", _MG + "state_C4_intents",
                     _MG + "step_C4_intents"),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py", "tests/test_manager_tx_threads.py",
                "tests/test_manager_tx.py::test_abort_leaves_the_place_and_a_retry_takes_it_back",
                "tests/test_manager_tx.py::test_control_retry_keeps_identity_off_loses_the_place",
                "tests/test_harm_clauses.py::test_reserve_order_skipping_lower_needs_fails_no_circular_holding",

@@ -188,6 +188,8 @@ class Transactions:
         place = None if retry is None else self._place(holder, retry)
         t = self._open_tx(holder, needs, priority, ViewKind.CONTIGUOUS, None, None)
         t.seq = t.id  # a fresh transaction's submit sequence is its own (never reused) id
+        if not self._guards.on("ordered_reservation"):  # C4 (negative control): reserved in declared order
+            t.needs = tuple(needs)
         if place is not None:
             del self._places[retry]
             if self._guards.on("retry_keeps_identity"):  # C4: the retry takes back its place
