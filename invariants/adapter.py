@@ -87,14 +87,15 @@ RESULT_KINDS: dict[type, str] = {
        if hasattr(M, name)}}
 
 #: Fields of records and actions that hold ids (`source` / `target` only in `TransferAllowance`).
-_FIELDS = {**FIELD_KINDS, "alias_of": "authority", "held": "allocation", "victims": "allocation", "view": "view"}
+_FIELDS = {**FIELD_KINDS, "alias_of": "authority", "held": "allocation", "victims": "allocation", "view": "view",
+           "seq": "tx"}  # a transaction's submit sequence is the id of its first attempt (C4)
 _TRANSFER_ONLY = frozenset({"source", "target"})
 #: Fields holding (id, figure) pairs.
 _PAIRS = {"needs": "authority", "completed": "pressure", "users": "tx"}
 #: Maps of the state keyed by ids, and the kind of their keys (and of their records' `id`).
 _MAPS = {"authorities": "authority", "holders": "holder", "allocations": "allocation", "allowances": "allowance",
          "tickets": "ticket", "pressures": "pressure", "txs": "tx", "changes": "authority", "bundles": "bundle",
-         "views": "view"}
+         "views": "view", "intents": "tx"}
 #: Maps of the state keyed by ids whose values are figures (a generation, a lease's use flags).
 _KEYS = {"generations": "authority", "uses": "allocation"}
 #: Bijections tried per step before falling back to the order of appearance.

@@ -34,12 +34,14 @@ from invariants import manager as IM
 from invariants.clauses import counting
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_order import step_I13_order
+from invariants.manager_tx import state_C4_intents, step_C4_intents, step_I5_poisoned
 from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of", "order_step_of",
            "answers_step_of",
            "bundles_step_of", "parts_uses_step_of", "removal_step_of", "pressure_step_of", "tickets_step_of",
-           "generations_of", "views_of", "views_step_of", "view_bytes_step_of"]
+           "generations_of", "views_of", "views_step_of", "view_bytes_step_of", "intents_of", "intents_step_of",
+           "poisoned_step_of"]
 
 
 def ledger_of(m: Any) -> Hashable:
@@ -138,6 +140,24 @@ def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Ha
     return before.txs, before.bundles, act, after.txs, after.bundles, held
 
 
+def intents_of(m: Any) -> Hashable:
+    """What the one-place state predicate reads (C4): the transactions and intents (their sequences)."""
+    return m.txs, m.intents
+
+
+def intents_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the retry-intent step predicate reads (C4): act, result, both txs and intents maps, the aging bound."""
+    return act, result, before.txs, before.intents, after.txs, after.intents, before.aging_bound
+
+
+def poisoned_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the poisoned-manager step predicate reads (I5): whether poisoned before; if so, both allocation id sets
+    and both tickets maps."""
+    if not before.poisoned:
+        return False
+    return frozenset(before.ledger.allocations), frozenset(after.ledger.allocations), before.tickets, after.tickets
+
+
 def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out: dict[Callable[..., None], Callable[..., Hashable]] = {}
     for preds in IM.STATE_PREDICATES.values():
@@ -172,6 +192,10 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out[IM.state_C6_views] = views_of
     out[IM.step_I9_views] = views_step_of
     out[IM.step_C6_views] = view_bytes_step_of
+    # C4 (retry intents), I5 (poisoned manager): `invariants.manager_tx`.
+    out[step_C4_intents] = intents_step_of
+    out[state_C4_intents] = intents_of
+    out[step_I5_poisoned] = poisoned_step_of
     return out
 
 

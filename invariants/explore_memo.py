@@ -67,8 +67,8 @@ _ARB = "ledger tickets aging_bound"
 _USES = "uses"
 
 FOOTPRINTS: dict[type, Footprint] = {
-    M.Submit: _fp(f"{_ARB} next_ticket generations", "ledger tickets next_ticket"),
-    M.TryReserve: _fp(f"{_ARB} {_USES}", f"ledger tickets {_USES}"),
+    M.Submit: _fp(f"{_ARB} next_ticket generations poisoned", "ledger tickets next_ticket"),
+    M.TryReserve: _fp(f"{_ARB} {_USES} poisoned", f"ledger tickets {_USES}"),
     M.Claim: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
     M.CancelTicket: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
     M.TimeoutTicket: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
@@ -77,10 +77,10 @@ FOOTPRINTS: dict[type, Footprint] = {
     M.Answer: _fp(f"{_ARB} txs views pressures next_pressure changes generations {_USES}",
                   f"ledger tickets pressures changes {_USES}"),
     M.CancelPressure: _fp("pressures next_pressure", "pressures"),
-    M.PlanTx: _fp("ledger txs next_tx", "txs next_tx"),
-    M.ReserveTx: _fp(f"{_ARB} txs next_tx {_USES}", f"ledger tickets txs {_USES}"),
+    M.PlanTx: _fp("ledger txs next_tx intents poisoned", "txs next_tx intents"),  # a retry spends its intent
+    M.ReserveTx: _fp(f"{_ARB} txs next_tx {_USES} poisoned", f"ledger tickets txs {_USES}"),
     M.CommitTx: _fp(f"{_ARB} txs next_tx bundles views {_USES}", f"ledger tickets txs bundles views {_USES}"),
-    M.AbortTx: _fp(f"{_ARB} txs next_tx views {_USES}", f"ledger tickets txs views {_USES}"),
+    M.AbortTx: _fp(f"{_ARB} txs next_tx views intents {_USES}", f"ledger tickets txs views intents {_USES}"),
     M.JoinBundle: _fp("txs next_tx bundles", "txs"),
     M.ReportMismatch: _fp("bundles", "bundles"),
     A.LoseDevice: _fp(f"{_ARB} txs pressures changes views {_USES}",

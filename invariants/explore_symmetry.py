@@ -106,8 +106,9 @@ def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tupl
                      t.age, t.state, t.allocation, t.generation) for _, t in sorted(m.tickets.items()))
     pressures = tuple((p.id, h.get(p.holder, p.holder), a.get(p.authority, p.authority), p.target, p.change,
                        p.priority, p.deadline, p.generation) for _, p in sorted(m.pressures.items()))
-    txs = tuple((x.id, h.get(x.holder, x.holder), tuple((a.get(y, y), n) for y, n in x.needs), x.held, x.bundle)
-                for _, x in sorted(m.txs.items()))
+    txs = tuple((x.id, h.get(x.holder, x.holder), tuple((a.get(y, y), n) for y, n in x.needs), x.held, x.bundle,
+                 x.seq, x.priority, x.age) for _, x in sorted(m.txs.items()))
+    intents = tuple((i.id, h.get(i.holder, i.holder), i.seq, i.priority, i.age) for _, i in sorted(m.intents.items()))
     changes = tuple(sorted((a.get(k, k), a.get(c.authority, c.authority), c.target, c.completed)
                            for k, c in m.changes.items()))
     generations = tuple(sorted((a.get(k, k), g) for k, g in m.generations.items()))
@@ -115,7 +116,7 @@ def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tupl
                   for _, v in sorted(m.views.items()))
     return (_ledger(m.ledger, h, a, unlabelled), m.aging_bound, tickets, pressures, txs, changes, m.next_ticket,
             m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle,
-            tuple(sorted(m.uses.items())), generations, views, m.next_view)
+            tuple(sorted(m.uses.items())), generations, views, m.next_view, intents, m.poisoned)
 
 
 def _orbit_key(encode: Callable[..., tuple], perms: list[tuple[Perm, Perm]],

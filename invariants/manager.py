@@ -6,13 +6,12 @@ environment, and a pinned or in-flight lease is never a victim (I6); a lost devi
 removed authority leaves nothing behind (C3); a changed limit is not below what is used (I2); an answer to a
 closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
 never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
-(I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `.manager_views`; grant
-order and aging (I13): `.manager_order`; an answer is the holder's choice (C5): `.manager_answers`.
+(I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `.manager_views`; grant order,
+aging (I13): `.manager_order`; answers (C5): `.manager_answers`; intents (C4), poisoning (I5): `.manager_tx`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
 own predicates (`invariants.ledger`) run on `m.ledger` too, one wrapped predicate per ledger predicate.
-
 Reads spec values only; never imports refimpl.
 """
 
@@ -26,6 +25,7 @@ from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_order import served_before, step_I13_order
+from invariants.manager_tx import state_C4_intents, step_C4_intents, step_I5_poisoned
 from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -475,14 +475,14 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation), "C4": (state_C4_views,),
-     "C6": (state_C6_views,)}, LP.STATE_PREDICATES,
-    _on_ledger_state)
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation),
+     "C4": (state_C4_views, state_C4_intents), "C6": (state_C6_views,)}, LP.STATE_PREDICATES, _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
      "I10": (step_I10_manager,), "C5": (step_C5_manager, step_C5_answers),
-     "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,), "C6": (step_C6_views,)},
+     "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,), "C6": (step_C6_views,),
+     "C4": (step_C4_intents,), "I5": (step_I5_poisoned,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -31,6 +31,7 @@ SITUATIONS = (
     "part reserves beside an alias",
     "ticket or transaction beside an allowance",
     "part acts on an oversubscribed ledger",
+    "a retry takes back an aborted attempt's place",
 )
 
 
@@ -63,4 +64,6 @@ def situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
     if isinstance(action, (M.Submit, M.ReserveTx, M.Claim)) and any(
             a.used > a.limit for a in prev.ledger.authorities.values()):
         out.append("part acts on an oversubscribed ledger")
+    if isinstance(action, M.PlanTx) and action.retry is not None:
+        out.append("a retry takes back an aborted attempt's place")
     return tuple(out)

@@ -268,8 +268,11 @@ class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
         needs: Any = tuple((a, self._nbytes(data, 6)) for a in chosen)
         if data.draw(st.integers(0, 30)) == 0:
             needs = data.draw(st.sampled_from(((), ((1, 1), (1, 2)), ((99, 1),), [(1, 1)])))
-        tid = self.abs.next_tx
-        self._do(M.PlanTx(self._holder(data), needs))
+        tid, holder = self.abs.next_tx, self._holder(data)
+        places = [i.id for i in self.abs.intents.values() if i.holder == holder]
+        # Sometimes the retry of an aborted attempt of this holder's (C4): it takes back its place.
+        retry = data.draw(st.sampled_from(places)) if places and data.draw(st.booleans()) else None
+        self._do(M.PlanTx(holder, needs, data.draw(st.integers(0, 2)), retry))
         while tid in self.abs.txs and data.draw(st.integers(0, 4)):
             t = self.abs.txs[tid]
             if len(t.held) == len(t.needs):

@@ -65,7 +65,7 @@ MANAGER_REVISIONS = frozenset({MANAGER_REVISION, MANAGER_REVISION_1})
 GRANT = "grant"
 #: Event kind -> the action class it records: the ledger's kinds, every composed action and the grant.
 MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}, GRANT: GrantTicket}
-MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle"}
+MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle", "retry"}
 #: The event that names the manager's constants, before a composed trace's first composed event.
 CONFIGURE = "configure"
 #: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.

@@ -46,7 +46,7 @@ __all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId"]
 #: Action field -> the kind of id it holds.
 FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", "allocation": "allocation",
                "allowance": "allowance", "source": "allowance", "target": "allowance", "ticket": "ticket",
-               "pressure": "pressure", "tx": "tx", "bundle": "bundle", "view": "view"}
+               "pressure": "pressure", "tx": "tx", "retry": "tx", "bundle": "bundle", "view": "view"}
 #: Fields that hold allowance ids only in `TransferAllowance` (`Press.target` is bytes).
 _TRANSFER_ONLY = frozenset({"source", "target"})
 #: Spec ids handed to the spec for an observed id the trace never issued: never issued by the spec either.

@@ -231,8 +231,11 @@ _LINKS.update({
                "The ABI itself and delegated quota (C10) are outside this model."),
     ),
     "C4": dict(
-        predicates=(_TX + "state_C4", _TX + "step_C4", _MG + "state_C4_views"),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py",
+        predicates=(_TX + "state_C4", _TX + "step_C4", _MG + "state_C4_views", _MG + "state_C4_intents",
+                    _MG + "step_C4_intents"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py", "tests/test_manager_tx_threads.py",
+               "tests/test_manager_tx.py::test_abort_leaves_the_place_and_a_retry_takes_it_back",
+               "tests/test_manager_tx.py::test_control_retry_keeps_identity_off_loses_the_place",
                "tests/test_harm_clauses.py::test_reserve_order_skipping_lower_needs_fails_no_circular_holding",
                "tests/test_reserve_order.py::test_no_circle_of_holds_in_any_reachable_state_of_the_spec",
                "tests/test_reserve_order.py::test_control_declared_order_in_the_spec_reaches_a_circle",
@@ -251,8 +254,10 @@ _LINKS.update({
                "view-kind selection rule is not checked: the kind is the planner's declaration."),
     ),
     "I5": dict(
-        predicates=(_TX + "state_I5", _TX + "step_I5"),
+        predicates=(_TX + "state_I5", _TX + "step_I5", _MG + "step_I5_poisoned"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+               "tests/test_manager_tx.py::test_a_poisoned_manager_fails_its_waiters_and_grants_nothing",
+               "tests/test_manager_tx.py::test_control_poisoned_manager_refuses_off_grants_from_a_corrupt_ledger",
                "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
                "tests/test_tx_scenarios.py::test_poisoned_manager_refuses_every_grant",
                "tests/test_tx_scenarios.py::test_mismatch_poisons_only_its_bundle"),
@@ -327,12 +332,13 @@ LIVENESS: dict[str, tuple[str, tuple[str, ...]]] = {
             "it is asked). Checked on the whole elastic scope; control: elastic_guaranteed_path off.",
             (_LV + "test_guard_off_yields_a_lasso_printed_with_states",)),
     "C4": ("No fair run aborts forever with no commit (the livelock a try-only coordinator risks). Fairness: "
-           "weak fairness of each client's next step (plan or retry, reserve, publish, execute, commit, "
-           "release): a client offered a step in every state of a cycle takes one, so a transaction holding "
-           "every reservation commits. Checked: no reachable cycle of the tx_retry scope (spec.transactions, "
-           "two 1 B authorities, two clients each needing 1 B of both, declared in opposite orders, retrying "
-           "their intents forever; transaction, intent and view ids recycled, intent age capped at 2) "
-           "misses a reservation, commits nothing and is weakly fair to both clients; control: "
+           "weak fairness of each client's next step (plan or retry its intent, reserve try-only or abort on "
+           "a miss, commit, release): a client offered a step in every state of a cycle takes one, so a "
+           "transaction holding every reservation commits. Checked: no reachable cycle of the tx_retry scope "
+           "(a restriction of spec.manager: two 1 B authorities, two clients each needing 1 B of both, declared "
+           "in opposite orders, retrying their intents forever; transaction, intent and allocation ids and "
+           "sequences recycled, intent age capped at the aging bound 2) misses a reservation, commits nothing "
+           "and is weakly fair to both clients; control: "
            "ordered_reservation off (each holds one authority and misses the other's, in turn, forever).",
            (_LV + "test_ordered_reservation_off_livelocks_in_aborts_with_no_commit",
             _LV + "test_recycled_tx_ids_step_as_the_original_ids_do")),

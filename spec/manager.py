@@ -28,7 +28,8 @@ One `step`:
 
 State bundles (I10): a transaction that joined a bundle advances every part
 of it in the same step as its CommitTx turns its reservations into leases;
-a poisoned bundle (ReportMismatch, I5) refuses the commit (`spec.manager_parts`).
+a poisoned bundle (ReportMismatch, I5) refuses the commit (`spec.manager_tx`). A poisoned manager
+(CorruptLedger, I5) refuses every action that would grant new charge, before its handler runs.
 
 Device loss is one mechanism for every part: the ledger loses the device,
 then tickets, pressures and limit changes on it are dropped and every
@@ -52,6 +53,7 @@ from spec.grants import GRANT_HANDLERS, grant_all
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
+from spec.manager_tx import CHARGING, TX_HANDLERS, refuse_poisoned
 from spec.manager_views import VIEW_HANDLERS, end_execution, lose_views
 from spec.refusals import every_refusal
 from spec.tickets import TicketState
@@ -90,6 +92,8 @@ def step(m: M.Manager, action: Any, guards: GuardSet = ALL_ON, eager: bool = Tru
     handler = _HANDLERS.get(type(action))
     if handler is None:
         raise InvalidArgument(f"not a manager action: {action!r:.120}")
+    if isinstance(action, CHARGING):
+        refuse_poisoned(m, guards)
     nxt, result = handler(m, action, guards)
     if nxt is m:
         return m, result  # nothing changed (a cancel of a retired ticket): no round
@@ -219,7 +223,7 @@ def _lose_device(m: M.Manager, act: A.LoseDevice, guards: GuardSet) -> tuple[M.M
 def _ending(drop_own: bool) -> Any:
     """The part's CommitTx / AbortTx (looked up per call), then the transaction's execution ends."""
     def run(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
-        nxt, result = PART_HANDLERS[type(act)](m, act, guards)
+        nxt, result = TX_HANDLERS[type(act)](m, act, guards)
         return end_execution(nxt, act.tx, drop_own), result
     return run
 
@@ -232,6 +236,7 @@ _HANDLERS: dict[type, Any] = {
     **{kind: _part_owned_action for kind in (A.Commit, A.Cancel, A.Release, A.Quarantine)},
     A.LoseDevice: _lose_device,
     **PART_HANDLERS,
+    **TX_HANDLERS,
     **VIEW_HANDLERS,
     **GRANT_HANDLERS,
     M.CommitTx: _ending(drop_own=False),

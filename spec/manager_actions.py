@@ -105,14 +105,18 @@ Holder pressure (C5, I6):
     InvalidTransition ; no deadline, or `now <= deadline` -> InvalidTransition.
     Retires, records nothing (a limit change's `completed` gains nothing).
 
-Capacity transactions (C4, I5): try-only, in authority id order.
-  PlanTx(holder, needs) -> tx id
-    holder known ; needs a non-empty tuple of (authority, nbytes) pairs with
-    distinct authorities (InvalidArgument) ; each authority known, canonical
-    (InvalidArgument), ACTIVE (DeviceLost) ; each nbytes (InvalidBytes). Stored
-    sorted by authority id; nothing is held.
+Capacity transactions (C4, I5): try-only, in authority id order (`spec.manager_tx`).
+  PlanTx(holder, needs, priority, retry) -> tx id
+    poisoned -> ManagerPoisoned ; holder known ; needs a non-empty tuple of
+    (authority, nbytes) pairs with distinct authorities (InvalidArgument) ;
+    priority an int (InvalidArgument) ; each authority known, canonical
+    (InvalidArgument), ACTIVE (DeviceLost) ; each nbytes (InvalidBytes) ;
+    retry None or an intent: issued (UnknownIntent), not yet retried
+    (InvalidTransition), the holder's own (ForeignHolder). Stored sorted by
+    authority id; nothing is held. A fresh tx's submit sequence is its id, age
+    0; a retry takes its intent's (seq, priority, age) and spends the intent.
   ReserveTx(tx) -> allocation id
-    tx issued (UnknownTransaction) ; retired -> InvalidTransition ; every need
+    poisoned -> ManagerPoisoned ; tx issued (UnknownTransaction) ; retired -> InvalidTransition ; every need
     already held -> InvalidTransition ; the next need's authority ACTIVE
     (DeviceLost) ; `nbytes > limit - used` -> CapacityDenied (never waits).
     A ledger Reserve by the tx's holder, role STATE; appended to `held`.
@@ -120,7 +124,14 @@ Capacity transactions (C4, I5): try-only, in authority id order.
     issued ; retired ; not every need held -> InvalidTransition. Every held
     reservation is committed in the ledger with its full bytes; tx retires.
   AbortTx(tx) -> bytes credited
-    issued ; retired. Every held reservation is cancelled; tx retires.
+    issued ; retired. Every held reservation is cancelled; tx retires and
+    leaves the zero-byte intent `tx` (holder, seq, priority, age + 1 capped at
+    the aging bound): what a retry names to keep its place (C4, I13).
+  CorruptLedger() -> None   (the environment: the shared ledger found corrupt)
+    The manager is poisoned for good (I5); every PENDING ticket fails. While
+    poisoned, Submit, TryReserve, PlanTx, ReserveTx and the ledger's Reserve,
+    RecordCommitted and ReserveGrowth -> ManagerPoisoned, checked first: no
+    new charge is granted. Claims, cancels, commits and releases still run.
 
 State bundles (I5, I10): KV, recurrent/conv, sampler and progress advance as one unit.
   OpenBundle() -> bundle id
@@ -206,7 +217,7 @@ __all__ = [
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx",
     "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
-    "RemoveAuthority", "View", "PublishView", "ExecuteView", "RemapView", "DropView",
+    "RemoveAuthority", "Intent", "CorruptLedger", "View", "PublishView", "ExecuteView", "RemapView", "DropView",
 ]
 
 
@@ -252,6 +263,21 @@ class Tx:
     needs: tuple[tuple[int, int], ...]  # (authority, nbytes), ascending authority
     held: tuple[int, ...]  # allocation ids, a prefix of `needs`
     bundle: int | None = None  # the state bundle whose step it commits (I10)
+    # Arbitration identity (C4): submit sequence (a fresh tx's is its id), priority, age in aborts (capped).
+    seq: int = attrs.field(default=attrs.Factory(lambda self: self.id, takes_self=True))
+    priority: int = 0
+    age: int = 0
+
+
+@attrs.frozen
+class Intent:
+    """A zero-byte retry intent left by an aborted transaction (keyed by its id): its place, no bytes (C4)."""
+
+    id: int
+    holder: int
+    seq: int
+    priority: int
+    age: int
 
 
 @attrs.frozen
@@ -295,6 +321,8 @@ class Manager:
     generations: immutables.Map = immutables.Map()  # canonical authority id -> generation (absent: 0)
     views: immutables.Map = immutables.Map()  # id -> View (dropped by its transaction's abort or DropView)
     next_view: int = 1
+    intents: immutables.Map = immutables.Map()  # aborted tx id -> Intent, until a retry spends it
+    poisoned: bool = False  # True iff the shared ledger was found corrupt: nothing new is granted (I5)
 
 
 def initial(aging_bound: int = 4) -> Manager:
@@ -385,6 +413,8 @@ class ExpirePressure:
 class PlanTx:
     holder: int
     needs: tuple[tuple[int, int], ...]
+    priority: int = 0
+    retry: int | None = None  # the intent (an aborted tx's id) whose place this transaction takes
 
 
 @attrs.frozen
@@ -434,7 +464,14 @@ class RemoveAuthority:
     authority: int
 
 
+@attrs.frozen
+class CorruptLedger:
+    pass
+
+
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
                    ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx,
                    PrepareLimit, CommitLimit, OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority,
                    *VIEW_ACTIONS)
+"""Every action a governor's trace records; `CorruptLedger` is the environment's, not a governor verb: refimpl
+reaches it through a test hook (`refimpl.verify.manager_hooks`), and no trace event carries it."""

@@ -1,4 +1,4 @@
-"""The composed manager's parts: requester tickets, holder pressure, capacity transactions, limit changes.
+"""The composed manager's parts: requester tickets, holder pressure, limit changes, provider lifetime.
 
 Each handler validates in the order `spec.manager_actions` states (the first
 failing check decides the typed error) and raises before building a state,
@@ -22,7 +22,6 @@ from spec import ledger_actions as A
 from spec import ledger as machine
 from spec import manager_actions as M
 from spec.errors import (
-    BundlePoisoned,
     CapacityDenied,
     ForeignHolder,
     InvalidArgument,
@@ -32,15 +31,12 @@ from spec.errors import (
     ProviderPinned,
     StaleAnswer,
     StaleGeneration,
-    UnknownBundle,
     UnknownTicket,
-    UnknownTransaction,
 )
 from spec.guards import GuardSet
 from spec.ledger import _active, _allocation, _authority, _enum, _holder, check_bytes
 from spec.ledger_state import Authority
 from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState, next_pressure_state, next_ticket_state
-from spec.transactions_lifecycle import BundlePart
 from spec.types import AllocState, Role
 
 __all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check", "pins"]
@@ -99,15 +95,6 @@ def _time(v: object, what: str, optional: bool = False) -> int | None:
     if (v is None and optional) or (type(v) is int and v >= 0):
         return v  # type: ignore[return-value]
     raise InvalidArgument(f"{what} must be {'None or ' if optional else ''}an int >= 0, got {v!r:.80}")
-
-
-def _tx(m: M.Manager, xid: object) -> M.Tx:
-    x = m.txs.get(xid) if type(xid) is int else None
-    if x is None:
-        if type(xid) is int and 1 <= xid < m.next_tx:
-            raise InvalidTransition(f"transaction {xid} is already retired")
-        raise UnknownTransaction(f"transaction {xid!r} was never planned")
-    return x
 
 
 def _owner(record_holder: int, holder: int, what: str) -> None:
@@ -296,100 +283,6 @@ def _expire_pressure(m: M.Manager, act: M.ExpirePressure, guards: GuardSet) -> t
     return evolve(m, pressures=m.pressures.delete(p.id)), None
 
 
-# --- capacity transactions (C4, I5): try-only, in authority id order -------------------
-
-
-def _plan_tx(m: M.Manager, act: M.PlanTx, guards: GuardSet) -> tuple[M.Manager, int]:
-    h = _holder(m.ledger, act.holder)
-    needs = act.needs
-    if (type(needs) is not tuple or not needs or any(type(n) is not tuple or len(n) != 2 for n in needs)
-            or any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs)))):
-        raise InvalidArgument(f"needs must be a non-empty tuple of (authority, nbytes) pairs with distinct "
-                              f"authorities, got {needs!r:.80}")
-    for aid, _ in needs:
-        _active(canonical(m, aid))
-    for _, n in needs:
-        check_bytes(n, "nbytes")
-    x = M.Tx(m.next_tx, h.id, tuple(sorted(needs)), ())
-    return evolve(m, txs=m.txs.set(x.id, x), next_tx=x.id + 1), x.id
-
-
-def _reserve_tx(m: M.Manager, act: M.ReserveTx, guards: GuardSet) -> tuple[M.Manager, int]:
-    x = _tx(m, act.tx)
-    if len(x.held) == len(x.needs):
-        raise InvalidTransition(f"transaction {x.id} already holds every need")
-    aid, n = x.needs[len(x.held)]
-    a = _authority(m.ledger, aid)
-    _active(a)
-    room, ledger_guards = a.limit - a.used, guards
-    # Verify the headroom counts bytes granted to unclaimed tickets: they are already the ledger's (I1, I2).
-    if not guards.on("tx_counts_granted"):
-        room += sum(t.nbytes for t in m.tickets.values() if t.authority == aid and t.state is _T.GRANTED)
-        ledger_guards = without_limit_check(guards)
-    if n > room:
-        raise CapacityDenied(f"authority {aid}: transaction {x.id} needs {n} B, {max(0, room)} B free "
-                             f"(try-only: it never waits)")
-    ledger, alloc = machine.step(m.ledger, A.Reserve(x.holder, aid, a.tier, n, Role.STATE), ledger_guards)
-    return evolve(m, ledger=ledger, txs=m.txs.set(x.id, evolve(x, held=x.held + (alloc,)))), alloc
-
-
-def _commit_tx(m: M.Manager, act: M.CommitTx, guards: GuardSet) -> tuple[M.Manager, tuple[int, ...]]:
-    x = _tx(m, act.tx)
-    if len(x.held) != len(x.needs):
-        raise InvalidTransition(f"transaction {x.id} holds {len(x.held)} of its {len(x.needs)} needs")
-    bundles = m.bundles
-    if x.bundle is not None:
-        b = bundles[x.bundle]
-        if b.poisoned:
-            raise BundlePoisoned(f"bundle {b.id} is poisoned; abort and rebuild")
-        # The bundle's parts advance together, in the same step as the leases (I10).
-        bundles = bundles.set(b.id, evolve(b, versions=tuple(v + 1 for v in b.versions)))
-    ledger = m.ledger
-    for (_, n), alloc in zip(x.needs, x.held):
-        ledger = machine.step(ledger, A.Commit(x.holder, alloc, n), guards)[0]
-    return evolve(m, ledger=ledger, txs=m.txs.delete(x.id), bundles=bundles), x.held
-
-
-def _abort_tx(m: M.Manager, act: M.AbortTx, guards: GuardSet) -> tuple[M.Manager, int]:
-    x = _tx(m, act.tx)
-    ledger, credited = m.ledger, 0
-    for alloc in x.held:
-        credited += ledger.allocations[alloc].charge
-        ledger = machine.step(ledger, A.Cancel(x.holder, alloc), guards)[0]
-    return evolve(m, ledger=ledger, txs=m.txs.delete(x.id)), credited
-
-
-# --- state bundles (I5, I10) ---------------------------------------------------------------
-
-
-def _bundle(m: M.Manager, bid: object) -> M.Bundle:
-    b = m.bundles.get(bid) if type(bid) is int else None
-    if b is None:
-        raise UnknownBundle(f"bundle {bid!r} is not known")
-    return b
-
-
-def _open_bundle(m: M.Manager, act: M.OpenBundle, guards: GuardSet) -> tuple[M.Manager, int]:
-    b = M.Bundle(m.next_bundle, (0,) * len(BundlePart))
-    return evolve(m, bundles=m.bundles.set(b.id, b), next_bundle=b.id + 1), b.id
-
-
-def _join_bundle(m: M.Manager, act: M.JoinBundle, guards: GuardSet) -> tuple[M.Manager, None]:
-    x = _tx(m, act.tx)
-    b = _bundle(m, act.bundle)
-    if x.bundle is not None:
-        raise InvalidTransition(f"transaction {x.id} is already in bundle {x.bundle}")
-    if b.poisoned:
-        raise BundlePoisoned(f"bundle {b.id} is poisoned; the engine must rebuild it")
-    return evolve(m, txs=m.txs.set(x.id, evolve(x, bundle=b.id))), None
-
-
-def _report_mismatch(m: M.Manager, act: M.ReportMismatch, guards: GuardSet) -> tuple[M.Manager, None]:
-    b = _bundle(m, act.bundle)
-    # A post-commit disagreement poisons the smallest rebuildable unit: this bundle only (I5).
-    return evolve(m, bundles=m.bundles.set(b.id, evolve(b, poisoned=True))), None
-
-
 # --- limits (C8, I2): prepare -> pressure -> commit, or keep the old limit --------------
 
 
@@ -471,14 +364,7 @@ PART_HANDLERS: dict[type, Any] = {
     M.Answer: _answer,
     M.CancelPressure: _cancel_pressure,
     M.ExpirePressure: _expire_pressure,
-    M.PlanTx: _plan_tx,
-    M.ReserveTx: _reserve_tx,
-    M.CommitTx: _commit_tx,
-    M.AbortTx: _abort_tx,
     M.PrepareLimit: _prepare_limit,
     M.CommitLimit: _commit_limit,
-    M.OpenBundle: _open_bundle,
-    M.JoinBundle: _join_bundle,
-    M.ReportMismatch: _report_mismatch,
     M.RemoveAuthority: _remove_authority,
 }

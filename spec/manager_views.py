@@ -22,7 +22,7 @@ from typing import Any
 from spec import manager_actions as M
 from spec.errors import DeviceLost, InvalidArgument, InvalidTransition, StaleGeneration, UnknownView, ViewInUse
 from spec.guards import GuardSet
-from spec.manager_parts import _tx
+from spec.manager_tx import _tx
 from spec.records import evolve
 from spec.transactions_lifecycle import ViewState
 

@@ -58,7 +58,8 @@ def expect(prev: M.Manager, *, used: dict[int, int] | None = None, limit: dict[i
             context: dict[int, ContextState] | None = None, allocs: dict[int, Allocation | None] | None = None,
             tickets: dict[int, M.Ticket | None] | None = None, txs: dict[int, M.Tx | None] | None = None,
             pressures: dict[int, M.Pressure | None] | None = None,
-            changes: dict[int, M.LimitChange | None] | None = None, **counters: int) -> M.Manager:
+            changes: dict[int, M.LimitChange | None] | None = None,
+            intents: dict[int, M.Intent | None] | None = None, **counters: int) -> M.Manager:
     """`prev` with exactly the named changes (None deletes)."""
     def patch(mp: Any, diff: dict | None) -> Any:
         for k, v in (diff or {}).items():
@@ -73,7 +74,8 @@ def expect(prev: M.Manager, *, used: dict[int, int] | None = None, limit: dict[i
     ledger = evolve(prev.ledger, authorities=auths, allocations=patch(prev.ledger.allocations, allocs),
                     **ledger_counters)
     return evolve(prev, ledger=ledger, tickets=patch(prev.tickets, tickets), txs=patch(prev.txs, txs),
-                  pressures=patch(prev.pressures, pressures), changes=patch(prev.changes, changes), **counters)
+                  pressures=patch(prev.pressures, pressures), changes=patch(prev.changes, changes),
+                  intents=patch(prev.intents, intents), **counters)
 
 
 def make_ticket(id: int, holder: int, auth: int, nbytes: int, state: TicketState, age: int,

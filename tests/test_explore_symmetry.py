@@ -152,12 +152,12 @@ def _rich_state() -> "M.Manager":
     """A reachable state of a scope with two interchangeable holders and authorities in which every component of
     `Manager` holds something: a granted and a pending ticket, a pinned lease, a pressure with a deadline, a
     transaction in a bundle that holds its need and binds its published view, an allowance, a limit change and a
-    reconfigured authority's generation."""
+    reconfigured authority's generation, and an aborted transaction's retry intent."""
     m = manager_start(_TWIN)
     for act in [M.Reconfigure(1), M.Submit(1, 1, 1), M.TryReserve(1, 1, 1), M.PlanTx(2, ((2, 1),)), M.ReserveTx(1),
                 M.PublishView(1), M.ExecuteView(1, 1, 1), M.Press(1, 1, 1, 0, 5), M.SetUse(1, 2, True, False),
                 A.OpenAllowance(2, 2, 1), M.PrepareLimit(2, 1), M.OpenBundle(), M.JoinBundle(1, 1),
-                M.Submit(2, 1, 2)]:
+                M.Submit(2, 1, 2), M.PlanTx(1, ((1, 1),), 1), M.AbortTx(2)]:
         m = MG.step(m, act)[0]
     return m
 
@@ -213,6 +213,7 @@ def test_the_component_walk_sees_every_field_of_the_composed_state() -> None:
     for f in attrs.fields(M.Manager):
         assert any(p.startswith(f"m.{f.name}") for p in paths), f.name
     for kind, field in [(M.Ticket, "tickets[1]"), (M.Pressure, "pressures[1]"), (M.Tx, "txs[1]"),
-                        (M.View, "views[1]"), (M.Bundle, "bundles[1]"), (M.LimitChange, "changes[2]")]:
+                        (M.View, "views[1]"), (M.Bundle, "bundles[1]"), (M.LimitChange, "changes[2]"),
+                        (M.Intent, "intents[2]")]:
         for f in attrs.fields(kind):
             assert f"m.{field}.{f.name}" in paths, (kind.__name__, f.name)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from invariants import liveness_props as LP
+from invariants import manager_tx_scope as TS
 from invariants.liveness import Graph, Lasso, build_graph, fair_cycle, render_lasso, sccs
 from spec import ledger_actions as A
-from spec import transactions_actions as TA
+from spec import manager_actions as M
 from spec.catalog import entry
 from spec.guards import ALL_ON, GuardSet
 from spec.records import evolve
@@ -81,7 +82,7 @@ def test_without_the_fairness_condition_aging_on_would_be_flagged() -> None:
     assert fair_cycle(g, LP.pending_watched, LP.capacity_returns) is None
 
 
-def _c4_cycle(lasso: Lasso) -> list[tuple[object, LP.Clients, LP.Clients]]:
+def _c4_cycle(lasso: Lasso) -> list[tuple[LP.Client, M.Manager, M.Manager]]:
     """The cycle's steps as (action, state before, state after)."""
     start = lasso.prefix[-1][1] if lasso.prefix else lasso.initial
     states = [start, *(s for _, s in lasso.cycle)]
@@ -94,53 +95,49 @@ def test_ordered_reservation_off_livelocks_in_aborts_with_no_commit() -> None:
     steps = _c4_cycle(r.lasso)
     # The harm: forever, reservations miss and their transactions abort, and no transaction ever commits
     # (none even holds every reservation), while both clients keep moving (the cycle is fair to each).
-    assert not any(isinstance(a.act, TA.Commit) for a, _, _ in steps)
-    aborted = {a.client for a, p, n in steps if isinstance(a.act, TA.Reserve) and p.at[a.client][0] is not None
-               and n.at[a.client][0] is None and n.at[a.client][1] is not None}
+    assert not any(isinstance(a.act, M.CommitTx) for a, _, _ in steps)
+    aborted = {a.client for a, p, n in steps if TS.aborts(p, a, n)}
     assert aborted == {0, 1}
-    assert all(len(t.held) < len(t.needs) for _, p, _ in steps for t in p.tx.txs.values())
+    assert all(any(i.holder == a.client + 1 for i in n.intents.values()) for a, p, n in steps if TS.aborts(p, a, n))
+    assert all(len(t.held) < len(t.needs) for _, p, _ in steps for t in p.txs.values())
+    # Each retry names its intent and keeps its place: the livelock is the order's, not a lost identity.
+    assert any(isinstance(a.act, M.PlanTx) and a.act.retry is not None for a, _, _ in steps)
+    assert "cycle" in render_lasso(r.lasso)
 
 
 def test_weak_fairness_of_each_client_carries_weight() -> None:
     # With ordered reservation on, a cycle of aborts without a commit exists: one client holds the first
     # authority and never moves while the other misses it forever. Only weak fairness rules it out.
     g = build_graph(LP.retry_model(ALL_ON))
-    unfair = fair_cycle(g, lambda s: True, LP._aborts, (), LP._no_commit)
+    unfair = fair_cycle(g, lambda s: True, TS.aborts, (), TS.no_commit)
     assert unfair is not None and {a.client for a, _ in unfair.cycle} == {1}
     assert LP._c4(g) is None
 
 
-def _spread(s: LP.Clients) -> tuple[LP.Clients, dict[str, dict[int, int]]]:
-    """The same clients with transaction, intent and view ids and sequences spread out and capped ages raised."""
-    t = s.tx
-    ren = {"tx": {x: 2 * x + 3 for x in t.txs}, "intent": {i: 3 * i + 1 for i in t.intents},
-           "view": {v: 2 * v + 5 for v in t.views}}
-    seq = {q: 4 * q + 1 for q in {x.seq for x in (*t.txs.values(), *t.intents.values())}}
-
-    def age(a: int) -> int:
-        return a + 3 if a == LP._AGE_CAP else a
-
-    txs = {ren["tx"][x.id]: evolve(x, id=ren["tx"][x.id], seq=seq[x.seq], age=age(x.age),
-                                   bound=tuple((ren["view"][v], g) for v, g in x.bound)) for x in t.txs.values()}
-    intents = {ren["intent"][i.id]: evolve(i, id=ren["intent"][i.id], seq=seq[i.seq], age=age(i.age))
-               for i in t.intents.values()}
-    views = {ren["view"][v.id]: evolve(v, id=ren["view"][v.id], allocation=ren["tx"][v.allocation],
-                                       users=tuple(ren["tx"][u] for u in v.users)) for v in t.views.values()}
-    tx = evolve(t, txs=t.txs.__class__(txs), intents=t.intents.__class__(intents), views=t.views.__class__(views),
-                next_tx=max(txs, default=0) + 4, next_intent=max(intents, default=0) + 2,
-                next_view=max(views, default=0) + 3, next_seq=max(seq.values(), default=0) + 5)
-    at = tuple((None if x is None else ren["tx"][x], None if i is None else ren["intent"][i]) for x, i in s.at)
-    return LP.Clients(tx, at), ren
+def _spread(m: M.Manager) -> tuple[M.Manager, dict[int, int], dict[int, int]]:
+    """The same manager with transaction/intent ids, sequences and allocation ids spread out (order kept)."""
+    ids = {x: 2 * x + 3 for x in {*m.txs, *m.intents}}
+    seq = {q: 4 * q + 1 for q in {r.seq for r in (*m.txs.values(), *m.intents.values())}}
+    allocs = {a: 3 * a + 1 for a in m.ledger.allocations}
+    txs = {ids[x.id]: evolve(x, id=ids[x.id], seq=seq[x.seq], held=tuple(allocs[a] for a in x.held))
+           for x in m.txs.values()}
+    intents = {ids[i.id]: evolve(i, id=ids[i.id], seq=seq[i.seq]) for i in m.intents.values()}
+    records = {allocs[r.id]: evolve(r, id=allocs[r.id]) for r in m.ledger.allocations.values()}
+    ledger = evolve(m.ledger, allocations=m.ledger.allocations.__class__(records),
+                    next_allocation=max(allocs.values(), default=0) + 5)
+    wide = evolve(m, ledger=ledger, txs=m.txs.__class__(txs), intents=m.intents.__class__(intents),
+                  next_tx=max(ids.values(), default=0) + 4)
+    return wide, ids, allocs
 
 
-def _renamed(act: LP.Client, ren: dict[str, dict[int, int]]) -> LP.Client:
+def _renamed(act: LP.Client, ids: dict[int, int], allocs: dict[int, int]) -> LP.Client:
     a = act.act
-    if isinstance(a, TA.Plan):
-        a = evolve(a, retry=None if a.retry is None else ren["intent"][a.retry])
+    if isinstance(a, M.PlanTx):
+        a = evolve(a, retry=None if a.retry is None else ids[a.retry])
+    elif isinstance(a, A.Release):
+        a = evolve(a, allocation=allocs[a.allocation])
     else:
-        a = evolve(a, tx=ren["tx"][a.tx])
-        if isinstance(a, TA.Execute):
-            a = evolve(a, view=ren["view"][a.view])
+        a = evolve(a, tx=ids[a.tx])
     return LP.Client(act.client, a)
 
 
@@ -148,18 +145,18 @@ def _renamed(act: LP.Client, ren: dict[str, dict[int, int]]) -> LP.Client:
 def test_recycled_tx_ids_step_as_the_original_ids_do(guards: GuardSet) -> None:
     model = LP.retry_model(guards)
     g = build_graph(model)
-    assert g.complete and any(i.age == LP._AGE_CAP for s in g.states for i in s.tx.intents.values())
+    assert g.complete and any(i.age == 2 for s in g.states for i in s.intents.values())  # the capped age is reached
     for s in g.states:
-        wide, ren = _spread(s)
-        assert LP.canonical_clients(wide) == s
+        wide, ids, allocs = _spread(s)
+        assert LP.canonical_retry(wide) == s
         for a in model.actions(s):
             try:
                 want = model.step(s, a)
             except model.rejects as e:
                 with pytest.raises(type(e)):
-                    model.step(wide, _renamed(a, ren))
+                    model.step(wide, _renamed(a, ids, allocs))
                 continue
-            assert model.step(wide, _renamed(a, ren)) == want, (s, a)
+            assert model.step(wide, _renamed(a, ids, allocs)) == want, (s, a)
 
 
 def test_state_bound_makes_the_verdict_partial() -> None:

@@ -62,8 +62,8 @@ def test_the_reading_path_is_about_800_lines() -> None:
 
 @pytest.mark.parametrize("edit, problem", [
     (lambda d: d.replace("`# --- requester tickets`", "`# --- no such section`"), "found 0 times"),
-    (lambda d: d.replace("| 5 | `spec/manager_parts.py` | from `# --- requester tickets` to `# --- state bundles` |",
-                         "| 5 | `spec/manager_parts.py` | whole file |\n| 6 | `spec/ledger.py` | whole file |"),
+    (lambda d: d.replace("| 5 | `spec/manager_parts.py` | from `# --- requester tickets` to `# --- limits` |",
+                         "| 5 | `spec/manager_parts.py` | whole file |\n| 7 | `spec/ledger.py` | whole file |"),
      "assert"),
 ])
 def test_a_wrong_or_too_long_path_fails(edit, problem: str) -> None:

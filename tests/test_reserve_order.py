@@ -34,8 +34,9 @@ DEV, HOST, H1, H2 = 1, 2, 1, 2
 ORDERS = (((DEV, 2), (HOST, 2)), ((HOST, 2), (DEV, 2)))  # the same needs, declared in both orders
 
 SPEC_DECLARED_ORDER = Mutant(
-    "declared_order", ("C4",), "manager", Layer.SPEC, "spec.manager_parts",
-    "    x = M.Tx(m.next_tx, h.id, tuple(sorted(needs)), ())", "    x = M.Tx(m.next_tx, h.id, tuple(needs), ())",
+    "declared_order", ("C4",), "manager", Layer.SPEC, "spec.manager_tx",
+    "    order = tuple(sorted(needs)) if guards.on(\"ordered_reservation\") else needs\n",
+    "    order = needs\n",
     "the spec keeps a transaction's needs in declared order: two transactions take two authorities oppositely")
 REFIMPL_DECLARED_ORDER = Mutant(
     "declared_order", ("C4",), "manager", Layer.REFIMPL, "refimpl.manager.transactions",

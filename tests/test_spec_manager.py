@@ -111,7 +111,8 @@ def test_abort_tx_credits_every_held_reservation_and_wakes_a_waiter() -> None:
     m4, credit = run(m3, M.AbortTx(xid))
     assert credit == 3
     assert m4 == expect(m3, used={DEV: 2}, allocs={1: None, 2: make_alloc(2, DEV, H2, 2)}, txs={1: None},
-                         tickets={1: make_ticket(1, H2, DEV, 2, _T.GRANTED, 2, 2)}, next_allocation=3)
+                         tickets={1: make_ticket(1, H2, DEV, 2, _T.GRANTED, 2, 2)}, next_allocation=3,
+                         intents={1: M.Intent(1, H1, 1, 0, 1)})  # its place, at zero bytes (C4)
 
 
 def test_device_loss_mid_transaction_keeps_the_lost_part_charged_and_credits_the_rest() -> None:

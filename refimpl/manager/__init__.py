@@ -75,7 +75,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Mailbox, Pressures, 
         # mailbox
         "_mailbox",
         # transactions
-        "_txs", "_settled", "_intents", "_next_tx", "_next_seq", "_next_intent",
+        "_txs", "_settled", "_intents", "_places", "_next_tx", "_next_seq", "_next_intent",
         # bundles
         "_bundles", "_mviews", "_next_bundle", "_next_mview", "_poisoned",
         # views

@@ -128,6 +128,8 @@ class Arbitration:
 
     def _submit(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
         # Hot path: each lookup inline; the full check (with its typed error) runs only on a miss.
+        if self._poisoned:
+            self._grants()  # I5: a poisoned manager opens no ticket
         if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
             _nbytes(nbytes, "nbytes")
         if type(priority) is not int:
@@ -169,6 +171,7 @@ class Arbitration:
         return self._run(M.TryReserve, self._ms_auth1, self._try_lease, holder, authority, nbytes, priority, role)
 
     def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+        self._grants()  # I5
         if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
             _nbytes(nbytes, "nbytes")
         if type(priority) is not int:

@@ -238,6 +238,8 @@ class Ledger:
 
     def _admit(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role, origin: Origin) -> int:
         # Hot path: each lookup is tried inline; the full check (with its typed error) runs only on a miss.
+        if self._poisoned:
+            self._grants()  # I5: a poisoned manager charges nothing new
         if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
             _nbytes(nbytes, "nbytes")
         if not isinstance(tier, Tier):

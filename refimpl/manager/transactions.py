@@ -36,6 +36,7 @@ from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
     DeviceLost,
+    ForeignHolder,
     InvalidArgument,
     InvalidTransition,
     ManagerPoisoned,
@@ -91,6 +92,7 @@ class Transactions:
         self._txs: dict[int, _Tx] = {}  # open only
         self._settled: dict[int, _Tx] = {}  # focused, committed: lease sets the transaction still owns
         self._intents: dict[int, tuple[int, int, int]] = {}  # id -> (seq, priority, age): no bytes (C4)
+        self._places: dict[int, tuple[int, int, int, int]] = {}  # composed intents: aborted tx -> (holder, seq, ...)
         self._next_tx = self._next_intent = self._next_seq = 1
 
     # --- the shared implementation ---------------------------------------------
@@ -159,11 +161,14 @@ class Transactions:
 
     # --- the composed front end (spec.manager) -----------------------------------
 
-    def plan_tx(self, holder: int, needs: tuple[tuple[int, int], ...]) -> int:
-        """Plan a transaction; nothing is held yet. Needs are kept in ascending authority id (C4)."""
-        return self._run(M.PlanTx, self._ms_plan, self._plan, holder, needs)
+    def plan_tx(self, holder: int, needs: tuple[tuple[int, int], ...], priority: int = 0,
+                retry: int | None = None) -> int:
+        """Plan a transaction; nothing is held yet. Needs are kept in ascending authority id (C4). `retry`
+        names the intent an abort of this holder left: the new transaction takes back its place."""
+        return self._run(M.PlanTx, self._ms_plan, self._plan, holder, needs, priority, retry)
 
-    def _plan(self, holder: int, needs: tuple[tuple[int, int], ...]) -> int:
+    def _plan(self, holder: int, needs: tuple[tuple[int, int], ...], priority: int, retry: int | None) -> int:
+        self._grants()
         self._holder(holder)
         if (type(needs) is not tuple or not needs
                 or any(type(n) is not tuple or len(n) != 2 for n in needs)):
@@ -171,6 +176,8 @@ class Transactions:
         # Pairwise equality, not a set: an unhashable authority is then refused by the lookup below.
         if any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs))):
             raise InvalidArgument(f"needs must name distinct authorities, got {needs!r:.80}")
+        if type(priority) is not int:
+            raise InvalidArgument(f"priority must be an int, got {priority!r:.80}")
         for aid, _ in needs:
             a = self._auth(aid)
             if a.alias_of is not None:
@@ -178,13 +185,34 @@ class Transactions:
             self._require_active(a)
         for _, n in needs:
             _nbytes(n, "nbytes")
-        return self._open_tx(holder, needs, 0, ViewKind.CONTIGUOUS, None, None).id
+        place = None if retry is None else self._place(holder, retry)
+        t = self._open_tx(holder, needs, priority, ViewKind.CONTIGUOUS, None, None)
+        t.seq = t.id  # a fresh transaction's submit sequence is its own (never reused) id
+        if not self._guards.on("ordered_reservation"):  # C4 (negative control): reserved in declared order
+            t.needs = tuple(needs)
+        if place is not None:
+            del self._places[retry]
+            if self._guards.on("retry_keeps_identity"):  # C4: the retry takes back its place
+                t.seq, t.priority, t.age = place[1:]
+        return t.id
+
+    def _place(self, holder: int, retry: object) -> tuple[int, int, int, int]:
+        """The intent `retry`: (holder, seq, priority, age), left by an abort of `holder` and not yet retried."""
+        place = self._places.get(retry) if type(retry) is int else None
+        if place is None:
+            if type(retry) is int and 1 <= retry < self._next_tx and retry not in self._txs:
+                raise InvalidTransition(f"intent {retry} was already retried (or its transaction committed)")
+            raise UnknownIntent(f"intent {retry!r} was never left by an abort")
+        if place[0] != holder:
+            raise ForeignHolder(f"intent {retry} belongs to holder {place[0]}, not {holder}")
+        return place
 
     def reserve_tx(self, tx: int) -> int:
         """Reserve the next need (lowest authority id not yet held): granted now or CapacityDenied now."""
         return self._run(M.ReserveTx, self._ms_tx, self._reserve, tx)
 
     def _reserve(self, tx: int) -> int:
+        self._grants()
         t = self._live_tx(tx)
         if len(t.held) == len(t.needs):
             raise InvalidTransition(f"transaction {t.id} already holds every need")
@@ -221,6 +249,7 @@ class Transactions:
         t = self._live_tx(tx)
         before: dict[int, int] = {}
         credited, _ = self._unwind(t, None, before)
+        self._places[t.id] = (t.holder, t.seq, t.priority, min(t.age + 1, self._bound))  # its place, 0 B (C4)
         self._rounds(before)
         return credited
 
@@ -238,6 +267,12 @@ class Transactions:
         except CapacityDenied:
             self.abort_tx(tx)
             raise
+
+    def _tx_parts(self, txs: Any, wrap: Any) -> dict[str, Any]:
+        """The refinement mapping of the transaction part: `txs` as `Manager.txs`, every intent, the poison flag."""
+        return {"txs": wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held), t.bundle, t.seq,
+                                        t.priority, t.age) for t in txs}),
+                "intents": wrap({i: M.Intent(i, *p) for i, p in self._places.items()}), "poisoned": self._poisoned}
 
     def _live_tx(self, tx: object) -> _Tx:
         if type(tx) is not int or not 1 <= tx < self._next_tx:

@@ -294,7 +294,7 @@ class Views:
     def _ms_none(self, *args: Any) -> tuple[frozenset[int], tuple[int, ...]]:
         return _NO_SCOPE
 
-    def _ms_plan(self, holder: object, needs: object) -> tuple[frozenset[int], tuple[int, ...]]:
+    def _ms_plan(self, holder: object, needs: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
         if type(needs) is not tuple:
             return _NO_SCOPE
         auths: frozenset[int] = frozenset()
@@ -367,7 +367,7 @@ class Views:
             tickets=wrap({t.id: _ticket_rec(t) for t in tickets}),
             pressures=wrap({r.id: M.Pressure(r.id, r.holder, r.auth.id, r.target, r.change, r.priority,
                                                              r.deadline, r.generation) for r in pressures}),
-            txs=wrap({t.id: M.Tx(t.id, t.holder, t.needs, tuple(r.id for r in t.held), t.bundle) for t in txs}),
+            **self._tx_parts(txs, wrap),
             changes=wrap({a.id: M.LimitChange(a.id, a.change.target, tuple(a.change.completed)) for a in changes}),
             next_ticket=self._next_ticket, next_pressure=self._next_pressure, next_tx=self._next_tx,
             bundles=wrap({b.id: M.Bundle(b.id, tuple(b.versions), b.poisoned) for b in self._bundles.values()}),

@@ -21,6 +21,7 @@ import attrs
 from invariants._violation import InvariantViolation
 from invariants.manager import observed_I7_manager
 from refimpl.verify.ledger_adapter import method_name
+from refimpl.verify.manager_hooks import corrupt_ledger
 from refimpl.manager import ProcessMemoryManager
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -37,6 +38,8 @@ class ManagerAdapter:
 
     def execute(self, action: Any) -> Any:
         self.delivered.clear()
+        if isinstance(action, M.CorruptLedger):
+            return corrupt_ledger(self.pmm)  # the environment's event: a test hook, no governor verb (I5)
         result = getattr(self.pmm, method_name(action))(**attrs.asdict(action, recurse=False))
         if isinstance(action, A.RegisterHolder):
             self.pmm.register_callback(result, lambda pmm, pid, target, h=result: self.delivered.append(

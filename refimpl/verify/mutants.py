@@ -15,6 +15,7 @@ from __future__ import annotations
 from invariants.mutation import Mutant
 from refimpl.verify.mutants_pressure import PRESSURE_MUTANTS
 from refimpl.verify.mutants_protocols import PROTOCOL_MUTANTS
+from refimpl.verify.mutants_tx import TX_MUTANTS
 from refimpl.verify.mutants_replay import REPLAY_MUTANTS
 from refimpl.verify.mutants_views import VIEW_MUTANTS
 from spec.guards import Layer
@@ -257,6 +258,7 @@ _ALL: tuple[Mutant, ...] = (
     *PRESSURE_MUTANTS,  # the composed pressure part: deadlines, generations, use flags, try-only path
     *VIEW_MUTANTS,  # the composed model views: publish, execute, remap
     *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
+    *TX_MUTANTS,  # the composed retry intents and poisoning: refimpl.verify.mutants_tx
     *REPLAY_MUTANTS,  # the replay checker and tracing, run as replay controls: refimpl.verify.mutants_replay
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
     Mutant("kv_growth_releases_old_first", ("I8c",), "ort", _R, "refimpl.ort.holders",
@@ -477,11 +479,11 @@ _ALL: tuple[Mutant, ...] = (
            "        self._advance_bundle(t)  # BundlePoisoned before anything moves (I5); else one step with the leases (I10)\n",
            "",
            "a composed commit turns the reservations into leases but leaves the transaction's state bundle behind"),
-    Mutant("bundle_advances_one_part", ("I10",), "manager", _S, "spec.manager_parts",
+    Mutant("bundle_advances_one_part", ("I10",), "manager", _S, "spec.manager_tx",
            "        bundles = bundles.set(b.id, evolve(b, versions=tuple(v + 1 for v in b.versions)))\n",
            "        bundles = bundles.set(b.id, evolve(b, versions=(b.versions[0] + 1,) + b.versions[1:]))\n",
            "a composed commit advances the bundle's KV part only: sampler and progress fall behind the bytes"),
-    Mutant("poisoned_bundle_commits", ("I10",), "manager", _S, "spec.manager_parts",
+    Mutant("poisoned_bundle_commits", ("I10",), "manager", _S, "spec.manager_tx",
            "        if b.poisoned:\n            raise BundlePoisoned(f\"bundle {b.id} is poisoned; abort and rebuild\")\n", "",
            "a transaction of a poisoned bundle still commits, advancing state the engine must rebuild"),
     Mutant("answer_takes_foreign_lease", ("I6",), "manager", _R, _MPRE,

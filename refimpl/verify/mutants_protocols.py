@@ -136,7 +136,7 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "        if a.id < max(held, default=a.id) and self._guards.on(\"ordered_reservation\"):  # C4\n",
            "the order check only forbids reserving below what the transaction holds: it may skip a lower need and "
            "take a higher one first, so two transactions can each hold what the other needs (circular holding)"),
-    Mutant("commit_publishes_first_part_only", ("I10",), "manager", _S, "spec.manager_parts",
+    Mutant("commit_publishes_first_part_only", ("I10",), "manager", _S, "spec.manager_tx",
            "    for (_, n), alloc in zip(x.needs, x.held):\n",
            "    for (_, n), alloc in zip(x.needs[:1], x.held[:1]):\n",
            "a composed commit turns only its first reservation into a lease yet advances the bundle: the engine's "

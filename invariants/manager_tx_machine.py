@@ -1,0 +1,129 @@
+"""The composed transactions campaign: the composed machine restricted to transactions, intents, views, bundles
+and poisoning (C3 C4 C6 I5 I9 I10).
+
+A focused campaign is a restriction of the one composed model, never a second model (issue #21): the
+`TxMachine` is `invariants.manager_machine.ManagerMachine` with only its transaction, view, bundle, lease and
+environment rules (`TX_RULES`), the same `spec.manager.step`, refinement and predicates (`invariants.manager`),
+plus two steered rules the whole machine draws too rarely: `retry_place` (a transaction misses, aborts and is
+retried by naming its intent, beside a newcomer: C4's place) and `poison` (the shared ledger found corrupt,
+then every kind of grant is tried and refused, and what was granted before settles: I5). The poisoning is an
+environment event: refimpl reaches it through the test hook `refimpl.verify.manager_hooks.corrupt_ledger`.
+`situations` counts what the campaign reached (`TX_SITUATIONS`).
+
+Reads spec values only; never imports refimpl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+
+from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
+from invariants.mutation import Mutant
+from spec import ledger_actions as A
+from spec import manager_actions as M
+from spec.guards import Guard, GuardSet, Layer
+from spec.types import AllocState, Role
+
+__all__ = ["TX_RULES", "TX_SITUATIONS", "TxMachine", "tx_situations", "run_tx_manager_campaign",
+           "find_tx_manager_counterexample"]
+
+#: The composed machine's rules this restriction keeps (with its own steered `retry_place` and `poison`).
+TX_RULES = ("plan_and_reserve", "transaction", "bundle_commit", "view", "lose_while_held", "release_lease",
+            "environment", "retry_place", "poison")
+
+#: What the campaign must reach (counted per accepted step, `CampaignStats.events`).
+TX_SITUATIONS = ("transaction committed", "transaction aborted", "retry took back its place",
+                 "poisoned manager settled a grant")
+
+
+def tx_situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
+    """The transaction cases an accepted step met, read from the two abstractions."""
+    out = []
+    if isinstance(action, M.CommitTx):
+        out.append("transaction committed")
+    if isinstance(action, M.AbortTx):
+        out.append("transaction aborted")
+    if isinstance(action, M.PlanTx) and action.retry is not None:
+        out.append("retry took back its place")
+    if prev.poisoned and isinstance(action, (M.AbortTx, M.CommitTx, M.Claim, A.Release, M.CancelTicket)):
+        out.append("poisoned manager settled a grant")
+    return tuple(out)
+
+
+class TxMachine(ManagerMachine):
+    """The composed machine, restricted to the transaction rules (`TX_RULES`); same adapters, same spec."""
+
+    def situations(self, prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
+        return tx_situations(prev, action, now)
+
+    @rule(data=st.data())
+    def retry_place(self, data: st.DataObject) -> None:
+        """A transaction that cannot fit (the headroom is one byte short) aborts, a newcomer plans, and the
+        first retries naming its intent: it keeps its submit sequence, priority and age (C4)."""
+        live = self._active()
+        if not live:
+            return
+        aid, holder = data.draw(st.sampled_from(live)), data.draw(st.sampled_from(self._holders()))
+        a = self.abs.ledger.authorities[aid]
+        tid = self.abs.next_tx
+        self._do(M.PlanTx(holder, ((aid, max(1, min(a.limit, a.limit - a.used + 1))),), data.draw(st.integers(0, 3))))
+        if tid not in self.abs.txs:
+            return
+        self._do(M.ReserveTx(tid))  # a miss, mostly (refused: the transaction stays open)
+        self._do(M.AbortTx(tid))
+        self._do(M.PlanTx(data.draw(st.sampled_from(self._holders())), ((aid, 1),)))  # a newcomer
+        for _ in range(data.draw(st.integers(1, 2))):  # the retry; sometimes a second one (refused: spent)
+            retry = self.abs.next_tx
+            self._do(M.PlanTx(holder, ((aid, 1),), 0, tid))
+            if retry in self.abs.txs:
+                self._do(M.ReserveTx(retry))
+                self._do(M.CommitTx(retry) if data.draw(st.booleans()) else M.AbortTx(retry))
+
+    @rule(data=st.data())
+    def poison(self, data: st.DataObject) -> None:
+        """Rarely, the shared ledger found corrupt: every kind of grant is then tried (refused, I5), and what
+        was granted before settles (aborts, claims, releases)."""
+        if not self.abs.poisoned and data.draw(st.integers(0, 5)):
+            return
+        self._do(M.CorruptLedger())
+        live, holders = self._active(), self._holders()
+        if live and holders:
+            aid, h = data.draw(st.sampled_from(live)), data.draw(st.sampled_from(holders))
+            tier = self.abs.ledger.authorities[aid].tier
+            for act in (M.Submit(h, aid, 1), M.TryReserve(h, aid, 1), M.PlanTx(h, ((aid, 1),)),
+                        A.Reserve(h, aid, tier, 1, Role.STAGING), A.RecordCommitted(h, aid, tier, 1, Role.STAGING)):
+                self._do(act)
+        for tid in sorted(self.abs.txs):
+            self._do(M.ReserveTx(tid))
+            self._do(M.AbortTx(tid))
+        for t in sorted(self.abs.tickets.values(), key=lambda t: t.id):
+            self._do(M.Claim(t.holder, t.id))
+        leases = [r for r in self.abs.ledger.allocations.values() if r.state is AllocState.LIVE]
+        if leases:
+            r = data.draw(st.sampled_from(sorted(leases, key=lambda r: r.id)))
+            self._do(A.Release(r.holder, r.id))
+
+
+#: The restriction: every rule of the composed machine outside `TX_RULES` is switched off (Hypothesis
+#: collects a machine's rules from its attributes, so an attribute that is no rule removes one).
+for _name in dir(ManagerMachine):
+    if hasattr(getattr(ManagerMachine, _name), "hypothesis_stateful_rule") and _name not in TX_RULES:
+        setattr(TxMachine, _name, None)
+
+
+def run_tx_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
+    """Run the restricted machine; an `InvariantViolation` propagates (the campaign failed)."""
+    return run_machine(TxMachine, factory, cfg, refine=refine)
+
+
+def find_tx_manager_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
+                                   refimpl_factory: Callable[[GuardSet], Any]) -> ControlResult:
+    """Switch guard `g` off in `layer` (or run mutant `g`) on the restricted machine; search for a harm."""
+    return hunt(TxMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off),
+                impl=lambda off: lambda: refimpl_factory(off))
