@@ -144,7 +144,7 @@ MODULES: dict[str, list[str]] = {
                                  "tests/test_manager_contracts_local_clauses.py", "tests/test_manager_contracts_local.py",
                                  "tests/test_bad_input.py", "tests/test_mailbox.py", "tests/test_manager_drop.py",
                                  "tests/test_drop_view.py", "tests/test_manager_devices.py", "tests/test_contracts.py",
-                                 "tests/test_manager_trace.py",
+                                 "tests/test_manager_trace.py", "tests/test_mutkill_views.py",
                                  "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                                  "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                  "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
