@@ -134,7 +134,7 @@ MODULES: dict[str, list[str]] = {
     # The cancellation mailbox (drop, drain, wait): posts applied as composed CancelTickets, dropped tickets never
     # granted, bad posts refused typed, the bound on posts; the pinned arbitration paths that post and drain.
     # The real-thread suites (test_pressure_threads, test_manager_faults) are left out.
-    "refimpl/manager/mailbox.py": ["tests/test_mailbox.py", "tests/test_manager_drop.py",
+    "refimpl/manager/mailbox.py": ["tests/test_mailbox.py", "tests/test_manager_drop.py", "tests/test_mutkill_mailbox.py",
                                    "tests/test_arbitration_pinned_paths.py", "tests/test_manager_devices.py",
                                    "tests/test_bad_input.py",
                                    "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation"],
