@@ -85,7 +85,8 @@ MODULES: dict[str, list[str]] = {
     # refimpl differential that compares the two layers' views step by step. (spec/view_actions.py, the records,
     # has no mutants: mutmut mutates function bodies, and it defines only frozen records and a tuple.)
     "spec/manager_views.py": ["tests/test_drop_view.py", "tests/test_explore_views.py", "tests/test_manager_clauses.py",
-                              "tests/test_spec_manager.py", "tests/test_manager_differential.py"],
+                              "tests/test_spec_manager.py", "tests/test_manager_differential.py",
+                              "tests/test_mutkill_manager_views.py"],
     # The two campaign tests (fixed 40 x 30 and 100 x 30 examples, 10-20 s) are left out.
     "spec/admission.py": ["tests/test_admission.py", "tests/test_admission_units.py",
                           "--deselect", "tests/test_admission.py::test_admission_models_refine_spec",
