@@ -4,17 +4,26 @@
 change are unchanged (`_auth_rec`, `_alloc_rec`, `_allow_rec`, `_ticket_rec`). A stale record hides the
 governor's real state from every check that reads the mapping: after each step of a script that changes every
 such field, the mapping equals the one built with every cached record thrown away.
+
+The trace hooks (`touched`, `observed`) choose the figures each ledger event carries: a trace of every kind of
+ledger operation (an alias, allowances, a loss and its termination) must replay clean, since replay rejects an
+event that hides a changed figure. A bad id (unhashable) in any id field is a typed refusal that changes
+nothing, traced or checked, never a TypeError from the hooks' own lookups.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from invariants.contracts import contracts
+from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
+from spec.errors import GovernorError
 from spec.types import Role, Tier
 
 
@@ -63,3 +72,64 @@ def test_the_mappings_never_show_a_stale_record(on: bool) -> None:
             step()
             cached = (pmm.abstract(), pmm.abstract_manager())
             assert cached == _uncached(pmm), f"after {name}: the mapping shows a record as it was"
+
+
+def _every_ledger_kind(pmm: ProcessMemoryManager) -> None:
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    alias = pmm.register_alias(a, "unified")
+    r = pmm.reserve(h, alias, Tier.DEVICE, 10, Role.KV)  # through the alias: the canonical ledger is charged
+    pmm.commit(h, r, 8)
+    pmm.record_committed(h, a, Tier.DEVICE, 5, Role.KV)
+    c = pmm.reserve(h, a, Tier.DEVICE, 7, Role.STAGING)
+    pmm.cancel(h, c)
+    q = pmm.reserve(h, a, Tier.DEVICE, 6, Role.KV)
+    pmm.commit(h, q, 6)
+    pmm.quarantine(h, q, 2)
+    w1, w2 = pmm.open_allowance(h, b, 40), pmm.open_allowance(h, b, 40)
+    pmm.reserve_growth(h, w1, 20)
+    pmm.transfer_allowance(h, w1, w2, 5)
+    pmm.reserve_growth(h, w2, 10)
+    pmm.map_allowance(h, w2, 5)
+    pmm.unmap_allowance(h, w2, 5)
+    pmm.close_allowance(h, w1)
+    pmm.lose_device(a)
+    pmm.confirm_termination(a)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_trace_of_every_ledger_kind_replays_clean(on: bool) -> None:
+    buf = io.StringIO()
+    with contracts(on=on):
+        _every_ledger_kind(ProcessMemoryManager(trace=JsonlSink(buf)))
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 22  # one event per call, and no configure: nothing composed ran
+    r = replay_manager_lines([x.encode() + b"\n" for x in lines])
+    assert r.ok, r.describe()
+
+
+BAD = [1]  # an id that cannot even be a dict key
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+@pytest.mark.parametrize("traced", [True, False], ids=["traced", "untraced"])
+@pytest.mark.parametrize("op", ["reserve", "commit", "map", "transfer-source", "transfer-target", "cancel-ticket"])
+def test_an_unhashable_id_is_a_typed_refusal_that_changes_nothing(on: bool, traced: bool, op: str) -> None:
+    with contracts(on=on):
+        pmm = ProcessMemoryManager(trace=JsonlSink(io.StringIO()) if traced else None)
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("host", Tier.HOST, 100)
+        w = pmm.open_allowance(h, a, 40)
+        calls: dict[str, Callable[[], Any]] = {
+            "reserve": lambda: pmm.reserve(h, BAD, Tier.HOST, 5, Role.KV),  # type: ignore[arg-type]
+            "commit": lambda: pmm.commit(h, BAD, 5),  # type: ignore[arg-type]
+            "map": lambda: pmm.map_allowance(h, BAD, 5),  # type: ignore[arg-type]
+            "transfer-source": lambda: pmm.transfer_allowance(h, BAD, w, 5),  # type: ignore[arg-type]
+            "transfer-target": lambda: pmm.transfer_allowance(h, w, BAD, 5),  # type: ignore[arg-type]
+            "cancel-ticket": lambda: pmm.cancel_ticket(h, BAD),  # type: ignore[arg-type]
+        }
+        before = pmm.abstract_manager()
+        with pytest.raises(GovernorError):
+            calls[op]()
+        assert pmm.abstract_manager() == before
