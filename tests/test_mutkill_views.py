@@ -54,6 +54,8 @@ def _script(pmm: ProcessMemoryManager, ids: dict[str, int]) -> list[tuple[str, C
         ("release", lambda: pmm.release(h, ids["r"])),  # the first ticket granted: state, allocation
         ("open allowance", keep("w", lambda: pmm.open_allowance(h, b, 40))),
         ("reserve growth", lambda: pmm.reserve_growth(h, ids["w"], 35)),  # the allowance's reserved bytes
+        ("second allowance", keep("w2", lambda: pmm.open_allowance(h, b, 20))),
+        ("transfer", lambda: pmm.transfer_allowance(h, ids["w"], ids["w2"], 5)),  # moves reserved bytes
         ("map", lambda: pmm.map_allowance(h, ids["w"], 30)),  # its mapped bytes
         ("unmap", lambda: pmm.unmap_allowance(h, ids["w"], 10)),
         ("lower limit", lambda: pmm.lower_limit(b, 90)),  # the authority's limit
