@@ -14,16 +14,20 @@ nothing, traced or checked, never a TypeError from the hooks' own lookups.
 from __future__ import annotations
 
 import io
+import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from refimpl_manager_harness import lease, make
 
 from invariants.contracts import contracts
 from invariants.manager_replay import replay_manager_lines
+from refimpl import tracing
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
-from spec.errors import GovernorError
+from spec.errors import GovernorError, TraceSinkFailed
 from spec.types import Role, Tier
 
 
@@ -114,11 +118,14 @@ def test_a_trace_of_every_ledger_kind_replays_clean(on: bool) -> None:
 BAD = [1]  # an id that cannot even be a dict key
 
 
-@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+@pytest.mark.parametrize("on, level", [(True, "local"), (True, "full"), (False, None)],
+                         ids=["contracts-local", "contracts-full", "contracts-off"])
 @pytest.mark.parametrize("traced", [True, False], ids=["traced", "untraced"])
-@pytest.mark.parametrize("op", ["reserve", "commit", "map", "transfer-source", "transfer-target", "cancel-ticket"])
-def test_an_unhashable_id_is_a_typed_refusal_that_changes_nothing(on: bool, traced: bool, op: str) -> None:
-    with contracts(on=on):
+@pytest.mark.parametrize("op", ["reserve", "commit", "map", "transfer-source", "transfer-target", "cancel-ticket",
+                                "submit", "commit-tx", "plan-tx-authority", "plan-tx-need"])
+def test_an_unhashable_id_is_a_typed_refusal_that_changes_nothing(on: bool, level: Any, traced: bool,
+                                                                  op: str) -> None:
+    with contracts(on=on, level=level):
         pmm = ProcessMemoryManager(trace=JsonlSink(io.StringIO()) if traced else None)
         h = pmm.register_holder("kv")
         a = pmm.register_authority("host", Tier.HOST, 100)
@@ -130,8 +137,73 @@ def test_an_unhashable_id_is_a_typed_refusal_that_changes_nothing(on: bool, trac
             "transfer-source": lambda: pmm.transfer_allowance(h, BAD, w, 5),  # type: ignore[arg-type]
             "transfer-target": lambda: pmm.transfer_allowance(h, w, BAD, 5),  # type: ignore[arg-type]
             "cancel-ticket": lambda: pmm.cancel_ticket(h, BAD),  # type: ignore[arg-type]
+            "submit": lambda: pmm.submit(h, BAD, 5),  # type: ignore[arg-type]
+            "commit-tx": lambda: pmm.commit_tx(BAD),  # type: ignore[arg-type]
+            "plan-tx-authority": lambda: pmm.plan_tx(h, ((BAD, 5),)),  # type: ignore[arg-type]
+            "plan-tx-need": lambda: pmm.plan_tx(h, (5,)),  # type: ignore[arg-type]
         }
         before = pmm.abstract_manager()
         with pytest.raises(GovernorError):
             calls[op]()
         assert pmm.abstract_manager() == before
+
+
+def test_the_ledger_mapping_holds_every_record_under_its_own_id() -> None:
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    w = pmm.open_allowance(h, a, 40)
+    pmm.reconfigure(a)  # generation 1
+    pmm.try_reserve(h, a, 90)  # the next tickets wait
+    t = pmm.submit(h, a, 30, priority=3, role=Role.KV)
+    s, m = pmm.abstract(), pmm.abstract_manager()
+    assert dict(s.allowances) == {w: s.allowances[w]} and s.allowances[w].id == w and s.next_allowance == w + 1
+    assert m.ledger == s
+    r = m.tickets[t]
+    assert (r.id, r.priority, r.role, r.generation, r.nbytes, r.state.name) == (t, 3, Role.KV, 1, 30, "PENDING")
+
+
+def test_a_composed_operation_under_the_held_ledger_lock_keeps_earlier_wake_ups() -> None:
+    # As test_mutkill_arbitration's submit: `_run`'s hot path (contracts off, no recorder) nested in a lock hold.
+    with contracts(on=False):
+        pmm, w = make()
+        blocker = lease(pmm, w.h2, w.a, 100)
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 40, timeout=None)), daemon=True)
+        waiter.start()
+        while not pmm.abstract_manager().tickets:
+            threading.Event().wait(0.001)
+        with pmm.ledger_lock:
+            pmm.release(w.h2, blocker)  # grants the parked ticket: its wake-up waits for the lock's release
+            pmm.try_reserve(w.h2, w.b, 8)  # a composed operation on another ledger, through `_run`
+        pmm.wake_waiters()
+        waiter.join(10)
+        assert not waiter.is_alive() and len(got) == 1 and got[0] is not None
+
+
+def test_a_composed_operation_on_a_traced_manager_is_traced_with_contracts_off() -> None:
+    buf = io.StringIO()
+    with contracts(on=False):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("host", Tier.HOST, 100)
+        got = pmm.try_reserve(h, a, 8)
+    kinds = [json.loads(x)["kind"] for x in buf.getvalue().splitlines()]
+    assert kinds == ["register_holder", "register_authority", "configure", "try_reserve"] and got == 1
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_sink_failing_on_a_composed_event_is_a_trace_sink_failure_that_names_it(on: bool) -> None:
+    def sink(event: dict[str, Any]) -> None:
+        if event["kind"] == "try_reserve":
+            raise OSError("pipe closed")
+
+    with contracts(on=on):
+        pmm = ProcessMemoryManager()
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("host", Tier.HOST, 100)
+        tracing.attach(pmm, sink)
+        with pytest.raises(TraceSinkFailed, match=r"^TryReserve was applied \(result 1\) but the trace sink raised "
+                                                  r"OSError on event 2: pipe closed$"):
+            pmm.try_reserve(h, a, 8)
+        assert pmm.abstract().allocations[1].charge == 8  # it stands
