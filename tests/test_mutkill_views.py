@@ -207,3 +207,20 @@ def test_a_sink_failing_on_a_composed_event_is_a_trace_sink_failure_that_names_i
                                                   r"OSError on event 2: pipe closed$"):
             pmm.try_reserve(h, a, 8)
         assert pmm.abstract().allocations[1].charge == 8  # it stands
+
+
+def test_a_waiter_on_a_ticket_a_composed_operation_granted_wakes_at_once() -> None:
+    # `wait` has no recheck: the wake-up `_run` delivers after the lock is released is its only way out.
+    with contracts(on=False):
+        pmm, w = make()
+        held = pmm.submit(w.h2, w.a, 100)  # granted at once: the ledger is full
+        waiting = pmm.submit(w.h1, w.a, 40)
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(pmm.wait(waiting, 20.0)), daemon=True)
+        waiter.start()
+        while pmm._tickets[waiting].event is None:  # parked on the ticket's own event
+            threading.Event().wait(0.001)
+        pmm.cancel_ticket(w.h2, held)  # a composed operation: its credit's round grants the waiter
+        waiter.join(10)  # well before the waiter's own 20 s deadline
+        assert not waiter.is_alive() and got == [True]
+        assert pmm.abstract_manager().tickets[waiting].state.name == "GRANTED"
