@@ -224,3 +224,24 @@ def test_a_waiter_on_a_ticket_a_composed_operation_granted_wakes_at_once() -> No
         waiter.join(10)  # well before the waiter's own 20 s deadline
         assert not waiter.is_alive() and got == [True]
         assert pmm.abstract_manager().tickets[waiting].state.name == "GRANTED"
+
+
+def test_the_composed_mapping_shows_every_parts_record_as_it_is() -> None:
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100, device="cuda:0")
+    alias = pmm.register_alias(a, "unified")
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    pinned, flying = pmm.try_reserve(h, b, 10), pmm.try_reserve(h, b, 10)
+    pmm.set_use(h, pinned, True, False)
+    pmm.set_use(h, flying, False, True)
+    bundle = pmm.open_bundle()
+    pmm.reconfigure(b)
+    pmm.prepare_limit(a, 60)
+    m = pmm.abstract_manager()
+    ledger = m.ledger.authorities
+    assert (ledger[a].device, ledger[alias].view, ledger[alias].alias_of) == ("cuda:0", "unified", a)
+    assert dict(m.uses) == {pinned: (True, False), flying: (False, True)}
+    assert (m.bundles[bundle].id, m.bundles[bundle].poisoned) == (bundle, False)
+    assert dict(m.generations) == {b: 1}
+    assert (m.changes[a].authority, m.changes[a].target) == (a, 60)
