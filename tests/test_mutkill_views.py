@@ -245,3 +245,24 @@ def test_the_composed_mapping_shows_every_parts_record_as_it_is() -> None:
     assert (m.bundles[bundle].id, m.bundles[bundle].poisoned) == (bundle, False)
     assert dict(m.generations) == {b: 1}
     assert (m.changes[a].authority, m.changes[a].target) == (a, 60)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_traced_bundle_names_its_versions_in_each_event_and_replays_clean(on: bool) -> None:
+    buf = io.StringIO()
+    with contracts(on=on):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+        b = pmm.open_bundle()
+        x = pmm.plan_tx(h, ((a, 10),))
+        pmm.join_bundle(x, b)
+        pmm.reserve_tx(x)
+        pmm.commit_tx(x)
+        pmm.report_mismatch(b)
+        assert pmm.abstract_manager().bundles[b].poisoned is True
+    events = [json.loads(x) for x in buf.getvalue().splitlines()]
+    commit = next(e for e in events if e["kind"] == "commit_tx")
+    assert commit["payload"]["bundles"] == {str(b): {"versions": [1, 1, 1, 1], "poisoned": False}}
+    r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+    assert r.ok, r.describe()
