@@ -22,12 +22,14 @@ from typing import Any
 import pytest
 from refimpl_manager_harness import lease, make
 
+from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
 from invariants.manager_replay import replay_manager_lines
 from refimpl import tracing
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from spec.errors import GovernorError, TraceSinkFailed
+from spec.guards import GuardSet
 from spec.types import Role, Tier
 
 
@@ -266,3 +268,17 @@ def test_a_traced_bundle_names_its_versions_in_each_event_and_replays_clean(on: 
     assert commit["payload"]["bundles"] == {str(b): {"versions": [1, 1, 1, 1], "poisoned": False}}
     r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
     assert r.ok, r.describe()
+
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_broken_allowance_operation_is_caught_on_the_ledger_it_touched(level: str) -> None:
+    # Negative control: the I4b guard off, mapping past the reserved bytes is the harm; the contract must see
+    # the allowance's ledger (`_scope_allow`) to name it.
+    pmm = ProcessMemoryManager(guards=GuardSet.without("allowance_bounds"))
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    w = pmm.open_allowance(h, a, 40)
+    pmm.reserve_growth(h, w, 10)
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match="I4b"):
+        pmm.map_allowance(h, w, 60)
