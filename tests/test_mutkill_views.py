@@ -282,3 +282,14 @@ def test_a_broken_allowance_operation_is_caught_on_the_ledger_it_touched(level: 
     pmm.reserve_growth(h, w, 10)
     with contracts(on=True, level=level), pytest.raises(InvariantViolation, match="I4b"):
         pmm.map_allowance(h, w, 60)
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_ledger_release_whose_round_grants_without_charging_is_caught(level: str) -> None:
+    # Negative control: grant_charges_ledger off. A ledger operation (release) runs an arbitration round; while
+    # tickets exist the composed predicates judge it too, so the uncharged grant is named at the release.
+    pmm, w = make(GuardSet.without("grant_charges_ledger"))
+    blocker = lease(pmm, w.h2, w.a, 100)
+    pmm.submit(w.h1, w.a, 60)  # pending: a ticket, and no transaction, pressure or view
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation):
+        pmm.release(w.h2, blocker)
