@@ -28,7 +28,7 @@ from invariants.manager_replay import replay_manager_lines
 from refimpl import tracing
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
-from spec.errors import GovernorError, TraceSinkFailed
+from spec.errors import CapacityDenied, GovernorError, TraceSinkFailed
 from spec.guards import GuardSet
 from spec.types import Role, Tier
 
@@ -293,3 +293,19 @@ def test_a_ledger_release_whose_round_grants_without_charging_is_caught(level: s
     pmm.submit(w.h1, w.a, 60)  # pending: a ticket, and no transaction, pressure or view
     with contracts(on=True, level=level), pytest.raises(InvariantViolation):
         pmm.release(w.h2, blocker)
+
+
+class _RefusesAfterCharging(ProcessMemoryManager):
+    """A try_reserve that charges its bytes and then refuses (the harm G4 names: a refusal that changed things)."""
+
+    def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+        self._auths[authority].used += nbytes
+        raise CapacityDenied(f"refused after charging {nbytes} B")
+
+
+def test_a_composed_refusal_that_changed_the_manager_is_named_g4() -> None:
+    pmm = _RefusesAfterCharging()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match=r"was refused but changed the manager"):
+        pmm.try_reserve(h, a, 8)
