@@ -309,3 +309,23 @@ def test_a_composed_refusal_that_changed_the_manager_is_named_g4() -> None:
     a = pmm.register_authority("host", Tier.HOST, 100)
     with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match=r"was refused but changed the manager"):
         pmm.try_reserve(h, a, 8)
+
+
+class _PlanCharges(ProcessMemoryManager):
+    """A plan_tx that charges its first need on its ledger at once (a plan holds nothing: C4, I1)."""
+
+    def _plan(self, holder: int, needs: tuple[tuple[int, int], ...]) -> int:
+        tx = super()._plan(holder, needs)
+        aid, n = needs[0]
+        self._auths[aid].used += n
+        return tx
+
+
+@pytest.mark.parametrize("on, level", [(True, "local"), (True, "full")], ids=["contracts-local", "contracts-full"])
+def test_a_plan_that_charges_its_needs_is_caught_on_the_ledgers_it_names(on: bool, level: str) -> None:
+    pmm = _PlanCharges()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    with contracts(on=on, level=level), pytest.raises(InvariantViolation):
+        pmm.plan_tx(h, ((a, 10), (b, 20)))
