@@ -329,3 +329,14 @@ def test_a_plan_that_charges_its_needs_is_caught_on_the_ledgers_it_names(on: boo
     b = pmm.register_authority("host", Tier.HOST, 100)
     with contracts(on=on, level=level), pytest.raises(InvariantViolation):
         pmm.plan_tx(h, ((a, 10), (b, 20)))
+
+
+def test_a_reissued_allocation_id_is_caught_at_level_full() -> None:
+    # Negative control: fresh_ids off, a reserve reissues a retired allocation's id (I4a); the full check must
+    # view the id the reserve returned even though it is below the next-id counter.
+    pmm = ProcessMemoryManager(guards=GuardSet.without("fresh_ids"))
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    pmm.cancel(h, pmm.reserve(h, a, Tier.HOST, 5, Role.KV))
+    with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match="I4a"):
+        pmm.reserve(h, a, Tier.HOST, 5, Role.KV)
