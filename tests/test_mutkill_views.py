@@ -1,0 +1,342 @@
+"""What a checker loses when the refinement mappings of `refimpl/manager/views.py` go wrong.
+
+`abstract()` and `abstract_manager()` reuse each concrete record's last frozen record while the fields code can
+change are unchanged (`_auth_rec`, `_alloc_rec`, `_allow_rec`, `_ticket_rec`). A stale record hides the
+governor's real state from every check that reads the mapping: after each step of a script that changes every
+such field, the mapping equals the one built with every cached record thrown away.
+
+The trace hooks (`touched`, `observed`) choose the figures each ledger event carries: a trace of every kind of
+ledger operation (an alias, allowances, a loss and its termination) must replay clean, since replay rejects an
+event that hides a changed figure. A bad id (unhashable) in any id field is a typed refusal that changes
+nothing, traced or checked, never a TypeError from the hooks' own lookups.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from refimpl_manager_harness import lease, make
+
+from invariants._violation import InvariantViolation
+from invariants.contracts import contracts
+from invariants.manager_replay import replay_manager_lines
+from refimpl import tracing
+from refimpl.manager import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
+from spec.errors import CapacityDenied, GovernorError, TraceSinkFailed
+from spec.guards import GuardSet
+from spec.types import Role, Tier
+
+
+def _uncached(pmm: ProcessMemoryManager) -> tuple[Any, Any]:
+    """Both mappings built afresh: every record's cached frozen record dropped first."""
+    with pmm.ledger_lock:
+        for table in (pmm._auths, pmm._allocs, pmm._allows, pmm._tickets):
+            for r in table.values():
+                r.rec = None
+        pmm._holder_recs.clear()
+    return pmm.abstract(), pmm.abstract_manager()
+
+
+def _script(pmm: ProcessMemoryManager, ids: dict[str, int]) -> list[tuple[str, Callable[[], Any]]]:
+    h, g, a, b = ids["h"], ids["g"], ids["a"], ids["b"]
+
+    def keep(name: str, f: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            ids[name] = f()
+            return ids[name]
+        return run
+
+    return [
+        ("reserve", keep("r", lambda: pmm.reserve(h, a, Tier.DEVICE, 60, Role.KV))),  # used, a new row
+        ("commit less", lambda: pmm.commit(h, ids["r"], 50)),  # charge, nbytes, state; used refunded
+        ("submit pending", keep("t", lambda: pmm.submit(g, a, 80))),  # a pending ticket
+        ("submit again", lambda: pmm.submit(g, a, 90)),  # a round: the first ticket ages
+        ("release", lambda: pmm.release(h, ids["r"])),  # the first ticket granted: state, allocation
+        ("open allowance", keep("w", lambda: pmm.open_allowance(h, b, 40))),
+        ("reserve growth", lambda: pmm.reserve_growth(h, ids["w"], 35)),  # the allowance's reserved bytes
+        ("second allowance", keep("w2", lambda: pmm.open_allowance(h, b, 20))),
+        ("transfer", lambda: pmm.transfer_allowance(h, ids["w"], ids["w2"], 5)),  # moves reserved bytes
+        ("map", lambda: pmm.map_allowance(h, ids["w"], 30)),  # its mapped bytes
+        ("unmap", lambda: pmm.unmap_allowance(h, ids["w"], 10)),
+        ("lower limit", lambda: pmm.lower_limit(b, 90)),  # the authority's limit
+        ("lose device", lambda: pmm.lose_device(a)),  # context; tickets and rows on it
+    ]
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_the_mappings_never_show_a_stale_record(on: bool) -> None:
+    with contracts(on=on):
+        pmm = ProcessMemoryManager()
+        ids = {"h": pmm.register_holder("kv"), "g": pmm.register_holder("weights"),
+               "a": pmm.register_authority("gpu0", Tier.DEVICE, 100),
+               "b": pmm.register_authority("host", Tier.HOST, 100)}
+        for name, step in _script(pmm, ids):
+            step()
+            cached = (pmm.abstract(), pmm.abstract_manager())
+            assert cached == _uncached(pmm), f"after {name}: the mapping shows a record as it was"
+
+
+def _every_ledger_kind(pmm: ProcessMemoryManager) -> None:
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    alias = pmm.register_alias(a, "unified")
+    r = pmm.reserve(h, alias, Tier.DEVICE, 10, Role.KV)  # through the alias: the canonical ledger is charged
+    pmm.commit(h, r, 8)
+    pmm.record_committed(h, a, Tier.DEVICE, 5, Role.KV)
+    c = pmm.reserve(h, a, Tier.DEVICE, 7, Role.STAGING)
+    pmm.cancel(h, c)
+    q = pmm.reserve(h, a, Tier.DEVICE, 6, Role.KV)
+    pmm.commit(h, q, 6)
+    pmm.quarantine(h, q, 2)
+    w1, w2 = pmm.open_allowance(h, b, 40), pmm.open_allowance(h, b, 40)
+    pmm.reserve_growth(h, w1, 20)
+    pmm.transfer_allowance(h, w1, w2, 5)
+    pmm.reserve_growth(h, w2, 10)
+    pmm.map_allowance(h, w2, 5)
+    pmm.unmap_allowance(h, w2, 5)
+    pmm.close_allowance(h, w1)
+    pmm.lose_device(a)
+    pmm.confirm_termination(a)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_trace_of_every_ledger_kind_replays_clean(on: bool) -> None:
+    buf = io.StringIO()
+    with contracts(on=on):
+        _every_ledger_kind(ProcessMemoryManager(trace=JsonlSink(buf)))
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 22  # one event per call, and no configure: nothing composed ran
+    r = replay_manager_lines([x.encode() + b"\n" for x in lines])
+    assert r.ok, r.describe()
+
+
+BAD = [1]  # an id that cannot even be a dict key
+
+
+@pytest.mark.parametrize("on, level", [(True, "local"), (True, "full"), (False, None)],
+                         ids=["contracts-local", "contracts-full", "contracts-off"])
+@pytest.mark.parametrize("traced", [True, False], ids=["traced", "untraced"])
+@pytest.mark.parametrize("op", ["reserve", "commit", "map", "transfer-source", "transfer-target", "cancel-ticket",
+                                "submit", "commit-tx", "plan-tx-authority", "plan-tx-need"])
+def test_an_unhashable_id_is_a_typed_refusal_that_changes_nothing(on: bool, level: Any, traced: bool,
+                                                                  op: str) -> None:
+    with contracts(on=on, level=level):
+        pmm = ProcessMemoryManager(trace=JsonlSink(io.StringIO()) if traced else None)
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("host", Tier.HOST, 100)
+        w = pmm.open_allowance(h, a, 40)
+        calls: dict[str, Callable[[], Any]] = {
+            "reserve": lambda: pmm.reserve(h, BAD, Tier.HOST, 5, Role.KV),  # type: ignore[arg-type]
+            "commit": lambda: pmm.commit(h, BAD, 5),  # type: ignore[arg-type]
+            "map": lambda: pmm.map_allowance(h, BAD, 5),  # type: ignore[arg-type]
+            "transfer-source": lambda: pmm.transfer_allowance(h, BAD, w, 5),  # type: ignore[arg-type]
+            "transfer-target": lambda: pmm.transfer_allowance(h, w, BAD, 5),  # type: ignore[arg-type]
+            "cancel-ticket": lambda: pmm.cancel_ticket(h, BAD),  # type: ignore[arg-type]
+            "submit": lambda: pmm.submit(h, BAD, 5),  # type: ignore[arg-type]
+            "commit-tx": lambda: pmm.commit_tx(BAD),  # type: ignore[arg-type]
+            "plan-tx-authority": lambda: pmm.plan_tx(h, ((BAD, 5),)),  # type: ignore[arg-type]
+            "plan-tx-need": lambda: pmm.plan_tx(h, (5,)),  # type: ignore[arg-type]
+        }
+        before = pmm.abstract_manager()
+        with pytest.raises(GovernorError):
+            calls[op]()
+        assert pmm.abstract_manager() == before
+
+
+def test_the_ledger_mapping_holds_every_record_under_its_own_id() -> None:
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    w = pmm.open_allowance(h, a, 40)
+    pmm.reconfigure(a)  # generation 1
+    pmm.try_reserve(h, a, 90)  # the next tickets wait
+    t = pmm.submit(h, a, 30, priority=3, role=Role.KV)
+    s, m = pmm.abstract(), pmm.abstract_manager()
+    assert dict(s.allowances) == {w: s.allowances[w]} and s.allowances[w].id == w and s.next_allowance == w + 1
+    assert m.ledger == s
+    r = m.tickets[t]
+    assert (r.id, r.priority, r.role, r.generation, r.nbytes, r.state.name) == (t, 3, Role.KV, 1, 30, "PENDING")
+
+
+def test_a_composed_operation_under_the_held_ledger_lock_keeps_earlier_wake_ups() -> None:
+    # As test_mutkill_arbitration's submit: `_run`'s hot path (contracts off, no recorder) nested in a lock hold.
+    with contracts(on=False):
+        pmm, w = make()
+        blocker = lease(pmm, w.h2, w.a, 100)
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 40, timeout=None)), daemon=True)
+        waiter.start()
+        while not pmm.abstract_manager().tickets:
+            threading.Event().wait(0.001)
+        with pmm.ledger_lock:
+            pmm.release(w.h2, blocker)  # grants the parked ticket: its wake-up waits for the lock's release
+            pmm.try_reserve(w.h2, w.b, 8)  # a composed operation on another ledger, through `_run`
+        pmm.wake_waiters()
+        waiter.join(10)
+        assert not waiter.is_alive() and len(got) == 1 and got[0] is not None
+
+
+def test_a_composed_operation_on_a_traced_manager_is_traced_with_contracts_off() -> None:
+    buf = io.StringIO()
+    with contracts(on=False):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("host", Tier.HOST, 100)
+        got = pmm.try_reserve(h, a, 8)
+    kinds = [json.loads(x)["kind"] for x in buf.getvalue().splitlines()]
+    assert kinds == ["register_holder", "register_authority", "configure", "try_reserve"] and got == 1
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_sink_failing_on_a_composed_event_is_a_trace_sink_failure_that_names_it(on: bool) -> None:
+    def sink(event: dict[str, Any]) -> None:
+        if event["kind"] == "try_reserve":
+            raise OSError("pipe closed")
+
+    with contracts(on=on):
+        pmm = ProcessMemoryManager()
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("host", Tier.HOST, 100)
+        tracing.attach(pmm, sink)
+        with pytest.raises(TraceSinkFailed, match=r"^TryReserve was applied \(result 1\) but the trace sink raised "
+                                                  r"OSError on event 2: pipe closed$"):
+            pmm.try_reserve(h, a, 8)
+        assert pmm.abstract().allocations[1].charge == 8  # it stands
+
+
+def test_a_waiter_on_a_ticket_a_composed_operation_granted_wakes_at_once() -> None:
+    # `wait` has no recheck: the wake-up `_run` delivers after the lock is released is its only way out.
+    with contracts(on=False):
+        pmm, w = make()
+        held = pmm.submit(w.h2, w.a, 100)  # granted at once: the ledger is full
+        waiting = pmm.submit(w.h1, w.a, 40)
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(pmm.wait(waiting, 20.0)), daemon=True)
+        waiter.start()
+        while pmm._tickets[waiting].event is None:  # parked on the ticket's own event
+            threading.Event().wait(0.001)
+        pmm.cancel_ticket(w.h2, held)  # a composed operation: its credit's round grants the waiter
+        waiter.join(10)  # well before the waiter's own 20 s deadline
+        assert not waiter.is_alive() and got == [True]
+        assert pmm.abstract_manager().tickets[waiting].state.name == "GRANTED"
+
+
+def test_the_composed_mapping_shows_every_parts_record_as_it_is() -> None:
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100, device="cuda:0")
+    alias = pmm.register_alias(a, "unified")
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    pinned, flying = pmm.try_reserve(h, b, 10), pmm.try_reserve(h, b, 10)
+    pmm.set_use(h, pinned, True, False)
+    pmm.set_use(h, flying, False, True)
+    bundle = pmm.open_bundle()
+    pmm.reconfigure(b)
+    pmm.prepare_limit(a, 60)
+    m = pmm.abstract_manager()
+    ledger = m.ledger.authorities
+    assert (ledger[a].device, ledger[alias].view, ledger[alias].alias_of) == ("cuda:0", "unified", a)
+    assert dict(m.uses) == {pinned: (True, False), flying: (False, True)}
+    assert (m.bundles[bundle].id, m.bundles[bundle].poisoned) == (bundle, False)
+    assert dict(m.generations) == {b: 1}
+    assert (m.changes[a].authority, m.changes[a].target) == (a, 60)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_traced_bundle_names_its_versions_in_each_event_and_replays_clean(on: bool) -> None:
+    buf = io.StringIO()
+    with contracts(on=on):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+        b = pmm.open_bundle()
+        x = pmm.plan_tx(h, ((a, 10),))
+        pmm.join_bundle(x, b)
+        pmm.reserve_tx(x)
+        pmm.commit_tx(x)
+        pmm.report_mismatch(b)
+        assert pmm.abstract_manager().bundles[b].poisoned is True
+    events = [json.loads(x) for x in buf.getvalue().splitlines()]
+    commit = next(e for e in events if e["kind"] == "commit_tx")
+    assert commit["payload"]["bundles"] == {str(b): {"versions": [1, 1, 1, 1], "poisoned": False}}
+    r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+    assert r.ok, r.describe()
+
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_broken_allowance_operation_is_caught_on_the_ledger_it_touched(level: str) -> None:
+    # Negative control: the I4b guard off, mapping past the reserved bytes is the harm; the contract must see
+    # the allowance's ledger (`_scope_allow`) to name it.
+    pmm = ProcessMemoryManager(guards=GuardSet.without("allowance_bounds"))
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    w = pmm.open_allowance(h, a, 40)
+    pmm.reserve_growth(h, w, 10)
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match="I4b"):
+        pmm.map_allowance(h, w, 60)
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_ledger_release_whose_round_grants_without_charging_is_caught(level: str) -> None:
+    # Negative control: grant_charges_ledger off. A ledger operation (release) runs an arbitration round; while
+    # tickets exist the composed predicates judge it too, so the uncharged grant is named at the release.
+    pmm, w = make(GuardSet.without("grant_charges_ledger"))
+    blocker = lease(pmm, w.h2, w.a, 100)
+    pmm.submit(w.h1, w.a, 60)  # pending: a ticket, and no transaction, pressure or view
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation):
+        pmm.release(w.h2, blocker)
+
+
+class _RefusesAfterCharging(ProcessMemoryManager):
+    """A try_reserve that charges its bytes and then refuses (the harm G4 names: a refusal that changed things)."""
+
+    def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+        self._auths[authority].used += nbytes
+        raise CapacityDenied(f"refused after charging {nbytes} B")
+
+
+def test_a_composed_refusal_that_changed_the_manager_is_named_g4() -> None:
+    pmm = _RefusesAfterCharging()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match=r"was refused but changed the manager"):
+        pmm.try_reserve(h, a, 8)
+
+
+class _PlanCharges(ProcessMemoryManager):
+    """A plan_tx that charges its first need on its ledger at once (a plan holds nothing: C4, I1)."""
+
+    def _plan(self, holder: int, needs: tuple[tuple[int, int], ...]) -> int:
+        tx = super()._plan(holder, needs)
+        aid, n = needs[0]
+        self._auths[aid].used += n
+        return tx
+
+
+@pytest.mark.parametrize("on, level", [(True, "local"), (True, "full")], ids=["contracts-local", "contracts-full"])
+def test_a_plan_that_charges_its_needs_is_caught_on_the_ledgers_it_names(on: bool, level: str) -> None:
+    pmm = _PlanCharges()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    with contracts(on=on, level=level), pytest.raises(InvariantViolation):
+        pmm.plan_tx(h, ((a, 10), (b, 20)))
+
+
+def test_a_reissued_allocation_id_is_caught_at_level_full() -> None:
+    # Negative control: fresh_ids off, a reserve reissues a retired allocation's id (I4a); the full check must
+    # view the id the reserve returned even though it is below the next-id counter.
+    pmm = ProcessMemoryManager(guards=GuardSet.without("fresh_ids"))
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    pmm.cancel(h, pmm.reserve(h, a, Tier.HOST, 5, Role.KV))
+    with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match="I4a"):
+        pmm.reserve(h, a, Tier.HOST, 5, Role.KV)
