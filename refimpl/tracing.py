@@ -106,9 +106,9 @@ class _Recorder:
         return self.record(event_for)
 
     def take_grants(self, used: dict[int, int]) -> dict[int, int]:
-        """`used` as it stood before the grants the operation made (`pmm._take_grants`); the next `record` queues
+        """`used` as it stood before the grants the operation made (`pmm.take_grants`); the next `record` queues
         their `grant` events after the operation's own (caller holds the ledger lock)."""
-        self.pending_grants = grants = self.pmm._take_grants()
+        self.pending_grants = grants = self.pmm.take_grants()
         if not grants:
             return used
         used = dict(used)

@@ -47,7 +47,7 @@ COMPOSITE = {
 UNTRACED = frozenset({
     "abstract", "abstract_manager", "abstract_tx", "snapshot", "touched",
     "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
-    "register_callback", "drop",
+    "register_callback", "drop", "take_grants",
 })
 
 
@@ -156,6 +156,7 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
         "attach_recorder": lambda: p.attach_recorder(p.trace_recorder),
         "register_callback": lambda: p.register_callback(h, lambda *_: None),
         "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next operation
+        "take_grants": locked(p.take_grants),  # the recorder's: grants made since, each traced after its operation
     }
     calls[name]()
     assert _states(p, a) == before and q.abstract_tx() == tx_before, f"{name} changed spec state"
