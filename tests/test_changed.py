@@ -159,7 +159,7 @@ def test_composed_trace_with_5000_live_leases_replays_clean() -> None:
     m = pmm.abstract_manager()
     assert sum(r.state is AllocState.LIVE for r in m.ledger.allocations.values()) == 5000
     r = replay_manager_lines(out.getvalue().encode().splitlines())
-    assert r.ok and r.events == 3 + 2 * 5000, r.describe()  # configure, holder, authority, then the pages
+    assert r.ok and r.events == 3 + 3 * 5000, r.describe()  # configure, holder, authority, then per page: submit, grant, claim
 
 
 def test_changed_answers_again_for_the_same_maps_and_never_from_a_mutable_one() -> None:

@@ -314,8 +314,8 @@ def test_a_composed_refusal_that_changed_the_manager_is_named_g4() -> None:
 class _PlanCharges(ProcessMemoryManager):
     """A plan_tx that charges its first need on its ledger at once (a plan holds nothing: C4, I1)."""
 
-    def _plan(self, holder: int, needs: tuple[tuple[int, int], ...]) -> int:
-        tx = super()._plan(holder, needs)
+    def _plan(self, holder: int, needs: tuple[tuple[int, int], ...], *rest: object) -> int:
+        tx = super()._plan(holder, needs, *rest)
         aid, n = needs[0]
         self._auths[aid].used += n
         return tx
