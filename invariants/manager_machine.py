@@ -33,7 +33,7 @@ from spec.manager_parts import pins
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
 
-__all__ = ["ManagerSpecAdapter", "ManagerMachine", "run_manager_campaign", "find_manager_counterexample"]
+__all__ = ["ManagerSpecAdapter", "ManagerMachine", "restrict", "run_manager_campaign", "find_manager_counterexample"]
 
 #: (pool, tier, capacity) of the authorities every example registers.
 AUTHORITIES = (("hbm0", Tier.DEVICE, 12), ("host", Tier.HOST, 16), ("hbm1", Tier.DEVICE, 8))
@@ -460,6 +460,15 @@ class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
             if data.draw(st.booleans()):
                 self._do(M.ReserveTx(tid))
         self._do(A.LoseDevice(data.draw(st.sampled_from((first, second)))))
+
+
+def restrict(machine: type, rules: frozenset[str] | set[str]) -> None:
+    """Switch off in `machine` (a ManagerMachine subclass) every composed rule outside `rules`: a restriction of
+    the one machine (Hypothesis collects a machine's rules from its attributes, so an attribute that is no
+    rule removes one)."""
+    for name in dir(ManagerMachine):
+        if hasattr(getattr(ManagerMachine, name), "hypothesis_stateful_rule") and name not in rules:
+            setattr(machine, name, None)
 
 
 def run_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:

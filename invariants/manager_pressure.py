@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
-from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter, restrict
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -154,11 +154,7 @@ class PressureMachine(ManagerMachine):
                     self._do(A.Release(holder, r.id))
 
 
-#: The restriction: every rule of the composed machine outside `PRESSURE_RULES` is switched off (Hypothesis
-#: collects a machine's rules from its attributes, so an attribute that is no rule removes one).
-for _name in dir(ManagerMachine):
-    if hasattr(getattr(ManagerMachine, _name), "hypothesis_stateful_rule") and _name not in PRESSURE_RULES:
-        setattr(PressureMachine, _name, None)
+restrict(PressureMachine, PRESSURE_RULES)  # every composed rule outside `PRESSURE_RULES` is switched off
 
 
 def run_pressure_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:

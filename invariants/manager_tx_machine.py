@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
-from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter, restrict
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -110,11 +110,7 @@ class TxMachine(ManagerMachine):
             self._do(A.Release(r.holder, r.id))
 
 
-#: The restriction: every rule of the composed machine outside `TX_RULES` is switched off (Hypothesis
-#: collects a machine's rules from its attributes, so an attribute that is no rule removes one).
-for _name in dir(ManagerMachine):
-    if hasattr(getattr(ManagerMachine, _name), "hypothesis_stateful_rule") and _name not in TX_RULES:
-        setattr(TxMachine, _name, None)
+restrict(TxMachine, TX_RULES)  # every composed rule outside `TX_RULES` is switched off
 
 
 def run_tx_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
