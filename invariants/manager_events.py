@@ -4,8 +4,8 @@
 accepted step, as the campaign's events (`CampaignStats.events`), so a case the
 campaign never reached shows as a missing count rather than a silent pass
 (issue #21: a limit raised while tickets wait, a device lost holding a
-quarantined lease, a loss that unwinds a two-ledger transaction, a release or a
-pressure answer whose round grants a waiter, aliases, allowances and
+quarantined lease, a loss that unwinds a two-ledger transaction, a release, a
+cancel or a pressure answer whose round grants a waiter, aliases, allowances and
 oversubscription meeting tickets and transactions). Reads spec states only.
 """
 
@@ -27,6 +27,7 @@ SITUATIONS = (
     "loss unwinds a two-ledger transaction",
     "release followed by a granting round",
     "pressure answer grants a waiter",
+    "a cancel or timeout grants a waiter",
     "limit-change pressure answered",
     "part reserves beside an alias",
     "ticket or transaction beside an allowance",
@@ -54,6 +55,8 @@ def situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
         out.append("release followed by a granting round")
     if isinstance(action, M.Answer) and granted:
         out.append("pressure answer grants a waiter")
+    if isinstance(action, (M.CancelTicket, M.TimeoutTicket)) and granted:
+        out.append("a cancel or timeout grants a waiter")
     if isinstance(action, M.Answer) and action.pressure in prev.pressures and prev.pressures[action.pressure].change:
         out.append("limit-change pressure answered")
     if isinstance(action, (A.Reserve, M.ReserveTx, M.Submit)) and any(

@@ -429,6 +429,22 @@ class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
             self._do(M.CommitLimit(aid))
 
     @rule(data=st.data())
+    def cancel_frees_a_waiter(self, data: st.DataObject) -> None:
+        """A granted ticket holds an authority's headroom, a second one waits behind it; cancelling or timing out
+        the first must let the round grant the second (I13)."""
+        live = [aid for aid in self._active() if self._headroom(aid) >= 1 and aid not in self.abs.changes]
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        first, holder = self.abs.next_ticket, data.draw(st.sampled_from(self._holders()))
+        self._do(M.Submit(holder, aid, self._headroom(aid), data.draw(st.integers(0, 3)), Role.KV))
+        if (t := self.abs.tickets.get(first)) is None or t.state is not TicketState.GRANTED:
+            return
+        self._do(M.Submit(data.draw(st.sampled_from(self._holders())), aid, data.draw(st.integers(1, t.nbytes)),
+                          data.draw(st.integers(0, 3)), Role.KV))
+        self._do(data.draw(st.sampled_from((M.CancelTicket, M.TimeoutTicket)))(holder, first))
+
+    @rule(data=st.data())
     def bundle_commit(self, data: st.DataObject) -> None:
         """A one-byte transaction of a state bundle (I5, I10): planned, reserved, joined, committed."""
         if live := self._active():
