@@ -6,8 +6,9 @@ environment, and a pinned or in-flight lease is never a victim (I6); a lost devi
 removed authority leaves nothing behind (C3); a changed limit is not below what is used (I2); an answer to a
 closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
 never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
-(I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `.manager_views`; grant order,
-aging (I13): `.manager_order`; answers (C5): `.manager_answers`; intents (C4), poisoning (I5): `.manager_tx`.
+(I10); no callback runs under the ledger lock (I7). Elsewhere: views (C4, C6, I9) `.manager_views`; order (I13)
+`.manager_order`; answers (C5) `.manager_answers`; intents, poisoning (C4, I5) `.manager_tx`; holders (I4a)
+`.manager_holders`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
@@ -24,6 +25,7 @@ from invariants import ledger as LP
 from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
 from invariants.manager_answers import step_C5_answers
+from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import served_before, step_I13_order
 from invariants.manager_tx import state_C4_intents, step_C4_intents, step_I5_poisoned
 from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
@@ -126,8 +128,7 @@ def state_I13_manager(m: M.Manager) -> None:
     _I13_NOTHING.case(pending)
     _I13_IDLE.case(bool(first))
     for aid, t in first.items():
-        a = m.ledger.authorities[aid]
-        if t.nbytes <= a.limit - a.used:
+        if t.nbytes <= (a := m.ledger.authorities[aid]).limit - a.used:
             _I13_IDLE.fail(f"authority {aid}: ticket {t.id} ({t.nbytes} B) is first in grant order and fits in "
                            f"{a.limit - a.used} B, but waits")
 
@@ -159,8 +160,7 @@ def step_I1_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
     gone = _retired_by(before, act)
     charge = 0
     for i in gone:
-        r = before.ledger.allocations.get(i)
-        if r is None:
+        if (r := before.ledger.allocations.get(i)) is None:
             _I1_ONCE.fail(f"{act!r} retires allocation {i}, which was already credited")
         charge += r.charge
         if i in after.ledger.allocations:
@@ -482,7 +482,7 @@ STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
      "I10": (step_I10_manager,), "C5": (step_C5_manager, step_C5_answers),
      "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,), "C6": (step_C6_views,),
-     "C4": (step_C4_intents,), "I5": (step_I5_poisoned,)},
+     "C4": (step_C4_intents,), "I5": (step_I5_poisoned,), "I4a": (step_I4a_holders,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -24,12 +24,13 @@ from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
 from invariants.manager_pressure_rules import PressureRules
+from invariants.manager_steered_rules import SteeredRules
 from invariants.manager_view_rules import ViewRules
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
-from spec.manager_parts import pins
+from spec.manager_parts import holder_refs, pins
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
 
@@ -50,7 +51,7 @@ class ManagerSpecAdapter(SpecGovernor):
         super().__init__(step, M.initial(), guards)
 
 
-class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
+class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
     """Subclass and set `adapter_factory` (a no-argument factory of an `invariants.adapter.GovernorAdapter`,
     whose ids are its own). A violation's note lists the example's actions as a script: `state.act(action)`."""
 
@@ -329,6 +330,28 @@ class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
                                               self.abs.ledger.next_authority, free)))
 
     @rule(data=st.data())
+    def unregister(self, data: st.DataObject) -> None:
+        """UnregisterHolder (I4a): mostly a spare holder (registered here when there is none, at times with an
+        aborted transaction's retry intent or a ticket), so the campaign's own holders stay; sometimes one in use
+        (refused: HolderInUse)."""
+        free = [h for h, x in self.abs.ledger.holders.items() if x.name == "spare" and not holder_refs(self.abs, h)]
+        if not free and data.draw(st.booleans()):
+            hid, tid = self.abs.ledger.next_holder, self.abs.next_tx
+            self._do(A.RegisterHolder("spare"))
+            what = data.draw(st.sampled_from(("none", "intent", "ticket")))
+            if (live := self._active()) and what != "none":
+                aid = data.draw(st.sampled_from(live))
+                if what == "intent":  # it leaves a retry intent behind (zero bytes: it goes with the holder)
+                    self._do(M.PlanTx(hid, ((aid, 1),)))
+                    self._do(M.AbortTx(tid))
+                else:  # a ticket, pending or granted, is all that names it (refused: HolderInUse)
+                    self._do(M.Submit(hid, aid, data.draw(st.integers(1, 8)), 0, Role.KV))
+            free = [h for h, x in self.abs.ledger.holders.items() if x.name == "spare"]
+        busy = [h for h in self.abs.ledger.holders.keys() if holder_refs(self.abs, h)]
+        # Never a campaign holder nothing names: the rules that follow need their holders.
+        self._do(M.UnregisterHolder(self._pick(data, free + busy, self.abs.ledger.next_holder, free + busy)))
+
+    @rule(data=st.data())
     def lower_limit(self, data: st.DataObject) -> None:
         """Prepare a lower limit, let holders answer the pressure (or not), then commit."""
         aid = self._authority(data)
@@ -407,43 +430,6 @@ class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
             self._do(A.UnmapAllowance(holder, wid, w.mapped))
         self._do(A.CloseAllowance(holder, wid))
 
-    # --- steered cross-part situations (counted by `situations`; random search rarely builds them) ----------
-
-    @rule(data=st.data())
-    def raise_while_waiting(self, data: st.DataObject) -> None:
-        """A limit lowered, a ticket that no longer fits waits, then the limit is raised: the raise grants it."""
-        live = self._active()
-        if not live:
-            return
-        aid = data.draw(st.sampled_from(live))
-        a = self.abs.ledger.authorities[aid]
-        if aid not in self.abs.changes and a.limit == a.capacity and a.used < a.capacity:
-            self._do(M.PrepareLimit(aid, a.used))
-            self._do(M.CommitLimit(aid))
-        a = self.abs.ledger.authorities[aid]
-        low = max(1, a.limit - a.used + 1)  # does not fit now, can fit the limit: it waits
-        if a.limit < a.capacity and aid not in self.abs.changes and low <= a.limit:
-            self._do(M.Submit(data.draw(st.sampled_from(self._holders())), aid, data.draw(st.integers(low, a.limit)),
-                              data.draw(st.integers(0, 3)), Role.KV))
-            self._do(M.PrepareLimit(aid, a.capacity))
-            self._do(M.CommitLimit(aid))
-
-    @rule(data=st.data())
-    def cancel_frees_a_waiter(self, data: st.DataObject) -> None:
-        """A granted ticket holds an authority's headroom, a second one waits behind it; cancelling or timing out
-        the first must let the round grant the second (I13)."""
-        live = [aid for aid in self._active() if self._headroom(aid) >= 1 and aid not in self.abs.changes]
-        if not live:
-            return
-        aid = data.draw(st.sampled_from(live))
-        first, holder = self.abs.next_ticket, data.draw(st.sampled_from(self._holders()))
-        self._do(M.Submit(holder, aid, self._headroom(aid), data.draw(st.integers(0, 3)), Role.KV))
-        if (t := self.abs.tickets.get(first)) is None or t.state is not TicketState.GRANTED:
-            return
-        self._do(M.Submit(data.draw(st.sampled_from(self._holders())), aid, data.draw(st.integers(1, t.nbytes)),
-                          data.draw(st.integers(0, 3)), Role.KV))
-        self._do(data.draw(st.sampled_from((M.CancelTicket, M.TimeoutTicket)))(holder, first))
-
     @rule(data=st.data())
     def bundle_commit(self, data: st.DataObject) -> None:
         """A one-byte transaction of a state bundle (I5, I10): planned, reserved, joined, committed."""
@@ -454,29 +440,6 @@ class ManagerMachine(PressureRules, ViewRules, CheckedMachine):
                 self._do(M.ReserveTx(tid))
                 self._bundle_step(data, tid)
                 self._do(M.CommitTx(tid))
-
-    @rule(data=st.data())
-    def lose_while_held(self, data: st.DataObject) -> None:
-        """A device lost while it holds a quarantined lease, or while a two-ledger transaction holds on it."""
-        live = self._active()
-        if len(live) < 2 or data.draw(st.integers(0, 2)):
-            return  # device loss stays rare: an example keeps its authorities long enough to get deep
-        first, second = sorted(data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True)))
-        holder = data.draw(st.sampled_from(self._holders()))
-        if data.draw(st.booleans()):
-            rid = self.abs.ledger.next_allocation
-            self._do(A.Reserve(holder, first, self.abs.ledger.authorities[first].tier, 1, Role.WEIGHTS))
-            if rid in self.abs.ledger.allocations:
-                self._do(A.Commit(holder, rid, 1))
-                self._do(A.Quarantine(holder, rid, 0))
-        else:
-            tid = self.abs.next_tx
-            self._do(M.PlanTx(holder, ((first, 1), (second, 1))))
-            self._do(M.ReserveTx(tid))
-            if data.draw(st.booleans()):
-                self._do(M.ReserveTx(tid))
-        self._do(A.LoseDevice(data.draw(st.sampled_from((first, second)))))
-
 
 def restrict(machine: type, rules: frozenset[str] | set[str]) -> None:
     """Switch off in `machine` (a ManagerMachine subclass) every composed rule outside `rules`: a restriction of

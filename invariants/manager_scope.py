@@ -46,7 +46,7 @@ from spec.types import AllocState, Role, Tier
 
 __all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "VIEW_SCOPE",
            "COMPLETE_SCOPES", "PRESSURE_SCOPE",
-           "CONTROLS", "manager_start", "manager_actions", "manager_model"]
+           "CONTROLS", "control_model", "manager_start", "manager_actions", "manager_model"]
 
 
 @attrs.frozen
@@ -66,6 +66,7 @@ class ManagerScope:
     #                     only a depth-bounded scope offers it (to a fixpoint the ids would grow without bound)
     bundles: int = 1  # state bundles opened at the start (offer JoinBundle / ReportMismatch on them)
     removals: bool = True  # offer RemoveAuthority
+    unregisters: bool = False  # offer UnregisterHolder (of every registered holder)
     #: Leases taken directly on the ledger through a unified-memory alias of authority 1 (RecordCommitted on the
     #: alias; the charge lands on authority 1, which the parts share): while the ledger's allocation ids stay
     #: within this cap (grants included). 0: no alias registered.
@@ -126,14 +127,8 @@ PRESSURE_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=2, tickets
                               nbytes=(1, 3), needs=(), losses=False, limits=False, tries=True, bundles=0,
                               removals=False, deadline=1, uses=True, generations=1, try_cap=2)
 
-#: guard -> the scope its explorer control runs in (every guard of model "manager").
-CONTROLS: dict[str, ManagerScope] = {
-    "grant_charges_ledger": CONTROL_SCOPE,
-    "tx_counts_granted": CONTROL_SCOPE,
-    "loss_keeps_charge": CONTROL_SCOPE,
-    "limit_after_reclaim": CONTROL_SCOPE,
-    "provider_pinned": CONTROL_SCOPE,
-}
+#: guard -> the scope its explorer control runs in (`control_model`), where that is not QUICK_SCOPE.
+CONTROLS: dict[str, ManagerScope] = {"holder_in_use": attrs.evolve(CONTROL_SCOPE, unregisters=True)}
 
 
 def manager_start(scope: ManagerScope) -> M.Manager:
@@ -239,6 +234,14 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
             yield M.CommitLimit(a)
         if scope.removals:
             yield M.RemoveAuthority(a)
+    if scope.unregisters:
+        yield from (M.UnregisterHolder(h) for h in sorted(m.ledger.holders.keys()))
+
+
+def control_model(off: GuardSet) -> Model:
+    """The composed spec with the guards `off` switched off, in the scope of that guard's control (`CONTROLS`)."""
+    name = next(iter(off.off)) if len(off.off) == 1 else None
+    return manager_model(off, CONTROLS.get(name, QUICK_SCOPE))
 
 
 def manager_model(guards: GuardSet = ALL_ON, scope: ManagerScope = QUICK_SCOPE, *, incremental: bool = True,

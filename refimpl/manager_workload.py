@@ -154,6 +154,9 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
     # Removing a provider (C3): refused while its alias (or anything else) pins it; the alias owns nothing.
     for a in (auths[0], alias, auths[0]):
         _try(pmm.remove_authority, a)
+    # Unregistering a holder (I4a): refused while anything names it; a holder that holds nothing goes.
+    _try(pmm.unregister_holder, holders[0])
+    _try(pmm.unregister_holder, pmm.register_holder("done"))
     return counts
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "ReservationOrder",
     "ViewInUse",
     "ProviderPinned",
+    "HolderInUse",
     "BundlePoisoned",
     "ManagerPoisoned",
     "ModelFileInvalid",
@@ -271,6 +272,10 @@ class ViewInUse(CallerError, RuntimeError):
 
 class ProviderPinned(CallerError, RuntimeError):
     """A lease, reservation, view or unrefunded charge still references this provider (C3)."""
+
+
+class HolderInUse(CallerError, RuntimeError):
+    """An allocation, allowance, ticket, pressure or transaction still names this holder (I4a)."""
 
 
 class BundlePoisoned(EnvironmentFault):

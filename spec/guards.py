@@ -233,6 +233,11 @@ GUARDS: tuple[Guard, ...] = (
           "an authority referenced by a charge (stranded ones too), allowance, alias or part record cannot be removed",
           "an authority is removed under a lease: its charge has no ledger left to be refunded from",
           model="manager"),
+    Guard("holder_in_use", ("I4a",),
+          "a holder named by an allocation (stranded ones too), allowance, ticket, pressure or transaction "
+          "cannot be unregistered",
+          "a holder is unregistered under its lease: the bytes belong to nobody, and nobody may release them",
+          model="manager"),
     Guard("limit_after_reclaim", ("I2",),
           "a lowered limit is committed only if reclaim brought used under it; otherwise the old limit stays",
           "the limit is lowered below what is used: grants past the limit with the old limit gone",

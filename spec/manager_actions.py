@@ -157,6 +157,15 @@ Provider lifetime (C3):
     its pool may be registered again (a new id). An alias with nothing of its
     own may go first.
 
+Holder lifetime (I4a):
+  UnregisterHolder(holder) -> None
+    holder known (UnknownHolder; an unregistered id is unknown from then on) ;
+    anything naming it -> HolderInUse: an allocation (a lost device's
+    stranded charge included), an allowance, a ticket, a pressure, a
+    transaction. Its retry intents (zero bytes, a place only its own retry
+    can take) go with it. The holder leaves `ledger.holders`; its id is never
+    reused (a holder registered again gets a new id).
+
 Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
   PrepareLimit(authority, limit) -> tuple of pressure ids
     authority known ; alias -> InvalidArgument ; ACTIVE (DeviceLost) ; limit
@@ -217,7 +226,7 @@ __all__ = [
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx",
     "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
-    "RemoveAuthority", "Intent", "CorruptLedger", "View", "PublishView", "ExecuteView", "RemapView", "DropView",
+    "RemoveAuthority", "UnregisterHolder", "Intent", "CorruptLedger", "View", "PublishView", "ExecuteView", "RemapView", "DropView",
 ]
 
 
@@ -465,6 +474,11 @@ class RemoveAuthority:
 
 
 @attrs.frozen
+class UnregisterHolder:
+    holder: int
+
+
+@attrs.frozen
 class CorruptLedger:
     pass
 
@@ -472,6 +486,6 @@ class CorruptLedger:
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
                    ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx,
                    PrepareLimit, CommitLimit, OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority,
-                   *VIEW_ACTIONS)
+                   UnregisterHolder, *VIEW_ACTIONS)
 """Every action a governor's trace records; `CorruptLedger` is the environment's, not a governor verb: refimpl
 reaches it through a test hook (`refimpl.verify.manager_hooks`), and no trace event carries it."""

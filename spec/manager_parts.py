@@ -28,6 +28,7 @@ from spec.errors import (
     InvalidBytes,
     InvalidTransition,
     PinnedVictim,
+    HolderInUse,
     ProviderPinned,
     StaleAnswer,
     StaleGeneration,
@@ -352,6 +353,27 @@ def _remove_authority(m: M.Manager, act: M.RemoveAuthority, guards: GuardSet) ->
     return evolve(m, ledger=ledger, generations=gens), None
 
 
+def holder_refs(m: M.Manager, hid: int) -> list[str]:
+    """Everything that still names holder `hid` and holds or may hold bytes: charges, allowances, the parts' records."""
+    refs = [f"allocation {r.id}" for r in m.ledger.allocations.values() if r.holder == hid]
+    refs += [f"allowance {w.id}" for w in m.ledger.allowances.values() if w.holder == hid]
+    refs += [f"ticket {t.id}" for t in m.tickets.values() if t.holder == hid]
+    refs += [f"pressure {p.id}" for p in m.pressures.values() if p.holder == hid]
+    return refs + [f"transaction {x.id}" for x in m.txs.values() if x.holder == hid]
+
+
+def _unregister_holder(m: M.Manager, act: M.UnregisterHolder, guards: GuardSet) -> tuple[M.Manager, None]:
+    h = _holder(m.ledger, act.holder)
+    refs = holder_refs(m, h.id)
+    # Verify a holder stays registered while anything names it: its bytes would belong to nobody (I4a).
+    if refs and guards.on("holder_in_use"):
+        raise HolderInUse(f"holder {h.id} is named by {', '.join(refs[:4])}")
+    intents = m.intents
+    for i in [i.id for i in intents.values() if i.holder == h.id]:  # zero-byte places only its own retry can take
+        intents = intents.delete(i)
+    return evolve(m, ledger=evolve(m.ledger, holders=m.ledger.holders.delete(h.id)), intents=intents), None
+
+
 PART_HANDLERS: dict[type, Any] = {
     M.Submit: _submit,
     M.Claim: _claim,
@@ -367,4 +389,5 @@ PART_HANDLERS: dict[type, Any] = {
     M.PrepareLimit: _prepare_limit,
     M.CommitLimit: _commit_limit,
     M.RemoveAuthority: _remove_authority,
+    M.UnregisterHolder: _unregister_holder,
 }

@@ -20,6 +20,7 @@ from spec.errors import (
     InvalidArgument,
     InvalidBytes,
     InvalidTransition,
+    HolderInUse,
     ProviderPinned,
     UnknownAllocation,
     UnknownAuthority,
@@ -176,6 +177,9 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("remove-str", lambda p, w: p.remove_authority("1"), UnknownAuthority, r"^authority '1' is not known"),
     ("remove-pinned", lambda p, w: p.remove_authority(w.a), ProviderPinned, r"^authority 1 is pinned by transaction"),
     ("remove-pinned-host", lambda p, w: p.remove_authority(w.b), ProviderPinned, r"^authority 2 is pinned by"),
+    ("unregister-unknown", lambda p, w: p.unregister_holder(99), UnknownHolder, r"^holder 99 is not registered$"),
+    ("unregister-bool", lambda p, w: p.unregister_holder(True), UnknownHolder, r"^holder True is not registered$"),
+    ("unregister-in-use", lambda p, w: p.unregister_holder(w.h1), HolderInUse, r"^holder 1 is named by allocation"),
     # The ledger's own operations: refimpl's messages, whole (its hot paths re-run the full check on a miss).
     ("reserve-zero", lambda p, w: p.reserve(w.h1, w.a, Tier.DEVICE, 0, Role.KV), InvalidBytes,
      r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),

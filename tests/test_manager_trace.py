@@ -69,7 +69,7 @@ _PARTS = {
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
     "views": ("publish_view", "execute_view", "remap_view", "drop_view"),
-    "device loss": ("lose_device", "confirm_termination", "remove_authority"),
+    "device loss": ("lose_device", "confirm_termination", "remove_authority", "unregister_holder"),
     "limits": ("prepare_limit", "commit_limit"),
 }
 

@@ -1,4 +1,4 @@
-"""Device contexts of `ProcessMemoryManager`: one loss mechanism for every part (C3, I6).
+"""Device contexts of `ProcessMemoryManager`: one loss mechanism for every part (C3, I6); registrations' lifetime.
 
 `lose_device(a)`: the ledger marks the context lost and every charge on it
 DEVICE_LOST (nothing is refunded: the device may still be using the bytes);
@@ -11,7 +11,9 @@ its reservation on `a` stays charged; a committed lease set's bytes on `a`
 stay charged too (stranded), and the model views on `a` become invalid.
 `confirm_termination(a)` refunds every DEVICE_LOST charge on `a` exactly
 once (idempotent). `remove_authority(a)` deregisters a provider, refused
-(ProviderPinned) while anything still references it (C3). The focused
+(ProviderPinned) while anything still references it (C3);
+`unregister_holder(h)` likewise (HolderInUse) while anything names the holder
+(I4a), and drops its retry intents. The focused
 transactions have no verbs of their own for these: they use the same ones.
 """
 
@@ -21,7 +23,7 @@ from invariants.contracts import SWITCH as _SWITCH
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.tickets import PressureState
-from spec.errors import InvalidTransition, ProviderPinned
+from spec.errors import HolderInUse, InvalidTransition, ProviderPinned
 from spec.types import AllocState, ContextState
 from refimpl.manager.ledger import _Auth
 
@@ -122,6 +124,38 @@ class Devices:
         refs += [f"ticket {k}" for k in a.pending]
         refs += [f"pressure {p.id}" for p in self._pressures.values() if p.auth is a]
         return refs + ([f"limit change to {a.change.target} B"] if a.change is not None else [])
+
+    def unregister_holder(self, holder: int) -> None:
+        """Deregister a holder; refused while an allocation, allowance, ticket, pressure or transaction names it (I4a)."""
+        return self._run(M.UnregisterHolder, self._ms_holder, self._unregister_holder, holder)
+
+    def _unregister_holder(self, holder: object) -> None:
+        self._holder(holder)
+        refs = self._holder_refs(holder)
+        if refs and self._guards.on("holder_in_use"):  # I4a
+            raise HolderInUse(f"holder {holder} is named by {', '.join(refs[:4])}")
+        for i in [i for i, place in self._places.items() if place[0] == holder]:
+            del self._places[i]  # its retry intents: zero bytes, a place only its own retry can take
+        del self._holders[holder]
+        self._holder_recs.pop(holder, None)
+
+    def _holder_refs(self, hid: object) -> list[str]:
+        refs = [f"allocation {r.id}" for r in self._allocs.values() if r.holder == hid]
+        refs += [f"allowance {w.id}" for w in self._allows.values() if w.holder == hid]
+        refs += [f"ticket {t.id}" for t in self._tickets.values() if t.holder == hid]
+        refs += [f"pressure {p.id}" for p in self._pressures.values() if p.holder == hid]
+        return refs + [f"transaction {t.id}" for t in self._txs.values() if t.holder == hid]
+
+    def _ms_holder(self, holder: object) -> tuple[frozenset[int], tuple[int, ...]]:
+        """The composed scope of an unregistration: every ledger the holder has a record on, and its allocations."""
+        if type(holder) is not int or holder not in self._holders:
+            return frozenset(), ()
+        allocs = tuple(r.id for r in self._allocs.values() if r.holder == holder)
+        auths = {self._allocs[i].auth.id for i in allocs} | {w.auth.id for w in self._allows.values() if w.holder == holder}
+        auths |= {t.auth.id for t in self._tickets.values() if t.holder == holder}
+        auths |= {p.auth.id for p in self._pressures.values() if p.holder == holder}
+        auths |= {aid for t in self._txs.values() if t.holder == holder for aid, _ in t.needs}
+        return frozenset(auths), allocs
 
     # --- the ledger's records of a lost context (C3) --------------------------------------------------
 

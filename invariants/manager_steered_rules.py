@@ -1,0 +1,90 @@
+"""The composed campaign's steered cross-part rules: situations random search rarely builds.
+
+A mixin of `invariants.manager_machine.ManagerMachine` (its helpers `_do`,
+`_active`, `_holders`, `_headroom` and the abstraction `abs`); each rule builds
+one meeting of parts that `invariants.manager_events.situations` counts: a
+limit raised while a ticket waits, a cancel or timeout whose round must grant
+the waiter behind it (I13), a device lost while it holds a quarantined lease
+or while a two-ledger transaction holds on it (C3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+
+from spec import ledger_actions as A
+from spec import manager_actions as M
+from spec.tickets import TicketState
+from spec.types import Role
+
+__all__ = ["SteeredRules"]
+
+
+class SteeredRules:
+    """Steered rules over `spec.manager`'s parts where they meet (mixed into ManagerMachine)."""
+
+    abs: Any
+    _do: Any
+    _active: Any
+    _holders: Any
+    _headroom: Any
+
+    @rule(data=st.data())
+    def raise_while_waiting(self, data: st.DataObject) -> None:
+        """A limit lowered, a ticket that no longer fits waits, then the limit is raised: the raise grants it."""
+        live = self._active()
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        a = self.abs.ledger.authorities[aid]
+        if aid not in self.abs.changes and a.limit == a.capacity and a.used < a.capacity:
+            self._do(M.PrepareLimit(aid, a.used))
+            self._do(M.CommitLimit(aid))
+        a = self.abs.ledger.authorities[aid]
+        low = max(1, a.limit - a.used + 1)  # does not fit now, can fit the limit: it waits
+        if a.limit < a.capacity and aid not in self.abs.changes and low <= a.limit:
+            self._do(M.Submit(data.draw(st.sampled_from(self._holders())), aid, data.draw(st.integers(low, a.limit)),
+                              data.draw(st.integers(0, 3)), Role.KV))
+            self._do(M.PrepareLimit(aid, a.capacity))
+            self._do(M.CommitLimit(aid))
+
+    @rule(data=st.data())
+    def cancel_frees_a_waiter(self, data: st.DataObject) -> None:
+        """A granted ticket holds an authority's headroom, a second one waits behind it; cancelling or timing out
+        the first must let the round grant the second (I13)."""
+        live = [aid for aid in self._active() if self._headroom(aid) >= 1 and aid not in self.abs.changes]
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        first, holder = self.abs.next_ticket, data.draw(st.sampled_from(self._holders()))
+        self._do(M.Submit(holder, aid, self._headroom(aid), data.draw(st.integers(0, 3)), Role.KV))
+        if (t := self.abs.tickets.get(first)) is None or t.state is not TicketState.GRANTED:
+            return
+        self._do(M.Submit(data.draw(st.sampled_from(self._holders())), aid, data.draw(st.integers(1, t.nbytes)),
+                          data.draw(st.integers(0, 3)), Role.KV))
+        self._do(data.draw(st.sampled_from((M.CancelTicket, M.TimeoutTicket)))(holder, first))
+
+    @rule(data=st.data())
+    def lose_while_held(self, data: st.DataObject) -> None:
+        """A device lost while it holds a quarantined lease, or while a two-ledger transaction holds on it."""
+        live = self._active()
+        if len(live) < 2 or data.draw(st.integers(0, 2)):
+            return  # device loss stays rare: an example keeps its authorities long enough to get deep
+        first, second = sorted(data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True)))
+        holder = data.draw(st.sampled_from(self._holders()))
+        if data.draw(st.booleans()):
+            rid = self.abs.ledger.next_allocation
+            self._do(A.Reserve(holder, first, self.abs.ledger.authorities[first].tier, 1, Role.WEIGHTS))
+            if rid in self.abs.ledger.allocations:
+                self._do(A.Commit(holder, rid, 1))
+                self._do(A.Quarantine(holder, rid, 0))
+        else:
+            tid = self.abs.next_tx
+            self._do(M.PlanTx(holder, ((first, 1), (second, 1))))
+            self._do(M.ReserveTx(tid))
+            if data.draw(st.booleans()):
+                self._do(M.ReserveTx(tid))
+        self._do(A.LoseDevice(data.draw(st.sampled_from((first, second)))))

@@ -1,0 +1,23 @@
+"""Mutants of registrations' lifetime: unregistering a holder (a part of the registry in `refimpl.verify.mutants`).
+
+The composed campaign (`ortmem verify`'s manager checker) runs these: a bug in
+refimpl (`refimpl.manager.devices`) and one in the composed spec
+(`spec.manager_parts`), each leaving a record that names a holder no longer
+registered, caught by I4a's harm clause in `invariants.manager_holders`.
+"""
+
+from __future__ import annotations
+
+from invariants.mutation import Mutant
+from spec.guards import Layer
+
+__all__ = ["LIFETIME_MUTANTS"]
+
+LIFETIME_MUTANTS: tuple[Mutant, ...] = (
+    Mutant("unregister_ignores_tickets", ("I4a",), "manager", Layer.REFIMPL, "refimpl.manager.devices",
+           "        refs += [f\"ticket {t.id}\" for t in self._tickets.values() if t.holder == hid]\n", "",
+           "a holder whose only record is a pending or granted ticket may be unregistered: the grant goes to nobody"),
+    Mutant("spec_unregister_keeps_intents", ("I4a",), "manager", Layer.SPEC, "spec.manager_parts",
+           "    for i in [i.id for i in intents.values() if i.holder == h.id]:", "    for i in []:",
+           "an unregistered holder's retry intents stay: a place in arbitration that belongs to nobody"),
+)
