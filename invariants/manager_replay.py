@@ -65,8 +65,6 @@ from invariants.manager_trace import (
     decode_field,
     decode_result,
 )
-from invariants.focused_replay import decode_focused, start_focused
-from invariants.focused_trace import FOCUSED, TX_COMPOSED, TX_REVISION
 from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
                                read_event, spec_action, spec_figures)
 from invariants.replay_grants import at_rest, never_granted, owed_after
@@ -76,7 +74,6 @@ from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, ENUMS, MAX_TEXT
 from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
-from spec.ledger_actions import RegisterHolder
 from spec.grants import GrantTicket
 from spec.manager import alternatives, refusals, step
 from spec.manager_actions import LimitOutcome, Manager, initial
@@ -335,14 +332,10 @@ def _tracked(m: Manager) -> Manager:
 
 
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
-    """Replay raw lines of a composed trace; see the module docstring.
-
-    A trace of the focused transaction front end (`ortmem-tx/1`) is read the same way up to its first
-    focused event, and from there against its own spec (`invariants.focused_replay`)."""
+    """Replay raw lines of a composed trace; see the module docstring."""
     m, last, events, line, at_boundary, since_whole = _tracked(initial()), {}, 0, 0, False, 0
     cur = {"m": m}
     ids = manager_ids(cur)
-    focused: Any = None
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
     composed, owed = None, {}  # the trace's composed revision; grants owed (`invariants.replay_grants`)
     try:
@@ -350,19 +343,6 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             line += 1
             ev = read_event(raw, line)
             revision = ev.get("contract_revision")
-            if revision in FOCUSED:
-                if sorted(ev) != sorted(_ENVELOPE):
-                    raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
-                decoded = decode_focused(ev)
-                next_in_sequence(ev, last)
-                if focused is not None and focused.revision != revision:
-                    raise _Bad("mixed-protocols", f"a {revision} event in a {focused.revision} trace")
-                if focused is None:
-                    focused = start_focused(revision, ev, m)
-                focused.apply(decoded)
-                at_boundary = False
-                events += 1
-                continue
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
@@ -374,24 +354,12 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             if type(act) is Configure:
                 if configured:
                     raise _Bad("malformed", "a second configure event: a composed trace names its constants once")
-                if focused is not None and focused.revision != TX_REVISION:
-                    raise _Bad("mixed-protocols", f"a configure event after the {focused.revision} events began")
                 # Before it only ledger-format events passed (a composed one fails below): no ticket has aged yet.
                 m, configured = evolve(m, aging_bound=act.aging_bound), True
                 cur["m"] = m
                 events += 1
                 continue
-            if focused is not None and act is not None and focused.revision == TX_REVISION \
-                    and ev["kind"] in TX_COMPOSED:
-                focused.apply_composed(ev["kind"], act, outcome)  # one verb per concept: the composed event
-            elif focused is not None and act is not None:
-                if type(act) is not RegisterHolder:
-                    raise _Bad("mixed-protocols", f"{act!r} after the {focused.revision} events began: the focused "
-                                                  "spec does not describe it (only register_holder may follow)")
-                m = cur["m"] = _apply(m, ids, act, outcome, eager)
-                if outcome["outcome"] == "accepted" and focused.state is not None:
-                    focused.add_holder(outcome["result"])
-            elif act is not None:
+            if act is not None:
                 if not outcome["ledger"] and not configured:
                     raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
                                                "the manager's aging bound, so the spec cannot arbitrate it")
@@ -407,10 +375,7 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             events += 1
         line = 0
         _check_whole(at_rest(m, owed) if owed else m)
-        if focused is not None:
-            focused.check_whole()
-        left = _leftover(m) + (focused.leftover() if focused is not None else [])
-        left = never_granted(owed, ids) + left
+        left = never_granted(owed, ids) + _leftover(m)
         if not at_boundary and left:
             raise _Bad("leftover", "trace ended with active items and no declared boundary: " + "; ".join(left[:5]))
     except _Bad as bad:

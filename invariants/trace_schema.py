@@ -4,14 +4,13 @@ One schema for every revision `ortmem replay` reads on a governor's trace
 (the hierarchy keeps its own: `invariants.hierarchy_trace`). It is written
 for a person: the shapes every event shares are named once in `$defs` (ids,
 caller values, observed figures, results, the verdict) with the closed sets
-as enums (tiers, roles, view kinds, every spec error class, every event kind
+as enums (tiers, roles, every spec error class, every event kind
 of each revision), and each (revision, kind) is one `$defs` entry,
 `<revision>.<kind>`, that the top level dispatches to. Nothing here is
 written by hand per kind: the kinds and their fields come from the event
-types (`invariants.trace_format`, `invariants.manager_trace`,
-`invariants.focused_trace`), so an event added there is in the schema at the
-next `ortmem trace --write-schema`, and `tests/test_trace_schema.py` fails
-until it is.
+types (`invariants.trace_format`, `invariants.manager_trace`), so an event
+added there is in the schema at the next `ortmem trace --write-schema`, and
+`tests/test_trace_schema.py` fails until it is.
 
 The schema checks shape only, never less than replay accepts: a trace the
 schema refuses is refused by replay too (malformed), while replay also
@@ -25,13 +24,11 @@ from typing import Any
 
 import attrs
 
-from invariants.focused_trace import FOCUSED, TX_REVISION, id_and_payload_names
 from invariants.manager_trace import (_TUPLES, CONFIGURE, GRANT, MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION,
                                       MANAGER_REVISION_1)
 from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
                                      MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS)
 from spec import errors as E
-from spec.transactions_lifecycle import ViewKind
 from spec.types import MAX_BYTES
 
 __all__ = ["json_schema", "schema_text", "REVISION_KINDS"]
@@ -51,7 +48,6 @@ REVISION_KINDS: dict[str, list[str]] = {
     CONTRACT_REVISION: [*KINDS, BOUNDARY],
     MANAGER_REVISION: [*MANAGER_KINDS, CONFIGURE, BOUNDARY],
     MANAGER_REVISION_1: [k for k in (*MANAGER_KINDS, CONFIGURE, BOUNDARY) if k != GRANT],  # still read: no grant event
-    **{rev: list(kinds) for rev, kinds in FOCUSED.items()},
 }
 
 
@@ -67,7 +63,6 @@ def _shared_defs() -> dict[str, Any]:
     return {
         "tier": {"enum": [e.value for e in ENUMS["tier"]], "description": "spec.types.Tier"},
         "role": {"enum": [e.value for e in ENUMS["role"]], "description": "spec.types.Role"},
-        "view_kind": {"enum": [e.value for e in ViewKind], "description": "spec.transactions_lifecycle.ViewKind"},
         "error": {"enum": sorted(E.__all__),
                   "description": "the spec error class (spec.errors) a rejected operation names; replay accepts "
                                  "any one whose precondition holds (docs/trace-format.md)"},
@@ -145,9 +140,6 @@ def _outcomes() -> dict[str, Any]:
                         "patternProperties": {"^[0-9]{1,20}$": bundle},
                         "description": "each state bundle the operation named, opened or advanced (I5, I10)"}},
             "the composed revision's outcome: result, used, bundles, after the operation"),
-        "tx.outcome": outcome({"result": {"type": ["integer", "null"]}, "observed": {
-            "type": "object", "required": ["used"], "additionalProperties": False,
-            "properties": {"used": _ref("figures")}}}, "observed: used of every canonical authority"),
     }
 
 
@@ -178,13 +170,6 @@ def _kind_defs() -> dict[str, Any]:
         names = [f.name for f in attrs.fields(cls)]
         defs[f"manager.{kind}"] = _event(MANAGER_REVISION, [f for f in names if f in MANAGER_ID_FIELDS],
                                          [f for f in names if f not in MANAGER_ID_FIELDS])
-    for revision, kinds in FOCUSED.items():
-        for kind in kinds:
-            ids, args = id_and_payload_names(revision, kind)
-            entry = _event(revision, ids, args)
-            if "kind" in args:  # a view's kind (the payload field, not the event's)
-                entry["properties"]["payload"]["properties"]["kind"] = {"anyOf": [_ref("view_kind"), _ref("opaque")]}
-            defs[f"{_short(revision)}.{kind}"] = entry
     return defs
 
 

@@ -140,9 +140,6 @@ def main(argv: list[str] | None = None) -> int:
                         "configure event carries it to the replay")
     t.add_argument("--ledger", action="store_true",
                    help="the ledger-only workload (revision ortmem-ledger/1) instead of the composed manager's")
-    t.add_argument("--focused", choices=("tx",),
-                   help="the focused transaction front end's workload (ortmem-tx/1, replayed against "
-                        "spec.transactions)")
     _json(t, "a summary of the trace written (events per kind and revision)")
     r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)",
                        epilog=EXIT_CODES)

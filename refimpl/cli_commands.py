@@ -195,11 +195,6 @@ def trace(args: argparse.Namespace, console: Console) -> int:
             if args.ledger:
                 run_workload(ProcessMemoryManager(trace=JsonlSink(f), aging_bound=args.aging_bound), seed=args.seed,
                              operations=args.operations)
-            elif getattr(args, "focused", None):  # a focused front end: its own revision, its own spec
-                from refimpl.focused_workload import run_tx_workload
-                from refimpl.manager import ProcessMemoryManager as Composed
-                run_tx_workload(Composed(trace=JsonlSink(f), aging_bound=args.aging_bound), seed=args.seed,
-                    operations=args.operations)
             else:  # every part of the one manager: tickets, pressure, transactions, limits, device loss
                 from refimpl.manager import ProcessMemoryManager as Composed
                 from refimpl.manager_workload import run_manager_workload
@@ -228,7 +223,7 @@ def _trace_summary(args: argparse.Namespace) -> dict[str, Any]:
             rejected += (event.get("payload") or {}).get("outcome") == "rejected"
     return {"path": args.out, "events": sum(kinds.values()), "rejected": rejected, "seed": args.seed,
             "operations": args.operations, "aging_bound": args.aging_bound,
-            "workload": "ledger" if args.ledger else f"focused {args.focused}" if args.focused else "manager",
+            "workload": "ledger" if args.ledger else "manager",
             "revisions": dict(sorted(revisions.items())), "kinds": dict(sorted(kinds.items()))}
 
 
@@ -237,7 +232,6 @@ def replay(args: argparse.Namespace, console: Console) -> int:
 
     from invariants.hierarchy_trace import REVISION, replay_hierarchy
     from invariants.manager_replay import replay_manager_lines
-    from invariants.focused_trace import FOCUSED
     from invariants.manager_trace import MANAGER_REVISIONS
     from invariants.replay import bounded_lines
 
@@ -248,9 +242,9 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         with open(args.trace, "rb") as f:
             first = f.readline(4096)
             f.seek(0)
-            # A composed trace (tickets, pressure, transactions, limits beside the ledger) or a focused one
-            # (ortmem-tx/1) has at least one such event anywhere; one bounded pass finds out.
-            marks = [r.encode() for r in (*sorted(MANAGER_REVISIONS), *FOCUSED)]
+            # A composed trace (tickets, pressure, transactions, limits beside the ledger) has at least one
+            # such event anywhere; one bounded pass finds out.
+            marks = [r.encode() for r in sorted(MANAGER_REVISIONS)]
             composed = REVISION.encode() not in first and any(any(x in raw for x in marks)
                                                                 for raw in bounded_lines(f))
             f.seek(0)

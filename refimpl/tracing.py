@@ -22,10 +22,9 @@ at all (the off path costs one `is None` test in the constructor). Only the
 manager's public hooks are used (`ledger_lock`, `attach_recorder`,
 `trace_recorder`, `touched`, `observed`); the composed operations (tickets,
 pressure, transactions, bundles, limits) number and emit their own events
-through the same recorder (`refimpl.manager.views`), and so do the focused
-front ends (the single-pool protocol, `refimpl.manager.leases`, and the
-focused transactions, `refimpl.manager.tx_view`), through `record_focused`
-and `finish` below, in their own revisions (`invariants.focused_trace`).
+through the same recorder (`refimpl.manager.views`). The focused `tx_*`
+operations have no revision (`ortmem-tx/1` is retired) and are refused on a
+traced manager (`refimpl.manager.tx_view`).
 
 The first composed event is preceded by a `configure` event naming the
 manager's aging bound (`invariants.manager_trace`), which the replay of a
@@ -46,7 +45,7 @@ from typing import IO, Any
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, KINDS, encode_event
 from spec.errors import GovernorError, InvalidArgument, TraceSinkFailed
 
-__all__ = ["Sink", "JsonlSink", "attach", "boundary", "sink_errors", "record_focused", "finish"]
+__all__ = ["Sink", "JsonlSink", "attach", "boundary", "sink_errors"]
 
 Sink = Callable[[dict[str, Any]], None]
 _SOURCES = itertools.count(1)
@@ -205,32 +204,3 @@ def boundary(pmm: Any) -> None:
         raise TraceSinkFailed(f"the trace sink raised {type(failure).__name__} on boundary event {seq}: {failure}",
                               None) from failure
 
-
-def record_focused(rec: _Recorder, revision: str, kind: str, action: Any, extra: dict[str, Any], result: Any,
-                   error: BaseException | None, observed: dict[str, Any] | None) -> int:
-    """Number and queue one focused operation's event (caller holds the ledger lock); returns its number."""
-    from invariants.focused_trace import encode_focused_event
-
-    return rec.record(lambda s: encode_focused_event(revision, rec.source, s, kind, action, extra, result, error,
-                                                     observed))
-
-
-def finish(rec: _Recorder, seq: int, name: str, result: Any, error: GovernorError | None) -> Any:
-    """After the ledger lock is released (I7): deliver the queued events, then the operation's own outcome.
-
-    As for the ledger's operations (`_wrap`): a sink failure on the caller's accepted event is
-    TraceSinkFailed carrying the result; on a rejected one the operation's error, with the failure noted."""
-    try:
-        failure = rec.deliver(seq)
-    except BaseException as e:  # KeyboardInterrupt / SystemExit from the sink: the operation stands
-        e.add_note(f"ortmem: {name} was already applied (event {seq}): "
-                   + (f"{type(error).__name__}: {error}" if error is not None else f"result {result!r}"))
-        raise
-    if error is not None:
-        if failure is not None:
-            error.add_note(f"trace sink failed on event {seq}: {type(failure).__name__}: {failure}")
-        raise error
-    if failure is not None:
-        raise TraceSinkFailed(f"{name} was applied (result {result!r}) but the trace sink raised "
-                              f"{type(failure).__name__} on event {seq}: {failure}", result) from failure
-    return result

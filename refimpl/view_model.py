@@ -1,17 +1,17 @@
 """The timeline model of `ortmem view`: every trace revision's events, normalized to one per-authority picture.
 
-One code path for `ortmem-ledger/1`, `ortmem-manager/1` and `ortmem-tx/1`.
+One code path for `ortmem-ledger/1` and `ortmem-manager/2` (and `/1`).
 Every revision reports the governor's own `used` per ledger after each
-operation (ledger: `observed.used`; composed: `used`; transactions:
-`observed.used`). The model keeps that figure exactly, per authority, and splits it
-into charge per (holder, role) by one rule: the change of `used` an event
+operation (ledger: `observed.used`; composed: `used`). The model keeps that
+figure exactly, per authority, and splits it into charge per (holder, role)
+by one rule: the change of `used` an event
 caused goes to the holder and role the event names (its allocation, its
 allowance, its ticket, its transaction, its victims, else its holder and
 role). A decrease is taken from those first, then from the largest other
 charges. What no event names goes to "unattributed". So the stack always
 sums to the ledger's own `used`; the split is exact for a ledger trace
 (every byte-moving ledger event names its allocation or allowance) and an
-attribution for composed and focused traces, where arbitration rounds grant
+attribution for composed traces, where arbitration rounds grant
 tickets the trace names only when they are claimed.
 
 Also per authority: its limit over time (registration, `commit_limit`),
@@ -37,18 +37,16 @@ UNATTRIBUTED = "unattributed"
 CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("lose_device", "confirm_termination"),
                     "device loss"),
-    **dict.fromkeys(("grant", "claim", "try_reserve", "reserve_tx", "tx_reserve"), "grant"),
+    **dict.fromkeys(("grant", "claim", "try_reserve", "reserve_tx"), "grant"),
     **dict.fromkeys(("submit", "cancel_ticket", "timeout_ticket", "set_use"), "ticket"),
     **dict.fromkeys(("press", "answer", "cancel_pressure", "expire_pressure", "reconfigure"), "pressure"),
     **dict.fromkeys(("plan_tx", "commit_tx", "abort_tx", "open_bundle", "join_bundle", "report_mismatch",
-                     "publish_view", "execute_view", "remap_view", "drop_view",
-                     "tx_plan", "tx_commit", "tx_abort", "tx_release",
-                     "tx_corrupt_ledger"),
+                     "publish_view", "execute_view", "remap_view", "drop_view"),
                     "transaction"),
     **dict.fromkeys(("prepare_limit", "commit_limit"), "limit"),
     "boundary": "boundary",
 }
-_STATE_ROLE = {"plan_tx": "state", "tx_plan": "state"}  # a transaction's reservations are Role.STATE
+_STATE_ROLE = {"plan_tx": "state"}  # a transaction's reservations are Role.STATE
 _ID = re.compile(r"[0-9]{1,20}")
 #: Kinds whose result is a ticket or a pressure on the ledger the event names (a later event names only the id).
 _PLACED = {"submit": "ticket", "press": "pressure"}

@@ -23,7 +23,7 @@ MODEL_JS = r"""
 const ortmemModel = (function () {
   "use strict";
   const C = __CONSTANTS__;
-  const STATE_ROLE = {plan_tx: "state", tx_plan: "state"};
+  const STATE_ROLE = {plan_tx: "state"};
   const PLACED = {submit: "ticket", press: "pressure"};
   const KIND = /^[a-z][a-z_]{0,63}$/, ID = /^[0-9]{1,20}$/;
   const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);

@@ -18,6 +18,7 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
+from invariants.replay import replay_lines
 from invariants.trace_schema import json_schema
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
@@ -353,16 +354,77 @@ def test_ill_typed_composed_field_is_malformed(lines: list[bytes], kind: str, fi
     assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()
 
 
-def test_a_loss_that_unwinds_a_two_ledger_transaction_lists_both_ledgers() -> None:
-    """The loss of one ledger aborts a transaction holding another: the event observes both (issue #21)."""
+def _two_ledger_loss() -> list[bytes]:
+    """A transaction holding two ledgers, then the loss of the second (`lose_device` aborts it)."""
     buf = io.StringIO()
     pmm = ProcessMemoryManager(trace=JsonlSink(buf))
     a, b = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_authority("g1", Tier.HOST, 32)
     pmm.reserve_all(pmm.plan_tx(pmm.register_holder("kv"), ((a, 8), (b, 4))))
     pmm.lose_device(b)
     pmm.confirm_termination(b)
-    lines = buf.getvalue().encode().splitlines()
+    return buf.getvalue().encode().splitlines()
+
+
+def test_a_loss_that_unwinds_a_two_ledger_transaction_lists_both_ledgers() -> None:
+    """The loss of one ledger aborts a transaction holding another: the event observes both (issue #21)."""
+    lines = _two_ledger_loss()
     loss = next(json.loads(x) for x in lines if json.loads(x)["kind"] == "lose_device")
     assert loss["payload"]["observed"]["used"] == {"1": 0, "2": 4}
     r = replay_manager_lines(lines)
     assert r.ok, r.describe()
+
+
+@pytest.mark.parametrize("used, says", [
+    ({"1": 8, "2": 4}, "the governor observed 8 B used on authority 1"),  # the abort's credit on g0 misreported
+    ({"2": 4}, "changed used of authority 1 but the event does not say so"),  # g0's credit left out
+])
+def test_a_loss_with_wrong_figures_is_rejected_at_its_line(used: dict, says: str) -> None:
+    lines = _two_ledger_loss()
+    i = _index(lines, "lose_device")
+    ev = json.loads(lines[i])
+    ev["payload"]["observed"]["used"] = used
+    r = replay_manager_lines([*lines[:i], json.dumps(ev).encode(), *lines[i + 1:]])
+    assert not r.ok and r.failure == "refinement" and r.line == i + 1 and says in r.message, r.describe()
+
+
+def _out_of_order(guards: GuardSet) -> list[bytes]:
+    """A transaction declaring its needs highest authority first, reserved in full."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
+    a1, a2 = pmm.register_authority("hbm", Tier.DEVICE, 64), pmm.register_authority("host", Tier.HOST, 64)
+    tx = pmm.plan_tx(pmm.register_holder("engine"), ((a2, 8), (a1, 16)))
+    pmm.reserve_all(tx)
+    pmm.abort_tx(tx)
+    return buf.getvalue().encode().splitlines()
+
+
+def test_governor_without_ordered_reservation_fails_replay_at_the_first_reservation() -> None:
+    """Negative control of C4 through the trace: the governor takes the declared order, not ascending ids."""
+    assert replay_manager_lines(_out_of_order(ALL_ON)).ok
+    with contracts(on=False):  # the governor's own contracts would stop it first
+        lines = _out_of_order(GuardSet.without("ordered_reservation"))
+    r = replay_manager_lines(lines)
+    assert not r.ok and r.failure == "refinement" and r.line == _index(lines, "reserve_tx") + 1, r.describe()
+    assert "0 B used on authority 1, the spec has 16 B" in r.message  # the lower id is the spec's first
+
+
+#: An event of the focused transaction revision, retired with issue #21 (`ortmem-manager/2` carries transactions).
+_RETIRED = {"contract_revision": "ortmem-tx/1", "source": "pmm-1", "kind": "tx_plan", "ids": {"holder": 1, "bundle": None,
+            "retry": None}, "payload": {"needs": [[1, 8]], "priority": 0, "kind": "contiguous", "outcome": "accepted",
+                                        "error": None, "result": 1, "observed": {"used": {"1": 0}}}}
+
+
+@pytest.mark.parametrize("composed", [True, False])
+def test_a_trace_in_the_retired_tx_revision_is_an_unknown_revision(tmp_path: Path, lines: list[bytes],
+                                                                   composed: bool) -> None:
+    """Read as a composed trace or, with no composed event, as a ledger one: refused where it appears, by name."""
+    head = lines[:12] if composed else lines[:7]  # the workload's registrations (ledger events), then composed ones
+    assert any(json.loads(x)["contract_revision"] == "ortmem-manager/2" for x in head) is composed
+    trace = [*head, json.dumps({**_RETIRED, "source_sequence": len(head) + 1}).encode() + b"\n"]
+    r = replay_manager_lines(trace) if composed else replay_lines(trace)
+    assert not r.ok and (r.failure, r.line) == ("unknown-revision", len(head) + 1), r.describe()
+    assert "'ortmem-tx/1'" in r.message
+    (tmp_path / "t.jsonl").write_bytes(b"".join(trace))
+    assert main(["replay", str(tmp_path / "t.jsonl"), "--json", str(tmp_path / "v.json")]) == 1
+    v = json.loads((tmp_path / "v.json").read_text())
+    assert (v["failure"], v["line"]) == ("unknown-revision", len(head) + 1)

@@ -32,7 +32,7 @@ FLIPS = {
     "replay_allows_retired_allocation_id": ("reused-allocation-id", _CLEAN),
     "trace_omits_recorded_charge": ("ledger-good", (False, "refinement", None)),
     "trace_reads_touched_after_operation": ("ledger-good", (False, "refinement", None)),
-    "manager_replay_forgets_focused_leftovers": ("focused-tx-left-open", _CLEAN),
+    "manager_replay_forgets_open_work": ("tx-left-open", _CLEAN),
     "manager_replay_duplicate_as_retransmission": ("manager-duplicated-event", (False, "violation", "I4a")),
     "grant_replay_lets_newcomer_overtake": ("newcomer-served-first", _CLEAN),
 }
@@ -51,7 +51,7 @@ def test_intact_replay_judges_the_corpus() -> None:
     assert seen["reused-allocation-id"] == (False, "violation", "I4a")
     assert seen["refusal-that-moved-used"] == (False, "violation", "G4")
     assert seen["moved-untouched-ledger"] == (False, "violation", "I1")
-    assert seen["focused-tx-left-open"] == (False, "leftover", None)
+    assert seen["tx-left-open"] == (False, "leftover", None)
     assert seen["ledger-good"] == seen["manager-good"] == _CLEAN
 
 

@@ -1,8 +1,9 @@
 """Every public operation of `ProcessMemoryManager` is traced (#10 item 6), and a new untraced one fails here.
 
 The manager's public methods are classified exhaustively: each mutating one either emits an event of its
-own name in a schema'd revision (ledger, composed, pool, tx), or is a composite of traced operations (its
-events are those operations'), or changes no state any spec describes (and emits nothing). A method added
+own name in a schema'd revision (ledger, composed), or is a composite of traced operations (its events are
+those operations'), or changes no state any spec describes (and emits nothing), or is a focused transaction
+operation, which no revision carries and a traced manager refuses. A method added
 to the manager without a place here fails `test_every_public_method_is_classified`; one classified as
 traced that emits nothing fails `test_every_traced_method_is_recorded_by_a_workload`.
 """
@@ -17,22 +18,20 @@ from typing import Any
 import jsonschema
 import pytest
 
-from invariants.focused_trace import TX_KINDS, TX_REVISION
 from invariants.manager_trace import CONFIGURE, GRANT, MANAGER_KINDS, MANAGER_REVISION
 from invariants.trace_format import KINDS
 from invariants.trace_schema import json_schema
-from refimpl.focused_workload import run_tx_workload
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
 from spec import ledger_actions as A
+from spec.errors import InvalidTransition
 from spec.transactions_lifecycle import ViewKind
 from spec.types import Role, Tier
 
 #: Methods that emit one event of their own name: revision -> names.
 TRACED = {
     "ledger and composed": frozenset(MANAGER_KINDS) - {GRANT},  # a grant: traced by the operation that made it
-    TX_REVISION: frozenset(TX_KINDS),
 }
 #: Composites: what they emit is the events of the traced operations they are made of.
 COMPOSITE = {
@@ -49,6 +48,9 @@ UNTRACED = frozenset({
     "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
     "register_callback", "drop", "take_grants",
 })
+#: The focused transaction operations (`spec.transactions`): no revision carries them (`ortmem-tx/1` is retired,
+#: issue #21: `ortmem-manager/2` carries transactions), so a traced manager refuses them before anything runs.
+REFUSED = frozenset({"tx_plan", "tx_reserve", "tx_commit", "tx_abort", "tx_release", "tx_corrupt_ledger"})
 
 
 def _public() -> set[str]:
@@ -57,7 +59,7 @@ def _public() -> set[str]:
 
 def test_every_public_method_is_classified() -> None:
     traced = set().union(*TRACED.values())
-    groups = [traced, set(COMPOSITE), set(UNTRACED)]
+    groups = [traced, set(COMPOSITE), set(UNTRACED), set(REFUSED)]
     assert sum(len(g) for g in groups) == len(set().union(*groups)), "a method is classified twice"
     unclassified = _public() - set().union(*groups)
     assert not unclassified, f"public methods with no trace classification (add an event kind): {unclassified}"
@@ -66,20 +68,16 @@ def test_every_public_method_is_classified() -> None:
 
 def test_every_traced_kind_is_in_the_schema() -> None:
     defs = json_schema()["$defs"]
-    for revision, short, names in (("ortmem-ledger/1", "ledger", KINDS), (MANAGER_REVISION, "manager", MANAGER_KINDS),
-                                   (TX_REVISION, "tx", TX_KINDS)):
+    for revision, short, names in (("ortmem-ledger/1", "ledger", KINDS), (MANAGER_REVISION, "manager", MANAGER_KINDS)):
         for kind in names:
             assert kind in defs[f"{short}.kind"]["enum"], f"{revision} {kind} is not among its kinds"
             assert f"{short}.{kind}" in defs, f"no schema entry for {revision} {kind}"
 
 
 def _workload_kinds() -> set[tuple[str, str]]:
-    out = set()
-    for run in (run_manager_workload, run_tx_workload):
-        buf = io.StringIO()
-        run(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0)
-        out |= {(json.loads(x)["contract_revision"], json.loads(x)["kind"]) for x in buf.getvalue().splitlines()}
-    return out
+    buf = io.StringIO()
+    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0)
+    return {(json.loads(x)["contract_revision"], json.loads(x)["kind"]) for x in buf.getvalue().splitlines()}
 
 
 def test_every_traced_method_is_recorded_by_a_workload() -> None:
@@ -136,10 +134,7 @@ def _states(p: ProcessMemoryManager, a: int) -> tuple[Any, ...]:
 def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> None:
     p, buf, h, a = _setup()
     t = p.submit(h, a, 8, 0)  # granted at once
-    tx_buf = io.StringIO()
-    q = ProcessMemoryManager(trace=JsonlSink(tx_buf))  # the focused transactions: a manager of their own
-    tx = q.tx_plan(q.register_holder("h"), ((q.register_authority("hbm", Tier.DEVICE, 64), 4),), 0, ViewKind.CONTIGUOUS)
-    before, n, tx_before, tx_n = _states(p, a), len(buf.getvalue()), q.abstract_tx(), len(tx_buf.getvalue())
+    before, n = _states(p, a), len(buf.getvalue())
 
     def locked(fn: Callable[[], Any]) -> Callable[[], Any]:
         def call() -> Any:
@@ -149,7 +144,7 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
 
     calls: dict[str, Callable[[], Any]] = {
         "abstract": p.abstract, "abstract_manager": p.abstract_manager,
-        "abstract_tx": q.abstract_tx, "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
+        "abstract_tx": p.abstract_tx, "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
         "touched": locked(lambda: p.touched(A.Release(h, 1))),
         "observed": locked(lambda: p.observed({a}, {1}, None, A.Release(h, 1))),
         "wait": lambda: p.wait(t, 0.01), "wake_waiters": p.wake_waiters,
@@ -159,5 +154,22 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
         "take_grants": locked(p.take_grants),  # the recorder's: grants made since, each traced after its operation
     }
     calls[name]()
-    assert _states(p, a) == before and q.abstract_tx() == tx_before, f"{name} changed spec state"
-    assert len(buf.getvalue()) == n and len(tx_buf.getvalue()) == tx_n, f"{name} emitted an event"
+    assert _states(p, a) == before, f"{name} changed spec state"
+    assert len(buf.getvalue()) == n, f"{name} emitted an event"
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_traced_manager_refuses_a_focused_operation_and_changes_nothing(name: str) -> None:
+    """A trace never misses an operation: a focused one, which no revision carries, is refused before it runs."""
+    p, buf, h, a = _setup()
+    calls: dict[str, Callable[[], Any]] = {
+        "tx_plan": lambda: p.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS),
+        "tx_reserve": lambda: p.tx_reserve(1, a), "tx_commit": lambda: p.tx_commit(1),
+        "tx_abort": lambda: p.tx_abort(1), "tx_release": lambda: p.tx_release(1),
+        "tx_corrupt_ledger": p.tx_corrupt_ledger,
+    }
+    p.drop(h, p.submit(h, a, 8, 0))  # a posted cancel: an operation that runs applies it first
+    before, n = _states(p, a), len(buf.getvalue())
+    with pytest.raises(InvalidTransition, match=r"^\w+: the focused tx_\* operations are not traced \(ortmem-tx/1 is "):
+        calls[name]()
+    assert _states(p, a) == before and len(buf.getvalue()) == n

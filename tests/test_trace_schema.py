@@ -5,7 +5,7 @@
 - its enums are the code's: tiers, roles, every spec error class replay accepts, every kind of each revision;
 - every upstream conformance trace and the example of docs/trace-format.md validate (the governor's own
   traces are validated where they are written: tests/test_replay.py, test_manager_trace.py,
-  test_focused_trace.py, test_trace_coverage.py);
+  test_trace_coverage.py);
 - negative controls: an event naming an unknown error, tier, role or kind, a kind of another revision, an
   accepted event with an error, a rejected one with a result fails the schema, and replay refuses each too.
 """
@@ -20,7 +20,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from invariants.focused_trace import FOCUSED
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
 from invariants.replay import _ERRORS, replay_lines
@@ -71,8 +70,6 @@ def test_the_enums_are_the_codes() -> None:
     assert all(issubclass(getattr(E, n), E.GovernorError) for n in defs["error"]["enum"])
     assert set(defs["ledger.kind"]["enum"]) == {*KINDS, BOUNDARY}
     assert set(defs["manager.kind"]["enum"]) == {*MANAGER_KINDS, CONFIGURE, BOUNDARY}
-    for revision, kinds in FOCUSED.items():
-        assert set(defs[f"{revision[7:].split('/')[0]}.kind"]["enum"]) == set(kinds)
     assert list(REVISION_KINDS) == json_schema()["properties"]["contract_revision"]["enum"]
 
 
@@ -132,6 +129,7 @@ BAD = {
     "a pool kind in the manager revision": (4, _set("kind", "pool_claim"), "pool_claim"),
     "a manager kind in the ledger revision": (5, _set("contract_revision", CONTRACT_REVISION), "submit"),
     "unknown revision": (4, _set("contract_revision", "ortmem-manager/3"), "ortmem-manager/3"),
+    "the retired transaction revision": (4, _set("contract_revision", "ortmem-tx/1"), "ortmem-tx/1"),
     "accepted with an error": (4, _set("payload.error", "InvalidBytes"), "InvalidBytes"),
     "rejected naming no error": (4, _rejected, "None"),
     "rejected with a result": (6, lambda ev: ev["payload"].update(outcome="rejected", error="UnknownAllocation",

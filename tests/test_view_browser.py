@@ -2,8 +2,8 @@
 
 For a composed (`ortmem trace`), a ledger (`--ledger`) and a transaction
 trace: the page loads without console errors, uncaught exceptions or any
-request; its in-page model equals `refimpl.view_model` on the same trace
-(and on the focused-transaction workload); it draws one chart per
+request; its in-page model equals `refimpl.view_model` on the same trace;
+it draws one chart per
 authority with the holders' series stacked, the limit, hover detail; the
 file picker opens a second trace, an empty or bad file shows its message;
 wheel zooms and drag pans. A screenshot per trace kind goes to
@@ -26,7 +26,6 @@ import pytest
 from refimpl.cli import main
 from refimpl.view import timeline_data
 from spec.types import Tier
-from tx_harness import reserve_every
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -55,27 +54,30 @@ def browser():
 
 
 def tx_trace() -> str:
-    """Two holders' focused transactions (ortmem-tx/1) on two authorities: reserve, commit, release, abort."""
+    """Two holders' transactions on two authorities: reserve, publish, execute, commit, release, a miss, an abort."""
     from refimpl.manager import ProcessMemoryManager
     from refimpl.tracing import JsonlSink
-    from spec.transactions_lifecycle import ViewKind
+    from spec.errors import CapacityDenied
 
     out = io.StringIO()
     pmm = ProcessMemoryManager(trace=JsonlSink(out))
     enc, dec = pmm.register_holder("encoder"), pmm.register_holder("decoder")
     hbm, host = pmm.register_authority("hbm0", Tier.DEVICE, 64 << 20), pmm.register_authority("host", Tier.DEVICE, 96 << 20)
-    a = pmm.tx_plan(enc, ((hbm, 24 << 20), (host, 30 << 20)), 0, ViewKind.CONTIGUOUS)
-    reserve_every(pmm, a)
-    b = pmm.tx_plan(dec, ((hbm, 30 << 20),), 0, ViewKind.BLOCKS_TABLE)
-    reserve_every(pmm, b)
-    c = pmm.tx_plan(dec, ((hbm, 40 << 20),), 0, ViewKind.OPAQUE)
-    assert reserve_every(pmm, c) is not None  # a miss (54 MiB of 64 are held): aborted, its retry intent back
+    a = pmm.plan_tx(enc, ((hbm, 24 << 20), (host, 30 << 20)))
+    pmm.reserve_all(a)
+    b = pmm.plan_tx(dec, ((hbm, 30 << 20),))
+    pmm.reserve_all(b)
+    with pytest.raises(CapacityDenied):  # a miss (54 MiB of 64 are held): reserve_all aborts it
+        pmm.reserve_all(pmm.plan_tx(dec, ((hbm, 40 << 20),)))
     pmm.execute_view(a, pmm.publish_view(a), 1)
-    pmm.tx_commit(a)
-    pmm.execute_view(b, pmm.publish_view(b), 1)
-    pmm.tx_commit(b)
-    pmm.tx_release(b)
-    pmm.tx_abort(pmm.tx_plan(enc, ((host, 8 << 20),), 0, ViewKind.INDEXED))
+    pmm.commit_tx(a)
+    view = pmm.publish_view(b)
+    pmm.execute_view(b, view, 1)
+    leases = pmm.commit_tx(b)
+    pmm.drop_view(view)  # the lease under its view is pinned until then (C6)
+    for lease in leases:
+        pmm.release(dec, lease)
+    pmm.abort_tx(pmm.plan_tx(enc, ((host, 8 << 20),)))
     return out.getvalue()
 
 
@@ -83,8 +85,7 @@ def tx_trace() -> str:
 def traces(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("traces")
     out = {}
-    for name, extra in (("composed", []), ("ledger", ["--ledger"]),
-                        ("tx-workload", ["--focused", "tx"])):
+    for name, extra in (("composed", []), ("ledger", ["--ledger"])):
         out[name] = d / f"{name}.jsonl"
         assert main(["trace", str(out[name]), "--seed", "1", *extra]) == 0
     out["tx"] = d / "tx.jsonl"
@@ -196,7 +197,7 @@ def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str
     page.close()
 
 
-@pytest.mark.parametrize("kind", ["composed", "ledger", "tx-workload", "tx"])
+@pytest.mark.parametrize("kind", ["composed", "ledger", "tx"])
 def test_page_model_equals_python_model(browser, traces, tmp_path: Path, kind: str) -> None:
     """The page's parser and model (the file picker's path) against `refimpl.view` on the same text."""
     page_file = tmp_path / "timeline.html"

@@ -52,25 +52,26 @@ def test_composed_trace_attributes_used_to_the_named_holders() -> None:
     assert [x["authority"] for x in m["markers"]] == [1, 1, None, 1, 1, 1, 1, 1]
 
 
-def test_tx_trace_registers_authorities_and_charges_state() -> None:
-    no = {"used": {}}
+def test_transaction_trace_registers_authorities_and_charges_state() -> None:
+    """A transaction's reservation on a ledger then lost (device loss markers), and a refused plan."""
     events = [
         ev("ledger", "register_holder", {"result": 1}, name="engine", observed={"used": {}, "charges": {}}),
         ev("ledger", "register_authority", {"result": 1}, pool="hbm0", tier="device", capacity=64,
            observed={"used": {"1": 0}, "charges": {}}),
-        ev("tx", "tx_plan", {"bundle": None, "retry": None, "holder": 1}, needs=[[1, 40]], priority=0,
-           kind="opaque", result=1, observed={"used": {"1": 0}}),
-        ev("tx", "tx_reserve", {"tx": 1, "authority": 1}, result=None, observed={"used": {"1": 40}}),
-        ev("ledger", "lose_device", {"authority": 1}, observed={"used": {"1": 40}, "charges": {}}),
-        ev("ledger", "confirm_termination", {"authority": 1}, observed={"used": {"1": 0}, "charges": {}}),
-        ev("tx", "tx_plan", {"holder": 1}, needs=[], outcome="rejected", error="InvalidArgument", observed=no),
+        ev("manager", "configure", {}, aging_bound=4),  # 2
+        ev("manager", "plan_tx", {"holder": 1, "retry": None}, needs=[[1, 40]], priority=0, result=1, used={"1": 0}),
+        ev("manager", "reserve_tx", {"tx": 1}, result=1, used={"1": 40}),  # 4: 40 B to engine / state
+        ev("manager", "lose_device", {"authority": 1}, used={"1": 40}),
+        ev("manager", "confirm_termination", {"authority": 1}, used={"1": 0}),  # 6: the stranded charge refunded
+        ev("manager", "plan_tx", {"holder": 1, "retry": None}, needs=[], priority=0, outcome="rejected",
+           error="InvalidArgument", result=None, used={}),
     ]
     m = build_model(events)
     [hbm] = m["authorities"]
     assert (hbm["pool"], hbm["tier"], hbm["limit"]) == ("hbm0", "device", [[1, 64]])
-    assert hbm["series"] == {"engine / state": [[3, 40], [5, 0]]}
+    assert hbm["series"] == {"engine / state": [[4, 40], [6, 0]]}
     assert [(x["i"], x["category"]) for x in m["markers"]] == [
-        (2, "transaction"), (3, "grant"), (4, "device loss"), (5, "device loss"), (6, "rejected")]
+        (3, "transaction"), (4, "grant"), (5, "device loss"), (6, "device loss"), (7, "rejected")]
 
 
 def test_empty_trace_is_an_empty_model() -> None:

@@ -17,7 +17,6 @@ working on the same records under the same ledger lock (`LedgerLock`):
     views.py         refinement mappings, contract hooks, public tracing hooks
     local_contract.py  the debug-build contract of the hot operations, on the records they touch
     contract_books.py  that contract's own books of each ledger (O(touched) conservation) and `checkpoint`
-    focused_tracing.py  trace hooks of the focused front ends (single pool, tx_*)
     tx_view.py       the `spec.transactions` mapping and the focused operations' contracts
     runner.py        the one contract runner: a view before, G4 on a refusal, step and state
     lock.py          the ledger lock that knows its owner (I7)
@@ -40,7 +39,6 @@ from refimpl.manager.arbitration import Arbitration
 from refimpl.manager.bundles import Bundles
 from refimpl.manager.contract_books import checkpoint
 from refimpl.manager.devices import Devices
-from refimpl.manager.focused_tracing import FocusedTracing
 from refimpl.manager.ledger import Ledger
 from refimpl.manager.limits import Limits
 from refimpl.manager.mailbox import Mailbox
@@ -56,7 +54,7 @@ __all__ = ["ProcessMemoryManager", "Callback", "checkpoint"]
 
 
 class ProcessMemoryManager(Ledger, Allowances, Arbitration, Mailbox, Pressures, Transactions, Bundles, Limits, Devices,
-                           Views, TxView, FocusedTracing):
+                           Views, TxView):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
 
     # Every part's state as a slot: the hot paths read and write a dozen of these per operation, and an

@@ -8,9 +8,10 @@ is confirmed), each transaction's holdings from the ledger records it owns
 and intents of `refimpl.manager.bundles` / `.transactions`. Nothing here keeps
 a figure of its own.
 
-Tracing: with a recorder attached, each focused operation emits one
-`ortmem-tx/1` event (`invariants.focused_trace`), replayed against
-`spec.transactions` (`invariants.focused_replay`).
+Tracing: the focused operations have no trace revision (`ortmem-tx/1` was
+retired, issue #21: `ortmem-manager/2` carries transactions as `plan_tx` ...
+`commit_tx`), so on a traced manager they are refused (`InvalidTransition`)
+before anything runs: a trace never misses an operation.
 
 Contracts: focused operations run through `_run_tx`. When
 `invariants.contracts` is on, the transaction predicates
@@ -29,6 +30,7 @@ import immutables
 
 from invariants.contracts import SWITCH as _SWITCH
 from invariants.transactions import check_all, check_step
+from spec.errors import InvalidTransition
 from spec.transactions_state import Bundle, Intent, Transaction, TxAuthority, TxState, View
 from spec.transactions_lifecycle import BundleState, ManagerState
 from spec.types import AllocState
@@ -59,16 +61,13 @@ class TxView:
             return self._tx_view()
 
     def _run_tx(self, action: Any, body: Callable[..., R], *args: Any) -> R:
+        if self._recorder is not None:
+            raise InvalidTransition(f"{type(action).__name__}: the focused tx_* operations are not traced "
+                                    "(ortmem-tx/1 is retired); a traced manager runs plan_tx ... commit_tx")
         if self._mailbox:
             self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
-        rec = self._recorder
-        if rec is not None:
-            return self._run_tx_traced(rec, action, body, args)
-        return self._run_tx_checked(action, body, args)
-
-    def _run_tx_checked(self, action: Any, body: Callable[..., R], args: tuple[Any, ...]) -> R:
-        """`body(*args)` under the lock; with contracts on, checked as `action` on the whole `TxState`
-        (`runner.contracted` with `invariants.transactions`' step and state predicates)."""
+        # `body(*args)` under the lock; with contracts on, checked as `action` on the whole `TxState`
+        # (`runner.contracted` with `invariants.transactions`' step and state predicates).
         try:
             with self._lock:
                 if not _SWITCH.on:

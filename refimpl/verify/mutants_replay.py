@@ -82,10 +82,11 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "what an operation touches is read after it ran: a released lease is gone, so its ledger's used and its "
        "charge are not observed"),
     # --- the composed replay (invariants.manager_replay) ----------------------------------------------
-    _m("manager_replay_forgets_focused_leftovers", ("C4",), "manager", _MREP,
-       "        left = _leftover(m) + (focused.leftover() if focused is not None else [])\n",
-       "        left = _leftover(m)\n",
-       "open transactions of a focused (ortmem-tx/1) trace are forgotten when leftovers are checked at the end"),
+    _m("manager_replay_forgets_open_work", ("C4",), "manager", _MREP,
+       "        left = never_granted(owed, ids) + _leftover(m)\n",
+       "        left = never_granted(owed, ids)\n",
+       "only owed grants are checked at the end of a composed trace: a transaction still holding its "
+       "reservation (and its provisional allocation) is forgotten"),
     _m("manager_replay_duplicate_as_retransmission", ("I4a",), "manager", _REP,
        "    if seq < expected:\n        raise _Bad(\"duplicate-sequence\"",
        "    if seq < expected:\n        return  # a retransmission: already applied\n        raise _Bad("

@@ -194,14 +194,6 @@ def _manager_tx_left_open(pmm: Any) -> None:
     pmm.reserve_tx(pmm.plan_tx(h, ((a, 40),)))
 
 
-def _focused_tx_left_open(pmm: Any) -> None:
-    """A focused (`ortmem-tx/1`) transaction planned and never committed or aborted (no boundary)."""
-    from spec.transactions_lifecycle import ViewKind
-    h = pmm.register_holder("engine")
-    a = pmm.register_authority("hbm", _D, 64)
-    pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
-
-
 def _owed_then_newcomer(pmm: Any) -> None:
     """A 50 B ticket waits behind 90 B; the release grants it; then a 30 B newcomer of higher priority."""
     from refimpl.tracing import boundary
@@ -235,7 +227,6 @@ def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
         ("manager-duplicated-event", _duplicated_last(good), (False, "duplicate-sequence", None)),
         ("newcomer-served-first", _newcomer_served_first(_record(_owed_then_newcomer)), (False, "violation", "I13")),
         ("tx-left-open", _record(_manager_tx_left_open), (False, "leftover", None)),
-        ("focused-tx-left-open", _record(_focused_tx_left_open), (False, "leftover", None)),
     ]
 
 
