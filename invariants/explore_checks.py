@@ -34,7 +34,7 @@ from invariants import manager as IM
 from invariants.clauses import counting
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_order import step_I13_order
-from invariants.manager_tx import state_C4_intents, step_C4_intents, step_I5_poisoned
+from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of", "order_step_of",
@@ -150,6 +150,18 @@ def intents_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Ha
     return act, result, before.txs, before.intents, after.txs, after.intents, before.aging_bound
 
 
+def holds_of(m: Any) -> Hashable:
+    """What the circular-holding state predicate reads (C4): the open transactions and, if any, the authorities."""
+    return (m.txs, m.ledger.authorities) if m.txs else ()
+
+
+def abort_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the abort step predicate reads (I5): for an abort, the action, the before-txs and both ledgers."""
+    if not isinstance(act, M.AbortTx):
+        return False
+    return act, before.txs, before.ledger, after.ledger
+
+
 def poisoned_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
     """What the poisoned-manager step predicate reads (I5): whether poisoned before; if so, both allocation id sets
     and both tickets maps."""
@@ -195,6 +207,8 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     # C4 (retry intents), I5 (poisoned manager): `invariants.manager_tx`.
     out[step_C4_intents] = intents_step_of
     out[state_C4_intents] = intents_of
+    out[state_C4_holds] = holds_of
+    out[step_I5_abort] = abort_step_of
     out[step_I5_poisoned] = poisoned_step_of
     return out
 

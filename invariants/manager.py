@@ -27,7 +27,7 @@ from invariants.clauses import clause, conjunction
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import served_before, step_I13_order
-from invariants.manager_tx import state_C4_intents, step_C4_intents, step_I5_poisoned
+from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -475,14 +475,14 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation),
-     "C4": (state_C4_views, state_C4_intents), "C6": (state_C6_views,)}, LP.STATE_PREDICATES, _on_ledger_state)
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation), "C4": (state_C4_views,
+     state_C4_holds, state_C4_intents), "C6": (state_C6_views,)}, LP.STATE_PREDICATES, _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
      "I10": (step_I10_manager,), "C5": (step_C5_manager, step_C5_answers),
      "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,), "C6": (step_C6_views,),
-     "C4": (step_C4_intents,), "I5": (step_I5_poisoned,), "I4a": (step_I4a_holders,)},
+     "C4": (step_C4_intents,), "I5": (step_I5_abort, step_I5_poisoned), "I4a": (step_I4a_holders,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

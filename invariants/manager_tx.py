@@ -1,6 +1,11 @@
-"""Harm clauses of the composed manager's retry intents (C4) and poisoning (I5).
+"""Harm clauses of the composed manager's transactions: holds (C4), retry intents (C4), aborts and poisoning (I5).
 
-A transaction's arbitration identity (submit sequence, priority, age) is its
+Transactions reserve try-only; the harm of taking authorities out of a
+stable order is a circle of holds: each transaction holds an authority the
+next one needs and cannot get now, so none finishes without another's abort
+(and, aborting and retrying, they can miss forever). An abort that leaves a
+reservation behind keeps bytes charged that nobody holds. A transaction's
+arbitration identity (submit sequence, priority, age) is its
 place. The harms: an abort throws the place away (the retry queues behind
 every newcomer: overtaken without bound), a retry comes back with a newer
 sequence, a lower priority or a younger age, or one request holds two places
@@ -19,8 +24,11 @@ from invariants.clauses import clause
 from spec import manager_actions as M
 from spec.tickets import TicketState
 
-__all__ = ["state_C4_intents", "step_C4_intents", "step_I5_poisoned"]
+__all__ = ["state_C4_holds", "state_C4_intents", "step_C4_intents", "step_I5_abort", "step_I5_poisoned"]
 
+_C4_CYCLE = clause("C4", "state_C4_holds", "no_circular_holding",
+                   "no set of open transactions each holds an authority the next needs and cannot get now: a circle "
+                   "of holds that none can finish without another's abort")
 _C4_ONE_PLACE = clause("C4", "state_C4_intents", "one_place_per_request",
                        "no two live transactions or retry intents share a submit sequence: a request holds one "
                        "place in arbitration, never two")
@@ -30,9 +38,34 @@ _C4_KEPT = clause("C4", "step_C4_intents", "retry_keeps_place",
 _C4_LEFT = clause("C4", "step_C4_intents", "abort_leaves_place",
                   "an aborted transaction's place outlives it at zero bytes: an intent with its holder, submit "
                   "sequence and priority, one abort older up to the aging bound")
+_I5_ABORT = clause("I5", "step_I5_abort", "abort_leaves_no_charge",
+                   "an aborted transaction leaves no charge on any ledger: every reservation it held is gone, and "
+                   "each authority it held on is charged exactly that much less")
 _I5_POISONED = clause("I5", "step_I5_poisoned", "poisoned_grants_nothing",
                       "while the manager is poisoned no new charge is granted: no allocation is created and no "
                       "ticket becomes granted")
+
+
+def state_C4_holds(m: M.Manager) -> None:
+    # Who waits on whom, read from the records: x's next need is on an authority y holds and has no room for it.
+    held_on = {aid: x.id for x in m.txs.values() for (aid, _), _a in zip(x.needs, x.held)}
+    waits: dict[int, int] = {}
+    for x in m.txs.values():
+        if len(x.held) < len(x.needs):
+            aid, n = x.needs[len(x.held)]
+            a = m.ledger.authorities.get(aid)
+            y = held_on.get(aid)
+            if a is not None and y is not None and y != x.id and n > a.limit - a.used:
+                waits[x.id] = y
+    _C4_CYCLE.case(len(waits) > 1)
+    for start in waits:
+        seen, x = [start], waits[start]
+        while x in waits and x not in seen:
+            seen.append(x)
+            x = waits[x]
+        if x == start:
+            _C4_CYCLE.fail(f"transactions {seen} each hold an authority the next needs and cannot get: "
+                           f"{[(t, m.txs[t].needs, m.txs[t].held) for t in seen]}")
 
 
 def state_C4_intents(m: M.Manager) -> None:
@@ -61,6 +94,24 @@ def step_C4_intents(before: M.Manager, act: Any, after: M.Manager, result: Any =
         if i is None or (i.holder, i.seq, i.priority, i.age) != (x.holder, x.seq, x.priority, age):
             _C4_LEFT.fail(f"{act!r}: transaction {x!r} left intent {i!r}, not its place "
                           f"(holder {x.holder}, seq {x.seq}, priority {x.priority}, age {age})")
+
+
+def step_I5_abort(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    aborted = isinstance(act, M.AbortTx) and act.tx in before.txs and bool(before.txs[act.tx].held)
+    _I5_ABORT.case(aborted)
+    if not aborted:
+        return
+    x, was, now = before.txs[act.tx], before.ledger, after.ledger
+    left = [a for a in x.held if a in now.allocations]
+    held_on: dict[int, int] = {}
+    for a in x.held:
+        r = was.allocations[a]
+        held_on[r.authority] = held_on.get(r.authority, 0) + r.charge
+    short = {aid: (was.authorities[aid].used, now.authorities[aid].used) for aid, n in held_on.items()
+             if now.authorities[aid].used != was.authorities[aid].used - n}
+    if left or short:
+        _I5_ABORT.fail(f"{act!r}: transaction {x.id}'s reservation(s) {left} still charged; used before -> after "
+                       f"{short}, held {held_on}")
 
 
 def step_I5_poisoned(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
