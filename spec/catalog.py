@@ -216,13 +216,12 @@ _LINKS: dict[str, dict[str, object]] = {
 }
 
 # --- capacity transactions, views, bundles, lifetime (issue #4) ---
-_TX = "invariants.transactions."
 _TX_STATEFUL = "tests/test_tx_stateful.py::TestCoordinatorRefinesSpec"
 _TX_CONTROLS = "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample"
 _TX_BAD = "tests/test_tx_bad_input.py"
 _LINKS.update({
     "C3": dict(
-        predicates=(_TX + "state_C3", _TX + "step_C3", _MG + "step_C3_manager"),
+        predicates=(_MG + "step_C3_manager",),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS,
                "tests/test_tx_scenarios.py::test_device_loss_refunds_only_on_confirmed_termination",
                "tests/test_authorities.py::test_invalid_remove_is_refused_naming_every_pin_and_changes_nothing"),
@@ -231,8 +230,7 @@ _LINKS.update({
                "The ABI itself and delegated quota (C10) are outside this model."),
     ),
     "C4": dict(
-        predicates=(_TX + "state_C4", _TX + "step_C4", _MG + "state_C4_views", _MG + "state_C4_intents",
-                    _MG + "step_C4_intents"),
+        predicates=(_MG + "state_C4_views", _MG + "state_C4_holds", _MG + "state_C4_intents", _MG + "step_C4_intents"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py", "tests/test_manager_tx_threads.py",
                "tests/test_manager_tx.py::test_abort_leaves_the_place_and_a_retry_takes_it_back",
                "tests/test_manager_tx.py::test_control_retry_keeps_identity_off_loses_the_place",
@@ -247,14 +245,14 @@ _LINKS.update({
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
     ),
     "C6": dict(
-        predicates=(_TX + "state_C6", _MG + "state_C6_views", _MG + "step_C6_views"),
+        predicates=(_MG + "state_C6_views", _MG + "step_C6_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
         scope=("View lifetime and generation per consuming execution, for all four view kinds. The "
                "view-kind selection rule is not checked: the kind is the planner's declaration."),
     ),
     "I5": dict(
-        predicates=(_TX + "state_I5", _TX + "step_I5", _MG + "step_I5_poisoned"),
+        predicates=(_MG + "step_I5_abort", _MG + "step_I5_poisoned"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_manager_tx.py::test_a_poisoned_manager_fails_its_waiters_and_grants_nothing",
                "tests/test_manager_tx.py::test_control_poisoned_manager_refuses_off_grants_from_a_corrupt_ledger",
@@ -266,12 +264,12 @@ _LINKS.update({
                "manager. Quarantine of un-undoable rollbacks is the ledger's Quarantine (I4a)."),
     ),
     "I9": dict(
-        predicates=(_TX + "step_I9", _MG + "step_I9_views"),
+        predicates=(_MG + "step_I9_views",),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
     ),
     "I10": dict(
-        predicates=(_TX + "state_I10", _TX + "step_I10", _MG + "step_I10_manager"),
+        predicates=(_MG + "step_I10_manager",),
         tests=(_TX_STATEFUL, _TX_CONTROLS, "tests/test_tx_scenarios.py::test_bundle_commits_as_one_unit",
                "tests/test_harm_clauses.py::test_a_bundle_out_of_step_with_its_leases_fails_bundle_moves_with_its_leases"),
         scope="KV, recurrent/conv, sampler/search and progress parts; versions advance together on commit.",

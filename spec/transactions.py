@@ -241,7 +241,7 @@ def _abort_tx(s: TxState, t: Transaction, guards: GuardSet, lost: int | None = N
         if i > 0 and not guards.on("full_abort"):
             continue
         a = authorities[aid]
-        if aid == lost and guards.on("refund_after_termination"):
+        if aid == lost:  # nothing is refunded before termination is confirmed (C3)
             authorities = authorities.set(aid, _evolve(a, stranded=a.stranded + n))
         else:
             authorities = authorities.set(aid, _evolve(a, used=a.used - n))
@@ -387,11 +387,8 @@ def _lose_device(s: TxState, act: T.LoseDevice, guards: GuardSet) -> tuple[TxSta
         if t.phase is TxPhase.COMMITTED and lost:
             txs = txs.set(t.id, _evolve(t, held=tuple(h for h in t.held if h[0] != a.id)))
             b = authorities[a.id]
-            # Verify nothing is refunded before termination is confirmed (C3).
-            if guards.on("refund_after_termination"):
-                authorities = authorities.set(a.id, _evolve(b, stranded=b.stranded + lost))
-            else:
-                authorities = authorities.set(a.id, _evolve(b, used=b.used - lost))
+            # Nothing is refunded before termination is confirmed (C3).
+            authorities = authorities.set(a.id, _evolve(b, stranded=b.stranded + lost))
     authorities = authorities.set(a.id, _evolve(authorities[a.id], context=ctx))
     views = s.views
     for v in s.views.values():  # what the aborts left: views of committed lease sets

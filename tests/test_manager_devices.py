@@ -1,6 +1,6 @@
 # Device loss in the composed manager (refimpl.manager.devices) where the mutation run found it unpinned:
 # a loss touches only the lost ledger's records (other ledgers' transactions, open or committed, keep their
-# charges, also with the C3 negative controls off), a pressure ticket it shuts shows CANCELLED, a granted
+# charges, also with the C3 negative control off), a pressure ticket it shuts shows CANCELLED, a granted
 # ticket's reservation it drops is the holder's DEVICE_LOST lease, and the checked path (contracts on)
 # views the lost ledger, so a guard switched off there is caught (C3, I6).
 
@@ -17,7 +17,7 @@ from spec.guards import GuardSet
 from spec.transactions_lifecycle import TxPhase, ViewKind
 from spec.types import AllocState, Tier
 
-CONTROLS = ["", "loss_keeps_charge", "refund_after_termination"]
+CONTROLS = ["", "loss_keeps_charge"]
 
 
 @pytest.mark.parametrize("off", CONTROLS, ids=["guards-on", *CONTROLS[1:]])

@@ -2,8 +2,7 @@
 
 tests/test_tx_scenarios.py walks the lifecycle; these pin what the first
 mutation run found unpinned: what a loss does to a *committed* lease set on
-the lost authority (stranded, not refunded, until termination; the
-`refund_after_termination` guard off refunds at loss), the one refund at
+the lost authority (stranded, not refunded, until termination), the one refund at
 termination, and the exact messages of id and lifecycle refusals.
 """
 
@@ -78,15 +77,6 @@ def test_repeated_loss_and_termination_change_nothing() -> None:
     done, _ = run(T.ConfirmTermination(1), state=lost)
     assert run(T.ConfirmTermination(1), state=done)[0] == done
     assert run(T.LoseDevice(1), state=done)[0] == done
-
-
-def test_refund_after_termination_off_refunds_at_loss() -> None:
-    # The guard's harm: the lost bytes are credited back while the device may still hold them.
-    off = GuardSet.without("refund_after_termination")
-    s, _ = run(T.LoseDevice(1), state=committed(off), guards=off)
-    a = s.authorities[1]
-    assert (a.context, a.used, a.stranded) == (ContextState.LOST, 0, 0)
-    assert s.txs[1].held == ((2, 20),)
 
 
 @pytest.mark.parametrize(("act", "error", "msg"), [
@@ -234,12 +224,6 @@ def test_loss_aborts_an_open_transaction_stranding_only_the_lost_part() -> None:
     assert 1 not in s.txs
     a, b = s.authorities[1], s.authorities[2]
     assert (a.used, a.stranded, b.used, b.stranded) == (10, 10, 0, 0)
-
-
-def test_refund_after_termination_off_refunds_an_aborted_open_transaction_at_loss() -> None:
-    s = lost_while_open(GuardSet.without("refund_after_termination"))
-    a = s.authorities[1]
-    assert (a.used, a.stranded) == (0, 0)
 
 
 # --- refusals name what was wrong, on both sides of each boundary -----------------------------

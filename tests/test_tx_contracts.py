@@ -18,7 +18,6 @@ from spec.errors import (
     BundlePoisoned,
     GovernorError,
     ManagerPoisoned,
-    ProviderPinned,
     ReservationOrder,
     StaleGeneration,
     InvalidTransition,
@@ -110,14 +109,6 @@ def atomic_bundle(c: Coord) -> None:
     c.plan(((dev, 1),), 0, C, b)  # with the guard on, the poisoned bundle refuses here
 
 
-def refund_after_termination(c: Coord) -> None:
-    dev, _ = _two(c)
-    tx, _ = _committed(c, dev)
-    c.commit(tx)
-    c.lose_device(dev)
-    c.pmm.remove_authority(dev)  # with the guard on, stranded charge pins it: refused here
-
-
 @attrs.frozen
 class Control:
     scenario: Callable[[Coord], None]
@@ -134,7 +125,6 @@ CONTROLS: dict[str, Control] = {
     "current_generation": Control(current_generation, StaleGeneration, "generation 2, not 1"),
     "remap_when_idle": Control(remap_when_idle, ViewInUse, "bound"),
     "atomic_bundle": Control(atomic_bundle, BundlePoisoned, "poisoned"),
-    "refund_after_termination": Control(refund_after_termination, ProviderPinned, "stranded"),
 }
 TX_GUARDS = [g for g in GUARDS if g.model == "transactions"]
 
@@ -146,10 +136,8 @@ def test_every_tx_guard_has_a_contract_control() -> None:
 @pytest.mark.parametrize("guard", TX_GUARDS, ids=lambda g: g.name)
 def test_invalid_tx_guard_off_raises_invariant_violation(guard) -> None:
     c = Coord(GuardSet.without(guard.name))
-    # A loss refunding at once runs in the composed `lose_device`, whose contract names the holder's harm (I6).
-    ids = (*guard.ids, "I6") if guard.name == "refund_after_termination" else guard.ids
     with contracts.contracts(True):
-        with pytest.raises(InvariantViolation, match="|".join(rf"^{i}:" for i in ids)):
+        with pytest.raises(InvariantViolation, match="|".join(rf"^{i}:" for i in guard.ids)):
             CONTROLS[guard.name].scenario(c)
 
 
