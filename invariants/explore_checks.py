@@ -156,10 +156,10 @@ def holds_of(m: Any) -> Hashable:
 
 
 def abort_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the abort step predicate reads (I5): for an abort, the action, the before-txs and both ledgers."""
+    """What the abort step predicate reads (I5): for an abort, the action, the before-txs, the after-allocation ids."""
     if not isinstance(act, M.AbortTx):
         return False
-    return act, before.txs, before.ledger, after.ledger
+    return act, before.txs, frozenset(after.ledger.allocations)
 
 
 def poisoned_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
