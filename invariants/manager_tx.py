@@ -24,7 +24,7 @@ from invariants.clauses import clause
 from spec import manager_actions as M
 from spec.tickets import TicketState
 
-__all__ = ["state_C4_holds", "state_C4_intents", "step_C4_intents", "step_I5_abort", "step_I5_poisoned"]
+__all__ = ["circle_of_holds", "state_C4_holds", "state_C4_intents", "step_C4_intents", "step_I5_abort", "step_I5_poisoned"]
 
 _C4_CYCLE = clause("C4", "state_C4_holds", "no_circular_holding",
                    "no set of open transactions each holds an authority the next needs and cannot get now: a circle "
@@ -46,26 +46,45 @@ _I5_POISONED = clause("I5", "step_I5_poisoned", "poisoned_grants_nothing",
                       "ticket becomes granted")
 
 
-def state_C4_holds(m: M.Manager) -> None:
-    # Who waits on whom, read from the records: x's next need is on an authority y holds and has no room for it.
-    held_on = {aid: x.id for x in m.txs.values() for (aid, _), _a in zip(x.needs, x.held)}
-    waits: dict[int, int] = {}
+def _blocked_by(m: M.Manager) -> dict[int, set[int]]:
+    """Per open transaction whose next need does not fit now, the others holding a reservation on that authority
+    (read from the allocation records, not from the needs' order)."""
+    allocs, auths = m.ledger.allocations, m.ledger.authorities
+    out: dict[int, set[int]] = {}
     for x in m.txs.values():
-        if len(x.held) < len(x.needs):
-            aid, n = x.needs[len(x.held)]
-            a = m.ledger.authorities.get(aid)
-            y = held_on.get(aid)
-            if a is not None and y is not None and y != x.id and n > a.limit - a.used:
-                waits[x.id] = y
-    _C4_CYCLE.case(len(waits) > 1)
-    for start in waits:
-        seen, x = [start], waits[start]
-        while x in waits and x not in seen:
-            seen.append(x)
-            x = waits[x]
-        if x == start:
-            _C4_CYCLE.fail(f"transactions {seen} each hold an authority the next needs and cannot get: "
-                           f"{[(t, m.txs[t].needs, m.txs[t].held) for t in seen]}")
+        if len(x.held) == len(x.needs):
+            continue
+        aid, n = x.needs[len(x.held)]
+        a = auths.get(aid)
+        if a is not None and n > a.limit - a.used:
+            out[x.id] = {y.id for y in m.txs.values() if y.id != x.id
+                         and any(r in allocs and allocs[r].authority == aid for r in y.held)}
+    return out
+
+
+def circle_of_holds(m: M.Manager) -> list[int]:
+    """Open transactions in a circle, each blocked by the next (empty: none)."""
+    blocked = _blocked_by(m)
+
+    def walk(path: list[int]) -> list[int]:
+        for y in sorted(blocked.get(path[-1], ())):
+            if y in path:
+                return path[path.index(y):]
+            if found := walk(path + [y]):
+                return found
+        return []
+
+    for start in sorted(blocked):
+        if found := walk([start]):
+            return found
+    return []
+
+
+def state_C4_holds(m: M.Manager) -> None:
+    _C4_CYCLE.case(len(m.txs) > 1)
+    if len(m.txs) > 1 and (circle := circle_of_holds(m)):
+        _C4_CYCLE.fail(f"transactions {circle} each hold an authority the next needs and cannot get: "
+                       f"{[(t, m.txs[t].needs, m.txs[t].held) for t in circle]}")
 
 
 def state_C4_intents(m: M.Manager) -> None:
