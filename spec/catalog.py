@@ -97,7 +97,7 @@ _LINKS: dict[str, dict[str, object]] = {
                "tests/test_replay.py::test_replay_rejects_buggy_governor_trace_naming_id"),
     ),
     "I4a": dict(
-        predicates=(_P + "state_I4a", _P + "step_I4a"),
+        predicates=(_P + "state_I4a", _P + "step_I4a", _MG + "step_I4a_holders"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_lifecycle.py"),
     ),
     "I4b": dict(
