@@ -2,10 +2,11 @@
 
 Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per
 grant across cancel, timeout, abort and answer (I1); a holder's charge falls only by its own action or the
-environment, and a pinned or in-flight lease is never a victim (I6); a lost device keeps its charge and a
-removed authority leaves nothing behind (C3); a changed limit is not below what is used (I2); an answer to a
-closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
-never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
+environment, and a pinned or in-flight lease is never a victim (I6); a lost device keeps its charge until
+confirmed termination refunds it once, a lost context gets no new work, a removed authority leaves nothing
+behind (C3); a changed limit is not below what is used (I2); an answer to a closed or late pressure releases
+nothing (C5); the allocator path never overtakes a waiter, a matured waiter is never overtaken, no fitting
+waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
 (I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `.manager_views`; grant order,
 aging (I13): `.manager_order`; answers (C5): `.manager_answers`; intents (C4), poisoning (I5): `.manager_tx`.
 
@@ -34,9 +35,9 @@ from spec.tickets import TicketState as _T
 from spec.types import AllocState, ContextState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_all", "check_step",
-           "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-           "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager", "state_I13_generation",
-           "observed_I7_manager"]
+           "state_I1_manager", "state_I13_manager", "state_C3_manager", "step_I1_manager", "step_I6_manager",
+           "step_C3_manager", "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
+           "state_I13_generation", "observed_I7_manager"]
 
 
 # --- I1: one ledger, its buckets partition used -----------------------------------
@@ -324,6 +325,11 @@ _C3_KEPT = clause("C3", "step_C3_manager", "lost_charge_kept",
                   "be using the bytes")
 
 
+_C3_REFUND = clause("C3", "step_C3_manager", "termination_refunds_once",
+                    "confirmed termination refunds a lost context's stranded charge exactly once: every charge the "
+                    "loss kept leaves the ledger, and used falls by exactly their sum")
+
+
 def step_C3_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
     lost = [x for x in after.ledger.authorities.values() if x.alias_of is None and x.context is ContextState.LOST]
     _C3_KEPT.case(bool(lost))
@@ -331,7 +337,33 @@ def step_C3_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
         p = before.ledger.authorities.get(x.id)
         if p is not None and x.used < p.used:
             _C3_KEPT.fail(f"{act!r}: lost authority {x.id}'s used fell {p.used} -> {x.used} B before termination")
+    ended = [(p, x) for x in after.ledger.authorities.values() if x.alias_of is None
+             and x.context is ContextState.TERMINATED and (p := before.ledger.authorities.get(x.id)) is not None
+             and p.context is ContextState.LOST]
+    _C3_REFUND.case(bool(ended))
+    for p, x in ended:
+        stranded = [r for r in before.ledger.allocations.values()
+                    if r.authority == x.id and r.state is AllocState.DEVICE_LOST]
+        kept = [r.id for r in stranded if r.id in after.ledger.allocations]
+        refund = sum(r.charge for r in stranded)
+        if kept or x.used != p.used - refund:
+            _C3_REFUND.fail(f"{act!r}: authority {x.id} terminated with stranded charge {refund} B: used "
+                            f"{p.used} -> {x.used} B, allocation(s) {kept} still recorded")
     _step_C3_removed(before, act, after)
+
+
+_C3_NO_WORK = clause("C3", "state_C3_manager", "lost_context_gets_no_work",
+                     "a lost or terminated context gets no new work: no open transaction needs an authority whose "
+                     "context is not active")
+
+
+def state_C3_manager(m: M.Manager) -> None:
+    dead = {a.id for a in m.ledger.authorities.values() if a.context is not ContextState.ACTIVE}
+    _C3_NO_WORK.case(bool(dead) and bool(m.txs))
+    for x in m.txs.values() if dead else ():
+        on = [aid for aid, _ in x.needs if aid in dead]
+        if on:
+            _C3_NO_WORK.fail(f"open transaction {x.id} needs authority {on}, whose context is not active")
 
 
 _C3_REMOVED = clause("C3", "step_C3_manager", "removal_drops_no_charge",
@@ -475,7 +507,7 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation),
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation), "C3": (state_C3_manager,),
      "C4": (state_C4_views, state_C4_intents), "C6": (state_C6_views,)}, LP.STATE_PREDICATES, _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
