@@ -4,10 +4,11 @@ A transaction's arbitration identity (submit sequence, priority, age) is its
 place. The harms: an abort throws the place away (the retry queues behind
 every newcomer: overtaken without bound), a retry comes back with a newer
 sequence, a lower priority or a younger age, or one request holds two places
-at once (an intent not spent by its retry). A mismatch
-that poisons bundles other than the one that disagreed (I5). A poisoned manager (the shared
-ledger found corrupt) that still grants: a new allocation, a granted ticket,
-a transaction's reservation, charged from a ledger known to be wrong (I5).
+at once (an intent not spent by its retry). A post-commit mismatch that
+poisons bundles other than the one that disagreed (I5). A poisoned manager
+(the shared ledger found corrupt) that still grants: a new allocation, a
+granted ticket, a transaction's reservation, charged from a ledger known to
+be wrong (I5).
 Each clause reads the records only, never the guards that prevent it.
 Reads spec values only; never imports refimpl.
 """

@@ -11,9 +11,8 @@ ledger has credited back (released, cancelled or quarantined under the view,
 C6); an execution stays bound after its transaction ended, or a view id is
 issued twice (C6); a remap leaves an execution bound to the replaced mapping,
 a generation goes back, or a view is torn down while an execution still reads
-it (I9). Each clause reads the views and
-transactions only, never the guards that prevent it. Reads spec values
-only; never imports refimpl.
+it (I9). Each clause reads the views and transactions only, never the guards
+that prevent it. Reads spec values only; never imports refimpl.
 """
 
 from __future__ import annotations
