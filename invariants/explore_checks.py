@@ -125,11 +125,11 @@ def views_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hash
 
 
 def view_bytes_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the view-bytes step predicate reads (C6): both views maps, the action, the before and after records of
-    the allocations the views are over."""
+    """What the view-bytes and fresh-name step predicate reads (C6): both views maps and next view ids, the action,
+    the before and after records of the allocations the views are over."""
     was, now = before.ledger.allocations, after.ledger.allocations
     under = tuple((v.allocation, was.get(v.allocation), now.get(v.allocation)) for v in before.views.values())
-    return before.views, act, after.views, under
+    return before.views, act, after.views, under, before.next_view, after.next_view
 
 
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
@@ -163,11 +163,13 @@ def abort_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hash
 
 
 def poisoned_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the poisoned-manager step predicate reads (I5): whether poisoned before; if so, both allocation id sets
-    and both tickets maps."""
+    """What the poisoning step predicate reads (I5): both bundles maps and the mismatch report naming one; whether
+    the manager was poisoned before; if so, both allocation id sets and both tickets maps."""
+    scope = before.bundles, after.bundles, act if isinstance(act, M.ReportMismatch) else None
     if not before.poisoned:
-        return False
-    return frozenset(before.ledger.allocations), frozenset(after.ledger.allocations), before.tickets, after.tickets
+        return scope
+    return (scope, frozenset(before.ledger.allocations), frozenset(after.ledger.allocations), before.tickets,
+            after.tickets)
 
 
 def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
@@ -180,13 +182,14 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
         for p in preds:
             if hasattr(p, "__wrapped__"):  # `_on_ledger_step`: p(before.ledger, act, after.ledger) (I6 by act type)
                 out[p] = ledger_step_of
-    # Read before.ledger.authorities, after.ledger.authorities and act only (C3: and the parts, on a removal).
+    # Both ledgers and act (C3: loss, termination; and the parts, on a removal).
     out[IM.step_C3_manager] = removal_step_of
     out[IM.step_I2_manager] = ledger_step_of
     # I1 (partition, grants and transactions backed by reservations): ledger, tickets, txs. I13: tickets, the
     # ledger's headroom and the aging bound (grant order).
     out[IM.state_I1_manager] = parts_of
     out[IM.state_I13_manager] = parts_of
+    out[IM.state_C3_manager] = parts_of  # C3 (no work on a lost context): the contexts, the transactions' needs
     # I1 (credit once): act, the before-tickets and -txs it retires, both ledgers' allocations, the result.
     # I6: both ledgers' charges, act, the before-txs (a transaction's holder).
     out[IM.step_I1_manager] = parts_step_of

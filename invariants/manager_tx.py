@@ -9,9 +9,11 @@ arbitration identity (submit sequence, priority, age) is its
 place. The harms: an abort throws the place away (the retry queues behind
 every newcomer: overtaken without bound), a retry comes back with a newer
 sequence, a lower priority or a younger age, or one request holds two places
-at once (an intent not spent by its retry). A poisoned manager (the shared
-ledger found corrupt) that still grants: a new allocation, a granted ticket,
-a transaction's reservation, charged from a ledger known to be wrong (I5).
+at once (an intent not spent by its retry). A post-commit mismatch that
+poisons bundles other than the one that disagreed (I5). A poisoned manager
+(the shared ledger found corrupt) that still grants: a new allocation, a
+granted ticket, a transaction's reservation, charged from a ledger known to
+be wrong (I5).
 Each clause reads the records only, never the guards that prevent it.
 Reads spec values only; never imports refimpl.
 """
@@ -127,7 +129,18 @@ def step_I5_abort(before: M.Manager, act: Any, after: M.Manager, result: Any = N
         _I5_ABORT.fail(f"{act!r}: transaction {x.id}'s reservation(s) {left} of {list(x.held)} are still charged")
 
 
+_I5_ONE_BUNDLE = clause("I5", "step_I5_poisoned", "mismatch_poisons_one_bundle",
+                        "a post-commit mismatch poisons the bundle that disagreed and no other: every other "
+                        "bundle's engine keeps its state (the failure scope is the smallest rebuildable unit)")
+
+
 def step_I5_poisoned(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    hit = [b.id for b in after.bundles.values() if b.poisoned
+           and (b.id not in before.bundles or not before.bundles[b.id].poisoned)]
+    _I5_ONE_BUNDLE.case(bool(hit))
+    others = [bid for bid in hit if not (isinstance(act, M.ReportMismatch) and bid == act.bundle)]
+    if others:
+        _I5_ONE_BUNDLE.fail(f"{act!r} poisoned bundle(s) {others}, which reported no mismatch")
     _I5_POISONED.case(before.poisoned)
     if not before.poisoned:
         return

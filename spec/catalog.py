@@ -219,10 +219,12 @@ _LINKS: dict[str, dict[str, object]] = {
 _TX_STATEFUL = "tests/test_tx_stateful.py::TestCoordinatorRefinesSpec"
 _TX_CONTROLS = "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample"
 _TX_BAD = "tests/test_tx_bad_input.py"
+#: The composed transaction mutants, each with a fixed script that breaks its harm clause.
+_MG_TX_MUTANTS = "tests/test_manager_tx.py::test_mutant_is_caught_by_its_harm_clause"
 _LINKS.update({
     "C3": dict(
-        predicates=(_MG + "step_C3_manager",),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS,
+        predicates=(_MG + "state_C3_manager", _MG + "step_C3_manager"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS, _MG_TX_MUTANTS,
                "tests/test_tx_scenarios.py::test_device_loss_refunds_only_on_confirmed_termination",
                "tests/test_authorities.py::test_invalid_remove_is_refused_naming_every_pin_and_changes_nothing"),
         scope=("Providers are the manager's authorities (spec.manager RemoveAuthority): pinning counts charges "
@@ -234,7 +236,6 @@ _LINKS.update({
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py", "tests/test_manager_tx_threads.py",
                "tests/test_manager_tx.py::test_abort_leaves_the_place_and_a_retry_takes_it_back",
                "tests/test_manager_tx.py::test_control_retry_keeps_identity_off_loses_the_place",
-               "tests/test_harm_clauses.py::test_reserve_order_skipping_lower_needs_fails_no_circular_holding",
                "tests/test_reserve_order.py::test_no_circle_of_holds_in_any_reachable_state_of_the_spec",
                "tests/test_reserve_order.py::test_control_declared_order_in_the_spec_reaches_a_circle",
                "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
@@ -246,7 +247,7 @@ _LINKS.update({
     ),
     "C6": dict(
         predicates=(_MG + "state_C6_views", _MG + "step_C6_views"),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, _MG_TX_MUTANTS,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
         scope=("View lifetime and generation per consuming execution, for all four view kinds. The "
                "view-kind selection rule is not checked: the kind is the planner's declaration."),
@@ -265,7 +266,7 @@ _LINKS.update({
     ),
     "I9": dict(
         predicates=(_MG + "step_I9_views",),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, _MG_TX_MUTANTS,
                "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
     ),
     "I10": dict(

@@ -79,7 +79,7 @@ def test_incremental_checks_flag_exactly_what_the_full_checks_flag(guards: Guard
 def test_incremental_checks_skip_only_declared_predicates() -> None:
     # The ledger's own predicates read the ledger part; each cross-cutting one its declared parts.
     own = {IM.step_C3_manager: removal_step_of, IM.step_I2_manager: ledger_step_of,
-           IM.state_I1_manager: parts_of, IM.state_I13_manager: parts_of,
+           IM.state_I1_manager: parts_of, IM.state_I13_manager: parts_of, IM.state_C3_manager: parts_of,
            IM.step_I1_manager: parts_step_of, IM.step_I6_manager: parts_uses_step_of, IM.step_I10_manager: bundles_step_of,
            IM.step_C5_manager: pressure_step_of, IM.step_I13_manager: tickets_step_of,
            IM.state_I13_generation: generations_of, IM.state_C4_views: views_of, IM.state_C6_views: views_of,
