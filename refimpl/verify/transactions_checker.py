@@ -17,10 +17,8 @@ from invariants import manager as MP
 from invariants.campaign import ControlResult, campaign_settings
 from invariants.manager_tx_machine import find_tx_manager_counterexample, run_tx_manager_campaign
 from invariants.mutation import Mutant
-from invariants.transactions_machine import find_tx_counterexample
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.manager_adapter import ManagerAdapter
-from refimpl.verify.transactions_adapter import TxRefimplAdapter
 from spec.guards import Guard, Layer
 
 __all__ = ["TransactionsChecker"]
@@ -54,8 +52,4 @@ class TransactionsChecker:
     def control(self, guard: Guard | Mutant, layer: Layer, budget: Budget) -> ControlResult:
         cfg = campaign_settings(min(budget.control_examples, _CONTROL_EXAMPLES),
                                 min(budget.control_steps, _CONTROL_STEPS), shrink=budget.shrink)
-        # XXX: a mutant of the focused `tx_*` verbs (no submodel="composed") still runs on the focused machine until
-        # those mutants are repointed at the composed verbs (issue #21); every guard runs on the composed restriction.
-        if isinstance(guard, Mutant) and getattr(guard, "submodel", None) != "composed":
-            return find_tx_counterexample(guard, layer, cfg, TxRefimplAdapter)
         return find_tx_manager_counterexample(guard, layer, cfg, ManagerAdapter)
