@@ -33,12 +33,13 @@ from typing import Any
 from invariants import manager as IM
 from invariants.clauses import counting
 from invariants.manager_answers import step_C5_answers
+from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import step_I13_order
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of", "order_step_of",
-           "answers_step_of",
+           "holders_step_of", "answers_step_of",
            "bundles_step_of", "parts_uses_step_of", "removal_step_of", "pressure_step_of", "tickets_step_of",
            "generations_of", "views_of", "views_step_of", "view_bytes_step_of", "intents_of", "intents_step_of",
            "poisoned_step_of"]
@@ -172,6 +173,16 @@ def poisoned_step_of(before: Any, act: Any, after: Any, result: Any = None) -> H
             after.tickets)
 
 
+def holders_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the holder-lifetime step predicate reads (I4a): both registries; if they differ, every record of after
+    that names a holder (an unchanged registry passes whatever the records are)."""
+    if before.ledger.holders == after.ledger.holders:
+        return ()
+    led = after.ledger
+    return (act, before.ledger.holders, led.holders, led.allocations, led.allowances, after.tickets, after.pressures,
+            after.txs, after.intents)
+
+
 def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out: dict[Callable[..., None], Callable[..., Hashable]] = {}
     for preds in IM.STATE_PREDICATES.values():
@@ -213,6 +224,7 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out[state_C4_holds] = holds_of
     out[step_I5_abort] = abort_step_of
     out[step_I5_poisoned] = poisoned_step_of
+    out[step_I4a_holders] = holders_step_of  # `invariants.manager_holders`
     return out
 
 

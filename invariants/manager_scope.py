@@ -140,8 +140,15 @@ TX_SCOPE = ManagerScope(capacities=(1, 1), holders=1, tickets=0, pressures=0, tx
                         needs=(((1, 1), (2, 1)), ((2, 1), (1, 1))), losses=False, limits=False,
                         removals=False, views=2, retries=True, corruption=True)
 
-#: guard -> the scope its explorer control runs in (`control_model`), where that is not QUICK_SCOPE.
-CONTROLS: dict[str, ManagerScope] = {"holder_in_use": attrs.evolve(CONTROL_SCOPE, unregisters=True)}
+#: guard -> the scope its explorer control runs in (every guard of model "manager"; `control_model`).
+CONTROLS: dict[str, ManagerScope] = {
+    "grant_charges_ledger": CONTROL_SCOPE,
+    "tx_counts_granted": CONTROL_SCOPE,
+    "loss_keeps_charge": CONTROL_SCOPE,
+    "limit_after_reclaim": CONTROL_SCOPE,
+    "provider_pinned": CONTROL_SCOPE,
+    "holder_in_use": attrs.evolve(CONTROL_SCOPE, unregisters=True),
+}
 
 
 def manager_start(scope: ManagerScope) -> M.Manager:

@@ -231,8 +231,8 @@ GUARDS: tuple[Guard, ...] = (
           model="manager"),
     Guard("holder_in_use", ("I4a",),
           "a holder named by an allocation (stranded ones too), allowance, ticket, pressure or transaction "
-          "cannot be unregistered",
-          "a holder is unregistered under its lease: the bytes belong to nobody, and nobody may release them",
+          "cannot leave the holder registry",
+          "a holder is deregistered under its lease: the bytes belong to nobody, and nobody may release them",
           model="manager"),
     Guard("limit_after_reclaim", ("I2",),
           "a lowered limit is committed only if reclaim brought used under it; otherwise the old limit stays",

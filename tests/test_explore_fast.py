@@ -14,8 +14,9 @@ from invariants.explore import explore
 from invariants.explore_checks import READS, IncrementalChecks, bundles_step_of, generations_of, ledger_of, \
     ledger_step_of, parts_of, parts_step_of, parts_uses_step_of, pressure_step_of, removal_step_of, tickets_step_of, \
     views_of, views_step_of, view_bytes_step_of, order_step_of, answers_step_of, intents_of, intents_step_of, \
-    poisoned_step_of, holds_of, abort_step_of
+    poisoned_step_of, holds_of, abort_step_of, holders_step_of
 from invariants.manager_answers import step_C5_answers
+from invariants.manager_holders import step_I4a_holders
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from invariants.manager_order import step_I13_order
 from invariants.explore_parallel import explore_parallel
@@ -40,9 +41,10 @@ def _verdict(check, *args) -> str | None:
 
 
 def _judge_scope(guards: GuardSet, depth: int, reads=READS) -> tuple[list, list, IncrementalChecks]:
-    """Every transition and state of CONTROL_SCOPE within `depth`, judged by the full and the incremental checks
-    (not stopping at a violation): the list of (where, full verdict) and of (where, incremental verdict)."""
-    model = manager_model(guards, CONTROL_SCOPE, incremental=False)
+    """Every transition and state of the guard's control scope (CONTROL_SCOPE with every guard on) within `depth`,
+    judged by the full and the incremental checks (not stopping at a violation): the list of (where, full verdict)
+    and of (where, incremental verdict)."""
+    model = manager_model(guards, CONTROLS.get(next(iter(guards.off), ""), CONTROL_SCOPE), incremental=False)
     inc = IncrementalChecks(reads)
     full_flags, inc_flags = [], []
     seen = {model.initial}
@@ -85,7 +87,8 @@ def test_incremental_checks_skip_only_declared_predicates() -> None:
            IM.state_I13_generation: generations_of, IM.state_C4_views: views_of, IM.state_C6_views: views_of,
            IM.step_I9_views: views_step_of, IM.step_C6_views: view_bytes_step_of, step_I13_order: order_step_of,
            step_C5_answers: answers_step_of, step_C4_intents: intents_step_of, state_C4_intents: intents_of,
-           state_C4_holds: holds_of, step_I5_abort: abort_step_of, step_I5_poisoned: poisoned_step_of}
+           state_C4_holds: holds_of, step_I5_abort: abort_step_of, step_I5_poisoned: poisoned_step_of,
+           step_I4a_holders: holders_step_of}
     for p, proj in READS.items():
         assert proj is own[p] if p in own else (hasattr(p, "__wrapped__") and proj in (ledger_of, ledger_step_of)), p
     every = {p for preds in (*IM.STATE_PREDICATES.values(), *IM.STEP_PREDICATES.values()) for p in preds}
@@ -100,6 +103,8 @@ _WRONG_READS = [
      "grant_charges_ledger"),
     ("I2 on the action only", IM.step_I2_manager, lambda before, act, after, result=None: act, "limit_after_reclaim"),
     ("C3 removal on the ledgers only", IM.step_C3_manager, ledger_step_of, "provider_pinned"),
+    ("I4a on the registries only", step_I4a_holders,
+     lambda before, act, after, result=None: (before.ledger.holders, after.ledger.holders), "holder_in_use"),
 ]
 
 

@@ -21,7 +21,7 @@ from invariants.clauses import CLAUSES, collecting
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
-from spec.errors import CapacityDenied, InvalidTransition, ProviderPinned
+from spec.errors import CapacityDenied, HolderInUse, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
 from spec.transactions_lifecycle import ViewState
 from spec.types import ContextState, Role, Tier
@@ -47,6 +47,10 @@ def _script_provider_pinned() -> tuple[M.Manager, list[Any]]:
     return start(), [M.Submit(H1, DEV, 3), M.RemoveAuthority(DEV)]
 
 
+def _script_holder_in_use() -> tuple[M.Manager, list[Any]]:
+    return start(), [M.Submit(H1, DEV, 3), M.UnregisterHolder(H1)]
+
+
 def _script_limit_after_reclaim() -> tuple[M.Manager, list[Any]]:
     return start(), [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.PrepareLimit(DEV, 1), M.Answer(H1, 1, ()),
                       M.CommitLimit(DEV)]
@@ -62,11 +66,13 @@ CONTROLS = {
     "limit_after_reclaim": (_script_limit_after_reclaim, {"step_I2_manager.limit_backs_every_grant"}),
     # The granted ticket's reservation is left on a ledger that is gone: its bytes can never be credited.
     "provider_pinned": (_script_provider_pinned, {"step_C3_manager.removal_drops_no_charge"}),
+    # The granted ticket (and its reservation) names a holder that is gone: nobody may claim or release it.
+    "holder_in_use": (_script_holder_in_use, {"step_I4a_holders.no_record_outlives_its_holder"}),
 }
 
 
 def test_every_manager_guard_has_a_control() -> None:
-    assert sorted(CONTROLS) == _MANAGER_GUARDS and len(_MANAGER_GUARDS) == 5
+    assert sorted(CONTROLS) == _MANAGER_GUARDS and len(_MANAGER_GUARDS) == 6
 
 
 @pytest.mark.parametrize("name", _MANAGER_GUARDS)
@@ -88,7 +94,7 @@ def test_manager_guard_script_is_clean_with_every_guard_on(name: str) -> None:
     for act in acts:
         try:
             m = run(m, act)[0]
-        except (CapacityDenied, InvalidTransition, ProviderPinned):
+        except (CapacityDenied, InvalidTransition, ProviderPinned, HolderInUse):
             pass  # the guard refuses the harmful step (or the claim of a ticket it left pending); nothing changed
 
 
@@ -108,7 +114,7 @@ def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() ->
 _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
                    "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
                    "state_I13_generation", "state_C4_views", "state_C6_views", "step_I9_views", "step_C6_views",
-                   "state_C3_manager"}
+                   "state_C3_manager", "step_I4a_holders"}
 
 
 def _granted() -> M.Manager:
@@ -233,6 +239,11 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
             assert [t.allocation for t in m.tickets.values()] == [None]
         gone = evolve(m, ledger=evolve(m.ledger, authorities=m.ledger.authorities.delete(DEV)))
         return m, M.RemoveAuthority(DEV), gone, None
+    if name.startswith("unregistered_"):  # the holder leaves the registry while its lease or intent names it
+        m = lease(start(), H1, DEV, 2)[0] if name == "unregistered_under_lease" else \
+            run(run(start(), M.PlanTx(H1, ((DEV, 1),)))[0], M.AbortTx(1))[0]
+        gone = evolve(m, ledger=evolve(m.ledger, holders=m.ledger.holders.delete(H1)))
+        return m, M.UnregisterHolder(H1), gone, None
     if name.startswith("bundle_"):
         m, b = run(start(), M.OpenBundle())
         m, x = run(m, M.PlanTx(H1, ((DEV, 1),)))
@@ -332,6 +343,8 @@ _STEP_MUTATIONS = {
     "lost_charge": "step_C3_manager.lost_charge_kept",
     "removed_under_lease": "step_C3_manager.removal_drops_no_charge",
     "removed_under_ticket": "step_C3_manager.removal_drops_no_charge",
+    "unregistered_under_lease": "step_I4a_holders.no_record_outlives_its_holder",
+    "unregistered_with_intent": "step_I4a_holders.no_record_outlives_its_holder",
     "limit_below_used": "step_I2_manager.limit_backs_every_grant",
     "grant_past_limit": "step_I2_manager.grant_within_limit",
 }

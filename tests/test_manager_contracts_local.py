@@ -95,6 +95,13 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("close another holder's allowance (refused)", pmm.close_allowance, h, w2)
     step("close it", pmm.close_allowance, g, w2)
     step("snapshot after close", pmm.snapshot, a)
+    # holder lifetime (I4a): a holder named by nothing but its waiting ticket stays registered until it retires
+    spare = step("holder spare", pmm.register_holder, "spare")
+    s = step("snapshot before the spare's ticket", pmm.snapshot, a)
+    st = step("spare's ticket of the headroom plus one (waits)", pmm.submit, spare, a, s.limit - s.used + 1, 0, KV)
+    step("unregister spare (refused: its ticket names it)", pmm.unregister_holder, spare)
+    step("cancel spare's ticket", pmm.cancel_ticket, spare, st)
+    step("unregister spare", pmm.unregister_holder, spare)
     # model views on gpu0 (C4, C6, I9): each refusal below is one a view mutant lets through
     vx = step("plan a transaction of 5 on gpu0", pmm.plan_tx, h, ((a, 5),))
     step("publish its view before its need is held (refused: C4)", pmm.publish_view, vx)
@@ -183,7 +190,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 93
+    assert done[-1] == "confirm termination" and len(done) == 99
 
 
 def test_every_manager_mutant_is_listed() -> None:

@@ -25,6 +25,7 @@ EXPECTED = {
     "loss_keeps_charge": ("step_C3_manager.lost_charge_kept", 3),
     "limit_after_reclaim": ("step_I2_manager.limit_backs_every_grant", 3),
     "provider_pinned": ("step_C3_manager.removal_drops_no_charge", 2),
+    "holder_in_use": ("step_I4a_holders.no_record_outlives_its_holder", 2),
 }
 
 
