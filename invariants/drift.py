@@ -33,7 +33,6 @@ PREDICATE_MODULES = (
     "invariants.replay_predicates",
     "invariants.admission",
     "invariants.sessions",
-    "invariants.transactions",
     "invariants.hierarchy",
     "invariants.manager",
 )

@@ -160,10 +160,6 @@ GUARDS: tuple[Guard, ...] = (
           "commit advances every part of the state bundle together",
           "KV commits while recurrent, sampler and progress state stay behind",
           model="transactions"),
-    Guard("refund_after_termination", ("C3",),
-          "a lost context's charge is refunded only when termination is confirmed",
-          "the charge of a lost device is refunded while the worker may still be using it",
-          model="transactions"),
     # --- cooperative hierarchy across processes (issue #12) ---
     Guard("authenticated_only", ("C10",),
           "quota messages are accepted only with the worker's own key (authkey challenge / MAC)",

@@ -13,21 +13,22 @@ import pytest
 from invariants.mutation import applied
 from refimpl.verify.mutants import MUTANTS
 from refimpl.verify import _job
-from spec import transactions as ST
-from spec import transactions_actions as T
+from spec import manager as MG
+from spec import manager_actions as M
+from spec import manager_views as MV
 
 
 def test_applied_repoints_a_handler_table_entry_and_restores_it() -> None:
-    original = ST._HANDLERS[T.Release]
-    with applied(MUTANTS["release_under_reader"]):
-        assert ST._HANDLERS[T.Release] is ST._release is not original  # the table runs the mutated handler
-    assert ST._HANDLERS[T.Release] is ST._release is original
+    original = MG._HANDLERS[M.DropView]
+    with applied(MUTANTS["spec_drop_under_execution"]):  # the tables run the mutated handler
+        assert MG._HANDLERS[M.DropView] is MV.VIEW_HANDLERS[M.DropView] is MV._drop_view is not original
+    assert MG._HANDLERS[M.DropView] is MV.VIEW_HANDLERS[M.DropView] is MV._drop_view is original
 
 
 #: mutant -> the clause its quick-profile control must make fail (rule R3).
 KILLS = {
-    "release_under_reader": "state_C6.bound_view_live",
-    "execute_on_provisional_view": "state_C6.provisional_view_private",
+    "spec_lease_under_view_unpinned": "step_C6_views.view_bytes_kept",
+    "spec_provisional_view_shared": "state_C6_views.provisional_view_private",
     "kv_growth_releases_old_first": "observed_I8c_kv_leased.kv_in_use_leased",
     "decode_past_capacity": "state_I8c_sessions.kv_covers_tokens",
     "reregister_grows_capacity": "step_C1.ledger_identity_stable",

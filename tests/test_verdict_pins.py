@@ -1,4 +1,7 @@
-"""Deterministic pins for clauses the verdict once left unfalsified (R3): I2, I4a, I12, I5 and I10.
+"""Deterministic pins for clauses the verdict once left unfalsified (R3): I2, I4a and I12.
+
+(I10's, an abort that keeps its bundle's step, is pinned with the other composed transaction mutants in
+tests/test_manager_tx.py.)
 
 Each mutant below is the control that makes one clause fail in `ortmem verify`;
 the campaigns find them by search, so these scripts pin the harm without
@@ -111,28 +114,3 @@ def test_I12_evict_only_for_need_pinned(mutant: str | None) -> None:
         co.execute(S.Evict("b"))
         now = co.abstract()
     assert _clause(step_I12_coresidency, prev, S.Evict("b"), now) == "step_I12_coresidency.evict_only_for_need"
-
-
-@pytest.mark.parametrize("mutant", [None, "abort_keeps_partial_step"])
-def test_I5_I10_abort_leaves_bundles_pinned(mutant: str | None) -> None:
-    """A bundle's transaction aborted part-way through execution: the intact code leaves the bundle's versions as
-    they were; the mutant keeps the partly written step, and I5's and I10's abort clauses fail."""
-    from invariants.transactions import step_I5, step_I10
-    from spec import transactions_actions as T
-    from spec.transactions_lifecycle import ViewKind
-
-    with _mutant(mutant), contracts.contracts(False):
-        from refimpl.manager import ProcessMemoryManager
-
-        pmm = ProcessMemoryManager()
-        a = pmm.register_authority("gpu0", Tier.DEVICE, 64)
-        b = pmm.open_bundle()
-        tx = pmm.tx_plan(pmm.register_holder("kv"), ((a, 8),), 0, ViewKind.CONTIGUOUS, b)
-        pmm.tx_reserve(tx, a)
-        view = pmm.publish_view(tx)
-        pmm.execute_view(tx, view, 1)
-        prev = pmm.abstract_tx()
-        pmm.tx_abort(tx)
-        nxt = pmm.abstract_tx()
-    got = {_clause(step_I5, prev, T.Abort(tx), nxt), _clause(step_I10, prev, T.Abort(tx), nxt)}
-    assert got == ({None} if mutant is None else {"step_I5.abort_leaves_bundles", "step_I10.only_commit_moves_bundle"})

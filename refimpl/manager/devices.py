@@ -57,12 +57,6 @@ class Devices:
                 for rec in t.held:
                     if rec.auth is a and rec.id in self._allocs:
                         self._retire(rec)
-        if a.context is ContextState.ACTIVE and not self._guards.on("refund_after_termination"):
-            # C3 (negative control): every transaction's charge on the device, open or committed, is refunded at once.
-            for t in (*self._txs.values(), *self._settled.values()):
-                for rec in t.held:
-                    if rec.auth is a and self._allocs.get(rec.id) is rec:
-                        self._retire(rec)
         on_lost = self._bound_on(a.id)
         self._lose(authority)
         for t in [t for t in self._tickets.values() if t.auth is a]:

@@ -45,7 +45,6 @@ import invariants.admission  # noqa: F401
 import invariants.manager  # noqa: F401
 import invariants.replay_predicates  # noqa: F401
 import invariants.sessions  # noqa: F401
-import invariants.transactions  # noqa: F401
 from invariants.drift import drift_problems, unchecked
 from invariants.explore import ExploreResult
 from invariants.liveness_props import LivenessResult, liveness_ok, run_liveness

@@ -1,8 +1,8 @@
-"""Mutants of arbitration and of capacity transactions (a part of the registry in `refimpl.verify.mutants`).
+"""Mutants of arbitration and of other composed parts (a part of the registry in `refimpl.verify.mutants`).
 
-The pressure checker (the composed machine restricted to pressure, `invariants.manager_pressure`) and the
-transaction checker run these: bugs in the manager's ticket, lease, transaction and bundle code
-(`refimpl.manager`), and in the focused transaction spec (`spec.transactions`).
+The pressure checker (the composed machine restricted to pressure, `invariants.manager_pressure`) runs the
+arbitration ones: bugs in the manager's ticket and lease code (`refimpl.manager`); the rest run on the composed
+manager and the ORT checkers. The transaction mutants are `refimpl.verify.mutants_tx`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ __all__ = ["PROTOCOL_MUTANTS"]
 
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _GOV = "refimpl.manager.ledger"
-_STX = "spec.transactions"
-_MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", "refimpl.manager.transactions"
-_MDEV = "refimpl.manager.devices"
-_MBUN = "refimpl.manager.bundles"
+_MARB, _MPRE = "refimpl.manager.arbitration", "refimpl.manager.pressure"
 
 PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
     # --- arbitration on the composed manager (refimpl.manager.arbitration, .pressure, .ledger) -----
@@ -57,70 +54,6 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
     Mutant("matured_compare_strict", ("I13",), "pressure", _R, _MARB,
            "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
            "a round stops only past the aging bound, which a capped age never reaches"),
-    # --- capacity transactions (refimpl.manager: transactions, bundles, ledger; the focused tx checker) --------
-    Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _MDEV,
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
-           "                    a.used -= rec.charge\n",
-           "device loss strands a committed lease's charge and refunds it at once too"),
-    Mutant("termination_keeps_stranded", ("C3",), "transactions", _R, _MDEV,
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            self._retire(rec)\n",
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            rec.auth.used -= rec.charge\n",
-           "confirmed termination refunds the stranded charge but leaves it recorded as stranded"),
-    Mutant("plan_on_lost_context", ("C3",), "transactions", _R, _MTX,
-           "            self._live(a)\n        if b is not None and b.poisoned:\n",
-           "        if b is not None and b.poisoned:\n",
-           "planning does not check that the authorities' contexts are still active"),
-    Mutant("reserve_charges_first_need", ("C4",), "transactions", _R, _MTX,
-           "        n = t.need[a.id]\n", "        n = t.decl[0][1]\n",
-           "a reservation charges the first declared need's bytes, whichever authority it takes"),
-    Mutant("partial_reserve_stays_planned", ("C4",), "transactions", _R, _MTX,
-           "        t.phase = _P.RESERVED if len(t.held) == len(t.needs) else _P.RESERVING\n",
-           "        if len(t.held) == len(t.needs):\n            t.phase = _P.RESERVED\n",
-           "a first partial reservation leaves the transaction marked planned"),
-    Mutant("retry_keeps_intent", ("C4",), "transactions", _R, _MTX,
-           "        if intent is not None:\n            del self._intents[intent]\n", "",
-           "a retry takes its intent's identity but leaves the intent in place"),
-    Mutant("commit_keeps_users", ("C6",), "transactions", _R, _MTX,
-           "        self._unbind(t)\n        self._settle(t)\n",
-           "        t.bound = {}\n        self._settle(t)\n",
-           "commit ends the execution but leaves it listed as a user of its views"),
-    Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _MBUN,
-           "        vid = self._next_mview\n        self._next_mview += 1\n", "        vid = self._next_mview\n",
-           "publish reads the next view id but never advances it"),
-    Mutant("committed_lease_not_a_pin", ("C3",), "transactions", _R, _MTX,
-           "            if mine or (a.id in t.need and t.phase is not _P.COMMITTED):",
-           "            if a.id in t.need and t.phase is not _P.COMMITTED:",
-           "a committed lease set no longer pins its provider: only open transactions do"),
-    Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _MDEV,
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            self._retire(rec)\n",
-           "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
-           "            rec.charge = 0\n            self._retire(rec)\n",
-           "confirmed termination clears the stranded record without refunding the charge"),
-    Mutant("abort_keeps_partial_step", ("I5", "I10"), "transactions", _R, _MTX,
-           "        self._phase(t, _ABORTABLE, \"abort\")\n        before: dict[int, int] = {}\n",
-           "        self._phase(t, _ABORTABLE, \"abort\")\n        if t.bundle is not None and t.phase is _P.EXECUTING:\n"
-           "            self._bundles[t.bundle].versions = [x + 1 for x in self._bundles[t.bundle].versions]\n"
-           "        before: dict[int, int] = {}\n",
-           "an abort during execution keeps the bundle's partly written step"),
-    Mutant("mismatch_poisons_all", ("I5",), "transactions", _R, _MBUN,
-           "        b.poisoned = True\n", "        for b in self._bundles.values():\n            b.poisoned = True\n",
-           "a post-commit mismatch poisons every bundle, not only the one that disagreed"),
-    Mutant("one_bit_generation", ("I9",), "transactions", _R, _MBUN,
-           "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
-           "the mapping generation is kept in one bit, so a second remap brings an old generation back"),
-    # --- capacity transactions, spec layer (the invariants judge the spec's own states) ------
-    Mutant("release_under_reader", ("C6",), "transactions", _S, _STX,
-           "    for v in mine:\n        if v.users:\n            raise ViewInUse(",
-           "    for v in mine:\n        if v.users and False:\n            raise ViewInUse(",
-           "releasing a committed lease set unmaps its view while other executions still read through it"),
-    Mutant("execute_on_provisional_view", ("C6",), "transactions", _S, _STX,
-           "    if v.allocation != t.id and s.txs[v.allocation].phase is not TxPhase.COMMITTED:\n",
-           "    if v.allocation not in s.txs:\n",
-           "an execution may bind any live view, including another transaction's provisional (uncommitted) one"),
     Mutant("limit_commit_checks_old_limit", ("I2",), "manager", _R, "refimpl.manager.limits",
            "        committed = a.used <= ch.target or not",
            "        committed = a.used <= a.limit or not",
@@ -131,11 +64,6 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "        if limit > 2 * a.capacity:\n            raise InvalidBytes(f\"authority {a.id}: a {limit} B limit exceeds",
            "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
            "grants take bytes the device does not have"),
-    Mutant("reserve_order_skips_lower_needs", ("C4",), "transactions", _R, _MTX,
-           "        if a.id != lowest and self._guards.on(\"ordered_reservation\"):  # C4\n",
-           "        if a.id < max(held, default=a.id) and self._guards.on(\"ordered_reservation\"):  # C4\n",
-           "the order check only forbids reserving below what the transaction holds: it may skip a lower need and "
-           "take a higher one first, so two transactions can each hold what the other needs (circular holding)"),
     Mutant("commit_publishes_first_part_only", ("I10",), "manager", _S, "spec.manager_tx",
            "    for (_, n), alloc in zip(x.needs, x.held):\n",
            "    for (_, n), alloc in zip(x.needs[:1], x.held[:1]):\n",

@@ -1,12 +1,10 @@
 """The "transactions" checker for `ortmem verify`: C3, C4, C6, I5, I9, I10.
 
-Drives `ProcessMemoryManager`'s focused transaction operations (the one
-ledger; `refimpl.verify.transactions_adapter`) against `spec.transactions` through
-`invariants.transactions_machine.TxMachine` (refinement + the transaction predicates
-after every step, contracts on), and its composed verbs against `spec.manager` through
-the composed restriction `invariants.manager_tx_machine.TxMachine` (retry intents,
-poisoning); runs the negative controls of the guards registered with
-`model="transactions"`, and its mutants (a `submodel="composed"` one on the restriction).
+Drives `ProcessMemoryManager`'s composed verbs against `spec.manager` through the
+transactions restriction of the composed machine (`invariants.manager_tx_machine.TxMachine`:
+transactions, retry intents, views, bundles, poisoning; refinement and the manager predicates
+after every step, contracts on), and runs on that same restriction the negative controls of
+the guards registered with `model="transactions"` and its mutants.
 """
 
 from __future__ import annotations
@@ -15,14 +13,11 @@ from typing import Any
 
 from invariants import contracts
 from invariants import manager as MP
-from invariants.campaign import CampaignStats, ControlResult, campaign_settings
+from invariants.campaign import ControlResult, campaign_settings
 from invariants.manager_tx_machine import find_tx_manager_counterexample, run_tx_manager_campaign
 from invariants.mutation import Mutant
-from invariants.transactions import STATE_PREDICATES, STEP_PREDICATES
-from invariants.transactions_machine import find_tx_counterexample, run_tx_campaign
 from refimpl.verify.checker_api import Budget, CheckerRun
 from refimpl.verify.manager_adapter import ManagerAdapter
-from refimpl.verify.transactions_adapter import TxRefimplAdapter
 from spec.guards import Guard, Layer
 
 __all__ = ["TransactionsChecker"]
@@ -48,16 +43,12 @@ class TransactionsChecker:
         # the quick profile keeps this checker (campaign + controls) near 20 s on 2 cores.
         cfg = campaign_settings(max(50, budget.campaign_examples // 3), budget.campaign_steps)
         with contracts.contracts(True):
-            focused = run_tx_campaign(TxRefimplAdapter, cfg)
-            composed = run_tx_manager_campaign(ManagerAdapter, cfg)
-        checks = {i: len(STATE_PREDICATES.get(i, ())) * focused.steps + len(STEP_PREDICATES.get(i, ())) * focused.accepted
-                  + len(MP.STATE_PREDICATES.get(i, ())) * composed.steps
-                  + len(MP.STEP_PREDICATES.get(i, ())) * composed.accepted for i in TX_IDS}
-        return CheckerRun(CampaignStats.total([focused, composed]), checks)
+            run = run_tx_manager_campaign(ManagerAdapter, cfg)
+        checks = {i: len(MP.STATE_PREDICATES.get(i, ())) * run.steps + len(MP.STEP_PREDICATES.get(i, ())) * run.accepted
+                  for i in TX_IDS}
+        return CheckerRun(run, checks)
 
     def control(self, guard: Guard | Mutant, layer: Layer, budget: Budget) -> ControlResult:
         cfg = campaign_settings(min(budget.control_examples, _CONTROL_EXAMPLES),
                                 min(budget.control_steps, _CONTROL_STEPS), shrink=budget.shrink)
-        if getattr(guard, "submodel", None) == "composed":  # a bug in the composed code: its restriction hunts it
-            return find_tx_manager_counterexample(guard, layer, cfg, ManagerAdapter)
-        return find_tx_counterexample(guard, layer, cfg, TxRefimplAdapter)
+        return find_tx_manager_counterexample(guard, layer, cfg, ManagerAdapter)
