@@ -34,7 +34,7 @@ from invariants import manager as IM
 from invariants.clauses import counting
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_order import step_I13_order
-from invariants.manager_tx import state_C4_intents, step_C4_intents, step_I5_poisoned
+from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from spec import manager_actions as M
 
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of", "order_step_of",
@@ -125,11 +125,11 @@ def views_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hash
 
 
 def view_bytes_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the view-bytes step predicate reads (C6): both views maps, the action, the before and after records of
-    the allocations the views are over."""
+    """What the view-bytes and fresh-name step predicate reads (C6): both views maps and next view ids, the action,
+    the before and after records of the allocations the views are over."""
     was, now = before.ledger.allocations, after.ledger.allocations
     under = tuple((v.allocation, was.get(v.allocation), now.get(v.allocation)) for v in before.views.values())
-    return before.views, act, after.views, under
+    return before.views, act, after.views, under, before.next_view, after.next_view
 
 
 def bundles_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
@@ -150,12 +150,26 @@ def intents_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Ha
     return act, result, before.txs, before.intents, after.txs, after.intents, before.aging_bound
 
 
-def poisoned_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
-    """What the poisoned-manager step predicate reads (I5): whether poisoned before; if so, both allocation id sets
-    and both tickets maps."""
-    if not before.poisoned:
+def holds_of(m: Any) -> Hashable:
+    """What the circular-holding state predicate reads (C4): the open transactions and, if any, the authorities."""
+    return (m.txs, m.ledger.authorities) if m.txs else ()
+
+
+def abort_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the abort step predicate reads (I5): for an abort, the action, the before-txs, the after-allocation ids."""
+    if not isinstance(act, M.AbortTx):
         return False
-    return frozenset(before.ledger.allocations), frozenset(after.ledger.allocations), before.tickets, after.tickets
+    return act, before.txs, frozenset(after.ledger.allocations)
+
+
+def poisoned_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the poisoning step predicate reads (I5): both bundles maps and the mismatch report naming one; whether
+    the manager was poisoned before; if so, both allocation id sets and both tickets maps."""
+    scope = before.bundles, after.bundles, act if isinstance(act, M.ReportMismatch) else None
+    if not before.poisoned:
+        return scope
+    return (scope, frozenset(before.ledger.allocations), frozenset(after.ledger.allocations), before.tickets,
+            after.tickets)
 
 
 def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
@@ -168,13 +182,14 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
         for p in preds:
             if hasattr(p, "__wrapped__"):  # `_on_ledger_step`: p(before.ledger, act, after.ledger) (I6 by act type)
                 out[p] = ledger_step_of
-    # Read before.ledger.authorities, after.ledger.authorities and act only (C3: and the parts, on a removal).
+    # Both ledgers and act (C3: loss, termination; and the parts, on a removal).
     out[IM.step_C3_manager] = removal_step_of
     out[IM.step_I2_manager] = ledger_step_of
     # I1 (partition, grants and transactions backed by reservations): ledger, tickets, txs. I13: tickets, the
     # ledger's headroom and the aging bound (grant order).
     out[IM.state_I1_manager] = parts_of
     out[IM.state_I13_manager] = parts_of
+    out[IM.state_C3_manager] = parts_of  # C3 (no work on a lost context): the contexts, the transactions' needs
     # I1 (credit once): act, the before-tickets and -txs it retires, both ledgers' allocations, the result.
     # I6: both ledgers' charges, act, the before-txs (a transaction's holder).
     out[IM.step_I1_manager] = parts_step_of
@@ -195,6 +210,8 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     # C4 (retry intents), I5 (poisoned manager): `invariants.manager_tx`.
     out[step_C4_intents] = intents_step_of
     out[state_C4_intents] = intents_of
+    out[state_C4_holds] = holds_of
+    out[step_I5_abort] = abort_step_of
     out[step_I5_poisoned] = poisoned_step_of
     return out
 

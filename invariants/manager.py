@@ -2,13 +2,13 @@
 
 Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per
 grant across cancel, timeout, abort and answer (I1); a holder's charge falls only by its own action or the
-environment, and a pinned or in-flight lease is never a victim (I6); a lost device keeps its charge and a
-removed authority leaves nothing behind (C3); a changed limit is not below what is used (I2); an answer to a
-closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
-never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit
-(I10); no callback runs under the ledger lock (I7). Elsewhere: views (C4, C6, I9) `.manager_views`; order (I13)
-`.manager_order`; answers (C5) `.manager_answers`; intents, poisoning (C4, I5) `.manager_tx`; holders (I4a)
-`.manager_holders`.
+environment, and a pinned or in-flight lease is never a victim (I6); a changed limit is not below what is used
+(I2); an answer to a closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter,
+a matured waiter is never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its
+transaction's commit (I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9):
+`.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`; intents (C4),
+poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`;
+holders (I4a): `.manager_holders`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
@@ -25,20 +25,21 @@ from invariants import ledger as LP
 from invariants.changed import changed, changes
 from invariants.clauses import clause, conjunction
 from invariants.manager_answers import step_C5_answers
+from invariants.manager_devices import state_C3_manager, step_C3_manager
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import served_before, step_I13_order
-from invariants.manager_tx import state_C4_intents, step_C4_intents, step_I5_poisoned
+from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.records import evolve
 from spec.tickets import TicketState as _T
-from spec.types import AllocState, ContextState, Origin
+from spec.types import AllocState, Origin
 
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_all", "check_step",
-           "state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
-           "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager", "state_I13_generation",
-           "observed_I7_manager"]
+           "state_I1_manager", "state_I13_manager", "state_C3_manager", "step_I1_manager", "step_I6_manager",
+           "step_C3_manager", "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
+           "state_I13_generation", "observed_I7_manager"]
 
 
 # --- I1: one ledger, its buckets partition used -----------------------------------
@@ -317,48 +318,6 @@ def observed_I7_manager(deliveries: Sequence[tuple[int, int, int, bool]]) -> Non
                               f"ledger lock")
 
 
-# --- C3: a lost device keeps its charge -------------------------------------------------
-
-_C3_KEPT = clause("C3", "step_C3_manager", "lost_charge_kept",
-                  "no lost device's charge is refunded before its termination is confirmed: its context may still "
-                  "be using the bytes")
-
-
-def step_C3_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    lost = [x for x in after.ledger.authorities.values() if x.alias_of is None and x.context is ContextState.LOST]
-    _C3_KEPT.case(bool(lost))
-    for x in lost:
-        p = before.ledger.authorities.get(x.id)
-        if p is not None and x.used < p.used:
-            _C3_KEPT.fail(f"{act!r}: lost authority {x.id}'s used fell {p.used} -> {x.used} B before termination")
-    _step_C3_removed(before, act, after)
-
-
-_C3_REMOVED = clause("C3", "step_C3_manager", "removal_drops_no_charge",
-                     "no removed authority leaves a charge, an allowance, an alias or a part's record behind: bytes "
-                     "booked on a ledger that is gone could never be refunded nor governed")
-
-
-def _naming(m: M.Manager, aid: int) -> list[str]:
-    """The records of `m` that name authority `aid` (read from every table, not the handler's pin list)."""
-    out = [f"allocation {r.id}" for r in m.ledger.allocations.values() if r.authority == aid]
-    out += [f"allowance {w.id}" for w in m.ledger.allowances.values() if w.authority == aid]
-    out += [f"alias {a.id}" for a in m.ledger.authorities.values() if a.alias_of == aid]
-    out += [f"ticket {t.id}" for t in m.tickets.values() if t.authority == aid]
-    out += [f"pressure {p.id}" for p in m.pressures.values() if p.authority == aid]
-    out += [f"limit change on {aid}"] if aid in m.changes else []
-    return out + [f"transaction {x.id}" for x in m.txs.values() if aid in dict(x.needs)]
-
-
-def _step_C3_removed(before: M.Manager, act: Any, after: M.Manager) -> None:
-    gone = [aid for aid in before.ledger.authorities if aid not in after.ledger.authorities]
-    _C3_REMOVED.case(bool(gone))
-    for aid in gone:
-        left = _naming(after, aid)
-        if left:
-            _C3_REMOVED.fail(f"{act!r}: authority {aid} is gone but {', '.join(left[:4])} still name it")
-
-
 # --- I2: a changed limit still backs every grant ---------------------------------------------
 
 # What is lost, not the guard's comparison: counted from the allocation records (not `used`), granted only.
@@ -475,14 +434,15 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation),
-     "C4": (state_C4_views, state_C4_intents), "C6": (state_C6_views,)}, LP.STATE_PREDICATES, _on_ledger_state)
+    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation), "C3": (state_C3_manager,),
+     "C4": (state_C4_views, state_C4_holds, state_C4_intents), "C6": (state_C6_views,)}, LP.STATE_PREDICATES,
+    _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
     {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
      "I10": (step_I10_manager,), "C5": (step_C5_manager, step_C5_answers),
      "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,), "C6": (step_C6_views,),
-     "C4": (step_C4_intents,), "I5": (step_I5_poisoned,), "I4a": (step_I4a_holders,)},
+     "C4": (step_C4_intents,), "I5": (step_I5_abort, step_I5_poisoned), "I4a": (step_I4a_holders,)},
     LP.STEP_PREDICATES, _on_ledger_step)
 
 

@@ -45,7 +45,7 @@ from spec.manager_parts import referenced
 from spec.types import AllocState, Role, Tier
 
 __all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "VIEW_SCOPE",
-           "COMPLETE_SCOPES", "PRESSURE_SCOPE",
+           "COMPLETE_SCOPES", "PRESSURE_SCOPE", "TX_SCOPE",
            "CONTROLS", "control_model", "manager_start", "manager_actions", "manager_model"]
 
 
@@ -84,6 +84,10 @@ class ManagerScope:
     #: ExecuteView of every view by every live transaction at each generation up to the view's (the current one and
     #: every stale one), and RemapView while the view's generation is below n (the cap keeps the scope finite).
     views: int = 0
+    #: Retry intents and poisoning (the transactions restriction, `TX_SCOPE`): PlanTx naming each intent its holder
+    #: left (a retry takes back its place, C4), and CorruptLedger while the manager is not yet poisoned (I5).
+    retries: bool = False
+    corruption: bool = False
 
 
 QUICK_SCOPE = ManagerScope(tries=True)
@@ -126,6 +130,15 @@ COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
 PRESSURE_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=2, tickets=3, pressures=1, txs=0,
                               nbytes=(1, 3), needs=(), losses=False, limits=False, tries=True, bundles=0,
                               removals=False, deadline=1, uses=True, generations=1, try_cap=2)
+
+#: The transactions restriction of the composed spec (`ortmem verify`'s transactions checker, each of its guards'
+#: controls): two 1 B authorities, one holder, one state bundle; two transactions ever planned, each needing both
+#: authorities, declared in either order (C4's stable order), fresh or retrying an intent; views remapped up to
+#: generation 2; the ledger found corrupt. No ticket, pressure, limit change, device loss or removal: those are
+#: the composed scopes' (`COMPLETE_SCOPES`). Explored to its fixpoint: 3,220 states, 10,140 transitions (1 s).
+TX_SCOPE = ManagerScope(capacities=(1, 1), holders=1, tickets=0, pressures=0, txs=2, nbytes=(1,),
+                        needs=(((1, 1), (2, 1)), ((2, 1), (1, 1))), losses=False, limits=False,
+                        removals=False, views=2, retries=True, corruption=True)
 
 #: guard -> the scope its explorer control runs in (`control_model`), where that is not QUICK_SCOPE.
 CONTROLS: dict[str, ManagerScope] = {"holder_in_use": attrs.evolve(CONTROL_SCOPE, unregisters=True)}
@@ -202,6 +215,9 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
         for h in holders:
             for needs in scope.needs:
                 yield M.PlanTx(h, needs)
+                if scope.retries:
+                    for iid in sorted(i.id for i in m.intents.values() if i.holder == h):
+                        yield M.PlanTx(h, needs, 0, iid)
     for xid in sorted(m.txs):
         yield M.ReserveTx(xid)
         yield M.CommitTx(xid)
@@ -223,6 +239,8 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
             if v.generation < scope.views:
                 yield M.RemapView(vid)
             yield M.DropView(vid)
+    if scope.corruption and not m.poisoned:
+        yield M.CorruptLedger()
     for a in auths:
         if scope.losses:
             yield A.LoseDevice(a)

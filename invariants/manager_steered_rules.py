@@ -69,7 +69,7 @@ class SteeredRules:
 
     @rule(data=st.data())
     def lose_while_held(self, data: st.DataObject) -> None:
-        """A device lost while it holds a quarantined lease, or while a two-ledger transaction holds on it."""
+        """A device lost while it holds a quarantined lease or a two-ledger transaction's bytes; new work on it then."""
         live = self._active()
         if len(live) < 2 or data.draw(st.integers(0, 2)):
             return  # device loss stays rare: an example keeps its authorities long enough to get deep
@@ -87,4 +87,5 @@ class SteeredRules:
             self._do(M.ReserveTx(tid))
             if data.draw(st.booleans()):
                 self._do(M.ReserveTx(tid))
-        self._do(A.LoseDevice(data.draw(st.sampled_from((first, second)))))
+        self._do(A.LoseDevice(lost := data.draw(st.sampled_from((first, second)))))
+        self._do(M.PlanTx(holder, ((lost, 1),)))  # refused: a lost context gets no new work (C3)

@@ -1,12 +1,19 @@
-"""Harm clauses of the composed manager's retry intents (C4) and poisoning (I5).
+"""Harm clauses of the composed manager's transactions: holds (C4), retry intents (C4), aborts and poisoning (I5).
 
-A transaction's arbitration identity (submit sequence, priority, age) is its
+Transactions reserve try-only; the harm of taking authorities out of a
+stable order is a circle of holds: each transaction holds an authority the
+next one needs and cannot get now, so none finishes without another's abort
+(and, aborting and retrying, they can miss forever). An abort that leaves a
+reservation behind keeps bytes charged that nobody holds. A transaction's
+arbitration identity (submit sequence, priority, age) is its
 place. The harms: an abort throws the place away (the retry queues behind
 every newcomer: overtaken without bound), a retry comes back with a newer
 sequence, a lower priority or a younger age, or one request holds two places
-at once (an intent not spent by its retry). A poisoned manager (the shared
-ledger found corrupt) that still grants: a new allocation, a granted ticket,
-a transaction's reservation, charged from a ledger known to be wrong (I5).
+at once (an intent not spent by its retry). A post-commit mismatch that
+poisons bundles other than the one that disagreed (I5). A poisoned manager
+(the shared ledger found corrupt) that still grants: a new allocation, a
+granted ticket, a transaction's reservation, charged from a ledger known to
+be wrong (I5).
 Each clause reads the records only, never the guards that prevent it.
 Reads spec values only; never imports refimpl.
 """
@@ -19,8 +26,11 @@ from invariants.clauses import clause
 from spec import manager_actions as M
 from spec.tickets import TicketState
 
-__all__ = ["state_C4_intents", "step_C4_intents", "step_I5_poisoned"]
+__all__ = ["circle_of_holds", "state_C4_holds", "state_C4_intents", "step_C4_intents", "step_I5_abort", "step_I5_poisoned"]
 
+_C4_CYCLE = clause("C4", "state_C4_holds", "no_circular_holding",
+                   "no set of open transactions each holds an authority the next needs and cannot get now: a circle "
+                   "of holds that none can finish without another's abort")
 _C4_ONE_PLACE = clause("C4", "state_C4_intents", "one_place_per_request",
                        "no two live transactions or retry intents share a submit sequence: a request holds one "
                        "place in arbitration, never two")
@@ -30,9 +40,53 @@ _C4_KEPT = clause("C4", "step_C4_intents", "retry_keeps_place",
 _C4_LEFT = clause("C4", "step_C4_intents", "abort_leaves_place",
                   "an aborted transaction's place outlives it at zero bytes: an intent with its holder, submit "
                   "sequence and priority, one abort older up to the aging bound")
+_I5_ABORT = clause("I5", "step_I5_abort", "abort_leaves_no_charge",
+                   "an aborted transaction leaves no charge on any ledger: every reservation it held is gone (its "
+                   "bytes credited, free for the next grant)")
 _I5_POISONED = clause("I5", "step_I5_poisoned", "poisoned_grants_nothing",
                       "while the manager is poisoned no new charge is granted: no allocation is created and no "
                       "ticket becomes granted")
+
+
+def _blocked_by(m: M.Manager) -> dict[int, set[int]]:
+    """Per open transaction whose next need does not fit now, the others holding a reservation on that authority
+    (read from the allocation records, not from the needs' order)."""
+    allocs, auths = m.ledger.allocations, m.ledger.authorities
+    out: dict[int, set[int]] = {}
+    for x in m.txs.values():
+        if len(x.held) == len(x.needs):
+            continue
+        aid, n = x.needs[len(x.held)]
+        a = auths.get(aid)
+        if a is not None and n > a.limit - a.used:
+            out[x.id] = {y.id for y in m.txs.values() if y.id != x.id
+                         and any(r in allocs and allocs[r].authority == aid for r in y.held)}
+    return out
+
+
+def circle_of_holds(m: M.Manager) -> list[int]:
+    """Open transactions in a circle, each blocked by the next (empty: none)."""
+    blocked = _blocked_by(m)
+
+    def walk(path: list[int]) -> list[int]:
+        for y in sorted(blocked.get(path[-1], ())):
+            if y in path:
+                return path[path.index(y):]
+            if found := walk(path + [y]):
+                return found
+        return []
+
+    for start in sorted(blocked):
+        if found := walk([start]):
+            return found
+    return []
+
+
+def state_C4_holds(m: M.Manager) -> None:
+    _C4_CYCLE.case(len(m.txs) > 1)
+    if len(m.txs) > 1 and (circle := circle_of_holds(m)):
+        _C4_CYCLE.fail(f"transactions {circle} each hold an authority the next needs and cannot get: "
+                       f"{[(t, m.txs[t].needs, m.txs[t].held) for t in circle]}")
 
 
 def state_C4_intents(m: M.Manager) -> None:
@@ -63,7 +117,30 @@ def step_C4_intents(before: M.Manager, act: Any, after: M.Manager, result: Any =
                           f"(holder {x.holder}, seq {x.seq}, priority {x.priority}, age {age})")
 
 
+def step_I5_abort(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    aborted = isinstance(act, M.AbortTx) and act.tx in before.txs and bool(before.txs[act.tx].held)
+    _I5_ABORT.case(aborted)
+    if not aborted:
+        return
+    # Records, not `used`: the bytes an abort credits may be granted to a waiting ticket in the same step.
+    x = before.txs[act.tx]
+    left = [a for a in x.held if a in after.ledger.allocations]
+    if left:
+        _I5_ABORT.fail(f"{act!r}: transaction {x.id}'s reservation(s) {left} of {list(x.held)} are still charged")
+
+
+_I5_ONE_BUNDLE = clause("I5", "step_I5_poisoned", "mismatch_poisons_one_bundle",
+                        "a post-commit mismatch poisons the bundle that disagreed and no other: every other "
+                        "bundle's engine keeps its state (the failure scope is the smallest rebuildable unit)")
+
+
 def step_I5_poisoned(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    hit = [b.id for b in after.bundles.values() if b.poisoned
+           and (b.id not in before.bundles or not before.bundles[b.id].poisoned)]
+    _I5_ONE_BUNDLE.case(bool(hit))
+    others = [bid for bid in hit if not (isinstance(act, M.ReportMismatch) and bid == act.bundle)]
+    if others:
+        _I5_ONE_BUNDLE.fail(f"{act!r} poisoned bundle(s) {others}, which reported no mismatch")
     _I5_POISONED.case(before.poisoned)
     if not before.poisoned:
         return

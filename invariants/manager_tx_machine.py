@@ -4,9 +4,11 @@ and poisoning (C3 C4 C6 I5 I9 I10).
 A focused campaign is a restriction of the one composed model, never a second model (issue #21): the
 `TxMachine` is `invariants.manager_machine.ManagerMachine` with only its transaction, view, bundle, lease and
 environment rules (`TX_RULES`), the same `spec.manager.step`, refinement and predicates (`invariants.manager`),
-plus two steered rules the whole machine draws too rarely: `retry_place` (a transaction misses, aborts and is
-retried by naming its intent, beside a newcomer: C4's place) and `poison` (the shared ledger found corrupt,
-then every kind of grant is tried and refused, and what was granted before settles: I5). The poisoning is an
+plus three steered rules the whole machine draws too rarely: `crossed_needs` (two transactions declare the same
+two full authorities in opposite orders and each reserves once: C4's stable order), `retry_place` (a
+transaction misses, aborts and is retried by naming its intent, beside a newcomer: C4's place) and `poison`
+(the shared ledger found corrupt, then every kind of grant is tried and refused, and what was granted before
+settles: I5). The poisoning is an
 environment event: refimpl reaches it through the test hook `refimpl.verify.manager_hooks.corrupt_ledger`.
 `situations` counts what the campaign reached (`TX_SITUATIONS`).
 
@@ -33,9 +35,9 @@ from spec.types import AllocState, Role
 __all__ = ["TX_RULES", "TX_SITUATIONS", "TxMachine", "tx_situations", "run_tx_manager_campaign",
            "find_tx_manager_counterexample"]
 
-#: The composed machine's rules this restriction keeps (with its own steered `retry_place` and `poison`).
+#: The composed machine's rules this restriction keeps (with its own steered `crossed_needs`, `retry_place`, `poison`).
 TX_RULES = ("plan_and_reserve", "transaction", "bundle_commit", "view", "lose_while_held", "release_lease",
-            "environment", "retry_place", "poison")
+            "environment", "crossed_needs", "retry_place", "poison")
 
 #: What the campaign must reach (counted per accepted step, `CampaignStats.events`).
 TX_SITUATIONS = ("transaction committed", "transaction aborted", "retry took back its place",
@@ -61,6 +63,29 @@ class TxMachine(ManagerMachine):
 
     def situations(self, prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
         return tx_situations(prev, action, now)
+
+    @rule(data=st.data())
+    def crossed_needs(self, data: st.DataObject) -> None:
+        """Two transactions need all the room left on the same two authorities, declared in opposite orders; each
+        reserves once (in stable id order the second misses on the first's authority: C4), then each aborts or
+        reserves on."""
+        live = [aid for aid in self._active() if self.abs.ledger.authorities[aid].used
+                < self.abs.ledger.authorities[aid].limit]
+        if len(live) < 2:
+            return
+        low, high = sorted(data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True)))
+        room = {aid: self.abs.ledger.authorities[aid].limit - self.abs.ledger.authorities[aid].used
+                for aid in (low, high)}
+        tids = []
+        for order in ((low, high), (high, low)):
+            tids.append(self.abs.next_tx)
+            self._do(M.PlanTx(data.draw(st.sampled_from(self._holders())), tuple((a, room[a]) for a in order)))
+        for tid in tids:
+            if tid in self.abs.txs:
+                self._do(M.ReserveTx(tid))
+        for tid in tids:
+            if tid in self.abs.txs:
+                self._do(M.AbortTx(tid) if data.draw(st.booleans()) else M.ReserveTx(tid))
 
     @rule(data=st.data())
     def retry_place(self, data: st.DataObject) -> None:

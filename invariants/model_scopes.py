@@ -18,7 +18,7 @@ import attrs
 from invariants import admission as AP
 from invariants import sessions as SP
 from invariants.explore import ExploreResult, Model, explore
-from invariants.manager_scope import COMPLETE_SCOPES, PRESSURE_SCOPE, control_model, manager_model
+from invariants.manager_scope import COMPLETE_SCOPES, PRESSURE_SCOPE, TX_SCOPE, control_model, manager_model
 from spec import admission as AD
 from spec import sessions as SS
 from spec.errors import GovernorError
@@ -150,6 +150,9 @@ SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     # The pressure restriction of the composed spec (`invariants.manager_scope.PRESSURE_SCOPE`): the pressure
     # checker's scope, every guard on and each of its guards' controls.
     "manager_pressure": lambda g: manager_model(g, PRESSURE_SCOPE, name="manager_pressure"),
+    # The transactions restriction of the composed spec (`invariants.manager_scope.TX_SCOPE`): the transactions
+    # checker's scope, every guard on and each of its guards' controls.
+    "manager_tx": lambda g: manager_model(g, TX_SCOPE, name="manager_tx"),
     "manager": control_model,  # `invariants.manager_scope`: the composed spec, its guards' controls
     # The composed spec's complete scopes (`invariants.manager_scope.COMPLETE_SCOPES`), symmetry on.
     **{name: (lambda g, scope=scope, name=name: manager_model(g, scope, symmetry=True, name=name))

@@ -96,7 +96,7 @@ _LINKS: dict[str, dict[str, object]] = {
                "tests/test_replay.py::test_replay_rejects_buggy_governor_trace_naming_id"),
     ),
     "I4a": dict(
-        predicates=(_P + "state_I4a", _P + "step_I4a"),
+        predicates=(_P + "state_I4a", _P + "step_I4a", _MG + "step_I4a_holders"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_lifecycle.py"),
     ),
     "I4b": dict(
@@ -216,12 +216,14 @@ _LINKS: dict[str, dict[str, object]] = {
 
 # --- capacity transactions, views, bundles, lifetime (issue #4) ---
 _TX_STATEFUL = "tests/test_manager_tx_campaign.py::TestComposedTransactionsRefineSpec"
-_TX_CONTROLS = "tests/test_pressure_tx_scopes.py::test_scope_guard_off_finds_a_clause_of_its_ids"
+_TX_CONTROLS = "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample"
 _TX_BAD = "tests/test_bad_input.py"
+#: The composed transaction mutants, each with a fixed script that breaks its harm clause.
+_MG_TX_MUTANTS = "tests/test_manager_tx.py::test_mutant_is_caught_by_its_harm_clause"
 _LINKS.update({
     "C3": dict(
-        predicates=(_MG + "step_C3_manager",),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS,
+        predicates=(_MG + "state_C3_manager", _MG + "step_C3_manager"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS, _MG_TX_MUTANTS,
                "tests/test_spec_manager.py::test_device_loss_mid_transaction_keeps_the_lost_part_charged_and_credits_the_rest",
                "tests/test_authorities.py::test_invalid_remove_is_refused_naming_every_pin_and_changes_nothing"),
         scope=("Providers are the manager's authorities (spec.manager RemoveAuthority): pinning counts charges "
@@ -229,11 +231,10 @@ _LINKS.update({
                "The ABI itself and delegated quota (C10) are outside this model."),
     ),
     "C4": dict(
-        predicates=(_MG + "state_C4_views", _MG + "state_C4_intents", _MG + "step_C4_intents"),
+        predicates=(_MG + "state_C4_views", _MG + "state_C4_holds", _MG + "state_C4_intents", _MG + "step_C4_intents"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_manager_tx_threads.py",
                "tests/test_manager_tx.py::test_abort_leaves_the_place_and_a_retry_takes_it_back",
                "tests/test_manager_tx.py::test_control_retry_keeps_identity_off_loses_the_place",
-               "tests/test_harm_clauses.py::test_reserve_order_skipping_lower_needs_fails_no_circular_holding",
                "tests/test_reserve_order.py::test_no_circle_of_holds_in_any_reachable_state_of_the_spec",
                "tests/test_reserve_order.py::test_control_declared_order_in_the_spec_reaches_a_circle"),
         scope=("Waiting and quota negotiation happen before Plan, outside the coordinator: no coordinator "
@@ -242,12 +243,13 @@ _LINKS.update({
     ),
     "C6": dict(
         predicates=(_MG + "state_C6_views", _MG + "step_C6_views"),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_drop_view.py::test_committed_view_is_over_its_lease"),
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, _MG_TX_MUTANTS,
+               "tests/test_drop_view.py::test_committed_view_is_over_its_lease"),
         scope=("View lifetime and generation per consuming execution. View kinds (contiguous, block table, "
                "indexed, opaque) are not modelled: a view is (allocation, generation) whatever its shape."),
     ),
     "I5": dict(
-        predicates=(_MG + "step_I5_poisoned",),
+        predicates=(_MG + "step_I5_abort", _MG + "step_I5_poisoned"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_manager_tx.py::test_a_poisoned_manager_fails_its_waiters_and_grants_nothing",
                "tests/test_manager_tx.py::test_control_poisoned_manager_refuses_off_grants_from_a_corrupt_ledger",
@@ -258,7 +260,7 @@ _LINKS.update({
     ),
     "I9": dict(
         predicates=(_MG + "step_I9_views",),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, _MG_TX_MUTANTS,
                "tests/test_drop_view.py::test_a_view_dropped_under_an_open_execution_breaks_drop_fences_users"),
     ),
     "I10": dict(

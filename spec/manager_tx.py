@@ -136,8 +136,9 @@ def _commit_tx(m: M.Manager, act: M.CommitTx, guards: GuardSet) -> tuple[M.Manag
         b = bundles[x.bundle]
         if b.poisoned:
             raise BundlePoisoned(f"bundle {b.id} is poisoned; abort and rebuild")
-        # The bundle's parts advance together, in the same step as the leases (I10).
-        bundles = bundles.set(b.id, evolve(b, versions=tuple(v + 1 for v in b.versions)))
+        # Verify the bundle's parts advance together, in the same step as the leases (I10).
+        versions = tuple(v + 1 if guards.on("atomic_bundle") or i == 0 else v for i, v in enumerate(b.versions))
+        bundles = bundles.set(b.id, evolve(b, versions=versions))
     ledger = m.ledger
     for (_, n), alloc in zip(x.needs, x.held):
         ledger = machine.step(ledger, A.Commit(x.holder, alloc, n), guards)[0]
@@ -147,7 +148,8 @@ def _commit_tx(m: M.Manager, act: M.CommitTx, guards: GuardSet) -> tuple[M.Manag
 def _abort_tx(m: M.Manager, act: M.AbortTx, guards: GuardSet) -> tuple[M.Manager, int]:
     x = _tx(m, act.tx)
     ledger, credited = m.ledger, 0
-    for alloc in x.held:
+    # Verify an abort cancels every reservation the transaction holds, not only its first (I5).
+    for alloc in x.held if guards.on("full_abort") else x.held[:1]:
         credited += ledger.allocations[alloc].charge
         ledger = machine.step(ledger, A.Cancel(x.holder, alloc), guards)[0]
     # The attempt's place outlives it at zero bytes, one abort older (bounded aging, C4, I13).

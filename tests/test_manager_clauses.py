@@ -23,7 +23,7 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import CapacityDenied, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
-from spec.types import Role, Tier, ViewState
+from spec.types import ContextState, Role, Tier, ViewState
 
 # --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
 
@@ -106,7 +106,8 @@ def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() ->
 
 _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
                    "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
-                   "state_I13_generation", "state_C4_views", "state_C6_views", "step_I9_views", "step_C6_views"}
+                   "state_I13_generation", "state_C4_views", "state_C6_views", "step_I9_views", "step_C6_views",
+                   "state_C3_manager"}
 
 
 def _granted() -> M.Manager:
@@ -141,7 +142,12 @@ def _state_mut(name: str) -> M.Manager:
         m, alloc = lease(start(), H1, DEV, 4)
         m, _ = run(m, M.Submit(H2, DEV, 1))
         return evolve(m, tickets=m.tickets.set(2, evolve(m.tickets[2], allocation=alloc)))
-    if name in ("view_unreserved", "stale_read", "shared_provisional"):
+    if name == "work_on_lost_context":  # dev's context was lost, and an open transaction still needs it
+        m, _ = run(start(), M.PlanTx(H2, ((DEV, 1),)))
+        a = m.ledger.authorities[DEV]
+        lost = evolve(a, context=ContextState.LOST)
+        return evolve(m, ledger=evolve(m.ledger, authorities=m.ledger.authorities.set(DEV, lost)))
+    if name in ("view_unreserved", "stale_read", "shared_provisional", "ended_user"):
         m, x = run(start(), M.PlanTx(H2, ((DEV, 1), (HOST, 1))))
         m, _ = run(m, M.ReserveTx(x))
         if name == "view_unreserved":  # a view over a transaction still missing its HOST need
@@ -150,6 +156,9 @@ def _state_mut(name: str) -> M.Manager:
         m, _ = run(m, M.ExecuteView(x, v, 1))
         if name == "stale_read":  # the view moved on; its execution still reads generation 1
             return evolve(m, views=m.views.set(v, evolve(m.views[v], generation=2)))
+        if name == "ended_user":  # x committed, its execution is still listed as the view's user
+            nxt, _ = MG.step(m, M.CommitTx(x))
+            return evolve(nxt, views=nxt.views.set(v, evolve(nxt.views[v], users=((x, 1),))))
         m, y = run(m, M.PlanTx(H1, ((HOST, 1),)))  # another open transaction reads x's provisional view
         return evolve(m, views=m.views.set(v, evolve(m.views[v], users=((x, 1), (y, 1)))))
     if name == "old_generation_waiter":  # the authority was reconfigured, the waiter kept waiting
@@ -170,6 +179,8 @@ _STATE_MUTATIONS = {
     "view_unreserved": "state_C4_views.view_over_reserved_bytes",
     "stale_read": "state_C6_views.no_stale_view_read",
     "shared_provisional": "state_C6_views.provisional_view_private",
+    "ended_user": "state_C6_views.users_are_running",
+    "work_on_lost_context": "state_C3_manager.lost_context_gets_no_work",
 }
 
 
@@ -256,6 +267,23 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         assert MG.step(m, act)[0].tickets[w + 1].state.value == "pending"  # intact: the round stops at the waiter
         nxt, tid = MG.step(m, act, GuardSet.without("aging"))
         return m, act, nxt, tid
+    if name == "terminated_keeps_stranded":  # termination refunded the lost lease's bytes, kept its record
+        m, alloc = lease(start(), H1, DEV, 2)
+        m, _ = run(m, A.LoseDevice(DEV))
+        nxt, _ = MG.step(m, A.ConfirmTermination(DEV))
+        kept = evolve(nxt.ledger, allocations=nxt.ledger.allocations.set(alloc, m.ledger.allocations[alloc]))
+        return m, A.ConfirmTermination(DEV), evolve(nxt, ledger=kept), None
+    if name in ("view_id_reused", "generation_back"):
+        m, x = run(start(), M.PlanTx(H2, ((DEV, 1),)))
+        m, v = run(run(m, M.ReserveTx(x))[0], M.PublishView(x))
+        if name == "generation_back":  # remapped twice: generation 2 went back to 1
+            m, _ = run(m, M.RemapView(v))
+            return m, M.RemapView(v), evolve(m, views=m.views.set(v, evolve(m.views[v], generation=1))), 1
+        m, y = run(m, M.PlanTx(H2, ((HOST, 1),)))
+        m, _ = run(m, M.ReserveTx(y))
+        nxt, w = MG.step(m, M.PublishView(y))  # y's view took x's id, and the next id did not move
+        reused = nxt.views.delete(w).set(v, evolve(nxt.views[w], id=v))
+        return m, M.PublishView(y), evolve(nxt, views=reused, next_view=m.next_view), v
     if name == "remap_under_reader":  # the view moved to generation 2 under its execution (bound at 1)
         m, x = run(start(), M.PlanTx(H2, ((DEV, 1),)))
         m, v = run(run(m, M.ReserveTx(x))[0], M.PublishView(x))
@@ -288,6 +316,9 @@ _STEP_MUTATIONS = {
     "try_overtakes": "step_I13_manager.allocator_never_overtakes_a_waiter",
     "matured_overtaken": "step_I13_manager.matured_not_overtaken",
     "remap_under_reader": "step_I9_views.remap_fences_users",
+    "generation_back": "step_I9_views.generation_never_back",
+    "view_id_reused": "step_C6_views.view_names_fresh",
+    "terminated_keeps_stranded": "step_C3_manager.termination_refunds_once",
     "drop_under_reader": "step_I9_views.drop_fences_users",
     "release_under_view": "step_C6_views.view_bytes_kept",
     "bundle_stuck": "step_I10_manager.bundle_moves_with_its_leases",

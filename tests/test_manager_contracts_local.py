@@ -32,8 +32,8 @@ MANAGER_MUTANTS = sorted(n for n, m in MUTANTS.items()
                          if m.module.startswith("refimpl.manager.") and m.submodel != "replay")
 #: The composed workload below drives the composed operations; the pool protocol's mutants (model "pressure",
 #: `refimpl.manager.leases` and the ticket code it shares) are driven by `tests/test_manager_contracts_pool.py`.
-#: The transaction mutants (model "transactions") are found by the transactions campaign (the composed machine's
-#: restriction, tests/test_manager_tx_campaign.py) and tests/test_manager_tx.py.
+#: The transaction mutants (model "transactions": intents, loss, views, bundles) are found by the transactions
+#: checker's composed restriction and the scripts of tests/test_manager_tx.py.
 #: Composed mutants whose harm the local contract does not check (it checks the records a hot operation touched;
 #: a limit commit's lowering below what the ledger granted is not one of them): the full level catches each, with
 #: this clause (`test_what_the_local_contract_cannot_see_the_full_one_does`), as does the manager checker.

@@ -46,10 +46,10 @@ _LOST = AllocState.DEVICE_LOST
 
 
 class _Tx:
-    __slots__ = ("id", "holder", "needs", "need", "held", "seq", "priority", "age", "phase", "bundle", "bound")
+    __slots__ = ("id", "holder", "decl", "needs", "need", "held", "seq", "priority", "age", "phase", "bundle", "bound")
 
     def __init__(self, id: int, holder: int, decl: tuple[tuple[int, int], ...], priority: int) -> None:
-        self.id, self.holder = id, holder
+        self.id, self.holder, self.decl = id, holder, decl  # decl: the needs in declared order
         self.needs = tuple(sorted(decl))  # ascending authority id: the reservation order (C4)
         self.need = dict(decl)
         self.held: list[_Alloc] = []  # in reservation order: held[i] is the reservation for needs[i]

@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 
 from invariants.campaign import CampaignStats, ControlResult, Search, searching
-from invariants.clauses import Coverage, clauses_of
+from invariants.clauses import Coverage
 # Every predicate module declares its clauses on import; the ORT checker imports its own lazily.
 import invariants.admission  # noqa: F401
 import invariants.manager  # noqa: F401
@@ -54,7 +54,7 @@ from invariants.progress import reporting
 from refimpl.verify.checkers import CHECKERS, Budget, CheckerRun
 from refimpl.verify.crosshair_check import CrosshairResult, run_crosshair
 from refimpl.verify.mutants import MUTANTS
-from refimpl.verify.verdict_rules import ClauseCoverage, guards_of, judge
+from refimpl.verify.verdict_rules import ClauseCoverage, guards_of, judge, judged_clauses
 from spec.catalog import CATALOG, Status
 from spec.guards import GUARDS, Layer
 
@@ -423,4 +423,4 @@ def _id_report(e: Any, profile: str, runs: dict[str, CheckerRun], errors: dict[s
 
 
 def _keys(id: str) -> list[str]:
-    return [c.key for c in clauses_of(id)]
+    return [c.key for c in judged_clauses(id)]

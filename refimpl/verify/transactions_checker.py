@@ -4,7 +4,8 @@ Drives `ProcessMemoryManager`'s composed verbs against `spec.manager` through th
 transactions restriction of the composed machine (`invariants.manager_tx_machine.TxMachine`:
 transactions, retry intents, views, bundles, poisoning; refinement and the manager predicates
 after every step, contracts on), and runs on that same restriction the negative controls of
-the guards registered with `model="transactions"` and its mutants.
+the guards registered with `model="transactions"` and its mutants. Its explorer scope is the
+same restriction of the composed spec (`invariants.manager_scope.TX_SCOPE`, issue #21: one spec).
 """
 
 from __future__ import annotations
