@@ -65,7 +65,6 @@ MODULES: dict[str, list[str]] = {
     "spec/arith.py": ["tests/test_arith_units.py"],
     "spec/lifecycle.py": ["tests/test_lifecycle.py", "tests/test_lifecycle_tables.py"],
     "spec/tickets.py": ["tests/test_tickets_tables.py", "tests/test_manager_order_answers.py"],
-    "spec/transactions_lifecycle.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_lifecycle_tables.py"],
     "spec/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_explore.py", "tests/test_replay.py",
                         "tests/test_machine_units.py", "tests/test_stateful.py",
                         "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
@@ -75,11 +74,6 @@ MODULES: dict[str, list[str]] = {
                         "--deselect", "tests/test_explore.py::test_report_json_carries_explorer_figures",
                         "--deselect", "tests/test_explore.py::test_explorer_exhausts_quick_scope_without_violation",
                         "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
-    "spec/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
-                             "tests/test_transactions_units.py",
-                             "tests/test_tx_stateful.py",
-                             "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
-                             "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
     # The composed manager's model views (C4, C6, I9): their four actions, each guard and refusal on hand-made
     # scripts, the view scope explored with each view guard off, the composed clauses that judge views, and the
     # refimpl differential that compares the two layers' views step by step. (spec/view_actions.py, the records,
@@ -111,17 +105,15 @@ MODULES: dict[str, list[str]] = {
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                             "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
-    # transactions: the focused suites (tx_*) and the composed manager's (plan_tx ... abort_tx, reserve_all).
-    "refimpl/manager/transactions.py": ["tests/test_tx_scenarios.py", "tests/test_tx_bad_input.py", "tests/test_tx_contracts.py",
-                                "tests/test_tx_stateful.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+    # transactions: the composed manager's (plan_tx ... abort_tx, reserve_all, views, bundles).
+    "refimpl/manager/transactions.py": ["tests/test_manager_tx.py", "tests/test_manager_tx_campaign.py",
+                                "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_differential.py",
-                                "tests/test_reserve_order.py", "tests/test_tx_headroom.py",
-                                "tests/test_tx_refimpl_pins.py", "tests/test_authorities.py",
+                                "tests/test_reserve_order.py", "tests/test_drop_view.py", "tests/test_authorities.py",
                                 # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",
-                                "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
-                                "--deselect", "tests/test_tx_stateful.py::test_tx_campaign_with_contracts_off_still_refines"],
+                                "--deselect", "tests/test_manager_tx_campaign.py::test_tx_campaign_reaches_views_and_bundles_and_rejects_bad_input"],
     # The other manager parts the ledger's records meet: ticket arbitration, two-phase limits, device loss.
     "refimpl/manager/arbitration.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_contracts_local_clauses.py",
@@ -154,7 +146,7 @@ MODULES: dict[str, list[str]] = {
                            "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation"],
     "refimpl/manager/devices.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_machine_units.py",
                             "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
-                            "tests/test_manager_refimpl.py", "tests/test_tx_contracts.py",
+                            "tests/test_manager_refimpl.py",
                             "tests/test_replay.py", "tests/test_manager_devices.py",
                             "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
@@ -166,11 +158,7 @@ MODULES: dict[str, list[str]] = {
     # manager, 6 s each, also reached by the clause tests' poisoned states) left out.
     # The clause machinery itself: counting a clause's case, naming its failure, the conjunction and the
     # collecting mode that credits every failing clause to a control (verdict rule R3).
-    "invariants/clauses.py": ["tests/test_verdict.py", "tests/test_harm_clauses.py",
-                              "tests/test_tx_clauses.py"],
-    "invariants/transactions.py": ["tests/test_tx_clause_cases.py", "tests/test_tx_clauses.py", "tests/test_tx_controls.py",
-                                   "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-spec]",
-                                   "--deselect", "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample[poisoned_manager_refuses-refimpl]"],
+    "invariants/clauses.py": ["tests/test_verdict.py", "tests/test_harm_clauses.py"],
     # The admission models' clauses (I12, I8c, C5): the ledger-books clause tests, the verdict pins, and the
     # models' refinement campaigns and negative controls (3-4 s each in the mutation profile).
     "invariants/admission.py": ["tests/test_admission_ledger.py", "tests/test_verdict_pins.py", "tests/test_admission.py"],

@@ -19,8 +19,7 @@ from hypothesis.stateful import rule
 
 from spec import ledger_actions as A
 from spec import manager_actions as M
-from spec.transactions_lifecycle import ViewState
-from spec.types import AllocState
+from spec.types import AllocState, ViewState
 
 __all__ = ["ViewRules"]
 

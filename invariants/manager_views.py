@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from invariants.clauses import clause
 from spec import manager_actions as M
-from spec.transactions_lifecycle import ViewState
-from spec.types import AllocState
+from spec.types import AllocState, ViewState
 
 __all__ = ["state_C4_views", "state_C6_views", "step_C6_views", "step_I9_views"]
 

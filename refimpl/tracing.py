@@ -22,9 +22,7 @@ at all (the off path costs one `is None` test in the constructor). Only the
 manager's public hooks are used (`ledger_lock`, `attach_recorder`,
 `trace_recorder`, `touched`, `observed`); the composed operations (tickets,
 pressure, transactions, bundles, limits) number and emit their own events
-through the same recorder (`refimpl.manager.views`). The focused `tx_*`
-operations have no revision (`ortmem-tx/1` is retired) and are refused on a
-traced manager (`refimpl.manager.tx_view`).
+through the same recorder (`refimpl.manager.views`).
 
 The first composed event is preceded by a `configure` event naming the
 manager's aging bound (`invariants.manager_trace`), which the replay of a

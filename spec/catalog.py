@@ -20,7 +20,6 @@ from spec.guards import GUARDS, Guard
 from spec.hierarchy_lifecycle import PROC_TABLE, WORKER_TABLE
 from spec.lifecycle import ALLOCATION_TABLE, CONTEXT_TABLE, mermaid
 from spec.tickets import PRESSURE_TABLE, TICKET_TABLE
-from spec.transactions_lifecycle import BUNDLE_TABLE, TRANSACTION_TABLE
 
 __all__ = ["Status", "Entry", "CATALOG", "IDS", "LIVENESS", "entry", "render_markdown"]
 
@@ -216,16 +215,16 @@ _LINKS: dict[str, dict[str, object]] = {
 }
 
 # --- capacity transactions, views, bundles, lifetime (issue #4) ---
-_TX_STATEFUL = "tests/test_tx_stateful.py::TestCoordinatorRefinesSpec"
+_TX_STATEFUL = "tests/test_manager_tx_campaign.py::TestComposedTransactionsRefineSpec"
 _TX_CONTROLS = "tests/test_tx_controls.py::test_tx_negative_control_finds_counterexample"
-_TX_BAD = "tests/test_tx_bad_input.py"
+_TX_BAD = "tests/test_bad_input.py"
 #: The composed transaction mutants, each with a fixed script that breaks its harm clause.
 _MG_TX_MUTANTS = "tests/test_manager_tx.py::test_mutant_is_caught_by_its_harm_clause"
 _LINKS.update({
     "C3": dict(
         predicates=(_MG + "state_C3_manager", _MG + "step_C3_manager"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, *_MG_TESTS, _MG_TX_MUTANTS,
-               "tests/test_tx_scenarios.py::test_device_loss_refunds_only_on_confirmed_termination",
+               "tests/test_spec_manager.py::test_device_loss_mid_transaction_keeps_the_lost_part_charged_and_credits_the_rest",
                "tests/test_authorities.py::test_invalid_remove_is_refused_naming_every_pin_and_changes_nothing"),
         scope=("Providers are the manager's authorities (spec.manager RemoveAuthority): pinning counts charges "
                "(stranded ones too), allowances, aliases, tickets, pressures, limit changes and transactions. "
@@ -233,14 +232,11 @@ _LINKS.update({
     ),
     "C4": dict(
         predicates=(_MG + "state_C4_views", _MG + "state_C4_holds", _MG + "state_C4_intents", _MG + "step_C4_intents"),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_tx_threads.py", "tests/test_manager_tx_threads.py",
+        tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, "tests/test_manager_tx_threads.py",
                "tests/test_manager_tx.py::test_abort_leaves_the_place_and_a_retry_takes_it_back",
                "tests/test_manager_tx.py::test_control_retry_keeps_identity_off_loses_the_place",
                "tests/test_reserve_order.py::test_no_circle_of_holds_in_any_reachable_state_of_the_spec",
-               "tests/test_reserve_order.py::test_control_declared_order_in_the_spec_reaches_a_circle",
-               "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
-               "tests/test_tx_clauses.py::test_guard_off_reaches_its_harm_clause",
-               "tests/test_tx_clauses.py::test_opposite_orders_close_a_circle_of_holds"),
+               "tests/test_reserve_order.py::test_control_declared_order_in_the_spec_reaches_a_circle"),
         scope=("Waiting and quota negotiation happen before Plan, outside the coordinator: no coordinator "
                "operation waits (try-only reservation), so 'no wait while holding' holds by construction "
                "and is exercised by the threaded test. Quota slices (C10) are not modelled."),
@@ -248,18 +244,16 @@ _LINKS.update({
     "C6": dict(
         predicates=(_MG + "state_C6_views", _MG + "step_C6_views"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, _MG_TX_MUTANTS,
-               "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
-        scope=("View lifetime and generation per consuming execution, for all four view kinds. The "
-               "view-kind selection rule is not checked: the kind is the planner's declaration."),
+               "tests/test_drop_view.py::test_committed_view_is_over_its_lease"),
+        scope=("View lifetime and generation per consuming execution. View kinds (contiguous, block table, "
+               "indexed, opaque) are not modelled: a view is (allocation, generation) whatever its shape."),
     ),
     "I5": dict(
         predicates=(_MG + "step_I5_abort", _MG + "step_I5_poisoned"),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD,
                "tests/test_manager_tx.py::test_a_poisoned_manager_fails_its_waiters_and_grants_nothing",
                "tests/test_manager_tx.py::test_control_poisoned_manager_refuses_off_grants_from_a_corrupt_ledger",
-               "tests/test_tx_scenarios.py::test_abort_restores_the_whole_snapshot",
-               "tests/test_tx_scenarios.py::test_poisoned_manager_refuses_every_grant",
-               "tests/test_tx_scenarios.py::test_mismatch_poisons_only_its_bundle"),
+               "tests/test_spec_manager.py::test_abort_tx_credits_every_held_reservation_and_wakes_a_waiter"),
         scope=("Pre-commit aborts (explicit, try-miss, device loss) restore every ledger exactly; a "
                "post-commit mismatch poisons its state bundle only; ledger corruption poisons the "
                "manager. Quarantine of un-undoable rollbacks is the ledger's Quarantine (I4a)."),
@@ -267,11 +261,12 @@ _LINKS.update({
     "I9": dict(
         predicates=(_MG + "step_I9_views",),
         tests=(_TX_STATEFUL, _TX_CONTROLS, _TX_BAD, _MG_TX_MUTANTS,
-               "tests/test_tx_scenarios.py::test_view_generation_is_fixed_per_execution"),
+               "tests/test_drop_view.py::test_a_view_dropped_under_an_open_execution_breaks_drop_fences_users"),
     ),
     "I10": dict(
         predicates=(_MG + "step_I10_manager",),
-        tests=(_TX_STATEFUL, _TX_CONTROLS, "tests/test_tx_scenarios.py::test_bundle_commits_as_one_unit",
+        tests=(_TX_STATEFUL, _TX_CONTROLS,
+               "tests/test_spec_manager.py::test_a_bundle_advances_as_one_with_its_transactions_commit_and_a_poisoned_one_never",
                "tests/test_harm_clauses.py::test_a_bundle_out_of_step_with_its_leases_fails_bundle_moves_with_its_leases"),
         scope="KV, recurrent/conv, sampler/search and progress parts; versions advance together on commit.",
     ),
@@ -380,8 +375,6 @@ _LIFECYCLES = (
     ("Device context", CONTEXT_TABLE),
     ("Requester ticket", TICKET_TABLE),
     ("Pressure ticket", PRESSURE_TABLE),
-    ("Capacity transaction", TRANSACTION_TABLE),
-    ("State bundle", BUNDLE_TABLE),
     ("Hierarchy worker (coordinator view)", WORKER_TABLE),
     ("Worker process", PROC_TABLE),
 )
@@ -419,7 +412,7 @@ def render_markdown() -> str:
             "; ".join(f"`{g.name}`: {g.description} (off: {g.harm})" for g in e.guards) or "none")]
         lines += ["", "*Tests.* " + ", ".join(f"`{t}`" for t in e.tests)]
     lines += ["", "## Lifecycles", "", "Generated from the transition tables in `spec.lifecycle`, "
-              "`spec.tickets`, `spec.transactions_lifecycle` and `spec.hierarchy`."]
+              "`spec.tickets` and `spec.hierarchy`."]
     for title, table in _LIFECYCLES:
         lines += ["", f"### {title}", "", "```mermaid", mermaid(table), "```"]
     lines.append("")

@@ -43,8 +43,7 @@ from spec.ledger import _active, _authority, _holder, check_bytes
 from spec.manager_parts import canonical, without_limit_check
 from spec.records import evolve
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
-from spec.transactions_lifecycle import BundlePart
-from spec.types import Role
+from spec.types import BundlePart, Role
 
 __all__ = ["TX_HANDLERS", "CHARGING", "refuse_poisoned"]
 

@@ -24,7 +24,7 @@ from spec.errors import DeviceLost, InvalidArgument, InvalidTransition, StaleGen
 from spec.guards import GuardSet
 from spec.manager_tx import _tx
 from spec.records import evolve
-from spec.transactions_lifecycle import ViewState
+from spec.types import ViewState
 
 __all__ = ["VIEW_HANDLERS", "end_execution", "lose_views"]
 

@@ -17,6 +17,9 @@ __all__ = [
     "ContextState",
     "ContextEvent",
     "Origin",
+    "TxPhase",
+    "ViewState",
+    "BundlePart",
 ]
 
 #: Largest byte count any operation accepts (int64, as ORT's size_t crosses a C ABI).
@@ -93,3 +96,30 @@ class Origin(_ShortRepr):
 
     GRANTED = "granted"  # reserve -> commit: charged before the bytes existed
     RECORDED = "recorded"  # record-committed: the bytes were already taken
+
+
+class TxPhase(_ShortRepr):
+    """Where an open capacity transaction is (C4, C6): the governor's own encoding; `spec.manager` keeps none."""
+
+    PLANNED = "planned"  # needs known, nothing held; all waiting happened before this
+    RESERVING = "reserving"  # some authorities held, in stable id order
+    RESERVED = "reserved"  # every need held
+    PUBLISHED = "published"  # provisional view exists over the new allocation
+    EXECUTING = "executing"  # views bound to the consuming execution
+    COMMITTED = "committed"  # its reservations are the holder's leases; bundle advanced
+
+
+class ViewState(_ShortRepr):
+    """A model view (C6, I9)."""
+
+    MAPPED = "mapped"
+    INVALID = "invalid"  # its device was lost; dropped when termination is confirmed
+
+
+class BundlePart(_ShortRepr):
+    """Loop-carried state that commits or rolls back as one unit (I10)."""
+
+    KV = "kv"
+    RECURRENT = "recurrent"  # recurrent / conv state
+    SAMPLER = "sampler"  # sampler / search state
+    PROGRESS = "progress"  # request progress

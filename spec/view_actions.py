@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import attrs
 
-from spec.transactions_lifecycle import ViewState
+from spec.types import ViewState
 
 __all__ = ["View", "PublishView", "ExecuteView", "RemapView", "DropView", "VIEW_ACTIONS"]
 

@@ -49,7 +49,7 @@ MARKED_TESTS = {
              "ort/test_ort_depth.py::test_quick_campaign_reaches_depth",
              "test_records.py::test_manager_quick_scope_steps_are_the_same_with_attrs_evolve",
              "test_records.py::test_ledger_quick_scope_steps_are_the_same_with_attrs_evolve",
-             "test_tx_stateful.py::test_tx_campaign_reaches_deep_states_and_rejects_bad_input",
+             "test_manager_tx_campaign.py::test_tx_campaign_reaches_views_and_bundles_and_rejects_bad_input",
              "test_explore.py::test_verify_explorer_phase_finds_every_spec_guard",
              "test_explore.py::test_report_json_carries_explorer_figures",
              "test_docs_mermaid.py::test_every_mermaid_block_renders",

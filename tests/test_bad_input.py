@@ -321,13 +321,11 @@ def test_cases_cover_every_public_operation():
                 "reserve_all", "prepare_limit", "commit_limit", "lower_limit", "abstract_manager", "attach_recorder",
                 "touched", "observed", "take_grants", "lock_held_by_me", "wake_waiters", "open_bundle", "join_bundle",
                 "report_mismatch", "remove_authority", "unregister_holder",
-                # model views: their bad-input cases are tests/test_tx_bad_input.py's, run by these composed verbs
+                # model views: tests/test_manager_bad_input.py::test_invalid_view_input_is_refused_unchanged
                 "publish_view", "execute_view", "remap_view", "drop_view"}
     # The cancellation mailbox and waiting (refimpl.manager.mailbox): tests/test_mailbox.py.
     pool = {"wait", "drop", "drain"}
-    # The focused transaction operations (`tx_*`, `abstract_tx`) have theirs in tests/test_tx_bad_input.py.
-    focused = {n for n in public if n.startswith("tx_")} | {"abstract_tx"}
-    assert public - {"abstract", "snapshot"} - composed - pool - focused == set(CASES)
+    assert public - {"abstract", "snapshot"} - composed - pool == set(CASES)
 
 
 @pytest.mark.parametrize("op, case", PARAMS)

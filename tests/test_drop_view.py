@@ -24,8 +24,7 @@ from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import (InvalidArgument, InvalidTransition, ProviderPinned, UnknownView, ViewInUse)
-from spec.transactions_lifecycle import ViewState
-from spec.types import Tier
+from spec.types import Tier, ViewState
 
 DEV, HOST, H1, H2 = 1, 2, 1, 2
 # A committed view 1 over lease 1 (H1's, 3 B on DEV); transaction 2 (H2, HOST) binds it in its execution.

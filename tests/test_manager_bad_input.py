@@ -21,6 +21,7 @@ from spec.errors import (
     InvalidBytes,
     InvalidTransition,
     HolderInUse,
+    StaleGeneration,
     ProviderPinned,
     UnknownAllocation,
     UnknownAuthority,
@@ -28,6 +29,8 @@ from spec.errors import (
     UnknownHolder,
     UnknownTicket,
     UnknownTransaction,
+    UnknownView,
+    ViewInUse,
 )
 from spec.types import MAX_NAME, Role, Tier
 
@@ -208,6 +211,75 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
 def test_invalid_composed_input_is_refused_unchanged(world: Any, call: Callable, error: type, match: str, on: bool) -> None:
     pmm, w = world
+    before = pmm.abstract_manager()
+    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
+        call(pmm, w)
+    assert type(exc.value) is error
+    assert pmm.abstract_manager() == before
+
+
+@pytest.fixture
+def view_world() -> tuple[ProcessMemoryManager, Any]:
+    """Model views in every state a view verb can meet (C4, C6, I9): bound, provisional, dropped, invalid."""
+    pmm, w = make()
+
+    def held(needs: tuple[tuple[int, int], ...]) -> int:
+        tx = pmm.plan_tx(w.h1, needs)
+        pmm.reserve_all(tx)
+        return tx
+
+    def committed(auth: int) -> tuple[int, int]:
+        tx = held(((auth, 5),))
+        view = pmm.publish_view(tx)
+        pmm.execute_view(tx, view, 1)
+        pmm.commit_tx(tx)
+        return tx, view
+
+    w.committed, w.shared = committed(w.a)
+    assert pmm.remap_view(w.shared) == 2
+    w.executing = held(((w.a, 5),))
+    w.own = pmm.publish_view(w.executing)
+    pmm.execute_view(w.executing, w.own, 1)
+    pmm.execute_view(w.executing, w.shared, 2)
+    w.published = held(((w.a, 5),))
+    w.provisional = pmm.publish_view(w.published)
+    w.reserving = pmm.plan_tx(w.h1, ((w.a, 5), (w.b, 5)))
+    pmm.reserve_tx(w.reserving)
+    _, w.dropped = committed(w.a)
+    pmm.drop_view(w.dropped)
+    lost = pmm.register_authority("gpu1", Tier.DEVICE, 100)
+    _, w.lost_view = committed(lost)
+    pmm.lose_device(lost)
+    return pmm, w
+
+
+VIEW_BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
+    ("publish-not-all-held", lambda p, w: p.publish_view(w.reserving), InvalidTransition, "publish"),
+    ("publish-committed", lambda p, w: p.publish_view(w.committed), InvalidTransition, "already committed"),
+    ("execute-stale-generation", lambda p, w: p.execute_view(w.published, w.shared, 1), StaleGeneration, "generation 2"),
+    ("execute-future-generation", lambda p, w: p.execute_view(w.published, w.shared, 3), StaleGeneration,
+     "generation 2"),
+    ("execute-generation-zero", lambda p, w: p.execute_view(w.published, w.provisional, 0), InvalidArgument,
+     "generation"),
+    ("execute-lost-view", lambda p, w: p.execute_view(w.published, w.lost_view, 1), DeviceLost, "invalid"),
+    ("execute-others-provisional", lambda p, w: p.execute_view(w.executing, w.provisional, 1), InvalidArgument,
+     "provisional"),
+    ("execute-twice", lambda p, w: p.execute_view(w.executing, w.own, 1), InvalidTransition, "already binds"),
+    ("execute-dropped-view", lambda p, w: p.execute_view(w.published, w.dropped, 1), InvalidTransition, "dropped"),
+    ("execute-unknown-view", lambda p, w: p.execute_view(w.published, 999, 1), UnknownView, "not known"),
+    ("remap-in-use", lambda p, w: p.remap_view(w.shared), ViewInUse, r"execution\(s\)"),
+    ("remap-lost-view", lambda p, w: p.remap_view(w.lost_view), DeviceLost, "invalid"),
+    ("remap-bad-id", lambda p, w: p.remap_view("1"), InvalidArgument, "int id"),
+    ("drop-in-use", lambda p, w: p.drop_view(w.shared), ViewInUse, r"execution\(s\)"),
+    ("drop-provisional", lambda p, w: p.drop_view(w.provisional), InvalidTransition, "provisional"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", [pytest.param(c, e, m, id=i) for i, c, e, m in VIEW_BAD])
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_invalid_view_input_is_refused_unchanged(view_world: Any, call: Callable, error: type, match: str,
+                                                 on: bool) -> None:
+    pmm, w = view_world
     before = pmm.abstract_manager()
     with contracts.contracts(on), pytest.raises(error, match=match) as exc:
         call(pmm, w)

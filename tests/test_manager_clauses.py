@@ -23,8 +23,7 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import CapacityDenied, HolderInUse, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
-from spec.transactions_lifecycle import ViewState
-from spec.types import ContextState, Role, Tier
+from spec.types import ContextState, Role, Tier, ViewState
 
 # --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
 

@@ -1,7 +1,7 @@
 # The local contract's own books (refimpl.manager.contract_books): exact across every path, and `checkpoint`.
 #
 # Level "local" checks conservation against books it keeps from the rows each operation touched. A path that
-# keeps none (the tx_* front end, `drain`, contracts switched off, the other level) must leave the
+# keeps none (`drain`, contracts switched off, the other level) must leave the
 # next checked operation recounting, never trusting stale books: each case below runs such a path between two
 # checked operations on the same ledger and must raise nothing, then a `checkpoint` must find the books exact.
 # Removing any one `forget` (or the switch watching the books) makes its case raise a false InvariantViolation.
@@ -20,7 +20,6 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager, checkpoint
 from spec.guards import GuardSet
-from spec.transactions_lifecycle import ViewKind
 from spec.types import Role, Tier
 
 DEV, KV = Tier.DEVICE, Role.KV
@@ -42,9 +41,6 @@ def _booked(pmm: ProcessMemoryManager, h: int, pool: str) -> int:
     return a
 
 
-# Each path runs on a ledger of its own front end only: the tx_* checks reject a ledger that also holds the
-# composed front end's leases (one spec does not describe both: issue #21).
-
 def _drain(pmm: ProcessMemoryManager, h: int) -> int:
     a = _booked(pmm, h, "drain")
     pmm.submit(h, a, 30)  # granted at once: reservations
@@ -52,13 +48,6 @@ def _drain(pmm: ProcessMemoryManager, h: int) -> int:
     pmm.cancel(h, pmm.reserve(h, a, DEV, 1, KV))  # a checked operation counts the books again
     pmm.drop(h, t)
     pmm.drain()  # retires t's reservation (40 B): no other operation runs around it
-    return a
-
-
-def _tx(pmm: ProcessMemoryManager, h: int) -> int:
-    a = _booked(pmm, h, "tx")
-    t = pmm.tx_plan(h, ((a, 50),), 0, ViewKind.CONTIGUOUS)
-    assert pmm.tx_reserve(t, a) is None  # held: 50 B booked by the tx_* path
     return a
 
 
@@ -77,7 +66,7 @@ def _full(pmm: ProcessMemoryManager, h: int) -> int:
 
 
 BETWEEN: dict[str, Callable[[ProcessMemoryManager, int], int]] = {
-    "drain": _drain, "tx": _tx, "contracts_off": _off, "level_full": _full}
+    "drain": _drain, "contracts_off": _off, "level_full": _full}
 
 
 @pytest.mark.parametrize("path", sorted(BETWEEN))

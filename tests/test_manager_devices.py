@@ -14,7 +14,6 @@ from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager
 from spec.errors import DeviceLost, InvalidTransition, StaleAnswer
 from spec.guards import GuardSet
-from spec.transactions_lifecycle import TxPhase, ViewKind
 from spec.types import AllocState, Tier
 
 CONTROLS = ["", "loss_keeps_charge"]
@@ -42,21 +41,21 @@ def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() 
     pmm = ProcessMemoryManager()
     a, b = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_authority("gpu1", Tier.DEVICE, 64)
     h = pmm.register_holder("kv")
-    done = pmm.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS)
-    pmm.tx_reserve(done, a)
+    done = pmm.plan_tx(h, ((a, 8),))
+    pmm.reserve_all(done)
     view = pmm.publish_view(done)  # a view over bytes of a
     pmm.execute_view(done, view, 1)
-    pmm.tx_commit(done)
-    binds = pmm.tx_plan(h, ((b, 8),), 0, ViewKind.CONTIGUOUS)  # needs only b, executes on the view on a
-    pmm.tx_reserve(binds, b)
+    pmm.commit_tx(done)
+    binds = pmm.plan_tx(h, ((b, 8),))  # needs only b, executes on the view on a
+    pmm.reserve_all(binds)
     pmm.publish_view(binds)
     pmm.execute_view(binds, view, 1)
-    apart = pmm.tx_plan(h, ((b, 4),), 0, ViewKind.CONTIGUOUS)  # touches nothing of a
-    pmm.tx_reserve(apart, b)
+    apart = pmm.plan_tx(h, ((b, 4),))  # touches nothing of a
+    (r_apart,) = pmm.reserve_all(apart)
     pmm.lose_device(a)
-    s = pmm.abstract_tx()
-    assert binds not in s.txs  # aborted: it ran on bytes of the lost device
-    assert s.txs[apart].phase is TxPhase.RESERVED and s.authorities[b].used == 4  # binds' 8 B credited
+    m = pmm.abstract_manager()
+    assert binds not in m.txs  # aborted: it ran on bytes of the lost device
+    assert m.txs[apart].held == (r_apart,) and used(pmm, b) == 4  # binds' 8 B credited
 
 
 def test_a_pressure_ticket_shut_by_the_loss_is_closed_and_its_answer_stale() -> None:

@@ -3,10 +3,9 @@ changes nothing (C1, G4, I1, I2, I6).
 
 A rule-based machine interleaves the composed verbs (`submit`, `claim`, `reserve` / `commit`, `release`,
 `record_committed`, `quarantine`, `register_alias`, allowances, `press` / `answer`, `plan_tx`, `try_reserve`,
-`set_use`, `reconfigure`, `expire_pressure`, `drop` ...) and the focused transaction verbs
-(`tx_plan`, `tx_reserve`, `tx_commit`, `tx_abort`, `tx_release`) on ONE manager with
+`set_use`, `reconfigure`, `expire_pressure`, `drop` ...), model views and state bundles on ONE manager with
 contracts on, with ids drawn from live, retired and never-issued ones. After every call: success, or a typed
-`GovernorError` with the whole snapshot (`abstract_manager()`, `abstract()`, `abstract_tx()`) unchanged;
+`GovernorError` with the whole snapshot (`abstract_manager()`, `abstract()`) unchanged;
 never an `InvariantViolation`. After every call the harms, computed here from the ledger's own rows: each
 authority's `used` is the sum of its allocations' charges, and no byte is charged to a dropped ticket.
 (Issue #21: the single-pool front end's `pool_try_reserve` on a ledger with a composed lease raised
@@ -27,9 +26,7 @@ from invariants import contracts
 from invariants import manager as IM
 from refimpl.manager import ProcessMemoryManager
 from spec.errors import GovernorError
-from spec.transactions_lifecycle import ViewKind
 from spec.types import AllocState, Role, Tier
-from tx_harness import reserve_every
 
 BAD = (0, -1, 10**6, None, "1", True)
 
@@ -52,15 +49,15 @@ VERBS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("try_reserve", ("holder", "auth", "bytes", "prio")), ("set_use", ("alloc!", "flag", "flag")),
     ("reconfigure", ("auth",)), ("press", ("holder", "auth", "bytes", "prio", "now")),
     ("expire_pressure", ("pressure", "late")), ("drop", ("ticket!",)),
-    # focused transactions
-    ("tx_plan", ("holder", "needs", "prio", "kind")), ("tx_reserve", ("tx", "auth")), ("tx_commit", ("ready",)),
-    ("tx_abort", ("tx",)), ("tx_release", ("done",)), ("open_bundle", ()),
+    # model views and state bundles
+    ("publish_view", ("tx",)), ("remap_view", ("view",)), ("drop_view", ("view",)), ("open_bundle", ()),
+    ("join_bundle", ("tx", "bundle")),
     # whole lives, each call checked as above
     ("~tx_lifecycle", ()), ("~allowance_life", ()), ("~lose_and_confirm", ()),
 )
 # Building traffic comes more often, so that leases, tickets and transactions meet on the same ledgers.
 WEIGHTED = VERBS + tuple(v for v in VERBS if v[0] in {
-    "submit", "try_reserve", "reserve", "claim", "plan_tx", "tx_plan", "tx_reserve",
+    "submit", "try_reserve", "reserve", "claim", "plan_tx",
     "reserve_tx", "release", "drop", "commit", "cancel", "press", "expire_pressure", "close_allowance", "answer", "open_pressure", "commit_tx", "commit_limit", "prepare_limit"}) * 2
 RARE = {"lose_device", "~lose_and_confirm"}
 SEEN: Counter[str] = Counter()  # accepted (and refused) calls per verb, over the whole run
@@ -114,18 +111,18 @@ class MixedFrontEnds(RuleBasedStateMachine):
             return data.draw(st.booleans())
         if kind == "now":
             return data.draw(st.integers(0, 5))
-        if kind == "kind":
-            return data.draw(st.sampled_from(tuple(ViewKind)))
         if kind == "ticket":
             live = set(mm.tickets) | set(m._leases)
             return self._id(data, live, m._next_ticket)
         if kind in ("alloc", "prov"):
             rows = [r.id for r in m._allocs.values() if kind == "alloc" or r.state is AllocState.PROVISIONAL]
             return self._id(data, rows, m._next_alloc)
-        if kind in ("tx", "ready", "done"):
-            txs = [t.id for t in (*m._txs.values(), *m._settled.values()) if kind == "tx"
-                   or kind == "ready" and len(t.held) == len(t.needs) or kind == "done" and t.id in m._settled]
-            return self._id(data, txs, m._next_tx)
+        if kind == "tx":
+            return self._id(data, mm.txs, m._next_tx)
+        if kind == "view":
+            return self._id(data, mm.views, m._next_mview)
+        if kind == "bundle":
+            return self._id(data, mm.bundles, m._next_bundle)
         if kind == "tiny":
             return data.draw(st.integers(1, 2))
         if kind == "late":
@@ -157,7 +154,7 @@ class MixedFrontEnds(RuleBasedStateMachine):
 
     def _snapshot(self) -> tuple[Any, ...]:
         m = self.m
-        return m.abstract_manager(), m.abstract(), m.abstract_tx(), dict(m._mailbox)
+        return m.abstract_manager(), m.abstract(), dict(m._mailbox)
 
     @rule(data=st.data(), verb=st.sampled_from(WEIGHTED))
     def call(self, data: st.DataObject, verb: tuple[str, tuple[str, ...]]) -> None:
@@ -192,19 +189,19 @@ class MixedFrontEnds(RuleBasedStateMachine):
         return result
 
     def _tx_lifecycle(self, data: st.DataObject) -> None:
-        """A focused transaction taken as far as it goes: reserve all, publish, execute, commit, release."""
+        """A transaction taken as far as it goes: reserve every need, publish, execute, commit, remap and drop its view."""
         tx = self._arg(data, "tx")
-        t = self.m.abstract_tx().txs.get(tx) if type(tx) is int else None
-        held = set() if t is None else {a for a, _ in t.held}
-        for aid in sorted(a for a, _ in t.needs if a not in held) if t is not None else ():
-            if self._checked_call("tx_reserve", [tx, aid]) is not None:
-                return  # aborted: the result is its retry intent
+        t = self.m.abstract_manager().txs.get(tx) if type(tx) is int else None
+        for _ in range(0 if t is None else len(t.needs) - len(t.held)):
+            if self._checked_call("reserve_tx", [tx]) is None:
+                return  # refused (CapacityDenied): the transaction stays open
         view = self._checked_call("publish_view", [tx])
-        v = self.m.abstract_tx().views.get(view) if type(view) is int else None
+        v = self.m.abstract_manager().views.get(view) if type(view) is int else None
         if v is not None and self._checked_call("execute_view", [tx, view, v.generation]) is None:
             if data.draw(st.integers(0, 3)):
-                self._checked_call("tx_commit", [tx])
-                self._checked_call("tx_release", [tx])
+                self._checked_call("commit_tx", [tx])
+                self._checked_call("remap_view", [view])  # no execution uses it now (I9)
+                self._checked_call("drop_view", [view])
 
     def _allowance_life(self, data: st.DataObject) -> None:
         holder, aid = self._arg(data, "holder"), self._arg(data, "auth")
@@ -249,8 +246,8 @@ def test_any_mix_of_front_ends_is_legal_or_refused_with_nothing_changed() -> Non
     assert not [v for v, _ in VERBS if not SEEN[v] and not v.startswith("~")], sorted(SEEN.items())
 
 
-@pytest.mark.parametrize("verb", ["try_reserve", "tx_plan_reserve"])
-def test_a_focused_verb_on_a_ledger_holding_a_composed_lease_is_checked_and_keeps_its_bytes(verb: str) -> None:
+@pytest.mark.parametrize("verb", ["try_reserve", "reserve_tx"])
+def test_a_verb_on_a_ledger_holding_a_composed_lease_is_checked_and_keeps_its_bytes(verb: str) -> None:
     """Issue #21's case: with contracts on, a `pool_try_reserve` on a ledger holding a composed lease raised
     InvariantViolation after it took effect (50 B charged, no id returned). Now it returns, and the ledger
     charges exactly the lease and the new reservation."""
@@ -262,8 +259,8 @@ def test_a_focused_verb_on_a_ledger_holding_a_composed_lease_is_checked_and_keep
         if verb == "try_reserve":
             assert m.try_reserve(h, a, 50) in m.abstract().allocations
         else:
-            tx = m.tx_plan(h, ((a, 50),), 0, ViewKind.OPAQUE)
-            assert reserve_every(m, tx) is None  # held
+            tx = m.plan_tx(h, ((a, 50),))
+            assert m.reserve_tx(tx) in m.abstract().allocations  # held
         rows = m.abstract().allocations.values()
         assert m.snapshot(a).used == 80 == sum(r.charge for r in rows)
         assert sorted(r.charge for r in rows) == [30, 50]

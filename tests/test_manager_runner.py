@@ -1,7 +1,6 @@
-"""The one contract runner (`refimpl.manager.runner.contracted`) through each of its three callers.
+"""The one contract runner (`refimpl.manager.runner.contracted`) through `Views._run_full`.
 
-Each branch of the runner, for `Views._run_full` (composed operations at level "full"), `PoolView._run_pool`
-(the pool protocol) and `TxView._run_tx` (the focused transaction operations):
+Each branch of the runner, for the composed operations at level "full":
 
 - a refusal that changed what the caller views is a G4 violation (and the same refusal that changed nothing
   is the operation's own typed error: the negative control);
@@ -9,7 +8,7 @@ Each branch of the runner, for `Views._run_full` (composed operations at level "
 - its state predicate gets the view after.
 
 The predicates are replaced by recorders here, so each test sees exactly what the runner hands over; the
-mutant tests (tests/test_manager_contracts_*.py, tests/test_tx_contracts.py) show the real predicates
+mutant tests (tests/test_manager_contracts_*.py) show the real predicates
 catching real harms through the same runner.
 """
 
@@ -25,31 +24,22 @@ import invariants.manager as IM
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager
-from refimpl.manager import tx_view
 from refimpl.manager.lock import LedgerLock
 from spec import manager_actions as M
-from spec import transactions_actions as TA
 from spec.errors import CapacityDenied, InvalidTransition
 from spec.manager_actions import Manager
 from spec.tickets import TicketState
-from spec.transactions_lifecycle import ViewKind
-from spec.transactions_state import TxState
 from spec.types import Tier
 
 
 class Leaky(ProcessMemoryManager):
-    """Refuses a cancel and a transaction abort, having used an id first when `leak` is set."""
+    """Refuses a cancel, having used an id first when `leak` is set."""
 
     leak = True
 
     def _abandon(self, holder: int, ticket: int) -> int:  # cancel_ticket's body (composed: `_run_full`)
         if self.leak:
             self._next_ticket += 1
-        raise InvalidTransition("refused")
-
-    def _tx_abort(self, tx: int) -> int:  # tx_abort's body (`_run_tx`)
-        if self.leak:
-            self._next_tx += 1
         raise InvalidTransition("refused")
 
 
@@ -75,20 +65,6 @@ def test_full_refusal_that_changed_the_manager_is_G4(leak: bool) -> None:
                 pmm.cancel_ticket(h, t)
     with contracts.contracts(False), pytest.raises(InvalidTransition):  # off: the body's own error
         pmm.cancel_ticket(h, t)
-
-
-@pytest.mark.parametrize("leak", [True, False])
-def test_tx_refusal_that_changed_the_manager_is_G4(leak: bool) -> None:
-    pmm, _, h = _leaky(leak)
-    dev = pmm.register_authority("device", Tier.DEVICE, 10)
-    tx = pmm.tx_plan(h, ((dev, 1),), 0, ViewKind.CONTIGUOUS)
-    with contracts.contracts(True):
-        if leak:
-            with pytest.raises(InvariantViolation, match=r"G4: Abort\(.*refused but changed the manager"):
-                pmm.tx_abort(tx)
-        else:
-            with pytest.raises(InvalidTransition):
-                pmm.tx_abort(tx)
 
 
 # --- step and state: what the runner hands to the predicates ----------------------------------------------
@@ -133,22 +109,6 @@ def test_full_refusal_runs_no_step_or_state_check() -> None:
     with contracts.contracts(True, level="full"), pytest.raises(CapacityDenied):
         pmm.submit(h, 1, 200)  # can never fit its limit
     assert calls == []
-
-
-def test_tx_step_and_state_get_the_tx_views(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[Any, ...]] = []
-    step, state = _recorders(calls, step_takes_result=False)
-    monkeypatch.setattr(tx_view, "check_step", step)
-    monkeypatch.setattr(tx_view, "check_all", state)
-    pmm = ProcessMemoryManager()
-    dev = pmm.register_authority("device", Tier.DEVICE, 10)
-    h = pmm.register_holder("kv")
-    with contracts.contracts(True):
-        tx = pmm.tx_plan(h, ((dev, 4),), 0, ViewKind.CONTIGUOUS)
-    (kind, before, action, after), (kind2, after2) = calls
-    assert (kind, kind2) == ("step", "state") and after2 is after
-    assert isinstance(before, TxState) and action == TA.Plan(((dev, 4),), 0, ViewKind.CONTIGUOUS)
-    assert tx not in before.txs and after.txs[tx].needs == ((dev, 4),)
 
 
 # --- the pool runner's wake-ups ---------------------------------------------------------------------------

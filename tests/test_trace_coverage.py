@@ -25,8 +25,6 @@ from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
 from spec import ledger_actions as A
-from spec.errors import InvalidTransition
-from spec.transactions_lifecycle import ViewKind
 from spec.types import Role, Tier
 
 #: Methods that emit one event of their own name: revision -> names.
@@ -44,13 +42,10 @@ COMPOSITE = {
 #: No state any spec describes changes: reads, lock probes, waiting, recorder wiring, callback registration,
 #: and `drop` (a lock-free post whose effect is traced when it is applied: a `cancel_ticket` event).
 UNTRACED = frozenset({
-    "abstract", "abstract_manager", "abstract_tx", "snapshot", "touched",
+    "abstract", "abstract_manager", "snapshot", "touched",
     "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
     "register_callback", "drop", "take_grants",
 })
-#: The focused transaction operations (`spec.transactions`): no revision carries them (`ortmem-tx/1` is retired,
-#: issue #21: `ortmem-manager/2` carries transactions), so a traced manager refuses them before anything runs.
-REFUSED = frozenset({"tx_plan", "tx_reserve", "tx_commit", "tx_abort", "tx_release", "tx_corrupt_ledger"})
 
 
 def _public() -> set[str]:
@@ -59,7 +54,7 @@ def _public() -> set[str]:
 
 def test_every_public_method_is_classified() -> None:
     traced = set().union(*TRACED.values())
-    groups = [traced, set(COMPOSITE), set(UNTRACED), set(REFUSED)]
+    groups = [traced, set(COMPOSITE), set(UNTRACED)]
     assert sum(len(g) for g in groups) == len(set().union(*groups)), "a method is classified twice"
     unclassified = _public() - set().union(*groups)
     assert not unclassified, f"public methods with no trace classification (add an event kind): {unclassified}"
@@ -127,7 +122,7 @@ def test_composite_emits_the_events_of_its_parts(name: str) -> None:
 
 
 def _states(p: ProcessMemoryManager, a: int) -> tuple[Any, ...]:
-    return p.abstract_manager(), p.abstract_tx()
+    return p.abstract_manager(), p.abstract()
 
 
 @pytest.mark.parametrize("name", sorted(UNTRACED - {"ledger_lock", "trace_recorder"}))
@@ -144,7 +139,7 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
 
     calls: dict[str, Callable[[], Any]] = {
         "abstract": p.abstract, "abstract_manager": p.abstract_manager,
-        "abstract_tx": p.abstract_tx, "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
+        "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
         "touched": locked(lambda: p.touched(A.Release(h, 1))),
         "observed": locked(lambda: p.observed({a}, {1}, None, A.Release(h, 1))),
         "wait": lambda: p.wait(t, 0.01), "wake_waiters": p.wake_waiters,
@@ -156,20 +151,3 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
     calls[name]()
     assert _states(p, a) == before, f"{name} changed spec state"
     assert len(buf.getvalue()) == n, f"{name} emitted an event"
-
-
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_a_traced_manager_refuses_a_focused_operation_and_changes_nothing(name: str) -> None:
-    """A trace never misses an operation: a focused one, which no revision carries, is refused before it runs."""
-    p, buf, h, a = _setup()
-    calls: dict[str, Callable[[], Any]] = {
-        "tx_plan": lambda: p.tx_plan(h, ((a, 8),), 0, ViewKind.CONTIGUOUS),
-        "tx_reserve": lambda: p.tx_reserve(1, a), "tx_commit": lambda: p.tx_commit(1),
-        "tx_abort": lambda: p.tx_abort(1), "tx_release": lambda: p.tx_release(1),
-        "tx_corrupt_ledger": p.tx_corrupt_ledger,
-    }
-    p.drop(h, p.submit(h, a, 8, 0))  # a posted cancel: an operation that runs applies it first
-    before, n = _states(p, a), len(buf.getvalue())
-    with pytest.raises(InvalidTransition, match=r"^\w+: the focused tx_\* operations are not traced \(ortmem-tx/1 is "):
-        calls[name]()
-    assert _states(p, a) == before and len(buf.getvalue()) == n

@@ -17,15 +17,12 @@ working on the same records under the same ledger lock (`LedgerLock`):
     views.py         refinement mappings, contract hooks, public tracing hooks
     local_contract.py  the debug-build contract of the hot operations, on the records they touch
     contract_books.py  that contract's own books of each ledger (O(touched) conservation) and `checkpoint`
-    tx_view.py       the `spec.transactions` mapping and the focused operations' contracts
     runner.py        the one contract runner: a view before, G4 on a refusal, step and state
     lock.py          the ledger lock that knows its owner (I7)
 
 A requester ticket's grant, a transaction's reservation and a lease are all
 entries of the same authority's allocation table: no part has its own
-`used`, `free` or capacity, and there is no second ledger (the focused
-transaction model, `spec.transactions`, is a view of these same records:
-`abstract_tx`). Nothing here imports the spec's transition code
+`used`, `free` or capacity, and there is no second ledger. Nothing here imports the spec's transition code
 (`spec.ledger`, `spec.manager`); it shares the spec's vocabulary only.
 """
 
@@ -44,7 +41,6 @@ from refimpl.manager.limits import Limits
 from refimpl.manager.mailbox import Mailbox
 from refimpl.manager.pressure import Callback, Pressures
 from refimpl.manager.transactions import Transactions
-from refimpl.manager.tx_view import TxView
 from refimpl.manager.views import Views
 from spec.errors import InvalidArgument
 from spec.guards import ALL_ON, GuardSet
@@ -54,7 +50,7 @@ __all__ = ["ProcessMemoryManager", "Callback", "checkpoint"]
 
 
 class ProcessMemoryManager(Ledger, Allowances, Arbitration, Mailbox, Pressures, Transactions, Bundles, Limits, Devices,
-                           Views, TxView):
+                           Views):
     """One per process: the authority for every governed pool (C1), and every part that works on it."""
 
     # Every part's state as a slot: the hot paths read and write a dozen of these per operation, and an
@@ -73,7 +69,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Mailbox, Pressures, 
         # mailbox
         "_mailbox",
         # transactions
-        "_txs", "_settled", "_intents", "_places", "_next_tx", "_next_seq", "_next_intent",
+        "_txs", "_places", "_next_tx",
         # bundles
         "_bundles", "_mviews", "_next_bundle", "_next_mview", "_poisoned",
         # views

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 from spec import manager_actions as M
-from spec import transactions_actions as T
 from spec.errors import (
     BundlePoisoned,
     DeviceLost,
@@ -32,7 +31,7 @@ from spec.errors import (
     UnknownView,
     ViewInUse,
 )
-from spec.transactions_lifecycle import BundlePart, TxPhase, ViewKind, ViewState
+from spec.types import BundlePart, TxPhase, ViewState
 
 __all__ = ["Bundles"]
 
@@ -41,10 +40,10 @@ _EXECUTABLE = (_P.PUBLISHED, _P.EXECUTING)
 
 
 class _View:
-    __slots__ = ("id", "allocation", "authority", "kind", "generation", "state", "users", "lease")
+    __slots__ = ("id", "allocation", "authority", "generation", "state", "users", "lease")
 
-    def __init__(self, id: int, allocation: int, authority: int, kind: ViewKind, lease: Any) -> None:
-        self.id, self.allocation, self.authority, self.kind = id, allocation, authority, kind
+    def __init__(self, id: int, allocation: int, authority: int, lease: Any) -> None:
+        self.id, self.allocation, self.authority = id, allocation, authority
         self.lease = lease  # the record of its bytes on `authority` (None: published holding nothing)
         self.generation = 1
         self.state = ViewState.MAPPED
@@ -70,7 +69,7 @@ def _int_id(v: object, what: str) -> int:
 
 
 class Bundles:
-    """Model views, state bundles, poisoning; needs the transaction part's tables and `_run_tx`."""
+    """Model views, state bundles, poisoning; needs the transaction part's tables and `_run`."""
 
     def _init_bundles(self) -> None:
         self._mviews: dict[int, _View] = {}  # model views (`_views` is the ledger's alias table)
@@ -89,13 +88,6 @@ class Bundles:
     def _report_mismatch(self, bundle: Any) -> None:
         b = self._bundle(bundle)
         b.poisoned = True
-
-    def tx_corrupt_ledger(self) -> None:
-        """The shared ledger was found corrupt: poison the manager; no transaction is granted anything (I5)."""
-        return self._run_tx(T.CorruptLedger(), self._corrupt_ledger)
-
-    def _corrupt_ledger(self) -> None:
-        self._poisoned = True
 
     # the composed operations (spec.manager): the same bundles, joined by a composed transaction
     def open_bundle(self) -> int:
@@ -172,14 +164,14 @@ class Bundles:
         return self._run(M.PublishView, self._ms_tx, self._publish, tx)
 
     def _publish(self, tx: Any) -> int:
-        t = self._any_tx(_int_id(tx, "tx"))
+        t = self._live_tx(_int_id(tx, "tx"))
         if self._guards.on("publish_after_all_held") or t.phase not in (_P.PLANNED, _P.RESERVING):
             self._phase(t, (_P.RESERVED,), "publish")  # C4: only once every need is held
         t.phase = _P.PUBLISHED
         vid = self._next_mview
         self._next_mview += 1
         lease = next((r for r in t.held if r.auth.id == min(t.need)), None)
-        self._mviews[vid] = _View(vid, t.id, min(t.need), t.kind, lease)
+        self._mviews[vid] = _View(vid, t.id, min(t.need), lease)
         return vid
 
     def execute_view(self, tx: int, view: int, generation: int) -> None:
@@ -191,7 +183,7 @@ class Bundles:
         _int_id(view, "view")
         if type(generation) is not int or generation < 1:
             raise InvalidArgument(f"generation must be an int >= 1, got {generation!r}")
-        t = self._any_tx(tx)
+        t = self._live_tx(tx)
         v = self._mview(view)
         if v.state is not ViewState.MAPPED:
             raise DeviceLost(f"view {v.id} is invalid: its device context was lost")

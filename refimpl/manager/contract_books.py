@@ -27,7 +27,7 @@ One ledger's book, as a table (the ledger is canonical; an alias has none):
 
     absent   --first checked operation on it--------------->  counted (every row summed: O(rows), once)
     counted  --an operation checked at level "local"------->  counted (moved by the touched rows' deltas)
-    counted  --a path that keeps no books, or a violation-->  absent  (tx_* / drain: `forget`)
+    counted  --a path that keeps no books, or a violation-->  absent  (drain: `forget`)
     any      --contracts switched or level changed--------->  absent  (`invariants.contracts.SWITCH.watch`)
 
 Refimpl's own code: spec values are read, never spec transitions.

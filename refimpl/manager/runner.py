@@ -1,12 +1,9 @@
 """The one contract runner of the manager's checked operations: a view before, G4, then step and state.
 
 `contracted` runs one operation's body while its caller holds the ledger
-lock and contracts are on. Its callers differ only in what they view and
-which predicates they run on it, and pass both in:
-
-    Views._run_full   the partial `spec.manager_actions.Manager` view of the touched
-                      ledgers; `invariants.manager.check_step` / `check_all`
-    TxView._run_tx    the whole `spec.transactions.TxState`; `invariants.transactions`
+lock and contracts are on. Its callers (`Views._run_full`, the frozen view;
+`contract_books.contracted_partial`, the partial views of level "local") differ
+only in what they view and which predicates they run on it, and pass both in.
 
 The lock, the wake-ups after it and (in `_run_full`) the trace event stay
 with the callers. Refimpl's own code: it imports no spec transition module.

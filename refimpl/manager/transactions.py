@@ -9,19 +9,11 @@ once, and leaves a zero-byte retry intent (submit sequence, priority, age:
 no bytes). The part keeps only the plan and the links to its ledger records
 (`_Alloc.part` is the transaction while it owns them).
 
-Two front ends, one implementation:
+The operations (`plan_tx`, `reserve_tx`, `commit_tx`, `abort_tx`; `spec.manager`): a miss
+raises `CapacityDenied` and leaves the transaction open; commit hands the leases to the holder;
+an abort leaves the transaction's place as a zero-byte retry intent (`_places`). Views and
+state bundles are `refimpl.manager.bundles`'.
 
-  * the composed operations (`plan_tx`, `reserve_tx`, `commit_tx`,
-    `abort_tx`; `spec.manager`): a miss raises `CapacityDenied` and leaves
-    the transaction open; commit hands the leases to the holder.
-  * the focused operations (`tx_plan`, `tx_reserve`, ..., `spec.transactions`;
-    registering, device loss and bundles are the composed verbs,
-    run through `_run_tx` in `refimpl.manager.tx_view`): a miss aborts the
-    whole transaction and returns its intent; commit keeps the lease set as
-    the transaction's (COMMITTED, in `_settled`) until `tx_release`, with
-    provisional and model views and state bundles (`refimpl.manager.bundles`).
-
-Both take bytes with `_take`, settle with `_settle` and abort with `_unwind`.
 Waiting for capacity, if a caller wants it, happens before planning, holding
 nothing (`reserve_all` is the try-everything-now convenience).
 """
@@ -31,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from spec import manager_actions as M
-from spec import transactions_actions as T
 from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
@@ -45,35 +36,27 @@ from spec.errors import (
     UnknownTransaction,
     ViewInUse,
 )
-from spec.transactions_lifecycle import TxPhase, ViewKind
-from spec.types import AllocState, ContextState, Origin, Role, Tier
+from spec.types import AllocState, Origin, Role, Tier, TxPhase
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 
 __all__ = ["Transactions"]
 
 _P = TxPhase
-# Phases each focused operation accepts (refimpl's own encoding of the transaction lifecycle).
-_RESERVABLE = (_P.PLANNED, _P.RESERVING)
-_ABORTABLE = (_P.PLANNED, _P.RESERVING, _P.RESERVED, _P.PUBLISHED, _P.EXECUTING)
-_MAX_NEEDS, _MAX_PRIORITY = 8, 9
 _LOST = AllocState.DEVICE_LOST
 
 
 class _Tx:
-    __slots__ = ("id", "holder", "decl", "needs", "need", "held", "seq", "priority", "age", "phase", "bundle",
-                 "kind", "bound", "retries")
+    __slots__ = ("id", "holder", "decl", "needs", "need", "held", "seq", "priority", "age", "phase", "bundle", "bound")
 
-    def __init__(self, id: int, holder: int, decl: tuple[tuple[int, int], ...], seq: int, priority: int, age: int,
-                 bundle: int | None, kind: ViewKind) -> None:
+    def __init__(self, id: int, holder: int, decl: tuple[tuple[int, int], ...], priority: int) -> None:
         self.id, self.holder, self.decl = id, holder, decl  # decl: the needs in declared order
         self.needs = tuple(sorted(decl))  # ascending authority id: the reservation order (C4)
         self.need = dict(decl)
-        self.held: list[_Alloc] = []  # in reservation order (composed: held[i] is the reservation for needs[i])
-        self.seq, self.priority, self.age = seq, priority, age
+        self.held: list[_Alloc] = []  # in reservation order: held[i] is the reservation for needs[i]
+        self.seq, self.priority, self.age = 0, priority, 0
         self.phase = _P.PLANNED
-        self.bundle, self.kind = bundle, kind
+        self.bundle: int | None = None
         self.bound: dict[int, int] = {}  # model view -> generation bound to this execution, in binding order
-        self.retries = False  # focused: an abort leaves a retry intent (composed callers retry by planning anew)
 
     def __repr__(self) -> str:
         return f"transaction {self.id}"
@@ -90,28 +73,8 @@ class Transactions:
 
     def _init_transactions(self) -> None:
         self._txs: dict[int, _Tx] = {}  # open only
-        self._settled: dict[int, _Tx] = {}  # focused, committed: lease sets the transaction still owns
-        self._intents: dict[int, tuple[int, int, int]] = {}  # id -> (seq, priority, age): no bytes (C4)
-        self._places: dict[int, tuple[int, int, int, int]] = {}  # composed intents: aborted tx -> (holder, seq, ...)
-        self._next_tx = self._next_intent = self._next_seq = 1
-
-    # --- the shared implementation ---------------------------------------------
-
-    def _open_tx(self, holder: int, decl: tuple[tuple[int, int], ...], priority: int, kind: ViewKind,
-              bundle: int | None, intent: int | None, retries: bool = False) -> _Tx:
-        """A new open transaction; a retry takes its intent's arbitration identity and spends the intent (C4)."""
-        if intent is not None and self._guards.on("retry_keeps_identity"):  # C4
-            seq, priority, age = self._intents[intent]
-        else:
-            seq, age = self._next_seq, 0
-            self._next_seq += 1
-        if intent is not None:
-            del self._intents[intent]
-        t = _Tx(self._next_tx, holder, decl, seq, priority, age, bundle, kind)
-        t.retries = retries
-        self._next_tx += 1
-        self._txs[t.id] = t
-        return t
+        self._places: dict[int, tuple[int, int, int, int]] = {}  # retry intents: aborted tx -> (holder, seq, ...)
+        self._next_tx = 1
 
     def _headroom(self, a: _Auth) -> int:
         headroom = a.limit - a.used
@@ -134,11 +97,11 @@ class Transactions:
             self._commit_rec(rec, rec.reserved)
         t.phase = _P.COMMITTED
 
-    def _unwind(self, t: _Tx, keep: object, before: dict[int, int]) -> tuple[int, int]:
-        """Abort `t`: cancel its held reservations except those on ledger `keep`, drop its views, leave its intent.
+    def _unwind(self, t: _Tx, keep: object, before: dict[int, int]) -> int:
+        """Abort `t`: cancel its held reservations except those on ledger `keep`, drop its views.
 
-        Returns (bytes credited, intent id; 0 for a composed transaction, which keeps none); notes headroom in `before` (the caller runs the rounds, once per
-        ledger, after the whole operation)."""
+        Returns the bytes credited; notes headroom in `before` (the caller runs the rounds, once per ledger,
+        after the whole operation)."""
         del self._txs[t.id]
         credited = 0
         for i, rec in enumerate(t.held):
@@ -152,14 +115,9 @@ class Transactions:
             credited += rec.charge
             self._retire(rec)
         self._drop_views(t)
-        if not t.retries:
-            return credited, 0  # a composed transaction: no intent is kept (nothing would ever spend it)
-        iid = self._next_intent
-        self._next_intent += 1
-        self._intents[iid] = (t.seq, t.priority, t.age + 1)
-        return credited, iid
+        return credited
 
-    # --- the composed front end (spec.manager) -----------------------------------
+    # --- the operations (spec.manager) -----------------------------------------------
 
     def plan_tx(self, holder: int, needs: tuple[tuple[int, int], ...], priority: int = 0,
                 retry: int | None = None) -> int:
@@ -186,7 +144,9 @@ class Transactions:
         for _, n in needs:
             _nbytes(n, "nbytes")
         place = None if retry is None else self._place(holder, retry)
-        t = self._open_tx(holder, needs, priority, ViewKind.CONTIGUOUS, None, None)
+        t = _Tx(self._next_tx, holder, needs, priority)
+        self._next_tx += 1
+        self._txs[t.id] = t
         t.seq = t.id  # a fresh transaction's submit sequence is its own (never reused) id
         if not self._guards.on("ordered_reservation"):  # C4 (negative control): reserved in declared order
             t.needs = tuple(needs)
@@ -248,7 +208,7 @@ class Transactions:
     def _abort_tx(self, tx: int) -> int:
         t = self._live_tx(tx)
         before: dict[int, int] = {}
-        credited, _ = self._unwind(t, None, before)
+        credited = self._unwind(t, None, before)
         self._places[t.id] = (t.holder, t.seq, t.priority, min(t.age + 1, self._bound))  # its place, 0 B (C4)
         self._rounds(before)
         return credited
@@ -282,164 +242,22 @@ class Transactions:
             raise InvalidTransition(f"transaction {tx} was already committed or aborted")
         return t
 
-    # --- the focused front end (spec.transactions) --------------------------------
-
-    def tx_plan(self, holder: int, needs: Any, priority: int, kind: ViewKind, bundle: int | None = None,
-                retry: int | None = None) -> int:
-        """Open a transaction for `holder`; all waiting and quota negotiation must already be done (C4)."""
-        return self._run_tx(T.Plan(needs, priority, kind, bundle, retry), self._tx_plan, holder, needs, priority,
-                            kind, bundle, retry)
-
-    def _tx_plan(self, holder: int, needs: Any, priority: Any, kind: Any, bundle: Any, retry: Any) -> int:
-        self._holder(holder)
-        if type(needs) is not tuple or not 1 <= len(needs) <= _MAX_NEEDS:
-            raise InvalidArgument(f"needs must be a tuple of 1..{_MAX_NEEDS} (authority, bytes) pairs, got {needs!r:.80}")
-        for pair in needs:
-            if type(pair) is not tuple or len(pair) != 2:
-                raise InvalidArgument(f"needs must hold (authority, bytes) pairs, got {pair!r:.80}")
-            _int_id(pair[0], "needs authority")
-            _nbytes(pair[1], "needs bytes")
-        if len({a for a, _ in needs}) != len(needs):
-            raise InvalidArgument(f"needs name an authority twice: {[a for a, _ in needs]}")
-        if type(priority) is not int or not 0 <= priority <= _MAX_PRIORITY:
-            raise InvalidArgument(f"priority must be an int in [0, {_MAX_PRIORITY}], got {priority!r}")
-        if not isinstance(kind, ViewKind):
-            raise InvalidArgument(f"kind must be a ViewKind, got {kind!r}")
-        if bundle is not None:
-            _int_id(bundle, "bundle")
-        if retry is not None:
-            _int_id(retry, "retry")
-        self._grants()
-        auths = [self._tx_auth(a) for a, _ in needs]
-        b = None if bundle is None else self._bundle(bundle)
-        if retry is not None and retry not in self._intents:
-            if 1 <= retry < self._next_intent:
-                raise InvalidTransition(f"intent {retry} is already used by a retry")
-            raise UnknownIntent(f"intent {retry!r} is not known")
-        for a in auths:
-            if a.alias_of is not None:
-                raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; a transaction names canonical ledgers")
-            self._live(a)
-        if b is not None and b.poisoned:
-            raise BundlePoisoned(f"bundle {b.id} is poisoned; the engine must rebuild it")
-        for a, (_, n) in zip(auths, needs):
-            if n > a.capacity:
-                raise CapacityDenied(f"authority {a.id}: {n} B needed, capacity is {a.capacity} B")
-        return self._open_tx(holder, needs, priority, kind, bundle, retry, retries=True).id
-
-    def tx_reserve(self, tx: int, authority: int) -> int | None:
-        """Try-reserve one authority; None when held, else the transaction aborted and this is its intent (C4)."""
-        return self._run_tx(T.Reserve(tx, authority), self._tx_reserve, tx, authority)
-
-    def _tx_reserve(self, tx: Any, authority: Any) -> int | None:
-        _int_id(tx, "tx")
-        _int_id(authority, "authority")
-        self._grants()
-        t = self._any_tx(tx)
-        a = self._tx_auth(authority)
-        if a.id not in t.need:
-            raise InvalidArgument(f"transaction {t.id} does not need authority {a.id}")
-        held = [r.auth.id for r in self._live_held(t)]
-        if a.id in held:
-            raise InvalidTransition(f"transaction {t.id} already holds authority {a.id}")
-        self._live(a)
-        self._phase(t, _RESERVABLE, "reserve-last" if len(held) + 1 == len(t.needs) else "reserve")
-        lowest = min(x for x in t.need if x not in held)
-        if a.id != lowest and self._guards.on("ordered_reservation"):  # C4
-            raise ReservationOrder(f"transaction {t.id} must reserve authority {lowest} before {a.id}")
-        n = t.need[a.id]
-        if n > self._headroom(a):
-            before: dict[int, int] = {}
-            _, iid = self._unwind(t, None, before)  # try-only: a miss releases everything (C4)
-            self._rounds(before)
-            return iid
-        self._take(t, a, n)
-        return None
-
-    def tx_commit(self, tx: int) -> None:
-        """End the execution and commit: the lease set stays the transaction's; the bundle advances as one (I10)."""
-        return self._run_tx(T.Commit(tx), self._tx_commit, tx)
-
-    def _tx_commit(self, tx: Any) -> None:
-        t = self._any_tx(_int_id(tx, "tx"))
-        self._phase(t, (_P.EXECUTING,), "commit")
-        self._advance_bundle(t)
-        self._unbind(t)
-        self._settle(t)
-        self._settled[t.id] = t
-
-    def tx_abort(self, tx: int) -> int:
-        """Pre-commit failure: release everything exactly and return the retry intent (I5)."""
-        return self._run_tx(T.Abort(tx), self._tx_abort, tx)
-
-    def _tx_abort(self, tx: Any) -> int:
-        t = self._any_tx(_int_id(tx, "tx"))
-        self._phase(t, _ABORTABLE, "abort")
-        before: dict[int, int] = {}
-        _, iid = self._unwind(t, None, before)
-        self._rounds(before)
-        return iid
-
-    def tx_release(self, tx: int) -> None:
-        """Return a committed lease set and drop its views (refused while another execution binds one)."""
-        return self._run_tx(T.Release(tx), self._tx_release, tx)
-
-    def _tx_release(self, tx: Any) -> None:
-        t = self._any_tx(_int_id(tx, "tx"))
-        self._phase(t, (_P.COMMITTED,), "release")
-        for v in self._views_of(t):
-            if v.users:
-                raise ViewInUse(f"view {v.id} of transaction {t.id} is bound to execution(s) {sorted(v.users)}")
-        before: dict[int, int] = {}
-        for rec in t.held:
-            rec.part = None
-            if self._allocs.get(rec.id) is rec and rec.state is not _LOST:
-                before.setdefault(rec.auth.id, rec.auth.limit - rec.auth.used)
-                self._retire(rec)  # a lost device's lease stays charged until termination (C3)
-        self._drop_views(t)
-        del self._settled[t.id]
-        self._rounds(before)
-
     def _tx_pins(self, a: _Auth) -> tuple[list[str], set[int]]:
         """What pins ledger `a` in this part (C3): transactions holding bytes on it or, while open, needing it;
         model views over it. Returns the references and the allocation ids they account for."""
         refs, covered = [], set()
-        for t in (*self._txs.values(), *self._settled.values()):
-            mine = [r.id for r in self._live_held(t) if r.auth is a]
+        for t in self._txs.values():
             covered.update(r.id for r in t.held if r.auth is a and r.state is not _LOST)
-            if mine or (a.id in t.need and t.phase is not _P.COMMITTED):
+            if a.id in t.need:
                 refs.append(f"transaction {t.id}")
         refs += [f"view {v.id}" for v in self._mviews.values() if v.authority == a.id]
         return refs, covered
 
-    # --- focused lookups and checks (validation steps 2-5) ------------------------
-
-    def _any_tx(self, tid: int) -> _Tx:
-        t = self._txs.get(tid)
-        if t is None:
-            t = self._settled.get(tid)
-        if t is None:
-            if 1 <= tid < self._next_tx:
-                raise InvalidTransition(f"transaction {tid} is already aborted or released")
-            raise UnknownTransaction(f"transaction {tid!r} is not known")
-        return t
-
-    def _tx_auth(self, aid: object) -> _Auth:
-        _int_id(aid, "authority")
-        return self._auth(aid)  # a removed id is refused as retired (InvalidTransition)
-
-    def _live_held(self, t: _Tx) -> list[_Alloc]:
-        """What `t` holds now: its records still charged on a live context (a lost one's are stranded, C3)."""
-        return [r for r in t.held if self._allocs.get(r.id) is r and r.state is not _LOST]
+    # --- checks shared by the parts ----------------------------------------------
 
     def _grants(self) -> None:
         if self._poisoned and self._guards.on("poisoned_manager_refuses"):  # I5: a poisoned manager grants nothing
             raise ManagerPoisoned("the ledger was found corrupt; the manager grants nothing")
-
-    @staticmethod
-    def _live(a: _Auth) -> None:
-        if a.context is not ContextState.ACTIVE:  # C3: a lost or terminated context admits no new work
-            raise DeviceLost(f"authority {a.id} ({a.pool}) context is {a.context.value}")
 
     @staticmethod
     def _phase(t: _Tx, accepts: tuple[TxPhase, ...], event: str) -> None:
