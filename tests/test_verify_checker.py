@@ -82,7 +82,8 @@ def test_restricted_run_reports_its_ids_and_skips_crosshair(monkeypatch) -> None
     r = V.verify("quick", checkers=("transactions",))
     assert explored == ["transactions"]
     assert r.checkers == ("transactions",)
-    assert {i.id for i in r.ids} == {"C3", "C4", "C6", "I5", "I9", "I10"}
+    # The transactions checker's IDs, and I1 of its mutant reserve_charges_first_need (a reservation of the wrong size).
+    assert {i.id for i in r.ids} == {"C3", "C4", "C6", "I5", "I9", "I10", "I1"}
     assert r.crosshair is not None and r.crosshair.skipped and "transactions" in r.crosshair.skipped
     assert all(i.status == "partial" for i in r.ids)  # no campaign ran here: nothing may read "verified"
     assert cli.report_json(r)["checkers"] == ["transactions"]
