@@ -97,8 +97,7 @@ class ViewRules:
         return sorted(v.id for v in self.abs.views.values() if v.tx not in self.abs.txs)
 
     def _fresh_view(self, data: st.DataObject, commit: bool) -> int | None:
-        """A one-byte transaction reserved and its view published (and committed, at times after executing on it):
-        the view id, None if refused."""
+        """A one-byte transaction reserved and its view published (and committed): the view id, None if refused."""
         tid, vid = self.abs.next_tx, self.abs.next_view
         active = self._active()
         two = commit and len(active) > 1 and data.draw(st.integers(0, 2)) == 0  # a step over two ledgers (I10)
@@ -109,8 +108,6 @@ class ViewRules:
             self._do(M.ReserveTx(tid))
         self._do(M.PublishView(tid))
         if commit:
-            if vid in self.abs.views and data.draw(st.integers(0, 3)) == 0:  # it runs on its own view: commit ends that (C6)
-                self._do(M.ExecuteView(tid, vid, self.abs.views[vid].generation))
             if data.draw(st.booleans()):
                 self._bundle_step(data, tid)  # as an engine commits a decode step: the bundle moves with it (I10)
             self._do(M.CommitTx(tid))
