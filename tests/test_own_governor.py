@@ -3,8 +3,8 @@ planted bug fails it with a printed reproduction that runs as it stands (issue #
 
 The snippet is read from the README itself, so the two cannot drift apart. The planted bug: a toy governor
 (the spec's own step) that does not check a commit against its reservation, so it commits more than was
-reserved (C2's harm). The search is seeded, so the run is the same every time; its cost is measured in CPU
-seconds of this process, which do not grow with other load on the machine.
+reserved (C2's harm). The search is seeded, so the run is the same every time. Its cost, in CPU seconds of
+the process, is measured by benchmarks/bench_own_governor.py, not asserted here.
 
 The composed manager (issue #21, item 6): docs/guide.md's snippet, read from the guide, run on ours, on a
 governor whose ids are all its own (the spec's manager behind another numbering), on that governor with a
@@ -76,16 +76,14 @@ def test_readme_settings_line_is_in_the_snippet() -> None:
     assert "TestMine.settings = settings(" in _snippet()
 
 
-def test_own_governor_example_passes_a_correct_governor_in_seconds() -> None:
-    _, err, cpu = _run(RefimplAdapter)
-    assert err is None, err
-    assert cpu < 60, f"the README's settings took {cpu:.1f} CPU s on a correct governor"
+def test_own_governor_example_passes_a_correct_governor() -> None:
+    _, err, _ = _run(RefimplAdapter)
+    assert err is None, err  # its cost ("seconds, not minutes"): benchmarks/bench_own_governor.py
 
 
-def test_planted_bug_fails_within_30_s_with_a_runnable_reproduction() -> None:
+def test_planted_bug_fails_with_a_runnable_reproduction() -> None:
     ns, err, _ = _run(BuggyGovernor)
     assert isinstance(err, RefinementViolation), err
-    # No CPU bound here (38.5 CPU s in a loaded fresh clone): speed goals belong in benchmarks, not test assertions.
     notes = "\n".join(getattr(err, "__notes__", []))
     lines = notes.splitlines()
     start = lines.index("state = MyGovernorRefinesSpec()")
