@@ -114,13 +114,12 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
         elif op == "tx":
             chosen = sorted(rng.sample(live, min(len(live), rng.randint(1, 2))))
             tid = _try(pmm.plan_tx, rng.choice(holders), tuple((a, rng.randint(1, 16)) for a in chosen))
-            while tid is not None and _try(pmm.reserve_tx, tid) is not None:
-                pass
             if tid is not None:
+                _try(pmm.reserve_all, tid)  # a refusal aborts it: its place stays as a retry intent (C4)
                 t = pmm.abstract_manager().txs.get(tid)
                 if t is not None and len(t.held) == len(t.needs) and rng.random() < 0.7:
                     _try(pmm.commit_tx, tid)
-                else:
+                elif t is not None:
                     _try(pmm.abort_tx, tid)
         elif op == "bundle":
             _bundle_step(pmm, rng, rng.choice(holders), live, sorted(m.bundles))
@@ -146,7 +145,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
             _try(rng.choice((lambda: pmm.submit(holders[0], auths[0], 0, 0, Role.KV),
                              lambda: pmm.claim(holders[0], 10**6),
                              lambda: pmm.answer(holders[1], 10**6, ()),
-                             lambda: pmm.reserve_tx(10**6),
+                             lambda: pmm.reserve_all(10**6),
                              lambda: pmm.report_mismatch(10**6),
                              lambda: pmm.submit(holders[0], alias, 4, 0, Role.KV),  # tickets name the ledger
                              lambda: pmm.prepare_limit(auths[0], -1))))
@@ -198,8 +197,7 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
     _try(pmm.join_bundle, tid, b)
     if rng.random() < 0.1:
         _try(pmm.join_bundle, tid, b)  # a second join: InvalidTransition
-    while _try(pmm.reserve_tx, tid) is not None:
-        pass
+    _try(pmm.reserve_all, tid)  # a refusal aborts it
     if rng.random() < 0.15:
         _try(pmm.report_mismatch, b)  # poisoned between join and commit: the commit is refused
     t = pmm.abstract_manager().txs.get(tid)
@@ -207,7 +205,9 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
     if view is not None:  # its execution binds the view (sometimes naming a stale generation: refused)
         _try(pmm.execute_view, tid, view, 1 + (rng.random() < 0.1))
         _try(pmm.remap_view, view)  # bound: ViewInUse (I9)
-    if t is None or len(t.held) != len(t.needs) or _try(pmm.commit_tx, tid) is None:
+    if t is None:
+        return  # refused and aborted by reserve_all
+    if len(t.held) != len(t.needs) or _try(pmm.commit_tx, tid) is None:
         _try(pmm.abort_tx, tid)
     else:
         if view is not None:

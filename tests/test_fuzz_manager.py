@@ -3,7 +3,8 @@
 Every public operation of arbitration (`submit`, `claim`, `cancel_ticket`,
 `timeout_ticket`, `acquire`), pressure (`press`, `open_pressure`, `answer`,
 `cancel_pressure`, `register_callback`), transactions (`plan_tx`,
-`reserve_tx`, `commit_tx`, `abort_tx`, `reserve_all`), limits
+`reserve_all`, `commit_tx`, `abort_tx`, and the checkers' single step
+`reserve_tx`, `refimpl.verify.manager_adapter`), limits
 (`prepare_limit`, `commit_limit`, `lower_limit`) and devices (`lose_device`,
 `confirm_termination`), with the ledger operations that build the leases
 they work on, hostile values (`fuzz_harness.HOSTILE`, plus hostile victims
@@ -38,6 +39,7 @@ from invariants import manager as IM
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
+from refimpl.verify.manager_adapter import reserve_tx
 from spec.errors import CapacityDenied, GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
@@ -93,6 +95,10 @@ class _Fuzzed(ProcessMemoryManager):
         i = self.reserve(holder, authority, a.tier if a is not None else Tier.DEVICE, nbytes, Role.KV)
         self.commit(holder, i, nbytes)
         return i
+
+    def reserve_tx(self, tx):
+        """The single `ReserveTx` step: no public verb, the checkers' (`refimpl.verify.manager_adapter`)."""
+        return reserve_tx(self, tx)
 
     def reserve_all_checked(self, tx):
         """`reserve_all`; its documented CapacityDenied outcome (the transaction aborted, each hold credited) checked."""

@@ -19,6 +19,7 @@ from threads_harness import JOIN_S
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_adapter import reserve_tx
 from spec import manager_actions as M
 from spec.errors import (
     CapacityDenied,
@@ -162,7 +163,7 @@ def test_a_part_owned_reservation_is_settled_only_by_its_part() -> None:
     pmm, w = make()
     tid = pmm.submit(w.h1, w.a, 10)
     tx = pmm.plan_tx(w.h1, ((w.b, 10),))
-    rid = pmm.reserve_tx(tx)
+    (rid,) = pmm.reserve_all(tx)
     alloc = pmm.abstract_manager().tickets[tid].allocation
     before = pmm.abstract_manager()
     for call in (lambda: pmm.commit(w.h1, alloc, 10), lambda: pmm.cancel(w.h1, alloc),
@@ -181,7 +182,7 @@ def test_tx_is_refused_while_a_granted_unclaimed_ticket_holds_the_bytes() -> Non
     tx = pmm.plan_tx(w.h2, ((w.a, 50),))
     before = pmm.abstract_manager()
     with pytest.raises(CapacityDenied, match="50 B asked, 40 B free"):
-        pmm.reserve_tx(tx)
+        reserve_tx(pmm, tx)  # the step alone: refused, the transaction left open
     assert pmm.abstract_manager() == before
 
 
@@ -189,15 +190,15 @@ def test_tx_reserves_in_authority_order_and_commits_leases() -> None:
     pmm, w = make()
     tx = pmm.plan_tx(w.h1, ((w.b, 20), (w.a, 30)))
     assert pmm.abstract_manager().txs[tx].needs == ((w.a, 30), (w.b, 20))
-    ra = pmm.reserve_tx(tx)
+    ra = reserve_tx(pmm, tx)  # one step at a time: the checkers' view of reserve_all
     m = pmm.abstract_manager()
     assert m.txs[tx].held == (ra,) and m.ledger.allocations[ra].authority == w.a
     assert m.ledger.allocations[ra].role is Role.STATE
     with pytest.raises(InvalidTransition, match="holds 1 of 2"):
         pmm.commit_tx(tx)
-    rb = pmm.reserve_tx(tx)
+    rb = reserve_tx(pmm, tx)
     with pytest.raises(InvalidTransition, match="already holds every need"):
-        pmm.reserve_tx(tx)
+        reserve_tx(pmm, tx)
     assert pmm.commit_tx(tx) == (ra, rb)
     m = pmm.abstract_manager()
     assert not m.txs and {m.ledger.allocations[i].state for i in (ra, rb)} == {AllocState.LIVE}
@@ -390,7 +391,7 @@ def test_guard_tx_counts_granted() -> None:
     pmm, w = make(GuardSet.without("tx_counts_granted"))
     pmm.submit(w.h1, w.a, 60)
     tx = pmm.plan_tx(w.h2, ((w.a, 50),))
-    pmm.reserve_tx(tx)
+    pmm.reserve_all(tx)
     a = pmm.abstract_manager().ledger.authorities[w.a]
     assert a.used == 110 > a.limit  # harm: the transaction took bytes a granted ticket holds
 

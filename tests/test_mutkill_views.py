@@ -259,7 +259,7 @@ def test_a_traced_bundle_names_its_versions_in_each_event_and_replays_clean(on: 
         b = pmm.open_bundle()
         x = pmm.plan_tx(h, ((a, 10),))
         pmm.join_bundle(x, b)
-        pmm.reserve_tx(x)
+        pmm.reserve_all(x)
         pmm.commit_tx(x)
         pmm.report_mismatch(b)
         assert pmm.abstract_manager().bundles[b].poisoned is True
