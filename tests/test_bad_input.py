@@ -318,7 +318,7 @@ def test_cases_cover_every_public_operation():
     # The composed parts' operations (issue #10) have their bad-input cases in tests/test_manager_bad_input.py.
     composed = {"submit", "claim", "cancel_ticket", "timeout_ticket", "acquire", "press", "open_pressure", "answer",
                 "cancel_pressure", "expire_pressure", "try_reserve", "set_use", "reconfigure", "register_callback", "plan_tx", "commit_tx", "abort_tx",
-                "reserve_all", "prepare_limit", "commit_limit", "lower_limit", "abstract_manager", "attach_recorder",
+                "reserve_all", "lower_limit", "abstract_manager", "attach_recorder",
                 "touched", "observed", "take_grants", "lock_held_by_me", "wake_waiters", "open_bundle", "join_bundle",
                 "report_mismatch", "remove_authority", "unregister_holder",
                 # model views: tests/test_manager_bad_input.py::test_invalid_view_input_is_refused_unchanged

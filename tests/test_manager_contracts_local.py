@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import local_contract
 from refimpl.manager.contract_books import checkpoint
+from refimpl.verify.manager_adapter import commit_limit, prepare_limit
 from refimpl.verify.mutants import MUTANTS
 from spec.errors import GovernorError
 from spec.types import Role, Tier
@@ -159,10 +161,10 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("answer the older pressure (refused: StaleGeneration, C5)", pmm.answer, g, old, (fill,))
     step("cancel it", pmm.cancel_pressure, old)
     # limits (I2): a lowering below what gpu1 granted keeps the old limit; a limit past its capacity is refused
-    step("prepare gpu1's limit at 100 (used is above it)", pmm.prepare_limit, b, 100)
-    step("commit it: the old limit stays", pmm.commit_limit, b)
-    step("prepare gpu1's limit past its capacity (refused)", pmm.prepare_limit, b, 1500 + background)
-    step("commit it (refused: nothing pending)", pmm.commit_limit, b)
+    step("prepare gpu1's limit at 100 (used is above it)", partial(prepare_limit, pmm), b, 100)  # checkers' steps
+    step("commit it: the old limit stays", partial(commit_limit, pmm), b)
+    step("lower gpu1's limit past its capacity (refused)", pmm.lower_limit, b, 1500 + background)
+    step("commit it (refused: nothing pending)", partial(commit_limit, pmm), b)
     step("lose gpu1", pmm.lose_device, b)
     step("confirm termination", pmm.confirm_termination, b)
     return done

@@ -37,7 +37,7 @@ from spec import manager_actions as M
 from spec.guards import ALL_ON, GuardSet
 from spec.manager_actions import Manager
 
-__all__ = ["ManagerAdapter", "STEPS", "execute", "operation", "reserve_tx"]
+__all__ = ["ManagerAdapter", "STEPS", "commit_limit", "execute", "operation", "prepare_limit", "reserve_tx"]
 
 
 def reserve_tx(pmm: ProcessMemoryManager, tx: int) -> int:
@@ -48,8 +48,21 @@ def reserve_tx(pmm: ProcessMemoryManager, tx: int) -> int:
     return pmm._run(M.ReserveTx, pmm._ms_tx, pmm._reserve, tx)
 
 
+def prepare_limit(pmm: ProcessMemoryManager, authority: int, limit: int) -> tuple[int, ...]:
+    """The `PrepareLimit` step alone: a pending limit change and its pressure tickets, delivered to nobody.
+
+    Users call `lower_limit`, which prepares, delivers and commits (C8)."""
+    return pmm._run(M.PrepareLimit, pmm._ms_auth0, pmm._prepare, authority, limit)
+
+
+def commit_limit(pmm: ProcessMemoryManager, authority: int) -> M.LimitOutcome:
+    """The `CommitLimit` step alone: the pending change's tickets retired; the new limit if `used` fits."""
+    return pmm._run(M.CommitLimit, pmm._ms_auth0, pmm._commit_limit, authority)
+
+
 #: Checker-only steps by action name (`method_name`): spec actions that are no public verb of the manager.
-STEPS: dict[str, Callable[..., Any]] = {"reserve_tx": reserve_tx}
+STEPS: dict[str, Callable[..., Any]] = {"reserve_tx": reserve_tx, "prepare_limit": prepare_limit,
+                                        "commit_limit": commit_limit}
 
 
 def operation(pmm: ProcessMemoryManager, name: str) -> Callable[..., Any]:
