@@ -39,7 +39,7 @@ class _Change:
 class Limits:
     """Limit changes; needs the ledger part's lookups and the pressure part's `_open`."""
 
-    # The `PrepareLimit` step: a pending limit change; returns the pressure tickets it opened (none if used fits).
+    # The `PrepareLimit` step: returns the pressure tickets it opened (none if used fits).
     def _prepare(self, authority: int, limit: int) -> tuple[int, ...]:
         a = self._auth(authority)
         if a.alias_of is not None:
@@ -57,8 +57,7 @@ class Limits:
         a.change = _Change(limit, opened)
         return tuple(opened)
 
-    # The `CommitLimit` step: retire the change's open tickets; the new limit if used fits under it, else the old
-    # one stays.
+    # The `CommitLimit` step.
     def _commit_limit(self, authority: int) -> M.LimitOutcome:
         a = self._auth(authority)
         ch = a.change

@@ -10,8 +10,7 @@ no bytes). The part keeps only the plan and the links to its ledger records
 (`_Alloc.part` is the transaction while it owns them).
 
 The operations (`plan_tx`, `reserve_all`, `commit_tx`, `abort_tx`): `reserve_all` takes the spec's
-`ReserveTx` steps one at a time (`spec.manager`; the checkers interleave single steps through
-`refimpl.verify.manager_adapter`), and a miss aborts the transaction; commit hands the leases to the holder;
+`ReserveTx` steps one at a time, and a miss aborts the transaction; commit hands the leases to the holder;
 an abort leaves the transaction's place as a zero-byte retry intent (`_places`). Views and
 state bundles are `refimpl.manager.bundles`'.
 
@@ -169,9 +168,7 @@ class Transactions:
             raise ForeignHolder(f"intent {retry} belongs to holder {place[0]}, not {holder}")
         return place
 
-    # The `ReserveTx` step: the next need (lowest authority id not yet held), granted now or CapacityDenied now,
-    # the transaction staying open. No public verb (it would invite waiting while holding, C4): users call
-    # `reserve_all`; the checkers interleave the step through `refimpl.verify.manager_adapter.reserve_tx`.
+    # The `ReserveTx` step (`reserve_all`'s; the checkers': `refimpl.verify.manager_adapter.reserve_tx`).
     def _reserve(self, tx: int) -> int:
         self._grants()
         t = self._live_tx(tx)
