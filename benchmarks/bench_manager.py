@@ -4,7 +4,7 @@ Round trips (each leaves the ledger as it found it):
     ledger       reserve -> commit -> release
     tickets      submit (granted at once: the ledger has room) -> claim -> release
     pressure     reserve -> commit -> open_pressure -> answer with that lease
-    transaction  plan_tx -> reserve_tx -> commit_tx -> release
+    transaction  plan_tx -> reserve_all -> commit_tx -> release
 Arms, interleaved over N rounds (every other round in reverse order), each arm's figure its best round (these
 machines are shared and noisy); on/off is the median over rounds of on / off timed back to back, as in
 bench_ledger.py, with the ratio of the bests beside it:
@@ -83,7 +83,7 @@ def pressure(pmm: ProcessMemoryManager, a: int, h: int, n: int) -> None:
 
 
 def transaction(pmm: ProcessMemoryManager, a: int, h: int, n: int) -> None:
-    plan, reserve, commit, release = pmm.plan_tx, pmm.reserve_tx, pmm.commit_tx, pmm.release
+    plan, reserve, commit, release = pmm.plan_tx, pmm.reserve_all, pmm.commit_tx, pmm.release
     for _ in range(n):
         t = plan(h, ((a, SIZE),))
         reserve(t)

@@ -9,7 +9,9 @@ poisons it, after which joins and commits of it are refused), limit
 changes and a device loss on shared authorities, with some bad input, and
 ends with every ticket, lease, transaction, pressure and limit change
 settled, so the trace replays clean against `spec.manager` with no
-declared boundary. Deterministic for a given seed.
+declared boundary. Deterministic for a given seed. A limit change is taken as
+the spec's two steps (`refimpl.verify.manager_adapter`: no public verbs), with
+the holders' answers between them, so the trace records answered changes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from refimpl.verify.manager_adapter import commit_limit, prepare_limit
 from spec.errors import GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
@@ -114,27 +117,26 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
         elif op == "tx":
             chosen = sorted(rng.sample(live, min(len(live), rng.randint(1, 2))))
             tid = _try(pmm.plan_tx, rng.choice(holders), tuple((a, rng.randint(1, 16)) for a in chosen))
-            while tid is not None and _try(pmm.reserve_tx, tid) is not None:
-                pass
             if tid is not None:
+                _try(pmm.reserve_all, tid)  # a refusal aborts it: its place stays as a retry intent (C4)
                 t = pmm.abstract_manager().txs.get(tid)
                 if t is not None and len(t.held) == len(t.needs) and rng.random() < 0.7:
                     _try(pmm.commit_tx, tid)
-                else:
+                elif t is not None:
                     _try(pmm.abort_tx, tid)
         elif op == "bundle":
             _bundle_step(pmm, rng, rng.choice(holders), live, sorted(m.bundles))
         elif op == "limit":
             a = rng.choice(live)
             cap = m.ledger.authorities[a].capacity
-            pids = _try(pmm.prepare_limit, a, rng.randint(cap // 2, cap)) or ()
+            pids = _try(prepare_limit, pmm, a, rng.randint(cap // 2, cap)) or ()  # the steps, answered between
             for pid in pids:
                 p = pmm.abstract_manager().pressures.get(pid)
                 if p is not None:
                     mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == p.holder
                             and x.authority == a]
                     _try(pmm.answer, p.holder, pid, tuple(mine[: rng.randint(0, len(mine))]))
-            _try(pmm.commit_limit, a)
+            _try(commit_limit, pmm, a)
             if len(pids) % 2:  # the topology changed with it: the waiters there fail (a new generation)
                 _try(pmm.reconfigure, a)
         elif op == "lose":
@@ -146,10 +148,10 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
             _try(rng.choice((lambda: pmm.submit(holders[0], auths[0], 0, 0, Role.KV),
                              lambda: pmm.claim(holders[0], 10**6),
                              lambda: pmm.answer(holders[1], 10**6, ()),
-                             lambda: pmm.reserve_tx(10**6),
+                             lambda: pmm.reserve_all(10**6),
                              lambda: pmm.report_mismatch(10**6),
                              lambda: pmm.submit(holders[0], alias, 4, 0, Role.KV),  # tickets name the ledger
-                             lambda: pmm.prepare_limit(auths[0], -1))))
+                             lambda: pmm.lower_limit(auths[0], -1))))
     _settle(pmm)
     # Removing a provider (C3): refused while its alias (or anything else) pins it; the alias owns nothing.
     for a in (auths[0], alias, auths[0]):
@@ -198,8 +200,7 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
     _try(pmm.join_bundle, tid, b)
     if rng.random() < 0.1:
         _try(pmm.join_bundle, tid, b)  # a second join: InvalidTransition
-    while _try(pmm.reserve_tx, tid) is not None:
-        pass
+    _try(pmm.reserve_all, tid)  # a refusal aborts it
     if rng.random() < 0.15:
         _try(pmm.report_mismatch, b)  # poisoned between join and commit: the commit is refused
     t = pmm.abstract_manager().txs.get(tid)
@@ -207,7 +208,9 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
     if view is not None:  # its execution binds the view (sometimes naming a stale generation: refused)
         _try(pmm.execute_view, tid, view, 1 + (rng.random() < 0.1))
         _try(pmm.remap_view, view)  # bound: ViewInUse (I9)
-    if t is None or len(t.held) != len(t.needs) or _try(pmm.commit_tx, tid) is None:
+    if t is None:
+        return  # refused and aborted by reserve_all
+    if len(t.held) != len(t.needs) or _try(pmm.commit_tx, tid) is None:
         _try(pmm.abort_tx, tid)
     else:
         if view is not None:
@@ -229,7 +232,7 @@ def _settle(pmm: Any) -> None:
         if not p.change:
             _try(pmm.cancel_pressure, p.id)
     for a in sorted(pmm.abstract_manager().changes):
-        _try(pmm.commit_limit, a)
+        _try(commit_limit, pmm, a)
     for v in sorted(pmm.abstract_manager().views):
         _try(pmm.drop_view, v)  # a view pins the lease it is over (C6)
     for r in sorted(pmm.abstract_manager().ledger.allocations.values(), key=lambda r: r.id):

@@ -317,8 +317,8 @@ def test_cases_cover_every_public_operation():
     public = {n for n, _ in inspect.getmembers(ProcessMemoryManager, inspect.isfunction) if not n.startswith("_")}
     # The composed parts' operations (issue #10) have their bad-input cases in tests/test_manager_bad_input.py.
     composed = {"submit", "claim", "cancel_ticket", "timeout_ticket", "acquire", "press", "open_pressure", "answer",
-                "cancel_pressure", "expire_pressure", "try_reserve", "set_use", "reconfigure", "register_callback", "plan_tx", "reserve_tx", "commit_tx", "abort_tx",
-                "reserve_all", "prepare_limit", "commit_limit", "lower_limit", "abstract_manager", "attach_recorder",
+                "cancel_pressure", "expire_pressure", "try_reserve", "set_use", "reconfigure", "register_callback", "plan_tx", "commit_tx", "abort_tx",
+                "reserve_all", "lower_limit", "abstract_manager", "attach_recorder",
                 "touched", "observed", "take_grants", "lock_held_by_me", "wake_waiters", "open_bundle", "join_bundle",
                 "report_mismatch", "remove_authority", "unregister_holder",
                 # model views: tests/test_manager_bad_input.py::test_invalid_view_input_is_refused_unchanged

@@ -3,8 +3,9 @@
 Every public operation of arbitration (`submit`, `claim`, `cancel_ticket`,
 `timeout_ticket`, `acquire`), pressure (`press`, `open_pressure`, `answer`,
 `cancel_pressure`, `register_callback`), transactions (`plan_tx`,
-`reserve_tx`, `commit_tx`, `abort_tx`, `reserve_all`), limits
-(`prepare_limit`, `commit_limit`, `lower_limit`) and devices (`lose_device`,
+`reserve_all`, `commit_tx`, `abort_tx`), limits (`lower_limit`), the
+checkers' single steps of both (`reserve_tx`, `prepare_limit`,
+`commit_limit`, `refimpl.verify.manager_adapter`) and devices (`lose_device`,
 `confirm_termination`), with the ledger operations that build the leases
 they work on, hostile values (`fuzz_harness.HOSTILE`, plus hostile victims
 and needs: lists, duplicates, bools, nested junk) interleaved with valid
@@ -38,6 +39,7 @@ from invariants import manager as IM
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
+from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
 from spec.errors import CapacityDenied, GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
@@ -93,6 +95,16 @@ class _Fuzzed(ProcessMemoryManager):
         i = self.reserve(holder, authority, a.tier if a is not None else Tier.DEVICE, nbytes, Role.KV)
         self.commit(holder, i, nbytes)
         return i
+
+    # The spec's single steps: no public verbs, the checkers' (`refimpl.verify.manager_adapter`).
+    def reserve_tx(self, tx):
+        return reserve_tx(self, tx)
+
+    def prepare_limit(self, authority, limit):
+        return prepare_limit(self, authority, limit)
+
+    def commit_limit(self, authority):
+        return commit_limit(self, authority)
 
     def reserve_all_checked(self, tx):
         """`reserve_all`; its documented CapacityDenied outcome (the transaction aborted, each hold credited) checked."""

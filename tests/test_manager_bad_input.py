@@ -11,6 +11,7 @@ from refimpl_manager_harness import lease, make
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
 from spec.errors import (
     StaleAnswer,
     BundlePoisoned,
@@ -61,16 +62,16 @@ def world() -> tuple[ProcessMemoryManager, Any]:
     w.tx_done = pmm.plan_tx(w.h1, ((w.a, 5),))
     pmm.abort_tx(w.tx_done)
     w.tx_full = pmm.plan_tx(w.h2, ((w.a, 1),))
-    pmm.reserve_tx(w.tx_full)
+    pmm.reserve_all(w.tx_full)
     w.tx_big = pmm.plan_tx(w.h2, ((w.b, 50),))
-    pmm.prepare_limit(w.b, 100)
+    prepare_limit(pmm, w.b, 100)  # a change left pending: the checkers' step alone
     w.bundle = pmm.open_bundle()
     w.poisoned = pmm.open_bundle()
     pmm.report_mismatch(w.poisoned)
     w.tx_in_bundle = pmm.plan_tx(w.h2, ((w.a, 1),))
     pmm.join_bundle(w.tx_in_bundle, w.bundle)
     w.tx_poisoned = pmm.plan_tx(w.h2, ((w.a, 1),))
-    pmm.reserve_tx(w.tx_poisoned)
+    pmm.reserve_all(w.tx_poisoned)
     pmm.join_bundle(w.tx_poisoned, w.bundle)
     pmm.report_mismatch(w.bundle)
     return pmm, w
@@ -150,22 +151,27 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("plan-alias", lambda p, w: p.plan_tx(w.h1, ((w.view, 1),)), InvalidArgument, "view of"),
     ("plan-lost", lambda p, w: p.plan_tx(w.h1, ((w.a, 0), (w.lost, 1))), DeviceLost, "lost"),
     ("plan-bytes", lambda p, w: p.plan_tx(w.h1, ((w.a, 1), (w.b, -1))), InvalidBytes, "nbytes"),
-    ("reserve-unknown", lambda p, w: p.reserve_tx(999), UnknownTransaction, "never planned"),
-    ("reserve-retired", lambda p, w: p.reserve_tx(w.tx_done), InvalidTransition, "already committed or aborted"),
-    ("reserve-all-held", lambda p, w: p.reserve_tx(w.tx_full), InvalidTransition, "every need"),
-    ("reserve-denied", lambda p, w: p.reserve_tx(w.tx_big), CapacityDenied, "try-only"),
+    ("reserve-all-unknown", lambda p, w: p.reserve_all(999), UnknownTransaction, "never planned"),
+    ("reserve-all-retired", lambda p, w: p.reserve_all(w.tx_done), InvalidTransition, "already committed or aborted"),
+    # the single `ReserveTx` step the checkers take (`refimpl.verify.manager_adapter`)
+    ("reserve-unknown", lambda p, w: reserve_tx(p, 999), UnknownTransaction, "never planned"),
+    ("reserve-retired", lambda p, w: reserve_tx(p, w.tx_done), InvalidTransition, "already committed or aborted"),
+    ("reserve-all-held", lambda p, w: reserve_tx(p, w.tx_full), InvalidTransition, "every need"),
+    ("reserve-denied", lambda p, w: reserve_tx(p, w.tx_big), CapacityDenied, "try-only"),
     ("commit-tx-partial", lambda p, w: p.commit_tx(w.tx), InvalidTransition, "holds 0 of 2"),
     ("commit-tx-unknown", lambda p, w: p.commit_tx(True), UnknownTransaction, "never planned"),
     ("abort-retired", lambda p, w: p.abort_tx(w.tx_done), InvalidTransition, "already"),
-    ("prepare-unknown", lambda p, w: p.prepare_limit(99, 1), UnknownAuthority, "99"),
-    ("prepare-alias", lambda p, w: p.prepare_limit(w.view, 1), InvalidArgument, "view of"),
-    ("prepare-lost", lambda p, w: p.prepare_limit(w.lost, -1), DeviceLost, "lost"),
-    ("prepare-negative", lambda p, w: p.prepare_limit(w.a, -1), InvalidBytes, r"^limit must be in \[0, 2\*\*63-1\], got -1$"),
-    ("prepare-above-capacity", lambda p, w: p.prepare_limit(w.a, 101), InvalidBytes, "capacity"),
-    ("prepare-pending", lambda p, w: p.prepare_limit(w.b, 50), InvalidTransition, "already has"),
-    ("commit-limit-none", lambda p, w: p.commit_limit(w.a), InvalidTransition, "no limit change"),
-    ("commit-limit-alias", lambda p, w: p.commit_limit(w.view), InvalidTransition, "no limit change"),
-    ("commit-limit-unknown", lambda p, w: p.commit_limit("a"), UnknownAuthority, "'a'"),
+    ("lower-unknown", lambda p, w: p.lower_limit(99, 1), UnknownAuthority, "99"),
+    ("lower-alias", lambda p, w: p.lower_limit(w.view, 1), InvalidArgument, "view of"),
+    ("lower-lost", lambda p, w: p.lower_limit(w.lost, -1), DeviceLost, "lost"),
+    ("lower-negative", lambda p, w: p.lower_limit(w.a, -1), InvalidBytes, r"^limit must be in \[0, 2\*\*63-1\], got -1$"),
+    ("lower-above-capacity", lambda p, w: p.lower_limit(w.a, 101), InvalidBytes, "capacity"),
+    ("lower-pending", lambda p, w: p.lower_limit(w.b, 50), InvalidTransition, "already has"),
+    # the single `PrepareLimit` / `CommitLimit` steps the checkers take (`refimpl.verify.manager_adapter`)
+    ("prepare-pending", lambda p, w: prepare_limit(p, w.b, 50), InvalidTransition, "already has"),
+    ("commit-limit-none", lambda p, w: commit_limit(p, w.a), InvalidTransition, "no limit change"),
+    ("commit-limit-alias", lambda p, w: commit_limit(p, w.view), InvalidTransition, "no limit change"),
+    ("commit-limit-unknown", lambda p, w: commit_limit(p, "a"), UnknownAuthority, "'a'"),
     ("release-granted-alloc", lambda p, w: p.release(w.h1, w.g_alloc), InvalidTransition, "that part settles"),
     ("callback-not-callable", lambda p, w: p.register_callback(w.h1, 3), InvalidArgument, "callable"),
     ("callback-holder", lambda p, w: p.register_callback(99, print), UnknownHolder, "99"),
@@ -244,7 +250,7 @@ def view_world() -> tuple[ProcessMemoryManager, Any]:
     w.published = held(((w.a, 5),))
     w.provisional = pmm.publish_view(w.published)
     w.reserving = pmm.plan_tx(w.h1, ((w.a, 5), (w.b, 5)))
-    pmm.reserve_tx(w.reserving)
+    reserve_tx(pmm, w.reserving)  # one need of two held: the checkers' step alone
     _, w.dropped = committed(w.a)
     pmm.drop_view(w.dropped)
     lost = pmm.register_authority("gpu1", Tier.DEVICE, 100)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import local_contract
 from refimpl.manager.contract_books import checkpoint
+from refimpl.verify.manager_adapter import commit_limit, prepare_limit
 from refimpl.verify.mutants import MUTANTS
 from spec.errors import GovernorError
 from spec.types import Role, Tier
@@ -105,10 +107,10 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     # model views on gpu0 (C4, C6, I9): each refusal below is one a view mutant lets through
     vx = step("plan a transaction of 5 on gpu0", pmm.plan_tx, h, ((a, 5),))
     step("publish its view before its need is held (refused: C4)", pmm.publish_view, vx)
-    step("reserve it", pmm.reserve_tx, vx)
+    step("reserve it", pmm.reserve_all, vx)
     view = step("publish its view", pmm.publish_view, vx)
     vy = step("plan another holder's transaction of 5 on gpu0", pmm.plan_tx, g, ((a, 5),))
-    step("reserve that one", pmm.reserve_tx, vy)
+    step("reserve that one", pmm.reserve_all, vy)
     step("publish its own view", pmm.publish_view, vy)
     step("it executes the first one's provisional view (refused: C6)", pmm.execute_view, vy, view, 1)
     step("execute the view at a generation it is not at (refused: C6)", pmm.execute_view, vx, view, 2)
@@ -117,7 +119,7 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     leases = step("commit the first transaction", pmm.commit_tx, vx)
     step("abort the second", pmm.abort_tx, vy)
     vz = step("plan a third transaction of 5 on gpu0", pmm.plan_tx, g, ((a, 5),))
-    step("reserve the third", pmm.reserve_tx, vz)
+    step("reserve the third", pmm.reserve_all, vz)
     step("publish the third's view", pmm.publish_view, vz)
     step("the third executes the committed view", pmm.execute_view, vz, view, 1)
     step("drop the committed view under that execution (refused: I9)", pmm.drop_view, view)
@@ -139,7 +141,7 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     tx = step("plan a transaction of 17", pmm.plan_tx, h, ((b, 17),))
     bundle = step("open a state bundle", pmm.open_bundle)
     step("the transaction commits its next step", pmm.join_bundle, tx, bundle)
-    step("reserve it", pmm.reserve_tx, tx)
+    step("reserve it", pmm.reserve_all, tx)
     step("commit it", pmm.commit_tx, tx)
     lease17 = step("claim the 17 B ticket", pmm.claim, h, t4)
     pr = step("open pressure", pmm.open_pressure, h, b, 10)
@@ -159,10 +161,10 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("answer the older pressure (refused: StaleGeneration, C5)", pmm.answer, g, old, (fill,))
     step("cancel it", pmm.cancel_pressure, old)
     # limits (I2): a lowering below what gpu1 granted keeps the old limit; a limit past its capacity is refused
-    step("prepare gpu1's limit at 100 (used is above it)", pmm.prepare_limit, b, 100)
-    step("commit it: the old limit stays", pmm.commit_limit, b)
-    step("prepare gpu1's limit past its capacity (refused)", pmm.prepare_limit, b, 1500 + background)
-    step("commit it (refused: nothing pending)", pmm.commit_limit, b)
+    step("prepare gpu1's limit at 100 (used is above it)", partial(prepare_limit, pmm), b, 100)  # checkers' steps
+    step("commit it: the old limit stays", partial(commit_limit, pmm), b)
+    step("lower gpu1's limit past its capacity (refused)", pmm.lower_limit, b, 1500 + background)
+    step("commit it (refused: nothing pending)", partial(commit_limit, pmm), b)
     step("lose gpu1", pmm.lose_device, b)
     step("confirm termination", pmm.confirm_termination, b)
     return done

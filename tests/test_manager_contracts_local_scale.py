@@ -101,11 +101,11 @@ def _pressure(pmm: ProcessMemoryManager, a: int, h: int) -> None:
 
 def _transaction(pmm: ProcessMemoryManager, a: int, h: int) -> None:
     t = pmm.plan_tx(h, ((a, 4096),))
-    pmm.reserve_tx(t)
+    pmm.reserve_all(t)
     (x,) = pmm.commit_tx(t)
     pmm.release(h, x)
     u = pmm.plan_tx(h, ((a, 4096),))
-    pmm.reserve_tx(u)
+    pmm.reserve_all(u)
     pmm.abort_tx(u)
 
 

@@ -16,6 +16,7 @@ import pytest
 from invariants import contracts
 from invariants.trace_format import kind_of
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_adapter import operation
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError
@@ -29,7 +30,7 @@ _METHOD = {M.Press: "open_pressure"}  # `press` also calls the holder's callback
 
 def call(pmm: ProcessMemoryManager, act: Any) -> Any:
     name = _METHOD.get(type(act), kind_of(type(act)))
-    return getattr(pmm, name)(*(getattr(act, f.name) for f in attrs.fields(type(act))))
+    return operation(pmm, name)(*(getattr(act, f.name) for f in attrs.fields(type(act))))
 
 
 SETUP = [A.RegisterAuthority("gpu0", Tier.DEVICE, 100), A.RegisterAuthority("host", Tier.HOST, 80),

@@ -19,6 +19,7 @@ from threads_harness import JOIN_S
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
 from spec import manager_actions as M
 from spec.errors import (
     CapacityDenied,
@@ -162,7 +163,7 @@ def test_a_part_owned_reservation_is_settled_only_by_its_part() -> None:
     pmm, w = make()
     tid = pmm.submit(w.h1, w.a, 10)
     tx = pmm.plan_tx(w.h1, ((w.b, 10),))
-    rid = pmm.reserve_tx(tx)
+    (rid,) = pmm.reserve_all(tx)
     alloc = pmm.abstract_manager().tickets[tid].allocation
     before = pmm.abstract_manager()
     for call in (lambda: pmm.commit(w.h1, alloc, 10), lambda: pmm.cancel(w.h1, alloc),
@@ -181,7 +182,7 @@ def test_tx_is_refused_while_a_granted_unclaimed_ticket_holds_the_bytes() -> Non
     tx = pmm.plan_tx(w.h2, ((w.a, 50),))
     before = pmm.abstract_manager()
     with pytest.raises(CapacityDenied, match="50 B asked, 40 B free"):
-        pmm.reserve_tx(tx)
+        reserve_tx(pmm, tx)  # the step alone: refused, the transaction left open
     assert pmm.abstract_manager() == before
 
 
@@ -189,15 +190,15 @@ def test_tx_reserves_in_authority_order_and_commits_leases() -> None:
     pmm, w = make()
     tx = pmm.plan_tx(w.h1, ((w.b, 20), (w.a, 30)))
     assert pmm.abstract_manager().txs[tx].needs == ((w.a, 30), (w.b, 20))
-    ra = pmm.reserve_tx(tx)
+    ra = reserve_tx(pmm, tx)  # one step at a time: the checkers' view of reserve_all
     m = pmm.abstract_manager()
     assert m.txs[tx].held == (ra,) and m.ledger.allocations[ra].authority == w.a
     assert m.ledger.allocations[ra].role is Role.STATE
     with pytest.raises(InvalidTransition, match="holds 1 of 2"):
         pmm.commit_tx(tx)
-    rb = pmm.reserve_tx(tx)
+    rb = reserve_tx(pmm, tx)
     with pytest.raises(InvalidTransition, match="already holds every need"):
-        pmm.reserve_tx(tx)
+        reserve_tx(pmm, tx)
     assert pmm.commit_tx(tx) == (ra, rb)
     m = pmm.abstract_manager()
     assert not m.txs and {m.ledger.allocations[i].state for i in (ra, rb)} == {AllocState.LIVE}
@@ -238,7 +239,7 @@ def test_device_loss_mid_transaction_and_with_tickets_pressure_and_a_limit_chang
     lease(pmm, w.h2, w.a, 50)
     pending = pmm.submit(w.h2, w.a, 40)
     pmm.open_pressure(w.h2, w.a, 10)
-    pmm.prepare_limit(w.a, 60)  # opens pressure on h2's leases
+    prepare_limit(pmm, w.a, 60)  # left pending (the checkers' step alone): pressure on h2's leases
     waiter = pmm.submit(w.h1, w.b, 70)  # pending on b: the loss's credit on b grants it
     m = pmm.abstract_manager()
     g_alloc = m.tickets[granted].allocation
@@ -341,14 +342,12 @@ def test_a_raising_callback_is_typed_and_leaves_the_ledger_exact() -> None:
 
 def test_raising_a_limit_is_headroom_for_waiters() -> None:
     pmm, w = make()
-    assert pmm.prepare_limit(w.a, 50) == ()
-    assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 50, ())
+    assert pmm.lower_limit(w.a, 50) == M.LimitOutcome(True, 50, ())
     tid = pmm.submit(w.h1, w.a, 20)
     lease(pmm, w.h2, w.a, 30)
     tid2 = pmm.submit(w.h1, w.a, 20)
     assert pmm.abstract_manager().tickets[tid2].state is P
-    pmm.prepare_limit(w.a, 100)
-    pmm.commit_limit(w.a)
+    assert pmm.lower_limit(w.a, 100) == M.LimitOutcome(True, 100, ())  # a raise: no pressure
     m = pmm.abstract_manager()
     assert m.tickets[tid].state is G and m.tickets[tid2].state is G and m.ledger.authorities[w.a].used == 70
 
@@ -357,11 +356,11 @@ def test_answer_lists_in_the_limit_change_and_rounds_run() -> None:
     pmm, w = make()
     l1 = lease(pmm, w.h1, w.a, 60)
     tid = pmm.submit(w.h2, w.a, 50)
-    (pid,) = pmm.prepare_limit(w.a, 30)
+    (pid,) = prepare_limit(pmm, w.a, 30)  # the checkers' steps, to look between them
     assert pmm.answer(w.h1, pid, (l1,)) == 60
     m = pmm.abstract_manager()
     assert m.changes[w.a].completed == ((pid, 60),) and m.tickets[tid].state is G and m.ledger.authorities[w.a].used == 50
-    assert pmm.commit_limit(w.a) == M.LimitOutcome(False, 100, ((pid, 60),))  # the grant took the room back
+    assert commit_limit(pmm, w.a) == M.LimitOutcome(False, 100, ((pid, 60),))  # the grant took the room back
 
 
 # --- the cross-cutting guards, each switched off, show their harm --------------------
@@ -390,7 +389,7 @@ def test_guard_tx_counts_granted() -> None:
     pmm, w = make(GuardSet.without("tx_counts_granted"))
     pmm.submit(w.h1, w.a, 60)
     tx = pmm.plan_tx(w.h2, ((w.a, 50),))
-    pmm.reserve_tx(tx)
+    pmm.reserve_all(tx)
     a = pmm.abstract_manager().ledger.authorities[w.a]
     assert a.used == 110 > a.limit  # harm: the transaction took bytes a granted ticket holds
 
@@ -628,8 +627,8 @@ def test_a_limit_equal_to_used_opens_no_pressure_and_commits(on: bool) -> None:
     pmm, w = make()
     with contracts.contracts(on):
         lease(pmm, w.h1, w.a, 60)
-        assert pmm.prepare_limit(w.a, 60) == ()  # used fits exactly: nobody is pressed
-        assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 60, ())
+        assert prepare_limit(pmm, w.a, 60) == ()  # used fits exactly: nobody is pressed
+        assert commit_limit(pmm, w.a) == M.LimitOutcome(True, 60, ())
         assert pmm.snapshot(w.a).limit == 60
 
 
@@ -648,8 +647,7 @@ def test_lower_limit_interrupted_by_a_callback_commits_before_it_propagates(on: 
             pmm.lower_limit(w.a, 40)
         m = pmm.abstract_manager()
         assert not m.changes and not m.pressures and pmm.snapshot(w.a).limit == 100
-        assert pmm.prepare_limit(w.a, 90) == ()  # a new change may start: none is pending
-        assert pmm.commit_limit(w.a) == M.LimitOutcome(True, 90, ())
+        assert pmm.lower_limit(w.a, 90) == M.LimitOutcome(True, 90, ())  # a new change may start: none is pending
 
 
 # --- device loss on the plain and checked paths (pinned by the mutation run of refimpl/manager/devices.py) ----

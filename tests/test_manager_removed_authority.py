@@ -16,6 +16,7 @@ from refimpl_manager_harness import make
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_adapter import commit_limit, prepare_limit
 from spec.errors import GovernorError, InvalidTransition
 from spec.types import Role, Tier
 
@@ -45,8 +46,8 @@ VERBS: dict[str, Callable[[ProcessMemoryManager, Any, int], Any]] = {
     "open_pressure": lambda p, w, g: p.open_pressure(w.h1, g, 1),
     "plan_tx": lambda p, w, g: p.plan_tx(w.h1, ((g, 1),)),
     "plan_tx_beside_a_live_one": lambda p, w, g: p.plan_tx(w.h1, ((w.a, 1), (g, 1))),
-    "prepare_limit": lambda p, w, g: p.prepare_limit(g, 1),
-    "commit_limit": lambda p, w, g: p.commit_limit(g),
+    "prepare_limit": lambda p, w, g: prepare_limit(p, g, 1),  # the checkers' steps (no public verbs)
+    "commit_limit": lambda p, w, g: commit_limit(p, g),
     "lower_limit": lambda p, w, g: p.lower_limit(g, 1),
     "lose_device": lambda p, w, g: p.lose_device(g),
     "confirm_termination": lambda p, w, g: p.confirm_termination(g),

@@ -212,11 +212,11 @@ def _bundle_trace(guards: GuardSet = ALL_ON) -> list[bytes]:
     b = p.open_bundle()
     t = p.plan_tx(h, ((a, 8),))
     p.join_bundle(t, b)
-    p.reserve_tx(t)
+    p.reserve_all(t)
     p.commit_tx(t)  # line 8 (after the configure event, line 3): the bundle's parts advance together
     t2 = p.plan_tx(h, ((a, 4),))
     p.join_bundle(t2, b)
-    p.reserve_tx(t2)
+    p.reserve_all(t2)
     p.report_mismatch(b)  # line 12: poisoned between join and commit
     with pytest.raises(BundlePoisoned):
         p.commit_tx(t2)

@@ -235,12 +235,12 @@ def _traced_retry() -> list[bytes]:
     h1, h2 = pmm.register_holder("h1"), pmm.register_holder("h2")
     dev = pmm.register_authority("dev", Tier.DEVICE, 4)
     first = pmm.plan_tx(h1, ((dev, 3),), 2)
-    pmm.reserve_tx(first)
+    pmm.reserve_all(first)
     pmm.abort_tx(first)
     second = pmm.plan_tx(h2, ((dev, 1),))
     pmm.abort_tx(second)
     retry = pmm.plan_tx(h1, ((dev, 3),), 0, first)  # the retry takes back the first attempt's place
-    pmm.reserve_tx(retry)
+    pmm.reserve_all(retry)
     pmm.commit_tx(retry)
     return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
 

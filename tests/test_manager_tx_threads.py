@@ -23,6 +23,7 @@ from threads_harness import JOIN_S, fast_switching  # noqa: F401  (fixture)
 from invariants import contracts
 from invariants.manager import check_all
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_adapter import reserve_tx
 from spec.errors import CapacityDenied
 from spec.guards import GuardSet
 from spec.types import Tier
@@ -96,7 +97,7 @@ def _lockstep(pmm: ProcessMemoryManager, clients: dict[str, tuple[int, tuple]]) 
         tx = pmm.plan_tx(holder, needs)
         barrier.wait()
         try:
-            pmm.reserve_tx(tx)
+            reserve_tx(pmm, tx)  # the first step alone (the checkers' atomic action), then meet
         except CapacityDenied:
             outcome[name] = "missed"
         barrier.wait()
@@ -105,7 +106,7 @@ def _lockstep(pmm: ProcessMemoryManager, clients: dict[str, tuple[int, tuple]]) 
         barrier.wait()
         try:
             while len(pmm.abstract_manager().txs[tx].held) < len(needs):
-                pmm.reserve_tx(tx)
+                reserve_tx(pmm, tx)
             outcome.setdefault(name, "all held")
         except CapacityDenied:
             outcome[name] = "missed"

@@ -24,12 +24,14 @@ from invariants.trace_schema import json_schema
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
+from refimpl.verify.manager_adapter import STEPS
 from spec import ledger_actions as A
 from spec.types import Role, Tier
 
-#: Methods that emit one event of their own name: revision -> names.
+#: Methods that emit one event of their own name: revision -> names. A checker-only step (issue #21 item 2) is
+#: no method: a public composite emits its kind, and the checkers reach it in `refimpl.verify.manager_adapter`.
 TRACED = {
-    "ledger and composed": frozenset(MANAGER_KINDS) - {GRANT},  # a grant: traced by the operation that made it
+    "ledger and composed": frozenset(MANAGER_KINDS) - {GRANT} - set(STEPS),  # a grant: traced by its operation
 }
 #: Composites: what they emit is the events of the traced operations they are made of.
 COMPOSITE = {
@@ -61,6 +63,12 @@ def test_every_public_method_is_classified() -> None:
     assert not set().union(*groups) - _public(), "classified methods the manager does not have"
 
 
+def test_every_checker_only_step_is_a_traced_kind_a_public_composite_emits() -> None:
+    assert set(STEPS) <= set(MANAGER_KINDS) - {GRANT}, "a checker-only step that the trace does not carry"
+    assert set(STEPS) <= set().union(*COMPOSITE.values()), "a checker-only step no public verb is made of"
+    assert not set(STEPS) & _public(), "a checker-only step is still a public method"
+
+
 def test_every_traced_kind_is_in_the_schema() -> None:
     defs = json_schema()["$defs"]
     for revision, short, names in (("ortmem-ledger/1", "ledger", KINDS), (MANAGER_REVISION, "manager", MANAGER_KINDS)):
@@ -78,7 +86,7 @@ def _workload_kinds() -> set[tuple[str, str]]:
 def test_every_traced_method_is_recorded_by_a_workload() -> None:
     """The method really emits its event: the `ortmem trace` workloads record each one."""
     seen = {kind for _, kind in _workload_kinds()}
-    traced = set().union(*TRACED.values())
+    traced = set().union(*TRACED.values(), STEPS)
     assert traced - seen == set(), f"traced methods no workload recorded: {sorted(traced - seen)}"
 
 

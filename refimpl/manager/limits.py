@@ -1,15 +1,17 @@
 """The topology-and-limits part of `ProcessMemoryManager`: changing an authority's limit (C8, I2).
 
-A limit change is an authority operation in two steps. `prepare_limit`
-records the target and, when the ledger's `used` is above it, opens one
-pressure ticket per holder with a LIVE lease there (target `used - limit`);
-the holders answer through the pressure part, each answer is listed in the
-change. `commit_limit` retires the change's open tickets and sets the new
-limit only if `used` now fits under it; otherwise the old limit stays
-(C8: a lowered limit never leaves `used` above it with the old limit gone).
-Either way the outcome lists the completed answers. `lower_limit` is the
-convenience that prepares, delivers the tickets to the holders' callbacks
-with no lock held (I7), and commits.
+A limit change is one verb, `lower_limit` (C8: prepare -> reclaim -> commit),
+made of the spec's two steps. `PrepareLimit` records the target and, when the
+ledger's `used` is above it, opens one pressure ticket per holder with a LIVE
+lease there (target `used - limit`); `lower_limit` then delivers each ticket
+to its holder's callback with no lock held (I7), and each answer is listed in
+the change. `CommitLimit` retires the change's open tickets and sets the new
+limit only if `used` now fits under it; otherwise the old limit stays (C8: a
+lowered limit never leaves `used` above it with the old limit gone). Either
+way the outcome lists the completed answers. The steps are no public verbs: a
+change left pending between them blocks every other change of that authority
+and holds its tickets open; the checkers interleave them through
+`refimpl.verify.manager_adapter` (`prepare_limit`, `commit_limit`).
 """
 
 from __future__ import annotations
@@ -37,10 +39,7 @@ class _Change:
 class Limits:
     """Limit changes; needs the ledger part's lookups and the pressure part's `_open`."""
 
-    def prepare_limit(self, authority: int, limit: int) -> tuple[int, ...]:
-        """Record a pending limit change; returns the pressure tickets it opened (none if used fits)."""
-        return self._run(M.PrepareLimit, self._ms_auth0, self._prepare, authority, limit)
-
+    # The `PrepareLimit` step: returns the pressure tickets it opened (none if used fits).
     def _prepare(self, authority: int, limit: int) -> tuple[int, ...]:
         a = self._auth(authority)
         if a.alias_of is not None:
@@ -58,10 +57,7 @@ class Limits:
         a.change = _Change(limit, opened)
         return tuple(opened)
 
-    def commit_limit(self, authority: int) -> M.LimitOutcome:
-        """Retire the change's open tickets; the new limit if used fits under it, else the old one stays."""
-        return self._run(M.CommitLimit, self._ms_auth0, self._commit_limit, authority)
-
+    # The `CommitLimit` step.
     def _commit_limit(self, authority: int) -> M.LimitOutcome:
         a = self._auth(authority)
         ch = a.change
@@ -81,7 +77,9 @@ class Limits:
         return M.LimitOutcome(committed, a.limit, tuple(ch.completed))
 
     def lower_limit(self, authority: int, limit: int) -> M.LimitOutcome:
-        """Prepare, deliver the pressure tickets to the holders' callbacks (no lock held), commit."""
+        """Set `authority`'s limit (lower or higher, at most its capacity): prepare, deliver the pressure tickets to
+        the holders' callbacks (no lock held, I7), commit. The new limit if `used` then fits, else the old one
+        stays (C8); the outcome lists the completed answers either way."""
         prepared: list[tuple[int, ...]] = []  # noted under the lock: the change is ours to commit from here on
 
         def prepare(*args: Any) -> tuple[int, ...]:
@@ -99,8 +97,8 @@ class Limits:
             # applied: commit now, so no change stays pending and no pressure ticket open (issue #14).
             if prepared:
                 try:
-                    self.commit_limit(authority)
+                    self._run(M.CommitLimit, self._ms_auth0, self._commit_limit, authority)
                 except (InvalidTransition, TraceSinkFailed):
                     pass  # the device was lost meanwhile (the loss dropped the change); or committed, its event lost
             raise
-        return self.commit_limit(authority)
+        return self._run(M.CommitLimit, self._ms_auth0, self._commit_limit, authority)

@@ -107,7 +107,8 @@ class Pressures:
 
     def open_pressure(self, holder: int, authority: int, target: int, priority: int = 0,
                       deadline: int | None = None) -> int:
-        """Open a pressure ticket without calling anyone (the `Press` action)."""
+        """Open a pressure ticket without calling anyone (the `Press` action): for a holder that answers at a
+        boundary of its own (the ORT env arena, at its next Run boundary); `press` delivers it now."""
         return self._run(M.Press, self._ms_auth1, self._press, holder, authority, target, priority, deadline)
 
     def _press(self, holder: int, authority: int, target: int, priority: int, deadline: int | None) -> int:

@@ -9,13 +9,14 @@ once, and leaves a zero-byte retry intent (submit sequence, priority, age:
 no bytes). The part keeps only the plan and the links to its ledger records
 (`_Alloc.part` is the transaction while it owns them).
 
-The operations (`plan_tx`, `reserve_tx`, `commit_tx`, `abort_tx`; `spec.manager`): a miss
-raises `CapacityDenied` and leaves the transaction open; commit hands the leases to the holder;
+The operations (`plan_tx`, `reserve_all`, `commit_tx`, `abort_tx`): `reserve_all` takes the spec's
+`ReserveTx` steps one at a time, and a miss aborts the transaction; commit hands the leases to the holder;
 an abort leaves the transaction's place as a zero-byte retry intent (`_places`). Views and
 state bundles are `refimpl.manager.bundles`'.
 
 Waiting for capacity, if a caller wants it, happens before planning, holding
-nothing (`reserve_all` is the try-everything-now convenience).
+nothing: that is why the single step is no public verb (a caller holding part of
+its needs while it waits for the rest is the circle C4 rules out).
 """
 
 from __future__ import annotations
@@ -167,10 +168,7 @@ class Transactions:
             raise ForeignHolder(f"intent {retry} belongs to holder {place[0]}, not {holder}")
         return place
 
-    def reserve_tx(self, tx: int) -> int:
-        """Reserve the next need (lowest authority id not yet held): granted now or CapacityDenied now."""
-        return self._run(M.ReserveTx, self._ms_tx, self._reserve, tx)
-
+    # The `ReserveTx` step (`reserve_all`'s; the checkers': `refimpl.verify.manager_adapter.reserve_tx`).
     def _reserve(self, tx: int) -> int:
         self._grants()
         t = self._live_tx(tx)
@@ -214,7 +212,8 @@ class Transactions:
         return credited
 
     def reserve_all(self, tx: int) -> tuple[int, ...]:
-        """Reserve every remaining need now, in order; on a refusal abort the transaction and re-raise."""
+        """Reserve every remaining need now, in ascending authority id, each a traced `ReserveTx` step; on a
+        refusal (CapacityDenied) abort the transaction (its place stays as a retry intent) and re-raise."""
         try:
             while True:
                 with self._lock:
@@ -223,7 +222,7 @@ class Transactions:
                     held = tuple(r.id for r in t.held) if done else ()
                 if done:
                     return held
-                self.reserve_tx(tx)
+                self._run(M.ReserveTx, self._ms_tx, self._reserve, tx)
         except CapacityDenied:
             self.abort_tx(tx)
             raise

@@ -165,8 +165,7 @@ class GovernedRuntime(RequestPath, ReclaimAndLimits, LedgerAbstraction, DevicePa
         # free: the manager itself then refuses any grant into the headroom, and a lowering's pressure
         # tickets ask for exactly what the new limit needs back (`limit` adds the headroom on reading).
         if self._ledger_limit(limit) < topology.capacity:
-            self.pmm.prepare_limit(self.auth, self._ledger_limit(limit))
-            self.pmm.commit_limit(self.auth)
+            self.pmm.lower_limit(self.auth, self._ledger_limit(limit))  # nothing leased yet: no pressure
         if self.memory is None:
             self.weights = WeightHolder(self.pmm, self.auth)
             # The replicas are cache bytes ORT reads [ort:prepacking] (item 3).

@@ -77,10 +77,10 @@ class ReclaimAndLimits:
         if over > 0:
             self.replicas.before_reclaim(over)  # ORT stops reading bytes before they stop being leased
         try:
-            # C8 in the manager's limits part: prepare_limit opens one pressure ticket per holder with a live
-            # lease (target: what the ledger must give back); each holder's callback answers its own ticket
+            # C8 in the manager's limits part: lower_limit prepares (one pressure ticket per holder with a live
+            # lease, target: what the ledger must give back); each holder's callback answers its own ticket
             # (the weight holder with idle cache buckets; the KV and arena holders with zero, legal: their
-            # leases are in use); commit_limit sets the new limit only if used then fits, else keeps the old.
+            # leases are in use); the commit sets the new limit only if used then fits, else keeps the old.
             out = self.pmm.lower_limit(self.auth, self._ledger_limit(new))
         finally:
             if over > 0:

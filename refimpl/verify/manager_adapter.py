@@ -10,10 +10,19 @@ name: the new pressure ticket reached its own holder, once, with its target
 (C5), while the caller held no ledger lock (I7,
 `invariants.manager.observed_I7_manager`). The callback answers nothing, so
 the spec's state is unchanged by it (refinement still compares every step).
+
+Checker-only steps (issue #21 item 2): a spec action a campaign interleaves
+one at a time but no user of the governor should take alone is no public
+verb of `ProcessMemoryManager`; it is reached here, through the manager's
+own runner, so it is checked and traced exactly as the public verb that is
+made of it. `operation(pmm, name)` is the one way every harness turns an
+action's name into a call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import attrs
@@ -28,7 +37,43 @@ from spec import manager_actions as M
 from spec.guards import ALL_ON, GuardSet
 from spec.manager_actions import Manager
 
-__all__ = ["ManagerAdapter"]
+__all__ = ["ManagerAdapter", "STEPS", "commit_limit", "execute", "operation", "prepare_limit", "reserve_tx"]
+
+
+def reserve_tx(pmm: ProcessMemoryManager, tx: int) -> int:
+    """The `ReserveTx` step alone: the next need, granted now or CapacityDenied now, the transaction left open.
+
+    Users call `reserve_all`, which takes these steps and aborts on a refusal (holding part of the needs while
+    waiting for the rest is the circle C4 rules out)."""
+    return pmm._run(M.ReserveTx, pmm._ms_tx, pmm._reserve, tx)
+
+
+def prepare_limit(pmm: ProcessMemoryManager, authority: int, limit: int) -> tuple[int, ...]:
+    """The `PrepareLimit` step alone: a pending limit change and its pressure tickets, delivered to nobody.
+
+    Users call `lower_limit`, which prepares, delivers and commits (C8)."""
+    return pmm._run(M.PrepareLimit, pmm._ms_auth0, pmm._prepare, authority, limit)
+
+
+def commit_limit(pmm: ProcessMemoryManager, authority: int) -> M.LimitOutcome:
+    """The `CommitLimit` step alone: the pending change's tickets retired; the new limit if `used` fits."""
+    return pmm._run(M.CommitLimit, pmm._ms_auth0, pmm._commit_limit, authority)
+
+
+#: Checker-only steps by action name (`method_name`): spec actions that are no public verb of the manager.
+STEPS: dict[str, Callable[..., Any]] = {"reserve_tx": reserve_tx, "prepare_limit": prepare_limit,
+                                        "commit_limit": commit_limit}
+
+
+def operation(pmm: ProcessMemoryManager, name: str) -> Callable[..., Any]:
+    """The call for the action named `name` (snake case): a checker-only step bound to `pmm`, else its verb."""
+    step = STEPS.get(name)
+    return partial(step, pmm) if step is not None else getattr(pmm, name)
+
+
+def execute(pmm: ProcessMemoryManager, action: Any) -> Any:
+    """Run a spec action (`spec.ledger_actions`, `spec.manager_actions`) on `pmm`, keywords its fields."""
+    return operation(pmm, method_name(action))(**attrs.asdict(action, recurse=False))
 
 
 class ManagerAdapter:
@@ -40,7 +85,7 @@ class ManagerAdapter:
         self.delivered.clear()
         if isinstance(action, M.CorruptLedger):
             return corrupt_ledger(self.pmm)  # the environment's event: a test hook, no governor verb (I5)
-        result = getattr(self.pmm, method_name(action))(**attrs.asdict(action, recurse=False))
+        result = execute(self.pmm, action)
         if isinstance(action, A.RegisterHolder):
             self.pmm.register_callback(result, lambda pmm, pid, target, h=result: self.delivered.append(
                 (h, pid, target, pmm.lock_held_by_me())))

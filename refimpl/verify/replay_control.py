@@ -181,7 +181,7 @@ def _manager_script(pmm: Any) -> None:
     h = pmm.register_holder("kv")
     a = pmm.register_authority("gpu0", _D, 256)
     tx = pmm.plan_tx(h, ((a, 40),))
-    pmm.reserve_tx(tx)
+    pmm.reserve_all(tx)
     pmm.commit_tx(tx)
     t = pmm.submit(h, a, 30, 1, Role.KV)
     pmm.claim(h, t)
@@ -191,7 +191,7 @@ def _manager_tx_left_open(pmm: Any) -> None:
     """A transaction still holding its reservation when the trace ends (no boundary)."""
     h = pmm.register_holder("kv")
     a = pmm.register_authority("gpu0", _D, 256)
-    pmm.reserve_tx(pmm.plan_tx(h, ((a, 40),)))
+    pmm.reserve_all(pmm.plan_tx(h, ((a, 40),)))
 
 
 def _owed_then_newcomer(pmm: Any) -> None:
