@@ -13,12 +13,13 @@ for one added later); `tests/test_step_frames.py` checks every entry against
 the clause mutations.
 
 Two tests read the after-state alone: the ledger's I1 fails on a charged
-alias, and C1 runs `state_C1` on a registration. With the authorities
+alias, and C1 runs `state_C1` on an alias's registration. With the authorities
 unchanged that is the before-state's, which the step that last replaced them
 was judged on (and `state_I1`, `state_C1` judge it in every state). A removal is
 judged on a ledger without the removed authority
 (`invariants.manager._on_ledger_step`): of the ledger's predicates only I1
-can then fail with the authorities unchanged. Pure; reads spec values only; never imports refimpl.
+can then fail with the authorities unchanged. Pure; reads spec values only;
+never imports refimpl.
 """
 
 from __future__ import annotations
