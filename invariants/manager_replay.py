@@ -28,7 +28,7 @@ and names the smallest bad prefix, the 1-based line number):
      an owed grant fails, naming I13 (`invariants.replay_grants`); `/1` traces
      are stepped with eager rounds (every grant at the spec's instant);
   6. the cross-cutting step predicates (`invariants.manager.check_step`) on
-     every accepted event, and the state predicates (`check_all`) whenever at
+     every accepted event (those the event can make fail: `invariants.step_frames`), and the state predicates (`check_all`) whenever at
      least as many events passed as the state holds records, and at the end.
 
 The composed state is kept whole, with no bound on live records: its
