@@ -8,9 +8,9 @@ plus four steered rules the whole machine draws too rarely: `crossed_needs` (two
 two full authorities in opposite orders and each reserves once: C4's stable order), `retry_place` (a
 transaction misses, aborts and is retried by naming its intent, beside a newcomer: C4's place), `own_view`
 (a transaction runs on its own view, named by a generation a remap replaced and by the current one, and
-commits while bound: C6, I9) and `poison` (the shared ledger found corrupt, then every kind of grant is tried and refused,
-and what was granted before settles: I5). The poisoning is an
-environment event: refimpl reaches it through the test hook `refimpl.verify.manager_hooks.corrupt_ledger`.
+commits while bound: C6, I9) and `poison` (the shared ledger found corrupt, then every kind of grant is tried
+and refused, and what was granted before settles: I5). The poisoning is an environment event: refimpl
+reaches it through the test hook `refimpl.verify.manager_hooks.corrupt_ledger`.
 `situations` counts what the campaign reached (`TX_SITUATIONS`).
 
 Reads spec values only; never imports refimpl.
