@@ -4,12 +4,13 @@ and poisoning (C3 C4 C6 I5 I9 I10).
 A focused campaign is a restriction of the one composed model, never a second model (issue #21): the
 `TxMachine` is `invariants.manager_machine.ManagerMachine` with only its transaction, view, bundle, lease and
 environment rules (`TX_RULES`), the same `spec.manager.step`, refinement and predicates (`invariants.manager`),
-plus three steered rules the whole machine draws too rarely: `crossed_needs` (two transactions declare the same
+plus four steered rules the whole machine draws too rarely: `crossed_needs` (two transactions declare the same
 two full authorities in opposite orders and each reserves once: C4's stable order), `retry_place` (a
-transaction misses, aborts and is retried by naming its intent, beside a newcomer: C4's place) and `poison`
-(the shared ledger found corrupt, then every kind of grant is tried and refused, and what was granted before
-settles: I5). The poisoning is an
-environment event: refimpl reaches it through the test hook `refimpl.verify.manager_hooks.corrupt_ledger`.
+transaction misses, aborts and is retried by naming its intent, beside a newcomer: C4's place), `own_view`
+(a transaction runs on its own view, named by a generation a remap replaced and by the current one, and
+commits while bound: C6, I9) and `poison` (the shared ledger found corrupt, then every kind of grant is tried
+and refused, and what was granted before settles: I5). The poisoning is an environment event: refimpl
+reaches it through the test hook `refimpl.verify.manager_hooks.corrupt_ledger`.
 `situations` counts what the campaign reached (`TX_SITUATIONS`).
 
 Reads spec values only; never imports refimpl.
@@ -35,13 +36,14 @@ from spec.types import AllocState, Role
 __all__ = ["TX_RULES", "TX_SITUATIONS", "TxMachine", "tx_situations", "run_tx_manager_campaign",
            "find_tx_manager_counterexample"]
 
-#: The composed machine's rules this restriction keeps (with its own steered `crossed_needs`, `retry_place`, `poison`).
+#: The composed machine's rules this restriction keeps (with its own steered `crossed_needs`, `retry_place`,
+#: `own_view`, `poison`).
 TX_RULES = ("plan_and_reserve", "transaction", "bundle_commit", "view", "lose_while_held", "release_lease",
-            "environment", "crossed_needs", "retry_place", "poison")
+            "environment", "crossed_needs", "retry_place", "own_view", "poison")
 
 #: What the campaign must reach (counted per accepted step, `CampaignStats.events`).
 TX_SITUATIONS = ("transaction committed", "transaction aborted", "retry took back its place",
-                 "poisoned manager settled a grant")
+                 "commit ended its own execution", "poisoned manager settled a grant")
 
 
 def tx_situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
@@ -49,6 +51,8 @@ def tx_situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ..
     out = []
     if isinstance(action, M.CommitTx):
         out.append("transaction committed")
+        if any(u == action.tx for v in prev.views.values() for u, _ in v.users):
+            out.append("commit ended its own execution")
     if isinstance(action, M.AbortTx):
         out.append("transaction aborted")
     if isinstance(action, M.PlanTx) and action.retry is not None:
@@ -109,6 +113,34 @@ class TxMachine(ManagerMachine):
             if retry in self.abs.txs:
                 self._do(M.ReserveTx(retry))
                 self._do(M.CommitTx(retry) if data.draw(st.booleans()) else M.AbortTx(retry))
+
+    @rule(data=st.data())
+    def own_view(self, data: st.DataObject) -> None:
+        """A one-byte transaction publishes its view, remapped up to twice while still idle (I9); its execution
+        names the view by the generation it was published at (stale after a remap: refused, C6), then by the
+        current one; a remap while it is bound is refused (I9); the transaction commits: its execution ends (C6).
+        Then the view is dropped and its lease released, so the rule leaves no byte pinned behind it."""
+        live = self._active()
+        if not live:
+            return
+        tid, vid, holder = self.abs.next_tx, self.abs.next_view, data.draw(st.sampled_from(self._holders()))
+        self._do(M.PlanTx(holder, ((data.draw(st.sampled_from(live)), 1),)))
+        if tid not in self.abs.txs:
+            return
+        self._do(M.ReserveTx(tid))
+        self._do(M.PublishView(tid))
+        if vid not in self.abs.views:
+            return
+        for _ in range(data.draw(st.integers(0, 2))):
+            self._do(M.RemapView(vid))
+        self._do(M.ExecuteView(tid, vid, 1))
+        if vid in self.abs.views and not self.abs.views[vid].users:
+            self._do(M.ExecuteView(tid, vid, self.abs.views[vid].generation))
+        self._do(M.RemapView(vid))
+        self._do(M.CommitTx(tid))
+        if (v := self.abs.views.get(vid)) is not None and v.allocation is not None:
+            self._do(M.DropView(vid))
+            self._do(A.Release(holder, v.allocation))
 
     @rule(data=st.data())
     def poison(self, data: st.DataObject) -> None:

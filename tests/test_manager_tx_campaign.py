@@ -12,7 +12,7 @@ from hypothesis import settings
 
 from invariants import contracts
 from invariants.campaign import campaign_settings
-from invariants.manager_tx_machine import TxMachine, run_tx_manager_campaign
+from invariants.manager_tx_machine import TX_SITUATIONS, TxMachine, run_tx_manager_campaign
 from refimpl.verify.manager_adapter import ManagerAdapter
 
 
@@ -33,8 +33,9 @@ def test_tx_campaign_reaches_views_and_bundles_and_rejects_bad_input() -> None:
     for action in ("PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PublishView", "ExecuteView", "RemapView",
                    "DropView", "OpenBundle", "JoinBundle", "ReportMismatch", "LoseDevice", "ConfirmTermination"):
         assert stats.accepted_by_action.get(action, 0) > 0, f"campaign never accepted {action}: {stats.accepted_by_action}"
-    # (A stale generation is refused by tests/test_manager_bad_input.py::test_invalid_view_input_is_refused_unchanged:
-    # the machine binds the current one, off by one only once in six draws.)
+    # StaleGeneration: `own_view` names a remapped view by the generation it was published at (C6).
     for error in ("InvalidTransition", "UnknownTransaction", "UnknownView", "DeviceLost", "ViewInUse",
-                  "BundlePoisoned", "ManagerPoisoned", "CapacityDenied"):
+                  "BundlePoisoned", "ManagerPoisoned", "CapacityDenied", "StaleGeneration"):
         assert stats.rejected.get(error, 0) > 0, f"campaign never produced {error}: {stats.rejected}"
+    unmet = [s for s in TX_SITUATIONS if not stats.events.get(s)]
+    assert not unmet, f"campaign never reached {unmet}: {stats.events}"

@@ -16,10 +16,12 @@ from invariants.campaign import campaign_settings
 from invariants.clauses import CLAUSES
 from invariants.explore import explore
 from invariants.manager_scope import CONTROL_SCOPE, TX_SCOPE, manager_model
+from invariants.mutation import applied
 from invariants.manager_tx_machine import find_tx_manager_counterexample
 from refimpl.verify import PROFILES
 from refimpl.verify.checkers import CHECKERS
 from refimpl.verify.manager_adapter import ManagerAdapter
+from refimpl.verify.mutants import MUTANTS
 from spec.guards import GUARDS, GuardSet, Layer
 
 TX_GUARDS = [g for g in GUARDS if g.model == "transactions"]
@@ -59,6 +61,16 @@ def test_tx_checker_control_runs_on_the_composed_restriction() -> None:
     g = next(g for g in TX_GUARDS if g.name == "atomic_bundle")
     r = CHECKERS["transactions"].control(g, Layer.SPEC, PROFILES["quick"])
     assert r.found and r.violated == "I10" and r.clause == "step_I10_manager.bundle_moves_with_its_leases"
+    assert any(a.startswith("CommitTx(") for a in r.counterexample), r.counterexample
+
+
+def test_tx_checker_control_finds_a_commit_that_keeps_its_execution() -> None:
+    # In a verify run this mutant is the only control that makes C6's users_are_running fail; the steered rule
+    # `own_view` (a transaction runs on its own view, then commits) builds its situation in every few examples.
+    m = MUTANTS["commit_keeps_users"]
+    with applied(m):
+        r = CHECKERS["transactions"].control(m, m.layer, PROFILES["quick"])
+    assert r.found and "state_C6_views.users_are_running" in {r.clause, *r.clauses}, r.message
     assert any(a.startswith("CommitTx(") for a in r.counterexample), r.counterexample
 
 
