@@ -1,14 +1,14 @@
 """Cross-cutting predicates of the composed manager (`spec.manager_actions.Manager`), as named clauses.
 
 Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per
-grant across cancel, timeout, abort and answer (I1); a holder's charge falls only by its own action or the
-environment, and a pinned or in-flight lease is never a victim (I6); a changed limit is not below what is used
-(I2); an answer to a closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter,
-a matured waiter is never overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its
-transaction's commit (I10); no holder callback runs under the ledger lock (I7). Model views (C4, C6, I9):
-`.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`; intents (C4),
-poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`;
-holders (I4a): `.manager_holders`.
+grant across cancel, timeout, abort and answer, and a shrink credits what its lease loses (I1); a holder's charge
+falls only by its own action or the environment, and a pinned or in-flight lease is never a victim (I6); a changed
+limit is not below what is used (I2); an answer to a closed or late pressure releases nothing (C5); the allocator
+path never overtakes a waiter, a matured waiter is never overtaken, no fitting waiter is left waiting (I13); a
+bundle moves exactly with its transaction's commit (I10); no holder callback runs under the ledger lock (I7).
+Model views (C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5):
+`.manager_answers`; intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3):
+`.manager_devices`; holders (I4a): `.manager_holders`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
@@ -154,7 +154,39 @@ def _retired_by(before: M.Manager, act: Any) -> tuple[int, ...]:
     return tuple(act.victims)
 
 
+_I1_SHRINK = clause("I1", "step_I1_manager", "shrink_credits_what_the_lease_loses",
+                    "a lease shrink credits its authority exactly the bytes the lease loses, which are the bytes its "
+                    "holder gave back, leaves the lease at least one byte and moves no other charge: a byte credited "
+                    "while still leased is granted twice, one lost by the lease but still charged is lost")
+
+
+def _step_I1_shrink(before: M.Manager, act: Any, after: M.Manager) -> None:
+    """The bytes a shrink credits, read from `used` (less what the round after it granted), against the bytes its
+    lease lost, read from the lease's records."""
+    if not _I1_SHRINK.case(isinstance(act, M.ShrinkLease)):
+        return
+    was, now = before.ledger.allocations, after.ledger.allocations
+    p, n = was.get(act.allocation), now.get(act.allocation)
+    if p is None or n is None or n.state is not AllocState.LIVE or n.nbytes < 1:
+        _I1_SHRINK.fail(f"{act!r} left no lease of at least one byte: {p!r} -> {n!r}")
+        return
+    if (lost := p.nbytes - n.nbytes) != act.nbytes:
+        _I1_SHRINK.fail(f"{act!r}: the lease lost {lost} B of the {act.nbytes} B its holder gave back")
+    granted: dict[int, int] = {}  # per authority, the charge of the reservations the round after it granted
+    for i, q, r in changes(was, now):
+        if q is None:
+            granted[r.authority] = granted.get(r.authority, 0) + r.charge
+        elif i != act.allocation:
+            _I1_SHRINK.fail(f"{act!r} also moved allocation {i}: {q!r} -> {r!r}")
+    for aid, a in after.ledger.authorities.items():
+        if (credited := before.ledger.authorities[aid].used - a.used + granted.get(aid, 0)) != (
+                lost if aid == p.authority else 0):
+            _I1_SHRINK.fail(f"{act!r}: authority {aid} was credited {credited} B; the lease on {p.authority} "
+                            f"lost {lost} B")
+
+
 def step_I1_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
+    _step_I1_shrink(before, act, after)
     crediting = isinstance(act, _CREDITING)
     _I1_ONCE.case(crediting)
     if not crediting:

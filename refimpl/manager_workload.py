@@ -89,6 +89,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
+                if r.id % 3 == 0:  # the holder gives part of it back first, or all of it (refused: a release)
+                    _try(pmm.shrink_lease, r.holder, r.id, r.nbytes // 2 or 1)
                 if rng.random() < 0.25:  # a free the allocator could not confirm: quarantined, part released
                     _try(pmm.quarantine, r.holder, r.id, rng.randint(0, r.charge))
                 else:

@@ -157,6 +157,17 @@ Provider lifetime (C3):
     its pool may be registered again (a new id). An alias with nothing of its
     own may go first.
 
+Lease shrink (I1, I13): the holder gives back part of its own idle lease (DESIGN-FACTS "Holder-side
+pressure": it picks its own unpinned idle bytes, releases them and shrinks its lease).
+  ShrinkLease(holder, allocation, nbytes) -> None
+    nbytes bytes (InvalidBytes) ; holder known ; allocation known (UnknownAllocation, retired ->
+    InvalidTransition) ; owner (ForeignHolder) ; referenced by a ticket, transaction or view ->
+    InvalidTransition (as a Release) ; its device lost -> DeviceLost ; not LIVE -> InvalidTransition
+    (the lifecycle's SHRINK: live -> live) ; pinned or in flight -> PinnedVictim (I6) ; nbytes >= the
+    lease's bytes -> InvalidBytes (a shrink leaves at least one byte: giving back all is a Release).
+    The lease's bytes and charge fall by nbytes, its authority's used with them; its reservation
+    and everything else stay. Capacity returned: arbitration runs as after a Release (I13).
+
 Holder lifetime (I4a):
   UnregisterHolder(holder) -> None
     holder known (UnknownHolder; an unregistered id is unknown from then on) ;
@@ -226,7 +237,8 @@ __all__ = [
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx",
     "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
-    "RemoveAuthority", "UnregisterHolder", "Intent", "CorruptLedger", "View", "PublishView", "ExecuteView", "RemapView", "DropView",
+    "RemoveAuthority", "UnregisterHolder", "ShrinkLease", "Intent", "CorruptLedger", "View", "PublishView",
+    "ExecuteView", "RemapView", "DropView",
 ]
 
 
@@ -479,6 +491,13 @@ class UnregisterHolder:
 
 
 @attrs.frozen
+class ShrinkLease:
+    holder: int
+    allocation: int
+    nbytes: int
+
+
+@attrs.frozen
 class CorruptLedger:
     pass
 
@@ -486,6 +505,6 @@ class CorruptLedger:
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
                    ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx,
                    PrepareLimit, CommitLimit, OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority,
-                   UnregisterHolder, *VIEW_ACTIONS)
+                   UnregisterHolder, ShrinkLease, *VIEW_ACTIONS)
 """Every action a governor's trace records; `CorruptLedger` is the environment's, not a governor verb: refimpl
 reaches it through a test hook (`refimpl.verify.manager_hooks`), and no trace event carries it."""

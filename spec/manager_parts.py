@@ -1,4 +1,4 @@
-"""The composed manager's parts: requester tickets, holder pressure, limit changes, provider lifetime.
+"""The composed manager's parts: requester tickets, holder pressure, limit changes, lifetimes, lease shrink.
 
 Each handler validates in the order `spec.manager_actions` states (the first
 failing check decides the typed error) and raises before building a state,
@@ -35,10 +35,11 @@ from spec.errors import (
     UnknownTicket,
 )
 from spec.guards import GuardSet
-from spec.ledger import _active, _allocation, _authority, _enum, _holder, check_bytes
+from spec.ledger import (_active, _allocation, _authority, _enum, _holder, _holder_allocation, _settle, _transition,
+                         check_bytes)
 from spec.ledger_state import Authority
 from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState, next_pressure_state, next_ticket_state
-from spec.types import AllocState, Role
+from spec.types import AllocEvent, AllocState, Role
 
 __all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check", "pins"]
 
@@ -374,6 +375,27 @@ def _unregister_holder(m: M.Manager, act: M.UnregisterHolder, guards: GuardSet) 
     return evolve(m, ledger=evolve(m.ledger, holders=m.ledger.holders.delete(h.id)), intents=intents), None
 
 
+# --- lease shrink (I1, I13): part of an idle lease given back ---------------------------------------------
+
+
+def _shrink_lease(m: M.Manager, act: M.ShrinkLease, guards: GuardSet) -> tuple[M.Manager, None]:
+    nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
+    rec = _holder_allocation(m.ledger, act, guards)
+    refs = referenced(m)
+    # Verify no one shrinks bytes a ticket, a transaction or a view holds: that part owns them (I1, C6).
+    if rec.id in refs:
+        raise InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through that part")
+    new = _transition(rec, AllocEvent.SHRINK, AllocState.LIVE, guards)
+    # Verify a pinned or in-flight lease keeps its bytes: they are in use (I6).
+    if rec.id in m.uses:
+        raise PinnedVictim(f"allocation {rec.id} is {'pinned' if m.uses[rec.id][0] else 'in flight'}; never shrunk")
+    if nbytes >= rec.nbytes:
+        raise InvalidBytes(f"allocation {rec.id}: shrinking {nbytes} B of its {rec.nbytes} B leaves nothing; "
+                           "release it instead")
+    ledger = _settle(m.ledger, rec, new, rec.charge - nbytes, nbytes=rec.nbytes - nbytes)
+    return evolve(m, ledger=ledger), None
+
+
 PART_HANDLERS: dict[type, Any] = {
     M.Submit: _submit,
     M.Claim: _claim,
@@ -390,4 +412,5 @@ PART_HANDLERS: dict[type, Any] = {
     M.CommitLimit: _commit_limit,
     M.RemoveAuthority: _remove_authority,
     M.UnregisterHolder: _unregister_holder,
+    M.ShrinkLease: _shrink_lease,
 }

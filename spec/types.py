@@ -74,6 +74,7 @@ class AllocEvent(_ShortRepr):
     CANCEL = "cancel"
     RELEASE = "release"
     QUARANTINE = "quarantine"
+    SHRINK = "shrink"  # a lease gives back part of its bytes and stays live (spec.manager's ShrinkLease)
     LOSE = "lose"
     TERMINATE = "terminate"
 

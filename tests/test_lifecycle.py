@@ -86,6 +86,7 @@ DOCUMENTED_ALLOCATION = {
     (P, AllocEvent.LOSE): LOST_ALLOC,
     (L, AllocEvent.RELEASE): AllocState.RELEASED,
     (L, AllocEvent.QUARANTINE): Q,
+    (L, AllocEvent.SHRINK): L,
     (L, AllocEvent.LOSE): LOST_ALLOC,
     (Q, AllocEvent.LOSE): LOST_ALLOC,
     (LOST_ALLOC, AllocEvent.TERMINATE): AllocState.CONTEXT_TERMINATED,
@@ -330,8 +331,50 @@ def test_paths_cover_every_allocation_edge():
                     taken.add((rec.state, "gone"))
                 elif new.state is not rec.state:
                     taken.add((rec.state, new.state))
-    expected = {(src, dst if dst not in TERMINAL else "gone") for (src, _), dst in ALLOCATION_TABLE.items()}
+    # The shrink self-loop is the composed manager's action (ShrinkLease): test_shrink_is_the_live_self_loop.
+    expected = {(src, dst if dst not in TERMINAL else "gone") for (src, e), dst in ALLOCATION_TABLE.items()
+                if e is not AllocEvent.SHRINK}
     assert expected <= taken
+
+
+def _composed(impl: str) -> tuple[Callable[[Any], Any], Callable[[], State]]:
+    """(do, ledger) of the composed manager (spec.manager or refimpl's), in the fixture world."""
+    if impl == "spec":
+        from spec import manager as MG
+        from spec import manager_actions as MA
+        box = [MA.initial()]
+
+        def do(act: Any) -> Any:
+            box[0], result = MG.step(box[0], act)
+            return result
+        return do, lambda: box[0].ledger
+    from refimpl.verify.manager_adapter import ManagerAdapter
+    ad = ManagerAdapter()
+    return ad.execute, lambda: ad.abstract().ledger
+
+
+@pytest.mark.parametrize("impl", ["spec", "refimpl"])
+def test_shrink_is_the_live_self_loop(impl):
+    """A live lease shrinks and stays live (bytes and charge fall, its reservation stays); giving back all of it,
+    or shrinking a quarantined one, is refused and changes nothing."""
+    from spec import manager_actions as MA
+    from spec.errors import InvalidBytes
+    do, ledger = _composed(impl)
+    for action, result in SETUP:
+        assert do(action) == result
+    assert do(A.Reserve(1, 1, DEV, 100, Role.KV)) == 1 and do(A.Commit(1, 1, 80)) is None
+    assert do(MA.ShrinkLease(1, 1, 30)) is None
+    assert ledger() == _state(50, allocs=(_alloc(1, L, 100, 50),), next_allocation=2)
+    shrunk = ledger()
+    with pytest.raises(InvalidBytes, match="leaves"):
+        do(MA.ShrinkLease(1, 1, 50))
+    assert ledger() == shrunk
+    do(A.Quarantine(1, 1, 0))
+    quarantined = ledger()
+    with pytest.raises(InvalidTransition, match="shrink"):
+        do(MA.ShrinkLease(1, 1, 1))
+    assert ledger() == quarantined
+    assert ledger() == _state(50, allocs=(_alloc(1, Q, 100, 50),), next_allocation=2)
 
 
 # --- I4a: ids are never reused ---------------------------------------------------

@@ -53,6 +53,7 @@ _ACCEPTS = {
     "cancel": (AllocState.PROVISIONAL,),
     "release": (AllocState.LIVE,),
     "quarantine": (AllocState.LIVE,),
+    "shrink": (AllocState.LIVE,),
 }
 _ACCEPTED = {event: states[0] for event, states in _ACCEPTS.items()}  # the one source state, for the hot path
 _ACTIVE = ContextState.ACTIVE

@@ -1,5 +1,8 @@
 """The pressure part of `ProcessMemoryManager`: holder pressure tickets on a holder's own leases (C5, I6).
 
+`shrink_lease` is the holder's other way to give bytes back: part of one idle
+lease, which stays live (the design's "shrinks its lease").
+
 A pressure ticket asks one holder to give back `target` bytes of its leases
 on one canonical authority. The manager takes nothing (I6): the holder
 answers with the victims it chooses (zero is a legal answer), and each
@@ -26,6 +29,7 @@ from spec.errors import (
     ForeignHolder,
     HolderCallbackFailed,
     InvalidArgument,
+    InvalidBytes,
     InvalidTransition,
     PinnedVictim,
     StaleAnswer,
@@ -205,6 +209,28 @@ class Pressures:
                                     f"{'' if rec.part is None else ' and owned by ' + repr(rec.part)}; "
                                     "only a lease has use flags")
         rec.pinned, rec.in_flight = pinned, in_flight
+
+    def shrink_lease(self, holder: int, allocation: int, nbytes: int) -> None:
+        """The holder gives back `nbytes` of its own idle LIVE lease, which keeps at least one byte (giving back
+        all of it is `release`); the credit goes to waiters first (I13)."""
+        self._run(M.ShrinkLease, self._ms_alloc, self._shrink, holder, allocation, nbytes)
+
+    def _shrink(self, holder: int, allocation: int, nbytes: int) -> None:
+        _nbytes(nbytes, "nbytes")
+        rec = self._owned_alloc(holder, allocation)
+        if rec.part is not None:
+            raise InvalidTransition(f"allocation {rec.id} is {rec.part!r}'s; that part settles it")
+        self._step(rec, "shrink")
+        if rec.pinned or rec.in_flight:  # I6: bytes in use stay leased
+            raise PinnedVictim(f"allocation {rec.id} is {'pinned' if rec.pinned else 'in flight'}; never shrunk")
+        if nbytes >= rec.nbytes:
+            raise InvalidBytes(f"allocation {rec.id}: giving back {nbytes} B of {rec.nbytes} B leaves no lease; "
+                               "release it")
+        rec.nbytes -= nbytes
+        rec.charge -= nbytes
+        rec.auth.used -= nbytes
+        if rec.auth.pending:
+            self._round(rec.auth)  # I13: returned capacity goes to the waiters first
 
     def cancel_pressure(self, pressure: int) -> None:
         """Retire an open pressure ticket; it records nothing."""
