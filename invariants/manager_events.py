@@ -5,7 +5,7 @@ accepted step, as the campaign's events (`CampaignStats.events`), so a case the
 campaign never reached shows as a missing count rather than a silent pass
 (issue #21: a limit raised while tickets wait, a device lost holding a
 quarantined lease, a loss that unwinds a two-ledger transaction, a release, a
-cancel or a pressure answer whose round grants a waiter, aliases, allowances and
+lease shrink, a cancel or a pressure answer whose round grants a waiter, aliases, allowances and
 oversubscription meeting tickets and transactions). Reads spec states only.
 """
 
@@ -26,6 +26,7 @@ SITUATIONS = (
     "device lost holding a quarantined lease",
     "loss unwinds a two-ledger transaction",
     "release followed by a granting round",
+    "lease shrink followed by a granting round",
     "pressure answer grants a waiter",
     "a cancel or timeout grants a waiter",
     "limit-change pressure answered",
@@ -53,6 +54,8 @@ def situations(prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
             out.append("loss unwinds a two-ledger transaction")
     if isinstance(action, A.Release) and granted:
         out.append("release followed by a granting round")
+    if isinstance(action, M.ShrinkLease) and granted:
+        out.append("lease shrink followed by a granting round")
     if isinstance(action, M.Answer) and granted:
         out.append("pressure answer grants a waiter")
     if isinstance(action, (M.CancelTicket, M.TimeoutTicket)) and granted:

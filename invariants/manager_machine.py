@@ -204,7 +204,10 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         holder = data.draw(st.sampled_from(self._holders()))
         tid = self.abs.next_ticket
         self._do(M.Submit(holder, a.id, want, data.draw(st.integers(0, 3)), Role.PREFIX))
-        if data.draw(st.booleans()):
+        how = data.draw(st.sampled_from(("release", "answer", "shrink")))
+        if how == "shrink" and r.nbytes > 1:  # gives back what the waiter lacks, keeping a byte (I1, I13)
+            self._do(M.ShrinkLease(r.holder, r.id, min(r.nbytes - 1, want - self._headroom(a.id))))
+        elif how != "answer":
             self._do(A.Release(r.holder, r.id))
         else:
             pid = self.abs.next_pressure
@@ -217,13 +220,17 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
 
     @rule(data=st.data())
     def release_lease(self, data: st.DataObject) -> None:
-        """A holder gives back a lease (a claimed ticket's or a committed transaction's)."""
+        """A holder gives back a lease (a claimed ticket's or a committed transaction's), or part of it: a shrink
+        (ShrinkLease, I1), at times of all of it (InvalidBytes) or of bad bytes."""
         leases = self._leases()
         live = [r.id for r in leases]
         aid = self._pick(data, self.abs.ledger.allocations.keys(), self.abs.ledger.next_allocation, live)
         r = self.abs.ledger.allocations.get(aid)
         holder = self._owner(data, r.holder) if r is not None else self._holder(data)
-        self._do(A.Release(holder, aid))
+        if data.draw(st.integers(0, 2)):
+            self._do(A.Release(holder, aid))
+        else:
+            self._do(M.ShrinkLease(holder, aid, self._nbytes(data, r.nbytes) if r is not None else 1))
 
     @rule(data=st.data())
     def direct_reserve(self, data: st.DataObject) -> None:

@@ -290,6 +290,13 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
                       "allocation 1 changed holder 1 -> 2"),
     "live_lease_rewritten": (lambda: tampered((*LIVE, RES, A.Cancel(1, 2)), lambda n: _alloc(n, 1, role=Role.WEIGHTS)),
                              "step_I4a.lifecycle_followed", "allocation 1 changed while staying live"),
+    # the lifecycle's self-loop (a live lease shrinking) lets the bytes fall, never rise, and nothing else change
+    "live_lease_grown_in_place": (lambda: tampered((*LIVE, A.Reserve(1, 1, DEV, 1, KV)), lambda n: _auth(
+        _alloc(n, 1, nbytes=3, charge=3), 1, used=4)), "step_I4a.lifecycle_followed",
+                                  "allocation 1 changed while staying live"),
+    "live_lease_shrunk_and_rewritten": (lambda: tampered((*LIVE, A.Reserve(1, 1, DEV, 1, KV)), lambda n: _auth(
+        _alloc(n, 1, nbytes=1, charge=1, role=Role.WEIGHTS), 1, used=2)), "step_I4a.lifecycle_followed",
+                                        "allocation 1 changed while staying live"),
     # a provisional lease quarantined without a commit (lifecycle_table off)
     "provisional_quarantined": (lambda: real(RES, A.Quarantine(1, 1, 0), guards=GuardSet.without("lifecycle_table")),
                                 "step_I4a.lifecycle_followed", "allocation 1 moved provisional -> quarantined"),
@@ -392,6 +399,9 @@ STEP_NEAR_MISSES: dict[str, Callable[[], tuple[State, Any, State]]] = {
     "recording_past_the_limit": lambda: real(RECORDED, RECORDED),
     "commit_refunds_the_unused_part": lambda: real(*LIVE),
     "release_by_the_owner": lambda: real(*LIVE, A.Release(1, 1)),
+    # as the composed manager's ShrinkLease leaves it: the live lease's bytes and charge fall, in step with used
+    "live_lease_shrunk_by_its_owner": lambda: tampered((*LIVE, A.Reserve(1, 1, DEV, 1, KV)), lambda n: _auth(
+        _alloc(n, 1, nbytes=1, charge=1), 1, used=2)),
     "cancel_by_the_owner": lambda: real(RES, A.Cancel(1, 1)),
     "quarantine_by_the_owner": lambda: real(*QUARANTINED),
     "device_lost": lambda: real(*LOST),

@@ -316,6 +316,20 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         m, _ = run(m, M.Submit(H2, DEV, 4))
         nxt, alloc = MG.step(m, A.Reserve(H1, DEV, Tier.DEVICE, 1, Role.STAGING))
         return m, M.TryReserve(H1, DEV, 1), nxt, alloc
+    if name.startswith("shrink_"):  # H1's 3 B lease on DEV and H2's 1 B one; H1 gives back 1 B (all 3: to_nothing)
+        m, alloc = lease(start(), H1, DEV, 3)
+        m, other = lease(m, H2, DEV, 1)
+        act = M.ShrinkLease(H1, alloc, 3 if name == "shrink_to_nothing" else 1)
+        led = m.ledger
+        r, a = led.allocations[alloc], led.authorities[DEV]
+        n = {"shrink_to_nothing": 0, "shrink_keeps_lease": 3, "shrink_takes_more": 1}.get(name, 2)  # bytes after
+        credit = {"shrink_to_nothing": 3, "shrink_credits_twice": 2, "shrink_takes_more": 2}.get(name, 1)  # used falls
+        allocs = led.allocations.set(alloc, evolve(r, nbytes=n, charge=n if name != "shrink_keeps_lease" else 3))
+        if name == "shrink_moves_another":  # the credit is right, but another holder's lease lost a byte too
+            allocs = allocs.set(other, evolve(allocs[other], reserved=2))
+        after = evolve(m, ledger=evolve(led, allocations=allocs,
+                                        authorities=led.authorities.set(DEV, evolve(a, used=a.used - credit))))
+        return m, act, after, None
     raise KeyError(name)
 
 
@@ -344,6 +358,11 @@ _STEP_MUTATIONS = {
     "removed_under_ticket": "step_C3_manager.removal_drops_no_charge",
     "unregistered_under_lease": "step_I4a_holders.no_record_outlives_its_holder",
     "unregistered_with_intent": "step_I4a_holders.no_record_outlives_its_holder",
+    "shrink_to_nothing": "step_I1_manager.shrink_credits_what_the_lease_loses",
+    "shrink_keeps_lease": "step_I1_manager.shrink_credits_what_the_lease_loses",
+    "shrink_credits_twice": "step_I1_manager.shrink_credits_what_the_lease_loses",
+    "shrink_moves_another": "step_I1_manager.shrink_credits_what_the_lease_loses",
+    "shrink_takes_more": "step_I1_manager.shrink_credits_what_the_lease_loses",  # credited as lost, not as given
     "limit_below_used": "step_I2_manager.limit_backs_every_grant",
     "grant_past_limit": "step_I2_manager.grant_within_limit",
 }
@@ -355,6 +374,18 @@ def test_step_clause_fails_on_mutated_step(name: str) -> None:
     with collecting() as found:
         IM.check_step(before, act, after, result)
     assert _STEP_MUTATIONS[name] in found, found
+
+
+def test_a_shrink_whose_round_grants_a_waiter_breaks_nothing() -> None:
+    """The near miss of shrink_credits_what_the_lease_loses: used falls by the shrink and rises by the grant it
+    made room for, on one authority of two."""
+    m, alloc = lease(start(), H1, DEV, 4)
+    m, t = run(m, M.Submit(H2, DEV, 2))
+    nxt, _ = run(m, M.ShrinkLease(H1, alloc, 3))
+    assert nxt.tickets[t].allocation is not None and nxt.ledger.authorities[DEV].used == 3
+    with collecting() as found:
+        IM.check_step(m, M.ShrinkLease(H1, alloc, 3), nxt, None)
+    assert not found, found
 
 
 def test_every_manager_clause_has_a_mutation() -> None:

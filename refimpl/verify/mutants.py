@@ -260,7 +260,7 @@ _ALL: tuple[Mutant, ...] = (
     *VIEW_MUTANTS,  # the composed model views: publish, execute, remap
     *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
     *TX_MUTANTS,  # the composed retry intents and poisoning: refimpl.verify.mutants_tx
-    *LIFETIME_MUTANTS,  # unregistering a holder: refimpl.verify.mutants_lifetime
+    *LIFETIME_MUTANTS,  # unregistering a holder, shrinking a lease: refimpl.verify.mutants_lifetime
     *REPLAY_MUTANTS,  # the replay checker and tracing, run as replay controls: refimpl.verify.mutants_replay
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
     Mutant("kv_growth_releases_old_first", ("I8c",), "ort", _R, "refimpl.ort.holders",

@@ -1,9 +1,12 @@
-"""Mutants of registrations' lifetime: unregistering a holder (a part of the registry in `refimpl.verify.mutants`).
+"""Mutants of lifetimes: unregistering a holder, shrinking a lease (a part of the registry in `refimpl.verify.mutants`).
 
 The composed campaign (`ortmem verify`'s manager checker) runs these: a bug in
 refimpl (`refimpl.manager.devices`) and one in the composed spec
 (`spec.manager_parts`), each leaving a record that names a holder no longer
-registered, caught by I4a's harm clause in `invariants.manager_holders`.
+registered, caught by I4a's harm clause in `invariants.manager_holders`; a
+bug in refimpl's shrink (`refimpl.manager.pressure`) and one in the spec's,
+each crediting other than the bytes the lease lost, caught by I1's
+`step_I1_manager.shrink_credits_what_the_lease_loses`.
 """
 
 from __future__ import annotations
@@ -20,4 +23,10 @@ LIFETIME_MUTANTS: tuple[Mutant, ...] = (
     Mutant("spec_unregister_keeps_intents", ("I4a",), "manager", Layer.SPEC, "spec.manager_parts",
            "    for i in [i.id for i in intents.values() if i.holder == h.id]:", "    for i in []:",
            "an unregistered holder's retry intents stay: a place in arbitration that belongs to nobody"),
+    Mutant("shrink_keeps_lease_size", ("I1",), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
+           "        rec.nbytes -= nbytes\n", "",
+           "a shrink credits the authority but the lease keeps its size: bytes still leased are granted again"),
+    Mutant("spec_shrink_to_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
+           "    if nbytes >= rec.nbytes:", "    if nbytes > rec.nbytes:",
+           "a shrink of all of a lease is accepted: a live lease of zero bytes, a release that retires nothing"),
 )
