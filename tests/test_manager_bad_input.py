@@ -22,6 +22,7 @@ from spec.errors import (
     InvalidBytes,
     InvalidTransition,
     HolderInUse,
+    PinnedVictim,
     StaleGeneration,
     ProviderPinned,
     UnknownAllocation,
@@ -74,6 +75,8 @@ def world() -> tuple[ProcessMemoryManager, Any]:
     pmm.reserve_all(w.tx_poisoned)
     pmm.join_bundle(w.tx_poisoned, w.bundle)
     pmm.report_mismatch(w.bundle)
+    w.pinned = lease(pmm, w.h1, w.a, 2)
+    pmm.set_use(w.h1, w.pinned, True, False)
     return pmm, w
 
 
@@ -189,6 +192,18 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("unregister-unknown", lambda p, w: p.unregister_holder(99), UnknownHolder, r"^holder 99 is not registered$"),
     ("unregister-bool", lambda p, w: p.unregister_holder(True), UnknownHolder, r"^holder True is not registered$"),
     ("unregister-in-use", lambda p, w: p.unregister_holder(w.h1), HolderInUse, r"^holder 1 is named by allocation"),
+    ("shrink-zero", lambda p, w: p.shrink_lease(w.h1, w.live, 0), InvalidBytes,
+     r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
+    ("shrink-str", lambda p, w: p.shrink_lease(w.h1, w.live, "1"), InvalidBytes, r"^nbytes must be an int, got str$"),
+    ("shrink-all", lambda p, w: p.shrink_lease(w.h1, w.live, 10), InvalidBytes, r"^allocation 1: giving back 10 B of "),
+    ("shrink-more", lambda p, w: p.shrink_lease(w.h1, w.live, 11), InvalidBytes, r"leaves no lease; release it$"),
+    ("shrink-unknown-holder", lambda p, w: p.shrink_lease(99, w.live, 1), UnknownHolder, r"^holder 99 is not registered$"),
+    ("shrink-unknown", lambda p, w: p.shrink_lease(w.h1, 999, 1), UnknownAllocation, r"^allocation 999 was never"),
+    ("shrink-retired", lambda p, w: p.shrink_lease(w.h1, w.gone, 1), InvalidTransition, r"already released"),
+    ("shrink-foreign", lambda p, w: p.shrink_lease(w.h2, w.live, 1), ForeignHolder, r"^allocation 1 is held by holder 1"),
+    ("shrink-provisional", lambda p, w: p.shrink_lease(w.h1, w.prov, 1), InvalidTransition, r"cannot shrink in state"),
+    ("shrink-granted", lambda p, w: p.shrink_lease(w.h1, w.g_alloc, 1), InvalidTransition, r"that part settles it$"),
+    ("shrink-pinned", lambda p, w: p.shrink_lease(w.h1, w.pinned, 1), PinnedVictim, r"is pinned; never shrunk$"),
     # The ledger's own operations: refimpl's messages, whole (its hot paths re-run the full check on a miss).
     ("reserve-zero", lambda p, w: p.reserve(w.h1, w.a, Tier.DEVICE, 0, Role.KV), InvalidBytes,
      r"^nbytes must be in \[1, 2\*\*63-1\], got 0$"),
