@@ -129,6 +129,11 @@ def _allowance_mapped(before: M.Manager, act: Any, after: M.Manager) -> bool:
     return _shared(before, before.ledger.allowances[act.allowance].authority, "")
 
 
+def _shrink_grants(before: M.Manager, act: Any, after: M.Manager) -> bool:
+    """A lease shrink returned capacity and the round after it granted a waiter (I1, I13)."""
+    return isinstance(act, M.ShrinkLease) and bool(_granted_now(before, after))
+
+
 def _alias_lease(before: M.Manager, act: Any, after: M.Manager) -> bool:
     """A lease taken through an alias charges the canonical authority another part acts on."""
     if not isinstance(act, A.RecordCommitted) or after.ledger is before.ledger:
@@ -168,6 +173,7 @@ FEATURES: dict[str, Callable[[M.Manager, Any, M.Manager], bool]] = {
     "device lost under a part": _device_lost,
     "allowance mapped on a shared authority": _allowance_mapped,
     "alias lease on a shared authority": _alias_lease,
+    "lease shrink grants a waiter": _shrink_grants,
     "committed transaction's view remapped": _committed_view_remapped,
     "committed transaction's view bound by a later one": _committed_view_bound,
     "bound view invalidated by a device loss": _view_invalidated,

@@ -39,6 +39,7 @@ def test_a_scope_without_the_situation_counts_zero() -> None:
     assert r.complete
     assert counts["two priorities arbitrated"] == counts["aging bound reached"] == 0
     assert counts["aging bound passed"] == counts["matured misfit granted after capacity returns"] == 0
+    assert counts["lease shrink grants a waiter"] == 0  # the arbitration scope offers no ShrinkLease
     assert counts["ticket claimed on a shared authority"] > 0
 
 
