@@ -45,8 +45,8 @@ FRAMES: dict[str, tuple[int, tuple[type, ...]]] = {
     # No changed record moves no charge and no `used` moved (a charged alias: the module's note); a removal is judged
     # against a ledger without the authority, so an accepted removal that removed nothing fails here.
     "ledger_step_I1": (AUTHORITIES | ALLOCATIONS, (M.RemoveAuthority,)),
-    # Returns at once unless the action credits.
-    "step_I1_manager": (0, (M.CancelTicket, M.TimeoutTicket, M.AbortTx, M.Answer)),
+    # Returns at once unless the action credits (a shrink too).
+    "step_I1_manager": (0, (M.CancelTicket, M.TimeoutTicket, M.AbortTx, M.Answer, M.ShrinkLease)),
     # Both clauses are gated on the action's class.
     "ledger_step_I2": (0, (A.Reserve, A.RecordCommitted)),
     # It walks only the authorities the step replaced.
