@@ -7,6 +7,7 @@ records, and, beside it, the nearest harmless step, which must pass. (I6 I2 C3 I
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -15,6 +16,9 @@ from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
+from invariants.clauses import collecting
+from invariants.mutation import applied
+from refimpl.verify.mutants import MUTANTS
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -102,6 +106,17 @@ def test_the_holders_own_unmap_and_a_loss_that_keeps_the_allowance_pass() -> Non
     m, wid = _mapped_allowance()
     IM.step_I6_manager(m, A.UnmapAllowance(H1, wid, 2), *MG.step(m, A.UnmapAllowance(H1, wid, 2)))
     IM.step_I6_manager(m, A.LoseDevice(DEV), *MG.step(m, A.LoseDevice(DEV)))
+
+
+@pytest.mark.parametrize("mutant", [None, "spec_loss_drops_allowances"])
+def test_a_spec_loss_dropping_allowances_breaks_exactly_the_allowance_clause(mutant: str | None) -> None:
+    m, _ = _mapped_allowance()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        after, result = MG.step(m, A.LoseDevice(DEV))
+    with collecting() as broken:
+        IM.check_step(m, A.LoseDevice(DEV), after, result)
+        IM.check_all(after)
+    assert set(broken) == ({"step_I6_manager.allowance_changes_by_own_action"} if mutant else set())
 
 
 # --- I6: pinned_never_reclaimed --------------------------------------------------------------------
