@@ -1,9 +1,13 @@
-"""Mutants of registrations' lifetime: unregistering a holder (a part of the registry in `refimpl.verify.mutants`).
+"""Mutants of records' lifetime: unregistering a holder, an allowance across a device loss (a part of the registry
+in `refimpl.verify.mutants`).
 
 The composed campaign (`ortmem verify`'s manager checker) runs these: a bug in
 refimpl (`refimpl.manager.devices`) and one in the composed spec
 (`spec.manager_parts`), each leaving a record that names a holder no longer
-registered, caught by I4a's harm clause in `invariants.manager_holders`.
+registered, caught by I4a's harm clause in `invariants.manager_holders`; and
+one in the composed spec (`spec.manager`) whose device loss ends allowances
+their holders did not close, caught by I6's `allowance_changes_by_own_action`
+in `invariants.manager`.
 """
 
 from __future__ import annotations
@@ -20,4 +24,11 @@ LIFETIME_MUTANTS: tuple[Mutant, ...] = (
     Mutant("spec_unregister_keeps_intents", ("I4a",), "manager", Layer.SPEC, "spec.manager_parts",
            "    for i in [i.id for i in intents.values() if i.holder == h.id]:", "    for i in []:",
            "an unregistered holder's retry intents stay: a place in arbitration that belongs to nobody"),
+    Mutant("spec_loss_drops_allowances", ("I6",), "manager", Layer.SPEC, "spec.manager",
+           "    ledger = machine.step(m.ledger, act, guards)[0]  # the ledger's validation and loss (no refund)\n",
+           "    ledger = machine.step(m.ledger, act, guards)[0]\n"
+           "    for w in [w for w in ledger.allowances.values() if w.authority == act.authority]:\n"
+           "        ledger = evolve(ledger, allowances=ledger.allowances.delete(w.id))\n",
+           "the spec's device loss drops the allowances on the lost authority: their holders' limits, growth and "
+           "mapped bytes vanish without their close"),
 )
