@@ -45,10 +45,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
-import re
 import sys
 import time
 import tomllib

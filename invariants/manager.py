@@ -1,12 +1,13 @@
 """Cross-cutting predicates of the composed manager (`spec.manager_actions.Manager`), as named clauses.
 
-Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per
-grant across cancel, timeout, abort and answer, and a shrink credits what its lease loses (I1); a holder's charge
-falls only by its own action or the environment, and a pinned or in-flight lease is never a victim (I6); a changed
-limit is not below what is used (I2); an answer to a closed or late pressure releases nothing (C5); the allocator
-path never overtakes a waiter, a matured waiter is never overtaken, no fitting waiter is left waiting (I13); a
-bundle moves exactly with its transaction's commit (I10); no holder callback runs under the ledger lock (I7).
-Model views (C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5):
+Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per grant
+across cancel, timeout, abort and answer, and a shrink credits what its lease loses (I1); a holder's charge falls
+only by its own action or the environment, only its holder's own action changes an allowance, and a pinned or
+in-flight lease is never a victim (I6); a changed limit is not below what is used (I2); an answer to a closed or
+late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is never
+overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit (I10); no
+holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `.manager_views`; grant order, aging
+(I13): `.manager_order`; answers (C5):
 `.manager_answers`; intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3):
 `.manager_devices`; holders (I4a): `.manager_holders`.
 
@@ -229,6 +230,12 @@ def _charge_moves(before: M.Manager, after: M.Manager) -> dict[int, int]:
     return out
 
 
+# A ledger action's allowance changes are judged by the ledger's own I6 (`only_owner_changes_allowance`, wrapped
+# below); this clause judges every other action, none of which is an allowance's holder acting on it.
+_I6_ALLOWANCE = clause("I6", "step_I6_manager", "allowance_changes_by_own_action",
+                       "no allowance changes except by its holder's own allowance action: no part and no device "
+                       "loss rewrites or drops a holder's limit, growth or mapped bytes")
+
 _I6_PINNED = clause("I6", "step_I6_manager", "pinned_never_reclaimed",
                     "no pressure answer releases a lease its holder flagged pinned or in flight: that data is in "
                     "use, and reclaiming it corrupts a running execution")
@@ -243,6 +250,13 @@ def step_I6_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
         r = after.ledger.allocations.get(v)
         if r is None or r.state is not AllocState.LIVE:
             _I6_PINNED.fail(f"{act!r} released allocation {v}, flagged (pinned, in flight) = {before.uses[v]}")
+    foreign = not isinstance(act, _LEDGER_ACTIONS)
+    # The case: a step of no allowance's holder while some allowance exists (it could rewrite one).
+    _I6_ALLOWANCE.case(foreign and bool(before.ledger.allowances))
+    if foreign:
+        for wid, p, n in changes(before.ledger.allowances, after.ledger.allowances):
+            if p is not None:
+                _I6_ALLOWANCE.fail(f"{act!r} changed holder {p.holder}'s allowance {wid}: {p!r} -> {n!r}")
     fell = sorted([h for h, d in _charge_moves(before, after).items() if d < 0])
     _I6_OWN.case(bool(fell))
     if not fell or isinstance(act, _ENVIRONMENT):

@@ -59,8 +59,9 @@ FRAMES: dict[str, tuple[int, tuple[type, ...]]] = {
     "ledger_step_I4b": (0, _ALLOWANCE_ACTIONS),
     # It walks the changed allocations and allowances only.
     "ledger_step_I6": (ALLOCATIONS | ALLOWANCES, ()),
-    # No allocation changed: no charge fell; pinned victims are judged on answers.
-    "step_I6_manager": (ALLOCATIONS, (M.Answer,)),
+    # No allocation changed: no charge fell; no allowance changed: none was rewritten; pinned victims are judged on
+    # answers.
+    "step_I6_manager": (ALLOCATIONS | ALLOWANCES, (M.Answer,)),
     # A lost or terminated authority compared with itself moved nothing; none was removed.
     "step_C3_manager": (AUTHORITIES, ()),
     # No bundle changed, and no reservation became a lease (a record cannot be provisional and live at once).

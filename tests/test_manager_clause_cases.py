@@ -107,6 +107,9 @@ STEP_CASES = {
                                             lambda: _step(start(), M.Submit(H1, DEV, 3))),
     "step_I6_manager.pinned_never_reclaimed": (_answer_releasing, _answer_keeping),
     "step_I6_manager.charge_falls_by_own_action": (_answer_releasing, _claim),
+    "step_I6_manager.allowance_changes_by_own_action": (
+        lambda: _step(run(start(), A.OpenAllowance(H1, DEV, 2))[0], A.LoseDevice(DEV)),
+        lambda: _step(start(), A.LoseDevice(DEV))),
     "step_I2_manager.grant_within_limit": (lambda: _step(start(), M.Submit(H1, DEV, 3)), _recorded),
     "step_I2_manager.limit_backs_every_grant": (_limit_commit, _claim),
     "step_C3_manager.lost_charge_kept": (lambda: _step(start(), A.LoseDevice(DEV)), _claim),
@@ -127,6 +130,13 @@ def test_step_clause_counts_its_case(key: str) -> None:
 @pytest.mark.parametrize("key", sorted(STEP_CASES))
 def test_step_clause_does_not_count_a_step_without_its_case(key: str) -> None:
     assert _counts(_pred(key), *STEP_CASES[key][1]())[key] == (1, 0)
+
+
+def test_an_allowances_own_action_is_no_case_of_the_composed_allowance_clause() -> None:
+    # The holder's own close is the ledger I6's to judge: an allowance exists, but no other actor moved it.
+    key = "step_I6_manager.allowance_changes_by_own_action"
+    assert _counts(IM.step_I6_manager, *_step(run(start(), A.OpenAllowance(H1, DEV, 2))[0],
+                                              A.CloseAllowance(H1, 1)))[key] == (1, 0)
 
 
 def test_claim_charges_nothing_new_so_no_grant_case() -> None:

@@ -7,6 +7,7 @@ records, and, beside it, the nearest harmless step, which must pass. (I6 I2 C3 I
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -15,6 +16,9 @@ from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
+from invariants.clauses import collecting
+from invariants.mutation import applied
+from refimpl.verify.mutants import MUTANTS
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -68,6 +72,51 @@ def test_an_action_of_no_holder_taking_a_lease_is_named() -> None:
     e = _violation(IM.step_I6_manager, m, act, _with_alloc(m, mine, gone=True), None)
     assert (e.clause, str(e)) == ("step_I6_manager.charge_falls_by_own_action",
                                   f"I6: {act!r} (by None) lowered holder {H1}'s charge 2 -> 0 B")
+
+
+# --- I6: allowance_changes_by_own_action ------------------------------------------------------------
+
+
+def _mapped_allowance() -> tuple[M.Manager, int]:
+    """H1's allowance on DEV with 2 B of growth reserved and mapped."""
+    m, wid = run(start(), A.OpenAllowance(H1, DEV, 3))
+    m, _ = run(m, A.ReserveGrowth(H1, wid, 2))
+    return run(m, A.MapAllowance(H1, wid, 2))[0], wid
+
+
+def test_device_loss_dropping_an_allowance_is_named() -> None:
+    m, wid = _mapped_allowance()
+    lost, _ = MG.step(m, A.LoseDevice(DEV))
+    dropped = evolve(lost, ledger=evolve(lost.ledger, allowances=lost.ledger.allowances.delete(wid)))
+    e = _violation(IM.step_I6_manager, m, A.LoseDevice(DEV), dropped, None)
+    assert (e.clause, str(e)) == ("step_I6_manager.allowance_changes_by_own_action",
+                                  f"I6: {A.LoseDevice(DEV)!r} changed holder {H1}'s allowance {wid}: "
+                                  f"{m.ledger.allowances[wid]!r} -> None")
+
+
+def test_a_parts_step_shrinking_an_allowance_is_named() -> None:
+    m, wid = _mapped_allowance()
+    w = m.ledger.allowances[wid]
+    shrunk = evolve(m, ledger=evolve(m.ledger, allowances=m.ledger.allowances.set(wid, evolve(w, limit=2))))
+    e = _violation(IM.step_I6_manager, m, _PRESS, shrunk, 1)
+    assert e.clause == "step_I6_manager.allowance_changes_by_own_action"
+
+
+def test_the_holders_own_unmap_and_a_loss_that_keeps_the_allowance_pass() -> None:
+    m, wid = _mapped_allowance()
+    IM.step_I6_manager(m, A.UnmapAllowance(H1, wid, 2), *MG.step(m, A.UnmapAllowance(H1, wid, 2)))
+    IM.step_I6_manager(m, A.LoseDevice(DEV), *MG.step(m, A.LoseDevice(DEV)))
+
+
+@pytest.mark.parametrize("mutant", [None, "spec_loss_drops_allowances"])
+def test_a_spec_loss_dropping_allowances_breaks_exactly_the_allowance_clause(mutant: str | None) -> None:
+    m, _ = _mapped_allowance()
+    with applied(MUTANTS[mutant]) if mutant else nullcontext():
+        after, result = MG.step(m, A.LoseDevice(DEV))
+    with collecting() as broken:
+        IM.check_step(m, A.LoseDevice(DEV), after, result)
+        IM.check_all(after)
+    assert set(broken) == ({"step_I6_manager.allowance_changes_by_own_action"} if mutant else set())
 
 
 # --- I6: pinned_never_reclaimed --------------------------------------------------------------------

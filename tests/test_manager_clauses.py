@@ -214,6 +214,11 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         m, alloc = lease(start(), H1, DEV, 2)
         nxt, _ = MG.step(m, A.Release(H1, alloc))
         return m, M.Press(H2, DEV, 1), nxt, 1
+    if name == "loss_drops_allowance":
+        m, wid = run(start(), A.OpenAllowance(H1, DEV, 2))
+        nxt, _ = MG.step(m, A.LoseDevice(DEV))
+        return m, A.LoseDevice(DEV), evolve(nxt, ledger=evolve(
+            nxt.ledger, allowances=nxt.ledger.allowances.delete(wid))), None
     if name == "lost_charge":
         m = _with_tx()
         nxt, _ = MG.step(m, A.LoseDevice(DEV))
@@ -353,6 +358,7 @@ _STEP_MUTATIONS = {
     "credit_wrong": "step_I1_manager.credit_exactly_once",
     "credit_twice": "step_I1_manager.credit_exactly_once",
     "own_action": "step_I6_manager.charge_falls_by_own_action",
+    "loss_drops_allowance": "step_I6_manager.allowance_changes_by_own_action",
     "lost_charge": "step_C3_manager.lost_charge_kept",
     "removed_under_lease": "step_C3_manager.removal_drops_no_charge",
     "removed_under_ticket": "step_C3_manager.removal_drops_no_charge",

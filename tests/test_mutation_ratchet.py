@@ -57,11 +57,13 @@ def test_equivalent_entries_name_code_that_still_exists() -> None:
     entries = mutation.load_equivalent()
     assert mutation.orphaned_equivalents(entries) == []
     # Negative controls: an entry of a deleted module, and one whose function was renamed away.
-    gone = {**entries[0], "module": "refimpl/manager/leases.py", "mutant": "refimpl.manager.leases.x\u01c1Leases\u01c1_drain__mutmut_9"}
+    gone = {**entries[0], "module": "refimpl/manager/leases.py",
+            "mutant": "refimpl.manager.leases.x\u01c1Leases\u01c1_drain__mutmut_9"}
     method = next(e for e in entries if "\u01c1" in e["mutant"])  # a method's mutant: "x\u01c1Class\u01c1name"
     renamed = {**method, "mutant": method["mutant"].rsplit("\u01c1", 1)[0] + "\u01c1no_such_function__mutmut_1"}
     found = mutation.orphaned_equivalents([gone, renamed])
-    assert len(found) == 2 and "not a mutation target" in found[0] and "defines no function no_such_function" in found[1]
+    assert len(found) == 2 and "not a mutation target" in found[0]
+    assert "defines no function no_such_function" in found[1]
 
 
 def test_check_ratchet_rejects_a_lowered_rate(results, ratchet) -> None:

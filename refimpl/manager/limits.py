@@ -57,7 +57,10 @@ class Limits:
         a.change = _Change(limit, opened)
         return tuple(opened)
 
-    # The `CommitLimit` step.
+    def _commit_step(self, authority: int) -> M.LimitOutcome:
+        """The traced `CommitLimit` step (`lower_limit`'s last; the checkers': `manager_adapter.commit_limit`)."""
+        return self._run(M.CommitLimit, self._ms_auth0, self._commit_limit, authority)
+
     def _commit_limit(self, authority: int) -> M.LimitOutcome:
         a = self._auth(authority)
         ch = a.change
@@ -97,8 +100,8 @@ class Limits:
             # applied: commit now, so no change stays pending and no pressure ticket open (issue #14).
             if prepared:
                 try:
-                    self._run(M.CommitLimit, self._ms_auth0, self._commit_limit, authority)
+                    self._commit_step(authority)
                 except (InvalidTransition, TraceSinkFailed):
                     pass  # the device was lost meanwhile (the loss dropped the change); or committed, its event lost
             raise
-        return self._run(M.CommitLimit, self._ms_auth0, self._commit_limit, authority)
+        return self._commit_step(authority)

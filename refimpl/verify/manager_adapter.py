@@ -57,7 +57,7 @@ def prepare_limit(pmm: ProcessMemoryManager, authority: int, limit: int) -> tupl
 
 def commit_limit(pmm: ProcessMemoryManager, authority: int) -> M.LimitOutcome:
     """The `CommitLimit` step alone: the pending change's tickets retired; the new limit if `used` fits."""
-    return pmm._run(M.CommitLimit, pmm._ms_auth0, pmm._commit_limit, authority)
+    return pmm._commit_step(authority)
 
 
 #: Checker-only steps by action name (`method_name`): spec actions that are no public verb of the manager.

@@ -1,4 +1,5 @@
-"""Mutants of lifetimes: unregistering a holder, shrinking a lease (a part of the registry in `refimpl.verify.mutants`).
+"""Mutants of records' lifetime: unregistering a holder, shrinking a lease, an allowance across a device loss (a
+part of the registry in `refimpl.verify.mutants`).
 
 The composed campaign (`ortmem verify`'s manager checker) runs these: a bug in
 refimpl (`refimpl.manager.devices`) and one in the composed spec
@@ -6,7 +7,10 @@ refimpl (`refimpl.manager.devices`) and one in the composed spec
 registered, caught by I4a's harm clause in `invariants.manager_holders`; a
 bug in refimpl's shrink (`refimpl.manager.pressure`) and one in the spec's,
 each crediting other than the bytes the lease lost, caught by I1's
-`step_I1_manager.shrink_credits_what_the_lease_loses`.
+`step_I1_manager.shrink_credits_what_the_lease_loses`; and one in the
+composed spec (`spec.manager`) whose device loss ends allowances their
+holders did not close, caught by I6's `allowance_changes_by_own_action` in
+`invariants.manager`.
 """
 
 from __future__ import annotations
@@ -29,4 +33,11 @@ LIFETIME_MUTANTS: tuple[Mutant, ...] = (
     Mutant("spec_shrink_to_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
            "    if nbytes >= rec.nbytes:", "    if nbytes > rec.nbytes:",
            "a shrink of all of a lease is accepted: a live lease of zero bytes, a release that retires nothing"),
+    Mutant("spec_loss_drops_allowances", ("I6",), "manager", Layer.SPEC, "spec.manager",
+           "    ledger = machine.step(m.ledger, act, guards)[0]  # the ledger's validation and loss (no refund)\n",
+           "    ledger = machine.step(m.ledger, act, guards)[0]\n"
+           "    for w in [w for w in ledger.allowances.values() if w.authority == act.authority]:\n"
+           "        ledger = evolve(ledger, allowances=ledger.allowances.delete(w.id))\n",
+           "the spec's device loss drops the allowances on the lost authority: their holders' limits, growth and "
+           "mapped bytes vanish without their close"),
 )
