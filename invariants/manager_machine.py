@@ -198,15 +198,16 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         a = self.abs.ledger.authorities[r.authority]
         if a.context is not ContextState.ACTIVE:
             return
-        want = self._headroom(a.id) + data.draw(st.integers(1, max(1, r.charge)))
+        how = data.draw(st.sampled_from(("release", "answer", "shrink")))
+        shrink = how == "shrink" and r.nbytes > 1  # lacking less than the lease, so a shrink keeps a byte (I1)
+        want = self._headroom(a.id) + data.draw(st.integers(1, r.nbytes - 1 if shrink else max(1, r.charge)))
         if want > a.limit:
             return
         holder = data.draw(st.sampled_from(self._holders()))
         tid = self.abs.next_ticket
         self._do(M.Submit(holder, a.id, want, data.draw(st.integers(0, 3)), Role.PREFIX))
-        how = data.draw(st.sampled_from(("release", "answer", "shrink")))
-        if how == "shrink" and r.nbytes > 1:  # gives back what the waiter lacks, keeping a byte (I1, I13)
-            self._do(M.ShrinkLease(r.holder, r.id, min(r.nbytes - 1, want - self._headroom(a.id))))
+        if shrink:  # gives back what the waiter lacks (I1, I13)
+            self._do(M.ShrinkLease(r.holder, r.id, want - self._headroom(a.id)))
         elif how != "answer":
             self._do(A.Release(r.holder, r.id))
         else:

@@ -71,6 +71,31 @@ class ViewRules:
             v = views.get(vid)
             self._do(M.ExecuteView(tid, vid, (v.generation if v is not None else 1) + (data.draw(st.integers(0, 5)) == 0)))
 
+    @rule(data=st.data())
+    def remap_idle_view(self, data: st.DataObject) -> None:
+        """Steered (random search rarely holds an idle view when it draws a remap): a committed view remapped
+        while idle (accepted, I9); a fresh execution names the replaced generation (refused, C6), binds the
+        current one, and a remap is refused (ViewInUse, I9) until its transaction aborts; then the view is
+        remapped again or not, dropped, and its lease released."""
+        vid = self._fresh_view(data, commit=True)
+        if vid is None or (v := self.abs.views[vid]).tx in self.abs.txs:  # refused commit (a poisoned bundle)
+            if vid is not None:
+                self._do(M.AbortTx(v.tx))
+            return
+        self._do(M.RemapView(vid))
+        own = self._fresh_view(data, commit=False)
+        if own is not None:
+            tx = self.abs.views[own].tx
+            self._do(M.ExecuteView(tx, vid, v.generation))  # the generation the remap replaced
+            self._do(M.ExecuteView(tx, vid, self.abs.views[vid].generation))
+            self._do(M.RemapView(vid))
+            self._do(M.AbortTx(tx))  # its execution ends (and its own view goes)
+        if data.draw(st.booleans()):
+            self._do(M.RemapView(vid))
+        self._do(M.DropView(vid))
+        if (r := self.abs.ledger.allocations.get(v.allocation)) is not None and r.state is AllocState.LIVE:
+            self._do(A.Release(r.holder, r.id))
+
     def _drop(self, data: st.DataObject) -> None:
         """Drop a view: mostly a committed one (sometimes first bound by a fresh execution: ViewInUse, I9),
         sometimes a provisional one (refused); before the drop, its lease is released or quarantined (refused,
