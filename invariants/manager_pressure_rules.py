@@ -88,8 +88,8 @@ class PressureRules:
     def _answer(self, data: st.DataObject, pid: int) -> None:
         p = self.abs.pressures[pid]
         mine = [r.id for r in self._leases(p.holder, p.authority)]
-        if data.draw(st.integers(0, 7)) == 0:  # sometimes another holder's lease (ForeignHolder, I6)
-            mine = [r.id for r in self._leases(None, p.authority)]
+        if data.draw(st.integers(0, 7)) == 0:  # sometimes other holders' leases (ForeignHolder, I6)
+            mine = [r.id for r in self._leases(None, p.authority) if r.holder != p.holder]
         victims = tuple(data.draw(st.lists(st.sampled_from(mine), unique=True, max_size=3))) if mine else ()
         if data.draw(st.integers(0, 15)) == 0:
             victims = data.draw(st.sampled_from(((0,), (1, 1), (self.abs.ledger.next_allocation,))))
