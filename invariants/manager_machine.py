@@ -230,8 +230,11 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         holder = self._owner(data, r.holder) if r is not None else self._holder(data)
         if data.draw(st.integers(0, 2)):
             self._do(A.Release(holder, aid))
-        else:
-            self._do(M.ShrinkLease(holder, aid, self._nbytes(data, r.nbytes) if r is not None else 1))
+        elif r is None:
+            self._do(M.ShrinkLease(holder, aid, 1))
+        else:  # mostly less than the lease, so a byte stays
+            high = r.nbytes if data.draw(st.integers(0, 3)) == 0 else max(1, r.nbytes - 1)
+            self._do(M.ShrinkLease(holder, aid, self._nbytes(data, high)))
 
     @rule(data=st.data())
     def direct_reserve(self, data: st.DataObject) -> None:
@@ -277,10 +280,11 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         needs: Any = tuple((a, self._nbytes(data, 6)) for a in chosen)
         if data.draw(st.integers(0, 30)) == 0:
             needs = data.draw(st.sampled_from(((), ((1, 1), (1, 2)), ((99, 1),), [(1, 1)])))
-        tid, holder = self.abs.next_tx, self._holder(data)
-        places = [i.id for i in self.abs.intents.values() if i.holder == holder]
-        # Sometimes the retry of an aborted attempt of this holder's (C4): it takes back its place.
-        retry = data.draw(st.sampled_from(places)) if places and data.draw(st.booleans()) else None
+        tid = self.abs.next_tx
+        # Sometimes the retry of an aborted attempt (C4), by its holder: it takes back its place.
+        retry = data.draw(st.sampled_from(sorted(self.abs.intents))) if self.abs.intents and data.draw(
+            st.booleans()) else None
+        holder = self.abs.intents[retry].holder if retry is not None else self._holder(data)
         self._do(M.PlanTx(holder, needs, data.draw(st.integers(0, 2)), retry))
         while tid in self.abs.txs and data.draw(st.integers(0, 4)):
             t = self.abs.txs[tid]
@@ -365,6 +369,8 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         aid = self._authority(data)
         a = self.abs.ledger.authorities.get(aid)
         limit: Any = data.draw(st.integers(0, a.capacity + 1)) if a is not None else 4
+        if a is not None and a.used and data.draw(st.booleans()):  # below what is used: its holders are pressed
+            limit = data.draw(st.integers(0, a.used - 1))
         if data.draw(st.integers(0, 30)) == 0:
             limit = data.draw(st.sampled_from(BAD_BYTES[1:]))
         before = self.abs.next_pressure

@@ -75,8 +75,9 @@ class SteeredRules:
             return  # device loss stays rare: an example keeps its authorities long enough to get deep
         first, second = sorted(data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True)))
         holder = data.draw(st.sampled_from(self._holders()))
+        lost = None
         if data.draw(st.booleans()):
-            rid = self.abs.ledger.next_allocation
+            lost, rid = first, self.abs.ledger.next_allocation  # the quarantined lease's device
             self._do(A.Reserve(holder, first, self.abs.ledger.authorities[first].tier, 1, Role.WEIGHTS))
             if rid in self.abs.ledger.allocations:
                 self._do(A.Commit(holder, rid, 1))
@@ -87,5 +88,5 @@ class SteeredRules:
             self._do(M.ReserveTx(tid))
             if data.draw(st.booleans()):
                 self._do(M.ReserveTx(tid))
-        self._do(A.LoseDevice(lost := data.draw(st.sampled_from((first, second)))))
+        self._do(A.LoseDevice(lost := lost or data.draw(st.sampled_from((first, second)))))
         self._do(M.PlanTx(holder, ((lost, 1),)))  # refused: a lost context gets no new work (C3)
