@@ -59,6 +59,15 @@ RESULTS = ROOT / "benchmarks" / "mutation-results.json"
 RATCHET = ROOT / "benchmarks" / "mutation-ratchet.json"
 EQUIVALENT = ROOT / "benchmarks" / "mutation-equivalent.toml"
 
+_MANAGER_CLAUSE_TESTS = ["tests/test_manager_clauses.py", "tests/test_manager_clause_cases.py",
+                         "tests/test_manager_clause_harms_i1.py", "tests/test_manager_clause_harms_steps.py",
+                         "tests/test_manager_clause_harms_tickets.py", "tests/test_manager_order_answers.py",
+                         "tests/test_manager_tx.py", "tests/test_manager_devices.py", "tests/test_reserve_order.py",
+                         "tests/test_grant_events.py", "tests/test_step_frames.py", "tests/test_replay_harms.py",
+                         "tests/test_mutkill_manager_holders.py", "tests/test_mutkill_manager_parts.py",
+                         "tests/test_mutkill_manager_tx.py", "tests/test_mutkill_manager_order.py",
+                         "tests/test_mutkill_replay_grants.py"]
+
 #: Target module -> the test files run against its mutants (mutmut then
 #: narrows to the tests that called each mutated function). Chosen fast:
 #: no CrossHair, no ORT, no real-thread suites unless the module is threaded.
@@ -192,6 +201,13 @@ MODULES: dict[str, list[str]] = {
                               "tests/test_manager_differential.py", "tests/test_manager_contracts_local.py",
                               "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                               "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
+    # The composed manager's clause modules split out of invariants/manager.py (issue #26 item 4), each against the
+    # fast scripted suites that break its clauses by hand (states, steps, guard-off scripts, near misses), the frame
+    # table's per-mutation selection, and the grant-event and ordering scripts; the explorer runs are left out.
+    **{m: _MANAGER_CLAUSE_TESTS for m in ("invariants/manager_holders.py", "invariants/manager_answers.py",
+                                          "invariants/manager_tx.py", "invariants/manager_order.py",
+                                          "invariants/manager_devices.py", "invariants/replay_grants.py",
+                                          "invariants/step_frames.py")},
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids, and what a foreign governor's trace can get wrong (test_replay_harms). Left out: the
