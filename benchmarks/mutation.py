@@ -59,6 +59,15 @@ RESULTS = ROOT / "benchmarks" / "mutation-results.json"
 RATCHET = ROOT / "benchmarks" / "mutation-ratchet.json"
 EQUIVALENT = ROOT / "benchmarks" / "mutation-equivalent.toml"
 
+_MANAGER_CLAUSE_TESTS = ["tests/test_manager_clauses.py", "tests/test_manager_clause_cases.py",
+                         "tests/test_manager_clause_harms_i1.py", "tests/test_manager_clause_harms_steps.py",
+                         "tests/test_manager_clause_harms_tickets.py", "tests/test_manager_order_answers.py",
+                         "tests/test_manager_tx.py", "tests/test_manager_devices.py", "tests/test_reserve_order.py",
+                         "tests/test_grant_events.py", "tests/test_step_frames.py", "tests/test_replay_harms.py",
+                         "tests/test_mutkill_manager_holders.py", "tests/test_mutkill_manager_parts.py",
+                         "tests/test_mutkill_manager_tx.py", "tests/test_mutkill_manager_order.py",
+                         "tests/test_mutkill_replay_grants.py"]
+
 #: Target module -> the test files run against its mutants (mutmut then
 #: narrows to the tests that called each mutated function). Chosen fast:
 #: no CrossHair, no ORT, no real-thread suites unless the module is threaded.
@@ -70,9 +79,7 @@ MODULES: dict[str, list[str]] = {
                         "tests/test_machine_units.py", "tests/test_stateful.py",
                         "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                         "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines",
-                        # the explorer's own end-to-end runs (2-9 s each): its per-guard cases stay
-                        "--deselect", "tests/test_explore.py::test_verify_explorer_phase_finds_every_spec_guard",
-                        "--deselect", "tests/test_explore.py::test_report_json_carries_explorer_figures",
+                        # the explorer's own end-to-end run (2-9 s): its per-guard cases stay
                         "--deselect", "tests/test_explore.py::test_explorer_exhausts_quick_scope_without_violation",
                         "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
     # The composed manager's model views (C4, C6, I9): their four actions, each guard and refusal on hand-made
@@ -166,13 +173,11 @@ MODULES: dict[str, list[str]] = {
     # The ledger clauses (C1 C2 I1 I2 I4a I4b I6, C8's snapshot): each clause's harm and near miss on states and
     # steps broken by hand, the verdict pins, the composed manager's clause tests (it reuses these predicates),
     # the ledger guards' negative controls and explorer cases, and the contracts and state machines that run
-    # them on every step. Left out: the explorer's two end-to-end runs (90-100 s each) and the campaigns.
+    # them on every step. Left out: the campaigns (the explorer's end-to-end run is test_verify's, not selected).
     "invariants/ledger.py": ["tests/test_ledger_clauses.py", "tests/test_verdict.py", "tests/test_verdict_pins.py",
                              "tests/test_manager_clauses.py", "tests/test_negative_controls.py", "tests/test_explore.py",
                              "tests/test_stateful.py", "tests/test_machine_units.py", "tests/test_contracts.py",
                              "tests/test_authorities.py",
-                             "--deselect", "tests/test_explore.py::test_verify_explorer_phase_finds_every_spec_guard",
-                             "--deselect", "tests/test_explore.py::test_report_json_carries_explorer_figures",
                              "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                              "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines"],
     # The real-session model's clauses (C1 I3 I8 I8b I8c C7 C8 C9, and the two observations the ORT checker
@@ -196,6 +201,13 @@ MODULES: dict[str, list[str]] = {
                               "tests/test_manager_differential.py", "tests/test_manager_contracts_local.py",
                               "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                               "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
+    # The composed manager's clause modules split out of invariants/manager.py (issue #26 item 4), each against the
+    # fast scripted suites that break its clauses by hand (states, steps, guard-off scripts, near misses), the frame
+    # table's per-mutation selection, and the grant-event and ordering scripts; the explorer runs are left out.
+    **{m: _MANAGER_CLAUSE_TESTS for m in ("invariants/manager_holders.py", "invariants/manager_answers.py",
+                                          "invariants/manager_tx.py", "invariants/manager_order.py",
+                                          "invariants/manager_devices.py", "invariants/replay_grants.py",
+                                          "invariants/step_frames.py")},
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids, and what a foreign governor's trace can get wrong (test_replay_harms). Left out: the

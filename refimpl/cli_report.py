@@ -117,7 +117,7 @@ def explore_summary(x: ExploreResult) -> dict[str, Any]:
             "depth": x.depth, "diameter": x.diameter, "complete": x.complete, "bound_hit": x.bound_hit,
             "coverage": x.coverage, "seconds": round(x.seconds, 3), "cpu_seconds": round(x.cpu_seconds, 3),
             "states_per_second": round(x.states_per_second),
-            "found": x.found, "violated": x.violated, "clause": x.clause,
+            "found": x.found, "violated": x.violated, "clause": x.clause, "clauses": list(x.clauses),
             "steps": len(x.counterexample) if x.found else None, "message": x.message}
 
 

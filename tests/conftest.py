@@ -50,8 +50,6 @@ MARKED_TESTS = {
              "test_records.py::test_manager_quick_scope_steps_are_the_same_with_attrs_evolve",
              "test_records.py::test_ledger_quick_scope_steps_are_the_same_with_attrs_evolve",
              "test_manager_tx_campaign.py::test_tx_campaign_reaches_views_and_bundles_and_rejects_bad_input",
-             "test_explore.py::test_verify_explorer_phase_finds_every_spec_guard",
-             "test_explore.py::test_report_json_carries_explorer_figures",
              "test_docs_mermaid.py::test_every_mermaid_block_renders",
              "test_own_governor.py::test_planted_bug_fails_with_a_runnable_reproduction",
              "test_own_governor.py::test_guide_example_finds_a_planted_composed_bug",

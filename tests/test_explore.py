@@ -1,5 +1,8 @@
 """The bounded-exhaustive explorer: exhausts the ledger scope clean, and finds every spec-layer guard.
 
+`verify`'s explorer phase (every scope complete, every guard's control found, the figures in `--json`) is checked
+on the quick run `tests/test_verify.py` makes anyway, not on a second run of the same phase here.
+
 Golden files `tests/golden/<guard>.txt` hold the explorer's shortest
 counterexample per ledger guard, so a change in detection power shows in
 review. Regenerate with `python -m refimpl.cli explore --write-golden`.
@@ -12,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from invariants._violation import InvariantViolation
-from invariants.clauses import CLAUSES
 from invariants.explore import Model, explore, render_counterexample
 from invariants.ledger_scope import CONTROL_SCOPE, QUICK_SCOPE, golden_counterexample, ledger_model
 from spec import ledger_actions as A
@@ -125,45 +127,3 @@ def test_invalid_initial_state_rejected_at_depth_zero() -> None:
     assert r.violated == "TOY" and r.counterexample == () and r.transitions == 0
 
 
-def test_verify_explorer_phase_finds_every_spec_guard() -> None:
-    from refimpl.verify import GUARD_IDS, PROFILES, _explore, _noop
-
-    runs, controls = _explore(PROFILES["quick"], _noop)
-    assert runs["ledger"].exhausted and not runs["ledger"].found and runs["ledger"].states > 10_000
-    explored = {g.name for g in GUARDS if g.model in ("ledger", "admission", "ort", "pressure", "transactions",
-                                                      "hierarchy", "manager")}
-    assert {g.name for g in LEDGER_GUARDS} <= set(controls) and set(controls) == explored
-    # unlock_before_callback has no spec form (the spec has no lock): its deterministic control is a fixed
-    # refimpl script (refimpl.verify.pressure_scripts), named as such, not an explorer search.
-    assert controls["unlock_before_callback"].model == "pressure-script"
-    # A harm of the guard's IDs: the first violation, or another clause the same step breaks (a partial abort
-    # breaks I1's credit clause before I5's abort clause).
-    assert all(x.violated in GUARD_IDS[name] or any(CLAUSES[k].id in GUARD_IDS[name] for k in x.clauses
-                                                    if k in CLAUSES) for name, x in controls.items())
-    assert all(runs[m].exhausted for m in ("admission", "ort", "pressure", "transactions", "manager"))
-    # every scope, the hierarchy's two included, is explored to its fixpoint ("complete"), quick as thorough
-    assert [m for m, r in runs.items() if not r.complete] == []
-    assert "NOT reached" not in runs["manager"].message
-    assert runs["admission"].complete
-    assert [p.coverage.split(",")[0] for p in runs["admission"].parts] == ["complete"] * 3
-
-
-def test_report_json_carries_explorer_figures() -> None:
-    from refimpl.cli import report_json
-    from refimpl.verify import PROFILES, Report, _explore, _noop
-
-    runs, controls = _explore(PROFILES["quick"], _noop)
-    j = report_json(Report(True, "quick", (), {}, {}, (), 0.0, runs, controls, None))
-    ledger = j["explorer"]["runs"]["ledger"]
-    assert ledger["states"] == runs["ledger"].states and ledger["complete"] and ledger["states_per_second"] > 0
-    # each scope of the ledger and the composed manager is listed complete, with its transitions and diameter
-    from invariants.ledger_scope import COMPLETE_SCOPES as LEDGER_SCOPES
-    from invariants.manager_scope import COMPLETE_SCOPES as MANAGER_SCOPES
-    for name, named in (("ledger", LEDGER_SCOPES["quick"]), ("manager", MANAGER_SCOPES["quick"])):
-        scopes = j["explorer"]["runs"][name]["scopes"]
-        assert len(scopes) == len(named) and all(s["complete"] and s["transitions"] > s["states"] > 0 and s["diameter"] > 0
-                                        for s in scopes), scopes
-    # unlock_before_callback's entry is its fixed refimpl script (the spec has no lock), which finds the harm too.
-    assert all(c["found"] and c["steps"] == len(c["counterexample"])
-               for g, c in j["explorer"]["negative_controls"].items())
-    assert j["crosshair"] is None

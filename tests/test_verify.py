@@ -15,10 +15,12 @@ import pytest
 
 from invariants.explore import ExploreResult
 from invariants.clauses import CLAUSES
+from invariants.ledger_scope import COMPLETE_SCOPES as LEDGER_SCOPES
+from invariants.manager_scope import COMPLETE_SCOPES as MANAGER_SCOPES
 from refimpl.verify.mutants import MUTANTS
 from refimpl.verify import GUARD_IDS, verdict
 from spec.catalog import IDS
-from spec.guards import Layer
+from spec.guards import GUARDS
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,9 +93,38 @@ def test_verify_quick_writes_the_per_id_report_and_a_line_at_least_every_ten_sec
             if c["found"]:  # a harm of the control's own IDs: the first violation or a clause the step broke
                 assert c["violated"] in ids | {"refinement", "G4"} or any(
                     CLAUSES[k].id in ids for k in c["clauses"] if k in CLAUSES), (i["id"], c)
+    _assert_the_explorer_phase(r["explorer"])
     md = (folder / "report.md").read_text()
     assert md.startswith("# ortmem verify: OK") and "| I8c |" in md and "## Clause coverage" in md
     assert json.loads((folder / "report.json").read_text())["ok"] is True
+
+
+def _assert_the_explorer_phase(j: dict) -> None:
+    """The quick profile's explorer phase, as `--json` reports it: every scope explored to its fixpoint clean, every
+    spec-layer guard's control finds a harm of the guard's own IDs, each scope's figures listed."""
+    runs, controls = j["runs"], j["negative_controls"]
+    assert not runs["ledger"]["found"] and runs["ledger"]["states"] > 10_000 and runs["ledger"]["states_per_second"] > 0
+    # every scope, the hierarchy's two included, is explored to its fixpoint ("complete"), quick as thorough
+    assert [m for m, x in runs.items() if not x["complete"] or x["found"]] == []
+    assert {"ledger", "admission", "ort", "pressure", "transactions", "manager"} <= set(runs)
+    assert "NOT reached" not in runs["manager"]["message"]
+    assert [p["coverage"].split(",")[0] for p in runs["admission"]["scopes"]] == ["complete"] * 3
+    for name, named in (("ledger", LEDGER_SCOPES["quick"]), ("manager", MANAGER_SCOPES["quick"])):
+        scopes = runs[name]["scopes"]
+        assert len(scopes) == len(named), scopes
+        assert all(s["complete"] and s["transitions"] > s["states"] > 0 and s["diameter"] > 0 for s in scopes), scopes
+    explored = {g.name for g in GUARDS if g.model in ("ledger", "admission", "ort", "pressure", "transactions",
+                                                      "hierarchy", "manager")}
+    assert set(controls) == explored and {g.name for g in GUARDS if g.model == "ledger"} <= set(controls)
+    # unlock_before_callback has no spec form (the spec has no lock): its deterministic control is a fixed
+    # refimpl script (refimpl.verify.pressure_scripts), named as such, not an explorer search.
+    assert controls["unlock_before_callback"]["model"] == "pressure-script"
+    # A harm of the guard's IDs: the first violation, or another clause the same step breaks (a partial abort
+    # breaks I1's credit clause before I5's abort clause).
+    for name, c in controls.items():
+        assert c["found"] and c["steps"] == len(c["counterexample"]), name
+        assert c["violated"] in GUARD_IDS[name] or any(CLAUSES[k].id in GUARD_IDS[name] for k in c["clauses"]
+                                                       if k in CLAUSES), (name, c["violated"], c["clauses"])
 
 
 def _explored(violated: str | None, clause: str | None = None) -> ExploreResult:

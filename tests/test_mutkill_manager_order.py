@@ -1,0 +1,203 @@
+"""I13's grant-order and aging clauses (`invariants.manager_order`) judged exactly.
+
+Rounds built through the spec, then broken by hand in one way only: a waiter that fits exactly passed over, the
+headroom a granted ticket ahead of a waiter takes, a violation after a granted ticket in the order; the whole
+message each fails with; and each case counted exactly when its situation occurs (verify's coverage rule R1).
+Written from the mutation survivors of `invariants/manager_order.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import evolve
+from manager_harness import DEV, H1, H2, HOST, lease, run, start
+
+from invariants._violation import InvariantViolation
+from invariants.clauses import Coverage, recording
+from invariants.manager_order import step_I13_order
+from spec import ledger_actions as A
+from spec import manager as MG
+from spec import manager_actions as M
+from spec.tickets import TicketState
+
+ORDER, AGING = "step_I13_order.grant_order", "step_I13_order.passed_over_ages"
+_T = TicketState
+
+
+def _judge(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> tuple[str | None, dict]:
+    cov = Coverage()
+    with recording(cov):
+        try:
+            step_I13_order(before, act, after, result)
+            message = None
+        except InvariantViolation as e:
+            message = str(e)
+    return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+
+
+def _waiters(*sizes_priorities: tuple[int, int], held: int = 4) -> tuple[M.Manager, int, list[int]]:
+    """DEV (4 B) full: a lease of `held` B of H1 (plus 4 - held B of another lease), then waiters of H2."""
+    m, big = lease(start(), H1, DEV, held)
+    if held < 4:
+        m, _ = lease(m, H1, DEV, 4 - held)
+    ids = []
+    for n, p in sizes_priorities:
+        m, t = run(m, M.Submit(H2, DEV, n, p))
+        ids.append(t)
+    return m, big, ids
+
+
+def test_a_waiter_that_fits_exactly_at_its_turn_may_not_be_passed_over() -> None:
+    # 3 B return; ticket a (3 B, priority 1) is first and fits exactly; b (1 B) is granted in its place.
+    m, big, (a, b) = _waiters((3, 1), (1, 0), held=3)
+    act = A.Release(H1, big)
+    right = MG.step(m, act)[0]
+    assert right.tickets[a].state is _T.GRANTED and right.tickets[b].state is _T.PENDING
+    bad = MG.step(m, act)[0]
+    bad = evolve(bad, tickets=bad.tickets.set(a, evolve(bad.tickets[a], state=_T.PENDING, allocation=None,
+                                                              age=m.tickets[a].age + 1))
+                 .set(b, evolve(bad.tickets[b], state=_T.GRANTED)))
+    bad = evolve(bad, ledger=evolve(bad.ledger, authorities=bad.ledger.authorities.set(
+        DEV, evolve(bad.ledger.authorities[DEV], used=2))))  # b's 1 B charged instead of a's 3 B
+    t = bad.tickets[a]
+    assert _judge(m, act, bad)[0] == (
+        f"I13: {act!r}: ticket {a} (3 B, priority 1, age {t.age}) fit in the 3 B left at its turn on authority "
+        f"{DEV} but waits, while ticket(s) [{b}] after it in grant order were granted")
+
+
+def test_a_grant_ahead_takes_its_bytes_so_a_misfit_behind_it_is_no_harm() -> None:
+    # 4 B return: a (2 B, priority 2) granted, b (3 B, priority 1) no longer fits in the 2 B left, c (2 B) granted.
+    m, big, (a, b, c) = _waiters((2, 2), (3, 1), (2, 0))
+    act = A.Release(H1, big)
+    after = MG.step(m, act)[0]
+    assert [after.tickets[t].state for t in (a, b, c)] == [_T.GRANTED, _T.PENDING, _T.GRANTED]
+    assert _judge(m, act, after) == (None, {ORDER: (1, 1), AGING: (1, 1)})
+
+
+def test_a_waiter_passed_over_behind_a_granted_ticket_is_still_found() -> None:
+    # 4 B return: a (2 B, priority 2), b (1 B, priority 1), c (1 B) all fit; b is left waiting by hand.
+    m, big, (a, b, c) = _waiters((2, 2), (1, 1), (1, 0))
+    act = A.Release(H1, big)
+    after = MG.step(m, act)[0]
+    assert all(after.tickets[t].state is _T.GRANTED for t in (a, b, c))
+    alloc = after.tickets[b].allocation
+    bad = evolve(after, tickets=after.tickets.set(b, evolve(after.tickets[b], state=_T.PENDING, allocation=None,
+                                                            age=m.tickets[b].age + 1)),
+                 ledger=evolve(after.ledger, allocations=after.ledger.allocations.delete(alloc),
+                               authorities=after.ledger.authorities.set(
+                                   DEV, evolve(after.ledger.authorities[DEV], used=3))))
+    message = _judge(m, act, bad)[0] or ""
+    assert message.startswith(f"I13: {act!r}: ticket {b} (1 B, priority 1, age ") and f"ticket(s) [{c}]" in message
+
+
+def test_an_authority_whose_round_granted_nothing_does_not_hide_another_s() -> None:
+    # HOST's waiter (submitted first) is considered and granted nothing; DEV's round passes a waiter over.
+    m, host_lease = lease(start(), H1, HOST, 4)
+    m, _ = run(m, M.Submit(H2, HOST, 2))
+    m, big = lease(m, H1, DEV, 3)
+    m, small = lease(m, H1, DEV, 1)
+    m, a = run(m, M.Submit(H2, DEV, 3, 1))
+    m, b = run(m, M.Submit(H2, DEV, 1, 0))
+    act = A.Release(H1, big)
+    right = MG.step(m, act)[0]
+    assert right.tickets[a].state is _T.GRANTED and right.tickets[b].state is _T.PENDING
+    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
+                                                            age=m.tickets[a].age + 1))
+                 .set(b, evolve(right.tickets[b], state=_T.GRANTED)),
+                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.set(
+                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
+    assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
+
+
+def test_aging_messages_name_the_expected_age() -> None:
+    m, _ = lease(start(aging_bound=3), H1, DEV, 3)
+    m, big = run(m, M.Submit(H2, DEV, 3))
+    act = M.Submit(H2, DEV, 1)
+    right, small = MG.step(m, act)
+    lagging = evolve(right, tickets=right.tickets.set(big, m.tickets[big]))
+    was = m.tickets[big].age
+    assert _judge(m, act, lagging, small)[0] == (
+        f"I13: {act!r}: ticket {big} (age {was}) was passed over by a round on authority {DEV} that granted "
+        f"[{small}], but is aged {was}, not {was + 1} (bound 3, {3 - was} round(s) from maturity)")
+    press = M.Press(H1, DEV, 1)
+    fell = evolve(m, tickets=m.tickets.set(big, evolve(m.tickets[big], age=0)))
+    m2 = evolve(m, tickets=m.tickets.set(big, evolve(m.tickets[big], age=2)))
+    assert _judge(m2, press, fell, 1)[0] == f"I13: {press!r}: waiting ticket {big}'s age fell 2 -> 0"
+
+
+def test_cases_are_counted_only_in_their_situations() -> None:
+    m = start()
+    # an immediate grant: one ticket considered and granted: neither case
+    act = M.Submit(H1, DEV, 1)
+    assert _judge(m, act, *MG.step(m, act)) == (None, {ORDER: (1, 0), AGING: (1, 0)})
+    # a second waiter that does not fit: two considered, none granted: no order case; one stayed waiting: aging
+    m, _ = lease(m, H1, DEV, 4)
+    m, _ = run(m, M.Submit(H2, DEV, 2))
+    act = M.Submit(H2, DEV, 3)
+    assert _judge(m, act, *MG.step(m, act)) == (None, {ORDER: (1, 0), AGING: (1, 1)})
+    # a press while a ticket waits: no round, but a waiter stayed: aging only
+    press = M.Press(H1, DEV, 1)
+    assert _judge(m, press, *MG.step(m, press)) == (None, {ORDER: (1, 0), AGING: (1, 1)})
+    # two considered, one granted: both cases
+    m2, big, (a, b) = _waiters((3, 1), (1, 0), held=3)
+    act = A.Release(H1, big)
+    assert _judge(m2, act, *MG.step(m2, act)) == (None, {ORDER: (1, 1), AGING: (1, 1)})
+
+
+def test_a_ticket_submitted_by_the_step_and_passed_over_by_its_round_ages_from_zero() -> None:
+    # A step (broken by hand) that both submits ticket n and grants the waiter ahead of it: n was passed over by
+    # a round that granted another, so it is aged 1 (from 0: it did not exist before).
+    m, big, (a,) = _waiters((3, 0), held=3)
+    act = M.Submit(H2, DEV, 2)
+    granted = MG.step(m, A.Release(H1, big))[0]
+    n = m.next_ticket
+    new = M.Ticket(n, H2, DEV, 2, 0, granted.tickets[a].role, 1, _T.PENDING, None)
+    after = evolve(granted, tickets=granted.tickets.set(n, new), next_ticket=n + 1)
+    assert _judge(m, act, after, n) == (None, {ORDER: (1, 1), AGING: (1, 1)})
+    unaged = evolve(after, tickets=after.tickets.set(n, evolve(new, age=0)))
+    assert (_judge(m, act, unaged, n)[0] or "").startswith(f"I13: {act!r}: ticket {n} (age 0) was passed over")
+
+
+def test_a_round_whose_authority_is_gone_does_not_hide_another_authority_s() -> None:
+    # HOST's waiter (the lowest ticket id) is granted and HOST is gone from the after-state (by hand); DEV's round
+    # passes a fitting waiter over. The gone authority has no headroom to judge; DEV's round is still judged.
+    m, host_lease = lease(start(), H1, HOST, 4)
+    m, w = run(m, M.Submit(H2, HOST, 2))
+    m, big = lease(m, H1, DEV, 3)
+    m, _ = lease(m, H1, DEV, 1)
+    m, a = run(m, M.Submit(H2, DEV, 3, 1))
+    m, b = run(m, M.Submit(H2, DEV, 1, 0))
+    act = A.Release(H1, big)
+    right = MG.step(m, act)[0]
+    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
+                                                            age=m.tickets[a].age + 1))
+                 .set(b, evolve(right.tickets[b], state=_T.GRANTED))
+                 .set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease)),
+                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.delete(HOST).set(
+                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
+    assert [t for t in bad.tickets][0] == w
+    assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
+
+
+def test_the_headroom_counts_each_granted_allocation_s_charge() -> None:
+    # 4 B return: a (2 B, priority 2) and b (2 B, priority 1) fit; b is left waiting by hand while c (1 B) is
+    # granted b's 2 B allocation (charged 2 B for its 1 B): b fit in the room c's charge took.
+    m, big, (a, b, c) = _waiters((2, 2), (2, 1), (1, 0))
+    act = A.Release(H1, big)
+    right = MG.step(m, act)[0]
+    assert [right.tickets[t].state for t in (a, b, c)] == [_T.GRANTED, _T.GRANTED, _T.PENDING]
+    tb, tc = right.tickets[b], right.tickets[c]
+    waits = evolve(tb, state=_T.PENDING, allocation=None, age=m.tickets[b].age + 1)
+    bad = evolve(right, tickets=right.tickets.set(b, waits)
+                 .set(c, evolve(tc, state=_T.GRANTED, allocation=tb.allocation)))
+    assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {b} (2 B, priority 1")
+
+
+def test_a_grant_ahead_leaves_only_what_it_did_not_take() -> None:
+    # 4 B return: a (3 B, priority 2) granted leaves 1 B; b (2 B) does not fit; c (1 B) is granted: no harm.
+    m, big, (a, b, c) = _waiters((3, 2), (2, 1), (1, 0))
+    act = A.Release(H1, big)
+    after = MG.step(m, act)[0]
+    assert [after.tickets[t].state for t in (a, b, c)] == [_T.GRANTED, _T.PENDING, _T.GRANTED]
+    assert _judge(m, act, after)[0] is None
