@@ -133,8 +133,10 @@ def changes(prev: Mapping, nxt: Mapping) -> tuple[tuple[Any, Any, Any], ...]:
 
 
 def _diff(prev: Mapping, nxt: Mapping) -> tuple[frozenset, tuple[tuple[Any, Any, Any], ...]]:
-    keys: set = set()
+    keys: Any = set()
     n = nxt
+    if type(n) is Tracked and n._parent is prev:  # one derivation (most steps): its keys, distinct by construction
+        keys, n = n._keys, prev
     while type(n) is Tracked and n is not prev and n._parent is not None:
         keys.update(n._keys)
         n = n._parent

@@ -69,9 +69,10 @@ _AGING = clause("I13", "step_I13_order", "passed_over_ages",
 def _rounds(before: M.Manager, after: M.Manager) -> dict[int, tuple[list[M.Ticket], list[M.Ticket]]]:
     """Per authority: (the waiters this step's arbitration considered, as aged in `after`; those it granted)."""
     out: dict[int, tuple[list[M.Ticket], list[M.Ticket]]] = {}
+    was_tickets, first_new = before.tickets, before.next_ticket
     for tid, t in after.tickets.items():
-        was = before.tickets.get(tid)
-        waited = was.state is _T.PENDING if was is not None else tid >= before.next_ticket
+        was = was_tickets.get(tid)
+        waited = was.state is _T.PENDING if was is not None else tid >= first_new
         if waited and t.state in (_T.PENDING, _T.GRANTED):
             considered, granted = out.setdefault(t.authority, ([], []))
             considered.append(t)
@@ -81,9 +82,9 @@ def _rounds(before: M.Manager, after: M.Manager) -> dict[int, tuple[list[M.Ticke
 
 
 def step_I13_order(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    bound = after.aging_bound
-    stayed = [(before.tickets[t.id].age, t) for t in after.tickets.values()
-              if t.state is _T.PENDING and t.id in before.tickets and before.tickets[t.id].state is _T.PENDING]
+    bound, was_tickets = after.aging_bound, before.tickets
+    stayed = [(p.age, t) for t in after.tickets.values()
+              if t.state is _T.PENDING and (p := was_tickets.get(t.id)) is not None and p.state is _T.PENDING]
     for was, t in stayed:
         if t.age < was:
             _AGING.fail(f"{act!r}: waiting ticket {t.id}'s age fell {was} -> {t.age}")

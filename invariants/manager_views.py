@@ -74,16 +74,17 @@ _HELD = (AllocState.PROVISIONAL, AllocState.LIVE)
 
 
 def step_C6_views(before: M.Manager, act: object, after: M.Manager, result: object = None) -> None:
-    new = [v for v in after.views.values() if v.id not in before.views or before.views[v.id].tx != v.tx]
+    old = before.views
+    new = [v for v in after.views.values() if (o := old.get(v.id)) is None or o.tx != v.tx]
     _C6_FRESH.case(bool(new))
     for v in new:
         if not before.next_view <= v.id < after.next_view:
             _C6_FRESH.fail(f"{act!r}: view {v.id} of transaction {v.tx} was issued with next view id "
                            f"{before.next_view} -> {after.next_view}")
-    kept = [(p, before.ledger.allocations[p.allocation]) for p in before.views.values()
-            if p.allocation in before.ledger.allocations and p.id in after.views
-            and after.views[p.id].state is ViewState.MAPPED]
-    kept = [(p, r) for p, r in kept if r.state in _HELD]
+    was, views = before.ledger.allocations, after.views  # one pass, each record looked up once
+    kept = [(p, r) for p in before.views.values()
+            if (r := was.get(p.allocation)) is not None and (v := views.get(p.id)) is not None
+            and v.state is ViewState.MAPPED and r.state in _HELD]
     _C6_KEPT.case(bool(kept))
     for p, r in kept:
         now = after.ledger.allocations.get(r.id)

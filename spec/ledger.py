@@ -185,6 +185,8 @@ def _active(a: Authority, guards: GuardSet = ALL_ON) -> None:
 
 def _charge(state: State, aid: int, delta: int) -> immutables.Map:
     a = _authority(state, aid)  # a charge whose book was removed (provider_pinned off) is refused, typed
+    if not delta:  # (a commit of the bytes reserved) the same map: a step that moved no `used` keeps its authorities
+        return state.authorities
     return state.authorities.set(aid, _evolve(a, used=a.used + delta))
 
 
