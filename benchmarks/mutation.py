@@ -205,6 +205,7 @@ MODULES: dict[str, list[str]] = {
     # fast scripted suites that break its clauses by hand (states, steps, guard-off scripts, near misses), the frame
     # table's per-mutation selection, and the grant-event and ordering scripts; the explorer runs are left out.
     **{m: _MANAGER_CLAUSE_TESTS for m in ("invariants/manager_holders.py", "invariants/manager_answers.py",
+                                          "invariants/manager_bundles.py",
                                           "invariants/manager_tx.py", "invariants/manager_order.py",
                                           "invariants/manager_devices.py", "invariants/replay_grants.py",
                                           "invariants/step_frames.py")},

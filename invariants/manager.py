@@ -5,11 +5,10 @@ across cancel, timeout, abort and answer, and a shrink credits what its lease lo
 only by its own action or the environment, only its holder's own action changes an allowance, and a pinned or
 in-flight lease is never a victim (I6); a changed limit is not below what is used (I2); an answer to a closed or
 late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is never
-overtaken, no fitting waiter is left waiting (I13); a bundle moves exactly with its transaction's commit (I10); no
-holder callback runs under the ledger lock (I7). Model views (C4, C6, I9): `.manager_views`; grant order, aging
-(I13): `.manager_order`; answers (C5):
-`.manager_answers`; intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3):
-`.manager_devices`; holders (I4a): `.manager_holders`.
+overtaken, no fitting waiter is left waiting (I13); no holder callback runs under the ledger lock (I7). Model views
+(C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`;
+intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`;
+holders (I4a): `.manager_holders`; a bundle moves exactly with its transaction's commit (I10): `.manager_bundles`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
@@ -23,9 +22,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from invariants import ledger as LP
-from invariants.changed import changed, changes
+from invariants.changed import changes
 from invariants.clauses import clause, conjunction, counting
 from invariants.manager_answers import step_C5_answers
+from invariants.manager_bundles import step_I10_manager
 from invariants.manager_devices import state_C3_manager, step_C3_manager
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import served_before, step_I13_order
@@ -401,45 +401,6 @@ def step_I2_manager(before: M.Manager, act: Any, after: M.Manager, result: Any =
         if granted > x.limit or x.limit > x.capacity:
             _I2_LIMIT.fail(f"{act!r}: authority {x.id}'s limit moved to {x.limit} B with {granted} B granted on a "
                            f"{x.capacity} B pool")
-
-
-# --- I10: a state bundle moves with the bytes of its step ---------------------------------
-
-# What the engine sees (the parts' versions) against what the ledger holds (the leases of the step), read from
-# the allocation records: not the handler's `+1` on the transaction it deleted.
-_I10_WITH_LEASES = clause("I10", "step_I10_manager", "bundle_moves_with_its_leases",
-                          "no part of a state bundle claims a step whose bytes are not leased, nor lags bytes that "
-                          "are: every part moves by one exactly in the step in which a transaction of the bundle "
-                          "turns all its reservations into leases, by none otherwise, and a poisoned bundle's "
-                          "transaction never turns them")
-
-
-def _leased_steps(before: M.Manager, after: M.Manager) -> dict[int, int]:
-    """Per bundle, the transactions of it whose reservations all became leases in this step (ledger records)."""
-    out: dict[int, int] = {}
-    was, now = before.ledger.allocations, after.ledger.allocations
-    for x in before.txs.values():
-        if x.bundle is not None and x.held and all(
-                was[a].state is AllocState.PROVISIONAL and a in now and now[a].state is AllocState.LIVE
-                for a in x.held):
-            out[x.bundle] = out.get(x.bundle, 0) + 1
-    return out
-
-
-def step_I10_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    leased = _leased_steps(before, after)
-    _I10_WITH_LEASES.case(bool(after.bundles))  # every step constrains every bundle: none moves but with its leases
-    # A bundle whose record did not change and none of whose transactions leased passes: only the rest are read.
-    for bid in sorted(moved | leased.keys()) if (moved := changed(before.bundles, after.bundles)) or leased else ():
-        b, p = after.bundles.get(bid), before.bundles.get(bid)
-        if b is None:
-            continue
-        old, steps = (p.versions if p is not None else (0,) * len(b.versions)), leased.get(b.id, 0)
-        if steps and p is not None and p.poisoned:
-            _I10_WITH_LEASES.fail(f"{act!r}: poisoned bundle {b.id}'s transaction turned its reservations into leases")
-        if b.versions != tuple(v + steps for v in old):
-            _I10_WITH_LEASES.fail(f"{act!r}: bundle {b.id} moved {old} -> {b.versions} with {steps} step(s) of "
-                                  f"its bytes leased")
 
 
 # --- the ledger's own predicates, on the one ledger ------------------------------------

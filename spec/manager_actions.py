@@ -147,35 +147,8 @@ State bundles (I5, I10): KV, recurrent/conv, sampler and progress advance as one
     poisoned bundle -> BundlePoisoned (nothing commits); else every part of
     the bundle advances by one, in the same step as the leases (I10).
 
-Provider lifetime (C3):
-  RemoveAuthority(authority) -> None
-    authority known (UnknownAuthority; a removed id -> InvalidTransition) ;
-    anything referencing it -> ProviderPinned: an allocation charged on it
-    (a lost device's stranded charge included), an allowance on it, an alias
-    of it, a ticket, pressure or limit change on it, a transaction that needs
-    it. The authority leaves `ledger.authorities`; its id is never reused and
-    its pool may be registered again (a new id). An alias with nothing of its
-    own may go first.
-
-Lease shrink (I1, I13): the holder gives back part of its own idle lease (DESIGN-FACTS "Holder-side
-pressure": it picks its own unpinned idle bytes, releases them and shrinks its lease).
-  ShrinkLease(holder, allocation, nbytes) -> None
-    nbytes bytes (InvalidBytes) ; holder known ; allocation known (UnknownAllocation, retired ->
-    InvalidTransition) ; owner (ForeignHolder) ; referenced by a ticket, transaction or view ->
-    InvalidTransition (as a Release) ; its device lost -> DeviceLost ; not LIVE -> InvalidTransition
-    (the lifecycle's SHRINK: live -> live) ; pinned or in flight -> PinnedVictim (I6) ; nbytes >= the
-    lease's bytes -> InvalidBytes (a shrink leaves at least one byte: giving back all is a Release).
-    The lease's bytes and charge fall by nbytes, its authority's used with them; its reservation
-    and everything else stay. Capacity returned: arbitration runs as after a Release (I13).
-
-Holder lifetime (I4a):
-  UnregisterHolder(holder) -> None
-    holder known (UnknownHolder; an unregistered id is unknown from then on) ;
-    anything naming it -> HolderInUse: an allocation (a lost device's
-    stranded charge included), an allowance, a ticket, a pressure, a
-    transaction. Its retry intents (zero bytes, a place only its own retry
-    can take) go with it. The holder leaves `ledger.holders`; its id is never
-    reused (a holder registered again gets a new id).
+Lifetimes (C3 provider, I4a holder, I1/I13 lease shrink): `spec.lifetime_actions` (RemoveAuthority,
+UnregisterHolder, ShrinkLease; re-exported here).
 
 Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
   PrepareLimit(authority, limit) -> tuple of pressure ids
@@ -228,6 +201,7 @@ import attrs
 import immutables
 
 from spec.ledger_state import State
+from spec.lifetime_actions import RemoveAuthority, ShrinkLease, UnregisterHolder
 from spec.tickets import TicketState
 from spec.view_actions import VIEW_ACTIONS, DropView, ExecuteView, PublishView, RemapView, View
 from spec.types import Role
@@ -478,23 +452,6 @@ class JoinBundle:
 @attrs.frozen
 class ReportMismatch:
     bundle: int
-
-
-@attrs.frozen
-class RemoveAuthority:
-    authority: int
-
-
-@attrs.frozen
-class UnregisterHolder:
-    holder: int
-
-
-@attrs.frozen
-class ShrinkLease:
-    holder: int
-    allocation: int
-    nbytes: int
 
 
 @attrs.frozen
