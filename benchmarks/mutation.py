@@ -66,7 +66,8 @@ _MANAGER_CLAUSE_TESTS = ["tests/test_manager_clauses.py", "tests/test_manager_cl
                          "tests/test_grant_events.py", "tests/test_step_frames.py", "tests/test_replay_harms.py",
                          "tests/test_mutkill_manager_holders.py", "tests/test_mutkill_manager_parts.py",
                          "tests/test_mutkill_manager_tx.py", "tests/test_mutkill_manager_order.py",
-                         "tests/test_mutkill_replay_grants.py", "tests/test_mutkill_manager_shrink.py"]
+                         "tests/test_mutkill_replay_grants.py", "tests/test_mutkill_manager_shrink.py",
+                         "tests/test_mutkill_view_clauses.py"]
 
 #: Target module -> the test files run against its mutants (mutmut then
 #: narrows to the tests that called each mutated function). Chosen fast:
@@ -207,7 +208,7 @@ MODULES: dict[str, list[str]] = {
     # fast scripted suites that break its clauses by hand (states, steps, guard-off scripts, near misses), the frame
     # table's per-mutation selection, and the grant-event and ordering scripts; the explorer runs are left out.
     **{m: _MANAGER_CLAUSE_TESTS for m in ("invariants/manager_holders.py", "invariants/manager_answers.py",
-                                          "invariants/manager_bundles.py",
+                                          "invariants/manager_bundles.py", "invariants/manager_views.py",
                                           "invariants/manager_tx.py", "invariants/manager_order.py",
                                           "invariants/manager_devices.py", "invariants/replay_grants.py",
                                           "invariants/step_frames.py")},
