@@ -9,16 +9,13 @@ coverage rule R1). Written from the mutation survivors of `invariants/manager_an
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, HOST, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, judged, lease, run, start
 
 from invariants import step_frames as F
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, recording
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_devices import state_C3_manager, step_C3_manager
 from spec import ledger_actions as A
@@ -26,17 +23,7 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.types import ContextState, Tier
 
-
-def _judge(pred: Callable[..., None], *args: Any) -> tuple[str | None, dict[str, tuple[int, int]]]:
-    """The predicate's whole failure message (None: it held) and its clauses' (evaluated, case held) counts."""
-    cov = Coverage()
-    with recording(cov):
-        try:
-            pred(*args)
-            message = None
-        except InvariantViolation as e:
-            message = str(e)
-    return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+_judge = judged
 
 
 def _used(m: M.Manager, aid: int, delta: int) -> M.Manager:

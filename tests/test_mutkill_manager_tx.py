@@ -8,15 +8,12 @@ situation occurs (verify's coverage rule R1). Written from the mutation survivor
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, HOST, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, judged, lease, run, start
 
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, recording
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from spec import ledger_actions as A
 from spec import manager as MG
@@ -31,15 +28,7 @@ ONE_BUNDLE, POISONED = "step_I5_poisoned.mismatch_poisons_one_bundle", "step_I5_
 DEV2 = 3
 
 
-def _judge(pred: Callable[..., None], *args: Any) -> tuple[str | None, dict[str, tuple[int, int]]]:
-    cov = Coverage()
-    with recording(cov):
-        try:
-            pred(*args)
-            message = None
-        except InvariantViolation as e:
-            message = str(e)
-    return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+_judge = judged
 
 
 def _steps(m: M.Manager, *acts: Any) -> M.Manager:

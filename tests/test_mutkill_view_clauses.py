@@ -8,14 +8,10 @@ counted exactly when its situation occurs (verify's coverage rule R1). Written f
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from attrs import evolve
+from manager_harness import judged
 from test_mutkill_manager_views import SETUP, _run
 
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, recording
 from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
 from spec import ledger_actions as A
 from spec import manager as MG
@@ -30,15 +26,7 @@ DROP, FORWARD, FENCE = ("step_I9_views." + c for c in ("drop_fences_users", "gen
                                                         "remap_fences_users"))
 
 
-def _judge(pred: Callable[..., None], *args: Any) -> tuple[str | None, dict[str, tuple[int, int]]]:
-    cov = Coverage()
-    with recording(cov):
-        try:
-            pred(*args)
-            message = None
-        except InvariantViolation as e:
-            message = str(e)
-    return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+_judge = judged
 
 
 def _users(m: M.Manager, vid: int, users: tuple[tuple[int, int], ...]) -> M.Manager:
