@@ -201,3 +201,17 @@ def test_a_grant_ahead_leaves_only_what_it_did_not_take() -> None:
     after = MG.step(m, act)[0]
     assert [after.tickets[t].state for t in (a, b, c)] == [_T.GRANTED, _T.PENDING, _T.GRANTED]
     assert _judge(m, act, after)[0] is None
+
+
+def test_a_granted_ticket_taken_back_to_pending_may_not_lose_its_age() -> None:
+    # a (3 B) was granted at age 1; an illegal un-grant puts it back to pending at age 0: it would wait behind
+    # tickets it had matured past. The aging clause judges every ticket pending after the step that existed before.
+    m, big, (a, _) = _waiters((3, 1), (1, 0), held=3)
+    act = A.Release(H1, big)
+    granted = MG.step(m, act)[0]
+    assert granted.tickets[a].state is _T.GRANTED
+    before = evolve(granted, tickets=granted.tickets.set(a, evolve(granted.tickets[a], age=1)))
+    act = A.Release(H1, granted.tickets[a].allocation)
+    after = evolve(before, tickets=before.tickets.set(a, evolve(before.tickets[a], state=_T.PENDING,
+                                                                allocation=None, age=0)))
+    assert _judge(before, act, after)[0] == f"I13: {act!r}: waiting ticket {a}'s age fell 1 -> 0"
