@@ -128,6 +128,9 @@ def _corruptions(lines: list[bytes]) -> dict[str, tuple[list[bytes], int, str]]:
     bad_tier = _edit(lines[_first(lines, "reserve")], lambda e: e["payload"].update(tier="gpu"))
     int_tier = _edit(lines[_first(lines, "reserve")], lambda e: e["payload"].update(tier=1))  # an enum is a value
     unknown_id = _edit(lines[k], lambda e: e["ids"].update(allocation=9999))
+    r = _first(lines, "reserve")
+    list_bytes = _edit(lines[r], lambda e: e["payload"].update(nbytes=[1]))  # a plain field holds a scalar only
+    dict_bytes = _edit(lines[r], lambda e: e["payload"].update(nbytes={"n": 1}))  # or an opaque marker
     flipped = _edit(lines[k], lambda e: e["payload"].update(outcome="rejected", error="CapacityDenied"))
     other_seq = _edit(lines[3], lambda e: e.update(source_sequence=3))
     return {
@@ -142,6 +145,8 @@ def _corruptions(lines: list[bytes]) -> dict[str, tuple[list[bytes], int, str]]:
                            _first(lines, "reserve") + 1, "malformed"),
         "malformed-enum-int": (lines[:_first(lines, "reserve")] + [int_tier] + lines[_first(lines, "reserve") + 1:],
                                _first(lines, "reserve") + 1, "malformed"),
+        "malformed-list-value": (lines[:r] + [list_bytes] + lines[r + 1:], r + 1, "malformed"),
+        "malformed-object-value": (lines[:r] + [dict_bytes] + lines[r + 1:], r + 1, "malformed"),
         "unknown-id": (lines[:k] + [unknown_id] + lines[k + 1:], k + 1, "unknown-id"),
         "refinement": (lines[:k] + [flipped] + lines[k + 1:], k + 1, "refinement"),
         "bad-json": (lines[:4] + [lines[4][:20] + b"\n"] + lines[5:], 5, "bad-json"),
