@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--strict", action="store_true",
                    help="also exit 1 unless every implemented ID is verified (default: only on a violation)")
     v.add_argument("--jobs", type=bounded(1, 64), metavar="N",
-                   help="worker processes for campaigns and controls, 1..64 (default: one per core)")
+                   help="worker processes for campaigns, controls and the explorer, 1..64 (default: one per core)")
     v.add_argument("--checker", action="append", choices=list(CHECKER_NAMES), metavar="NAME",
                    help="run only this checker's phases (repeatable; the IDs it checks, same verdict rules; "
                         f"CrossHair is not run): {', '.join(CHECKER_NAMES)}")

@@ -61,23 +61,29 @@ def test_only_the_named_checkers_jobs_run(monkeypatch, names) -> None:
         jobs.append((kind, name, layer))
         return "recorded"  # a str: counted as a campaign error / stale mutant, never as a result
     monkeypatch.setattr(V, "_job", record)
-    V._campaigns_and_controls("quick", V._noop, 1, names)
+    out = V._campaigns_and_controls("quick", V._noop, 1, names)
+    explorers = [n for n in V.CHECKER_NAMES if n in names and hasattr(V.CHECKERS[n], "explore")]
     want = [("campaign", n, None) for n in V.CHECKER_NAMES if n in names]
+    want += [("scope", n, None) for n in explorers]
     want += [("control", g.name, layer.value) for g in GUARDS if g.model in names for layer in Layer]
     want += [("mutant", m.name, m.layer.value) for m in MUTANTS.values() if m.model in names]
+    want += [("scope-control", g.name, None) for g in GUARDS if g.model in explorers]
     assert jobs == want
-    assert any(k == "control" for k, _, _ in jobs)  # the selection is not vacuous
+    assert any(k == "control" for k, _, _ in jobs) and any(k == "scope" for k, _, _ in jobs)  # not vacuous
+    # Each explorer job's result comes back under its scope or guard, in job order.
+    explorations, explorer_controls = out[5], out[6]
+    assert list(explorations) == explorers and set(explorations.values()) == {"recorded"}
+    assert list(explorer_controls) == [g.name for g in GUARDS if g.model in explorers]
 
 
 def test_restricted_run_reports_its_ids_and_skips_crosshair(monkeypatch) -> None:
     explored: list[str] = []
 
-    def fake_explore(budget, progress, names=V.CHECKER_NAMES, **live):
+    def fake_jobs(profile, progress, jobs, names, **kw):
         explored.extend(names)
-        return {}, {}
+        return {}, {}, [], [], (), {}, {}
     monkeypatch.setattr(V, "drift_problems", lambda: [])
-    monkeypatch.setattr(V, "_campaigns_and_controls", lambda profile, progress, jobs, names, **kw: ({}, {}, [], [], ()))
-    monkeypatch.setattr(V, "_explore", fake_explore)
+    monkeypatch.setattr(V, "_campaigns_and_controls", fake_jobs)
     monkeypatch.setattr(V, "run_crosshair", lambda: pytest.fail("CrossHair ran in a restricted run"))
     r = V.verify("quick", checkers=("transactions",))
     assert explored == ["transactions"]
@@ -100,11 +106,12 @@ def test_explorer_runs_only_the_named_checkers_scopes(monkeypatch) -> None:
             calls.append((self.name, None if guard is None else guard.name))
             return "explored"
     monkeypatch.setattr(V, "CHECKERS", {n: Fake(n) for n in V.CHECKER_NAMES})
-    runs, controls = V._explore(V.PROFILES["quick"], V._noop, ("pressure",))
-    assert set(runs) == {"pressure"}
+    explorer_jobs = [w for w in V._work(("pressure",)) if w[0] in ("scope", "scope-control")]
+    results = [V._run_job(kind, name, layer, "quick") for kind, name, layer in explorer_jobs]
+    assert results == ["explored"] * len(explorer_jobs)
     assert calls[0] == ("pressure", None)
     assert {n for n, _ in calls} == {"pressure"}
-    assert set(controls) == {g.name for g in GUARDS if g.model == "pressure"} and controls
+    assert {g for _, g in calls[1:]} == {g.name for g in GUARDS if g.model == "pressure"} and calls[1:]
 
 
 

@@ -155,7 +155,7 @@ class _Counter:
 
 def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
            checkers: tuple[str, ...] | None = None, live: Live = _quiet, search: Search = Search()) -> Report:
-    """Run every phase; `jobs` worker processes share the campaigns and controls (default: one per core).
+    """Run every phase; `jobs` worker processes share the campaigns, controls and explorer (default: one per core).
 
     `checkers` (default: all) restricts the campaigns, negative and mutation controls and the explorer
     to those checkers, and the per-ID report to the IDs they check (an ID some guard, mutant or
@@ -168,17 +168,15 @@ def verify(profile: str, progress: Progress = _noop, jobs: int | None = None,
     unknown = [n for n in names if n not in CHECKERS]
     if unknown or not names:
         raise ValueError(f"unknown checkers {unknown}; known: {', '.join(CHECKER_NAMES)}")
-    budget = PROFILES[profile]
+    PROFILES[profile]  # KeyError for an unknown profile, before any phase runs
     t0 = time.perf_counter()
     progress("drift", 0, 1)
     drift = tuple(drift_problems())
     drift_unchecked = tuple(unchecked())
     progress("drift", 1, 1)
 
-    runs, errors, controls, mutants, stale = _campaigns_and_controls(profile, progress, jobs, names, live=live,
-                                                                     search=search)
-
-    explorations, explorer_controls = _explore(budget, progress, names, live=live)
+    runs, errors, controls, mutants, stale, explorations, explorer_controls = _campaigns_and_controls(
+        profile, progress, jobs, names, live=live, search=search)
     progress("liveness", 0, 1)
     liveness, liveness_controls = run_liveness(names)
     progress("liveness", 1, 1)
@@ -236,6 +234,11 @@ def _job(kind: str, name: str, layer: str | None, profile: str, search: Search |
 
 def _run_job(kind: str, name: str, layer: str | None, profile: str) -> Any:
     budget = PROFILES[profile]
+    if kind == "scope":  # the checker's whole scope explored with every guard on
+        return CHECKERS[name].explore(None, budget)
+    if kind == "scope-control":  # one spec-layer guard off: the explorer must find its shortest counterexample
+        g = next(g for g in GUARDS if g.name == name)
+        return CHECKERS[g.model].explore(g, budget)
     if kind == "campaign":
         try:
             return CHECKERS[name].campaign(budget)
@@ -305,22 +308,36 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 def _label(kind: str, name: str, layer: str | None) -> str:
     return {"campaign": f"{name} campaign", "control": f"control {name} ({layer})",
-            "mutant": f"mutant {name}"}[kind]
+            "mutant": f"mutant {name}", "scope": f"{name} scope", "scope-control": f"{name} off"}[kind]
+
+
+def _work(names: tuple[str, ...]) -> list[tuple[str, str, str | None]]:
+    """Every job of a run over the checkers `names`, longest kinds first (the campaigns, then the explorer's
+    scopes), so that the short controls fill the cores at the end."""
+    explorers = [name for name, c in CHECKERS.items() if hasattr(c, "explore") and name in names]
+    work: list[tuple[str, str, str | None]] = [("campaign", name, None) for name in CHECKERS if name in names]
+    work += [("scope", name, None) for name in explorers]
+    work += [("control", g.name, layer.value) for g in GUARDS if g.model in names for layer in Layer]
+    work += [("mutant", m.name, m.layer.value) for m in MUTANTS.values() if m.model in names]
+    work += [("scope-control", g.name, None) for g in GUARDS if g.model in explorers]
+    return work
 
 
 def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, names: tuple[str, ...],
                             live: Live = _quiet, search: Search = Search()
                             ) -> tuple[dict[str, CheckerRun], dict[str, str], list[ControlResult],
-                                       list[ControlResult], tuple[str, ...]]:
-    """The campaigns, then every guard off in each layer; in parallel worker processes when jobs > 1.
+                                       list[ControlResult], tuple[str, ...], dict[str, ExploreResult],
+                                       dict[str, ExploreResult]]:
+    """The campaigns, every guard off in each layer, every mutant, and the explorer (each checker's scope
+    exhausted with every guard on, then each spec-layer guard off, which must yield a counterexample); in
+    parallel worker processes when jobs > 1.
 
-    Each job is deterministic on its own (fixed seeds), so the split across processes does not
-    change what is found; results are put back in job order.
+    Each job is deterministic on its own (fixed seeds; the explorer is breadth-first), so the split across
+    processes does not change what is found; results are put back in job order.
     """
-    work = [("campaign", name, None) for name in CHECKERS if name in names]
-    work += [("control", g.name, layer.value) for g in GUARDS if g.model in names for layer in Layer]
-    work += [("mutant", m.name, m.layer.value) for m in MUTANTS.values() if m.model in names]
-    phase_of = {"campaign": "campaigns", "control": "negative controls", "mutant": "mutation controls"}
+    work = _work(names)
+    phase_of = {"campaign": "campaigns", "control": "negative controls", "mutant": "mutation controls",
+                "scope": "explorer", "scope-control": "explorer controls"}
     totals = {p: sum(phase_of[k] == p for k, _, _ in work) for p in phase_of.values()}
     done = {phase: 0 for phase in totals}
     for phase, total in totals.items():
@@ -372,32 +389,9 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
     controls = [r for (kind, _, _), r in zip(work, results) if kind == "control"]
     mutants = [r for (kind, _, _), r in zip(work, results) if kind == "mutant" and not isinstance(r, str)]
     stale = tuple(r for (kind, _, _), r in zip(work, results) if kind == "mutant" and isinstance(r, str))
-    return runs, errors, controls, mutants, stale
-
-
-def _explore(budget: Budget, progress: Progress, names: tuple[str, ...] = CHECKER_NAMES, live: Live = _quiet
-             ) -> tuple[dict[str, ExploreResult], dict[str, ExploreResult]]:
-    """Exhaust each checker's scope with every guard on; then demand a counterexample per spec-layer guard."""
-    explorers = {name: c for name, c in CHECKERS.items() if hasattr(c, "explore") and name in names}
-
-    def run(label: str, checker: Any, g: Any) -> ExploreResult:
-        with reporting(_Counter(lambda counts: live(label, counts))):
-            r = checker.explore(g, budget)
-        live(label, {})
-        return r
-
-    explorations: dict[str, ExploreResult] = {}
-    for i, (name, checker) in enumerate(explorers.items()):
-        progress("explorer", i, len(explorers))
-        explorations[name] = run(f"{name} scope", checker, None)
-    progress("explorer", len(explorers), len(explorers))
-    mine = [g for g in GUARDS if g.model in explorers]
-    controls: dict[str, ExploreResult] = {}
-    for i, g in enumerate(mine):
-        progress("explorer controls", i, len(mine))
-        controls[g.name] = run(f"{g.name} off", explorers[g.model], g)
-    progress("explorer controls", len(mine), len(mine))
-    return explorations, controls
+    explorations = {name: r for (kind, name, _), r in zip(work, results) if kind == "scope"}
+    explorer_controls = {name: r for (kind, name, _), r in zip(work, results) if kind == "scope-control"}
+    return runs, errors, controls, mutants, stale, explorations, explorer_controls
 
 
 def _id_report(e: Any, profile: str, runs: dict[str, CheckerRun], errors: dict[str, str],
