@@ -1,7 +1,7 @@
 """Issue #14: the ProcessMemoryManager fuzzer, plain and traced (C1, C2, I1, I2, I4a, I4b, I6).
 
 Every public operation, hostile values interleaved with valid ones: a typed
-error with a message and the whole `abstract()` unchanged on every
+error with a message and the whole `abstract_ledger(pmm)` unchanged on every
 rejection; invariants after every accepted call. The traced run also
 replays its own trace clean against the spec (the tracer changes nothing).
 """

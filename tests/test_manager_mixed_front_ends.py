@@ -5,7 +5,7 @@ A rule-based machine interleaves the composed verbs (`submit`, `claim`, `reserve
 `record_committed`, `quarantine`, `register_alias`, allowances, `press` / `answer`, `plan_tx`, `try_reserve`,
 `set_use`, `reconfigure`, `expire_pressure`, `drop` ...), model views and state bundles on ONE manager with
 contracts on, with ids drawn from live, retired and never-issued ones. After every call: success, or a typed
-`GovernorError` with the whole snapshot (`abstract_manager()`, `abstract()`) unchanged;
+`GovernorError` with the whole snapshot (`abstract_manager(m)`, `abstract_ledger(m)`) unchanged;
 never an `InvariantViolation`. After every call the harms, computed here from the ledger's own rows: each
 authority's `used` is the sum of its allocations' charges, and no byte is charged to a dropped ticket.
 (Issue #21: the single-pool front end's `pool_try_reserve` on a ledger with a composed lease raised

@@ -1,6 +1,6 @@
 """What a checker loses when the refinement mappings of `refimpl/manager/views.py` go wrong.
 
-`abstract()` and `abstract_manager()` reuse each concrete record's last frozen record while the fields code can
+`abstract_ledger(pmm)` and `abstract_manager(pmm)` reuse each concrete record's last frozen record while the fields code can
 change are unchanged (`_auth_rec`, `_alloc_rec`, `_allow_rec`, `_ticket_rec`). A stale record hides the
 governor's real state from every check that reads the mapping: after each step of a script that changes every
 such field, the mapping equals the one built with every cached record thrown away.

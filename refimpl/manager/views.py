@@ -21,10 +21,11 @@ exists (it is looked up once per manager, lazily): the one contract runner,
 `refimpl.manager.runner.contracted`, as the pool and transaction operations use
 it. A trace sink's failure is settled by the recorder (`_Recorder.settle`).
 
-Tracing: `refimpl.tracing.attach` uses the private hooks at the end of
-this module (`_attach_recorder`, `_touched`, `_observed`, `_wake_waiters`; with
-`_lock`, `_recorder` and arbitration's `_take_grants`): no public verb. Composed operations emit their own event, numbered under the
-lock in the same sequence as the ledger's, delivered after it is released.
+Tracing: `refimpl.tracing.attach` uses the private hooks at the end of this
+module (`_attach_recorder`, `_touched`, `_observed`, `_wake_waiters`; with
+`_lock`, `_recorder` and arbitration's `_take_grants`), none a public verb.
+Composed operations emit their own event, numbered under the lock in the same
+sequence as the ledger's, delivered after it is released.
 """
 
 from __future__ import annotations
