@@ -1,7 +1,8 @@
 """Abstract governor state: immutable records in persistent maps.
 
 This is the refinement target: refimpl's ledger mapping
-(`refimpl.verify.manager_hooks.abstract_ledger(pmm)`) must produce exactly this value. Records are frozen attrs classes; maps are `immutables.Map`
+(`refimpl.verify.manager_hooks.abstract_ledger(pmm)`) must produce exactly
+this value. Records are frozen attrs classes; maps are `immutables.Map`
 (hashable, cheap persistent updates), so states compare by value and can be
 deduplicated by an explorer. Terminal allocations and closed allowances are
 dropped; the `next_*` counters are the issued-id sets (ids 1 .. next-1).
