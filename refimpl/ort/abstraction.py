@@ -94,7 +94,8 @@ class LedgerAbstraction:
 
     def _host_authorities(self) -> int:
         """Canonical ledgers of the host tier in the manager (aliases own no ledger), C1."""
-        return sum(1 for a in abstract_ledger(self.pmm).authorities.values() if a.tier is Tier.HOST and a.alias_of is None)
+        auths = abstract_ledger(self.pmm).authorities.values()
+        return sum(1 for a in auths if a.tier is Tier.HOST and a.alias_of is None)
 
     def report(self) -> S.GovernanceReport:
         """C8's figures read from the manager's ledger (this runtime's own computation, not the spec's)."""
