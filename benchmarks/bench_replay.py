@@ -42,6 +42,7 @@ from refimpl.governor import ProcessMemoryManager
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink, boundary
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.types import AllocState, Role, Tier
 
 
@@ -63,7 +64,7 @@ def write_trace(path: str, events: int) -> int:
 
 
 def _leases(pmm: Any) -> int:
-    return sum(r.state is AllocState.LIVE for r in pmm.abstract_manager().ledger.allocations.values())
+    return sum(r.state is AllocState.LIVE for r in abstract_manager(pmm).ledger.allocations.values())
 
 
 def write_mixed(path: str, mb: float) -> int:

@@ -20,6 +20,7 @@ import random
 from typing import Any
 
 from refimpl.verify.manager_adapter import commit_limit, prepare_limit
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
@@ -45,7 +46,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
     counts: dict[str, int] = {}
 
     def active() -> list[int]:
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         return [a for a in auths if m.ledger.authorities[a].context is ContextState.ACTIVE]
 
     def leases(m: Any) -> list[Any]:
@@ -54,7 +55,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
 
     lost = False
     for _ in range(operations):
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         live = active()
         if not live:
             break
@@ -79,7 +80,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                 continue
             aid = _try(pmm.reserve, h, a, m.ledger.authorities[a].tier, rng.randint(1, 16), Role.WEIGHTS)
             if aid is not None:
-                r = pmm.abstract_manager().ledger.allocations[aid]
+                r = abstract_manager(pmm).ledger.allocations[aid]
                 if rng.random() < 0.25:
                     _try(pmm.cancel, r.holder, aid)  # the allocator failed: the reservation goes back
                     _try(pmm.try_reserve, r.holder, a, 1)  # and retries try-only: a lease now or a refusal now
@@ -109,7 +110,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                         _try(pmm.expire_pressure, pid, 5)  # nobody answered by its deadline (C5)
                         _try(pmm.answer, r.holder, pid, (), 5)  # too late: refused (StaleAnswer)
                 elif pid is not None:
-                    mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == r.holder
+                    mine = [x.id for x in leases(abstract_manager(pmm)) if x.holder == r.holder
                             and x.authority == r.authority]
                     if pid % 3 == 0:  # the holder pins the lease first: it is no victim (PinnedVictim, I6)
                         _try(pmm.set_use, r.holder, r.id, True, False)
@@ -121,7 +122,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
             tid = _try(pmm.plan_tx, rng.choice(holders), tuple((a, rng.randint(1, 16)) for a in chosen))
             if tid is not None:
                 _try(pmm.reserve_all, tid)  # a refusal aborts it: its place stays as a retry intent (C4)
-                t = pmm.abstract_manager().txs.get(tid)
+                t = abstract_manager(pmm).txs.get(tid)
                 if t is not None and len(t.held) == len(t.needs) and rng.random() < 0.7:
                     _try(pmm.commit_tx, tid)
                 elif t is not None:
@@ -133,9 +134,9 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
             cap = m.ledger.authorities[a].capacity
             pids = _try(prepare_limit, pmm, a, rng.randint(cap // 2, cap)) or ()  # the steps, answered between
             for pid in pids:
-                p = pmm.abstract_manager().pressures.get(pid)
+                p = abstract_manager(pmm).pressures.get(pid)
                 if p is not None:
-                    mine = [x.id for x in leases(pmm.abstract_manager()) if x.holder == p.holder
+                    mine = [x.id for x in leases(abstract_manager(pmm)) if x.holder == p.holder
                             and x.authority == a]
                     _try(pmm.answer, p.holder, pid, tuple(mine[: rng.randint(0, len(mine))]))
             _try(commit_limit, pmm, a)
@@ -180,7 +181,7 @@ def _allowance_step(pmm: Any, rng: random.Random, holder: int, authority: int) -
 
 
 def _close(pmm: Any, holder: int, w: int) -> None:
-    view = pmm.abstract().allowances.get(w)
+    view = abstract_ledger(pmm).allowances.get(w)
     if view is not None and view.mapped:
         _try(pmm.unmap_allowance, holder, w, view.mapped)
     _try(pmm.close_allowance, holder, w)
@@ -205,7 +206,7 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
     _try(pmm.reserve_all, tid)  # a refusal aborts it
     if rng.random() < 0.15:
         _try(pmm.report_mismatch, b)  # poisoned between join and commit: the commit is refused
-    t = pmm.abstract_manager().txs.get(tid)
+    t = abstract_manager(pmm).txs.get(tid)
     view = _try(pmm.publish_view, tid) if t is not None and len(t.held) == len(t.needs) else None
     if view is not None:  # its execution binds the view (sometimes naming a stale generation: refused)
         _try(pmm.execute_view, tid, view, 1 + (rng.random() < 0.1))
@@ -225,19 +226,19 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
 
 def _settle(pmm: Any) -> None:
     """Leave nothing live: cancel tickets, abort transactions, close pressure and limit changes, release leases."""
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     for t in sorted(m.tickets.values(), key=lambda t: t.id):
         _try(pmm.cancel_ticket, t.holder, t.id)
-    for t in sorted(pmm.abstract_manager().txs.values(), key=lambda t: t.id):
+    for t in sorted(abstract_manager(pmm).txs.values(), key=lambda t: t.id):
         _try(pmm.abort_tx, t.id)
-    for p in sorted(pmm.abstract_manager().pressures.values(), key=lambda p: p.id):
+    for p in sorted(abstract_manager(pmm).pressures.values(), key=lambda p: p.id):
         if not p.change:
             _try(pmm.cancel_pressure, p.id)
-    for a in sorted(pmm.abstract_manager().changes):
+    for a in sorted(abstract_manager(pmm).changes):
         _try(commit_limit, pmm, a)
-    for v in sorted(pmm.abstract_manager().views):
+    for v in sorted(abstract_manager(pmm).views):
         _try(pmm.drop_view, v)  # a view pins the lease it is over (C6)
-    for r in sorted(pmm.abstract_manager().ledger.allocations.values(), key=lambda r: r.id):
+    for r in sorted(abstract_manager(pmm).ledger.allocations.values(), key=lambda r: r.id):
         if r.state is AllocState.LIVE:
             _try(pmm.release, r.holder, r.id)
         elif r.state is AllocState.PROVISIONAL:

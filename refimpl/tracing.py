@@ -18,11 +18,14 @@ noted; failures while delivering other threads' events are kept in
 `sink_errors(pmm)`. KeyboardInterrupt / SystemExit from a sink propagate
 after the queue is left consistent. An `InvariantViolation` from contracts
 propagates without an event. A governor built without a sink is not wrapped
-at all (the off path costs one `is None` test in the constructor). Only the
-manager's public hooks are used (`ledger_lock`, `attach_recorder`,
-`trace_recorder`, `touched`, `observed`); the composed operations (tickets,
-pressure, transactions, bundles, limits) number and emit their own events
-through the same recorder (`refimpl.manager.views`).
+at all (the off path costs one `is None` test in the constructor). The
+recorder is part of the governor's package and uses its private members
+directly (`_lock`, `_recorder`, `_attach_recorder`, `_touched`, `_observed`,
+`_take_grants`, `_wake_waiters`: no public verb, `refimpl.manager.views`);
+checkers and tests reach the lock and the recorder through
+`refimpl.verify.manager_hooks`. The composed operations (tickets, pressure,
+transactions, bundles, limits) number and emit their own events through the
+same recorder (`refimpl.manager.views`).
 
 The first composed event is preceded by a `configure` event naming the
 manager's aging bound (`invariants.manager_trace`), which the replay of a
@@ -103,9 +106,9 @@ class _Recorder:
         return self.record(event_for)
 
     def take_grants(self, used: dict[int, int]) -> dict[int, int]:
-        """`used` as it stood before the grants the operation made (`pmm.take_grants`); the next `record` queues
+        """`used` as it stood before the grants the operation made (`pmm._take_grants`); the next `record` queues
         their `grant` events after the operation's own (caller holds the ledger lock)."""
-        self.pending_grants = grants = self.pmm.take_grants()
+        self.pending_grants = grants = self.pmm._take_grants()
         if not grants:
             return used
         used = dict(used)
@@ -160,7 +163,7 @@ def attach(pmm: Any, sink: Sink, source: str | None = None) -> None:
     if not callable(sink):
         raise InvalidArgument(f"a trace sink must be callable, got {sink!r:.80}")
     rec = _Recorder(pmm, sink, source or f"pmm-{next(_SOURCES)}")
-    pmm.attach_recorder(rec)  # the wrapper holds the ledger lock across the operation, which takes it again
+    pmm._attach_recorder(rec)  # the wrapper holds the ledger lock across the operation, which takes it again
     for kind, cls in KINDS.items():
         setattr(pmm, kind, _wrap(rec, cls, getattr(type(pmm), kind).__get__(pmm)))
 
@@ -169,16 +172,16 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
     def traced(*args: Any, **kwargs: Any) -> Any:
         act = cls(*args, **kwargs)  # a wrong call signature is Python's TypeError, before any number is used
         error: GovernorError | None = None
-        with rec.pmm.ledger_lock:
-            auths, allocs = rec.pmm.touched(act)
+        with rec.pmm._lock:
+            auths, allocs = rec.pmm._touched(act)
             try:
                 result = op(*args, **kwargs)
             except GovernorError as e:
                 error, result = e, None
-            observed = rec.pmm.observed(auths, allocs, result, act)
+            observed = rec.pmm._observed(auths, allocs, result, act)
             observed["used"] = rec.take_grants(observed["used"])
             seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error, observed))
-        rec.pmm.wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
+        rec.pmm._wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
         return rec.settle(seq, cls.__name__, result, error)
 
     traced.__name__ = traced.__qualname__ = op.__name__
@@ -188,13 +191,13 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
 
 def sink_errors(pmm: Any) -> list[tuple[int, BaseException]]:
     """(sequence number, error) of every event the sink failed to take, oldest first (at most 1000)."""
-    return list(pmm.trace_recorder.errors)
+    return list(pmm._recorder.errors)
 
 
 def boundary(pmm: Any) -> None:
     """Declare a crash/snapshot boundary: work in flight when the trace ends here is not an error."""
-    rec: _Recorder = pmm.trace_recorder
-    with pmm.ledger_lock:
+    rec: _Recorder = pmm._recorder
+    with pmm._lock:
         seq = rec.record(lambda s: {"contract_revision": CONTRACT_REVISION, "source": rec.source,
                                     "source_sequence": s, "kind": BOUNDARY, "ids": {}, "payload": {}})
     failure = rec.deliver(seq)

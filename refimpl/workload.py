@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 from refimpl.governor import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import GovernorError
 from spec.types import AllocState, Role, Tier
 
@@ -56,7 +57,7 @@ def run_workload(pmm: ProcessMemoryManager, *, seed: int = 0, operations: int = 
 
 def drain(pmm: ProcessMemoryManager) -> None:
     """Settle everything in flight through the public API: unmap and close allowances, cancel reservations."""
-    view = pmm.abstract()
+    view = abstract_ledger(pmm)
     for w in view.allowances.values():
         if w.mapped:
             pmm.unmap_allowance(w.holder, w.id, w.mapped)

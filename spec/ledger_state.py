@@ -1,6 +1,7 @@
 """Abstract governor state: immutable records in persistent maps.
 
-This is the refinement target: refimpl's `abstract()` must produce exactly
+This is the refinement target: refimpl's ledger mapping
+(`refimpl.verify.manager_hooks.abstract_ledger(pmm)`) must produce exactly
 this value. Records are frozen attrs classes; maps are `immutables.Map`
 (hashable, cheap persistent updates), so states compare by value and can be
 deduplicated by an explorer. Terminal allocations and closed allowances are

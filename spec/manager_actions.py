@@ -9,8 +9,8 @@ a transaction's reservation is a provisional allocation of its holder, and a
 pressure answer releases the holder's own live leases. The other parts keep
 only what is not bytes (queue order, age, phase, links to allocation ids).
 This module holds the records and the actions; `spec.manager.step` is the
-transition function; refimpl's `ProcessMemoryManager.abstract()` must produce
-exactly `Manager` (the refinement mapping).
+transition function; refimpl's composed refinement mapping
+(`refimpl.verify.manager_hooks.abstract_manager(pmm)`) must produce exactly `Manager`.
 
 Semantics, per action (the first failing check decides the typed error;
 a rejected action changes nothing):

@@ -6,6 +6,7 @@ import types
 from typing import Any
 
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import manager_actions as M
 from spec.guards import GuardSet
 from spec.tickets import TicketState
@@ -34,7 +35,7 @@ def lease(pmm: ProcessMemoryManager, h: int, a: int, n: int, tier: Tier = Tier.D
 
 
 def used(pmm: ProcessMemoryManager, a: int) -> int:
-    return pmm.abstract_manager().ledger.authorities[a].used
+    return abstract_manager(pmm).ledger.authorities[a].used
 
 
 def conserved(m: M.Manager) -> None:

@@ -15,13 +15,14 @@ from invariants.admission import LedgerBooks, check_observations
 from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
 from refimpl.verify.admission_checker import _Booked
 from refimpl.governor import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import admission as S
 from spec.errors import CapacityDenied, InfeasibleRequest, InvalidArgument, InvalidBytes, UnknownAuthority
 from spec.types import AllocState, Role, Tier
 
 
 def _leases(pmm: ProcessMemoryManager, holder: int) -> list[tuple[Role, int]]:
-    return sorted(((a.role, a.charge) for a in pmm.abstract().allocations.values()
+    return sorted(((a.role, a.charge) for a in abstract_ledger(pmm).allocations.values()
                   if a.holder == holder and a.state is AllocState.LIVE), key=lambda x: (x[0].value, x[1]))
 
 
@@ -51,12 +52,12 @@ def test_kv_batcher_fits_from_the_ledger_snapshot_it_shares() -> None:
     other = pmm.register_holder("other")
     pmm.commit(other, pmm.reserve(other, auth, Tier.DEVICE, 6, Role.ARENA), 6)
     rid = b.submit(5)
-    before = pmm.abstract()
+    before = abstract_ledger(pmm)
     with pytest.raises(CapacityDenied, match=r"^5 entries asked, 4 free$"):
         b.advance(rid, 5)
     with pytest.raises(InfeasibleRequest, match=r"needs 5 more, only 4 free$"):
         b.advance(rid, 2)
-    assert pmm.abstract() == before  # refusals leave the whole ledger unchanged
+    assert abstract_ledger(pmm) == before  # refusals leave the whole ledger unchanged
 
 
 def test_coresidency_books_pinned_and_loaded_weights() -> None:
@@ -65,10 +66,10 @@ def test_coresidency_books_pinned_and_loaded_weights() -> None:
     for a in (S.Want("b"), S.Load("b"), S.Serve("b"), S.Want("c")):
         c.execute(a)
     assert _leases(c.seat.pmm, c.seat.holder) == [(Role.WEIGHTS, 4), (Role.WEIGHTS, 5)]
-    before = c.seat.pmm.abstract()
+    before = abstract_ledger(c.seat.pmm)
     with pytest.raises(CapacityDenied, match=r"^c: 6 B asked, 1 B free$"):
         c.execute(S.Load("c"))
-    assert c.seat.pmm.abstract() == before
+    assert abstract_ledger(c.seat.pmm) == before
     c.execute(S.Evict("b"))
     c.execute(S.Load("c"))
     assert _leases(c.seat.pmm, c.seat.holder) == [(Role.WEIGHTS, 4), (Role.WEIGHTS, 6)]
@@ -104,10 +105,10 @@ def test_KvBatcher_rejects_a_bad_authority(kwargs: dict, error: type, match: str
         kwargs["pmm"] = pmm
     if kwargs.get("auth") == "mine":
         kwargs["auth"] = mine
-    before = pmm.abstract()
+    before = abstract_ledger(pmm)
     with pytest.raises(error, match=match):
         KvBatcher(**kwargs)
-    assert pmm.abstract() == before
+    assert abstract_ledger(pmm) == before
 
 
 def test_books_clause_catches_a_leaked_kv_lease() -> None:
@@ -187,10 +188,10 @@ def test_batcher_and_scheduler_on_one_device_authority_see_each_others_leases() 
     b = KvBatcher(pmm=pmm, auth=dev)
     b.advance(b.submit(4), 4)  # 4 pinned + 4 KV: 4 B free
     c.execute(S.Want("b"))
-    before = pmm.abstract()
+    before = abstract_ledger(pmm)
     with pytest.raises(CapacityDenied, match=r"^b: 5 B asked, 4 B free$"):
         c.execute(S.Load("b"))
-    assert pmm.abstract() == before
+    assert abstract_ledger(pmm) == before
     b.finish(1)
     c.execute(S.Load("b"))
     assert pmm.snapshot(dev).used == 4 + 5

@@ -16,6 +16,7 @@ from invariants.contracts import contracts
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager.arbitration import RECHECK_S
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import GovernorError, MailboxFull, UnknownTicket
 from spec.guards import GuardSet
 from spec.types import Origin, Role, Tier
@@ -29,7 +30,7 @@ def _mgr(**kw: Any) -> tuple[ProcessMemoryManager, int, int]:
 
 
 def _free(p: ProcessMemoryManager, a: int) -> int:
-    auth = p.abstract_manager().ledger.authorities[a]
+    auth = abstract_manager(p).ledger.authorities[a]
     return auth.limit - auth.used
 
 
@@ -39,31 +40,31 @@ def test_live_tickets_are_bounded_by_the_mailbox(on: bool) -> None:
         p, h, a = _mgr(mailbox=2)
         p.submit(h, a, 8)
         p.submit(h, a, 60)  # pending
-        before = p.abstract_manager()
+        before = abstract_manager(p)
         with pytest.raises(MailboxFull, match="all 2 cancellation-mailbox slots are held by live tickets"):
             p.submit(h, a, 1)
-        assert p.abstract_manager() == before
+        assert abstract_manager(p) == before
 
 
 @pytest.mark.parametrize("on", [True, False])
 def test_unhashable_holder_or_authority_is_a_typed_error(on: bool) -> None:
     with contracts(on=on):
         p, h, a = _mgr()
-        before = p.abstract_manager()
+        before = abstract_manager(p)
         for args in (([h], a), (h, [a])):
             with pytest.raises(GovernorError):
                 p.submit(*args, 8)  # type: ignore[arg-type]
-        assert p.abstract_manager() == before
+        assert abstract_manager(p) == before
 
 
 def test_a_fast_path_grant_records_its_priority_and_role() -> None:
     with contracts(on=False):
         p, h, a = _mgr()
         t = p.submit(h, a, 8, 5, Role.WEIGHTS)
-        tk = p.abstract_manager().tickets[t]
+        tk = abstract_manager(p).tickets[t]
         assert (tk.role, tk.priority, tk.nbytes) == (Role.WEIGHTS, 5, 8)
         lease = p.claim(h, t)
-        alloc = p.abstract_manager().ledger.allocations[lease]
+        alloc = abstract_manager(p).ledger.allocations[lease]
         assert (alloc.role, alloc.origin, alloc.nbytes) == (Role.WEIGHTS, Origin.GRANTED, 8)
 
 
@@ -73,7 +74,7 @@ def test_claim_with_grant_charges_ledger_off_books_the_full_lease_then() -> None
         t = p.submit(h, a, 8, 2, Role.WEIGHTS)
         assert _free(p, a) == 64  # nothing booked at the grant
         lease = p.claim(h, t)
-        alloc = p.abstract_manager().ledger.allocations[lease]
+        alloc = abstract_manager(p).ledger.allocations[lease]
         assert (alloc.holder, alloc.tier, alloc.role, alloc.origin, alloc.nbytes, alloc.charge) == (
             h, Tier.HOST, Role.WEIGHTS, Origin.GRANTED, 8, 8)
         assert _free(p, a) == 56
@@ -95,7 +96,7 @@ def test_acquire_with_a_sink_interrupting_its_submit_times_the_ticket_out() -> N
     with pytest.raises(KeyboardInterrupt) as info:
         p.acquire(h, a, 8)
     assert "ortmem: acquire timed out its ticket 1 (credited once)" in info.value.__notes__
-    m = p.abstract_manager()
+    m = abstract_manager(p)
     assert _free(p, a) == 64 and len(m.tickets) == 0 and len(m.ledger.allocations) == 0
 
 
@@ -105,7 +106,7 @@ def test_acquire_parking_with_the_lock_held_is_an_i7_violation_and_times_out() -
         p.submit(h, a, 60)
         with p._lock, pytest.raises(InvariantViolation, match="waiting on a ticket with the ledger lock held"):
             p.acquire(h, a, 10, timeout=0)
-        assert [t.id for t in p.abstract_manager().tickets.values() if t.state.value == "pending"] == []
+        assert [t.id for t in abstract_manager(p).tickets.values() if t.state.value == "pending"] == []
 
 
 @pytest.mark.parametrize("on", [True, False])
@@ -113,10 +114,10 @@ def test_claim_of_an_unhashable_ticket_is_a_typed_error(on: bool) -> None:
     with contracts(on=on):
         p, h, a = _mgr()
         p.submit(h, a, 8)
-        before = p.abstract_manager()
+        before = abstract_manager(p)
         with pytest.raises(GovernorError):
             p.claim(h, [1])  # type: ignore[arg-type]
-        assert p.abstract_manager() == before
+        assert abstract_manager(p) == before
 
 
 def test_a_ticket_matured_at_exactly_the_bound_goes_before_a_higher_priority() -> None:
@@ -127,9 +128,9 @@ def test_a_ticket_matured_at_exactly_the_bound_goes_before_a_higher_priority() -
     p.try_reserve(h, a, 54)
     small = p.try_reserve(h, a, 10)
     old, urgent = p.submit(h, a, 10, 0), p.submit(h, a, 10, 5)
-    assert p.abstract_manager().tickets[old].age == 2  # matured: at the bound
+    assert abstract_manager(p).tickets[old].age == 2  # matured: at the bound
     p.release(h, small)  # room for one of them
-    tickets = p.abstract_manager().tickets
+    tickets = abstract_manager(p).tickets
     assert (tickets[old].state.value, tickets[urgent].state.value) == ("granted", "pending")
 
 
@@ -140,10 +141,10 @@ def test_a_lone_waiter_ages_once_per_round() -> None:
     p.try_reserve(h, a, 60)
     leases = [p.try_reserve(h, a, 1) for _ in range(2)]
     t = p.submit(h, a, 10)
-    ages = [p.abstract_manager().tickets[t].age]
+    ages = [abstract_manager(p).tickets[t].age]
     for lease in leases:
         p.release(h, lease)  # a round that still cannot grant it
-        ages.append(p.abstract_manager().tickets[t].age)
+        ages.append(abstract_manager(p).tickets[t].age)
     assert ages == [1, 2, 3]
 
 
@@ -156,7 +157,7 @@ def test_acquire_without_a_timeout_parks_until_granted() -> None:
         lease = p.acquire(h, a, 10)
     finally:
         timer.join()
-    assert type(lease) is int and p.abstract_manager().ledger.allocations[lease].nbytes == 10
+    assert type(lease) is int and abstract_manager(p).ledger.allocations[lease].nbytes == 10
 
 
 @pytest.mark.parametrize("on", [True, False])
@@ -192,4 +193,4 @@ def test_acquire_parked_past_a_recheck_slice_still_gets_its_grant() -> None:
         lease = p.acquire(h, a, 10)
     finally:
         timer.join()
-    assert type(lease) is int and p.abstract_manager().ledger.allocations[lease].nbytes == 10
+    assert type(lease) is int and abstract_manager(p).ledger.allocations[lease].nbytes == 10

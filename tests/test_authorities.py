@@ -9,6 +9,7 @@ from invariants._violation import InvariantViolation
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from refimpl.verify.manager_adapter import prepare_limit
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import CapacityDenied, InvalidBytes, InvalidTransition, ProviderPinned, UnknownAuthority
 from spec.guards import GuardSet
 from spec.types import MAX_BYTES, MAX_NAME, Role, Tier
@@ -21,9 +22,9 @@ def pmm() -> ProcessMemoryManager:
 
 def test_register_same_identity_returns_existing(pmm: ProcessMemoryManager) -> None:
     a = pmm.register_authority("gpu0", Tier.DEVICE, 1024)
-    before = pmm.abstract()
+    before = abstract_ledger(pmm)
     assert pmm.register_authority("gpu0", Tier.DEVICE, 1024) == a
-    assert pmm.abstract() == before
+    assert abstract_ledger(pmm) == before
 
 
 def test_alias_adds_no_charge(pmm: ProcessMemoryManager) -> None:
@@ -37,7 +38,7 @@ def test_alias_adds_no_charge(pmm: ProcessMemoryManager) -> None:
     assert pmm.snapshot(view) == pmm.snapshot(a)
     with pytest.raises(CapacityDenied, match="available"):
         pmm.reserve(h, view, Tier.DEVICE, 25, Role.KV)
-    s = pmm.abstract()
+    s = abstract_ledger(pmm)
     assert s.authorities[view].used == 0 and s.authorities[view].alias_of == a
     check_all(s)
 
@@ -46,7 +47,7 @@ def test_alias_of_alias_resolves_to_canonical(pmm: ProcessMemoryManager) -> None
     a = pmm.register_authority("uma", Tier.DEVICE, 64)
     v1 = pmm.register_alias(a, "v1")
     v2 = pmm.register_alias(v1, "v2")
-    assert pmm.abstract().authorities[v2].alias_of == a
+    assert abstract_ledger(pmm).authorities[v2].alias_of == a
     assert pmm.register_alias(v1, "v1") == v1
 
 
@@ -61,7 +62,7 @@ def test_record_committed_reports_oversubscription(pmm: ProcessMemoryManager) ->
     # Grants stay closed until use falls back under the limit (lease rule G1).
     with pytest.raises(CapacityDenied):
         pmm.reserve(h, a, Tier.DEVICE, 1, Role.KV)
-    check_all(pmm.abstract())
+    check_all(abstract_ledger(pmm))
 
 
 def test_commit_refunds_unused_reservation(pmm: ProcessMemoryManager) -> None:
@@ -69,7 +70,7 @@ def test_commit_refunds_unused_reservation(pmm: ProcessMemoryManager) -> None:
     h = pmm.register_holder("arena")
     x = pmm.reserve(h, a, Tier.DEVICE, 64, Role.ARENA)
     pmm.commit(h, x, 48)
-    rec = pmm.abstract().allocations[x]
+    rec = abstract_ledger(pmm).allocations[x]
     assert (rec.reserved, rec.nbytes, rec.charge, pmm.snapshot(a).used) == (64, 48, 48, 48)
 
 
@@ -82,7 +83,7 @@ def test_allowance_transfer_moves_limits_not_charge(pmm: ProcessMemoryManager) -
     pmm.reserve_growth(h1, w1, 10)
     pmm.map_allowance(h1, w1, 10)
     pmm.transfer_allowance(h1, w1, w2, 50)
-    s = pmm.abstract()
+    s = abstract_ledger(pmm)
     assert (s.allowances[w1].limit, s.allowances[w2].limit) == (10, 90)
     assert pmm.snapshot(a).used == 30 and pmm.snapshot(a).allowance_limits == 100
     check_all(s)
@@ -108,11 +109,11 @@ def _pinned_world(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
 def test_invalid_remove_is_refused_naming_every_pin_and_changes_nothing() -> None:
     pmm = ProcessMemoryManager()
     a, _, _ = _pinned_world(pmm)
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by transaction 1, alias 2, allocation 1, "
                                             r"allowance 1$"):
         pmm.remove_authority(a)
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
 
 
 @pytest.mark.parametrize("pin", ["pressure", "limit change"])
@@ -123,10 +124,10 @@ def test_invalid_remove_under_a_pressure_or_a_limit_change_changes_nothing(pin: 
         pmm.press(h, a, 10)
     else:
         prepare_limit(pmm, a, 50)  # a change left pending: the checkers' step alone
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with pytest.raises(ProviderPinned, match=rf"^authority 1 is pinned by {pin}"):
         pmm.remove_authority(a)
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
 
 
 def test_remove_names_the_stranded_charge_of_a_lost_device() -> None:
@@ -135,13 +136,13 @@ def test_remove_names_the_stranded_charge_of_a_lost_device() -> None:
     x = pmm.reserve(h, a, Tier.DEVICE, 30, Role.KV)
     pmm.commit(h, x, 30)
     pmm.lose_device(a)
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by 30 B stranded charge$"):
         pmm.remove_authority(a)
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
     pmm.confirm_termination(a)
     pmm.remove_authority(a)
-    assert a not in pmm.abstract().authorities
+    assert a not in abstract_ledger(pmm).authorities
 
 
 def test_removed_authority_and_alias_free_their_names() -> None:
@@ -154,14 +155,14 @@ def test_removed_authority_and_alias_free_their_names() -> None:
     pmm.remove_authority(a)
     with pytest.raises(InvalidTransition, match=r"^authority 1 was removed$"):
         pmm.snapshot(a)
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with pytest.raises(InvalidTransition, match=r"^authority 1 was removed$"):
         pmm.remove_authority(a)
     with pytest.raises(UnknownAuthority, match=r"^authority 4 is not known \(not registered\)$"):
         pmm.remove_authority(4)
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
     assert pmm.register_authority("gpu0", Tier.HOST, 50) == 4  # the pool name is free: another identity is fine
-    assert set(pmm.abstract().authorities) == {4}
+    assert set(abstract_ledger(pmm).authorities) == {4}
 
 
 def test_provider_pinned_off_removes_a_ledger_under_a_lease_and_the_contract_names_the_harm() -> None:
@@ -177,7 +178,7 @@ def test_provider_pinned_off_removes_a_ledger_under_a_lease_and_the_contract_nam
         a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
         x = pmm.reserve(h, a, Tier.DEVICE, 10, Role.KV)
         pmm.remove_authority(a)
-        assert a not in pmm.abstract().authorities and x in pmm.abstract().allocations
+        assert a not in abstract_ledger(pmm).authorities and x in abstract_ledger(pmm).allocations
 
 
 # --- refimpl's own boundaries and figures (pinned by the mutation run of refimpl/manager/ledger.py) ----------
@@ -202,10 +203,10 @@ def test_recording_up_to_the_ledger_maximum_and_not_one_byte_past(on: bool) -> N
         a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("arena")
         pmm.record_committed(h, a, Tier.DEVICE, MAX_BYTES - 10, Role.ARENA)
         pmm.record_committed(h, a, Tier.DEVICE, 10, Role.ARENA)  # exactly the maximum
-        before = pmm.abstract()
+        before = abstract_ledger(pmm)
         with pytest.raises(InvalidBytes, match=r"^authority 1: recording 1 B would overflow the ledger$"):
             pmm.record_committed(h, a, Tier.DEVICE, 1, Role.ARENA)
-        assert pmm.abstract() == before and pmm.snapshot(a).used == MAX_BYTES
+        assert abstract_ledger(pmm) == before and pmm.snapshot(a).used == MAX_BYTES
 
 
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
@@ -231,8 +232,8 @@ def test_a_reconfigured_authority_removed_leaves_no_generation_in_spec_or_refimp
     a = pmm.register_authority("g0", Tier.DEVICE, 64)
     pmm.reconfigure(a)
     pmm.remove_authority(a)
-    m = M.initial(pmm.abstract_manager().aging_bound)
+    m = M.initial(abstract_manager(pmm).aging_bound)
     for act in (A.RegisterAuthority("g0", Tier.DEVICE, 64), M.Reconfigure(1), M.RemoveAuthority(1)):
         m = S.apply(m, act)
-    assert 1 not in m.generations and 1 not in pmm.abstract_manager().generations
-    assert m.generations == pmm.abstract_manager().generations
+    assert 1 not in m.generations and 1 not in abstract_manager(pmm).generations
+    assert m.generations == abstract_manager(pmm).generations

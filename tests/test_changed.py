@@ -22,6 +22,7 @@ from invariants.manager import check_step
 from invariants.manager_replay import _tracked, replay_manager_lines
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.tracing import JsonlSink
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.manager import step
@@ -156,7 +157,7 @@ def test_composed_trace_with_5000_live_leases_replays_clean() -> None:
     a = pmm.register_authority("hbm0", Tier.DEVICE, 2**40)
     for _ in range(5000):
         pmm.claim(h, pmm.submit(h, a, 4096, 0, Role.KV))
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert sum(r.state is AllocState.LIVE for r in m.ledger.allocations.values()) == 5000
     r = replay_manager_lines(out.getvalue().encode().splitlines())
     assert r.ok and r.events == 3 + 3 * 5000, r.describe()  # configure, holder, authority, then per page: submit, grant, claim

@@ -26,6 +26,7 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import (
     AllowanceExceeded,
     CapacityDenied,
@@ -309,11 +310,11 @@ def test_guard_on_refuses_with_typed_error(guard):
         with pytest.raises(control.on_error, match=control.on_match) as exc:
             for label in control.scenario(pmm):
                 progress.append(label)
-                before = pmm.abstract()
+                before = abstract_ledger(pmm)
     assert type(exc.value) is control.on_error
     assert len(progress) == control.on_at + 1, f"refused after {progress!r}"
-    assert pmm.abstract() == before  # the refusal changed nothing
-    check_all(pmm.abstract())
+    assert abstract_ledger(pmm) == before  # the refusal changed nothing
+    check_all(abstract_ledger(pmm))
 
 
 def test_invalid_guard_off_with_contracts_off_goes_unnoticed_until_checked():
@@ -323,7 +324,7 @@ def test_invalid_guard_off_with_contracts_off_goes_unnoticed_until_checked():
         labels = list(tier_match(pmm))
     assert labels == ["reserve a host lease on a device pool"]
     with pytest.raises(InvariantViolation, match=r"^C2:"):
-        check_all(pmm.abstract())
+        check_all(abstract_ledger(pmm))
 
 
 def test_invalid_duplicate_pool_same_identity_caught_by_contract():
@@ -340,7 +341,7 @@ def test_duplicate_pool_same_identity_is_a_c1_violation():
         first, second = pmm.register_authority("gpu0", DEV, 100), pmm.register_authority("gpu0", DEV, 100)
     assert first != second
     with pytest.raises(InvariantViolation, match=r"^C1:"):
-        check_all(pmm.abstract())
+        check_all(abstract_ledger(pmm))
 
 
 # --- refusals change nothing (lease rule G4) --------------------------------------
@@ -353,13 +354,13 @@ def test_refused_operation_leaves_state_unchanged(on):
         a, h, g = _world(pmm)
         x = pmm.reserve(h, a, DEV, 60, KV)
         pmm.commit(h, x, 50)
-        before = pmm.abstract()
+        before = abstract_ledger(pmm)
         with pytest.raises(CapacityDenied, match="available"):
             pmm.reserve(h, a, DEV, 51, KV)
-        assert pmm.abstract() == before
+        assert abstract_ledger(pmm) == before
         with pytest.raises(ForeignHolder, match=r"holder \d+, not \d+"):
             pmm.release(g, x)
-        assert pmm.abstract() == before
+        assert abstract_ledger(pmm) == before
 
 
 class _LeakyGovernor(ProcessMemoryManager):
@@ -426,6 +427,6 @@ def test_fresh_ids_off_refines_the_spec_step_by_step() -> None:
             state, expected = spec_step(state, act, guards)
             got = getattr(pmm, method_name(act))(**attrs.asdict(act, recurse=False))
             assert got == expected, act
-            assert pmm.abstract() == state, act
+            assert abstract_ledger(pmm) == state, act
             results.append(got)
     assert results[2:] == [1, 2, None, 1, 3, 4]  # id 1 reused, then the counter moves on by one

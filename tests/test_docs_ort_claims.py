@@ -41,7 +41,7 @@ TRIGGERS = (
     r"RegisterAllocator", r"RegisteredAllocator", r"SharedAllocator", r"\bprepack", r"\bmem[_ ]pattern",
     r"\bmem_(?:arena|bytes|in_use|requested)", r"RunOptions\.terminate|terminate flag", r"ortvalue_from_numpy",
     r"add_initializer", r"ScratchBuffer", r"(?i:\bcudnn)", r"\bBFC\b", r"CUDA context", r"get_providers",
-    r"cpu_ep_fallback", r"enable_cpu_mem_arena", r"end_profiling", r"\bre-?cap", r"(?i:\bunregister)",
+    r"cpu_ep_fallback", r"enable_cpu_mem_arena", r"end_profiling", r"\bre-?cap", r"(?i:\bunregister(?!_holder))",
     r"env arenas? (?:is|are) process-wide|one env arena per process", r"ORT-enforced",
     r"\b(?:ORT|ORT's|onnxruntime)\s+(?:\w+\s+)?(?:cannot|can't|can|does|doesn't|never|always|has no|keeps|"
     r"registers|enforces|bounds|caps|copies|packs|reads|refuses|rejects|accepts|fails|falls back|logs|raises|"

@@ -20,6 +20,7 @@ from invariants import manager as IM
 from invariants.clauses import collecting
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import ManagerAdapter
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -156,5 +157,5 @@ def test_a_loss_that_aborts_a_transaction_bound_to_its_view_keeps_the_contract_b
         pmm.publish_view(y)
         pmm.execute_view(y, v, 1)
         pmm.lose_device(a3)
-        assert y not in pmm.abstract_manager().txs and pmm.snapshot(a1).used == 0
+        assert y not in abstract_manager(pmm).txs and pmm.snapshot(a1).used == 0
         pmm.plan_tx(h, ((a1, 1), (a2, 1)))  # the next operation on hbm0 checks its books: no violation

@@ -24,6 +24,7 @@ from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.tracing import JsonlSink, boundary
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError, StaleAnswer, TraceSinkFailed
 from spec.tickets import PressureState, TicketState
 from spec.types import AllocState, Role, Tier
@@ -40,12 +41,12 @@ def _fault(rng: random.Random) -> BaseException:
 
 def _settle(pmm: Composed, a: int) -> None:
     """Everything returned through the public API: no ticket or open pressure, nothing charged."""
-    for t in pmm.abstract_manager().tickets.values():
+    for t in abstract_manager(pmm).tickets.values():
         pmm.cancel_ticket(t.holder, t.id)
-    for r in pmm.abstract_manager().ledger.allocations.values():
+    for r in abstract_manager(pmm).ledger.allocations.values():
         if r.state is AllocState.LIVE:
             pmm.release(r.holder, r.id)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets and m.ledger.authorities[a].used == 0
     IM.check_all(m)
 
@@ -62,9 +63,9 @@ def test_faulty_holder_callbacks_leave_the_manager_consistent(seed) -> None:
     g, a, hs = _composed(96)
 
     def callback(gov, pid, target):
-        h = gov.abstract_manager().pressures[pid].holder
+        h = abstract_manager(gov).pressures[pid].holder
         if rng.random() < 0.5:  # answer first (re-entrant), then maybe fail anyway
-            m = gov.abstract_manager()
+            m = abstract_manager(gov)
             idle = tuple(r.id for r in m.ledger.allocations.values()
                          if r.holder == h and r.state is AllocState.LIVE and r.id not in m.uses)[:1]
             gov.answer(h, pid, idle, 0)
@@ -82,14 +83,14 @@ def test_faulty_holder_callbacks_leave_the_manager_consistent(seed) -> None:
                 pass
             continue
         COUNTS["callback calls"] += 1
-        pid = g.abstract_manager().next_pressure
+        pid = abstract_manager(g).next_pressure
         raised = False
         try:
             g.press(h, a, rng.randint(1, 40), deadline=10)
         except BaseException as e:
             raised = True
             COUNTS[f"callback fault: {type(e).__name__}"] += 1
-        m = g.abstract_manager()
+        m = abstract_manager(g)
         IM.check_all(m)
         if raised:  # answered before raising, or cancelled: never left open for nobody to answer
             assert pid not in m.pressures, m.pressures
@@ -129,7 +130,7 @@ def test_faults_inside_acquire_never_leave_a_grant_behind(seed) -> None:
         except BaseException as e:
             COUNTS[f"acquire fault at {where}: {type(e).__name__}"] += 1
         g._park, g._claim = park, claim
-        m = g.abstract_manager()
+        m = abstract_manager(g)
         IM.check_all(m)
         # Invariant: no ticket is left live, and the only leases are those the caller holds.
         assert not m.tickets and {r.id for r in m.ledger.allocations.values()} == set(held), (where, fault)
@@ -157,7 +158,7 @@ def test_faulty_trace_sinks_lose_no_outcome(seed) -> None:
     raising["on"] = True
     for _ in range(60):
         op = rng.choice(["reserve", "reserve", "commit", "release", "cancel"])
-        live = pmm.abstract().allocations
+        live = abstract_ledger(pmm).allocations
         try:
             if op == "reserve":
                 pmm.reserve(h, a, Tier.DEVICE, rng.randint(1, 80), Role.KV)
@@ -169,17 +170,17 @@ def test_faulty_trace_sinks_lose_no_outcome(seed) -> None:
             COUNTS["sink: delivered"] += 1
         except TraceSinkFailed as e:
             COUNTS["sink fault reported as TraceSinkFailed"] += 1
-            assert e.result is None or e.result in pmm.abstract().allocations or op != "reserve"
+            assert e.result is None or e.result in abstract_ledger(pmm).allocations or op != "reserve"
         except GovernorError as e:
             COUNTS["rejected"] += 1
             assert str(e)
         except BaseException as e:  # the sink's KeyboardInterrupt / SystemExit: the operation stands, noted
             COUNTS[f"sink fault propagated: {type(e).__name__}"] += 1
             assert any("already applied" in n for n in getattr(e, "__notes__", ())), e
-        check_all(pmm.abstract())
-        assert pmm.snapshot(a).used == sum(r.charge for r in pmm.abstract().allocations.values())
+        check_all(abstract_ledger(pmm))
+        assert pmm.snapshot(a).used == sum(r.charge for r in abstract_ledger(pmm).allocations.values())
     raising["on"] = False
-    for r in pmm.abstract().allocations.values():
+    for r in abstract_ledger(pmm).allocations.values():
         (pmm.cancel if r.state is AllocState.PROVISIONAL else pmm.release)(r.holder, r.id)
     assert pmm.snapshot(a).used == 0
     boundary(pmm)

@@ -1,7 +1,7 @@
 """Issue #14: the ProcessMemoryManager fuzzer, plain and traced (C1, C2, I1, I2, I4a, I4b, I6).
 
 Every public operation, hostile values interleaved with valid ones: a typed
-error with a message and the whole `abstract()` unchanged on every
+error with a message and the whole `abstract_ledger(pmm)` unchanged on every
 rejection; invariants after every accepted call. The traced run also
 replays its own trace clean against the spec (the tracer changes nothing).
 """
@@ -19,6 +19,7 @@ from invariants import replay as R
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.types import Role, Tier
 
 OPS = [
@@ -68,8 +69,8 @@ def _fuzz(data, counts: Counter, traced: bool) -> None:
     buf = io.StringIO()
     pmm = ProcessMemoryManager(trace=JsonlSink(buf) if traced else None)
     world = _World(pmm)
-    run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: p.abstract(), counts, steps=40, noted=world.noted,
-             check=lambda p: check_all(p.abstract()))
+    run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: abstract_ledger(p), counts, steps=40, noted=world.noted,
+             check=lambda p: check_all(abstract_ledger(p)))
     if traced:
         boundary(pmm)
         lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]

@@ -40,6 +40,7 @@ from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
 from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import CapacityDenied, GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
@@ -91,7 +92,7 @@ class _Fuzzed(ProcessMemoryManager):
         return super().acquire(holder, authority, nbytes, priority, role, _short(timeout))
 
     def lease(self, holder, authority, nbytes):
-        a = self.abstract_manager().ledger.authorities.get(authority) if type(authority) is int else None
+        a = abstract_manager(self).ledger.authorities.get(authority) if type(authority) is int else None
         i = self.reserve(holder, authority, a.tier if a is not None else Tier.DEVICE, nbytes, Role.KV)
         self.commit(holder, i, nbytes)
         return i
@@ -108,11 +109,11 @@ class _Fuzzed(ProcessMemoryManager):
 
     def reserve_all_checked(self, tx):
         """`reserve_all`; its documented CapacityDenied outcome (the transaction aborted, each hold credited) checked."""
-        before = self.abstract_manager()
+        before = abstract_manager(self)
         try:
             return self.reserve_all(tx)
         except CapacityDenied as e:
-            after = self.abstract_manager()
+            after = abstract_manager(self)
             assert str(e) and tx in before.txs and tx not in after.txs, (tx, e)
             held = before.txs[tx].held
             assert not set(held) & set(after.ledger.allocations), "an aborted transaction kept a reservation"
@@ -139,7 +140,7 @@ def _counted(fn):
 
 
 def _idle(m, holder, authority):
-    s = m.abstract_manager()
+    s = abstract_manager(m)
     parts = {t.allocation for t in s.tickets.values()} | {i for t in s.txs.values() for i in t.held}
     return tuple(i for i, r in s.ledger.allocations.items() if r.holder == holder and r.authority == authority
                  and r.state is AllocState.LIVE and i not in parts)
@@ -150,16 +151,16 @@ def _noop(m, pid, target):
 
 
 def _answer_nothing(m, pid, target):
-    m.answer(m.abstract_manager().pressures[pid].holder, pid, ())
+    m.answer(abstract_manager(m).pressures[pid].holder, pid, ())
 
 
 def _answer_own_idle(m, pid, target):
-    p = m.abstract_manager().pressures[pid]
+    p = abstract_manager(m).pressures[pid]
     m.answer(p.holder, pid, _idle(m, p.holder, p.authority)[:2])
 
 
 def _submit_more(m, pid, target):
-    p = m.abstract_manager().pressures[pid]
+    p = abstract_manager(m).pressures[pid]
     m.submit(p.holder, p.authority, 1)
 
 
@@ -167,14 +168,14 @@ def _press_again(m, pid, target):  # nested delivery, bounded
     if _DEPTH["n"] < 2:
         _DEPTH["n"] += 1
         try:
-            p = m.abstract_manager().pressures[pid]
+            p = abstract_manager(m).pressures[pid]
             m.press(p.holder, p.authority, 1)
         finally:
             _DEPTH["n"] -= 1
 
 
 def _lower_from_inside(m, pid, target):  # a limit change from a callback: refused while one is pending
-    m.lower_limit(m.abstract_manager().pressures[pid].authority, 50)
+    m.lower_limit(abstract_manager(m).pressures[pid].authority, 50)
 
 
 def _raises(m, pid, target):
@@ -225,7 +226,7 @@ class _World:
             self.pmm.register_callback(h, CALLBACKS[i])
 
     def valid(self, kind: str, data) -> Any:
-        m = self.pmm.abstract_manager()
+        m = abstract_manager(self.pmm)
 
         def victims():
             p = m.pressures.get(self.answered) if self.answered is not None else None
@@ -309,13 +310,13 @@ class _World:
             self.auths.append(result)
         # retired ids stay in the lists: a claimed ticket, an answered pressure, a committed transaction and a
         # released lease are drawn again, as the retired ids a caller may still hold
-        m = self.pmm.abstract_manager()
+        m = abstract_manager(self.pmm)
         self.tickets.extend(t for t in m.tickets if t not in self.tickets)  # issued by callbacks' re-entry
         self.pressures.extend(p for p in m.pressures if p not in self.pressures)
 
 
 def _check(pmm: ProcessMemoryManager) -> None:
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     IM.check_all(m)
     conserved(m)
     assert not any(t.state is TicketState.GRANTED and t.allocation is None for t in m.tickets.values())
@@ -330,7 +331,7 @@ def _fuzz(data, counts: Counter, traced: bool) -> None:
         counts[f"ok/{name}"] += 1  # per operation, so a part never accepted shows (no ": " in the key)
         world.noted(name, args, result)
 
-    run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: p.abstract_manager(), counts, steps=40,
+    run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: abstract_manager(p), counts, steps=40,
              noted=noted, check=_check)
     if traced:
         boundary(pmm)
@@ -407,6 +408,6 @@ def test_each_fuzz_callback_delivered_leaves_the_manager_consistent(callback) ->
         assert type(e).__name__ == "HolderCallbackFailed" and str(e), e
     assert CALLED[callback.__name__] > before
     _check(pmm)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     # a callback that neither answers nor raises leaves its ticket open (legal: zero is an answer not yet given)
     assert not m.pressures or callback.__name__ in ("_noop", "_press_again", "_submit_more", "_lower_from_inside")

@@ -20,6 +20,7 @@ import pytest
 from invariants import replay as R
 from refimpl.governor import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary, sink_errors
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, TraceSinkFailed, UnknownHolder
 from spec.types import Role, Tier
 
@@ -51,13 +52,13 @@ def test_traced_hostile_bytes_get_the_untraced_error_and_replay_clean(nbytes) ->
     buf = io.StringIO()
     pmm, h, a = _world(JsonlSink(buf))
     plain, ph, pa = _world(None)
-    before = pmm.abstract()
+    before = abstract_ledger(pmm)
     with pytest.raises(InvalidBytes, match="nbytes") as traced:
         pmm.reserve(h, a, Tier.DEVICE, nbytes, Role.WEIGHTS)
     with pytest.raises(InvalidBytes) as untraced:
         plain.reserve(ph, pa, Tier.DEVICE, nbytes, Role.WEIGHTS)
     assert str(traced.value) == str(untraced.value)
-    assert pmm.abstract() == before
+    assert abstract_ledger(pmm) == before
     rid = pmm.reserve(h, a, Tier.DEVICE, 10, Role.WEIGHTS)  # the next call is numbered right after
     pmm.cancel(h, rid)
     assert _replays_clean(buf).events == 5
@@ -75,10 +76,10 @@ def test_traced_hostile_bytes_get_the_untraced_error_and_replay_clean(nbytes) ->
 def test_traced_rejections_replay_clean(call, error) -> None:
     buf = io.StringIO()
     pmm, h, a = _world(JsonlSink(buf))
-    before = pmm.abstract()
+    before = abstract_ledger(pmm)
     with pytest.raises(error):
         call(pmm, h, a)
-    assert pmm.abstract() == before
+    assert abstract_ledger(pmm) == before
     r = _replays_clean(buf)
     assert r.events == 3
 

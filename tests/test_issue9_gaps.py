@@ -13,6 +13,7 @@ import pytest
 from invariants.mutation import applied
 from refimpl.verify.mutants import MUTANTS
 from refimpl.verify import _job
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import manager as MG
 from spec import manager_actions as M
 from spec import manager_views as MV
@@ -61,7 +62,7 @@ def _woken_after_reconfigure(wait_s: float) -> tuple[bool, bool]:
         pass
     pmm.reconfigure(a)  # fails the pending ticket
     th.join(wait_s + 5)
-    return got == [True], t not in pmm.abstract_manager().tickets
+    return got == [True], t not in abstract_manager(pmm).tickets
 
 
 def test_reconfigure_wakes_the_requester_parked_on_a_failed_ticket() -> None:

@@ -17,6 +17,7 @@ from invariants._violation import InvariantViolation
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import ForeignHolder, InvalidArgument, MailboxFull, UnknownTicket
 from spec.types import Tier
 
@@ -38,7 +39,7 @@ def test_drain_applies_each_post_once_and_credits_a_grant(on: bool) -> None:
         pmm.drop(h, granted)  # a repeat posts nothing more
         pmm.drain()
         pmm.drain()  # nothing left: a no-op
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets and m.ledger.authorities[a].used == 0 and not pmm._mailbox
 
 
@@ -94,13 +95,13 @@ def test_bad_drops_are_refused_typed_and_post_nothing() -> None:
     pmm.drop(h, t)  # a repeat: still one post
     assert list(pmm._mailbox) == [(h, t)]
     t2 = pmm.submit(h, a, 10)  # the post is applied first: t is cancelled
-    assert t not in pmm.abstract_manager().tickets and not pmm._mailbox
+    assert t not in abstract_manager(pmm).tickets and not pmm._mailbox
     pmm.drop(h, t)  # retired already: nothing to post
     assert not pmm._mailbox
     pmm.submit(h, a, 10)  # two live tickets: as many as the mailbox has slots
     with pytest.raises(MailboxFull):
         pmm.submit(h, a, 10)  # back-pressure: a third live ticket could not be dropped
-    assert set(pmm.abstract_manager().tickets) == {t2, t2 + 1}
+    assert set(abstract_manager(pmm).tickets) == {t2, t2 + 1}
 
 
 def test_wait_checks_its_arguments_and_answers_at_once_for_a_resolved_ticket() -> None:

@@ -12,6 +12,7 @@ from refimpl_manager_harness import lease, make
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import (
     StaleAnswer,
     BundlePoisoned,
@@ -50,7 +51,7 @@ def world() -> tuple[ProcessMemoryManager, Any]:
     pmm.release(w.h1, gone)
     w.gone = gone
     w.granted = pmm.submit(w.h1, w.a, 5)
-    w.g_alloc = pmm.abstract_manager().tickets[w.granted].allocation
+    w.g_alloc = abstract_manager(pmm).tickets[w.granted].allocation
     w.retired = pmm.submit(w.h1, w.a, 5)
     pmm.cancel_ticket(w.h1, w.retired)
     w.blocker = lease(pmm, w.h2, w.b, 90, Tier.HOST)
@@ -234,11 +235,11 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
 def test_invalid_composed_input_is_refused_unchanged(world: Any, call: Callable, error: type, match: str, on: bool) -> None:
     pmm, w = world
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with contracts.contracts(on), pytest.raises(error, match=match) as exc:
         call(pmm, w)
     assert type(exc.value) is error
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
 
 
 @pytest.fixture
@@ -303,8 +304,8 @@ VIEW_BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]
 def test_invalid_view_input_is_refused_unchanged(view_world: Any, call: Callable, error: type, match: str,
                                                  on: bool) -> None:
     pmm, w = view_world
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with contracts.contracts(on), pytest.raises(error, match=match) as exc:
         call(pmm, w)
     assert type(exc.value) is error
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before

@@ -24,6 +24,7 @@ from refimpl.manager import local_contract
 from refimpl.manager.contract_books import checkpoint
 from refimpl.verify.manager_adapter import commit_limit, prepare_limit
 from refimpl.verify.mutants import MUTANTS
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError
 from spec.types import Role, Tier
 
@@ -286,7 +287,7 @@ def _run(seed: int, level: str) -> tuple[Any, ...]:
             outcomes = random_workload(pmm, seed)
         except InvariantViolation as e:
             return None, e.id
-    return outcomes, None, pmm.abstract_manager()
+    return outcomes, None, abstract_manager(pmm)
 
 
 SEEDS = range(6)
@@ -525,4 +526,4 @@ def test_broken_subclasses_go_unnoticed_with_contracts_off() -> None:
             if cls is _TakesAnotherCharge:
                 pmm.release(h, y)
         with pytest.raises(InvariantViolation, match=r"^(I1|C2):"):  # the full state check sees the harm
-            check_all(pmm.abstract())
+            check_all(abstract_ledger(pmm))

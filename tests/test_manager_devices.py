@@ -12,6 +12,7 @@ from refimpl_manager_harness import conserved, make, used
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import DeviceLost, InvalidTransition, StaleAnswer
 from spec.guards import GuardSet
 from spec.types import AllocState, Tier
@@ -29,7 +30,7 @@ def test_loss_leaves_other_ledgers_transactions_charged(off: str) -> None:
     pmm.commit_tx(done_b)
     with contracts.contracts(False):
         pmm.lose_device(w.a)  # no record on a: nothing of b's may move
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert set(m.txs) == {open_b}  # the open transaction on b is not aborted
     assert used(pmm, w.b) == 50
     assert m.ledger.allocations[r_open].state is AllocState.PROVISIONAL
@@ -53,7 +54,7 @@ def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() 
     apart = pmm.plan_tx(h, ((b, 4),))  # touches nothing of a
     (r_apart,) = pmm.reserve_all(apart)
     pmm.lose_device(a)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert binds not in m.txs  # aborted: it ran on bytes of the lost device
     assert m.txs[apart].held == (r_apart,) and used(pmm, b) == 4  # binds' 8 B credited
 
@@ -65,7 +66,7 @@ def test_a_pressure_ticket_shut_by_the_loss_is_closed_and_its_answer_stale() -> 
     lease = pmm.try_reserve(h, dev, 10)
     pid = pmm.open_pressure(h, dev, 5, 0, 9)
     pmm.lose_device(dev)
-    assert pid not in pmm.abstract_manager().pressures
+    assert pid not in abstract_manager(pmm).pressures
     with pytest.raises(StaleAnswer):
         pmm.answer(h, pid, (lease,), 0)
 
@@ -73,14 +74,14 @@ def test_a_pressure_ticket_shut_by_the_loss_is_closed_and_its_answer_stale() -> 
 def test_a_granted_tickets_reservation_dropped_by_the_loss_is_a_device_lost_lease() -> None:
     pmm, w = make()
     granted = pmm.submit(w.h2, w.a, 20)
-    alloc = pmm.abstract_manager().tickets[granted].allocation
+    alloc = abstract_manager(pmm).tickets[granted].allocation
     pmm.lose_device(w.a)
-    assert pmm.abstract_manager().ledger.allocations[alloc].state is AllocState.DEVICE_LOST
+    assert abstract_manager(pmm).ledger.allocations[alloc].state is AllocState.DEVICE_LOST
     # no part owns it now: the holder's own settling is refused for the loss, not as a part's reservation
     with pytest.raises(DeviceLost, match=r"^allocation 1 is on a lost device; its charge stays until termination$"):
         pmm.release(w.h2, alloc)
     pmm.confirm_termination(w.a)
-    assert used(pmm, w.a) == 0 and alloc not in pmm.abstract_manager().ledger.allocations
+    assert used(pmm, w.a) == 0 and alloc not in abstract_manager(pmm).ledger.allocations
 
 
 def test_the_checked_loss_names_the_lost_authority_in_its_violation() -> None:

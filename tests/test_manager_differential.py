@@ -17,6 +17,7 @@ from invariants import contracts
 from invariants.trace_format import kind_of
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import operation
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError
@@ -195,7 +196,7 @@ def run(seed: int, steps: int, guards: GuardSet) -> dict[str, int]:
         where = f"seed {seed}, step {i}: {act!r}"
         assert got_err is want_err, f"{where}: refimpl {got_err and got_err.__name__}, spec {want_err and want_err.__name__}"
         assert got == want, f"{where}: refimpl returned {got!r}, spec {want!r}"
-        mine = pmm.abstract_manager()
+        mine = abstract_manager(pmm)
         assert mine == spec, f"{where}: states diverge\n{_diff(mine, spec)}"
         counts["rejected" if want_err else "accepted"] += 1
         key = f"{type(act).__name__}:{want_err.__name__ if want_err else 'ok'}"

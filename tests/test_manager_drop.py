@@ -12,12 +12,13 @@ import pytest
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.types import AllocState, Role, Tier
 
 
 def _charged_to(m: ProcessMemoryManager, holder: int) -> int:
     """Bytes the ledger charges to `holder` (any state: provisional grants included)."""
-    return sum(r.charge for r in m.abstract().allocations.values() if r.holder == holder)
+    return sum(r.charge for r in abstract_ledger(m).allocations.values() if r.holder == holder)
 
 
 def _full() -> tuple[ProcessMemoryManager, int, int, int, int]:
@@ -45,9 +46,9 @@ def test_a_dropped_waiting_ticket_is_never_granted(on: bool, release: str) -> No
         t = m.submit(kv, a, 60, 0)  # waits: the ledger is full
         m.drop(kv, t)
         RELEASES[release](m, w, lease)  # a round on `a`: the old code granted ticket t here
-        assert _charged_to(m, kv) == 0, m.abstract().allocations
+        assert _charged_to(m, kv) == 0, abstract_ledger(m).allocations
         assert m.snapshot(a).used == 0
-        assert t not in m.abstract_manager().tickets
+        assert t not in abstract_manager(m).tickets
         # ... and through many composed operations after it
         for _ in range(20):
             m.cancel(w, m.reserve(w, a, Tier.DEVICE, 10, Role.WEIGHTS))
@@ -76,7 +77,7 @@ def test_a_dropped_granted_ticket_is_credited_by_the_next_operation(on: bool, nx
         assert _charged_to(m, kv) == 60
         m.drop(kv, t)
         NEXT[nxt](m, w, a)
-        assert _charged_to(m, kv) == 0, m.abstract().allocations
-        assert t not in m.abstract_manager().tickets
+        assert _charged_to(m, kv) == 0, abstract_ledger(m).allocations
+        assert t not in abstract_manager(m).tickets
         assert all(r.state is not AllocState.PROVISIONAL or r.holder != kv
-                   for r in m.abstract().allocations.values())
+                   for r in abstract_ledger(m).allocations.values())

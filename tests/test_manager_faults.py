@@ -33,6 +33,7 @@ from refimpl_manager_harness import conserved, lease, make
 
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import arbitration as _arbitration
+from refimpl.verify.manager_hooks import abstract_manager, ledger_lock
 from spec.errors import CalloutFailed, CapacityDenied, GovernorError, StaleAnswer, TraceSinkFailed
 from spec.types import AllocState, Role, Tier
 
@@ -64,7 +65,7 @@ class _Sink:
 
 def exact(pmm: ProcessMemoryManager, held: set[int]) -> None:
     """The ledger is exact and nothing is left behind by a fault: the checks every faulted call must pass."""
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     conserved(m)  # used == the sum of the live charges; a granted ticket's bytes are one provisional charge
     live = {i for i, r in m.ledger.allocations.items() if r.state is AllocState.LIVE}
     assert live == held, f"leases nobody holds: {sorted(live - held)}; leases lost: {sorted(held - live)}"
@@ -76,10 +77,10 @@ def exact(pmm: ProcessMemoryManager, held: set[int]) -> None:
 
 def settle(pmm: ProcessMemoryManager, held: set[int]) -> None:
     for i in sorted(held):
-        pmm.release(pmm.abstract_manager().ledger.allocations[i].holder, i)
+        pmm.release(abstract_manager(pmm).ledger.allocations[i].holder, i)
     held.clear()
     exact(pmm, held)
-    assert all(a.used == 0 for a in pmm.abstract_manager().ledger.authorities.values())
+    assert all(a.used == 0 for a in abstract_manager(pmm).ledger.authorities.values())
 
 
 # --- regressions (each failed before the fix) -------------------------------------------------------------
@@ -121,14 +122,14 @@ def test_lower_limit_interrupted_by_a_callback_leaves_no_change_pending(fault: B
     with pytest.raises(type(fault)):
         pmm.lower_limit(w.a, 10)
     exact(pmm, held)
-    assert pmm.abstract_manager().ledger.authorities[w.a].limit == 100  # used 60 > 10: the old limit stays (C8)
+    assert abstract_manager(pmm).ledger.authorities[w.a].limit == 100  # used 60 > 10: the old limit stays (C8)
     settle(pmm, held)
 
 
 # --- seeded fault injection at every call-out point ---------------------------------------------------------
 
 def _idle_leases(pmm: ProcessMemoryManager, holder: int, authority: int) -> tuple[int, ...]:
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     parts = {t.allocation for t in m.tickets.values()}
     return tuple(i for i, r in m.ledger.allocations.items() if r.holder == holder and r.authority == authority
                  and r.state is AllocState.LIVE and i not in parts)
@@ -136,12 +137,12 @@ def _idle_leases(pmm: ProcessMemoryManager, holder: int, authority: int) -> tupl
 
 def _fill(pmm: ProcessMemoryManager, holder: int, authority: int, held: set[int]) -> int:
     """A lease taking the rest of `authority` (a later acquire parks until it is released)."""
-    room = 100 - pmm.abstract_manager().ledger.authorities[authority].used
+    room = 100 - abstract_manager(pmm).ledger.authorities[authority].used
     if room == 0:  # full already: make room of one lease first
         victim = max(held)
         held.discard(victim)
-        pmm.release(pmm.abstract_manager().ledger.allocations[victim].holder, victim)
-        room = 100 - pmm.abstract_manager().ledger.authorities[authority].used
+        pmm.release(abstract_manager(pmm).ledger.allocations[victim].holder, victim)
+        room = 100 - abstract_manager(pmm).ledger.authorities[authority].used
     blocker = lease(pmm, holder, authority, room)
     held.add(blocker)
     return blocker
@@ -200,14 +201,14 @@ def test_faults_at_every_callout_leave_the_ledger_exact(seed: int, traced: bool,
     script: dict[int, list[str]] = {}  # holder -> what its callback does: "answer", "before", "after"
 
     def callback(m, pid, target):
-        h = m.abstract_manager().pressures[pid].holder
+        h = abstract_manager(m).pressures[pid].holder
         mode = script.get(h, ["answer"])
         fault = rng.choice(FAULTS)
         if "before" in mode:
             raise fault
         if "re-enter" in mode:
             m.submit(h, w.b, 1)  # re-entrant call from the callback (cancelled by the test afterwards)
-        victims = _idle_leases(m, h, m.abstract_manager().pressures[pid].authority)[:rng.randint(0, 2)]
+        victims = _idle_leases(m, h, abstract_manager(m).pressures[pid].authority)[:rng.randint(0, 2)]
         held.difference_update(victims)  # before the answer: its event may fail after it was applied
         m.answer(h, pid, victims)
         if "after" in mode:
@@ -217,7 +218,7 @@ def test_faults_at_every_callout_leave_the_ledger_exact(seed: int, traced: bool,
         pmm.register_callback(h, callback)
 
     for step in range(30):
-        while pmm.abstract_manager().ledger.authorities[w.a].used < 60:
+        while abstract_manager(pmm).ledger.authorities[w.a].used < 60:
             held.add(lease(pmm, rng.choice((w.h1, w.h2)), w.a, rng.randint(5, 20)))
         point = rng.choice(POINTS if traced else POINTS[1:])
         fault = rng.choice(FAULTS)
@@ -257,7 +258,7 @@ def test_faults_at_every_callout_leave_the_ledger_exact(seed: int, traced: bool,
                 else:
                     victim = rng.choice(sorted(held))
                     held.discard(victim)  # a release is applied before its event is delivered
-                    pmm.release(pmm.abstract_manager().ledger.allocations[victim].holder, victim)
+                    pmm.release(abstract_manager(pmm).ledger.allocations[victim].holder, victim)
             elif point.startswith("timeout"):
                 blocker = _fill(pmm, w.h2, w.a, held)
                 pmm.timeout_ticket = _one_shot(pmm.timeout_ticket, fault, point.endswith("after"))
@@ -302,19 +303,19 @@ def test_faults_at_every_callout_leave_the_ledger_exact(seed: int, traced: bool,
         finally:
             sink.fault = None
             _FaultyEvent.plan = {}
-        for t in list(pmm.abstract_manager().tickets.values()):  # the callbacks' re-entrant submits
+        for t in list(abstract_manager(pmm).tickets.values()):  # the callbacks' re-entrant submits
             if t.authority == w.b:
                 pmm.cancel_ticket(t.holder, t.id)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         for tx in list(m.txs):  # a transaction whose commit's event was lost: its outcome is applied
             pmm.abort_tx(tx)
-        held |= {i for i, r in pmm.abstract_manager().ledger.allocations.items()
+        held |= {i for i, r in abstract_manager(pmm).ledger.allocations.items()
                  if r.role is Role.STATE and r.state is AllocState.LIVE}  # committed transactions' leases
         exact(pmm, held)
         if held and rng.random() < .3:
             victim = rng.choice(sorted(held))
             held.discard(victim)
-            pmm.release(pmm.abstract_manager().ledger.allocations[victim].holder, victim)
+            pmm.release(abstract_manager(pmm).ledger.allocations[victim].holder, victim)
     settle(pmm, held)
 
 
@@ -384,7 +385,7 @@ def test_a_thread_interrupted_after_its_grant_credits_it_once(fault: BaseExcepti
     t.join(60)
     assert not t.is_alive() and raised == [fault]
     exact(pmm, set())  # the grant made while parked was credited once: nothing pending, granted or charged
-    assert pmm.abstract_manager().ledger.authorities[w.a].used == 0
+    assert abstract_manager(pmm).ledger.authorities[w.a].used == 0
 
 
 def _interrupted_waker(pmm: ProcessMemoryManager) -> list[BaseException]:
@@ -392,7 +393,7 @@ def _interrupted_waker(pmm: ProcessMemoryManager) -> list[BaseException]:
     real, seen = pmm._wake_up, []
 
     def wake_up(wake: list[Any]) -> None:
-        if wake and not seen and not pmm.ledger_lock.held_by_me():
+        if wake and not seen and not ledger_lock(pmm).held_by_me():
             seen.append(KeyboardInterrupt())
             raise seen[0]  # the releasing thread is interrupted: no waiter's event is set
         real(wake)
@@ -404,7 +405,7 @@ def _interrupted_waker(pmm: ProcessMemoryManager) -> list[BaseException]:
 def _park_waiter(pmm: ProcessMemoryManager, holder: int, authority: int, got: list[Any]) -> threading.Thread:
     t = threading.Thread(target=lambda: got.append(pmm.acquire(holder, authority, 40, timeout=None)), daemon=True)
     t.start()
-    while not pmm.abstract_manager().tickets:  # parked: its ticket is pending
+    while not abstract_manager(pmm).tickets:  # parked: its ticket is pending
         threading.Event().wait(0.001)
     threading.Event().wait(0.05)
     return t
@@ -438,7 +439,7 @@ def test_without_the_recheck_a_lost_wake_up_strands_the_waiter(monkeypatch) -> N
         pmm.release(w.h2, blocker)
     t.join(1.5)
     assert t.is_alive() and not got, "the harm this recheck prevents did not occur"
-    (tid,) = pmm.abstract_manager().tickets
+    (tid,) = abstract_manager(pmm).tickets
     pmm.cancel_ticket(w.h1, tid)  # end the stranded waiter: its grant is credited once, and this wake-up lands
     t.join(5)
     assert not t.is_alive() and got == [None]

@@ -5,7 +5,7 @@ A rule-based machine interleaves the composed verbs (`submit`, `claim`, `reserve
 `record_committed`, `quarantine`, `register_alias`, allowances, `press` / `answer`, `plan_tx`, `try_reserve`,
 `set_use`, `reconfigure`, `expire_pressure`, `drop` ...), model views and state bundles on ONE manager with
 contracts on, with ids drawn from live, retired and never-issued ones. After every call: success, or a typed
-`GovernorError` with the whole snapshot (`abstract_manager()`, `abstract()`) unchanged;
+`GovernorError` with the whole snapshot (`abstract_manager(m)`, `abstract_ledger(m)`) unchanged;
 never an `InvariantViolation`. After every call the harms, computed here from the ledger's own rows: each
 authority's `used` is the sum of its allocations' charges, and no byte is charged to a dropped ticket.
 (Issue #21: the single-pool front end's `pool_try_reserve` on a ledger with a composed lease raised
@@ -26,6 +26,7 @@ from invariants import contracts
 from invariants import manager as IM
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import operation, reserve_tx
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError
 from spec.types import AllocState, Role, Tier
 
@@ -88,7 +89,7 @@ class MixedFrontEnds(RuleBasedStateMachine):
 
     def _arg(self, data: st.DataObject, kind: str) -> Any:
         m = self.m
-        mm = m.abstract_manager()
+        mm = abstract_manager(m)
         if kind == "holder":
             return data.draw(st.sampled_from((1, 2, 3, 1, 2, 3, 9)))
         if kind == "auth":
@@ -155,7 +156,7 @@ class MixedFrontEnds(RuleBasedStateMachine):
 
     def _snapshot(self) -> tuple[Any, ...]:
         m = self.m
-        return m.abstract_manager(), m.abstract(), dict(m._mailbox)
+        return abstract_manager(m), abstract_ledger(m), dict(m._mailbox)
 
     @rule(data=st.data(), verb=st.sampled_from(WEIGHTED))
     def call(self, data: st.DataObject, verb: tuple[str, tuple[str, ...]]) -> None:
@@ -192,12 +193,12 @@ class MixedFrontEnds(RuleBasedStateMachine):
     def _tx_lifecycle(self, data: st.DataObject) -> None:
         """A transaction taken as far as it goes: reserve every need, publish, execute, commit, remap and drop its view."""
         tx = self._arg(data, "tx")
-        t = self.m.abstract_manager().txs.get(tx) if type(tx) is int else None
+        t = abstract_manager(self.m).txs.get(tx) if type(tx) is int else None
         for _ in range(0 if t is None else len(t.needs) - len(t.held)):
             if self._checked_call("reserve_tx", [tx]) is None:
                 return  # refused (CapacityDenied): the transaction stays open
         view = self._checked_call("publish_view", [tx])
-        v = self.m.abstract_manager().views.get(view) if type(view) is int else None
+        v = abstract_manager(self.m).views.get(view) if type(view) is int else None
         if v is not None and self._checked_call("execute_view", [tx, view, v.generation]) is None:
             if data.draw(st.integers(0, 3)):
                 self._checked_call("commit_tx", [tx])
@@ -222,7 +223,7 @@ class MixedFrontEnds(RuleBasedStateMachine):
     @invariant()
     def harms(self) -> None:
         m = self.m
-        mm = m.abstract_manager()
+        mm = abstract_manager(m)
         led = mm.ledger
         for a in led.authorities.values():
             if a.alias_of is None:
@@ -258,10 +259,10 @@ def test_a_verb_on_a_ledger_holding_a_composed_lease_is_checked_and_keeps_its_by
     with contracts.contracts(True):
         m.commit(h, m.reserve(h, a, Tier.DEVICE, 30, Role.WEIGHTS), 30)  # a composed lease
         if verb == "try_reserve":
-            assert m.try_reserve(h, a, 50) in m.abstract().allocations
+            assert m.try_reserve(h, a, 50) in abstract_ledger(m).allocations
         else:
             tx = m.plan_tx(h, ((a, 50),))
-            assert reserve_tx(m, tx) in m.abstract().allocations  # held
-        rows = m.abstract().allocations.values()
+            assert reserve_tx(m, tx) in abstract_ledger(m).allocations  # held
+        rows = abstract_ledger(m).allocations.values()
         assert m.snapshot(a).used == 80 == sum(r.charge for r in rows)
         assert sorted(r.charge for r in rows) == [30, 50]

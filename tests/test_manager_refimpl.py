@@ -20,6 +20,7 @@ from threads_harness import JOIN_S
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager, ledger_lock
 from spec import manager_actions as M
 from spec.errors import (
     CapacityDenied,
@@ -62,14 +63,14 @@ def test_grant_is_charged_before_the_waiter_wakes(on: bool, traced: bool) -> Non
 
     def spy_set() -> None:  # record the ledger the moment the waiter is woken
         got: list[bool] = []
-        prober = threading.Thread(target=lambda: got.append(pmm.ledger_lock.probe(1.0)))
+        prober = threading.Thread(target=lambda: got.append(ledger_lock(pmm).probe(1.0)))
         prober.start()
         prober.join()
         seen["lock_free"] = got == [True]
-        seen["state"] = pmm.abstract_manager()
+        seen["state"] = abstract_manager(pmm)
         real_set()
     tk.event.set = spy_set  # type: ignore[method-assign]
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.tickets[1].state is P and m.ledger.authorities[w.a].used == 80
     with contracts.contracts(on):
         pmm.release(w.h1, big)
@@ -79,7 +80,7 @@ def test_grant_is_charged_before_the_waiter_wakes(on: bool, traced: bool) -> Non
     assert s.tickets[1].state is G and s.ledger.authorities[w.a].used == 50  # charged before the wake
     assert s.ledger.allocations[s.tickets[1].allocation].state is AllocState.PROVISIONAL
     conserved(s)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert result == [s.tickets[1].allocation] and not m.tickets
     assert m.ledger.allocations[result[0]].state is AllocState.LIVE and m.ledger.authorities[w.a].used == 50
 
@@ -87,11 +88,11 @@ def test_grant_is_charged_before_the_waiter_wakes(on: bool, traced: bool) -> Non
 def test_claim_commits_the_grant_into_a_lease() -> None:
     pmm, w = make()
     tid = pmm.submit(w.h1, w.a, 30, role=Role.WEIGHTS)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     t = m.tickets[tid]
     assert (t.state, t.age, t.allocation) == (G, 1, 1) and m.ledger.authorities[w.a].used == 30
     assert pmm.claim(w.h1, tid) == t.allocation
-    m2 = pmm.abstract_manager()
+    m2 = abstract_manager(pmm)
     r = m2.ledger.allocations[t.allocation]
     assert (r.state, r.charge, r.nbytes, r.role, r.holder) == (AllocState.LIVE, 30, 30, Role.WEIGHTS, w.h1)
     assert not m2.tickets and m2.ledger.authorities[w.a].used == 30 and m2.next_ticket == 2
@@ -107,10 +108,10 @@ def test_cancel_credits_a_grant_exactly_once(op: str) -> None:
     tid = pmm.submit(w.h1, w.a, 40)
     assert used(pmm, w.a) == 40
     assert getattr(pmm, op)(w.h1, tid) == 40
-    after = pmm.abstract_manager()
+    after = abstract_manager(pmm)
     assert after.ledger.authorities[w.a].used == 0 and not after.tickets and not after.ledger.allocations
     assert getattr(pmm, op)(w.h1, tid) == 0  # retired: no second credit, nothing changes
-    assert pmm.abstract_manager() == after
+    assert abstract_manager(pmm) == after
     with pytest.raises(InvalidTransition, match="already claimed, cancelled"):
         pmm.claim(w.h1, tid)
 
@@ -120,7 +121,7 @@ def test_cancel_of_a_pending_ticket_credits_nothing() -> None:
     lease(pmm, w.h1, w.a, 100)
     tid = pmm.submit(w.h2, w.a, 10)
     assert pmm.cancel_ticket(w.h2, tid) == 0
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets and m.ledger.authorities[w.a].used == 100
 
 
@@ -129,10 +130,10 @@ def test_a_matured_misfit_ends_the_round_then_a_release_grants_in_order() -> Non
     big = lease(pmm, w.h1, w.a, 50)
     t1 = pmm.submit(w.h2, w.a, 60)  # round 1: age 1, 60 > 50 free
     t2 = pmm.submit(w.h2, w.a, 30)  # round 2: t1 matured, does not fit: the round ends before t2
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert (m.tickets[t1].state, m.tickets[t1].age, m.tickets[t2].state, m.tickets[t2].age) == (P, 2, P, 1)
     pmm.release(w.h1, big)  # headroom rose: one round, matured first in id order
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert (m.tickets[t1].state, m.tickets[t2].state) == (G, G)
     assert m.tickets[t1].allocation < m.tickets[t2].allocation and m.ledger.authorities[w.a].used == 90
     conserved(m)
@@ -145,7 +146,7 @@ def test_priority_orders_unmatured_tickets_when_headroom_rises() -> None:
     low = pmm.submit(w.h2, w.a, 10, priority=0)
     high = pmm.submit(w.h2, w.a, 10, priority=5)
     pmm.release(w.h1, small)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert (m.tickets[low].state, m.tickets[high].state) == (P, G)
     assert (m.tickets[low].age, m.tickets[high].age) == (3, 2)
 
@@ -156,7 +157,7 @@ def test_no_round_without_new_headroom() -> None:
     tid = pmm.submit(w.h2, w.a, 10)
     pmm.reserve(w.h1, w.b, Tier.HOST, 5, Role.KV)  # another ledger: no round on a
     lease(pmm, w.h1, w.a, 5)  # headroom fell: no round
-    assert pmm.abstract_manager().tickets[tid].age == 1
+    assert abstract_manager(pmm).tickets[tid].age == 1
 
 
 def test_a_part_owned_reservation_is_settled_only_by_its_part() -> None:
@@ -164,13 +165,13 @@ def test_a_part_owned_reservation_is_settled_only_by_its_part() -> None:
     tid = pmm.submit(w.h1, w.a, 10)
     tx = pmm.plan_tx(w.h1, ((w.b, 10),))
     (rid,) = pmm.reserve_all(tx)
-    alloc = pmm.abstract_manager().tickets[tid].allocation
-    before = pmm.abstract_manager()
+    alloc = abstract_manager(pmm).tickets[tid].allocation
+    before = abstract_manager(pmm)
     for call in (lambda: pmm.commit(w.h1, alloc, 10), lambda: pmm.cancel(w.h1, alloc),
                  lambda: pmm.release(w.h1, rid), lambda: pmm.cancel(w.h1, rid), lambda: pmm.quarantine(w.h1, rid, 0)):
         with pytest.raises(InvalidTransition, match="reservation; that part settles it"):
             call()
-        assert pmm.abstract_manager() == before
+        assert abstract_manager(pmm) == before
 
 
 # --- transactions across parts ---------------------------------------------------
@@ -180,18 +181,18 @@ def test_tx_is_refused_while_a_granted_unclaimed_ticket_holds_the_bytes() -> Non
     pmm, w = make()
     pmm.submit(w.h1, w.a, 60)  # granted, unclaimed: 60 B charged
     tx = pmm.plan_tx(w.h2, ((w.a, 50),))
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with pytest.raises(CapacityDenied, match="50 B asked, 40 B free"):
         reserve_tx(pmm, tx)  # the step alone: refused, the transaction left open
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
 
 
 def test_tx_reserves_in_authority_order_and_commits_leases() -> None:
     pmm, w = make()
     tx = pmm.plan_tx(w.h1, ((w.b, 20), (w.a, 30)))
-    assert pmm.abstract_manager().txs[tx].needs == ((w.a, 30), (w.b, 20))
+    assert abstract_manager(pmm).txs[tx].needs == ((w.a, 30), (w.b, 20))
     ra = reserve_tx(pmm, tx)  # one step at a time: the checkers' view of reserve_all
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.txs[tx].held == (ra,) and m.ledger.allocations[ra].authority == w.a
     assert m.ledger.allocations[ra].role is Role.STATE
     with pytest.raises(InvalidTransition, match="holds 1 of 2"):
@@ -200,7 +201,7 @@ def test_tx_reserves_in_authority_order_and_commits_leases() -> None:
     with pytest.raises(InvalidTransition, match="already holds every need"):
         reserve_tx(pmm, tx)
     assert pmm.commit_tx(tx) == (ra, rb)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.txs and {m.ledger.allocations[i].state for i in (ra, rb)} == {AllocState.LIVE}
     assert (m.ledger.authorities[w.a].used, m.ledger.authorities[w.b].used) == (30, 20)
 
@@ -210,9 +211,9 @@ def test_abort_credits_every_held_reservation_once_and_runs_rounds() -> None:
     tx = pmm.plan_tx(w.h1, ((w.a, 70), (w.b, 20)))
     pmm.reserve_all(tx)
     tid = pmm.submit(w.h2, w.a, 50)
-    assert pmm.abstract_manager().tickets[tid].state is P
+    assert abstract_manager(pmm).tickets[tid].state is P
     assert pmm.abort_tx(tx) == 90
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.tickets[tid].state is G and m.ledger.authorities[w.a].used == 50 and m.ledger.authorities[w.b].used == 0
     with pytest.raises(InvalidTransition, match="already committed or aborted"):
         pmm.abort_tx(tx)
@@ -224,7 +225,7 @@ def test_reserve_all_aborts_on_a_refusal() -> None:
     tx = pmm.plan_tx(w.h1, ((w.a, 10), (w.b, 20)))
     with pytest.raises(CapacityDenied):
         pmm.reserve_all(tx)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.txs and m.ledger.authorities[w.a].used == 0
 
 
@@ -241,11 +242,11 @@ def test_device_loss_mid_transaction_and_with_tickets_pressure_and_a_limit_chang
     pmm.open_pressure(w.h2, w.a, 10)
     prepare_limit(pmm, w.a, 60)  # left pending (the checkers' step alone): pressure on h2's leases
     waiter = pmm.submit(w.h1, w.b, 70)  # pending on b: the loss's credit on b grants it
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     g_alloc = m.tickets[granted].allocation
     assert m.tickets[pending].state is P and m.tickets[waiter].state is P and len(m.pressures) == 2 and m.changes
     pmm.lose_device(w.a)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert set(m.tickets) == {waiter} and m.tickets[waiter].state is G  # every ticket on a dropped
     assert not m.txs and not m.pressures and not m.changes
     assert rb not in m.ledger.allocations  # the reservation elsewhere was credited
@@ -256,10 +257,10 @@ def test_device_loss_mid_transaction_and_with_tickets_pressure_and_a_limit_chang
     with pytest.raises(DeviceLost):
         pmm.submit(w.h1, w.a, 1)
     pmm.confirm_termination(w.a)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.ledger.authorities[w.a].used == 0 and not [r for r in m.ledger.allocations.values() if r.authority == w.a]
     pmm.confirm_termination(w.a)  # idempotent: credited exactly once
-    assert pmm.abstract_manager() == m
+    assert abstract_manager(pmm) == m
 
 
 def test_acquire_returns_none_when_its_ticket_is_dropped_by_device_loss() -> None:
@@ -268,19 +269,19 @@ def test_acquire_returns_none_when_its_ticket_is_dropped_by_device_loss() -> Non
     out: list[Any] = []
     t = threading.Thread(target=lambda: out.append(pmm.acquire(w.h2, w.a, 10, timeout=JOIN_S)))
     t.start()
-    while not pmm.abstract_manager().tickets:
+    while not abstract_manager(pmm).tickets:
         pass
     pmm.lose_device(w.a)
     t.join(JOIN_S)
-    assert out == [None] and not t.is_alive() and not pmm.abstract_manager().tickets
+    assert out == [None] and not t.is_alive() and not abstract_manager(pmm).tickets
 
 
 def test_acquire_times_out_and_leaves_nothing() -> None:
     pmm, w = make()
     lease(pmm, w.h1, w.a, 100)
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     assert pmm.acquire(w.h2, w.a, 10, timeout=0.01) is None
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets and m.ledger == before.ledger and m.next_ticket == 2
 
 
@@ -290,11 +291,11 @@ def test_acquire_times_out_and_leaves_nothing() -> None:
 def _answering(pmm: ProcessMemoryManager, leases: dict[int, list[int]], probes: list[bool]) -> Callable:
     def cb(mgr: ProcessMemoryManager, pid: int, target: int) -> None:
         got: list[bool] = []
-        t = threading.Thread(target=lambda: got.append(mgr.ledger_lock.probe(2.0)))
+        t = threading.Thread(target=lambda: got.append(ledger_lock(mgr).probe(2.0)))
         t.start()
         t.join()
-        probes.append(got == [True] and not mgr.lock_held_by_me())
-        h = mgr.abstract_manager().pressures[pid].holder
+        probes.append(got == [True] and not ledger_lock(mgr).held_by_me())
+        h = abstract_manager(mgr).pressures[pid].holder
         mgr.answer(h, pid, tuple(leases.pop(h, [])))
     return cb
 
@@ -309,7 +310,7 @@ def test_lower_limit_commits_when_callbacks_answer() -> None:
     out = pmm.lower_limit(w.a, 40)
     assert out == M.LimitOutcome(True, 40, ((1, 60), (2, 0)))
     assert probes == [True, True]  # each callback ran with the ledger lock free (I7)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.ledger.authorities[w.a].limit == 40 and m.ledger.authorities[w.a].used == 20
     assert not m.pressures and not m.changes
 
@@ -321,7 +322,7 @@ def test_lower_limit_keeps_the_old_limit_when_not_enough_comes_back() -> None:
     pmm.register_callback(w.h1, _answering(pmm, {}, probes))
     out = pmm.lower_limit(w.a, 40)
     assert out == M.LimitOutcome(False, 100, ((1, 0),))
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.ledger.authorities[w.a].limit == 100 and m.ledger.authorities[w.a].used == 80 and not m.changes
 
 
@@ -332,10 +333,10 @@ def test_a_raising_callback_is_typed_and_leaves_the_ledger_exact() -> None:
     def bad(mgr: ProcessMemoryManager, pid: int, target: int) -> None:
         raise OSError("holder crashed")
     pmm.register_callback(w.h1, bad)
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with pytest.raises(HolderCallbackFailed, match="OSError: holder crashed; pressure ticket 1 cancelled"):
         pmm.press(w.h1, w.a, 10)
-    after = pmm.abstract_manager()
+    after = abstract_manager(pmm)
     assert after.ledger == before.ledger and not after.pressures and after.next_pressure == 2
     assert pmm.lower_limit(w.a, 40) == M.LimitOutcome(False, 100, ())  # a failing holder answered nothing
 
@@ -346,9 +347,9 @@ def test_raising_a_limit_is_headroom_for_waiters() -> None:
     tid = pmm.submit(w.h1, w.a, 20)
     lease(pmm, w.h2, w.a, 30)
     tid2 = pmm.submit(w.h1, w.a, 20)
-    assert pmm.abstract_manager().tickets[tid2].state is P
+    assert abstract_manager(pmm).tickets[tid2].state is P
     assert pmm.lower_limit(w.a, 100) == M.LimitOutcome(True, 100, ())  # a raise: no pressure
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.tickets[tid].state is G and m.tickets[tid2].state is G and m.ledger.authorities[w.a].used == 70
 
 
@@ -358,7 +359,7 @@ def test_answer_lists_in_the_limit_change_and_rounds_run() -> None:
     tid = pmm.submit(w.h2, w.a, 50)
     (pid,) = prepare_limit(pmm, w.a, 30)  # the checkers' steps, to look between them
     assert pmm.answer(w.h1, pid, (l1,)) == 60
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.changes[w.a].completed == ((pid, 60),) and m.tickets[tid].state is G and m.ledger.authorities[w.a].used == 50
     assert commit_limit(pmm, w.a) == M.LimitOutcome(False, 100, ((pid, 60),))  # the grant took the room back
 
@@ -371,13 +372,13 @@ def test_guard_grant_charges_ledger() -> None:
     for off in (False, True):
         pmm, w = make(GuardSet.without("grant_charges_ledger") if off else GuardSet())
         tid = pmm.submit(w.h1, w.a, 60)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert m.tickets[tid].state is G
         assert (m.tickets[tid].allocation is None) == off
         if off:
             lease(pmm, w.h2, w.a, 60)  # the ledger thinks the bytes are free
             pmm.claim(w.h1, tid)
-            a = pmm.abstract_manager().ledger.authorities[w.a]
+            a = abstract_manager(pmm).ledger.authorities[w.a]
             assert a.used == 120 > a.limit  # harm: granted past the limit
         else:
             with pytest.raises(CapacityDenied):
@@ -390,7 +391,7 @@ def test_guard_tx_counts_granted() -> None:
     pmm.submit(w.h1, w.a, 60)
     tx = pmm.plan_tx(w.h2, ((w.a, 50),))
     pmm.reserve_all(tx)
-    a = pmm.abstract_manager().ledger.authorities[w.a]
+    a = abstract_manager(pmm).ledger.authorities[w.a]
     assert a.used == 110 > a.limit  # harm: the transaction took bytes a granted ticket holds
 
 
@@ -420,7 +421,7 @@ def test_guard_limit_after_reclaim() -> None:
         pmm, w = make(GuardSet.without("limit_after_reclaim") if off else GuardSet())
         lease(pmm, w.h1, w.a, 80)
         out = pmm.lower_limit(w.a, 40)  # no callback: nothing comes back
-        a = pmm.abstract_manager().ledger.authorities[w.a]
+        a = abstract_manager(pmm).ledger.authorities[w.a]
         assert out.committed == off
         assert (a.used > a.limit) == off  # harm when off: committed below used
 
@@ -509,9 +510,9 @@ def test_cancelling_a_matured_misfit_lets_the_next_waiter_fit() -> None:
     lease(pmm, w.h1, w.a, 50)
     big = pmm.submit(w.h2, w.a, 60)  # matured at once, does not fit
     small = pmm.submit(w.h2, w.a, 30)  # the round ends at the matured misfit
-    assert pmm.abstract_manager().tickets[small].state is P
+    assert abstract_manager(pmm).tickets[small].state is P
     assert pmm.cancel_ticket(w.h2, big) == 0  # retired: a round runs on its authority
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.tickets[small].state is G and m.ledger.authorities[w.a].used == 80
 
 
@@ -526,13 +527,13 @@ def test_an_interrupt_while_parked_leaves_no_grant_behind(monkeypatch: pytest.Mo
         def wait(self, timeout: float | None = None) -> bool:
             if granted_first:
                 pmm.release(w.h1, blocker)  # the ticket is granted (charged) while its waiter is parked
-                assert pmm.abstract_manager().tickets[1].state is G
+                assert abstract_manager(pmm).tickets[1].state is G
             raise KeyboardInterrupt
 
     monkeypatch.setattr(arbitration, "threading", types.SimpleNamespace(Event=Interrupted))
     with pytest.raises(KeyboardInterrupt):
         pmm.acquire(w.h2, w.a, 40, timeout=JOIN_S)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets and m.ledger.authorities[w.a].used == (0 if granted_first else 100)
     assert [r.holder for r in m.ledger.allocations.values()] == ([] if granted_first else [w.h1])
 
@@ -544,7 +545,7 @@ def test_an_interrupt_while_parked_leaves_no_grant_behind(monkeypatch: pytest.Mo
 def _parked(pmm: ProcessMemoryManager, w: Any, free: int, nbytes: int = 50) -> int:
     """A pending ticket of h2 on gpu0 with `free` B free, and its waiter's event made (wait with timeout 0)."""
     t = pmm.submit(w.h2, w.a, nbytes)
-    assert pmm.abstract_manager().tickets[t].state is P and pmm.snapshot(w.a).available == free
+    assert abstract_manager(pmm).tickets[t].state is P and pmm.snapshot(w.a).available == free
     assert pmm.wait(t, 0) is False  # the waiter's event now exists; nobody has set it
     return t
 
@@ -556,7 +557,7 @@ def test_cancel_wakes_the_waiter_it_grants() -> None:
     prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
     t = _parked(pmm, w, 5)
     pmm.cancel(w.h1, prov)  # 50 B free: the round grants t, and its event is set once the lock is released (I7)
-    assert pmm.abstract_manager().tickets[t].state is G
+    assert abstract_manager(pmm).tickets[t].state is G
     assert pmm._tickets[t].event.is_set()
     _next_grant_still_wakes(pmm, w)
 
@@ -577,7 +578,7 @@ def test_commit_refund_wakes_the_waiter_it_grants() -> None:
     prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
     t = _parked(pmm, w, 5, 45)
     pmm.commit(w.h1, prov, 1)  # 44 B refunded: 49 B free, the round grants t (I13) and wakes its waiter (I7)
-    assert pmm.abstract_manager().tickets[t].state is G
+    assert abstract_manager(pmm).tickets[t].state is G
     assert pmm._tickets[t].event.is_set()
     _next_grant_still_wakes(pmm, w)
 
@@ -588,7 +589,7 @@ def test_quarantine_wakes_the_waiter_it_grants() -> None:
     x = lease(pmm, w.h1, w.a, 60)
     t = _parked(pmm, w, 40)
     pmm.quarantine(w.h1, x, 10)
-    assert pmm.abstract_manager().tickets[t].state is G
+    assert abstract_manager(pmm).tickets[t].state is G
     assert pmm._tickets[t].event.is_set()
     _next_grant_still_wakes(pmm, w)
 
@@ -599,9 +600,9 @@ def test_quarantine_releasing_nothing_runs_no_round() -> None:
     pmm, w = make()
     x = lease(pmm, w.h1, w.a, 60)
     t = _parked(pmm, w, 40)
-    age = pmm.abstract_manager().tickets[t].age
+    age = abstract_manager(pmm).tickets[t].age
     pmm.quarantine(w.h1, x, 0)
-    assert pmm.abstract_manager().tickets[t].age == age
+    assert abstract_manager(pmm).tickets[t].age == age
 
 
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
@@ -611,7 +612,7 @@ def test_releasing_a_claimed_lease_leaves_nothing_named_by_its_ticket(on: bool) 
     with contracts.contracts(on):
         t = pmm.submit(w.h1, w.a, 10)
         x = pmm.claim(w.h1, t)
-        assert t not in pmm.abstract_manager().tickets and x not in pmm.abstract_manager().uses
+        assert t not in abstract_manager(pmm).tickets and x not in abstract_manager(pmm).uses
         pmm.release(w.h1, x)
         assert t not in pmm._leases
         with pytest.raises(InvalidTransition):
@@ -645,7 +646,7 @@ def test_lower_limit_interrupted_by_a_callback_commits_before_it_propagates(on: 
     with contracts.contracts(on):
         with pytest.raises(KeyboardInterrupt):
             pmm.lower_limit(w.a, 40)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert not m.changes and not m.pressures and pmm.snapshot(w.a).limit == 100
         assert pmm.lower_limit(w.a, 90) == M.LimitOutcome(True, 90, ())  # a new change may start: none is pending
 
@@ -661,15 +662,15 @@ def test_a_lost_device_drops_its_waiters_and_terminates_to_nothing(on: bool) -> 
     assert pmm.wait(t, 0) is False  # its waiter's event exists, unset
     with contracts.contracts(on):
         pmm.lose_device(w.a)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert t not in m.tickets and m.ledger.allocations[x].state is AllocState.DEVICE_LOST
         assert used(pmm, w.a) == 30  # the charge stays until termination (C3)
         pmm.confirm_termination(w.a)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert used(pmm, w.a) == 0 and x not in m.ledger.allocations
         pmm.remove_authority(w.a)  # nothing pins it any more: no allocation, no ticket left in its queue
-        assert w.a not in pmm.abstract().authorities
-    assert pmm._tickets.get(t) is None and t not in pmm.abstract_manager().tickets
+        assert w.a not in abstract_ledger(pmm).authorities
+    assert pmm._tickets.get(t) is None and t not in abstract_manager(pmm).tickets
 
 
 @contracts_off
@@ -688,12 +689,12 @@ def test_lose_device_wakes_the_waiters_it_drops() -> None:
 def test_confirm_termination_of_a_live_context_is_refused_whole(on: bool) -> None:
     pmm, w = make()
     lease(pmm, w.h1, w.a, 30)
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with contracts.contracts(on), pytest.raises(
             InvalidTransition, match=r"^authority 1: no transition for event 'confirm-termination' in state 'active' "
                                      r"\(the context was never lost\)$"):
         pmm.confirm_termination(w.a)
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
 
 
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
@@ -706,9 +707,9 @@ def test_a_ticket_books_its_role_from_grant_to_lease(on: bool) -> None:
         blocker = lease(pmm, w.h2, w.a, 90)
         u = pmm.submit(w.h1, w.a, 10, 0, Role.WEIGHTS)  # waits; granted by the round the release runs
         pmm.release(w.h2, blocker)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert (m.tickets[t].state, m.tickets[u].state) == (G, G)
         for tid, role in ((t, Role.KV), (u, Role.WEIGHTS)):
-            assert pmm.abstract().allocations[pmm.abstract_manager().tickets[tid].allocation].role is role
+            assert abstract_ledger(pmm).allocations[abstract_manager(pmm).tickets[tid].allocation].role is role
             x = pmm.claim(w.h1, tid)
-            assert (pmm.abstract().allocations[x].role, pmm.abstract().allocations[x].holder) == (role, w.h1)
+            assert (abstract_ledger(pmm).allocations[x].role, abstract_ledger(pmm).allocations[x].holder) == (role, w.h1)

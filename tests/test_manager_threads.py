@@ -14,6 +14,7 @@ from threads_harness import fast_switching, run_together  # noqa: F401  (fixture
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_manager, ledger_lock
 from spec.errors import CapacityDenied
 from spec.types import Role, Tier
 
@@ -34,13 +35,13 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
 
     def on_pressure(mgr: ProcessMemoryManager, pid: int, target: int) -> None:
         got: list[bool] = []
-        t = threading.Thread(target=lambda: got.append(mgr.ledger_lock.probe(1.0)))
+        t = threading.Thread(target=lambda: got.append(ledger_lock(mgr).probe(1.0)))
         t.start()
         t.join()
         probes.append(got == [True])
-        auth = mgr.abstract_manager().pressures[pid].authority
+        auth = abstract_manager(mgr).pressures[pid].authority
         with cache_lock:
-            mine = [i for i in cache_leases if mgr.abstract_manager().ledger.allocations[i].authority == auth][:2]
+            mine = [i for i in cache_leases if abstract_manager(mgr).ledger.allocations[i].authority == auth][:2]
             for i in mine:
                 cache_leases.remove(i)
         if mgr.answer(cache, pid, tuple(mine)):
@@ -105,7 +106,7 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
 
     def auditor() -> None:
         while not stop.is_set():
-            m = pmm.abstract_manager()
+            m = abstract_manager(pmm)
             conserved(m)
             for a in m.ledger.authorities.values():
                 assert a.used <= a.limit, a
@@ -133,7 +134,7 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
         run_together([*bounded(workers), cacher, auditor])
     for i in cache_leases:
         pmm.release(cache, i)
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets and not m.txs and not m.pressures and not m.ledger.allocations
     assert m.ledger.authorities[w.a].used == 0 and m.ledger.authorities[w.b].used == 0
     assert len(probes) == 40 and all(probes)  # every callback ran with the lock free (I7)
@@ -146,5 +147,5 @@ def test_a_callback_under_the_lock_is_an_I7_violation_not_a_deadlock() -> None:
     pmm, w = make()
     pmm.register_callback(w.h1, lambda mgr, pid, target: mgr.answer(w.h1, pid, ()))
     pid = pmm.open_pressure(w.h1, w.a, 1)
-    with contracts.contracts(True), pmm.ledger_lock, pytest.raises(InvariantViolation, match="I7"):
+    with contracts.contracts(True), ledger_lock(pmm), pytest.raises(InvariantViolation, match="I7"):
         pmm._deliver(pid)  # what a governor that called holders under its lock would do

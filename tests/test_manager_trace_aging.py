@@ -26,6 +26,7 @@ from invariants.manager_trace import CONFIGURE
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.tickets import TicketState
 from spec.types import Role, Tier
 from trace_harness import renumbered as _renumbered
@@ -48,7 +49,7 @@ def _aging_trace(bound: int) -> list[bytes]:
     big = p.submit(hb, a, 8)  # round 1: waits
     for k in range(1, PROBES + 1):
         probe = p.submit(hc, a, 1)  # round 2k
-        state = p.abstract_manager().tickets[probe].state
+        state = abstract_manager(p).tickets[probe].state
         # The governor itself arbitrates as the docstring says (else this pinned trace tests nothing).
         assert state is (TicketState.GRANTED if 2 * k < bound else TicketState.PENDING), (bound, k, state)
         p.cancel_ticket(hc, probe)  # round 2k + 1

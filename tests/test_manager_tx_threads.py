@@ -24,6 +24,7 @@ from invariants import contracts
 from invariants.manager import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import reserve_tx
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import CapacityDenied
 from spec.guards import GuardSet
 from spec.types import Tier
@@ -62,7 +63,7 @@ def test_opposite_declared_orders_never_deadlock_and_retries_keep_their_place(co
                     retry, first_seq = None, None
                     while True:
                         tx = pmm.plan_tx(holder, needs, 3, retry)
-                        seq = pmm.abstract_manager().txs[tx].seq
+                        seq = abstract_manager(pmm).txs[tx].seq
                         first_seq = first_seq or seq
                         assert seq == first_seq  # a retry is not a newcomer (C4)
                         try:
@@ -81,7 +82,7 @@ def test_opposite_declared_orders_never_deadlock_and_retries_keep_their_place(co
     _run([threading.Thread(target=worker, args=(n,)) for n in clients])
     assert not errors, errors
     assert done == {"a": ROUNDS, "b": ROUNDS}
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.txs and all(a.used == 0 for a in m.ledger.authorities.values())
     check_all(m)
 
@@ -102,10 +103,10 @@ def _lockstep(pmm: ProcessMemoryManager, clients: dict[str, tuple[int, tuple]]) 
             outcome[name] = "missed"
         barrier.wait()
         if name == "a":
-            seen["state"] = pmm.abstract_manager()
+            seen["state"] = abstract_manager(pmm)
         barrier.wait()
         try:
-            while len(pmm.abstract_manager().txs[tx].held) < len(needs):
+            while len(abstract_manager(pmm).txs[tx].held) < len(needs):
                 reserve_tx(pmm, tx)
             outcome.setdefault(name, "all held")
         except CapacityDenied:

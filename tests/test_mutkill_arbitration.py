@@ -25,6 +25,7 @@ from refimpl_manager_harness import lease, make
 from invariants.contracts import contracts
 from refimpl.manager import arbitration as _arbitration
 from refimpl.tracing import JsonlSink
+from refimpl.verify.manager_hooks import abstract_manager, ledger_lock, wake_waiters
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes
 from spec.types import Origin, Role
 
@@ -66,7 +67,7 @@ def test_a_waiter_granted_while_its_wake_up_was_lost_claims_at_its_next_recheck(
         events = _fake_events(monkeypatch, lambda: pmm.release(w.h2, blocker))  # grants the parked 40 B
         got = pmm.acquire(w.h1, w.a, 40, timeout=None)
         assert [e.sleeps for e in events] == [1], "the waiter slept on past its granted ticket"
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert m.ledger.allocations[got].nbytes == 40 and m.ledger.authorities[w.a].used == 40
         assert not m.tickets
 
@@ -79,7 +80,7 @@ def test_a_waiter_retired_while_its_wake_up_was_lost_returns_at_its_next_recheck
         events = _fake_events(monkeypatch, lambda: pmm.reconfigure(w.a))  # the pending ticket fails
         assert pmm.acquire(w.h1, w.a, 40, timeout=None) is None
         assert [e.sleeps for e in events] == [1], "the waiter slept on past its retired ticket"
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert not m.tickets and m.ledger.authorities[w.a].used == 100
 
 
@@ -90,7 +91,7 @@ def test_an_acquire_that_fits_at_once_never_parks(monkeypatch, on: bool) -> None
         events = _fake_events(monkeypatch, None)
         got = pmm.acquire(w.h1, w.a, 40, timeout=None)
         assert events == [], "a ticket granted at its submit was parked on"
-        assert pmm.abstract_manager().ledger.allocations[got].nbytes == 40
+        assert abstract_manager(pmm).ledger.allocations[got].nbytes == 40
 
 
 def test_a_submit_under_the_held_ledger_lock_keeps_the_wake_ups_of_earlier_grants() -> None:
@@ -101,15 +102,15 @@ def test_a_submit_under_the_held_ledger_lock_keeps_the_wake_ups_of_earlier_grant
         got: list[Any] = []
         waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 40, timeout=None)), daemon=True)
         waiter.start()
-        while not pmm.abstract_manager().tickets:  # parked: its ticket is pending
+        while not abstract_manager(pmm).tickets:  # parked: its ticket is pending
             threading.Event().wait(0.001)
-        with pmm.ledger_lock:  # as the trace recorder's wrapper holds it across operations
+        with ledger_lock(pmm):  # as the trace recorder's wrapper holds it across operations
             pmm.release(w.h2, blocker)  # grants the parked ticket: its wake-up waits for the lock's release
             tid = pmm.submit(w.h2, w.b, 8)  # another ledger's lone ticket, granted at once
-        pmm.wake_waiters()
+        wake_waiters(pmm)
         waiter.join(10)
         assert not waiter.is_alive() and len(got) == 1 and got[0] is not None
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert m.ledger.allocations[got[0]].nbytes == 40 and m.tickets[tid].allocation is not None
 
 
@@ -117,7 +118,7 @@ def test_a_submit_under_the_held_ledger_lock_keeps_the_wake_ups_of_earlier_grant
 
 
 def _ages(pmm: Any) -> dict[int, int]:
-    return {i: t.age for i, t in pmm.abstract_manager().tickets.items()}
+    return {i: t.age for i, t in abstract_manager(pmm).tickets.items()}
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
@@ -127,7 +128,7 @@ def test_a_ticket_that_fits_is_granted_past_a_misfit_that_has_not_matured(on: bo
         lease(pmm, w.h2, w.a, 50)
         big = pmm.submit(w.h1, w.a, 90)  # pending: 90 B never fit the 50 B left
         small = pmm.submit(w.h1, w.a, 30)  # the round: the big one (age 2 of 4) does not end it
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert m.tickets[big].state.name == "PENDING" and m.tickets[small].state.name == "GRANTED"
         assert m.ledger.authorities[w.a].used == 80
 
@@ -175,7 +176,7 @@ def test_an_interrupt_after_the_claim_took_effect_releases_the_unreturned_lease(
         pmm._claim = claim_then_interrupted  # type: ignore[method-assign]
         with pytest.raises(KeyboardInterrupt):
             pmm.acquire(w.h1, w.a, 40, timeout=None)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert not m.tickets and not m.ledger.allocations and m.ledger.authorities[w.a].used == 0
 
 
@@ -186,12 +187,12 @@ def test_an_acquire_with_no_priority_does_not_overtake_an_earlier_ticket_of_prio
     got: list[Any] = []
     waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 60, timeout=None)), daemon=True)
     waiter.start()
-    while len(pmm.abstract_manager().tickets) < 2:  # the acquire's ticket is pending
+    while len(abstract_manager(pmm).tickets) < 2:  # the acquire's ticket is pending
         threading.Event().wait(0.001)
-    (second,) = set(pmm.abstract_manager().tickets) - {first}
-    assert pmm.abstract_manager().tickets[second].priority == 0
+    (second,) = set(abstract_manager(pmm).tickets) - {first}
+    assert abstract_manager(pmm).tickets[second].priority == 0
     pmm.release(w.h2, blocker)  # room for one of them: the earlier, at equal priority
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert m.tickets[first].state.name == "GRANTED" and m.tickets[second].state.name == "PENDING"
     pmm.cancel_ticket(w.h1, second)
     waiter.join(10)
@@ -215,18 +216,18 @@ def test_invalid_try_reserve_is_refused_typed_and_changes_nothing(on: bool, used
         pmm, w = make()
         if used:
             lease(pmm, w.h2, w.a, used)
-        before = pmm.abstract_manager()
+        before = abstract_manager(pmm)
         with pytest.raises(error, match=match):
             pmm.try_reserve(w.h1, w.a, asked)
-        assert pmm.abstract_manager() == before
+        assert abstract_manager(pmm) == before
 
 
 def test_try_reserve_with_a_role_that_is_no_role_is_refused_unchanged() -> None:
     pmm, w = make()
-    before = pmm.abstract_manager()
+    before = abstract_manager(pmm)
     with pytest.raises(InvalidArgument, match="role must be a Role, got 'kv'"):
         pmm.try_reserve(w.h1, w.a, 5, role="kv")  # type: ignore[arg-type]
-    assert pmm.abstract_manager() == before
+    assert abstract_manager(pmm) == before
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
@@ -234,7 +235,7 @@ def test_try_reserve_of_exactly_the_free_bytes_is_a_granted_lease_of_its_role(on
     with contracts(on=on):
         pmm, w = make()
         whole = pmm.try_reserve(w.h1, w.a, 100, role=Role.KV)  # the whole limit of an empty ledger fits
-        r = pmm.abstract_manager().ledger.allocations[whole]
+        r = abstract_manager(pmm).ledger.allocations[whole]
         assert (r.nbytes, r.charge, r.role, r.origin, r.state.name) == (100, 100, Role.KV, Origin.GRANTED, "LIVE")
 
 
@@ -276,5 +277,5 @@ def test_each_reconfigure_starts_the_next_generation(on: bool) -> None:
         pmm.reconfigure(w.a)
         pmm.reconfigure(w.a)
         newer = pmm.submit(w.h1, w.a, 10)
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert dict(m.generations) == {w.a: 2} and older not in m.tickets and m.tickets[newer].generation == 2

@@ -29,6 +29,7 @@ from invariants._violation import InvariantViolation
 from refimpl import tracing
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
+from refimpl.verify.manager_hooks import abstract_manager, ledger_lock, trace_recorder
 from spec.errors import ForeignHolder, MailboxFull, TraceSinkFailed, UnknownTicket
 from spec.types import Role, Tier
 
@@ -61,7 +62,7 @@ def test_a_waiter_on_a_dropped_ticket_wakes_when_the_drop_is_drained(on: bool) -
         pmm.drain()
         waiter.join(10)  # well before the waiter's own 20 s deadline
         assert not waiter.is_alive() and got == [True]
-        assert not pmm.abstract_manager().tickets
+        assert not abstract_manager(pmm).tickets
 
 
 def _behind_the_mailbox(pmm: ProcessMemoryManager, op: Any) -> Any:
@@ -90,10 +91,10 @@ def test_a_post_whose_ticket_was_retired_meanwhile_is_applied_as_nothing(on: boo
             tracing.attach(pmm, JsonlSink(buf))
         pmm.drop(kv, ticket)
         _retired_behind_the_mailbox(pmm, kv, ticket)
-        before = pmm.abstract_manager()
+        before = abstract_manager(pmm)
         n = len(buf.getvalue().splitlines())
         pmm.drain()
-        assert pmm.abstract_manager() == before and not pmm._mailbox
+        assert abstract_manager(pmm) == before and not pmm._mailbox
         assert len(buf.getvalue().splitlines()) == n, "a post that applied nothing was traced"
 
 
@@ -117,7 +118,7 @@ def test_a_post_that_lands_while_drain_reads_the_mailbox_is_applied_by_that_drai
         pmm._mailbox = _RacyMailbox()
         pmm.drop(kv, ticket)
         pmm.drain()
-        assert pmm._mailbox.raised and not pmm._mailbox and not pmm.abstract_manager().tickets
+        assert pmm._mailbox.raised and not pmm._mailbox and not abstract_manager(pmm).tickets
 
 
 def _traced_full() -> tuple[ProcessMemoryManager, int, int, int, int, io.StringIO]:
@@ -149,7 +150,7 @@ def test_a_sink_failing_on_a_drained_cancel_is_a_trace_sink_failure_that_names_i
     with pytest.raises(TraceSinkFailed, match=rf"CancelTicket was applied \(result None\) but the trace sink raised "
                                               rf"{type(fault).__name__} on event 2: {fault}"):
         pmm.drain()
-    assert not pmm.abstract_manager().tickets  # the cancel stands
+    assert not abstract_manager(pmm).tickets  # the cancel stands
 
 
 class _CreditsTwice(ProcessMemoryManager):
@@ -174,7 +175,7 @@ def test_contracts_off_check_nothing_on_a_traced_drain() -> None:
         t = pmm.submit(h, a, 60)
         pmm.drop(h, t)
         pmm.drain()
-    assert pmm.abstract_manager().ledger.authorities[a].used == -30  # the harm went unchecked, as documented
+    assert abstract_manager(pmm).ledger.authorities[a].used == -30  # the harm went unchecked, as documented
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
@@ -185,7 +186,7 @@ def test_a_drain_over_two_ledgers_checks_the_one_it_touched(on: bool) -> None:
         other = pmm.submit(w, b, 20)  # a grant on another ledger
         pmm.drop(kv, ticket)
         pmm.drain()
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert set(m.tickets) == {other} and m.ledger.authorities[b].used == 20
 
 
@@ -199,7 +200,7 @@ def test_bad_drops_and_waits_are_typed_errors_naming_the_ticket_and_post_nothing
             pmm.wait(bad, 0.0)
     with pytest.raises(ForeignHolder, match=rf"ticket {ticket} is holder {kv}'s, not {w}'s"):
         pmm.drop(w, ticket)
-    assert not pmm._mailbox and pmm.abstract_manager().tickets[ticket].state.name == "PENDING"
+    assert not pmm._mailbox and abstract_manager(pmm).tickets[ticket].state.name == "PENDING"
 
 
 def test_the_mailbox_holds_at_most_its_slots_when_drops_race_with_retires() -> None:
@@ -214,7 +215,7 @@ def test_the_mailbox_holds_at_most_its_slots_when_drops_race_with_retires() -> N
         pmm.drop(h, live)
     assert len(pmm._mailbox) == 2
     pmm.drain()  # the stale posts apply as nothing; the live ticket stays
-    assert not pmm._mailbox and set(pmm.abstract_manager().tickets) == {live}
+    assert not pmm._mailbox and set(abstract_manager(pmm).tickets) == {live}
 
 
 def test_wait_returns_false_at_its_deadline_on_a_pending_ticket() -> None:
@@ -224,12 +225,12 @@ def test_wait_returns_false_at_its_deadline_on_a_pending_ticket() -> None:
     waiter.start()
     waiter.join(10)
     assert not waiter.is_alive() and got == [False]
-    assert pmm.abstract_manager().tickets[ticket].state.name == "PENDING"
+    assert abstract_manager(pmm).tickets[ticket].state.name == "PENDING"
 
 
 def test_waiting_with_the_ledger_lock_held_is_an_i7_violation_naming_the_site() -> None:
     pmm, w, kv, a, ticket = _full()
-    with contracts.contracts(True), pmm.ledger_lock:
+    with contracts.contracts(True), ledger_lock(pmm):
         with pytest.raises(InvariantViolation, match="waiting on a ticket with the ledger lock held"):
             pmm.wait(ticket, 0.0)
 
@@ -245,8 +246,8 @@ def test_a_drain_that_applied_nothing_leaves_another_threads_event_to_that_threa
     if posted:
         pmm.drop(kv, ticket)
         _retired_behind_the_mailbox(pmm, kv, ticket)
-    rec = pmm.trace_recorder
-    with pmm.ledger_lock:  # another thread's event, numbered and queued, not yet delivered by that thread
+    rec = trace_recorder(pmm)
+    with ledger_lock(pmm):  # another thread's event, numbered and queued, not yet delivered by that thread
         seq = rec.record(lambda s: {"contract_revision": "ortmem-ledger/1", "source": rec.source,
                                     "source_sequence": s, "kind": "boundary", "ids": {}, "payload": {}})
     pmm.drain()  # applies nothing

@@ -1,6 +1,6 @@
 """What a checker loses when the refinement mappings of `refimpl/manager/views.py` go wrong.
 
-`abstract()` and `abstract_manager()` reuse each concrete record's last frozen record while the fields code can
+`abstract_ledger(pmm)` and `abstract_manager(pmm)` reuse each concrete record's last frozen record while the fields code can
 change are unchanged (`_auth_rec`, `_alloc_rec`, `_allow_rec`, `_ticket_rec`). A stale record hides the
 governor's real state from every check that reads the mapping: after each step of a script that changes every
 such field, the mapping equals the one built with every cached record thrown away.
@@ -29,6 +29,7 @@ from refimpl import tracing
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import prepare_limit
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager, ledger_lock, wake_waiters
 from spec.errors import CapacityDenied, GovernorError, TraceSinkFailed
 from spec.guards import GuardSet
 from spec.types import Role, Tier
@@ -36,12 +37,12 @@ from spec.types import Role, Tier
 
 def _uncached(pmm: ProcessMemoryManager) -> tuple[Any, Any]:
     """Both mappings built afresh: every record's cached frozen record dropped first."""
-    with pmm.ledger_lock:
+    with ledger_lock(pmm):
         for table in (pmm._auths, pmm._allocs, pmm._allows, pmm._tickets):
             for r in table.values():
                 r.rec = None
         pmm._holder_recs.clear()
-    return pmm.abstract(), pmm.abstract_manager()
+    return abstract_ledger(pmm), abstract_manager(pmm)
 
 
 def _script(pmm: ProcessMemoryManager, ids: dict[str, int]) -> list[tuple[str, Callable[[], Any]]]:
@@ -79,7 +80,7 @@ def test_the_mappings_never_show_a_stale_record(on: bool) -> None:
                "b": pmm.register_authority("host", Tier.HOST, 100)}
         for name, step in _script(pmm, ids):
             step()
-            cached = (pmm.abstract(), pmm.abstract_manager())
+            cached = (abstract_ledger(pmm), abstract_manager(pmm))
             assert cached == _uncached(pmm), f"after {name}: the mapping shows a record as it was"
 
 
@@ -145,10 +146,10 @@ def test_an_unhashable_id_is_a_typed_refusal_that_changes_nothing(on: bool, leve
             "plan-tx-authority": lambda: pmm.plan_tx(h, ((BAD, 5),)),  # type: ignore[arg-type]
             "plan-tx-need": lambda: pmm.plan_tx(h, (5,)),  # type: ignore[arg-type]
         }
-        before = pmm.abstract_manager()
+        before = abstract_manager(pmm)
         with pytest.raises(GovernorError):
             calls[op]()
-        assert pmm.abstract_manager() == before
+        assert abstract_manager(pmm) == before
 
 
 def test_the_ledger_mapping_holds_every_record_under_its_own_id() -> None:
@@ -159,7 +160,7 @@ def test_the_ledger_mapping_holds_every_record_under_its_own_id() -> None:
     pmm.reconfigure(a)  # generation 1
     pmm.try_reserve(h, a, 90)  # the next tickets wait
     t = pmm.submit(h, a, 30, priority=3, role=Role.KV)
-    s, m = pmm.abstract(), pmm.abstract_manager()
+    s, m = abstract_ledger(pmm), abstract_manager(pmm)
     assert dict(s.allowances) == {w: s.allowances[w]} and s.allowances[w].id == w and s.next_allowance == w + 1
     assert m.ledger == s
     r = m.tickets[t]
@@ -174,12 +175,12 @@ def test_a_composed_operation_under_the_held_ledger_lock_keeps_earlier_wake_ups(
         got: list[Any] = []
         waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 40, timeout=None)), daemon=True)
         waiter.start()
-        while not pmm.abstract_manager().tickets:
+        while not abstract_manager(pmm).tickets:
             threading.Event().wait(0.001)
-        with pmm.ledger_lock:
+        with ledger_lock(pmm):
             pmm.release(w.h2, blocker)  # grants the parked ticket: its wake-up waits for the lock's release
             pmm.try_reserve(w.h2, w.b, 8)  # a composed operation on another ledger, through `_run`
-        pmm.wake_waiters()
+        wake_waiters(pmm)
         waiter.join(10)
         assert not waiter.is_alive() and len(got) == 1 and got[0] is not None
 
@@ -209,7 +210,7 @@ def test_a_sink_failing_on_a_composed_event_is_a_trace_sink_failure_that_names_i
         with pytest.raises(TraceSinkFailed, match=r"^TryReserve was applied \(result 1\) but the trace sink raised "
                                                   r"OSError on event 2: pipe closed$"):
             pmm.try_reserve(h, a, 8)
-        assert pmm.abstract().allocations[1].charge == 8  # it stands
+        assert abstract_ledger(pmm).allocations[1].charge == 8  # it stands
 
 
 def test_a_waiter_on_a_ticket_a_composed_operation_granted_wakes_at_once() -> None:
@@ -226,7 +227,7 @@ def test_a_waiter_on_a_ticket_a_composed_operation_granted_wakes_at_once() -> No
         pmm.cancel_ticket(w.h2, held)  # a composed operation: its credit's round grants the waiter
         waiter.join(10)  # well before the waiter's own 20 s deadline
         assert not waiter.is_alive() and got == [True]
-        assert pmm.abstract_manager().tickets[waiting].state.name == "GRANTED"
+        assert abstract_manager(pmm).tickets[waiting].state.name == "GRANTED"
 
 
 def test_the_composed_mapping_shows_every_parts_record_as_it_is() -> None:
@@ -241,7 +242,7 @@ def test_the_composed_mapping_shows_every_parts_record_as_it_is() -> None:
     bundle = pmm.open_bundle()
     pmm.reconfigure(b)
     prepare_limit(pmm, a, 60)  # a change left pending: the checkers' step alone
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     ledger = m.ledger.authorities
     assert (ledger[a].device, ledger[alias].view, ledger[alias].alias_of) == ("cuda:0", "unified", a)
     assert dict(m.uses) == {pinned: (True, False), flying: (False, True)}
@@ -263,7 +264,7 @@ def test_a_traced_bundle_names_its_versions_in_each_event_and_replays_clean(on: 
         pmm.reserve_all(x)
         pmm.commit_tx(x)
         pmm.report_mismatch(b)
-        assert pmm.abstract_manager().bundles[b].poisoned is True
+        assert abstract_manager(pmm).bundles[b].poisoned is True
     events = [json.loads(x) for x in buf.getvalue().splitlines()]
     commit = next(e for e in events if e["kind"] == "commit_tx")
     assert commit["payload"]["bundles"] == {str(b): {"versions": [1, 1, 1, 1], "poisoned": False}}

@@ -17,6 +17,7 @@ from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  
 from invariants import contracts
 from invariants import manager as IM
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_manager, ledger_lock
 from spec.errors import CapacityDenied
 from spec.guards import ALL_ON, GuardSet
 from spec.tickets import TicketState
@@ -36,7 +37,7 @@ def _start(limit: int, holders: int, aging_bound: int = 4,
 
 def _settled(pmm: ProcessMemoryManager, a: int) -> None:
     """Everything returned: no live ticket, nothing charged, the composed invariants hold."""
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets, m.tickets
     assert m.ledger.authorities[a].used == 0
     IM.check_all(m)
@@ -60,7 +61,7 @@ def test_racing_try_reserves_grant_exactly_what_fits(limit: int, size: int, on: 
 
         run_together([one(h) for h in hs])
         assert len(got) == min(THREADS, limit // size) and len(got) + len(denied) == THREADS
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert m.ledger.authorities[a].used == size * len(got) <= limit
         assert all(m.ledger.allocations[i].state is AllocState.LIVE for i in got)
         for i in got:
@@ -80,20 +81,20 @@ def test_pressure_callback_reenters_to_release(on: bool) -> None:
 
         def on_pressure(g: ProcessMemoryManager, pid: int, target: int) -> None:
             # The holder picks its own victims: the idle lease, never the pinned one (I6).
-            seen.append((g.lock_held_by_me(), g.answer(cache, pid, (idle,), 0)))
+            seen.append((ledger_lock(g).held_by_me(), g.answer(cache, pid, (idle,), 0)))
 
         pmm.register_callback(cache, on_pressure)
         got: list[int | None] = []
         waiter = threading.Thread(target=lambda: got.append(pmm.acquire(req, a, 60, timeout=JOIN_S)), daemon=True)
         waiter.start()
-        while not pmm.abstract_manager().tickets:  # the waiter's ticket exists (pending)
+        while not abstract_manager(pmm).tickets:  # the waiter's ticket exists (pending)
             pass
-        assert [t.state for t in pmm.abstract_manager().tickets.values()] == [TicketState.PENDING]
+        assert [t.state for t in abstract_manager(pmm).tickets.values()] == [TicketState.PENDING]
         pmm.press(cache, a, 40, 0, 5)
         waiter.join(JOIN_S)
         assert not waiter.is_alive(), "waiter hung (safety net)"
         assert seen == [(False, 50)]  # called with no lock held; released exactly the idle lease
-        m = pmm.abstract_manager()
+        m = abstract_manager(pmm)
         assert got[0] is not None and m.ledger.allocations[got[0]].charge == 60
         assert not m.pressures and m.uses[pinned] == (True, False) and idle not in m.ledger.allocations
         assert m.ledger.authorities[a].used == 80
@@ -179,6 +180,6 @@ def test_dropped_tickets_are_cancelled_through_the_mailbox() -> None:
     for t in threads:
         t.join(JOIN_S)
     pmm.release(other, hold)  # applies the posts first: no dropped ticket is granted by its round
-    m = pmm.abstract_manager()
+    m = abstract_manager(pmm)
     assert not m.tickets and m.ledger.authorities[a].used == 0
     _settled(pmm, a)

@@ -28,6 +28,7 @@ from invariants.manager_tx import circle_of_holds
 from invariants.mutation import Mutant, applied
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import reserve_tx
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -104,7 +105,7 @@ def _governor_run(seed: int) -> list[int]:
     pmm.register_authority("host", Tier.HOST, 3)
     holders = [pmm.register_holder("h1"), pmm.register_holder("h2")]
     for _ in range(60):
-        live = sorted(pmm.abstract_manager().txs)
+        live = sorted(abstract_manager(pmm).txs)
         try:
             if len(live) < 2 and rnd.random() < 0.5:
                 pmm.plan_tx(rnd.choice(holders), rnd.choice(ORDERS))
@@ -112,7 +113,7 @@ def _governor_run(seed: int) -> list[int]:
                 rnd.choice((partial(reserve_tx, pmm),) * 2 + (pmm.abort_tx, pmm.commit_tx))(rnd.choice(live))
         except GovernorError:
             pass
-        circle = circle_of_holds(pmm.abstract_manager())
+        circle = circle_of_holds(abstract_manager(pmm))
         if circle:
             return circle
     return []

@@ -23,6 +23,7 @@ from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  
 from invariants import contracts
 from invariants.ledger import check_all
 from refimpl.governor import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import CapacityDenied, InvalidTransition
 from spec.types import Role, Tier
 
@@ -66,7 +67,7 @@ def test_racing_reserves_grant_exactly_what_fits(limit, size, on):
             assert pmm.snapshot(a).used == grants * size, f"seed {seed}"
             ids = [x for g in granted for x in g]
             assert sorted(ids) == list(range(1, grants + 1)), f"seed {seed}: ids not fresh and dense"
-            check_all(pmm.abstract())
+            check_all(abstract_ledger(pmm))
 
             def releaser(i: int) -> Callable[[], None]:
                 def run() -> None:
@@ -76,7 +77,7 @@ def test_racing_reserves_grant_exactly_what_fits(limit, size, on):
                 return run
 
             run_together([releaser(i) for i in range(THREADS)])
-            state = pmm.abstract()
+            state = abstract_ledger(pmm)
             assert state.authorities[a].used == 0, f"seed {seed}"
             assert not state.allocations, f"seed {seed}"
             check_all(state)
@@ -126,7 +127,7 @@ def test_concurrent_cycles_end_at_zero(seed, on):
                 snap = pmm.snapshot(uva)  # an alias reports its canonical ledger
                 seen.append(snap.used)
                 assert snap.authority == a and snap.used <= limit, snap
-                check_all(pmm.abstract())
+                check_all(abstract_ledger(pmm))
 
         watcher_errors: list[BaseException] = []
 
@@ -146,7 +147,7 @@ def test_concurrent_cycles_end_at_zero(seed, on):
         assert not watcher.is_alive(), "observer hung (safety net)"
         if watcher_errors:
             raise watcher_errors[0]
-        state = pmm.abstract()
+        state = abstract_ledger(pmm)
         assert state.authorities[a].used == 0
         assert state.authorities[uva].used == 0
         assert not state.allocations
@@ -183,4 +184,4 @@ def test_racing_releases_refund_each_lease_once(on):
             run_together([releaser(i) for i in range(THREADS)])
             assert sum(wins) == len(leases), f"seed {seed}"
             assert pmm.snapshot(a).used == 0, f"seed {seed}"
-            check_all(pmm.abstract())
+            check_all(abstract_ledger(pmm))

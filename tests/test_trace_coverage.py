@@ -25,7 +25,7 @@ from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import STEPS
-from spec import ledger_actions as A
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.types import Role, Tier
 
 #: Methods that emit one event of their own name: revision -> names. A checker-only step (issue #21 item 2) is
@@ -41,13 +41,10 @@ COMPOSITE = {
     "open_pressure": {"press"},
     "drain": {"cancel_ticket"},  # applies the cancels `drop` posted, one composed event each
 }
-#: No state any spec describes changes: reads, lock probes, waiting, recorder wiring, callback registration,
-#: and `drop` (a lock-free post whose effect is traced when it is applied: a `cancel_ticket` event).
-UNTRACED = frozenset({
-    "abstract", "abstract_manager", "snapshot", "touched",
-    "observed", "lock_held_by_me", "ledger_lock", "trace_recorder", "wait", "wake_waiters", "attach_recorder",
-    "register_callback", "drop", "take_grants",
-})
+#: No state any spec describes changes: a read, waiting, callback registration, and `drop` (a lock-free post
+#: whose effect is traced when it is applied: a `cancel_ticket` event). The checkers' and the recorder's hooks
+#: (refinement mappings, the ledger lock, recorder wiring) are no public methods (`refimpl.verify.manager_hooks`).
+UNTRACED = frozenset({"snapshot", "wait", "register_callback", "drop"})
 
 
 def _public() -> set[str]:
@@ -130,31 +127,19 @@ def test_composite_emits_the_events_of_its_parts(name: str) -> None:
 
 
 def _states(p: ProcessMemoryManager, a: int) -> tuple[Any, ...]:
-    return p.abstract_manager(), p.abstract()
+    return abstract_manager(p), abstract_ledger(p)
 
 
-@pytest.mark.parametrize("name", sorted(UNTRACED - {"ledger_lock", "trace_recorder"}))
+@pytest.mark.parametrize("name", sorted(UNTRACED))
 def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> None:
     p, buf, h, a = _setup()
     t = p.submit(h, a, 8, 0)  # granted at once
     before, n = _states(p, a), len(buf.getvalue())
-
-    def locked(fn: Callable[[], Any]) -> Callable[[], Any]:
-        def call() -> Any:
-            with p.ledger_lock:  # their callers hold the lock (`refimpl.tracing`)
-                return fn()
-        return call
-
     calls: dict[str, Callable[[], Any]] = {
-        "abstract": p.abstract, "abstract_manager": p.abstract_manager,
-        "snapshot": lambda: p.snapshot(a), "lock_held_by_me": p.lock_held_by_me,
-        "touched": locked(lambda: p.touched(A.Release(h, 1))),
-        "observed": locked(lambda: p.observed({a}, {1}, None, A.Release(h, 1))),
-        "wait": lambda: p.wait(t, 0.01), "wake_waiters": p.wake_waiters,
-        "attach_recorder": lambda: p.attach_recorder(p.trace_recorder),
+        "snapshot": lambda: p.snapshot(a),
+        "wait": lambda: p.wait(t, 0.01),
         "register_callback": lambda: p.register_callback(h, lambda *_: None),
         "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next operation
-        "take_grants": locked(p.take_grants),  # the recorder's: grants made since, each traced after its operation
     }
     calls[name]()
     assert _states(p, a) == before, f"{name} changed spec state"

@@ -23,6 +23,7 @@ from invariants.mutation import applied
 from invariants.replay_predicates import step_I2_grant_charges
 from refimpl.verify.admission_checker import _CO_CONFIGS
 from refimpl.verify.mutants import MUTANTS
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import admission as S
 from spec import ledger_actions as A
 from spec.errors import CapacityDenied, GovernorError, InvalidTransition
@@ -48,12 +49,12 @@ def test_I2_grant_charged_pinned(mutant: str | None) -> None:
 
         pmm = ProcessMemoryManager()
         a, h = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_holder("kv")
-        prev = pmm.abstract()
+        prev = abstract_ledger(pmm)
         pmm.reserve(h, a, Tier.DEVICE, 8, Role.KV)
-        got = _clause(step_I2_grant_charges, prev, A.Reserve(h, a, Tier.DEVICE, 8, Role.KV), pmm.abstract())
-        before = pmm.abstract()
+        got = _clause(step_I2_grant_charges, prev, A.Reserve(h, a, Tier.DEVICE, 8, Role.KV), abstract_ledger(pmm))
+        before = abstract_ledger(pmm)
         pmm.record_committed(h, a, Tier.DEVICE, 5, Role.KV)
-        recorded = pmm.abstract().authorities[a].used - before.authorities[a].used
+        recorded = abstract_ledger(pmm).authorities[a].used - before.authorities[a].used
     assert got == (None if mutant is None else "step_I2_grant_charges.grant_charged")
     assert recorded == 5  # the slip is on the grant path only: a recording is charged in full either way
 
@@ -67,13 +68,13 @@ def test_I4a_holder_fixed_pinned(mutant: str | None) -> None:
         a = pmm.register_authority("gpu0", Tier.DEVICE, 64)
         producer, consumer = pmm.register_holder("producer"), pmm.register_holder("consumer")
         x = pmm.reserve(producer, a, Tier.DEVICE, 8, Role.KV)
-        prev = pmm.abstract()
+        prev = abstract_ledger(pmm)
         try:
             pmm.commit(consumer, x, 8)
             accepted = True
         except GovernorError:
             accepted = False
-        now = pmm.abstract()
+        now = abstract_ledger(pmm)
     if mutant is None:
         assert not accepted and now == prev  # another holder's commit is refused and changes nothing
     else:

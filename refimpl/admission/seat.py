@@ -15,6 +15,7 @@ from spec.ledger_state import State
 from spec.types import Role, Tier
 
 from refimpl.governor import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger
 
 __all__ = ["LedgerSeat", "positive", "resolve_authority"]
 
@@ -47,7 +48,7 @@ class LedgerSeat:
         self.pmm, self.auth = pmm, auth
         snap = pmm.snapshot(auth)
         self.ledger_id = snap.authority  # the canonical ledger (an alias reports it)
-        self.tier: Tier = pmm.abstract().authorities[self.ledger_id].tier
+        self.tier: Tier = abstract_ledger(pmm).authorities[self.ledger_id].tier
         self.holder = pmm.register_holder(name)
 
     def limit(self) -> int:
@@ -68,7 +69,7 @@ class LedgerSeat:
 
     def ledger(self) -> State:
         """The manager's ledger, read once for a whole mapping."""
-        return self.pmm.abstract()
+        return abstract_ledger(self.pmm)
 
     def charges(self, ledger: State, role: Role | None = None) -> dict[int, int]:
         """Allocation id -> charge of this holder's allocations on this authority (of `role`, if given)."""

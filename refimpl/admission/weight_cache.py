@@ -10,6 +10,7 @@ credited exactly what the answer released.
 from __future__ import annotations
 
 from refimpl.governor import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.ledger_state import State
 from spec.types import Role, Tier
 
@@ -27,7 +28,7 @@ class WeightCache:
         self.pmm = pmm if pmm is not None else ProcessMemoryManager()
         self.auth = auth if auth is not None else self.pmm.register_authority("elastic", Tier.HOST, max(1, capacity))
         self.ledger_id = self.pmm.snapshot(self.auth).authority
-        self.tier: Tier = self.pmm.abstract().authorities[self.ledger_id].tier
+        self.tier: Tier = abstract_ledger(self.pmm).authorities[self.ledger_id].tier
         self.id = self.pmm.register_holder("weight-cache")
         self.buckets: list[tuple[int, int]] = []  # (bytes, allocation id), newest last
         self._released: dict[int, int] = {}  # pressure id -> bytes its answer released
@@ -35,7 +36,7 @@ class WeightCache:
 
     @property
     def bytes(self) -> int:
-        return self.charged(self.pmm.abstract())
+        return self.charged(abstract_ledger(self.pmm))
 
     def charged(self, ledger: State, role: Role | None = Role.WEIGHTS) -> int:
         """What `ledger` charges this cache's holder on its authority (for `role`; None: every role)."""

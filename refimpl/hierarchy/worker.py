@@ -36,6 +36,7 @@ from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.osceiling import FileCeiling, OsCeiling
 from refimpl.hierarchy.worker_core import WorkerCore
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import AuthenticationFailed, CapacityDenied, GovernorError, InvalidArgument, InvalidTransition
 from spec.guards import GuardSet
 from spec.types import AllocState, Role, Tier
@@ -252,7 +253,7 @@ class Worker:
 
     def _drop(self, aids: list[int] | tuple[int, ...]) -> None:
         c = self.core
-        allocs = c.pmm.abstract().allocations
+        allocs = abstract_ledger(c.pmm).allocations
         for aid in aids:
             if allocs[aid].state is AllocState.PROVISIONAL:
                 c.pmm.cancel(c.model_holder, aid)
@@ -283,7 +284,7 @@ class Worker:
     def ledger(self) -> dict[str, int]:
         """The manager's own figures in bytes: what the workload holds, and the authority's use and capacity."""
         c = self.core
-        st = c.pmm.abstract()
+        st = abstract_ledger(c.pmm)
         mine = sum(a.charge for a in st.allocations.values() if a.holder in (c.work, c.model_holder))
         return {"workload": mine, "slice": c.slice * P.UNIT, "used": c.pmm.snapshot(c.auth).used,
                 "capacity": c.q * P.UNIT}

@@ -380,7 +380,7 @@ class Arbitration:
             if a.pending and a.limit - a.used > before[aid]:
                 self._round(a)
 
-    def take_grants(self) -> list[tuple[int, int | None, int, int, int]]:
+    def _take_grants(self) -> list[tuple[int, int | None, int, int, int]]:
         """The grants made since the last call, oldest first: (ticket, allocation, ledger, used after, charged).
 
         For the trace recorder (caller holds the ledger lock): each grant is its own event (`ortmem-manager/2`)."""

@@ -387,7 +387,7 @@ class Ledger:
         """Set the events of waiters whose tickets were granted or retired: never under the lock (I7).
 
         If an outer frame of this thread still holds the (re-entrant) lock, the trace recorder's
-        wrapper does, and it wakes them once it has released it (`wake_waiters`)."""
+        wrapper does, and it wakes them once it has released it (`_wake_waiters`)."""
         if self._lock.held_by_me():
             self._wake.extend(wake)
             return

@@ -1,9 +1,11 @@
 """Refinement mappings, contract hooks and trace hooks of `ProcessMemoryManager`.
 
-`abstract()` maps the ledger to `spec.ledger_state.State` (the ledger campaign's
-target); `abstract_manager()` maps every part to
+`_view()` maps the ledger to `spec.ledger_state.State` (the ledger campaign's
+target); `_manager_view(None, None)` maps every part to
 `spec.manager_actions.Manager`, reading each figure from the one set of
 records (no part keeps bytes of its own, so there is nothing to reconcile).
+Neither is a verb: checkers and tests read them, under the ledger lock, through
+`refimpl.verify.manager_hooks.abstract_ledger` / `abstract_manager`.
 
 Contracts, level "local" (the default): the hot ledger and ticket operations
 run through `_contract`, which checks `refimpl.manager.local_contract` on the
@@ -19,10 +21,11 @@ exists (it is looked up once per manager, lazily): the one contract runner,
 `refimpl.manager.runner.contracted`, as the pool and transaction operations use
 it. A trace sink's failure is settled by the recorder (`_Recorder.settle`).
 
-Tracing: `refimpl.tracing.attach` uses only the public hooks at the end of
-this module (`ledger_lock`, `attach_recorder`, `trace_recorder`, `touched`,
-`observed`). Composed operations emit their own event, numbered under the
-lock in the same sequence as the ledger's, delivered after it is released.
+Tracing: `refimpl.tracing.attach` uses the private hooks at the end of this
+module (`_attach_recorder`, `_touched`, `_observed`, `_wake_waiters`; with
+`_lock`, `_recorder` and arbitration's `_take_grants`), none a public verb.
+Composed operations emit their own event, numbered under the lock in the same
+sequence as the ledger's, delivered after it is released.
 """
 
 from __future__ import annotations
@@ -44,7 +47,6 @@ from spec.types import AllocState
 from refimpl.manager import contract_books as _B
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Allow, _Auth
-from refimpl.manager.lock import LedgerLock
 from refimpl.manager.runner import contracted
 
 __all__ = ["Views"]
@@ -67,16 +69,6 @@ class Views:
         if r is None or r.name != self._holders[h]:
             r = self._holder_recs[h] = Holder(h, self._holders[h])
         return r
-
-    def abstract(self) -> State:
-        """The ledger's refinement mapping: this governor's ledger as a `spec.ledger_state.State`."""
-        with self._lock:
-            return self._view()
-
-    def abstract_manager(self) -> M.Manager:
-        """The composed refinement mapping: every part as a `spec.manager_actions.Manager`."""
-        with self._lock:
-            return self._manager_view(None, None)
 
     # --- local contracts (level "local"): the harms on the concrete records touched, no frozen views ----
 
@@ -101,7 +93,7 @@ class Views:
             raise
         finally:
             if self._wake:
-                self.wake_waiters()
+                self._wake_waiters()
 
     # --- ledger contracts, level "full" (issue #2: frozen partial views of what the operation touched) ----
 
@@ -378,33 +370,21 @@ class Views:
                               if a.generation and a.alias_of is None and (auths is None or a.id in auths)}),
             views=wrap(self._view_recs(auths)), next_view=self._next_mview)
 
-    # --- public hooks for refimpl.tracing ---------------------------------------
+    # --- private hooks for refimpl.tracing (checkers and tests: refimpl.verify.manager_hooks) ----------
 
-    @property
-    def ledger_lock(self) -> LedgerLock:
-        """The one ledger lock, for outside probes (`LedgerLock.probe` from another thread, I7) and tracing."""
-        return self._lock
-
-    def lock_held_by_me(self) -> bool:
-        return self._lock.held_by_me()
-
-    def attach_recorder(self, recorder: Any) -> None:
+    def _attach_recorder(self, recorder: Any) -> None:
         """Number every operation's event with `recorder` (`refimpl.tracing`); the ledger lock becomes
         re-entrant for the recorder's wrapper, which holds it across a whole ledger operation."""
         self._lock.allow_reentry()
         self._recorder = recorder
 
-    def wake_waiters(self) -> None:
+    def _wake_waiters(self) -> None:
         """Wake the waiters an operation granted while an outer frame held the lock (call with it released)."""
         with self._lock:
             wake, self._wake = self._wake, []
         self._wake_up(wake)
 
-    @property
-    def trace_recorder(self) -> Any:
-        return self._recorder
-
-    def touched(self, act: Any) -> tuple[set[int], set[int]]:
+    def _touched(self, act: Any) -> tuple[set[int], set[int]]:
         """(ledger ids, allocation ids) a ledger action may change, read before it runs (caller holds the lock)."""
         auths: set[int] = set()
         allocs: set[int] = set()
@@ -430,7 +410,7 @@ class Views:
                 auths.add(w.auth.id)
         return auths, allocs
 
-    def observed(self, auths: set[int], allocs: set[int], result: Any, act: Any) -> dict[str, dict[int, int]]:
+    def _observed(self, auths: set[int], allocs: set[int], result: Any, act: Any) -> dict[str, dict[int, int]]:
         """`used` of each ledger in `auths` and the charge of each allocation still held (caller holds the lock)."""
         if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in self._allocs:
             allocs = allocs | {result}

@@ -17,6 +17,7 @@ import immutables
 
 from spec import sessions as S
 from spec.types import Role, Tier
+from refimpl.verify.manager_hooks import abstract_ledger
 
 __all__ = ["LedgerAbstraction"]
 
@@ -27,12 +28,12 @@ class LedgerAbstraction:
     def _charge(self, lease: int | None, allocs: Any = None) -> int:
         if lease is None:
             return 0
-        allocs = allocs if allocs is not None else self.pmm.abstract().allocations
+        allocs = allocs if allocs is not None else abstract_ledger(self.pmm).allocations
         return allocs[lease].charge
 
     def _ledger_view(self) -> tuple[Any, dict[str, int]]:
         """The manager's allocations, and their charge on this runtime's pool summed per role."""
-        allocs = self.pmm.abstract().allocations
+        allocs = abstract_ledger(self.pmm).allocations
         by_role = {Role.WEIGHTS.value: 0, Role.ARENA.value: 0, Role.KV.value: 0}
         for rec in allocs.values():
             if rec.authority == self.auth and rec.charge:
@@ -50,7 +51,7 @@ class LedgerAbstraction:
 
     def _model_charges(self) -> dict[str, int]:
         """Each model's admitted bytes from the manager: its weight lease, plus its peak (the env arena's loan)."""
-        view = self.pmm.abstract()
+        view = abstract_ledger(self.pmm)
         allocs, allows = view.allocations, view.allowances
         return {name: self._charge(r.weights_lease, allocs) + self._lent(r.arena_loan, allows)
                 for name, r in self.models.items()}
@@ -93,7 +94,8 @@ class LedgerAbstraction:
 
     def _host_authorities(self) -> int:
         """Canonical ledgers of the host tier in the manager (aliases own no ledger), C1."""
-        return sum(1 for a in self.pmm.abstract().authorities.values() if a.tier is Tier.HOST and a.alias_of is None)
+        auths = abstract_ledger(self.pmm).authorities.values()
+        return sum(1 for a in auths if a.tier is Tier.HOST and a.alias_of is None)
 
     def report(self) -> S.GovernanceReport:
         """C8's figures read from the manager's ledger (this runtime's own computation, not the spec's)."""
@@ -105,7 +107,7 @@ class LedgerAbstraction:
         cache = self._cache_charge(allocs)
         env = self.env_arena
         # The env arena's lease is charged once: what it has not lent to a model's peak is still used.
-        allows = self.pmm.abstract().allowances
+        allows = abstract_ledger(self.pmm).allowances
         unlent = self._charge(env.lease, allocs) - sum(
             self._lent(r.arena_loan, allows) for r in self.models.values())
         used = weights + kv + cache + unlent

@@ -61,6 +61,7 @@ import onnxruntime as ort
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.residency import process_rss
 from refimpl.ort.session import ModelSource, make_session
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import AllowanceExceeded, InvalidBytes, InvalidTransition, PinnedVictim
 from spec.tickets import PressureState
 from spec.types import Role, Tier
@@ -174,7 +175,7 @@ class ArenaHolder:
         return wid
 
     def _mapped(self, wid: int) -> int:
-        rec = self.pmm.abstract().allowances.get(wid)
+        rec = abstract_ledger(self.pmm).allowances.get(wid)
         return 0 if rec is None else rec.mapped
 
     def repay(self, wid: int) -> None:
@@ -204,7 +205,7 @@ class ArenaHolder:
 
     def state(self, pid: int) -> tuple[PressureState, int]:
         """A pressure ticket's state as this holder saw it: open in the manager, answered by it, or neither."""
-        if pid in self.pmm.abstract_manager().pressures:
+        if pid in abstract_manager(self.pmm).pressures:
             return PressureState.OPEN, 0
         if pid in self._released:
             return PressureState.ANSWERED, self._released[pid]

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from refimpl.governor import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger_state import State
 
@@ -31,7 +32,7 @@ class RefimplAdapter:
         return getattr(self.pmm, method_name(action))(**attrs.asdict(action, recurse=False))
 
     def abstract(self) -> State:
-        return self.pmm.abstract()
+        return abstract_ledger(self.pmm)
 
     def snapshot(self, authority: int) -> Any:
         return self.pmm.snapshot(authority)

@@ -30,7 +30,7 @@ import attrs
 from invariants._violation import InvariantViolation
 from invariants.manager import observed_I7_manager
 from refimpl.verify.ledger_adapter import method_name
-from refimpl.verify.manager_hooks import corrupt_ledger
+from refimpl.verify.manager_hooks import abstract_manager, corrupt_ledger, ledger_lock
 from refimpl.manager import ProcessMemoryManager
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -88,7 +88,7 @@ class ManagerAdapter:
         result = execute(self.pmm, action)
         if isinstance(action, A.RegisterHolder):
             self.pmm.register_callback(result, lambda pmm, pid, target, h=result: self.delivered.append(
-                (h, pid, target, pmm.lock_held_by_me())))
+                (h, pid, target, ledger_lock(pmm).held_by_me())))
         elif isinstance(action, M.Press):
             observed_I7_manager(self.delivered)  # I7: the callback ran with the ledger lock released
             if [d[:3] for d in self.delivered] != [(action.holder, result, action.target)]:
@@ -99,4 +99,4 @@ class ManagerAdapter:
         return result
 
     def abstract(self) -> Manager:
-        return self.pmm.abstract_manager()
+        return abstract_manager(self.pmm)

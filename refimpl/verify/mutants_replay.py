@@ -2,7 +2,7 @@
 
 Realistic bugs of `ortmem replay` (`invariants.replay`, `.replay_store`,
 `.replay_ids`, `.manager_replay`) and of the emitter that feeds it
-(`refimpl.tracing`, `refimpl.manager.views.observed`). Each has
+(`refimpl.tracing`, `refimpl.manager.views._observed`). Each has
 `submodel="replay"`: its checker runs the replay control
 (`refimpl.verify.replay_control`), which re-records a fixed corpus from
 refimpl under the mutant and finds the mutant only when a verdict flips (a
@@ -74,11 +74,11 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "record_committed's new charge (and its ledger's used, through a view) is left out of the event's "
        "observed figures"),
     _m("trace_reads_touched_after_operation", ("I1",), "ledger", _TRACE,
-       "            auths, allocs = rec.pmm.touched(act)\n            try:\n                result = op(*args, **kwargs)\n"
+       "            auths, allocs = rec.pmm._touched(act)\n            try:\n                result = op(*args, **kwargs)\n"
        "            except GovernorError as e:\n                error, result = e, None\n",
        "            try:\n                result = op(*args, **kwargs)\n"
        "            except GovernorError as e:\n                error, result = e, None\n"
-       "            auths, allocs = rec.pmm.touched(act)\n",
+       "            auths, allocs = rec.pmm._touched(act)\n",
        "what an operation touches is read after it ran: a released lease is gone, so its ledger's used and its "
        "charge are not observed"),
     # --- the composed replay (invariants.manager_replay) ----------------------------------------------

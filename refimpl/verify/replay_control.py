@@ -1,7 +1,7 @@
 """The replay control: a named mutant of replay or tracing is found when a fixed corpus's verdicts flip.
 
 The replay checker (`invariants.replay`, `invariants.manager_replay`) and the
-tracing that feeds it (`refimpl.tracing`, `refimpl.manager.views.observed`)
+tracing that feeds it (`refimpl.tracing`, `refimpl.manager.views._observed`)
 are checked like the governor: each mutant of `refimpl.verify.mutants_replay`
 runs this control instead of a campaign. Under the mutant, the corpus is
 recorded again from refimpl (so a tracing bug changes what is recorded) and

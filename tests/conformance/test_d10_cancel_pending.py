@@ -21,6 +21,7 @@ from manager_harness import DEV, H1, H2, run, start
 from invariants import manager_order as IO
 from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import Tier
@@ -58,7 +59,7 @@ class _RefComposed:
         return (self.pmm.timeout_ticket if timeout else self.pmm.cancel_ticket)(self.h[h], t)
 
     def tickets(self) -> dict[int, tuple[TicketState, int]]:
-        return {i: (t.state, t.age) for i, t in self.pmm.abstract_manager().tickets.items()}
+        return {i: (t.state, t.age) for i, t in abstract_manager(self.pmm).tickets.items()}
 
 
 FRONTS: dict[str, Callable[[int, int], Any]] = {"spec.manager": _SpecManager, "refimpl.composed": _RefComposed}

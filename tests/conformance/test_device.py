@@ -9,6 +9,7 @@ import pytest
 from invariants.replay import replay_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import IdentityMismatch, InvalidArgument
 from spec.types import Tier
 
@@ -31,7 +32,7 @@ def test_a_renamed_pool_on_a_declared_device_is_the_same_authority_and_its_trace
 def test_invalid_device_is_refused_and_changes_nothing(device: object, err: type) -> None:
     pmm = ProcessMemoryManager()
     pmm.register_authority("gpu0", Tier.DEVICE, 64, "cuda:0")
-    before = pmm.abstract()
+    before = abstract_ledger(pmm)
     with pytest.raises(err):
         pmm.register_authority("gpu0", Tier.DEVICE, 64, device)
-    assert pmm.abstract() == before
+    assert abstract_ledger(pmm) == before

@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 from refimpl.governor import ProcessMemoryManager  # noqa: E402
 from refimpl.ort.arena import ArenaHolder  # noqa: E402
 from refimpl.ort.models import build_dynamic, reference_dynamic  # noqa: E402
+from refimpl.verify.manager_hooks import abstract_ledger  # noqa: E402
 from spec.types import Tier  # noqa: E402
 
 WIDTH, GRANT = 256, 4 << 20  # activations: rows x 256 x 4 B per tensor
@@ -26,7 +27,7 @@ def main() -> dict[str, object]:
     pmm = ProcessMemoryManager()
     auth = pmm.register_authority("host", Tier.HOST, 64 << 20)
     arena = ArenaHolder(pmm, auth, GRANT)
-    out["lease_charge"] = pmm.abstract().allocations[arena.lease].charge
+    out["lease_charge"] = abstract_ledger(pmm).allocations[arena.lease].charge
     out["used"] = pmm.snapshot(auth).used
     model = build_dynamic(WIDTH)
     s = arena.session(model)
@@ -76,7 +77,7 @@ def main() -> dict[str, object]:
         out["mismatch"] = f"{type(e).__name__}: {e}"
     out["used_mismatch"] = pmm2.snapshot(auth2).used
     shared = ArenaHolder(pmm2, auth2, GRANT)
-    out["shared_charge"] = pmm2.abstract().allocations[shared.lease].charge
+    out["shared_charge"] = abstract_ledger(pmm2).allocations[shared.lease].charge
     return out
 
 

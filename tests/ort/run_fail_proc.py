@@ -17,6 +17,7 @@ import tempfile
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.ort.zoo import build_zoo, reporter_facts
 from refimpl.topology import scaled_topology
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import GovernorError
 from spec.guards import GuardSet
@@ -33,26 +34,26 @@ def main() -> None:
         rt = GovernedRuntime(topo, 256 * 1024, zoo, 16, 4)
         # Admission first: the model's measured peak (8,960 B) does not fit a 512 B arena, so the load is
         # refused, typed, with nothing changed (I8).
-        before = rt.abstract(), rt.pmm.abstract()
+        before = rt.abstract(), abstract_ledger(rt.pmm)
         try:
             rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
             out["refused"] = ""
         except GovernorError as e:
             out["refused"] = f"{type(e).__name__}: {e}"
-        out["refused_unchanged"] = (rt.abstract(), rt.pmm.abstract()) == before
+        out["refused_unchanged"] = (rt.abstract(), abstract_ledger(rt.pmm)) == before
         rt.close()
         # To reach ORT's own cap, this runtime admits past the arena's room (the guard `arena_room` off,
         # its negative control's setting): what is tested below is ORT failing the Run, not admission.
         rt = GovernedRuntime(topo, 256 * 1024, zoo, 16, 4, guards=GuardSet.without("arena_room"))
         rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
         rid = rt.execute(S.Open("w"))
-        before, allocs, used = rt.abstract(), rt.pmm.abstract().allocations, rt.used()
+        before, allocs, used = rt.abstract(), abstract_ledger(rt.pmm).allocations, rt.used()
         try:
             rt.execute(S.Decode(rid))
             out["error"] = None
         except GovernorError as e:
             out["error"] = f"{type(e).__name__}: {e}"
-        out["unchanged"] = rt.abstract() == before and rt.pmm.abstract().allocations == allocs
+        out["unchanged"] = rt.abstract() == before and abstract_ledger(rt.pmm).allocations == allocs
         out["used_before"], out["used_after"] = used, rt.used()
         out["tokens"] = rt.kv.bundles[rid].tokens
         out["env_allocators"] = rt.models["w"].session is not None

@@ -22,6 +22,7 @@ from fuzz_harness import FUZZ_SETTINGS, report, run_fuzz  # noqa: E402
 from invariants.sessions import check_state  # noqa: E402
 from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld  # noqa: E402
 from refimpl.ort.governed import GovernedRuntime  # noqa: E402
+from refimpl.verify.manager_hooks import abstract_ledger  # noqa: E402
 from spec import sessions as S  # noqa: E402
 from spec.types import Role  # noqa: E402
 
@@ -100,7 +101,7 @@ def test_fuzz_governed_runtime(world, capsys) -> None:
             if name == "open":
                 rids.append(result)
 
-        run_fuzz(data, r, OPS, valid, lambda x: (x.rt.abstract(), x.rt.pmm.abstract()), counts, steps=12,
+        run_fuzz(data, r, OPS, valid, lambda x: (x.rt.abstract(), abstract_ledger(x.rt.pmm)), counts, steps=12,
                  noted=noted, check=lambda x: check_state(x.rt.abstract()))
         r.rt.close()
         assert r.rt.used() == r.rt.env_arena.grant and r.rt.env_arena.lent == 0  # the arena's lease alone

@@ -18,6 +18,7 @@ import pytest
 from refimpl.ort import arena
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import InvalidArgument
 from spec.types import Role
@@ -68,7 +69,7 @@ def test_every_managed_session_and_run_uses_the_one_env_arena(world) -> None:
                 rt.execute(S.Decode(rid))
             assert _uses_env_arena(rt.kv.bundles[rid].session)
         # The ledger: ONE arena lease, the holder's, of exactly the cap ORT enforces (and registered).
-        allocs = rt.pmm.abstract().allocations
+        allocs = abstract_ledger(rt.pmm).allocations
         leases = [a for a in allocs.values() if a.role is Role.ARENA]
         assert [(a.holder, a.charge) for a in leases] == [(rt.env_arena.id, ENV_ARENA_CAP)]
         assert arena._ENV["grant"] == rt.env_arena.grant == ENV_ARENA_CAP

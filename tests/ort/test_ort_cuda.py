@@ -25,6 +25,7 @@ from refimpl.ort.device_arena import OUTSIDE_LEDGER
 from refimpl.ort.generations import run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input, session_providers
 from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import ProviderUnavailable
 from spec.types import Tier
@@ -91,7 +92,7 @@ def test_cuda_weights_kv_and_arena_are_leased_on_the_device_authority(world) -> 
     assert sess.get_providers()[0] == CUDA  # the provider assertion, on the session that runs
     opts = sess.get_provider_options()[CUDA]
     assert int(opts["gpu_mem_limit"]) == rt.env_arena.cap_of(rt.models["w"].arena_loan) == f.transient_peak
-    leases = [a for a in rt.pmm.abstract().allocations.values() if a.authority == rt.auth and a.charge]
+    leases = [a for a in abstract_ledger(rt.pmm).allocations.values() if a.authority == rt.auth and a.charge]
     assert {a.tier for a in leases} == {Tier.DEVICE} and len(leases) == 3  # weights, EP arenas, KV
     snap = rt.device_snapshot()
     assert snap.allocated == snap.device.used - rt.env_arena.grant  # every other charged byte is a region

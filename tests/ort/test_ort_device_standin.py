@@ -21,6 +21,7 @@ from refimpl.ort.device_arena import OUTSIDE_LEDGER
 from refimpl.ort.generations import run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import CalloutFailed, InvalidArgument, InvalidBytes, SessionCreationFailed
 from spec.types import Role, Tier
@@ -44,14 +45,14 @@ def _load(rt, world, name="a", source="dec"):
 
 
 def _device_leases(rt):
-    return [a for a in rt.pmm.abstract().allocations.values() if a.authority == rt.auth and a.charge]
+    return [a for a in abstract_ledger(rt.pmm).allocations.values() if a.authority == rt.auth and a.charge]
 
 
 def test_standin_device_authority_is_one_device_ledger_beside_the_one_host_ledger(world) -> None:
     rt = _runtime(world)
     _load(rt, world)
     rid = rt.execute(S.Open("a"))
-    auths = rt.pmm.abstract().authorities
+    auths = abstract_ledger(rt.pmm).authorities
     tiers = sorted(a.tier.value for a in auths.values() if a.alias_of is None)
     assert tiers == ["device", "host"] and auths[rt.auth].tier is Tier.DEVICE
     leases = _device_leases(rt)
@@ -59,7 +60,7 @@ def test_standin_device_authority_is_one_device_ledger_beside_the_one_host_ledge
     assert sorted((a.holder, a.role) for a in leases) == sorted(
         [(rt.weights.id, Role.WEIGHTS), (rt.env_arena.id, Role.ARENA), (rt.kv.id, Role.KV)])
     assert all(a.tier is Tier.DEVICE for a in leases)
-    host = [a for a in rt.pmm.abstract().allocations.values() if a.authority == rt.host_auth and a.charge]
+    host = [a for a in abstract_ledger(rt.pmm).allocations.values() if a.authority == rt.host_auth and a.charge]
     ints = sum(a.nbytes for a in (rt.weights.regions["a"][1][i][2] for i in range(len(rt.weights.regions["a"][1])))
                if a.dtype.kind == "i")
     # the host env arena (CPU side of every session) and the host copies of the int64 shape tensors

@@ -25,6 +25,7 @@ from refimpl.ort import governed
 from refimpl.verify.mutants import MUTANTS
 from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import AllowanceExceeded, CapacityDenied, InvalidTransition
 from spec.types import Role, Tier
@@ -47,14 +48,14 @@ def _load(rt, name: str, source: str, world) -> int:
 
 
 def _frozen(rt):
-    view = rt.pmm.abstract()
+    view = abstract_ledger(rt.pmm)
     return rt.abstract(), view.allocations, view.allowances, rt.used(), rt.env_arena.lent
 
 
 def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
     rt = _runtime(world)
     env = rt.env_arena
-    view = rt.pmm.abstract()
+    view = abstract_ledger(rt.pmm)
     rec = view.allocations[env.lease]
     assert rec.charge == env.grant == ENV_ARENA_CAP and rec.role is Role.ARENA and rec.authority == rt.auth
     # C1: the host tier has one authority, the pool's own; the arena is a lease in it, not a second ledger.
@@ -62,13 +63,13 @@ def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
     assert rt.used() == ENV_ARENA_CAP and rt.abstract().ledger["arena"] == ENV_ARENA_CAP
     f = world.facts["dec"]
     _load(rt, "a", "dec", world)
-    view = rt.pmm.abstract()
+    view = abstract_ledger(rt.pmm)
     [loan] = view.allowances.values()
     assert (loan.holder, loan.authority, loan.limit, loan.mapped) == (env.id, rt.auth, f.transient_peak,
                                                                       f.transient_peak)
     arena = [a for a in view.allocations.values() if a.role is Role.ARENA and a.charge]
     assert [a.id for a in arena] == [env.lease]  # the peak is lent, not charged a second time
-    weights = rt.pmm.abstract().allocations[rt.models["a"].weights_lease].charge
+    weights = abstract_ledger(rt.pmm).allocations[rt.models["a"].weights_lease].charge
     assert rt.used() == ENV_ARENA_CAP + weights  # the load charged its weights only
     assert rt.abstract().models["a"].admitted == weights + f.transient_peak  # I8 as before: weights + peak
     rid = rt.execute(S.Open("a"))
@@ -77,7 +78,7 @@ def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
     assert rt.models["a"].session.get_session_options().get_session_config_entry("session.use_env_allocators") == "1"
     check_state(rt.abstract())
     rt.close()
-    assert len(rt.pmm.abstract().allowances) == 0 and env.lent == 0  # every loan repaid
+    assert len(abstract_ledger(rt.pmm).allowances) == 0 and env.lent == 0  # every loan repaid
     assert rt.used() == ENV_ARENA_CAP  # the lease stays: ORT's cap outlives the runtime
 
 

@@ -19,6 +19,7 @@ from refimpl.verify.mutants import MUTANTS
 from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtChecker, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify import PROFILES
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.arith import kv_bytes
 from spec.types import Role
@@ -43,7 +44,7 @@ def _grown(world):
 def test_abstraction_reads_every_charge_from_the_ledger(world) -> None:
     rt, rid, f = _grown(world)
     s = rt.abstract()
-    allocs = rt.pmm.abstract().allocations
+    allocs = abstract_ledger(rt.pmm).allocations
     kv = [a for a in allocs.values() if a.holder == rt.kv.id and a.charge]
     assert [a.role for a in kv] == [Role.KV] and kv[0].charge == kv_bytes(2 * BUCKET, f.bytes_per_token)
     assert s.requests[rid].kv_tokens == 2 * BUCKET

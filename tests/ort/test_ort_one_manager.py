@@ -15,6 +15,7 @@ import pytest
 
 from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.manager_hooks import abstract_manager
 from spec import sessions as S
 from spec.errors import BudgetBelowFloor, InvalidBytes
 
@@ -55,7 +56,7 @@ def test_limit_is_the_authoritys_limit_in_the_manager(world) -> None:
     assert rt.limit == rt.pmm.snapshot(rt.auth).limit + HEADROOM == 96 * 1024 == rt.abstract().limit
     rep = rt.execute(S.LowerLimit(rt.used() + HEADROOM))
     assert rep.ok and rt.pmm.snapshot(rt.auth).limit + HEADROOM == rep.new_limit == rt.abstract().limit
-    assert not rt.pmm.abstract_manager().changes  # the change was committed, nothing pending
+    assert not abstract_manager(rt.pmm).changes  # the change was committed, nothing pending
     rt.close()
 
 
@@ -63,7 +64,7 @@ def test_failed_lowering_leaves_the_managers_limit(world) -> None:
     rt = _rt(world)
     rep = rt.execute(S.LowerLimit(HEADROOM))
     assert not rep.ok and rt.pmm.snapshot(rt.auth).limit + HEADROOM == rep.old_limit
-    assert not rt.pmm.abstract_manager().changes and not rt.pmm.abstract_manager().pressures
+    assert not abstract_manager(rt.pmm).changes and not abstract_manager(rt.pmm).pressures
     rt.close()
 
 
@@ -98,17 +99,17 @@ def test_lowering_is_answered_by_the_holders_on_the_managers_tickets(world) -> N
     assert kinds[0] == "prepare_limit" and kinds[-1] == "commit_limit", kinds
     answers = {e["ids"]["holder"]: e for e in events if e["kind"] == "answer"}
     assert set(answers) == {rt.weights.id, rt.kv.id, rt.arena}, answers
-    assert not rt.pmm.abstract_manager().pressures and not rt.pmm.abstract_manager().changes
+    assert not abstract_manager(rt.pmm).pressures and not abstract_manager(rt.pmm).changes
     rt.close()
 
 
 @pytest.mark.parametrize("bad, err", [(-1, InvalidBytes), (HEADROOM - 1, BudgetBelowFloor), ("x", InvalidBytes)])
 def test_bad_lowering_changes_nothing_in_the_manager(world, bad, err) -> None:
     rt = _rt(world)
-    before, mgr = rt.abstract(), rt.pmm.abstract_manager()
+    before, mgr = rt.abstract(), abstract_manager(rt.pmm)
     with pytest.raises(err):
         rt.execute(S.LowerLimit(bad))
-    assert rt.abstract() == before and rt.pmm.abstract_manager() == mgr
+    assert rt.abstract() == before and abstract_manager(rt.pmm) == mgr
     rt.close()
 
 
@@ -117,8 +118,8 @@ def test_arena_pressure_is_a_manager_ticket_answered_at_the_run_boundary(world) 
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))
     rt.execute(S.Pressure(1))
-    [pid] = [p.id for p in rt.pmm.abstract_manager().pressures.values() if p.holder == rt.arena]
+    [pid] = [p.id for p in abstract_manager(rt.pmm).pressures.values() if p.holder == rt.arena]
     rt.execute(S.Decode(rid))
-    assert pid not in rt.pmm.abstract_manager().pressures
+    assert pid not in abstract_manager(rt.pmm).pressures
     assert [(a.pressure, a.released) for a in rt.arena_answers] == [(pid, 0)]
     rt.close()

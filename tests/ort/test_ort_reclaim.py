@@ -7,6 +7,7 @@ import pytest
 from invariants.sessions import check_state
 from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec import sessions as S
 from spec.errors import CapacityDenied, ForeignHolder
 
@@ -39,7 +40,7 @@ def test_growth_to_max_context_goes_through_pressure_tickets(world) -> None:
     assert rt.abstract().requests[rid].tokens == MAX_CONTEXT
     assert released > 0 and w.opened > opened0
     assert w.answered == w.opened  # every ticket answered by the holder's callback
-    assert not rt.pmm.abstract_manager().pressures  # none left open in the one manager
+    assert not abstract_manager(rt.pmm).pressures  # none left open in the one manager
     assert w.credited >= released  # open's floor and growth both went through tickets
     check_state(rt.abstract())
     rt.close()
@@ -48,13 +49,13 @@ def test_growth_to_max_context_goes_through_pressure_tickets(world) -> None:
 def test_pressure_never_takes_pinned_model_weights(world) -> None:
     rt = _elastic(world)
     lease = rt.models["a"].weights_lease
-    charge = rt.pmm.abstract().allocations[lease].charge
+    charge = abstract_ledger(rt.pmm).allocations[lease].charge
     cache = rt.weights.cache_bytes
     assert cache > 0
     # Ask for everything the authority charges: the holder answers with its cache only (I6).
     credited = rt.weights.reclaim(rt.used())
     assert credited == cache and rt.weights.cache_bytes == 0
-    allocs = rt.pmm.abstract().allocations
+    allocs = abstract_ledger(rt.pmm).allocations
     assert lease in allocs and allocs[lease].charge == charge
     rid = rt.execute(S.Open("a"))  # the model still serves from its leased weights
     rt.execute(S.Decode(rid))
@@ -66,10 +67,10 @@ def test_answer_with_another_holders_lease_is_refused_and_changes_nothing(world)
     rt = _elastic(world)
     rid = rt.execute(S.Open("a"))
     pid = rt.pmm.open_pressure(rt.weights.id, rt.auth, 1)  # opened, not delivered
-    before, mgr = rt.abstract(), rt.pmm.abstract_manager()
+    before, mgr = rt.abstract(), abstract_manager(rt.pmm)
     with pytest.raises(ForeignHolder):
         rt.pmm.answer(rt.weights.id, pid, (rt.kv.bundles[rid].lease,))
-    assert rt.abstract() == before and rt.pmm.abstract_manager() == mgr
+    assert rt.abstract() == before and abstract_manager(rt.pmm) == mgr
     rt.pmm.cancel_pressure(pid)
     rt.close()
 
@@ -83,7 +84,7 @@ def test_growth_rejects_when_holder_credits_zero(world) -> None:
     with pytest.raises(CapacityDenied, match="credited 0 of"):
         rt.execute(S.Decode(rid))
     assert rt.abstract() == before  # nothing forced, nothing grown
-    assert not rt.pmm.abstract_manager().pressures
+    assert not abstract_manager(rt.pmm).pressures
     rt.close()
 
 

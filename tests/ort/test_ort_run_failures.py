@@ -24,6 +24,7 @@ import pytest
 
 from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
 from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import RunFailed, SessionCreationFailed
 
@@ -44,7 +45,7 @@ def _opened(world, source="dec"):
 
 
 def _frozen(rt):
-    return rt.abstract(), rt.pmm.abstract().allocations, rt.used()
+    return rt.abstract(), abstract_ledger(rt.pmm).allocations, rt.used()
 
 
 def _check_identical(world, rt, rid, steps, source="dec"):
@@ -90,7 +91,7 @@ def test_run_failing_after_kv_growth_returns_the_grown_lease(world, monkeypatch)
     rt, rid = _opened(world)
     for _ in range(BUCKET):
         rt.execute(S.Decode(rid))
-    kv_before = {k: a for k, a in rt.pmm.abstract().allocations.items() if a.holder == rt.kv.id and a.charge}
+    kv_before = {k: a for k, a in abstract_ledger(rt.pmm).allocations.items() if a.holder == rt.kv.id and a.charge}
     s0 = rt.abstract()
     real = ort.InferenceSession.run_with_iobinding
 
@@ -100,7 +101,7 @@ def test_run_failing_after_kv_growth_returns_the_grown_lease(world, monkeypatch)
     monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", injected)
     with pytest.raises(RunFailed, match="grown bucket's lease was returned"):
         rt.execute(S.Decode(rid))
-    kv_after = {k: a for k, a in rt.pmm.abstract().allocations.items() if a.holder == rt.kv.id and a.charge}
+    kv_after = {k: a for k, a in abstract_ledger(rt.pmm).allocations.items() if a.holder == rt.kv.id and a.charge}
     assert kv_after == kv_before  # no grown lease kept, the old one still the request's
     s1 = rt.abstract()
     assert s1.requests == s0.requests and s1.ledger["kv"] == s0.ledger["kv"]
