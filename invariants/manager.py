@@ -2,14 +2,13 @@
 
 Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per grant
 across cancel, timeout, abort and answer, a shrink credits what its lease loses (I1; a grow: `.manager_grow`); a
-holder's charge falls
-only by its own action or the environment, only its holder's own action changes an allowance, and a pinned or
-in-flight lease is never a victim (I6); a changed limit is not below what is used (I2); an answer to a closed or
-late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is never
-overtaken, no fitting waiter is left waiting (I13); no holder callback runs under the ledger lock (I7). Model views
-(C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`;
-intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`;
-holders (I4a): `.manager_holders`; a bundle moves exactly with its transaction's commit (I10): `.manager_bundles`.
+holder's charge falls only by its own action or the environment, only its holder's own action changes an allowance,
+and a pinned or in-flight lease is never a victim (I6); a changed limit is not below what is used (I2); an answer to
+a closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
+never overtaken, no fitting waiter is left waiting (I13); no holder callback runs under the ledger lock (I7). Model
+views (C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`;
+intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`; holders
+(I4a): `.manager_holders`; a bundle moves exactly with its transaction's commit (I10): `.manager_bundles`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's

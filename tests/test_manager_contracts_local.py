@@ -108,6 +108,9 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     sx = step("try-reserve 20 on gpu0", pmm.try_reserve, h, a, 20, 0, KV)
     step("shrink it by 15", pmm.shrink_lease, h, sx, 15)
     step("shrink it by all it has left (refused)", pmm.shrink_lease, h, sx, 5)
+    # lease grow (I1, I2, I13): a charge admitted as a try-reserve; past the headroom it is refused
+    step("grow it by 4", pmm.grow_lease, h, sx, 4)
+    step("grow it past the headroom (refused)", pmm.grow_lease, h, sx, 10**9)
     step("release it", pmm.release, h, sx)
     # model views on gpu0 (C4, C6, I9): each refusal below is one a view mutant lets through
     vx = step("plan a transaction of 5 on gpu0", pmm.plan_tx, h, ((a, 5),))
@@ -197,7 +200,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 103
+    assert done[-1] == "confirm termination" and len(done) == 105
 
 
 def test_every_manager_mutant_is_listed() -> None:
