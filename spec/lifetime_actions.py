@@ -38,8 +38,9 @@ holder and authority for nbytes would be at that instant.
     DeviceLost ; not LIVE -> InvalidTransition (the lifecycle's GROW: live -> live) ; its authority's context
     not ACTIVE -> DeviceLost ; a pending ticket on the authority (I13: never ahead of a waiter) or
     `nbytes > limit - used` (I2) -> CapacityDenied. A pinned or in-flight lease may grow (nothing is taken
-    from it). The lease's reserved bytes, bytes and charge rise by nbytes, its authority's used with them;
-    everything else stays (no id is issued). No capacity is returned: no round runs.
+    from it). The lease's bytes and charge rise by nbytes, its authority's used with them, and its
+    reservation to cover it (C2: the larger of what was reserved and the new bytes); everything else stays
+    (no id is issued). No capacity is returned: no round runs.
 
 Holder lifetime (I4a):
   UnregisterHolder(holder) -> None

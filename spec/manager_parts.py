@@ -412,8 +412,9 @@ def _grow_lease(m: M.Manager, act: M.GrowLease, guards: GuardSet) -> tuple[M.Man
     a = m.ledger.authorities[rec.authority]
     _active(a, guards)
     _try_only(m, a, nbytes, guards)  # a grow is a charge: admitted as a TryReserve of its bytes (I2, I13)
+    # The reservation rises only as far as the lease needs (C2): grow-shrink cycles leave it bounded.
     ledger = _settle(m.ledger, rec, new, rec.charge + nbytes, nbytes=rec.nbytes + nbytes,
-                     reserved=rec.reserved + nbytes)
+                     reserved=max(rec.reserved, rec.nbytes + nbytes))
     return evolve(m, ledger=ledger), None
 
 

@@ -380,16 +380,18 @@ def test_shrink_is_a_live_self_loop(impl):
 
 @pytest.mark.parametrize("impl", ["spec", "refimpl"])
 def test_grow_is_a_live_self_loop(impl):
-    """A live lease grows and stays live (reservation, bytes and charge rise together, no id is issued); a grow past
-    the limit, or of a quarantined lease, is refused and changes nothing."""
+    """A live lease grows and stays live (bytes and charge rise together, the reservation as far as it must to cover
+    them, no id is issued); a grow past the limit, or of a quarantined lease, is refused and changes nothing."""
     from spec import manager_actions as MA
     from spec.errors import CapacityDenied
     do, ledger = _composed(impl)
     for action, result in SETUP:
         assert do(action) == result
     assert do(A.Reserve(1, 1, DEV, 100, Role.KV)) == 1 and do(A.Commit(1, 1, 80)) is None
-    assert do(MA.GrowLease(1, 1, 30)) is None
-    assert ledger() == _state(110, allocs=(_alloc(1, L, 130, 110),), next_allocation=2)
+    assert do(MA.GrowLease(1, 1, 10)) is None  # within the reservation: it stays
+    assert ledger() == _state(90, allocs=(_alloc(1, L, 100, 90),), next_allocation=2)
+    assert do(MA.GrowLease(1, 1, 20)) is None  # past it: the reservation rises to cover the lease (C2)
+    assert ledger() == _state(110, allocs=(_alloc(1, L, 110, 110),), next_allocation=2)
     grown = ledger()
     with pytest.raises(CapacityDenied, match="try-only"):
         do(MA.GrowLease(1, 1, 891))
@@ -399,7 +401,7 @@ def test_grow_is_a_live_self_loop(impl):
     with pytest.raises(InvalidTransition, match="grow"):
         do(MA.GrowLease(1, 1, 1))
     assert ledger() == quarantined
-    assert ledger() == _state(110, allocs=(_alloc(1, Q, 130, 110),), next_allocation=2)
+    assert ledger() == _state(110, allocs=(_alloc(1, Q, 110, 110),), next_allocation=2)
 
 
 # --- I4a: ids are never reused ---------------------------------------------------

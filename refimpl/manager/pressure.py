@@ -251,8 +251,8 @@ class Pressures:
         if (a.pending or nbytes > a.limit - a.used) and self._guards.on("try_only"):  # I2; I13
             raise CapacityDenied(f"try-only: {nbytes} B more asked, {max(0, a.limit - a.used)} B free, "
                                  f"{len(a.pending)} waiting")
-        rec.reserved += nbytes
         rec.nbytes += nbytes
+        rec.reserved = max(rec.reserved, rec.nbytes)  # C2: covered, never more than the lease needs
         rec.charge += nbytes
         a.used += nbytes
 
