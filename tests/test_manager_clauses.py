@@ -24,7 +24,7 @@ from spec import manager_actions as M
 from spec.errors import CapacityDenied, HolderInUse, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
 from spec.tickets import TicketState
-from spec.types import ContextState, Role, Tier, ViewState
+from spec.types import AllocState, ContextState, Role, Tier, ViewState
 
 # --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
 
@@ -351,7 +351,8 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         r, a = led.allocations[alloc], led.authorities[DEV]
         r = {"grow_charges_nothing": r, "grow_leases_nothing": m.ledger.allocations[alloc],
              "grow_charge_lags": evolve(r, charge=2), "grow_past_reservation": evolve(r, reserved=2),
-             "grow_takes_more": evolve(r, reserved=4, nbytes=4, charge=4)}.get(name, r)
+             "grow_takes_more": evolve(r, reserved=4, nbytes=4, charge=4),
+             "grow_quarantines": evolve(r, state=AllocState.QUARANTINED)}.get(name, r)
         used = {"grow_charges_nothing": 3, "grow_takes_more": 5}.get(name, 4)
         allocs = led.allocations.set(alloc, r)
         if name == "grow_moves_another":  # the charge is right, but another holder's lease changed too
@@ -398,6 +399,7 @@ _STEP_MUTATIONS = {
     "grow_past_reservation": "step_I1_manager.grow_charges_what_the_lease_gains",
     "grow_takes_more": "step_I1_manager.grow_charges_what_the_lease_gains",  # charged as gained, not as asked
     "grow_moves_another": "step_I1_manager.grow_charges_what_the_lease_gains",
+    "grow_quarantines": "step_I1_manager.grow_charges_what_the_lease_gains",  # bytes charged to no lease
     "grow_overtakes": "step_I13_manager.allocator_never_overtakes_a_waiter",  # a grow is a try-only charge
     "grow_past_limit": "step_I2_manager.grant_within_limit",  # I2 judges every charge, a grow's too
     "limit_below_used": "step_I2_manager.limit_backs_every_grant",
