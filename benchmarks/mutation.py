@@ -211,7 +211,7 @@ MODULES: dict[str, list[str]] = {
                                           "invariants/manager_bundles.py", "invariants/manager_views.py",
                                           "invariants/manager_tx.py", "invariants/manager_order.py",
                                           "invariants/manager_devices.py", "invariants/replay_grants.py",
-                                          "invariants/step_frames.py")},
+                                          "invariants/step_frames.py", "invariants/manager_grow.py")},
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids, and what a foreign governor's trace can get wrong (test_replay_harms). Left out: the

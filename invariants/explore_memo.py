@@ -74,6 +74,7 @@ FOOTPRINTS: dict[type, Footprint] = {
     M.TimeoutTicket: _fp(f"{_ARB} next_ticket {_USES}", f"ledger tickets {_USES}"),
     A.Release: _fp(f"{_ARB} txs views {_USES}", f"ledger tickets {_USES}"),
     M.ShrinkLease: _fp(f"{_ARB} txs views {_USES}", f"ledger tickets {_USES}"),  # a part's or pinned lease: refused
+    M.GrowLease: _fp(f"{_ARB} txs views {_USES} poisoned", f"ledger tickets {_USES}"),  # a part's lease: refused
     M.Press: _fp("ledger pressures next_pressure generations", "pressures next_pressure"),
     M.Answer: _fp(f"{_ARB} txs views pressures next_pressure changes generations {_USES}",
                   f"ledger tickets pressures changes {_USES}"),

@@ -17,6 +17,7 @@ from typing import Any
 
 
 from spec import ledger_actions as A
+from spec.lifetime_actions import GrowLease
 from spec.lifecycle import ALLOCATION_TABLE, TERMINAL
 from spec.ledger_state import State
 from spec.records import evolve
@@ -258,9 +259,12 @@ def step_I4a(prev: State, act: Any, nxt: State) -> None:
         if n.holder != p.holder:
             _I4A_OWNER.fail(f"{act!r}: allocation {aid} changed holder {p.holder} -> {n.holder}")
         if n.state is p.state:
-            # The table's self-loop (a live lease shrinking) changes the lease's bytes and charge only, downwards.
-            if (p.state, p.state) in _ALLOWED and n.nbytes < p.nbytes and n == evolve(p, nbytes=n.nbytes,
-                                                                                      charge=n.charge):
+            # The table's self-loops change the lease's bytes and charge only: downwards (a shrink), or upwards
+            # with its reservation by the one action that grows a lease (GrowLease; any other growth is a leak).
+            if (p.state, p.state) in _ALLOWED and (
+                    n.nbytes < p.nbytes and n == evolve(p, nbytes=n.nbytes, charge=n.charge)
+                    or isinstance(act, GrowLease) and n.nbytes > p.nbytes
+                    and n == evolve(p, reserved=n.reserved, nbytes=n.nbytes, charge=n.charge)):
                 moved = True
             elif n != p:
                 _I4A_LIFECYCLE.fail(f"{act!r}: allocation {aid} changed while staying {p.state.value}")

@@ -1,14 +1,14 @@
 """Cross-cutting predicates of the composed manager (`spec.manager_actions.Manager`), as named clauses.
 
 Where the parts meet on one ledger: every bucket of an authority partitions its `used` (I1); one credit per grant
-across cancel, timeout, abort and answer, and a shrink credits what its lease loses (I1); a holder's charge falls
-only by its own action or the environment, only its holder's own action changes an allowance, and a pinned or
-in-flight lease is never a victim (I6); a changed limit is not below what is used (I2); an answer to a closed or
-late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is never
-overtaken, no fitting waiter is left waiting (I13); no holder callback runs under the ledger lock (I7). Model views
-(C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`;
-intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`;
-holders (I4a): `.manager_holders`; a bundle moves exactly with its transaction's commit (I10): `.manager_bundles`.
+across cancel, timeout, abort and answer, a shrink credits what its lease loses (I1; a grow: `.manager_grow`); a
+holder's charge falls only by its own action or the environment, only its holder's own action changes an allowance,
+and a pinned or in-flight lease is never a victim (I6); a changed limit is not below what is used (I2); an answer to
+a closed or late pressure releases nothing (C5); the allocator path never overtakes a waiter, a matured waiter is
+never overtaken, no fitting waiter is left waiting (I13); no holder callback runs under the ledger lock (I7). Model
+views (C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`;
+intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`; holders
+(I4a): `.manager_holders`; a bundle moves exactly with its transaction's commit (I10): `.manager_bundles`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
@@ -26,6 +26,7 @@ from invariants.changed import changes
 from invariants.clauses import clause, conjunction, counting
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_bundles import step_I10_manager
+from invariants.manager_grow import step_I1_grow
 from invariants.manager_devices import state_C3_manager, step_C3_manager
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import served_before, step_I13_order
@@ -188,6 +189,7 @@ def _step_I1_shrink(before: M.Manager, act: Any, after: M.Manager) -> None:
 
 def step_I1_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
     _step_I1_shrink(before, act, after)
+    step_I1_grow(before, act, after)
     crediting = isinstance(act, _CREDITING)
     _I1_ONCE.case(crediting)
     if not crediting:
@@ -317,8 +319,9 @@ def state_I13_generation(m: M.Manager) -> None:
 # --- I13: the allocator path never overtakes a waiter ----------------------------------------
 
 _I13_TRY = clause("I13", "step_I13_manager", "allocator_never_overtakes_a_waiter",
-                  "no try-only request (the allocator path) takes bytes of an authority on which a ticket is "
-                  "waiting: the waiter would be overtaken by every allocation, round after round")
+                  "no try-only request (the allocator path: a new lease or a lease grown) takes bytes of an "
+                  "authority on which a ticket is waiting: the waiter would be overtaken by every allocation, round "
+                  "after round")
 _I13_MATURED = clause("I13", "step_I13_manager", "matured_not_overtaken",
                       "once a waiting ticket has matured (its age reached the aging bound), no ticket submitted after "
                       "it on its authority is granted while it still waits: returned capacity accumulates for it, "
@@ -327,14 +330,22 @@ _I13_MATURED = clause("I13", "step_I13_manager", "matured_not_overtaken",
 
 def step_I13_manager(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
     _step_I13_matured(before, act, after)
-    if not isinstance(act, M.TryReserve):
-        _I13_TRY.case(False)
+    if not _I13_TRY.case(isinstance(act, (M.TryReserve, M.GrowLease))):
         return
-    _I13_TRY.case(True)  # every try-only grant (a correct step never shows a waiter behind it)
-    waiting = [t.id for t in before.tickets.values() if t.authority == act.authority and t.state is _T.PENDING]
-    r = after.ledger.allocations.get(result) if type(result) is int else None
-    if waiting and r is not None and r.id not in before.ledger.allocations and r.charge:
-        _I13_TRY.fail(f"{act!r} took {r.charge} B as allocation {r.id} while tickets {waiting} wait")
+    # Every try-only charge, a new lease or a lease grown (a correct step never shows a waiter behind it).
+    if isinstance(act, M.GrowLease):
+        p, r = before.ledger.allocations.get(act.allocation), after.ledger.allocations.get(act.allocation)
+        if p is None or r is None:
+            return  # no lease grew (a lease gone: step_I1_manager.grow_charges_what_the_lease_gains)
+        aid, took = p.authority, r.charge - p.charge
+    else:
+        r = after.ledger.allocations.get(result) if type(result) is int else None
+        if r is None or r.id in before.ledger.allocations:
+            return
+        aid, took = act.authority, r.charge
+    waiting = [t.id for t in before.tickets.values() if t.authority == aid and t.state is _T.PENDING]
+    if waiting and took > 0:
+        _I13_TRY.fail(f"{act!r} took {took} B as allocation {r.id} while tickets {waiting} wait")
 
 
 def _step_I13_matured(before: M.Manager, act: Any, after: M.Manager) -> None:

@@ -237,6 +237,25 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
             self._do(M.ShrinkLease(holder, aid, self._nbytes(data, high)))
 
     @rule(data=st.data())
+    def grow_lease(self, data: st.DataObject) -> None:
+        """A holder's lease grows (GrowLease, I1): admitted as a try-reserve of its bytes, so mostly within the
+        headroom, at times one byte past it (I2), behind a waiter (I13), or of bad bytes (CapacityDenied)."""
+        waited = {t.authority for t in self.abs.tickets.values() if t.state is TicketState.PENDING}
+        room = [a for a in self._active() if a not in waited and self._headroom(a) >= 2]
+        if room and data.draw(st.booleans()):  # a fresh try-only lease first (the KV bucket that grows)
+            self._do(M.TryReserve(data.draw(st.sampled_from(self._holders())), data.draw(st.sampled_from(room)), 1,
+                                  0, Role.KV))
+        live = [r.id for r in self._leases()]  # preferred: a lease with room and no waiter, so it is accepted
+        fits = [i for i in live if (a := self.abs.ledger.allocations[i].authority) not in waited
+                and self._headroom(a) >= 1]
+        aid = self._pick(data, self.abs.ledger.allocations.keys(), self.abs.ledger.next_allocation, fits or live)
+        r = self.abs.ledger.allocations.get(aid)
+        holder = self._owner(data, r.holder) if r is not None else self._holder(data)
+        room = self._headroom(r.authority) if r is not None and r.authority in self.abs.ledger.authorities else 0
+        self._do(M.GrowLease(holder, aid, room + 1 if room < 1 or data.draw(st.integers(0, 3)) == 0
+                             else self._nbytes(data, room)))
+
+    @rule(data=st.data())
     def direct_reserve(self, data: st.DataObject) -> None:
         """The plain allocator path beside the parts: reserve, then commit or cancel; or the try-only path."""
         if data.draw(st.integers(0, 2)) == 0:

@@ -10,7 +10,8 @@ ReserveTx / CommitTx / AbortTx), device loss and termination, removing an author
 changes (PrepareLimit to 1 B or back to capacity / CommitLimit), state
 bundles opened at the start (JoinBundle by an open transaction /
 ReportMismatch) and the allocator path (TryReserve of 1 B on authority 1 by holder 1); `QUICK_SCOPE` and
-`PARTS_SCOPE` also shrink each free lease of more than a byte by one (ShrinkLease).
+`PARTS_SCOPE` also shrink each free lease of more than a byte by one (ShrinkLease) and grow each free lease by one
+(GrowLease).
 Model views (PublishView / ExecuteView / RemapView) are offered only by
 `VIEW_SCOPE`. SetUse, Reconfigure, deadlines and ExpirePressure are offered only by the
 pressure restriction (`PRESSURE_SCOPE`, explored to a depth bound: a
@@ -69,6 +70,7 @@ class ManagerScope:
     removals: bool = True  # offer RemoveAuthority
     unregisters: bool = False  # offer UnregisterHolder (of every registered holder)
     shrinks: bool = False  # offer ShrinkLease of one byte of every free lease of more than one, by its owner
+    grows: bool = False  # offer GrowLease of one byte of every free lease, by its owner (refused where it lacks room)
     #: Leases taken directly on the ledger through a unified-memory alias of authority 1 (RecordCommitted on the
     #: alias; the charge lands on authority 1, which the parts share): while the ledger's allocation ids stay
     #: within this cap (grants included). 0: no alias registered.
@@ -92,7 +94,7 @@ class ManagerScope:
     corruption: bool = False
 
 
-QUICK_SCOPE = ManagerScope(tries=True, shrinks=True)
+QUICK_SCOPE = ManagerScope(tries=True, shrinks=True, grows=True)
 #: Each control's scope: small enough that a shortest counterexample is found in a second.
 CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0)
 
@@ -101,13 +103,13 @@ CONTROL_SCOPE = ManagerScope(tickets=2, pressures=1, txs=1, bundles=0)
 #: tests/test_explore_scopes.py). Arbitration: two priorities and aging bound 4 on one 3 B authority, so a 3 B
 #: ticket is overtaken by two 1 B ones before it matures, then waits past the bound until capacity returns;
 #: an allowance on the same authority. Parts: tickets, pressure, a transaction, limit changes, device loss, a
-#: lease through a unified-memory alias and lease shrinks, all on one 2 B authority, by two holders (not permuted:
-#: a limit change numbers its pressures in holder order, `invariants.explore_symmetry`).
+#: lease through a unified-memory alias and lease shrinks and grows, all on one 2 B authority, by two holders (not
+#: permuted: a limit change numbers its pressures in holder order, `invariants.explore_symmetry`).
 ARBITRATION_SCOPE = ManagerScope(capacities=(3,), holders=1, aging_bound=4, tickets=4, pressures=0, txs=0,
                                  nbytes=(1, 3), priorities=(0, 1), needs=(), losses=False, limits=False, bundles=0,
                                  allowances=1)
 PARTS_SCOPE = ManagerScope(capacities=(2,), holders=2, aging_bound=2, tickets=1, pressures=1, txs=1,
-                           needs=(((1, 1),),), bundles=0, alias_leases=1, shrinks=True)
+                           needs=(((1, 1),),), bundles=0, alias_leases=1, shrinks=True, grows=True)
 #: Views: two transactions on one 2 B authority by one holder publish, execute (at the current and a stale
 #: generation), remap up to generation 2, commit (a later transaction binds the committed view), abort, lose the
 #: device, drop a view and remove the authority (871 states, 3299 transitions, diameter 13, 0.3 s; an abort leaves its
@@ -115,12 +117,12 @@ PARTS_SCOPE = ManagerScope(capacities=(2,), holders=2, aging_bound=2, tickets=1,
 VIEW_SCOPE = ManagerScope(capacities=(2,), holders=1, tickets=0, pressures=0, txs=2, needs=(((1, 1),),),
                           limits=False, bundles=0, views=2)
 #: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (112,064 states; without
-#: shrinks, which would double it: 225,984) and views
+#: shrinks, which would double it: 225,984, nor grows) and views
 #: over a second authority: a transaction needing both publishes over the lower (13,342 states).
 COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
     "quick": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE, "manager_views": VIEW_SCOPE},
     "thorough": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE,
-                 "manager_parts_allowance": attrs.evolve(PARTS_SCOPE, allowances=1, shrinks=False),
+                 "manager_parts_allowance": attrs.evolve(PARTS_SCOPE, allowances=1, shrinks=False, grows=False),
                  "manager_views": VIEW_SCOPE,
                  "manager_views_two_authorities": attrs.evolve(VIEW_SCOPE, capacities=(2, 3),
                                                                needs=(((1, 1),), ((1, 1), (2, 1))))},
@@ -188,6 +190,8 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
         yield A.Release(r.holder, r.id)
         if scope.shrinks and r.nbytes > 1:
             yield M.ShrinkLease(r.holder, r.id, 1)
+        if scope.grows:
+            yield M.GrowLease(r.holder, r.id, 1)
     if scope.tries and (not scope.try_cap or m.ledger.next_allocation <= scope.try_cap):
         yield M.TryReserve(1, 1, 1)
     if scope.alias_leases and m.ledger.next_allocation <= scope.alias_leases:

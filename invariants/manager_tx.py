@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from invariants.changed import changes
 from invariants.clauses import clause
 from spec import manager_actions as M
 from spec.tickets import TicketState
@@ -44,8 +45,8 @@ _I5_ABORT = clause("I5", "step_I5_abort", "abort_leaves_no_charge",
                    "an aborted transaction leaves no charge on any ledger: every reservation it held is gone (its "
                    "bytes credited, free for the next grant)")
 _I5_POISONED = clause("I5", "step_I5_poisoned", "poisoned_grants_nothing",
-                      "while the manager is poisoned no new charge is granted: no allocation is created and no "
-                      "ticket becomes granted")
+                      "while the manager is poisoned no new charge is granted: no allocation is created, no lease "
+                      "grows and no ticket becomes granted")
 
 
 def _blocked_by(m: M.Manager) -> dict[int, set[int]]:
@@ -145,8 +146,10 @@ def step_I5_poisoned(before: M.Manager, act: Any, after: M.Manager, result: Any 
     if not before.poisoned:
         return
     new = [i for i in after.ledger.allocations if i not in before.ledger.allocations]
+    grown = [i for i, p, n in changes(before.ledger.allocations, after.ledger.allocations)
+             if p is not None and n is not None and n.charge > p.charge]
     granted = [t.id for t in after.tickets.values() if t.state is TicketState.GRANTED
                and (t.id not in before.tickets or before.tickets[t.id].state is not TicketState.GRANTED)]
-    if new or granted:
+    if new or grown or granted:
         _I5_POISONED.fail(f"{act!r} on a poisoned manager created allocation(s) {new} and granted ticket(s) "
-                          f"{granted}")
+                          f"{granted}{f', and grew lease(s) {grown}' if grown else ''}")

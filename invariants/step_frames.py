@@ -45,8 +45,8 @@ FRAMES: dict[str, tuple[int, tuple[type, ...]]] = {
     # No changed record moves no charge and no `used` moved (a charged alias: the module's note); a removal is judged
     # against a ledger without the authority, so an accepted removal that removed nothing fails here.
     "ledger_step_I1": (AUTHORITIES | ALLOCATIONS, (M.RemoveAuthority,)),
-    # Returns at once unless the action credits (a shrink too).
-    "step_I1_manager": (0, (M.CancelTicket, M.TimeoutTicket, M.AbortTx, M.Answer, M.ShrinkLease)),
+    # Returns at once unless the action credits (a shrink too) or grows a lease.
+    "step_I1_manager": (0, (M.CancelTicket, M.TimeoutTicket, M.AbortTx, M.Answer, M.ShrinkLease, M.GrowLease)),
     # Both clauses are gated on the action's class.
     "ledger_step_I2": (0, (A.Reserve, A.RecordCommitted)),
     # It walks only the authorities the step replaced.
@@ -70,7 +70,7 @@ FRAMES: dict[str, tuple[int, tuple[type, ...]]] = {
     "step_C5_manager": (0, (M.Answer,)),
     "step_C5_answers": (0, (M.Press, M.Answer)),
     # No ticket left pending, so none was granted past a matured one; the try-only clause reads the action.
-    "step_I13_manager": (TICKETS, (M.TryReserve,)),
+    "step_I13_manager": (TICKETS, (M.TryReserve, M.GrowLease)),
     # No ticket's age fell and no round granted (a grant replaces the ticket's record).
     "step_I13_order": (TICKETS, ()),
     # No view was remapped or dropped.

@@ -83,7 +83,9 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                 r = abstract_manager(pmm).ledger.allocations[aid]
                 if rng.random() < 0.25:
                     _try(pmm.cancel, r.holder, aid)  # the allocator failed: the reservation goes back
-                    _try(pmm.try_reserve, r.holder, a, 1)  # and retries try-only: a lease now or a refusal now
+                    got = _try(pmm.try_reserve, r.holder, a, 1)  # and retries try-only: a lease now or a refusal now
+                    if got is not None:  # which then grows, admitted as a try-reserve would be (refused past it)
+                        _try(pmm.grow_lease, r.holder, got, 1)
                 else:
                     _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
         elif op == "release":

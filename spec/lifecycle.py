@@ -39,7 +39,8 @@ ALLOCATION_TABLE: Mapping[tuple[AllocState, AllocEvent], AllocState] = {
     (_A.PROVISIONAL, _E.LOSE): _A.DEVICE_LOST,
     (_A.LIVE, _E.RELEASE): _A.RELEASED,
     (_A.LIVE, _E.QUARANTINE): _A.QUARANTINED,
-    (_A.LIVE, _E.SHRINK): _A.LIVE,  # the one self-loop: the lease's bytes fall, nothing else of it changes
+    (_A.LIVE, _E.SHRINK): _A.LIVE,  # the self-loops: the lease's bytes fall (shrink) or rise (grow),
+    (_A.LIVE, _E.GROW): _A.LIVE,  # nothing else of it changes
     (_A.LIVE, _E.LOSE): _A.DEVICE_LOST,
     (_A.QUARANTINED, _E.LOSE): _A.DEVICE_LOST,
     (_A.DEVICE_LOST, _E.TERMINATE): _A.CONTEXT_TERMINATED,

@@ -147,8 +147,8 @@ State bundles (I5, I10): KV, recurrent/conv, sampler and progress advance as one
     poisoned bundle -> BundlePoisoned (nothing commits); else every part of
     the bundle advances by one, in the same step as the leases (I10).
 
-Lifetimes (C3 provider, I4a holder, I1/I13 lease shrink): `spec.lifetime_actions` (RemoveAuthority,
-UnregisterHolder, ShrinkLease; re-exported here).
+Lifetimes (C3 provider, I4a holder, I1/I13 lease shrink and grow): `spec.lifetime_actions` (RemoveAuthority,
+UnregisterHolder, ShrinkLease, GrowLease; re-exported here).
 
 Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
   PrepareLimit(authority, limit) -> tuple of pressure ids
@@ -201,7 +201,7 @@ import attrs
 import immutables
 
 from spec.ledger_state import State
-from spec.lifetime_actions import RemoveAuthority, ShrinkLease, UnregisterHolder
+from spec.lifetime_actions import GrowLease, RemoveAuthority, ShrinkLease, UnregisterHolder
 from spec.tickets import TicketState
 from spec.view_actions import VIEW_ACTIONS, DropView, ExecuteView, PublishView, RemapView, View
 from spec.types import Role
@@ -211,8 +211,8 @@ __all__ = [
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx",
     "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
-    "RemoveAuthority", "UnregisterHolder", "ShrinkLease", "Intent", "CorruptLedger", "View", "PublishView",
-    "ExecuteView", "RemapView", "DropView",
+    "RemoveAuthority", "UnregisterHolder", "ShrinkLease", "GrowLease", "Intent", "CorruptLedger", "View",
+    "PublishView", "ExecuteView", "RemapView", "DropView",
 ]
 
 
@@ -462,6 +462,6 @@ class CorruptLedger:
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
                    ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx,
                    PrepareLimit, CommitLimit, OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority,
-                   UnregisterHolder, ShrinkLease, *VIEW_ACTIONS)
+                   UnregisterHolder, ShrinkLease, GrowLease, *VIEW_ACTIONS)
 """Every action a governor's trace records; `CorruptLedger` is the environment's, not a governor verb: refimpl
 reaches it through a test hook (`refimpl.verify.manager_hooks`), and no trace event carries it."""

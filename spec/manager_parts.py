@@ -1,4 +1,4 @@
-"""The composed manager's parts: requester tickets, holder pressure, limit changes, lifetimes, lease shrink.
+"""The composed manager's parts: requester tickets, holder pressure, limit changes, lifetimes, lease shrink and grow.
 
 Each handler validates in the order `spec.manager_actions` states (the first
 failing check decides the typed error) and raises before building a state,
@@ -130,13 +130,18 @@ def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, i
     return evolve(m, tickets=m.tickets.set(t.id, t), next_ticket=t.id + 1), t.id
 
 
-def _try_reserve(m: M.Manager, act: M.TryReserve, guards: GuardSet) -> tuple[M.Manager, int]:
-    nbytes, role, h, a = _request(m, act, guards)
+def _try_only(m: M.Manager, a: Authority, nbytes: int, guards: GuardSet) -> None:
+    """TryReserve's admission, GrowLease's too: `nbytes` more on `a` now, or CapacityDenied now."""
     waiting = any(t.authority == a.id and t.state is _T.PENDING for t in m.tickets.values())
     # Verify the allocator path is granted now or refused now, never pending, never ahead of a waiter (I7, I13).
     if (waiting or nbytes > a.limit - a.used) and guards.on("try_only"):
         raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, a.limit - a.used)} B free"
                              f"{', a ticket is waiting' if waiting else ''}")
+
+
+def _try_reserve(m: M.Manager, act: M.TryReserve, guards: GuardSet) -> tuple[M.Manager, int]:
+    nbytes, role, h, a = _request(m, act, guards)
+    _try_only(m, a, nbytes, guards)
     ledger, alloc = machine.step(m.ledger, A.Reserve(h.id, a.id, a.tier, nbytes, role), without_limit_check(guards))
     ledger = machine.step(ledger, A.Commit(h.id, alloc, nbytes), guards)[0]
     return evolve(m, ledger=ledger), alloc
@@ -375,7 +380,7 @@ def _unregister_holder(m: M.Manager, act: M.UnregisterHolder, guards: GuardSet) 
     return evolve(m, ledger=evolve(m.ledger, holders=m.ledger.holders.delete(h.id)), intents=intents), None
 
 
-# --- lease shrink (I1, I13): part of an idle lease given back ---------------------------------------------
+# --- lease shrink (I1, I13): part of an idle lease given back; lease grow (I1, I2, I13): a charge -----------
 
 
 def _shrink_lease(m: M.Manager, act: M.ShrinkLease, guards: GuardSet) -> tuple[M.Manager, None]:
@@ -396,6 +401,23 @@ def _shrink_lease(m: M.Manager, act: M.ShrinkLease, guards: GuardSet) -> tuple[M
     return evolve(m, ledger=ledger), None
 
 
+def _grow_lease(m: M.Manager, act: M.GrowLease, guards: GuardSet) -> tuple[M.Manager, None]:
+    nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
+    rec = _holder_allocation(m.ledger, act, guards)
+    refs = referenced(m)
+    # Verify no one grows bytes a ticket, a transaction or a view holds: that part owns them (I1, C6).
+    if rec.id in refs:
+        raise InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through that part")
+    new = _transition(rec, AllocEvent.GROW, AllocState.LIVE, guards)
+    a = m.ledger.authorities[rec.authority]
+    _active(a, guards)
+    _try_only(m, a, nbytes, guards)  # a grow is a charge: admitted as a TryReserve of its bytes (I2, I13)
+    # The reservation rises only as far as the lease needs (C2): grow-shrink cycles leave it bounded.
+    ledger = _settle(m.ledger, rec, new, rec.charge + nbytes, nbytes=rec.nbytes + nbytes,
+                     reserved=max(rec.reserved, rec.nbytes + nbytes))
+    return evolve(m, ledger=ledger), None
+
+
 PART_HANDLERS: dict[type, Any] = {
     M.Submit: _submit,
     M.Claim: _claim,
@@ -413,4 +435,5 @@ PART_HANDLERS: dict[type, Any] = {
     M.RemoveAuthority: _remove_authority,
     M.UnregisterHolder: _unregister_holder,
     M.ShrinkLease: _shrink_lease,
+    M.GrowLease: _grow_lease,
 }

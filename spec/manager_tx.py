@@ -48,8 +48,8 @@ from spec.types import BundlePart, Role
 __all__ = ["TX_HANDLERS", "CHARGING", "refuse_poisoned"]
 
 #: Actions that would grant new charge: `spec.manager.step` refuses them first while the manager is poisoned (I5).
-CHARGING: tuple[type, ...] = (M.Submit, M.TryReserve, M.PlanTx, M.ReserveTx, A.Reserve, A.RecordCommitted,
-                              A.ReserveGrowth)
+CHARGING: tuple[type, ...] = (M.Submit, M.TryReserve, M.GrowLease, M.PlanTx, M.ReserveTx, A.Reserve,
+                              A.RecordCommitted, A.ReserveGrowth)
 
 
 def refuse_poisoned(m: M.Manager, guards: GuardSet) -> None:

@@ -75,6 +75,7 @@ class AllocEvent(_ShortRepr):
     RELEASE = "release"
     QUARANTINE = "quarantine"
     SHRINK = "shrink"  # a lease gives back part of its bytes and stays live (spec.manager's ShrinkLease)
+    GROW = "grow"  # a lease takes more bytes, admitted as a TryReserve, and stays live (spec.manager's GrowLease)
     LOSE = "lose"
     TERMINATE = "terminate"
 

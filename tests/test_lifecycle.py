@@ -87,6 +87,7 @@ DOCUMENTED_ALLOCATION = {
     (L, AllocEvent.RELEASE): AllocState.RELEASED,
     (L, AllocEvent.QUARANTINE): Q,
     (L, AllocEvent.SHRINK): L,
+    (L, AllocEvent.GROW): L,
     (L, AllocEvent.LOSE): LOST_ALLOC,
     (Q, AllocEvent.LOSE): LOST_ALLOC,
     (LOST_ALLOC, AllocEvent.TERMINATE): AllocState.CONTEXT_TERMINATED,
@@ -331,9 +332,9 @@ def test_paths_cover_every_allocation_edge():
                     taken.add((rec.state, "gone"))
                 elif new.state is not rec.state:
                     taken.add((rec.state, new.state))
-    # The shrink self-loop is the composed manager's action (ShrinkLease): test_shrink_is_the_live_self_loop.
+    # The self-loops are the composed manager's actions (ShrinkLease, GrowLease): test_*_is_a_live_self_loop.
     expected = {(src, dst if dst not in TERMINAL else "gone") for (src, e), dst in ALLOCATION_TABLE.items()
-                if e is not AllocEvent.SHRINK}
+                if e not in (AllocEvent.SHRINK, AllocEvent.GROW)}
     assert expected <= taken
 
 
@@ -354,7 +355,7 @@ def _composed(impl: str) -> tuple[Callable[[Any], Any], Callable[[], State]]:
 
 
 @pytest.mark.parametrize("impl", ["spec", "refimpl"])
-def test_shrink_is_the_live_self_loop(impl):
+def test_shrink_is_a_live_self_loop(impl):
     """A live lease shrinks and stays live (bytes and charge fall, its reservation stays); giving back all of it,
     or shrinking a quarantined one, is refused and changes nothing."""
     from spec import manager_actions as MA
@@ -375,6 +376,32 @@ def test_shrink_is_the_live_self_loop(impl):
         do(MA.ShrinkLease(1, 1, 1))
     assert ledger() == quarantined
     assert ledger() == _state(50, allocs=(_alloc(1, Q, 100, 50),), next_allocation=2)
+
+
+@pytest.mark.parametrize("impl", ["spec", "refimpl"])
+def test_grow_is_a_live_self_loop(impl):
+    """A live lease grows and stays live (bytes and charge rise together, the reservation as far as it must to cover
+    them, no id is issued); a grow past the limit, or of a quarantined lease, is refused and changes nothing."""
+    from spec import manager_actions as MA
+    from spec.errors import CapacityDenied
+    do, ledger = _composed(impl)
+    for action, result in SETUP:
+        assert do(action) == result
+    assert do(A.Reserve(1, 1, DEV, 100, Role.KV)) == 1 and do(A.Commit(1, 1, 80)) is None
+    assert do(MA.GrowLease(1, 1, 10)) is None  # within the reservation: it stays
+    assert ledger() == _state(90, allocs=(_alloc(1, L, 100, 90),), next_allocation=2)
+    assert do(MA.GrowLease(1, 1, 20)) is None  # past it: the reservation rises to cover the lease (C2)
+    assert ledger() == _state(110, allocs=(_alloc(1, L, 110, 110),), next_allocation=2)
+    grown = ledger()
+    with pytest.raises(CapacityDenied, match="try-only"):
+        do(MA.GrowLease(1, 1, 891))
+    assert ledger() == grown
+    do(A.Quarantine(1, 1, 0))
+    quarantined = ledger()
+    with pytest.raises(InvalidTransition, match="grow"):
+        do(MA.GrowLease(1, 1, 1))
+    assert ledger() == quarantined
+    assert ledger() == _state(110, allocs=(_alloc(1, Q, 110, 110),), next_allocation=2)
 
 
 # --- I4a: ids are never reused ---------------------------------------------------

@@ -23,7 +23,8 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.errors import CapacityDenied, HolderInUse, InvalidTransition, ProviderPinned
 from spec.guards import GUARDS, GuardSet
-from spec.types import ContextState, Role, Tier, ViewState
+from spec.tickets import TicketState
+from spec.types import AllocState, ContextState, Role, Tier, ViewState
 
 # --- negative controls: each cross-cutting guard off yields a harm a manager clause names ----------
 
@@ -335,6 +336,29 @@ def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
         after = evolve(m, ledger=evolve(led, allocations=allocs,
                                         authorities=led.authorities.set(DEV, evolve(a, used=a.used - credit))))
         return m, act, after, None
+    if name.startswith("grow_"):  # H1's 2 B lease on DEV and H2's 1 B one; H1's lease grows by 1 B, then tampered
+        m, alloc = lease(start(), H1, DEV, 2)
+        m, other = lease(m, H2, DEV, 1)
+        act = M.GrowLease(H1, alloc, 1)
+        if name == "grow_overtakes":  # a 3 B ticket waits (it lacks 2 B of 1 B free) and the grow takes the byte
+            m, _ = run(m, M.Submit(H2, DEV, 3))
+            return m, act, MG.step(m, act, GuardSet.without("try_only"))[0], None
+        if name == "grow_past_limit":  # 2 B more of 1 B free
+            return m, M.GrowLease(H1, alloc, 2), MG.step(m, M.GrowLease(H1, alloc, 2),
+                                                         GuardSet.without("try_only"))[0], None
+        nxt = MG.step(m, act)[0]
+        led = nxt.ledger
+        r, a = led.allocations[alloc], led.authorities[DEV]
+        r = {"grow_charges_nothing": r, "grow_leases_nothing": m.ledger.allocations[alloc],
+             "grow_charge_lags": evolve(r, charge=2), "grow_past_reservation": evolve(r, reserved=2),
+             "grow_takes_more": evolve(r, reserved=4, nbytes=4, charge=4),
+             "grow_quarantines": evolve(r, state=AllocState.QUARANTINED)}.get(name, r)
+        used = {"grow_charges_nothing": 3, "grow_takes_more": 5}.get(name, 4)
+        allocs = led.allocations.set(alloc, r)
+        if name == "grow_moves_another":  # the charge is right, but another holder's lease changed too
+            allocs = allocs.set(other, evolve(allocs[other], reserved=2))
+        return m, act, evolve(nxt, ledger=evolve(led, allocations=allocs,
+                                                 authorities=led.authorities.set(DEV, evolve(a, used=used)))), None
     raise KeyError(name)
 
 
@@ -369,6 +393,15 @@ _STEP_MUTATIONS = {
     "shrink_credits_twice": "step_I1_manager.shrink_credits_what_the_lease_loses",
     "shrink_moves_another": "step_I1_manager.shrink_credits_what_the_lease_loses",
     "shrink_takes_more": "step_I1_manager.shrink_credits_what_the_lease_loses",  # credited as lost, not as given
+    "grow_charges_nothing": "step_I1_manager.grow_charges_what_the_lease_gains",
+    "grow_leases_nothing": "step_I1_manager.grow_charges_what_the_lease_gains",
+    "grow_charge_lags": "step_I1_manager.grow_charges_what_the_lease_gains",
+    "grow_past_reservation": "step_I1_manager.grow_charges_what_the_lease_gains",
+    "grow_takes_more": "step_I1_manager.grow_charges_what_the_lease_gains",  # charged as gained, not as asked
+    "grow_moves_another": "step_I1_manager.grow_charges_what_the_lease_gains",
+    "grow_quarantines": "step_I1_manager.grow_charges_what_the_lease_gains",  # bytes charged to no lease
+    "grow_overtakes": "step_I13_manager.allocator_never_overtakes_a_waiter",  # a grow is a try-only charge
+    "grow_past_limit": "step_I2_manager.grant_within_limit",  # I2 judges every charge, a grow's too
     "limit_below_used": "step_I2_manager.limit_backs_every_grant",
     "grant_past_limit": "step_I2_manager.grant_within_limit",
 }
@@ -392,6 +425,16 @@ def test_a_shrink_whose_round_grants_a_waiter_breaks_nothing() -> None:
     with collecting() as found:
         IM.check_step(m, M.ShrinkLease(H1, alloc, 3), nxt, None)
     assert not found, found
+
+
+def test_a_grow_to_the_limit_of_a_pinned_lease_breaks_nothing() -> None:
+    """The near miss of grow_charges_what_the_lease_gains and of the I2 and I13 clauses a grow meets: a pinned lease
+    takes every byte left, while a ticket waits on the other authority."""
+    m, alloc = lease(start(), H1, DEV, 2)
+    m, _ = run(lease(run(m, M.SetUse(H1, alloc, True, False))[0], H2, HOST, 4)[0], M.Submit(H2, HOST, 1))
+    assert m.tickets[3].state is TicketState.PENDING
+    nxt, _ = run(m, M.GrowLease(H1, alloc, 2))  # run judges the step with every clause
+    assert nxt.ledger.authorities[DEV].used == 4 and nxt.ledger.allocations[alloc].reserved == 4
 
 
 def test_every_manager_clause_has_a_mutation() -> None:

@@ -98,18 +98,22 @@ def workload(pmm: ProcessMemoryManager, background: int = 0) -> list[str]:
     step("close another holder's allowance (refused)", pmm.close_allowance, h, w2)
     step("close it", pmm.close_allowance, g, w2)
     step("snapshot after close", pmm.snapshot, a)
-    # holder lifetime (I4a): a holder named by nothing but its waiting ticket stays registered until it retires
-    spare = step("holder spare", pmm.register_holder, "spare")
-    s = step("snapshot before the spare's ticket", pmm.snapshot, a)
-    st = step("spare's ticket of the headroom plus one (waits)", pmm.submit, spare, a, s.limit - s.used + 1, 0, KV)
-    step("unregister spare (refused: its ticket names it)", pmm.unregister_holder, spare)
-    step("cancel spare's ticket", pmm.cancel_ticket, spare, st)
-    step("unregister spare", pmm.unregister_holder, spare)
     # lease shrink (I1): part of an idle lease goes back; all that is left of it is refused (that is a release)
     sx = step("try-reserve 20 on gpu0", pmm.try_reserve, h, a, 20, 0, KV)
     step("shrink it by 15", pmm.shrink_lease, h, sx, 15)
     step("shrink it by all it has left (refused)", pmm.shrink_lease, h, sx, 5)
-    step("release it", pmm.release, h, sx)
+    # lease grow (I1, I2, I13): a charge admitted as a try-reserve; past the headroom it is refused
+    step("grow it by 4", pmm.grow_lease, h, sx, 4)
+    step("grow it past the headroom (refused)", pmm.grow_lease, h, sx, 10**9)
+    # holder lifetime (I4a): a holder named by nothing but its waiting ticket stays registered until it retires
+    spare = step("holder spare", pmm.register_holder, "spare")
+    s = step("snapshot before the spare's ticket", pmm.snapshot, a)
+    st = step("spare's ticket of the headroom plus one (waits)", pmm.submit, spare, a, s.limit - s.used + 1, 0, KV)
+    step("grow the lease by a byte behind it (refused: I13)", pmm.grow_lease, h, sx, 1)
+    step("unregister spare (refused: its ticket names it)", pmm.unregister_holder, spare)
+    step("cancel spare's ticket", pmm.cancel_ticket, spare, st)
+    step("unregister spare", pmm.unregister_holder, spare)
+    step("release the grown lease", pmm.release, h, sx)
     # model views on gpu0 (C4, C6, I9): each refusal below is one a view mutant lets through
     vx = step("plan a transaction of 5 on gpu0", pmm.plan_tx, h, ((a, 5),))
     step("publish its view before its need is held (refused: C4)", pmm.publish_view, vx)
@@ -198,7 +202,7 @@ def test_workload_is_clean_on_the_real_code(level: str) -> None:
     pmm = _manager()
     with contracts.contracts(True, level=level):
         done = workload(pmm)
-    assert done[-1] == "confirm termination" and len(done) == 103
+    assert done[-1] == "confirm termination" and len(done) == 106
 
 
 def test_every_manager_mutant_is_listed() -> None:

@@ -39,8 +39,8 @@ def test_workload_is_clean_with_background_leases() -> None:
     prefill(pmm, BACKGROUND)
     with contracts.contracts(True, level="local"):
         done = workload(pmm, BACKGROUND)
-        checkpoint(pmm)  # every row recounted: the books the contract kept through 103 operations were exact
-    assert done[-1] == "confirm termination" and len(done) == 103
+        checkpoint(pmm)  # every row recounted: the books the contract kept through 106 operations were exact
+    assert done[-1] == "confirm termination" and len(done) == 106
     assert len(pmm._auths[1].allocs) >= BACKGROUND  # gpu0's background leases, untouched by the workload
 
 

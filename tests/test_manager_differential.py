@@ -64,9 +64,10 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         ["reserve", "commit", "cancel", "release", "quarantine", "record", "lose", "terminate",
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
          "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "remove",
-         "expire_p", "try", "use", "reconfigure", "publish", "execute", "remap", "drop", "unregister", "shrink"],
+         "expire_p", "try", "use", "reconfigure", "publish", "execute", "remap", "drop", "unregister", "shrink",
+         "grow"],
         weights=[6, 5, 2, 6, 1, 1, 0.1, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12, 1, 2, 2, 0.3,
-                 2, 3, 1, 1.5, 0.1, 2])[0]
+                 2, 3, 1, 1.5, 0.1, 2, 2])[0]
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":
@@ -77,6 +78,8 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
         return A.Release(owner, alloc)
     if kind == "shrink":  # part of a lease; at times all of it or more (InvalidBytes: that is a release)
         return M.ShrinkLease(owner, alloc, rnd.choice([1, 1, 5, n]))
+    if kind == "grow":  # a charge: accepted within the headroom, else refused as a try-reserve (I2, I13)
+        return M.GrowLease(owner, alloc, rnd.choice([1, 1, 5, n]))
     if kind == "quarantine":
         return A.Quarantine(owner, alloc, rnd.choice([0, 1, 5]))
     if kind == "record":

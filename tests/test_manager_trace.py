@@ -66,7 +66,7 @@ _PARTS = {
     "allowances": ("open_allowance", "reserve_growth", "map_allowance", "unmap_allowance", "transfer_allowance",
                    "close_allowance"),
     "tickets": ("submit", "grant", "claim", "cancel_ticket", "timeout_ticket", "try_reserve", "reconfigure"),
-    "pressure": ("press", "answer", "cancel_pressure", "expire_pressure", "set_use", "shrink_lease"),
+    "pressure": ("press", "answer", "cancel_pressure", "expire_pressure", "set_use", "shrink_lease", "grow_lease"),
     "transactions": ("plan_tx", "reserve_tx", "commit_tx", "abort_tx"),
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
     "views": ("publish_view", "execute_view", "remap_view", "drop_view"),

@@ -25,6 +25,7 @@ from invariants.clauses import Coverage, collecting, conjunction, recording
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
+from spec.guards import GuardSet
 from spec.manager_actions import initial
 from spec.tickets import TicketState
 from spec.types import Role, Tier
@@ -69,6 +70,10 @@ _EXTRA = {
     "poisoned_reserves": lambda: (lambda m, act: (evolve(m, poisoned=True), act,
                                                   evolve(MG.step(m, act)[0], poisoned=True), None))(
         start(), A.Reserve(H1, DEV, Tier.DEVICE, 1, Role.KV)),
+    # a poisoned manager grows a lease (the poisoned refusal off)
+    "poisoned_grows": lambda: (lambda m, a: (lambda p: (p, M.GrowLease(H1, a, 1), MG.step(
+        p, M.GrowLease(H1, a, 1), GuardSet.without("poisoned_manager_refuses"))[0], None))(evolve(m, poisoned=True)))(
+        *lease(start(), H1, DEV, 2)),
     "poisoned_grants": lambda: (lambda m, t: (evolve(m, poisoned=True), M.Press(H1, DEV, 1), evolve(
         m, poisoned=True, tickets=m.tickets.set(t, evolve(m.tickets[t], state=TicketState.GRANTED))), None))(
         *_waiter()),

@@ -54,6 +54,7 @@ _ACCEPTS = {
     "release": (AllocState.LIVE,),
     "quarantine": (AllocState.LIVE,),
     "shrink": (AllocState.LIVE,),
+    "grow": (AllocState.LIVE,),
 }
 _ACCEPTED = {event: states[0] for event, states in _ACCEPTS.items()}  # the one source state, for the hot path
 _ACTIVE = ContextState.ACTIVE

@@ -1,7 +1,8 @@
 """The pressure part of `ProcessMemoryManager`: holder pressure tickets on a holder's own leases (C5, I6).
 
 `shrink_lease` is the holder's other way to give bytes back: part of one idle
-lease, which stays live (the design's "shrinks its lease").
+lease, which stays live (the design's "shrinks its lease"); `grow_lease` is
+its opposite, a charge admitted as `try_reserve` would be (KV growth).
 
 A pressure ticket asks one holder to give back `target` bytes of its leases
 on one canonical authority. The manager takes nothing (I6): the holder
@@ -26,6 +27,7 @@ from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
 from spec import manager_actions as M
 from spec.errors import (
+    CapacityDenied,
     ForeignHolder,
     HolderCallbackFailed,
     InvalidArgument,
@@ -231,6 +233,28 @@ class Pressures:
         rec.auth.used -= nbytes
         if rec.auth.pending:
             self._round(rec.auth)  # I13: returned capacity goes to the waiters first
+
+    def grow_lease(self, holder: int, allocation: int, nbytes: int) -> None:
+        """The holder's LIVE lease takes `nbytes` more, now or CapacityDenied now, exactly as `try_reserve` of
+        its holder, authority and `nbytes` would (I2, I13); no id is issued and no round runs."""
+        self._run(M.GrowLease, self._ms_alloc, self._grow_by, holder, allocation, nbytes)
+
+    def _grow_by(self, holder: int, allocation: int, nbytes: int) -> None:  # allowances has `_grow`
+        self._grants()  # I5
+        _nbytes(nbytes, "nbytes")
+        rec = self._owned_alloc(holder, allocation)
+        if rec.part is not None:
+            raise InvalidTransition(f"allocation {rec.id} is {rec.part!r}'s; that part settles it")
+        self._step(rec, "grow")
+        a = rec.auth
+        self._require_active(a)
+        if (a.pending or nbytes > a.limit - a.used) and self._guards.on("try_only"):  # I2; I13
+            raise CapacityDenied(f"try-only: {nbytes} B more asked, {max(0, a.limit - a.used)} B free, "
+                                 f"{len(a.pending)} waiting")
+        rec.nbytes += nbytes
+        rec.reserved = max(rec.reserved, rec.nbytes)  # C2: covered, never more than the lease needs
+        rec.charge += nbytes
+        a.used += nbytes
 
     def cancel_pressure(self, pressure: int) -> None:
         """Retire an open pressure ticket; it records nothing."""

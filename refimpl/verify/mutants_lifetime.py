@@ -1,5 +1,5 @@
-"""Mutants of records' lifetime: unregistering a holder, shrinking a lease, an allowance across a device loss (a
-part of the registry in `refimpl.verify.mutants`).
+"""Mutants of records' lifetime: unregistering a holder, shrinking and growing a lease, an allowance across a device
+loss (a part of the registry in `refimpl.verify.mutants`).
 
 The composed campaign (`ortmem verify`'s manager checker) runs these: a bug in
 refimpl (`refimpl.manager.devices`) and one in the composed spec
@@ -7,7 +7,10 @@ refimpl (`refimpl.manager.devices`) and one in the composed spec
 registered, caught by I4a's harm clause in `invariants.manager_holders`; a
 bug in refimpl's shrink (`refimpl.manager.pressure`) and one in the spec's,
 each crediting other than the bytes the lease lost, caught by I1's
-`step_I1_manager.shrink_credits_what_the_lease_loses`; and one in the
+`step_I1_manager.shrink_credits_what_the_lease_loses`; two in refimpl's
+grow, one past the limit (I2's `grant_within_limit`) and one past a waiting
+ticket (I13's `allocator_never_overtakes_a_waiter`), and one in the spec's
+charging nothing (I1's `grow_charges_what_the_lease_gains`); and one in the
 composed spec (`spec.manager`) whose device loss ends allowances their
 holders did not close, caught by I6's `allowance_changes_by_own_action` in
 `invariants.manager`.
@@ -33,6 +36,18 @@ LIFETIME_MUTANTS: tuple[Mutant, ...] = (
     Mutant("spec_shrink_to_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
            "    if nbytes >= rec.nbytes:", "    if nbytes > rec.nbytes:",
            "a shrink of all of a lease is accepted: a live lease of zero bytes, a release that retires nothing"),
+    Mutant("grow_skips_headroom", ("I2",), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
+           "        if (a.pending or nbytes > a.limit - a.used) and self._guards.on(\"try_only\"):  # I2; I13\n",
+           "        if a.pending and self._guards.on(\"try_only\"):  # I2; I13\n",
+           "a grow is granted past the headroom: the authority is charged beyond its limit"),
+    Mutant("grow_overtakes_waiter", ("I13",), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
+           "        if (a.pending or nbytes > a.limit - a.used) and self._guards.on(\"try_only\"):  # I2; I13\n",
+           "        if nbytes > a.limit - a.used and self._guards.on(\"try_only\"):  # I2; I13\n",
+           "a grow takes headroom while a ticket waits on the authority: the waiter is overtaken by every grow"),
+    Mutant("spec_grow_charges_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
+           "    ledger = _settle(m.ledger, rec, new, rec.charge + nbytes, nbytes=rec.nbytes + nbytes,",
+           "    ledger = _settle(m.ledger, rec, new, rec.charge, nbytes=rec.nbytes + nbytes,",
+           "the spec's grow leases the bytes but charges none: bytes leased and not charged are granted twice"),
     Mutant("spec_loss_drops_allowances", ("I6",), "manager", Layer.SPEC, "spec.manager",
            "    ledger = machine.step(m.ledger, act, guards)[0]  # the ledger's validation and loss (no refund)\n",
            "    ledger = machine.step(m.ledger, act, guards)[0]\n"
