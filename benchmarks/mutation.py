@@ -67,7 +67,7 @@ _MANAGER_CLAUSE_TESTS = ["tests/test_manager_clauses.py", "tests/test_manager_cl
                          "tests/test_mutkill_manager_holders.py", "tests/test_mutkill_manager_parts.py",
                          "tests/test_mutkill_manager_tx.py", "tests/test_mutkill_manager_order.py",
                          "tests/test_mutkill_replay_grants.py", "tests/test_mutkill_manager_shrink.py",
-                         "tests/test_mutkill_view_clauses.py"]
+                         "tests/test_mutkill_view_clauses.py", "tests/test_mutkill_manager_grow.py"]
 
 #: Target module -> the test files run against its mutants (mutmut then
 #: narrows to the tests that called each mutated function). Chosen fast:
