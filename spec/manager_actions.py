@@ -334,6 +334,7 @@ class Submit:
     nbytes: int
     priority: int = 0
     role: Role = Role.STAGING
+    alignment: int | None = attrs.field(default=None, repr=False)  # D13: None or a power of two
 
 
 @attrs.frozen
@@ -343,6 +344,7 @@ class TryReserve:
     nbytes: int
     priority: int = 0
     role: Role = Role.STAGING
+    alignment: int | None = attrs.field(default=None, repr=False)  # D13: None or a power of two
 
 
 @attrs.frozen

@@ -199,3 +199,38 @@ def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
     reserve["payload"]["observed"]["used"] = {}
     r = replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"])
     assert not r.ok and r.line == 4 and r.failure == "refinement" and "does not say so" in r.message, r.describe()
+
+
+# --- D13: a stated alignment (section 6 Lifecycle validates it) ---------------------------
+
+
+def _with_alignment(lines: list[bytes], alignment: object) -> list[bytes]:
+    """The trace with `alignment` stated on its reserve events."""
+    out = []
+    for raw in lines:
+        ev = json.loads(raw)
+        if ev["kind"] == "reserve":
+            ev["payload"]["alignment"] = alignment
+        out.append(json.dumps(ev).encode() + b"\n")
+    return out
+
+
+def test_the_recorded_bad_alignment_replays_clean_once_the_trace_states_it() -> None:
+    lines = _need_upstream().joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
+    as_recorded = replay_lines(lines)
+    assert not as_recorded.ok and (as_recorded.line, as_recorded.failure) == (3, "refinement"), as_recorded.describe()
+    stated = replay_lines(_with_alignment(lines, 3))
+    assert stated.ok, stated.describe()
+
+
+@pytest.mark.parametrize("alignment", [None, 1, 64, 1 << 62])
+def test_a_good_alignment_is_accepted_and_charges_only_the_bytes(alignment: object) -> None:
+    r = replay_lines(_with_alignment(_lease(), alignment))
+    assert r.ok, r.describe()
+
+
+@pytest.mark.parametrize("alignment", [3, 0, -8, 1 << 63])
+def test_a_bad_alignment_accepted_by_the_governor_is_rejected(alignment: object) -> None:
+    r = replay_lines(_with_alignment(_lease(), alignment))
+    assert not r.ok and (r.line, r.failure, r.id) == (3, "violation", "refinement"), r.describe()
+    assert "InvalidArgument" in r.message and "alignment" in r.message, r.message
