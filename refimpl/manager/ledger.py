@@ -434,7 +434,7 @@ class Ledger:
             a = self._canonical(authority)
             growth = sum(w.reserved for w in a.allowances.values())
             snap = Snapshot(a.id, a.pool, a.limit, a.used, growth, available(a.limit, a.used, growth),
-                            oversubscribed(a.used, a.limit), a.promised)
+                            oversubscribed(a.used, a.limit), a.promised, a.tier)
             if _SWITCH.on:
                 _L.check_snapshot(a, snap)  # the figures are a reading of the ledger (I2, C8)
             return snap
