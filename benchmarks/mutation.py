@@ -222,6 +222,21 @@ MODULES: dict[str, list[str]] = {
                              "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
+    # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
+    # slow and source-mutant tests left out as for invariants/replay.py. Observed-step predicates (I2's charge):
+    # the replay self-tests and harms, and the verdict pins that call the predicate directly.
+    "invariants/replay_predicates.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
+                                        "tests/test_verdict_pins.py", "tests/test_mutkill_replay_predicates.py",
+                                        "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # Observed ids to the spec's (both replays): fresh-id conformance traces, the owed-grant rule's observed ids.
+    "invariants/replay_ids.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
+                                 "tests/conformance/test_fresh_ids.py", "tests/conformance/test_refusals.py",
+                                 "tests/test_mutkill_replay_grants.py", "tests/test_mutkill_replay_ids.py",
+                                 "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # The partial-state store: the replay self-tests and harms, and the linear-time suite that counts its views.
+    "invariants/replay_store.py": ["tests/test_replay.py", "tests/test_replay_harms.py", "tests/test_replay_linear.py",
+                                   "tests/test_mutkill_replay_store.py",
+                                   "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
 }
 DEFAULT_MODULES = list(MODULES)
 

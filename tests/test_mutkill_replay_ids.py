@@ -1,0 +1,1 @@
+"""Mutation survivors of `invariants/replay_ids.py`, killed (placeholder)."""

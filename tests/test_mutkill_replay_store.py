@@ -1,0 +1,1 @@
+"""Mutation survivors of `invariants/replay_store.py`, killed (placeholder)."""
