@@ -18,6 +18,11 @@ How a run is shaped, per target module:
   * a wall-clock budget per module (--budget-s); a module that runs out is
     reported with what it finished, and marked incomplete.
 
+mutmut forks each mutant's run from a process that has already run the
+clean tests, so module-level caches are warm there: a mutant in code that
+only fills a cache (invariants/replay_ids.py's `_PLANS`) is reached only by a
+test that empties the cache first (tests/test_mutkill_replay_ids.py's `cold`).
+
 Classification. mutmut's exit codes map to killed / survived / timeout /
 no tests / other. A timeout counts as detected (the mutant made the tests
 hang or loop). "no tests" (no selected test calls the function) counts as
