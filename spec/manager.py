@@ -54,6 +54,7 @@ from spec.guards import ALL_ON, GuardSet
 from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
 from spec.manager_tx import CHARGING, TX_HANDLERS, refuse_poisoned
+from spec.quota import check_quota, headroom
 from spec.manager_views import VIEW_HANDLERS, end_execution, lose_views
 from spec.refusals import every_refusal
 from spec.tickets import TicketState
@@ -126,7 +127,10 @@ def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet, e
         a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities.get(aid)
         if a1 is None:
             continue  # removed under its waiters (provider_pinned off): no ledger to grant from
-        rose = a0 is None or a1.limit - a1.used > a0.limit - a0.used
+        # Headroom: the authority's own, or its tier's quota room (`spec.quota`: a release on another authority of
+        # the tier, a raised or removed quota).
+        rose = (a0 is None or a1.limit - a1.used > a0.limit - a0.used
+                or headroom(m.quotas, m.ledger, a1) > headroom(before.quotas, before.ledger, a0))
         submitted = isinstance(action, M.Submit) and action.authority == aid
         retired = gone is not None and gone.authority == aid  # a live ticket: the accepted action retired it
         if rose or submitted or (retired and gone.state is not _T.PENDING):
@@ -167,6 +171,15 @@ def _aged(t: M.Ticket, bound: int) -> M.Ticket:
 def _ledger_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
     ledger, result = machine.step(m.ledger, act, guards)
     return (m if ledger is m.ledger else evolve(m, ledger=ledger)), result
+
+
+def _reserve(m: M.Manager, act: A.Reserve, guards: GuardSet) -> tuple[M.Manager, Any]:
+    """The ledger's Reserve (its checks first), admitted within the tier's process quota too (`spec.quota`)."""
+    nxt, result = _ledger_action(m, act, guards)
+    a = m.ledger.authorities[act.authority]
+    check_quota(m.quotas, m.ledger, a if a.alias_of is None else m.ledger.authorities[a.alias_of], act.nbytes,
+                guards)
+    return nxt, result
 
 
 def _part_owned_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
@@ -230,10 +243,11 @@ def _ending(drop_own: bool) -> Any:
 
 _HANDLERS: dict[type, Any] = {
     **{kind: _ledger_action for kind in (
-        A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.Reserve, A.RecordCommitted,
+        A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.RecordCommitted,
         A.ConfirmTermination, A.OpenAllowance, A.ReserveGrowth, A.MapAllowance, A.UnmapAllowance,
         A.TransferAllowance, A.CloseAllowance)},
     **{kind: _part_owned_action for kind in (A.Commit, A.Cancel, A.Release, A.Quarantine)},
+    A.Reserve: _reserve,
     A.LoseDevice: _lose_device,
     **PART_HANDLERS,
     **TX_HANDLERS,
