@@ -120,17 +120,16 @@ def _live_uses(m: M.Manager) -> M.Manager:
 
 def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet, eager: bool) -> M.Manager:
     """Run a round on every authority whose headroom rose in the action, that a Submit targeted, or on which
-    it retired a granted ticket; a grant pass that ages nobody where it retired a pending one (D10)."""
+    it retired a granted ticket; a grant pass that ages nobody where it retired a pending one (D10); then the
+    rounds the tiers' process quotas owe (`_quota_rounds`)."""
     waiting = sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING})
+    done: set[int] = set()
     gone = before.tickets.get(action.ticket) if isinstance(action, (M.CancelTicket, M.TimeoutTicket)) else None
     for aid in waiting:
         a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities.get(aid)
         if a1 is None:
             continue  # removed under its waiters (provider_pinned off): no ledger to grant from
-        # Headroom: the authority's own, or its tier's quota room (`spec.quota`: a release on another authority of
-        # the tier, a raised or removed quota).
-        rose = (a0 is None or a1.limit - a1.used > a0.limit - a0.used
-                or headroom(m.quotas, m.ledger, a1) > headroom(before.quotas, before.ledger, a0))
+        rose = a0 is None or a1.limit - a1.used > a0.limit - a0.used
         submitted = isinstance(action, M.Submit) and action.authority == aid
         retired = gone is not None and gone.authority == aid  # a live ticket: the accepted action retired it
         if rose or submitted or (retired and gone.state is not _T.PENDING):
@@ -139,6 +138,22 @@ def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet, e
             # Not a round (D10): nobody ages; but the retired waiter may have been the matured misfit that
             # ended the last round, and a waiter that fits must not stay pending (I13).
             m = _round(m, aid, guards, age=False, eager=eager)
+        else:
+            continue
+        done.add(aid)
+    return _quota_rounds(before, m, done, guards, eager)
+
+
+def _quota_rounds(before: M.Manager, m: M.Manager, done: set[int], guards: GuardSet, eager: bool) -> M.Manager:
+    """Then a round, in ascending id, on every other waiting authority of a tier with a quota (before or after)
+    whose `spec.quota.headroom` rose: bytes credited on another authority of its tier, a quota raised or removed."""
+    if not (before.quotas or m.quotas):
+        return m
+    for aid in sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING} - done):
+        a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities.get(aid)
+        if a0 is not None and a1 is not None and (
+                headroom(m.quotas, m.ledger, a1) > headroom(before.quotas, before.ledger, a0)):
+            m = _round(m, aid, guards, eager=eager)
     return m
 
 
