@@ -137,8 +137,9 @@ def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, i
 def _try_only(m: M.Manager, a: Authority, nbytes: int, guards: GuardSet) -> None:
     """TryReserve's admission, GrowLease's too: `nbytes` more on `a` now, or CapacityDenied now."""
     waiting = any(t.authority == a.id and t.state is _T.PENDING for t in m.tickets.values())
+    free = headroom(m.quotas, m.ledger, a)
     # Verify the allocator path is granted now or refused now, never pending, never ahead of a waiter (I7, I13).
-    if (waiting or nbytes > (free := headroom(m.quotas, m.ledger, a))) and guards.on("try_only"):
+    if (waiting or nbytes > free) and guards.on("try_only"):
         raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, free)} B free"
                              f"{', a ticket is waiting' if waiting else ''}")
 
