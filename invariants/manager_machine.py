@@ -415,17 +415,6 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
             self._do(M.PrepareLimit(aid, self.abs.ledger.authorities[aid].capacity))
             self._do(M.CommitLimit(aid))
 
-    @rule(data=st.data())
-    def process_quota(self, data: st.DataObject) -> None:
-        """Set a tier's process quota (I1) a little above what it charges, so both device ledgers meet it; at
-        times below it (CapacityDenied), removed (None: its waiters may fit), or bad input."""
-        tier = data.draw(st.sampled_from((Tier.DEVICE, Tier.DEVICE, Tier.HOST)))
-        charged = sum(a.used for a in self.abs.ledger.authorities.values() if a.alias_of is None and a.tier is tier)
-        pick = data.draw(st.integers(0, 9))
-        nbytes: Any = (None if pick == 0 else max(0, charged - 1) if pick == 1 else data.draw(st.sampled_from(
-            BAD_BYTES[1:] + ("device",))) if pick == 2 else charged + data.draw(st.integers(0, 6)))
-        self._do(M.SetProcessQuota(tier if data.draw(st.integers(0, 30)) else "device", nbytes))
-
     # --- the ledger actions the parts meet: aliases, recorded commits, quarantine, allowances (issue #21) ---
 
     @rule(data=st.data())
