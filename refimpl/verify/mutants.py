@@ -51,8 +51,7 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("quota_ignored", ("I1",), "manager", _R, "refimpl.manager.limits",
            "        return a.limit - a.used if left is None else min(a.limit - a.used, left)\n",
            "        return a.limit - a.used\n",
-           "the room of a grant is the ledger's free bytes alone: tickets, try-reserves, grows and transactions are "
-           "granted past the tier's process quota"),
+           "a grant's room is its ledger's free bytes alone: tickets, tries, grows, transactions pass the tier quota"),
     Mutant("alias_keeps_own_ledger", ("I1",), "ledger", _R, _GOV,
            "            self._require_active(a)\n        if tier is not a.tier and self._guards.on(\"tier_match\")",
            "            self._require_active(a)\n        a = self._auth(authority)\n"
