@@ -380,7 +380,8 @@ class Arbitration:
     def _rounds(self, before: dict[int, int]) -> None:
         """Rounds on every ledger in `before` (id -> limit - used before the operation) whose headroom rose; then
         the rounds the process quotas owe for the bytes credited in their tiers (`Limits._quota_rounds`)."""
-        left0 = {tier: self._left(tier) + sum(a.limit - a.used - before[a.id] for a in map(self._auths.get, before)
+        # What each quota left before the operation: now, less the bytes the operation credited in its tier.
+        left0 = {tier: self._left(tier) - sum(a.limit - a.used - before[a.id] for a in map(self._auths.get, before)
                                               if a.tier is tier) for tier in self._quotas}
         done = []
         for aid in sorted(before):
