@@ -454,8 +454,7 @@ _ALL: tuple[Mutant, ...] = (
     # --- the composed manager (refimpl.manager): where the parts meet on one ledger ---------------------
     Mutant("cancel_forgets_round", ("I13",), "manager", _R, _MARB,
            "            self._retire(rec)\n        if a.pending:\n            self._grant_pass(a) if was_pending else "
-           "self._round(a)\n        return credit\n",
-           "            self._retire(rec)\n        return credit\n",
+           "self._round(a)\n", "            self._retire(rec)\n",
            "cancelling or timing out a ticket runs no round, so a waiter that now fits stays parked"),
     Mutant("cancel_keeps_reservation", ("I1",), "manager", _R, _MARB,
            "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n",
