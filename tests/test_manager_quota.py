@@ -80,3 +80,16 @@ def test_every_grant_path_is_refused_past_the_quota_as_the_spec_refuses(on: bool
                 call(pmm, act)
             assert abstract_manager(pmm) == spec, act
         _run([*SETUP, *_LEASE, A.RecordCommitted(KV, GPU1, Tier.DEVICE, 5, Role.KV)])  # recorded: past the quota
+
+
+def test_the_full_contract_catches_a_grant_past_the_quota() -> None:
+    """Mutant `quota_ignored` (a grant's room is its ledger's free bytes alone): a try-reserve past the quota is
+    caught by I1's harm clause while a quota is set (the full contract runs then, `refimpl.manager.views`)."""
+    from invariants._violation import InvariantViolation
+    from invariants.mutation import applied
+    from refimpl.verify.mutants import MUTANTS
+
+    pmm, _ = _run([*SETUP, *_LEASE])
+    with applied(MUTANTS["quota_ignored"]), contracts.contracts(True), pytest.raises(InvariantViolation) as exc:
+        pmm.try_reserve(KV, GPU1, 3)
+    assert exc.value.clause == "step_I1_quota.tier_charge_within_quota", exc.value
