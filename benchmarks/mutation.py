@@ -18,6 +18,11 @@ How a run is shaped, per target module:
   * a wall-clock budget per module (--budget-s); a module that runs out is
     reported with what it finished, and marked incomplete.
 
+mutmut forks each mutant's run from a process that has already run the
+clean tests, so module-level caches are warm there: a mutant in code that
+only fills a cache (invariants/replay_ids.py's `_PLANS`) is reached only by a
+test that empties the cache first (tests/test_mutkill_replay_ids.py's `cold`).
+
 Classification. mutmut's exit codes map to killed / survived / timeout /
 no tests / other. A timeout counts as detected (the mutant made the tests
 hang or loop). "no tests" (no selected test calls the function) counts as
@@ -222,6 +227,21 @@ MODULES: dict[str, list[str]] = {
                              "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
+    # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
+    # slow and source-mutant tests left out as for invariants/replay.py. Observed-step predicates (I2's charge):
+    # the replay self-tests and harms, and the verdict pins that call the predicate directly.
+    "invariants/replay_predicates.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
+                                        "tests/test_verdict_pins.py", "tests/test_mutkill_replay_predicates.py",
+                                        "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # Observed ids to the spec's (both replays): fresh-id conformance traces, the owed-grant rule's observed ids.
+    "invariants/replay_ids.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
+                                 "tests/conformance/test_fresh_ids.py", "tests/conformance/test_refusals.py",
+                                 "tests/test_mutkill_replay_grants.py", "tests/test_mutkill_replay_ids.py",
+                                 "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # The partial-state store: the replay self-tests and harms, and the linear-time suite that counts its views.
+    "invariants/replay_store.py": ["tests/test_replay.py", "tests/test_replay_harms.py", "tests/test_replay_linear.py",
+                                   "tests/test_mutkill_replay_store.py",
+                                   "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
 }
 DEFAULT_MODULES = list(MODULES)
 

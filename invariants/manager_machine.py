@@ -143,7 +143,8 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         role = data.draw(st.sampled_from((Role.KV, Role.STAGING, Role.PREFIX)))
         if data.draw(st.integers(0, 30)) == 0:
             priority = data.draw(st.sampled_from((True, 1.5, None)))  # type: ignore[arg-type]
-        self._do(M.Submit(self._holder(data), self._authority(data), self._nbytes(data), priority, role))
+        alignment = data.draw(st.sampled_from((None, None, None, None, None, 64, 3)))  # D13: mostly none stated
+        self._do(M.Submit(self._holder(data), self._authority(data), self._nbytes(data), priority, role, alignment))
 
     @rule(data=st.data(), op=st.sampled_from(("claim", "claim", "claim", "cancel", "timeout")))
     def ticket(self, data: st.DataObject, op: str) -> None:

@@ -37,7 +37,8 @@ class PressureRules:
         """The allocator path (a lease now or CapacityDenied now, I7, I13); the holder flags a lease in use
         and a pressure then names it (PinnedVictim, I6), or clears the flags first."""
         self._do(M.TryReserve(self._holder(data), self._authority(data), self._nbytes(data),
-                              data.draw(st.integers(0, 2)), Role.STAGING))
+                              data.draw(st.integers(0, 2)), Role.STAGING,
+                              data.draw(st.sampled_from((None, None, None, None, None, 256, 6)))))  # D13
         leases = self._leases()
         if not leases:
             return

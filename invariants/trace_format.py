@@ -94,9 +94,10 @@ ID_FIELDS = frozenset({"holder", "authority", "allocation", "allowance", "source
 #: Kinds whose accepted operation issues an id (carried as `ids.result`).
 CREATES = frozenset({"register_authority", "register_alias", "register_holder", "reserve", "record_committed",
                      "open_allowance"})
-#: Payload fields an event may leave out when they are null (issue #21, D3: `register_authority`'s physical
-#: device, added without changing what any earlier trace means).
-OPTIONAL_FIELDS = frozenset({"device"})
+#: Payload fields an event may leave out when they are null, added without changing what any earlier trace means
+#: (issue #21): `register_authority`'s physical device (D3); a request's stated alignment (D13: `reserve`,
+#: `submit`, `try_reserve`). An event kind has at most one.
+OPTIONAL_FIELDS = frozenset({"device", "alignment"})
 #: Fields holding an enum, encoded by value.
 ENUMS: dict[str, type] = {"tier": Tier, "role": Role}
 

@@ -63,7 +63,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                          "tx", "limit", "bundle", "bundle", "allowance", "bad") + (("lose",) if not lost else ()))
         counts[op] = counts.get(op, 0) + 1
         if op == "submit":
-            _try(pmm.submit, rng.choice(holders), rng.choice(live), rng.randint(1, 24), rng.randint(0, 2), Role.KV)
+            h, a, n, prio = rng.choice(holders), rng.choice(live), rng.randint(1, 24), rng.randint(0, 2)
+            _try(pmm.submit, h, a, n, prio, Role.KV, 64 if n % 5 == 0 else None)  # a stated alignment (D13)
         elif op in ("claim", "cancel", "timeout"):
             ts = sorted(m.tickets.values(), key=lambda t: t.id)
             if ts:
@@ -157,6 +158,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                              lambda: pmm.report_mismatch(10**6),
                              lambda: pmm.submit(holders[0], alias, 4, 0, Role.KV),  # tickets name the ledger
                              lambda: pmm.lower_limit(auths[0], -1))))
+    _try(pmm.submit, holders[0], auths[0], 4, 0, Role.KV, 3)  # D13: an alignment that is no power of two
+    _try(pmm.try_reserve, holders[0], auths[0], 4, 0, Role.KV, 6)
     # The device tier's process quota (I1): set at what it charges, so a try-reserve is refused; then removed (its
     # waiters may fit then).
     charged = sum(a.used for a in abstract_manager(pmm).ledger.authorities.values()

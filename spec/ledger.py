@@ -109,6 +109,17 @@ def check_bytes(n: object, what: str, *, allow_zero: bool = False, guards: Guard
     return n
 
 
+def check_alignment(alignment: object, guards: GuardSet = ALL_ON) -> None:
+    """Verify a request's stated alignment (section 6 Lifecycle: "validate (active context, holder/authority/tier,
+    alignment)"; issue #21, D13): None (the allocator's own) or a power of two in [1, 2**62]. Nothing is charged
+    for it: the ledger charges the bytes asked, and padding is the allocator's granule (I8)."""
+    if alignment is None:
+        return
+    if type(alignment) is not int or not 0 < alignment <= 1 << 62 or alignment & (alignment - 1):
+        guards.refuse("alignment", InvalidArgument(
+            f"alignment must be None or a power of two in [1, 2**62], got {alignment!r:.40}"))
+
+
 def _name(s: object, what: str) -> str:
     if type(s) is not str or not s:
         raise InvalidArgument(f"{what} must be a non-empty str, got {s!r:.80}")
@@ -258,6 +269,8 @@ def _admit(state: State, act: A.Reserve | A.RecordCommitted, guards: GuardSet, o
     # Verify the lease's tier is its pool's tier (C2).
     if tier is not ledger.tier and guards.on("tier_match"):
         guards.refuse("tier", TierMismatch(f"authority {ledger.id} is tier {ledger.tier.value}, not {tier.value}"))
+    if origin is Origin.GRANTED:
+        check_alignment(act.alignment, guards)  # type: ignore[union-attr]
     if origin is Origin.RECORDED and ledger.used + nbytes > MAX_BYTES:
         guards.refuse("overflow", InvalidBytes(f"authority {ledger.id}: recording {nbytes} B would overflow the "
                                                "ledger"))

@@ -63,13 +63,14 @@ class RegisterHolder:
 
 @_frozen
 class Reserve:
-    """Reserve (and charge) bytes before allocating them (C2, I2)."""
+    """Reserve (and charge) bytes before allocating them (C2, I2); `alignment`: None or a power of two (D13)."""
 
     holder: int
     authority: int
     tier: Tier
     nbytes: int
     role: Role
+    alignment: int | None = attrs.field(default=None, repr=False)
 
 
 @_frozen

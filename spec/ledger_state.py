@@ -97,6 +97,7 @@ class Snapshot:
     available: int  # max(0, limit - used - growth_reserved)
     oversubscribed: int  # max(0, used - limit)
     allowance_limits: int
+    tier: Tier  # the pool's tier: what a holder's reserve on it must name (C2)
 
 
 def snapshot(state: State, authority: int) -> Snapshot:
@@ -117,4 +118,5 @@ def snapshot(state: State, authority: int) -> Snapshot:
         available=available(a.limit, a.used, growth),
         oversubscribed=oversubscribed(a.used, a.limit),
         allowance_limits=sum(w.limit for w in mine),
+        tier=a.tier,
     )

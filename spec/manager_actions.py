@@ -345,6 +345,7 @@ class Submit:
     nbytes: int
     priority: int = 0
     role: Role = Role.STAGING
+    alignment: int | None = attrs.field(default=None, repr=False)  # D13: None or a power of two
 
 
 @attrs.frozen
@@ -354,6 +355,7 @@ class TryReserve:
     nbytes: int
     priority: int = 0
     role: Role = Role.STAGING
+    alignment: int | None = attrs.field(default=None, repr=False)  # D13: None or a power of two
 
 
 @attrs.frozen

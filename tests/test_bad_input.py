@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -223,6 +224,12 @@ CASES: dict[str, list[Case]] = {
         Case("over-limit-max-bytes", lambda w: A.Reserve(w.h, w.gpu, DEV, MAX_BYTES, KV), CapacityDenied, "available"),
         Case("over-limit-via-alias", lambda w: A.Reserve(w.h, w.uva, DEV, 721, KV), CapacityDenied, "available"),
         Case("tier-before-limit", lambda w: A.Reserve(w.h, w.gpu, HOST, 10**6, KV), TierMismatch, r"\bhost\b"),
+        *[Case(f"alignment-{label}", lambda w, v=v: A.Reserve(w.h, w.gpu, DEV, 8, KV, v), InvalidArgument,
+               rf"^alignment must be None or a power of two in \[1, 2\*\*62\], got {re.escape(repr(v))}$")
+          for label, v in (("3", 3), ("zero", 0), ("negative", -4), ("2**63", 1 << 63), ("bool", True),
+                           ("float", 8.0), ("str", "8"))],
+        Case("alignment-before-limit", lambda w: A.Reserve(w.h, w.gpu, DEV, 721, KV, 12), InvalidArgument, "got 12"),
+        Case("tier-before-alignment", lambda w: A.Reserve(w.h, w.gpu, HOST, 8, KV, 12), TierMismatch, r"\bhost\b"),
     ],
     "record_committed": admission_cases("record_committed", A.RecordCommitted),
     "commit": [

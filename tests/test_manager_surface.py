@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from refimpl.manager import ProcessMemoryManager
+from spec.types import Role, Tier
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "### The public verbs"
@@ -71,3 +72,41 @@ def test_the_surface_check_sees_a_hook_come_back_a_verb_go_and_a_verb_move() -> 
     twice = "### The public verbs\n\n| `refimpl/manager/ledger.py` | `reserve`, `reserve` |\n"
     with pytest.raises(AssertionError, match="reserve is listed twice"):
         documented_verbs(twice)
+
+
+def test_a_holder_reads_exactly_what_it_holds() -> None:
+    """`leases` and `allowances` are a holder's own records, equal to the refinement mapping's (I6: its own);
+    an unknown holder is refused and nothing changes."""
+    from refimpl.verify.manager_hooks import abstract_ledger
+    from spec.errors import UnknownHolder
+    from spec.types import AllocState
+
+    pmm = ProcessMemoryManager()
+    a, gpu = pmm.register_authority("spare", Tier.HOST, 64), pmm.register_authority("gpu", Tier.DEVICE, 64)
+    h, other = pmm.register_holder("reader"), pmm.register_holder("other")
+    lease = pmm.try_reserve(h, a, 8)
+    pmm.reserve(other, a, Tier.HOST, 4, Role.KV)
+    pmm.quarantine(other, pmm.try_reserve(other, a, 6), 2)
+    pmm.try_reserve(other, gpu, 5)
+    pmm.release(other, pmm.try_reserve(other, a, 1))
+    pmm.lose_device(gpu)
+    pmm.open_allowance(h, a, 16)
+    pmm.open_allowance(other, a, 8)
+    st = abstract_ledger(pmm)
+    assert {r.state for r in st.allocations.values()} == {AllocState.PROVISIONAL, AllocState.LIVE,
+                                                          AllocState.QUARANTINED, AllocState.DEVICE_LOST}
+    seen = 0
+    for holder in st.holders:
+        leases = pmm.leases(holder)
+        assert leases == tuple(r for _, r in sorted(st.allocations.items()) if r.holder == holder)
+        assert pmm.allowances(holder) == tuple(w for _, w in sorted(st.allowances.items()) if w.holder == holder)
+        seen += len(leases)
+    assert seen == len(st.allocations) == 4
+    assert [r.id for r in pmm.leases(h)] == [lease] and pmm.leases(h)[0].charge == 8
+    assert [w.limit for w in pmm.allowances(h)] == [16]
+    assert (pmm.snapshot(a).tier, pmm.snapshot(gpu).tier) == (Tier.HOST, Tier.DEVICE)
+    for bad in (999, "1", None):
+        for read in (pmm.leases, pmm.allowances):
+            with pytest.raises(UnknownHolder):
+                read(bad)
+    assert abstract_ledger(pmm) == st

@@ -25,7 +25,7 @@ from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
 from invariants.contracts import contracts
-from spec.errors import BundlePoisoned
+from spec.errors import BundlePoisoned, InvalidArgument
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Tier
 from trace_harness import renumbered as _renumbered
@@ -428,3 +428,29 @@ def test_a_trace_in_the_retired_tx_revision_is_an_unknown_revision(tmp_path: Pat
     assert main(["replay", str(tmp_path / "t.jsonl"), "--json", str(tmp_path / "v.json")]) == 1
     v = json.loads((tmp_path / "v.json").read_text())
     assert (v["failure"], v["line"]) == ("unknown-revision", len(head) + 1)
+
+
+def test_a_stated_alignment_is_judged_at_its_event() -> None:
+    """D13: a request's alignment travels in its event; a bad one refused replays clean, accepted it is caught."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    a, h = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_holder("kv")
+    t = pmm.submit(h, a, 8, alignment=64)
+    leased = pmm.try_reserve(h, a, 8, alignment=256)
+    for bad in (lambda: pmm.submit(h, a, 8, alignment=3), lambda: pmm.try_reserve(h, a, 8, alignment=6)):
+        with pytest.raises(InvalidArgument, match="power of two"):
+            bad()
+    pmm.release(h, pmm.claim(h, t))
+    pmm.release(h, leased)
+    lines = buf.getvalue().encode().splitlines()
+    stated = [json.loads(x)["payload"].get("alignment") for x in lines]
+    # configure, the registers, the grant, the claim and the releases state none
+    assert stated == [None, None, None, 64, None, 256, 3, 6, None, None, None], stated
+    assert [json.loads(x)["payload"]["outcome"] for x in lines[6:8]] == ["rejected", "rejected"]
+    r = replay_manager_lines(lines)
+    assert r.ok, r.describe()
+    i = 6
+    ev = json.loads(lines[i])
+    ev["payload"].update(outcome="accepted", error=None, result=2, used={"1": 16})
+    r = replay_manager_lines([*lines[:i], json.dumps(ev).encode()])
+    assert not r.ok and r.line == i + 1 and "InvalidArgument" in r.message, r.describe()

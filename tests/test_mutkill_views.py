@@ -300,7 +300,8 @@ def test_a_ledger_release_whose_round_grants_without_charging_is_caught(level: s
 class _RefusesAfterCharging(ProcessMemoryManager):
     """A try_reserve that charges its bytes and then refuses (the harm G4 names: a refusal that changed things)."""
 
-    def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+    def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role,
+                   alignment: int | None = None) -> int:
         self._auths[authority].used += nbytes
         raise CapacityDenied(f"refused after charging {nbytes} B")
 

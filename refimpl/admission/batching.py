@@ -18,7 +18,7 @@ from refimpl.governor import ProcessMemoryManager
 from spec import admission as S
 from spec.errors import CapacityDenied, InfeasibleRequest, InvalidArgument, InvalidBytes, InvalidTransition, UnknownAllocation
 from spec.guards import ALL_ON, GuardSet
-from spec.ledger_state import State
+from spec.ledger_state import Allocation
 from spec.types import Role, Tier
 
 __all__ = ["KvBatcher"]
@@ -63,7 +63,7 @@ class KvBatcher:
             raise UnknownAllocation(f"request {rid!r} was never submitted")
         return rid
 
-    def _held(self, rid: int, ledger: State) -> int:
+    def _held(self, rid: int, ledger: tuple[Allocation, ...]) -> int:
         charges = self.seat.charges(ledger, Role.KV)
         return sum(charges.get(aid, 0) for aid in self._leases[rid])
 
@@ -96,11 +96,11 @@ class KvBatcher:
     def abstract(self) -> S.BatchState:
         return self._abstract(self.seat.ledger())
 
-    def _abstract(self, ledger: State) -> S.BatchState:
+    def _abstract(self, ledger: tuple[Allocation, ...]) -> S.BatchState:
         charges = self.seat.charges(ledger, Role.KV)
         reqs = {r: S.BatchRequest(self._peak[r], sum(charges.get(aid, 0) for aid in self._leases[r]), self._state[r])
                 for r in self._peak}
-        return S.BatchState(ledger.authorities[self.seat.ledger_id].limit, immutables.Map(reqs), self._next)
+        return S.BatchState(self.seat.limit(), immutables.Map(reqs), self._next)
 
     def reading(self) -> tuple[S.BatchState, int]:
         """The abstraction and what the ledger charges this batcher's holder, from one reading of the ledger."""

@@ -18,7 +18,7 @@ from refimpl.governor import ProcessMemoryManager
 from spec import admission as S
 from spec.errors import BudgetBelowFloor, CapacityDenied, InvalidArgument, InvalidTransition
 from spec.guards import ALL_ON, GuardSet
-from spec.ledger_state import State
+from spec.ledger_state import Allocation
 from spec.types import Role, Tier
 
 __all__ = ["CoResidencyScheduler"]
@@ -90,9 +90,9 @@ class CoResidencyScheduler:
     def abstract(self) -> S.CoState:
         return self._abstract(self.seat.ledger())
 
-    def _abstract(self, ledger: State) -> S.CoState:
+    def _abstract(self, ledger: tuple[Allocation, ...]) -> S.CoState:
         live = self.seat.charges(ledger, Role.WEIGHTS)
-        return S.CoState(ledger.authorities[self.seat.ledger_id].limit, immutables.Map(
+        return S.CoState(self.seat.limit(), immutables.Map(
             {n: S.ResidentModel(r[_SIZE], r[_PIN], r[_LEASE] in live, r[_SERVED], r[_WORK])
              for n, r in self._rows.items()}))
 

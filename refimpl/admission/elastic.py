@@ -22,7 +22,7 @@ from spec import admission as S
 from spec.arith import kv_bytes, kv_growth_peak
 from spec.errors import BudgetBelowFloor, CapacityDenied, ContextExhausted, InvalidArgument, InvalidBytes
 from spec.guards import ALL_ON, GuardSet
-from spec.ledger_state import State
+from spec.ledger_state import Allocation
 from spec.types import Role, Tier
 
 __all__ = ["ReclaimableHolder", "ElasticSplit"]
@@ -123,14 +123,15 @@ class ElasticSplit:
     def abstract(self) -> S.ElasticState:
         return self._abstract(self.seat.ledger())
 
-    def _abstract(self, ledger: State) -> S.ElasticState:
+    def _abstract(self, ledger: tuple[Allocation, ...]) -> S.ElasticState:
         kv = self.seat.charges(ledger, Role.KV).get(self._kv, 0)
         pinned = sum(self.seat.charges(ledger, Role.WEIGHTS).values())
-        return S.ElasticState(ledger.authorities[self.seat.ledger_id].limit, self.headroom, self.bpt,
-                              self.max_context, self.bucket, pinned, self.cache.charged(ledger), self.tokens,
+        return S.ElasticState(self.seat.limit(), self.headroom, self.bpt,
+                              self.max_context, self.bucket, pinned, self.cache.charged(), self.tokens,
                               kv // self.bpt)
 
     def reading(self) -> tuple[S.ElasticState, int]:
-        """The abstraction and what the ledger charges the split's and the cache's holders, in one reading."""
+        """The abstraction and what the ledger charges the split's and the cache's holders (each its own reading;
+        nothing runs between them: the model is driven from one thread)."""
         ledger = self.seat.ledger()
-        return self._abstract(ledger), self.seat.charged(ledger) + self.cache.charged(ledger, None)
+        return self._abstract(ledger), self.seat.charged(ledger) + self.cache.charged(None)

@@ -11,11 +11,10 @@ its requests (allocation ids), never what they weigh.
 from __future__ import annotations
 
 from spec.errors import InvalidArgument, InvalidBytes
-from spec.ledger_state import State
+from spec.ledger_state import Allocation
 from spec.types import Role, Tier
 
 from refimpl.governor import ProcessMemoryManager
-from refimpl.verify.manager_hooks import abstract_ledger
 
 __all__ = ["LedgerSeat", "positive", "resolve_authority"]
 
@@ -48,7 +47,7 @@ class LedgerSeat:
         self.pmm, self.auth = pmm, auth
         snap = pmm.snapshot(auth)
         self.ledger_id = snap.authority  # the canonical ledger (an alias reports it)
-        self.tier: Tier = abstract_ledger(pmm).authorities[self.ledger_id].tier
+        self.tier: Tier = snap.tier
         self.holder = pmm.register_holder(name)
 
     def limit(self) -> int:
@@ -67,15 +66,14 @@ class LedgerSeat:
     def release(self, aid: int) -> None:
         self.pmm.release(self.holder, aid)
 
-    def ledger(self) -> State:
-        """The manager's ledger, read once for a whole mapping."""
-        return abstract_ledger(self.pmm)
+    def ledger(self) -> tuple[Allocation, ...]:
+        """This holder's leases (`ProcessMemoryManager.leases`), read once for a whole mapping."""
+        return self.pmm.leases(self.holder)
 
-    def charges(self, ledger: State, role: Role | None = None) -> dict[int, int]:
+    def charges(self, ledger: tuple[Allocation, ...], role: Role | None = None) -> dict[int, int]:
         """Allocation id -> charge of this holder's allocations on this authority (of `role`, if given)."""
-        return {a.id: a.charge for a in ledger.allocations.values()
-                if a.holder == self.holder and a.authority == self.ledger_id and (role is None or a.role is role)}
+        return {a.id: a.charge for a in ledger if a.authority == self.ledger_id and (role is None or a.role is role)}
 
-    def charged(self, ledger: State) -> int:
+    def charged(self, ledger: tuple[Allocation, ...]) -> int:
         """Everything the ledger charges this holder on this authority."""
         return sum(self.charges(ledger).values())

@@ -10,8 +10,6 @@ credited exactly what the answer released.
 from __future__ import annotations
 
 from refimpl.governor import ProcessMemoryManager
-from refimpl.verify.manager_hooks import abstract_ledger
-from spec.ledger_state import State
 from spec.types import Role, Tier
 
 __all__ = ["WeightCache"]
@@ -28,7 +26,7 @@ class WeightCache:
         self.pmm = pmm if pmm is not None else ProcessMemoryManager()
         self.auth = auth if auth is not None else self.pmm.register_authority("elastic", Tier.HOST, max(1, capacity))
         self.ledger_id = self.pmm.snapshot(self.auth).authority
-        self.tier: Tier = abstract_ledger(self.pmm).authorities[self.ledger_id].tier
+        self.tier: Tier = self.pmm.snapshot(self.auth).tier
         self.id = self.pmm.register_holder("weight-cache")
         self.buckets: list[tuple[int, int]] = []  # (bytes, allocation id), newest last
         self._released: dict[int, int] = {}  # pressure id -> bytes its answer released
@@ -36,12 +34,12 @@ class WeightCache:
 
     @property
     def bytes(self) -> int:
-        return self.charged(abstract_ledger(self.pmm))
+        return self.charged()
 
-    def charged(self, ledger: State, role: Role | None = Role.WEIGHTS) -> int:
-        """What `ledger` charges this cache's holder on its authority (for `role`; None: every role)."""
-        return sum(a.charge for a in ledger.allocations.values()
-                   if a.holder == self.id and a.authority == self.ledger_id and (role is None or a.role is role))
+    def charged(self, role: Role | None = Role.WEIGHTS) -> int:
+        """What the ledger charges this cache's holder on its authority (for `role`; None: every role)."""
+        return sum(a.charge for a in self.pmm.leases(self.id)
+                   if a.authority == self.ledger_id and (role is None or a.role is role))
 
     def _lease(self, nbytes: int) -> int:
         aid = self.pmm.reserve(self.id, self.auth, self.tier, nbytes, Role.WEIGHTS)

@@ -36,7 +36,6 @@ from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.osceiling import FileCeiling, OsCeiling
 from refimpl.hierarchy.worker_core import WorkerCore
-from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import AuthenticationFailed, CapacityDenied, GovernorError, InvalidArgument, InvalidTransition
 from spec.guards import GuardSet
 from spec.types import AllocState, Role, Tier
@@ -253,9 +252,9 @@ class Worker:
 
     def _drop(self, aids: list[int] | tuple[int, ...]) -> None:
         c = self.core
-        allocs = abstract_ledger(c.pmm).allocations
+        state = {a.id: a.state for a in c.pmm.leases(c.model_holder)}
         for aid in aids:
-            if allocs[aid].state is AllocState.PROVISIONAL:
+            if state[aid] is AllocState.PROVISIONAL:
                 c.pmm.cancel(c.model_holder, aid)
             else:
                 c.pmm.release(c.model_holder, aid)
@@ -284,8 +283,7 @@ class Worker:
     def ledger(self) -> dict[str, int]:
         """The manager's own figures in bytes: what the workload holds, and the authority's use and capacity."""
         c = self.core
-        st = abstract_ledger(c.pmm)
-        mine = sum(a.charge for a in st.allocations.values() if a.holder in (c.work, c.model_holder))
+        mine = sum(a.charge for h in (c.work, c.model_holder) for a in c.pmm.leases(h))
         return {"workload": mine, "slice": c.slice * P.UNIT, "used": c.pmm.snapshot(c.auth).used,
                 "capacity": c.q * P.UNIT}
 

@@ -29,7 +29,6 @@ from typing import Any, Protocol
 
 from refimpl.governor import ProcessMemoryManager
 from refimpl.hierarchy import protocol as P
-from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, InvalidTransition, UnknownTicket
 from spec.guards import GuardSet
 from spec.types import AllocState, Role, Tier
@@ -97,8 +96,7 @@ class WorkerCore:
 
     def figures(self) -> dict[str, int]:
         """Committed and reserved units, read from the manager's own ledger."""
-        st = abstract_ledger(self.pmm)
-        mine = [a for a in st.allocations.values() if a.holder in (self.work, self.model_holder)]
+        mine = [a for h in (self.work, self.model_holder) for a in self.pmm.leases(h)]
         return {"committed": sum(a.charge for a in mine if a.state is AllocState.LIVE) // P.UNIT,
                 "reserved": sum(a.charge for a in mine if a.state is AllocState.PROVISIONAL) // P.UNIT}
 

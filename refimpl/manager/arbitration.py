@@ -33,7 +33,7 @@ from spec.tickets import TicketState
 from spec.types import MAX_BYTES, AllocState, ContextState, Origin, Role
 from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager import local_contract as _L
-from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from refimpl.manager.ledger import _Alloc, _Auth, _alignment, _nbytes
 from refimpl.pressure_args import check_timeout
 
 __all__ = ["Arbitration"]
@@ -113,12 +113,14 @@ class Arbitration:
 
     # --- operations ------------------------------------------------------------
 
-    def submit(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING) -> int:
-        """A pending ticket on `authority`; the round this submit runs may grant it at once. Never waits."""
+    def submit(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING,
+               alignment: int | None = None) -> int:
+        """A pending ticket on `authority`; the round this submit runs may grant it at once. Never waits.
+        `alignment`: None or a power of two, validated and never charged (D13)."""
         if _SWITCH.on or self._recorder is not None or self._mailbox:
-            return self._contract(_L.SUBMIT, self._submit, (holder, authority, nbytes, priority, role))
+            return self._contract(_L.SUBMIT, self._submit, (holder, authority, nbytes, priority, role, alignment))
         with self._lock:  # the hot path of `_run`, inline
-            tid = self._submit(holder, authority, nbytes, priority, role)
+            tid = self._submit(holder, authority, nbytes, priority, role, alignment)
             wake = self._wake
             if wake:
                 self._wake = []
@@ -126,7 +128,8 @@ class Arbitration:
             self._wake_up(wake)
         return tid
 
-    def _submit(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+    def _submit(self, holder: int, authority: int, nbytes: int, priority: int, role: Role,
+                alignment: int | None = None) -> int:
         # Hot path: each lookup inline; the full check (with its typed error) runs only on a miss.
         if self._poisoned:
             self._grants()  # I5: a poisoned manager opens no ticket
@@ -145,6 +148,8 @@ class Arbitration:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; tickets name the canonical ledger")
         if a.context is not _ACTIVE:
             self._require_active(a)
+        if alignment is not None:
+            _alignment(alignment)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
         if self._quotas:
@@ -166,13 +171,15 @@ class Arbitration:
         return tid
 
     def try_reserve(self, holder: int, authority: int, nbytes: int, priority: int = 0,
-                    role: Role = Role.STAGING) -> int:
+                    role: Role = Role.STAGING, alignment: int | None = None) -> int:
         """The allocator path: a LIVE lease now (its allocation id), or CapacityDenied now; never pending (I7).
 
         Refused too while a ticket waits on the ledger: the allocator never overtakes a waiter (I13)."""
-        return self._run(M.TryReserve, self._ms_auth1, self._try_lease, holder, authority, nbytes, priority, role)
+        return self._run(M.TryReserve, self._ms_auth1, self._try_lease, holder, authority, nbytes, priority, role,
+                         alignment)
 
-    def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role) -> int:
+    def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role,
+                   alignment: int | None = None) -> int:
         self._grants()  # I5
         if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
             _nbytes(nbytes, "nbytes")
@@ -185,6 +192,8 @@ class Arbitration:
         if a.alias_of is not None:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; tickets name the canonical ledger")
         self._require_active(a)
+        if alignment is not None:
+            _alignment(alignment)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
         if self._quotas:
@@ -262,7 +271,7 @@ class Arbitration:
         return self._drop_ticket(t)
 
     def acquire(self, holder: int, authority: int, nbytes: int, priority: int = 0, role: Role = Role.STAGING,
-                timeout: float | None = None) -> int | None:
+                timeout: float | None = None, alignment: int | None = None) -> int | None:
         """Submit, park on the ticket's own event (lock released), claim: the lease's allocation id.
 
         None if the deadline passed or the ticket was retired meanwhile (cancelled, dropped by device
@@ -282,7 +291,7 @@ class Arbitration:
             return claimed[0]
 
         try:
-            tid = self._run(M.Submit, self._ms_auth1, submit, holder, authority, nbytes, priority, role)
+            tid = self._run(M.Submit, self._ms_auth1, submit, holder, authority, nbytes, priority, role, alignment)
         except BaseException as e:
             if opened:
                 try:

@@ -124,6 +124,12 @@ def _nbytes(n: object, what: str, zero_ok: bool = False) -> int:
     return n
 
 
+def _alignment(n: object) -> None:
+    """A stated alignment is a power of two in [1, 2**62] (D13); the caller passes None for the allocator's own."""
+    if type(n) is not int or n < 1 or n.bit_count() != 1 or n.bit_length() > 63:
+        raise InvalidArgument(f"alignment must be None or a power of two in [1, 2**62], got {n!r:.40}")
+
+
 def _text(s: object, what: str) -> str:
     if type(s) is not str or not s:
         raise InvalidArgument(f"{what} must be a non-empty str, got {s!r:.80}")
@@ -225,21 +231,25 @@ class Ledger:
 
     # --- reservations and leases (C2, I2, I4a, I6) -------------------------
 
-    def reserve(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
-        """Reserve and charge `nbytes` before allocating them; try-only, never waits."""
+    def reserve(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role,
+                alignment: int | None = None) -> int:
+        """Reserve and charge `nbytes` before allocating them; try-only, never waits. `alignment`: None or a power
+        of two (validated, never charged: padding is the allocator's granule, I8)."""
         if _SWITCH.on or self._mailbox:
-            return self._contract(_L.RESERVE, self._admit, (holder, authority, tier, nbytes, role), (_O_GRANTED,))
+            return self._contract(_L.RESERVE, self._admit, (holder, authority, tier, nbytes, role, alignment),
+                                  (_O_GRANTED,))
         with self._lock:
-            return self._admit(holder, authority, tier, nbytes, role, _O_GRANTED)
+            return self._admit(holder, authority, tier, nbytes, role, alignment, _O_GRANTED)
 
     def record_committed(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role) -> int:
         """Record bytes already taken; may push used over the limit, which is then reported (I2)."""
         if _SWITCH.on or self._mailbox:
-            return self._contract(_L.RECORD, self._admit, (holder, authority, tier, nbytes, role), (_O_RECORDED,))
+            return self._contract(_L.RECORD, self._admit, (holder, authority, tier, nbytes, role), (None, _O_RECORDED))
         with self._lock:
-            return self._admit(holder, authority, tier, nbytes, role, _O_RECORDED)
+            return self._admit(holder, authority, tier, nbytes, role, None, _O_RECORDED)
 
-    def _admit(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role, origin: Origin) -> int:
+    def _admit(self, holder: int, authority: int, tier: Tier, nbytes: int, role: Role, alignment: int | None,
+               origin: Origin) -> int:
         # Hot path: each lookup is tried inline; the full check (with its typed error) runs only on a miss.
         if self._poisoned:
             self._grants()  # I5: a poisoned manager charges nothing new
@@ -258,6 +268,8 @@ class Ledger:
             self._require_active(a)
         if tier is not a.tier and self._guards.on("tier_match"):  # C2
             raise TierMismatch(f"authority {a.id} is {a.tier.value}; a {tier.value} lease cannot live there")
+        if alignment is not None:
+            _alignment(alignment)
         if origin is _O_RECORDED and a.used + nbytes > MAX_BYTES:
             raise InvalidBytes(f"authority {a.id}: recording {nbytes} B would overflow the ledger")
         if origin is _O_GRANTED and a.used + nbytes > a.limit and self._guards.on("limit_check"):  # I2, G1
@@ -434,7 +446,7 @@ class Ledger:
             a = self._canonical(authority)
             growth = sum(w.reserved for w in a.allowances.values())
             snap = Snapshot(a.id, a.pool, a.limit, a.used, growth, available(a.limit, a.used, growth),
-                            oversubscribed(a.used, a.limit), a.promised)
+                            oversubscribed(a.used, a.limit), a.promised, a.tier)
             if _SWITCH.on:
                 _L.check_snapshot(a, snap)  # the figures are a reading of the ledger (I2, C8)
             return snap

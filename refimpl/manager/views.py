@@ -70,6 +70,20 @@ class Views:
             r = self._holder_recs[h] = Holder(h, self._holders[h])
         return r
 
+    def leases(self, holder: int) -> tuple[Allocation, ...]:
+        """What `holder` holds: its allocations (provisional, live, quarantined, on a lost device) as the spec's
+        records, by id, read under the lock. The holder's reading of its own charges (I6), beside `snapshot`'s
+        of an authority's figures."""
+        with self._lock:
+            self._holder(holder)
+            return tuple(_alloc_rec(x) for _, x in sorted(self._allocs.items()) if x.holder == holder)
+
+    def allowances(self, holder: int) -> tuple[Allowance, ...]:
+        """`holder`'s open allowances as the spec's records, by id, read under the lock (as `leases`)."""
+        with self._lock:
+            self._holder(holder)
+            return tuple(_allow_rec(w) for _, w in sorted(self._allows.items()) if w.holder == holder)
+
     # --- local contracts (level "local"): the harms on the concrete records touched, no frozen views ----
 
     def _contract(self, kind: Any, body: Callable[..., T], args: tuple[Any, ...], extra: tuple[Any, ...] = ()) -> T:

@@ -25,15 +25,22 @@ __all__ = ["LedgerAbstraction"]
 class LedgerAbstraction:
     """`abstract()` and `report()` read from the manager's allocations; a mixin of `GovernedRuntime`."""
 
-    def _charge(self, lease: int | None, allocs: Any = None) -> int:
-        if lease is None:
-            return 0
-        allocs = allocs if allocs is not None else abstract_ledger(self.pmm).allocations
-        return allocs[lease].charge
+    def _holders(self) -> tuple[int, ...]:
+        return self.weights.id, self.env_arena.id, self.kv.id
+
+    def _allocations(self) -> dict[int, Any]:
+        """This runtime's holders' leases, by allocation id (`ProcessMemoryManager.leases`)."""
+        return {r.id: r for h in self._holders() for r in self.pmm.leases(h)}
+
+    def _allowances(self) -> dict[int, Any]:
+        return {w.id: w for h in self._holders() for w in self.pmm.allowances(h)}
+
+    def _charge(self, lease: int | None, allocs: Any) -> int:
+        return 0 if lease is None else allocs[lease].charge
 
     def _ledger_view(self) -> tuple[Any, dict[str, int]]:
-        """The manager's allocations, and their charge on this runtime's pool summed per role."""
-        allocs = abstract_ledger(self.pmm).allocations
+        """This runtime's holders' allocations, and their charge on its pool summed per role."""
+        allocs = self._allocations()
         by_role = {Role.WEIGHTS.value: 0, Role.ARENA.value: 0, Role.KV.value: 0}
         for rec in allocs.values():
             if rec.authority == self.auth and rec.charge:
@@ -51,8 +58,7 @@ class LedgerAbstraction:
 
     def _model_charges(self) -> dict[str, int]:
         """Each model's admitted bytes from the manager: its weight lease, plus its peak (the env arena's loan)."""
-        view = abstract_ledger(self.pmm)
-        allocs, allows = view.allocations, view.allowances
+        allocs, allows = self._allocations(), self._allowances()
         return {name: self._charge(r.weights_lease, allocs) + self._lent(r.arena_loan, allows)
                 for name, r in self.models.items()}
 
@@ -107,7 +113,7 @@ class LedgerAbstraction:
         cache = self._cache_charge(allocs)
         env = self.env_arena
         # The env arena's lease is charged once: what it has not lent to a model's peak is still used.
-        allows = abstract_ledger(self.pmm).allowances
+        allows = self._allowances()
         unlent = self._charge(env.lease, allocs) - sum(
             self._lent(r.arena_loan, allows) for r in self.models.values())
         used = weights + kv + cache + unlent

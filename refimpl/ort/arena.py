@@ -61,7 +61,7 @@ import onnxruntime as ort
 from refimpl.governor import ProcessMemoryManager
 from refimpl.ort.residency import process_rss
 from refimpl.ort.session import ModelSource, make_session
-from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
+from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import AllowanceExceeded, InvalidBytes, InvalidTransition, PinnedVictim
 from spec.tickets import PressureState
 from spec.types import Role, Tier
@@ -175,8 +175,7 @@ class ArenaHolder:
         return wid
 
     def _mapped(self, wid: int) -> int:
-        rec = abstract_ledger(self.pmm).allowances.get(wid)
-        return 0 if rec is None else rec.mapped
+        return next((w.mapped for w in self.pmm.allowances(self.id) if w.id == wid), 0)
 
     def repay(self, wid: int) -> None:
         """Give a loan back: unmap it and close the allowance (the lease stays, charged once)."""

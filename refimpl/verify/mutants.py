@@ -101,7 +101,8 @@ _ALL: tuple[Mutant, ...] = (
            "`available` forgets bytes reserved for growth, in the shared arithmetic (so in both layers at once; "
            "CrossHair's postcondition 0 <= available <= limit still holds)"),
     Mutant("oversubscription_off_by_one", ("I2",), "ledger", _R, _GOV,
-           "oversubscribed(a.used, a.limit), a.promised)", "oversubscribed(a.used, a.limit + 1), a.promised)",
+           "oversubscribed(a.used, a.limit), a.promised, a.tier)",
+           "oversubscribed(a.used, a.limit + 1), a.promised, a.tier)",
            "the snapshot reports oversubscription only from one byte past the limit (> for >=)"),
     Mutant("alias_of_alias", ("C1",), "ledger", _R, _GOV,
            "        canonical = self._auths[base.alias_of] if base.alias_of is not None else base\n",

@@ -43,6 +43,9 @@ def _names(errs) -> list[str]:
     (A.Reserve(9, 1, Tier.HOST, 0, Role.KV), ["InvalidBytes", "UnknownHolder", "DeviceLost", "TierMismatch"]),
     (A.Release(9, 1), ["UnknownHolder", "ForeignHolder", "DeviceLost", "InvalidTransition"]),
     (A.Reserve(1, 5, Tier.DEVICE, 0, Role.KV), ["InvalidBytes", "UnknownAuthority"]),
+    (A.Reserve(9, 1, Tier.HOST, 0, Role.KV, 3), ["InvalidBytes", "UnknownHolder", "DeviceLost", "TierMismatch",
+                                                 "InvalidArgument"]),  # D13: a bad alignment, after the tier
+    (A.RecordCommitted(1, 1, Tier.DEVICE, 0, Role.KV), ["InvalidBytes", "DeviceLost"]),
 ])
 def test_refusals_lists_every_applicable_refusal_first_the_steps_own(act, want) -> None:
     s = _lost_ledger()
@@ -65,6 +68,9 @@ def test_manager_refusals_of_a_submit_on_a_lost_device() -> None:
     for a in (A.RegisterAuthority("device:0", Tier.DEVICE, 64), A.RegisterHolder("kv"), A.LoseDevice(1)):
         m = manager_step(m, a)[0]
     assert _names(manager_refusals(m, M.Submit(1, 1, 0, 0, Role.KV))) == ["InvalidBytes", "DeviceLost"]
+    for cls in (M.Submit, M.TryReserve):  # D13: each refusal listed once, the alignment's after the context's
+        assert _names(manager_refusals(m, cls(1, 1, 0, 0, Role.KV, 6))) == ["InvalidBytes", "DeviceLost",
+                                                                             "InvalidArgument"], cls
 
 
 # --- replay ------------------------------------------------------------------------------

@@ -247,3 +247,38 @@ def test_a_grant_past_the_declared_quota_is_rejected_naming_i1() -> None:
     assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I1", r.describe()
     assert "48 B asked, 32 B left of its 32 B process quota" in r.message
     assert replay_manager_lines(_with_quota(48, accepted=True)).ok  # within the quota: clean
+
+
+# --- D13: a stated alignment (section 6 Lifecycle validates it) ---------------------------
+
+
+def _with_alignment(lines: list[bytes], alignment: object) -> list[bytes]:
+    """The trace with `alignment` stated on its reserve events."""
+    out = []
+    for raw in lines:
+        ev = json.loads(raw)
+        if ev["kind"] == "reserve":
+            ev["payload"]["alignment"] = alignment
+        out.append(json.dumps(ev).encode() + b"\n")
+    return out
+
+
+def test_the_recorded_bad_alignment_replays_clean_once_the_trace_states_it() -> None:
+    lines = _need_upstream().joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
+    as_recorded = replay_lines(lines)
+    assert not as_recorded.ok and (as_recorded.line, as_recorded.failure) == (3, "refinement"), as_recorded.describe()
+    stated = replay_lines(_with_alignment(lines, 3))
+    assert stated.ok, stated.describe()
+
+
+@pytest.mark.parametrize("alignment", [None, 1, 64, 1 << 62])
+def test_a_good_alignment_is_accepted_and_charges_only_the_bytes(alignment: object) -> None:
+    r = replay_lines(_with_alignment(_lease(), alignment))
+    assert r.ok, r.describe()
+
+
+@pytest.mark.parametrize("alignment", [3, 0, -8, 1 << 63])
+def test_a_bad_alignment_accepted_by_the_governor_is_rejected(alignment: object) -> None:
+    r = replay_lines(_with_alignment(_lease(), alignment))
+    assert not r.ok and (r.line, r.failure, r.id) == (3, "violation", "refinement"), r.describe()
+    assert "InvalidArgument" in r.message and "alignment" in r.message, r.message
