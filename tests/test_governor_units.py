@@ -284,3 +284,32 @@ def test_a_new_ledgers_tickets_are_of_generation_0_until_a_reconfigure() -> None
     second = pmm.submit(h, a, 10)
     tickets = abstract_manager(pmm).tickets
     assert (tickets[first].generation, tickets[second].generation) == (0, 1)
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_declared_devices_pool_is_checked_against_the_ledger_it_binds_to(checked: bool) -> None:
+    """C1 on a declared device: a bad device name is refused; a pool named again on another device, or a new
+    name on the device's ledger with another capacity, is IdentityMismatch; a pool named again without its
+    device (or first named without one) binds to its ledger. Each refusal leaves the ledger unchanged."""
+    from spec.errors import IdentityMismatch, InvalidArgument
+
+    with contracts.contracts(checked):
+        pmm = ProcessMemoryManager()
+        a = pmm.register_authority("hbm", DEV, 100, device="cuda:0")
+        plain = pmm.register_authority("host", Tier.HOST, 50)
+        assert pmm.register_authority("hbm", DEV, 100) == a
+        assert pmm.register_authority("host", Tier.HOST, 50, device="cpu") == plain
+        before = abstract_ledger(pmm)
+        for call, err, msg in (
+                (lambda: pmm.register_authority("x", DEV, 100, device=""), InvalidArgument,
+                 "device must be a non-empty str, got ''"),
+                (lambda: pmm.register_authority("x", DEV, 100, device=7), InvalidArgument,
+                 "device must be a non-empty str, got 7"),
+                (lambda: pmm.register_authority("hbm", DEV, 100, device="cuda:1"), IdentityMismatch,
+                 "pool 'hbm' is on device cuda:0, not cuda:1"),
+                (lambda: pmm.register_authority("arena", DEV, 200, device="cuda:0"), IdentityMismatch,
+                 "pool 'arena' is already (device, 100 B); got (device, 200 B)")):
+            with pytest.raises(err) as e:
+                call()
+            assert str(e.value) == msg
+        assert abstract_ledger(pmm) == before
