@@ -214,3 +214,25 @@ def test_invalid_bytes_name_the_bounds(act, error, msg) -> None:
 def test_quarantine_of_zero_released_bytes() -> None:
     new = apply(two_holders(), A.Quarantine(1, 1, 0))
     assert new.allocations[1].charge == 40
+
+
+def test_a_stated_alignment_is_any_power_of_two_in_1_to_2_62_and_is_never_charged() -> None:
+    """D13 (check_alignment): 1, 2, 64 and 2**62 are reserved at exactly nbytes; 0, negatives, non-powers on
+    either side of a power, one bit past 2**62, and non-ints are InvalidArgument at site "alignment" with the
+    whole message and the state unchanged; the site waived, the step goes on."""
+    from spec.errors import InvalidArgument
+    from spec.ledger import check_alignment
+
+    state, _ = run(A.RegisterAuthority("gpu0", DEV, 1000), A.RegisterHolder("a"))
+    for n, align in ((8, 1), (8, 2), (16, 64), (24, 1 << 62)):
+        state, lease = step(state, A.Reserve(1, 1, DEV, n, Role.KV, align))
+        r = state.allocations[lease]
+        assert (r.reserved, r.nbytes, r.charge) == (n, n, n)
+    assert state.authorities[1].used == 56
+    for bad in (0, -1, -4, 3, 6, 12, 1 << 63, (1 << 62) + (1 << 61), True, 8.0, "8"):
+        with pytest.raises(InvalidArgument) as e:
+            step(state, A.Reserve(1, 1, DEV, 8, Role.KV, bad))
+        assert str(e.value) == f"alignment must be None or a power of two in [1, 2**62], got {bad!r}"
+        assert e.value.site == "alignment"  # type: ignore[attr-defined]
+        assert check_alignment(bad, ALL_ON.waive("alignment")) is None
+    assert check_alignment(None) is None
