@@ -236,3 +236,34 @@ def test_a_stated_alignment_is_any_power_of_two_in_1_to_2_62_and_is_never_charge
         assert e.value.site == "alignment"  # type: ignore[attr-defined]
         assert check_alignment(bad, ALL_ON.waive("alignment")) is None
     assert check_alignment(None) is None
+
+
+def test_every_refusal_of_an_admission_in_order_each_at_its_own_site() -> None:
+    """spec.refusals.every_refusal on Reserve / RecordCommitted: each check (bytes, holder, context, tier,
+    alignment, limit, overflow) refuses at its own site and, waived, lets the step reach the next check, so the
+    whole list is found once each; a site waived from the start is passed over."""
+    from spec.refusals import every_refusal
+
+    base, _ = run(A.RegisterAuthority("gpu0", DEV, 100), A.RegisterHolder("a"))
+    tier = ("TierMismatch", "tier", "authority 1 is tier device, not host")
+    align = ("InvalidArgument", "alignment", "alignment must be None or a power of two in [1, 2**62], got 3")
+    limit = ("CapacityDenied", "limit", "authority 1: 500 B requested, 100 B available")
+
+    def found(state: State, act: A.Action, guards: GuardSet = ALL_ON) -> list[tuple[str, str, str]]:
+        refusals = every_refusal(step, state, act, guards)
+        return [(type(e).__name__, e.site, str(e)) for e in refusals]  # type: ignore[attr-defined]
+
+    bad = A.Reserve(1, 1, Tier.HOST, 500, Role.KV, 3)
+    assert found(base, bad) == [tier, align, limit]
+    assert found(base, bad, ALL_ON.waive("limit")) == [tier, align]
+    assert found(base, A.Reserve(1, 1, Tier.HOST, 0, Role.KV, 3)) == [
+        ("InvalidBytes", "bytes:nbytes", "nbytes must be in [1, 2**63-1], got 0"), tier, align]
+    assert found(base, A.Reserve(9, 1, Tier.HOST, 500, Role.KV, 3)) == [
+        ("UnknownHolder", "holder", "holder 9 is not registered"), tier, align, limit]
+    assert found(apply(base, A.LoseDevice(1)), bad) == [
+        ("DeviceLost", "context", "authority 1 (gpu0) context is lost"), tier, align, limit]
+    full = apply(base, A.RecordCommitted(1, 1, DEV, MAX_BYTES - 5, Role.KV))
+    record = A.RecordCommitted(1, 1, Tier.HOST, 10, Role.KV)
+    overflow = ("InvalidBytes", "overflow", "authority 1: recording 10 B would overflow the ledger")
+    assert found(full, record) == [tier, overflow]
+    assert found(full, record, ALL_ON.waive("overflow")) == [tier]
