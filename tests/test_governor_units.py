@@ -203,3 +203,113 @@ def test_a_bool_allowance_id_is_unknown_not_allowance_one(checked: bool) -> None
     with pytest.raises(UnknownAllowance, match=r"^allowance True was never opened$"):
         pmm.map_allowance(1, True, 1)
     assert abstract_ledger(pmm) == before
+
+
+_ALIGN_MSG = "alignment must be None or a power of two in [1, 2**62], got {}"
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_stated_alignment_is_accepted_from_1_to_2_62_and_never_charged(checked: bool) -> None:
+    """D13: every power of two in [1, 2**62] is a valid alignment, charged nothing (the lease is its nbytes);
+    2**63 (one bit past) and 2**62 + 2**61 are refused with the whole message, the ledger unchanged."""
+    from spec.errors import InvalidArgument
+
+    with contracts.contracts(checked):
+        pmm = world()
+        for n, align in ((8, 1), (16, 64), (24, 1 << 62)):
+            lease = pmm.reserve(1, 1, DEV, n, Role.KV, align)
+            r = abstract_ledger(pmm).allocations[lease]
+            assert (r.reserved, r.nbytes, r.charge) == (n, n, n)
+        assert pmm.snapshot(1).used == 48
+        before = abstract_ledger(pmm)
+        for bad in (1 << 63, (1 << 62) + (1 << 61)):
+            with pytest.raises(InvalidArgument) as e:
+                pmm.reserve(1, 1, DEV, 8, Role.KV, bad)
+            assert str(e.value) == _ALIGN_MSG.format(bad)
+        assert abstract_ledger(pmm) == before
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_pool_on_a_declared_device_is_that_device_tiers_one_authority(checked: bool) -> None:
+    """C1: a second pool name on the same (device, tier) is the same ledger; on another device or tier, its own."""
+    with contracts.contracts(checked):
+        pmm = ProcessMemoryManager()
+        a = pmm.register_authority("hbm", DEV, 100, device="cuda:0")
+        assert pmm.register_authority("arena", DEV, 100, device="cuda:0") == a
+        assert pmm.register_authority("other", DEV, 100, device="cuda:1") == a + 1
+        assert pmm.register_authority("pinned", Tier.HOST, 100, device="cuda:0") == a + 2
+        assert sorted(abstract_ledger(pmm).authorities) == [a, a + 1, a + 2]
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["contracts-on", "contracts-off"])
+def test_the_next_allocation_id_was_never_issued(checked: bool) -> None:
+    from spec.errors import UnknownAllocation
+
+    with contracts.contracts(checked):
+        pmm = world()
+        lease = pmm.reserve(1, 1, DEV, 8, Role.KV)
+        before = abstract_ledger(pmm)
+        with pytest.raises(UnknownAllocation) as e:
+            pmm.release(1, lease + 1)
+        assert str(e.value) == f"allocation {lease + 1} was never issued"
+        assert abstract_ledger(pmm) == before
+
+
+@pytest.mark.parametrize("op", ["register_holder", "register_alias"])
+def test_a_registration_with_contracts_off_applies_a_posted_drop_first(op: str) -> None:
+    """Drop-then-release (issue #21): a registration applies the mailbox's posts before its own effect, with
+    contracts off too, so the dropped pending ticket is gone once it returns."""
+    from refimpl.verify.manager_hooks import abstract_manager
+
+    with contracts.contracts(False):
+        pmm = ProcessMemoryManager()
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("hbm", DEV, 100)
+        pmm.reserve(h, a, DEV, 100, Role.WEIGHTS)
+        t = pmm.submit(h, a, 60)
+        pmm.drop(h, t)
+        assert t in abstract_manager(pmm).tickets
+        pmm.register_holder("late") if op == "register_holder" else pmm.register_alias(a, "uva")
+        assert t not in abstract_manager(pmm).tickets
+
+
+def test_a_new_ledgers_tickets_are_of_generation_0_until_a_reconfigure() -> None:
+    """A ticket carries its ledger's generation: 0 on a new ledger, 1 after one reconfigure (C5)."""
+    from refimpl.verify.manager_hooks import abstract_manager
+
+    pmm = ProcessMemoryManager()
+    h, a = pmm.register_holder("kv"), pmm.register_authority("hbm", DEV, 100)
+    first = pmm.submit(h, a, 10)
+    pmm.reconfigure(a)
+    second = pmm.submit(h, a, 10)
+    tickets = abstract_manager(pmm).tickets
+    assert (tickets[first].generation, tickets[second].generation) == (0, 1)
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["contracts-on", "contracts-off"])
+def test_a_declared_devices_pool_is_checked_against_the_ledger_it_binds_to(checked: bool) -> None:
+    """C1 on a declared device: a bad device name is refused; a pool named again on another device, or a new
+    name on the device's ledger with another capacity, is IdentityMismatch; a pool named again without its
+    device (or first named without one) binds to its ledger. Each refusal leaves the ledger unchanged."""
+    from spec.errors import IdentityMismatch, InvalidArgument
+
+    with contracts.contracts(checked):
+        pmm = ProcessMemoryManager()
+        a = pmm.register_authority("hbm", DEV, 100, device="cuda:0")
+        plain = pmm.register_authority("host", Tier.HOST, 50)
+        assert pmm.register_authority("hbm", DEV, 100) == a
+        assert pmm.register_authority("host", Tier.HOST, 50, device="cpu") == plain
+        before = abstract_ledger(pmm)
+        for call, err, msg in (
+                (lambda: pmm.register_authority("x", DEV, 100, device=""), InvalidArgument,
+                 "device must be a non-empty str, got ''"),
+                (lambda: pmm.register_authority("x", DEV, 100, device=7), InvalidArgument,
+                 "device must be a non-empty str, got 7"),
+                (lambda: pmm.register_authority("hbm", DEV, 100, device="cuda:1"), IdentityMismatch,
+                 "pool 'hbm' is on device cuda:0, not cuda:1"),
+                (lambda: pmm.register_authority("arena", DEV, 200, device="cuda:0"), IdentityMismatch,
+                 "pool 'arena' is already (device, 100 B); got (device, 200 B)")):
+            with pytest.raises(err) as e:
+                call()
+            assert str(e.value) == msg
+        assert abstract_ledger(pmm) == before

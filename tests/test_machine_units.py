@@ -214,3 +214,56 @@ def test_invalid_bytes_name_the_bounds(act, error, msg) -> None:
 def test_quarantine_of_zero_released_bytes() -> None:
     new = apply(two_holders(), A.Quarantine(1, 1, 0))
     assert new.allocations[1].charge == 40
+
+
+def test_a_stated_alignment_is_any_power_of_two_in_1_to_2_62_and_is_never_charged() -> None:
+    """D13 (check_alignment): 1, 2, 64 and 2**62 are reserved at exactly nbytes; 0, negatives, non-powers on
+    either side of a power, one bit past 2**62, and non-ints are InvalidArgument at site "alignment" with the
+    whole message and the state unchanged; the site waived, the step goes on."""
+    from spec.errors import InvalidArgument
+    from spec.ledger import check_alignment
+
+    state, _ = run(A.RegisterAuthority("gpu0", DEV, 1000), A.RegisterHolder("a"))
+    for n, align in ((8, 1), (8, 2), (16, 64), (24, 1 << 62)):
+        state, lease = step(state, A.Reserve(1, 1, DEV, n, Role.KV, align))
+        r = state.allocations[lease]
+        assert (r.reserved, r.nbytes, r.charge) == (n, n, n)
+    assert state.authorities[1].used == 56
+    for bad in (0, -1, -4, 3, 6, 12, 1 << 63, (1 << 62) + (1 << 61), True, 8.0, "8"):
+        with pytest.raises(InvalidArgument) as e:
+            step(state, A.Reserve(1, 1, DEV, 8, Role.KV, bad))
+        assert str(e.value) == f"alignment must be None or a power of two in [1, 2**62], got {bad!r}"
+        assert e.value.site == "alignment"  # type: ignore[attr-defined]
+        assert check_alignment(bad, ALL_ON.waive("alignment")) is None
+    assert check_alignment(None) is None
+
+
+def test_every_refusal_of_an_admission_in_order_each_at_its_own_site() -> None:
+    """spec.refusals.every_refusal on Reserve / RecordCommitted: each check (bytes, holder, context, tier,
+    alignment, limit, overflow) refuses at its own site and, waived, lets the step reach the next check, so the
+    whole list is found once each; a site waived from the start is passed over."""
+    from spec.refusals import every_refusal
+
+    base, _ = run(A.RegisterAuthority("gpu0", DEV, 100), A.RegisterHolder("a"))
+    tier = ("TierMismatch", "tier", "authority 1 is tier device, not host")
+    align = ("InvalidArgument", "alignment", "alignment must be None or a power of two in [1, 2**62], got 3")
+    limit = ("CapacityDenied", "limit", "authority 1: 500 B requested, 100 B available")
+
+    def found(state: State, act: A.Action, guards: GuardSet = ALL_ON) -> list[tuple[str, str, str]]:
+        refusals = every_refusal(step, state, act, guards)
+        return [(type(e).__name__, e.site, str(e)) for e in refusals]  # type: ignore[attr-defined]
+
+    bad = A.Reserve(1, 1, Tier.HOST, 500, Role.KV, 3)
+    assert found(base, bad) == [tier, align, limit]
+    assert found(base, bad, ALL_ON.waive("limit")) == [tier, align]
+    assert found(base, A.Reserve(1, 1, Tier.HOST, 0, Role.KV, 3)) == [
+        ("InvalidBytes", "bytes:nbytes", "nbytes must be in [1, 2**63-1], got 0"), tier, align]
+    assert found(base, A.Reserve(9, 1, Tier.HOST, 500, Role.KV, 3)) == [
+        ("UnknownHolder", "holder", "holder 9 is not registered"), tier, align, limit]
+    assert found(apply(base, A.LoseDevice(1)), bad) == [
+        ("DeviceLost", "context", "authority 1 (gpu0) context is lost"), tier, align, limit]
+    full = apply(base, A.RecordCommitted(1, 1, DEV, MAX_BYTES - 5, Role.KV))
+    record = A.RecordCommitted(1, 1, Tier.HOST, 10, Role.KV)
+    overflow = ("InvalidBytes", "overflow", "authority 1: recording 10 B would overflow the ledger")
+    assert found(full, record) == [tier, overflow]
+    assert found(full, record, ALL_ON.waive("overflow")) == [tier]

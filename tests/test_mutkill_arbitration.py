@@ -279,3 +279,55 @@ def test_each_reconfigure_starts_the_next_generation(on: bool) -> None:
         newer = pmm.submit(w.h1, w.a, 10)
         m = abstract_manager(pmm)
         assert dict(m.generations) == {w.a: 2} and older not in m.tickets and m.tickets[newer].generation == 2
+
+
+@pytest.mark.parametrize("charges", [True, False], ids=["grant-charges", "grant-charges-off"])
+def test_a_traced_round_grant_names_its_allocation_and_the_used_before_it(charges: bool) -> None:
+    """A waiter granted by a release's round (`_grant`, not the lone ticket's fast path) is traced as its own
+    `grant` event naming the allocation it booked and the ledger's used after it, and the release's own event
+    reads used as it stood before that grant (after minus the bytes it charged). With grant_charges_ledger off
+    (negative control) a grant books nothing: no allocation, and 0 B taken off the used the events read."""
+    from refimpl.manager import ProcessMemoryManager
+    from spec.guards import GuardSet
+    from spec.types import Tier
+
+    buf = io.StringIO()
+    with contracts(False):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf),
+                                   **({} if charges else {"guards": GuardSet.without("grant_charges_ledger")}))
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+        big = pmm.claim(h, pmm.submit(h, a, 90, 0, Role.KV))
+        pmm.submit(h, a, 20, 0, Role.KV)
+        pmm.release(h, big)
+    events = [json.loads(line) for line in buf.getvalue().splitlines()][3:]
+    seen = [(e["kind"], e["ids"], e["payload"].get("result"),
+             e["payload"]["observed"]["used"] if "observed" in e["payload"] else e["payload"]["used"]) for e in events]
+    booked = [1, 2] if charges else [None, None]
+    assert seen == [("submit", {"holder": h, "authority": a}, 1, {"1": 0}),
+                    ("grant", {"ticket": 1}, booked[0], {"1": 90 if charges else 0}),
+                    ("claim", {"holder": h, "ticket": 1}, 1, {"1": 90}),
+                    ("submit", {"holder": h, "authority": a}, 2, {"1": 90}),
+                    ("release", {"holder": h, "allocation": 1}, None, {"1": 0}),
+                    ("grant", {"ticket": 2}, booked[1], {"1": 20 if charges else 0})]
+
+
+def test_a_recorder_attached_before_the_first_grant_traces_it() -> None:
+    """The grants list exists from the start: a trace attached after registration, whose first traced operation is
+    a submit granted at once (the lone ticket's fast path), records that grant (before any traced operation has
+    taken the grants)."""
+    from refimpl import tracing
+    from refimpl.manager import ProcessMemoryManager
+    from spec.types import Tier
+
+    buf = io.StringIO()
+    with contracts(False):
+        pmm = ProcessMemoryManager()
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+        tracing.attach(pmm, JsonlSink(buf))
+        t = pmm.submit(h, a, 10, 0, Role.KV)
+    events = [json.loads(line) for line in buf.getvalue().splitlines()]
+    assert [(e["kind"], e["ids"], e["payload"].get("result"), e["payload"].get("used")) for e in events] == [
+        ("configure", {}, None, None), ("submit", {"holder": h, "authority": a}, t, {"1": 0}),
+        ("grant", {"ticket": t}, 1, {"1": 10})]

@@ -343,3 +343,40 @@ def test_a_reissued_allocation_id_is_caught_at_level_full() -> None:
     pmm.cancel(h, pmm.reserve(h, a, Tier.HOST, 5, Role.KV))
     with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match="I4a"):
         pmm.reserve(h, a, Tier.HOST, 5, Role.KV)
+
+
+def test_a_holder_reads_its_own_records_by_id_and_an_unknown_holder_is_refused_unchanged() -> None:
+    """`leases(holder)` / `allowances(holder)`: exactly that holder's records, stated field by field, in id
+    order, over every allocation state; another holder's and none for a holder with none; a bad holder is
+    UnknownHolder with its whole message, and the ledger is unchanged."""
+    from spec.errors import UnknownHolder
+    from spec.ledger_state import Allocation, Allowance
+    from spec.types import AllocState, Origin
+
+    pmm = ProcessMemoryManager()
+    host, gpu = pmm.register_authority("host", Tier.HOST, 64), pmm.register_authority("gpu", Tier.DEVICE, 64)
+    h, other, idle = pmm.register_holder("reader"), pmm.register_holder("other"), pmm.register_holder("idle")
+    other_w = pmm.open_allowance(other, host, 8)
+    prov = pmm.reserve(other, host, Tier.HOST, 4, Role.KV)
+    late = pmm.try_reserve(h, host, 3)  # issued after `prov`, read first for `h` only by id
+    quar = pmm.try_reserve(other, host, 6)
+    pmm.quarantine(other, quar, 2)
+    lost = pmm.try_reserve(other, gpu, 5, role=Role.WEIGHTS)
+    pmm.lose_device(gpu)
+    w1, w2 = pmm.open_allowance(h, host, 16), pmm.open_allowance(h, host, 5)
+    before = abstract_ledger(pmm)
+    live = AllocState.LIVE
+    assert pmm.leases(h) == (Allocation(late, host, h, Tier.HOST, Role.STAGING, 3, 3, 3, live, Origin.GRANTED),)
+    assert pmm.leases(other) == (
+        Allocation(prov, host, other, Tier.HOST, Role.KV, 4, 4, 4, AllocState.PROVISIONAL, Origin.GRANTED),
+        Allocation(quar, host, other, Tier.HOST, Role.STAGING, 6, 6, 4, AllocState.QUARANTINED, Origin.GRANTED),
+        Allocation(lost, gpu, other, Tier.DEVICE, Role.WEIGHTS, 5, 5, 5, AllocState.DEVICE_LOST, Origin.GRANTED))
+    assert pmm.allowances(h) == (Allowance(w1, host, h, 16, 0, 0), Allowance(w2, host, h, 5, 0, 0))
+    assert pmm.allowances(other) == (Allowance(other_w, host, other, 8, 0, 0),)
+    assert pmm.leases(idle) == () and pmm.allowances(idle) == ()
+    for bad in (999, "1", None):
+        for read in (pmm.leases, pmm.allowances):
+            with pytest.raises(UnknownHolder) as e:
+                read(bad)
+            assert str(e.value) == f"holder {bad!r} is not registered"
+    assert abstract_ledger(pmm) == before
