@@ -81,6 +81,7 @@ MODULES: dict[str, list[str]] = {
     "spec/arith.py": ["tests/test_arith_units.py"],
     "spec/lifecycle.py": ["tests/test_lifecycle.py", "tests/test_lifecycle_tables.py"],
     "spec/tickets.py": ["tests/test_tickets_tables.py", "tests/test_manager_order_answers.py"],
+    "spec/quota.py": ["tests/test_spec_quota.py"],
     "spec/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_explore.py", "tests/test_replay.py",
                         "tests/test_machine_units.py", "tests/test_stateful.py",
                         "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",

@@ -105,3 +105,27 @@ def test_the_harm_clause_catches_a_grant_past_the_quota_and_a_quota_below_the_ch
         IM.check_step(m, below, evolve(m, quotas=m.quotas.set(Tier.DEVICE, 2)))
     recorded = A.RecordCommitted(H1, DEV2, Tier.DEVICE, 3, Role.KV)
     IM.check_step(m, recorded, MG.step(m, recorded)[0])  # recorded, not admitted: no harm
+
+
+# --- pinned by the mutation run of spec/quota.py (benchmarks/mutation.py) -------------------------------------
+
+def test_a_charge_of_exactly_what_the_quota_leaves_fits_and_another_tiers_bytes_do_not_count() -> None:
+    """`check_quota` / `tier_charged`: 4 B on the host (no quota) are not the device tier's; 2 B on dev fill the
+    5 B quota exactly; then 1 B more is refused with the whole message, the state unchanged."""
+    m = lease(_charged(_two_devices()), H1, HOST, 4)[0]  # dev2: 3 B of the 5 B device quota
+    m = run(m, A.Reserve(H1, DEV, Tier.DEVICE, 2, Role.KV))[0]
+    snapshot = evolve(m)
+    with pytest.raises(CapacityDenied, match=r"^tier device: 1 B asked, 0 B left of its 5 B process quota \(I1\)$"):
+        MG.step(m, A.Reserve(H1, DEV2, Tier.DEVICE, 1, Role.KV))
+    assert m == snapshot
+
+
+@pytest.mark.parametrize("quota", [10, None], ids=["quota-wide", "no-quota"])
+def test_the_room_is_the_ledgers_free_bytes_when_the_quota_leaves_more_or_there_is_none(quota: int | None) -> None:
+    """`headroom`: 3 B leased on each 4 B ledger leave 1 B free there, whatever the device quota; 2 B are refused."""
+    m = lease(lease(_two_devices(quota), H1, DEV, 3)[0], H1, HOST, 3)[0]
+    snapshot = evolve(m)
+    for aid in (DEV, HOST):
+        with pytest.raises(CapacityDenied, match="2 B asked, 1 B free"):
+            MG.step(m, M.TryReserve(H2, aid, 2))
+        assert m == snapshot
