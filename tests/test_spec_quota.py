@@ -129,3 +129,38 @@ def test_the_room_is_the_ledgers_free_bytes_when_the_quota_leaves_more_or_there_
         with pytest.raises(CapacityDenied, match="2 B asked, 1 B free"):
             MG.step(m, M.TryReserve(H2, aid, 2))
         assert m == snapshot
+
+
+# --- pinned by the mutation run of invariants/manager_quota.py (the clause and the I13 room) -------------------
+
+def test_a_quota_on_a_tier_without_ledgers_is_judged_as_charging_nothing() -> None:
+    """`step_I1_quota` reads a tier no canonical ledger charges as 0 B, before and after: a 0 B quota there holds."""
+    m = run(start(), M.SetProcessQuota(Tier.DISK, 0))[0]  # `run` judges every clause, step and state
+    run(m, A.RegisterHolder("h3"))
+
+
+def test_a_step_that_does_not_charge_a_tier_already_past_its_quota_is_not_judged() -> None:
+    """Recorded bytes carried the device tier past its quota; a later step that charges no more there is no harm."""
+    m = run(_two_devices(5), A.RecordCommitted(H1, DEV2, Tier.DEVICE, 6, Role.KV))[0]
+    run(m, A.Reserve(H1, HOST, Tier.HOST, 2, Role.KV))
+
+
+def test_the_clause_catches_a_ledger_that_appears_charged_past_a_zero_quota() -> None:
+    """A tier with no ledger before the step: a ledger registered already charging 1 B breaks its 0 B quota."""
+    from invariants.manager_quota import step_I1_quota
+
+    before = run(start(), M.SetProcessQuota(Tier.DISK, 0))[0]
+    act = A.RegisterAuthority("disk", Tier.DISK, 8)
+    after = run(before, act)[0]
+    disk = max(after.ledger.authorities)
+    bad = evolve(after, ledger=evolve(after.ledger, authorities=after.ledger.authorities.set(
+        disk, evolve(after.ledger.authorities[disk], used=1))))
+    with pytest.raises(InvariantViolation, match=r"tier disk charges 1 B against its 0 B process quota"):
+        step_I1_quota(before, act, bad)
+
+
+def test_the_idle_clause_reads_the_ledgers_free_bytes_under_a_wide_quota() -> None:
+    """`room` (I13's "fits"): a 2 B ticket waits on dev (1 B free of 4, the 10 B quota leaves 7): no idle harm."""
+    m = lease(_two_devices(10), H1, DEV, 3)[0]
+    m, t = run(m, M.Submit(H2, DEV, 2))  # `run` checks state_I13_manager on the result
+    assert m.tickets[t].state is TicketState.PENDING
