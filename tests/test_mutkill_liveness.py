@@ -13,3 +13,173 @@ def test_starvation_scope_starts_with_one_holder_and_a_2_byte_device() -> None:
     m = MS.starvation_model().initial.m
     assert MS.starvation_model().initial.watched is None
     assert m.aging_bound == 2 and len(m.ledger.holders) == 1 and not m.tickets
+
+
+# --- invariants/liveness.py on hand-made graphs ------------------------------------------------------------------
+
+import random  # noqa: E402
+
+from invariants.explore import Model  # noqa: E402
+from invariants.liveness import Lasso, build_graph, fair_cycle, lasso_itf, render_lasso, sccs, trap  # noqa: E402
+
+
+def _toy(adj: dict[int, list[tuple[str, int]]]) -> Model:
+    """A model whose states are ints and whose steps are `adj`'s labelled edges; each state also offers "x",
+    which its step rejects (KeyError)."""
+    table = {(s, a): n for s, out in adj.items() for a, n in out}
+    return Model("toy", 0, lambda s, a: table[(s, a)], lambda s: [*(a for a, _ in adj[s]), "x"],
+                 lambda s: None, lambda s, a, n: None, (KeyError,))
+
+
+_G1 = {0: [("a", 1), ("b", 2)], 1: [("c", 2), ("d", 0)], 2: [("e", 3)], 3: []}
+
+
+def test_build_graph_numbers_states_breadth_first_with_edges_parents_and_diameter() -> None:
+    g = build_graph(_toy(_G1))
+    assert g.model == "toy" and g.states == (0, 1, 2, 3) and g.complete
+    assert g.edges == ((("a", 1), ("b", 2)), (("c", 2), ("d", 0)), (("e", 3),), ())  # rejected "x" left out
+    assert g.parent == (None, (0, "a"), (0, "b"), (2, "e"))
+    assert g.diameter == 2 and g.transitions == 5
+
+
+def test_state_bound_keeps_that_many_states_and_drops_the_steps_into_the_rest() -> None:
+    g = build_graph(_toy(_G1), max_states=2)
+    assert g.states == (0, 1) and not g.complete and g.diameter == 1
+    assert g.edges == ((("a", 1),), (("d", 0),))
+    g = build_graph(_toy(_G1), max_states=3)
+    assert g.states == (0, 1, 2) and not g.complete and g.edges[2] == ()
+    assert build_graph(_toy(_G1), max_states=4).complete
+
+
+def _brute_sccs(n: int, adj: dict[int, list[int]]) -> set[frozenset[int]]:
+    reach = []
+    for v in range(n):
+        seen, todo = {v}, [v]
+        while todo:
+            for w in adj[todo.pop()]:
+                if w not in seen:
+                    seen.add(w)
+                    todo.append(w)
+        reach.append(seen)
+    return {frozenset(w for w in range(n) if w in reach[v] and v in reach[w]) for v in range(n)}
+
+
+def test_sccs_agree_with_mutual_reachability_on_many_graphs() -> None:
+    rnd = random.Random(7)
+    for _ in range(300):
+        n = rnd.randint(1, 8)
+        adj = {v: [rnd.randrange(n) for _ in range(rnd.randint(0, 3))] for v in range(n)}
+        comps = sccs(n, lambda v: adj[v], range(n))
+        assert sorted(len(c) for c in comps) == sorted(len(c) for c in _brute_sccs(n, adj))
+        assert {frozenset(c) for c in comps} == _brute_sccs(n, adj), adj
+
+
+def test_sccs_lists_components_sinks_first_each_root_last() -> None:
+    # A cross edge (3 -> 1) into a finished component must not merge it into 3's.
+    edges = {0: [1, 3], 1: [2], 2: [1], 3: [1, 4], 4: [3]}
+    assert sccs(5, lambda v: edges[v], range(5)) == [[2, 1], [4, 3], [0]]
+    assert sccs(5, lambda v: edges[v], [3]) == [[2, 1], [4, 3]]  # only what `nodes` reaches
+
+
+# G2: 0 -a-> 1 -p-> 2 -r-> 1, 1 -t-> 5 -u-> 1, 2 -w-> 4 (4 has no step), 1 -w-> 4, 0 -b-> 3 -s-> 3.
+_G2 = {0: [("a", 1), ("b", 3)], 1: [("p", 2), ("t", 5), ("w", 4)], 2: [("r", 1), ("w", 4)], 3: [("s", 3)],
+       4: [], 5: [("u", 1)]}
+
+
+def _fair_cycle(fair: set[str], weak: tuple[str, ...] = (), stay=lambda s: True, along=lambda s, a, n: True):
+    g = build_graph(_toy(_G2))
+    return fair_cycle(g, stay, lambda s, a, n: a in fair, tuple((lambda a, p=p: a == p) for p in weak), along)
+
+
+def _acts(steps: tuple) -> list:
+    return [a for a, _ in steps]
+
+
+def test_fair_cycle_takes_the_fair_step_from_the_components_first_state() -> None:
+    g = build_graph(_toy(_G2))
+    assert g.states == (0, 1, 3, 2, 5, 4)
+    lasso = _fair_cycle({"r"})
+    assert lasso == Lasso(0, (("a", 1),), (("p", 2), ("r", 1)))
+    # Two fair steps: the one from the component's first state in breadth-first order is the one taken.
+    assert _fair_cycle({"r", "u"}) == Lasso(0, (("a", 1),), (("p", 2), ("r", 1)))
+    assert _fair_cycle({"u"}) == Lasso(0, (("a", 1),), (("t", 5), ("u", 1)))
+    assert _fair_cycle({"s"}) == Lasso(0, (("b", 3),), (("s", 3),))
+    assert _fair_cycle(set()) is None and _fair_cycle({"a", "w"}) is None  # no fair step inside a cycle
+
+
+def test_fair_cycle_keeps_to_stay_states_and_along_steps() -> None:
+    assert _fair_cycle({"r"}, stay=lambda s: s != 2) is None
+    assert _fair_cycle({"r", "u"}, stay=lambda s: s != 2) == Lasso(0, (("a", 1),), (("t", 5), ("u", 1)))
+    assert _fair_cycle({"r"}, along=lambda s, a, n: a != "p") is None
+    assert _fair_cycle({"u"}, along=lambda s, a, n: a != "p") == Lasso(0, (("a", 1),), (("t", 5), ("u", 1)))
+    assert _fair_cycle({"u"}, along=lambda s, a, n: (s, n) != (5, 1)) is None  # `along` sees the states
+
+
+def test_weak_fairness_a_process_offered_everywhere_in_the_cycle_must_move() -> None:
+    # "w" is offered in 1 and 2 and leaves the cycle; 5 offers it nothing, so the fair cycle passes through 5.
+    assert _fair_cycle({"r"}, weak=("w",)) == Lasso(0, (("a", 1),), (("p", 2), ("r", 1), ("t", 5), ("u", 1)))
+    # "t" moves inside the component: the cycle takes it.
+    assert _fair_cycle({"r"}, weak=("t",)) == Lasso(0, (("a", 1),), (("p", 2), ("r", 1), ("t", 5), ("u", 1)))
+    # Without 5, "w" is offered in every state of {1, 2} and never taken there: no fair cycle.
+    assert _fair_cycle({"r"}, weak=("w",), stay=lambda s: s != 5) is None
+    assert _fair_cycle({"r"}, weak=("t", "w"), stay=lambda s: s != 5) is None
+    assert _fair_cycle({"r"}, weak=("w", "t"), stay=lambda s: s != 5) is None
+    # "s" is offered only in 3: idle everywhere in {1, 2}.
+    assert _fair_cycle({"r"}, weak=("s",), stay=lambda s: s != 5) == Lasso(0, (("a", 1),), (("p", 2), ("r", 1)))
+
+
+def test_fair_cycle_passes_an_idle_state_then_the_fair_step() -> None:
+    # The fair step (u: 5 -> 1) comes first, then the idle state for "w" (5 again: reached by t), then home.
+    lasso = _fair_cycle({"p"}, weak=("w",))
+    assert lasso == Lasso(0, (("a", 1),), (("p", 2), ("r", 1), ("t", 5), ("u", 1)))
+    assert _fair_cycle({"u"}, weak=("p",)) == Lasso(0, (("a", 1),), (("t", 5), ("u", 1), ("p", 2), ("r", 1)))
+
+
+# G3: 0 -a-> 1 -g-> 3 (the goal); 0 -b-> 2 -c-> 4 -d-> 2, 4 -e-> 5 (no step).
+_G3 = {0: [("a", 1), ("b", 2)], 1: [("g", 3)], 2: [("c", 4)], 3: [], 4: [("d", 2), ("e", 5)], 5: []}
+
+
+def _trap(adj=_G3, relevant=lambda s: True, along=lambda s: True):
+    return trap(build_graph(_toy(adj)), relevant, lambda s: s == 3, along)
+
+
+def test_trap_runs_from_the_first_bad_state_into_a_bottom_component() -> None:
+    assert _trap() == Lasso(0, (("b", 2), ("c", 4), ("e", 5)), ())  # 5 has no step: the run stutters there
+    no_exit = {**_G3, 4: [("d", 2)]}
+    assert _trap(no_exit) == Lasso(0, (("b", 2),), (("c", 4), ("d", 2)))
+    assert _trap(relevant=lambda s: s not in (0, 2)) == Lasso(0, (("b", 2), ("c", 4), ("e", 5)), ())
+    assert _trap(relevant=lambda s: s == 5) == Lasso(0, (("b", 2), ("c", 4), ("e", 5)), ())
+    assert _trap(relevant=lambda s: s in (0, 1, 3)) is None
+    assert _trap({0: [("a", 1)], 1: [("g", 3), ("h", 1)], 3: []}) is None
+
+
+def test_trap_keeps_to_along_states() -> None:
+    # The goal only through 1: with 1 off `along`, 0 is stuck, and its run keeps to along states.
+    lasso = _trap(along=lambda s: s != 1)
+    assert lasso == Lasso(0, (("b", 2), ("c", 4), ("e", 5)), ())
+    # A goal off `along` is no goal: 0 is stuck, and the first bottom component below it is 1 (its step leaves).
+    assert _trap(along=lambda s: s != 3) == Lasso(0, (("a", 1),), ())
+    lasso = _trap(along=lambda s: s not in (1, 5))
+    assert lasso == Lasso(0, (("b", 2),), (("c", 4), ("d", 2)))
+    assert _trap(relevant=lambda s: s in (1, 2, 4), along=lambda s: s != 2) == Lasso(0, (("b", 2), ("c", 4), ("e", 5)), ())
+
+
+_LOOP = Lasso(0, (("a", 1),), (("p", 2), ("r", 1)))
+_STUCK = Lasso(0, (("b", 2), ("c", 4)), ())
+
+
+def test_render_lasso_numbers_every_step_and_marks_the_cycle_or_the_stutter() -> None:
+    assert render_lasso(_LOOP) == (" 0. (initial)\n     0\n 1. 'a'\n     -> 1\n"
+                                   "-- cycle: steps 2..3 repeat forever --\n 2. 'p'\n     -> 2\n 3. 'r'\n     -> 1\n")
+    assert render_lasso(_STUCK) == (" 0. (initial)\n     0\n 1. 'b'\n     -> 2\n 2. 'c'\n     -> 4\n"
+                                    "-- no step here keeps to the property's states: the run stutters in this state"
+                                    " forever --\n")
+
+
+def test_lasso_itf_loops_to_the_cycles_first_state_or_stutters_in_the_last() -> None:
+    t = lasso_itf(_LOOP, {"property": "P"})
+    assert t["loop"] == 1 and t["#meta"]["property"] == "P" and t["#meta"]["loop_action"] == "'r'"
+    assert [(x["action"], x["state"]) for x in t["states"]] == [("init", 0), ("'a'", 1), ("'p'", 2)]
+    t = lasso_itf(_STUCK, {"property": "P"})
+    assert t["loop"] == 2 and t["#meta"] == {**t["#meta"], "property": "P", "loop_action": "stutter"}
+    assert [(x["action"], x["state"]) for x in t["states"]] == [("init", 0), ("'b'", 2), ("'c'", 4)]
