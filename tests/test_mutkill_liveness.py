@@ -183,3 +183,71 @@ def test_lasso_itf_loops_to_the_cycles_first_state_or_stutters_in_the_last() -> 
     t = lasso_itf(_STUCK, {"property": "P"})
     assert t["loop"] == 2 and t["#meta"] == {**t["#meta"], "property": "P", "loop_action": "stutter"}
     assert [(x["action"], x["state"]) for x in t["states"]] == [("init", 0), ("'b'", 2), ("'c'", 4)]
+
+
+# --- invariants/liveness_props.py: each property's exact verdict and lasso -----------------------------------------
+
+import pytest  # noqa: E402
+
+from invariants import liveness_props as LP  # noqa: E402
+from spec.catalog import LIVENESS  # noqa: E402
+from spec.guards import ALL_ON, GuardSet  # noqa: E402
+
+#: pid -> (states, transitions, diameter) of its scope, guards on, then with its guard off.
+_FIGURES = {"I13": ((1068, 5588, 6), (1184, 6208, 6)), "I12": ((1623, 4039, 12), (1655, 4499, 12)),
+            "I8c": ((44, 204, 12), (28, 128, 11)), "C4": ((175, 350, 18), (257, 514, 16))}
+
+
+def _short(act: object) -> str:
+    """An action as its class and numbers: Client(0, ReserveTx(tx=1)) -> '0:ReserveTx1'."""
+    if isinstance(act, LP.Client):
+        a = act.act
+        return f"{act.client}:{type(a).__name__}{getattr(a, 'tx', '') or getattr(a, 'retry', '') or ''}"
+    return repr(act)
+
+
+_I13_PREFIX = ["Submit(holder=1, authority=1, nbytes=1, priority=0, role=Role.STAGING)",
+               "Watch(submit=Submit(holder=1, authority=1, nbytes=2, priority=0, role=Role.STAGING))",
+               "Submit(holder=1, authority=1, nbytes=1, priority=0, role=Role.STAGING)", "Claim(holder=1, ticket=1)"]
+_I13_CYCLE = ["Release(holder=1, allocation=1)", "Submit(holder=1, authority=1, nbytes=1, priority=0, role=Role.STAGING)",
+              "Claim(holder=1, ticket=2)", "Claim(holder=1, ticket=2)", "Release(holder=1, allocation=1)",
+              "Submit(holder=1, authority=1, nbytes=1, priority=0, role=Role.STAGING)"]
+_LASSOS = {
+    "I13": (_I13_PREFIX, _I13_CYCLE),
+    "I12": (["Submit(peak=3)", "Submit(peak=3)", "Advance(rid=1, n=2)", "Advance(rid=2, n=2)", "Submit(peak=1)"], []),
+    "I8c": (["Prefetch()"], ["Decode(answer=None)", "Retire()"]),
+    "C4": (["0:PlanTx", "0:ReserveTx1", "1:PlanTx", "1:ReserveTx2", "0:ReserveTx1", "0:PlanTx1", "0:ReserveTx2",
+            "0:ReserveTx2", "0:PlanTx2", "0:ReserveTx2", "1:ReserveTx1", "1:PlanTx1", "1:ReserveTx2", "1:ReserveTx2"],
+           ["1:PlanTx2", "1:ReserveTx2", "0:ReserveTx1", "0:PlanTx1", "0:ReserveTx2", "1:ReserveTx1", "1:PlanTx1",
+            "1:ReserveTx2", "1:ReserveTx2", "1:PlanTx2", "1:ReserveTx2", "1:ReserveTx2"]),
+}
+
+
+@pytest.mark.parametrize("pid", list(_FIGURES))
+def test_each_property_names_its_scope_fairness_figures_and_control_lasso(pid: str) -> None:
+    scope = {"I13": "starvation", "I12": "kv_batch", "I8c": "elastic", "C4": "tx_retry"}[pid]
+    on = LP.check_liveness(pid)
+    assert (on.id, on.scope, on.fairness, on.status, on.reason) == (pid, scope, LIVENESS[pid][0], "verified", "")
+    assert (on.states, on.transitions, on.diameter) == _FIGURES[pid][0] and on.complete and on.seconds > 0
+    off = LP.check_liveness(pid, GuardSet.without(LP.PROPERTIES[pid][3]))
+    assert (off.id, off.status, off.complete, off.reason) == (pid, "violated", True, "")
+    assert (off.states, off.transitions, off.diameter) == _FIGURES[pid][1]
+    assert ([_short(a) for a, _ in off.lasso.prefix], [_short(a) for a, _ in off.lasso.cycle]) == _LASSOS[pid]
+
+
+def test_a_state_bound_hit_with_a_lasso_found_is_still_a_violation() -> None:
+    r = LP.check_liveness("I8c", GuardSet.without("elastic_guaranteed_path"), max_states=27)
+    assert (r.status, r.complete, r.reason, r.states) == ("violated", False, "", 27) and r.lasso is not None
+    r = LP.check_liveness("I8c", max_states=43)
+    assert (r.status, r.complete, r.states, r.lasso) == ("partial", False, 43, None)
+    assert r.reason == "state bound 43 hit: the graph is not whole"
+    assert LP.check_liveness("I8c", max_states=44).status == "verified"
+
+
+def test_the_tables_name_each_property_once_with_the_catalogs_text() -> None:
+    assert LP.FAIRNESS == {pid: text for pid, (text, _) in LIVENESS.items()} and set(LP.FAIRNESS) == set(LP.PROPERTIES)
+    assert LP.CHECKER == {"I13": "pressure", "I12": "admission", "I8c": "admission", "C4": "transactions"}
+    runs, controls = LP.run_liveness(("transactions",))
+    assert set(runs) == {"C4"} and set(controls) == {"ordered_reservation"}
+    assert controls["ordered_reservation"].status == "violated" and runs["C4"].status == "verified"
+    assert LP.run_liveness(()) == ({}, {})
