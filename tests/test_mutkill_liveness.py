@@ -6,13 +6,71 @@ fairness condition or component test changes the verdict.
 
 from __future__ import annotations
 
+import pytest
+
 from invariants import manager_starvation as MS
+from invariants.explore import explore
+from invariants.liveness import build_graph
+from spec import ledger_actions as A
+from spec import manager_actions as M
+from spec.guards import ALL_ON, GuardSet
+from spec.tickets import TicketState
+from spec.types import AllocState, Tier
+
+# --- invariants/manager_starvation.py: I13's scope -----------------------------------------------------------------
 
 
 def test_starvation_scope_starts_with_one_holder_and_a_2_byte_device() -> None:
-    m = MS.starvation_model().initial.m
-    assert MS.starvation_model().initial.watched is None
-    assert m.aging_bound == 2 and len(m.ledger.holders) == 1 and not m.tickets
+    model = MS.starvation_model()
+    assert model.name == "starvation" and model.initial.watched is None
+    m = model.initial.m
+    assert m.aging_bound == 2 and not m.tickets and not m.ledger.allocations
+    assert [(h.id, h.name) for h in m.ledger.holders.values()] == [(1, "h")]
+    assert [(a.id, a.pool, a.tier, a.capacity, a.limit) for a in m.ledger.authorities.values()] == [
+        (1, "dev", Tier.DEVICE, 2, 2)]
+    # It is a Model the explorer can run too: its checks are callables that find nothing.
+    r = explore(model, max_depth=3)
+    assert r.violated is None and r.states > 20
+
+
+def _subs(prios: tuple[int, ...] = (0, 1)) -> list[M.Submit]:
+    return [M.Submit(1, 1, n, p) for n in (1, 2) for p in prios]
+
+
+def test_actions_submit_each_size_and_priority_watch_one_ticket_and_keep_three_in_the_table() -> None:
+    model = MS.starvation_model()
+    s0 = model.initial
+    assert list(model.actions(s0)) == [x for sub in _subs() for x in (sub, MS.Watch(sub))]
+    s1 = model.step(s0, MS.Watch(M.Submit(1, 1, 1, 1)))  # a pending-then-granted ticket, watched
+    assert s1.watched == 1 and s1.m.tickets[1].state is TicketState.GRANTED and s1.m.tickets[1].priority == 1
+    assert list(model.actions(s1)) == [*_subs(), M.Claim(1, 1), M.CancelTicket(1, 1)]  # no second watch
+    s2 = model.step(s1, M.Claim(1, 1))  # claimed: the ticket retires, its lease is live, the watch clears
+    assert s2.watched is None and not s2.m.tickets
+    assert list(model.actions(s2)) == [x for sub in _subs() for x in (sub, MS.Watch(sub))] + [A.Release(1, 1)]
+    s3 = model.step(model.step(s2, M.Submit(1, 1, 1, 0)), M.Submit(1, 1, 2, 0))  # table full: 2 tickets + 1 lease
+    assert list(model.actions(s3)) == [M.Claim(1, 1), M.CancelTicket(1, 1), M.Claim(1, 2), M.CancelTicket(1, 2),
+                                       A.Release(1, 1)]
+    s4 = model.step(s3, M.CancelTicket(1, 1))
+    assert s4.watched is None and list(s4.m.tickets) == [1] and s4.m.tickets[1].nbytes == 2  # renamed 2 -> 1
+    assert M.Submit(1, 1, 1, 0) in list(model.actions(s4))
+
+
+@pytest.mark.parametrize("guards", [ALL_ON, GuardSet.without("aging")], ids=["all-on", "aging-off"])
+def test_every_state_is_renamed_from_one_and_watches_a_live_ticket(guards: GuardSet) -> None:
+    g = build_graph(MS.starvation_model(guards))
+    for s in g.states:
+        m = s.m
+        assert list(m.tickets) == list(range(1, len(m.tickets) + 1)) and m.next_ticket == len(m.tickets) + 1
+        assert sorted(m.ledger.allocations) == list(range(1, len(m.ledger.allocations) + 1))
+        assert m.ledger.next_allocation == len(m.ledger.allocations) + 1
+        assert all(t.allocation in m.ledger.allocations for t in m.tickets.values() if t.allocation is not None)
+        assert s.watched is None or s.watched in m.tickets
+        live = [r for r in m.ledger.allocations.values() if r.state is AllocState.LIVE]
+        assert len(m.tickets) + len(live) <= 3 and all(r.nbytes in (1, 2) for r in live)
+    assert any(s.watched is not None and s.m.tickets[s.watched].state is TicketState.PENDING for s in g.states)
+    # Both the watched ticket granted and pending are reached; only pending counts.
+    assert {MS.pending_watched(s) for s in g.states if s.watched is not None} == {True, False}
+    assert not any(MS.pending_watched(s) for s in g.states if s.watched is None)
 
 
 # --- invariants/liveness.py on hand-made graphs ------------------------------------------------------------------
@@ -187,11 +245,8 @@ def test_lasso_itf_loops_to_the_cycles_first_state_or_stutters_in_the_last() -> 
 
 # --- invariants/liveness_props.py: each property's exact verdict and lasso -----------------------------------------
 
-import pytest  # noqa: E402
-
 from invariants import liveness_props as LP  # noqa: E402
 from spec.catalog import LIVENESS  # noqa: E402
-from spec.guards import ALL_ON, GuardSet  # noqa: E402
 
 #: pid -> (states, transitions, diameter) of its scope, guards on, then with its guard off.
 _FIGURES = {"I13": ((1068, 5588, 6), (1184, 6208, 6)), "I12": ((1623, 4039, 12), (1655, 4499, 12)),
