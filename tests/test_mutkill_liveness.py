@@ -306,3 +306,13 @@ def test_the_tables_name_each_property_once_with_the_catalogs_text() -> None:
     assert set(runs) == {"C4"} and set(controls) == {"ordered_reservation"}
     assert controls["ordered_reservation"].status == "violated" and runs["C4"].status == "verified"
     assert LP.run_liveness(()) == ({}, {})
+
+
+def test_seconds_reported_are_the_time_the_work_took() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    g = build_graph(_toy(_G1))
+    r = LP.check_liveness("I8c")
+    spent = time.perf_counter() - t0
+    assert 0 <= g.seconds <= spent and 0 < r.seconds <= spent
