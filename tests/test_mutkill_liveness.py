@@ -127,7 +127,7 @@ def test_sccs_agree_with_mutual_reachability_on_many_graphs() -> None:
     for _ in range(300):
         n = rnd.randint(1, 8)
         adj = {v: [rnd.randrange(n) for _ in range(rnd.randint(0, 3))] for v in range(n)}
-        comps = sccs(n, lambda v: adj[v], range(n))
+        comps = sccs(lambda v: adj[v], range(n))
         assert sorted(len(c) for c in comps) == sorted(len(c) for c in _brute_sccs(n, adj))
         assert {frozenset(c) for c in comps} == _brute_sccs(n, adj), adj
 
@@ -135,8 +135,8 @@ def test_sccs_agree_with_mutual_reachability_on_many_graphs() -> None:
 def test_sccs_lists_components_sinks_first_each_root_last() -> None:
     # A cross edge (3 -> 1) into a finished component must not merge it into 3's.
     edges = {0: [1, 3], 1: [2], 2: [1], 3: [1, 4], 4: [3]}
-    assert sccs(5, lambda v: edges[v], range(5)) == [[2, 1], [4, 3], [0]]
-    assert sccs(5, lambda v: edges[v], [3]) == [[2, 1], [4, 3]]  # only what `nodes` reaches
+    assert sccs(lambda v: edges[v], range(5)) == [[2, 1], [4, 3], [0]]
+    assert sccs(lambda v: edges[v], [3]) == [[2, 1], [4, 3]]  # only what `nodes` reaches
 
 
 # G2: 0 -a-> 1 -p-> 2 -r-> 1, 1 -t-> 5 -u-> 1, 2 -w-> 4 (4 has no step), 1 -w-> 4, 0 -b-> 3 -s-> 3.
@@ -144,8 +144,9 @@ _G2 = {0: [("a", 1), ("b", 3)], 1: [("p", 2), ("t", 5), ("w", 4)], 2: [("r", 1),
        4: [], 5: [("u", 1)]}
 
 
-def _fair_cycle(fair: set[str], weak: tuple[str, ...] = (), stay=lambda s: True, along=lambda s, a, n: True):
-    g = build_graph(_toy(_G2))
+def _fair_cycle(fair: set[str], weak: tuple[str, ...] = (), stay=lambda s: True, along=lambda s, a, n: True,
+                adj=_G2):
+    g = build_graph(_toy(adj))
     return fair_cycle(g, stay, lambda s, a, n: a in fair, tuple((lambda a, p=p: a == p) for p in weak), along)
 
 
@@ -193,6 +194,35 @@ def test_fair_cycle_passes_an_idle_state_then_the_fair_step() -> None:
     assert _fair_cycle({"u"}, weak=("p",)) == Lasso(0, (("a", 1),), (("t", 5), ("u", 1), ("p", 2), ("r", 1)))
 
 
+def test_fair_cycle_judges_the_step_from_its_source_state() -> None:
+    g = build_graph(_toy(_G2))
+    assert fair_cycle(g, lambda s: True, lambda s, a, n: (s, n) == (2, 1)) == Lasso(0, (("a", 1),), (("p", 2), ("r", 1)))
+    assert fair_cycle(g, lambda s: True, lambda s, a, n: s == 5) == Lasso(0, (("a", 1),), (("t", 5), ("u", 1)))
+
+
+# G2 with two more steps inside the component {1, 2, 5}: 5 -v-> 2 and 2 -y-> 5.
+_G2V = {**_G2, 2: [("r", 1), ("w", 4), ("y", 5)], 5: [("u", 1), ("v", 2)]}
+
+
+def test_every_path_the_cycle_takes_keeps_to_along_steps() -> None:
+    # The way to the fair step: p is off `along`, so 1 -> 2 goes round by 5.
+    assert _fair_cycle({"r"}, along=lambda s, a, n: a != "p", adj=_G2V) == Lasso(
+        0, (("a", 1),), (("t", 5), ("v", 2), ("r", 1)))
+    # The way home: u is off `along`, so 5 -> 1 goes by 2.
+    assert _fair_cycle({"t"}, along=lambda s, a, n: a != "u", adj=_G2V) == Lasso(
+        0, (("a", 1),), (("t", 5), ("v", 2), ("r", 1)))
+    # The way to the idle state (5, for "w"): t is off `along`, so 1 -> 5 goes by 2.
+    assert _fair_cycle({"r"}, weak=("w",), along=lambda s, a, n: a != "t", adj=_G2V) == Lasso(
+        0, (("a", 1),), (("p", 2), ("r", 1), ("p", 2), ("y", 5), ("u", 1)))
+    # With every step along, the shortest ways.
+    assert _fair_cycle({"r"}, weak=("w",), adj=_G2V) == Lasso(0, (("a", 1),), (("p", 2), ("r", 1), ("t", 5), ("u", 1)))
+
+
+def test_a_graph_of_one_state_has_diameter_zero() -> None:
+    g = build_graph(_toy({0: []}))
+    assert (g.states, g.edges, g.parent, g.diameter, g.complete) == ((0,), ((),), (None,), 0, True)
+
+
 # G3: 0 -a-> 1 -g-> 3 (the goal); 0 -b-> 2 -c-> 4 -d-> 2, 4 -e-> 5 (no step).
 _G3 = {0: [("a", 1), ("b", 2)], 1: [("g", 3)], 2: [("c", 4)], 3: [], 4: [("d", 2), ("e", 5)], 5: []}
 
@@ -222,13 +252,14 @@ def test_trap_keeps_to_along_states() -> None:
     assert _trap(relevant=lambda s: s in (1, 2, 4), along=lambda s: s != 2) == Lasso(0, (("b", 2), ("c", 4), ("e", 5)), ())
 
 
-_LOOP = Lasso(0, (("a", 1),), (("p", 2), ("r", 1)))
+_LOOP = Lasso(0, (("a", 1),), (("p", 2), ("q", 3), ("r", 1)))
 _STUCK = Lasso(0, (("b", 2), ("c", 4)), ())
 
 
 def test_render_lasso_numbers_every_step_and_marks_the_cycle_or_the_stutter() -> None:
     assert render_lasso(_LOOP) == (" 0. (initial)\n     0\n 1. 'a'\n     -> 1\n"
-                                   "-- cycle: steps 2..3 repeat forever --\n 2. 'p'\n     -> 2\n 3. 'r'\n     -> 1\n")
+                                   "-- cycle: steps 2..4 repeat forever --\n 2. 'p'\n     -> 2\n 3. 'q'\n     -> 3\n"
+                                   " 4. 'r'\n     -> 1\n")
     assert render_lasso(_STUCK) == (" 0. (initial)\n     0\n 1. 'b'\n     -> 2\n 2. 'c'\n     -> 4\n"
                                     "-- no step here keeps to the property's states: the run stutters in this state"
                                     " forever --\n")
@@ -237,7 +268,7 @@ def test_render_lasso_numbers_every_step_and_marks_the_cycle_or_the_stutter() ->
 def test_lasso_itf_loops_to_the_cycles_first_state_or_stutters_in_the_last() -> None:
     t = lasso_itf(_LOOP, {"property": "P"})
     assert t["loop"] == 1 and t["#meta"]["property"] == "P" and t["#meta"]["loop_action"] == "'r'"
-    assert [(x["action"], x["state"]) for x in t["states"]] == [("init", 0), ("'a'", 1), ("'p'", 2)]
+    assert [(x["action"], x["state"]) for x in t["states"]] == [("init", 0), ("'a'", 1), ("'p'", 2), ("'q'", 3)]
     t = lasso_itf(_STUCK, {"property": "P"})
     assert t["loop"] == 2 and t["#meta"] == {**t["#meta"], "property": "P", "loop_action": "stutter"}
     assert [(x["action"], x["state"]) for x in t["states"]] == [("init", 0), ("'b'", 2), ("'c'", 4)]
