@@ -6,16 +6,22 @@ fairness condition or component test changes the verdict.
 
 from __future__ import annotations
 
+import random
+import time
+
 import pytest
 
+from invariants import liveness_props as LP
 from invariants import manager_starvation as MS
-from invariants.explore import explore
-from invariants.liveness import build_graph
+from invariants.explore import Model, explore
+from invariants.liveness import Lasso, build_graph, fair_cycle, lasso_itf, render_lasso, sccs, trap
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec.catalog import LIVENESS
 from spec.guards import ALL_ON, GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Tier
+
 
 # --- invariants/manager_starvation.py: I13's scope -----------------------------------------------------------------
 
@@ -74,11 +80,6 @@ def test_every_state_is_renamed_from_one_and_watches_a_live_ticket(guards: Guard
 
 
 # --- invariants/liveness.py on hand-made graphs ------------------------------------------------------------------
-
-import random  # noqa: E402
-
-from invariants.explore import Model  # noqa: E402
-from invariants.liveness import Lasso, build_graph, fair_cycle, lasso_itf, render_lasso, sccs, trap  # noqa: E402
 
 
 def _toy(adj: dict[int, list[tuple[str, int]]]) -> Model:
@@ -276,8 +277,6 @@ def test_lasso_itf_loops_to_the_cycles_first_state_or_stutters_in_the_last() -> 
 
 # --- invariants/liveness_props.py: each property's exact verdict and lasso -----------------------------------------
 
-from invariants import liveness_props as LP  # noqa: E402
-from spec.catalog import LIVENESS  # noqa: E402
 
 #: pid -> (states, transitions, diameter) of its scope, guards on, then with its guard off.
 _FIGURES = {"I13": ((1068, 5588, 6), (1184, 6208, 6)), "I12": ((1623, 4039, 12), (1655, 4499, 12)),
@@ -340,8 +339,6 @@ def test_the_tables_name_each_property_once_with_the_catalogs_text() -> None:
 
 
 def test_seconds_reported_are_the_time_the_work_took() -> None:
-    import time
-
     t0 = time.perf_counter()
     g = build_graph(_toy(_G1))
     r = LP.check_liveness("I8c")
