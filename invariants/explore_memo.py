@@ -59,10 +59,11 @@ def _fp(reads: str, writes: str) -> Footprint:
 
 
 # Arbitration (`spec.manager._arbitrate`) runs after every step that changed something: it reads the tickets, the
-# ledger (headroom before and after) and the aging bound, and writes the ledger and the tickets. It runs a round
+# ledger (headroom before and after), the aging bound and the process quotas (the room a grant fits, `spec.quota`:
+# every grant path reads them with the ledger), and writes the ledger and the tickets. It runs a round
 # only where headroom rose (the ledger changed), on a Submit, or on a retired ticket, so an action that writes
 # neither the ledger nor the tickets (Press, PlanTx, JoinBundle, ...) leaves the tickets unread.
-_ARB = "ledger tickets aging_bound"
+_ARB = "ledger tickets aging_bound quotas"
 # Every step that changes the ledger drops the use flags of leases that stopped being LIVE (`spec.manager.step`).
 _USES = "uses"
 

@@ -30,6 +30,7 @@ from invariants.manager_grow import step_I1_grow
 from invariants.manager_devices import state_C3_manager, step_C3_manager
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import served_before, step_I13_order
+from invariants.manager_quota import room, step_I1_quota
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
 from invariants.step_frames import replaced, selected
@@ -112,7 +113,7 @@ def state_I1_manager(m: M.Manager) -> None:
 
 _I13_IDLE = clause("I13", "state_I13_manager", "no_idle_fitting_waiter",
                    "no authority leaves its first waiter (in grant order) pending while its bytes fit in limit - "
-                   "used: capacity sits idle while a request starves")
+                   "used (and its tier's process quota left): capacity sits idle while a request starves")
 _I13_NOTHING = clause("I13", "state_I13_manager", "pending_holds_nothing",
                       "a waiting ticket holds no reservation: waits hold no bytes")
 
@@ -132,9 +133,9 @@ def state_I13_manager(m: M.Manager) -> None:
     _I13_NOTHING.case(pending)
     _I13_IDLE.case(bool(first))
     for aid, t in first.items():
-        if t.nbytes <= (a := m.ledger.authorities[aid]).limit - a.used:
+        if t.nbytes <= (free := room(m, m.ledger.authorities[aid])):
             _I13_IDLE.fail(f"authority {aid}: ticket {t.id} ({t.nbytes} B) is first in grant order and fits in "
-                           f"{a.limit - a.used} B, but waits")
+                           f"{free} B, but waits")
 
 
 # --- I1: exactly one credit per grant -------------------------------------------
@@ -458,7 +459,7 @@ STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
     _on_ledger_state)
 
 STEP_PREDICATES: dict[str, tuple[Callable[..., None], ...]] = _merge(
-    {"I1": (step_I1_manager,), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
+    {"I1": (step_I1_manager, step_I1_quota), "I6": (step_I6_manager,), "C3": (step_C3_manager,), "I2": (step_I2_manager,),
      "I10": (step_I10_manager,), "C5": (step_C5_manager, step_C5_answers),
      "I13": (step_I13_manager, step_I13_order), "I9": (step_I9_views,), "C6": (step_C6_views,),
      "C4": (step_C4_intents,), "I5": (step_I5_abort, step_I5_poisoned), "I4a": (step_I4a_holders,)},

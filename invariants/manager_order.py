@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from invariants.clauses import clause
+from invariants.manager_quota import room
 from spec import manager_actions as M
 from spec.grants import GrantTicket
 from spec.tickets import TicketState
@@ -113,7 +114,7 @@ def step_I13_order(before: M.Manager, act: Any, after: M.Manager, result: Any = 
             continue
         charge = {g.id: after.ledger.allocations[g.allocation].charge if g.allocation in after.ledger.allocations
                   else g.nbytes for g in granted}
-        free = a.limit - a.used + sum(charge.values())
+        free = room(after, a) + sum(charge.values())
         order = sorted(considered, key=lambda t: _Key(t, bound))
         for i, t in enumerate(order):
             if t.id in charge:

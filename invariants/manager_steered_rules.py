@@ -5,7 +5,8 @@ A mixin of `invariants.manager_machine.ManagerMachine` (its helpers `_do`,
 one meeting of parts that `invariants.manager_events.situations` counts: a
 limit raised while a ticket waits, a cancel or timeout whose round must grant
 the waiter behind it (I13), a device lost while it holds a quarantined lease
-or while a two-ledger transaction holds on it (C3).
+or while a two-ledger transaction holds on it (C3); and a tier's process quota (I1) set a little above what the
+tier charges, so the two device ledgers meet it (a credit on one is room for a waiter on the other).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hypothesis.stateful import rule
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import Role
+from spec.types import Role, Tier
 
 __all__ = ["SteeredRules"]
 
@@ -90,3 +91,14 @@ class SteeredRules:
                 self._do(M.ReserveTx(tid))
         self._do(A.LoseDevice(lost := lost or data.draw(st.sampled_from((first, second)))))
         self._do(M.PlanTx(holder, ((lost, 1),)))  # refused: a lost context gets no new work (C3)
+
+    @rule(data=st.data())
+    def process_quota(self, data: st.DataObject) -> None:
+        """Set a tier's process quota (SetProcessQuota, I1) 0-6 B above what it charges; at times below it
+        (CapacityDenied), removed (None: its waiters may fit now), or bad input."""
+        tier = data.draw(st.sampled_from((Tier.DEVICE, Tier.DEVICE, Tier.HOST)))
+        charged = sum(a.used for a in self.abs.ledger.authorities.values() if a.alias_of is None and a.tier is tier)
+        pick = data.draw(st.integers(0, 9))
+        nbytes: Any = (None if pick == 0 else max(0, charged - 1) if pick == 1 else data.draw(st.sampled_from(
+            (-1, 2**63, True, 1.5, "1"))) if pick == 2 else charged + data.draw(st.integers(0, 6)))
+        self._do(M.SetProcessQuota(tier if data.draw(st.integers(0, 30)) else "device", nbytes))

@@ -87,6 +87,8 @@ ERROR_IDS: dict[type, str] = {
     E.InvalidTransition: "I4a", E.AllowanceExceeded: "I4b", E.ForeignHolder: "I6", E.DeviceLost: "C3",
     E.GrantOutOfOrder: "I13",
 }
+#: Refusal sites whose ID is not their error class's: a grant past the tier's process quota (`spec.quota`) is I1's.
+SITE_IDS: dict[str, str] = {"quota": "I1"}
 #: Every way a replay can fail (the `failure` field).
 FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", "malformed", "unknown-revision",
                  "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover",
@@ -294,7 +296,7 @@ def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any]
             raise _Bad("unknown-id", f"{act!r} was accepted but names an id never issued in this trace "
                                      f"({err}): an event is missing")
         raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: {err}",
-                   ERROR_IDS.get(type(err), "refinement"))
+                   SITE_IDS.get(getattr(err, "site", None) or "") or ERROR_IDS.get(type(err), "refinement"))
     if not accepted and err is None:
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
     if not accepted and type(err).__name__ != outcome["error"] and not excused:

@@ -82,6 +82,8 @@ FRAMES: dict[str, tuple[int, tuple[type, ...]]] = {
     "step_I5_abort": (0, (M.AbortTx,)),
     # No bundle was newly poisoned; on a poisoned manager no allocation is new and no ticket newly granted.
     "step_I5_poisoned": (BUNDLES | ALLOCATIONS | TICKETS, ()),
+    # No tier's charge rose (no authority replaced) and no quota was set.
+    "step_I1_quota": (AUTHORITIES, (M.SetProcessQuota,)),
 }
 
 

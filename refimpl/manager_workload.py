@@ -160,6 +160,13 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                              lambda: pmm.lower_limit(auths[0], -1))))
     _try(pmm.submit, holders[0], auths[0], 4, 0, Role.KV, 3)  # D13: an alignment that is no power of two
     _try(pmm.try_reserve, holders[0], auths[0], 4, 0, Role.KV, 6)
+    # The device tier's process quota (I1): set at what it charges, so a try-reserve is refused; then removed (its
+    # waiters may fit then).
+    charged = sum(a.used for a in abstract_manager(pmm).ledger.authorities.values()
+                  if a.alias_of is None and a.tier is Tier.DEVICE)
+    _try(pmm.set_process_quota, Tier.DEVICE, charged)
+    _try(pmm.try_reserve, holders[1], auths[2], 1)
+    _try(pmm.set_process_quota, Tier.DEVICE, None)
     _settle(pmm)
     # Removing a provider (C3): refused while its alias (or anything else) pins it; the alias owns nothing.
     for a in (auths[0], alias, auths[0]):

@@ -5,7 +5,8 @@ ledger Reserve (charged before any waiter can see it, I1, I2, I7). Which
 ticket may be granted now is decided here and nowhere else:
 
   a pending ticket on authority `a` is *grant-enabled* iff it fits
-  `a.limit - a.used` and no pending ticket on `a` ahead of it in the
+  `spec.quota.headroom` (`a.limit - a.used`, and what the tier's process
+  quota leaves) and no pending ticket on `a` ahead of it in the
   design's arbitration order (`spec.arith.arbitration_key`: matured first,
   then priority, then submit sequence) fits or is a matured misfit.
 
@@ -37,6 +38,7 @@ from spec import manager_actions as M
 from spec.arith import arbitration_key
 from spec.errors import CapacityDenied, GrantOutOfOrder, InvalidTransition, UnknownTicket
 from spec.guards import GuardSet
+from spec.quota import headroom
 from spec.records import evolve
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
 
@@ -58,13 +60,13 @@ def _in_order(tickets: Any, aid: int, bound: int) -> list[M.Ticket]:
     return pending
 
 
-def _first(ledger: Any, ordered: list[M.Ticket], bound: int, guards: GuardSet) -> tuple[M.Ticket | None,
-                                                                                         M.Ticket | None]:
+def _first(ledger: Any, ordered: list[M.Ticket], bound: int, guards: GuardSet,
+           quotas: Any) -> tuple[M.Ticket | None, M.Ticket | None]:
     """(the grant-enabled ticket, None) or (None, the matured misfit that ends the round) or (None, None)."""
     a = ledger.authorities.get(ordered[0].authority) if ordered else None
     if a is None:
         return None, None  # removed under its waiters: no ledger to grant from
-    free = a.limit - a.used
+    free = headroom(quotas, ledger, a)
     for t in ordered:
         if t.nbytes <= free:
             return t, None
@@ -75,7 +77,7 @@ def _first(ledger: Any, ordered: list[M.Ticket], bound: int, guards: GuardSet) -
 
 def next_grant(m: M.Manager, aid: int, guards: GuardSet) -> M.Ticket | None:
     """The pending ticket on authority `aid` a grant may go to now (at most one), or None."""
-    return _first(m.ledger, _in_order(m.tickets, aid, m.aging_bound), m.aging_bound, guards)[0]
+    return _first(m.ledger, _in_order(m.tickets, aid, m.aging_bound), m.aging_bound, guards, m.quotas)[0]
 
 
 def enabled_grants(m: M.Manager, guards: GuardSet) -> dict[int, int]:
@@ -113,7 +115,7 @@ def grant_all(m: M.Manager, aid: int, guards: GuardSet, tickets: Any = None) -> 
     ledger, bound = m.ledger, m.aging_bound
     ordered = _in_order(tickets, aid, bound)
     while ordered:
-        t = _first(ledger, ordered, bound, guards)[0]
+        t = _first(ledger, ordered, bound, guards, m.quotas)[0]
         if t is None:
             break
         ledger, tickets = _grant(ledger, tickets, t, guards)[:2]
@@ -132,18 +134,20 @@ def _grant_ticket(m: M.Manager, act: GrantTicket, guards: GuardSet) -> tuple[M.M
         raise InvalidTransition(f"ticket {tid} is not pending ({'retired' if t is None else t.state.value}): "
                                 "only a pending ticket is granted")
     a = m.ledger.authorities.get(t.authority)
-    # Verify the grant fits its authority's headroom: a grant past the limit is an over-grant (I2).
-    if a is None or t.nbytes > a.limit - a.used:
-        free = 0 if a is None else max(0, a.limit - a.used)
+    # Verify the grant fits its authority's headroom: a grant past the limit (I2) or the tier's quota (I1) is an
+    # over-grant.
+    if a is None or t.nbytes > (free := headroom(m.quotas, m.ledger, a)):
+        free = 0 if a is None else max(0, free)
         raise CapacityDenied(f"grant of ticket {tid}: {t.nbytes} B asked, {free} B free on authority "
-                             f"{t.authority} (I2)")
+                             f"{t.authority} (I2; with the tier's quota, I1)")
     _in_turn(m, t, guards)
     return grant(m, t, guards)
 
 
 def _in_turn(m: M.Manager, t: M.Ticket, guards: GuardSet) -> None:
     """GrantOutOfOrder unless `t` (pending, fitting) is the ticket a grant may go to now."""
-    first, stop = _first(m.ledger, _in_order(m.tickets, t.authority, m.aging_bound), m.aging_bound, guards)
+    first, stop = _first(m.ledger, _in_order(m.tickets, t.authority, m.aging_bound), m.aging_bound, guards,
+                         m.quotas)
     # Verify no ticket ahead in arbitration order is owed the bytes first or is a matured misfit (I13).
     if first is not t:
         ahead = stop if first is None else first

@@ -54,6 +54,7 @@ from spec.guards import ALL_ON, GuardSet
 from spec.ledger import _holder_allocation, check_bytes
 from spec.manager_parts import PART_HANDLERS, referenced
 from spec.manager_tx import CHARGING, TX_HANDLERS, refuse_poisoned
+from spec.quota import check_quota, headroom
 from spec.manager_views import VIEW_HANDLERS, end_execution, lose_views
 from spec.refusals import every_refusal
 from spec.tickets import TicketState
@@ -119,8 +120,10 @@ def _live_uses(m: M.Manager) -> M.Manager:
 
 def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet, eager: bool) -> M.Manager:
     """Run a round on every authority whose headroom rose in the action, that a Submit targeted, or on which
-    it retired a granted ticket; a grant pass that ages nobody where it retired a pending one (D10)."""
+    it retired a granted ticket; a grant pass that ages nobody where it retired a pending one (D10); then the
+    rounds the tiers' process quotas owe (`_quota_rounds`)."""
     waiting = sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING})
+    done: set[int] = set()
     gone = before.tickets.get(action.ticket) if isinstance(action, (M.CancelTicket, M.TimeoutTicket)) else None
     for aid in waiting:
         a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities.get(aid)
@@ -135,6 +138,22 @@ def _arbitrate(before: M.Manager, action: Any, m: M.Manager, guards: GuardSet, e
             # Not a round (D10): nobody ages; but the retired waiter may have been the matured misfit that
             # ended the last round, and a waiter that fits must not stay pending (I13).
             m = _round(m, aid, guards, age=False, eager=eager)
+        else:
+            continue
+        done.add(aid)
+    return _quota_rounds(before, m, done, guards, eager)
+
+
+def _quota_rounds(before: M.Manager, m: M.Manager, done: set[int], guards: GuardSet, eager: bool) -> M.Manager:
+    """Then a round, in ascending id, on every other waiting authority of a tier with a quota (before or after)
+    whose `spec.quota.headroom` rose: bytes credited on another authority of its tier, a quota raised or removed."""
+    if not (before.quotas or m.quotas):
+        return m
+    for aid in sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING} - done):
+        a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities.get(aid)
+        if a0 is not None and a1 is not None and (
+                headroom(m.quotas, m.ledger, a1) > headroom(before.quotas, before.ledger, a0)):
+            m = _round(m, aid, guards, eager=eager)
     return m
 
 
@@ -167,6 +186,15 @@ def _aged(t: M.Ticket, bound: int) -> M.Ticket:
 def _ledger_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
     ledger, result = machine.step(m.ledger, act, guards)
     return (m if ledger is m.ledger else evolve(m, ledger=ledger)), result
+
+
+def _reserve(m: M.Manager, act: A.Reserve, guards: GuardSet) -> tuple[M.Manager, Any]:
+    """The ledger's Reserve (its checks first), admitted within the tier's process quota too (`spec.quota`)."""
+    nxt, result = _ledger_action(m, act, guards)
+    a = m.ledger.authorities[act.authority]
+    check_quota(m.quotas, m.ledger, a if a.alias_of is None else m.ledger.authorities[a.alias_of], act.nbytes,
+                guards)
+    return nxt, result
 
 
 def _part_owned_action(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, Any]:
@@ -230,10 +258,11 @@ def _ending(drop_own: bool) -> Any:
 
 _HANDLERS: dict[type, Any] = {
     **{kind: _ledger_action for kind in (
-        A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.Reserve, A.RecordCommitted,
+        A.RegisterAuthority, A.RegisterAlias, A.RegisterHolder, A.RecordCommitted,
         A.ConfirmTermination, A.OpenAllowance, A.ReserveGrowth, A.MapAllowance, A.UnmapAllowance,
         A.TransferAllowance, A.CloseAllowance)},
     **{kind: _part_owned_action for kind in (A.Commit, A.Cancel, A.Release, A.Quarantine)},
+    A.Reserve: _reserve,
     A.LoseDevice: _lose_device,
     **PART_HANDLERS,
     **TX_HANDLERS,

@@ -163,6 +163,16 @@ Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
     (committed=True); otherwise the old limit stays (committed=False). Either
     way the outcome lists the completed answers.
 
+Process quota (I1 "process quota used = live leases + delegation slices", section 3 "enforces the worker's
+quota"; `spec.quota`): a second bound, per tier, over the bytes its canonical authorities charge.
+  SetProcessQuota(tier, nbytes) -> None
+    tier a Tier (InvalidArgument) ; nbytes None (the quota is removed) or bytes, zero allowed
+    (InvalidBytes) ; below the tier's charge -> CapacityDenied (C8: no bound below what is used).
+    From then on every grant path admits a charge only within `spec.quota.headroom` (Reserve, a
+    ticket's grant and the rounds, TryReserve, GrowLease, ReserveTx: CapacityDenied past it), and a
+    Submit or TryReserve of more than the quota can never fit (CapacityDenied). RecordCommitted is
+    recorded, not admitted. Rounds run where the headroom rose (a raised or removed quota).
+
 Clarifications (spec.manager's reading, where the text above left a choice):
   * Commit / Cancel / Release / Quarantine: "the ledger's own lookups and
     ownership checks" are the ledger's steps 1-4 (byte shape of `nbytes` /
@@ -204,13 +214,13 @@ from spec.ledger_state import State
 from spec.lifetime_actions import GrowLease, RemoveAuthority, ShrinkLease, UnregisterHolder
 from spec.tickets import TicketState
 from spec.view_actions import VIEW_ACTIONS, DropView, ExecuteView, PublishView, RemapView, View
-from spec.types import Role
+from spec.types import Role, Tier
 
 __all__ = [
     "Ticket", "Pressure", "Tx", "LimitChange", "LimitOutcome", "Manager", "initial",
     "Submit", "Claim", "CancelTicket", "TimeoutTicket", "Press", "Answer", "CancelPressure",
     "ExpirePressure", "TryReserve", "SetUse", "Reconfigure", "PlanTx", "ReserveTx", "CommitTx", "AbortTx",
-    "PrepareLimit", "CommitLimit", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
+    "PrepareLimit", "CommitLimit", "SetProcessQuota", "MANAGER_ACTIONS", "Bundle", "OpenBundle", "JoinBundle", "ReportMismatch",
     "RemoveAuthority", "UnregisterHolder", "ShrinkLease", "GrowLease", "Intent", "CorruptLedger", "View",
     "PublishView", "ExecuteView", "RemapView", "DropView",
 ]
@@ -318,6 +328,7 @@ class Manager:
     next_view: int = 1
     intents: immutables.Map = immutables.Map()  # aborted tx id -> Intent, until a retry spends it
     poisoned: bool = False  # True iff the shared ledger was found corrupt: nothing new is granted (I5)
+    quotas: immutables.Map = immutables.Map()  # Tier -> the process quota of its charge, B (absent: none; I1)
 
 
 def initial(aging_bound: int = 4) -> Manager:
@@ -441,6 +452,12 @@ class CommitLimit:
 
 
 @attrs.frozen
+class SetProcessQuota:
+    tier: Tier
+    nbytes: int | None
+
+
+@attrs.frozen
 class OpenBundle:
     pass
 
@@ -464,6 +481,6 @@ class CorruptLedger:
 MANAGER_ACTIONS = (Submit, Claim, CancelTicket, TimeoutTicket, Press, Answer, CancelPressure,
                    ExpirePressure, TryReserve, SetUse, Reconfigure, PlanTx, ReserveTx, CommitTx, AbortTx,
                    PrepareLimit, CommitLimit, OpenBundle, JoinBundle, ReportMismatch, RemoveAuthority,
-                   UnregisterHolder, ShrinkLease, GrowLease, *VIEW_ACTIONS)
+                   UnregisterHolder, ShrinkLease, GrowLease, SetProcessQuota, *VIEW_ACTIONS)
 """Every action a governor's trace records; `CorruptLedger` is the environment's, not a governor verb: refimpl
 reaches it through a test hook (`refimpl.verify.manager_hooks`), and no trace event carries it."""

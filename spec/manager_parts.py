@@ -38,8 +38,9 @@ from spec.guards import GuardSet
 from spec.ledger import (_active, _allocation, _authority, _enum, _holder, _holder_allocation, _settle, _transition,
                          check_bytes)
 from spec.ledger_state import Authority
+from spec.quota import headroom, tier_charged
 from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState, next_pressure_state, next_ticket_state
-from spec.types import AllocEvent, AllocState, Role
+from spec.types import AllocEvent, AllocState, Role, Tier
 
 __all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check", "pins"]
 
@@ -122,6 +123,9 @@ def _request(m: M.Manager, act: M.Submit | M.TryReserve, guards: GuardSet) -> tu
     # Verify the request can ever fit: a ticket that never fits would wait forever (I13).
     if nbytes > a.limit:
         guards.refuse("limit", CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit"))
+    if nbytes > m.quotas.get(a.tier, nbytes):
+        guards.refuse("quota", CapacityDenied(f"tier {a.tier.value}: {nbytes} B can never fit its "
+                                              f"{m.quotas[a.tier]} B process quota (I1)"))
     return nbytes, role, h, a
 
 
@@ -135,9 +139,10 @@ def _submit(m: M.Manager, act: M.Submit, guards: GuardSet) -> tuple[M.Manager, i
 def _try_only(m: M.Manager, a: Authority, nbytes: int, guards: GuardSet) -> None:
     """TryReserve's admission, GrowLease's too: `nbytes` more on `a` now, or CapacityDenied now."""
     waiting = any(t.authority == a.id and t.state is _T.PENDING for t in m.tickets.values())
+    free = headroom(m.quotas, m.ledger, a)
     # Verify the allocator path is granted now or refused now, never pending, never ahead of a waiter (I7, I13).
-    if (waiting or nbytes > a.limit - a.used) and guards.on("try_only"):
-        raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, a.limit - a.used)} B free"
+    if (waiting or nbytes > free) and guards.on("try_only"):
+        raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, free)} B free"
                              f"{', a ticket is waiting' if waiting else ''}")
 
 
@@ -335,6 +340,17 @@ def _commit_limit(m: M.Manager, act: M.CommitLimit, guards: GuardSet) -> tuple[M
     return evolve(m, ledger=ledger, pressures=pressures, changes=m.changes.delete(a.id)), outcome
 
 
+def _set_process_quota(m: M.Manager, act: M.SetProcessQuota, guards: GuardSet) -> tuple[M.Manager, None]:
+    tier = _enum(act.tier, Tier, "tier")
+    if act.nbytes is None:
+        return (evolve(m, quotas=m.quotas.delete(tier)) if tier in m.quotas else m), None
+    nbytes = check_bytes(act.nbytes, "nbytes", allow_zero=True)
+    # Verify a quota is never set below what its tier already charges (C8: no bound below used; I1).
+    if nbytes < (charged := tier_charged(m.ledger, tier)):
+        raise CapacityDenied(f"tier {tier.value}: a {nbytes} B process quota is below the {charged} B it charges")
+    return evolve(m, quotas=m.quotas.set(tier, nbytes)), None
+
+
 # --- provider lifetime (C3) ------------------------------------------------------------------
 
 
@@ -433,6 +449,7 @@ PART_HANDLERS: dict[type, Any] = {
     M.CancelPressure: _cancel_pressure,
     M.ExpirePressure: _expire_pressure,
     M.PrepareLimit: _prepare_limit,
+    M.SetProcessQuota: _set_process_quota,
     M.CommitLimit: _commit_limit,
     M.RemoveAuthority: _remove_authority,
     M.UnregisterHolder: _unregister_holder,

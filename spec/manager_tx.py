@@ -38,6 +38,7 @@ from spec.errors import (
     UnknownIntent,
     UnknownTransaction,
 )
+from spec.quota import headroom
 from spec.guards import GuardSet
 from spec.ledger import _active, _authority, _holder, check_bytes
 from spec.manager_parts import canonical, without_limit_check
@@ -115,7 +116,7 @@ def _reserve_tx(m: M.Manager, act: M.ReserveTx, guards: GuardSet) -> tuple[M.Man
     aid, n = x.needs[len(x.held)]
     a = _authority(m.ledger, aid)
     _active(a)
-    room, ledger_guards = a.limit - a.used, guards
+    room, ledger_guards = headroom(m.quotas, m.ledger, a), guards
     # Verify the headroom counts bytes granted to unclaimed tickets: they are already the ledger's (I1, I2).
     if not guards.on("tx_counts_granted"):
         room += sum(t.nbytes for t in m.tickets.values() if t.authority == aid and t.state is TicketState.GRANTED)

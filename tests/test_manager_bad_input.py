@@ -333,3 +333,50 @@ def test_invalid_view_input_is_refused_unchanged(view_world: Any, call: Callable
         call(pmm, w)
     assert type(exc.value) is error
     assert abstract_manager(pmm) == before
+
+
+# --- the process quota per tier (I1, D6): refused input, and grants past the quota ------------------------------
+
+
+@pytest.fixture
+def quota_world() -> tuple[ProcessMemoryManager, Any]:
+    """Two device ledgers (100 B and 50 B) under one 30 B device quota, 20 B of it charged; a host ledger has
+    none."""
+    pmm, w = make()
+    w.c = pmm.register_authority("gpu1", Tier.DEVICE, 50, "cuda:1")
+    pmm.set_process_quota(Tier.DEVICE, 30)
+    w.live = lease(pmm, w.h1, w.a, 20)
+    w.tx = pmm.plan_tx(w.h2, ((w.c, 11),))
+    return pmm, w
+
+
+QUOTA_BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
+    ("quota-tier-str", lambda p, w: p.set_process_quota("device", 40), InvalidArgument, r"^tier must be a Tier"),
+    ("quota-negative", lambda p, w: p.set_process_quota(Tier.DEVICE, -1), InvalidBytes,
+     r"^nbytes must be in \[0, 2\*\*63-1\], got -1$"),
+    ("quota-float", lambda p, w: p.set_process_quota(Tier.DEVICE, 40.0), InvalidBytes, r"^nbytes must be an int"),
+    ("quota-bool", lambda p, w: p.set_process_quota(Tier.DEVICE, True), InvalidBytes, r"^nbytes must be an int"),
+    ("quota-below-charge", lambda p, w: p.set_process_quota(Tier.DEVICE, 19), CapacityDenied,
+     r"^tier device: a 19 B process quota is below the 20 B it charges$"),
+    # every grant path admits within the quota's room: 10 B left of 30 B, on either device ledger
+    ("reserve-past-quota", lambda p, w: p.reserve(w.h1, w.c, Tier.DEVICE, 11, Role.KV), CapacityDenied,
+     r"^tier device: 11 B asked, 10 B left of its 30 B process quota \(I1\)$"),
+    ("submit-never-fits-quota", lambda p, w: p.submit(w.h1, w.c, 31), CapacityDenied,
+     r"^tier device: 31 B can never fit its 30 B process quota \(I1\)$"),
+    ("try-past-quota", lambda p, w: p.try_reserve(w.h1, w.c, 11), CapacityDenied, r"^try-only: 11 B asked, 10 B free"),
+    ("grow-past-quota", lambda p, w: p.grow_lease(w.h1, w.live, 11), CapacityDenied,
+     r"^try-only: 11 B more asked, 10 B free"),
+    ("reserve-tx-past-quota", lambda p, w: reserve_tx(p, w.tx), CapacityDenied, r"^authority 3: 11 B asked, 10 B free"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", [pytest.param(c, e, m, id=i) for i, c, e, m in QUOTA_BAD])
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_quota_input_and_grants_past_it_are_refused_unchanged(quota_world: Any, call: Callable, error: type, match: str,
+                                                              on: bool) -> None:
+    pmm, w = quota_world
+    before = abstract_manager(pmm)
+    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
+        call(pmm, w)
+    assert type(exc.value) is error
+    assert abstract_manager(pmm) == before

@@ -24,7 +24,7 @@ def _refimpl() -> typing.Any:
 
 @pytest.mark.parametrize("layer", ["spec", "refimpl"])
 def test_the_composed_campaign_reaches_every_action_kind_and_situation(layer: str) -> None:
-    assert len(KINDS) == 45  # 17 ledger actions + 28 of the parts
+    assert len(KINDS) == 46  # 17 ledger actions + 29 of the parts
     with contracts.contracts(True):
         stats = run_manager_campaign(ManagerSpecAdapter if layer == "spec" else _refimpl,
                                      campaign_settings(120, 50), refine=layer == "refimpl")

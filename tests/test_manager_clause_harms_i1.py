@@ -18,6 +18,7 @@ from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
 from invariants import ledger as LP
 from invariants import manager as IM
+from invariants.manager_quota import step_I1_quota
 from invariants._violation import InvariantViolation
 from spec import ledger_actions as A
 from spec import manager as MG
@@ -179,7 +180,7 @@ def test_registries_run_each_ledger_predicate_before_the_managers_own() -> None:
                                  "I10": [IM.step_I10_manager]}
     assert [p.__name__ for p in built["I1"]] == ["ledger_step_I1", "step_I1_manager"]
     # The published registries are that composition of the ledger's and the manager's predicates.
-    assert _unwrapped(IM.STEP_PREDICATES)["I1"] == [LP.step_I1, IM.step_I1_manager]
+    assert _unwrapped(IM.STEP_PREDICATES)["I1"] == [LP.step_I1, IM.step_I1_manager, step_I1_quota]
     assert _unwrapped(IM.STATE_PREDICATES)["I1"] == [LP.state_I1, IM.state_I1_manager]
     assert all(_unwrapped(IM.STEP_PREDICATES)[id][:len(ps)] == list(ps) for id, ps in LP.STEP_PREDICATES.items())
 

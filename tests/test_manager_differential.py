@@ -65,9 +65,12 @@ def gen(rnd: random.Random, m: M.Manager) -> Any:
          "submit", "claim", "cancel_t", "timeout_t", "press", "answer", "cancel_p",
          "plan", "reserve_tx", "commit_tx", "abort_tx", "prepare", "commit_limit", "bundle", "join", "mismatch", "remove",
          "expire_p", "try", "use", "reconfigure", "publish", "execute", "remap", "drop", "unregister", "shrink",
-         "grow"],
+         "grow", "quota"],
         weights=[6, 5, 2, 6, 1, 1, 0.1, 0.3, 8, 5, 2, 2, 3, 4, 1, 3, 5, 3, 2, 1.5, 1.5, 0.4, 2, 0.3, 0.12, 1, 2, 2, 0.3,
-                 2, 3, 1, 1.5, 0.1, 2, 2])[0]
+                 2, 3, 1, 1.5, 0.1, 2, 2, 1])[0]
+    if kind == "quota":  # the device tier's process quota (I1): near what it charges, at times below it, or none
+        charged = sum(x.used for x in led.authorities.values() if x.alias_of is None and x.tier is Tier.DEVICE)
+        return M.SetProcessQuota(Tier.DEVICE, None if rnd.random() < 0.3 else max(0, charged + rnd.randint(-5, 40)))
     if kind == "reserve":
         return A.Reserve(h, a, TIERS.get(a, Tier.DEVICE), n, Role.KV)
     if kind == "commit":

@@ -71,7 +71,7 @@ _PARTS = {
     "bundles": ("open_bundle", "join_bundle", "report_mismatch"),
     "views": ("publish_view", "execute_view", "remap_view", "drop_view"),
     "device loss": ("lose_device", "confirm_termination", "remove_authority", "unregister_holder"),
-    "limits": ("prepare_limit", "commit_limit"),
+    "limits": ("prepare_limit", "commit_limit", "set_process_quota"),
 }
 
 

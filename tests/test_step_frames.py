@@ -74,6 +74,12 @@ _EXTRA = {
     "poisoned_grows": lambda: (lambda m, a: (lambda p: (p, M.GrowLease(H1, a, 1), MG.step(
         p, M.GrowLease(H1, a, 1), GuardSet.without("poisoned_manager_refuses"))[0], None))(evolve(m, poisoned=True)))(
         *lease(start(), H1, DEV, 2)),
+    # a reserve past the device tier's 2 B process quota (the quota refusal waived): only `used` moved (I1)
+    "reserve_past_quota": lambda: (lambda m, act: (m, act, MG.step(m, act, GuardSet().waive("quota"))[0], None))(
+        run(start(), M.SetProcessQuota(Tier.DEVICE, 2))[0], A.Reserve(H1, DEV, Tier.DEVICE, 3, Role.KV)),
+    # a quota set below the tier's 2 B charge (its refusal removed): nothing but the quota changed (I1)
+    "quota_below_charge": lambda: (lambda m: (m, M.SetProcessQuota(Tier.DEVICE, 1), evolve(
+        m, quotas=m.quotas.set(Tier.DEVICE, 1)), None))(lease(start(), H1, DEV, 2)[0]),
     "poisoned_grants": lambda: (lambda m, t: (evolve(m, poisoned=True), M.Press(H1, DEV, 1), evolve(
         m, poisoned=True, tickets=m.tickets.set(t, evolve(m.tickets[t], state=TicketState.GRANTED))), None))(
         *_waiter()),

@@ -44,7 +44,7 @@ COMPOSITE = {
 #: No state any spec describes changes: a read, waiting, callback registration, and `drop` (a lock-free post
 #: whose effect is traced when it is applied: a `cancel_ticket` event). The checkers' and the recorder's hooks
 #: (refinement mappings, the ledger lock, recorder wiring) are no public methods (`refimpl.verify.manager_hooks`).
-UNTRACED = frozenset({"snapshot", "wait", "register_callback", "drop"})
+UNTRACED = frozenset({"snapshot", "leases", "allowances", "wait", "register_callback", "drop"})
 
 
 def _public() -> set[str]:
@@ -137,6 +137,8 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
     before, n = _states(p, a), len(buf.getvalue())
     calls: dict[str, Callable[[], Any]] = {
         "snapshot": lambda: p.snapshot(a),
+        "leases": lambda: p.leases(h),
+        "allowances": lambda: p.allowances(h),
         "wait": lambda: p.wait(t, 0.01),
         "register_callback": lambda: p.register_callback(h, lambda *_: None),
         "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next operation

@@ -152,11 +152,13 @@ class Arbitration:
             _alignment(alignment)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
+        if self._quotas:
+            self._can_fit_quota(a, nbytes)
         if len(self._tickets) >= self._slots:
             raise MailboxFull(f"all {self._slots} cancellation-mailbox slots are held by live tickets; retry later")
         tid = self._next_ticket
         self._next_ticket = tid + 1
-        if not a.pending and nbytes <= a.limit - a.used and self._charge_at_grant:
+        if not a.pending and nbytes <= self._room(a) and self._charge_at_grant:
             # Hot path: the round of a lone ticket that fits (ages to 1, granted: a ledger reservation, I1, I2).
             t = self._tickets[tid] = _new_ticket(tid, holder, a, nbytes, priority, role, 1, _GRANTED)
             rec = t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
@@ -194,8 +196,10 @@ class Arbitration:
             _alignment(alignment)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
-        if (a.pending or nbytes > a.limit - a.used) and self._guards.on("try_only"):  # I7 try-only; I13
-            raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, a.limit - a.used)} B free, "
+        if self._quotas:
+            self._can_fit_quota(a, nbytes)
+        if (a.pending or nbytes > self._room(a)) and self._guards.on("try_only"):  # I7 try-only; I13
+            raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, self._room(a))} B free, "
                                  f"{len(a.pending)} waiting")
         rec = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)  # the grant: a ledger reservation
         self._commit_rec(rec, nbytes)  # and its commit, at once: a LIVE lease
@@ -353,7 +357,7 @@ class Arbitration:
             (t,) = pend.values()
             if t.age < bound:
                 t.age += 1
-            if t.nbytes <= a.limit - a.used:
+            if t.nbytes <= self._room(a):
                 self._grant(a, t)
             return
         for t in pend.values():
@@ -365,7 +369,7 @@ class Arbitration:
         """The grants of a round, ageing nobody: alone, after a pending ticket retired (D10: not a round)."""
         pend, bound = a.pending, self._bound
         for t in _grant_order(pend, bound):
-            if t.nbytes <= a.limit - a.used:
+            if t.nbytes <= self._room(a):
                 self._grant(a, t)
             elif t.age >= bound and self._aging:
                 break  # a matured misfit ends the round: returned capacity accumulates for it
@@ -383,11 +387,19 @@ class Arbitration:
             self._wake.append(t.event)  # set once the lock is released (I7)
 
     def _rounds(self, before: dict[int, int]) -> None:
-        """Rounds on every ledger in `before` (id -> limit - used before the operation) whose headroom rose."""
+        """Rounds on every ledger in `before` (id -> limit - used before the operation) whose headroom rose; then
+        the rounds the process quotas owe for the bytes credited in their tiers (`Limits._quota_rounds`)."""
+        # What each quota left before the operation: now, less the bytes the operation credited in its tier.
+        left0 = {tier: self._left(tier) - sum(a.limit - a.used - before[a.id] for a in map(self._auths.get, before)
+                                              if a.tier is tier) for tier in self._quotas}
+        done = []
         for aid in sorted(before):
             a = self._auths[aid]
             if a.pending and a.limit - a.used > before[aid]:
                 self._round(a)
+                done.append(aid)
+        for tier, left in left0.items():
+            self._quota_rounds(tier, left, done)
 
     def _take_grants(self) -> list[tuple[int, int | None, int, int, int]]:
         """The grants made since the last call, oldest first: (ticket, allocation, ledger, used after, charged).
@@ -417,6 +429,7 @@ class Arbitration:
         a = t.auth
         rec = t.alloc
         was_pending = t.state is _PENDING
+        left0 = self._left(a.tier) if self._quotas and not was_pending else None
         if was_pending:
             del a.pending[t.id]
             credit = 0
@@ -428,4 +441,6 @@ class Arbitration:
             self._retire(rec)
         if a.pending:
             self._grant_pass(a) if was_pending else self._round(a)
+        if left0 is not None:
+            self._quota_rounds(a.tier, left0, (a.id,))
         return credit

@@ -168,5 +168,8 @@ class Devices:
             raise InvalidTransition(f"authority {a.id}: no transition for event 'confirm-termination' in state 'active' "
                                     "(the context was never lost)")
         a.context = ContextState.TERMINATED
+        left0 = self._left(a.tier) if self._quotas else None
         for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:
             self._retire(rec)
+        if left0 is not None:
+            self._quota_rounds(a.tier, left0, ())  # the freed charge is quota room for the tier's waiters (I13)

@@ -164,6 +164,7 @@ class Ledger:
         self._wake: list[Any] = []  # waiters' events to set once the lock is released (I7)
         self._leases: dict[int, _Alloc] = {}  # ticket id -> the live lease its claim made (an index of this table)
         self._fresh = self._guards.on("fresh_ids")  # I4a: allocation ids are never reused
+        self._quotas: dict[Tier, int] = {}  # tier -> its process quota (I1; `Limits.set_process_quota`)
 
     # --- registration (C1, I1) -------------------------------------------
 
@@ -273,6 +274,8 @@ class Ledger:
             raise InvalidBytes(f"authority {a.id}: recording {nbytes} B would overflow the ledger")
         if origin is _O_GRANTED and a.used + nbytes > a.limit and self._guards.on("limit_check"):  # I2, G1
             raise CapacityDenied(f"authority {a.id}: {nbytes} B asked, {max(0, a.limit - a.used)} B available")
+        if origin is _O_GRANTED and self._quotas:
+            self._within_quota(a, nbytes)  # I1: the tier's process quota
         return self._enter(holder, a, tier, role, nbytes, origin).id
 
     def _enter(self, holder: int, a: _Auth, tier: Tier, role: Role, nbytes: int, origin: Origin) -> _Alloc:
@@ -322,9 +325,12 @@ class Ledger:
         if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2
             raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")
         refund = rec.charge > nbytes
+        left0 = self._left(rec.auth.tier) if self._quotas else None
         self._commit_rec(rec, nbytes)
         if refund and rec.auth.pending:
             self._round(rec.auth)  # I13: returned capacity goes to the waiters first
+        if refund and left0 is not None:
+            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
 
     def _commit_rec(self, rec: _Alloc, nbytes: int) -> None:
         rec.auth.used += nbytes - rec.charge
@@ -365,9 +371,12 @@ class Ledger:
             _owned_by_part(rec)
         if rec.state is not _ACCEPTED[event]:
             self._step(rec, event)
+        left0 = self._left(rec.auth.tier) if self._quotas else None
         self._retire(rec)
         if rec.auth.pending:
             self._round(rec.auth)  # I13
+        if left0 is not None:
+            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
 
     def quarantine(self, holder: int, allocation: int, released: int) -> None:
         """Settle a lease only partly undone: refund `released` bytes, keep the residual charged."""
@@ -390,11 +399,14 @@ class Ledger:
         self._step(rec, "quarantine")
         if released > rec.charge:
             raise InvalidBytes(f"allocation {rec.id}: cannot release {released} B of a {rec.charge} B charge")
+        left0 = self._left(rec.auth.tier) if self._quotas else None
         rec.auth.used -= released
         rec.charge -= released
         rec.state = AllocState.QUARANTINED
         if released and rec.auth.pending:
             self._round(rec.auth)  # I13
+        if released and left0 is not None:
+            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
 
     def _wake_up(self, wake: list[Any]) -> None:
         """Set the events of waiters whose tickets were granted or retired: never under the lock (I7).

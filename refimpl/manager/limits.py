@@ -12,6 +12,11 @@ way the outcome lists the completed answers. The steps are no public verbs: a
 change left pending between them blocks every other change of that authority
 and holds its tickets open; the checkers interleave them through
 `refimpl.verify.manager_adapter` (`prepare_limit`, `commit_limit`).
+
+The process quota per tier (I1, `spec.quota`; `set_process_quota`) is the second bound over the same bytes:
+`_room` is every grant path's "does it fit" (min of the ledger's free bytes and what the tier's quota leaves),
+and bytes credited in a tier (or a quota raised or removed) owe a round, in ascending id, to every other waiting
+ledger of the tier whose room rose (`_quota_rounds`, after the operation's own rounds: `spec.manager`).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from spec import manager_actions as M
-from spec.errors import HolderCallbackFailed, InvalidArgument, InvalidBytes, InvalidTransition, TraceSinkFailed
+from spec.errors import (CapacityDenied, HolderCallbackFailed, InvalidArgument, InvalidBytes, InvalidTransition,
+                         TraceSinkFailed)
 from spec.tickets import PressureState
-from spec.types import AllocState
+from spec.types import AllocState, Tier
 from refimpl.manager.ledger import _nbytes
 
 __all__ = ["Limits"]
@@ -105,3 +111,65 @@ class Limits:
                     pass  # the device was lost meanwhile (the loss dropped the change); or committed, its event lost
             raise
         return self._commit_step(authority)
+
+    # --- the process quota per tier (I1; spec.quota) ---------------------------------------------------
+
+    def set_process_quota(self, tier: Tier, nbytes: int | None) -> None:
+        """Bound the bytes every canonical ledger of `tier` charges together to `nbytes` (None: no quota).
+        Refused below what the tier already charges (CapacityDenied, C8); a raised or removed quota is room for
+        the tier's waiters (I13)."""
+        self._run(M.SetProcessQuota, self._ms_tier, self._set_quota, tier, nbytes)
+
+    def _ms_tier(self, tier: object, *rest: Any) -> tuple[frozenset[int], tuple[int, ...]]:
+        return frozenset(a.id for a in self._auths.values() if a.alias_of is None and a.tier is tier), ()
+
+    def _set_quota(self, tier: Tier, nbytes: int | None) -> None:
+        if not isinstance(tier, Tier):
+            raise InvalidArgument(f"tier must be a Tier, got {tier!r}")
+        left0 = self._left(tier)
+        if nbytes is None:
+            self._quotas.pop(tier, None)
+        else:
+            _nbytes(nbytes, "nbytes", zero_ok=True)
+            if nbytes < (charged := self._charged(tier)):
+                raise CapacityDenied(f"tier {tier.value}: a {nbytes} B process quota is below the {charged} B it "
+                                     "charges")
+            self._quotas[tier] = nbytes
+        if left0 is not None:
+            self._quota_rounds(tier, left0, ())
+
+    def _charged(self, tier: Tier) -> int:
+        return sum(a.used for a in self._auths.values() if a.alias_of is None and a.tier is tier)
+
+    def _left(self, tier: Tier) -> int | None:
+        """What `tier`'s process quota leaves for new charges (negative past it), or None: no quota."""
+        q = self._quotas.get(tier)
+        return None if q is None else q - self._charged(tier)
+
+    def _room(self, a: Any) -> int:
+        """The room for a new charge on canonical ledger `a`: min(its free bytes, its tier's quota left)."""
+        left = self._left(a.tier) if self._quotas else None
+        return a.limit - a.used if left is None else min(a.limit - a.used, left)
+
+    def _within_quota(self, a: Any, nbytes: int) -> None:
+        """CapacityDenied when `nbytes` more on ledger `a` would carry its tier past its process quota (I1)."""
+        left = self._left(a.tier)
+        if left is not None and nbytes > left:
+            raise CapacityDenied(f"tier {a.tier.value}: {nbytes} B asked, {max(0, left)} B left of its "
+                                 f"{self._quotas[a.tier]} B process quota (I1)")
+
+    def _can_fit_quota(self, a: Any, nbytes: int) -> None:
+        """CapacityDenied when `nbytes` is more than `a`'s tier quota: the request could never fit (I13)."""
+        q = self._quotas.get(a.tier)
+        if q is not None and nbytes > q:
+            raise CapacityDenied(f"tier {a.tier.value}: {nbytes} B can never fit its {q} B process quota (I1)")
+
+    def _quota_rounds(self, tier: Tier, left0: int | None, done: Any) -> None:
+        """After bytes were credited in `tier` or its quota changed (`left0`: what the quota left before the
+        operation, None: none), a round in ascending id on every other waiting ledger of the tier whose room
+        rose (`spec.manager._quota_rounds`)."""
+        for a in sorted((a for a in self._auths.values() if a.pending and a.alias_of is None and a.tier is tier
+                         and a.id not in done), key=lambda a: a.id):
+            free = a.limit - a.used
+            if self._room(a) > (free if left0 is None else min(free, left0)):
+                self._round(a)

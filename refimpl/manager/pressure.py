@@ -184,6 +184,7 @@ class Pressures:
                 raise PinnedVictim(f"allocation {v} is {'pinned' if rec.pinned else 'in flight'}; never reclaimed")
             picked.append(rec)
         released = 0
+        left0 = self._left(r.auth.tier) if self._quotas else None
         for rec in picked:
             released += rec.charge
             self._retire(rec)
@@ -193,6 +194,8 @@ class Pressures:
             r.auth.change.completed.append((r.id, released))
         if released and r.auth.pending:
             self._round(r.auth)  # I13
+        if released and left0 is not None:
+            self._quota_rounds(r.auth.tier, left0, (r.auth.id,))
         return released
 
     def set_use(self, holder: int, allocation: int, pinned: bool, in_flight: bool) -> None:
@@ -228,11 +231,14 @@ class Pressures:
         if nbytes >= rec.nbytes:
             raise InvalidBytes(f"allocation {rec.id}: giving back {nbytes} B of {rec.nbytes} B leaves no lease; "
                                "release it")
+        left0 = self._left(rec.auth.tier) if self._quotas else None
         rec.nbytes -= nbytes
         rec.charge -= nbytes
         rec.auth.used -= nbytes
         if rec.auth.pending:
             self._round(rec.auth)  # I13: returned capacity goes to the waiters first
+        if left0 is not None:
+            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
 
     def grow_lease(self, holder: int, allocation: int, nbytes: int) -> None:
         """The holder's LIVE lease takes `nbytes` more, now or CapacityDenied now, exactly as `try_reserve` of
@@ -248,8 +254,8 @@ class Pressures:
         self._step(rec, "grow")
         a = rec.auth
         self._require_active(a)
-        if (a.pending or nbytes > a.limit - a.used) and self._guards.on("try_only"):  # I2; I13
-            raise CapacityDenied(f"try-only: {nbytes} B more asked, {max(0, a.limit - a.used)} B free, "
+        if (a.pending or nbytes > self._room(a)) and self._guards.on("try_only"):  # I2; I1 quota; I13
+            raise CapacityDenied(f"try-only: {nbytes} B more asked, {max(0, self._room(a))} B free, "
                                  f"{len(a.pending)} waiting")
         rec.nbytes += nbytes
         rec.reserved = max(rec.reserved, rec.nbytes)  # C2: covered, never more than the lease needs

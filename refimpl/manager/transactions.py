@@ -78,7 +78,7 @@ class Transactions:
         self._next_tx = 1
 
     def _headroom(self, a: _Auth) -> int:
-        headroom = a.limit - a.used
+        headroom = self._room(a)
         if not self._guards.on("tx_counts_granted"):  # I1, I2 (negative control): granted tickets' bytes look free
             headroom += sum(k.nbytes for k in self._tickets.values() if k.auth is a and k.alloc is not None)
         return headroom
@@ -178,7 +178,7 @@ class Transactions:
         a = self._auths[aid]
         self._require_active(a)
         if n > self._headroom(a):
-            raise CapacityDenied(f"authority {a.id}: {n} B asked, {max(0, a.limit - a.used)} B free (try-only)")
+            raise CapacityDenied(f"authority {a.id}: {n} B asked, {max(0, self._room(a))} B free (try-only)")
         return self._take(t, a, n).id
 
     def commit_tx(self, tx: int) -> tuple[int, ...]:

@@ -89,11 +89,13 @@ class Views:
     def _contract(self, kind: Any, body: Callable[..., T], args: tuple[Any, ...], extra: tuple[Any, ...] = ()) -> T:
         """A hot operation with contracts on: the local contract (`refimpl.manager.local_contract`), or the
         frozen-view one at level "full", while transactions or pressure tickets are open (their parts'
-        predicates) or, for a composed action, while a trace recorder is attached (it emits the event)."""
+        predicates) or a process quota is set (its room is a whole tier's) or, for a composed action, while a trace
+        recorder is attached (it emits the event)."""
         if self._mailbox:
             self.drain()  # posted cancels first (`Leases.drop`): a dropped ticket is never granted, never kept
         run, cls, scope, composed = kind
-        if _SWITCH.full or self._txs or self._pressures or self._mviews or (composed and self._recorder is not None):
+        if (_SWITCH.full or self._txs or self._pressures or self._mviews or self._quotas
+                or (composed and self._recorder is not None)):
             if composed:
                 return self._run_full(cls, getattr(self, scope), body, args)
             return self._checked(cls(*args), getattr(self, scope), args[1], body, *args, *extra)
@@ -337,6 +339,8 @@ class Views:
         """`auths` closed under transactions: a viewed transaction's ledgers, or one bound to a view over a viewed
         ledger (a loss there aborts it), are viewed too. Computed once before an operation, used for both views."""
         auths = set(auths)
+        if self._quotas:  # a quota's room is its whole tier's: every ledger of a tier with one is viewed (I1)
+            auths |= {a.id for a in self._auths.values() if a.alias_of is None and a.tier in self._quotas}
         grew = bool(self._txs)
         while grew:
             mv = self._mviews
@@ -382,7 +386,7 @@ class Views:
                        if (r := self._allocs[i]).state is AllocState.LIVE and (r.pinned or r.in_flight)}),
             generations=wrap({a.id: a.generation for a in self._auths.values()
                               if a.generation and a.alias_of is None and (auths is None or a.id in auths)}),
-            views=wrap(self._view_recs(auths)), next_view=self._next_mview)
+            views=wrap(self._view_recs(auths)), next_view=self._next_mview, quotas=wrap(dict(self._quotas)))
 
     # --- private hooks for refimpl.tracing (checkers and tests: refimpl.verify.manager_hooks) ----------
 

@@ -48,6 +48,10 @@ _ALL: tuple[Mutant, ...] = (
            "a.used + nbytes > a.limit and self._guards.on(\"limit_check\")",
            "a.used > a.limit and self._guards.on(\"limit_check\")",
            "the limit check compares what is used, not what the grant would make used"),
+    Mutant("quota_ignored", ("I1",), "manager", _R, "refimpl.manager.limits",
+           "        return a.limit - a.used if left is None else min(a.limit - a.used, left)\n",
+           "        return a.limit - a.used\n",
+           "a grant's room is its ledger's free bytes alone: tickets, tries, grows, transactions pass the tier quota"),
     Mutant("alias_keeps_own_ledger", ("I1",), "ledger", _R, _GOV,
            "            self._require_active(a)\n        if tier is not a.tier and self._guards.on(\"tier_match\")",
            "            self._require_active(a)\n        a = self._auth(authority)\n"
@@ -451,8 +455,7 @@ _ALL: tuple[Mutant, ...] = (
     # --- the composed manager (refimpl.manager): where the parts meet on one ledger ---------------------
     Mutant("cancel_forgets_round", ("I13",), "manager", _R, _MARB,
            "            self._retire(rec)\n        if a.pending:\n            self._grant_pass(a) if was_pending else "
-           "self._round(a)\n        return credit\n",
-           "            self._retire(rec)\n        return credit\n",
+           "self._round(a)\n", "            self._retire(rec)\n",
            "cancelling or timing out a ticket runs no round, so a waiter that now fits stays parked"),
     Mutant("cancel_keeps_reservation", ("I1",), "manager", _R, _MARB,
            "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n",

@@ -8,7 +8,7 @@ registered, caught by I4a's harm clause in `invariants.manager_holders`; a
 bug in refimpl's shrink (`refimpl.manager.pressure`) and one in the spec's,
 each crediting other than the bytes the lease lost, caught by I1's
 `step_I1_manager.shrink_credits_what_the_lease_loses`; two in refimpl's
-grow, one past the limit (I2's `grant_within_limit`) and one past a waiting
+grow, one past the limit or quota (I2's `grant_within_limit`, I1's `tier_charge_within_quota`) and one past a waiting
 ticket (I13's `allocator_never_overtakes_a_waiter`), and one in the spec's
 charging nothing (I1's `grow_charges_what_the_lease_gains`); and one in the
 composed spec (`spec.manager`) whose device loss ends allowances their
@@ -36,13 +36,14 @@ LIFETIME_MUTANTS: tuple[Mutant, ...] = (
     Mutant("spec_shrink_to_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
            "    if nbytes >= rec.nbytes:", "    if nbytes > rec.nbytes:",
            "a shrink of all of a lease is accepted: a live lease of zero bytes, a release that retires nothing"),
-    Mutant("grow_skips_headroom", ("I2",), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
-           "        if (a.pending or nbytes > a.limit - a.used) and self._guards.on(\"try_only\"):  # I2; I13\n",
-           "        if a.pending and self._guards.on(\"try_only\"):  # I2; I13\n",
-           "a grow is granted past the headroom: the authority is charged beyond its limit"),
+    Mutant("grow_skips_headroom", ("I2", "I1"), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
+           "        if (a.pending or nbytes > self._room(a)) and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
+           "        if a.pending and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
+           "a grow is granted past the room: the authority is charged beyond its limit (I2) or its tier beyond the "
+           "process quota (I1)"),
     Mutant("grow_overtakes_waiter", ("I13",), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
-           "        if (a.pending or nbytes > a.limit - a.used) and self._guards.on(\"try_only\"):  # I2; I13\n",
-           "        if nbytes > a.limit - a.used and self._guards.on(\"try_only\"):  # I2; I13\n",
+           "        if (a.pending or nbytes > self._room(a)) and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
+           "        if nbytes > self._room(a) and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
            "a grow takes headroom while a ticket waits on the authority: the waiter is overtaken by every grow"),
     Mutant("spec_grow_charges_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
            "    ledger = _settle(m.ledger, rec, new, rec.charge + nbytes, nbytes=rec.nbytes + nbytes,",

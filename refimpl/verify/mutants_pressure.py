@@ -36,12 +36,12 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "        if v in m.uses and guards.on(\"victims_unpinned_idle\"):\n", "        if False:\n",
            "the spec lets an answer give back a pinned or in-flight lease"),
     Mutant("try_reserve_overtakes_waiters", ("I13",), "pressure", _R, _MARB,
-           "        if (a.pending or nbytes > a.limit - a.used) and self._guards.on(\"try_only\"):",
-           "        if nbytes > a.limit - a.used and self._guards.on(\"try_only\"):",
+           "        if (a.pending or nbytes > self._room(a)) and self._guards.on(\"try_only\"):",
+           "        if nbytes > self._room(a) and self._guards.on(\"try_only\"):",
            "the allocator path takes free bytes while a ticket waits: the waiter is overtaken by every allocation"),
     Mutant("spec_try_reserve_overtakes_waiters", ("I13",), "pressure", _S, "spec.manager_parts",
-           "    if (waiting or nbytes > a.limit - a.used) and guards.on(\"try_only\"):",
-           "    if nbytes > a.limit - a.used and guards.on(\"try_only\"):",
+           "    if (waiting or nbytes > free) and guards.on(\"try_only\"):",
+           "    if nbytes > free and guards.on(\"try_only\"):",
            "the spec lets the allocator path take free bytes while a ticket waits"),
     Mutant("stale_generation_answer_credited", ("C5",), "pressure", _R, _MPRE,
            "        if r.generation != r.auth.generation and self._guards.on(\"answer_open_only\"):",
@@ -86,17 +86,15 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "        return self._open(holder, a, target, False, priority, deadline)\n",
            "opening a pressure ticket takes one of the holder's idle leases at once, before the holder chose"),
     Mutant("answer_takes_an_unnamed_lease", ("C5",), "pressure", _R, _MPRE,
-           "        released = 0\n        for rec in picked:\n            released += rec.charge\n"
-           "            self._retire(rec)\n",
-           "        released = 0\n        for rec in picked:\n            released += rec.charge\n"
-           "            self._retire(rec)\n"
+           "        for rec in picked:\n            released += rec.charge\n            self._retire(rec)\n",
+           "        for rec in picked:\n            released += rec.charge\n            self._retire(rec)\n"
            "        for rec in [x for x in r.auth.allocs.values() if picked and x.holder == holder and x.part is None\n"
            "                    and x.state is AllocState.LIVE and not (x.pinned or x.in_flight)][:1]:\n"
            "            self._retire(rec)  # 'the target was not met': one more of the holder's leases\n",
            "an answer also gives back one of the holder's idle leases it did not name (the target not met)"),
     Mutant("zero_answer_takes_a_lease", ("C5",), "pressure", _R, _MPRE,
-           "        released = 0\n        for rec in picked:\n",
-           "        released = 0\n        if not victims:  # 'take what you can', booked as nothing given back\n"
+           "        left0 = self._left(r.auth.tier) if self._quotas else None\n        for rec in picked:\n",
+           "        left0 = self._left(r.auth.tier) if self._quotas else None\n        if not victims:  # 'take what you can', booked as nothing given back\n"
            "            for x in [x for x in r.auth.allocs.values() if x.holder == holder and x.part is None\n"
            "                      and x.state is AllocState.LIVE and not (x.pinned or x.in_flight)][:1]:\n"
            "                self._retire(x)\n"

@@ -201,6 +201,54 @@ def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
     assert not r.ok and r.line == 4 and r.failure == "refinement" and "does not say so" in r.message, r.describe()
 
 
+# --- D6: the process quota per tier, carried (issue #21 item 3) ------------------------------------------------
+
+
+def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
+    """`min-process-limit` with the quota its governor enforced declared before the reserve (a `configure` and a
+    `set_process_quota` event); `accepted`: the reserve of 48 B granted instead of refused (and then cancelled)."""
+    lines = (_need_upstream() / "min-process-limit.jsonl").read_bytes().splitlines(keepends=True)
+    src = json.loads(lines[0])["source"]
+
+    def composed(seq: int, kind: str, payload: dict) -> bytes:
+        return json.dumps({"contract_revision": "ortmem-manager/2", "source": src, "source_sequence": seq,
+                           "kind": kind, "ids": {}, "payload": payload}).encode() + b"\n"
+
+    reserve = json.loads(lines[2])
+    reserve["source_sequence"] = 5
+    tail = []
+    if accepted:  # and then cancelled, so the trace ends with nothing in flight
+        reserve["ids"]["result"] = 1
+        reserve["payload"].update(outcome="accepted", error=None, observed={"used": {"1": 48}, "charges": {"1": 48}})
+        cancel = {**reserve, "source_sequence": 6, "kind": "cancel", "ids": {"holder": 1, "allocation": 1},
+                  "payload": {"outcome": "accepted", "error": None, "observed": {"used": {"1": 0}, "charges": {}}}}
+        tail = [json.dumps(cancel).encode() + b"\n"]
+    return lines[:2] + [
+        composed(3, "configure", {"aging_bound": 4}),
+        composed(4, "set_process_quota", {"tier": "device", "nbytes": quota, "outcome": "accepted", "error": None,
+                                          "result": None, "used": {}, "bundles": {}}),
+        json.dumps(reserve).encode() + b"\n", *tail]
+
+
+def test_the_process_limit_trace_with_its_quota_declared_replays_clean() -> None:
+    """D6 carried: the governor's refusal is the design's process quota once the trace declares it."""
+    from invariants.manager_replay import replay_manager_lines
+
+    r = replay_manager_lines(_with_quota(32))
+    assert r.ok, r.describe()
+    r = replay_manager_lines(_with_quota(None))  # no quota declared: the refusal is still not the spec's
+    assert not r.ok and r.line == 5 and r.failure == "refinement", r.describe()
+
+
+def test_a_grant_past_the_declared_quota_is_rejected_naming_i1() -> None:
+    from invariants.manager_replay import replay_manager_lines
+
+    r = replay_manager_lines(_with_quota(32, accepted=True))
+    assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I1", r.describe()
+    assert "48 B asked, 32 B left of its 32 B process quota" in r.message
+    assert replay_manager_lines(_with_quota(48, accepted=True)).ok  # within the quota: clean
+
+
 # --- D13: a stated alignment (section 6 Lifecycle validates it) ---------------------------
 
 

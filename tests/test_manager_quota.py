@@ -1,0 +1,95 @@
+"""refimpl's process quota per tier (I1, D6; `refimpl.manager.limits`) refines `spec.manager`'s, step by step.
+
+Two device ledgers of 8 B under one 6 B device quota: 4 B charged on gpu0, a 4 B ticket waits on gpu1 (its own
+ledger has room, the quota 2 B). Each way a byte comes back on gpu0 (or the quota moves) owes the waiter on gpu1
+its round (`Limits._quota_rounds`, `spec.manager._quota_rounds`); refimpl's whole abstract state must equal the
+spec's after every step, contracts off and on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_manager_differential import _diff, call
+
+from invariants import contracts
+from refimpl.manager import ProcessMemoryManager
+from refimpl.verify.manager_hooks import abstract_manager
+from spec import ledger_actions as A
+from spec import manager as MG
+from spec import manager_actions as M
+from spec.errors import GovernorError
+from spec.tickets import TicketState
+from spec.types import Role, Tier
+
+GPU0, GPU1, KV, W = 1, 2, 1, 2
+SETUP = [A.RegisterAuthority("gpu0", Tier.DEVICE, 8), A.RegisterAuthority("gpu1", Tier.DEVICE, 8, "cuda:1"),
+         A.RegisterHolder("kv"), A.RegisterHolder("weights"), M.SetProcessQuota(Tier.DEVICE, 6)]
+_LEASE = [A.Reserve(KV, GPU0, Tier.DEVICE, 4, Role.KV), A.Commit(KV, 1, 4)]  # allocation 1: 4 B on gpu0
+_WAIT = [M.Submit(W, GPU1, 4)]  # ticket 1: pending behind the quota
+#: name -> (what charges gpu0, then the ticket that waits, then what gives room back)
+SCENARIOS: dict[str, list[Any]] = {
+    "release": [*_LEASE, *_WAIT, A.Release(KV, 1)],
+    "cancel": [A.Reserve(KV, GPU0, Tier.DEVICE, 4, Role.KV), *_WAIT, A.Cancel(KV, 1)],
+    "commit_refund": [A.Reserve(KV, GPU0, Tier.DEVICE, 4, Role.KV), *_WAIT, A.Commit(KV, 1, 2)],
+    "quarantine": [*_LEASE, *_WAIT, A.Quarantine(KV, 1, 2)],
+    "shrink": [*_LEASE, *_WAIT, M.ShrinkLease(KV, 1, 2)],
+    "answer": [*_LEASE, *_WAIT, M.Press(KV, GPU0, 2), M.Answer(KV, 1, (1,))],
+    "cancel_granted_ticket": [M.Submit(KV, GPU0, 4), M.Submit(W, GPU1, 4), M.CancelTicket(KV, 1)],
+    "abort_tx": [M.PlanTx(KV, ((GPU0, 4),)), M.ReserveTx(1), *_WAIT, M.AbortTx(1)],
+    "confirm_termination": [*_LEASE, *_WAIT, A.LoseDevice(GPU0), A.ConfirmTermination(GPU0)],
+    "quota_raised": [*_LEASE, *_WAIT, M.SetProcessQuota(Tier.DEVICE, 8)],
+    "quota_removed": [*_LEASE, *_WAIT, M.SetProcessQuota(Tier.DEVICE, None)],
+}
+
+
+def _run(actions: list[Any]) -> tuple[ProcessMemoryManager, M.Manager]:
+    pmm, spec = ProcessMemoryManager(), M.initial()
+    for i, act in enumerate(actions):
+        spec, want = MG.step(spec, act)  # every scripted step is accepted by the spec
+        got = call(pmm, act)
+        assert got == want, f"step {i}: {act!r}: refimpl returned {got!r}, spec {want!r}"
+        mine = abstract_manager(pmm)
+        assert mine == spec, f"step {i}: {act!r}: states diverge\n{_diff(mine, spec)}"
+    return pmm, spec
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_room_given_back_in_the_tier_grants_the_waiter_on_the_other_ledger(name: str, on: bool) -> None:
+    with contracts.contracts(on):
+        pmm, spec = _run([*SETUP, *SCENARIOS[name][:-1]])
+        waiter = max(spec.tickets)
+        assert spec.tickets[waiter].state is TicketState.PENDING  # gpu1 has 8 B free; the quota leaves 2 B
+        _, spec = _run([*SETUP, *SCENARIOS[name]])
+        assert spec.tickets[waiter].state is TicketState.GRANTED
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_every_grant_path_is_refused_past_the_quota_as_the_spec_refuses(on: bool) -> None:
+    """Each refused on both sides with the spec's error class; the lease and recorded bytes pass as the spec's."""
+    refused = [A.Reserve(KV, GPU1, Tier.DEVICE, 3, Role.KV), M.TryReserve(KV, GPU1, 3), M.GrowLease(KV, 1, 3),
+               M.Submit(KV, GPU1, 7), M.SetProcessQuota(Tier.DEVICE, 3)]
+    with contracts.contracts(on):
+        pmm, spec = _run([*SETUP, *_LEASE, M.PlanTx(W, ((GPU1, 3),))])
+        for act in [*refused, M.ReserveTx(1)]:
+            with pytest.raises(GovernorError) as want:
+                MG.step(spec, act)
+            with pytest.raises(type(want.value)):
+                call(pmm, act)
+            assert abstract_manager(pmm) == spec, act
+        _run([*SETUP, *_LEASE, A.RecordCommitted(KV, GPU1, Tier.DEVICE, 5, Role.KV)])  # recorded: past the quota
+
+
+def test_the_full_contract_catches_a_grant_past_the_quota() -> None:
+    """Mutant `quota_ignored` (a grant's room is its ledger's free bytes alone): a try-reserve past the quota is
+    caught by I1's harm clause while a quota is set (the full contract runs then, `refimpl.manager.views`)."""
+    from invariants._violation import InvariantViolation
+    from invariants.mutation import applied
+    from refimpl.verify.mutants import MUTANTS
+
+    pmm, _ = _run([*SETUP, *_LEASE])
+    with applied(MUTANTS["quota_ignored"]), contracts.contracts(True), pytest.raises(InvariantViolation) as exc:
+        pmm.try_reserve(KV, GPU1, 3)
+    assert exc.value.clause == "step_I1_quota.tier_charge_within_quota", exc.value

@@ -1,0 +1,107 @@
+"""The process quota per tier in the composed spec (I1, D6; `spec.quota`): SetProcessQuota, every grant path
+admitted within the quota's room, the rounds the quota owes, and the harm clause `step_I1_quota`.
+
+Two device ledgers of 4 B and 8 B (ids 1 and 3) share one device quota; the host ledger (2) has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from attrs import evolve
+from manager_harness import DEV, H1, H2, HOST, lease, run, start
+
+from invariants import manager as IM
+from invariants._violation import InvariantViolation
+from spec import ledger_actions as A
+from spec import manager as MG
+from spec import manager_actions as M
+from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes
+from spec.grants import GrantTicket
+from spec.guards import GuardSet
+from spec.tickets import TicketState
+from spec.types import Role, Tier
+
+DEV2 = 3
+
+
+def _two_devices(quota: int | None = 5) -> M.Manager:
+    m = run(start(), A.RegisterAuthority("dev2", Tier.DEVICE, 8, "cuda:1"))[0]
+    return m if quota is None else run(m, M.SetProcessQuota(Tier.DEVICE, quota))[0]
+
+
+def _charged(m: M.Manager) -> M.Manager:
+    """3 B leased on dev2 (2 B of the 5 B quota left, 5 B of dev2's limit), a 3 B transaction planned on dev."""
+    m = lease(m, H1, DEV2, 3)[0]
+    return run(m, M.PlanTx(H2, ((DEV, 3),)))[0]
+
+
+_REFUSED: list[tuple[str, Any, type, str]] = [
+    ("tier_str", lambda m: M.SetProcessQuota("device", 9), InvalidArgument, "tier must be a Tier"),
+    ("negative", lambda m: M.SetProcessQuota(Tier.DEVICE, -1), InvalidBytes, r"must be in \[0"),
+    ("float", lambda m: M.SetProcessQuota(Tier.DEVICE, 9.0), InvalidBytes, "must be an int"),
+    ("below_charge", lambda m: M.SetProcessQuota(Tier.DEVICE, 2), CapacityDenied,
+     "a 2 B process quota is below the 3 B it charges"),
+    ("reserve", lambda m: A.Reserve(H1, DEV2, Tier.DEVICE, 3, Role.KV), CapacityDenied, "2 B left of its 5 B"),
+    ("try_reserve", lambda m: M.TryReserve(H1, DEV2, 3), CapacityDenied, "try-only: 3 B asked, 2 B free"),
+    ("grow", lambda m: M.GrowLease(H1, 1, 3), CapacityDenied, "try-only: 3 B asked, 2 B free"),
+    ("reserve_tx", lambda m: M.ReserveTx(1), CapacityDenied, "needs 3 B, 2 B free"),
+    ("submit_never_fits", lambda m: M.Submit(H1, DEV2, 6), CapacityDenied, "6 B can never fit its 5 B process quota"),
+]
+
+
+@pytest.mark.parametrize("make, error, message", [c[1:] for c in _REFUSED], ids=[c[0] for c in _REFUSED])
+def test_bad_quota_input_and_grants_past_the_quota_are_refused_unchanged(make: Any, error: type,
+                                                                          message: str) -> None:
+    m = _charged(_two_devices())
+    snapshot = evolve(m)
+    with pytest.raises(error, match=message) as exc:
+        MG.step(m, make(m))
+    assert type(exc.value) is error and m == snapshot
+
+
+def test_a_grant_event_past_the_quota_is_refused() -> None:
+    m = run(lease(_two_devices(None), H1, DEV, 3)[0], M.SetProcessQuota(Tier.DEVICE, 5))[0]
+    m, t = MG.step(m, M.Submit(H2, DEV2, 3), eager=False)  # a round that only ages (ortmem-manager/2)
+    assert m.tickets[t].state is TicketState.PENDING
+    with pytest.raises(CapacityDenied, match="process quota|I1"):
+        MG.step(m, GrantTicket(t), eager=False)
+
+
+def test_a_credit_on_one_ledger_is_room_for_a_waiter_on_the_other() -> None:
+    m, r = lease(_two_devices(5), H1, DEV, 3)
+    m, t = run(m, M.Submit(H2, DEV2, 3))
+    assert m.tickets[t].state is TicketState.PENDING  # dev2 has 8 B free, the quota 2 B
+    m = run(m, A.Release(H1, r))[0]  # dev has no waiter; its credit is the device tier's room
+    assert m.tickets[t].state is TicketState.GRANTED
+
+
+def test_a_raised_or_removed_quota_grants_its_waiters() -> None:
+    for quota in (6, None):
+        m = lease(_two_devices(5), H1, DEV, 3)[0]
+        m, t = run(m, M.Submit(H2, DEV2, 3))
+        m = run(m, M.SetProcessQuota(Tier.DEVICE, quota))[0]
+        assert m.tickets[t].state is TicketState.GRANTED and (Tier.DEVICE in m.quotas) is (quota is not None)
+
+
+def test_the_quota_is_per_tier_and_recorded_bytes_may_pass_it() -> None:
+    m = _two_devices(1)
+    m = run(m, A.Reserve(H1, HOST, Tier.HOST, 4, Role.KV))[0]  # the host tier has no quota
+    m = run(m, A.RecordCommitted(H1, DEV, Tier.DEVICE, 3, Role.KV))[0]  # bytes taken outside: recorded
+    assert sum(a.used for a in m.ledger.authorities.values() if a.tier is Tier.DEVICE) == 3
+    with pytest.raises(CapacityDenied):
+        MG.step(m, A.Reserve(H1, DEV2, Tier.DEVICE, 1, Role.KV))
+
+
+def test_the_harm_clause_catches_a_grant_past_the_quota_and_a_quota_below_the_charge() -> None:
+    m = lease(_two_devices(5), H1, DEV, 3)[0]
+    act = A.Reserve(H1, DEV2, Tier.DEVICE, 3, Role.KV)
+    past = MG.step(m, act, GuardSet().waive("quota"))[0]  # the quota refusal passed over
+    with pytest.raises(InvariantViolation, match="tier device charges 6 B against its 5 B process quota"):
+        IM.check_step(m, act, past)
+    below = M.SetProcessQuota(Tier.DEVICE, 2)
+    with pytest.raises(InvariantViolation, match="tier_charge_within_quota|3 B against its 2 B"):
+        IM.check_step(m, below, evolve(m, quotas=m.quotas.set(Tier.DEVICE, 2)))
+    recorded = A.RecordCommitted(H1, DEV2, Tier.DEVICE, 3, Role.KV)
+    IM.check_step(m, recorded, MG.step(m, recorded)[0])  # recorded, not admitted: no harm
