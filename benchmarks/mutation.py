@@ -247,6 +247,12 @@ MODULES: dict[str, list[str]] = {
     "invariants/replay_store.py": ["tests/test_replay.py", "tests/test_replay_harms.py", "tests/test_replay_linear.py",
                                    "tests/test_mutkill_replay_store.py",
                                    "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # The liveness checkers (issue #26 item 4): the starvation scope (I13's), the catalog's properties with their
+    # fairness, and the lasso / SCC search on the explored graph. Each whole scope is built in well under a second,
+    # so the property runs, the guard-off controls with their lassos replayed, and the fairness-weight tests are all
+    # selected; test_mutkill_liveness pins the lassos' prefix and cycle states, the names and the fairness.
+    **{m: ["tests/test_liveness.py", "tests/test_mutkill_liveness.py"]
+       for m in ("invariants/manager_starvation.py", "invariants/liveness_props.py", "invariants/liveness.py")},
 }
 DEFAULT_MODULES = list(MODULES)
 

@@ -116,7 +116,8 @@ def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tupl
                   for _, v in sorted(m.views.items()))
     return (_ledger(m.ledger, h, a, unlabelled), m.aging_bound, tickets, pressures, txs, changes, m.next_ticket,
             m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle,
-            tuple(sorted(m.uses.items())), generations, views, m.next_view, intents, m.poisoned)
+            tuple(sorted(m.uses.items())), generations, views, m.next_view, intents, m.poisoned,
+            tuple(sorted((t.value, q) for t, q in m.quotas.items())))  # per tier: no permutation moves them
 
 
 def _orbit_key(encode: Callable[..., tuple], perms: list[tuple[Perm, Perm]],

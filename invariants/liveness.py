@@ -95,50 +95,45 @@ def build_graph(model: Model, *, max_states: int = 1_000_000) -> Graph:
                  time.perf_counter() - t0)
 
 
-def sccs(n: int, succ: Callable[[int], Iterable[int]], nodes: Iterable[int]) -> list[list[int]]:
-    """Tarjan's strongly connected components of the graph on `nodes` (iterative: no recursion limit)."""
+def sccs(succ: Callable[[int], Iterable[int]], nodes: Iterable[int]) -> list[list[int]]:
+    """Tarjan's strongly connected components of the graph on `nodes` (iterative: no recursion limit), each
+    listed after every component it reaches; a node's index is the number of nodes indexed before it."""
     index: dict[int, int] = {}
     low: dict[int, int] = {}
     on: set[int] = set()
     stack: list[int] = []
     out: list[list[int]] = []
-    counter = 0
     for root in nodes:
         if root in index:
             continue
         work = [(root, iter(succ(root)))]
-        index[root] = low[root] = counter
-        counter += 1
+        index[root] = low[root] = len(index)
         stack.append(root)
         on.add(root)
         while work:
             v, it = work[-1]
-            advanced = False
             for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
+                if w not in index:  # descend into w; v's remaining successors wait on `work`
+                    index[w] = low[w] = len(index)
                     stack.append(w)
                     on.add(w)
                     work.append((w, iter(succ(w))))
-                    advanced = True
                     break
                 if w in on:
                     low[v] = min(low[v], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                out.append(comp)
+            else:  # every successor of v done
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    out.append(comp)
     return out
 
 
@@ -157,7 +152,7 @@ def fair_cycle(g: Graph, stay: Callable[[Any], bool], fair: Callable[[Any, Any, 
     def succ(v: int) -> Iterable[int]:
         return (j for _, j in inner[v])
 
-    for comp in sccs(len(g.states), succ, (v for v in range(len(g.states)) if keep[v])):
+    for comp in sccs(succ, (v for v in range(len(g.states)) if keep[v])):
         inside = set(comp)
         steps = [(u, a, v) for u in sorted(comp) for a, v in inner[u] if v in inside]
         must = next(((u, a, v) for u, a, v in steps if fair(g.states[u], a, g.states[v])), None)
@@ -175,11 +170,11 @@ def fair_cycle(g: Graph, stay: Callable[[Any], bool], fair: Callable[[Any, Any, 
             cycle, at = (), start
             for stop in stops:
                 if isinstance(stop, int):
-                    cycle, at = cycle + _path(g, at, stop, inside, inner), stop
+                    cycle, at = cycle + _path(inner, at, stop, inside), stop
                 else:
                     u, a, v = stop
-                    cycle, at = cycle + _path(g, at, u, inside, inner) + ((a, v),), v
-            return _lasso(g, start, cycle + _path(g, at, start, inside, inner))
+                    cycle, at = cycle + _path(inner, at, u, inside) + ((a, v),), v
+            return _lasso(g, start, cycle + _path(inner, at, start, inside))
     return None
 
 
@@ -206,12 +201,12 @@ def trap(g: Graph, relevant: Callable[[Any], bool], goal: Callable[[Any], bool],
     # Continue from it, through `along` states only, into a bottom component of that subgraph: a run that keeps
     # to `along` and, from there, can never reach a goal.
     below = _reachable(g, bad, ok)
-    comps = sccs(len(g.states), lambda v: (j for _, j in g.edges[v] if ok[j]), sorted(below))
+    comps = sccs(lambda v: (j for _, j in g.edges[v] if ok[j]), sorted(below))
     bottom = next(c for c in comps if all(j in set(c) for v in c for _, j in g.edges[v] if ok[j]))
     start, inside = min(bottom), set(bottom)
-    lead = _path(g, bad, start, below)
+    lead = _path(g.edges, bad, start, below)
     step_in = next(((a, v) for a, v in g.edges[start] if v in inside), None)
-    cycle = () if step_in is None else (step_in,) + _path(g, step_in[1], start, inside)
+    cycle = () if step_in is None else (step_in,) + _path(g.edges, step_in[1], start, inside)
     return _lasso(g, bad, lead + cycle, prefix_extra=len(lead))
 
 
@@ -225,14 +220,13 @@ def _reachable(g: Graph, v: int, ok: list[bool]) -> set[int]:
     return seen
 
 
-def _path(g: Graph, src: int, dst: int, within: set[int],
-          edges: Sequence[tuple[tuple[Any, int], ...]] | None = None) -> tuple[tuple[Any, int], ...]:
-    """The shortest steps from `src` to `dst` through `within` (empty if they are the same state), over
-    `edges` (default: every step of the graph)."""
-    edges = g.edges if edges is None else edges
+def _path(edges: Sequence[tuple[tuple[Any, int], ...]], src: int, dst: int,
+          within: set[int]) -> tuple[tuple[Any, int], ...]:
+    """The shortest steps over `edges` (per state: (action, next state)) from `src` to `dst` through `within`
+    (empty if they are the same state); the callers' `dst` is always reachable so."""
     back: dict[int, tuple[int, Any] | None] = {src: None}
     todo = deque([src])
-    while todo and dst not in back:
+    while dst not in back:
         u = todo.popleft()
         for a, v in edges[u]:
             if v in within and v not in back:

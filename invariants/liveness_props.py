@@ -72,7 +72,7 @@ def _i13(g: Graph) -> Lasso | None:
 
 
 def _i12(g: Graph) -> Lasso | None:
-    for rid in (1, 2, 3):  # the kv_batch scope submits at most three requests
+    for rid in sorted({r for s in g.states for r in s.requests}):  # every request the scope submits
         lasso = trap(g, lambda s, r=rid: r in s.requests and s.requests[r].state is not AD.ReqState.FINISHED,
                      lambda s, r=rid: r in s.requests and s.requests[r].state is AD.ReqState.FINISHED)
         if lasso is not None:
@@ -122,6 +122,7 @@ def run_liveness(checkers: tuple[str, ...]) -> tuple[dict[str, LivenessResult], 
 
 
 def liveness_ok(runs: dict[str, LivenessResult], controls: dict[str, LivenessResult]) -> bool:
-    """No property violated with every guard on, and every control's guard off violated it (a lasso)."""
+    """No property violated with every guard on, and every control's guard off violated it (`check_liveness`:
+    violated exactly when it found a lasso)."""
     return (not any(r.status == "violated" for r in runs.values())
-            and all(c.status == "violated" and c.lasso is not None for c in controls.values()))
+            and all(c.status == "violated" for c in controls.values()))

@@ -54,7 +54,8 @@ class Watched:
 
 
 def canonical(s: Watched) -> Watched:
-    """Live tickets renamed 1..k in id order, live allocations 1..m in id order; the watch follows its ticket."""
+    """Live tickets renamed 1..k in id order, live allocations 1..m in id order; the watch follows its ticket
+    (None if it is not a live ticket)."""
     m = s.m
     ids = {old: new for new, old in enumerate(sorted(m.tickets), 1)}
     allocs = {old: new for new, old in enumerate(sorted(m.ledger.allocations), 1)}
@@ -62,8 +63,7 @@ def canonical(s: Watched) -> Watched:
                               for t in m.tickets.values()})
     records = immutables.Map({allocs[r.id]: evolve(r, id=allocs[r.id]) for r in m.ledger.allocations.values()})
     ledger = evolve(m.ledger, allocations=records, next_allocation=len(allocs) + 1)
-    return Watched(evolve(m, ledger=ledger, tickets=tickets, next_ticket=len(ids) + 1),
-                   None if s.watched is None else ids.get(s.watched))
+    return Watched(evolve(m, ledger=ledger, tickets=tickets, next_ticket=len(ids) + 1), ids.get(s.watched))
 
 
 def _leases(m: M.Manager) -> list[int]:
@@ -90,8 +90,8 @@ def _step(guards: GuardSet, s: Watched, act: Any) -> Watched:
     if isinstance(act, Watch):
         watched = s.m.next_ticket
         act = act.submit
-    nxt = MG.step(s.m, act, guards)[0]
-    return canonical(Watched(nxt, watched if watched in nxt.tickets else None))
+    # canonical drops the watch of a ticket that retired (it is no longer live, so it has no new id)
+    return canonical(Watched(MG.step(s.m, act, guards)[0], watched))
 
 
 def _start() -> M.Manager:

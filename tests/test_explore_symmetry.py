@@ -152,9 +152,9 @@ def _rich_state() -> "M.Manager":
     """A reachable state of a scope with two interchangeable holders and authorities in which every component of
     `Manager` holds something: a granted and a pending ticket, a pinned lease, a pressure with a deadline, a
     transaction in a bundle that holds its need and binds its published view, an allowance, a limit change and a
-    reconfigured authority's generation, and an aborted transaction's retry intent."""
+    reconfigured authority's generation, an aborted transaction's retry intent, and a tier's process quota."""
     m = manager_start(_TWIN)
-    for act in [M.Reconfigure(1), M.Submit(1, 1, 1), M.TryReserve(1, 1, 1), M.PlanTx(2, ((2, 1),)), M.ReserveTx(1),
+    for act in [M.SetProcessQuota(m.ledger.authorities[1].tier, 4), M.Reconfigure(1), M.Submit(1, 1, 1), M.TryReserve(1, 1, 1), M.PlanTx(2, ((2, 1),)), M.ReserveTx(1),
                 M.PublishView(1), M.ExecuteView(1, 1, 1), M.Press(1, 1, 1, 0, 5), M.SetUse(1, 2, True, False),
                 A.OpenAllowance(2, 2, 1), M.PrepareLimit(2, 1), M.OpenBundle(), M.JoinBundle(1, 1),
                 M.Submit(2, 1, 2), M.PlanTx(1, ((1, 1),), 1), M.AbortTx(2)]:

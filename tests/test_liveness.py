@@ -21,7 +21,7 @@ PIDS = list(LP.PROPERTIES)
 
 def test_sccs_finds_each_component() -> None:
     edges = {0: [1], 1: [2], 2: [0, 3], 3: [4], 4: [3], 5: []}
-    comps = sorted(sorted(c) for c in sccs(6, lambda v: edges[v], range(6)))
+    comps = sorted(sorted(c) for c in sccs(lambda v: edges[v], range(6)))
     assert comps == [[0, 1, 2], [3, 4], [5]]
 
 
