@@ -81,6 +81,7 @@ MODULES: dict[str, list[str]] = {
     "spec/arith.py": ["tests/test_arith_units.py"],
     "spec/lifecycle.py": ["tests/test_lifecycle.py", "tests/test_lifecycle_tables.py"],
     "spec/tickets.py": ["tests/test_tickets_tables.py", "tests/test_manager_order_answers.py"],
+    "spec/quota.py": ["tests/test_spec_quota.py"],
     "spec/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_explore.py", "tests/test_replay.py",
                         "tests/test_machine_units.py", "tests/test_stateful.py",
                         "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
@@ -155,9 +156,11 @@ MODULES: dict[str, list[str]] = {
                                  "tests/test_manager_devices.py",
                                  "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                  "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
-    "refimpl/manager/limits.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
+    "refimpl/manager/limits.py": ["tests/test_manager_quota.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                            "tests/test_manager_differential.py", "tests/test_spec_manager.py", "tests/test_bad_input.py",
-                           "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation"],
+                           "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
+                           # patches limits.py's source (a mutmut copy holds it six times, trampolined)
+                           "--deselect", "tests/test_manager_quota.py::test_the_full_contract_catches_a_grant_past_the_quota"],
     "refimpl/manager/devices.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_machine_units.py",
                             "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
                             "tests/test_manager_refimpl.py",
@@ -217,6 +220,8 @@ MODULES: dict[str, list[str]] = {
                                           "invariants/manager_tx.py", "invariants/manager_order.py",
                                           "invariants/manager_devices.py", "invariants/replay_grants.py",
                                           "invariants/step_frames.py", "invariants/manager_grow.py")},
+    # the process quota's harm clause and room (D6): the clause suites, and the quota's own spec and refimpl tests
+    "invariants/manager_quota.py": [*_MANAGER_CLAUSE_TESTS, "tests/test_spec_quota.py", "tests/test_manager_quota.py"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
     # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
     # and fresh ids, and what a foreign governor's trace can get wrong (test_replay_harms). Left out: the

@@ -34,7 +34,7 @@ def _charged(m: M.Manager) -> dict[Any, int]:
 
 def room(m: M.Manager, a: Any) -> int:
     """What a new charge on canonical authority `a` may take: its free bytes, and its tier's quota left."""
-    q = m.quotas.get(a.tier) if m.quotas else None
+    q = m.quotas.get(a.tier)
     return a.limit - a.used if q is None else min(a.limit - a.used, q - _charged(m).get(a.tier, 0))
 
 

@@ -28,8 +28,9 @@ def tier_charged(ledger: Any, tier: Tier) -> int:
 
 
 def quota_left(quotas: Any, ledger: Any, tier: Tier) -> int | None:
-    """What `tier`'s quota leaves for new charges (negative past it), or None when the tier has no quota."""
-    q = quotas.get(tier) if quotas else None
+    """What `tier`'s quota leaves for new charges (negative past it), or None when the tier has no quota.
+    `quotas` is a `Manager.quotas` map (every caller passes one)."""
+    q = quotas.get(tier)
     return None if q is None else q - tier_charged(ledger, tier)
 
 

@@ -8,6 +8,9 @@ spec's after every step, contracts off and on.
 
 from __future__ import annotations
 
+import io
+import json
+import re
 from typing import Any
 
 import pytest
@@ -19,7 +22,8 @@ from refimpl.verify.manager_hooks import abstract_manager
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
-from spec.errors import GovernorError
+from refimpl.tracing import JsonlSink
+from spec.errors import CapacityDenied, GovernorError
 from spec.tickets import TicketState
 from spec.types import Role, Tier
 
@@ -93,3 +97,38 @@ def test_the_full_contract_catches_a_grant_past_the_quota() -> None:
     with applied(MUTANTS["quota_ignored"]), contracts.contracts(True), pytest.raises(InvariantViolation) as exc:
         pmm.try_reserve(KV, GPU1, 3)
     assert exc.value.clause == "step_I1_quota.tier_charge_within_quota", exc.value
+
+
+# --- pinned by the mutation run of refimpl/manager/limits.py (benchmarks/mutation.py) ------------------------
+
+def test_a_charge_of_exactly_what_the_quota_leaves_is_granted_and_one_byte_more_is_refused_whole() -> None:
+    """`_within_quota`: asked == left fits; then 0 B left is refused, the message whole, the state unchanged."""
+    pmm, spec = _run([*SETUP, *_LEASE, A.Reserve(W, GPU1, Tier.DEVICE, 2, Role.KV)])  # 4 + 2 == the 6 B quota
+    assert [a.used for a in spec.ledger.authorities.values()] == [4, 2]
+    with pytest.raises(CapacityDenied, match=re.escape("tier device: 1 B asked, 0 B left of its 6 B process quota "
+                                                       "(I1)") + "$"):
+        pmm.reserve(W, GPU1, Tier.DEVICE, 1, Role.KV)
+    assert abstract_manager(pmm) == spec
+
+
+def test_room_given_back_grants_the_waiting_ledgers_of_the_tier_in_ascending_id() -> None:
+    """`_quota_rounds`: two ledgers wait behind the quota; 4 B credited on gpu0 grant gpu1's 4 B ticket (the lower
+    id) and leave gpu2's pending (2 B left), as the spec does."""
+    setup = [*SETUP[:2], A.RegisterAuthority("gpu2", Tier.DEVICE, 8, "cuda:2"), *SETUP[2:]]
+    gpu2 = 3
+    _, spec = _run([*setup, *_LEASE, M.Submit(W, GPU1, 4), M.Submit(W, gpu2, 4), A.Release(KV, 1)])
+    assert {i: t.state for i, t in spec.tickets.items()} == {1: TicketState.GRANTED, 2: TicketState.PENDING}
+
+
+def test_the_quota_event_reports_the_used_of_its_own_tiers_ledgers_only() -> None:
+    """`_ms_tier` (the scope of `set_process_quota`): the traced event's `used` figure names the tier's canonical
+    ledgers, not another tier's."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    gpu, host = pmm.register_authority("gpu0", Tier.DEVICE, 8), pmm.register_authority("host", Tier.HOST, 8)
+    kv = pmm.register_holder("kv")
+    pmm.reserve(kv, host, Tier.HOST, 3, Role.KV)
+    pmm.reserve(kv, gpu, Tier.DEVICE, 2, Role.KV)
+    pmm.set_process_quota(Tier.DEVICE, 5)
+    event = json.loads(buf.getvalue().splitlines()[-1])
+    assert (event["kind"], event["payload"]["used"]) == ("set_process_quota", {str(gpu): 2})

@@ -105,3 +105,62 @@ def test_the_harm_clause_catches_a_grant_past_the_quota_and_a_quota_below_the_ch
         IM.check_step(m, below, evolve(m, quotas=m.quotas.set(Tier.DEVICE, 2)))
     recorded = A.RecordCommitted(H1, DEV2, Tier.DEVICE, 3, Role.KV)
     IM.check_step(m, recorded, MG.step(m, recorded)[0])  # recorded, not admitted: no harm
+
+
+# --- pinned by the mutation run of spec/quota.py (benchmarks/mutation.py) -------------------------------------
+
+def test_a_charge_of_exactly_what_the_quota_leaves_fits_and_another_tiers_bytes_do_not_count() -> None:
+    """`check_quota` / `tier_charged`: 4 B on the host (no quota) are not the device tier's; 2 B on dev fill the
+    5 B quota exactly; then 1 B more is refused with the whole message, the state unchanged."""
+    m = lease(_charged(_two_devices()), H1, HOST, 4)[0]  # dev2: 3 B of the 5 B device quota
+    m = run(m, A.Reserve(H1, DEV, Tier.DEVICE, 2, Role.KV))[0]
+    snapshot = evolve(m)
+    with pytest.raises(CapacityDenied, match=r"^tier device: 1 B asked, 0 B left of its 5 B process quota \(I1\)$"):
+        MG.step(m, A.Reserve(H1, DEV2, Tier.DEVICE, 1, Role.KV))
+    assert m == snapshot
+
+
+@pytest.mark.parametrize("quota", [10, None], ids=["quota-wide", "no-quota"])
+def test_the_room_is_the_ledgers_free_bytes_when_the_quota_leaves_more_or_there_is_none(quota: int | None) -> None:
+    """`headroom`: 3 B leased on each 4 B ledger leave 1 B free there, whatever the device quota; 2 B are refused."""
+    m = lease(lease(_two_devices(quota), H1, DEV, 3)[0], H1, HOST, 3)[0]
+    snapshot = evolve(m)
+    for aid in (DEV, HOST):
+        with pytest.raises(CapacityDenied, match="2 B asked, 1 B free"):
+            MG.step(m, M.TryReserve(H2, aid, 2))
+        assert m == snapshot
+
+
+# --- pinned by the mutation run of invariants/manager_quota.py (the clause and the I13 room) -------------------
+
+def test_a_quota_on_a_tier_without_ledgers_is_judged_as_charging_nothing() -> None:
+    """`step_I1_quota` reads a tier no canonical ledger charges as 0 B, before and after: a 0 B quota there holds."""
+    m = run(start(), M.SetProcessQuota(Tier.DISK, 0))[0]  # `run` judges every clause, step and state
+    run(m, A.RegisterHolder("h3"))
+
+
+def test_a_step_that_does_not_charge_a_tier_already_past_its_quota_is_not_judged() -> None:
+    """Recorded bytes carried the device tier past its quota; a later step that charges no more there is no harm."""
+    m = run(_two_devices(5), A.RecordCommitted(H1, DEV2, Tier.DEVICE, 6, Role.KV))[0]
+    run(m, A.Reserve(H1, HOST, Tier.HOST, 2, Role.KV))
+
+
+def test_the_clause_catches_a_ledger_that_appears_charged_past_a_zero_quota() -> None:
+    """A tier with no ledger before the step: a ledger registered already charging 1 B breaks its 0 B quota."""
+    from invariants.manager_quota import step_I1_quota
+
+    before = run(start(), M.SetProcessQuota(Tier.DISK, 0))[0]
+    act = A.RegisterAuthority("disk", Tier.DISK, 8)
+    after = run(before, act)[0]
+    disk = max(after.ledger.authorities)
+    bad = evolve(after, ledger=evolve(after.ledger, authorities=after.ledger.authorities.set(
+        disk, evolve(after.ledger.authorities[disk], used=1))))
+    with pytest.raises(InvariantViolation, match=r"tier disk charges 1 B against its 0 B process quota"):
+        step_I1_quota(before, act, bad)
+
+
+def test_the_idle_clause_reads_the_ledgers_free_bytes_under_a_wide_quota() -> None:
+    """`room` (I13's "fits"): a 2 B ticket waits on dev (1 B free of 4, the 10 B quota leaves 7): no idle harm."""
+    m = lease(_two_devices(10), H1, DEV, 3)[0]
+    m, t = run(m, M.Submit(H2, DEV, 2))  # `run` checks state_I13_manager on the result
+    assert m.tickets[t].state is TicketState.PENDING

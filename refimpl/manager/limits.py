@@ -148,7 +148,7 @@ class Limits:
 
     def _room(self, a: Any) -> int:
         """The room for a new charge on canonical ledger `a`: min(its free bytes, its tier's quota left)."""
-        left = self._left(a.tier) if self._quotas else None
+        left = self._left(a.tier)
         return a.limit - a.used if left is None else min(a.limit - a.used, left)
 
     def _within_quota(self, a: Any, nbytes: int) -> None:
@@ -164,12 +164,12 @@ class Limits:
         if q is not None and nbytes > q:
             raise CapacityDenied(f"tier {a.tier.value}: {nbytes} B can never fit its {q} B process quota (I1)")
 
-    def _quota_rounds(self, tier: Tier, left0: int | None, done: Any) -> None:
+    def _quota_rounds(self, tier: Tier, left0: int, done: Any) -> None:
         """After bytes were credited in `tier` or its quota changed (`left0`: what the quota left before the
-        operation, None: none), a round in ascending id on every other waiting ledger of the tier whose room
-        rose (`spec.manager._quota_rounds`)."""
+        operation; every caller had a quota then), a round in ascending id on every other waiting ledger of the
+        tier whose room rose (`spec.manager._quota_rounds`): room now > min(free now, left0) reads room now > left0,
+        as room <= free always."""
         for a in sorted((a for a in self._auths.values() if a.pending and a.alias_of is None and a.tier is tier
                          and a.id not in done), key=lambda a: a.id):
-            free = a.limit - a.used
-            if self._room(a) > (free if left0 is None else min(free, left0)):
+            if self._room(a) > left0:
                 self._round(a)
