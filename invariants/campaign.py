@@ -223,9 +223,14 @@ def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: setti
         violated, clause, message = "refinement:error-type", e.clause, f"not a harm (error type only): {e}"
     except InvariantViolation as e:
         violated, clause, message = e.id, e.clause, str(e)
+    except Exception as e:  # noqa: BLE001 - the implementation crashed: reported, never a harm of the ID
+        # A mutant can break the implementation's own bookkeeping so that a later call raises (a retired ticket
+        # kept in the table is retired twice: KeyError). That is no clause detecting the harm, so it is not
+        # `found`; the search stops there and says so instead of taking the whole run down.
+        violated, message = "crash", f"the implementation crashed: {type(e).__name__}: {str(e)[:200]}"
     broken: list[str] = [clause] if clause else []
     last = stats.get("last_step")
-    if violated and not violated.startswith("refinement") and last is not None:
+    if violated and violated not in ("crash",) and not violated.startswith("refinement") and last is not None:
         machine, prev, action, now, accepted = last
         with contracts.contracts(False):
             broken += machine.failing_clauses(prev, action, now, accepted)

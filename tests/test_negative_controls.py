@@ -63,3 +63,19 @@ def test_every_checker_has_guards_to_switch_off() -> None:
     """A checker whose guards went missing would report its controls as found by having none."""
     models = {g.model for g in GUARDS}
     assert set(CHECKERS) <= models, sorted(set(CHECKERS) - models)
+
+
+def test_an_implementation_that_crashes_is_reported_not_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A control whose implementation raises an untyped error (a mutant can break its own bookkeeping so that a
+    later call raises KeyError) ends with that crash reported and the control not found, not the whole run down."""
+    from refimpl.manager import ProcessMemoryManager
+
+    def crash(self, holder, ticket):
+        raise KeyError(ticket)
+
+    monkeypatch.setattr(ProcessMemoryManager, "cancel_ticket", crash)
+    guard = next(g for g in GUARDS if g.name == "try_only")
+    r = CHECKERS[guard.model].control(guard, Layer.REFIMPL, _BUDGET)
+    assert not r.found and r.violated == "crash", r
+    assert r.message.startswith("the implementation crashed: KeyError: "), r.message
+    assert r.counterexample and "CancelTicket" in r.counterexample[-1], r.counterexample
