@@ -34,6 +34,7 @@ from invariants import manager as IM
 from invariants.clauses import counting
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_holders import step_I4a_holders
+from invariants.manager_quota import step_I1_quota
 from invariants.manager_order import step_I13_order
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from spec import manager_actions as M
@@ -64,7 +65,7 @@ def removal_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Ha
 
 def parts_of(m: Any) -> Hashable:
     """What the cross-cutting state predicates read: the ledger and the parts that hold its bytes."""
-    return m.ledger, m.tickets, m.txs, m.aging_bound
+    return m.ledger, m.tickets, m.txs, m.aging_bound, m.quotas  # I13's room is quota-aware (`manager_quota.room`)
 
 
 _NAMES_TICKET = (M.CancelTicket, M.TimeoutTicket)
@@ -102,7 +103,12 @@ def tickets_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Ha
 
 def order_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
     """What grant order and aging read (I13): both ticket tables, who was new, the ledger after, the bound."""
-    return act, before.tickets, before.next_ticket, after.tickets, after.ledger, after.aging_bound
+    return act, before.tickets, before.next_ticket, after.tickets, after.ledger, after.aging_bound, after.quotas
+
+
+def quota_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
+    """What the quota clause reads (I1): the action, both ledgers' authorities and both quota maps."""
+    return act, before.ledger.authorities, before.quotas, after.ledger.authorities, after.quotas
 
 
 def answers_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
@@ -225,6 +231,7 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out[step_I5_abort] = abort_step_of
     out[step_I5_poisoned] = poisoned_step_of
     out[step_I4a_holders] = holders_step_of  # `invariants.manager_holders`
+    out[step_I1_quota] = quota_step_of  # `invariants.manager_quota`
     return out
 
 

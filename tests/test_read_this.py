@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "read-this.md"
-LIMIT = 850  # "at most about 800 lines"
+LIMIT = 900  # "about 860 lines" (800 before the process quota, D6)
 _ROW = re.compile(r"^\| \d+ \| `([^`]+)` \| ([^|]+) \|", re.M)
 
 
@@ -54,7 +54,7 @@ def path_lines(doc: str) -> list[tuple[str, int]]:
     return out
 
 
-def test_the_reading_path_is_about_800_lines() -> None:
+def test_the_reading_path_is_about_860_lines() -> None:
     counted = path_lines(DOC.read_text())
     total = sum(n for _, n in counted)
     assert 400 <= total <= LIMIT, counted
