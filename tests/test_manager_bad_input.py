@@ -38,6 +38,16 @@ from spec.errors import (
 from spec.types import MAX_NAME, Role, Tier
 
 
+def refused_unchanged(pmm: ProcessMemoryManager, w: Any, call: Callable, error: type, match: str, on: bool) -> None:
+    """`call` raises exactly `error` (its message matching), contracts `on` or off, and the whole manager is
+    unchanged."""
+    before = abstract_manager(pmm)
+    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
+        call(pmm, w)
+    assert type(exc.value) is error
+    assert abstract_manager(pmm) == before
+
+
 @pytest.fixture
 def world() -> tuple[ProcessMemoryManager, Any]:
     pmm, w = make()
@@ -258,12 +268,7 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
 @pytest.mark.parametrize("call, error, match", [pytest.param(c, e, m, id=i) for i, c, e, m in BAD])
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
 def test_invalid_composed_input_is_refused_unchanged(world: Any, call: Callable, error: type, match: str, on: bool) -> None:
-    pmm, w = world
-    before = abstract_manager(pmm)
-    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
-        call(pmm, w)
-    assert type(exc.value) is error
-    assert abstract_manager(pmm) == before
+    refused_unchanged(*world, call, error, match, on)
 
 
 @pytest.fixture
@@ -327,12 +332,7 @@ VIEW_BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
 def test_invalid_view_input_is_refused_unchanged(view_world: Any, call: Callable, error: type, match: str,
                                                  on: bool) -> None:
-    pmm, w = view_world
-    before = abstract_manager(pmm)
-    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
-        call(pmm, w)
-    assert type(exc.value) is error
-    assert abstract_manager(pmm) == before
+    refused_unchanged(*view_world, call, error, match, on)
 
 
 # --- the process quota per tier (I1, D6): refused input, and grants past the quota ------------------------------
@@ -374,9 +374,4 @@ QUOTA_BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str
 @pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
 def test_quota_input_and_grants_past_it_are_refused_unchanged(quota_world: Any, call: Callable, error: type, match: str,
                                                               on: bool) -> None:
-    pmm, w = quota_world
-    before = abstract_manager(pmm)
-    with contracts.contracts(on), pytest.raises(error, match=match) as exc:
-        call(pmm, w)
-    assert type(exc.value) is error
-    assert abstract_manager(pmm) == before
+    refused_unchanged(*quota_world, call, error, match, on)
