@@ -52,7 +52,7 @@ from invariants.manager_scope import CONTROLS as MANAGER_CONTROLS
 from invariants.manager_scope import manager_model
 from invariants.replay import replay_lines
 from refimpl.verify.checkers import CHECKERS
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from refimpl.verify import PROFILES
 from refimpl.workload import run_workload

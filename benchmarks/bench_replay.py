@@ -38,7 +38,7 @@ from typing import Any
 from invariants import contracts
 from invariants.manager_replay import replay_manager_lines
 from invariants.replay import replay
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink, boundary

@@ -102,7 +102,7 @@ MODULES: dict[str, list[str]] = {
                           "--deselect", "tests/test_admission.py::test_admission_negative_controls"],
     # refimpl: the same scripted suites drive it through its adapters; the real-thread suites
     # (test_*threads.py, 5-6 s of waiting each) are left out, so lock-ordering mutants may survive.
-    # The ledger moved from refimpl/governor.py (now a re-export) into refimpl/manager/ (issue #10): the
+    # The ledger moved from refimpl/governor.py (since removed) into refimpl/manager/ (issue #10): the
     # ratchet is keyed on the manager's modules, each with the rate its own run measured.
     "refimpl/manager/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_authorities.py",
                             "tests/test_contracts.py", "tests/test_replay.py", "tests/test_stateful.py",

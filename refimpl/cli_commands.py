@@ -169,7 +169,7 @@ class _Consulted(GuardSet_):  # type: ignore[misc, valid-type]
 
 
 def trace(args: argparse.Namespace, console: Console) -> int:
-    from refimpl.governor import ProcessMemoryManager
+    from refimpl.manager import ProcessMemoryManager
     from refimpl.tracing import JsonlSink
     from refimpl.workload import run_workload
     from spec.errors import GovernorError

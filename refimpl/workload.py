@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import GovernorError
 from spec.types import AllocState, Role, Tier

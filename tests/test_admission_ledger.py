@@ -14,7 +14,7 @@ from invariants._violation import InvariantViolation
 from invariants.admission import LedgerBooks, check_observations
 from refimpl.admission import CoResidencyScheduler, ElasticSplit, KvBatcher
 from refimpl.verify.admission_checker import _Booked
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import admission as S
 from spec.errors import CapacityDenied, InfeasibleRequest, InvalidArgument, InvalidBytes, UnknownAuthority

@@ -7,7 +7,7 @@ import pytest
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.ledger import check_all
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_adapter import prepare_limit
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import CapacityDenied, InvalidBytes, InvalidTransition, ProviderPinned, UnknownAuthority

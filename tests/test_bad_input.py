@@ -41,7 +41,7 @@ from spec.ledger_state import EMPTY
 from spec.ledger_state import snapshot as spec_snapshot
 from spec.types import MAX_BYTES, Role, Tier
 from refimpl.verify.ledger_adapter import method_name
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 
 DEV, HOST, KV = Tier.DEVICE, Tier.HOST, Role.KV

@@ -25,7 +25,7 @@ import pytest
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.ledger import check_all
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import (
     AllowanceExceeded,
@@ -52,7 +52,7 @@ DEV, HOST, KV = Tier.DEVICE, Tier.HOST, Role.KV
 _PROBE = """
 from invariants import contracts
 from invariants._violation import InvariantViolation
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from spec.guards import GuardSet
 from spec.types import Role, Tier
 p = ProcessMemoryManager(guards=GuardSet.without("tier_match"))

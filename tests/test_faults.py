@@ -21,7 +21,7 @@ import pytest
 from invariants import manager as IM
 from invariants import replay as R
 from invariants.ledger import check_all
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.tracing import JsonlSink, boundary
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from invariants import replay as R
 from invariants.ledger import check_all
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.types import Role, Tier

@@ -17,7 +17,7 @@ from spec.ledger_state import Allowance
 from spec.types import Role, Tier
 from invariants import contracts
 from invariants import InvariantViolation
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 
 DEV = Tier.DEVICE

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from invariants import replay as R
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary, sink_errors
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, TraceSinkFailed, UnknownHolder

@@ -36,7 +36,7 @@ def test_objects_made_before_a_patch_keep_their_classes() -> None:
 
 
 def test_a_stale_mutant_is_refused() -> None:
-    m = Mutant("gone", ("I1",), "ledger", Layer.REFIMPL, "refimpl.governor", "this text is not in the module",
+    m = Mutant("gone", ("I1",), "ledger", Layer.REFIMPL, "refimpl.manager.ledger", "this text is not in the module",
                "x", "stale")
     with pytest.raises(StaleMutant, match="occurs 0 times"):
         with applied(m):

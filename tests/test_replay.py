@@ -22,7 +22,7 @@ from invariants.ledger_machine import GovernorMachine
 from invariants.trace_format import CONTRACT_REVISION, KINDS, MAX_LINE_BYTES
 from refimpl.verify.ledger_adapter import RefimplAdapter
 from refimpl.cli import main
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
 from refimpl.workload import drain, run_workload
 from spec.types import Role, Tier

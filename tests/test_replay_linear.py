@@ -14,7 +14,7 @@ import pytest
 from invariants import contracts
 from invariants import replay as R
 from invariants import replay_store
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
 from spec.types import Role, Tier
 

@@ -22,7 +22,7 @@ from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  
 
 from invariants import contracts
 from invariants.ledger import check_all
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import CapacityDenied, InvalidTransition
 from spec.types import Role, Tier

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from refimpl.cli import main
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from refimpl.view import TraceError, read_events, render_html, timeline_data
 from spec.errors import GovernorError

@@ -14,7 +14,7 @@ from typing import Any
 import immutables
 
 from refimpl.admission.seat import LedgerSeat, resolve_authority
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from spec import admission as S
 from spec.errors import CapacityDenied, InfeasibleRequest, InvalidArgument, InvalidBytes, InvalidTransition, UnknownAllocation
 from spec.guards import ALL_ON, GuardSet

@@ -14,7 +14,7 @@ from typing import Any
 import immutables
 
 from refimpl.admission.seat import LedgerSeat, positive, resolve_authority
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from spec import admission as S
 from spec.errors import BudgetBelowFloor, CapacityDenied, InvalidArgument, InvalidTransition
 from spec.guards import ALL_ON, GuardSet

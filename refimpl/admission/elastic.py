@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from refimpl.admission.seat import LedgerSeat, positive, resolve_authority
 from refimpl.admission.weight_cache import WeightCache
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from spec import admission as S
 from spec.arith import kv_bytes, kv_growth_peak
 from spec.errors import BudgetBelowFloor, CapacityDenied, ContextExhausted, InvalidArgument, InvalidBytes

@@ -14,7 +14,7 @@ from spec.errors import InvalidArgument, InvalidBytes
 from spec.ledger_state import Allocation
 from spec.types import Role, Tier
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 
 __all__ = ["LedgerSeat", "positive", "resolve_authority"]
 

@@ -9,7 +9,7 @@ credited exactly what the answer released.
 
 from __future__ import annotations
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from spec.types import Role, Tier
 
 __all__ = ["WeightCache"]

@@ -58,7 +58,7 @@ from typing import Any
 import attrs
 import onnxruntime as ort
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.ort.residency import process_rss
 from refimpl.ort.session import ModelSource, make_session
 from refimpl.verify.manager_hooks import abstract_manager

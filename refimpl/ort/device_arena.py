@@ -50,7 +50,7 @@ from typing import Any
 import attrs
 import onnxruntime as ort
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.ort.arena import SHRINK_KEY, ArenaHolder
 from spec.errors import InvalidBytes, InvalidTransition
 from spec.types import Role, Tier

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.ort.device import DeviceMemory, Region
 from refimpl.ort.holders import KvBundle, KvHolder, WeightHolder
 from spec.arith import kv_bytes

@@ -59,7 +59,7 @@ import onnxruntime as ort
 from onnx import numpy_helper
 
 from invariants._violation import InvariantViolation
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.ort.abstraction import LedgerAbstraction
 from refimpl.ort.arena import SHRINK_KEY, ArenaAnswer, ArenaHolder
 from refimpl.ort.device import DeviceMemory

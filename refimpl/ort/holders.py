@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from spec.arith import kv_bytes
 from spec.errors import InvalidTransition
 from spec.types import Role, Tier

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from refimpl.governor import ProcessMemoryManager
+from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger_state import State

@@ -16,7 +16,7 @@ import pytest
 from conformance_ids import offset, renamed
 from invariants.manager_replay import replay_manager_lines
 from invariants.replay import replay_lines
-from refimpl.governor import ProcessMemoryManager as LedgerGovernor
+from refimpl.manager import ProcessMemoryManager as LedgerGovernor
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink

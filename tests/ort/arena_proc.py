@@ -13,7 +13,7 @@ sys.path.insert(0, os.getcwd())
 
 import numpy as np  # noqa: E402
 
-from refimpl.governor import ProcessMemoryManager  # noqa: E402
+from refimpl.manager import ProcessMemoryManager  # noqa: E402
 from refimpl.ort.arena import ArenaHolder  # noqa: E402
 from refimpl.ort.models import build_dynamic, reference_dynamic  # noqa: E402
 from refimpl.verify.manager_hooks import abstract_ledger  # noqa: E402
