@@ -159,6 +159,42 @@ def _view_invalidated(before: M.Manager, act: Any, after: M.Manager) -> bool:
         v.users and v.id in after.views and after.views[v.id].state is not v.state for v in before.views.values())
 
 
+def _quota_left(m: M.Manager, aid: int) -> int | None:
+    """What the process quota of authority `aid`'s tier leaves (None: no quota): the quota less the `used` of the
+    tier's canonical authorities."""
+    tier = m.ledger.authorities[aid].tier
+    q = m.quotas.get(tier)
+    return None if q is None else q - sum(
+        a.used for a in m.ledger.authorities.values() if a.alias_of is None and a.tier is tier)
+
+
+def _held_by_quota(m: M.Manager, t: M.Ticket) -> bool:
+    """Waiting ticket `t` fits its own ledger but not what its tier's process quota leaves."""
+    left = _quota_left(m, t.authority)
+    return t.nbytes <= _headroom(m, t.authority) and left is not None and t.nbytes > left
+
+
+def _quota_holds_waiter(before: M.Manager, act: Any, after: M.Manager) -> bool:
+    """A ticket waits that its own ledger has room for: the tier's process quota holds it (I1, I13)."""
+    return any(_held_by_quota(after, t) for t in _pending(after))
+
+
+def _quota_raise_grants(before: M.Manager, act: Any, after: M.Manager) -> bool:
+    """A process quota raised or removed, and the round it owes granted a waiter."""
+    return isinstance(act, M.SetProcessQuota) and bool(_granted_now(before, after))
+
+
+def _quota_room_elsewhere_grants(before: M.Manager, act: Any, after: M.Manager) -> bool:
+    """A waiter the quota held is granted by bytes credited on another ledger of its tier (its own ledger's room did
+    not rise; the quota did not change)."""
+    if isinstance(act, M.SetProcessQuota):
+        return False
+    new = [t for t in _granted_now(before, after) if t.id in before.tickets]
+    return any(_held_by_quota(before, before.tickets[t.id]) and t.authority in after.ledger.authorities
+               and _headroom(after, t.authority) + sum(u.nbytes for u in new if u.authority == t.authority)
+               <= _headroom(before, t.authority) for t in new)
+
+
 #: name -> predicate over an accepted step (before, action, after).
 FEATURES: dict[str, Callable[[M.Manager, Any, M.Manager], bool]] = {
     "two priorities arbitrated": _priorities,
@@ -177,6 +213,9 @@ FEATURES: dict[str, Callable[[M.Manager, Any, M.Manager], bool]] = {
     "committed transaction's view remapped": _committed_view_remapped,
     "committed transaction's view bound by a later one": _committed_view_bound,
     "bound view invalidated by a device loss": _view_invalidated,
+    "process quota holds a waiter its ledger has room for": _quota_holds_waiter,
+    "quota raised or removed grants a waiter": _quota_raise_grants,
+    "quota room credited on another ledger grants a waiter": _quota_room_elsewhere_grants,
 }
 
 

@@ -13,7 +13,7 @@ ReportMismatch) and the allocator path (TryReserve of 1 B on authority 1 by hold
 `PARTS_SCOPE` also shrink each free lease of more than a byte by one (ShrinkLease) and grow each free lease by one
 (GrowLease).
 Model views (PublishView / ExecuteView / RemapView) are offered only by
-`VIEW_SCOPE`. SetUse, Reconfigure, deadlines and ExpirePressure are offered only by the
+`VIEW_SCOPE`, process quotas (SetProcessQuota of the device tier) only by `QUOTA_SCOPE`. SetUse, Reconfigure, deadlines and ExpirePressure are offered only by the
 pressure restriction (`PRESSURE_SCOPE`, explored to a depth bound: a
 generation grows without bound). Caps on the
 ids ever issued (tickets, pressures, transactions) keep the space finite.
@@ -46,7 +46,7 @@ from spec.guards import ALL_ON, GuardSet
 from spec.manager_parts import referenced
 from spec.types import AllocState, Role, Tier
 
-__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "VIEW_SCOPE",
+__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "VIEW_SCOPE", "QUOTA_SCOPE",
            "COMPLETE_SCOPES", "PRESSURE_SCOPE", "TX_SCOPE",
            "CONTROLS", "control_model", "manager_start", "manager_actions", "manager_model"]
 
@@ -92,6 +92,9 @@ class ManagerScope:
     #: left (a retry takes back its place, C4), and CorruptLedger while the manager is not yet poisoned (I5).
     retries: bool = False
     corruption: bool = False
+    #: Process quotas of the device tier (`spec.quota`, I1): SetProcessQuota(Tier.DEVICE, q) for each q (None
+    #: removes the quota; one below what the tier charges is refused). (): none offered.
+    quotas: tuple[int | None, ...] = ()
 
 
 QUICK_SCOPE = ManagerScope(tries=True, shrinks=True, grows=True)
@@ -116,16 +119,26 @@ PARTS_SCOPE = ManagerScope(capacities=(2,), holders=2, aging_bound=2, tickets=1,
 #: retry intent).
 VIEW_SCOPE = ManagerScope(capacities=(2,), holders=1, tickets=0, pressures=0, txs=2, needs=(((1, 1),),),
                           limits=False, bundles=0, views=2)
+#: Process quota (`spec.quota`, I1; the quota-aware room of I13's rounds): one holder, two 2 B device ledgers under
+#: one tier quota set to 1 B, 2 B or removed, two tickets, a transaction on authority 1 and lease grows. A quota
+#: holds a waiter its ledger has room for; raising or removing it grants the waiter; bytes credited on one ledger
+#: grant a waiter the quota held on the other (3,572 states, 23,810 transitions, diameter 11, 2 s). Thorough adds
+#: the allocator path (TryReserve while the ledger's allocation ids stay within 2; 24,217 states).
+QUOTA_SCOPE = ManagerScope(capacities=(2, 2), holders=1, tickets=2, pressures=0, txs=1, needs=(((1, 1),),),
+                           losses=False, limits=False, bundles=0, removals=False, grows=True, quotas=(1, 2, None))
 #: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (112,064 states; without
 #: shrinks, which would double it: 225,984, nor grows) and views
 #: over a second authority: a transaction needing both publishes over the lower (13,342 states).
 COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
-    "quick": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE, "manager_views": VIEW_SCOPE},
+    "quick": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE, "manager_views": VIEW_SCOPE,
+              "manager_quota": QUOTA_SCOPE},
     "thorough": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE,
                  "manager_parts_allowance": attrs.evolve(PARTS_SCOPE, allowances=1, shrinks=False, grows=False),
                  "manager_views": VIEW_SCOPE,
                  "manager_views_two_authorities": attrs.evolve(VIEW_SCOPE, capacities=(2, 3),
-                                                               needs=(((1, 1),), ((1, 1), (2, 1))))},
+                                                               needs=(((1, 1),), ((1, 1), (2, 1)))),
+                 "manager_quota": QUOTA_SCOPE,
+                 "manager_quota_tries": attrs.evolve(QUOTA_SCOPE, tries=True, try_cap=2)},
 }
 
 #: The pressure restriction of the composed machine (`ortmem verify`'s pressure checker): one 3 B authority, two
@@ -269,6 +282,8 @@ def manager_actions(scope: ManagerScope, m: M.Manager) -> Iterator[Any]:
             yield M.CommitLimit(a)
         if scope.removals:
             yield M.RemoveAuthority(a)
+    for q in scope.quotas:
+        yield M.SetProcessQuota(Tier.DEVICE, q)
     if scope.unregisters:
         yield from (M.UnregisterHolder(h) for h in sorted(m.ledger.holders.keys()))
 

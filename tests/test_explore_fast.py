@@ -41,11 +41,12 @@ def _verdict(check, *args) -> str | None:
     return None
 
 
-def _judge_scope(guards: GuardSet, depth: int, reads=READS) -> tuple[list, list, IncrementalChecks]:
-    """Every transition and state of the guard's control scope (CONTROL_SCOPE with every guard on) within `depth`,
-    judged by the full and the incremental checks (not stopping at a violation): the list of (where, full verdict)
-    and of (where, incremental verdict)."""
-    model = manager_model(guards, CONTROLS.get(next(iter(guards.off), ""), CONTROL_SCOPE), incremental=False)
+def _judge_scope(guards: GuardSet, depth: int, reads=READS, scope=None) -> tuple[list, list, IncrementalChecks]:
+    """Every transition and state of `scope` (default: the guard's control scope, CONTROL_SCOPE with every guard on)
+    within `depth`, judged by the full and the incremental checks (not stopping at a violation): the list of
+    (where, full verdict) and of (where, incremental verdict)."""
+    scope = CONTROLS.get(next(iter(guards.off), ""), CONTROL_SCOPE) if scope is None else scope
+    model = manager_model(guards, scope, incremental=False)
     inc = IncrementalChecks(reads)
     full_flags, inc_flags = [], []
     seen = {model.initial}
