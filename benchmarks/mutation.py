@@ -219,7 +219,8 @@ MODULES: dict[str, list[str]] = {
                                           "invariants/manager_bundles.py", "invariants/manager_views.py",
                                           "invariants/manager_tx.py", "invariants/manager_order.py",
                                           "invariants/manager_devices.py", "invariants/replay_grants.py",
-                                          "invariants/step_frames.py", "invariants/manager_grow.py")},
+                                          "invariants/step_frames.py", "invariants/manager_grow.py",
+                                          "invariants/manager_tickets.py")},
     # the process quota's harm clause and room (D6): the clause suites, and the quota's own spec and refimpl tests
     "invariants/manager_quota.py": [*_MANAGER_CLAUSE_TESTS, "tests/test_spec_quota.py", "tests/test_manager_quota.py"],
     # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,

@@ -35,6 +35,7 @@ from invariants.clauses import counting
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_quota import step_I1_quota
+from invariants.manager_tickets import state_I1_tickets
 from invariants.manager_order import step_I13_order
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from spec import manager_actions as M
@@ -42,8 +43,8 @@ from spec import manager_actions as M
 __all__ = ["READS", "IncrementalChecks", "ledger_of", "ledger_step_of", "parts_of", "parts_step_of", "order_step_of",
            "holders_step_of", "answers_step_of",
            "bundles_step_of", "parts_uses_step_of", "removal_step_of", "pressure_step_of", "tickets_step_of",
-           "generations_of", "views_of", "views_step_of", "view_bytes_step_of", "intents_of", "intents_step_of",
-           "poisoned_step_of"]
+           "generations_of", "tickets_of", "views_of", "views_step_of", "view_bytes_step_of", "intents_of",
+           "intents_step_of", "poisoned_step_of"]
 
 
 def ledger_of(m: Any) -> Hashable:
@@ -119,6 +120,11 @@ def answers_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Ha
 def generations_of(m: Any) -> Hashable:
     """What the generation state predicate reads (I13): tickets and generations."""
     return m.tickets, m.generations
+
+
+def tickets_of(m: Any) -> Hashable:
+    """What the live-ticket state predicate reads (I1): the ticket table."""
+    return m.tickets
 
 
 def views_of(m: Any) -> Hashable:
@@ -217,6 +223,7 @@ def _reads() -> dict[Callable[..., None], Callable[..., Hashable]]:
     out[step_I13_order] = order_step_of
     out[step_C5_answers] = answers_step_of
     out[IM.state_I13_generation] = generations_of
+    out[state_I1_tickets] = tickets_of  # `invariants.manager_tickets`
     # I10: act, the before-txs (its bundle), the after-txs (committed), both bundles maps.
     out[IM.step_I10_manager] = bundles_step_of
     # C4, C6 (model views): the views and the transactions that own or bind them.

@@ -8,7 +8,8 @@ a closed or late pressure releases nothing (C5); the allocator path never overta
 never overtaken, no fitting waiter is left waiting (I13); no holder callback runs under the ledger lock (I7). Model
 views (C4, C6, I9): `.manager_views`; grant order, aging (I13): `.manager_order`; answers (C5): `.manager_answers`;
 intents (C4), poisoning (I5): `.manager_tx`; device loss, termination and removal (C3): `.manager_devices`; holders
-(I4a): `.manager_holders`; a bundle moves exactly with its transaction's commit (I10): `.manager_bundles`.
+(I4a): `.manager_holders`; a bundle moves exactly with its transaction's commit (I10): `.manager_bundles`; the
+ticket table holds live tickets only (I1): `.manager_tickets`.
 
 Each clause states a harm and compares the manager's numbers with an independent reading of the records (sums
 recomputed here; grant order from `.manager_order.served_before`, never `spec.arith.arbitration_key`). The ledger's
@@ -31,6 +32,7 @@ from invariants.manager_devices import state_C3_manager, step_C3_manager
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_order import served_before, step_I13_order
 from invariants.manager_quota import room, step_I1_quota
+from invariants.manager_tickets import state_I1_tickets
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from invariants.manager_views import state_C4_views, state_C6_views, step_C6_views, step_I9_views
 from invariants.step_frames import replaced, selected
@@ -43,7 +45,7 @@ from spec.types import AllocState, Origin
 __all__ = ["STATE_PREDICATES", "STEP_PREDICATES", "OBSERVATION_PREDICATES", "check_all", "check_step",
            "state_I1_manager", "state_I13_manager", "state_C3_manager", "step_I1_manager", "step_I6_manager",
            "step_C3_manager", "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
-           "state_I13_generation", "observed_I7_manager"]
+           "state_I13_generation", "observed_I7_manager", "state_I1_tickets"]
 
 
 # --- I1: one ledger, its buckets partition used -----------------------------------
@@ -454,7 +456,7 @@ def _merge(own: dict[str, tuple], ledger: dict[str, tuple], wrap: Callable) -> d
 
 
 STATE_PREDICATES: dict[str, tuple[Callable[[M.Manager], None], ...]] = _merge(
-    {"I1": (state_I1_manager,), "I13": (state_I13_manager, state_I13_generation), "C3": (state_C3_manager,),
+    {"I1": (state_I1_manager, state_I1_tickets), "I13": (state_I13_manager, state_I13_generation), "C3": (state_C3_manager,),
      "C4": (state_C4_views, state_C4_holds, state_C4_intents), "C6": (state_C6_views,)}, LP.STATE_PREDICATES,
     _on_ledger_state)
 

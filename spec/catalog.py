@@ -83,8 +83,8 @@ _LINKS: dict[str, dict[str, object]] = {
         scope="Leases and reservations. Allowance accounting is checked under I4b.",
     ),
     "I1": dict(
-        predicates=(_P + "state_I1", _P + "step_I1", _MG + "state_I1_manager", _MG + "step_I1_manager",
-                    _MG + "step_I1_quota"),
+        predicates=(_P + "state_I1", _P + "step_I1", _MG + "state_I1_manager", _MG + "state_I1_tickets",
+                    _MG + "step_I1_manager", _MG + "step_I1_quota"),
         tests=(_STATEFUL, _CONTROLS, "tests/test_authorities.py::test_alias_adds_no_charge", *_MG_TESTS),
         scope=("Aliases add no charge within one process. Delegated quota slices are linked attribution checked "
                "under C10 (invariants.hierarchy: slice_charged, charge_has_owner)."),

@@ -14,10 +14,11 @@ from invariants.explore import explore
 from invariants.explore_checks import READS, IncrementalChecks, bundles_step_of, generations_of, ledger_of, \
     ledger_step_of, parts_of, parts_step_of, parts_uses_step_of, pressure_step_of, removal_step_of, tickets_step_of, \
     views_of, views_step_of, view_bytes_step_of, order_step_of, answers_step_of, intents_of, intents_step_of, \
-    poisoned_step_of, holds_of, abort_step_of, holders_step_of, quota_step_of
+    poisoned_step_of, holds_of, abort_step_of, holders_step_of, quota_step_of, tickets_of
 from invariants.manager_answers import step_C5_answers
 from invariants.manager_holders import step_I4a_holders
 from invariants.manager_quota import step_I1_quota
+from invariants.manager_tickets import state_I1_tickets
 from invariants.manager_tx import state_C4_holds, state_C4_intents, step_C4_intents, step_I5_abort, step_I5_poisoned
 from invariants.manager_order import step_I13_order
 from invariants.explore_parallel import explore_parallel
@@ -90,7 +91,7 @@ def test_incremental_checks_skip_only_declared_predicates() -> None:
            IM.step_I9_views: views_step_of, IM.step_C6_views: view_bytes_step_of, step_I13_order: order_step_of,
            step_C5_answers: answers_step_of, step_C4_intents: intents_step_of, state_C4_intents: intents_of,
            state_C4_holds: holds_of, step_I5_abort: abort_step_of, step_I5_poisoned: poisoned_step_of,
-           step_I4a_holders: holders_step_of, step_I1_quota: quota_step_of}
+           step_I4a_holders: holders_step_of, step_I1_quota: quota_step_of, state_I1_tickets: tickets_of}
     for p, proj in READS.items():
         assert proj is own[p] if p in own else (hasattr(p, "__wrapped__") and proj in (ledger_of, ledger_step_of)), p
     every = {p for preds in (*IM.STATE_PREDICATES.values(), *IM.STEP_PREDICATES.values()) for p in preds}

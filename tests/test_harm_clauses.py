@@ -277,6 +277,27 @@ def test_a_round_past_a_matured_waiter_fails_matured_not_overtaken(mutant: str |
     assert found == ({"step_I13_manager.matured_not_overtaken"} if mutant else set())
 
 
+# --- I1: a retired ticket leaves the table ------------------------------------------------------------------
+
+# A granted ticket cancelled (its 3 B credited), a pending one timed out: each is retired, and a table that keeps it
+# lets its holder cancel or claim it again (in the thorough profile, a second cancel retired its reservation twice).
+# Kept, the pending one is also no longer read as pending: its timeout reports its 2 B credited (I1's credit clause).
+_GONE = "state_I1_tickets.retired_ticket_gone"
+_RETIRE = {"cancel granted": ([M.Submit(H1, DEV, 3), M.CancelTicket(H1, 1)], {_GONE}),
+           "time out pending": ([M.Submit(H1, DEV, 3), M.Submit(H2, DEV, 2), M.TimeoutTicket(H2, 2)],
+                                {_GONE, "step_I1_manager.credit_exactly_once"})}
+
+
+@pytest.mark.parametrize("mutant", [None, "retired_ticket_kept"])
+@pytest.mark.parametrize("how", sorted(_RETIRE))
+def test_a_retired_ticket_kept_in_the_table_fails_retired_ticket_gone(how: str, mutant: str | None) -> None:
+    acts, broken = _RETIRE[how]
+    found, m = _manager_breaks(acts, mutant)
+    assert m.ledger.authorities[DEV].used == (0 if how == "cancel granted" else 3)  # the ledger's credit is right
+    assert (acts[-1].ticket in m.tickets) is bool(mutant)
+    assert found == (broken if mutant else set())
+
+
 # --- Reconfigure: generations (C5, I13) ----------------------------------------------------------
 
 _GEN_ANSWER = [M.Submit(H1, DEV, 3), M.Claim(H1, 1), M.Press(H1, DEV, 3), M.Reconfigure(DEV), M.Answer(H1, 1, (1,))]

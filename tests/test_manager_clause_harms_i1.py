@@ -181,7 +181,7 @@ def test_registries_run_each_ledger_predicate_before_the_managers_own() -> None:
     assert [p.__name__ for p in built["I1"]] == ["ledger_step_I1", "step_I1_manager"]
     # The published registries are that composition of the ledger's and the manager's predicates.
     assert _unwrapped(IM.STEP_PREDICATES)["I1"] == [LP.step_I1, IM.step_I1_manager, step_I1_quota]
-    assert _unwrapped(IM.STATE_PREDICATES)["I1"] == [LP.state_I1, IM.state_I1_manager]
+    assert _unwrapped(IM.STATE_PREDICATES)["I1"] == [LP.state_I1, IM.state_I1_manager, IM.state_I1_tickets]
     assert all(_unwrapped(IM.STEP_PREDICATES)[id][:len(ps)] == list(ps) for id, ps in LP.STEP_PREDICATES.items())
 
 

@@ -1,10 +1,10 @@
-"""C5 and I13 on the composed manager: each ticket and pressure harm its clause exists for, with its near miss.
+"""C5, I13 and I1's ticket table on the composed manager: each ticket and pressure harm its clause exists for, with its near miss.
 
 Each test builds the harm with the spec's own actions or by breaking one record of a real step by hand (as
 `test_manager_clauses.py` does), asserts the clause that states it fails with a report naming the records
 (the answer, the pressure, the generations, the waiter, the overtaking grant), and, beside it, the nearest
 harmless state or step, which must pass. The case counts of these clauses are pinned the same way
-`test_manager_clause_cases.py` pins the others: counted exactly when their situation occurs. (C5 I13)
+`test_manager_clause_cases.py` pins the others: counted exactly when their situation occurs. (C5 I13 I1)
 """
 
 from __future__ import annotations
@@ -191,6 +191,26 @@ def test_waiter_submitted_after_a_reconfigure_passes_and_counts() -> None:
     assert (m.tickets[t2].state, m.tickets[t2].generation) == (TicketState.PENDING, 1)
     IM.state_I13_generation(m)
     assert _counts(IM.state_I13_generation, m)[_GEN] == (1, 1)
+
+
+# --- I1: state_I1_tickets ---------------------------------------------------------------------------
+
+_GONE = "state_I1_tickets.retired_ticket_gone"
+
+
+@pytest.mark.parametrize("state", [s for s in TicketState if s not in (TicketState.PENDING, TicketState.GRANTED)])
+def test_a_retired_ticket_left_in_the_table_is_named_with_its_state(state: TicketState) -> None:
+    m, t1, _ = _granted_then_waiting()
+    e = _violation(IM.state_I1_tickets, _with_ticket(m, t1, state=state))
+    assert (e.clause, str(e)) == (_GONE, f"I1: ticket {t1} (holder {H1}, authority {DEV}) is {state.value} but "
+                                         "still in the ticket table")
+
+
+def test_state_i1_tickets_counts_a_table_with_tickets_only() -> None:
+    m, t1, t2 = _granted_then_waiting()  # one granted, one pending: both live, the near miss
+    assert _counts(IM.state_I1_tickets, m) == {_GONE: (1, 1)}
+    gone = run(run(m, M.CancelTicket(H1, t1))[0], M.CancelTicket(H2, t2))[0]  # run judges each step
+    assert len(gone.tickets) == 0 and _counts(IM.state_I1_tickets, gone) == {_GONE: (1, 0)}
 
 
 # --- I13: step_I13_manager (allocator_never_overtakes_a_waiter, matured_not_overtaken) ---------------

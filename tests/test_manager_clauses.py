@@ -114,7 +114,7 @@ def test_grant_charges_ledger_off_also_breaks_conservation_and_exact_credit() ->
 _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "step_I6_manager", "step_C3_manager",
                    "step_I2_manager", "step_I10_manager", "step_C5_manager", "step_I13_manager",
                    "state_I13_generation", "state_C4_views", "state_C6_views", "step_I9_views", "step_C6_views",
-                   "state_C3_manager", "step_I4a_holders"}
+                   "state_C3_manager", "step_I4a_holders", "state_I1_tickets"}
 
 
 def _granted() -> M.Manager:
@@ -168,6 +168,10 @@ def _state_mut(name: str) -> M.Manager:
             return evolve(nxt, views=nxt.views.set(v, evolve(nxt.views[v], users=((x, 1),))))
         m, y = run(m, M.PlanTx(H1, ((HOST, 1),)))  # another open transaction reads x's provisional view
         return evolve(m, views=m.views.set(v, evolve(m.views[v], users=((x, 1), (y, 1)))))
+    if name == "retired_kept":  # the granted ticket was cancelled (its bytes credited) but stays in the table
+        m = _granted()
+        nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
+        return evolve(nxt, tickets=nxt.tickets.set(1, evolve(m.tickets[1], state=TicketState.CANCELLED)))
     if name == "old_generation_waiter":  # the authority was reconfigured, the waiter kept waiting
         m, _ = lease(start(), H1, DEV, 4)
         m, _ = run(m, M.Submit(H2, DEV, 1))
@@ -183,6 +187,7 @@ _STATE_MUTATIONS = {
     "idle_waiter": "state_I13_manager.no_idle_fitting_waiter",
     "pending_holds": "state_I13_manager.pending_holds_nothing",
     "old_generation_waiter": "state_I13_generation.no_waiter_of_an_older_generation",
+    "retired_kept": "state_I1_tickets.retired_ticket_gone",
     "view_unreserved": "state_C4_views.view_over_reserved_bytes",
     "stale_read": "state_C6_views.no_stale_view_read",
     "shared_provisional": "state_C6_views.provisional_view_private",
