@@ -13,7 +13,8 @@ ReportMismatch) and the allocator path (TryReserve of 1 B on authority 1 by hold
 `PARTS_SCOPE` also shrink each free lease of more than a byte by one (ShrinkLease) and grow each free lease by one
 (GrowLease).
 Model views (PublishView / ExecuteView / RemapView) are offered only by
-`VIEW_SCOPE`, process quotas (SetProcessQuota of the device tier) only by `QUOTA_SCOPE`. SetUse, Reconfigure, deadlines and ExpirePressure are offered only by the
+`VIEW_SCOPE`, process quotas (SetProcessQuota of the device tier) only by `QUOTA_SCOPE`.
+SetUse, Reconfigure, deadlines and ExpirePressure are offered only by the
 pressure restriction (`PRESSURE_SCOPE`, explored to a depth bound: a
 generation grows without bound). Caps on the
 ids ever issued (tickets, pressures, transactions) keep the space finite.
@@ -46,8 +47,8 @@ from spec.guards import ALL_ON, GuardSet
 from spec.manager_parts import referenced
 from spec.types import AllocState, Role, Tier
 
-__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "VIEW_SCOPE", "QUOTA_SCOPE",
-           "COMPLETE_SCOPES", "PRESSURE_SCOPE", "TX_SCOPE",
+__all__ = ["ManagerScope", "QUICK_SCOPE", "CONTROL_SCOPE", "ARBITRATION_SCOPE", "PARTS_SCOPE", "VIEW_SCOPE",
+           "QUOTA_SCOPE", "COMPLETE_SCOPES", "PRESSURE_SCOPE", "TX_SCOPE",
            "CONTROLS", "control_model", "manager_start", "manager_actions", "manager_model"]
 
 
@@ -126,9 +127,9 @@ VIEW_SCOPE = ManagerScope(capacities=(2,), holders=1, tickets=0, pressures=0, tx
 #: the allocator path (TryReserve while the ledger's allocation ids stay within 2; 24,217 states).
 QUOTA_SCOPE = ManagerScope(capacities=(2, 2), holders=1, tickets=2, pressures=0, txs=1, needs=(((1, 1),),),
                            losses=False, limits=False, bundles=0, removals=False, grows=True, quotas=(1, 2, None))
-#: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (112,064 states; without
-#: shrinks, which would double it: 225,984, nor grows) and views
-#: over a second authority: a transaction needing both publishes over the lower (13,342 states).
+#: profile -> scope name -> scope. Thorough adds the parts scope with an allowance too (153,104 states; without
+#: shrinks, which would double it, nor grows) and views
+#: over a second authority: a transaction needing both publishes over the lower (17,678 states).
 COMPLETE_SCOPES: dict[str, dict[str, ManagerScope]] = {
     "quick": {"manager_arbitration": ARBITRATION_SCOPE, "manager_parts": PARTS_SCOPE, "manager_views": VIEW_SCOPE,
               "manager_quota": QUOTA_SCOPE},
