@@ -67,33 +67,30 @@ _AGING = clause("I13", "step_I13_order", "passed_over_ages",
                 "ticket is no round, D10: its grant pass ages nobody)")
 
 
-def _rounds(before: M.Manager, after: M.Manager) -> dict[int, tuple[list[M.Ticket], list[M.Ticket]]]:
-    """Per authority: (the waiters this step's arbitration considered, as aged in `after`; those it granted)."""
-    out: dict[int, tuple[list[M.Ticket], list[M.Ticket]]] = {}
-    was_tickets, first_new = before.tickets, before.next_ticket
-    for tid, t in after.tickets.items():
-        was = was_tickets.get(tid)
-        waited = was.state is _T.PENDING if was is not None else tid >= first_new
-        if waited and t.state in (_T.PENDING, _T.GRANTED):
-            considered, granted = out.setdefault(t.authority, ([], []))
-            considered.append(t)
-            if t.state is _T.GRANTED:
-                granted.append(t)
-    return out
-
-
 def step_I13_order(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    bound, was_tickets = after.aging_bound, before.tickets
-    # Every ticket pending after the step that existed before it: the lifecycle enters PENDING only from IDLE by a
-    # submit with a fresh id, so on a legal step that is a ticket that waited through it; a ticket taken back to
-    # pending (an illegal un-grant) is judged too, and its age may not fall either.
-    stayed = [(p.age, t) for t in after.tickets.values()
-              if t.state is _T.PENDING and (p := was_tickets.get(t.id)) is not None]
+    bound, was_tickets, first_new = after.aging_bound, before.tickets, before.next_ticket
+    # One walk of the tickets after the step gives both readings below.
+    # `stayed`: every ticket pending after the step that existed before it: the lifecycle enters PENDING only from
+    # IDLE by a submit with a fresh id, so on a legal step that is a ticket that waited through it; a ticket taken
+    # back to pending (an illegal un-grant) is judged too, and its age may not fall either.
+    # `rounds`, per authority: (the waiters this step's arbitration considered, as aged in `after`; those it granted).
+    stayed: list[tuple[int, M.Ticket]] = []
+    rounds: dict[int, tuple[list[M.Ticket], list[M.Ticket]]] = {}
+    for tid, t in after.tickets.items():
+        p = was_tickets.get(tid)
+        state = t.state
+        if state is _T.PENDING and p is not None:
+            stayed.append((p.age, t))
+        waited = p.state is _T.PENDING if p is not None else tid >= first_new
+        if waited and state in (_T.PENDING, _T.GRANTED):
+            considered, granted = rounds.setdefault(t.authority, ([], []))
+            considered.append(t)
+            if state is _T.GRANTED:
+                granted.append(t)
     for was, t in stayed:
         if t.age < was:
             _AGING.fail(f"{act!r}: waiting ticket {t.id}'s age fell {was} -> {t.age}")
     gone = before.tickets.get(act.ticket) if isinstance(act, (M.CancelTicket, M.TimeoutTicket)) else None
-    rounds = _rounds(before, after)
     _AGING.case(bool(stayed) or any(g and len(c) > len(g) for c, g in rounds.values()))
     _ORDER.case(any(g and len(c) >= 2 for c, g in rounds.values()))
     for aid, (considered, granted) in rounds.items():

@@ -136,8 +136,10 @@ _I5_ONE_BUNDLE = clause("I5", "step_I5_poisoned", "mismatch_poisons_one_bundle",
 
 
 def step_I5_poisoned(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> None:
-    hit = [b.id for b in after.bundles.values() if b.poisoned
-           and (b.id not in before.bundles or not before.bundles[b.id].poisoned)]
+    # An unreplaced bundle map (the same object) holds the same records: none newly poisoned, and no walk of them.
+    hit = [] if after.bundles is before.bundles else [
+        b.id for b in after.bundles.values() if b.poisoned
+        and (b.id not in before.bundles or not before.bundles[b.id].poisoned)]
     _I5_ONE_BUNDLE.case(bool(hit))
     others = [bid for bid in hit if not (isinstance(act, M.ReportMismatch) and bid == act.bundle)]
     if others:
