@@ -151,7 +151,7 @@ def _diff(prev: Mapping, nxt: Mapping) -> tuple[frozenset, tuple[tuple[Any, Any,
         old, new = was.get(k, _MISSING), now.get(k, _MISSING)
         if old != new:
             moved.append((k, None if old is _MISSING else old, None if new is _MISSING else new))
-    out = (frozenset(k for k, _, _ in moved), tuple(moved))
+    out = (frozenset([k for k, _, _ in moved]), tuple(moved))
     if type(was) is immutables.Map and type(now) is immutables.Map:
         _MEMO.insert(0, (prev, nxt, *out))
         del _MEMO[_MEMO_SIZE:]

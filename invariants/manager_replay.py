@@ -140,7 +140,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         args = {}
         for f, scalar in fields:
             v = ids[f] if f in want_ids else payload.get(f)
-            args[f] = v if scalar and type(v) is int else decode_field(f, v)  # an int scalar decodes to itself
+            args[f] = v if scalar and (type(v) is int or v is None) else decode_field(f, v)  # decodes to itself
         result, bundles = payload["result"], payload["bundles"]
         result = result if result is None or type(result) is int else decode_result(result)
         bundles = {} if type(bundles) is dict and not bundles else decode_bundles(bundles)
