@@ -341,6 +341,8 @@ def test_governor_without_atomic_bundle_fails_replay_at_the_commit() -> None:
     ("plan_tx", "needs", 5),  # a tuple field holding a bare int
     ("answer", "victims", 7),
     ("submit", "role", 1),  # an enum field holding an int
+    ("submit", "role", None),  # an enum field holding null (the decoder takes a null scalar as itself)
+    ("plan_tx", "needs", None),  # a tuple field holding null
     ("submit", "result", "1"),  # a result that is no id, byte count, list or limit outcome
     ("submit", "bundles", {"1": {"versions": [1]}}),  # a bundle record without its poisoned flag
     ("submit", "bundles", []),
