@@ -386,9 +386,14 @@ class Arbitration:
         if t.event is not None:
             self._wake.append(t.event)  # set once the lock is released (I7)
 
-    def _rounds(self, before: dict[int, int]) -> None:
-        """Rounds on every ledger in `before` (id -> limit - used before the operation) whose headroom rose; then
-        the rounds the process quotas owe for the bytes credited in their tiers (`Limits._quota_rounds`)."""
+    def _rounds(self) -> None:
+        """The end of every operation that credits bytes: a round on every ledger it credited (`Ledger._credit`
+        noted each one's headroom before) whose headroom rose; then the rounds the process quotas owe for the
+        bytes credited in their tiers (`Limits._quota_rounds`)."""
+        before = self._credited
+        if not before:
+            return
+        self._credited = {}
         # What each quota left before the operation: now, less the bytes the operation credited in its tier.
         left0 = {tier: self._left(tier) - sum(a.limit - a.used - before[a.id] for a in map(self._auths.get, before)
                                               if a.tier is tier) for tier in self._quotas}
@@ -428,19 +433,17 @@ class Arbitration:
             self._wake.append(t.event)  # a retired ticket's waiter must not sleep on
         a = t.auth
         rec = t.alloc
-        was_pending = t.state is _PENDING
-        left0 = self._left(a.tier) if self._quotas and not was_pending else None
-        if was_pending:
+        if t.state is _PENDING:
             del a.pending[t.id]
-            credit = 0
-        elif rec is None:
-            credit = t.nbytes  # grant_charges_ledger off: nothing was charged; the ticket's bytes are reported
-        else:
-            credit = rec.charge
-            rec.part = None
-            self._retire(rec)
-        if a.pending:
-            self._grant_pass(a) if was_pending else self._round(a)
-        if left0 is not None:
-            self._quota_rounds(a.tier, left0, (a.id,))
+            if a.pending:
+                self._grant_pass(a)
+            return 0
+        if rec is None:  # grant_charges_ledger off: nothing was charged; the ticket's bytes are reported
+            if a.pending:
+                self._round(a)
+            return t.nbytes
+        credit = rec.charge
+        rec.part = None
+        self._retire(rec)
+        self._rounds()  # its charge (> 0) rose the headroom: the round on `a`, then the quota's
         return credit

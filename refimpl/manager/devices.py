@@ -69,11 +69,10 @@ class Devices:
         for r in [p for p in self._pressures.values() if p.auth is a]:
             self._shut_pressure(r, PressureState.CANCELLED)
         a.change = None
-        before: dict[int, int] = {}
         for t in [t for t in self._txs.values() if a.id in t.need or on_lost.intersection(t.bound)]:
-            self._unwind(t, a, before)  # open work touching the device aborts, leaving its intent
+            self._unwind(t, a)  # open work touching the device aborts, leaving its intent
         self._invalidate_views(a.id)
-        self._rounds(before)
+        self._rounds()
 
     def confirm_termination(self, authority: int) -> None:
         """The lost context is gone: refund its charges, exactly once (idempotent)."""
@@ -168,8 +167,6 @@ class Devices:
             raise InvalidTransition(f"authority {a.id}: no transition for event 'confirm-termination' in state 'active' "
                                     "(the context was never lost)")
         a.context = ContextState.TERMINATED
-        left0 = self._left(a.tier) if self._quotas else None
         for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:
             self._retire(rec)
-        if left0 is not None:
-            self._quota_rounds(a.tier, left0, ())  # the freed charge is quota room for the tier's waiters (I13)
+        self._rounds()  # the freed charge is quota room for the tier's waiters (I13)

@@ -165,6 +165,7 @@ class Ledger:
         self._leases: dict[int, _Alloc] = {}  # ticket id -> the live lease its claim made (an index of this table)
         self._fresh = self._guards.on("fresh_ids")  # I4a: allocation ids are never reused
         self._quotas: dict[Tier, int] = {}  # tier -> its process quota (I1; `Limits.set_process_quota`)
+        self._credited: dict[int, int] = {}  # this operation's credited ledgers -> their headroom before (`_credit`)
 
     # --- registration (C1, I1) -------------------------------------------
 
@@ -324,15 +325,12 @@ class Ledger:
             self._step(rec, "commit")
         if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2
             raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")
-        refund = rec.charge > nbytes
-        left0 = self._left(rec.auth.tier) if self._quotas else None
         self._commit_rec(rec, nbytes)
-        if refund and rec.auth.pending:
-            self._round(rec.auth)  # I13: returned capacity goes to the waiters first
-        if refund and left0 is not None:
-            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
+        self._rounds()  # I13: returned capacity goes to the waiters first
 
     def _commit_rec(self, rec: _Alloc, nbytes: int) -> None:
+        if nbytes < rec.charge:
+            self._credit(rec, rec.charge - nbytes)  # the excess is refunded
         rec.auth.used += nbytes - rec.charge
         rec.nbytes = rec.charge = nbytes
         rec.state = _LIVE
@@ -371,12 +369,8 @@ class Ledger:
             _owned_by_part(rec)
         if rec.state is not _ACCEPTED[event]:
             self._step(rec, event)
-        left0 = self._left(rec.auth.tier) if self._quotas else None
         self._retire(rec)
-        if rec.auth.pending:
-            self._round(rec.auth)  # I13
-        if left0 is not None:
-            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
+        self._rounds()  # I13
 
     def quarantine(self, holder: int, allocation: int, released: int) -> None:
         """Settle a lease only partly undone: refund `released` bytes, keep the residual charged."""
@@ -399,14 +393,9 @@ class Ledger:
         self._step(rec, "quarantine")
         if released > rec.charge:
             raise InvalidBytes(f"allocation {rec.id}: cannot release {released} B of a {rec.charge} B charge")
-        left0 = self._left(rec.auth.tier) if self._quotas else None
-        rec.auth.used -= released
-        rec.charge -= released
+        self._credit(rec, released)
         rec.state = AllocState.QUARANTINED
-        if released and rec.auth.pending:
-            self._round(rec.auth)  # I13
-        if released and left0 is not None:
-            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
+        self._rounds()  # I13
 
     def _wake_up(self, wake: list[Any]) -> None:
         """Set the events of waiters whose tickets were granted or retired: never under the lock (I7).
@@ -428,9 +417,17 @@ class Ledger:
         if rec.state not in _ACCEPTS[event] and self._guards.on("lifecycle_table"):  # I4a
             raise InvalidTransition(f"allocation {rec.id}: cannot {event} in state {rec.state.value}")
 
+    def _credit(self, rec: _Alloc, n: int) -> None:
+        """Give `n` B of `rec`'s charge back to its ledger: the one place bytes are credited. The operation's first
+        credit on a ledger notes its headroom before; every operation that credits ends in `_rounds`, which reads
+        the notes (I13: the ledger's own round, then the rounds its tier's process quota owes)."""
+        a = rec.auth
+        self._credited.setdefault(a.id, a.limit - a.used)
+        rec.charge -= n
+        a.used -= n
+
     def _retire(self, rec: _Alloc) -> None:
-        rec.auth.used -= rec.charge
-        rec.charge = 0
+        self._credit(rec, rec.charge)
         rec.state = _RELEASED
         del self._allocs[rec.id]
         del rec.auth.allocs[rec.id]

@@ -184,7 +184,6 @@ class Pressures:
                 raise PinnedVictim(f"allocation {v} is {'pinned' if rec.pinned else 'in flight'}; never reclaimed")
             picked.append(rec)
         released = 0
-        left0 = self._left(r.auth.tier) if self._quotas else None
         for rec in picked:
             released += rec.charge
             self._retire(rec)
@@ -192,10 +191,7 @@ class Pressures:
         self._shut_pressure(r, PressureState.ANSWERED)
         if r.change:
             r.auth.change.completed.append((r.id, released))
-        if released and r.auth.pending:
-            self._round(r.auth)  # I13
-        if released and left0 is not None:
-            self._quota_rounds(r.auth.tier, left0, (r.auth.id,))
+        self._rounds()  # I13
         return released
 
     def set_use(self, holder: int, allocation: int, pinned: bool, in_flight: bool) -> None:
@@ -231,14 +227,9 @@ class Pressures:
         if nbytes >= rec.nbytes:
             raise InvalidBytes(f"allocation {rec.id}: giving back {nbytes} B of {rec.nbytes} B leaves no lease; "
                                "release it")
-        left0 = self._left(rec.auth.tier) if self._quotas else None
         rec.nbytes -= nbytes
-        rec.charge -= nbytes
-        rec.auth.used -= nbytes
-        if rec.auth.pending:
-            self._round(rec.auth)  # I13: returned capacity goes to the waiters first
-        if left0 is not None:
-            self._quota_rounds(rec.auth.tier, left0, (rec.auth.id,))
+        self._credit(rec, nbytes)
+        self._rounds()  # I13: returned capacity goes to the waiters first
 
     def grow_lease(self, holder: int, allocation: int, nbytes: int) -> None:
         """The holder's LIVE lease takes `nbytes` more, now or CapacityDenied now, exactly as `try_reserve` of

@@ -98,11 +98,11 @@ class Transactions:
             self._commit_rec(rec, rec.reserved)
         t.phase = _P.COMMITTED
 
-    def _unwind(self, t: _Tx, keep: object, before: dict[int, int]) -> int:
+    def _unwind(self, t: _Tx, keep: object) -> int:
         """Abort `t`: cancel its held reservations except those on ledger `keep`, drop its views.
 
-        Returns the bytes credited; notes headroom in `before` (the caller runs the rounds, once per ledger,
-        after the whole operation)."""
+        Returns the bytes credited (the caller runs the rounds, `_rounds`, once per ledger, after the whole
+        operation)."""
         del self._txs[t.id]
         credited = 0
         for i, rec in enumerate(t.held):
@@ -112,7 +112,6 @@ class Transactions:
             a = rec.auth
             if a is keep or self._allocs.get(rec.id) is not rec:
                 continue  # on the lost device: stays charged until termination (C3)
-            before.setdefault(a.id, a.limit - a.used)
             credited += rec.charge
             self._retire(rec)
         self._drop_views(t)
@@ -205,10 +204,9 @@ class Transactions:
 
     def _abort_tx(self, tx: int) -> int:
         t = self._live_tx(tx)
-        before: dict[int, int] = {}
-        credited = self._unwind(t, None, before)
+        credited = self._unwind(t, None)
         self._places[t.id] = (t.holder, t.seq, t.priority, min(t.age + 1, self._bound))  # its place, 0 B (C4)
-        self._rounds(before)
+        self._rounds()
         return credited
 
     def reserve_all(self, tx: int) -> tuple[int, ...]:

@@ -93,8 +93,8 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "            self._retire(rec)  # 'the target was not met': one more of the holder's leases\n",
            "an answer also gives back one of the holder's idle leases it did not name (the target not met)"),
     Mutant("zero_answer_takes_a_lease", ("C5",), "pressure", _R, _MPRE,
-           "        left0 = self._left(r.auth.tier) if self._quotas else None\n        for rec in picked:\n",
-           "        left0 = self._left(r.auth.tier) if self._quotas else None\n        if not victims:  # 'take what you can', booked as nothing given back\n"
+           "        released = 0\n        for rec in picked:\n",
+           "        released = 0\n        if not victims:  # 'take what you can', booked as nothing given back\n"
            "            for x in [x for x in r.auth.allocs.values() if x.holder == holder and x.part is None\n"
            "                      and x.state is AllocState.LIVE and not (x.pinned or x.in_flight)][:1]:\n"
            "                self._retire(x)\n"

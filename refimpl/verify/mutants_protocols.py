@@ -22,9 +22,9 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "    for priority in sorted(by_priority, reverse=True):\n", "    for priority in sorted(by_priority):\n",
            "refimpl's own grant order takes the lowest priority bucket first"),
     Mutant("cancel_after_grant_credits_twice", ("I1",), "pressure", _R, _MARB,
-           "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n",
-           "            credit = rec.charge\n            rec.part = None\n            self._retire(rec)\n"
-           "            a.used -= credit\n",
+           "        credit = rec.charge\n        rec.part = None\n        self._retire(rec)\n",
+           "        credit = rec.charge\n        rec.part = None\n        self._retire(rec)\n"
+           "        a.used -= credit\n",
            "cancelling (or timing out) a granted ticket credits its bytes, and retiring its reservation credits "
            "them again"),
     Mutant("grant_charged_unbooked", ("I1",), "pressure", _R, _MARB,

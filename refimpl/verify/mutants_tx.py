@@ -79,10 +79,10 @@ TX_MUTANTS: tuple[Mutant, ...] = (
            "the mapping generation is kept in one bit, so a second remap brings an old generation back", _C),
     # --- bundles and failure scope (I5, I10) ------------------------------------------------------------------
     Mutant("abort_keeps_partial_step", ("I10",), "transactions", _R, _MTX,
-           "        t = self._live_tx(tx)\n        before: dict[int, int] = {}\n",
+           "        t = self._live_tx(tx)\n        credited = self._unwind(t, None)\n",
            "        t = self._live_tx(tx)\n        if t.bundle is not None:  # the step it was writing\n"
            "            self._bundles[t.bundle].versions = [x + 1 for x in self._bundles[t.bundle].versions]\n"
-           "        before: dict[int, int] = {}\n",
+           "        credited = self._unwind(t, None)\n",
            "an abort of a bundle's transaction keeps the step it was writing: the bundle's parts advance with no "
            "lease taken", _C),
     Mutant("mismatch_poisons_all", ("I5",), "transactions", _R, _MBUN,
