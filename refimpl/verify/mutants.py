@@ -32,6 +32,11 @@ _MARB, _MPRE, _MTX = "refimpl.manager.arbitration", "refimpl.manager.pressure", 
 _MDEV = "refimpl.manager.devices"
 _HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker_core"
 
+#: `_drop_ticket` between its pending branch's grant pass and its retirement of a granted one's reservation.
+_DROP_MID = ("        if rec is None:  # grant_charges_ledger off: nothing was charged; the ticket's bytes are reported\n"
+             "            if a.pending:\n                self._round(a)\n            return t.nbytes\n"
+             "        credit = rec.charge\n        rec.part = None\n")
+
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
     Mutant("commit_keeps_reserved_charge", ("I1",), "ledger", _R, _GOV,
@@ -456,7 +461,8 @@ _ALL: tuple[Mutant, ...] = (
            "a deferring worker keeps its open reservations while it waits for quota"),
     # --- the composed manager (refimpl.manager): where the parts meet on one ledger ---------------------
     Mutant("cancel_forgets_round", ("I13",), "manager", _R, _MARB,
-           "        self._retire(rec)\n        self._rounds()", "        self._retire(rec)\n        pass",
+           "                self._grant_pass(a)\n            return 0\n" + _DROP_MID + "        self._retire(rec)\n        self._rounds()",
+           "                pass\n            return 0\n" + _DROP_MID + "        self._retire(rec)\n        pass",
            "cancelling or timing out a ticket runs no round, so a waiter that now fits stays parked"),
     Mutant("cancel_keeps_reservation", ("I1",), "manager", _R, _MARB,
            "        credit = rec.charge\n        rec.part = None\n        self._retire(rec)\n",
