@@ -43,6 +43,9 @@ SCENARIOS: dict[str, list[Any]] = {
     "cancel_granted_ticket": [M.Submit(KV, GPU0, 4), M.Submit(W, GPU1, 4), M.CancelTicket(KV, 1)],
     "abort_tx": [M.PlanTx(KV, ((GPU0, 4),)), M.ReserveTx(1), *_WAIT, M.AbortTx(1)],
     "confirm_termination": [*_LEASE, *_WAIT, A.LoseDevice(GPU0), A.ConfirmTermination(GPU0)],
+    # a transaction holding 4 B on gpu0 needs gpu2; losing gpu2 aborts it, crediting gpu0
+    "loss": [A.RegisterAuthority("gpu2", Tier.DEVICE, 8, "cuda:2"), M.PlanTx(KV, ((GPU0, 4), (3, 1))), M.ReserveTx(1),
+             *_WAIT, A.LoseDevice(3)],
     "quota_raised": [*_LEASE, *_WAIT, M.SetProcessQuota(Tier.DEVICE, 8)],
     "quota_removed": [*_LEASE, *_WAIT, M.SetProcessQuota(Tier.DEVICE, None)],
 }
