@@ -422,7 +422,8 @@ class Ledger:
         credit on a ledger notes its headroom before; every operation that credits ends in `_rounds`, which reads
         the notes (I13: the ledger's own round, then the rounds its tier's process quota owes)."""
         a = rec.auth
-        self._credited.setdefault(a.id, a.limit - a.used)
+        if a.pending or self._quotas:  # a round may be owed: to its waiters, or to its tier's (I13)
+            self._credited.setdefault(a.id, a.limit - a.used)
         rec.charge -= n
         a.used -= n
 
