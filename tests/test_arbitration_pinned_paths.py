@@ -87,6 +87,19 @@ def test_cancel_of_an_unbooked_grant_reports_its_bytes() -> None:
         assert p.cancel_ticket(h, t) == 8 and _free(p, a) == 64
 
 
+def test_cancel_of_an_unbooked_grant_runs_a_round_on_its_ledger() -> None:
+    """`grant_charges_ledger` off: the cancelled grant credits nothing, but a granted ticket's retirement is a
+    round on its ledger all the same (`spec.manager._arbitrate`): the waiter there ages, once."""
+    with contracts(on=False):
+        p, h, a = _mgr(guards=GuardSet.without("grant_charges_ledger"))
+        t = p.submit(h, a, 8)  # granted, nothing booked
+        p.commit(h, p.reserve(h, a, Tier.HOST, 60, Role.KV), 60)
+        w = p.submit(h, a, 8)  # pending: 4 B free; its submit's round ages it to 1
+        p.cancel_ticket(h, t)
+        tk = abstract_manager(p).tickets[w]
+        assert (tk.state.value, tk.age) == ("pending", 2)
+
+
 def test_acquire_with_a_sink_interrupting_its_submit_times_the_ticket_out() -> None:
     def sink(ev: dict[str, Any]) -> None:
         if ev["kind"] == "submit":

@@ -135,3 +135,30 @@ def test_the_quota_event_reports_the_used_of_its_own_tiers_ledgers_only() -> Non
     pmm.set_process_quota(Tier.DEVICE, 5)
     event = json.loads(buf.getvalue().splitlines()[-1])
     assert (event["kind"], event["payload"]["used"]) == ("set_process_quota", {str(gpu): 2})
+
+
+#: name -> a script after SETUP whose every step refimpl must match the spec on (ages included): where a credit
+#: owes no round, or owes exactly one (`Arbitration._rounds`: the notes `Ledger._credit` took).
+NO_EXTRA_ROUND: dict[str, list[Any]] = {
+    # 0 B quarantined: gpu0's headroom did not rise, so its waiter does not age (no round, D10)
+    "quarantine_of_nothing": [*_LEASE, M.Submit(W, GPU0, 5), A.Quarantine(KV, 1, 0)],
+    # 2 B of 4 quarantined on gpu0: its own round ages its 5 B waiter (4 B room now), and the quota's rounds
+    # skip gpu0 (its round ran), though its room rose past what the quota left before
+    "own_round_once": [*_LEASE, M.Submit(W, GPU0, 5), A.Quarantine(KV, 1, 2)],
+    # gpu1's own free bytes (2 B) bind its room before and after a 2 B refund on gpu0 (used 2 B after it): the
+    # quota's room rose, gpu1's did not, so its waiter does not age
+    "room_bound_by_own_free": [M.SetProcessQuota(Tier.DEVICE, 14), A.Reserve(W, GPU1, Tier.DEVICE, 6, Role.KV),
+                               A.Commit(W, 1, 6), M.Submit(W, GPU1, 4),
+                               A.Reserve(KV, GPU0, Tier.DEVICE, 4, Role.KV), A.Commit(KV, 2, 2)],
+}
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+@pytest.mark.parametrize("name", sorted(NO_EXTRA_ROUND))
+def test_a_credit_owes_each_waiting_ledger_one_round_at_most_and_none_where_its_room_did_not_rise(
+        name: str, on: bool) -> None:
+    with contracts.contracts(on):
+        _, spec = _run([*SETUP, *NO_EXTRA_ROUND[name]])
+    ages = {t.id: (t.state, t.age) for t in spec.tickets.values()}
+    rounds = {"quarantine_of_nothing": 0, "own_round_once": 1, "room_bound_by_own_free": 0}[name]
+    assert ages == {1: (TicketState.PENDING, 1 + rounds)}  # its submit's round, then the credit's
