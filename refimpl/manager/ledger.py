@@ -325,15 +325,14 @@ class Ledger:
             self._step(rec, "commit")
         if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2
             raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")
-        refund = nbytes < rec.charge
         self._commit_rec(rec, nbytes)
-        if refund:
-            self._rounds()  # I13: returned capacity goes to the waiters first
+        self._rounds()  # I13: returned capacity goes to the waiters first
 
     def _commit_rec(self, rec: _Alloc, nbytes: int) -> None:
         if nbytes < rec.charge:
             self._credit(rec, rec.charge - nbytes)  # the excess is refunded
-        rec.auth.used += nbytes - rec.charge
+        else:
+            rec.auth.used += nbytes - rec.charge  # 0 B (more only with commit_within_reservation off)
         rec.nbytes = rec.charge = nbytes
         rec.state = _LIVE
 

@@ -41,7 +41,7 @@ _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
     Mutant("commit_keeps_reserved_charge", ("I1",), "ledger", _R, _GOV,
            "        if nbytes < rec.charge:\n            self._credit(rec, rec.charge - nbytes)  # the excess is refunded\n",
-           "        if nbytes < rec.charge:\n            rec.charge = nbytes  # the excess is refunded\n",
+           "        if nbytes < rec.charge:\n            rec.charge = nbytes  # the excess is kept charged\n",
            "commit publishes fewer bytes than reserved but never refunds the excess to the ledger"),
     Mutant("release_without_refund", ("I1",), "ledger", _R, _GOV,
            "    def _retire(self, rec: _Alloc) -> None:\n        self._credit(rec, rec.charge)\n",
