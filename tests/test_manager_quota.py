@@ -162,3 +162,12 @@ def test_a_credit_owes_each_waiting_ledger_one_round_at_most_and_none_where_its_
     ages = {t.id: (t.state, t.age) for t in spec.tickets.values()}
     rounds = {"quarantine_of_nothing": 0, "own_round_once": 1, "room_bound_by_own_free": 0}[name]
     assert ages == {1: (TicketState.PENDING, 1 + rounds)}  # its submit's round, then the credit's
+
+
+def test_a_charge_that_credits_nothing_leaves_no_note_behind() -> None:
+    """`Ledger._credit` notes a ledger only for a credit: try_reserve's commit (of exactly its charge) leaves no
+    note on gpu0, so gpu0's later 4 B reservation does not count as 4 B credited when gpu1's 1 B lease comes back
+    (the quota left 0 B before, 1 B after: gpu0's 1 B waiter gets its round and is granted, as in the spec)."""
+    _, spec = _run([*SETUP, A.Reserve(W, GPU1, Tier.DEVICE, 1, Role.KV), A.Commit(W, 1, 1), M.TryReserve(KV, GPU0, 1),
+                    A.Reserve(KV, GPU0, Tier.DEVICE, 4, Role.KV), M.Submit(W, GPU0, 1), A.Release(W, 1)])
+    assert spec.tickets[1].state is TicketState.GRANTED

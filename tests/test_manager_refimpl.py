@@ -713,3 +713,13 @@ def test_a_ticket_books_its_role_from_grant_to_lease(on: bool) -> None:
             assert abstract_ledger(pmm).allocations[abstract_manager(pmm).tickets[tid].allocation].role is role
             x = pmm.claim(w.h1, tid)
             assert (abstract_ledger(pmm).allocations[x].role, abstract_ledger(pmm).allocations[x].holder) == (role, w.h1)
+
+
+def test_a_commit_past_its_reservation_with_the_guard_off_books_the_difference() -> None:
+    """`commit_within_reservation` off (a negative control): a commit of more than was reserved is accepted, and
+    the ledger's `used` takes the difference (`Ledger._commit_rec`'s non-refund branch), as the spec's does."""
+    with contracts.contracts(False):
+        pmm = ProcessMemoryManager(guards=GuardSet.without("commit_within_reservation"))
+        a, h = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_holder("kv")
+        pmm.commit(h, pmm.reserve(h, a, Tier.DEVICE, 4, Role.KV), 6)
+        assert (abstract_ledger(pmm).authorities[a].used, pmm.snapshot(a).used) == (6, 6)
