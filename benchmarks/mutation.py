@@ -129,7 +129,8 @@ MODULES: dict[str, list[str]] = {
                                 # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",
-                                "--deselect", "tests/test_manager_tx_campaign.py::test_tx_campaign_reaches_views_and_bundles_and_rejects_bad_input"],
+                                "--deselect", "tests/test_manager_tx_campaign.py::test_tx_campaign_reaches_views_and_bundles_and_rejects_bad_input",
+                                "--deselect", "tests/test_manager_tx.py::test_mutant_is_caught_by_its_harm_clause"],
     # The other manager parts the ledger's records meet: ticket arbitration, two-phase limits, device loss.
     "refimpl/manager/arbitration.py": ["tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_contracts_local_clauses.py",
@@ -165,7 +166,7 @@ MODULES: dict[str, list[str]] = {
                            "--deselect", "tests/test_manager_quota.py::test_the_full_contract_catches_a_grant_past_the_quota"],
     "refimpl/manager/devices.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_machine_units.py",
                             "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
-                            "tests/test_manager_refimpl.py",
+                            "tests/test_manager_refimpl.py", "tests/test_manager_removed_authority.py",
                             "tests/test_replay.py", "tests/test_manager_devices.py",
                             "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
