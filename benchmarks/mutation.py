@@ -166,7 +166,7 @@ MODULES: dict[str, list[str]] = {
                            "--deselect", "tests/test_manager_quota.py::test_the_full_contract_catches_a_grant_past_the_quota"],
     "refimpl/manager/devices.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_machine_units.py",
                             "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
-                            "tests/test_manager_refimpl.py", "tests/test_manager_removed_authority.py",
+                            "tests/test_manager_refimpl.py",
                             "tests/test_replay.py", "tests/test_manager_devices.py",
                             "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
