@@ -257,3 +257,34 @@ def test_replay_rejects_a_retry_that_names_another_attempts_intent() -> None:
     ev["ids"]["retry"] = 2  # h2's intent: a foreign place (C4)
     r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
     assert not r.ok
+
+
+def _held_tx(guards: GuardSet = ALL_ON) -> tuple[ProcessMemoryManager, int, int, int, int]:
+    """gpu0 and gpu1 (device, 100 B each); holder kv's transaction holds 4 B on each (gpu0's first)."""
+    pmm = ProcessMemoryManager(guards=guards)
+    a, b = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_authority("gpu1", Tier.DEVICE, 100, "cuda:1")
+    h = pmm.register_holder("kv")
+    tx = pmm.plan_tx(h, ((a, 4), (b, 4)))
+    pmm.reserve_all(tx)
+    return pmm, h, a, b, tx
+
+
+def _used(pmm: ProcessMemoryManager, *auths: int) -> tuple[int, ...]:
+    return tuple(pmm.snapshot(x).used for x in auths)
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["contracts-off", "contracts-on"])
+def test_a_loss_unwinding_a_transaction_keeps_the_lost_ledgers_charge_and_credits_the_rest(on: bool) -> None:
+    """`_unwind(t, keep)`: the reservation on the lost gpu0 (held first) stays charged until termination (C3);
+    the one after it, on gpu1, is credited all the same."""
+    with contracts.contracts(on):
+        pmm, _, a, b, _ = _held_tx()
+        pmm.lose_device(a)
+        assert _used(pmm, a, b) == (4, 0)
+
+
+def test_an_abort_with_full_abort_off_credits_only_the_first_reservation() -> None:
+    """The `full_abort` negative control (I5): an abort returns the first held reservation only."""
+    with contracts.contracts(False):
+        pmm, _, a, b, tx = _held_tx(GuardSet.without("full_abort"))
+        assert pmm.abort_tx(tx) == 4 and _used(pmm, a, b) == (0, 4)
