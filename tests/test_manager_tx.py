@@ -288,3 +288,17 @@ def test_an_abort_with_full_abort_off_credits_only_the_first_reservation() -> No
     with contracts.contracts(False):
         pmm, _, a, b, tx = _held_tx(GuardSet.without("full_abort"))
         assert pmm.abort_tx(tx) == 4 and _used(pmm, a, b) == (0, 4)
+
+
+def test_an_abort_with_full_abort_off_hands_every_reservation_back_to_its_holder() -> None:
+    """`full_abort` off: the reservations after the first stay charged, but none is the dead transaction's any
+    more: the holder cancels the third itself."""
+    with contracts.contracts(False):
+        pmm = ProcessMemoryManager(guards=GuardSet.without("full_abort"))
+        auths = [pmm.register_authority(f"gpu{i}", Tier.DEVICE, 100, f"cuda:{i}") for i in range(3)]
+        h = pmm.register_holder("kv")
+        tx = pmm.plan_tx(h, tuple((x, 4) for x in auths))
+        held = pmm.reserve_all(tx)
+        assert pmm.abort_tx(tx) == 4
+        pmm.cancel(h, held[2])
+        assert _used(pmm, *auths) == (0, 4, 0)
