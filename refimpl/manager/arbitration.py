@@ -395,8 +395,9 @@ class Arbitration:
             return
         self._credited = {}
         # What each quota left before the operation: now, less the bytes the operation credited in its tier.
-        left0 = self._quotas and {tier: self._left(tier) - sum(a.limit - a.used - before[a.id] for a in map(self._auths.get, before)
-                                                             if a.tier is tier) for tier in self._quotas}
+        left0 = self._quotas and {tier: self._left(tier) - sum(a.limit - a.used - before[a.id]
+                                                               for a in map(self._auths.get, before) if a.tier is tier)
+                                  for tier in self._quotas}
         done = []
         for aid in sorted(before):
             a = self._auths[aid]
