@@ -170,6 +170,7 @@ MODULES: dict[str, list[str]] = {
                             "tests/test_manager_bad_input.py", "tests/test_manager_contracts_local.py",
                             "tests/test_manager_refimpl.py",
                             "tests/test_replay.py", "tests/test_manager_devices.py",
+                            "tests/test_authorities.py", "tests/test_mutkill_devices.py",
                             "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                             "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                             "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
