@@ -5,8 +5,9 @@ DEVICE_LOST (nothing is refunded: the device may still be using the bytes);
 then every part lets go of `a`: pending and granted tickets on it are dropped
 (a granted ticket's reservation stays charged, DEVICE_LOST, like any lease),
 its open pressures and its limit change are dropped, and every open
-transaction that needs `a` or binds a model view on it is aborted (leaving
-its retry intent): its reservations elsewhere are cancelled and credited,
+transaction that needs `a` or binds a model view on it is aborted (with no
+retry intent, as `spec.manager`'s LoseDevice: only `abort_tx` leaves one):
+its reservations elsewhere are cancelled and credited,
 its reservation on `a` stays charged; a committed lease set's bytes on `a`
 stay charged too (stranded), and the model views on `a` become invalid.
 `confirm_termination(a)` refunds every DEVICE_LOST charge on `a` exactly
@@ -70,7 +71,7 @@ class Devices:
             self._shut_pressure(r, PressureState.CANCELLED)
         a.change = None
         for t in [t for t in self._txs.values() if a.id in t.need or on_lost.intersection(t.bound)]:
-            self._unwind(t, a)  # open work touching the device aborts, leaving its intent
+            self._unwind(t, a)  # open work touching the device aborts (no retry intent)
         self._invalidate_views(a.id)
         self._rounds()
 
