@@ -239,6 +239,13 @@ MODULES: dict[str, list[str]] = {
                              "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
+    # The composed replay (issue #26 item 4): the composed traces replayed clean and broken by hand (each event
+    # removed, repeated, reordered, a figure or result changed, an ill-typed field), the aging and grant events,
+    # the refusal, fresh-id and upstream conformance traces (the converted ones need tools/, not copied).
+    "invariants/manager_replay.py": ["tests/test_manager_trace.py", "tests/test_manager_trace_aging.py",
+                                     "tests/test_grant_events.py", "tests/conformance/test_refusals.py",
+                                     "tests/conformance/test_fresh_ids.py", "tests/conformance/test_upstream_traces.py",
+                                     "tests/test_mutkill_manager_replay.py"],
     # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
     # slow and source-mutant tests left out as for invariants/replay.py. Observed-step predicates (I2's charge):
     # the replay self-tests and harms, and the verdict pins that call the predicate directly.
