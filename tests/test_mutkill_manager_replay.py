@@ -9,8 +9,11 @@ import io
 import json
 from typing import Any
 
+import pytest
+
 from invariants.manager_replay import _leftover, _shape, replay_manager_lines
 from invariants.replay import ReplayResult
+from invariants.trace_format import MAX_TEXT
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from spec import ledger_actions as A
@@ -109,3 +112,108 @@ def test_a_bundle_figure_names_both_poisoned_flags() -> None:
         "the spec has [1, 1, 1, 1] (poisoned)"))
     assert replay_manager_lines(edited(lines, 8, versions)) == failed(7, "refinement", (
         "CommitTx(tx=1): the governor observed bundle 1 at versions [1, 1, 1, 0], the spec has [1, 1, 1, 1]"))
+
+
+# --- each malformed event, named in its whole message at its line -----------------------------------------------
+
+
+def grant_lines() -> list[bytes]:
+    """register_holder, register_authority, configure, submit (line 4: no alignment key), grant (line 5); no
+    boundary, so a clean replay ends as leftover."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p.submit(h, a, 8)
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
+def put(where: str, key: str, value: Any) -> Any:
+    def edit(ev: dict[str, Any]) -> None:
+        (ev if where == "event" else ev[where])[key] = value
+    return edit
+
+
+def drop(key: str) -> Any:
+    def edit(ev: dict[str, Any]) -> None:
+        del ev["payload"][key]
+    return edit
+
+
+def rejected(error: Any, result: Any = None) -> Any:
+    def edit(ev: dict[str, Any]) -> None:
+        ev["payload"].update(outcome="rejected", error=error, result=result)
+    return edit
+
+
+ENVELOPE = ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"]
+TX_KEYS = ["bundles", "error", "outcome", "result", "used"]
+GRANT = "a grant event records a grant the governor made: accepted, in 'ortmem-manager/2'"
+
+# (label, trace, line, edit, failure, whole message)
+MALFORMED = [
+    ("envelope", bundle_lines, 7, put("event", "extra", 1), "malformed",
+     f"envelope keys must be exactly {ENVELOPE}, got {sorted([*ENVELOPE, 'extra'])}"),
+    ("revision", bundle_lines, 7, put("event", "contract_revision", "r" * 300), "unknown-revision",
+     "a composed trace is 'ortmem-manager/2' or 'ortmem-manager/1' (with ledger operations in 'ortmem-ledger/1'), "
+     f"got {'r' * MAX_TEXT!r}"),
+    ("kind-int", bundle_lines, 7, put("event", "kind", 7), "malformed", "unknown event kind '7'"),
+    ("kind-long", bundle_lines, 7, put("event", "kind", "k" * 300), "malformed", f"unknown event kind {'k' * MAX_TEXT!r}"),
+    ("ids-list", bundle_lines, 7, put("event", "ids", []), "malformed", "ids and payload must be objects"),
+    ("payload-list", bundle_lines, 7, put("event", "payload", []), "malformed", "ids and payload must be objects"),
+    ("boundary-with-ids", bundle_lines, 7, put("event", "kind", "boundary"), "malformed",
+     "a boundary event carries no ids and no payload"),
+    ("configure", bundle_lines, 3, put("payload", "aging_bound", "x"), "malformed",
+     "configure: aging_bound must be an integer in [1, 9223372036854775807], got 'x'"),
+    ("ids-keys", bundle_lines, 7, put("ids", "bundle", 1), "malformed",
+     "reserve_tx ids must be exactly ['tx'], got ['bundle', 'tx']"),
+    ("payload-missing", bundle_lines, 7, drop("bundles"), "malformed",
+     f"reserve_tx payload keys must be exactly {TX_KEYS}, got ['error', 'outcome', 'result', 'used']"),
+    ("payload-extra", bundle_lines, 7, put("payload", "alignment", 8), "malformed",
+     f"reserve_tx payload keys must be exactly {TX_KEYS}, got {['alignment', *TX_KEYS]}"),
+    ("field", bundle_lines, 5, put("payload", "needs", "x"), "malformed",
+     "needs must be a list of at most 64 elements or an opaque marker"),
+    ("result", bundle_lines, 7, put("payload", "result", "x"), "malformed",
+     "result 'x' is not an id, a byte count, a list of ids or a limit outcome"),
+    ("bundles", bundle_lines, 7, put("payload", "bundles", []), "malformed",
+     "payload.bundles must be an object of at most 64 bundles"),
+    ("outcome", bundle_lines, 7, put("payload", "outcome", "maybe"), "malformed",
+     "payload.outcome must be 'accepted' or 'rejected', got 'maybe'"),
+    ("accepted-with-error", bundle_lines, 7, put("payload", "error", "CapacityDenied"), "malformed",
+     "an accepted event carries no error"),
+    ("rejected-without-error", bundle_lines, 7, rejected(None), "malformed",
+     "a rejected event must name a spec error class, got None"),
+    ("rejected-unknown-error", bundle_lines, 7, rejected("Nope"), "malformed",
+     "a rejected event must name a spec error class, got 'Nope'"),
+    ("rejected-with-result", bundle_lines, 7, rejected("CapacityDenied", 1), "malformed",
+     "a rejected event carries no result"),
+    ("grant-rejected", grant_lines, 5, rejected("CapacityDenied"), "malformed", GRANT),
+    ("grant-in-v1", grant_lines, 5, put("event", "contract_revision", "ortmem-manager/1"), "malformed", GRANT),
+    ("used-list", bundle_lines, 7, put("payload", "used", []), "malformed",
+     "payload.used must be an object of at most 4096 authorities"),
+    ("used-4097", bundle_lines, 7, put("payload", "used", {str(i): 0 for i in range(4097)}), "malformed",
+     "payload.used must be an object of at most 4096 authorities"),
+    ("used-4096", bundle_lines, 7, put("payload", "used", {str(i): 0 for i in range(4096)}), "unknown-id",
+     "observed authority 0, which no event of this trace issued"),
+    ("used-key", bundle_lines, 7, put("payload", "used", {"x": 8}), "malformed",
+     "payload.used keys must be integer authority ids"),
+    ("used-value", bundle_lines, 7, put("payload", "used", {"1": "8"}), "malformed",
+     "payload.used values must be integers"),
+]
+
+
+@pytest.mark.parametrize(("trace", "line", "edit", "failure", "message"), [c[1:] for c in MALFORMED],
+                         ids=[c[0] for c in MALFORMED])
+def test_a_malformed_event_fails_at_its_line_with_its_whole_message(trace: Any, line: int, edit: Any, failure: str,
+                                                                    message: str) -> None:
+    assert replay_manager_lines(edited(trace(), line, edit)) == failed(line - 1, failure, message)
+
+
+def test_an_optional_payload_key_may_be_present_or_absent() -> None:
+    """The submit event (line 4) without its alignment key, or with it null, decodes alike (the trace then ends
+    as leftover: no boundary after the grant)."""
+    leftover = ReplayResult(False, 5, None, "leftover", None, "trace ended with active items and no declared "
+                            "boundary: ticket 1 granted and never claimed or cancelled; allocation 1 still provisional")
+    lines = grant_lines()
+    assert "alignment" not in json.loads(lines[3])["payload"]
+    assert replay_manager_lines(lines) == leftover
+    assert replay_manager_lines(edited(lines, 4, put("payload", "alignment", None))) == leftover
