@@ -84,6 +84,13 @@ def failed(events: int, failure: str, message: str, id: str | None = None) -> Re
     return ReplayResult(False, events, events + 1, failure, id, message)
 
 
+def put(where: str, key: str, value: Any) -> Any:
+    """An edit setting `key` of the event itself (`where` "event"), or of its "ids" or "payload"."""
+    def edit(ev: dict[str, Any]) -> None:
+        (ev if where == "event" else ev[where])[key] = value
+    return edit
+
+
 def test_the_pinned_bundle_trace_replays_clean() -> None:
     assert replay_manager_lines(bundle_lines()) == ReplayResult(True, 9, None, None, None, "no violation")
 
@@ -114,6 +121,13 @@ def test_a_bundle_figure_names_both_poisoned_flags() -> None:
         "CommitTx(tx=1): the governor observed bundle 1 at versions [1, 1, 1, 0], the spec has [1, 1, 1, 1]"))
 
 
+@pytest.mark.parametrize(("line", "act"), [(4, "OpenBundle()"), (8, "CommitTx(tx=1)"), (9, "ReportMismatch(bundle=1)")])
+def test_an_event_that_changes_a_bundle_must_list_it(line: int, act: str) -> None:
+    """The bundle an action opens, its transaction's, and the one it names are each looked at."""
+    assert replay_manager_lines(edited(bundle_lines(), line, put("payload", "bundles", {}))) == failed(
+        line - 1, "refinement", f"{act} changed bundle 1 but the event does not say so")
+
+
 # --- each malformed event, named in its whole message at its line -----------------------------------------------
 
 
@@ -125,12 +139,6 @@ def grant_lines() -> list[bytes]:
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
     p.submit(h, a, 8)
     return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-
-
-def put(where: str, key: str, value: Any) -> Any:
-    def edit(ev: dict[str, Any]) -> None:
-        (ev if where == "event" else ev[where])[key] = value
-    return edit
 
 
 def drop(key: str) -> Any:
