@@ -128,6 +128,19 @@ def test_an_event_that_changes_a_bundle_must_list_it(line: int, act: str) -> Non
         line - 1, "refinement", f"{act} changed bundle 1 but the event does not say so")
 
 
+def test_a_second_report_of_a_poisoned_bundle_changes_nothing_and_need_not_list_it() -> None:
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p.register_holder("kv")
+    p.register_authority("hbm", Tier.DEVICE, 64)
+    b = p.open_bundle()
+    p.report_mismatch(b)
+    p.report_mismatch(b)  # line 6
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    assert replay_manager_lines(edited(lines, 6, put("payload", "bundles", {}))) == ReplayResult(
+        True, 6, None, None, None, "no violation")
+
+
 # --- each malformed event, named in its whole message at its line -----------------------------------------------
 
 
