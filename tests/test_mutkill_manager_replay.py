@@ -238,3 +238,64 @@ def test_an_optional_payload_key_may_be_present_or_absent() -> None:
     assert "alignment" not in json.loads(lines[3])["payload"]
     assert replay_manager_lines(lines) == leftover
     assert replay_manager_lines(edited(lines, 4, put("payload", "alignment", None))) == leftover
+
+
+# --- figures and results: each refinement named in its whole message ---------------------------------------------
+
+
+def figures_lines() -> list[bytes]:
+    """Ledger-format reserve (line 3), commit, release (line 5); configure; submit, grant (line 8: used 24),
+    claim (line 9: allocation 2); prepare_limit (line 10), commit_limit (line 11: limit 40 with 24 B used);
+    register_authority spare (2), remove_authority (line 13)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    x = p.reserve(h, a, Tier.DEVICE, 8, Role.KV)
+    p.commit(h, x, 8)
+    p.release(h, x)
+    p.claim(h, p.submit(h, a, 24))
+    p.lower_limit(a, 40)
+    p.remove_authority(p.register_authority("spare", Tier.HOST, 64))
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
+def observed(key: str, value: Any) -> Any:
+    def edit(ev: dict[str, Any]) -> None:
+        ev["payload"]["observed"][key] = value
+    return edit
+
+
+RESERVE = "Reserve(holder=1, authority=1, tier=Tier.DEVICE, nbytes=8, role=Role.KV)"
+# (label, line, edit, failure, whole message, clause id)
+FIGURES = [
+    ("used", 3, observed("used", {"1": 9}), "refinement",
+     f"{RESERVE}: the governor observed 9 B used on authority 1, the spec has 8 B", None),
+    ("charge", 3, observed("charges", {"1": 7}), "refinement",
+     f"{RESERVE}: the governor observed a charge of 7 B on allocation 1, the spec has 8", None),
+    ("charge-of-released", 5, observed("charges", {"1": 0}), "refinement",
+     "Release(holder=1, allocation=1): the governor observed a charge of 0 B on allocation 1, the spec has no such "
+     "allocation", None),
+    ("used-missing", 8, put("payload", "used", {}), "refinement",
+     "GrantTicket(ticket=1) changed used of authority 1 but the event does not say so", None),
+    ("claim-result", 9, put("payload", "result", 3), "refinement",
+     "the governor issued allocation id 3 for the object it already calls allocation 2: one object under two ids",
+     None),
+    ("prepare-result", 10, put("payload", "result", [5]), "refinement",
+     "PrepareLimit(authority=1, limit=40) returned (5,), the spec returns ()", None),
+    ("limit-below-use", 11, put("payload", "result", {"committed": True, "limit": 20, "completed": []}), "violation",
+     "CommitLimit(authority=1): the governor committed limit 20 B with 24 B used: a lowered limit below use, with the "
+     "old limit gone (C8)", "C8"),
+    ("used-of-removed", 13, put("payload", "used", {"2": 0}), "unknown-id",
+     "observed used of authority 2, which does not exist", None),
+]
+
+
+def test_the_figures_trace_replays_clean() -> None:
+    assert replay_manager_lines(figures_lines()) == ReplayResult(True, 13, None, None, None, "no violation")
+
+
+@pytest.mark.parametrize(("line", "edit", "failure", "message", "clause"), [c[1:] for c in FIGURES],
+                         ids=[c[0] for c in FIGURES])
+def test_a_wrong_figure_or_result_fails_at_its_line_with_its_whole_message(line: int, edit: Any, failure: str,
+                                                                          message: str, clause: str | None) -> None:
+    assert replay_manager_lines(edited(figures_lines(), line, edit)) == failed(line - 1, failure, message, clause)
