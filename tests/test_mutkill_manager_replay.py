@@ -20,6 +20,7 @@ from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.manager import apply
 from spec.types import Role, Tier
+from trace_harness import renumbered
 
 KEYS = frozenset({"outcome", "error", "result", "used", "bundles"})  # every composed event's outcome keys
 
@@ -299,3 +300,34 @@ def test_the_figures_trace_replays_clean() -> None:
 def test_a_wrong_figure_or_result_fails_at_its_line_with_its_whole_message(line: int, edit: Any, failure: str,
                                                                           message: str, clause: str | None) -> None:
     assert replay_manager_lines(edited(figures_lines(), line, edit)) == failed(line - 1, failure, message, clause)
+
+
+# --- the trace as a whole: protocols, configure, the end ----------------------------------------------------------
+
+
+def test_a_composed_trace_keeps_one_revision_and_one_configure_before_its_first_composed_event() -> None:
+    lines = grant_lines()
+    assert replay_manager_lines(edited(lines, 4, put("event", "contract_revision", "ortmem-manager/1"))) == failed(
+        3, "mixed-protocols", "a ortmem-manager/1 event in a ortmem-manager/2 trace")
+    assert replay_manager_lines(renumbered([*lines[:3], lines[2], *lines[3:]])) == failed(
+        3, "malformed", "a second configure event: a composed trace names its constants once")
+    assert replay_manager_lines(renumbered([*lines[:2], *lines[3:]])) == failed(
+        2, "unconfigured", "Submit(holder=1, authority=1, nbytes=8, priority=0, role=Role.STAGING) comes before any "
+        "configure event: the trace does not say the manager's aging bound, so the spec cannot arbitrate it")
+
+
+def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -> None:
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    for _ in range(3):
+        p.submit(h, a, 8)  # each granted at once: three tickets and three provisional allocations left
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    granted = "; ".join(f"ticket {t} granted and never claimed or cancelled" for t in (1, 2, 3))
+    assert replay_manager_lines(lines) == ReplayResult(False, 9, None, "leftover", None, (
+        f"trace ended with active items and no declared boundary: {granted}; allocation 1 still provisional; "
+        "allocation 2 still provisional"))
+    last = json.loads(lines[-1])
+    boundary = {**last, "source_sequence": last["source_sequence"] + 1, "kind": "boundary", "ids": {}, "payload": {}}
+    assert replay_manager_lines([*lines, json.dumps(boundary).encode()]) == ReplayResult(
+        True, 10, None, None, None, "no violation")
