@@ -194,6 +194,7 @@ MALFORMED = [
      f"reserve_tx payload keys must be exactly {TX_KEYS}, got {['alignment', *TX_KEYS]}"),
     ("field", bundle_lines, 5, put("payload", "needs", "x"), "malformed",
      "needs must be a list of at most 64 elements or an opaque marker"),
+    ("enum-int", grant_lines, 4, put("payload", "role", 3), "malformed", "role 3 is not a Role"),
     ("result", bundle_lines, 7, put("payload", "result", "x"), "malformed",
      "result 'x' is not an id, a byte count, a list of ids or a limit outcome"),
     ("bundles", bundle_lines, 7, put("payload", "bundles", []), "malformed",
