@@ -167,6 +167,10 @@ def rejected(error: Any, result: Any = None) -> Any:
     return edit
 
 
+def boundary_with_payload(ev: dict[str, Any]) -> None:
+    ev.update(kind="boundary", ids={})
+
+
 ENVELOPE = ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"]
 TX_KEYS = ["bundles", "error", "outcome", "result", "used"]
 GRANT = "a grant event records a grant the governor made: accepted, in 'ortmem-manager/2'"
@@ -183,6 +187,8 @@ MALFORMED = [
     ("ids-list", bundle_lines, 7, put("event", "ids", []), "malformed", "ids and payload must be objects"),
     ("payload-list", bundle_lines, 7, put("event", "payload", []), "malformed", "ids and payload must be objects"),
     ("boundary-with-ids", bundle_lines, 7, put("event", "kind", "boundary"), "malformed",
+     "a boundary event carries no ids and no payload"),
+    ("boundary-with-payload", bundle_lines, 7, boundary_with_payload, "malformed",
      "a boundary event carries no ids and no payload"),
     ("configure", bundle_lines, 3, put("payload", "aging_bound", "x"), "malformed",
      "configure: aging_bound must be an integer in [1, 9223372036854775807], got 'x'"),
