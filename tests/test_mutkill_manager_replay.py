@@ -237,6 +237,24 @@ def test_a_malformed_event_fails_at_its_line_with_its_whole_message(trace: Any, 
     assert replay_manager_lines(edited(trace(), line, edit)) == failed(line - 1, failure, message)
 
 
+def test_an_opaque_id_excuses_any_caller_error_class() -> None:
+    """The submit (line 4) refused with InvalidArgument: legal when its holder was written opaque (the trace cannot
+    say what the governor saw), a refinement failure for a plain unknown id (the spec raises UnknownHolder)."""
+    lines = grant_lines()[:4]
+
+    def refused(holder: Any) -> Any:
+        def edit(ev: dict[str, Any]) -> None:
+            ev["ids"]["holder"] = holder
+            ev["payload"].update(outcome="rejected", error="InvalidArgument", result=None)
+        return edit
+
+    assert replay_manager_lines(edited(lines, 4, refused({"opaque": "float"}))) == ReplayResult(
+        True, 4, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 4, refused(7))) == failed(3, "refinement", (
+        "Submit(holder=7, authority=1, nbytes=8, priority=0, role=Role.STAGING) was rejected with InvalidArgument, "
+        "the spec raises UnknownHolder: holder -1000000000000000000007 is not registered"))
+
+
 def test_an_optional_payload_key_may_be_present_or_absent() -> None:
     """The submit event (line 4) without its alignment key, or with it null, decodes alike (the trace then ends
     as leftover: no boundary after the grant)."""
