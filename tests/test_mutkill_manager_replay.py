@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from invariants.manager_replay import _leftover, _shape, replay_manager_lines
+from invariants.manager_replay import _leftover, _live, _shape, replay_manager_lines
 from invariants.replay import ReplayResult
 from invariants.trace_format import MAX_TEXT
 from refimpl.manager import ProcessMemoryManager
@@ -41,14 +41,29 @@ def test_a_kinds_shape_is_its_fields_id_keys_and_payload_keys() -> None:
         frozenset(), KEYS | {"pool", "tier", "capacity", "device"}, KEYS | {"pool", "tier", "capacity"})
 
 
+def busy() -> M.Manager:
+    """1 authority, 2 holders, 1 allowance, 3 provisional allocations (a reserve, ticket 1's grant, transaction 1's
+    reservation), tickets 1 (granted) and 2 (pending), transactions 1 (holding) and 2 (holding none), pressure 1,
+    a limit change pending on authority 1, and bundle 1."""
+    m = M.initial()
+    for act in (A.RegisterAuthority("gpu0", Tier.DEVICE, 1000), A.RegisterHolder("a"), A.RegisterHolder("b"),
+                A.OpenAllowance(1, 1, 10), A.Reserve(1, 1, Tier.DEVICE, 10, Role.KV), M.Submit(1, 1, 20),
+                M.PlanTx(1, ((1, 30),)), M.ReserveTx(1), M.PlanTx(2, ((1, 5),)), M.Submit(2, 1, 950),
+                M.Press(2, 1, 100), M.PrepareLimit(1, 900), M.OpenBundle()):
+        m = apply(m, act)
+    return m
+
+
+def test_live_counts_every_record_check_all_reads() -> None:
+    """3 allocations + 1 allowance + 1 authority + 2 holders + 2 tickets + 1 pressure + 2 transactions + 1 bundle."""
+    assert _live(busy()) == 13
+    assert _live(M.initial()) == 0
+
+
 def test_leftover_names_every_active_item_in_order() -> None:
     """A granted ticket (not the pending one), a transaction holding a reservation (not the one holding none), an
     open pressure, a pending limit change and every provisional allocation, in that order."""
-    m = M.initial()
-    for act in (A.RegisterAuthority("gpu0", Tier.DEVICE, 1000), A.RegisterHolder("a"), A.RegisterHolder("b"),
-                A.Reserve(1, 1, Tier.DEVICE, 10, Role.KV), M.Submit(1, 1, 20), M.PlanTx(1, ((1, 30),)), M.ReserveTx(1),
-                M.PlanTx(2, ((1, 5),)), M.Submit(2, 1, 950), M.Press(2, 1, 100), M.PrepareLimit(1, 900)):
-        m = apply(m, act)
+    m = busy()
     assert _leftover(m) == ["ticket 1 granted and never claimed or cancelled",
                             "transaction 1 still holds 1 reservation(s)", "pressure 1 still open",
                             "limit change on authority 1 still pending", "allocation 1 still provisional",
