@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from invariants.manager_replay import _leftover, _live, _shape, replay_manager_lines
+from invariants.manager_replay import _leftover, _live, _shape, manager_ids, replay_manager_lines
 from invariants.replay import ReplayResult
 from invariants.trace_format import MAX_TEXT
 from refimpl.manager import ProcessMemoryManager
@@ -58,6 +58,16 @@ def test_live_counts_every_record_check_all_reads() -> None:
     """3 allocations + 1 allowance + 1 authority + 2 holders + 2 tickets + 1 pressure + 2 transactions + 1 bundle."""
     assert _live(busy()) == 13
     assert _live(M.initial()) == 0
+
+
+def test_the_id_map_asks_the_latest_state_which_ids_are_live() -> None:
+    cur = {"m": M.initial()}
+    ids = manager_ids(cur)
+    kinds = ("authority", "holder", "allocation", "allowance", "ticket", "pressure", "tx", "bundle", "view")
+    assert [ids.live(k, 1) for k in kinds] == [False] * 9
+    cur["m"] = busy()
+    assert [ids.live(k, 1) for k in kinds] == [True] * 8 + [False]  # busy() publishes no view
+    assert [ids.live(k, 2) for k in kinds] == [False, True, True, False, True, False, True, False, False]
 
 
 def test_leftover_names_every_active_item_in_order() -> None:
