@@ -262,6 +262,17 @@ def test_a_malformed_event_fails_at_its_line_with_its_whole_message(trace: Any, 
     assert replay_manager_lines(edited(trace(), line, edit)) == failed(line - 1, failure, message)
 
 
+def test_a_view_registration_may_answer_with_its_authoritys_id() -> None:
+    """D12: the governor's register_alias (line 2) returns the canonical authority's id 1, not a new id 2."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p.register_alias(p.register_authority("hbm", Tier.DEVICE, 64), "um")
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    assert json.loads(lines[1])["ids"] == {"of": 1, "result": 2}
+    assert replay_manager_lines(edited(lines, 2, put("ids", "result", 1))) == ReplayResult(
+        True, 2, None, None, None, "no violation")
+
+
 def test_an_opaque_id_excuses_any_caller_error_class() -> None:
     """The submit (line 4) refused with InvalidArgument: legal when its holder was written opaque (the trace cannot
     say what the governor saw), a refinement failure for a plain unknown id (the spec raises UnknownHolder)."""
