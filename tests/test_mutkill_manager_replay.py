@@ -65,9 +65,10 @@ def test_the_id_map_asks_the_latest_state_which_ids_are_live() -> None:
     ids = manager_ids(cur)
     kinds = ("authority", "holder", "allocation", "allowance", "ticket", "pressure", "tx", "bundle", "view")
     assert [ids.live(k, 1) for k in kinds] == [False] * 9
-    cur["m"] = busy()
+    cur["m"] = apply(busy(), M.PlanTx(1, ((1, 1),)))  # transaction 3: no ticket 3
     assert [ids.live(k, 1) for k in kinds] == [True] * 8 + [False]  # busy() publishes no view
     assert [ids.live(k, 2) for k in kinds] == [False, True, True, False, True, False, True, False, False]
+    assert [ids.live(k, 3) for k in kinds] == [False, False, True, False, False, False, True, False, False]
 
 
 def test_leftover_names_every_active_item_in_order() -> None:
