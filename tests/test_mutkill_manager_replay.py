@@ -263,6 +263,28 @@ def test_a_malformed_event_fails_at_its_line_with_its_whole_message(trace: Any, 
     assert replay_manager_lines(edited(trace(), line, edit)) == failed(line - 1, failure, message)
 
 
+def test_a_transactions_commit_names_its_allocations_in_the_governors_numbering() -> None:
+    """reserve_tx (line 7) issues allocation 5 in the governor's numbering (the spec's 1); commit_tx (line 8)
+    returning [5] is the spec's (1,). An id the trace never issued is unbound: it names no spec object (the
+    message shows the unbound placeholder, -10**21 - id)."""
+    lines = edited(bundle_lines(), 7, put("payload", "result", 5))
+    assert replay_manager_lines(edited(lines, 8, put("payload", "result", [5]))) == ReplayResult(
+        True, 9, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 8, put("payload", "result", [9]))) == failed(
+        7, "refinement", "CommitTx(tx=1) returned (-1000000000000000000009,), the spec returns (1,)")
+
+
+def test_a_limit_commit_returns_a_limit_outcome_naming_only_issued_pressures() -> None:
+    lines = figures_lines()
+    spec = "the spec returns LimitOutcome(committed=True, limit=40, completed=())"
+    assert replay_manager_lines(edited(lines, 11, put("payload", "result", 5))) == failed(
+        10, "refinement", f"CommitLimit(authority=1) returned 5, {spec}")
+    outcome = {"committed": True, "limit": 40, "completed": [[9, 0]]}
+    assert replay_manager_lines(edited(lines, 11, put("payload", "result", outcome))) == failed(
+        10, "refinement", "CommitLimit(authority=1) returned LimitOutcome(committed=True, limit=40, "
+        f"completed=((-1000000000000000000009, 0),)), {spec}")
+
+
 def test_a_view_registration_may_answer_with_its_authoritys_id() -> None:
     """D12: the governor's register_alias (line 2) returns the canonical authority's id 1, not a new id 2."""
     buf = io.StringIO()
