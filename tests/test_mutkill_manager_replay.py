@@ -263,6 +263,35 @@ def test_a_malformed_event_fails_at_its_line_with_its_whole_message(trace: Any, 
     assert replay_manager_lines(edited(trace(), line, edit)) == failed(line - 1, failure, message)
 
 
+def test_the_used_of_a_removed_authority_is_named_in_the_governors_numbering() -> None:
+    """The spare authority issued as 7 (line 12) and removed (line 13): its used listed after is named 7."""
+    lines = edited(edited(figures_lines(), 12, put("ids", "result", 7)), 13, put("ids", "authority", 7))
+    assert replay_manager_lines(lines) == ReplayResult(True, 13, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 13, put("payload", "used", {"7": 0}))) == failed(
+        12, "unknown-id", "observed used of authority 7, which does not exist")
+
+
+def test_an_accepted_composed_event_states_its_result() -> None:
+    assert replay_manager_lines(edited(grant_lines(), 4, put("payload", "result", None))) == failed(
+        3, "refinement", "the governor issued ticket id None, not an integer")
+
+
+def test_a_map_past_the_reserved_growth_is_the_spec_alternative_and_past_the_limit_is_refused() -> None:
+    """D8: a governor may grow and map in one step (line 5 maps 15 B with 10 B reserved, within the 32 B limit)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    w = p.open_allowance(h, a, 32)
+    p.reserve_growth(h, w, 10)
+    p.map_allowance(h, w, 10)
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    assert replay_manager_lines(edited(lines, 5, put("payload", "nbytes", 15))) == ReplayResult(
+        True, 5, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 5, put("payload", "nbytes", 40))) == failed(4, "violation", (
+        "MapAllowance(holder=1, allowance=1, nbytes=40) was accepted but the spec refuses it: AllowanceExceeded: "
+        "allowance 1: mapping 40 B, only 10 B reserved"), "I4b")
+
+
 def test_a_transactions_commit_names_its_allocations_in_the_governors_numbering() -> None:
     """reserve_tx (line 7) issues allocation 5 in the governor's numbering (the spec's 1); commit_tx (line 8)
     returning [5] is the spec's (1,). An id the trace never issued is unbound: it names no spec object (the
