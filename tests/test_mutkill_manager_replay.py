@@ -271,6 +271,16 @@ def test_the_used_of_a_removed_authority_is_named_in_the_governors_numbering() -
         12, "unknown-id", "observed used of authority 7, which does not exist")
 
 
+def test_used_figures_are_named_in_the_governors_numbering() -> None:
+    """The authority issued as 4 (line 2): the grant's (line 5) wrong or missing used names authority 4."""
+    lines = edited(edited(grant_lines(), 2, put("ids", "result", 4)), 4, put("ids", "authority", 4))
+    lines = edited(edited(lines, 4, put("payload", "used", {"4": 0})), 5, put("payload", "used", {"4": 8}))
+    assert replay_manager_lines(edited(lines, 5, put("payload", "used", {"4": 9}))) == failed(
+        4, "refinement", "GrantTicket(ticket=1): the governor observed 9 B used on authority 4, the spec has 8 B")
+    assert replay_manager_lines(edited(lines, 5, put("payload", "used", {}))) == failed(
+        4, "refinement", "GrantTicket(ticket=1) changed used of authority 4 but the event does not say so")
+
+
 def test_an_accepted_composed_event_states_its_result() -> None:
     assert replay_manager_lines(edited(grant_lines(), 4, put("payload", "result", None))) == failed(
         3, "refinement", "the governor issued ticket id None, not an integer")
