@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from invariants import InvariantViolation
 from invariants.manager_replay import _leftover, _live, _shape, manager_ids, replay_manager_lines
 from invariants.replay import ReplayResult
 from invariants.trace_format import MAX_TEXT
@@ -279,6 +280,29 @@ def test_used_figures_are_named_in_the_governors_numbering() -> None:
         4, "refinement", "GrantTicket(ticket=1): the governor observed 9 B used on authority 4, the spec has 8 B")
     assert replay_manager_lines(edited(lines, 5, put("payload", "used", {}))) == failed(
         4, "refinement", "GrantTicket(ticket=1) changed used of authority 4 but the event does not say so")
+
+
+def test_a_charge_is_named_in_the_governors_numbering() -> None:
+    """The reserve (line 3) issues allocation 6 (the spec's 1), committed and released as 6."""
+    lines = edited(edited(figures_lines(), 3, put("ids", "result", 6)), 3, observed("charges", {"6": 8}))
+    lines = edited(edited(lines, 4, put("ids", "allocation", 6)), 4, observed("charges", {"6": 8}))
+    lines = edited(lines, 5, put("ids", "allocation", 6))
+    assert replay_manager_lines(lines) == ReplayResult(True, 13, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 3, observed("charges", {"6": 7}))) == failed(
+        2, "refinement", f"{RESERVE}: the governor observed a charge of 7 B on allocation 6, the spec has 8")
+
+
+def test_a_whole_state_violation_is_named_with_its_id_at_the_whole_check_after_it(monkeypatch: Any) -> None:
+    """check_all replaced by one that fails once a bundle exists: the bundle opens at line 4, and the whole-state
+    check (once per as many events as the state holds records) next runs after line 6."""
+    import invariants.manager_replay as replay
+
+    def planted(m: M.Manager) -> None:
+        if m.bundles:
+            raise InvariantViolation("I10", "planted: a bundle's parts apart")
+
+    monkeypatch.setattr(replay, "check_all", planted)
+    assert replay_manager_lines(bundle_lines()) == failed(5, "violation", "I10: planted: a bundle's parts apart", "I10")
 
 
 def test_an_accepted_composed_event_states_its_result() -> None:
