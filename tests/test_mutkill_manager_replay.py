@@ -478,3 +478,29 @@ def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -
     boundary = {**last, "source_sequence": last["source_sequence"] + 1, "kind": "boundary", "ids": {}, "payload": {}}
     assert replay_manager_lines([*lines, json.dumps(boundary).encode()]) == ReplayResult(
         True, 10, None, None, None, "no violation")
+
+
+def test_a_revision_1_grants_allocation_is_known_by_the_spec_number_before_any_event_names_it() -> None:
+    """`ortmem-manager/1` has no grant event: the submit (line 4) is granted at once, its allocation 1 issued with
+    no event. A later ledger-format reserve (line 5) listing that allocation's charge is judged against the
+    latest state's allocation 1 (the id map asks which allocations are live)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p.submit(h, a, 8)
+    p.reserve(h, a, Tier.DEVICE, 4, Role.KV)
+    events: list[dict[str, Any]] = []
+    for ev in map(json.loads, buf.getvalue().splitlines()):  # as /1 wrote it: each grant's used on the event before
+        if ev["kind"] == "grant":
+            events[-1]["payload"]["used"].update(ev["payload"]["used"])
+            continue
+        if ev["contract_revision"] == "ortmem-manager/2":
+            ev["contract_revision"] = "ortmem-manager/1"
+        events.append(ev)
+    lines = renumbered([json.dumps(ev).encode() + b"\n" for ev in events])
+    reserve = "Reserve(holder=1, authority=1, tier=Tier.DEVICE, nbytes=4, role=Role.KV)"
+    assert replay_manager_lines(edited(lines, 5, observed("charges", {"1": 8, "2": 4}))) == ReplayResult(
+        False, 5, None, "leftover", None, "trace ended with active items and no declared boundary: ticket 1 granted "
+        "and never claimed or cancelled; allocation 1 still provisional; allocation 2 still provisional")
+    assert replay_manager_lines(edited(lines, 5, observed("charges", {"1": 9, "2": 4}))) == failed(
+        4, "refinement", f"{reserve}: the governor observed a charge of 9 B on allocation 1, the spec has 8")
