@@ -83,7 +83,8 @@ MODULES: dict[str, list[str]] = {
     "spec/tickets.py": ["tests/test_tickets_tables.py", "tests/test_manager_order_answers.py"],
     "spec/quota.py": ["tests/test_spec_quota.py"],
     "spec/ledger.py": ["tests/test_bad_input.py", "tests/test_lifecycle.py", "tests/test_explore.py", "tests/test_replay.py",
-                        "tests/test_machine_units.py", "tests/test_stateful.py", "tests/test_mutkill_spec_ledger.py",
+                        "tests/test_machine_units.py", "tests/test_stateful.py",
+                        "tests/test_mutkill_spec_ledger.py",
                         "--deselect", "tests/test_stateful.py::test_campaign_reaches_deep_states_and_rejects_bad_input",
                         "--deselect", "tests/test_stateful.py::test_campaign_with_contracts_off_still_refines",
                         # the explorer's own end-to-end run (2-9 s): its per-guard cases stay

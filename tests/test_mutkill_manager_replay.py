@@ -210,7 +210,8 @@ MALFORMED = [
      "a composed trace is 'ortmem-manager/2' or 'ortmem-manager/1' (with ledger operations in 'ortmem-ledger/1'), "
      f"got {'r' * MAX_TEXT!r}"),
     ("kind-int", bundle_lines, 7, put("event", "kind", 7), "malformed", "unknown event kind '7'"),
-    ("kind-long", bundle_lines, 7, put("event", "kind", "k" * 300), "malformed", f"unknown event kind {'k' * MAX_TEXT!r}"),
+    ("kind-long", bundle_lines, 7, put("event", "kind", "k" * 300), "malformed",
+     f"unknown event kind {'k' * MAX_TEXT!r}"),
     ("ids-list", bundle_lines, 7, put("event", "ids", []), "malformed", "ids and payload must be objects"),
     ("payload-list", bundle_lines, 7, put("event", "payload", []), "malformed", "ids and payload must be objects"),
     ("boundary-with-ids", bundle_lines, 7, put("event", "kind", "boundary"), "malformed",
