@@ -505,3 +505,27 @@ def test_a_revision_1_grants_allocation_is_known_by_the_spec_number_before_any_e
         "and never claimed or cancelled; allocation 1 still provisional; allocation 2 still provisional")
     assert replay_manager_lines(edited(lines, 5, observed("charges", {"1": 9, "2": 4}))) == failed(
         4, "refinement", f"{reserve}: the governor observed a charge of 9 B on allocation 1, the spec has 8")
+
+
+def test_the_whole_state_check_runs_once_per_as_many_events_as_the_state_holds_records(monkeypatch: Any) -> None:
+    """Each whole check seen as (allocations, records): after an event once at least as many events passed since the
+    last check as the state holds allocations and records (at least one), and once at the end."""
+    import invariants.manager_replay as replay
+
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setattr(replay, "check_all", lambda m: seen.append((len(m.ledger.allocations), _live(m))))
+    assert replay_manager_lines(bundle_lines()).ok
+    assert seen == [(0, 1), (0, 4), (1, 4)]
+    seen.clear()
+    assert replay_manager_lines(figures_lines()).ok
+    assert seen == [(0, 1), (1, 3), (1, 3), (1, 3), (1, 3)]
+
+
+def test_a_first_event_naming_an_allocation_no_event_issued_is_unknown() -> None:
+    """The id map is asked whether allocation 1 is live before any state was recorded for it (no event yet)."""
+    ev = {"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": 1, "kind": "release",
+          "ids": {"holder": "x", "allocation": 1},
+          "payload": {"outcome": "accepted", "error": None, "observed": {"used": {}, "charges": {}}}}
+    assert replay_manager_lines([json.dumps(ev).encode()]) == failed(0, "unknown-id", (
+        "Release(holder='x', allocation=1) was accepted but names allocation 1, which no event of this trace issued: "
+        "an event is missing"))
