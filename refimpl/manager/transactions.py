@@ -37,13 +37,12 @@ from spec.errors import (
     UnknownTransaction,
     ViewInUse,
 )
-from spec.types import AllocState, Origin, Role, Tier, TxPhase
+from spec.types import Origin, Role, Tier, TxPhase
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 
 __all__ = ["Transactions"]
 
 _P = TxPhase
-_LOST = AllocState.DEVICE_LOST
 
 
 class _Tx:
@@ -54,19 +53,13 @@ class _Tx:
         self.needs = tuple(sorted(decl))  # ascending authority id: the reservation order (C4)
         self.need = dict(decl)
         self.held: list[_Alloc] = []  # in reservation order: held[i] is the reservation for needs[i]
-        self.seq, self.priority, self.age = 0, priority, 0
+        self.seq, self.priority, self.age = id, priority, 0  # submit sequence: its own id, never reused
         self.phase = _P.PLANNED
         self.bundle: int | None = None
         self.bound: dict[int, int] = {}  # model view -> generation bound to this execution, in binding order
 
     def __repr__(self) -> str:
         return f"transaction {self.id}"
-
-
-def _int_id(v: object, what: str) -> int:
-    if type(v) is not int:
-        raise InvalidArgument(f"{what} must be an int id, got {v!r}")
-    return v
 
 
 class Transactions:
@@ -96,7 +89,6 @@ class Transactions:
         del self._txs[t.id]
         for rec in t.held:
             self._commit_rec(rec, rec.reserved)
-        t.phase = _P.COMMITTED
 
     def _unwind(self, t: _Tx, keep: object) -> int:
         """Abort `t`: cancel its held reservations except those on ledger `keep`, drop its views.
@@ -147,7 +139,6 @@ class Transactions:
         t = _Tx(self._next_tx, holder, needs, priority)
         self._next_tx += 1
         self._txs[t.id] = t
-        t.seq = t.id  # a fresh transaction's submit sequence is its own (never reused) id
         if not self._guards.on("ordered_reservation"):  # C4 (negative control): reserved in declared order
             t.needs = tuple(needs)
         if place is not None:
@@ -244,7 +235,7 @@ class Transactions:
         model views over it. Returns the references and the allocation ids they account for."""
         refs, covered = [], set()
         for t in self._txs.values():
-            covered.update(r.id for r in t.held if r.auth is a and r.state is not _LOST)
+            covered.update(r.id for r in t.held)  # the caller looks up only a's records, lost ones apart
             if a.id in t.need:
                 refs.append(f"transaction {t.id}")
         refs += [f"view {v.id}" for v in self._mviews.values() if v.authority == a.id]
