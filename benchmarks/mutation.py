@@ -127,6 +127,7 @@ MODULES: dict[str, list[str]] = {
                                 "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",
                                 "tests/test_manager_contracts_local.py", "tests/test_manager_differential.py",
                                 "tests/test_reserve_order.py", "tests/test_drop_view.py", "tests/test_authorities.py",
+                                "tests/test_mutkill_transactions.py",
                                 # these apply refimpl/verify's own source mutants, whose snippets mutmut's copies repeat
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",
