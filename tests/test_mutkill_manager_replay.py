@@ -529,3 +529,32 @@ def test_a_first_event_naming_an_allocation_no_event_issued_is_unknown() -> None
     assert replay_manager_lines([json.dumps(ev).encode()]) == failed(0, "unknown-id", (
         "Release(holder='x', allocation=1) was accepted but names allocation 1, which no event of this trace issued: "
         "an event is missing"))
+
+
+def owed_lines(priority: int) -> list[bytes]:
+    """A 64 B authority, 60 B reserved, ticket 1 (8 B) pending; the cancel (line 6) frees the room, so ticket 1's
+    grant is owed; then a second submit of 8 B at `priority` (line 7) before ticket 1's grant (line 8), ticket 2's
+    grant (line 9) and a boundary. Both fit: ticket 2 goes first only at a higher priority than ticket 1's 0."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    r = p.reserve(h, a, Tier.DEVICE, 60, Role.KV)
+    p.submit(h, a, 8)
+    p.cancel(h, r)
+    p.submit(h, a, 8, priority=priority)
+    events = [json.loads(line) for line in buf.getvalue().splitlines()]
+    assert [ev["kind"] for ev in events[5:]] == ["cancel", "grant", "submit", "grant"]
+    events[7]["payload"]["used"] = {}  # submitted before ticket 1's grant: no used changed yet
+    events[5:8] = [events[5], events[7], events[6]]
+    events.append({**events[-1], "kind": "boundary", "ids": {}, "payload": {}})
+    return renumbered([json.dumps(ev).encode() + b"\n" for ev in events])
+
+
+def test_a_grant_owed_after_an_event_may_come_later_but_no_newcomer_may_overtake_it() -> None:
+    """Ticket 1's grant is owed from the cancel on; a later submit that leaves it first lets its grant come after
+    (accepted), one that puts the newcomer ahead of it is refused at that submit, naming the submit."""
+    assert replay_manager_lines(owed_lines(0)) == ReplayResult(True, 10, None, None, None, "no violation")
+    assert replay_manager_lines(owed_lines(5)) == failed(6, "violation", (
+        "Submit(holder=1, authority=1, nbytes=8, priority=5, role=Role.STAGING) put "
+        "newcomer ticket 2 ahead of it: ticket 1 fit on authority 1 and was first in arbitration order, so its grant "
+        "was owed before any newcomer or other reservation (I13)"), "I13")
