@@ -558,3 +558,22 @@ def test_a_grant_owed_after_an_event_may_come_later_but_no_newcomer_may_overtake
         "Submit(holder=1, authority=1, nbytes=8, priority=5, role=Role.STAGING) put "
         "newcomer ticket 2 ahead of it: ticket 1 fit on authority 1 and was first in arbitration order, so its grant "
         "was owed before any newcomer or other reservation (I13)"), "I13")
+
+
+def test_the_event_after_configure_asks_the_configured_state_which_ids_are_live() -> None:
+    """A ledger-format reserve right after the configure event (line 4) lists the charge of allocation 7, which no
+    event issued: the id map asks the state the configure left whether 7 is live (no), so it is unknown."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p.submit(h, a, 8)
+    p.reserve(h, a, Tier.DEVICE, 4, Role.KV)
+    events = [json.loads(line) for line in buf.getvalue().splitlines()]
+    assert [ev["kind"] for ev in events] == ["register_holder", "register_authority", "configure", "submit", "grant",
+                                             "reserve"]
+    reserve = events[5]
+    reserve["payload"]["observed"] = {"used": {"1": 4}, "charges": {"2": 4, "7": 4}}
+    reserve["ids"]["result"] = 2
+    lines = renumbered([json.dumps(ev).encode() + b"\n" for ev in [*events[:3], reserve]])
+    assert replay_manager_lines(lines) == failed(3, "unknown-id", "observed allocation 7, which no event of this "
+                                                                  "trace issued")
