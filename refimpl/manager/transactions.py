@@ -27,17 +27,14 @@ from spec import manager_actions as M
 from spec.errors import (
     BundlePoisoned,
     CapacityDenied,
-    DeviceLost,
     ForeignHolder,
     InvalidArgument,
     InvalidTransition,
     ManagerPoisoned,
-    ReservationOrder,
     UnknownIntent,
     UnknownTransaction,
-    ViewInUse,
 )
-from spec.types import Origin, Role, Tier, TxPhase
+from spec.types import Origin, Role, TxPhase
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 
 __all__ = ["Transactions"]
