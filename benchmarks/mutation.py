@@ -48,6 +48,7 @@ Not part of the pytest run or .ci/run: a full run takes tens of minutes.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -269,6 +270,16 @@ MODULES: dict[str, list[str]] = {
     # selected; test_mutkill_liveness pins the lassos' prefix and cycle states, the names and the fairness.
     **{m: ["tests/test_liveness.py", "tests/test_mutkill_liveness.py"]
        for m in ("invariants/manager_starvation.py", "invariants/liveness_props.py", "invariants/liveness.py")},
+    # The replay's changed-record walk (issue #21 item 8): the diff against a full comparison along chains and off
+    # them, the walk that never reads the whole map, the memo, and the step predicates on tracked states.
+    "invariants/changed.py": ["tests/test_changed.py", "tests/test_mutkill_changed.py"],
+    # The composed trace format: events written and replayed (every kind, broken by hand), the configure event,
+    # the schema, and test_mutkill_manager_trace's whole messages and boundaries of each decoder.
+    "invariants/manager_trace.py": ["tests/test_manager_trace.py", "tests/test_trace_schema.py",
+                                    "tests/test_mutkill_manager_trace.py"],
+    # The hierarchy trace: campaign traces written and replayed, each failure class on an event broken by hand.
+    "invariants/hierarchy_trace.py": ["tests/test_hierarchy_trace.py", "tests/test_trace_schema.py",
+                                      "tests/test_mutkill_hierarchy_trace.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
@@ -428,6 +439,24 @@ def kill_rate(c: dict[str, object]) -> float:
     return round(detected / denom, 4) if denom else 1.0
 
 
+def source_hash(data: bytes) -> str:
+    """The sha256 of a module's source bytes, recorded with each run (`source_sha256`)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def stale(results: dict[str, dict[str, object]], root: Path = ROOT) -> dict[str, str]:
+    """Module -> "stale: ..." for every result whose module's source today is not the source its run mutated.
+
+    Not a ratchet failure (that would force a mutation run per edit): the report and the table say it next to
+    the rate, so a floor is never read as true of code its run did not see."""
+    out = {}
+    for module, r in sorted(results.items()):
+        path = root / module
+        if not path.exists() or source_hash(path.read_bytes()) != r.get("source_sha256"):
+            out[module] = f"stale: changed since its recorded run at {r.get('commit', 'unknown')}"
+    return out
+
+
 def check_ratchet(results: dict[str, dict[str, object]], ratchet: dict[str, float]) -> list[str]:
     """Every ratchet module has a result at or above its floor; every module run is in the ratchet;
     every result's counts add up and its rate is the one its counts give."""
@@ -548,6 +577,7 @@ def run_module(module: str, workdir: Path, max_children: int, budget_s: float,
     counts["mutmut_config"] = (here / "pyproject.toml").read_text().split("\n\n")[0]
     counts["incomplete"] = incomplete
     counts["not_checked"] = total - len(statuses)  # > 0 only when the budget cut the run
+    counts["source_sha256"] = source_hash((here / module).read_bytes())  # the copy's unmutated source
     return counts, errors
 
 
