@@ -459,7 +459,7 @@ def stale(results: dict[str, dict[str, object]], root: Path = ROOT) -> dict[str,
 
 def check_ratchet(results: dict[str, dict[str, object]], ratchet: dict[str, float]) -> list[str]:
     """Every ratchet module has a result at or above its floor; every module run is in the ratchet;
-    every result's counts add up and its rate is the one its counts give."""
+    every result's counts add up, its rate is the one its counts give, and it names its source's hash."""
     problems = []
     for module, floor in sorted(ratchet.items()):
         r = results.get(module)
@@ -476,6 +476,8 @@ def check_ratchet(results: dict[str, dict[str, object]], ratchet: dict[str, floa
             problems.append(f"{module}: counts add up to {parts}, not {r['mutants']} mutants")
         if r.get("incomplete"):
             problems.append(f"{module}: the run did not finish (budget), its rate is not a result")
+        if not r.get("source_sha256"):
+            problems.append(f"{module}: no source_sha256, so whether its module changed since cannot be told")
         if kill_rate(r) != r["kill_rate"]:
             problems.append(f"{module}: kill rate {r['kill_rate']} is not what its counts give ({kill_rate(r)})")
     return problems
@@ -581,15 +583,16 @@ def run_module(module: str, workdir: Path, max_children: int, budget_s: float,
     return counts, errors
 
 
-def _table(results: dict[str, dict[str, object]], modules: list[str]) -> str:
+def _table(results: dict[str, dict[str, object]], modules: list[str], root: Path = ROOT) -> str:
     head = f"{'module':28} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8} {'no tests':>8} {'equiv':>5} {'rate':>7} {'wall s':>7}"
     rows = [head, "-" * len(head)]
+    old = stale(results, root)
     for m in modules:
         r = results.get(m)
         if r is None:
             rows.append(f"{m:28} not run")
             continue
-        flag = " (incomplete)" if r.get("incomplete") else ""
+        flag = (" (incomplete)" if r.get("incomplete") else "") + (f" ({old[m]})" if m in old else "")
         rows.append(f"{m:28} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>7} {r['survived']:>8} "
                     f"{r['no_tests']:>8} {r['equivalent']:>5} {float(r['kill_rate']):>7.1%} {r.get('wall_s_total', r['wall_s']):>7}{flag}")  # type: ignore[arg-type]
     return "\n".join(rows)
@@ -612,7 +615,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ratchet", action="store_true", help="do not touch the ratchet file")
     ap.add_argument("--resume", action="store_true",
                     help="reuse each module's last copy; rerun only its undetected mutants with the current tests")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: the recorded results' table, stale ones flagged, and the ratchet's problems")
     args = ap.parse_args(argv)
+    if args.report:
+        return report()
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
@@ -662,6 +669,19 @@ def main(argv: list[str] | None = None) -> int:
             rc = 1
         RATCHET.write_text(json.dumps({"floors": dict(sorted(new.items()))}, indent=1) + "\n")
     return rc
+
+
+def report() -> int:
+    """The committed results against the ratchet, without running anything: 1 if the ratchet fails.
+
+    A stale result (its module changed since its run) is flagged, not failed: rerun that module to refresh it."""
+    results = json.loads(RESULTS.read_text())["modules"]
+    print(_table(results, sorted(results)))
+    problems = check_ratchet(results, json.loads(RATCHET.read_text())["floors"])
+    for p in problems:
+        print(f"RATCHET: {p}")
+    print(f"\n{len(stale(results))} of {len(results)} results stale (their module changed since the run)")
+    return 1 if problems else 0
 
 
 def _tool_version() -> str:
