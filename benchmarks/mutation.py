@@ -38,9 +38,17 @@ benchmarks/mutation-ratchet.json (per-module floors; raised to the new rate,
 never lowered unless --lower-ratchet). tests/test_mutation_ratchet.py checks
 the two files against each other without running anything.
 
+Staleness: each result records `source_sha256`, the sha256 of the module it
+mutated. A module whose bytes today differ is stale: its rate is of code that
+is gone. `--report` (runs nothing) prints the recorded table with "(stale:
+changed since its recorded run at <commit>)" next to each such rate, and
+tests/test_mutation_ratchet.py names each in a warning; neither fails on it
+(that would force a mutation run per edit): rerun the module to refresh it.
+
     python benchmarks/mutation.py [--modules spec/arith.py,...] [--max-children 2]
                                   [--budget-s 900] [--workdir .mutation-work]
                                   [--lower-ratchet] [--no-ratchet] [--resume]
+    python benchmarks/mutation.py --report
 
 Not part of the pytest run or .ci/run: a full run takes tens of minutes.
 """
