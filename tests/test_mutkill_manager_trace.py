@@ -141,3 +141,8 @@ def test_events_are_whole() -> None:
     assert (grant["kind"], grant["ids"], grant["payload"]["result"]) == ("grant", {"ticket": 7}, 11)
     assert T.MANAGER_KINDS["grant"] is GrantTicket and T.MANAGER_KINDS["submit"] is Submit
     assert T.TUPLE_FIELDS == {"victims", "needs"}
+
+
+def test_an_attrs_value_in_a_field_is_written_opaque_by_its_own_type() -> None:
+    ev = T.encode_manager_event("s", 1, Submit(2, 1, T.Configure(3)), None, ValueError("no"), {})  # type: ignore[arg-type]
+    assert ev["payload"]["nbytes"] == {"opaque": "Configure"}  # not flattened into its fields
