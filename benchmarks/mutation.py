@@ -285,9 +285,11 @@ MODULES: dict[str, list[str]] = {
     # the schema, and test_mutkill_manager_trace's whole messages and boundaries of each decoder.
     "invariants/manager_trace.py": ["tests/test_manager_trace.py", "tests/test_trace_schema.py",
                                     "tests/test_mutkill_manager_trace.py"],
-    # The hierarchy trace: campaign traces written and replayed, each failure class on an event broken by hand.
-    "invariants/hierarchy_trace.py": ["tests/test_hierarchy_trace.py", "tests/test_trace_schema.py",
-                                      "tests/test_mutkill_hierarchy_trace.py"],
+    # The hierarchy trace: a run's trace written from the spec's steps and replayed, each failure class on an event
+    # broken by hand, and the schema file. No real coordinator: its forked processes break mutmut's own child
+    # bookkeeping (a KeyError on a pid it did not fork), so test_hierarchy_trace's recorded traces are left out.
+    "invariants/hierarchy_trace.py": ["tests/test_mutkill_hierarchy_trace.py",
+                                      "tests/test_hierarchy_trace.py::test_schema_file_is_current"],
 }
 DEFAULT_MODULES = list(MODULES)
 

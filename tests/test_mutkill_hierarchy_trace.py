@@ -9,13 +9,11 @@ import pytest
 
 from invariants import hierarchy_trace as HT
 from invariants._violation import InvariantViolation
-from invariants.hierarchy_machine import Crash, Lose, SpawnHeld
+from invariants.hierarchy_machine import Crash, Lose, SpawnHeld, campaign_step
 from invariants.hierarchy_scope import SCRIPT_CONFIG
 from invariants.replay import MAX_LINE_BYTES, ReplayResult
-from refimpl.verify.hierarchy_adapter import HierarchyAdapter
 from spec import hierarchy as H
 from spec.errors import GovernorError
-from spec.guards import ALL_ON
 
 #: A run with a lost reply, a held spawn, a crash and a refused call (line 8): every way an event is written.
 _RUN = (H.Spawn(), H.Request(1, 1, 1, 6), Lose(H.Request(1, 1, 2, 2)), SpawnHeld(), H.Hello(2),
@@ -25,16 +23,17 @@ _CLEAN = ReplayResult(True, 10, None, None, None, "no violation")
 
 @pytest.fixture(scope="module")
 def events() -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    gov = HierarchyAdapter(SCRIPT_CONFIG, ALL_ON, trace=out.append)
-    try:
-        for act in _RUN:
-            try:
-                gov.execute(act)
-            except GovernorError:
-                pass
-    finally:
-        gov.close()
+    """The run's trace written from the spec's own steps and figures (no processes: mutmut runs these tests;
+    tests/test_hierarchy_trace.py replays a real coordinator's)."""
+    out = [HT.configure_event("coordinator", SCRIPT_CONFIG)]
+    s = H.new_hierarchy(*SCRIPT_CONFIG)
+    for seq, act in enumerate(_RUN, 2):
+        err, result = None, None
+        try:
+            s, result = campaign_step(s, act)
+        except GovernorError as e:
+            err = e
+        out.append(HT.encode_event("coordinator", seq, act, err, result, HT.observed(s)))
     return out
 
 
