@@ -79,6 +79,9 @@ def test_line_size_bound_is_exact(events) -> None:
     assert HT.replay_hierarchy(over) == _bad(3, "oversize", f"line longer than {MAX_LINE_BYTES} bytes")
     assert HT.replay_hierarchy(lines[:1] + [b"{"]) == _bad(
         2, "bad-json", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)")
+    deep = b"[" * 30_000  # within the size bound, past the parser's depth: refused typed, not raised
+    assert HT.replay_hierarchy(lines[:1] + [deep]) == _bad(
+        2, "bad-json", "maximum recursion depth exceeded while decoding a JSON array from a unicode string")
 
 
 def test_envelope_refusals_name_their_whole_message(events) -> None:
@@ -95,6 +98,7 @@ def test_envelope_refusals_name_their_whole_message(events) -> None:
     assert _replay(events, 0, args=[]) == _bad(1, "malformed", "args must be an object")
     assert _replay(events, 1, kind="zzz") == _bad(2, "malformed", "unknown event kind 'zzz'")
     assert _replay(events, 1, kind=5) == _bad(2, "malformed", "unknown event kind '5'")
+    assert _replay(events, 1, kind=[]) == _bad(2, "malformed", "unknown event kind '[]'")  # unhashable: not looked up
     assert _replay(events, 1, kind="k" * 100) == _bad(2, "malformed", f"unknown event kind {'k' * 64!r}")
     assert _replay(events, 1, args={"x": 1}) == _bad(2, "malformed", "spawn args must be exactly []")
     hello = "hello args must be exactly ['worker', 'authentic', 'fate']"
@@ -117,6 +121,11 @@ def test_a_faults_inner_action_is_checked_whole(events) -> None:
     assert _replay(events, 3, args={**events[3]["args"], "act": narrow}) == _bad(
         4, "malformed", "lose's request args must be exactly "
                         "['worker', 'epoch', 'seq', 'nbytes', 'priority', 'authentic', 'fate']")
+    # the fault's own fate is read: a lost message was never applied, so the figures of an applied one differ
+    r = _replay(events, 3, args={**events[3]["args"], "fate": "message-lost"})
+    assert (r.ok, r.line, r.failure) == (False, 4, "refinement")
+    assert r.message.startswith("Lose(act=Request(worker=1, epoch=1, seq=2, nbytes=2, priority=0, authentic=True, "
+                                "fate='delivered'), fate='message-lost'): observed "), r.message
     crash = {**events[6]["args"], "act": {"kind": "kill", "args": {"worker": 1}}}
     assert _replay(events, 6, args=crash) == _bad(7, "malformed", shape.replace("lose", "crash"))
 
@@ -164,3 +173,21 @@ def test_a_clause_the_spec_step_breaks_is_a_violation(events, monkeypatch, where
         raise InvariantViolation("I11", "a clause broken by hand")
     monkeypatch.setattr(HT, where, broken)
     assert HT.replay_hierarchy(_lines(events)) == _bad(2, "violation", "I11: a clause broken by hand", "I11")
+
+
+def test_each_step_is_judged_on_the_states_it_joins(events, monkeypatch) -> None:
+    steps: list[tuple[Any, Any, Any]] = []
+    states: list[Any] = []
+    real_step, real_state = HT.check_step, HT.check_state
+    monkeypatch.setattr(HT, "check_step", lambda s, a, n: (steps.append((s, a, n)), real_step(s, a, n))[1])
+    monkeypatch.setattr(HT, "check_state", lambda n: (states.append(n), real_state(n))[1])
+    assert HT.replay_hierarchy(_lines(events)) == _CLEAN
+    s, want = H.new_hierarchy(*SCRIPT_CONFIG), []  # the configured machine and aging cap, not their defaults
+    for act in _RUN:
+        try:
+            n, _ = campaign_step(s, act)
+        except GovernorError:
+            continue  # a refusal both sides agree on is not judged
+        want.append((s, act, n))
+        s = n
+    assert len(want) == len(_RUN) - 1 and steps == want and states == [n for _, _, n in want]
