@@ -130,7 +130,7 @@ def replay_hierarchy(lines: Iterable[bytes]) -> ReplayResult:
                 raise _Bad("oversize", f"line longer than {MAX_LINE_BYTES} bytes")
             try:
                 ev = json.loads(raw)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:  # RecursionError: arrays nested past the parser's depth
                 raise _Bad("bad-json", str(e)[:200]) from None
             kind, act = _decode(ev)
             source, seq = ev["source"], ev["source_sequence"]

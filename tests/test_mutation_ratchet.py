@@ -6,6 +6,11 @@ above its floor, every module that was run has a floor, and every result's
 counts add up to its mutants and give its stated rate. The checker is shown
 able to fail: a lowered rate, a module run without a floor, and counts that
 do not give the stated rate are each reported.
+
+A result whose module changed since its run (its recorded source_sha256 is
+not today's) is stale: named as a warning in the CI log and flagged next to
+its rate in `benchmarks/mutation.py --report`, not failed (failing would
+force a mutation run per edit).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -132,3 +138,33 @@ def test_next_ratchet_keeps_the_floor_of_an_unfinished_run() -> None:
     r = _result(2) | {"incomplete": True}
     new, refused = mutation.next_ratchet({"a.py": 0.9}, {"a.py": r}, ["a.py"], allow_lower=True)
     assert (new, refused) == ({"a.py": 0.9}, [])
+
+
+def test_check_ratchet_rejects_a_result_without_its_source_hash(results, ratchet) -> None:
+    module = sorted(ratchet)[0]
+    unhashed = copy.deepcopy(results)
+    del unhashed[module]["source_sha256"]
+    assert mutation.check_ratchet(unhashed, ratchet) == [
+        f"{module}: no source_sha256, so whether its module changed since cannot be told"]
+
+
+def test_stale_results_are_named_not_failed(results) -> None:
+    for module, why in mutation.stale(results).items():
+        warnings.warn(f"mutation ratchet: {module}: {why}", UserWarning, stacklevel=1)
+
+
+def test_stale_flags_a_module_changed_by_one_byte_and_no_other(results, tmp_path) -> None:
+    # Negative control on copies: the same bytes are fresh; one byte changed, or the module gone, is stale.
+    module = sorted(results)[0]
+    data = (ROOT / module).read_bytes()
+    (tmp_path / module).parent.mkdir(parents=True)
+    (tmp_path / module).write_bytes(data)
+    recorded = {module: {**results[module], "commit": "abc1234", "source_sha256": mutation.source_hash(data)}}
+    assert mutation.stale(recorded, tmp_path) == {}
+    assert "stale" not in mutation._table(recorded, [module], tmp_path)
+    (tmp_path / module).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    flag = "stale: changed since its recorded run at abc1234"
+    assert mutation.stale(recorded, tmp_path) == {module: flag}
+    assert mutation._table(recorded, [module], tmp_path).splitlines()[-1].endswith(f"({flag})")
+    (tmp_path / module).unlink()
+    assert mutation.stale(recorded, tmp_path) == {module: flag}

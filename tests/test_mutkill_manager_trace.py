@@ -1,0 +1,148 @@
+"""Survivors of invariants/manager_trace.py's mutation run, killed (benchmarks/mutation.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from invariants import manager_trace as T
+from invariants.trace_format import MAX_TEXT, MAX_TUPLE, Opaque
+from spec.grants import GrantTicket
+from spec.manager_actions import LimitOutcome, PlanTx, Submit
+from spec.types import MAX_BYTES, Role
+
+_BIG = 10**19  # 20 digits: the longest integer a tuple carries exactly
+
+
+def test_configure_round_trips_and_names_its_bounds() -> None:
+    ev = T.encode_configure("pmm-1", 3, 7)
+    assert ev == {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 3,
+                  "kind": "configure", "ids": {}, "payload": {"aging_bound": 7}}
+    assert T.decode_configure(ev["ids"], ev["payload"]) == T.Configure(7)
+    assert T.decode_configure({}, {"aging_bound": 1}) == T.Configure(1)
+    assert T.decode_configure({}, {"aging_bound": MAX_BYTES}) == T.Configure(MAX_BYTES)
+    shape = "a configure event has no ids and exactly the payload {aging_bound}"
+    for ids, payload in (({"x": 1}, {"aging_bound": 1}), ({}, [("aging_bound", 1)]), ({}, {"aging_bound": 1, "x": 0}),
+                         ({}, {})):
+        with pytest.raises(ValueError) as e:
+            T.decode_configure(ids, payload)
+        assert str(e.value) == shape
+    for bound, shown in ((0, "0"), (MAX_BYTES + 1, str(MAX_BYTES + 1)), (True, "True"), (-1, "-1"),
+                         ("x" * 60, repr("x" * 60)[:40])):
+        with pytest.raises(ValueError) as e:
+            T.decode_configure({}, {"aging_bound": bound})
+        assert str(e.value) == f"configure: aging_bound must be an integer in [1, {MAX_BYTES}], got {shown}"
+
+
+def test_tuple_fields_encode_exactly_or_opaque() -> None:
+    assert T.encode_field("nbytes", 5) == 5 and T.encode_field("role", Role.KV) == "kv"
+    assert T.encode_field("victims", (1, _BIG, -_BIG)) == [1, _BIG, -_BIG]
+    assert T.encode_field("victims", ()) == []
+    assert T.encode_field("victims", tuple(range(MAX_TUPLE))) == list(range(MAX_TUPLE))
+    assert T.encode_field("needs", ((1, 2), (3, _BIG))) == [[1, 2], [3, _BIG]]
+    tup = {"opaque": "tuple"}
+    for name, v in (("victims", tuple(range(MAX_TUPLE + 1))), ("victims", (10 * _BIG,)), ("victims", (-10 * _BIG,)),
+                    ("victims", (True,)), ("victims", ((1, 2),)), ("needs", (1, 2)), ("needs", ((1, 2, 3),)),
+                    ("needs", ((1,),)), ("needs", ([1, 2],)), ("needs", ((1, 10 * _BIG),)), ("needs", ((False, 1),))):
+        assert T.encode_field(name, v) == tup, (name, v)
+    assert T.encode_field("victims", [1]) == {"opaque": "list"}
+    assert T.encode_field("needs", "ab") == {"opaque": "str"}
+    assert T.encode_field("victims", type("", (), {})()) == {"opaque": "?"}
+    assert T.encode_field("victims", type("N" * (MAX_TEXT + 5), (), {})()) == {"opaque": "N" * MAX_TEXT}
+
+
+def test_tuple_fields_decode_exactly_or_refuse_with_their_message() -> None:
+    assert T.decode_field("nbytes", 5) == 5
+    assert T.decode_field("victims", [1, 2]) == (1, 2) and T.decode_field("victims", []) == ()
+    assert T.decode_field("victims", list(range(MAX_TUPLE))) == tuple(range(MAX_TUPLE))
+    assert T.decode_field("needs", [[1, 2], [3, 4]]) == ((1, 2), (3, 4))
+    assert T.decode_field("needs", [[1, 2]] * MAX_TUPLE) == ((1, 2),) * MAX_TUPLE
+    opaque = T.decode_field("victims", {"opaque": "tuple"})
+    assert type(opaque) is Opaque and opaque.type_name == "tuple"
+    with pytest.raises(ValueError) as e:
+        T.decode_field("victims", {"x": 1})
+    assert str(e.value) == "victims: an object value must be exactly {'opaque': type name}"
+    size = f"must be a list of at most {MAX_TUPLE} elements or an opaque marker"
+    for name, v in (("victims", list(range(MAX_TUPLE + 1))), ("needs", [[1, 2]] * (MAX_TUPLE + 1)),
+                    ("victims", "1"), ("needs", 3), ("victims", None)):
+        with pytest.raises(ValueError) as e:
+            T.decode_field(name, v)
+        assert str(e.value) == f"{name} {size}"
+    for name, v, what in (("victims", [True], "integers"), ("victims", [[1, 2]], "integers"),
+                          ("victims", [1.0], "integers"), ("needs", [1, 2], "[int, int] pairs"),
+                          ("needs", [[1, 2, 3]], "[int, int] pairs"), ("needs", [[1]], "[int, int] pairs"),
+                          ("needs", [[1, True]], "[int, int] pairs"), ("needs", [(1, 2)], "[int, int] pairs")):
+        with pytest.raises(ValueError) as e:
+            T.decode_field(name, v)
+        assert str(e.value) == f"{name} elements must be {what}", (name, v)
+
+
+def test_results_round_trip_and_refuse_with_their_message() -> None:
+    outcome = LimitOutcome(True, 9, ((1, 2), (3, 4)))
+    assert T.encode_result(outcome) == {"committed": True, "limit": 9, "completed": [[1, 2], [3, 4]]}
+    for r in (None, 0, 7, (), (1, 2), outcome, LimitOutcome(False, 0, ())):
+        assert T.decode_result(T.encode_result(r)) == r
+    assert type(T.decode_result([1])) is tuple and T.encode_result((1, 2)) == [1, 2]
+    assert T.decode_result(list(range(MAX_TUPLE))) == tuple(range(MAX_TUPLE))
+    full = {"committed": False, "limit": 1, "completed": [[1, 2]] * MAX_TUPLE}
+    assert T.decode_result(full) == LimitOutcome(False, 1, ((1, 2),) * MAX_TUPLE)
+    bad = [True, 1.5, "3", list(range(MAX_TUPLE + 1)), [True], [1, None], {"committed": 1, "limit": 1, "completed": []},
+           {"committed": True, "limit": True, "completed": []}, {"committed": True, "limit": 1, "completed": ()},
+           {"committed": True, "limit": 1, "completed": [[1, 2]] * (MAX_TUPLE + 1)},
+           {"committed": True, "limit": 1, "completed": [[1]]}, {"committed": True, "limit": 1, "completed": [(1, 2)]},
+           {"committed": True, "limit": 1, "completed": [[1, 2.0]]},
+           {"committed": True, "limit": 1, "completed": [], "x": 0}, {"committed": True, "limit": 1},
+           "y" * 200]
+    for v in bad:
+        with pytest.raises(ValueError) as e:
+            T.decode_result(v)
+        assert str(e.value) == f"result {v!r:.80} is not an id, a byte count, a list of ids or a limit outcome", v
+
+
+def test_bundles_round_trip_in_key_order_and_refuse_with_their_message() -> None:
+    enc = T.encode_bundles({10: ((3, 1), True), 2: ((), False)})
+    assert enc == {"2": {"versions": [], "poisoned": False}, "10": {"versions": [3, 1], "poisoned": True}}
+    assert list(enc) == ["2", "10"]
+    assert T.decode_bundles(enc) == {2: ((), False), 10: ((3, 1), True)}
+    many = {str(i): {"versions": [0] * MAX_TUPLE, "poisoned": False} for i in range(MAX_TUPLE)}
+    assert len(T.decode_bundles(many)) == MAX_TUPLE
+    assert T.decode_bundles({"9" * 20: {"versions": [], "poisoned": True}}) == {int("9" * 20): ((), True)}
+    for v in ([], None, {**many, "64": {"versions": [], "poisoned": False}}):
+        with pytest.raises(ValueError) as e:
+            T.decode_bundles(v)
+        assert str(e.value) == f"payload.bundles must be an object of at most {MAX_TUPLE} bundles"
+    ok = {"versions": [1], "poisoned": False}
+    for k in ("a", "-1", "", "1" * 21, 1):
+        with pytest.raises(ValueError) as e:
+            T.decode_bundles({k: ok})
+        assert str(e.value) == "payload.bundles keys must be integer bundle ids", k
+    for b in ([], {"versions": [1]}, {**ok, "x": 0}, {"versions": [1], "poisoned": 0}, {"versions": (1,), "poisoned": True},
+              {"versions": [0] * (MAX_TUPLE + 1), "poisoned": True}, {"versions": [True], "poisoned": True},
+              {"versions": [1, "2"], "poisoned": True}):
+        with pytest.raises(ValueError) as e:
+            T.decode_bundles({"4": b})
+        assert str(e.value) == "payload.bundles[4] must be {versions: [int...], poisoned: bool}", b
+
+
+def test_events_are_whole() -> None:
+    sub = Submit(holder=2, authority=1, nbytes=4, priority=0, role=Role.KV)
+    assert T.encode_manager_event("pmm-1", 9, sub, 3, None, {1: 12, 0: 5}) == {
+        "contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9, "kind": "submit",
+        "ids": {"holder": 2, "authority": 1},
+        "payload": {"nbytes": 4, "priority": 0, "role": "kv", "outcome": "accepted", "error": None, "result": 3,
+                    "used": {"0": 5, "1": 12}, "bundles": {}}}
+    aligned = T.encode_manager_event("s", 1, Submit(2, 1, 4, alignment=8), 3, None, {})
+    assert aligned["payload"]["alignment"] == 8
+    plan = PlanTx(holder=2, needs=((1, 4),), retry=None)
+    ev = T.encode_manager_event("s", 2, plan, 5, ValueError("no"), {1: 0}, {3: ((1,), False)})
+    assert ev["ids"] == {"holder": 2, "retry": None}
+    assert ev["payload"] == {"needs": [[1, 4]], "priority": 0, "outcome": "rejected", "error": "ValueError",
+                             "result": None, "used": {"1": 0}, "bundles": {"3": {"versions": [1], "poisoned": False}}}
+    grant = T.encode_manager_event("s", 3, GrantTicket(7), 11, None, {1: 4})
+    assert (grant["kind"], grant["ids"], grant["payload"]["result"]) == ("grant", {"ticket": 7}, 11)
+    assert T.MANAGER_KINDS["grant"] is GrantTicket and T.MANAGER_KINDS["submit"] is Submit
+    assert T.TUPLE_FIELDS == {"victims", "needs"}
+
+
+def test_an_attrs_value_in_a_field_is_written_opaque_by_its_own_type() -> None:
+    ev = T.encode_manager_event("s", 1, Submit(2, 1, T.Configure(3)), None, ValueError("no"), {})  # type: ignore[arg-type]
+    assert ev["payload"]["nbytes"] == {"opaque": "Configure"}  # not flattened into its fields
