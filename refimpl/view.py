@@ -53,7 +53,7 @@ def _events(lines: Any) -> list[dict[str, Any]]:
             raise TraceError(f"more than {MAX_EVENTS} events")
         try:
             e = json.loads(raw, parse_constant=_no_constant)  # NaN / Infinity are not JSON (nor in the page)
-        except (ValueError, UnicodeDecodeError) as err:
+        except (ValueError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: nested past the depth
             raise TraceError(f"line {n}: not JSON ({err})") from None
         if not isinstance(e, dict) or not isinstance(e.get("kind"), str) or not _KIND.match(e["kind"]):
             raise TraceError(f"line {n}: not a trace event (no valid 'kind')")

@@ -70,6 +70,7 @@ def test_html_is_self_contained_and_escapes_the_trace() -> None:
     ([b'{"kind": "reserve", "ids": []}'], "'ids' is not an object"),
     ([b'{"kind": "reserve", "pad": "' + b"x" * 70_000 + b'"}'], "longer than"),
     ([b'{"kind": "reserve", "payload": {"nbytes": NaN}}'], "not JSON"),  # JSON.parse refuses it too
+    ([b"[" * 30_000 + b"]" * 30_000], "not JSON"),  # nested past the parser's depth, within the line bound
 ])
 def test_invalid_trace_is_refused(lines: list[bytes], match: str) -> None:
     with pytest.raises(TraceError, match=match):
