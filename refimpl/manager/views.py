@@ -431,8 +431,7 @@ class Views:
     def _observed(self, auths: set[int], allocs: set[int], result: Any, act: Any) -> dict[str, dict[int, int]]:
         """`used` of each ledger in `auths` and the charge of each allocation still held (caller holds the lock)."""
         if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in self._allocs:
-            allocs = allocs | {result}
-            auths = auths | {self._allocs[result].auth.id}
+            allocs = allocs | {result}  # its ledger (and the one named, through an alias) is in `auths` already
         return {"used": {i: self._auths[i].used for i in auths if i in self._auths},
                 "charges": {i: self._allocs[i].charge for i in allocs if i in self._allocs}}
 
