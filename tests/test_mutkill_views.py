@@ -32,6 +32,7 @@ from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import prepare_limit
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager, ledger_lock, wake_waiters
 from spec.errors import CapacityDenied, GovernorError, TraceSinkFailed
+from spec import manager_actions as M
 from spec.guards import GuardSet
 from spec.types import Role, Tier
 
@@ -474,3 +475,39 @@ def test_the_mappings_show_a_charge_or_a_ticket_state_that_moved_alone() -> None
             assert cached == _uncached(pmm), f"after {name}: the mapping shows a record as it was"
         (t,) = cached[1].tickets.values()
         assert (t.state.name, t.allocation, t.age) == ("GRANTED", None, 1)
+
+
+def test_the_composed_mapping_shows_pressures_quotas_and_the_next_bundle() -> None:
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    pmm.try_reserve(h, a, 10)
+    pmm.reconfigure(a)  # generation 1
+    p = pmm.open_pressure(h, a, 5, priority=2, deadline=7)
+    pmm.set_process_quota(Tier.HOST, 90)
+    pmm.open_bundle()
+    m = abstract_manager(pmm)
+    assert m.pressures[p] == M.Pressure(p, h, a, 5, False, 2, 7, 1)
+    assert dict(m.quotas) == {Tier.HOST: 90} and m.next_bundle == 2
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_partial_view_holds_the_generations_and_model_views_of_its_ledgers_only(level: str) -> None:
+    # The frozen partial views (level "full", and any operation while a transaction is open): a reconfigured
+    # ledger's tickets are judged against its own generation (a submit there is checked on that view), and
+    # another ledger's published view is out of view.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    c = pmm.register_authority("gpu1", Tier.DEVICE, 100)
+    x = pmm.plan_tx(h, ((c, 10),))
+    pmm.reserve_all(x)
+    v = pmm.publish_view(x)
+    pmm.reconfigure(a)
+    with contracts(on=True, level=level):
+        t = pmm.submit(h, a, 30)
+    with ledger_lock(pmm):
+        views = [pmm._manager_view(frozenset({i}), ()) for i in (a, c)]
+    assert dict(views[0].generations) == {a: 1} and dict(views[0].views) == {}
+    assert dict(views[1].generations) == {} and list(views[1].views) == [v]
+    assert abstract_manager(pmm).tickets[t].generation == 1
