@@ -304,16 +304,56 @@ class _RefusesAfterCharging(ProcessMemoryManager):
 
     def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role,
                    alignment: int | None = None) -> int:
-        self._auths[authority].used += nbytes
+        a = self._auths[authority]
+        self._auths[a.alias_of or a.id].used += nbytes  # the canonical ledger, also when named through an alias
         raise CapacityDenied(f"refused after charging {nbytes} B")
 
 
-def test_a_composed_refusal_that_changed_the_manager_is_named_g4() -> None:
+@pytest.mark.parametrize("level", ["local", "full"])
+@pytest.mark.parametrize("through_alias", [False, True], ids=["canonical", "alias"])
+def test_a_composed_refusal_that_changed_the_manager_is_named_g4(level: str, through_alias: bool) -> None:
+    # Through an alias the scope (`_ms_auth_of`) must view the canonical ledger, where the bytes are.
     pmm = _RefusesAfterCharging()
     h = pmm.register_holder("kv")
     a = pmm.register_authority("host", Tier.HOST, 100)
-    with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match=r"was refused but changed the manager"):
-        pmm.try_reserve(h, a, 8)
+    named = pmm.register_alias(a, "unified") if through_alias else a
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match=r"was refused but changed the manager"):
+        pmm.try_reserve(h, named, 8)
+
+
+class _RefusesAfterIssuing(ProcessMemoryManager):
+    """Once `refusing`, registrations take the next id and then refuse: a skipped id is a change (G4)."""
+
+    refusing = False
+
+    def _register_authority(self, *args: Any) -> int:
+        if not self.refusing:
+            return super()._register_authority(*args)
+        self._next_auth += 1
+        raise CapacityDenied("refused after taking an authority id")
+
+    def _register_holder(self, name: str) -> int:
+        if not self.refusing:
+            return super()._register_holder(name)
+        self._next_holder += 1
+        raise CapacityDenied("refused after taking a holder id")
+
+    def _open_allowance(self, holder: int, authority: int, limit: int) -> int:
+        self._next_allow += 1
+        raise CapacityDenied("refused after taking an allowance id")
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+@pytest.mark.parametrize("op", ["authority", "holder", "allowance"])
+def test_a_refusal_that_took_an_id_is_named_g4(level: str, op: str) -> None:
+    pmm = _RefusesAfterIssuing()
+    h, a = pmm.register_holder("kv"), pmm.register_authority("host", Tier.HOST, 100)
+    pmm.refusing = True
+    calls: dict[str, Callable[[], Any]] = {"authority": lambda: pmm.register_authority("gpu0", Tier.DEVICE, 100),
+                                           "holder": lambda: pmm.register_holder("weights"),
+                                           "allowance": lambda: pmm.open_allowance(h, a, 10)}
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match=r"was refused but changed the ledger"):
+        calls[op]()
 
 
 class _PlanCharges(ProcessMemoryManager):
@@ -511,3 +551,25 @@ def test_a_partial_view_holds_the_generations_and_model_views_of_its_ledgers_onl
     assert dict(views[0].generations) == {a: 1} and dict(views[0].views) == {}
     assert dict(views[1].generations) == {} and list(views[1].views) == [v]
     assert abstract_manager(pmm).tickets[t].generation == 1
+
+
+def test_a_view_is_closed_under_quota_tiers_and_transactions() -> None:
+    """`_closed`: with a process quota, every canonical ledger of its tier (not an alias, not another tier's);
+    with transactions, the ledgers of each one that needs a viewed ledger, to a fixed point."""
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    gpu, host, host2 = (pmm.register_authority(p, t, 100) for p, t in
+                        (("gpu0", Tier.DEVICE), ("host", Tier.HOST), ("host2", Tier.HOST)))
+    pmm.register_alias(host, "unified")
+    c, d, e = (pmm.register_authority(p, Tier.DEVICE, 100) for p in ("gpu1", "gpu2", "gpu3"))
+    with ledger_lock(pmm):
+        assert pmm._closed({gpu}) == {gpu}
+    pmm.set_process_quota(Tier.HOST, 100)
+    with ledger_lock(pmm):
+        assert pmm._closed({gpu}) == {gpu, host, host2} and pmm._closed(()) == {host, host2}
+    pmm.set_process_quota(Tier.HOST, None)
+    pmm.plan_tx(h, ((c, 10), (d, 10)))
+    pmm.plan_tx(h, ((d, 10), (e, 10)))  # reached from c only through d
+    pmm.plan_tx(h, ((gpu, 10),))
+    with ledger_lock(pmm):
+        assert pmm._closed({c}) == {c, d, e} and pmm._closed({host}) == {host}
