@@ -573,3 +573,25 @@ def test_a_view_is_closed_under_quota_tiers_and_transactions() -> None:
     pmm.plan_tx(h, ((gpu, 10),))
     with ledger_lock(pmm):
         assert pmm._closed({c}) == {c, d, e} and pmm._closed({host}) == {host}
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+@pytest.mark.parametrize("part", ["view", "transaction"])
+def test_a_ledger_operation_on_a_parts_forgotten_reservation_is_caught_by_the_composed_predicates(
+        level: str, part: str) -> None:
+    # Fault injection: the part's claim on its reservation is forgotten, so the holder's own release / cancel
+    # goes through. Only the composed predicates see the harm (C6: a mapped view over credited bytes; I1: a
+    # transaction holding a row that is gone), so a ledger operation runs them while only that part is open.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    x = pmm.plan_tx(h, ((a, 10),))
+    (r,) = pmm.reserve_all(x)
+    if part == "view":
+        pmm.publish_view(x)
+        pmm.commit_tx(x)  # the view stays, over the holder's lease; no transaction is open
+    pmm._allocs[r].part = None
+    settle = pmm.release if part == "view" else pmm.cancel
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match=r"^C6: Release" if part == "view"
+                                                         else r"^I1: transaction 1 \(holder 1\) holds 1"):
+        settle(h, r)
