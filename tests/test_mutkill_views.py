@@ -595,3 +595,60 @@ def test_a_ledger_operation_on_a_parts_forgotten_reservation_is_caught_by_the_co
     with contracts(on=True, level=level), pytest.raises(InvariantViolation, match=r"^C6: Release" if part == "view"
                                                          else r"^I1: transaction 1 \(holder 1\) holds 1"):
         settle(h, r)
+
+
+def test_a_view_is_closed_under_the_executions_bound_to_its_model_views() -> None:
+    # `_closed`: a transaction executing a model view over a viewed ledger is viewed too (a loss there aborts
+    # it); one bound to a view over another ledger is not.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a, c, d = (pmm.register_authority(p, Tier.DEVICE, 100) for p in ("gpu0", "gpu1", "gpu2"))
+    x = pmm.plan_tx(h, ((c, 1),))
+    pmm.reserve_all(x)
+    v = pmm.publish_view(x)
+    pmm.commit_tx(x)
+    y = pmm.plan_tx(h, ((d, 1),))
+    pmm.reserve_all(y)
+    pmm.publish_view(y)
+    pmm.execute_view(y, v, 1)  # y needs d and reads the view over c
+    with ledger_lock(pmm):
+        assert pmm._closed({c}) == {c, d} and pmm._closed({a}) == {a}
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_ledger_operation_beside_untouched_rows_passes_its_partial_views(level: str) -> None:
+    # While a ticket is open a ledger operation is judged on partial views of the rows it touches and the parts'
+    # rows (level "local": the books carry the rest); rows it did not touch must stay out of both views alike.
+    pmm = ProcessMemoryManager()
+    h, g = pmm.register_holder("kv"), pmm.register_holder("weights")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    keep = [pmm.try_reserve(h, a, 10) for _ in range(3)]
+    r = pmm.try_reserve(h, a, 40)
+    t = pmm.submit(g, a, 45)  # pending: 30 B free
+    with contracts(on=True, level=level):
+        pmm.quarantine(h, r, 5)  # 35 B free
+        pmm.release(h, keep[0])  # 45 B free: its round grants the ticket, a row the ledger operation did not name
+    m = abstract_manager(pmm)
+    assert m.ledger.authorities[a].used == 100 and m.tickets[t].state.name == "GRANTED"
+
+
+class _StopsAfterQuarantine(ProcessMemoryManager):
+    """A quarantine whose body completes and then stops with a non-governor error (half way, for the books)."""
+
+    def _quarantine(self, holder: int, allocation: int, released: int) -> None:
+        super()._quarantine(holder, allocation, released)
+        raise RuntimeError("stopped after the quarantine")
+
+
+def test_a_checked_body_that_stopped_leaves_the_books_to_be_counted_again() -> None:
+    pmm = _StopsAfterQuarantine()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    r = pmm.try_reserve(h, a, 10)
+    with contracts(on=True, level="local"):
+        pmm.reserve(h, a, Tier.HOST, 5, Role.KV)  # the books of a are counted
+        with pytest.raises(RuntimeError, match="^stopped after the quarantine$"):
+            pmm.quarantine(h, r, 4)
+        pmm.reserve(h, a, Tier.HOST, 5, Role.KV)  # on books counted afresh: no byte looks lost
+    assert abstract_ledger(pmm).authorities[a].used == 16
+

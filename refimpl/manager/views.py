@@ -137,7 +137,7 @@ class Views:
             mine = (self._tickets or self._txs or self._pressures or self._mviews) and self._mchecks is not False
             if mine:
                 m_auths = self._closed(self._auths[i].alias_of or i for i in auths if i in self._auths)
-                m_ids = _B.view_ids(self, m_auths, allocs) if local else allocs
+                m_ids = _B.view_ids(self, m_auths, allocs)  # at level "full" the view holds every row of m_auths anyway
                 m_before = self._manager_view(m_auths, m_ids, local)
             try:
                 if local:
@@ -158,8 +158,9 @@ class Views:
                                       [*allows, *range(first_allow, self._next_allow)])
                 check_local(before, action, after)
                 if mine:
-                    new = [*(m_ids if local else allocs), *new_allocs, *range(first_alloc, self._next_alloc)]
-                    m_after = self._manager_view(m_auths, _B.view_ids(self, m_auths, new) if local else new, local)
+                    # A ledger action gives no part an existing row: the parts' rows after are in m_ids or new.
+                    m_after = self._manager_view(m_auths, [*m_ids, *new_allocs, *range(first_alloc, self._next_alloc)],
+                                                 local)
                     if local:
                         _B.check_partial(self, m_before, action, m_after, result, m_auths)
                     else:
@@ -254,10 +255,10 @@ class Views:
             try:
                 if on and _SWITCH.full:
                     mod = self._manager_checks()
+                    # Every row of the ledgers `auths` is in view (new ones too): the same view before and after.
                     result = contracted(
                         lambda: self._manager_view(auths, allocs), mod and mod.check_step, mod and mod.check_all,
-                        lambda: action, "manager", body, args,
-                        after=lambda: self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]))
+                        lambda: action, "manager", body, args)
                 elif on:  # level "local": partial views of the rows it touches, and the books
                     result = _B.contracted_partial(self, auths, allocs, first, action, body, args)
                 else:
@@ -327,7 +328,7 @@ class Views:
         t = self._tickets.get(ticket) if type(ticket) is int else None
         if t is None:
             return _NO_SCOPE
-        return frozenset({t.auth.id}), (() if t.alloc is None else (t.alloc.id,))
+        return frozenset({t.auth.id}), ()  # its reservation is a row of that ledger, viewed with the ticket
 
     def _ms_tx(self, tx: object) -> tuple[frozenset[int], tuple[int, ...]]:
         t = self._txs.get(tx) if type(tx) is int else None
