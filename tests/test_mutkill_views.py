@@ -652,3 +652,17 @@ def test_a_checked_body_that_stopped_leaves_the_books_to_be_counted_again() -> N
         pmm.reserve(h, a, Tier.HOST, 5, Role.KV)  # on books counted afresh: no byte looks lost
     assert abstract_ledger(pmm).authorities[a].used == 16
 
+
+
+def test_a_composed_operation_at_level_full_is_judged_on_its_own_ledgers() -> None:
+    # The frozen views of `_run_full` hold the ledgers the action may touch: a harm standing on another ledger
+    # (bytes counted with no row) is reported by the next operation there, not by one elsewhere.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a, c = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_authority("gpu1", Tier.DEVICE, 100)
+    with contracts(on=False):
+        pmm._auths[c].used += 5
+    with contracts(on=True, level="full"):
+        assert pmm.try_reserve(h, a, 8) == 1
+        with pytest.raises(InvariantViolation, match=r"^I1\b"):
+            pmm.try_reserve(h, c, 8)

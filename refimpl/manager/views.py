@@ -272,7 +272,7 @@ class Views:
                 raise
             if rec is not None:
                 figures = {"used": rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths}),
-                           "charges": {}, "bundles": self._bundle_figures(named, first_bundle)}
+                           "bundles": self._bundle_figures(named, first_bundle)}
                 seq = rec.record_composed(self._bound, lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
