@@ -666,3 +666,30 @@ def test_a_composed_operation_at_level_full_is_judged_on_its_own_ledgers() -> No
         assert pmm.try_reserve(h, a, 8) == 1
         with pytest.raises(InvariantViolation, match=r"^I1\b"):
             pmm.try_reserve(h, c, 8)
+
+
+class _QuarantineMovesAnotherRow(ProcessMemoryManager):
+    """A quarantine that also charges 3 B more to a lease it did not name, on another ledger (its used unmoved)."""
+
+    other = 0
+
+    def _quarantine(self, holder: int, allocation: int, released: int) -> None:
+        super()._quarantine(holder, allocation, released)
+        self._allocs[self.other].charge += 3
+
+
+def test_a_row_moved_unnamed_on_another_ledger_in_view_is_caught_at_once() -> None:
+    # Level "local", a transaction planned over a and b: a ledger operation on a views b too. b's book, absent so
+    # far, is counted from b's rows when check_state first needs it (after the body), so the moved row shows as
+    # a ledger whose rows no longer sum to its used, in this operation (a book counted before the body would
+    # hold the old charge and leave the report to the next operation naming the row).
+    pmm = _QuarantineMovesAnotherRow()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    with contracts(on=False):
+        r = pmm.try_reserve(h, a, 10)
+        pmm.other = pmm.try_reserve(h, b, 10)
+        pmm.plan_tx(h, ((a, 1), (b, 1)))
+    with contracts(on=True, level="local"), pytest.raises(InvariantViolation, match=r"^I1\b"):
+        pmm.quarantine(h, r, 4)

@@ -141,7 +141,7 @@ class Views:
                 m_before = self._manager_view(m_auths, m_ids, local)
             try:
                 if local:
-                    _B.open_books(self, m_auths if mine else auths)
+                    _B.open_books(self, auths)  # m_auths' other ledgers: counted by check_state when first in view
                 try:
                     result = body(*args)
                 except GovernorError:
