@@ -349,11 +349,15 @@ def test_a_refusal_that_took_an_id_is_named_g4(level: str, op: str) -> None:
     pmm = _RefusesAfterIssuing()
     h, a = pmm.register_holder("kv"), pmm.register_authority("host", Tier.HOST, 100)
     pmm.refusing = True
-    calls: dict[str, Callable[[], Any]] = {"authority": lambda: pmm.register_authority("gpu0", Tier.DEVICE, 100),
-                                           "holder": lambda: pmm.register_holder("weights"),
-                                           "allowance": lambda: pmm.open_allowance(h, a, 10)}
-    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match=r"was refused but changed the ledger"):
-        calls[op]()
+    calls: dict[str, tuple[Callable[[], Any], str]] = {
+        "authority": (lambda: pmm.register_authority("gpu0", Tier.DEVICE, 100),
+                      "RegisterAuthority(pool='gpu0', tier=Tier.DEVICE, capacity=100)"),
+        "holder": (lambda: pmm.register_holder("weights"), "RegisterHolder(name='weights')"),
+        "allowance": (lambda: pmm.open_allowance(h, a, 10), f"OpenAllowance(holder={h}, authority={a}, limit=10)")}
+    call, action = calls[op]
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation) as e:
+        call()
+    assert str(e.value) == f"G4: {action} was refused but changed the ledger"
 
 
 class _PlanCharges(ProcessMemoryManager):
