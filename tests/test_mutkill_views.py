@@ -25,12 +25,14 @@ from refimpl_manager_harness import lease, make
 from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
 from invariants.manager_replay import replay_manager_lines
+from invariants.replay import replay_lines
 from refimpl import tracing
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import prepare_limit
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager, ledger_lock, wake_waiters
 from spec.errors import CapacityDenied, GovernorError, TraceSinkFailed
+from spec import manager_actions as M
 from spec.guards import GuardSet
 from spec.types import Role, Tier
 
@@ -302,16 +304,60 @@ class _RefusesAfterCharging(ProcessMemoryManager):
 
     def _try_lease(self, holder: int, authority: int, nbytes: int, priority: int, role: Role,
                    alignment: int | None = None) -> int:
-        self._auths[authority].used += nbytes
+        a = self._auths[authority]
+        self._auths[a.alias_of or a.id].used += nbytes  # the canonical ledger, also when named through an alias
         raise CapacityDenied(f"refused after charging {nbytes} B")
 
 
-def test_a_composed_refusal_that_changed_the_manager_is_named_g4() -> None:
+@pytest.mark.parametrize("level", ["local", "full"])
+@pytest.mark.parametrize("through_alias", [False, True], ids=["canonical", "alias"])
+def test_a_composed_refusal_that_changed_the_manager_is_named_g4(level: str, through_alias: bool) -> None:
+    # Through an alias the scope (`_ms_auth_of`) must view the canonical ledger, where the bytes are.
     pmm = _RefusesAfterCharging()
     h = pmm.register_holder("kv")
     a = pmm.register_authority("host", Tier.HOST, 100)
-    with contracts(on=True, level="full"), pytest.raises(InvariantViolation, match=r"was refused but changed the manager"):
-        pmm.try_reserve(h, a, 8)
+    named = pmm.register_alias(a, "unified") if through_alias else a
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match=r"was refused but changed the manager"):
+        pmm.try_reserve(h, named, 8)
+
+
+class _RefusesAfterIssuing(ProcessMemoryManager):
+    """Once `refusing`, registrations take the next id and then refuse: a skipped id is a change (G4)."""
+
+    refusing = False
+
+    def _register_authority(self, *args: Any) -> int:
+        if not self.refusing:
+            return super()._register_authority(*args)
+        self._next_auth += 1
+        raise CapacityDenied("refused after taking an authority id")
+
+    def _register_holder(self, name: str) -> int:
+        if not self.refusing:
+            return super()._register_holder(name)
+        self._next_holder += 1
+        raise CapacityDenied("refused after taking a holder id")
+
+    def _open_allowance(self, holder: int, authority: int, limit: int) -> int:
+        self._next_allow += 1
+        raise CapacityDenied("refused after taking an allowance id")
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+@pytest.mark.parametrize("op", ["authority", "holder", "allowance"])
+def test_a_refusal_that_took_an_id_is_named_g4(level: str, op: str) -> None:
+    pmm = _RefusesAfterIssuing()
+    h, a = pmm.register_holder("kv"), pmm.register_authority("host", Tier.HOST, 100)
+    pmm.refusing = True
+    calls: dict[str, tuple[Callable[[], Any], str]] = {
+        "authority": (lambda: pmm.register_authority("gpu0", Tier.DEVICE, 100),
+                      "RegisterAuthority(pool='gpu0', tier=Tier.DEVICE, capacity=100)"),
+        "holder": (lambda: pmm.register_holder("weights"), "RegisterHolder(name='weights')"),
+        "allowance": (lambda: pmm.open_allowance(h, a, 10), f"OpenAllowance(holder={h}, authority={a}, limit=10)")}
+    call, action = calls[op]
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation) as e:
+        call()
+    assert str(e.value) == f"G4: {action} was refused but changed the ledger"
 
 
 class _PlanCharges(ProcessMemoryManager):
@@ -380,3 +426,274 @@ def test_a_holder_reads_its_own_records_by_id_and_an_unknown_holder_is_refused_u
                 read(bad)
             assert str(e.value) == f"holder {bad!r} is not registered"
     assert abstract_ledger(pmm) == before
+
+
+def _observed(buf: io.StringIO) -> list[tuple[str, dict[str, Any]]]:
+    """(kind, observed figures with integer ids) of each ledger event of a trace."""
+    out = []
+    for line in buf.getvalue().splitlines():
+        e = json.loads(line)
+        obs = e["payload"].get("observed")
+        if obs is not None:
+            out.append((e["kind"], {part: {int(k): v for k, v in m.items()} for part, m in obs.items()}))
+    return out
+
+
+def test_each_ledger_event_observes_exactly_the_figures_its_action_may_move() -> None:
+    """`_touched` / `_observed`: the ledger named (and its canonical one through an alias), the allocation named,
+    the allowances named (a refused transfer's other end unknown), a new allocation's charge; a loss through an
+    alias observes every row of the canonical ledger. No other figure: an open_allowance whose id is also a live
+    allocation's observes no charge."""
+    buf = io.StringIO()
+    with contracts(on=False):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+        alias = pmm.register_alias(a, "unified")
+        b = pmm.register_authority("host", Tier.HOST, 100)
+        r = pmm.reserve(h, alias, Tier.DEVICE, 10, Role.KV)
+        w = pmm.open_allowance(h, b, 40)
+        assert w == r  # the same number as a live allocation's id
+        pmm.commit(h, r, 8)
+        pmm.reserve_growth(h, w, 5)
+        w2 = pmm.open_allowance(h, b, 20)
+        for src, dst in ((w, 999), (999, w2)):
+            with pytest.raises(GovernorError):
+                pmm.transfer_allowance(h, src, dst, 1)
+        pmm.lose_device(alias)
+        pmm.confirm_termination(alias)
+    assert _observed(buf)[4:] == [
+        ("reserve", {"used": {a: 10, alias: 0}, "charges": {r: 10}}),
+        ("open_allowance", {"used": {b: 0}, "charges": {}}),
+        ("commit", {"used": {a: 8}, "charges": {r: 8}}),
+        ("reserve_growth", {"used": {b: 0}, "charges": {}}),
+        ("open_allowance", {"used": {b: 0}, "charges": {}}),
+        ("transfer_allowance", {"used": {b: 0}, "charges": {}}),
+        ("transfer_allowance", {"used": {b: 0}, "charges": {}}),
+        ("lose_device", {"used": {a: 8, alias: 0}, "charges": {r: 8}}),
+        ("confirm_termination", {"used": {a: 0, alias: 0}, "charges": {}})]
+
+
+def test_a_loss_observes_the_other_ledgers_of_the_transactions_it_aborts() -> None:
+    buf = io.StringIO()
+    with contracts(on=False):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        h = pmm.register_holder("kv")
+        a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+        b = pmm.register_authority("host", Tier.HOST, 100)
+        x = pmm.plan_tx(h, ((a, 10), (b, 20)))
+        on_a, _ = pmm.reserve_all(x)
+        pmm.lose_device(a)  # aborts the transaction: its reservation on b is refunded
+    assert _observed(buf)[-1] == ("lose_device", {"used": {a: 10, b: 0}, "charges": {on_a: 10}})
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
+def test_the_ledger_replay_finds_every_figure_a_trace_of_every_ledger_kind_moves(on: bool) -> None:
+    # The ledger replay (not the composed one) requires the governor's figure for each used and charge the
+    # spec moves; the trace ends at a declared boundary (an allowance still reserves growth).
+    buf = io.StringIO()
+    with contracts(on=on):
+        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        _every_ledger_kind(pmm)
+        tracing.boundary(pmm)
+    r = replay_lines([x.encode() + b"\n" for x in buf.getvalue().splitlines()])
+    assert r.ok, r.describe()
+
+
+def test_the_mappings_show_a_charge_or_a_ticket_state_that_moved_alone() -> None:
+    """The cached records again, on the two changes the main script cannot make: with lifecycle_table off a
+    quarantined lease is quarantined again (its charge moves alone), and with grant_charges_ledger off a grant
+    books nothing (the ticket's state moves, its allocation stays None, its age stays at the bound of 1)."""
+    with contracts(on=False):
+        pmm = ProcessMemoryManager(guards=GuardSet.without("lifecycle_table", "grant_charges_ledger"), aging_bound=1)
+        h, g = pmm.register_holder("kv"), pmm.register_holder("weights")
+        a = pmm.register_authority("host", Tier.HOST, 100)
+        r = pmm.try_reserve(h, a, 60)
+        steps = [("quarantine", lambda: pmm.quarantine(h, r, 10)),
+                 ("quarantine again", lambda: pmm.quarantine(h, r, 20)),  # the charge alone: 50 -> 30 B
+                 ("submit", lambda: pmm.submit(g, a, 80)),  # pending at age 1: 80 B do not fit beside 30 B
+                 ("release", lambda: pmm.release(h, r))]  # the round grants it, booking nothing
+        for name, step in steps:
+            step()
+            cached = (abstract_ledger(pmm), abstract_manager(pmm))
+            assert cached == _uncached(pmm), f"after {name}: the mapping shows a record as it was"
+        (t,) = cached[1].tickets.values()
+        assert (t.state.name, t.allocation, t.age) == ("GRANTED", None, 1)
+
+
+def test_the_composed_mapping_shows_pressures_quotas_and_the_next_bundle() -> None:
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    pmm.try_reserve(h, a, 10)
+    pmm.reconfigure(a)  # generation 1
+    p = pmm.open_pressure(h, a, 5, priority=2, deadline=7)
+    pmm.set_process_quota(Tier.HOST, 90)
+    pmm.open_bundle()
+    m = abstract_manager(pmm)
+    assert m.pressures[p] == M.Pressure(p, h, a, 5, False, 2, 7, 1)
+    assert dict(m.quotas) == {Tier.HOST: 90} and m.next_bundle == 2
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_partial_view_holds_the_generations_and_model_views_of_its_ledgers_only(level: str) -> None:
+    # The frozen partial views (level "full", and any operation while a transaction is open): a reconfigured
+    # ledger's tickets are judged against its own generation (a submit there is checked on that view), and
+    # another ledger's published view is out of view.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    c = pmm.register_authority("gpu1", Tier.DEVICE, 100)
+    x = pmm.plan_tx(h, ((c, 10),))
+    pmm.reserve_all(x)
+    v = pmm.publish_view(x)
+    pmm.reconfigure(a)
+    with contracts(on=True, level=level):
+        t = pmm.submit(h, a, 30)
+    with ledger_lock(pmm):
+        views = [pmm._manager_view(frozenset({i}), ()) for i in (a, c)]
+    assert dict(views[0].generations) == {a: 1} and dict(views[0].views) == {}
+    assert dict(views[1].generations) == {} and list(views[1].views) == [v]
+    assert abstract_manager(pmm).tickets[t].generation == 1
+
+
+def test_a_view_is_closed_under_quota_tiers_and_transactions() -> None:
+    """`_closed`: with a process quota, every canonical ledger of its tier (not an alias, not another tier's);
+    with transactions, the ledgers of each one that needs a viewed ledger, to a fixed point."""
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    gpu, host, host2 = (pmm.register_authority(p, t, 100) for p, t in
+                        (("gpu0", Tier.DEVICE), ("host", Tier.HOST), ("host2", Tier.HOST)))
+    pmm.register_alias(host, "unified")
+    c, d, e = (pmm.register_authority(p, Tier.DEVICE, 100) for p in ("gpu1", "gpu2", "gpu3"))
+    with ledger_lock(pmm):
+        assert pmm._closed({gpu}) == {gpu}
+    pmm.set_process_quota(Tier.HOST, 100)
+    with ledger_lock(pmm):
+        assert pmm._closed({gpu}) == {gpu, host, host2} and pmm._closed(()) == {host, host2}
+    pmm.set_process_quota(Tier.HOST, None)
+    pmm.plan_tx(h, ((c, 10), (d, 10)))
+    pmm.plan_tx(h, ((d, 10), (e, 10)))  # reached from c only through d
+    pmm.plan_tx(h, ((gpu, 10),))
+    with ledger_lock(pmm):
+        assert pmm._closed({c}) == {c, d, e} and pmm._closed({host}) == {host}
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+@pytest.mark.parametrize("part", ["view", "transaction"])
+def test_a_ledger_operation_on_a_parts_forgotten_reservation_is_caught_by_the_composed_predicates(
+        level: str, part: str) -> None:
+    # Fault injection: the part's claim on its reservation is forgotten, so the holder's own release / cancel
+    # goes through. Only the composed predicates see the harm (C6: a mapped view over credited bytes; I1: a
+    # transaction holding a row that is gone), so a ledger operation runs them while only that part is open.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    x = pmm.plan_tx(h, ((a, 10),))
+    (r,) = pmm.reserve_all(x)
+    if part == "view":
+        pmm.publish_view(x)
+        pmm.commit_tx(x)  # the view stays, over the holder's lease; no transaction is open
+    pmm._allocs[r].part = None
+    settle = pmm.release if part == "view" else pmm.cancel
+    with contracts(on=True, level=level), pytest.raises(InvariantViolation, match=r"^C6: Release" if part == "view"
+                                                         else r"^I1: transaction 1 \(holder 1\) holds 1"):
+        settle(h, r)
+
+
+def test_a_view_is_closed_under_the_executions_bound_to_its_model_views() -> None:
+    # `_closed`: a transaction executing a model view over a viewed ledger is viewed too (a loss there aborts
+    # it); one bound to a view over another ledger is not.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a, c, d = (pmm.register_authority(p, Tier.DEVICE, 100) for p in ("gpu0", "gpu1", "gpu2"))
+    x = pmm.plan_tx(h, ((c, 1),))
+    pmm.reserve_all(x)
+    v = pmm.publish_view(x)
+    pmm.commit_tx(x)
+    y = pmm.plan_tx(h, ((d, 1),))
+    pmm.reserve_all(y)
+    pmm.publish_view(y)
+    pmm.execute_view(y, v, 1)  # y needs d and reads the view over c
+    with ledger_lock(pmm):
+        assert pmm._closed({c}) == {c, d} and pmm._closed({a}) == {a}
+
+
+@pytest.mark.parametrize("level", ["local", "full"])
+def test_a_ledger_operation_beside_untouched_rows_passes_its_partial_views(level: str) -> None:
+    # While a ticket is open a ledger operation is judged on partial views of the rows it touches and the parts'
+    # rows (level "local": the books carry the rest); rows it did not touch must stay out of both views alike.
+    pmm = ProcessMemoryManager()
+    h, g = pmm.register_holder("kv"), pmm.register_holder("weights")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    keep = [pmm.try_reserve(h, a, 10) for _ in range(3)]
+    r = pmm.try_reserve(h, a, 40)
+    t = pmm.submit(g, a, 45)  # pending: 30 B free
+    with contracts(on=True, level=level):
+        pmm.quarantine(h, r, 5)  # 35 B free
+        pmm.release(h, keep[0])  # 45 B free: its round grants the ticket, a row the ledger operation did not name
+    m = abstract_manager(pmm)
+    assert m.ledger.authorities[a].used == 100 and m.tickets[t].state.name == "GRANTED"
+
+
+class _StopsAfterQuarantine(ProcessMemoryManager):
+    """A quarantine whose body completes and then stops with a non-governor error (half way, for the books)."""
+
+    def _quarantine(self, holder: int, allocation: int, released: int) -> None:
+        super()._quarantine(holder, allocation, released)
+        raise RuntimeError("stopped after the quarantine")
+
+
+def test_a_checked_body_that_stopped_leaves_the_books_to_be_counted_again() -> None:
+    pmm = _StopsAfterQuarantine()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("host", Tier.HOST, 100)
+    r = pmm.try_reserve(h, a, 10)
+    with contracts(on=True, level="local"):
+        pmm.reserve(h, a, Tier.HOST, 5, Role.KV)  # the books of a are counted
+        with pytest.raises(RuntimeError, match="^stopped after the quarantine$"):
+            pmm.quarantine(h, r, 4)
+        pmm.reserve(h, a, Tier.HOST, 5, Role.KV)  # on books counted afresh: no byte looks lost
+    assert abstract_ledger(pmm).authorities[a].used == 16
+
+
+
+def test_a_composed_operation_at_level_full_is_judged_on_its_own_ledgers() -> None:
+    # The frozen views of `_run_full` hold the ledgers the action may touch: a harm standing on another ledger
+    # (bytes counted with no row) is reported by the next operation there, not by one elsewhere.
+    pmm = ProcessMemoryManager()
+    h = pmm.register_holder("kv")
+    a, c = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_authority("gpu1", Tier.DEVICE, 100)
+    with contracts(on=False):
+        pmm._auths[c].used += 5
+    with contracts(on=True, level="full"):
+        assert pmm.try_reserve(h, a, 8) == 1
+        with pytest.raises(InvariantViolation, match=r"^I1\b"):
+            pmm.try_reserve(h, c, 8)
+
+
+class _QuarantineMovesAnotherRow(ProcessMemoryManager):
+    """A quarantine that also charges 3 B more to a lease it did not name, on another ledger (its used unmoved)."""
+
+    other = 0
+
+    def _quarantine(self, holder: int, allocation: int, released: int) -> None:
+        super()._quarantine(holder, allocation, released)
+        self._allocs[self.other].charge += 3
+
+
+def test_a_row_moved_unnamed_on_another_ledger_in_view_is_caught_at_once() -> None:
+    # Level "local", a transaction planned over a and b: a ledger operation on a views b too. b's book, absent so
+    # far, is counted from b's rows when check_state first needs it (after the body), so the moved row shows as
+    # a ledger whose rows no longer sum to its used, in this operation (a book counted before the body would
+    # hold the old charge and leave the report to the next operation naming the row).
+    pmm = _QuarantineMovesAnotherRow()
+    h = pmm.register_holder("kv")
+    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
+    b = pmm.register_authority("host", Tier.HOST, 100)
+    with contracts(on=False):
+        r = pmm.try_reserve(h, a, 10)
+        pmm.other = pmm.try_reserve(h, b, 10)
+        pmm.plan_tx(h, ((a, 1), (b, 1)))
+    with contracts(on=True, level="local"), pytest.raises(InvariantViolation, match=r"^I1\b"):
+        pmm.quarantine(h, r, 4)

@@ -137,11 +137,11 @@ class Views:
             mine = (self._tickets or self._txs or self._pressures or self._mviews) and self._mchecks is not False
             if mine:
                 m_auths = self._closed(self._auths[i].alias_of or i for i in auths if i in self._auths)
-                m_ids = _B.view_ids(self, m_auths, allocs) if local else allocs
+                m_ids = _B.view_ids(self, m_auths, allocs)  # at level "full" the view holds every row of m_auths anyway
                 m_before = self._manager_view(m_auths, m_ids, local)
             try:
                 if local:
-                    _B.open_books(self, m_auths if mine else auths)
+                    _B.open_books(self, auths)  # m_auths' other ledgers: counted by check_state when first in view
                 try:
                     result = body(*args)
                 except GovernorError:
@@ -158,8 +158,9 @@ class Views:
                                       [*allows, *range(first_allow, self._next_allow)])
                 check_local(before, action, after)
                 if mine:
-                    new = [*(m_ids if local else allocs), *new_allocs, *range(first_alloc, self._next_alloc)]
-                    m_after = self._manager_view(m_auths, _B.view_ids(self, m_auths, new) if local else new, local)
+                    # A ledger action gives no part an existing row: the parts' rows after are in m_ids or new.
+                    m_after = self._manager_view(m_auths, [*m_ids, *new_allocs, *range(first_alloc, self._next_alloc)],
+                                                 local)
                     if local:
                         _B.check_partial(self, m_before, action, m_after, result, m_auths)
                     else:
@@ -254,10 +255,10 @@ class Views:
             try:
                 if on and _SWITCH.full:
                     mod = self._manager_checks()
+                    # Every row of the ledgers `auths` is in view (new ones too): the same view before and after.
                     result = contracted(
                         lambda: self._manager_view(auths, allocs), mod and mod.check_step, mod and mod.check_all,
-                        lambda: action, "manager", body, args,
-                        after=lambda: self._manager_view(auths, [*allocs, *range(first, self._next_alloc)]))
+                        lambda: action, "manager", body, args)
                 elif on:  # level "local": partial views of the rows it touches, and the books
                     result = _B.contracted_partial(self, auths, allocs, first, action, body, args)
                 else:
@@ -271,7 +272,7 @@ class Views:
                 raise
             if rec is not None:
                 figures = {"used": rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths}),
-                           "charges": {}, "bundles": self._bundle_figures(named, first_bundle)}
+                           "bundles": self._bundle_figures(named, first_bundle)}
                 seq = rec.record_composed(self._bound, lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
@@ -327,7 +328,7 @@ class Views:
         t = self._tickets.get(ticket) if type(ticket) is int else None
         if t is None:
             return _NO_SCOPE
-        return frozenset({t.auth.id}), (() if t.alloc is None else (t.alloc.id,))
+        return frozenset({t.auth.id}), ()  # its reservation is a row of that ledger, viewed with the ticket
 
     def _ms_tx(self, tx: object) -> tuple[frozenset[int], tuple[int, ...]]:
         t = self._txs.get(tx) if type(tx) is int else None
@@ -431,8 +432,7 @@ class Views:
     def _observed(self, auths: set[int], allocs: set[int], result: Any, act: Any) -> dict[str, dict[int, int]]:
         """`used` of each ledger in `auths` and the charge of each allocation still held (caller holds the lock)."""
         if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in self._allocs:
-            allocs = allocs | {result}
-            auths = auths | {self._allocs[result].auth.id}
+            allocs = allocs | {result}  # its ledger (and the one named, through an alias) is in `auths` already
         return {"used": {i: self._auths[i].used for i in auths if i in self._auths},
                 "charges": {i: self._allocs[i].charge for i in allocs if i in self._allocs}}
 
