@@ -183,7 +183,9 @@ def check_state(m: Any, mod: Any, view: Any) -> None:
         inview[r.authority] = inview.get(r.authority, 0) + r.charge
     auths, out = {}, False
     for aid, a in view.ledger.authorities.items():
-        bk = None if a.alias_of is not None else books.of.get(aid) or book(m, m._auths[aid])  # opened by the caller
+        # The caller opened the books of the ledgers it names; a ledger pulled into view only by a part (a
+        # transaction's, a quota tier's) is counted here, the first time it is in view.
+        bk = None if a.alias_of is not None else books.of.get(aid) or book(m, m._auths[aid])
         if bk is None or bk.total == inview.get(aid, 0):
             auths[aid] = a  # every row of it is in view (or an alias: none)
         else:
