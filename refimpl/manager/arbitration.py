@@ -33,7 +33,7 @@ from spec.tickets import TicketState
 from spec.types import MAX_BYTES, AllocState, ContextState, Origin, Role
 from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager import local_contract as _L
-from refimpl.manager.ledger import _Auth, _alignment, _nbytes
+from refimpl.manager.ledger import _Alloc, _Auth, _alignment, _nbytes
 from refimpl.pressure_args import check_timeout
 
 __all__ = ["Arbitration"]
