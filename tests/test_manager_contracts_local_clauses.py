@@ -17,7 +17,6 @@ from invariants import contracts
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
 from refimpl.manager import ProcessMemoryManager
-from refimpl.manager.ledger import _new_alloc
 from refimpl.verify.mutants import MUTANTS
 from spec.errors import CapacityDenied, GovernorError
 from spec.guards import GuardSet
@@ -216,9 +215,8 @@ def _retire_then(w: W, orig: Callable[..., Any], h: int, x: int, ev: str, holder
 def _alias_row(w: W, r: int) -> None:
     """A second row on the view itself, charged there (used follows): the canonical ledger stays exact."""
     view = w.pmm._auths[w.v]
-    extra = _new_alloc(10_000, view, w.h, DEV, KV, 3, AllocState.LIVE, Origin.RECORDED)
-    view.allocs[extra.id] = extra
-    view.used += 3
+    extra = w.pmm._enter(w.h, view, DEV, KV, 3, Origin.RECORDED)  # listed on the view, charged there
+    del w.pmm._allocs[extra.id]  # and nowhere else
 
 
 def _unbooked_grant(w: W) -> int:

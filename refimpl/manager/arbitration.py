@@ -50,33 +50,14 @@ RECHECK_S = 0.5
 
 
 class _Tkt:
-    """A requester ticket. No `__init__`: `_new_ticket` fills every slot (a class call that runs an `__init__`
-    costs a second interpreter frame, ~0.1 us per record on the hot path)."""
+    """A requester ticket. No `__init__`: `Arbitration._submit`, where every ticket is made, fills every slot (a
+    class call that runs an `__init__` costs a second interpreter frame, ~0.1 us per record on the hot path)."""
 
     __slots__ = ("id", "holder", "auth", "nbytes", "priority", "role", "generation", "age", "state", "alloc", "event",
                  "rec")
 
     def __repr__(self) -> str:
         return f"ticket {self.id}"
-
-
-def _new_ticket(id: int, holder: int, auth: _Auth, nbytes: int, priority: int, role: Role, age: int,
-                state: TicketState) -> _Tkt:
-    """A new ticket (every ticket is made here)."""
-    t = _Tkt()
-    t.id = id  # one store per line: cheaper than a tuple assignment (a record per ticket)
-    t.holder = holder
-    t.auth = auth
-    t.nbytes = nbytes
-    t.priority = priority
-    t.role = role
-    t.generation = auth.generation  # a new ticket is of its ledger's current generation
-    t.age = age
-    t.state = state
-    t.alloc: _Alloc | None = None  # the ledger reservation once granted
-    t.event: threading.Event | None = None  # made by the first waiter, under the lock
-    t.rec = None  # the last frozen record made of it (refimpl.manager.views)
-    return t
 
 
 def _grant_order(pending: dict[int, _Tkt], bound: int) -> list[_Tkt]:
@@ -152,21 +133,36 @@ class Arbitration:
             _alignment(alignment)
         if nbytes > a.limit:
             raise CapacityDenied(f"authority {a.id}: {nbytes} B can never fit its {a.limit} B limit")
+        room = a.limit - a.used  # `_room` without a process quota (no frame on the hot path)
         if self._quotas:
             self._can_fit_quota(a, nbytes)
+            room = self._room(a)
         if len(self._tickets) >= self._slots:
             raise MailboxFull(f"all {self._slots} cancellation-mailbox slots are held by live tickets; retry later")
         tid = self._next_ticket
         self._next_ticket = tid + 1
-        if not a.pending and nbytes <= self._room(a) and self._charge_at_grant:
+        t = self._tickets[tid] = _Tkt()  # the new ticket (every ticket is made here)
+        t.id = tid  # one store per line: cheaper than a tuple assignment (a record per ticket)
+        t.holder = holder
+        t.auth = a
+        t.nbytes = nbytes
+        t.priority = priority
+        t.role = role
+        t.generation = a.generation  # a new ticket is of its ledger's current generation
+        t.event = t.rec = None  # the first waiter's event (made under the lock); the last frozen record (views)
+        if not a.pending and nbytes <= room and self._charge_at_grant:
             # Hot path: the round of a lone ticket that fits (ages to 1, granted: a ledger reservation, I1, I2).
-            t = self._tickets[tid] = _new_ticket(tid, holder, a, nbytes, priority, role, 1, _GRANTED)
+            t.age = 1
+            t.state = _GRANTED
             rec = t.alloc = self._enter(holder, a, a.tier, role, nbytes, _O_GRANTED)
             rec.part = t
             if self._recorder is not None:
                 self._granted.append((tid, rec.id, a.id, a.used, rec.charge))
             return tid
-        t = self._tickets[tid] = a.pending[tid] = _new_ticket(tid, holder, a, nbytes, priority, role, 0, _PENDING)
+        t.age = 0
+        t.state = _PENDING
+        t.alloc = None  # the ledger reservation once granted
+        a.pending[tid] = t
         self._round(a)
         return tid
 
