@@ -8,6 +8,8 @@ and each guard switched off showing its harm.
 
 from __future__ import annotations
 
+import re
+
 import attrs
 import pytest
 
@@ -309,6 +311,14 @@ def test_invalid_growth_that_cannot_fit() -> None:
 def test_growth_that_fits_exactly() -> None:
     s = ElasticState(24, 2, 1, 8, 4, 10, 0, 4, 4)
     assert M.step_elastic(s, M.Decode()) == (ElasticState(24, 2, 1, 8, 4, 10, 0, 5, 8), 0)
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.0, "1"])
+def test_invalid_holder_answer(bad) -> None:
+    """C5: the holder's answer is a count of bytes (0 allowed: it may give back nothing); anything else is refused."""
+    s, _ = run(M.step_elastic, _el(), M.Prefetch(), *[M.Decode()] * 4)
+    with pytest.raises(InvalidBytes, match=rf"^answer must be a non-negative int, got {re.escape(repr(bad))}$"):
+        M.step_elastic(s, M.Decode(bad))
 
 
 def test_elastic_guaranteed_path_off_oversubscribes() -> None:

@@ -133,3 +133,31 @@ def test_arbitration_key_orders_matured_first_then_priority_descending_then_fifo
     expected_order = [(True, 0, 4), (True, 9, 5), (False, 9, 1), (False, 9, 3), (False, 1, 0), (False, -1, 2)]
     shuffled = [expected_order[i] for i in (3, 5, 0, 2, 4, 1)]
     assert sorted(shuffled, key=lambda t: arith.arbitration_key(*t)) == expected_order
+
+
+@pytest.mark.parametrize(
+    ("weight", "resident", "expected"),
+    [
+        (10, 3, 7),  # what does not stay resident crosses
+        (10, 10, 0),  # all of it resident: exactly 0
+        (10, 11, 0),  # more room than weights: clamped at 0, never negative
+        (0, 0, 0),
+    ],
+)
+def test_streaming_floor(weight: int, resident: int, expected: int) -> None:
+    assert arith.streaming_floor(weight, resident) == expected
+
+
+@pytest.mark.parametrize(
+    ("budget", "ctx", "bpt", "expected"),
+    [
+        (1000, 10, 10, 10),  # an exact multiple: 1000 // (10 x 10)
+        (1099, 10, 10, 10),  # one byte short of the next sequence: floored, not 10.99
+        (99, 10, 10, 0),  # not even one sequence fits
+        (0, 1, 1, 0),
+        (24, 4, 3, 2),  # context and bytes/token are both factors: 24 // 12
+    ],
+)
+def test_max_batch(budget: int, ctx: int, bpt: int, expected: int) -> None:
+    got = arith.max_batch(budget, ctx, bpt)
+    assert got == expected and type(got) is int

@@ -313,3 +313,22 @@ def test_a_declared_devices_pool_is_checked_against_the_ledger_it_binds_to(check
                 call()
             assert str(e.value) == msg
         assert abstract_ledger(pmm) == before
+
+
+@pytest.mark.parametrize("op", [
+    lambda p: p.open_allowance(1, 1, 10), lambda p: p.reserve_growth(1, 1, 5), lambda p: p.map_allowance(1, 1, 5),
+    lambda p: p.unmap_allowance(1, 1, 5), lambda p: p.transfer_allowance(1, 1, 2, 5), lambda p: p.close_allowance(1, 2),
+], ids=["open", "grow", "map", "unmap", "transfer", "close"])
+def test_an_allowance_operation_with_contracts_off_applies_a_posted_drop_first(op) -> None:
+    """Drop-then-release (issue #21): each allowance operation applies the mailbox's posts before its own effect,
+    with contracts off too, so the dropped pending ticket is gone once it returns."""
+    from refimpl.verify.manager_hooks import abstract_manager
+
+    with contracts.contracts(False):
+        pmm = world()
+        pmm.reserve(1, 1, DEV, 1000, Role.WEIGHTS)
+        t = pmm.submit(1, 1, 60)
+        pmm.drop(1, t)
+        assert t in abstract_manager(pmm).tickets
+        op(pmm)
+        assert t not in abstract_manager(pmm).tickets

@@ -25,6 +25,7 @@ from spec import ledger as L
 from spec import ledger_actions as A
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger_state import State, snapshot
+from spec.lifetime_actions import GrowLease
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
 DEV, HOST = Tier.DEVICE, Tier.HOST
@@ -297,6 +298,14 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
     "live_lease_shrunk_and_rewritten": (lambda: tampered((*LIVE, A.Reserve(1, 1, DEV, 1, KV)), lambda n: _auth(
         _alloc(n, 1, nbytes=1, charge=1, role=Role.WEIGHTS), 1, used=2)), "step_I4a.lifecycle_followed",
                                         "allocation 1 changed while staying live"),
+    # the self-loop lets a live lease's charge move only with its bytes: here the charge rises, the bytes stay
+    "live_lease_recharged_in_place": (lambda: tampered((*LIVE, A.Reserve(1, 1, DEV, 1, KV)), lambda n: _auth(
+        _alloc(n, 1, charge=3), 1, used=4)), "step_I4a.lifecycle_followed",
+                                      "allocation 1 changed while staying live"),
+    # a GrowLease that raises the lease's reservation but not its bytes: a grow must grow the lease
+    "grow_lease_reserves_without_growing": (lambda: (last(*LIVE), GrowLease(1, 1, 1),
+                                                     _alloc(last(*LIVE), 1, reserved=4)),
+                                            "step_I4a.lifecycle_followed", "allocation 1 changed while staying live"),
     # a provisional lease quarantined without a commit (lifecycle_table off)
     "provisional_quarantined": (lambda: real(RES, A.Quarantine(1, 1, 0), guards=GuardSet.without("lifecycle_table")),
                                 "step_I4a.lifecycle_followed", "allocation 1 moved provisional -> quarantined"),
@@ -580,6 +589,11 @@ def test_a_move_in_place_and_two_births_are_counted_as_such() -> None:
     assert broken(check_step, p, act, n) == []
     assert "step_I4a.ids_fresh" in cases(check_step, p, act, n)
     assert "step_I4a.holder_fixed" not in cases(check_step, p, act, n)
+
+
+def test_a_lease_shrunk_in_place_is_a_lifecycle_case() -> None:
+    # its one changed record stays live (the self-loop) and the other is born: the shrink alone is the case
+    assert "step_I4a.lifecycle_followed" in cases(check_step, *STEP_NEAR_MISSES["live_lease_shrunk_by_its_owner"]())
 
 
 def test_a_later_record_does_not_hide_an_earlier_move() -> None:

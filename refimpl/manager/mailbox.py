@@ -106,8 +106,9 @@ class Mailbox:
             if before is not None:
                 self._check_manager(before, act, self._manager_view(scope, ()), credited)
             if rec is not None and scope is not None:
+                # views._event reads only "used" and "bundles" (a cancel names no bundle)
                 figures = {"used": rec.take_grants({i: self._auths[i].used for i in scope if i in self._auths}),
-                           "charges": {}, "bundles": {}}
+                           "bundles": {}}
                 seq = rec.record_composed(self._bound, lambda s, a=act, c=credited, f=figures:
                                           _event(rec.source, s, a, c, None, f))
         return seq
