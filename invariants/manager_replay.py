@@ -43,12 +43,13 @@ provisional allocation or an owed grant fails the trace unless its last event is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 import attrs
 
 from invariants._violation import InvariantViolation
-from invariants.changed import track
+from invariants import ledger as LP
+from invariants.changed import changed, track
 from invariants.manager import check_all, check_step
 from invariants.manager_trace import (
     CONFIGURE,
@@ -65,10 +66,11 @@ from invariants.manager_trace import (
     decode_field,
     decode_result,
 )
-from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
-                               read_event, spec_action, spec_figures)
+from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, next_in_sequence,
+                               other_refusal, read_event, spec_action, spec_figures)
 from invariants.replay_grants import at_rest, never_granted, owed_after
 from invariants.replay_ids import IdMap
+from invariants.replay_predicates import check_observed_step
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
 from spec import errors as E
@@ -80,7 +82,7 @@ from spec.manager_actions import LimitOutcome, Manager, initial
 from spec.records import evolve
 from spec.types import AllocState
 
-__all__ = ["replay_manager_lines"]
+__all__ = ["replay", "replay_manager_lines"]
 
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "result", "used", "bundles")
@@ -256,26 +258,23 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: boo
     used = spec_figures(ids, "authority", outcome["used"]) if outcome["used"] else {}
     charges = spec_figures(ids, "allocation", outcome["charges"]) if outcome["charges"] else {}
     bundles = spec_figures(ids, "bundle", outcome["bundles"]) if outcome["bundles"] else {}
-    auths, before = nxt.ledger.authorities, m.ledger.authorities
+    auths, before, allocs = nxt.ledger.authorities, m.ledger.authorities, nxt.ledger.allocations
+    wrong = False
     for aid, u in used.items():
         if aid not in auths:
             raise _Bad("unknown-id", f"observed used of authority {ids.observed_id('authority', aid)}, "
                                      "which does not exist")
-        if auths[aid].used != u:
-            raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority "
-                                     f"{ids.observed_id('authority', aid)}, the spec has {auths[aid].used} B")
-    allocs = nxt.ledger.allocations
-    for rid, charge in charges.items():
-        if rid not in allocs or allocs[rid].charge != charge:
-            raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation "
-                                     f"{ids.observed_id('allocation', rid)}, the spec has "
-                                     f"{allocs[rid].charge if rid in allocs else 'no such allocation'}")
+        wrong = wrong or auths[aid].used != u
+    if wrong or any(rid not in allocs or allocs[rid].charge != c for rid, c in charges.items()):
+        _observed_wrong(m, ids, act, sact, nxt, result, used, charges, err is not None)
     # An event lists every authority whose used changed (a missing figure fails: issue #21).
     changed = [] if auths is before else [a for a in auths if a in before and auths[a].used != before[a].used
                                           and a not in used]
     if changed:
         raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
                                  "but the event does not say so")
+    if outcome["ledger"] and allocs is not m.ledger.allocations:
+        _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
     if bundles or nxt.bundles is not m.bundles:
         _check_bundles(sact, m, nxt, bundles, outcome["ledger"])
     if accepted:
@@ -284,6 +283,51 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: boo
         except InvariantViolation as e:
             raise _Bad("violation", str(e), e.id) from None
     return nxt
+
+
+def _observed_wrong(m: Manager, ids: IdMap, act: Any, sact: Any, nxt: Manager, result: Any, used: dict[int, int],
+                    charges: dict[int, int], rejected: bool) -> None:
+    """An observed figure (`used`, `charges`: spec ids) differs from the spec's: fail naming the clause the observed
+    state breaks, else as a refinement. The observed figures replace the spec's in its next state, which is judged
+    by G4 (a refused event changes nothing), the observed-step predicates, every step predicate and the ledger's
+    state predicates. Cold path: the replay ends here, so its whole-state predicates cost O(n) once."""
+    led = nxt.ledger
+    auths, allocs = led.authorities, led.allocations
+    for aid, u in used.items():
+        if auths[aid].used != u:
+            auths = auths.set(aid, evolve(auths[aid], used=u))
+    for rid, c in charges.items():
+        if rid in allocs and allocs[rid].charge != c:
+            allocs = allocs.set(rid, evolve(allocs[rid], charge=c))
+    seen = evolve(led, authorities=auths, allocations=allocs)
+    try:
+        if rejected:
+            raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
+        check_observed_step(m.ledger, sact, seen)
+        check_step(m, sact, evolve(nxt, ledger=seen), result)
+        for p in (*LP.LOCAL_STATE_PREDICATES, LP.state_I1, LP.state_I2):
+            p(seen)
+    except InvariantViolation as e:
+        raise _Bad("violation", str(e), e.id) from None
+    for aid, u in used.items():
+        if led.authorities[aid].used != u:
+            raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority "
+                                     f"{ids.observed_id('authority', aid)}, the spec has {led.authorities[aid].used} B")
+    for rid, charge in charges.items():
+        if rid not in led.allocations or led.allocations[rid].charge != charge:
+            raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation "
+                                     f"{ids.observed_id('allocation', rid)}, the spec has "
+                                     f"{led.allocations[rid].charge if rid in led.allocations else 'no such allocation'}")
+
+
+def _charges_observed(act: Any, ids: IdMap, before: Any, after: Any, charges: dict[int, int]) -> None:
+    """A ledger-format event observes the charge of every allocation the spec charged (a missing figure fails:
+    issue #21); a composed event observes `used` only."""
+    for rid in sorted(changed(before, after)):
+        r = after.get(rid)
+        if r is not None and rid not in charges and (rid not in before or before[rid].charge != r.charge):
+            raise _Bad("refinement", f"{act!r} charged allocation {ids.observed_id('allocation', rid)} but the event "
+                                     "does not say so")
 
 
 def _check_bundles(act: Any, m: Manager, nxt: Manager, observed: dict[int, Any], ledger: bool) -> None:
@@ -322,6 +366,8 @@ def _leftover(m: Manager) -> list[str]:
     out += [f"limit change on authority {a} still pending" for a in m.changes]
     out += [f"allocation {r.id} still provisional" for r in m.ledger.allocations.values()
             if r.state is AllocState.PROVISIONAL]
+    out += [f"allowance {w.id} still reserves {w.reserved} B of growth" for w in m.ledger.allowances.values()
+            if w.reserved]
     return out
 
 
@@ -381,3 +427,8 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     except _Bad as bad:
         return ReplayResult(False, events, line or None, bad.failure, bad.id, str(bad))
     return ReplayResult(True, events, None, None, None, "no violation")
+
+
+def replay(stream: IO[bytes]) -> ReplayResult:
+    """Replay a binary stream of JSONL events, reading at most one bounded line at a time."""
+    return replay_manager_lines(bounded_lines(stream))

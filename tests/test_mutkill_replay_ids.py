@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from invariants.manager_replay import replay
 from invariants import InvariantViolation
 from invariants import replay as R
 from invariants import replay_ids
@@ -130,7 +131,7 @@ def test_a_rejected_event_naming_an_id_never_issued_reads_the_id_the_spec_was_ha
 
     trace = b"".join([ev(1, "register_holder", {"result": 1}, {}, name="w"),
                       ev(2, "release", {"holder": 1, "allocation": 7}, {}, error="ForeignHolder")])
-    assert R.replay(io.BytesIO(trace)).describe() == (
+    assert replay(io.BytesIO(trace)).describe() == (
         "REJECTED at line 2 (refinement): Release(holder=1, allocation=7) was rejected with ForeignHolder, the spec "
         "raises UnknownAllocation: allocation -1000000000000000000007 was never issued")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from invariants.manager_replay import replay, replay_manager_lines
 from invariants import replay as R
 from invariants.replay_store import Store
 from invariants.trace_format import CONTRACT_REVISION, MAX_SOURCES, MAX_TEXT
@@ -208,7 +209,7 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
 @pytest.mark.parametrize("case", sorted(HARMS))
 def test_harm_is_rejected_at_its_line_with_its_class_id_and_message(case: str) -> None:
     tail, want = HARMS[case]
-    r = R.replay_lines(SETUP + tail)
+    r = replay_manager_lines(SETUP + tail)
     assert r.describe() == want
     assert not r.ok and r.failure in R.FAILURE_KINDS
     assert r.events == (len(SETUP) + len(tail) if r.line is None else r.line - 1)
@@ -242,21 +243,21 @@ CLEAN: dict[str, list[bytes]] = {
 @pytest.mark.parametrize("case", sorted(CLEAN))
 def test_near_miss_replays_clean(case: str) -> None:
     lines = SETUP + CLEAN[case]
-    r = R.replay_lines(lines)
+    r = replay_manager_lines(lines)
     assert (r.ok, r.events, r.line, r.failure, r.id, r.message) == (True, len(lines), None, None, None, "no violation")
     assert r.describe() == f"OK: {len(lines)} events replayed clean"
 
 
 def test_observed_list_at_its_bound_is_read() -> None:
     """4096 observed figures are within bounds: the event gets past the shape check to the ids."""
-    r = R.replay_lines(SETUP + [_release(observed={"used": {str(i): 0 for i in range(1, 4097)}, "charges": {}})])
+    r = replay_manager_lines(SETUP + [_release(observed={"used": {str(i): 0 for i in range(1, 4097)}, "charges": {}})])
     assert (r.line, r.failure, r.message) == (5, "unknown-id", "observed authority 2, which no event of this trace "
                                                                "issued")
 
 
 def test_too_many_sources_names_the_bound() -> None:
     lines = [_raw(1, "boundary", {}, {}, source=f"s{i}") for i in range(MAX_SOURCES + 1)]
-    r = R.replay_lines(lines)
+    r = replay_manager_lines(lines)
     assert r.describe() == f"REJECTED at line {MAX_SOURCES + 1} (too-many-sources): more than {MAX_SOURCES} sources"
 
 
@@ -325,7 +326,7 @@ def test_stream_reads_on_past_a_line_of_max_bytes() -> None:
     """A line of MAX_LINE_BYTES and its newline is whole: the lines after it are still read."""
     stream = io.BytesIO(b"".join(line + b"\n" for line in SETUP) + _padded(R.MAX_LINE_BYTES, b"\n")
                         + _raw(6, "boundary", {}, {}) + b"\n")
-    r = R.replay(stream)
+    r = replay(stream)
     assert (r.ok, r.events) == (True, 6), r.describe()
 
 
@@ -361,7 +362,7 @@ def test_twenty_digits_are_read_on_the_checking_decoder() -> None:
 
 
 def test_bad_enum_value_names_it() -> None:
-    r = R.replay_lines(SETUP + [_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2}, {"1": 14}, {"2": 4},
+    r = replay_manager_lines(SETUP + [_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2}, {"1": 14}, {"2": 4},
                                     tier="gpu", nbytes=4, role="weights")])
     assert r.describe() == "REJECTED at line 5 (malformed): 'gpu' is not a valid Tier"
 
@@ -391,6 +392,6 @@ def test_whole_state_check_alone_catches_an_overused_ledger(tail: list[bytes], w
             mp.setattr(R, name, lambda *a: None)
         mp.setattr(R, "LOCAL_STATE_PREDICATES", ())
         mp.setattr(Store, "check_ledgers", lambda *a: None)
-        assert R.replay_lines(_OVERUSED + tail).describe() == want
+        assert replay_manager_lines(_OVERUSED + tail).describe() == want
     # With the per-event checks on, the commit itself is the first bad line.
-    assert R.replay_lines(_OVERUSED + tail).line == 7
+    assert replay_manager_lines(_OVERUSED + tail).line == 7

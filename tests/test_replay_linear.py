@@ -11,6 +11,7 @@ import io
 
 import pytest
 
+from invariants.manager_replay import replay_manager_lines
 from invariants import contracts
 from invariants import replay as R
 from invariants import replay_store
@@ -48,7 +49,7 @@ def test_each_event_sees_a_bounded_partial_state(monkeypatch, boundaries) -> Non
 
     monkeypatch.setattr(replay_store.Store, "view", counting)
     lines = _open_reservations(2000, boundaries)
-    r = R.replay_lines(lines)
+    r = replay_manager_lines(lines)
     assert r.ok, r.describe()
     # A reserve sees its ledger and nothing else. Only the loss, its repeat and the termination see the
     # 2,000 allocations, because their own lines list every charge they observed (linear in the line).
@@ -72,7 +73,7 @@ def test_no_event_hands_the_spec_or_the_whole_state_predicates_everything_live(m
     monkeypatch.setattr(R, "spec_step", counting_step)
     monkeypatch.setattr(R, "check_all", counting_check_all)
     n = 1000
-    r = R.replay_lines(_open_reservations(n))
+    r = replay_manager_lines(_open_reservations(n))
     assert r.ok, r.describe()
     # Old code: the state handed to step grew to n (n^2/2 records in all) and check_all ran per event.
     assert sum(stepped) <= 3 * (n + 1) + 2 * len(stepped), sum(stepped)
