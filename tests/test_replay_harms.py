@@ -16,7 +16,6 @@ import pytest
 
 from invariants.manager_replay import replay, replay_manager_lines
 from invariants import replay as R
-from invariants.replay_store import Store
 from invariants.trace_format import CONTRACT_REVISION, MAX_SOURCES, MAX_TEXT
 from spec import errors as E
 from spec import ledger_actions as A
@@ -367,31 +366,3 @@ def test_bad_enum_value_names_it() -> None:
     assert r.describe() == "REJECTED at line 5 (malformed): 'gpu' is not a valid Tier"
 
 
-def _boundary(seq: int) -> bytes:
-    return _raw(seq, "boundary", {}, {})
-
-
-#: After the whole-state check at line 5 (3 records), a good reservation (4 records) and a commit that observes
-#: 30 B used where its allocations charge 14 B (I1).
-_OVERUSED = SETUP + [_boundary(5), _reserve4(6, {"1": 14}, {"2": 4}),
-                     _ev(7, "commit", {"holder": 1, "allocation": 2}, {"1": 30}, nbytes=4)]
-_WHOLE_I1 = "(violation) [I1]: I1: authority 1 used 30 B but its allocations charge 14 B"
-
-
-@pytest.mark.parametrize("tail, want", [
-    # Boundaries at lines 8, 9, ...: the check runs again once as many events passed as the state holds
-    # records (4, at line 9), not before (3 at line 8) and not later.
-    ([_boundary(8), _boundary(9), _boundary(10), _boundary(11)], f"REJECTED at line 9 {_WHOLE_I1}"),
-    ([], f"REJECTED at end of trace {_WHOLE_I1}"),  # and always at the end
-], ids=["boundaries", "end"])
-def test_whole_state_check_alone_catches_an_overused_ledger(tail: list[bytes], want: str) -> None:
-    """With every per-event check switched off, the amortised whole-state check still names I1 at the first
-    boundary its schedule reaches (`since_whole >= size`), or at the end of the trace."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("check_step", "check_observed_step"):
-            mp.setattr(R, name, lambda *a: None)
-        mp.setattr(R, "LOCAL_STATE_PREDICATES", ())
-        mp.setattr(Store, "check_ledgers", lambda *a: None)
-        assert replay_manager_lines(_OVERUSED + tail).describe() == want
-    # With the per-event checks on, the commit itself is the first bad line.
-    assert replay_manager_lines(_OVERUSED + tail).line == 7
