@@ -115,7 +115,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
                        "used": outcome["observed"]["used"], "charges": outcome["observed"]["charges"],
                        "bundles": {}, "ledger": True}
         return act, outcome
-    if ev["contract_revision"] not in MANAGER_REVISIONS:
+    if type(ev["contract_revision"]) is not str or ev["contract_revision"] not in MANAGER_REVISIONS:
         raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} or {MANAGER_REVISION_1!r} (with "
                                        f"ledger operations in {CONTRACT_REVISION!r}), got "
                                        f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
@@ -221,8 +221,11 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
         for o, r in zip(observed, result):
             bind_result(ids, "pressure", o, r)
         return
+    shown, expected = observed, result  # in the trace's numbering, for the message
     if isinstance(act, M.CommitTx) and type(observed) is tuple:
         observed = tuple(ids.spec_id("allocation", x, False) for x in observed)
+        if type(result) is tuple:
+            expected = tuple(ids.observed_id("allocation", r) for r in result)
     elif isinstance(act, M.CommitLimit) and isinstance(observed, LimitOutcome):
         a = nxt.ledger.authorities.get(ids.spec_id("authority", act.authority, False))
         if observed.committed and a is not None and observed.limit < a.used:
@@ -231,8 +234,11 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
                                     "used: a lowered limit below use, with the old limit gone (C8)", "C8")
         observed = attrs.evolve(observed, completed=tuple((ids.spec_id("pressure", p, False), n)
                                                           for p, n in observed.completed))
+        if isinstance(result, LimitOutcome):
+            expected = attrs.evolve(result, completed=tuple((ids.observed_id("pressure", p), n)
+                                                            for p, n in result.completed))
     if observed != result:
-        raise _Bad("refinement", f"{act!r} returned {observed!r}, the spec returns {result!r}")
+        raise _Bad("refinement", f"{act!r} returned {shown!r}, the spec returns {expected!r}")
 
 
 def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: bool, ledger_only: bool) -> Manager:
@@ -277,7 +283,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: boo
     if ledger_only and allocs is not m.ledger.allocations:
         _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
     if bundles or nxt.bundles is not m.bundles:
-        _check_bundles(sact, m, nxt, bundles, outcome["ledger"])
+        _check_bundles(ids, act, sact, m, nxt, bundles, outcome["ledger"])
     if accepted:
         try:
             check_step(m, sact, nxt, result)
@@ -340,25 +346,28 @@ def _charges_observed(act: Any, ids: IdMap, before: Any, after: Any, charges: di
                                      "does not say so")
 
 
-def _check_bundles(act: Any, m: Manager, nxt: Manager, observed: dict[int, Any], ledger: bool) -> None:
+def _check_bundles(ids: IdMap, act: Any, sact: Any, m: Manager, nxt: Manager, observed: dict[int, Any],
+                   ledger: bool) -> None:
     """The governor's bundle records the event lists (`observed`, in spec ids) equal the spec's, and it lists every
-    bundle the spec changed (`ledger`: a ledger-format event, which lists none)."""
+    bundle the spec changed (`ledger`: a ledger-format event, which lists none). `sact`: `act` in spec ids."""
     for bid, (versions, poisoned) in observed.items():
         b = nxt.bundles.get(bid)
         if b is None:
-            raise _Bad("unknown-id", f"{act!r}: observed bundle {bid}, which the spec never opened")
+            raise _Bad("unknown-id", f"{act!r}: observed bundle {ids.observed_id('bundle', bid)}, which the spec "
+                                     "never opened")
         if (b.versions, b.poisoned) != (versions, poisoned):
-            raise _Bad("refinement", f"{act!r}: the governor observed bundle {bid} at versions {list(versions)}"
-                                     f"{' (poisoned)' if poisoned else ''}, the spec has {list(b.versions)}"
-                                     f"{' (poisoned)' if b.poisoned else ''}")
+            raise _Bad("refinement", f"{act!r}: the governor observed bundle {ids.observed_id('bundle', bid)} at "
+                                     f"versions {list(versions)}{' (poisoned)' if poisoned else ''}, the spec has "
+                                     f"{list(b.versions)}{' (poisoned)' if b.poisoned else ''}")
     if nxt.bundles is not m.bundles and not ledger:
         # What an action can change: the bundle it names, its transaction's, the ones it opens (O(1) per event).
-        tx = m.txs.get(getattr(act, "tx", None))
-        maybe = {getattr(act, "bundle", None), tx.bundle if tx is not None else None,
+        tx = m.txs.get(getattr(sact, "tx", None))
+        maybe = {getattr(sact, "bundle", None), tx.bundle if tx is not None else None,
                  *range(m.next_bundle, nxt.next_bundle)}
         for bid in sorted(b for b in maybe if type(b) is int):
             if m.bundles.get(bid) != nxt.bundles.get(bid) and bid not in observed:
-                raise _Bad("refinement", f"{act!r} changed bundle {bid} but the event does not say so")
+                raise _Bad("refinement", f"{act!r} changed bundle {ids.observed_id('bundle', bid)} but the event "
+                                         "does not say so")
 
 
 def _check_whole(m: Manager) -> None:

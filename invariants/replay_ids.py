@@ -32,6 +32,7 @@ No replay logic beyond the ids: `invariants.replay` and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -41,7 +42,7 @@ import attrs
 from invariants._violation import InvariantViolation
 from spec.records import evolve
 
-__all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId"]
+__all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId", "unbound_as_observed"]
 
 #: Action field -> the kind of id it holds.
 FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", "allocation": "allocation",
@@ -51,8 +52,15 @@ FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", 
 _TRANSFER_ONLY = frozenset({"source", "target"})
 #: Spec ids handed to the spec for an observed id the trace never issued: never issued by the spec either.
 _UNBOUND = -(10 ** 21)
+#: An `_UNBOUND` id in a spec message (observed ids have at most 20 digits: `_UNBOUND - abs(obs)` has 22).
+_UNBOUND_TEXT = re.compile(r"-1\d{21}(?!\d)")
 #: The bindings of a kind nothing was bound for yet (read-only).
 _NONE: Mapping[int, int] = MappingProxyType({})
+
+
+def unbound_as_observed(text: str) -> str:
+    """`text` (a spec message) with each unbound placeholder written as the trace's id it stands for."""
+    return _UNBOUND_TEXT.sub(lambda m: str(-int(m.group()) + _UNBOUND), text)
 
 
 def _plan(cls: type) -> tuple[tuple[str, str], ...]:

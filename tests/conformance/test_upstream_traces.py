@@ -114,7 +114,7 @@ def test_a_double_credit_is_still_rejected() -> None:
 def test_a_trace_missing_an_observed_figure_is_rejected(used: dict, charges: dict) -> None:
     r = replay_manager_lines(_lease(used=used, charges=charges))
     assert not r.ok and r.line == 3 and r.failure == "refinement", r.describe()
-    assert "does not observe it" in r.message
+    assert "does not say so" in r.message
 
 
 def _allowance(map_bytes: int, limit: int = 8) -> list[bytes]:
