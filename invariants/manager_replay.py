@@ -1,43 +1,58 @@
-"""Replay of composed traces (`ortmem-manager/2`, and `/1`) against `spec.manager`, never refimpl's code.
+"""`ortmem replay TRACE`: the one replay engine, against `spec.manager`, never refimpl's code.
 
-The same checker as `invariants.replay` for the ledger revision, over the
-composed state: per line, in this order (the first failure ends the replay
-and names the smallest bad prefix, the 1-based line number):
+Every manager trace replays here: composed ones (`ortmem-manager/2`, and
+`/1`) and ledger-only ones (`ortmem-ledger/1`, every event a ledger
+operation in the ledger's own format, `invariants.trace_format`; a ledger
+operation keeps that format inside a composed trace too). Per line, in this
+order (the first failure ends the replay and names the smallest bad prefix,
+the 1-based line number):
 
   0. the manager's constants: the `configure` event (`invariants.manager_trace`)
      sets the aging bound the spec state is built with; a composed event
      with none before it fails the trace ("unconfigured");
-  1. size and JSON, as for ledger traces (`invariants.replay`);
-  2. envelope: exact keys, the composed revision (ledger operations may keep
-     the ledger's own revision and format, `invariants.trace_format`), a known
-     kind, ids and payload keys exactly those of the kind, values well formed;
+  1. size and JSON (`invariants.replay`);
+  2. envelope: exact keys, a known revision (composed, or the ledger's),
+     a known kind, ids and payload keys exactly those of the kind, values
+     well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
-  4. ids are mapped to the spec's per kind (`invariants.replay_ids`); the
-     action must be enabled exactly as the trace says (accepted with the
-     same result, or rejected with an error whose precondition holds,
-     `spec.manager.refusals`); an accepted event
-     naming an id the spec never issued means the event that issued it was lost;
-  5. the governor's observed `used` must equal the spec's for every authority
-     the event lists, and the event must list every authority whose `used`
-     the spec changes; likewise its observed `bundles` (part versions and
-     poisoned flag) for every state bundle the event lists or the spec
-     opens, poisons or advances (I5, I10);
+  4. ids are mapped to the spec's per kind (`invariants.replay_ids`: a
+     governor may issue any fresh id); the action must be enabled exactly as
+     the trace says (accepted with the same result, or rejected with an
+     error whose precondition holds, `spec.manager.refusals`: the design
+     orders no checks); an accepted event naming an id the spec never
+     issued means the event that issued it was lost; other disagreements
+     name the ID whose guard the spec applied, or "refinement";
+  5. the governor's observed figures must equal the spec's: `used` for every
+     authority the event lists, and the event must list every authority
+     whose `used` the spec changes; a ledger event's allocation `charges`
+     likewise (in a ledger-only trace, every charge the spec moved); its
+     observed `bundles` (part versions and poisoned flag) for every state
+     bundle the event lists or the spec opens, poisons or advances (I5, I10).
+     In a ledger-only trace a wrong figure is first judged by the clause it
+     breaks: the observed figures replace the spec's in the next state, and
+     G4 (a refused event changes nothing), the observed-step predicates
+     (`invariants.replay_predicates`), the ledger's step and state predicates
+     must hold; if none fails, the figure fails as a refinement;
   5b. grants (`ortmem-manager/2`): rounds age without granting; each `grant`
      event steps `spec.grants.GrantTicket`; an event that takes the room of
-     an owed grant fails, naming I13 (`invariants.replay_grants`); `/1` traces
-     are stepped with eager rounds (every grant at the spec's instant);
+     an owed grant fails, naming I13 (`invariants.replay_grants`); `/1` and
+     ledger-only traces are stepped with eager rounds;
   6. the cross-cutting step predicates (`invariants.manager.check_step`) on
-     every accepted event (those the event can make fail: `invariants.step_frames`), and the state predicates (`check_all`) whenever at
-     least as many events passed as the state holds records, and at the end.
+     every accepted event (those the event can make fail:
+     `invariants.step_frames`), and the state predicates (`check_all`)
+     whenever at least as many events passed as the state holds records, and
+     at the end.
 
-The composed state is kept whole, with no bound on live records: its
-allocation and allowance maps are `invariants.changed.Tracked`, so the step
-predicates find the records an event changed in time proportional to that
-change, not to everything live, and the replay is linear in the trace
-(issue #21; `benchmarks/bench_replay.py`). At the end, a granted ticket, a transaction
-holding reservations, an open pressure, a pending limit change or a
-provisional allocation or an owed grant fails the trace unless its last event is a `boundary`.
+The state is kept whole, with no bound on live records: its allocation and
+allowance maps are `invariants.changed.Tracked`, so the step predicates find
+the records an event changed in time proportional to that change, not to
+everything live, and the replay is linear in the trace (issues #14, #21;
+`benchmarks/bench_replay.py`). At the end, a granted ticket, a transaction
+holding reservations, an open pressure, a pending limit change, a
+provisional allocation, reserved allowance growth or an owed grant fails the
+trace unless its last event is a `boundary`. Messages name ids in the trace's
+numbering. Traces are untrusted: nothing is evaluated, only parsed and bounded.
 """
 
 from __future__ import annotations
@@ -191,7 +206,7 @@ def _live(m: Manager) -> int:
             + len(m.pressures) + len(m.txs) + len(m.bundles))
 
 
-#: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
+#: Actions whose result is a new id, and its kind.
 _ISSUES = {GrantTicket: "allocation", M.Submit: "ticket", M.Claim: "allocation", M.TryReserve: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
            M.OpenBundle: "bundle", M.PublishView: "view", A.RegisterAuthority: "authority", A.RegisterAlias: "authority",
            A.RegisterHolder: "holder", A.Reserve: "allocation", A.RecordCommitted: "allocation",
