@@ -101,6 +101,10 @@ def bundle_lines() -> list[bytes]:
     return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
 
 
+def _lines(buf: io.StringIO) -> list[bytes]:
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
 def edited(lines: list[bytes], line: int, edit: Any) -> list[bytes]:
     """`lines` with the event on 1-based `line` changed in place by `edit(event)`."""
     ev = json.loads(lines[line - 1])
@@ -348,6 +352,24 @@ def test_a_limit_commit_returns_a_limit_outcome_naming_only_issued_pressures() -
     assert replay_manager_lines(edited(lines, 11, put("payload", "result", outcome))) == failed(
         10, "refinement", "CommitLimit(authority=1) returned LimitOutcome(committed=True, limit=40, "
         f"completed=((9, 0),)), {spec}")
+
+
+def test_a_limit_commits_expected_outcome_is_named_in_the_governors_numbering() -> None:
+    """The holder answers the limit's pressure by giving its lease back; the governor numbers that pressure 7 (the
+    spec's 1): a wrong limit in the commit's outcome names both outcomes' pressures as the trace does."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    x = p.claim(h, p.submit(h, a, 48))
+    p.register_callback(h, lambda m, pid, target: m.answer(h, pid, (x,)))
+    p.lower_limit(a, 32)
+    lines = edited(edited(_lines(buf), 7, put("payload", "result", [7])), 8, put("ids", "pressure", 7))
+    lines = edited(lines, 9, put("payload", "result", {"committed": True, "limit": 32, "completed": [[7, 48]]}))
+    assert replay_manager_lines(lines) == ReplayResult(True, 9, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 9, put("payload", "result", {"committed": True, "limit": 33,
+                                                                         "completed": [[7, 48]]}))) == failed(
+        8, "refinement", "CommitLimit(authority=1) returned LimitOutcome(committed=True, limit=33, completed=((7, 48),)), "
+        "the spec returns LimitOutcome(committed=True, limit=32, completed=((7, 48),))")
 
 
 def test_a_view_registration_may_answer_with_its_authoritys_id() -> None:
