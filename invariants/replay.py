@@ -267,9 +267,9 @@ def spec_action(ids: IdMap, act: Any, accepted: bool) -> Any:
         raise _Bad("unknown-id", f"{act!r} was accepted but names {e}") from None
 
 
-def spec_figures(ids: IdMap, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
+def spec_figures(ids: IdMap, kind: str, observed: dict[int, Any]) -> dict[int, Any]:
     try:
-        return ids.figures(kind, observed, known_only)
+        return ids.figures(kind, observed)
     except UnknownObservedId as e:
         raise _Bad("unknown-id", str(e)) from None
 

@@ -128,22 +128,20 @@ class IdMap:
                 changes[name] = new
         return evolve(act, **changes) if changes else act
 
-    def figures(self, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
+    def figures(self, kind: str, observed: dict[int, Any]) -> dict[int, Any]:
         """An observed id -> figure map (`used`, `charges`, `bundles`) keyed by the spec's ids.
 
-        An id never issued raises UnknownObservedId, unless `known_only` (then it is left out)."""
+        An id never issued raises UnknownObservedId."""
         if not observed:
             return {}
         out = {}
         for obs, v in observed.items():
             got = self.to_spec.get(kind, _NONE).get(obs)
-            if got is None and not known_only and kind == "allocation" and self._unnamed(kind, obs):
+            if got is None and kind == "allocation" and self._unnamed(kind, obs):
                 got = obs  # a grant's allocation, issued with no event (the v1 format has no grant event)
                 self.to_spec.setdefault(kind, {})[obs] = obs
                 self.to_obs.setdefault(kind, {})[obs] = obs
             if got is None:
-                if known_only:
-                    continue
                 raise UnknownObservedId(f"observed {kind} {obs}, which no event of this trace issued")
             out[got] = v
         return out
