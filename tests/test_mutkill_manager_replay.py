@@ -160,6 +160,34 @@ def test_an_event_that_changes_a_bundle_must_list_it(line: int, act: str) -> Non
         line - 1, "refinement", f"{act} changed bundle 1 but the event does not say so")
 
 
+def test_bundles_and_transactions_are_named_in_the_governors_numbering() -> None:
+    """The governor numbers the bundle 9 and the transaction 5 (the spec's 1 and 1): a bundle the commit advanced
+    left out, or observed at other versions, is named 9, and the commit's transaction is looked up as the spec's."""
+    def renumber(ev: dict[str, Any]) -> None:
+        ids, payload = ev["ids"], ev["payload"]
+        for key, new in (("bundle", 9), ("tx", 5)):
+            if ids.get(key) == 1:
+                ids[key] = new
+        if ev["kind"] in ("open_bundle", "plan_tx"):
+            payload["result"] = 9 if ev["kind"] == "open_bundle" else 5
+        if payload.get("bundles"):
+            payload["bundles"] = {"9": payload["bundles"]["1"]}
+
+    lines = bundle_lines()
+    for n in range(4, 10):
+        lines = edited(lines, n, renumber)
+    assert replay_manager_lines(lines) == ReplayResult(True, 9, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 8, put("payload", "bundles", {}))) == failed(
+        7, "refinement", "CommitTx(tx=5) changed bundle 9 but the event does not say so")
+
+    def versions(ev: dict[str, Any]) -> None:
+        ev["payload"]["bundles"]["9"]["versions"] = [1, 1, 1, 0]
+
+    assert replay_manager_lines(edited(lines, 9, versions)) == failed(8, "refinement", (
+        "ReportMismatch(bundle=9): the governor observed bundle 9 at versions [1, 1, 1, 0] (poisoned), "
+        "the spec has [1, 1, 1, 1] (poisoned)"))
+
+
 def test_a_second_report_of_a_poisoned_bundle_changes_nothing_and_need_not_list_it() -> None:
     buf = io.StringIO()
     p = ProcessMemoryManager(trace=JsonlSink(buf))

@@ -141,6 +141,10 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
     "charge-not-observed": ([_reserve4(5, {"1": 14}, {})],
                             f"REJECTED at line 5 (refinement): {_RES} charged allocation 2 but the event does not say "
                             "so"),
+    "commit-charge-not-observed": ([_reserve4(5, {"1": 14}, {"2": 4}),
+                                    _ev(6, "commit", {"holder": 1, "allocation": 2}, {"1": 13}, nbytes=3)],
+                                   "REJECTED at line 6 (refinement): Commit(holder=1, allocation=2, nbytes=3) charged "
+                                   "allocation 2 but the event does not say so"),
     "charge-after-release": ([_release(observed={"used": {"1": 0}, "charges": {"1": 10}})],
                              "REJECTED at line 5 (refinement): Release(holder=1, allocation=1): the governor observed a "
                              "charge of 10 B on allocation 1, the spec has no such allocation"),
@@ -200,11 +204,20 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                                  "was accepted but the spec refuses it: AllowanceExceeded: allowance 1: mapping 28 B, "
                                  "only 0 B reserved"),
     # --- the end of the trace: reservations left over name at most five, and the line is none
+    "growth-left-over": ([_OPEN, _ev(6, "reserve_growth", {"holder": 1, "allowance": 1}, {"1": 10}, nbytes=8)],
+                         "REJECTED at end of trace (leftover): trace ended with active items and no declared "
+                         "boundary: allowance 1 still reserves 8 B of growth"),
     "six-left-over": ([_ev(4 + i, "reserve", {"holder": 1, "authority": 1, "result": 1 + i}, {"1": 10 + i},
                            {str(1 + i): 1}, tier="device", nbytes=1, role="weights") for i in range(1, 7)],
                       "REJECTED at end of trace (leftover): trace ended with active items and no declared boundary: "
                       + "; ".join(f"allocation {i} still provisional" for i in range(2, 7))),
 }
+
+
+def test_an_allocation_whose_charge_did_not_move_need_not_be_observed() -> None:
+    """A commit of all it reserved moves no charge (only the lease's state): its event may leave the charge out."""
+    assert replay_manager_lines(SETUP[:3] + [_ev(4, "commit", {"holder": 1, "allocation": 1}, {"1": 10}, nbytes=10)]
+                                ).describe() == "OK: 4 events replayed clean"
 
 
 @pytest.mark.parametrize("case", sorted(HARMS))
