@@ -17,6 +17,8 @@ import pytest
 from invariants.manager_replay import replay, replay_manager_lines
 from invariants import replay as R
 from invariants.trace_format import CONTRACT_REVISION, MAX_SOURCES, MAX_TEXT
+from refimpl.manager import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
 from spec import errors as E
 from spec import ledger_actions as A
 from spec.ledger import refusals, step
@@ -212,6 +214,22 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                       "REJECTED at end of trace (leftover): trace ended with active items and no declared boundary: "
                       + "; ".join(f"allocation {i} still provisional" for i in range(2, 7))),
 }
+
+
+def test_a_grant_past_the_process_quota_is_named_i1_by_its_refusal_site() -> None:
+    """The trace's quota is 8 B; its reserve of 16 B was accepted. The spec refuses it with CapacityDenied at its
+    "quota" site, which is I1's (process quota used = live leases), not I2's as CapacityDenied alone would say."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p.set_process_quota(Tier.DEVICE, 64)
+    p.reserve(h, a, Tier.DEVICE, 16, Role.KV)
+    events = [json.loads(line) for line in buf.getvalue().splitlines()]
+    events[3]["payload"]["nbytes"] = 8
+    assert replay_manager_lines([json.dumps(e).encode() for e in events]).describe() == (
+        "REJECTED at line 5 (violation) [I1]: Reserve(holder=1, authority=1, tier=Tier.DEVICE, nbytes=16, "
+        "role=Role.KV) was accepted but the spec refuses it: CapacityDenied: tier device: 16 B asked, 8 B left of its "
+        "8 B process quota (I1)")
 
 
 def test_an_allocation_whose_charge_did_not_move_need_not_be_observed() -> None:
