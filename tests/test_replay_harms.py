@@ -143,10 +143,11 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
     "charge-not-observed": ([_reserve4(5, {"1": 14}, {})],
                             f"REJECTED at line 5 (refinement): {_RES} charged allocation 2 but the event does not say "
                             "so"),
-    "commit-charge-not-observed": ([_reserve4(5, {"1": 14}, {"2": 4}),
-                                    _ev(6, "commit", {"holder": 1, "allocation": 2}, {"1": 13}, nbytes=3)],
-                                   "REJECTED at line 6 (refinement): Commit(holder=1, allocation=2, nbytes=3) charged "
-                                   "allocation 2 but the event does not say so"),
+    "commit-charge-not-observed": ([_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 7}, {"1": 14}, {"7": 4},
+                                        tier="device", nbytes=4, role="weights"),
+                                    _ev(6, "commit", {"holder": 1, "allocation": 7}, {"1": 13}, nbytes=3)],
+                                   "REJECTED at line 6 (refinement): Commit(holder=1, allocation=7, nbytes=3) charged "
+                                   "allocation 7 but the event does not say so"),  # the governor's 7 is the spec's 2
     "charge-after-release": ([_release(observed={"used": {"1": 0}, "charges": {"1": 10}})],
                              "REJECTED at line 5 (refinement): Release(holder=1, allocation=1): the governor observed a "
                              "charge of 10 B on allocation 1, the spec has no such allocation"),
