@@ -50,7 +50,7 @@ from invariants.explore_parallel import explore_parallel
 from invariants.ledger_scope import QUICK_SCOPE, ledger_model
 from invariants.manager_scope import CONTROLS as MANAGER_CONTROLS
 from invariants.manager_scope import manager_model
-from invariants.replay import replay_lines
+from invariants.manager_replay import replay_manager_lines
 from refimpl.verify.checkers import CHECKERS
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
@@ -453,7 +453,7 @@ def bench_replay() -> dict:
     run_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0, operations=5000)
     lines = [line.encode() for line in buf.getvalue().splitlines()]
     t0 = time.perf_counter()
-    r = replay_lines(lines)
+    r = replay_manager_lines(lines)
     dt = time.perf_counter() - t0
     assert r.ok, r.describe()
     print(f"\nreplay: {len(lines)} events in {dt:.2f} s, {len(lines) / dt:,.0f} events/s")

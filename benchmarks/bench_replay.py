@@ -1,17 +1,17 @@
 """Replay throughput (events/s) against trace size: linear replay means a flat rate (issue #14).
 
-Each trace is written by refimpl's traced `ProcessMemoryManager` (contracts
-off) to a temporary file, then replayed from that file with
-`invariants.replay.replay`. The workload is the adversarial shape of the
-issue: per four events one reservation is left open (so live state grows
+Each ledger-only trace is written by refimpl's traced `ProcessMemoryManager`
+(contracts off) to a temporary file, then replayed from that file with
+`invariants.manager_replay.replay` (the one engine). The workload is the
+adversarial shape of the issue: per four events one reservation is left open (so live state grows
 with the trace: n/4 provisional reservations at the end, before a declared
 boundary) and one more is reserved, committed and released. A quadratic
 checker's rate falls as n grows; a linear one's stays flat. CPU time of the
 replaying process is reported beside wall time: on a shared machine wall
 time mostly measures the neighbours.
 
-Composed traces (`ortmem-manager/2`, replayed by
-`invariants.manager_replay`; issue #21) are written by refimpl's traced
+Composed traces (`ortmem-manager/2`, replayed by the same
+engine; issue #21) are written by refimpl's traced
 composed manager in two shapes, each sized in MB: `mixed` is `ortmem
 trace`'s own workload (`refimpl.manager_workload`: tickets, pressure,
 transactions, bundles, limits, device loss; its live state stays small), and
@@ -36,8 +36,7 @@ import time
 from typing import Any
 
 from invariants import contracts
-from invariants.manager_replay import replay_manager_lines
-from invariants.replay import replay
+from invariants.manager_replay import replay, replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.manager_workload import run_manager_workload

@@ -240,38 +240,38 @@ MODULES: dict[str, list[str]] = {
                                           "invariants/manager_tickets.py")},
     # the process quota's harm clause and room (D6): the clause suites, and the quota's own spec and refimpl tests
     "invariants/manager_quota.py": [*_MANAGER_CLAUSE_TESTS, "tests/test_spec_quota.py", "tests/test_manager_quota.py"],
-    # The replay checker (issue #21 item 8): its self-tests (every failure class at the smallest bad prefix,
-    # buggy governors' traces naming their ID), the replay-control corpus, the conformance traces of refusals
-    # and fresh ids, and what a foreign governor's trace can get wrong (test_replay_harms). Left out: the
-    # campaign-trace test (slow), and the tests that apply refimpl/verify's own source mutants, whose snippets
-    # mutmut's copies repeat.
+    # The replay's trace reading and ledger-event decoding (issue #21 item 8): the replay self-tests (every failure
+    # class at the smallest bad prefix, buggy governors' traces naming their ID), the replay-control corpus, the
+    # conformance traces of refusals and fresh ids, and what a foreign governor's trace can get wrong
+    # (test_replay_harms). Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own
+    # source mutants, whose snippets mutmut's copies repeat.
     "invariants/replay.py": ["tests/test_replay.py", "tests/test_replay_mutants.py", "tests/test_replay_harms.py",
                              "tests/conformance/test_refusals.py", "tests/conformance/test_fresh_ids.py",
                              "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
-    # The composed replay (issue #26 item 4): the composed traces replayed clean and broken by hand (each event
-    # removed, repeated, reordered, a figure or result changed, an ill-typed field), the aging and grant events,
-    # the refusal, fresh-id and upstream conformance traces (the converted ones need tools/, not copied).
+    # The one replay engine (issue #26 item 4, issue #21 items 1/4): the composed traces replayed clean and broken
+    # by hand (each event removed, repeated, reordered, a figure or result changed, an ill-typed field), the aging
+    # and grant events, the refusal, fresh-id and upstream conformance traces (the converted ones need tools/, not
+    # copied), and the ledger-only traces' self-tests and harms (a wrong figure named by its clause), with the same
+    # slow test left out as for invariants/replay.py.
     "invariants/manager_replay.py": ["tests/test_manager_trace.py", "tests/test_manager_trace_aging.py",
                                      "tests/test_grant_events.py", "tests/conformance/test_refusals.py",
                                      "tests/conformance/test_fresh_ids.py", "tests/conformance/test_upstream_traces.py",
-                                     "tests/test_mutkill_manager_replay.py"],
+                                     "tests/test_mutkill_manager_replay.py", "tests/test_replay.py",
+                                     "tests/test_replay_harms.py",
+                                     "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
     # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
     # slow and source-mutant tests left out as for invariants/replay.py. Observed-step predicates (I2's charge):
     # the replay self-tests and harms, and the verdict pins that call the predicate directly.
     "invariants/replay_predicates.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
                                         "tests/test_verdict_pins.py", "tests/test_mutkill_replay_predicates.py",
                                         "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
-    # Observed ids to the spec's (both replays): fresh-id conformance traces, the owed-grant rule's observed ids.
+    # Observed ids to the spec's: fresh-id conformance traces, the owed-grant rule's observed ids.
     "invariants/replay_ids.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
                                  "tests/conformance/test_fresh_ids.py", "tests/conformance/test_refusals.py",
                                  "tests/test_mutkill_replay_grants.py", "tests/test_mutkill_replay_ids.py",
                                  "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
-    # The partial-state store: the replay self-tests and harms, and the linear-time suite that counts its views.
-    "invariants/replay_store.py": ["tests/test_replay.py", "tests/test_replay_harms.py", "tests/test_replay_linear.py",
-                                   "tests/test_mutkill_replay_store.py",
-                                   "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
     # The liveness checkers (issue #26 item 4): the starvation scope (I13's), the catalog's properties with their
     # fairness, and the lasso / SCC search on the explored graph. Each whole scope is built in well under a second,
     # so the property runs, the guard-off controls with their lassos replayed, and the fairness-weight tests are all

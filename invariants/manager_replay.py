@@ -1,54 +1,70 @@
-"""Replay of composed traces (`ortmem-manager/2`, and `/1`) against `spec.manager`, never refimpl's code.
+"""`ortmem replay TRACE`: the one replay engine, against `spec.manager`, never refimpl's code.
 
-The same checker as `invariants.replay` for the ledger revision, over the
-composed state: per line, in this order (the first failure ends the replay
-and names the smallest bad prefix, the 1-based line number):
+Every manager trace replays here: composed ones (`ortmem-manager/2`, and
+`/1`) and ledger-only ones (`ortmem-ledger/1`, every event a ledger
+operation in the ledger's own format, `invariants.trace_format`; a ledger
+operation keeps that format inside a composed trace too). Per line, in this
+order (the first failure ends the replay and names the smallest bad prefix,
+the 1-based line number):
 
   0. the manager's constants: the `configure` event (`invariants.manager_trace`)
      sets the aging bound the spec state is built with; a composed event
      with none before it fails the trace ("unconfigured");
-  1. size and JSON, as for ledger traces (`invariants.replay`);
-  2. envelope: exact keys, the composed revision (ledger operations may keep
-     the ledger's own revision and format, `invariants.trace_format`), a known
-     kind, ids and payload keys exactly those of the kind, values well formed;
+  1. size and JSON (`invariants.replay`);
+  2. envelope: exact keys, a known revision (composed, or the ledger's),
+     a known kind, ids and payload keys exactly those of the kind, values
+     well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
-  4. ids are mapped to the spec's per kind (`invariants.replay_ids`); the
-     action must be enabled exactly as the trace says (accepted with the
-     same result, or rejected with an error whose precondition holds,
-     `spec.manager.refusals`); an accepted event
-     naming an id the spec never issued means the event that issued it was lost;
-  5. the governor's observed `used` must equal the spec's for every authority
-     the event lists, and the event must list every authority whose `used`
-     the spec changes; likewise its observed `bundles` (part versions and
-     poisoned flag) for every state bundle the event lists or the spec
-     opens, poisons or advances (I5, I10);
+  4. ids are mapped to the spec's per kind (`invariants.replay_ids`: a
+     governor may issue any fresh id); the action must be enabled exactly as
+     the trace says (accepted with the same result, or rejected with an
+     error whose precondition holds, `spec.manager.refusals`: the design
+     orders no checks); an accepted event naming an id the spec never
+     issued means the event that issued it was lost; other disagreements
+     name the ID whose guard the spec applied, or "refinement";
+  5. the governor's observed figures must equal the spec's: `used` for every
+     authority the event lists, and the event must list every authority
+     whose `used` the spec changes; a ledger event's allocation `charges`
+     likewise (in a ledger-only trace, every charge the spec moved); its
+     observed `bundles` (part versions and poisoned flag) for every state
+     bundle the event lists or the spec opens, poisons or advances (I5, I10).
+     In a ledger-only trace a wrong figure is first judged by the clause it
+     breaks: the observed figures replace the spec's in the next state, and
+     G4 (a refused event changes nothing), the observed-step predicates
+     (`invariants.replay_predicates`), the ledger's step and state predicates
+     must hold; if none fails, the figure fails as a refinement;
   5b. grants (`ortmem-manager/2`): rounds age without granting; each `grant`
      event steps `spec.grants.GrantTicket`; an event that takes the room of
-     an owed grant fails, naming I13 (`invariants.replay_grants`); `/1` traces
-     are stepped with eager rounds (every grant at the spec's instant);
+     an owed grant fails, naming I13 (`invariants.replay_grants`); `/1` and
+     ledger-only traces are stepped with eager rounds;
   6. the cross-cutting step predicates (`invariants.manager.check_step`) on
-     every accepted event (those the event can make fail: `invariants.step_frames`), and the state predicates (`check_all`) whenever at
-     least as many events passed as the state holds records, and at the end.
+     every accepted event (those the event can make fail:
+     `invariants.step_frames`), and the state predicates (`check_all`)
+     whenever at least as many events passed as the state holds records, and
+     at the end.
 
-The composed state is kept whole, with no bound on live records: its
-allocation and allowance maps are `invariants.changed.Tracked`, so the step
-predicates find the records an event changed in time proportional to that
-change, not to everything live, and the replay is linear in the trace
-(issue #21; `benchmarks/bench_replay.py`). At the end, a granted ticket, a transaction
-holding reservations, an open pressure, a pending limit change or a
-provisional allocation or an owed grant fails the trace unless its last event is a `boundary`.
+The state is kept whole, with no bound on live records: its allocation and
+allowance maps are `invariants.changed.Tracked`, so the step predicates find
+the records an event changed in time proportional to that change, not to
+everything live, and the replay is linear in the trace (issues #14, #21;
+`benchmarks/bench_replay.py`). At the end, a granted ticket, a transaction
+holding reservations, an open pressure, a pending limit change, a
+provisional allocation, reserved allowance growth or an owed grant fails the
+trace unless its last event is a `boundary`. Messages name ids in the trace's
+numbering. Traces are untrusted: nothing is evaluated, only parsed and bounded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 import attrs
 
 from invariants._violation import InvariantViolation
-from invariants.changed import track
+from invariants import ledger as LP
+from invariants.changed import changed, track
 from invariants.manager import check_all, check_step
 from invariants.manager_trace import (
     CONFIGURE,
@@ -65,10 +81,11 @@ from invariants.manager_trace import (
     decode_field,
     decode_result,
 )
-from invariants.replay import (ReplayResult, _Bad, bind_result, check_outcome, next_in_sequence, other_refusal,
-                               read_event, spec_action, spec_figures)
+from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, next_in_sequence,
+                               other_refusal, read_event, spec_action, spec_figures)
 from invariants.replay_grants import at_rest, never_granted, owed_after
 from invariants.replay_ids import IdMap
+from invariants.replay_predicates import check_observed_step
 from invariants.replay import _decode as ledger_decode
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
 from spec import errors as E
@@ -80,7 +97,7 @@ from spec.manager_actions import LimitOutcome, Manager, initial
 from spec.records import evolve
 from spec.types import AllocState
 
-__all__ = ["replay_manager_lines"]
+__all__ = ["replay", "replay_manager_lines"]
 
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "result", "used", "bundles")
@@ -113,7 +130,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
                        "used": outcome["observed"]["used"], "charges": outcome["observed"]["charges"],
                        "bundles": {}, "ledger": True}
         return act, outcome
-    if ev["contract_revision"] not in MANAGER_REVISIONS:
+    if type(ev["contract_revision"]) is not str or ev["contract_revision"] not in MANAGER_REVISIONS:
         raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} or {MANAGER_REVISION_1!r} (with "
                                        f"ledger operations in {CONTRACT_REVISION!r}), got "
                                        f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
@@ -189,7 +206,7 @@ def _live(m: Manager) -> int:
             + len(m.pressures) + len(m.txs) + len(m.bundles))
 
 
-#: Composed actions whose result is a new id, and its kind (ledger ones: `invariants.replay._ISSUES`).
+#: Actions whose result is a new id, and its kind.
 _ISSUES = {GrantTicket: "allocation", M.Submit: "ticket", M.Claim: "allocation", M.TryReserve: "allocation", M.Press: "pressure", M.PlanTx: "tx", M.ReserveTx: "allocation",
            M.OpenBundle: "bundle", M.PublishView: "view", A.RegisterAuthority: "authority", A.RegisterAlias: "authority",
            A.RegisterHolder: "holder", A.Reserve: "allocation", A.RecordCommitted: "allocation",
@@ -219,8 +236,11 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
         for o, r in zip(observed, result):
             bind_result(ids, "pressure", o, r)
         return
+    shown, expected = observed, result  # in the trace's numbering, for the message
     if isinstance(act, M.CommitTx) and type(observed) is tuple:
         observed = tuple(ids.spec_id("allocation", x, False) for x in observed)
+        if type(result) is tuple:
+            expected = tuple(ids.observed_id("allocation", r) for r in result)
     elif isinstance(act, M.CommitLimit) and isinstance(observed, LimitOutcome):
         a = nxt.ledger.authorities.get(ids.spec_id("authority", act.authority, False))
         if observed.committed and a is not None and observed.limit < a.used:
@@ -229,12 +249,16 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
                                     "used: a lowered limit below use, with the old limit gone (C8)", "C8")
         observed = attrs.evolve(observed, completed=tuple((ids.spec_id("pressure", p, False), n)
                                                           for p, n in observed.completed))
+        if isinstance(result, LimitOutcome):
+            expected = attrs.evolve(result, completed=tuple((ids.observed_id("pressure", p), n)
+                                                            for p, n in result.completed))
     if observed != result:
-        raise _Bad("refinement", f"{act!r} returned {observed!r}, the spec returns {result!r}")
+        raise _Bad("refinement", f"{act!r} returned {shown!r}, the spec returns {expected!r}")
 
 
-def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: bool) -> Manager:
-    """`eager`: rounds grant (`ortmem-manager/1`); else every grant is its own event (`/2`, `invariants.replay_grants`)."""
+def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: bool, ledger_only: bool) -> Manager:
+    """`eager`: rounds grant (`ortmem-manager/1`); else every grant is its own event (`/2`, `invariants.replay_grants`).
+    `ledger_only`: no composed event came yet, so this ledger event alone moved every charge, and must observe each."""
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
     try:
@@ -256,28 +280,25 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: boo
     used = spec_figures(ids, "authority", outcome["used"]) if outcome["used"] else {}
     charges = spec_figures(ids, "allocation", outcome["charges"]) if outcome["charges"] else {}
     bundles = spec_figures(ids, "bundle", outcome["bundles"]) if outcome["bundles"] else {}
-    auths, before = nxt.ledger.authorities, m.ledger.authorities
+    auths, before, allocs = nxt.ledger.authorities, m.ledger.authorities, nxt.ledger.allocations
+    wrong = False
     for aid, u in used.items():
         if aid not in auths:
             raise _Bad("unknown-id", f"observed used of authority {ids.observed_id('authority', aid)}, "
                                      "which does not exist")
-        if auths[aid].used != u:
-            raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority "
-                                     f"{ids.observed_id('authority', aid)}, the spec has {auths[aid].used} B")
-    allocs = nxt.ledger.allocations
-    for rid, charge in charges.items():
-        if rid not in allocs or allocs[rid].charge != charge:
-            raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation "
-                                     f"{ids.observed_id('allocation', rid)}, the spec has "
-                                     f"{allocs[rid].charge if rid in allocs else 'no such allocation'}")
+        wrong = wrong or auths[aid].used != u
+    if wrong or any(rid not in allocs or allocs[rid].charge != c for rid, c in charges.items()):
+        _observed_wrong(m, ids, act, sact, nxt, used, charges, err is not None, ledger_only)
     # An event lists every authority whose used changed (a missing figure fails: issue #21).
     changed = [] if auths is before else [a for a in auths if a in before and auths[a].used != before[a].used
                                           and a not in used]
     if changed:
         raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
                                  "but the event does not say so")
+    if ledger_only and allocs is not m.ledger.allocations:
+        _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
     if bundles or nxt.bundles is not m.bundles:
-        _check_bundles(sact, m, nxt, bundles, outcome["ledger"])
+        _check_bundles(ids, act, sact, m, nxt, bundles, outcome["ledger"])
     if accepted:
         try:
             check_step(m, sact, nxt, result)
@@ -286,25 +307,82 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: boo
     return nxt
 
 
-def _check_bundles(act: Any, m: Manager, nxt: Manager, observed: dict[int, Any], ledger: bool) -> None:
+def _observed_wrong(m: Manager, ids: IdMap, act: Any, sact: Any, nxt: Manager, used: dict[int, int],
+                    charges: dict[int, int], rejected: bool, ledger_only: bool) -> None:
+    """An observed figure (`used`, `charges`: spec ids) differs from the spec's: fail as a refinement naming the
+    figure, or first, in a ledger-only trace, naming the clause the observed state breaks (`_judge_observed`)."""
+    led = nxt.ledger
+    if ledger_only:
+        _judge_observed(m, act, sact, led, used, charges, rejected)
+    for aid, u in used.items():
+        if led.authorities[aid].used != u:
+            raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority "
+                                     f"{ids.observed_id('authority', aid)}, the spec has {led.authorities[aid].used} B")
+    for rid, charge in charges.items():
+        if rid not in led.allocations or led.allocations[rid].charge != charge:
+            raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation "
+                                     f"{ids.observed_id('allocation', rid)}, the spec has "
+                                     f"{led.allocations[rid].charge if rid in led.allocations else 'no such allocation'}")
+
+
+def _judge_observed(m: Manager, act: Any, sact: Any, led: Any, used: dict[int, int], charges: dict[int, int],
+                    rejected: bool) -> None:
+    """The spec's next ledger `led` with the observed figures in place of its own must satisfy G4 (a refused event
+    changes nothing), the observed-step predicates, the ledger's step predicates and its state predicates: the
+    ledger-only governor's figures are judged by the clause they break. In a ledger-only trace every figure a step
+    moves is observed (`_charges_observed`); a composed event's step may grant tickets, whose charges no event
+    lists, so composed traces are judged by comparison alone. Cold path: the replay ends here (O(n) once)."""
+    auths, allocs = led.authorities, led.allocations
+    for aid, u in used.items():
+        if auths[aid].used != u:
+            auths = auths.set(aid, evolve(auths[aid], used=u))
+    for rid, c in charges.items():
+        if rid in allocs and allocs[rid].charge != c:
+            allocs = allocs.set(rid, evolve(allocs[rid], charge=c))
+    seen = evolve(led, authorities=auths, allocations=allocs)
+    try:
+        if rejected:
+            raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
+        check_observed_step(m.ledger, sact, seen)
+        LP.check_step(m.ledger, sact, seen)
+        for p in (*LP.LOCAL_STATE_PREDICATES, LP.state_I1, LP.state_I2):
+            p(seen)
+    except InvariantViolation as e:
+        raise _Bad("violation", str(e), e.id) from None
+
+
+def _charges_observed(act: Any, ids: IdMap, before: Any, after: Any, charges: dict[int, int]) -> None:
+    """A ledger event observes the charge of every allocation the spec charged (a missing figure fails: issue #21);
+    a composed event observes `used` only, and in a composed trace a ledger event's step may grant tickets too."""
+    for rid in sorted(changed(before, after)):
+        r = after.get(rid)
+        if r is not None and rid not in charges and (rid not in before or before[rid].charge != r.charge):
+            raise _Bad("refinement", f"{act!r} charged allocation {ids.observed_id('allocation', rid)} but the event "
+                                     "does not say so")
+
+
+def _check_bundles(ids: IdMap, act: Any, sact: Any, m: Manager, nxt: Manager, observed: dict[int, Any],
+                   ledger: bool) -> None:
     """The governor's bundle records the event lists (`observed`, in spec ids) equal the spec's, and it lists every
-    bundle the spec changed (`ledger`: a ledger-format event, which lists none)."""
+    bundle the spec changed (`ledger`: a ledger-format event, which lists none). `sact`: `act` in spec ids."""
     for bid, (versions, poisoned) in observed.items():
         b = nxt.bundles.get(bid)
         if b is None:
-            raise _Bad("unknown-id", f"{act!r}: observed bundle {bid}, which the spec never opened")
+            raise _Bad("unknown-id", f"{act!r}: observed bundle {ids.observed_id('bundle', bid)}, which the spec "
+                                     "never opened")
         if (b.versions, b.poisoned) != (versions, poisoned):
-            raise _Bad("refinement", f"{act!r}: the governor observed bundle {bid} at versions {list(versions)}"
-                                     f"{' (poisoned)' if poisoned else ''}, the spec has {list(b.versions)}"
-                                     f"{' (poisoned)' if b.poisoned else ''}")
+            raise _Bad("refinement", f"{act!r}: the governor observed bundle {ids.observed_id('bundle', bid)} at "
+                                     f"versions {list(versions)}{' (poisoned)' if poisoned else ''}, the spec has "
+                                     f"{list(b.versions)}{' (poisoned)' if b.poisoned else ''}")
     if nxt.bundles is not m.bundles and not ledger:
         # What an action can change: the bundle it names, its transaction's, the ones it opens (O(1) per event).
-        tx = m.txs.get(getattr(act, "tx", None))
-        maybe = {getattr(act, "bundle", None), tx.bundle if tx is not None else None,
+        tx = m.txs.get(getattr(sact, "tx", None))
+        maybe = {getattr(sact, "bundle", None), tx.bundle if tx is not None else None,
                  *range(m.next_bundle, nxt.next_bundle)}
         for bid in sorted(b for b in maybe if type(b) is int):
             if m.bundles.get(bid) != nxt.bundles.get(bid) and bid not in observed:
-                raise _Bad("refinement", f"{act!r} changed bundle {bid} but the event does not say so")
+                raise _Bad("refinement", f"{act!r} changed bundle {ids.observed_id('bundle', bid)} but the event "
+                                         "does not say so")
 
 
 def _check_whole(m: Manager) -> None:
@@ -322,6 +400,8 @@ def _leftover(m: Manager) -> list[str]:
     out += [f"limit change on authority {a} still pending" for a in m.changes]
     out += [f"allocation {r.id} still provisional" for r in m.ledger.allocations.values()
             if r.state is AllocState.PROVISIONAL]
+    out += [f"allowance {w.id} still reserves {w.reserved} B of growth" for w in m.ledger.allowances.values()
+            if w.reserved]
     return out
 
 
@@ -363,7 +443,7 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 if not outcome["ledger"] and not configured:
                     raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
                                                "the manager's aging bound, so the spec cannot arbitrate it")
-                was, m = m, _apply(m, ids, act, outcome, eager)
+                was, m = m, _apply(m, ids, act, outcome, eager, composed is None)
                 cur["m"] = m
                 if not eager and m is not was:
                     owed = owed_after(act, was, owed, m, ids)
@@ -381,3 +461,8 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     except _Bad as bad:
         return ReplayResult(False, events, line or None, bad.failure, bad.id, str(bad))
     return ReplayResult(True, events, None, None, None, "no violation")
+
+
+def replay(stream: IO[bytes]) -> ReplayResult:
+    """Replay a binary stream of JSONL events, reading at most one bounded line at a time."""
+    return replay_manager_lines(bounded_lines(stream))

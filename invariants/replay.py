@@ -1,40 +1,22 @@
-"""`ortmem replay TRACE`: an independent checker of JSONL traces against the spec.
+"""Reading a JSONL trace for `ortmem replay` (`invariants.manager_replay`, the one replay engine).
 
-Shares event types (`invariants.trace_format`) with the emitter, never its
-transition code: each event is replayed with `spec.ledger.step`. Per line,
-in this order (the first failure ends the replay and names the smallest bad
-prefix, i.e. the 1-based line number):
+What every replayed line goes through before the spec sees it, and the
+verdict's parts:
 
-  1. size: at most MAX_LINE_BYTES per line, MAX_EVENTS lines, MAX_SOURCES sources;
+  1. size: at most MAX_LINE_BYTES per line, MAX_EVENTS lines, MAX_SOURCES sources
+     (`read_event`, `next_in_sequence`, `bounded_lines`);
   2. JSON: one object, no NaN/Infinity, no duplicate keys, integers of at most 20 digits;
-  3. envelope: exact keys, known contract revision, known kind, ids and payload
-     keys exactly those of the kind, enums and outcome well formed;
+  3. a ledger operation in the ledger's own format (`ortmem-ledger/1`,
+     `invariants.trace_format`): exact keys, known kind, ids and payload keys
+     exactly those of the kind, enums, outcome and observed figures well
+     formed (`_decode`);
   4. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
-  5. the event's ids are mapped to the spec's, per kind (`invariants.replay_ids`:
-     a governor may issue any fresh id; an id reused for a second live object,
-     or never issued, fails at that event); the one spec action the event
-     records must be enabled exactly as the trace says: accepted (its issued id
-     now names the spec's new object), or rejected with an error whose
-     precondition holds (`spec.ledger.refusals`: the design orders no checks)
-     and no observed change. An accepted event the spec rejects as an unknown id means
-     the trace lost the event that issued it; other disagreements name the ID
-     whose guard the spec applied (`ERROR_IDS`), or "refinement";
-  6. the observed figures (`used`, charges) replace the spec's in the next
-     state; the observed-step predicates, every step predicate, the local
-     state predicates and the per-ledger running totals must hold (a
-     rejected event must observe no change: G4);
-  7. every state predicate over the whole state, at a `boundary` event (once
-     at least as many events passed since the last such check as the state
-     holds records) and at the end of the trace.
+  5. the outcome: the spec enabled the action exactly as the trace says
+     (`check_outcome`, `other_refusal`: the design orders no checks), ids
+     mapped through `invariants.replay_ids` (`spec_action`, `bind_result`,
+     `spec_figures`).
 
-Each event is stepped and checked on a partial state holding only what it
-touches (`invariants.replay_store`), so replay time is linear in the trace's
-size: no event costs time proportional to everything else still live, and
-the whole-state checks of step 7 cost O(1) amortised per event.
-
-At the end, provisional reservations and reserved allowance growth left
-over fail the trace, unless its last event is a declared `boundary`.
 Traces are untrusted: nothing is evaluated, only parsed and bounded.
 """
 
@@ -45,13 +27,9 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 import attrs
-from attrs import evolve
 
 from invariants._violation import InvariantViolation
-from invariants.ledger import LOCAL_STATE_PREDICATES, check_all, check_step
-from invariants.replay_ids import IdMap, UnknownObservedId
-from invariants.replay_predicates import check_observed_step
-from invariants.replay_store import Store
+from invariants.replay_ids import IdMap, UnknownObservedId, unbound_as_observed
 from invariants.trace_format import (
     BOUNDARY,
     CREATES,
@@ -63,24 +41,14 @@ from invariants.trace_format import (
     MAX_SOURCES,
     MAX_TEXT,
     OPTIONAL_FIELDS,
-    REVISIONS,
     decode_value,
-    kind_of,
 )
 from spec import errors as E
-from spec import ledger_actions as A
-from spec.ledger import alternatives as spec_alternatives
-from spec.ledger import refusals as spec_refusals
-from spec.ledger import step as spec_step
-from spec.ledger_state import State
-from spec.types import AllocState
 
-__all__ = ["ReplayResult", "replay", "replay_lines", "bounded_lines", "read_event", "next_in_sequence",
-           "check_outcome", "ERROR_IDS", "FAILURE_KINDS"]
+__all__ = ["ReplayResult", "bounded_lines", "read_event", "next_in_sequence", "check_outcome", "ERROR_IDS",
+           "FAILURE_KINDS"]
 
-_ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "observed")
-_UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance)
 #: When a governor accepted what the spec refuses, the ID whose guard refused it.
 ERROR_IDS: dict[type, str] = {
     E.IdentityMismatch: "C1", E.TierMismatch: "C2", E.InvalidBytes: "C2", E.CapacityDenied: "I2",
@@ -94,7 +62,6 @@ FAILURE_KINDS = ("oversize", "too-many-events", "too-many-sources", "bad-json", 
                  "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover",
                  "mixed-protocols", "unconfigured")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
-_ENVELOPE_KEYS = frozenset(_ENVELOPE)
 _OBSERVED_KEYS = frozenset({"used", "charges"})
 #: Per kind: its action class, its fields (name, whether an int there decodes to itself: not an enum), exact id
 #: keys (before an accepted creation's `result`), and payload keys.
@@ -210,12 +177,8 @@ def next_in_sequence(ev: dict[str, Any], last: dict[str, int]) -> None:
 
 
 def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The spec action the event records, and its outcome part of the payload."""
-    if ev.keys() != _ENVELOPE_KEYS:
-        raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
-    if type(ev["contract_revision"]) is not str or ev["contract_revision"] not in REVISIONS:
-        raise _Bad("unknown-revision", f"unknown contract revision {str(ev['contract_revision'])[:MAX_TEXT]!r}; "
-                                       f"this checker knows {sorted(REVISIONS)}")
+    """The spec action a ledger-format event records, and its outcome part of the payload (the caller checked the
+    envelope's keys and its revision, `invariants.manager_replay`)."""
     kind = ev["kind"]
     if type(kind) is not str or (kind not in KINDS and kind != BOUNDARY):
         raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
@@ -266,24 +229,6 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return cls(**args), outcome
 
 
-def _observed_state(nxt: State, observed: dict[str, dict[int, int]]) -> State:
-    auths, allocs = nxt.authorities, nxt.allocations
-    for aid, used in observed["used"].items():
-        if aid not in auths:
-            raise _Bad("unknown-id", f"observed used of authority {aid}, which does not exist")
-        if auths[aid].used != used:
-            auths = auths.set(aid, evolve(auths[aid], used=used))
-    for rid, charge in observed["charges"].items():
-        if rid not in allocs:
-            raise _Bad("refinement", f"observed a charge of {charge} B on allocation {rid}, which the spec "
-                                     "no longer holds")
-        if allocs[rid].charge != charge:
-            allocs = allocs.set(rid, evolve(allocs[rid], charge=charge))
-    if auths is nxt.authorities and allocs is nxt.allocations:
-        return nxt
-    return evolve(nxt, authorities=auths, allocations=allocs)
-
-
 def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any], unknown: tuple[type, ...],
                   excused: bool = False) -> None:
     """Check 5: the spec enabled `act` exactly as the trace says (accepted, or rejected with the same class).
@@ -301,19 +246,7 @@ def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any]
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
     if not accepted and type(err).__name__ != outcome["error"] and not excused:
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
-                                 f"{type(err).__name__}: {err}")
-
-
-#: Ledger kinds whose accepted operation issues an id, and the kind of that id.
-_ISSUES = {"register_authority": "authority", "register_alias": "authority", "register_holder": "holder",
-           "reserve": "allocation", "record_committed": "allocation", "open_allowance": "allowance"}
-
-
-def ledger_ids(store: Store) -> IdMap:
-    """The id map of a ledger replay: authorities and holders never retire; allocations and allowances do."""
-    tables = {"authority": store.auths, "holder": store.holders, "allocation": store.allocs,
-              "allowance": store.allows}
-    return IdMap(lambda kind, i: i in tables[kind])
+                                 f"{type(err).__name__}: {unbound_as_observed(str(err))}")
 
 
 def bind_result(ids: IdMap, kind: str, obs: Any, spec: Any, canonical: int | None = None) -> None:
@@ -334,9 +267,9 @@ def spec_action(ids: IdMap, act: Any, accepted: bool) -> Any:
         raise _Bad("unknown-id", f"{act!r} was accepted but names {e}") from None
 
 
-def spec_figures(ids: IdMap, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
+def spec_figures(ids: IdMap, kind: str, observed: dict[int, Any]) -> dict[int, Any]:
     try:
-        return ids.figures(kind, observed, known_only)
+        return ids.figures(kind, observed)
     except UnknownObservedId as e:
         raise _Bad("unknown-id", str(e)) from None
 
@@ -350,107 +283,6 @@ def other_refusal(refusals: Any, state: Any, act: Any, err: E.GovernorError | No
     return outcome["error"] in {type(e).__name__ for e in refusals(state, act)}
 
 
-def _require_observed(act: Any, state: State, nxt: State, observed: dict[str, dict[int, int]]) -> None:
-    """An event lists the governor's figure for every ledger `used` and allocation charge the spec changes.
-
-    Conformance is judged on observed state: an event that leaves out a figure the operation moved would
-    degrade replay to action sequences (issue #21), so it fails the trace, naming the figure."""
-    for aid, a in nxt.authorities.items():
-        before = state.authorities[aid].used if aid in state.authorities else 0
-        if a.used != before and aid not in observed["used"]:
-            raise _Bad("refinement", f"{act!r} moved used of authority {aid} ({before} -> {a.used} B in the spec) "
-                                     "but the event does not observe it: every figure an operation moves is required")
-    for rid, r in nxt.allocations.items():
-        if (rid not in state.allocations or state.allocations[rid].charge != r.charge) and rid not in observed["charges"]:
-            raise _Bad("refinement", f"{act!r} charged allocation {rid} ({r.charge} B in the spec) but the event does "
-                                     "not observe it: every figure an operation moves is required")
-
-
-def _apply(store: Store, ids: IdMap, act: Any, outcome: dict[str, Any]) -> None:
-    accepted = outcome["outcome"] == "accepted"
-    sact = spec_action(ids, act, accepted)
-    obs = outcome["observed"]
-    known = {"used": spec_figures(ids, "authority", obs["used"], True),
-             "charges": spec_figures(ids, "allocation", obs["charges"], True)}
-    state = store.view(sact, known)  # exactly what this action reads or changes
-    try:
-        nxt, result = spec_step(state, sact)
-        err = None
-    except E.GovernorError as e:
-        nxt, result, err = state, None, e
-        if accepted:  # an outcome the design allows where the reference refuses (D8)
-            for nxt, result in spec_alternatives(state, sact):
-                err = None
-                break
-    check_outcome(act, err, outcome, _UNKNOWN, excused=other_refusal(spec_refusals, state, sact, err, outcome))
-    if accepted and "result" in outcome:
-        kind = _ISSUES[kind_of(type(act))]
-        alias_of = nxt.authorities[result].alias_of if isinstance(act, A.RegisterAlias) else None
-        bind_result(ids, kind, outcome["result"], result, alias_of)
-    observed = {"used": spec_figures(ids, "authority", obs["used"]),
-                "charges": spec_figures(ids, "allocation", obs["charges"])}
-    _require_observed(act, state, nxt, observed)
-    seen = _observed_state(nxt, observed)
-    try:
-        if err is not None:
-            if seen != state:  # lease rule G4
-                raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
-            return
-        check_observed_step(state, sact, seen)
-        check_step(state, sact, seen)
-        for p in LOCAL_STATE_PREDICATES:
-            p(seen)
-        store.merge(state, seen)
-        store.check_ledgers(seen)
-    except InvariantViolation as e:
-        raise _Bad("violation", str(e), e.id) from None
-
-
-def _check_whole(store: Store) -> State:
-    full = store.full()
-    try:
-        check_all(full)
-    except InvariantViolation as e:
-        raise _Bad("violation", str(e), e.id) from None
-    return full
-
-
-def _leftover(state: State) -> list[str]:
-    out = [f"allocation {r.id} still provisional ({r.nbytes} B reserved, never committed or cancelled)"
-           for r in state.allocations.values() if r.state is AllocState.PROVISIONAL]
-    out += [f"allowance {w.id} still reserves {w.reserved} B of growth"
-            for w in state.allowances.values() if w.reserved]
-    return out
-
-
-def replay_lines(lines: Iterable[bytes]) -> ReplayResult:
-    """Replay raw lines (each with or without its newline); see the module docstring."""
-    store, last, events, line, at_boundary, since_whole = Store(), {}, 0, 0, False, 0
-    ids = ledger_ids(store)
-    try:
-        for raw in lines:
-            line += 1
-            ev = read_event(raw, line)
-            act, outcome = _decode(ev)
-            next_in_sequence(ev, last)
-            at_boundary = act is None
-            since_whole += 1
-            if act is not None:
-                _apply(store, ids, act, outcome)
-            elif since_whole >= store.size():  # amortised: O(1) per event however many boundaries
-                _check_whole(store)
-                since_whole = 0
-            events += 1
-        line = 0
-        state = _check_whole(store)
-        if not at_boundary and _leftover(state):
-            raise _Bad("leftover", "trace ended with active items and no declared boundary: "
-                       + "; ".join(_leftover(state)[:5]))
-    except _Bad as bad:
-        return ReplayResult(False, events, line or None, bad.failure, bad.id, str(bad))
-    return ReplayResult(True, events, None, None, None, "no violation")
-
-
 def bounded_lines(stream: IO[bytes]) -> Iterable[bytes]:
     while True:
         raw = stream.readline(MAX_LINE_BYTES + 2)
@@ -459,8 +291,3 @@ def bounded_lines(stream: IO[bytes]) -> Iterable[bytes]:
         yield raw
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             return  # the caller rejects it; never read the rest of an unbounded line
-
-
-def replay(stream: IO[bytes]) -> ReplayResult:
-    """Replay a binary stream of JSONL events, reading at most one bounded line at a time."""
-    return replay_lines(bounded_lines(stream))

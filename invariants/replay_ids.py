@@ -32,6 +32,7 @@ No replay logic beyond the ids: `invariants.replay` and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -41,7 +42,7 @@ import attrs
 from invariants._violation import InvariantViolation
 from spec.records import evolve
 
-__all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId"]
+__all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId", "unbound_as_observed"]
 
 #: Action field -> the kind of id it holds.
 FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", "allocation": "allocation",
@@ -51,8 +52,15 @@ FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", 
 _TRANSFER_ONLY = frozenset({"source", "target"})
 #: Spec ids handed to the spec for an observed id the trace never issued: never issued by the spec either.
 _UNBOUND = -(10 ** 21)
+#: An `_UNBOUND` id in a spec message (observed ids have at most 20 digits: `_UNBOUND - abs(obs)` has 22).
+_UNBOUND_TEXT = re.compile(r"-1\d{21}(?!\d)")
 #: The bindings of a kind nothing was bound for yet (read-only).
 _NONE: Mapping[int, int] = MappingProxyType({})
+
+
+def unbound_as_observed(text: str) -> str:
+    """`text` (a spec message) with each unbound placeholder written as the trace's id it stands for."""
+    return _UNBOUND_TEXT.sub(lambda m: str(-int(m.group()) + _UNBOUND), text)
 
 
 def _plan(cls: type) -> tuple[tuple[str, str], ...]:
@@ -120,22 +128,20 @@ class IdMap:
                 changes[name] = new
         return evolve(act, **changes) if changes else act
 
-    def figures(self, kind: str, observed: dict[int, Any], known_only: bool = False) -> dict[int, Any]:
+    def figures(self, kind: str, observed: dict[int, Any]) -> dict[int, Any]:
         """An observed id -> figure map (`used`, `charges`, `bundles`) keyed by the spec's ids.
 
-        An id never issued raises UnknownObservedId, unless `known_only` (then it is left out)."""
+        An id never issued raises UnknownObservedId."""
         if not observed:
             return {}
         out = {}
         for obs, v in observed.items():
             got = self.to_spec.get(kind, _NONE).get(obs)
-            if got is None and not known_only and kind == "allocation" and self._unnamed(kind, obs):
+            if got is None and kind == "allocation" and self._unnamed(kind, obs):
                 got = obs  # a grant's allocation, issued with no event (the v1 format has no grant event)
                 self.to_spec.setdefault(kind, {})[obs] = obs
                 self.to_obs.setdefault(kind, {})[obs] = obs
             if got is None:
-                if known_only:
-                    continue
                 raise UnknownObservedId(f"observed {kind} {obs}, which no event of this trace issued")
             out[got] = v
         return out

@@ -228,12 +228,8 @@ def _trace_summary(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def replay(args: argparse.Namespace, console: Console) -> int:
-    from invariants.replay import replay
-
     from invariants.hierarchy_trace import REVISION, replay_hierarchy
-    from invariants.manager_replay import replay_manager_lines
-    from invariants.manager_trace import MANAGER_REVISIONS
-    from invariants.replay import bounded_lines
+    from invariants.manager_replay import replay
 
     probe_json(args)
     if os.path.isdir(args.trace):
@@ -242,17 +238,9 @@ def replay(args: argparse.Namespace, console: Console) -> int:
         with open(args.trace, "rb") as f:
             first = f.readline(4096)
             f.seek(0)
-            # A composed trace (tickets, pressure, transactions, limits beside the ledger) has at least one
-            # such event anywhere; one bounded pass finds out.
-            marks = [r.encode() for r in sorted(MANAGER_REVISIONS)]
-            composed = REVISION.encode() not in first and any(any(x in raw for x in marks)
-                                                                for raw in bounded_lines(f))
-            f.seek(0)
             if REVISION.encode() in first:  # a hierarchy trace (C10, I11)
                 r = replay_hierarchy(iter(lambda: f.readline(1 << 17), b""))
-            elif composed:
-                r = replay_manager_lines(bounded_lines(f))
-            else:
+            else:  # the manager's, ledger operations included
                 r = replay(f)
     except OSError as e:
         raise Unusable(f"cannot read {args.trace}: {e.strerror or e}") from None

@@ -15,6 +15,7 @@ from fuzz_harness import FUZZ_SETTINGS, pick, report, run_fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
+from invariants.manager_replay import replay_manager_lines
 from invariants import replay as R
 from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
@@ -74,7 +75,7 @@ def _fuzz(data, counts: Counter, traced: bool) -> None:
     if traced:
         boundary(pmm)
         lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-        r = R.replay_lines(lines)
+        r = replay_manager_lines(lines)
         assert r.ok, r.describe()
         assert r.events == len(lines)
         counts["trace events replayed"] += r.events

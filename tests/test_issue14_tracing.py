@@ -17,6 +17,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
+from invariants.manager_replay import replay_manager_lines
 from invariants import replay as R
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary, sink_errors
@@ -42,7 +43,7 @@ def _replays_clean(buf: io.StringIO) -> R.ReplayResult:
     lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
     for line in lines:
         json.loads(line, parse_constant=_no_constant)  # strict JSON: no NaN / Infinity
-    r = R.replay_lines(lines)
+    r = replay_manager_lines(lines)
     assert r.ok, r.describe()
     return r
 

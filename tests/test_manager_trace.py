@@ -18,7 +18,7 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
-from invariants.replay import replay_lines
+
 from invariants.trace_schema import json_schema
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
@@ -423,7 +423,7 @@ def test_a_trace_in_the_retired_tx_revision_is_an_unknown_revision(tmp_path: Pat
     head = lines[:12] if composed else lines[:7]  # the workload's registrations (ledger events), then composed ones
     assert any(json.loads(x)["contract_revision"] == "ortmem-manager/2" for x in head) is composed
     trace = [*head, json.dumps({**_RETIRED, "source_sequence": len(head) + 1}).encode() + b"\n"]
-    r = replay_manager_lines(trace) if composed else replay_lines(trace)
+    r = replay_manager_lines(trace)
     assert not r.ok and (r.failure, r.line) == ("unknown-revision", len(head) + 1), r.describe()
     assert "'ortmem-tx/1'" in r.message
     (tmp_path / "t.jsonl").write_bytes(b"".join(trace))

@@ -22,7 +22,7 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
-from invariants.replay import _ERRORS, replay_lines
+from invariants.replay import _ERRORS
 from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, KINDS
 from invariants.trace_schema import REVISION_KINDS, json_schema, schema_text
 from spec import errors as E
@@ -167,7 +167,7 @@ def test_a_rejected_ledger_event_carries_no_issued_id() -> None:
           "ids": {"result": 1}, "payload": {"name": "kv", "outcome": "rejected", "error": "InvalidArgument",
                                             "observed": {"used": {}, "charges": {}}}}
     assert list(_validator().iter_errors(ev))
-    assert replay_lines([json.dumps(ev).encode()]).failure == "malformed"
+    assert replay_manager_lines([json.dumps(ev).encode()]).failure == "malformed"
     ev["ids"] = {}
     assert not list(_validator().iter_errors(ev))
     ev["payload"]["outcome"], ev["payload"]["error"] = "accepted", None  # accepted: the issued id is required

@@ -1,13 +1,15 @@
 """Mutants of the replay checker and of tracing (a part of the registry in `refimpl.verify.mutants`).
 
-Realistic bugs of `ortmem replay` (`invariants.replay`, `.replay_store`,
-`.replay_ids`, `.manager_replay`) and of the emitter that feeds it
+Realistic bugs of `ortmem replay` (`invariants.manager_replay`, the one
+engine, and its parts `invariants.replay`, `.replay_ids`, `.replay_grants`) and of the emitter that feeds it
 (`refimpl.tracing`, `refimpl.manager.views._observed`). Each has
 `submodel="replay"`: its checker runs the replay control
 (`refimpl.verify.replay_control`), which re-records a fixed corpus from
 refimpl under the mutant and finds the mutant only when a verdict flips (a
 good trace rejected, or a bad one accepted or rejected for another reason).
-`ids`: the IDs whose harm the corpus's bad trace for that bug shows.
+`ids`: the IDs whose harm the corpus's bad trace for that bug shows. `model`
+names the corpus: "ledger" (ledger-only traces) or "manager" (composed ones);
+both are replayed by the one engine.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from spec.guards import Layer
 __all__ = ["REPLAY_MUTANTS"]
 
 _R = Layer.REFIMPL
-_REP, _STORE, _IDS = "invariants.replay", "invariants.replay_store", "invariants.replay_ids"
+_REP, _IDS = "invariants.replay", "invariants.replay_ids"
 _MREP, _TRACE, _VIEWS = "invariants.manager_replay", "refimpl.tracing", "refimpl.manager.views"
 
 
@@ -27,7 +29,7 @@ def _m(name: str, ids: tuple[str, ...], model: str, module: str, old: str, new: 
 
 
 REPLAY_MUTANTS: tuple[Mutant, ...] = (
-    # --- the ledger replay (invariants.replay and its parts) -------------------------------------------
+    # --- the replay, judged on the ledger-only corpus ---------------------------------------------------
     _m("replay_excuses_any_refusal", ("C2",), "ledger", _REP,
        "    return outcome[\"error\"] in {type(e).__name__ for e in refusals(state, act)}\n",
        "    return outcome[\"error\"] in _ERRORS\n",
@@ -42,26 +44,28 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
     _m("replay_forgives_one_lost_event", ("I1",), "ledger", _REP,
        "    if seq > expected:\n", "    if seq > expected + 1:\n",
        "a jump of one in the sequence is forgiven (an off-by-one): a lost cancel goes unnoticed"),
-    _m("replay_boundary_forgives_later_leftovers", ("I1",), "ledger", _REP,
-       "            at_boundary = act is None\n            since_whole += 1\n",
-       "            at_boundary = at_boundary or act is None\n            since_whole += 1\n",
+    _m("replay_boundary_forgives_later_leftovers", ("I1",), "ledger", _MREP,
+       "            at_boundary = act is None\n",
+       "            at_boundary = at_boundary or act is None\n",
        "once a boundary was declared, work left open at the end of the trace is forgiven, even work begun "
        "after the boundary"),
-    _m("replay_leftover_forgets_growth", ("I4b",), "ledger", _REP,
-       "    out += [f\"allowance {w.id} still reserves {w.reserved} B of growth\"\n"
-       "            for w in state.allowances.values() if w.reserved]\n",
+    _m("replay_leftover_forgets_growth", ("I4b",), "ledger", _MREP,
+       "    out += [f\"allowance {w.id} still reserves {w.reserved} B of growth\" for w in m.ledger.allowances.values()\n"
+       "            if w.reserved]\n",
        "",
        "the end-of-trace leftover check looks at provisional leases only: allowance growth reserved and never "
        "mapped is forgiven"),
-    _m("replay_g4_compares_leases_only", ("I1",), "ledger", _REP,
-       "            if seen != state:  # lease rule G4\n",
-       "            if seen.allocations != state.allocations:  # lease rule G4\n",
-       "a rejected event is checked for changed leases only: a refusal that moved its ledger's used passes"),
-    _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", _STORE,
-       "        auths: set[int] = set(i for i in observed[\"used\"] if i in self.auths)\n",
-       "        auths: set[int] = set()\n",
-       "the partial state an event is checked on holds only the ledgers the action names: a figure the "
-       "governor moved on another ledger is reported as an unknown id, not as the conservation breach it is"),
+    _m("replay_g4_compares_leases_only", ("I1",), "ledger", _MREP,
+       "        if rejected:\n",
+       "        if rejected and allocs is not led.allocations:\n",
+       "a rejected event is held to G4 only when it changed a lease: a refusal that moved its ledger's used is "
+       "judged as an accepted step would be (I1)"),
+    _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", _MREP,
+       "        if auths[aid].used != u:\n            auths = auths.set(aid, evolve(auths[aid], used=u))\n",
+       "        if auths[aid].used != u and aid == getattr(sact, \"authority\", None):\n"
+       "            auths = auths.set(aid, evolve(auths[aid], used=u))\n",
+       "the observed state judged by the clauses holds the figures of the ledger the action names only: a figure the "
+       "governor moved on another ledger is reported as a plain refinement, not as the conservation breach it is"),
     _m("replay_allows_retired_allocation_id", ("I4a",), "ledger", _IDS,
        "        if old is not None and (kind == \"allocation\" or self.live(kind, old)):\n",
        "        if old is not None and self.live(kind, old):\n",
@@ -81,7 +85,7 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "            auths, allocs = rec.pmm._touched(act)\n",
        "what an operation touches is read after it ran: a released lease is gone, so its ledger's used and its "
        "charge are not observed"),
-    # --- the composed replay (invariants.manager_replay) ----------------------------------------------
+    # --- the replay, judged on the composed corpus ------------------------------------------------------
     _m("manager_replay_forgets_open_work", ("C4",), "manager", _MREP,
        "        left = never_granted(owed, ids) + _leftover(m)\n",
        "        left = never_granted(owed, ids)\n",

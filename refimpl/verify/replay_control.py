@@ -1,6 +1,6 @@
 """The replay control: a named mutant of replay or tracing is found when a fixed corpus's verdicts flip.
 
-The replay checker (`invariants.replay`, `invariants.manager_replay`) and the
+The replay checker (`invariants.manager_replay`, with `invariants.replay`) and the
 tracing that feeds it (`refimpl.tracing`, `refimpl.manager.views._observed`)
 are checked like the governor: each mutant of `refimpl.verify.mutants_replay`
 runs this control instead of a campaign. Under the mutant, the corpus is
@@ -161,7 +161,7 @@ def _reused_allocation_id(good: list[bytes]) -> list[bytes]:
 
 
 def ledger_corpus() -> list[tuple[str, list[bytes], Verdict]]:
-    """(name, trace, the intact replay's verdict) of the ledger replay's corpus, recorded now from refimpl."""
+    """(name, trace, the intact replay's verdict) of the ledger-only corpus, recorded now from refimpl."""
     good = _record(_ledger_script)
     return [
         ("ledger-good", good, (True, None, None)),
@@ -220,7 +220,7 @@ def _newcomer_served_first(good: list[bytes]) -> list[bytes]:
 
 
 def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
-    """(name, trace, the intact replay's verdict) of the composed replay's corpus, recorded now from refimpl."""
+    """(name, trace, the intact replay's verdict) of the composed corpus, recorded now from refimpl."""
     good = _record(_manager_script)
     return [
         ("manager-good", good, (True, None, None)),
@@ -239,10 +239,8 @@ def _duplicated_last(good: list[bytes]) -> list[bytes]:
 def corpus_of(model: str) -> tuple[list[tuple[str, list[bytes], Verdict]], Callable[[list[bytes]], Any]]:
     """The corpus of checker `model`, recorded now, and the replay that judges it (looked up now: a mutant
     of the replay itself is the one in effect)."""
-    from invariants import manager_replay, replay
-    if model == "manager":
-        return manager_corpus(), manager_replay.replay_manager_lines
-    return ledger_corpus(), replay.replay_lines
+    from invariants import manager_replay
+    return manager_corpus() if model == "manager" else ledger_corpus(), manager_replay.replay_manager_lines
 
 
 def replay_control(m: Any, layer: Layer) -> ControlResult:

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from invariants.replay import replay_lines
+from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_ledger
@@ -24,7 +24,7 @@ def test_a_renamed_pool_on_a_declared_device_is_the_same_authority_and_its_trace
     lines = [ln.encode() + b"\n" for ln in buf.getvalue().splitlines()]
     assert b'"device":"cuda:0"' in lines[0].replace(b" ", b"")
     assert b'"device":' not in lines[-1]  # undeclared: the event leaves the field out, as before
-    r = replay_lines(lines)
+    r = replay_manager_lines(lines)
     assert r.ok, r.describe()
 
 

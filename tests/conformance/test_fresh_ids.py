@@ -15,7 +15,7 @@ import pytest
 
 from conformance_ids import offset, renamed
 from invariants.manager_replay import replay_manager_lines
-from invariants.replay import replay_lines
+from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager as LedgerGovernor
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
@@ -43,7 +43,7 @@ def test_ledger_trace_renumbered_per_kind_replays_clean(seed: int) -> None:
     lines = _ledger_trace(seed)
     moved = renamed(lines, offset(_OFFSETS))
     assert moved != lines
-    r = replay_lines(moved)
+    r = replay_manager_lines(moved)
     assert r.ok and r.events == len(lines), r.describe()
 
 
@@ -51,7 +51,7 @@ def test_ledger_trace_renumbered_per_kind_replays_clean(seed: int) -> None:
 def test_ledger_trace_with_permuted_ids_replays_clean(seed: int) -> None:
     """Ids issued in no order at all: each kind's ids reversed within a wide range."""
     lines = _ledger_trace(seed)
-    r = replay_lines(renamed(lines, lambda kind, i: 10 ** 6 - 7 * i))
+    r = replay_manager_lines(renamed(lines, lambda kind, i: 10 ** 6 - 7 * i))
     assert r.ok, r.describe()
 
 
@@ -118,18 +118,18 @@ def _two_reservations(second_id: int, holder2: int = 21) -> list[bytes]:
 
 
 def test_fresh_ids_of_every_kind_replay_clean() -> None:
-    r = replay_lines(_two_reservations(900))
+    r = replay_manager_lines(_two_reservations(900))
     assert r.ok, r.describe()
 
 
 def test_two_live_allocations_aliased_onto_one_id_are_rejected_at_that_event() -> None:
-    r = replay_lines(_two_reservations(500)[:-1])
+    r = replay_manager_lines(_two_reservations(500)[:-1])
     assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I4a", r.describe()
     assert "allocation id 500" in r.message and "two objects aliased onto one id" in r.message
 
 
 def test_two_live_holders_aliased_onto_one_id_are_rejected_at_that_event() -> None:
-    r = replay_lines(_two_reservations(900, holder2=20))
+    r = replay_manager_lines(_two_reservations(900, holder2=20))
     assert not r.ok and r.line == 3 and r.failure == "refinement", r.describe()
     assert "holder id 20" in r.message and "still live" in r.message
 
@@ -139,7 +139,7 @@ def test_an_accepted_event_naming_an_id_never_issued_is_rejected_naming_it() -> 
     ev = json.loads(lines[4])
     ev["ids"]["holder"] = 77
     lines[4] = json.dumps(ev).encode() + b"\n"
-    r = replay_lines(lines)
+    r = replay_manager_lines(lines)
     assert not r.ok and r.line == 5 and r.failure == "unknown-id", r.describe()
     assert "holder 77" in r.message
 
@@ -149,7 +149,7 @@ def test_a_rejected_event_naming_an_unknown_id_is_refused_as_unknown_by_the_spec
     ev = json.loads(lines[3])
     ev["ids"] = {"holder": 77, "authority": 7}
     ev["payload"].update(outcome="rejected", error="UnknownHolder", observed={"used": {"7": 0}, "charges": {}})
-    r = replay_lines(lines[:3] + [json.dumps(ev).encode() + b"\n"])
+    r = replay_manager_lines(lines[:3] + [json.dumps(ev).encode() + b"\n"])
     assert r.ok, r.describe()
 
 
@@ -158,5 +158,5 @@ def test_one_authority_under_two_ids_is_two_ledgers_over_one_pool() -> None:
     lines = _two_reservations(900)[:1]
     ev = json.loads(lines[0])
     ev["ids"]["result"], ev["source_sequence"] = 8, 2
-    r = replay_lines(lines + [json.dumps(ev).encode() + b"\n"])
+    r = replay_manager_lines(lines + [json.dumps(ev).encode() + b"\n"])
     assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from invariants.manager_replay import replay_manager_lines
-from invariants.replay import replay_lines
+from invariants.manager_replay import replay_manager_lines
 from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -100,19 +100,19 @@ def _lost_trace(error: str, nbytes: int = 0, used_after: int = 16) -> list[bytes
 
 @pytest.mark.parametrize("error", ["InvalidBytes", "DeviceLost"])
 def test_a_refusal_permuted_to_another_applicable_error_replays_clean(error: str) -> None:
-    r = replay_lines(_lost_trace(error))
+    r = replay_manager_lines(_lost_trace(error))
     assert r.ok, r.describe()
 
 
 @pytest.mark.parametrize("error", ["CapacityDenied", "TierMismatch", "UnknownHolder", "ForeignHolder"])
 def test_a_refusal_whose_precondition_does_not_hold_is_rejected(error: str) -> None:
-    r = replay_lines(_lost_trace(error))
+    r = replay_manager_lines(_lost_trace(error))
     assert not r.ok and r.line == 6 and r.failure == "refinement", r.describe()
     assert f"rejected with {error}" in r.message
 
 
 def test_a_legal_refusal_that_changed_observed_state_is_rejected() -> None:
-    r = replay_lines(_lost_trace("DeviceLost", used_after=24))
+    r = replay_manager_lines(_lost_trace("DeviceLost", used_after=24))
     assert not r.ok and r.line == 6 and r.failure == "violation" and r.id == "G4", r.describe()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from invariants.replay import replay_lines
+from invariants.manager_replay import replay_manager_lines
 from refimpl.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,26 +95,26 @@ def _lease(nbytes: int = 16, used: dict | None = None, charges: dict | None = No
 
 
 def test_the_clean_lease_replays_clean() -> None:
-    r = replay_lines(_lease())
+    r = replay_manager_lines(_lease())
     assert r.ok, r.describe()
 
 
 def test_an_over_grant_is_still_rejected() -> None:
-    r = replay_lines(_lease(nbytes=80))
+    r = replay_manager_lines(_lease(nbytes=80))
     assert not r.ok and r.line == 3 and r.failure == "violation" and r.id == "I2", r.describe()
 
 
 def test_a_double_credit_is_still_rejected() -> None:
     lines = _lease() + [_ev(6, "release", {"holder": 9, "allocation": 40}, {}, {"3": 0}, {})]
-    r = replay_lines(lines)
+    r = replay_manager_lines(lines)
     assert not r.ok and r.line == 6 and r.failure == "violation", r.describe()
 
 
 @pytest.mark.parametrize("used,charges", [({}, {"40": 16}), ({"3": 16}, {}), ({}, {})])
 def test_a_trace_missing_an_observed_figure_is_rejected(used: dict, charges: dict) -> None:
-    r = replay_lines(_lease(used=used, charges=charges))
+    r = replay_manager_lines(_lease(used=used, charges=charges))
     assert not r.ok and r.line == 3 and r.failure == "refinement", r.describe()
-    assert "does not observe it" in r.message
+    assert "does not say so" in r.message
 
 
 def _allowance(map_bytes: int, limit: int = 8) -> list[bytes]:
@@ -129,12 +129,12 @@ def _allowance(map_bytes: int, limit: int = 8) -> list[bytes]:
 
 def test_a_fused_map_within_the_allowance_replays_clean() -> None:
     """D8: mapping 6 B with 2 B of growth reserved reserves the other 4 B and maps all in one locked step."""
-    r = replay_lines(_allowance(6))
+    r = replay_manager_lines(_allowance(6))
     assert r.ok, r.describe()
 
 
 def test_a_fused_map_past_the_allowance_is_still_rejected() -> None:
-    r = replay_lines(_allowance(9))
+    r = replay_manager_lines(_allowance(9))
     assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I4b", r.describe()
 
 
@@ -154,14 +154,14 @@ def _with_device(lines: list[bytes], devices: dict[str, str]) -> list[bytes]:
 
 def test_two_books_over_one_declared_device_are_caught_whatever_the_pools_are_called() -> None:
     lines = (_need_upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
-    assert replay_lines(lines).ok  # the gap: without the device field the over-grant replays clean
-    r = replay_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:0"}))
+    assert replay_manager_lines(lines).ok  # the gap: without the device field the over-grant replays clean
+    r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:0"}))
     assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()
 
 
 def test_pools_on_different_declared_devices_are_two_authorities() -> None:
     lines = (_need_upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
-    r = replay_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:1"}))
+    r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:1"}))
     assert r.ok, r.describe()
 
 
@@ -265,20 +265,20 @@ def _with_alignment(lines: list[bytes], alignment: object) -> list[bytes]:
 
 def test_the_recorded_bad_alignment_replays_clean_once_the_trace_states_it() -> None:
     lines = _need_upstream().joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
-    as_recorded = replay_lines(lines)
+    as_recorded = replay_manager_lines(lines)
     assert not as_recorded.ok and (as_recorded.line, as_recorded.failure) == (3, "refinement"), as_recorded.describe()
-    stated = replay_lines(_with_alignment(lines, 3))
+    stated = replay_manager_lines(_with_alignment(lines, 3))
     assert stated.ok, stated.describe()
 
 
 @pytest.mark.parametrize("alignment", [None, 1, 64, 1 << 62])
 def test_a_good_alignment_is_accepted_and_charges_only_the_bytes(alignment: object) -> None:
-    r = replay_lines(_with_alignment(_lease(), alignment))
+    r = replay_manager_lines(_with_alignment(_lease(), alignment))
     assert r.ok, r.describe()
 
 
 @pytest.mark.parametrize("alignment", [3, 0, -8, 1 << 63])
 def test_a_bad_alignment_accepted_by_the_governor_is_rejected(alignment: object) -> None:
-    r = replay_lines(_with_alignment(_lease(), alignment))
+    r = replay_manager_lines(_with_alignment(_lease(), alignment))
     assert not r.ok and (r.line, r.failure, r.id) == (3, "violation", "refinement"), r.describe()
     assert "InvalidArgument" in r.message and "alignment" in r.message, r.message
