@@ -7,7 +7,11 @@ explorer's composed scope). This `evolve` builds, once per class and set of
 changed field names, a function that calls the class's own `__init__`
 positionally with each field's current value or its replacement (chosen when
 it is built, not per call), so validators and converters run exactly as they
-do under `attrs.evolve`, and the record is equal.
+do under `attrs.evolve`, and the record is equal. A class whose `__init__`
+only stores its arguments (slotted, no validator, converter or init hook:
+every spec record) is built by its slots' own setters instead: the stores
+`__init__` makes (attrs' cached hash reset too), without its by-name
+`object.__setattr__` per field.
 
 A class it cannot reproduce exactly (a field with `init=False`, a keyword-only
 field, or an init alias that differs from the field name) and any call with
