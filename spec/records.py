@@ -54,8 +54,7 @@ def _plain(cls: type, fields: Any) -> bool:
     """True iff `cls.__init__` only stores its arguments: a slotted attrs class with no validator, converter or
     pre/post-init hook, whose slots are its fields (and attrs' cached hash)."""
     slots = set(getattr(cls, "__slots__", ())) - {"__weakref__", "_attrs_cached_hash"}
-    return (slots == {f.name for f in fields} and "__dict__" not in dir(cls)
-            and not any(f.validator or f.converter for f in fields)
+    return (slots == {f.name for f in fields} and not any(f.validator or f.converter for f in fields)
             and not hasattr(cls, "__attrs_pre_init__") and not hasattr(cls, "__attrs_post_init__"))
 
 
