@@ -445,6 +445,8 @@ def _on_ledger_step(p: Callable[[Any, Any, Any], None]) -> Callable[..., None]:
             ledger = evolve(ledger, authorities=type(ledger.authorities)(kept))
         p(ledger, act, after.ledger)
     run.__name__, run.__wrapped__ = f"ledger_{p.__name__}", p  # type: ignore[attr-defined]
+    if ledger_only:
+        run.judges = _LEDGER_ACTIONS  # type: ignore[attr-defined]  # `invariants.step_frames.selected` reads it
     return run
 
 

@@ -79,10 +79,14 @@ def step_I13_order(before: M.Manager, act: Any, after: M.Manager, result: Any = 
     for tid, t in after.tickets.items():
         p = was_tickets.get(tid)
         state = t.state
-        if state is _T.PENDING and p is not None:
-            stayed.append((p.age, t))
-        waited = p.state is _T.PENDING if p is not None else tid >= first_new
-        if waited and state in (_T.PENDING, _T.GRANTED):
+        if p is not None:
+            if state is _T.PENDING:
+                stayed.append((p.age, t))
+            if p.state is not _T.PENDING:
+                continue  # it did not wait through the step
+        elif tid < first_new:
+            continue  # not a ticket this step submitted
+        if state is _T.PENDING or state is _T.GRANTED:
             considered, granted = rounds.setdefault(t.authority, ([], []))
             considered.append(t)
             if state is _T.GRANTED:
@@ -90,13 +94,19 @@ def step_I13_order(before: M.Manager, act: Any, after: M.Manager, result: Any = 
     for was, t in stayed:
         if t.age < was:
             _AGING.fail(f"{act!r}: waiting ticket {t.id}'s age fell {was} -> {t.age}")
+    passed = paired = False  # some round granted and passed a waiter over / considered two tickets or more
+    for considered, granted in rounds.values():
+        if granted:
+            passed, paired = passed or len(considered) > len(granted), paired or len(considered) >= 2
+    _AGING.case(bool(stayed) or passed)
+    _ORDER.case(paired)
+    if not passed:
+        return  # no round granted past a waiter: none was passed over, and none granted out of order
     gone = before.tickets.get(act.ticket) if isinstance(act, (M.CancelTicket, M.TimeoutTicket)) else None
-    _AGING.case(bool(stayed) or any(g and len(c) > len(g) for c, g in rounds.values()))
-    _ORDER.case(any(g and len(c) >= 2 for c, g in rounds.values()))
     for aid, (considered, granted) in rounds.items():
-        if not granted:
-            continue
         waiting = [t for t in considered if t.state is _T.PENDING]
+        if not granted or not waiting:
+            continue
         no_round = gone is not None and gone.authority == aid and gone.state is _T.PENDING  # D10: a grant pass
         no_round = no_round or isinstance(act, GrantTicket)  # one grant of the round an earlier event ran
         for t in waiting if not no_round else ():

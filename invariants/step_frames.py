@@ -102,10 +102,14 @@ def replaced(before: Any, after: Any) -> int:
 
 
 def selected(predicates: tuple[Any, ...], kind: type, bits: int) -> tuple[Any, ...]:
-    """The predicates, in order, that a step of action class `kind` replacing the parts `bits` can make fail."""
+    """The predicates, in order, that a step of action class `kind` replacing the parts `bits` can make fail.
+
+    A predicate that judges some action classes only (its `judges` attribute: it returns at once for any other,
+    the wrapped ledger I6) is not selected for another class, whatever the step replaced."""
     out = []
     for p in predicates:
         frame = FRAMES.get(p.__name__)
         if frame is None or frame[0] & bits or issubclass(kind, frame[1]):
-            out.append(p)
+            if issubclass(kind, getattr(p, "judges", object)):
+                out.append(p)
     return tuple(out)

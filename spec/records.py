@@ -7,7 +7,11 @@ explorer's composed scope). This `evolve` builds, once per class and set of
 changed field names, a function that calls the class's own `__init__`
 positionally with each field's current value or its replacement (chosen when
 it is built, not per call), so validators and converters run exactly as they
-do under `attrs.evolve`, and the record is equal.
+do under `attrs.evolve`, and the record is equal. A class whose `__init__`
+only stores its arguments (slotted, no validator, converter or init hook:
+every spec record) is built by its slots' own setters instead: the stores
+`__init__` makes (attrs' cached hash reset too), without its by-name
+`object.__setattr__` per field.
 
 A class it cannot reproduce exactly (a field with `init=False`, a keyword-only
 field, or an init alias that differs from the field name) and any call with
@@ -46,6 +50,14 @@ def _slow(inst: Any, changes: dict[str, Any]) -> Any:
     return attrs.evolve(inst, **changes)
 
 
+def _plain(cls: type, fields: Any) -> bool:
+    """True iff `cls.__init__` only stores its arguments: a slotted attrs class with no validator, converter or
+    pre/post-init hook, whose slots are its fields (and attrs' cached hash)."""
+    slots = set(getattr(cls, "__slots__", ())) - {"__weakref__", "_attrs_cached_hash"}
+    return (slots == {f.name for f in fields} and not any(f.validator or f.converter for f in fields)
+            and not hasattr(cls, "__attrs_pre_init__") and not hasattr(cls, "__attrs_post_init__"))
+
+
 def _builder(cls: type, changing: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
     fields = attrs.fields(cls)
     if any(not f.init or f.kw_only or getattr(f, "alias", f.name) != f.name for f in fields):
@@ -54,9 +66,17 @@ def _builder(cls: type, changing: tuple[str, ...]) -> Callable[[Any, dict[str, A
     if not all(n.isidentifier() for n in names) or not set(changing) <= set(names):
         return _slow  # an unknown name: attrs.evolve's own error
     # Per field, in field order, its replacement or its current value, decided once per set of changed names
-    # (a call site always changes the same fields): the class's own __init__ does the rest.
-    args = ", ".join(f"c[{n!r}]" if n in changing else f"inst.{n}" for n in names)
-    src = f"def build(inst, c):\n    return cls({args})\n"
-    scope: dict[str, Any] = {"cls": cls}
+    # (a call site always changes the same fields).
+    values = [f"c[{n!r}]" if n in changing else f"inst.{n}" for n in names]
+    scope: dict[str, Any] = {"cls": cls, "new": object.__new__}
+    if _plain(cls, fields):
+        # What the class's own __init__ does (each slot set in field order, a cached hash reset), without its
+        # per-field `object.__setattr__` by name: each slot's own setter.
+        slots = [*names, *(["_attrs_cached_hash"] if "_attrs_cached_hash" in cls.__slots__ else [])]
+        scope.update({f"s{i}": getattr(cls, n).__set__ for i, n in enumerate(slots)})
+        sets = "".join(f"    s{i}(r, {v})\n" for i, v in enumerate([*values, "None"][:len(slots)]))
+        src = f"def build(inst, c):\n    r = new(cls)\n{sets}    return r\n"
+    else:  # the class's own __init__ does the rest
+        src = f"def build(inst, c):\n    return cls({', '.join(values)})\n"
     exec(compile(src, f"<spec.records.evolve {cls.__qualname__}>", "exec"), scope)  # noqa: S102 - fixed template
     return scope["build"]

@@ -19,6 +19,7 @@ from manager_harness import DEV, H1, H2, HOST, lease, run, start
 from invariants import ledger as LP
 from invariants import manager as IM
 from invariants.manager_quota import step_I1_quota
+from invariants.step_frames import ALLOCATIONS, selected
 from invariants._violation import InvariantViolation
 from spec import ledger_actions as A
 from spec import manager as MG
@@ -196,6 +197,7 @@ def test_ledger_state_predicate_judges_the_managers_ledger() -> None:
 def test_ledger_conservation_judges_a_manager_action() -> None:
     wrapped = IM._on_ledger_step(LP.step_I1)
     assert (wrapped.__name__, wrapped.__wrapped__) == ("ledger_step_I1", LP.step_I1)
+    assert selected((wrapped,), M.Submit, ALLOCATIONS) == (wrapped,)  # it judges every action
     m = start()
     act = M.Submit(H1, DEV, 3)
     nxt, tid = MG.step(m, act)
@@ -208,6 +210,8 @@ def test_ledger_i6_leaves_a_transactions_credit_to_the_manager() -> None:
     # AbortTx names no holder; the ledger's I6 would call the credit a theft. The manager's I6 judges it.
     wrapped = IM._on_ledger_step(LP.step_I6)
     assert wrapped.__name__ == "ledger_step_I6"
+    # It says so: `check_step` does not select it for a part's action (`invariants.step_frames.selected`).
+    assert selected((wrapped,), M.AbortTx, ALLOCATIONS) == () and selected((wrapped,), A.Release, ALLOCATIONS) == (wrapped,)
     m, x = _with_tx()
     nxt, credited = MG.step(m, M.AbortTx(x))
     assert credited == 2

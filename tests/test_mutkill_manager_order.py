@@ -215,3 +215,77 @@ def test_a_granted_ticket_taken_back_to_pending_may_not_lose_its_age() -> None:
     after = evolve(before, tickets=before.tickets.set(a, evolve(before.tickets[a], state=_T.PENDING,
                                                                 allocation=None, age=0)))
     assert _judge(before, act, after)[0] == f"I13: {act!r}: waiting ticket {a}'s age fell 1 -> 0"
+
+
+def test_a_round_that_left_nobody_waiting_does_not_hide_another_authority_s() -> None:
+    # HOST's waiter (the lowest ticket id) is granted by hand and nobody waits on HOST; DEV's round passes a fitting
+    # waiter over. HOST's round passed nobody over; DEV's round is still judged.
+    m, host_lease = lease(start(), H1, HOST, 4)
+    m, w = run(m, M.Submit(H2, HOST, 2))
+    m, big = lease(m, H1, DEV, 3)
+    m, _ = lease(m, H1, DEV, 1)
+    m, a = run(m, M.Submit(H2, DEV, 3, 1))
+    m, b = run(m, M.Submit(H2, DEV, 1, 0))
+    act = A.Release(H1, big)
+    right = MG.step(m, act)[0]
+    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
+                                                            age=m.tickets[a].age + 1))
+                 .set(b, evolve(right.tickets[b], state=_T.GRANTED))
+                 .set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease)),
+                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.set(
+                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
+    assert [t for t in bad.tickets][0] == w and HOST in bad.ledger.authorities
+    assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
+
+
+def _granted_then_waiting() -> tuple[M.Manager, int, int]:
+    """a (3 B) granted, b (1 B) waiting at age 2; a comes first in the ticket map's order."""
+    m, big, (a, b) = _waiters((3, 1), (1, 0), held=3)
+    granted = MG.step(m, A.Release(H1, big))[0]
+    assert granted.tickets[a].state is _T.GRANTED and granted.tickets[b].state is _T.PENDING
+    granted = evolve(granted, tickets=granted.tickets.set(b, evolve(granted.tickets[b], age=2)))
+    assert [t for t in granted.tickets] == [a, b]
+    return granted, a, b
+
+
+def test_a_ticket_that_stayed_granted_does_not_hide_a_waiter_after_it() -> None:
+    before, a, b = _granted_then_waiting()
+    act = M.Press(H1, DEV, 1)
+    after = evolve(before, tickets=before.tickets.set(b, evolve(before.tickets[b], age=1)))
+    assert _judge(before, act, after)[0] == f"I13: {act!r}: waiting ticket {b}'s age fell 2 -> 1"
+
+
+def test_a_retired_id_back_in_the_tickets_does_not_hide_a_waiter_after_it() -> None:
+    # a is retired before the step; the after-state holds it again (an id below next_ticket that no submit of this
+    # step issued: no waiter of this step's rounds) ahead of b, whose age falls.
+    granted, a, b = _granted_then_waiting()
+    before = evolve(granted, tickets=granted.tickets.delete(a))
+    act = M.Press(H1, DEV, 1)
+    after = evolve(before, tickets=before.tickets.set(a, evolve(granted.tickets[a], state=_T.PENDING,
+                                                                allocation=None))
+                   .set(b, evolve(before.tickets[b], age=1)))
+    assert [t for t in after.tickets] == [a, b]
+    assert _judge(before, act, after)[0] == f"I13: {act!r}: waiting ticket {b}'s age fell 2 -> 1"
+
+
+def test_a_gone_authority_s_round_with_a_waiter_does_not_hide_another_authority_s() -> None:
+    # As above, with a second HOST waiter left waiting (aged by the round, as it must be): HOST's round is read up
+    # to its missing authority; DEV's round is still judged.
+    m, host_lease = lease(start(), H1, HOST, 4)
+    m, w = run(m, M.Submit(H2, HOST, 2))
+    m, w2 = run(m, M.Submit(H2, HOST, 3))
+    m, big = lease(m, H1, DEV, 3)
+    m, _ = lease(m, H1, DEV, 1)
+    m, a = run(m, M.Submit(H2, DEV, 3, 1))
+    m, b = run(m, M.Submit(H2, DEV, 1, 0))
+    act = A.Release(H1, big)
+    right = MG.step(m, act)[0]
+    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
+                                                            age=m.tickets[a].age + 1))
+                 .set(b, evolve(right.tickets[b], state=_T.GRANTED))
+                 .set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease))
+                 .set(w2, evolve(right.tickets[w2], age=m.tickets[w2].age + 1)),
+                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.delete(HOST).set(
+                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
+    assert [t for t in bad.tickets][:2] == [w, w2]
+    assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")

@@ -194,3 +194,14 @@ def test_counted_evaluations_are_those_of_every_step_predicate() -> None:
             check(m, act, after, tid)
         counts.append(cov.counts)
     assert len(counts[0]) > 30 and counts[0] == counts[1]
+
+
+def test_a_predicate_judging_some_actions_only_is_selected_for_those_only() -> None:
+    """The wrapped ledger I6 judges ledger actions only (it returns at once for a part's): a claim, which replaces
+    the allocations, does not select it; a release, which replaces them too, does."""
+    m, tid = run(start(), M.Submit(H1, DEV, 2))
+    claimed, aid = run(m, M.Claim(H1, tid))
+    released = MG.step(claimed, A.Release(H1, aid))[0]
+    assert "ledger_step_I6" not in _plan(m, M.Claim(H1, tid), claimed)
+    assert "ledger_step_I6" in _plan(claimed, A.Release(H1, aid), released)
+    assert {"ledger_step_I1", "ledger_step_I4a", "step_I6_manager"} <= _plan(m, M.Claim(H1, tid), claimed)
