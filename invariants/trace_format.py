@@ -42,7 +42,6 @@ from spec.types import MAX_NAME, Role, Tier
 
 __all__ = [
     "CONTRACT_REVISION",
-    "REVISIONS",
     "BOUNDARY",
     "KINDS",
     "ID_FIELDS",
@@ -61,8 +60,6 @@ __all__ = [
 ]
 
 CONTRACT_REVISION = "ortmem-ledger/1"
-#: Revisions this checker understands.
-REVISIONS = frozenset({CONTRACT_REVISION})
 #: A declared crash/snapshot boundary: work may legitimately be in flight when the trace ends there.
 BOUNDARY = "boundary"
 
