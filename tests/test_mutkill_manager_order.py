@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from attrs import evolve
 from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
@@ -159,9 +160,11 @@ def test_a_ticket_submitted_by_the_step_and_passed_over_by_its_round_ages_from_z
     assert (_judge(m, act, unaged, n)[0] or "").startswith(f"I13: {act!r}: ticket {n} (age 0) was passed over")
 
 
-def test_a_round_whose_authority_is_gone_does_not_hide_another_authority_s() -> None:
-    # HOST's waiter (the lowest ticket id) is granted and HOST is gone from the after-state (by hand); DEV's round
-    # passes a fitting waiter over. The gone authority has no headroom to judge; DEV's round is still judged.
+@pytest.mark.parametrize("host_gone", [True, False], ids=["authority-gone", "nobody-left-waiting"])
+def test_a_round_on_another_authority_does_not_hide_this_one_s(host_gone: bool) -> None:
+    # HOST's waiter (the lowest ticket id) is granted by hand, and either HOST is gone from the after-state (it has
+    # no headroom to judge) or nobody waits on it (its round passed nobody over); DEV's round passes a fitting
+    # waiter over, and is still judged.
     m, host_lease = lease(start(), H1, HOST, 4)
     m, w = run(m, M.Submit(H2, HOST, 2))
     m, big = lease(m, H1, DEV, 3)
@@ -170,13 +173,13 @@ def test_a_round_whose_authority_is_gone_does_not_hide_another_authority_s() -> 
     m, b = run(m, M.Submit(H2, DEV, 1, 0))
     act = A.Release(H1, big)
     right = MG.step(m, act)[0]
+    auths = right.ledger.authorities.delete(HOST) if host_gone else right.ledger.authorities
     bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
                                                             age=m.tickets[a].age + 1))
                  .set(b, evolve(right.tickets[b], state=_T.GRANTED))
                  .set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease)),
-                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.delete(HOST).set(
-                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
-    assert [t for t in bad.tickets][0] == w
+                 ledger=evolve(right.ledger, authorities=auths.set(DEV, evolve(auths[DEV], used=2))))
+    assert [t for t in bad.tickets][0] == w and (HOST in bad.ledger.authorities) is not host_gone
     assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
 
 
@@ -215,27 +218,6 @@ def test_a_granted_ticket_taken_back_to_pending_may_not_lose_its_age() -> None:
     after = evolve(before, tickets=before.tickets.set(a, evolve(before.tickets[a], state=_T.PENDING,
                                                                 allocation=None, age=0)))
     assert _judge(before, act, after)[0] == f"I13: {act!r}: waiting ticket {a}'s age fell 1 -> 0"
-
-
-def test_a_round_that_left_nobody_waiting_does_not_hide_another_authority_s() -> None:
-    # HOST's waiter (the lowest ticket id) is granted by hand and nobody waits on HOST; DEV's round passes a fitting
-    # waiter over. HOST's round passed nobody over; DEV's round is still judged.
-    m, host_lease = lease(start(), H1, HOST, 4)
-    m, w = run(m, M.Submit(H2, HOST, 2))
-    m, big = lease(m, H1, DEV, 3)
-    m, _ = lease(m, H1, DEV, 1)
-    m, a = run(m, M.Submit(H2, DEV, 3, 1))
-    m, b = run(m, M.Submit(H2, DEV, 1, 0))
-    act = A.Release(H1, big)
-    right = MG.step(m, act)[0]
-    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
-                                                            age=m.tickets[a].age + 1))
-                 .set(b, evolve(right.tickets[b], state=_T.GRANTED))
-                 .set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease)),
-                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.set(
-                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
-    assert [t for t in bad.tickets][0] == w and HOST in bad.ledger.authorities
-    assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
 
 
 def _granted_then_waiting() -> tuple[M.Manager, int, int]:
