@@ -400,6 +400,20 @@ def test_a_limit_commits_expected_outcome_is_named_in_the_governors_numbering() 
         "the spec returns LimitOutcome(committed=True, limit=32, completed=((7, 48),))")
 
 
+def test_a_limit_preparations_wrong_pressure_count_names_the_specs_pressures_as_pressures() -> None:
+    """The governor numbers ticket 1's allocation 5 (the spec's 1; lines 5-6) and prepare_limit (line 7) answers no
+    pressure where the spec opens its pressure 1: the message names that pressure, unbound, as the spec's 1 (read
+    as a pressure, not through the allocation numbering, where 1 is the trace's 5)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p.claim(h, p.submit(h, a, 48))
+    p.lower_limit(a, 32)
+    lines = edited(edited(_lines(buf), 5, put("payload", "result", 5)), 6, put("payload", "result", 5))
+    assert replay_manager_lines(edited(lines, 7, put("payload", "result", []))) == failed(
+        6, "refinement", "PrepareLimit(authority=1, limit=32) returned (), the spec returns (1,)")
+
+
 def test_a_view_registration_may_answer_with_its_authoritys_id() -> None:
     """D12: the governor's register_alias (line 2) returns the canonical authority's id 1, not a new id 2."""
     buf = io.StringIO()
