@@ -25,7 +25,6 @@ from refimpl_manager_harness import lease, make
 from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
 from invariants.manager_replay import replay_manager_lines
-from invariants.replay import replay_lines
 from refimpl import tracing
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
@@ -118,7 +117,9 @@ def test_a_trace_of_every_ledger_kind_replays_clean(on: bool) -> None:
     lines = buf.getvalue().splitlines()
     assert len(lines) == 22  # one event per call, and no configure: nothing composed ran
     r = replay_manager_lines([x.encode() + b"\n" for x in lines])
-    assert r.ok, r.describe()
+    # Every event replays clean; with no declared boundary the allowance's reserved growth is left over.
+    assert (r.events, r.failure, r.message) == (22, "leftover", "trace ended with active items and no declared "
+                                                "boundary: allowance 2 still reserves 5 B of growth"), r.describe()
 
 
 BAD = [1]  # an id that cannot even be a dict key
@@ -489,14 +490,14 @@ def test_a_loss_observes_the_other_ledgers_of_the_transactions_it_aborts() -> No
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
 def test_the_ledger_replay_finds_every_figure_a_trace_of_every_ledger_kind_moves(on: bool) -> None:
-    # The ledger replay (not the composed one) requires the governor's figure for each used and charge the
-    # spec moves; the trace ends at a declared boundary (an allowance still reserves growth).
+    # The replay of a ledger-only trace requires the governor's figure for each used and charge the spec moves;
+    # the trace ends at a declared boundary (an allowance still reserves growth).
     buf = io.StringIO()
     with contracts(on=on):
         pmm = ProcessMemoryManager(trace=JsonlSink(buf))
         _every_ledger_kind(pmm)
         tracing.boundary(pmm)
-    r = replay_lines([x.encode() + b"\n" for x in buf.getvalue().splitlines()])
+    r = replay_manager_lines([x.encode() + b"\n" for x in buf.getvalue().splitlines()])
     assert r.ok, r.describe()
 
 
