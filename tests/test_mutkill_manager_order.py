@@ -92,22 +92,33 @@ def test_a_waiter_passed_over_behind_a_granted_ticket_is_still_found() -> None:
     assert message.startswith(f"I13: {act!r}: ticket {b} (1 B, priority 1, age ") and f"ticket(s) [{c}]" in message
 
 
-def test_an_authority_whose_round_granted_nothing_does_not_hide_another_s() -> None:
-    # HOST's waiter (submitted first) is considered and granted nothing; DEV's round passes a waiter over.
+def _dev_round_passes_a_over(*host_waiters: int) -> tuple[Any, ...]:
+    """HOST holds 4 B with waiters of `host_waiters` B (submitted first, so the lowest ticket ids); on DEV (3 + 1 B
+    held) a (3 B, priority 1) and b (1 B) wait, and the release of DEV's 3 B grants a. Returns the state before, that
+    release, the spec's step, HOST's lease, HOST's waiters, a, b, and the step's tickets and authorities with a
+    passed over by hand: a still waits (aged by the round) and b is granted in its place (DEV's used 2 B)."""
     m, host_lease = lease(start(), H1, HOST, 4)
-    m, _ = run(m, M.Submit(H2, HOST, 2))
+    ws = []
+    for n in host_waiters:
+        m, w = run(m, M.Submit(H2, HOST, n))
+        ws.append(w)
     m, big = lease(m, H1, DEV, 3)
-    m, small = lease(m, H1, DEV, 1)
+    m, _ = lease(m, H1, DEV, 1)
     m, a = run(m, M.Submit(H2, DEV, 3, 1))
     m, b = run(m, M.Submit(H2, DEV, 1, 0))
     act = A.Release(H1, big)
     right = MG.step(m, act)[0]
+    waits = evolve(right.tickets[a], state=_T.PENDING, allocation=None, age=m.tickets[a].age + 1)
+    tickets = right.tickets.set(a, waits).set(b, evolve(right.tickets[b], state=_T.GRANTED))
+    auths = right.ledger.authorities.set(DEV, evolve(right.ledger.authorities[DEV], used=2))
+    return m, act, right, host_lease, ws, a, b, tickets, auths
+
+
+def test_an_authority_whose_round_granted_nothing_does_not_hide_another_s() -> None:
+    # HOST's waiter (submitted first) is considered and granted nothing; DEV's round passes a waiter over.
+    m, act, right, _, _, a, b, tickets, auths = _dev_round_passes_a_over(2)
     assert right.tickets[a].state is _T.GRANTED and right.tickets[b].state is _T.PENDING
-    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
-                                                            age=m.tickets[a].age + 1))
-                 .set(b, evolve(right.tickets[b], state=_T.GRANTED)),
-                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.set(
-                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
+    bad = evolve(right, tickets=tickets, ledger=evolve(right.ledger, authorities=auths))
     assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
 
 
@@ -165,20 +176,9 @@ def test_a_round_on_another_authority_does_not_hide_this_one_s(host_gone: bool) 
     # HOST's waiter (the lowest ticket id) is granted by hand, and either HOST is gone from the after-state (it has
     # no headroom to judge) or nobody waits on it (its round passed nobody over); DEV's round passes a fitting
     # waiter over, and is still judged.
-    m, host_lease = lease(start(), H1, HOST, 4)
-    m, w = run(m, M.Submit(H2, HOST, 2))
-    m, big = lease(m, H1, DEV, 3)
-    m, _ = lease(m, H1, DEV, 1)
-    m, a = run(m, M.Submit(H2, DEV, 3, 1))
-    m, b = run(m, M.Submit(H2, DEV, 1, 0))
-    act = A.Release(H1, big)
-    right = MG.step(m, act)[0]
-    auths = right.ledger.authorities.delete(HOST) if host_gone else right.ledger.authorities
-    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
-                                                            age=m.tickets[a].age + 1))
-                 .set(b, evolve(right.tickets[b], state=_T.GRANTED))
-                 .set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease)),
-                 ledger=evolve(right.ledger, authorities=auths.set(DEV, evolve(auths[DEV], used=2))))
+    m, act, right, host_lease, (w,), a, _, tickets, auths = _dev_round_passes_a_over(2)
+    bad = evolve(right, tickets=tickets.set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease)),
+                 ledger=evolve(right.ledger, authorities=auths.delete(HOST) if host_gone else auths))
     assert [t for t in bad.tickets][0] == w and (HOST in bad.ledger.authorities) is not host_gone
     assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
 
@@ -253,21 +253,9 @@ def test_a_retired_id_back_in_the_tickets_does_not_hide_a_waiter_after_it() -> N
 def test_a_gone_authority_s_round_with_a_waiter_does_not_hide_another_authority_s() -> None:
     # As above, with a second HOST waiter left waiting (aged by the round, as it must be): HOST's round is read up
     # to its missing authority; DEV's round is still judged.
-    m, host_lease = lease(start(), H1, HOST, 4)
-    m, w = run(m, M.Submit(H2, HOST, 2))
-    m, w2 = run(m, M.Submit(H2, HOST, 3))
-    m, big = lease(m, H1, DEV, 3)
-    m, _ = lease(m, H1, DEV, 1)
-    m, a = run(m, M.Submit(H2, DEV, 3, 1))
-    m, b = run(m, M.Submit(H2, DEV, 1, 0))
-    act = A.Release(H1, big)
-    right = MG.step(m, act)[0]
-    bad = evolve(right, tickets=right.tickets.set(a, evolve(right.tickets[a], state=_T.PENDING, allocation=None,
-                                                            age=m.tickets[a].age + 1))
-                 .set(b, evolve(right.tickets[b], state=_T.GRANTED))
-                 .set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease))
+    m, act, right, host_lease, (w, w2), a, _, tickets, auths = _dev_round_passes_a_over(2, 3)
+    bad = evolve(right, tickets=tickets.set(w, evolve(right.tickets[w], state=_T.GRANTED, allocation=host_lease))
                  .set(w2, evolve(right.tickets[w2], age=m.tickets[w2].age + 1)),
-                 ledger=evolve(right.ledger, authorities=right.ledger.authorities.delete(HOST).set(
-                     DEV, evolve(right.ledger.authorities[DEV], used=2))))
+                 ledger=evolve(right.ledger, authorities=auths.delete(HOST)))
     assert [t for t in bad.tickets][:2] == [w, w2]
     assert (_judge(m, act, bad)[0] or "").startswith(f"I13: {act!r}: ticket {a} (3 B")
