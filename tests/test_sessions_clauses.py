@@ -132,6 +132,11 @@ SCRIPTED: dict[str, tuple[tuple[Any, ...], dict[str, Any], str, str]] = {
     "lowered_under_headroom": ((LOAD, S.LowerLimit(1200)), dict(mutant="lowering_ignores_headroom"),
                                "step_C8_sessions.lowering_exact state_I8c_sessions.within_limit",
                                "limit 4096 -> 1200 with used 1124 + headroom 128 above it"),
+    "failed_growth_keeps_bucket": ((S.Prefetch(), *FULL_BUCKET, S.RunFails(1)), dict(mutant="failed_growth_keeps_bucket"),
+                                   "step_C8_sessions.failed_run_keeps_no_charge",
+                                   "request 1's Run failed, yet the ledger moved {'kv': 256, 'arena': 0, 'weights': "
+                                   "-512} (cache yielded 512 B) and its request went Request(model='m', tokens=4, "
+                                   "kv_tokens=4) -> Request(model='m', tokens=4, kv_tokens=8)"),
     "failed_lowering_commits": ((LOAD, S.LowerLimit(1200)), dict(guards=GuardSet.without("lower_limit_atomic")),
                                 "step_C8_sessions.lowering_exact state_I8c_sessions.within_limit",
                                 "limit 4096 -> 1200 with used 1124 + headroom 128 above it"),

@@ -314,6 +314,12 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("lowering_ignores_headroom", ("C8",), "ort", _S, _SES,
            "        ok = after.used + t.headroom <= new\n", "        ok = after.used <= new\n",
            "a limit lowering commits when used fits, forgetting the transient headroom"),
+    Mutant("failed_growth_keeps_bucket", ("C8",), "ort", _S, _SES,
+           "            return attrs.evolve(s, cache=s.cache - released), released\n",
+           "            return attrs.evolve(s, requests=s.requests.set(a.rid, Request(r.model, r.tokens, new)),\n"
+           "                                cache=s.cache - released), released\n",
+           "a decode whose growth Run failed keeps the grown bucket: the request holds KV capacity for a step "
+           "that never happened (the spec's side of failed_run_keeps_grown_lease)"),
     Mutant("report_available_ignores_cache", ("C8",), "ort", _S, _SES,
            "available=available(s.limit, s.used, 0),", "available=available(s.limit, s.pinned, 0),",
            "the report counts the reclaimable cache as available"),
