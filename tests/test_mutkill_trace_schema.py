@@ -14,6 +14,8 @@ def test_a_value_that_fits_its_line_is_written_on_it() -> None:
     assert S._dump(fits, 3) == '[\n     "' + "x" * 114 + '"\n   ]'
     assert S._dump(fits, 0, 3) == '[\n  "' + "x" * 114 + '"\n]'
     assert S._dump(fits, 1, 3, width=121) == '["' + "x" * 114 + '"]'
+    top = ["x" * 116]  # 120 characters: at the top level (nothing before it on the line) it fits
+    assert S._dump(top, 0) == '["' + "x" * 116 + '"]'
 
 
 def test_a_long_object_is_one_entry_per_line_indented() -> None:
