@@ -116,3 +116,11 @@ def test_an_event_that_issues_nothing_has_no_result_id() -> None:
     ev = F.encode_event("s", 2, A.Commit(holder=2, allocation=3, nbytes=8), 99, None, {"used": {1: 8}})
     assert ev["ids"] == {"holder": 2, "allocation": 3}
     assert ev["payload"] == {"nbytes": 8, "outcome": "accepted", "error": None, "observed": {"used": {"1": 8}}}
+
+
+def test_an_attrs_record_passed_as_an_argument_is_opaque_not_unpacked() -> None:
+    rec = A.Commit(holder=1, allocation=2, nbytes=3)
+    ev = F.encode_event("s", 3, A.Commit(holder=rec, allocation=2, nbytes=rec), None, E.InvalidBytes("no"),
+                        {"used": {}})
+    assert ev["ids"] == {"holder": {"opaque": "Commit"}, "allocation": 2}
+    assert ev["payload"]["nbytes"] == {"opaque": "Commit"}
