@@ -285,6 +285,17 @@ MODULES: dict[str, list[str]] = {
     # the schema, and test_mutkill_manager_trace's whole messages and boundaries of each decoder.
     "invariants/manager_trace.py": ["tests/test_manager_trace.py", "tests/test_trace_schema.py",
                                     "tests/test_mutkill_manager_trace.py"],
+    # The ledger trace format (issue #26 item 4): its values written exactly or opaque and read back (every bound),
+    # the ledger event written whole, the recorder's traces (test_issue14_tracing), the documented example and
+    # the schema, the tuple fields built on it, and the replay self-tests that feed it bad input (the campaign
+    # test left out, as for invariants/replay.py).
+    "invariants/trace_format.py": ["tests/test_mutkill_trace_format.py", "tests/test_trace_format.py",
+                                   "tests/test_issue14_tracing.py", "tests/test_trace_schema.py",
+                                   "tests/test_mutkill_manager_trace.py", "tests/test_replay.py",
+                                   "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # The trace schema: generated text compared whole with docs/trace-schema.json, events and malformed events
+    # validated against it, and test_mutkill_trace_schema's layout boundaries.
+    "invariants/trace_schema.py": ["tests/test_trace_schema.py", "tests/test_mutkill_trace_schema.py"],
     # The hierarchy trace: a run's trace written from the spec's steps and replayed, each failure class on an event
     # broken by hand, and the schema file. No real coordinator: its forked processes break mutmut's own child
     # bookkeeping (a KeyError on a pid it did not fork), so test_hierarchy_trace's recorded traces are left out.

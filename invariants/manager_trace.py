@@ -46,8 +46,8 @@ from typing import Any
 
 import attrs
 
-from invariants.trace_format import (ID_FIELDS, KINDS, MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS, decode_value, encode_value,
-                                     kind_of)
+from invariants.trace_format import (ID_FIELDS, KINDS, MAX_TUPLE, OPTIONAL_FIELDS, _exact_int, _opaque, decode_value,
+                                     encode_value, kind_of)
 from spec.grants import GrantTicket
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 from spec.types import MAX_BYTES
@@ -97,22 +97,17 @@ def decode_configure(ids: Any, payload: Any) -> Configure:
     return Configure(bound)
 
 
-def _int_like(v: Any) -> bool:
-    return type(v) is int and len(str(abs(v))) <= 20
-
-
 def encode_field(name: str, v: Any) -> Any:
     """One argument's JSON form; a tuple field that is not exactly ints (or int pairs) is opaque."""
     arity = _TUPLES.get(name)
     if arity is None:
         return encode_value(name, v)
-    if type(v) is not tuple or len(v) > MAX_TUPLE:
-        return {"opaque": type(v).__qualname__[:MAX_TEXT] or "?"}
-    if arity == 1 and all(_int_like(x) for x in v):
-        return list(v)
-    if arity == 2 and all(type(p) is tuple and len(p) == 2 and all(_int_like(x) for x in p) for p in v):
-        return [list(p) for p in v]
-    return {"opaque": "tuple"}
+    if type(v) is tuple and len(v) <= MAX_TUPLE:
+        if arity == 1 and all(_exact_int(x) for x in v):
+            return list(v)
+        if arity == 2 and all(type(p) is tuple and len(p) == 2 and all(_exact_int(x) for x in p) for p in v):
+            return [list(p) for p in v]
+    return _opaque(v)
 
 
 def decode_field(name: str, v: Any) -> Any:

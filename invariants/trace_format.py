@@ -121,6 +121,10 @@ def _opaque(v: Any) -> dict[str, str]:
     return {"opaque": type(v).__qualname__[:MAX_TEXT] or "?"}
 
 
+def _exact_int(v: Any) -> bool:  # an int the trace carries exactly
+    return type(v) is int and len(str(abs(v))) <= MAX_DIGITS
+
+
 def encode_value(field: str, v: Any) -> Any:
     """The JSON form of one argument: exact when it round-trips, else `{"opaque": type name}` (total)."""
     if field in ENUMS:
@@ -129,7 +133,7 @@ def encode_value(field: str, v: Any) -> Any:
     if v is None or t is bool:
         return v
     if t is int:
-        return v if len(str(abs(v))) <= MAX_DIGITS else _opaque(v)
+        return v if _exact_int(v) else _opaque(v)
     if t is float:
         return v if math.isfinite(v) else _opaque(v)
     if t is str:
