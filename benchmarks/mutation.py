@@ -301,6 +301,11 @@ MODULES: dict[str, list[str]] = {
     # bookkeeping (a KeyError on a pid it did not fork), so test_hierarchy_trace's recorded traces are left out.
     "invariants/hierarchy_trace.py": ["tests/test_mutkill_hierarchy_trace.py",
                                       "tests/test_hierarchy_trace.py::test_schema_file_is_current"],
+    # The checked step every stateful checker shares (refinement after every step, G4, the counters, the
+    # failure's script) and its state diff: a toy protocol whose governor goes wrong one way at a time, each
+    # mismatch reported at the step it is planted on with its whole message (the real machines' campaigns, which
+    # run every mutant of `_step` for seconds each, are left out).
+    "invariants/checked.py": ["tests/test_mutkill_checked.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
