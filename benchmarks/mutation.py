@@ -306,6 +306,11 @@ MODULES: dict[str, list[str]] = {
     # mismatch reported at the step it is planted on with its whole message (the real machines' campaigns, which
     # run every mutant of `_step` for seconds each, are left out).
     "invariants/checked.py": ["tests/test_mutkill_checked.py"],
+    # Breadth-first exploration: a toy counter scope whose figures are worked out by hand (states, steps, refusals,
+    # depth, diameter), a fixpoint "complete" and a depth-cut or state-bounded search never, a violation's
+    # shortest counterexample and its clauses, keys and fingerprints, the progress ticks. The real scopes'
+    # explorer runs (seconds each, every mutant of `_explore` would run them all) are left out.
+    "invariants/explore.py": ["tests/test_mutkill_explore.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 

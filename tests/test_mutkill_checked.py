@@ -62,7 +62,7 @@ def state_T(s: S) -> None:
 
 
 def step_T(prev: S, a: Any, now: S) -> None:
-    if GROWS.case(now.n != prev.n) and now.n != prev.n + 1:
+    if GROWS.case(isinstance(a, Add) and now.n != prev.n) and now.n != prev.n + 1:
         GROWS.fail(f"{prev.n} -> {now.n}")
 
 
@@ -98,6 +98,7 @@ class Toy(CheckedMachine):
 
     def situations(self, prev: Any, action: Any, now: Any) -> tuple[str, ...]:
         self.calls.append("situations")
+        self.seen = (prev, action, now)
         return ("grew", "any")
 
     def check_state(self, state: Any) -> None:
@@ -106,6 +107,7 @@ class Toy(CheckedMachine):
 
     def check_step(self, prev: Any, action: Any, now: Any) -> None:
         self.calls.append("step")
+        self.seen_step = (prev, action, now)
         conjunction({"T": (step_T,)}, prev, action, now)
 
 
@@ -145,11 +147,18 @@ def test_diff_limit_reaches_inside_a_component_and_mismatched_kinds_print_whole(
     assert diff(S(m=None), S(m=immutables.Map({1: 1}))) == "m: None != immutables.Map({1: 1})"
     assert diff(S(inner=Inner()), S(inner=None)) == "inner: Inner(a=0, b=0, c=0, d=0, e=0) != None"
     assert diff(S(inner=None), S(inner=Inner())) == "inner: None != Inner(a=0, b=0, c=0, d=0, e=0)"
+    # a value whose repr holds the separator stays one place, inside a component too
+    assert diff(S(inner=Inner(a="p; q")), S(inner=Inner())) == "inner.a: 'p; q' != 0"
     assert diff(S(inner=Inner()), S(inner=S())) == \
         "inner: Inner(a=0, b=0, c=0, d=0, e=0) != S(n=0, m=immutables.Map({}), inner=Inner(a=0, b=0, c=0, d=0, e=0))"
 
 
 # --- start, counters, coverage ------------------------------------------------------------
+
+
+def test_a_machine_before_its_start_has_no_governor_and_no_abstraction() -> None:
+    m = Toy()
+    assert (m.gov, m.abs, m.trace, m.last_result, m.changed) == (None, None, [], None, [])
 
 
 def test_a_clean_run_counts_every_step_and_case() -> None:
@@ -158,6 +167,7 @@ def test_a_clean_run_counts_every_step_and_case() -> None:
     assert m.calls == ["state"] and m.abs == S() and m.trace == [] and m.last_result is None
     m.act(Add(5))
     assert m.calls == ["state", "situations", "step", "state"]
+    assert m.seen == m.seen_step == (S(), Add(5), S(1, immutables.Map({5: 0})))
     m.act(Bad())
     m.act(Add(-1))
     m.act(Add(6))
@@ -173,6 +183,7 @@ def test_a_clean_run_counts_every_step_and_case() -> None:
                      "rejected:InvalidArgument": 2}
     m.act(Bad())
     assert stats["last_step"] == (m, m.abs, Bad(), m.abs, False) and stats["steps"] == 5
+    assert m.last_result is None  # a refusal's result is None
     m.teardown()
     assert stats["last_trace"] == m.trace and stats["last_trace"] is not m.trace and m.gov.closed == 1
 
@@ -207,6 +218,38 @@ def test_own_ids_wraps_the_governor_only_when_refinement_is_checked() -> None:
     for a in (Add(1), Bad(), Add(-3), Add(2)):
         m.act(a)
     assert m.abs == S(2, immutables.Map({1: 0, 2: 1})) and m.last_result == 2
+    assert m.gov.want == m.abs
+
+
+class Matcher:
+    """Records what the machine hands `OwnIds.match`, and answers with the spec's own outcome."""
+
+    def __init__(self, gov: Gov) -> None:
+        self.gov, self.asked = gov, []
+
+    def execute(self, a: Any) -> Any:
+        return self.gov.execute(a)
+
+    def abstract(self) -> S:
+        return self.gov.abstract()
+
+    def match(self, raw: Any, action: Any, want: Any, want_result: Any) -> tuple[Any, Any]:
+        self.asked.append((raw, action, want, want_result))
+        return raw, self.gov.abstract()
+
+
+def test_own_ids_starts_from_the_specs_initial_state_and_matches_each_step_against_the_specs_outcome() -> None:
+    m = type("T6", (Toy,), {"own_ids": True})()
+    m.start(Gov(), S())
+    assert m.gov.want == S() and m.gov.identity
+    m.gov = Matcher(m.gov.gov)
+    m.act(Add(1))
+    m.act(Bad())
+    one = S(1, immutables.Map({1: 0}))
+    assert m.gov.asked == [(1, Add(1), one, 1), (None, Bad(), one, None)] and m.last_result is None
+
+
+def test_own_ids_off_with_refinement_off() -> None:
     off = machine(own_ids=True, check_refinement=False)
     assert type(off.gov) is Gov
     off.act(Add(1))
@@ -320,6 +363,7 @@ def test_failing_clauses_lists_every_clause_the_step_breaks() -> None:
     assert m.failing_clauses(prev, Add(1), now, True) == ["step_T.grows", "state_T.small"]
     assert m.failing_clauses(prev, Add(1), now, False) == ["state_T.small"]
     assert m.failing_clauses(S(0), Add(1), S(1), True) == []
+    assert m.seen_step == (S(0), Add(1), S(1))
 
     class Raw(Toy):
         def check_state(self, state: Any) -> None:
