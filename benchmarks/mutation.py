@@ -311,6 +311,11 @@ MODULES: dict[str, list[str]] = {
     # shortest counterexample and its clauses, keys and fingerprints, the progress ticks. The real scopes'
     # explorer runs (seconds each, every mutant of `_explore` would run them all) are left out.
     "invariants/explore.py": ["tests/test_mutkill_explore.py"],
+    # Successor memoization: the memoized successors against the plain step's on every state of a quick scope
+    # (QUICK_SCOPE to depth 2, well under a second), a stand-in step that counts its calls (a hit rebuilt on the
+    # current state, a refusal raised again fresh, a write outside the footprint caught), and the footprint table's
+    # own checks. test_explore_memo's whole-scope comparisons (5-17 s each) are left out.
+    "invariants/explore_memo.py": ["tests/test_mutkill_explore_memo.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
