@@ -316,6 +316,18 @@ MODULES: dict[str, list[str]] = {
     # current state, a refusal raised again fresh, a write outside the footprint caught), and the footprint table's
     # own checks. test_explore_memo's whole-scope comparisons (5-17 s each) are left out.
     "invariants/explore_memo.py": ["tests/test_mutkill_explore_memo.py"],
+    # The governor protocol and the id mapping (OwnIds): renaming over every id-bearing field kind, the identity
+    # binding, a foreign governor's ids bound to the spec's (the binding under which it agrees, else the order of
+    # appearance), an id handed out again, the failure's script; and test_own_governor's scripted cases (a foreign
+    # governor, an id reused, a grant left uncharged whatever the ids, the field and result-kind tables). Its README
+    # and guide runs (Hypothesis searches, 5-60 s each) are left out.
+    "invariants/adapter.py": ["tests/test_mutkill_adapter.py",
+                              *(f"tests/test_own_governor.py::{t}" for t in (
+                                  "test_the_foreign_governor_issues_none_of_the_specs_ids",
+                                  "test_an_id_handed_out_again_is_caught",
+                                  "test_every_int_field_of_the_spec_is_an_id_the_adapter_renames_or_a_figure",
+                                  "test_result_kinds_are_read_from_the_specs_documented_actions",
+                                  "test_a_grant_left_uncharged_is_caught_whatever_the_ids"))],
 }
 DEFAULT_MODULES = list(MODULES)
 

@@ -6,6 +6,7 @@ every clause it breaks; the rendered counterexample whole."""
 from __future__ import annotations
 
 import gc
+import inspect
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ TOP = 5
 # Not registered in invariants.clauses.CLAUSES: a toy's clauses must not join the catalog.
 NOT_AT = Clause("T", "state_T", "not_at", "the state is not the forbidden one")
 NO_JUMP = Clause("T", "step_T", "no_jump", "no step of +2 into the forbidden state")
+FROM = Clause("T", "step_U", "from", "no step of +2 into the forbidden state, judged from where it starts")
 
 
 def step(s: int, a: Any) -> int:
@@ -41,8 +43,12 @@ def counter(bad: int | None = None, jump: int | None = None, calls: list | None 
     def step_T(p: int, a: Any, n: int) -> None:
         if NO_JUMP.case(a == 2 and n == jump):
             NO_JUMP.fail(f"{p} jumps to {n}")
-    return Model("counter", 0, step, lambda s: (1, 2, "x"),
-                 lambda s: conjunction({"T": (state_T,)}, s), lambda p, a, n: conjunction({"T": (step_T,)}, p, a, n),
+
+    def step_U(p: int, a: Any, n: int) -> None:  # fails with step_T, on what it is handed
+        if FROM.case(a == 2 and p == jump - 2 and n == jump):
+            FROM.fail(f"from {p}")
+    return Model("counter", 0, step, lambda s: (1, 2, "x"), lambda s: conjunction({"T": (state_T,)}, s),
+                 lambda p, a, n: conjunction({"T": (step_T, step_U) if jump else (step_T,)}, p, a, n),
                  rejects=(KeyError, ValueError), **kw)
 
 
@@ -53,7 +59,7 @@ def test_a_fixpoint_is_complete_and_counts_every_state_step_and_refusal() -> Non
     assert 0 <= r.seconds <= time.perf_counter() - t0 and 0 <= r.cpu_seconds <= time.process_time() - c0
     assert r.critical_cpu_seconds == r.cpu_seconds
     assert (r.model, r.states, r.transitions, r.rejected, r.depth, r.diameter) == ("counter", 6, 9, 9, 4, 3)
-    assert r.complete and r.exhausted and not r.found and not r.bound_hit
+    assert r.complete and r.exhausted and not r.found and r.bound_hit is False
     assert (r.violated, r.message, r.counterexample, r.clause, r.clauses, r.trace) == (None, "no violation", (), None, (), ())
     assert r.coverage == "complete, diameter 3"
     assert sorted(calls) == [0, 1, 2, 3, 4, 5]  # each state checked once, when first seen
@@ -88,10 +94,10 @@ def test_a_violation_gives_a_shortest_counterexample_its_states_and_every_broken
     assert r.coverage == "stopped at a violation at depth 2"
     assert render_counterexample(r) == " 0. (initial)\n     0\n 1. 2\n     -> 2\n 2. 2\n     -> 4\n=> T: at 4\n"
     r = explore(counter(bad=4, jump=4), max_depth=10)
-    assert r.clause == "step_T.no_jump" and r.clauses == ("step_T.no_jump", "state_T.not_at")
+    assert r.clause == "step_T.no_jump" and r.clauses == ("step_T.no_jump", "step_U.from", "state_T.not_at")
     assert r.message == "T: 2 jumps to 4"
     r = explore(counter(jump=3), max_depth=10)  # a step check runs on a step into a state already seen too
-    assert r.counterexample == (1, 2) and r.clauses == ("step_T.no_jump",) and r.trace == (0, 1, 3)
+    assert r.counterexample == (1, 2) and r.clauses == ("step_T.no_jump", "step_U.from") and r.trace == (0, 1, 3)
     r = explore(counter(bad=0), max_depth=10)
     assert (r.violated, r.clause, r.counterexample, r.trace, r.states) == ("T", "state_T.not_at", (), (0,), 1)
     assert r.clauses == () and r.coverage == "stopped at a violation at depth 0"
@@ -107,6 +113,17 @@ def test_checks_that_raise_outside_a_registry_still_report_their_id() -> None:
     assert (r.violated, r.clause, r.clauses, r.counterexample) == ("RAW", None, ("RAW",), (1, 1, 1))
 
 
+class Collide:
+    def __init__(self, s: int) -> None:
+        self.s = s
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Collide) and other.s == self.s
+
+    def __hash__(self) -> int:
+        return 7
+
+
 def test_a_key_and_fingerprints_merge_states() -> None:
     r = explore(counter(key=lambda s: s % 3), max_depth=10)  # 0..5 fall into three classes
     assert (r.states, r.complete, r.diameter) == (3, True, 1)
@@ -114,14 +131,19 @@ def test_a_key_and_fingerprints_merge_states() -> None:
     assert (f.states, f.transitions, f.rejected, f.diameter, f.complete) == (6, 9, 9, 3, True)
     m = counter(key=lambda s: (s % 3,))
     assert explore(m, max_depth=10, fingerprints=True).states == 3
+    # a fingerprint collision (distinct states, one hash) silently merges them; without fingerprints it does not
+    m = counter(key=Collide)
+    assert explore(m, max_depth=10).states == 6 and explore(m, max_depth=10, fingerprints=False).states == 6
+    assert explore(m, max_depth=10, fingerprints=True).states == 1
 
 
 def test_states_are_ticked_in_blocks_of_1024(monkeypatch: pytest.MonkeyPatch) -> None:
     ticks: list[tuple[str, int]] = []
     monkeypatch.setattr(E, "tick", lambda what, n: ticks.append((what, n)))
-    m = Model("line", 0, lambda s, a: s + 1, lambda s: (1,) if s < 2100 else (), lambda s: None, lambda p, a, n: None)
+    m = Model("line", 0, lambda s, a: s + 1, lambda s: (1,) if s < 2047 else (), lambda s: None, lambda p, a, n: None)
     r = explore(m, max_depth=5000)
-    assert r.states == 2101 and ticks == [("states", 1024), ("states", 1024)]
+    assert r.states == 2048 and ticks == [("states", 1024), ("states", 1024)]
+    assert inspect.signature(explore).parameters["max_states"].default == 1_000_000
 
 
 def test_the_results_words_and_rates() -> None:
@@ -130,6 +152,8 @@ def test_the_results_words_and_rates() -> None:
     r0 = ExploreResult("m", 10, 0, 0, 1, True, 0.0, None, "", ())
     assert r0.states_per_second == 10.0 and type(r0.states_per_second) is float
     assert render_counterexample(r0) == "=> no violation\n"
+    scripted = ExploreResult("m", 3, 2, 0, 2, False, 0.0, "T", "T: bad", (1, 2))  # a counterexample, no states
+    assert render_counterexample(scripted) == " 1. 1\n 2. 2\n=> T: bad\n"
     assert replay_states(counter(), (1, 2, 2)) == (0, 1, 3, 5)
     assert replay_states(counter(), ()) == (0,)
 
