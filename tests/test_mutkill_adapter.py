@@ -20,6 +20,7 @@ from invariants.manager_machine import ManagerSpecAdapter
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
+from spec import view_actions as V
 from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Role, Tier
@@ -373,3 +374,20 @@ def test_the_script_runs_as_it_stands() -> None:
         "state.act(Other(x=(1, Color.RED)))\n"
         "state.act(Other(x=()))")
     assert script("M", []).endswith("\nstate = M()")
+
+
+def test_the_script_of_ledger_manager_and_view_actions_runs_as_printed() -> None:
+    """A model view's action (spec.view_actions) is named through manager_actions, which re-exports it."""
+    actions = [A.RegisterHolder("kv"), M.Press(1, 1, 10), V.DropView(3), V.PublishView(2)]
+    ran: list[list[Any]] = []
+
+    class Replay:
+        def __init__(self) -> None:
+            ran.append([])
+
+        def act(self, a: Any) -> None:
+            ran[-1].append(a)
+    text = script("Replay", actions)
+    assert "state.act(M.DropView(view=3))" in text.splitlines()
+    exec(text.split("\n", 1)[1], {"Replay": Replay})  # after the heading line
+    assert ran == [actions]

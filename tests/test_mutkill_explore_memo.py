@@ -12,6 +12,7 @@ import attrs
 import immutables
 import pytest
 
+from invariants import explore_memo as EM
 from invariants.explore_memo import FOOTPRINTS, Footprint, FootprintError, MemoStep
 from invariants.manager_scope import QUICK_SCOPE, manager_actions, manager_start
 from spec import manager as MG
@@ -81,7 +82,8 @@ def test_a_step_is_computed_once_per_action_and_read_parts_and_rebuilt_on_the_cu
     assert n3.next_pressure == s0.next_pressure + 2
     # an action type without a footprint is stepped plainly, every time, and not counted
     memo2 = MemoStep(plain, (GovernorError,), {})
-    assert memo2(s0, PRESS) == memo2(s0, PRESS) and plain.calls == 4 and (memo2.hits, memo2.misses) == (0, 0)
+    assert memo2(s0, PRESS) == Plain()(s0, PRESS) and memo2(s0, PRESS)[0].pressures[s0.next_pressure] == PRESS
+    assert plain.calls == 4 and (memo2.hits, memo2.misses) == (0, 0)
 
 
 def test_a_memoized_refusal_is_raised_again_fresh_with_the_same_type_and_arguments() -> None:
@@ -119,6 +121,10 @@ def test_a_footprint_must_write_among_its_reads_and_read_only_manager_parts() ->
     with pytest.raises(ValueError, match="footprint of Press: writes"):
         MemoStep(MG.step, (GovernorError,), {M.Press: Footprint(("ledger", "nothing"), ("ledger",))})
     MemoStep(MG.step, (GovernorError,), {M.Press: Footprint(("ledger", "pressures"), ("pressures",))})
+    every = tuple(f.name for f in attrs.fields(M.Manager))
+    MemoStep(MG.step, (GovernorError,), {M.Press: Footprint(every, every)})  # reading every part is allowed
+    assert EM._fp("ledger  tickets", "tickets") == Footprint(("ledger", "tickets"), ("tickets",))
+    assert EM._fp("uses", "") == Footprint(("uses",), ())
     fp = FOOTPRINTS[M.Submit]
     assert fp == Footprint(("ledger", "tickets", "aging_bound", "quotas", "next_ticket", "generations", "poisoned"),
                            ("ledger", "tickets", "next_ticket"))
