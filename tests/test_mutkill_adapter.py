@@ -391,3 +391,96 @@ def test_the_script_of_ledger_manager_and_view_actions_runs_as_printed() -> None
     assert "state.act(M.DropView(view=3))" in text.splitlines()
     exec(text.split("\n", 1)[1], {"Replay": Replay})  # after the heading line
     assert ran == [actions]
+
+
+@attrs.frozen
+class Comp:
+    inner: Any = Inner()
+    view: Any = None
+
+
+def test_a_field_skipped_does_not_end_the_walk() -> None:
+    later = World(holders=None, uses=None, needs=None, view=5, inner=None)
+    assert rename(later, plus) == attrs.evolve(later, view="view:5")
+    assert rename(World(holders=None, uses=None, needs=[(1, 2)], view=5, inner=None), plus).view == "view:5"
+    assert rename(World(holders=None, uses=[1], needs=None, view=5, inner=None), plus).view == "view:5"
+    assert rename(Comp(None, 6), plus) == Comp(None, "view:6")
+
+
+def test_pairings_count_the_ways_to_bind_the_shorter_side() -> None:
+    assert len(AD._pairings(list("abcdefg"), [1])) == 7  # 7 ways, though 7! is past _MAX_TRIES
+    assert AD._pairings(list("abcdefghij"), [1, 2, 3, 4]) == [(("a", 1), ("b", 2), ("c", 3), ("d", 4))]  # 5040
+    assert len(AD._pairings(list("abcdefghij"), [1, 2])) == 90
+
+
+def test_governor_attribute_missing_before_init_is_named() -> None:
+    with pytest.raises(AttributeError) as e:
+        OwnIds.__new__(OwnIds).gov  # noqa: B018
+    assert e.value.args == ("gov",)
+
+
+class Fixed:
+    """A governor whose records and result are fixed (a governor holds no id counters: its next_* are 0)."""
+
+    def __init__(self, after: Any, raw: Any = None) -> None:
+        self.after, self.raw = after, raw
+
+    def execute(self, a: Any) -> Any:
+        return self.raw
+
+    def abstract(self) -> Any:
+        return self.after
+
+
+def test_the_identity_is_kept_while_records_and_result_agree_whatever_the_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(AD.RESULT_KINDS, Sized, "holder")
+    want = World(holders={1: Sized(1, 1, 10)}, next_holder=2)
+    ids = OwnIds(Fixed(attrs.evolve(want, next_holder=0), 1), World())
+    assert ids.match(1, Sized(0, 0, 0), want, 1) == (1, want) and ids.identity is True
+    assert ids.abstract() == want  # the counters are the spec's
+    # the records agree but the result does not: the identity is left (ids bound, the result named by them)
+    ids = OwnIds(Fixed(want, 5), World())
+    result, now = ids.match(5, Sized(0, 0, 0), want, 1)
+    assert ids.identity is False and result == 1
+    # the result agrees but the records do not
+    ids = OwnIds(Fixed(World(holders={7: Sized(7, 7, 10)}), 1), World())
+    ids.match(1, Sized(0, 0, 0), want, 1)
+    assert ids.identity is False
+
+
+def test_out_of_identity_the_abstraction_is_renamed_and_carries_the_specs_counters() -> None:
+    ids, result, now = _bind(GOV2, SPEC2)
+    assert ids.abstract() == SPEC2 and now == SPEC2
+
+
+def test_a_kind_only_the_governor_shows_stays_unmatched() -> None:
+    gov = World(holders={10: Sized(10, 10, 10)}, view=99, next_holder=0)
+    spec = World(holders={1: Sized(1, 1, 10)}, next_holder=2)
+    ids, result, now = _bind(gov, spec)
+    assert now == attrs.evolve(spec, view=Unmatched("view", 99)) and ids.spec_of == {"holder": {10: 1}}
+    ids, result, now = _bind(World(next_holder=0), attrs.evolve(spec, view=3))  # a kind only the spec shows
+    assert now == World(next_holder=2) and ids.spec_of == {}
+
+
+SYM_GOV = World(holders={10: Sized(10, 10, 5), 20: Sized(20, 20, 5)}, next_holder=0)
+SYM_SPEC = World(holders={1: Sized(1, 1, 5), 2: Sized(2, 2, 5)}, next_holder=3)
+
+
+def test_of_two_bindings_that_agree_the_first_in_order_of_appearance_is_kept() -> None:
+    ids, result, now = _bind(SYM_GOV, SYM_SPEC)
+    assert now == SYM_SPEC and ids.spec_of == {"holder": {10: 1, 20: 2}}
+
+
+#: Two kinds, two ids each: four combinations, tried allocation-major; only the third agrees.
+TWO_GOV = World(holders={10: Sized(10, 10, 10), 20: Sized(20, 20, 20)}, uses={30: 2, 40: 1}, next_holder=0)
+TWO_SPEC = World(holders={1: Sized(1, 1, 10), 2: Sized(2, 2, 20)}, uses={1: 1, 2: 2}, next_holder=3)
+
+
+def test_the_bindings_tried_are_bounded_across_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    ids, result, now = _bind(TWO_GOV, TWO_SPEC)
+    assert now == TWO_SPEC and ids.spec_of == {"allocation": {40: 1, 30: 2}, "holder": {10: 1, 20: 2}}
+    monkeypatch.setattr(AD, "_MAX_TRIES", 3)
+    assert _bind(TWO_GOV, TWO_SPEC)[2] == TWO_SPEC
+    monkeypatch.setattr(AD, "_MAX_TRIES", 2)  # the third is not tried: the first combination is kept
+    ids, result, now = _bind(TWO_GOV, TWO_SPEC)
+    assert now != TWO_SPEC and ids.spec_of == {"allocation": {30: 1, 40: 2}, "holder": {10: 1, 20: 2}}
