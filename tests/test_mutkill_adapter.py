@@ -278,7 +278,8 @@ def test_a_foreign_id_handed_out_again_stays_unmatched() -> None:
     p = Pair(g)
     p.do(A.RegisterHolder("kv"))
     g.execute = lambda a: 999  # the holder id it already gave holder 1
-    g.abstract = lambda: rename(MG.step(p.spec, A.RegisterHolder("db"))[0], lambda k, x: 999 if k == "holder" else own(k, x))
+    g.abstract = lambda: rename(MG.step(p.spec, A.RegisterHolder("db"))[0],
+                                lambda k, x: 999 if k == "holder" else own(k, x))
     raw, result, now = p.do(A.RegisterHolder("db"))
     assert raw == 999 and result == 1  # named as the spec's holder 1, not the new holder 2
     assert now != p.spec
@@ -432,7 +433,8 @@ class Fixed:
         return self.after
 
 
-def test_the_identity_is_kept_while_records_and_result_agree_whatever_the_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_identity_is_kept_while_records_and_result_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the counters: a governor holds none."""
     monkeypatch.setitem(AD.RESULT_KINDS, Sized, "holder")
     want = World(holders={1: Sized(1, 1, 10)}, next_holder=2)
     ids = OwnIds(Fixed(attrs.evolve(want, next_holder=0), 1), World())

@@ -128,7 +128,8 @@ def raised(m: Toy, action: Any) -> InvariantViolation:
 
 def test_diff_names_each_field_each_map_key_and_inside_components() -> None:
     assert diff(1, 2) == "1 != 2"
-    assert diff(S(), Inner()) == "S(n=0, m=immutables.Map({}), inner=Inner(a=0, b=0, c=0, d=0, e=0)) != Inner(a=0, b=0, c=0, d=0, e=0)"
+    assert diff(S(), Inner()) == \
+        "S(n=0, m=immutables.Map({}), inner=Inner(a=0, b=0, c=0, d=0, e=0)) != Inner(a=0, b=0, c=0, d=0, e=0)"
     assert diff(S(), S()) == "no difference"
     a = S(1, immutables.Map({2: "x", 10: "y", 3: "z"}), Inner(a=1))
     b = S(2, immutables.Map({2: "x", 10: "w", 4: "v"}), Inner(a=2))

@@ -60,7 +60,8 @@ def test_a_fixpoint_is_complete_and_counts_every_state_step_and_refusal() -> Non
     assert r.critical_cpu_seconds == r.cpu_seconds
     assert (r.model, r.states, r.transitions, r.rejected, r.depth, r.diameter) == ("counter", 6, 9, 9, 4, 3)
     assert r.complete and r.exhausted and not r.found and r.bound_hit is False
-    assert (r.violated, r.message, r.counterexample, r.clause, r.clauses, r.trace) == (None, "no violation", (), None, (), ())
+    assert (r.violated, r.message, r.counterexample, r.clause, r.clauses, r.trace) == \
+        (None, "no violation", (), None, (), ())
     assert r.coverage == "complete, diameter 3"
     assert sorted(calls) == [0, 1, 2, 3, 4, 5]  # each state checked once, when first seen
 
