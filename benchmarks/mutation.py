@@ -301,6 +301,33 @@ MODULES: dict[str, list[str]] = {
     # bookkeeping (a KeyError on a pid it did not fork), so test_hierarchy_trace's recorded traces are left out.
     "invariants/hierarchy_trace.py": ["tests/test_mutkill_hierarchy_trace.py",
                                       "tests/test_hierarchy_trace.py::test_schema_file_is_current"],
+    # The checked step every stateful checker shares (refinement after every step, G4, the counters, the
+    # failure's script) and its state diff: a toy protocol whose governor goes wrong one way at a time, each
+    # mismatch reported at the step it is planted on with its whole message (the real machines' campaigns, which
+    # run every mutant of `_step` for seconds each, are left out).
+    "invariants/checked.py": ["tests/test_mutkill_checked.py"],
+    # Breadth-first exploration: a toy counter scope whose figures are worked out by hand (states, steps, refusals,
+    # depth, diameter), a fixpoint "complete" and a depth-cut or state-bounded search never, a violation's
+    # shortest counterexample and its clauses, keys and fingerprints, the progress ticks. The real scopes'
+    # explorer runs (seconds each, every mutant of `_explore` would run them all) are left out.
+    "invariants/explore.py": ["tests/test_mutkill_explore.py"],
+    # Successor memoization: the memoized successors against the plain step's on every state of a quick scope
+    # (QUICK_SCOPE to depth 2, well under a second), a stand-in step that counts its calls (a hit rebuilt on the
+    # current state, a refusal raised again fresh, a write outside the footprint caught), and the footprint table's
+    # own checks. test_explore_memo's whole-scope comparisons (5-17 s each) are left out.
+    "invariants/explore_memo.py": ["tests/test_mutkill_explore_memo.py"],
+    # The governor protocol and the id mapping (OwnIds): renaming over every id-bearing field kind, the identity
+    # binding, a foreign governor's ids bound to the spec's (the binding under which it agrees, else the order of
+    # appearance), an id handed out again, the failure's script; and test_own_governor's scripted cases (a foreign
+    # governor, an id reused, a grant left uncharged whatever the ids, the field and result-kind tables). Its README
+    # and guide runs (Hypothesis searches, 5-60 s each) are left out.
+    "invariants/adapter.py": ["tests/test_mutkill_adapter.py",
+                              *(f"tests/test_own_governor.py::{t}" for t in (
+                                  "test_the_foreign_governor_issues_none_of_the_specs_ids",
+                                  "test_an_id_handed_out_again_is_caught",
+                                  "test_every_int_field_of_the_spec_is_an_id_the_adapter_renames_or_a_figure",
+                                  "test_result_kinds_are_read_from_the_specs_documented_actions",
+                                  "test_a_grant_left_uncharged_is_caught_whatever_the_ids"))],
 }
 DEFAULT_MODULES = list(MODULES)
 

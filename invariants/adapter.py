@@ -180,7 +180,7 @@ def _counters(state: Any, want: Any) -> Any:
         x, y = getattr(state, fld.name), getattr(want, fld.name)
         if fld.name.startswith("next_") and x != y:
             changes[fld.name] = y
-        elif attrs.has(type(x)) and not fld.name.startswith("next_"):
+        elif attrs.has(type(x)):  # a component (the manager's ledger): its own counters
             z = _counters(x, y)
             if z is not x:
                 changes[fld.name] = z
@@ -335,7 +335,7 @@ def script(machine: str, actions: list[Any]) -> str:
 
 def _source(v: Any) -> str:
     if attrs.has(type(v)):
-        mod = {A.__name__: "A.", M.__name__: "M."}.get(type(v).__module__, "")
+        mod = {A.__name__: "A.", M.__name__: "M.", V.__name__: "M."}.get(type(v).__module__, "")  # M re-exports V
         args = ", ".join(f"{f.name}={_source(getattr(v, f.name))}" for f in attrs.fields(type(v)))
         return f"{mod}{type(v).__name__}({args})"
     if isinstance(v, enum.Enum):

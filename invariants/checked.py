@@ -33,9 +33,13 @@ __all__ = ["CheckedMachine", "diff"]
 
 
 def diff(a: Any, b: Any, limit: int = 4) -> str:
-    """Where two abstract states differ: field by field, map entry by map entry."""
+    """Where two abstract states differ: field by field, map entry by map entry (the first `limit` places)."""
+    return "; ".join(_places(a, b)[:limit]) or "no difference"
+
+
+def _places(a: Any, b: Any) -> list[str]:
     if not (attrs.has(type(a)) and type(a) is type(b)):
-        return f"{a!r} != {b!r}"
+        return [f"{a!r} != {b!r}"]
     out = []
     for f in attrs.fields(type(a)):
         x, y = getattr(a, f.name), getattr(b, f.name)
@@ -45,10 +49,10 @@ def diff(a: Any, b: Any, limit: int = 4) -> str:
             out += [f"{f.name}[{k!r}]: {x.get(k)!r} != {y.get(k)!r}"
                     for k in sorted(set(x) | set(y), key=repr) if x.get(k) != y.get(k)]
         elif attrs.has(type(x)) and type(x) is type(y):  # a component (the manager's ledger): where inside it
-            out += [f"{f.name}.{d}" for d in diff(x, y, limit).split("; ")]
+            out += [f"{f.name}.{d}" for d in _places(x, y)]
         else:
             out.append(f"{f.name}: {x!r} != {y!r}")
-    return "; ".join(out[:limit]) or "no difference"
+    return out
 
 
 class CheckedMachine(RuleBasedStateMachine):

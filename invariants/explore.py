@@ -219,7 +219,7 @@ def render_counterexample(r: ExploreResult) -> str:
     lines = [f" 0. (initial)\n     {r.trace[0]!r}"] if r.trace else []
     for i, a in enumerate(r.counterexample):
         lines.append(f"{i + 1:>2}. {a!r}")
-        if i + 1 < len(r.trace):
+        if r.trace:  # empty (a scripted control's result) or one state per action after the initial one
             lines.append(f"     -> {r.trace[i + 1]!r}")
     lines.append(f"=> {r.message}" if r.found else "=> no violation")
     return "\n".join(lines) + "\n"
