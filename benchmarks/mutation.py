@@ -328,6 +328,16 @@ MODULES: dict[str, list[str]] = {
                                   "test_every_int_field_of_the_spec_is_an_id_the_adapter_renames_or_a_figure",
                                   "test_result_kinds_are_read_from_the_specs_documented_actions",
                                   "test_a_grant_left_uncharged_is_caught_whatever_the_ids"))],
+    # The explorer's own parts (issue #26 item 4). ITF counterexamples: every value kind, the golden ITF files of
+    # the ledger guards, every scope's states encoded, and test_mutkill_itf's whole traces and refusals.
+    "invariants/itf.py": ["tests/test_itf.py", "tests/test_mutkill_itf.py"],
+    # Canonical forms: reduced and unreduced runs agree on every guard and keep one state per orbit, the ledger key
+    # is a bisimulation, and test_mutkill_explore_symmetry's keys of states permuted and of states changed.
+    "invariants/explore_symmetry.py": ["tests/test_explore_symmetry.py", "tests/test_mutkill_explore_symmetry.py"],
+    # Incremental checks: they flag exactly what the full checks flag over the quick scopes (guards off, a bundle,
+    # views, quotas), a projection missing a read part is caught, and test_mutkill_explore_checks's planted ones.
+    "invariants/explore_checks.py": ["tests/test_explore_fast.py", "tests/test_explore_views.py",
+                                     "tests/test_explore_quota.py", "tests/test_mutkill_explore_checks.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 

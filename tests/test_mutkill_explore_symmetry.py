@@ -1,0 +1,3 @@
+"""Survivors of invariants/explore_symmetry.py's mutation run, killed (benchmarks/mutation.py)."""
+
+from __future__ import annotations
