@@ -18,6 +18,10 @@ class _Mode(enum.IntEnum):
     ON = 7
 
 
+class _Name(enum.Enum):
+    ON = "on"
+
+
 @attrs.frozen
 class _BA:  # fields out of alphabetical order: a set of records sorts by their key-sorted JSON text
     b: int
@@ -44,6 +48,10 @@ def test_sequences_sets_and_maps() -> None:
     assert got == {"#map": [[-5, 5], [2, 3], [10, 7], ["a", 4], ["~", 1], [True, 2], [{"#tup": [0]}, 6],
                             [{"#tup": [1, 1]}, 0]]}
     assert to_itf({3: 0, 1: 9}) == {"#map": [[1, 9], [3, 0]]}  # by key, not value
+    # strings by their own order ("z" < "é"), before an enum key (its name) and the others by text, whatever the
+    # mapping's own order
+    got = to_itf({(1, 1): 0, (0,): 1, _Name.ON: 2, "é": 3, "z": 4})
+    assert got == {"#map": [["z", 4], ["é", 3], ["ON", 2], [{"#tup": [0]}, 1], [{"#tup": [1, 1]}, 0]]}
 
 
 def test_a_value_without_a_form_is_a_type_error_naming_it() -> None:
@@ -69,6 +77,7 @@ def test_a_trace_of_plain_states_and_its_lasso() -> None:
                             {"#meta": {"index": 1}, "action": "1", "state": 6},
                             {"#meta": {"index": 2}, "action": "2", "state": 7}], "loop": 0}
     assert itf_trace((5, 6, 7), (1, 2), {}, loop=2)["loop"] == 2
+    assert itf_trace((_BA(1, 2),), (), {})["vars"] == ["action", "b", "a"]  # one record state: its own fields
     assert itf_trace((5,), (), {}) == {"#meta": {"format": "ITF", "format-description": _URL},
                                        "vars": ["action", "state"],
                                        "states": [{"#meta": {"index": 0}, "action": "init", "state": 5}]}
