@@ -332,8 +332,11 @@ MODULES: dict[str, list[str]] = {
     # the ledger guards, every scope's states encoded, and test_mutkill_itf's whole traces and refusals.
     "invariants/itf.py": ["tests/test_itf.py", "tests/test_mutkill_itf.py"],
     # Canonical forms: reduced and unreduced runs agree on every guard and keep one state per orbit, the ledger key
-    # is a bisimulation, and test_mutkill_explore_symmetry's keys of states permuted and of states changed.
-    "invariants/explore_symmetry.py": ["tests/test_explore_symmetry.py", "tests/test_mutkill_explore_symmetry.py"],
+    # is a bisimulation, and test_mutkill_explore_symmetry's keys of states permuted and of states changed. Left out:
+    # the limits scope's bisimulation failure (13 s; test_mutkill_explore_symmetry names limits' group directly).
+    "invariants/explore_symmetry.py": ["tests/test_explore_symmetry.py", "tests/test_mutkill_explore_symmetry.py",
+                                       "--deselect", "tests/test_explore_symmetry.py::"
+                                       "test_holders_are_not_interchangeable_where_limits_change"],
     # Incremental checks: they flag exactly what the full checks flag over the quick scopes (guards off, a bundle,
     # views, quotas), a projection missing a read part is caught, and test_mutkill_explore_checks's planted ones.
     "invariants/explore_checks.py": ["tests/test_explore_fast.py", "tests/test_explore_views.py",
