@@ -287,11 +287,10 @@ class _Plan:
 
     def __init__(self, table: Mapping[str, tuple[Callable[..., None], ...]],
                  reads: Mapping[Callable[..., None], Callable[..., Hashable]], full: Callable[..., None]) -> None:
-        self.order = [(p, reads.get(p)) for preds in table.values() for p in preds]
-        self.projections = list(dict.fromkeys(proj for _, proj in self.order if proj is not None))
-        self.always = [p for p, proj in self.order if proj is None]
-        self.passed: dict[Callable[..., Hashable], set[Hashable]] = {proj: set() for proj in self.projections}
-        self.passed_sets = [self.passed[proj] for proj in self.projections]
+        order = [(p, reads.get(p)) for preds in table.values() for p in preds]
+        self.projections = list(dict.fromkeys(proj for _, proj in order if proj is not None))
+        self.always = [p for p, proj in order if proj is None]
+        self.passed_sets: list[set[Hashable]] = [set() for _ in self.projections]  # per projection: inputs passed
         # (predicate, its projection's index in `projections`, -1: always run), in evaluation order
-        self.indexed = [(p, -1 if proj is None else self.projections.index(proj)) for p, proj in self.order]
+        self.indexed = [(p, -1 if proj is None else self.projections.index(proj)) for p, proj in order]
         self.full = full
