@@ -86,16 +86,16 @@ class Symmetry:
 # --- encodings under one permutation (h: holder ids, a: authority ids; an id absent from a map stays) -------------
 
 
-def _at(p: Perm, i: int) -> int:
+def _at(p: Perm, i: int | None) -> int | None:
     return p.get(i, i)
 
 
 def _ledger(s: State, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
     auths = tuple(sorted(
         (_at(a, x.id), None if x.id in unlabelled else x.pool, x.tier, x.capacity, x.limit,
-         None if x.alias_of is None else _at(a, x.alias_of), x.view, x.context, x.used, x.device)
+         _at(a, x.alias_of), x.view, x.context, x.used, x.device)  # no alias: None, absent from a, stays
         for x in s.authorities.values()))
-    holders = tuple(sorted((_at(h, k), _at(h, x.id)) for k, x in s.holders.items()))  # names: labels, dropped
+    holders = tuple(sorted(_at(h, x.id) for x in s.holders.values()))  # keyed by id; names: labels, dropped
     allocs = tuple((r.id, _at(a, r.authority), _at(h, r.holder), r.tier, r.role, r.reserved,
                     r.nbytes, r.charge, r.state, r.origin) for _, r in sorted(s.allocations.items()))
     allows = tuple((w.id, _at(a, w.authority), _at(h, w.holder), w.limit, w.reserved, w.mapped)
@@ -113,8 +113,8 @@ def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tupl
     txs = tuple((x.id, _at(h, x.holder), tuple((_at(a, y), n) for y, n in x.needs), x.held, x.bundle,
                  x.seq, x.priority, x.age) for _, x in sorted(m.txs.items()))
     intents = tuple((i.id, _at(h, i.holder), i.seq, i.priority, i.age) for _, i in sorted(m.intents.items()))
-    changes = tuple(sorted((_at(a, k), _at(a, c.authority), c.target, c.completed)
-                           for k, c in m.changes.items()))
+    changes = tuple(sorted((_at(a, c.authority), c.target, c.completed)  # keyed by its authority
+                           for c in m.changes.values()))
     generations = tuple(sorted((_at(a, k), g) for k, g in m.generations.items()))
     views = tuple((v.id, v.tx, _at(a, v.authority), v.allocation, v.generation, v.state, v.users)
                   for _, v in sorted(m.views.items()))

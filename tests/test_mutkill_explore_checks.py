@@ -12,6 +12,7 @@ import pytest
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
 from invariants.clauses import Coverage, collecting, recording
+from invariants import explore_checks as EC
 from invariants.explore_checks import READS, IncrementalChecks
 from invariants.manager_scope import QUOTA_SCOPE, VIEW_SCOPE, manager_start
 from spec import manager as MG
@@ -27,10 +28,11 @@ def _sizes(inc: IncrementalChecks) -> dict[str, int]:
 
 
 def _partitions() -> tuple[dict[str, int], int, int]:
+    reads = EC._reads()  # built afresh: READS was built at import, before a mutant (benchmarks/mutation.py) is active
     total: dict[str, int] = {}
     evaluated = skipped = 0
     for guards, scope, depth in [*((g, None, 3) for g in _GUARDS), (ALL_ON, VIEW_SCOPE, 4), (ALL_ON, QUOTA_SCOPE, 4)]:
-        full, inc_flags, inc = _judge_scope(guards, depth, READS, scope)
+        full, inc_flags, inc = _judge_scope(guards, depth, reads, scope)
         assert inc_flags == full
         for k, n in _sizes(inc).items():
             total[k] = total.get(k, 0) + n
@@ -54,6 +56,16 @@ PINNED = {
     "step:intents_step_of": 3731, "step:abort_step_of": 144, "step:poisoned_step_of": 9,
 }
 PINNED_COUNTS = (198195, 805373)  # predicate groups evaluated, skipped
+
+
+def test_the_table_built_afresh_declares_every_predicate_as_read_names() -> None:
+    reads, every = EC._reads(), {p for preds in (*IM.STATE_PREDICATES.values(), *IM.STEP_PREDICATES.values()) for p in preds}
+    assert set(reads) == every and reads == READS
+    wrapped = {p for p in every if hasattr(p, "__wrapped__")}  # the ledger's own predicates, on the ledger part
+    assert wrapped and {reads[p] for p in wrapped} == {EC.ledger_of, EC.ledger_step_of}
+    assert {p for p in wrapped if reads[p] is EC.ledger_of} == {p for ps in IM.STATE_PREDICATES.values() for p in ps
+                                                                if p in wrapped}
+    assert reads[IM.step_I2_manager] is EC.ledger_step_of and reads[IM.step_C3_manager] is EC.removal_step_of
 
 
 def _two_states():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import attrs
+import immutables
 import pytest
 
 from invariants.explore_symmetry import ledger_symmetry, manager_symmetry
@@ -47,12 +48,14 @@ def _run(acts: list) -> M.Manager:
     return m
 
 
-SYMS = {"both": manager_symmetry(2, (2, 2), _TWIN.needs), "holders": manager_symmetry(2, (2, 3), ()),
-        "authorities": manager_symmetry(2, (2, 2), _TWIN.needs, limits=True)}
+def _syms() -> dict:
+    """Built in each test (a symmetry built at import is built before benchmarks/mutation.py's mutant is active)."""
+    return {"both": manager_symmetry(2, (2, 2), _TWIN.needs), "holders": manager_symmetry(2, (2, 3), ()),
+            "authorities": manager_symmetry(2, (2, 2), _TWIN.needs, limits=True)}
 
 
 def test_the_groups_names() -> None:
-    assert [s.name for s in SYMS.values()] == ["2 holders x authorities [1, 2]", "2 holders", "authorities [1, 2]"]
+    assert [s.name for s in _syms().values()] == ["2 holders x authorities [1, 2]", "2 holders", "authorities [1, 2]"]
     assert manager_symmetry(3, (2, 2, 2), ()).name == "3 holders x authorities [1, 2, 3]"
     assert manager_symmetry(1, (2, 3), ()).name == "none" and ledger_symmetry(3).name == "3 holders"
     # a transaction over both, even one the swap maps onto itself, forbids the swap (rule 3)
@@ -68,7 +71,7 @@ def test_a_permuted_run_has_the_key_of_the_run_exactly_under_the_groups_that_per
     s = _run(_SCRIPT)
     t = _run([_mirror(a, holders, authorities) for a in _SCRIPT])
     assert s != t and len(s.tickets) == len(t.tickets) == 2
-    assert {n for n, sym in SYMS.items() if sym.key(s) == sym.key(t)} == equal
+    assert {n for n, sym in _syms().items() if sym.key(s) == sym.key(t)} == equal
 
 
 def test_the_trivial_group_keys_a_state_by_itself() -> None:
@@ -84,6 +87,21 @@ def test_the_trivial_group_keys_a_state_by_itself() -> None:
     assert all(len(key(x)) in (1, 2) for x in two) and any(len(key(x)) == 2 for x in two)
 
 
+@pytest.mark.parametrize("part", ["generations", "changes"])
+def test_which_authority_a_generation_or_limit_change_is_on_counts(part: str) -> None:
+    s = _run([])
+    one, two = ({1: 1}, {2: 1}) if part == "generations" else (
+        {1: M.LimitChange(1, 1)}, {2: M.LimitChange(2, 1)})
+    a, b = (attrs.evolve(s, **{part: immutables.Map(x)}) for x in (one, two))
+    assert {n for n, sym in _syms().items() if sym.key(a) == sym.key(b)} == {"both", "authorities"}
+
+
+def test_which_holder_is_registered_counts() -> None:
+    s = _run([])
+    a, b = (attrs.evolve(s, ledger=attrs.evolve(s.ledger, holders=s.ledger.holders.delete(h))) for h in (1, 2))
+    assert {n for n, sym in _syms().items() if sym.key(a) == sym.key(b)} == {"both", "holders"}
+
+
 _LABELS = re.compile(r"\.ledger\.holders\[\d+\]\.name$")
 _POOLS = re.compile(r"\.ledger\.authorities\[[12]\]\.pool$")
 _VARIANTS = [(p, x) for p, x in _variants(_rich_state(), "m") if not _LABELS.search(p)]
@@ -91,7 +109,7 @@ _VARIANTS = [(p, x) for p, x in _variants(_rich_state(), "m") if not _LABELS.sea
 
 @pytest.mark.parametrize("sym", ["holders", "authorities"])
 def test_every_component_counts_under_each_group(sym: str) -> None:
-    key, base = SYMS[sym].key, SYMS[sym].key(_rich_state())
+    key, base = _syms()[sym].key, _syms()[sym].key(_rich_state())
     same = [p for p, x in _VARIANTS if key(x) == base]
     # pools are labels only of the permuted authorities
     assert same == ([] if sym == "holders" else [p for p, _ in _VARIANTS if _POOLS.search(p)])
