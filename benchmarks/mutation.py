@@ -337,10 +337,17 @@ MODULES: dict[str, list[str]] = {
     "invariants/explore_symmetry.py": ["tests/test_explore_symmetry.py", "tests/test_mutkill_explore_symmetry.py",
                                        "--deselect", "tests/test_explore_symmetry.py::"
                                        "test_holders_are_not_interchangeable_where_limits_change"],
-    # Incremental checks: they flag exactly what the full checks flag over the quick scopes (guards off, a bundle,
-    # views, quotas), a projection missing a read part is caught, and test_mutkill_explore_checks's planted ones.
-    "invariants/explore_checks.py": ["tests/test_explore_fast.py", "tests/test_explore_views.py",
-                                     "tests/test_explore_quota.py", "tests/test_mutkill_explore_checks.py"],
+    # Incremental checks: test_mutkill_explore_checks walks each quick scope (every manager guard's control, the view
+    # and quota scopes) judging every state and step both ways, and pins how many distinct inputs each projection
+    # passed on (so a projection reading less or more fails), with planted violations; test_explore_fast's declared
+    # reads, bundle scope and controls. Its other walks of the same scopes and the parallel explorer are left out.
+    "invariants/explore_checks.py": ["tests/test_mutkill_explore_checks.py",
+                                     *(f"tests/test_explore_fast.py::{t}" for t in (
+                                         "test_incremental_checks_skip_only_declared_predicates",
+                                         "test_incremental_checks_report_a_failure_seen_before",
+                                         "test_bundle_projection_flags_a_bundle_moved_without_its_commit",
+                                         "test_incremental_checks_flag_exactly_what_the_full_checks_flag_with_a_bundle",
+                                         "test_incremental_explorer_finds_each_control_as_the_full_one"))],
 }
 DEFAULT_MODULES = list(MODULES)
 
