@@ -7,6 +7,8 @@ are counted, runs an undeclared predicate every time, and reports a planted viol
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from invariants import manager as IM
@@ -16,6 +18,7 @@ from invariants import explore_checks as EC
 from invariants.explore_checks import READS, IncrementalChecks
 from invariants.manager_scope import QUOTA_SCOPE, VIEW_SCOPE, manager_start
 from spec import manager as MG
+from spec import manager_actions as M
 from spec.guards import ALL_ON, GUARDS, GuardSet
 from test_explore_fast import _judge_scope, _verdict
 
@@ -116,6 +119,20 @@ def test_a_planted_state_violation_is_reported_every_time(monkeypatch: pytest.Mo
     assert _verdict(inc.check_state, a) is None
 
 
+def test_a_predicate_runs_only_when_its_own_projections_input_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _plant(monkeypatch)
+    planted = IM.STATE_PREDICATES["PLANT"][0]
+    first = IncrementalChecks()._state.projections[0]  # the planted predicate shares the first projection
+    inc = IncrementalChecks({**READS, planted: first})
+    a, _ = _two_states()
+    other = MG.step(a, MG.M.Reconfigure(1))[0]  # a generation: new to generations_of, not to the first projection
+    assert first(other) == first(a) and EC.generations_of(other) != EC.generations_of(a)
+    inc.check_state(a)
+    before = inc.evaluated
+    inc.check_state(other)
+    assert len(calls) == 1 and inc.evaluated > before  # another group ran; the planted one did not
+
+
 def test_a_planted_step_violation_is_reported_and_an_undeclared_one_always_runs(monkeypatch) -> None:
     calls = _plant(monkeypatch, step=True)
     a, b = _two_states()
@@ -150,3 +167,79 @@ def test_while_clauses_are_counted_the_full_check_runs(monkeypatch, mode: str) -
             _verdict(IM.check_all, b)
             IM.check_step(a, MG.M.PlanTx(1, ((1, 1),)), b, None)
         assert cov.counts == full.counts and cov.counts
+
+
+# --- each projection's whole output, on hand-made before/after parts (only the fields a projection reads) -------
+
+
+def _side(tag: str, **over: object) -> SimpleNamespace:
+    led = SimpleNamespace(authorities={1: f"{tag}.auth1"}, allocations={5: f"{tag}.alloc5", 6: f"{tag}.alloc6"},
+                          holders={1: f"{tag}.h1"}, allowances={})
+    parts = {name: f"{tag}.{name}" for name in ("tickets", "txs", "pressures", "changes", "aging_bound", "quotas",
+                                                "generations", "views", "next_view", "next_ticket", "intents",
+                                                "bundles", "uses")}
+    parts.update({"ledger": led, "poisoned": False, **over})
+    return SimpleNamespace(**parts)
+
+
+def test_the_ledger_and_parts_projections_whole() -> None:
+    b, a, act = _side("b"), _side("a"), "act"
+    assert EC.ledger_of(b) is b.ledger and EC.ledger_step_of(b, act, a) == (b.ledger, act, a.ledger)
+    assert EC.removal_step_of(b, act, a) == (b.ledger, act, a.ledger)  # no authority removed
+    gone = _side("a")
+    gone.ledger.authorities = {}
+    assert EC.removal_step_of(b, act, gone) == ((b.ledger, act, gone.ledger), "a.tickets", "a.pressures",
+                                                "a.changes", "a.txs")
+    assert EC.parts_of(b) == (b.ledger, "b.tickets", "b.txs", "b.aging_bound", "b.quotas")
+    assert EC.quota_step_of(b, act, a) == (act, {1: "b.auth1"}, "b.quotas", {1: "a.auth1"}, "a.quotas")
+    assert EC.answers_step_of(b, act, a, "r") == (act, b.ledger, a.ledger, "b.tickets", "a.tickets", "b.txs",
+                                                  "a.txs", "r")
+    assert EC.tickets_step_of(b, act, a, "r") == (act, "b.tickets", b.ledger, a.ledger, "r")
+    assert EC.order_step_of(b, act, a) == (act, "b.tickets", "b.next_ticket", "a.tickets", a.ledger,
+                                           "a.aging_bound", "a.quotas")
+    assert EC.generations_of(b) == ("b.tickets", "b.generations") and EC.tickets_of(b) == "b.tickets"
+    assert EC.views_of(b) == ("b.views", "b.txs") and EC.intents_of(b) == ("b.txs", "b.intents")
+    assert EC.views_step_of(b, act, a) == ("b.views", act, "a.views", "a.txs")
+    assert EC.intents_step_of(b, act, a, "r") == (act, "r", "b.txs", "b.intents", "a.txs", "a.intents",
+                                                  "b.aging_bound")
+
+
+def test_the_named_record_projections_whole() -> None:
+    b = _side("b", tickets={7: "ticket7"}, txs={3: "tx3"}, pressures={4: "pressure4"})
+    a = _side("a")
+    for act, named in [(M.CancelTicket(1, 7), "ticket7"), (M.TimeoutTicket(1, 7), "ticket7"),
+                       (M.ReserveTx(3), "tx3"), (M.CommitTx(3), "tx3"), (M.AbortTx(3), "tx3"),
+                       (M.JoinBundle(3, 1), "tx3"), (M.CancelTicket(1, 8), None), ("other", None)]:
+        assert EC.parts_step_of(b, act, a, "r") == (b.ledger, act, a.ledger, named, "r"), act
+        assert EC.parts_uses_step_of(b, act, a, "r") == ((b.ledger, act, a.ledger, named, "r"), "b.uses")
+    for act, named in [(M.Answer(1, 4, ()), "pressure4"), (M.Answer(1, 9, ()), None), ("other", None)]:
+        assert EC.pressure_step_of(b, act, a) == (act, named, "b.generations", b.ledger, a.ledger)
+    assert EC.abort_step_of(b, M.AbortTx(3), a) == (M.AbortTx(3), {3: "tx3"}, frozenset({5, 6}))
+    assert EC.abort_step_of(b, "other", a) == EC.abort_step_of(b, M.CommitTx(3), _side("c")) == ()
+
+
+def test_the_held_bytes_projections_whole() -> None:
+    tx = SimpleNamespace(bundle=2, held=(5,))
+    loose = SimpleNamespace(bundle=None, held=(6,))
+    b, a = _side("b", txs={1: tx, 2: loose}), _side("a")
+    assert EC.bundles_step_of(b, "act", a) == (b.txs, "b.bundles", "act", "a.txs", "a.bundles",
+                                               ((5, "b.alloc5", "a.alloc5"),))
+    views = {1: SimpleNamespace(allocation=6), 2: SimpleNamespace(allocation=9)}
+    b = _side("b", views=views)
+    assert EC.view_bytes_step_of(b, "act", a) == (views, "act", "a.views",
+                                                  ((6, "b.alloc6", "a.alloc6"), (9, None, None)),
+                                                  "b.next_view", "a.next_view")
+    assert EC.holds_of(_side("b", txs={})) == () and EC.holds_of(b) == ("b.txs", {1: "b.auth1"})
+
+
+def test_the_poisoning_and_holder_projections_whole() -> None:
+    b, a, report = _side("b"), _side("a"), M.ReportMismatch(1)
+    assert EC.poisoned_step_of(b, report, a) == ("b.bundles", "a.bundles", report)
+    assert EC.poisoned_step_of(b, "other", a) == ("b.bundles", "a.bundles", None)
+    p = _side("b", poisoned=True)
+    assert EC.poisoned_step_of(p, "other", a) == (("b.bundles", "a.bundles", None), frozenset({5, 6}),
+                                                  frozenset({5, 6}), "b.tickets", "a.tickets")
+    same = _side("a", ledger=SimpleNamespace(**{**vars(a.ledger), "holders": b.ledger.holders}))
+    assert EC.holders_step_of(b, "act", same) == ()  # an unchanged registry: nothing else read
+    assert EC.holders_step_of(b, "act", a) == ("act", {1: "b.h1"}, {1: "a.h1"}, a.ledger.allocations, {},
+                                               "a.tickets", "a.pressures", "a.txs", "a.intents")
