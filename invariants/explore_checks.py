@@ -171,7 +171,7 @@ def holds_of(m: Any) -> Hashable:
 def abort_step_of(before: Any, act: Any, after: Any, result: Any = None) -> Hashable:
     """What the abort step predicate reads (I5): for an abort, the action, the before-txs, the after-allocation ids."""
     if not isinstance(act, M.AbortTx):
-        return False
+        return ()
     return act, before.txs, frozenset(after.ledger.allocations)
 
 
@@ -275,7 +275,7 @@ class IncrementalChecks:
         self.evaluated += todo
         self.skipped += len(keys) - todo
         for p, i in plan.indexed:
-            if i < 0 or fresh[i]:
+            if i is None or fresh[i]:
                 p(*args)
         for k, passed, new in zip(keys, plan.passed_sets, fresh):
             if new:
@@ -287,11 +287,10 @@ class _Plan:
 
     def __init__(self, table: Mapping[str, tuple[Callable[..., None], ...]],
                  reads: Mapping[Callable[..., None], Callable[..., Hashable]], full: Callable[..., None]) -> None:
-        self.order = [(p, reads.get(p)) for preds in table.values() for p in preds]
-        self.projections = list(dict.fromkeys(proj for _, proj in self.order if proj is not None))
-        self.always = [p for p, proj in self.order if proj is None]
-        self.passed: dict[Callable[..., Hashable], set[Hashable]] = {proj: set() for proj in self.projections}
-        self.passed_sets = [self.passed[proj] for proj in self.projections]
-        # (predicate, its projection's index in `projections`, -1: always run), in evaluation order
-        self.indexed = [(p, -1 if proj is None else self.projections.index(proj)) for p, proj in self.order]
+        order = [(p, reads.get(p)) for preds in table.values() for p in preds]
+        self.projections = list(dict.fromkeys(proj for _, proj in order if proj is not None))
+        self.always = [p for p, proj in order if proj is None]
+        self.passed_sets: list[set[Hashable]] = [set() for _ in self.projections]  # per projection: inputs passed
+        # (predicate, its projection's index in `projections`, None: always run), in evaluation order
+        self.indexed = [(p, None if proj is None else self.projections.index(proj)) for p, proj in order]
         self.full = full

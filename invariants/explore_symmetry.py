@@ -86,15 +86,19 @@ class Symmetry:
 # --- encodings under one permutation (h: holder ids, a: authority ids; an id absent from a map stays) -------------
 
 
+def _at(p: Perm, i: int | None) -> int | None:
+    return p.get(i, i)
+
+
 def _ledger(s: State, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
     auths = tuple(sorted(
-        (a.get(x.id, x.id), None if x.id in unlabelled else x.pool, x.tier, x.capacity, x.limit,
-         None if x.alias_of is None else a.get(x.alias_of, x.alias_of), x.view, x.context, x.used, x.device)
+        (_at(a, x.id), None if x.id in unlabelled else x.pool, x.tier, x.capacity, x.limit,
+         _at(a, x.alias_of), x.view, x.context, x.used, x.device)  # no alias: None, absent from a, stays
         for x in s.authorities.values()))
-    holders = tuple(sorted((h.get(k, k), h.get(x.id, x.id)) for k, x in s.holders.items()))  # names: labels, dropped
-    allocs = tuple((r.id, a.get(r.authority, r.authority), h.get(r.holder, r.holder), r.tier, r.role, r.reserved,
+    holders = tuple(sorted(_at(h, x.id) for x in s.holders.values()))  # keyed by id; names: labels, dropped
+    allocs = tuple((r.id, _at(a, r.authority), _at(h, r.holder), r.tier, r.role, r.reserved,
                     r.nbytes, r.charge, r.state, r.origin) for _, r in sorted(s.allocations.items()))
-    allows = tuple((w.id, a.get(w.authority, w.authority), h.get(w.holder, w.holder), w.limit, w.reserved, w.mapped)
+    allows = tuple((w.id, _at(a, w.authority), _at(h, w.holder), w.limit, w.reserved, w.mapped)
                    for _, w in sorted(s.allowances.items()))
     return (auths, holders, allocs, allows, s.next_authority, s.next_holder, s.next_allocation, s.next_allowance)
 
@@ -102,17 +106,17 @@ def _ledger(s: State, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
 def _manager(m: M.Manager, h: Perm, a: Perm, unlabelled: frozenset[int]) -> tuple:
     # Every field of `Manager` and of each of its records, in field order (tests/test_explore_symmetry.py varies
     # each one alone and asserts a different key): a component left out merges states whose futures differ.
-    tickets = tuple((t.id, h.get(t.holder, t.holder), a.get(t.authority, t.authority), t.nbytes, t.priority, t.role,
+    tickets = tuple((t.id, _at(h, t.holder), _at(a, t.authority), t.nbytes, t.priority, t.role,
                      t.age, t.state, t.allocation, t.generation) for _, t in sorted(m.tickets.items()))
-    pressures = tuple((p.id, h.get(p.holder, p.holder), a.get(p.authority, p.authority), p.target, p.change,
+    pressures = tuple((p.id, _at(h, p.holder), _at(a, p.authority), p.target, p.change,
                        p.priority, p.deadline, p.generation) for _, p in sorted(m.pressures.items()))
-    txs = tuple((x.id, h.get(x.holder, x.holder), tuple((a.get(y, y), n) for y, n in x.needs), x.held, x.bundle,
+    txs = tuple((x.id, _at(h, x.holder), tuple((_at(a, y), n) for y, n in x.needs), x.held, x.bundle,
                  x.seq, x.priority, x.age) for _, x in sorted(m.txs.items()))
-    intents = tuple((i.id, h.get(i.holder, i.holder), i.seq, i.priority, i.age) for _, i in sorted(m.intents.items()))
-    changes = tuple(sorted((a.get(k, k), a.get(c.authority, c.authority), c.target, c.completed)
-                           for k, c in m.changes.items()))
-    generations = tuple(sorted((a.get(k, k), g) for k, g in m.generations.items()))
-    views = tuple((v.id, v.tx, a.get(v.authority, v.authority), v.allocation, v.generation, v.state, v.users)
+    intents = tuple((i.id, _at(h, i.holder), i.seq, i.priority, i.age) for _, i in sorted(m.intents.items()))
+    changes = tuple(sorted((_at(a, c.authority), c.target, c.completed)  # keyed by its authority
+                           for c in m.changes.values()))
+    generations = tuple(sorted((_at(a, k), g) for k, g in m.generations.items()))
+    views = tuple((v.id, v.tx, _at(a, v.authority), v.allocation, v.generation, v.state, v.users)
                   for _, v in sorted(m.views.items()))
     return (_ledger(m.ledger, h, a, unlabelled), m.aging_bound, tickets, pressures, txs, changes, m.next_ticket,
             m.next_pressure, m.next_tx, tuple(sorted(m.bundles.items())), m.next_bundle,
@@ -148,9 +152,9 @@ def manager_symmetry(holders: int, capacities: tuple[int, ...],
             # A need on a member and on an authority whose id lies between members: a swap reorders them.
             if inside and any(min(g) < y < max(g) for y, _ in n if y not in g):
                 return False
-        return all({tuple(sorted((p.get(y, y), k) for y, k in n)) for n in needs} == offered for p in _perms(g))
+        return all({tuple(sorted((_at(p, y), k) for y, k in n)) for n in needs} == offered for p in _perms(g))
     auth_groups = [g for g in groups.values() if len(g) > 1 and closed(g)]
-    hs = _perms(range(1, 2 if limits else holders + 1))
+    hs = [{}] if limits else _perms(range(1, holders + 1))
     as_ = _product([_perms(g) for g in auth_groups])
     perms = [(h, a) for h in hs for a in as_]
     unlabelled = frozenset(i for g in auth_groups for i in g)
@@ -161,11 +165,9 @@ def manager_symmetry(holders: int, capacities: tuple[int, ...],
 def ledger_symmetry(holders: int) -> Symmetry:
     """Holders 1..`holders` interchangeable once registered (the ledger scope registers holders as it explores:
     a permutation applies to the ids registered so far, so a state with one holder has the trivial group)."""
-    perms = {n: [(h, {}) for h in _perms(range(1, n + 1))] for n in range(holders + 1)}
-
     def key(s: State) -> Hashable:
-        p = perms[len(s.holders)]
+        p = _perms(range(1, len(s.holders) + 1))
         if len(p) <= 1:
             return s
-        return frozenset([_ledger(s, h, a, frozenset()) for h, a in p])
+        return frozenset([_ledger(s, h, {}, frozenset()) for h in p])
     return Symmetry(f"{holders} holders", key)

@@ -34,11 +34,11 @@ _NONE = {"tag": "None", "value": {"#tup": []}}
 
 def to_itf(v: Any) -> Any:
     """One value as ITF JSON (see the module text); a value of any other type is a TypeError naming it."""
-    if isinstance(v, bool) or isinstance(v, str):
+    if isinstance(v, str):
         return v
     if isinstance(v, enum.Enum):
         return v.name
-    if isinstance(v, int):
+    if isinstance(v, int):  # and bool, itself: False and True lie in range
         return v if -MAX_SAFE_INT <= v <= MAX_SAFE_INT else {"#bigint": str(v)}
     if v is None:
         return _NONE
