@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from attrs import evolve
 
 from invariants import manager as IM
@@ -17,8 +18,8 @@ from spec.ledger_state import Allocation
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
-__all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "start", "make_alloc", "expect", "make_ticket",
-           "lease"]
+__all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "violation", "clause_counts", "start", "make_alloc",
+           "expect", "make_ticket", "lease"]
 
 DEV, HOST = 1, 2
 H1, H2 = 1, 2
@@ -52,6 +53,20 @@ def judged(pred: Any, *args: Any) -> tuple[str | None, dict[str, tuple[int, int]
         except InvariantViolation as e:
             message = str(e)
     return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+
+
+def violation(pred: Any, *args: Any) -> InvariantViolation:
+    """What `pred` raises on `args` (the test fails if it holds)."""
+    with pytest.raises(InvariantViolation) as e:
+        pred(*args)
+    return e.value
+
+
+def clause_counts(pred: Any, *args: Any) -> dict[str, tuple[int, int]]:
+    """`pred` on `args`, which must hold: its clauses' (evaluated, case held)."""
+    message, counts = judged(pred, *args)
+    assert message is None, message
+    return counts
 
 
 def start(dev: int = 4, host: int = 4, aging_bound: int = 4) -> M.Manager:
