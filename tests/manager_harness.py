@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from attrs import evolve
+from clause_harness import judged, violation
 
 from invariants import manager as IM
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, collecting, recording
+from invariants.clauses import collecting
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -41,25 +40,6 @@ def broken_by(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, list
         IM.check_step(m, act, nxt, result)
         IM.check_all(nxt)
     return nxt, found
-
-
-def judged(pred: Any, *args: Any) -> tuple[str | None, dict[str, tuple[int, int]]]:
-    """One predicate on `args`: its whole failure message (None: it held) and its clauses' (evaluated, case held)."""
-    cov = Coverage()
-    with recording(cov):
-        try:
-            pred(*args)
-            message = None
-        except InvariantViolation as e:
-            message = str(e)
-    return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
-
-
-def violation(pred: Any, *args: Any) -> InvariantViolation:
-    """What `pred` raises on `args` (the test fails if it holds)."""
-    with pytest.raises(InvariantViolation) as e:
-        pred(*args)
-    return e.value
 
 
 def clause_counts(pred: Any, *args: Any) -> dict[str, tuple[int, int]]:
