@@ -9,7 +9,7 @@ import pytest
 from invariants._violation import InvariantViolation
 from invariants.clauses import Coverage, recording
 
-__all__ = ["judged", "violation", "cases"]
+__all__ = ["judged", "verdict", "violation", "cases"]
 
 
 def judged(pred: Any, *args: Any) -> tuple[str | None, dict[str, tuple[int, int]]]:
@@ -22,6 +22,15 @@ def judged(pred: Any, *args: Any) -> tuple[str | None, dict[str, tuple[int, int]
         except InvariantViolation as e:
             message = str(e)
     return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+
+
+def verdict(check: Any, *args: Any) -> str | None:
+    """The clause (else the ID) `check` names on `args`; None if it holds."""
+    try:
+        check(*args)
+    except InvariantViolation as e:
+        return e.clause or e.id
+    return None
 
 
 def violation(pred: Any, *args: Any) -> InvariantViolation:
