@@ -27,7 +27,7 @@ from spec import ledger_actions as A
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger_state import State, snapshot
 from spec.lifetime_actions import GrowLease
-from spec.types import AllocState, ContextState, Origin, Role, Tier
+from spec.types import AllocState, ContextState, Role, Tier
 
 DEV, HOST = Tier.DEVICE, Tier.HOST
 KV = Role.KV

@@ -24,7 +24,7 @@ from invariants.model_machine import run_model_campaign
 from refimpl.ort.device_arena import OUTSIDE_LEDGER
 from refimpl.ort.generations import run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input, session_providers
-from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
+from refimpl.verify.sessions_checker import HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import ProviderUnavailable
