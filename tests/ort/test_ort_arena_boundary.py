@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import pytest
 
 from refimpl.ort.arena import SHRINK_KEY
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def test_pressure_mid_generation_is_answered_at_the_next_run_boundary(world, monkeypatch) -> None:

@@ -17,18 +17,13 @@ import pytest
 
 from refimpl.ort import arena
 from refimpl.ort.governed import GovernedRuntime
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import InvalidArgument
 from spec.types import Role
 
 KEY = "session.use_env_allocators"
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _uses_env_arena(session) -> bool:

@@ -10,18 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import pytest
 
-from refimpl.verify.sessions_checker import OrtWorld
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
 
 MAX_CONTEXT, BUCKET = 16, 4
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 class _Counter:

@@ -10,16 +10,10 @@ ungoverned run on both sides of the switch; what ORT reads changes.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _reference(world, rid, steps):

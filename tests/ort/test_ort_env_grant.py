@@ -23,7 +23,7 @@ from invariants.mutation import applied
 from invariants.sessions import check_state, state_I8_sessions
 from refimpl.ort import governed
 from refimpl.verify.mutants import MUTANTS
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
@@ -31,11 +31,6 @@ from spec.errors import AllowanceExceeded, CapacityDenied, InvalidTransition
 from spec.types import Role, Tier
 
 LIMIT = 256 * 1024
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _runtime(world, limit: int = LIMIT, **kw) -> GovernedRuntime:

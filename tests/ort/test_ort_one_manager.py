@@ -13,18 +13,13 @@ import re
 
 import pytest
 
-from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.manager_hooks import abstract_manager
 from spec import sessions as S
 from spec.errors import BudgetBelowFloor, InvalidBytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _rt(world, limit=96 * 1024):

@@ -22,18 +22,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import RunFailed, SessionCreationFailed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _opened(world, source="dec"):
