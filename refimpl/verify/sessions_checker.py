@@ -100,6 +100,11 @@ class OrtWorld:
         out, self.events = self.events, {}
         return out
 
+    def load(self, name: str, source: str) -> S.LoadModel:
+        """The action loading model `source` as `name`, its loop-carried inputs declared."""
+        f = self.facts[source]
+        return S.LoadModel(name, source, f, f.loop_carried)
+
     def topology(self, host_mapped: int = 0, arena: int | None = None) -> S.Topology:
         """The campaign's pool; `arena`: the pool's arena inside it (the world's by default; 0 only for
         the spec's own scopes: `GovernedRuntime` refuses a topology without an arena)."""

@@ -19,8 +19,7 @@ from spec import sessions as S
 
 def test_pressure_mid_generation_is_answered_at_the_next_run_boundary(world, monkeypatch) -> None:
     rt = GovernedRuntime(world.topology(0, ENV_ARENA_CAP), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))

@@ -45,8 +45,7 @@ def test_every_managed_session_and_run_uses_the_one_env_arena(world) -> None:
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
     try:
         for name in ("dec", "dec_wide", "mlp"):
-            f = world.facts[name]
-            rt.execute(S.LoadModel(name, name, f, f.loop_carried))
+            rt.execute(world.load(name, name))
         fc = world.facts["dec"]
         rt.execute(S.LoadModel("compat", "dec", fc, None))  # undeclared: compatibility mode, unmanaged
         rt.execute(S.Prefetch())  # replicas in the weight cache: managed sessions too

@@ -27,8 +27,7 @@ def _reference(world, rid, steps):
 
 def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_outputs(world) -> None:
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))
     primary = rt.models["a"].session
@@ -67,8 +66,7 @@ def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_o
 
 def test_a_partial_reclaim_that_splits_the_replica_bucket_drops_the_replica(world) -> None:
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Prefetch())
     assert "a" in rt.replicas.by_model

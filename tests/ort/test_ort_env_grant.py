@@ -38,8 +38,7 @@ def _runtime(world, limit: int = LIMIT, **kw) -> GovernedRuntime:
 
 
 def _load(rt, name: str, source: str, world) -> int:
-    f = world.facts[source]
-    return rt.execute(S.LoadModel(name, source, f, f.loop_carried))
+    return rt.execute(world.load(name, source))
 
 
 def _frozen(rt):
@@ -96,12 +95,11 @@ def test_spec_refuses_the_same_peak_and_keeps_its_state(world) -> None:
     s = S.new_sessions(world.topology(0, ENV_ARENA_CAP), LIMIT)
     assert s.ledger["arena"] == ENV_ARENA_CAP and s.used == ENV_ARENA_CAP
     for name, src in (("a", "dec"), ("b", "dec_wide")):
-        f = world.facts[src]
-        s, _ = S.step_sessions(s, S.LoadModel(name, src, f, f.loop_carried))
-    f = world.facts["dec_wide"]
+        s, _ = S.step_sessions(s, world.load(name, src))
     with pytest.raises(AllowanceExceeded):
-        S.step_sessions(s, S.LoadModel("c", "dec_wide", f, f.loop_carried))
-    assert s.ledger["arena"] == ENV_ARENA_CAP and s.lent == world.facts["dec"].transient_peak + f.transient_peak
+        S.step_sessions(s, world.load("c", "dec_wide"))
+    assert s.ledger["arena"] == ENV_ARENA_CAP
+    assert s.lent == world.facts["dec"].transient_peak + world.facts["dec_wide"].transient_peak
     check_state(s)
 
 

@@ -26,8 +26,7 @@ def _runtime(world, sources=None):
 
 
 def _load(rt, world, source="dec", name="a"):
-    f = world.facts[source]
-    return rt.execute(S.LoadModel(name, source, f, f.loop_carried))
+    return rt.execute(world.load(name, source))
 
 
 class _Boom(Exception):

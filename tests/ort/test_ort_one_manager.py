@@ -24,8 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _rt(world, limit=96 * 1024):
     rt = GovernedRuntime(world.topology(0), limit, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     return rt
 
@@ -81,8 +80,7 @@ def test_lowering_is_answered_by_the_holders_on_the_managers_tickets(world) -> N
     weight holder with cache buckets, KV and arena with zero); commit sets the limit. No ticket of its own."""
     events = []
     rt = GovernedRuntime(world.topology(0), 96 * 1024, world.sources, MAX_CONTEXT, BUCKET, trace=events.append)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     rt.execute(S.Open("a"))
     cache, opened = rt.weights.cache_bytes, rt.weights.opened

@@ -14,8 +14,7 @@ from spec.errors import CapacityDenied, ForeignHolder
 
 def _elastic(world, limit=96 * 1024):
     rt = GovernedRuntime(world.topology(0), limit, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     return rt
 

@@ -33,8 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _opened(world, source="dec"):
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts[source]
-    rt.execute(S.LoadModel("a", source, f, f.loop_carried))
+    rt.execute(world.load("a", source))
     rt.execute(S.Prefetch())
     return rt, rt.execute(S.Open("a"))
 
