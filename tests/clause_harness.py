@@ -1,4 +1,4 @@
-"""Shared helpers of the clause tests of every layer: a predicate's violation, and the clause cases it meets."""
+"""Shared helpers of the clause tests of every layer: a predicate's verdict or violation, and the clause cases it meets."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from attrs import evolve
-from clause_harness import judged, violation
+from clause_harness import judged
 
 from invariants import manager as IM
 from invariants.clauses import collecting
@@ -17,8 +17,8 @@ from spec.ledger_state import Allocation
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
-__all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "violation", "clause_counts", "start", "make_alloc",
-           "expect", "make_ticket", "lease"]
+__all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "clause_counts", "start", "make_alloc", "expect",
+           "make_ticket", "lease"]
 
 DEV, HOST = 1, 2
 H1, H2 = 1, 2

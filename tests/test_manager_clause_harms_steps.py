@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, HOST, lease, run, start, violation
+from clause_harness import violation
+from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
 from invariants import manager as IM
 from invariants.clauses import collecting

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, HOST, clause_counts, lease, make_alloc, run, start, violation
+from clause_harness import violation
+from manager_harness import DEV, H1, H2, HOST, clause_counts, lease, make_alloc, run, start
 
 from invariants import manager as IM
 from spec import ledger_actions as A
