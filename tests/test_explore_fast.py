@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
-from clause_harness import verdict
+from clause_harness import verdict as _verdict  # test_mutkill_explore_checks imports it from here
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
@@ -47,8 +47,8 @@ def _judge_scope(guards: GuardSet, depth: int, reads=READS, scope=None) -> tuple
     frontier = deque([(model.initial, 0)])
     while frontier:
         m, d = frontier.popleft()
-        full_flags.append((m, verdict(IM.check_all, m)))
-        inc_flags.append((m, verdict(inc.check_state, m)))
+        full_flags.append((m, _verdict(IM.check_all, m)))
+        inc_flags.append((m, _verdict(inc.check_state, m)))
         if d == depth:
             continue
         for act in model.actions(m):
@@ -56,8 +56,8 @@ def _judge_scope(guards: GuardSet, depth: int, reads=READS, scope=None) -> tuple
                 nxt, result = MG.step(m, act, guards)
             except model.rejects:
                 continue
-            full_flags.append(((m, act), verdict(IM.check_step, m, act, nxt, result)))
-            inc_flags.append(((m, act), verdict(inc.check_step, m, act, nxt, result)))
+            full_flags.append(((m, act), _verdict(IM.check_step, m, act, nxt, result)))
+            inc_flags.append(((m, act), _verdict(inc.check_step, m, act, nxt, result)))
             if nxt not in seen:
                 seen.add(nxt)
                 frontier.append((nxt, d + 1))
@@ -119,7 +119,7 @@ def test_incremental_checks_report_a_failure_seen_before() -> None:
     for a in r.counterexample:
         s = model.step(s, a)
     inc = IncrementalChecks()
-    assert verdict(inc.check_state, s) == verdict(inc.check_state, s) == r.clause
+    assert _verdict(inc.check_state, s) == _verdict(inc.check_state, s) == r.clause
 
 
 @pytest.mark.parametrize("name", _MANAGER_GUARDS)
@@ -255,10 +255,10 @@ def test_bundle_projection_flags_a_bundle_moved_without_its_commit() -> None:
     bad = evolve(good, bundles=m.bundles.set(bid, evolve(b, versions=tuple(v + 1 for v in b.versions))))
     right, wrong = IncrementalChecks(), IncrementalChecks({**READS, IM.step_I10_manager: lambda *a, **k: act})
     for checks in (right, wrong):
-        assert verdict(checks.check_step, m, act, good, result) is None
-    assert verdict(IM.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_leases"
-    assert verdict(right.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_leases"
-    assert verdict(wrong.check_step, m, act, bad, result) is None
+        assert _verdict(checks.check_step, m, act, good, result) is None
+    assert _verdict(IM.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_leases"
+    assert _verdict(right.check_step, m, act, bad, result) == "step_I10_manager.bundle_moves_with_its_leases"
+    assert _verdict(wrong.check_step, m, act, bad, result) is None
 
 
 def test_incremental_checks_flag_exactly_what_the_full_checks_flag_with_a_bundle() -> None:
@@ -281,7 +281,7 @@ def test_incremental_checks_flag_exactly_what_the_full_checks_flag_with_a_bundle
                 continue
             n += 1
             moved += nxt.bundles != m.bundles and isinstance(act, M.CommitTx)
-            assert verdict(inc.check_step, m, act, nxt, result) == verdict(IM.check_step, m, act, nxt, result)
+            assert _verdict(inc.check_step, m, act, nxt, result) == _verdict(IM.check_step, m, act, nxt, result)
             if nxt not in seen:
                 seen.add(nxt)
                 frontier.append((nxt, d + 1))
