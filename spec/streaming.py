@@ -60,11 +60,6 @@ class SweepResult:
     def floor(self) -> int:
         return streaming_floor(self.weight_bytes, self.capacity)
 
-    @property
-    def byte_hit_rate(self) -> float:
-        """Byte-weighted (C8: policy rates are byte-weighted, not counted)."""
-        return 1.0 - self.streamed / self.weight_bytes if self.weight_bytes else 1.0
-
 
 def weight_units(layers: int, layer_bytes: int, head_bytes: int, granule: int) -> tuple[int, ...]:
     """The sweep's units: each layer's and the head's bytes cut into whole granules (the last one partial)."""

@@ -9,6 +9,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,15 @@ settings.register_profile("dev", max_examples=20, stateful_step_count=20, deadli
 settings.register_profile("mutation", max_examples=15, stateful_step_count=20, deadline=None, derandomize=True,
                           database=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.getenv("HYPOTHESIS_PROFILE", "ci" if os.getenv("CI") else "dev"))
+
+
+@pytest.fixture
+def where() -> Iterator[str]:
+    """A fresh directory for a process hierarchy's sockets and journal, short: Unix socket paths are limited to
+    108 bytes."""
+    d = tempfile.mkdtemp(prefix="h-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

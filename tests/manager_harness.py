@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from attrs import evolve
+from clause_harness import judged
 
 from invariants import manager as IM
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, collecting, recording
+from invariants.clauses import collecting
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
@@ -17,8 +17,8 @@ from spec.ledger_state import Allocation
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
-__all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "start", "make_alloc", "expect", "make_ticket",
-           "lease"]
+__all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "clause_counts", "start", "make_alloc", "expect",
+           "make_ticket", "lease"]
 
 DEV, HOST = 1, 2
 H1, H2 = 1, 2
@@ -42,16 +42,11 @@ def broken_by(m: M.Manager, act: Any, guards: GuardSet) -> tuple[M.Manager, list
     return nxt, found
 
 
-def judged(pred: Any, *args: Any) -> tuple[str | None, dict[str, tuple[int, int]]]:
-    """One predicate on `args`: its whole failure message (None: it held) and its clauses' (evaluated, case held)."""
-    cov = Coverage()
-    with recording(cov):
-        try:
-            pred(*args)
-            message = None
-        except InvariantViolation as e:
-            message = str(e)
-    return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+def clause_counts(pred: Any, *args: Any) -> dict[str, tuple[int, int]]:
+    """`pred` on `args`, which must hold: its clauses' (evaluated, case held)."""
+    message, counts = judged(pred, *args)
+    assert message is None, message
+    return counts
 
 
 def start(dev: int = 4, host: int = 4, aging_bound: int = 4) -> M.Manager:

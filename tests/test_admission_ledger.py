@@ -9,6 +9,7 @@ fail when a lease leaks. Bad input leaves the whole ledger unchanged.
 from __future__ import annotations
 
 import pytest
+from clause_harness import judged, violation
 
 from invariants._violation import InvariantViolation
 from invariants.admission import LedgerBooks, check_observations
@@ -202,22 +203,9 @@ def test_batcher_and_scheduler_on_one_device_authority_see_each_others_leases() 
 # counted on a state that cannot show the harm would call the ID exercised by states that prove nothing).
 
 
-def _fails(check, *args) -> InvariantViolation:  # type: ignore[no-untyped-def]
-    with pytest.raises(InvariantViolation) as e:
-        check(*args)
-    return e.value
-
-
 def _cases(check, *args) -> set[str]:  # type: ignore[no-untyped-def]
-    from invariants.clauses import Coverage, recording
-
-    cov = Coverage()
-    with recording(cov):
-        try:
-            check(*args)
-        except InvariantViolation:
-            pass
-    return {k for k, (_, h) in cov.counts.items() if h}
+    """The clause cases `check` meets on `args`, whether it holds or not."""
+    return {k for k, (_, h) in judged(check, *args)[1].items() if h}
 
 
 def _el(budget: int = 40, bpt: int = 1, pinned: int = 10, cache: int = 24, tokens: int = 4, kv: int = 4,
@@ -229,11 +217,11 @@ def test_elastic_state_clauses_fail_by_one_byte_and_name_the_figures() -> None:
     from invariants.admission import check_state
 
     # 10 + 21 + 4 x 2 + 2 = 41 > 40: one byte over, every term counted at its size
-    e = _fails(check_state, _el(bpt=2, cache=21))
+    e = violation(check_state, _el(bpt=2, cache=21))
     assert e.clause == "state_I8c_elastic.within_budget"
     assert "pinned 10 + cache 21 + KV 8 + headroom 2 > budget 40" in str(e)
     check_state(_el(bpt=2, cache=20))  # exactly the budget: no harm
-    e = _fails(check_state, _el(tokens=5))
+    e = violation(check_state, _el(tokens=5))
     assert e.clause == "state_I8c_elastic.kv_covers_tokens" and "KV capacity 4 outside [5, 10]" in str(e)
 
 
@@ -250,10 +238,10 @@ def test_elastic_state_cases_need_something_held() -> None:
 def test_the_holder_answer_is_respected_and_a_short_one_grows_nothing() -> None:
     from invariants.admission import check_transition, step_C5_elastic
 
-    e = _fails(check_transition, _el(), S.Decode(3), _el(cache=19))
+    e = violation(check_transition, _el(), S.Decode(3), _el(cache=19))
     assert e.clause == "step_C5_elastic.answer_respected" and "5 B taken from the weight cache, 3 B answered" in str(e)
     # a short answer (4 B) and KV grown 4 -> 8 at 2 B a token: 10 + 20 + (4 + 8) x 2 + 2 = 56 > 55
-    e = _fails(step_C5_elastic, _el(55, 2), S.Decode(4), _el(55, 2, cache=20, kv=8, tokens=5))
+    e = violation(step_C5_elastic, _el(55, 2), S.Decode(4), _el(55, 2, cache=20, kv=8, tokens=5))
     assert e.clause == "step_C5_elastic.answer_respected" and "KV grew 4->8 on a short answer" in str(e)
     step_C5_elastic(_el(56, 2), S.Decode(4), _el(56, 2, cache=20, kv=8, tokens=5))  # the peak fits: no harm
     answer = "step_C5_elastic.answer_respected"
@@ -265,7 +253,7 @@ def test_a_full_answer_exactly_the_need_is_wasted_if_kv_stays() -> None:
     from invariants.admission import check_transition
 
     # the growth 4 -> 8 needs 10 + 24 + 12 + 2 - 40 = 8 B: an answer of exactly 8 B must grow KV
-    e = _fails(check_transition, _el(), S.Decode(8), _el(cache=16))
+    e = violation(check_transition, _el(), S.Decode(8), _el(cache=16))
     assert e.clause == "step_I8c_elastic.reclaim_not_wasted"
 
 
@@ -273,9 +261,9 @@ def test_elastic_prefetch_and_peak_clauses_fail_naming_the_figures() -> None:
     from invariants.admission import check_transition
 
     # static split: 40 - 2 - 10 - 10 x 1 = 18 B for the weights; a prefetch that leaves 17 B starves them
-    e = _fails(check_transition, _el(cache=0, kv=4), S.Prefetch(), _el(cache=17, kv=4))
+    e = violation(check_transition, _el(cache=0, kv=4), S.Prefetch(), _el(cache=17, kv=4))
     assert e.clause == "step_I8c_elastic.weights_at_least_static" and "cache 17 B" in str(e) and "18 B" in str(e)
-    e = _fails(check_transition, _el(cache=20), S.Decode(), _el(cache=20, kv=8, tokens=5))
+    e = violation(check_transition, _el(cache=20), S.Decode(), _el(cache=20, kv=8, tokens=5))
     assert e.clause == "step_I8c_elastic.growth_peak_within_budget" and "growth 4->8: copy peak 12" in str(e)
 
 
@@ -289,15 +277,15 @@ def _co(*models: tuple[str, int, bool, bool, bool, int], capacity: int = 10) -> 
 def test_coresidency_clauses_fail_naming_the_model() -> None:
     from invariants.admission import check_state, check_transition
 
-    e = _fails(check_state, _co(("a", 6, False, True, False, 0), ("b", 5, False, True, False, 0)))
+    e = violation(check_state, _co(("a", 6, False, True, False, 0), ("b", 5, False, True, False, 0)))
     assert e.clause == "state_I12_coresidency.resident_within_capacity" and "use 11 > capacity 10" in str(e)
-    e = _fails(check_state, _co(("a", 4, True, False, False, 0)))
+    e = violation(check_state, _co(("a", 4, True, False, False, 0)))
     assert e.clause == "state_I12_coresidency.pinned_resident" and "pinned model a" in str(e)
     idle = _co(("a", 4, True, True, True, 0), ("b", 5, False, True, False, 0))
-    e = _fails(check_transition, idle, S.Evict("b"), idle)
+    e = violation(check_transition, idle, S.Evict("b"), idle)
     assert e.clause == "step_I12_coresidency.no_wasted_load" and "b evicted before serving" in str(e)
     away = _co(("a", 4, True, True, True, 0), ("b", 5, False, False, False, 1))
-    e = _fails(check_transition, away, S.Serve("b"), away)
+    e = violation(check_transition, away, S.Serve("b"), away)
     assert e.clause == "step_I12_coresidency.serve_resident" and "b served while not resident" in str(e)
 
 
@@ -307,11 +295,11 @@ def test_an_eviction_is_needed_only_for_pending_work_that_does_not_fit() -> None
     need = "step_I12_coresidency.evict_only_for_need"
     # b served and resident (1 B free); c is not resident but has no work: nothing pending needs the room
     s = _co(("a", 4, True, True, True, 0), ("b", 5, False, True, True, 0), ("c", 3, False, False, False, 0))
-    e = _fails(check_transition, s, S.Evict("b"), s)
+    e = violation(check_transition, s, S.Evict("b"), s)
     assert e.clause == need and "every pending model fits in the 1 B free" in str(e)
     # c pending, 1 B: it fits in the 1 B free, so evicting b is not needed
     s = _co(("a", 4, True, True, True, 0), ("b", 5, False, True, True, 0), ("c", 1, False, False, False, 1))
-    assert _fails(check_transition, s, S.Evict("b"), s).clause == need
+    assert violation(check_transition, s, S.Evict("b"), s).clause == need
 
 
 def test_coresidency_cases_need_their_subject() -> None:
@@ -341,7 +329,7 @@ def test_the_batch_pool_over_capacity_names_its_figures() -> None:
     from invariants.admission import check_state
 
     over = S.BatchState(4, S.new_batch(4).requests.set(1, S.BatchRequest(6, 5, S.ReqState.RESIDENT)), 2)
-    e = _fails(check_state, over)
+    e = violation(check_state, over)
     assert e.clause == "state_I12_batch.kv_within_capacity" and "holds 5 > capacity 4" in str(e)
 
 
@@ -356,11 +344,11 @@ def test_batch_clauses_fail_naming_the_request_and_figures() -> None:
     from invariants.admission import check_state
 
     R, F = S.ReqState.RESIDENT, S.ReqState.FINISHED
-    e = _fails(check_state, _batch(10, (4, 2, F)))
+    e = violation(check_state, _batch(10, (4, 2, F)))
     assert e.clause == "state_I12_batch.only_residents_hold" and "request 1 is finished but holds 2" in str(e)
-    e = _fails(check_state, _batch(10, (4, 5, R)))
+    e = violation(check_state, _batch(10, (4, 5, R)))
     assert e.clause == "state_I12_batch.only_residents_hold" and "request 1 holds 5 > its peak 4" in str(e)
-    e = _fails(check_state, _batch(10, (9, 4, R), (9, 4, R)))  # each needs 5 more, 2 free
+    e = violation(check_state, _batch(10, (9, 4, R), (9, 4, R)))  # each needs 5 more, 2 free
     assert e.clause == "state_I12_batch.some_resident_can_finish" and "needs [5, 5], free 2" in str(e)
 
 
@@ -378,7 +366,7 @@ def test_a_growth_peak_counts_the_bytes_of_both_buffers() -> None:
     from invariants.admission import check_transition
 
     # at 2 B a token the peak of 4 -> 8 is (4 + 8) x 2 = 24 B: 10 + 15 + 24 + 2 = 51 > 50
-    e = _fails(check_transition, _el(50, 2, cache=15), S.Decode(), _el(50, 2, cache=15, kv=8, tokens=5))
+    e = violation(check_transition, _el(50, 2, cache=15), S.Decode(), _el(50, 2, cache=15, kv=8, tokens=5))
     assert e.clause == "step_I8c_elastic.growth_peak_within_budget" and "copy peak 24" in str(e)
 
 

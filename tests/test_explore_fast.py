@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
+from clause_harness import verdict as _verdict  # test_mutkill_explore_checks imports it from here
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
@@ -32,14 +33,6 @@ from spec.guards import GUARDS, ALL_ON, GuardSet
 
 _MANAGER_GUARDS = sorted(g.name for g in GUARDS if g.model == "manager")
 _LEDGER_GUARDS = [g.name for g in GUARDS if g.model == "ledger"]
-
-
-def _verdict(check, *args) -> str | None:
-    try:
-        check(*args)
-    except InvariantViolation as e:
-        return e.clause or e.id
-    return None
 
 
 def _judge_scope(guards: GuardSet, depth: int, reads=READS, scope=None) -> tuple[list, list, IncrementalChecks]:

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from clause_harness import verdict
 
 from invariants import manager as IM
-from invariants._violation import InvariantViolation
 from invariants.explore import explore
 from invariants.explore_checks import IncrementalChecks
 from invariants.manager_scope import COMPLETE_SCOPES, VIEW_SCOPE, manager_actions, manager_model, manager_start
@@ -89,14 +89,6 @@ def test_each_view_guard_off_is_found_on_the_view_scope(guard: str, symmetry: bo
     assert len(r.trace) == length + 1  # real states, replayable
 
 
-def _verdict(check: Any, *args: Any) -> str | None:
-    try:
-        check(*args)
-    except InvariantViolation as e:
-        return e.clause or e.id
-    return None
-
-
 @pytest.mark.parametrize("guards", [ALL_ON, *(GuardSet.without(g) for g in sorted(_CONTROLS))],
                          ids=["all_on", *sorted(_CONTROLS)])
 def test_incremental_checks_flag_exactly_what_the_full_checks_flag_over_the_view_scope(guards: GuardSet) -> None:
@@ -105,8 +97,8 @@ def test_incremental_checks_flag_exactly_what_the_full_checks_flag_over_the_view
         if nxt is None:
             continue
         n += 1
-        full = (_verdict(IM.check_step, m, act, nxt, result), _verdict(IM.check_all, nxt))
-        assert (_verdict(inc.check_step, m, act, nxt, result), _verdict(inc.check_state, nxt)) == full, act
+        full = (verdict(IM.check_step, m, act, nxt, result), verdict(IM.check_all, nxt))
+        assert (verdict(inc.check_step, m, act, nxt, result), verdict(inc.check_state, nxt)) == full, act
         flagged += full != (None, None)
     assert n > 1000 and inc.skipped > 0
     assert (flagged > 0) == (guards != ALL_ON)  # a guard off: its harm occurs in the scope

@@ -20,14 +20,12 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants import manager as IM
-from invariants import replay as R
 from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.tracing import JsonlSink, boundary
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError, StaleAnswer, TraceSinkFailed
-from spec.tickets import PressureState, TicketState
 from spec.types import AllocState, Role, Tier
 
 FAULTS = [ValueError("boom"), OSError("disk full"), StaleAnswer("a holder's own typed error"),

@@ -16,7 +16,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from invariants.manager_replay import replay_manager_lines
-from invariants import replay as R
 from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary

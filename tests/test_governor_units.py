@@ -36,39 +36,22 @@ def world(guards: GuardSet = ALL_ON) -> ProcessMemoryManager:
     return pmm
 
 
-def test_reserve_growth_up_to_the_free_bytes() -> None:
+@pytest.mark.parametrize("verb, fits, after, error, refusal", [
+    ("reserve_growth", 70, Allowance(1, 1, 1, 100, 80, 20), AllowanceExceeded, r"^allowance 1: 71 B asked, 70 B free$"),
+    ("map_allowance", 10, Allowance(1, 1, 1, 100, 0, 30), AllowanceExceeded,
+     r"^allowance 1: 11 B to map, 10 B reserved$"),
+    ("unmap_allowance", 20, Allowance(1, 1, 1, 100, 10, 0), InvalidBytes, r"^allowance 1: 21 B to unmap, 20 B mapped$"),
+], ids=["grow", "map", "unmap"])
+def test_allowance_verb_takes_all_it_has_and_names_it_one_byte_past(verb: str, fits: int, after: Allowance,
+                                                                      error: type, refusal: str) -> None:
+    """Growth up to the free bytes, a map of all reserved bytes, an unmap of all mapped bytes; one byte more is
+    refused with the figures, the ledger unchanged."""
     pmm = world()
-    pmm.reserve_growth(1, 1, 70)
-    assert abstract_ledger(pmm).allowances[1] == Allowance(1, 1, 1, 100, 80, 20)
-
-
-def test_invalid_reserve_growth_names_the_free_bytes() -> None:
-    pmm = world()
-    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: 71 B asked, 70 B free$"):
-        pmm.reserve_growth(1, 1, 71)
+    with pytest.raises(error, match=refusal):
+        getattr(pmm, verb)(1, 1, fits + 1)
     assert abstract_ledger(pmm) == abstract_ledger(world())
-
-
-def test_map_all_reserved_bytes() -> None:
-    pmm = world()
-    pmm.map_allowance(1, 1, 10)
-    assert abstract_ledger(pmm).allowances[1] == Allowance(1, 1, 1, 100, 0, 30)
-
-
-def test_invalid_map_names_the_reserved_bytes() -> None:
-    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: 11 B to map, 10 B reserved$"):
-        world().map_allowance(1, 1, 11)
-
-
-def test_unmap_all_mapped_bytes() -> None:
-    pmm = world()
-    pmm.unmap_allowance(1, 1, 20)
-    assert abstract_ledger(pmm).allowances[1] == Allowance(1, 1, 1, 100, 10, 0)
-
-
-def test_invalid_unmap_names_the_mapped_bytes() -> None:
-    with pytest.raises(InvalidBytes, match=r"^allowance 1: 21 B to unmap, 20 B mapped$"):
-        world().unmap_allowance(1, 1, 21)
+    getattr(pmm, verb)(1, 1, fits)
+    assert abstract_ledger(pmm).allowances[1] == after
 
 
 @pytest.mark.parametrize("site", ["grow", "transfer"])

@@ -13,9 +13,7 @@ import hashlib
 import hmac
 import os
 import pickle
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from multiprocessing.connection import Client
@@ -30,13 +28,6 @@ from refimpl.hierarchy.driver import Hierarchy, leftovers
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, InvalidTransition, UnknownWorker, WorkerNotLive
 
 Q = 20
-
-
-@pytest.fixture
-def where() -> Iterator[str]:
-    d = tempfile.mkdtemp(prefix="h23-")  # short: Unix socket paths are limited to 108 bytes
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from multiprocessing.connection import Client, Connection
 
 import pytest
@@ -28,13 +25,6 @@ from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.driver import Hierarchy, leftovers
 
 KEY = b"k" * 32
-
-
-@pytest.fixture
-def where() -> Iterator[str]:
-    d = tempfile.mkdtemp(prefix="h12h-")  # short: Unix socket paths are limited to 108 bytes
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_a_connection_the_server_dropped_after_the_challenge_is_never_confirmed(where: str) -> None:

@@ -76,29 +76,21 @@ def test_parse_memory_max(text: str, want: int | None) -> None:
     assert parse_memory_max(text) == want
 
 
-@pytest.mark.parametrize("text", ["", "unlimited\n", "-1\n", "1.5G\n", "12 34\n"])
-def test_invalid_memory_max_is_a_typed_error(text: str) -> None:
-    with pytest.raises(CeilingUnreadable, match="memory.max"):
-        parse_memory_max(text)
-
-
-@pytest.mark.parametrize("text", ["", "max\n", "-5\n", "4k\n"])
-def test_invalid_memory_current_is_a_typed_error(text: str) -> None:
-    with pytest.raises(CeilingUnreadable, match="memory.current"):
-        parse_memory_current(text)
-
-
 def test_parse_psi_some_avg10() -> None:
     assert parse_psi_some_avg10(PSI) == 1.5
     assert parse_psi_some_avg10("full avg10=3.00 avg60=0 avg300=0 total=0\nsome avg10=0.00 avg60=0 avg300=0 "
                                 "total=0\n") == 0.0
 
 
-@pytest.mark.parametrize("text", ["", "full avg10=1.00 avg60=0 avg300=0 total=0\n", "some avg60=1.00 total=0\n",
-                                  "some avg10=abc total=0\n", "some avg10=140.00 total=0\n"])
-def test_invalid_psi_is_a_typed_error(text: str) -> None:
-    with pytest.raises(CeilingUnreadable, match="memory.pressure"):
-        parse_psi_some_avg10(text)
+@pytest.mark.parametrize(("parse", "file", "text"), [
+    *((parse_memory_max, "memory.max", t) for t in ["", "unlimited\n", "-1\n", "1.5G\n", "12 34\n"]),
+    *((parse_memory_current, "memory.current", t) for t in ["", "max\n", "-5\n", "4k\n"]),
+    *((parse_psi_some_avg10, "memory.pressure", t) for t in ["", "full avg10=1.00 avg60=0 avg300=0 total=0\n",
+      "some avg60=1.00 total=0\n", "some avg10=abc total=0\n", "some avg10=140.00 total=0\n"]),
+], ids=lambda v: v if type(v) is str else None)
+def test_invalid_cgroup_text_is_a_typed_error_naming_its_file(parse, file: str, text: str) -> None:
+    with pytest.raises(CeilingUnreadable, match=file):
+        parse(text)
 
 
 def test_malformed_cgroup_files_fail_the_read_not_guess(tmp_path: Path) -> None:

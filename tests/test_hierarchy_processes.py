@@ -25,13 +25,6 @@ Q = 10
 
 
 @pytest.fixture
-def where() -> Iterator[str]:
-    d = tempfile.mkdtemp(prefix="h12-")  # short: Unix socket paths are limited to 108 bytes
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
 def hier(where: str) -> Iterator[Hierarchy]:
     h = Hierarchy(where, Q).start()
     yield h

@@ -16,17 +16,18 @@ from typing import Any
 
 import attrs
 import pytest
+from clause_harness import cases
 
 from invariants import ledger as IL
 from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, collecting, recording
+from invariants.clauses import collecting
 from invariants.ledger import check_all, check_local, check_step, observe_snapshot, predicate_names
 from spec import ledger as L
 from spec import ledger_actions as A
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger_state import State, snapshot
 from spec.lifetime_actions import GrowLease
-from spec.types import AllocState, ContextState, Origin, Role, Tier
+from spec.types import AllocState, ContextState, Role, Tier
 
 DEV, HOST = Tier.DEVICE, Tier.HOST
 KV = Role.KV
@@ -503,13 +504,6 @@ def test_a_snapshot_is_judged_by_the_records(name: str) -> None:
 
 
 # --- case accounting: a clause's case occurs with one subject of it, and not without --------------------
-
-
-def cases(check: Callable[..., None], *args: Any) -> set[str]:
-    cov = Coverage()
-    with recording(cov):
-        check(*args)
-    return {k for k, (_, held) in cov.counts.items() if held}
 
 
 def test_nothing_to_harm_counts_no_case() -> None:

@@ -146,17 +146,23 @@ def test_recycled_tx_ids_step_as_the_original_ids_do(guards: GuardSet) -> None:
     model = LP.retry_model(guards)
     g = build_graph(model)
     assert g.complete and any(i.age == 2 for s in g.states for i in s.intents.values())  # the capped age is reached
+    _steps_as_the_original_ids(model, g, _spread, LP.canonical_retry, _renamed)
+
+
+def _steps_as_the_original_ids(model, g: Graph, spread, canonical, rename) -> None:
+    """Every state of `g` with its ids spread out canonicalises back to it, and each action, renamed, steps it
+    (or is refused) as the original action steps the original state."""
     for s in g.states:
-        wide, ids, allocs = _spread(s)
-        assert LP.canonical_retry(wide) == s
+        wide, ids, allocs = spread(s)
+        assert canonical(wide) == s
         for a in model.actions(s):
             try:
                 want = model.step(s, a)
             except model.rejects as e:
                 with pytest.raises(type(e)):
-                    model.step(wide, _renamed(a, ids, allocs))
+                    model.step(wide, rename(a, ids, allocs))
                 continue
-            assert model.step(wide, _renamed(a, ids, allocs)) == want, (s, a)
+            assert model.step(wide, rename(a, ids, allocs)) == want, (s, a)
 
 
 def test_state_bound_makes_the_verdict_partial() -> None:
@@ -188,17 +194,7 @@ def _rename(act: object, ids: dict[int, int], allocs: dict[int, int]) -> object:
 def test_recycled_ids_step_as_the_original_ids_do(guards: GuardSet) -> None:
     model = LP.starvation_model(guards)
     g: Graph = build_graph(model)
-    for s in g.states:
-        wide, ids, allocs = _shifted(s)
-        assert LP.canonical(wide) == s
-        for a in model.actions(s):
-            try:
-                want = model.step(s, a)
-            except model.rejects as e:
-                with pytest.raises(type(e)):
-                    model.step(wide, _rename(a, ids, allocs))
-                continue
-            assert model.step(wide, _rename(a, ids, allocs)) == want, (s, a)
+    _steps_as_the_original_ids(model, g, _shifted, LP.canonical, _rename)
 
 
 def test_verify_phase_reports_each_property_and_control_lasso_with_states() -> None:

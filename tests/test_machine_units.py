@@ -78,35 +78,22 @@ def test_apply_passes_the_guards_on() -> None:
 # --- allowance figures and boundaries (I4b) ----------------------------------------
 
 
-def test_invalid_reserve_growth_names_the_free_bytes() -> None:
-    state = allowance_world()
-    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: 80 B requested, 70 B free$"):
-        step(state, A.ReserveGrowth(1, 1, 80))
-
-
-def test_reserve_growth_up_to_the_free_bytes() -> None:
-    new = apply(allowance_world(), A.ReserveGrowth(1, 1, 70))
-    assert new.allowances[1] == Allowance(1, 1, 1, 100, 80, 20)
-
-
-def test_invalid_map_names_the_reserved_bytes() -> None:
-    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: mapping 11 B, only 10 B reserved$"):
-        step(allowance_world(), A.MapAllowance(1, 1, 11))
-
-
-def test_map_all_reserved_bytes() -> None:
-    assert apply(allowance_world(), A.MapAllowance(1, 1, 10)).allowances[1] == Allowance(1, 1, 1, 100, 0, 30)
-
-
-def test_transfer_exactly_the_free_bytes() -> None:
-    new = apply(allowance_world(), A.TransferAllowance(1, 1, 2, 70))
-    assert (new.allowances[1].limit, new.allowances[2].limit) == (30, 120)
+@pytest.mark.parametrize("fits, after, limit_2, past, refusal", [
+    (A.ReserveGrowth(1, 1, 70), Allowance(1, 1, 1, 100, 80, 20), 50,
+     A.ReserveGrowth(1, 1, 80), r"^allowance 1: 80 B requested, 70 B free$"),
+    (A.MapAllowance(1, 1, 10), Allowance(1, 1, 1, 100, 0, 30), 50,
+     A.MapAllowance(1, 1, 11), r"^allowance 1: mapping 11 B, only 10 B reserved$"),
+    (A.TransferAllowance(1, 1, 2, 70), Allowance(1, 1, 1, 30, 10, 20), 120,
+     A.TransferAllowance(1, 1, 2, 71), r"^allowance 1: 71 B to transfer, 70 B free$"),
+], ids=["grow", "map", "transfer"])
+def test_allowance_action_takes_all_there_is_and_names_the_figures_past_it(fits, after, limit_2, past, refusal) -> None:
+    """Growth up to the free bytes, a map of all reserved bytes, a transfer of all free bytes: allowance 1 as
+    `after` (within I4b), allowance 2's limit `limit_2`; past that, refused with the figures."""
+    with pytest.raises(AllowanceExceeded, match=refusal):
+        step(allowance_world(), past)
+    new = apply(allowance_world(), fits)
+    assert (new.allowances[1], new.allowances[2].limit) == (after, limit_2)
     assert not over_i4b(new.allowances[1])
-
-
-def test_invalid_transfer_names_the_free_bytes() -> None:
-    with pytest.raises(AllowanceExceeded, match=r"^allowance 1: 71 B to transfer, 70 B free$"):
-        step(allowance_world(), A.TransferAllowance(1, 1, 2, 71))
 
 
 @pytest.mark.parametrize("bad_id", [1.0, "1", (1,)], ids=repr)

@@ -12,21 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from manager_harness import DEV, H1, H2, HOST, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, clause_counts, lease, run, start
 
 from invariants import manager as IM
-from invariants.clauses import Coverage, recording
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.types import Role, Tier
-
-
-def _counts(pred: Callable[..., None], *args: Any) -> dict[str, tuple[int, int]]:
-    cov = Coverage()
-    with recording(cov):
-        pred(*args)
-    return {k: (e, h) for k, (e, h) in cov.counts.items()}
 
 
 def _step(m: M.Manager, act: Any) -> tuple[M.Manager, Any, M.Manager, Any]:
@@ -56,7 +48,7 @@ def _planned_tx_only() -> M.Manager:
     ("a lease only", lambda: lease(start(), H1, DEV, 2)[0], (0, 0, 0, 1)),
 ])
 def test_state_i1_counts_its_cases(name: str, build: Callable[[], M.Manager], hits: tuple[int, ...]) -> None:
-    got = _counts(IM.state_I1_manager, build())
+    got = clause_counts(IM.state_I1_manager, build())
     assert {c: got[f"state_I1_manager.{c}"] for c in _I1} == {c: (1, h) for c, h in zip(_I1, hits)}
 
 
@@ -124,18 +116,18 @@ def _pred(key: str) -> Callable[..., None]:
 
 @pytest.mark.parametrize("key", sorted(STEP_CASES))
 def test_step_clause_counts_its_case(key: str) -> None:
-    assert _counts(_pred(key), *STEP_CASES[key][0]())[key] == (1, 1)
+    assert clause_counts(_pred(key), *STEP_CASES[key][0]())[key] == (1, 1)
 
 
 @pytest.mark.parametrize("key", sorted(STEP_CASES))
 def test_step_clause_does_not_count_a_step_without_its_case(key: str) -> None:
-    assert _counts(_pred(key), *STEP_CASES[key][1]())[key] == (1, 0)
+    assert clause_counts(_pred(key), *STEP_CASES[key][1]())[key] == (1, 0)
 
 
 def test_an_allowances_own_action_is_no_case_of_the_composed_allowance_clause() -> None:
     # The holder's own close is the ledger I6's to judge: an allowance exists, but no other actor moved it.
     key = "step_I6_manager.allowance_changes_by_own_action"
-    assert _counts(IM.step_I6_manager, *_step(run(start(), A.OpenAllowance(H1, DEV, 2))[0],
+    assert clause_counts(IM.step_I6_manager, *_step(run(start(), A.OpenAllowance(H1, DEV, 2))[0],
                                               A.CloseAllowance(H1, 1)))[key] == (1, 0)
 
 
@@ -144,7 +136,7 @@ def test_claim_charges_nothing_new_so_no_grant_case() -> None:
     # at the same charge (the table's near miss is a recording, whose charge does rise).
     before, act, nxt, result = _claim()
     assert nxt.ledger.authorities[DEV].used == before.ledger.authorities[DEV].used == 2
-    assert _counts(IM.step_I2_manager, before, act, nxt, result)["step_I2_manager.grant_within_limit"] == (1, 0)
+    assert clause_counts(IM.step_I2_manager, before, act, nxt, result)["step_I2_manager.grant_within_limit"] == (1, 0)
     before, act, nxt, _ = _recorded()
     assert nxt.ledger.authorities[DEV].used > before.ledger.authorities[DEV].used
 

@@ -10,10 +10,9 @@ rebuilt here so a weakened wrapper is noticed, not frozen at import). (I1 I6 C1)
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from attrs import evolve
+from clause_harness import violation
 from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
 from invariants import ledger as LP
@@ -26,12 +25,6 @@ from spec import manager as MG
 from spec import manager_actions as M
 from spec.tickets import TicketState
 from spec.types import Tier
-
-
-def _violation(pred: Any, *args: Any) -> InvariantViolation:
-    with pytest.raises(InvariantViolation) as e:
-        pred(*args)
-    return e.value
 
 
 def _set_used(m: M.Manager, aid: int, used: int) -> M.Manager:
@@ -57,7 +50,7 @@ def test_grant_backed_by_another_holders_lease_is_named_after_an_unbacked_grant(
     bad = evolve(m, tickets=m.tickets.set(t1, evolve(m.tickets[t1], allocation=None)).set(
         t2, M.Ticket(t2, H2, DEV, 2, 0, m.tickets[t1].role, 0, TicketState.GRANTED, alloc)))
     assert list(bad.tickets) == [t1, t2]  # the unbacked grant is read first
-    e = _violation(IM.state_I1_manager, bad)
+    e = violation(IM.state_I1_manager, bad)
     assert e.clause == "state_I1_manager.granted_ticket_reserved"
     assert str(e).startswith(f"I1: granted ticket {t2} (holder {H2}, authority {DEV}, 2 B) references "
                              f"Allocation(id={alloc}, authority={DEV}, holder={H1},")
@@ -74,7 +67,7 @@ def test_grant_backed_by_its_own_reservation_passes() -> None:
 def test_transaction_holding_more_reservations_than_needs_is_named() -> None:
     m, x = _with_tx()
     bad = evolve(m, txs=m.txs.set(x, evolve(m.txs[x], needs=((DEV, 1),))))  # HOST's byte is held for no need
-    e = _violation(IM.state_I1_manager, bad)
+    e = violation(IM.state_I1_manager, bad)
     assert (e.clause, str(e)) == ("state_I1_manager.tx_held_reserved",
                                   f"I1: transaction {x} holds 2 reservations for 1 needs")
 
@@ -83,7 +76,7 @@ def test_transaction_reservation_of_another_size_is_named() -> None:
     m, x = _with_tx()
     held = m.txs[x].held
     bad = evolve(m, txs=m.txs.set(x, evolve(m.txs[x], needs=((DEV, 2), (HOST, 1)))))
-    e = _violation(IM.state_I1_manager, bad)
+    e = violation(IM.state_I1_manager, bad)
     assert e.clause == "state_I1_manager.tx_held_reserved"
     assert str(e).startswith(f"I1: transaction {x} (holder {H2}) holds {held[0]} for ({DEV}, 2 B): Allocation(")
 
@@ -98,7 +91,7 @@ def test_reservation_claimed_by_a_ticket_and_a_transaction_names_both() -> None:
     # A granted ticket of the same holder, authority and size claims the transaction's reservation too.
     bad = evolve(m, tickets=m.tickets.set(1, M.Ticket(1, H2, DEV, 1, 0, m.ledger.allocations[alloc].role, 0,
                                                         TicketState.GRANTED, alloc)))
-    e = _violation(IM.state_I1_manager, bad)
+    e = violation(IM.state_I1_manager, bad)
     assert (e.clause, str(e)) == ("state_I1_manager.one_part_per_reservation",
                                   f"I1: allocation {alloc} is held by ticket 1, transaction {x}")
 
@@ -108,14 +101,14 @@ def test_reservation_claimed_by_a_ticket_and_a_transaction_names_both() -> None:
 
 def test_used_with_no_record_behind_it_is_named_with_zero_parts() -> None:
     bad = _set_used(start(), HOST, 1)  # a byte of HOST nobody holds
-    e = _violation(IM.state_I1_manager, bad)
+    e = violation(IM.state_I1_manager, bad)
     assert (e.clause, str(e)) == ("state_I1_manager.buckets_partition_used",
                                   f"I1: authority {HOST}: used 1 B, but parts hold 0 B and other charges are 0 B")
 
 
 def test_used_past_a_lease_is_named_with_the_lease_as_other_charge() -> None:
     m, _ = lease(start(), H1, DEV, 2)
-    e = _violation(IM.state_I1_manager, _set_used(m, DEV, 3))
+    e = violation(IM.state_I1_manager, _set_used(m, DEV, 3))
     assert (e.clause, str(e)) == ("state_I1_manager.buckets_partition_used",
                                   f"I1: authority {DEV}: used 3 B, but parts hold 0 B and other charges are 2 B")
 
@@ -129,7 +122,7 @@ def test_alias_does_not_end_the_partition_of_later_authorities() -> None:
     assert [a.alias_of for a in m.ledger.authorities.values()] == [None, 1, None]
     m, _ = lease(m, H1, 3, 2)
     IM.state_I1_manager(m)  # near miss: intact
-    e = _violation(IM.state_I1_manager, _set_used(m, 3, 1))  # one of the lease's bytes is lost
+    e = violation(IM.state_I1_manager, _set_used(m, 3, 1))  # one of the lease's bytes is lost
     assert (e.clause, str(e)) == ("state_I1_manager.buckets_partition_used",
                                   "I1: authority 3: used 1 B, but parts hold 0 B and other charges are 2 B")
 
@@ -145,7 +138,7 @@ def test_credit_of_a_reservation_already_credited_is_named() -> None:
     m = _granted()
     nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
     twice = evolve(nxt, tickets=nxt.tickets.set(1, m.tickets[1]))  # the part still names the credited bytes
-    e = _violation(IM.step_I1_manager, twice, M.CancelTicket(H1, 1), nxt, 3)
+    e = violation(IM.step_I1_manager, twice, M.CancelTicket(H1, 1), nxt, 3)
     assert (e.clause, str(e)) == ("step_I1_manager.credit_exactly_once",
                                   "I1: CancelTicket(holder=1, ticket=1) retires allocation 1, which was already "
                                   "credited")
@@ -153,7 +146,7 @@ def test_credit_of_a_reservation_already_credited_is_named() -> None:
 
 def test_credit_that_leaves_the_reservation_charged_is_named() -> None:
     m = _granted()
-    e = _violation(IM.step_I1_manager, m, M.CancelTicket(H1, 1), m, 3)  # reports 3 B, keeps the 3 B charged
+    e = violation(IM.step_I1_manager, m, M.CancelTicket(H1, 1), m, 3)  # reports 3 B, keeps the 3 B charged
     assert (e.clause, str(e)) == ("step_I1_manager.credit_exactly_once",
                                   "I1: CancelTicket(holder=1, ticket=1) retired allocation 1, but it is still charged")
 
@@ -191,7 +184,7 @@ def test_ledger_state_predicate_judges_the_managers_ledger() -> None:
     assert (wrapped.__name__, wrapped.__wrapped__) == ("ledger_state_I1", LP.state_I1)
     m, _ = lease(start(), H1, DEV, 2)
     wrapped(m)  # near miss
-    assert _violation(wrapped, _set_used(m, DEV, 3)).clause.startswith("state_I1.")
+    assert violation(wrapped, _set_used(m, DEV, 3)).clause.startswith("state_I1.")
 
 
 def test_ledger_conservation_judges_a_manager_action() -> None:
@@ -202,7 +195,7 @@ def test_ledger_conservation_judges_a_manager_action() -> None:
     act = M.Submit(H1, DEV, 3)
     nxt, tid = MG.step(m, act)
     wrapped(m, act, nxt, tid)  # near miss
-    e = _violation(wrapped, m, act, _set_used(nxt, DEV, 2), tid)  # 3 B reserved, 2 B counted
+    e = violation(wrapped, m, act, _set_used(nxt, DEV, 2), tid)  # 3 B reserved, 2 B counted
     assert e.clause.startswith("step_I1.") and str(e).startswith("I1: Submit(holder=1, authority=1, nbytes=3")
 
 
@@ -225,7 +218,7 @@ def test_ledger_i6_judges_a_ledger_release_by_another_holder() -> None:
     m, alloc = lease(start(), H1, DEV, 2)
     wrapped(m, A.Release(H1, alloc), MG.step(m, A.Release(H1, alloc))[0])  # near miss: its own release
     taken = MG.step(m, A.Release(H1, alloc))[0]
-    e = _violation(wrapped, m, A.Release(H2, alloc), taken)  # H2 released H1's lease
+    e = violation(wrapped, m, A.Release(H2, alloc), taken)  # H2 released H1's lease
     assert (e.clause, str(e)) == ("step_I6.only_owner_reduces_charge",
                                   f"I6: Release(holder={H2}, allocation={alloc}) reduced holder {H1}'s allocation "
                                   f"{alloc} by 2 B")
@@ -240,7 +233,7 @@ def test_removal_hides_only_the_removed_authority_from_the_ledgers_identity_chec
     host = nxt.ledger.authorities[HOST]
     bad = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(HOST, evolve(host,
                                                                                                    capacity=8))))
-    e = _violation(wrapped, m, M.RemoveAuthority(DEV), bad, res)  # ...but HOST's pool changed under it
+    e = violation(wrapped, m, M.RemoveAuthority(DEV), bad, res)  # ...but HOST's pool changed under it
     assert e.clause.startswith("step_C1.") and f"changed authority {HOST}" in str(e)
 
 
@@ -253,5 +246,5 @@ def test_identity_change_of_the_authority_a_manager_action_names_is_seen() -> No
     dev = nxt.ledger.authorities[DEV]
     bad = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(DEV, evolve(dev,
                                                                                                   capacity=8))))
-    e = _violation(wrapped, m, act, bad, tid)
+    e = violation(wrapped, m, act, bad, tid)
     assert e.clause.startswith("step_C1.") and f"changed authority {DEV}" in str(e)

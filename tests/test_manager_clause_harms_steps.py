@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from attrs import evolve
+from clause_harness import violation
 from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
 from invariants import manager as IM
-from invariants._violation import InvariantViolation
 from invariants.clauses import collecting
 from invariants.mutation import applied
 from refimpl.verify.mutants import MUTANTS
@@ -23,12 +23,6 @@ from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.types import AllocState
-
-
-def _violation(pred: Any, *args: Any) -> InvariantViolation:
-    with pytest.raises(InvariantViolation) as e:
-        pred(*args)
-    return e.value
 
 
 def _with_alloc(m: M.Manager, alloc: int, **changes: Any) -> M.Manager:
@@ -47,14 +41,14 @@ def test_another_holders_lease_shrunk_is_named_with_its_charges() -> None:
     m, _ = lease(start(), H1, DEV, 1)
     m, theirs = lease(m, H2, DEV, 3)
     shrunk = _with_alloc(m, theirs, nbytes=2, charge=2)  # H1's step takes 1 of H2's 3 B: the record stays
-    e = _violation(IM.step_I6_manager, m, _PRESS, shrunk, 1)
+    e = violation(IM.step_I6_manager, m, _PRESS, shrunk, 1)
     assert (e.clause, str(e)) == ("step_I6_manager.charge_falls_by_own_action",
                                   f"I6: {_PRESS!r} (by {H1}) lowered holder {H2}'s charge 3 -> 2 B")
 
 
 def test_another_holders_one_byte_lease_taken_is_named() -> None:
     m, theirs = lease(start(), H2, DEV, 1)
-    e = _violation(IM.step_I6_manager, m, _PRESS, _with_alloc(m, theirs, gone=True), 1)
+    e = violation(IM.step_I6_manager, m, _PRESS, _with_alloc(m, theirs, gone=True), 1)
     assert (e.clause, str(e)) == ("step_I6_manager.charge_falls_by_own_action",
                                   f"I6: {_PRESS!r} (by {H1}) lowered holder {H2}'s charge 1 -> 0 B")
 
@@ -69,7 +63,7 @@ def test_another_holders_record_changed_at_the_same_charge_passes() -> None:
 def test_an_action_of_no_holder_taking_a_lease_is_named() -> None:
     m, mine = lease(start(), H1, DEV, 2)
     act = M.CommitLimit(DEV)  # a limit commit reclaims nothing by itself: only answers release
-    e = _violation(IM.step_I6_manager, m, act, _with_alloc(m, mine, gone=True), None)
+    e = violation(IM.step_I6_manager, m, act, _with_alloc(m, mine, gone=True), None)
     assert (e.clause, str(e)) == ("step_I6_manager.charge_falls_by_own_action",
                                   f"I6: {act!r} (by None) lowered holder {H1}'s charge 2 -> 0 B")
 
@@ -88,7 +82,7 @@ def test_device_loss_dropping_an_allowance_is_named() -> None:
     m, wid = _mapped_allowance()
     lost, _ = MG.step(m, A.LoseDevice(DEV))
     dropped = evolve(lost, ledger=evolve(lost.ledger, allowances=lost.ledger.allowances.delete(wid)))
-    e = _violation(IM.step_I6_manager, m, A.LoseDevice(DEV), dropped, None)
+    e = violation(IM.step_I6_manager, m, A.LoseDevice(DEV), dropped, None)
     assert (e.clause, str(e)) == ("step_I6_manager.allowance_changes_by_own_action",
                                   f"I6: {A.LoseDevice(DEV)!r} changed holder {H1}'s allowance {wid}: "
                                   f"{m.ledger.allowances[wid]!r} -> None")
@@ -98,7 +92,7 @@ def test_a_parts_step_shrinking_an_allowance_is_named() -> None:
     m, wid = _mapped_allowance()
     w = m.ledger.allowances[wid]
     shrunk = evolve(m, ledger=evolve(m.ledger, allowances=m.ledger.allowances.set(wid, evolve(w, limit=2))))
-    e = _violation(IM.step_I6_manager, m, _PRESS, shrunk, 1)
+    e = violation(IM.step_I6_manager, m, _PRESS, shrunk, 1)
     assert e.clause == "step_I6_manager.allowance_changes_by_own_action"
 
 
@@ -131,7 +125,7 @@ def _pinned_and_pressed() -> tuple[M.Manager, int, int]:
 def test_answer_releasing_a_pinned_lease_is_named() -> None:
     m, alloc, pid = _pinned_and_pressed()
     act = M.Answer(H1, pid, (alloc,), 5)
-    e = _violation(IM.step_I6_manager, m, act, _with_alloc(m, alloc, gone=True), 2)
+    e = violation(IM.step_I6_manager, m, act, _with_alloc(m, alloc, gone=True), 2)
     assert (e.clause, str(e)) == ("step_I6_manager.pinned_never_reclaimed",
                                   f"I6: {act!r} released allocation {alloc}, flagged (pinned, in flight) = "
                                   f"(True, False)")
@@ -155,7 +149,7 @@ def test_limit_change_counts_only_its_own_authoritys_grants() -> None:
     IM.step_I2_manager(m, M.CommitLimit(DEV), nxt, out)
     low = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(
         DEV, evolve(nxt.ledger.authorities[DEV], limit=1))))
-    e = _violation(IM.step_I2_manager, m, M.CommitLimit(DEV), low, out)  # 1 B cannot back DEV's 2 B
+    e = violation(IM.step_I2_manager, m, M.CommitLimit(DEV), low, out)  # 1 B cannot back DEV's 2 B
     assert (e.clause, str(e)) == ("step_I2_manager.limit_backs_every_grant",
                                   f"I2: CommitLimit(authority={DEV}): authority {DEV}'s limit moved to 1 B with 2 B "
                                   f"granted on a 4 B pool")
@@ -167,7 +161,7 @@ def test_grant_past_the_limit_is_named_with_the_charge_it_made() -> None:
     nxt, tid = MG.step(m, act)
     low = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(
         DEV, evolve(nxt.ledger.authorities[DEV], limit=2))))
-    e = _violation(IM.step_I2_manager, m, act, low, tid)
+    e = violation(IM.step_I2_manager, m, act, low, tid)
     assert (e.clause, str(e)) == ("step_I2_manager.grant_within_limit",
                                   f"I2: {act!r}: authority {DEV} charged 0 -> 3 B past its 2 B limit")
 
@@ -185,7 +179,7 @@ def test_removal_leaving_leases_names_the_first_four() -> None:
     for _ in range(5):
         m, _ = lease(m, H1, DEV, 1)
     act = M.RemoveAuthority(DEV)
-    e = _violation(IM.step_C3_manager, m, act, _removed(m), None)
+    e = violation(IM.step_C3_manager, m, act, _removed(m), None)
     assert (e.clause, str(e)) == ("step_C3_manager.removal_drops_no_charge",
                                   f"C3: {act!r}: authority {DEV} is gone but allocation 1, allocation 2, "
                                   f"allocation 3, allocation 4 still name it")
@@ -193,7 +187,7 @@ def test_removal_leaving_leases_names_the_first_four() -> None:
 
 def test_removal_leaving_an_allowance_is_named() -> None:
     m, w = run(start(), A.OpenAllowance(H1, DEV, 2))
-    e = _violation(IM.step_C3_manager, m, M.RemoveAuthority(DEV), _removed(m), None)
+    e = violation(IM.step_C3_manager, m, M.RemoveAuthority(DEV), _removed(m), None)
     assert str(e).endswith(f"authority {DEV} is gone but allowance {w} still name it")
 
 
@@ -205,7 +199,7 @@ def test_removal_beside_another_authoritys_allowance_passes() -> None:
 
 def test_removal_leaving_a_pending_limit_change_is_named() -> None:
     m = evolve(start(), changes=start().changes.set(DEV, M.LimitChange(DEV, 2)))  # prepared, not committed
-    e = _violation(IM.step_C3_manager, m, M.RemoveAuthority(DEV), _removed(m), None)
+    e = violation(IM.step_C3_manager, m, M.RemoveAuthority(DEV), _removed(m), None)
     assert (e.clause, str(e)) == ("step_C3_manager.removal_drops_no_charge",
                                   f"C3: RemoveAuthority(authority={DEV}): authority {DEV} is gone but limit change on "
                                   f"{DEV} still name it")
@@ -217,7 +211,7 @@ def test_lost_device_refund_is_named() -> None:
     cut = evolve(nxt, ledger=evolve(nxt.ledger, authorities=nxt.ledger.authorities.set(
         DEV, evolve(nxt.ledger.authorities[DEV], used=0))))
     IM.step_C3_manager(m, A.LoseDevice(DEV), nxt, None)  # near miss: the charge is kept
-    e = _violation(IM.step_C3_manager, m, A.LoseDevice(DEV), cut, None)
+    e = violation(IM.step_C3_manager, m, A.LoseDevice(DEV), cut, None)
     assert (e.clause, str(e)) == ("step_C3_manager.lost_charge_kept",
                                   f"C3: LoseDevice(authority={DEV}): lost authority {DEV}'s used fell 2 -> 0 B before "
                                   f"termination")
@@ -243,7 +237,7 @@ def test_two_transactions_leased_in_one_step_move_their_bundle_by_two() -> None:
     before, both, b = _bundle_of_two()
     IM.step_I10_manager(before, M.CommitTx(1), both, None)
     lag = evolve(both, bundles=both.bundles.set(b, M.Bundle(b, (1, 1, 1, 1))))
-    e = _violation(IM.step_I10_manager, before, M.CommitTx(1), lag, None)
+    e = violation(IM.step_I10_manager, before, M.CommitTx(1), lag, None)
     assert (e.clause, str(e)) == ("step_I10_manager.bundle_moves_with_its_leases",
                                   f"I10: CommitTx(tx=1): bundle {b} moved (0, 0, 0, 0) -> (1, 1, 1, 1) with 2 step(s) "
                                   f"of its bytes leased")
@@ -253,7 +247,7 @@ def test_a_vanished_bundle_does_not_hide_another_bundles_unleased_move() -> None
     m, b1 = run(start(), M.OpenBundle())
     m, b2 = run(m, M.OpenBundle())
     bad = evolve(m, bundles=m.bundles.delete(b1).set(b2, M.Bundle(b2, (1, 1, 1, 1))))
-    e = _violation(IM.step_I10_manager, m, M.OpenBundle(), bad, None)
+    e = violation(IM.step_I10_manager, m, M.OpenBundle(), bad, None)
     assert str(e) == (f"I10: OpenBundle(): bundle {b2} moved (0, 0, 0, 0) -> (1, 1, 1, 1) with 0 step(s) of its "
                       f"bytes leased")
 
@@ -263,7 +257,7 @@ def test_poisoned_bundles_commit_is_named() -> None:
     one = run(before, M.CommitTx(1))[0]
     poisoned = evolve(before, bundles=before.bundles.set(b, evolve(before.bundles[b], poisoned=True)))
     after = evolve(one, bundles=one.bundles.set(b, evolve(one.bundles[b], poisoned=True)))
-    e = _violation(IM.step_I10_manager, poisoned, M.CommitTx(1), after, None)
+    e = violation(IM.step_I10_manager, poisoned, M.CommitTx(1), after, None)
     assert (e.clause, str(e)) == ("step_I10_manager.bundle_moves_with_its_leases",
                                   f"I10: CommitTx(tx=1): poisoned bundle {b}'s transaction turned its reservations "
                                   f"into leases")
@@ -274,6 +268,6 @@ def test_poisoned_bundles_commit_is_named() -> None:
 
 def test_callback_under_the_ledger_lock_is_named() -> None:
     IM.observed_I7_manager([(H1, 1, 2, False)])  # near miss: delivered outside the lock
-    e = _violation(IM.observed_I7_manager, [(H1, 1, 2, False), (H2, 3, 1, True)])
+    e = violation(IM.observed_I7_manager, [(H1, 1, 2, False), (H2, 3, 1, True)])
     assert (e.clause, str(e)) == ("observed_I7_manager.callback_without_ledger_lock",
                                   f"I7: holder {H2}'s callback for pressure 3 ran while its caller held the ledger lock")

@@ -9,35 +9,20 @@ harmless state or step, which must pass. The case counts of these clauses are pi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, HOST, lease, make_alloc, run, start
+from clause_harness import violation
+from manager_harness import DEV, H1, H2, HOST, clause_counts, lease, make_alloc, run, start
 
 from invariants import manager as IM
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, recording
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
 from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
-
-
-def _violation(pred: Any, *args: Any) -> InvariantViolation:
-    with pytest.raises(InvariantViolation) as e:
-        pred(*args)
-    return e.value
-
-
-def _counts(pred: Callable[..., None], *args: Any) -> dict[str, tuple[int, int]]:
-    cov = Coverage()
-    with recording(cov):
-        pred(*args)
-    return {k: (e, h) for k, (e, h) in cov.counts.items()}
 
 
 def _with_ticket(m: M.Manager, tid: int, **changes: Any) -> M.Manager:
@@ -61,7 +46,7 @@ def test_answer_after_a_reconfigure_names_both_generations() -> None:
     m = run(run(m, M.Reconfigure(DEV))[0], M.Reconfigure(DEV))[0]  # the pressure stays, opened at generation 0
     assert (m.pressures[pid].generation, m.generations[DEV]) == (0, 2)
     act = M.Answer(H1, pid, (alloc,), 5)
-    e = _violation(IM.step_C5_manager, m, act, evolve(released, generations=m.generations), 2)
+    e = violation(IM.step_C5_manager, m, act, evolve(released, generations=m.generations), 2)
     assert (e.clause, str(e)) == (_C5, f"C5: {act!r} released allocations [{alloc}] for pressure {pid} of "
                                        f"generation 0; authority {DEV} is at 2")
 
@@ -72,7 +57,7 @@ def test_answer_for_a_pressure_ahead_of_an_unconfigured_authority_reads_generati
     assert DEV not in m.generations
     m = evolve(m, pressures=m.pressures.set(pid, evolve(m.pressures[pid], generation=1)))
     act = M.Answer(H1, pid, (alloc,), 5)
-    e = _violation(IM.step_C5_manager, m, act, released, 2)
+    e = violation(IM.step_C5_manager, m, act, released, 2)
     assert (e.clause, str(e)) == (_C5, f"C5: {act!r} released allocations [{alloc}] for pressure {pid} of "
                                        f"generation 1; authority {DEV} is at 0")
 
@@ -91,7 +76,7 @@ def test_answer_to_a_closed_pressure_is_named() -> None:
     m, alloc, pid, released = _pressed()
     m = run(m, M.CancelPressure(pid))[0]
     act = M.Answer(H1, pid, (alloc,), 5)
-    e = _violation(IM.step_C5_manager, m, act, released, 2)
+    e = violation(IM.step_C5_manager, m, act, released, 2)
     assert (e.clause, str(e)) == (_C5, f"C5: {act!r} released allocations [{alloc}] for pressure {pid}, "
                                        f"which was not open")
 
@@ -99,7 +84,7 @@ def test_answer_to_a_closed_pressure_is_named() -> None:
 def test_answer_after_the_deadline_is_named_with_both_times() -> None:
     m, alloc, pid, released = _pressed(deadline=5)
     act = M.Answer(H1, pid, (alloc,), 6)
-    e = _violation(IM.step_C5_manager, m, act, released, 2)
+    e = violation(IM.step_C5_manager, m, act, released, 2)
     assert (e.clause, str(e)) == (_C5, f"C5: {act!r} released allocations [{alloc}] at time 6 for pressure "
                                        f"{pid} due at 5")
 
@@ -116,14 +101,14 @@ def test_stale_answer_that_releases_nothing_passes() -> None:
     act = M.Answer(H1, pid, (alloc, 99), 5)
     assert 99 not in m.ledger.allocations
     IM.step_C5_manager(m, act, m, 0)
-    assert _counts(IM.step_C5_manager, m, act, m, 0)[_C5] == (1, 0)
+    assert clause_counts(IM.step_C5_manager, m, act, m, 0)[_C5] == (1, 0)
 
 
 def test_c5_counts_only_answers_that_release() -> None:
     m, alloc, pid, released = _pressed()
-    assert _counts(IM.step_C5_manager, m, M.Answer(H1, pid, (alloc,), 5), released, 2)[_C5] == (1, 1)
+    assert clause_counts(IM.step_C5_manager, m, M.Answer(H1, pid, (alloc,), 5), released, 2)[_C5] == (1, 1)
     nxt, out = MG.step(m, M.CancelPressure(pid))  # no answer: nothing an answer could credit
-    assert _counts(IM.step_C5_manager, m, M.CancelPressure(pid), nxt, out)[_C5] == (1, 0)
+    assert clause_counts(IM.step_C5_manager, m, M.CancelPressure(pid), nxt, out)[_C5] == (1, 0)
 
 
 # --- I13: state_I13_manager (pending_holds_nothing, no_idle_fitting_waiter) ------------------------
@@ -144,7 +129,7 @@ def test_waiter_behind_a_granted_ticket_that_would_fit_is_named_with_the_free_by
     m, t1, t2 = _granted_then_waiting()
     IM.state_I13_manager(m)  # 4 B do not fit in the 1 B free: waiting is right
     bad = _with_ticket(m, t2, nbytes=1)  # 1 B fits in 4 - 3 = 1 B, and it still waits
-    e = _violation(IM.state_I13_manager, bad)
+    e = violation(IM.state_I13_manager, bad)
     assert (e.clause, str(e)) == (_IDLE, f"I13: authority {DEV}: ticket {t2} (1 B) is first in grant order and "
                                          f"fits in 1 B, but waits")
 
@@ -152,16 +137,16 @@ def test_waiter_behind_a_granted_ticket_that_would_fit_is_named_with_the_free_by
 def test_waiter_behind_a_granted_ticket_holding_a_reservation_is_named() -> None:
     m, t1, t2 = _granted_then_waiting()
     bad = _with_ticket(m, t2, allocation=m.tickets[t1].allocation)
-    e = _violation(IM.state_I13_manager, bad)
+    e = violation(IM.state_I13_manager, bad)
     assert (e.clause, str(e)) == (_NOTHING, f"I13: pending ticket {t2} holds allocation "
                                             f"{m.tickets[t1].allocation}")
 
 
 def test_state_i13_counts_its_cases() -> None:
     m, _, _ = _granted_then_waiting()
-    assert _counts(IM.state_I13_manager, m) == {_IDLE: (1, 1), _NOTHING: (1, 1)}
+    assert clause_counts(IM.state_I13_manager, m) == {_IDLE: (1, 1), _NOTHING: (1, 1)}
     granted_only = run(start(), M.Submit(H1, DEV, 3))[0]  # a ticket, but none waiting
-    assert _counts(IM.state_I13_manager, granted_only) == {_IDLE: (1, 0), _NOTHING: (1, 0)}
+    assert clause_counts(IM.state_I13_manager, granted_only) == {_IDLE: (1, 0), _NOTHING: (1, 0)}
 
 
 # --- I13: state_I13_generation ---------------------------------------------------------------------
@@ -172,25 +157,25 @@ _GEN = "state_I13_generation.no_waiter_of_an_older_generation"
 def test_waiter_left_under_a_gone_generation_is_named_with_both() -> None:
     m, _, t2 = _granted_then_waiting()
     bad = evolve(m, generations=m.generations.set(DEV, 2))  # reconfigured twice, the waiter kept waiting
-    e = _violation(IM.state_I13_generation, bad)
+    e = violation(IM.state_I13_generation, bad)
     assert (e.clause, str(e)) == (_GEN, f"I13: ticket {t2} waits at generation 0; authority {DEV} is at 2")
 
 
 def test_waiter_ahead_of_an_unconfigured_authority_reads_generation_0() -> None:
     m, _, t2 = _granted_then_waiting()
     assert DEV not in m.generations
-    e = _violation(IM.state_I13_generation, _with_ticket(m, t2, generation=1))
+    e = violation(IM.state_I13_generation, _with_ticket(m, t2, generation=1))
     assert (e.clause, str(e)) == (_GEN, f"I13: ticket {t2} waits at generation 1; authority {DEV} is at 0")
 
 
 def test_waiter_submitted_after_a_reconfigure_passes_and_counts() -> None:
     m, _ = run(start(), M.Submit(H1, DEV, 3))
-    assert _counts(IM.state_I13_generation, m)[_GEN] == (1, 0)  # never reconfigured: no generation to outlive
+    assert clause_counts(IM.state_I13_generation, m)[_GEN] == (1, 0)  # never reconfigured: no generation to outlive
     m = run(m, M.Reconfigure(DEV))[0]
     m, t2 = run(m, M.Submit(H2, DEV, 4))
     assert (m.tickets[t2].state, m.tickets[t2].generation) == (TicketState.PENDING, 1)
     IM.state_I13_generation(m)
-    assert _counts(IM.state_I13_generation, m)[_GEN] == (1, 1)
+    assert clause_counts(IM.state_I13_generation, m)[_GEN] == (1, 1)
 
 
 # --- I1: state_I1_tickets ---------------------------------------------------------------------------
@@ -201,16 +186,16 @@ _GONE = "state_I1_tickets.retired_ticket_gone"
 @pytest.mark.parametrize("state", [s for s in TicketState if s not in (TicketState.PENDING, TicketState.GRANTED)])
 def test_a_retired_ticket_left_in_the_table_is_named_with_its_state(state: TicketState) -> None:
     m, t1, _ = _granted_then_waiting()
-    e = _violation(IM.state_I1_tickets, _with_ticket(m, t1, state=state))
+    e = violation(IM.state_I1_tickets, _with_ticket(m, t1, state=state))
     assert (e.clause, str(e)) == (_GONE, f"I1: ticket {t1} (holder {H1}, authority {DEV}) is {state.value} but "
                                          "still in the ticket table")
 
 
 def test_state_i1_tickets_counts_a_table_with_tickets_only() -> None:
     m, t1, t2 = _granted_then_waiting()  # one granted, one pending: both live, the near miss
-    assert _counts(IM.state_I1_tickets, m) == {_GONE: (1, 1)}
+    assert clause_counts(IM.state_I1_tickets, m) == {_GONE: (1, 1)}
     gone = run(run(m, M.CancelTicket(H1, t1))[0], M.CancelTicket(H2, t2))[0]  # run judges each step
-    assert len(gone.tickets) == 0 and _counts(IM.state_I1_tickets, gone) == {_GONE: (1, 0)}
+    assert len(gone.tickets) == 0 and clause_counts(IM.state_I1_tickets, gone) == {_GONE: (1, 0)}
 
 
 # --- I13: step_I13_manager (allocator_never_overtakes_a_waiter, matured_not_overtaken) ---------------
@@ -229,7 +214,7 @@ def test_try_reserve_past_a_waiter_is_named_with_the_bytes_taken() -> None:
     m, w = _waiting_behind_a_lease()
     nxt, alloc = MG.step(m, A.Reserve(H1, DEV, Tier.DEVICE, 1, Role.STAGING))  # the bytes taken anyway
     act = M.TryReserve(H1, DEV, 1)
-    e = _violation(IM.step_I13_manager, m, act, nxt, alloc)
+    e = violation(IM.step_I13_manager, m, act, nxt, alloc)
     assert (e.clause, str(e)) == (_TRY, f"I13: {act!r} took 1 B as allocation {alloc} while tickets [{w}] wait")
 
 
@@ -238,9 +223,9 @@ def test_try_reserve_with_no_waiter_passes_and_counts() -> None:
     act = M.TryReserve(H1, DEV, 1)
     nxt, alloc = MG.step(m, act)
     IM.step_I13_manager(m, act, nxt, alloc)
-    assert _counts(IM.step_I13_manager, m, act, nxt, alloc)[_TRY] == (1, 1)
+    assert clause_counts(IM.step_I13_manager, m, act, nxt, alloc)[_TRY] == (1, 1)
     nxt, tid = MG.step(m, M.Submit(H2, DEV, 1))  # not the allocator path: no try case
-    assert _counts(IM.step_I13_manager, m, M.Submit(H2, DEV, 1), nxt, tid)[_TRY] == (1, 0)
+    assert clause_counts(IM.step_I13_manager, m, M.Submit(H2, DEV, 1), nxt, tid)[_TRY] == (1, 0)
 
 
 def _matured() -> tuple[M.Manager, int]:
@@ -253,7 +238,7 @@ def test_matured_waiter_overtaken_is_named_with_the_step_and_the_grant() -> None
     act = M.Submit(H1, DEV, 1)
     nxt, tid = MG.step(m, act, GuardSet.without("aging"))
     assert nxt.tickets[tid].state is TicketState.GRANTED
-    e = _violation(IM.step_I13_manager, m, act, nxt, tid)
+    e = violation(IM.step_I13_manager, m, act, nxt, tid)
     t = m.tickets[w]
     assert (e.clause, str(e)) == (_MATURED, f"I13: {act!r}: matured ticket {w} (4 B, priority 0, age "
                                             f"{t.age}) waits on authority {DEV} while later ticket(s) [{tid}] "
@@ -267,7 +252,7 @@ def test_matured_waiter_not_overtaken_by_an_earlier_grant() -> None:
     m, w = run(m, M.Submit(H2, DEV, 4))
     m = _with_ticket(m, w, age=m.aging_bound)
     before = _with_ticket(m, t1, state=TicketState.PENDING, allocation=None)  # t1 was still waiting before
-    assert _counts(IM.step_I13_manager, before, M.Submit(H2, DEV, 4), m, w)[_MATURED] == (1, 1)
+    assert clause_counts(IM.step_I13_manager, before, M.Submit(H2, DEV, 4), m, w)[_MATURED] == (1, 1)
     IM.step_I13_manager(before, M.Submit(H2, DEV, 4), m, w)
 
 
@@ -285,7 +270,7 @@ def test_removal_names_only_the_records_on_the_removed_authority() -> None:
     m, x_dev = run(m, M.PlanTx(H1, ((DEV, 1),)))
     m = run(m, M.PlanTx(H2, ((HOST, 1),)))[0]
     act = M.RemoveAuthority(DEV)
-    e = _violation(IM.step_C3_manager, m, act, evolve(m, ledger=evolve(
+    e = violation(IM.step_C3_manager, m, act, evolve(m, ledger=evolve(
         m.ledger, authorities=m.ledger.authorities.delete(DEV))), None)
     assert (e.clause, str(e)) == ("step_C3_manager.removal_drops_no_charge",
                                   f"C3: {act!r}: authority {DEV} is gone but allocation {a_dev}, ticket {t_dev}, "
@@ -301,7 +286,7 @@ def test_a_holders_lease_swapped_for_a_smaller_record_by_nobody_is_named() -> No
     m, mine = lease(start(), H2, DEV, 2)
     allocs = m.ledger.allocations.delete(mine).set(0, make_alloc(0, DEV, H2, 1, AllocState.LIVE))
     act = M.CommitLimit(DEV)
-    e = _violation(IM.step_I6_manager, m, act, evolve(m, ledger=evolve(m.ledger, allocations=allocs)), None)
+    e = violation(IM.step_I6_manager, m, act, evolve(m, ledger=evolve(m.ledger, allocations=allocs)), None)
     assert (e.clause, str(e)) == (_OWN, f"I6: {act!r} (by None) lowered holder {H2}'s charge 2 -> 1 B")
 
 
@@ -315,4 +300,4 @@ def test_bytes_moved_between_one_holders_records_in_anothers_step_pass() -> None
     moved = evolve(m, ledger=evolve(m.ledger, allocations=allocs))
     act = M.Press(H1, DEV, 1)
     IM.step_I6_manager(m, act, moved, 1)
-    assert _counts(IM.step_I6_manager, m, act, moved, 1)[_OWN] == (1, 0)
+    assert clause_counts(IM.step_I6_manager, m, act, moved, 1)[_OWN] == (1, 0)

@@ -35,7 +35,7 @@ from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import arbitration as _arbitration
 from refimpl.verify.manager_hooks import abstract_manager, ledger_lock
 from spec.errors import CalloutFailed, CapacityDenied, GovernorError, StaleAnswer, TraceSinkFailed
-from spec.types import AllocState, Role, Tier
+from spec.types import AllocState, Role
 
 FAULTS = [ValueError("boom"), OSError("disk full"), StaleAnswer("a holder's own typed error"),
           KeyboardInterrupt(), SystemExit(3)]

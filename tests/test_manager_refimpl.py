@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import types
@@ -37,10 +38,10 @@ G, P = TicketState.GRANTED, TicketState.PENDING
 
 
 def contracts_off(fn: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(fn)  # its signature too: a parametrized test's arguments reach it
     def run(*args: Any, **kwargs: Any) -> None:
         with contracts.contracts(False):
             fn(*args, **kwargs)
-    run.__name__ = fn.__name__
     return run
 
 
@@ -550,18 +551,6 @@ def _parked(pmm: ProcessMemoryManager, w: Any, free: int, nbytes: int = 50) -> i
     return t
 
 
-@contracts_off
-def test_cancel_wakes_the_waiter_it_grants() -> None:
-    pmm, w = make()
-    lease(pmm, w.h1, w.a, 50)
-    prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
-    t = _parked(pmm, w, 5)
-    pmm.cancel(w.h1, prov)  # 50 B free: the round grants t, and its event is set once the lock is released (I7)
-    assert abstract_manager(pmm).tickets[t].state is G
-    assert pmm._tickets[t].event.is_set()
-    _next_grant_still_wakes(pmm, w)
-
-
 def _next_grant_still_wakes(pmm: ProcessMemoryManager, w: Any) -> None:
     """The manager's wake list is left usable: a later grant (on host) wakes its own waiter too."""
     x = lease(pmm, w.h1, w.b, 60, Tier.HOST)
@@ -572,23 +561,21 @@ def _next_grant_still_wakes(pmm: ProcessMemoryManager, w: Any) -> None:
 
 
 @contracts_off
-def test_commit_refund_wakes_the_waiter_it_grants() -> None:
+@pytest.mark.parametrize("how", ["cancel", "commit-refund", "quarantine"])
+def test_returned_bytes_wake_the_waiter_they_grant(how: str) -> None:
     pmm, w = make()
-    lease(pmm, w.h1, w.a, 50)
-    prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
-    t = _parked(pmm, w, 5, 45)
-    pmm.commit(w.h1, prov, 1)  # 44 B refunded: 49 B free, the round grants t (I13) and wakes its waiter (I7)
-    assert abstract_manager(pmm).tickets[t].state is G
-    assert pmm._tickets[t].event.is_set()
-    _next_grant_still_wakes(pmm, w)
-
-
-@contracts_off
-def test_quarantine_wakes_the_waiter_it_grants() -> None:
-    pmm, w = make()
-    x = lease(pmm, w.h1, w.a, 60)
-    t = _parked(pmm, w, 40)
-    pmm.quarantine(w.h1, x, 10)
+    if how == "quarantine":
+        x = lease(pmm, w.h1, w.a, 60)
+        t = _parked(pmm, w, 40)
+        pmm.quarantine(w.h1, x, 10)
+    else:
+        lease(pmm, w.h1, w.a, 50)
+        prov = pmm.reserve(w.h1, w.a, Tier.DEVICE, 45, Role.KV)
+        t = _parked(pmm, w, 5, 45 if how == "commit-refund" else 50)
+        if how == "cancel":
+            pmm.cancel(w.h1, prov)  # 50 B free: the round grants t, and its event is set once the lock is released (I7)
+        else:
+            pmm.commit(w.h1, prov, 1)  # 44 B refunded: 49 B free, the round grants t (I13) and wakes its waiter (I7)
     assert abstract_manager(pmm).tickets[t].state is G
     assert pmm._tickets[t].event.is_set()
     _next_grant_still_wakes(pmm, w)

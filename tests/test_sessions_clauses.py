@@ -17,10 +17,10 @@ from typing import Any
 
 import attrs
 import pytest
+from clause_harness import cases, violation
 
 from invariants import sessions as SP
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, collecting, recording
+from invariants.clauses import collecting
 from invariants.mutation import applied
 from refimpl.verify.mutants import MUTANTS
 from spec import sessions as S
@@ -64,12 +64,6 @@ def state_breaks(s: S.SessionState) -> list[str]:
     with collecting() as found:
         SP.check_state(s)
     return found
-
-
-def failure(predicate: Callable[..., None], *args: Any) -> InvariantViolation:
-    with pytest.raises(InvariantViolation) as e:
-        predicate(*args)
-    return e.value
 
 
 def _model(s: S.SessionState, name: str, **changes: Any) -> S.SessionState:
@@ -158,7 +152,7 @@ def test_each_scripted_harm_breaks_exactly_its_clauses(name: str) -> None:
     predicate = getattr(SP, key.split(".")[0])
     args = (states[-2], acts[-1], states[-1]) if key.startswith("step_") else (states[-1],)
     with applied(MUTANTS[how["mutant"]]) if "mutant" in how else nullcontext():
-        e = failure(predicate, *args)
+        e = violation(predicate, *args)
     assert e.clause == key and text in str(e)
 
 
@@ -166,7 +160,7 @@ def test_a_charge_off_the_granule_is_named_by_the_granule_clause_too() -> None:
     # (the exact-charge clause fails first on these states; the granule clause must still name the model)
     for mutant, charged in (("admission_ignores_granule", 1100), ("admission_drops_transient_peak", 1024)):
         states, _ = run(LOAD, mutant=mutant)
-        e = failure(SP.state_C7_sessions, states[-1])
+        e = violation(SP.state_C7_sessions, states[-1])
         assert e.clause == "state_C7_sessions.granule_rounding"
         assert str(e).endswith("m: weight charge not rounded to the 256 B granule")
         assert states[-1].models["m"].admitted == charged
@@ -253,7 +247,7 @@ def test_each_state_harm_breaks_exactly_its_clauses(name: str) -> None:
     s = make()
     assert state_breaks(s) == keys.split()
     key = keys.split()[0]
-    e = failure(getattr(SP, key.split(".")[0]), s)
+    e = violation(getattr(SP, key.split(".")[0]), s)
     assert e.clause == key and text in str(e)
 
 
@@ -332,7 +326,7 @@ def test_each_step_harm_breaks_its_clause(name: str) -> None:
     with collecting() as found:
         SP.check_transition(p, act, n)
     assert found == [key]
-    e = failure(getattr(SP, key.split(".")[0]), p, act, n)
+    e = violation(getattr(SP, key.split(".")[0]), p, act, n)
     assert e.clause == key and text in str(e)
 
 
@@ -367,7 +361,7 @@ def test_a_role_absent_from_both_ledgers_moved_nothing() -> None:
 def test_kv_in_use_uncharged_at_any_transition_fails() -> None:
     ok = [SP.KvCover("Reserve 1", 256, 256), SP.KvCover("Commit 1", 512, 256)]
     SP.observed_I8c_kv_leased(ok)
-    e = failure(SP.observed_I8c_kv_leased, [*ok, SP.KvCover("Release 1", 255, 256), SP.KvCover("Commit 2", 512, 256)])
+    e = violation(SP.observed_I8c_kv_leased, [*ok, SP.KvCover("Release 1", 255, 256), SP.KvCover("Commit 2", 512, 256)])
     assert e.clause == "observed_I8c_kv_leased.kv_in_use_leased"
     assert str(e).endswith("after Release 1: requests hold 256 B of KV but KV leases charge only 255 B")
     # other observations in the same list are not KV covers
@@ -377,7 +371,7 @@ def test_kv_in_use_uncharged_at_any_transition_fails() -> None:
 def test_a_padded_twin_charged_otherwise_fails() -> None:
     same = SP.PaddedTwin("m.onnx", 1024, 2000, 1024, 4000)
     SP.observed_I8_padding([same])
-    e = failure(SP.observed_I8_padding, [same, SP.PaddedTwin("n.onnx", 1024, 2000, 2048, 4000)])
+    e = violation(SP.observed_I8_padding, [same, SP.PaddedTwin("n.onnx", 1024, 2000, 2048, 4000)])
     assert e.clause == "observed_I8_padding.dead_space_not_charged"
     assert str(e).endswith("n.onnx: charged 1024 B for a 2000 B file but 2048 B for the same graph in a 4000 B file")
     SP.observed_I8_padding([SP.KvCover("x", 0, 1)])  # a KV cover is no twin
@@ -387,13 +381,6 @@ def test_a_padded_twin_charged_otherwise_fails() -> None:
 
 
 # --- case accounting --------------------------------------------------------------------------------------
-
-
-def cases(check: Callable[..., None], *args: Any) -> set[str]:
-    cov = Coverage()
-    with recording(cov):
-        check(*args)
-    return {k for k, (_, held) in cov.counts.items() if held}
 
 
 def test_nothing_to_harm_counts_only_the_capacity_case() -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 
 import jsonschema
 import pytest
+from trace_harness import upstream
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
@@ -38,13 +38,6 @@ def _validator() -> jsonschema.protocols.Validator:
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
-
-
-def _upstream() -> Path | None:
-    for base in (os.environ.get("ORTMEM_SHARED"), ROOT.parent / "shared"):
-        if base and (Path(base) / "conformance" / "upstream").is_dir():
-            return Path(base) / "conformance" / "upstream"
-    return None
 
 
 def test_the_committed_schema_is_generated_from_the_event_types() -> None:
@@ -74,11 +67,7 @@ def test_the_enums_are_the_codes() -> None:
 
 
 def test_every_upstream_conformance_trace_validates() -> None:
-    up = _upstream()
-    if up is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("the upstream conformance traces were not found (ORTMEM_SHARED or ../shared)")
-        pytest.skip("the upstream conformance traces were not found")
+    up = upstream()
     v, n = _validator(), 0
     # The two traces in the retired `ortmem-pool/1` are validated as converted (tests/conformance/converted/).
     converted = Path(__file__).resolve().parent / "conformance" / "converted"

@@ -151,9 +151,6 @@ class DeviceArena(ArenaHolder):
         """The arena cap of the session a loan backs: the loan's bytes."""
         return self.loans[wid]
 
-    def provider_options(self, device_id: int, wid: int) -> dict[str, str]:
-        return cuda_provider_options(device_id, self.cap_of(wid))
-
     def session(self, model: Any) -> Any:
         raise InvalidTransition("a device arena registers no env allocator: sessions are capped per loan")
 

@@ -34,8 +34,6 @@ class Budget:
 @attrs.frozen
 class CheckerRun:
     stats: CampaignStats
-    #: Predicate evaluations per catalog ID during the campaign.
-    checks: dict[str, int]
 
 
 class Checker(Protocol):

@@ -34,7 +34,7 @@ from invariants.campaign import CampaignStats, ControlResult, campaign_settings
 from invariants.checked import diff
 from invariants.explore import ExploreResult, explore
 from invariants.mutation import Mutant
-from invariants.hierarchy import CLAUSES, STATE_PREDICATES, STEP_PREDICATES, check_state, check_step, evaluate
+from invariants.hierarchy import CLAUSES, check_state, check_step, evaluate
 from invariants.hierarchy_machine import Crash, Lose, campaign_step, model, to_campaign
 from invariants.hierarchy_scope import (COMPLETE_SCOPES, SCRIPT_CONFIG, SCRIPTS, arbitration_model, counting_cases,
                                         hierarchy_model, run_script)
@@ -208,9 +208,7 @@ class HierarchyChecker:
             runs.append(attrs.evolve(stats, events={f"{name} {k}": v for k, v in events.items()}))
         runs.append(_crash_run(max(100, budget.campaign_examples // 4)))
         stats = CampaignStats.total(runs)
-        checks = {i: len(STATE_PREDICATES.get(i, ())) * stats.steps + len(STEP_PREDICATES.get(i, ())) * stats.accepted
-                  for i in set(STATE_PREDICATES) | set(STEP_PREDICATES)}
-        return CheckerRun(stats, checks)
+        return CheckerRun(stats)
 
     def control(self, guard: Guard | Mutant, layer: Layer, budget: Budget) -> ControlResult:
         if isinstance(guard, Mutant):

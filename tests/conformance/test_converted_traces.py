@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_upstream_traces import DOC, ROOT, _need_upstream
+from test_upstream_traces import DOC, ROOT
+from trace_harness import upstream
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.mutation import Mutant, applied
@@ -52,7 +53,7 @@ def test_every_converted_trace_has_a_verdict_and_a_source() -> None:
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
 def test_the_conversion_rerun_gives_the_committed_trace(name: str) -> None:
-    src = (_need_upstream() / name).read_text().splitlines()
+    src = (upstream() / name).read_text().splitlines()
     assert any('"ortmem-pool/1"' in line for line in src)  # it is a pool trace
     got = "".join(line + "\n" for line in _converter().convert_lines(src))
     assert got == (CONVERTED / name).read_text()

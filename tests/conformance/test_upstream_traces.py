@@ -10,27 +10,17 @@ a fused map past the allowance).
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
+from trace_harness import upstream
 
 from invariants.manager_replay import replay_manager_lines
 from refimpl.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "conformance.md"
-
-
-def _shared() -> Path | None:
-    for base in (os.environ.get("ORTMEM_SHARED"), ROOT.parent / "shared"):
-        if base and (Path(base) / "conformance" / "upstream").is_dir():
-            return Path(base) / "conformance" / "upstream"
-    return None
-
-
-UPSTREAM = _shared()
 
 
 def _verdicts() -> dict[str, tuple[str, int | None, str | None, str | None]]:
@@ -47,25 +37,15 @@ def _verdicts() -> dict[str, tuple[str, int | None, str | None, str | None]]:
 VERDICTS = _verdicts()
 
 
-def _need_upstream() -> Path:
-    if UPSTREAM is None:
-        msg = ("the upstream conformance traces were not found: set ORTMEM_SHARED to the shared folder (the one "
-               "holding conformance/upstream/), or place it beside the repository as ../shared")
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return UPSTREAM
-
-
 def test_the_verdict_table_lists_every_upstream_trace() -> None:
-    up = _need_upstream()
+    up = upstream()
     assert len(VERDICTS) >= 28
     assert sorted(p.name for p in up.glob("*.jsonl")) == sorted(VERDICTS)
 
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
 def test_upstream_trace_replays_with_the_recorded_verdict(name: str, tmp_path: Path) -> None:
-    trace = _need_upstream() / name
+    trace = upstream() / name
     verdict, line, failure, cid = VERDICTS[name]
     out = tmp_path / "verdict.json"
     code = main(["replay", str(trace), "--json", str(out)])
@@ -153,14 +133,14 @@ def _with_device(lines: list[bytes], devices: dict[str, str]) -> list[bytes]:
 
 
 def test_two_books_over_one_declared_device_are_caught_whatever_the_pools_are_called() -> None:
-    lines = (_need_upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
+    lines = (upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
     assert replay_manager_lines(lines).ok  # the gap: without the device field the over-grant replays clean
     r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:0"}))
     assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()
 
 
 def test_pools_on_different_declared_devices_are_two_authorities() -> None:
-    lines = (_need_upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
+    lines = (upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
     r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:1"}))
     assert r.ok, r.describe()
 
@@ -207,7 +187,7 @@ def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
 def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
     """`min-process-limit` with the quota its governor enforced declared before the reserve (a `configure` and a
     `set_process_quota` event); `accepted`: the reserve of 48 B granted instead of refused (and then cancelled)."""
-    lines = (_need_upstream() / "min-process-limit.jsonl").read_bytes().splitlines(keepends=True)
+    lines = (upstream() / "min-process-limit.jsonl").read_bytes().splitlines(keepends=True)
     src = json.loads(lines[0])["source"]
 
     def composed(seq: int, kind: str, payload: dict) -> bytes:
@@ -264,7 +244,7 @@ def _with_alignment(lines: list[bytes], alignment: object) -> list[bytes]:
 
 
 def test_the_recorded_bad_alignment_replays_clean_once_the_trace_states_it() -> None:
-    lines = _need_upstream().joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
+    lines = upstream().joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
     as_recorded = replay_manager_lines(lines)
     assert not as_recorded.ok and (as_recorded.line, as_recorded.failure) == (3, "refinement"), as_recorded.describe()
     stated = replay_manager_lines(_with_alignment(lines, 3))

@@ -21,3 +21,12 @@ def dynamic():
 @pytest.fixture
 def external_path(tmp_path):
     return build_external(tmp_path, n=256, orphan_ratio=1.0, seed=0)
+
+
+@pytest.fixture(scope="module")
+def world():
+    """The host path's models, their facts and ungoverned reference sessions, built once per test module (a module
+    on another path defines its own)."""
+    from refimpl.verify.sessions_checker import OrtWorld
+
+    return OrtWorld()

@@ -12,7 +12,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,16 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fuzz_harness import FUZZ_SETTINGS, report, run_fuzz  # noqa: E402
 
 from invariants.sessions import check_state  # noqa: E402
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld  # noqa: E402
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT  # noqa: E402
 from refimpl.ort.governed import GovernedRuntime  # noqa: E402
 from refimpl.verify.manager_hooks import abstract_ledger  # noqa: E402
 from spec import sessions as S  # noqa: E402
 from spec.types import Role  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 class _Runtime:

@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import pytest
 
 from refimpl.ort.arena import SHRINK_KEY
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
 
 
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
-
-
 def test_pressure_mid_generation_is_answered_at_the_next_run_boundary(world, monkeypatch) -> None:
     rt = GovernedRuntime(world.topology(0, ENV_ARENA_CAP), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))

@@ -17,18 +17,13 @@ import pytest
 
 from refimpl.ort import arena
 from refimpl.ort.governed import GovernedRuntime
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import InvalidArgument
 from spec.types import Role
 
 KEY = "session.use_env_allocators"
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _uses_env_arena(session) -> bool:
@@ -50,8 +45,7 @@ def test_every_managed_session_and_run_uses_the_one_env_arena(world) -> None:
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
     try:
         for name in ("dec", "dec_wide", "mlp"):
-            f = world.facts[name]
-            rt.execute(S.LoadModel(name, name, f, f.loop_carried))
+            rt.execute(world.load(name, name))
         fc = world.facts["dec"]
         rt.execute(S.LoadModel("compat", "dec", fc, None))  # undeclared: compatibility mode, unmanaged
         rt.execute(S.Prefetch())  # replicas in the weight cache: managed sessions too

@@ -10,18 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import pytest
 
-from refimpl.verify.sessions_checker import OrtWorld
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from spec import sessions as S
 
 MAX_CONTEXT, BUCKET = 16, 4
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 class _Counter:
@@ -44,8 +37,7 @@ class _Counter:
 
 def test_decode_within_a_bucket_builds_no_binding_and_growth_builds_one_bucket(world, monkeypatch) -> None:
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     c = _Counter(monkeypatch)
     rid = rt.execute(S.Open("a"))
     assert c.bindings == BUCKET  # one binding per step position of the first bucket
@@ -64,8 +56,7 @@ def test_decode_within_a_bucket_builds_no_binding_and_growth_builds_one_bucket(w
 
 def test_bound_decode_to_max_context_is_identical_to_a_plain_session(world) -> None:
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec_wide"]
-    rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
+    rt.execute(world.load("w", "dec_wide"))
     rids = [rt.execute(S.Open("w")) for _ in range(2)]
     m = rt.models["w"].measured
     ref = world.reference["dec_wide"]

@@ -24,7 +24,7 @@ from invariants.model_machine import run_model_campaign
 from refimpl.ort.device_arena import OUTSIDE_LEDGER
 from refimpl.ort.generations import run_scripts
 from refimpl.ort.governed import GovernedRuntime, decode_input, session_providers
-from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
+from refimpl.verify.sessions_checker import HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import ProviderUnavailable
@@ -105,8 +105,7 @@ def test_cuda_weights_kv_and_arena_are_leased_on_the_device_authority(world) -> 
 
 def test_cuda_weights_are_read_in_place_from_the_device_region(world) -> None:
     rt = _runtime(world)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     m = rt.models["a"].measured
     empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
 
@@ -129,8 +128,7 @@ def test_cuda_weights_are_read_in_place_from_the_device_region(world) -> None:
 
 def test_cuda_generation_matches_an_ungoverned_cuda_session_bit_for_bit(world) -> None:
     rt = _runtime(world)
-    f = world.facts["dec_wide"]
-    rt.execute(S.LoadModel("w", "dec_wide", f, f.loop_carried))
+    rt.execute(world.load("w", "dec_wide"))
     rid = rt.execute(S.Open("w"))
     m = rt.models["w"].measured
     pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)

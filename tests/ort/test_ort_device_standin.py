@@ -40,8 +40,7 @@ def _runtime(world, memory=None):
 
 
 def _load(rt, world, name="a", source="dec"):
-    f = world.facts[source]
-    rt.execute(S.LoadModel(name, source, f, f.loop_carried))
+    rt.execute(world.load(name, source))
 
 
 def _device_leases(rt):
@@ -186,9 +185,8 @@ def test_standin_failed_weight_allocation_leaves_nothing_charged(world) -> None:
     memory = _FailingMemory(ok=0)
     rt = _runtime(world, memory)
     before, dev, host = rt.abstract(), rt.pmm.snapshot(rt.auth), rt.pmm.snapshot(rt.host_auth)
-    f = world.facts["dec"]
     with pytest.raises(SessionCreationFailed, match="out of device memory"):
-        rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+        rt.execute(world.load("a", "dec"))
     # I2: the reservation was cancelled, nothing allocated, nothing lent, the state as before
     assert rt.abstract() == before and rt.pmm.snapshot(rt.auth) == dev and rt.pmm.snapshot(rt.host_auth) == host
     assert memory.allocated == 0 and rt.env_arena.lent == 0

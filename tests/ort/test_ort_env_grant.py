@@ -23,7 +23,7 @@ from invariants.mutation import applied
 from invariants.sessions import check_state, state_I8_sessions
 from refimpl.ort import governed
 from refimpl.verify.mutants import MUTANTS
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
@@ -33,18 +33,12 @@ from spec.types import Role, Tier
 LIMIT = 256 * 1024
 
 
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
-
-
 def _runtime(world, limit: int = LIMIT, **kw) -> GovernedRuntime:
     return GovernedRuntime(world.topology(0, ENV_ARENA_CAP), limit, world.sources, MAX_CONTEXT, BUCKET, **kw)
 
 
 def _load(rt, name: str, source: str, world) -> int:
-    f = world.facts[source]
-    return rt.execute(S.LoadModel(name, source, f, f.loop_carried))
+    return rt.execute(world.load(name, source))
 
 
 def _frozen(rt):
@@ -101,12 +95,11 @@ def test_spec_refuses_the_same_peak_and_keeps_its_state(world) -> None:
     s = S.new_sessions(world.topology(0, ENV_ARENA_CAP), LIMIT)
     assert s.ledger["arena"] == ENV_ARENA_CAP and s.used == ENV_ARENA_CAP
     for name, src in (("a", "dec"), ("b", "dec_wide")):
-        f = world.facts[src]
-        s, _ = S.step_sessions(s, S.LoadModel(name, src, f, f.loop_carried))
-    f = world.facts["dec_wide"]
+        s, _ = S.step_sessions(s, world.load(name, src))
     with pytest.raises(AllowanceExceeded):
-        S.step_sessions(s, S.LoadModel("c", "dec_wide", f, f.loop_carried))
-    assert s.ledger["arena"] == ENV_ARENA_CAP and s.lent == world.facts["dec"].transient_peak + f.transient_peak
+        S.step_sessions(s, world.load("c", "dec_wide"))
+    assert s.ledger["arena"] == ENV_ARENA_CAP
+    assert s.lent == world.facts["dec"].transient_peak + world.facts["dec_wide"].transient_peak
     check_state(s)
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from refimpl.ort import (
     ExternalRange,
-    build_decoder,
     build_external,
     referenced_extents,
 )

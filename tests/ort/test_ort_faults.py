@@ -15,15 +15,10 @@ import shutil
 import pytest
 
 import refimpl.ort.governed as G
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 from spec.errors import ModelFileInvalid, SessionCreationFailed
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _runtime(world, sources=None):
@@ -31,8 +26,7 @@ def _runtime(world, sources=None):
 
 
 def _load(rt, world, source="dec", name="a"):
-    f = world.facts[source]
-    return rt.execute(S.LoadModel(name, source, f, f.loop_carried))
+    return rt.execute(world.load(name, source))
 
 
 class _Boom(Exception):

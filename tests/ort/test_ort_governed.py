@@ -14,7 +14,7 @@ from invariants import contracts
 from invariants.campaign import campaign_settings
 from invariants.model_machine import run_model_campaign
 from invariants.sessions import check_state
-from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtChecker, OrtWorld, ort_model
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtChecker, ort_model
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.ort.session import make_session
 from refimpl.ort.zoo import reporter_facts, save_decoder_external
@@ -31,11 +31,6 @@ from spec.errors import (
 )
 from spec.guards import GUARDS, Layer
 from spec.types import Role
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _runtime(world, limit=256 * 1024, sources=None):

@@ -16,18 +16,13 @@ from invariants import InvariantViolation
 from invariants.mutation import applied
 from invariants.sessions import check_state
 from refimpl.verify.mutants import MUTANTS
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtChecker, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtChecker
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify import PROFILES
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.arith import kv_bytes
 from spec.types import Role
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _grown(world):

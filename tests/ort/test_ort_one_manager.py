@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.manager_hooks import abstract_manager
 from spec import sessions as S
@@ -22,15 +22,9 @@ from spec.errors import BudgetBelowFloor, InvalidBytes
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
-
-
 def _rt(world, limit=96 * 1024):
     rt = GovernedRuntime(world.topology(0), limit, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     return rt
 
@@ -86,8 +80,7 @@ def test_lowering_is_answered_by_the_holders_on_the_managers_tickets(world) -> N
     weight holder with cache buckets, KV and arena with zero); commit sets the limit. No ticket of its own."""
     events = []
     rt = GovernedRuntime(world.topology(0), 96 * 1024, world.sources, MAX_CONTEXT, BUCKET, trace=events.append)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     rt.execute(S.Open("a"))
     cache, opened = rt.weights.cache_bytes, rt.weights.opened

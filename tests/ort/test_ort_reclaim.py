@@ -5,22 +5,16 @@ from __future__ import annotations
 import pytest
 
 from invariants.sessions import check_state
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec import sessions as S
 from spec.errors import CapacityDenied, ForeignHolder
 
 
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
-
-
 def _elastic(world, limit=96 * 1024):
     rt = GovernedRuntime(world.topology(0), limit, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt.execute(world.load("a", "dec"))
     rt.execute(S.Prefetch())
     return rt
 

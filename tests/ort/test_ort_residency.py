@@ -12,19 +12,13 @@ import os
 import resource
 
 import numpy as np
-import pytest
 
-from refimpl.verify.sessions_checker import HEADROOM, OrtWorld, _actions, observe
+from refimpl.verify.sessions_checker import HEADROOM, _actions, observe
 from refimpl.ort.generations import _Observe, script
 from refimpl.ort.residency import INJECTED, arena_held, buffer_rss, file_rss, process_rss
 from spec import sessions as S
 
 PAGE = resource.getpagesize()
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _statm_rss() -> int:

@@ -22,7 +22,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime, decode_input
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
@@ -31,15 +31,9 @@ from spec.errors import RunFailed, SessionCreationFailed
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
-
-
 def _opened(world, source="dec"):
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts[source]
-    rt.execute(S.LoadModel("a", source, f, f.loop_carried))
+    rt.execute(world.load("a", source))
     rt.execute(S.Prefetch())
     return rt, rt.execute(S.Open("a"))
 

@@ -10,16 +10,10 @@ old setting), the same write changed nothing: ORT had packed its own copy.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
 from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
-
-
-@pytest.fixture(scope="module")
-def world():
-    return OrtWorld()
 
 
 def _leased_wo(rt, name):
