@@ -348,6 +348,9 @@ MODULES: dict[str, list[str]] = {
                                          "test_bundle_projection_flags_a_bundle_moved_without_its_commit",
                                          "test_incremental_checks_flag_exactly_what_the_full_checks_flag_with_a_bundle",
                                          "test_incremental_explorer_finds_each_control_as_the_full_one"))],
+    # The violation classes (what a failed clause raises and carries): test_mutkill__violation pins each class's
+    # whole message and arguments, its id and clause, and that none is a caller error (GovernorError).
+    "invariants/_violation.py": ["tests/test_mutkill__violation.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
