@@ -355,6 +355,11 @@ MODULES: dict[str, list[str]] = {
     # on hand-made states around one step, and not on its near misses (each condition broken in turn). The campaign
     # that counts them (test_manager_campaign_reach, 120 x 50 examples on both layers) is left out.
     "invariants/manager_events.py": ["tests/test_mutkill_manager_events.py"],
+    # The campaign runners (what R1's coverage rests on): test_mutkill_campaign runs a toy machine whose governor goes
+    # wrong one way at a time, its counts compared exactly with what the toy saw, each control's whole result pinned
+    # (a fake clock), and the settings, seeds, database and progress ticks read back. The real campaigns and
+    # controls (test_stateful, test_negative_controls: seconds each, every mutant of `hunt` would run them) are left out.
+    "invariants/campaign.py": ["tests/test_mutkill_campaign.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
