@@ -77,7 +77,7 @@ def step_fails(key: str, id: str) -> Any:
     c = _clause(key, id)
 
     def pred(prev: S, a: Any, now: S) -> None:
-        if prev.n >= 1:
+        if prev.n >= 1 and isinstance(a, Add):
             c.fail(f"{prev.n} -> {now.n}")
     return pred
 
@@ -86,6 +86,7 @@ SEEN: list[tuple[Any, ...]] = []  # one row per example: what the configured cla
 STEPS: list[str] = []  # one entry per rule run: "add" or "bad"
 CONTRACTS: list[bool] = []  # contracts.enabled() at each predicate evaluation
 POSITIVE: list[bool] = []  # each evaluation of POS: whether its case held
+PER_EXAMPLE: list[int] = []  # the steps each example ran
 
 
 def positive(s: S) -> None:
@@ -112,16 +113,19 @@ class Toy(CheckedMachine):
         cls = type(self)
         SEEN.append((cls.__name__, cls.check_refinement, cls.tolerate_error_type, self.stats is not None,
                      vars(cls).get("_hypothesis_internal_use_seed"), contracts.enabled()))
+        PER_EXAMPLE.append(0)
         self.start(cls.adapter_factory(), S())
 
     @rule()
     def add(self) -> None:
         STEPS.append("add")
+        PER_EXAMPLE[-1] += 1
         self.act(Add())
 
     @rule()
     def bad(self) -> None:
         STEPS.append("bad")
+        PER_EXAMPLE[-1] += 1
         self.act(Bad())
 
     def spec_step(self, state: Any, action: Any) -> tuple[Any, Any]:
@@ -140,7 +144,7 @@ class Toy(CheckedMachine):
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    SEEN.clear(), STEPS.clear(), CONTRACTS.clear(), POSITIVE.clear()
+    SEEN.clear(), STEPS.clear(), CONTRACTS.clear(), POSITIVE.clear(), PER_EXAMPLE.clear()
     monkeypatch.setattr(campaign, "time", NS(perf_counter=itertools.count(10.0, 3.0).__next__))
 
 
@@ -160,6 +164,9 @@ def test_total_adds_every_count() -> None:
     assert a == CampaignStats(1, 2, 3, {"X": 1}, 0.5, {"Add": 3}, {"k": [2, 1]}, {"e": 1})  # inputs untouched
     assert CampaignStats.total([]) == CampaignStats(0, 0, 0, {}, 0, {}, {}, {})
     assert campaign._stats({}, 2.0) == CampaignStats(0, 0, 0, {}, 2.0, {}, {}, {})
+    # a key's name is everything after its first colon
+    assert campaign._stats({"rejected:a:b": 1, "accepted:c:d": 2, "event:e:f": 3, "steps": 4}, 1.0) == \
+        CampaignStats(0, 4, 0, {"a:b": 1}, 1.0, {"c:d": 2}, {}, {"e:f": 3})
 
 
 def test_searching_sets_the_search_for_its_block_only() -> None:
@@ -193,14 +200,15 @@ def test_campaign_settings_override_the_loaded_profile() -> None:
     try:
         s = campaign_settings(7, 9)
         t = campaign_settings(7, 9, shrink=False)
+        with searching(Search(seed=0)):
+            u = campaign_settings(1, 1)
     finally:
         settings.load_profile(old)
     assert (s.max_examples, s.stateful_step_count, s.deadline, s.database, s.derandomize, s.phases,
             tuple(s.suppress_health_check), s.report_multiple_bugs, s.print_blob) == \
         (7, 9, None, None, True, (Phase.reuse, Phase.generate, Phase.shrink), tuple(HealthCheck), False, False)
     assert t.phases == (Phase.reuse, Phase.generate) and t.max_examples == 7 and t.stateful_step_count == 9
-    with searching(Search(seed=0)):
-        assert campaign_settings(1, 1).derandomize is False
+    assert (u.derandomize, u.database) == (False, None)  # seeded: the profile's database is not used either
 
 
 def test_seeded_sets_a_seed_from_the_search_and_the_name() -> None:
@@ -253,22 +261,26 @@ def test_run_machine_seeds_and_keeps_a_failure_in_the_database(tmp_path: Any) ->
     assert e.value.args == ("C1: n is 2",)
     assert {s[4] for s in SEEN} == {zlib.crc32(b"5:Toy")}
     assert list(tmp_path.iterdir())  # the failure was saved
+    SEEN.clear(), PER_EXAMPLE.clear()
+    with searching(Search(database=str(tmp_path / "b"))):
+        run_machine(Toy, Gov, campaign_settings(6, 2))
+    assert 0 < len(SEEN) <= 6 and max(PER_EXAMPLE) <= 2  # the database is added to the campaign's own settings
 
 
 # --- hunt ---------------------------------------------------------------------------------------------------
 
 
-def spec_of(gov: Any, offs: list[Any]) -> Any:
+def spec_of(gov: Any, offs: list[Any], name: str) -> Any:
     def spec(off: GuardSet) -> Any:
-        offs.append(off)
+        offs.append((name, off))
         return lambda: gov()
     return spec
 
 
-def control(g: Any, layer: Layer, gov: Any, *, impl: Any = "same") -> tuple[ControlResult, list[Any]]:
+def control(g: Any, layer: Layer, gov: Any) -> tuple[ControlResult, list[Any]]:
     offs: list[Any] = []
     with contracts.contracts(True):
-        r = hunt(Toy, g, layer, CFG, spec=spec_of(gov, offs), impl=spec_of(gov, offs) if impl == "same" else impl)
+        r = hunt(Toy, g, layer, CFG, spec=spec_of(gov, offs, "spec"), impl=spec_of(gov, offs, "impl"))
     assert set(CONTRACTS) == {False} and {s[2] for s in SEEN} == {True} and {s[5] for s in SEEN} == {False}
     return r, offs
 
@@ -277,7 +289,7 @@ def test_a_spec_control_finds_its_ids_harm() -> None:
     r, offs = control(G, Layer.SPEC, lambda: Gov((state_fails(C1, "C1"),)))
     assert r == ControlResult("single_authority_per_pool", Layer.SPEC, ("C1",), True, "C1", 2, 3.0, ("Add()", "Add()"), "C1: n is 2",
                               C1, (C1,))
-    assert offs == [GuardSet.without("single_authority_per_pool")] and {s[1] for s in SEEN} == {False}
+    assert offs == [("spec", GuardSet.without("single_authority_per_pool"))] and {s[1] for s in SEEN} == {False}
 
 
 def test_a_control_credits_every_clause_the_step_breaks() -> None:
@@ -286,6 +298,9 @@ def test_a_control_credits_every_clause_the_step_breaks() -> None:
         (True, "X", "toy_step.a", ("toy_step.a", C1), "X: 1 -> 2")
     r, _ = control(G, Layer.SPEC, lambda: Gov((state_fails("toy_state.b", "C1"),), (step_fails("toy_step.a", "X"),)))
     assert (r.found, r.clauses) == (False, ("toy_step.a", "toy_state.b"))  # not a catalog clause
+    # a second step clause of the same step, seen only when the step is judged again as accepted
+    r, _ = control(G, Layer.SPEC, lambda: Gov((), (step_fails("toy_step.a", "X"), step_fails(C1, "C1"))))
+    assert (r.found, r.violated, r.clauses) == (True, "X", ("toy_step.a", C1))
     r, _ = control(G, Layer.SPEC, lambda: Gov((state_fails(C2, "C2"),)))
     assert (r.found, r.violated, r.clauses) == (False, "C2", (C2,))  # another ID's clause
 
@@ -297,7 +312,7 @@ def test_a_refimpl_control_counts_refinement_and_g4() -> None:
     r, offs = control(G, Layer.REFIMPL, lambda: Gov(fault=twice))
     assert r == ControlResult("single_authority_per_pool", Layer.REFIMPL, ("C1",), True, "refinement", 2, 3.0, ("Add()", "Add()"),
                               "refinement: Add(): result 2 vs spec 1; n: 3 != 2", "refinement", ("refinement",))
-    assert offs == [GuardSet.without("single_authority_per_pool")] and {s[1] for s in SEEN} == {True}
+    assert offs == [("impl", GuardSet.without("single_authority_per_pool"))] and {s[1] for s in SEEN} == {True}
 
     def refuse_changed(gov: Gov, a: Any) -> None:
         if isinstance(a, Bad):
@@ -315,7 +330,7 @@ def test_an_error_type_divergence_and_a_crash_are_not_harms() -> None:
     def diverge(s: S) -> None:
         if s.n >= 2:
             raise ErrorTypeDivergence("x")
-    r, _ = control(G, Layer.REFIMPL, lambda: Gov((diverge,)))
+    r, _ = control(G, Layer.REFIMPL, lambda: Gov((diverge, state_fails(C1, "C1"))))
     assert r == ControlResult("single_authority_per_pool", Layer.REFIMPL, ("C1",), False, "refinement:error-type", 2, 3.0,
                               ("Add()", "Add()"), "not a harm (error type only): refinement: x",
                               "refinement.error_type", ("refinement.error_type",))
@@ -326,6 +341,13 @@ def test_an_error_type_divergence_and_a_crash_are_not_harms() -> None:
     r, _ = control(G, Layer.SPEC, lambda: Gov((state_fails(C1, "C1"),), fault=crash))
     assert r == ControlResult("single_authority_per_pool", Layer.SPEC, ("C1",), False, "crash", 2, 3.0, ("Add()", "Add()"),
                               "the implementation crashed: RuntimeError: " + "y" * 200, None, ())
+
+    def boom(s: S) -> None:  # a check that crashes (not a clause failing): no clause of the step is credited
+        if s.n >= 2:
+            raise RuntimeError("boom")
+    r, _ = control(G, Layer.SPEC, lambda: Gov((boom, state_fails(C1, "C1"))))
+    assert (r.found, r.violated, r.clause, r.clauses, r.message) == \
+        (False, "crash", None, (), "the implementation crashed: RuntimeError: boom")
 
 
 def test_a_control_that_finds_nothing_says_so() -> None:
@@ -343,11 +365,11 @@ def test_a_mutant_runs_with_every_guard_on_and_refinement_off() -> None:
         SEEN.clear()
         r, offs = control(mut, layer, lambda: Gov((state_fails(C1, "C1"),)))
         assert (r.guard, r.layer, r.ids, r.found, r.violated) == ("toy_mutant", layer, ("C1",), True, "C1")
-        assert offs == [ALL_ON] and {s[1] for s in SEEN} == {False}
+        assert offs == [("spec" if layer is Layer.SPEC else "impl", ALL_ON)] and {s[1] for s in SEEN} == {False}
     with pytest.raises(ValueError, match="^toy_mutant: a refimpl-layer control needs an implementation factory$"):
-        hunt(Toy, mut, Layer.REFIMPL, CFG, spec=spec_of(Gov, []), impl=None)
+        hunt(Toy, mut, Layer.REFIMPL, CFG, spec=spec_of(Gov, [], "spec"), impl=None)
     with pytest.raises(ValueError, match="^single_authority_per_pool: a refimpl-layer control needs an implementation factory$"):
-        hunt(Toy, G, Layer.REFIMPL, CFG, spec=spec_of(Gov, []), impl=None)
+        hunt(Toy, G, Layer.REFIMPL, CFG, spec=spec_of(Gov, [], "spec"), impl=None)
 
 
 # --- the ledger's instances ----------------------------------------------------------------------------------
@@ -370,3 +392,14 @@ def test_the_ledger_runners_pass_the_governor_machine(monkeypatch: pytest.Monkey
     adapter = k1["spec"](off)()
     assert type(adapter) is SpecAdapter and adapter.guards == off
     assert k2["impl"](off)() == ("impl", off)
+
+
+class Unbuilt(Toy):
+    def __init__(self) -> None:
+        raise RuntimeError("cannot build")
+
+
+def test_a_machine_that_cannot_be_built_is_a_crash_with_no_trace() -> None:
+    r = hunt(Unbuilt, G, Layer.SPEC, CFG, spec=spec_of(Gov, [], "spec"), impl=None)
+    assert r == ControlResult("single_authority_per_pool", Layer.SPEC, ("C1",), False, "crash", 0, 3.0, (),
+                              "the implementation crashed: RuntimeError: cannot build")
