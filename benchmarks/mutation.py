@@ -348,6 +348,18 @@ MODULES: dict[str, list[str]] = {
                                          "test_bundle_projection_flags_a_bundle_moved_without_its_commit",
                                          "test_incremental_checks_flag_exactly_what_the_full_checks_flag_with_a_bundle",
                                          "test_incremental_explorer_finds_each_control_as_the_full_one"))],
+    # The violation classes (what a failed clause raises and carries): test_mutkill__violation pins each class's
+    # whole message and arguments, its id and clause, and that none is a caller error (GovernorError).
+    "invariants/_violation.py": ["tests/test_mutkill__violation.py"],
+    # The composed campaign's cases of interest: test_mutkill_manager_events names each case exactly when it happens
+    # on hand-made states around one step, and not on its near misses (each condition broken in turn). The campaign
+    # that counts them (test_manager_campaign_reach, 120 x 50 examples on both layers) is left out.
+    "invariants/manager_events.py": ["tests/test_mutkill_manager_events.py"],
+    # The campaign runners (what R1's coverage rests on): test_mutkill_campaign runs a toy machine whose governor goes
+    # wrong one way at a time, its counts compared exactly with what the toy saw, each control's whole result pinned
+    # (a fake clock), and the settings, seeds, database and progress ticks read back. The real campaigns and
+    # controls (test_stateful, test_negative_controls: seconds each, every mutant of `hunt` would run them) are left out.
+    "invariants/campaign.py": ["tests/test_mutkill_campaign.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 

@@ -230,7 +230,7 @@ def hunt(base: type[CheckedMachine], g: Guard | Mutant, layer: Layer, cfg: setti
         violated, message = "crash", f"the implementation crashed: {type(e).__name__}: {str(e)[:200]}"
     broken: list[str] = [clause] if clause else []
     last = stats.get("last_step")
-    if violated and violated not in ("crash",) and not violated.startswith("refinement") and last is not None:
+    if violated and violated != "crash" and not violated.startswith("refinement") and last is not None:
         machine, prev, action, now, accepted = last
         with contracts.contracts(False):
             broken += machine.failing_clauses(prev, action, now, accepted)
