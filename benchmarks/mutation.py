@@ -360,6 +360,11 @@ MODULES: dict[str, list[str]] = {
     # (a fake clock), and the settings, seeds, database and progress ticks read back. The real campaigns and
     # controls (test_stateful, test_negative_controls: seconds each, every mutant of `hunt` would run them) are left out.
     "invariants/campaign.py": ["tests/test_mutkill_campaign.py"],
+    # The contract switch: start value and level under each environment, on/off/level and the watchers told of each
+    # change, the context manager, the bad level's message, what a governor checks under each setting
+    # (test_mutkill_contracts); test_contracts' switch tests (its fresh-interpreter starts included) and its ledger
+    # guards' negative controls (2 s in all).
+    "invariants/contracts.py": ["tests/test_mutkill_contracts.py", "tests/test_contracts.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
