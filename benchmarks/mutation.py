@@ -365,6 +365,10 @@ MODULES: dict[str, list[str]] = {
     # (test_mutkill_contracts); test_contracts' switch tests (its fresh-interpreter starts included) and its ledger
     # guards' negative controls (2 s in all).
     "invariants/contracts.py": ["tests/test_mutkill_contracts.py", "tests/test_contracts.py"],
+    # The mutant applier, on a scratch module of test_mutkill_mutation's own (stale snippets and their messages, the
+    # definition a snippet lies in, every rebinding, table entry and composed class's base restored exactly). The
+    # suites that apply the registered mutants (each a clause's control, seconds per run) are left out.
+    "invariants/mutation.py": ["tests/test_mutkill_mutation.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
