@@ -369,6 +369,10 @@ MODULES: dict[str, list[str]] = {
     # definition a snippet lies in, every rebinding, table entry and composed class's base restored exactly). The
     # suites that apply the registered mutants (each a clause's control, seconds per run) are left out.
     "invariants/mutation.py": ["tests/test_mutkill_mutation.py"],
+    # The drift check: test_mutkill_drift's own catalog, predicate tables, guards, docs and tests, each problem
+    # planted and its whole message pinned in order, and an installed copy's unchecked parts; test_drift's project
+    # in step and its stale docs and missing test.
+    "invariants/drift.py": ["tests/test_mutkill_drift.py", "tests/test_drift.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 
