@@ -126,7 +126,7 @@ def test_the_patched_definition_is_the_one_the_snippet_lies_in(old, name):
     assert _changed_definition(SOURCE, mutant(old, "")) == name
 
 
-@pytest.mark.parametrize("old", ["N: int = 5", "return x + 1\n\n\ndef g", '"""A scratch module', "LIMIT = 3\n\n\ndef"])
+@pytest.mark.parametrize("old", ['f}\nalias', "N: int = 5", "return x + 1\n\n\ndef g", '"""A scratch module', "LIMIT = 3\n\n\ndef"])
 def test_a_snippet_outside_one_definition_is_stale_with_its_message(old):
     with pytest.raises(StaleMutant) as e:
         _changed_definition(SOURCE, mutant(old, ""))
@@ -191,6 +191,27 @@ def test_applied_rebases_composed_classes_and_restores_their_bases(target, monke
         assert Plain.__bases__ == (Other,)
     assert Composed.__bases__ == (Other, Part) and Composed().who() == "part"
     assert target.Part is Part and inside.Part is Part and Plain.__bases__ == (Other,)
+
+
+def test_the_source_is_read_as_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    """Under an ASCII locale (`open` without an encoding reads ASCII) a module with non-ASCII text still patches."""
+    import builtins
+
+    from invariants import mutation
+
+    path = tmp_path / "_mutkill_target.py"
+    path.write_text('def f():\n    return "caf\u00e9"\n', encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(TARGET, path)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, TARGET, mod)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mutation, "open", lambda p, mode="r", encoding=None, **kw:
+                        builtins.open(p, mode, encoding=encoding or "ascii", **kw), raising=False)
+    m = mutant('"caf\u00e9"', '"tea"')
+    assert m.patched_source() == 'def f():\n    return "tea"\n'
+    with applied(m):
+        assert mod.f() == "tea"
+    assert mod.f() == "caf\u00e9"
 
 
 def test_a_constant_is_patched_and_restored(target):
