@@ -1,7 +1,8 @@
 """invariants/manager_features.py pinned (its mutation run, benchmarks/mutation.py): how many accepted steps reach
-each named situation, pinned whole, on small complete scopes (and the parts scope cut at depth 5) that together
-reach every situation; a predicate reading more or less changes a count. Cheapest scope first (each well under
-3 s). The quick scopes' own run (tests/test_explore_scopes.py, 35 s) is left out of the mutation run."""
+each named situation, pinned whole, on five small scopes (complete, or cut at a depth) that together reach every
+situation, so a predicate reading more or less changes a count; cheapest scope first (about a second each at most).
+The quick scopes' own run
+(tests/test_explore_scopes.py, 35 s) is left out of the mutation run."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ from spec.guards import ALL_ON
 SCOPES = {
     "views": (VIEW_SCOPE, 10**6),
     "overtaking": (attrs.evolve(ARBITRATION_SCOPE, priorities=(0,), tickets=4, allowances=0), 10**6),
-    "parts": (PARTS_SCOPE, 5),
-    "priorities": (attrs.evolve(ARBITRATION_SCOPE, aging_bound=2, tickets=3, capacities=(2,), nbytes=(1, 2)),
-                   10**6),
-    "quota": (QUOTA_SCOPE, 10**6),
+    "parts": (PARTS_SCOPE, 4),
+    "priorities": (attrs.evolve(ARBITRATION_SCOPE, aging_bound=2, tickets=3, capacities=(2,), nbytes=(1, 2)), 6),
+    "quota": (QUOTA_SCOPE, 6),
 }
 
 #: scope -> (states, the counts of the situations reached; every other situation counts 0).
@@ -38,33 +38,33 @@ EXPECTED: dict[str, tuple[int, dict[str, int]]] = {
         'overtaken twice': 2,
         'ticket claimed on a shared authority': 246,
     }),
-    'parts': (4496, {
-        'aging bound reached': 132,
-        'matured misfit granted after capacity returns': 40,
-        'transaction committed on a shared authority': 124,
-        'ticket claimed on a shared authority': 344,
-        'pressure answered on a shared authority': 292,
-        'limit lowered on a shared authority': 176,
-        'device lost under a part': 1572,
-        'alias lease on a shared authority': 160,
-        'lease shrink grants a waiter': 108,
+    'parts': (1802, {
+        'aging bound reached': 32,
+        'matured misfit granted after capacity returns': 4,
+        'transaction committed on a shared authority': 20,
+        'ticket claimed on a shared authority': 88,
+        'pressure answered on a shared authority': 64,
+        'limit lowered on a shared authority': 40,
+        'device lost under a part': 456,
+        'alias lease on a shared authority': 96,
+        'lease shrink grants a waiter': 32,
     }),
-    'priorities': (1849, {
-        'two priorities arbitrated': 250,
-        'aging bound reached': 1160,
-        'matured misfit granted after capacity returns': 990,
-        'ticket claimed on a shared authority': 200,
-        'allowance mapped on a shared authority': 360,
+    'priorities': (1365, {
+        'two priorities arbitrated': 180,
+        'aging bound reached': 876,
+        'matured misfit granted after capacity returns': 574,
+        'ticket claimed on a shared authority': 68,
+        'allowance mapped on a shared authority': 110,
     }),
-    'quota': (3572, {
-        'aging bound reached': 574,
-        'aging bound passed': 152,
-        'matured misfit granted after capacity returns': 296,
-        'transaction committed on a shared authority': 320,
-        'ticket claimed on a shared authority': 380,
-        'process quota holds a waiter its ledger has room for': 2305,
-        'quota raised or removed grants a waiter': 746,
-        'quota room credited on another ledger grants a waiter': 445,
+    'quota': (1723, {
+        'aging bound reached': 158,
+        'aging bound passed': 11,
+        'matured misfit granted after capacity returns': 39,
+        'transaction committed on a shared authority': 117,
+        'ticket claimed on a shared authority': 105,
+        'process quota holds a waiter its ledger has room for': 494,
+        'quota raised or removed grants a waiter': 122,
+        'quota room credited on another ledger grants a waiter': 88,
     }),
 }
 
