@@ -22,6 +22,7 @@ import attrs
 from invariants.explore import Model
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec.quota import quota_left
 from spec.tickets import TicketState
 
 __all__ = ["FEATURES", "features", "counting_features"]
@@ -156,18 +157,9 @@ def _view_invalidated(before: M.Manager, act: Any, after: M.Manager) -> bool:
         v.users and v.id in after.views and after.views[v.id].state is not v.state for v in before.views.values())
 
 
-def _quota_left(m: M.Manager, aid: int) -> int | None:
-    """What the process quota of authority `aid`'s tier leaves (None: no quota): the quota less the `used` of the
-    tier's canonical authorities."""
-    tier = m.ledger.authorities[aid].tier
-    q = m.quotas.get(tier)
-    return None if q is None else q - sum(
-        a.used for a in m.ledger.authorities.values() if a.alias_of is None and a.tier is tier)
-
-
 def _held_by_quota(m: M.Manager, t: M.Ticket) -> bool:
-    """Waiting ticket `t` fits its own ledger but not what its tier's process quota leaves."""
-    left = _quota_left(m, t.authority)
+    """Waiting ticket `t` fits its own ledger but not what its tier's process quota leaves (`spec.quota`)."""
+    left = quota_left(m.quotas, m.ledger, m.ledger.authorities[t.authority].tier)
     return t.nbytes <= _headroom(m, t.authority) and left is not None and t.nbytes > left
 
 

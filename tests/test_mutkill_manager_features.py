@@ -1,5 +1,5 @@
 """invariants/manager_features.py pinned (its mutation run, benchmarks/mutation.py): how many accepted steps reach
-each named situation, pinned whole, on five small scopes (complete, or cut at a depth) that together reach every
+each named situation, pinned whole, on six small scopes (complete, or cut at a depth) that together reach every
 situation, so a predicate reading more or less changes a count; cheapest scope first (about a second each at most).
 The quick scopes' own run
 (tests/test_explore_scopes.py, 35 s) is left out of the mutation run."""
@@ -15,6 +15,7 @@ from invariants.manager_scope import ARBITRATION_SCOPE, PARTS_SCOPE, QUOTA_SCOPE
 from spec.guards import ALL_ON
 
 SCOPES = {
+    "aging": (attrs.evolve(ARBITRATION_SCOPE, priorities=(0,), aging_bound=1, tickets=3, allowances=0), 10**6),
     "views": (VIEW_SCOPE, 10**6),
     "overtaking": (attrs.evolve(ARBITRATION_SCOPE, priorities=(0,), tickets=4, allowances=0), 10**6),
     "parts": (PARTS_SCOPE, 4),
@@ -24,6 +25,12 @@ SCOPES = {
 
 #: scope -> (states, the counts of the situations reached; every other situation counts 0).
 EXPECTED: dict[str, tuple[int, dict[str, int]]] = {
+    'aging': (120, {
+        'aging bound reached': 36,
+        'aging bound passed': 27,
+        'matured misfit granted after capacity returns': 57,
+        'ticket claimed on a shared authority': 22,
+    }),
     'views': (871, {
         'transaction committed on a shared authority': 192,
         'device lost under a part': 540,
