@@ -91,8 +91,7 @@ def _shared(m: M.Manager, aid: int, but: str) -> bool:
         "ticket": any(t.authority == aid for t in m.tickets.values()),
         "tx": any(y == aid for x in m.txs.values() for y, _ in x.needs[:len(x.held)]),
         "pressure": any(p.authority == aid for p in m.pressures.values()),
-        "lease": any(r.authority == aid and r.charge > 0 and r.state.value == "live"
-                     for r in m.ledger.allocations.values()),
+        "lease": any(r.authority == aid and r.state.value == "live" for r in m.ledger.allocations.values()),
     }
     return any(v for k, v in parts.items() if k != but)
 

@@ -1,5 +1,5 @@
 """invariants/manager_features.py pinned (its mutation run, benchmarks/mutation.py): how many accepted steps reach
-each named situation, pinned whole, on six small scopes (complete, or cut at a depth) that together reach every
+each named situation, pinned whole, on seven small scopes (complete, or cut at a depth) that together reach every
 situation, so a predicate reading more or less changes a count; cheapest scope first (about a second each at most).
 The quick scopes' own run
 (tests/test_explore_scopes.py, 35 s) is left out of the mutation run."""
@@ -15,6 +15,9 @@ from invariants.manager_scope import ARBITRATION_SCOPE, PARTS_SCOPE, QUOTA_SCOPE
 from spec.guards import ALL_ON
 
 SCOPES = {
+    # two leases through the alias and nothing else: the second is taken where only the first acts (not shared)
+    "alias": (attrs.evolve(PARTS_SCOPE, tickets=0, pressures=0, txs=0, alias_leases=2, limits=False, losses=False,
+                           shrinks=False, grows=False), 10**6),
     "aging": (attrs.evolve(ARBITRATION_SCOPE, priorities=(0,), aging_bound=1, tickets=3, allowances=0), 10**6),
     "views": (VIEW_SCOPE, 10**6),
     "overtaking": (attrs.evolve(ARBITRATION_SCOPE, priorities=(0,), tickets=4, allowances=0), 10**6),
@@ -25,6 +28,7 @@ SCOPES = {
 
 #: scope -> (states, the counts of the situations reached; every other situation counts 0).
 EXPECTED: dict[str, tuple[int, dict[str, int]]] = {
+    'alias': (17, {}),
     'aging': (120, {
         'aging bound reached': 36,
         'aging bound passed': 27,
