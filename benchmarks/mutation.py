@@ -360,6 +360,23 @@ MODULES: dict[str, list[str]] = {
     # (a fake clock), and the settings, seeds, database and progress ticks read back. The real campaigns and
     # controls (test_stateful, test_negative_controls: seconds each, every mutant of `hunt` would run them) are left out.
     "invariants/campaign.py": ["tests/test_mutkill_campaign.py"],
+    # The contract switch: start value and level under each environment, on/off/level and the watchers told of each
+    # change, the context manager, the bad level's message, what a governor checks under each setting
+    # (test_mutkill_contracts); test_contracts' switch tests (its fresh-interpreter starts included) and its ledger
+    # guards' negative controls (2 s in all).
+    "invariants/contracts.py": ["tests/test_mutkill_contracts.py", "tests/test_contracts.py"],
+    # The mutant applier, on a scratch module of test_mutkill_mutation's own (stale snippets and their messages, the
+    # definition a snippet lies in, every rebinding, table entry and composed class's base restored exactly). The
+    # suites that apply the registered mutants (each a clause's control, seconds per run) are left out.
+    "invariants/mutation.py": ["tests/test_mutkill_mutation.py"],
+    # The drift check: test_mutkill_drift's own catalog, predicate tables, guards, docs and tests, each problem
+    # planted and its whole message pinned in order, and an installed copy's unchecked parts; test_drift's project
+    # in step and its stale docs and missing test.
+    "invariants/drift.py": ["tests/test_mutkill_drift.py", "tests/test_drift.py"],
+    # The situations a composed scope must reach: test_mutkill_manager_features pins every situation's count of
+    # accepted steps on seven small scopes (complete, or cut at a depth; 3.5 s in all, cheapest first)
+    # that together reach all of them. The quick scopes' own run (test_explore_scopes, 35 s) is left out.
+    "invariants/manager_features.py": ["tests/test_mutkill_manager_features.py"],
 }
 DEFAULT_MODULES = list(MODULES)
 

@@ -22,6 +22,7 @@ import attrs
 from invariants.explore import Model
 from spec import ledger_actions as A
 from spec import manager_actions as M
+from spec.quota import quota_left
 from spec.tickets import TicketState
 
 __all__ = ["FEATURES", "features", "counting_features"]
@@ -45,8 +46,6 @@ def _granted_now(before: M.Manager, after: M.Manager) -> list[M.Ticket]:
 
 def _round_ran(before: M.Manager, act: Any, after: M.Manager, aid: int) -> bool:
     """A round ran on `aid` (`spec.manager._arbitrate`): its headroom rose, or a Submit targeted it."""
-    if aid not in before.ledger.authorities or aid not in after.ledger.authorities:
-        return False
     return (isinstance(act, M.Submit) and act.authority == aid) or _headroom(after, aid) > _headroom(before, aid)
 
 
@@ -92,21 +91,19 @@ def _shared(m: M.Manager, aid: int, but: str) -> bool:
         "ticket": any(t.authority == aid for t in m.tickets.values()),
         "tx": any(y == aid for x in m.txs.values() for y, _ in x.needs[:len(x.held)]),
         "pressure": any(p.authority == aid for p in m.pressures.values()),
-        "lease": any(r.authority == aid and r.charge > 0 and r.state.value == "live"
-                     for r in m.ledger.allocations.values()),
+        "lease": any(r.authority == aid and r.state.value == "live" for r in m.ledger.allocations.values()),
     }
     return any(v for k, v in parts.items() if k != but)
 
 
 def _tx_committed(before: M.Manager, act: Any, after: M.Manager) -> bool:
-    if not isinstance(act, M.CommitTx) or act.tx in after.txs or act.tx not in before.txs:
+    if not isinstance(act, M.CommitTx):
         return False
     return any(_shared(before, y, "tx") for y, _ in before.txs[act.tx].needs)
 
 
 def _ticket_claimed(before: M.Manager, act: Any, after: M.Manager) -> bool:
-    return (isinstance(act, M.Claim) and act.ticket not in after.tickets
-            and _shared(before, before.tickets[act.ticket].authority, "ticket"))
+    return isinstance(act, M.Claim) and _shared(before, before.tickets[act.ticket].authority, "ticket")
 
 
 def _pressure_answered(before: M.Manager, act: Any, after: M.Manager) -> bool:
@@ -159,18 +156,9 @@ def _view_invalidated(before: M.Manager, act: Any, after: M.Manager) -> bool:
         v.users and v.id in after.views and after.views[v.id].state is not v.state for v in before.views.values())
 
 
-def _quota_left(m: M.Manager, aid: int) -> int | None:
-    """What the process quota of authority `aid`'s tier leaves (None: no quota): the quota less the `used` of the
-    tier's canonical authorities."""
-    tier = m.ledger.authorities[aid].tier
-    q = m.quotas.get(tier)
-    return None if q is None else q - sum(
-        a.used for a in m.ledger.authorities.values() if a.alias_of is None and a.tier is tier)
-
-
 def _held_by_quota(m: M.Manager, t: M.Ticket) -> bool:
-    """Waiting ticket `t` fits its own ledger but not what its tier's process quota leaves."""
-    left = _quota_left(m, t.authority)
+    """Waiting ticket `t` fits its own ledger but not what its tier's process quota leaves (`spec.quota`)."""
+    left = quota_left(m.quotas, m.ledger, m.ledger.authorities[t.authority].tier)
     return t.nbytes <= _headroom(m, t.authority) and left is not None and t.nbytes > left
 
 
@@ -190,7 +178,7 @@ def _quota_room_elsewhere_grants(before: M.Manager, act: Any, after: M.Manager) 
     if isinstance(act, M.SetProcessQuota):
         return False
     new = [t for t in _granted_now(before, after) if t.id in before.tickets]
-    return any(_held_by_quota(before, before.tickets[t.id]) and t.authority in after.ledger.authorities
+    return any(_held_by_quota(before, before.tickets[t.id])
                and _headroom(after, t.authority) + sum(u.nbytes for u in new if u.authority == t.authority)
                <= _headroom(before, t.authority) for t in new)
 
