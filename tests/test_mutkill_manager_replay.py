@@ -72,15 +72,21 @@ def test_the_id_map_asks_the_latest_state_which_ids_are_live() -> None:
     assert [ids.live(k, 3) for k in kinds] == [False, False, True, False, False, False, True, False, False]
 
 
-def test_leftover_names_every_active_item_in_order() -> None:
+def test_leftover_names_every_active_item_in_order_in_the_traces_numbering() -> None:
     """A granted ticket (not the pending one), a transaction holding a reservation (not the one holding none), an
-    open pressure, a pending limit change and every provisional allocation, in that order."""
-    m = busy()
-    assert _leftover(m) == ["ticket 1 granted and never claimed or cancelled",
-                            "transaction 1 still holds 1 reservation(s)", "pressure 1 still open",
-                            "limit change on authority 1 still pending", "allocation 1 still provisional",
-                            "allocation 2 still provisional", "allocation 3 still provisional"]
-    assert _leftover(M.initial()) == []
+    open pressure, a pending limit change, every provisional allocation and an allowance reserving growth, in that
+    order, each by the id the trace bound to it (each kind its own, so a kind read through another's shows)."""
+    m = apply(busy(), A.ReserveGrowth(1, 1, 4))
+    ids = manager_ids({"m": m})
+    for kind, spec, obs in (("ticket", 1, 51), ("tx", 1, 71), ("pressure", 1, 61), ("authority", 1, 11),
+                            ("allocation", 1, 31), ("allocation", 2, 32), ("allocation", 3, 33), ("allowance", 1, 41)):
+        ids.bind(kind, obs, spec)
+    assert _leftover(m, ids) == ["ticket 51 granted and never claimed or cancelled",
+                                 "transaction 71 still holds 1 reservation(s)", "pressure 61 still open",
+                                 "limit change on authority 11 still pending", "allocation 31 still provisional",
+                                 "allocation 32 still provisional", "allocation 33 still provisional",
+                                 "allowance 41 still reserves 4 B of growth"]
+    assert _leftover(M.initial(), ids) == []
 
 
 # --- whole replay results on one pinned bundle trace -----------------------------------------------------------

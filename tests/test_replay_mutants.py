@@ -33,7 +33,6 @@ FLIPS = {
     "trace_omits_recorded_charge": ("ledger-good", (False, "refinement", None)),
     "trace_reads_touched_after_operation": ("ledger-good", (False, "refinement", None)),
     "manager_replay_forgets_open_work": ("tx-left-open", _CLEAN),
-    "manager_replay_duplicate_as_retransmission": ("manager-duplicated-event", (False, "violation", "I4a")),
     "grant_replay_lets_newcomer_overtake": ("newcomer-served-first", _CLEAN),
 }
 

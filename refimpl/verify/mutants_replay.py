@@ -35,6 +35,7 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "    return outcome[\"error\"] in _ERRORS\n",
        "a rejected event naming any spec error class passes when the spec refuses too, even a class whose "
        "precondition does not hold (a tier mismatch reported for an over-limit request)"),
+    # The sequence check is one (invariants.replay.next_in_sequence) for both corpora: judged on this one only.
     _m("replay_duplicate_as_retransmission", ("I4a",), "ledger", _REP,
        "    if seq < expected:\n        raise _Bad(\"duplicate-sequence\"",
        "    if seq < expected:\n        return  # a retransmission: already applied\n        raise _Bad("
@@ -50,8 +51,8 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "once a boundary was declared, work left open at the end of the trace is forgiven, even work begun "
        "after the boundary"),
     _m("replay_leftover_forgets_growth", ("I4b",), "ledger", _MREP,
-       "    out += [f\"allowance {w.id} still reserves {w.reserved} B of growth\" for w in m.ledger.allowances.values()\n"
-       "            if w.reserved]\n",
+       "    out += [f\"allowance {o('allowance', w.id)} still reserves {w.reserved} B of growth\"\n"
+       "            for w in m.ledger.allowances.values() if w.reserved]\n",
        "",
        "the end-of-trace leftover check looks at provisional leases only: allowance growth reserved and never "
        "mapped is forgiven"),
@@ -87,15 +88,10 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "charge are not observed"),
     # --- the replay, judged on the composed corpus ------------------------------------------------------
     _m("manager_replay_forgets_open_work", ("C4",), "manager", _MREP,
-       "        left = never_granted(owed, ids) + _leftover(m)\n",
+       "        left = never_granted(owed, ids) + _leftover(m, ids)\n",
        "        left = never_granted(owed, ids)\n",
        "only owed grants are checked at the end of a composed trace: a transaction still holding its "
        "reservation (and its provisional allocation) is forgotten"),
-    _m("manager_replay_duplicate_as_retransmission", ("I4a",), "manager", _REP,
-       "    if seq < expected:\n        raise _Bad(\"duplicate-sequence\"",
-       "    if seq < expected:\n        return  # a retransmission: already applied\n        raise _Bad("
-       "\"duplicate-sequence\"",
-       "the composed replay (which shares the sequence check) applies a repeated event again"),
     _m("grant_replay_lets_newcomer_overtake", ("I13",), "manager", "invariants.replay_grants",
        "        newcomer = first is not None and first >= before.next_ticket\n", "        newcomer = False\n",
        "a grant owed to a fitting waiter may be given to a ticket submitted after the room was made: the "
