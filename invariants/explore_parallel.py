@@ -74,6 +74,8 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     procs = [ctx.Process(target=_worker, args=(model, child), daemon=True) for _, child in pipes]
     for p in procs:
         p.start()
+    for _, child in pipes:  # the workers hold these: a worker that dies is then an EOFError here, not a hang
+        child.close()
     conns = [parent for parent, _ in pipes]
     seen: set[int] = {_fingerprint(model, model.initial)}
     parents: list[list[Key]] = [[(-1, -1)]]  # per level, per state number: its arrival
@@ -125,10 +127,10 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
                                "shared": was_shared, "wall_seconds": round(time.perf_counter() - w0, 4),
                                "coordinator_cpu_seconds": round(time.process_time() - p0, 4),
                                "worker_cpu_max": round(wmax, 4), "worker_cpu_sum": round(wsum, 4)})
+            depth = level + 1  # levels expanded, as the serial explorer counts them
             if not level_parents:
                 fixpoint = True  # the level made no new state: every reachable state is found and expanded
                 break
-            depth = level + 1
             parents.append(level_parents)
             states += len(level_parents)
             if states >= max_states:
@@ -145,8 +147,8 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     own = time.process_time() - c0
     cpu = (own + worker_cpu, own + critical_cpu)
     if bad is None:
-        return ExploreResult(model.name, states, transitions, rejected, depth, fixpoint,
-                             time.perf_counter() - t0, None, "no violation", (), None, (), *cpu, bound_hit, depth)
+        return ExploreResult(model.name, states, transitions, rejected, depth, fixpoint, time.perf_counter() - t0,
+                             None, "no violation", (), None, (), *cpu, bound_hit, len(parents) - 1)
     level, (parent, action) = bad
     path = [action]
     for lv in range(level - 1, 0, -1):
