@@ -96,7 +96,8 @@ def _one_level_here() -> None:
     parent.recv()
 
 
-FOUND = ("model", "complete", "violated", "message", "counterexample", "clause", "clauses", "trace", "exhausted")
+FOUND = ("model", "complete", "violated", "message", "counterexample", "clause", "clauses", "trace", "exhausted",
+         "depth", "diameter")
 # The serial explorer stops mid-level at a violation; the parallel one finishes the level: counts differ there.
 FIELDS = FOUND + ("states", "transitions", "rejected", "depth", "bound_hit", "diameter", "coverage")
 
