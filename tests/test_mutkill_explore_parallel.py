@@ -97,8 +97,9 @@ def _one_level_here() -> None:
 
 
 FOUND = ("model", "complete", "violated", "message", "counterexample", "clause", "clauses", "trace", "exhausted",
-         "depth", "diameter")
-# The serial explorer stops mid-level at a violation; the parallel one finishes the level: counts differ there.
+         "depth")
+# The serial explorer stops mid-level at a violation; the parallel one finishes the level: counts (and the deepest
+# state seen, `diameter`) differ there.
 FIELDS = FOUND + ("states", "transitions", "rejected", "depth", "bound_hit", "diameter", "coverage")
 
 
