@@ -322,6 +322,9 @@ MODULES: dict[str, list[str]] = {
     # its trace and clauses, a worker's error raised here and a dead worker's EOFError. The real scopes' parallel
     # runs in test_explore*.py (seconds each) are left out.
     "invariants/explore_parallel.py": ["tests/test_mutkill_explore_parallel.py"],
+    # The progress ticks' ambient sink: a tick reaches the sink installed around it (counter and amount) and
+    # nobody else, a no-op with none, an inner block (None included) hiding the outer until it ends, on an error too.
+    "invariants/progress.py": ["tests/test_mutkill_progress.py"],
     # The governor protocol and the id mapping (OwnIds): renaming over every id-bearing field kind, the identity
     # binding, a foreign governor's ids bound to the spec's (the binding under which it agrees, else the order of
     # appearance), an id handed out again, the failure's script; and test_own_governor's scripted cases (a foreign

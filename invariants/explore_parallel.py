@@ -180,7 +180,7 @@ def _dedup(replies: list[Any], seen: set[int], n: int) -> tuple[list[list[tuple[
             if w == fp % n and b[1] != w:
                 b[1], b[2] = w, j
     seen.update(best)
-    order = sorted(best.values(), key=lambda b: b[0])
+    order = sorted(best.values())  # by arrival: one (parent, action) makes one state, so the rest never ties
     keep: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for number, (_, w, j) in enumerate(order):
         keep[w].append((j, number))

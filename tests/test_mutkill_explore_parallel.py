@@ -70,7 +70,7 @@ def grid(k: int = 4, bad: int | None = None, jump: int | None = None, boom: tupl
             BAD.fail(f"at {s}")
 
     def step_P(p: tuple, a: Any, n: tuple) -> None:
-        if JUMP.case(a[1] == 2 and sum(p) + 2 == jump):
+        if JUMP.case(a[1] == 2 and sum(p) + 2 == sum(n) == jump):
             JUMP.fail(f"{p} jumps to {n}")
 
     def stepper(s: tuple, a: Any) -> tuple:
@@ -210,6 +210,8 @@ def test_each_levels_seconds_and_the_totals_are_read_off_the_clock(clock: Clock)
         assert v["worker_cpu_sum"] / 2 <= v["worker_cpu_max"] + 1e-4 and v["worker_cpu_max"] < v["worker_cpu_sum"]
         assert v["worker_cpu_max"] == round((1 + c) * T, 4) or not v["shared"]
     assert any(v["worker_cpu_max"] > v["worker_cpu_sum"] / 2 + T for v in two)  # the holders' shares differ
+    # Each new state is held by worker fingerprint % 2 when that one made it: the busiest worker's ticks, pinned.
+    assert [round(v["worker_cpu_max"] / T) for v in two] == [10, 73, 281, 349, 646, 691, 563, 227, 48]
     r = explore_parallel(grid(clock=clock), max_depth=20, workers=2)
     own = (len(two) + 1) * T  # the coordinator reads the clock once per level, and at each end
     assert r.seconds == pytest.approx(own)
