@@ -316,6 +316,15 @@ MODULES: dict[str, list[str]] = {
     # current state, a refusal raised again fresh, a write outside the footprint caught), and the footprint table's
     # own checks. test_explore_memo's whole-scope comparisons (5-17 s each) are left out.
     "invariants/explore_memo.py": ["tests/test_mutkill_explore_memo.py"],
+    # Level-synchronous parallel exploration (forked workers; a mutant is active in them: they inherit mutmut's
+    # MUTANT_UNDER_TEST): parallel = serial on toy counter grids of 25-625 states, 1-2 workers (the wide levels
+    # dealt out), whole, depth-cut, state-bounded, with a symmetry key, with a violation (state, step, both) and
+    # its trace and clauses, a worker's error raised here and a dead worker's EOFError. The real scopes' parallel
+    # runs in test_explore*.py (seconds each) are left out.
+    "invariants/explore_parallel.py": ["tests/test_mutkill_explore_parallel.py"],
+    # The progress ticks' ambient sink: a tick reaches the sink installed around it (counter and amount) and
+    # nobody else, a no-op with none, an inner block (None included) hiding the outer until it ends, on an error too.
+    "invariants/progress.py": ["tests/test_mutkill_progress.py"],
     # The governor protocol and the id mapping (OwnIds): renaming over every id-bearing field kind, the identity
     # binding, a foreign governor's ids bound to the spec's (the binding under which it agrees, else the order of
     # appearance), an id handed out again, the failure's script; and test_own_governor's scripted cases (a foreign

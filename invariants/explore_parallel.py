@@ -34,6 +34,7 @@ import multiprocessing as mp
 import os
 import time
 from array import array
+from itertools import count
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -74,6 +75,8 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     procs = [ctx.Process(target=_worker, args=(model, child), daemon=True) for _, child in pipes]
     for p in procs:
         p.start()
+    for _, child in pipes:  # the workers hold these: a worker that dies is then an EOFError here, not a hang
+        child.close()
     conns = [parent for parent, _ in pipes]
     seen: set[int] = {_fingerprint(model, model.initial)}
     parents: list[list[Key]] = [[(-1, -1)]]  # per level, per state number: its arrival
@@ -86,7 +89,7 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     shared = True
     worker_cpu = critical_cpu = 0.0
     try:
-        for level in range(max_depth + 1):
+        for level in count():  # ends by a break, at max_depth at the latest
             expand = level < max_depth and step_bad is None  # a level with a bad step into it is only checked
             w0, p0 = time.perf_counter(), time.process_time()
             for c, k in zip(conns, keep):
@@ -106,10 +109,7 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
                 break
             if not expand:
                 if levels is not None:  # the last level is only checked
-                    levels.append({"level": level, "expanded": 0, "new": 0, "shared": shared,
-                                   "wall_seconds": round(time.perf_counter() - w0, 4),
-                                   "coordinator_cpu_seconds": round(time.process_time() - p0, 4),
-                                   "worker_cpu_max": round(wmax, 4), "worker_cpu_sum": round(wsum, 4)})
+                    levels.append(_record(level, 0, 0, was_shared, w0, p0, wmax, wsum))
                 break
             if shared:  # every worker expanded the whole level alike: count it once
                 replies = replies[:1]
@@ -121,14 +121,11 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
                 shared = len(level_parents) < _SHARED_BELOW * n
                 keep = [keep[0]] * n if shared else [keep[0][w::n] for w in range(n)]
             if levels is not None:
-                levels.append({"level": level, "expanded": len(parents[level]), "new": len(level_parents),
-                               "shared": was_shared, "wall_seconds": round(time.perf_counter() - w0, 4),
-                               "coordinator_cpu_seconds": round(time.process_time() - p0, 4),
-                               "worker_cpu_max": round(wmax, 4), "worker_cpu_sum": round(wsum, 4)})
+                levels.append(_record(level, len(parents[level]), len(level_parents), was_shared, w0, p0, wmax, wsum))
+            depth = level + 1  # levels expanded, as the serial explorer counts them
             if not level_parents:
                 fixpoint = True  # the level made no new state: every reachable state is found and expanded
                 break
-            depth = level + 1
             parents.append(level_parents)
             states += len(level_parents)
             if states >= max_states:
@@ -145,14 +142,23 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
     own = time.process_time() - c0
     cpu = (own + worker_cpu, own + critical_cpu)
     if bad is None:
-        return ExploreResult(model.name, states, transitions, rejected, depth, fixpoint,
-                             time.perf_counter() - t0, None, "no violation", (), None, (), *cpu, bound_hit, depth)
+        return ExploreResult(model.name, states, transitions, rejected, depth, fixpoint, time.perf_counter() - t0,
+                             None, "no violation", (), None, (), *cpu, bound_hit, len(parents) - 1)
     level, (parent, action) = bad
     path = [action]
     for lv in range(level - 1, 0, -1):
         parent, action = parents[lv][parent]
         path.append(action)
     return _rebuild(model, tuple(reversed(path)), states, transitions, rejected, depth, t0, cpu, bound_hit)
+
+
+def _record(level: int, expanded: int, new: int, shared: bool, w0: float, p0: float, wmax: float,
+            wsum: float) -> dict:
+    """One level's record for `levels`: its figures, and its wall and CPU seconds since `w0` and `p0`."""
+    return {"level": level, "expanded": expanded, "new": new, "shared": shared,
+            "wall_seconds": round(time.perf_counter() - w0, 4),
+            "coordinator_cpu_seconds": round(time.process_time() - p0, 4),
+            "worker_cpu_max": round(wmax, 4), "worker_cpu_sum": round(wsum, 4)}
 
 
 def _dedup(replies: list[Any], seen: set[int], n: int) -> tuple[list[list[tuple[int, int]]], list[Key]]:
@@ -174,7 +180,7 @@ def _dedup(replies: list[Any], seen: set[int], n: int) -> tuple[list[list[tuple[
             if w == fp % n and b[1] != w:
                 b[1], b[2] = w, j
     seen.update(best)
-    order = sorted(best.values(), key=lambda b: b[0])
+    order = sorted(best.values())  # by arrival: one (parent, action) makes one state, so the rest never ties
     keep: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for number, (_, w, j) in enumerate(order):
         keep[w].append((j, number))
@@ -195,6 +201,8 @@ def _worker(model: Model, conn: Connection) -> None:
 
 
 def _level(model: Model, made: list[Any], keep: list[tuple[int, int]], expand: bool) -> tuple[tuple, list[Any]]:
+    """Check this worker's share of a level, then expand it. `keep` is in ascending state number, so the first
+    violating state, and the first violating step, found here are this worker's least."""
     c0 = time.process_time()
     frontier = [(number, model.initial if j < 0 else made[j]) for j, number in keep]
     state_bad: int | None = None
@@ -202,8 +210,8 @@ def _level(model: Model, made: list[Any], keep: list[tuple[int, int]], expand: b
         try:
             model.check_state(s)
         except InvariantViolation:
-            if state_bad is None or number < state_bad:
-                state_bad = number
+            state_bad = number
+            break
     nxt_made: list[Any] = []
     fps, par, act = array("q"), array("q"), array("q")
     transitions = rejected = 0
@@ -220,7 +228,7 @@ def _level(model: Model, made: list[Any], keep: list[tuple[int, int]], expand: b
                 try:
                     model.check_step(s, action, nxt)
                 except InvariantViolation:
-                    if step_bad is None or (number, i) < step_bad:
+                    if step_bad is None:
                         step_bad = (number, i)
                     continue
                 fps.append(_fingerprint(model, nxt))
