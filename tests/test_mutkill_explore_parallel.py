@@ -177,20 +177,40 @@ def test_a_symmetry_key_keeps_one_state_per_orbit() -> None:
     same(grid(key=lambda s: tuple(sorted(s)), bad=9), max_depth=20)
 
 
-def test_a_workers_error_is_raised_here_and_every_worker_ends() -> None:
-    before = len(mp.active_children())
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The worker processes explore_parallel starts during the test (this process may hold other tests' children,
+    so counting `mp.active_children()` would judge them too)."""
+    made: list[Any] = []
+    real = mp.get_context
+
+    class Recording:
+        def __init__(self, method: str | None) -> None:
+            self.ctx = real(method)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.ctx, name)
+
+        def Process(self, *args: Any, **kw: Any) -> Any:  # noqa: N802 - the context's own name
+            made.append(self.ctx.Process(*args, **kw))
+            return made[-1]
+
+    monkeypatch.setattr(P.mp, "get_context", Recording)
+    return made
+
+
+def test_a_workers_error_is_raised_here_and_every_worker_ends(started: list[Any]) -> None:
     with pytest.raises(RuntimeError, match=r"broken at \(1, 0, 0, 0\)"):
         explore_parallel(grid(boom=(1, 0, 0, 0)), max_depth=20, workers=2)
     with pytest.raises(RuntimeError, match=r"broken at \(2, 2, 2, 1\)"):  # in a dealt-out level: one worker's
         explore_parallel(grid(boom=(2, 2, 2, 1)), max_depth=20, workers=2)
-    assert len(mp.active_children()) == before
+    assert len(started) == 4 and not any(p.is_alive() for p in started)
 
 
-def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
-    before = len(mp.active_children())
+def test_a_worker_that_dies_is_an_error_not_a_hang(started: list[Any]) -> None:
     with pytest.raises(EOFError):
         explore_parallel(grid(die=(0, 0, 0, 1)), max_depth=20, workers=2)
-    assert len(mp.active_children()) == before
+    assert len(started) == 2 and not any(p.is_alive() for p in started)
 
 
 def test_each_levels_seconds_and_the_totals_are_read_off_the_clock(clock: Clock) -> None:
@@ -233,13 +253,13 @@ def test_one_worker_per_core_by_default(clock: Clock, monkeypatch: pytest.Monkey
     assert workers() == 1
 
 
-def test_a_violating_initial_state_is_found_before_any_worker_starts(clock: Clock) -> None:
+def test_a_violating_initial_state_is_found_before_any_worker_starts(clock: Clock, started: list[Any]) -> None:
     r = explore_parallel(grid(bad=0, clock=clock), max_depth=20, workers=2)
     assert (r.states, r.transitions, r.rejected, r.depth, r.diameter, r.complete, r.bound_hit) == \
         (1, 0, 0, 0, 0, False, False)
     assert (r.counterexample, r.trace, r.clause, r.violated, r.seconds) == \
         ((), ((0, 0, 0, 0),), "state_P.not_nine", "T", pytest.approx(T))
-    assert clock.cpu == 1 and not mp.active_children()
+    assert clock.cpu == 1 and started == []
 
 
 def test_a_violations_counts_and_seconds(clock: Clock) -> None:
