@@ -34,6 +34,7 @@ import multiprocessing as mp
 import os
 import time
 from array import array
+from collections.abc import Sequence
 from itertools import count
 from multiprocessing.connection import Connection
 from typing import Any
@@ -72,7 +73,9 @@ def _explore_parallel(model: Model, max_depth: int, max_states: int, workers: in
                              trace=(model.initial,))
     ctx = mp.get_context("fork")
     pipes = [ctx.Pipe() for _ in range(n)]
-    procs = [ctx.Process(target=_worker, args=(model, child), daemon=True) for _, child in pipes]
+    ends = [end for pipe in pipes for end in pipe]
+    procs = [ctx.Process(target=_worker, args=(model, child, [e for e in ends if e is not child]), daemon=True)
+             for _, child in pipes]
     for p in procs:
         p.start()
     for _, child in pipes:  # the workers hold these: a worker that dies is then an EOFError here, not a hang
@@ -187,10 +190,18 @@ def _dedup(replies: list[Any], seen: set[int], n: int) -> tuple[list[list[tuple[
     return keep, [b[0] for b in order]
 
 
-def _worker(model: Model, conn: Connection) -> None:
+def _worker(model: Model, conn: Connection, inherited: Sequence[Connection] = ()) -> None:
+    """Serve levels until told to stop or the coordinator is gone: the fork copied every pipe's ends into this
+    process, and holding them would keep each pipe open (so this worker's `recv` would wait forever) after the
+    coordinator died, so only this worker's own end stays open here."""
+    for end in inherited:
+        end.close()
     made: list[Any] = []  # next states made at the last expansion, by index
     while True:
-        msg = conn.recv()
+        try:
+            msg = conn.recv()
+        except EOFError:  # the coordinator is gone
+            return
         if msg is None:
             return
         try:

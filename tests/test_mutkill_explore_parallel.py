@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import time
 from typing import Any
 
 import pytest
@@ -288,3 +290,39 @@ def test_a_violation_seen_only_in_a_worker_is_a_nondeterministic_model() -> None
     with pytest.raises(AssertionError, match=r"^path \(0, 1\) was reported violating but its replay passes$"):
         explore_parallel(Model(m.name, m.initial, m.step, m.actions, check_state, m.check_step, m.rejects),
                          max_depth=5, workers=2)
+
+
+def _ended(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"  # a zombie has ended; nobody may reap an orphan
+    except FileNotFoundError:
+        return True
+
+
+def test_workers_end_when_their_coordinator_is_killed(tmp_path: Any) -> None:
+    """The coordinator is SIGKILLed while both workers are busy (daemon workers are not ended then): each must see
+    its pipe closed and end, rather than wait forever on a pipe some process still holds open."""
+    def stepper(s: tuple, a: Any) -> tuple:
+        (tmp_path / str(os.getpid())).touch()
+        if len(list(tmp_path.iterdir())) == 2 and not (tmp_path / "killed").exists():  # both workers are in
+            (tmp_path / "killed").touch()
+            os.kill(os.getppid(), signal.SIGKILL)
+        return step(s, a)
+    m = grid()
+    model = Model(m.name, m.initial, stepper, m.actions, m.check_state, m.check_step, m.rejects)
+    coordinator = mp.get_context("fork").Process(target=explore_parallel, args=(model,),
+                                                 kwargs={"max_depth": 20, "workers": 2})
+    coordinator.start()
+    coordinator.join(60)
+    workers = [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]
+    try:
+        deadline = time.monotonic() + 60  # a liveness bound, not a speed goal: the workers end at once
+        while not all(_ended(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert coordinator.exitcode == -signal.SIGKILL and len(workers) == 2
+        assert [w for w in workers if not _ended(w)] == []
+    finally:
+        for w in workers:
+            if not _ended(w):
+                os.kill(w, signal.SIGKILL)
