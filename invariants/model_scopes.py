@@ -25,7 +25,7 @@ from spec.errors import GovernorError
 from spec.guards import GuardSet
 from spec.types import Role
 
-__all__ = ["SCOPES", "scope_model", "explore_scopes", "combine"]
+__all__ = ["SCOPES", "explore_scopes", "combine"]
 
 
 def _model(name: str, initial: Any, step: Callable[..., tuple[Any, Any]], actions: Callable[[Any], Iterator[Any]],
@@ -158,10 +158,6 @@ SCOPES: dict[str, Callable[[GuardSet], Model]] = {
     **{name: (lambda g, scope=scope, name=name: manager_model(g, scope, symmetry=True, name=name))
        for profile in COMPLETE_SCOPES.values() for name, scope in profile.items()},
 }
-
-
-def scope_model(name: str, guards: GuardSet) -> Model:
-    return SCOPES[name](guards)
 
 
 def explore_scopes(names: tuple[str, ...], off: GuardSet, *, max_depth: int | Mapping[str, int],

@@ -31,7 +31,6 @@ __all__ = [
     "UnmapAllowance",
     "TransferAllowance",
     "CloseAllowance",
-    "HOLDER_ACTIONS",
 ]
 
 _frozen = attrs.frozen
@@ -188,10 +187,4 @@ Action = (
     RegisterAuthority | RegisterAlias | RegisterHolder | Reserve | Commit | Cancel | Release
     | Quarantine | RecordCommitted | LoseDevice | ConfirmTermination | OpenAllowance
     | ReserveGrowth | MapAllowance | UnmapAllowance | TransferAllowance | CloseAllowance
-)
-
-#: Actions performed by a holder (they carry a `holder` field).
-HOLDER_ACTIONS = (
-    Reserve, Commit, Cancel, Release, Quarantine, RecordCommitted, OpenAllowance,
-    ReserveGrowth, MapAllowance, UnmapAllowance, TransferAllowance, CloseAllowance,
 )

@@ -1,40 +1,36 @@
 """The layout shows the design: one concern, one name, in every layer (issue 10 item 7).
 
-Reads the one mapping in tools/relayout.py (`MOVES`, `LAYOUT`). These tests FAIL until
-`python tools/relayout.py` has been applied (the moves are applied by the lead after the branches
-that still edit the moved files have merged); the rewrite rules themselves are tested here on
-small synthetic sources, which pass before and after.
+Reads the one mapping, the table in docs/layout.md (concern x layer -> file).
 
 - every concern's model, predicates, machine, scope, implementation, adapter and checker exists;
-- no module moved by the mapping is still at its old path, and `relayout.py --check` has nothing to do;
 - no module is over 500 lines (allow-list: generated text only);
 - the governor (`refimpl/manager/`) imports nothing from the verification harness, the Hypothesis
-  machines or the spec's transition modules;
-- docs/layout.md is what the mapping renders.
+  machines or the spec's transition modules.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def _load_relayout():
-    spec = importlib.util.spec_from_file_location("_relayout", ROOT / "tools" / "relayout.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+LAYERS = ("model", "predicates", "machine", "scope", "implementation", "adapter", "checker")
+CONCERNS = ("ledger", "tickets", "pressure", "transactions", "admission", "sessions", "hierarchy", "manager")
 
 
-R = _load_relayout()
+def layout_table(text: str) -> dict[str, dict[str, str]]:
+    """The `| concern | layer... |` table: concern -> layer -> path (the header names the layers)."""
+    rows = [[c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("|") and not line.startswith("|---")]
+    head, *body = rows
+    assert head == ["concern", *LAYERS], head
+    return {row[0]: dict(zip(LAYERS, row[1:], strict=True)) for row in body}
+
+
+LAYOUT = layout_table((ROOT / "docs" / "layout.md").read_text(encoding="utf-8"))
 
 # Generated prose, not code: the only modules allowed over the limit.
 LONG_ALLOWED = {"spec/_catalog_text.py"}
@@ -53,12 +49,20 @@ FORBIDDEN_FOR_MANAGER = (
 )
 
 
-@pytest.mark.parametrize("concern", R.CONCERNS)
+def test_the_table_has_every_concern() -> None:
+    assert tuple(LAYOUT) == CONCERNS
+
+
+@pytest.mark.parametrize("concern", CONCERNS)
 def test_every_concern_has_a_file_in_every_layer(concern: str) -> None:
-    row = R.LAYOUT[concern]
-    assert set(row) == set(R.LAYERS), f"{concern}: layers {sorted(row)}"
-    missing = [f"{layer}: {path}" for layer, path in row.items() if not (ROOT / path).is_file()]
-    assert not missing, f"{concern}: missing {missing} (has tools/relayout.py been applied?)"
+    missing = [f"{layer}: {path}" for layer, path in LAYOUT[concern].items() if not (ROOT / path).is_file()]
+    assert not missing, f"{concern}: missing {missing}"
+
+
+def test_layout_table_reader_refuses_a_short_row() -> None:
+    # Negative control for the checks above: a row with a layer missing is no mapping.
+    with pytest.raises(ValueError):
+        layout_table("| concern | " + " | ".join(LAYERS) + " |\n|---|\n| ledger | `spec/ledger.py` |\n")
 
 
 def test_the_governor_files_carry_the_concern_name() -> None:
@@ -71,21 +75,9 @@ def test_the_governor_files_carry_the_concern_name() -> None:
               ("admission", "scope"), ("sessions", "machine"), ("sessions", "scope"), ("sessions", "implementation"),
               ("transactions", "model"), ("transactions", "predicates"), ("transactions", "machine"),
               ("transactions", "scope"), ("transactions", "adapter")}
-    unnamed = [f"{c}/{layer}: {p}" for c in R.CONCERNS for layer, p in R.LAYOUT[c].items()
+    unnamed = [f"{c}/{layer}: {p}" for c in CONCERNS for layer, p in LAYOUT[c].items()
                if (c, layer) not in shared and c not in p]
     assert not unnamed
-
-
-@pytest.mark.parametrize("old", sorted(R.MOVES))
-def test_moved_module_is_not_at_its_old_path(old: str) -> None:
-    assert not (ROOT / old).exists(), f"{old} still exists: apply tools/relayout.py (-> {R.MOVES[old]})"
-    assert (ROOT / R.MOVES[old]).is_file()
-
-
-def test_relayout_has_nothing_left_to_do() -> None:
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "relayout.py"), "--check"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 
 def _modules() -> list[Path]:
@@ -132,69 +124,6 @@ def test_forbidden_import_finder_sees_every_form(tmp_path: Path) -> None:
     p = tmp_path / "m.py"
     p.write_text(src)
     assert forbidden_imports(p) == ["invariants.manager_machine", "refimpl.verify", "spec.ledger", "spec.manager"]
-
-
-def test_layout_doc_is_the_rendered_mapping() -> None:
-    assert (ROOT / "docs" / "layout.md").read_text(encoding="utf-8") == R.render_layout(), \
-        "regenerate with: python tools/relayout.py --docs"
-
-
-# --- the rewrite rules, on synthetic sources (independent of whether the moves were applied) -------
-
-@pytest.mark.parametrize(("src", "want"), [
-    ("from spec import machine\n", "from spec import ledger as machine\n"),
-    ("from spec import actions as A  # noqa\n", "from spec import ledger_actions as A  # noqa\n"),
-    ("from refimpl import adapter, demo\n", "from refimpl.verify import ledger_adapter as adapter\nfrom refimpl import demo\n"),
-    ("def f():\n    from invariants import (predicates as LP,\n        pressure)\n",
-     "def f():\n    from invariants import ledger as LP, pressure\n"),
-    ("import invariants.admission_predicates  # noqa: F401\n", "import invariants.admission  # noqa: F401\n"),
-    ("x = spec.machine.step(s)\n", "x = spec.ledger.step(s)\n"),
-    ('LazyChecker("ort", "refimpl.ort.checker", "OrtChecker")\n',
-     'LazyChecker("ort", "refimpl.verify.sessions_checker", "OrtChecker")\n'),
-    ('_P = "invariants.predicates."\n', '_P = "invariants.ledger."\n'),
-    # a longer dotted name that merely starts with a moved one is left alone
-    ('"refimpl.pressure_checker", "refimpl.pressure", "spec.state_of"\n',
-     '"refimpl.verify.pressure_checker", "refimpl.pressure", "spec.state_of"\n'),
-    # a module of another package with the same leaf is not a moved module
-    ("from refimpl.hierarchy.protocol import x\nimport a.spec.machine\n",
-     "from refimpl.hierarchy.protocol import x\nimport a.spec.machine\n"),
-    ("from refimpl.verify import PROFILES, _job\n", "from refimpl.verify import PROFILES, _job\n"),
-])
-def test_rewrite_python(src: str, want: str) -> None:
-    got = R.rewrite_text(src, True)
-    assert got == want
-    assert R.rewrite_text(got, True) == got  # idempotent
-
-
-@pytest.mark.parametrize(("src", "want"), [
-    ("see `invariants/predicates.py` and refimpl/verify.py\n", "see `invariants/ledger.py` and refimpl/verify/job.py\n"),
-    ("python refimpl/hierarchy/adapter.py; docs/refimpl/adapter.py\n",
-     "python refimpl/verify/hierarchy_adapter.py; docs/refimpl/adapter.py\n"),
-    ('{"module": "spec/machine.py", "m": "spec.machine"}\n', '{"module": "spec/ledger.py", "m": "spec.ledger"}\n'),
-])
-def test_rewrite_paths_and_names_in_text(src: str, want: str) -> None:
-    got = R.rewrite_text(src, False)
-    assert got == want
-    assert R.rewrite_text(got, False) == got
-
-
-def test_no_moved_module_locates_files_from_its_own_path() -> None:
-    # `Path(__file__).parent.parent` means another folder once the module is one level deeper.
-    assert not R.depth_hazards(ROOT)
-
-
-def test_depth_hazard_is_found(tmp_path: Path) -> None:
-    # Negative control for the check above, on a synthetic tree.
-    old = next(o for o, n in R.MOVES.items() if o.count("/") != n.count("/"))
-    (tmp_path / old).parent.mkdir(parents=True)
-    (tmp_path / old).write_text("ROOT = Path(__file__).resolve().parent.parent\n")
-    assert [h.split(" ")[0] for h in R.depth_hazards(tmp_path)] == [old]
-
-
-def test_mapping_has_no_chains_or_collisions() -> None:
-    # A target that is also a source would make a second run move it again (not idempotent).
-    assert not set(R.MOVES.values()) & set(R.MOVES)
-    assert len(set(R.MOVES.values())) == len(R.MOVES)
 
 
 def private_accesses(src: str) -> list[str]:

@@ -20,8 +20,7 @@ from refimpl.verify import CHECKER_NAMES, Report, verify
 from refimpl.verify.mutants import MUTANTS
 from spec.guards import GUARDS, Layer
 
-# The module that defines the job (refimpl.verify today, refimpl.verify.job after tools/relayout.py),
-# so that monkeypatching its globals reaches the code under test in either layout.
+# The module that defines the job (refimpl.verify.job): monkeypatching its globals reaches the code under test.
 V = sys.modules[verify.__module__]
 
 

@@ -46,7 +46,7 @@ from spec.hierarchy_actions import MAX_COUNTER, MAX_PRIORITY, MAX_QUOTA, MAX_WOR
 __all__ = ["UNIT", "worker_key", "worker_control_key", "control_key", "journal_key", "ROLES", "HELLO_LEN", "hello_bytes",
            "parse_hello", "challenge", "check_challenge", "answer", "check_answer", "Session", "session",
            "seal", "sealed_ok", "refusal", "raise_refusal", "REFUSALS", "READY", "decode", "encode",
-           "MAX_REQUEST", "MAX_REPLY", "units", "counter", "priority", "worker_id", "REFUSED"]
+           "MAX_REQUEST", "MAX_REPLY", "units", "counter", "priority", "REFUSED"]
 
 #: Bytes per protocol unit: quotas and reservations travel in MiB.
 UNIT = 1 << 20
@@ -228,12 +228,6 @@ def counter(n: object, what: str) -> int:
 def priority(n: object) -> int:
     if type(n) is not int or not 0 <= n <= MAX_PRIORITY:
         raise E.InvalidArgument(f"priority must be an int in [0, 2**31-1], got {n!r:.40}")
-    return n
-
-
-def worker_id(n: object) -> int:
-    if type(n) is not int or not 1 <= n <= MAX_WORKER:
-        raise E.UnknownWorker(f"worker {n!r:.40} was never spawned by this coordinator")
     return n
 
 

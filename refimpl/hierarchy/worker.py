@@ -152,11 +152,7 @@ class Worker:
         if not self.held:
             raise InvalidTransition(f"worker {self.wid} is not held back: it authenticated at start")
         self.held = False
-        deadline = time.monotonic() + T.DIAL_TIMEOUT
-        while not self.try_connect() and self.refused is None and time.monotonic() < deadline:
-            time.sleep(REDIAL_S)
-        if self.refused is not None:
-            raise self.refused
+        self._dial()
 
     def reconnect(self, once: bool = False) -> None:
         """Say hello again on a new connection (a new epoch; resynchronised); refused, keep the one we had.
@@ -165,6 +161,10 @@ class Worker:
         if once is True:
             self.try_connect()
             return
+        self._dial()
+
+    def _dial(self) -> None:
+        """Redial every `REDIAL_S` until connected or refused, for at most `DIAL_TIMEOUT`; a refusal is raised."""
         deadline = time.monotonic() + T.DIAL_TIMEOUT
         while not self.try_connect() and self.refused is None and time.monotonic() < deadline:
             time.sleep(REDIAL_S)

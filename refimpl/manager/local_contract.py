@@ -79,9 +79,7 @@ def _b_auth(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     a = named if named is None or named.alias_of is None else m._auths.get(named.alias_of)
     if a is None:
         return named, None, None, None, None, None, _figures(m, None), (), None
-    return (named, a, None, None, None, None, (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc,
-                                                m._next_ticket, len(m._allocs), len(m._tickets)),
-            list(a.pending.values()) if a.pending else (),
+    return (named, a, None, None, None, None, _figures(m, a), list(a.pending.values()) if a.pending else (),
             m._books.of.get(a.id) or book(m, a))
 
 
@@ -92,9 +90,7 @@ def _b_ticket(m: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         return None, None, None, None, None, None, _figures(m, None), (), None
     a, r = t.auth, t.alloc
     return (a, a, r, None if r is None else (r.state, r.charge, r.nbytes, r.reserved, r.holder, r.auth),
-            t, (t.state, t.age, t.alloc, t.holder),
-            (a.used, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
-             len(m._tickets)), list(a.pending.values()) if a.pending else (),
+            t, (t.state, t.age, t.alloc, t.holder), _figures(m, a), list(a.pending.values()) if a.pending else (),
             m._books.of.get(a.id) or book(m, a))
 
 

@@ -47,13 +47,47 @@ from spec.errors import (GovernorError, InvalidArgument, InvalidBytes, InvalidTr
                          UnknownTicket)
 from spec.guards import GuardSet
 
-__all__ = ["HierarchyAdapter", "FAULT_OF"]
+__all__ = ["HierarchyAdapter", "FAULT_OF", "take_outside", "open_ticket", "hierarchy_state"]
 
 _PROC = {"running": H.ProcState.RUNNING, "stopped": H.ProcState.STOPPED, "dead": H.ProcState.DEAD}
 
 #: The coordinator fault that produces each campaign fault.
 FAULT_OF = {(Lose, H.REPLY_LOST): "drop-reply", (Lose, H.MESSAGE_LOST): "drop-message",
             (Crash, H.REPLY_LOST): "crash-before-reply", (Crash, H.MESSAGE_LOST): "crash-before-handle"}
+
+
+# --- shared with the in-process sim (`refimpl.verify.hierarchy_sim`) ----------------------------------------
+
+def take_outside(outside: dict[str, int], machine: int, act: H.Outside) -> None:
+    """Program `act.name` outside the hierarchy uses `act.delta` more units (never below 0, never past the machine)."""
+    if type(act.name) is not str or not act.name or type(act.delta) is not int or act.delta == 0:
+        raise InvalidArgument(f"{act!r}: a non-empty name and a non-zero int delta")
+    used = outside.get(act.name, 0) + act.delta
+    if used < 0 or sum(outside.values()) + act.delta > machine:
+        raise InvalidBytes(f"outside program {act.name!r} cannot use {used} units")
+    outside[act.name] = used
+
+
+def open_ticket(tickets: Any, act: H.Answer, running: Callable[[int], Any]) -> dict[str, Any]:
+    """The open reclaim ticket `act` answers, whose target worker must be `running`."""
+    t = tickets.get(act.ticket) if type(act.ticket) is int else None
+    if t is None:
+        raise UnknownTicket(f"reclaim ticket {act.ticket!r} is not open")
+    if isinstance(t["target"], str):
+        raise NotAParticipant(f"{t['target']!r} is outside the hierarchy: it never answers")
+    running(t["target"])
+    return t
+
+
+def hierarchy_state(fig: Callable[[str], Any], machine: int, workers: dict[int, H.Worker],
+                    outside: dict[str, int]) -> H.HierarchyState:
+    """The abstract state from the coordinator's figures (`fig(name)`) and the workers mapped by the adapter."""
+    intents = {k: H.Intent(i["worker"], i["nbytes"], i["priority"], i["seq"], i["age"])
+               for k, i in fig("intents").items()}
+    tickets = {k: H.Ticket(t["target"], t["nbytes"]) for k, t in fig("tickets").items()}
+    return H.HierarchyState(fig("serving_quota"), machine, fig("aging_cap"), fig("free"), immutables.Map(workers),
+                            immutables.Map(intents), immutables.Map(tickets), immutables.Map(outside),
+                            *map(fig, ("next_worker", "next_intent", "next_ticket", "incarnation")))
 
 
 class HierarchyAdapter:
@@ -173,18 +207,13 @@ class HierarchyAdapter:
             h.restart(reconnects=False)  # every worker is out of sync until the campaign lets it say hello
             return None
         if isinstance(act, H.Outside):
-            if type(act.name) is not str or not act.name or type(act.delta) is not int or act.delta == 0:
-                raise InvalidArgument(f"{act!r}: a non-empty name and a non-zero int delta")
-            used = self.outside.get(act.name, 0) + act.delta
-            if used < 0 or sum(self.outside.values()) + act.delta > self.machine:
-                raise InvalidBytes(f"outside program {act.name!r} cannot use {used} units")
-            self.outside[act.name] = used
+            take_outside(self.outside, self.machine, act)
             self._write_ceiling()
             return h.op("outside", act.delta)
         if isinstance(act, H.Reclaim):
             return h.op("reclaim", act.target, act.nbytes)
         if isinstance(act, H.Answer):
-            t = self._ticket(act, snap)
+            t = open_ticket(snap["tickets"], act, self._running)
             return h.wop(t["target"], "answer", act.ticket, act.nbytes)
         if isinstance(act, H.Arbitrate):
             granted = tuple(h.op("arbitrate"))
@@ -207,15 +236,6 @@ class HierarchyAdapter:
             self.h.wop(act.worker, "reconnect")  # a reconnect: a new epoch, resynchronised (refused once fenced)
         self._refresh(act.worker)
         return None
-
-    def _ticket(self, act: H.Answer, snap: dict[str, Any]) -> dict[str, Any]:
-        t = snap["tickets"].get(act.ticket) if type(act.ticket) is int else None
-        if t is None:
-            raise UnknownTicket(f"reclaim ticket {act.ticket!r} is not open")
-        if isinstance(t["target"], str):
-            raise NotAParticipant(f"{t['target']!r} is outside the hierarchy: it never answers")
-        self._running(t["target"])
-        return t
 
     def _running(self, wid: int) -> None:
         state = self._proc(wid)
@@ -252,7 +272,7 @@ class HierarchyAdapter:
         if isinstance(inner, (H.Request, H.Return)) and not self._own(inner, snap):
             raise InvalidArgument(f"{inner!r}: only a worker's own call can lose its reply")
         if isinstance(inner, H.Answer):
-            self._ticket(inner, snap)
+            open_ticket(snap["tickets"], inner, self._running)
         elif isinstance(inner, (H.Request, H.Return, H.Free)):
             self._running(inner.worker)
         h.op("arm", FAULT_OF[(type(act), act.fate)])
@@ -319,13 +339,7 @@ class HierarchyAdapter:
             workers[wid] = H.Worker(H.WorkerState(w["state"]), proc, w["epoch"], mine.get("known_epoch", 0), w["seq"],
                                     w["quota"], slice_, 0 if exited else mine.get("committed", 0),
                                     0 if exited else mine.get("reserved", 0), w["returned"], synced)
-        intents = {k: H.Intent(i["worker"], i["nbytes"], i["priority"], i["seq"], i["age"])
-                   for k, i in s["intents"].items()}
-        tickets = {k: H.Ticket(t["target"], t["nbytes"]) for k, t in s["tickets"].items()}
-        return H.HierarchyState(s["serving_quota"], self.machine, s["aging_cap"], s["free"],
-                                immutables.Map(workers), immutables.Map(intents), immutables.Map(tickets),
-                                immutables.Map(self.outside), s["next_worker"], s["next_intent"],
-                                s["next_ticket"], s["incarnation"])
+        return hierarchy_state(s.__getitem__, self.machine, workers, self.outside)
 
     def close(self) -> None:
         try:

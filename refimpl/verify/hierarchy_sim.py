@@ -41,17 +41,15 @@ import shutil
 import tempfile
 from typing import Any
 
-import immutables
-
 from invariants.hierarchy_machine import Crash, Lose, SpawnHeld
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy.core import EXITED, Core
 from refimpl.hierarchy.journal import Journal
 from refimpl.hierarchy.service import Service
 from refimpl.hierarchy.worker_core import WorkerCore
+from refimpl.verify.hierarchy_adapter import hierarchy_state, open_ticket, take_outside
 from spec import hierarchy as H
-from spec.errors import (AuthenticationFailed, InvalidArgument, InvalidBytes, InvalidTransition,
-                         NotAParticipant, UnknownTicket)
+from spec.errors import AuthenticationFailed, InvalidArgument, InvalidTransition
 from spec.guards import GuardSet
 
 __all__ = ["SimAdapter", "SimCrash"]
@@ -340,30 +338,16 @@ class SimAdapter:
             self._crashed(during_call=False)
             return None
         if isinstance(act, H.Outside):
-            if type(act.name) is not str or not act.name or type(act.delta) is not int or act.delta == 0:
-                raise InvalidArgument(f"{act!r}: a non-empty name and a non-zero int delta")
-            used = self.outside.get(act.name, 0) + act.delta
-            if used < 0 or sum(self.outside.values()) + act.delta > self.machine:
-                raise InvalidBytes(f"outside program {act.name!r} cannot use {used} units")
-            self.outside[act.name] = used
+            take_outside(self.outside, self.machine, act)
             return svc.core.outside(act.delta)
         if isinstance(act, H.Reclaim):
             return svc.reclaim(act.target, act.nbytes)
         if isinstance(act, H.Answer):
-            wid = self._ticket(act)
+            wid = open_ticket(svc.core.tickets, act, self._running)["target"]
             return self._call(wid, self.workers[wid].core.answer(act.ticket, act.nbytes), act.fate)
         if isinstance(act, H.Arbitrate):
             return tuple(svc.arbitrate() or ())
         raise InvalidArgument(f"not a hierarchy action: {act!r}")
-
-    def _ticket(self, act: H.Answer) -> int:
-        t = self.svc.core.tickets.get(act.ticket) if type(act.ticket) is int else None
-        if t is None:
-            raise UnknownTicket(f"reclaim ticket {act.ticket!r} is not open")
-        if isinstance(t["target"], str):
-            raise NotAParticipant(f"{t['target']!r} is outside the hierarchy: it never answers")
-        self._running(t["target"])
-        return t["target"]
 
     def _fault(self, act: Lose | Crash) -> None:
         inner = act.act
@@ -396,7 +380,8 @@ class SimAdapter:
                     w.conn = w.session = None
                     w.core.disconnected()
             return None
-        wid = self._ticket(inner) if isinstance(inner, H.Answer) else inner.worker
+        wid = (open_ticket(self.svc.core.tickets, inner, self._running)["target"] if isinstance(inner, H.Answer)
+               else inner.worker)
         core = self._running(wid).core
         msg = (core.request(inner.nbytes, inner.priority) if isinstance(inner, H.Request)
                else core.give_back(inner.nbytes) if isinstance(inner, H.Return)
@@ -470,11 +455,7 @@ class SimAdapter:
                                     w.core.epoch if w is not None else 0, x["seq"], x["quota"], slice_,
                                     f["committed"], f["reserved"], x["returned"],
                                     bool(w is not None and w.core.synced))
-        intents = {k: H.Intent(i["worker"], i["nbytes"], i["priority"], i["seq"], i["age"]) for k, i in c.intents.items()}
-        tickets = {k: H.Ticket(t["target"], t["nbytes"]) for k, t in c.tickets.items()}
-        return H.HierarchyState(c.serving_quota, self.machine, c.aging_cap, c.free, immutables.Map(workers),
-                                immutables.Map(intents), immutables.Map(tickets), immutables.Map(self.outside),
-                                c.next_worker, c.next_intent, c.next_ticket, c.incarnation)
+        return hierarchy_state(lambda name: getattr(c, name), self.machine, workers, self.outside)
 
     def close(self) -> None:
         try:
