@@ -7,7 +7,7 @@ with every guard on and refinement off, and only the predicates can detect
 it. A clause that no control ever makes fail is one a reader cannot trust.
 
 `Mutant.patched_source` replaces one exact snippet of one module's source (or
-several, in order, given as tuples); each snippet must occur exactly once, so
+several, in order, given as tuples); each must occur exactly once there, so
 a mutant that no longer matches the code is reported as stale instead of
 silently testing nothing. `applied(m)` replaces the one top-level definition
 the snippets lie in (a function, a class, a constant) and re-points the names
@@ -69,12 +69,13 @@ class Mutant:
             raise StaleMutant(f"{self.name}: module {self.module} has no source file")
         with open(path, encoding="utf-8") as f:
             src = f.read()
+        out = src
         for old, new in zip(self.old, self.new, strict=True):
-            n = src.count(old)
+            n = src.count(old)  # in the module's own source: each snippet names one place there
             if n != 1:
                 raise StaleMutant(f"{self.name}: snippet occurs {n} times in {self.module} (expected once): {old!r}")
-            src = src.replace(old, new)
-        return src
+            out = out.replace(old, new)
+        return out
 
 
 def _project_modules() -> list[ModuleType]:
@@ -84,8 +85,9 @@ def _project_modules() -> list[ModuleType]:
 
 def _changed_definition(src: str, m: Mutant) -> str:
     """The name of the one top-level definition (def, class or assignment) all the snippets lie in."""
-    spans = [(src.index(old), src.index(old) + len(old)) for old in m.old]
-    lines = src[:min(spans)[0]].count("\n") + 1, src[:max(e for _, e in spans)].rstrip().count("\n") + 1
+    starts = [src.index(old) for old in m.old]
+    ends = [start + len(old) for start, old in zip(starts, m.old)]
+    lines = src[:min(starts)].count("\n") + 1, src[:max(ends)].rstrip().count("\n") + 1
     for node in ast.parse(src).body:
         if node.lineno <= lines[0] and lines[1] <= (node.end_lineno or node.lineno):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
