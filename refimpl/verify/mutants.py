@@ -35,12 +35,11 @@ _HC, _HW = "refimpl.hierarchy.core", "refimpl.hierarchy.worker_core"
 _ALL: tuple[Mutant, ...] = (
     # --- ledger (refimpl.manager.ledger, .allowances) --------------------------------
     Mutant("commit_keeps_reserved_charge", ("I1",), "ledger", _R, _GOV,
-           "        if nbytes < rec.charge:\n            self._credit(rec, rec.charge - nbytes)  # the excess is refunded\n",
-           "        if nbytes < rec.charge:\n            rec.charge = nbytes  # the excess is kept charged\n",
+           "            self._credit(rec, rec.charge - nbytes)  # the excess is refunded\n",
+           "            rec.charge = nbytes  # the excess is kept charged\n",
            "commit publishes fewer bytes than reserved but never refunds the excess to the ledger"),
     Mutant("release_without_refund", ("I1",), "ledger", _R, _GOV,
-           "    def _retire(self, rec: _Alloc) -> None:\n        self._credit(rec, rec.charge)\n",
-           "    def _retire(self, rec: _Alloc) -> None:\n        rec.charge = 0\n",
+           "        self._credit(rec, rec.charge)\n", "        rec.charge = 0\n",
            "releasing a lease drops the record but leaves its bytes charged"),
     Mutant("quarantine_refunds_everything", ("I1",), "ledger", _R, _GOV,
            "        self._credit(rec, released)\n",
@@ -55,9 +54,8 @@ _ALL: tuple[Mutant, ...] = (
            "        return a.limit - a.used\n",
            "a grant's room is its ledger's free bytes alone: tickets, tries, grows, transactions pass the tier quota"),
     Mutant("alias_keeps_own_ledger", ("I1",), "ledger", _R, _GOV,
-           "            self._require_active(a)\n        if tier is not a.tier and self._guards.on(\"tier_match\")",
-           "            self._require_active(a)\n        a = self._auth(authority)\n"
-           "        if tier is not a.tier and self._guards.on(\"tier_match\")",
+           '        if tier is not a.tier and self._guards.on("tier_match")',
+           '        a = self._auth(authority)\n        if tier is not a.tier and self._guards.on("tier_match")',
            "a reservation through an alias is charged to the alias instead of the canonical ledger"),
     Mutant("commit_grows_lease", ("C2",), "ledger", _R, _GOV,
            "        rec.nbytes = rec.charge = nbytes\n",
@@ -67,14 +65,14 @@ _ALL: tuple[Mutant, ...] = (
            "        rec.nbytes = rec.charge = nbytes\n", "        rec.charge = nbytes\n",
            "commit charges the published bytes but keeps the lease recorded at the reserved size"),
     Mutant("reissue_ids_after_release", ("I4a",), "ledger", _R, _GOV,
-           "            aid = self._next_alloc\n            self._next_alloc += 1\n",
-           "            aid = self._next_alloc\n            self._next_alloc += 1\n"
-           "            if aid > 1 and aid - 1 not in self._allocs:\n                aid, self._next_alloc = aid - 1, aid\n",
+           "            self._next_alloc += 1\n",
+           "            self._next_alloc += 1\n            if aid > 1 and aid - 1 not in self._allocs:\n"
+           "                aid, self._next_alloc = aid - 1, aid\n",
            "after a release the id counter hands out the retired id again"),
     Mutant("device_loss_refunds_at_once", ("I6",), "ledger", _R, _MDEV,
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
-           "                    rec.auth.used -= rec.charge\n                    rec.charge = 0\n",
+           "                    rec.state = AllocState.DEVICE_LOST\n",
+           "                    rec.state = AllocState.DEVICE_LOST\n                    rec.auth.used -= rec.charge\n"
+           "                    rec.charge = 0\n",
            "device loss refunds the holders' charge at once instead of at confirmed termination"),
     Mutant("transfer_backwards", ("I6", "I4b"), "ledger", _R, _ALW,
            "        src.limit -= nbytes\n        dst.limit += nbytes\n",
@@ -111,40 +109,29 @@ _ALL: tuple[Mutant, ...] = (
            "        canonical = base\n",
            "a view registered through another view becomes an alias of that alias, not of the canonical ledger"),
     Mutant("recorded_bytes_not_charged", ("I2",), "ledger", _R, _GOV,
-           "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes\n",
-           "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes if origin is Origin.GRANTED else 0\n",
+           "        a.used += nbytes\n", "        a.used += nbytes if origin is Origin.GRANTED else 0\n",
            "bytes recorded as already taken are listed but never charged to the ledger"),
     Mutant("grant_rounds_charge_down", ("I2",), "ledger", _R, _GOV,
-           "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes\n",
-           "        self._allocs[aid] = a.allocs[aid] = rec\n        a.used += nbytes - (nbytes > 1 and origin is _O_GRANTED)\n",
+           "        a.used += nbytes\n", "        a.used += nbytes - (nbytes > 1 and origin is _O_GRANTED)\n",
            "a grant charges its ledger one byte less than it granted (a rounding slip on the grant path only: "
            "recorded bytes stay charged in full, so every counterexample, shrunk or not, is a grant)"),
     # With owner_only on, a foreign holder's commit is refused before it touches the record; the bug that
     # still harms I4a is a commit path that skips that check for any registered holder and re-homes the lease.
     Mutant("commit_rehomes_lease", ("I4a",), "ledger", _R, _GOV,
-           "        if rec is None or rec.holder != holder or type(holder) is not int:\n"
-           "            rec = self._owned_alloc(holder, allocation)\n"
-           "        if rec.part is not None:\n"
-           "            _owned_by_part(rec)\n"
-           "        if rec.state is not _PROVISIONAL:\n"
-           '            self._step(rec, "commit")\n'
-           '        if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2\n'
-           '            raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")\n',
-           "        if rec is None or type(holder) is not int or holder not in self._holders:\n"
-           "            rec = self._owned_alloc(holder, allocation)\n"
-           "        if rec.part is not None:\n"
-           "            _owned_by_part(rec)\n"
-           "        if rec.state is not _PROVISIONAL:\n"
-           '            self._step(rec, "commit")\n'
-           '        if nbytes > rec.reserved and self._guards.on("commit_within_reservation"):  # C2\n'
-           '            raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")\n'
-           "        rec.holder = holder\n",
+           ("        if rec is None or rec.holder != holder or type(holder) is not int:\n"
+            "            rec = self._owned_alloc(holder, allocation)\n        if rec.part is not None:\n"
+            "            _owned_by_part(rec)\n        if rec.state is not _PROVISIONAL:\n",
+            '            raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")\n'),
+           ("        if rec is None or type(holder) is not int or holder not in self._holders:\n"
+            "            rec = self._owned_alloc(holder, allocation)\n        if rec.part is not None:\n"
+            "            _owned_by_part(rec)\n        if rec.state is not _PROVISIONAL:\n",
+            '            raise InvalidBytes(f"allocation {rec.id}: {nbytes} B committed but only {rec.reserved} B reserved")\n'
+            "        rec.holder = holder\n"),
            "a reservation is handed to whichever registered holder commits it (a producer reserves, a consumer "
            "commits and becomes the owner): the lease changes holder, and the reserving holder's charge moves "
            "to a holder that never asked for it"),
     Mutant("id_counter_not_advanced", ("I4a",), "ledger", _R, _GOV,
-           "            aid = self._next_alloc\n            self._next_alloc += 1\n",
-           "            aid = self._next_alloc\n",
+           "            self._next_alloc += 1\n", "",
            "the allocation id counter is read but never advanced"),
     Mutant("growth_charges_ledger", ("I4b",), "ledger", _R, _ALW,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",
@@ -174,23 +161,17 @@ _ALL: tuple[Mutant, ...] = (
     # The ledger's limit check refuses what free_ignores_other_requests over-admits; past the pool only a
     # bypass of the reservation goes: entries recorded as already written (record_committed, I2).
     Mutant("advance_records_past_the_pool", ("I12",), "admission", _R, _ADB,
-           "        free = self.seat.free()\n        if n > free:\n            raise CapacityDenied(f\"{n} entries asked, "
-           "{free} free\")\n        if need > free and self.guards.on(\"kv_admission_fits\"):  # I12\n"
-           "            raise InfeasibleRequest(f\"request {rid} needs {need} more, only {free} free\")\n"
-           "        self._leases[rid].append(self.seat.lease(n, Role.KV))\n",
-           "        free = self.capacity - held\n        if n > free:\n            raise CapacityDenied(f\"{n} entries asked, "
-           "{free} free\")\n        if need > free and self.guards.on(\"kv_admission_fits\"):  # I12\n"
-           "            raise InfeasibleRequest(f\"request {rid} needs {need} more, only {free} free\")\n"
-           "        self._leases[rid].append(self.seat.pmm.record_committed(\n"
-           "            self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n",
+           ("        free = self.seat.free()\n", "        self._leases[rid].append(self.seat.lease(n, Role.KV))\n"),
+           ("        free = self.capacity - held\n",
+            "        self._leases[rid].append(self.seat.pmm.record_committed(\n"
+            "            self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n"),
            "the free room is this request's entries only, and the entries are recorded as already written instead "
            "of reserved, so the ledger cannot refuse them", "kv_admission_fits"),
     # advance_records_past_the_pool over-admits mid-request, so a deadlock (some_resident_can_finish) always
     # comes first; a bypass taken only by a request's last entries strands no one, and the pool overflows.
     Mutant("last_entries_skip_fit", ("I12",), "admission", _R, _ADB,
-           "        free = self.seat.free()\n        if n > free:\n",
-           "        free = self.seat.free()\n        if n == need:\n"
-           "            self._leases[rid].append(self.seat.pmm.record_committed(\n"
+           "        if n > free:\n",
+           "        if n == need:\n            self._leases[rid].append(self.seat.pmm.record_committed(\n"
            "                self.seat.holder, self.seat.auth, self.seat.tier, n, Role.KV))\n"
            "            self._state[rid] = S.ReqState.RESIDENT\n            return\n        if n > free:\n",
            "a request's last entries are booked as already written, without a fit check (it is about to finish "
@@ -213,8 +194,7 @@ _ALL: tuple[Mutant, ...] = (
            "mapped (record_committed) instead of reserving them, so the ledger cannot refuse the load",
            "retire_before_evict"),
     Mutant("serve_without_residency", ("I12",), "admission", _R, _ADC,
-           "            if not resident or not work:\n                raise InvalidTransition(f\"{a.model}: serve",
-           "            if not work:\n                raise InvalidTransition(f\"{a.model}: serve",
+           "            if not resident or not work:\n", "            if not work:\n",
            "a request is served by a model that was evicted", "retire_before_evict"),
     Mutant("evict_without_need", ("I12",), "admission", _R, _ADC,
            "if not any(r[_LEASE] is None and r[_WORK] and r[_SIZE] > free for r in self._rows.values()):",
@@ -271,42 +251,13 @@ _ALL: tuple[Mutant, ...] = (
     *REPLAY_MUTANTS,  # the replay checker and tracing, run as replay controls: refimpl.verify.mutants_replay
     # --- real ORT holders (refimpl.ort.holders) ---------------------------------------
     Mutant("kv_growth_releases_old_first", ("I8c",), "ort", _R, "refimpl.ort.holders",
-           '        old = self.bundles[rid]\n'
-           '        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n'
-           '        try:\n'
-           '            new = KvBundle(old.heads, old.dh, cap, lease, old.session, old.tokens, old.cur)\n'
-           '            n = old.heads * old.tokens * old.dh\n'
-           '            for name in ("key", "value"):\n'
-           '                new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n'
-           '            new.bind()\n'
-           '        except BaseException:\n'
-           "            self.pmm.release(self.id, lease)  # the old bucket stays the request's, the new one goes back\n"
-           '            raise\n'
-           '        return new\n'
-           '\n'
-           '    def install(self, rid: int, new: KvBundle) -> None:\n'
-           '        """The grown bucket served a Run: it becomes the request\'s, and the old lease goes back."""\n'
-           '        old = self.bundles[rid]\n'
-           '        self.bundles[rid] = new\n'
-           '        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new\n',
-           '        old = self.bundles[rid]\n'
-           '        self.pmm.release(self.id, old.lease)  # make room first: the old bucket is still read below\n'
-           '        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n'
-           '        try:\n'
-           '            new = KvBundle(old.heads, old.dh, cap, lease, old.session, old.tokens, old.cur)\n'
-           '            n = old.heads * old.tokens * old.dh\n'
-           '            for name in ("key", "value"):\n'
-           '                new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n'
-           '            new.bind()\n'
-           '        except BaseException:\n'
-           "            self.pmm.release(self.id, lease)  # the old bucket stays the request's, the new one goes back\n"
-           '            raise\n'
-           '        return new\n'
-           '\n'
-           '    def install(self, rid: int, new: KvBundle) -> None:\n'
-           '        """The grown bucket served a Run: it becomes the request\'s, and the old lease goes back."""\n'
-           '        old = self.bundles[rid]\n'
-           '        self.bundles[rid] = new\n',
+           ("        old = self.bundles[rid]\n"
+            "        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n",
+            "        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new\n"),
+           ("        old = self.bundles[rid]\n"
+            "        self.pmm.release(self.id, old.lease)  # make room first: the old bucket is still read below\n"
+            "        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)\n",
+            ""),
            "a KV growth releases the old bucket's lease before the new one is granted, then copies out of the "
            "old bucket: for the length of the copy its bytes are in use but charged to no one (issue #9's "
            "survivor: the transient state is never a state of the spec)"),
@@ -324,9 +275,8 @@ _ALL: tuple[Mutant, ...] = (
            "available=available(s.limit, s.used, 0),", "available=available(s.limit, s.pinned, 0),",
            "the report counts the reclaimable cache as available"),
     Mutant("decline_not_reported", ("I3",), "ort", _S, _SES,
-           "        ne = s.not_enforced | {a.role.value} if guards.on(\"honest_decline\") else s.not_enforced  # I3\n"
-           "        return attrs.evolve(s, declined=",
-           "        ne = s.not_enforced\n        return attrs.evolve(s, declined=",
+           '        ne = s.not_enforced | {a.role.value} if guards.on("honest_decline") else s.not_enforced  # I3\n',
+           "        ne = s.not_enforced\n",
            "declining a class of bytes records it but never reports it as not enforced"),
     Mutant("compat_labelled_weights", ("I3",), "ort", _S, _SES,
            "            label = f\"model:{a.name}\" if mode is Mode.COMPAT else Role.WEIGHTS.value\n",
@@ -393,8 +343,7 @@ _ALL: tuple[Mutant, ...] = (
            "            if self.guards.on(\"return_once\"):\n                return 0\n", "",
            "a restarted coordinator re-observing a recorded exit credits the worker's quota again"),
     Mutant("fence_refunds", ("C10",), "hierarchy", _R, _HC,
-           "        if not self.guards.on(\"charge_until_exit\"):\n            self.free, w[\"quota\"] = ",
-           "        if True:\n            self.free, w[\"quota\"] = ",
+           '        if not self.guards.on("charge_until_exit"):\n', "        if True:\n",
            "a missed heartbeat is taken for an exit: the fenced worker's quota comes back at fence time"),
     Mutant("grants_lifo", ("C10",), "hierarchy", _R, _HC,
            "key=lambda i: (0, 0, i[\"seq\"]) if i[\"age\"] >= cap else (1, -i[\"priority\"], i[\"seq\"]))",
@@ -421,8 +370,7 @@ _ALL: tuple[Mutant, ...] = (
            "        self.free -= self.workers[wid][\"quota\"]\n",
            "a spawned worker is handed a first unit of quota before it has authenticated"),
     Mutant("return_skips_quota_check", ("C10",), "hierarchy", _R, _HC,
-           "            if n > w[\"quota\"]:\n                raise InvalidBytes(",
-           "            if n > self.serving_quota:\n                raise InvalidBytes(",
+           '            if n > w["quota"]:\n', "            if n > self.serving_quota:\n",
            "a return message may give back more than the worker's quota: the coordinator mints free quota"),
     Mutant("reclaim_outside_by_name", ("I11",), "hierarchy", _R, _HC,
            "            if self.guards.on(\"participants_only\"):  # I11\n",
@@ -436,8 +384,7 @@ _ALL: tuple[Mutant, ...] = (
            "            i[\"age\"] = min(i[\"age\"] + 1, cap)\n", "            i[\"age\"] = i[\"age\"] + 1\n",
            "an intent's age grows past the aging cap"),
     Mutant("grant_off_by_one", ("C10",), "hierarchy", _R, _HC,
-           "        if n <= self.free:\n            w[\"quota\"] += n\n",
-           "        if n <= self.free + 1:\n            w[\"quota\"] += n\n",
+           "        if n <= self.free:\n", "        if n <= self.free + 1:\n",
            "a request is granted when it exceeds the free quota by one unit"),
     Mutant("ceiling_counts_slice", ("C10",), "hierarchy", _R, _HW,
            "        ceiling = self._in_use() + self.ceiling.free() // P.UNIT\n",
@@ -449,11 +396,8 @@ _ALL: tuple[Mutant, ...] = (
            "the liveness check only refuses exited workers: a fenced worker's identity, with its current epoch, "
            "is still granted quota"),
     Mutant("lost_reply_trusts_old_slice", ("C10",), "hierarchy", _R, _HW,
-           "            if msg[\"kind\"] == \"request\":  # it may have been deferred: nothing above what we "
-           "committed is ours\n                self._drop_reservations(0)\n                self.slice = "
-           "self._committed()\n",
-           "            if msg[\"kind\"] == \"request\":  # it may have been deferred: nothing above what we "
-           "committed is ours\n                pass\n",
+           "                self._drop_reservations(0)\n                self.slice = self._committed()\n",
+           "                pass\n",
            "a worker whose request got no reply keeps its slice and open reservation, as if it had been granted: "
            "after a deferral the coordinator gives those units to another worker"),
     Mutant("defer_keeps_reservations", ("C10",), "hierarchy", _R, _HW,

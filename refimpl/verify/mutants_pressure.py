@@ -62,17 +62,13 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "            pass\n",
            "the spec's reconfigure leaves the older pending tickets waiting under the new generation"),
     Mutant("press_delivers_under_the_lock", ("I7",), "pressure", _R, _MPRE,
-           "        under_lock = not self._guards.on(\"unlock_before_callback\")  # negative control: deliver under the lock\n"
-           "        opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind\n\n"
-           "        def open_(",
-           "        under_lock = True  # 'the callback is quick': delivered while the ledger lock is held\n"
-           "        opened: list[int] = []  # noted under the lock: a trace sink raising after the open leaves no ticket behind\n\n"
-           "        def open_(",
+           '        under_lock = not self._guards.on("unlock_before_callback")  # negative control: deliver under the lock\n',
+           "        under_lock = True  # 'the callback is quick': delivered while the ledger lock is held\n",
            "a press delivers the holder's callback while the ledger lock is held: a callback that answers or releases "
            "re-enters the governor, and every other thread waits on it"),
     Mutant("composed_reconfigure_fails_leases", ("I6",), "pressure", _R, _MARB,
-           "        self._require_active(a)\n        a.generation += 1\n",
-           "        self._require_active(a)\n        a.generation += 1\n"
+           "        a.generation += 1\n",
+           "        a.generation += 1\n"
            "        for rec in [r for r in a.allocs.values() if r.state is AllocState.LIVE and r.part is None]:\n"
            "            self._retire(rec)  # 'the old configuration's leases are void'\n",
            "reconfigure retires the authority's idle leases too, not only its waiters: holders lose bytes by no "
@@ -86,19 +82,18 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "        return self._open(holder, a, target, False, priority, deadline)\n",
            "opening a pressure ticket takes one of the holder's idle leases at once, before the holder chose"),
     Mutant("answer_takes_an_unnamed_lease", ("C5",), "pressure", _R, _MPRE,
-           "        for rec in picked:\n            released += rec.charge\n            self._retire(rec)\n",
-           "        for rec in picked:\n            released += rec.charge\n            self._retire(rec)\n"
+           "            self._retire(rec)\n",
+           "            self._retire(rec)\n"
            "        for rec in [x for x in r.auth.allocs.values() if picked and x.holder == holder and x.part is None\n"
            "                    and x.state is AllocState.LIVE and not (x.pinned or x.in_flight)][:1]:\n"
            "            self._retire(rec)  # 'the target was not met': one more of the holder's leases\n",
            "an answer also gives back one of the holder's idle leases it did not name (the target not met)"),
     Mutant("zero_answer_takes_a_lease", ("C5",), "pressure", _R, _MPRE,
-           "        released = 0\n        for rec in picked:\n",
-           "        released = 0\n        if not victims:  # 'take what you can', booked as nothing given back\n"
+           "        for rec in picked:\n",
+           "        if not victims:  # 'take what you can', booked as nothing given back\n"
            "            for x in [x for x in r.auth.allocs.values() if x.holder == holder and x.part is None\n"
            "                      and x.state is AllocState.LIVE and not (x.pinned or x.in_flight)][:1]:\n"
-           "                self._retire(x)\n"
-           "        for rec in picked:\n",
+           "                self._retire(x)\n        for rec in picked:\n",
            "a zero answer is read as 'take what you can': the holder's first idle lease is reclaimed"),
     Mutant("spec_aging_stops_short", ("I13",), "pressure", _S, "spec.manager",
            "    return M.Ticket(t.id, t.holder, t.authority, t.nbytes, t.priority, t.role, min(t.age + 1, bound), t.state,",

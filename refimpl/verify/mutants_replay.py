@@ -37,9 +37,8 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "precondition does not hold (a tier mismatch reported for an over-limit request)"),
     # The sequence check is one (invariants.replay.next_in_sequence) for both corpora: judged on this one only.
     _m("replay_duplicate_as_retransmission", ("I4a",), "ledger", _REP,
-       "    if seq < expected:\n        raise _Bad(\"duplicate-sequence\"",
-       "    if seq < expected:\n        return  # a retransmission: already applied\n        raise _Bad("
-       "\"duplicate-sequence\"",
+       '        raise _Bad("duplicate-sequence"',
+       '        return  # a retransmission: already applied\n        raise _Bad("duplicate-sequence"',
        "a repeated sequence number is taken for a harmless retransmission, but the caller still applies the "
        "event: a release delivered twice is judged a second release of a retired lease (I4a), not a duplicate"),
     _m("replay_forgives_one_lost_event", ("I1",), "ledger", _REP,
@@ -62,9 +61,8 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "a rejected event is held to G4 only when it changed a lease: a refusal that moved its ledger's used is "
        "judged as an accepted step would be (I1)"),
     _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", _MREP,
-       "        if auths[aid].used != u:\n            auths = auths.set(aid, evolve(auths[aid], used=u))\n",
-       "        if auths[aid].used != u and aid == getattr(sact, \"authority\", None):\n"
-       "            auths = auths.set(aid, evolve(auths[aid], used=u))\n",
+       "        if auths[aid].used != u:\n",
+       '        if auths[aid].used != u and aid == getattr(sact, "authority", None):\n',
        "the observed state judged by the clauses holds the figures of the ledger the action names only: a figure the "
        "governor moved on another ledger is reported as a plain refinement, not as the conservation breach it is"),
     _m("replay_allows_retired_allocation_id", ("I4a",), "ledger", _IDS,
@@ -79,11 +77,8 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "record_committed's new charge (and its ledger's used, through a view) is left out of the event's "
        "observed figures"),
     _m("trace_reads_touched_after_operation", ("I1",), "ledger", _TRACE,
-       "            auths, allocs = rec.pmm._touched(act)\n            try:\n                result = op(*args, **kwargs)\n"
-       "            except GovernorError as e:\n                error, result = e, None\n",
-       "            try:\n                result = op(*args, **kwargs)\n"
-       "            except GovernorError as e:\n                error, result = e, None\n"
-       "            auths, allocs = rec.pmm._touched(act)\n",
+       ("            auths, allocs = rec.pmm._touched(act)\n", "                error, result = e, None\n"),
+       ("", "                error, result = e, None\n            auths, allocs = rec.pmm._touched(act)\n"),
        "what an operation touches is read after it ran: a released lease is gone, so its ledger's used and its "
        "charge are not observed"),
     # --- the replay, judged on the composed corpus ------------------------------------------------------

@@ -17,7 +17,6 @@ __all__ = ["TX_MUTANTS"]
 _R, _S = Layer.REFIMPL, Layer.SPEC
 _MTX, _MLED, _STX = "refimpl.manager.transactions", "refimpl.manager.ledger", "spec.manager_tx"
 _MDEV, _MBUN, _SVIEW = "refimpl.manager.devices", "refimpl.manager.bundles", "spec.manager_views"
-_STRANDED = "        for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:\n"
 _C = "composed"
 
 TX_MUTANTS: tuple[Mutant, ...] = (
@@ -56,32 +55,31 @@ TX_MUTANTS: tuple[Mutant, ...] = (
            "planning does not check that the authorities' contexts are still active: a lost context gets new work",
            _C),
     Mutant("loss_refunds_committed", ("C3",), "transactions", _R, _MDEV,
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n",
-           "                if rec.state in _LOSABLE:\n                    rec.state = AllocState.DEVICE_LOST\n"
-           "                    a.used -= rec.charge\n",
+           "                    rec.state = AllocState.DEVICE_LOST\n",
+           "                    rec.state = AllocState.DEVICE_LOST\n                    a.used -= rec.charge\n",
            "device loss strands a lease's charge and refunds it at once too", _C),
     Mutant("termination_keeps_stranded", ("C3",), "transactions", _R, _MDEV,
-           _STRANDED + "            self._retire(rec)\n", _STRANDED + "            rec.auth.used -= rec.charge\n",
+           "            self._retire(rec)\n        self._rounds()  # the freed",
+           "            rec.auth.used -= rec.charge\n        self._rounds()  # the freed",
            "confirmed termination refunds the stranded charge but leaves it recorded as stranded", _C),
     Mutant("termination_forgets_refund", ("C3",), "transactions", _R, _MDEV,
-           _STRANDED + "            self._retire(rec)\n",
-           _STRANDED + "            rec.charge = 0\n            self._retire(rec)\n",
+           "            self._retire(rec)\n        self._rounds()  # the freed",
+           "            rec.charge = 0\n            self._retire(rec)\n        self._rounds()  # the freed",
            "confirmed termination clears the stranded record without refunding the charge", _C),
     # --- views (C6, I9) ---------------------------------------------------------------------------------------
     Mutant("commit_keeps_users", ("C6",), "transactions", _S, _SVIEW,
-           "    if not m.views:\n        return m\n",
-           "    if not m.views or not drop_own:  # only an abort's execution ends\n        return m\n",
+           "    if not m.views:\n", "    if not m.views or not drop_own:  # only an abort's execution ends\n",
            "commit ends the transaction but not its execution: it stays listed as a user of the views it bound", _C),
     Mutant("view_id_not_advanced", ("C6",), "transactions", _R, _MBUN,
-           "        vid = self._next_mview\n        self._next_mview += 1\n", "        vid = self._next_mview\n",
+           "        self._next_mview += 1\n", "",
            "publish reads the next view id but never advances it", _C),
     Mutant("one_bit_generation", ("I9",), "transactions", _R, _MBUN,
            "        v.generation += 1\n", "        v.generation = v.generation % 2 + 1\n",
            "the mapping generation is kept in one bit, so a second remap brings an old generation back", _C),
     # --- bundles and failure scope (I5, I10) ------------------------------------------------------------------
     Mutant("abort_keeps_partial_step", ("I10",), "transactions", _R, _MTX,
-           "        t = self._live_tx(tx)\n        credited = self._unwind(t, None)\n",
-           "        t = self._live_tx(tx)\n        if t.bundle is not None:  # the step it was writing\n"
+           "        credited = self._unwind(t, None)\n",
+           "        if t.bundle is not None:  # the step it was writing\n"
            "            self._bundles[t.bundle].versions = [x + 1 for x in self._bundles[t.bundle].versions]\n"
            "        credited = self._unwind(t, None)\n",
            "an abort of a bundle's transaction keeps the step it was writing: the bundle's parts advance with no "
