@@ -59,8 +59,7 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
            "grants take bytes the device does not have"),
     Mutant("commit_publishes_first_part_only", ("I10",), "manager", _S, "spec.manager_tx",
-           "    for (_, n), alloc in zip(x.needs, x.held):\n",
-           "    for (_, n), alloc in zip(x.needs[:1], x.held[:1]):\n",
+           "zip(x.needs, x.held)", "zip(x.needs[:1], x.held[:1])",
            "a composed commit turns only its first reservation into a lease yet advances the bundle: the engine's "
            "state claims a step whose bytes on the other authorities are still provisional"),
     Mutant("extents_span_to_last_end", ("I8",), "ort", _R, "refimpl.ort.extents",
@@ -69,8 +68,7 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "the extents reader counts from the file's start to the end of the last referenced range: the dead space "
            "between and before the weights is charged, and grows with padding (#853's defect, in the reader)"),
     Mutant("report_hides_declined", ("I3",), "ort", _S, "spec.sessions",
-           "        not_enforced=s.not_enforced,\n",
-           "        not_enforced=frozenset(x for x in s.not_enforced if x.startswith(\"model:\")),\n",
+           "not_enforced=s.not_enforced", 'not_enforced=frozenset(x for x in s.not_enforced if x.startswith("model:"))',
            "the report lists only per-model not-enforced labels: a declined class (KV, the arena) is recorded as "
            "not enforced but the user reads the limit as binding on it"),
 )

@@ -31,8 +31,7 @@ def _m(name: str, ids: tuple[str, ...], model: str, module: str, old: str, new: 
 REPLAY_MUTANTS: tuple[Mutant, ...] = (
     # --- the replay, judged on the ledger-only corpus ---------------------------------------------------
     _m("replay_excuses_any_refusal", ("C2",), "ledger", _REP,
-       "    return outcome[\"error\"] in {type(e).__name__ for e in refusals(state, act)}\n",
-       "    return outcome[\"error\"] in _ERRORS\n",
+       "{type(e).__name__ for e in refusals(state, act)}", "_ERRORS",
        "a rejected event naming any spec error class passes when the spec refuses too, even a class whose "
        "precondition does not hold (a tier mismatch reported for an over-limit request)"),
     # The sequence check is one (invariants.replay.next_in_sequence) for both corpora: judged on this one only.
@@ -61,19 +60,16 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "a rejected event is held to G4 only when it changed a lease: a refusal that moved its ledger's used is "
        "judged as an accepted step would be (I1)"),
     _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", _MREP,
-       "        if auths[aid].used != u:\n",
-       '        if auths[aid].used != u and aid == getattr(sact, "authority", None):\n',
+       "auths[aid].used != u:", 'auths[aid].used != u and aid == getattr(sact, "authority", None):',
        "the observed state judged by the clauses holds the figures of the ledger the action names only: a figure the "
        "governor moved on another ledger is reported as a plain refinement, not as the conservation breach it is"),
     _m("replay_allows_retired_allocation_id", ("I4a",), "ledger", _IDS,
-       "        if old is not None and (kind == \"allocation\" or self.live(kind, old)):\n",
-       "        if old is not None and self.live(kind, old):\n",
+       '(kind == "allocation" or self.live(kind, old))', "self.live(kind, old)",
        "an allocation id may be issued again once its lease retired (as authority and holder ids may not be "
        "while live): a reused lease id passes"),
     # --- tracing (refimpl.tracing, the manager's observed figures) ------------------------------------
     _m("trace_omits_recorded_charge", ("I1",), "ledger", _VIEWS,
-       "        if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in self._allocs:\n",
-       "        if isinstance(act, A.Reserve) and type(result) is int and result in self._allocs:\n",
+       "(A.Reserve, A.RecordCommitted)) and type(result", "A.Reserve) and type(result",
        "record_committed's new charge (and its ledger's used, through a view) is left out of the event's "
        "observed figures"),
     _m("trace_reads_touched_after_operation", ("I1",), "ledger", _TRACE,

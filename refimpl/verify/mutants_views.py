@@ -21,8 +21,7 @@ _MTX, _SPARTS = "refimpl.manager.transactions", "spec.manager_parts"
 
 VIEW_MUTANTS: tuple[Mutant, ...] = (
     Mutant("view_before_every_need", ("C4",), "manager", _R, _MBUN,
-           "            self._phase(t, (_P.RESERVED,), \"publish\")",
-           "            self._phase(t, (_P.PLANNED, _P.RESERVING, _P.RESERVED), \"publish\")",
+           "(_P.RESERVED,)", "(_P.PLANNED, _P.RESERVING, _P.RESERVED)",
            "a transaction publishes its view while a need is still unreserved: an execution reads bytes no "
            "ledger charges"),
     Mutant("spec_view_before_every_need", ("C4",), "manager", _S, _SVIEW,
@@ -30,8 +29,7 @@ VIEW_MUTANTS: tuple[Mutant, ...] = (
            "    if False:\n",
            "the spec publishes a view of a transaction that still misses a need"),
     Mutant("execute_stale_generation", ("C6",), "manager", _R, _MBUN,
-           "        if generation != v.generation and self._guards.on(\"current_generation\"):  # C6\n",
-           "        if False:\n",
+           'generation != v.generation and self._guards.on("current_generation"):  # C6', "False:",
            "an execution binds a view by an old mapping generation: it reads the replaced mapping"),
     Mutant("spec_execute_stale_generation", ("C6",), "manager", _S, _SVIEW,
            "    if act.generation != v.generation and guards.on(\"current_generation\"):\n",
@@ -62,12 +60,10 @@ VIEW_MUTANTS: tuple[Mutant, ...] = (
            "    if v.users:\n", "    if False:\n",
            "the spec drops a view under its executions"),
     Mutant("lease_under_view_unpinned", ("C6",), "manager", _R, _MTX,
-           "                v.lease.part = v  # but the one under its view stays pinned until DropView (C6)\n",
-           "                pass\n",
+           "v.lease.part = v  # but the one under its view stays pinned until DropView (C6)", "pass",
            "a committed transaction's lease under its view is the holder's at once: released while the view is "
            "mapped, its readers read credited bytes"),
     Mutant("spec_lease_under_view_unpinned", ("C6",), "manager", _S, _SPARTS,
-           "    out: dict[int, str] = {v.allocation: f\"view {v.id}\" for v in m.views.values() if v.allocation is not None}\n",
-           "    out: dict[int, str] = {}\n",
+           '{v.allocation: f"view {v.id}" for v in m.views.values() if v.allocation is not None}', "{}",
            "the spec lets the lease under a mapped view be released, cancelled, quarantined or given up"),
 )
