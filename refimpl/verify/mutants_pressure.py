@@ -15,7 +15,6 @@ from refimpl.verify.mutants_paths import MARB, MPRE, R, S, SMAN, SPARTS
 
 __all__ = ["PRESSURE_MUTANTS"]
 
-
 PRESSURE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("late_answer_credited", ("C5",), "pressure", R, MPRE,
            'r.deadline is not None and now > r.deadline and self._guards.on("answer_open_only")', "False",

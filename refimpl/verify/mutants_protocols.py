@@ -12,7 +12,6 @@ from refimpl.verify.mutants_paths import GOV, LIM, MARB, MPRE, R, S, SES, STX
 
 __all__ = ["PROTOCOL_MUTANTS"]
 
-
 PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
     # --- arbitration on the composed manager (refimpl.manager.arbitration, .pressure, .ledger) -----
     Mutant("grant_order_ascending_priority", ("I13",), "pressure", R, MARB,

@@ -20,7 +20,6 @@ from refimpl.verify.mutants_paths import MREP, R, REP
 __all__ = ["REPLAY_MUTANTS"]
 
 
-
 def _m(name: str, ids: tuple[str, ...], model: str, module: str, old: str, new: str, description: str) -> Mutant:
     return Mutant(name, ids, model, R, module, old, new, description, submodel="replay")
 

@@ -15,7 +15,6 @@ from refimpl.verify.mutants_paths import MBUN, MTX, R, S, SPARTS, SVIEW
 
 __all__ = ["VIEW_MUTANTS"]
 
-
 VIEW_MUTANTS: tuple[Mutant, ...] = (
     Mutant("view_before_every_need", ("C4",), "manager", R, MBUN,
            "(_P.RESERVED,)", "(_P.PLANNED, _P.RESERVING, _P.RESERVED)",
