@@ -1,19 +1,5 @@
-"""Mutants of records' lifetime: unregistering a holder, shrinking and growing a lease, an allowance across a device
-loss (a part of the registry in `refimpl.verify.mutants`).
-
-The composed campaign (`ortmem verify`'s manager checker) runs these: a bug in
-refimpl (`refimpl.manager.devices`) and one in the composed spec
-(`spec.manager_parts`), each leaving a record that names a holder no longer
-registered, caught by I4a's harm clause in `invariants.manager_holders`; a
-bug in refimpl's shrink (`refimpl.manager.pressure`) and one in the spec's,
-each crediting other than the bytes the lease lost, caught by I1's
-`step_I1_manager.shrink_credits_what_the_lease_loses`; two in refimpl's
-grow, one past the limit or quota (I2's `grant_within_limit`, I1's `tier_charge_within_quota`) and one past a waiting
-ticket (I13's `allocator_never_overtakes_a_waiter`), and one in the spec's
-charging nothing (I1's `grow_charges_what_the_lease_gains`); and one in the
-composed spec (`spec.manager`) whose device loss ends allowances their
-holders did not close, caught by I6's `allowance_changes_by_own_action` in
-`invariants.manager`.
+"""Mutants of records' lifetime: unregistering a holder, shrinking and growing a lease, an allowance across a
+device loss (the manager checker; a part of `refimpl.verify.mutants`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Mutants of the composed manager where its parts meet on one ledger (a part of the registry in
-`refimpl.verify.mutants`): rounds after a cancel, grants and transaction reservations booked on the ledger,
-matured waiters, bundles at commit, and pressure answers.
+"""Mutants of the composed manager where its parts meet on one ledger (a part of `refimpl.verify.mutants`):
+rounds after a cancel, grants and transaction reservations booked on the ledger, matured waiters, bundles at
+commit, and pressure answers.
 """
 
 from __future__ import annotations

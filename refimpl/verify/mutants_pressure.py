@@ -1,11 +1,5 @@
-"""Mutants of the composed manager's pressure part (a part of the registry in `refimpl.verify.mutants`).
-
-The composed campaign (`ortmem verify`'s manager checker; model "pressure": its pressure restriction,
-`invariants.manager_pressure`) runs these: bugs in
-the deadlines, generations and use flags of holder pressure and in the
-try-only allocator path, in refimpl (`refimpl.manager.pressure`,
-`.arbitration`) and in the composed spec (`spec.manager_parts`), each caught
-by the harm clause of its ID in `invariants.manager`.
+"""Mutants of holder pressure (model "pressure", `invariants.manager_pressure`; a part of `refimpl.verify.mutants`):
+its deadlines, generations and use flags, the holder's answer, and the try-only allocator path.
 """
 
 from __future__ import annotations

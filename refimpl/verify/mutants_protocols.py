@@ -1,8 +1,5 @@
-"""Mutants of arbitration and of other composed parts (a part of the registry in `refimpl.verify.mutants`).
-
-The pressure checker (the composed machine restricted to pressure, `invariants.manager_pressure`) runs the
-arbitration ones: bugs in the manager's ticket and lease code (`refimpl.manager`); the rest run on the composed
-manager and the ORT checkers. The transaction mutants are `refimpl.verify.mutants_tx`.
+"""Mutants of arbitration (model "pressure") and of other parts: limits, a composed commit, the ORT extents reader
+and report (a part of `refimpl.verify.mutants`).
 """
 
 from __future__ import annotations

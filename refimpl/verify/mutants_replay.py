@@ -1,15 +1,10 @@
-"""Mutants of the replay checker and of tracing (a part of the registry in `refimpl.verify.mutants`).
+"""Mutants of the replay checker and of tracing (a part of `refimpl.verify.mutants`).
 
-Realistic bugs of `ortmem replay` (`invariants.manager_replay`, the one
-engine, and its parts `invariants.replay`, `.replay_ids`, `.replay_grants`) and of the emitter that feeds it
-(`refimpl.tracing`, `refimpl.manager.views._observed`). Each has
-`submodel="replay"`: its checker runs the replay control
-(`refimpl.verify.replay_control`), which re-records a fixed corpus from
-refimpl under the mutant and finds the mutant only when a verdict flips (a
-good trace rejected, or a bad one accepted or rejected for another reason).
-`ids`: the IDs whose harm the corpus's bad trace for that bug shows. `model`
-names the corpus: "ledger" (ledger-only traces) or "manager" (composed ones);
-both are replayed by the one engine.
+Each has `submodel="replay"`: its checker runs the replay control (`refimpl.verify.replay_control`), which
+re-records a fixed corpus from refimpl under the mutant and finds the mutant only when a verdict flips (a good
+trace rejected, or a bad one accepted or rejected for another reason). `ids`: the IDs whose harm the corpus's bad
+trace for that bug shows. `model` names the corpus: "ledger" (ledger-only traces) or "manager" (composed ones);
+both are replayed by the one engine, `invariants.manager_replay`.
 """
 
 from __future__ import annotations

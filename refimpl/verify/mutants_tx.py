@@ -1,10 +1,6 @@
-"""Mutants of the composed capacity transactions (a part of the registry in `refimpl.verify.mutants`): retry
-intents (C4), device loss and termination (C3), views (C6, I9), bundles and poisoning (I5, I10).
-
-The transactions checker runs these on the composed restriction (`submodel="composed"`,
-`invariants.manager_tx_machine.TxMachine`): bugs in refimpl (`refimpl.manager.transactions`, `.bundles`,
-`.devices`, `.ledger`) and in the composed spec (`spec.manager_tx`, `spec.manager_views`, `spec.manager`), each
-caught by a harm clause of its ID (`invariants.manager_tx`, `.manager_views`, `.manager`).
+"""Mutants of the composed capacity transactions (a part of `refimpl.verify.mutants`), run by the transactions
+checker on its composed restriction (`submodel="composed"`): retry intents (C4), device loss and termination (C3),
+views (C6, I9), bundles and poisoning (I5, I10).
 """
 
 from __future__ import annotations

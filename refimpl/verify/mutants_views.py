@@ -1,11 +1,5 @@
-"""Mutants of the composed manager's model views (a part of the registry in `refimpl.verify.mutants`).
-
-The composed campaign (`ortmem verify`'s manager checker) runs these: bugs in
-publishing, executing, remapping and dropping a transaction's view, and in
-pinning the lease a view is over, in refimpl
-(`refimpl.manager.bundles`, `refimpl.manager.transactions`) and in the
-composed spec (`spec.manager_views`, `spec.manager_parts`),
-each caught by the harm clause of its ID in `invariants.manager_views`.
+"""Mutants of the composed manager's model views: publishing, executing, remapping and dropping a transaction's
+view, and pinning the lease under it (a part of `refimpl.verify.mutants`).
 """
 
 from __future__ import annotations
