@@ -92,8 +92,7 @@ _ALL: tuple[Mutant, ...] = (
            "        w.auth.promised -= w.limit\n", "        w.auth.promised -= 2 * w.limit\n",
            "closing an allowance returns twice its limit to the pool's promise budget"),
     Mutant("transfer_mints_limit", ("I4b",), "ledger", R, ALW,
-           "        src.limit -= nbytes\n        dst.limit += nbytes\n",
-           "        dst.limit += nbytes\n",
+           "        src.limit -= nbytes\n        dst.limit += nbytes\n", "        dst.limit += nbytes\n",
            "a transfer adds limit to the target without taking it from the source"),
     Mutant("identity_check_ignores_capacity", ("C1",), "ledger", R, GOV,
            "(existing.tier is not tier or existing.capacity != capacity)", "(existing.tier is not tier)",
@@ -131,8 +130,7 @@ _ALL: tuple[Mutant, ...] = (
            "commits and becomes the owner): the lease changes holder, and the reserving holder's charge moves "
            "to a holder that never asked for it"),
     Mutant("id_counter_not_advanced", ("I4a",), "ledger", R, GOV,
-           "            self._next_alloc += 1\n", "",
-           "the allocation id counter is read but never advanced"),
+           "            self._next_alloc += 1\n", "", "the allocation id counter is read but never advanced"),
     Mutant("growth_charges_ledger", ("I4b",), "ledger", R, ALW,
            "        w.reserved += nbytes\n", "        w.reserved += nbytes\n        w.auth.used += nbytes\n",
            "reserving allowance growth also charges the ledger, though an allowance owns no bytes"),
@@ -234,8 +232,7 @@ _ALL: tuple[Mutant, ...] = (
            "elastic_guaranteed_path"),
     Mutant("reclaim_ignores_answer", ("C5",), "admission", R, "refimpl.admission.weight_cache",
            "target, self.answer_cap = min(target, self.answer_cap),", "self.answer_cap =",
-           "the weight cache gives back all it is asked for whatever its holder answered",
-           "elastic_guaranteed_path"),
+           "the weight cache gives back all it is asked for whatever its holder answered", "elastic_guaranteed_path"),
     *PRESSURE_MUTANTS,  # the composed pressure part: deadlines, generations, use flags, try-only path
     *VIEW_MUTANTS,  # the composed model views: publish, execute, remap
     *PROTOCOL_MUTANTS,  # the pool protocol and capacity transactions: refimpl.verify.mutants_protocols
@@ -274,14 +271,12 @@ _ALL: tuple[Mutant, ...] = (
            'f"model:{a.name}" if mode is Mode.COMPAT else Role.WEIGHTS.value', "Role.WEIGHTS.value",
            "a compatibility-mode model is reported under the weights label, so it reads as enforced"),
     Mutant("compat_reuses_prefix", ("C9",), "ort", S, SES,
-           "mode is not Mode.COMPAT", "True",
-           "a model without a state declaration still gets prefix reuse"),
+           "mode is not Mode.COMPAT", "True", "a model without a state declaration still gets prefix reuse"),
     Mutant("residency_without_source", ("I8b",), "ort", S, SES,
            "Residency(a.nbytes, a.source)", 'Residency(a.nbytes, "")',
            "a residency figure is stored without the source it was read from"),
     Mutant("admission_drops_transient_peak", ("I8",), "ort", S, SES,
-           "t.granule, f.transient_peak", "t.granule, 0",
-           "weights are admitted without the session's transient peak"),
+           "t.granule, f.transient_peak", "t.granule, 0", "weights are admitted without the session's transient peak"),
     Mutant("prefetch_into_headroom", ("I8c",), "ort", S, SES,
            "max(s.cache, s.limit - s.pinned - t.headroom)", "max(s.cache, s.limit - s.pinned)",
            "the weight cache prefetches into the transient headroom"),
@@ -293,11 +288,10 @@ _ALL: tuple[Mutant, ...] = (
            "a decode writes one token past the KV capacity it holds before growing"),
     # --- real ORT sessions (refimpl.ort, refimpl layer: real sessions, checked against ungoverned runs) ---
     Mutant("kv_growth_forgets_copy", ("C9",), "ort", R, HOLD,
-           "            for name in (\"key\", \"value\"):\n"
-           "                new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n",
-           "",
-           "a KV growth allocates the bigger bucket but never copies the old K/V into it: the next decode "
-           "attends over zeros (the bug issue #11 says the thorough campaign used to miss)"),
+           '            for name in ("key", "value"):\n'
+           "                new.bufs[name][old.cur][:n] = old.bufs[name][old.cur][:n]\n", "",
+           "a KV growth allocates the bigger bucket but never copies the old K/V into it: the next decode attends "
+           "over zeros (the bug issue #11 says the thorough campaign used to miss)"),
     Mutant("kv_growth_leaks_old_lease", ("C8",), "ort", R, HOLD,
            "        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new\n", "",
            "a KV growth moves the request to the new bucket but never gives the old lease back: the ledger "
@@ -307,13 +301,12 @@ _ALL: tuple[Mutant, ...] = (
            "a decode whose Run fails after its KV growth keeps the grown bucket's lease: the ledger charges KV "
            "for a step that never happened (issue #11 item 6's RunFailed, now an environment event of the spec)"),
     Mutant("arena_peak_charged_twice", ("I8",), "ort", R, OGOV,
-           "            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on(\"arena_room\"))\n",
-           "            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on(\"arena_room\"))\n"
+           '            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on("arena_room"))\n',
+           '            rec.arena_loan = self.env_arena.lend(f.transient_peak, enforce=self.guards.on("arena_room"))\n'
            "            extra = self.pmm.reserve(self.arena, self.auth, Tier.HOST, f.transient_peak, Role.ARENA)\n"
            "            self.pmm.commit(self.arena, extra, f.transient_peak)\n",
-           "each model's transient peak is lent within the env arena and still charged as its own ARENA lease "
-           "on the host authority beside the arena's lease: the same bytes booked twice (issue #11's closing "
-           "note)"),
+           "each model's transient peak is lent within the env arena and still charged as its own ARENA lease on the "
+           "host authority beside the arena's lease: the same bytes booked twice (issue #11's closing note)"),
     Mutant("arena_on_second_authority", ("C1", "I8"), "ort", R, OGOV,
            "        return ArenaHolder(self.pmm, self.auth, arena_cap, on_pressure=zero)\n",
            "        env_auth = self.pmm.register_authority(\"env-arena\", Tier.HOST, arena_cap)\n"
@@ -338,15 +331,13 @@ _ALL: tuple[Mutant, ...] = (
            "        back = max(0, w[\"quota\"] - keep)\n", "        back = 0\n",
            "a deferring worker's uncommitted quota stays charged to it at the coordinator"),
     Mutant("grant_not_journaled", ("C10",), "hierarchy", R, HC,
-           "        w[\"seq\"] = max(w[\"seq\"], seq)\n        self._commit()\n",
-           "        w[\"seq\"] = max(w[\"seq\"], seq)\n",
+           '        w["seq"] = max(w["seq"], seq)\n        self._commit()\n', '        w["seq"] = max(w["seq"], seq)\n',
            "a message's effect (a grant) is answered before it is journaled: a restart forgets it"),
     Mutant("stale_epoch_off_by_one", ("C10",), "hierarchy", R, HC,
            '!= w["epoch"]', '< w["epoch"] - 1',
            "a message one epoch behind (from a fenced incarnation) is still accepted"),
     Mutant("exit_keeps_quota", ("C10",), "hierarchy", R, HC,
-           "        w.update(state=EXITED, quota=0, returned=credit",
-           "        w.update(state=EXITED, returned=credit",
+           "        w.update(state=EXITED, quota=0, returned=credit", "        w.update(state=EXITED, returned=credit",
            "an observed exit credits the quota back but leaves it charged to the dead worker too"),
     Mutant("spawn_predelegates", ("C10",), "hierarchy", R, HC,
            "                             \"seq\": 0, \"quota\": 0, \"returned\": 0}\n",

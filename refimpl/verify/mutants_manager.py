@@ -40,14 +40,12 @@ MANAGER_MUTANTS: tuple[Mutant, ...] = (
            "a transaction adopts its holder's granted-but-unclaimed reservation of the same size instead of booking its own"),
     Mutant("composed_commit_skips_bundle", ("I10",), "manager", R, MTX,
            "        self._advance_bundle(t)  # BundlePoisoned before anything moves (I5); else one step with the leases (I10)\n",
-           "",
-           "a composed commit turns the reservations into leases but leaves the transaction's state bundle behind"),
+           "", "a composed commit turns the reservations into leases but leaves the transaction's state bundle behind"),
     Mutant("poisoned_bundle_commits", ("I10",), "manager", S, STX,
            "        if b.poisoned:\n            raise BundlePoisoned(f\"bundle {b.id} is poisoned; abort and rebuild\")\n", "",
            "a transaction of a poisoned bundle still commits, advancing state the engine must rebuild"),
     Mutant("answer_takes_foreign_lease", ("I6",), "manager", R, MPRE,
            "            if rec.holder != holder:\n"
-           "                raise ForeignHolder(f\"allocation {v} is held by holder {rec.holder}, not {holder}\")\n",
-           "",
+           '                raise ForeignHolder(f"allocation {v} is held by holder {rec.holder}, not {holder}")\n', "",
            "a pressure answer may name any lease on the authority: one holder gives back another's bytes"),
 )

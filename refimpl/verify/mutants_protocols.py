@@ -43,10 +43,9 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "            elif t.age >= bound and self._aging:", "            elif t.age > bound and self._aging:",
            "a round stops only past the aging bound, which a capped age never reaches"),
     Mutant("limit_commit_checks_old_limit", ("I2",), "manager", R, LIM,
-           "        committed = a.used <= ch.target or not",
-           "        committed = a.used <= a.limit or not",
-           "a limit change commits when used fits under the old limit, not the new one: a lowered limit "
-           "leaves granted leases above it"),
+           "        committed = a.used <= ch.target or not", "        committed = a.used <= a.limit or not",
+           "a limit change commits when used fits under the old limit, not the new one: a lowered limit leaves "
+           "granted leases above it"),
     Mutant("limit_past_capacity", ("I2",), "manager", R, LIM,
            "        if limit > a.capacity:\n", "        if limit > 2 * a.capacity:\n",
            "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "

@@ -35,21 +35,18 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "    if seq > expected:\n", "    if seq > expected + 1:\n",
        "a jump of one in the sequence is forgiven (an off-by-one): a lost cancel goes unnoticed"),
     _m("replay_boundary_forgives_later_leftovers", ("I1",), "ledger", MREP,
-       "            at_boundary = act is None\n",
-       "            at_boundary = at_boundary or act is None\n",
-       "once a boundary was declared, work left open at the end of the trace is forgiven, even work begun "
-       "after the boundary"),
+       "            at_boundary = act is None\n", "            at_boundary = at_boundary or act is None\n",
+       "once a boundary was declared, work left open at the end of the trace is forgiven, even work begun after the "
+       "boundary"),
     _m("replay_leftover_forgets_growth", ("I4b",), "ledger", MREP,
        "    out += [f\"allowance {o('allowance', w.id)} still reserves {w.reserved} B of growth\"\n"
-       "            for w in m.ledger.allowances.values() if w.reserved]\n",
-       "",
-       "the end-of-trace leftover check looks at provisional leases only: allowance growth reserved and never "
-       "mapped is forgiven"),
+       "            for w in m.ledger.allowances.values() if w.reserved]\n", "",
+       "the end-of-trace leftover check looks at provisional leases only: allowance growth reserved and never mapped "
+       "is forgiven"),
     _m("replay_g4_compares_leases_only", ("I1",), "ledger", MREP,
-       "        if rejected:\n",
-       "        if rejected and allocs is not led.allocations:\n",
-       "a rejected event is held to G4 only when it changed a lease: a refusal that moved its ledger's used is "
-       "judged as an accepted step would be (I1)"),
+       "        if rejected:\n", "        if rejected and allocs is not led.allocations:\n",
+       "a rejected event is held to G4 only when it changed a lease: a refusal that moved its ledger's used is judged "
+       "as an accepted step would be (I1)"),
     _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", MREP,
        "auths[aid].used != u:", 'auths[aid].used != u and aid == getattr(sact, "authority", None):',
        "the observed state judged by the clauses holds the figures of the ledger the action names only: a figure the "
@@ -70,10 +67,9 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "charge are not observed"),
     # --- the replay, judged on the composed corpus ------------------------------------------------------
     _m("manager_replay_forgets_open_work", ("C4",), "manager", MREP,
-       "        left = never_granted(owed, ids) + _leftover(m, ids)\n",
-       "        left = never_granted(owed, ids)\n",
-       "only owed grants are checked at the end of a composed trace: a transaction still holding its "
-       "reservation (and its provisional allocation) is forgotten"),
+       "        left = never_granted(owed, ids) + _leftover(m, ids)\n", "        left = never_granted(owed, ids)\n",
+       "only owed grants are checked at the end of a composed trace: a transaction still holding its reservation (and "
+       "its provisional allocation) is forgotten"),
     _m("grant_replay_lets_newcomer_overtake", ("I13",), "manager", "invariants.replay_grants",
        "        newcomer = first is not None and first >= before.next_ticket\n", "        newcomer = False\n",
        "a grant owed to a fitting waiter may be given to a ticket submitted after the room was made: the "
