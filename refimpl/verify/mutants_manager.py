@@ -12,10 +12,9 @@ __all__ = ["MANAGER_MUTANTS"]
 
 MANAGER_MUTANTS: tuple[Mutant, ...] = (
     Mutant("cancel_forgets_round", ("I13",), "manager", R, MARB,
-           ("                self._grant_pass(a)\n            return 0\n        if rec is None:",
-            "        self._retire(rec)\n        self._rounds()  # its charge"),
-           ("                pass\n            return 0\n        if rec is None:",
-            "        self._retire(rec)\n        pass  # its charge"),
+           ("self._grant_pass(a)\n            return 0\n        if rec is None:",
+            "self._retire(rec)\n        self._rounds()  # its charge"),
+           ("pass\n            return 0\n        if rec is None:", "self._retire(rec)\n        pass  # its charge"),
            "cancelling or timing out a ticket runs no round, so a waiter that now fits stays parked"),
     Mutant("cancel_keeps_reservation", ("I1",), "manager", R, MARB,
            "        self._retire(rec)\n", "",
@@ -27,16 +26,17 @@ MANAGER_MUTANTS: tuple[Mutant, ...] = (
            "Role.STATE, n", "Role.STATE, n + (n & 1)",
            "a transaction's reservation is rounded up to an even granule: it holds more than its need"),
     Mutant("misfit_prebooked", ("I13",), "manager", R, MARB,
-           "                break  # a matured misfit ends the round",
-           "                if t.alloc is None and a.limit > a.used:  # hold what is free\n"
+           "break  # a matured misfit ends the round",
+           "if t.alloc is None and a.limit > a.used:  # hold what is free\n"
            "                    t.alloc = self._enter(t.holder, a, a.tier, t.role, a.limit - a.used, _O_GRANTED)\n"
            "                break  # a matured misfit ends the round",
            "a matured waiter that does not fit is pre-booked the free bytes while it still waits (hold and wait)"),
     Mutant("tx_adopts_grant", ("I1",), "manager", R, MTX,
-           "        rec = self._enter(t.holder, a, a.tier, Role.STATE, n, Origin.GRANTED)\n",
-           "        rec = next((k.alloc for k in self._tickets.values() if k.auth is a and k.alloc is not None\n"
-           "                    and k.holder == t.holder and k.nbytes == n), None) or self._enter(t.holder, a, a.tier, Role.STATE, n,\n"
-           "                                                                    Origin.GRANTED)\n",
+           "rec = self._enter(t.holder, a, a.tier, Role.STATE, n, Origin.GRANTED)",
+           "rec = next((k.alloc for k in self._tickets.values() if k.auth is a and k.alloc is not None\n"
+           "                    and k.holder == t.holder and k.nbytes == n), None) or self._enter(t.holder, a, "
+           "a.tier, Role.STATE, n,\n"
+           "                                                                    Origin.GRANTED)",
            "a transaction adopts its holder's granted-but-unclaimed reservation of the same size instead of booking its own"),
     Mutant("composed_commit_skips_bundle", ("I10",), "manager", R, MTX,
            "        self._advance_bundle(t)  # BundlePoisoned before anything moves (I5); else one step with the leases (I10)\n",

@@ -27,15 +27,15 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "precondition does not hold (a tier mismatch reported for an over-limit request)"),
     # The sequence check is one (invariants.replay.next_in_sequence) for both corpora: judged on this one only.
     _m("replay_duplicate_as_retransmission", ("I4a",), "ledger", REP,
-       '        raise _Bad("duplicate-sequence"',
-       '        return  # a retransmission: already applied\n        raise _Bad("duplicate-sequence"',
+       'raise _Bad("duplicate-sequence"',
+       'return  # a retransmission: already applied\n        raise _Bad("duplicate-sequence"',
        "a repeated sequence number is taken for a harmless retransmission, but the caller still applies the "
        "event: a release delivered twice is judged a second release of a retired lease (I4a), not a duplicate"),
     _m("replay_forgives_one_lost_event", ("I1",), "ledger", REP,
-       "    if seq > expected:\n", "    if seq > expected + 1:\n",
+       "if seq > expected:", "if seq > expected + 1:",
        "a jump of one in the sequence is forgiven (an off-by-one): a lost cancel goes unnoticed"),
     _m("replay_boundary_forgives_later_leftovers", ("I1",), "ledger", MREP,
-       "            at_boundary = act is None\n", "            at_boundary = at_boundary or act is None\n",
+       "at_boundary = act is None", "at_boundary = at_boundary or act is None",
        "once a boundary was declared, work left open at the end of the trace is forgiven, even work begun after the "
        "boundary"),
     _m("replay_leftover_forgets_growth", ("I4b",), "ledger", MREP,
@@ -44,7 +44,7 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "the end-of-trace leftover check looks at provisional leases only: allowance growth reserved and never mapped "
        "is forgiven"),
     _m("replay_g4_compares_leases_only", ("I1",), "ledger", MREP,
-       "        if rejected:\n", "        if rejected and allocs is not led.allocations:\n",
+       "if rejected:", "if rejected and allocs is not led.allocations:",
        "a rejected event is held to G4 only when it changed a lease: a refusal that moved its ledger's used is judged "
        "as an accepted step would be (I1)"),
     _m("replay_view_drops_untouched_ledgers", ("I1",), "ledger", MREP,
@@ -61,17 +61,17 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        "record_committed's new charge (and its ledger's used, through a view) is left out of the event's "
        "observed figures"),
     _m("trace_reads_touched_after_operation", ("I1",), "ledger", "refimpl.tracing",
-       ("            auths, allocs = rec.pmm._touched(act)\n", "                error, result = e, None\n"),
-       ("", "                error, result = e, None\n            auths, allocs = rec.pmm._touched(act)\n"),
+       ("            auths, allocs = rec.pmm._touched(act)\n", "error, result = e, None"),
+       ("", "error, result = e, None\n            auths, allocs = rec.pmm._touched(act)"),
        "what an operation touches is read after it ran: a released lease is gone, so its ledger's used and its "
        "charge are not observed"),
     # --- the replay, judged on the composed corpus ------------------------------------------------------
     _m("manager_replay_forgets_open_work", ("C4",), "manager", MREP,
-       "        left = never_granted(owed, ids) + _leftover(m, ids)\n", "        left = never_granted(owed, ids)\n",
+       "left = never_granted(owed, ids) + _leftover(m, ids)", "left = never_granted(owed, ids)",
        "only owed grants are checked at the end of a composed trace: a transaction still holding its reservation (and "
        "its provisional allocation) is forgotten"),
     _m("grant_replay_lets_newcomer_overtake", ("I13",), "manager", "invariants.replay_grants",
-       "        newcomer = first is not None and first >= before.next_ticket\n", "        newcomer = False\n",
+       "newcomer = first is not None and first >= before.next_ticket", "newcomer = False",
        "a grant owed to a fitting waiter may be given to a ticket submitted after the room was made: the "
        "newcomer's grant overtakes the waiter's (ortmem-manager/2, I13)"),
 )
