@@ -78,8 +78,7 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "                      and x.state is AllocState.LIVE and not (x.pinned or x.in_flight)][:1]:\n"
            "                self._retire(x)\n        for rec in picked:",
            "a zero answer is read as 'take what you can': the holder's first idle lease is reclaimed"),
-    Mutant("spec_aging_stops_short", ("I13",), "pressure", S, SMAN,
-           "+ 1, bound", "+ 1, bound - 1",
+    Mutant("spec_aging_stops_short", ("I13",), "pressure", S, SMAN, "+ 1, bound", "+ 1, bound - 1",
            "the spec's round caps ages one below the aging bound: no waiting ticket matures, so later tickets "
            "overtake a misfit without end (step_I13_order.passed_over_ages: it is passed over and does not age)"),
 )

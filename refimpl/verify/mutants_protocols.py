@@ -27,8 +27,7 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "del self._tickets[t.id]\n        if t.event is not None:",
            "t.state = TicketState.CANCELLED\n        if t.event is not None:",
            "a retired ticket is marked cancelled but kept in the ticket table"),
-    Mutant("grant_id_not_advanced", ("I4a",), "pressure", R, GOV,
-           "            self._next_alloc += 1\n", "",
+    Mutant("grant_id_not_advanced", ("I4a",), "pressure", R, GOV, "            self._next_alloc += 1\n", "",
            "a grant (a ledger reservation) reads the next allocation id but never advances it"),
     Mutant("press_reserves_target", ("C5", "I1"), "pressure", R, MPRE,
            "self._pressures[r.id] = self._pressure_log[r.id] = r",
@@ -46,10 +45,9 @@ PROTOCOL_MUTANTS: tuple[Mutant, ...] = (
            "committed = a.used <= ch.target or not", "committed = a.used <= a.limit or not",
            "a limit change commits when used fits under the old limit, not the new one: a lowered limit leaves "
            "granted leases above it"),
-    Mutant("limit_past_capacity", ("I2",), "manager", R, LIM,
-           "if limit > a.capacity:", "if limit > 2 * a.capacity:",
-           "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets "
-           "grants take bytes the device does not have"),
+    Mutant("limit_past_capacity", ("I2",), "manager", R, LIM, "if limit > a.capacity:", "if limit > 2 * a.capacity:",
+           "a limit change is checked against twice the pool's capacity (a units slip): the raised limit lets grants "
+           "take bytes the device does not have"),
     Mutant("commit_publishes_first_part_only", ("I10",), "manager", S, STX,
            "zip(x.needs, x.held)", "zip(x.needs[:1], x.held[:1])",
            "a composed commit turns only its first reservation into a lease yet advances the bundle: the engine's "

@@ -31,8 +31,7 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        'return  # a retransmission: already applied\n        raise _Bad("duplicate-sequence"',
        "a repeated sequence number is taken for a harmless retransmission, but the caller still applies the "
        "event: a release delivered twice is judged a second release of a retired lease (I4a), not a duplicate"),
-    _m("replay_forgives_one_lost_event", ("I1",), "ledger", REP,
-       "if seq > expected:", "if seq > expected + 1:",
+    _m("replay_forgives_one_lost_event", ("I1",), "ledger", REP, "if seq > expected:", "if seq > expected + 1:",
        "a jump of one in the sequence is forgiven (an off-by-one): a lost cancel goes unnoticed"),
     _m("replay_boundary_forgives_later_leftovers", ("I1",), "ledger", MREP,
        "at_boundary = act is None", "at_boundary = at_boundary or act is None",
