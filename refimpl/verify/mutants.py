@@ -9,17 +9,10 @@ module is stale and fails `ortmem verify` (it would otherwise test nothing).
 Each entry reads as a bug report: what a plausible implementation mistake
 looks like, and which ID's clauses must notice it; its snippets are the few
 words (or lines) the bug changes, as many as make them unique in the module.
-`model` names the checker that runs it (`refimpl.verify.checkers`), whose
-harm clause of one of its IDs must catch it. Here: the ledger, admission,
-real ORT sessions and the hierarchy; the parts, in `MUTANTS` order:
-`mutants_pressure` (holder pressure's deadlines, generations, use flags and
-answers, the try-only path), `mutants_views` (a transaction's model views),
-`mutants_protocols` (arbitration's tickets and leases, limits, extents),
-`mutants_tx` (capacity transactions: retry intents, device loss, views,
-bundles), `mutants_lifetime` (records' lifetime: unregistering, shrinking,
-growing, allowances across a loss), `mutants_replay` (`ortmem replay` and
-tracing, as replay controls) and `mutants_manager` (where the composed
-manager's parts meet on one ledger); `mutants_paths` names their modules.
+`model` names the checker that runs it (`refimpl.verify.checkers`). The
+parts (`refimpl.verify.mutants_*`, each saying what it holds) are spliced
+into `MUTANTS` below; `refimpl.verify.mutants_paths` names the modules they
+all patch.
 """
 
 from __future__ import annotations
