@@ -41,7 +41,7 @@ class StaleMutant(ValueError):
 
 
 def _snippets(s: str | tuple[str, ...]) -> tuple[str, ...]:
-    return (s,) if isinstance(s, str) else tuple(s)
+    return (s,) if isinstance(s, str) else s
 
 
 @attrs.frozen
@@ -56,8 +56,8 @@ class Mutant:
     layer: Layer
     module: str
     #: The snippet replaced by `new`, or a tuple of snippets of the one definition, each replaced by its `new`.
-    old: tuple[str, ...] = attrs.field(converter=_snippets)
-    new: tuple[str, ...] = attrs.field(converter=_snippets)
+    old: str | tuple[str, ...]
+    new: str | tuple[str, ...]
     description: str
     #: For checkers that run several models: which one (e.g. the admission checker's guard names).
     submodel: str | None = None
@@ -70,7 +70,7 @@ class Mutant:
         with open(path, encoding="utf-8") as f:
             src = f.read()
         out = src
-        for old, new in zip(self.old, self.new, strict=True):
+        for old, new in zip(_snippets(self.old), _snippets(self.new), strict=True):
             n = src.count(old)  # in the module's own source: each snippet names one place there
             if n != 1:
                 raise StaleMutant(f"{self.name}: snippet occurs {n} times in {self.module} (expected once): {old!r}")
@@ -85,8 +85,9 @@ def _project_modules() -> list[ModuleType]:
 
 def _changed_definition(src: str, m: Mutant) -> str:
     """The name of the one top-level definition (def, class or assignment) all the snippets lie in."""
-    starts = [src.index(old) for old in m.old]
-    ends = [start + len(old) for start, old in zip(starts, m.old)]
+    olds = _snippets(m.old)
+    starts = [src.index(old) for old in olds]
+    ends = [start + len(old) for start, old in zip(starts, olds)]
     lines = src[:min(starts)].count("\n") + 1, src[:max(ends)].rstrip().count("\n") + 1
     for node in ast.parse(src).body:
         if node.lineno <= lines[0] and lines[1] <= (node.end_lineno or node.lineno):

@@ -43,7 +43,9 @@ _ALL: tuple[Mutant, ...] = (
     Mutant("limit_check_off_by_request", ("I2",), "ledger", R, GOV, "+ nbytes > a.limit", "> a.limit",
            "the limit check compares what is used, not what the grant would make used"),
     Mutant("quota_ignored", ("I1",), "manager", R, LIM,
-           "a.used if left is None else min(a.limit - a.used, left)", "a.used",
+           # tests/test_explore_quota.py derives its spec twin from these lines, one indent less
+           "        return a.limit - a.used if left is None else min(a.limit - a.used, left)\n",
+           "        return a.limit - a.used\n",
            "a grant's room is its ledger's free bytes alone: tickets, tries, grows, transactions pass the tier quota"),
     Mutant("alias_keeps_own_ledger", ("I1",), "ledger", R, GOV,
            'if tier is not a.tier and self._guards.on("tier_match")',
