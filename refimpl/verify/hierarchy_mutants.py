@@ -88,10 +88,7 @@ MUTANTS: dict[str, tuple[type, tuple[Any, ...]]] = {
     "grant_not_journaled": (GrantNotJournaled, _UP + (H.Request(1, 1, 1, 4), H.Restart())),
 }
 
-#: The campaign-form script that must expose each hierarchy mutant of `refimpl.verify.mutants` (source patches of
-#: `refimpl.hierarchy.core`, applied by `ortmem verify`), replayed by
-#: `refimpl.verify.hierarchy_checker.replay_predicates` with refinement off: only a clause can notice the bug.
-_HELD = (SpawnHeld(),)
+#: Replayed by `refimpl.verify.hierarchy_checker.replay_predicates`, refinement off: only a clause can notice the bug.
 MUTANT_SCRIPTS: dict[str, tuple[Any, ...]] = {
     "exit_credited_twice": MUTANTS["exit_credited_twice"][1],
     "fence_refunds": MUTANTS["fence_refunds"][1],
@@ -101,7 +98,7 @@ MUTANT_SCRIPTS: dict[str, tuple[Any, ...]] = {
     # A return delayed past the worker's reconnect (epoch 1 -> 2) is one epoch behind.
     "stale_epoch_off_by_one": _UP + (H.Request(1, 1, 1, 6), H.Hello(1), H.Return(1, 1, 2, 4)),
     "exit_keeps_quota": _UP + (H.Request(1, 1, 1, 4), H.Kill(1)),
-    "spawn_predelegates": _HELD + (H.Hello(1, authentic=False),),
+    "spawn_predelegates": (SpawnHeld(), H.Hello(1, authentic=False)),
     "return_skips_quota_check": _UP + (H.Request(1, 1, 1, 2), H.Stop(1), H.Return(1, 1, 2, 5), H.Cont(1)),
     "reclaim_outside_by_name": _UP + (H.Reclaim("db", 1),),
     "tight_pool_books_outsider": _UP + (H.Request(1, 1, 1, 6), H.Outside("db", 3)),

@@ -231,8 +231,7 @@ _ALL: tuple[Mutant, ...] = (
             "        self.pmm.release(self.id, old.lease)  # only after the copy and the Run: peak = old + new\n"),
            ("old = self.bundles[rid]\n"
             "        self.pmm.release(self.id, old.lease)  # make room first: the old bucket is still read below\n"
-            "        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)",
-            ""),
+            "        lease = _lease(self.pmm, self.id, self.auth, kv_bytes(cap, bytes_per_token), Role.KV)", ""),
            "a KV growth releases the old bucket's lease before the new one is granted, then copies out of the "
            "old bucket: for the length of the copy its bytes are in use but charged to no one (issue #9's "
            "survivor: the transient state is never a state of the spec)"),
