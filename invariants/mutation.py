@@ -6,14 +6,15 @@ control shows that a *clause can fail*: the bug is injected by the harness
 with every guard on and refinement off, and only the predicates can detect
 it. A clause that no control ever makes fail is one a reader cannot trust.
 
-`Mutant.patch` replaces one exact snippet of one module's source; the
-snippet must occur exactly once, so a mutant that no longer matches the code
-is reported as stale instead of silently testing nothing. `applied(m)`
-replaces the one top-level definition the snippet lies in (a function, a
-class, a constant) and re-points the names other loaded project modules
-imported it under (and the entries of module-level dicts that hold it, such as a handler table), then
-restores all of them exactly. It runs inside one verify job (a worker process), one mutant at a
-time.
+`Mutant.patched_source` replaces one exact snippet of one module's source (or
+several, in order, given as tuples); each must occur exactly once there, so
+a mutant that no longer matches the code is reported as stale instead of
+silently testing nothing. `applied(m)` replaces the one top-level definition
+the snippets lie in (a function, a class, a constant) and re-points the names
+other loaded project modules imported it under (and the entries of
+module-level dicts that hold it, such as a handler table), then restores all
+of them exactly. It runs inside one verify job (a worker process), one mutant
+at a time.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class StaleMutant(ValueError):
     """A mutant's snippet does not occur exactly once in its module: the mutant tests nothing."""
 
 
+def _snippets(s: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (s,) if isinstance(s, str) else s
+
+
 @attrs.frozen
 class Mutant:
     name: str
@@ -50,8 +55,9 @@ class Mutant:
     #: states) or refimpl (invariants detect on the implementation's abstraction).
     layer: Layer
     module: str
-    old: str
-    new: str
+    #: The snippet replaced by `new`, or a tuple of snippets of the one definition, each replaced by its `new`.
+    old: str | tuple[str, ...]
+    new: str | tuple[str, ...]
     description: str
     #: For checkers that run several models: which one (e.g. the admission checker's guard names).
     submodel: str | None = None
@@ -63,10 +69,13 @@ class Mutant:
             raise StaleMutant(f"{self.name}: module {self.module} has no source file")
         with open(path, encoding="utf-8") as f:
             src = f.read()
-        n = src.count(self.old)
-        if n != 1:
-            raise StaleMutant(f"{self.name}: snippet occurs {n} times in {self.module} (expected once): {self.old!r}")
-        return src.replace(self.old, self.new)
+        out = src
+        for old, new in zip(_snippets(self.old), _snippets(self.new), strict=True):
+            n = src.count(old)  # in the module's own source: each snippet names one place there
+            if n != 1:
+                raise StaleMutant(f"{self.name}: snippet occurs {n} times in {self.module} (expected once): {old!r}")
+            out = out.replace(old, new)
+        return out
 
 
 def _project_modules() -> list[ModuleType]:
@@ -75,10 +84,11 @@ def _project_modules() -> list[ModuleType]:
 
 
 def _changed_definition(src: str, m: Mutant) -> str:
-    """The name of the one top-level definition (def, class or assignment) the snippet lies in."""
-    start = src.index(m.old)
-    end = start + len(m.old)
-    lines = src[:start].count("\n") + 1, src[:end].rstrip().count("\n") + 1
+    """The name of the one top-level definition (def, class or assignment) all the snippets lie in."""
+    olds = _snippets(m.old)
+    starts = [src.index(old) for old in olds]
+    ends = [start + len(old) for start, old in zip(starts, olds)]
+    lines = src[:min(starts)].count("\n") + 1, src[:max(ends)].rstrip().count("\n") + 1
     for node in ast.parse(src).body:
         if node.lineno <= lines[0] and lines[1] <= (node.end_lineno or node.lineno):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

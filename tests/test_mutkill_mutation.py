@@ -102,6 +102,30 @@ def test_a_snippet_occurring_twice_is_stale(target):
         pass
 
 
+def test_several_snippets_patch_one_definition_in_order(target):
+    m = mutant(("def g(x):", "f(x) * 2"), ("def g(x, y=3):", "f(x) * y"))
+    assert m.patched_source() == SOURCE.replace("def g(x):", "def g(x, y=3):").replace("f(x) * 2", "f(x) * y")
+    assert _changed_definition(SOURCE, m) == "g"
+    with applied(m):
+        assert target.g(1, 5) == 10 and target.f(1) == 2
+    assert target.g(1) == 4
+
+
+@pytest.mark.parametrize("old", [("return x + 100", "return x + 1\n"), ("return x + 1\n", "return x + 100")])
+def test_snippets_in_two_definitions_are_stale(old):
+    with pytest.raises(StaleMutant) as e:
+        _changed_definition(SOURCE, mutant(old, ("", "")))
+    assert str(e.value) == f"m1: the snippet is not inside one top-level definition of {TARGET}"
+
+
+def test_a_later_snippet_not_found_once_is_stale_and_the_edits_pair_up(target):
+    with pytest.raises(StaleMutant) as e:
+        mutant(("def g(x):", "return x - 1"), ("def g(y):", "")).patched_source()
+    assert str(e.value) == f"m1: snippet occurs 0 times in {TARGET} (expected once): 'return x - 1'"
+    with pytest.raises(ValueError, match="zip"):
+        mutant(("def g(x):", "f(x) * 2"), ("def g(y):",)).patched_source()
+
+
 def test_a_module_without_a_source_file_is_stale(monkeypatch):
     m = user(monkeypatch, "invariants._mutkill_nofile")
     m.__file__ = None

@@ -1,15 +1,10 @@
-"""Named implementation mutants of the coordinator (mutation controls, with every guard on).
+"""Named implementation mutants of the coordinator (mutation controls, with every guard on), in two forms.
 
-Two forms. `MUTANT_SCRIPTS` gives, for each hierarchy mutant of the verify
-registry `refimpl.verify.mutants` (source patches), the script that must make one of
-its clauses fail; `ortmem verify` runs those. `MUTANTS` below are the older
-subclass form the tests use against refinement.
-
-Each mutant is a subclass of `refimpl.hierarchy.core.Core` overriding one
-method with a realistic bug; the harness hands the subclass to the
-coordinator (`Config.core`), so no bug switch sits on the governor's own code
-paths. `MUTANTS` names each with the campaign-form script that must expose it
-(refinement against the intact spec, or a harm clause) when replayed by
+`MUTANT_SCRIPTS` gives, for each hierarchy mutant of the verify registry `refimpl.verify.mutants` (source
+patches), the script that must make one of its clauses fail; `ortmem verify` runs those. `MUTANTS` is the older
+form the tests use against refinement: a subclass of `refimpl.hierarchy.core.Core` overriding one method with a
+realistic bug, handed to the coordinator (`Config.core`, so no bug switch sits on the governor's own code paths),
+with the script that must expose it (refinement against the intact spec, or a harm clause) when replayed by
 `refimpl.verify.hierarchy_checker.replay_refimpl`.
 """
 
@@ -93,20 +88,17 @@ MUTANTS: dict[str, tuple[type, tuple[Any, ...]]] = {
     "grant_not_journaled": (GrantNotJournaled, _UP + (H.Request(1, 1, 1, 4), H.Restart())),
 }
 
-#: The campaign-form script that must expose each hierarchy mutant of `refimpl.verify.mutants` (source patches of
-#: `refimpl.hierarchy.core`, applied by `ortmem verify`), replayed by
-#: `refimpl.verify.hierarchy_checker.replay_predicates` with refinement off: only a clause can notice the bug.
-_HELD = (SpawnHeld(),)
+#: Replayed by `refimpl.verify.hierarchy_checker.replay_predicates`, refinement off: only a clause can notice the bug.
 MUTANT_SCRIPTS: dict[str, tuple[Any, ...]] = {
-    "exit_credited_twice": _UP + (H.Request(1, 1, 1, 4), H.Kill(1), H.Restart()),
-    "fence_refunds": _UP + (H.Request(1, 1, 1, 6), H.MissHeartbeat(1)),
+    "exit_credited_twice": MUTANTS["exit_credited_twice"][1],
+    "fence_refunds": MUTANTS["fence_refunds"][1],
     "grants_lifo": MUTANTS["grants_lifo"][1],
     "defer_keeps_quota": MUTANTS["defer_keeps_quota"][1],
     "grant_not_journaled": _UP + (H.Request(1, 1, 1, 4), H.Reserve(1, 2), H.Restart()),
     # A return delayed past the worker's reconnect (epoch 1 -> 2) is one epoch behind.
     "stale_epoch_off_by_one": _UP + (H.Request(1, 1, 1, 6), H.Hello(1), H.Return(1, 1, 2, 4)),
     "exit_keeps_quota": _UP + (H.Request(1, 1, 1, 4), H.Kill(1)),
-    "spawn_predelegates": _HELD + (H.Hello(1, authentic=False),),
+    "spawn_predelegates": (SpawnHeld(), H.Hello(1, authentic=False)),
     "return_skips_quota_check": _UP + (H.Request(1, 1, 1, 2), H.Stop(1), H.Return(1, 1, 2, 5), H.Cont(1)),
     "reclaim_outside_by_name": _UP + (H.Reclaim("db", 1),),
     "tight_pool_books_outsider": _UP + (H.Request(1, 1, 1, 6), H.Outside("db", 3)),

@@ -1,59 +1,40 @@
-"""Mutants of records' lifetime: unregistering a holder, shrinking and growing a lease, an allowance across a device
-loss (a part of the registry in `refimpl.verify.mutants`).
-
-The composed campaign (`ortmem verify`'s manager checker) runs these: a bug in
-refimpl (`refimpl.manager.devices`) and one in the composed spec
-(`spec.manager_parts`), each leaving a record that names a holder no longer
-registered, caught by I4a's harm clause in `invariants.manager_holders`; a
-bug in refimpl's shrink (`refimpl.manager.pressure`) and one in the spec's,
-each crediting other than the bytes the lease lost, caught by I1's
-`step_I1_manager.shrink_credits_what_the_lease_loses`; two in refimpl's
-grow, one past the limit or quota (I2's `grant_within_limit`, I1's `tier_charge_within_quota`) and one past a waiting
-ticket (I13's `allocator_never_overtakes_a_waiter`), and one in the spec's
-charging nothing (I1's `grow_charges_what_the_lease_gains`); and one in the
-composed spec (`spec.manager`) whose device loss ends allowances their
-holders did not close, caught by I6's `allowance_changes_by_own_action` in
-`invariants.manager`.
+"""Mutants of records' lifetime: unregistering a holder, shrinking and growing a lease, an allowance across a
+device loss (the manager checker; a part of `refimpl.verify.mutants`).
 """
 
 from __future__ import annotations
 
 from invariants.mutation import Mutant
-from spec.guards import Layer
+from refimpl.verify.mutants_paths import MDEV, MPRE, R, S, SMAN, SPARTS
 
 __all__ = ["LIFETIME_MUTANTS"]
 
 LIFETIME_MUTANTS: tuple[Mutant, ...] = (
-    Mutant("unregister_ignores_tickets", ("I4a",), "manager", Layer.REFIMPL, "refimpl.manager.devices",
+    Mutant("unregister_ignores_tickets", ("I4a",), "manager", R, MDEV,
            "        refs += [f\"ticket {t.id}\" for t in self._tickets.values() if t.holder == hid]\n", "",
            "a holder whose only record is a pending or granted ticket may be unregistered: the grant goes to nobody"),
-    Mutant("spec_unregister_keeps_intents", ("I4a",), "manager", Layer.SPEC, "spec.manager_parts",
-           "    for i in [i.id for i in intents.values() if i.holder == h.id]:", "    for i in []:",
+    Mutant("spec_unregister_keeps_intents", ("I4a",), "manager", S, SPARTS,
+           "for i in [i.id for i in intents.values() if i.holder == h.id]:", "for i in []:",
            "an unregistered holder's retry intents stay: a place in arbitration that belongs to nobody"),
-    Mutant("shrink_keeps_lease_size", ("I1",), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
-           "        rec.nbytes -= nbytes\n", "",
+    Mutant("shrink_keeps_lease_size", ("I1",), "manager", R, MPRE, "        rec.nbytes -= nbytes\n", "",
            "a shrink credits the authority but the lease keeps its size: bytes still leased are granted again"),
-    Mutant("spec_shrink_to_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
-           "    if nbytes >= rec.nbytes:", "    if nbytes > rec.nbytes:",
+    Mutant("spec_shrink_to_nothing", ("I1",), "manager", S, SPARTS,
+           "if nbytes >= rec.nbytes:", "if nbytes > rec.nbytes:",
            "a shrink of all of a lease is accepted: a live lease of zero bytes, a release that retires nothing"),
-    Mutant("grow_skips_headroom", ("I2", "I1"), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
-           "        if (a.pending or nbytes > self._room(a)) and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
-           "        if a.pending and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
+    Mutant("grow_skips_headroom", ("I2", "I1"), "manager", R, MPRE,
+           "(a.pending or nbytes > self._room(a))", "a.pending",
            "a grow is granted past the room: the authority is charged beyond its limit (I2) or its tier beyond the "
            "process quota (I1)"),
-    Mutant("grow_overtakes_waiter", ("I13",), "manager", Layer.REFIMPL, "refimpl.manager.pressure",
-           "        if (a.pending or nbytes > self._room(a)) and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
-           "        if nbytes > self._room(a) and self._guards.on(\"try_only\"):  # I2; I1 quota; I13\n",
+    Mutant("grow_overtakes_waiter", ("I13",), "manager", R, MPRE,
+           "(a.pending or nbytes > self._room(a))", "nbytes > self._room(a)",
            "a grow takes headroom while a ticket waits on the authority: the waiter is overtaken by every grow"),
-    Mutant("spec_grow_charges_nothing", ("I1",), "manager", Layer.SPEC, "spec.manager_parts",
-           "    ledger = _settle(m.ledger, rec, new, rec.charge + nbytes, nbytes=rec.nbytes + nbytes,",
-           "    ledger = _settle(m.ledger, rec, new, rec.charge, nbytes=rec.nbytes + nbytes,",
+    Mutant("spec_grow_charges_nothing", ("I1",), "manager", S, SPARTS, "rec.charge + nbytes", "rec.charge",
            "the spec's grow leases the bytes but charges none: bytes leased and not charged are granted twice"),
-    Mutant("spec_loss_drops_allowances", ("I6",), "manager", Layer.SPEC, "spec.manager",
-           "    ledger = machine.step(m.ledger, act, guards)[0]  # the ledger's validation and loss (no refund)\n",
-           "    ledger = machine.step(m.ledger, act, guards)[0]\n"
+    Mutant("spec_loss_drops_allowances", ("I6",), "manager", S, SMAN,
+           "ledger = machine.step(m.ledger, act, guards)[0]  # the ledger's validation and loss (no refund)",
+           "ledger = machine.step(m.ledger, act, guards)[0]\n"
            "    for w in [w for w in ledger.allowances.values() if w.authority == act.authority]:\n"
-           "        ledger = evolve(ledger, allowances=ledger.allowances.delete(w.id))\n",
+           "        ledger = evolve(ledger, allowances=ledger.allowances.delete(w.id))",
            "the spec's device loss drops the allowances on the lost authority: their holders' limits, growth and "
            "mapped bytes vanish without their close"),
 )
