@@ -29,7 +29,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from fuzz_harness import FUZZ_SETTINGS, IntSub, pick, report, run_fuzz
+from fuzz_harness import FUZZ_SETTINGS, IntSub, pick, replayed, report, run_fuzz
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
@@ -38,7 +38,7 @@ from refimpl_manager_harness import conserved
 from invariants import manager as IM
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink, boundary
+from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
 from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import CapacityDenied, GovernorError
@@ -334,9 +334,7 @@ def _fuzz(data, counts: Counter, traced: bool) -> None:
     run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: abstract_manager(p), counts, steps=40,
              noted=noted, check=_check)
     if traced:
-        boundary(pmm)
-        lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-        r = replay_manager_lines(lines)
+        r, lines = replayed(pmm, buf)
         assert r.ok, r.describe()
         counts["trace events replayed"] += len(lines)
 
