@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
+from threads_harness import JOIN_S, fast_switching, run_together, start_and_join  # noqa: F401  (fixture)
 
 from invariants import contracts
 from invariants import manager as IM
@@ -174,11 +174,7 @@ def test_dropped_tickets_are_cancelled_through_the_mailbox() -> None:
     pmm, a, (h, other) = _start(10, 2)
     hold = pmm.try_reserve(other, a, 10)
     waiting = [pmm.submit(h, a, 4) for _ in range(3)]
-    threads = [threading.Thread(target=pmm.drop, args=(h, t)) for t in waiting]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_S)
+    start_and_join([threading.Thread(target=pmm.drop, args=(h, t)) for t in waiting])
     pmm.release(other, hold)  # applies the posts first: no dropped ticket is granted by its round
     m = abstract_manager(pmm)
     assert not m.tickets and m.ledger.authorities[a].used == 0
