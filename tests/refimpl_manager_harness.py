@@ -12,7 +12,7 @@ from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
 
-__all__ = ["make", "lease", "used", "conserved"]
+__all__ = ["make", "lease", "used", "conserved", "idle"]
 
 G = TicketState.GRANTED
 
@@ -48,3 +48,11 @@ def conserved(m: M.Manager) -> None:
             assert (r.holder, r.authority, r.charge, r.state) == (t.holder, t.authority, t.nbytes, AllocState.PROVISIONAL)
         else:
             assert t.allocation is None
+
+
+def idle(pmm: ProcessMemoryManager, holder: int, authority: int) -> tuple[int, ...]:
+    """`holder`'s live leases on `authority` that no ticket or transaction holds: what it may give back."""
+    m = abstract_manager(pmm)
+    parts = {t.allocation for t in m.tickets.values()} | {i for t in m.txs.values() for i in t.held}
+    return tuple(i for i, r in m.ledger.allocations.items() if r.holder == holder and r.authority == authority
+                 and r.state is AllocState.LIVE and i not in parts)
