@@ -116,24 +116,20 @@ class _Odd:
     d: int = attrs.field(default=0, validator=attrs.validators.le(5))
 
 
-def test_evolve_of_a_class_it_cannot_build_positionally_is_attrs_evolve() -> None:
-    x = _Odd(1, c=2, d=3)
-    assert records.evolve(x, a=5) == attrs.evolve(x, a=5) == _Odd(5, c=2, d=3)
-    with pytest.raises(ValueError):  # validators still run
-        records.evolve(x, d=9)
-
-
 @attrs.frozen
 class _Checked:
     a: int = attrs.field(validator=attrs.validators.instance_of(int))
     b: tuple = attrs.field(converter=tuple, default=())
 
 
-def test_evolve_runs_validators_and_converters_as_attrs_evolve_does() -> None:
-    x = _Checked(1, [2])
-    assert records.evolve(x, b=[3]) == attrs.evolve(x, b=[3]) == _Checked(1, (3,))
-    with pytest.raises(TypeError):
-        records.evolve(x, a="1")
+@pytest.mark.parametrize(("x", "change", "want", "bad", "error"), [
+    (_Odd(1, c=2, d=3), {"a": 5}, _Odd(5, c=2, d=3), {"d": 9}, ValueError),  # not buildable positionally
+    (_Checked(1, [2]), {"b": [3]}, _Checked(1, (3,)), {"a": "1"}, TypeError),
+], ids=["a_class_it_cannot_build_positionally", "validators_and_converters"])
+def test_evolve_of_an_unusual_class_is_attrs_evolve(x: Any, change: dict, want: Any, bad: dict, error: type) -> None:
+    assert records.evolve(x, **change) == attrs.evolve(x, **change) == want
+    with pytest.raises(error):  # validators and converters still run
+        records.evolve(x, **bad)
 
 
 def test_cached_hashes_are_the_recomputed_ones_over_the_manager_scope() -> None:
