@@ -28,10 +28,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from invariants._violation import InvariantViolation
+from invariants.manager_replay import replay_manager_lines
+from refimpl.tracing import boundary
 from spec.errors import CalloutFailed, GovernorError
 from spec.types import Role, Tier
 
-__all__ = ["HOSTILE", "HOSTILE_RATE", "FUZZ_SETTINGS", "IntSub", "run_fuzz", "report", "pick"]
+__all__ = ["HOSTILE", "HOSTILE_RATE", "FUZZ_SETTINGS", "IntSub", "run_fuzz", "report", "pick", "replayed"]
 
 
 class IntSub(int):
@@ -111,3 +113,10 @@ def report(part: str, counts: Counter, capsys: Any) -> None:
     with capsys.disabled():
         print(f"\n[fuzz {part}] {counts['calls']} calls, {counts['accepted']} accepted, "
               f"{counts['rejected']} rejected with typed errors and an unchanged snapshot")
+
+
+def replayed(pmm: Any, buf: Any) -> tuple[Any, list[bytes]]:
+    """`pmm`'s own trace, written to `buf`, closed at a boundary and replayed against `spec.manager`."""
+    boundary(pmm)
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return replay_manager_lines(lines), lines

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from attrs import evolve
@@ -12,13 +14,14 @@ from invariants.clauses import collecting
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
+from spec.errors import GovernorError
 from spec.guards import ALL_ON, GuardSet
 from spec.ledger_state import Allocation
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
 __all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "clause_counts", "start", "make_alloc", "expect",
-           "make_ticket", "lease"]
+           "make_ticket", "lease", "outcome", "walk"]
 
 DEV, HOST = 1, 2
 H1, H2 = 1, 2
@@ -95,3 +98,28 @@ def make_ticket(id: int, holder: int, auth: int, nbytes: int, state: TicketState
 def lease(m: M.Manager, holder: int, auth: int, nbytes: int) -> tuple[M.Manager, int]:
     m, tid = run(m, M.Submit(holder, auth, nbytes))
     return run(m, M.Claim(holder, tid))
+
+
+def outcome(step: Callable[[Any, Any], tuple[Any, Any]], s: Any, act: Any) -> tuple:
+    """("accepted", next state, result type, result) or ("rejected", error type, message)."""
+    try:
+        nxt, result = step(s, act)
+    except GovernorError as e:
+        return ("rejected", type(e), str(e))
+    return ("accepted", nxt, type(result), result)
+
+
+def walk(start: Any, actions: Callable[[Any], Iterator[Any]], step: Callable[[Any, Any], tuple[Any, Any]],
+         depth: int) -> Iterator[tuple[Any, Any, tuple]]:
+    """Breadth-first from `start`, as the explorer goes: every (state, action, outcome) within `depth` steps."""
+    seen, frontier = {start}, deque([(start, 0)])
+    while frontier:
+        s, d = frontier.popleft()
+        if d >= depth:
+            continue
+        for act in actions(s):
+            o = outcome(step, s, act)
+            yield s, act, o
+            if o[0] == "accepted" and o[1] not in seen:
+                seen.add(o[1])
+                frontier.append((o[1], d + 1))

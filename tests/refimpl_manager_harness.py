@@ -7,12 +7,13 @@ from typing import Any
 
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_manager
+from invariants import manager as IM
 from spec import manager_actions as M
 from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
 
-__all__ = ["make", "lease", "used", "conserved"]
+__all__ = ["make", "lease", "used", "conserved", "idle", "one_pool", "settled"]
 
 G = TicketState.GRANTED
 
@@ -48,3 +49,27 @@ def conserved(m: M.Manager) -> None:
             assert (r.holder, r.authority, r.charge, r.state) == (t.holder, t.authority, t.nbytes, AllocState.PROVISIONAL)
         else:
             assert t.allocation is None
+
+
+def idle(pmm: ProcessMemoryManager, holder: int, authority: int) -> tuple[int, ...]:
+    """`holder`'s live leases on `authority` that no ticket or transaction holds: what it may give back."""
+    m = abstract_manager(pmm)
+    parts = {t.allocation for t in m.tickets.values()} | {i for t in m.txs.values() for i in t.held}
+    return tuple(i for i, r in m.ledger.allocations.items() if r.holder == holder and r.authority == authority
+                 and r.state is AllocState.LIVE and i not in parts)
+
+
+def one_pool(limit: int, holders: int, aging_bound: int = 4,
+             guards: GuardSet = GuardSet()) -> tuple[ProcessMemoryManager, int, list[int]]:
+    """A manager with `holders` holders and one device authority of `limit` B: (manager, authority, holders)."""
+    pmm = ProcessMemoryManager(aging_bound=aging_bound, guards=guards)
+    hs = [pmm.register_holder(f"h{i}") for i in range(holders)]
+    return pmm, pmm.register_authority("dev", Tier.DEVICE, limit), hs
+
+
+def settled(pmm: ProcessMemoryManager, a: int) -> None:
+    """Everything returned: no live ticket, nothing charged on `a`, the composed invariants hold."""
+    m = abstract_manager(pmm)
+    assert not m.tickets, m.tickets
+    assert m.ledger.authorities[a].used == 0
+    IM.check_all(m)

@@ -5,12 +5,12 @@ explorer with memoization counts the same states and finds the same shortest cou
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import pytest
+from manager_harness import outcome, walk
 
 from invariants.explore import explore
 from invariants.explore_memo import FOOTPRINTS, Footprint, FootprintError, MemoStep
@@ -25,14 +25,6 @@ from spec.guards import ALL_ON, GUARDS, GuardSet
 _MANAGER_GUARDS = sorted(g.name for g in GUARDS if g.model == "manager")
 
 
-def _outcome(step: Any, s: Any, act: Any) -> tuple:
-    try:
-        nxt, result = step(s, act)
-    except GovernorError as e:
-        return ("rejected", type(e), str(e))
-    return ("accepted", nxt, type(result), result)
-
-
 def _first_mismatch(scope: ManagerScope, guards: GuardSet, depth: int,
                     footprints: Mapping[type, Footprint] = FOOTPRINTS) -> tuple[Any, ...] | None:
     """Walk the scope breadth-first by the plain step; the first pair whose memoized outcome differs, else None."""
@@ -40,24 +32,15 @@ def _first_mismatch(scope: ManagerScope, guards: GuardSet, depth: int,
         return MG.step(s, a, guards)
 
     memo = MemoStep(plain, (GovernorError,), footprints)
-    start = manager_start(scope)
-    seen, frontier, pairs = {start}, deque([(start, 0)]), 0
-    while frontier:
-        s, d = frontier.popleft()
-        if d >= depth:
-            continue
-        for act in manager_actions(scope, s):
-            pairs += 1
-            want = _outcome(plain, s, act)
-            try:
-                got = _outcome(memo, s, act)
-            except FootprintError as e:
-                return (s, act, "footprint", str(e))
-            if got != want:
-                return (s, act, want, got)
-            if want[0] == "accepted" and want[1] not in seen:
-                seen.add(want[1])
-                frontier.append((want[1], d + 1))
+    pairs = 0
+    for s, act, want in walk(manager_start(scope), lambda s: manager_actions(scope, s), plain, depth):
+        pairs += 1
+        try:
+            got = outcome(memo, s, act)
+        except FootprintError as e:
+            return (s, act, "footprint", str(e))
+        if got != want:
+            return (s, act, want, got)
     # Every action the scope offers has a footprint (test_every_scope_action_has_a_footprint): all are memoized.
     assert memo.hits > 0 and memo.misses > 0 and pairs == memo.hits + memo.misses
     return None
@@ -66,21 +49,9 @@ def _first_mismatch(scope: ManagerScope, guards: GuardSet, depth: int,
 def test_every_scope_action_has_a_footprint_and_every_footprint_is_confirmed() -> None:
     """A kind the scopes offer has a footprint (else it is stepped plainly, and the walk's count check fails); a
     footprint for a kind no compared scope offers (SetUse, Reconfigure, ExpirePressure) would be unconfirmed."""
-    offered: set[type] = set()
-    for scope, depth in ((QUICK_SCOPE, 3), (VIEW_SCOPE, 10**6)):
-        start = manager_start(scope)
-        seen, frontier = {start}, deque([(start, 0)])
-        while frontier:
-            s, d = frontier.popleft()
-            for act in manager_actions(scope, s):
-                offered.add(type(act))
-                try:
-                    nxt = MG.step(s, act)[0]
-                except GovernorError:
-                    continue
-                if d < depth and nxt not in seen:
-                    seen.add(nxt)
-                    frontier.append((nxt, d + 1))
+    offered = {type(act) for scope, depth in ((QUICK_SCOPE, 4), (VIEW_SCOPE, 10**6))
+               for _, act, _ in walk(manager_start(scope), lambda s, scope=scope: manager_actions(scope, s), MG.step,
+                                     depth)}
     assert offered == set(FOOTPRINTS)
     assert {M.TryReserve, M.RemoveAuthority, A.LoseDevice, M.CommitLimit, M.PublishView, M.ExecuteView,
             M.RemapView} <= offered

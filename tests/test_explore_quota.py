@@ -16,7 +16,6 @@ import pytest
 from invariants import manager as IM
 from invariants.explore import explore
 from invariants.explore_checks import READS
-from invariants.manager_features import counting_features
 from invariants.manager_order import step_I13_order
 from invariants.manager_quota import step_I1_quota
 from invariants.manager_scope import COMPLETE_SCOPES, QUOTA_SCOPE, manager_model
@@ -27,6 +26,7 @@ from spec.guards import ALL_ON, Layer
 from spec.types import Tier
 
 from test_explore_fast import _judge_scope
+from test_explore_scopes import _exhaust
 
 _QUOTA_FEATURES = ("process quota holds a waiter its ledger has room for", "quota raised or removed grants a waiter",
                    "quota room credited on another ledger grants a waiter")
@@ -46,14 +46,9 @@ ROUND_NEWEST_FIRST = Mutant("spec_round_newest_first", ("I13",), "manager", Laye
                             "a round considers its waiters newest first")
 
 
-def _exhaust(scope, name: str = "manager_quota"):
-    model, counts = counting_features(manager_model(ALL_ON, scope, symmetry=True, name=name))
-    return explore(model, max_depth=10**6, max_states=1_000_000), counts
-
-
 def test_the_quota_scope_is_complete_in_both_profiles_and_reaches_the_quota_situations() -> None:
     assert COMPLETE_SCOPES["quick"]["manager_quota"] is QUOTA_SCOPE is COMPLETE_SCOPES["thorough"]["manager_quota"]
-    r, counts = _exhaust(QUOTA_SCOPE)
+    r, counts = _exhaust(QUOTA_SCOPE, "manager_quota")
     print(f"manager_quota: {r.states} states, {r.transitions} transitions, {r.seconds:.1f} s;",
           {k: counts[k] for k in _QUOTA_FEATURES})
     assert r.complete and not r.found and not r.bound_hit

@@ -17,12 +17,12 @@ import random
 from collections import Counter
 
 import pytest
+from refimpl_manager_harness import one_pool, settled
 
 from invariants.manager_replay import replay_manager_lines
 from invariants import manager as IM
 from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
-from refimpl.manager import ProcessMemoryManager as Composed
 from refimpl.tracing import JsonlSink, boundary
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError, StaleAnswer, TraceSinkFailed
@@ -34,32 +34,20 @@ SEEDS = range(12)
 COUNTS: Counter = Counter()
 
 
-def _fault(rng: random.Random) -> BaseException:
-    return rng.choice(FAULTS)
-
-
-def _settle(pmm: Composed, a: int) -> None:
+def _settle(pmm: ProcessMemoryManager, a: int) -> None:
     """Everything returned through the public API: no ticket or open pressure, nothing charged."""
     for t in abstract_manager(pmm).tickets.values():
         pmm.cancel_ticket(t.holder, t.id)
     for r in abstract_manager(pmm).ledger.allocations.values():
         if r.state is AllocState.LIVE:
             pmm.release(r.holder, r.id)
-    m = abstract_manager(pmm)
-    assert not m.tickets and m.ledger.authorities[a].used == 0
-    IM.check_all(m)
-
-
-def _composed(limit: int) -> tuple[Composed, int, tuple[int, int]]:
-    pmm = Composed(aging_bound=2)
-    hs = (pmm.register_holder("h1"), pmm.register_holder("h2"))
-    return pmm, pmm.register_authority("dev", Tier.DEVICE, limit), hs
+    settled(pmm, a)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_faulty_holder_callbacks_leave_the_manager_consistent(seed) -> None:
     rng = random.Random(seed)
-    g, a, hs = _composed(96)
+    g, a, hs = one_pool(96, 2, aging_bound=2)
 
     def callback(gov, pid, target):
         h = abstract_manager(gov).pressures[pid].holder
@@ -69,7 +57,7 @@ def test_faulty_holder_callbacks_leave_the_manager_consistent(seed) -> None:
                          if r.holder == h and r.state is AllocState.LIVE and r.id not in m.uses)[:1]
             gov.answer(h, pid, idle, 0)
         if rng.random() < 0.7:
-            raise _fault(rng)
+            raise rng.choice(FAULTS)
 
     for h in hs:
         g.register_callback(h, callback)
@@ -99,12 +87,12 @@ def test_faulty_holder_callbacks_leave_the_manager_consistent(seed) -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_faults_inside_acquire_never_leave_a_grant_behind(seed) -> None:
     rng = random.Random(seed)
-    g, a, (h1, h2) = _composed(60)
+    g, a, (h1, h2) = one_pool(60, 2, aging_bound=2)
     held = [g.try_reserve(h1, a, 40)]  # so that some acquires park and are granted later
     park, claim = g._park, g._claim
     for _ in range(25):
         where = rng.choice(["wait-before", "wait-after", "claim-before", "claim-after", None])
-        fault = _fault(rng)
+        fault = rng.choice(FAULTS)
 
         def faulty_park(ev, t, timeout, where=where, fault=fault):
             if where == "wait-before":
@@ -148,7 +136,7 @@ def test_faulty_trace_sinks_lose_no_outcome(seed) -> None:
 
     def sink(event):
         if raising["on"] and rng.random() < 0.3:
-            raise _fault(rng)
+            raise rng.choice(FAULTS)
         good(event)
 
     pmm = ProcessMemoryManager(trace=sink)

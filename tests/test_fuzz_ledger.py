@@ -11,14 +11,14 @@ from __future__ import annotations
 import io
 from collections import Counter
 
-from fuzz_harness import FUZZ_SETTINGS, pick, report, run_fuzz
+import pytest
+from fuzz_harness import FUZZ_SETTINGS, pick, replayed, report, run_fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
-from invariants.manager_replay import replay_manager_lines
 from invariants.ledger import check_all
 from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink, boundary
+from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.types import Role, Tier
 
@@ -72,35 +72,22 @@ def _fuzz(data, counts: Counter, traced: bool) -> None:
     run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: abstract_ledger(p), counts, steps=40, noted=world.noted,
              check=lambda p: check_all(abstract_ledger(p)))
     if traced:
-        boundary(pmm)
-        lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-        r = replay_manager_lines(lines)
+        r, lines = replayed(pmm, buf)
         assert r.ok, r.describe()
         assert r.events == len(lines)
         counts["trace events replayed"] += r.events
 
 
-def test_fuzz_process_memory_manager(capsys) -> None:
+@pytest.mark.parametrize("traced", [False, True], ids=["plain", "traced"])
+def test_fuzz_process_memory_manager(capsys, traced: bool) -> None:
     counts: Counter = Counter()
 
     @FUZZ_SETTINGS
     @given(st.data())
     def run(data) -> None:
-        _fuzz(data, counts, traced=False)
+        _fuzz(data, counts, traced=traced)
 
     run()
-    report("ProcessMemoryManager", counts, capsys)
+    report("ProcessMemoryManager" + " traced (tracer)" * traced, counts, capsys)
     assert counts["accepted"] > 150 and counts["rejected"] > 600, counts
-
-
-def test_fuzz_traced_process_memory_manager(capsys) -> None:
-    counts: Counter = Counter()
-
-    @FUZZ_SETTINGS
-    @given(st.data())
-    def run(data) -> None:
-        _fuzz(data, counts, traced=True)
-
-    run()
-    report("ProcessMemoryManager traced (tracer)", counts, capsys)
-    assert counts["accepted"] > 150 and counts["rejected"] > 600 and counts["trace events replayed"] > 1000, counts
+    assert not traced or counts["trace events replayed"] > 1000, counts

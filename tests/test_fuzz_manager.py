@@ -29,21 +29,21 @@ import threading
 from collections import Counter
 from typing import Any
 
-from fuzz_harness import FUZZ_SETTINGS, IntSub, pick, report, run_fuzz
+from fuzz_harness import FUZZ_SETTINGS, IntSub, pick, replayed, report, run_fuzz
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-from refimpl_manager_harness import conserved
+from refimpl_manager_harness import conserved, idle
 
 from invariants import manager as IM
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink, boundary
+from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import commit_limit, prepare_limit, reserve_tx
 from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import CapacityDenied, GovernorError
 from spec.tickets import TicketState
-from spec.types import AllocState, Role, Tier
+from spec.types import Role, Tier
 
 OPS = [
     # arbitration
@@ -139,13 +139,6 @@ def _counted(fn):
     return callback
 
 
-def _idle(m, holder, authority):
-    s = abstract_manager(m)
-    parts = {t.allocation for t in s.tickets.values()} | {i for t in s.txs.values() for i in t.held}
-    return tuple(i for i, r in s.ledger.allocations.items() if r.holder == holder and r.authority == authority
-                 and r.state is AllocState.LIVE and i not in parts)
-
-
 def _noop(m, pid, target):
     return None
 
@@ -156,7 +149,7 @@ def _answer_nothing(m, pid, target):
 
 def _answer_own_idle(m, pid, target):
     p = abstract_manager(m).pressures[pid]
-    m.answer(p.holder, pid, _idle(m, p.holder, p.authority)[:2])
+    m.answer(p.holder, pid, idle(m, p.holder, p.authority)[:2])
 
 
 def _submit_more(m, pid, target):
@@ -230,7 +223,7 @@ class _World:
 
         def victims():
             p = m.pressures.get(self.answered) if self.answered is not None else None
-            own = list(_idle(self.pmm, p.holder, p.authority)) if p is not None else []
+            own = list(idle(self.pmm, p.holder, p.authority)) if p is not None else []
             shape = data.draw(st.sampled_from(["own", "own", "own", "list", "duplicate", "foreign", "bool", "junk"]))
             vs = tuple(own[:data.draw(st.integers(0, 2))])
             return {"own": vs, "list": list(vs), "duplicate": vs + vs[:1] if vs else (1, 1),
@@ -334,9 +327,7 @@ def _fuzz(data, counts: Counter, traced: bool) -> None:
     run_fuzz(data, pmm, WEIGHTED, world.valid, lambda p: abstract_manager(p), counts, steps=40,
              noted=noted, check=_check)
     if traced:
-        boundary(pmm)
-        lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-        r = replay_manager_lines(lines)
+        r, lines = replayed(pmm, buf)
         assert r.ok, r.describe()
         counts["trace events replayed"] += len(lines)
 

@@ -138,35 +138,26 @@ def test_checkpoint_names_a_row_that_left_without_its_books() -> None:
 # --- the partition on a partial view, restricted by the books ------------------------------------------------
 
 @pytest.mark.parametrize("background", [0, 10_000])
-def test_a_grant_that_books_nothing_is_caught_on_the_partial_view(background: int) -> None:
+@pytest.mark.parametrize("bug", [True, False], ids=["grant_books_nothing", "real_code"])
+def test_a_grant_that_books_nothing_is_caught_on_the_partial_view(background: int, bug: bool) -> None:
     """With a pressure ticket open, a submit is checked on partial frozen views. A grant that charges nothing
     (grant_charges_ledger off) leaves every row and `used` as they were: only the parts' partition of `used`, on
-    the view restricted by the books, sees the granted bytes no reservation backs."""
-    pmm = ProcessMemoryManager(guards=GuardSet.without("grant_charges_ledger"))
-    a, h = pmm.register_authority("gpu0", DEV, 1000 + background), pmm.register_holder("kv")
-    with contracts.contracts(False):
-        for _ in range(background):
-            pmm.commit(h, pmm.reserve(h, a, DEV, 1, KV), 1)
-    with contracts.contracts(True, level="local"):
-        pmm.open_pressure(h, a, 1)
-        with pytest.raises(InvariantViolation, match=r"^I1: authority 1: used \d+ B, but parts hold 5 B") as exc:
-            pmm.submit(h, a, 5)
-    assert exc.value.clause == "state_I1_manager.buckets_partition_used"
-
-
-@pytest.mark.parametrize("background", [0, 10_000])
-def test_the_partial_view_is_clean_on_the_real_code(background: int) -> None:
-    """Negative control for the test above: the same steps with every guard on raise nothing, and the restricted
-    view does not mistake the rows out of view for a lost byte."""
-    pmm = ProcessMemoryManager()
+    the view restricted by the books, sees the granted bytes no reservation backs. Negative control (real code,
+    every guard on): the same steps raise nothing, and the restricted view does not mistake the rows out of view
+    for a lost byte."""
+    pmm = ProcessMemoryManager(guards=GuardSet.without("grant_charges_ledger") if bug else GuardSet())
     a, h = pmm.register_authority("gpu0", DEV, 1000 + background), pmm.register_holder("kv")
     with contracts.contracts(False):
         for _ in range(background):
             pmm.commit(h, pmm.reserve(h, a, DEV, 1, KV), 1)
     with contracts.contracts(True, level="local"):
         p = pmm.open_pressure(h, a, 1)
-        t = pmm.submit(h, a, 5)
-        pmm.release(h, pmm.claim(h, t))
+        if bug:
+            with pytest.raises(InvariantViolation, match=r"^I1: authority 1: used \d+ B, but parts hold 5 B") as exc:
+                pmm.submit(h, a, 5)
+            assert exc.value.clause == "state_I1_manager.buckets_partition_used"
+            return
+        pmm.release(h, pmm.claim(h, pmm.submit(h, a, 5)))
         pmm.cancel_pressure(p)
         checkpoint(pmm)
 
@@ -198,30 +189,27 @@ def _frozen(op: str, drift: Callable[[ProcessMemoryManager, int, int], None] | N
         run(pmm, a, h, x, p)
 
 
-@pytest.mark.parametrize("op", sorted(FROZEN))
-def test_frozen_path_checks_used_against_the_books(op: str) -> None:
-    def drift(pmm: ProcessMemoryManager, a: int, x: int) -> None:
-        pmm._auths[a].used += 1
+def _used_drifts(pmm: ProcessMemoryManager, a: int, x: int) -> None:
+    pmm._auths[a].used += 1
 
-    with pytest.raises(InvariantViolation, match=r"^I1: authority 1: used \d+ B, its allocations charge \d+ B "
-                                                 r"\(the rows as the contract booked them\)") as exc:
+
+def _row_drifts(pmm: ProcessMemoryManager, a: int, x: int) -> None:
+    pmm._allocs[x].charge += 1
+    pmm._auths[a].used += 1
+
+
+@pytest.mark.parametrize("op", sorted(FROZEN))
+@pytest.mark.parametrize(("drift", "match", "clause"), [
+    (_used_drifts, r"^I1: authority 1: used \d+ B, its allocations charge \d+ B \(the rows as the contract booked them\)",
+     "local.conserved"),
+    (_row_drifts, r"^I1: allocation 1 is charged 11 B before this operation, but 10 B when the contract last saw it",
+     "local.row_as_booked"),
+    (None, None, None),  # the negative control: the books stay exact
+], ids=["used_drifts", "row_changed_between_operations", "books_exact"])
+def test_frozen_path_checks_used_and_rows_against_the_books(op: str, drift: Any, match: str, clause: str) -> None:
+    if drift is None:
+        _frozen(op, None)
+        return
+    with pytest.raises(InvariantViolation, match=match) as exc:
         _frozen(op, drift)
-    assert exc.value.clause == "local.conserved"
-
-
-@pytest.mark.parametrize("op", sorted(FROZEN))
-def test_frozen_path_names_a_row_changed_between_operations(op: str) -> None:
-    def drift(pmm: ProcessMemoryManager, a: int, x: int) -> None:
-        pmm._allocs[x].charge += 1
-        pmm._auths[a].used += 1
-
-    with pytest.raises(InvariantViolation, match=r"^I1: allocation 1 is charged 11 B before this operation, "
-                                                 r"but 10 B when the contract last saw it") as exc:
-        _frozen(op, drift)
-    assert exc.value.clause == "local.row_as_booked"
-
-
-@pytest.mark.parametrize("op", sorted(FROZEN))
-def test_frozen_path_keeps_the_books_exact(op: str) -> None:
-    """Negative control for the two tests above."""
-    _frozen(op, None)
+    assert exc.value.clause == clause

@@ -29,7 +29,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from refimpl_manager_harness import conserved, lease, make
+from refimpl_manager_harness import conserved, idle, lease, make
 
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import arbitration as _arbitration
@@ -86,28 +86,19 @@ def settle(pmm: ProcessMemoryManager, held: set[int]) -> None:
 # --- regressions (each failed before the fix) -------------------------------------------------------------
 
 @pytest.mark.parametrize("fault", [KeyboardInterrupt(), ValueError("sink down")], ids=["KeyboardInterrupt", "ValueError"])
-@pytest.mark.parametrize("kind", ["submit", "claim"])
-def test_acquire_whose_event_the_sink_refuses_leaves_no_grant_behind(kind: str, fault: BaseException) -> None:
+@pytest.mark.parametrize("kind", ["submit", "claim", "press"])
+def test_an_operation_whose_event_the_sink_refuses_leaves_no_grant_or_pressure_behind(kind: str,
+                                                                                      fault: BaseException) -> None:
     sink = _Sink()
     pmm, w = make(trace=sink)
     sink.arm(fault, kind)
     held: set[int] = set()
     with pytest.raises((type(fault), TraceSinkFailed)) as exc:
-        pmm.acquire(w.h1, w.a, 10, timeout=0)
+        pmm.press(w.h1, w.a, 5) if kind == "press" else pmm.acquire(w.h1, w.a, 10, timeout=0)
     if isinstance(exc.value, TraceSinkFailed) and kind == "claim":
         held.add(exc.value.result)  # the claim stands: the caller has its lease in `.result`
     exact(pmm, held)
     settle(pmm, held)
-
-
-@pytest.mark.parametrize("fault", [KeyboardInterrupt(), ValueError("sink down")], ids=["KeyboardInterrupt", "ValueError"])
-def test_press_whose_event_the_sink_refuses_leaves_no_pressure_open(fault: BaseException) -> None:
-    sink = _Sink()
-    pmm, w = make(trace=sink)
-    sink.arm(fault, "press")
-    with pytest.raises((type(fault), TraceSinkFailed)):
-        pmm.press(w.h1, w.a, 5)
-    exact(pmm, set())
 
 
 @pytest.mark.parametrize("fault", [KeyboardInterrupt(), SystemExit(2)], ids=["KeyboardInterrupt", "SystemExit"])
@@ -127,13 +118,6 @@ def test_lower_limit_interrupted_by_a_callback_leaves_no_change_pending(fault: B
 
 
 # --- seeded fault injection at every call-out point ---------------------------------------------------------
-
-def _idle_leases(pmm: ProcessMemoryManager, holder: int, authority: int) -> tuple[int, ...]:
-    m = abstract_manager(pmm)
-    parts = {t.allocation for t in m.tickets.values()}
-    return tuple(i for i, r in m.ledger.allocations.items() if r.holder == holder and r.authority == authority
-                 and r.state is AllocState.LIVE and i not in parts)
-
 
 def _fill(pmm: ProcessMemoryManager, holder: int, authority: int, held: set[int]) -> int:
     """A lease taking the rest of `authority` (a later acquire parks until it is released)."""
@@ -208,7 +192,7 @@ def test_faults_at_every_callout_leave_the_ledger_exact(seed: int, traced: bool,
             raise fault
         if "re-enter" in mode:
             m.submit(h, w.b, 1)  # re-entrant call from the callback (cancelled by the test afterwards)
-        victims = _idle_leases(m, h, abstract_manager(m).pressures[pid].authority)[:rng.randint(0, 2)]
+        victims = idle(m, h, abstract_manager(m).pressures[pid].authority)[:rng.randint(0, 2)]
         held.difference_update(victims)  # before the answer: its event may fail after it was applied
         m.answer(h, pid, victims)
         if "after" in mode:
@@ -288,7 +272,7 @@ def test_faults_at_every_callout_leave_the_ledger_exact(seed: int, traced: bool,
             COUNTS[f"completed at {point}"] += 1
         except TraceSinkFailed as e:
             COUNTS["fault reported as TraceSinkFailed"] += 1
-            fresh = {i for i in _idle_leases(pmm, w.h1, w.a) + _idle_leases(pmm, w.h2, w.a) + _idle_leases(pmm, w.h2, w.b)}
+            fresh = {i for i in idle(pmm, w.h1, w.a) + idle(pmm, w.h2, w.a) + idle(pmm, w.h2, w.b)}
             for r in (e.result if type(e.result) is tuple else (e.result,)):
                 if r in fresh:
                     held.add(r)  # the operation stands; its outcome (a lease) is the caller's
@@ -411,8 +395,12 @@ def _park_waiter(pmm: ProcessMemoryManager, holder: int, authority: int, got: li
     return t
 
 
-def test_a_lost_wake_up_costs_a_waiter_one_recheck() -> None:
-    """The waker interrupted before it sets the events: a waiter with no deadline still claims its grant."""
+@pytest.mark.parametrize("recheck", [True, False], ids=["recheck", "no_recheck"])
+def test_a_lost_wake_up_costs_a_waiter_one_recheck(recheck: bool, monkeypatch) -> None:
+    """The waker interrupted before it sets the events: a waiter with no deadline still claims its grant.
+    Negative control (no_recheck, one unbounded wait): the same lost wake-up leaves the waiter parked."""
+    if not recheck:
+        monkeypatch.setattr(_arbitration, "RECHECK_S", 3600.0)
     pmm, w = make()
     blocker = lease(pmm, w.h2, w.a, 100)
     got: list[Any] = []
@@ -421,22 +409,12 @@ def test_a_lost_wake_up_costs_a_waiter_one_recheck() -> None:
     with pytest.raises(KeyboardInterrupt):
         pmm.release(w.h2, blocker)  # the round grants the parked ticket; its wake-up is lost
     assert seen, "the fault never reached the waker"
-    t.join(10 * _arbitration.RECHECK_S + 5)
-    assert not t.is_alive(), "the waiter sleeps on a granted ticket"
-    assert len(got) == 1 and got[0] is not None
-    exact(pmm, {got[0]})
-
-
-def test_without_the_recheck_a_lost_wake_up_strands_the_waiter(monkeypatch) -> None:
-    """Negative control: with no recheck (one unbounded wait), the same lost wake-up leaves the waiter parked."""
-    monkeypatch.setattr(_arbitration, "RECHECK_S", 3600.0)
-    pmm, w = make()
-    blocker = lease(pmm, w.h2, w.a, 100)
-    got: list[Any] = []
-    t = _park_waiter(pmm, w.h1, w.a, got)
-    _interrupted_waker(pmm)
-    with pytest.raises(KeyboardInterrupt):
-        pmm.release(w.h2, blocker)
+    if recheck:
+        t.join(10 * _arbitration.RECHECK_S + 5)
+        assert not t.is_alive(), "the waiter sleeps on a granted ticket"
+        assert len(got) == 1 and got[0] is not None
+        exact(pmm, {got[0]})
+        return
     t.join(1.5)
     assert t.is_alive() and not got, "the harm this recheck prevents did not occur"
     (tid,) = abstract_manager(pmm).tickets

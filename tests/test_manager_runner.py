@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-import invariants.manager as IM
 from invariants import contracts
 from invariants._violation import InvariantViolation
 from refimpl.manager import ProcessMemoryManager
@@ -69,25 +68,22 @@ def test_full_refusal_that_changed_the_manager_is_G4(leak: bool) -> None:
 
 # --- step and state: what the runner hands to the predicates ----------------------------------------------
 
-def _recorders(calls: list[tuple[Any, ...]], step_takes_result: bool) -> tuple[Any, Any]:
+def _recorded() -> tuple[ProcessMemoryManager, int, int, list[tuple[Any, ...]]]:
+    """A manager whose step and state predicates are recorders: (manager, authority, holder, their calls)."""
+    calls: list[tuple[Any, ...]] = []
+
     def step(before: Any, action: Any, after: Any, *result: Any) -> None:
-        assert len(result) == step_takes_result
+        assert len(result) == 1
         calls.append(("step", before, action, after, *result))
 
-    def state(after: Any) -> None:
-        calls.append(("state", after))
-
-    return step, state
+    pmm = ProcessMemoryManager()
+    a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("kv")
+    pmm._mchecks = types.SimpleNamespace(check_step=step, check_all=lambda after: calls.append(("state", after)))
+    return pmm, a, h, calls  # `_mchecks`: the looked-up invariants.manager
 
 
 def test_full_step_and_state_get_the_views_before_and_after() -> None:
-    calls: list[tuple[Any, ...]] = []
-    fake = types.SimpleNamespace()
-    fake.check_step, fake.check_all = _recorders(calls, step_takes_result=True)
-    pmm = ProcessMemoryManager()
-    a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
-    h = pmm.register_holder("kv")
-    pmm._mchecks = fake  # the looked-up invariants.manager
+    pmm, a, h, calls = _recorded()
     with contracts.contracts(True, level="full"):
         t = pmm.submit(h, a, 10)  # granted at once: its reservation is a new allocation
     (kind, before, action, after, result), (kind2, after2) = calls
@@ -99,15 +95,9 @@ def test_full_step_and_state_get_the_views_before_and_after() -> None:
 
 
 def test_full_refusal_runs_no_step_or_state_check() -> None:
-    calls: list[tuple[Any, ...]] = []
-    fake = types.SimpleNamespace()
-    fake.check_step, fake.check_all = _recorders(calls, step_takes_result=True)
-    pmm = ProcessMemoryManager()
-    pmm.register_authority("gpu0", Tier.DEVICE, 100)
-    h = pmm.register_holder("kv")
-    pmm._mchecks = fake
+    pmm, a, h, calls = _recorded()
     with contracts.contracts(True, level="full"), pytest.raises(CapacityDenied):
-        pmm.submit(h, 1, 200)  # can never fit its limit
+        pmm.submit(h, a, 200)  # can never fit its limit
     assert calls == []
 
 

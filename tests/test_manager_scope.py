@@ -3,9 +3,8 @@ deterministic, shortest counterexample for each cross-cutting guard switched off
 
 from __future__ import annotations
 
-from collections import deque
-
 import pytest
+from manager_harness import walk
 
 from invariants.clauses import CLAUSES, Coverage, recording
 from invariants.explore import explore
@@ -13,7 +12,6 @@ from invariants.manager_scope import CONTROL_SCOPE, CONTROLS, manager_actions, m
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
-from spec.errors import GovernorError
 from spec.guards import GUARDS, GuardSet
 
 _MANAGER_GUARDS = sorted(g.name for g in GUARDS if g.model == "manager")
@@ -41,10 +39,13 @@ def test_scope_is_clean_with_every_guard_on() -> None:
 
 @pytest.mark.parametrize("name", _MANAGER_GUARDS)
 def test_guard_off_is_found_by_the_explorer(name: str) -> None:
-    r = explore(manager_model(GuardSet.without(name), CONTROLS[name]), max_depth=6, max_states=200_000)
+    model = manager_model(GuardSet.without(name), CONTROLS[name])
+    r = explore(model, max_depth=6, max_states=200_000)
     clause, steps = EXPECTED[name]
     assert r.found, f"{name} off: no counterexample in {r.states} states"
     assert r.clause == clause and len(r.counterexample) == steps, (r.clause, r.counterexample)
+    fp = explore(model, max_depth=6, max_states=200_000, fingerprints=True)  # a fingerprint seen-set: the same
+    assert (fp.counterexample, fp.clause, fp.states) == (r.counterexample, r.clause, r.states)
 
 
 @pytest.mark.parametrize("name", _MANAGER_GUARDS)
@@ -55,35 +56,12 @@ def test_control_scope_is_clean_with_the_guard_on(name: str) -> None:
 
 def test_alphabet_reaches_every_part_within_three_steps() -> None:
     """Every action kind of the scope is accepted somewhere within depth 3 (the scope is not vacuous)."""
-    start = manager_start(CONTROL_SCOPE)
-    seen, accepted = {start}, set()
-    frontier = deque([(start, 0)])
-    while frontier:
-        m, d = frontier.popleft()
-        if d == 3:
-            continue
-        for act in manager_actions(CONTROL_SCOPE, m):
-            try:
-                nxt = MG.step(m, act)[0]
-            except GovernorError:
-                continue
-            accepted.add(type(act))
-            if nxt not in seen:
-                seen.add(nxt)
-                frontier.append((nxt, d + 1))
+    accepted = {type(act) for _, act, o in walk(manager_start(CONTROL_SCOPE), lambda m: manager_actions(CONTROL_SCOPE, m),
+                                                MG.step, 3) if o[0] == "accepted"}
     kinds = {M.Submit, M.Claim, M.CancelTicket, M.TimeoutTicket, A.Release, M.Press, M.Answer, M.CancelPressure,
              M.PlanTx, M.ReserveTx, M.CommitTx, M.AbortTx, A.LoseDevice, A.ConfirmTermination, M.PrepareLimit,
              M.CommitLimit}
     assert kinds <= accepted, kinds - accepted
-
-
-
-@pytest.mark.parametrize("name", _MANAGER_GUARDS)
-def test_fingerprint_seen_set_finds_the_same_counterexample(name: str) -> None:
-    model = manager_model(GuardSet.without(name), CONTROLS[name])
-    whole = explore(model, max_depth=6, max_states=200_000)
-    fp = explore(model, max_depth=6, max_states=200_000, fingerprints=True)
-    assert (fp.counterexample, fp.clause, fp.states) == (whole.counterexample, whole.clause, whole.states)
 
 
 def test_fingerprint_seen_set_counts_the_same_states() -> None:

@@ -28,7 +28,6 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
     cache_leases: list[int] = []
     cache_lock = threading.Lock()  # the holder's own lock, never the ledger's
     probes: list[bool] = []
-    stop = threading.Event()
     stats = {"leases": 0, "timeouts": 0, "commits": 0, "denied": 0, "answered": 0}
     auths = (w.a, w.b)
     tiers = {w.a: Tier.DEVICE, w.b: Tier.HOST}
@@ -82,7 +81,7 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
                 assert len(ids) == 2
         return run
 
-    def cacher() -> None:
+    def cacher(stop: threading.Event) -> None:
         rnd = random.Random(seed)
         while not stop.is_set():
             with cache_lock:
@@ -104,7 +103,7 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
         for _ in range(40):
             pmm.press(cache, rnd.choice(auths), 16)
 
-    def auditor() -> None:
+    def auditor(stop: threading.Event) -> None:
         while not stop.is_set():
             m = abstract_manager(pmm)
             conserved(m)
@@ -114,24 +113,8 @@ def test_threads_conserve_every_byte_and_never_call_out_under_the_lock(seed: int
     workers = [requester(h, k) for k, h in enumerate(holders[:4])] + [transactor(h, k) for k, h in enumerate(holders[4:])]
     workers += [presser]
 
-    def bounded(fns: list[Callable[[], None]]) -> list[Callable[[], None]]:
-        left = [len(fns)]
-        lock = threading.Lock()
-
-        def wrap(fn: Callable[[], None]) -> Callable[[], None]:
-            def run() -> None:
-                try:
-                    fn()
-                finally:
-                    with lock:
-                        left[0] -= 1
-                        if not left[0]:
-                            stop.set()
-            return run
-        return [wrap(f) for f in fns]
-
     with contracts.contracts(False):
-        run_together([*bounded(workers), cacher, auditor])
+        run_together(workers, [cacher, auditor])
     for i in cache_leases:
         pmm.release(cache, i)
     m = abstract_manager(pmm)

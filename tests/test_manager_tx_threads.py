@@ -18,7 +18,7 @@ import time
 
 import pytest
 from test_reserve_order import circle_of_holds
-from threads_harness import JOIN_S, fast_switching  # noqa: F401  (fixture)
+from threads_harness import fast_switching, start_and_join  # noqa: F401  (fixture)
 
 from invariants import contracts
 from invariants.manager import check_all
@@ -39,14 +39,6 @@ def _world(guards: GuardSet = GuardSet()) -> tuple[ProcessMemoryManager, dict[st
     dev, host = pmm.register_authority("device", Tier.DEVICE, 10), pmm.register_authority("host", Tier.HOST, 10)
     return pmm, {"a": (pmm.register_holder("a"), ((dev, 6), (host, 6))),
                  "b": (pmm.register_holder("b"), ((host, 6), (dev, 6)))}
-
-
-def _run(threads: list[threading.Thread]) -> None:
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_S)
-    assert not any(t.is_alive() for t in threads), "a transaction thread hung"
 
 
 @pytest.mark.parametrize("contracts_on", [False, True], ids=["contracts-off", "contracts-on"])
@@ -79,7 +71,7 @@ def test_opposite_declared_orders_never_deadlock_and_retries_keep_their_place(co
         except BaseException as e:  # surfaced below
             errors.append(e)
 
-    _run([threading.Thread(target=worker, args=(n,)) for n in clients])
+    start_and_join([threading.Thread(target=worker, args=(n,)) for n in clients])
     assert not errors, errors
     assert done == {"a": ROUNDS, "b": ROUNDS}
     m = abstract_manager(pmm)
@@ -112,7 +104,7 @@ def _lockstep(pmm: ProcessMemoryManager, clients: dict[str, tuple[int, tuple]]) 
         except CapacityDenied:
             outcome[name] = "missed"
 
-    _run([threading.Thread(target=worker, args=(n,)) for n in clients])
+    start_and_join([threading.Thread(target=worker, args=(n,)) for n in clients])
     return seen["state"], outcome
 
 

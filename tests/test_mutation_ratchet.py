@@ -111,33 +111,22 @@ def test_kill_rate_excludes_equivalent_and_counts_timeouts() -> None:
     assert mutation.kill_rate(c) == 0.8
 
 
-def _result(rate_killed: int, mutants: int = 10) -> dict:
+def _result(rate_killed: int, mutants: int = 10, incomplete: bool = False) -> dict:
     c = {"mutants": mutants, "killed": rate_killed, "timeout": 0, "survived": mutants - rate_killed,
-         "no_tests": 0, "other": 0, "equivalent": 0, "incomplete": False}
+         "no_tests": 0, "other": 0, "equivalent": 0, "incomplete": incomplete}
     c["kill_rate"] = mutation.kill_rate(c)
     return c
 
 
-def test_next_ratchet_raises_a_floor_and_adds_a_new_module() -> None:
-    new, refused = mutation.next_ratchet({"a.py": 0.8}, {"a.py": _result(9), "b.py": _result(7)}, ["a.py", "b.py"],
-                                         allow_lower=False)
-    assert (new, refused) == ({"a.py": 0.9, "b.py": 0.7}, [])
-
-
-def test_next_ratchet_refuses_to_lower_a_floor() -> None:
-    new, refused = mutation.next_ratchet({"a.py": 0.9}, {"a.py": _result(8)}, ["a.py"], allow_lower=False)
-    assert (new, refused) == ({"a.py": 0.9}, ["a.py: 0.8 < floor 0.9"])
-
-
-def test_next_ratchet_lowers_only_when_asked() -> None:
-    new, refused = mutation.next_ratchet({"a.py": 0.9}, {"a.py": _result(8)}, ["a.py"], allow_lower=True)
-    assert (new, refused) == ({"a.py": 0.8}, [])
-
-
-def test_next_ratchet_keeps_the_floor_of_an_unfinished_run() -> None:
-    r = _result(2) | {"incomplete": True}
-    new, refused = mutation.next_ratchet({"a.py": 0.9}, {"a.py": r}, ["a.py"], allow_lower=True)
-    assert (new, refused) == ({"a.py": 0.9}, [])
+@pytest.mark.parametrize(("floors", "results", "allow_lower", "want"), [
+    ({"a.py": 0.8}, {"a.py": _result(9), "b.py": _result(7)}, False, ({"a.py": 0.9, "b.py": 0.7}, [])),
+    ({"a.py": 0.9}, {"a.py": _result(8)}, False, ({"a.py": 0.9}, ["a.py: 0.8 < floor 0.9"])),
+    ({"a.py": 0.9}, {"a.py": _result(8)}, True, ({"a.py": 0.8}, [])),
+    ({"a.py": 0.9}, {"a.py": _result(2, incomplete=True)}, True, ({"a.py": 0.9}, [])),
+], ids=["raises_a_floor_and_adds_a_new_module", "refuses_to_lower_a_floor", "lowers_only_when_asked",
+        "keeps_the_floor_of_an_unfinished_run"])
+def test_next_ratchet(floors: dict, results: dict, allow_lower: bool, want: tuple) -> None:
+    assert mutation.next_ratchet(floors, results, sorted(results), allow_lower=allow_lower) == want
 
 
 def test_check_ratchet_rejects_a_result_without_its_source_hash(results, ratchet) -> None:

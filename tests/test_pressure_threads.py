@@ -12,7 +12,8 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
+from refimpl_manager_harness import one_pool, settled
+from threads_harness import JOIN_S, fast_switching, run_together, start_and_join  # noqa: F401  (fixture)
 
 from invariants import contracts
 from invariants import manager as IM
@@ -21,33 +22,18 @@ from refimpl.verify.manager_hooks import abstract_manager, ledger_lock
 from spec.errors import CapacityDenied
 from spec.guards import ALL_ON, GuardSet
 from spec.tickets import TicketState
-from spec.types import AllocState, Tier
+from spec.types import AllocState
 
 THREADS = 8
 
 pytestmark = pytest.mark.usefixtures("fast_switching")
 
 
-def _start(limit: int, holders: int, aging_bound: int = 4,
-           guards: GuardSet = ALL_ON) -> tuple[ProcessMemoryManager, int, list[int]]:
-    pmm = ProcessMemoryManager(aging_bound=aging_bound, guards=guards)
-    hs = [pmm.register_holder(f"h{i}") for i in range(holders)]
-    return pmm, pmm.register_authority("dev", Tier.DEVICE, limit), hs
-
-
-def _settled(pmm: ProcessMemoryManager, a: int) -> None:
-    """Everything returned: no live ticket, nothing charged, the composed invariants hold."""
-    m = abstract_manager(pmm)
-    assert not m.tickets, m.tickets
-    assert m.ledger.authorities[a].used == 0
-    IM.check_all(m)
-
-
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
 @pytest.mark.parametrize("limit, size", [(100, 10), (64, 64), (10, 3), (5, 8)])
 def test_racing_try_reserves_grant_exactly_what_fits(limit: int, size: int, on: bool) -> None:
     with contracts.contracts(on):
-        pmm, a, hs = _start(limit, THREADS)
+        pmm, a, hs = one_pool(limit, THREADS)
         got: list[int] = []
         denied: list[int] = []
 
@@ -66,14 +52,14 @@ def test_racing_try_reserves_grant_exactly_what_fits(limit: int, size: int, on: 
         assert all(m.ledger.allocations[i].state is AllocState.LIVE for i in got)
         for i in got:
             pmm.release(m.ledger.allocations[i].holder, i)
-        _settled(pmm, a)
+        settled(pmm, a)
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
 def test_pressure_callback_reenters_to_release(on: bool) -> None:
     """A waiter needs bytes a holder keeps; pressure reaches the holder, whose callback re-enters to answer."""
     with contracts.contracts(on):
-        pmm, a, (cache, req) = _start(90, 2)
+        pmm, a, (cache, req) = one_pool(90, 2)
         pinned = pmm.try_reserve(cache, a, 20)
         pmm.set_use(cache, pinned, True, False)
         idle = pmm.try_reserve(cache, a, 50)
@@ -105,7 +91,7 @@ def _big_waiter_overtakers(seed: int, guards: GuardSet) -> tuple[int, list[int]]
     """Small requests churn on 8 threads; one big request of 60 B of 64 joins: (the aging bound, the small
     tickets submitted after it and granted before it was)."""
     bound = 3
-    pmm, a, hs = _start(64, THREADS + 1, aging_bound=bound, guards=guards)
+    pmm, a, hs = one_pool(64, THREADS + 1, aging_bound=bound, guards=guards)
     stop = threading.Event()
     small_grants: list[int] = []
     big_ticket: list[int] = []
@@ -141,7 +127,7 @@ def _big_waiter_overtakers(seed: int, guards: GuardSet) -> tuple[int, list[int]]
 
     run_together([small(i) for i in range(THREADS)] + [big])
     assert big_ticket
-    _settled(pmm, a)
+    settled(pmm, a)
     return bound, overtakers
 
 
@@ -171,15 +157,11 @@ def test_aging_off_lets_small_newcomers_overtake() -> None:
 
 def test_dropped_tickets_are_cancelled_through_the_mailbox() -> None:
     """A dropped handle posts its cancel without the lock; the next operation applies it as CancelTicket."""
-    pmm, a, (h, other) = _start(10, 2)
+    pmm, a, (h, other) = one_pool(10, 2)
     hold = pmm.try_reserve(other, a, 10)
     waiting = [pmm.submit(h, a, 4) for _ in range(3)]
-    threads = [threading.Thread(target=pmm.drop, args=(h, t)) for t in waiting]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_S)
+    start_and_join([threading.Thread(target=pmm.drop, args=(h, t)) for t in waiting])
     pmm.release(other, hold)  # applies the posts first: no dropped ticket is granted by its round
     m = abstract_manager(pmm)
     assert not m.tickets and m.ledger.authorities[a].used == 0
-    _settled(pmm, a)
+    settled(pmm, a)

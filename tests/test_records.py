@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 import pytest
+from manager_harness import outcome, walk
 
 import spec
 from invariants.ledger_scope import QUICK_SCOPE as LEDGER_QUICK
@@ -20,7 +20,6 @@ from invariants.manager_scope import CONTROL_SCOPE, QUICK_SCOPE, manager_actions
 from spec import ledger as L
 from spec import manager as MG
 from spec import records
-from spec.errors import GovernorError
 from spec.guards import ALL_ON, GUARDS, GuardSet
 from spec.ledger_state import EMPTY, Authority
 from spec.manager_actions import Manager, Ticket
@@ -39,45 +38,22 @@ def _users() -> list[tuple[Any, str]]:
     return out
 
 
-def _outcome(step: Callable[..., Any], s: Any, act: Any, guards: GuardSet) -> tuple:
-    try:
-        nxt, result = step(s, act, guards)
-    except GovernorError as e:
-        return ("rejected", type(e), str(e))
-    return ("accepted", nxt, type(result), result)
-
-
 def _pairs(initial: Any, actions: Callable[[Any], Iterator[Any]], step: Callable[..., Any], guards: GuardSet,
-           depth: int) -> Iterator[tuple[Any, Any]]:
-    """Every (state, action) pair the explorer tries within `depth` steps of `initial`, in its order."""
-    seen = {initial}
-    frontier = deque([(initial, 0)])
-    while frontier:
-        s, d = frontier.popleft()
-        if d >= depth:
-            continue
-        for act in actions(s):
-            yield s, act
-            try:
-                nxt = step(s, act, guards)[0]
-            except GovernorError:
-                continue
-            if nxt not in seen:
-                seen.add(nxt)
-                frontier.append((nxt, d + 1))
+           depth: int) -> list[tuple[Any, Any, tuple]]:
+    """Every (state, action, outcome) the explorer tries within `depth` steps of `initial`, in its order."""
+    return list(walk(initial, actions, lambda s, a: step(s, a, guards), depth))
 
 
 def _differential(monkeypatch: pytest.MonkeyPatch, initial: Any, actions: Callable[[Any], Iterator[Any]],
                   step: Callable[..., Any], guards: GuardSet, depth: int) -> int:
-    pairs = list(_pairs(initial, actions, step, guards, depth))
-    fast = [_outcome(step, s, a, guards) for s, a in pairs]
+    pairs = _pairs(initial, actions, step, guards, depth)
     with monkeypatch.context() as mp:
         for mod, name in _users():
             mp.setattr(mod, name, attrs.evolve)
-        plain = [_outcome(step, s, a, guards) for s, a in pairs]
-    for (s, a), f, p in zip(pairs, fast, plain):
+        plain = [outcome(lambda s, a: step(s, a, guards), s, a) for s, a, _ in pairs]
+    for (s, a, f), p in zip(pairs, plain):
         assert f == p, (s, a)
-    assert any(o[0] == "rejected" for o in fast) and any(o[0] == "accepted" for o in fast)
+    assert any(o[0] == "rejected" for *_, o in pairs) and any(o[0] == "accepted" for *_, o in pairs)
     return len(pairs)
 
 
@@ -140,32 +116,27 @@ class _Odd:
     d: int = attrs.field(default=0, validator=attrs.validators.le(5))
 
 
-def test_evolve_of_a_class_it_cannot_build_positionally_is_attrs_evolve() -> None:
-    x = _Odd(1, c=2, d=3)
-    assert records.evolve(x, a=5) == attrs.evolve(x, a=5) == _Odd(5, c=2, d=3)
-    with pytest.raises(ValueError):  # validators still run
-        records.evolve(x, d=9)
-
-
 @attrs.frozen
 class _Checked:
     a: int = attrs.field(validator=attrs.validators.instance_of(int))
     b: tuple = attrs.field(converter=tuple, default=())
 
 
-def test_evolve_runs_validators_and_converters_as_attrs_evolve_does() -> None:
-    x = _Checked(1, [2])
-    assert records.evolve(x, b=[3]) == attrs.evolve(x, b=[3]) == _Checked(1, (3,))
-    with pytest.raises(TypeError):
-        records.evolve(x, a="1")
+@pytest.mark.parametrize(("x", "change", "want", "bad", "error"), [
+    (_Odd(1, c=2, d=3), {"a": 5}, _Odd(5, c=2, d=3), {"d": 9}, ValueError),  # not buildable positionally
+    (_Checked(1, [2]), {"b": [3]}, _Checked(1, (3,)), {"a": "1"}, TypeError),
+], ids=["a_class_it_cannot_build_positionally", "validators_and_converters"])
+def test_evolve_of_an_unusual_class_is_attrs_evolve(x: Any, change: dict, want: Any, bad: dict, error: type) -> None:
+    assert records.evolve(x, **change) == attrs.evolve(x, **change) == want
+    with pytest.raises(error):  # validators and converters still run
+        records.evolve(x, **bad)
 
 
 def test_cached_hashes_are_the_recomputed_ones_over_the_manager_scope() -> None:
     # State and Manager cache their hash (attrs cache_hash): sound only while no record changes after it was first
     # hashed. Every state the explorer met (hashed into its seen-set as it was found) still hashes as a fresh copy.
-    seen: set = set()
-    for s, _ in _pairs(manager_start(QUICK_SCOPE), lambda s: manager_actions(QUICK_SCOPE, s), MG.step, ALL_ON, 4):
-        seen.add(s)
+    seen = {s for s, *_ in _pairs(manager_start(QUICK_SCOPE), lambda s: manager_actions(QUICK_SCOPE, s), MG.step,
+                                  ALL_ON, 4)}
     assert len(seen) > 4000
     for s in seen:
         assert hash(s) == hash(records.evolve(s)) and hash(s.ledger) == hash(records.evolve(s.ledger))

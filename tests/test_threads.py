@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from threads_harness import JOIN_S, fast_switching, run_together  # noqa: F401  (fixture)
+from threads_harness import fast_switching, run_together  # noqa: F401  (fixture)
 
 from invariants import contracts
 from invariants.ledger import check_all
@@ -92,7 +92,6 @@ def test_concurrent_cycles_end_at_zero(seed, on):
         a = pmm.register_authority("gpu0", DEV, limit)
         uva = pmm.register_alias(a, "uva")
         holders = [pmm.register_holder(f"w{i}") for i in range(workers)]
-        stop = threading.Event()
         seen: list[int] = []
         granted = [0] * workers
 
@@ -122,31 +121,14 @@ def test_concurrent_cycles_end_at_zero(seed, on):
                     pmm.release(h, x)
             return run
 
-        def observer() -> None:
-            while not stop.is_set():
+        def observer(done: threading.Event) -> None:
+            while not seen or not done.is_set():  # at least one look, however fast the workers are
                 snap = pmm.snapshot(uva)  # an alias reports its canonical ledger
                 seen.append(snap.used)
                 assert snap.authority == a and snap.used <= limit, snap
                 check_all(abstract_ledger(pmm))
 
-        watcher_errors: list[BaseException] = []
-
-        def watch() -> None:
-            try:
-                observer()
-            except BaseException as e:
-                watcher_errors.append(e)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        try:
-            run_together([worker(i) for i in range(workers)])
-        finally:
-            stop.set()
-            watcher.join(JOIN_S)
-        assert not watcher.is_alive(), "observer hung (safety net)"
-        if watcher_errors:
-            raise watcher_errors[0]
+        run_together([worker(i) for i in range(workers)], [observer])
         state = abstract_ledger(pmm)
         assert state.authorities[a].used == 0
         assert state.authorities[uva].used == 0

@@ -17,14 +17,11 @@ def test_host_topology_is_machine_minus_reserve() -> None:
     assert t.host_mapped_capacity == 0 and "unreported" in t.source
 
 
-def test_invalid_reserve_beyond_machine() -> None:
-    with pytest.raises(BudgetBelowFloor, match="leave nothing"):
-        host_topology(reserve=1 << 62)
-
-
-@pytest.mark.parametrize("bad", [-1, 1.5, "1"])
-def test_host_topology_rejects_bad_reserve(bad) -> None:
-    with pytest.raises(InvalidBytes, match="reserve"):
+@pytest.mark.parametrize(("bad", "error", "match"), [(1 << 62, BudgetBelowFloor, "leave nothing"),
+                                                      (-1, InvalidBytes, "reserve"), (1.5, InvalidBytes, "reserve"),
+                                                      ("1", InvalidBytes, "reserve")])
+def test_host_topology_rejects_bad_reserve(bad, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):  # a reserve beyond the machine, or not a byte count
         host_topology(reserve=bad)
 
 

@@ -97,20 +97,13 @@ def _setup() -> tuple[ProcessMemoryManager, io.StringIO, int, int]:
 
 def _composite(name: str) -> tuple[ProcessMemoryManager, io.StringIO, Callable[[], Any]]:
     p, buf, h, a = _setup()
-    if name == "acquire":
-        return p, buf, lambda: p.acquire(h, a, 8, 0, Role.KV, 1.0)
-    if name == "lower_limit":
-        return p, buf, lambda: p.lower_limit(a, 32)
-    if name == "reserve_all":
-        t = p.plan_tx(h, ((a, 8),))
-        return p, buf, lambda: p.reserve_all(t)
-    if name == "open_pressure":
-        return p, buf, lambda: p.open_pressure(h, a, 8)
-    assert name == "drain"
-    p.submit(h, a, 8, 0)
-    t = p.submit(h, a, 60, 0)  # pending
-    p.drop(h, t)
-    return p, buf, p.drain
+    t = p.plan_tx(h, ((a, 8),)) if name == "reserve_all" else None
+    if name == "drain":
+        p.submit(h, a, 8, 0)
+        p.drop(h, p.submit(h, a, 60, 0))  # pending
+    return p, buf, {"acquire": lambda: p.acquire(h, a, 8, 0, Role.KV, 1.0), "lower_limit": lambda: p.lower_limit(a, 32),
+                    "reserve_all": lambda: p.reserve_all(t), "open_pressure": lambda: p.open_pressure(h, a, 8),
+                    "drain": p.drain}[name]
 
 
 @pytest.mark.parametrize("name", sorted(COMPOSITE))
@@ -126,15 +119,11 @@ def test_composite_emits_the_events_of_its_parts(name: str) -> None:
         validator.validate(e)
 
 
-def _states(p: ProcessMemoryManager, a: int) -> tuple[Any, ...]:
-    return abstract_manager(p), abstract_ledger(p)
-
-
 @pytest.mark.parametrize("name", sorted(UNTRACED))
 def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> None:
     p, buf, h, a = _setup()
     t = p.submit(h, a, 8, 0)  # granted at once
-    before, n = _states(p, a), len(buf.getvalue())
+    before, n = (abstract_manager(p), abstract_ledger(p)), len(buf.getvalue())
     calls: dict[str, Callable[[], Any]] = {
         "snapshot": lambda: p.snapshot(a),
         "leases": lambda: p.leases(h),
@@ -144,5 +133,5 @@ def test_untraced_method_changes_no_spec_state_and_emits_nothing(name: str) -> N
         "drop": lambda: p.drop(h, t),  # granted: posted; applied (and traced) by the next operation
     }
     calls[name]()
-    assert _states(p, a) == before, f"{name} changed spec state"
+    assert (abstract_manager(p), abstract_ledger(p)) == before, f"{name} changed spec state"
     assert len(buf.getvalue()) == n, f"{name} emitted an event"
