@@ -21,9 +21,10 @@ import sys
 import numpy as np
 import onnxruntime as ort
 import pytest
+from ort_harness import assert_identical
 
 from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import RunFailed, SessionCreationFailed
@@ -40,16 +41,6 @@ def _opened(world, source="dec"):
 
 def _frozen(rt):
     return rt.abstract(), abstract_ledger(rt.pmm).allocations, rt.used()
-
-
-def _check_identical(world, rt, rid, steps, source="dec"):
-    m = rt.models["a"].measured
-    pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)
-    for t in range(steps):
-        y, pk, pv = world.reference[source].run(None, {"x": decode_input(rid, t, m.heads * m.dh),
-                                                       "past_key": pk, "past_value": pv})
-    gk, gv = rt.kv.present(rid)
-    assert np.array_equal(pk, gk) and np.array_equal(pv, gv) and np.array_equal(y, rt.last_output)
 
 
 def test_run_over_the_env_arena_cap_is_run_failed_with_the_ledger_exact() -> None:
@@ -76,7 +67,7 @@ def test_iobinding_shape_error_is_run_failed_and_changes_nothing(world) -> None:
     assert _frozen(rt) == before
     b.bind()  # rebuild the bucket's bindings from position 1: the request goes on unharmed
     rt.execute(S.Decode(rid))
-    _check_identical(world, rt, rid, 2)
+    assert_identical(world, rt, rid, 2)
     rt.close()
     assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
@@ -103,7 +94,7 @@ def test_run_failing_after_kv_growth_returns_the_grown_lease(world, monkeypatch)
     monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", real)
     for _ in range(MAX_CONTEXT - BUCKET):
         rt.execute(S.Decode(rid))
-    _check_identical(world, rt, rid, MAX_CONTEXT)
+    assert_identical(world, rt, rid, MAX_CONTEXT)
     rt.close()
     assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
@@ -163,7 +154,7 @@ def test_run_fails_refines_the_spec_and_keeps_no_charge(world) -> None:
     assert s.requests[1].tokens == BUCKET + 1 and s.requests[1].kv_tokens == 2 * BUCKET
     ev = world.take_events()
     assert ev["run_failures_injected"] == 3 and ev["run_failures_after_growth"] == 2, ev
-    _check_identical(world, ad.rt, 1, BUCKET + 1)  # the failed Runs changed nothing the next decode reads
+    assert_identical(world, ad.rt, 1, BUCKET + 1)  # the failed Runs changed nothing the next decode reads
     ad.close()
     assert ad.rt.used() == ad.rt.env_arena.grant  # only the env arena's one lease stays
 
