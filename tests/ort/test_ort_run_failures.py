@@ -187,15 +187,3 @@ def test_failed_run_keeping_the_grown_lease_fails_failed_run_keeps_no_charge(wor
         with pytest.raises(InvariantViolation, match="^C8: request 1's Run failed") as e:
             _drive(world, ad)
         assert e.value.clause == "step_C8_sessions.failed_run_keeps_no_charge"
-
-
-def test_campaign_control_finds_the_grown_lease_kept_on_a_failed_run() -> None:
-    from invariants.mutation import applied
-    from refimpl.verify.mutants import MUTANTS
-    from refimpl.verify.sessions_checker import OrtChecker
-    from refimpl.verify import PROFILES
-
-    m = MUTANTS["failed_run_keeps_grown_lease"]
-    with applied(m):
-        r = OrtChecker().control(m, m.layer, PROFILES["quick"])
-    assert r.found and r.clause == "step_C8_sessions.failed_run_keeps_no_charge", r.message
