@@ -188,15 +188,6 @@ def test_cuda_session_really_on_cuda_or_skip(world) -> None:
     assert s.get_providers()[0] == "CUDAExecutionProvider"
 
 
-def test_demo_static_vs_elastic_identical_outputs() -> None:
-    from refimpl.demo import run_demo
-
-    static, elastic, identical = run_demo(steps=20, max_context=24)  # a peak within this process's cap
-    assert identical
-    assert elastic.stranded_byte_steps < static.stranded_byte_steps
-    assert any(s["released"] for s in elastic.steps)  # growth took the reclaim path
-
-
 def test_runtime_report_is_its_own_reading_of_the_ledger(world) -> None:
     """C8 (issue #9): the runtime computes its report from the manager's ledger; the spec's report on the
     runtime's abstraction must agree with it through a generation, a prefetch and a pressure answer."""
