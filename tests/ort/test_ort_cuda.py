@@ -19,7 +19,7 @@ import pytest
 from ort_harness import campaign_events, check_weights_read_in_place, decode_identically
 
 from refimpl.ort.device_arena import OUTSIDE_LEDGER
-from refimpl.ort.governed import GovernedRuntime, session_providers
+from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.sessions_checker import MAX_CONTEXT, OrtWorld
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
@@ -52,14 +52,6 @@ def cuda():
 @pytest.fixture(scope="module")
 def world(cuda):
     return OrtWorld("cuda")
-
-
-def test_cuda_provider_options_cap_the_device_arena_at_the_given_cap() -> None:
-    [(name, opts), fallback] = session_providers(CUDA, 123_456)
-    assert name == CUDA and fallback == "CPUExecutionProvider"
-    assert opts["gpu_mem_limit"] == "123456" and opts["arena_extend_strategy"] == "kSameAsRequested"
-    assert opts["cudnn_conv_use_max_workspace"] == "0" and opts["enable_cuda_graph"] == "0"
-    assert session_providers("CPUExecutionProvider", 123_456) == ["CPUExecutionProvider"]
 
 
 def test_invalid_provider_is_refused() -> None:

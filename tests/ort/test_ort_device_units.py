@@ -53,12 +53,13 @@ def test_invalid_dlpack_device_is_refused() -> None:
     assert KDL_CUDA == 2  # dlpack.h's kDLCUDA, what CudaMemory's views carry
 
 
-def test_cap_arithmetic_passes_the_loan_as_the_cuda_arena_limit() -> None:
-    opts = cuda_provider_options(1, 12_288)
-    assert opts == {"device_id": "1", "gpu_mem_limit": "12288", "arena_extend_strategy": "kSameAsRequested",
-                    "cudnn_conv_use_max_workspace": "0", "enable_cuda_graph": "0"}
-    assert session_providers(CUDA, 12_288, 1) == [(CUDA, opts), "CPUExecutionProvider"]
-    assert session_providers("CPUExecutionProvider", 12_288) == ["CPUExecutionProvider"]
+@pytest.mark.parametrize("device, cap", [(1, 12_288), (None, 123_456)])  # None: device 0 by default
+def test_cap_arithmetic_passes_the_loan_as_the_cuda_arena_limit(device: int | None, cap: int) -> None:
+    opts = {"device_id": str(device or 0), "gpu_mem_limit": str(cap), "arena_extend_strategy": "kSameAsRequested",
+            "cudnn_conv_use_max_workspace": "0", "enable_cuda_graph": "0"}
+    assert cuda_provider_options(device or 0, cap) == opts
+    assert session_providers(CUDA, cap, *([device] if device else [])) == [(CUDA, opts), "CPUExecutionProvider"]
+    assert session_providers("CPUExecutionProvider", cap) == ["CPUExecutionProvider"]
 
 
 @pytest.mark.parametrize("cap", [0, -1, 1.5, "4096", None])
