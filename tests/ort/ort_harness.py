@@ -1,4 +1,5 @@
-"""Helpers of the ORT tests: the ungoverned reference decodes that governed outputs are compared with."""
+"""Helpers of the ORT tests: a runtime over the test world's models, and the ungoverned reference decodes that
+governed outputs are compared with."""
 
 from __future__ import annotations
 
@@ -6,8 +7,21 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from refimpl.ort.governed import decode_input
+from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
 from spec import sessions as S
+
+
+def runtime(world, limit: int = 256 * 1024, models: dict[str, str] | None = None, prefetch: bool = False,
+            sources: dict[str, str] | None = None, **kw) -> GovernedRuntime:
+    """A host-path GovernedRuntime of `limit` over `sources` (the world's by default; `kw`: its other options),
+    each name -> source of `models` loaded, then the weight cache prefetched if asked."""
+    rt = GovernedRuntime(world.topology(0), limit, sources or world.sources, MAX_CONTEXT, BUCKET, **kw)
+    for name, source in (models or {}).items():
+        rt.execute(world.load(name, source))
+    if prefetch:
+        rt.execute(S.Prefetch())
+    return rt
 
 
 def ungoverned(world, rt, rid: int, steps: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -9,18 +9,15 @@ VmRSS around the Run recorded as residency. Outputs stay identical.
 from __future__ import annotations
 
 import onnxruntime as ort
-from ort_harness import assert_identical
+from ort_harness import assert_identical, runtime
 
 from refimpl.ort.arena import SHRINK_KEY
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.sessions_checker import ENV_ARENA_CAP
 from spec import sessions as S
 
 
 def test_pressure_mid_generation_is_answered_at_the_next_run_boundary(world, monkeypatch) -> None:
-    rt = GovernedRuntime(world.topology(0, ENV_ARENA_CAP), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(S.Prefetch())
+    rt = runtime(world, models={"a": "dec"}, prefetch=True)  # the world's arena: ENV_ARENA_CAP
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))
     seen: list[str] = []

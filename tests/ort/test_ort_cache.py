@@ -10,16 +10,15 @@ ungoverned run on both sides of the switch; what ORT reads changes.
 from __future__ import annotations
 
 import numpy as np
-from ort_harness import assert_identical, ungoverned
+from ort_harness import assert_identical, runtime, ungoverned
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.verify.sessions_checker import MAX_CONTEXT
+from refimpl.ort.governed import decode_input
 from spec import sessions as S
 
 
 def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_outputs(world) -> None:
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
+    rt = runtime(world, models={"a": "dec"})
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))
     primary = rt.models["a"].session
@@ -55,8 +54,7 @@ def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_o
 
 
 def test_a_partial_reclaim_that_splits_the_replica_bucket_drops_the_replica(world) -> None:
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
+    rt = runtime(world, models={"a": "dec"})
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Prefetch())
     assert "a" in rt.replicas.by_model

@@ -35,17 +35,13 @@ def _runtime(world, memory=None):
                            device=memory or StandInMemory())
 
 
-def _load(rt, world, name="a", source="dec"):
-    rt.execute(world.load(name, source))
-
-
 def _device_leases(rt):
     return [a for a in abstract_ledger(rt.pmm).allocations.values() if a.authority == rt.auth and a.charge]
 
 
 def test_standin_device_authority_is_one_device_ledger_beside_the_one_host_ledger(world) -> None:
     rt = _runtime(world)
-    _load(rt, world)
+    rt.execute(world.load("a", "dec"))
     rid = rt.execute(S.Open("a"))
     auths = abstract_ledger(rt.pmm).authorities
     tiers = sorted(a.tier.value for a in auths.values() if a.alias_of is None)
@@ -67,14 +63,14 @@ def test_standin_device_authority_is_one_device_ledger_beside_the_one_host_ledge
 
 def test_standin_weights_are_read_in_place_from_the_leased_region(world) -> None:
     rt = _runtime(world)
-    _load(rt, world)
+    rt.execute(world.load("a", "dec"))
     check_weights_read_in_place(world, rt)
     rt.close()
 
 
 def test_standin_kv_is_bound_by_pointer_into_the_kv_lease(world) -> None:
     rt = _runtime(world)
-    _load(rt, world)
+    rt.execute(world.load("a", "dec"))
     rid = rt.execute(S.Open("a"))
     for _ in range(BUCKET + 1):  # past one growth
         rt.execute(S.Decode(rid))
@@ -93,8 +89,8 @@ def test_standin_kv_is_bound_by_pointer_into_the_kv_lease(world) -> None:
 def test_standin_generation_is_identical_and_regions_match_the_device_charge_at_every_step(world) -> None:
     memory = StandInMemory()
     rt = _runtime(world, memory)
-    _load(rt, world, "a", "dec")
-    _load(rt, world, "b", "dec_wide")
+    rt.execute(world.load("a", "dec"))
+    rt.execute(world.load("b", "dec_wide"))
     rt.execute(S.Prefetch())  # device cache bytes too: borrowed regions, reclaimed by growth
     rids = [rt.execute(S.Open(m)) for m in ("a", "b", "a")]
 
@@ -113,8 +109,8 @@ def test_standin_generation_is_identical_and_regions_match_the_device_charge_at_
 
 def test_standin_caps_are_the_loans_and_sum_within_the_arena_lease(world) -> None:
     rt = _runtime(world)
-    _load(rt, world, "a", "dec")
-    _load(rt, world, "b", "dec_wide")
+    rt.execute(world.load("a", "dec"))
+    rt.execute(world.load("b", "dec_wide"))
     snap = rt.device_snapshot()
     assert dict(snap.arena_caps) == {"a": world.facts["dec"].transient_peak, "b": world.facts["dec_wide"].transient_peak}
     assert sum(dict(snap.arena_caps).values()) == rt.env_arena.lent <= rt.env_arena.grant
@@ -166,7 +162,7 @@ def test_standin_failed_weight_allocation_leaves_nothing_charged(world) -> None:
 def test_standin_failed_kv_allocation_refuses_the_open_and_changes_nothing(world) -> None:
     memory = _FailingMemory(ok=1)  # the weights get their region, the KV bucket does not
     rt = _runtime(world, memory)
-    _load(rt, world)
+    rt.execute(world.load("a", "dec"))
     before, dev = rt.abstract(), rt.pmm.snapshot(rt.auth)
     with pytest.raises(CalloutFailed, match="injected"):
         rt.execute(S.Open("a"))

@@ -13,20 +13,11 @@ import os
 import shutil
 
 import pytest
+from ort_harness import runtime
 
 import refimpl.ort.governed as G
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 from spec.errors import ModelFileInvalid, SessionCreationFailed
-
-
-def _runtime(world, sources=None):
-    return GovernedRuntime(world.topology(0), 256 * 1024, sources or world.sources, MAX_CONTEXT, BUCKET)
-
-
-def _load(rt, world, source="dec", name="a"):
-    return rt.execute(world.load(name, source))
 
 
 class _Boom(Exception):
@@ -36,7 +27,7 @@ class _Boom(Exception):
 @pytest.mark.parametrize("fault", [_Boom("ORT: out of memory"), RuntimeError("Fail"), MemoryError(),
                                    KeyboardInterrupt(), SystemExit(3)], ids=lambda e: type(e).__name__)
 def test_session_creation_failing_after_admission_returns_every_lease(world, monkeypatch, fault) -> None:
-    rt = _runtime(world)
+    rt = runtime(world)
     before = rt.abstract()
     used = rt.used()
 
@@ -46,13 +37,13 @@ def test_session_creation_failing_after_admission_returns_every_lease(world, mon
     monkeypatch.setattr(G.ort, "InferenceSession", failing)
     expected = SessionCreationFailed if isinstance(fault, Exception) else type(fault)  # BaseException as is
     with pytest.raises(expected):
-        _load(rt, world)
+        rt.execute(world.load("a", "dec"))
     assert rt.used() == used == rt.env_arena.grant  # the env arena's lease alone; old code: 24,000 B more
     assert rt.env_arena.lent == 0  # the peak's loan was repaid
     assert "a" not in rt.models
     assert rt.abstract() == before
     monkeypatch.undo()
-    _load(rt, world)  # the same load succeeds once ORT does
+    rt.execute(world.load("a", "dec"))  # the same load succeeds once ORT does
     rt.close()
     assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
@@ -78,7 +69,7 @@ def _bad_file(tmp_path, world, kind: str) -> str:
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "empty", "truncated", "garbage"])
 def test_invalid_model_file_is_a_typed_error_and_admits_nothing(tmp_path, world, kind) -> None:
-    rt = _runtime(world, sources={"bad": _bad_file(tmp_path, world, kind)})
+    rt = runtime(world, sources={"bad": _bad_file(tmp_path, world, kind)})
     before = rt.abstract()
     f = world.facts["dec"]
     with pytest.raises(ModelFileInvalid, match="model file"):

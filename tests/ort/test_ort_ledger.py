@@ -11,13 +11,13 @@ growth that leaks the old lease must fail it (the mutant here; its campaign cont
 from __future__ import annotations
 
 import pytest
+from ort_harness import runtime
 
 from invariants import InvariantViolation
 from invariants.mutation import applied
 from invariants.sessions import check_state
 from refimpl.verify.mutants import MUTANTS
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.sessions_checker import BUCKET
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.arith import kv_bytes
@@ -25,14 +25,11 @@ from spec.types import Role
 
 
 def _grown(world):
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
-    rt.execute(S.Prefetch())
+    rt = runtime(world, models={"a": "dec"}, prefetch=True)
     rid = rt.execute(S.Open("a"))
     for _ in range(BUCKET + 1):  # one growth
         rt.execute(S.Decode(rid))
-    return rt, rid, f
+    return rt, rid, world.facts["dec"]
 
 
 def test_abstraction_reads_every_charge_from_the_ledger(world) -> None:

@@ -21,10 +21,9 @@ import sys
 import numpy as np
 import onnxruntime as ort
 import pytest
-from ort_harness import assert_identical
+from ort_harness import assert_identical, runtime
 
 from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import RunFailed, SessionCreationFailed
@@ -32,10 +31,8 @@ from spec.errors import RunFailed, SessionCreationFailed
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _opened(world, source="dec"):
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", source))
-    rt.execute(S.Prefetch())
+def _opened(world):
+    rt = runtime(world, models={"a": "dec"}, prefetch=True)
     return rt, rt.execute(S.Open("a"))
 
 
@@ -108,7 +105,7 @@ def test_model_file_changing_after_measurement_fails_to_load_with_nothing_charge
     if os.path.exists(blob):
         shutil.copy(blob, os.path.join(str(tmp_path), "weights.bin"))
     f = world.facts["mlp"]
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, {"m": src}, MAX_CONTEXT, BUCKET)
+    rt = runtime(world, sources={"m": src})
     from refimpl.ort.governed import measure
     measure(src, MAX_CONTEXT, BUCKET)  # measured while the file was good
     with open(src, "wb") as fh:  # REAL: the file is replaced under the runtime
