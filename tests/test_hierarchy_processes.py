@@ -25,8 +25,9 @@ Q = 10
 
 
 @pytest.fixture
-def hier(where: str) -> Iterator[Hierarchy]:
-    h = Hierarchy(where, Q).start()
+def hier(where: str, request: pytest.FixtureRequest) -> Iterator[Hierarchy]:
+    """A started hierarchy (options: the test's indirect parameter); no process of it outlives the test."""
+    h = Hierarchy(where, Q, **getattr(request, "param", {})).start()
     yield h
     h.close()
     assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
@@ -60,24 +61,20 @@ def test_kill_returns_quota_exactly_once_across_restarts(hier: Hierarchy) -> Non
     _conserved(hier)
 
 
-def test_sigstop_fences_then_exit_returns_quota(where: str) -> None:
-    h = Hierarchy(where, Q, heartbeat_timeout=1.0).start()
-    try:
-        a, b = h.spawn(), h.spawn()
-        h.wop(a, "request", 6)
-        h.wop(b, "request", 2)
-        h.signal(a, signal.SIGSTOP)  # alive but silent: heartbeats stop
-        h.await_exit(a, timeout=10.0)
-        events = [e for e in h.op("events") if e.get("worker") == a and e["event"] in ("fence", "exit")]
-        # Fenced first with its quota still charged; returned only once its exit was observed.
-        assert events == [{"event": "fence", "incarnation": 1, "worker": a, "epoch": 2, "quota": 6},
-                          {"event": "exit", "incarnation": 1, "worker": a, "returned": 6}]
-        assert _ledger(h) == (8, {a: ("exited", 0), b: ("active", 2)})
-        assert h.snapshot()["workers"][b]["epoch"] == 1  # the live worker kept its epoch
-        _conserved(h)
-    finally:
-        h.close()
-    assert leftovers(h.pids, h.starts) == []
+@pytest.mark.parametrize("hier", [{"heartbeat_timeout": 1.0}], indirect=True)
+def test_sigstop_fences_then_exit_returns_quota(hier: Hierarchy) -> None:
+    a, b = hier.spawn(), hier.spawn()
+    hier.wop(a, "request", 6)
+    hier.wop(b, "request", 2)
+    hier.signal(a, signal.SIGSTOP)  # alive but silent: heartbeats stop
+    hier.await_exit(a, timeout=10.0)
+    events = [e for e in hier.op("events") if e.get("worker") == a and e["event"] in ("fence", "exit")]
+    # Fenced first with its quota still charged; returned only once its exit was observed.
+    assert events == [{"event": "fence", "incarnation": 1, "worker": a, "epoch": 2, "quota": 6},
+                      {"event": "exit", "incarnation": 1, "worker": a, "returned": 6}]
+    assert _ledger(hier) == (8, {a: ("exited", 0), b: ("active", 2)})
+    assert hier.snapshot()["workers"][b]["epoch"] == 1  # the live worker kept its epoch
+    _conserved(hier)
 
 
 def test_restart_reconciles_a_worker_that_died_while_the_coordinator_was_down(hier: Hierarchy) -> None:
