@@ -11,11 +11,10 @@ IDs: C1 (one authority per pool), I2 (reserve -> allocate -> commit), I3, I8, C9
 from __future__ import annotations
 
 import pytest
-from ort_harness import campaign_events, check_weights_read_in_place, decode_identically
+from ort_harness import campaign_events, check_weights_read_in_place, decode_identically, runtime
 
 from refimpl.ort.device import StandInMemory
 from refimpl.ort.device_arena import OUTSIDE_LEDGER
-from refimpl.ort.governed import GovernedRuntime
 from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
@@ -30,9 +29,8 @@ def world():
     return OrtWorld("stand-in")
 
 
-def _runtime(world, memory=None):
-    return GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET,
-                           device=memory or StandInMemory())
+def _runtime(world, memory=None, models=None):
+    return runtime(world, LIMIT, models, device=memory or StandInMemory())
 
 
 def _device_leases(rt):
@@ -40,8 +38,7 @@ def _device_leases(rt):
 
 
 def test_standin_device_authority_is_one_device_ledger_beside_the_one_host_ledger(world) -> None:
-    rt = _runtime(world)
-    rt.execute(world.load("a", "dec"))
+    rt = _runtime(world, models={"a": "dec"})
     rid = rt.execute(S.Open("a"))
     auths = abstract_ledger(rt.pmm).authorities
     tiers = sorted(a.tier.value for a in auths.values() if a.alias_of is None)
@@ -62,15 +59,13 @@ def test_standin_device_authority_is_one_device_ledger_beside_the_one_host_ledge
 
 
 def test_standin_weights_are_read_in_place_from_the_leased_region(world) -> None:
-    rt = _runtime(world)
-    rt.execute(world.load("a", "dec"))
+    rt = _runtime(world, models={"a": "dec"})
     check_weights_read_in_place(world, rt)
     rt.close()
 
 
 def test_standin_kv_is_bound_by_pointer_into_the_kv_lease(world) -> None:
-    rt = _runtime(world)
-    rt.execute(world.load("a", "dec"))
+    rt = _runtime(world, models={"a": "dec"})
     rid = rt.execute(S.Open("a"))
     for _ in range(BUCKET + 1):  # past one growth
         rt.execute(S.Decode(rid))
@@ -88,9 +83,7 @@ def test_standin_kv_is_bound_by_pointer_into_the_kv_lease(world) -> None:
 
 def test_standin_generation_is_identical_and_regions_match_the_device_charge_at_every_step(world) -> None:
     memory = StandInMemory()
-    rt = _runtime(world, memory)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(world.load("b", "dec_wide"))
+    rt = _runtime(world, memory, {"a": "dec", "b": "dec_wide"})
     rt.execute(S.Prefetch())  # device cache bytes too: borrowed regions, reclaimed by growth
     rids = [rt.execute(S.Open(m)) for m in ("a", "b", "a")]
 
@@ -108,9 +101,7 @@ def test_standin_generation_is_identical_and_regions_match_the_device_charge_at_
 
 
 def test_standin_caps_are_the_loans_and_sum_within_the_arena_lease(world) -> None:
-    rt = _runtime(world)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(world.load("b", "dec_wide"))
+    rt = _runtime(world, models={"a": "dec", "b": "dec_wide"})
     snap = rt.device_snapshot()
     assert dict(snap.arena_caps) == {"a": world.facts["dec"].transient_peak, "b": world.facts["dec_wide"].transient_peak}
     assert sum(dict(snap.arena_caps).values()) == rt.env_arena.lent <= rt.env_arena.grant
@@ -127,7 +118,7 @@ def test_standin_snapshot_reports_what_no_limit_binds(world) -> None:
 
 
 def test_device_snapshot_on_the_host_path_is_refused(world) -> None:
-    host = GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET)
+    host = runtime(world, LIMIT)
     with pytest.raises(InvalidArgument, match="no device pool"):
         host.device_snapshot()
     host.close()
@@ -161,8 +152,7 @@ def test_standin_failed_weight_allocation_leaves_nothing_charged(world) -> None:
 
 def test_standin_failed_kv_allocation_refuses_the_open_and_changes_nothing(world) -> None:
     memory = _FailingMemory(ok=1)  # the weights get their region, the KV bucket does not
-    rt = _runtime(world, memory)
-    rt.execute(world.load("a", "dec"))
+    rt = _runtime(world, memory, {"a": "dec"})
     before, dev = rt.abstract(), rt.pmm.snapshot(rt.auth)
     with pytest.raises(CalloutFailed, match="injected"):
         rt.execute(S.Open("a"))
@@ -178,7 +168,6 @@ def test_standin_runs_the_same_campaign_and_invariants_as_the_host_path(world) -
 
 def test_invalid_host_capacity_is_refused_before_anything(world) -> None:
     with pytest.raises(InvalidArgument, match="host_capacity is for the device path"):
-        GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET, host_capacity=1 << 20)
+        runtime(world, LIMIT, host_capacity=1 << 20)
     with pytest.raises(InvalidBytes, match="host_capacity must be a positive int"):
-        GovernedRuntime(world.topology(0), LIMIT, world.sources, MAX_CONTEXT, BUCKET, device=StandInMemory(),
-                        host_capacity=0)
+        runtime(world, LIMIT, device=StandInMemory(), host_capacity=0)
