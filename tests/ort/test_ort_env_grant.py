@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from ort_harness import runtime
 
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
@@ -33,17 +34,13 @@ from spec.types import Role, Tier
 LIMIT = 256 * 1024
 
 
-def _runtime(world, limit: int = LIMIT, **kw) -> GovernedRuntime:
-    return GovernedRuntime(world.topology(0, ENV_ARENA_CAP), limit, world.sources, MAX_CONTEXT, BUCKET, **kw)
-
-
 def _frozen(rt):
     view = abstract_ledger(rt.pmm)
     return rt.abstract(), view.allocations, view.allowances, rt.used(), rt.env_arena.lent
 
 
 def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
-    rt = _runtime(world)
+    rt = runtime(world)
     env = rt.env_arena
     view = abstract_ledger(rt.pmm)
     rec = view.allocations[env.lease]
@@ -73,9 +70,7 @@ def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
 
 
 def test_peak_past_the_arena_room_is_refused_with_the_ledger_unchanged(world) -> None:
-    rt = _runtime(world)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(world.load("b", "dec_wide"))
+    rt = runtime(world, LIMIT, {"a": "dec", "b": "dec_wide"})
     peaks = world.facts["dec"].transient_peak + world.facts["dec_wide"].transient_peak
     assert rt.env_arena.lent == peaks and peaks + world.facts["dec_wide"].transient_peak > ENV_ARENA_CAP
     before = _frozen(rt)
@@ -104,11 +99,11 @@ def test_arena_that_does_not_fit_the_limit_is_refused_in_both(world) -> None:
     with pytest.raises(CapacityDenied, match="env arena"):
         S.new_sessions(world.topology(0, ENV_ARENA_CAP), small)
     with pytest.raises(CapacityDenied, match="env arena"):
-        _runtime(world, small)
+        runtime(world, small)
 
 
 def test_runtime_asking_another_cap_is_refused_naming_both(world) -> None:
-    _runtime(world)
+    runtime(world)
     with pytest.raises(InvalidTransition, match=f"capped at {ENV_ARENA_CAP} B; a holder granted {ENV_ARENA_CAP // 2} B"):
         GovernedRuntime(world.topology(0, ENV_ARENA_CAP // 2), LIMIT, world.sources, MAX_CONTEXT, BUCKET)
 
