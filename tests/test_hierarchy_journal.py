@@ -75,6 +75,11 @@ def _edit(path: str, sql: str, *args: Any) -> None:
 
 
 def test_an_intact_journal_opens_with_every_figure(journal: str) -> None:
+    """A fresh journal is sqlite in WAL mode, its serving quota free; the fixture's (committed, closed cleanly)
+    reopens with every figure."""
+    fresh = Journal.create(journal + ".fresh", KEY, 20, 8)
+    assert fresh.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal" and fresh.load()["free"] == 20
+    fresh.close_cleanly()
     s = Journal.open(journal, KEY).load()
     assert (s["free"], s["workers"][1]["quota"], s["intents"][1]["nbytes"], s["tickets"]) == \
         (8, 8, 6, {1: {"target": 1, "nbytes": 2}})

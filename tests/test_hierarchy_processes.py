@@ -17,7 +17,6 @@ import pytest
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.driver import Hierarchy, _wait_pid, leftovers
-from refimpl.hierarchy.journal import Journal
 from refimpl.hierarchy.osceiling import read_ceiling
 from spec.errors import AuthenticationFailed, CapacityDenied, NotAParticipant, ReplayedMessage, StaleEpoch
 
@@ -197,18 +196,3 @@ def test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back() -> None
         h.close()
         shutil.rmtree(h.cfg.dir, ignore_errors=True)
     assert leftovers(h.pids, h.starts) == []
-
-
-def test_journal_is_sqlite_in_wal_mode_and_reopens_after_a_clean_close(where: str) -> None:
-    path = os.path.join(where, "j.sqlite")
-    j = Journal.create(path, b"k" * 32, 10, 8)
-    assert j.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert j.load()["free"] == 10
-    j.commit({"serving_quota": 10, "aging_cap": 8, "free": 3, "next_worker": 2, "next_intent": 1, "next_ticket": 2,
-              "incarnation": 1},
-             [{"id": 1, "pid": 2, "starttime": 3, "state": "active", "epoch": 1, "seq": 4, "quota": 7, "returned": 0}],
-             [], [(1, 1, 2)])
-    j.close_cleanly()
-    again = Journal.open(path, b"k" * 32).load()
-    assert again["free"] == 3 and again["workers"][1]["quota"] == 7
-    assert again["tickets"] == {1: {"target": 1, "nbytes": 2}}
