@@ -27,6 +27,7 @@ from spec.errors import (
     ExternalDataMissing,
     ExternalDataOutOfRange,
     ExternalDataOverlap,
+    ModelFileInvalid,
     ProviderUnavailable,
     UndeclaredState,
 )
@@ -63,9 +64,18 @@ def test_orphaned_blob_does_not_change_admission(tmp_path, world) -> None:
     check_state(s)
 
 
-def _corrupt(tmp_path, kind: str) -> str:
-    path = save_decoder_external(str(tmp_path), name="bad")
-    m = onnx.load(path, load_external_data=False)
+def _corrupt(tmp_path, world, kind: str) -> str:
+    """A model broken in one way: its file (no-file, directory, empty, truncated, garbage) or its external data."""
+    out = os.path.join(str(tmp_path), f"bad_{kind}.onnx")
+    if kind in ("no-file", "directory", "empty", "truncated", "garbage"):
+        data = open(world.sources["dec"], "rb").read()
+        if kind == "directory":
+            os.mkdir(out)
+        elif kind != "no-file":
+            open(out, "wb").write({"empty": b"", "truncated": data[: len(data) // 2],
+                                   "garbage": b"\xff\xfe not an onnx model \x00" * 8}[kind])
+        return out
+    m = onnx.load(save_decoder_external(str(tmp_path), name="bad"), load_external_data=False)
     ext = [t for t in m.graph.initializer if t.external_data]
     entry = {e.key: e for e in ext[1].external_data}
     if kind == "overlap":
@@ -74,7 +84,6 @@ def _corrupt(tmp_path, kind: str) -> str:
         {e.key: e for e in ext[-1].external_data}["offset"].value = str(10**6)
     else:
         entry["location"].value = "missing.bin"
-    out = os.path.join(str(tmp_path), f"bad_{kind}.onnx")
     onnx.save_model(m, out)
     return out
 
@@ -83,9 +92,12 @@ def _corrupt(tmp_path, kind: str) -> str:
     ("overlap", ExternalDataOverlap, "overlap"),
     ("range", ExternalDataOutOfRange, "ends past"),
     ("missing", ExternalDataMissing, "missing.bin"),
+    *((kind, ModelFileInvalid, "model file") for kind in ("no-file", "directory", "empty", "truncated", "garbage")),
 ])
 def test_invalid_external_data_admits_nothing(tmp_path, world, kind, error, match) -> None:
-    rt = runtime(world, sources={"bad": _corrupt(tmp_path, kind)})
+    """External data that does not describe real, disjoint bytes, or a model file that is not one: a typed error
+    (ModelFileInvalid for the file, before anything is charged) and nothing admitted."""
+    rt = runtime(world, sources={"bad": _corrupt(tmp_path, world, kind)})
     before = rt.abstract()
     with pytest.raises(error, match=match):
         rt.execute(S.LoadModel("x", "bad", world.facts["dec"], world.facts["dec"].loop_carried))
