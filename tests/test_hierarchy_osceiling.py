@@ -64,15 +64,13 @@ def test_the_cgroup2_mount_is_read_from_proc_mounts(tmp_path: Path) -> None:
     assert cgroup2_mount(tmp_path) == Path("/sys/fs/cgroup")
 
 
-@pytest.mark.parametrize(("text", "want"), [("max\n", None), ("max", None), ("0\n", 0), ("8589934592\n", 8589934592)])
-def test_parse_memory_max(text: str, want: int | None) -> None:
-    assert parse_memory_max(text) == want
-
-
-def test_parse_psi_some_avg10() -> None:
-    assert parse_psi_some_avg10(PSI) == 1.5
-    assert parse_psi_some_avg10("full avg10=3.00 avg60=0 avg300=0 total=0\nsome avg10=0.00 avg60=0 avg300=0 "
-                                "total=0\n") == 0.0
+@pytest.mark.parametrize(("parse", "text", "want"), [
+    *((parse_memory_max, t, w) for t, w in [("max\n", None), ("max", None), ("0\n", 0), ("8589934592\n", 8589934592)]),
+    (parse_psi_some_avg10, PSI, 1.5),
+    (parse_psi_some_avg10, "full avg10=3.00 avg60=0 avg300=0 total=0\nsome avg10=0.00 avg60=0 avg300=0 total=0\n", 0.0),
+])
+def test_cgroup_text_parses(parse, text: str, want: float | None) -> None:
+    assert parse(text) == want
 
 
 @pytest.mark.parametrize(("parse", "file", "text"), [
