@@ -87,11 +87,12 @@ def test_lowering_is_answered_by_the_holders_on_the_managers_tickets(world) -> N
     rt.close()
 
 
-@pytest.mark.parametrize("bad, err", [(-1, InvalidBytes), (HEADROOM - 1, BudgetBelowFloor), ("x", InvalidBytes)])
-def test_bad_lowering_changes_nothing_in_the_manager(world, bad, err) -> None:
+@pytest.mark.parametrize("bad, err, match", [(-1, InvalidBytes, None), ("x", InvalidBytes, None),
+                                             (HEADROOM - 1, BudgetBelowFloor, "below the headroom")])
+def test_bad_lowering_changes_nothing_in_the_manager(world, bad, err, match) -> None:
     rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     before, mgr = rt.abstract(), abstract_manager(rt.pmm)
-    with pytest.raises(err):
+    with pytest.raises(err, match=match):
         rt.execute(S.LowerLimit(bad))
     assert rt.abstract() == before and abstract_manager(rt.pmm) == mgr
     rt.close()
