@@ -41,15 +41,13 @@ def test_owning_ortvalue_is_refused_as_initializer_and_a_dlpack_view_is_taken() 
     so.add_initializer("W", ortvalue_over(buf.ctypes.data, KDL_CPU, 0, np.float32, (4, 4)))  # accepted
 
 
-@pytest.mark.parametrize("dtype", [np.complex64, np.dtype(">f4"), np.str_])
-def test_invalid_dlpack_dtype_is_refused(dtype) -> None:
-    with pytest.raises(TypeError, match="no DLPack code"):
-        ortvalue_over(1 << 20, KDL_CPU, 0, dtype, (1,))
-
-
-def test_invalid_dlpack_device_is_refused() -> None:
-    with pytest.raises(ValueError, match="kDLCPU"):
-        ortvalue_over(1 << 20, 7, 0, np.float32, (1,))
+@pytest.mark.parametrize("device, dtype, error, match", [
+    *((KDL_CPU, dtype, TypeError, "no DLPack code") for dtype in (np.complex64, np.dtype(">f4"), np.str_)),
+    (7, np.float32, ValueError, "kDLCPU"),  # a device type other than dlpack.h's kDLCPU and kDLCUDA
+])
+def test_invalid_dlpack_view_is_refused(device: int, dtype, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        ortvalue_over(1 << 20, device, 0, dtype, (1,))
     assert KDL_CUDA == 2  # dlpack.h's kDLCUDA, what CudaMemory's views carry
 
 
