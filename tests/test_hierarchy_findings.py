@@ -24,7 +24,7 @@ import pytest
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.coordinator import proc_state
-from refimpl.hierarchy.driver import Hierarchy, leftovers
+from refimpl.hierarchy.driver import Hierarchy, _until, leftovers
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, InvalidTransition, UnknownWorker, WorkerNotLive
 
 Q = 20
@@ -50,14 +50,6 @@ def _combined(h: Hierarchy) -> int:
             usable = max(mine["slice"], mine["committed"] + mine["reserved"])
         total += max(w["quota"], usable)
     return total
-
-
-def _await(pred: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.01)
 
 
 # --- a coordinator crash between journaling a deferral and its reply ---------------------------------------
@@ -276,7 +268,7 @@ def test_kill_9_of_a_worker_with_a_request_in_flight_leaves_the_coordinator_serv
         ch.send({"op": "request", "args": [6]})  # the worker sends it to the coordinator and waits
         time.sleep(0.3)
         os.kill(pid, signal.SIGKILL)
-        _await(lambda: proc_state(pid) == "dead", "the worker's death")
+        _until(lambda: proc_state(pid) == "dead", 60.0, "the worker's death")
     finally:
         os.kill(hier.proc.pid, signal.SIGCONT)
     hier.workers.pop(a, None)
