@@ -55,17 +55,27 @@ def test_verify_checks_output_paths_before_any_work(tmp_path, monkeypatch, capsy
     assert err.count("\n") == 1 and "Traceback" not in err and "ortmem verify:" in err
 
 
-def test_trace_and_demo_check_their_output_paths_first(tmp_path, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("argv, said", [
+    (["explore", "--depth", "2", "--guard", "grant_charges_ledger"], "belongs to the manager model"),
+    (["explore", "--depth", "2", "--guard", "no_such_guard"], "no guard 'no_such_guard'"),
+    # Depth 1 registers nothing a commit could exceed: switching C2's guard off there changes nothing.
+    (["explore", "--depth", "1", "--guard", "commit_within_reservation"],
+     "never consulted guard(s) commit_within_reservation"),
+    (["explore", "--scope", "no_such_scope"], "no scope 'no_such_scope'"),
+    (["simulate", "--json", "missing/r.json"], "does not exist"),
+    (["trace", "missing/t.jsonl"], "does not exist"),
+    (["demo", "--plot", "."], "is a directory"),
+], ids=lambda v: " ".join(v) if type(v) is list else "")
+def test_usage_errors_are_one_line_on_stderr_before_any_work(tmp_path, monkeypatch, capsys, argv, said) -> None:
+    import refimpl.demo as D
     import refimpl.workload as W
 
     monkeypatch.setattr(W, "run_workload", _no_work)
-    assert main(["trace", str(tmp_path / "nope" / "t.jsonl")]) == EXIT_USAGE
-    assert "does not exist" in capsys.readouterr().err
-    import refimpl.demo as D
-
     monkeypatch.setattr(D, "run_demo", _no_work)
-    assert main(["demo", "--plot", str(tmp_path)]) == EXIT_USAGE
-    assert "is a directory" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"ortmem {argv[0]}: ") and said in err and err.count("\n") == 1, err
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")

@@ -24,15 +24,16 @@ import pytest
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.coordinator import proc_state
-from refimpl.hierarchy.driver import Hierarchy, leftovers
+from refimpl.hierarchy.driver import Hierarchy, _until, leftovers
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, InvalidTransition, UnknownWorker, WorkerNotLive
 
 Q = 20
 
 
 @pytest.fixture
-def hier(where: str) -> Iterator[Hierarchy]:
-    h = Hierarchy(where, Q, terminate_on_fence=False).start()
+def hier(where: str, request: pytest.FixtureRequest) -> Iterator[Hierarchy]:
+    """A started hierarchy (options: the test's indirect parameter); no process of it outlives the test."""
+    h = Hierarchy(where, Q, **getattr(request, "param", {"terminate_on_fence": False})).start()
     yield h
     h.close()
     assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
@@ -49,14 +50,6 @@ def _combined(h: Hierarchy) -> int:
             usable = max(mine["slice"], mine["committed"] + mine["reserved"])
         total += max(w["quota"], usable)
     return total
-
-
-def _await(pred: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.01)
 
 
 # --- a coordinator crash between journaling a deferral and its reply ---------------------------------------
@@ -87,28 +80,24 @@ def test_no_double_grant_after_a_crash_between_journal_and_reply_to_a_deferral(h
     assert _combined(hier) <= Q
 
 
-def test_a_worker_whose_reply_is_lost_holds_nothing_the_coordinator_gave_away(where: str) -> None:
+@pytest.mark.parametrize("hier", [{"manual_redial": True}], indirect=True)
+def test_a_worker_whose_reply_is_lost_holds_nothing_the_coordinator_gave_away(hier: Hierarchy) -> None:
     """The same deferral, its reply lost without a crash, the worker held out of sync (manual redial) while the
     coordinator grants the units it took back: in every process's view combined, no unit is usable twice."""
-    h = Hierarchy(where, Q, manual_redial=True).start()
-    try:
-        a, b, c = h.spawn(), h.spawn(), h.spawn()
-        h.wop(a, "request", 10)
-        h.wop(a, "reserve", 3)
-        h.wop(b, "request", 10)
-        h.op("arm", "drop-reply")
-        assert h.wop(a, "request", 5) is None
-        mine = h.wop(a, "snapshot")
-        assert (mine["slice"], mine["reserved"], mine["synced"]) == (0, 0, False)  # it assumed the worst
-        with pytest.raises(InvalidTransition, match="out of sync"):
-            h.wop(a, "reserve", 1)  # and acts on nothing until it says hello again
-        assert h.wop(c, "request", 10) == ["granted", 10]
-        assert _combined(h) <= Q
-        h.wop(a, "reconnect")
-        assert h.wop(a, "snapshot")["synced"] is True and _combined(h) <= Q
-    finally:
-        h.close()
-    assert leftovers(h.pids, h.starts) == []
+    a, b, c = hier.spawn(), hier.spawn(), hier.spawn()
+    hier.wop(a, "request", 10)
+    hier.wop(a, "reserve", 3)
+    hier.wop(b, "request", 10)
+    hier.op("arm", "drop-reply")
+    assert hier.wop(a, "request", 5) is None
+    mine = hier.wop(a, "snapshot")
+    assert (mine["slice"], mine["reserved"], mine["synced"]) == (0, 0, False)  # it assumed the worst
+    with pytest.raises(InvalidTransition, match="out of sync"):
+        hier.wop(a, "reserve", 1)  # and acts on nothing until it says hello again
+    assert hier.wop(c, "request", 10) == ["granted", 10]
+    assert _combined(hier) <= Q
+    hier.wop(a, "reconnect")
+    assert hier.wop(a, "snapshot")["synced"] is True and _combined(hier) <= Q
 
 
 # --- quota in the name of a fenced, exited or never-spawned identity -----------------------------------------
@@ -279,7 +268,7 @@ def test_kill_9_of_a_worker_with_a_request_in_flight_leaves_the_coordinator_serv
         ch.send({"op": "request", "args": [6]})  # the worker sends it to the coordinator and waits
         time.sleep(0.3)
         os.kill(pid, signal.SIGKILL)
-        _await(lambda: proc_state(pid) == "dead", "the worker's death")
+        _until(lambda: proc_state(pid) == "dead", 60.0, "the worker's death")
     finally:
         os.kill(hier.proc.pid, signal.SIGCONT)
     hier.workers.pop(a, None)

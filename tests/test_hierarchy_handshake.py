@@ -56,8 +56,7 @@ def test_a_connection_the_server_dropped_after_the_challenge_is_never_confirmed(
 def test_a_client_too_slow_for_a_real_worker_gets_no_connection_and_the_next_dial_works(where: str) -> None:
     """A real worker's control socket: a client that stalls longer than HANDSHAKE_TIMEOUT before its answer
     is dropped, and learns it (no READY) instead of holding a dead connection; the driver's next call works."""
-    h = Hierarchy(where, 10).start()
-    try:
+    with Hierarchy(where, 10) as h:  # closed on the way out, pass or fail
         wid = h.spawn()
         key = P.worker_control_key(h.cfg.master, wid)
         conn = Client(os.path.join(where, f"w{wid}.sock"), family="AF_UNIX")
@@ -75,8 +74,6 @@ def test_a_client_too_slow_for_a_real_worker_gets_no_connection_and_the_next_dia
             conn.recv_bytes(P.MAX_REPLY)
         conn.close()
         assert h.wop(wid, "snapshot")["worker"] == wid  # the worker survived; a fresh dial is confirmed
-    finally:
-        h.close()
     assert leftovers(h.pids, h.starts) == []
 
 

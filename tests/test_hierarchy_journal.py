@@ -60,6 +60,14 @@ def _restore(backup: str, path: str) -> None:
     shutil.copy(backup + "-wal", path + "-wal")
 
 
+def _kill(h: Hierarchy) -> None:
+    """SIGKILL the coordinator (its journal as a crash leaves it)."""
+    h.ctl.close()  # type: ignore[union-attr]
+    h.ctl = None
+    os.kill(h.proc.pid, 9)
+    h.crashed()
+
+
 def _edit(path: str, sql: str, *args: Any) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute(sql, args)
@@ -67,6 +75,11 @@ def _edit(path: str, sql: str, *args: Any) -> None:
 
 
 def test_an_intact_journal_opens_with_every_figure(journal: str) -> None:
+    """A fresh journal is sqlite in WAL mode, its serving quota free; the fixture's (committed, closed cleanly)
+    reopens with every figure."""
+    fresh = Journal.create(journal + ".fresh", KEY, 20, 8)
+    assert fresh.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal" and fresh.load()["free"] == 20
+    fresh.close_cleanly()
     s = Journal.open(journal, KEY).load()
     assert (s["free"], s["workers"][1]["quota"], s["intents"][1]["nbytes"], s["tickets"]) == \
         (8, 8, 6, {1: {"target": 1, "nbytes": 2}})
@@ -151,10 +164,7 @@ def live() -> Iterator[tuple[Hierarchy, str]]:
     h.wop(a, "commit")
     h.wop(b, "request", 3)  # the workers hold 8 units
     backup = os.path.join(d, "backup.sqlite")
-    h.ctl.close()  # type: ignore[union-attr]
-    h.ctl = None
-    os.kill(h.proc.pid, 9)
-    h.crashed()
+    _kill(h)
     _save(h.cfg.journal, backup)
     yield h, backup
     _restore(backup, h.cfg.journal)
@@ -162,13 +172,6 @@ def live() -> Iterator[tuple[Hierarchy, str]]:
     h.close()
     shutil.rmtree(d, ignore_errors=True)
     assert leftovers(h.pids, h.starts) == []
-
-
-def _kill(h: Hierarchy) -> None:
-    h.ctl.close()  # type: ignore[union-attr]
-    h.ctl = None
-    os.kill(h.proc.pid, 9)
-    h.crashed()
 
 
 def _refused(h: Hierarchy, backup: str, damage: Any) -> CoordinatorExited:
@@ -247,19 +250,13 @@ def test_a_stale_journal_is_caught_at_a_workers_hello() -> None:
     try:
         b = h.spawn()
         h.wop(b, "request", 3)
-        h.ctl.close()  # type: ignore[union-attr]
-        h.ctl = None
-        os.kill(h.proc.pid, 9)
-        h.crashed()
+        _kill(h)
         backup = os.path.join(d, "backup.sqlite")
         _save(h.cfg.journal, backup)
         h.start()
         h.await_reconnects()
         h.wop(b, "request", 1)  # a step the backup does not have
-        h.ctl.close()  # type: ignore[union-attr]
-        h.ctl = None
-        os.kill(h.proc.pid, 9)
-        h.crashed()
+        _kill(h)
         _restore(backup, h.cfg.journal)  # the journal goes back in time
         try:
             h.start()
@@ -291,7 +288,4 @@ def test_a_journal_write_that_fails_stops_the_coordinator_without_an_answer(live
         assert h.snapshot()["workers"][1]["quota"] == 5
         assert h.wop(1, "snapshot")["slice"] == 5  # the worker assumed the return applied, then resynchronised
     finally:
-        h.ctl.close()  # type: ignore[union-attr]
-        h.ctl = None
-        os.kill(h.proc.pid, 9)
-        h.crashed()
+        _kill(h)

@@ -41,26 +41,19 @@ def _host(tmp: Path, *, files: dict[str, str], group: str = "/svc/ortmem", memin
     return root, proc
 
 
-def test_cgroup2_limit_is_max_minus_current_with_the_cgroups_own_psi(tmp_path: Path) -> None:
-    root, proc = _host(tmp_path, files={"memory.max": "1073741824\n", "memory.current": "268435456\n",
-                                        "memory.pressure": PSI})
-    assert read_ceiling(root, proc) == Ceiling(1073741824 - 268435456, "cgroup2", 1.5)
-
-
-def test_cgroup2_over_its_limit_has_nothing_left(tmp_path: Path) -> None:
-    root, proc = _host(tmp_path, files={"memory.max": "1000\n", "memory.current": "4096\n"})
-    assert read_ceiling(root, proc) == Ceiling(0, "cgroup2", 7.0)  # no cgroup PSI file: the host's
-
-
-def test_cgroup2_max_means_unlimited_so_meminfo_decides(tmp_path: Path) -> None:
-    root, proc = _host(tmp_path, files={"memory.max": "max\n", "memory.current": "268435456\n",
-                                        "memory.pressure": PSI})
-    assert read_ceiling(root, proc) == Ceiling(8000000 * 1024, "meminfo", 1.5)
-
-
-def test_no_cgroup2_memory_controller_falls_back_to_meminfo(tmp_path: Path) -> None:
-    root, proc = _host(tmp_path, files={}, host_psi=None)  # a v1 / hybrid host: no memory.max in the v2 tree
-    assert read_ceiling(root, proc) == Ceiling(8000000 * 1024, "meminfo", None)
+@pytest.mark.parametrize("files, host_psi, want", [
+    ({"memory.max": "1073741824\n", "memory.current": "268435456\n", "memory.pressure": PSI}, HOST_PSI,
+     Ceiling(1073741824 - 268435456, "cgroup2", 1.5)),  # max - current, with the cgroup's own PSI
+    ({"memory.max": "1000\n", "memory.current": "4096\n"}, HOST_PSI,
+     Ceiling(0, "cgroup2", 7.0)),  # over its limit: nothing left; no cgroup PSI file: the host's
+    ({"memory.max": "max\n", "memory.current": "268435456\n", "memory.pressure": PSI}, HOST_PSI,
+     Ceiling(8000000 * 1024, "meminfo", 1.5)),  # "max" is unlimited, so meminfo decides
+    ({}, None, Ceiling(8000000 * 1024, "meminfo", None)),  # a v1 / hybrid host: no memory.max in the v2 tree
+], ids=["cgroup2-limit", "cgroup2-over-its-limit", "cgroup2-max-is-meminfo", "no-cgroup2-controller-is-meminfo"])
+def test_the_ceiling_is_read_from_cgroup2_or_else_meminfo(tmp_path: Path, files: dict[str, str],
+                                                          host_psi: str | None, want: Ceiling) -> None:
+    root, proc = _host(tmp_path, files=files, host_psi=host_psi)
+    assert read_ceiling(root, proc) == want
 
 
 def test_the_cgroup2_mount_is_read_from_proc_mounts(tmp_path: Path) -> None:
@@ -71,15 +64,13 @@ def test_the_cgroup2_mount_is_read_from_proc_mounts(tmp_path: Path) -> None:
     assert cgroup2_mount(tmp_path) == Path("/sys/fs/cgroup")
 
 
-@pytest.mark.parametrize(("text", "want"), [("max\n", None), ("max", None), ("0\n", 0), ("8589934592\n", 8589934592)])
-def test_parse_memory_max(text: str, want: int | None) -> None:
-    assert parse_memory_max(text) == want
-
-
-def test_parse_psi_some_avg10() -> None:
-    assert parse_psi_some_avg10(PSI) == 1.5
-    assert parse_psi_some_avg10("full avg10=3.00 avg60=0 avg300=0 total=0\nsome avg10=0.00 avg60=0 avg300=0 "
-                                "total=0\n") == 0.0
+@pytest.mark.parametrize(("parse", "text", "want"), [
+    *((parse_memory_max, t, w) for t, w in [("max\n", None), ("max", None), ("0\n", 0), ("8589934592\n", 8589934592)]),
+    (parse_psi_some_avg10, PSI, 1.5),
+    (parse_psi_some_avg10, "full avg10=3.00 avg60=0 avg300=0 total=0\nsome avg10=0.00 avg60=0 avg300=0 total=0\n", 0.0),
+])
+def test_cgroup_text_parses(parse, text: str, want: float | None) -> None:
+    assert parse(text) == want
 
 
 @pytest.mark.parametrize(("parse", "file", "text"), [
@@ -93,23 +84,17 @@ def test_invalid_cgroup_text_is_a_typed_error_naming_its_file(parse, file: str, 
         parse(text)
 
 
-def test_malformed_cgroup_files_fail_the_read_not_guess(tmp_path: Path) -> None:
-    root, proc = _host(tmp_path, files={"memory.max": "1073741824\n", "memory.current": "lots\n"})
-    with pytest.raises(CeilingUnreadable, match="memory.current"):
+@pytest.mark.parametrize("files, meminfo, match", [
+    ({"memory.max": "1073741824\n", "memory.current": "lots\n"}, MEMINFO, "memory.current"),  # malformed
+    ({"memory.max": "1073741824\n"}, MEMINFO, "memory.current is unreadable"),  # a limit without memory.current
+    ({}, "MemTotal: 1 kB\n", "no MemAvailable"),
+], ids=["malformed-current", "no-current", "no-memavailable"])
+def test_unreadable_ceiling_files_fail_the_read_not_guess(tmp_path: Path, files: dict[str, str], meminfo: str,
+                                                          match: str) -> None:
+    root, proc = _host(tmp_path, files=files, meminfo=meminfo)
+    with pytest.raises(CeilingUnreadable, match=match):
         read_ceiling(root, proc)
     assert issubclass(CeilingUnreadable, EnvironmentFault) and issubclass(CeilingUnreadable, OSError)
-
-
-def test_a_limit_without_memory_current_is_a_typed_error(tmp_path: Path) -> None:
-    root, proc = _host(tmp_path, files={"memory.max": "1073741824\n"})
-    with pytest.raises(CeilingUnreadable, match="memory.current is unreadable"):
-        read_ceiling(root, proc)
-
-
-def test_meminfo_without_memavailable_is_a_typed_error(tmp_path: Path) -> None:
-    root, proc = _host(tmp_path, files={}, meminfo="MemTotal: 1 kB\n")
-    with pytest.raises(CeilingUnreadable, match="no MemAvailable"):
-        read_ceiling(root, proc)
 
 
 # --- the real machine ------------------------------------------------------------------------------------

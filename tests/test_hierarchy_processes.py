@@ -17,7 +17,6 @@ import pytest
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.driver import Hierarchy, _wait_pid, leftovers
-from refimpl.hierarchy.journal import Journal
 from refimpl.hierarchy.osceiling import read_ceiling
 from spec.errors import AuthenticationFailed, CapacityDenied, NotAParticipant, ReplayedMessage, StaleEpoch
 
@@ -25,8 +24,9 @@ Q = 10
 
 
 @pytest.fixture
-def hier(where: str) -> Iterator[Hierarchy]:
-    h = Hierarchy(where, Q).start()
+def hier(where: str, request: pytest.FixtureRequest) -> Iterator[Hierarchy]:
+    """A started hierarchy (options: the test's indirect parameter); no process of it outlives the test."""
+    h = Hierarchy(where, Q, **getattr(request, "param", {})).start()
     yield h
     h.close()
     assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
@@ -60,24 +60,20 @@ def test_kill_returns_quota_exactly_once_across_restarts(hier: Hierarchy) -> Non
     _conserved(hier)
 
 
-def test_sigstop_fences_then_exit_returns_quota(where: str) -> None:
-    h = Hierarchy(where, Q, heartbeat_timeout=1.0).start()
-    try:
-        a, b = h.spawn(), h.spawn()
-        h.wop(a, "request", 6)
-        h.wop(b, "request", 2)
-        h.signal(a, signal.SIGSTOP)  # alive but silent: heartbeats stop
-        h.await_exit(a, timeout=10.0)
-        events = [e for e in h.op("events") if e.get("worker") == a and e["event"] in ("fence", "exit")]
-        # Fenced first with its quota still charged; returned only once its exit was observed.
-        assert events == [{"event": "fence", "incarnation": 1, "worker": a, "epoch": 2, "quota": 6},
-                          {"event": "exit", "incarnation": 1, "worker": a, "returned": 6}]
-        assert _ledger(h) == (8, {a: ("exited", 0), b: ("active", 2)})
-        assert h.snapshot()["workers"][b]["epoch"] == 1  # the live worker kept its epoch
-        _conserved(h)
-    finally:
-        h.close()
-    assert leftovers(h.pids, h.starts) == []
+@pytest.mark.parametrize("hier", [{"heartbeat_timeout": 1.0}], indirect=True)
+def test_sigstop_fences_then_exit_returns_quota(hier: Hierarchy) -> None:
+    a, b = hier.spawn(), hier.spawn()
+    hier.wop(a, "request", 6)
+    hier.wop(b, "request", 2)
+    hier.signal(a, signal.SIGSTOP)  # alive but silent: heartbeats stop
+    hier.await_exit(a, timeout=10.0)
+    events = [e for e in hier.op("events") if e.get("worker") == a and e["event"] in ("fence", "exit")]
+    # Fenced first with its quota still charged; returned only once its exit was observed.
+    assert events == [{"event": "fence", "incarnation": 1, "worker": a, "epoch": 2, "quota": 6},
+                      {"event": "exit", "incarnation": 1, "worker": a, "returned": 6}]
+    assert _ledger(hier) == (8, {a: ("exited", 0), b: ("active", 2)})
+    assert hier.snapshot()["workers"][b]["epoch"] == 1  # the live worker kept its epoch
+    _conserved(hier)
 
 
 def test_restart_reconciles_a_worker_that_died_while_the_coordinator_was_down(hier: Hierarchy) -> None:
@@ -200,18 +196,3 @@ def test_outside_allocation_lowers_the_ceiling_and_is_never_asked_back() -> None
         h.close()
         shutil.rmtree(h.cfg.dir, ignore_errors=True)
     assert leftovers(h.pids, h.starts) == []
-
-
-def test_journal_is_sqlite_in_wal_mode_and_reopens_after_a_clean_close(where: str) -> None:
-    path = os.path.join(where, "j.sqlite")
-    j = Journal.create(path, b"k" * 32, 10, 8)
-    assert j.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert j.load()["free"] == 10
-    j.commit({"serving_quota": 10, "aging_cap": 8, "free": 3, "next_worker": 2, "next_intent": 1, "next_ticket": 2,
-              "incarnation": 1},
-             [{"id": 1, "pid": 2, "starttime": 3, "state": "active", "epoch": 1, "seq": 4, "quota": 7, "returned": 0}],
-             [], [(1, 1, 2)])
-    j.close_cleanly()
-    again = Journal.open(path, b"k" * 32).load()
-    assert again["free"] == 3 and again["workers"][1]["quota"] == 7
-    assert again["tickets"] == {1: {"target": 1, "nbytes": 2}}

@@ -1,4 +1,5 @@
-"""`ortmem serve --workers N`: per-worker quota, budget and events; Ctrl-C shuts down with no process left."""
+"""`ortmem serve --workers N`: per-worker quota, budget and events; Ctrl-C shuts down with no process left, no
+model folder left, and exit 130 (through the console script's launcher, tests/test_cli_conventions.py's SCRIPT)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import time
 from refimpl.hierarchy.driver import live_processes
 
 
-def test_serve_prints_workers_and_stops_cleanly_on_ctrl_c() -> None:
-    p = subprocess.Popen([sys.executable, "-m", "refimpl.cli", "serve", "--workers", "2", "--quota", "16",
-                          "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True, env={**os.environ, "COLUMNS": "200"})
+def test_serve_prints_workers_and_stops_cleanly_on_ctrl_c(tmp_path) -> None:
+    p = subprocess.Popen([sys.executable, "-c", "from refimpl.cli_main import run; run()", "serve", "--workers", "2",
+                          "--quota", "16", "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True, env={**os.environ, "COLUMNS": "200", "TMPDIR": str(tmp_path)})
     assert p.stdout is not None
     sel = selectors.DefaultSelector()
     sel.register(p.stdout, selectors.EVENT_READ)
@@ -37,7 +38,8 @@ def test_serve_prints_workers_and_stops_cleanly_on_ctrl_c() -> None:
             p.wait(10)
     out = (seen + rest).decode(errors="replace")
     assert p.returncode == 130, out  # interrupted (the README's exit codes), after a clean shutdown
-    assert "shutdown clean: no process left" in out
+    assert "shutdown clean: no process left" in out and "Traceback" not in out
+    assert not list(tmp_path.glob("ortmem-serve-*")), "the temporary model folder was left behind"
     assert live_processes(session=p.pid) == []
     assert "ledger" in out and "models {'m" in out  # the workers served real models
     compared = re.search(r"outputs: (\d+) requests compared with an ungoverned session, (\d+) differ", out)

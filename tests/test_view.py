@@ -81,9 +81,7 @@ def test_cli_view_writes_the_page(tmp_path: Path) -> None:
     trace, page = tmp_path / "t.jsonl", tmp_path / "timeline.html"
     assert main(["trace", str(trace), "--seed", "1", "--ledger"]) == 0
     assert main(["view", str(trace), "-o", str(page)]) == 0
-    assert page.read_text().startswith("<!DOCTYPE html>")
-    (tmp_path / "bad.jsonl").write_text("{oops\n")
-    assert main(["view", str(tmp_path / "bad.jsonl"), "-o", str(page)]) == 1
+    assert page.read_text().startswith("<!DOCTYPE html>")  # a bad trace: test_cli_conventions.py
 
 
 def test_composed_trace_stacks_charges_and_marks_every_part(tmp_path: Path) -> None:

@@ -135,7 +135,10 @@ def _wait(page, expr: str, timeout: float = 10.0) -> None:
         page.wait_for_timeout(50)
 
 
-def _open(browser, page_file: Path):
+def _open(browser, trace: Path, tmp_path: Path):
+    """`ortmem view` of `trace`, opened: (the page, its console errors and uncaught exceptions, its requests)."""
+    page_file = tmp_path / "timeline.html"
+    assert main(["view", str(trace), "-o", str(page_file)]) == 0
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     errors: list[str] = []
     requests: list[str] = []
@@ -149,11 +152,10 @@ def _open(browser, page_file: Path):
 
 @pytest.mark.parametrize("kind", ["composed", "ledger", "tx"])
 def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str) -> None:
-    trace, page_file = traces[kind], tmp_path / "timeline.html"
-    assert main(["view", str(trace), "-o", str(page_file)]) == 0
+    trace = traces[kind]
     names, cap, used = _expected(trace)
-    page, errors, requests = _open(browser, page_file)
-    assert errors == [] and requests == [page_file.as_uri()]  # nothing but the page itself: no network
+    page, errors, requests = _open(browser, trace, tmp_path)
+    assert errors == [] and requests == [(tmp_path / "timeline.html").as_uri()]  # the page alone: no network
     model = page.evaluate("window.ortmemTimeline.model")
     assert model == json.loads(json.dumps(timeline_data(trace.read_bytes().splitlines())))  # JS == Python
     assert page.locator("div.panel[data-authority]").count() == len(cap) == len(model["authorities"])
@@ -200,9 +202,7 @@ def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str
 @pytest.mark.parametrize("kind", ["composed", "ledger", "tx"])
 def test_page_model_equals_python_model(browser, traces, tmp_path: Path, kind: str) -> None:
     """The page's parser and model (the file picker's path) against `refimpl.view` on the same text."""
-    page_file = tmp_path / "timeline.html"
-    assert main(["view", str(traces["empty"]), "-o", str(page_file)]) == 0
-    page, errors, _ = _open(browser, page_file)
+    page, errors, _ = _open(browser, traces["empty"], tmp_path)
     text = traces[kind].read_text()
     got = page.evaluate("t => window.ortmemTimeline.build(window.ortmemTimeline.parse(t))", text)
     assert got == json.loads(json.dumps(timeline_data(text.splitlines(keepends=True))))
@@ -211,9 +211,7 @@ def test_page_model_equals_python_model(browser, traces, tmp_path: Path, kind: s
 
 
 def test_file_picker_empty_and_rejected_traces(browser, traces, tmp_path: Path) -> None:
-    page_file = tmp_path / "timeline.html"
-    assert main(["view", str(traces["composed"]), "-o", str(page_file)]) == 0
-    page, errors, requests = _open(browser, page_file)
+    page, errors, requests = _open(browser, traces["composed"], tmp_path)
     assert not page.locator("#message").is_visible()
     ledger = timeline_data(traces["ledger"].read_bytes().splitlines())
     page.set_input_files("#file", str(traces["ledger"]))
@@ -230,14 +228,12 @@ def test_file_picker_empty_and_rejected_traces(browser, traces, tmp_path: Path) 
     _wait(page, "window.ortmemTimeline.loaded === 3")
     assert page.inner_text("#message").startswith("bad.jsonl: rejected trace: line 2: not JSON")
     assert page.locator("div.panel[data-authority]").count() == 0
-    assert errors == [] and requests == [page_file.as_uri()]
+    assert errors == [] and requests == [(tmp_path / "timeline.html").as_uri()]
     page.close()
 
 
 def test_wheel_zooms_and_drag_pans(browser, traces, tmp_path: Path) -> None:
-    page_file = tmp_path / "timeline.html"
-    assert main(["view", str(traces["composed"]), "-o", str(page_file)]) == 0
-    page, errors, _ = _open(browser, page_file)
+    page, errors, _ = _open(browser, traces["composed"], tmp_path)
     n = page.evaluate("window.ortmemTimeline.model.events")
     assert page.evaluate("window.ortmemTimeline.view") == [0, n]
     box = page.locator("svg[data-authority]").first.bounding_box()

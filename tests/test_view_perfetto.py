@@ -41,13 +41,17 @@ def test_export_meets_the_format(exported) -> None:
 
 def test_export_has_a_counter_per_authority_and_holder(exported) -> None:
     trace, doc = exported
-    names, auths = {}, {}
+    names, auths, last_used = {}, {}, {}
     for line in trace.read_text().splitlines():
         e = json.loads(line)
-        if e["payload"].get("outcome") == "accepted" and e["kind"] == "register_holder":
-            names[e["ids"]["result"]] = e["payload"]["name"]
-        if e["payload"].get("outcome") == "accepted" and e["kind"] == "register_authority":
-            auths[e["ids"]["result"]] = e["payload"]["pool"]
+        p = e["payload"]
+        if p.get("outcome") == "accepted" and e["kind"] == "register_holder":
+            names[e["ids"]["result"]] = p["name"]
+        if p.get("outcome") == "accepted" and e["kind"] == "register_authority":
+            auths[e["ids"]["result"]] = p["pool"]
+        for figures in (p.get("used", {}), (p.get("observed") or {}).get("used", {})):  # composed, ledger events
+            for a, u in figures.items():
+                last_used[int(a)] = u
     ev = doc["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
     assert set(processes) == {0, *auths} and processes[0] == "process-wide events"
@@ -64,12 +68,6 @@ def test_export_has_a_counter_per_authority_and_holder(exported) -> None:
     assert len({t.split(" / ")[0] for ts in counters.values() for t in ts if " / " in t}) >= 2
     cats = {e["cat"] for e in ev if e["ph"] == "i"}
     assert {"grant", "pressure", "device loss", "limit"} <= cats, cats
-    last_used = {}
-    for line in trace.read_text().splitlines():
-        p = json.loads(line)["payload"]
-        for figures in (p.get("used", {}), (p.get("observed") or {}).get("used", {})):  # composed, ledger events
-            for a, u in figures.items():
-                last_used[int(a)] = u
     for pid in counters:  # the used track ends on the ledger's own last figure
         used = [e for e in ev if e["ph"] == "C" and e["pid"] == pid and e["name"] == "used (ledger)"]
         assert used and used[-1]["args"]["bytes"] == last_used[pid]

@@ -22,6 +22,15 @@ from spec.types import Tier  # noqa: E402
 WIDTH, GRANT = 256, 4 << 20  # activations: rows x 256 x 4 B per tensor
 
 
+def _error(call) -> str | None:
+    """What `call()` raised, as "Type: message" (the report records it; the tests judge it), or None."""
+    try:
+        call()
+    except Exception as e:  # ORT's own error type, or ortmem's
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def main() -> dict[str, object]:
     out: dict[str, object] = {}
     pmm = ProcessMemoryManager()
@@ -35,11 +44,7 @@ def main() -> dict[str, object]:
     y = arena.run(s, {"x": small})[0]
     out["small_ok"] = bool(np.allclose(y, reference_dynamic(model, small), rtol=1e-4, atol=1e-4))
     big = np.ones((4096, WIDTH), np.float32)  # 4 MiB per activation tensor: over the 4 MiB cap
-    try:
-        arena.run(s, {"x": big})
-        out["big_error"] = None
-    except Exception as e:  # ORT's own error type
-        out["big_error"] = f"{type(e).__name__}: {e}"
+    out["big_error"] = _error(lambda: arena.run(s, {"x": big}))
     y = arena.run(s, {"x": small})[0]
     out["after_ok"] = bool(np.allclose(y, reference_dynamic(model, small), rtol=1e-4, atol=1e-4))
     # Mid-generation: pressed between two steps, answered only when the next Run ends.
@@ -55,26 +60,14 @@ def main() -> dict[str, object]:
     out["used_after"] = pmm.snapshot(auth).used
     # The arena's lease is its cap: pinned for the process's life, never a victim (I6).
     pid2 = arena.press(1 << 20)
-    try:
-        arena.answer(pid2, (arena.lease,))
-        out["pinned_victim"] = None
-    except Exception as e:
-        out["pinned_victim"] = f"{type(e).__name__}: {e}"
+    out["pinned_victim"] = _error(lambda: arena.answer(pid2, (arena.lease,)))
     out["pid2_state"] = arena.state(pid2)[0].value
-    try:
-        ArenaHolder(pmm, auth, GRANT)
-        out["second"] = None
-    except Exception as e:
-        out["second"] = f"{type(e).__name__}: {e}"
+    out["second"] = _error(lambda: ArenaHolder(pmm, auth, GRANT))
     out["used_final"] = pmm.snapshot(auth).used
     # Another manager in this process (another runtime): it shares the one arena only at the cap in force.
     pmm2 = ProcessMemoryManager()
     auth2 = pmm2.register_authority("host", Tier.HOST, 64 << 20)
-    try:
-        ArenaHolder(pmm2, auth2, GRANT // 2)
-        out["mismatch"] = None
-    except Exception as e:
-        out["mismatch"] = f"{type(e).__name__}: {e}"
+    out["mismatch"] = _error(lambda: ArenaHolder(pmm2, auth2, GRANT // 2))
     out["used_mismatch"] = pmm2.snapshot(auth2).used
     shared = ArenaHolder(pmm2, auth2, GRANT)
     out["shared_charge"] = abstract_ledger(pmm2).allocations[shared.lease].charge

@@ -26,6 +26,11 @@ from spec import sessions as S  # noqa: E402
 from spec.types import Role  # noqa: E402
 
 
+#: The session actions by the harness's op names (`load` draws its facts from the world, below).
+ACTIONS = {"open": S.Open, "decode": S.Decode, "close_request": S.Close, "prefetch": S.Prefetch,
+           "pressure": S.Pressure, "decline": S.Decline, "lower_limit": S.LowerLimit, "observe": S.ObserveResidency}
+
+
 class _Runtime:
     """One method per session action, so the harness can hand each field a hostile value."""
 
@@ -39,29 +44,10 @@ class _Runtime:
         return self.rt.execute(S.LoadModel(name, source, facts if facts else S.ModelFacts(1, 1, 0, frozenset(), 0, 0, 0),
                                            decl, host_mapped))
 
-    def open(self, model):
-        return self.rt.execute(S.Open(model))
-
-    def decode(self, rid):
-        return self.rt.execute(S.Decode(rid))
-
-    def close_request(self, rid):
-        return self.rt.execute(S.Close(rid))
-
-    def prefetch(self):
-        return self.rt.execute(S.Prefetch())
-
-    def pressure(self, target):
-        return self.rt.execute(S.Pressure(target))
-
-    def decline(self, role):
-        return self.rt.execute(S.Decline(role))
-
-    def lower_limit(self, new):
-        return self.rt.execute(S.LowerLimit(new))
-
-    def observe(self, model, nbytes, source):
-        return self.rt.execute(S.ObserveResidency(model, nbytes, source))
+    def __getattr__(self, name):
+        if name not in ACTIONS:
+            raise AttributeError(name)
+        return lambda *args: self.rt.execute(ACTIONS[name](*args))
 
 
 OPS = [("load", ("name", "source", "declared", "bool")), ("open", ("model",)), ("decode", ("rid",)),

@@ -8,19 +8,16 @@ VmRSS around the Run recorded as residency. Outputs stay identical.
 
 from __future__ import annotations
 
-import numpy as np
 import onnxruntime as ort
+from ort_harness import assert_identical, runtime
 
 from refimpl.ort.arena import SHRINK_KEY
-from refimpl.verify.sessions_checker import BUCKET, ENV_ARENA_CAP, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.verify.sessions_checker import ENV_ARENA_CAP
 from spec import sessions as S
 
 
 def test_pressure_mid_generation_is_answered_at_the_next_run_boundary(world, monkeypatch) -> None:
-    rt = GovernedRuntime(world.topology(0, ENV_ARENA_CAP), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(S.Prefetch())
+    rt = runtime(world, models={"a": "dec"}, prefetch=True)  # the world's arena: ENV_ARENA_CAP
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))
     seen: list[str] = []
@@ -43,11 +40,6 @@ def test_pressure_mid_generation_is_answered_at_the_next_run_boundary(world, mon
     assert isinstance(answer.rss_before, int) and isinstance(answer.rss_after, int)
     rt.execute(S.Decode(rid))
     assert seen == ["cpu:0", ""]  # answered once: the next Run is an ordinary one
-    m = rt.models["a"].measured
-    pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)
-    for t in range(3):
-        y, pk, pv = world.reference["dec"].run(None, {"x": decode_input(rid, t, m.heads * m.dh), "past_key": pk,
-                                                      "past_value": pv})
-    assert np.array_equal(y, rt.last_output) and np.array_equal(pk, rt.kv.present(rid)[0])
+    assert_identical(world, rt, rid, 3)
     rt.close()
     assert rt.used() == ENV_ARENA_CAP  # the env arena's one lease outlives the runtime (ORT's cap does)

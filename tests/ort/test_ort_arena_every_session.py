@@ -14,6 +14,7 @@ them take room lent to managed peaks.
 from __future__ import annotations
 
 import pytest
+from ort_harness import runtime
 
 from refimpl.ort import arena
 from refimpl.ort.governed import GovernedRuntime
@@ -42,10 +43,8 @@ def test_a_runtime_without_an_env_arena_is_refused_before_anything(world) -> Non
 
 
 def test_every_managed_session_and_run_uses_the_one_env_arena(world) -> None:
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
+    rt = runtime(world, models={name: name for name in ("dec", "dec_wide", "mlp")})
     try:
-        for name in ("dec", "dec_wide", "mlp"):
-            rt.execute(world.load(name, name))
         fc = world.facts["dec"]
         rt.execute(S.LoadModel("compat", "dec", fc, None))  # undeclared: compatibility mode, unmanaged
         rt.execute(S.Prefetch())  # replicas in the weight cache: managed sessions too

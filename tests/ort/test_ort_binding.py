@@ -8,10 +8,10 @@ IDs: C9 (the KV bundle's contents), I8c (growth by buckets).
 
 from __future__ import annotations
 
-import numpy as np
 import onnxruntime as ort
+from ort_harness import decode_identically
 
-from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 
 MAX_CONTEXT, BUCKET = 16, 4
@@ -58,17 +58,7 @@ def test_bound_decode_to_max_context_is_identical_to_a_plain_session(world) -> N
     rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
     rt.execute(world.load("w", "dec_wide"))
     rids = [rt.execute(S.Open("w")) for _ in range(2)]
-    m = rt.models["w"].measured
-    ref = world.reference["dec_wide"]
-    past = {r: (np.zeros((1, m.heads, 0, m.dh), np.float32),) * 2 for r in rids}
-    for t in range(MAX_CONTEXT):
-        for r in rids:  # interleaved requests on one session: bindings are per request
-            rt.execute(S.Decode(r))
-            y, k, v = ref.run(None, {"x": decode_input(r, t, m.heads * m.dh), "past_key": past[r][0],
-                                     "past_value": past[r][1]})
-            gk, gv = rt.kv.present(r)
-            assert np.array_equal(y, rt.last_output) and np.array_equal(k, gk) and np.array_equal(v, gv), (r, t)
-            past[r] = (k, v)
+    decode_identically(world, rt, rids, MAX_CONTEXT)  # interleaved requests on one session: bindings per request
     assert all(rt.kv.bundles[r].cap == MAX_CONTEXT for r in rids)  # grew 4 -> 8 -> 12 -> 16
     rt.close()
     assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime

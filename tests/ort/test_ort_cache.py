@@ -10,24 +10,15 @@ ungoverned run on both sides of the switch; what ORT reads changes.
 from __future__ import annotations
 
 import numpy as np
+from ort_harness import assert_identical, runtime, ungoverned
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime, decode_input
+from refimpl.verify.sessions_checker import MAX_CONTEXT
+from refimpl.ort.governed import decode_input
 from spec import sessions as S
 
 
-def _reference(world, rid, steps):
-    m = {"heads": 4, "dh": 8}
-    pk = pv = np.zeros((1, m["heads"], 0, m["dh"]), np.float32)
-    for t in range(steps):
-        y, pk, pv = world.reference["dec"].run(None, {"x": decode_input(rid, t, 32), "past_key": pk,
-                                                      "past_value": pv})
-    return y, pk, pv
-
-
 def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_outputs(world) -> None:
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
+    rt = runtime(world, models={"a": "dec"})
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))
     primary = rt.models["a"].session
@@ -37,8 +28,7 @@ def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_o
     assert rt.kv.bundles[rid].session is replica.session is not primary  # decodes now read the cache
     assert any(buf is replica.buf for _, buf in rt.weights.cache)  # inside a cache lease's bytes
     rt.execute(S.Decode(rid))
-    y, k, _ = _reference(world, rid, 2)
-    assert np.array_equal(rt.last_output, y) and np.array_equal(rt.kv.present(rid)[0], k)
+    assert_identical(world, rt, rid, 2)
     # ORT reads the cache bytes: corrupt them, one Run differs; restore them, identical again.
     mats = [v for v in replica.views if isinstance(v, np.ndarray) and v.ndim == 2]
     assert mats and all(np.shares_memory(v, replica.buf) for v in mats)
@@ -47,26 +37,24 @@ def test_cache_replica_is_read_by_ort_and_reclaim_switches_back_with_identical_o
     b = rt.kv.bundles[rid]
     b.x[...] = decode_input(rid, 2, 32)
     b.session.run_with_iobinding(b.bindings[2])  # a probe Run (does not advance the bundle)
-    assert not np.array_equal(b.y, _reference(world, rid, 3)[0])
+    *_, (y3, _, _) = ungoverned(world, rt, rid, 3)
+    assert not np.array_equal(b.y, y3)
     for v in mats:
         v *= 0.5
     rt.execute(S.Decode(rid))
-    assert np.array_equal(rt.last_output, _reference(world, rid, 3)[0])
+    assert_identical(world, rt, rid, 3)
     # Pressure takes the cache bucket: the replica goes first, the request is re-bound to the primary.
     assert rt.execute(S.Pressure(10**6)) > 0
     assert "a" not in rt.replicas.by_model and rt.kv.bundles[rid].session is primary
     for t in range(3, MAX_CONTEXT):
         rt.execute(S.Decode(rid))
-    y, k, v = _reference(world, rid, MAX_CONTEXT)
-    gk, gv = rt.kv.present(rid)
-    assert np.array_equal(rt.last_output, y) and np.array_equal(gk, k) and np.array_equal(gv, v)
+    assert_identical(world, rt, rid, MAX_CONTEXT)
     rt.close()
     assert rt.used() == rt.env_arena.grant and rt.env_arena.lent == 0  # ORT's cap outlives the runtime
 
 
 def test_a_partial_reclaim_that_splits_the_replica_bucket_drops_the_replica(world) -> None:
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
+    rt = runtime(world, models={"a": "dec"})
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Prefetch())
     assert "a" in rt.replicas.by_model
@@ -75,5 +63,5 @@ def test_a_partial_reclaim_that_splits_the_replica_bucket_drops_the_replica(worl
     rt.execute(S.Prefetch())  # room again: a new replica, the request re-bound to it
     assert rt.kv.bundles[rid].session is rt.replicas.by_model["a"].session
     rt.execute(S.Decode(rid))
-    assert np.array_equal(rt.last_output, _reference(world, rid, 1)[0])
+    assert_identical(world, rt, rid, 1)
     rt.close()

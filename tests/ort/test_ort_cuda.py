@@ -14,17 +14,13 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import onnxruntime as ort
 import pytest
+from ort_harness import campaign_events, check_weights_read_in_place, decode_identically
 
-from invariants import contracts
-from invariants.campaign import campaign_settings
-from invariants.model_machine import run_model_campaign
 from refimpl.ort.device_arena import OUTSIDE_LEDGER
-from refimpl.ort.generations import run_scripts
-from refimpl.ort.governed import GovernedRuntime, decode_input, session_providers
-from refimpl.verify.sessions_checker import HEADROOM, MAX_CONTEXT, OrtWorld, ort_model
+from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.sessions_checker import MAX_CONTEXT, OrtWorld
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec import sessions as S
 from spec.errors import ProviderUnavailable
@@ -56,14 +52,6 @@ def cuda():
 @pytest.fixture(scope="module")
 def world(cuda):
     return OrtWorld("cuda")
-
-
-def test_cuda_provider_options_cap_the_device_arena_at_the_given_cap() -> None:
-    [(name, opts), fallback] = session_providers(CUDA, 123_456)
-    assert name == CUDA and fallback == "CPUExecutionProvider"
-    assert opts["gpu_mem_limit"] == "123456" and opts["arena_extend_strategy"] == "kSameAsRequested"
-    assert opts["cudnn_conv_use_max_workspace"] == "0" and opts["enable_cuda_graph"] == "0"
-    assert session_providers("CPUExecutionProvider", 123_456) == ["CPUExecutionProvider"]
 
 
 def test_invalid_provider_is_refused() -> None:
@@ -106,23 +94,7 @@ def test_cuda_weights_kv_and_arena_are_leased_on_the_device_authority(world) -> 
 def test_cuda_weights_are_read_in_place_from_the_device_region(world) -> None:
     rt = _runtime(world)
     rt.execute(world.load("a", "dec"))
-    m = rt.models["a"].measured
-    empty = np.zeros((1, m.heads, 0, m.dh), np.float32)
-
-    def first_step_matches_ungoverned() -> bool:
-        rid = rt.execute(S.Open("a"))
-        rt.execute(S.Decode(rid))
-        x = decode_input(rid, 0, m.heads * m.dh)
-        y = world.reference["dec"].run(None, {"x": x, "past_key": empty, "past_value": empty})[0]
-        return bool(np.array_equal(rt.last_output, y))
-
-    region, layout, _ = rt.weights.regions["a"]
-    _, off, arr = next(e for e in layout if e[0] == "Wo")
-    assert first_step_matches_ungoverned()
-    rt.weights.memory.upload(region, off, np.zeros_like(arr))  # the device bytes of the lease only
-    assert not first_step_matches_ungoverned()
-    rt.weights.memory.upload(region, off, arr)
-    assert first_step_matches_ungoverned()
+    check_weights_read_in_place(world, rt)  # the device bytes of the lease only
     rt.close()
 
 
@@ -130,15 +102,7 @@ def test_cuda_generation_matches_an_ungoverned_cuda_session_bit_for_bit(world) -
     rt = _runtime(world)
     rt.execute(world.load("w", "dec_wide"))
     rid = rt.execute(S.Open("w"))
-    m = rt.models["w"].measured
-    pk = pv = np.zeros((1, m.heads, 0, m.dh), np.float32)
-    for t in range(MAX_CONTEXT):
-        rt.execute(S.Decode(rid))
-        y, pk, pv = world.reference["dec_wide"].run(
-            None, {"x": decode_input(rid, t, m.heads * m.dh), "past_key": pk, "past_value": pv})
-        gk, gv = rt.kv.present(rid)
-        # Same EP, same kernels: identical; a tolerance would hide a wrong binding.
-        assert np.array_equal(y, rt.last_output) and np.array_equal(pk, gk) and np.array_equal(pv, gv), t
+    decode_identically(world, rt, [rid], MAX_CONTEXT)  # same EP, same kernels: identical, no tolerance
     rt.close()
     assert rt.pmm.snapshot(rt.auth).used == 0 and rt.weights.memory.allocated == 0
 
@@ -170,10 +134,4 @@ def test_cuda_ort_takes_every_leased_initializer() -> None:
 
 
 def test_cuda_runs_the_same_campaign_and_invariants_as_the_host_path(world) -> None:
-    world.take_events()
-    with contracts.contracts(True):
-        random_part = run_model_campaign(ort_model(world), campaign_settings(8, 20))
-        scripted = run_scripts(ort_model(world), world.facts, HEADROOM, 2, paths=world.sources)
-    events = world.take_events()
-    assert random_part.accepted > 0 and scripted.accepted > 100
-    assert events["identical_decodes"] > 100 and events["kv_growths"] > 0
+    campaign_events(world)

@@ -51,9 +51,14 @@ def test_scripted_requests_grow_through_every_bucket_on_two_models(checker, seed
     assert stats.rejected.get("ContextExhausted") == opened  # one past max context is refused
 
 
-def test_campaign_control_finds_kv_growth_that_forgets_to_copy(checker) -> None:
-    m = MUTANTS["kv_growth_forgets_copy"]
+@pytest.mark.parametrize("mutant, violated, clause", [
+    ("kv_growth_forgets_copy", "C9", "ort.identical_to_ungoverned"),
+    ("kv_growth_leaks_old_lease", "C8", "state_C8_sessions.ledger_matches_records"),  # (test_ort_ledger)
+    ("failed_run_keeps_grown_lease", "C8", "step_C8_sessions.failed_run_keeps_no_charge"),  # (run_failures)
+])
+def test_campaign_control_finds_each_ort_mutant(checker, mutant: str, violated: str, clause: str) -> None:
+    m = MUTANTS[mutant]
     with applied(m):
         r = checker.control(m, m.layer, PROFILES["quick"])
-    assert r.found and r.violated == "C9" and r.clause == "ort.identical_to_ungoverned", r.message
+    assert r.found and r.violated == violated and r.clause == clause, r.message
 

@@ -41,24 +41,23 @@ def test_owning_ortvalue_is_refused_as_initializer_and_a_dlpack_view_is_taken() 
     so.add_initializer("W", ortvalue_over(buf.ctypes.data, KDL_CPU, 0, np.float32, (4, 4)))  # accepted
 
 
-@pytest.mark.parametrize("dtype", [np.complex64, np.dtype(">f4"), np.str_])
-def test_invalid_dlpack_dtype_is_refused(dtype) -> None:
-    with pytest.raises(TypeError, match="no DLPack code"):
-        ortvalue_over(1 << 20, KDL_CPU, 0, dtype, (1,))
-
-
-def test_invalid_dlpack_device_is_refused() -> None:
-    with pytest.raises(ValueError, match="kDLCPU"):
-        ortvalue_over(1 << 20, 7, 0, np.float32, (1,))
+@pytest.mark.parametrize("device, dtype, error, match", [
+    *((KDL_CPU, dtype, TypeError, "no DLPack code") for dtype in (np.complex64, np.dtype(">f4"), np.str_)),
+    (7, np.float32, ValueError, "kDLCPU"),  # a device type other than dlpack.h's kDLCPU and kDLCUDA
+])
+def test_invalid_dlpack_view_is_refused(device: int, dtype, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        ortvalue_over(1 << 20, device, 0, dtype, (1,))
     assert KDL_CUDA == 2  # dlpack.h's kDLCUDA, what CudaMemory's views carry
 
 
-def test_cap_arithmetic_passes_the_loan_as_the_cuda_arena_limit() -> None:
-    opts = cuda_provider_options(1, 12_288)
-    assert opts == {"device_id": "1", "gpu_mem_limit": "12288", "arena_extend_strategy": "kSameAsRequested",
-                    "cudnn_conv_use_max_workspace": "0", "enable_cuda_graph": "0"}
-    assert session_providers(CUDA, 12_288, 1) == [(CUDA, opts), "CPUExecutionProvider"]
-    assert session_providers("CPUExecutionProvider", 12_288) == ["CPUExecutionProvider"]
+@pytest.mark.parametrize("device, cap", [(1, 12_288), (None, 123_456)])  # None: device 0 by default
+def test_cap_arithmetic_passes_the_loan_as_the_cuda_arena_limit(device: int | None, cap: int) -> None:
+    opts = {"device_id": str(device or 0), "gpu_mem_limit": str(cap), "arena_extend_strategy": "kSameAsRequested",
+            "cudnn_conv_use_max_workspace": "0", "enable_cuda_graph": "0"}
+    assert cuda_provider_options(device or 0, cap) == opts
+    assert session_providers(CUDA, cap, *([device] if device else [])) == [(CUDA, opts), "CPUExecutionProvider"]
+    assert session_providers("CPUExecutionProvider", cap) == ["CPUExecutionProvider"]
 
 
 @pytest.mark.parametrize("cap", [0, -1, 1.5, "4096", None])

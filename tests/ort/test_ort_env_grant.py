@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from ort_harness import runtime
 
 from invariants._violation import InvariantViolation
 from invariants.mutation import applied
@@ -33,21 +34,13 @@ from spec.types import Role, Tier
 LIMIT = 256 * 1024
 
 
-def _runtime(world, limit: int = LIMIT, **kw) -> GovernedRuntime:
-    return GovernedRuntime(world.topology(0, ENV_ARENA_CAP), limit, world.sources, MAX_CONTEXT, BUCKET, **kw)
-
-
-def _load(rt, name: str, source: str, world) -> int:
-    return rt.execute(world.load(name, source))
-
-
 def _frozen(rt):
     view = abstract_ledger(rt.pmm)
     return rt.abstract(), view.allocations, view.allowances, rt.used(), rt.env_arena.lent
 
 
 def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
-    rt = _runtime(world)
+    rt = runtime(world)
     env = rt.env_arena
     view = abstract_ledger(rt.pmm)
     rec = view.allocations[env.lease]
@@ -56,7 +49,7 @@ def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
     assert [a.id for a in view.authorities.values() if a.tier is Tier.HOST] == [rt.auth]
     assert rt.used() == ENV_ARENA_CAP and rt.abstract().ledger["arena"] == ENV_ARENA_CAP
     f = world.facts["dec"]
-    _load(rt, "a", "dec", world)
+    rt.execute(world.load("a", "dec"))
     view = abstract_ledger(rt.pmm)
     [loan] = view.allowances.values()
     assert (loan.holder, loan.authority, loan.limit, loan.mapped) == (env.id, rt.auth, f.transient_peak,
@@ -77,16 +70,14 @@ def test_env_arena_is_one_lease_in_the_host_pool(world) -> None:
 
 
 def test_peak_past_the_arena_room_is_refused_with_the_ledger_unchanged(world) -> None:
-    rt = _runtime(world)
-    _load(rt, "a", "dec", world)
-    _load(rt, "b", "dec_wide", world)
+    rt = runtime(world, LIMIT, {"a": "dec", "b": "dec_wide"})
     peaks = world.facts["dec"].transient_peak + world.facts["dec_wide"].transient_peak
     assert rt.env_arena.lent == peaks and peaks + world.facts["dec_wide"].transient_peak > ENV_ARENA_CAP
     before = _frozen(rt)
     with pytest.raises(AllowanceExceeded, match="env arena"):
-        _load(rt, "c", "dec_wide", world)
+        rt.execute(world.load("c", "dec_wide"))
     assert _frozen(rt) == before and "c" not in rt.models
-    _load(rt, "c", "mlp", world)  # a peak that fits the room that is left is lent
+    rt.execute(world.load("c", "mlp"))  # a peak that fits the room that is left is lent
     assert rt.env_arena.lent == peaks + world.facts["mlp"].transient_peak <= ENV_ARENA_CAP
     rt.close()
 
@@ -108,11 +99,11 @@ def test_arena_that_does_not_fit_the_limit_is_refused_in_both(world) -> None:
     with pytest.raises(CapacityDenied, match="env arena"):
         S.new_sessions(world.topology(0, ENV_ARENA_CAP), small)
     with pytest.raises(CapacityDenied, match="env arena"):
-        _runtime(world, small)
+        runtime(world, small)
 
 
 def test_runtime_asking_another_cap_is_refused_naming_both(world) -> None:
-    _runtime(world)
+    runtime(world)
     with pytest.raises(InvalidTransition, match=f"capped at {ENV_ARENA_CAP} B; a holder granted {ENV_ARENA_CAP // 2} B"):
         GovernedRuntime(world.topology(0, ENV_ARENA_CAP // 2), LIMIT, world.sources, MAX_CONTEXT, BUCKET)
 
@@ -141,7 +132,7 @@ def test_mutant_double_booking_the_arena_is_caught(world, name, clause) -> None:
         try:
             with pytest.raises(InvariantViolation) as e:
                 check_state(rt.abstract())
-                _load(rt, "a", "dec", world)
+                rt.execute(world.load("a", "dec"))
                 check_state(rt.abstract())
             if name == "arena_on_second_authority":  # the host pool's books miss the arena too (I8)
                 with pytest.raises(InvariantViolation, match="arena role"):

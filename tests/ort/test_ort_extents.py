@@ -75,16 +75,11 @@ def test_invalid_location_lookup(external_path):
         referenced_extents(external_path).location("other.bin")
 
 
-def _entries(model: onnx.ModelProto, tensor: str) -> dict[str, str]:
-    (t,) = [t for t in model.graph.initializer if t.name == tensor]
-    return {e.key: e.value for e in t.external_data}
-
-
 def _rewrite(model_path: str, tensor: str, **changes: str | None) -> str:
     # Hand-edit one tensor's external_data entries; None deletes the key.
     model = onnx.load(model_path, load_external_data=False)
     (t,) = [t for t in model.graph.initializer if t.name == tensor]
-    entries = _entries(model, tensor) | changes
+    entries = {e.key: e.value for e in t.external_data} | changes
     del t.external_data[:]
     for key, value in entries.items():
         if value is not None:

@@ -9,6 +9,7 @@ import os
 
 import onnx
 import pytest
+from ort_harness import runtime
 
 from invariants import contracts
 from invariants.campaign import campaign_settings
@@ -26,21 +27,12 @@ from spec.errors import (
     ExternalDataMissing,
     ExternalDataOutOfRange,
     ExternalDataOverlap,
+    ModelFileInvalid,
     ProviderUnavailable,
     UndeclaredState,
 )
 from spec.guards import GUARDS, Layer
 from spec.types import Role
-
-
-def _runtime(world, limit=256 * 1024, sources=None):
-    return GovernedRuntime(world.topology(0), limit, sources or world.sources, MAX_CONTEXT, BUCKET)
-
-
-def _load(rt, world, name="a", source="dec", declared="full"):
-    f = world.facts[source]
-    decl = {"full": f.loop_carried, "none": None}.get(declared, declared)
-    return rt.execute(S.LoadModel(name, source, f, decl))
 
 
 def test_real_ort_machine_refines_spec(world) -> None:
@@ -63,7 +55,7 @@ def test_orphaned_blob_does_not_change_admission(tmp_path, world) -> None:
     padded = save_decoder_external(str(tmp_path), orphan_ratio=1.0, name="padded")
     fp, fd = (reporter_facts(p, MAX_CONTEXT, BUCKET) for p in (plain, padded))
     assert fp.referenced == fd.referenced and fd.file_bytes > 1.9 * fp.referenced
-    rt = _runtime(world, sources={"plain": plain, "padded": padded})
+    rt = runtime(world, sources={"plain": plain, "padded": padded})
     rt.execute(S.LoadModel("p", "plain", fp, fp.loop_carried))
     rt.execute(S.LoadModel("d", "padded", fd, fd.loop_carried))
     s = rt.abstract()
@@ -72,9 +64,18 @@ def test_orphaned_blob_does_not_change_admission(tmp_path, world) -> None:
     check_state(s)
 
 
-def _corrupt(tmp_path, kind: str) -> str:
-    path = save_decoder_external(str(tmp_path), name="bad")
-    m = onnx.load(path, load_external_data=False)
+def _corrupt(tmp_path, world, kind: str) -> str:
+    """A model broken in one way: its file (no-file, directory, empty, truncated, garbage) or its external data."""
+    out = os.path.join(str(tmp_path), f"bad_{kind}.onnx")
+    if kind in ("no-file", "directory", "empty", "truncated", "garbage"):
+        data = open(world.sources["dec"], "rb").read()
+        if kind == "directory":
+            os.mkdir(out)
+        elif kind != "no-file":
+            open(out, "wb").write({"empty": b"", "truncated": data[: len(data) // 2],
+                                   "garbage": b"\xff\xfe not an onnx model \x00" * 8}[kind])
+        return out
+    m = onnx.load(save_decoder_external(str(tmp_path), name="bad"), load_external_data=False)
     ext = [t for t in m.graph.initializer if t.external_data]
     entry = {e.key: e for e in ext[1].external_data}
     if kind == "overlap":
@@ -83,7 +84,6 @@ def _corrupt(tmp_path, kind: str) -> str:
         {e.key: e for e in ext[-1].external_data}["offset"].value = str(10**6)
     else:
         entry["location"].value = "missing.bin"
-    out = os.path.join(str(tmp_path), f"bad_{kind}.onnx")
     onnx.save_model(m, out)
     return out
 
@@ -92,9 +92,12 @@ def _corrupt(tmp_path, kind: str) -> str:
     ("overlap", ExternalDataOverlap, "overlap"),
     ("range", ExternalDataOutOfRange, "ends past"),
     ("missing", ExternalDataMissing, "missing.bin"),
+    *((kind, ModelFileInvalid, "model file") for kind in ("no-file", "directory", "empty", "truncated", "garbage")),
 ])
 def test_invalid_external_data_admits_nothing(tmp_path, world, kind, error, match) -> None:
-    rt = _runtime(world, sources={"bad": _corrupt(tmp_path, kind)})
+    """External data that does not describe real, disjoint bytes, or a model file that is not one: a typed error
+    (ModelFileInvalid for the file, before anything is charged) and nothing admitted."""
+    rt = runtime(world, sources={"bad": _corrupt(tmp_path, world, kind)})
     before = rt.abstract()
     with pytest.raises(error, match=match):
         rt.execute(S.LoadModel("x", "bad", world.facts["dec"], world.facts["dec"].loop_carried))
@@ -103,16 +106,16 @@ def test_invalid_external_data_admits_nothing(tmp_path, world, kind, error, matc
 
 
 def test_undeclared_state_is_rejected(world) -> None:
-    rt = _runtime(world)
+    rt = runtime(world)
     before = rt.abstract()
     with pytest.raises(UndeclaredState, match="past_value"):
-        _load(rt, world, declared=frozenset({"past_key"}))
+        rt.execute(S.LoadModel("a", "dec", world.facts["dec"], frozenset({"past_key"})))
     assert rt.abstract() == before
 
 
 def test_no_declaration_enters_reported_compat_mode(world) -> None:
-    rt = _runtime(world)
-    _load(rt, world, declared="none")
+    rt = runtime(world)
+    rt.execute(S.LoadModel("a", "dec", world.facts["dec"], None))
     s = rt.abstract()
     m = s.models["a"]
     assert m.mode is S.Mode.COMPAT and m.admitted == 0 and not m.prefix_reuse
@@ -120,17 +123,16 @@ def test_no_declaration_enters_reported_compat_mode(world) -> None:
 
 
 def test_decline_reports_not_enforced(world) -> None:
-    rt = _runtime(world)
+    rt = runtime(world)
     rt.execute(S.Decline(Role.WEIGHTS))
-    _load(rt, world)
+    rt.execute(world.load("a", "dec"))
     r = rt.report()
     assert "weights" in r.not_enforced and r.used == rt.env_arena.grant and r.unattributed > 0  # unlent arena
     assert rt.abstract().models["a"].mode is S.Mode.DECLINED
 
 
 def test_residency_is_sourced_and_not_charge(world) -> None:
-    rt = _runtime(world)
-    _load(rt, world)
+    rt = runtime(world, models={"a": "dec"})
     used = rt.used()
     from refimpl.ort.residency import process_rss
 
@@ -141,9 +143,7 @@ def test_residency_is_sourced_and_not_charge(world) -> None:
 
 
 def test_elastic_path_reaches_max_context_through_reclaim(world) -> None:
-    rt = _runtime(world, limit=96 * 1024)
-    _load(rt, world)
-    rt.execute(S.Prefetch())
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     cache0 = rt.weights.cache_bytes
     rid = rt.execute(S.Open("a"))
     released = sum(rt.execute(S.Decode(rid)) for _ in range(MAX_CONTEXT))
@@ -159,9 +159,7 @@ def test_elastic_path_reaches_max_context_through_reclaim(world) -> None:
 
 
 def test_failed_lowering_keeps_old_limit(world) -> None:
-    rt = _runtime(world)
-    _load(rt, world)
-    rt.execute(S.Prefetch())
+    rt = runtime(world, models={"a": "dec"}, prefetch=True)
     cache = rt.weights.cache_bytes
     rep = rt.execute(S.LowerLimit(HEADROOM + 1))
     assert not rep.ok and rt.limit == rep.old_limit
@@ -170,12 +168,7 @@ def test_failed_lowering_keeps_old_limit(world) -> None:
     assert rep.ok and rt.limit == rep.new_limit
 
 
-def test_invalid_limit_below_floor(world) -> None:
-    rt = _runtime(world)
-    before = rt.abstract()
-    with pytest.raises(BudgetBelowFloor, match="below the headroom"):
-        rt.execute(S.LowerLimit(HEADROOM - 1))
-    assert rt.abstract() == before
+def test_invalid_limit_below_floor(world) -> None:  # (LowerLimit below it: test_ort_one_manager.py)
     with pytest.raises(BudgetBelowFloor, match="below the headroom"):
         GovernedRuntime(world.topology(0), HEADROOM - 1, world.sources)
 
@@ -188,20 +181,10 @@ def test_cuda_session_really_on_cuda_or_skip(world) -> None:
     assert s.get_providers()[0] == "CUDAExecutionProvider"
 
 
-def test_demo_static_vs_elastic_identical_outputs() -> None:
-    from refimpl.demo import run_demo
-
-    static, elastic, identical = run_demo(steps=20, max_context=24)  # a peak within this process's cap
-    assert identical
-    assert elastic.stranded_byte_steps < static.stranded_byte_steps
-    assert any(s["released"] for s in elastic.steps)  # growth took the reclaim path
-
-
 def test_runtime_report_is_its_own_reading_of_the_ledger(world) -> None:
     """C8 (issue #9): the runtime computes its report from the manager's ledger; the spec's report on the
     runtime's abstraction must agree with it through a generation, a prefetch and a pressure answer."""
-    rt = _runtime(world, limit=96 * 1024)
-    _load(rt, world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"})
     rid = rt.execute(S.Open("a"))
     steps = [S.Prefetch(), S.Decode(rid), S.Decode(rid), S.Pressure(4096), S.Decode(rid), S.Decode(rid),
              S.Decode(rid), S.ObserveResidency("a", 100, "injected: an invented figure")]

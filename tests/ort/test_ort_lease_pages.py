@@ -20,10 +20,9 @@ import sys
 
 import numpy as np
 import pytest
+from ort_harness import runtime
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT, OrtWorld
-from refimpl.ort.governed import GovernedRuntime
-from spec import sessions as S
+from refimpl.verify.sessions_checker import OrtWorld
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_HUGEPAGE"),
                                 reason="/proc/self/smaps and MADV_HUGEPAGE are Linux's")
@@ -45,9 +44,7 @@ def _mapping(arr: np.ndarray) -> tuple[str, set[str]]:
 
 def test_the_weight_lease_is_private_and_advised_for_huge_pages() -> None:
     world = OrtWorld()
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET)
-    f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
+    rt = runtime(world, models={"a": "dec"})
     backing = rt.weights.layouts["a"][0]  # the bytes ORT reads (tests/ort/test_ort_weights.py)
     try:
         perms, flags = _mapping(backing)

@@ -12,21 +12,14 @@ import os
 import re
 
 import pytest
+from ort_harness import runtime
 
-from refimpl.verify.sessions_checker import BUCKET, HEADROOM, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.sessions_checker import HEADROOM
 from refimpl.verify.manager_hooks import abstract_manager
 from spec import sessions as S
 from spec.errors import BudgetBelowFloor, InvalidBytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _rt(world, limit=96 * 1024):
-    rt = GovernedRuntime(world.topology(0), limit, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(S.Prefetch())
-    return rt
 
 
 def test_no_mirror_pool_in_refimpl() -> None:
@@ -45,7 +38,7 @@ def test_no_mirror_pool_in_refimpl() -> None:
 
 
 def test_limit_is_the_authoritys_limit_in_the_manager(world) -> None:
-    rt = _rt(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     assert "limit" not in vars(rt)  # no field: a read of the manager's authority
     assert rt.limit == rt.pmm.snapshot(rt.auth).limit + HEADROOM == 96 * 1024 == rt.abstract().limit
     rep = rt.execute(S.LowerLimit(rt.used() + HEADROOM))
@@ -55,7 +48,7 @@ def test_limit_is_the_authoritys_limit_in_the_manager(world) -> None:
 
 
 def test_failed_lowering_leaves_the_managers_limit(world) -> None:
-    rt = _rt(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     rep = rt.execute(S.LowerLimit(HEADROOM))
     assert not rep.ok and rt.pmm.snapshot(rt.auth).limit + HEADROOM == rep.old_limit
     assert not abstract_manager(rt.pmm).changes and not abstract_manager(rt.pmm).pressures
@@ -67,7 +60,7 @@ def test_manager_refuses_a_grant_into_the_headroom(world) -> None:
     from spec.errors import CapacityDenied
     from spec.types import Role, Tier
 
-    rt = _rt(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     room = rt.pmm.snapshot(rt.auth).limit - rt.used()
     assert rt.limit - rt.used() - room == HEADROOM
     with pytest.raises(CapacityDenied):
@@ -79,9 +72,7 @@ def test_lowering_is_answered_by_the_holders_on_the_managers_tickets(world) -> N
     """LowerLimit: prepare_limit opens one ticket per holder with a live lease; each answers its own (the
     weight holder with cache buckets, KV and arena with zero); commit sets the limit. No ticket of its own."""
     events = []
-    rt = GovernedRuntime(world.topology(0), 96 * 1024, world.sources, MAX_CONTEXT, BUCKET, trace=events.append)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(S.Prefetch())
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True, trace=events.append)
     rt.execute(S.Open("a"))
     cache, opened = rt.weights.cache_bytes, rt.weights.opened
     del events[:]
@@ -96,18 +87,19 @@ def test_lowering_is_answered_by_the_holders_on_the_managers_tickets(world) -> N
     rt.close()
 
 
-@pytest.mark.parametrize("bad, err", [(-1, InvalidBytes), (HEADROOM - 1, BudgetBelowFloor), ("x", InvalidBytes)])
-def test_bad_lowering_changes_nothing_in_the_manager(world, bad, err) -> None:
-    rt = _rt(world)
+@pytest.mark.parametrize("bad, err, match", [(-1, InvalidBytes, None), ("x", InvalidBytes, None),
+                                             (HEADROOM - 1, BudgetBelowFloor, "below the headroom")])
+def test_bad_lowering_changes_nothing_in_the_manager(world, bad, err, match) -> None:
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     before, mgr = rt.abstract(), abstract_manager(rt.pmm)
-    with pytest.raises(err):
+    with pytest.raises(err, match=match):
         rt.execute(S.LowerLimit(bad))
     assert rt.abstract() == before and abstract_manager(rt.pmm) == mgr
     rt.close()
 
 
 def test_arena_pressure_is_a_manager_ticket_answered_at_the_run_boundary(world) -> None:
-    rt = _rt(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     rid = rt.execute(S.Open("a"))
     rt.execute(S.Decode(rid))
     rt.execute(S.Pressure(1))

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from ort_harness import runtime
 
 from invariants.sessions import check_state
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime
+from refimpl.verify.sessions_checker import MAX_CONTEXT
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec import sessions as S
 from spec.errors import CapacityDenied, ForeignHolder
-
-
-def _elastic(world, limit=96 * 1024):
-    rt = GovernedRuntime(world.topology(0), limit, world.sources, MAX_CONTEXT, BUCKET)
-    rt.execute(world.load("a", "dec"))
-    rt.execute(S.Prefetch())
-    return rt
 
 
 def _to_growth(rt, rid):
@@ -26,7 +19,7 @@ def _to_growth(rt, rid):
 
 
 def test_growth_to_max_context_goes_through_pressure_tickets(world) -> None:
-    rt = _elastic(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     w = rt.weights
     opened0 = w.opened
     rid = rt.execute(S.Open("a"))
@@ -41,7 +34,7 @@ def test_growth_to_max_context_goes_through_pressure_tickets(world) -> None:
 
 
 def test_pressure_never_takes_pinned_model_weights(world) -> None:
-    rt = _elastic(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     lease = rt.models["a"].weights_lease
     charge = abstract_ledger(rt.pmm).allocations[lease].charge
     cache = rt.weights.cache_bytes
@@ -58,7 +51,7 @@ def test_pressure_never_takes_pinned_model_weights(world) -> None:
 
 
 def test_answer_with_another_holders_lease_is_refused_and_changes_nothing(world) -> None:
-    rt = _elastic(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     rid = rt.execute(S.Open("a"))
     pid = rt.pmm.open_pressure(rt.weights.id, rt.auth, 1)  # opened, not delivered
     before, mgr = rt.abstract(), abstract_manager(rt.pmm)
@@ -70,7 +63,7 @@ def test_answer_with_another_holders_lease_is_refused_and_changes_nothing(world)
 
 
 def test_growth_rejects_when_holder_credits_zero(world) -> None:
-    rt = _elastic(world)
+    rt = runtime(world, 96 * 1024, {"a": "dec"}, prefetch=True)
     rid = rt.execute(S.Open("a"))
     _to_growth(rt, rid)
     rt.weights._pick = lambda target: ()  # the holder declines: zero is legal

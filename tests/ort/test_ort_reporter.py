@@ -43,24 +43,18 @@ def dynamic_peaks(dynamic):
     return calibrate_transient_peak(dynamic, [_dynamic_feeds(r) for r in ROWS])
 
 
-def _agree(report) -> None:
+@pytest.mark.parametrize("peaks, i", [*(("decoder_peaks", i) for i in range(len(PASTS))),
+                                      *(("dynamic_peaks", i) for i in range(len(ROWS)))],
+                         ids=[*(f"decoder-past{p}" for p in PASTS), *(f"dynamic-rows{r}" for r in ROWS)])
+def test_allocator_and_liveness_peaks_agree(request, peaks, i):
+    report = request.getfixturevalue(peaks)[i]
+    assert report.run_index == i
     # Measured gap on the decoder: 16-256 B (allocator counts a small
     # scratch allocation; liveness counts Reshape outputs that alias).
     assert report.method is PeakMethod.ALLOCATOR  # ORT >= 1.28 with the arena on
     assert report.transient_peak_bytes == report.allocator_peak_bytes
     assert report.liveness_peak_bytes == pytest.approx(report.allocator_peak_bytes, rel=0.01, abs=512)
     assert report.allocator_chunk_peak_bytes >= report.allocator_peak_bytes  # BFC rounds up
-
-
-@pytest.mark.parametrize("i", range(len(PASTS)), ids=[f"past{p}" for p in PASTS])
-def test_decoder_allocator_and_liveness_peaks_agree(decoder_peaks, i):
-    assert decoder_peaks[i].run_index == i
-    _agree(decoder_peaks[i])
-
-
-@pytest.mark.parametrize("i", range(len(ROWS)), ids=[f"rows{r}" for r in ROWS])
-def test_dynamic_allocator_and_liveness_peaks_agree(dynamic_peaks, i):
-    _agree(dynamic_peaks[i])
 
 
 @pytest.mark.parametrize("i", range(len(ROWS)), ids=[f"rows{r}" for r in ROWS])

@@ -10,9 +10,8 @@ old setting), the same write changed nothing: ORT had packed its own copy.
 from __future__ import annotations
 
 import numpy as np
+from ort_harness import runtime
 
-from refimpl.verify.sessions_checker import BUCKET, MAX_CONTEXT
-from refimpl.ort.governed import GovernedRuntime
 from spec import sessions as S
 
 
@@ -26,10 +25,8 @@ def _leased_wo(rt, name):
 
 def test_a_write_into_the_leased_weights_changes_the_next_run(world) -> None:
     x = np.random.default_rng(7).standard_normal((1, 1, 32)).astype(np.float32)
-    rt = GovernedRuntime(world.topology(0), 256 * 1024, world.sources, MAX_CONTEXT, BUCKET,
-                         inputs=lambda rid, t, d: x)  # every request sees the same token
+    rt = runtime(world, models={"a": "dec"}, inputs=lambda rid, t, d: x)  # every request sees the same token
     f = world.facts["dec"]
-    rt.execute(S.LoadModel("a", "dec", f, f.loop_carried))
     r1, r2 = rt.execute(S.Open("a")), rt.execute(S.Open("a"))
     rt.execute(S.Decode(r1))
     before = rt.last_output.copy()
