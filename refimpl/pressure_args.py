@@ -15,7 +15,23 @@ from typing import Any
 
 from spec.errors import InvalidArgument
 
-__all__ = ["check_timeout", "check_callback"]
+__all__ = ["check_timeout", "check_callback", "check_priority", "check_time"]
+
+#: Priorities and points in time are 64-bit ints, as in the spec: a trace then carries every accepted value exactly.
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def check_priority(priority: object) -> int:
+    if type(priority) is not int or not _INT64[0] <= priority <= _INT64[1]:
+        raise InvalidArgument(f"priority must be an int in [-2**63, 2**63-1], got {priority!r:.80}")
+    return priority
+
+
+def check_time(t: object, what: str, optional: bool = False) -> int | None:
+    """A point in time (C5 deadlines, `now`): an int in [0, 2**63-1], or None where `optional`."""
+    if (t is None and optional) or (type(t) is int and 0 <= t <= _INT64[1]):
+        return t  # type: ignore[return-value]
+    raise InvalidArgument(f"{what} must be {'None or ' if optional else ''}an int in [0, 2**63-1], got {t!r:.80}")
 
 
 def check_timeout(timeout: object) -> float | None:

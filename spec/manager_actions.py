@@ -27,9 +27,10 @@ Ledger actions (`spec.ledger_actions.*`) are `spec.ledger.step` on `ledger`, exc
     transaction that needs `a`: its held reservations on other authorities are
     cancelled (credited), its reservation on `a` stays charged (DEVICE_LOST).
 
-Requester tickets (all bytes through the ledger):
+Requester tickets (all bytes through the ledger). Priorities are int64s (in [-2**63, 2**63-1]) and times
+ints in [0, 2**63-1], as bytes are: a trace carries every accepted value exactly.
   Submit(holder, authority, nbytes, priority, role) -> ticket id
-    bytes (InvalidBytes) ; priority int (InvalidArgument) ; role Role
+    bytes (InvalidBytes) ; priority an int64 (InvalidArgument) ; role Role
     (InvalidArgument) ; holder known (UnknownHolder) ; authority known
     (UnknownAuthority) ; alias -> InvalidArgument ; context ACTIVE (DeviceLost) ;
     nbytes > authority.limit -> CapacityDenied (can never fit). New PENDING
@@ -81,14 +82,14 @@ waiter stays pending); otherwise the pass grants nothing.
 Holder pressure (C5, I6):
   Press(holder, authority, target, priority, deadline) -> pressure id
     holder known ; authority known ; alias -> InvalidArgument ; ACTIVE
-    (DeviceLost) ; target bytes (InvalidBytes) ; priority an int, deadline
-    None or an int >= 0 (InvalidArgument). A new OPEN pressure carrying its
+    (DeviceLost) ; target bytes (InvalidBytes) ; priority an int64, deadline
+    None or an int in [0, 2**63-1] (InvalidArgument). A new OPEN pressure carrying its
     priority and deadline (C5); deadline None: answerable until it retires.
   Answer(holder, pressure, victims, now) -> bytes released
     holder known ; pressure issued (UnknownTicket) ; retired -> StaleAnswer
     (C5: a cancelled, expired or answered pressure's answer credits nothing) ;
     owner (ForeignHolder) ; victims a tuple of distinct ints (InvalidArgument) ;
-    now None or an int >= 0 (InvalidArgument) ; the pressure has a deadline and
+    now None or in [0, 2**63-1] (InvalidArgument) ; the pressure has a deadline and
     `now` is None -> InvalidArgument ; the pressure's generation is older than
     its authority's -> StaleGeneration ; `now > deadline` -> StaleAnswer (C5) ;
     per victim in order: allocation known (UnknownAllocation, retired ->
@@ -101,7 +102,7 @@ Holder pressure (C5, I6):
   CancelPressure(pressure) -> None
     issued (UnknownTicket) ; retired -> InvalidTransition. Retires, records nothing.
   ExpirePressure(pressure, now) -> None
-    now an int >= 0 (InvalidArgument) ; issued (UnknownTicket) ; retired ->
+    now in [0, 2**63-1] (InvalidArgument) ; issued (UnknownTicket) ; retired ->
     InvalidTransition ; no deadline, or `now <= deadline` -> InvalidTransition.
     Retires, records nothing (a limit change's `completed` gains nothing).
 
@@ -109,7 +110,7 @@ Capacity transactions (C4, I5): try-only, in authority id order (`spec.manager_t
   PlanTx(holder, needs, priority, retry) -> tx id
     poisoned -> ManagerPoisoned ; holder known ; needs a non-empty tuple of
     (authority, nbytes) pairs with distinct authorities (InvalidArgument) ;
-    priority an int (InvalidArgument) ; each authority known, canonical
+    priority an int64 (InvalidArgument) ; each authority known, canonical
     (InvalidArgument), ACTIVE (DeviceLost) ; each nbytes (InvalidBytes) ;
     retry None or an intent: issued (UnknownIntent), not yet retried
     (InvalidTransition), the holder's own (ForeignHolder). Stored sorted by

@@ -40,9 +40,9 @@ from spec.ledger import (_active, _allocation, _authority, _enum, _holder, _hold
 from spec.ledger_state import Authority
 from spec.quota import headroom, tier_charged
 from spec.tickets import PressureEvent, PressureState, TicketEvent, TicketState, next_pressure_state, next_ticket_state
-from spec.types import AllocEvent, AllocState, Role, Tier
+from spec.types import MAX_BYTES, AllocEvent, AllocState, Role, Tier
 
-__all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check", "pins"]
+__all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check", "pins", "check_priority"]
 
 _T = TicketState
 
@@ -95,10 +95,18 @@ def _pressure(m: M.Manager, pid: object, retired: type = InvalidTransition) -> M
 
 
 def _time(v: object, what: str, optional: bool = False) -> int | None:
-    """A point in time: an int >= 0 (None too where `optional`); the spec has no clock (C5 deadlines)."""
-    if (v is None and optional) or (type(v) is int and v >= 0):
+    """A point in time: an int in [0, 2**63-1] (None too where `optional`); the spec has no clock (C5 deadlines).
+
+    Times and priorities are 64-bit, as bytes are: a trace carries every accepted value exactly."""
+    if (v is None and optional) or (type(v) is int and 0 <= v <= MAX_BYTES):
         return v  # type: ignore[return-value]
-    raise InvalidArgument(f"{what} must be {'None or ' if optional else ''}an int >= 0, got {v!r:.80}")
+    raise InvalidArgument(f"{what} must be {'None or ' if optional else ''}an int in [0, 2**63-1], got {v!r:.80}")
+
+
+def check_priority(p: object) -> int:
+    if type(p) is not int or not -MAX_BYTES - 1 <= p <= MAX_BYTES:
+        raise InvalidArgument(f"priority must be an int in [-2**63, 2**63-1], got {p!r:.80}")
+    return p
 
 
 def _owner(record_holder: int, holder: int, what: str) -> None:
@@ -113,8 +121,7 @@ def _owner(record_holder: int, holder: int, what: str) -> None:
 def _request(m: M.Manager, act: M.Submit | M.TryReserve, guards: GuardSet) -> tuple[int, Role, Any, Authority]:
     """Submit's and TryReserve's checks, in order: (nbytes, role, holder, authority)."""
     nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
-    if type(act.priority) is not int:
-        raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
+    check_priority(act.priority)
     role = _enum(act.role, Role, "role")
     h = _holder(m.ledger, act.holder, guards)
     a = canonical(m, act.authority)
@@ -230,8 +237,7 @@ def _press(m: M.Manager, act: M.Press, guards: GuardSet) -> tuple[M.Manager, int
     a = canonical(m, act.authority)
     _active(a, guards)
     target = check_bytes(act.target, "target", guards=guards)
-    if type(act.priority) is not int:
-        raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
+    check_priority(act.priority)
     deadline = _time(act.deadline, "deadline", optional=True)
     p = M.Pressure(m.next_pressure, h.id, a.id, target, False, act.priority, deadline, m.generations.get(a.id, 0))
     return evolve(m, pressures=m.pressures.set(p.id, p), next_pressure=p.id + 1), p.id

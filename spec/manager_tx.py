@@ -41,7 +41,7 @@ from spec.errors import (
 from spec.quota import headroom
 from spec.guards import GuardSet
 from spec.ledger import _active, _authority, _holder, check_bytes
-from spec.manager_parts import canonical, without_limit_check
+from spec.manager_parts import canonical, check_priority, without_limit_check
 from spec.records import evolve
 from spec.tickets import TicketEvent, TicketState, next_ticket_state
 from spec.types import BundlePart, Role
@@ -89,8 +89,7 @@ def _plan_tx(m: M.Manager, act: M.PlanTx, guards: GuardSet) -> tuple[M.Manager, 
             or any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs)))):
         raise InvalidArgument(f"needs must be a non-empty tuple of (authority, nbytes) pairs with distinct "
                               f"authorities, got {needs!r:.80}")
-    if type(act.priority) is not int:
-        raise InvalidArgument(f"priority must be an int, got {act.priority!r:.80}")
+    check_priority(act.priority)
     for aid, _ in needs:
         _active(canonical(m, aid))
     for _, n in needs:

@@ -131,6 +131,19 @@ BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str]] = [
     ("answer-now-negative", lambda p, w: p.answer(w.h1, w.pr, (), -1), InvalidArgument, "now must be"),
     ("press-priority", lambda p, w: p.press(w.h1, w.a, 1, "hi"), InvalidArgument, "priority must be an int"),
     ("press-deadline", lambda p, w: p.press(w.h1, w.a, 1, 0, -1), InvalidArgument, "deadline must be"),
+    # Priorities and times are 64-bit, as bytes are: every accepted value is one a trace carries exactly.
+    ("submit-priority-past-int64", lambda p, w: p.submit(w.h1, w.a, 1, 2**63), InvalidArgument,
+     r"^priority must be an int in \[-2\*\*63, 2\*\*63-1\], got 9223372036854775808$"),
+    ("try-priority-below-int64", lambda p, w: p.try_reserve(w.h1, w.a, 1, -(2**63) - 1), InvalidArgument,
+     r"^priority must be an int in \[-2\*\*63, 2\*\*63-1\], got -9223372036854775809$"),
+    ("press-priority-past-int64", lambda p, w: p.press(w.h1, w.a, 1, 2**70), InvalidArgument, "priority must be"),
+    ("plan-priority-past-int64", lambda p, w: p.plan_tx(w.h1, ((w.a, 1),), 2**63), InvalidArgument,
+     "priority must be"),
+    ("press-deadline-past-int64", lambda p, w: p.press(w.h1, w.a, 1, 0, 2**63), InvalidArgument,
+     r"^deadline must be None or an int in \[0, 2\*\*63-1\], got 9223372036854775808$"),
+    ("answer-now-past-int64", lambda p, w: p.answer(w.h1, w.pr, (), 2**63), InvalidArgument, "now must be None or"),
+    ("expire-now-past-int64", lambda p, w: p.expire_pressure(w.pr_due, 2**63), InvalidArgument,
+     r"^now must be an int in \[0, 2\*\*63-1\], got 9223372036854775808$"),
     ("try-bytes", lambda p, w: p.try_reserve(w.h1, w.a, 0), InvalidBytes, "nbytes"),
     ("try-priority", lambda p, w: p.try_reserve(w.h1, w.a, 1, "hi"), InvalidArgument, "priority"),
     ("try-alias", lambda p, w: p.try_reserve(w.h1, w.view, 1), InvalidArgument, "view of"),
@@ -375,3 +388,23 @@ QUOTA_BAD: list[tuple[str, Callable[[ProcessMemoryManager, Any], Any], type, str
 def test_quota_input_and_grants_past_it_are_refused_unchanged(quota_world: Any, call: Callable, error: type, match: str,
                                                               on: bool) -> None:
     refused_unchanged(*quota_world, call, error, match, on)
+
+
+def test_priorities_and_times_at_the_int64_bounds_are_accepted_and_their_trace_replays_clean() -> None:
+    """The other side of the 64-bit cases above: the bounds themselves are legal, and a trace carries them."""
+    import io
+
+    from fuzz_harness import replayed
+    from refimpl.tracing import JsonlSink
+
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    a, h = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_holder("kv")
+    for p in (-(2**63), 2**63 - 1):
+        pmm.claim(h, pmm.submit(h, a, 1, p))
+    pmm.release(h, pmm.try_reserve(h, a, 1, 2**63 - 1))
+    pmm.answer(h, pmm.press(h, a, 1, -(2**63), 2**63 - 1), (), 2**63 - 1)
+    pmm.expire_pressure(pmm.press(h, a, 1, 2**63 - 1, 0), 2**63 - 1)
+    report, lines = replayed(pmm, buf)
+    assert report.ok, report
+    assert b"9223372036854775807" in b"".join(lines) and b"-9223372036854775808" in b"".join(lines)

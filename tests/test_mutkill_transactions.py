@@ -73,7 +73,7 @@ def test_a_retry_of_another_holders_intent_names_that_holder(on: bool) -> None:
 
 @ON_OFF
 @pytest.mark.parametrize(("args", "error", "message"), [
-    ((((1, 1),), "1"), InvalidArgument, "priority must be an int, got '1'"),
+    ((((1, 1),), "1"), InvalidArgument, "priority must be an int in [-2**63, 2**63-1], got '1'"),
     ((((1, 0),),), InvalidBytes, "nbytes must be in [1, 2**63-1], got 0"),
 ], ids=["priority-str", "zero-bytes"])
 def test_a_bad_plan_is_refused_with_its_whole_message(on: bool, args: tuple[Any, ...], error: type,

@@ -34,7 +34,7 @@ from spec.types import MAX_BYTES, AllocState, ContextState, Origin, Role
 from invariants.contracts import SWITCH as _SWITCH
 from refimpl.manager import local_contract as _L
 from refimpl.manager.ledger import _Alloc, _Auth, _alignment, _nbytes
-from refimpl.pressure_args import check_timeout
+from refimpl.pressure_args import check_priority, check_timeout
 
 __all__ = ["Arbitration"]
 
@@ -116,8 +116,7 @@ class Arbitration:
             self._grants()  # I5: a poisoned manager opens no ticket
         if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
             _nbytes(nbytes, "nbytes")
-        if type(priority) is not int:
-            raise InvalidArgument(f"priority must be an int, got {priority!r}")
+        check_priority(priority)
         if type(role) is not Role:  # as isinstance: an enum with members has no subclasses
             raise InvalidArgument(f"role must be a Role, got {role!r}")
         if type(holder) is not int or holder not in self._holders:
@@ -179,8 +178,7 @@ class Arbitration:
         self._grants()  # I5
         if type(nbytes) is not int or not 0 < nbytes <= MAX_BYTES:
             _nbytes(nbytes, "nbytes")
-        if type(priority) is not int:
-            raise InvalidArgument(f"priority must be an int, got {priority!r}")
+        check_priority(priority)
         if type(role) is not Role:
             raise InvalidArgument(f"role must be a Role, got {role!r}")
         self._holder(holder)

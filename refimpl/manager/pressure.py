@@ -43,7 +43,7 @@ from spec.tickets import PressureState
 from spec.types import AllocState
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
 from refimpl.manager.views import _NO_SCOPE
-from refimpl.pressure_args import check_callback
+from refimpl.pressure_args import check_callback, check_priority, check_time
 
 __all__ = ["Pressures", "Callback"]
 
@@ -124,10 +124,8 @@ class Pressures:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; pressure names the canonical ledger")
         self._require_active(a)
         _nbytes(target, "target")
-        if type(priority) is not int:
-            raise InvalidArgument(f"priority must be an int, got {priority!r:.80}")
-        if deadline is not None and (type(deadline) is not int or deadline < 0):
-            raise InvalidArgument(f"deadline must be None or an int >= 0, got {deadline!r:.80}")
+        check_priority(priority)
+        check_time(deadline, "deadline", optional=True)
         return self._open(holder, a, target, False, priority, deadline)
 
     def _open(self, holder: int, a: _Auth, target: int, change: bool, priority: int = 0,
@@ -161,8 +159,7 @@ class Pressures:
             raise ForeignHolder(f"pressure ticket {r.id} went to holder {r.holder}, not {holder}")
         if type(victims) is not tuple or any(type(v) is not int for v in victims) or len(set(victims)) != len(victims):
             raise InvalidArgument(f"victims must be a tuple of distinct allocation ids, got {victims!r:.80}")
-        if now is not None and (type(now) is not int or now < 0):
-            raise InvalidArgument(f"now must be None or an int >= 0, got {now!r:.80}")
+        check_time(now, "now", optional=True)
         if r.deadline is not None and now is None:
             raise InvalidArgument(f"pressure ticket {r.id} is due at {r.deadline}: the answer must say its time")
         if r.generation != r.auth.generation and self._guards.on("answer_open_only"):  # C5: the topology changed
@@ -266,8 +263,7 @@ class Pressures:
         self._run(M.ExpirePressure, self._ms_pressure, self._expire_pressure, pressure, now)
 
     def _expire_pressure(self, pressure: int, now: int) -> None:
-        if type(now) is not int or now < 0:
-            raise InvalidArgument(f"now must be an int >= 0, got {now!r:.80}")
+        check_time(now, "now")
         r = self._open_pressure(pressure)
         if r.deadline is None or now <= r.deadline:
             raise InvalidTransition(f"pressure ticket {r.id} is due at {r.deadline}; not expired at {now}")

@@ -36,6 +36,7 @@ from spec.errors import (
 )
 from spec.types import Origin, Role, TxPhase
 from refimpl.manager.ledger import _Alloc, _Auth, _nbytes
+from refimpl.pressure_args import check_priority
 
 __all__ = ["Transactions"]
 
@@ -123,8 +124,7 @@ class Transactions:
         # Pairwise equality, not a set: an unhashable authority is then refused by the lookup below.
         if any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs))):
             raise InvalidArgument(f"needs must name distinct authorities, got {needs!r:.80}")
-        if type(priority) is not int:
-            raise InvalidArgument(f"priority must be an int, got {priority!r:.80}")
+        check_priority(priority)
         for aid, _ in needs:
             a = self._auth(aid)
             if a.alias_of is not None:
