@@ -434,6 +434,6 @@ class Arbitration:
                 self._round(a)
             return t.nbytes
         credit = rec.charge
-        self._retire(rec)  # the record leaves every table: its `part` is read no more
+        self._retire(rec)
         self._rounds()  # its charge (> 0) rose the headroom: the round on `a`, then the quota's
         return credit
