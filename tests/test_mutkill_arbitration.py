@@ -20,14 +20,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from refimpl_manager_harness import lease, make
 
 from invariants.contracts import contracts
 from refimpl.manager import arbitration as _arbitration
 from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_manager, ledger_lock, wake_waiters
-from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes
-from spec.types import Origin, Role
+from spec.errors import CapacityDenied, GovernorError, InvalidArgument, InvalidBytes
+from spec.types import Origin, Role, Tier
 
 
 class _LostWakeUp:
@@ -158,6 +160,61 @@ def test_an_age_stops_at_the_aging_bound(lone: bool) -> None:
     for r in small:  # each release is a round on the ledger (its headroom rose); 70 B never fit
         pmm.release(w.h2, r)
     assert set(_ages(pmm)) == set(waiting) and set(_ages(pmm).values()) == {2}
+
+
+_SUBMIT = st.tuples(st.just("submit"), st.integers(0, 1), st.integers(0, 1), st.integers(1, 110), st.integers(-1, 2))
+_OPS = st.one_of(  # submits and settlements weighted up: rounds with waiters on both device ledgers
+    _SUBMIT, _SUBMIT, _SUBMIT, st.tuples(st.just("lease"), st.integers(0, 1), st.integers(0, 1), st.integers(1, 60)),
+    *[st.tuples(st.just(op), st.integers(0, 9)) for op in ("release", "release", "cancel", "claim", "shrink")],
+    st.tuples(st.just("limit"), st.integers(0, 1), st.integers(40, 100)),
+    st.tuples(st.just("quota"), st.sampled_from((None, 60, 120, 200))),
+    st.tuples(st.just("reconfigure"), st.integers(0, 1)))
+
+
+@settings(max_examples=150, stateful_step_count=40)
+@given(ops=st.lists(_OPS, min_size=20, max_size=60), aging_bound=st.integers(1, 3))
+def test_a_submit_grants_no_ticket_but_its_own(ops: list[tuple[Any, ...]], aging_bound: int) -> None:
+    # Why `submit` wakes nobody (its hot path has no wake-up): the round it runs, at the headroom the last round
+    # left, grants only the ticket it opens, whatever came before (limits, quotas, leases, rounds, generations).
+    with contracts(on=False):
+        pmm, w = make(aging_bound=aging_bound)
+        pmm.register_authority("gpu1", Tier.DEVICE, 100)  # the second device ledger: a quota spans both
+        hs, auths = (w.h1, w.h2), (w.a, 3)
+        leases: list[tuple[int, int]] = []
+        for op, *args in ops:
+            m = abstract_manager(pmm)
+            live = sorted(m.tickets)
+            granted = [i for i in live if m.tickets[i].state.name == "GRANTED"]
+            pick = (lambda xs: xs[args[0] % len(xs)] if xs else None)
+            try:
+                if op == "submit":
+                    tid = pmm.submit(hs[args[0]], auths[args[1]], args[2], args[3])
+                    after = abstract_manager(pmm).tickets
+                    assert {i: after[i].state for i in live if i in after} == {i: m.tickets[i].state for i in live}, \
+                        f"submit {tid} changed another ticket's state"
+                elif op == "lease":
+                    leases.append((hs[args[0]], lease(pmm, hs[args[0]], auths[args[1]], args[2])))
+                elif op in ("cancel", "claim") and live:
+                    t = m.tickets[pick(live if op == "cancel" else granted) or live[0]]
+                    if op == "cancel":
+                        pmm.cancel_ticket(t.holder, t.id)
+                    else:
+                        leases.append((t.holder, pmm.claim(t.holder, t.id)))
+                elif op in ("release", "shrink") and leases:
+                    h, i = pick(leases)
+                    if op == "release":
+                        pmm.release(h, i)
+                        leases.remove((h, i))
+                    else:
+                        pmm.shrink_lease(h, i, 1)
+                elif op == "limit":
+                    pmm.lower_limit(auths[args[0]], args[1])
+                elif op == "quota":
+                    pmm.set_process_quota(Tier.DEVICE, args[0])
+                elif op == "reconfigure":
+                    pmm.reconfigure(auths[args[0]])
+            except GovernorError:
+                pass  # refused (it changes nothing): the next operation
 
 
 # --- acquire: an interrupt after the claim took effect, and the default priority ------------------------------

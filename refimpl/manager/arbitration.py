@@ -100,14 +100,10 @@ class Arbitration:
         `alignment`: None or a power of two, validated and never charged (D13)."""
         if _SWITCH.on or self._recorder is not None or self._mailbox:
             return self._contract(_L.SUBMIT, self._submit, (holder, authority, nbytes, priority, role, alignment))
-        with self._lock:  # the hot path of `_run`, inline
-            tid = self._submit(holder, authority, nbytes, priority, role, alignment)
-            wake = self._wake
-            if wake:
-                self._wake = []
-        if wake:
-            self._wake_up(wake)
-        return tid
+        with self._lock:  # the hot path of `_run`, inline. No wake: a submit's round grants no ticket but the one it
+            # opens, which nobody waits on yet (pending ages never increase in submit order, so a round that only
+            # ages, at unchanged headroom, grants nothing the last round refused: tests/test_mutkill_arbitration.py)
+            return self._submit(holder, authority, nbytes, priority, role, alignment)
 
     def _submit(self, holder: int, authority: int, nbytes: int, priority: int, role: Role,
                 alignment: int | None = None) -> int:
@@ -438,7 +434,6 @@ class Arbitration:
                 self._round(a)
             return t.nbytes
         credit = rec.charge
-        rec.part = None
         self._retire(rec)
         self._rounds()  # its charge (> 0) rose the headroom: the round on `a`, then the quota's
         return credit
