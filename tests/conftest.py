@@ -56,7 +56,6 @@ MARKED_FILES = {
 MARKED_TESTS = {
     # Over 40 s each in a full run on this 2-core machine under other load (pytest --durations, 2026-12-02).
     "slow": {"test_cli.py::test_ctrl_c_stops_verify_within_seconds_without_stray_processes",
-             "test_cli_progress.py::test_verify_into_a_log_writes_a_line_at_least_every_ten_seconds",
              "test_verify.py::test_verify_quick_writes_the_per_id_report",
              "ort/test_ort_depth.py::test_quick_campaign_reaches_depth",
              "test_records.py::test_manager_quick_scope_steps_are_the_same_with_attrs_evolve",
@@ -67,21 +66,32 @@ MARKED_TESTS = {
              "test_own_governor.py::test_guide_example_finds_a_planted_composed_bug",
              "test_pressure_tx_scopes.py::test_checkers_explore_every_guard_on_without_violation",
              "test_pressure_stateful.py::test_pressure_campaign_reaches_every_situation_and_rejects_bad_input"},
-    # Only the tests that need a device: the CPU-build path of test_ort_cuda.py runs everywhere.
-    "gpu": {"ort/test_ort_governed.py::test_cuda_session_really_on_cuda",
-            "ort/test_ort_cuda.py::test_cuda_generation_runs_on_cuda"},
+    # Only the tests that need a device: with these, every test that asks for the `cuda` fixture (test_ort_cuda.py's
+    # device tests; its CPU-build path runs everywhere).
+    "gpu": {"ort/test_ort_governed.py::test_cuda_session_really_on_cuda"},
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: every collected test is seen
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    files, used = set(), set()
     for item in items:
         try:
             rel = Path(str(item.path)).resolve().relative_to(_TESTS).as_posix()
         except ValueError:
             continue
+        files.add(rel)
         node = rel + "::" + item.name
         marks = {"ort"} if rel.startswith("ort/") else set()
-        marks |= {m for m, files in MARKED_FILES.items() if rel in files}
-        marks |= {m for m, tests in MARKED_TESTS.items() if any(node.startswith(t) for t in tests)}
+        marks |= {m for m, names in MARKED_FILES.items() if rel in names}
+        hit = {t for tests in MARKED_TESTS.values() for t in tests if node.startswith(t)}
+        used |= hit
+        marks |= {m for m, tests in MARKED_TESTS.items() if hit & tests}
+        marks |= {"gpu"} if "cuda" in getattr(item, "fixturenames", ()) else set()
         for m in sorted(marks):
             item.add_marker(getattr(pytest.mark, m))
+    # A mark that names no test marks nothing, silently (a renamed slow test would run in the fast pass).
+    stale = sorted(t for tests in MARKED_TESTS.values() for t in tests if t.split("::")[0] in files and t not in used)
+    stale += sorted(f for names in MARKED_FILES.values() for f in names if not (_TESTS / f).exists())
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py marks tests that do not exist: {', '.join(stale)}")

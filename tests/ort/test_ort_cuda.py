@@ -107,11 +107,8 @@ def test_cuda_generation_matches_an_ungoverned_cuda_session_bit_for_bit(world) -
     assert rt.pmm.snapshot(rt.auth).used == 0 and rt.weights.memory.allocated == 0
 
 
-def test_cuda_ort_takes_every_leased_initializer() -> None:
+def test_cuda_ort_takes_every_leased_initializer(cuda) -> None:
     """ORT logs and ignores a user initializer on a device other than its plan's: none may be ignored."""
-    why = _cuda_reason()
-    if why is not None:
-        pytest.skip(why)
     code = textwrap.dedent("""
         import onnxruntime as ort
         ort.set_default_logger_severity(1)  # INFO: ORT then names each user initializer it uses
