@@ -282,7 +282,8 @@ def test_faults_at_every_callout_leave_the_ledger_exact(seed: int, traced: bool,
             if isinstance(e, GovernorError) and not any(e is f for f in FAULTS):
                 COUNTS[f"refused: {type(e).__name__}"] += 1  # the manager's own refusal (a full ledger)
                 assert type(e) is CapacityDenied, e
-            else:  # a fault's own exception, propagated as it was raised
+            else:  # a fault's own exception, propagated as it was raised; anything else (an InvariantViolation) fails
+                assert any(e is f for f in FAULTS), f"not an injected fault: {e!r}"
                 COUNTS[f"fault propagated: {type(e).__name__}"] += 1
         finally:
             sink.fault = None
