@@ -131,6 +131,11 @@ def test_each_edit_patches_its_place_in_the_source_not_an_earlier_edits_text(tar
     assert m.patched_source() == SOURCE.replace("f(x) * 2", "f(x) * 3").replace("def g(x):", "def g(x):  # was f(x) * 2")
 
 
+def test_adjacent_snippets_are_two_edits(target):
+    m = mutant(("def g(x):", "\n    return f(x) * 2"), ("def g(x, y=2):", "\n    return f(x) * y"))
+    assert m.patched_source() == SOURCE.replace("def g(x):\n    return f(x) * 2", "def g(x, y=2):\n    return f(x) * y")
+
+
 def test_overlapping_snippets_are_stale(target):
     old = ("def g(x):\n    return f(x)", "return f(x) * 2")
     assert all(SOURCE.count(o) == 1 for o in old)
