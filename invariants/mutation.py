@@ -69,13 +69,19 @@ class Mutant:
             raise StaleMutant(f"{self.name}: module {self.module} has no source file")
         with open(path, encoding="utf-8") as f:
             src = f.read()
-        out = src
+        edits = []
         for old, new in zip(_snippets(self.old), _snippets(self.new), strict=True):
             n = src.count(old)  # in the module's own source: each snippet names one place there
             if n != 1:
                 raise StaleMutant(f"{self.name}: snippet occurs {n} times in {self.module} (expected once): {old!r}")
-            out = out.replace(old, new)
-        return out
+            edits.append((src.index(old), old, new))
+        out, end = [], 0  # each edit at its place in the source, so no edit can patch another's text
+        for start, old, new in sorted(edits):
+            if start < end:
+                raise StaleMutant(f"{self.name}: snippets overlap in {self.module}: {old!r}")
+            out += (src[end:start], new)
+            end = start + len(old)
+        return "".join(out) + src[end:]
 
 
 def _project_modules() -> list[ModuleType]:

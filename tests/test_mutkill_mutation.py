@@ -126,6 +126,24 @@ def test_a_later_snippet_not_found_once_is_stale_and_the_edits_pair_up(target):
         mutant(("def g(x):", "f(x) * 2"), ("def g(y):",)).patched_source()
 
 
+def test_each_edit_patches_its_place_in_the_source_not_an_earlier_edits_text(target):
+    m = mutant(("def g(x):", "f(x) * 2"), ("def g(x):  # was f(x) * 2", "f(x) * 3"))
+    assert m.patched_source() == SOURCE.replace("f(x) * 2", "f(x) * 3").replace("def g(x):", "def g(x):  # was f(x) * 2")
+
+
+def test_adjacent_snippets_are_two_edits(target):
+    m = mutant(("def g(x):", "\n    return f(x) * 2"), ("def g(x, y=2):", "\n    return f(x) * y"))
+    assert m.patched_source() == SOURCE.replace("def g(x):\n    return f(x) * 2", "def g(x, y=2):\n    return f(x) * y")
+
+
+def test_overlapping_snippets_are_stale(target):
+    old = ("def g(x):\n    return f(x)", "return f(x) * 2")
+    assert all(SOURCE.count(o) == 1 for o in old)
+    with pytest.raises(StaleMutant) as e:
+        mutant(old, ("", "")).patched_source()
+    assert str(e.value) == f"m1: snippets overlap in {TARGET}: 'return f(x) * 2'"
+
+
 def test_a_module_without_a_source_file_is_stale(monkeypatch):
     m = user(monkeypatch, "invariants._mutkill_nofile")
     m.__file__ = None
