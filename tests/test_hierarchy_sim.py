@@ -135,3 +135,22 @@ def test_a_lost_reply_in_the_simulation_is_the_specs() -> None:
                     assert sim.abstract() == want, act
                 finally:
                     sim.close()
+
+
+@pytest.mark.parametrize("bad", [H.Outside("web", 21), H.Outside("db", -13), H.Outside("", 1), H.Outside("db", 0),
+                                 H.Answer(1, 1), H.Answer(9, 1)],
+                         ids=["outside-past-the-machine", "outside-below-zero", "outside-no-name", "outside-zero",
+                              "answer-by-a-stopped-worker", "answer-unknown-ticket"])
+def test_a_refused_outside_or_answer_is_the_specs_refusal_and_changes_nothing(bad: object) -> None:
+    # 12 of the machine's 32 units are the outside program's; worker 1, charged 4, is stopped with a reclaim ticket open.
+    sim = SimAdapter(CONFIG, ALL_ON)
+    try:
+        before = _run(sim, H.Spawn(), H.Request(1, 1, 1, 4), H.Outside("db", 12), H.Reclaim(1, 2), H.Stop(1))
+        assert set(before.tickets) == {1} and sum(before.outside.values()) == 12
+        with pytest.raises(GovernorError) as spec_error:
+            campaign_step(before, bad)
+        with pytest.raises(type(spec_error.value)):
+            sim.execute(bad)
+        assert sim.abstract() == before
+    finally:
+        sim.close()
