@@ -55,7 +55,7 @@ MARKED_FILES = {
 #: Single tests (node id after the file, parametrized ids included by prefix) that get a mark.
 MARKED_TESTS = {
     # Over 40 s each in a full run on this 2-core machine under other load (pytest --durations, 2026-12-02).
-    "slow": {"test_cli.py::test_ctrl_c_stops_verify_within_seconds_without_stray_processes",
+    "slow": {"test_cli.py::test_ctrl_c_stops_verify_without_stray_processes",
              "test_verify.py::test_verify_quick_writes_the_per_id_report",
              "ort/test_ort_depth.py::test_quick_campaign_reaches_depth",
              "test_records.py::test_manager_quick_scope_steps_are_the_same_with_attrs_evolve",
