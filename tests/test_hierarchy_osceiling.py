@@ -85,7 +85,7 @@ def test_invalid_cgroup_text_is_a_typed_error_naming_its_file(parse, file: str, 
 
 
 @pytest.mark.parametrize("files, meminfo, match", [
-    ({"memory.max": "1073741824\n", "memory.current": "lots\n"}, MEMINFO, "memory.current"),  # malformed
+    ({"memory.max": "1073741824\n", "memory.current": "lots\n"}, MEMINFO, "memory.current: expected a byte count"),
     ({"memory.max": "1073741824\n"}, MEMINFO, "memory.current is unreadable"),  # a limit without memory.current
     ({}, "MemTotal: 1 kB\n", "no MemAvailable"),
 ], ids=["malformed-current", "no-current", "no-memavailable"])
