@@ -119,7 +119,9 @@ def _reserving(state: Any, name: str) -> Callable[..., Any]:
             if a is None:
                 fig = _figures(m, None)
             else:
-                used0, fig = a.used, _figures(m, a)
+                used0 = a.used
+                fig = (used0, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+                       len(m._tickets))
                 pend = list(a.pending.values()) if a.pending else ()
                 bk = m._books.of.get(a.id) or book(m, a)
             try:
@@ -182,7 +184,9 @@ def _settling(source: Any, name: str) -> Callable[..., Any]:
                 _fail("G4", "unknown_accepted", f"{event} of unknown allocation {args[1]!r} was accepted")
             a = r.auth
             state, old, nbytes, reserved, holder = r.state, r.charge, r.nbytes, r.reserved, r.holder
-            used0, fig = a.used, _figures(m, a)
+            used0 = a.used
+            fig = (used0, a.limit, len(a.allocs), len(a.pending), m._next_alloc, m._next_ticket, len(m._allocs),
+                   len(m._tickets))
             pend = list(a.pending.values()) if a.pending else ()
             bk = m._books.of.get(a.id) or book(m, a)
             try:
