@@ -2,7 +2,7 @@
 (HANDSHAKE_TIMEOUT) must never leave that client holding a connection it believes authenticated.
 
 The server ends every handshake with its first sealed frame (READY, or its answer to a worker's hello), and
-a client counts a connection only once that frame verified (`Hierarchy._dial_coordinator`, `_dial_worker`,
+a client counts a connection only once that frame verified (`refimpl.hierarchy.driver._dial`,
 `Worker.try_connect`). A server that dropped the client after the challenge leaves it an EOF, never a
 connection that is reset on first use (`ConnectionResetError` in `Hierarchy.wop(wid, "snapshot")` in the
 campaign, which Hypothesis then reported as `FlakyFailure`). Both tests are deterministic: the slow client

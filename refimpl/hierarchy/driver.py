@@ -142,6 +142,17 @@ def _until(pred: Any, timeout: float, what: str, step: float = 0.005) -> Any:
         time.sleep(step)
 
 
+def _dial(address: str, wid: int, key: bytes) -> T.Channel | None:
+    """A control connection, counted only once the server's READY frame verified; None if it did not."""
+    try:
+        ch = T.dial(address, "control", wid, key)
+        if not ch.poll(REPLY_S) or ch.recv() != P.READY:
+            raise OSError("the server did not confirm the handshake")
+        return ch
+    except (OSError, EOFError, AuthenticationFailed):
+        return None
+
+
 def impostor_hello(path: str, role: str, wid: int, key: bytes) -> None:
     """A real connection claiming (`role`, `wid`) that answers the challenge with `key` without checking the
     server first (an impostor does not care who the server is). Raises `AuthenticationFailed` on the server's
@@ -198,7 +209,7 @@ class Hierarchy:
         self._own(self.proc.pid, starttime(self.proc.pid))  # our unreaped child: the number cannot move yet
         deadline = time.monotonic() + REPLY_S
         while True:
-            ch = self._dial_coordinator()
+            ch = _dial(self.cfg.address, 0, P.control_key(self.cfg.master))
             if ch is not None:
                 self.ctl = ch
                 return self
@@ -209,17 +220,6 @@ class Hierarchy:
             if time.monotonic() > deadline:
                 raise TimeoutError("the coordinator's socket never answered")
             time.sleep(0.005)
-
-    def _dial_coordinator(self) -> T.Channel | None:
-        try:
-            ch = T.dial(self.cfg.address, "control", 0, P.control_key(self.cfg.master))
-            if not ch.poll(REPLY_S):
-                raise TimeoutError("no READY")
-            if ch.recv() != P.READY:
-                raise OSError("the coordinator did not confirm the handshake")
-            return ch
-        except (OSError, EOFError, AuthenticationFailed):
-            return None
 
     def op(self, name: str, *args: Any, timeout: float = REPLY_S) -> Any:
         assert self.ctl is not None
@@ -306,18 +306,10 @@ class Hierarchy:
         ch = self.workers.get(wid)
         if ch is None:
             path = os.path.join(self.cfg.dir, f"w{wid}.sock")
-            ch = _until(lambda: self._dial_worker(path, wid), REPLY_S, f"worker {wid}'s control socket")
+            key = P.worker_control_key(self.cfg.master, wid)
+            ch = _until(lambda: _dial(path, wid, key), REPLY_S, f"worker {wid}'s control socket")
             self.workers[wid] = ch
         return ch
-
-    def _dial_worker(self, path: str, wid: int) -> T.Channel | None:
-        try:
-            ch = T.dial(path, "control", wid, P.worker_control_key(self.cfg.master, wid))
-            if not ch.poll(REPLY_S) or ch.recv() != P.READY:
-                raise OSError("the worker did not confirm the handshake")
-            return ch
-        except (OSError, EOFError, AuthenticationFailed):
-            return None
 
     def wop(self, wid: int, name: str, *args: Any, timeout: float = REPLY_S) -> Any:
         """A local action in worker `wid` (request, return, reserve, commit, free, answer, snapshot, ...)."""

@@ -10,32 +10,11 @@ either the state before the step or the state after it, never half: an
 exit's credit and the worker's EXITED state commit together, which is what
 makes a return happen exactly once across restarts.
 
-WAL mode with `synchronous=FULL`: a commit returns once the WAL holds it on
-disk (one fsync; the rollback modes cost ten times more per step on a loaded
-disk). A WAL holds answered steps until they are checkpointed, so losing it
-must never pass silently: the journal carries a `clean` marker, false from
-the moment a coordinator starts (written and checkpointed into the database
-file itself) until it shuts down cleanly (true, checkpointed, the WAL then
-removed). A journal whose last coordinator did not shut down cleanly and
-whose WAL is missing is refused (`JournalMissing`); after a clean shutdown
-the database file holds everything and a lost side file loses nothing.
-(`durable=False`, for the in-process simulation, turns the fsyncs off: a
-simulated crash loses the process, not the page cache.)
-
-First start and lost journal are told apart by an explicit init:
-`Journal.create` makes a new journal and refuses an existing file; a
-coordinator restart uses `Journal.open`, which refuses a missing file
-(`JournalMissing`), never starting afresh. `open` then checks before anything
-is served: sqlite's `quick_check` and that every table parses
-(`JournalUnreadable`), then the figures against the hierarchy's invariants,
-naming the first that fails (`JournalInconsistent`): every range, every
-worker row from 1 to the last issued id present and consistent with its
-state (a silent or exited worker is charged nothing, a fenced or exited one
-is past its first epoch), intents and tickets of live workers only, and
-free + quotas == serving quota; last the digest, so a flipped byte that
-keeps the figures plausible is refused too. A journal that is consistent
-but older than what a live worker was told is caught at that worker's hello
-(`JournalStale`, `refimpl.hierarchy.service`).
+Durability (WAL, `synchronous=FULL`, the `clean` marker and `JournalMissing`), first start against
+lost journal (`Journal.create` / `Journal.open`) and the audit `open` runs before anything is served
+(`JournalUnreadable`, `JournalInconsistent`; `JournalStale` at a worker's hello,
+`refimpl.hierarchy.service`): docs/hierarchy.md, "The journal". (`durable=False`, for the in-process
+simulation, turns the fsyncs off: a simulated crash loses the process, not the page cache.)
 """
 
 from __future__ import annotations

@@ -12,15 +12,10 @@ lease (I6): it can lower the bound only down to what is in use.
 A call to the coordinator is three steps the transport drives: `call(...)`
 checks the worker's own arguments and returns the message (its epoch, the
 next sequence number); then exactly one of `done(msg, result)` (the reply
-came), a typed refusal (nothing changes), or `lost(msg)` (no reply: the
-connection broke, or the coordinator crashed between its journal write and
-its reply). On `lost` the worker cannot tell whether the call was applied,
-so it assumes the worst: a request may have been deferred (its open
-reservation is dropped and its slice falls to what it committed), a return
-or an answer may have been applied (its slice falls by that much). Until its
-next hello (`hello_done`, which resynchronises it to the journal's figures)
-it is out of sync and acts on nothing. `refimpl.hierarchy.worker` runs this
-in a process over sockets, `refimpl.verify.hierarchy_sim` in memory.
+came), a typed refusal (nothing changes), or `lost(msg)` (no reply). What
+`lost` assumes and how `hello_done` resynchronises: docs/hierarchy.md, "Lost
+replies". `refimpl.hierarchy.worker` runs this in a process over sockets,
+`refimpl.verify.hierarchy_sim` in memory.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ from spec.guards import Guard, Layer
 __all__ = ["BATCH", "CORESIDENCY", "ELASTIC", "MODELS", "AdmissionChecker"]
 
 
+#: Every admission model is checked by the same predicates (`invariants.admission`).
+_model = functools.partial(Model, check_state=check_state, check_step=check_transition,
+                           check_observations=check_observations)
+
+
 class _Booked:
     """A model under check, with what the books clauses observe: its abstraction and the ledger's charge for
     its holders, from one reading of its manager (`take_observations`)."""
@@ -64,16 +69,13 @@ def _batch_actions(s: S.BatchState) -> Any:
     return _batch_strategy(s.capacity, tuple(sorted(s.requests.keys())), s.next_id)
 
 
-BATCH = Model(
+BATCH = _model(
     name="kv_batch",
     configs=st.sampled_from([6, 8, 12]),
     init=S.new_batch,
     step=S.step_batch,
     impl=lambda c, g: _Booked("kv_batch", KvBatcher(c, g)),
     actions=_batch_actions,
-    check_state=check_state,
-    check_step=check_transition,
-    check_observations=check_observations,
 )
 
 _CO_CONFIGS = (
@@ -108,16 +110,13 @@ def _co_strategy(names: tuple[str, ...], load: tuple[str, ...], serve: tuple[str
     return st.one_of(choices)
 
 
-CORESIDENCY = Model(
+CORESIDENCY = _model(
     name="coresidency",
     configs=st.sampled_from(_CO_CONFIGS),
     init=lambda c: S.new_coresidency(c[0], {n: (size, p) for n, size, p in c[1]}),
     step=S.step_coresidency,
     impl=lambda c, g: _Booked("coresidency", CoResidencyScheduler(c[0], {n: (size, p) for n, size, p in c[1]}, g)),
     actions=_co_actions,
-    check_state=check_state,
-    check_step=check_transition,
-    check_observations=check_observations,
 )
 
 # (budget extra over the floor, headroom, bytes/token, max context, bucket, pinned)
@@ -136,7 +135,7 @@ def _el_args(c: tuple[int, ...]) -> tuple[int, ...]:
 _EL_ACTIONS = st.one_of(st.sampled_from([S.Decode()] * 4 + [S.Prefetch(), S.Prefetch(), S.Retire()]),
                         st.builds(S.Decode, st.one_of(st.integers(0, 4), st.sampled_from([-1, True]))))
 
-ELASTIC = Model(
+ELASTIC = _model(
     name="elastic",
     configs=_EL_CONFIGS,
     init=lambda c: S.new_elastic(*_el_args(c)),
@@ -144,9 +143,6 @@ ELASTIC = Model(
     impl=lambda c, g: _Booked("elastic", ElasticSplit(*_el_args(c), guards=g)),
     # The holder's answer is the environment's choice: any amount, a zero, or everything asked (C5).
     actions=lambda s: _EL_ACTIONS,
-    check_state=check_state,
-    check_step=check_transition,
-    check_observations=check_observations,
 )
 
 MODELS = {"kv_admission_fits": BATCH, "retire_before_evict": CORESIDENCY, "elastic_guaranteed_path": ELASTIC}

@@ -47,7 +47,7 @@ from spec.errors import (GovernorError, InvalidArgument, InvalidBytes, InvalidTr
                          UnknownTicket)
 from spec.guards import GuardSet
 
-__all__ = ["HierarchyAdapter", "FAULT_OF", "take_outside", "open_ticket", "hierarchy_state"]
+__all__ = ["HierarchyAdapter", "FAULT_OF", "take_outside", "open_ticket", "injected", "hierarchy_state"]
 
 _PROC = {"running": H.ProcState.RUNNING, "stopped": H.ProcState.STOPPED, "dead": H.ProcState.DEAD}
 
@@ -77,6 +77,16 @@ def open_ticket(tickets: Any, act: H.Answer, running: Callable[[int], Any]) -> d
         raise NotAParticipant(f"{t['target']!r} is outside the hierarchy: it never answers")
     running(t["target"])
     return t
+
+
+def injected(master: bytes, act: H.Request | H.Return) -> dict[str, Any]:
+    """`act` as the network carries it: sealed with its worker's key, or with a forged one."""
+    key = P.worker_key(master, act.worker) if act.authentic else b"forged"
+    fields: dict[str, Any] = {"nbytes": act.nbytes}
+    if isinstance(act, H.Request):
+        fields.update(priority=act.priority, keep=0)
+    return P.seal(key, kind="request" if isinstance(act, H.Request) else "return", worker=act.worker,
+                  epoch=act.epoch, seq=act.seq, **fields)
 
 
 def hierarchy_state(fig: Callable[[str], Any], machine: int, workers: dict[int, H.Worker],
@@ -255,13 +265,7 @@ class HierarchyAdapter:
                 got = self.h.wop(act.worker, "request", act.nbytes, act.priority)
                 return tuple(got) if isinstance(got, list) else got
             return self.h.wop(act.worker, "return", act.nbytes)
-        key = P.worker_key(self.h.cfg.master, act.worker) if act.authentic else b"forged"
-        fields: dict[str, Any] = {"nbytes": act.nbytes}
-        if isinstance(act, H.Request):
-            fields.update(priority=act.priority, keep=0)
-        msg = P.seal(key, kind="request" if isinstance(act, H.Request) else "return", worker=act.worker,
-                     epoch=act.epoch, seq=act.seq, **fields)
-        result = self.h.op("inject", msg)
+        result = self.h.op("inject", injected(self.h.cfg.master, act))
         return tuple(result) if isinstance(result, list) else result
 
     def _fault(self, act: Lose | Crash, snap: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ from refimpl.hierarchy.core import EXITED, Core
 from refimpl.hierarchy.journal import Journal
 from refimpl.hierarchy.service import Service
 from refimpl.hierarchy.worker_core import WorkerCore
-from refimpl.verify.hierarchy_adapter import hierarchy_state, open_ticket, take_outside
+from refimpl.verify.hierarchy_adapter import hierarchy_state, injected, open_ticket, take_outside
 from spec import hierarchy as H
 from spec.errors import AuthenticationFailed, InvalidArgument, InvalidTransition
 from spec.guards import GuardSet
@@ -296,13 +296,7 @@ class SimAdapter:
                 msg = core.request(act.nbytes, act.priority) if isinstance(act, H.Request) else core.give_back(act.nbytes)
                 got = self._call(act.worker, msg, H.DELIVERED)
                 return tuple(got) if isinstance(got, list) else got
-            key = P.worker_key(self.master, act.worker) if act.authentic else b"forged"
-            fields: dict[str, Any] = {"nbytes": act.nbytes}
-            if isinstance(act, H.Request):
-                fields.update(priority=act.priority, keep=0)
-            msg = P.seal(key, kind="request" if isinstance(act, H.Request) else "return", worker=act.worker,
-                         epoch=act.epoch, seq=act.seq, **fields)
-            got = svc.control({"op": "inject", "args": [msg]})
+            got = svc.control({"op": "inject", "args": [injected(self.master, act)]})
             return tuple(got) if isinstance(got, list) else got
         if isinstance(act, (Lose, Crash)):
             return self._fault(act)
