@@ -47,7 +47,7 @@ from refimpl.verify.manager_adapter import operation, reserve_tx
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import CalloutFailed, CapacityDenied, GovernorError
 from spec.tickets import TicketState
-from spec.types import AllocState, Role, Tier
+from spec.types import AllocState, Role, Tier, TxPhase, ViewState
 
 BAD = (0, -1, 10**6, None, "1", True)
 
@@ -65,12 +65,12 @@ OPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("open_allowance", ("holder", "auth", "bytes")), ("reserve_growth", ("allow!", "small")),
     ("map_allowance", ("allow!", "tiny")), ("close_allowance", ("allow!",)),
     # pressure
-    ("press", ("holder", "auth", "bytes", "prio", "now")), ("open_pressure", ("holder", "auth", "bytes")),
-    ("answer", ("pressure!", "victims")), ("cancel_pressure", ("pressure",)), ("expire_pressure", ("pressure", "late")),
+    ("press", ("holder", "auth", "bytes", "prio", "now")), ("open_pressure", ("holder", "auth", "bytes", "prio", "now")),
+    ("answer", ("pressure!", "victims")), ("cancel_pressure", ("pressure",)), ("expire_pressure", ("due", "late")),
     ("register_callback", ("holder", "callback")),
     # transactions, model views and state bundles
     ("plan_tx", ("holder", "needs")), ("reserve_tx", ("tx",)), ("commit_tx", ("ready",)), ("abort_tx", ("tx",)),
-    ("reserve_all_checked", ("tx",)), ("publish_view", ("tx",)), ("remap_view", ("view",)), ("drop_view", ("view",)),
+    ("reserve_all_checked", ("tx",)), ("publish_view", ("reserved",)), ("remap_view", ("view",)), ("drop_view", ("closed_view",)),
     ("open_bundle", ()), ("join_bundle", ("tx", "bundle")),
     # limits and devices
     ("prepare_limit", ("auth", "limit")), ("commit_limit", ("changing",)), ("lower_limit", ("auth", "limit")),
@@ -111,7 +111,7 @@ class _Fuzzed(ProcessMemoryManager):
 
     def reserve_all_checked(self, tx):
         """`reserve_all`; its documented CapacityDenied outcome (the transaction aborted, each hold credited) checked."""
-        before = abstract_manager(self)
+        before, posts = abstract_manager(self), bool(self._mailbox)  # posted drops apply first, with their credits
         try:
             return self.reserve_all(tx)
         except CapacityDenied as e:
@@ -122,7 +122,7 @@ class _Fuzzed(ProcessMemoryManager):
             for aid, a in after.ledger.authorities.items():
                 credit = sum(before.ledger.allocations[i].charge for i in held
                              if before.ledger.allocations[i].authority == aid)
-                assert a.used == before.ledger.authorities[aid].used - credit, (aid, credit)
+                assert posts or a.used == before.ledger.authorities[aid].used - credit, (aid, credit)
             return "aborted"
 
 
@@ -192,6 +192,12 @@ def _world(pmm: ProcessMemoryManager) -> None:
     pmm.register_authority("host", Tier.HOST, 64)
 
 
+def _fits(mm: Any, t: Any) -> bool:
+    """Every need transaction `t` has left fits its ledger's free bytes now (no process quota is set here)."""
+    auths = mm.ledger.authorities
+    return all(n <= auths[a].limit - auths[a].used and auths[a].context.value == "active" for a, n in t.needs[len(t.held):])
+
+
 def _harms(pmm: ProcessMemoryManager, dropped: set[int] = frozenset()) -> None:
     m = abstract_manager(pmm)
     IM.check_all(m)
@@ -218,14 +224,17 @@ class ManagerFuzz(RuleBasedStateMachine):
         for h, i in zip((1, 2, 3), order):  # a callback on every holder from the start; `register_callback` swaps
             self.m.register_callback(h, CALLBACKS[i])
 
-    def _id(self, data: st.DataObject, live: Any, nxt: int) -> Any:
+    def _id(self, data: st.DataObject, live: Any, nxt: int, fit: Any = ()) -> Any:
+        """One id in ten hostile, one maybe retired, else a live one (the next, never issued, if none); of those,
+        one in two, where there is one, an id the verb accepts now (`fit`): steered, so that every verb is
+        accepted whatever the seed."""
         k = data.draw(st.integers(0, 9))
         if k == 0:
             return data.draw(st.sampled_from(BAD))
         if k == 1 and nxt > 1:
             return data.draw(st.integers(1, nxt - 1))  # maybe retired
-        live = sorted(live)
-        return data.draw(st.sampled_from(live)) if live else nxt
+        ids = sorted(fit if fit and k % 2 else live)
+        return data.draw(st.sampled_from(ids)) if ids else nxt
 
     def _arg(self, data: st.DataObject, kind: str) -> Any:
         m = self.m
@@ -241,30 +250,39 @@ class ManagerFuzz(RuleBasedStateMachine):
         if kind in ("bytes", "small"):
             return data.draw(st.sampled_from((0, -1, 1.5)) if data.draw(st.integers(0, 19)) == 0
                              else st.integers(1, 60 if kind == "bytes" else 8))
+        if kind == "late":  # past the drawn pressure's deadline, or at it (not yet expired)
+            p = mm.pressures.get(self.answered) if type(self.answered) is int else None
+            d = p.deadline if p is not None and p.deadline is not None else 5
+            return data.draw(st.integers(d, d + 2))
         simple = {"prio": st.integers(0, 3), "tier": st.sampled_from((Tier.DEVICE, Tier.DEVICE, Tier.HOST)),
                   "role": st.sampled_from(list(Role)), "name": st.sampled_from(("uma", "view", "")),
                   "flag": st.booleans(), "now": st.none() | st.integers(0, 5), "tiny": st.integers(1, 2),
-                  "late": st.integers(5, 7), "timeout": st.sampled_from([0, 0.0, 0.001, None]),
+                  "timeout": st.sampled_from([0, 0.0, 0.001, None]),
                   "limit": st.integers(0, 120), "capacity": st.integers(1, 300),
                   "pool": st.sampled_from(["gpu1", "gpu2", "pinned"]), "callback": st.sampled_from(CALLBACKS)}
         if kind in simple:
             return data.draw(simple[kind])
         if kind == "ticket":
             return self._id(data, set(mm.tickets) | set(m._leases), m._next_ticket)
-        if kind in ("alloc", "prov"):
-            rows = [r.id for r in m._allocs.values() if kind == "alloc" or r.state is AllocState.PROVISIONAL]
-            return self._id(data, rows, m._next_alloc)
-        if kind in ("tx", "ready"):  # "ready": a transaction holding every need, if any
-            ready = {i for i, t in mm.txs.items() if len(t.held) == len(t.needs)} if kind == "ready" else ()
-            return self._id(data, ready or mm.txs, m._next_tx)
-        if kind == "view":
-            return self._id(data, mm.views, m._next_mview)
+        if kind in ("alloc", "prov"):  # fit: the holder's own (no part's), a lease or a reservation
+            rows = [r for r in m._allocs.values() if kind == "alloc" or r.state is AllocState.PROVISIONAL]
+            fit = [r.id for r in rows if r.part is None and (kind == "prov" or r.state is AllocState.LIVE)]
+            return self._id(data, [r.id for r in rows], m._next_alloc, fit)
+        if kind in ("tx", "ready", "reserved"):  # fit: every need left fits now; holds every need; not published
+            fit = [i for i, t in mm.txs.items() if {"tx": _fits(mm, t), "ready": len(t.held) == len(t.needs),
+                                                    "reserved": m._txs[i].phase is TxPhase.RESERVED}[kind]]
+            return self._id(data, mm.txs, m._next_tx, fit)
+        if kind in ("view", "closed_view"):  # fit: mapped, no execution binds it; "closed_view": its tx is closed
+            fit = [i for i, v in mm.views.items() if not v.users and v.state is ViewState.MAPPED
+                   and (kind == "view" or v.tx not in mm.txs)]
+            return self._id(data, mm.views, m._next_mview, fit)
         if kind == "bundle":
             return self._id(data, mm.bundles, m._next_bundle)
         if kind == "allow":
             return self._id(data, mm.ledger.allowances, m._next_allow)
-        if kind == "pressure":
-            self.answered = self._id(data, m._pressure_log, m._next_pressure)
+        if kind in ("pressure", "due"):  # fit: open; "due": open with a deadline
+            fit = [i for i, p in mm.pressures.items() if kind == "pressure" or p.deadline is not None]
+            self.answered = self._id(data, m._pressure_log, m._next_pressure, fit)
             return self.answered
         if kind == "victims":
             p = mm.pressures.get(self.answered) if type(self.answered) is int else None
@@ -344,7 +362,14 @@ class ManagerFuzz(RuleBasedStateMachine):
 
     def _tx_lifecycle(self, data: st.DataObject) -> None:
         """A transaction taken as far as it goes: reserve every need, publish, execute, commit, remap and drop its view."""
-        tx = self._arg(data, "tx")
+        mm = abstract_manager(self.m)
+        room = [(a.limit - a.used, i) for i, a in mm.ledger.authorities.items()
+                if a.alias_of is None and a.context.value == "active" and a.limit > a.used]
+        if room and data.draw(st.booleans()):  # steered: a fresh transaction of one need that fits now
+            free, aid = data.draw(st.sampled_from(room))
+            tx = self._checked_call("plan_tx", [self._arg(data, "holder"), ((aid, data.draw(st.integers(1, free))),)])
+        else:
+            tx = self._arg(data, "tx")
         t = abstract_manager(self.m).txs.get(tx) if type(tx) is int else None
         for _ in range(0 if t is None else len(t.needs) - len(t.held)):
             if self._checked_call("reserve_tx", [tx]) is None:
