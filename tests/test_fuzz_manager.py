@@ -8,13 +8,16 @@ A rule-based machine interleaves every verb of arbitration (`submit`, `claim`, `
 (`plan_tx`, `reserve_all`, `commit_tx`, `abort_tx`), model views and state bundles, limits (`lower_limit`,
 `reconfigure`), the checkers' single steps (`reserve_tx`, `prepare_limit`, `commit_limit`,
 `refimpl.verify.manager_adapter`) and devices (`lose_device`, `confirm_termination`), plus whole lives of a
-transaction, an allowance and a lost device, on ONE manager with contracts on. Arguments are drawn from live,
-retired, foreign and never-issued ids, and one in eight is hostile (`fuzz_harness.HOSTILE`; victims and needs
-also as lists, duplicates, bools, nested junk). Holder callbacks answer, re-enter the manager (answer, submit,
-press, lower_limit) or raise. After every call: success, a `CalloutFailed` (the call completed), or a typed
-`GovernorError` with a message and the whole snapshot (`abstract_manager`, `abstract_ledger`, the cancellation
-mailbox) unchanged; a call made with cancels posted applies them. After every step the composed predicates
-(`invariants.manager.check_all`), conservation (`used` is the sum of the charges) and no dropped ticket live.
+transaction, a lease, an allowance and a lost device, on ONE manager with contracts on. Arguments are drawn
+from live, retired, foreign and never-issued ids, and one in eight is hostile (`fuzz_harness.HOSTILE`; victims
+and needs also as lists, duplicates, bools, nested junk). The draws are steered so that every verb is accepted
+whatever the seed (`pytest --hypothesis-seed=N` runs seed N): half the live ids drawn are ones the verb accepts
+now, and the lives plan what they need (a transaction that fits, a ledger of their own to lose). Holder
+callbacks answer, re-enter the manager (answer, submit, press, lower_limit) or raise. After every call: success,
+a `CalloutFailed` (the call completed), or a typed `GovernorError` with a message and the whole snapshot
+(`abstract_manager`, `abstract_ledger`, the cancellation mailbox) unchanged; a call made with cancels posted
+applies them. After every step the composed predicates (`invariants.manager.check_all`), conservation (`used`
+is the sum of the charges) and no dropped ticket live.
 The traced run replays its own trace clean against `spec.manager`. (Issue #21: the single-pool front end's
 `pool_try_reserve` on a ledger with a composed lease raised InvariantViolation after taking effect, leaving
 50 B charged with no id returned; that front end is gone.)
@@ -70,7 +73,8 @@ OPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("register_callback", ("holder", "callback")),
     # transactions, model views and state bundles
     ("plan_tx", ("holder", "needs")), ("reserve_tx", ("tx",)), ("commit_tx", ("ready",)), ("abort_tx", ("tx",)),
-    ("reserve_all_checked", ("tx",)), ("publish_view", ("reserved",)), ("remap_view", ("view",)), ("drop_view", ("closed_view",)),
+    ("reserve_all_checked", ("tx",)), ("publish_view", ("reserved",)), ("remap_view", ("view",)),
+    ("drop_view", ("closed_view",)),
     ("open_bundle", ()), ("join_bundle", ("tx", "bundle")),
     # limits and devices
     ("prepare_limit", ("auth", "limit")), ("commit_limit", ("changing",)), ("lower_limit", ("auth", "limit")),
@@ -196,7 +200,8 @@ def _world(pmm: ProcessMemoryManager) -> None:
 def _fits(mm: Any, t: Any) -> bool:
     """Every need transaction `t` has left fits its ledger's free bytes now (no process quota is set here)."""
     auths = mm.ledger.authorities
-    return all(n <= auths[a].limit - auths[a].used and auths[a].context.value == "active" for a, n in t.needs[len(t.held):])
+    return all(n <= auths[a].limit - auths[a].used and auths[a].context.value == "active"
+               for a, n in t.needs[len(t.held):])
 
 
 def _harms(pmm: ProcessMemoryManager, dropped: set[int] = frozenset()) -> None:
@@ -462,7 +467,8 @@ def test_fuzz_composed_manager(capsys, request, traced: bool) -> None:
     _per_op(name, capsys)
     # Not vacuous: every operation was accepted at least once, and callbacks were delivered (each one is
     # delivered by `test_each_fuzz_callback_delivered_leaves_the_manager_consistent`).
-    never = [n for n, _ in OPS if not COUNTS[f"ok/{n}"] and not n.startswith("~")]
+    verbs = [n for n, _ in OPS if n[0] != "~"] + ["execute_view", "unmap_allowance"]  # those two: in lives only
+    never = [n for n in verbs if not COUNTS[f"ok/{n}"]]
     assert not never, f"never accepted: {never}"
     assert sum(CALLED.values()) > 50 and len(CALLED) >= 4, CALLED
     assert COUNTS["accepted"] > 1000 and COUNTS["rejected"] > 1500, COUNTS
