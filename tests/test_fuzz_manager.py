@@ -197,13 +197,6 @@ def _world(pmm: ProcessMemoryManager) -> None:
     pmm.register_authority("host", Tier.HOST, 64)
 
 
-def _fits(mm: Any, t: Any) -> bool:
-    """Every need transaction `t` has left fits its ledger's free bytes now (no process quota is set here)."""
-    auths = mm.ledger.authorities
-    return all(n <= auths[a].limit - auths[a].used and auths[a].context.value == "active"
-               for a, n in t.needs[len(t.held):])
-
-
 def _harms(pmm: ProcessMemoryManager, dropped: set[int] = frozenset()) -> None:
     m = abstract_manager(pmm)
     IM.check_all(m)
@@ -274,8 +267,10 @@ class ManagerFuzz(RuleBasedStateMachine):
             rows = [r for r in m._allocs.values() if kind == "alloc" or r.state is AllocState.PROVISIONAL]
             fit = [r.id for r in rows if r.part is None and (kind == "prov" or r.state is AllocState.LIVE)]
             return self._id(data, [r.id for r in rows], m._next_alloc, fit)
-        if kind in ("tx", "ready", "reserved"):  # fit: every need left fits now; holds every need; not published
-            fit = [i for i, t in mm.txs.items() if {"tx": _fits(mm, t), "ready": len(t.held) == len(t.needs),
+        if kind in ("tx", "ready", "reserved"):  # fit: every need left fits now (no quota here); all held; unpublished
+            free = {i: a.limit - a.used for i, a in mm.ledger.authorities.items() if a.context.value == "active"}
+            fit = [i for i, t in mm.txs.items() if {"tx": all(n <= free.get(a, -1) for a, n in t.needs[len(t.held):]),
+                                                    "ready": len(t.held) == len(t.needs),
                                                     "reserved": m._txs[i].phase is TxPhase.RESERVED}[kind]]
             return self._id(data, mm.txs, m._next_tx, fit)
         if kind in ("view", "closed_view"):  # fit: mapped, no execution binds it; "closed_view": its tx is closed
