@@ -113,7 +113,7 @@ class LedgerMachine(ManagerMachine):
             return
         wid = self._pick(data, led.allowances.keys(), led.next_allowance)
         w = led.allowances.get(wid)
-        holder = self._owner(data, w.holder) if w is not None else self._holder(data)
+        holder = w.holder if w is not None and data.draw(st.integers(0, 3)) else self._holder(data)  # or any holder
         if op == "close":
             self._do(A.CloseAllowance(holder, wid))
         elif op == "transfer":
