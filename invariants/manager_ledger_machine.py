@@ -67,8 +67,10 @@ class LedgerMachine(ManagerMachine):
         or an alias of any authority, an alias included (it must resolve to the canonical ledger)."""
         if len(self.abs.ledger.authorities) >= 8:
             return
-        if data.draw(st.integers(0, 3)) == 0:
-            self._do(A.RegisterAlias(self._authority(data), data.draw(st.sampled_from(("uma", "mapped", "")))))
+        if data.draw(st.integers(0, 3)) == 0:  # of any authority registered, or mostly an active one
+            known = sorted(self.abs.ledger.authorities)
+            of = data.draw(st.sampled_from(known)) if data.draw(st.booleans()) else self._authority(data)
+            self._do(A.RegisterAlias(of, data.draw(st.sampled_from(("uma", "mapped", "")))))
             return
         pool, tier, capacity = data.draw(st.sampled_from(AUTHORITIES + (("gpu2", Tier.DEVICE, 8),)))
         if data.draw(st.integers(0, 2)) == 0:
