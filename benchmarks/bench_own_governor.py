@@ -7,7 +7,9 @@ in one process, the same seeded search as the tests:
 (b) the tests' planted bug (a commit beyond its reservation): until the failure and its shrunk reproduction.
 CPU time of this process is reported (wall time on a shared machine mostly measures the neighbours), and the
 ratio b / a. Shrinking dominates b: on 2026-12-03 (load about 3) a clean run took 4.6 CPU s and the planted bug
-14.5 CPU s to its shrunk reproduction (3.2x), both "seconds, not minutes" as the README says.
+14.5 CPU s to its shrunk reproduction (3.2x), on the ledger's own machine; on 2026-12-05 (load about 5.5), on the
+composed machine's ledger restriction, 5.45 CPU s and 27.5 CPU s (5.0x, one round): still "seconds, not minutes"
+as the README says.
 
     python benchmarks/bench_own_governor.py [--rounds 3] [--json out.json]
 """
