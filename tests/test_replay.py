@@ -85,6 +85,8 @@ class _TracedMachine(LedgerMachine):
 
     def teardown(self) -> None:
         super().teardown()
+        for t in self.gov.abstract().tickets.values():  # a ticket's reservation is its part's to settle
+            self.gov.pmm.cancel_ticket(t.holder, t.id)
         drain(self.gov.pmm)
 
 
