@@ -2,13 +2,13 @@
 
 A governor (ours, or one in another language behind ctypes or PyO3) is checked by adapting it to
 `GovernorAdapter` and handing a factory of it to a machine (`invariants.manager_machine.ManagerMachine` for the
-composed manager, `invariants.ledger_machine.GovernorMachine` for the ledger alone):
+composed manager, `invariants.manager_ledger_machine.LedgerMachine`, its restriction to the ledger):
 
   execute(action)   perform one spec action (`spec.ledger_actions`, `spec.manager_actions`; every id in it is
                     the governor's own) and return its result in the governor's own ids, or raise the spec's
                     typed `spec.errors.GovernorError` and change nothing;
   abstract()        the refinement mapping: the governor's own records as the spec's state (a
-                    `spec.manager_actions.Manager`; the ledger machine: a `spec.ledger_state.State`), keyed by
+                    `spec.manager_actions.Manager`, for every machine of the composed model), keyed by
                     the governor's own ids. The spec's id counters (`next_ticket`, `next_allocation`, ...) are
                     not read: they are how the spec issues fresh ids, not state a governor holds.
 

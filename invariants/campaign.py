@@ -3,7 +3,8 @@
 `run_machine` drives an implementation through a `CheckedMachine` subclass
 and counts what ran; `hunt` switches one guard off and demands that the
 machine find a violation of an ID that guard protects (a negative control).
-`run_campaign` / `find_counterexample` are the ledger's instances. By default
+`run_campaign` / `find_counterexample` are the ledger's instances (on
+`invariants.manager_ledger_machine.LedgerMachine`, the composed machine's ledger restriction). By default
 all use fixed seeds (`derandomize=True`): a flaky result is a failed one.
 
 Inside `searching(Search(seed=N, database=...))` (what `ortmem verify --seed N`
@@ -35,7 +36,6 @@ from invariants import contracts
 from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.checked import CheckedMachine
 from invariants.clauses import CLAUSES, Coverage
-from invariants.ledger_machine import GovernorMachine, SpecAdapter
 from invariants.mutation import Mutant
 from invariants.progress import tick
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
@@ -249,12 +249,15 @@ def _need(impl: FactoryFor | None, name: str) -> FactoryFor:
 
 
 def run_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
-    """The ledger campaign: `factory()` is the governor adapter under test."""
-    return run_machine(GovernorMachine, factory, cfg, refine=refine)
+    """The ledger campaign: `factory()` is the composed governor adapter under test."""
+    from invariants.manager_ledger_machine import LedgerMachine
+    return run_machine(LedgerMachine, factory, cfg, refine=refine)
 
 
-def find_counterexample(g: Guard, layer: Layer, cfg: settings,
+def find_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
                         refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
     """A ledger negative control; `refimpl_factory(off)` builds the implementation's adapter."""
+    from invariants.manager_ledger_machine import LedgerMachine
+    from invariants.manager_machine import ManagerSpecAdapter
     impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
-    return hunt(GovernorMachine, g, layer, cfg, spec=lambda off: lambda: SpecAdapter(off), impl=impl)
+    return hunt(LedgerMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off), impl=impl)

@@ -50,6 +50,10 @@ class ManagerSpecAdapter(SpecGovernor):
         from spec.manager import step
         super().__init__(step, M.initial(), guards)
 
+    def snapshot(self, authority: int) -> Any:
+        from spec.ledger_state import snapshot
+        return snapshot(self.state.ledger, authority)
+
 
 class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
     """Subclass and set `adapter_factory` (a no-argument factory of an `invariants.adapter.GovernorAdapter`,

@@ -1,11 +1,11 @@
 """A generic checked machine for the smaller protocol models (issue #5's admission and ORT models).
 
-The ledger has its own `GovernorMachine`; the models added later (KV batching,
+The manager's parts have `invariants.manager_machine.ManagerMachine`; the models added later (KV batching,
 co-residency, elastic split, real ORT sessions) are described by a `Model`
 value instead: how to draw a configuration, the spec's `init`/`step`, the
 implementation factory, an action strategy drawn from the current
 abstraction, and the state/step predicates. After every step the machine
-checks, as `GovernorMachine` does: (a) the predicates, (b) refinement (same
+checks, as `ManagerMachine` does: (a) the predicates, (b) refinement (same
 result, same next abstract state as the spec's step), (c) a rejection raises
 the spec's error type and leaves the whole abstraction unchanged (G4).
 

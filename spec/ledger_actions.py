@@ -3,7 +3,7 @@
 Actions carry raw caller input (possibly invalid: negative bytes, unknown
 ids); `spec.ledger.step` validates them. Their reprs read as a script so a
 Hypothesis counterexample is readable. Refimpl exposes the same operations as
-methods; the adapter in `refimpl.verify.ledger_adapter` maps one to the other.
+methods; the adapter in `refimpl.verify.manager_adapter` maps one to the other.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from spec.ledger import step as spec_step
 from spec.ledger_state import EMPTY
 from spec.ledger_state import snapshot as spec_snapshot
 from spec.types import MAX_BYTES, Role, Tier
-from refimpl.verify.ledger_adapter import method_name
+from refimpl.verify.manager_adapter import method_name
 from refimpl.manager import ProcessMemoryManager
 from refimpl.verify.manager_hooks import abstract_ledger
 

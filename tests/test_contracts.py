@@ -411,7 +411,7 @@ def test_fresh_ids_off_refines_the_spec_step_by_step() -> None:
     # counters included, after every step.
     import attrs
 
-    from refimpl.verify.ledger_adapter import method_name
+    from refimpl.verify.manager_adapter import method_name
     from spec import ledger_actions as A
     from spec.ledger import step as spec_step
     from spec.ledger_state import EMPTY

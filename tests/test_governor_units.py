@@ -99,7 +99,7 @@ def test_every_operation_refines_the_spec_step_by_step(checked: bool) -> None:
 
     from spec.ledger import step as spec_step
     from spec.ledger_state import EMPTY
-    from refimpl.verify.ledger_adapter import method_name
+    from refimpl.verify.manager_adapter import method_name
     from test_bad_input import build_world
 
     contracts.enable() if checked else contracts.disable()

@@ -44,7 +44,7 @@ def test_a_stale_mutant_is_refused() -> None:
 
 
 def test_applied_patches_every_importer_and_restores_exactly() -> None:
-    import refimpl.verify.ledger_adapter
+    import refimpl.verify.manager_adapter
     import refimpl.manager as manager
     import refimpl.manager.ledger as ledger
 
@@ -55,10 +55,10 @@ def test_applied_patches_every_importer_and_restores_exactly() -> None:
     with applied(m):
         # the part is patched where it is defined and imported, and the composed class takes it
         assert ledger.Ledger is not before_part and manager.Ledger is ledger.Ledger
-        assert ledger.Ledger in refimpl.verify.ledger_adapter.ProcessMemoryManager.__mro__
-        assert before_part not in refimpl.verify.ledger_adapter.ProcessMemoryManager.__mro__
+        assert ledger.Ledger in refimpl.verify.manager_adapter.ProcessMemoryManager.__mro__
+        assert before_part not in refimpl.verify.manager_adapter.ProcessMemoryManager.__mro__
         with contracts.contracts(False):
-            p = refimpl.verify.ledger_adapter.RefimplAdapter().pmm
+            p = refimpl.verify.manager_adapter.ManagerAdapter().pmm
             h = p.register_holder("h")
             a = p.register_authority("gpu", Tier.DEVICE, 64)
             p.cancel(h, p.reserve(h, a, Tier.DEVICE, 8, Role.KV))
@@ -67,7 +67,7 @@ def test_applied_patches_every_importer_and_restores_exactly() -> None:
             p.cancel(h, p.reserve(h, a, Tier.DEVICE, 8, Role.KV))  # and a debug build's contracts catch it
     assert manager.ProcessMemoryManager.__bases__ == before_bases
     assert vars(ledger) == before_mod
-    p = refimpl.verify.ledger_adapter.RefimplAdapter().pmm
+    p = refimpl.verify.manager_adapter.ManagerAdapter().pmm
     h = p.register_holder("h")
     a = p.register_authority("gpu", Tier.DEVICE, 64)
     p.cancel(h, p.reserve(h, a, Tier.DEVICE, 8, Role.KV))

@@ -23,7 +23,8 @@ from invariants.campaign import (CampaignStats, ControlResult, Search, campaign_
                                  find_counterexample, hunt, open_database, run_campaign, run_machine, searching)
 from invariants.checked import CheckedMachine
 from invariants.clauses import CLAUSES, Clause, conjunction
-from invariants.ledger_machine import GovernorMachine, SpecAdapter
+from invariants.manager_ledger_machine import LedgerMachine
+from invariants.manager_machine import ManagerSpecAdapter
 from invariants.mutation import Mutant
 from invariants.progress import reporting
 from spec.errors import InvalidArgument
@@ -375,22 +376,22 @@ def test_a_mutant_runs_with_every_guard_on_and_refinement_off() -> None:
 # --- the ledger's instances ----------------------------------------------------------------------------------
 
 
-def test_the_ledger_runners_pass_the_governor_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_ledger_runners_pass_the_ledger_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
     monkeypatch.setattr(campaign, "run_machine", lambda *a, **k: calls.append((a, k)) or "ran")
     monkeypatch.setattr(campaign, "hunt", lambda *a, **k: calls.append((a, k)) or "hunted")
     f = object()
     assert run_campaign(f, CFG) == "ran" and run_campaign(f, CFG, refine=False) == "ran"
-    assert calls == [((GovernorMachine, f, CFG), {"refine": True}), ((GovernorMachine, f, CFG), {"refine": False})]
+    assert calls == [((LedgerMachine, f, CFG), {"refine": True}), ((LedgerMachine, f, CFG), {"refine": False})]
     calls.clear()
     off = GuardSet.without("tier_match")
     assert find_counterexample(G, Layer.SPEC, CFG) == "hunted"
     assert find_counterexample(G, Layer.REFIMPL, CFG, lambda o: ("impl", o)) == "hunted"
     (a1, k1), (a2, k2) = calls
-    assert (a1, a2) == ((GovernorMachine, G, Layer.SPEC, CFG), (GovernorMachine, G, Layer.REFIMPL, CFG))
+    assert (a1, a2) == ((LedgerMachine, G, Layer.SPEC, CFG), (LedgerMachine, G, Layer.REFIMPL, CFG))
     assert k1["impl"] is None
     adapter = k1["spec"](off)()
-    assert type(adapter) is SpecAdapter and adapter.guards == off
+    assert type(adapter) is ManagerSpecAdapter and adapter.guards == off
     assert k2["impl"](off)() == ("impl", off)
 
 

@@ -41,3 +41,9 @@ def test_a_ledger_absent_before_that_rose_by_more_than_the_grant_fails_naming_th
     assert (e.value.id, e.value.clause) == ("I2", "step_I2_grant_charges.grant_charged")
     assert str(e.value) == (f"I2: {RESERVE!r} was granted but charged 8 B (ledger moved 9 B): "
                             "bytes granted without being charged")
+
+
+def test_a_second_grant_on_a_ledger_in_use_rose_by_its_bytes_alone() -> None:
+    """8 B used before, 16 B after: the grant's 8 B (the ledger's move is after - before, not the sum)."""
+    _, prev = _grant()
+    step_I2_grant_charges(prev, RESERVE, ledger.apply(prev, RESERVE))

@@ -223,8 +223,10 @@ def test_alternatives_run_both_steps_under_the_guards_passed() -> None:
 
 
 @pytest.mark.parametrize("act", [A.MapAllowance(1, 1, 10), A.MapAllowance(1, 99, 50), A.MapAllowance(1, [1], 50),
-                                 A.MapAllowance(1, 1, 25.0), A.ReserveGrowth(1, 1, 80), A.MapAllowance(1, 1, 81)],
-                         ids=["within-reserved", "unknown", "unhashable", "float-bytes", "not-a-map", "past-free"])
+                                 A.MapAllowance(1, 1, 25.0), A.MapAllowance(1, 1, "25"), A.ReserveGrowth(1, 1, 80),
+                                 A.ReserveGrowth(1, 1, 20), A.MapAllowance(1, 1, 81)],
+                         ids=["within-reserved", "unknown", "unhashable", "float-bytes", "str-bytes", "not-a-map",
+                              "not-a-map-that-fits", "past-free"])
 def test_nothing_else_has_an_alternative(act: Any) -> None:
     assert alternatives(world(), act) == ()
 

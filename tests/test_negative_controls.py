@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from invariants.campaign import campaign_settings, find_counterexample
-from refimpl.verify.ledger_adapter import RefimplAdapter  # noqa: F401  (kept for readers: the ledger checker's adapter)
 from refimpl.verify.checkers import CHECKERS, Budget
 from spec.guards import GUARDS, GuardSet, Layer
 

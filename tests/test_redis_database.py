@@ -22,18 +22,18 @@ import pytest
 
 from invariants._violation import RefinementViolation
 from invariants.campaign import Search, campaign_settings, find_counterexample, run_campaign, searching
-from invariants.ledger_machine import SpecAdapter
+from invariants.manager_machine import ManagerSpecAdapter
 from spec.guards import GuardSet, Layer, guard
 
 
-def _buggy() -> SpecAdapter:
+def _buggy() -> ManagerSpecAdapter:
     """A governor that commits more than it reserved (C2's guard left out): the campaign must fail."""
-    return SpecAdapter(GuardSet.without("commit_within_reservation"))
+    return ManagerSpecAdapter(GuardSet.without("commit_within_reservation"))
 
 
 def _clean_run(search: Search) -> dict[str, int]:
     with searching(search):
-        stats = run_campaign(SpecAdapter, campaign_settings(25, 15), refine=False)
+        stats = run_campaign(ManagerSpecAdapter, campaign_settings(25, 15), refine=False)
     return stats.accepted_by_action
 
 
@@ -48,7 +48,7 @@ def _examples_until_failure(where: str, seed: int) -> int:
     """How many examples the buggy campaign ran before it failed (its stats, read through a counting adapter)."""
     made = 0
 
-    def factory() -> SpecAdapter:
+    def factory() -> ManagerSpecAdapter:
         nonlocal made
         made += 1
         return _buggy()

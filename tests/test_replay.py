@@ -19,9 +19,9 @@ from hypothesis.stateful import run_state_machine_as_test
 from invariants.manager_replay import replay, replay_manager_lines
 from invariants import replay as R
 from invariants.campaign import campaign_settings
-from invariants.ledger_machine import GovernorMachine
+from invariants.manager_ledger_machine import LedgerMachine
 from invariants.trace_format import CONTRACT_REVISION, KINDS, MAX_LINE_BYTES
-from refimpl.verify.ledger_adapter import RefimplAdapter
+from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink, boundary
@@ -71,20 +71,22 @@ def test_trace_covers_every_kind(clean) -> None:
             "quarantine", "record_committed", "open_allowance", "cancel"} <= kinds
 
 
-class _TracedAdapter(RefimplAdapter):
+class _TracedAdapter(ManagerAdapter):
     traces: list[list[bytes]] = []
 
     def __init__(self) -> None:
         self.buf = io.StringIO()
-        self.pmm = ProcessMemoryManager(trace=JsonlSink(self.buf))
+        self.pmm, self.delivered = ProcessMemoryManager(trace=JsonlSink(self.buf)), []
         _TracedAdapter.traces.append(self)  # type: ignore[arg-type]
 
 
-class _TracedMachine(GovernorMachine):
+class _TracedMachine(LedgerMachine):
     adapter_factory = _TracedAdapter
 
     def teardown(self) -> None:
         super().teardown()
+        for t in self.gov.abstract().tickets.values():  # a ticket's reservation is its part's to settle
+            self.gov.pmm.cancel_ticket(t.holder, t.id)
         drain(self.gov.pmm)
 
 

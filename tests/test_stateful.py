@@ -1,9 +1,10 @@
 """The stateful campaign as a test: refimpl refines spec, invariants after every step.
 
 Checks (a) check_all on every abstraction and check_step on accepted steps,
-(b) refinement: refimpl's step equals spec.ledger.step on the previous
+(b) refinement: refimpl's step equals spec.manager.step on the previous
 abstraction, (c) a rejected action raises the spec's error type and leaves
-the whole abstraction unchanged. IDs: C1 C2 I1 I2 I4a I4b I6.
+the whole abstraction unchanged, on the composed machine's ledger restriction.
+IDs: C1 C2 I1 I2 I4a I4b I6.
 """
 
 from __future__ import annotations
@@ -12,22 +13,23 @@ from hypothesis import settings
 
 from invariants import contracts
 from invariants.campaign import campaign_settings, run_campaign
-from invariants.ledger_machine import GovernorMachine, SpecAdapter
-from refimpl.verify.ledger_adapter import RefimplAdapter
+from invariants.manager_ledger_machine import LedgerMachine
+from invariants.manager_machine import ManagerSpecAdapter
+from refimpl.verify.manager_adapter import ManagerAdapter
 
 
-class RefimplRefinesSpec(GovernorMachine):
-    adapter_factory = RefimplAdapter
+class RefimplRefinesSpec(LedgerMachine):
+    adapter_factory = ManagerAdapter
 
 
 TestRefimplRefinesSpec = RefimplRefinesSpec.TestCase
 TestRefimplRefinesSpec.settings = settings(TestRefimplRefinesSpec.settings, deadline=None)
 
 
-class SpecAlone(GovernorMachine):
+class SpecAlone(LedgerMachine):
     """The spec driven on its own: every reachable state satisfies the invariants."""
 
-    adapter_factory = SpecAdapter
+    adapter_factory = ManagerSpecAdapter
     check_refinement = False
 
 
@@ -37,7 +39,7 @@ TestSpecInvariants = SpecAlone.TestCase
 def test_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
     # The campaign is only evidence if it both succeeds often and rejects often.
     with contracts.contracts(True):
-        stats = run_campaign(RefimplAdapter, campaign_settings(150, 30))
+        stats = run_campaign(ManagerAdapter, campaign_settings(150, 30))
     assert stats.examples >= 150
     assert stats.accepted > 1000
     for error in ("CapacityDenied", "ForeignHolder", "InvalidTransition", "InvalidBytes", "UnknownHolder",
@@ -47,5 +49,5 @@ def test_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
 
 def test_campaign_with_contracts_off_still_refines() -> None:
     with contracts.contracts(False):
-        stats = run_campaign(RefimplAdapter, campaign_settings(100, 30))
+        stats = run_campaign(ManagerAdapter, campaign_settings(100, 30))
     assert stats.steps > 1000

@@ -10,6 +10,7 @@ from invariants.explore import ExploreResult
 from invariants import ledger as predicates  # noqa: F401  (declares the ledger clauses)
 from invariants import manager as _manager_predicates  # noqa: F401  (declares I2's manager clauses: KEYS below
 #                                                      must list every I2 clause whichever tests ran before)
+from invariants import replay_predicates as _observed  # noqa: F401  (and I2's observed grant charge)
 from refimpl.verify.verdict_rules import THRESHOLDS, judge
 from spec.guards import Layer
 

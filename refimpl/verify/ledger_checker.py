@@ -1,7 +1,8 @@
 """The "ledger" checker for `ortmem verify`: authorities, leases, settlement, allowances (C1 C2 I1 I2 I4a I4b I6).
 
-Drives `ProcessMemoryManager` against `spec.ledger` through `refimpl.verify.ledger_adapter.RefimplAdapter`
-(refinement + the ledger predicates after every step); negative controls switch one guard off and
+Drives `ProcessMemoryManager` against `spec.manager` through `refimpl.verify.manager_adapter.ManagerAdapter`
+on the composed machine's ledger restriction (`invariants.manager_ledger_machine.LedgerMachine`: refinement and
+the predicates after every step); negative controls switch one guard off and
 demand a counterexample; the explorer runs over the ledger model's own scopes.
 """
 
@@ -11,8 +12,8 @@ from invariants import contracts
 from invariants.campaign import ControlResult, campaign_settings, find_counterexample, run_campaign
 from invariants.explore import ExploreResult, explore
 from invariants.ledger_scope import COMPLETE_SCOPES, CONTROL_SCOPE, ledger_model
-from refimpl.verify.ledger_adapter import RefimplAdapter
 from refimpl.verify.checker_api import Budget, CheckerRun
+from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.verify.replay_control import replay_control
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
@@ -26,14 +27,14 @@ class LedgerChecker:
 
     def campaign(self, budget: Budget) -> CheckerRun:
         with contracts.contracts(True):
-            stats = run_campaign(RefimplAdapter, campaign_settings(budget.campaign_examples, budget.campaign_steps))
+            stats = run_campaign(ManagerAdapter, campaign_settings(budget.campaign_examples, budget.campaign_steps))
         return CheckerRun(stats)
 
     def control(self, guard: Guard, layer: Layer, budget: Budget) -> ControlResult:
         if getattr(guard, "submodel", None) == "replay":  # a mutant of replay or tracing: its corpus's verdicts
             return replay_control(guard, layer)
         cfg = campaign_settings(budget.control_examples, budget.control_steps, shrink=budget.shrink)
-        return find_counterexample(guard, layer, cfg, RefimplAdapter)
+        return find_counterexample(guard, layer, cfg, ManagerAdapter)
 
     def explore(self, guard: Guard | None, budget: Budget) -> ExploreResult:
         """Breadth-first over the spec in a small scope; with `guard` off a counterexample is expected.

@@ -25,11 +25,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import re
+
 import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.manager import observed_I7_manager
-from refimpl.verify.ledger_adapter import method_name
 from refimpl.verify.manager_hooks import abstract_manager, corrupt_ledger, ledger_lock
 from refimpl.manager import ProcessMemoryManager
 from spec import ledger_actions as A
@@ -37,7 +38,13 @@ from spec import manager_actions as M
 from spec.guards import ALL_ON, GuardSet
 from spec.manager_actions import Manager
 
-__all__ = ["ManagerAdapter", "STEPS", "commit_limit", "execute", "operation", "prepare_limit", "reserve_tx"]
+__all__ = ["ManagerAdapter", "STEPS", "commit_limit", "execute", "method_name", "operation", "prepare_limit",
+           "reserve_tx"]
+
+
+def method_name(action: Any) -> str:
+    """`ReserveGrowth` -> `reserve_growth`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(action).__name__).lower()
 
 
 def reserve_tx(pmm: ProcessMemoryManager, tx: int) -> int:
@@ -100,3 +107,6 @@ class ManagerAdapter:
 
     def abstract(self) -> Manager:
         return abstract_manager(self.pmm)
+
+    def snapshot(self, authority: int) -> Any:
+        return self.pmm.snapshot(authority)

@@ -63,11 +63,12 @@ _ALL: tuple[Mutant, ...] = (
            "            self._next_alloc += 1\n            if aid > 1 and aid - 1 not in self._allocs:\n"
            "                aid, self._next_alloc = aid - 1, aid\n",
            "after a release the id counter hands out the retired id again"),
-    Mutant("device_loss_refunds_at_once", ("I6",), "ledger", R, MDEV,
+    Mutant("device_loss_refunds_at_once", ("I6", "C3"), "ledger", R, MDEV,
            "rec.state = AllocState.DEVICE_LOST",
            "rec.state = AllocState.DEVICE_LOST\n                    rec.auth.used -= rec.charge\n"
            "                    rec.charge = 0",
-           "device loss refunds the holders' charge at once instead of at confirmed termination"),
+           "device loss refunds the holders' charge at once instead of at confirmed termination (C3's harm, as the "
+           "guard loss_keeps_charge names it: the composed predicates judge a loss's charge by C3)"),
     Mutant("transfer_backwards", ("I6", "I4b"), "ledger", R, ALW,
            "src.limit -= nbytes\n        dst.limit += nbytes", "src.limit += nbytes\n        dst.limit -= nbytes",
            "a transfer moves limit the wrong way: the caller takes it from another holder's allowance (I6), "
