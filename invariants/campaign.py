@@ -3,8 +3,8 @@
 `run_machine` drives an implementation through a `CheckedMachine` subclass
 and counts what ran; `hunt` switches one guard off and demands that the
 machine find a violation of an ID that guard protects (a negative control).
-`run_campaign` / `find_counterexample` are the ledger's instances (on
-`invariants.manager_ledger_machine.LedgerMachine`, the composed machine's ledger restriction). By default
+Each restriction of the composed machine has its instances next to it
+(`invariants.manager_ledger_machine.run_campaign` for the ledger). By default
 all use fixed seeds (`derandomize=True`): a flaky result is a failed one.
 
 Inside `searching(Search(seed=N, database=...))` (what `ortmem verify --seed N`
@@ -41,7 +41,7 @@ from invariants.progress import tick
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 
 __all__ = ["CampaignStats", "ControlResult", "Search", "searching", "current_search", "open_database",
-           "campaign_settings", "configure", "run_machine", "hunt", "run_campaign", "find_counterexample"]
+           "campaign_settings", "configure", "run_machine", "hunt"]
 
 #: off-guards -> the adapter factory a machine calls (with whatever configuration it draws).
 FactoryFor = Callable[[GuardSet], Callable[..., Any]]
@@ -246,18 +246,3 @@ def _need(impl: FactoryFor | None, name: str) -> FactoryFor:
     if impl is None:
         raise ValueError(f"{name}: a refimpl-layer control needs an implementation factory")
     return impl
-
-
-def run_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
-    """The ledger campaign: `factory()` is the composed governor adapter under test."""
-    from invariants.manager_ledger_machine import LedgerMachine
-    return run_machine(LedgerMachine, factory, cfg, refine=refine)
-
-
-def find_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
-                        refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
-    """A ledger negative control; `refimpl_factory(off)` builds the implementation's adapter."""
-    from invariants.manager_ledger_machine import LedgerMachine
-    from invariants.manager_machine import ManagerSpecAdapter
-    impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
-    return hunt(LedgerMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off), impl=impl)

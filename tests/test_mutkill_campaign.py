@@ -20,10 +20,11 @@ from hypothesis.stateful import initialize, rule
 from invariants import campaign, contracts
 from invariants._violation import ErrorTypeDivergence, InvariantViolation
 from invariants.campaign import (CampaignStats, ControlResult, Search, campaign_settings, configure, current_search,
-                                 find_counterexample, hunt, open_database, run_campaign, run_machine, searching)
+                                 hunt, open_database, run_machine, searching)
 from invariants.checked import CheckedMachine
 from invariants.clauses import CLAUSES, Clause, conjunction
-from invariants.manager_ledger_machine import LedgerMachine
+from invariants import manager_ledger_machine
+from invariants.manager_ledger_machine import LedgerMachine, find_counterexample, run_campaign
 from invariants.manager_machine import ManagerSpecAdapter
 from invariants.mutation import Mutant
 from invariants.progress import reporting
@@ -378,8 +379,8 @@ def test_a_mutant_runs_with_every_guard_on_and_refinement_off() -> None:
 
 def test_the_ledger_runners_pass_the_ledger_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
-    monkeypatch.setattr(campaign, "run_machine", lambda *a, **k: calls.append((a, k)) or "ran")
-    monkeypatch.setattr(campaign, "hunt", lambda *a, **k: calls.append((a, k)) or "hunted")
+    monkeypatch.setattr(manager_ledger_machine, "run_machine", lambda *a, **k: calls.append((a, k)) or "ran")
+    monkeypatch.setattr(manager_ledger_machine, "hunt", lambda *a, **k: calls.append((a, k)) or "hunted")
     f = object()
     assert run_campaign(f, CFG) == "ran" and run_campaign(f, CFG, refine=False) == "ran"
     assert calls == [((LedgerMachine, f, CFG), {"refine": True}), ((LedgerMachine, f, CFG), {"refine": False})]

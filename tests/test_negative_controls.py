@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from invariants.campaign import campaign_settings, find_counterexample
+from invariants.campaign import campaign_settings
+from invariants.manager_ledger_machine import find_counterexample
 from refimpl.verify.checkers import CHECKERS, Budget
 from spec.guards import GUARDS, GuardSet, Layer
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from invariants._violation import RefinementViolation
-from invariants.campaign import Search, campaign_settings, find_counterexample, run_campaign, searching
+from invariants.campaign import Search, campaign_settings, searching
+from invariants.manager_ledger_machine import find_counterexample, run_campaign
 from invariants.manager_machine import ManagerSpecAdapter
 from spec.guards import GuardSet, Layer, guard
 

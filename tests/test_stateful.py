@@ -12,7 +12,8 @@ from __future__ import annotations
 from hypothesis import settings
 
 from invariants import contracts
-from invariants.campaign import campaign_settings, run_campaign
+from invariants.campaign import campaign_settings
+from invariants.manager_ledger_machine import run_campaign
 from invariants.manager_ledger_machine import LedgerMachine
 from invariants.manager_machine import ManagerSpecAdapter
 from refimpl.verify.manager_adapter import ManagerAdapter

@@ -9,7 +9,8 @@ demand a counterexample; the explorer runs over the ledger model's own scopes.
 from __future__ import annotations
 
 from invariants import contracts
-from invariants.campaign import ControlResult, campaign_settings, find_counterexample, run_campaign
+from invariants.campaign import ControlResult, campaign_settings
+from invariants.manager_ledger_machine import find_counterexample, run_campaign
 from invariants.explore import ExploreResult, explore
 from invariants.ledger_scope import COMPLETE_SCOPES, CONTROL_SCOPE, ledger_model
 from refimpl.verify.checker_api import Budget, CheckerRun
