@@ -30,7 +30,6 @@ from invariants.clauses import recording
 from invariants.ledger import observe_snapshot
 from invariants.manager_machine import AUTHORITIES, ManagerMachine, ManagerSpecAdapter, restrict
 from invariants.mutation import Mutant
-from invariants.replay_predicates import check_observed_step
 from spec import ledger_actions as A
 from spec.guards import Guard, GuardSet, Layer
 from spec.ledger_state import snapshot
@@ -46,10 +45,6 @@ LEDGER_RULES = ("direct_reserve", "release_lease", "grow_lease", "alias_record_q
 
 class LedgerMachine(ManagerMachine):
     """The composed machine on its ledger rules. Subclass and set `adapter_factory` (see `ManagerMachine`)."""
-
-    def check_step(self, prev: Any, action: Any, now: Any) -> None:
-        super().check_step(prev, action, now)
-        check_observed_step(prev.ledger, action, now.ledger)  # the governor's own next state: a grant charged it
 
     @rule(data=st.data())
     def observe(self, data: st.DataObject) -> None:

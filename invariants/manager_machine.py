@@ -3,7 +3,8 @@
 One abstract state (`spec.manager_actions.Manager`) holds the one ledger and
 the parts' records; after every step the base (`invariants.checked.CheckedMachine`)
 checks refinement against `spec.manager.step`, that a rejection changes nothing,
-and the cross-cutting predicates of `invariants.manager`. The rules issue every
+and the cross-cutting predicates of `invariants.manager` (and a grant's charge,
+`invariants.replay_predicates`, as replay judges it). The rules issue every
 action kind of the composed spec and aim at where parts meet (a transaction
 reserving beside a granted ticket; a limit raised while tickets wait; a device
 lost holding a quarantined lease or a two-ledger transaction; a release or an
@@ -76,7 +77,9 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
 
     def check_step(self, prev: M.Manager, action: Any, now: M.Manager) -> None:
         from invariants.manager import check_step, observed_I7_manager
+        from invariants.replay_predicates import check_observed_step
         check_step(prev, action, now, self.last_result)  # the credits an action reports are judged too
+        check_observed_step(prev.ledger, action, now.ledger)  # a grant charged what it granted (as replay judges)
         if isinstance(action, M.Press):  # I7: the holder callbacks the adapter saw this step (counted as coverage)
             observed_I7_manager(getattr(self.gov, "delivered", ()))
 
@@ -289,12 +292,8 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         if r is None:
             return
         op = data.draw(st.sampled_from(("commit", "cancel", "release")))
-        if op == "commit":
-            self._do(A.Commit(r.holder, r.id, r.reserved))
-        elif op == "cancel":
-            self._do(A.Cancel(r.holder, r.id))
-        else:
-            self._do(A.Release(r.holder, r.id))
+        self._do(A.Commit(r.holder, r.id, r.reserved) if op == "commit" else
+                 (A.Cancel if op == "cancel" else A.Release)(r.holder, r.id))
 
     @rule(data=st.data())
     def plan_and_reserve(self, data: st.DataObject) -> None:
