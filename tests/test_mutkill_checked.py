@@ -217,6 +217,11 @@ def test_own_ids_wraps_the_governor_only_when_refinement_is_checked() -> None:
         m.act(a)
     assert m.abs == S(2, immutables.Map({1: 0, 2: 1})) and m.last_result == 2
     assert m.gov.want == m.abs
+    off = machine(own_ids=True, check_refinement=False)
+    assert type(off.gov) is Gov and type(machine().gov) is Gov
+    off.act(Add(1))
+    off.act(Bad())
+    assert off.abs == S(1, immutables.Map({1: 0}))
 
 
 class Matcher:
@@ -245,15 +250,6 @@ def test_own_ids_starts_from_the_specs_initial_state_and_matches_each_step_again
     m.act(Bad())
     one = S(1, immutables.Map({1: 0}))
     assert m.gov.asked == [(1, Add(1), one, 1), (None, Bad(), one, None)] and m.last_result is None
-
-
-def test_own_ids_off_with_refinement_off() -> None:
-    off = machine(own_ids=True, check_refinement=False)
-    assert type(off.gov) is Gov
-    off.act(Add(1))
-    off.act(Bad())
-    assert off.abs == S(1, immutables.Map({1: 0}))
-    assert type(machine().gov) is Gov
 
 
 # --- refinement: each mismatch at the step it is planted on ---------------------------------
