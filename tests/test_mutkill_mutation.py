@@ -1,8 +1,5 @@
 """invariants/mutation.py pinned (its mutation run, benchmarks/mutation.py): the mutant applier on a scratch module
-of its own. A snippet found 0 or 2 times is stale, with its whole message; the patched definition is the one
-top-level def, class or constant the snippet lies in (the ones around it untouched); every name other project
-modules imported it under, every entry of their tables and every composed class's base are re-pointed inside the
-block and restored exactly afterwards, also when the block raises; modules outside the project are left alone."""
+of its own; stale snippets with their whole messages; every rebinding made inside the block restored exactly."""
 
 from __future__ import annotations
 
