@@ -1,9 +1,6 @@
-"""invariants/adapter.py pinned (its mutation run, benchmarks/mutation.py): the governor protocol and the id mapping
-between a governor's ids and the spec's. Renaming walks every id-bearing field kind (ids, maps, keys, pairs,
-components) and leaves the rest, and the same object when nothing changes; `OwnIds` keeps the identity binding for
-a governor whose ids are the spec's, binds a foreign governor's fresh ids to the ones the spec issued, names an id
-it cannot match, and sends an id the spec never issued as one the governor never issued; the script a failure
-prints is pinned whole."""
+"""invariants/adapter.py pinned (its mutation run, benchmarks/mutation.py): the governor protocol, the renaming walk
+over every id-bearing field kind (ids, maps, keys, pairs, components), `OwnIds`' binding of a foreign governor's ids
+to the spec's, and the script a failure prints, whole."""
 
 from __future__ import annotations
 
