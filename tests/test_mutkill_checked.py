@@ -200,15 +200,12 @@ def test_without_stats_nothing_is_counted_and_situations_are_not_asked() -> None
 
 
 def test_the_initial_state_must_be_the_specs_unless_refinement_is_off() -> None:
-    m = type("T3", (Toy,), {})()
     gov = Gov()
     gov.state = S(1)
     with pytest.raises(RefinementViolation) as e:
-        m.start(gov, S())
+        type("T3", (Toy,), {})().start(gov, S())
     assert str(e.value) == "refinement: initial state is not the spec's: n: 1 != 0"
     m = type("T4", (Toy,), {"check_refinement": False, "stats": {}})()
-    gov = Gov()
-    gov.state = S(1)
     m.start(gov, S())
     assert m.abs == S(1) and m.gov is gov and m.stats["coverage"].counts == {"state_T.small": [1, 1]}
 
@@ -220,6 +217,11 @@ def test_own_ids_wraps_the_governor_only_when_refinement_is_checked() -> None:
         m.act(a)
     assert m.abs == S(2, immutables.Map({1: 0, 2: 1})) and m.last_result == 2
     assert m.gov.want == m.abs
+    off = machine(own_ids=True, check_refinement=False)
+    assert type(off.gov) is Gov and type(machine().gov) is Gov
+    off.act(Add(1))
+    off.act(Bad())
+    assert off.abs == S(1, immutables.Map({1: 0}))
 
 
 class Matcher:
@@ -250,15 +252,6 @@ def test_own_ids_starts_from_the_specs_initial_state_and_matches_each_step_again
     assert m.gov.asked == [(1, Add(1), one, 1), (None, Bad(), one, None)] and m.last_result is None
 
 
-def test_own_ids_off_with_refinement_off() -> None:
-    off = machine(own_ids=True, check_refinement=False)
-    assert type(off.gov) is Gov
-    off.act(Add(1))
-    off.act(Bad())
-    assert off.abs == S(1, immutables.Map({1: 0}))
-    assert type(machine().gov) is Gov
-
-
 # --- refinement: each mismatch at the step it is planted on ---------------------------------
 
 
@@ -277,29 +270,30 @@ def refuse(err: Exception) -> Any:
     return how
 
 
-def test_an_implementation_that_accepts_what_the_spec_refuses() -> None:
-    m = machine(fails_on(None, lambda s, a: (s, None)))
+INNER_C4 = fails_on(2, lambda s, a: (attrs.evolve(toy_step(s, a)[0], inner=Inner(c=4)), 2))
+
+
+@pytest.mark.parametrize("fault, action, kind, message", [
+    (fails_on(None, lambda s, a: (s, None)), Bad(), RefinementViolation,  # accepts what the spec refuses
+     "refinement: Bad(): spec rejects (InvalidArgument: bad) but the implementation accepted"),
+    (fails_on(2, refuse(CapacityDenied("full"))), Add(2), RefinementViolation,  # refuses what the spec accepts
+     "refinement: Add(k=2): spec accepts but the implementation raised CapacityDenied: full"),
+    (fails_on(None, refuse(CapacityDenied("full"))), Bad(), ErrorTypeDivergence,  # refuses for another reason
+     "refinement: Bad(): spec raises InvalidArgument, implementation CapacityDenied: full"),
+    (fails_on(2, lambda s, a: toy_step(s, a)[0:1] + (7,)), Add(2), RefinementViolation,  # a wrong result
+     "refinement: Add(k=2): result 7 vs spec 2; no difference"),
+    (INNER_C4, Add(2), RefinementViolation, "refinement: Add(k=2): result 2 vs spec 2; inner.c: 4 != 0"),  # next state
+])
+def test_each_refinement_mismatch_is_reported_at_its_step(fault: Any, action: Any, kind: type, message: str) -> None:
+    m = machine(fault)
     m.act(Add(1))
-    e = raised(m, Bad())
-    assert type(e) is RefinementViolation and e.clause == "refinement"
-    assert str(e) == "refinement: Bad(): spec rejects (InvalidArgument: bad) but the implementation accepted"
+    e = raised(m, action)
+    assert type(e) is kind and str(e) == message
+    assert e.clause == ("refinement.error_type" if kind is ErrorTypeDivergence else "refinement")
     assert m.abs == S(1, immutables.Map({1: 0}))  # the failing step is not adopted
 
 
-def test_an_implementation_that_refuses_what_the_spec_accepts() -> None:
-    m = machine(fails_on(2, refuse(CapacityDenied("full"))))
-    m.act(Add(1))
-    e = raised(m, Add(2))
-    assert type(e) is RefinementViolation
-    assert str(e) == "refinement: Add(k=2): spec accepts but the implementation raised CapacityDenied: full"
-
-
-def test_an_implementation_that_refuses_for_another_reason() -> None:
-    m = machine(fails_on(None, refuse(CapacityDenied("full"))))
-    m.act(Add(1))
-    e = raised(m, Bad())
-    assert type(e) is ErrorTypeDivergence and e.clause == "refinement.error_type"
-    assert str(e) == "refinement: Bad(): spec raises InvalidArgument, implementation CapacityDenied: full"
+def test_a_tolerated_error_type_is_counted_and_refinement_off_judges_only_the_predicates() -> None:
     stats: dict[str, Any] = {}
     m = machine(fails_on(None, refuse(CapacityDenied("full"))), stats=stats, tolerate_error_type=True)
     m.act(Bad())
@@ -308,20 +302,7 @@ def test_an_implementation_that_refuses_for_another_reason() -> None:
     assert stats["error_type_divergences"] == 2 and stats["rejected:CapacityDenied"] == 2
     m = machine(fails_on(None, refuse(CapacityDenied("full"))), check_refinement=False)
     m.act(Bad())  # refinement off: not judged
-
-
-def test_a_wrong_result_or_a_wrong_next_state() -> None:
-    m = machine(fails_on(2, lambda s, a: toy_step(s, a)[0:1] + (7,)))
-    m.act(Add(1))
-    e = raised(m, Add(2))
-    assert type(e) is RefinementViolation
-    assert str(e) == "refinement: Add(k=2): result 7 vs spec 2; no difference"
-    m = machine(fails_on(2, lambda s, a: (attrs.evolve(toy_step(s, a)[0], inner=Inner(c=4)), 2)))
-    m.act(Add(1))
-    e = raised(m, Add(2))
-    assert str(e) == "refinement: Add(k=2): result 2 vs spec 2; inner.c: 4 != 0"
-    m = machine(fails_on(2, lambda s, a: (attrs.evolve(toy_step(s, a)[0], inner=Inner(c=4)), 2)),
-                check_refinement=False)
+    m = machine(INNER_C4, check_refinement=False)
     m.act(Add(2))  # refinement off: only the predicates judge
     assert m.abs.inner == Inner(c=4)
 

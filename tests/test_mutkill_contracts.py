@@ -66,6 +66,9 @@ def test_a_fresh_switch_starts_from_the_environment(clean_env, on_env, level_env
     w = Watcher()
     s.watch(w)
     assert list(s.watchers) == [w]
+    del w  # held weakly
+    gc.collect()
+    assert len(s.watchers) == 0
 
 
 def test_set_tells_every_watcher_once_per_change_and_never_without_one():
@@ -84,15 +87,6 @@ def test_set_tells_every_watcher_once_per_change_and_never_without_one():
     assert (a.forgot, b.forgot) == (2, 2)
     s.set(False, False)
     assert (s.on, s.full, a.forgot, b.forgot) == (False, False, 3, 3)
-
-
-def test_a_watcher_is_held_weakly():
-    s = contracts._Switch()
-    w = Watcher()
-    s.watch(w)
-    del w
-    gc.collect()
-    assert len(s.watchers) == 0
 
 
 def test_enable_disable_keep_the_level_and_tell_the_watchers():
@@ -164,12 +158,7 @@ def _reserve_off_tier(monkeypatch) -> tuple[bool, int]:
     contract (`Views._checked`) ran."""
     calls = []
     real = Views._checked
-
-    def spy(self, *args, **kw):
-        calls.append(args[0])
-        return real(self, *args, **kw)
-
-    monkeypatch.setattr(Views, "_checked", spy)
+    monkeypatch.setattr(Views, "_checked", lambda self, *args, **kw: calls.append(args[0]) or real(self, *args, **kw))
     p = ProcessMemoryManager(guards=GuardSet.without("tier_match"))
     with contracts.contracts(False):
         a, h = p.register_authority("gpu0", Tier.DEVICE, 100), p.register_holder("h")

@@ -162,15 +162,11 @@ def test_the_results_words_and_rates() -> None:
 def test_no_cyclic_gc_restores_the_collector_as_it_was() -> None:
     was = gc.isenabled()
     try:
-        gc.enable()
-        with no_cyclic_gc():
-            assert not gc.isenabled()
-        assert gc.isenabled()
-        gc.disable()
-        with no_cyclic_gc():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-        gc.enable()
+        for on in (True, False, True):
+            (gc.enable if on else gc.disable)()
+            with no_cyclic_gc():
+                assert not gc.isenabled()
+            assert gc.isenabled() is on
         with pytest.raises(RuntimeError), no_cyclic_gc():
             raise RuntimeError
         assert gc.isenabled()

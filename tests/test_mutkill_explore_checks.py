@@ -1,13 +1,11 @@
-"""Survivors of invariants/explore_checks.py's mutation run, killed (benchmarks/mutation.py).
-
-Each projection's partition of the quick scopes' states and steps is pinned (how many distinct inputs each
-predicate group passed on), so a projection that reads less (merges inputs) or more (splits them) fails here
-even where the verdicts agree; each incremental check agrees with the full one, runs in full while clauses
-are counted, runs an undeclared predicate every time, and reports a planted violation every time."""
+"""Survivors of invariants/explore_checks.py's mutation run, killed (benchmarks/mutation.py). Each projection's
+partition of the quick scopes' states and steps is pinned (how many distinct inputs each predicate group passed on),
+so a projection that reads less (merges inputs) or more (splits them) fails here even where the verdicts agree."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -86,13 +84,9 @@ def test_the_table_built_afresh_declares_every_predicate_as_read_names() -> None
     assert reads[IM.step_I2_manager] is EC.ledger_step_of and reads[IM.step_C3_manager] is EC.removal_step_of
 
 
-def _two_states():
-    m = manager_start(VIEW_SCOPE)
-    return m, MG.step(m, MG.M.PlanTx(1, ((1, 1),)))[0]
-
-
-def _plant(monkeypatch: pytest.MonkeyPatch, step: bool = False) -> list:
-    """A planted predicate (state, or step) that fails on any state with a transaction, and logs each call."""
+def _plant(monkeypatch: pytest.MonkeyPatch, step: bool = False) -> tuple[list, Any, Any]:
+    """A planted predicate (state, or step) that fails on any state with a transaction, and logs each call; its
+    call log, and two states: the view scope's start, and it after a transaction is planned."""
     calls: list = []
 
     def planted(*args) -> None:
@@ -101,15 +95,15 @@ def _plant(monkeypatch: pytest.MonkeyPatch, step: bool = False) -> list:
             raise InvariantViolation("PLANT", "a transaction")
     table = IM.STEP_PREDICATES if step else IM.STATE_PREDICATES
     monkeypatch.setitem(table, "PLANT", (planted,))
-    return calls
+    m = manager_start(VIEW_SCOPE)
+    return calls, m, MG.step(m, MG.M.PlanTx(1, ((1, 1),)))[0]
 
 
 @pytest.mark.parametrize("declared", [False, True])
 def test_a_planted_state_violation_is_reported_every_time(monkeypatch: pytest.MonkeyPatch, declared: bool) -> None:
-    calls = _plant(monkeypatch)
+    calls, a, b = _plant(monkeypatch)
     planted = IM.STATE_PREDICATES["PLANT"][0]
     inc = IncrementalChecks({**READS, planted: lambda m: m.txs} if declared else READS)
-    a, b = _two_states()
     inc.check_state(a)
     inc.check_state(a)  # passed before: a declared planted predicate is skipped, an undeclared one runs again
     assert len(calls) == (1 if declared else 2)
@@ -120,11 +114,10 @@ def test_a_planted_state_violation_is_reported_every_time(monkeypatch: pytest.Mo
 
 
 def test_a_predicate_runs_only_when_its_own_projections_input_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _plant(monkeypatch)
+    calls, a, _ = _plant(monkeypatch)
     planted = IM.STATE_PREDICATES["PLANT"][0]
     first = IncrementalChecks()._state.projections[0]  # the planted predicate shares the first projection
     inc = IncrementalChecks({**READS, planted: first})
-    a, _ = _two_states()
     other = MG.step(a, MG.M.Reconfigure(1))[0]  # a generation: new to generations_of, not to the first projection
     assert first(other) == first(a) and EC.generations_of(other) != EC.generations_of(a)
     inc.check_state(a)
@@ -134,8 +127,7 @@ def test_a_predicate_runs_only_when_its_own_projections_input_is_new(monkeypatch
 
 
 def test_a_planted_step_violation_is_reported_and_an_undeclared_one_always_runs(monkeypatch) -> None:
-    calls = _plant(monkeypatch, step=True)
-    a, b = _two_states()
+    calls, a, b = _plant(monkeypatch, step=True)
     act = MG.M.PlanTx(1, ((1, 1),))
     inc = IncrementalChecks({})  # nothing declared: every predicate runs every time, nothing is skipped
     for _ in range(2):
@@ -147,8 +139,7 @@ def test_a_planted_step_violation_is_reported_and_an_undeclared_one_always_runs(
 
 @pytest.mark.parametrize("mode", ["recording", "collecting"])
 def test_while_clauses_are_counted_the_full_check_runs(monkeypatch, mode: str) -> None:
-    calls = _plant(monkeypatch)
-    a, b = _two_states()
+    calls, a, b = _plant(monkeypatch)
     inc, cov = IncrementalChecks(), Coverage()
     with (recording(cov) if mode == "recording" else collecting()) as found:
         inc.check_state(a)

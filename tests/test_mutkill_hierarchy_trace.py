@@ -141,9 +141,8 @@ def test_sources_and_sequences(events) -> None:
     assert _replay(events, 0, source_sequence=2) == _bad(
         1, "sequence-gap", "source 'coordinator': sequence 2, expected 1")
     lines = _lines(events)
-    twice = json.loads(json.dumps(events[0]))
-    twice["source_sequence"] = 11
-    assert HT.replay_hierarchy(lines + [json.dumps(twice).encode()]) == _bad(11, "malformed", "configure appears twice")
+    twice = _lines([dict(events[0], source_sequence=11)])
+    assert HT.replay_hierarchy(lines + twice) == _bad(11, "malformed", "configure appears twice")
     assert HT.replay_hierarchy(lines[1:]) == _bad(1, "sequence-gap", "source 'coordinator': sequence 2, expected 1")
     first = [dict(events[1], source_sequence=1)]
     assert HT.replay_hierarchy(_lines(first)) == _bad(1, "malformed", "the first event must be configure")

@@ -85,20 +85,15 @@ def test_a_trace_of_plain_states_and_its_lasso() -> None:
                                            "vars": [], "states": []}
 
 
-@pytest.mark.parametrize("states, actions, message", [
-    ((), (1,), "0 states need 0 actions, got 1"),
-    ((1,), (1,), "1 states need 0 actions, got 1"),
-    ((1, 2), (), "2 states need 1 actions, got 0"),
-    ((1, 2), (1, 2), "2 states need 1 actions, got 2"),
+@pytest.mark.parametrize("states, actions, loop, message", [
+    ((), (1,), None, "0 states need 0 actions, got 1"),
+    ((1,), (1,), None, "1 states need 0 actions, got 1"),
+    ((1, 2), (), None, "2 states need 1 actions, got 0"),
+    ((1, 2), (1, 2), None, "2 states need 1 actions, got 2"),
+    ((5, 6, 7), (1, 2), -1, "loop -1 is not the index of one of the 3 states"),
+    ((5, 6, 7), (1, 2), 3, "loop 3 is not the index of one of the 3 states"),
 ])
-def test_actions_that_do_not_match_the_states_are_refused(states, actions, message) -> None:
+def test_actions_that_do_not_match_the_states_or_a_loop_outside_them_are_refused(states, actions, loop, message):
     with pytest.raises(ValueError) as e:
-        itf_trace(states, actions, {})
+        itf_trace(states, actions, {}, loop=loop)
     assert str(e.value) == message
-
-
-@pytest.mark.parametrize("loop", [-1, 3])
-def test_a_loop_outside_the_states_is_refused(loop: int) -> None:
-    with pytest.raises(ValueError) as e:
-        itf_trace((5, 6, 7), (1, 2), {}, loop=loop)
-    assert str(e.value) == f"loop {loop} is not the index of one of the 3 states"

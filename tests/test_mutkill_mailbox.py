@@ -1,19 +1,7 @@
-"""What a holder loses when the cancellation mailbox (`refimpl/manager/mailbox.py`) goes wrong.
-
-Written from the mutation survivors of `drop`, `drain`, `_drain` and `wait`, each from its harm:
-  * a thread waiting on a ticket another thread dropped wakes once the drop is applied (not at its deadline);
-  * a post whose ticket another thread retired after the post (its operation had applied the mailbox already)
-    is applied as a no-op: no error, nothing credited twice, no event;
-  * a post inserted while `drain` reads the mailbox is applied by that drain, not left behind;
-  * traced, every applied post is a `cancel_ticket` event (with contracts off too), the first composed event is
-    preceded by the `configure` event naming the aging bound, and a sink failure on the drained cancel is a
-    TraceSinkFailed naming it; a drain that applied nothing hands no other thread's queued event to the sink
-    (that thread reports its own sink failure); contracts off, nothing is checked (a broken cancel passes);
-  * a bad drop or wait is a typed error naming the ticket, posting nothing; the mailbox holds at most
-    `mailbox` posts even when drops race with the operations that retire their tickets;
-  * `wait` returns False at its deadline on a ticket still pending, and waiting with the ledger lock held is
-    the I7 violation naming the site.
-"""
+"""What a holder loses when the cancellation mailbox (`refimpl/manager/mailbox.py`) goes wrong: each test is one
+harm, written from the mutation survivors of `drop`, `drain`, `_drain` and `wait`. A post whose ticket another
+thread retired after the post (its operation had applied the mailbox already) is applied as a no-op: no error,
+nothing credited twice, no event."""
 
 from __future__ import annotations
 
@@ -67,18 +55,12 @@ def test_a_waiter_on_a_dropped_ticket_wakes_when_the_drop_is_drained(on: bool) -
 
 def _behind_the_mailbox(pmm: ProcessMemoryManager, op: Any) -> Any:
     """`op()` as another thread's operation that applied the mailbox before this thread's posts landed (the
-    drain is skipped for that one operation)."""
+    drain is skipped for that one operation): with a cancel, a post stays naming a retired ticket."""
     pmm.drain = lambda: None  # type: ignore[method-assign]
     try:
         return op()
     finally:
         del pmm.drain
-
-
-def _retired_behind_the_mailbox(pmm: ProcessMemoryManager, holder: int, ticket: int) -> None:
-    """Another thread's cancel of `ticket` whose operation applied the mailbox before this thread posted: the
-    post stays, naming a retired ticket."""
-    _behind_the_mailbox(pmm, lambda: pmm.cancel_ticket(holder, ticket))
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
@@ -90,7 +72,7 @@ def test_a_post_whose_ticket_was_retired_meanwhile_is_applied_as_nothing(on: boo
         if traced:
             tracing.attach(pmm, JsonlSink(buf))
         pmm.drop(kv, ticket)
-        _retired_behind_the_mailbox(pmm, kv, ticket)
+        _behind_the_mailbox(pmm, lambda: pmm.cancel_ticket(kv, ticket))
         before = abstract_manager(pmm)
         n = len(buf.getvalue().splitlines())
         pmm.drain()
@@ -121,16 +103,11 @@ def test_a_post_that_lands_while_drain_reads_the_mailbox_is_applied_by_that_drai
         assert pmm._mailbox.raised and not pmm._mailbox and not abstract_manager(pmm).tickets
 
 
-def _traced_full() -> tuple[ProcessMemoryManager, int, int, int, int, io.StringIO]:
-    buf = io.StringIO()
-    pmm, w, kv, a, ticket = _full()
-    tracing.attach(pmm, JsonlSink(buf))
-    return pmm, w, kv, a, ticket, buf
-
-
 def test_a_drained_cancel_is_traced_with_contracts_off_and_the_trace_replays_clean() -> None:
+    buf = io.StringIO()
     with contracts.contracts(False):
-        pmm, w, kv, a, ticket, buf = _traced_full()  # attached after the submit: the cancel is its first composed event
+        pmm, w, kv, a, ticket = _full()
+        tracing.attach(pmm, JsonlSink(buf))  # attached after the submit: the cancel is its first composed event
         pmm.drop(kv, ticket)
         pmm.drain()
     events = [json.loads(x) for x in buf.getvalue().splitlines()]
@@ -209,7 +186,7 @@ def test_the_mailbox_holds_at_most_its_slots_when_drops_race_with_retires() -> N
     a = pmm.register_authority("dev", Tier.DEVICE, 100)
     for t in (pmm.submit(h, a, 10), pmm.submit(h, a, 10)):
         pmm.drop(h, t)
-        _retired_behind_the_mailbox(pmm, h, t)  # two stale posts: no live ticket left
+        _behind_the_mailbox(pmm, lambda: pmm.cancel_ticket(h, t))  # two stale posts: no live ticket left
     live = _behind_the_mailbox(pmm, lambda: pmm.submit(h, a, 10))  # its drain ran before the posts landed
     with pytest.raises(MailboxFull, match=r"cancellation mailbox full \(2 posts\); call drain\(\) or retry"):
         pmm.drop(h, live)
@@ -245,7 +222,7 @@ def test_a_drain_that_applied_nothing_leaves_another_threads_event_to_that_threa
     tracing.attach(pmm, sink)
     if posted:
         pmm.drop(kv, ticket)
-        _retired_behind_the_mailbox(pmm, kv, ticket)
+        _behind_the_mailbox(pmm, lambda: pmm.cancel_ticket(kv, ticket))
     rec = trace_recorder(pmm)
     with ledger_lock(pmm):  # another thread's event, numbered and queued, not yet delivered by that thread
         seq = rec.record(lambda s: {"contract_revision": "ortmem-ledger/1", "source": rec.source,

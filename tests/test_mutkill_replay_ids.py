@@ -1,12 +1,6 @@
-"""Observed ids to the spec's (`invariants.replay_ids.IdMap`), judged exactly: the mapped id, the binding kept,
-the error raised and its whole message.
-
-Each row builds a small map by hand (`live` says which spec objects the spec still holds) and reads one answer:
-which fields of an action hold ids, the ids inside `victims` and `needs`, an ill-typed id passed through for the
-spec to refuse, an id never issued, a grant's allocation known by the spec's own number when a figure first shows
-it (the `ortmem-manager/1` format has no grant event), and every refusal of `bind`. Written from the mutation
-survivors of `invariants/replay_ids.py`.
-"""
+"""Observed ids to the spec's (`invariants.replay_ids.IdMap`), judged exactly on small maps built by hand: the mapped
+id, the binding kept, the error raised and its whole message. Written from the mutation survivors of
+`invariants/replay_ids.py`."""
 
 from __future__ import annotations
 
@@ -30,8 +24,15 @@ from spec.types import Role, Tier
 UNBOUND = -(10 ** 21)
 
 
-def _map(*live: tuple[str, int]) -> IdMap:
-    return IdMap(lambda kind, spec: (kind, spec) in live)
+def _map(*live: tuple[str, int], bound: tuple[tuple[str, int, int], ...] = ()) -> IdMap:
+    """A map whose spec still holds `live` (kind, spec id), with each (kind, observed id, spec id) in `bound` bound."""
+    ids = IdMap(lambda kind, spec: (kind, spec) in live)
+    for kind, observed, spec in bound:
+        ids.bind(kind, observed, spec)
+    return ids
+
+
+HOLDER_AND_PRESSURE = (("holder", 31, 1), ("pressure", 51, 1))
 
 
 @pytest.fixture
@@ -52,10 +53,7 @@ def test_the_id_fields_of_each_action_class() -> None:
 
 
 def test_an_action_is_mapped_on_first_use_of_its_class(cold: None) -> None:
-    ids = _map()
-    ids.bind("holder", 31, 1)
-    ids.bind("allowance", 41, 1)
-    ids.bind("allowance", 42, 2)
+    ids = _map(bound=(("holder", 31, 1), ("allowance", 41, 1), ("allowance", 42, 2)))
     assert ids.action(A.TransferAllowance(31, 41, 42, 8), strict=True) == A.TransferAllowance(1, 1, 2, 8)
 
 
@@ -63,30 +61,21 @@ def test_an_action_is_mapped_on_first_use_of_its_class(cold: None) -> None:
 
 
 def test_victims_and_needs_are_mapped_id_by_id() -> None:
-    ids = _map()
-    ids.bind("holder", 31, 1)
-    ids.bind("pressure", 51, 1)
-    ids.bind("allocation", 61, 1)
-    ids.bind("allocation", 62, 2)
-    ids.bind("authority", 501, 1)
-    ids.bind("authority", 502, 2)
+    ids = _map(bound=(*HOLDER_AND_PRESSURE, ("allocation", 61, 1), ("allocation", 62, 2), ("authority", 501, 1),
+                      ("authority", 502, 2)))
     assert ids.action(M.Answer(31, 51, (62, 61)), strict=True) == M.Answer(1, 1, (2, 1))
     assert ids.action(M.PlanTx(31, ((501, 4), (502, 8))), strict=True) == M.PlanTx(1, ((1, 4), (2, 8)))
 
 
 def test_ill_typed_victims_and_needs_pass_through_for_the_spec_to_refuse() -> None:
-    ids = _map()
-    ids.bind("holder", 31, 1)
-    ids.bind("pressure", 51, 1)
+    ids = _map(bound=HOLDER_AND_PRESSURE)
     assert ids.action(M.Answer(31, 51, "61"), strict=True) == M.Answer(1, 1, "61")
     assert ids.action(M.PlanTx(31, "501"), strict=True) == M.PlanTx(1, "501")
     assert ids.action(M.PlanTx(31, ((), 501, "x")), strict=True) == M.PlanTx(1, ((), 501, "x"))
 
 
 def test_an_accepted_event_naming_a_victim_or_a_need_never_issued_fails_naming_it() -> None:
-    ids = _map()
-    ids.bind("holder", 31, 1)
-    ids.bind("pressure", 51, 1)
+    ids = _map(bound=HOLDER_AND_PRESSURE)
     with pytest.raises(UnknownObservedId, match=r"^allocation 61, which no event of this trace issued: "
                                                 r"an event is missing$"):
         ids.action(M.Answer(31, 51, (61,)), strict=True)
@@ -99,9 +88,7 @@ def test_an_accepted_event_naming_a_victim_or_a_need_never_issued_fails_naming_i
 
 
 def test_a_bool_or_float_id_is_not_taken_for_the_int_it_equals() -> None:
-    ids = _map()
-    ids.bind("holder", 1, 7)
-    ids.bind("authority", 1, 8)
+    ids = _map(bound=(("holder", 1, 7), ("authority", 1, 8)))
     act = A.Reserve(True, 1.0, Tier.DEVICE, 8, Role.KV)
     assert ids.action(act, strict=True) == act  # nothing mapped: the spec refuses them as ill-typed
     ids.bind("ticket", 107, 1)
@@ -168,8 +155,7 @@ def test_a_figure_first_showing_a_grant_allocation_binds_it_to_its_own_number() 
 
 
 def test_figures_never_issued_raise() -> None:
-    ids = _map()
-    ids.bind("authority", 501, 1)
+    ids = _map(bound=(("authority", 501, 1),))
     with pytest.raises(UnknownObservedId, match=r"^observed authority 9, which no event of this trace issued$"):
         ids.figures("authority", {9: 1, 501: 4})
     assert ids.figures("authority", {501: 4}) == {1: 4}
