@@ -173,14 +173,15 @@ def _plan(cls: type) -> tuple[tuple[str, str, str | None], ...]:
 
 def _counters(state: Any, want: Any) -> Any:
     """`state` with every `next_*` counter (and its components') taken from `want`."""
-    if not attrs.has(type(state)) or type(state) is not type(want):
+    fields = getattr(type(state), "__attrs_attrs__", None)  # `attrs.fields`, read once per call (a hot path)
+    if fields is None or type(state) is not type(want):
         return state
     changes = {}
-    for fld in attrs.fields(type(state)):
+    for fld in fields:
         x, y = getattr(state, fld.name), getattr(want, fld.name)
         if fld.name.startswith("next_") and x != y:
             changes[fld.name] = y
-        elif attrs.has(type(x)):  # a component (the manager's ledger): its own counters
+        elif hasattr(type(x), "__attrs_attrs__"):  # a component (the manager's ledger): its own counters
             z = _counters(x, y)
             if z is not x:
                 changes[fld.name] = z

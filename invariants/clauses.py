@@ -61,10 +61,8 @@ class Clause:
     predicate: str  # the predicate function that evaluates it
     name: str
     statement: str  # the harm it rules out, in the design's words
-
-    @property
-    def key(self) -> str:
-        return f"{self.predicate}.{self.name}"
+    #: "predicate.name": built once (`case` reads it at every evaluation)
+    key: str = attrs.field(init=False, default=attrs.Factory(lambda c: f"{c.predicate}.{c.name}", takes_self=True))
 
     def case(self, held: bool) -> bool:
         """Count one evaluation (and, if `held`, one in which the clause's case occurred); returns `held`."""

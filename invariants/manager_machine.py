@@ -24,13 +24,18 @@ from hypothesis.stateful import initialize, rule
 from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
+from invariants.manager import check_all, check_step, observed_I7_manager
+from invariants.manager_events import situations
 from invariants.manager_pressure_rules import PressureRules
 from invariants.manager_steered_rules import SteeredRules
 from invariants.manager_view_rules import ViewRules
 from invariants.mutation import Mutant
+from invariants.replay_predicates import check_observed_step
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
+from spec.ledger_state import snapshot
+from spec.manager import step
 from spec.manager_parts import holder_refs, pins
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
@@ -48,11 +53,9 @@ class ManagerSpecAdapter(SpecGovernor):
     """The composed spec itself as a manager: for spec-only runs and spec negative controls."""
 
     def __init__(self, guards: GuardSet = ALL_ON) -> None:
-        from spec.manager import step
         super().__init__(step, M.initial(), guards)
 
     def snapshot(self, authority: int) -> Any:
-        from spec.ledger_state import snapshot
         return snapshot(self.state.ledger, authority)
 
 
@@ -68,23 +71,18 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         self.start(type(self).adapter_factory(), M.initial())
 
     def spec_step(self, state: M.Manager, action: Any) -> tuple[M.Manager, Any]:
-        from spec.manager import step
         return step(state, action)
 
     def check_state(self, state: M.Manager) -> None:
-        from invariants.manager import check_all
         check_all(state)
 
     def check_step(self, prev: M.Manager, action: Any, now: M.Manager) -> None:
-        from invariants.manager import check_step, observed_I7_manager
-        from invariants.replay_predicates import check_observed_step
         check_step(prev, action, now, self.last_result)  # the credits an action reports are judged too
         check_observed_step(prev.ledger, action, now.ledger)  # a grant charged what it granted (as replay judges)
         if isinstance(action, M.Press):  # I7: the holder callbacks the adapter saw this step (counted as coverage)
             observed_I7_manager(getattr(self.gov, "delivered", ()))
 
     def situations(self, prev: M.Manager, action: Any, now: M.Manager) -> tuple[str, ...]:
-        from invariants.manager_events import situations
         return situations(prev, action, now)
 
     # --- views of the current abstraction ---------------------------------------

@@ -155,18 +155,20 @@ def _b(charge: int | None) -> str:
     return "nothing (not on the ledger)" if charge is None else f"{charge} B"
 
 
-def _bound(p: Callable[[Any], None], view: Any) -> Callable[[], None]:
-    def run() -> None:
-        p(view)
+def _on(p: Callable[[Any], None], sums: bool) -> Callable[[Any, Any], None]:
+    """`p` on (view, restricted view): the restricted one where `p` sums a ledger's rows against its `used`."""
+    def run(view: Any, restricted: Any) -> None:
+        p(restricted if sums else view)
     run.__name__ = p.__name__
     return run
 
 
-def _split(mod: Any) -> tuple[tuple[str, tuple[tuple[Callable[[Any], None], bool], ...]], ...]:
-    """`mod.STATE_PREDICATES` (invariants.manager) in order, each with whether it sums every row of a ledger against
-    its `used` (the ledger's own I1 sum, the parts' I1 partition)."""
-    return tuple((id, tuple((p, p is mod.state_I1_manager or getattr(p, "__wrapped__", None) is _ledger_state_I1)
-                            for p in preds)) for id, preds in mod.STATE_PREDICATES.items())
+def _split(mod: Any) -> dict[str, tuple[Callable[[Any, Any], None], ...]]:
+    """`mod.STATE_PREDICATES` (invariants.manager) in order, each taking (view, restricted view) (`_on`): the
+    restricted one where it sums every row of a ledger against its `used` (the ledger's own I1 sum, the parts' I1
+    partition). Built once per manager: a check calls them, it builds nothing."""
+    return {id: tuple(_on(p, p is mod.state_I1_manager or getattr(p, "__wrapped__", None) is _ledger_state_I1)
+                      for p in preds) for id, preds in mod.STATE_PREDICATES.items()}
 
 
 def check_state(m: Any, mod: Any, view: Any) -> None:
@@ -192,8 +194,7 @@ def check_state(m: Any, mod: Any, view: Any) -> None:
             out = True
             auths[aid] = attrs.evolve(a, used=a.used - (bk.total - inview.get(aid, 0)))
     restricted = attrs.evolve(view, ledger=attrs.evolve(view.ledger, authorities=auths)) if out else view
-    conjunction({id: tuple(_bound(p, restricted if sums else view) for p, sums in preds)
-                 for id, preds in books.split[1]})
+    conjunction(books.split[1], view, restricted)
 
 
 def view_ids(m: Any, auths: Any, allocs: Any) -> set[int]:

@@ -22,7 +22,7 @@ action's name into a call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import re
@@ -44,7 +44,12 @@ __all__ = ["ManagerAdapter", "STEPS", "commit_limit", "execute", "method_name", 
 
 def method_name(action: Any) -> str:
     """`ReserveGrowth` -> `reserve_growth`."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(action).__name__).lower()
+    return _snake(type(action).__name__)
+
+
+@cache
+def _snake(name: str) -> str:  # once per action class: every checked step asks
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def reserve_tx(pmm: ProcessMemoryManager, tx: int) -> int:
