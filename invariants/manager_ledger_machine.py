@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from invariants._violation import RefinementViolation
-from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
+from invariants.campaign import CampaignStats, ControlResult, run_machine
 from invariants.clauses import recording
 from invariants.ledger import observe_snapshot
-from invariants.manager_machine import AUTHORITIES, ManagerMachine, ManagerSpecAdapter, restrict
+from invariants.manager_machine import AUTHORITIES, ManagerMachine, find_manager_counterexample, restrict
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec.guards import Guard, GuardSet, Layer
@@ -141,5 +141,4 @@ def run_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = Tr
 def find_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
                         refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
     """A ledger negative control; `refimpl_factory(off)` builds the implementation's adapter."""
-    impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
-    return hunt(LedgerMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off), impl=impl)
+    return find_manager_counterexample(g, layer, cfg, refimpl_factory, machine=LedgerMachine)

@@ -491,7 +491,9 @@ def run_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: b
 
 
 def find_manager_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
-                                refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
-    """Switch guard `g` off in `layer` (or run mutant `g`); search for a harm of an ID it protects."""
+                                refimpl_factory: Callable[[GuardSet], Any] | None = None,
+                                machine: type = ManagerMachine) -> ControlResult:
+    """Switch guard `g` off in `layer` (or run mutant `g`) on `machine` (the composed one or a restriction);
+    search for a harm of an ID it protects. `refimpl_factory(off)` builds the implementation's adapter."""
     impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
-    return hunt(ManagerMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off), impl=impl)
+    return hunt(machine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off), impl=impl)

@@ -22,8 +22,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
-from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter, restrict
+from invariants.campaign import CampaignStats, ControlResult, run_machine
+from invariants.manager_machine import ManagerMachine, find_manager_counterexample, restrict
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -165,5 +165,4 @@ def run_pressure_campaign(factory: Callable[[], Any], cfg: settings, *, refine: 
 def find_pressure_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
                                  refimpl_factory: Callable[[GuardSet], Any]) -> ControlResult:
     """Switch guard `g` off in `layer` (or run mutant `g`) on the restricted machine; search for a harm."""
-    return hunt(PressureMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off),
-                impl=lambda off: lambda: refimpl_factory(off))
+    return find_manager_counterexample(g, layer, cfg, refimpl_factory, machine=PressureMachine)

@@ -25,8 +25,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
-from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter, restrict
+from invariants.campaign import CampaignStats, ControlResult, run_machine
+from invariants.manager_machine import ManagerMachine, find_manager_counterexample, restrict
 from invariants.mutation import Mutant
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -178,5 +178,4 @@ def run_tx_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine
 def find_tx_manager_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
                                    refimpl_factory: Callable[[GuardSet], Any]) -> ControlResult:
     """Switch guard `g` off in `layer` (or run mutant `g`) on the restricted machine; search for a harm."""
-    return hunt(TxMachine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off),
-                impl=lambda off: lambda: refimpl_factory(off))
+    return find_manager_counterexample(g, layer, cfg, refimpl_factory, machine=TxMachine)

@@ -23,7 +23,7 @@ from invariants.campaign import (CampaignStats, ControlResult, Search, campaign_
                                  hunt, open_database, run_machine, searching)
 from invariants.checked import CheckedMachine
 from invariants.clauses import CLAUSES, Clause, conjunction
-from invariants import manager_ledger_machine
+from invariants import manager_ledger_machine, manager_machine
 from invariants.manager_ledger_machine import LedgerMachine, find_counterexample, run_campaign
 from invariants.manager_machine import ManagerSpecAdapter
 from invariants.mutation import Mutant
@@ -380,7 +380,7 @@ def test_a_mutant_runs_with_every_guard_on_and_refinement_off() -> None:
 def test_the_ledger_runners_pass_the_ledger_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
     monkeypatch.setattr(manager_ledger_machine, "run_machine", lambda *a, **k: calls.append((a, k)) or "ran")
-    monkeypatch.setattr(manager_ledger_machine, "hunt", lambda *a, **k: calls.append((a, k)) or "hunted")
+    monkeypatch.setattr(manager_machine, "hunt", lambda *a, **k: calls.append((a, k)) or "hunted")
     f = object()
     assert run_campaign(f, CFG) == "ran" and run_campaign(f, CFG, refine=False) == "ran"
     assert calls == [((LedgerMachine, f, CFG), {"refine": True}), ((LedgerMachine, f, CFG), {"refine": False})]

@@ -21,11 +21,10 @@ action's name into a call.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
-
-import re
 
 import attrs
 
