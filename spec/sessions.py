@@ -89,6 +89,11 @@ class Topology:
     arena: int = 0
 
 
+def _names_repr(names: frozenset[str] | None) -> str:
+    """A set of state names printed sorted: a counterexample reads the same in every process (str hashes vary)."""
+    return repr(names) if not names else "frozenset({" + ", ".join(map(repr, sorted(names))) + "})"
+
+
 @attrs.frozen
 class ModelFacts:
     """What the session reporter reports for one model (the session owns nothing: it is a reporter)."""
@@ -96,7 +101,7 @@ class ModelFacts:
     referenced: int  # bytes of the extents the graph references (I8)
     file_bytes: int  # size of the containing files: never admitted
     transient_peak: int
-    loop_carried: frozenset[str]
+    loop_carried: frozenset[str] = attrs.field(repr=_names_repr)
     bytes_per_token: int  # KV bytes per token as held (0 if no KV)
     max_context: int
     bucket: int  # tokens per KV growth step
@@ -109,7 +114,7 @@ class LoadedModel:
     admitted: int  # charged weight + transient bytes; 0 unless managed
     unattributed: int
     prefix_reuse: bool
-    declared: frozenset[str] | None
+    declared: frozenset[str] | None = attrs.field(repr=_names_repr)
     host_mapped: bool
 
 
@@ -199,7 +204,7 @@ class LoadModel:
     name: str
     source: str  # which built model (the implementation resolves it to files)
     facts: ModelFacts
-    declared: frozenset[str] | None  # None: no declaration, compatibility mode (C9)
+    declared: frozenset[str] | None = attrs.field(repr=_names_repr)  # None: no declaration, compatibility mode (C9)
     host_mapped: bool = False
 
 

@@ -11,8 +11,11 @@ Deterministic: no ORT, no Hypothesis.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -457,3 +460,13 @@ def test_observation_cases_occur_only_with_a_subject() -> None:
     assert cases(SP.check_observations, [SP.PaddedTwin("m", 1, 10, 1, 10)]) == set()
     assert cases(SP.check_observations, [SP.PaddedTwin("m", 1, 10, 1, 10), SP.PaddedTwin("n", 1, 10, 1, 11)]) == {
         "observed_I8_padding.dead_space_not_charged"}
+
+
+def test_a_counterexample_prints_the_same_in_every_process() -> None:
+    """Sets of state names print sorted: a control's counterexample must not depend on the process's str hashes."""
+    code = ("from spec import sessions as S; f = S.ModelFacts(1, 2, 3, frozenset('abcdefgh'), 0, 0, 0); "
+            "print(S.LoadModel('m', 'toy', f, frozenset('zyxwvuts')), S.LoadModel('m', 'toy', f, None))")
+    printed = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={"PYTHONHASHSEED": str(seed), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}).stdout for seed in range(4)}
+    assert len(printed) == 1, printed
+    assert "loop_carried=frozenset({'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'})" in printed.pop()
