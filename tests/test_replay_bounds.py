@@ -114,3 +114,20 @@ def test_own_trace_of_long_lists_replays_clean_and_a_wrong_list_fails(case, tmp_
     assert main(["replay", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "REJECTED at line" in out and refusal in out, out
+
+
+
+def test_own_event_past_the_line_bound_is_not_judged_never_rejected(tmp_path, capsys) -> None:
+    """The one bound left on an event: a legal line past MAX_LINE_BYTES (a device lost under 7,000 leases, its
+    charges listed) is not judged (exit 2, a resource bound of the replay), never called a violation."""
+    path = tmp_path / "t.jsonl"
+    with open(path, "w") as f:
+        pmm = ProcessMemoryManager(trace=JsonlSink(f))
+        a, h = pmm.register_authority("hbm0", Tier.DEVICE, 1 << 30), pmm.register_holder("kv")
+        _pages(pmm, h, a, 7000)
+        pmm.lose_device(a)
+    lines = path.read_bytes().splitlines()
+    assert [len(x) > MAX_LINE_BYTES for x in lines].index(True) == len(lines) - 1
+    assert main(["replay", str(path)]) == 2
+    assert capsys.readouterr().out.startswith(f"NOT JUDGED at line {len(lines)} (oversize): line longer than "
+                                              f"{MAX_LINE_BYTES} bytes (a resource bound of the replay, not a violation)")
