@@ -11,7 +11,9 @@ element by element). The old caps (64 per list, 4096 figures) refused all three.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 from invariants.manager_trace import TUPLE_FIELDS
@@ -21,6 +23,7 @@ from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from spec.types import Role, Tier
 
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json").read_text())
 PAGES = 300  # past the 64 a list once held
 LEASES = 4200  # past the 4096 figures an event once held
 
@@ -107,6 +110,7 @@ def test_own_trace_of_long_lists_replays_clean_and_a_wrong_list_fails(case, tmp_
     assert len(_list(ev, field)) >= least
     assert field not in TUPLE_FIELDS or all(type(x) is int for x in _list(ev, field)), "written opaque"
     assert max(len(x.encode()) for x in lines) <= MAX_LINE_BYTES
+    jsonschema.Draft202012Validator(SCHEMA).validate(ev)  # the schema holds no count either
     assert main(["replay", str(good)]) == 0
     assert f"OK: {len(lines)} events replayed clean" in capsys.readouterr().out
     assert sum(edit(e) for e in events) == 1
