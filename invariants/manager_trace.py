@@ -46,8 +46,8 @@ from typing import Any
 
 import attrs
 
-from invariants.trace_format import (ID_FIELDS, KINDS, MAX_TUPLE, OPTIONAL_FIELDS, _exact_int, _opaque, decode_value,
-                                     encode_value, kind_of)
+from invariants.trace_format import (ID_FIELDS, KINDS, OPTIONAL_FIELDS, _exact_int, _opaque, decode_value, encode_value,
+                                     kind_of)
 from spec.grants import GrantTicket
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 from spec.types import MAX_BYTES
@@ -68,7 +68,7 @@ MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACT
 MANAGER_ID_FIELDS = ID_FIELDS | {"ticket", "pressure", "tx", "bundle", "retry"}
 #: The event that names the manager's constants, before a composed trace's first composed event.
 CONFIGURE = "configure"
-#: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), at most this many elements.
+#: Tuple-valued fields: (element arity, 1 = ints, 2 = pairs of ints), of any length (the line's bytes bound it).
 _TUPLES = {"victims": 1, "needs": 2}
 #: Fields that hold tuples (decoded by `decode_field`, not `decode_value`).
 TUPLE_FIELDS = frozenset(_TUPLES)
@@ -102,7 +102,7 @@ def encode_field(name: str, v: Any) -> Any:
     arity = _TUPLES.get(name)
     if arity is None:
         return encode_value(name, v)
-    if type(v) is tuple and len(v) <= MAX_TUPLE:
+    if type(v) is tuple:
         if arity == 1 and all(_exact_int(x) for x in v):
             return list(v)
         if arity == 2 and all(type(p) is tuple and len(p) == 2 and all(_exact_int(x) for x in p) for p in v):
@@ -115,8 +115,8 @@ def decode_field(name: str, v: Any) -> Any:
     arity = _TUPLES.get(name)
     if arity is None or type(v) is dict:
         return decode_value(name, v)
-    if type(v) is not list or len(v) > MAX_TUPLE:
-        raise ValueError(f"{name} must be a list of at most {MAX_TUPLE} elements or an opaque marker")
+    if type(v) is not list:
+        raise ValueError(f"{name} must be a list or an opaque marker")
     if arity == 1 and all(type(x) is int for x in v):
         return tuple(v)
     if arity == 2 and all(type(p) is list and len(p) == 2 and all(type(x) is int for x in p) for p in v):
@@ -138,10 +138,10 @@ def decode_result(v: Any) -> Any:
     """Inverse of `encode_result`; ValueError on anything else."""
     if v is None or type(v) is int:
         return v
-    if type(v) is list and len(v) <= MAX_TUPLE and all(type(x) is int for x in v):
+    if type(v) is list and all(type(x) is int for x in v):
         return tuple(v)
     if (type(v) is dict and set(v) == {"committed", "limit", "completed"} and type(v["committed"]) is bool
-            and type(v["limit"]) is int and type(v["completed"]) is list and len(v["completed"]) <= MAX_TUPLE
+            and type(v["limit"]) is int and type(v["completed"]) is list
             and all(type(p) is list and len(p) == 2 and all(type(x) is int for x in p) for p in v["completed"])):
         return LimitOutcome(v["committed"], v["limit"], tuple(tuple(p) for p in v["completed"]))
     raise ValueError(f"result {v!r:.80} is not an id, a byte count, a list of ids or a limit outcome")
@@ -154,14 +154,14 @@ def encode_bundles(bundles: dict[int, tuple[tuple[int, ...], bool]]) -> dict[str
 
 def decode_bundles(v: Any) -> dict[int, tuple[tuple[int, ...], bool]]:
     """Inverse of `encode_bundles`; ValueError on anything else."""
-    if type(v) is not dict or len(v) > MAX_TUPLE:
-        raise ValueError(f"payload.bundles must be an object of at most {MAX_TUPLE} bundles")
+    if type(v) is not dict:
+        raise ValueError("payload.bundles must be an object")
     out = {}
     for k, b in v.items():
         if not (type(k) is str and k.isdigit() and len(k) <= 20):
             raise ValueError("payload.bundles keys must be integer bundle ids")
         if (type(b) is not dict or set(b) != {"versions", "poisoned"} or type(b["poisoned"]) is not bool
-                or type(b["versions"]) is not list or len(b["versions"]) > MAX_TUPLE
+                or type(b["versions"]) is not list
                 or not all(type(x) is int for x in b["versions"])):
             raise ValueError(f"payload.bundles[{k}] must be {{versions: [int...], poisoned: bool}}")
         out[int(k)] = (tuple(b["versions"]), b["poisoned"])

@@ -49,7 +49,6 @@ __all__ = [
     "OPTIONAL_FIELDS",
     "ENUMS",
     "MAX_LINE_BYTES",
-    "MAX_EVENTS",
     "MAX_SOURCES",
     "MAX_TEXT",
     "kind_of",
@@ -63,13 +62,11 @@ CONTRACT_REVISION = "ortmem-ledger/1"
 #: A declared crash/snapshot boundary: work may legitimately be in flight when the trace ends there.
 BOUNDARY = "boundary"
 
-#: Bounds on untrusted input.
+#: Bounds on untrusted input. A line's bytes bound every list and object in it, so none has a count of its own
+#: (a KV cache answers pressure with as many pages as it holds), and a trace's length has none: replay streams.
 MAX_LINE_BYTES = 64 * 1024
-MAX_EVENTS = 1_000_000
 MAX_SOURCES = 64
 MAX_TEXT = MAX_NAME
-#: Tuple-valued fields (`victims`, `needs`) hold at most this many elements.
-MAX_TUPLE = 64
 #: Integers of more digits are written opaque (and refused by the parser when bare).
 MAX_DIGITS = 20
 

@@ -27,7 +27,7 @@ import attrs
 from invariants.manager_trace import (_TUPLES, CONFIGURE, GRANT, MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION,
                                       MANAGER_REVISION_1)
 from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
-                                     MAX_TEXT, MAX_TUPLE, OPTIONAL_FIELDS)
+                                     MAX_TEXT, OPTIONAL_FIELDS)
 from spec import errors as E
 from spec.types import MAX_BYTES
 
@@ -56,8 +56,8 @@ def _shared_defs() -> dict[str, Any]:
               "properties": {"opaque": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}},
               "description": "a caller value the trace cannot carry exactly (its type name); every spec guard "
                              "refuses it as ill-typed, as the governor refused the original"}
-    ints = {"type": "array", "maxItems": MAX_TUPLE, "items": {"type": "integer"}}
-    figures = {"type": "object", "maxProperties": 4096, "additionalProperties": False,
+    ints = {"type": "array", "items": {"type": "integer"}}
+    figures = {"type": "object", "additionalProperties": False,
                "patternProperties": {"^[0-9]{1,20}$": {"type": "integer"}},
                "description": "id (decimal string) -> bytes, as the governor's own books say after the operation"}
     return {
@@ -74,7 +74,7 @@ def _shared_defs() -> dict[str, Any]:
                "description": "an id the governor issued, any fresh integer (replay maps it per kind to the "
                               "spec's), or whatever the caller passed"},
         "ints": ints,
-        "pairs": {"type": "array", "maxItems": MAX_TUPLE, "items": {**ints, "minItems": 2, "maxItems": 2}},
+        "pairs": {"type": "array", "items": {**ints, "minItems": 2, "maxItems": 2}},
         "figures": figures,
         "verdict": {
             "description": "accepted with no error, or rejected naming a spec error class (and no result)",
@@ -136,7 +136,7 @@ def _outcomes() -> dict[str, Any]:
                        "description": "an issued id, bytes credited, a list of ids, or a limit outcome"},
             "used": {**_ref("figures"), "description": "used of every authority the operation named or changed "
                                                        "(one it changed and leaves out fails the replay)"},
-            "bundles": {"type": "object", "maxProperties": MAX_TUPLE, "additionalProperties": False,
+            "bundles": {"type": "object", "additionalProperties": False,
                         "patternProperties": {"^[0-9]{1,20}$": bundle},
                         "description": "each state bundle the operation named, opened or advanced (I5, I10)"}},
             "the composed revision's outcome: result, used, bundles, after the operation"),
@@ -197,7 +197,8 @@ def json_schema() -> dict[str, Any]:
         "title": "ortmem trace event (one JSON object per line)",
         "description": ("Generated from invariants.trace_schema; regenerate with `ortmem trace --write-schema`. "
                         "Each event's meaning: docs/trace-format.md. "
-                        f"Lines are at most {MAX_LINE_BYTES} bytes; sequence numbers start at 1 per source."),
+                        f"Lines are at most {MAX_LINE_BYTES} bytes, which bounds every list and object in an event "
+                        "(none has a count of its own); sequence numbers start at 1 per source."),
         "type": "object",
         "required": ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"],
         "additionalProperties": False,

@@ -35,7 +35,7 @@ __all__ = ["spec", "explore", "trace", "replay", "demo", "simulate", "view", "se
 
 #: Replay refusals for a resource bound of the checker, not for what the trace says: the trace was not judged,
 #: so they exit 2 (unusable input), never 1 (a violation).
-LIMIT_FAILURES = frozenset({"oversize", "too-many-events", "too-many-sources"})
+LIMIT_FAILURES = frozenset({"oversize", "too-many-sources"})
 
 
 def _error(args: argparse.Namespace, message: str) -> None:

@@ -24,8 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from invariants.trace_format import MAX_EVENTS, MAX_LINE_BYTES
-from refimpl.view_model import build_model
+from invariants.trace_format import MAX_LINE_BYTES
+from refimpl.view_model import MAX_EVENTS, build_model
 from refimpl.view_page import PAGE
 
 __all__ = ["TraceError", "read_events", "timeline_data", "render_html", "write_timeline"]

@@ -30,9 +30,12 @@ import json
 import re
 from typing import Any
 
-__all__ = ["CATEGORIES", "UNATTRIBUTED", "build_model"]
+__all__ = ["CATEGORIES", "UNATTRIBUTED", "MAX_EVENTS", "build_model"]
 
 UNATTRIBUTED = "unattributed"
+#: The page holds (and `ortmem view` embeds) every event at once, so the timeline bounds their number; replay,
+#: which streams, has no such bound.
+MAX_EVENTS = 1_000_000
 #: Event kind -> marker category; any other kind gets a marker only when rejected.
 CATEGORIES: dict[str, str] = {
     **dict.fromkeys(("lose_device", "confirm_termination"),

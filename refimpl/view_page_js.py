@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
-from invariants.trace_format import MAX_EVENTS, MAX_LINE_BYTES
-from refimpl.view_model import CATEGORIES, UNATTRIBUTED
+from invariants.trace_format import MAX_LINE_BYTES
+from refimpl.view_model import CATEGORIES, MAX_EVENTS, UNATTRIBUTED
 
 __all__ = ["MODEL_JS"]
 
