@@ -122,9 +122,9 @@ def _reserve_tx(m: M.Manager, act: M.ReserveTx, guards: GuardSet) -> tuple[M.Man
     if not guards.on("tx_counts_granted"):
         room += sum(t.nbytes for t in m.tickets.values() if t.authority == aid and t.state is TicketState.GRANTED)
         ledger_guards = without_limit_check(guards)
-    if n > room:
-        guards.refuse("room", CapacityDenied(f"authority {aid}: transaction {x.id} needs {n} B, {max(0, room)} B "
-                                             "free (try-only: it never waits)"))
+    if n > room:  # at the ledger Reserve's own site: one refusal, listed once
+        guards.refuse("limit", CapacityDenied(f"authority {aid}: transaction {x.id} needs {n} B, {max(0, room)} B "
+                                              "free (try-only: it never waits)"))
     ledger, alloc = machine.step(m.ledger, A.Reserve(x.holder, aid, a.tier, n, Role.STATE), ledger_guards)
     return evolve(m, ledger=ledger, txs=m.txs.set(x.id, evolve(x, held=x.held + (alloc,)))), alloc
 
