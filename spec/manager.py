@@ -73,8 +73,8 @@ def apply(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> M.Manager:
 def refusals(m: M.Manager, action: Any, guards: GuardSet = ALL_ON) -> tuple[Any, ...]:
     """Every refusal whose precondition holds for `action` in `m`, from `step`'s own checks (`spec.refusals`).
 
-    Complete for the ledger's actions, `Submit` and `Press`; for the other parts' actions a refusal
-    after the first that the step does not pass through `GuardSet.refuse` is not listed (ordered)."""
+    Every check that a later check could follow refuses through `GuardSet.refuse`; the list ends only at an
+    ill-typed argument (checked first, before any state) or a failed lookup whose record the later checks need."""
     return every_refusal(step, m, action, guards)
 
 

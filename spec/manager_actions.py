@@ -12,7 +12,8 @@ This module holds the records and the actions; `spec.manager.step` is the
 transition function; refimpl's composed refinement mapping
 (`refimpl.verify.manager_hooks.abstract_manager(pmm)`) must produce exactly `Manager`.
 
-Semantics, per action (the first failing check decides the typed error;
+Semantics, per action (the first failing check decides `step`'s typed error,
+but any refusal whose precondition holds is legal: `spec.manager.refusals`;
 a rejected action changes nothing):
 
 Ledger actions (`spec.ledger_actions.*`) are `spec.ledger.step` on `ledger`, except:
@@ -81,15 +82,15 @@ waiter stays pending); otherwise the pass grants nothing.
 
 Holder pressure (C5, I6):
   Press(holder, authority, target, priority, deadline) -> pressure id
-    holder known ; authority known ; alias -> InvalidArgument ; ACTIVE
-    (DeviceLost) ; target bytes (InvalidBytes) ; priority an int64, deadline
-    None or an int in [0, 2**63-1] (InvalidArgument). A new OPEN pressure carrying its
+    target bytes (InvalidBytes) ; priority an int64, deadline None or an int
+    in [0, 2**63-1] (InvalidArgument) ; holder known ; authority known ; alias
+    -> InvalidArgument ; ACTIVE (DeviceLost). A new OPEN pressure carrying its
     priority and deadline (C5); deadline None: answerable until it retires.
   Answer(holder, pressure, victims, now) -> bytes released
-    holder known ; pressure issued (UnknownTicket) ; retired -> StaleAnswer
-    (C5: a cancelled, expired or answered pressure's answer credits nothing) ;
-    owner (ForeignHolder) ; victims a tuple of distinct ints (InvalidArgument) ;
-    now None or in [0, 2**63-1] (InvalidArgument) ; the pressure has a deadline and
+    victims a tuple of distinct ints (InvalidArgument) ; now None or in
+    [0, 2**63-1] (InvalidArgument) ; holder known ; pressure issued
+    (UnknownTicket) ; retired -> StaleAnswer (C5: a cancelled, expired or
+    answered pressure's answer credits nothing) ; owner (ForeignHolder) ; the pressure has a deadline and
     `now` is None -> InvalidArgument ; the pressure's generation is older than
     its authority's -> StaleGeneration ; `now > deadline` -> StaleAnswer (C5) ;
     per victim in order: allocation known (UnknownAllocation, retired ->
@@ -108,10 +109,10 @@ Holder pressure (C5, I6):
 
 Capacity transactions (C4, I5): try-only, in authority id order (`spec.manager_tx`).
   PlanTx(holder, needs, priority, retry) -> tx id
-    poisoned -> ManagerPoisoned ; holder known ; needs a non-empty tuple of
-    (authority, nbytes) pairs with distinct authorities (InvalidArgument) ;
-    priority an int64 (InvalidArgument) ; each authority known, canonical
-    (InvalidArgument), ACTIVE (DeviceLost) ; each nbytes (InvalidBytes) ;
+    poisoned -> ManagerPoisoned ; needs a non-empty tuple of (int authority,
+    int nbytes) pairs with distinct authorities (InvalidArgument) ; priority
+    an int64 (InvalidArgument) ; each nbytes (InvalidBytes) ; holder known ;
+    each authority known, canonical (InvalidArgument), ACTIVE (DeviceLost) ;
     retry None or an intent: issued (UnknownIntent), not yet retried
     (InvalidTransition), the holder's own (ForeignHolder). Stored sorted by
     authority id; nothing is held. A fresh tx's submit sequence is its id, age
@@ -153,8 +154,8 @@ UnregisterHolder, ShrinkLease, GrowLease; re-exported here).
 
 Limits (C8, I2): prepare -> pressure -> commit, or keep the old limit.
   PrepareLimit(authority, limit) -> tuple of pressure ids
-    authority known ; alias -> InvalidArgument ; ACTIVE (DeviceLost) ; limit
-    bytes, zero allowed (InvalidBytes) ; limit > capacity -> InvalidBytes ; a
+    limit bytes, zero allowed (InvalidBytes) ; authority known ; alias ->
+    InvalidArgument ; ACTIVE (DeviceLost) ; limit > capacity -> InvalidBytes ; a
     change already pending on it -> InvalidTransition. If `used > limit`, one
     pressure with target `used - limit` is opened for each holder (ascending
     id) that has a LIVE allocation on the authority. The change is recorded.
@@ -181,8 +182,9 @@ Clarifications (spec.manager's reading, where the text above left a choice):
     part check comes next, before the ledger's device, lifecycle and byte-bound
     checks (so a Commit past `reserved` of a ticket's allocation is
     InvalidTransition, not InvalidBytes).
-  * PlanTx checks in two passes over `needs` in the given order: first every
-    authority (known, canonical, ACTIVE, need by need), then every nbytes.
+  * PlanTx checks `needs` in passes, in the given order: every pair's types,
+    every nbytes, then (after the holder) every authority (known, canonical,
+    ACTIVE, need by need).
   * Rounds: "rose" compares `limit - used` before the action with the value
     after the action's own effect, before any round. An action that changes
     nothing (cancel or timeout of a retired ticket) runs no round. A Submit's

@@ -34,7 +34,7 @@ from spec.errors import (
     StaleGeneration,
     UnknownTicket,
 )
-from spec.guards import GuardSet
+from spec.guards import ALL_ON, GuardSet
 from spec.ledger import (_active, _allocation, _authority, _enum, _holder, _holder_allocation, _settle, _transition,
                          check_bytes)
 from spec.ledger_state import Authority
@@ -47,12 +47,12 @@ __all__ = ["PART_HANDLERS", "referenced", "canonical", "without_limit_check", "p
 _T = TicketState
 
 
-def canonical(m: M.Manager, aid: object) -> Authority:
+def canonical(m: M.Manager, aid: object, guards: GuardSet = ALL_ON) -> Authority:
     """A known, canonical authority: the parts act on ledgers, never on alias views."""
     a = _authority(m.ledger, aid)
     if a.alias_of is not None:
-        raise InvalidArgument(f"authority {a.id} is an alias of {a.alias_of}: the manager's parts act on canonical "
-                              f"authorities")
+        guards.refuse("alias", InvalidArgument(f"authority {a.id} is an alias of {a.alias_of}: the manager's parts act on canonical "
+                              f"authorities"))
     return a
 
 
@@ -103,16 +103,19 @@ def _time(v: object, what: str, optional: bool = False) -> int | None:
     raise InvalidArgument(f"{what} must be {'None or ' if optional else ''}an int in [0, 2**63-1], got {v!r:.80}")
 
 
-def check_priority(p: object) -> int:
-    if type(p) is not int or not -MAX_BYTES - 1 <= p <= MAX_BYTES:
-        raise InvalidArgument(f"priority must be an int in [-2**63, 2**63-1], got {p!r:.80}")
+def check_priority(p: object, guards: GuardSet = ALL_ON) -> int:
+    err = InvalidArgument(f"priority must be an int in [-2**63, 2**63-1], got {p!r:.80}")
+    if type(p) is not int:
+        raise err
+    if not -MAX_BYTES - 1 <= p <= MAX_BYTES:
+        guards.refuse("priority", err)
     return p
 
 
-def _owner(record_holder: int, holder: int, what: str) -> None:
+def _owner(record_holder: int, holder: int, what: str, guards: GuardSet) -> None:
     # Verify only the owning holder acts on its ticket or pressure (I6).
     if record_holder != holder:
-        raise ForeignHolder(f"{what} belongs to holder {record_holder}, not {holder}")
+        guards.refuse("owner", ForeignHolder(f"{what} belongs to holder {record_holder}, not {holder}"))
 
 
 # --- requester tickets (I7, I13; bytes through the ledger) -----------------------
@@ -121,10 +124,10 @@ def _owner(record_holder: int, holder: int, what: str) -> None:
 def _request(m: M.Manager, act: M.Submit | M.TryReserve, guards: GuardSet) -> tuple[int, Role, Any, Authority]:
     """Submit's and TryReserve's checks, in order: (nbytes, role, holder, authority)."""
     nbytes = check_bytes(act.nbytes, "nbytes", guards=guards)
-    check_priority(act.priority)
+    check_priority(act.priority, guards)
     role = _enum(act.role, Role, "role")
     h = _holder(m.ledger, act.holder, guards)
-    a = canonical(m, act.authority)
+    a = canonical(m, act.authority, guards)
     _active(a, guards)
     machine.check_alignment(act.alignment, guards)
     # Verify the request can ever fit: a ticket that never fits would wait forever (I13).
@@ -149,8 +152,8 @@ def _try_only(m: M.Manager, a: Authority, nbytes: int, guards: GuardSet) -> None
     free = headroom(m.quotas, m.ledger, a)
     # Verify the allocator path is granted now or refused now, never pending, never ahead of a waiter (I7, I13).
     if (waiting or nbytes > free) and guards.on("try_only"):
-        raise CapacityDenied(f"try-only: {nbytes} B asked, {max(0, free)} B free"
-                             f"{', a ticket is waiting' if waiting else ''}")
+        guards.refuse("room", CapacityDenied(f"try-only: {nbytes} B asked, {max(0, free)} B free"
+                                             f"{', a ticket is waiting' if waiting else ''}"))
 
 
 def _try_reserve(m: M.Manager, act: M.TryReserve, guards: GuardSet) -> tuple[M.Manager, int]:
@@ -164,20 +167,21 @@ def _try_reserve(m: M.Manager, act: M.TryReserve, guards: GuardSet) -> tuple[M.M
 def _set_use(m: M.Manager, act: M.SetUse, guards: GuardSet) -> tuple[M.Manager, None]:
     if type(act.pinned) is not bool or type(act.in_flight) is not bool:
         raise InvalidArgument(f"pinned and in_flight must be bools, got {act.pinned!r:.40}, {act.in_flight!r:.40}")
-    h = _holder(m.ledger, act.holder)
+    h = _holder(m.ledger, act.holder, guards)
     r = _allocation(m.ledger, act.allocation)
-    _owner(r.holder, h.id, f"allocation {r.id}")
+    _owner(r.holder, h.id, f"allocation {r.id}", guards)
     refs = referenced(m)
     if r.state is not AllocState.LIVE or r.id in refs:
         held = f", held by {refs[r.id]}" if r.id in refs else ""
-        raise InvalidTransition(f"allocation {r.id} is {r.state.value}{held}: only a lease has use flags")
+        guards.refuse("lifecycle", InvalidTransition(f"allocation {r.id} is {r.state.value}{held}: only a lease has "
+                                                     "use flags"))
     uses = m.uses.set(r.id, (act.pinned, act.in_flight)) if act.pinned or act.in_flight else (
         m.uses.delete(r.id) if r.id in m.uses else m.uses)
     return evolve(m, uses=uses), None
 
 
 def _reconfigure(m: M.Manager, act: M.Reconfigure, guards: GuardSet) -> tuple[M.Manager, None]:
-    a = canonical(m, act.authority)
+    a = canonical(m, act.authority, guards)
     _active(a, guards)
     tickets = m.tickets
     for t in m.tickets.values():
@@ -189,12 +193,15 @@ def _reconfigure(m: M.Manager, act: M.Reconfigure, guards: GuardSet) -> tuple[M.
 
 
 def _claim(m: M.Manager, act: M.Claim, guards: GuardSet) -> tuple[M.Manager, int]:
-    h = _holder(m.ledger, act.holder)
+    h = _holder(m.ledger, act.holder, guards)
     t = _ticket(m, act.ticket)
     if t is None:
         raise InvalidTransition(f"ticket {act.ticket} is already retired")
-    _owner(t.holder, h.id, f"ticket {t.id}")
-    next_ticket_state(t.state, TicketEvent.CLAIM, f"ticket {t.id}")
+    _owner(t.holder, h.id, f"ticket {t.id}", guards)
+    try:
+        next_ticket_state(t.state, TicketEvent.CLAIM, f"ticket {t.id}")
+    except InvalidTransition as e:
+        guards.refuse("lifecycle", e)
     ledger, alloc = m.ledger, t.allocation
     if alloc is None:  # the grant charged nothing (grant_charges_ledger off): the bytes are taken only now
         tier = _authority(ledger, t.authority).tier
@@ -206,11 +213,11 @@ def _claim(m: M.Manager, act: M.Claim, guards: GuardSet) -> tuple[M.Manager, int
 
 def _retire_ticket(m: M.Manager, act: M.CancelTicket | M.TimeoutTicket, event: TicketEvent,
                    guards: GuardSet) -> tuple[M.Manager, int]:
-    h = _holder(m.ledger, act.holder)
+    h = _holder(m.ledger, act.holder, guards)
     t = _ticket(m, act.ticket)
     if t is None:
         return m, 0  # already retired: nothing is credited a second time (I1, I7)
-    _owner(t.holder, h.id, f"ticket {t.id}")
+    _owner(t.holder, h.id, f"ticket {t.id}", guards)
     next_ticket_state(t.state, event, f"ticket {t.id}")
     tickets = m.tickets.delete(t.id)
     if t.state is _T.PENDING:
@@ -233,49 +240,54 @@ def _timeout_ticket(m: M.Manager, act: M.TimeoutTicket, guards: GuardSet) -> tup
 
 
 def _press(m: M.Manager, act: M.Press, guards: GuardSet) -> tuple[M.Manager, int]:
-    h = _holder(m.ledger, act.holder, guards)
-    a = canonical(m, act.authority)
-    _active(a, guards)
     target = check_bytes(act.target, "target", guards=guards)
-    check_priority(act.priority)
+    check_priority(act.priority, guards)
     deadline = _time(act.deadline, "deadline", optional=True)
+    h = _holder(m.ledger, act.holder, guards)
+    a = canonical(m, act.authority, guards)
+    _active(a, guards)
     p = M.Pressure(m.next_pressure, h.id, a.id, target, False, act.priority, deadline, m.generations.get(a.id, 0))
     return evolve(m, pressures=m.pressures.set(p.id, p), next_pressure=p.id + 1), p.id
 
 
 def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, int]:
-    h = _holder(m.ledger, act.holder)
-    # Verify a retired (answered, cancelled, expired) pressure's answer credits nothing (C5).
-    p = _pressure(m, act.pressure, StaleAnswer)
-    _owner(p.holder, h.id, f"pressure {p.id}")
     victims = act.victims
     if (type(victims) is not tuple or any(type(v) is not int for v in victims)
             or len(set(victims)) != len(victims)):
         raise InvalidArgument(f"victims must be a tuple of distinct ints, got {victims!r:.80}")
     now = _time(act.now, "now", optional=True)
+    h = _holder(m.ledger, act.holder, guards)
+    # Verify a retired (answered, cancelled, expired) pressure's answer credits nothing (C5).
+    p = _pressure(m, act.pressure, StaleAnswer)
+    _owner(p.holder, h.id, f"pressure {p.id}", guards)
     if p.deadline is not None and now is None:
-        raise InvalidArgument(f"pressure {p.id} is due at {p.deadline}: its answer says when it was given (now)")
+        guards.refuse("now", InvalidArgument(f"pressure {p.id} is due at {p.deadline}: its answer says when it was "
+                                             "given (now)"))
     # Verify an answer to a pressure of an older generation credits nothing (C5: the topology changed).
     current = m.generations.get(p.authority, 0)
     if p.generation != current and guards.on("answer_open_only"):
-        raise StaleGeneration(f"pressure {p.id} is of generation {p.generation}; authority {p.authority} is at "
-                              f"{current}")
+        guards.refuse("generation", StaleGeneration(f"pressure {p.id} is of generation {p.generation}; authority "
+                                                    f"{p.authority} is at {current}"))
     # Verify an answer past the pressure's deadline credits nothing (C5: the requester has moved on).
-    if p.deadline is not None and now > p.deadline and guards.on("answer_open_only"):
-        raise StaleAnswer(f"pressure {p.id} was due at {p.deadline}; answered at {now}, it credits nothing")
+    if p.deadline is not None and now is not None and now > p.deadline and guards.on("answer_open_only"):
+        guards.refuse("late", StaleAnswer(f"pressure {p.id} was due at {p.deadline}; answered at {now}, it credits "
+                                          "nothing"))
     refs = referenced(m)
     for v in victims:
         r = _allocation(m.ledger, v)
-        _owner(r.holder, h.id, f"allocation {v}")
+        _owner(r.holder, h.id, f"allocation {v}", guards)
         if r.authority != p.authority:
-            raise InvalidArgument(f"allocation {v} is on authority {r.authority}, not pressure {p.id}'s {p.authority}")
+            guards.refuse("victim", InvalidArgument(f"allocation {v} is on authority {r.authority}, not pressure "
+                                                    f"{p.id}'s {p.authority}"))
         # Verify a holder gives back only its own free live leases, never bytes a part holds (C5, I6).
         if r.state is not AllocState.LIVE or v in refs:
             held = f", held by {refs[v]}" if v in refs else ""
-            raise InvalidTransition(f"allocation {v} is {r.state.value}{held}: only a free live lease can be given back")
+            guards.refuse("lifecycle", InvalidTransition(f"allocation {v} is {r.state.value}{held}: only a free "
+                                                         "live lease can be given back"))
         # Verify a pinned or in-flight lease is never reclaimed (I6).
         if v in m.uses and guards.on("victims_unpinned_idle"):
-            raise PinnedVictim(f"allocation {v} is {'pinned' if m.uses[v][0] else 'in flight'}; never reclaimed")
+            guards.refuse("pinned", PinnedVictim(f"allocation {v} is {'pinned' if m.uses[v][0] else 'in flight'}; "
+                                                 "never reclaimed"))
     next_pressure_state(PressureState.OPEN, PressureEvent.ANSWER, f"pressure {p.id}")
     ledger, released = m.ledger, 0
     for v in victims:
@@ -298,7 +310,7 @@ def _expire_pressure(m: M.Manager, act: M.ExpirePressure, guards: GuardSet) -> t
     now = _time(act.now, "now")
     p = _pressure(m, act.pressure)
     if p.deadline is None or now <= p.deadline:
-        raise InvalidTransition(f"pressure {p.id} is due at {p.deadline}; not expired at {now}")
+        guards.refuse("due", InvalidTransition(f"pressure {p.id} is due at {p.deadline}; not expired at {now}"))
     next_pressure_state(PressureState.OPEN, PressureEvent.EXPIRE, f"pressure {p.id}")
     return evolve(m, pressures=m.pressures.delete(p.id)), None
 
@@ -307,13 +319,15 @@ def _expire_pressure(m: M.Manager, act: M.ExpirePressure, guards: GuardSet) -> t
 
 
 def _prepare_limit(m: M.Manager, act: M.PrepareLimit, guards: GuardSet) -> tuple[M.Manager, tuple[int, ...]]:
-    a = canonical(m, act.authority)
-    _active(a)
-    limit = check_bytes(act.limit, "limit", allow_zero=True)
+    limit = check_bytes(act.limit, "limit", allow_zero=True, guards=guards)
+    a = canonical(m, act.authority, guards)
+    _active(a, guards)
     if limit > a.capacity:
-        raise InvalidBytes(f"limit {limit} B exceeds authority {a.id}'s capacity of {a.capacity} B")
+        guards.refuse("capacity", InvalidBytes(f"limit {limit} B exceeds authority {a.id}'s capacity of "
+                                               f"{a.capacity} B"))
     if a.id in m.changes:
-        raise InvalidTransition(f"authority {a.id} already has a limit change pending (to {m.changes[a.id].target} B)")
+        guards.refuse("pending", InvalidTransition(f"authority {a.id} already has a limit change pending (to "
+                                                   f"{m.changes[a.id].target} B)"))
     pressures, pid, opened = m.pressures, m.next_pressure, []
     if a.used > limit:
         holders = sorted({r.holder for r in m.ledger.allocations.values()
@@ -413,14 +427,16 @@ def _shrink_lease(m: M.Manager, act: M.ShrinkLease, guards: GuardSet) -> tuple[M
     refs = referenced(m)
     # Verify no one shrinks bytes a ticket, a transaction or a view holds: that part owns them (I1, C6).
     if rec.id in refs:
-        raise InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through that part")
+        guards.refuse("part", InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through "
+                                                "that part"))
     new = _transition(rec, AllocEvent.SHRINK, AllocState.LIVE, guards)
     # Verify a pinned or in-flight lease keeps its bytes: they are in use (I6).
     if rec.id in m.uses:
-        raise PinnedVictim(f"allocation {rec.id} is {'pinned' if m.uses[rec.id][0] else 'in flight'}; never shrunk")
+        guards.refuse("pinned", PinnedVictim(f"allocation {rec.id} is "
+                                             f"{'pinned' if m.uses[rec.id][0] else 'in flight'}; never shrunk"))
     if nbytes >= rec.nbytes:
-        raise InvalidBytes(f"allocation {rec.id}: shrinking {nbytes} B of its {rec.nbytes} B leaves nothing; "
-                           "release it instead")
+        guards.refuse("shrink", InvalidBytes(f"allocation {rec.id}: shrinking {nbytes} B of its {rec.nbytes} B "
+                                             "leaves nothing; release it instead"))
     ledger = _settle(m.ledger, rec, new, rec.charge - nbytes, nbytes=rec.nbytes - nbytes)
     return evolve(m, ledger=ledger), None
 
@@ -431,7 +447,8 @@ def _grow_lease(m: M.Manager, act: M.GrowLease, guards: GuardSet) -> tuple[M.Man
     refs = referenced(m)
     # Verify no one grows bytes a ticket, a transaction or a view holds: that part owns them (I1, C6).
     if rec.id in refs:
-        raise InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through that part")
+        guards.refuse("part", InvalidTransition(f"allocation {rec.id} is held by {refs[rec.id]}: settle it through "
+                                                "that part"))
     new = _transition(rec, AllocEvent.GROW, AllocState.LIVE, guards)
     a = m.ledger.authorities[rec.authority]
     _active(a, guards)

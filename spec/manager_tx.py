@@ -68,14 +68,14 @@ def _tx(m: M.Manager, xid: object) -> M.Tx:
     return x
 
 
-def _intent(m: M.Manager, iid: object, holder: int) -> M.Intent:
+def _intent(m: M.Manager, iid: object, holder: int, guards: GuardSet) -> M.Intent:
     i = m.intents.get(iid) if type(iid) is int else None
     if i is None:
         if type(iid) is int and 1 <= iid < m.next_tx and iid not in m.txs:
             raise InvalidTransition(f"intent {iid} was already retried (or its transaction committed)")
         raise UnknownIntent(f"intent {iid!r} was never left by an abort")
     if i.holder != holder:
-        raise ForeignHolder(f"intent {i.id} belongs to holder {i.holder}, not {holder}")
+        guards.refuse("owner", ForeignHolder(f"intent {i.id} belongs to holder {i.holder}, not {holder}"))
     return i
 
 
@@ -83,18 +83,20 @@ def _intent(m: M.Manager, iid: object, holder: int) -> M.Intent:
 
 
 def _plan_tx(m: M.Manager, act: M.PlanTx, guards: GuardSet) -> tuple[M.Manager, int]:
-    h = _holder(m.ledger, act.holder)
     needs = act.needs
-    if (type(needs) is not tuple or not needs or any(type(n) is not tuple or len(n) != 2 for n in needs)
-            or any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs)))):
-        raise InvalidArgument(f"needs must be a non-empty tuple of (authority, nbytes) pairs with distinct "
+    # The arguments' types first, before any state is looked at: an ill-typed need is bad input whatever the state.
+    if (type(needs) is not tuple or not needs
+            or any(type(n) is not tuple or len(n) != 2 or type(n[0]) is not int or type(n[1]) is not int for n in needs)
+            or len({aid for aid, _ in needs}) != len(needs)):
+        raise InvalidArgument(f"needs must be a non-empty tuple of (int authority, int nbytes) pairs with distinct "
                               f"authorities, got {needs!r:.80}")
-    check_priority(act.priority)
-    for aid, _ in needs:
-        _active(canonical(m, aid))
+    check_priority(act.priority, guards)
     for _, n in needs:
-        check_bytes(n, "nbytes")
-    intent = None if act.retry is None else _intent(m, act.retry, h.id)
+        check_bytes(n, "nbytes", guards=guards)
+    h = _holder(m.ledger, act.holder, guards)
+    for aid, _ in needs:
+        _active(canonical(m, aid, guards), guards)
+    intent = None if act.retry is None else _intent(m, act.retry, h.id, guards)
     xid = m.next_tx
     # Verify a retry takes back its intent's place: submit sequence, priority and age (C4, I13).
     if intent is not None and guards.on("retry_keeps_identity"):
@@ -114,15 +116,15 @@ def _reserve_tx(m: M.Manager, act: M.ReserveTx, guards: GuardSet) -> tuple[M.Man
         raise InvalidTransition(f"transaction {x.id} already holds every need")
     aid, n = x.needs[len(x.held)]
     a = _authority(m.ledger, aid)
-    _active(a)
+    _active(a, guards)
     room, ledger_guards = headroom(m.quotas, m.ledger, a), guards
     # Verify the headroom counts bytes granted to unclaimed tickets: they are already the ledger's (I1, I2).
     if not guards.on("tx_counts_granted"):
         room += sum(t.nbytes for t in m.tickets.values() if t.authority == aid and t.state is TicketState.GRANTED)
         ledger_guards = without_limit_check(guards)
-    if n > room:
-        raise CapacityDenied(f"authority {aid}: transaction {x.id} needs {n} B, {max(0, room)} B free "
-                             f"(try-only: it never waits)")
+    if n > room:  # at the ledger Reserve's own site: one refusal, listed once
+        guards.refuse("limit", CapacityDenied(f"authority {aid}: transaction {x.id} needs {n} B, {max(0, room)} B "
+                                              "free (try-only: it never waits)"))
     ledger, alloc = machine.step(m.ledger, A.Reserve(x.holder, aid, a.tier, n, Role.STATE), ledger_guards)
     return evolve(m, ledger=ledger, txs=m.txs.set(x.id, evolve(x, held=x.held + (alloc,)))), alloc
 
@@ -130,7 +132,8 @@ def _reserve_tx(m: M.Manager, act: M.ReserveTx, guards: GuardSet) -> tuple[M.Man
 def _commit_tx(m: M.Manager, act: M.CommitTx, guards: GuardSet) -> tuple[M.Manager, tuple[int, ...]]:
     x = _tx(m, act.tx)
     if len(x.held) != len(x.needs):
-        raise InvalidTransition(f"transaction {x.id} holds {len(x.held)} of its {len(x.needs)} needs")
+        guards.refuse("held", InvalidTransition(f"transaction {x.id} holds {len(x.held)} of its {len(x.needs)} "
+                                                "needs"))
     bundles = m.bundles
     if x.bundle is not None:
         b = bundles[x.bundle]
@@ -140,7 +143,7 @@ def _commit_tx(m: M.Manager, act: M.CommitTx, guards: GuardSet) -> tuple[M.Manag
         versions = tuple(v + 1 if guards.on("atomic_bundle") or i == 0 else v for i, v in enumerate(b.versions))
         bundles = bundles.set(b.id, evolve(b, versions=versions))
     ledger = m.ledger
-    for (_, n), alloc in zip(x.needs, x.held):
+    for (_, n), alloc in zip(x.needs, x.held):  # (only the held needs, where "held" was waived)
         ledger = machine.step(ledger, A.Commit(x.holder, alloc, n), guards)[0]
     return evolve(m, ledger=ledger, txs=m.txs.delete(x.id), bundles=bundles), x.held
 
@@ -176,7 +179,7 @@ def _join_bundle(m: M.Manager, act: M.JoinBundle, guards: GuardSet) -> tuple[M.M
     x = _tx(m, act.tx)
     b = _bundle(m, act.bundle)
     if x.bundle is not None:
-        raise InvalidTransition(f"transaction {x.id} is already in bundle {x.bundle}")
+        guards.refuse("bundle", InvalidTransition(f"transaction {x.id} is already in bundle {x.bundle}"))
     if b.poisoned:
         raise BundlePoisoned(f"bundle {b.id} is poisoned; the engine must rebuild it")
     return evolve(m, txs=m.txs.set(x.id, evolve(x, bundle=b.id))), None

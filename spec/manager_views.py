@@ -44,17 +44,17 @@ def _view(m: M.Manager, vid: object) -> M.View:
     return v
 
 
-def _mapped(v: M.View) -> None:
+def _mapped(v: M.View, guards: GuardSet) -> None:
     if v.state is not ViewState.MAPPED:
-        raise DeviceLost(f"view {v.id} is invalid: its device context was lost")
+        guards.refuse("mapped", DeviceLost(f"view {v.id} is invalid: its device context was lost"))
 
 
 def _publish_view(m: M.Manager, act: M.PublishView, guards: GuardSet) -> tuple[M.Manager, int]:
     x = _tx(m, _int_id(act.tx, "tx"))
     # Verify the provisional view is published only when every need is held (C4).
     if len(x.held) != len(x.needs) and guards.on("publish_after_all_held"):
-        raise InvalidTransition(f"transaction {x.id} holds {len(x.held)} of its {len(x.needs)} needs: "
-                                "no view before every need is held")
+        guards.refuse("held", InvalidTransition(f"transaction {x.id} holds {len(x.held)} of its {len(x.needs)} "
+                                                "needs: no view before every need is held"))
     if any(v.tx == x.id for v in m.views.values()):
         raise InvalidTransition(f"transaction {x.id} has already published its view")
     v = M.View(m.next_view, x.id, x.needs[0][0], x.held[0] if x.held else None, 1, ViewState.MAPPED, ())
@@ -68,23 +68,24 @@ def _execute_view(m: M.Manager, act: M.ExecuteView, guards: GuardSet) -> tuple[M
         raise InvalidArgument(f"generation must be an int >= 1, got {act.generation!r:.80}")
     x = _tx(m, act.tx)
     v = _view(m, act.view)
-    _mapped(v)
+    _mapped(v, guards)
     if not any(w.tx == x.id for w in m.views.values()):
-        raise InvalidTransition(f"transaction {x.id} has published no view: it cannot execute")
+        guards.refuse("published", InvalidTransition(f"transaction {x.id} has published no view: it cannot execute"))
     if v.tx != x.id and v.tx in m.txs:
-        raise InvalidArgument(f"view {v.id} is the provisional view of transaction {v.tx}")
+        guards.refuse("provisional", InvalidArgument(f"view {v.id} is the provisional view of transaction {v.tx}"))
     if any(u == x.id for u, _ in v.users):
-        raise InvalidTransition(f"transaction {x.id} already binds view {v.id}")
+        guards.refuse("bound", InvalidTransition(f"transaction {x.id} already binds view {v.id}"))
     # Verify the view is named by its current mapping generation (C6).
     if act.generation != v.generation and guards.on("current_generation"):
-        raise StaleGeneration(f"view {v.id} is at generation {v.generation}, not {act.generation}")
+        guards.refuse("generation", StaleGeneration(f"view {v.id} is at generation {v.generation}, not "
+                                                    f"{act.generation}"))
     nv = evolve(v, users=tuple(sorted(v.users + ((x.id, act.generation),))))
     return evolve(m, views=m.views.set(v.id, nv)), None
 
 
 def _remap_view(m: M.Manager, act: M.RemapView, guards: GuardSet) -> tuple[M.Manager, int]:
     v = _view(m, act.view)
-    _mapped(v)
+    _mapped(v, guards)
     # Verify a view is remapped only while no execution binds it (I9).
     if v.users and guards.on("remap_when_idle"):
         raise ViewInUse(f"view {v.id} is bound to execution(s) {[u for u, _ in v.users]}")
@@ -95,7 +96,8 @@ def _remap_view(m: M.Manager, act: M.RemapView, guards: GuardSet) -> tuple[M.Man
 def _drop_view(m: M.Manager, act: M.DropView, guards: GuardSet) -> tuple[M.Manager, None]:
     v = _view(m, act.view)
     if v.tx in m.txs:
-        raise InvalidTransition(f"view {v.id} is the provisional view of open transaction {v.tx}: AbortTx drops it")
+        guards.refuse("provisional", InvalidTransition(f"view {v.id} is the provisional view of open transaction "
+                                                       f"{v.tx}: AbortTx drops it"))
     # Verify a view is dropped only while no execution binds it: none is left reading a torn-down mapping (I9).
     if v.users:
         raise ViewInUse(f"view {v.id} is bound to execution(s) {[u for u, _ in v.users]}")

@@ -477,8 +477,8 @@ def test_replay_accepts_the_refusal_of_needs_and_victims_it_cannot_carry() -> No
     h = pmm.register_holder("kv")
     a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     pid = pmm.open_pressure(h, a, 1)
-    for call, error in [(lambda: pmm.plan_tx(h, ((True, 1),)), "UnknownAuthority"),
-                        (lambda: pmm.plan_tx(h, ((a, 1.5),)), "InvalidBytes"),
+    for call, error in [(lambda: pmm.plan_tx(h, ((True, 1),)), "InvalidArgument"),  # ill-typed needs: refused as
+                        (lambda: pmm.plan_tx(h, ((a, 1.5),)), "InvalidArgument"),  # such, as the spec does
                         (lambda: pmm.answer(h, pid, (10**30,)), "UnknownAllocation")]:
         try:
             call()

@@ -70,3 +70,22 @@ def test_a_dropped_view_and_a_lost_devices_view_are_refused_naming_the_view() ->
     lost = _run((*SETUP, A.LoseDevice(DEV)))
     with pytest.raises(DeviceLost, match=r"^view 1 is invalid: its device context was lost$"):
         MG.step(lost, M.RemapView(1))
+
+
+def _sites(m: M.Manager, act: Any) -> list[tuple[str, Any]]:
+    return [(type(e).__name__, getattr(e, "site", None)) for e in MG.refusals(m, act)]
+
+
+def test_every_refusal_of_a_view_action_at_its_own_site(setup: M.Manager) -> None:
+    """`spec.manager.refusals` (issue #21, D11): each view check whose refusal a later one can follow is its own
+    waivable site, so every refusal whose precondition holds is listed, once."""
+    assert _sites(setup, M.ExecuteView(3, 2, 5)) == [("InvalidTransition", "published"),
+                                                     ("InvalidArgument", "provisional"),
+                                                     ("StaleGeneration", "generation")]
+    assert _sites(setup, M.ExecuteView(2, 1, 2)) == [("InvalidTransition", "bound"), ("StaleGeneration", "generation")]
+    assert _sites(setup, M.PublishView(3)) == [("InvalidTransition", "held")]
+    assert _sites(setup, M.DropView(2)) == [("InvalidTransition", "provisional")]
+    assert _sites(setup, M.DropView(1)) == [("ViewInUse", None)]
+    lost = MG.step(setup, A.LoseDevice(DEV))[0]  # view 1 invalid; transaction 2 (bound to it) aborted
+    assert _sites(lost, M.ExecuteView(4, 1, 2)) == [("DeviceLost", "mapped"), ("StaleGeneration", "generation")]
+    assert _sites(lost, M.RemapView(1)) == [("DeviceLost", "mapped")]

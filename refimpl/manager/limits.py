@@ -47,11 +47,11 @@ class Limits:
 
     # The `PrepareLimit` step: returns the pressure tickets it opened (none if used fits).
     def _prepare(self, authority: int, limit: int) -> tuple[int, ...]:
+        _nbytes(limit, "limit", zero_ok=True)  # the argument first, before any state is looked at
         a = self._auth(authority)
         if a.alias_of is not None:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; its limit is its ledger's")
         self._require_active(a)
-        _nbytes(limit, "limit", zero_ok=True)
         if limit > a.capacity:
             raise InvalidBytes(f"authority {a.id}: a {limit} B limit exceeds its {a.capacity} B capacity")
         if a.change is not None:

@@ -118,14 +118,14 @@ class Pressures:
         return self._run(M.Press, self._ms_auth1, self._press, holder, authority, target, priority, deadline)
 
     def _press(self, holder: int, authority: int, target: int, priority: int, deadline: int | None) -> int:
+        _nbytes(target, "target")  # the arguments first, before any state is looked at
+        check_priority(priority)
+        check_time(deadline, "deadline", optional=True)
         self._holder(holder)
         a = self._auth(authority)
         if a.alias_of is not None:
             raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; pressure names the canonical ledger")
         self._require_active(a)
-        _nbytes(target, "target")
-        check_priority(priority)
-        check_time(deadline, "deadline", optional=True)
         return self._open(holder, a, target, False, priority, deadline)
 
     def _open(self, holder: int, a: _Auth, target: int, change: bool, priority: int = 0,
@@ -149,6 +149,9 @@ class Pressures:
         return self._run(M.Answer, self._ms_answer, self._answer, holder, pressure, victims, now)
 
     def _answer(self, holder: int, pressure: int, victims: tuple[int, ...], now: int | None) -> int:
+        if type(victims) is not tuple or any(type(v) is not int for v in victims) or len(set(victims)) != len(victims):
+            raise InvalidArgument(f"victims must be a tuple of distinct allocation ids, got {victims!r:.80}")
+        check_time(now, "now", optional=True)  # the arguments first, before any state is looked at
         self._holder(holder)
         if type(pressure) is not int or not 1 <= pressure < self._next_pressure:
             raise UnknownTicket(f"pressure ticket {pressure!r} was never issued")
@@ -157,9 +160,6 @@ class Pressures:
             raise StaleAnswer(f"pressure ticket {pressure} is closed; the answer credits nothing")
         if r.holder != holder:
             raise ForeignHolder(f"pressure ticket {r.id} went to holder {r.holder}, not {holder}")
-        if type(victims) is not tuple or any(type(v) is not int for v in victims) or len(set(victims)) != len(victims):
-            raise InvalidArgument(f"victims must be a tuple of distinct allocation ids, got {victims!r:.80}")
-        check_time(now, "now", optional=True)
         if r.deadline is not None and now is None:
             raise InvalidArgument(f"pressure ticket {r.id} is due at {r.deadline}: the answer must say its time")
         if r.generation != r.auth.generation and self._guards.on("answer_open_only"):  # C5: the topology changed

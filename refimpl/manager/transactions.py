@@ -117,21 +117,23 @@ class Transactions:
 
     def _plan(self, holder: int, needs: tuple[tuple[int, int], ...], priority: int, retry: int | None) -> int:
         self._grants()
-        self._holder(holder)
+        # The arguments first, before any state is looked at (the spec's order for ill-typed input).
         if (type(needs) is not tuple or not needs
-                or any(type(n) is not tuple or len(n) != 2 for n in needs)):
-            raise InvalidArgument(f"needs must be a non-empty tuple of (authority, nbytes) pairs, got {needs!r:.80}")
-        # Pairwise equality, not a set: an unhashable authority is then refused by the lookup below.
-        if any(needs[i][0] == needs[j][0] for i in range(len(needs)) for j in range(i + 1, len(needs))):
+                or any(type(n) is not tuple or len(n) != 2 or type(n[0]) is not int or type(n[1]) is not int
+                       for n in needs)):
+            raise InvalidArgument(f"needs must be a non-empty tuple of (int authority, int nbytes) pairs, "
+                                  f"got {needs!r:.80}")
+        if len({aid for aid, _ in needs}) != len(needs):
             raise InvalidArgument(f"needs must name distinct authorities, got {needs!r:.80}")
         check_priority(priority)
+        for _, n in needs:
+            _nbytes(n, "nbytes")
+        self._holder(holder)
         for aid, _ in needs:
             a = self._auth(aid)
             if a.alias_of is not None:
                 raise InvalidArgument(f"authority {a.id} is a view of {a.alias_of}; a transaction names canonical ledgers")
             self._require_active(a)
-        for _, n in needs:
-            _nbytes(n, "nbytes")
         place = None if retry is None else self._place(holder, retry)
         t = _Tx(self._next_tx, holder, needs, priority)
         self._next_tx += 1

@@ -15,7 +15,8 @@ PRESSURE_MUTANTS: tuple[Mutant, ...] = (
            "an answer given after its pressure's deadline still releases the holder's leases: the requester has "
            "moved on, and the bytes are lost to the holder for nothing"),
     Mutant("spec_late_answer_credited", ("C5",), "pressure", S, SPARTS,
-           'if p.deadline is not None and now > p.deadline and guards.on("answer_open_only"):', "if False:",
+           'if p.deadline is not None and now is not None and now > p.deadline and guards.on("answer_open_only"):',
+           "if False:",
            "the spec lets an answer after its pressure's deadline release the holder's leases"),
     Mutant("pinned_lease_reclaimed", ("I6",), "pressure", R, MPRE,
            '(rec.pinned or rec.in_flight) and self._guards.on("victims_unpinned_idle")', "False",

@@ -42,7 +42,7 @@ TX_MUTANTS: tuple[Mutant, ...] = (
            "holds bytes that are not its needs'", _C),
     # --- device loss and termination (C3) ---------------------------------------------------------------------
     Mutant("plan_on_lost_context", ("C3",), "transactions", R, MTX,
-           "    self._require_active(a)\n        for _, n in needs:", "for _, n in needs:",
+           "    self._require_active(a)\n        place = None if retry", "place = None if retry",
            "planning does not check that the authorities' contexts are still active: a lost context gets new work", _C),
     Mutant("loss_refunds_committed", ("C3",), "transactions", R, MDEV,
            "rec.state = AllocState.DEVICE_LOST",

@@ -140,3 +140,118 @@ def test_composed_replay_accepts_exactly_the_applicable_refusals(error: str, ok:
 def test_composed_legal_refusal_that_changed_used_is_rejected() -> None:
     r = replay_manager_lines(_composed("DeviceLost", used_after=20))
     assert not r.ok and r.line == 7, r.describe()
+
+
+# --- every composed action (issue #21 item 3; audit21 items 2, 6) -----------------------------------------------
+
+
+def _refimpl_trace(body) -> tuple[list[dict], str]:
+    """refimpl's own trace of `body` (a refused call last, after two authorities, two holders and a lease of h1's)
+    and the error refimpl refused it with."""
+    from refimpl.manager import ProcessMemoryManager
+    from refimpl.tracing import boundary
+    events: list[dict] = []
+    pmm = ProcessMemoryManager(trace=events.append)
+    a = pmm.register_authority("hbm0", Tier.DEVICE, 100)
+    b = pmm.register_authority("hbm1", Tier.DEVICE, 100)
+    h1, h2 = pmm.register_holder("kv"), pmm.register_holder("w")
+    lease = pmm.reserve(h1, a, Tier.DEVICE, 10, Role.KV)
+    pmm.commit(h1, lease, 10)
+    with pytest.raises(E.GovernorError) as refused:
+        body(pmm, a, b, h1, h2, lease)
+    boundary(pmm)
+    return events, type(refused.value).__name__
+
+
+def _replay_with(events: list[dict], error: str):
+    """The trace with its last refusal's recorded error replaced by `error`, replayed."""
+    events = json.loads(json.dumps(events))
+    [e for e in events if e["payload"].get("outcome") == "rejected"][-1]["payload"]["error"] = error
+    return replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+
+
+_PERMUTED = {  # the call, then every refusal whose precondition holds; then one whose precondition does not
+    "plan_tx(lost, 0 B)": (lambda p, a, b, h1, h2, l: (p.lose_device(b), p.plan_tx(h1, ((b, 0),))),
+                           {"InvalidBytes", "DeviceLost"}, "CapacityDenied"),
+    "plan_tx(unknown holder, alias-free lost, 0 B)": (
+        lambda p, a, b, h1, h2, l: (p.lose_device(b), p.plan_tx(99, ((a, 1), (b, 0)))),
+        {"InvalidBytes", "UnknownHolder", "DeviceLost"}, "InvalidArgument"),
+    "lower_limit(lost, 101 B > capacity)": (lambda p, a, b, h1, h2, l: (p.lose_device(b), p.lower_limit(b, 101)),
+                                           {"InvalidBytes", "DeviceLost"}, "InvalidTransition"),
+    "set_use(foreign holder, quarantined lease)": (
+        lambda p, a, b, h1, h2, l: (p.quarantine(h1, l, 4), p.set_use(h2, l, True, False)),
+        {"ForeignHolder", "InvalidTransition"}, "UnknownHolder"),
+    "shrink_lease(foreign holder, in-flight lease, all of it)": (
+        lambda p, a, b, h1, h2, l: (p.set_use(h1, l, False, True), p.shrink_lease(h2, l, 10)),
+        {"ForeignHolder", "PinnedVictim", "InvalidBytes"}, "DeviceLost"),
+    # A retired lease's record is gone from the ledger (spec and refimpl alike): its owner is not known, so
+    # ForeignHolder's precondition cannot be established; the lookup's InvalidTransition is the only refusal.
+    "set_use(foreign holder, released lease)": (
+        lambda p, a, b, h1, h2, l: (p.release(h1, l), p.set_use(h2, l, True, False)),
+        {"InvalidTransition"}, "ForeignHolder"),
+}
+
+
+@pytest.mark.parametrize("case", list(_PERMUTED))
+def test_composed_refusals_replay_clean_with_any_applicable_error(case: str) -> None:
+    body, legal, illegal = _PERMUTED[case]
+    events, raised = _refimpl_trace(body)
+    assert raised in legal
+    for error in sorted(legal):
+        r = _replay_with(events, error)
+        assert r.ok, (error, r.describe())
+    r = _replay_with(events, illegal)
+    assert not r.ok and r.failure == "refinement" and f"rejected with {illegal}" in r.message, r.describe()
+
+
+@pytest.mark.parametrize("nbytes", [7.0, "8", True, 2**64])
+def test_an_ill_typed_need_on_a_lost_device_is_refused_as_such_and_replays_clean(nbytes: object) -> None:
+    """audit21 item 6 (scratch/planlost.py): refimpl refused plan_tx by the device, the trace could not say why."""
+    events, raised = _refimpl_trace(lambda p, a, b, h1, h2, l: (p.lose_device(b), p.plan_tx(h1, ((b, nbytes),))))
+    assert raised == ("InvalidBytes" if nbytes == 2**64 else "InvalidArgument")
+    r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+    assert r.ok, r.describe()
+
+
+def _view_world():
+    """A manager (refimpl's, abstracted) with a committed view bound by a running transaction, then its device lost;
+    and a transaction holding half its needs."""
+    from refimpl.manager import ProcessMemoryManager
+    from refimpl.verify.manager_hooks import abstract_manager
+    pmm = ProcessMemoryManager()
+    a, b = pmm.register_authority("hbm0", Tier.DEVICE, 100), pmm.register_authority("hbm1", Tier.DEVICE, 100)
+    h1, h2 = pmm.register_holder("kv"), pmm.register_holder("w")
+    tx = pmm.plan_tx(h1, ((a, 5),))
+    pmm.reserve_all(tx)
+    view = pmm.publish_view(tx)
+    pmm.commit_tx(tx)
+    runner = pmm.plan_tx(h1, ((a, 5),))
+    pmm.reserve_all(runner)
+    own = pmm.publish_view(runner)
+    pmm.execute_view(runner, view, 1)
+    pmm.execute_view(runner, own, 1)
+    half = pmm.plan_tx(h2, ((a, 5), (b, 200)))
+    return pmm, abstract_manager, dict(a=a, b=b, h1=h1, h2=h2, view=view, runner=runner, own=own, half=half)
+
+
+def test_spec_lists_every_refusal_of_the_view_transaction_and_pressure_actions() -> None:
+    pmm, abstract, w = _view_world()
+    m = abstract(pmm)
+    half, runner, view, own = w["half"], w["runner"], w["view"], w["own"]
+    # the runner already binds `view` at generation 1; it is the provisional view of nobody (committed)
+    assert _names(manager_refusals(m, M.ExecuteView(runner, view, 3))) == ["InvalidTransition", "StaleGeneration"]
+    assert _names(manager_refusals(m, M.ExecuteView(half, own, 3))) == [
+        "InvalidTransition", "InvalidArgument", "StaleGeneration"]
+    assert _names(manager_refusals(m, M.DropView(own))) == ["InvalidTransition", "ViewInUse"]
+    assert _names(manager_refusals(m, M.RemapView(own))) == ["ViewInUse"]
+    m1 = manager_step(m, M.ReserveTx(half))[0]
+    assert _names(manager_refusals(m1, M.CommitTx(half))) == ["InvalidTransition"]
+    assert _names(manager_refusals(m1, M.PublishView(half))) == ["InvalidTransition"]
+    assert _names(manager_refusals(m1, M.ReserveTx(half))) == ["CapacityDenied"]
+    lost = manager_step(m1, A.LoseDevice(w["a"]))[0]  # every transaction aborted, the view invalid, bound by none
+    assert _names(manager_refusals(lost, M.RemapView(view))) == ["DeviceLost"]
+    assert _names(manager_refusals(lost, M.PrepareLimit(w["a"], 101))) == ["DeviceLost", "InvalidBytes"]
+    assert _names(manager_refusals(lost, M.PlanTx(99, ((w["a"], 0), (w["b"], 1)), 2**63))) == [
+        "InvalidArgument", "InvalidBytes", "UnknownHolder", "DeviceLost"]
+    assert _names(manager_refusals(lost, M.Press(w["h1"], w["a"], 0, 2**63))) == [
+        "InvalidBytes", "InvalidArgument", "DeviceLost"]
