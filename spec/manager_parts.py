@@ -51,8 +51,8 @@ def canonical(m: M.Manager, aid: object, guards: GuardSet = ALL_ON) -> Authority
     """A known, canonical authority: the parts act on ledgers, never on alias views."""
     a = _authority(m.ledger, aid)
     if a.alias_of is not None:
-        guards.refuse("alias", InvalidArgument(f"authority {a.id} is an alias of {a.alias_of}: the manager's parts act on canonical "
-                              f"authorities"))
+        guards.refuse("alias", InvalidArgument(f"authority {a.id} is an alias of {a.alias_of}: the manager's parts "
+                                               f"act on canonical authorities"))
     return a
 
 
