@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from invariants import contracts
 from invariants._violation import InvariantViolation, RefinementViolation
 from invariants.adapter import RESULT_KINDS, _plan, rename
+from invariants.manager_ledger_machine import LEDGER_RULES, LedgerMachine
 from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
 from refimpl.verify.manager_adapter import ManagerAdapter
 from spec import ledger_actions as A
@@ -257,3 +260,23 @@ def test_a_grant_left_uncharged_is_caught_whatever_the_ids(ids: str) -> None:
     state.act(A.RegisterAuthority("hbm0", Tier.DEVICE, 8))
     with pytest.raises(RefinementViolation, match=r"Submit.*ledger\.authorities\[1\]"):
         state.act(M.Submit(1, 1, 4, 0, Role.KV))
+
+
+@pytest.mark.parametrize("gone", ["authorities", "holders"])
+@pytest.mark.parametrize("name", LEDGER_RULES)
+def test_every_ledger_rule_draws_on_a_ledger_with_none_left(gone: str, name: str) -> None:
+    """Every authority removed (C3) or every holder unregistered (I4a) is a state the search reaches; a rule that
+    then drew from an empty list failed the run with Hypothesis' InvalidArgument beside the governor's own
+    failure (a second failure, reported with it: seed 5 of the planted bug)."""
+    @hypothesis.settings(max_examples=20, database=None, deadline=None)
+    @hypothesis.given(st.data())
+    def run(data: st.DataObject) -> None:
+        state = LedgerMachine()
+        state.setup(n=2)
+        for act in ([M.RemoveAuthority(1), M.RemoveAuthority(2)] if gone == "authorities" else
+                    [M.UnregisterHolder(h) for h in (1, 2, 3)]):
+            state.act(act)
+        assert not getattr(state.abs.ledger, gone)
+        drawn = getattr(LedgerMachine, name).hypothesis_stateful_rule.arguments  # its other arguments' strategies
+        getattr(state, name)(data=data, **{k: data.draw(s) for k, s in drawn.items() if k != "data"})
+    run()
