@@ -160,6 +160,7 @@ def _run_guide(adapter: Any) -> tuple[dict[str, Any], BaseException | None]:
     ns: dict[str, Any] = {"MyAdapter": adapter}
     exec(_guide_snippet(), ns)
     ns["MyManagerRefinesSpec"]._hypothesis_internal_use_seed = 21  # the same search every run
+    ns["TestMine"].settings = hypothesis.settings(ns["TestMine"].settings, database=None)  # searched, not replayed
     err: BaseException | None = None
     try:
         with contextlib.redirect_stdout(io.StringIO()), contracts.contracts(False):
