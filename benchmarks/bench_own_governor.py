@@ -12,15 +12,21 @@ the search (`--seeds`), two arms run in one process, back to back, as the tests 
 CPU time of this process is reported (wall time on a shared machine mostly measures the neighbours), and the
 ratio b / a per seed.
 
-Where the time went (2026-12-05, seeds 0-9, the README's settings line as it was, with no `phases`): found in
-0.03-2.7 CPU s, the whole run 15-109 CPU s (seed 5: an ExceptionGroup), 500-2,700 examples. Shrinking is most of
-it, and Hypothesis' explain phase (on by default) traced every line of every example run after the first failure
-(`sys.settrace` on Python 3.11), about 3x each example's cost, and ran more examples after the shrink. The
-settings line now leaves that phase out (the failure's script is what explains it) and reports one failure
-(`report_multiple_bugs=False`); seed 5's second failure was the machine's own (a rule drew from an empty list
-once every authority was removed) and is gone. Same machine, same day, back to back with the line as it is
-now: found in 0.03-2.5 CPU s, the whole run 2.7-30 CPU s, one RefinementViolation for every seed (the figures
-of the last run: bench_own_governor.results.json).
+Where the time went (2026-12-05, this 2-core machine under load, seeds 0-9, both settings lines run at the same
+time): with the README's line as it was (`deadline=None` and Hypothesis' defaults), the planted bug was found in
+0.03-2.7 CPU s, but the whole run took 22-195 CPU s (median 61 s; 11.9x a correct run), 500-4,900 examples after
+the failure, and seed 5 ended in an ExceptionGroup. Shrinking is most of it, and Hypothesis' explain phase (on by
+default) traced every line of every example run after the first failure (`sys.settrace` on Python 3.11): about 3x
+each example's cost (seed 0: 24 CPU s with it, 7.8 s without, the same 736 examples), and it ran more examples
+after the shrink. Seed 5's second failure was the machine's own (a rule drew from an empty list once every
+authority was removed). The line now leaves the explain phase out (the failure's script is what explains it) and
+reports one failure (`report_multiple_bugs=False`), and the machine draws from no empty list: found in 0.03-2.9
+CPU s, the whole run 2.9-35 CPU s (median 6.6 s; 1.3x a correct run of 4.4-5.7 s), one RefinementViolation and a
+script of 7-8 actions for every seed. The per-example cost left is mostly Hypothesis' own drawing (about 60% of a
+profile), the machine's checked steps about 15%; seed 5 still shrinks through 3,000 examples. With
+`report_multiple_bugs` left on, the same ten seeds took 1.9-19 CPU s (median 6.6 s): Hypothesis then keeps
+searching after the first failure and may start its shrink from a smaller one, but a governor wrong in two places
+reports both as one group. The figures of the last run: bench_own_governor.results.json.
 
     python benchmarks/bench_own_governor.py [--seeds 0-9] [--json out.json]
 """
@@ -103,7 +109,7 @@ def main() -> None:
     for seed in args.seeds:
         rows.append(measure(seed))
         print("  ".join(str(rows[-1][c]) for c in cols), flush=True)
-    summary = {k: [min(r[k] for r in rows), statistics.median(r[k] for r in rows), max(r[k] for r in rows)]
+    summary = {k: [min(r[k] for r in rows), round(statistics.median(r[k] for r in rows), 2), max(r[k] for r in rows)]
                for k in ("correct_s", "found_s", "total_s", "bug_over_correct")}
     summary["errors"] = sorted({r["error"] for r in rows})
     for k, v in summary.items():
