@@ -84,7 +84,7 @@ def test_own_governor_example_passes_a_correct_governor() -> None:
     assert err is None, err  # its cost ("seconds, not minutes"): benchmarks/bench_own_governor.py
 
 
-@pytest.mark.parametrize("seed", [25, 4, 6])  # a few CPU s each (benchmarks/bench_own_governor.py)
+@pytest.mark.parametrize("seed", [2, 6, 7])  # found within 10 examples, a few CPU s each (bench_own_governor.py)
 def test_planted_bug_fails_with_a_runnable_reproduction(seed: int) -> None:
     """One failure (no group of several), whose script runs as printed, for more than one search."""
     ns, err, _ = _run(BuggyGovernor, seed)
