@@ -335,10 +335,10 @@ def script(machine: str, actions: list[Any]) -> str:
 
 
 def _source(v: Any) -> str:
-    if attrs.has(type(v)):
-        mod = {A.__name__: "A.", M.__name__: "M.", V.__name__: "M."}.get(type(v).__module__, "")  # M re-exports V
-        args = ", ".join(f"{f.name}={_source(getattr(v, f.name))}" for f in attrs.fields(type(v)))
-        return f"{mod}{type(v).__name__}({args})"
+    if attrs.has(cls := type(v)):  # an action as the script's two modules name it (M re-exports V's, lifetime's)
+        mod = "A." if getattr(A, cls.__name__, None) is cls else "M." if getattr(M, cls.__name__, None) is cls else ""
+        args = ", ".join(f"{f.name}={_source(getattr(v, f.name))}" for f in attrs.fields(cls))
+        return f"{mod}{cls.__name__}({args})"
     if isinstance(v, enum.Enum):
         return f"{type(v).__name__}.{v.name}"
     if type(v) is tuple:

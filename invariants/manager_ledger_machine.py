@@ -69,7 +69,7 @@ class LedgerMachine(ManagerMachine):
             return
         if data.draw(st.integers(0, 3)) == 0:  # of any authority registered, or mostly an active one
             known = sorted(self.abs.ledger.authorities)
-            of = data.draw(st.sampled_from(known)) if data.draw(st.booleans()) else self._authority(data)
+            of = data.draw(st.sampled_from(known)) if known and data.draw(st.booleans()) else self._authority(data)
             self._do(A.RegisterAlias(of, data.draw(st.sampled_from(("uma", "mapped", "")))))
             return
         pool, tier, capacity = data.draw(st.sampled_from(AUTHORITIES + (("gpu2", Tier.DEVICE, 8),)))
@@ -86,7 +86,8 @@ class LedgerMachine(ManagerMachine):
         cancelled, released."""
         led = self.abs.ledger
         if data.draw(st.booleans()):
-            any_one = data.draw(st.booleans())  # any authority registered (a lost one, an alias), or mostly active
+            # Any authority registered (a lost one, an alias), or mostly an active one (none left: removed, C3).
+            any_one = led.authorities and data.draw(st.booleans())
             aid = data.draw(st.sampled_from(sorted(led.authorities))) if any_one else self._authority(data)
             a = led.authorities.get(aid)
             tier = a.tier if a is not None and data.draw(st.integers(0, 3)) else data.draw(st.sampled_from(tuple(Tier)))

@@ -248,7 +248,7 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         headroom, at times one byte past it (I2), behind a waiter (I13), or of bad bytes (CapacityDenied)."""
         waited = {t.authority for t in self.abs.tickets.values() if t.state is TicketState.PENDING}
         room = [a for a in self._active() if a not in waited and self._headroom(a) >= 2]
-        if room and data.draw(st.booleans()):  # a fresh try-only lease first (the KV bucket that grows)
+        if room and self._holders() and data.draw(st.booleans()):  # a fresh try-only lease (the KV bucket that grows)
             self._do(M.TryReserve(data.draw(st.sampled_from(self._holders())), data.draw(st.sampled_from(room)), 1,
                                   0, Role.KV))
         live = [r.id for r in self._leases()]  # preferred: a lease with room and no waiter, so it is accepted

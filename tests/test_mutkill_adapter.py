@@ -388,8 +388,10 @@ def test_the_script_runs_as_it_stands() -> None:
 
 
 def test_the_script_of_ledger_manager_and_view_actions_runs_as_printed() -> None:
-    """A model view's action (spec.view_actions) is named through manager_actions, which re-exports it."""
-    actions = [A.RegisterHolder("kv"), M.Press(1, 1, 10), V.DropView(3), V.PublishView(2)]
+    """A model view's action (spec.view_actions) and a lease's or holder's lifetime action (spec.lifetime_actions)
+    are named through manager_actions, which re-exports them."""
+    actions = [A.RegisterHolder("kv"), M.Press(1, 1, 10), V.DropView(3), V.PublishView(2), M.RemoveAuthority(1),
+               M.UnregisterHolder(2), M.GrowLease(1, 1, 2), M.ShrinkLease(1, 1, 1)]
     ran: list[list[Any]] = []
 
     class Replay:
@@ -399,7 +401,7 @@ def test_the_script_of_ledger_manager_and_view_actions_runs_as_printed() -> None
         def act(self, a: Any) -> None:
             ran[-1].append(a)
     text = script("Replay", actions)
-    assert "state.act(M.DropView(view=3))" in text.splitlines()
+    assert {"state.act(M.DropView(view=3))", "state.act(M.RemoveAuthority(authority=1))"} <= set(text.splitlines())
     exec(text.split("\n", 1)[1], {"Replay": Replay})  # after the heading line
     assert ran == [actions]
 
