@@ -54,7 +54,7 @@ from spec.types import MAX_BYTES
 
 __all__ = ["MANAGER_REVISION", "MANAGER_REVISION_1", "MANAGER_REVISIONS", "GRANT", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
            "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result",
-           "encode_bundles", "decode_bundles", "TUPLE_FIELDS"]
+           "encode_bundles", "decode_bundles", "TUPLE_FIELDS", "LEDGER_ACTIONS", "REQUIRED_FIELDS"]
 
 MANAGER_REVISION = "ortmem-manager/2"
 #: The first revision: no grant event, every grant implied at the instant the spec's round makes it.
@@ -72,6 +72,11 @@ CONFIGURE = "configure"
 _TUPLES = {"victims": 1, "needs": 2}
 #: Fields that hold tuples (decoded by `decode_field`, not `decode_value`).
 TUPLE_FIELDS = frozenset(_TUPLES)
+#: The ledger's actions: their events carry `charges` too (what `ortmem-ledger/1` observed).
+LEDGER_ACTIONS = frozenset(KINDS.values())
+#: Fields optional in `ortmem-ledger/1` that a composed event always carries, never null: `register_authority`'s
+#: physical device (C1, D3: two books over one device are caught whatever their pools are called).
+REQUIRED_FIELDS = frozenset({"device"})
 
 
 @attrs.frozen
@@ -169,17 +174,20 @@ def decode_bundles(v: Any) -> dict[int, tuple[tuple[int, ...], bool]]:
 
 
 def encode_manager_event(source: str, sequence: int, action: Any, result: Any, error: BaseException | None,
-                         used: dict[int, int],
-                         bundles: dict[int, tuple[tuple[int, ...], bool]] | None = None) -> dict[str, Any]:
-    """The event for one composed operation, as a JSON-ready dict."""
+                         used: dict[int, int], bundles: dict[int, tuple[tuple[int, ...], bool]] | None = None,
+                         charges: dict[int, int] | None = None) -> dict[str, Any]:
+    """The event for one operation, as a JSON-ready dict; a ledger operation's carries `charges` (allocation ->
+    charge of each allocation it touched that is still held) and a registration its `device` (never left out)."""
     fields = attrs.asdict(action, recurse=False)
     ids = {k: encode_value(k, v) for k, v in fields.items() if k in MANAGER_ID_FIELDS}
     payload = {k: encode_field(k, v) for k, v in fields.items()
-               if k not in MANAGER_ID_FIELDS and not (k in OPTIONAL_FIELDS and v is None)}
+               if k not in MANAGER_ID_FIELDS and not (k in OPTIONAL_FIELDS - REQUIRED_FIELDS and v is None)}
     payload["outcome"] = "accepted" if error is None else "rejected"
     payload["error"] = None if error is None else type(error).__name__
     payload["result"] = encode_result(result) if error is None else None
     payload["used"] = {str(k): v for k, v in sorted(used.items())}
+    if type(action) in LEDGER_ACTIONS:
+        payload["charges"] = {str(k): v for k, v in sorted((charges or {}).items())}
     payload["bundles"] = encode_bundles(bundles or {})
     kind = GRANT if type(action) is GrantTicket else kind_of(type(action))
     return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,

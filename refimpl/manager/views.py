@@ -273,7 +273,7 @@ class Views:
             if rec is not None:
                 figures = {"used": rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths}),
                            "bundles": self._bundle_figures(named, first_bundle)}
-                seq = rec.record_composed(self._bound, lambda s: _event(rec.source, s, action, result, error, figures))
+                seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
         if rec is not None:
@@ -492,7 +492,7 @@ def _allow_rec(w: _Allow) -> Allowance:
 
 def _event(source: str, seq: int, action: Any, result: Any, error: BaseException | None,
            figures: dict[str, dict[int, int]]) -> dict[str, Any]:
-    """A composed operation's event (`invariants.manager_trace`, revision ortmem-manager/1)."""
+    """A composed operation's event (`invariants.manager_trace`, revision ortmem-manager/2)."""
     from invariants.manager_trace import encode_manager_event
 
     return encode_manager_event(source, seq, action, result, error, figures["used"], figures["bundles"])
