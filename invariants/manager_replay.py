@@ -1,9 +1,9 @@
 """`ortmem replay TRACE`: the one replay engine, against `spec.manager`, never refimpl's code.
 
-Every manager trace replays here: composed ones (`ortmem-manager/2`, and
-`/1`) and ledger-only ones (`ortmem-ledger/1`, every event a ledger
-operation in the ledger's own format, `invariants.trace_format`; a ledger
-operation keeps that format inside a composed trace too). Per line, in this
+Every manager trace replays here: composed ones (`ortmem-manager/2`, every
+event in it; and `/1`, whose ledger operations are in the ledger's format)
+and ledger-only ones (`ortmem-ledger/1`, every event a ledger operation in
+the ledger's own format, `invariants.trace_format`). Per line, in this
 order (the first failure ends the replay and names the smallest bad prefix,
 the 1-based line number):
 
@@ -26,10 +26,10 @@ the 1-based line number):
   5. the governor's observed figures must equal the spec's: `used` for every
      authority the event lists, and the event must list every authority
      whose `used` the spec changes; a ledger event's allocation `charges`
-     likewise (in a ledger-only trace, every charge the spec moved); its
+     likewise (every charge the spec moved, in `/2` or a ledger-only trace); its
      observed `bundles` (part versions and poisoned flag) for every state
      bundle the event lists or the spec opens, poisons or advances (I5, I10).
-     In a ledger-only trace a wrong figure is first judged by the clause it
+     While every action is a ledger one, a wrong figure is first judged by the clause it
      breaks: the observed figures replace the spec's in the next state, and
      G4 (a refused event changes nothing), the observed-step predicates
      (`invariants.replay_predicates`), the ledger's step and state predicates
@@ -116,7 +116,8 @@ def _shape(cls: type) -> tuple[type, tuple[tuple[str, bool], ...], frozenset, fr
     payload = (frozenset(f for f in fields if f not in MANAGER_ID_FIELDS) | frozenset(_OUTCOME)
                | frozenset({"charges"} if cls in LEDGER_ACTIONS else ()))
     return (cls, tuple((f, f not in TUPLE_FIELDS and f not in ENUMS) for f in fields),
-            frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload, payload - (OPTIONAL_FIELDS - REQUIRED_FIELDS))
+            frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload,
+            payload - (OPTIONAL_FIELDS - REQUIRED_FIELDS))
 
 
 _SHAPES = {kind: _shape(cls) for kind, cls in MANAGER_KINDS.items()}
@@ -259,7 +260,8 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
 
 def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: bool, ledger_only: bool) -> Manager:
     """`eager`: rounds grant (`ortmem-manager/1`); else every grant is its own event (`/2`, `invariants.replay_grants`).
-    `ledger_only`: no composed event came yet, so this ledger event alone moved every charge, and must observe each."""
+    `ledger_only`: every action so far is a ledger one. A ledger event then, or in `/2` (where no step of it grants),
+    alone moved every charge, and must observe each."""
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
     try:

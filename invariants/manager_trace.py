@@ -3,7 +3,8 @@
 Revision `ortmem-manager/2` extends the ledger's envelope
 (`invariants.trace_format`) to every composed action: ledger operations,
 tickets, pressure, transactions, device loss and limits, and one `grant`
-event per grant. One JSON object per line:
+event per grant; it is the one revision of a manager's trace (the ledger's
+`ortmem-ledger/1` is read for ledger-only recordings). One JSON object per line:
 
     {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9,
      "kind": "submit", "ids": {"holder": 2, "authority": 1},
@@ -16,17 +17,21 @@ result (an id, bytes credited, a list of ids, or a limit outcome),
 `used`: the governor's own `used` of every authority the operation named or
 changed, after it, and `bundles`: the governor's own record (part versions,
 poisoned) of every state bundle the operation named, opened or advanced
-(the one a transaction joined, on its commit), after it (I5, I10). Tuples are JSON lists (`victims`, `needs`); enums are
+(the one a transaction joined, on its commit), after it (I5, I10). A ledger
+operation's payload also has `charges`: the charge of every allocation it
+touched that is still held, as `ortmem-ledger/1` observed them; a
+registration's `device` (the physical device, C1) is never left out or
+null. Tuples are JSON lists (`victims`, `needs`); enums are
 their values; anything else that does not round-trip exactly is written
 opaque (`invariants.trace_format.encode_value`), so recording never fails.
 
 A composed trace names the manager's constants before its first composed
 event, in one `configure` event (no ids; payload `{"aging_bound": n}`: the
 rounds after which a pending ticket is matured, I13), which the replay builds
-its `spec.manager` state with. The governor writes it right before its first
-composed event, so ledger-format events (which no constant changes) may come
-first; a composed event with no `configure` before it fails the replay as
-"unconfigured", a second `configure` as malformed.
+its `spec.manager` state with. The governor writes it first; ledger
+operations (which no constant changes) may come before it; a composed event
+with no `configure` before it fails the replay as "unconfigured", a second
+`configure` as malformed.
 
 A grant is its own event (`ortmem-manager/2`): kind `grant`, ids
 `{"ticket": t}`, payload result the allocation the grant reserved and `used`
@@ -34,8 +39,9 @@ after it (`spec.grants.GrantTicket`). The governor writes it after the event
 of the operation that made room (whose `used` then leaves out the bytes its
 grants charged; each grant's `used` includes its own), or at any later
 event while the grant is still enabled (`invariants.replay_grants`).
-`ortmem-manager/1` (no grant event) is still read, with every grant implied
-at the instant the spec's round makes it; a trace does not mix the two.
+`ortmem-manager/1` (no grant event; its ledger operations in
+`ortmem-ledger/1`) is still read, with every grant implied at the instant
+the spec's round makes it; a trace does not mix it with `/2`.
 
 Only event types and their (de)coding live here: no transition logic.
 """

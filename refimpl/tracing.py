@@ -49,7 +49,6 @@ from typing import IO, Any
 
 from invariants.manager_trace import MANAGER_REVISION, encode_configure, encode_manager_event
 from invariants.trace_format import BOUNDARY, KINDS
-from spec import ledger_actions as A
 from spec.errors import GovernorError, InvalidArgument, TraceSinkFailed
 from spec.grants import GrantTicket
 
@@ -78,6 +77,7 @@ class _Recorder:
         self.errors: list[tuple[int, BaseException]] = []  # (sequence, error) of failed deliveries, bounded
         self.lost = 0
         self.configured = False  # the `configure` event (the manager's constants) is queued
+        self.aging_bound = 4  # the manager's (`pmm._attach_recorder` sets it)
         self.pending_grants: list[tuple[int, int | None, int, int, int]] = []  # `take_grants`, not yet recorded
 
     def record(self, event_for: Callable[[int], dict[str, Any]]) -> int:
@@ -85,7 +85,7 @@ class _Recorder:
         preceded by the `configure` event that names the manager's aging bound, which the replay arbitrates with."""
         if not self.configured:
             grants, self.pending_grants, self.configured = self.pending_grants, [], True  # they follow the operation
-            self.record(lambda s: encode_configure(self.source, s, self.pmm._bound))
+            self.record(lambda s: encode_configure(self.source, s, self.aging_bound))
             self.pending_grants = grants
         event = event_for(self.sequence + 1)  # total: cannot raise, so no number is used without an event
         self.sequence += 1
@@ -177,7 +177,8 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
             except GovernorError as e:
                 error, result = e, None
             observed = rec.pmm._observed(auths, allocs, result, act)
-            used, charges, named = rec.take_grants(observed["used"]), observed["charges"], _with_device(rec.pmm, act)
+            used, charges = rec.take_grants(observed["used"]), observed["charges"]
+            named = attrs.evolve(act, device=observed["device"]) if "device" in observed else act  # C1
             seq = rec.record(lambda s: encode_manager_event(rec.source, s, named, result, error, used, None, charges))
         rec.pmm._wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
         return rec.settle(seq, cls.__name__, result, error)
@@ -185,16 +186,6 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
     traced.__name__ = traced.__qualname__ = op.__name__
     traced.__doc__ = op.__doc__
     return traced
-
-
-def _with_device(pmm: Any, act: Any) -> Any:
-    """`act` as its event names it: a registration names the physical device it is on (C1, D3), the one declared,
-    else the one the authority it returned was declared on, else its pool (a pool of no declared device is its own
-    device). Caller holds the ledger lock."""
-    if type(act) is not A.RegisterAuthority or act.device is not None:
-        return act
-    a = pmm._pools.get(act.pool) if type(act.pool) is str else None
-    return attrs.evolve(act, device=a.device if a is not None and a.device is not None else act.pool)
 
 
 def sink_errors(pmm: Any) -> list[tuple[int, BaseException]]:
