@@ -445,7 +445,7 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 events += 1
                 continue
             if act is not None:
-                if not outcome["ledger"] and not configured:
+                if type(act) not in LEDGER_ACTIONS and not configured:
                     raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
                                                "the manager's aging bound, so the spec cannot arbitrate it")
                 ledger_only = ledger_only and type(act) in LEDGER_ACTIONS
