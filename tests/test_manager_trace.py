@@ -201,6 +201,27 @@ def test_changed_ledger_figure_is_refinement(lines: list[bytes]) -> None:
     raise AssertionError("no accepted commit with a figure")
 
 
+def test_a_ledger_events_charge_in_a_composed_trace_is_judged_left_out_or_wrong(lines: list[bytes]) -> None:
+    """`ortmem-manager/2` carries a ledger operation's charges (after composed events too, where no step of it
+    grants): a reservation's new charge left out, or misreported, is refused at its line."""
+    first = next(i for i, raw in enumerate(lines) if json.loads(raw)["kind"] in ("submit", "try_reserve"))
+    for i, raw in enumerate(lines[first:], first):
+        ev = json.loads(raw)
+        if ev["kind"] == "reserve" and ev["payload"]["outcome"] == "accepted":
+            rid = str(ev["payload"]["result"])
+            assert ev["payload"]["charges"][rid] == ev["payload"]["nbytes"]
+            ev["payload"]["charges"][rid] += 1
+            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
+            assert f"observed a charge of {ev['payload']['nbytes'] + 1} B on allocation {rid}" in r.message
+            del ev["payload"]["charges"][rid]
+            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
+            assert f"charged allocation {rid} but the event does not say so" in r.message
+            return
+    raise AssertionError("no accepted reserve after the first composed event")
+
+
 # --- state bundles (I5, I10) ---------------------------------------------------------------------------------
 
 

@@ -543,6 +543,27 @@ def test_a_composed_trace_keeps_one_revision_and_one_configure_before_its_first_
         "configure event: the trace does not say the manager's aging bound, so the spec cannot arbitrate it")
 
 
+LEDGER_1 = {"contract_revision": "ortmem-ledger/1", "source": "g", "kind": "register_holder", "ids": {"result": 1},
+            "payload": {"name": "kv", "outcome": "accepted", "error": None, "observed": {"used": {}, "charges": {}}}}
+
+
+def test_a_trace_in_the_manager_revision_carries_no_ledger_format_event_nor_the_other_way() -> None:
+    """One revision for every manager event: an `ortmem-ledger/1` event in an `ortmem-manager/2` trace is refused
+    where it comes, as a `/2` event after a ledger-format one; `/1` still reads its ledger operations in the
+    ledger's format."""
+    lines = grant_lines()
+    ledger = json.dumps({**LEDGER_1, "source": json.loads(lines[0])["source"], "source_sequence": 6}).encode()
+    assert replay_manager_lines([*lines, ledger]) == failed(
+        5, "mixed-protocols", "a ortmem-ledger/1 event in a ortmem-manager/2 trace")
+    first = json.dumps({**LEDGER_1, "source_sequence": 1}).encode()
+    assert replay_manager_lines([first, json.dumps({**json.loads(lines[2]), "source": "g", "source_sequence": 2})
+                                 .encode()]) == failed(1, "mixed-protocols",
+                                                       "a ortmem-manager/2 event in a ortmem-ledger/1 trace")
+    v1 = json.dumps({**json.loads(lines[2]), "source": "g", "source_sequence": 2,
+                     "contract_revision": "ortmem-manager/1"}).encode()
+    assert replay_manager_lines([first, v1]) == ReplayResult(True, 2, None, None, None, "no violation")
+
+
 def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -> None:
     buf = io.StringIO()
     p = ProcessMemoryManager(trace=JsonlSink(buf))
