@@ -22,10 +22,12 @@ def test_a_renamed_pool_on_a_declared_device_is_the_same_authority_and_its_trace
     assert pmm.register_authority("gpu0-second-book", Tier.DEVICE, 64, "cuda:0") == a
     assert pmm.register_authority("gpu1", Tier.DEVICE, 64, "cuda:1") != a
     assert pmm.register_authority("plain", Tier.DEVICE, 64) not in (a,)
+    assert pmm.register_authority("gpu0", Tier.DEVICE, 64) == a  # re-registered naming no device: still on cuda:0
     lines = [ln.encode() + b"\n" for ln in buf.getvalue().splitlines()]
     assert b'"device":"cuda:0"' in lines[1].replace(b" ", b"")  # line 1: configure
     assert b'"device":"cuda:0"' in lines[2].replace(b" ", b"")  # the renamed pool: the device it is on
-    assert b'"device":"plain"' in lines[-1]  # undeclared: the pool is its own device (ortmem-manager/2 names one)
+    assert b'"device":"plain"' in lines[-2]  # undeclared: the pool is its own device (ortmem-manager/2 names one)
+    assert b'"device":"cuda:0"' in lines[-1].replace(b" ", b"")  # the device the pool was declared on
     r = replay_manager_lines(lines)
     assert r.ok, r.describe()
 
