@@ -41,14 +41,14 @@ def test_known_trace_series_limit_and_markers() -> None:
     d = timeline_data(io.BytesIO(known_trace().encode()))
     assert d["events"] == 12  # the configure event first
     [gpu] = d["authorities"]
-    assert (gpu["pool"], gpu["limit"]) == ("gpu0", [[2, 100]])
-    assert gpu["series"] == {"<b>weights</b> / weights": [[3, 40], [4, 30], [10, 0]],
-                             "kv / kv": [[5, 20], [8, 0]]}
-    assert gpu["used"] == [[3, 40], [4, 30], [5, 50], [8, 30], [10, 0]]
+    assert (gpu["pool"], gpu["limit"]) == ("gpu0", [[3, 100]])
+    assert gpu["series"] == {"<b>weights</b> / weights": [[4, 40], [5, 30], [11, 0]],
+                             "kv / kv": [[6, 20], [9, 0]]}
+    assert gpu["used"] == [[4, 40], [5, 30], [6, 50], [9, 30], [11, 0]]
     assert gpu["over"] == []
     cats = [(m["i"], m["category"], m["kind"]) for m in d["markers"]]
-    assert cats == [(6, "rejected", "reserve"), (9, "device loss", "lose_device"),
-                    (10, "device loss", "confirm_termination")]
+    assert cats == [(7, "rejected", "reserve"), (10, "device loss", "lose_device"),
+                    (11, "device loss", "confirm_termination")]
     assert d["markers"][0]["holder"] == "kv"
 
 
