@@ -159,9 +159,9 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}"
                    + ("; a registration names its physical device (C1)" if "device" in want_payload - payload.keys()
                       else ""))
-    if any(payload[f] is None for f in REQUIRED_FIELDS & want_payload):
-        raise _Bad("malformed", f"{kind}: payload.device must name the physical device the authority's bytes are "
-                                "on (C1: two books over one device are caught whatever their pools are called)")
+    if payload["outcome"] == "accepted" and any(payload[f] is None for f in REQUIRED_FIELDS & want_payload):
+        raise _Bad("malformed", f"accepted {kind}: payload.device must name the physical device the authority's "
+                                "bytes are on (C1: two books over one device are caught whatever their pools are called)")
     try:
         args = {}
         for f, scalar in fields:

@@ -20,8 +20,8 @@ poisoned) of every state bundle the operation named, opened or advanced
 (the one a transaction joined, on its commit), after it (I5, I10). A ledger
 operation's payload also has `charges`: the charge of every allocation it
 touched that is still held, as `ortmem-ledger/1` observed them; a
-registration's `device` (the physical device, C1) is never left out or
-null. Tuples are JSON lists (`victims`, `needs`); enums are
+registration's `device` (the physical device, C1) is never left out, and
+null only where it was refused. Tuples are JSON lists (`victims`, `needs`); enums are
 their values; anything else that does not round-trip exactly is written
 opaque (`invariants.trace_format.encode_value`), so recording never fails.
 
@@ -80,8 +80,9 @@ _TUPLES = {"victims": 1, "needs": 2}
 TUPLE_FIELDS = frozenset(_TUPLES)
 #: The ledger's actions: their events carry `charges` too (what `ortmem-ledger/1` observed).
 LEDGER_ACTIONS = frozenset(KINDS.values())
-#: Fields optional in `ortmem-ledger/1` that a composed event always carries, never null: `register_authority`'s
-#: physical device (C1, D3: two books over one device are caught whatever their pools are called).
+#: Fields optional in `ortmem-ledger/1` that a composed event always carries, null only on a refused one:
+#: `register_authority`'s physical device (C1, D3: two books over one device are caught whatever their pools are
+#: called).
 REQUIRED_FIELDS = frozenset({"device"})
 
 

@@ -99,12 +99,12 @@ def _arg(field: str) -> dict[str, Any]:
 def _event(revision: str, ids: list[str], args: list[str], charges: bool = False) -> dict[str, Any]:
     """One kind's entry: exactly these ids (all required) and these payload arguments on top of the
     revision's outcome fields (`<revision>.outcome`), every argument required but the optional ones; in a composed
-    revision a registration's device too, never null, and a ledger operation's outcome has its `charges`."""
+    revision a registration's device too, and a ledger operation's outcome has its `charges`."""
     short, ledger = _short(revision), revision == CONTRACT_REVISION
     optional = OPTIONAL_FIELDS if ledger else OPTIONAL_FIELDS - REQUIRED_FIELDS
     props = {f: _arg(f) if ledger or f not in REQUIRED_FIELDS else
-             {"allOf": [_arg(f), {"not": {"type": "null"}}], "description": "the physical device the bytes are on, never null in this revision (C1, D3)"}
-             for f in args}
+             {**_arg(f), "description": "the physical device the bytes are on: required in this revision, null "
+                                        "only where the registration was refused (C1, D3)"} for f in args}
     return {
         "properties": {
             "ids": {"type": "object", "required": ids, "additionalProperties": False,

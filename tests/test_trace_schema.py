@@ -131,7 +131,6 @@ BAD = {
     "an envelope key revision 1 lacks": (3, _set("topology_epoch", 2), "topology_epoch"),
     "a ledger operation without its charges": (3, lambda ev: ev["payload"].pop("charges"), "charges"),
     "a registration without its device": (1, lambda ev: ev["payload"].pop("device"), "device"),
-    "a registration naming no device": (1, _set("payload.device", None), "device"),
 }
 
 

@@ -60,7 +60,20 @@ def test_a_registration_without_its_device_is_malformed() -> None:
     null[1]["payload"]["device"] = None
     r = replay_manager_lines([json.dumps(ev).encode() + b"\n" for ev in null])
     assert (r.ok, r.line, r.failure) == (False, 2, "malformed"), r.describe()
-    assert "payload.device must name the physical device" in r.message
+    assert "accepted register_authority: payload.device must name the physical device" in r.message
+
+
+def test_a_refused_registration_may_name_no_device() -> None:
+    """Its pool is no name (None): refused, nothing registered, so no device is named (null), and that is no C1
+    matter: it replays clean."""
+    buf = io.StringIO()
+    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    with pytest.raises(InvalidArgument):
+        pmm.register_authority(None, Tier.DEVICE, 64)  # type: ignore[arg-type]
+    lines = [ln.encode() + b"\n" for ln in buf.getvalue().splitlines()]
+    assert json.loads(lines[1])["payload"]["device"] is None
+    r = replay_manager_lines(lines)
+    assert r.ok, r.describe()
 
 
 @pytest.mark.parametrize("device,err", [(5, InvalidArgument), ("", InvalidArgument), ("cuda:1", IdentityMismatch)])
