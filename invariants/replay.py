@@ -208,7 +208,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if accepted and kind in CREATES and type(ids["result"]) is not int:
         raise _Bad("malformed", "ids.result must be an integer")
     obs = outcome["observed"]
-    if type(obs) is not dict or obs.keys() != _OBSERVED_KEYS or not all(type(m) is dict for m in obs.values()):
+    if type(obs) is not dict or obs.keys() != _OBSERVED_KEYS:
         raise _Bad("malformed", "payload.observed must be {'used': {...}, 'charges': {...}}")
     outcome["observed"] = {part: figures(m, f"observed.{part}") for part, m in obs.items()}
     if accepted and kind in CREATES:
