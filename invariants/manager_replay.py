@@ -1,9 +1,9 @@
 """`ortmem replay TRACE`: the one replay engine, against `spec.manager`, never refimpl's code.
 
-Every manager trace replays here: composed ones (`ortmem-manager/2`, and
-`/1`) and ledger-only ones (`ortmem-ledger/1`, every event a ledger
-operation in the ledger's own format, `invariants.trace_format`; a ledger
-operation keeps that format inside a composed trace too). Per line, in this
+Every manager trace replays here: composed ones (`ortmem-manager/2`, every
+event in it; and `/1`, whose ledger operations are in the ledger's format)
+and ledger-only ones (`ortmem-ledger/1`, every event a ledger operation in
+the ledger's own format, `invariants.trace_format`). Per line, in this
 order (the first failure ends the replay and names the smallest bad prefix,
 the 1-based line number):
 
@@ -26,10 +26,10 @@ the 1-based line number):
   5. the governor's observed figures must equal the spec's: `used` for every
      authority the event lists, and the event must list every authority
      whose `used` the spec changes; a ledger event's allocation `charges`
-     likewise (in a ledger-only trace, every charge the spec moved); its
+     likewise (every charge the spec moved, in `/2` or a ledger-only trace); its
      observed `bundles` (part versions and poisoned flag) for every state
      bundle the event lists or the spec opens, poisons or advances (I5, I10).
-     In a ledger-only trace a wrong figure is first judged by the clause it
+     While every action is a ledger one, a wrong figure is first judged by the clause it
      breaks: the observed figures replace the spec's in the next state, and
      G4 (a refused event changes nothing), the observed-step predicates
      (`invariants.replay_predicates`), the ledger's step and state predicates
@@ -71,9 +71,11 @@ from invariants.manager_trace import (
     MANAGER_ID_FIELDS,
     MANAGER_KINDS,
     GRANT,
+    LEDGER_ACTIONS,
     MANAGER_REVISION,
     MANAGER_REVISION_1,
     MANAGER_REVISIONS,
+    REQUIRED_FIELDS,
     TUPLE_FIELDS,
     Configure,
     decode_bundles,
@@ -81,8 +83,8 @@ from invariants.manager_trace import (
     decode_field,
     decode_result,
 )
-from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, next_in_sequence,
-                               other_refusal, read_event, spec_action, spec_figures)
+from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, figures,
+                               next_in_sequence, other_refusal, read_event, spec_action, spec_figures)
 from invariants.replay_grants import at_rest, never_granted, owed_after
 from invariants.replay_ids import IdMap
 from invariants.replay_predicates import check_observed_step
@@ -109,11 +111,13 @@ _ENVELOPE_KEYS = frozenset(_ENVELOPE)
 
 def _shape(cls: type) -> tuple[type, tuple[tuple[str, bool], ...], frozenset, frozenset, frozenset]:
     """A kind's action class, its fields (name, whether a plain scalar: neither a tuple nor an enum), exact id
-    keys, and payload keys (all; without the optional ones)."""
+    keys, and payload keys (all; without the optional ones). A ledger operation's payload has `charges` too."""
     fields = tuple(f.name for f in attrs.fields(cls))
-    payload = frozenset(f for f in fields if f not in MANAGER_ID_FIELDS) | frozenset(_OUTCOME)
+    payload = (frozenset(f for f in fields if f not in MANAGER_ID_FIELDS) | frozenset(_OUTCOME)
+               | frozenset({"charges"} if cls in LEDGER_ACTIONS else ()))
     return (cls, tuple((f, f not in TUPLE_FIELDS and f not in ENUMS) for f in fields),
-            frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload, payload - OPTIONAL_FIELDS)
+            frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload,
+            payload - (OPTIONAL_FIELDS - REQUIRED_FIELDS))
 
 
 _SHAPES = {kind: _shape(cls) for kind, cls in MANAGER_KINDS.items()}
@@ -152,7 +156,12 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if ids.keys() != want_ids:
         raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
     if payload.keys() != want_payload and payload.keys() != want_required:
-        raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
+        raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}"
+                   + ("; a registration names its physical device (C1)" if "device" in want_payload - payload.keys()
+                      else ""))
+    if payload["outcome"] == "accepted" and any(payload[f] is None for f in REQUIRED_FIELDS & want_payload):
+        raise _Bad("malformed", f"accepted {kind}: payload.device must name the physical device the authority's "
+                                "bytes are on (C1: two books over one device are caught whatever their pools are called)")
     try:
         args = {}
         for f, scalar in fields:
@@ -175,17 +184,9 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("malformed", "a rejected event carries no result")
     if kind == GRANT and (not accepted or ev["contract_revision"] != MANAGER_REVISION):
         raise _Bad("malformed", f"a grant event records a grant the governor made: accepted, in {MANAGER_REVISION!r}")
-    used = payload["used"]
-    if type(used) is not dict:
-        raise _Bad("malformed", "payload.used must be an object")
-    try:
-        outcome["used"] = {int(k): v for k, v in used.items()}
-    except ValueError:
-        raise _Bad("malformed", "payload.used keys must be integer authority ids") from None
-    for v in outcome["used"].values():
-        if type(v) is not int:
-            raise _Bad("malformed", "payload.used values must be integers")
-    outcome["result"], outcome["charges"], outcome["bundles"], outcome["ledger"] = result, {}, bundles, False
+    outcome["used"] = figures(payload["used"], "payload.used")
+    outcome["charges"] = figures(payload["charges"], "payload.charges") if "charges" in payload else {}
+    outcome["result"], outcome["bundles"], outcome["ledger"] = result, bundles, False
     return cls(**args), outcome
 
 
@@ -260,7 +261,8 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
 
 def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: bool, ledger_only: bool) -> Manager:
     """`eager`: rounds grant (`ortmem-manager/1`); else every grant is its own event (`/2`, `invariants.replay_grants`).
-    `ledger_only`: no composed event came yet, so this ledger event alone moved every charge, and must observe each."""
+    `ledger_only`: every action so far is a ledger one. A ledger event then, or in `/2` (where no step of it grants),
+    alone moved every charge, and must observe each."""
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
     try:
@@ -297,7 +299,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: boo
     if changed:
         raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
                                  "but the event does not say so")
-    if ledger_only and allocs is not m.ledger.allocations:
+    if (ledger_only or not eager and type(act) in LEDGER_ACTIONS) and allocs is not m.ledger.allocations:
         _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
     if bundles or nxt.bundles is not m.bundles:
         _check_bundles(ids, act, sact, m, nxt, bundles, outcome["ledger"])
@@ -419,6 +421,7 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     ids = manager_ids(cur)
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
     composed, owed = None, {}  # the trace's composed revision; grants owed (`invariants.replay_grants`)
+    old_ledger, ledger_only = False, True  # an `ortmem-ledger/1` event seen; every action so far a ledger one
     try:
         for raw in lines:
             line += 1
@@ -427,10 +430,12 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
-            if revision in MANAGER_REVISIONS and revision != composed:
-                if composed is not None:
-                    raise _Bad("mixed-protocols", f"a {revision} event in a {composed} trace")
+            # One revision per trace; only `/1` (no longer written) had its ledger operations in the ledger's.
+            if revision != composed and (revision in MANAGER_REVISIONS or composed == MANAGER_REVISION):
+                if composed is not None or (revision == MANAGER_REVISION and old_ledger):
+                    raise _Bad("mixed-protocols", f"a {revision} event in a {composed or CONTRACT_REVISION} trace")
                 composed = revision
+            old_ledger = old_ledger or revision == CONTRACT_REVISION
             eager = composed != MANAGER_REVISION  # /1: grants implied at the spec's instant
             if type(act) is Configure:
                 if configured:
@@ -441,10 +446,11 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 events += 1
                 continue
             if act is not None:
-                if not outcome["ledger"] and not configured:
+                if type(act) not in LEDGER_ACTIONS and not configured:
                     raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
                                                "the manager's aging bound, so the spec cannot arbitrate it")
-                was, m = m, _apply(m, ids, act, outcome, eager, composed is None)
+                ledger_only = ledger_only and type(act) in LEDGER_ACTIONS
+                was, m = m, _apply(m, ids, act, outcome, eager, ledger_only)
                 cur["m"] = m
                 if not eager and m is not was:
                     owed = owed_after(act, was, owed, m, ids)

@@ -3,7 +3,8 @@
 Revision `ortmem-manager/2` extends the ledger's envelope
 (`invariants.trace_format`) to every composed action: ledger operations,
 tickets, pressure, transactions, device loss and limits, and one `grant`
-event per grant. One JSON object per line:
+event per grant; it is the one revision of a manager's trace (the ledger's
+`ortmem-ledger/1` is read for ledger-only recordings). One JSON object per line:
 
     {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9,
      "kind": "submit", "ids": {"holder": 2, "authority": 1},
@@ -16,17 +17,21 @@ result (an id, bytes credited, a list of ids, or a limit outcome),
 `used`: the governor's own `used` of every authority the operation named or
 changed, after it, and `bundles`: the governor's own record (part versions,
 poisoned) of every state bundle the operation named, opened or advanced
-(the one a transaction joined, on its commit), after it (I5, I10). Tuples are JSON lists (`victims`, `needs`); enums are
+(the one a transaction joined, on its commit), after it (I5, I10). A ledger
+operation's payload also has `charges`: the charge of every allocation it
+touched that is still held, as `ortmem-ledger/1` observed them; a
+registration's `device` (the physical device, C1) is never left out, and
+null only where it was refused. Tuples are JSON lists (`victims`, `needs`); enums are
 their values; anything else that does not round-trip exactly is written
 opaque (`invariants.trace_format.encode_value`), so recording never fails.
 
 A composed trace names the manager's constants before its first composed
 event, in one `configure` event (no ids; payload `{"aging_bound": n}`: the
 rounds after which a pending ticket is matured, I13), which the replay builds
-its `spec.manager` state with. The governor writes it right before its first
-composed event, so ledger-format events (which no constant changes) may come
-first; a composed event with no `configure` before it fails the replay as
-"unconfigured", a second `configure` as malformed.
+its `spec.manager` state with. The governor writes it first; ledger
+operations (which no constant changes) may come before it; a composed event
+with no `configure` before it fails the replay as "unconfigured", a second
+`configure` as malformed.
 
 A grant is its own event (`ortmem-manager/2`): kind `grant`, ids
 `{"ticket": t}`, payload result the allocation the grant reserved and `used`
@@ -34,8 +39,9 @@ after it (`spec.grants.GrantTicket`). The governor writes it after the event
 of the operation that made room (whose `used` then leaves out the bytes its
 grants charged; each grant's `used` includes its own), or at any later
 event while the grant is still enabled (`invariants.replay_grants`).
-`ortmem-manager/1` (no grant event) is still read, with every grant implied
-at the instant the spec's round makes it; a trace does not mix the two.
+`ortmem-manager/1` (no grant event; its ledger operations in
+`ortmem-ledger/1`) is still read, with every grant implied at the instant
+the spec's round makes it; a trace does not mix it with `/2`.
 
 Only event types and their (de)coding live here: no transition logic.
 """
@@ -54,7 +60,7 @@ from spec.types import MAX_BYTES
 
 __all__ = ["MANAGER_REVISION", "MANAGER_REVISION_1", "MANAGER_REVISIONS", "GRANT", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
            "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result",
-           "encode_bundles", "decode_bundles", "TUPLE_FIELDS"]
+           "encode_bundles", "decode_bundles", "TUPLE_FIELDS", "LEDGER_ACTIONS", "REQUIRED_FIELDS"]
 
 MANAGER_REVISION = "ortmem-manager/2"
 #: The first revision: no grant event, every grant implied at the instant the spec's round makes it.
@@ -72,6 +78,12 @@ CONFIGURE = "configure"
 _TUPLES = {"victims": 1, "needs": 2}
 #: Fields that hold tuples (decoded by `decode_field`, not `decode_value`).
 TUPLE_FIELDS = frozenset(_TUPLES)
+#: The ledger's actions: their events carry `charges` too (what `ortmem-ledger/1` observed).
+LEDGER_ACTIONS = frozenset(KINDS.values())
+#: Fields optional in `ortmem-ledger/1` that a composed event always carries, null only on a refused one:
+#: `register_authority`'s physical device (C1, D3: two books over one device are caught whatever their pools are
+#: called).
+REQUIRED_FIELDS = frozenset({"device"})
 
 
 @attrs.frozen
@@ -169,17 +181,20 @@ def decode_bundles(v: Any) -> dict[int, tuple[tuple[int, ...], bool]]:
 
 
 def encode_manager_event(source: str, sequence: int, action: Any, result: Any, error: BaseException | None,
-                         used: dict[int, int],
-                         bundles: dict[int, tuple[tuple[int, ...], bool]] | None = None) -> dict[str, Any]:
-    """The event for one composed operation, as a JSON-ready dict."""
+                         used: dict[int, int], bundles: dict[int, tuple[tuple[int, ...], bool]] | None = None,
+                         charges: dict[int, int] | None = None) -> dict[str, Any]:
+    """The event for one operation, as a JSON-ready dict; a ledger operation's carries `charges` (allocation ->
+    charge of each allocation it touched that is still held) and a registration its `device` (never left out)."""
     fields = attrs.asdict(action, recurse=False)
     ids = {k: encode_value(k, v) for k, v in fields.items() if k in MANAGER_ID_FIELDS}
     payload = {k: encode_field(k, v) for k, v in fields.items()
-               if k not in MANAGER_ID_FIELDS and not (k in OPTIONAL_FIELDS and v is None)}
+               if k not in MANAGER_ID_FIELDS and not (k in OPTIONAL_FIELDS - REQUIRED_FIELDS and v is None)}
     payload["outcome"] = "accepted" if error is None else "rejected"
     payload["error"] = None if error is None else type(error).__name__
     payload["result"] = encode_result(result) if error is None else None
     payload["used"] = {str(k): v for k, v in sorted(used.items())}
+    if type(action) in LEDGER_ACTIONS:
+        payload["charges"] = {str(k): v for k, v in sorted((charges or {}).items())}
     payload["bundles"] = encode_bundles(bundles or {})
     kind = GRANT if type(action) is GrantTicket else kind_of(type(action))
     return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,

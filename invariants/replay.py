@@ -44,7 +44,7 @@ from invariants.trace_format import (
 )
 from spec import errors as E
 
-__all__ = ["ReplayResult", "bounded_lines", "read_event", "next_in_sequence", "check_outcome", "ERROR_IDS",
+__all__ = ["ReplayResult", "bounded_lines", "read_event", "next_in_sequence", "figures", "check_outcome", "ERROR_IDS",
            "FAILURE_KINDS"]
 
 _OUTCOME = ("outcome", "error", "observed")
@@ -208,20 +208,25 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if accepted and kind in CREATES and type(ids["result"]) is not int:
         raise _Bad("malformed", "ids.result must be an integer")
     obs = outcome["observed"]
-    if type(obs) is not dict or obs.keys() != _OBSERVED_KEYS or not all(type(m) is dict for m in obs.values()):
+    if type(obs) is not dict or obs.keys() != _OBSERVED_KEYS:
         raise _Bad("malformed", "payload.observed must be {'used': {...}, 'charges': {...}}")
-    observed = {}
-    for part, m in obs.items():
-        try:
-            observed[part] = {int(k): v for k, v in m.items()}
-        except ValueError:
-            raise _Bad("malformed", f"observed.{part} keys must be integer ids") from None
-        if not all(type(v) is int for v in observed[part].values()):
-            raise _Bad("malformed", f"observed.{part} values must be integers")
-    outcome["observed"] = observed
+    outcome["observed"] = {part: figures(m, f"observed.{part}") for part, m in obs.items()}
     if accepted and kind in CREATES:
         outcome["result"] = ids["result"]
     return cls(**args), outcome
+
+
+def figures(m: Any, what: str) -> dict[int, int]:
+    """An event's observed figures `m` (id -> bytes), keys as ints; malformed otherwise."""
+    if type(m) is not dict:
+        raise _Bad("malformed", f"{what} must be an object")
+    try:
+        out = {int(k): v for k, v in m.items()}
+    except ValueError:
+        raise _Bad("malformed", f"{what} keys must be integer ids") from None
+    if not all(type(v) is int for v in out.values()):
+        raise _Bad("malformed", f"{what} values must be integers")
+    return out
 
 
 def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any], unknown: tuple[type, ...],

@@ -1,7 +1,8 @@
-"""The JSONL trace format: event types shared by the emitter (refimpl) and the replay checker.
+"""The JSONL trace format's shared vocabulary, and the ledger's own revision `ortmem-ledger/1`.
 
-One JSON object per line (schema: `docs/trace-schema.json`, `invariants.trace_schema`; meaning:
-`docs/trace-format.md`):
+Every manager event is written in `ortmem-manager/2` (`invariants.manager_trace`, which extends this
+envelope); `ortmem-ledger/1` is read for ledger-only recordings (the upstream ones), one JSON object per
+line (schema: `docs/trace-schema.json`, `invariants.trace_schema`; meaning: `docs/trace-format.md`):
 
     {"contract_revision": "ortmem-ledger/1", "source": "pmm-1", "source_sequence": 7,
      "kind": "reserve", "ids": {"holder": 1, "authority": 1, "result": 3},
@@ -35,8 +36,6 @@ import math
 import re
 from typing import Any
 
-import attrs
-
 from spec import ledger_actions as A
 from spec.types import MAX_NAME, Role, Tier
 
@@ -55,7 +54,6 @@ __all__ = [
     "Opaque",
     "encode_value",
     "decode_value",
-    "encode_event",
 ]
 
 CONTRACT_REVISION = "ortmem-ledger/1"
@@ -89,8 +87,8 @@ ID_FIELDS = frozenset({"holder", "authority", "allocation", "allowance", "source
 CREATES = frozenset({"register_authority", "register_alias", "register_holder", "reserve", "record_committed",
                      "open_allowance"})
 #: Payload fields an event may leave out when they are null, added without changing what any earlier trace means
-#: (issue #21): `register_authority`'s physical device (D3); a request's stated alignment (D13: `reserve`,
-#: `submit`, `try_reserve`). An event kind has at most one.
+#: (issue #21): `register_authority`'s physical device (D3; required in `ortmem-manager/2`); a request's stated
+#: alignment (D13: `reserve`, `submit`, `try_reserve`). An event kind has at most one.
 OPTIONAL_FIELDS = frozenset({"device", "alignment"})
 #: Fields holding an enum, encoded by value.
 ENUMS: dict[str, type] = {"tier": Tier, "role": Role}
@@ -151,20 +149,3 @@ def decode_value(field: str, v: Any) -> Any:
     if v is None or type(v) in (bool, int, float) or (type(v) is str and len(v) <= MAX_TEXT):
         return v
     raise ValueError(f"{field} must be a JSON scalar (strings up to {MAX_TEXT} characters) or an opaque marker")
-
-
-def encode_event(source: str, sequence: int, action: Any, result: Any, error: BaseException | None,
-                 observed: dict[str, dict[int, int]]) -> dict[str, Any]:
-    """The event for one operation, as a JSON-ready dict."""
-    kind = kind_of(type(action))
-    fields = attrs.asdict(action, recurse=False)
-    ids = {k: encode_value(k, v) for k, v in fields.items() if k in ID_FIELDS}
-    if error is None and kind in CREATES:
-        ids["result"] = result
-    payload = {k: encode_value(k, v) for k, v in fields.items()
-               if k not in ID_FIELDS and not (k in OPTIONAL_FIELDS and v is None)}
-    payload["outcome"] = "accepted" if error is None else "rejected"
-    payload["error"] = None if error is None else type(error).__name__
-    payload["observed"] = {part: {str(k): v for k, v in sorted(m.items())} for part, m in observed.items()}
-    return {"contract_revision": CONTRACT_REVISION, "source": source, "source_sequence": sequence, "kind": kind,
-            "ids": ids, "payload": payload}

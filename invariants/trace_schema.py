@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
-from invariants.manager_trace import (_TUPLES, CONFIGURE, GRANT, MANAGER_ID_FIELDS, MANAGER_KINDS, MANAGER_REVISION,
-                                      MANAGER_REVISION_1)
+from invariants.manager_trace import (_TUPLES, CONFIGURE, GRANT, LEDGER_ACTIONS, MANAGER_ID_FIELDS, MANAGER_KINDS,
+                                      MANAGER_REVISION, MANAGER_REVISION_1, REQUIRED_FIELDS)
 from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
                                      MAX_TEXT, OPTIONAL_FIELDS)
 from spec import errors as E
@@ -96,18 +96,23 @@ def _arg(field: str) -> dict[str, Any]:
     return _ref("value")
 
 
-def _event(revision: str, ids: list[str], args: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def _event(revision: str, ids: list[str], args: list[str], charges: bool = False) -> dict[str, Any]:
     """One kind's entry: exactly these ids (all required) and these payload arguments on top of the
-    revision's outcome fields (`<revision>.outcome`), every argument required but the optional ones."""
-    short = _short(revision)
+    revision's outcome fields (`<revision>.outcome`), every argument required but the optional ones; in a composed
+    revision a registration's device too, and a ledger operation's outcome has its `charges`."""
+    short, ledger = _short(revision), revision == CONTRACT_REVISION
+    optional = OPTIONAL_FIELDS if ledger else OPTIONAL_FIELDS - REQUIRED_FIELDS
+    props = {f: _arg(f) if ledger or f not in REQUIRED_FIELDS else
+             {**_arg(f), "description": "the physical device the bytes are on: required in this revision, null "
+                                        "only where the registration was refused (C1, D3)"} for f in args}
     return {
         "properties": {
             "ids": {"type": "object", "required": ids, "additionalProperties": False,
                     "properties": {f: _ref("id") for f in ids}},
-            "payload": {**_ref(f"{short}.outcome"), "required": [f for f in args if f not in OPTIONAL_FIELDS],
-                        "properties": {f: _arg(f) for f in args}, "unevaluatedProperties": False},
+            "payload": {**_ref(f"{short}.{'ledger_' if charges else ''}outcome"),
+                        "required": [f for f in props if f not in optional],
+                        "properties": props, "unevaluatedProperties": False},
         },
-        **(extra or {}),
     }
 
 
@@ -125,21 +130,26 @@ def _outcomes() -> dict[str, Any]:
         return {"type": "object", "description": description, "allOf": [_ref("verdict")],
                 "required": [*base, *fields], "properties": {**base, **fields}}
 
+    manager = {
+        "result": {"anyOf": [{"type": ["integer", "null"]}, _ref("ints"), limit],
+                   "description": "an issued id, bytes credited, a list of ids, or a limit outcome"},
+        "used": {**_ref("figures"), "description": "used of every authority the operation named or changed "
+                                                   "(one it changed and leaves out fails the replay)"},
+        "bundles": {"type": "object", "additionalProperties": False,
+                    "patternProperties": {"^[0-9]{1,20}$": bundle},
+                    "description": "each state bundle the operation named, opened or advanced (I5, I10)"}}
+    charges = {**_ref("figures"), "description": "allocation -> charge of each allocation the operation touched "
+                                                 "that is still held (one it moved and leaves out fails the replay)"}
     return {
         "ledger.outcome": outcome({"observed": {
             "type": "object", "required": ["used", "charges"], "additionalProperties": False,
             "properties": {"used": _ref("figures"), "charges": _ref("figures")}}},
             "observed: used of each authority and charge of each allocation the operation moved (required: a "
             "figure the spec moves and the event leaves out fails the replay); the issued id is ids.result"),
-        "manager.outcome": outcome({
-            "result": {"anyOf": [{"type": ["integer", "null"]}, _ref("ints"), limit],
-                       "description": "an issued id, bytes credited, a list of ids, or a limit outcome"},
-            "used": {**_ref("figures"), "description": "used of every authority the operation named or changed "
-                                                       "(one it changed and leaves out fails the replay)"},
-            "bundles": {"type": "object", "additionalProperties": False,
-                        "patternProperties": {"^[0-9]{1,20}$": bundle},
-                        "description": "each state bundle the operation named, opened or advanced (I5, I10)"}},
-            "the composed revision's outcome: result, used, bundles, after the operation"),
+        "manager.outcome": outcome(manager, "the composed revision's outcome: result, used, bundles, after the "
+                                            "operation"),
+        "manager.ledger_outcome": outcome({**manager, "charges": charges}, "a ledger operation's outcome in the "
+                                          "composed revision: result, used, charges, bundles, after the operation"),
     }
 
 
@@ -169,7 +179,7 @@ def _kind_defs() -> dict[str, Any]:
     for kind, cls in MANAGER_KINDS.items():
         names = [f.name for f in attrs.fields(cls)]
         defs[f"manager.{kind}"] = _event(MANAGER_REVISION, [f for f in names if f in MANAGER_ID_FIELDS],
-                                         [f for f in names if f not in MANAGER_ID_FIELDS])
+                                         [f for f in names if f not in MANAGER_ID_FIELDS], cls in LEDGER_ACTIONS)
     return defs
 
 

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the manager's aging bound (rounds until a pending ticket is matured, I13); the trace's "
                         "configure event carries it to the replay")
     t.add_argument("--ledger", action="store_true",
-                   help="the ledger-only workload (revision ortmem-ledger/1) instead of the composed manager's")
+                   help="the ledger-only workload (ledger operations only) instead of the composed manager's")
     _json(t, "a summary of the trace written (events per kind and revision)")
     r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)",
                        epilog=EXIT_CODES)

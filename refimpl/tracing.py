@@ -3,8 +3,11 @@
 `attach(pmm, sink)` (called by the governor's constructor when a sink is
 given) wraps each public operation of that one instance. Under the ledger
 lock the wrapper notes what the operation touches, runs it, numbers the
-accepted or rejected operation in lock order and encodes its event
-(`invariants.trace_format.encode_event`, which is total: a hostile argument
+accepted or rejected operation in lock order and encodes its event in the
+one revision every manager event is written in, `ortmem-manager/2`
+(`invariants.manager_trace.encode_manager_event`, with the charges of the
+allocations a ledger operation touched and a registration's physical
+device; the encoding is total: a hostile argument
 is written opaque, never refused by the encoder), so the trace is the
 governor's linearisation and recording can never change a result or use a
 sequence number without an event. The event is queued; the sink is called
@@ -27,9 +30,8 @@ checkers and tests reach the lock and the recorder through
 transactions, bundles, limits) number and emit their own events through the
 same recorder (`refimpl.manager.views`).
 
-The first composed event is preceded by a `configure` event naming the
-manager's aging bound (`invariants.manager_trace`), which the replay of a
-composed trace arbitrates with.
+The first event is preceded by a `configure` event naming the manager's
+aging bound (`invariants.manager_trace`), which the replay arbitrates with.
 
 `JsonlSink` writes events to a text file, one compact JSON object per line.
 """
@@ -40,11 +42,15 @@ import collections
 import itertools
 import json
 import threading
+
+import attrs
 from collections.abc import Callable
 from typing import IO, Any
 
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, KINDS, encode_event
+from invariants.manager_trace import MANAGER_REVISION, encode_configure, encode_manager_event
+from invariants.trace_format import BOUNDARY, KINDS
 from spec.errors import GovernorError, InvalidArgument, TraceSinkFailed
+from spec.grants import GrantTicket
 
 __all__ = ["Sink", "JsonlSink", "attach", "boundary", "sink_errors"]
 
@@ -71,10 +77,16 @@ class _Recorder:
         self.errors: list[tuple[int, BaseException]] = []  # (sequence, error) of failed deliveries, bounded
         self.lost = 0
         self.configured = False  # the `configure` event (the manager's constants) is queued
+        self.aging_bound = 4  # the manager's (`pmm._attach_recorder` sets it)
         self.pending_grants: list[tuple[int, int | None, int, int, int]] = []  # `take_grants`, not yet recorded
 
     def record(self, event_for: Callable[[int], dict[str, Any]]) -> int:
-        """Number and queue one event (caller holds the ledger lock); returns its sequence number."""
+        """Number and queue one event (caller holds the ledger lock); returns its sequence number. The first is
+        preceded by the `configure` event that names the manager's aging bound, which the replay arbitrates with."""
+        if not self.configured:
+            grants, self.pending_grants, self.configured = self.pending_grants, [], True  # they follow the operation
+            self.record(lambda s: encode_configure(self.source, s, self.aging_bound))
+            self.pending_grants = grants
         event = event_for(self.sequence + 1)  # total: cannot raise, so no number is used without an event
         self.sequence += 1
         self.queue.append(event)
@@ -85,25 +97,11 @@ class _Recorder:
 
     def _record_grants(self) -> None:
         """A `grant` event for each grant `take_grants` kept, right after the event of the operation that made them
-        (a ticket's submit already queued `configure`). Revision 2: the replay steps each as `spec.grants.GrantTicket`."""
-        from invariants.manager_trace import encode_manager_event
-        from spec.grants import GrantTicket
-
+        The replay steps each as `spec.grants.GrantTicket`."""
         grants, self.pending_grants = self.pending_grants, []
         for tid, alloc, aid, after, _ in grants:
             self.record(lambda s, t=tid, r=alloc, a=aid, u=after: encode_manager_event(
                 self.source, s, GrantTicket(t), r, None, {a: u}))
-
-    def record_composed(self, aging_bound: int, event_for: Callable[[int], dict[str, Any]]) -> int:
-        """`record` for a composed (`ortmem-manager/2`) event; the first one is preceded by the `configure` event
-        that names the manager's aging bound, which the replay arbitrates with (caller holds the ledger lock)."""
-        if not self.configured:
-            from invariants.manager_trace import encode_configure
-
-            grants, self.pending_grants = self.pending_grants, []  # they follow the operation, not `configure`
-            self.record(lambda s: encode_configure(self.source, s, aging_bound))
-            self.configured, self.pending_grants = True, grants
-        return self.record(event_for)
 
     def take_grants(self, used: dict[int, int]) -> dict[int, int]:
         """`used` as it stood before the grants the operation made (`pmm._take_grants`); the next `record` queues
@@ -179,8 +177,9 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
             except GovernorError as e:
                 error, result = e, None
             observed = rec.pmm._observed(auths, allocs, result, act)
-            observed["used"] = rec.take_grants(observed["used"])
-            seq = rec.record(lambda s: encode_event(rec.source, s, act, result, error, observed))
+            used, charges = rec.take_grants(observed["used"]), observed["charges"]
+            named = attrs.evolve(act, device=observed["device"]) if "device" in observed else act  # C1
+            seq = rec.record(lambda s: encode_manager_event(rec.source, s, named, result, error, used, None, charges))
         rec.pmm._wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
         return rec.settle(seq, cls.__name__, result, error)
 
@@ -198,7 +197,7 @@ def boundary(pmm: Any) -> None:
     """Declare a crash/snapshot boundary: work in flight when the trace ends here is not an error."""
     rec: _Recorder = pmm._recorder
     with pmm._lock:
-        seq = rec.record(lambda s: {"contract_revision": CONTRACT_REVISION, "source": rec.source,
+        seq = rec.record(lambda s: {"contract_revision": MANAGER_REVISION, "source": rec.source,
                                     "source_sequence": s, "kind": BOUNDARY, "ids": {}, "payload": {}})
     failure = rec.deliver(seq)
     if failure is not None:

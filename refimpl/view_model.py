@@ -213,7 +213,7 @@ def _apply(charge: dict[str, int], series: dict[str, list[list[int]]], subjects:
 
 def _detail(ids: dict[str, Any], p: dict[str, Any]) -> str:
     """The hover text of a marker: ids, outcome, error and the other arguments (figures left out), compact JSON."""
-    rest = {k: v for k, v in p.items() if k not in ("observed", "used", "outcome", "error", "bundles")}
+    rest = {k: v for k, v in p.items() if k not in ("observed", "used", "charges", "outcome", "error", "bundles")}
     text = json.dumps({"ids": ids, "outcome": p.get("outcome"), "error": p.get("error"), **rest},
                       separators=(",", ":"), ensure_ascii=False)
     return text[:400]  # code points: the page slices Array.from(text) alike

@@ -81,7 +81,7 @@ const ortmemModel = (function () {
 
   function detail(ids, p) {
     const rest = {};
-    for (const k of Object.keys(p)) if (!["observed", "used", "outcome", "error", "bundles"].includes(k)) rest[k] = p[k];
+    for (const k of Object.keys(p)) if (!["observed", "used", "charges", "outcome", "error", "bundles"].includes(k)) rest[k] = p[k];
     const o = {ids: ids, outcome: p.outcome === undefined ? null : p.outcome,
                error: p.error === undefined ? null : p.error};
     return cut(JSON.stringify(Object.assign(o, rest)), 400);

@@ -66,7 +66,7 @@ def _at(events: list[Event], kind: str, nth: int = 0, **ids: int) -> int:
 
 
 def _used(e: Event) -> dict[str, int]:
-    return e["payload"]["observed"]["used"] if "observed" in e["payload"] else e["payload"]["used"]
+    return e["payload"]["used"]
 
 
 def _move(events: list[Event], i: int, j: int, charge: int) -> list[Event]:
@@ -197,7 +197,7 @@ def test_fitting_waiter_at_a_declared_boundary_is_no_leftover(trace: list[Event]
     """Control: the same prefix ending at a boundary (the grant in flight) replays clean."""
     rel = _at(trace, "release")
     events = copy.deepcopy(trace[:rel + 1])
-    events.append({"contract_revision": "ortmem-ledger/1", "source": events[0]["source"], "source_sequence": 0,
+    events.append({"contract_revision": "ortmem-manager/2", "source": events[0]["source"], "source_sequence": 0,
                    "kind": "boundary", "ids": {}, "payload": {}})
     r = _replay(events)
     assert r.ok, r.describe()
@@ -231,9 +231,9 @@ def test_reservation_taking_owed_bytes_is_rejected() -> None:
     bad = _move(events, g, res, 50)  # ticket 2's grant written after the direct reservation...
     res -= 1
     bad[res]["payload"]["nbytes"] = 60  # ...which took 60 of the 100 B free: ticket 2's 50 B no longer fit
-    rid = str(bad[res]["ids"]["result"])
-    bad[res]["payload"]["observed"]["used"]["1"] += 50
-    bad[res]["payload"]["observed"]["charges"][rid] = 60
+    rid = str(bad[res]["payload"]["result"])
+    bad[res]["payload"]["used"]["1"] += 50
+    bad[res]["payload"]["charges"][rid] = 60
     r = _replay(bad)
     assert (r.ok, r.line, r.failure, r.id) == (False, res + 1, "violation", "I13"), r.describe()
     assert "took its room (40 B free, it needs 50 B)" in r.message

@@ -62,7 +62,7 @@ def test_traced_hostile_bytes_get_the_untraced_error_and_replay_clean(nbytes) ->
     assert abstract_ledger(pmm) == before
     rid = pmm.reserve(h, a, Tier.DEVICE, 10, Role.WEIGHTS)  # the next call is numbered right after
     pmm.cancel(h, rid)
-    assert _replays_clean(buf).events == 5
+    assert _replays_clean(buf).events == 6  # the configure event first
 
 
 @pytest.mark.parametrize("call, error", [
@@ -82,7 +82,7 @@ def test_traced_rejections_replay_clean(call, error) -> None:
         call(pmm, h, a)
     assert abstract_ledger(pmm) == before
     r = _replays_clean(buf)
-    assert r.events == 3
+    assert r.events == 4  # the configure event first
 
 
 def test_a_raising_sink_loses_no_outcome() -> None:
@@ -104,7 +104,7 @@ def test_a_raising_sink_loses_no_outcome() -> None:
     fail["on"] = False
     pmm.cancel(h, rid)
     assert pmm.snapshot(a).used == 0
-    assert [seq for seq, _ in sink_errors(pmm)] == [3, 4]
+    assert [seq for seq, _ in sink_errors(pmm)] == [4, 5]  # after configure and the two registrations
 
 
 def test_a_slow_sink_does_not_stall_another_threads_snapshot() -> None:
@@ -168,5 +168,5 @@ def test_events_reach_the_sink_in_sequence_order_from_many_threads() -> None:
     for t in threads:
         t.join(30)
     boundary(pmm)
-    assert seen == list(range(1, len(seen) + 1)) and len(seen) == 2 + 6 * 150 + 1
+    assert seen == list(range(1, len(seen) + 1)) and len(seen) == 3 + 6 * 150 + 1  # configure, registrations, work, boundary
     _replays_clean(buf)

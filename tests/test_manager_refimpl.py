@@ -458,20 +458,19 @@ def test_composed_operations_are_traced_in_lock_order() -> None:
     pmm.release(h, alloc)
     with pytest.raises(UnknownTicket):
         pmm.claim(h, 42)
-    # The first composed event is preceded by the `configure` event: the manager's aging bound (default 4).
-    assert events[2] == {"contract_revision": "ortmem-manager/2", "source": events[0]["source"],
-                         "source_sequence": 3, "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}
-    del events[2]
+    # The first event is the `configure` event: the manager's aging bound (default 4).
+    assert events[0] == {"contract_revision": "ortmem-manager/2", "source": events[0]["source"],
+                         "source_sequence": 1, "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}
+    del events[0]
     kinds = [(e["kind"], e["payload"]["outcome"], e["payload"].get("result")) for e in events]
-    assert kinds == [("register_authority", "accepted", None), ("register_holder", "accepted", None),
+    assert kinds == [("register_authority", "accepted", a), ("register_holder", "accepted", h),
                      ("submit", "accepted", tid), ("grant", "accepted", alloc), ("claim", "accepted", alloc),
                      ("release", "accepted", None), ("claim", "rejected", None)]
-    assert [e["source_sequence"] for e in events] == [1, 2, 4, 5, 6, 7, 8]
+    assert [e["source_sequence"] for e in events] == [2, 3, 4, 5, 6, 7, 8]
     # The submit's own figure leaves out the bytes its grant charged; the grant event's includes them.
     assert [e["payload"]["used"] for e in events[2:5]] == [{str(a): 0}, {str(a): 10}, {str(a): 10}]
     assert events[3]["ids"] == {"ticket": tid}
-    assert [e["contract_revision"] for e in events] == ["ortmem-ledger/1"] * 2 + ["ortmem-manager/2"] * 3 + \
-        ["ortmem-ledger/1", "ortmem-manager/2"]
+    assert {e["contract_revision"] for e in events} == {"ortmem-manager/2"}  # the ledger's operations too
     assert events[6]["payload"]["error"] == "UnknownTicket"
 
 

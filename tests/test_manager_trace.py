@@ -181,7 +181,7 @@ def test_cli_writes_and_replays_a_composed_trace(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     assert main(["trace", str(out), "--seed", "5"]) == 0
     revisions = {json.loads(line)["contract_revision"] for line in out.read_text().splitlines()}
-    assert revisions == {"ortmem-ledger/1", "ortmem-manager/2"}  # ledger operations keep the ledger's format
+    assert revisions == {"ortmem-manager/2"}  # one revision for every event, the ledger's operations included
     assert main(["replay", str(out)]) == 0
     text = out.read_text().splitlines()
     (tmp_path / "lossy.jsonl").write_text("\n".join(text[:3] + text[4:]) + "\n")
@@ -189,16 +189,37 @@ def test_cli_writes_and_replays_a_composed_trace(tmp_path: Path) -> None:
 
 
 def test_changed_ledger_figure_is_refinement(lines: list[bytes]) -> None:
-    """Ledger operations keep the ledger's format inside a composed trace; their figures are checked too."""
+    """Ledger operations are composed events too (`ortmem-manager/2`); their figures are checked."""
     for i, raw in enumerate(lines):
         ev = json.loads(raw)
-        if ev["kind"] == "commit" and ev["payload"]["outcome"] == "accepted" and ev["payload"]["observed"]["used"]:
-            aid = next(iter(ev["payload"]["observed"]["used"]))
-            ev["payload"]["observed"]["used"][aid] -= 1
+        if ev["kind"] == "commit" and ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
+            aid = next(iter(ev["payload"]["used"]))
+            ev["payload"]["used"][aid] -= 1
             r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
             assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
             return
     raise AssertionError("no accepted commit with a figure")
+
+
+def test_a_ledger_events_charge_in_a_composed_trace_is_judged_left_out_or_wrong(lines: list[bytes]) -> None:
+    """`ortmem-manager/2` carries a ledger operation's charges (after composed events too, where no step of it
+    grants): a reservation's new charge left out, or misreported, is refused at its line."""
+    first = next(i for i, raw in enumerate(lines) if json.loads(raw)["kind"] in ("submit", "try_reserve"))
+    for i, raw in enumerate(lines[first:], first):
+        ev = json.loads(raw)
+        if ev["kind"] == "reserve" and ev["payload"]["outcome"] == "accepted":
+            rid = str(ev["payload"]["result"])
+            assert ev["payload"]["charges"][rid] == ev["payload"]["nbytes"]
+            ev["payload"]["charges"][rid] += 1
+            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
+            assert f"observed a charge of {ev['payload']['nbytes'] + 1} B on allocation {rid}" in r.message
+            del ev["payload"]["charges"][rid]
+            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
+            assert f"charged allocation {rid} but the event does not say so" in r.message
+            return
+    raise AssertionError("no accepted reserve after the first composed event")
 
 
 # --- state bundles (I5, I10) ---------------------------------------------------------------------------------
@@ -213,7 +234,7 @@ def _bundle_trace(guards: GuardSet = ALL_ON) -> list[bytes]:
     t = p.plan_tx(h, ((a, 8),))
     p.join_bundle(t, b)
     p.reserve_all(t)
-    p.commit_tx(t)  # line 8 (after the configure event, line 3): the bundle's parts advance together
+    p.commit_tx(t)  # line 8 (the configure event is line 1): the bundle's parts advance together
     t2 = p.plan_tx(h, ((a, 4),))
     p.join_bundle(t2, b)
     p.reserve_all(t2)
@@ -233,9 +254,9 @@ def test_bundle_trace_replays_clean_and_reports_the_bundle() -> None:
     r = replay_manager_lines(lines)
     assert r.ok and r.events == len(lines) == 17, r.describe()
     evs = [json.loads(x) for x in lines]
-    assert [e["kind"] for e in evs][2:9] == ["configure", "open_bundle", "plan_tx", "join_bundle", "reserve_tx",
-                                             "commit_tx", "plan_tx"]
-    assert evs[2]["payload"] == {"aging_bound": 4}
+    assert [e["kind"] for e in evs][:9] == ["configure", "register_holder", "register_authority", "open_bundle",
+                                            "plan_tx", "join_bundle", "reserve_tx", "commit_tx", "plan_tx"]
+    assert evs[0]["payload"] == {"aging_bound": 4}
     assert evs[7]["payload"]["bundles"] == {"1": {"versions": [1, 1, 1, 1], "poisoned": False}}
     assert evs[11]["kind"] == "report_mismatch" and evs[11]["ids"] == {"bundle": 1}
     assert evs[12]["kind"] == "commit_tx" and evs[12]["payload"]["error"] == "BundlePoisoned"
@@ -371,7 +392,7 @@ def test_a_loss_that_unwinds_a_two_ledger_transaction_lists_both_ledgers() -> No
     """The loss of one ledger aborts a transaction holding another: the event observes both (issue #21)."""
     lines = _two_ledger_loss()
     loss = next(json.loads(x) for x in lines if json.loads(x)["kind"] == "lose_device")
-    assert loss["payload"]["observed"]["used"] == {"1": 0, "2": 4}
+    assert loss["payload"]["used"] == {"1": 0, "2": 4}
     r = replay_manager_lines(lines)
     assert r.ok, r.describe()
 
@@ -384,7 +405,7 @@ def test_a_loss_with_wrong_figures_is_rejected_at_its_line(used: dict, says: str
     lines = _two_ledger_loss()
     i = _index(lines, "lose_device")
     ev = json.loads(lines[i])
-    ev["payload"]["observed"]["used"] = used
+    ev["payload"]["used"] = used
     r = replay_manager_lines([*lines[:i], json.dumps(ev).encode(), *lines[i + 1:]])
     assert not r.ok and r.failure == "refinement" and r.line == i + 1 and says in r.message, r.describe()
 
@@ -419,8 +440,8 @@ _RETIRED = {"contract_revision": "ortmem-tx/1", "source": "pmm-1", "kind": "tx_p
 @pytest.mark.parametrize("composed", [True, False])
 def test_a_trace_in_the_retired_tx_revision_is_an_unknown_revision(tmp_path: Path, lines: list[bytes],
                                                                    composed: bool) -> None:
-    """Read as a composed trace or, with no composed event, as a ledger one: refused where it appears, by name."""
-    head = lines[:12] if composed else lines[:7]  # the workload's registrations (ledger events), then composed ones
+    """Read inside a composed trace or as the first line: refused where it appears, by name."""
+    head = lines[:12] if composed else []
     assert any(json.loads(x)["contract_revision"] == "ortmem-manager/2" for x in head) is composed
     trace = [*head, json.dumps({**_RETIRED, "source_sequence": len(head) + 1}).encode() + b"\n"]
     r = replay_manager_lines(trace)

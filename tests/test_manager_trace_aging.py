@@ -81,12 +81,12 @@ def _with_bound(lines: list[bytes], bound: object) -> list[bytes]:
 
 
 @pytest.mark.parametrize("bound", [2, 4, 6])
-def test_trace_names_its_bound_before_the_first_composed_event_and_replays_clean(bound: int) -> None:
+def test_trace_names_its_bound_first_and_replays_clean(bound: int) -> None:
     lines = _aging_trace(bound)
     i = _configure_index(lines)
     evs = [json.loads(raw) for raw in lines]
     assert evs[i]["payload"] == {"aging_bound": bound} and evs[i]["ids"] == {}
-    assert {e["contract_revision"] for e in evs[:i]} == {"ortmem-ledger/1"} and evs[i + 1]["kind"] == "submit"
+    assert i == 0 and {e["contract_revision"] for e in evs} == {"ortmem-manager/2"}
     r = replay_manager_lines(lines)
     assert r.ok and r.events == len(lines), r.describe()
 
@@ -152,9 +152,11 @@ def test_trace_without_configure_is_unconfigured_at_its_first_composed_event() -
     replay clean; the first composed event fails, since the bound it would be arbitrated with is unknown."""
     lines = _aging_trace(6)
     i = _configure_index(lines)
-    r = replay_manager_lines(_renumbered(lines[:i] + lines[i + 1:]))
-    assert not r.ok and r.failure == "unconfigured" and r.line == i + 1, r.describe()
-    assert r.events == i and "aging bound" in r.message
+    rest = _renumbered(lines[:i] + lines[i + 1:])
+    j = next(k for k, raw in enumerate(rest) if json.loads(raw)["kind"] == "submit")  # after 5 ledger events
+    r = replay_manager_lines(rest)
+    assert not r.ok and r.failure == "unconfigured" and r.line == j + 1, r.describe()
+    assert r.events == j and "aging bound" in r.message
 
 
 def test_duplicated_configure_is_rejected_where_it_repeats() -> None:
@@ -170,11 +172,12 @@ def test_duplicated_configure_is_rejected_where_it_repeats() -> None:
 def test_configure_moved_after_the_first_composed_event_fails_at_that_event() -> None:
     lines = _aging_trace(2)
     i = _configure_index(lines)
-    swapped = lines[:i] + [lines[i + 1], lines[i]] + lines[i + 2:]
-    r = replay_manager_lines(swapped)
+    j = next(k for k, raw in enumerate(lines) if json.loads(raw)["kind"] == "submit")  # the first composed event
+    moved = lines[:i] + lines[i + 1:j + 1] + [lines[i]] + lines[j + 1:]
+    r = replay_manager_lines(moved)
     assert not r.ok and r.failure == "sequence-gap" and r.line == i + 1, r.describe()
-    r = replay_manager_lines(_renumbered(swapped))
-    assert not r.ok and r.failure == "unconfigured" and r.line == i + 1, r.describe()
+    r = replay_manager_lines(_renumbered(moved))
+    assert not r.ok and r.failure == "unconfigured" and r.line == j, r.describe()
 
 
 # --- the seeded workloads at other bounds ---------------------------------------------------------------------

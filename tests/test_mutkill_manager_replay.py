@@ -27,19 +27,20 @@ KEYS = frozenset({"outcome", "error", "result", "used", "bundles"})  # every com
 
 
 def test_a_kinds_shape_is_its_fields_id_keys_and_payload_keys() -> None:
-    """Scalars are the fields neither a tuple (needs, victims) nor an enum (tier, role); the optional payload keys
-    (alignment, device) are left out of the required set only."""
+    """Scalars are the fields neither a tuple (needs, victims) nor an enum (tier, role); the optional payload key
+    (alignment) is left out of the required set only; a ledger operation's payload has its charges."""
     assert _shape(A.Reserve) == (
         A.Reserve, (("holder", True), ("authority", True), ("tier", False), ("nbytes", True), ("role", False),
                     ("alignment", True)),
-        frozenset({"holder", "authority"}), KEYS | {"tier", "nbytes", "role", "alignment"},
-        KEYS | {"tier", "nbytes", "role"})
+        frozenset({"holder", "authority"}), KEYS | {"tier", "nbytes", "role", "alignment", "charges"},
+        KEYS | {"tier", "nbytes", "role", "charges"})
     assert _shape(M.PlanTx) == (
         M.PlanTx, (("holder", True), ("needs", False), ("priority", True), ("retry", True)),
         frozenset({"holder", "retry"}), KEYS | {"needs", "priority"}, KEYS | {"needs", "priority"})
     assert _shape(A.RegisterAuthority) == (
         A.RegisterAuthority, (("pool", True), ("tier", False), ("capacity", True), ("device", True)),
-        frozenset(), KEYS | {"pool", "tier", "capacity", "device"}, KEYS | {"pool", "tier", "capacity"})
+        frozenset(), KEYS | {"pool", "tier", "capacity", "device", "charges"},
+        KEYS | {"pool", "tier", "capacity", "device", "charges"})  # the device required in /2
 
 
 def busy() -> M.Manager:
@@ -92,6 +93,13 @@ def test_leftover_names_every_active_item_in_order_in_the_traces_numbering() -> 
 # --- whole replay results on one pinned bundle trace -----------------------------------------------------------
 
 
+def configure_at(buf: io.StringIO, at: int | None) -> list[bytes]:
+    """A refimpl trace with its configure event (written first) moved after its first `at` events (None: left
+    out, for a ledger-only one), renumbered: the layouts these tests pin."""
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return renumbered(lines[1:] if at is None else [*lines[1:at + 1], lines[0], *lines[at + 1:]])
+
+
 def bundle_lines() -> list[bytes]:
     """register_holder, register_authority, configure, open_bundle, plan_tx, join_bundle, reserve_tx,
     commit_tx (line 8: the bundle advances to versions [1, 1, 1, 1]), report_mismatch (line 9: poisoned)."""
@@ -104,7 +112,7 @@ def bundle_lines() -> list[bytes]:
     p.reserve_all(t)
     p.commit_tx(t)
     p.report_mismatch(b)
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return configure_at(buf, 2)
 
 
 def _lines(buf: io.StringIO) -> list[bytes]:
@@ -217,7 +225,7 @@ def grant_lines() -> list[bytes]:
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
     p.submit(h, a, 8)
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return configure_at(buf, 2)
 
 
 def drop(key: str) -> Any:
@@ -287,7 +295,7 @@ MALFORMED = [
     ("used-5000", bundle_lines, 7, put("payload", "used", {str(i): 0 for i in range(5000)}), "unknown-id",
      "observed authority 0, which no event of this trace issued"),  # no count bound: judged by its ids
     ("used-key", bundle_lines, 7, put("payload", "used", {"x": 8}), "malformed",
-     "payload.used keys must be integer authority ids"),
+     "payload.used keys must be integer ids"),
     ("used-value", bundle_lines, 7, put("payload", "used", {"1": "8"}), "malformed",
      "payload.used values must be integers"),
 ]
@@ -302,7 +310,7 @@ def test_a_malformed_event_fails_at_its_line_with_its_whole_message(trace: Any, 
 
 def test_the_used_of_a_removed_authority_is_named_in_the_governors_numbering() -> None:
     """The spare authority issued as 7 (line 12) and removed (line 13): its used listed after is named 7."""
-    lines = edited(edited(figures_lines(), 12, put("ids", "result", 7)), 13, put("ids", "authority", 7))
+    lines = edited(edited(figures_lines(), 12, put("payload", "result", 7)), 13, put("ids", "authority", 7))
     assert replay_manager_lines(lines) == ReplayResult(True, 13, None, None, None, "no violation")
     assert replay_manager_lines(edited(lines, 13, put("payload", "used", {"7": 0}))) == failed(
         12, "unknown-id", "observed used of authority 7, which does not exist")
@@ -310,7 +318,7 @@ def test_the_used_of_a_removed_authority_is_named_in_the_governors_numbering() -
 
 def test_used_figures_are_named_in_the_governors_numbering() -> None:
     """The authority issued as 4 (line 2): the grant's (line 5) wrong or missing used names authority 4."""
-    lines = edited(edited(grant_lines(), 2, put("ids", "result", 4)), 4, put("ids", "authority", 4))
+    lines = edited(edited(grant_lines(), 2, put("payload", "result", 4)), 4, put("ids", "authority", 4))
     lines = edited(edited(lines, 4, put("payload", "used", {"4": 0})), 5, put("payload", "used", {"4": 8}))
     assert replay_manager_lines(edited(lines, 5, put("payload", "used", {"4": 9}))) == failed(
         4, "refinement", "GrantTicket(ticket=1): the governor observed 9 B used on authority 4, the spec has 8 B")
@@ -320,7 +328,7 @@ def test_used_figures_are_named_in_the_governors_numbering() -> None:
 
 def test_a_charge_is_named_in_the_governors_numbering() -> None:
     """The reserve (line 3) issues allocation 6 (the spec's 1), committed and released as 6 (line 5)."""
-    lines = edited(edited(figures_lines(), 3, put("ids", "result", 6)), 3, observed("charges", {"6": 8}))
+    lines = edited(edited(figures_lines(), 3, put("payload", "result", 6)), 3, observed("charges", {"6": 8}))
     lines = edited(edited(lines, 4, put("ids", "allocation", 6)), 4, observed("charges", {"6": 8}))
     lines = edited(lines, 5, put("ids", "allocation", 6))
     assert replay_manager_lines(lines) == ReplayResult(True, 13, None, None, None, "no violation")
@@ -355,7 +363,7 @@ def test_a_map_past_the_reserved_growth_is_the_spec_alternative_and_past_the_lim
     w = p.open_allowance(h, a, 32)
     p.reserve_growth(h, w, 10)
     p.map_allowance(h, w, 10)
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = configure_at(buf, None)
     assert replay_manager_lines(edited(lines, 5, put("payload", "nbytes", 15))) == ReplayResult(
         True, 5, None, None, None, "no violation")
     assert replay_manager_lines(edited(lines, 5, put("payload", "nbytes", 40))) == failed(4, "violation", (
@@ -422,9 +430,9 @@ def test_a_view_registration_may_answer_with_its_authoritys_id() -> None:
     buf = io.StringIO()
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     p.register_alias(p.register_authority("hbm", Tier.DEVICE, 64), "um")
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-    assert json.loads(lines[1])["ids"] == {"of": 1, "result": 2}
-    assert replay_manager_lines(edited(lines, 2, put("ids", "result", 1))) == ReplayResult(
+    lines = configure_at(buf, None)
+    assert (json.loads(lines[1])["ids"], json.loads(lines[1])["payload"]["result"]) == ({"of": 1}, 2)
+    assert replay_manager_lines(edited(lines, 2, put("payload", "result", 1))) == ReplayResult(
         True, 2, None, None, None, "no violation")
 
 
@@ -473,12 +481,13 @@ def figures_lines() -> list[bytes]:
     p.claim(h, p.submit(h, a, 24))
     p.lower_limit(a, 40)
     p.remove_authority(p.register_authority("spare", Tier.HOST, 64))
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return renumbered([*lines[1:6], lines[0], *lines[6:]])  # configure written after the ledger-only prefix
 
 
 def observed(key: str, value: Any) -> Any:
     def edit(ev: dict[str, Any]) -> None:
-        ev["payload"]["observed"][key] = value
+        ev["payload"][key] = value
     return edit
 
 
@@ -532,6 +541,27 @@ def test_a_composed_trace_keeps_one_revision_and_one_configure_before_its_first_
     assert replay_manager_lines(renumbered([*lines[:2], *lines[3:]])) == failed(
         2, "unconfigured", "Submit(holder=1, authority=1, nbytes=8, priority=0, role=Role.STAGING) comes before any "
         "configure event: the trace does not say the manager's aging bound, so the spec cannot arbitrate it")
+
+
+LEDGER_1 = {"contract_revision": "ortmem-ledger/1", "source": "g", "kind": "register_holder", "ids": {"result": 1},
+            "payload": {"name": "kv", "outcome": "accepted", "error": None, "observed": {"used": {}, "charges": {}}}}
+
+
+def test_a_trace_in_the_manager_revision_carries_no_ledger_format_event_nor_the_other_way() -> None:
+    """One revision for every manager event: an `ortmem-ledger/1` event in an `ortmem-manager/2` trace is refused
+    where it comes, as a `/2` event after a ledger-format one; `/1` still reads its ledger operations in the
+    ledger's format."""
+    lines = grant_lines()
+    ledger = json.dumps({**LEDGER_1, "source": json.loads(lines[0])["source"], "source_sequence": 6}).encode()
+    assert replay_manager_lines([*lines, ledger]) == failed(
+        5, "mixed-protocols", "a ortmem-ledger/1 event in a ortmem-manager/2 trace")
+    first = json.dumps({**LEDGER_1, "source_sequence": 1}).encode()
+    assert replay_manager_lines([first, json.dumps({**json.loads(lines[2]), "source": "g", "source_sequence": 2})
+                                 .encode()]) == failed(1, "mixed-protocols",
+                                                       "a ortmem-manager/2 event in a ortmem-ledger/1 trace")
+    v1 = json.dumps({**json.loads(lines[2]), "source": "g", "source_sequence": 2,
+                     "contract_revision": "ortmem-manager/1"}).encode()
+    assert replay_manager_lines([first, v1]) == ReplayResult(True, 2, None, None, None, "no violation")
 
 
 def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -> None:
@@ -631,19 +661,18 @@ def test_a_grant_owed_after_an_event_may_come_later_but_no_newcomer_may_overtake
 
 
 def test_the_event_after_configure_asks_the_configured_state_which_ids_are_live() -> None:
-    """A ledger-format reserve right after the configure event (line 4) lists the charge of allocation 7, which no
+    """A reserve right after the configure event (line 4) lists the charge of allocation 7, which no
     event issued: the id map asks the state the configure left whether 7 is live (no), so it is unknown."""
     buf = io.StringIO()
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
     p.submit(h, a, 8)
     p.reserve(h, a, Tier.DEVICE, 4, Role.KV)
-    events = [json.loads(line) for line in buf.getvalue().splitlines()]
+    events = [json.loads(line) for line in configure_at(buf, 2)]
     assert [ev["kind"] for ev in events] == ["register_holder", "register_authority", "configure", "submit", "grant",
                                              "reserve"]
     reserve = events[5]
-    reserve["payload"]["observed"] = {"used": {"1": 4}, "charges": {"2": 4, "7": 4}}
-    reserve["ids"]["result"] = 2
+    reserve["payload"].update(used={"1": 4}, charges={"2": 4, "7": 4}, result=2)
     lines = renumbered([json.dumps(ev).encode() + b"\n" for ev in [*events[:3], reserve]])
     assert replay_manager_lines(lines) == failed(3, "unknown-id", "observed allocation 7, which no event of this "
                                                                   "trace issued")

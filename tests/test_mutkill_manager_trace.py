@@ -6,9 +6,11 @@ import pytest
 
 from invariants import manager_trace as T
 from invariants.trace_format import MAX_TEXT, Opaque
+from spec import errors as E
+from spec import ledger_actions as A
 from spec.grants import GrantTicket
 from spec.manager_actions import LimitOutcome, PlanTx, Submit
-from spec.types import MAX_BYTES, Role
+from spec.types import MAX_BYTES, Role, Tier
 
 _BIG = 10**19  # 20 digits: the longest integer a tuple carries exactly
 _MANY = 5000  # past every count bound events once had (64, 4096): only the line's bytes bound a list
@@ -147,3 +149,29 @@ def test_events_are_whole() -> None:
 def test_an_attrs_value_in_a_field_is_written_opaque_by_its_own_type() -> None:
     ev = T.encode_manager_event("s", 1, Submit(2, 1, T.Configure(3)), None, ValueError("no"), {})  # type: ignore[arg-type]
     assert ev["payload"]["nbytes"] == {"opaque": "Configure"}  # not flattened into its fields
+
+
+def test_a_ledger_operation_is_written_whole_with_its_charges() -> None:
+    """One revision: a ledger operation's event is `ortmem-manager/2`, its result in the payload, its `charges` (in
+    key order) after `used`; a composed operation's carries none."""
+    act = A.Reserve(holder=2, authority=1, tier=Tier.DEVICE, nbytes=16, role=Role.WEIGHTS)
+    ev = T.encode_manager_event("pmm-1", 7, act, 3, None, {5: 1, 1: 16}, None, {9: 2, 3: 16})
+    assert ev == {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 7, "kind": "reserve",
+                  "ids": {"holder": 2, "authority": 1},
+                  "payload": {"tier": "device", "nbytes": 16, "role": "weights", "outcome": "accepted", "error": None,
+                              "result": 3, "used": {"1": 16, "5": 1}, "charges": {"3": 16, "9": 2}, "bundles": {}}}
+    assert list(ev["payload"]["charges"]) == ["3", "9"]
+    refused = T.encode_manager_event("s", 1, A.Commit(2, 3, 8), None, E.InvalidBytes("no"), {1: 8})
+    assert refused["payload"] == {"nbytes": 8, "outcome": "rejected", "error": "InvalidBytes", "result": None,
+                                  "used": {"1": 8}, "charges": {}, "bundles": {}}
+    assert "charges" not in T.encode_manager_event("s", 1, Submit(2, 1, 4), 3, None, {}, None, {3: 4})["payload"]
+    assert T.LEDGER_ACTIONS == frozenset(T.KINDS.values()) and A.Reserve in T.LEDGER_ACTIONS
+
+
+def test_a_registration_always_names_its_device_and_a_request_its_alignment_only_when_stated() -> None:
+    named = T.encode_manager_event("s", 1, A.RegisterAuthority("p", Tier.DEVICE, 64, "cuda:0"), 1, None, {1: 0})
+    assert named["payload"]["device"] == "cuda:0"
+    unnamed = T.encode_manager_event("s", 1, A.RegisterAuthority("p", Tier.DEVICE, 64), 1, None, {1: 0})
+    assert "device" in unnamed["payload"] and unnamed["payload"]["device"] is None  # the replay refuses it
+    assert "alignment" not in T.encode_manager_event("s", 1, Submit(2, 1, 4), 3, None, {})["payload"]
+    assert T.REQUIRED_FIELDS == {"device"}

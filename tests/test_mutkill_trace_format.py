@@ -1,4 +1,4 @@
-"""invariants/trace_format.py's mutation run (benchmarks/mutation.py): the ledger event and its values, pinned whole."""
+"""invariants/trace_format.py's mutation run (benchmarks/mutation.py): the shared vocabulary and its values, pinned whole."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import math
 import pytest
 
 from invariants import trace_format as F
-from spec import errors as E
-from spec import ledger_actions as A
 from spec.types import Role, Tier
 
 _TOP = 10**20 - 1  # 20 digits: the longest integer written exactly
@@ -90,37 +88,3 @@ def test_an_ill_formed_value_is_refused_by_its_whole_message(field: str, v: obje
     assert str(e.value) == message
 
 
-def test_an_accepted_event_that_issues_an_id_is_written_whole() -> None:
-    act = A.Reserve(holder=2, authority=1, tier=Tier.DEVICE, nbytes=16, role=Role.WEIGHTS)
-    ev = F.encode_event("pmm-1", 7, act, 3, None, {"used": {5: 1, 1: 16}, "charges": {3: 16}})
-    assert ev == {"contract_revision": "ortmem-ledger/1", "source": "pmm-1", "source_sequence": 7, "kind": "reserve",
-                  "ids": {"holder": 2, "authority": 1, "result": 3},
-                  "payload": {"tier": "device", "nbytes": 16, "role": "weights", "outcome": "accepted", "error": None,
-                              "observed": {"used": {"1": 16, "5": 1}, "charges": {"3": 16}}}}
-    assert list(ev["payload"]["observed"]["used"]) == ["1", "5"]
-    assert list(ev) == ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"]
-    assert list(ev["payload"]) == ["tier", "nbytes", "role", "outcome", "error", "observed"]
-
-
-def test_a_rejected_event_names_its_error_and_no_issued_id() -> None:
-    act = A.Reserve(holder=2, authority=_TOP + 1, tier=Tier.DEVICE, nbytes=math.nan, role="kv", alignment=64)
-    ev = F.encode_event("s", 1, act, None, E.CapacityDenied("no"), {"used": {}, "charges": {}})
-    assert ev == {"contract_revision": "ortmem-ledger/1", "source": "s", "source_sequence": 1, "kind": "reserve",
-                  "ids": {"holder": 2, "authority": {"opaque": "int"}},
-                  "payload": {"tier": "device", "nbytes": {"opaque": "float"}, "role": {"opaque": "str"},
-                              "alignment": 64, "outcome": "rejected", "error": "CapacityDenied",
-                              "observed": {"used": {}, "charges": {}}}}
-
-
-def test_an_event_that_issues_nothing_has_no_result_id() -> None:
-    ev = F.encode_event("s", 2, A.Commit(holder=2, allocation=3, nbytes=8), 99, None, {"used": {1: 8}})
-    assert ev["ids"] == {"holder": 2, "allocation": 3}
-    assert ev["payload"] == {"nbytes": 8, "outcome": "accepted", "error": None, "observed": {"used": {"1": 8}}}
-
-
-def test_an_attrs_record_passed_as_an_argument_is_opaque_not_unpacked() -> None:
-    rec = A.Commit(holder=1, allocation=2, nbytes=3)
-    ev = F.encode_event("s", 3, A.Commit(holder=rec, allocation=2, nbytes=rec), None, E.InvalidBytes("no"),
-                        {"used": {}})
-    assert ev["ids"] == {"holder": {"opaque": "Commit"}, "allocation": 2}
-    assert ev["payload"]["nbytes"] == {"opaque": "Commit"}

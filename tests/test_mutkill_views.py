@@ -115,10 +115,10 @@ def test_a_trace_of_every_ledger_kind_replays_clean(on: bool) -> None:
     with contracts(on=on):
         _every_ledger_kind(ProcessMemoryManager(trace=JsonlSink(buf)))
     lines = buf.getvalue().splitlines()
-    assert len(lines) == 22  # one event per call, and no configure: nothing composed ran
+    assert len(lines) == 23  # configure, then one event per call
     r = replay_manager_lines([x.encode() + b"\n" for x in lines])
     # Every event replays clean; with no declared boundary the allowance's reserved growth is left over.
-    assert (r.events, r.failure, r.message) == (22, "leftover", "trace ended with active items and no declared "
+    assert (r.events, r.failure, r.message) == (23, "leftover", "trace ended with active items and no declared "
                                                 "boundary: allowance 2 still reserves 5 B of growth"), r.describe()
 
 
@@ -196,7 +196,7 @@ def test_a_composed_operation_on_a_traced_manager_is_traced_with_contracts_off()
         a = pmm.register_authority("host", Tier.HOST, 100)
         got = pmm.try_reserve(h, a, 8)
     kinds = [json.loads(x)["kind"] for x in buf.getvalue().splitlines()]
-    assert kinds == ["register_holder", "register_authority", "configure", "try_reserve"] and got == 1
+    assert kinds == ["configure", "register_holder", "register_authority", "try_reserve"] and got == 1
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
@@ -430,13 +430,13 @@ def test_a_holder_reads_its_own_records_by_id_and_an_unknown_holder_is_refused_u
 
 
 def _observed(buf: io.StringIO) -> list[tuple[str, dict[str, Any]]]:
-    """(kind, observed figures with integer ids) of each ledger event of a trace."""
+    """(kind, observed figures with integer ids) of each ledger event of a trace (those carrying charges)."""
     out = []
     for line in buf.getvalue().splitlines():
-        e = json.loads(line)
-        obs = e["payload"].get("observed")
-        if obs is not None:
-            out.append((e["kind"], {part: {int(k): v for k, v in m.items()} for part, m in obs.items()}))
+        p = json.loads(line)["payload"]
+        if "charges" in p:
+            out.append((json.loads(line)["kind"], {part: {int(k): v for k, v in p[part].items()}
+                                                   for part in ("used", "charges")}))
     return out
 
 

@@ -114,8 +114,7 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                               "REJECTED at line 5 (malformed): payload.observed must be "
                               "{'used': {...}, 'charges': {...}}"),
     "observed-part-not-an-object": ([_release(observed={"used": {"1": 0}, "charges": []})],
-                                    "REJECTED at line 5 (malformed): payload.observed must be "
-                                    "{'used': {...}, 'charges': {...}}"),
+                                    "REJECTED at line 5 (malformed): observed.charges must be an object"),
     "observed-key-not-an-id": ([_release(observed={"used": {"1": 0}, "charges": {"one": 0}})],
                                "REJECTED at line 5 (malformed): observed.charges keys must be integer ids"),
     "observed-figure-not-an-int": ([_release(observed={"used": {"1": "0"}, "charges": {}})],
@@ -391,3 +390,23 @@ def test_bad_enum_value_names_it() -> None:
     assert r.describe() == "REJECTED at line 5 (malformed): 'gpu' is not a valid Tier"
 
 
+
+
+@pytest.mark.parametrize("ids, field, value, error", [
+    # an id the trace could not carry: the governor's refusal of what it saw is excused (both caller errors)
+    ({"holder": {"opaque": "int64"}, "authority": 1}, None, None, "InvalidArgument"),
+    ({"holder": 1, "authority": 1}, "nbytes", {"opaque": "float"}, "InvalidBytes"),
+    ({"holder": 1, "authority": 1}, "nbytes", "ten", "InvalidBytes"),  # a plain field's string decodes to itself
+])
+def test_a_ledger_format_argument_the_trace_could_not_carry_is_refused_as_ill_typed(ids, field, value, error) -> None:
+    """`ortmem-ledger/1` (ledger-only recordings): an opaque marker decodes to `Opaque` (hashable, refused by every
+    guard), never to the raw object, so a refusal of a hostile argument replays clean."""
+    payload = {"tier": "device", "nbytes": 4, "role": "weights", "outcome": "rejected", "error": error,
+               "observed": {"used": {}, "charges": {}}}
+    if field is not None:
+        payload[field] = value
+    r = replay_manager_lines([*SETUP, _raw(5, "reserve", ids, payload)])
+    assert r.ok, r.describe()
+    payload["error"] = "CapacityDenied"  # control: a refusal whose precondition does not hold (no caller error)
+    r = replay_manager_lines([*SETUP, _raw(5, "reserve", ids, payload)])
+    assert (r.ok, r.line, r.failure) == (False, 5, "refinement"), r.describe()

@@ -39,16 +39,16 @@ def known_trace() -> str:
 
 def test_known_trace_series_limit_and_markers() -> None:
     d = timeline_data(io.BytesIO(known_trace().encode()))
-    assert d["events"] == 11
+    assert d["events"] == 12  # the configure event first
     [gpu] = d["authorities"]
-    assert (gpu["pool"], gpu["limit"]) == ("gpu0", [[2, 100]])
-    assert gpu["series"] == {"<b>weights</b> / weights": [[3, 40], [4, 30], [10, 0]],
-                             "kv / kv": [[5, 20], [8, 0]]}
-    assert gpu["used"] == [[3, 40], [4, 30], [5, 50], [8, 30], [10, 0]]
+    assert (gpu["pool"], gpu["limit"]) == ("gpu0", [[3, 100]])
+    assert gpu["series"] == {"<b>weights</b> / weights": [[4, 40], [5, 30], [11, 0]],
+                             "kv / kv": [[6, 20], [9, 0]]}
+    assert gpu["used"] == [[4, 40], [5, 30], [6, 50], [9, 30], [11, 0]]
     assert gpu["over"] == []
     cats = [(m["i"], m["category"], m["kind"]) for m in d["markers"]]
-    assert cats == [(6, "rejected", "reserve"), (9, "device loss", "lose_device"),
-                    (10, "device loss", "confirm_termination")]
+    assert cats == [(7, "rejected", "reserve"), (10, "device loss", "lose_device"),
+                    (11, "device loss", "confirm_termination")]
     assert d["markers"][0]["holder"] == "kv"
 
 
@@ -59,7 +59,7 @@ def test_html_is_self_contained_and_escapes_the_trace() -> None:
     named = render_html(read_events(io.BytesIO(known_trace().encode())), "__DATA__")
     assert "<title>__DATA__</title>" in named  # the title is not filled with the data, the data is embedded once
     data = named.split('<script type="application/json" id="data">', 1)[1].split("</script>", 1)[0]
-    assert len(json.loads(data)) == 11
+    assert len(json.loads(data)) == 12
     for needle in ("http://", "https://", "src=", "<link"):
         assert needle not in page.replace('"http://www.w3.org/2000/svg"', ""), needle
 

@@ -46,9 +46,9 @@ def test_export_has_a_counter_per_authority_and_holder(exported) -> None:
         e = json.loads(line)
         p = e["payload"]
         if p.get("outcome") == "accepted" and e["kind"] == "register_holder":
-            names[e["ids"]["result"]] = p["name"]
+            names[p["result"]] = p["name"]
         if p.get("outcome") == "accepted" and e["kind"] == "register_authority":
-            auths[e["ids"]["result"]] = p["pool"]
+            auths[p["result"]] = p["pool"]
         for figures in (p.get("used", {}), (p.get("observed") or {}).get("used", {})):  # composed, ledger events
             for a, u in figures.items():
                 last_used[int(a)] = u

@@ -3,7 +3,7 @@
 A dropped handle (a finaliser, another thread) may not take the ledger lock, so `drop` only posts a
 cancel; every operation applies the posts first (`drain`, called by the runners in
 `refimpl.manager.views`), each as the composed `CancelTicket` it stands for: checked against
-`spec.manager`'s predicates with contracts on and traced as an `ortmem-manager/1` `cancel_ticket` event.
+`spec.manager`'s predicates with contracts on and traced as an `ortmem-manager/2` `cancel_ticket` event.
 The mailbox is no state of the spec (`spec.manager_actions`): a post is a cancel not yet applied.
 `wait` parks on the ticket's own event, never on the lock (I7).
 """
@@ -109,6 +109,5 @@ class Mailbox:
                 # views._event reads only "used" and "bundles" (a cancel names no bundle)
                 figures = {"used": rec.take_grants({i: self._auths[i].used for i in scope if i in self._auths}),
                            "bundles": {}}
-                seq = rec.record_composed(self._bound, lambda s, a=act, c=credited, f=figures:
-                                          _event(rec.source, s, a, c, None, f))
+                seq = rec.record(lambda s, a=act, c=credited, f=figures: _event(rec.source, s, a, c, None, f))
         return seq

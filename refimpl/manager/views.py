@@ -7,25 +7,19 @@ records (no part keeps bytes of its own, so there is nothing to reconcile).
 Neither is a verb: checkers and tests read them, under the ledger lock, through
 `refimpl.verify.manager_hooks.abstract_ledger` / `abstract_manager`.
 
-Contracts, level "local" (the default): the hot ledger and ticket operations
-run through `_contract`, which checks `refimpl.manager.local_contract` on the
-concrete records they touch (no frozen views). Level "full", every other
-operation, and any operation while transactions or pressure tickets are open:
-ledger operations check `invariants.ledger.check_local` on a
-partial view of the records they touch (`_checked`). Composed operations run
-through `_run`: off (and untraced) it is the lock, the body and the wake-up;
-on, a partial `Manager` view of the authorities and allocations the action
-touches is taken before and after, a refusal must leave it unchanged (G4),
-and `invariants.manager.check_step` / `check_all` run on it when that module
-exists (it is looked up once per manager, lazily): the one contract runner,
-`refimpl.manager.runner.contracted`, as the pool and transaction operations use
-it. A trace sink's failure is settled by the recorder (`_Recorder.settle`).
+Contracts, level "local" (the default): the hot ledger and ticket operations run through `_contract`, which
+checks `refimpl.manager.local_contract` on the concrete records they touch (no frozen views). Level "full", every
+other operation, and any operation while transactions or pressure tickets are open: ledger operations check
+`invariants.ledger.check_local` on a partial view of the records they touch (`_checked`). Composed operations run
+through `_run`: off (and untraced) it is the lock, the body and the wake-up; on, a partial `Manager` view of the
+authorities and allocations the action touches is taken before and after, a refusal must leave it unchanged (G4),
+and `invariants.manager.check_step` / `check_all` run on it when that module exists (it is looked up once per
+manager, lazily): the one contract runner, `refimpl.manager.runner.contracted`, as the pool and transaction
+operations use it. A trace sink's failure is settled by the recorder (`_Recorder.settle`).
 
-Tracing: `refimpl.tracing.attach` uses the private hooks at the end of this
-module (`_attach_recorder`, `_touched`, `_observed`, `_wake_waiters`; with
-`_lock`, `_recorder` and arbitration's `_take_grants`), none a public verb.
-Composed operations emit their own event, numbered under the lock in the same
-sequence as the ledger's, delivered after it is released.
+Tracing: `refimpl.tracing.attach` uses the private hooks at the end of this module (`_attach_recorder`,
+`_touched`, `_observed`, `_wake_waiters`; with `_lock`, `_recorder` and arbitration's `_take_grants`), none a
+public verb. Composed operations emit their own event, numbered under the lock in the ledger's sequence.
 """
 
 from __future__ import annotations
@@ -273,7 +267,7 @@ class Views:
             if rec is not None:
                 figures = {"used": rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths}),
                            "bundles": self._bundle_figures(named, first_bundle)}
-                seq = rec.record_composed(self._bound, lambda s: _event(rec.source, s, action, result, error, figures))
+                seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
         if rec is not None:
@@ -392,10 +386,10 @@ class Views:
     # --- private hooks for refimpl.tracing (checkers and tests: refimpl.verify.manager_hooks) ----------
 
     def _attach_recorder(self, recorder: Any) -> None:
-        """Number every operation's event with `recorder` (`refimpl.tracing`); the ledger lock becomes
-        re-entrant for the recorder's wrapper, which holds it across a whole ledger operation."""
+        """Number every operation's event with `recorder` (`refimpl.tracing`), which names the aging bound; the ledger
+        lock becomes re-entrant for the recorder's wrapper, which holds it across a whole ledger operation."""
         self._lock.allow_reentry()
-        self._recorder = recorder
+        self._recorder, recorder.aging_bound = recorder, self._bound
 
     def _wake_waiters(self) -> None:
         """Wake the waiters an operation granted while an outer frame held the lock (call with it released)."""
@@ -430,11 +424,16 @@ class Views:
         return auths, allocs
 
     def _observed(self, auths: set[int], allocs: set[int], result: Any, act: Any) -> dict[str, dict[int, int]]:
-        """`used` of each ledger in `auths` and the charge of each allocation still held (caller holds the lock)."""
+        """`used` of each ledger in `auths`, the charge of each allocation still held, and a registration's physical
+        device (C1): the one declared, else its pool's, else the pool (each undeclared pool its own device)."""
         if isinstance(act, (A.Reserve, A.RecordCommitted)) and type(result) is int and result in self._allocs:
             allocs = allocs | {result}  # its ledger (and the one named, through an alias) is in `auths` already
-        return {"used": {i: self._auths[i].used for i in auths if i in self._auths},
-                "charges": {i: self._allocs[i].charge for i in allocs if i in self._allocs}}
+        out: dict[str, Any] = {"used": {i: self._auths[i].used for i in auths if i in self._auths},
+                               "charges": {i: self._allocs[i].charge for i in allocs if i in self._allocs}}
+        if isinstance(act, A.RegisterAuthority):  # caller holds the lock
+            a = self._pools.get(act.pool) if type(act.pool) is str else None
+            out["device"] = act.device if act.device is not None else getattr(a, "device", None) or act.pool
+        return out
 
     def _view(self) -> State:
         return State(
@@ -492,7 +491,7 @@ def _allow_rec(w: _Allow) -> Allowance:
 
 def _event(source: str, seq: int, action: Any, result: Any, error: BaseException | None,
            figures: dict[str, dict[int, int]]) -> dict[str, Any]:
-    """A composed operation's event (`invariants.manager_trace`, revision ortmem-manager/1)."""
+    """A composed operation's event (`invariants.manager_trace`, revision ortmem-manager/2)."""
     from invariants.manager_trace import encode_manager_event
 
     return encode_manager_event(source, seq, action, result, error, figures["used"], figures["bundles"])

@@ -128,9 +128,9 @@ def _misreported_refusal(good: list[bytes]) -> list[bytes]:
 def _moved_untouched_ledger(good: list[bytes]) -> list[bytes]:
     """The commit of gpu0's lease also reports 7 B more used on host, which the commit does not touch."""
     ev = _events(good)
-    host = ev[_find(ev, "register_authority", nth=1)]["ids"]["result"]
+    host = ev[_find(ev, "register_authority", nth=1)]["payload"]["result"]
     i = _find(ev, "commit")
-    ev[i]["payload"]["observed"]["used"][str(host)] = 7
+    ev[i]["payload"]["used"][str(host)] = 7
     return _lines(ev)
 
 
@@ -138,7 +138,7 @@ def _refusal_that_moved_used(good: list[bytes]) -> list[bytes]:
     """The refused over-limit reserve reports gpu0's used 5 B higher: a refusal that charged bytes."""
     ev = _events(good)
     i = _find(ev, "reserve", "rejected")
-    used = ev[i]["payload"]["observed"]["used"]
+    used = ev[i]["payload"]["used"]
     gpu = next(iter(used))
     used[gpu] += 5
     return _lines(ev)
@@ -149,12 +149,13 @@ def _reused_allocation_id(good: list[bytes]) -> list[bytes]:
     ev = _events(good)
     old = ev[_find(ev, "release")]["ids"]["allocation"]
     i = _find(ev, "reserve", nth=2)  # the first reservation after that release
-    new = ev[i]["ids"]["result"]
+    new = ev[i]["payload"]["result"]
     for e in ev[i:]:
-        for k, v in e["ids"].items():
-            if v == new and k in ("result", "allocation"):
-                e["ids"][k] = old
-        charges = e["payload"].get("observed", {}).get("charges", {})
+        if e["ids"].get("allocation") == new:
+            e["ids"]["allocation"] = old
+        if e["kind"] == "reserve" and e["payload"].get("result") == new:
+            e["payload"]["result"] = old
+        charges = e["payload"].get("charges", {})
         if str(new) in charges:
             charges[str(old)] = charges.pop(str(new))
     return _lines(ev)

@@ -184,6 +184,18 @@ def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
 # --- D6: the process quota per tier, carried (issue #21 item 3) ------------------------------------------------
 
 
+def _as_v2(raw: bytes) -> dict:
+    """A ledger event of `ortmem-ledger/1` written in `ortmem-manager/2` (one revision per trace): the issued id and
+    the observed figures in the payload, a registration naming its pool as its device."""
+    ev = json.loads(raw)
+    p = ev["payload"]
+    observed = p.pop("observed")
+    if ev["kind"] == "register_authority":
+        p.setdefault("device", p["pool"])
+    p.update(result=ev["ids"].pop("result", None), used=observed["used"], charges=observed["charges"], bundles={})
+    return {**ev, "contract_revision": "ortmem-manager/2"}
+
+
 def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
     """`min-process-limit` with the quota its governor enforced declared before the reserve (a `configure` and a
     `set_process_quota` event); `accepted`: the reserve of 48 B granted instead of refused (and then cancelled)."""
@@ -194,16 +206,16 @@ def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
         return json.dumps({"contract_revision": "ortmem-manager/2", "source": src, "source_sequence": seq,
                            "kind": kind, "ids": {}, "payload": payload}).encode() + b"\n"
 
-    reserve = json.loads(lines[2])
+    reserve = _as_v2(lines[2])
     reserve["source_sequence"] = 5
     tail = []
     if accepted:  # and then cancelled, so the trace ends with nothing in flight
-        reserve["ids"]["result"] = 1
-        reserve["payload"].update(outcome="accepted", error=None, observed={"used": {"1": 48}, "charges": {"1": 48}})
+        reserve["payload"].update(outcome="accepted", error=None, result=1, used={"1": 48}, charges={"1": 48})
         cancel = {**reserve, "source_sequence": 6, "kind": "cancel", "ids": {"holder": 1, "allocation": 1},
-                  "payload": {"outcome": "accepted", "error": None, "observed": {"used": {"1": 0}, "charges": {}}}}
+                  "payload": {"outcome": "accepted", "error": None, "result": None, "used": {"1": 0}, "charges": {},
+                              "bundles": {}}}
         tail = [json.dumps(cancel).encode() + b"\n"]
-    return lines[:2] + [
+    return [json.dumps(_as_v2(x)).encode() + b"\n" for x in lines[:2]] + [
         composed(3, "configure", {"aging_bound": 4}),
         composed(4, "set_process_quota", {"tier": "device", "nbytes": quota, "outcome": "accepted", "error": None,
                                           "result": None, "used": {}, "bundles": {}}),
