@@ -150,6 +150,7 @@ MODULES: dict[str, list[str]] = {
                                 "tests/test_manager_slots.py", "tests/test_bad_input.py",
                                 "tests/test_arbitration_pinned_paths.py", "tests/test_mutkill_arbitration.py",
                                 "tests/test_manager_quota.py",  # the rounds `_rounds` owes a tier's quota
+                                "tests/test_mailbox.py",  # acquire applies the posts first
                                 "--deselect", "tests/test_bad_input.py::test_cases_cover_every_public_operation",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                 "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants",

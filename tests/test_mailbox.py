@@ -43,6 +43,16 @@ def test_drain_applies_each_post_once_and_credits_a_grant(on: bool) -> None:
     assert not m.tickets and m.ledger.authorities[a].used == 0 and not pmm._mailbox
 
 
+def test_a_call_refused_for_its_arguments_still_applies_the_posts_first() -> None:
+    """Every verb applies the posts before anything else, so a refused one too: acquire refused for its timeout
+    (before it opens a ticket) leaves no dropped ticket's bytes charged."""
+    pmm, a, h, _ = _start()
+    pmm.drop(h, pmm.submit(h, a, 60))  # granted at once, then dropped: 60 B charged until the post is applied
+    with pytest.raises(InvalidArgument, match="timeout"):
+        pmm.acquire(h, a, 10, timeout=-1.0)
+    m = abstract_manager(pmm)
+    assert not pmm._mailbox and not m.tickets and m.ledger.authorities[a].used == 0
+
 def test_a_drained_cancel_is_a_cancel_ticket_event_that_replays_clean() -> None:
     buf = io.StringIO()
     pmm, a, h, _ = _start(trace=JsonlSink(buf))

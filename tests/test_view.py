@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from invariants.trace_format import MAX_LINE_BYTES
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
@@ -68,7 +69,7 @@ def test_html_is_self_contained_and_escapes_the_trace() -> None:
     ([b"{not json"], "not JSON"),
     ([b'{"kind": "<script>"}'], "no valid 'kind'"),
     ([b'{"kind": "reserve", "ids": []}'], "'ids' is not an object"),
-    ([b'{"kind": "reserve", "pad": "' + b"x" * 70_000 + b'"}'], "longer than"),
+    ([b'{"kind": "reserve", "pad": "' + b"x" * MAX_LINE_BYTES + b'"}'], "longer than"),
     ([b'{"kind": "reserve", "payload": {"nbytes": NaN}}'], "not JSON"),  # JSON.parse refuses it too
     ([b"[" * 30_000 + b"]" * 30_000], "not JSON"),  # nested past the parser's depth, within the line bound
 ])

@@ -267,6 +267,8 @@ class Arbitration:
         None if the deadline passed or the ticket was retired meanwhile (cancelled, dropped by device
         loss); any grant is then credited once. Any exception while parked or claiming, BaseException
         included, times the ticket out (and releases a lease claimed but not yet handed over)."""
+        if self._mailbox:
+            self.drain()  # posted cancels first, as every verb (`Views._run`), even one its timeout refuses
         timeout = check_timeout(timeout)  # before submit: a bad timeout opens no ticket
         opened: list[int] = []  # the ticket id, noted under the lock: a trace sink raising after the submit
         # was applied (TraceSinkFailed, KeyboardInterrupt) must not leave a ticket nobody knows of (issue #14)
