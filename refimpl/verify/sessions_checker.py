@@ -134,10 +134,10 @@ class OrtAdapter:
         """One ledger operation, as the governor's trace reports it: fold the KV leases, then observe."""
         p, ids = e["payload"], e["ids"]
         rt = getattr(self, "rt", None)  # events of the runtime's own set-up come before it is assigned
-        if rt is None or p["outcome"] != "accepted" or ids.get("holder") != rt.kv.id:
+        if rt is None or p.get("outcome") != "accepted" or ids.get("holder") != rt.kv.id:
             return
         if e["kind"] == "reserve" and p.get("role") == Role.KV.value:
-            self.kv_leases[ids["result"]] = p["nbytes"]
+            self.kv_leases[p["result"]] = p["nbytes"]  # `ortmem-manager/2`: the issued id is the payload's result
         elif e["kind"] == "commit" and ids.get("allocation") in self.kv_leases:
             self.kv_leases[ids["allocation"]] = p["nbytes"]
         elif e["kind"] in ("release", "cancel"):
