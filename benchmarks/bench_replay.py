@@ -51,7 +51,7 @@ def write_trace(path: str, events: int) -> int:
         pmm = ProcessMemoryManager(trace=JsonlSink(f))
         h = pmm.register_holder("bench")
         a = pmm.register_authority("gpu0", Tier.DEVICE, 2**62)
-        n = 2
+        n = 3  # configure (the manager's aging bound, written first) and the two registrations
         while n + 5 <= events:
             pmm.reserve(h, a, Tier.DEVICE, 64, Role.KV)  # left open: live state grows with the trace
             b = pmm.reserve(h, a, Tier.DEVICE, 128, Role.STAGING)
