@@ -170,7 +170,7 @@ MODULES: dict[str, list[str]] = {
     "refimpl/manager/views.py": ["tests/test_mutkill_views.py", "tests/test_manager_refimpl.py",
                                  "tests/test_manager_contracts_local_clauses.py", "tests/test_manager_contracts_local.py",
                                  "tests/test_mailbox.py", "tests/test_manager_drop.py", "tests/test_drop_view.py",
-                                 "tests/test_manager_devices.py",
+                                 "tests/test_manager_devices.py", "tests/conformance/test_device.py",  # the traced device
                                  "--deselect", "tests/test_manager_contracts_local.py::test_local_contract_catches_manager_mutant",
                                  "--deselect", "tests/test_manager_contracts_local.py::test_local_and_full_agree_under_hot_mutants"],
     "refimpl/manager/limits.py": ["tests/test_manager_quota.py", "tests/test_manager_refimpl.py", "tests/test_manager_bad_input.py",

@@ -63,15 +63,17 @@ def test_a_registration_without_its_device_is_malformed() -> None:
     assert "accepted register_authority: payload.device must name the physical device" in r.message
 
 
-def test_a_refused_registration_may_name_no_device() -> None:
-    """Its pool is no name (None): refused, nothing registered, so no device is named (null), and that is no C1
-    matter: it replays clean."""
+@pytest.mark.parametrize("pool,device", [(None, None), (["gpu0"], {"opaque": "list"})])
+def test_a_refused_registration_may_name_no_device(pool: object, device: object) -> None:
+    """Its pool is no name (None, or an unhashable list the recorder must not look up): refused, nothing
+    registered, so no device is named (null, or the pool written opaque), and that is no C1 matter: it replays
+    clean."""
     buf = io.StringIO()
     pmm = ProcessMemoryManager(trace=JsonlSink(buf))
     with pytest.raises(InvalidArgument):
-        pmm.register_authority(None, Tier.DEVICE, 64)  # type: ignore[arg-type]
+        pmm.register_authority(pool, Tier.DEVICE, 64)  # type: ignore[arg-type]
     lines = [ln.encode() + b"\n" for ln in buf.getvalue().splitlines()]
-    assert json.loads(lines[1])["payload"]["device"] is None
+    assert json.loads(lines[1])["payload"]["device"] == device
     r = replay_manager_lines(lines)
     assert r.ok, r.describe()
 
