@@ -1,31 +1,45 @@
-"""Convert `ortmem-pool/1` traces (the retired single-pool revision) to the one composed revision.
+"""Convert `ortmem-pool/1` traces (the retired single-pool revision) to the one manager revision, `ortmem-manager/2`.
 
     python tools/convert_pool_traces.py IN.jsonl OUT.jsonl
 
 Outside the package on purpose: the pool revision and its reader are gone (issue #21), and this is the one
 place that still knows its shape, so the upstream implementation's two pool traces
-(`../shared/conformance/upstream/min-aging-*.jsonl`) can be replayed as `ortmem-manager/1`. Each pool event
-becomes the composed event of the same operation, with the same sequence number, outcome and result:
+(`../shared/conformance/upstream/min-aging-*.jsonl`) can be replayed. Every line becomes an `ortmem-manager/2`
+event of the same operation, outcome and result, in the same order, numbered 1, 2, 3, ... per source again
+(grant events are inserted):
 
     pool_submit  -> submit (role "staging", the pool front end's)     pool_claim   -> claim
-    pool_cancel  -> cancel_ticket       pool_timeout -> timeout_ticket     pool_release -> ledger release
+    pool_cancel  -> cancel_ticket       pool_timeout -> timeout_ticket     pool_release -> release
                                                                              (of the lease the claim returned)
+    register_holder, register_authority (`ortmem-ledger/1`; the device is the pool: each upstream pool is its
+    own device), configure, boundary    -> the same event in `ortmem-manager/2`'s shape
 
-The pool observed its ledger's free bytes; the composed event observes `used` = limit - free, the limit
-being the capacity the trace registered (a pool trace has no limit change). Every other line is copied as
-it is. A pool kind with no conversion here (press, answer, reconfigure, ...) stops the conversion with its
-line number rather than guess. Stdlib only; `tests/conformance/test_converted_traces.py` re-runs it and
-compares with the committed output.
+Grants. A pool event observes the ledger's free bytes after the operation and its grants together; `used` =
+limit - free, the limit being the capacity the trace registered (a pool trace has no limit change). So the
+bytes an event granted are what `used` rose by past the operation's own effect: a submit's and a claim's
+none, a release's the lease it credited, a cancel's or a timeout's its result (bytes credited). The converted
+operation observes `used` without them, and a `grant` event per granted ticket follows it at once (the
+design's instant), each `used` including its own bytes. Which tickets: the one set of the authority's pending
+tickets whose bytes make exactly the granted bytes (a submit granted at once: its own ticket; the upstream
+release: the four 1 B tickets, since the 7 B one does not fit the 4 B granted). They are written in ticket
+order, which is the design's arbitration order among tickets of one priority (an earlier ticket has waited
+as many rounds or more); granted tickets of different priorities would be ordered by ageing the pool trace
+does not record. The allocation a grant names is the one its claim returns, else a fresh id past every
+claimed one. Replay then judges each grant against the spec's arbitration order (I13). No set, more than
+one, or a mixed priority stops the conversion with the line number rather than guess, as does a pool kind
+with no conversion here (press, answer, reconfigure, ...). Stdlib only;
+`tests/conformance/test_converted_traces.py` re-runs it and compares with the committed output.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-POOL, MANAGER, LEDGER = "ortmem-pool/1", "ortmem-manager/1", "ortmem-ledger/1"
+POOL, MANAGER, LEDGER = "ortmem-pool/1", "ortmem-manager/2", "ortmem-ledger/1"
 _TICKET_KINDS = {"pool_claim": "claim", "pool_cancel": "cancel_ticket", "pool_timeout": "timeout_ticket"}
 
 
@@ -33,41 +47,91 @@ def _dump(ev: dict[str, Any]) -> str:
     return json.dumps(ev, separators=(",", ":"))
 
 
+def _same(ev: dict[str, Any], n: int) -> dict[str, Any]:
+    """A registration, configure or boundary event of another revision, in `ortmem-manager/2`'s shape."""
+    kind, ids, p = ev["kind"], dict(ev["ids"]), dict(ev["payload"])
+    if kind in ("register_holder", "register_authority") and ev["contract_revision"] == LEDGER:
+        args = {k: v for k, v in p.items() if k not in ("outcome", "error", "observed")}
+        p = {**args, **({"device": p["pool"]} if kind == "register_authority" else {}), "outcome": p["outcome"],
+             "error": p["error"], "result": ids.pop("result", None), "used": p["observed"]["used"],
+             "charges": p["observed"]["charges"], "bundles": {}}
+    elif kind not in ("configure", "boundary"):
+        raise ValueError(f"line {n}: no conversion for {ev['contract_revision']} {kind}")
+    return {"kind": kind, "ids": ids, "payload": p}
+
+
+def _granted(pending: dict[int, tuple[int, int]], nbytes: int, n: int) -> tuple[int, ...]:
+    """The one set of `pending` tickets (id -> (bytes, priority)) whose bytes sum to `nbytes`, in ticket order."""
+    sets = [s for k in range(len(pending) + 1) for s in combinations(sorted(pending), k)
+            if sum(pending[t][0] for t in s) == nbytes]
+    if len(sets) != 1 or len({pending[t][1] for t in sets[0]}) > 1:
+        raise ValueError(f"line {n}: {nbytes} B granted: {len(sets)} set(s) of pending tickets make it"
+                         + (", of different priorities" if len(sets) == 1 else ""))
+    return sets[0]
+
+
 def convert_lines(lines: list[str]) -> list[str]:
     """The converted trace, one JSON text per event; ValueError naming the line of an event it cannot convert."""
+    events = [json.loads(raw) for raw in lines]
+    claimed = {e["ids"]["ticket"]: e["payload"]["result"] for e in events
+               if e["kind"] == "pool_claim" and e["payload"]["outcome"] == "accepted"}
+    fresh = max(claimed.values(), default=0)
     limit: dict[int, int] = {}  # authority id -> the capacity its registration set
-    lease: dict[int, int] = {}  # ticket id -> the allocation its claim returned
+    used: dict[int, int] = {}  # authority id -> its used after the last event
+    pending: dict[int, dict[int, tuple[int, int]]] = {}  # authority id -> pending ticket -> (bytes, priority)
+    ticket: dict[int, tuple[int, int]] = {}  # ticket -> (authority, bytes)
+    seq: dict[str, int] = {}
     out = []
-    for n, raw in enumerate(lines, 1):
-        ev = json.loads(raw)
-        if ev.get("contract_revision") != POOL:
-            if ev.get("kind") == "register_authority" and ev["payload"].get("outcome") == "accepted":
-                limit[ev["ids"]["result"]] = ev["payload"]["capacity"]
-            out.append(_dump(ev))
+
+    def emit(source: str, conv: dict[str, Any]) -> None:
+        seq[source] = seq.get(source, 0) + 1
+        out.append(_dump({"contract_revision": MANAGER, "source": source, "source_sequence": seq[source], **conv}))
+
+    for n, ev in enumerate(events, 1):
+        if ev["contract_revision"] != POOL:
+            if ev["kind"] == "register_authority" and ev["payload"].get("outcome") == "accepted":
+                limit[ev["ids"]["result"]], used[ev["ids"]["result"]] = ev["payload"]["capacity"], 0
+            emit(ev["source"], _same(ev, n))
             continue
         kind, ids, p = ev["kind"], ev["ids"], ev["payload"]
         aid = ids["authority"]
         if aid not in limit or p["observed"] is None:
             raise ValueError(f"line {n}: {kind} names authority {aid!r}, which the trace never registered")
-        used = {str(aid): limit[aid] - p["observed"]["free"]}
+        accepted = p["outcome"] == "accepted"
         outcome = {"outcome": p["outcome"], "error": p["error"]}
-        head = {"contract_revision": MANAGER, "source": ev["source"], "source_sequence": ev["source_sequence"]}
+        credited = 0
         if kind == "pool_submit":
-            conv = {**head, "kind": "submit", "ids": {"holder": ids["holder"], "authority": aid},
+            conv = {"kind": "submit", "ids": {"holder": ids["holder"], "authority": aid},
                     "payload": {"nbytes": p["nbytes"], "priority": p["priority"], "role": "staging", **outcome,
-                                "result": p["result"], "used": used, "bundles": {}}}
+                                "result": p["result"]}}
+            if accepted:
+                pending.setdefault(aid, {})[p["result"]] = (p["nbytes"], p["priority"])
+                ticket[p["result"]] = (aid, p["nbytes"])
         elif kind in _TICKET_KINDS:
-            conv = {**head, "kind": _TICKET_KINDS[kind], "ids": {"holder": ids["holder"], "ticket": ids["ticket"]},
-                    "payload": {**outcome, "result": p["result"], "used": used, "bundles": {}}}
-            if kind == "pool_claim" and p["outcome"] == "accepted":
-                lease[ids["ticket"]] = p["result"]
-        elif kind == "pool_release" and ids["ticket"] in lease:
-            conv = {"contract_revision": LEDGER, "source": ev["source"], "source_sequence": ev["source_sequence"],
-                    "kind": "release", "ids": {"holder": ids["holder"], "allocation": lease[ids["ticket"]]},
-                    "payload": {**outcome, "observed": {"used": used, "charges": {}}}}
+            conv = {"kind": _TICKET_KINDS[kind], "ids": {"holder": ids["holder"], "ticket": ids["ticket"]},
+                    "payload": {**outcome, "result": p["result"]}}
+            if accepted and kind != "pool_claim":
+                credited = p["result"]
+                pending.get(aid, {}).pop(ids["ticket"], None)
+        elif kind == "pool_release" and ids["ticket"] in claimed:
+            conv = {"kind": "release", "ids": {"holder": ids["holder"], "allocation": claimed[ids["ticket"]]},
+                    "payload": {**outcome, "result": None, "charges": {}}}
+            credited = ticket[ids["ticket"]][1] if accepted else 0
         else:
             raise ValueError(f"line {n}: no conversion for {kind} (ticket {ids.get('ticket')!r})")
-        out.append(_dump(conv))
+        after = limit[aid] - p["observed"]["free"]
+        used[aid] -= credited
+        grants = _granted(pending.get(aid, {}), after - used[aid], n)
+        conv["payload"] |= {"used": {str(aid): used[aid]}, "bundles": {}}
+        emit(ev["source"], conv)
+        for t in grants:
+            nbytes = pending[aid].pop(t)[0]
+            used[aid] += nbytes
+            if t not in claimed:
+                fresh += 1
+            emit(ev["source"], {"kind": "grant", "ids": {"ticket": t},
+                                "payload": {"outcome": "accepted", "error": None, "result": claimed.get(t, fresh),
+                                            "used": {str(aid): used[aid]}, "bundles": {}}})
     return out
 
 

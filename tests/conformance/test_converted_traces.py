@@ -1,11 +1,12 @@
 """The upstream pool traces, converted to the one composed revision, replay with docs/conformance.md's verdicts.
 
 `ortmem-pool/1` is retired (issue #21): the upstream implementation's two traces in that revision
-(`../shared/conformance/upstream/min-aging-*.jsonl`) are converted by `tools/convert_pool_traces.py` (outside
-the package) and committed under `tests/conformance/converted/`. Here: the conversion re-run gives the committed
-files byte for byte; each converted trace replays with the verdict of the "Converted traces" table; the D10
-verdict rests on the rule it names (a spec whose pending cancel is an arbitration round rejects it); the
-converter refuses what it does not know.
+(`../shared/conformance/upstream/min-aging-*.jsonl`) are converted to `ortmem-manager/2` by
+`tools/convert_pool_traces.py` (outside the package) and committed under `tests/conformance/converted/`. Here: the
+conversion re-run gives the committed files byte for byte; each converted trace replays with the verdict of the
+"Converted traces" table; the D10 verdict rests on the rule it names (a spec whose pending cancel is an
+arbitration round rejects the upstream release's first grant); the converter refuses what it does not know,
+and grants the pool trace does not pin down.
 """
 
 from __future__ import annotations
@@ -84,14 +85,37 @@ def test_the_d10_verdict_rests_on_its_rule() -> None:
     assert replay_manager_lines(cancel).ok and replay_manager_lines(control).ok
     with applied(_PENDING_CANCEL_IS_A_ROUND):
         r = replay_manager_lines(cancel)
-        assert not r.ok and r.failure == "refinement", r.describe()  # the spec ages ticket 2 one round early
+        # The spec ages ticket 2 one round early: matured, it fits first, so granting ticket 3 is out of order.
+        assert (r.ok, r.line, r.failure, r.id) == (False, 17, "violation", "I13"), r.describe()
+        assert "GrantOutOfOrder: grant of ticket 3 out of arbitration order: ticket 2 fits" in r.describe()
         assert replay_manager_lines(control).ok  # no pending cancel there: the rule does not apply
 
 
 def test_the_converter_refuses_a_pool_kind_it_does_not_know() -> None:
-    lines = (CONVERTED / "min-aging-control.jsonl").read_text().splitlines()[:5]
+    lines = (upstream() / "min-aging-control.jsonl").read_text().splitlines()[:5]
     press = {"contract_revision": "ortmem-pool/1", "source": "s", "source_sequence": 6, "kind": "pool_press",
              "ids": {"holder": 1, "pressure": 1, "authority": 1},
              "payload": {"observed": {"free": 10}, "outcome": "accepted", "error": None, "result": 1}}
     with pytest.raises(ValueError, match="line 6: no conversion for pool_press"):
         _converter().convert_lines([*lines, json.dumps(press)])
+
+
+def _with(lines: list[str], n: int, edit) -> list[str]:
+    ev = json.loads(lines[n - 1])
+    edit(ev)
+    return [*lines[:n - 1], json.dumps(ev), *lines[n:]]
+
+
+@pytest.mark.parametrize("edit, message", [
+    # The release grants 1 B: any one of the four 1 B tickets would make it.
+    (lambda lines: _with(lines, 13, lambda ev: ev["payload"]["observed"].update(free=9)),
+     "line 13: 1 B granted: 4 set(s) of pending tickets make it"),
+    # Ticket 3 at priority 0: the four grants' order would be the ageing's, which the pool trace does not record.
+    (lambda lines: _with(lines, 9, lambda ev: ev["payload"].update(priority=0)),
+     "line 13: 4 B granted: 1 set(s) of pending tickets make it, of different priorities"),
+])
+def test_the_converter_refuses_grants_the_pool_trace_does_not_pin_down(edit, message: str) -> None:
+    lines = (upstream() / "min-aging-control.jsonl").read_text().splitlines()
+    assert len(_converter().convert_lines(lines)) == 19
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _converter().convert_lines(edit(lines))
