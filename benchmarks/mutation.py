@@ -253,15 +253,16 @@ MODULES: dict[str, list[str]] = {
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
     # The one replay engine (issue #26 item 4, issue #21 items 1/4): the composed traces replayed clean and broken
     # by hand (each event removed, repeated, reordered, a figure or result changed, an ill-typed field), the aging
-    # and grant events, the refusal, fresh-id and upstream conformance traces (the converted ones need tools/, not
-    # copied), and the ledger-only traces' self-tests and harms (a wrong figure named by its clause), with the same
-    # slow test left out as for invariants/replay.py.
+    # and grant events, the refusal, fresh-id and upstream conformance traces (the converted ones too: D4, D5 and
+    # D10 are judged on them; their conversion tests need tools/, not copied), and the ledger-only traces' self-tests
+    # and harms (a wrong figure named by its clause), with the same slow test left out as for invariants/replay.py.
     "invariants/manager_replay.py": ["tests/test_manager_trace.py", "tests/test_manager_trace_aging.py",
                                      "tests/test_grant_events.py", "tests/conformance/test_refusals.py",
                                      "tests/conformance/test_fresh_ids.py", "tests/conformance/test_upstream_traces.py",
                                      "tests/test_mutkill_manager_replay.py", "tests/test_replay.py",
-                                     "tests/test_replay_harms.py",
-                                     "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+                                     "tests/test_replay_harms.py", "tests/conformance/test_converted_traces.py",
+                                     "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
+                                     "--deselect", "tests/conformance/test_converted_traces.py::test_the_converter"],
     # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
     # slow and source-mutant tests left out as for invariants/replay.py. Observed-step predicates (I2's charge):
     # the replay self-tests and harms, and the verdict pins that call the predicate directly.

@@ -1,8 +1,7 @@
 """`ortmem replay TRACE`: the one replay engine, against `spec.manager`, never refimpl's code.
 
 Every manager trace replays here: composed ones (`ortmem-manager/2`, every
-event in it; and `/1`, whose ledger operations are in the ledger's format)
-and ledger-only ones (`ortmem-ledger/1`, every event a ledger operation in
+event in it) and ledger-only ones (`ortmem-ledger/1`, every event a ledger operation in
 the ledger's own format, `invariants.trace_format`). Per line, in this
 order (the first failure ends the replay and names the smallest bad prefix,
 the 1-based line number):
@@ -11,7 +10,7 @@ the 1-based line number):
      sets the aging bound the spec state is built with; a composed event
      with none before it fails the trace ("unconfigured");
   1. size and JSON (`invariants.replay`);
-  2. envelope: exact keys, a known revision (composed, or the ledger's),
+  2. envelope: exact keys, a known revision (`ortmem-manager/2`, or the ledger's; one per trace),
      a known kind, ids and payload keys exactly those of the kind, values
      well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
@@ -36,8 +35,7 @@ the 1-based line number):
      must hold; if none fails, the figure fails as a refinement;
   5b. grants (`ortmem-manager/2`): rounds age without granting; each `grant`
      event steps `spec.grants.GrantTicket`; an event that takes the room of
-     an owed grant fails, naming I13 (`invariants.replay_grants`); `/1` and
-     ledger-only traces are stepped with eager rounds;
+     an owed grant fails, naming I13 (`invariants.replay_grants`);
   6. the cross-cutting step predicates (`invariants.manager.check_step`) on
      every accepted event (those the event can make fail:
      `invariants.step_frames`), and the state predicates (`check_all`)
@@ -73,8 +71,6 @@ from invariants.manager_trace import (
     GRANT,
     LEDGER_ACTIONS,
     MANAGER_REVISION,
-    MANAGER_REVISION_1,
-    MANAGER_REVISIONS,
     REQUIRED_FIELDS,
     TUPLE_FIELDS,
     Configure,
@@ -134,9 +130,9 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
                        "used": outcome["observed"]["used"], "charges": outcome["observed"]["charges"],
                        "bundles": {}, "ledger": True}
         return act, outcome
-    if type(ev["contract_revision"]) is not str or ev["contract_revision"] not in MANAGER_REVISIONS:
-        raise _Bad("unknown-revision", f"a composed trace is {MANAGER_REVISION!r} or {MANAGER_REVISION_1!r} (with "
-                                       f"ledger operations in {CONTRACT_REVISION!r}), got "
+    if ev["contract_revision"] != MANAGER_REVISION:
+        raise _Bad("unknown-revision", f"replay reads {MANAGER_REVISION!r} (a manager's trace) or "
+                                       f"{CONTRACT_REVISION!r} (ledger operations only), got "
                                        f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
     kind, ids, payload = ev["kind"], ev["ids"], ev["payload"]
     if type(kind) is not str or (kind not in MANAGER_KINDS and kind not in (BOUNDARY, CONFIGURE)):
@@ -182,8 +178,8 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("malformed", f"a rejected event must name a spec error class, got {outcome['error']!r}")
     if not accepted and result is not None:
         raise _Bad("malformed", "a rejected event carries no result")
-    if kind == GRANT and (not accepted or ev["contract_revision"] != MANAGER_REVISION):
-        raise _Bad("malformed", f"a grant event records a grant the governor made: accepted, in {MANAGER_REVISION!r}")
+    if kind == GRANT and not accepted:
+        raise _Bad("malformed", "a grant event records a grant the governor made: accepted")
     outcome["used"] = figures(payload["used"], "payload.used")
     outcome["charges"] = figures(payload["charges"], "payload.charges") if "charges" in payload else {}
     outcome["result"], outcome["bundles"], outcome["ledger"] = result, bundles, False
@@ -259,14 +255,13 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
         raise _Bad("refinement", f"{act!r} returned {shown!r}, the spec returns {expected!r}")
 
 
-def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: bool, ledger_only: bool) -> Manager:
-    """`eager`: rounds grant (`ortmem-manager/1`); else every grant is its own event (`/2`, `invariants.replay_grants`).
-    `ledger_only`: every action so far is a ledger one. A ledger event then, or in `/2` (where no step of it grants),
-    alone moved every charge, and must observe each."""
+def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_only: bool) -> Manager:
+    """Rounds age but grant nobody: every grant is its own event (`invariants.replay_grants`). So a ledger event alone
+    moved every charge its step moved, and must observe each. `ledger_only`: every action so far is a ledger one."""
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
     try:
-        nxt, result = step(m, sact, eager=eager)
+        nxt, result = step(m, sact, eager=False)
         err = None
     except E.GovernorError as e:
         nxt, result, err = m, None, e
@@ -299,7 +294,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], eager: boo
     if changed:
         raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
                                  "but the event does not say so")
-    if (ledger_only or not eager and type(act) in LEDGER_ACTIONS) and allocs is not m.ledger.allocations:
+    if type(act) in LEDGER_ACTIONS and allocs is not m.ledger.allocations:
         _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
     if bundles or nxt.bundles is not m.bundles:
         _check_bundles(ids, act, sact, m, nxt, bundles, outcome["ledger"])
@@ -334,8 +329,8 @@ def _judge_observed(m: Manager, act: Any, sact: Any, led: Any, used: dict[int, i
     """The spec's next ledger `led` with the observed figures in place of its own must satisfy G4 (a refused event
     changes nothing), the observed-step predicates, the ledger's step predicates and its state predicates: the
     ledger-only governor's figures are judged by the clause they break. In a ledger-only trace every figure a step
-    moves is observed (`_charges_observed`); a composed event's step may grant tickets, whose charges no event
-    lists, so composed traces are judged by comparison alone. Cold path: the replay ends here (O(n) once)."""
+    moves is observed (`_charges_observed`); a composed event observes no charges, so composed traces are judged by
+    comparison alone. Cold path: the replay ends here (O(n) once)."""
     auths, allocs = led.authorities, led.allocations
     for aid, u in used.items():
         if auths[aid].used != u:
@@ -357,7 +352,7 @@ def _judge_observed(m: Manager, act: Any, sact: Any, led: Any, used: dict[int, i
 
 def _charges_observed(act: Any, ids: IdMap, before: Any, after: Any, charges: dict[int, int]) -> None:
     """A ledger event observes the charge of every allocation the spec charged (a missing figure fails: issue #21);
-    a composed event observes `used` only, and in a composed trace a ledger event's step may grant tickets too."""
+    a composed event observes `used` only."""
     for rid in sorted(changed(before, after)):
         r = after.get(rid)
         if r is not None and rid not in charges and (rid not in before or before[rid].charge != r.charge):
@@ -420,8 +415,8 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     cur = {"m": m}
     ids = manager_ids(cur)
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
-    composed, owed = None, {}  # the trace's composed revision; grants owed (`invariants.replay_grants`)
-    old_ledger, ledger_only = False, True  # an `ortmem-ledger/1` event seen; every action so far a ledger one
+    revision_of, owed = None, {}  # the trace's revision (its first event's); grants owed (`invariants.replay_grants`)
+    ledger_only = True  # every action so far a ledger one
     try:
         for raw in lines:
             line += 1
@@ -430,17 +425,14 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
-            # One revision per trace; only `/1` (no longer written) had its ledger operations in the ledger's.
-            if revision != composed and (revision in MANAGER_REVISIONS or composed == MANAGER_REVISION):
-                if composed is not None or (revision == MANAGER_REVISION and old_ledger):
-                    raise _Bad("mixed-protocols", f"a {revision} event in a {composed or CONTRACT_REVISION} trace")
-                composed = revision
-            old_ledger = old_ledger or revision == CONTRACT_REVISION
-            eager = composed != MANAGER_REVISION  # /1: grants implied at the spec's instant
+            if revision != revision_of:  # one revision per trace
+                if revision_of is not None:
+                    raise _Bad("mixed-protocols", f"a {revision} event in a {revision_of} trace")
+                revision_of = revision
             if type(act) is Configure:
                 if configured:
                     raise _Bad("malformed", "a second configure event: a composed trace names its constants once")
-                # Before it only ledger-format events passed (a composed one fails below): no ticket has aged yet.
+                # Before it only ledger events passed (a composed one fails below): no ticket has aged yet.
                 m, configured = evolve(m, aging_bound=act.aging_bound), True
                 cur["m"] = m
                 events += 1
@@ -450,9 +442,9 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                     raise _Bad("unconfigured", f"{act!r} comes before any configure event: the trace does not say "
                                                "the manager's aging bound, so the spec cannot arbitrate it")
                 ledger_only = ledger_only and type(act) in LEDGER_ACTIONS
-                was, m = m, _apply(m, ids, act, outcome, eager, ledger_only)
+                was, m = m, _apply(m, ids, act, outcome, ledger_only)
                 cur["m"] = m
-                if not eager and m is not was:
+                if m is not was:
                     owed = owed_after(act, was, owed, m, ids)
             since_whole += 1
             # Amortised: O(1) per event (the allocations alone bound `_live` from below: most events stop there).

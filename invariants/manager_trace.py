@@ -39,9 +39,6 @@ after it (`spec.grants.GrantTicket`). The governor writes it after the event
 of the operation that made room (whose `used` then leaves out the bytes its
 grants charged; each grant's `used` includes its own), or at any later
 event while the grant is still enabled (`invariants.replay_grants`).
-`ortmem-manager/1` (no grant event; its ledger operations in
-`ortmem-ledger/1`) is still read, with every grant implied at the instant
-the spec's round makes it; a trace does not mix it with `/2`.
 
 Only event types and their (de)coding live here: no transition logic.
 """
@@ -58,16 +55,12 @@ from spec.grants import GrantTicket
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 from spec.types import MAX_BYTES
 
-__all__ = ["MANAGER_REVISION", "MANAGER_REVISION_1", "MANAGER_REVISIONS", "GRANT", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure", "encode_manager_event",
-           "encode_configure", "decode_configure", "decode_field", "encode_result", "decode_result",
-           "encode_bundles", "decode_bundles", "TUPLE_FIELDS", "LEDGER_ACTIONS", "REQUIRED_FIELDS"]
+__all__ = ["MANAGER_REVISION", "GRANT", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure",
+           "encode_manager_event", "encode_configure", "decode_configure", "decode_field", "encode_result",
+           "decode_result", "encode_bundles", "decode_bundles", "TUPLE_FIELDS", "LEDGER_ACTIONS", "REQUIRED_FIELDS"]
 
 MANAGER_REVISION = "ortmem-manager/2"
-#: The first revision: no grant event, every grant implied at the instant the spec's round makes it.
-MANAGER_REVISION_1 = "ortmem-manager/1"
-#: Composed revisions the replay reads (one per trace: a trace does not mix them).
-MANAGER_REVISIONS = frozenset({MANAGER_REVISION, MANAGER_REVISION_1})
-#: The event of one grant (`spec.grants.GrantTicket`; `ortmem-manager/2` only): ids {ticket}, result the allocation.
+#: The event of one grant (`spec.grants.GrantTicket`): ids {ticket}, result the allocation.
 GRANT = "grant"
 #: Event kind -> the action class it records: the ledger's kinds, every composed action and the grant.
 MANAGER_KINDS: dict[str, type] = {**KINDS, **{kind_of(c): c for c in MANAGER_ACTIONS}, GRANT: GrantTicket}

@@ -1,6 +1,6 @@
 """Grant events in the replay of `ortmem-manager/2`: when a governor may grant, and what may happen before it does.
 
-Revision 2 traces every grant as its own `grant` event (`spec.grants.GrantTicket`).
+The revision traces every grant as its own `grant` event (`spec.grants.GrantTicket`).
 The replay steps the spec with rounds that age but never grant (`spec.manager.step(eager=False)`),
 and each `grant` event steps `GrantTicket`, whose refusal rejects the trace at that line:
 a ticket that is not pending, a grant that does not fit (an over-grant, I2), or one out of
@@ -24,8 +24,7 @@ trace with no final `boundary`, an owed grant is a leftover: a fitting waiter ne
 The whole-state predicates describe states at rest, where no grant is owed; between an
 event and its grants the replay checks them on the state with the owed grants applied.
 
-Revision 1 traces (no grant event) are stepped with eager rounds: every grant at the
-spec's instant, as before. Reads spec values only; never imports refimpl.
+Reads spec values only; never imports refimpl.
 """
 
 from __future__ import annotations

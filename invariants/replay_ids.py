@@ -17,11 +17,7 @@ observed and the spec's ids:
   * an id the trace never issued: an accepted event naming it lost the event
     that issued it ("unknown-id", naming the id); a rejected one is replayed
     with an id the spec never issued, so the spec refuses it as unknown;
-  * a ticket's grant binds the allocation it creates at its `grant` event
-    (`ortmem-manager/2`). In an `ortmem-manager/1` trace (no grant event) such
-    an allocation is known by the spec's own number when a figure
-    (`charges`) first shows it, if no observed id names it yet; a claim's
-    result names it otherwise;
+  * a ticket's grant binds the allocation it creates at its `grant` event;
   * an alias (`register_alias`) may answer with its canonical authority's own
     id: the design's views resolve to the authority (C1), so no new id is
     needed (D12); nothing is bound then.
@@ -99,8 +95,6 @@ class IdMap:
         got = self.to_spec.get(kind, _NONE).get(obs)
         if got is not None:
             return got
-        if kind == "allocation" and self._unnamed(kind, obs):
-            return obs  # a grant's allocation, issued with no event (v1 has none): the spec's own number
         if strict:
             raise UnknownObservedId(f"{kind} {obs}, which no event of this trace issued: an event is missing")
         return _UNBOUND - abs(obs)
@@ -137,17 +131,10 @@ class IdMap:
         out = {}
         for obs, v in observed.items():
             got = self.to_spec.get(kind, _NONE).get(obs)
-            if got is None and kind == "allocation" and self._unnamed(kind, obs):
-                got = obs  # a grant's allocation, issued with no event (the v1 format has no grant event)
-                self.to_spec.setdefault(kind, {})[obs] = obs
-                self.to_obs.setdefault(kind, {})[obs] = obs
             if got is None:
                 raise UnknownObservedId(f"observed {kind} {obs}, which no event of this trace issued")
             out[got] = v
         return out
-
-    def _unnamed(self, kind: str, spec: int) -> bool:
-        return type(spec) is int and self.live(kind, spec) and spec not in self.to_obs.get(kind, _NONE)
 
     # --- binding what an accepted event issued ------------------------------------------
 

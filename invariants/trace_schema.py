@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
-from invariants.manager_trace import (_TUPLES, CONFIGURE, GRANT, LEDGER_ACTIONS, MANAGER_ID_FIELDS, MANAGER_KINDS,
-                                      MANAGER_REVISION, MANAGER_REVISION_1, REQUIRED_FIELDS)
+from invariants.manager_trace import (_TUPLES, CONFIGURE, LEDGER_ACTIONS, MANAGER_ID_FIELDS, MANAGER_KINDS,
+                                      MANAGER_REVISION, REQUIRED_FIELDS)
 from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
                                      MAX_TEXT, OPTIONAL_FIELDS)
 from spec import errors as E
@@ -39,7 +39,7 @@ def _ref(name: str) -> dict[str, str]:
 
 
 def _short(revision: str) -> str:
-    """`ortmem-manager/1` -> `manager`: the prefix of the revision's `$defs` entries."""
+    """`ortmem-manager/2` -> `manager`: the prefix of the revision's `$defs` entries."""
     return revision.removeprefix("ortmem-").split("/")[0]
 
 
@@ -47,7 +47,6 @@ def _short(revision: str) -> str:
 REVISION_KINDS: dict[str, list[str]] = {
     CONTRACT_REVISION: [*KINDS, BOUNDARY],
     MANAGER_REVISION: [*MANAGER_KINDS, CONFIGURE, BOUNDARY],
-    MANAGER_REVISION_1: [k for k in (*MANAGER_KINDS, CONFIGURE, BOUNDARY) if k != GRANT],  # still read: no grant event
 }
 
 
@@ -183,23 +182,18 @@ def _kind_defs() -> dict[str, Any]:
     return defs
 
 
-def _kinds(revision: str) -> str:
-    """The `$defs` entry naming every kind of `revision` (`/1` shares `/2`'s event entries, less `grant`)."""
-    return f"{_short(revision)}.kind" + ("_v1" if revision == MANAGER_REVISION_1 else "")
-
-
 def _dispatch(revision: str) -> dict[str, Any]:
     """Events of `revision`: a kind it carries, and that kind's entry."""
     short = _short(revision)
     cases = [{"if": {"properties": {"kind": {"const": k}}},
               "then": _ref("boundary" if k == BOUNDARY else f"{short}.{k}")} for k in REVISION_KINDS[revision]]
     return {"if": {"properties": {"contract_revision": {"const": revision}}},
-            "then": {"properties": {"kind": _ref(_kinds(revision))}, "allOf": cases}}
+            "then": {"properties": {"kind": _ref(f"{short}.kind")}, "allOf": cases}}
 
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of one event of a governor's trace (`docs/trace-schema.json`)."""
-    kinds = {_kinds(r): {"enum": ks, "description": f"every event kind of {r}"}
+    kinds = {f"{_short(r)}.kind": {"enum": ks, "description": f"every event kind of {r}"}
              for r, ks in REVISION_KINDS.items()}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -1,6 +1,6 @@
 """The timeline model of `ortmem view`: every trace revision's events, normalized to one per-authority picture.
 
-One code path for `ortmem-ledger/1` and `ortmem-manager/2` (and `/1`).
+One code path for `ortmem-ledger/1` and `ortmem-manager/2`.
 Every revision reports the governor's own `used` per ledger after each
 operation (ledger: `observed.used`; composed: `used`). The model keeps that
 figure exactly, per authority, and splits it into charge per (holder, role)
@@ -11,8 +11,7 @@ role). A decrease is taken from those first, then from the largest other
 charges. What no event names goes to "unattributed". So the stack always
 sums to the ledger's own `used`; the split is exact for a ledger trace
 (every byte-moving ledger event names its allocation or allowance) and an
-attribution for composed traces, where arbitration rounds grant
-tickets the trace names only when they are claimed.
+attribution for composed traces.
 
 Also per authority: its limit over time (registration, `commit_limit`),
 the intervals where `used` exceeds the limit (oversubscription), and one

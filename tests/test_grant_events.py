@@ -247,50 +247,14 @@ def test_reservation_leaving_room_for_the_owed_grant_is_legal() -> None:
     assert r.ok, r.describe()
 
 
-def _as_revision_1(events: list[Event]) -> list[Event]:
-    """The trace as `ortmem-manager/1` wrote it: no grant events, each operation's `used` after its grants."""
-    out: list[Event] = []
-    for e in copy.deepcopy(events):
-        if e["kind"] == "grant":
-            _used(out[-1]).update(e["payload"]["used"])
-            continue
-        if e["contract_revision"] == "ortmem-manager/2":
-            e["contract_revision"] = "ortmem-manager/1"
-        out.append(e)
-    return out
-
-
-def test_revision_1_trace_replays_with_grants_at_the_spec_instant(trace: list[Event]) -> None:
-    old = _as_revision_1(trace)
-    assert "grant" not in {e["kind"] for e in old}
+def test_a_revision_1_trace_is_refused_as_an_unknown_revision(trace: list[Event]) -> None:
+    """`ortmem-manager/1` (no grant event, each grant implied in the step that made room) is retired: its first
+    event is refused, naming the revisions replay reads."""
+    old = [{**e, "contract_revision": "ortmem-manager/1"} for e in trace if e["kind"] != "grant"]
     r = _replay(old)
-    assert r.ok, r.describe()
-
-
-def test_revision_1_trace_with_a_grant_figure_missing_is_rejected(trace: list[Event]) -> None:
-    """Control: in /1 the release's own figure must include its grants (the spec grants in that step)."""
-    old = _as_revision_1(trace)
-    rel = _at(old, "release")
-    _used(old[rel])["1"] = 0
-    r = _replay(old)
-    assert (r.ok, r.line, r.failure) == (False, rel + 1, "refinement"), r.describe()
-
-
-def test_grant_event_in_a_revision_1_trace_is_malformed(trace: list[Event]) -> None:
-    old = _as_revision_1(trace)
-    g = copy.deepcopy(trace[_at(trace, "grant", ticket=2)])
-    g["contract_revision"] = "ortmem-manager/1"
-    rel = _at(old, "release")
-    r = _replay(old[:rel + 1] + [g] + old[rel + 1:])
-    assert (r.ok, r.line, r.failure) == (False, rel + 2, "malformed"), r.describe()
-
-
-def test_revisions_1_and_2_do_not_mix(trace: list[Event]) -> None:
-    mixed = copy.deepcopy(trace)
-    sub = _at(mixed, "submit", 1)
-    mixed[sub]["contract_revision"] = "ortmem-manager/1"
-    r = _replay(mixed)
-    assert (r.ok, r.line, r.failure) == (False, sub + 1, "mixed-protocols"), r.describe()
+    assert r.describe() == ("REJECTED at line 1 (unknown-revision): replay reads 'ortmem-manager/2' (a manager's "
+                            "trace) or 'ortmem-ledger/1' (ledger operations only), got 'ortmem-manager/1'")
+    assert _replay(trace).ok  # control: the same trace in /2
 
 
 # --- the spec's GrantTicket on its own --------------------------------------------------------------------

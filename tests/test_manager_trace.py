@@ -1,8 +1,7 @@
 """Composed traces (#10 item 6): every part's events, replayed against `spec.manager`; lossy variants fail.
 
 The workload (`refimpl.manager_workload`) drives the one `ProcessMemoryManager`
-with a trace sink (ledger operations in the ledger's format, every other
-part's in `ortmem-manager/1`); the replay (`invariants.manager_replay`) never
+with a trace sink (every event in `ortmem-manager/2`); the replay (`invariants.manager_replay`) never
 runs refimpl's code. A trace with one event removed, duplicated or reordered, or
 with a figure changed, is rejected at the smallest bad prefix.
 """

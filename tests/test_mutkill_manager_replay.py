@@ -246,15 +246,17 @@ def boundary_with_payload(ev: dict[str, Any]) -> None:
 
 ENVELOPE = ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"]
 TX_KEYS = ["bundles", "error", "outcome", "result", "used"]
-GRANT = "a grant event records a grant the governor made: accepted, in 'ortmem-manager/2'"
+GRANT = "a grant event records a grant the governor made: accepted"
+READS = "replay reads 'ortmem-manager/2' (a manager's trace) or 'ortmem-ledger/1' (ledger operations only), "
 
 # (label, trace, line, edit, failure, whole message)
 MALFORMED = [
     ("envelope", bundle_lines, 7, put("event", "extra", 1), "malformed",
      f"envelope keys must be exactly {ENVELOPE}, got {sorted([*ENVELOPE, 'extra'])}"),
     ("revision", bundle_lines, 7, put("event", "contract_revision", "r" * 300), "unknown-revision",
-     "a composed trace is 'ortmem-manager/2' or 'ortmem-manager/1' (with ledger operations in 'ortmem-ledger/1'), "
-     f"got {'r' * MAX_TEXT!r}"),
+     f"{READS}got {'r' * MAX_TEXT!r}"),
+    ("revision-1", grant_lines, 5, put("event", "contract_revision", "ortmem-manager/1"), "unknown-revision",
+     f"{READS}got 'ortmem-manager/1'"),  # retired: no grant event
     ("kind-int", bundle_lines, 7, put("event", "kind", 7), "malformed", "unknown event kind '7'"),
     ("kind-long", bundle_lines, 7, put("event", "kind", "k" * 300), "malformed",
      f"unknown event kind {'k' * MAX_TEXT!r}"),
@@ -290,7 +292,6 @@ MALFORMED = [
     ("rejected-with-result", bundle_lines, 7, rejected("CapacityDenied", 1), "malformed",
      "a rejected event carries no result"),
     ("grant-rejected", grant_lines, 5, rejected("CapacityDenied"), "malformed", GRANT),
-    ("grant-in-v1", grant_lines, 5, put("event", "contract_revision", "ortmem-manager/1"), "malformed", GRANT),
     ("used-list", bundle_lines, 7, put("payload", "used", []), "malformed", "payload.used must be an object"),
     ("used-5000", bundle_lines, 7, put("payload", "used", {str(i): 0 for i in range(5000)}), "unknown-id",
      "observed authority 0, which no event of this trace issued"),  # no count bound: judged by its ids
@@ -534,8 +535,6 @@ def test_a_wrong_figure_or_result_fails_at_its_line_with_its_whole_message(line:
 
 def test_a_composed_trace_keeps_one_revision_and_one_configure_before_its_first_composed_event() -> None:
     lines = grant_lines()
-    assert replay_manager_lines(edited(lines, 4, put("event", "contract_revision", "ortmem-manager/1"))) == failed(
-        3, "mixed-protocols", "a ortmem-manager/1 event in a ortmem-manager/2 trace")
     assert replay_manager_lines(renumbered([*lines[:3], lines[2], *lines[3:]])) == failed(
         3, "malformed", "a second configure event: a composed trace names its constants once")
     assert replay_manager_lines(renumbered([*lines[:2], *lines[3:]])) == failed(
@@ -549,8 +548,7 @@ LEDGER_1 = {"contract_revision": "ortmem-ledger/1", "source": "g", "kind": "regi
 
 def test_a_trace_in_the_manager_revision_carries_no_ledger_format_event_nor_the_other_way() -> None:
     """One revision for every manager event: an `ortmem-ledger/1` event in an `ortmem-manager/2` trace is refused
-    where it comes, as a `/2` event after a ledger-format one; `/1` still reads its ledger operations in the
-    ledger's format."""
+    where it comes, as a `/2` event after a ledger-format one."""
     lines = grant_lines()
     ledger = json.dumps({**LEDGER_1, "source": json.loads(lines[0])["source"], "source_sequence": 6}).encode()
     assert replay_manager_lines([*lines, ledger]) == failed(
@@ -559,9 +557,6 @@ def test_a_trace_in_the_manager_revision_carries_no_ledger_format_event_nor_the_
     assert replay_manager_lines([first, json.dumps({**json.loads(lines[2]), "source": "g", "source_sequence": 2})
                                  .encode()]) == failed(1, "mixed-protocols",
                                                        "a ortmem-manager/2 event in a ortmem-ledger/1 trace")
-    v1 = json.dumps({**json.loads(lines[2]), "source": "g", "source_sequence": 2,
-                     "contract_revision": "ortmem-manager/1"}).encode()
-    assert replay_manager_lines([first, v1]) == ReplayResult(True, 2, None, None, None, "no violation")
 
 
 def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -> None:
@@ -579,32 +574,6 @@ def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -
     boundary = {**last, "source_sequence": last["source_sequence"] + 1, "kind": "boundary", "ids": {}, "payload": {}}
     assert replay_manager_lines([*lines, json.dumps(boundary).encode()]) == ReplayResult(
         True, 10, None, None, None, "no violation")
-
-
-def test_a_revision_1_grants_allocation_is_known_by_the_spec_number_before_any_event_names_it() -> None:
-    """`ortmem-manager/1` has no grant event: the submit (line 4) is granted at once, its allocation 1 issued with
-    no event. A later ledger-format reserve (line 5) listing that allocation's charge is judged against the
-    latest state's allocation 1 (the id map asks which allocations are live)."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
-    p.submit(h, a, 8)
-    p.reserve(h, a, Tier.DEVICE, 4, Role.KV)
-    events: list[dict[str, Any]] = []
-    for ev in map(json.loads, buf.getvalue().splitlines()):  # as /1 wrote it: each grant's used on the event before
-        if ev["kind"] == "grant":
-            events[-1]["payload"]["used"].update(ev["payload"]["used"])
-            continue
-        if ev["contract_revision"] == "ortmem-manager/2":
-            ev["contract_revision"] = "ortmem-manager/1"
-        events.append(ev)
-    lines = renumbered([json.dumps(ev).encode() + b"\n" for ev in events])
-    reserve = "Reserve(holder=1, authority=1, tier=Tier.DEVICE, nbytes=4, role=Role.KV)"
-    assert replay_manager_lines(edited(lines, 5, observed("charges", {"1": 8, "2": 4}))) == ReplayResult(
-        False, 5, None, "leftover", None, "trace ended with active items and no declared boundary: ticket 1 granted "
-        "and never claimed or cancelled; allocation 1 still provisional; allocation 2 still provisional")
-    assert replay_manager_lines(edited(lines, 5, observed("charges", {"1": 9, "2": 4}))) == failed(
-        4, "refinement", f"{reserve}: the governor observed a charge of 9 B on allocation 1, the spec has 8")
 
 
 def test_the_whole_state_check_runs_once_per_as_many_events_as_the_state_holds_records(monkeypatch: Any) -> None:

@@ -72,12 +72,11 @@ _OPEN = _ev(5, "open_allowance", {"holder": 1, "authority": 1, "result": 1}, {"1
 HARMS: dict[str, tuple[list[bytes], str]] = {
     # --- the envelope and payload shape (check 3): a malformed event names what is wrong with it
     "unknown-revision": ([_raw(5, "release", _REL_IDS, _RELEASE, contract_revision="ortmem-ledger/99")],
-                         "REJECTED at line 5 (unknown-revision): a composed trace is 'ortmem-manager/2' or "
-                         "'ortmem-manager/1' (with ledger operations in 'ortmem-ledger/1'), got 'ortmem-ledger/99'"),
+                         "REJECTED at line 5 (unknown-revision): replay reads 'ortmem-manager/2' (a manager's trace) "
+                         "or 'ortmem-ledger/1' (ledger operations only), got 'ortmem-ledger/99'"),
     "revision-not-a-string": ([_raw(5, "release", _REL_IDS, _RELEASE, contract_revision=["ortmem-ledger/1"])],
-                              "REJECTED at line 5 (unknown-revision): a composed trace is 'ortmem-manager/2' or "
-                              "'ortmem-manager/1' (with ledger operations in 'ortmem-ledger/1'), got "
-                              "\"['ortmem-ledger/1']\""),
+                              "REJECTED at line 5 (unknown-revision): replay reads 'ortmem-manager/2' (a manager's "
+                              "trace) or 'ortmem-ledger/1' (ledger operations only), got \"['ortmem-ledger/1']\""),
     "envelope-extra-key": ([_raw(5, "boundary", {}, {}, trace_id=1)],
                            "REJECTED at line 5 (malformed): envelope keys must be exactly ['contract_revision', 'source', "
                            "'source_sequence', 'kind', 'ids', 'payload'], got ['contract_revision', 'ids', 'kind', "

@@ -1,12 +1,12 @@
-"""The upstream pool traces, converted to the one composed revision, replay with docs/conformance.md's verdicts.
+"""Upstream traces in a retired revision, converted to `ortmem-manager/2`, replay with docs/conformance.md's verdicts.
 
-`ortmem-pool/1` is retired (issue #21): the upstream implementation's two traces in that revision
-(`../shared/conformance/upstream/min-aging-*.jsonl`) are converted to `ortmem-manager/2` by
-`tools/convert_pool_traces.py` (outside the package) and committed under `tests/conformance/converted/`. Here: the
-conversion re-run gives the committed files byte for byte; each converted trace replays with the verdict of the
-"Converted traces" table; the D10 verdict rests on the rule it names (a spec whose pending cancel is an
+`ortmem-pool/1` and `ortmem-manager/1` are retired (issue #21): the upstream implementation's traces in them
+(`../shared/conformance/upstream/min-aging-*.jsonl`, `min-limit-*.jsonl`) are converted by
+`tools/convert_retired_traces.py` (outside the package) and committed under `tests/conformance/converted/`. Here:
+the conversion re-run gives the committed files byte for byte; each converted trace replays with the verdict of
+the "Converted traces" table; the D10 verdict rests on the rule it names (a spec whose pending cancel is an
 arbitration round rejects the upstream release's first grant); the converter refuses what it does not know,
-and grants the pool trace does not pin down.
+and grants the trace does not pin down.
 """
 
 from __future__ import annotations
@@ -17,45 +17,38 @@ import re
 from pathlib import Path
 
 import pytest
-from test_upstream_traces import DOC, ROOT
+from test_upstream_traces import ROOT, assert_verdict, verdicts
 from trace_harness import upstream
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.mutation import Mutant, applied
-from refimpl.cli import main
 from spec.guards import Layer
 
 CONVERTED = Path(__file__).resolve().parent / "converted"
 
 
 def _converter():  # tools/ is no package: load the script by path
-    spec = importlib.util.spec_from_file_location("_convert_pool_traces", ROOT / "tools" / "convert_pool_traces.py")
+    spec = importlib.util.spec_from_file_location("_convert_retired", ROOT / "tools" / "convert_retired_traces.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def _verdicts() -> dict[str, tuple[str, int | None, str | None]]:
-    table = DOC.read_text().split("## Converted traces", 1)[1].split("\n## ", 1)[0]
-    out = {}
-    for m in re.finditer(r"^\| `([^`]+\.jsonl)` \| (clean|rejected) \| ([^|]+) \| ([^|]+) \|", table, re.M):
-        name, verdict, line, failure = (g.strip() for g in m.groups())
-        out[name] = (verdict, None if line == "-" else int(line), None if failure == "-" else failure)
-    return out
-
-
-VERDICTS = _verdicts()
+VERDICTS = verdicts("Converted traces")
 
 
 def test_every_converted_trace_has_a_verdict_and_a_source() -> None:
     assert sorted(p.name for p in CONVERTED.glob("*.jsonl")) == sorted(VERDICTS) == [
-        "min-aging-cancel-pending.jsonl", "min-aging-control.jsonl"]
+        "min-aging-cancel-pending.jsonl", "min-aging-control.jsonl", "min-limit-below-used-with-pressure-id.jsonl",
+        "min-limit-below-used.jsonl", "min-limit-guarded-with-pressure-id.jsonl", "min-limit-guarded.jsonl"]
+    retired = {n for n, (_, line, failure, _) in verdicts("Verdicts").items() if failure == "unknown-revision"}
+    assert retired == set(VERDICTS)  # every upstream trace in a retired revision, and only those
 
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
-def test_the_conversion_rerun_gives_the_committed_trace(name: str) -> None:
+def test_the_converter_rerun_gives_the_committed_trace(name: str) -> None:
     src = (upstream() / name).read_text().splitlines()
-    assert any('"ortmem-pool/1"' in line for line in src)  # it is a pool trace
+    assert any('"ortmem-pool/1"' in line or '"ortmem-manager/1"' in line for line in src)  # in a retired revision
     got = "".join(line + "\n" for line in _converter().convert_lines(src))
     assert got == (CONVERTED / name).read_text()
     assert '"ortmem-pool/1"' not in got
@@ -63,12 +56,7 @@ def test_the_conversion_rerun_gives_the_committed_trace(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
 def test_converted_trace_replays_with_the_recorded_verdict(name: str, tmp_path: Path) -> None:
-    verdict, line, failure = VERDICTS[name]
-    out = tmp_path / "verdict.json"
-    code = main(["replay", str(CONVERTED / name), "--json", str(out)])
-    got = json.loads(out.read_text())
-    assert (code == 0) is (verdict == "clean") and got["ok"] is (verdict == "clean"), got
-    assert (got["line"], got["failure"]) == (line, failure), got
+    assert_verdict(CONVERTED / name, VERDICTS[name], tmp_path)
 
 
 # A spec in which retiring a pending ticket is a round (the rule D10 decided against): everyone ages.
@@ -91,13 +79,40 @@ def test_the_d10_verdict_rests_on_its_rule() -> None:
         assert replay_manager_lines(control).ok  # no pending cancel there: the rule does not apply
 
 
-def test_the_converter_refuses_a_pool_kind_it_does_not_know() -> None:
+_PRESS = {"contract_revision": "ortmem-pool/1", "kind": "pool_press",
+          "ids": {"holder": 1, "pressure": 1, "authority": 1},
+          "payload": {"observed": {"free": 10}, "outcome": "accepted", "error": None, "result": 1}}
+_SUBMIT_1 = {"contract_revision": "ortmem-manager/1", "kind": "submit", "ids": {"holder": 1, "authority": 1},
+             "payload": {"nbytes": 1, "priority": 0, "role": "kv", "outcome": "accepted", "error": None, "result": 1,
+                         "used": {"1": 0}, "bundles": {}}}
+_RESERVE_1 = {"contract_revision": "ortmem-ledger/1", "kind": "reserve",
+              "ids": {"holder": 1, "authority": 1, "result": 9},
+              "payload": {"tier": "host", "nbytes": 1, "role": "kv", "outcome": "accepted", "error": None,
+                          "observed": {"used": {"1": 1}, "charges": {"9": 1}}}}
+
+
+@pytest.mark.parametrize("after, event, message", [
+    (5, _PRESS, "line 6: no conversion for pool_press"),
+    (5, _SUBMIT_1, "line 6: no conversion for ortmem-manager/1 submit"),  # its grants would be in its figures
+    # Ticket 2 waits (line 8): a ledger operation's figures then may hold grants no line names.
+    (8, _RESERVE_1, "line 9: ortmem-ledger/1 reserve while a ticket waits: its figures may hold grants no line names"),
+])
+def test_the_converter_refuses_what_it_does_not_know(after: int, event: dict, message: str) -> None:
+    lines = (upstream() / "min-aging-control.jsonl").read_text().splitlines()
+    extra = json.dumps({**event, "source": "s", "source_sequence": 1})
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _converter().convert_lines([*lines[:after], extra])
+
+
+def test_the_converter_converts_a_ledger_operation_where_no_ticket_waits() -> None:
+    """Control for the refusal above: the same reserve before any submit."""
     lines = (upstream() / "min-aging-control.jsonl").read_text().splitlines()[:5]
-    press = {"contract_revision": "ortmem-pool/1", "source": "s", "source_sequence": 6, "kind": "pool_press",
-             "ids": {"holder": 1, "pressure": 1, "authority": 1},
-             "payload": {"observed": {"free": 10}, "outcome": "accepted", "error": None, "result": 1}}
-    with pytest.raises(ValueError, match="line 6: no conversion for pool_press"):
-        _converter().convert_lines([*lines, json.dumps(press)])
+    got = json.loads(_converter().convert_lines([*lines, json.dumps({**_RESERVE_1, "source": "s",
+                                                                    "source_sequence": 1})])[-1])
+    assert got == {"contract_revision": "ortmem-manager/2", "source": "s", "source_sequence": 1, "kind": "reserve",
+                   "ids": {"holder": 1, "authority": 1},
+                   "payload": {"tier": "host", "nbytes": 1, "role": "kv", "outcome": "accepted", "error": None,
+                               "result": 9, "used": {"1": 1}, "charges": {"9": 1}, "bundles": {}}}
 
 
 def _with(lines: list[str], n: int, edit) -> list[str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_upstream_traces import _as_v2
 
-from invariants.manager_replay import replay_manager_lines
 from invariants.manager_replay import replay_manager_lines
 from spec import errors as E
 from spec import ledger_actions as A
@@ -117,10 +117,10 @@ def test_a_legal_refusal_that_changed_observed_state_is_rejected() -> None:
 
 
 def _composed(error: str, used_after: int = 16) -> list[bytes]:
-    lines = _lost_trace(error)[:5]
-    lines.append(json.dumps({"contract_revision": "ortmem-manager/1", "source": "g", "source_sequence": 6,
+    lines = [json.dumps(_as_v2(raw)).encode() + b"\n" for raw in _lost_trace(error)[:5]]
+    lines.append(json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 6,
                              "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}).encode() + b"\n")
-    lines.append(json.dumps({"contract_revision": "ortmem-manager/1", "source": "g", "source_sequence": 7,
+    lines.append(json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 7,
                              "kind": "submit", "ids": {"holder": 1, "authority": 1},
                              "payload": {"nbytes": 0, "priority": 0, "role": "kv", "outcome": "rejected",
                                          "error": error, "result": None, "used": {"1": used_after},

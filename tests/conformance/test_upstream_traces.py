@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "conformance.md"
 
 
-def _verdicts() -> dict[str, tuple[str, int | None, str | None, str | None]]:
-    text = DOC.read_text()
-    table = text.split("## Verdicts", 1)[1].split("\n## ", 1)[0]
+def verdicts(section: str) -> dict[str, tuple[str, int | None, str | None, str | None]]:
+    """docs/conformance.md's table under `## {section}`: trace -> (verdict, line, failure, id)."""
+    table = DOC.read_text().split(f"## {section}", 1)[1].split("\n## ", 1)[0]
     out = {}
     for m in re.finditer(r"^\| `([^`]+\.jsonl)` \| (clean|rejected) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|", table, re.M):
         name, verdict, line, failure, cid = (g.strip() for g in m.groups())
@@ -34,7 +34,7 @@ def _verdicts() -> dict[str, tuple[str, int | None, str | None, str | None]]:
     return out
 
 
-VERDICTS = _verdicts()
+VERDICTS = verdicts("Verdicts")
 
 
 def test_the_verdict_table_lists_every_upstream_trace() -> None:
@@ -45,8 +45,12 @@ def test_the_verdict_table_lists_every_upstream_trace() -> None:
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
 def test_upstream_trace_replays_with_the_recorded_verdict(name: str, tmp_path: Path) -> None:
-    trace = upstream() / name
-    verdict, line, failure, cid = VERDICTS[name]
+    assert_verdict(upstream() / name, VERDICTS[name], tmp_path)
+
+
+def assert_verdict(trace: Path, expected: tuple[str, int | None, str | None, str | None], tmp_path: Path) -> None:
+    """`ortmem replay trace` gives the table's verdict, line, failure and ID."""
+    verdict, line, failure, cid = expected
     out = tmp_path / "verdict.json"
     code = main(["replay", str(trace), "--json", str(out)])
     got = json.loads(out.read_text())
@@ -168,15 +172,16 @@ def test_the_spec_keeps_one_authority_per_device_and_its_predicate_catches_two()
 
 
 def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
-    """In a composed trace too, a ledger-format event must observe every `used` it moves (issue #21)."""
+    """In a composed trace too, a ledger event must observe every `used` it moves (issue #21)."""
     from invariants.manager_replay import replay_manager_lines
 
-    lines = _lease()[:2] + [json.dumps({"contract_revision": "ortmem-manager/1", "source": "g", "source_sequence": 3,
-                                        "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}).encode() + b"\n"]
-    reserve = json.loads(_lease()[2])
+    configure = {"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 3, "kind": "configure",
+                 "ids": {}, "payload": {"aging_bound": 4}}
+    lines = [json.dumps(ev).encode() + b"\n" for ev in (*map(_as_v2, _lease()[:2]), configure)]
+    reserve = _as_v2(_lease()[2])
     reserve["source_sequence"] = 4
     assert replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"]).line != 4
-    reserve["payload"]["observed"]["used"] = {}
+    reserve["payload"]["used"] = {}
     r = replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"])
     assert not r.ok and r.line == 4 and r.failure == "refinement" and "does not say so" in r.message, r.describe()
 

@@ -1,18 +1,25 @@
-"""Convert `ortmem-pool/1` traces (the retired single-pool revision) to the one manager revision, `ortmem-manager/2`.
+"""Convert traces in a retired revision (`ortmem-pool/1`, `ortmem-manager/1`) to the one manager revision, `/2`.
 
-    python tools/convert_pool_traces.py IN.jsonl OUT.jsonl
+    python tools/convert_retired_traces.py IN.jsonl OUT.jsonl
 
-Outside the package on purpose: the pool revision and its reader are gone (issue #21), and this is the one
-place that still knows its shape, so the upstream implementation's two pool traces
-(`../shared/conformance/upstream/min-aging-*.jsonl`) can be replayed. Every line becomes an `ortmem-manager/2`
-event of the same operation, outcome and result, in the same order, numbered 1, 2, 3, ... per source again
-(grant events are inserted):
+Outside the package on purpose: those revisions and their readers are gone (issue #21), and this is the one
+place that still knows their shape, so the upstream implementation's traces written in them
+(`../shared/conformance/upstream/min-aging-*.jsonl`, single-pool; `min-limit-*.jsonl`, limits in
+`ortmem-manager/1` with their ledger operations in `ortmem-ledger/1`) can be replayed. Every line becomes an
+`ortmem-manager/2` event of the same operation, outcome and result, in the same order, numbered 1, 2, 3, ...
+per source again (grant events are inserted):
 
     pool_submit  -> submit (role "staging", the pool front end's)     pool_claim   -> claim
     pool_cancel  -> cancel_ticket       pool_timeout -> timeout_ticket     pool_release -> release
                                                                              (of the lease the claim returned)
-    register_holder, register_authority (`ortmem-ledger/1`; the device is the pool: each upstream pool is its
-    own device), configure, boundary    -> the same event in `ortmem-manager/2`'s shape
+    an `ortmem-ledger/1` event -> the same operation, its issued id the payload's `result`, its observed
+        figures the payload's `used` and `charges` (a registration's device is its pool: each upstream pool
+        is its own device)
+    an `ortmem-manager/1` configure, prepare_limit, commit_limit or boundary -> the same event
+
+`ortmem-manager/1` had no grant event: its figures held the grants the step made. Only pool events are
+converted where a ticket waits (below); another event then, whose figures may hold grants no line names,
+stops the conversion.
 
 Grants. A pool event observes the ledger's free bytes after the operation and its grants together; `used` =
 limit - free, the limit being the capacity the trace registered (a pool trace has no limit change). So the
@@ -26,8 +33,8 @@ order, which is the design's arbitration order among tickets of one priority (an
 as many rounds or more); granted tickets of different priorities would be ordered by ageing the pool trace
 does not record. The allocation a grant names is the one its claim returns, else a fresh id past every
 claimed one. Replay then judges each grant against the spec's arbitration order (I13). No set, more than
-one, or a mixed priority stops the conversion with the line number rather than guess, as does a pool kind
-with no conversion here (press, answer, reconfigure, ...). Stdlib only;
+one, or a mixed priority stops the conversion with the line number rather than guess, as does a kind with
+no conversion here (a pool press, answer, reconfigure, ...; an `ortmem-manager/1` submit, ...). Stdlib only;
 `tests/conformance/test_converted_traces.py` re-runs it and compares with the committed output.
 """
 
@@ -39,7 +46,9 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-POOL, MANAGER, LEDGER = "ortmem-pool/1", "ortmem-manager/2", "ortmem-ledger/1"
+POOL, MANAGER, MANAGER_1, LEDGER = "ortmem-pool/1", "ortmem-manager/2", "ortmem-manager/1", "ortmem-ledger/1"
+#: `ortmem-manager/1` kinds converted as they are: none of them can grant where no ticket waits.
+_SAME_1 = {"configure", "boundary", "prepare_limit", "commit_limit"}
 _TICKET_KINDS = {"pool_claim": "claim", "pool_cancel": "cancel_ticket", "pool_timeout": "timeout_ticket"}
 
 
@@ -47,16 +56,18 @@ def _dump(ev: dict[str, Any]) -> str:
     return json.dumps(ev, separators=(",", ":"))
 
 
-def _same(ev: dict[str, Any], n: int) -> dict[str, Any]:
-    """A registration, configure or boundary event of another revision, in `ortmem-manager/2`'s shape."""
-    kind, ids, p = ev["kind"], dict(ev["ids"]), dict(ev["payload"])
-    if kind in ("register_holder", "register_authority") and ev["contract_revision"] == LEDGER:
+def _same(ev: dict[str, Any], n: int, waiting: bool) -> dict[str, Any]:
+    """An `ortmem-ledger/1` or `ortmem-manager/1` event in `ortmem-manager/2`'s shape (`waiting`: a ticket waits)."""
+    rev, kind, ids, p = ev["contract_revision"], ev["kind"], dict(ev["ids"]), dict(ev["payload"])
+    if waiting and kind not in ("configure", "boundary"):
+        raise ValueError(f"line {n}: {rev} {kind} while a ticket waits: its figures may hold grants no line names")
+    if rev == LEDGER and kind != "boundary":
         args = {k: v for k, v in p.items() if k not in ("outcome", "error", "observed")}
         p = {**args, **({"device": p["pool"]} if kind == "register_authority" else {}), "outcome": p["outcome"],
              "error": p["error"], "result": ids.pop("result", None), "used": p["observed"]["used"],
              "charges": p["observed"]["charges"], "bundles": {}}
-    elif kind not in ("configure", "boundary"):
-        raise ValueError(f"line {n}: no conversion for {ev['contract_revision']} {kind}")
+    elif rev not in (LEDGER, MANAGER_1) or kind not in _SAME_1:
+        raise ValueError(f"line {n}: no conversion for {rev} {kind}")
     return {"kind": kind, "ids": ids, "payload": p}
 
 
@@ -91,7 +102,7 @@ def convert_lines(lines: list[str]) -> list[str]:
         if ev["contract_revision"] != POOL:
             if ev["kind"] == "register_authority" and ev["payload"].get("outcome") == "accepted":
                 limit[ev["ids"]["result"]], used[ev["ids"]["result"]] = ev["payload"]["capacity"], 0
-            emit(ev["source"], _same(ev, n))
+            emit(ev["source"], _same(ev, n, any(pending.values())))
             continue
         kind, ids, p = ev["kind"], ev["ids"], ev["payload"]
         aid = ids["authority"]
