@@ -18,7 +18,7 @@ _RESULTS = {"register_authority": "authority", "register_alias": "authority", "r
             "reserve": "allocation", "record_committed": "allocation", "open_allowance": "allowance",
             "submit": "ticket", "claim": "allocation", "press": "pressure", "plan_tx": "tx", "reserve_tx": "allocation",
             "open_bundle": "bundle", "prepare_limit": "pressure", "commit_tx": "allocation", "publish_view": "view",
-            "grant": "allocation"}
+            "grant": "allocation", "try_reserve": "allocation"}
 
 Rename = Callable[[str, int], int]
 

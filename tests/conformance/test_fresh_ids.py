@@ -56,10 +56,9 @@ def test_ledger_trace_with_permuted_ids_replays_clean(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_composed_trace_renumbered_per_kind_replays_clean(seed: int) -> None:
-    """Every kind but allocations, which a ticket's grant issues with no event naming them in revision 1
-    (the grant event of trace protocol v2): see `invariants.replay_ids`."""
+    """Every kind, allocations too (a ticket's grant is its own event, which binds the allocation it issues)."""
     lines = _composed_trace(seed)
-    moved = renamed(lines, offset({k: v for k, v in _OFFSETS.items() if k != "allocation"}))
+    moved = renamed(lines, offset(_OFFSETS))
     assert moved != lines
     r = replay_manager_lines(moved)
     assert r.ok and r.events == len(lines), r.describe()
