@@ -90,7 +90,7 @@ def convert_lines(lines: list[str]) -> list[str]:
     limit: dict[int, int] = {}  # authority id -> the capacity its registration set
     used: dict[int, int] = {}  # authority id -> its used after the last event
     pending: dict[int, dict[int, tuple[int, int]]] = {}  # authority id -> pending ticket -> (bytes, priority)
-    ticket: dict[int, tuple[int, int]] = {}  # ticket -> (authority, bytes)
+    size: dict[int, int] = {}  # ticket -> its bytes
     seq: dict[str, int] = {}
     out = []
 
@@ -102,7 +102,9 @@ def convert_lines(lines: list[str]) -> list[str]:
         if ev["contract_revision"] != POOL:
             if ev["kind"] == "register_authority" and ev["payload"].get("outcome") == "accepted":
                 limit[ev["ids"]["result"]], used[ev["ids"]["result"]] = ev["payload"]["capacity"], 0
-            emit(ev["source"], _same(ev, n, any(pending.values())))
+            conv = _same(ev, n, any(pending.values()))
+            used |= {int(a): u for a, u in conv["payload"].get("used", {}).items() if int(a) in used}
+            emit(ev["source"], conv)
             continue
         kind, ids, p = ev["kind"], ev["ids"], ev["payload"]
         aid = ids["authority"]
@@ -117,7 +119,7 @@ def convert_lines(lines: list[str]) -> list[str]:
                                 "result": p["result"]}}
             if accepted:
                 pending.setdefault(aid, {})[p["result"]] = (p["nbytes"], p["priority"])
-                ticket[p["result"]] = (aid, p["nbytes"])
+                size[p["result"]] = p["nbytes"]
         elif kind in _TICKET_KINDS:
             conv = {"kind": _TICKET_KINDS[kind], "ids": {"holder": ids["holder"], "ticket": ids["ticket"]},
                     "payload": {**outcome, "result": p["result"]}}
@@ -127,7 +129,7 @@ def convert_lines(lines: list[str]) -> list[str]:
         elif kind == "pool_release" and ids["ticket"] in claimed:
             conv = {"kind": "release", "ids": {"holder": ids["holder"], "allocation": claimed[ids["ticket"]]},
                     "payload": {**outcome, "result": None, "charges": {}}}
-            credited = ticket[ids["ticket"]][1] if accepted else 0
+            credited = size[ids["ticket"]] if accepted else 0
         else:
             raise ValueError(f"line {n}: no conversion for {kind} (ticket {ids.get('ticket')!r})")
         after = limit[aid] - p["observed"]["free"]

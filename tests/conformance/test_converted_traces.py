@@ -105,14 +105,17 @@ def test_the_converter_refuses_what_it_does_not_know(after: int, event: dict, me
 
 
 def test_the_converter_converts_a_ledger_operation_where_no_ticket_waits() -> None:
-    """Control for the refusal above: the same reserve before any submit."""
-    lines = (upstream() / "min-aging-control.jsonl").read_text().splitlines()[:5]
-    got = json.loads(_converter().convert_lines([*lines, json.dumps({**_RESERVE_1, "source": "s",
-                                                                    "source_sequence": 1})])[-1])
-    assert got == {"contract_revision": "ortmem-manager/2", "source": "s", "source_sequence": 1, "kind": "reserve",
-                   "ids": {"holder": 1, "authority": 1},
-                   "payload": {"tier": "host", "nbytes": 1, "role": "kv", "outcome": "accepted", "error": None,
-                               "result": 9, "used": {"1": 1}, "charges": {"9": 1}, "bundles": {}}}
+    """Control for the refusal above: the same reserve before any submit; the submit after it that fills the pool
+    is granted its 9 B (its used rose from the reserve's 1 B, not from 0)."""
+    lines = (upstream() / "min-aging-control.jsonl").read_text().splitlines()
+    submit = _with(lines, 6, lambda ev: ev["payload"].update(nbytes=9))[5]
+    reserve = json.dumps({**_RESERVE_1, "source": "upstream-hostgov-1", "source_sequence": 6})
+    got = [json.loads(line) for line in _converter().convert_lines([*lines[:5], reserve, submit])]
+    assert got[5] == {"contract_revision": "ortmem-manager/2", "source": "upstream-hostgov-1", "source_sequence": 6,
+                      "kind": "reserve", "ids": {"holder": 1, "authority": 1},
+                      "payload": {"tier": "host", "nbytes": 1, "role": "kv", "outcome": "accepted", "error": None,
+                                  "result": 9, "used": {"1": 1}, "charges": {"9": 1}, "bundles": {}}}
+    assert [(e["kind"], e["payload"]["used"]) for e in got[6:]] == [("submit", {"1": 1}), ("grant", {"1": 10})]
 
 
 def _with(lines: list[str], n: int, edit) -> list[str]:
