@@ -23,9 +23,11 @@ the 1-based line number):
      issued means the event that issued it was lost; other disagreements
      name the ID whose guard the spec applied, or "refinement";
   5. the governor's observed figures must equal the spec's: `used` for every
-     authority the event lists, and the event must list every authority
-     whose `used` the spec changes; a ledger event's allocation `charges`
-     likewise (every charge the spec moved, in `/2` or a ledger-only trace); its
+     authority the event lists, and the event must list every figure it
+     touches (`invariants.manager_trace.touched`: in `/2` every authority,
+     allocation charge and bundle it names or changes, refused or not; in
+     `ortmem-ledger/1` every authority whose `used` the spec changes); a
+     ledger event's allocation `charges` likewise (every charge the spec moved); its
      observed `bundles` (part versions and poisoned flag) for every state
      bundle the event lists or the spec opens, poisons or advances (I5, I10).
      While every action is a ledger one, a wrong figure is first judged by the clause it
@@ -78,6 +80,7 @@ from invariants.manager_trace import (
     decode_configure,
     decode_field,
     decode_result,
+    touched,
 )
 from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, figures,
                                next_in_sequence, other_refusal, read_event, spec_action, spec_figures)
@@ -288,22 +291,49 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
         wrong = wrong or auths[aid].used != u
     if wrong or any(rid not in allocs or allocs[rid].charge != c for rid, c in charges.items()):
         _observed_wrong(m, ids, act, sact, nxt, used, charges, err is not None, ledger_only)
-    # An event lists every authority whose used changed (a missing figure fails: issue #21).
-    changed = [] if auths is before else [a for a in auths if a in before and auths[a].used != before[a].used
-                                          and a not in used]
-    if changed:
-        raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', changed[0])} "
-                                 "but the event does not say so")
+    touches = touched(m, sact, nxt)
+    _used_observed(ids, act, m, nxt, touches[0], used, outcome["ledger"])
     if type(act) in LEDGER_ACTIONS and allocs is not m.ledger.allocations:
         _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
     if bundles or nxt.bundles is not m.bundles:
         _check_bundles(ids, act, sact, m, nxt, bundles, outcome["ledger"])
+    if not outcome["ledger"]:
+        _named_observed(ids, act, touches, charges, bundles)
     if accepted:
         try:
             check_step(m, sact, nxt, result)
         except InvariantViolation as e:
             raise _Bad("violation", str(e), e.id) from None
     return nxt
+
+
+def _used_observed(ids: IdMap, act: Any, m: Manager, nxt: Manager, auths: set[int], used: dict[int, int],
+                   ledger: bool) -> None:
+    """The event observes `used` of every authority it touches (`invariants.manager_trace.touched`; issue #21): in
+    `ortmem-manager/2` every one, named or moved, accepted or refused; a `ledger` one (`ortmem-ledger/1`) those whose
+    `used` moved only (the upstream ledger recordings list no more: docs/trace-format.md)."""
+    before, after = m.ledger.authorities, nxt.ledger.authorities
+    missing = sorted((before[a].used == after[a].used, a) for a in auths if a not in used)
+    if missing and not missing[0][0]:
+        raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', missing[0][1])} "
+                                 "but the event does not say so")
+    if missing and not ledger:
+        raise _Bad("refinement", f"{act!r} names authority {ids.observed_id('authority', missing[0][1])} but the "
+                                 "event does not observe its used")
+
+
+def _named_observed(ids: IdMap, act: Any, touches: tuple[set[int], set[int], set[int]], charges: dict[int, int],
+                    bundles: dict[int, Any]) -> None:
+    """`ortmem-manager/2`: the event observes the charge of the allocation a ledger operation names and the bundles
+    it names (`touched`), moved or not; a moved one left out failed already, with its own message."""
+    missing = sorted(r for r in touches[1] if r not in charges) if type(act) in LEDGER_ACTIONS else []
+    if missing:
+        raise _Bad("refinement", f"{act!r} names allocation {ids.observed_id('allocation', missing[0])} but the "
+                                 "event does not observe its charge")
+    missing = sorted(b for b in touches[2] if b not in bundles)
+    if missing:
+        raise _Bad("refinement", f"{act!r} names bundle {ids.observed_id('bundle', missing[0])} but the event "
+                                 "does not observe it")
 
 
 def _observed_wrong(m: Manager, ids: IdMap, act: Any, sact: Any, nxt: Manager, used: dict[int, int],

@@ -15,7 +15,7 @@ event per grant; it is the one revision of a manager's trace (the ledger's
 (accepted, or the spec error class that rejected it), the operation's
 result (an id, bytes credited, a list of ids, or a limit outcome),
 `used`: the governor's own `used` of every authority the operation named or
-changed, after it, and `bundles`: the governor's own record (part versions,
+changed (`touched`, required in `/2`), after it, and `bundles`: the governor's own record (part versions,
 poisoned) of every state bundle the operation named, opened or advanced
 (the one a transaction joined, on its commit), after it (I5, I10). A ledger
 operation's payload also has `charges`: the charge of every allocation it
@@ -52,12 +52,14 @@ import attrs
 from invariants.trace_format import (ID_FIELDS, KINDS, OPTIONAL_FIELDS, _exact_int, _opaque, decode_value, encode_value,
                                      kind_of)
 from spec.grants import GrantTicket
+from spec.ledger_actions import TransferAllowance
 from spec.manager_actions import MANAGER_ACTIONS, LimitOutcome
 from spec.types import MAX_BYTES
 
 __all__ = ["MANAGER_REVISION", "GRANT", "MANAGER_KINDS", "MANAGER_ID_FIELDS", "CONFIGURE", "Configure",
            "encode_manager_event", "encode_configure", "decode_configure", "decode_field", "encode_result",
-           "decode_result", "encode_bundles", "decode_bundles", "TUPLE_FIELDS", "LEDGER_ACTIONS", "REQUIRED_FIELDS"]
+           "decode_result", "encode_bundles", "decode_bundles", "TUPLE_FIELDS", "LEDGER_ACTIONS", "REQUIRED_FIELDS",
+           "touched"]
 
 MANAGER_REVISION = "ortmem-manager/2"
 #: The event of one grant (`spec.grants.GrantTicket`): ids {ticket}, result the allocation.
@@ -192,3 +194,50 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
     kind = GRANT if type(action) is GrantTicket else kind_of(type(action))
     return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
             "kind": kind, "ids": ids, "payload": payload}
+
+
+def touched(m: Any, act: Any, nxt: Any) -> tuple[set[int], set[int], set[int]]:
+    """What an event must observe (issue #21): (authorities, allocations, bundles), spec ids, for action `act` taken
+    (accepted or refused) from `m` (a `spec.manager_actions.Manager`) to `nxt`. The one definition: replay requires
+    it (`invariants.manager_replay`); refimpl's recorder writes it (or more: every figure listed is checked).
+
+    Authorities: the canonical ledger (an alias owns none) of every authority the action names, in its arguments
+    (`authority`, an alias's `of`, a plan's `needs`) or through the records it names (an allocation, `victims`, an
+    allowance, a ticket, a pressure, a transaction's needs, a model view), that exists after it; and every one
+    whose `used` it changed. Allocations (a ledger action's `charges`): the one it names, while still held after it.
+    Bundles: the one it names and its transaction's. A refused action names the same (it observes no change, G4:
+    listing them is how books that drifted are caught). An id naming nothing in `m` names nothing."""
+    led, after = m.ledger, nxt.ledger.authorities
+    named: set[int] = set()
+    aid = getattr(act, "authority", None)
+    named.add(aid)
+    named.add(getattr(act, "of", None))
+    needs = getattr(act, "needs", None)
+    for need in needs if type(needs) is tuple else ():  # an ill-typed plan names nothing (it is refused as such)
+        named.add(need[0] if type(need) is tuple and need else None)
+    rids = [getattr(act, "allocation", None), *(getattr(act, "victims", None) or ())]
+    named.update(led.allocations[r].authority for r in rids if type(r) is int and r in led.allocations)
+    wids = [getattr(act, "allowance", None)] + ([act.source, act.target] if type(act) is TransferAllowance else [])
+    named.update(led.allowances[w].authority for w in wids if type(w) is int and w in led.allowances)
+    for field, records in (("ticket", m.tickets), ("pressure", m.pressures), ("view", m.views)):
+        i = getattr(act, field, None)
+        if type(i) is int and i in records:
+            named.add(records[i].authority)
+    tx = getattr(act, "tx", None)
+    t = m.txs.get(tx) if type(tx) is int else None
+    if t is not None:
+        named.update(a for a, _ in t.needs)
+    auths = set()
+    for a in named:
+        rec = led.authorities.get(a) if type(a) is int else None
+        if rec is not None:
+            a = rec.alias_of if rec.alias_of is not None else a
+            if a in after:
+                auths.add(a)
+    if after is not led.authorities:
+        auths.update(a for a, r in after.items() if a in led.authorities and led.authorities[a].used != r.used)
+    rid = getattr(act, "allocation", None)
+    allocs = {rid} if type(rid) is int and rid in nxt.ledger.allocations else set()
+    bundles = {b for b in (getattr(act, "bundle", None), t.bundle if t is not None else None)
+               if type(b) is int and b in m.bundles}
+    return auths, allocs, bundles

@@ -202,7 +202,8 @@ def test_bundles_and_transactions_are_named_in_the_governors_numbering() -> None
         "the spec has [1, 1, 1, 1] (poisoned)"))
 
 
-def test_a_second_report_of_a_poisoned_bundle_changes_nothing_and_need_not_list_it() -> None:
+def test_a_second_report_of_a_poisoned_bundle_changes_nothing_but_must_still_list_it() -> None:
+    """It names bundle 1 and changes nothing: as written (listing it) clean; left out, refused as named, not changed."""
     buf = io.StringIO()
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     p.register_holder("kv")
@@ -211,8 +212,9 @@ def test_a_second_report_of_a_poisoned_bundle_changes_nothing_and_need_not_list_
     p.report_mismatch(b)
     p.report_mismatch(b)  # line 6
     lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-    assert replay_manager_lines(edited(lines, 6, put("payload", "bundles", {}))) == ReplayResult(
-        True, 6, None, None, None, "no violation")
+    assert replay_manager_lines(lines) == ReplayResult(True, 6, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 6, put("payload", "bundles", {}))) == failed(
+        5, "refinement", "ReportMismatch(bundle=1) names bundle 1 but the event does not observe it")
 
 
 # --- each malformed event, named in its whole message at its line -----------------------------------------------
@@ -613,7 +615,7 @@ def owed_lines(priority: int) -> list[bytes]:
     p.submit(h, a, 8, priority=priority)
     events = [json.loads(line) for line in buf.getvalue().splitlines()]
     assert [ev["kind"] for ev in events[5:]] == ["cancel", "grant", "submit", "grant"]
-    events[7]["payload"]["used"] = {}  # submitted before ticket 1's grant: no used changed yet
+    events[7]["payload"]["used"] = {str(a): 0}  # submitted before ticket 1's grant: the cancel left 0 B used
     events[5:8] = [events[5], events[7], events[6]]
     events.append({**events[-1], "kind": "boundary", "ids": {}, "payload": {}})
     return renumbered([json.dumps(ev).encode() + b"\n" for ev in events])

@@ -398,10 +398,11 @@ class Views:
         self._wake_up(wake)
 
     def _touched(self, act: Any) -> tuple[set[int], set[int]]:
-        """(ledger ids, allocation ids) a ledger action may change, read before it runs (caller holds the lock)."""
+        """(ledger ids, allocation ids) a ledger action names or may change, read before it runs (caller holds the lock):
+        what its event observes, at least `invariants.manager_trace.touched`'s set (an alias's `of` included)."""
         auths: set[int] = set()
         allocs: set[int] = set()
-        aid = getattr(act, "authority", None)
+        aid = act.of if isinstance(act, A.RegisterAlias) else getattr(act, "authority", None)
         a = self._auths.get(aid) if type(aid) is int else None
         if a is not None:
             auths.add(a.id)
