@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from trace_harness import upstream
 
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
@@ -91,6 +92,25 @@ def test_a_moved_figure_keeps_its_own_message() -> None:
     r = replay_manager_lines(_drop(HAND, 8, "used", "7"))  # the release moves 16 -> 0
     assert not r.ok and r.line == 9, r.describe()
     assert "changed used of authority 7 but the event does not say so" in r.message, r.message
+
+
+def test_an_alias_registration_names_the_authority_it_aliases() -> None:
+    alias = _ev(4, "register_alias", '{"of": 7}', '{"view": "uma", "outcome": "accepted", "error": null, '
+                '"result": 8, "used": {"7": 0}, "charges": {}, "bundles": {}}')
+    assert replay_manager_lines([*HAND[:3], alias]).ok
+    r = replay_manager_lines(_drop([*HAND[:3], alias], 3, "used", "7"))
+    assert not r.ok and r.line == 4 and "names authority 7 but the event does not observe its used" in r.message, \
+        r.describe()
+
+
+def test_the_older_revisions_require_moved_figures_only() -> None:
+    """The upstream recording min-alias.jsonl (`ortmem-ledger/1`) lists no `used` on its register_alias, which names
+    authority 1: it keeps its recorded verdict (clean), as docs/trace-format.md says."""
+    lines = (upstream() / "min-alias.jsonl").read_bytes().splitlines(keepends=True)
+    ev = json.loads(lines[1])
+    assert ev["kind"] == "register_alias" and ev["ids"]["of"] == 1 and ev["payload"]["observed"]["used"] == {}
+    r = replay_manager_lines(lines)
+    assert r.ok, r.describe()
 
 
 # --- refimpl's own trace of a short composed run ------------------------------------------
