@@ -252,15 +252,17 @@ MODULES: dict[str, list[str]] = {
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
     # The one replay engine (issue #26 item 4, issue #21 items 1/4): the composed traces replayed clean and broken
-    # by hand (each event removed, repeated, reordered, a figure or result changed, an ill-typed field), the aging
-    # and grant events, the refusal, fresh-id and upstream conformance traces (the converted ones too: D4, D5 and
-    # D10 are judged on them; their conversion tests need tools/, not copied), and the ledger-only traces' self-tests
-    # and harms (a wrong figure named by its clause), with the same slow test left out as for invariants/replay.py.
+    # by hand (each event removed, repeated, reordered, a figure or result changed or left out, an ill-typed
+    # field), the aging and grant events, the refusal, fresh-id and upstream conformance traces (the converted ones
+    # too: D4, D5 and D10 are judged on them; their conversion tests need tools/, not copied), and the ledger-only
+    # traces' self-tests and harms (a wrong figure named by its clause), with the same slow test left out as for
+    # invariants/replay.py.
     "invariants/manager_replay.py": ["tests/test_manager_trace.py", "tests/test_manager_trace_aging.py",
                                      "tests/test_grant_events.py", "tests/conformance/test_refusals.py",
                                      "tests/conformance/test_fresh_ids.py", "tests/conformance/test_upstream_traces.py",
                                      "tests/test_mutkill_manager_replay.py", "tests/test_replay.py",
                                      "tests/test_replay_harms.py", "tests/conformance/test_converted_traces.py",
+                                     "tests/test_observed_figures.py",
                                      "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                                      "--deselect", "tests/conformance/test_converted_traces.py::test_the_converter"],
     # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
@@ -284,9 +286,10 @@ MODULES: dict[str, list[str]] = {
     # them, the walk that never reads the whole map, the memo, and the step predicates on tracked states.
     "invariants/changed.py": ["tests/test_changed.py", "tests/test_mutkill_changed.py"],
     # The composed trace format: events written and replayed (every kind, broken by hand), the configure event,
-    # the schema, and test_mutkill_manager_trace's whole messages and boundaries of each decoder.
+    # the schema, test_mutkill_manager_trace's whole messages and boundaries of each decoder, and the figures an
+    # event touches (`touched`: each left out, test_observed_figures).
     "invariants/manager_trace.py": ["tests/test_manager_trace.py", "tests/test_trace_schema.py",
-                                    "tests/test_mutkill_manager_trace.py"],
+                                    "tests/test_mutkill_manager_trace.py", "tests/test_observed_figures.py"],
     # The ledger trace format (issue #26 item 4): its values written exactly or opaque and read back (every bound),
     # the ledger event written whole, the recorder's traces (test_issue14_tracing), the documented example and
     # the schema, the tuple fields built on it, and the replay self-tests that feed it bad input (the campaign
