@@ -208,25 +208,45 @@ def touched(m: Any, act: Any, nxt: Any) -> tuple[set[int], set[int], set[int]]:
     Bundles: the one it names and its transaction's. A refused action names the same (it observes no change, G4:
     listing them is how books that drifted are caught). An id naming nothing in `m` names nothing."""
     led, after = m.ledger, nxt.ledger.authorities
-    named: set[int] = set()
-    aid = getattr(act, "authority", None)
-    named.add(aid)
-    named.add(getattr(act, "of", None))
-    needs = getattr(act, "needs", None)
-    for need in needs if type(needs) is tuple else ():  # an ill-typed plan names nothing (it is refused as such)
-        named.add(need[0] if type(need) is tuple and need else None)
-    rids = [getattr(act, "allocation", None), *(getattr(act, "victims", None) or ())]
-    named.update(led.allocations[r].authority for r in rids if type(r) is int and r in led.allocations)
-    wids = [getattr(act, "allowance", None)] + ([act.source, act.target] if type(act) is TransferAllowance else [])
-    named.update(led.allowances[w].authority for w in wids if type(w) is int and w in led.allowances)
-    for field, records in (("ticket", m.tickets), ("pressure", m.pressures), ("view", m.views)):
-        i = getattr(act, field, None)
-        if type(i) is int and i in records:
-            named.add(records[i].authority)
-    tx = getattr(act, "tx", None)
-    t = m.txs.get(tx) if type(tx) is int else None
-    if t is not None:
-        named.update(a for a, _ in t.needs)
+    cls = type(act)
+    fields = _NAMING.get(cls)
+    if fields is None:
+        fields = _NAMING[cls] = _naming(cls)
+    named: list[Any] = []
+    allocs: set[int] = set()
+    bundles: set[int] = set()
+    for f in fields:
+        v = getattr(act, f)
+        if type(v) is tuple:  # `needs` ((authority, bytes), ...), `victims` (allocation, ...); ill-typed: opaque
+            if f == "needs":
+                named += (n[0] for n in v if type(n) is tuple and n)
+            else:
+                named += (led.allocations[r].authority for r in v if type(r) is int and r in led.allocations)
+        elif type(v) is not int:
+            continue
+        elif f in ("authority", "of"):
+            named.append(v)
+        elif f == "allocation":
+            if v in led.allocations:
+                named.append(led.allocations[v].authority)
+            if v in nxt.ledger.allocations:
+                allocs.add(v)
+        elif f in ("allowance", "source", "target"):
+            if v in led.allowances:
+                named.append(led.allowances[v].authority)
+        elif f == "tx":
+            t = m.txs.get(v)
+            if t is not None:
+                named += (a for a, _ in t.needs)
+                if t.bundle is not None and t.bundle in m.bundles:
+                    bundles.add(t.bundle)
+        elif f == "bundle":
+            if v in m.bundles:
+                bundles.add(v)
+        else:  # ticket, pressure, view
+            r = getattr(m, _RECORDS[f]).get(v)
+            if r is not None:
+                named.append(r.authority)
     auths = set()
     for a in named:
         rec = led.authorities.get(a) if type(a) is int else None
@@ -235,9 +255,19 @@ def touched(m: Any, act: Any, nxt: Any) -> tuple[set[int], set[int], set[int]]:
             if a in after:
                 auths.add(a)
     if after is not led.authorities:
-        auths.update(a for a, r in after.items() if a in led.authorities and led.authorities[a].used != r.used)
-    rid = getattr(act, "allocation", None)
-    allocs = {rid} if type(rid) is int and rid in nxt.ledger.allocations else set()
-    bundles = {b for b in (getattr(act, "bundle", None), t.bundle if t is not None else None)
-               if type(b) is int and b in m.bundles}
+        before = led.authorities
+        auths.update(a for a, r in after.items() if a in before and before[a].used != r.used)
     return auths, allocs, bundles
+
+
+#: The fields of an action that name an authority or a record (`touched`), per action class, looked up once.
+_NAMING: dict[type, tuple[str, ...]] = {}
+_RECORDS = {"ticket": "tickets", "pressure": "pressures", "view": "views"}
+
+
+def _naming(cls: type) -> tuple[str, ...]:
+    have = {f.name for f in attrs.fields(cls)}
+    names = ["authority", "of", "needs", "allocation", "victims", "allowance", "tx", "bundle", *_RECORDS]
+    if cls is TransferAllowance:  # elsewhere `target` is bytes (`press`)
+        names += ["source", "target"]
+    return tuple(f for f in names if f in have)
