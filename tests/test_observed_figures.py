@@ -20,7 +20,9 @@ from trace_harness import upstream
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
-from refimpl.tracing import JsonlSink
+from refimpl.tracing import JsonlSink, boundary
+from spec.errors import GovernorError
+from spec.types import Role, Tier
 
 E = '{"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": %d, "kind": "%s", "ids": %s, '
 
@@ -169,3 +171,119 @@ def test_own_trace_with_a_named_figure_dropped_is_rejected_at_that_line(
     assert not r.ok and r.line == i + 1 and r.failure == "refinement", r.describe()
     noun = {"used": "authority", "charges": "allocation", "bundles": "bundle"}[figure]
     assert f"{noun} {key} but the event does not" in r.message, r.message
+
+
+def _unmoved_named(lines: list[bytes]) -> dict[str, tuple[int, str]]:
+    """Per event kind, the first event (line index, authority) that lists the `used` of an authority it names
+    through a record (an allocation, victim, allowance, ticket, pressure, transaction or view) or a plan's needs, and
+    did not move:
+    read from the trace alone (which record is on which authority, and each authority's last observed `used`)."""
+    canon: dict[int, int] = {}
+    on: dict[str, dict[int, int]] = {"allocation": {}, "allowance": {}, "ticket": {}, "pressure": {}}
+    needs: dict[int, list[int]] = {}
+    views: dict[int, int] = {}
+    last: dict[str, int] = {}
+    out: dict[str, tuple[int, str]] = {}
+    for i, raw in enumerate(lines):
+        ev = json.loads(raw)
+        kind, ids, p = ev["kind"], ev["ids"], ev["payload"]
+        if kind in ("configure", "boundary"):
+            continue
+        res, ok = p["result"], p["outcome"] == "accepted"
+        named: list[int] = []
+        for f in ("allocation", "allowance", "ticket", "pressure"):
+            if f in ids and ids[f] in on[f]:
+                named.append(on[f][ids[f]])
+        named += [on["allocation"][v] for v in p.get("victims") or () if v in on["allocation"]]
+        if kind == "transfer_allowance":
+            named += [on["allowance"][w] for w in (ids["source"], ids["target"]) if w in on["allowance"]]
+        named += needs.get(ids.get("tx"), [])
+        if kind == "plan_tx" and type(p["needs"]) is list:  # its needs name their authorities
+            named += [n[0] for n in p["needs"] if type(n) is list and n]
+        if p.get("view") in views:  # a model view is an argument, in the payload
+            named.append(views[p["view"]])
+        named = [canon.get(a, a) for a in named]
+        hit = next((str(a) for a in named if str(a) in p["used"] and p["used"][str(a)] == last.get(str(a))), None)
+        if hit is not None and kind not in out:
+            out[kind] = (i, hit)
+        last.update(p["used"])
+        if not ok:
+            continue
+        a = canon.get(ids.get("authority"), ids.get("authority"))
+        if kind == "register_alias":
+            canon[res] = canon.get(ids["of"], ids["of"])
+        elif kind in ("reserve", "try_reserve", "record_committed"):
+            on["allocation"][res] = a
+        elif kind == "submit":
+            on["ticket"][res] = a
+        elif kind == "grant":
+            on["allocation"][res] = on["ticket"].get(ids["ticket"])
+        elif kind == "open_allowance":
+            on["allowance"][res] = a
+        elif kind == "press":
+            on["pressure"][res] = a
+        elif kind == "prepare_limit":
+            on["pressure"].update((pid, a) for pid in res)
+        elif kind == "plan_tx":
+            needs[res] = sorted({canon.get(x, x) for x, _ in p["needs"]})
+        elif kind == "publish_view":
+            views[res] = needs[ids["tx"]][0]  # over the transaction's lowest needed authority
+    return out
+
+
+THROUGH = ["plan_tx", "claim", "cancel_ticket", "timeout_ticket", "answer", "cancel_pressure", "expire_pressure",
+           "commit", "quarantine", "set_use", "shrink_lease", "grow_lease", "map_allowance", "reserve_growth", "unmap_allowance",
+           "close_allowance", "transfer_allowance", "reserve_tx", "commit_tx", "abort_tx", "join_bundle",
+           "publish_view", "execute_view", "remap_view", "drop_view"]
+
+
+@pytest.mark.parametrize("kind", THROUGH)
+def test_own_trace_with_an_authority_named_through_a_record_or_a_need_dropped_is_rejected(own: list[bytes],
+                                                                                          kind: str) -> None:
+    found = _unmoved_named(own).get(kind)
+    assert found is not None, f"the run has no {kind} naming an authority through a record it does not move"
+    i, key = found
+    r = replay_manager_lines(_drop(own, i, "used", key))
+    assert not r.ok and r.line == i + 1 and r.failure == "refinement", r.describe()
+    assert f"names authority {key} but the event does not observe its used" in r.message, r.message
+
+
+def test_own_trace_with_a_transactions_bundle_dropped_is_rejected(own: list[bytes]) -> None:
+    """An event naming a transaction that joined a bundle names that bundle: left out unmoved, refused."""
+    joined: dict[int, str] = {}
+    last: dict[str, Any] = {}
+    for i, raw in enumerate(own):
+        ev = json.loads(raw)
+        b = joined.get(ev["ids"].get("tx"))
+        bundles = ev["payload"].get("bundles", {})
+        if ev["kind"] != "join_bundle" and b in bundles and bundles[b] == last.get(b):
+            break
+        last.update(bundles)
+        if ev["kind"] == "join_bundle" and ev["payload"]["outcome"] == "accepted":
+            joined[ev["ids"]["tx"]] = str(ev["ids"]["bundle"])
+    else:
+        raise AssertionError("the run has no event naming a joined transaction that leaves its bundle unmoved")
+    r = replay_manager_lines(_drop(own, i, "bundles", b))
+    assert not r.ok and r.line == i + 1 and r.failure == "refinement", r.describe()
+    assert f"names bundle {b} but the event does not observe it" in r.message, r.message
+
+
+def test_a_refused_answer_names_the_authority_of_its_victims() -> None:
+    """A victim on another authority than the pressure's: the refused answer names both, and lists both."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h = p.register_holder("kv")
+    a, b = p.register_authority("a", Tier.DEVICE, 64), p.register_authority("b", Tier.HOST, 64)
+    lease = p.reserve(h, b, Tier.HOST, 8, Role.KV)
+    p.commit(h, lease, 8)
+    pid = p.press(h, a, 8)
+    with pytest.raises(GovernorError):
+        p.answer(h, pid, (lease,))
+    boundary(p)  # the pressure stays open
+    lines = [x.encode() + b"\n" for x in buf.getvalue().splitlines()]
+    ev = json.loads(lines[-2])
+    assert ev["kind"] == "answer" and ev["payload"]["outcome"] == "rejected" and str(b) in ev["payload"]["used"], ev
+    assert replay_manager_lines(lines).ok
+    r = replay_manager_lines(_drop(lines, len(lines) - 2, "used", str(b)))
+    assert not r.ok and r.line == len(lines) - 1 and r.failure == "refinement", r.describe()
+    assert f"names authority {b} but the event does not observe its used" in r.message, r.message
