@@ -3,7 +3,7 @@
 In `ortmem-manager/2` an event lists the figures it touches (`invariants.manager_trace.touched`): `used` of every
 authority it names or changes, the charge of the allocation a ledger operation names, the bundle it names, accepted
 or refused. Leaving one out is rejected at that line, naming it in the trace's own ids; the same trace with it present
-replays clean. The older revisions keep the rule of figures that move (the upstream recordings: their verdicts,
+replays clean. `ortmem-ledger/1` keeps the rule of figures that move (the upstream recordings: their verdicts,
 tests/conformance/test_upstream_traces.py).
 """
 
@@ -105,7 +105,7 @@ def test_an_alias_registration_names_the_authority_it_aliases() -> None:
         r.describe()
 
 
-def test_the_older_revisions_require_moved_figures_only() -> None:
+def test_ledger_recordings_require_moved_figures_only() -> None:
     """The upstream recording min-alias.jsonl (`ortmem-ledger/1`) lists no `used` on its register_alias, which names
     authority 1: it keeps its recorded verdict (clean), as docs/trace-format.md says."""
     lines = (upstream() / "min-alias.jsonl").read_bytes().splitlines(keepends=True)
