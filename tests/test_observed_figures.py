@@ -232,9 +232,9 @@ def _unmoved_named(lines: list[bytes]) -> dict[str, tuple[int, str]]:
 
 
 THROUGH = ["plan_tx", "claim", "cancel_ticket", "timeout_ticket", "answer", "cancel_pressure", "expire_pressure",
-           "commit", "quarantine", "set_use", "shrink_lease", "grow_lease", "map_allowance", "reserve_growth", "unmap_allowance",
-           "close_allowance", "transfer_allowance", "reserve_tx", "commit_tx", "abort_tx", "join_bundle",
-           "publish_view", "execute_view", "remap_view", "drop_view"]
+           "commit", "quarantine", "set_use", "shrink_lease", "grow_lease", "map_allowance", "reserve_growth",
+           "unmap_allowance", "close_allowance", "transfer_allowance", "reserve_tx", "commit_tx", "abort_tx",
+           "join_bundle", "publish_view", "execute_view", "remap_view", "drop_view"]
 
 
 @pytest.mark.parametrize("kind", THROUGH)

@@ -398,8 +398,8 @@ class Views:
         self._wake_up(wake)
 
     def _touched(self, act: Any) -> tuple[set[int], set[int]]:
-        """(ledger ids, allocation ids) a ledger action names or may change, read before it runs (caller holds the lock):
-        what its event observes, at least `invariants.manager_trace.touched`'s set (an alias's `of` included)."""
+        """(ledger ids, allocation ids) a ledger action names or may change, read before it runs (caller holds the
+        lock): what its event observes, at least `invariants.manager_trace.touched`'s set (an alias's `of` too)."""
         auths: set[int] = set()
         allocs: set[int] = set()
         aid = act.of if isinstance(act, A.RegisterAlias) else getattr(act, "authority", None)
