@@ -445,11 +445,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _mutmut(here: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=here, env=_env(), text=True,
-                          capture_output=True, timeout=timeout)
-
-
 def _statuses(here: Path, module: str) -> dict[str, str]:
     """Mutant id -> mutmut status, read from mutmut's own meta file."""
     from mutmut.stats import status_by_exit_code

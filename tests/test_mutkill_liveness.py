@@ -151,10 +151,6 @@ def _fair_cycle(fair: set[str], weak: tuple[str, ...] = (), stay=lambda s: True,
     return fair_cycle(g, stay, lambda s, a, n: a in fair, tuple((lambda a, p=p: a == p) for p in weak), along)
 
 
-def _acts(steps: tuple) -> list:
-    return [a for a, _ in steps]
-
-
 def test_fair_cycle_takes_the_fair_step_from_the_components_first_state() -> None:
     g = build_graph(_toy(_G2))
     assert g.states == (0, 1, 3, 2, 5, 4)
