@@ -130,31 +130,6 @@ def test_a_sink_failing_on_a_drained_cancel_is_a_trace_sink_failure_that_names_i
     assert not abstract_manager(pmm).tickets  # the cancel stands
 
 
-class _CreditsTwice(ProcessMemoryManager):
-    """A cancel that credits a granted ticket's bytes a second time."""
-
-    def _abandon(self, holder: int, ticket: int) -> int:
-        t = self._tickets.get(ticket)
-        credit = super()._abandon(holder, ticket)
-        if t is not None and credit:
-            t.auth.used -= credit
-        return credit
-
-
-def test_contracts_off_check_nothing_on_a_traced_drain() -> None:
-    # The switch off means no check runs (nearly free in a release build), traced or not: the broken cancel passes.
-    with contracts.contracts(False):
-        pmm = _CreditsTwice()
-        h = pmm.register_holder("kv")
-        a = pmm.register_authority("dev", Tier.DEVICE, 100)
-        tracing.attach(pmm, JsonlSink(io.StringIO()))
-        pmm.claim(h, pmm.submit(h, a, 30))
-        t = pmm.submit(h, a, 60)
-        pmm.drop(h, t)
-        pmm.drain()
-    assert abstract_manager(pmm).ledger.authorities[a].used == -30  # the harm went unchecked, as documented
-
-
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
 def test_a_drain_over_two_ledgers_checks_the_one_it_touched(on: bool) -> None:
     with contracts.contracts(on):
