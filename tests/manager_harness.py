@@ -21,7 +21,7 @@ from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
 __all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "clause_counts", "start", "make_alloc", "expect",
-           "make_ticket", "lease", "outcome", "walk"]
+           "make_ticket", "lease", "outcome", "walk", "with_allocs"]
 
 DEV, HOST = 1, 2
 H1, H2 = 1, 2
@@ -58,6 +58,14 @@ def start(dev: int = 4, host: int = 4, aging_bound: int = 4) -> M.Manager:
                 A.RegisterHolder("h1"), A.RegisterHolder("h2")):
         m = run(m, act)[0]
     return m
+
+
+def with_allocs(m: M.Manager, allocs: Any, used: int | None = None) -> M.Manager:
+    """`m` with the ledger's allocations `allocs` (and DEV's used bytes `used`, if given), nothing else."""
+    auths = m.ledger.authorities
+    if used is not None:
+        auths = auths.set(DEV, evolve(auths[DEV], used=used))
+    return evolve(m, ledger=evolve(m.ledger, allocations=allocs, authorities=auths))
 
 
 def make_alloc(id: int, auth: int, holder: int, nbytes: int, state: AllocState = AllocState.PROVISIONAL,

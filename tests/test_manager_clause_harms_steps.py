@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from attrs import evolve
 from clause_harness import violation
-from manager_harness import DEV, H1, H2, HOST, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, lease, run, start, with_allocs
 
 from invariants import manager as IM
 from invariants.clauses import collecting
@@ -29,7 +29,7 @@ def _with_alloc(m: M.Manager, alloc: int, **changes: Any) -> M.Manager:
     """`m` with allocation `alloc` changed (None: deleted), nothing else."""
     allocs = m.ledger.allocations
     allocs = allocs.delete(alloc) if changes.get("gone") else allocs.set(alloc, evolve(allocs[alloc], **changes))
-    return evolve(m, ledger=evolve(m.ledger, allocations=allocs))
+    return with_allocs(m, allocs)
 
 
 # --- I6: charge_falls_by_own_action ---------------------------------------------------------------

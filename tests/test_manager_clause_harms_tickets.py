@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from attrs import evolve
 from clause_harness import violation
-from manager_harness import DEV, H1, H2, HOST, clause_counts, lease, make_alloc, run, start
+from manager_harness import DEV, H1, H2, HOST, clause_counts, lease, make_alloc, run, start, with_allocs
 
 from invariants import manager as IM
 from spec import ledger_actions as A
@@ -286,7 +286,7 @@ def test_a_holders_lease_swapped_for_a_smaller_record_by_nobody_is_named() -> No
     m, mine = lease(start(), H2, DEV, 2)
     allocs = m.ledger.allocations.delete(mine).set(0, make_alloc(0, DEV, H2, 1, AllocState.LIVE))
     act = M.CommitLimit(DEV)
-    e = violation(IM.step_I6_manager, m, act, evolve(m, ledger=evolve(m.ledger, allocations=allocs)), None)
+    e = violation(IM.step_I6_manager, m, act, with_allocs(m, allocs), None)
     assert (e.clause, str(e)) == (_OWN, f"I6: {act!r} (by None) lowered holder {H2}'s charge 2 -> 1 B")
 
 
@@ -297,7 +297,7 @@ def test_bytes_moved_between_one_holders_records_in_anothers_step_pass() -> None
     assert first < second
     allocs = m.ledger.allocations.delete(second)
     allocs = allocs.set(first, evolve(allocs[first], nbytes=2, charge=2))
-    moved = evolve(m, ledger=evolve(m.ledger, allocations=allocs))
+    moved = with_allocs(m, allocs)
     act = M.Press(H1, DEV, 1)
     IM.step_I6_manager(m, act, moved, 1)
     assert clause_counts(IM.step_I6_manager, m, act, moved, 1)[_OWN] == (1, 0)

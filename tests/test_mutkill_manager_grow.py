@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from attrs import evolve
-from manager_harness import DEV, H1, H2, judged, lease, run, start
+from manager_harness import DEV, H1, H2, judged, lease, run, start, with_allocs
 
 from invariants.manager import step_I13_manager
 from invariants.manager_grow import step_I1_grow
@@ -30,13 +30,6 @@ def _grow(nbytes: int = 1) -> tuple[M.Manager, Any, M.Manager, int, int]:
     return m, act, MG.step(m, act)[0], mine, other
 
 
-def _with(m: M.Manager, allocs: Any, used: int | None = None) -> M.Manager:
-    auths = m.ledger.authorities
-    if used is not None:
-        auths = auths.set(DEV, evolve(auths[DEV], used=used))
-    return evolve(m, ledger=evolve(m.ledger, allocations=allocs, authorities=auths))
-
-
 def _i1(before: M.Manager, act: Any, after: M.Manager) -> str | None:
     return judged(step_I1_grow, before, act, after)[0]
 
@@ -45,26 +38,26 @@ def test_the_spec_s_grow_is_clean_and_a_lease_gone_or_appeared_is_named() -> Non
     m, act, after, mine, _ = _grow()
     assert _i1(m, act, after) is None and after.ledger.allocations[mine].nbytes == 3
     p, n = m.ledger.allocations[mine], after.ledger.allocations[mine]
-    gone = _with(after, after.ledger.allocations.delete(mine), used=1)
+    gone = with_allocs(after, after.ledger.allocations.delete(mine), used=1)
     assert _i1(m, act, gone) == f"I1: {act!r} left no live lease within its reservation: {p!r} -> None"
-    appeared = _with(m, m.ledger.allocations.delete(mine), used=1)
+    appeared = with_allocs(m, m.ledger.allocations.delete(mine), used=1)
     assert _i1(appeared, act, after) == f"I1: {act!r} left no live lease within its reservation: None -> {n!r}"
 
 
 def test_a_lease_that_gained_other_than_the_bytes_asked_is_named() -> None:
     m, act, after, mine, _ = _grow()
     n = after.ledger.allocations[mine]
-    double = _with(after, after.ledger.allocations.set(mine, evolve(n, charge=n.charge + 1)), used=5)
+    double = with_allocs(after, after.ledger.allocations.set(mine, evolve(n, charge=n.charge + 1)), used=5)
     assert _i1(m, act, double) == f"I1: {act!r}: the lease gained 1 B and 2 B of charge for the 1 B its holder asked"
 
 
 def test_another_lease_moved_and_another_charge_are_named() -> None:
     m, act, after, mine, other = _grow()
     o = after.ledger.allocations[other]
-    moved = _with(after, after.ledger.allocations.set(other, evolve(o, charge=0)))
+    moved = with_allocs(after, after.ledger.allocations.set(other, evolve(o, charge=0)))
     assert _i1(m, act, moved) == (f"I1: {act!r} also moved allocation {other}: {o!r} -> "
                                   f"{moved.ledger.allocations[other]!r}")
-    over = _with(after, after.ledger.allocations, used=after.ledger.authorities[DEV].used + 1)
+    over = with_allocs(after, after.ledger.allocations, used=after.ledger.authorities[DEV].used + 1)
     assert _i1(m, act, over) == f"I1: {act!r}: authority {DEV} was charged 2 B; the lease on {DEV} gained 1 B"
 
 
@@ -75,7 +68,7 @@ def _behind_a_waiter() -> tuple[M.Manager, Any, M.Manager, int, int]:
     m, t = run(m, M.Submit(H2, DEV, 1, 0))
     act = M.GrowLease(H1, mine, 1)
     p = m.ledger.allocations[mine]
-    grown = _with(m, m.ledger.allocations.set(mine, evolve(p, nbytes=3, reserved=3, charge=3)), used=5)
+    grown = with_allocs(m, m.ledger.allocations.set(mine, evolve(p, nbytes=3, reserved=3, charge=3)), used=5)
     return m, act, grown, mine, t
 
 
@@ -88,7 +81,7 @@ def test_a_grow_past_a_waiter_names_what_it_took() -> None:
 def test_a_grow_that_took_nothing_or_whose_lease_is_gone_overtakes_nobody() -> None:
     m, act, _, mine, _ = _behind_a_waiter()
     assert judged(step_I13_manager, m, act, m, None)[0] is None  # nothing charged: I1 names a grow that did not grow
-    gone = _with(m, m.ledger.allocations.delete(mine))
+    gone = with_allocs(m, m.ledger.allocations.delete(mine))
     assert judged(step_I13_manager, m, act, gone, None)[0] is None  # a lease gone is I1's harm to name
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, lease, run, start
+from manager_harness import DEV, H1, H2, lease, run, start, with_allocs
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
@@ -35,27 +35,20 @@ def _shrink(nbytes: int = 1) -> tuple[M.Manager, Any, M.Manager, int, int]:
     return m, act, MG.step(m, act)[0], mine, other
 
 
-def _allocs(m: M.Manager, allocs: Any, used: int | None = None) -> M.Manager:
-    auths = m.ledger.authorities
-    if used is not None:
-        auths = auths.set(DEV, evolve(auths[DEV], used=used))
-    return evolve(m, ledger=evolve(m.ledger, allocations=allocs, authorities=auths))
-
-
 def test_the_spec_s_shrink_is_clean_and_a_lease_left_with_nothing_is_named() -> None:
     m, act, after, mine, _ = _shrink()
     assert _fails(m, act, after) is None and after.ledger.allocations[mine].nbytes == 2
     p, led = m.ledger.allocations[mine], after.ledger
     empty = evolve(led.allocations[mine], nbytes=0, charge=0)
-    assert _fails(m, act, _allocs(after, led.allocations.set(mine, empty), used=1)) == (
+    assert _fails(m, act, with_allocs(after, led.allocations.set(mine, empty), used=1)) == (
         f"I1: {act!r} left no lease of at least one byte: {p!r} -> {empty!r}")
-    assert _fails(m, act, _allocs(after, led.allocations.delete(mine), used=1)) == (
+    assert _fails(m, act, with_allocs(after, led.allocations.delete(mine), used=1)) == (
         f"I1: {act!r} left no lease of at least one byte: {p!r} -> None")
 
 
 def test_a_lease_that_lost_other_than_the_bytes_given_back_is_named() -> None:
     m, act, after, mine, _ = _shrink()
-    kept = _allocs(after, after.ledger.allocations.set(mine, m.ledger.allocations[mine]))
+    kept = with_allocs(after, after.ledger.allocations.set(mine, m.ledger.allocations[mine]))
     assert _fails(m, act, kept) == f"I1: {act!r}: the lease lost 0 B of the 1 B its holder gave back"
 
 
@@ -63,13 +56,13 @@ def test_a_shrink_that_moves_another_lease_is_named() -> None:
     m, act, after, mine, other = _shrink()
     q = after.ledger.allocations[other]
     r = evolve(q, nbytes=2, charge=2)
-    assert _fails(m, act, _allocs(after, after.ledger.allocations.set(other, r))) == (
+    assert _fails(m, act, with_allocs(after, after.ledger.allocations.set(other, r))) == (
         f"I1: {act!r} also moved allocation {other}: {q!r} -> {r!r}")
 
 
 def test_a_wrong_credit_names_the_authority_and_the_bytes() -> None:
     m, act, after, *_ = _shrink()
-    assert _fails(m, act, _allocs(after, after.ledger.allocations, used=2)) == (
+    assert _fails(m, act, with_allocs(after, after.ledger.allocations, used=2)) == (
         f"I1: {act!r}: authority {DEV} was credited 2 B; the lease on {DEV} lost 1 B")
 
 
