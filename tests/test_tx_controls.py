@@ -15,7 +15,7 @@ import pytest
 from invariants.campaign import campaign_settings
 from invariants.clauses import CLAUSES
 from invariants.explore import explore
-from invariants.manager_scope import CONTROL_SCOPE, TX_SCOPE, manager_model
+from invariants.manager_scope import TX_SCOPE, manager_model
 from invariants.mutation import applied
 from invariants.manager_tx_machine import find_tx_manager_counterexample
 from refimpl.verify import PROFILES
@@ -79,14 +79,3 @@ def test_tx_scope_guard_off_reaches_its_harm_clause(guard) -> None:
     r = explore(manager_model(GuardSet.without(guard.name), TX_SCOPE), max_depth=12)
     assert r.found and set(HARM[guard.name]) & set(r.clauses), r.message
 
-
-def test_refund_after_termination_is_retired_loss_keeps_charge_is_its_composed_guard() -> None:
-    # Retired with the focused model (issue #21). In the composed model a device loss refunds nothing by
-    # construction (the ledger marks its records DEVICE_LOST; only ConfirmTermination refunds, once), committed
-    # bytes are the holder's leases, and the one path by which a loss could refund early, cancelling an open
-    # transaction's reservation on the lost device, is `loss_keeps_charge`'s site: the retired guard's refimpl
-    # site switched off exactly the same records, so it had no harm of its own. Its harm, C3's
-    # lost_charge_kept, stays caught by loss_keeps_charge's control.
-    assert "refund_after_termination" not in {g.name for g in GUARDS}
-    r = explore(manager_model(GuardSet.without("loss_keeps_charge"), CONTROL_SCOPE), max_depth=8)
-    assert r.found and "step_C3_manager.lost_charge_kept" in r.clauses, r.message
