@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 from attrs import evolve
+from clause_harness import judged
 from manager_harness import DEV, H1, H2, make_alloc, make_ticket, start
 
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, recording
 from invariants.manager_holders import step_I4a_holders
 from spec import manager_actions as M
 from spec.errors import HolderInUse
@@ -50,14 +49,8 @@ def _without_h1(m: M.Manager) -> M.Manager:
 
 
 def _judge(before: M.Manager, after: M.Manager) -> tuple[str | None, tuple[int, int]]:
-    cov = Coverage()
-    with recording(cov):
-        try:
-            step_I4a_holders(before, ACT, after)
-            message = None
-        except InvariantViolation as e:
-            message = str(e)
-    return message, cov.of(KEY)
+    message, counts = judged(step_I4a_holders, before, ACT, after)
+    return message, counts.get(KEY, (0, 0))
 
 
 KINDS = ("allocation", "allowance", "ticket", "pressure", "transaction", "intent")

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 from attrs import evolve
+from clause_harness import judged
 from manager_harness import DEV, H1, H2, HOST, lease, run, start
 
-from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, recording
 from invariants.manager_order import step_I13_order
 from spec import ledger_actions as A
 from spec import manager as MG
@@ -27,14 +26,7 @@ _T = TicketState
 
 
 def _judge(before: M.Manager, act: Any, after: M.Manager, result: Any = None) -> tuple[str | None, dict]:
-    cov = Coverage()
-    with recording(cov):
-        try:
-            step_I13_order(before, act, after, result)
-            message = None
-        except InvariantViolation as e:
-            message = str(e)
-    return message, {k: (e, h) for k, (e, h) in cov.counts.items()}
+    return judged(step_I13_order, before, act, after, result)
 
 
 def _waiters(*sizes_priorities: tuple[int, int], held: int = 4) -> tuple[M.Manager, int, list[int]]:
