@@ -15,8 +15,9 @@ import contextlib
 import importlib
 
 import pytest
+from clause_harness import verdict
 
-from invariants import InvariantViolation, contracts
+from invariants import contracts
 from invariants.admission import state_I12_batch, step_I12_coresidency
 from invariants.ledger import step_I4a
 from invariants.mutation import applied
@@ -34,14 +35,6 @@ def _mutant(name: str | None):
     return applied(MUTANTS[name]) if name else contextlib.nullcontext()
 
 
-def _clause(check, *args) -> str | None:
-    try:
-        check(*args)
-    except InvariantViolation as e:
-        return e.clause
-    return None
-
-
 @pytest.mark.parametrize("mutant", [None, "grant_rounds_charge_down"])
 def test_I2_grant_charged_pinned(mutant: str | None) -> None:
     with _mutant(mutant), contracts.contracts(False):
@@ -51,7 +44,7 @@ def test_I2_grant_charged_pinned(mutant: str | None) -> None:
         a, h = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_holder("kv")
         prev = abstract_ledger(pmm)
         pmm.reserve(h, a, Tier.DEVICE, 8, Role.KV)
-        got = _clause(step_I2_grant_charges, prev, A.Reserve(h, a, Tier.DEVICE, 8, Role.KV), abstract_ledger(pmm))
+        got = verdict(step_I2_grant_charges, prev, A.Reserve(h, a, Tier.DEVICE, 8, Role.KV), abstract_ledger(pmm))
         before = abstract_ledger(pmm)
         pmm.record_committed(h, a, Tier.DEVICE, 5, Role.KV)
         recorded = abstract_ledger(pmm).authorities[a].used - before.authorities[a].used
@@ -79,7 +72,7 @@ def test_I4a_holder_fixed_pinned(mutant: str | None) -> None:
         assert not accepted and now == prev  # another holder's commit is refused and changes nothing
     else:
         assert accepted and now.allocations[x].holder == consumer
-        assert _clause(step_I4a, prev, A.Commit(consumer, x, 8), now) == "step_I4a.holder_fixed"
+        assert verdict(step_I4a, prev, A.Commit(consumer, x, 8), now) == "step_I4a.holder_fixed"
 
 
 @pytest.mark.parametrize("mutant", [None, "last_entries_skip_fit"])
@@ -95,7 +88,7 @@ def test_I12_kv_within_capacity_pinned(mutant: str | None) -> None:
         else:
             b.advance(first, 2)  # booked as written without a fit check
         s = b.abstract()
-    assert _clause(state_I12_batch, s) == (None if mutant is None else "state_I12_batch.kv_within_capacity")
+    assert verdict(state_I12_batch, s) == (None if mutant is None else "state_I12_batch.kv_within_capacity")
 
 
 @pytest.mark.parametrize("mutant", [None, "evict_without_need"])
@@ -114,4 +107,4 @@ def test_I12_evict_only_for_need_pinned(mutant: str | None) -> None:
             return
         co.execute(S.Evict("b"))
         now = co.abstract()
-    assert _clause(step_I12_coresidency, prev, S.Evict("b"), now) == "step_I12_coresidency.evict_only_for_need"
+    assert verdict(step_I12_coresidency, prev, S.Evict("b"), now) == "step_I12_coresidency.evict_only_for_need"
