@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from invariants._violation import InvariantViolation
-from invariants.clauses import Coverage, recording
+from invariants.clauses import Coverage, collecting, recording
 
-__all__ = ["judged", "verdict", "violation", "cases"]
+__all__ = ["judged", "verdict", "violation", "cases", "broken"]
 
 
 def judged(pred: Any, *args: Any) -> tuple[str | None, dict[str, tuple[int, int]]]:
@@ -46,3 +46,10 @@ def cases(pred: Any, *args: Any) -> set[str]:
     with recording(cov):
         pred(*args)
     return {k for k, (_, held) in cov.counts.items() if held}
+
+
+def broken(check: Any, *args: Any) -> list[str]:
+    """Every clause `check` finds broken on `args` (one per predicate: a predicate stops at its first failure)."""
+    with collecting() as found:
+        check(*args)
+    return found

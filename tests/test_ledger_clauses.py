@@ -16,11 +16,10 @@ from typing import Any
 
 import attrs
 import pytest
-from clause_harness import cases
+from clause_harness import broken, cases
 
 from invariants import ledger as IL
 from invariants._violation import InvariantViolation
-from invariants.clauses import collecting
 from invariants.ledger import check_all, check_local, check_step, observe_snapshot, predicate_names
 from spec import ledger as L
 from spec import ledger_actions as A
@@ -52,13 +51,6 @@ def run(*acts: Any) -> list[State]:
 
 def last(*acts: Any) -> State:
     return run(*acts)[-1]
-
-
-def broken(check: Callable[..., None], *args: Any) -> list[str]:
-    """Every clause `check` finds broken (one per predicate: a predicate stops at its first failure)."""
-    with collecting() as found:
-        check(*args)
-    return found
 
 
 def message(key: str, *args: Any) -> str:

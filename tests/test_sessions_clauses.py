@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 import pytest
-from clause_harness import cases, violation
+from clause_harness import broken, cases, violation
 
 from invariants import sessions as SP
 from invariants.clauses import collecting
@@ -50,7 +50,7 @@ def run(*acts: Any, topo: S.Topology = TOPO, limit: int = 4096, guards: GuardSet
     mutated `report` is read by the predicates themselves)."""
     s = S.new_sessions(topo, limit)
     out = [s]
-    found = state_breaks(s)
+    found = broken(SP.check_state, s)
     with applied(MUTANTS[mutant]) if mutant else nullcontext():
         for i, a in enumerate(acts):
             nxt = S.step_sessions(s, a, guards)[0]
@@ -61,12 +61,6 @@ def run(*acts: Any, topo: S.Topology = TOPO, limit: int = 4096, guards: GuardSet
                 assert found == [], (a, found)
             out.append(s := nxt)
     return out, found
-
-
-def state_breaks(s: S.SessionState) -> list[str]:
-    with collecting() as found:
-        SP.check_state(s)
-    return found
 
 
 def _model(s: S.SessionState, name: str, **changes: Any) -> S.SessionState:
@@ -248,7 +242,7 @@ STATE_HARMS: dict[str, tuple[Callable[[], S.SessionState], str, str]] = {
 def test_each_state_harm_breaks_exactly_its_clauses(name: str) -> None:
     make, keys, text = STATE_HARMS[name]
     s = make()
-    assert state_breaks(s) == keys.split()
+    assert broken(SP.check_state, s) == keys.split()
     key = keys.split()[0]
     e = violation(getattr(SP, key.split(".")[0]), s)
     assert e.clause == key and text in str(e)
@@ -280,7 +274,7 @@ STATE_NEAR_MISSES: dict[str, Callable[[], S.SessionState]] = {
 
 @pytest.mark.parametrize("name", sorted(STATE_NEAR_MISSES))
 def test_each_state_near_miss_breaks_nothing(name: str) -> None:
-    assert state_breaks(STATE_NEAR_MISSES[name]()) == []
+    assert broken(SP.check_state, STATE_NEAR_MISSES[name]()) == []
 
 
 def _after(acts: tuple[Any, ...], change: Callable[[S.SessionState], S.SessionState],
@@ -326,9 +320,7 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[S.SessionState, Any, S.SessionSta
 def test_each_step_harm_breaks_its_clause(name: str) -> None:
     make, key, text = STEP_HARMS[name]
     p, act, n = make()
-    with collecting() as found:
-        SP.check_transition(p, act, n)
-    assert found == [key]
+    assert broken(SP.check_transition, p, act, n) == [key]
     e = violation(getattr(SP, key.split(".")[0]), p, act, n)
     assert e.clause == key and text in str(e)
 
@@ -353,9 +345,7 @@ def test_a_role_absent_from_both_ledgers_moved_nothing() -> None:
     # a ledger that books no KV at all, before and after a failed growth: the failure charged no KV
     states, _ = run(*GROWTH_FAILS)
     p, n = (_ledger(x, kv=None) for x in states[-2:])
-    with collecting() as found:
-        SP.check_transition(p, GROWTH_FAILS[-1], n)
-    assert found == []
+    assert broken(SP.check_transition, p, GROWTH_FAILS[-1], n) == []
 
 
 # --- observations: what the ORT checker saw inside a step ------------------------------------------------
@@ -378,9 +368,8 @@ def test_a_padded_twin_charged_otherwise_fails() -> None:
     assert e.clause == "observed_I8_padding.dead_space_not_charged"
     assert str(e).endswith("n.onnx: charged 1024 B for a 2000 B file but 2048 B for the same graph in a 4000 B file")
     SP.observed_I8_padding([SP.KvCover("x", 0, 1)])  # a KV cover is no twin
-    with collecting() as found:
-        SP.check_observations([SP.KvCover("x", 0, 1), SP.PaddedTwin("n", 1, 2, 3, 4)])
-    assert found == ["observed_I8_padding.dead_space_not_charged", "observed_I8c_kv_leased.kv_in_use_leased"]
+    assert broken(SP.check_observations, [SP.KvCover("x", 0, 1), SP.PaddedTwin("n", 1, 2, 3, 4)]) == [
+        "observed_I8_padding.dead_space_not_charged", "observed_I8c_kv_leased.kv_in_use_leased"]
 
 
 # --- case accounting --------------------------------------------------------------------------------------
