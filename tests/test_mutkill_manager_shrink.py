@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from attrs import evolve
-from manager_harness import DEV, H1, H2, lease, run, start, with_allocs
+from manager_harness import DEV, H1, H2, judged, lease, run, start, with_allocs
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
@@ -20,11 +20,7 @@ from spec import manager_actions as M
 
 
 def _fails(before: M.Manager, act: Any, after: M.Manager) -> str | None:
-    try:
-        IM.step_I1_manager(before, act, after, None)
-    except InvariantViolation as e:
-        return str(e)
-    return None
+    return judged(IM.step_I1_manager, before, act, after, None)[0]
 
 
 def _shrink(nbytes: int = 1) -> tuple[M.Manager, Any, M.Manager, int, int]:
