@@ -214,14 +214,14 @@ class OwnIds:
             raise AttributeError(name)
         if name == "snapshot" and not self.identity:  # the ledger machine's observation: an authority's figures
             inner = self.gov.snapshot
-            return lambda authority: rename(inner(self._gov_id("authority", authority)), self._spec_id)
+            return lambda authority: rename(inner(self.gov_id("authority", authority)), self._spec_id)
         return getattr(self.gov, name)
 
     # --- the machine's side ---------------------------------------------------------
 
     def execute(self, action: Any) -> Any:
         """Perform `action` (spec ids); the governor's raw result (`match` names it in the spec's ids)."""
-        return self.gov.execute(action if self.identity else rename(action, self._gov_id))
+        return self.gov.execute(action if self.identity else rename(action, self.gov_id))
 
     def match(self, raw: Any, action: Any, want: Any, want_result: Any) -> tuple[Any, Any]:
         """(result, abstraction) in the spec's ids, binding the ids the step issued; `want`, `want_result`:
@@ -265,7 +265,7 @@ class OwnIds:
         got = self.spec_of.get(kind, {}).get(x)
         return Unmatched(kind, x) if got is None else got
 
-    def _gov_id(self, kind: str, x: Any) -> Any:
+    def gov_id(self, kind: str, x: Any) -> Any:
         """The governor's id for spec id `x`; one the spec never issued stays `x` unless the governor issued
         that value (then a value it never issued)."""
         got = self.gov_of.get(kind, {}).get(x)

@@ -24,6 +24,7 @@ from hypothesis.stateful import initialize, rule
 from invariants.adapter import GovernorAdapter, SpecGovernor
 from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
 from invariants.checked import CheckedMachine
+from invariants.governor_grants import apply_grants, governor_grants
 from invariants.manager import check_all, check_step, observed_I7_manager
 from invariants.manager_events import situations
 from invariants.manager_pressure_rules import PressureRules
@@ -35,7 +36,7 @@ from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.guards import ALL_ON, Guard, GuardSet, Layer
 from spec.ledger_state import snapshot
-from spec.manager import step
+from spec.manager import refusals, step
 from spec.manager_parts import holder_refs, pins
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
@@ -71,7 +72,16 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         self.start(type(self).adapter_factory(), M.initial())
 
     def spec_step(self, state: M.Manager, action: Any) -> tuple[M.Manager, Any]:
-        return step(state, action)
+        return step(state, action, eager=False)  # rounds age; the governor's own grants are `own_steps`
+
+    def own_steps(self, expected: tuple[M.Manager, Any], action: Any, raw: Any) -> tuple[M.Manager, Any]:
+        granted = governor_grants(self.gov, *expected, action, raw)  # each as the spec's `GrantTicket`
+        for key in ("steps", "accepted", "accepted:GrantTicket") * len(granted):
+            self._count(key)
+        return (apply_grants(expected[0], action, granted) if self.check_refinement else expected[0]), expected[1]
+
+    def refusals(self, state: M.Manager, action: Any) -> tuple[Exception, ...]:
+        return refusals(state, action)
 
     def check_state(self, state: M.Manager) -> None:
         check_all(state)
@@ -162,37 +172,6 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
 
     def _headroom(self, aid: int) -> int:
         return (a := self.abs.ledger.authorities[aid]).limit - a.used
-
-    @rule(data=st.data())
-    def contend(self, data: st.DataObject) -> None:
-        """Where parts meet: a ticket granted but unclaimed while a transaction reserves on its authority."""
-        live = self._active()
-        if not live:
-            return
-        aid = data.draw(st.sampled_from(live))
-        room = self._headroom(aid)
-        if room < 1:
-            return
-        holder = data.draw(st.sampled_from(self._holders()))
-        tid = self.abs.next_ticket
-        self._do(M.Submit(holder, aid, data.draw(st.integers(1, room)), 0, Role.KV))
-        t = self.abs.tickets.get(tid)
-        if t is None or t.state is not TicketState.GRANTED:
-            return
-        # The bytes are the ticket's until it is claimed or cancelled: a reservation of the rest plus one is refused.
-        other = data.draw(st.sampled_from(self._holders()))
-        txid = self.abs.next_tx
-        self._do(M.PlanTx(other, ((aid, self._headroom(aid) + data.draw(st.integers(0, t.nbytes))),)))
-        if txid in self.abs.txs:
-            self._do(M.ReserveTx(txid))
-            if txid in self.abs.txs and data.draw(st.booleans()):
-                self._do(M.AbortTx(txid))
-        if data.draw(st.integers(0, 9)) == 0:
-            self._do(A.LoseDevice(aid))  # device loss while the grant is unclaimed and a transaction may hold
-        elif data.draw(st.integers(0, 2)):
-            self._do(M.Claim(holder, tid))
-        else:
-            self._do(data.draw(st.sampled_from((M.CancelTicket, M.TimeoutTicket)))(holder, tid))
 
     @rule(data=st.data())
     def wait_for_release(self, data: st.DataObject) -> None:
@@ -335,13 +314,19 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
         self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
 
-    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove", "reconfigure")))
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove", "reconfigure", "corrupt")))
     def environment(self, data: st.DataObject, kind: str) -> None:
         """Device loss and its confirmation, preferring authorities that parts are using; removing a provider;
-        a reconfigure."""
-        if kind in ("remove", "reconfigure"):
+        a reconfigure; rarely, the shared ledger found corrupt (I5: from then on nothing new is granted)."""
+        if kind == "corrupt":
+            if not data.draw(st.integers(0, 7)):
+                self._do(M.CorruptLedger())
+        elif kind in ("remove", "reconfigure"):
             (self._remove if kind == "remove" else self._reconfigure)(data)
-            return
+        else:
+            self._device(data, kind)
+
+    def _device(self, data: st.DataObject, kind: str) -> None:
         busy = [t.authority for t in self.abs.tickets.values()]
         busy += [a for t in self.abs.txs.values() for a, _ in t.needs]
         if kind == "confirm":

@@ -3,6 +3,7 @@
 A mixin of `invariants.manager_machine.ManagerMachine` (its helpers `_do`,
 `_active`, `_holders`, `_headroom` and the abstraction `abs`); each rule builds
 one meeting of parts that `invariants.manager_events.situations` counts: a
+ticket granted but unclaimed while a transaction reserves on its authority; a
 limit raised while a ticket waits, a cancel or timeout whose round must grant
 the waiter behind it (I13), a device lost while it holds a quarantined lease
 or while a two-ledger transaction holds on it (C3); and a tier's process quota (I1) set a little above what the
@@ -102,3 +103,34 @@ class SteeredRules:
         nbytes: Any = (None if pick == 0 else max(0, charged - 1) if pick == 1 else data.draw(st.sampled_from(
             (-1, 2**63, True, 1.5, "1"))) if pick == 2 else charged + data.draw(st.integers(0, 6)))
         self._do(M.SetProcessQuota(tier if data.draw(st.integers(0, 30)) else "device", nbytes))
+
+    @rule(data=st.data())
+    def contend(self, data: st.DataObject) -> None:
+        """Where parts meet: a ticket granted but unclaimed while a transaction reserves on its authority."""
+        live = self._active()
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        room = self._headroom(aid)
+        if room < 1:
+            return
+        holder = data.draw(st.sampled_from(self._holders()))
+        tid = self.abs.next_ticket
+        self._do(M.Submit(holder, aid, data.draw(st.integers(1, room)), 0, Role.KV))
+        t = self.abs.tickets.get(tid)
+        if t is None or t.state is not TicketState.GRANTED:
+            return
+        # The bytes are the ticket's until it is claimed or cancelled: a reservation of the rest plus one is refused.
+        other = data.draw(st.sampled_from(self._holders()))
+        txid = self.abs.next_tx
+        self._do(M.PlanTx(other, ((aid, self._headroom(aid) + data.draw(st.integers(0, t.nbytes))),)))
+        if txid in self.abs.txs:
+            self._do(M.ReserveTx(txid))
+            if txid in self.abs.txs and data.draw(st.booleans()):
+                self._do(M.AbortTx(txid))
+        if data.draw(st.integers(0, 9)) == 0:
+            self._do(A.LoseDevice(aid))  # device loss while the grant is unclaimed and a transaction may hold
+        elif data.draw(st.integers(0, 2)):
+            self._do(M.Claim(holder, tid))
+        else:
+            self._do(data.draw(st.sampled_from((M.CancelTicket, M.TimeoutTicket)))(holder, tid))

@@ -60,7 +60,7 @@ from spec.refusals import every_refusal
 from spec.tickets import TicketState
 from spec.types import AllocState
 
-__all__ = ["step", "apply", "refusals", "alternatives"]
+__all__ = ["ACTIONS", "step", "apply", "refusals", "alternatives"]
 
 _T = TicketState
 
@@ -271,3 +271,6 @@ _HANDLERS: dict[type, Any] = {
     M.CommitTx: _ending(drop_own=False),
     M.AbortTx: _ending(drop_own=True),
 }
+
+#: Every action kind `step` takes: the governor's verbs, its own grant (`GrantTicket`) and the environment's events.
+ACTIONS: tuple[type, ...] = tuple(_HANDLERS)

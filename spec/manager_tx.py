@@ -56,7 +56,7 @@ CHARGING: tuple[type, ...] = (M.Submit, M.TryReserve, M.GrowLease, M.PlanTx, M.R
 def refuse_poisoned(m: M.Manager, guards: GuardSet) -> None:
     # Verify a poisoned manager grants nothing new: the ledger it would charge is corrupt (I5).
     if m.poisoned and guards.on("poisoned_manager_refuses"):
-        raise ManagerPoisoned("the shared ledger was found corrupt; the manager grants nothing")
+        guards.refuse("poisoned", ManagerPoisoned("the shared ledger was found corrupt; the manager grants nothing"))
 
 
 def _tx(m: M.Manager, xid: object) -> M.Tx:

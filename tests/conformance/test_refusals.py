@@ -73,6 +73,22 @@ def test_manager_refusals_of_a_submit_on_a_lost_device() -> None:
                                                                              "InvalidArgument"], cls
 
 
+
+def test_manager_refusals_on_a_poisoned_manager_go_on_past_the_poisoning() -> None:
+    """I5's refusal is one check among the others (its order is not the design's): a bad argument on a poisoned
+    manager may be refused either way, and refimpl, which checks arguments first, refuses with one of them."""
+    from refimpl.verify.manager_adapter import ManagerAdapter
+    m, impl = initial(), ManagerAdapter()
+    for a in (A.RegisterHolder("w"), A.RegisterAuthority("hbm0", Tier.DEVICE, 12), M.CorruptLedger(),
+              A.OpenAllowance(1, 1, 1)):
+        m = manager_step(m, a)[0]
+        impl.execute(a)
+    act = A.ReserveGrowth(1, 1, 0)
+    assert _names(manager_refusals(m, act)) == ["ManagerPoisoned", "InvalidBytes"]
+    with pytest.raises(E.GovernorError) as got:
+        impl.execute(act)
+    assert type(got.value).__name__ in _names(manager_refusals(m, act))
+
 # --- replay ------------------------------------------------------------------------------
 
 
