@@ -121,7 +121,7 @@ class _Fuzzed(ProcessMemoryManager):
             return self.reserve_all(tx)
         except CapacityDenied as e:
             after = abstract_manager(self)
-            assert str(e) and tx in before.txs and tx not in after.txs, (tx, e)
+            assert f"transaction {tx} aborted" in str(e) and tx in before.txs and tx not in after.txs, (tx, e)
             held = before.txs[tx].held
             assert not set(held) & set(after.ledger.allocations), "an aborted transaction kept a reservation"
             for aid, a in after.ledger.authorities.items():

@@ -120,6 +120,25 @@ def test_a_poisoned_manager_fails_its_waiters_and_grants_nothing() -> None:
     assert m2.ledger.authorities[DEV].used == 0 and m2.intents[1].seq == 1
 
 
+
+def test_a_poisoned_manager_refuses_every_charging_action_and_changes_nothing() -> None:
+    """Every action `spec.manager_tx.CHARGING` names, allowance growth and a lease's growth included (the composed
+    campaign found refimpl reserving allowance growth on a poisoned manager once it issued CorruptLedger)."""
+    from spec.manager import refusals
+    from spec.manager_tx import CHARGING
+    ad, m = _refimpl((A.OpenAllowance(H1, DEV, 1), M.Submit(H1, DEV, 1), M.Claim(H1, 1), M.PlanTx(H2, ((DEV, 1),)),
+                      M.CorruptLedger()))
+    snap = ad.abstract()
+    acts = (M.Submit(H1, DEV, 1), M.TryReserve(H1, DEV, 1), M.GrowLease(H1, 1, 1), M.PlanTx(H1, ((DEV, 1),)),
+            M.ReserveTx(1), A.Reserve(H1, DEV, Tier.DEVICE, 1, Role.STAGING),
+            A.RecordCommitted(H1, DEV, Tier.DEVICE, 1, Role.STAGING), A.ReserveGrowth(H1, 1, 1))
+    assert {type(a) for a in acts} == set(CHARGING)
+    for act in acts:
+        assert ManagerPoisoned in {type(e) for e in refusals(m, act)}, act
+        with pytest.raises(ManagerPoisoned, match="grants nothing"):
+            ad.execute(act)
+        assert ad.abstract() == snap, act
+
 # --- each clause can fail ----------------------------------------------------------------------------------
 
 

@@ -48,6 +48,7 @@ class Allowances:
             self._grow(holder, allowance, nbytes)
 
     def _grow(self, holder: int, allowance: int, nbytes: int) -> None:
+        self._grants()  # I5: a poisoned manager reserves no growth either
         _nbytes(nbytes, "nbytes")
         w = self._owned_allow(holder, allowance)
         self._require_active(w.auth)

@@ -201,7 +201,7 @@ class Transactions:
 
     def reserve_all(self, tx: int) -> tuple[int, ...]:
         """Reserve every remaining need now, in ascending authority id, each a traced `ReserveTx` step; on a
-        refusal (CapacityDenied) abort the transaction (its place stays as a retry intent) and re-raise."""
+        refusal (CapacityDenied) abort the transaction (its place stays as a retry intent) and raise it, saying so."""
         try:
             while True:
                 with self._lock:
@@ -211,9 +211,10 @@ class Transactions:
                 if done:
                     return held
                 self._run(M.ReserveTx, self._ms_tx, self._reserve, tx)
-        except CapacityDenied:
+        except CapacityDenied as e:
             self.abort_tx(tx)
-            raise
+            raise CapacityDenied(f"{e}; transaction {tx} aborted: each reservation it held credited, its place kept as "
+                                 "a retry intent (C4)") from e
 
     def _tx_parts(self, txs: Any, wrap: Any) -> dict[str, Any]:
         """The refinement mapping of the transaction part: `txs` as `Manager.txs`, every intent, the poison flag."""
