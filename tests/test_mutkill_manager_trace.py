@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from invariants import manager_trace as T
@@ -175,3 +177,68 @@ def test_a_registration_always_names_its_device_and_a_request_its_alignment_only
     assert "device" in unnamed["payload"] and unnamed["payload"]["device"] is None  # the replay refuses it
     assert "alignment" not in T.encode_manager_event("s", 1, Submit(2, 1, 4), 3, None, {})["payload"]
     assert T.REQUIRED_FIELDS == {"device"}
+
+
+# --- touched: what an event must observe (issue #21 item 4) --------------------------------------------------
+
+
+def _touching() -> tuple[Any, int]:
+    """Two device ledgers; a lease of 4 B on ledger 1, a pressure on ledger 2, a transaction on both in a bundle;
+    (manager, the pressure's id)."""
+    from spec import manager as MG
+    from spec import manager_actions as M
+    m = M.initial()
+    for act in (A.RegisterHolder("h"), A.RegisterAuthority("gpu0", Tier.DEVICE, 64, "d0"),
+                A.RegisterAuthority("gpu1", Tier.DEVICE, 64, "d1"), A.Reserve(1, 1, Tier.DEVICE, 4, Role.KV),
+                A.Commit(1, 1, 4), A.Reserve(1, 2, Tier.DEVICE, 4, Role.KV), A.Commit(1, 2, 4)):
+        m = MG.step(m, act)[0]
+    m, pid = MG.step(m, M.Press(1, 2, 4))
+    m, tx = MG.step(m, PlanTx(1, ((1, 2), (2, 2))))
+    m, bundle = MG.step(m, M.OpenBundle())
+    m = MG.step(m, M.JoinBundle(tx, bundle))[0]
+    return m, pid
+
+
+@pytest.mark.parametrize("cls, fields", [
+    (A.Reserve, ("authority",)), (A.RegisterAlias, ("of", "view")), (PlanTx, ("needs",)), (A.Release, ("allocation",)),
+    (A.TransferAllowance, ("source", "target")), (A.ReserveGrowth, ("allowance",)),
+])
+def test_the_fields_that_name_records_per_action_class(cls: type, fields: tuple[str, ...]) -> None:
+    """`_naming` (what `touched`'s cache holds) read directly: the cache is filled before a mutant runs."""
+    assert T._naming(cls) == fields
+
+
+def test_the_fields_that_name_records_of_the_part_actions() -> None:
+    from spec import manager_actions as M
+    assert T._naming(M.Answer) == ("victims", "pressure")  # `target` of a press is bytes, not an allowance
+    assert T._naming(M.Press) == ("authority",)
+    assert T._naming(M.JoinBundle) == ("tx", "bundle")
+    assert T._naming(M.Claim) == ("ticket",)
+
+
+def test_touched_with_an_empty_cache_is_the_same() -> None:
+    from spec import manager_actions as M
+    m, pid = _touching()
+    act = M.Answer(1, pid, (1,))
+    T._NAMING.clear()
+    assert T.touched(m, act, m) == ({1, 2}, set(), set())
+    assert T._NAMING[M.Answer] == ("victims", "pressure")
+
+
+def test_touched_reads_past_ill_typed_or_unknown_values() -> None:
+    """An ill-typed field names nothing and the next field is still read; ids naming nothing name nothing."""
+    from spec import manager_actions as M
+    m, pid = _touching()
+    assert T.touched(m, M.Answer(1, pid, "x"), m)[0] == {2}  # the victims opaque, the pressure still named
+    assert T.touched(m, M.Answer(1, pid, (999, [1])), m)[0] == {2}  # a victim never issued, one unhashable
+    assert T.touched(m, PlanTx(1, (5, (), ([1], 2), (2, 1))), m)[0] == {2}  # ill-typed needs and one good one
+
+
+def test_touched_names_a_transactions_bundle_only_while_it_exists() -> None:
+    import attrs
+    from spec import manager_actions as M
+    m, _ = _touching()
+    tx = next(iter(m.txs))
+    assert T.touched(m, M.CommitTx(tx), m)[2] == {m.txs[tx].bundle}
+    gone = attrs.evolve(m, bundles={})
+    assert T.touched(gone, M.CommitTx(tx), gone) == ({1, 2}, set(), set())
