@@ -105,7 +105,9 @@ def test_a_refusal_on_a_full_ledger_shows_zero_free_and_leaves_the_intent(on: bo
     tx = pmm.plan_tx(w.h1, ((w.a, 1),), 2)
     with contracts.contracts(on), pytest.raises(CapacityDenied) as exc:
         pmm.reserve_all(tx)
-    assert type(exc.value) is CapacityDenied and str(exc.value) == "authority 1: 1 B asked, 0 B free (try-only)"
+    assert type(exc.value) is CapacityDenied and str(exc.value) == (
+        f"authority 1: 1 B asked, 0 B free (try-only); transaction {tx} aborted: each reservation it held credited, "
+        "its place kept as a retry intent (C4)")
     m = abstract_manager(pmm)
     assert (dict(m.txs), dict(m.intents), m.ledger.authorities[w.a].used) == ({}, {tx: M.Intent(tx, w.h1, 1, 2, 1)},
                                                                               100)
