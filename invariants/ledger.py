@@ -67,12 +67,13 @@ def state_C1(s: State) -> None:
     for a in s.authorities.values():
         if a.alias_of is None:
             if a.pool in seen:
-                _C1_ONE.fail(f"pool {a.pool!r} has two canonical authorities: {seen[a.pool]} and {a.id}")
+                _C1_ONE.fail(f"pool {a.pool!r} has two canonical authorities: authority {seen[a.pool]} and "
+                             f"authority {a.id}")
             seen[a.pool] = a.id
             where = (a.device, a.tier)
             if a.device is not None and where in on_device:
                 _C1_ONE.fail(f"device {a.device!r} ({a.tier.value}) has two canonical authorities: "
-                             f"{on_device[where]} and {a.id}, whatever their pools are called")
+                             f"authority {on_device[where]} and authority {a.id}, whatever their pools are called")
             if a.device is not None:
                 on_device[where] = a.id
         else:
@@ -151,7 +152,8 @@ def state_I1(s: State) -> None:
         if a.alias_of is not None:
             aliases = True
             if a.used or totals.get(a.id):
-                _I1_ALIAS.fail(f"alias {a.id} of {a.alias_of} carries {a.used} B: the bytes are charged twice")
+                _I1_ALIAS.fail(f"alias {a.id} of authority {a.alias_of} carries {a.used} B: the bytes are charged "
+                               "twice")
         if a.used != totals.get(a.id, 0):
             _I1_SUM.fail(f"authority {a.id} used {a.used} B but its allocations charge {totals.get(a.id, 0)} B")
     _I1_SUM.case(bool(totals))
@@ -257,7 +259,7 @@ def step_I4a(prev: State, act: Any, nxt: State) -> None:
                 _I4A_FRESH.fail(f"{act!r}: reissued allocation id {aid}")
             continue
         if n.holder != p.holder:
-            _I4A_OWNER.fail(f"{act!r}: allocation {aid} changed holder {p.holder} -> {n.holder}")
+            _I4A_OWNER.fail(f"{act!r}: allocation {aid} changed holder {p.holder} -> holder {n.holder}")
         if n.state is p.state:
             # The table's self-loops change the lease's bytes and charge only: downwards (a shrink), or upwards
             # with its reservation by the one action that grows a lease (GrowLease; any other growth is a leak).

@@ -186,7 +186,7 @@ def _step_I1_shrink(before: M.Manager, act: Any, after: M.Manager) -> None:
     for aid, a in after.ledger.authorities.items():
         if (credited := before.ledger.authorities[aid].used - a.used + granted.get(aid, 0)) != (
                 lost if aid == p.authority else 0):
-            _I1_SHRINK.fail(f"{act!r}: authority {aid} was credited {credited} B; the lease on {p.authority} "
+            _I1_SHRINK.fail(f"{act!r}: authority {aid} was credited {credited} B; the lease on authority {p.authority} "
                             f"lost {lost} B")
 
 

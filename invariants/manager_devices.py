@@ -75,7 +75,7 @@ def _naming(m: M.Manager, aid: int) -> list[str]:
     out += [f"alias {a.id}" for a in m.ledger.authorities.values() if a.alias_of == aid]
     out += [f"ticket {t.id}" for t in m.tickets.values() if t.authority == aid]
     out += [f"pressure {p.id}" for p in m.pressures.values() if p.authority == aid]
-    out += [f"limit change on {aid}"] if aid in m.changes else []
+    out += [f"limit change on authority {aid}"] if aid in m.changes else []
     return out + [f"transaction {x.id}" for x in m.txs.values() if aid in dict(x.needs)]
 
 

@@ -43,5 +43,5 @@ def step_I1_grow(before: M.Manager, act: Any, after: M.Manager) -> None:
             _I1_GROW.fail(f"{act!r} also moved allocation {i}: {q!r} -> {r!r}")
     for aid, a in after.ledger.authorities.items():
         if (charged := a.used - before.ledger.authorities[aid].used) != (gained if aid == p.authority else 0):
-            _I1_GROW.fail(f"{act!r}: authority {aid} was charged {charged} B; the lease on {p.authority} gained "
-                          f"{gained} B")
+            _I1_GROW.fail(f"{act!r}: authority {aid} was charged {charged} B; the lease on authority {p.authority} "
+                          f"gained {gained} B")

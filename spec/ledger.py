@@ -185,7 +185,8 @@ def _allowance(state: State, wid: object) -> Allowance:
 def _owned(record: Allocation | Allowance, holder: Holder, guards: GuardSet, what: str) -> None:
     # Verify only the owning holder acts on its lease or allowance (I6).
     if record.holder != holder.id and guards.on("owner_only"):
-        guards.refuse("owner", ForeignHolder(f"{what} {record.id} belongs to holder {record.holder}, not {holder.id}"))
+        guards.refuse("owner", ForeignHolder(f"{what} {record.id} belongs to holder {record.holder}, "
+                                             f"not holder {holder.id}"))
 
 
 def _active(a: Authority, guards: GuardSet = ALL_ON) -> None:
@@ -460,7 +461,8 @@ def _transfer_allowance(state: State, act: A.TransferAllowance, guards: GuardSet
     src = _holder_allowance(state, act.holder, act.source, guards)
     dst = _allowance(state, act.target)
     if dst.id == src.id or dst.authority != src.authority:
-        raise InvalidArgument(f"allowance {src.id} cannot transfer to {dst.id}: same allowance or other authority")
+        raise InvalidArgument(f"allowance {src.id} cannot transfer to allowance {dst.id}: same allowance or other "
+                              "authority")
     # Verify only free limit moves (I4b); a transfer moves limits, never charge.
     if n > src.limit - src.reserved - src.mapped and guards.on("allowance_bounds"):
         guards.refuse("allowance", AllowanceExceeded(f"allowance {src.id}: {n} B to transfer, "

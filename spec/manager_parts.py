@@ -51,8 +51,8 @@ def canonical(m: M.Manager, aid: object, guards: GuardSet = ALL_ON) -> Authority
     """A known, canonical authority: the parts act on ledgers, never on alias views."""
     a = _authority(m.ledger, aid)
     if a.alias_of is not None:
-        guards.refuse("alias", InvalidArgument(f"authority {a.id} is an alias of {a.alias_of}: the manager's parts "
-                                               f"act on canonical authorities"))
+        guards.refuse("alias", InvalidArgument(f"authority {a.id} is an alias of authority {a.alias_of}: the manager's "
+                                               f"parts act on canonical authorities"))
     return a
 
 
@@ -115,7 +115,7 @@ def check_priority(p: object, guards: GuardSet = ALL_ON) -> int:
 def _owner(record_holder: int, holder: int, what: str, guards: GuardSet) -> None:
     # Verify only the owning holder acts on its ticket or pressure (I6).
     if record_holder != holder:
-        guards.refuse("owner", ForeignHolder(f"{what} belongs to holder {record_holder}, not {holder}"))
+        guards.refuse("owner", ForeignHolder(f"{what} belongs to holder {record_holder}, not holder {holder}"))
 
 
 # --- requester tickets (I7, I13; bytes through the ledger) -----------------------
@@ -278,7 +278,7 @@ def _answer(m: M.Manager, act: M.Answer, guards: GuardSet) -> tuple[M.Manager, i
         _owner(r.holder, h.id, f"allocation {v}", guards)
         if r.authority != p.authority:
             guards.refuse("victim", InvalidArgument(f"allocation {v} is on authority {r.authority}, not pressure "
-                                                    f"{p.id}'s {p.authority}"))
+                                                    f"{p.id}'s authority {p.authority}"))
         # Verify a holder gives back only its own free live leases, never bytes a part holds (C5, I6).
         if r.state is not AllocState.LIVE or v in refs:
             held = f", held by {refs[v]}" if v in refs else ""

@@ -75,7 +75,7 @@ def _intent(m: M.Manager, iid: object, holder: int, guards: GuardSet) -> M.Inten
             raise InvalidTransition(f"intent {iid} was already retried (or its transaction committed)")
         raise UnknownIntent(f"intent {iid!r} was never left by an abort")
     if i.holder != holder:
-        guards.refuse("owner", ForeignHolder(f"intent {i.id} belongs to holder {i.holder}, not {holder}"))
+        guards.refuse("owner", ForeignHolder(f"intent {i.id} belongs to holder {i.holder}, not holder {holder}"))
     return i
 
 

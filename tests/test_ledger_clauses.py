@@ -95,10 +95,10 @@ OPEN = A.OpenAllowance(1, 1, 4)  # allowance 1: holder 1, 4 B of the gpu
 #: name -> (the broken state, the clauses it breaks, what the message of the last must name)
 STATE_HARMS: dict[str, tuple[Callable[[], State], str, str]] = {
     "second_ledger_on_a_pool": (lambda: _add_auth(last(), 3, "gpu"), "state_C1.one_ledger_per_pool",
-                                "pool 'gpu' has two canonical authorities: 1 and 3"),
+                                "pool 'gpu' has two canonical authorities: authority 1 and authority 3"),
     "second_ledger_on_a_device": (
         lambda: _add_auth(_add_auth(State(), 1, "gpu0", device="cuda:0"), 2, "gpu0-bis", device="cuda:0"),
-        "state_C1.one_ledger_per_pool", "device 'cuda:0' (device) has two canonical authorities: 1 and 2"),
+        "state_C1.one_ledger_per_pool", "device 'cuda:0' (device) has two canonical authorities: authority 1 and authority 2"),
     "alias_of_nothing": (lambda: _add_auth(last(), 3, "gpu", alias_of=9), "state_C1.alias_resolves",
                          "alias 3 does not resolve to a canonical authority of pool 'gpu'"),
     "alias_of_an_alias": (lambda: _add_auth(_add_auth(last(), 3, "gpu", alias_of=1), 4, "gpu", alias_of=3),
@@ -126,10 +126,10 @@ STATE_HARMS: dict[str, tuple[Callable[[], State], str, str]] = {
     "charge_missing_from_used": (lambda: _auth(last(*LIVE), 1, used=1), "state_I1.used_is_sum_of_charges",
                                  "authority 1 used 1 B but its allocations charge 2 B"),
     "alias_carries_bytes": (lambda: _add_auth(last(), 3, "gpu", alias_of=1, used=2), "state_I1.alias_charges_nothing",
-                            "alias 3 of 1 carries 2 B: the bytes are charged twice"),
+                            "alias 3 of authority 1 carries 2 B: the bytes are charged twice"),
     "lease_charged_to_an_alias": (lambda: _alloc(_auth(_add_auth(last(RES), 3, "gpu", alias_of=1), 1, used=0), 1,
                                                  authority=3),
-                                  "state_I1.alias_charges_nothing", "alias 3 of 1 carries 0 B"),
+                                  "state_I1.alias_charges_nothing", "alias 3 of authority 1 carries 0 B"),
     "grant_past_the_limit": (lambda: _auth(last(RES), 1, limit=2), "state_I2.grants_within_limit",
                              "authority 1: 3 B granted against a 2 B limit"),
     # (a negative used also differs from its charges: I1 names it too)
@@ -241,7 +241,7 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
     # a second ledger over the gpu (single_authority_per_pool off)
     "registration_adds_a_second_ledger": (
         lambda: real(A.RegisterAuthority("gpu", DEV, 8), guards=GuardSet.without("single_authority_per_pool")),
-        "state_C1.one_ledger_per_pool", "pool 'gpu' has two canonical authorities: 1 and 3"),
+        "state_C1.one_ledger_per_pool", "pool 'gpu' has two canonical authorities: authority 1 and authority 3"),
     "alias_registration_to_nothing": (lambda: tampered(ALIASED, lambda n: _auth(n, 3, alias_of=9)),
                                       "state_C1.alias_resolves", "alias 3"),
     "byte_charged_from_nowhere": (lambda: tampered(HOLDER, lambda n: _auth(n, 2, used=1)), "step_I1.charge_conserved",
@@ -281,7 +281,7 @@ STEP_HARMS: dict[str, tuple[Callable[[], tuple[State, Any, State]], str, str]] =
     "id_reissued": (lambda: real(RES, A.Cancel(1, 1), RES, guards=GuardSet.without("fresh_ids")),
                     "step_I4a.ids_fresh", "reissued allocation id 1"),
     "lease_rehomed": (lambda: tampered(LIVE, lambda n: _alloc(n, 1, holder=2)), "step_I4a.holder_fixed",
-                      "allocation 1 changed holder 1 -> 2"),
+                      "allocation 1 changed holder 1 -> holder 2"),
     "live_lease_rewritten": (lambda: tampered((*LIVE, RES, A.Cancel(1, 2)), lambda n: _alloc(n, 1, role=Role.WEIGHTS)),
                              "step_I4a.lifecycle_followed", "allocation 1 changed while staying live"),
     # the lifecycle's self-loop (a live lease shrinking) lets the bytes fall, never rise, and nothing else change

@@ -158,8 +158,8 @@ MACHINE_MESSAGES = [
     ("reserve-tier", A.Reserve(1, 1, "device", 5, Role.KV), InvalidArgument, r"^tier must be a Tier, got 'device'$"),
     ("reserve-role", A.Reserve(1, 1, DEV, 5, "kv"), InvalidArgument, r"^role must be a Role, got 'kv'$"),
     ("holder-float", A.Reserve(1.0, 1, DEV, 5, Role.KV), UnknownHolder, r"^holder 1\.0 is not registered$"),
-    ("foreign-allocation", A.Release(2, 1), ForeignHolder, r"^allocation 1 belongs to holder 1, not 2$"),
-    ("foreign-allowance", A.ReserveGrowth(2, 1, 1), ForeignHolder, r"^allowance 1 belongs to holder 1, not 2$"),
+    ("foreign-allocation", A.Release(2, 1), ForeignHolder, r"^allocation 1 belongs to holder 1, not holder 2$"),
+    ("foreign-allowance", A.ReserveGrowth(2, 1, 1), ForeignHolder, r"^allowance 1 belongs to holder 1, not holder 2$"),
     ("lifecycle", A.Commit(1, 1, 40), InvalidTransition, r"^allocation 1: no transition for event 'commit' in state 'live'$"),
     ("limit", A.Reserve(1, 1, DEV, 961, Role.KV), CapacityDenied, r"^authority 1: 961 B requested, 960 B available$"),
 ]

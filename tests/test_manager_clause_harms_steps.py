@@ -202,7 +202,7 @@ def test_removal_leaving_a_pending_limit_change_is_named() -> None:
     e = violation(IM.step_C3_manager, m, M.RemoveAuthority(DEV), _removed(m), None)
     assert (e.clause, str(e)) == ("step_C3_manager.removal_drops_no_charge",
                                   f"C3: RemoveAuthority(authority={DEV}): authority {DEV} is gone but limit change on "
-                                  f"{DEV} still name it")
+                                  f"authority {DEV} still name it")
 
 
 def test_lost_device_refund_is_named() -> None:

@@ -57,7 +57,7 @@ def found(state: State, act: Any, guards: GuardSet = ALL_ON) -> list[tuple[str, 
 
 def holder9(record: str) -> list[tuple[str, str, str]]:
     return [("UnknownHolder", "holder", "holder 9 is not registered"),
-            ("ForeignHolder", "owner", f"{record} belongs to holder 1, not 9")]
+            ("ForeignHolder", "owner", f"{record} belongs to holder 1, not holder 9")]
 
 
 def zero(what: str = "nbytes") -> tuple[str, str, str]:
