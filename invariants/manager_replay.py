@@ -275,7 +275,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
     excused = err is not None and not accepted and (_opaque_refusal(sact, err, outcome["error"])
                                                     or other_refusal(refusals, m, sact, err, outcome))
     if err is not None or not accepted:  # (accepted and allowed by the spec: nothing to compare)
-        check_outcome(act, err, outcome, _UNKNOWN, excused=excused)
+        check_outcome(ids, act, err, outcome, _UNKNOWN, excused=excused)
     # A ledger-format event carries only the id an operation issued; a composed one every result.
     if accepted and (not outcome["ledger"] or outcome["result"] is not None):
         _result(ids, act, outcome["result"], result, nxt)
@@ -303,7 +303,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
         try:
             check_step(m, sact, nxt, result)
         except InvariantViolation as e:
-            raise _Bad("violation", str(e), e.id) from None
+            raise _Bad("violation", ids.observed_text(str(e), act, sact), e.id) from None
     return nxt
 
 
@@ -342,7 +342,7 @@ def _observed_wrong(m: Manager, ids: IdMap, act: Any, sact: Any, nxt: Manager, u
     figure, or first, in a ledger-only trace, naming the clause the observed state breaks (`_judge_observed`)."""
     led = nxt.ledger
     if ledger_only:
-        _judge_observed(m, act, sact, led, used, charges, rejected)
+        _judge_observed(m, ids, act, sact, led, used, charges, rejected)
     for aid, u in used.items():
         if led.authorities[aid].used != u:
             raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority "
@@ -354,8 +354,8 @@ def _observed_wrong(m: Manager, ids: IdMap, act: Any, sact: Any, nxt: Manager, u
                                      f"{led.allocations[rid].charge if rid in led.allocations else 'no such allocation'}")
 
 
-def _judge_observed(m: Manager, act: Any, sact: Any, led: Any, used: dict[int, int], charges: dict[int, int],
-                    rejected: bool) -> None:
+def _judge_observed(m: Manager, ids: IdMap, act: Any, sact: Any, led: Any, used: dict[int, int],
+                    charges: dict[int, int], rejected: bool) -> None:
     """The spec's next ledger `led` with the observed figures in place of its own must satisfy G4 (a refused event
     changes nothing), the observed-step predicates, the ledger's step predicates and its state predicates: the
     ledger-only governor's figures are judged by the clause they break. In a ledger-only trace every figure a step
@@ -369,15 +369,15 @@ def _judge_observed(m: Manager, act: Any, sact: Any, led: Any, used: dict[int, i
         if rid in allocs and allocs[rid].charge != c:
             allocs = allocs.set(rid, evolve(allocs[rid], charge=c))
     seen = evolve(led, authorities=auths, allocations=allocs)
+    if rejected:
+        raise _Bad("violation", f"G4: {act!r} was rejected but the governor observed a change", "G4")
     try:
-        if rejected:
-            raise InvariantViolation("G4", f"{act!r} was rejected but the governor observed a change")
         check_observed_step(m.ledger, sact, seen)
         LP.check_step(m.ledger, sact, seen)
         for p in (*LP.LOCAL_STATE_PREDICATES, LP.state_I1, LP.state_I2):
             p(seen)
     except InvariantViolation as e:
-        raise _Bad("violation", str(e), e.id) from None
+        raise _Bad("violation", ids.observed_text(str(e), act, sact), e.id) from None
 
 
 def _charges_observed(act: Any, ids: IdMap, before: Any, after: Any, charges: dict[int, int]) -> None:
@@ -411,11 +411,11 @@ def _check_bundles(ids: IdMap, act: Any, sact: Any, m: Manager, nxt: Manager, ob
                                          "does not say so")
 
 
-def _check_whole(m: Manager) -> None:
+def _check_whole(m: Manager, ids: IdMap) -> None:
     try:
         check_all(m)
     except InvariantViolation as e:
-        raise _Bad("violation", str(e), e.id) from None
+        raise _Bad("violation", ids.observed_text(str(e)), e.id) from None
 
 
 def _leftover(m: Manager, ids: IdMap) -> list[str]:
@@ -479,11 +479,11 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
             since_whole += 1
             # Amortised: O(1) per event (the allocations alone bound `_live` from below: most events stop there).
             if since_whole >= len(m.ledger.allocations) and since_whole >= max(1, _live(m)):
-                _check_whole(at_rest(m, owed) if owed else m)
+                _check_whole(at_rest(m, owed) if owed else m, ids)
                 since_whole = 0
             events += 1
         line = 0
-        _check_whole(at_rest(m, owed) if owed else m)
+        _check_whole(at_rest(m, owed) if owed else m, ids)
         left = never_granted(owed, ids) + _leftover(m, ids)
         if not at_boundary and left:
             raise _Bad("leftover", "trace ended with active items and no declared boundary: " + "; ".join(left[:5]))

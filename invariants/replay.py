@@ -29,7 +29,7 @@ from typing import IO, Any
 import attrs
 
 from invariants._violation import InvariantViolation
-from invariants.replay_ids import IdMap, UnknownObservedId, unbound_as_observed
+from invariants.replay_ids import IdMap, UnknownObservedId
 from invariants.trace_format import (
     BOUNDARY,
     CREATES,
@@ -229,24 +229,25 @@ def figures(m: Any, what: str) -> dict[int, int]:
     return out
 
 
-def check_outcome(act: Any, err: E.GovernorError | None, outcome: dict[str, Any], unknown: tuple[type, ...],
-                  excused: bool = False) -> None:
+def check_outcome(ids: IdMap, act: Any, err: E.GovernorError | None, outcome: dict[str, Any],
+                  unknown: tuple[type, ...], excused: bool = False) -> None:
     """Check 5: the spec enabled `act` exactly as the trace says (accepted, or rejected with the same class).
 
     `unknown`: the error classes that mean the trace lost the event issuing an id; `excused`: a differing
-    refusal class the caller knows to be no disagreement."""
+    refusal class the caller knows to be no disagreement. The spec's refusal is quoted in `ids`' numbering."""
     accepted = outcome["outcome"] == "accepted"
     if accepted and err is not None:
         if isinstance(err, unknown):
             raise _Bad("unknown-id", f"{act!r} was accepted but names an id never issued in this trace "
-                                     f"({err}): an event is missing")
-        raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: {err}",
+                                     f"({ids.observed_text(str(err))}): an event is missing")
+        raise _Bad("violation", f"{act!r} was accepted but the spec refuses it: {type(err).__name__}: "
+                                f"{ids.observed_text(str(err))}",
                    SITE_IDS.get(getattr(err, "site", None) or "") or ERROR_IDS.get(type(err), "refinement"))
     if not accepted and err is None:
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
     if not accepted and type(err).__name__ != outcome["error"] and not excused:
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
-                                 f"{type(err).__name__}: {unbound_as_observed(str(err))}")
+                                 f"{type(err).__name__}: {ids.observed_text(str(err))}")
 
 
 def bind_result(ids: IdMap, kind: str, obs: Any, spec: Any, canonical: int | None = None) -> None:

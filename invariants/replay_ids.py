@@ -22,8 +22,20 @@ observed and the spec's ids:
     id: the design's views resolve to the authority (C1), so no new id is
     needed (D12); nothing is bound then.
 
+Messages name ids in the trace's numbering. Replay's own text names them
+through `observed_id`; spec text it embeds (a refusal, a predicate's
+violation) names the spec's, and `observed_text` rewrites it: each id the
+text names after a kind word (`ID_WORDS`: "ticket 3", "tickets [2, 3]",
+"ticket(s) [4]", "allocation id 5") becomes its observed id where one is
+bound, each unbound placeholder the observed id it stands for, and the
+spec's action as a predicate writes it the trace's action. Spec messages
+name every id after its kind word ("not holder 2", "alias of authority 1")
+for this reason; a word that also precedes byte counts ("lease 64 B") is
+not in the table.
+
 No replay logic beyond the ids: `invariants.replay` and
-`invariants.manager_replay` call `action`, `bind`, `result` and `figures`.
+`invariants.manager_replay` call `action`, `bind`, `result`, `figures` and
+`observed_text`.
 """
 
 from __future__ import annotations
@@ -38,7 +50,7 @@ import attrs
 from invariants._violation import InvariantViolation
 from spec.records import evolve
 
-__all__ = ["IdMap", "FIELD_KINDS", "UnknownObservedId", "unbound_as_observed"]
+__all__ = ["IdMap", "FIELD_KINDS", "ID_WORDS", "UnknownObservedId"]
 
 #: Action field -> the kind of id it holds.
 FIELD_KINDS = {"holder": "holder", "authority": "authority", "of": "authority", "allocation": "allocation",
@@ -50,11 +62,19 @@ _TRANSFER_ONLY = frozenset({"source", "target"})
 _UNBOUND = -(10 ** 21)
 #: An `_UNBOUND` id in a spec message (observed ids have at most 20 digits: `_UNBOUND - abs(obs)` has 22).
 _UNBOUND_TEXT = re.compile(r"-1\d{21}(?!\d)")
+#: A spec message's word for an id -> the kind of id after it ("intent": an aborted transaction's id; "alias": an
+#: authority's).
+ID_WORDS = {"authority": "authority", "alias": "authority", "holder": "holder", "allocation": "allocation",
+            "allowance": "allowance", "ticket": "ticket", "pressure": "pressure", "transaction": "tx", "tx": "tx",
+            "intent": "tx", "bundle": "bundle", "view": "view"}
+#: A kind word (plural "s" or "(s)", then "id" allowed) and the id or list of ids after it; not a placeholder
+#: (a minus sign never follows the space).
+_NAMED = re.compile(r"\b(" + "|".join(ID_WORDS) + r")((?:s|\(s\))?(?: id)? )(\[\d+(?:, \d+)*\]|\d+(?!\w))")
 #: The bindings of a kind nothing was bound for yet (read-only).
 _NONE: Mapping[int, int] = MappingProxyType({})
 
 
-def unbound_as_observed(text: str) -> str:
+def _unbound_as_observed(text: str) -> str:
     """`text` (a spec message) with each unbound placeholder written as the trace's id it stands for."""
     return _UNBOUND_TEXT.sub(lambda m: str(-int(m.group()) + _UNBOUND), text)
 
@@ -172,3 +192,13 @@ class IdMap:
     def observed_id(self, kind: str, spec: Any) -> Any:
         """The observed id of spec object `spec` (itself when unbound: only in messages)."""
         return self.to_obs.get(kind, _NONE).get(spec, spec) if type(spec) is int else spec
+
+    def observed_text(self, text: str, act: Any = None, sact: Any = None) -> str:
+        """Spec message `text` in the trace's numbering (module docstring); `repr(sact)` in it (the spec's action
+        `sact`, which the trace wrote as `act`) becomes `repr(act)`, never rewritten."""
+        def named(m: re.Match[str]) -> str:
+            to_obs = self.to_obs.get(ID_WORDS[m[1]], _NONE)
+            ids = re.sub(r"\d+", lambda d: str(to_obs.get(int(d[0]), d[0])), m[3])
+            return m[1] + m[2] + ids
+        parts = text.split(repr(sact)) if sact is not None else [text]
+        return repr(act).join(_unbound_as_observed(_NAMED.sub(named, part)) for part in parts)

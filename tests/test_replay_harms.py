@@ -16,6 +16,7 @@ import pytest
 
 from invariants.manager_replay import replay, replay_manager_lines
 from invariants import replay as R
+from invariants.replay_ids import IdMap
 from invariants.trace_format import CONTRACT_REVISION, MAX_SOURCES, MAX_TEXT
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
@@ -165,7 +166,7 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
     "released-by-a-stranger": ([_ev(5, "register_holder", {"result": 2}, name="v"),
                                 _ev(6, "release", {"holder": 2, "allocation": 1}, {"1": 0})],
                                "REJECTED at line 6 (violation) [I6]: Release(holder=2, allocation=1) was accepted but "
-                               "the spec refuses it: ForeignHolder: allocation 1 belongs to holder 1, not 2"),
+                               "the spec refuses it: ForeignHolder: allocation 1 belongs to holder 1, not holder 2"),
     "refused-what-the-spec-grants": ([_release(outcome="rejected", error="CapacityDenied", observed=_OBS)],
                                      "REJECTED at line 5 (refinement): Release(holder=1, allocation=1) was rejected "
                                      "with CapacityDenied but the spec accepts it"),
@@ -308,25 +309,30 @@ def test_other_refusal_is_true_only_for_a_different_refusal_that_applies() -> No
     assert R.other_refusal(refusals, s, act, None, other) is False
 
 
+#: No id bound: a spec message is quoted as it is.
+_NO_IDS = IdMap(lambda kind, i: False)
+
+
 def test_check_outcome_refuses_a_different_class_unless_excused() -> None:
     _, act = _reserve_state()
     outcome = {"outcome": "rejected", "error": "CapacityDenied"}
     with pytest.raises(R._Bad) as e:
-        R.check_outcome(act, E.UnknownHolder("holder 9"), outcome, ())
+        R.check_outcome(_NO_IDS, act, E.UnknownHolder("holder 9"), outcome, ())
     assert (e.value.failure, e.value.id) == ("refinement", None)
     assert str(e.value).endswith("was rejected with CapacityDenied, the spec raises UnknownHolder: holder 9")
-    R.check_outcome(act, E.UnknownHolder("holder 9"), outcome, (), excused=True)
+    R.check_outcome(_NO_IDS, act, E.UnknownHolder("holder 9"), outcome, (), excused=True)
 
 
 def test_accepted_refusal_outside_the_catalog_names_refinement() -> None:
     """An accepted event whose spec refusal no catalog ID guards fails as a violation of "refinement"."""
     _, act = _reserve_state()
     with pytest.raises(R._Bad) as e:
-        R.check_outcome(act, E.PolicyRefusal("no"), {"outcome": "accepted", "error": None}, ())
+        R.check_outcome(_NO_IDS, act, E.PolicyRefusal("no"), {"outcome": "accepted", "error": None}, ())
     assert (e.value.failure, e.value.id) == ("violation", "refinement")
     assert str(e.value).endswith("was accepted but the spec refuses it: PolicyRefusal: no")
     with pytest.raises(R._Bad) as e:
-        R.check_outcome(act, E.UnknownHolder("holder 9"), {"outcome": "accepted", "error": None}, (E.UnknownHolder,))
+        R.check_outcome(_NO_IDS, act, E.UnknownHolder("holder 9"), {"outcome": "accepted", "error": None},
+                        (E.UnknownHolder,))
     assert (e.value.failure, e.value.id) == ("unknown-id", None)
     assert str(e.value).endswith("was accepted but names an id never issued in this trace (holder 9): an event is "
                                  "missing")
