@@ -244,10 +244,12 @@ MODULES: dict[str, list[str]] = {
     # The replay's trace reading and ledger-event decoding (issue #21 item 8): the replay self-tests (every failure
     # class at the smallest bad prefix, buggy governors' traces naming their ID), the replay-control corpus, the
     # conformance traces of refusals and fresh ids, and what a foreign governor's trace can get wrong
-    # (test_replay_harms). Left out: the campaign-trace test (slow), and the tests that apply refimpl/verify's own
-    # source mutants, whose snippets mutmut's copies repeat.
+    # (test_replay_harms), and the spec's refusals quoted in the trace's ids (test_replay_messages). Left out: the
+    # campaign-trace test (slow), and the tests that apply refimpl/verify's own source mutants, whose snippets
+    # mutmut's copies repeat.
     "invariants/replay.py": ["tests/test_replay.py", "tests/test_replay_mutants.py", "tests/test_replay_harms.py",
                              "tests/conformance/test_refusals.py", "tests/conformance/test_fresh_ids.py",
+                             "tests/test_replay_messages.py",
                              "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],
@@ -255,14 +257,14 @@ MODULES: dict[str, list[str]] = {
     # by hand (each event removed, repeated, reordered, a figure or result changed or left out, an ill-typed
     # field), the aging and grant events, the refusal, fresh-id and upstream conformance traces (the converted ones
     # too: D4, D5 and D10 are judged on them; their conversion tests need tools/, not copied), and the ledger-only
-    # traces' self-tests and harms (a wrong figure named by its clause), with the same slow test left out as for
-    # invariants/replay.py.
+    # traces' self-tests and harms (a wrong figure named by its clause), the spec's text in its messages in the
+    # trace's ids (test_replay_messages), with the same slow test left out as for invariants/replay.py.
     "invariants/manager_replay.py": ["tests/test_manager_trace.py", "tests/test_manager_trace_aging.py",
                                      "tests/test_grant_events.py", "tests/conformance/test_refusals.py",
                                      "tests/conformance/test_fresh_ids.py", "tests/conformance/test_upstream_traces.py",
                                      "tests/test_mutkill_manager_replay.py", "tests/test_replay.py",
                                      "tests/test_replay_harms.py", "tests/conformance/test_converted_traces.py",
-                                     "tests/test_observed_figures.py",
+                                     "tests/test_observed_figures.py", "tests/test_replay_messages.py",
                                      "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                                      "--deselect", "tests/conformance/test_converted_traces.py::test_the_converter"],
     # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
@@ -271,10 +273,12 @@ MODULES: dict[str, list[str]] = {
     "invariants/replay_predicates.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
                                         "tests/test_verdict_pins.py", "tests/test_mutkill_replay_predicates.py",
                                         "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
-    # Observed ids to the spec's: fresh-id conformance traces, the owed-grant rule's observed ids.
+    # Observed ids to the spec's: fresh-id conformance traces, the owed-grant rule's observed ids, spec text
+    # rewritten into the trace's ids (test_replay_messages).
     "invariants/replay_ids.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
                                  "tests/conformance/test_fresh_ids.py", "tests/conformance/test_refusals.py",
                                  "tests/test_mutkill_replay_grants.py", "tests/test_mutkill_replay_ids.py",
+                                 "tests/test_replay_messages.py",
                                  "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
     # The liveness checkers (issue #26 item 4): the starvation scope (I13's), the catalog's properties with their
     # fairness, and the lasso / SCC search on the explored graph. Each whole scope is built in well under a second,
