@@ -133,7 +133,7 @@ def bytes_cases(op: str, field: str, make: Callable[[SimpleNamespace, Any], Any]
             for label, v in BAD_BYTES if not (zero_ok and v == 0)]
 
 
-FOREIGN = r"holder \d+, not \d+"
+FOREIGN = r"holder \d+, not (?:holder )?\d+"  # refimpl: "not 2"; the spec names the kind: "not holder 2"
 NOT_REGISTERED = "not registered"
 
 

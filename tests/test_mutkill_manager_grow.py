@@ -58,7 +58,8 @@ def test_another_lease_moved_and_another_charge_are_named() -> None:
     assert _i1(m, act, moved) == (f"I1: {act!r} also moved allocation {other}: {o!r} -> "
                                   f"{moved.ledger.allocations[other]!r}")
     over = with_allocs(after, after.ledger.allocations, used=after.ledger.authorities[DEV].used + 1)
-    assert _i1(m, act, over) == f"I1: {act!r}: authority {DEV} was charged 2 B; the lease on {DEV} gained 1 B"
+    assert _i1(m, act, over) == (f"I1: {act!r}: authority {DEV} was charged 2 B; the lease on authority {DEV} "
+                                 "gained 1 B")
 
 
 def _behind_a_waiter() -> tuple[M.Manager, Any, M.Manager, int, int]:

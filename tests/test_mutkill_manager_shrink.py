@@ -59,7 +59,7 @@ def test_a_shrink_that_moves_another_lease_is_named() -> None:
 def test_a_wrong_credit_names_the_authority_and_the_bytes() -> None:
     m, act, after, *_ = _shrink()
     assert _fails(m, act, with_allocs(after, after.ledger.allocations, used=2)) == (
-        f"I1: {act!r}: authority {DEV} was credited 2 B; the lease on {DEV} lost 1 B")
+        f"I1: {act!r}: authority {DEV} was credited 2 B; the lease on authority {DEV} lost 1 B")
 
 
 def test_the_round_after_a_shrink_may_grant_several_waiters() -> None:
