@@ -195,10 +195,8 @@ class IdMap:
 
     def observed_text(self, text: str, act: Any = None, sact: Any = None) -> str:
         """Spec message `text` in the trace's numbering (module docstring); `repr(sact)` in it (the spec's action
-        `sact`, which the trace wrote as `act`) becomes `repr(act)`, never rewritten."""
+        `sact`, which the trace wrote as `act`) becomes `repr(act)`, never rewritten (no action: "None" stays)."""
         def named(m: re.Match[str]) -> str:
             to_obs = self.to_obs.get(ID_WORDS[m[1]], _NONE)
-            ids = re.sub(r"\d+", lambda d: str(to_obs.get(int(d[0]), d[0])), m[3])
-            return m[1] + m[2] + ids
-        parts = text.split(repr(sact)) if sact is not None else [text]
-        return repr(act).join(_unbound_as_observed(_NAMED.sub(named, part)) for part in parts)
+            return m[1] + m[2] + re.sub(r"\d+", lambda d: str(to_obs.get(int(d[0]), d[0])), m[3])
+        return repr(act).join(_unbound_as_observed(_NAMED.sub(named, part)) for part in text.split(repr(sact)))
