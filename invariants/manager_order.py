@@ -113,8 +113,9 @@ def step_I13_order(before: M.Manager, act: Any, after: M.Manager, result: Any = 
             was = before.tickets[t.id].age if t.id in before.tickets else 0
             if t.age < min(was + 1, bound):
                 _AGING.fail(f"{act!r}: ticket {t.id} (age {was}) was passed over by a round on authority {aid} that "
-                            f"granted {sorted(g.id for g in granted)}, but is aged {t.age}, not {min(was + 1, bound)} "
-                            f"(bound {bound}, {rounds_to_maturity(t, bound)} round(s) from maturity)")
+                            f"granted ticket(s) {sorted(g.id for g in granted)}, but is aged {t.age}, not "
+                            f"{min(was + 1, bound)} (bound {bound}, {rounds_to_maturity(t, bound)} round(s) from "
+                            "maturity)")
         # What the round could hand out: the headroom left after it plus what it granted.
         a = after.ledger.authorities.get(aid)
         if a is None:

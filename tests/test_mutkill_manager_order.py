@@ -123,7 +123,7 @@ def test_aging_messages_name_the_expected_age() -> None:
     was = m.tickets[big].age
     assert _judge(m, act, lagging, small)[0] == (
         f"I13: {act!r}: ticket {big} (age {was}) was passed over by a round on authority {DEV} that granted "
-        f"[{small}], but is aged {was}, not {was + 1} (bound 3, {3 - was} round(s) from maturity)")
+        f"ticket(s) [{small}], but is aged {was}, not {was + 1} (bound 3, {3 - was} round(s) from maturity)")
     press = M.Press(H1, DEV, 1)
     fell = evolve(m, tickets=m.tickets.set(big, evolve(m.tickets[big], age=0)))
     m2 = evolve(m, tickets=m.tickets.set(big, evolve(m.tickets[big], age=2)))
