@@ -16,7 +16,7 @@ from invariants._violation import ErrorTypeDivergence, InvariantViolation, Refin
 from invariants.adapter import OwnIds, script
 from invariants.checked import CheckedMachine, diff
 from invariants.clauses import Clause, Coverage, conjunction
-from spec.errors import CapacityDenied, InvalidArgument
+from spec.errors import CapacityDenied, InvalidArgument, UnknownHolder
 
 
 @attrs.frozen
@@ -381,3 +381,49 @@ def test_the_abstraction_read_twice_without_a_step_must_agree() -> None:
     with pytest.raises(RefinementViolation) as e:
         m.abstraction_is_stable()
     assert str(e.value) == "refinement: abstraction changed without a step"
+
+
+# --- the hooks: the governor's own steps (`own_steps`) and the refusals the spec allows (`refusals`) ---------------
+
+
+def test_own_steps_sees_each_step_both_accepted_with_the_specs_outcome_and_the_governors_result() -> None:
+    """`own_steps` is asked only where the spec and the governor both accepted, with the spec's (state, result), the
+    action and the governor's raw result; what it returns is what the governor's state must equal."""
+    seen: list[Any] = []
+
+    def own(self: Toy, expected: tuple[Any, Any], action: Any, raw: Any) -> tuple[Any, Any]:
+        seen.append((expected, action, raw))
+        return (attrs.evolve(expected[0], inner=Inner(e=raw)) if raw == 3 else expected[0]), expected[1]
+
+    m = machine(INNER_C4, own_steps=own)
+    m.act(Add(1))
+    m.act(Add(-1))  # refused by both: not asked
+    assert seen == [((S(1, immutables.Map({1: 0})), 1), Add(1), 1)]
+    e = raised(m, Add(2))  # the governor's state is not the spec's with its own steps: a refinement violation
+    assert str(e) == "refinement: Add(k=2): result 2 vs spec 2; inner.c: 4 != 0"
+    m = machine(fails_on(3, lambda s, a: (attrs.evolve(toy_step(s, a)[0], inner=Inner(e=3)), 3)), own_steps=own)
+    m.act(Add(3))  # the governor's own step (inner.e = 3) is the one `own_steps` applied: refines
+    assert m.abs.inner == Inner(e=3)
+    m = machine(fails_on(None, lambda s, a: (s, None)), own_steps=own)
+    seen.clear()
+    with pytest.raises(RefinementViolation):
+        m.act(Bad())  # the spec refused, the governor accepted: not asked
+    assert seen == []
+
+
+def test_a_refusal_the_spec_allows_is_no_divergence_and_refusals_is_asked_with_the_step() -> None:
+    asked: list[Any] = []
+
+    def allows(self: Toy, state: Any, action: Any) -> tuple[Exception, ...]:
+        asked.append((state, action))
+        return (InvalidArgument("bad"), CapacityDenied("full"))
+
+    m = machine(fails_on(None, refuse(CapacityDenied("full"))), refusals=allows)
+    m.act(Add(1))
+    m.act(Bad())  # the spec's first refusal is InvalidArgument; CapacityDenied applies too: legal
+    assert asked == [(S(1, immutables.Map({1: 0})), Bad())]
+    assert m.abs == S(1, immutables.Map({1: 0}))
+    m = machine(fails_on(None, refuse(UnknownHolder("who"))), refusals=allows)  # a refusal the spec does not allow
+    e = raised(m, Bad())
+    assert type(e) is ErrorTypeDivergence and str(e) == \
+        "refinement: Bad(): spec raises InvalidArgument, implementation UnknownHolder: who"
