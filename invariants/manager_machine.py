@@ -314,14 +314,11 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
         self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
 
-    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove", "reconfigure", "corrupt")))
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove", "reconfigure")))
     def environment(self, data: st.DataObject, kind: str) -> None:
         """Device loss and its confirmation, preferring authorities that parts are using; removing a provider;
-        a reconfigure; rarely, the shared ledger found corrupt (I5: from then on nothing new is granted)."""
-        if kind == "corrupt":
-            if not data.draw(st.integers(0, 7)):
-                self._do(M.CorruptLedger())
-        elif kind in ("remove", "reconfigure"):
+        a reconfigure."""
+        if kind in ("remove", "reconfigure"):
             (self._remove if kind == "remove" else self._reconfigure)(data)
         else:
             self._device(data, kind)

@@ -34,22 +34,9 @@ import immutables
 from spec.records import evolve as _evolve
 
 from spec import ledger_actions as A
-from spec.errors import (
-    AllowanceExceeded,
-    GovernorError,
-    CapacityDenied,
-    DeviceLost,
-    ForeignHolder,
-    IdentityMismatch,
-    InvalidArgument,
-    InvalidBytes,
-    InvalidTransition,
-    TierMismatch,
-    UnknownAllocation,
-    UnknownAllowance,
-    UnknownAuthority,
-    UnknownHolder,
-)
+from spec.errors import (AllowanceExceeded, CapacityDenied, DeviceLost, ForeignHolder, GovernorError, IdentityMismatch,
+                         InvalidArgument, InvalidBytes, InvalidTransition, TierMismatch, UnknownAllocation,
+                         UnknownAllowance, UnknownAuthority, UnknownHolder)
 from spec.guards import ALL_ON, GuardSet
 from spec.refusals import every_refusal
 from spec.lifecycle import TERMINAL, next_alloc_state, next_context_state

@@ -205,6 +205,35 @@ def test_guide_example_finds_a_planted_composed_bug_with_a_runnable_script() -> 
 
 
 
+def _reversed(m: Any, action: Any, guards: Any) -> tuple[Any, Any]:
+    """A governor that arbitrates by reversed priority (its records show the caller's): the spec's step on the
+    negated priority."""
+    from spec import manager as MG
+    flip = isinstance(action, M.Submit) and type(action.priority) is int and abs(action.priority) < 2**63
+    m, result = MG.step(_negated(m), attrs.evolve(action, priority=-action.priority) if flip else action, guards)
+    return _negated(m), result
+
+
+def _negated(m: Any) -> Any:
+    return attrs.evolve(m, tickets=type(m.tickets)({k: attrs.evolve(t, priority=-t.priority)
+                                                    for k, t in m.tickets.items()}))
+
+
+class PriorityReversedGovernor(ForeignGovernor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner._step = _reversed
+
+
+def test_guide_example_finds_a_governor_that_grants_by_reversed_priority_at_its_settings() -> None:
+    """A governor that grants out of the design's order (the lower priority first, I13) is caught at the guide's
+    own settings, as the refusal of its grant: the composed campaign's steered `order_among_waiters` puts two
+    waiters of different priority behind one lease whose release has room for one."""
+    _, err = _run_guide(PriorityReversedGovernor)
+    assert isinstance(err, RefinementViolation), err
+    assert re.search(r"the governor granted ticket \d+, which the spec refuses \(GrantOutOfOrder: .*\(I13\)\)",
+                     str(err)), err
+
 @pytest.mark.parametrize("retire", [True, False], ids=["retired", "live"])
 def test_an_id_handed_out_again_is_caught(retire: bool) -> None:
     """Negative control of the id matching: allocation 1's id given to allocation 2, after 1 was cancelled (a
