@@ -1,11 +1,13 @@
-"""Convert traces in a retired revision (`ortmem-pool/1`, `ortmem-manager/1`) to the one manager revision, `/2`.
+"""Convert traces in a retired revision (`ortmem-pool/1`, `ortmem-manager/1`, `ortmem-ledger/1`) to the one
+manager revision, `ortmem-manager/2`.
 
     python tools/convert_retired_traces.py IN.jsonl OUT.jsonl
 
 Outside the package on purpose: those revisions and their readers are gone (issue #21), and this is the one
 place that still knows their shape, so the upstream implementation's traces written in them
 (`../shared/conformance/upstream/min-aging-*.jsonl`, single-pool; `min-limit-*.jsonl`, limits in
-`ortmem-manager/1` with their ledger operations in `ortmem-ledger/1`) can be replayed. Every line becomes an
+`ortmem-manager/1` with their ledger operations in `ortmem-ledger/1`; every other one, ledger operations in
+`ortmem-ledger/1` only) can be replayed. Every line becomes an
 `ortmem-manager/2` event of the same operation, outcome and result, in the same order, numbered 1, 2, 3, ...
 per source again (grant events are inserted):
 
@@ -13,9 +15,16 @@ per source again (grant events are inserted):
     pool_cancel  -> cancel_ticket       pool_timeout -> timeout_ticket     pool_release -> release
                                                                              (of the lease the claim returned)
     an `ortmem-ledger/1` event -> the same operation, its issued id the payload's `result`, its observed
-        figures the payload's `used` and `charges` (a registration's device is its pool: each upstream pool
-        is its own device)
+        figures the payload's `used` and `charges`; a registration that names no device is on the device its
+        pool names (what ledger/1 meant: each pool its own device, so a renamed pool is a second device, D3)
     an `ortmem-manager/1` configure, prepare_limit, commit_limit or boundary -> the same event
+
+Figures filled in. `ortmem-ledger/1` required only the `used` an event moved; `/2` requires the `used` of every
+authority the event touches (`invariants.manager_trace.touched`: the canonical authority of each authority,
+alias, allocation or allowance it names that exists), moved or not, refused or not. An unlisted one did not
+move, so it is filled with the last `used` the recording observed for that authority (0 since its accepted
+registration): the old moved-only reading, made explicit in the trace. Charges are converted as recorded.
+A figure that is not a byte count by id stops the conversion with the line number.
 
 `ortmem-manager/1` had no grant event: its figures held the grants the step made. Only pool events are
 converted where a ticket waits (below); another event then, whose figures may hold grants no line names,
@@ -56,19 +65,66 @@ def _dump(ev: dict[str, Any]) -> str:
     return json.dumps(ev, separators=(",", ":"))
 
 
-def _same(ev: dict[str, Any], n: int, waiting: bool) -> dict[str, Any]:
+def _same(ev: dict[str, Any], n: int, waiting: bool, books: "_Books") -> dict[str, Any]:
     """An `ortmem-ledger/1` or `ortmem-manager/1` event in `ortmem-manager/2`'s shape (`waiting`: a ticket waits)."""
     rev, kind, ids, p = ev["contract_revision"], ev["kind"], dict(ev["ids"]), dict(ev["payload"])
     if waiting and kind not in ("configure", "boundary"):
         raise ValueError(f"line {n}: {rev} {kind} while a ticket waits: its figures may hold grants no line names")
     if rev == LEDGER and kind != "boundary":
         args = {k: v for k, v in p.items() if k not in ("outcome", "error", "observed")}
-        p = {**args, **({"device": p["pool"]} if kind == "register_authority" else {}), "outcome": p["outcome"],
-             "error": p["error"], "result": ids.pop("result", None), "used": p["observed"]["used"],
-             "charges": p["observed"]["charges"], "bundles": {}}
+        if kind == "register_authority" and args.get("device") is None:
+            args["device"] = p["pool"]  # ledger/1's meaning: each pool its own device
+        used = books.fill(kind, ids, p["observed"]["used"], n)
+        p = {**args, "outcome": p["outcome"], "error": p["error"], "result": ids.pop("result", None),
+             "used": used, "charges": p["observed"]["charges"], "bundles": {}}
+        books.after(kind, ids, p)
     elif rev not in (LEDGER, MANAGER_1) or kind not in _SAME_1:
         raise ValueError(f"line {n}: no conversion for {rev} {kind}")
     return {"kind": kind, "ids": ids, "payload": p}
+
+
+class _Books:
+    """What the recording told of its ledgers, to fill the `used` an `ortmem-ledger/1` event leaves out.
+
+    Per authority the last `used` the recording observed (0 from its accepted registration on); which authority
+    each alias, allocation and allowance belongs to. An event touches (`invariants.manager_trace.touched`) the
+    canonical authority of every authority, alias, allocation or allowance it names that exists."""
+
+    def __init__(self) -> None:
+        self.used: dict[int, int] = {}  # canonical authority -> last observed used
+        self.canon: dict[int, int] = {}  # alias -> its authority
+        self.owner: dict[str, dict[int, int]] = {"allocation": {}, "allowance": {}}  # record -> its authority
+
+    def _named(self, ids: dict[str, Any]) -> set[int]:
+        named = [ids.get(f) for f in ("authority", "of")]
+        named += [self.owner["allocation"].get(ids.get("allocation"))]
+        named += [self.owner["allowance"].get(ids.get(f)) for f in ("allowance", "source", "target")]
+        return {self.canon.get(a, a) for a in named if type(a) is int and self.canon.get(a, a) in self.used}
+
+    def fill(self, kind: str, ids: dict[str, Any], used: dict[str, int], n: int) -> dict[str, int]:
+        """The event's `used`: as recorded, plus the last observed figure of each authority it touches and lists
+        not (ledger/1 listed moved figures only); a listed figure is recorded as the latest."""
+        for a, u in used.items():
+            if not (a.isdigit() and type(u) is int):
+                raise ValueError(f"line {n}: {kind}: observed used {{{a!r}: {u!r}}} is not a byte count by id")
+        out = {int(a): u for a, u in used.items()}
+        for a in self._named(ids) - set(out):
+            out[a] = self.used[a]
+        self.used |= {a: u for a, u in out.items() if a in self.used}
+        return {str(a): u for a, u in sorted(out.items())}
+
+    def after(self, kind: str, ids: dict[str, Any], p: dict[str, Any]) -> None:
+        """Records what an accepted event issued: an authority (used 0), an alias, an allocation, an allowance."""
+        r = p["result"]
+        if p["outcome"] != "accepted" or type(r) is not int:
+            return
+        if kind == "register_authority":
+            self.used[r] = 0
+        elif kind == "register_alias" and r != ids["of"]:
+            self.canon[r] = self.canon.get(ids["of"], ids["of"])
+        elif kind in ("reserve", "record_committed", "open_allowance"):
+            auth = self.canon.get(ids["authority"], ids["authority"])
+            self.owner["allowance" if kind == "open_allowance" else "allocation"][r] = auth
 
 
 def _granted(pending: dict[int, tuple[int, int]], nbytes: int, n: int) -> tuple[int, ...]:
@@ -92,6 +148,7 @@ def convert_lines(lines: list[str]) -> list[str]:
     pending: dict[int, dict[int, tuple[int, int]]] = {}  # authority id -> pending ticket -> (bytes, priority)
     size: dict[int, int] = {}  # ticket -> its bytes
     seq: dict[str, int] = {}
+    books = _Books()
     out = []
 
     def emit(source: str, conv: dict[str, Any]) -> None:
@@ -102,7 +159,7 @@ def convert_lines(lines: list[str]) -> list[str]:
         if ev["contract_revision"] != POOL:
             if ev["kind"] == "register_authority" and ev["payload"].get("outcome") == "accepted":
                 limit[ev["ids"]["result"]], used[ev["ids"]["result"]] = ev["payload"]["capacity"], 0
-            conv = _same(ev, n, any(pending.values()))
+            conv = _same(ev, n, any(pending.values()), books)
             used |= {int(a): u for a, u in conv["payload"].get("used", {}).items() if int(a) in used}
             emit(ev["source"], conv)
             continue
