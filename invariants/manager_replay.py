@@ -1,8 +1,7 @@
 """`ortmem replay TRACE`: the one replay engine, against `spec.manager`, never refimpl's code.
 
-Every manager trace replays here: composed ones (`ortmem-manager/2`, every
-event in it) and ledger-only ones (`ortmem-ledger/1`, every event a ledger operation in
-the ledger's own format, `invariants.trace_format`). Per line, in this
+Every manager trace replays here, in the one revision `ortmem-manager/2` (a ledger-only
+recording too: every event a ledger operation). Per line, in this
 order (the first failure ends the replay and names the smallest bad prefix,
 the 1-based line number):
 
@@ -10,7 +9,7 @@ the 1-based line number):
      sets the aging bound the spec state is built with; a composed event
      with none before it fails the trace ("unconfigured");
   1. size and JSON (`invariants.replay`);
-  2. envelope: exact keys, a known revision (`ortmem-manager/2`, or the ledger's; one per trace),
+  2. envelope: exact keys, the revision `ortmem-manager/2` (any other: "unknown-revision"),
      a known kind, ids and payload keys exactly those of the kind, values
      well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
@@ -24,9 +23,8 @@ the 1-based line number):
      name the ID whose guard the spec applied, or "refinement";
   5. the governor's observed figures must equal the spec's: `used` for every
      authority the event lists, and the event must list every figure it
-     touches (`invariants.manager_trace.touched`: in `/2` every authority,
-     allocation charge and bundle it names or changes, refused or not; in
-     `ortmem-ledger/1` every authority whose `used` the spec changes); a
+     touches (`invariants.manager_trace.touched`: every authority,
+     allocation charge and bundle it names or changes, refused or not); a
      ledger event's allocation `charges` likewise (every charge the spec moved); its
      observed `bundles` (part versions and poisoned flag) for every state
      bundle the event lists or the spec opens, poisons or advances (I5, I10).
@@ -87,8 +85,7 @@ from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, c
 from invariants.replay_grants import at_rest, never_granted, owed_after
 from invariants.replay_ids import IdMap
 from invariants.replay_predicates import check_observed_step
-from invariants.replay import _decode as ledger_decode
-from invariants.trace_format import BOUNDARY, CONTRACT_REVISION, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
+from invariants.trace_format import BOUNDARY, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
 from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -126,16 +123,8 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The action the event records (None for a boundary), and its outcome part."""
     if ev.keys() != _ENVELOPE_KEYS:
         raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
-    if ev["contract_revision"] == CONTRACT_REVISION:  # a ledger operation, in the ledger's own format
-        act, outcome = ledger_decode(ev)
-        if act is not None:
-            outcome = {"outcome": outcome["outcome"], "error": outcome["error"], "result": outcome.get("result"),
-                       "used": outcome["observed"]["used"], "charges": outcome["observed"]["charges"],
-                       "bundles": {}, "ledger": True}
-        return act, outcome
     if ev["contract_revision"] != MANAGER_REVISION:
-        raise _Bad("unknown-revision", f"replay reads {MANAGER_REVISION!r} (a manager's trace) or "
-                                       f"{CONTRACT_REVISION!r} (ledger operations only), got "
+        raise _Bad("unknown-revision", f"replay reads {MANAGER_REVISION!r} only, got "
                                        f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
     kind, ids, payload = ev["kind"], ev["ids"], ev["payload"]
     if type(kind) is not str or (kind not in MANAGER_KINDS and kind not in (BOUNDARY, CONFIGURE)):
@@ -185,7 +174,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         raise _Bad("malformed", "a grant event records a grant the governor made: accepted")
     outcome["used"] = figures(payload["used"], "payload.used")
     outcome["charges"] = figures(payload["charges"], "payload.charges") if "charges" in payload else {}
-    outcome["result"], outcome["bundles"], outcome["ledger"] = result, bundles, False
+    outcome["result"], outcome["bundles"] = result, bundles
     return cls(**args), outcome
 
 
@@ -276,8 +265,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
                                                     or other_refusal(refusals, m, sact, err, outcome))
     if err is not None or not accepted:  # (accepted and allowed by the spec: nothing to compare)
         check_outcome(ids, act, err, outcome, _UNKNOWN, excused=excused)
-    # A ledger-format event carries only the id an operation issued; a composed one every result.
-    if accepted and (not outcome["ledger"] or outcome["result"] is not None):
+    if accepted:
         _result(ids, act, outcome["result"], result, nxt)
     used = spec_figures(ids, "authority", outcome["used"]) if outcome["used"] else {}
     charges = spec_figures(ids, "allocation", outcome["charges"]) if outcome["charges"] else {}
@@ -292,13 +280,12 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
     if wrong or any(rid not in allocs or allocs[rid].charge != c for rid, c in charges.items()):
         _observed_wrong(m, ids, act, sact, nxt, used, charges, err is not None, ledger_only)
     touches = touched(m, sact, nxt)
-    _used_observed(ids, act, m, nxt, touches[0], used, outcome["ledger"])
+    _used_observed(ids, act, m, nxt, touches[0], used)
     if type(act) in LEDGER_ACTIONS and allocs is not m.ledger.allocations:
         _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
     if bundles or nxt.bundles is not m.bundles:
-        _check_bundles(ids, act, sact, m, nxt, bundles, outcome["ledger"])
-    if not outcome["ledger"]:
-        _named_observed(ids, act, touches, charges, bundles)
+        _check_bundles(ids, act, sact, m, nxt, bundles)
+    _named_observed(ids, act, touches, charges, bundles)
     if accepted:
         try:
             check_step(m, sact, nxt, result)
@@ -307,24 +294,22 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
     return nxt
 
 
-def _used_observed(ids: IdMap, act: Any, m: Manager, nxt: Manager, auths: set[int], used: dict[int, int],
-                   ledger: bool) -> None:
-    """The event observes `used` of every authority it touches (`invariants.manager_trace.touched`; issue #21): in
-    `ortmem-manager/2` every one, named or moved, accepted or refused; a `ledger` one (`ortmem-ledger/1`) those whose
-    `used` moved only (the upstream ledger recordings list no more: docs/trace-format.md)."""
+def _used_observed(ids: IdMap, act: Any, m: Manager, nxt: Manager, auths: set[int], used: dict[int, int]) -> None:
+    """The event observes `used` of every authority it touches (`invariants.manager_trace.touched`; issue #21), named
+    or moved, accepted or refused."""
     before, after = m.ledger.authorities, nxt.ledger.authorities
     missing = sorted((before[a].used == after[a].used, a) for a in auths if a not in used)
     if missing and not missing[0][0]:
         raise _Bad("refinement", f"{act!r} changed used of authority {ids.observed_id('authority', missing[0][1])} "
                                  "but the event does not say so")
-    if missing and not ledger:
+    if missing:
         raise _Bad("refinement", f"{act!r} names authority {ids.observed_id('authority', missing[0][1])} but the "
                                  "event does not observe its used")
 
 
 def _named_observed(ids: IdMap, act: Any, touches: tuple[set[int], set[int], set[int]], charges: dict[int, int],
                     bundles: dict[int, Any]) -> None:
-    """`ortmem-manager/2`: the event observes the charge of the allocation a ledger operation names and the bundles
+    """The event observes the charge of the allocation a ledger operation names and the bundles
     it names (`touched`), moved or not; a moved one left out failed already, with its own message."""
     missing = sorted(r for r in touches[1] if r not in charges) if type(act) in LEDGER_ACTIONS else []
     if missing:
@@ -390,17 +375,16 @@ def _charges_observed(act: Any, ids: IdMap, before: Any, after: Any, charges: di
                                      "does not say so")
 
 
-def _check_bundles(ids: IdMap, act: Any, sact: Any, m: Manager, nxt: Manager, observed: dict[int, Any],
-                   ledger: bool) -> None:
+def _check_bundles(ids: IdMap, act: Any, sact: Any, m: Manager, nxt: Manager, observed: dict[int, Any]) -> None:
     """The governor's bundle records the event lists (`observed`, in spec ids) equal the spec's, and it lists every
-    bundle the spec changed (`ledger`: a ledger-format event, which lists none). `sact`: `act` in spec ids."""
+    bundle the spec changed. `sact`: `act` in spec ids."""
     for bid, (versions, poisoned) in observed.items():
         b = nxt.bundles[bid]  # bound to a bundle the spec opened (`IdMap.figures`), and the spec deletes none
         if (b.versions, b.poisoned) != (versions, poisoned):
             raise _Bad("refinement", f"{act!r}: the governor observed bundle {ids.observed_id('bundle', bid)} at "
                                      f"versions {list(versions)}{' (poisoned)' if poisoned else ''}, the spec has "
                                      f"{list(b.versions)}{' (poisoned)' if b.poisoned else ''}")
-    if nxt.bundles is not m.bundles and not ledger:
+    if nxt.bundles is not m.bundles:
         # What an action can change: the bundle it names, its transaction's, the ones it opens (O(1) per event).
         tx = m.txs.get(getattr(sact, "tx", None))
         maybe = {getattr(sact, "bundle", None), tx.bundle if tx is not None else None,
@@ -445,20 +429,15 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     cur = {"m": m}
     ids = manager_ids(cur)
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
-    revision_of, owed = None, {}  # the trace's revision (its first event's); grants owed (`invariants.replay_grants`)
+    owed = {}  # grants owed (`invariants.replay_grants`)
     ledger_only = True  # every action so far a ledger one
     try:
         for raw in lines:
             line += 1
             ev = read_event(raw)
-            revision = ev.get("contract_revision")
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
             at_boundary = act is None
-            if revision != revision_of:  # one revision per trace
-                if revision_of is not None:
-                    raise _Bad("mixed-protocols", f"a {revision} event in a {revision_of} trace")
-                revision_of = revision
             if type(act) is Configure:
                 if configured:
                     raise _Bad("malformed", "a second configure event: a composed trace names its constants once")

@@ -6,10 +6,7 @@ verdict's parts:
   1. size: at most MAX_LINE_BYTES per line and MAX_SOURCES sources (`read_event`,
      `next_in_sequence`, `bounded_lines`); the line's bytes bound every list and object in it;
   2. JSON: one object, no NaN/Infinity, no duplicate keys, integers of at most 20 digits;
-  3. a ledger operation in the ledger's own format (`ortmem-ledger/1`,
-     `invariants.trace_format`): exact keys, known kind, ids and payload keys
-     exactly those of the kind, enums, outcome and observed figures well
-     formed (`_decode`);
+  3. the event's shape, `ortmem-manager/2` only (`invariants.manager_replay`);
   4. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
      a repeat a duplicate);
   5. the outcome: the spec enabled the action exactly as the trace says
@@ -30,24 +27,12 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants.replay_ids import IdMap, UnknownObservedId
-from invariants.trace_format import (
-    BOUNDARY,
-    CREATES,
-    ENUMS,
-    ID_FIELDS,
-    KINDS,
-    MAX_LINE_BYTES,
-    MAX_SOURCES,
-    MAX_TEXT,
-    OPTIONAL_FIELDS,
-    decode_value,
-)
+from invariants.trace_format import MAX_LINE_BYTES, MAX_SOURCES, MAX_TEXT
 from spec import errors as E
 
 __all__ = ["ReplayResult", "bounded_lines", "read_event", "next_in_sequence", "figures", "check_outcome", "ERROR_IDS",
            "FAILURE_KINDS"]
 
-_OUTCOME = ("outcome", "error", "observed")
 #: When a governor accepted what the spec refuses, the ID whose guard refused it.
 ERROR_IDS: dict[type, str] = {
     E.IdentityMismatch: "C1", E.TierMismatch: "C2", E.InvalidBytes: "C2", E.CapacityDenied: "I2",
@@ -59,14 +44,8 @@ SITE_IDS: dict[str, str] = {"quota": "I1"}
 #: Every way a replay can fail (the `failure` field).
 FAILURE_KINDS = ("oversize", "too-many-sources", "bad-json", "malformed", "unknown-revision",
                  "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover",
-                 "mixed-protocols", "unconfigured")
+                 "unconfigured")
 _ERRORS = {name: getattr(E, name) for name in E.__all__}
-_OBSERVED_KEYS = frozenset({"used", "charges"})
-#: Per kind: its action class, its fields (name, whether an int there decodes to itself: not an enum), exact id
-#: keys (before an accepted creation's `result`), and payload keys.
-_SHAPES = {kind: (cls, tuple((f, f not in ENUMS) for f in fields), frozenset(f for f in fields if f in ID_FIELDS),
-                  frozenset(f for f in fields if f not in ID_FIELDS) | frozenset(_OUTCOME))
-           for kind, cls in KINDS.items() for fields in [tuple(f.name for f in attrs.fields(cls))]}
 
 
 @attrs.frozen
@@ -139,14 +118,6 @@ def _parse(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def _value(v: Any, what: str) -> Any:
-    # Caller input may be ill-typed (the spec rejects it); it must still be a bounded scalar or opaque marker.
-    try:
-        return decode_value(what, v)
-    except ValueError as e:
-        raise _Bad("malformed", str(e)) from None
-
-
 def read_event(raw: bytes) -> dict[str, Any]:
     """One line as one bounded JSON object (checks 1 and 2 of the module docstring)."""
     if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES or (len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")):
@@ -171,49 +142,6 @@ def next_in_sequence(ev: dict[str, Any], last: dict[str, int]) -> None:
         raise _Bad("duplicate-sequence", f"source {source!r}: sequence {seq} again after {expected - 1} "
                                          "(duplicate or reordered event)")
     last[source] = seq
-
-
-def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The spec action a ledger-format event records, and its outcome part of the payload (the caller checked the
-    envelope's keys and its revision, `invariants.manager_replay`)."""
-    kind = ev["kind"]
-    if type(kind) is not str or (kind not in KINDS and kind != BOUNDARY):
-        raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
-    ids, payload = ev["ids"], ev["payload"]
-    if type(ids) is not dict or type(payload) is not dict:
-        raise _Bad("malformed", "ids and payload must be objects")
-    if kind == BOUNDARY:
-        if ids or payload:
-            raise _Bad("malformed", "a boundary event carries no ids and no payload")
-        return None, {}
-    cls, fields, want_ids, want_payload = _SHAPES[kind]
-    outcome = {k: payload.get(k) for k in _OUTCOME}
-    accepted = outcome["outcome"] == "accepted"
-    if outcome["outcome"] not in ("accepted", "rejected"):
-        raise _Bad("malformed", f"payload.outcome must be 'accepted' or 'rejected', got {outcome['outcome']!r}")
-    if kind in CREATES and accepted:
-        want_ids |= {"result"}
-    if ids.keys() != want_ids:
-        raise _Bad("malformed", f"{kind} ids must be exactly {sorted(want_ids)}, got {sorted(ids)}")
-    if payload.keys() != want_payload and payload.keys() != want_payload - OPTIONAL_FIELDS:
-        raise _Bad("malformed", f"{kind} payload keys must be exactly {sorted(want_payload)}, got {sorted(payload)}")
-    args = {}
-    for f, plain in fields:
-        v = ids[f] if f in ID_FIELDS else payload.get(f)
-        args[f] = v if plain and type(v) is int else _value(v, f)  # an int outside an enum field decodes to itself
-    if accepted and outcome["error"] is not None:
-        raise _Bad("malformed", "an accepted event carries no error")
-    if not accepted and (type(outcome["error"]) is not str or outcome["error"] not in _ERRORS):
-        raise _Bad("malformed", f"a rejected event must name a spec error class, got {outcome['error']!r}")
-    if accepted and kind in CREATES and type(ids["result"]) is not int:
-        raise _Bad("malformed", "ids.result must be an integer")
-    obs = outcome["observed"]
-    if type(obs) is not dict or obs.keys() != _OBSERVED_KEYS:
-        raise _Bad("malformed", "payload.observed must be {'used': {...}, 'charges': {...}}")
-    outcome["observed"] = {part: figures(m, f"observed.{part}") for part, m in obs.items()}
-    if accepted and kind in CREATES:
-        outcome["result"] = ids["result"]
-    return cls(**args), outcome
 
 
 def figures(m: Any, what: str) -> dict[int, int]:

@@ -1,22 +1,13 @@
-"""The JSONL trace format's shared vocabulary, and the ledger's own revision `ortmem-ledger/1`.
+"""The JSONL trace format's shared vocabulary: the envelope, the ledger's event kinds and value encoding.
 
-Every manager event is written in `ortmem-manager/2` (`invariants.manager_trace`, which extends this
-envelope); `ortmem-ledger/1` is read for ledger-only recordings (the upstream ones), one JSON object per
-line (schema: `docs/trace-schema.json`, `invariants.trace_schema`; meaning: `docs/trace-format.md`):
-
-    {"contract_revision": "ortmem-ledger/1", "source": "pmm-1", "source_sequence": 7,
-     "kind": "reserve", "ids": {"holder": 1, "authority": 1, "result": 3},
-     "payload": {"tier": "device", "nbytes": 16, "role": "weights", "outcome": "accepted",
-                 "error": null, "observed": {"used": {"1": 16}, "charges": {"3": 16}}}}
+Every manager event is written and read in the one revision `ortmem-manager/2` (`invariants.manager_trace`, which
+builds on this vocabulary), one JSON object per line (schema: `docs/trace-schema.json`,
+`invariants.trace_schema`; meaning: `docs/trace-format.md`).
 
 Envelope: the contract revision (bumped when old traces would change meaning),
 the source (one governor), a sequence number monotone per source starting at
-1 (never a clock), the kind (one per spec action, plus `boundary`), and the
-stable ids the event names (`result` is the id the operation issued). The
-payload holds the action's other arguments, the outcome (accepted or the
-spec error class that rejected it), and what the governor observed after the
-operation: `used` of each ledger it touched, the charge of each allocation
-it touched that is still held.
+1 (never a clock), the kind, the stable ids the event names, and the payload
+(`invariants.manager_trace`).
 
 Encoding is total, so recording can never fail or change a result: an
 argument that is not exactly a JSON scalar that decodes back to the same
@@ -40,11 +31,9 @@ from spec import ledger_actions as A
 from spec.types import MAX_NAME, Role, Tier
 
 __all__ = [
-    "CONTRACT_REVISION",
     "BOUNDARY",
     "KINDS",
     "ID_FIELDS",
-    "CREATES",
     "OPTIONAL_FIELDS",
     "ENUMS",
     "MAX_LINE_BYTES",
@@ -56,7 +45,6 @@ __all__ = [
     "decode_value",
 ]
 
-CONTRACT_REVISION = "ortmem-ledger/1"
 #: A declared crash/snapshot boundary: work may legitimately be in flight when the trace ends there.
 BOUNDARY = "boundary"
 
@@ -84,9 +72,6 @@ _ACTIONS = (
 KINDS: dict[str, type] = {kind_of(c): c for c in _ACTIONS}
 #: Action fields that are stable ids (they go to the envelope's `ids`).
 ID_FIELDS = frozenset({"holder", "authority", "allocation", "allowance", "source", "target", "of"})
-#: Kinds whose accepted operation issues an id (carried as `ids.result`).
-CREATES = frozenset({"register_authority", "register_alias", "register_holder", "reserve", "record_committed",
-                     "open_allowance"})
 #: Payload fields an event may leave out when they are null, added without changing what any earlier trace means
 #: (issue #21): `register_authority`'s physical device (D3; required in `ortmem-manager/2`); a request's stated
 #: alignment (D13: `reserve`, `submit`, `try_reserve`). An event kind has at most one.

@@ -1,6 +1,6 @@
 """The JSON Schema of a trace event (`docs/trace-schema.json`), generated from the event definitions.
 
-One schema for every revision `ortmem replay` reads on a governor's trace
+The schema of the one revision `ortmem replay` reads on a governor's trace, `ortmem-manager/2`
 (the hierarchy keeps its own: `invariants.hierarchy_trace`). It is written
 for a person: the shapes every event shares are named once in `$defs` (ids,
 caller values, observed figures, results, the verdict) with the closed sets
@@ -26,8 +26,7 @@ import attrs
 
 from invariants.manager_trace import (_TUPLES, CONFIGURE, LEDGER_ACTIONS, MANAGER_ID_FIELDS, MANAGER_KINDS,
                                       MANAGER_REVISION, REQUIRED_FIELDS)
-from invariants.trace_format import (BOUNDARY, CONTRACT_REVISION, CREATES, ENUMS, ID_FIELDS, KINDS, MAX_LINE_BYTES,
-                                     MAX_TEXT, OPTIONAL_FIELDS)
+from invariants.trace_format import BOUNDARY, ENUMS, MAX_LINE_BYTES, MAX_TEXT, OPTIONAL_FIELDS
 from spec import errors as E
 from spec.types import MAX_BYTES
 
@@ -45,7 +44,6 @@ def _short(revision: str) -> str:
 
 #: Revision -> every event kind it may carry (boundary and configure included), in the code's order.
 REVISION_KINDS: dict[str, list[str]] = {
-    CONTRACT_REVISION: [*KINDS, BOUNDARY],
     MANAGER_REVISION: [*MANAGER_KINDS, CONFIGURE, BOUNDARY],
 }
 
@@ -99,9 +97,8 @@ def _event(revision: str, ids: list[str], args: list[str], charges: bool = False
     """One kind's entry: exactly these ids (all required) and these payload arguments on top of the
     revision's outcome fields (`<revision>.outcome`), every argument required but the optional ones; in a composed
     revision a registration's device too, and a ledger operation's outcome has its `charges`."""
-    short, ledger = _short(revision), revision == CONTRACT_REVISION
-    optional = OPTIONAL_FIELDS if ledger else OPTIONAL_FIELDS - REQUIRED_FIELDS
-    props = {f: _arg(f) if ledger or f not in REQUIRED_FIELDS else
+    short, optional = _short(revision), OPTIONAL_FIELDS - REQUIRED_FIELDS
+    props = {f: _arg(f) if f not in REQUIRED_FIELDS else
              {**_arg(f), "description": "the physical device the bytes are on: required in this revision, null "
                                         "only where the registration was refused (C1, D3)"} for f in args}
     return {
@@ -140,11 +137,6 @@ def _outcomes() -> dict[str, Any]:
     charges = {**_ref("figures"), "description": "allocation -> charge of each allocation the operation touched "
                                                  "that is still held (one it moved and leaves out fails the replay)"}
     return {
-        "ledger.outcome": outcome({"observed": {
-            "type": "object", "required": ["used", "charges"], "additionalProperties": False,
-            "properties": {"used": _ref("figures"), "charges": _ref("figures")}}},
-            "observed: used of each authority and charge of each allocation the operation moved (required: a "
-            "figure the spec moves and the event leaves out fails the replay); the issued id is ids.result"),
         "manager.outcome": outcome(manager, "the composed revision's outcome: result, used, bundles, after the "
                                             "operation"),
         "manager.ledger_outcome": outcome({**manager, "charges": charges}, "a ledger operation's outcome in the "
@@ -152,23 +144,8 @@ def _outcomes() -> dict[str, Any]:
     }
 
 
-def _issues_id() -> dict[str, Any]:
-    """A ledger-revision kind that issues an id: `ids.result` exactly when it was accepted."""
-    accepted = {"properties": {"payload": {"properties": {"outcome": {"const": "accepted"}}}}}
-    return {"if": accepted, "then": {"properties": {"ids": {"required": ["result"]}}},
-            "else": {"properties": {"ids": {"not": {"required": ["result"]}}}}}
-
-
 def _kind_defs() -> dict[str, Any]:
     defs: dict[str, Any] = {}
-    for kind, cls in KINDS.items():
-        names = [f.name for f in attrs.fields(cls)]
-        ids = [f for f in names if f in ID_FIELDS]
-        entry = _event(CONTRACT_REVISION, ids, [f for f in names if f not in ID_FIELDS])
-        if kind in CREATES:  # ids.result: the id the accepted operation issued
-            entry["properties"]["ids"]["properties"]["result"] = {"type": "integer"}
-            entry["allOf"] = [_ref("ledger.issues_id")]
-        defs[f"ledger.{kind}"] = entry
     defs[f"manager.{CONFIGURE}"] = {"properties": {
         "ids": {"maxProperties": 0},
         "payload": {"type": "object", "required": ["aging_bound"], "additionalProperties": False,
@@ -217,7 +194,7 @@ def json_schema() -> dict[str, Any]:
             "payload": {"type": "object"},
         },
         "allOf": [_dispatch(r) for r in REVISION_KINDS],
-        "$defs": {**_shared_defs(), **kinds, **_outcomes(), "ledger.issues_id": _issues_id(), **_kind_defs()},
+        "$defs": {**_shared_defs(), **kinds, **_outcomes(), **_kind_defs()},
     }
 
 

@@ -38,20 +38,19 @@ VERDICTS = verdicts("Converted traces")
 
 
 def test_every_converted_trace_has_a_verdict_and_a_source() -> None:
-    assert sorted(p.name for p in CONVERTED.glob("*.jsonl")) == sorted(VERDICTS) == [
-        "min-aging-cancel-pending.jsonl", "min-aging-control.jsonl", "min-limit-below-used-with-pressure-id.jsonl",
-        "min-limit-below-used.jsonl", "min-limit-guarded-with-pressure-id.jsonl", "min-limit-guarded.jsonl"]
-    retired = {n for n, (_, line, failure, _) in verdicts("Verdicts").items() if failure == "unknown-revision"}
-    assert retired == set(VERDICTS)  # every upstream trace in a retired revision, and only those
+    assert sorted(p.name for p in CONVERTED.glob("*.jsonl")) == sorted(VERDICTS)
+    assert sorted(p.name for p in upstream().glob("*.jsonl")) == sorted(VERDICTS)  # every upstream trace
+    retired = {n for n, (_, line, failure, _) in verdicts("Verdicts").items() if (line, failure) == (1, "unknown-revision")}
+    assert retired == set(VERDICTS)  # every upstream trace is in a retired revision: refused at its first line
 
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
 def test_the_converter_rerun_gives_the_committed_trace(name: str) -> None:
     src = (upstream() / name).read_text().splitlines()
-    assert any('"ortmem-pool/1"' in line or '"ortmem-manager/1"' in line for line in src)  # in a retired revision
+    assert '"ortmem-ledger/1"' in src[0]  # in a retired revision
     got = "".join(line + "\n" for line in _converter().convert_lines(src))
     assert got == (CONVERTED / name).read_text()
-    assert '"ortmem-pool/1"' not in got
+    assert all(json.loads(line)["contract_revision"] == "ortmem-manager/2" for line in got.splitlines())
 
 
 @pytest.mark.parametrize("name", sorted(VERDICTS))
@@ -137,3 +136,52 @@ def test_the_converter_refuses_grants_the_pool_trace_does_not_pin_down(edit, mes
     assert len(_converter().convert_lines(lines)) == 19
     with pytest.raises(ValueError, match=re.escape(message)):
         _converter().convert_lines(edit(lines))
+
+
+# --- `ortmem-ledger/1`: the figures it left out, filled in the open ------------------------------------------------
+
+
+def _ledger(seq: int, kind: str, ids: dict, payload: dict, used: dict, outcome: str = "accepted",
+            charges: dict | None = None) -> str:
+    return json.dumps({"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": seq, "kind": kind,
+                       "ids": ids, "payload": {**payload, "outcome": outcome,
+                                               "error": None if outcome == "accepted" else "CapacityDenied",
+                                               "observed": {"used": used, "charges": charges or {}}}})
+
+
+_TWO = [_ledger(1, "register_authority", {"result": 1}, {"pool": "gpu", "tier": "device", "capacity": 64}, {}),
+        _ledger(2, "register_authority", {"result": 2}, {"pool": "cpu", "tier": "host", "capacity": 64,
+                                                         "device": "cpu:0"}, {}),
+        _ledger(3, "register_holder", {"result": 1}, {"name": "kv"}, {}),
+        _ledger(4, "reserve", {"holder": 1, "authority": 1, "result": 1},
+                {"tier": "device", "nbytes": 16, "role": "kv"}, {"1": 16}, charges={"1": 16}),
+        # Refused, moving nothing: ledger/1 lists no figure; /2 requires authority 1's (16 B, observed at line 4).
+        _ledger(5, "reserve", {"holder": 1, "authority": 1}, {"tier": "device", "nbytes": 60, "role": "kv"}, {},
+                "rejected"),
+        json.dumps({"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": 6, "kind": "boundary",
+                    "ids": {}, "payload": {}})]  # the reservation is still in flight
+
+
+def test_a_ledger_event_gets_the_last_observed_used_of_what_it_touches_and_did_not_list() -> None:
+    got = [json.loads(line) for line in _converter().convert_lines(_TWO)]
+    assert [e["payload"]["used"] for e in got[:5]] == [{}, {}, {}, {"1": 16}, {"1": 16}]  # authority 2: untouched
+    assert [e["payload"].get("device") for e in got[:2]] == ["gpu", "cpu:0"]  # the pool's name; a stated one kept
+    assert replay_manager_lines([(line + "\n").encode() for line in _converter().convert_lines(_TWO)]).ok
+    # The filled figure is evidence replay checks: a wrong last observation fails where the figure is used.
+    wrong = [*_TWO[:3], _TWO[3].replace('"used": {"1": 16}', '"used": {"1": 15}')]
+    r = replay_manager_lines([(line + "\n").encode() for line in _converter().convert_lines([*wrong, *_TWO[4:]])])
+    assert not r.ok and r.line == 4, r.describe()
+
+
+def test_without_the_fill_the_refused_event_is_rejected_in_the_one_revision() -> None:
+    """What ledger/1 let through and /2 does not: the refused reserve with no figure (the fill is not a no-op)."""
+    lines = [json.loads(line) for line in _converter().convert_lines(_TWO)]
+    lines[4]["payload"]["used"] = {}
+    r = replay_manager_lines([(json.dumps(e) + "\n").encode() for e in lines])
+    assert (r.ok, r.line, r.failure) == (False, 5, "refinement") and "does not observe its used" in r.message, r
+
+
+def test_the_converter_stops_at_a_figure_that_is_no_byte_count() -> None:
+    bad = _TWO[3].replace('"used": {"1": 16}', '"used": {"1": "16"}')
+    with pytest.raises(ValueError, match=re.escape("line 4: reserve: observed used {'1': '16'} is not a byte count")):
+        _converter().convert_lines([*_TWO[:3], bad])

@@ -2,7 +2,8 @@
 
 The traces live in the shared folder beside the repository (`../shared/conformance/upstream/`), or where
 ORTMEM_SHARED points. Each is replayed with `ortmem replay` and must give exactly the verdict, line,
-failure and ID of docs/conformance.md's "Verdicts" table. Beside them: what conformance must still
+failure and ID of docs/conformance.md's "Verdicts" table (every one is in a retired revision: refused at its first
+line; its conversion is judged in `test_converted_traces.py`). Beside them: what conformance must still
 reject whatever freedom the design leaves (an over-grant, a double credit, a missing observed figure,
 a fused map past the allowance).
 """
@@ -21,6 +22,8 @@ from refimpl.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "conformance.md"
+#: The upstream traces converted to `ortmem-manager/2` (`tools/convert_retired_traces.py`): replay reads no other.
+CONVERTED = Path(__file__).resolve().parent / "converted"
 
 
 def verdicts(section: str) -> dict[str, tuple[str, int | None, str | None, str | None]]:
@@ -62,14 +65,18 @@ def assert_verdict(trace: Path, expected: tuple[str, int | None, str | None, str
 
 
 def _ev(seq: int, kind: str, ids: dict, payload: dict, used: dict, charges: dict) -> bytes:
-    return (json.dumps({"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": seq, "kind": kind,
-                        "ids": ids, "payload": {**payload, "outcome": "accepted", "error": None,
-                                                "observed": {"used": used, "charges": charges}}}).encode() + b"\n")
+    """An accepted ledger event; `ids.result` is the id it issued (the payload's `result`)."""
+    ids = dict(ids)
+    payload = {**payload, "outcome": "accepted", "error": None, "result": ids.pop("result", None), "used": used,
+               "charges": charges, "bundles": {}}
+    return (json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind,
+                        "ids": ids, "payload": payload}).encode() + b"\n")
 
 
 def _lease(nbytes: int = 16, used: dict | None = None, charges: dict | None = None) -> list[bytes]:
     return [
-        _ev(1, "register_authority", {"result": 3}, {"pool": "device:0", "tier": "device", "capacity": 64}, {}, {}),
+        _ev(1, "register_authority", {"result": 3}, {"pool": "device:0", "tier": "device", "capacity": 64,
+                                                     "device": "device:0"}, {}, {}),
         _ev(2, "register_holder", {"result": 9}, {"name": "kv"}, {}, {}),
         _ev(3, "reserve", {"holder": 9, "authority": 3, "result": 40}, {"tier": "device", "nbytes": nbytes, "role": "kv"},
             {"3": nbytes} if used is None else used, {"40": nbytes} if charges is None else charges),
@@ -103,7 +110,8 @@ def test_a_trace_missing_an_observed_figure_is_rejected(used: dict, charges: dic
 
 def _allowance(map_bytes: int, limit: int = 8) -> list[bytes]:
     return [
-        _ev(1, "register_authority", {"result": 1}, {"pool": "device:0", "tier": "device", "capacity": 64}, {}, {}),
+        _ev(1, "register_authority", {"result": 1}, {"pool": "device:0", "tier": "device", "capacity": 64,
+                                                     "device": "device:0"}, {}, {}),
         _ev(2, "register_holder", {"result": 1}, {"name": "kv"}, {}, {}),
         _ev(3, "open_allowance", {"holder": 1, "authority": 1, "result": 1}, {"limit": limit}, {"1": 0}, {}),
         _ev(4, "reserve_growth", {"holder": 1, "allowance": 1}, {"nbytes": 2}, {"1": 0}, {}),
@@ -137,14 +145,14 @@ def _with_device(lines: list[bytes], devices: dict[str, str]) -> list[bytes]:
 
 
 def test_two_books_over_one_declared_device_are_caught_whatever_the_pools_are_called() -> None:
-    lines = (upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
+    lines = (CONVERTED / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
     assert replay_manager_lines(lines).ok  # the gap: without the device field the over-grant replays clean
     r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:0"}))
     assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()
 
 
 def test_pools_on_different_declared_devices_are_two_authorities() -> None:
-    lines = (upstream() / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
+    lines = (CONVERTED / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
     r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:1"}))
     assert r.ok, r.describe()
 
@@ -177,8 +185,8 @@ def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
 
     configure = {"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 3, "kind": "configure",
                  "ids": {}, "payload": {"aging_bound": 4}}
-    lines = [json.dumps(ev).encode() + b"\n" for ev in (*map(_as_v2, _lease()[:2]), configure)]
-    reserve = _as_v2(_lease()[2])
+    lines = [json.dumps(ev).encode() + b"\n" for ev in (*map(json.loads, _lease()[:2]), configure)]
+    reserve = json.loads(_lease()[2])
     reserve["source_sequence"] = 4
     assert replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"]).line != 4
     reserve["payload"]["used"] = {}
@@ -189,29 +197,17 @@ def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
 # --- D6: the process quota per tier, carried (issue #21 item 3) ------------------------------------------------
 
 
-def _as_v2(raw: bytes) -> dict:
-    """A ledger event of `ortmem-ledger/1` written in `ortmem-manager/2` (one revision per trace): the issued id and
-    the observed figures in the payload, a registration naming its pool as its device."""
-    ev = json.loads(raw)
-    p = ev["payload"]
-    observed = p.pop("observed")
-    if ev["kind"] == "register_authority":
-        p.setdefault("device", p["pool"])
-    p.update(result=ev["ids"].pop("result", None), used=observed["used"], charges=observed["charges"], bundles={})
-    return {**ev, "contract_revision": "ortmem-manager/2"}
-
-
 def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
     """`min-process-limit` with the quota its governor enforced declared before the reserve (a `configure` and a
     `set_process_quota` event); `accepted`: the reserve of 48 B granted instead of refused (and then cancelled)."""
-    lines = (upstream() / "min-process-limit.jsonl").read_bytes().splitlines(keepends=True)
+    lines = (CONVERTED / "min-process-limit.jsonl").read_bytes().splitlines(keepends=True)
     src = json.loads(lines[0])["source"]
 
     def composed(seq: int, kind: str, payload: dict) -> bytes:
         return json.dumps({"contract_revision": "ortmem-manager/2", "source": src, "source_sequence": seq,
                            "kind": kind, "ids": {}, "payload": payload}).encode() + b"\n"
 
-    reserve = _as_v2(lines[2])
+    reserve = json.loads(lines[2])
     reserve["source_sequence"] = 5
     tail = []
     if accepted:  # and then cancelled, so the trace ends with nothing in flight
@@ -220,7 +216,7 @@ def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
                   "payload": {"outcome": "accepted", "error": None, "result": None, "used": {"1": 0}, "charges": {},
                               "bundles": {}}}
         tail = [json.dumps(cancel).encode() + b"\n"]
-    return [json.dumps(_as_v2(x)).encode() + b"\n" for x in lines[:2]] + [
+    return lines[:2] + [
         composed(3, "configure", {"aging_bound": 4}),
         composed(4, "set_process_quota", {"tier": "device", "nbytes": quota, "outcome": "accepted", "error": None,
                                           "result": None, "used": {}, "bundles": {}}),
@@ -261,7 +257,7 @@ def _with_alignment(lines: list[bytes], alignment: object) -> list[bytes]:
 
 
 def test_the_recorded_bad_alignment_replays_clean_once_the_trace_states_it() -> None:
-    lines = upstream().joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
+    lines = CONVERTED.joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
     as_recorded = replay_manager_lines(lines)
     assert not as_recorded.ok and (as_recorded.line, as_recorded.failure) == (3, "refinement"), as_recorded.describe()
     stated = replay_manager_lines(_with_alignment(lines, 3))
