@@ -9,13 +9,14 @@ import json
 from typing import Any
 
 import pytest
+from trace_harness import ledger_payload
 
 from invariants.manager_replay import replay
 from invariants import InvariantViolation
 from invariants import replay as R
 from invariants import replay_ids
 from invariants.replay_ids import IdMap, UnknownObservedId, _plan
-from invariants.trace_format import CONTRACT_REVISION
+from invariants.manager_trace import MANAGER_REVISION
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.types import Role, Tier
@@ -111,9 +112,8 @@ def test_an_id_of_a_kind_nothing_was_bound_for() -> None:
 def test_a_rejected_event_naming_an_id_never_issued_reads_the_id_the_spec_was_handed() -> None:
     def ev(seq: int, kind: str, ids: dict[str, Any], used: dict[str, int], error: str | None = None,
            **payload: Any) -> bytes:
-        payload.update(outcome="rejected" if error else "accepted", error=error,
-                       observed={"used": used, "charges": {}})
-        return json.dumps({"contract_revision": CONTRACT_REVISION, "source": "g", "source_sequence": seq,
+        ids, payload = ledger_payload(ids, used, None, error, kind, **payload)
+        return json.dumps({"contract_revision": MANAGER_REVISION, "source": "g", "source_sequence": seq,
                            "kind": kind, "ids": ids, "payload": payload}).encode() + b"\n"
 
     trace = b"".join([ev(1, "register_holder", {"result": 1}, {}, name="w"),

@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trace_harness import ledger_payload
 from hypothesis.stateful import run_state_machine_as_test
 
 from invariants.manager_replay import replay, replay_manager_lines
 from invariants import replay as R
 from invariants.campaign import campaign_settings
 from invariants.manager_ledger_machine import LedgerMachine
-from invariants.trace_format import CONTRACT_REVISION, KINDS, MAX_LINE_BYTES
+from invariants.manager_trace import MANAGER_REVISION
+from invariants.trace_format import KINDS, MAX_LINE_BYTES
 from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
@@ -232,7 +234,7 @@ def test_oversize_line_is_not_read_whole() -> None:
 
 
 def test_replay_rejects_too_many_sources() -> None:
-    lines = [json.dumps({"contract_revision": CONTRACT_REVISION, "source": f"s{i}", "source_sequence": 1,
+    lines = [json.dumps({"contract_revision": MANAGER_REVISION, "source": f"s{i}", "source_sequence": 1,
                          "kind": "boundary", "ids": {}, "payload": {}}).encode() for i in range(R.MAX_SOURCES + 1)]
     r = replay_manager_lines(lines)
     assert (r.failure, r.line) == ("too-many-sources", R.MAX_SOURCES + 1)
@@ -259,9 +261,9 @@ def test_empty_trace_replays_clean() -> None:
 
 def _ev(seq: int, kind: str, ids: dict[str, Any], observed: dict[str, dict[str, int]] | None = None,
         error: str | None = None, **payload: Any) -> bytes:
-    payload.update(outcome="rejected" if error else "accepted", error=error,
-                   observed=observed or {"used": {}, "charges": {}})
-    return json.dumps({"contract_revision": CONTRACT_REVISION, "source": "buggy", "source_sequence": seq,
+    observed = observed or {}
+    ids, payload = ledger_payload(ids, observed.get("used"), observed.get("charges"), error, kind, **payload)
+    return json.dumps({"contract_revision": MANAGER_REVISION, "source": "buggy", "source_sequence": seq,
                        "kind": kind, "ids": ids, "payload": payload}).encode()
 
 

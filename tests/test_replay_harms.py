@@ -13,11 +13,13 @@ import json
 from typing import Any
 
 import pytest
+from trace_harness import ledger_payload
 
 from invariants.manager_replay import replay, replay_manager_lines
 from invariants import replay as R
 from invariants.replay_ids import IdMap
-from invariants.trace_format import CONTRACT_REVISION, MAX_SOURCES, MAX_TEXT
+from invariants.manager_trace import MANAGER_REVISION
+from invariants.trace_format import MAX_SOURCES, MAX_TEXT
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
 from spec import errors as E
@@ -28,7 +30,7 @@ from spec.types import Role, Tier
 
 
 def _raw(seq: int, kind: str, ids: Any, payload: Any, source: Any = "g", **envelope: Any) -> bytes:
-    ev = {"contract_revision": CONTRACT_REVISION, "source": source, "source_sequence": seq, "kind": kind,
+    ev = {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": seq, "kind": kind,
           "ids": ids, "payload": payload}
     ev.update(envelope)
     return json.dumps(ev).encode()
@@ -36,9 +38,7 @@ def _raw(seq: int, kind: str, ids: Any, payload: Any, source: Any = "g", **envel
 
 def _ev(seq: int, kind: str, ids: dict[str, Any], used: dict[str, Any] | None = None,
         charges: dict[str, Any] | None = None, error: str | None = None, **payload: Any) -> bytes:
-    payload.update(outcome="rejected" if error else "accepted", error=error,
-                   observed={"used": used or {}, "charges": charges or {}})
-    return _raw(seq, kind, ids, payload)
+    return _raw(seq, kind, *ledger_payload(ids, used, charges, error, kind, **payload))
 
 
 #: Holder 1 and authority 1 (64 B) registered, allocation 1 (10 B) reserved and committed.
@@ -49,9 +49,9 @@ SETUP = [
         role="weights"),
     _ev(4, "commit", {"holder": 1, "allocation": 1}, {"1": 10}, {"1": 10}, nbytes=10),
 ]
-_OBS = {"used": {}, "charges": {}}
-_COMMIT = {"nbytes": 10, "outcome": "accepted", "error": None, "observed": _OBS}
-_RELEASE = {"outcome": "accepted", "error": None, "observed": {"used": {"1": 0}, "charges": {}}}
+_COMMIT = {"nbytes": 10, "outcome": "accepted", "error": None, "result": None, "used": {"1": 10}, "charges": {"1": 10},
+           "bundles": {}}
+_RELEASE = {"outcome": "accepted", "error": None, "result": None, "used": {"1": 0}, "charges": {}, "bundles": {}}
 _REL_IDS = {"holder": 1, "allocation": 1}
 _RES = "Reserve(holder=1, authority=1, tier=Tier.DEVICE, nbytes=4, role=Role.WEIGHTS)"
 
@@ -73,11 +73,11 @@ _OPEN = _ev(5, "open_allowance", {"holder": 1, "authority": 1, "result": 1}, {"1
 HARMS: dict[str, tuple[list[bytes], str]] = {
     # --- the envelope and payload shape (check 3): a malformed event names what is wrong with it
     "unknown-revision": ([_raw(5, "release", _REL_IDS, _RELEASE, contract_revision="ortmem-ledger/99")],
-                         "REJECTED at line 5 (unknown-revision): replay reads 'ortmem-manager/2' (a manager's trace) "
-                         "or 'ortmem-ledger/1' (ledger operations only), got 'ortmem-ledger/99'"),
+                         "REJECTED at line 5 (unknown-revision): replay reads 'ortmem-manager/2' only, got "
+                         "'ortmem-ledger/99'"),
     "revision-not-a-string": ([_raw(5, "release", _REL_IDS, _RELEASE, contract_revision=["ortmem-ledger/1"])],
-                              "REJECTED at line 5 (unknown-revision): replay reads 'ortmem-manager/2' (a manager's "
-                              "trace) or 'ortmem-ledger/1' (ledger operations only), got \"['ortmem-ledger/1']\""),
+                              "REJECTED at line 5 (unknown-revision): replay reads 'ortmem-manager/2' only, got "
+                              "\"['ortmem-ledger/1']\""),
     "envelope-extra-key": ([_raw(5, "boundary", {}, {}, trace_id=1)],
                            "REJECTED at line 5 (malformed): envelope keys must be exactly ['contract_revision', 'source', "
                            "'source_sequence', 'kind', 'ids', 'payload'], got ['contract_revision', 'ids', 'kind', "
@@ -98,27 +98,19 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                  "got ['allocation', 'authority', 'holder']"),
     "extra-payload-key": ([_raw(5, "commit", _REL_IDS, {**_COMMIT, "tier": "device"})],
                           "REJECTED at line 5 (malformed): commit payload keys must be exactly "
-                          "['error', 'nbytes', 'observed', 'outcome'], got ['error', 'nbytes', 'observed', 'outcome', "
-                          "'tier']"),
+                          "['bundles', 'charges', 'error', 'nbytes', 'outcome', 'result', 'used'], got ['bundles', "
+                          "'charges', 'error', 'nbytes', 'outcome', 'result', 'tier', 'used']"),
     "accepted-with-error": ([_release(error="CapacityDenied")],
                             "REJECTED at line 5 (malformed): an accepted event carries no error"),
-    "rejected-unknown-class": ([_release(outcome="rejected", error="Oops", observed=_OBS)],
+    "rejected-unknown-class": ([_release(outcome="rejected", error="Oops", used={"1": 10}, charges={"1": 10})],
                                "REJECTED at line 5 (malformed): a rejected event must name a spec error class, "
                                "got 'Oops'"),
-    "rejected-class-not-a-name": ([_release(outcome="rejected", error=7, observed=_OBS)],
+    "rejected-class-not-a-name": ([_release(outcome="rejected", error=7, used={"1": 10}, charges={"1": 10})],
                                   "REJECTED at line 5 (malformed): a rejected event must name a spec error class, "
                                   "got 7"),
     "result-not-an-int": ([_ev(5, "register_holder", {"result": "2"}, name="v")],
-                          "REJECTED at line 5 (malformed): ids.result must be an integer"),
-    "observed-lacks-a-part": ([_release(observed={"used": {"1": 0}})],
-                              "REJECTED at line 5 (malformed): payload.observed must be "
-                              "{'used': {...}, 'charges': {...}}"),
-    "observed-part-not-an-object": ([_release(observed={"used": {"1": 0}, "charges": []})],
-                                    "REJECTED at line 5 (malformed): observed.charges must be an object"),
-    "observed-key-not-an-id": ([_release(observed={"used": {"1": 0}, "charges": {"one": 0}})],
-                               "REJECTED at line 5 (malformed): observed.charges keys must be integer ids"),
-    "observed-figure-not-an-int": ([_release(observed={"used": {"1": "0"}, "charges": {}})],
-                                   "REJECTED at line 5 (malformed): observed.used values must be integers"),
+                          "REJECTED at line 5 (malformed): result '2' is not an id, a byte count, a list of ids or "
+                          "a limit outcome"),
     # --- sequence numbers (check 4): a lost, repeated or nameless event
     "empty-source": ([_raw(5, "boundary", {}, {}, source="")],
                      "REJECTED at line 5 (malformed): source must be a non-empty string"),
@@ -145,16 +137,16 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                                     _ev(6, "commit", {"holder": 1, "allocation": 7}, {"1": 13}, nbytes=3)],
                                    "REJECTED at line 6 (refinement): Commit(holder=1, allocation=7, nbytes=3) charged "
                                    "allocation 7 but the event does not say so"),  # the governor's 7 is the spec's 2
-    "charge-after-release": ([_release(observed={"used": {"1": 0}, "charges": {"1": 10}})],
+    "charge-after-release": ([_release(used={"1": 0}, charges={"1": 10})],
                              "REJECTED at line 5 (refinement): Release(holder=1, allocation=1): the governor observed a "
                              "charge of 10 B on allocation 1, the spec has no such allocation"),
     "over-charge": ([_reserve4(5, {"1": 14}, {"2": 5})],
                     f"REJECTED at line 5 (violation) [I2]: I2: {_RES} was granted but charged 5 B (ledger moved 4 B): "
                     "bytes granted without being charged"),
-    "used-of-unissued-authority": ([_release(observed={"used": {"1": 0, "9": 0}, "charges": {}})],
+    "used-of-unissued-authority": ([_release(used={"1": 0, "9": 0}, charges={})],
                                    "REJECTED at line 5 (unknown-id): observed authority 9, which no event of this "
                                    "trace issued"),
-    "charge-of-unissued-allocation": ([_release(observed={"used": {"1": 0}, "charges": {"8": 0}})],
+    "charge-of-unissued-allocation": ([_release(used={"1": 0}, charges={"8": 0})],
                                       "REJECTED at line 5 (unknown-id): observed allocation 8, which no event of this "
                                       "trace issued"),
     # --- the outcome (step 5): an over-grant, a refusal the spec does not make, a wrong error class
@@ -167,7 +159,7 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                                 _ev(6, "release", {"holder": 2, "allocation": 1}, {"1": 0})],
                                "REJECTED at line 6 (violation) [I6]: Release(holder=2, allocation=1) was accepted but "
                                "the spec refuses it: ForeignHolder: allocation 1 belongs to holder 1, not holder 2"),
-    "refused-what-the-spec-grants": ([_release(outcome="rejected", error="CapacityDenied", observed=_OBS)],
+    "refused-what-the-spec-grants": ([_release(outcome="rejected", error="CapacityDenied", used={"1": 10}, charges={"1": 10})],
                                      "REJECTED at line 5 (refinement): Release(holder=1, allocation=1) was rejected "
                                      "with CapacityDenied but the spec accepts it"),
     "refused-with-the-wrong-class": ([_ev(5, "reserve", {"holder": 1, "authority": 1}, error="ForeignHolder",
@@ -230,12 +222,6 @@ def test_a_grant_past_the_process_quota_is_named_i1_by_its_refusal_site() -> Non
         "8 B process quota (I1)")
 
 
-def test_an_allocation_whose_charge_did_not_move_need_not_be_observed() -> None:
-    """A commit of all it reserved moves no charge (only the lease's state): its event may leave the charge out."""
-    assert replay_manager_lines(SETUP[:3] + [_ev(4, "commit", {"holder": 1, "allocation": 1}, {"1": 10}, nbytes=10)]
-                                ).describe() == "OK: 4 events replayed clean"
-
-
 @pytest.mark.parametrize("case", sorted(HARMS))
 def test_harm_is_rejected_at_its_line_with_its_class_id_and_message(case: str) -> None:
     tail, want = HARMS[case]
@@ -250,21 +236,18 @@ CLEAN: dict[str, list[bytes]] = {
     "source-at-the-bound": [_raw(1, "boundary", {}, {}, source="s" * MAX_TEXT)],
     "second-source-starts-at-one": [_raw(1, "boundary", {}, {}, source="h"), _raw(5, "boundary", {}, {})],
     "boundary-ends-with-a-reservation": [_reserve4(5, {"1": 14}, {"2": 4}), _raw(6, "boundary", {}, {})],
-    "legal-other-refusal": [_ev(5, "reserve", {"holder": 1, "authority": 1}, error="CapacityDenied", tier="device",
+    "legal-other-refusal": [_ev(5, "reserve", {"holder": 1, "authority": 1}, {"1": 10}, error="CapacityDenied", tier="device",
                                 nbytes=100, role="weights")],
     "unmoved-figures-need-no-observation": [_ev(5, "cancel", {"holder": 1, "allocation": 2}, error="UnknownAllocation")],
-    "alias-answered-with-its-canonical-id": [_ev(5, "register_alias", {"of": 1, "result": 1}, view="gpu0b"),
+    "alias-answered-with-its-canonical-id": [_ev(5, "register_alias", {"of": 1, "result": 1}, {"1": 10}, view="gpu0b"),
                                              _reserve4(6, {"1": 14}, {"2": 4}),
                                              _ev(7, "cancel", {"holder": 1, "allocation": 2}, {"1": 10})],
-    "alias-with-a-fresh-id": [_ev(5, "register_alias", {"of": 1, "result": 2}, view="gpu0b")],
+    "alias-with-a-fresh-id": [_ev(5, "register_alias", {"of": 1, "result": 2}, {"1": 10}, view="gpu0b")],
     "release": [_release()],
     "new-authority-observes-its-own-figure": [_ev(5, "register_authority", {"result": 2}, {"2": 0}, pool="gpu1",
                                                   tier="device", capacity=64)],
     "observes-an-untouched-charge": [_reserve4(5, {"1": 14}, {"1": 10, "2": 4}),
                                      _ev(6, "cancel", {"holder": 1, "allocation": 2}, {"1": 10})],
-    "commit-that-moves-nothing-observes-nothing": [_reserve4(5, {"1": 14}, {"2": 4}),
-                                                   _ev(6, "commit", {"holder": 1, "allocation": 2}, nbytes=4),
-                                                   _ev(7, "release", {"holder": 1, "allocation": 2}, {"1": 10})],
     "map-fused-with-its-growth": [_OPEN, _ev(6, "map_allowance", {"holder": 1, "allowance": 1}, {"1": 10}, nbytes=8),
                                   _ev(7, "unmap_allowance", {"holder": 1, "allowance": 1}, {"1": 10}, nbytes=8)],
 }
@@ -280,7 +263,7 @@ def test_near_miss_replays_clean(case: str) -> None:
 
 def test_observed_figures_have_no_count_bound() -> None:
     """5000 observed figures (past the 4096 once counted): the event gets past the shape check to the ids."""
-    r = replay_manager_lines(SETUP + [_release(observed={"used": {str(i): 0 for i in range(1, 5001)}, "charges": {}})])
+    r = replay_manager_lines(SETUP + [_release(used={str(i): 0 for i in range(1, 5001)}, charges={})])
     assert (r.line, r.failure, r.message) == (5, "unknown-id", "observed authority 2, which no event of this trace "
                                                                "issued")
 
@@ -403,11 +386,11 @@ def test_bad_enum_value_names_it() -> None:
     ({"holder": 1, "authority": 1}, "nbytes", {"opaque": "float"}, "InvalidBytes"),
     ({"holder": 1, "authority": 1}, "nbytes", "ten", "InvalidBytes"),  # a plain field's string decodes to itself
 ])
-def test_a_ledger_format_argument_the_trace_could_not_carry_is_refused_as_ill_typed(ids, field, value, error) -> None:
-    """`ortmem-ledger/1` (ledger-only recordings): an opaque marker decodes to `Opaque` (hashable, refused by every
+def test_a_ledger_argument_the_trace_could_not_carry_is_refused_as_ill_typed(ids, field, value, error) -> None:
+    """An opaque marker in a ledger event decodes to `Opaque` (hashable, refused by every
     guard), never to the raw object, so a refusal of a hostile argument replays clean."""
     payload = {"tier": "device", "nbytes": 4, "role": "weights", "outcome": "rejected", "error": error,
-               "observed": {"used": {}, "charges": {}}}
+               "result": None, "used": {"1": 10}, "charges": {}, "bundles": {}}
     if field is not None:
         payload[field] = value
     r = replay_manager_lines([*SETUP, _raw(5, "reserve", ids, payload)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,3 +33,15 @@ def renumbered(lines: list[bytes]) -> list[bytes]:
         ev["source_sequence"] = n
         out.append(json.dumps(ev).encode() + b"\n")
     return out
+
+
+def ledger_payload(ids: dict[str, Any], used: dict[str, Any] | None = None, charges: dict[str, Any] | None = None,
+                   error: str | None = None, kind: str = "", **args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ledger event's (ids, payload) in `ortmem-manager/2`, written as tests think of it: `ids.result` the id the
+    operation issued (moved to the payload's `result`), a registration on the device its pool names unless one is
+    given."""
+    ids = dict(ids)
+    if kind == "register_authority":
+        args.setdefault("device", args.get("pool"))
+    return ids, {**args, "outcome": "rejected" if error else "accepted", "error": error,
+                 "result": ids.pop("result", None), "used": used or {}, "charges": charges or {}, "bundles": {}}

@@ -11,6 +11,7 @@ import io
 import json
 
 import pytest
+from trace_harness import ledger_payload
 
 from conformance_ids import offset, renamed
 from invariants.manager_replay import replay_manager_lines
@@ -93,13 +94,15 @@ def test_an_execution_naming_a_view_never_published_is_rejected_naming_it() -> N
 
 
 def _event(kind: str, seq: int, ids: dict, payload: dict) -> bytes:
-    ev = {"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": seq, "kind": kind, "ids": ids,
-          "payload": {**payload, "outcome": "accepted", "error": None} if payload else {}}
+    if payload:
+        ids, payload = ledger_payload(ids, kind=kind, **payload)
+    ev = {"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind, "ids": ids,
+          "payload": payload}
     return json.dumps(ev).encode() + b"\n"
 
 
 def _obs(used: dict, charges: dict) -> dict:
-    return {"observed": {"used": {str(k): v for k, v in used.items()}, "charges": {str(k): v for k, v in charges.items()}}}
+    return {"used": {str(k): v for k, v in used.items()}, "charges": {str(k): v for k, v in charges.items()}}
 
 
 def _two_reservations(second_id: int, holder2: int = 21) -> list[bytes]:
@@ -146,7 +149,7 @@ def test_a_rejected_event_naming_an_unknown_id_is_refused_as_unknown_by_the_spec
     lines = _two_reservations(900)[:4]
     ev = json.loads(lines[3])
     ev["ids"] = {"holder": 77, "authority": 7}
-    ev["payload"].update(outcome="rejected", error="UnknownHolder", observed={"used": {"7": 0}, "charges": {}})
+    ev["payload"].update(outcome="rejected", error="UnknownHolder", result=None, used={"7": 0}, charges={})
     r = replay_manager_lines(lines[:3] + [json.dumps(ev).encode() + b"\n"])
     assert r.ok, r.describe()
 
@@ -155,6 +158,6 @@ def test_one_authority_under_two_ids_is_two_ledgers_over_one_pool() -> None:
     """The spec returns the existing authority for the pool; a governor that issues a new id keeps two books (C1)."""
     lines = _two_reservations(900)[:1]
     ev = json.loads(lines[0])
-    ev["ids"]["result"], ev["source_sequence"] = 8, 2
+    ev["payload"]["result"], ev["source_sequence"] = 8, 2
     r = replay_manager_lines(lines + [json.dumps(ev).encode() + b"\n"])
     assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_upstream_traces import _as_v2
+from trace_harness import ledger_payload
 
 from invariants.manager_replay import replay_manager_lines
 from spec import errors as E
@@ -93,10 +93,9 @@ def test_manager_refusals_on_a_poisoned_manager_go_on_past_the_poisoning() -> No
 
 
 def _ev(seq: int, kind: str, ids: dict, payload: dict, used: dict, charges: dict, error: str | None = None) -> bytes:
-    return (json.dumps({"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": seq, "kind": kind,
-                        "ids": ids, "payload": {**payload, "outcome": "rejected" if error else "accepted",
-                                                "error": error, "observed": {"used": used, "charges": charges}}})
-            .encode() + b"\n")
+    ids, payload = ledger_payload(ids, used, charges, error, kind, **payload)
+    return (json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind,
+                        "ids": ids, "payload": payload}).encode() + b"\n")
 
 
 def _lost_trace(error: str, nbytes: int = 0, used_after: int = 16) -> list[bytes]:
@@ -109,7 +108,7 @@ def _lost_trace(error: str, nbytes: int = 0, used_after: int = 16) -> list[bytes
         _ev(5, "lose_device", {"authority": 1}, {}, {"1": 16}, {"1": 16}),
         _ev(6, "reserve", {"holder": 1, "authority": 1}, {"tier": "device", "nbytes": nbytes, "role": "kv"},
             {"1": used_after}, {}, error=error),
-        json.dumps({"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": 7, "kind": "boundary",
+        json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 7, "kind": "boundary",
                     "ids": {}, "payload": {}}).encode() + b"\n",
     ]
 
@@ -133,7 +132,7 @@ def test_a_legal_refusal_that_changed_observed_state_is_rejected() -> None:
 
 
 def _composed(error: str, used_after: int = 16) -> list[bytes]:
-    lines = [json.dumps(_as_v2(raw)).encode() + b"\n" for raw in _lost_trace(error)[:5]]
+    lines = _lost_trace(error)[:5]
     lines.append(json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 6,
                              "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}).encode() + b"\n")
     lines.append(json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 7,
