@@ -249,11 +249,11 @@ def test_reservation_leaving_room_for_the_owed_grant_is_legal() -> None:
 
 def test_a_revision_1_trace_is_refused_as_an_unknown_revision(trace: list[Event]) -> None:
     """`ortmem-manager/1` (no grant event, each grant implied in the step that made room) is retired: its first
-    event is refused, naming the revisions replay reads."""
+    event is refused, naming the one revision replay reads."""
     old = [{**e, "contract_revision": "ortmem-manager/1"} for e in trace if e["kind"] != "grant"]
     r = _replay(old)
-    assert r.describe() == ("REJECTED at line 1 (unknown-revision): replay reads 'ortmem-manager/2' (a manager's "
-                            "trace) or 'ortmem-ledger/1' (ledger operations only), got 'ortmem-manager/1'")
+    assert r.describe() == ("REJECTED at line 1 (unknown-revision): replay reads 'ortmem-manager/2' only, got "
+                            "'ortmem-manager/1'")
     assert _replay(trace).ok  # control: the same trace in /2
 
 

@@ -249,7 +249,7 @@ def boundary_with_payload(ev: dict[str, Any]) -> None:
 ENVELOPE = ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"]
 TX_KEYS = ["bundles", "error", "outcome", "result", "used"]
 GRANT = "a grant event records a grant the governor made: accepted"
-READS = "replay reads 'ortmem-manager/2' (a manager's trace) or 'ortmem-ledger/1' (ledger operations only), "
+READS = "replay reads 'ortmem-manager/2' only, "
 
 # (label, trace, line, edit, failure, whole message)
 MALFORMED = [
@@ -548,17 +548,14 @@ LEDGER_1 = {"contract_revision": "ortmem-ledger/1", "source": "g", "kind": "regi
             "payload": {"name": "kv", "outcome": "accepted", "error": None, "observed": {"used": {}, "charges": {}}}}
 
 
-def test_a_trace_in_the_manager_revision_carries_no_ledger_format_event_nor_the_other_way() -> None:
-    """One revision for every manager event: an `ortmem-ledger/1` event in an `ortmem-manager/2` trace is refused
-    where it comes, as a `/2` event after a ledger-format one."""
+def test_an_event_of_the_retired_ledger_revision_is_refused_where_it_comes() -> None:
+    """One revision for every manager event: an `ortmem-ledger/1` event is refused as unknown-revision, in an
+    `ortmem-manager/2` trace at its line, and as a trace's first line."""
     lines = grant_lines()
     ledger = json.dumps({**LEDGER_1, "source": json.loads(lines[0])["source"], "source_sequence": 6}).encode()
-    assert replay_manager_lines([*lines, ledger]) == failed(
-        5, "mixed-protocols", "a ortmem-ledger/1 event in a ortmem-manager/2 trace")
-    first = json.dumps({**LEDGER_1, "source_sequence": 1}).encode()
-    assert replay_manager_lines([first, json.dumps({**json.loads(lines[2]), "source": "g", "source_sequence": 2})
-                                 .encode()]) == failed(1, "mixed-protocols",
-                                                       "a ortmem-manager/2 event in a ortmem-ledger/1 trace")
+    assert replay_manager_lines([*lines, ledger]) == failed(5, "unknown-revision", f"{READS}got 'ortmem-ledger/1'")
+    assert replay_manager_lines([json.dumps({**LEDGER_1, "source_sequence": 1}).encode(), *lines]) == failed(
+        0, "unknown-revision", f"{READS}got 'ortmem-ledger/1'")
 
 
 def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -> None:
@@ -594,9 +591,9 @@ def test_the_whole_state_check_runs_once_per_as_many_events_as_the_state_holds_r
 
 def test_a_first_event_naming_an_allocation_no_event_issued_is_unknown() -> None:
     """The id map is asked whether allocation 1 is live before any state was recorded for it (no event yet)."""
-    ev = {"contract_revision": "ortmem-ledger/1", "source": "g", "source_sequence": 1, "kind": "release",
+    ev = {"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 1, "kind": "release",
           "ids": {"holder": "x", "allocation": 1},
-          "payload": {"outcome": "accepted", "error": None, "observed": {"used": {}, "charges": {}}}}
+          "payload": {"outcome": "accepted", "error": None, "result": None, "used": {}, "charges": {}, "bundles": {}}}
     assert replay_manager_lines([json.dumps(ev).encode()]) == failed(0, "unknown-id", (
         "Release(holder='x', allocation=1) was accepted but names allocation 1, which no event of this trace issued: "
         "an event is missing"))

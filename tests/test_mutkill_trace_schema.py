@@ -30,6 +30,6 @@ def test_a_long_object_is_one_entry_per_line_indented() -> None:
 
 
 def test_names() -> None:
-    assert S._short("ortmem-manager/2") == "manager" and S._short("ortmem-ledger/1") == "ledger"
+    assert S._short("ortmem-manager/2") == "manager" and S._short("ortmem-tx/1") == "tx"
     assert S._ref("x") == {"$ref": "#/$defs/x"}
     assert S.schema_text().endswith("}\n")

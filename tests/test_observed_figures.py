@@ -3,8 +3,8 @@
 In `ortmem-manager/2` an event lists the figures it touches (`invariants.manager_trace.touched`): `used` of every
 authority it names or changes, the charge of the allocation a ledger operation names, the bundle it names, accepted
 or refused. Leaving one out is rejected at that line, naming it in the trace's own ids; the same trace with it present
-replays clean. `ortmem-ledger/1` keeps the rule of figures that move (the upstream recordings: their verdicts,
-tests/conformance/test_upstream_traces.py).
+replays clean. The upstream recordings were written in the retired `ortmem-ledger/1` (figures that move only); their
+conversions list the rest (tests/conformance/converted/).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
-from trace_harness import upstream
 
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
@@ -23,6 +23,8 @@ from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink, boundary
 from spec.errors import GovernorError
 from spec.types import Role, Tier
+
+CONVERTED = Path(__file__).resolve().parent / "conformance" / "converted"
 
 E = '{"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": %d, "kind": "%s", "ids": %s, '
 
@@ -105,14 +107,16 @@ def test_an_alias_registration_names_the_authority_it_aliases() -> None:
         r.describe()
 
 
-def test_ledger_recordings_require_moved_figures_only() -> None:
-    """The upstream recording min-alias.jsonl (`ortmem-ledger/1`) lists no `used` on its register_alias, which names
-    authority 1: it keeps its recorded verdict (clean), as docs/trace-format.md says."""
-    lines = (upstream() / "min-alias.jsonl").read_bytes().splitlines(keepends=True)
+def test_the_converted_alias_recording_states_the_figure_ledger_1_left_out() -> None:
+    """min-alias.jsonl lists no `used` on its register_alias, which names authority 1; the conversion states the last
+    observed one (0 since its registration), and without it the event is refused in the one revision."""
+    lines = (CONVERTED / "min-alias.jsonl").read_bytes().splitlines(keepends=True)
     ev = json.loads(lines[1])
-    assert ev["kind"] == "register_alias" and ev["ids"]["of"] == 1 and ev["payload"]["observed"]["used"] == {}
-    r = replay_manager_lines(lines)
-    assert r.ok, r.describe()
+    assert ev["kind"] == "register_alias" and ev["ids"]["of"] == 1 and ev["payload"]["used"] == {"1": 0}
+    assert replay_manager_lines(lines).ok
+    ev["payload"]["used"] = {}
+    r = replay_manager_lines([lines[0], json.dumps(ev).encode()])
+    assert (r.ok, r.line, r.failure) == (False, 2, "refinement") and "does not observe its used" in r.message, r
 
 
 # --- refimpl's own trace of a short composed run ------------------------------------------
