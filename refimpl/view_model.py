@@ -1,8 +1,7 @@
-"""The timeline model of `ortmem view`: every trace revision's events, normalized to one per-authority picture.
+"""The timeline model of `ortmem view`: a trace's events (`ortmem-manager/2`), normalized to one per-authority picture.
 
-One code path for `ortmem-ledger/1` and `ortmem-manager/2`.
-Every revision reports the governor's own `used` per ledger after each
-operation (ledger: `observed.used`; composed: `used`). The model keeps that
+Every event reports the governor's own `used` per ledger after its
+operation (`used`). The model keeps that
 figure exactly, per authority, and splits it into charge per (holder, role)
 by one rule: the change of `used` an event
 caused goes to the holder and role the event names (its allocation, its
@@ -105,7 +104,7 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
         kind, rev = e["kind"], e.get("contract_revision")
         ids, p = _obj(e.get("ids")), _obj(e.get("payload"))
         ok = p.get("outcome") == "accepted"
-        result = _int(ids.get("result")) if _int(ids.get("result")) is not None else _int(p.get("result"))
+        result = _int(p.get("result"))
         holder, role = ids.get("holder"), _role(kind, rev, p.get("role"))
         if ok and kind == "register_holder" and result is not None:
             names[result] = _text(p.get("name"), 64, str(result))
@@ -151,11 +150,9 @@ def build_model(events: list[dict[str, Any]]) -> dict[str, Any]:
                 subjects.append(k)
         # the governor's own used after the event, per canonical authority
         figures: dict[int, int] = {}
-        observed = p.get("observed")
-        for part in (_obj(_obj(observed).get("used")), _obj(p.get("used"))):
-            for s, u in part.items():
-                if _ID.fullmatch(s) and int(s) in auths and type(u) is int:
-                    figures[int(s)] = u
+        for s, u in _obj(p.get("used")).items():
+            if _ID.fullmatch(s) and int(s) in auths and type(u) is int:
+                figures[int(s)] = u
         moved = []
         for a in sorted(figures):
             d, u = figures[a] - used[a], figures[a]
@@ -212,7 +209,7 @@ def _apply(charge: dict[str, int], series: dict[str, list[list[int]]], subjects:
 
 def _detail(ids: dict[str, Any], p: dict[str, Any]) -> str:
     """The hover text of a marker: ids, outcome, error and the other arguments (figures left out), compact JSON."""
-    rest = {k: v for k, v in p.items() if k not in ("observed", "used", "charges", "outcome", "error", "bundles")}
+    rest = {k: v for k, v in p.items() if k not in ("used", "charges", "outcome", "error", "bundles")}
     text = json.dumps({"ids": ids, "outcome": p.get("outcome"), "error": p.get("error"), **rest},
                       separators=(",", ":"), ensure_ascii=False)
     return text[:400]  # code points: the page slices Array.from(text) alike

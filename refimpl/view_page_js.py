@@ -81,7 +81,7 @@ const ortmemModel = (function () {
 
   function detail(ids, p) {
     const rest = {};
-    for (const k of Object.keys(p)) if (!["observed", "used", "charges", "outcome", "error", "bundles"].includes(k)) rest[k] = p[k];
+    for (const k of Object.keys(p)) if (!["used", "charges", "outcome", "error", "bundles"].includes(k)) rest[k] = p[k];
     const o = {ids: ids, outcome: p.outcome === undefined ? null : p.outcome,
                error: p.error === undefined ? null : p.error};
     return cut(JSON.stringify(Object.assign(o, rest)), 400);
@@ -101,7 +101,7 @@ const ortmemModel = (function () {
     events.forEach((e, i) => {
       const kind = e.kind, rev = e.contract_revision, ids = obj(e.ids), p = obj(e.payload);
       const ok = p.outcome === "accepted";
-      const result = int(ids.result) !== null ? int(ids.result) : int(p.result);
+      const result = int(p.result);
       const holder = ids.holder;
       const role = typeof p.role === "string" ? cut(p.role, 16) : (STATE_ROLE[kind] || "?");
       if (ok && kind === "register_holder" && result !== null) names.set(result, text(p.name, 64, String(result)));
@@ -129,9 +129,9 @@ const ortmemModel = (function () {
       if (Array.isArray(p.victims)) for (const v of p.victims) add(owners["allocation"].get(int(v)));
       if (int(holder) !== null) add(key(holder, role));
       const figures = new Map();
-      for (const part of [obj(obj(p.observed).used), obj(p.used)])
-        for (const s of Object.keys(part))
-          if (ID.test(s) && auths.has(Number(s)) && int(part[s]) !== null) figures.set(Number(s), part[s]);
+      const part = obj(p.used);
+      for (const s of Object.keys(part))
+        if (ID.test(s) && auths.has(Number(s)) && int(part[s]) !== null) figures.set(Number(s), part[s]);
       const moved = [];
       for (const a of Array.from(figures.keys()).sort((x, y) => x - y)) {
         const u = figures.get(a), d = u - used.get(a);

@@ -106,10 +106,9 @@ def _expected(trace: Path) -> tuple[set[str], dict[int, int], dict[int, int]]:
         if p.get("outcome") == "accepted" and e["kind"] == "register_holder":
             names.add(p["name"])
         elif p.get("outcome") == "accepted" and e["kind"] == "register_authority":
-            cap[ids.get("result", p.get("result"))] = p["capacity"]
-        for figures in ((p.get("observed") or {}).get("used", {}), p.get("used", {})):
-            for a, u in figures.items():
-                used[int(a)] = u
+            cap[p["result"]] = p["capacity"]
+        for a, u in p.get("used", {}).items():
+            used[int(a)] = u
     return names, cap, used
 
 

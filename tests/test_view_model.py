@@ -7,35 +7,34 @@ from typing import Any
 from refimpl.view_model import UNATTRIBUTED, build_model
 
 
-def ev(rev: str, event_kind: str, ids: dict[str, Any], **payload: Any) -> dict[str, Any]:
+def ev(event_kind: str, ids: dict[str, Any], **payload: Any) -> dict[str, Any]:
     payload.setdefault("outcome", "accepted")
     payload.setdefault("error", None)
-    return {"contract_revision": f"ortmem-{rev}/1", "source": "pmm-1", "source_sequence": 1, "kind": event_kind,
+    return {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 1, "kind": event_kind,
             "ids": ids, "payload": payload}
 
 
 def holders_and_gpu(capacity: int = 100) -> list[dict[str, Any]]:
-    no = {"used": {}, "charges": {}}
-    return [ev("ledger", "register_holder", {"result": 1}, name="w", observed=no),
-            ev("ledger", "register_holder", {"result": 2}, name="kv", observed=no),
-            ev("ledger", "register_authority", {"result": 1}, pool="gpu0", tier="device", capacity=capacity,
-               observed=no)]
+    return [ev("register_holder", {}, result=1, name="w", used={}),
+            ev("register_holder", {}, result=2, name="kv", used={}),
+            ev("register_authority", {}, result=1, pool="gpu0", tier="device", capacity=capacity,
+               used={})]
 
 
 def test_composed_trace_attributes_used_to_the_named_holders() -> None:
     """Submit (granted at once), a transaction's reservation, an answer releasing a victim, a limit cut below
     used (oversubscribed until a release), and a grant no event names (unattributed)."""
     events = holders_and_gpu() + [
-        ev("manager", "configure", {}, aging_bound=4),  # 3
-        ev("manager", "submit", {"holder": 2, "authority": 1}, nbytes=30, role="kv", result=1, used={"1": 30}),
-        ev("manager", "claim", {"holder": 2, "ticket": 1}, result=7, used={"1": 30}),  # 5: allocation 7 is kv's
-        ev("manager", "plan_tx", {"holder": 1}, needs=[[1, 50]], result=1, used={"1": 30}),
-        ev("manager", "reserve_tx", {"tx": 1}, result=8, used={"1": 80}),  # 7: 50 B to w / state
-        ev("manager", "commit_limit", {"authority": 1}, result={"committed": True, "limit": 60, "completed": []},
+        ev("configure", {}, aging_bound=4),  # 3
+        ev("submit", {"holder": 2, "authority": 1}, nbytes=30, role="kv", result=1, used={"1": 30}),
+        ev("claim", {"holder": 2, "ticket": 1}, result=7, used={"1": 30}),  # 5: allocation 7 is kv's
+        ev("plan_tx", {"holder": 1}, needs=[[1, 50]], result=1, used={"1": 30}),
+        ev("reserve_tx", {"tx": 1}, result=8, used={"1": 80}),  # 7: 50 B to w / state
+        ev("commit_limit", {"authority": 1}, result={"committed": True, "limit": 60, "completed": []},
            used={"1": 80}),  # 8: oversubscribed
-        ev("manager", "answer", {"holder": 2, "pressure": 1}, victims=[7], result=20, used={"1": 60}),  # 9
-        ev("manager", "cancel_pressure", {"pressure": 1}, used={"1": 70}),  # 10: a grant nobody named: +10
-        ev("manager", "abort_tx", {"tx": 1}, used={"1": 5}),  # 11: w / state 50 -> 0, then kv (ties by name)
+        ev("answer", {"holder": 2, "pressure": 1}, victims=[7], result=20, used={"1": 60}),  # 9
+        ev("cancel_pressure", {"pressure": 1}, used={"1": 70}),  # 10: a grant nobody named: +10
+        ev("abort_tx", {"tx": 1}, used={"1": 5}),  # 11: w / state 50 -> 0, then kv (ties by name)
     ]
     m = build_model(events)
     [gpu] = m["authorities"]
@@ -55,15 +54,15 @@ def test_composed_trace_attributes_used_to_the_named_holders() -> None:
 def test_transaction_trace_registers_authorities_and_charges_state() -> None:
     """A transaction's reservation on a ledger then lost (device loss markers), and a refused plan."""
     events = [
-        ev("ledger", "register_holder", {"result": 1}, name="engine", observed={"used": {}, "charges": {}}),
-        ev("ledger", "register_authority", {"result": 1}, pool="hbm0", tier="device", capacity=64,
-           observed={"used": {"1": 0}, "charges": {}}),
-        ev("manager", "configure", {}, aging_bound=4),  # 2
-        ev("manager", "plan_tx", {"holder": 1, "retry": None}, needs=[[1, 40]], priority=0, result=1, used={"1": 0}),
-        ev("manager", "reserve_tx", {"tx": 1}, result=1, used={"1": 40}),  # 4: 40 B to engine / state
-        ev("manager", "lose_device", {"authority": 1}, used={"1": 40}),
-        ev("manager", "confirm_termination", {"authority": 1}, used={"1": 0}),  # 6: the stranded charge refunded
-        ev("manager", "plan_tx", {"holder": 1, "retry": None}, needs=[], priority=0, outcome="rejected",
+        ev("register_holder", {}, result=1, name="engine", used={}),
+        ev("register_authority", {}, result=1, pool="hbm0", tier="device", capacity=64,
+           used={"1": 0}),
+        ev("configure", {}, aging_bound=4),  # 2
+        ev("plan_tx", {"holder": 1, "retry": None}, needs=[[1, 40]], priority=0, result=1, used={"1": 0}),
+        ev("reserve_tx", {"tx": 1}, result=1, used={"1": 40}),  # 4: 40 B to engine / state
+        ev("lose_device", {"authority": 1}, used={"1": 40}),
+        ev("confirm_termination", {"authority": 1}, used={"1": 0}),  # 6: the stranded charge refunded
+        ev("plan_tx", {"holder": 1, "retry": None}, needs=[], priority=0, outcome="rejected",
            error="InvalidArgument", result=None, used={}),
     ]
     m = build_model(events)
