@@ -256,8 +256,8 @@ MODULES: dict[str, list[str]] = {
     # The one replay engine (issue #26 item 4, issue #21 items 1/4): the composed traces replayed clean and broken
     # by hand (each event removed, repeated, reordered, a figure or result changed or left out, an ill-typed
     # field), the aging and grant events, the refusal, fresh-id and upstream conformance traces (the converted ones
-    # too: D4, D5 and D10 are judged on them; their conversion tests need tools/, not copied), and the ledger-only
-    # traces' self-tests and harms (a wrong figure named by its clause), the spec's text in its messages in the
+    # too: every upstream verdict is judged on them; their conversion tests need tools/, not copied), and the
+    # ledger-only traces' self-tests and harms (a wrong figure named by its clause), the spec's text in its messages in the
     # trace's ids (test_replay_messages), with the same slow test left out as for invariants/replay.py.
     "invariants/manager_replay.py": ["tests/test_manager_trace.py", "tests/test_manager_trace_aging.py",
                                      "tests/test_grant_events.py", "tests/conformance/test_refusals.py",

@@ -3,8 +3,8 @@
 Revision `ortmem-manager/2` extends the ledger's envelope
 (`invariants.trace_format`) to every composed action: ledger operations,
 tickets, pressure, transactions, device loss and limits, and one `grant`
-event per grant; it is the one revision of a manager's trace (the ledger's
-`ortmem-ledger/1` is read for ledger-only recordings). One JSON object per line:
+event per grant; it is the one revision of a manager's trace, ledger-only ones
+included. One JSON object per line:
 
     {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9,
      "kind": "submit", "ids": {"holder": 2, "authority": 1},
@@ -19,7 +19,7 @@ changed (`touched`, required in `/2`), after it, and `bundles`: the governor's o
 poisoned) of every state bundle the operation named, opened or advanced
 (the one a transaction joined, on its commit), after it (I5, I10). A ledger
 operation's payload also has `charges`: the charge of every allocation it
-touched that is still held, as `ortmem-ledger/1` observed them; a
+touched that is still held; a
 registration's `device` (the physical device, C1) is never left out, and
 null only where it was refused. Tuples are JSON lists (`victims`, `needs`); enums are
 their values; anything else that does not round-trip exactly is written
@@ -73,9 +73,10 @@ CONFIGURE = "configure"
 _TUPLES = {"victims": 1, "needs": 2}
 #: Fields that hold tuples (decoded by `decode_field`, not `decode_value`).
 TUPLE_FIELDS = frozenset(_TUPLES)
-#: The ledger's actions: their events carry `charges` too (what `ortmem-ledger/1` observed).
+#: The ledger's actions: their events carry `charges` too.
 LEDGER_ACTIONS = frozenset(KINDS.values())
-#: Fields optional in `ortmem-ledger/1` that a composed event always carries, null only on a refused one:
+#: Fields optional elsewhere (`invariants.trace_format.OPTIONAL_FIELDS`) that an event always carries, null only on
+#: a refused one:
 #: `register_authority`'s physical device (C1, D3: two books over one device are caught whatever their pools are
 #: called).
 REQUIRED_FIELDS = frozenset({"device"})

@@ -359,7 +359,7 @@ def test_a_traced_round_grant_names_its_allocation_and_the_used_before_it(charge
         pmm.release(h, big)
     events = [json.loads(line) for line in buf.getvalue().splitlines()][3:]
     seen = [(e["kind"], e["ids"], e["payload"].get("result"),
-             e["payload"]["observed"]["used"] if "observed" in e["payload"] else e["payload"]["used"]) for e in events]
+             e["payload"]["used"]) for e in events]
     booked = [1, 2] if charges else [None, None]
     assert seen == [("submit", {"holder": h, "authority": a}, 1, {"1": 0}),
                     ("grant", {"ticket": 1}, booked[0], {"1": 90 if charges else 0}),

@@ -49,9 +49,8 @@ def test_export_has_a_counter_per_authority_and_holder(exported) -> None:
             names[p["result"]] = p["name"]
         if p.get("outcome") == "accepted" and e["kind"] == "register_authority":
             auths[p["result"]] = p["pool"]
-        for figures in (p.get("used", {}), (p.get("observed") or {}).get("used", {})):  # composed, ledger events
-            for a, u in figures.items():
-                last_used[int(a)] = u
+        for a, u in p.get("used", {}).items():
+            last_used[int(a)] = u
     ev = doc["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
     assert set(processes) == {0, *auths} and processes[0] == "process-wide events"

@@ -44,8 +44,6 @@ def rename_event(ev: dict[str, Any], rename: Rename) -> dict[str, Any]:
             ids[f] = _ids(rename, _ID_FIELDS[f], v)
         elif f in ("source", "target") and kind == "transfer_allowance":
             ids[f] = _ids(rename, "allowance", v)
-        elif f == "result":
-            ids[f] = _ids(rename, _RESULTS[kind], v)
     if "result" in payload and payload["result"] is not None:
         r = payload["result"]
         if kind == "commit_limit":
@@ -58,10 +56,9 @@ def rename_event(ev: dict[str, Any], rename: Rename) -> dict[str, Any]:
         payload["view"] = rename("view", payload["view"])
     if type(payload.get("needs")) is list:
         payload["needs"] = [[rename("authority", a), n] for a, n in payload["needs"]]
-    figures = payload.get("observed") if type(payload.get("observed")) is dict else payload
     for part, k in (("used", "authority"), ("charges", "allocation"), ("bundles", "bundle")):
-        if type(figures.get(part)) is dict:
-            figures[part] = {str(rename(k, int(i))): v for i, v in figures[part].items()}
+        if type(payload.get(part)) is dict:
+            payload[part] = {str(rename(k, int(i))): v for i, v in payload[part].items()}
     return ev
 
 

@@ -162,7 +162,7 @@ _TWO = [_ledger(1, "register_authority", {"result": 1}, {"pool": "gpu", "tier": 
                     "ids": {}, "payload": {}})]  # the reservation is still in flight
 
 
-def test_a_ledger_event_gets_the_last_observed_used_of_what_it_touches_and_did_not_list() -> None:
+def test_the_converter_fills_the_last_observed_used_of_what_an_event_touches_and_did_not_list() -> None:
     got = [json.loads(line) for line in _converter().convert_lines(_TWO)]
     assert [e["payload"]["used"] for e in got[:5]] == [{}, {}, {}, {"1": 16}, {"1": 16}]  # authority 2: untouched
     assert [e["payload"].get("device") for e in got[:2]] == ["gpu", "cpu:0"]  # the pool's name; a stated one kept
@@ -173,7 +173,7 @@ def test_a_ledger_event_gets_the_last_observed_used_of_what_it_touches_and_did_n
     assert not r.ok and r.line == 4, r.describe()
 
 
-def test_without_the_fill_the_refused_event_is_rejected_in_the_one_revision() -> None:
+def test_the_converter_fill_is_what_the_one_revision_requires() -> None:
     """What ledger/1 let through and /2 does not: the refused reserve with no figure (the fill is not a no-op)."""
     lines = [json.loads(line) for line in _converter().convert_lines(_TWO)]
     lines[4]["payload"]["used"] = {}
