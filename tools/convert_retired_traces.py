@@ -21,9 +21,11 @@ per source again (grant events are inserted):
 
 Figures filled in. `ortmem-ledger/1` required only the `used` an event moved; `/2` requires the `used` of every
 authority the event touches (`invariants.manager_trace.touched`: the canonical authority of each authority,
-alias, allocation or allowance it names that exists), moved or not, refused or not. An unlisted one did not
-move, so it is filled with the last `used` the recording observed for that authority (0 since its accepted
-registration): the old moved-only reading, made explicit in the trace. Charges are converted as recorded.
+alias, allocation or allowance it names that exists), moved or not, refused or not. ledger/1 required every
+moved figure, so an unlisted one did not move: it is filled with the last `used` the recording observed for that
+authority (0 since its accepted registration), the old moved-only reading made explicit in the trace. (A
+recording that broke that rule, leaving out a figure that moved, is still rejected at that line: as a wrong
+figure, where ledger/1's reading named a missing one.) Charges are converted as recorded.
 A figure that is not a byte count by id stops the conversion with the line number.
 
 `ortmem-manager/1` had no grant event: its figures held the grants the step made. Only pool events are
