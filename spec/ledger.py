@@ -448,8 +448,8 @@ def _transfer_allowance(state: State, act: A.TransferAllowance, guards: GuardSet
     src = _holder_allowance(state, act.holder, act.source, guards)
     dst = _allowance(state, act.target)
     if dst.id == src.id or dst.authority != src.authority:
-        raise InvalidArgument(f"allowance {src.id} cannot transfer to allowance {dst.id}: same allowance or other "
-                              "authority")
+        raise InvalidArgument(f"allowance {src.id} cannot transfer to allowance {dst.id}: "
+                              "same allowance or other authority")
     # Verify only free limit moves (I4b); a transfer moves limits, never charge.
     if n > src.limit - src.reserved - src.mapped and guards.on("allowance_bounds"):
         guards.refuse("allowance", AllowanceExceeded(f"allowance {src.id}: {n} B to transfer, "
