@@ -101,7 +101,7 @@ _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "p
 _OUTCOME = ("outcome", "error", "result", "used", "bundles")
 _UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance, E.UnknownTicket,
             E.UnknownTransaction)
-_ERRORS = {name: getattr(E, name) for name in E.__all__}
+_ERRORS = {name: getattr(E, name) for name in E.__all__ if name not in E.CATEGORIES}  # the refusals a trace names
 _ENVELOPE_KEYS = frozenset(_ENVELOPE)
 
 

@@ -45,7 +45,6 @@ SITE_IDS: dict[str, str] = {"quota": "I1"}
 FAILURE_KINDS = ("oversize", "too-many-sources", "bad-json", "malformed", "unknown-revision",
                  "sequence-gap", "duplicate-sequence", "unknown-id", "violation", "refinement", "leftover",
                  "unconfigured")
-_ERRORS = {name: getattr(E, name) for name in E.__all__}
 
 
 @attrs.frozen

@@ -60,7 +60,7 @@ def _shared_defs() -> dict[str, Any]:
     return {
         "tier": {"enum": [e.value for e in ENUMS["tier"]], "description": "spec.types.Tier"},
         "role": {"enum": [e.value for e in ENUMS["role"]], "description": "spec.types.Role"},
-        "error": {"enum": sorted(E.__all__),
+        "error": {"enum": sorted(n for n in E.__all__ if n not in E.CATEGORIES),
                   "description": "the spec error class (spec.errors) a rejected operation names; replay accepts "
                                  "any one whose precondition holds (docs/trace-format.md)"},
         "opaque": opaque,

@@ -76,6 +76,8 @@ __all__ = [
     "JournalInconsistent",
     "JournalStale",
 ]
+#: The categories every refusal falls in: bases, never raised themselves (a trace naming one names no refusal).
+CATEGORIES = ("GovernorError", "CallerError", "PolicyRefusal", "EnvironmentFault")
 
 
 class GovernorError(Exception):

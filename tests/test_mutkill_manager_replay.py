@@ -291,6 +291,8 @@ MALFORMED = [
      "a rejected event must name a spec error class, got None"),
     ("rejected-unknown-error", bundle_lines, 7, rejected("Nope"), "malformed",
      "a rejected event must name a spec error class, got 'Nope'"),
+    ("rejected-category", bundle_lines, 7, rejected("CallerError"), "malformed",  # a base, never a refusal
+     "a rejected event must name a spec error class, got 'CallerError'"),
     ("rejected-with-result", bundle_lines, 7, rejected("CapacityDenied", 1), "malformed",
      "a rejected event carries no result"),
     ("grant-rejected", grant_lines, 5, rejected("CapacityDenied"), "malformed", GRANT),

@@ -234,3 +234,12 @@ def test_nothing_else_has_an_alternative(act: Any) -> None:
 def test_a_map_within_the_reserved_growth_has_no_alternative_even_with_the_growth_bytes_waived() -> None:
     """`step` accepts it: a zero growth waived through would still be no other outcome."""
     assert alternatives(world(), A.MapAllowance(1, 1, 10), ALL_ON.waive("bytes:nbytes")) == ()
+
+
+def test_a_transfer_to_itself_or_another_authority_is_refused_with_its_whole_message() -> None:
+    state = run(A.RegisterAuthority("host", Tier.HOST, 100), A.OpenAllowance(1, 2, 10), state=world())
+    for target, text in ((1, "allowance 1 cannot transfer to allowance 1: same allowance or other authority"),
+                         (3, "allowance 1 cannot transfer to allowance 3: same allowance or other authority")):
+        with pytest.raises(InvalidArgument) as e:
+            step(state, A.TransferAllowance(1, 1, target, 1))
+        assert str(e.value) == text

@@ -21,7 +21,7 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE, MANAGER_KINDS
-from invariants.replay import _ERRORS
+from invariants.manager_replay import _ERRORS
 from invariants.trace_format import BOUNDARY
 from invariants.trace_schema import REVISION_KINDS, json_schema, schema_text
 from spec import errors as E
@@ -58,7 +58,8 @@ def test_the_enums_are_the_codes() -> None:
     defs = json_schema()["$defs"]
     assert defs["tier"]["enum"] == [t.value for t in Tier]
     assert defs["role"]["enum"] == [r.value for r in Role]
-    assert set(defs["error"]["enum"]) == set(_ERRORS) == set(E.__all__)  # exactly the names replay accepts
+    assert set(defs["error"]["enum"]) == set(_ERRORS) == set(E.__all__) - set(E.CATEGORIES)  # the names replay reads
+    assert all(getattr(E, c).__subclasses__() for c in E.CATEGORIES)  # a category is a base, never a refusal
     assert all(issubclass(getattr(E, n), E.GovernorError) for n in defs["error"]["enum"])
     assert set(defs["manager.kind"]["enum"]) == {*MANAGER_KINDS, CONFIGURE, BOUNDARY}
     assert list(REVISION_KINDS) == json_schema()["properties"]["contract_revision"]["enum"]
