@@ -174,9 +174,8 @@ def test_an_event_that_changes_a_bundle_must_list_it(line: int, act: str) -> Non
         line - 1, "refinement", f"{act} changed bundle 1 but the event does not say so")
 
 
-def test_bundles_and_transactions_are_named_in_the_governors_numbering() -> None:
-    """The governor numbers the bundle 9 and the transaction 5 (the spec's 1 and 1): a bundle the commit advanced
-    left out, or observed at other versions, is named 9, and the commit's transaction is looked up as the spec's."""
+def renumbered_bundle_lines() -> list[bytes]:
+    """bundle_lines() with the governor numbering the bundle 9 and the transaction 5 (the spec's 1 and 1)."""
     def renumber(ev: dict[str, Any]) -> None:
         ids, payload = ev["ids"], ev["payload"]
         for key, new in (("bundle", 9), ("tx", 5)):
@@ -190,9 +189,19 @@ def test_bundles_and_transactions_are_named_in_the_governors_numbering() -> None
     lines = bundle_lines()
     for n in range(4, 10):
         lines = edited(lines, n, renumber)
+    return lines
+
+
+def test_bundles_and_transactions_are_named_in_the_governors_numbering() -> None:
+    """The governor numbers the bundle 9 and the transaction 5 (the spec's 1 and 1): a bundle the commit advanced
+    left out, or observed at other versions, is named 9, as is the bundle a join names and does not observe, and the
+    commit's transaction is looked up as the spec's."""
+    lines = renumbered_bundle_lines()
     assert replay_manager_lines(lines) == ReplayResult(True, 9, None, None, None, "no violation")
     assert replay_manager_lines(edited(lines, 8, put("payload", "bundles", {}))) == failed(
         7, "refinement", "CommitTx(tx=5) changed bundle 9 but the event does not say so")
+    assert replay_manager_lines(edited(lines, 6, put("payload", "bundles", {}))) == failed(
+        5, "refinement", "JoinBundle(tx=5, bundle=9) names bundle 9 but the event does not observe it")
 
     def versions(ev: dict[str, Any]) -> None:
         ev["payload"]["bundles"]["9"]["versions"] = [1, 1, 1, 0]
@@ -252,6 +261,7 @@ GRANT = "a grant event records a grant the governor made: accepted"
 READS = "replay reads 'ortmem-manager/2' only, "
 
 # (label, trace, line, edit, failure, whole message)
+REG_KEYS = ["bundles", "capacity", "charges", "device", "error", "outcome", "pool", "result", "tier", "used"]  # /2
 MALFORMED = [
     ("envelope", bundle_lines, 7, put("event", "extra", 1), "malformed",
      f"envelope keys must be exactly {ENVELOPE}, got {sorted([*ENVELOPE, 'extra'])}"),
@@ -276,6 +286,15 @@ MALFORMED = [
      f"reserve_tx payload keys must be exactly {TX_KEYS}, got ['error', 'outcome', 'result', 'used']"),
     ("payload-extra", bundle_lines, 7, put("payload", "alignment", 8), "malformed",
      f"reserve_tx payload keys must be exactly {TX_KEYS}, got {['alignment', *TX_KEYS]}"),
+    # a registration without its device is told why (C1); one missing another key is not
+    ("device-missing", grant_lines, 2, drop("device"), "malformed",
+     f"register_authority payload keys must be exactly {REG_KEYS}, got {[k for k in REG_KEYS if k != 'device']}; a "
+     "registration names its physical device (C1)"),
+    ("capacity-missing", grant_lines, 2, drop("capacity"), "malformed",
+     f"register_authority payload keys must be exactly {REG_KEYS}, got {[k for k in REG_KEYS if k != 'capacity']}"),
+    ("device-null", grant_lines, 2, put("payload", "device", None), "malformed",
+     "accepted register_authority: payload.device must name the physical device the authority's bytes are on (C1: "
+     "two books over one device are caught whatever their pools are called)"),
     ("field", bundle_lines, 5, put("payload", "needs", "x"), "malformed",
      "needs must be a list or an opaque marker"),
     ("enum-int", grant_lines, 4, put("payload", "role", 3), "malformed", "role 3 is not a Role"),
@@ -303,7 +322,19 @@ MALFORMED = [
      "payload.used keys must be integer ids"),
     ("used-value", bundle_lines, 7, put("payload", "used", {"1": "8"}), "malformed",
      "payload.used values must be integers"),
+    ("charges-key", grant_lines, 2, put("payload", "charges", {"x": 8}), "malformed",  # a composed ledger operation's
+     "payload.charges keys must be integer ids"),
 ]
+
+
+def test_a_refused_registration_may_name_no_device() -> None:
+    """Nothing was registered, so no device matters (C1): a registration the spec refuses too (capacity 0) with a
+    null device replays clean, where an accepted one is malformed (MALFORMED's device-null)."""
+    def refused(ev: dict[str, Any]) -> None:
+        ev["payload"].update(outcome="rejected", error="InvalidBytes", result=None, device=None, capacity=0)
+
+    assert replay_manager_lines(edited(grant_lines(), 2, refused)[:2]) == ReplayResult(
+        True, 2, None, None, None, "no violation")
 
 
 @pytest.mark.parametrize(("trace", "line", "edit", "failure", "message"), [c[1:] for c in MALFORMED],
@@ -342,6 +373,20 @@ def test_a_charge_is_named_in_the_governors_numbering() -> None:
         "spec has no such allocation")
 
 
+def test_a_wrong_charge_after_a_composed_event_names_the_specs_charge() -> None:
+    """After a submit (no longer ledger-only, so no clause judges the figure first) the reserve (line 6) issues
+    allocation 2 charged 16 B: a governor observing 15 B is told the spec's 16, not that the allocation is gone."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p.submit(h, a, 8)
+    p.reserve(h, a, Tier.DEVICE, 16, Role.KV)
+    lines = configure_at(buf, 2)
+    assert replay_manager_lines(edited(lines, 6, observed("charges", {"2": 15}))) == failed(
+        5, "refinement", "Reserve(holder=1, authority=1, tier=Tier.DEVICE, nbytes=16, role=Role.KV): the governor "
+        "observed a charge of 15 B on allocation 2, the spec has 16")
+
+
 def test_a_whole_state_violation_is_named_with_its_id_at_the_whole_check_after_it(monkeypatch: Any) -> None:
     """check_all replaced by one that fails once a bundle exists: the bundle opens at line 4, and the whole-state
     check (once per as many events as the state holds records) next runs after line 6."""
@@ -353,6 +398,20 @@ def test_a_whole_state_violation_is_named_with_its_id_at_the_whole_check_after_i
 
     monkeypatch.setattr(replay, "check_all", planted)
     assert replay_manager_lines(bundle_lines()) == failed(5, "violation", "I10: planted: a bundle's parts apart", "I10")
+
+
+def test_a_violation_found_by_the_last_whole_check_is_named_in_the_traces_numbering(monkeypatch: Any) -> None:
+    """check_all replaced by one that fails once the bundle is poisoned (line 9, the last event): only the whole-state
+    check after the last event sees it, and names the bundle as the trace does (9), not as the spec does (1)."""
+    import invariants.manager_replay as replay
+
+    def planted(m: M.Manager) -> None:
+        if any(b.poisoned for b in m.bundles.values()):
+            raise InvariantViolation("I10", "planted: bundle 1 poisoned")
+
+    monkeypatch.setattr(replay, "check_all", planted)
+    assert replay_manager_lines(renumbered_bundle_lines()) == ReplayResult(
+        False, 9, None, "violation", "I10", "I10: planted: bundle 9 poisoned")
 
 
 def test_an_accepted_composed_event_states_its_result() -> None:
@@ -646,3 +705,18 @@ def test_the_event_after_configure_asks_the_configured_state_which_ids_are_live(
     lines = renumbered([json.dumps(ev).encode() + b"\n" for ev in [*events[:3], reserve]])
     assert replay_manager_lines(lines) == failed(3, "unknown-id", "observed allocation 7, which no event of this "
                                                                   "trace issued")
+
+
+def test_an_id_reused_right_after_configure_is_judged_on_the_configured_state() -> None:
+    """The configure event (line 3) stores its state for the id map: the next event's holder id 1, already holder
+    kv's and live there, is refused as two objects on one id (not a crash on a state the map cannot read)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p.register_holder("kv")
+    p.register_authority("hbm", Tier.DEVICE, 64)
+    p.register_holder("b")
+    lines = configure_at(buf, 2)
+    assert replay_manager_lines(lines) == ReplayResult(True, 4, None, None, None, "no violation")
+    assert replay_manager_lines(edited(lines, 4, put("payload", "result", 1))) == failed(
+        3, "refinement", "the governor issued holder id 1 for a new object, but 1 already names another holder (still "
+        "live): two objects aliased onto one id")
