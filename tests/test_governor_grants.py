@@ -30,14 +30,19 @@ from spec.types import Role, Tier
 RELEASE = A.Release(1, 1)
 
 
-def _freed(eager: bool = False) -> M.Manager:
-    """Tickets 2 and 3 (20 B each) waiting on a 100 B ledger, then the 90 B lease released: both fit, 2 first
-    (`eager`: the spec's rounds grant them, as a governor that grants at once does)."""
-    m = M.initial()
+def _leased(aging_bound: int = 4) -> M.Manager:
+    """A 100 B device ledger whose holder claimed a 90 B lease (allocation 1, ticket 1): 10 B free."""
+    m = M.initial(aging_bound)
     for act in (A.RegisterHolder("h"), A.RegisterAuthority("gpu0", Tier.DEVICE, 100)):
         m = S.step(m, act)[0]
     m, t1 = S.step(m, M.Submit(1, 1, 90, 0, Role.KV))
-    m = S.step(m, M.Claim(1, t1))[0]
+    return S.step(m, M.Claim(1, t1))[0]
+
+
+def _freed(eager: bool = False) -> M.Manager:
+    """Tickets 2 and 3 (20 B each) waiting on a 100 B ledger, then the 90 B lease released: both fit, 2 first
+    (`eager`: the spec's rounds grant them, as a governor that grants at once does)."""
+    m = _leased()
     for _ in range(2):
         m = S.step(m, M.Submit(1, 1, 20, 0, Role.KV))[0]
     return S.step(m, RELEASE, eager=eager)[0]
@@ -92,11 +97,7 @@ def test_a_waiter_missing_from_the_governors_records_is_not_granted() -> None:
 def _behind_a_matured_misfit() -> M.Manager:
     """Ticket 2 (20 B) waits on 10 B free, passed over by ticket 3 (5 B, granted) and aged by the next submit's round
     to the aging bound (3, its own submit round the first: matured); ticket 4 (5 B) fits behind it."""
-    m = M.initial(aging_bound=3)
-    for act in (A.RegisterHolder("h"), A.RegisterAuthority("gpu0", Tier.DEVICE, 100)):
-        m = S.step(m, act)[0]
-    m, t1 = S.step(m, M.Submit(1, 1, 90, 0, Role.KV))
-    m = S.step(m, M.Claim(1, t1))[0]
+    m = _leased(aging_bound=3)
     m = S.step(m, M.Submit(1, 1, 20, 0, Role.KV))[0]
     m = S.step(m, M.Submit(1, 1, 5, 0, Role.KV))[0]
     m = S.step(m, M.Submit(1, 1, 5, 0, Role.KV), eager=False)[0]
@@ -115,11 +116,7 @@ def test_a_matured_misfit_ahead_owes_nothing_and_refuses_the_grant_behind_it() -
 
 def test_the_governors_grants_follow_the_designs_order_not_the_ids() -> None:
     """Ticket 3 (priority 2) comes before ticket 2 (priority 0): both granted, in that order."""
-    m = M.initial()
-    for act in (A.RegisterHolder("h"), A.RegisterAuthority("gpu0", Tier.DEVICE, 100)):
-        m = S.step(m, act)[0]
-    m, t1 = S.step(m, M.Submit(1, 1, 90, 0, Role.KV))
-    m = S.step(m, M.Claim(1, t1))[0]
+    m = _leased()
     m = S.step(m, M.Submit(1, 1, 20, 0, Role.KV))[0]
     m = S.step(m, M.Submit(1, 1, 20, 2, Role.KV))[0]
     lazy, eager = S.step(m, RELEASE, eager=False)[0], S.step(m, RELEASE)[0]
