@@ -250,6 +250,7 @@ MODULES: dict[str, list[str]] = {
     "invariants/replay.py": ["tests/test_replay.py", "tests/test_replay_mutants.py", "tests/test_replay_harms.py",
                              "tests/conformance/test_refusals.py", "tests/conformance/test_fresh_ids.py",
                              "tests/test_replay_messages.py",
+                             "tests/test_mutkill_manager_replay.py",  # the figures' shapes, read by the one decoder
                              "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                              "--deselect", "tests/test_replay_mutants.py::test_mutant_flips_its_trace",
                              "--deselect", "tests/test_replay_mutants.py::test_every_replay_mutant_is_registered_and_tested"],

@@ -93,7 +93,7 @@ def _arg(field: str) -> dict[str, Any]:
     return _ref("value")
 
 
-def _event(revision: str, ids: list[str], args: list[str], charges: bool = False) -> dict[str, Any]:
+def _event(revision: str, ids: list[str], args: list[str], charges: bool) -> dict[str, Any]:
     """One kind's entry: exactly these ids (all required) and these payload arguments on top of the
     revision's outcome fields (`<revision>.outcome`), every argument required but the optional ones; in a composed
     revision a registration's device too, and a ledger operation's outcome has its `charges`."""
