@@ -220,9 +220,9 @@ def touched(m: Any, act: Any, nxt: Any) -> tuple[set[int], set[int], set[int]]:
         v = getattr(act, f)
         if type(v) is tuple:  # `needs` ((authority, bytes), ...), `victims` (allocation, ...); ill-typed: opaque
             if f == "needs":
-                named += (n[0] for n in v if type(n) is tuple and n)
+                named.extend(n[0] for n in v if type(n) is tuple and n)
             else:
-                named += (led.allocations[r].authority for r in v if type(r) is int and r in led.allocations)
+                named.extend(led.allocations[r].authority for r in v if type(r) is int and r in led.allocations)
         elif type(v) is not int:
             continue
         elif f in ("authority", "of"):
@@ -238,7 +238,7 @@ def touched(m: Any, act: Any, nxt: Any) -> tuple[set[int], set[int], set[int]]:
         elif f == "tx":
             t = m.txs.get(v)
             if t is not None:
-                named += (a for a, _ in t.needs)
+                named.extend(a for a, _ in t.needs)
                 if t.bundle is not None and t.bundle in m.bundles:
                     bundles.add(t.bundle)
         elif f == "bundle":
