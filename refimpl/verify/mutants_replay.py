@@ -22,7 +22,7 @@ def _m(name: str, ids: tuple[str, ...], model: str, module: str, old: str, new: 
 REPLAY_MUTANTS: tuple[Mutant, ...] = (
     # --- the replay, judged on the ledger-only corpus ---------------------------------------------------
     _m("replay_excuses_any_refusal", ("C2",), "ledger", REP,
-       "{type(e).__name__ for e in refusals(state, act)}", "_ERRORS",
+       "{type(e).__name__ for e in refusals(state, act)}", "set(E.__all__)",
        "a rejected event naming any spec error class passes when the spec refuses too, even a class whose "
        "precondition does not hold (a tier mismatch reported for an over-limit request)"),
     # The sequence check is one (invariants.replay.next_in_sequence) for both corpora: judged on this one only.
