@@ -314,11 +314,14 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         tid = self._pick(data, self.abs.txs.keys(), self.abs.next_tx)
         self._do({"reserve": M.ReserveTx, "commit": M.CommitTx, "abort": M.AbortTx}[op](tid))
 
-    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove", "reconfigure")))
+    @rule(data=st.data(), kind=st.sampled_from(("lose", "confirm", "confirm", "remove", "reconfigure", "corrupt")))
     def environment(self, data: st.DataObject, kind: str) -> None:
         """Device loss and its confirmation, preferring authorities that parts are using; removing a provider;
-        a reconfigure."""
-        if kind in ("remove", "reconfigure"):
+        a reconfigure; rarely, the shared ledger found corrupt (I5: from then on nothing new is granted)."""
+        if kind == "corrupt":
+            if not data.draw(st.integers(0, 2)):
+                self._do(M.CorruptLedger())
+        elif kind in ("remove", "reconfigure"):
             (self._remove if kind == "remove" else self._reconfigure)(data)
         else:
             self._device(data, kind)

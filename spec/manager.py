@@ -149,11 +149,22 @@ def _quota_rounds(before: M.Manager, m: M.Manager, done: set[int], guards: Guard
     whose `spec.quota.headroom` rose: bytes credited on another authority of its tier, a quota raised or removed."""
     if not (before.quotas or m.quotas):
         return m
+    # The headroom is read with the grants of the rounds so far made (`seen`), as eager rounds make them first: a
+    # lazy step (eager=False) must age the same tickets, or a grant made later would find them a round older.
+    seen = m if eager else _granted(m, done, guards)
     for aid in sorted({t.authority for t in m.tickets.values() if t.state is _T.PENDING} - done):
-        a0, a1 = before.ledger.authorities.get(aid), m.ledger.authorities.get(aid)
+        a0, a1 = before.ledger.authorities.get(aid), seen.ledger.authorities.get(aid)
         if a0 is not None and a1 is not None and (
-                headroom(m.quotas, m.ledger, a1) > headroom(before.quotas, before.ledger, a0)):
+                headroom(seen.quotas, seen.ledger, a1) > headroom(before.quotas, before.ledger, a0)):
             m = _round(m, aid, guards, eager=eager)
+            seen = m if eager else _granted(m, done | {aid}, guards)
+    return m
+
+
+def _granted(m: M.Manager, aids: set[int], guards: GuardSet) -> M.Manager:
+    """`m` with every grant the rounds on `aids` would have made, in ascending id (what eager rounds hold)."""
+    for aid in sorted(aids):
+        m = grant_all(m, aid, guards)
     return m
 
 

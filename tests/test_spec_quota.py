@@ -164,3 +164,24 @@ def test_the_idle_clause_reads_the_ledgers_free_bytes_under_a_wide_quota() -> No
     m = lease(_two_devices(10), H1, DEV, 3)[0]
     m, t = run(m, M.Submit(H2, DEV, 2))  # `run` checks state_I13_manager on the result
     assert m.tickets[t].state is TicketState.PENDING
+
+
+def test_a_lazy_step_ages_the_tickets_an_eager_one_does_when_a_grant_takes_the_quota_back() -> None:
+    """The quota's rounds read the headroom with the rounds' grants made: cancelling ticket x on dev frees 3 B
+    there and 3 B of the tier's quota; the round on dev grants w2 (3 B), so dev2's quota headroom is 2 B as before
+    and w1 there is owed no round. A lazy step (`ortmem-manager/2` replay, the composed campaign) must not age w1
+    where the eager one did not (the full verify's manager campaign found the two a round apart)."""
+    from spec.grants import enabled_grants
+    from spec.guards import ALL_ON
+    m = _two_devices(5)
+    m, x = run(m, M.Submit(H1, DEV, 3))
+    m, w2 = run(m, M.Submit(H2, DEV, 3))
+    m, w1 = run(m, M.Submit(H2, DEV2, 3))
+    assert (m.tickets[x].state, m.tickets[w2].state, m.tickets[w1].state) == (
+        TicketState.GRANTED, TicketState.PENDING, TicketState.PENDING)
+    eager = MG.step(m, M.CancelTicket(H1, x))[0]
+    lazy = MG.step(m, M.CancelTicket(H1, x), eager=False)[0]
+    while owed := enabled_grants(lazy, ALL_ON):
+        lazy = MG.step(lazy, GrantTicket(owed[min(owed)]), eager=False)[0]
+    assert eager.tickets[w2].state is TicketState.GRANTED and eager.tickets[w1].age == m.tickets[w1].age
+    assert lazy == eager
