@@ -26,7 +26,7 @@ def test_the_composed_campaign_reaches_every_action_kind_and_situation(layer: st
     assert len(KINDS) == 48  # 17 ledger actions, 29 of the parts, the grant and the corrupt ledger (I5)
     with contracts.contracts(True):
         stats = run_manager_campaign(ManagerSpecAdapter if layer == "spec" else _refimpl,
-                                     campaign_settings(120, 50), refine=layer == "refimpl")
+                                     campaign_settings(240, 50), refine=layer == "refimpl")
     missing = [k for k in KINDS if not stats.accepted_by_action.get(k)]
     assert not missing, f"never accepted: {missing}; {stats.accepted_by_action}"
     unmet = [s for s in SITUATIONS if not stats.events.get(s)]
