@@ -331,6 +331,12 @@ class ManagerMachine(PressureRules, ViewRules, SteeredRules, CheckedMachine):
         busy += [a for t in self.abs.txs.values() for a, _ in t.needs]
         if kind == "confirm":
             busy = [a.id for a in self.abs.ledger.authorities.values() if a.context is ContextState.LOST] * 3
+            if not busy and data.draw(st.booleans()):
+                # Nothing lost yet (a loss is rare): a spare device is lost, so its termination is confirmed.
+                aid = self.abs.ledger.next_authority
+                self._do(A.RegisterAuthority("spare", Tier.HOST, 8))
+                self._do(A.LoseDevice(aid))
+                busy = [aid]
         aid = self._pick(data, self.abs.ledger.authorities.keys(), self.abs.ledger.next_authority, busy)
         if kind == "lose" and data.draw(st.integers(0, 2)):
             return  # device loss is rare: an example keeps its authorities long enough to get deep
