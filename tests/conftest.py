@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from invariants import contracts
+from refimpl.verify.job import import_every_module
 
 settings.register_profile("ci", max_examples=50, stateful_step_count=30, deadline=None, derandomize=True,
                           database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
@@ -26,6 +27,9 @@ settings.register_profile("dev", max_examples=20, stateful_step_count=20, deadli
 settings.register_profile("mutation", max_examples=15, stateful_step_count=20, deadline=None, derandomize=True,
                           database=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.getenv("HYPOTHESIS_PROFILE", "ci" if os.getenv("CI") else "dev"))
+# A derandomized campaign searches the same in every worker, whatever tests ran in it before (Hypothesis draws
+# constants from the local modules a process imported): `import_every_module`.
+import_every_module()
 
 
 @pytest.fixture

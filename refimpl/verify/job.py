@@ -26,8 +26,11 @@ turns into a failure.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import multiprocessing
 import os
+import pkgutil
 import signal
 import threading
 import time
@@ -263,9 +266,27 @@ def _run_job(kind: str, name: str, layer: str | None, profile: str) -> Any:
 _LIVE_QUEUE: Any = None
 
 
+@functools.cache
+def import_every_module() -> None:
+    """Import every module of spec, invariants and refimpl (once a process). Hypothesis now and then draws a
+    constant it found in the source of the local modules imported so far, so a derandomized campaign's search
+    depends on what its process imported before it: a verify worker's earlier jobs, a pytest worker's earlier
+    tests (CI's composed campaign met no ConfirmTermination in 240 examples after tests/test_cli.py had run in
+    its worker). With every module imported first, every process draws from the same constants."""
+    import invariants
+    import refimpl
+    import spec
+
+    for package in (spec, invariants, refimpl):
+        for m in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            importlib.import_module(m.name)
+
+
 def _start_worker(live_queue: Any) -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no worker tracebacks), and report over the queue."""
+    """Workers leave Ctrl-C to the parent, which stops them (no worker tracebacks), report over the queue, and
+    import every module first (the same search in every worker, whatever jobs it ran before)."""
     global _LIVE_QUEUE
+    import_every_module()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _LIVE_QUEUE = live_queue
 
@@ -359,6 +380,7 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
 
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     if workers <= 1:
+        import_every_module()
         for i, (kind, name, layer) in enumerate(work):
             with searching(search), reporting(_Counter(lambda counts, i=i: live(labels[i], counts))):
                 record(i, _job(kind, name, layer, profile))
