@@ -22,10 +22,10 @@ the 1-based line number):
      issued means the event that issued it was lost; other disagreements
      name the ID whose guard the spec applied, or "refinement";
   5. the governor's observed figures must equal the spec's: `used` for every
-     authority the event lists, and the event must list every figure it
-     touches (`invariants.manager_trace.touched`: every authority,
-     allocation charge and bundle it names or changes, refused or not); a
-     ledger event's allocation `charges` likewise (every charge the spec moved); its
+     authority the event lists, `charges` for every allocation, and the event
+     must list every figure it touches (`invariants.manager_trace.touched`:
+     every authority, allocation charge and bundle it names or changes, and
+     every allocation it creates, refused or not); its
      observed `bundles` (part versions and poisoned flag) for every state
      bundle the event lists or the spec opens, poisons or advances (I5, I10).
      While every action is a ledger one, a wrong figure is first judged by the clause it
@@ -62,7 +62,7 @@ import attrs
 
 from invariants._violation import InvariantViolation
 from invariants import ledger as LP
-from invariants.changed import changed, track
+from invariants.changed import track
 from invariants.manager import check_all, check_step
 from invariants.manager_trace import (
     CONFIGURE,
@@ -98,7 +98,7 @@ from spec.types import AllocState
 __all__ = ["replay", "replay_manager_lines"]
 
 _ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
-_OUTCOME = ("outcome", "error", "result", "used", "bundles")
+_OUTCOME = ("outcome", "error", "result", "used", "charges", "bundles")
 _UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance, E.UnknownTicket,
             E.UnknownTransaction)
 _ERRORS = {name: getattr(E, name) for name in E.__all__ if name not in E.CATEGORIES}  # the refusals a trace names
@@ -107,10 +107,9 @@ _ENVELOPE_KEYS = frozenset(_ENVELOPE)
 
 def _shape(cls: type) -> tuple[type, tuple[tuple[str, bool], ...], frozenset, frozenset, frozenset]:
     """A kind's action class, its fields (name, whether a plain scalar: neither a tuple nor an enum), exact id
-    keys, and payload keys (all; without the optional ones). A ledger operation's payload has `charges` too."""
+    keys, and payload keys (all; without the optional ones)."""
     fields = tuple(f.name for f in attrs.fields(cls))
-    payload = (frozenset(f for f in fields if f not in MANAGER_ID_FIELDS) | frozenset(_OUTCOME)
-               | frozenset({"charges"} if cls in LEDGER_ACTIONS else ()))
+    payload = frozenset(f for f in fields if f not in MANAGER_ID_FIELDS) | frozenset(_OUTCOME)
     return (cls, tuple((f, f not in TUPLE_FIELDS and f not in ENUMS) for f in fields),
             frozenset(f for f in fields if f in MANAGER_ID_FIELDS), payload,
             payload - (OPTIONAL_FIELDS - REQUIRED_FIELDS))
@@ -173,7 +172,7 @@ def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if kind == GRANT and not accepted:
         raise _Bad("malformed", "a grant event records a grant the governor made: accepted")
     outcome["used"] = figures(payload["used"], "payload.used")
-    outcome["charges"] = figures(payload["charges"], "payload.charges") if "charges" in payload else {}
+    outcome["charges"] = figures(payload["charges"], "payload.charges")
     outcome["result"], outcome["bundles"] = result, bundles
     return cls(**args), outcome
 
@@ -248,7 +247,7 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
 
 
 def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_only: bool) -> Manager:
-    """Rounds age but grant nobody: every grant is its own event (`invariants.replay_grants`). So a ledger event alone
+    """Rounds age but grant nobody: every grant is its own event (`invariants.replay_grants`). So an event alone
     moved every charge its step moved, and must observe each. `ledger_only`: every action so far is a ledger one."""
     accepted = outcome["outcome"] == "accepted"
     sact = spec_action(ids, act, accepted)
@@ -281,11 +280,10 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
         _observed_wrong(m, ids, act, sact, nxt, used, charges, err is not None, ledger_only)
     touches = touched(m, sact, nxt)
     _used_observed(ids, act, m, nxt, touches[0], used)
-    if type(act) in LEDGER_ACTIONS and allocs is not m.ledger.allocations:
-        _charges_observed(act, ids, m.ledger.allocations, allocs, charges)
+    _charges_observed(ids, act, m, nxt, touches[1], charges)
     if bundles or nxt.bundles is not m.bundles:
         _check_bundles(ids, act, sact, m, nxt, bundles)
-    _named_observed(ids, act, touches, charges, bundles)
+    _bundles_named(ids, act, touches[2], bundles)
     if accepted:
         try:
             check_step(m, sact, nxt, result)
@@ -307,15 +305,24 @@ def _used_observed(ids: IdMap, act: Any, m: Manager, nxt: Manager, auths: set[in
                                  "event does not observe its used")
 
 
-def _named_observed(ids: IdMap, act: Any, touches: tuple[set[int], set[int], set[int]], charges: dict[int, int],
-                    bundles: dict[int, Any]) -> None:
-    """The event observes the charge of the allocation a ledger operation names and the bundles
-    it names (`touched`), moved or not; a moved one left out failed already, with its own message."""
-    missing = sorted(r for r in touches[1] if r not in charges) if type(act) in LEDGER_ACTIONS else []
+def _charges_observed(ids: IdMap, act: Any, m: Manager, nxt: Manager, allocs: set[int],
+                      charges: dict[int, int]) -> None:
+    """The event observes the charge of every allocation it touches (`invariants.manager_trace.touched`; issue #21):
+    the one it names, moved or not, and every one it created or charged; a new one by the id its result bound."""
+    before, after = m.ledger.allocations, nxt.ledger.allocations
+    missing = sorted((r in before and before[r].charge == after[r].charge, r) for r in allocs if r not in charges)
+    if missing and not missing[0][0]:
+        raise _Bad("refinement", f"{act!r} charged allocation {ids.observed_id('allocation', missing[0][1])} but the "
+                                 "event does not say so")
     if missing:
-        raise _Bad("refinement", f"{act!r} names allocation {ids.observed_id('allocation', missing[0])} but the "
+        raise _Bad("refinement", f"{act!r} names allocation {ids.observed_id('allocation', missing[0][1])} but the "
                                  "event does not observe its charge")
-    missing = sorted(b for b in touches[2] if b not in bundles)
+
+
+def _bundles_named(ids: IdMap, act: Any, named: set[int], bundles: dict[int, Any]) -> None:
+    """The event observes the bundles it names (`touched`), moved or not; a moved one left out failed already
+    (`_check_bundles`), with its own message."""
+    missing = sorted(b for b in named if b not in bundles)
     if missing:
         raise _Bad("refinement", f"{act!r} names bundle {ids.observed_id('bundle', missing[0])} but the event "
                                  "does not observe it")
@@ -343,9 +350,8 @@ def _judge_observed(m: Manager, ids: IdMap, act: Any, sact: Any, led: Any, used:
                     charges: dict[int, int], rejected: bool) -> None:
     """The spec's next ledger `led` with the observed figures in place of its own must satisfy G4 (a refused event
     changes nothing), the observed-step predicates, the ledger's step predicates and its state predicates: the
-    ledger-only governor's figures are judged by the clause they break. In a ledger-only trace every figure a step
-    moves is observed (`_charges_observed`); a composed event observes no charges, so composed traces are judged by
-    comparison alone. Cold path: the replay ends here (O(n) once)."""
+    ledger-only governor's figures are judged by the clause they break (every figure a step moves is observed:
+    `touched`); composed traces are judged by comparison alone. Cold path: the replay ends here (O(n) once)."""
     auths, allocs = led.authorities, led.allocations
     for aid, u in used.items():
         if auths[aid].used != u:
@@ -363,16 +369,6 @@ def _judge_observed(m: Manager, ids: IdMap, act: Any, sact: Any, led: Any, used:
             p(seen)
     except InvariantViolation as e:
         raise _Bad("violation", ids.observed_text(str(e), act, sact), e.id) from None
-
-
-def _charges_observed(act: Any, ids: IdMap, before: Any, after: Any, charges: dict[int, int]) -> None:
-    """A ledger event observes the charge of every allocation the spec charged (a missing figure fails: issue #21);
-    a composed event observes `used` only."""
-    for rid in sorted(changed(before, after)):
-        r = after.get(rid)
-        if r is not None and rid not in charges and (rid not in before or before[rid].charge != r.charge):
-            raise _Bad("refinement", f"{act!r} charged allocation {ids.observed_id('allocation', rid)} but the event "
-                                     "does not say so")
 
 
 def _check_bundles(ids: IdMap, act: Any, sact: Any, m: Manager, nxt: Manager, observed: dict[int, Any]) -> None:

@@ -9,7 +9,7 @@ included. One JSON object per line:
     {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9,
      "kind": "submit", "ids": {"holder": 2, "authority": 1},
      "payload": {"nbytes": 4, "priority": 0, "role": "kv", "outcome": "accepted", "error": null,
-                 "result": 3, "used": {"1": 12}}}
+                 "result": 3, "used": {"1": 12}, "charges": {}, "bundles": {}}}
 
 `ids` holds the action's id fields, `payload` its other fields, the outcome
 (accepted, or the spec error class that rejected it), the operation's
@@ -17,9 +17,9 @@ result (an id, bytes credited, a list of ids, or a limit outcome),
 `used`: the governor's own `used` of every authority the operation named or
 changed (`touched`, required in `/2`), after it, and `bundles`: the governor's own record (part versions,
 poisoned) of every state bundle the operation named, opened or advanced
-(the one a transaction joined, on its commit), after it (I5, I10). A ledger
-operation's payload also has `charges`: the charge of every allocation it
-touched that is still held; a
+(the one a transaction joined, on its commit), after it (I5, I10), and
+`charges`: the charge of every allocation it named, created or charged
+(`touched`) that is still held; a
 registration's `device` (the physical device, C1) is never left out, and
 null only where it was refused. Tuples are JSON lists (`victims`, `needs`); enums are
 their values; anything else that does not round-trip exactly is written
@@ -34,10 +34,11 @@ with no `configure` before it fails the replay as "unconfigured", a second
 `configure` as malformed.
 
 A grant is its own event (`ortmem-manager/2`): kind `grant`, ids
-`{"ticket": t}`, payload result the allocation the grant reserved and `used`
-after it (`spec.grants.GrantTicket`). The governor writes it after the event
+`{"ticket": t}`, payload result the allocation the grant reserved, `used`
+and its `charges` after it (`spec.grants.GrantTicket`). The governor writes it after the event
 of the operation that made room (whose `used` then leaves out the bytes its
-grants charged; each grant's `used` includes its own), or at any later
+grants charged, and whose `charges` the allocations they made; each grant's
+`used` includes its own), or at any later
 event while the grant is still enabled (`invariants.replay_grants`).
 
 Only event types and their (de)coding live here: no transition logic.
@@ -49,6 +50,7 @@ from typing import Any
 
 import attrs
 
+from invariants.changed import changed
 from invariants.trace_format import (ID_FIELDS, KINDS, OPTIONAL_FIELDS, _exact_int, _opaque, decode_value, encode_value,
                                      kind_of)
 from spec.grants import GrantTicket
@@ -73,7 +75,7 @@ CONFIGURE = "configure"
 _TUPLES = {"victims": 1, "needs": 2}
 #: Fields that hold tuples (decoded by `decode_field`, not `decode_value`).
 TUPLE_FIELDS = frozenset(_TUPLES)
-#: The ledger's actions: their events carry `charges` too.
+#: The ledger's actions (a trace of only these is judged clause by clause: `invariants.manager_replay`).
 LEDGER_ACTIONS = frozenset(KINDS.values())
 #: Fields optional elsewhere (`invariants.trace_format.OPTIONAL_FIELDS`) that an event always carries, null only on
 #: a refused one:
@@ -179,8 +181,8 @@ def decode_bundles(v: Any) -> dict[int, tuple[tuple[int, ...], bool]]:
 def encode_manager_event(source: str, sequence: int, action: Any, result: Any, error: BaseException | None,
                          used: dict[int, int], bundles: dict[int, tuple[tuple[int, ...], bool]] | None = None,
                          charges: dict[int, int] | None = None) -> dict[str, Any]:
-    """The event for one operation, as a JSON-ready dict; a ledger operation's carries `charges` (allocation ->
-    charge of each allocation it touched that is still held) and a registration its `device` (never left out)."""
+    """The event for one operation, as a JSON-ready dict: `charges` (allocation -> charge of each allocation it
+    touched that is still held) and a registration's `device` (never left out) included."""
     fields = attrs.asdict(action, recurse=False)
     ids = {k: encode_value(k, v) for k, v in fields.items() if k in MANAGER_ID_FIELDS}
     payload = {k: encode_field(k, v) for k, v in fields.items()
@@ -189,8 +191,7 @@ def encode_manager_event(source: str, sequence: int, action: Any, result: Any, e
     payload["error"] = None if error is None else type(error).__name__
     payload["result"] = encode_result(result) if error is None else None
     payload["used"] = {str(k): v for k, v in sorted(used.items())}
-    if type(action) in LEDGER_ACTIONS:
-        payload["charges"] = {str(k): v for k, v in sorted((charges or {}).items())}
+    payload["charges"] = {str(k): v for k, v in sorted((charges or {}).items())}
     payload["bundles"] = encode_bundles(bundles or {})
     kind = GRANT if type(action) is GrantTicket else kind_of(type(action))
     return {"contract_revision": MANAGER_REVISION, "source": source, "source_sequence": sequence,
@@ -205,9 +206,11 @@ def touched(m: Any, act: Any, nxt: Any) -> tuple[set[int], set[int], set[int]]:
     Authorities: the canonical ledger (an alias owns none) of every authority the action names, in its arguments
     (`authority`, an alias's `of`, a plan's `needs`) or through the records it names (an allocation, `victims`, an
     allowance, a ticket, a pressure, a transaction's needs, a model view), that exists after it; and every one
-    whose `used` it changed. Allocations (a ledger action's `charges`): the one it names, while still held after it.
-    Bundles: the one it names and its transaction's. A refused action names the same (it observes no change, G4:
-    listing them is how books that drifted are caught). An id naming nothing in `m` names nothing."""
+    whose `used` it changed. Allocations (`charges`): the one it names, while still held after it; and every one
+    held after it that it created or whose charge it changed (a grant's, a claim's, a transaction's, a grown or
+    shrunk lease: moved without being named). Bundles: the one it names and its transaction's. A refused action
+    names the same (it observes no change, G4: listing them is how books that drifted are caught). An id naming
+    nothing in `m` names nothing."""
     led, after = m.ledger, nxt.ledger.authorities
     cls = type(act)
     fields = _NAMING.get(cls)
@@ -258,6 +261,9 @@ def touched(m: Any, act: Any, nxt: Any) -> tuple[set[int], set[int], set[int]]:
     if after is not led.authorities:
         before = led.authorities
         auths.update(a for a, r in after.items() if a in before and before[a].used != r.used)
+    held, now = led.allocations, nxt.ledger.allocations
+    if now is not held:  # `changed`: O(records changed) on the replay's tracked maps
+        allocs.update(r for r in changed(held, now) if r in now and (r not in held or held[r].charge != now[r].charge))
     return auths, allocs, bundles
 
 

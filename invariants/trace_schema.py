@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from invariants.manager_trace import (_TUPLES, CONFIGURE, LEDGER_ACTIONS, MANAGER_ID_FIELDS, MANAGER_KINDS,
+from invariants.manager_trace import (_TUPLES, CONFIGURE, MANAGER_ID_FIELDS, MANAGER_KINDS,
                                       MANAGER_REVISION, REQUIRED_FIELDS)
 from invariants.trace_format import BOUNDARY, ENUMS, MAX_LINE_BYTES, MAX_TEXT, OPTIONAL_FIELDS
 from spec import errors as E
@@ -93,10 +93,10 @@ def _arg(field: str) -> dict[str, Any]:
     return _ref("value")
 
 
-def _event(revision: str, ids: list[str], args: list[str], charges: bool) -> dict[str, Any]:
+def _event(revision: str, ids: list[str], args: list[str]) -> dict[str, Any]:
     """One kind's entry: exactly these ids (all required) and these payload arguments on top of the
     revision's outcome fields (`<revision>.outcome`), every argument required but the optional ones; in a composed
-    revision a registration's device too, and a ledger operation's outcome has its `charges`."""
+    revision a registration's device too."""
     short, optional = _short(revision), OPTIONAL_FIELDS - REQUIRED_FIELDS
     props = {f: _arg(f) if f not in REQUIRED_FIELDS else
              {**_arg(f), "description": "the physical device the bytes are on: required in this revision, null "
@@ -105,7 +105,7 @@ def _event(revision: str, ids: list[str], args: list[str], charges: bool) -> dic
         "properties": {
             "ids": {"type": "object", "required": ids, "additionalProperties": False,
                     "properties": {f: _ref("id") for f in ids}},
-            "payload": {**_ref(f"{short}.{'ledger_' if charges else ''}outcome"),
+            "payload": {**_ref(f"{short}.outcome"),
                         "required": [f for f in props if f not in optional],
                         "properties": props, "unevaluatedProperties": False},
         },
@@ -131,17 +131,14 @@ def _outcomes() -> dict[str, Any]:
                    "description": "an issued id, bytes credited, a list of ids, or a limit outcome"},
         "used": {**_ref("figures"), "description": "used of every authority the operation named or changed "
                                                    "(one it changed and leaves out fails the replay)"},
+        "charges": {**_ref("figures"), "description": "allocation -> charge of each allocation the operation named, "
+                                                      "created or charged that is still held (one it left out fails "
+                                                      "the replay)"},
         "bundles": {"type": "object", "additionalProperties": False,
                     "patternProperties": {"^[0-9]{1,20}$": bundle},
                     "description": "each state bundle the operation named, opened or advanced (I5, I10)"}}
-    charges = {**_ref("figures"), "description": "allocation -> charge of each allocation the operation touched "
-                                                 "that is still held (one it moved and leaves out fails the replay)"}
-    return {
-        "manager.outcome": outcome(manager, "the composed revision's outcome: result, used, bundles, after the "
-                                            "operation"),
-        "manager.ledger_outcome": outcome({**manager, "charges": charges}, "a ledger operation's outcome in the "
-                                          "composed revision: result, used, charges, bundles, after the operation"),
-    }
+    return {"manager.outcome": outcome(manager, "the composed revision's outcome: result, used, charges, bundles, "
+                                                "after the operation")}
 
 
 def _kind_defs() -> dict[str, Any]:
@@ -155,7 +152,7 @@ def _kind_defs() -> dict[str, Any]:
     for kind, cls in MANAGER_KINDS.items():
         names = [f.name for f in attrs.fields(cls)]
         defs[f"manager.{kind}"] = _event(MANAGER_REVISION, [f for f in names if f in MANAGER_ID_FIELDS],
-                                         [f for f in names if f not in MANAGER_ID_FIELDS], cls in LEDGER_ACTIONS)
+                                         [f for f in names if f not in MANAGER_ID_FIELDS])
     return defs
 
 

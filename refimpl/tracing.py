@@ -6,7 +6,7 @@ lock the wrapper notes what the operation touches, runs it, numbers the
 accepted or rejected operation in lock order and encodes its event in the
 one revision every manager event is written in, `ortmem-manager/2`
 (`invariants.manager_trace.encode_manager_event`, with the charges of the
-allocations a ledger operation touched and a registration's physical
+allocations an operation touched, a grant its own, and a registration's physical
 device; the encoding is total: a hostile argument
 is written opaque, never refused by the encoder), so the trace is the
 governor's linearisation and recording can never change a result or use a
@@ -99,9 +99,9 @@ class _Recorder:
         """A `grant` event for each grant `take_grants` kept, right after the event of the operation that made them
         The replay steps each as `spec.grants.GrantTicket`."""
         grants, self.pending_grants = self.pending_grants, []
-        for tid, alloc, aid, after, _ in grants:
-            self.record(lambda s, t=tid, r=alloc, a=aid, u=after: encode_manager_event(
-                self.source, s, GrantTicket(t), r, None, {a: u}))
+        for tid, alloc, aid, after, charged in grants:
+            self.record(lambda s, t=tid, r=alloc, a=aid, u=after, c=charged: encode_manager_event(
+                self.source, s, GrantTicket(t), r, None, {a: u}, None, {} if r is None else {r: c}))
 
     def take_grants(self, used: dict[int, int]) -> dict[int, int]:
         """`used` as it stood before the grants the operation made (`pmm._take_grants`); the next `record` queues

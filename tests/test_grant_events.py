@@ -144,8 +144,8 @@ def test_out_of_order_grant_with_the_rule_broken_is_still_caught_by_grant_order(
     g2, g3 = _at(trace, "grant", ticket=2), _at(trace, "grant", ticket=3)
     bad = copy.deepcopy(trace)
     bad[g2]["ids"], bad[g3]["ids"] = bad[g3]["ids"], bad[g2]["ids"]
-    bad[g2]["payload"]["result"], bad[g3]["payload"]["result"] = trace[g3]["payload"]["result"], \
-        trace[g2]["payload"]["result"]
+    for k in ("result", "charges"):  # each grant observes the allocation it creates
+        bad[g2]["payload"][k], bad[g3]["payload"][k] = trace[g3]["payload"][k], trace[g2]["payload"][k]
     broken = Mutant("grant_rule_ignores_order", ("I13",), "manager", Layer.REFIMPL, "spec.grants",
                     "    if first is not t:\n", "    if first is None:\n", "only the matured-misfit stop is checked")
     with applied(broken):
@@ -164,7 +164,9 @@ def test_renumbered_grant_allocations_replay_clean(trace: list[Event]) -> None:
 def test_grant_result_naming_another_allocation_is_rejected(trace: list[Event]) -> None:
     """Control: the claim must name the allocation the grant event bound, not any other."""
     bad = copy.deepcopy(trace)
-    bad[_at(trace, "grant", ticket=2)]["payload"]["result"] = 77
+    p = bad[_at(trace, "grant", ticket=2)]["payload"]
+    p["charges"] = {"77": p["charges"].pop(str(p["result"]))}  # the grant observes the allocation it names
+    p["result"] = 77
     r = _replay(bad)
     assert not r.ok and r.line == _at(trace, "claim", ticket=2) + 1 and r.failure == "refinement", r.describe()
 

@@ -204,8 +204,8 @@ def test_changed_ledger_figure_is_refinement(lines: list[bytes]) -> None:
 
 
 def test_a_ledger_events_charge_in_a_composed_trace_is_judged_left_out_or_wrong(lines: list[bytes]) -> None:
-    """`ortmem-manager/2` carries a ledger operation's charges (after composed events too, where no step of it
-    grants): a reservation's new charge left out, or misreported, is refused at its line."""
+    """`ortmem-manager/2` carries every operation's charges, a ledger operation's after composed events too (where no
+    step of it grants): a reservation's new charge left out, or misreported, is refused at its line."""
     first = next(i for i, raw in enumerate(lines) if json.loads(raw)["kind"] in ("submit", "try_reserve"))
     for i, raw in enumerate(lines[first:], first):
         ev = json.loads(raw)

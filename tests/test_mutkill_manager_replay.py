@@ -23,24 +23,24 @@ from spec.manager import apply
 from spec.types import Role, Tier
 from trace_harness import renumbered
 
-KEYS = frozenset({"outcome", "error", "result", "used", "bundles"})  # every composed event's outcome keys
+KEYS = frozenset({"outcome", "error", "result", "used", "charges", "bundles"})  # every event's outcome keys
 
 
 def test_a_kinds_shape_is_its_fields_id_keys_and_payload_keys() -> None:
     """Scalars are the fields neither a tuple (needs, victims) nor an enum (tier, role); the optional payload key
-    (alignment) is left out of the required set only; a ledger operation's payload has its charges."""
+    (alignment) is left out of the required set only; every payload has its charges, a composed event's too."""
     assert _shape(A.Reserve) == (
         A.Reserve, (("holder", True), ("authority", True), ("tier", False), ("nbytes", True), ("role", False),
                     ("alignment", True)),
-        frozenset({"holder", "authority"}), KEYS | {"tier", "nbytes", "role", "alignment", "charges"},
-        KEYS | {"tier", "nbytes", "role", "charges"})
+        frozenset({"holder", "authority"}), KEYS | {"tier", "nbytes", "role", "alignment"},
+        KEYS | {"tier", "nbytes", "role"})
     assert _shape(M.PlanTx) == (
         M.PlanTx, (("holder", True), ("needs", False), ("priority", True), ("retry", True)),
         frozenset({"holder", "retry"}), KEYS | {"needs", "priority"}, KEYS | {"needs", "priority"})
     assert _shape(A.RegisterAuthority) == (
         A.RegisterAuthority, (("pool", True), ("tier", False), ("capacity", True), ("device", True)),
-        frozenset(), KEYS | {"pool", "tier", "capacity", "device", "charges"},
-        KEYS | {"pool", "tier", "capacity", "device", "charges"})  # the device required in /2
+        frozenset(), KEYS | {"pool", "tier", "capacity", "device"},
+        KEYS | {"pool", "tier", "capacity", "device"})  # the device required in /2
 
 
 def busy() -> M.Manager:
@@ -134,6 +134,17 @@ def put(where: str, key: str, value: Any) -> Any:
     """An edit setting `key` of the event itself (`where` "event"), or of its "ids" or "payload"."""
     def edit(ev: dict[str, Any]) -> None:
         (ev if where == "event" else ev[where])[key] = value
+    return edit
+
+
+def issued(new: int) -> Any:
+    """An edit renumbering the allocation the event issues to `new`: its result, and its charge observed under it."""
+    def edit(ev: dict[str, Any]) -> None:
+        p = ev["payload"]
+        if str(p["result"]) in p["charges"]:
+            p["charges"] = {**{k: v for k, v in p["charges"].items() if k != str(p["result"])},
+                            str(new): p["charges"][str(p["result"])]}
+        p["result"] = new
     return edit
 
 
@@ -256,7 +267,7 @@ def boundary_with_payload(ev: dict[str, Any]) -> None:
 
 
 ENVELOPE = ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"]
-TX_KEYS = ["bundles", "error", "outcome", "result", "used"]
+TX_KEYS = ["bundles", "charges", "error", "outcome", "result", "used"]
 GRANT = "a grant event records a grant the governor made: accepted"
 READS = "replay reads 'ortmem-manager/2' only, "
 
@@ -283,7 +294,9 @@ MALFORMED = [
     ("ids-keys", bundle_lines, 7, put("ids", "bundle", 1), "malformed",
      "reserve_tx ids must be exactly ['tx'], got ['bundle', 'tx']"),
     ("payload-missing", bundle_lines, 7, drop("bundles"), "malformed",
-     f"reserve_tx payload keys must be exactly {TX_KEYS}, got ['error', 'outcome', 'result', 'used']"),
+     f"reserve_tx payload keys must be exactly {TX_KEYS}, got ['charges', 'error', 'outcome', 'result', 'used']"),
+    ("charges-missing", bundle_lines, 7, drop("charges"), "malformed",  # a composed event observes charges too
+     f"reserve_tx payload keys must be exactly {TX_KEYS}, got ['bundles', 'error', 'outcome', 'result', 'used']"),
     ("payload-extra", bundle_lines, 7, put("payload", "alignment", 8), "malformed",
      f"reserve_tx payload keys must be exactly {TX_KEYS}, got {['alignment', *TX_KEYS]}"),
     # a registration without its device is told why (C1); one missing another key is not
@@ -322,7 +335,7 @@ MALFORMED = [
      "payload.used keys must be integer ids"),
     ("used-value", bundle_lines, 7, put("payload", "used", {"1": "8"}), "malformed",
      "payload.used values must be integers"),
-    ("charges-key", grant_lines, 2, put("payload", "charges", {"x": 8}), "malformed",  # a composed ledger operation's
+    ("charges-key", grant_lines, 2, put("payload", "charges", {"x": 8}), "malformed",  # a ledger operation's
      "payload.charges keys must be integer ids"),
 ]
 
@@ -439,7 +452,7 @@ def test_a_transactions_commit_names_its_allocations_in_the_governors_numbering(
     """reserve_tx (line 7) issues allocation 5 in the governor's numbering (the spec's 1); commit_tx (line 8)
     returning [5] is the spec's (1,). An id the trace never issued is unbound: it names no spec object (the
     message shows both results in the trace's numbering)."""
-    lines = edited(bundle_lines(), 7, put("payload", "result", 5))
+    lines = edited(edited(bundle_lines(), 7, issued(5)), 8, put("payload", "charges", {"5": 8}))
     assert replay_manager_lines(edited(lines, 8, put("payload", "result", [5]))) == ReplayResult(
         True, 9, None, None, None, "no violation")
     assert replay_manager_lines(edited(lines, 8, put("payload", "result", [9]))) == failed(
@@ -484,7 +497,7 @@ def test_a_limit_preparations_wrong_pressure_count_names_the_specs_pressures_as_
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
     p.claim(h, p.submit(h, a, 48))
     p.lower_limit(a, 32)
-    lines = edited(edited(_lines(buf), 5, put("payload", "result", 5)), 6, put("payload", "result", 5))
+    lines = edited(edited(_lines(buf), 5, issued(5)), 6, put("payload", "result", 5))
     assert replay_manager_lines(edited(lines, 7, put("payload", "result", []))) == failed(
         6, "refinement", "PrepareLimit(authority=1, limit=32) returned (), the spec returns (1,)")
 

@@ -134,16 +134,18 @@ def test_events_are_whole() -> None:
         "contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9, "kind": "submit",
         "ids": {"holder": 2, "authority": 1},
         "payload": {"nbytes": 4, "priority": 0, "role": "kv", "outcome": "accepted", "error": None, "result": 3,
-                    "used": {"0": 5, "1": 12}, "bundles": {}}}
+                    "used": {"0": 5, "1": 12}, "charges": {}, "bundles": {}}}
     aligned = T.encode_manager_event("s", 1, Submit(2, 1, 4, alignment=8), 3, None, {})
     assert aligned["payload"]["alignment"] == 8
     plan = PlanTx(holder=2, needs=((1, 4),), retry=None)
     ev = T.encode_manager_event("s", 2, plan, 5, ValueError("no"), {1: 0}, {3: ((1,), False)})
     assert ev["ids"] == {"holder": 2, "retry": None}
     assert ev["payload"] == {"needs": [[1, 4]], "priority": 0, "outcome": "rejected", "error": "ValueError",
-                             "result": None, "used": {"1": 0}, "bundles": {"3": {"versions": [1], "poisoned": False}}}
-    grant = T.encode_manager_event("s", 3, GrantTicket(7), 11, None, {1: 4})
-    assert (grant["kind"], grant["ids"], grant["payload"]["result"]) == ("grant", {"ticket": 7}, 11)
+                             "result": None, "used": {"1": 0}, "charges": {},
+                             "bundles": {"3": {"versions": [1], "poisoned": False}}}
+    grant = T.encode_manager_event("s", 3, GrantTicket(7), 11, None, {1: 4}, None, {11: 4})
+    assert (grant["kind"], grant["ids"], grant["payload"]["result"], grant["payload"]["charges"]) == (
+        "grant", {"ticket": 7}, 11, {"11": 4})
     assert T.MANAGER_KINDS["grant"] is GrantTicket and T.MANAGER_KINDS["submit"] is Submit
     assert T.TUPLE_FIELDS == {"victims", "needs"}
 
@@ -155,7 +157,7 @@ def test_an_attrs_value_in_a_field_is_written_opaque_by_its_own_type() -> None:
 
 def test_a_ledger_operation_is_written_whole_with_its_charges() -> None:
     """One revision: a ledger operation's event is `ortmem-manager/2`, its result in the payload, its `charges` (in
-    key order) after `used`; a composed operation's carries none."""
+    key order) after `used`; a composed operation's too (issue #21 item 4)."""
     act = A.Reserve(holder=2, authority=1, tier=Tier.DEVICE, nbytes=16, role=Role.WEIGHTS)
     ev = T.encode_manager_event("pmm-1", 7, act, 3, None, {5: 1, 1: 16}, None, {9: 2, 3: 16})
     assert ev == {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 7, "kind": "reserve",
@@ -166,7 +168,7 @@ def test_a_ledger_operation_is_written_whole_with_its_charges() -> None:
     refused = T.encode_manager_event("s", 1, A.Commit(2, 3, 8), None, E.InvalidBytes("no"), {1: 8})
     assert refused["payload"] == {"nbytes": 8, "outcome": "rejected", "error": "InvalidBytes", "result": None,
                                   "used": {"1": 8}, "charges": {}, "bundles": {}}
-    assert "charges" not in T.encode_manager_event("s", 1, Submit(2, 1, 4), 3, None, {}, None, {3: 4})["payload"]
+    assert T.encode_manager_event("s", 1, Submit(2, 1, 4), 3, None, {}, None, {3: 4})["payload"]["charges"] == {"3": 4}
     assert T.LEDGER_ACTIONS == frozenset(T.KINDS.values()) and A.Reserve in T.LEDGER_ACTIONS
 
 
@@ -242,3 +244,21 @@ def test_touched_names_a_transactions_bundle_only_while_it_exists() -> None:
     assert T.touched(m, M.CommitTx(tx), m)[2] == {m.txs[tx].bundle}
     gone = attrs.evolve(m, bundles={})
     assert T.touched(gone, M.CommitTx(tx), gone) == ({1, 2}, set(), set())
+
+
+def test_touched_names_every_allocation_created_or_charged_but_none_only_restated() -> None:
+    """Allocations an action does not name are touched when it created them or moved their charge (a grant's, a
+    transaction's, a try-reserve's: issue #21 item 4); one whose record changed at the same charge, or that is gone
+    after it, is not (a released lease is no longer held)."""
+    from spec import manager_actions as M
+    from spec.records import evolve
+    from spec.types import AllocState
+    m, _ = _touching()
+    allocs = m.ledger.allocations
+    r1, r2 = allocs[1], allocs[2]
+    moved = (allocs.set(2, evolve(r2, charge=r2.charge + 2)).set(3, evolve(r1, id=3))
+             .set(1, evolve(r1, state=AllocState.QUARANTINED)))
+    nxt = evolve(m, ledger=evolve(m.ledger, allocations=moved))
+    assert T.touched(m, M.OpenBundle(), nxt)[1] == {2, 3}
+    assert T.touched(m, M.OpenBundle(), evolve(m, ledger=evolve(m.ledger, allocations=allocs.delete(2))))[1] == set()
+    assert T.touched(m, M.OpenBundle(), m)[1] == set()

@@ -1,10 +1,10 @@
 """Observed figures required for every authority an event touches (issue #21 item 4).
 
 In `ortmem-manager/2` an event lists the figures it touches (`invariants.manager_trace.touched`): `used` of every
-authority it names or changes, the charge of the allocation a ledger operation names, the bundle it names, accepted
-or refused. Leaving one out is rejected at that line, naming it in the trace's own ids; the same trace with it present
-replays clean. The upstream recordings were written in the retired `ortmem-ledger/1` (figures that move only); their
-conversions list the rest (tests/conformance/converted/).
+authority it names or changes, the charge of the allocation it names and of every one it creates or charges, the
+bundle it names, accepted or refused. Leaving one out is rejected at that line, naming it in the trace's own ids;
+the same trace with it present replays clean. The upstream recordings were written in the retired `ortmem-ledger/1`
+(figures that move only); their conversions list the rest (tests/conformance/converted/).
 """
 
 from __future__ import annotations
@@ -46,18 +46,19 @@ HAND = [
     _ev(5, "commit", '{"holder": 30, "allocation": 500}', '{"nbytes": 16, "outcome": "accepted", "error": null, '
         '"result": null, "used": {"7": 16}, "charges": {"500": 16}, "bundles": {}}'),
     _ev(6, "submit", '{"holder": 30, "authority": 7}', '{"nbytes": 64, "priority": 0, "role": "kv", '
-        '"outcome": "accepted", "error": null, "result": 9, "used": {"7": 16}, "bundles": {}}'),
+        '"outcome": "accepted", "error": null, "result": 9, "used": {"7": 16}, "charges": {}, "bundles": {}}'),
     _ev(7, "reserve", '{"holder": 30, "authority": 7}', '{"tier": "device", "nbytes": 80, "role": "kv", '
         '"outcome": "rejected", "error": "CapacityDenied", "result": null, "used": {"7": 16}, "charges": {}, '
         '"bundles": {}}'),
     _ev(8, "set_use", '{"holder": 30, "allocation": 500}', '{"pinned": false, "in_flight": false, '
-        '"outcome": "accepted", "error": null, "result": null, "used": {"7": 16}, "bundles": {}}'),
+        '"outcome": "accepted", "error": null, "result": null, "used": {"7": 16}, "charges": {"500": 16}, '
+        '"bundles": {}}'),
     _ev(9, "release", '{"holder": 30, "allocation": 500}', '{"outcome": "accepted", "error": null, '
         '"result": null, "used": {"7": 0}, "charges": {}, "bundles": {}}'),
     _ev(10, "grant", '{"ticket": 9}', '{"outcome": "accepted", "error": null, "result": 501, "used": {"7": 64}, '
-        '"bundles": {}}'),
+        '"charges": {"501": 64}, "bundles": {}}'),
     _ev(11, "claim", '{"holder": 30, "ticket": 9}', '{"outcome": "accepted", "error": null, "result": 501, '
-        '"used": {"7": 64}, "bundles": {}}'),
+        '"used": {"7": 64}, "charges": {}, "bundles": {}}'),
     _ev(12, "release", '{"holder": 30, "allocation": 501}', '{"outcome": "accepted", "error": null, '
         '"result": null, "used": {"7": 0}, "charges": {}, "bundles": {}}'),
 ]
@@ -159,6 +160,7 @@ CASES: list[tuple[str, str, Callable[[dict[str, Any]], tuple[str, str] | None]]]
     ("open_allowance", "accepted", _authority),
     ("commit", "accepted", _allocation),
     ("quarantine", "accepted", _allocation),
+    ("set_use", "accepted", _allocation),  # a composed event names its allocation too
     ("join_bundle", "accepted", _bundle),
     ("report_mismatch", "accepted", _bundle),
 ]
@@ -175,6 +177,31 @@ def test_own_trace_with_a_named_figure_dropped_is_rejected_at_that_line(
     assert not r.ok and r.line == i + 1 and r.failure == "refinement", r.describe()
     noun = {"used": "authority", "charges": "allocation", "bundles": "bundle"}[figure]
     assert f"{noun} {key} but the event does not" in r.message, r.message
+
+
+#: Kinds whose accepted event creates an allocation (named by the id its result issues) or resizes the lease it
+#: names: the charge it moved, which `touched` requires whether or not an argument names the allocation.
+CREATES = ["grant", "reserve", "record_committed", "try_reserve", "reserve_tx"]
+RESIZES = ["grow_lease", "shrink_lease"]
+
+
+@pytest.mark.parametrize("kind", CREATES + RESIZES)
+def test_own_trace_with_a_charge_the_event_moved_dropped_is_rejected(own: list[bytes], kind: str) -> None:
+    """Issue #21 item 4: every allocation an event creates or charges is observed, a composed event's and a grant's
+    too (before, only a ledger operation carried `charges`); left out, the event is refused at its line, naming the
+    allocation in the trace's own ids."""
+    def moved(ev: dict[str, Any]) -> str:
+        return str(ev["payload"]["result"] if kind in CREATES else ev["ids"]["allocation"])
+
+    found = next((i for i, x in enumerate(own) if (ev := json.loads(x))["kind"] == kind
+                  and ev["payload"]["outcome"] == "accepted"), None)
+    assert found is not None, f"the run has no accepted {kind}"
+    ev = json.loads(own[found])
+    key = moved(ev)
+    assert key in ev["payload"]["charges"], f"refimpl's {kind} does not observe the charge it moved"
+    r = replay_manager_lines(_drop(own, found, "charges", key))
+    assert (r.ok, r.line, r.failure) == (False, found + 1, "refinement"), r.describe()
+    assert f"charged allocation {key} but the event does not say so" in r.message, r.message
 
 
 def _unmoved_named(lines: list[bytes]) -> dict[str, tuple[int, str]]:

@@ -17,7 +17,8 @@ per source again (grant events are inserted):
     an `ortmem-ledger/1` event -> the same operation, its issued id the payload's `result`, its observed
         figures the payload's `used` and `charges`; a registration that names no device is on the device its
         pool names (what ledger/1 meant: each pool its own device, so a renamed pool is a second device, D3)
-    an `ortmem-manager/1` configure, prepare_limit, commit_limit or boundary -> the same event
+    an `ortmem-manager/1` configure, prepare_limit, commit_limit or boundary -> the same event (a limit event's
+        `charges` empty: it charges no allocation and names none)
 
 Figures filled in. `ortmem-ledger/1` required only the `used` an event moved; `/2` requires the `used` of every
 authority the event touches (`invariants.manager_trace.touched`: the canonical authority of each authority,
@@ -25,7 +26,10 @@ alias, allocation or allowance it names that exists), moved or not, refused or n
 moved figure, so an unlisted one did not move: it is filled with the last `used` the recording observed for that
 authority (0 since its accepted registration), the old moved-only reading made explicit in the trace. (A
 recording that broke that rule, leaving out a figure that moved, is still rejected at that line: as a wrong
-figure, where ledger/1's reading named a missing one.) Charges are converted as recorded.
+figure, where ledger/1's reading named a missing one.) Charges are converted as recorded. A pool event carries
+no charge (a submit, a claim, a cancel, a timeout and a release name no allocation held after it, and create or
+charge none); a grant's event carries the one it creates: its ticket's bytes (below), which is how its `used`
+rose, stated.
 A figure that is not a byte count by id stops the conversion with the line number.
 
 `ortmem-manager/1` had no grant event: its figures held the grants the step made. Only pool events are
@@ -82,6 +86,8 @@ def _same(ev: dict[str, Any], n: int, waiting: bool, books: "_Books") -> dict[st
         books.after(kind, ids, p)
     elif rev not in (LEDGER, MANAGER_1) or kind not in _SAME_1:
         raise ValueError(f"line {n}: no conversion for {rev} {kind}")
+    elif kind in ("prepare_limit", "commit_limit"):
+        p = {**{k: v for k, v in p.items() if k != "bundles"}, "charges": {}, "bundles": p["bundles"]}
     return {"kind": kind, "ids": ids, "payload": p}
 
 
@@ -194,16 +200,18 @@ def convert_lines(lines: list[str]) -> list[str]:
         after = limit[aid] - p["observed"]["free"]
         used[aid] -= credited
         grants = _granted(pending.get(aid, {}), after - used[aid], n)
-        conv["payload"] |= {"used": {str(aid): used[aid]}, "bundles": {}}
+        conv["payload"] |= {"used": {str(aid): used[aid]}, "charges": {}, "bundles": {}}
         emit(ev["source"], conv)
         for t in grants:
             nbytes = pending[aid].pop(t)[0]
             used[aid] += nbytes
             if t not in claimed:
                 fresh += 1
+            alloc = claimed.get(t, fresh)
             emit(ev["source"], {"kind": "grant", "ids": {"ticket": t},
-                                "payload": {"outcome": "accepted", "error": None, "result": claimed.get(t, fresh),
-                                            "used": {str(aid): used[aid]}, "bundles": {}}})
+                                "payload": {"outcome": "accepted", "error": None, "result": alloc,
+                                            "used": {str(aid): used[aid]}, "charges": {str(alloc): nbytes},
+                                            "bundles": {}}})
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 
 from invariants.contracts import SWITCH as _SWITCH
+from invariants.manager_trace import encode_manager_event
 from refimpl.pressure_args import check_timeout
 from spec import manager_actions as M
 from spec.errors import ForeignHolder, GovernorError, MailboxFull, UnknownTicket
@@ -84,8 +85,6 @@ class Mailbox:
 
     def _drain(self) -> int:
         """Apply the posted cancels; the number of the last event recorded for them (0: none)."""
-        from refimpl.manager.views import _event
-
         rec, seq = self._recorder, 0
         while self._mailbox:
             try:
@@ -106,8 +105,9 @@ class Mailbox:
             if before is not None:
                 self._check_manager(before, act, self._manager_view(scope, ()), credited)
             if rec is not None and scope is not None:
-                # views._event reads only "used" and "bundles" (a cancel names no bundle)
-                figures = {"used": rec.take_grants({i: self._auths[i].used for i in scope if i in self._auths}),
-                           "bundles": {}}
-                seq = rec.record(lambda s, a=act, c=credited, f=figures: _event(rec.source, s, a, c, None, f))
+                # A cancel names no bundle and leaves no charge (a granted ticket's reservation is cancelled, a
+                # pending one held none).
+                used = rec.take_grants({i: self._auths[i].used for i in scope if i in self._auths})
+                seq = rec.record(lambda s, a=act, c=credited, u=used:
+                                 encode_manager_event(rec.source, s, a, c, None, u))
         return seq

@@ -33,6 +33,7 @@ import immutables
 from invariants._violation import InvariantViolation
 from invariants.contracts import SWITCH as _SWITCH
 from invariants.ledger import check_local
+from invariants.manager_trace import encode_manager_event
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.errors import GovernorError
@@ -265,14 +266,22 @@ class Views:
                 self._books.forget()  # a violation, or a body that stopped half way: count again from the rows
                 raise
             if rec is not None:
-                figures = {"used": rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths}),
-                           "bundles": self._bundle_figures(named, first_bundle)}
-                seq = rec.record(lambda s: _event(rec.source, s, action, result, error, figures))
+                used = rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths})
+                charges = self._charge_figures(allocs, first, rec.pending_grants)
+                bundles = self._bundle_figures(named, first_bundle)
+                seq = rec.record(lambda s: encode_manager_event(rec.source, s, action, result, error, used, bundles,
+                                                                charges))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
         if rec is not None:
             return rec.settle(seq, cls.__name__, result, error)  # delivers outside the ledger lock (I7)
         return result
+
+    def _charge_figures(self, allocs: Any, first: int, grants: Any) -> dict[int, int]:
+        """The charge of each allocation still held in the operation's scope `allocs` or issued from id `first` on (it
+        created or charged those), but its grants': their `grant` events observe them (`refimpl.tracing`)."""
+        granted, mine = {g[1] for g in grants}, (*allocs, *range(first, self._next_alloc))
+        return {i: self._allocs[i].charge for i in mine if i in self._allocs and i not in granted}
 
     def _manager_checks(self) -> Any:
         """`invariants.manager` (looked up once per manager), or None where that module does not exist."""
@@ -488,11 +497,3 @@ def _allow_rec(w: _Allow) -> Allowance:
     if r is None or r.limit != w.limit or r.reserved != w.reserved or r.mapped != w.mapped or r.holder != w.holder:
         r = w.rec = Allowance(w.id, w.auth.id, w.holder, w.limit, w.reserved, w.mapped)
     return r
-
-
-def _event(source: str, seq: int, action: Any, result: Any, error: BaseException | None,
-           figures: dict[str, dict[int, int]]) -> dict[str, Any]:
-    """A composed operation's event (`invariants.manager_trace`, revision ortmem-manager/2)."""
-    from invariants.manager_trace import encode_manager_event
-
-    return encode_manager_event(source, seq, action, result, error, figures["used"], figures["bundles"])

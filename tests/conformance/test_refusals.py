@@ -139,7 +139,7 @@ def _composed(error: str, used_after: int = 16) -> list[bytes]:
                              "kind": "submit", "ids": {"holder": 1, "authority": 1},
                              "payload": {"nbytes": 0, "priority": 0, "role": "kv", "outcome": "rejected",
                                          "error": error, "result": None, "used": {"1": used_after},
-                                         "bundles": {}}}).encode() + b"\n")
+                                         "charges": {}, "bundles": {}}}).encode() + b"\n")
     return lines
 
 

@@ -219,7 +219,7 @@ def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
     return lines[:2] + [
         composed(3, "configure", {"aging_bound": 4}),
         composed(4, "set_process_quota", {"tier": "device", "nbytes": quota, "outcome": "accepted", "error": None,
-                                          "result": None, "used": {}, "bundles": {}}),
+                                          "result": None, "used": {}, "charges": {}, "bundles": {}}),
         json.dumps(reserve).encode() + b"\n", *tail]
 
 
