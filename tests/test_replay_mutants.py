@@ -34,6 +34,9 @@ FLIPS = {
     "trace_reads_touched_after_operation": ("ledger-good", (False, "refinement", None)),
     "manager_replay_forgets_open_work": ("tx-left-open", _CLEAN),
     "grant_replay_lets_newcomer_overtake": ("newcomer-served-first", _CLEAN),
+    "replay_charges_of_named_allocations_only": ("grant-charge-left-out", _CLEAN),
+    "trace_omits_grant_charge": ("manager-good", (False, "refinement", None)),
+    "trace_omits_created_charges": ("manager-good", (False, "refinement", None)),
 }
 
 
@@ -51,6 +54,7 @@ def test_intact_replay_judges_the_corpus() -> None:
     assert seen["refusal-that-moved-used"] == (False, "violation", "G4")
     assert seen["moved-untouched-ledger"] == (False, "violation", "I1")
     assert seen["tx-left-open"] == (False, "leftover", None)
+    assert seen["grant-charge-left-out"] == (False, "refinement", None)
     assert seen["ledger-good"] == seen["manager-good"] == _CLEAN
 
 

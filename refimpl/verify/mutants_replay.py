@@ -54,6 +54,10 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        '(kind == "allocation" or self.live(kind, old))', "self.live(kind, old)",
        "an allocation id may be issued again once its lease retired (as authority and holder ids may not be "
        "while live): a reused lease id passes"),
+    _m("replay_charges_of_named_allocations_only", ("I1",), "manager", "invariants.manager_trace",
+       "        allocs.update(r for r in changed(held, now)", "        allocs.update(r for r in ()",
+       "an event need observe only the charge of the allocation an argument names: a grant's new reservation (or a "
+       "reserve_tx's, a try_reserve's) left out replays clean (issue #21 item 4)"),
     # --- tracing (refimpl.tracing, the manager's observed figures) ------------------------------------
     _m("trace_omits_recorded_charge", ("I1",), "ledger", "refimpl.manager.views",
        "(A.Reserve, A.RecordCommitted)) and type(result", "A.Reserve) and type(result",
@@ -64,6 +68,12 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
        ("", "error, result = e, None\n            auths, allocs = rec.pmm._touched(act)"),
        "what an operation touches is read after it ran: a released lease is gone, so its ledger's used and its "
        "charge are not observed"),
+    _m("trace_omits_grant_charge", ("I1",), "manager", "refimpl.tracing",
+       "None, {} if r is None else {r: c}))", "None, {}))",
+       "a grant event leaves out the charge of the allocation it reserved"),
+    _m("trace_omits_created_charges", ("I1",), "manager", "refimpl.manager.views",
+       "(*allocs, *range(first, self._next_alloc))", "tuple(allocs)",
+       "a composed operation's event leaves out the allocations it created (a reserve_tx's, a try_reserve's)"),
     # --- the replay, judged on the composed corpus ------------------------------------------------------
     _m("manager_replay_forgets_open_work", ("C4",), "manager", MREP,
        "left = never_granted(owed, ids) + _leftover(m, ids)", "left = never_granted(owed, ids)",

@@ -13,7 +13,7 @@ reported as an over-credit is a checker that no longer knows what it saw).
 The good traces are short fixed refimpl scripts; each bad trace is a good one
 with one realistic defect of a governor or emitter written into it (a lost or
 repeated event, a misreported refusal, a figure moved on a ledger the
-operation did not touch, a reused id, work left open at the end).
+operation did not touch, a reused id, work left open at the end, a charge the event made left unobserved).
 """
 
 from __future__ import annotations
@@ -228,7 +228,15 @@ def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
         ("manager-duplicated-event", _duplicated_last(good), (False, "duplicate-sequence", None)),
         ("newcomer-served-first", _newcomer_served_first(_record(_owed_then_newcomer)), (False, "violation", "I13")),
         ("tx-left-open", _record(_manager_tx_left_open), (False, "leftover", None)),
+        ("grant-charge-left-out", _grant_charge_left_out(good), (False, "refinement", None)),
     ]
+
+
+def _grant_charge_left_out(good: list[bytes]) -> list[bytes]:
+    """The grant event observes no charge: the allocation it reserved is not named by any argument (issue #21)."""
+    ev = _events(good)
+    ev[_find(ev, "grant")]["payload"]["charges"] = {}
+    return _lines(ev)
 
 
 def _duplicated_last(good: list[bytes]) -> list[bytes]:
