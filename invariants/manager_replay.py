@@ -263,7 +263,7 @@ def _apply(m: Manager, ids: IdMap, act: Any, outcome: dict[str, Any], ledger_onl
     excused = err is not None and not accepted and (_opaque_refusal(sact, err, outcome["error"])
                                                     or other_refusal(refusals, m, sact, err, outcome))
     if err is not None or not accepted:  # (accepted and allowed by the spec: nothing to compare)
-        check_outcome(ids, act, err, outcome, _UNKNOWN, excused=excused)
+        check_outcome(ids, act, err, outcome, _UNKNOWN, excused=excused, legal=lambda: refusals(m, sact))
     if accepted:
         _result(ids, act, outcome["result"], result, nxt)
     used = spec_figures(ids, "authority", outcome["used"]) if outcome["used"] else {}

@@ -20,7 +20,7 @@ Traces are untrusted: nothing is evaluated, only parsed and bounded.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 import attrs
@@ -157,11 +157,13 @@ def figures(m: Any, what: str) -> dict[int, int]:
 
 
 def check_outcome(ids: IdMap, act: Any, err: E.GovernorError | None, outcome: dict[str, Any],
-                  unknown: tuple[type, ...], excused: bool = False) -> None:
+                  unknown: tuple[type, ...], excused: bool = False,
+                  legal: Callable[[], Iterable[BaseException]] = tuple) -> None:
     """Check 5: the spec enabled `act` exactly as the trace says (accepted, or rejected with the same class).
 
     `unknown`: the error classes that mean the trace lost the event issuing an id; `excused`: a differing
-    refusal class the caller knows to be no disagreement. The spec's refusal is quoted in `ids`' numbering."""
+    refusal class the caller knows to be no disagreement; `legal`: every refusal that applies (named when the
+    trace's is none of them). The spec's refusal is quoted in `ids`' numbering."""
     accepted = outcome["outcome"] == "accepted"
     if accepted and err is not None:
         if isinstance(err, unknown):
@@ -173,8 +175,10 @@ def check_outcome(ids: IdMap, act: Any, err: E.GovernorError | None, outcome: di
     if not accepted and err is None:
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']} but the spec accepts it")
     if not accepted and type(err).__name__ != outcome["error"] and not excused:
+        names = sorted({type(e).__name__ for e in legal()} | {type(err).__name__})
+        also = f" (the refusals that apply: {', '.join(names)})" if len(names) > 1 else ""
         raise _Bad("refinement", f"{act!r} was rejected with {outcome['error']}, the spec raises "
-                                 f"{type(err).__name__}: {ids.observed_text(str(err))}")
+                                 f"{type(err).__name__}: {ids.observed_text(str(err))}{also}")
 
 
 def bind_result(ids: IdMap, kind: str, obs: Any, spec: Any, canonical: int | None = None) -> None:

@@ -306,6 +306,17 @@ def test_check_outcome_refuses_a_different_class_unless_excused() -> None:
     R.check_outcome(_NO_IDS, act, E.UnknownHolder("holder 9"), outcome, (), excused=True)
 
 
+def test_a_refusal_none_of_the_spec_allows_is_told_every_one_that_does() -> None:
+    """D11: the design orders no checks, so a wrong refusal is answered with every refusal that applies, not the
+    spec's first alone."""
+    s, act = _reserve_state()
+    with pytest.raises(R._Bad) as e:
+        R.check_outcome(_NO_IDS, act, E.UnknownHolder("holder 9"), {"outcome": "rejected", "error": "ForeignHolder"},
+                        (), legal=lambda: refusals(s, act))
+    names = sorted({type(x).__name__ for x in refusals(s, act)})
+    assert len(names) > 1 and str(e.value).endswith(f"(the refusals that apply: {', '.join(names)})"), e.value
+
+
 def test_accepted_refusal_outside_the_catalog_names_refinement() -> None:
     """An accepted event whose spec refusal no catalog ID guards fails as a violation of "refinement"."""
     _, act = _reserve_state()
