@@ -82,7 +82,7 @@ from invariants.manager_trace import (
 )
 from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, figures,
                                next_in_sequence, other_refusal, read_event, spec_action, spec_figures)
-from invariants.replay_grants import at_rest, never_granted, owed_after
+from invariants.replay_grants import at_rest, never_granted, owed_after, unwritten_grants
 from invariants.replay_ids import IdMap
 from invariants.replay_predicates import check_observed_step
 from invariants.trace_format import BOUNDARY, ENUMS, MAX_TEXT, OPTIONAL_FIELDS, Opaque
@@ -338,7 +338,8 @@ def _observed_wrong(m: Manager, ids: IdMap, act: Any, sact: Any, nxt: Manager, u
     for aid, u in used.items():
         if led.authorities[aid].used != u:
             raise _Bad("refinement", f"{act!r}: the governor observed {u} B used on authority "
-                                     f"{ids.observed_id('authority', aid)}, the spec has {led.authorities[aid].used} B")
+                                     f"{ids.observed_id('authority', aid)}, the spec has {led.authorities[aid].used} B"
+                                     + unwritten_grants(nxt, aid, u, ids))
     for rid, charge in charges.items():
         if rid not in led.allocations or led.allocations[rid].charge != charge:
             raise _Bad("refinement", f"{act!r}: the governor observed a charge of {charge} B on allocation "

@@ -39,7 +39,7 @@ from spec.guards import ALL_ON
 from spec.manager_actions import Manager
 from spec.tickets import TicketState
 
-__all__ = ["owed_after", "at_rest", "never_granted"]
+__all__ = ["owed_after", "at_rest", "never_granted", "unwritten_grants"]
 
 _NONE: dict[int, int] = {}
 
@@ -83,3 +83,16 @@ def never_granted(owed: dict[int, int], ids: IdMap) -> list[str]:
     return [f"ticket {ids.observed_id('ticket', tid)} fits on authority {ids.observed_id('authority', aid)} and is "
             "first in arbitration order, but was never granted (a fitting waiter left waiting, I13)"
             for aid, tid in sorted(owed.items())]
+
+
+def unwritten_grants(m: Manager, aid: int, used: int, ids: IdMap) -> str:
+    """Cold path, for a message: when `used`, observed on authority `aid` where the spec has less, is the spec's
+    figure with the grants owed there made, say which tickets the governor granted without a `grant` event."""
+    granted = grant_all(m, aid, ALL_ON)
+    if granted is m or granted.ledger.authorities[aid].used != used:
+        return ""
+    tickets = sorted(t for t, r in granted.tickets.items()
+                     if r.state is TicketState.GRANTED and m.tickets[t].state is not TicketState.GRANTED)
+    return (f"; the spec's figure with ticket{'s' if len(tickets) > 1 else ''} "
+            f"{', '.join(str(ids.observed_id('ticket', t)) for t in tickets)} granted is {used} B: a grant event is "
+            "missing (each grant is its own event)")

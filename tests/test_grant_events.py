@@ -118,6 +118,16 @@ def test_grant_moved_past_its_claim_is_rejected_at_the_claim(trace: list[Event])
     assert not r.ok and r.line == claim and r.failure == "violation", r.describe()
 
 
+def test_a_dropped_grant_event_is_named_where_its_bytes_show(trace: list[Event]) -> None:
+    """The governor granted ticket 3 but wrote no grant event: the next figure of its ledger has the bytes, and the
+    message says a grant is missing, not only that the figures differ."""
+    g = _at(trace, "grant", ticket=3)
+    r = _replay(trace[:g] + trace[g + 1:])
+    assert (r.ok, r.line, r.failure) == (False, g + 1, "refinement"), r.describe()
+    assert r.message.endswith("the spec's figure with ticket 3 granted is 40 B: a grant event is missing (each grant "
+                              "is its own event)"), r.message
+
+
 def test_grant_before_the_event_that_made_room_is_an_over_grant(trace: list[Event]) -> None:
     rel, g = _at(trace, "release"), _at(trace, "grant", ticket=2)
     r = _replay(_move(trace, g, rel, 20))
@@ -186,6 +196,7 @@ def test_wrong_used_figure_of_a_grant_is_rejected(trace: list[Event]) -> None:
     bad[g]["payload"]["used"] = {"1": 20}  # as if the second grant charged nothing
     r = _replay(bad)
     assert (r.ok, r.line, r.failure) == (False, g + 1, "refinement"), r.describe()
+    assert "grant event is missing" not in r.message  # no grant owed explains it
 
 
 def test_fitting_waiter_never_granted_is_a_leftover(trace: list[Event]) -> None:
