@@ -219,13 +219,14 @@ def _result(ids: IdMap, act: Any, observed: Any, result: Any, nxt: Manager) -> N
         alias_of = nxt.ledger.authorities[result].alias_of if isinstance(act, A.RegisterAlias) else None
         bind_result(ids, kind, observed, result, alias_of)
         return
-    if isinstance(act, M.PrepareLimit) and type(observed) is tuple and type(result) is tuple \
-            and len(observed) == len(result):
+    if isinstance(act, M.PrepareLimit) and type(observed) is tuple and type(result) is tuple:
+        if len(observed) != len(result):  # the spec's new pressures have no trace ids yet: counted, not shown
+            raise _Bad("refinement", f"{act!r} returned {len(observed)} pressure id(s), the spec opens "
+                                     f"{len(result)} (one per holder it presses)")
         for o, r in zip(observed, result):
             bind_result(ids, "pressure", o, r)
         return
-    # In the trace's numbering, for the message. A prepare_limit answering a wrong number of pressures: the spec's
-    # are the ones it just opened, which no event bound, so the trace has no id for them and they show as the spec's.
+    # In the trace's numbering, for the message.
     shown, expected = observed, result
     if isinstance(act, M.CommitTx) and type(observed) is tuple:
         observed = tuple(ids.spec_id("allocation", x, False) for x in observed)

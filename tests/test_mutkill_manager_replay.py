@@ -488,10 +488,10 @@ def test_a_limit_commits_expected_outcome_is_named_in_the_governors_numbering() 
         "the spec returns LimitOutcome(committed=True, limit=32, completed=((7, 48),))")
 
 
-def test_a_limit_preparations_wrong_pressure_count_names_the_specs_pressures_as_pressures() -> None:
+def test_a_limit_preparations_wrong_pressure_count_is_counted_not_named_in_the_specs_ids() -> None:
     """The governor numbers ticket 1's allocation 5 (the spec's 1; lines 5-6) and prepare_limit (line 7) answers no
-    pressure where the spec opens its pressure 1: the message names that pressure, unbound, as the spec's 1 (read
-    as a pressure, not through the allocation numbering, where 1 is the trace's 5)."""
+    pressure where the spec opens one: the spec's new pressure has no id in the trace's numbering, so the message
+    counts it rather than showing the spec's own id."""
     buf = io.StringIO()
     p = ProcessMemoryManager(trace=JsonlSink(buf))
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
@@ -499,7 +499,8 @@ def test_a_limit_preparations_wrong_pressure_count_names_the_specs_pressures_as_
     p.lower_limit(a, 32)
     lines = edited(edited(_lines(buf), 5, issued(5)), 6, put("payload", "result", 5))
     assert replay_manager_lines(edited(lines, 7, put("payload", "result", []))) == failed(
-        6, "refinement", "PrepareLimit(authority=1, limit=32) returned (), the spec returns (1,)")
+        6, "refinement", "PrepareLimit(authority=1, limit=32) returned 0 pressure id(s), the spec opens 1 (one per "
+                         "holder it presses)")
 
 
 def test_a_view_registration_may_answer_with_its_authoritys_id() -> None:
@@ -586,7 +587,8 @@ FIGURES = [
      "the governor issued allocation id 3 for the object it already calls allocation 2: one object under two ids",
      None),
     ("prepare-result", 10, put("payload", "result", [5]), "refinement",
-     "PrepareLimit(authority=1, limit=40) returned (5,), the spec returns ()", None),
+     "PrepareLimit(authority=1, limit=40) returned 1 pressure id(s), the spec opens 0 (one per holder it presses)",
+     None),
     ("limit-below-use", 11, put("payload", "result", {"committed": True, "limit": 20, "completed": []}), "violation",
      "CommitLimit(authority=1): the governor committed limit 20 B with 24 B used: a lowered limit below use, with the "
      "old limit gone (C8)", "C8"),

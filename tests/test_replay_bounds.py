@@ -87,7 +87,8 @@ CASES = {
     "answer-victims": (_answer_victims, ("answer", "victims", PAGES), _victims_wrong,
                        "(malformed): victims elements must be integers"),
     "limit-holders": (_limit_holders, ("prepare_limit", "result", PAGES), _result_short,
-                      f"(refinement): PrepareLimit(authority=1, limit={64 * PAGES - 1}) returned (1, 2,"),
+                      f"(refinement): PrepareLimit(authority=1, limit={64 * PAGES - 1}) returned {PAGES - 1} "
+                      f"pressure id(s), the spec opens {PAGES}"),
     "lost-leases": (_lose_leases, ("lose_device", "charges", LEASES), _charge_wrong,
                     "(violation) [I1]: I1: LoseDevice(authority=1): authority 1 used moved 0 B, charges moved 1 B"),
 }
