@@ -12,6 +12,7 @@ import io
 import json
 from typing import Any
 
+import attrs
 import pytest
 from trace_harness import ledger_payload
 
@@ -306,15 +307,22 @@ def test_check_outcome_refuses_a_different_class_unless_excused() -> None:
     R.check_outcome(_NO_IDS, act, E.UnknownHolder("holder 9"), outcome, (), excused=True)
 
 
-def test_a_refusal_none_of_the_spec_allows_is_told_every_one_that_does() -> None:
+@pytest.mark.parametrize("holder", [9, 1], ids=["three-apply", "two-apply"])
+def test_a_refusal_none_of_the_spec_allows_is_told_every_one_that_does(holder: int) -> None:
     """D11: the design orders no checks, so a wrong refusal is answered with every refusal that applies, not the
-    spec's first alone."""
+    spec's first alone; where one alone applies, the spec's refusal is the whole answer."""
     s, act = _reserve_state()
+    act = attrs.evolve(act, holder=holder)
+    first, *_ = refusals(s, act)
     with pytest.raises(R._Bad) as e:
-        R.check_outcome(_NO_IDS, act, E.UnknownHolder("holder 9"), {"outcome": "rejected", "error": "ForeignHolder"},
-                        (), legal=lambda: refusals(s, act))
-    names = sorted({type(x).__name__ for x in refusals(s, act)})
-    assert len(names) > 1 and str(e.value).endswith(f"(the refusals that apply: {', '.join(names)})"), e.value
+        R.check_outcome(_NO_IDS, act, first, {"outcome": "rejected", "error": "ForeignHolder"}, (),
+                        legal=lambda: refusals(s, act))
+    want = {9: "CapacityDenied, TierMismatch, UnknownHolder", 1: "CapacityDenied, TierMismatch"}[holder]
+    assert str(e.value).endswith(f"(the refusals that apply: {want})"), e.value
+    with pytest.raises(R._Bad) as e:
+        R.check_outcome(_NO_IDS, act, first, {"outcome": "rejected", "error": "ForeignHolder"}, (),
+                        legal=lambda: (first,))
+    assert str(e.value).endswith(f"the spec raises {type(first).__name__}: {first}"), e.value
 
 
 def test_accepted_refusal_outside_the_catalog_names_refinement() -> None:
