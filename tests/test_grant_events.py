@@ -354,3 +354,18 @@ def test_cancel_of_a_ticket_whose_grant_is_owed_is_rejected() -> None:
     assert (r.ok, r.line, r.failure, r.id) == (False, cancel + 1, "violation", "I13"), r.describe()
     assert "while its grant was owed" in r.message
     assert _replay(copy.deepcopy(events)).ok  # control: granted first, then cancelled (20 B credited)
+
+
+def test_unwritten_grants_names_the_owed_tickets_only() -> None:
+    """The message helper names the tickets its grants would make, not a ticket that still waits (95 B does not fit
+    once tickets 2 and 3 took 40 of 100 B), and nothing where no grant is owed or the figure is another."""
+    from invariants.replay_grants import unwritten_grants
+    from invariants.replay_ids import IdMap
+    from spec import ledger_actions as A
+    ids = IdMap(lambda kind, i: False)  # nothing bound: spec ids quoted as they are
+    m = S.step(_waiting(), M.Submit(1, 1, 95, 0, Role.KV), eager=False)[0]
+    m = S.step(m, A.Release(1, 1), eager=False)[0]
+    assert unwritten_grants(m, 1, 40, ids) == ("; the spec's figure with tickets 2, 3 granted is 40 B: a grant event "
+                                               "is missing (each grant is its own event)")
+    assert unwritten_grants(m, 1, 39, ids) == ""
+    assert unwritten_grants(_waiting(), 1, 90, ids) == ""  # nothing fits: no grant owed
