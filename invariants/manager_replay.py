@@ -13,7 +13,8 @@ the 1-based line number):
      a known kind, ids and payload keys exactly those of the kind, values
      well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
-     a repeat a duplicate);
+     a repeat a duplicate); topology epoch (`_Epochs`): the event carries the
+     number of the spec's current topology version;
   4. ids are mapped to the spec's per kind (`invariants.replay_ids`: a
      governor may issue any fresh id); the action must be enabled exactly as
      the trace says (accepted with the same result, or rejected with an
@@ -78,6 +79,7 @@ from invariants.manager_trace import (
     decode_configure,
     decode_field,
     decode_result,
+    topology_changed,
     touched,
 )
 from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, figures,
@@ -97,7 +99,7 @@ from spec.types import AllocState
 
 __all__ = ["replay", "replay_manager_lines"]
 
-_ENVELOPE = ("contract_revision", "source", "source_sequence", "kind", "ids", "payload")
+_ENVELOPE = ("contract_revision", "topology_epoch", "source", "source_sequence", "kind", "ids", "payload")
 _OUTCOME = ("outcome", "error", "result", "used", "charges", "bundles")
 _UNKNOWN = (E.UnknownAuthority, E.UnknownHolder, E.UnknownAllocation, E.UnknownAllowance, E.UnknownTicket,
             E.UnknownTransaction)
@@ -118,13 +120,21 @@ def _shape(cls: type) -> tuple[type, tuple[tuple[str, bool], ...], frozenset, fr
 _SHAPES = {kind: _shape(cls) for kind, cls in MANAGER_KINDS.items()}
 
 
+def _unknown_revision(revision: Any) -> None:
+    raise _Bad("unknown-revision", f"replay reads {MANAGER_REVISION!r} only, got {str(revision)[:MAX_TEXT]!r}")
+
+
 def _decode(ev: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The action the event records (None for a boundary), and its outcome part."""
     if ev.keys() != _ENVELOPE_KEYS:
+        if "contract_revision" in ev and ev["contract_revision"] != MANAGER_REVISION:  # another revision's envelope
+            _unknown_revision(ev["contract_revision"])
         raise _Bad("malformed", f"envelope keys must be exactly {list(_ENVELOPE)}, got {sorted(ev)}")
     if ev["contract_revision"] != MANAGER_REVISION:
-        raise _Bad("unknown-revision", f"replay reads {MANAGER_REVISION!r} only, got "
-                                       f"{str(ev['contract_revision'])[:MAX_TEXT]!r}")
+        _unknown_revision(ev["contract_revision"])
+    epoch = ev["topology_epoch"]
+    if type(epoch) is not int or epoch < 0:
+        raise _Bad("malformed", f"topology_epoch must be an integer >= 0, got {str(epoch)[:MAX_TEXT]!r}")
     kind, ids, payload = ev["kind"], ev["ids"], ev["payload"]
     if type(kind) is not str or (kind not in MANAGER_KINDS and kind not in (BOUNDARY, CONFIGURE)):
         raise _Bad("malformed", f"unknown event kind {str(kind)[:MAX_TEXT]!r}")
@@ -421,6 +431,37 @@ def _tracked(m: Manager) -> Manager:
                                                              allowances=track(m.ledger.allowances)))
 
 
+class _Epochs:
+    """The trace's topology epochs against the spec's topology versions (`invariants.manager_trace.topology_changed`):
+    the governor numbers them as it likes, one to one and increasing. The first event's epoch is version 0's; each
+    event carries the current version's; after an accepted event that changed the topology, the next carries a new
+    epoch, greater than every earlier one. O(1) per event."""
+
+    __slots__ = ("epoch", "since", "change", "due")
+
+    def __init__(self) -> None:
+        self.epoch: int | None = None  # the current version's epoch (the greatest so far)
+        self.since = 0  # the line that first carried it
+        self.change = ("", 0)  # (kind, line) of the last event that changed the topology
+        self.due = False  # that change is not yet followed by a new epoch
+
+    def check(self, epoch: int, line: int) -> None:
+        if self.epoch is None or (self.due and epoch > self.epoch):
+            self.epoch, self.since, self.due = epoch, line, False
+            return
+        if epoch == self.epoch and not self.due:
+            return
+        if epoch > self.epoch:
+            raise _Bad("refinement", f"topology epoch {epoch} advanced without a topology change "
+                                     f"(epoch {self.epoch} since line {self.since})")
+        kind, at = self.change  # an earlier epoch, or the current one when a new one is due: a change ended it
+        since = "a new epoch due" if self.due else f"epoch {self.epoch} since"
+        raise _Bad("refinement", f"topology epoch {epoch} is stale: {kind} at line {at} changed the topology ({since})")
+
+    def changed(self, kind: str, line: int) -> None:
+        self.change, self.due = (kind, line), True
+
+
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     """Replay raw lines of a composed trace; see the module docstring."""
     m, last, events, line, at_boundary, since_whole = _tracked(initial()), {}, 0, 0, False, 0
@@ -429,12 +470,14 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
     owed = {}  # grants owed (`invariants.replay_grants`)
     ledger_only = True  # every action so far a ledger one
+    epochs = _Epochs()
     try:
         for raw in lines:
             line += 1
             ev = read_event(raw)
             act, outcome = _decode(ev)
             next_in_sequence(ev, last)
+            epochs.check(ev["topology_epoch"], line)
             at_boundary = act is None
             if type(act) is Configure:
                 if configured:
@@ -453,6 +496,8 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
                 cur["m"] = m
                 if m is not was:
                     owed = owed_after(act, was, owed, m, ids)
+                    if topology_changed(was, m):
+                        epochs.changed(ev["kind"], line)
             since_whole += 1
             # Amortised: O(1) per event (the allocations alone bound `_live` from below: most events stop there).
             if since_whole >= len(m.ledger.allocations) and since_whole >= max(1, _live(m)):

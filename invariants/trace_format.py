@@ -5,8 +5,10 @@ builds on this vocabulary), one JSON object per line (schema: `docs/trace-schema
 `invariants.trace_schema`; meaning: `docs/trace-format.md`).
 
 Envelope: the contract revision (bumped when old traces would change meaning),
-the source (one governor), a sequence number monotone per source starting at
-1 (never a clock), the kind, the stable ids the event names, and the payload
+the topology epoch (the governor's number of the topology the event was decided
+against: `invariants.manager_trace.topology_changed`), the source (one
+governor), a sequence number monotone per source starting at 1 (never a
+clock), the kind, the stable ids the event names, and the payload
 (`invariants.manager_trace`).
 
 Encoding is total, so recording can never fail or change a result: an

@@ -178,10 +178,14 @@ def json_schema() -> dict[str, Any]:
                         f"Lines are at most {MAX_LINE_BYTES} bytes, which bounds every list and object in an event "
                         "(none has a count of its own); sequence numbers start at 1 per source."),
         "type": "object",
-        "required": ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"],
+        "required": ["contract_revision", "topology_epoch", "source", "source_sequence", "kind", "ids", "payload"],
         "additionalProperties": False,
         "properties": {
             "contract_revision": {"enum": list(REVISION_KINDS)},
+            "topology_epoch": {"type": "integer", "minimum": 0,
+                               "description": "the governor's number of the topology it decided the event against: "
+                                              "the same until an accepted event changes the topology, then greater "
+                                              "than every earlier one (docs/trace-format.md)"},
             "source": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT,
                        "description": "one governor; events of one source are totally ordered"},
             "source_sequence": {"type": "integer", "minimum": 1,

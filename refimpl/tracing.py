@@ -32,6 +32,10 @@ same recorder (`refimpl.manager.views`).
 
 The first event is preceded by a `configure` event naming the manager's
 aging bound (`invariants.manager_trace`), which the replay arbitrates with.
+Each event carries the topology epoch its operation was decided in: the
+manager's `_topology_epoch` as the operation began (the operations that
+register, remove, lose or terminate an authority advance it; the recorder
+never diffs the spec), so the events after a topology change carry the new one.
 
 `JsonlSink` writes events to a text file, one compact JSON object per line.
 """
@@ -79,16 +83,21 @@ class _Recorder:
         self.configured = False  # the `configure` event (the manager's constants) is queued
         self.aging_bound = 4  # the manager's (`pmm._attach_recorder` sets it)
         self.pending_grants: list[tuple[int, int | None, int, int, int]] = []  # `take_grants`, not yet recorded
+        self.epoch = pmm._topology_epoch  # the topology epoch the next event was decided in
 
-    def record(self, event_for: Callable[[int], dict[str, Any]]) -> int:
-        """Number and queue one event (caller holds the ledger lock); returns its sequence number. The first is
-        preceded by the `configure` event that names the manager's aging bound, which the replay arbitrates with."""
+    def record(self, event_for: Callable[[int, int], dict[str, Any]]) -> int:
+        """Number and queue one event (caller holds the ledger lock); returns its sequence number. `event_for(sequence,
+        epoch)`: the event, decided in topology epoch `epoch`, the manager's as the operation began (an operation that
+        changed it advanced `pmm._topology_epoch`: the events after it carry the new one). The first is preceded by
+        the `configure` event that names the manager's aging bound, which the replay arbitrates with."""
+        epoch = self.epoch
         if not self.configured:
             grants, self.pending_grants, self.configured = self.pending_grants, [], True  # they follow the operation
-            self.record(lambda s: encode_configure(self.source, s, self.aging_bound))
+            self.record(lambda s, e: encode_configure(self.source, s, e, self.aging_bound))
             self.pending_grants = grants
-        event = event_for(self.sequence + 1)  # total: cannot raise, so no number is used without an event
+        event = event_for(self.sequence + 1, epoch)  # total: cannot raise, so no number is used without an event
         self.sequence += 1
+        self.epoch = self.pmm._topology_epoch
         self.queue.append(event)
         mine = self.sequence
         if self.pending_grants:
@@ -100,8 +109,8 @@ class _Recorder:
         The replay steps each as `spec.grants.GrantTicket`."""
         grants, self.pending_grants = self.pending_grants, []
         for tid, alloc, aid, after, charged in grants:
-            self.record(lambda s, t=tid, r=alloc, a=aid, u=after, c=charged: encode_manager_event(
-                self.source, s, GrantTicket(t), r, None, {a: u}, None, {} if r is None else {r: c}))
+            self.record(lambda s, e, t=tid, r=alloc, a=aid, u=after, c=charged: encode_manager_event(
+                self.source, s, e, GrantTicket(t), r, None, {a: u}, None, {} if r is None else {r: c}))
 
     def take_grants(self, used: dict[int, int]) -> dict[int, int]:
         """`used` as it stood before the grants the operation made (`pmm._take_grants`); the next `record` queues
@@ -179,7 +188,8 @@ def _wrap(rec: _Recorder, cls: type, op: Callable[..., Any]) -> Callable[..., An
             observed = rec.pmm._observed(auths, allocs, result, act)
             used, charges = rec.take_grants(observed["used"]), observed["charges"]
             named = attrs.evolve(act, device=observed["device"]) if "device" in observed else act  # C1
-            seq = rec.record(lambda s: encode_manager_event(rec.source, s, named, result, error, used, None, charges))
+            seq = rec.record(lambda s, e: encode_manager_event(rec.source, s, e, named, result, error, used, None,
+                                                               charges))
         rec.pmm._wake_waiters()  # waiters the operation granted are woken only now, with the lock released (I7)
         return rec.settle(seq, cls.__name__, result, error)
 
@@ -197,8 +207,8 @@ def boundary(pmm: Any) -> None:
     """Declare a crash/snapshot boundary: work in flight when the trace ends here is not an error."""
     rec: _Recorder = pmm._recorder
     with pmm._lock:
-        seq = rec.record(lambda s: {"contract_revision": MANAGER_REVISION, "source": rec.source,
-                                    "source_sequence": s, "kind": BOUNDARY, "ids": {}, "payload": {}})
+        seq = rec.record(lambda s, e: {"contract_revision": MANAGER_REVISION, "topology_epoch": e, "source": rec.source,
+                                       "source_sequence": s, "kind": BOUNDARY, "ids": {}, "payload": {}})
     failure = rec.deliver(seq)
     if failure is not None:
         raise TraceSinkFailed(f"the trace sink raised {type(failure).__name__} on boundary event {seq}: {failure}",

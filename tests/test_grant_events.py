@@ -223,8 +223,8 @@ def test_fitting_waiter_at_a_declared_boundary_is_no_leftover(trace: list[Event]
     """Control: the same prefix ending at a boundary (the grant in flight) replays clean."""
     rel = _at(trace, "release")
     events = copy.deepcopy(trace[:rel + 1])
-    events.append({"contract_revision": "ortmem-manager/2", "source": events[0]["source"], "source_sequence": 0,
-                   "kind": "boundary", "ids": {}, "payload": {}})
+    events.append({"contract_revision": "ortmem-manager/2", "topology_epoch": events[-1]["topology_epoch"],
+                   "source": events[0]["source"], "source_sequence": 0, "kind": "boundary", "ids": {}, "payload": {}})
     r = _replay(events)
     assert r.ok, r.describe()
 

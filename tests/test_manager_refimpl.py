@@ -459,7 +459,7 @@ def test_composed_operations_are_traced_in_lock_order() -> None:
     with pytest.raises(UnknownTicket):
         pmm.claim(h, 42)
     # The first event is the `configure` event: the manager's aging bound (default 4).
-    assert events[0] == {"contract_revision": "ortmem-manager/2", "source": events[0]["source"],
+    assert events[0] == {"contract_revision": "ortmem-manager/2", "topology_epoch": 0, "source": events[0]["source"],
                          "source_sequence": 1, "kind": "configure", "ids": {}, "payload": {"aging_bound": 4}}
     del events[0]
     kinds = [(e["kind"], e["payload"]["outcome"], e["payload"].get("result")) for e in events]

@@ -200,8 +200,9 @@ def test_a_drain_that_applied_nothing_leaves_another_threads_event_to_that_threa
         _behind_the_mailbox(pmm, lambda: pmm.cancel_ticket(kv, ticket))
     rec = trace_recorder(pmm)
     with ledger_lock(pmm):  # another thread's event, numbered and queued, not yet delivered by that thread
-        seq = rec.record(lambda s: {"contract_revision": "ortmem-manager/2", "source": rec.source,
-                                    "source_sequence": s, "kind": "boundary", "ids": {}, "payload": {}})
+        seq = rec.record(lambda s, e: {"contract_revision": "ortmem-manager/2", "topology_epoch": e,
+                                       "source": rec.source, "source_sequence": s, "kind": "boundary", "ids": {},
+                                       "payload": {}})
     pmm.drain()  # applies nothing
     with pytest.raises(TraceSinkFailed, match=rf"boundary was applied \(result None\) but the trace sink raised "
                                               rf"OSError on event {seq}: pipe closed"):

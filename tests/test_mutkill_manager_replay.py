@@ -21,7 +21,7 @@ from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.manager import apply
 from spec.types import Role, Tier
-from trace_harness import renumbered
+from trace_harness import epoched, renumbered
 
 KEYS = frozenset({"outcome", "error", "result", "used", "charges", "bundles"})  # every event's outcome keys
 
@@ -95,9 +95,12 @@ def test_leftover_names_every_active_item_in_order_in_the_traces_numbering() -> 
 
 def configure_at(buf: io.StringIO, at: int | None) -> list[bytes]:
     """A refimpl trace with its configure event (written first) moved after its first `at` events (None: left
-    out, for a ledger-only one), renumbered: the layouts these tests pin."""
+    out, for a ledger-only one), renumbered, in the topology epoch where it now stands: the layouts these tests pin."""
     lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-    return renumbered(lines[1:] if at is None else [*lines[1:at + 1], lines[0], *lines[at + 1:]])
+    configure = json.loads(lines[0])
+    del configure["topology_epoch"]
+    moved = [*lines[1:at + 1], json.dumps(configure).encode() + b"\n", *lines[at + 1:]] if at is not None else lines[1:]
+    return renumbered(epoched(moved))
 
 
 def bundle_lines() -> list[bytes]:
@@ -266,7 +269,7 @@ def boundary_with_payload(ev: dict[str, Any]) -> None:
     ev.update(kind="boundary", ids={})
 
 
-ENVELOPE = ["contract_revision", "source", "source_sequence", "kind", "ids", "payload"]
+ENVELOPE = ["contract_revision", "topology_epoch", "source", "source_sequence", "kind", "ids", "payload"]
 TX_KEYS = ["bundles", "charges", "error", "outcome", "result", "used"]
 GRANT = "a grant event records a grant the governor made: accepted"
 READS = "replay reads 'ortmem-manager/2' only, "
@@ -559,8 +562,7 @@ def figures_lines() -> list[bytes]:
     p.claim(h, p.submit(h, a, 24))
     p.lower_limit(a, 40)
     p.remove_authority(p.register_authority("spare", Tier.HOST, 64))
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-    return renumbered([*lines[1:6], lines[0], *lines[6:]])  # configure written after the ledger-only prefix
+    return configure_at(buf, 5)  # configure written after the ledger-only prefix
 
 
 def observed(key: str, value: Any) -> Any:
@@ -667,8 +669,8 @@ def test_the_whole_state_check_runs_once_per_as_many_events_as_the_state_holds_r
 
 def test_a_first_event_naming_an_allocation_no_event_issued_is_unknown() -> None:
     """The id map is asked whether allocation 1 is live before any state was recorded for it (no event yet)."""
-    ev = {"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 1, "kind": "release",
-          "ids": {"holder": "x", "allocation": 1},
+    ev = {"contract_revision": "ortmem-manager/2", "topology_epoch": 0, "source": "g", "source_sequence": 1,
+          "kind": "release", "ids": {"holder": "x", "allocation": 1},
           "payload": {"outcome": "accepted", "error": None, "result": None, "used": {}, "charges": {}, "bundles": {}}}
     assert replay_manager_lines([json.dumps(ev).encode()]) == failed(0, "unknown-id", (
         "Release(holder='x', allocation=1) was accepted but names allocation 1, which no event of this trace issued: "

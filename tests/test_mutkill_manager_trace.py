@@ -19,8 +19,8 @@ _MANY = 5000  # past every count bound events once had (64, 4096): only the line
 
 
 def test_configure_round_trips_and_names_its_bounds() -> None:
-    ev = T.encode_configure("pmm-1", 3, 7)
-    assert ev == {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 3,
+    ev = T.encode_configure("pmm-1", 3, 2, 7)
+    assert ev == {"contract_revision": "ortmem-manager/2", "topology_epoch": 2, "source": "pmm-1", "source_sequence": 3,
                   "kind": "configure", "ids": {}, "payload": {"aging_bound": 7}}
     assert T.decode_configure(ev["ids"], ev["payload"]) == T.Configure(7)
     assert T.decode_configure({}, {"aging_bound": 1}) == T.Configure(1)
@@ -130,20 +130,21 @@ def test_bundles_round_trip_in_key_order_and_refuse_with_their_message() -> None
 
 def test_events_are_whole() -> None:
     sub = Submit(holder=2, authority=1, nbytes=4, priority=0, role=Role.KV)
-    assert T.encode_manager_event("pmm-1", 9, sub, 3, None, {1: 12, 0: 5}) == {
-        "contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 9, "kind": "submit",
+    assert T.encode_manager_event("pmm-1", 9, 4, sub, 3, None, {1: 12, 0: 5}) == {
+        "contract_revision": "ortmem-manager/2", "topology_epoch": 4, "source": "pmm-1", "source_sequence": 9,
+        "kind": "submit",
         "ids": {"holder": 2, "authority": 1},
         "payload": {"nbytes": 4, "priority": 0, "role": "kv", "outcome": "accepted", "error": None, "result": 3,
                     "used": {"0": 5, "1": 12}, "charges": {}, "bundles": {}}}
-    aligned = T.encode_manager_event("s", 1, Submit(2, 1, 4, alignment=8), 3, None, {})
+    aligned = T.encode_manager_event("s", 1, 0, Submit(2, 1, 4, alignment=8), 3, None, {})
     assert aligned["payload"]["alignment"] == 8
     plan = PlanTx(holder=2, needs=((1, 4),), retry=None)
-    ev = T.encode_manager_event("s", 2, plan, 5, ValueError("no"), {1: 0}, {3: ((1,), False)})
+    ev = T.encode_manager_event("s", 2, 0, plan, 5, ValueError("no"), {1: 0}, {3: ((1,), False)})
     assert ev["ids"] == {"holder": 2, "retry": None}
     assert ev["payload"] == {"needs": [[1, 4]], "priority": 0, "outcome": "rejected", "error": "ValueError",
                              "result": None, "used": {"1": 0}, "charges": {},
                              "bundles": {"3": {"versions": [1], "poisoned": False}}}
-    grant = T.encode_manager_event("s", 3, GrantTicket(7), 11, None, {1: 4}, None, {11: 4})
+    grant = T.encode_manager_event("s", 3, 0, GrantTicket(7), 11, None, {1: 4}, None, {11: 4})
     assert (grant["kind"], grant["ids"], grant["payload"]["result"], grant["payload"]["charges"]) == (
         "grant", {"ticket": 7}, 11, {"11": 4})
     assert T.MANAGER_KINDS["grant"] is GrantTicket and T.MANAGER_KINDS["submit"] is Submit
@@ -151,7 +152,8 @@ def test_events_are_whole() -> None:
 
 
 def test_an_attrs_value_in_a_field_is_written_opaque_by_its_own_type() -> None:
-    ev = T.encode_manager_event("s", 1, Submit(2, 1, T.Configure(3)), None, ValueError("no"), {})  # type: ignore[arg-type]
+    bad = Submit(2, 1, T.Configure(3))  # type: ignore[arg-type]
+    ev = T.encode_manager_event("s", 1, 0, bad, None, ValueError("no"), {})
     assert ev["payload"]["nbytes"] == {"opaque": "Configure"}  # not flattened into its fields
 
 
@@ -159,25 +161,26 @@ def test_a_ledger_operation_is_written_whole_with_its_charges() -> None:
     """One revision: a ledger operation's event is `ortmem-manager/2`, its result in the payload, its `charges` (in
     key order) after `used`; a composed operation's too (issue #21 item 4)."""
     act = A.Reserve(holder=2, authority=1, tier=Tier.DEVICE, nbytes=16, role=Role.WEIGHTS)
-    ev = T.encode_manager_event("pmm-1", 7, act, 3, None, {5: 1, 1: 16}, None, {9: 2, 3: 16})
-    assert ev == {"contract_revision": "ortmem-manager/2", "source": "pmm-1", "source_sequence": 7, "kind": "reserve",
-                  "ids": {"holder": 2, "authority": 1},
+    ev = T.encode_manager_event("pmm-1", 7, 0, act, 3, None, {5: 1, 1: 16}, None, {9: 2, 3: 16})
+    assert ev == {"contract_revision": "ortmem-manager/2", "topology_epoch": 0, "source": "pmm-1", "source_sequence": 7,
+                  "kind": "reserve", "ids": {"holder": 2, "authority": 1},
                   "payload": {"tier": "device", "nbytes": 16, "role": "weights", "outcome": "accepted", "error": None,
                               "result": 3, "used": {"1": 16, "5": 1}, "charges": {"3": 16, "9": 2}, "bundles": {}}}
     assert list(ev["payload"]["charges"]) == ["3", "9"]
-    refused = T.encode_manager_event("s", 1, A.Commit(2, 3, 8), None, E.InvalidBytes("no"), {1: 8})
+    refused = T.encode_manager_event("s", 1, 0, A.Commit(2, 3, 8), None, E.InvalidBytes("no"), {1: 8})
     assert refused["payload"] == {"nbytes": 8, "outcome": "rejected", "error": "InvalidBytes", "result": None,
                                   "used": {"1": 8}, "charges": {}, "bundles": {}}
-    assert T.encode_manager_event("s", 1, Submit(2, 1, 4), 3, None, {}, None, {3: 4})["payload"]["charges"] == {"3": 4}
+    charged = T.encode_manager_event("s", 1, 0, Submit(2, 1, 4), 3, None, {}, None, {3: 4})
+    assert charged["payload"]["charges"] == {"3": 4}
     assert T.LEDGER_ACTIONS == frozenset(T.KINDS.values()) and A.Reserve in T.LEDGER_ACTIONS
 
 
 def test_a_registration_always_names_its_device_and_a_request_its_alignment_only_when_stated() -> None:
-    named = T.encode_manager_event("s", 1, A.RegisterAuthority("p", Tier.DEVICE, 64, "cuda:0"), 1, None, {1: 0})
+    named = T.encode_manager_event("s", 1, 0, A.RegisterAuthority("p", Tier.DEVICE, 64, "cuda:0"), 1, None, {1: 0})
     assert named["payload"]["device"] == "cuda:0"
-    unnamed = T.encode_manager_event("s", 1, A.RegisterAuthority("p", Tier.DEVICE, 64), 1, None, {1: 0})
+    unnamed = T.encode_manager_event("s", 1, 0, A.RegisterAuthority("p", Tier.DEVICE, 64), 1, None, {1: 0})
     assert "device" in unnamed["payload"] and unnamed["payload"]["device"] is None  # the replay refuses it
-    assert "alignment" not in T.encode_manager_event("s", 1, Submit(2, 1, 4), 3, None, {})["payload"]
+    assert "alignment" not in T.encode_manager_event("s", 1, 0, Submit(2, 1, 4), 3, None, {})["payload"]
     assert T.REQUIRED_FIELDS == {"device"}
 
 

@@ -113,8 +113,8 @@ def test_a_rejected_event_naming_an_id_never_issued_reads_the_id_the_spec_was_ha
     def ev(seq: int, kind: str, ids: dict[str, Any], used: dict[str, int], error: str | None = None,
            **payload: Any) -> bytes:
         ids, payload = ledger_payload(ids, used, None, error, kind, **payload)
-        return json.dumps({"contract_revision": MANAGER_REVISION, "source": "g", "source_sequence": seq,
-                           "kind": kind, "ids": ids, "payload": payload}).encode() + b"\n"
+        return json.dumps({"contract_revision": MANAGER_REVISION, "topology_epoch": 0, "source": "g",
+                           "source_sequence": seq, "kind": kind, "ids": ids, "payload": payload}).encode() + b"\n"
 
     trace = b"".join([ev(1, "register_holder", {"result": 1}, {}, name="w"),
                       ev(2, "release", {"holder": 1, "allocation": 7}, {}, error="ForeignHolder")])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from invariants.manager_replay import replay_manager_lines
+from trace_harness import replay_epoched
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink, boundary
@@ -71,7 +71,7 @@ def _drop(lines: list[bytes], i: int, figure: str, key: str) -> list[bytes]:
 
 
 def test_the_hand_trace_with_every_figure_replays_clean() -> None:
-    r = replay_manager_lines(HAND)
+    r = replay_epoched(HAND)
     assert r.ok and r.events == len(HAND), r.describe()
 
 
@@ -82,19 +82,19 @@ def test_the_hand_trace_with_every_figure_replays_clean() -> None:
     (10, "claim"),           # names ticket 9, whose authority is 7; the grant moved the bytes
 ])
 def test_a_named_unmoved_authority_left_out_is_rejected_at_that_line(i: int, what: str) -> None:
-    r = replay_manager_lines(_drop(HAND, i, "used", "7"))
+    r = replay_epoched(_drop(HAND, i, "used", "7"))
     assert not r.ok and r.line == i + 1 and r.failure == "refinement", (what, r.describe())
     assert "names authority 7 but the event does not observe its used" in r.message, r.message
 
 
 def test_a_named_allocations_charge_left_out_is_rejected() -> None:
-    r = replay_manager_lines(_drop(HAND, 4, "charges", "500"))  # the commit names allocation 500: charge unmoved
+    r = replay_epoched(_drop(HAND, 4, "charges", "500"))  # the commit names allocation 500: charge unmoved
     assert not r.ok and r.line == 5 and r.failure == "refinement", r.describe()
     assert "names allocation 500 but the event does not observe its charge" in r.message, r.message
 
 
 def test_a_moved_figure_keeps_its_own_message() -> None:
-    r = replay_manager_lines(_drop(HAND, 8, "used", "7"))  # the release moves 16 -> 0
+    r = replay_epoched(_drop(HAND, 8, "used", "7"))  # the release moves 16 -> 0
     assert not r.ok and r.line == 9, r.describe()
     assert "changed used of authority 7 but the event does not say so" in r.message, r.message
 
@@ -102,8 +102,8 @@ def test_a_moved_figure_keeps_its_own_message() -> None:
 def test_an_alias_registration_names_the_authority_it_aliases() -> None:
     alias = _ev(4, "register_alias", '{"of": 7}', '{"view": "uma", "outcome": "accepted", "error": null, '
                 '"result": 8, "used": {"7": 0}, "charges": {}, "bundles": {}}')
-    assert replay_manager_lines([*HAND[:3], alias]).ok
-    r = replay_manager_lines(_drop([*HAND[:3], alias], 3, "used", "7"))
+    assert replay_epoched([*HAND[:3], alias]).ok
+    r = replay_epoched(_drop([*HAND[:3], alias], 3, "used", "7"))
     assert not r.ok and r.line == 4 and "names authority 7 but the event does not observe its used" in r.message, \
         r.describe()
 
@@ -114,9 +114,9 @@ def test_the_converted_alias_recording_states_the_figure_ledger_1_left_out() -> 
     lines = (CONVERTED / "min-alias.jsonl").read_bytes().splitlines(keepends=True)
     ev = json.loads(lines[1])
     assert ev["kind"] == "register_alias" and ev["ids"]["of"] == 1 and ev["payload"]["used"] == {"1": 0}
-    assert replay_manager_lines(lines).ok
+    assert replay_epoched(lines).ok
     ev["payload"]["used"] = {}
-    r = replay_manager_lines([lines[0], json.dumps(ev).encode()])
+    r = replay_epoched([lines[0], json.dumps(ev).encode()])
     assert (r.ok, r.line, r.failure) == (False, 2, "refinement") and "does not observe its used" in r.message, r
 
 
@@ -128,7 +128,7 @@ def own() -> list[bytes]:
     buf = io.StringIO()
     run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=1, operations=600)
     lines = [x.encode() + b"\n" for x in buf.getvalue().splitlines()]
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert r.ok, r.describe()
     return lines
 
@@ -173,7 +173,7 @@ def test_own_trace_with_a_named_figure_dropped_is_rejected_at_that_line(
                   and ev["payload"].get("outcome") == outcome and (f := pick(ev)) is not None), None)
     assert found is not None, f"the run has no {outcome} {kind} listing the figure it names"
     i, (figure, key) = found
-    r = replay_manager_lines(_drop(own, i, figure, key))
+    r = replay_epoched(_drop(own, i, figure, key))
     assert not r.ok and r.line == i + 1 and r.failure == "refinement", r.describe()
     noun = {"used": "authority", "charges": "allocation", "bundles": "bundle"}[figure]
     assert f"{noun} {key} but the event does not" in r.message, r.message
@@ -199,7 +199,7 @@ def test_own_trace_with_a_charge_the_event_moved_dropped_is_rejected(own: list[b
     ev = json.loads(own[found])
     key = moved(ev)
     assert key in ev["payload"]["charges"], f"refimpl's {kind} does not observe the charge it moved"
-    r = replay_manager_lines(_drop(own, found, "charges", key))
+    r = replay_epoched(_drop(own, found, "charges", key))
     assert (r.ok, r.line, r.failure) == (False, found + 1, "refinement"), r.describe()
     assert f"charged allocation {key} but the event does not say so" in r.message, r.message
 
@@ -274,7 +274,7 @@ def test_own_trace_with_an_authority_named_through_a_record_or_a_need_dropped_is
     found = _unmoved_named(own).get(kind)
     assert found is not None, f"the run has no {kind} naming an authority through a record it does not move"
     i, key = found
-    r = replay_manager_lines(_drop(own, i, "used", key))
+    r = replay_epoched(_drop(own, i, "used", key))
     assert not r.ok and r.line == i + 1 and r.failure == "refinement", r.describe()
     assert f"names authority {key} but the event does not observe its used" in r.message, r.message
 
@@ -294,7 +294,7 @@ def test_own_trace_with_a_transactions_bundle_dropped_is_rejected(own: list[byte
             joined[ev["ids"]["tx"]] = str(ev["ids"]["bundle"])
     else:
         raise AssertionError("the run has no event naming a joined transaction that leaves its bundle unmoved")
-    r = replay_manager_lines(_drop(own, i, "bundles", b))
+    r = replay_epoched(_drop(own, i, "bundles", b))
     assert not r.ok and r.line == i + 1 and r.failure == "refinement", r.describe()
     assert f"names bundle {b} but the event does not observe it" in r.message, r.message
 
@@ -314,7 +314,7 @@ def test_a_refused_answer_names_the_authority_of_its_victims() -> None:
     lines = [x.encode() + b"\n" for x in buf.getvalue().splitlines()]
     ev = json.loads(lines[-2])
     assert ev["kind"] == "answer" and ev["payload"]["outcome"] == "rejected" and str(b) in ev["payload"]["used"], ev
-    assert replay_manager_lines(lines).ok
-    r = replay_manager_lines(_drop(lines, len(lines) - 2, "used", str(b)))
+    assert replay_epoched(lines).ok
+    r = replay_epoched(_drop(lines, len(lines) - 2, "used", str(b)))
     assert not r.ok and r.line == len(lines) - 1 and r.failure == "refinement", r.describe()
     assert f"names authority {b} but the event does not observe its used" in r.message, r.message

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trace_harness import ledger_payload
+from trace_harness import ledger_payload, replay_epoched
 from hypothesis.stateful import run_state_machine_as_test
 
-from invariants.manager_replay import replay, replay_manager_lines
+from invariants.manager_replay import replay
 from invariants import replay as R
 from invariants.campaign import campaign_settings
 from invariants.manager_ledger_machine import LedgerMachine
@@ -61,7 +61,7 @@ def _edit(line: bytes, fn) -> bytes:
 @pytest.mark.parametrize("seed", range(5))
 def test_workload_trace_replays_clean(seed: int) -> None:
     lines = _trace(seed)
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert r.ok, r.describe()
     assert r.events == len(lines) > 100
 
@@ -98,7 +98,7 @@ def test_campaign_traces_always_replay_clean() -> None:
     assert len(_TracedAdapter.traces) >= 50
     for adapter in _TracedAdapter.traces:
         lines = [l.encode() + b"\n" for l in adapter.buf.getvalue().splitlines()]  # type: ignore[attr-defined]
-        r = replay_manager_lines(lines)
+        r = replay_epoched(lines)
         assert r.ok, r.describe()
 
 
@@ -172,11 +172,11 @@ CASES = sorted(_corruptions(_trace()))
 @pytest.mark.parametrize("case", CASES)
 def test_replay_rejects_corrupted_trace_with_smallest_bad_prefix(clean, case: str) -> None:
     lines, line, failure = _corruptions(clean)[case]
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert not r.ok and (r.failure, r.line) == (failure, line), r.describe()
     # The prefix before the bad line replays up to it.
     assert r.events == line - 1
-    assert replay_manager_lines(lines[:line - 1]).failure in (None, "leftover")
+    assert replay_epoched(lines[:line - 1]).failure in (None, "leftover")
 
 
 _RUN = '"s": "123456789012345678901"'  # 21 digits inside a string: the line takes the integer-checking decoder
@@ -236,7 +236,7 @@ def test_oversize_line_is_not_read_whole() -> None:
 def test_replay_rejects_too_many_sources() -> None:
     lines = [json.dumps({"contract_revision": MANAGER_REVISION, "source": f"s{i}", "source_sequence": 1,
                          "kind": "boundary", "ids": {}, "payload": {}}).encode() for i in range(R.MAX_SOURCES + 1)]
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert (r.failure, r.line) == ("too-many-sources", R.MAX_SOURCES + 1)
 
 
@@ -246,14 +246,14 @@ def test_replay_rejects_leftover_reservation_unless_boundary() -> None:
     h, a = p.register_holder("w"), p.register_authority("gpu0", Tier.DEVICE, 64)
     p.reserve(h, a, Tier.DEVICE, 8, Role.WEIGHTS)
     lines = buf.getvalue().encode().splitlines()
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert not r.ok and r.failure == "leftover" and "allocation 1 still provisional" in r.message
     boundary(p)
-    assert replay_manager_lines(buf.getvalue().encode().splitlines()).ok
+    assert replay_epoched(buf.getvalue().encode().splitlines()).ok
 
 
 def test_empty_trace_replays_clean() -> None:
-    assert replay_manager_lines([]).ok
+    assert replay_epoched([]).ok
 
 
 # --- hand-written traces of buggy governors ----------------------------------
@@ -306,10 +306,10 @@ BUGGY = {
 def test_replay_rejects_buggy_governor_trace_naming_id(case: str) -> None:
     tail, id = BUGGY[case][:2]
     lines = _setup() + tail
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert not r.ok and r.failure == "violation" and r.id == id, r.describe()
     assert r.line == (BUGGY[case][2] if len(BUGGY[case]) > 2 else 5)  # the first buggy event
-    assert replay_manager_lines(_setup() + [_ev(5, "release", {"holder": 1, "allocation": 1},
+    assert replay_epoched(_setup() + [_ev(5, "release", {"holder": 1, "allocation": 1},
                                           {"used": {"1": 0}, "charges": {}})]).ok
 
 
@@ -351,7 +351,7 @@ def test_concurrent_trace_is_a_linearisation() -> None:
         t.start()
     for t in threads:
         t.join()
-    r = replay_manager_lines(buf.getvalue().encode().splitlines())
+    r = replay_epoched(buf.getvalue().encode().splitlines())
     assert r.ok and r.events >= 4 * 200, r.describe()
 
 

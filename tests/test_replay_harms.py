@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 import pytest
-from trace_harness import ledger_payload
+from trace_harness import epoched, ledger_payload, replay_epoched
 
-from invariants.manager_replay import replay, replay_manager_lines
+from invariants.manager_replay import replay
 from invariants import replay as R
 from invariants.replay_ids import IdMap
 from invariants.manager_trace import MANAGER_REVISION
@@ -80,9 +80,10 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
                               "REJECTED at line 5 (unknown-revision): replay reads 'ortmem-manager/2' only, got "
                               "\"['ortmem-ledger/1']\""),
     "envelope-extra-key": ([_raw(5, "boundary", {}, {}, trace_id=1)],
-                           "REJECTED at line 5 (malformed): envelope keys must be exactly ['contract_revision', 'source', "
-                           "'source_sequence', 'kind', 'ids', 'payload'], got ['contract_revision', 'ids', 'kind', "
-                           "'payload', 'source', 'source_sequence', 'trace_id']"),
+                           "REJECTED at line 5 (malformed): envelope keys must be exactly ['contract_revision', "
+                           "'topology_epoch', 'source', 'source_sequence', 'kind', 'ids', 'payload'], got "
+                           "['contract_revision', 'ids', 'kind', 'payload', 'source', 'source_sequence', "
+                           "'topology_epoch', 'trace_id']"),
     "unknown-kind": ([_raw(5, "explode", {}, {})], "REJECTED at line 5 (malformed): unknown event kind 'explode'"),
     "ids-not-an-object": ([_raw(5, "release", [1], _RELEASE)],
                           "REJECTED at line 5 (malformed): ids and payload must be objects"),
@@ -217,7 +218,7 @@ def test_a_grant_past_the_process_quota_is_named_i1_by_its_refusal_site() -> Non
     p.reserve(h, a, Tier.DEVICE, 16, Role.KV)
     events = [json.loads(line) for line in buf.getvalue().splitlines()]
     events[3]["payload"]["nbytes"] = 8
-    assert replay_manager_lines([json.dumps(e).encode() for e in events]).describe() == (
+    assert replay_epoched([json.dumps(e).encode() for e in events]).describe() == (
         "REJECTED at line 5 (violation) [I1]: Reserve(holder=1, authority=1, tier=Tier.DEVICE, nbytes=16, "
         "role=Role.KV) was accepted but the spec refuses it: CapacityDenied: tier device: 16 B asked, 8 B left of its "
         "8 B process quota (I1)")
@@ -226,7 +227,7 @@ def test_a_grant_past_the_process_quota_is_named_i1_by_its_refusal_site() -> Non
 @pytest.mark.parametrize("case", sorted(HARMS))
 def test_harm_is_rejected_at_its_line_with_its_class_id_and_message(case: str) -> None:
     tail, want = HARMS[case]
-    r = replay_manager_lines(SETUP + tail)
+    r = replay_epoched(SETUP + tail)
     assert r.describe() == want
     assert not r.ok and r.failure in R.FAILURE_KINDS
     assert r.events == (len(SETUP) + len(tail) if r.line is None else r.line - 1)
@@ -257,21 +258,21 @@ CLEAN: dict[str, list[bytes]] = {
 @pytest.mark.parametrize("case", sorted(CLEAN))
 def test_near_miss_replays_clean(case: str) -> None:
     lines = SETUP + CLEAN[case]
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert (r.ok, r.events, r.line, r.failure, r.id, r.message) == (True, len(lines), None, None, None, "no violation")
     assert r.describe() == f"OK: {len(lines)} events replayed clean"
 
 
 def test_observed_figures_have_no_count_bound() -> None:
     """5000 observed figures (past the 4096 once counted): the event gets past the shape check to the ids."""
-    r = replay_manager_lines(SETUP + [_release(used={str(i): 0 for i in range(1, 5001)}, charges={})])
+    r = replay_epoched(SETUP + [_release(used={str(i): 0 for i in range(1, 5001)}, charges={})])
     assert (r.line, r.failure, r.message) == (5, "unknown-id", "observed authority 2, which no event of this trace "
                                                                "issued")
 
 
 def test_too_many_sources_names_the_bound() -> None:
     lines = [_raw(1, "boundary", {}, {}, source=f"s{i}") for i in range(MAX_SOURCES + 1)]
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert r.describe() == f"REJECTED at line {MAX_SOURCES + 1} (too-many-sources): more than {MAX_SOURCES} sources"
 
 
@@ -342,7 +343,7 @@ def test_accepted_refusal_outside_the_catalog_names_refinement() -> None:
 
 def _padded(n: int, end: bytes) -> bytes:
     """A boundary event of exactly `n` bytes (JSON whitespace inside the object), then `end`."""
-    text = _raw(5, "boundary", {}, {})
+    text = _raw(5, "boundary", {}, {}, topology_epoch=1)  # SETUP's epoch after its registration
     return text[:1] + b" " * (n - len(text)) + text[1:] + end
 
 
@@ -361,8 +362,8 @@ def test_longer_line_is_oversize(raw: bytes) -> None:
 
 def test_stream_reads_on_past_a_line_of_max_bytes() -> None:
     """A line of MAX_LINE_BYTES and its newline is whole: the lines after it are still read."""
-    stream = io.BytesIO(b"".join(line + b"\n" for line in SETUP) + _padded(R.MAX_LINE_BYTES, b"\n")
-                        + _raw(6, "boundary", {}, {}) + b"\n")
+    stream = io.BytesIO(b"".join(line + b"\n" for line in epoched(SETUP)) + _padded(R.MAX_LINE_BYTES, b"\n")
+                        + _raw(6, "boundary", {}, {}, topology_epoch=1) + b"\n")
     r = replay(stream)
     assert (r.ok, r.events) == (True, 6), r.describe()
 
@@ -392,7 +393,7 @@ def test_twenty_digits_are_read_on_the_checking_decoder() -> None:
 
 
 def test_bad_enum_value_names_it() -> None:
-    r = replay_manager_lines(SETUP + [_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2}, {"1": 14}, {"2": 4},
+    r = replay_epoched(SETUP + [_ev(5, "reserve", {"holder": 1, "authority": 1, "result": 2}, {"1": 14}, {"2": 4},
                                     tier="gpu", nbytes=4, role="weights")])
     assert r.describe() == "REJECTED at line 5 (malformed): 'gpu' is not a valid Tier"
 
@@ -412,8 +413,8 @@ def test_a_ledger_argument_the_trace_could_not_carry_is_refused_as_ill_typed(ids
                "result": None, "used": {"1": 10}, "charges": {}, "bundles": {}}
     if field is not None:
         payload[field] = value
-    r = replay_manager_lines([*SETUP, _raw(5, "reserve", ids, payload)])
+    r = replay_epoched([*SETUP, _raw(5, "reserve", ids, payload)])
     assert r.ok, r.describe()
     payload["error"] = "CapacityDenied"  # control: a refusal whose precondition does not hold (no caller error)
-    r = replay_manager_lines([*SETUP, _raw(5, "reserve", ids, payload)])
+    r = replay_epoched([*SETUP, _raw(5, "reserve", ids, payload)])
     assert (r.ok, r.line, r.failure) == (False, 5, "refinement"), r.describe()

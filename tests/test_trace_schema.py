@@ -125,7 +125,10 @@ BAD = {
     "a missing argument": (3, lambda ev: ev["payload"].pop("nbytes"), "nbytes"),
     "a missing figure object": (3, lambda ev: ev["payload"].pop("used"), "used"),
     "a figure keyed by a name": (3, _set("payload.used", {"hbm0": 16}), "hbm0"),
-    "an envelope key the revision lacks": (3, _set("topology_epoch", 2), "topology_epoch"),
+    "an envelope key the revision lacks": (3, _set("trace_id", 2), "trace_id"),
+    "no topology epoch": (3, lambda ev: ev.pop("topology_epoch"), "topology_epoch"),
+    "a negative topology epoch": (3, _set("topology_epoch", -1), "-1"),
+    "a topology epoch that is no integer": (3, _set("topology_epoch", "1"), "'1'"),
     "a ledger operation without its charges": (3, lambda ev: ev["payload"].pop("charges"), "charges"),
     "a registration without its device": (1, lambda ev: ev["payload"].pop("device"), "device"),
 }

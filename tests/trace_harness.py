@@ -45,3 +45,46 @@ def ledger_payload(ids: dict[str, Any], used: dict[str, Any] | None = None, char
         args.setdefault("device", args.get("pool"))
     return ids, {**args, "outcome": "rejected" if error else "accepted", "error": error,
                  "result": ids.pop("result", None), "used": used or {}, "charges": charges or {}, "bundles": {}}
+
+
+def epoched(lines: list[bytes]) -> list[bytes]:
+    """`lines` with a `topology_epoch` written into each event that carries none (the object's first key, the rest
+    of the line byte for byte): 0 from the first event, + 1 after each accepted event that changed the topology (a
+    registration issuing a new id, an alias of a new view whatever id answers it, a device lost while active, a
+    termination confirmed while lost, a removal), as a governor numbers them; an event that carries one keeps it.
+    Written from docs/trace-format.md, independently of `invariants.manager_trace.topology_changed`. Lines that are
+    no JSON object pass unchanged."""
+    epoch, known, views, canon, context, out = 0, set(), set(), {}, {}, []
+    for raw in lines:
+        try:
+            ev = json.loads(raw)
+        except ValueError:
+            ev = None
+        if type(ev) is not dict:
+            out.append(raw)
+            continue
+        if "topology_epoch" not in ev:
+            raw = raw.replace(b"{", b'{"topology_epoch": %d, ' % epoch, 1)
+        out.append(raw)
+        kind, ids, p = ev.get("kind"), ev.get("ids"), ev.get("payload")
+        if type(ids) is not dict or type(p) is not dict or p.get("outcome") != "accepted":
+            continue
+        r, a = p.get("result"), canon.get(ids.get("authority"), ids.get("authority"))
+        if kind == "register_authority" and r not in known:
+            known.add(r)
+            context[r], epoch = "active", epoch + 1
+        elif kind == "register_alias" and (canon.get(ids.get("of"), ids.get("of")), p.get("view")) not in views:
+            views.add((canon.get(ids.get("of"), ids.get("of")), p.get("view")))
+            canon[r], epoch = canon.get(ids.get("of"), ids.get("of")), epoch + 1
+        elif (kind, context.get(a)) in (("lose_device", "active"), ("confirm_termination", "lost")):
+            context[a], epoch = "lost" if kind == "lose_device" else "terminated", epoch + 1
+        elif kind == "remove_authority":
+            epoch += 1
+    return out
+
+
+def replay_epoched(lines: list[bytes]) -> Any:
+    """`invariants.manager_replay.replay_manager_lines` of `epoched(lines)`: a hand-built trace as a governor writes
+    it, its topology epochs included."""
+    from invariants.manager_replay import replay_manager_lines
+    return replay_manager_lines(epoched(list(lines)))

@@ -32,6 +32,11 @@ charge none); a grant's event carries the one it creates: its ticket's bytes (be
 rose, stated.
 A figure that is not a byte count by id stops the conversion with the line number.
 
+Topology epochs. The retired revisions carried none; `/2` requires one on every event. The first event is in epoch
+0, and each accepted event that changed the recording's topology (`invariants.manager_trace.topology_changed`: a
+registration that issued a new id, an alias of a new view whatever id answered it (D12), a device lost while
+active, a termination confirmed while lost, a removal) advances it by one for the events after it.
+
 `ortmem-manager/1` had no grant event: its figures held the grants the step made. Only pool events are
 converted where a ticket waits (below); another event then, whose figures may hold grants no line names,
 stops the conversion.
@@ -102,6 +107,9 @@ class _Books:
         self.used: dict[int, int] = {}  # canonical authority -> last observed used
         self.canon: dict[int, int] = {}  # alias -> its authority
         self.owner: dict[str, dict[int, int]] = {"allocation": {}, "allowance": {}}  # record -> its authority
+        self.context: dict[int, str] = {}  # canonical authority -> its context: active, lost or terminated
+        self.views: set[tuple[int, str]] = set()  # (canonical authority, view) of every alias registered
+        self.changed = False  # the last event changed the topology (`convert_lines` advances the epoch)
 
     def _named(self, ids: dict[str, Any]) -> set[int]:
         named = [ids.get(f) for f in ("authority", "of")]
@@ -122,14 +130,28 @@ class _Books:
         return {str(a): u for a, u in sorted(out.items())}
 
     def after(self, kind: str, ids: dict[str, Any], p: dict[str, Any]) -> None:
-        """Records what an accepted event issued: an authority (used 0), an alias, an allocation, an allowance."""
+        """Records what an accepted event issued: an authority (used 0), an alias, an allocation, an allowance; and
+        whether it changed the topology (`changed`)."""
         r = p["result"]
-        if p["outcome"] != "accepted" or type(r) is not int:
+        if p["outcome"] != "accepted":
+            return
+        a = self.canon.get(ids.get("authority"), ids.get("authority"))
+        for event, was, now in (("lose_device", "active", "lost"), ("confirm_termination", "lost", "terminated")):
+            if kind == event and self.context.get(a) == was:
+                self.context[a], self.changed = now, True
+        self.changed = self.changed or kind == "remove_authority"
+        if type(r) is not int:
             return
         if kind == "register_authority":
+            if r not in self.used:
+                self.context[r], self.changed = "active", True
             self.used[r] = 0
-        elif kind == "register_alias" and r != ids["of"]:
-            self.canon[r] = self.canon.get(ids["of"], ids["of"])
+        elif kind == "register_alias":
+            view = (self.canon.get(ids["of"], ids["of"]), p["view"])  # a new view, whatever id answers it (D12)
+            self.changed = self.changed or view not in self.views
+            self.views.add(view)
+            if r != ids["of"]:
+                self.canon[r] = self.canon.get(ids["of"], ids["of"])
         elif kind in ("reserve", "record_committed", "open_allowance"):
             auth = self.canon.get(ids["authority"], ids["authority"])
             self.owner["allowance" if kind == "open_allowance" else "allocation"][r] = auth
@@ -158,10 +180,15 @@ def convert_lines(lines: list[str]) -> list[str]:
     seq: dict[str, int] = {}
     books = _Books()
     out = []
+    epoch = 0
 
     def emit(source: str, conv: dict[str, Any]) -> None:
+        nonlocal epoch
         seq[source] = seq.get(source, 0) + 1
-        out.append(_dump({"contract_revision": MANAGER, "source": source, "source_sequence": seq[source], **conv}))
+        out.append(_dump({"contract_revision": MANAGER, "topology_epoch": epoch, "source": source,
+                          "source_sequence": seq[source], **conv}))
+        if books.changed:
+            epoch, books.changed = epoch + 1, False
 
     for n, ev in enumerate(events, 1):
         if ev["contract_revision"] != POOL:

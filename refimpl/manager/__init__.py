@@ -62,6 +62,7 @@ class ProcessMemoryManager(Ledger, Allowances, Arbitration, Mailbox, Pressures, 
         # ledger
         "_guards", "_lock", "_auths", "_pools", "_views", "_holders", "_allocs", "_allows", "_next_auth",
         "_next_holder", "_next_alloc", "_next_allow", "_wake", "_leases", "_fresh", "_quotas", "_credited",
+        "_topology_epoch",
         # arbitration
         "_bound", "_slots", "_charge_at_grant", "_aging", "_tickets", "_granted", "_next_ticket",
         # pressure

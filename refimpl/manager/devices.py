@@ -97,6 +97,7 @@ class Devices:
             del self._pools[a.pool]
         if a.alias_of is not None:
             del self._views[(a.alias_of, a.view)]
+        self._topology_epoch += 1
 
     def _ms_remove(self, authority: object) -> tuple[frozenset[int], tuple[int, ...]]:
         """The composed scope of a removal: the ledger (and its canonical one) and every allocation on them."""
@@ -157,6 +158,7 @@ class Devices:
         a = self._canonical(authority)
         if a.context is ContextState.ACTIVE:
             a.context = ContextState.LOST
+            self._topology_epoch += 1
         if a.context is ContextState.LOST:
             for rec in a.allocs.values():
                 if rec.state in _LOSABLE:
@@ -167,7 +169,9 @@ class Devices:
         if a.context is ContextState.ACTIVE:
             raise InvalidTransition(f"authority {a.id}: no transition for event 'confirm-termination' in state 'active' "
                                     "(the context was never lost)")
-        a.context = ContextState.TERMINATED
+        if a.context is ContextState.LOST:
+            a.context = ContextState.TERMINATED
+            self._topology_epoch += 1
         for rec in [r for r in a.allocs.values() if r.state is AllocState.DEVICE_LOST]:
             self._retire(rec)
         self._rounds()  # the freed charge is quota room for the tier's waiters (I13)

@@ -147,6 +147,9 @@ class Ledger:
         self._fresh = self._guards.on("fresh_ids")  # I4a: allocation ids are never reused
         self._quotas: dict[Tier, int] = {}  # tier -> its process quota (I1; `Limits.set_process_quota`)
         self._credited: dict[int, int] = {}  # this operation's credited ledgers -> their headroom before (`_credit`)
+        # The topology's number (`invariants.manager_trace.topology_changed`): + 1, under the lock, by each operation
+        # that registers, removes, loses or terminates an authority; each trace event carries the one it was decided in.
+        self._topology_epoch = 0
 
     # --- registration (C1, I1) -------------------------------------------
 
@@ -176,6 +179,7 @@ class Ledger:
         a = _Auth(self._next_auth, pool, tier, capacity, None, None)
         self._next_auth, self._auths[a.id], a.device = self._next_auth + 1, a, device
         self._pools.setdefault(pool, a)
+        self._topology_epoch += 1
         return a.id
 
     def register_alias(self, of: int, view: str) -> int:
@@ -196,6 +200,7 @@ class Ledger:
         a.limit = canonical.limit
         self._next_auth += 1
         self._auths[a.id] = self._views[key] = a
+        self._topology_epoch += 1
         return a.id
 
     def register_holder(self, name: str) -> int:

@@ -108,6 +108,6 @@ class Mailbox:
                 # A cancel names no bundle and leaves no charge (a granted ticket's reservation is cancelled, a
                 # pending one held none).
                 used = rec.take_grants({i: self._auths[i].used for i in scope if i in self._auths})
-                seq = rec.record(lambda s, a=act, c=credited, u=used:
-                                 encode_manager_event(rec.source, s, a, c, None, u))
+                seq = rec.record(lambda s, e, a=act, c=credited, u=used:
+                                 encode_manager_event(rec.source, s, e, a, c, None, u))
         return seq

@@ -269,8 +269,8 @@ class Views:
                 used = rec.take_grants({i: self._auths[i].used for i in auths if i in self._auths})
                 charges = self._charge_figures(allocs, first, rec.pending_grants)
                 bundles = self._bundle_figures(named, first_bundle)
-                seq = rec.record(lambda s: encode_manager_event(rec.source, s, action, result, error, used, bundles,
-                                                                charges))
+                seq = rec.record(lambda s, e: encode_manager_event(rec.source, s, e, action, result, error, used,
+                                                                   bundles, charges))
             wake, self._wake = self._wake, []
         self._wake_up(wake)
         if rec is not None:

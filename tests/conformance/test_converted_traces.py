@@ -110,7 +110,8 @@ def test_the_converter_converts_a_ledger_operation_where_no_ticket_waits() -> No
     submit = _with(lines, 6, lambda ev: ev["payload"].update(nbytes=9))[5]
     reserve = json.dumps({**_RESERVE_1, "source": "upstream-hostgov-1", "source_sequence": 6})
     got = [json.loads(line) for line in _converter().convert_lines([*lines[:5], reserve, submit])]
-    assert got[5] == {"contract_revision": "ortmem-manager/2", "source": "upstream-hostgov-1", "source_sequence": 6,
+    assert got[5] == {"contract_revision": "ortmem-manager/2", "topology_epoch": 1, "source": "upstream-hostgov-1",
+                      "source_sequence": 6,
                       "kind": "reserve", "ids": {"holder": 1, "authority": 1},
                       "payload": {"tier": "host", "nbytes": 1, "role": "kv", "outcome": "accepted", "error": None,
                                   "result": 9, "used": {"1": 1}, "charges": {"9": 1}, "bundles": {}}}

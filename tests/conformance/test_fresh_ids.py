@@ -11,11 +11,9 @@ import io
 import json
 
 import pytest
-from trace_harness import ledger_payload
+from trace_harness import ledger_payload, replay_epoched
 
 from conformance_ids import offset, renamed
-from invariants.manager_replay import replay_manager_lines
-from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager as LedgerGovernor
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
@@ -43,7 +41,7 @@ def test_ledger_trace_renumbered_per_kind_replays_clean(seed: int) -> None:
     lines = _ledger_trace(seed)
     moved = renamed(lines, offset(_OFFSETS))
     assert moved != lines
-    r = replay_manager_lines(moved)
+    r = replay_epoched(moved)
     assert r.ok and r.events == len(lines), r.describe()
 
 
@@ -51,7 +49,7 @@ def test_ledger_trace_renumbered_per_kind_replays_clean(seed: int) -> None:
 def test_ledger_trace_with_permuted_ids_replays_clean(seed: int) -> None:
     """Ids issued in no order at all: each kind's ids reversed within a wide range."""
     lines = _ledger_trace(seed)
-    r = replay_manager_lines(renamed(lines, lambda kind, i: 10 ** 6 - 7 * i))
+    r = replay_epoched(renamed(lines, lambda kind, i: 10 ** 6 - 7 * i))
     assert r.ok, r.describe()
 
 
@@ -61,7 +59,7 @@ def test_composed_trace_renumbered_per_kind_replays_clean(seed: int) -> None:
     lines = _composed_trace(seed)
     moved = renamed(lines, offset(_OFFSETS))
     assert moved != lines
-    r = replay_manager_lines(moved)
+    r = replay_epoched(moved)
     assert r.ok and r.events == len(lines), r.describe()
 
 
@@ -78,7 +76,7 @@ def test_composed_trace_with_renumbered_view_ids_replays_clean(seed: int) -> Non
     for rename in (lambda i: i + 9000, lambda i: 10 ** 6 - 7 * i):
         views, moved = _views_moved(lines, rename)
         assert views > 10 and moved != lines
-        r = replay_manager_lines(moved)
+        r = replay_epoched(moved)
         assert r.ok and r.events == len(lines), r.describe()
 
 
@@ -88,7 +86,7 @@ def test_an_execution_naming_a_view_never_published_is_rejected_naming_it() -> N
               and json.loads(raw)["payload"]["outcome"] == "accepted")
     ev = json.loads(lines[at])
     ev["payload"]["view"] = 4242
-    r = replay_manager_lines(lines[:at] + [json.dumps(ev).encode() + b"\n"] + lines[at + 1:])
+    r = replay_epoched(lines[:at] + [json.dumps(ev).encode() + b"\n"] + lines[at + 1:])
     assert not r.ok and r.line == at + 1 and r.failure == "unknown-id", r.describe()
     assert "view 4242" in r.message
 
@@ -119,18 +117,18 @@ def _two_reservations(second_id: int, holder2: int = 21) -> list[bytes]:
 
 
 def test_fresh_ids_of_every_kind_replay_clean() -> None:
-    r = replay_manager_lines(_two_reservations(900))
+    r = replay_epoched(_two_reservations(900))
     assert r.ok, r.describe()
 
 
 def test_two_live_allocations_aliased_onto_one_id_are_rejected_at_that_event() -> None:
-    r = replay_manager_lines(_two_reservations(500)[:-1])
+    r = replay_epoched(_two_reservations(500)[:-1])
     assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I4a", r.describe()
     assert "allocation id 500" in r.message and "two objects aliased onto one id" in r.message
 
 
 def test_two_live_holders_aliased_onto_one_id_are_rejected_at_that_event() -> None:
-    r = replay_manager_lines(_two_reservations(900, holder2=20))
+    r = replay_epoched(_two_reservations(900, holder2=20))
     assert not r.ok and r.line == 3 and r.failure == "refinement", r.describe()
     assert "holder id 20" in r.message and "still live" in r.message
 
@@ -140,7 +138,7 @@ def test_an_accepted_event_naming_an_id_never_issued_is_rejected_naming_it() -> 
     ev = json.loads(lines[4])
     ev["ids"]["holder"] = 77
     lines[4] = json.dumps(ev).encode() + b"\n"
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert not r.ok and r.line == 5 and r.failure == "unknown-id", r.describe()
     assert "holder 77" in r.message
 
@@ -150,7 +148,7 @@ def test_a_rejected_event_naming_an_unknown_id_is_refused_as_unknown_by_the_spec
     ev = json.loads(lines[3])
     ev["ids"] = {"holder": 77, "authority": 7}
     ev["payload"].update(outcome="rejected", error="UnknownHolder", result=None, used={"7": 0}, charges={})
-    r = replay_manager_lines(lines[:3] + [json.dumps(ev).encode() + b"\n"])
+    r = replay_epoched(lines[:3] + [json.dumps(ev).encode() + b"\n"])
     assert r.ok, r.describe()
 
 
@@ -159,5 +157,5 @@ def test_one_authority_under_two_ids_is_two_ledgers_over_one_pool() -> None:
     lines = _two_reservations(900)[:1]
     ev = json.loads(lines[0])
     ev["payload"]["result"], ev["source_sequence"] = 8, 2
-    r = replay_manager_lines(lines + [json.dumps(ev).encode() + b"\n"])
+    r = replay_epoched(lines + [json.dumps(ev).encode() + b"\n"])
     assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from trace_harness import ledger_payload
+from trace_harness import ledger_payload, replay_epoched
 
-from invariants.manager_replay import replay_manager_lines
 from spec import errors as E
 from spec import ledger_actions as A
 from spec import manager_actions as M
@@ -115,19 +114,19 @@ def _lost_trace(error: str, nbytes: int = 0, used_after: int = 16) -> list[bytes
 
 @pytest.mark.parametrize("error", ["InvalidBytes", "DeviceLost"])
 def test_a_refusal_permuted_to_another_applicable_error_replays_clean(error: str) -> None:
-    r = replay_manager_lines(_lost_trace(error))
+    r = replay_epoched(_lost_trace(error))
     assert r.ok, r.describe()
 
 
 @pytest.mark.parametrize("error", ["CapacityDenied", "TierMismatch", "UnknownHolder", "ForeignHolder"])
 def test_a_refusal_whose_precondition_does_not_hold_is_rejected(error: str) -> None:
-    r = replay_manager_lines(_lost_trace(error))
+    r = replay_epoched(_lost_trace(error))
     assert not r.ok and r.line == 6 and r.failure == "refinement", r.describe()
     assert f"rejected with {error}" in r.message
 
 
 def test_a_legal_refusal_that_changed_observed_state_is_rejected() -> None:
-    r = replay_manager_lines(_lost_trace("DeviceLost", used_after=24))
+    r = replay_epoched(_lost_trace("DeviceLost", used_after=24))
     assert not r.ok and r.line == 6 and r.failure == "violation" and r.id == "G4", r.describe()
 
 
@@ -146,14 +145,14 @@ def _composed(error: str, used_after: int = 16) -> list[bytes]:
 @pytest.mark.parametrize("error,ok", [("InvalidBytes", True), ("DeviceLost", True), ("CapacityDenied", False),
                                       ("UnknownHolder", False)])
 def test_composed_replay_accepts_exactly_the_applicable_refusals(error: str, ok: bool) -> None:
-    r = replay_manager_lines(_composed(error))
+    r = replay_epoched(_composed(error))
     assert r.ok is ok, r.describe()
     if not ok:
         assert r.line == 7 and r.failure == "refinement", r.describe()
 
 
 def test_composed_legal_refusal_that_changed_used_is_rejected() -> None:
-    r = replay_manager_lines(_composed("DeviceLost", used_after=20))
+    r = replay_epoched(_composed("DeviceLost", used_after=20))
     assert not r.ok and r.line == 7, r.describe()
 
 
@@ -182,7 +181,7 @@ def _replay_with(events: list[dict], error: str):
     """The trace with its last refusal's recorded error replaced by `error`, replayed."""
     events = json.loads(json.dumps(events))
     [e for e in events if e["payload"].get("outcome") == "rejected"][-1]["payload"]["error"] = error
-    return replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+    return replay_epoched([json.dumps(e).encode() + b"\n" for e in events])
 
 
 _PERMUTED = {  # the call, then every refusal whose precondition holds; then one whose precondition does not
@@ -224,7 +223,7 @@ def test_an_ill_typed_need_on_a_lost_device_is_refused_as_such_and_replays_clean
     """audit21 item 6 (scratch/planlost.py): refimpl refused plan_tx by the device, the trace could not say why."""
     events, raised = _refimpl_trace(lambda p, a, b, h1, h2, l: (p.lose_device(b), p.plan_tx(h1, ((b, nbytes),))))
     assert raised == ("InvalidBytes" if nbytes == 2**64 else "InvalidArgument")
-    r = replay_manager_lines([json.dumps(e).encode() + b"\n" for e in events])
+    r = replay_epoched([json.dumps(e).encode() + b"\n" for e in events])
     assert r.ok, r.describe()
 
 

@@ -15,9 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
-from trace_harness import upstream
+from trace_harness import replay_epoched, upstream
 
-from invariants.manager_replay import replay_manager_lines
 from refimpl.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,24 +85,24 @@ def _lease(nbytes: int = 16, used: dict | None = None, charges: dict | None = No
 
 
 def test_the_clean_lease_replays_clean() -> None:
-    r = replay_manager_lines(_lease())
+    r = replay_epoched(_lease())
     assert r.ok, r.describe()
 
 
 def test_an_over_grant_is_still_rejected() -> None:
-    r = replay_manager_lines(_lease(nbytes=80))
+    r = replay_epoched(_lease(nbytes=80))
     assert not r.ok and r.line == 3 and r.failure == "violation" and r.id == "I2", r.describe()
 
 
 def test_a_double_credit_is_still_rejected() -> None:
     lines = _lease() + [_ev(6, "release", {"holder": 9, "allocation": 40}, {}, {"3": 0}, {})]
-    r = replay_manager_lines(lines)
+    r = replay_epoched(lines)
     assert not r.ok and r.line == 6 and r.failure == "violation", r.describe()
 
 
 @pytest.mark.parametrize("used,charges", [({}, {"40": 16}), ({"3": 16}, {}), ({}, {})])
 def test_a_trace_missing_an_observed_figure_is_rejected(used: dict, charges: dict) -> None:
-    r = replay_manager_lines(_lease(used=used, charges=charges))
+    r = replay_epoched(_lease(used=used, charges=charges))
     assert not r.ok and r.line == 3 and r.failure == "refinement", r.describe()
     assert "does not say so" in r.message
 
@@ -121,12 +120,12 @@ def _allowance(map_bytes: int, limit: int = 8) -> list[bytes]:
 
 def test_a_fused_map_within_the_allowance_replays_clean() -> None:
     """D8: mapping 6 B with 2 B of growth reserved reserves the other 4 B and maps all in one locked step."""
-    r = replay_manager_lines(_allowance(6))
+    r = replay_epoched(_allowance(6))
     assert r.ok, r.describe()
 
 
 def test_a_fused_map_past_the_allowance_is_still_rejected() -> None:
-    r = replay_manager_lines(_allowance(9))
+    r = replay_epoched(_allowance(9))
     assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I4b", r.describe()
 
 
@@ -146,14 +145,14 @@ def _with_device(lines: list[bytes], devices: dict[str, str]) -> list[bytes]:
 
 def test_two_books_over_one_declared_device_are_caught_whatever_the_pools_are_called() -> None:
     lines = (CONVERTED / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
-    assert replay_manager_lines(lines).ok  # the gap: without the device field the over-grant replays clean
-    r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:0"}))
+    assert replay_epoched(lines).ok  # the gap: without the device field the over-grant replays clean
+    r = replay_epoched(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:0"}))
     assert not r.ok and r.line == 2 and r.failure == "violation" and r.id == "C1", r.describe()
 
 
 def test_pools_on_different_declared_devices_are_two_authorities() -> None:
     lines = (CONVERTED / "min-two-books-renamed-pool.jsonl").read_bytes().splitlines(keepends=True)
-    r = replay_manager_lines(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:1"}))
+    r = replay_epoched(_with_device(lines, {"device:0": "cuda:0", "device:0/memory-authority-2": "cuda:1"}))
     assert r.ok, r.describe()
 
 
@@ -181,16 +180,15 @@ def test_the_spec_keeps_one_authority_per_device_and_its_predicate_catches_two()
 
 def test_a_composed_trace_missing_a_ledger_figure_is_rejected() -> None:
     """In a composed trace too, a ledger event must observe every `used` it moves (issue #21)."""
-    from invariants.manager_replay import replay_manager_lines
 
     configure = {"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 3, "kind": "configure",
                  "ids": {}, "payload": {"aging_bound": 4}}
     lines = [json.dumps(ev).encode() + b"\n" for ev in (*map(json.loads, _lease()[:2]), configure)]
     reserve = json.loads(_lease()[2])
     reserve["source_sequence"] = 4
-    assert replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"]).line != 4
+    assert replay_epoched(lines + [json.dumps(reserve).encode() + b"\n"]).line != 4
     reserve["payload"]["used"] = {}
-    r = replay_manager_lines(lines + [json.dumps(reserve).encode() + b"\n"])
+    r = replay_epoched(lines + [json.dumps(reserve).encode() + b"\n"])
     assert not r.ok and r.line == 4 and r.failure == "refinement" and "does not say so" in r.message, r.describe()
 
 
@@ -225,21 +223,19 @@ def _with_quota(quota: int | None, accepted: bool = False) -> list[bytes]:
 
 def test_the_process_limit_trace_with_its_quota_declared_replays_clean() -> None:
     """D6 carried: the governor's refusal is the design's process quota once the trace declares it."""
-    from invariants.manager_replay import replay_manager_lines
 
-    r = replay_manager_lines(_with_quota(32))
+    r = replay_epoched(_with_quota(32))
     assert r.ok, r.describe()
-    r = replay_manager_lines(_with_quota(None))  # no quota declared: the refusal is still not the spec's
+    r = replay_epoched(_with_quota(None))  # no quota declared: the refusal is still not the spec's
     assert not r.ok and r.line == 5 and r.failure == "refinement", r.describe()
 
 
 def test_a_grant_past_the_declared_quota_is_rejected_naming_i1() -> None:
-    from invariants.manager_replay import replay_manager_lines
 
-    r = replay_manager_lines(_with_quota(32, accepted=True))
+    r = replay_epoched(_with_quota(32, accepted=True))
     assert not r.ok and r.line == 5 and r.failure == "violation" and r.id == "I1", r.describe()
     assert "48 B asked, 32 B left of its 32 B process quota" in r.message
-    assert replay_manager_lines(_with_quota(48, accepted=True)).ok  # within the quota: clean
+    assert replay_epoched(_with_quota(48, accepted=True)).ok  # within the quota: clean
 
 
 # --- D13: a stated alignment (section 6 Lifecycle validates it) ---------------------------
@@ -258,20 +254,20 @@ def _with_alignment(lines: list[bytes], alignment: object) -> list[bytes]:
 
 def test_the_recorded_bad_alignment_replays_clean_once_the_trace_states_it() -> None:
     lines = CONVERTED.joinpath("min-bad-align.jsonl").read_bytes().splitlines(keepends=True)
-    as_recorded = replay_manager_lines(lines)
+    as_recorded = replay_epoched(lines)
     assert not as_recorded.ok and (as_recorded.line, as_recorded.failure) == (3, "refinement"), as_recorded.describe()
-    stated = replay_manager_lines(_with_alignment(lines, 3))
+    stated = replay_epoched(_with_alignment(lines, 3))
     assert stated.ok, stated.describe()
 
 
 @pytest.mark.parametrize("alignment", [None, 1, 64, 1 << 62])
 def test_a_good_alignment_is_accepted_and_charges_only_the_bytes(alignment: object) -> None:
-    r = replay_manager_lines(_with_alignment(_lease(), alignment))
+    r = replay_epoched(_with_alignment(_lease(), alignment))
     assert r.ok, r.describe()
 
 
 @pytest.mark.parametrize("alignment", [3, 0, -8, 1 << 63])
 def test_a_bad_alignment_accepted_by_the_governor_is_rejected(alignment: object) -> None:
-    r = replay_manager_lines(_with_alignment(_lease(), alignment))
+    r = replay_epoched(_with_alignment(_lease(), alignment))
     assert not r.ok and (r.line, r.failure, r.id) == (3, "violation", "refinement"), r.describe()
     assert "InvalidArgument" in r.message and "alignment" in r.message, r.message
