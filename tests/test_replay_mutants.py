@@ -37,6 +37,8 @@ FLIPS = {
     "replay_charges_of_named_allocations_only": ("grant-charge-left-out", _CLEAN),
     "trace_omits_grant_charge": ("manager-good", (False, "refinement", None)),
     "trace_omits_created_charges": ("manager-good", (False, "refinement", None)),
+    "replay_ignores_topology_epoch": ("stale-topology-epoch", _CLEAN),
+    "trace_stamps_epoch_after_operation": ("manager-good", (False, "refinement", None)),
 }
 
 
@@ -55,6 +57,7 @@ def test_intact_replay_judges_the_corpus() -> None:
     assert seen["moved-untouched-ledger"] == (False, "violation", "I1")
     assert seen["tx-left-open"] == (False, "leftover", None)
     assert seen["grant-charge-left-out"] == (False, "refinement", None)
+    assert seen["stale-topology-epoch"] == (False, "refinement", None)
     assert seen["ledger-good"] == seen["manager-good"] == _CLEAN
 
 

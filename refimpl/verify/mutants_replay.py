@@ -71,10 +71,18 @@ REPLAY_MUTANTS: tuple[Mutant, ...] = (
     _m("trace_omits_grant_charge", ("I1",), "manager", "refimpl.tracing",
        "None, {} if r is None else {r: c}))", "None, {}))",
        "a grant event leaves out the charge of the allocation it reserved"),
+    _m("trace_stamps_epoch_after_operation", ("C3",), "manager", "refimpl.tracing",
+       "event = event_for(self.sequence + 1, epoch)", "event = event_for(self.sequence + 1, self.pmm._topology_epoch)",
+       "an event carries the topology epoch as its operation left it, not the one it was decided in: a registration "
+       "and the events after it carry one epoch, so the change shows no new one"),
     _m("trace_omits_created_charges", ("I1",), "manager", "refimpl.manager.views",
        "(*allocs, *range(first, self._next_alloc))", "tuple(allocs)",
        "a composed operation's event leaves out the allocations it created (a reserve_tx's, a try_reserve's)"),
     # --- the replay, judged on the composed corpus ------------------------------------------------------
+    _m("replay_ignores_topology_epoch", ("C3",), "manager", MREP,
+       '            epochs.check(ev["topology_epoch"], line)\n', "",
+       "the topology epoch an event carries is never compared: an event decided against the topology before a "
+       "device loss (or any other topology change) replays clean"),
     _m("manager_replay_forgets_open_work", ("C4",), "manager", MREP,
        "left = never_granted(owed, ids) + _leftover(m, ids)", "left = never_granted(owed, ids)",
        "only owed grants are checked at the end of a composed trace: a transaction still holding its reservation (and "

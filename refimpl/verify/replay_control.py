@@ -229,7 +229,24 @@ def manager_corpus() -> list[tuple[str, list[bytes], Verdict]]:
         ("newcomer-served-first", _newcomer_served_first(_record(_owed_then_newcomer)), (False, "violation", "I13")),
         ("tx-left-open", _record(_manager_tx_left_open), (False, "leftover", None)),
         ("grant-charge-left-out", _grant_charge_left_out(good), (False, "refinement", None)),
+        ("stale-topology-epoch", _stale_epoch(_record(_loss_then_holder)), (False, "refinement", None)),
     ]
+
+
+def _loss_then_holder(pmm: Any) -> None:
+    """Two devices, one lost; then a holder registered (in the topology after the loss)."""
+    pmm.register_authority("gpu0", _D, 256)
+    a = pmm.register_authority("gpu1", _D, 256)
+    pmm.lose_device(a)
+    pmm.register_holder("late")
+
+
+def _stale_epoch(good: list[bytes]) -> list[bytes]:
+    """The event after the device loss carries the epoch before it: decided against a topology already gone."""
+    ev = _events(good)
+    i = _find(ev, "lose_device")
+    ev[i + 1]["topology_epoch"] = ev[i]["topology_epoch"]
+    return _lines(ev)
 
 
 def _grant_charge_left_out(good: list[bytes]) -> list[bytes]:
