@@ -13,7 +13,7 @@ the 1-based line number):
      a known kind, ids and payload keys exactly those of the kind, values
      well formed;
   3. sequence: per source 1, 2, 3, ... (a jump is a lost or reordered event,
-     a repeat a duplicate); topology epoch (`_Epochs`): the event carries the
+     a repeat a duplicate); topology epoch (`invariants.replay_epochs`): the event carries the
      number of the spec's current topology version;
   4. ids are mapped to the spec's per kind (`invariants.replay_ids`: a
      governor may issue any fresh id); the action must be enabled exactly as
@@ -84,6 +84,7 @@ from invariants.manager_trace import (
 )
 from invariants.replay import (ReplayResult, _Bad, bind_result, bounded_lines, check_outcome, figures,
                                next_in_sequence, other_refusal, read_event, spec_action, spec_figures)
+from invariants.replay_epochs import Epochs
 from invariants.replay_grants import at_rest, never_granted, owed_after, unwritten_grants
 from invariants.replay_ids import IdMap
 from invariants.replay_predicates import check_observed_step
@@ -431,37 +432,6 @@ def _tracked(m: Manager) -> Manager:
                                                              allowances=track(m.ledger.allowances)))
 
 
-class _Epochs:
-    """The trace's topology epochs against the spec's topology versions (`invariants.manager_trace.topology_changed`):
-    the governor numbers them as it likes, one to one and increasing. The first event's epoch is version 0's; each
-    event carries the current version's; after an accepted event that changed the topology, the next carries a new
-    epoch, greater than every earlier one. O(1) per event."""
-
-    __slots__ = ("epoch", "since", "change", "due")
-
-    def __init__(self) -> None:
-        self.epoch: int | None = None  # the current version's epoch (the greatest so far)
-        self.since = 0  # the line that first carried it
-        self.change = ("", 0)  # (kind, line) of the last event that changed the topology
-        self.due = False  # that change is not yet followed by a new epoch
-
-    def check(self, epoch: int, line: int) -> None:
-        if self.epoch is None or (self.due and epoch > self.epoch):
-            self.epoch, self.since, self.due = epoch, line, False
-            return
-        if epoch == self.epoch and not self.due:
-            return
-        if epoch > self.epoch:
-            raise _Bad("refinement", f"topology epoch {epoch} advanced without a topology change "
-                                     f"(epoch {self.epoch} since line {self.since})")
-        kind, at = self.change  # an earlier epoch, or the current one when a new one is due: a change ended it
-        since = "a new epoch due" if self.due else f"epoch {self.epoch} since"
-        raise _Bad("refinement", f"topology epoch {epoch} is stale: {kind} at line {at} changed the topology ({since})")
-
-    def changed(self, kind: str, line: int) -> None:
-        self.change, self.due = (kind, line), True
-
-
 def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     """Replay raw lines of a composed trace; see the module docstring."""
     m, last, events, line, at_boundary, since_whole = _tracked(initial()), {}, 0, 0, False, 0
@@ -470,7 +440,7 @@ def replay_manager_lines(lines: Iterable[bytes]) -> ReplayResult:
     configured = False  # the `configure` event seen: `m.aging_bound` is the trace's
     owed = {}  # grants owed (`invariants.replay_grants`)
     ledger_only = True  # every action so far a ledger one
-    epochs = _Epochs()
+    epochs = Epochs()
     try:
         for raw in lines:
             line += 1

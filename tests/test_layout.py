@@ -139,7 +139,8 @@ def private_accesses(src: str) -> list[str]:
 
 #: The private members of the manager the trace recorder may use (issue #21 item 2: the hooks are no public verbs;
 #: `refimpl.manager.views`): the lock, the recorder's slot and wiring, and what an operation touched and left.
-RECORDER_HOOKS = ("_lock", "_recorder", "_attach_recorder", "_touched", "_observed", "_take_grants", "_wake_waiters")
+RECORDER_HOOKS = ("_lock", "_recorder", "_attach_recorder", "_touched", "_observed", "_take_grants", "_wake_waiters",
+                  "_topology_epoch")  # the epoch an event was decided in: the manager numbers its topology
 
 
 def test_tracing_uses_only_the_recorder_hooks_of_the_manager() -> None:
