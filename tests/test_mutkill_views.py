@@ -698,3 +698,27 @@ def test_a_row_moved_unnamed_on_another_ledger_in_view_is_caught_at_once() -> No
         pmm.plan_tx(h, ((a, 1), (b, 1)))
     with contracts(on=True, level="local"), pytest.raises(InvariantViolation, match=r"^I1\b"):
         pmm.quarantine(h, r, 4)
+
+
+def test_a_composed_event_observes_the_charges_it_created_and_not_its_grants_nor_others() -> None:
+    """`_charge_figures`: a try_reserve's event lists the lease it made (and nothing another operation holds); a
+    release that grants a waiter leaves the grant's lease to the `grant` event that follows it (which lists it)."""
+    buf = io.StringIO()
+    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    h, _, a = p.register_holder("kv"), p.register_authority("host", Tier.HOST, 8), p.register_authority(
+        "hbm", Tier.DEVICE, 100)  # authority 2: no allocation shares its id
+    held = p.claim(h, p.submit(h, a, 60, 0, Role.KV))
+    mine = p.try_reserve(h, a, 30, 0, Role.KV)
+    t = p.submit(h, a, 50, 0, Role.KV)  # waits: 10 B free
+    p.release(h, held)  # 70 B free: ticket t's 50 B granted
+    p.claim(h, t)
+    events = [json.loads(x) for x in buf.getvalue().splitlines()]
+    by_kind = {e["kind"]: e for e in events}
+    first_grant = next(i for i, e in enumerate(events) if e["kind"] == "grant")  # the first submit's, at once
+    assert events[first_grant - 1]["kind"] == "submit" and events[first_grant - 1]["payload"]["charges"] == {}
+    assert events[first_grant]["payload"]["charges"] == {str(held): 60}
+    assert by_kind["try_reserve"]["payload"]["charges"] == {str(mine): 30}
+    assert by_kind["release"]["payload"]["charges"] == {}
+    grant = by_kind["grant"]
+    assert grant["ids"] == {"ticket": t} and grant["payload"]["charges"] == {str(grant["payload"]["result"]): 50}
+    assert replay_manager_lines(buf.getvalue().encode().splitlines()).ok
