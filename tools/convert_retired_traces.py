@@ -143,9 +143,8 @@ class _Books:
         if type(r) is not int:
             return
         if kind == "register_authority":
-            if r not in self.used:
-                self.context[r], self.changed = "active", True
-            self.used[r] = 0
+            if r not in self.used:  # a new authority (an existing id answers a re-registration: nothing changes)
+                self.context[r], self.changed, self.used[r] = "active", True, 0
         elif kind == "register_alias":
             view = (self.canon.get(ids["of"], ids["of"]), p["view"])  # a new view, whatever id answers it (D12)
             self.changed = self.changed or view not in self.views
@@ -193,7 +192,8 @@ def convert_lines(lines: list[str]) -> list[str]:
     for n, ev in enumerate(events, 1):
         if ev["contract_revision"] != POOL:
             if ev["kind"] == "register_authority" and ev["payload"].get("outcome") == "accepted":
-                limit[ev["ids"]["result"]], used[ev["ids"]["result"]] = ev["payload"]["capacity"], 0
+                if ev["ids"]["result"] not in used:  # a new authority, not a re-registration
+                    limit[ev["ids"]["result"]], used[ev["ids"]["result"]] = ev["payload"]["capacity"], 0
             conv = _same(ev, n, any(pending.values()), books)
             used |= {int(a): u for a, u in conv["payload"].get("used", {}).items() if int(a) in used}
             emit(ev["source"], conv)

@@ -186,3 +186,14 @@ def test_the_converter_stops_at_a_figure_that_is_no_byte_count() -> None:
     bad = _TWO[3].replace('"used": {"1": 16}', '"used": {"1": "16"}')
     with pytest.raises(ValueError, match=re.escape("line 4: reserve: observed used {'1': '16'} is not a byte count")):
         _converter().convert_lines([*_TWO[:3], bad])
+
+
+def test_the_converter_keeps_the_last_used_across_a_re_registration() -> None:
+    """A registration answered with an existing id (the same pool again) issues nothing: the authority keeps the
+    16 B it holds, and the figures filled after it say so (not 0, as for a new authority)."""
+    again = _ledger(5, "register_authority", {"result": 1}, {"pool": "gpu", "tier": "device", "capacity": 64}, {})
+    rest = [line.replace(f'"source_sequence": {n}', f'"source_sequence": {n + 1}') for n, line in
+            ((5, _TWO[4]), (6, _TWO[5]))]
+    got = [json.loads(line) for line in _converter().convert_lines([*_TWO[:4], again, *rest])]
+    assert [e["payload"]["used"] for e in got[4:6]] == [{}, {"1": 16}]  # the refused reserve's: 16 B still
+    assert replay_manager_lines([(json.dumps(e) + "\n").encode() for e in got]).ok
