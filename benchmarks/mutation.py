@@ -266,6 +266,7 @@ MODULES: dict[str, list[str]] = {
                                      "tests/test_mutkill_manager_replay.py", "tests/test_replay.py",
                                      "tests/test_replay_harms.py", "tests/conformance/test_converted_traces.py",
                                      "tests/test_observed_figures.py", "tests/test_replay_messages.py",
+                                     "tests/test_topology_epoch.py",
                                      "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean",
                                      "--deselect", "tests/conformance/test_converted_traces.py::test_the_converter"],
     # The replay checker's parts (issue #21 item 8), each against the replay suites that reach it, with the same
@@ -274,6 +275,9 @@ MODULES: dict[str, list[str]] = {
     "invariants/replay_predicates.py": ["tests/test_replay.py", "tests/test_replay_harms.py",
                                         "tests/test_verdict_pins.py", "tests/test_mutkill_replay_predicates.py",
                                         "--deselect", "tests/test_replay.py::test_campaign_traces_always_replay_clean"],
+    # The topology epochs against the spec's versions (issue #21 item 4): a stale or unexplained epoch after each
+    # topology-changing kind, renumbering, the messages.
+    "invariants/replay_epochs.py": ["tests/test_topology_epoch.py"],
     # Observed ids to the spec's: fresh-id conformance traces, the owed-grant rule's observed ids, spec text
     # rewritten into the trace's ids (test_replay_messages).
     "invariants/replay_ids.py": ["tests/test_replay.py", "tests/test_replay_harms.py",

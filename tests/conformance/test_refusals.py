@@ -123,6 +123,7 @@ def test_a_refusal_whose_precondition_does_not_hold_is_rejected(error: str) -> N
     r = replay_epoched(_lost_trace(error))
     assert not r.ok and r.line == 6 and r.failure == "refinement", r.describe()
     assert f"rejected with {error}" in r.message
+    assert r.message.endswith("(the refusals that apply: DeviceLost, InvalidBytes)"), r.message  # D11: all of them
 
 
 def test_a_legal_refusal_that_changed_observed_state_is_rejected() -> None:
