@@ -20,20 +20,21 @@ class Epochs:
     __slots__ = ("epoch", "since", "change", "due")
 
     def __init__(self) -> None:
-        self.epoch: int | None = None  # the current version's epoch (the greatest so far)
-        self.since = 0  # the line that first carried it
-        self.change = ("", 0)  # (kind, line) of the last event that changed the topology
-        self.due = False  # that change is not yet followed by a new epoch
+        self.epoch: int | None = None  # the current version's epoch (the greatest so far); `since`, `due`: set with it
+        self.change: tuple[str, int] | None = None  # (kind, line) of the last event that changed the topology
 
     def check(self, epoch: int, line: int) -> None:
         if self.epoch is None or (self.due and epoch > self.epoch):
-            self.epoch, self.since, self.due = epoch, line, False
+            self.epoch, self.since, self.due = epoch, line, False  # `due`: a change not yet followed by a new epoch
             return
         if epoch == self.epoch and not self.due:
             return
         if epoch > self.epoch:
             raise _Bad("refinement", f"topology epoch {epoch} advanced without a topology change "
                                      f"(epoch {self.epoch} since line {self.since})")
+        if self.change is None:  # an earlier epoch, and the topology never changed: no version it could be
+            raise _Bad("refinement", f"topology epoch {epoch} went back: epoch {self.epoch} since line {self.since}, "
+                                     "and no topology change since the trace began")
         kind, at = self.change  # an earlier epoch, or the current one when a new one is due: a change ended it
         since = "a new epoch due" if self.due else f"epoch {self.epoch} since"
         raise _Bad("refinement", f"topology epoch {epoch} is stale: {kind} at line {at} changed the topology ({since})")

@@ -123,6 +123,18 @@ def test_an_epoch_advanced_without_a_topology_change_is_refused_at_that_line() -
                         f"{since + 1})"
 
 
+def test_an_epoch_that_goes_back_before_any_topology_change_is_refused_at_that_line() -> None:
+    """No version of the topology is older than the first: an earlier epoch there names none (and the message says
+    so, rather than naming a change that never happened)."""
+    events = _record(lambda p: (p.register_holder("a"), p.register_holder("b")))
+    assert {e["topology_epoch"] for e in events} == {0}
+    for e in events[:-1]:
+        e["topology_epoch"] = 5
+    r = replay_manager_lines(_lines(events))
+    assert (r.ok, r.line, r.failure) == (False, len(events), "refinement"), r.describe()
+    assert r.message == "topology epoch 0 went back: epoch 5 since line 1, and no topology change since the trace began"
+
+
 def test_a_re_registration_answered_with_the_existing_id_changes_no_topology() -> None:
     """refimpl leaves its epoch (the spec, its version) as it was; a governor that advanced it is refused."""
     events = _record(lambda p: (_register(p), p.register_authority("gpu0", _D, 64, "cuda:0"), p.register_holder("x")))
