@@ -4,10 +4,11 @@ A focused campaign is a restriction of the one composed model, never a second mo
 `LedgerMachine` is `invariants.manager_machine.ManagerMachine` with only its ledger rules (`LEDGER_RULES`:
 reservations and their settlement, leases given back or grown, aliases, recorded commits, quarantine, allowances,
 device loss, holders leaving), the same `spec.manager.step`, refinement and predicates (`invariants.manager`, and
-the observed grant's charge of `invariants.replay_predicates`, as replay judges a trace), plus four steered rules
+the observed grant's charge of `invariants.replay_predicates`, as replay judges a trace), plus five steered rules
 for ledger situations the whole machine does not draw: `observe` (an authority's figures, `snapshot`, equal the
 spec's reading and an independent one: C8, I2), `register` (a pool registered again with its own or another tier
-or capacity, a new pool, an alias of any authority: C1), `settle` (a reservation or recorded commit of any tier,
+or capacity, a new pool, an alias of any authority: C1), `handoff` (a reservation committed by a holder other
+than the one that reserved it: I4a, I6), `settle` (a reservation or recorded commit of any tier,
 committed past, at or below its size, by its holder or another, or any allocation ever issued settled again,
 retired or not: C2, I1, I4a, I6) and `allowance_any` (allowances left open, any one ever opened used past its room
 or by another holder: I4b, I6).
@@ -37,10 +38,10 @@ from spec.types import Role, Tier
 
 __all__ = ["LEDGER_RULES", "LedgerMachine", "run_campaign", "find_counterexample"]
 
-#: The composed machine's rules this restriction keeps (with its own steered `observe`, `register`, `settle`,
-#: `allowance_any`).
+#: The composed machine's rules this restriction keeps (with its own steered `observe`, `register`, `handoff`,
+#: `settle`, `allowance_any`).
 LEDGER_RULES = ("direct_reserve", "release_lease", "grow_lease", "alias_record_quarantine", "allowance",
-                "environment", "unregister", "observe", "register", "settle", "allowance_any")
+                "environment", "unregister", "observe", "register", "handoff", "settle", "allowance_any")
 
 
 class LedgerMachine(ManagerMachine):
@@ -78,6 +79,20 @@ class LedgerMachine(ManagerMachine):
         if data.draw(st.integers(0, 2)) == 0:
             capacity = data.draw(st.sampled_from((capacity + 4, capacity - 4, 0, True)))
         self._do(A.RegisterAuthority(pool, tier, capacity))
+
+    @rule(data=st.data())
+    def handoff(self, data: st.DataObject) -> None:
+        """A producer reserves and another holder commits the reservation (a consumer taking over a buffer): the
+        commit is refused and the lease stays the producer's (I4a, I6). `settle` commits as another holder too,
+        but rarely on a reservation still open."""
+        holders, live = self._holders(), self._active()
+        if len(holders) < 2 or not live:
+            return
+        producer, consumer = data.draw(st.lists(st.sampled_from(holders), min_size=2, max_size=2, unique=True))
+        aid, rid = data.draw(st.sampled_from(live)), self.abs.ledger.next_allocation
+        self._do(A.Reserve(producer, aid, self.abs.ledger.authorities[aid].tier, 1, Role.KV))
+        if rid in self.abs.ledger.allocations:
+            self._do(A.Commit(consumer, rid, 1))
 
     @rule(data=st.data())
     def settle(self, data: st.DataObject) -> None:

@@ -3,9 +3,9 @@
 A focused campaign is a restriction of the one composed model, never a second model (issue #21): the
 `PressureMachine` is `invariants.manager_machine.ManagerMachine` with only its ticket, release, allocator,
 pressure and environment rules (`PRESSURE_RULES`; every other part's rule is switched off), the same
-`spec.manager.step`, the same refinement and the same predicates (`invariants.manager`), plus three steered
-rules the whole machine draws too rarely: a burst of small newcomers behind a request just too big for the
-headroom, until that request matures and is then granted (I13's aging bound, bounded overtaking); two
+`spec.manager.step`, the same refinement and the same predicates (`invariants.manager`), the composed
+machine's steered `burst` (small newcomers behind a request just too big for the headroom, until that request
+matures and is then granted: I13's aging bound, bounded overtaking), plus two steered rules of its own: two
 waiters of different priorities behind one lease (the grant order chooses); an answer after its pressure's
 deadline (StaleAnswer, C5). `situations` counts what the
 campaign reached (`PRESSURE_SITUATIONS`), so a run that never matures a ticket shows it.
@@ -36,7 +36,7 @@ __all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure
 
 _T = TicketState
 
-#: The composed machine's rules this restriction keeps (with its own steered `burst`, `contend`, `answer_late`).
+#: The composed machine's rules this restriction keeps (with its own steered `contend`, `answer_late`; `burst` is the composed machine's).
 PRESSURE_RULES = ("submit", "ticket", "wait_for_release", "release_lease", "direct_reserve", "press_and_answer",
                   "pressure", "environment", "burst", "contend", "answer_late")
 
@@ -96,40 +96,6 @@ class PressureMachine(ManagerMachine):
             self._do(M.Answer(r.holder, pid, (r.id,), deadline + data.draw(st.integers(1, 2))))
             if pid in self.abs.pressures and data.draw(st.booleans()):
                 self._do(M.ExpirePressure(pid, deadline + 1))
-
-    def _lease_on(self, aid: int, holder: int, nbytes: int) -> None:
-        tid = self.abs.next_ticket
-        self._do(M.Submit(holder, aid, nbytes, 0, Role.KV))
-        t = self.abs.tickets.get(tid)
-        if t is not None and t.state is _T.GRANTED:
-            self._do(M.Claim(holder, tid))
-
-    @rule(data=st.data(), count=st.integers(2, 5), nbytes=st.integers(1, 2), priority=st.sampled_from((0, 0, 1)))
-    def burst(self, data: st.DataObject, count: int, nbytes: int, priority: int) -> None:
-        """A request just too big for the headroom, then a stream of small newcomers (each Submit a round, so
-        the big one ages and matures: I13), then leases return until the matured misfit is granted."""
-        live = [a for a in self._active() if self.abs.ledger.authorities[a].capacity >= 4]
-        if not live:
-            return
-        aid = data.draw(st.sampled_from(live))
-        holders = self._holders()
-        big_holder, small = data.draw(st.sampled_from(holders)), data.draw(st.sampled_from(holders))
-        a = self.abs.ledger.authorities[aid]
-        if a.limit - a.used == a.limit:
-            self._lease_on(aid, small, 1)  # nothing held: nothing could be "just too big"
-        a = self.abs.ledger.authorities[aid]
-        if a.limit - a.used < a.limit:
-            self._do(M.Submit(big_holder, aid, a.limit - a.used + 1, 0, Role.KV))
-        for _ in range(count):
-            self._lease_on(aid, small, nbytes)
-        if data.draw(st.integers(0, 5)) == 0:  # a pressure opened, then a reconfigure: its answer is stale (C5)
-            self._do(M.Press(small, aid, 1))
-            self._reconfigure(data)
-        if data.draw(st.integers(0, 3)):
-            for r in self._leases(None, aid):  # returned capacity accumulates for the matured waiter
-                self._do(A.Release(r.holder, r.id))
-                if not any(t.state is _T.PENDING and t.authority == aid for t in self.abs.tickets.values()):
-                    break
 
     @rule(data=st.data(), high=st.sampled_from((1, 2)))
     def contend(self, data: st.DataObject, high: int) -> None:

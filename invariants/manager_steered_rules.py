@@ -9,7 +9,9 @@ the waiter behind it (I13), a device lost while it holds a quarantined lease
 or while a two-ledger transaction holds on it (C3); and a tier's process quota (I1) set a little above what the
 tier charges, so the two device ledgers meet it (a credit on one is room for a waiter on the other). And one for
 arbitration itself (I13): two waiters of different priority behind one lease whose release has room for one of
-them, so a governor that grants by the wrong priority is caught in a few steps.
+them, so a governor that grants by the wrong priority is caught in a few steps; and a request just too big for the
+headroom behind a burst of small newcomers until it matures (`burst`), so one that lets newcomers overtake a
+matured waiter (aging ignored) is too.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class SteeredRules:
     _holders: Any
     _headroom: Any
     _leases: Any
+    _reconfigure: Any
 
     @rule(data=st.data(), order=st.permutations((0, 3)))
     def order_among_waiters(self, data: st.DataObject, order: list[int]) -> None:
@@ -55,6 +58,40 @@ class SteeredRules:
             self._do(M.Submit(data.draw(st.sampled_from(self._holders())), r.authority,
                               data.draw(st.integers(low, room + r.charge)), priority, Role.KV))
         self._do(A.Release(r.holder, r.id))
+
+    def _lease_on(self, aid: int, holder: int, nbytes: int) -> None:
+        tid = self.abs.next_ticket
+        self._do(M.Submit(holder, aid, nbytes, 0, Role.KV))
+        t = self.abs.tickets.get(tid)
+        if t is not None and t.state is TicketState.GRANTED:
+            self._do(M.Claim(holder, tid))
+
+    @rule(data=st.data(), count=st.integers(2, 5), nbytes=st.integers(1, 2), priority=st.sampled_from((0, 0, 1)))
+    def burst(self, data: st.DataObject, count: int, nbytes: int, priority: int) -> None:
+        """A request just too big for the headroom, then a stream of small newcomers (each Submit a round, so
+        the big one ages and matures: I13), then leases return until the matured misfit is granted."""
+        live = [a for a in self._active() if self.abs.ledger.authorities[a].capacity >= 4]
+        if not live:
+            return
+        aid = data.draw(st.sampled_from(live))
+        holders = self._holders()
+        big_holder, small = data.draw(st.sampled_from(holders)), data.draw(st.sampled_from(holders))
+        a = self.abs.ledger.authorities[aid]
+        if a.limit - a.used == a.limit:
+            self._lease_on(aid, small, 1)  # nothing held: nothing could be "just too big"
+        a = self.abs.ledger.authorities[aid]
+        if a.limit - a.used < a.limit:
+            self._do(M.Submit(big_holder, aid, a.limit - a.used + 1, 0, Role.KV))
+        for _ in range(count):
+            self._lease_on(aid, small, nbytes)
+        if data.draw(st.integers(0, 5)) == 0:  # a pressure opened, then a reconfigure: its answer is stale (C5)
+            self._do(M.Press(small, aid, 1))
+            self._reconfigure(data)
+        if data.draw(st.integers(0, 3)):
+            for r in self._leases(None, aid):  # returned capacity accumulates for the matured waiter
+                self._do(A.Release(r.holder, r.id))
+                if not any(t.state is TicketState.PENDING and t.authority == aid for t in self.abs.tickets.values()):
+                    break
 
     @rule(data=st.data())
     def raise_while_waiting(self, data: st.DataObject) -> None:
