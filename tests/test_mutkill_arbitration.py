@@ -30,6 +30,7 @@ from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_manager, ledger_lock, wake_waiters
 from spec.errors import CapacityDenied, GovernorError, InvalidArgument, InvalidBytes
 from spec.types import Origin, Role, Tier
+from trace_harness import traced
 
 
 class _LostWakeUp:
@@ -348,10 +349,8 @@ def test_a_traced_round_grant_names_its_allocation_and_the_used_before_it(charge
     from spec.guards import GuardSet
     from spec.types import Tier
 
-    buf = io.StringIO()
     with contracts(False):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf),
-                                   **({} if charges else {"guards": GuardSet.without("grant_charges_ledger")}))
+        pmm, buf = traced(**({} if charges else {"guards": GuardSet.without("grant_charges_ledger")}))
         h = pmm.register_holder("kv")
         a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
         big = pmm.claim(h, pmm.submit(h, a, 90, 0, Role.KV))

@@ -13,15 +13,10 @@ import pytest
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import GovernorError, HolderInUse
 from spec.types import Role, Tier
-
-
-def _traced() -> tuple[ProcessMemoryManager, io.StringIO]:
-    buf = io.StringIO()
-    return ProcessMemoryManager(trace=JsonlSink(buf)), buf
+from trace_harness import traced
 
 
 def _used(buf: io.StringIO) -> dict[str, Any]:
@@ -52,7 +47,7 @@ def _holder_world(pmm: ProcessMemoryManager) -> tuple[int, int, list[int]]:
 
 
 def test_holder_in_use_names_its_first_four_records_in_kind_order_and_changes_nothing() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     h, _, auths = _holder_world(pmm)
     before = abstract_manager(pmm)
     msg = f"holder {h} is named by allocation 1, allowance 1, ticket 1, pressure 1"
@@ -65,7 +60,7 @@ def test_holder_in_use_names_its_first_four_records_in_kind_order_and_changes_no
 
 
 def test_a_refused_holder_of_the_wrong_type_has_no_scope() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     _holder_world(pmm)
     with pytest.raises(GovernorError):
         pmm.unregister_holder(True)  # == holder 1, registered and named by records: still not an int
@@ -101,7 +96,7 @@ def test_a_holder_that_never_acted_is_unregistered() -> None:
 
 
 def test_removing_an_alias_traces_its_canonical_ledger() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     a = pmm.register_authority("gpu0", Tier.DEVICE, 8)
     _lease(pmm, pmm.register_holder("kv"), a, 3)
     alias = pmm.register_alias(a, "uvm")
@@ -110,7 +105,7 @@ def test_removing_an_alias_traces_its_canonical_ledger() -> None:
 
 
 def test_a_refused_removal_traces_its_ledger_and_one_of_the_wrong_type_none() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     a = pmm.register_authority("gpu0", Tier.DEVICE, 8)
     _lease(pmm, pmm.register_holder("kv"), a, 3)
     with pytest.raises(GovernorError, match=f"^authority {a} is pinned by allocation 1$"):

@@ -9,7 +9,6 @@ the same trace with it present replays clean. The upstream recordings were writt
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from trace_harness import replay_epoched
-from refimpl.manager import ProcessMemoryManager
+from trace_harness import replay_epoched, traced
 from refimpl.manager_workload import run_manager_workload
-from refimpl.tracing import JsonlSink, boundary
+from refimpl.tracing import boundary
 from spec.errors import GovernorError
 from spec.types import Role, Tier
 
@@ -125,8 +123,8 @@ def test_the_converted_alias_recording_states_the_figure_ledger_1_left_out() -> 
 
 @pytest.fixture(scope="module")
 def own() -> list[bytes]:
-    buf = io.StringIO()
-    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=1, operations=600)
+    pmm, buf = traced()
+    run_manager_workload(pmm, seed=1, operations=600)
     lines = [x.encode() + b"\n" for x in buf.getvalue().splitlines()]
     r = replay_epoched(lines)
     assert r.ok, r.describe()
@@ -301,8 +299,7 @@ def test_own_trace_with_a_transactions_bundle_dropped_is_rejected(own: list[byte
 
 def test_a_refused_answer_names_the_authority_of_its_victims() -> None:
     """A victim on another authority than the pressure's: the refused answer names both, and lists both."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p, buf = traced()
     h = p.register_holder("kv")
     a, b = p.register_authority("a", Tier.DEVICE, 64), p.register_authority("b", Tier.HOST, 64)
     lease = p.reserve(h, b, Tier.HOST, 8, Role.KV)

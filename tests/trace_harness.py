@@ -1,7 +1,9 @@
-"""Shared helpers of the trace tests: the upstream conformance traces, lossy variants of a recorded JSONL trace."""
+"""Shared helpers of the trace tests: a traced manager and its recorded lines, the upstream conformance traces, lossy
+variants of a recorded JSONL trace."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -9,7 +11,21 @@ from typing import Any
 
 import pytest
 
+from refimpl.manager import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def traced(**kwargs: Any) -> tuple[ProcessMemoryManager, io.StringIO]:
+    """A manager (built with `kwargs`) writing its JSONL trace to a fresh buffer: (manager, buffer)."""
+    buf = io.StringIO()
+    return ProcessMemoryManager(trace=JsonlSink(buf), **kwargs), buf
+
+
+def lines_of(buf: io.StringIO) -> list[bytes]:
+    """The events written to `buf`, one line each, as a trace file holds them."""
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
 
 
 def upstream() -> Path:
