@@ -13,7 +13,7 @@ from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
 
-__all__ = ["make", "lease", "used", "conserved", "idle", "one_pool", "settled"]
+__all__ = ["make", "lease", "published", "used", "conserved", "idle", "one_pool", "settled"]
 
 G = TicketState.GRANTED
 
@@ -33,6 +33,13 @@ def lease(pmm: ProcessMemoryManager, h: int, a: int, n: int, tier: Tier = Tier.D
     i = pmm.reserve(h, a, tier, n, Role.KV)
     pmm.commit(h, i, n)
     return i
+
+
+def published(pmm: ProcessMemoryManager, h: int, needs: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    """A transaction of `h` planned for `needs`, every need held, and a view published over it: (transaction, view)."""
+    tx = pmm.plan_tx(h, needs)
+    pmm.reserve_all(tx)
+    return tx, pmm.publish_view(tx)
 
 
 def used(pmm: ProcessMemoryManager, a: int) -> int:

@@ -20,6 +20,7 @@ from spec import manager_actions as M
 from spec.manager import apply
 from spec.types import Role, Tier
 from trace_harness import epoched, lines_of, renumbered, traced
+from refimpl_manager_harness import lease
 
 KEYS = frozenset({"outcome", "error", "result", "used", "charges", "bundles"})  # every event's outcome keys
 
@@ -541,8 +542,7 @@ def figures_lines() -> list[bytes]:
     register_authority spare (2), remove_authority (line 13)."""
     p, buf = traced()
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
-    x = p.reserve(h, a, Tier.DEVICE, 8, Role.KV)
-    p.commit(h, x, 8)
+    x = lease(p, h, a, 8)
     p.release(h, x)
     p.claim(h, p.submit(h, a, 24))
     p.lower_limit(a, 40)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from refimpl_manager_harness import lease, make
+from refimpl_manager_harness import lease, make, published
 
 from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
@@ -96,8 +96,7 @@ def _every_ledger_kind(pmm: ProcessMemoryManager) -> None:
     pmm.record_committed(h, a, Tier.DEVICE, 5, Role.KV)
     c = pmm.reserve(h, a, Tier.DEVICE, 7, Role.STAGING)
     pmm.cancel(h, c)
-    q = pmm.reserve(h, a, Tier.DEVICE, 6, Role.KV)
-    pmm.commit(h, q, 6)
+    q = lease(pmm, h, a, 6)
     pmm.quarantine(h, q, 2)
     w1, w2 = pmm.open_allowance(h, b, 40), pmm.open_allowance(h, b, 40)
     pmm.reserve_growth(h, w1, 20)
@@ -541,9 +540,7 @@ def test_a_partial_view_holds_the_generations_and_model_views_of_its_ledgers_onl
     h = pmm.register_holder("kv")
     a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     c = pmm.register_authority("gpu1", Tier.DEVICE, 100)
-    x = pmm.plan_tx(h, ((c, 10),))
-    pmm.reserve_all(x)
-    v = pmm.publish_view(x)
+    _, v = published(pmm, h, ((c, 10),))
     pmm.reconfigure(a)
     with contracts(on=True, level=level):
         t = pmm.submit(h, a, 30)
@@ -604,13 +601,9 @@ def test_a_view_is_closed_under_the_executions_bound_to_its_model_views() -> Non
     pmm = ProcessMemoryManager()
     h = pmm.register_holder("kv")
     a, c, d = (pmm.register_authority(p, Tier.DEVICE, 100) for p in ("gpu0", "gpu1", "gpu2"))
-    x = pmm.plan_tx(h, ((c, 1),))
-    pmm.reserve_all(x)
-    v = pmm.publish_view(x)
+    x, v = published(pmm, h, ((c, 1),))
     pmm.commit_tx(x)
-    y = pmm.plan_tx(h, ((d, 1),))
-    pmm.reserve_all(y)
-    pmm.publish_view(y)
+    y, _ = published(pmm, h, ((d, 1),))
     pmm.execute_view(y, v, 1)  # y needs d and reads the view over c
     with ledger_lock(pmm):
         assert pmm._closed({c}) == {c, d} and pmm._closed({a}) == {a}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from refimpl_manager_harness import published
 from trace_harness import ledger_payload, replay_epoched
 
 from spec import errors as E
@@ -236,13 +237,9 @@ def _view_world():
     pmm = ProcessMemoryManager()
     a, b = pmm.register_authority("hbm0", Tier.DEVICE, 100), pmm.register_authority("hbm1", Tier.DEVICE, 100)
     h1, h2 = pmm.register_holder("kv"), pmm.register_holder("w")
-    tx = pmm.plan_tx(h1, ((a, 5),))
-    pmm.reserve_all(tx)
-    view = pmm.publish_view(tx)
+    tx, view = published(pmm, h1, ((a, 5),))
     pmm.commit_tx(tx)
-    runner = pmm.plan_tx(h1, ((a, 5),))
-    pmm.reserve_all(runner)
-    own = pmm.publish_view(runner)
+    runner, own = published(pmm, h1, ((a, 5),))
     pmm.execute_view(runner, view, 1)
     pmm.execute_view(runner, own, 1)
     half = pmm.plan_tx(h2, ((a, 5), (b, 200)))
