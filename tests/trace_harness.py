@@ -63,6 +63,14 @@ def ledger_payload(ids: dict[str, Any], used: dict[str, Any] | None = None, char
                  "result": ids.pop("result", None), "used": used or {}, "charges": charges or {}, "bundles": {}}
 
 
+def ledger_event(seq: int, kind: str, ids: dict[str, Any], used: dict[str, Any] | None = None,
+                 charges: dict[str, Any] | None = None, error: str | None = None, **args: Any) -> bytes:
+    """One `ortmem-manager/2` event line of source "g", its ids and payload as `ledger_payload` writes them."""
+    ids, payload = ledger_payload(ids, used, charges, error, kind, **args)
+    return json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind,
+                       "ids": ids, "payload": payload}).encode() + b"\n"
+
+
 def epoched(lines: list[bytes]) -> list[bytes]:
     """`lines` with a `topology_epoch` written into each event that carries none (the object's first key, the rest
     of the line byte for byte): 0 from the first event, + 1 after each accepted event that changed the topology (a

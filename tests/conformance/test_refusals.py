@@ -10,7 +10,7 @@ import json
 
 import pytest
 from refimpl_manager_harness import published
-from trace_harness import ledger_payload, replay_epoched
+from trace_harness import ledger_event, replay_epoched
 
 from spec import errors as E
 from spec import ledger_actions as A
@@ -93,9 +93,7 @@ def test_manager_refusals_on_a_poisoned_manager_go_on_past_the_poisoning() -> No
 
 
 def _ev(seq: int, kind: str, ids: dict, payload: dict, used: dict, charges: dict, error: str | None = None) -> bytes:
-    ids, payload = ledger_payload(ids, used, charges, error, kind, **payload)
-    return (json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind,
-                        "ids": ids, "payload": payload}).encode() + b"\n")
+    return ledger_event(seq, kind, ids, used, charges, error, **payload)
 
 
 def _lost_trace(error: str, nbytes: int = 0, used_after: int = 16) -> list[bytes]:
