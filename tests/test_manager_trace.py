@@ -25,7 +25,7 @@ from invariants.contracts import contracts
 from spec.errors import BundlePoisoned, InvalidArgument
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Tier
-from trace_harness import lines_of, renumbered as _renumbered, traced
+from trace_harness import lines_of, renumbered as _renumbered, replaced, traced
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
 
@@ -153,7 +153,7 @@ def test_changed_figure_is_refinement(lines: list[bytes]) -> None:
                 and ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
             aid = next(iter(ev["payload"]["used"]))
             ev["payload"]["used"][aid] += 1
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
             return
     raise AssertionError("no accepted event with a figure")
@@ -163,7 +163,7 @@ def test_changed_result_is_refinement(lines: list[bytes]) -> None:
     i = _accepted(lines, "cancel_ticket")
     ev = json.loads(lines[i])
     ev["payload"]["result"] = (ev["payload"]["result"] or 0) + 1
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
 
 
@@ -195,7 +195,7 @@ def test_changed_ledger_figure_is_refinement(lines: list[bytes]) -> None:
         if ev["kind"] == "commit" and ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
             aid = next(iter(ev["payload"]["used"]))
             ev["payload"]["used"][aid] -= 1
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
             return
     raise AssertionError("no accepted commit with a figure")
@@ -211,11 +211,11 @@ def test_a_ledger_events_charge_in_a_composed_trace_is_judged_left_out_or_wrong(
             rid = str(ev["payload"]["result"])
             assert ev["payload"]["charges"][rid] == ev["payload"]["nbytes"]
             ev["payload"]["charges"][rid] += 1
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
             assert f"observed a charge of {ev['payload']['nbytes'] + 1} B on allocation {rid}" in r.message
             del ev["payload"]["charges"][rid]
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
             assert f"charged allocation {rid} but the event does not say so" in r.message
             return
@@ -328,10 +328,10 @@ def test_changed_bundle_figure_is_refinement() -> None:
     i = _index(lines, "commit_tx")
     ev = json.loads(lines[i])
     ev["payload"]["bundles"]["1"]["versions"][2] = 0
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
     ev["payload"]["bundles"] = {}  # the advance is not reported at all
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "refinement" and r.line == i + 1 and "does not say so" in r.message, \
         r.describe()
 
@@ -372,7 +372,7 @@ def test_ill_typed_composed_field_is_malformed(lines: list[bytes], kind: str, fi
     i = _accepted(lines, kind)
     ev = json.loads(lines[i])
     ev["payload"][field] = value
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()
 
 

@@ -26,7 +26,7 @@ from refimpl.manager_workload import run_manager_workload
 from refimpl.verify.manager_hooks import abstract_manager
 from spec.tickets import TicketState
 from spec.types import Role, Tier
-from trace_harness import lines_of, renumbered as _renumbered, traced
+from trace_harness import lines_of, renumbered as _renumbered, replaced, traced
 
 PROBES = 3
 
@@ -69,7 +69,7 @@ def _with_bound(lines: list[bytes], bound: object) -> list[bytes]:
     i = _configure_index(lines)
     ev = json.loads(lines[i])
     ev["payload"]["aging_bound"] = bound
-    return lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:]
+    return replaced(lines, i, ev)
 
 
 @pytest.mark.parametrize("bound", [2, 4, 6])
@@ -125,7 +125,7 @@ def test_configure_with_other_fields_is_malformed(change: str) -> None:
         ev["ids"] = {"authority": 1}
     else:
         ev["payload"] = {}
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()
 
 

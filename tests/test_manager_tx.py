@@ -31,7 +31,7 @@ from spec.guards import ALL_ON, GuardSet, Layer
 from spec.records import evolve
 from spec.tickets import TicketState
 from spec.types import Role, Tier
-from trace_harness import lines_of, traced
+from trace_harness import lines_of, replaced, traced
 
 DEV, H1, H2 = 1, 1, 2
 _SETUP = (A.RegisterHolder("h1"), A.RegisterHolder("h2"), A.RegisterAuthority("dev", Tier.DEVICE, 4))
@@ -272,7 +272,7 @@ def test_replay_rejects_a_retry_that_names_another_attempts_intent() -> None:
     i = max(n for n, raw in enumerate(lines) if json.loads(raw)["kind"] == "plan_tx")
     ev = json.loads(lines[i])
     ev["ids"]["retry"] = 2  # h2's intent: a foreign place (C4)
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok
 
 

@@ -19,7 +19,7 @@ from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.manager import apply
 from spec.types import Role, Tier
-from trace_harness import epoched, lines_of, renumbered, traced
+from trace_harness import epoched, lines_of, renumbered, replaced, traced
 from refimpl_manager_harness import lease
 
 KEYS = frozenset({"outcome", "error", "result", "used", "charges", "bundles"})  # every event's outcome keys
@@ -120,7 +120,7 @@ def edited(lines: list[bytes], line: int, edit: Any) -> list[bytes]:
     """`lines` with the event on 1-based `line` changed in place by `edit(event)`."""
     ev = json.loads(lines[line - 1])
     edit(ev)
-    return [*lines[:line - 1], json.dumps(ev).encode() + b"\n", *lines[line:]]
+    return replaced(lines, line - 1, ev)
 
 
 def failed(events: int, failure: str, message: str, id: str | None = None) -> ReplayResult:

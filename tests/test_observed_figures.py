@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trace_harness import ledger_event, replay_epoched, traced
+from trace_harness import ledger_event, replaced, replay_epoched, traced
 from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import boundary
 from spec.errors import GovernorError
@@ -48,7 +48,7 @@ HAND = [
 def _drop(lines: list[bytes], i: int, figure: str, key: str) -> list[bytes]:
     ev = json.loads(lines[i])
     del ev["payload"][figure][key]
-    return lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:]
+    return replaced(lines, i, ev)
 
 
 def test_the_hand_trace_with_every_figure_replays_clean() -> None:

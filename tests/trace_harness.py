@@ -28,6 +28,11 @@ def lines_of(buf: io.StringIO) -> list[bytes]:
     return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
 
 
+def replaced(lines: list[bytes], i: int, ev: dict[str, Any]) -> list[bytes]:
+    """`lines` with the event at 0-based `i` replaced by `ev`."""
+    return [*lines[:i], json.dumps(ev).encode() + b"\n", *lines[i + 1:]]
+
+
 def upstream() -> Path:
     """The shared folder's upstream conformance traces; without them the test is skipped (failed under CI)."""
     for base in (os.environ.get("ORTMEM_SHARED"), ROOT.parent / "shared"):
