@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from refimpl_manager_harness import lease, make, published
+from refimpl_manager_harness import lease, make, parked, published
 
 from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
@@ -175,11 +175,7 @@ def test_a_composed_operation_under_the_held_ledger_lock_keeps_earlier_wake_ups(
     with contracts(on=False):
         pmm, w = make()
         blocker = lease(pmm, w.h2, w.a, 100)
-        got: list[Any] = []
-        waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 40, timeout=None)), daemon=True)
-        waiter.start()
-        while not abstract_manager(pmm).tickets:
-            threading.Event().wait(0.001)
+        waiter, got = parked(pmm, w.h1, w.a, 40)
         with ledger_lock(pmm):
             pmm.release(w.h2, blocker)  # grants the parked ticket: its wake-up waits for the lock's release
             pmm.try_reserve(w.h2, w.b, 8)  # a composed operation on another ledger, through `_run`
