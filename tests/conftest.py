@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -39,6 +40,18 @@ def where() -> Iterator[str]:
     d = tempfile.mkdtemp(prefix="h-")
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def hier(where: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A started process hierarchy of the test module's `Q` units, its options the test's indirect parameter (else
+    the module's `HIER_OPTIONS`); no process of it outlives the test."""
+    from refimpl.hierarchy.driver import Hierarchy, leftovers
+
+    h = Hierarchy(where, request.module.Q, **getattr(request, "param", getattr(request.module, "HIER_OPTIONS", {})))
+    yield h.start()
+    h.close()
+    assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
 
 
 @pytest.fixture(autouse=True)

@@ -32,6 +32,7 @@ from invariants.manager_replay import replay_manager_lines
 from refimpl.tracing import boundary
 from spec.errors import CalloutFailed, GovernorError
 from spec.types import Role, Tier
+from trace_harness import lines_of
 
 __all__ = ["HOSTILE", "HOSTILE_RATE", "FUZZ_SETTINGS", "IntSub", "run_fuzz", "report", "pick", "replayed"]
 
@@ -118,5 +119,5 @@ def report(part: str, counts: Counter, capsys: Any) -> None:
 def replayed(pmm: Any, buf: Any) -> tuple[Any, list[bytes]]:
     """`pmm`'s own trace, written to `buf`, closed at a boundary and replayed against `spec.manager`."""
     boundary(pmm)
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = lines_of(buf)
     return replay_manager_lines(lines), lines

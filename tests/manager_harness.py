@@ -21,7 +21,7 @@ from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Origin, Role, Tier
 
 __all__ = ["DEV", "HOST", "H1", "H2", "run", "broken_by", "judged", "clause_counts", "start", "make_alloc", "expect",
-           "make_ticket", "lease", "outcome", "walk", "with_allocs"]
+           "make_ticket", "lease", "granted", "outcome", "walk", "with_allocs"]
 
 DEV, HOST = 1, 2
 H1, H2 = 1, 2
@@ -58,6 +58,11 @@ def start(dev: int = 4, host: int = 4, aging_bound: int = 4) -> M.Manager:
                 A.RegisterHolder("h1"), A.RegisterHolder("h2")):
         m = run(m, act)[0]
     return m
+
+
+def granted() -> M.Manager:
+    """`start()` after holder 1's 3 B ticket on DEV, granted at once."""
+    return run(start(), M.Submit(H1, DEV, 3))[0]
 
 
 def with_allocs(m: M.Manager, allocs: Any, used: int | None = None) -> M.Manager:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import Any
 
@@ -13,7 +14,7 @@ from spec.guards import GuardSet
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier
 
-__all__ = ["make", "lease", "used", "conserved", "idle", "one_pool", "settled"]
+__all__ = ["make", "lease", "parked", "published", "used", "conserved", "idle", "one_pool", "settled"]
 
 G = TicketState.GRANTED
 
@@ -33,6 +34,23 @@ def lease(pmm: ProcessMemoryManager, h: int, a: int, n: int, tier: Tier = Tier.D
     i = pmm.reserve(h, a, tier, n, Role.KV)
     pmm.commit(h, i, n)
     return i
+
+
+def parked(pmm: ProcessMemoryManager, h: int, a: int, n: int, timeout: float | None = None) -> tuple[threading.Thread, list[Any]]:
+    """A thread of `h` acquiring `n` B of `a`, its ticket pending when this returns: (the thread, what acquire returned)."""
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.append(pmm.acquire(h, a, n, timeout=timeout)), daemon=True)
+    t.start()
+    while not abstract_manager(pmm).tickets:  # parked: its ticket is pending
+        threading.Event().wait(0.001)
+    return t, got
+
+
+def published(pmm: ProcessMemoryManager, h: int, needs: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    """A transaction of `h` planned for `needs`, every need held, and a view published over it: (transaction, view)."""
+    tx = pmm.plan_tx(h, needs)
+    pmm.reserve_all(tx)
+    return tx, pmm.publish_view(tx)
 
 
 def used(pmm: ProcessMemoryManager, a: int) -> int:

@@ -161,10 +161,13 @@ def test_a_lone_waiter_ages_once_per_round() -> None:
     assert ages == [1, 2, 3]
 
 
-def test_acquire_without_a_timeout_parks_until_granted() -> None:
+# The room freed once acquire is (about to be) parked, or after its first recheck slice: a waiter re-reads its
+# ticket every RECHECK_S, and a ticket still pending then goes on waiting.
+@pytest.mark.parametrize("delay", [0.05, RECHECK_S * 2.5], ids=["parked", "past-a-recheck-slice"])
+def test_acquire_without_a_timeout_parks_until_granted(delay: float) -> None:
     p, h, a = _mgr()
     big = p.try_reserve(h, a, 60)
-    timer = threading.Timer(0.05, p.release, (h, big))  # frees room once acquire is (about to be) parked
+    timer = threading.Timer(delay, p.release, (h, big))
     timer.start()
     try:
         lease = p.acquire(h, a, 10)
@@ -194,16 +197,3 @@ def test_never_issued_ticket_ids_are_unknown() -> None:
     for call in (p.claim, p.cancel_ticket, p.timeout_ticket):
         with pytest.raises(UnknownTicket, match=f"ticket {t + 1} was never issued"):
             call(h, t + 1)
-
-
-def test_acquire_parked_past_a_recheck_slice_still_gets_its_grant() -> None:
-    """A waiter re-reads its ticket every RECHECK_S; a ticket still pending then goes on waiting."""
-    p, h, a = _mgr()
-    big = p.try_reserve(h, a, 60)
-    timer = threading.Timer(RECHECK_S * 2.5, p.release, (h, big))  # after the first recheck slice
-    timer.start()
-    try:
-        lease = p.acquire(h, a, 10)
-    finally:
-        timer.join()
-    assert type(lease) is int and abstract_manager(p).ledger.allocations[lease].nbytes == 10

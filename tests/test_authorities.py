@@ -13,6 +13,7 @@ from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import CapacityDenied, InvalidBytes, InvalidTransition, ProviderPinned, UnknownAuthority
 from spec.guards import GuardSet
 from spec.types import MAX_BYTES, MAX_NAME, Role, Tier
+from refimpl_manager_harness import lease
 
 
 @pytest.fixture
@@ -98,8 +99,7 @@ def _pinned_world(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
     a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     alias = pmm.register_alias(a, "uvm")
     h = pmm.register_holder("engine")
-    x = pmm.reserve(h, a, Tier.DEVICE, 10, Role.KV)
-    pmm.commit(h, x, 10)
+    x = lease(pmm, h, a, 10)
     pmm.open_allowance(h, a, 10)
     pmm.submit(h, a, 95)  # 90 B free: pending, it holds no bytes
     pmm.plan_tx(h, ((a, 5),))
@@ -133,8 +133,7 @@ def test_invalid_remove_under_a_pressure_or_a_limit_change_changes_nothing(pin: 
 def test_remove_names_the_stranded_charge_of_a_lost_device() -> None:
     pmm = ProcessMemoryManager()
     a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
-    x = pmm.reserve(h, a, Tier.DEVICE, 30, Role.KV)
-    pmm.commit(h, x, 30)
+    x = lease(pmm, h, a, 30)
     pmm.lose_device(a)
     before = abstract_manager(pmm)
     with pytest.raises(ProviderPinned, match=r"^authority 1 is pinned by 30 B stranded charge$"):
@@ -169,8 +168,7 @@ def test_provider_pinned_off_removes_a_ledger_under_a_lease_and_the_contract_nam
     # Negative control: without the guard the ledger goes while a lease is charged on it (C3's harm).
     pmm = ProcessMemoryManager(guards=GuardSet.without("provider_pinned"))
     a, h = pmm.register_authority("gpu0", Tier.DEVICE, 100), pmm.register_holder("engine")
-    x = pmm.reserve(h, a, Tier.DEVICE, 10, Role.KV)
-    pmm.commit(h, x, 10)
+    x = lease(pmm, h, a, 10)
     with pytest.raises(InvariantViolation, match=r"^C3: .*authority 1 is gone but allocation 1 still name"):
         pmm.remove_authority(a)
     with contracts.contracts(False):
@@ -190,8 +188,7 @@ def test_the_largest_figures_and_names_are_accepted(on: bool) -> None:
         pmm = ProcessMemoryManager()
         a = pmm.register_authority("p" * MAX_NAME, Tier.DEVICE, MAX_BYTES)
         h = pmm.register_holder("h" * MAX_NAME)
-        x = pmm.reserve(h, a, Tier.DEVICE, MAX_BYTES, Role.KV)
-        pmm.commit(h, x, MAX_BYTES)
+        x = lease(pmm, h, a, MAX_BYTES)
         assert pmm.snapshot(a).used == MAX_BYTES
 
 

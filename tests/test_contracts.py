@@ -41,6 +41,7 @@ from spec.guards import ALL_ON, GUARDS as _ALL_GUARDS, GuardSet
 
 GUARDS = [g for g in _ALL_GUARDS if g.model == "ledger"]  # other checkers test their own guards
 from spec.types import Role, Tier
+from refimpl_manager_harness import lease
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV, HOST, KV = Tier.DEVICE, Tier.HOST, Role.KV
@@ -249,8 +250,7 @@ def allowance_capacity(p):  # I4b
 
 def owner_only(p):  # I6
     a, h, g = _world(p)
-    x = p.reserve(h, a, DEV, 10, KV)
-    p.commit(h, x, 10)
+    x = lease(p, h, a, 10)
     yield "bob releases alice's lease"
     p.release(g, x)
 
@@ -398,8 +398,7 @@ def test_owner_only_off_quarantine_is_caught_naming_the_action() -> None:
 
     pmm = ProcessMemoryManager(guards=GuardSet.without("owner_only"))
     a, h, g = _world(pmm)
-    x = pmm.reserve(h, a, DEV, 10, KV)
-    pmm.commit(h, x, 10)
+    x = lease(pmm, h, a, 10)
     with contracts.contracts(True), pytest.raises(InvariantViolation) as exc:
         pmm.quarantine(g, x, 4)  # bob gives back 4 B of alice's lease
     assert str(exc.value) == f"I6: {A.Quarantine(g, x, 4)!r} reduced holder {h}'s allocation {x} by 4 B"

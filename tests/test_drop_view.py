@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from attrs import evolve
+from refimpl_manager_harness import published
 
 from invariants import contracts
 from invariants import manager as IM
@@ -148,13 +149,9 @@ def test_a_loss_that_aborts_a_transaction_bound_to_its_view_keeps_the_contract_b
         h = pmm.register_holder("w")
         a1, a2 = pmm.register_authority("hbm0", Tier.DEVICE, 12), pmm.register_authority("host", Tier.HOST, 16)
         a3 = pmm.register_authority("hbm1", Tier.DEVICE, 8)
-        x = pmm.plan_tx(h, ((a3, 1),))
-        pmm.reserve_all(x)
-        v = pmm.publish_view(x)
+        x, v = published(pmm, h, ((a3, 1),))
         pmm.commit_tx(x)
-        y = pmm.plan_tx(h, ((a1, 1),))
-        pmm.reserve_all(y)
-        pmm.publish_view(y)
+        y, _ = published(pmm, h, ((a1, 1),))
         pmm.execute_view(y, v, 1)
         pmm.lose_device(a3)
         assert y not in abstract_manager(pmm).txs and pmm.snapshot(a1).used == 0

@@ -29,6 +29,7 @@ from refimpl.tracing import JsonlSink, boundary
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError, StaleAnswer, TraceSinkFailed
 from spec.types import AllocState, Role, Tier
+from trace_harness import lines_of
 
 FAULTS = [ValueError("boom"), OSError("disk full"), StaleAnswer("a holder's own typed error"),
           KeyboardInterrupt(), SystemExit(3)]
@@ -178,7 +179,7 @@ def test_faulty_trace_sinks_lose_no_outcome(seed) -> None:
     assert pmm.snapshot(a).used == 0
     boundary(pmm)
     # The trace shows exactly the events the sink lost, as sequence gaps, never a wrong figure.
-    r = replay_manager_lines([line.encode() + b"\n" for line in buf.getvalue().splitlines()])
+    r = replay_manager_lines(lines_of(buf))
     assert r.ok or r.failure == "sequence-gap", r.describe()
 
 

@@ -51,6 +51,7 @@ from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import CalloutFailed, CapacityDenied, GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState, Role, Tier, TxPhase, ViewState
+from trace_harness import lines_of, traced
 
 BAD = (0, -1, 10**6, None, "1", True)
 
@@ -472,8 +473,7 @@ def test_fuzz_composed_manager(capsys, request, traced: bool) -> None:
 
 def test_replay_accepts_the_refusal_of_needs_and_victims_it_cannot_carry() -> None:
     """Found by the traced fuzzer: a refusal by what is inside an opaque tuple failed replay as a refinement."""
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     h = pmm.register_holder("kv")
     a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     pid = pmm.open_pressure(h, a, 1)
@@ -487,7 +487,7 @@ def test_replay_accepts_the_refusal_of_needs_and_victims_it_cannot_carry() -> No
         else:
             raise AssertionError(f"{error} expected")
     pmm.cancel_pressure(pid)
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = lines_of(buf)
     assert '"opaque"' in buf.getvalue()
     r = replay_manager_lines(lines)
     assert r.ok, r.describe()

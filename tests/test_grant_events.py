@@ -9,7 +9,6 @@ away, a fitting waiter never granted, a figure missing), and read the verdict, i
 from __future__ import annotations
 
 import copy
-import io
 import json
 import sys
 from pathlib import Path
@@ -18,8 +17,7 @@ from typing import Any
 import pytest
 
 from invariants.manager_replay import replay_manager_lines
-from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink, boundary
+from refimpl.tracing import boundary
 from spec import manager as S
 from spec import manager_actions as M
 from spec.errors import CapacityDenied, GrantOutOfOrder, InvalidTransition, UnknownTicket
@@ -29,14 +27,14 @@ from spec.types import Role, Tier
 
 sys.path.insert(0, str(Path(__file__).parent / "conformance"))
 from conformance_ids import offset, rename_event  # noqa: E402
+from trace_harness import traced
 
 _D = Tier.DEVICE
 Event = dict[str, Any]
 
 
 def _record(script: Any) -> list[Event]:
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     script(pmm)
     return [json.loads(line) for line in buf.getvalue().splitlines()]
 

@@ -15,7 +15,6 @@ import os
 import pickle
 import signal
 import time
-from collections.abc import Iterator
 from multiprocessing.connection import Client
 from typing import Any
 
@@ -24,19 +23,11 @@ import pytest
 from refimpl.hierarchy import protocol as P
 from refimpl.hierarchy import transport as T
 from refimpl.hierarchy.coordinator import proc_state
-from refimpl.hierarchy.driver import Hierarchy, _until, leftovers
+from refimpl.hierarchy.driver import Hierarchy, _until
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, InvalidTransition, UnknownWorker, WorkerNotLive
 
-Q = 20
-
-
-@pytest.fixture
-def hier(where: str, request: pytest.FixtureRequest) -> Iterator[Hierarchy]:
-    """A started hierarchy (options: the test's indirect parameter); no process of it outlives the test."""
-    h = Hierarchy(where, Q, **getattr(request, "param", {"terminate_on_fence": False})).start()
-    yield h
-    h.close()
-    assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
+Q = 20  # the units of the `hier` fixture's hierarchy (tests/conftest.py)
+HIER_OPTIONS = {"terminate_on_fence": False}
 
 
 def _combined(h: Hierarchy) -> int:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,16 +19,7 @@ from refimpl.hierarchy.driver import Hierarchy, _wait_pid, leftovers
 from refimpl.hierarchy.osceiling import read_ceiling
 from spec.errors import AuthenticationFailed, CapacityDenied, NotAParticipant, ReplayedMessage, StaleEpoch
 
-Q = 10
-
-
-@pytest.fixture
-def hier(where: str, request: pytest.FixtureRequest) -> Iterator[Hierarchy]:
-    """A started hierarchy (options: the test's indirect parameter); no process of it outlives the test."""
-    h = Hierarchy(where, Q, **getattr(request, "param", {})).start()
-    yield h
-    h.close()
-    assert leftovers(h.pids, h.starts) == [], "a hierarchy process outlived the test"
+Q = 10  # the units of the `hier` fixture's hierarchy (tests/conftest.py)
 
 
 def _ledger(h: Hierarchy) -> tuple[int, dict[int, tuple[str, int]]]:

@@ -24,6 +24,7 @@ from refimpl.tracing import JsonlSink, boundary, sink_errors
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import CapacityDenied, InvalidArgument, InvalidBytes, TraceSinkFailed, UnknownHolder
 from spec.types import Role, Tier
+from trace_harness import lines_of, traced
 
 HOSTILE_BYTES = [np.int64(5), Decimal(5), b"5", float("nan"), float("inf"), 10**30, 2.5, True, -1]
 
@@ -40,7 +41,7 @@ def _no_constant(name: str) -> None:
 
 
 def _replays_clean(buf: io.StringIO) -> R.ReplayResult:
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = lines_of(buf)
     for line in lines:
         json.loads(line, parse_constant=_no_constant)  # strict JSON: no NaN / Infinity
     r = replay_manager_lines(lines)

@@ -36,6 +36,7 @@ from spec.errors import (
     ViewInUse,
 )
 from spec.types import MAX_NAME, Role, Tier
+from trace_harness import traced
 
 
 def refused_unchanged(pmm: ProcessMemoryManager, w: Any, call: Callable, error: type, match: str, on: bool) -> None:
@@ -398,13 +399,9 @@ def test_quota_input_and_grants_past_it_are_refused_unchanged(quota_world: Any, 
 
 def test_priorities_and_times_at_the_int64_bounds_are_accepted_and_their_trace_replays_clean() -> None:
     """The other side of the 64-bit cases above: the bounds themselves are legal, and a trace carries them."""
-    import io
-
     from fuzz_harness import replayed
-    from refimpl.tracing import JsonlSink
 
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     a, h = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_holder("kv")
     for p in (-(2**63), 2**63 - 1):
         pmm.claim(h, pmm.submit(h, a, 1, p))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from manager_harness import DEV, H1, H2, HOST, clause_counts, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, clause_counts, granted, lease, run, start
 
 from invariants import manager as IM
 from spec import ledger_actions as A
@@ -55,10 +55,6 @@ def test_state_i1_counts_its_cases(name: str, build: Callable[[], M.Manager], hi
 # --- step predicates: (step where the case occurs, step where it does not) -------------------------
 
 
-def _granted() -> M.Manager:
-    return run(start(), M.Submit(H1, DEV, 3))[0]
-
-
 def _leased_and_pressed() -> tuple[M.Manager, int, int]:
     m, alloc = lease(start(), H1, DEV, 2)
     m, pid = run(m, M.Press(H1, DEV, 2))
@@ -95,7 +91,7 @@ def _bundle_open() -> tuple:
 
 STEP_CASES = {
     # clause key: (a step where its case occurs, the nearest step where it does not)
-    "step_I1_manager.credit_exactly_once": (lambda: _step(_granted(), M.CancelTicket(H1, 1)),
+    "step_I1_manager.credit_exactly_once": (lambda: _step(granted(), M.CancelTicket(H1, 1)),
                                             lambda: _step(start(), M.Submit(H1, DEV, 3))),
     "step_I6_manager.pinned_never_reclaimed": (_answer_releasing, _answer_keeping),
     "step_I6_manager.charge_falls_by_own_action": (_answer_releasing, _claim),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from attrs import evolve
 from clause_harness import violation
-from manager_harness import DEV, H1, H2, HOST, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, granted, lease, run, start
 
 from invariants import ledger as LP
 from invariants import manager as IM
@@ -130,12 +130,8 @@ def test_alias_does_not_end_the_partition_of_later_authorities() -> None:
 # --- step_I1_manager: credit_exactly_once -------------------------------------------------------------
 
 
-def _granted() -> M.Manager:
-    return run(start(), M.Submit(H1, DEV, 3))[0]
-
-
 def test_credit_of_a_reservation_already_credited_is_named() -> None:
-    m = _granted()
+    m = granted()
     nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
     twice = evolve(nxt, tickets=nxt.tickets.set(1, m.tickets[1]))  # the part still names the credited bytes
     e = violation(IM.step_I1_manager, twice, M.CancelTicket(H1, 1), nxt, 3)
@@ -145,14 +141,14 @@ def test_credit_of_a_reservation_already_credited_is_named() -> None:
 
 
 def test_credit_that_leaves_the_reservation_charged_is_named() -> None:
-    m = _granted()
+    m = granted()
     e = violation(IM.step_I1_manager, m, M.CancelTicket(H1, 1), m, 3)  # reports 3 B, keeps the 3 B charged
     assert (e.clause, str(e)) == ("step_I1_manager.credit_exactly_once",
                                   "I1: CancelTicket(holder=1, ticket=1) retired allocation 1, but it is still charged")
 
 
 def test_exact_credit_passes() -> None:
-    m = _granted()
+    m = granted()
     nxt, credited = MG.step(m, M.CancelTicket(H1, 1))
     assert credited == 3
     IM.step_I1_manager(m, M.CancelTicket(H1, 1), nxt, credited)

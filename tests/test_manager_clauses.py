@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from attrs import evolve
 from clause_harness import broken
-from manager_harness import DEV, H1, H2, HOST, broken_by, lease, run, start
+from manager_harness import DEV, H1, H2, HOST, broken_by, granted, lease, run, start
 
 from invariants import manager as IM
 from invariants._violation import InvariantViolation
@@ -118,10 +118,6 @@ _OWN_PREDICATES = {"state_I1_manager", "state_I13_manager", "step_I1_manager", "
                    "state_C3_manager", "step_I4a_holders", "state_I1_tickets"}
 
 
-def _granted() -> M.Manager:
-    return run(start(), M.Submit(H1, DEV, 3))[0]
-
-
 def _with_tx() -> M.Manager:
     m, x = run(start(), M.PlanTx(H2, ((DEV, 1), (HOST, 1))))
     return run(run(m, M.ReserveTx(x))[0], M.ReserveTx(x))[0]
@@ -129,14 +125,14 @@ def _with_tx() -> M.Manager:
 
 def _state_mut(name: str) -> M.Manager:
     if name == "partition":
-        m = _granted()
+        m = granted()
         a = m.ledger.authorities[DEV]
         return evolve(m, ledger=evolve(m.ledger, authorities=m.ledger.authorities.set(DEV, evolve(a, used=2))))
     if name == "one_part":
         m = _with_tx()
         return evolve(m, txs=m.txs.set(2, M.Tx(2, H2, ((DEV, 1),), (1,))))
     if name == "ticket_reserved":
-        m = _granted()
+        m = granted()
         return evolve(m, tickets=m.tickets.set(1, evolve(m.tickets[1], holder=H2)))
     if name == "tx_reserved":
         m = _with_tx()
@@ -170,7 +166,7 @@ def _state_mut(name: str) -> M.Manager:
         m, y = run(m, M.PlanTx(H1, ((HOST, 1),)))  # another open transaction reads x's provisional view
         return evolve(m, views=m.views.set(v, evolve(m.views[v], users=((x, 1), (y, 1)))))
     if name == "retired_kept":  # the granted ticket was cancelled (its bytes credited) but stays in the table
-        m = _granted()
+        m = granted()
         nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
         return evolve(nxt, tickets=nxt.tickets.set(1, evolve(m.tickets[1], state=TicketState.CANCELLED)))
     if name == "old_generation_waiter":  # the authority was reconfigured, the waiter kept waiting
@@ -207,11 +203,11 @@ def test_state_clause_fails_on_mutated_state(name: str) -> None:
 def _step_mut(name: str) -> tuple[M.Manager, Any, M.Manager, Any]:
     """(before, action, a wrong after, a wrong result)."""
     if name == "credit_wrong":
-        m = _granted()
+        m = granted()
         nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
         return m, M.CancelTicket(H1, 1), nxt, 2
     if name == "credit_twice":
-        m = _granted()
+        m = granted()
         nxt, _ = MG.step(m, M.CancelTicket(H1, 1))
         # a part still names the reservation the ledger already credited, and credits it again
         twice = evolve(nxt, tickets=nxt.tickets.set(1, m.tickets[1]))

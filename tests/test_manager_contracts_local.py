@@ -27,6 +27,7 @@ from refimpl.verify.mutants import MUTANTS
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.errors import GovernorError
 from spec.types import Role, Tier
+from refimpl_manager_harness import lease
 
 DEV, KV = Tier.DEVICE, Role.KV
 #: Tracing mutants (`submodel="replay"`, `refimpl.verify.mutants_replay`) change what a trace records, not the
@@ -353,8 +354,7 @@ class _DriftsAnotherRow(ProcessMemoryManager):
 
 def _two_leases(pmm: ProcessMemoryManager) -> tuple[int, int, int]:
     a, h = pmm.register_authority("gpu0", DEV, 1000), pmm.register_holder("kv")
-    x = pmm.reserve(h, a, DEV, 10, KV)
-    pmm.commit(h, x, 10)
+    x = lease(pmm, h, a, 10)
     return h, x, pmm.reserve(h, a, DEV, 20, KV)
 
 

@@ -22,6 +22,7 @@ from refimpl.manager import ProcessMemoryManager, checkpoint
 from refimpl.verify.manager_hooks import abstract_manager
 from spec.guards import GuardSet
 from spec.types import Role, Tier
+from refimpl_manager_harness import lease
 
 DEV, KV = Tier.DEVICE, Role.KV
 
@@ -30,8 +31,7 @@ def _world(guards: GuardSet | None = None) -> tuple[ProcessMemoryManager, int, i
     """gpu0 of 1000 B with a 10 B lease x and a 20 B reservation y, both booked by checked operations."""
     pmm = ProcessMemoryManager(guards=guards or GuardSet())
     a, h = pmm.register_authority("gpu0", DEV, 1000), pmm.register_holder("kv")
-    x = pmm.reserve(h, a, DEV, 10, KV)
-    pmm.commit(h, x, 10)
+    x = lease(pmm, h, a, 10)
     return pmm, a, h, x, pmm.reserve(h, a, DEV, 20, KV)
 
 
@@ -77,8 +77,7 @@ def test_a_path_that_keeps_no_books_leaves_them_to_be_counted_again(path: str) -
     with contracts.contracts(True, level="local"):
         a = BETWEEN[path](pmm, h)
         assert pmm.snapshot(a).used > 0  # the path left bytes charged that the books never saw
-        w = pmm.reserve(h, a, DEV, 5, KV)  # checked against books that must not be the stale ones
-        pmm.commit(h, w, 5)
+        w = lease(pmm, h, a, 5)  # checked against books that must not be the stale ones
         pmm.release(h, w)
         checkpoint(pmm)
 

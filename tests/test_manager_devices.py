@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import pytest
-from refimpl_manager_harness import conserved, make, used
+from refimpl_manager_harness import conserved, make, published, used
 
 from invariants import contracts
 from invariants._violation import InvariantViolation
@@ -42,14 +42,10 @@ def test_loss_aborts_an_open_transaction_that_binds_a_view_on_the_lost_device() 
     pmm = ProcessMemoryManager()
     a, b = pmm.register_authority("gpu0", Tier.DEVICE, 64), pmm.register_authority("gpu1", Tier.DEVICE, 64)
     h = pmm.register_holder("kv")
-    done = pmm.plan_tx(h, ((a, 8),))
-    pmm.reserve_all(done)
-    view = pmm.publish_view(done)  # a view over bytes of a
+    done, view = published(pmm, h, ((a, 8),))  # a view over bytes of a
     pmm.execute_view(done, view, 1)
     pmm.commit_tx(done)
-    binds = pmm.plan_tx(h, ((b, 8),))  # needs only b, executes on the view on a
-    pmm.reserve_all(binds)
-    pmm.publish_view(binds)
+    binds, _ = published(pmm, h, ((b, 8),))  # needs only b, executes on the view on a
     pmm.execute_view(binds, view, 1)
     apart = pmm.plan_tx(h, ((b, 4),))  # touches nothing of a
     (r_apart,) = pmm.reserve_all(apart)

@@ -29,7 +29,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from refimpl_manager_harness import conserved, idle, lease, make
+from refimpl_manager_harness import conserved, idle, lease, make, parked
 
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import arbitration as _arbitration
@@ -387,15 +387,6 @@ def _interrupted_waker(pmm: ProcessMemoryManager) -> list[BaseException]:
     return seen
 
 
-def _park_waiter(pmm: ProcessMemoryManager, holder: int, authority: int, got: list[Any]) -> threading.Thread:
-    t = threading.Thread(target=lambda: got.append(pmm.acquire(holder, authority, 40, timeout=None)), daemon=True)
-    t.start()
-    while not abstract_manager(pmm).tickets:  # parked: its ticket is pending
-        threading.Event().wait(0.001)
-    threading.Event().wait(0.05)
-    return t
-
-
 @pytest.mark.parametrize("recheck", [True, False], ids=["recheck", "no_recheck"])
 def test_a_lost_wake_up_costs_a_waiter_one_recheck(recheck: bool, monkeypatch) -> None:
     """The waker interrupted before it sets the events: a waiter with no deadline still claims its grant.
@@ -404,8 +395,8 @@ def test_a_lost_wake_up_costs_a_waiter_one_recheck(recheck: bool, monkeypatch) -
         monkeypatch.setattr(_arbitration, "RECHECK_S", 3600.0)
     pmm, w = make()
     blocker = lease(pmm, w.h2, w.a, 100)
-    got: list[Any] = []
-    t = _park_waiter(pmm, w.h1, w.a, got)
+    t, got = parked(pmm, w.h1, w.a, 40)
+    threading.Event().wait(0.05)
     seen = _interrupted_waker(pmm)
     with pytest.raises(KeyboardInterrupt):
         pmm.release(w.h2, blocker)  # the round grants the parked ticket; its wake-up is lost

@@ -8,7 +8,6 @@ spec's after every step, contracts off and on.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from typing import Any
@@ -22,10 +21,10 @@ from refimpl.verify.manager_hooks import abstract_manager
 from spec import ledger_actions as A
 from spec import manager as MG
 from spec import manager_actions as M
-from refimpl.tracing import JsonlSink
 from spec.errors import CapacityDenied, GovernorError
 from spec.tickets import TicketState
 from spec.types import Role, Tier
+from trace_harness import traced
 
 GPU0, GPU1, KV, W = 1, 2, 1, 2
 SETUP = [A.RegisterAuthority("gpu0", Tier.DEVICE, 8), A.RegisterAuthority("gpu1", Tier.DEVICE, 8, "cuda:1"),
@@ -126,8 +125,7 @@ def test_room_given_back_grants_the_waiting_ledgers_of_the_tier_in_ascending_id(
 def test_the_quota_event_reports_the_used_of_its_own_tiers_ledgers_only() -> None:
     """`_ms_tier` (the scope of `set_process_quota`): the traced event's `used` figure names the tier's canonical
     ledgers, not another tier's."""
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     gpu, host = pmm.register_authority("gpu0", Tier.DEVICE, 8), pmm.register_authority("host", Tier.HOST, 8)
     kv = pmm.register_holder("kv")
     pmm.reserve(kv, host, Tier.HOST, 3, Role.KV)

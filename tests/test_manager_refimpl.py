@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from refimpl_manager_harness import conserved, lease, make, used
+from refimpl_manager_harness import conserved, lease, make, parked, used
 from threads_harness import JOIN_S
 
 from invariants import contracts
@@ -267,11 +267,7 @@ def test_device_loss_mid_transaction_and_with_tickets_pressure_and_a_limit_chang
 def test_acquire_returns_none_when_its_ticket_is_dropped_by_device_loss() -> None:
     pmm, w = make()
     lease(pmm, w.h1, w.a, 100)
-    out: list[Any] = []
-    t = threading.Thread(target=lambda: out.append(pmm.acquire(w.h2, w.a, 10, timeout=JOIN_S)))
-    t.start()
-    while not abstract_manager(pmm).tickets:
-        pass
+    t, out = parked(pmm, w.h2, w.a, 10, JOIN_S)
     pmm.lose_device(w.a)
     t.join(JOIN_S)
     assert out == [None] and not t.is_alive() and not abstract_manager(pmm).tickets

@@ -8,7 +8,6 @@ with a figure changed, is rejected at the smallest bad prefix.
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -22,20 +21,19 @@ from invariants.trace_schema import json_schema
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
-from refimpl.tracing import JsonlSink
 from invariants.contracts import contracts
 from spec.errors import BundlePoisoned, InvalidArgument
 from spec.guards import ALL_ON, GuardSet
 from spec.types import Tier
-from trace_harness import renumbered as _renumbered
+from trace_harness import lines_of, renumbered as _renumbered, replaced, traced
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json"
 
 
 def _trace(seed: int = 0, operations: int = 300) -> list[bytes]:
-    buf = io.StringIO()
-    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=seed, operations=operations)
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    pmm, buf = traced()
+    run_manager_workload(pmm, seed=seed, operations=operations)
+    return lines_of(buf)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +153,7 @@ def test_changed_figure_is_refinement(lines: list[bytes]) -> None:
                 and ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
             aid = next(iter(ev["payload"]["used"]))
             ev["payload"]["used"][aid] += 1
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
             return
     raise AssertionError("no accepted event with a figure")
@@ -165,7 +163,7 @@ def test_changed_result_is_refinement(lines: list[bytes]) -> None:
     i = _accepted(lines, "cancel_ticket")
     ev = json.loads(lines[i])
     ev["payload"]["result"] = (ev["payload"]["result"] or 0) + 1
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
 
 
@@ -197,7 +195,7 @@ def test_changed_ledger_figure_is_refinement(lines: list[bytes]) -> None:
         if ev["kind"] == "commit" and ev["payload"]["outcome"] == "accepted" and ev["payload"]["used"]:
             aid = next(iter(ev["payload"]["used"]))
             ev["payload"]["used"][aid] -= 1
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
             return
     raise AssertionError("no accepted commit with a figure")
@@ -213,11 +211,11 @@ def test_a_ledger_events_charge_in_a_composed_trace_is_judged_left_out_or_wrong(
             rid = str(ev["payload"]["result"])
             assert ev["payload"]["charges"][rid] == ev["payload"]["nbytes"]
             ev["payload"]["charges"][rid] += 1
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
             assert f"observed a charge of {ev['payload']['nbytes'] + 1} B on allocation {rid}" in r.message
             del ev["payload"]["charges"][rid]
-            r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+            r = replay_manager_lines(replaced(lines, i, ev))
             assert (r.ok, r.failure, r.line) == (False, "refinement", i + 1), r.describe()
             assert f"charged allocation {rid} but the event does not say so" in r.message
             return
@@ -229,8 +227,7 @@ def test_a_ledger_events_charge_in_a_composed_trace_is_judged_left_out_or_wrong(
 
 def _bundle_trace(guards: GuardSet = ALL_ON) -> list[bytes]:
     """Pinned: a bundle opened, joined, committed (advances), poisoned; a join and a commit it then refuses."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
+    p, buf = traced(guards=guards)
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
     b = p.open_bundle()
     t = p.plan_tx(h, ((a, 8),))
@@ -248,7 +245,7 @@ def _bundle_trace(guards: GuardSet = ALL_ON) -> list[bytes]:
     with pytest.raises(BundlePoisoned):
         p.join_bundle(t3, b)
     p.abort_tx(t3)
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return lines_of(buf)
 
 
 def test_bundle_trace_replays_clean_and_reports_the_bundle() -> None:
@@ -331,10 +328,10 @@ def test_changed_bundle_figure_is_refinement() -> None:
     i = _index(lines, "commit_tx")
     ev = json.loads(lines[i])
     ev["payload"]["bundles"]["1"]["versions"][2] = 0
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "refinement" and r.line == i + 1, r.describe()
     ev["payload"]["bundles"] = {}  # the advance is not reported at all
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "refinement" and r.line == i + 1 and "does not say so" in r.message, \
         r.describe()
 
@@ -375,14 +372,13 @@ def test_ill_typed_composed_field_is_malformed(lines: list[bytes], kind: str, fi
     i = _accepted(lines, kind)
     ev = json.loads(lines[i])
     ev["payload"][field] = value
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()
 
 
 def _two_ledger_loss() -> list[bytes]:
     """A transaction holding two ledgers, then the loss of the second (`lose_device` aborts it)."""
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     a, b = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_authority("g1", Tier.HOST, 32)
     pmm.reserve_all(pmm.plan_tx(pmm.register_holder("kv"), ((a, 8), (b, 4))))
     pmm.lose_device(b)
@@ -414,8 +410,7 @@ def test_a_loss_with_wrong_figures_is_rejected_at_its_line(used: dict, says: str
 
 def _out_of_order(guards: GuardSet) -> list[bytes]:
     """A transaction declaring its needs highest authority first, reserved in full."""
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(guards=guards, trace=JsonlSink(buf))
+    pmm, buf = traced(guards=guards)
     a1, a2 = pmm.register_authority("hbm", Tier.DEVICE, 64), pmm.register_authority("host", Tier.HOST, 64)
     tx = pmm.plan_tx(pmm.register_holder("engine"), ((a2, 8), (a1, 16)))
     pmm.reserve_all(tx)
@@ -457,8 +452,7 @@ def test_a_trace_in_the_retired_tx_revision_is_an_unknown_revision(tmp_path: Pat
 
 def test_a_stated_alignment_is_judged_at_its_event() -> None:
     """D13: a request's alignment travels in its event; a bad one refused replays clean, accepted it is caught."""
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     a, h = pmm.register_authority("g0", Tier.DEVICE, 64), pmm.register_holder("kv")
     t = pmm.submit(h, a, 8, alignment=64)
     leased = pmm.try_reserve(h, a, 8, alignment=256)

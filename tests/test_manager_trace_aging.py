@@ -15,7 +15,6 @@ in round r iff r >= bound, and a matured misfit ends the round (I13), so probe k
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -23,25 +22,18 @@ import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import CONFIGURE
-from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
-from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_manager
 from spec.tickets import TicketState
 from spec.types import Role, Tier
-from trace_harness import renumbered as _renumbered
+from trace_harness import lines_of, renumbered as _renumbered, replaced, traced
 
 PROBES = 3
 
 
-def _lines(buf: io.StringIO) -> list[bytes]:
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-
-
 def _aging_trace(bound: int) -> list[bytes]:
     """The pinned workload (module docstring) on a governor with aging bound `bound`, settled at the end."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=bound)
+    p, buf = traced(aging_bound=bound)
     ha, hb, hc = (p.register_holder(n) for n in ("weights", "kv", "probe"))
     a = p.register_authority("hbm", Tier.DEVICE, 10)
     lease = p.reserve(ha, a, Tier.DEVICE, 9, Role.WEIGHTS)
@@ -55,7 +47,7 @@ def _aging_trace(bound: int) -> list[bytes]:
         p.cancel_ticket(hc, probe)  # round 2k + 1
     p.cancel_ticket(hb, big)
     p.release(ha, lease)
-    return _lines(buf)
+    return lines_of(buf)
 
 
 def _granted(bound: int) -> list[bool]:
@@ -77,7 +69,7 @@ def _with_bound(lines: list[bytes], bound: object) -> list[bytes]:
     i = _configure_index(lines)
     ev = json.loads(lines[i])
     ev["payload"]["aging_bound"] = bound
-    return lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:]
+    return replaced(lines, i, ev)
 
 
 @pytest.mark.parametrize("bound", [2, 4, 6])
@@ -133,7 +125,7 @@ def test_configure_with_other_fields_is_malformed(change: str) -> None:
         ev["ids"] = {"authority": 1}
     else:
         ev["payload"] = {}
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok and r.failure == "malformed" and r.line == i + 1, r.describe()
 
 
@@ -184,9 +176,9 @@ def test_configure_moved_after_the_first_composed_event_fails_at_that_event() ->
 
 
 def _workload(bound: int, seed: int) -> list[bytes]:
-    buf = io.StringIO()
-    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf), aging_bound=bound), seed=seed, operations=300)
-    return _lines(buf)
+    pmm, buf = traced(aging_bound=bound)
+    run_manager_workload(pmm, seed=seed, operations=300)
+    return lines_of(buf)
 
 
 @pytest.mark.parametrize("bound", [2, 6])

@@ -9,7 +9,6 @@ poisons the whole manager: its waiters fail and nothing new is granted. Each har
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 from typing import Any
 
@@ -22,7 +21,6 @@ from invariants.clauses import CLAUSES, collecting
 from invariants.manager_replay import replay_manager_lines
 from invariants.mutation import Mutant, applied
 from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.verify.mutants import MUTANTS as REGISTRY
 from spec import ledger_actions as A
@@ -33,6 +31,7 @@ from spec.guards import ALL_ON, GuardSet, Layer
 from spec.records import evolve
 from spec.tickets import TicketState
 from spec.types import Role, Tier
+from trace_harness import lines_of, replaced, traced
 
 DEV, H1, H2 = 1, 1, 2
 _SETUP = (A.RegisterHolder("h1"), A.RegisterHolder("h2"), A.RegisterAuthority("dev", Tier.DEVICE, 4))
@@ -249,8 +248,7 @@ def test_one_place_per_request_fails_on_two_holders_of_one_sequence() -> None:
 
 
 def _traced_retry() -> list[bytes]:
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     h1, h2 = pmm.register_holder("h1"), pmm.register_holder("h2")
     dev = pmm.register_authority("dev", Tier.DEVICE, 4)
     first = pmm.plan_tx(h1, ((dev, 3),), 2)
@@ -261,7 +259,7 @@ def _traced_retry() -> list[bytes]:
     retry = pmm.plan_tx(h1, ((dev, 3),), 0, first)  # the retry takes back the first attempt's place
     pmm.reserve_all(retry)
     pmm.commit_tx(retry)
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return lines_of(buf)
 
 
 def test_a_traced_retry_replays_against_the_spec() -> None:
@@ -274,7 +272,7 @@ def test_replay_rejects_a_retry_that_names_another_attempts_intent() -> None:
     i = max(n for n, raw in enumerate(lines) if json.loads(raw)["kind"] == "plan_tx")
     ev = json.loads(lines[i])
     ev["ids"]["retry"] = 2  # h2's intent: a foreign place (C4)
-    r = replay_manager_lines(lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:])
+    r = replay_manager_lines(replaced(lines, i, ev))
     assert not r.ok
 
 

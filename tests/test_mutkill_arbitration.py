@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from refimpl_manager_harness import lease, make
+from refimpl_manager_harness import lease, make, parked
 
 from invariants.contracts import contracts
 from refimpl.manager import arbitration as _arbitration
@@ -30,6 +30,7 @@ from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_manager, ledger_lock, wake_waiters
 from spec.errors import CapacityDenied, GovernorError, InvalidArgument, InvalidBytes
 from spec.types import Origin, Role, Tier
+from trace_harness import traced
 
 
 class _LostWakeUp:
@@ -101,11 +102,7 @@ def test_a_submit_under_the_held_ledger_lock_keeps_the_wake_ups_of_earlier_grant
     with contracts(on=False):
         pmm, w = make()
         blocker = lease(pmm, w.h2, w.a, 100)
-        got: list[Any] = []
-        waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 40, timeout=None)), daemon=True)
-        waiter.start()
-        while not abstract_manager(pmm).tickets:  # parked: its ticket is pending
-            threading.Event().wait(0.001)
+        waiter, got = parked(pmm, w.h1, w.a, 40)
         with ledger_lock(pmm):  # as the trace recorder's wrapper holds it across operations
             pmm.release(w.h2, blocker)  # grants the parked ticket: its wake-up waits for the lock's release
             tid = pmm.submit(w.h2, w.b, 8)  # another ledger's lone ticket, granted at once
@@ -348,10 +345,8 @@ def test_a_traced_round_grant_names_its_allocation_and_the_used_before_it(charge
     from spec.guards import GuardSet
     from spec.types import Tier
 
-    buf = io.StringIO()
     with contracts(False):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf),
-                                   **({} if charges else {"guards": GuardSet.without("grant_charges_ledger")}))
+        pmm, buf = traced(**({} if charges else {"guards": GuardSet.without("grant_charges_ledger")}))
         h = pmm.register_holder("kv")
         a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
         big = pmm.claim(h, pmm.submit(h, a, 90, 0, Role.KV))

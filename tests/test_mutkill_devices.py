@@ -13,15 +13,11 @@ import pytest
 
 from invariants import contracts
 from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_manager
 from spec.errors import GovernorError, HolderInUse
-from spec.types import Role, Tier
-
-
-def _traced() -> tuple[ProcessMemoryManager, io.StringIO]:
-    buf = io.StringIO()
-    return ProcessMemoryManager(trace=JsonlSink(buf)), buf
+from spec.types import Tier
+from trace_harness import traced
+from refimpl_manager_harness import lease
 
 
 def _used(buf: io.StringIO) -> dict[str, Any]:
@@ -29,30 +25,24 @@ def _used(buf: io.StringIO) -> dict[str, Any]:
     return json.loads(buf.getvalue().splitlines()[-1])["payload"]["used"]
 
 
-def _lease(pmm: ProcessMemoryManager, h: int, a: int, n: int) -> int:
-    x = pmm.reserve(h, a, Tier.DEVICE, n, Role.KV)
-    pmm.commit(h, x, n)
-    return x
-
-
 def _holder_world(pmm: ProcessMemoryManager) -> tuple[int, int, list[int]]:
     """Holder `h` named by one record of each kind, each on a ledger of its own; `other` leases on a sixth."""
     auths = [pmm.register_authority(f"gpu{i}", Tier.DEVICE, 4) for i in range(6)]
     a, b, c, d, e, f = auths
     h, other = pmm.register_holder("kv"), pmm.register_holder("weights")
-    _lease(pmm, h, a, 1)
-    _lease(pmm, other, b, 4)
+    lease(pmm, h, a, 1)
+    lease(pmm, other, b, 4)
     pmm.open_allowance(h, b, 2)
-    _lease(pmm, other, c, 1)
+    lease(pmm, other, c, 1)
     pmm.submit(h, c, 4)  # 3 B free: pending
     pmm.open_pressure(h, d, 1)
     pmm.plan_tx(h, ((e, 1),))
-    _lease(pmm, other, f, 1)
+    lease(pmm, other, f, 1)
     return h, other, auths
 
 
 def test_holder_in_use_names_its_first_four_records_in_kind_order_and_changes_nothing() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     h, _, auths = _holder_world(pmm)
     before = abstract_manager(pmm)
     msg = f"holder {h} is named by allocation 1, allowance 1, ticket 1, pressure 1"
@@ -65,7 +55,7 @@ def test_holder_in_use_names_its_first_four_records_in_kind_order_and_changes_no
 
 
 def test_a_refused_holder_of_the_wrong_type_has_no_scope() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     _holder_world(pmm)
     with pytest.raises(GovernorError):
         pmm.unregister_holder(True)  # == holder 1, registered and named by records: still not an int
@@ -81,7 +71,7 @@ def test_unregistering_one_holder_keeps_the_records_and_retry_places_of_the_othe
     pmm.abort_tx(mine)  # each leaves its retry intent
     pmm.abort_tx(theirs)
     assert set(abstract_manager(pmm).intents) == {mine, theirs}
-    _lease(pmm, other, a, 4)
+    lease(pmm, other, a, 4)
     pmm.open_allowance(other, a, 2)
     pmm.open_pressure(other, a, 1)
     pmm.plan_tx(other, ((a, 1),))
@@ -101,18 +91,18 @@ def test_a_holder_that_never_acted_is_unregistered() -> None:
 
 
 def test_removing_an_alias_traces_its_canonical_ledger() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     a = pmm.register_authority("gpu0", Tier.DEVICE, 8)
-    _lease(pmm, pmm.register_holder("kv"), a, 3)
+    lease(pmm, pmm.register_holder("kv"), a, 3)
     alias = pmm.register_alias(a, "uvm")
     pmm.remove_authority(alias)
     assert _used(buf) == {str(a): 3}
 
 
 def test_a_refused_removal_traces_its_ledger_and_one_of_the_wrong_type_none() -> None:
-    pmm, buf = _traced()
+    pmm, buf = traced()
     a = pmm.register_authority("gpu0", Tier.DEVICE, 8)
-    _lease(pmm, pmm.register_holder("kv"), a, 3)
+    lease(pmm, pmm.register_holder("kv"), a, 3)
     with pytest.raises(GovernorError, match=f"^authority {a} is pinned by allocation 1$"):
         pmm.remove_authority(a)
     assert _used(buf) == {str(a): 3}

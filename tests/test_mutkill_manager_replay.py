@@ -15,13 +15,12 @@ from invariants import InvariantViolation
 from invariants.manager_replay import _leftover, _live, _shape, manager_ids, replay_manager_lines
 from invariants.replay import ReplayResult
 from invariants.trace_format import MAX_TEXT
-from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.manager import apply
 from spec.types import Role, Tier
-from trace_harness import epoched, renumbered
+from trace_harness import epoched, lines_of, renumbered, replaced, traced
+from refimpl_manager_harness import lease
 
 KEYS = frozenset({"outcome", "error", "result", "used", "charges", "bundles"})  # every event's outcome keys
 
@@ -93,10 +92,16 @@ def test_leftover_names_every_active_item_in_order_in_the_traces_numbering() -> 
 # --- whole replay results on one pinned bundle trace -----------------------------------------------------------
 
 
+def _kv_on_hbm() -> tuple[Any, io.StringIO, int, int]:
+    """A traced manager with holder "kv" and a 64 B device authority "hbm": (manager, its trace, holder, authority)."""
+    p, buf = traced()
+    return p, buf, p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+
+
 def configure_at(buf: io.StringIO, at: int | None) -> list[bytes]:
     """A refimpl trace with its configure event (written first) moved after its first `at` events (None: left
     out, for a ledger-only one), renumbered, in the topology epoch where it now stands: the layouts these tests pin."""
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = lines_of(buf)
     configure = json.loads(lines[0])
     del configure["topology_epoch"]
     moved = [*lines[1:at + 1], json.dumps(configure).encode() + b"\n", *lines[at + 1:]] if at is not None else lines[1:]
@@ -106,9 +111,7 @@ def configure_at(buf: io.StringIO, at: int | None) -> list[bytes]:
 def bundle_lines() -> list[bytes]:
     """register_holder, register_authority, configure, open_bundle, plan_tx, join_bundle, reserve_tx,
     commit_tx (line 8: the bundle advances to versions [1, 1, 1, 1]), report_mismatch (line 9: poisoned)."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     b = p.open_bundle()
     t = p.plan_tx(h, ((a, 8),))
     p.join_bundle(t, b)
@@ -118,15 +121,11 @@ def bundle_lines() -> list[bytes]:
     return configure_at(buf, 2)
 
 
-def _lines(buf: io.StringIO) -> list[bytes]:
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
-
-
 def edited(lines: list[bytes], line: int, edit: Any) -> list[bytes]:
     """`lines` with the event on 1-based `line` changed in place by `edit(event)`."""
     ev = json.loads(lines[line - 1])
     edit(ev)
-    return [*lines[:line - 1], json.dumps(ev).encode() + b"\n", *lines[line:]]
+    return replaced(lines, line - 1, ev)
 
 
 def failed(events: int, failure: str, message: str, id: str | None = None) -> ReplayResult:
@@ -227,14 +226,11 @@ def test_bundles_and_transactions_are_named_in_the_governors_numbering() -> None
 
 def test_a_second_report_of_a_poisoned_bundle_changes_nothing_but_must_still_list_it() -> None:
     """It names bundle 1 and changes nothing: as written (listing it) clean; left out, refused as named, not changed."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    p.register_holder("kv")
-    p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, _, _ = _kv_on_hbm()
     b = p.open_bundle()
     p.report_mismatch(b)
     p.report_mismatch(b)  # line 6
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = lines_of(buf)
     assert replay_manager_lines(lines) == ReplayResult(True, 6, None, None, None, "no violation")
     assert replay_manager_lines(edited(lines, 6, put("payload", "bundles", {}))) == failed(
         5, "refinement", "ReportMismatch(bundle=1) names bundle 1 but the event does not observe it")
@@ -246,9 +242,7 @@ def test_a_second_report_of_a_poisoned_bundle_changes_nothing_but_must_still_lis
 def grant_lines() -> list[bytes]:
     """register_holder, register_authority, configure, submit (line 4: no alignment key), grant (line 5); no
     boundary, so a clean replay ends as leftover."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     p.submit(h, a, 8)
     return configure_at(buf, 2)
 
@@ -392,9 +386,7 @@ def test_a_charge_is_named_in_the_governors_numbering() -> None:
 def test_a_wrong_charge_after_a_composed_event_names_the_specs_charge() -> None:
     """After a submit (no longer ledger-only, so no clause judges the figure first) the reserve (line 6) issues
     allocation 2 charged 16 B: a governor observing 15 B is told the spec's 16, not that the allocation is gone."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     p.submit(h, a, 8)
     p.reserve(h, a, Tier.DEVICE, 16, Role.KV)
     lines = configure_at(buf, 2)
@@ -437,9 +429,7 @@ def test_an_accepted_composed_event_states_its_result() -> None:
 
 def test_a_map_past_the_reserved_growth_is_the_spec_alternative_and_past_the_limit_is_refused() -> None:
     """D8: a governor may grow and map in one step (line 5 maps 15 B with 10 B reserved, within the 32 B limit)."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     w = p.open_allowance(h, a, 32)
     p.reserve_growth(h, w, 10)
     p.map_allowance(h, w, 10)
@@ -476,13 +466,11 @@ def test_a_limit_commit_returns_a_limit_outcome_naming_only_issued_pressures() -
 def test_a_limit_commits_expected_outcome_is_named_in_the_governors_numbering() -> None:
     """The holder answers the limit's pressure by giving its lease back; the governor numbers that pressure 7 (the
     spec's 1): a wrong limit in the commit's outcome names both outcomes' pressures as the trace does."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     x = p.claim(h, p.submit(h, a, 48))
     p.register_callback(h, lambda m, pid, target: m.answer(h, pid, (x,)))
     p.lower_limit(a, 32)
-    lines = edited(edited(_lines(buf), 7, put("payload", "result", [7])), 8, put("ids", "pressure", 7))
+    lines = edited(edited(lines_of(buf), 7, put("payload", "result", [7])), 8, put("ids", "pressure", 7))
     lines = edited(lines, 9, put("payload", "result", {"committed": True, "limit": 32, "completed": [[7, 48]]}))
     assert replay_manager_lines(lines) == ReplayResult(True, 9, None, None, None, "no violation")
     assert replay_manager_lines(edited(lines, 9, put("payload", "result", {"committed": True, "limit": 33,
@@ -495,12 +483,10 @@ def test_a_limit_preparations_wrong_pressure_count_is_counted_not_named_in_the_s
     """The governor numbers ticket 1's allocation 5 (the spec's 1; lines 5-6) and prepare_limit (line 7) answers no
     pressure where the spec opens one: the spec's new pressure has no id in the trace's numbering, so the message
     counts it rather than showing the spec's own id."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     p.claim(h, p.submit(h, a, 48))
     p.lower_limit(a, 32)
-    lines = edited(edited(_lines(buf), 5, issued(5)), 6, put("payload", "result", 5))
+    lines = edited(edited(lines_of(buf), 5, issued(5)), 6, put("payload", "result", 5))
     assert replay_manager_lines(edited(lines, 7, put("payload", "result", []))) == failed(
         6, "refinement", "PrepareLimit(authority=1, limit=32) returned 0 pressure id(s), the spec opens 1 (one per "
                          "holder it presses)")
@@ -508,8 +494,7 @@ def test_a_limit_preparations_wrong_pressure_count_is_counted_not_named_in_the_s
 
 def test_a_view_registration_may_answer_with_its_authoritys_id() -> None:
     """D12: the governor's register_alias (line 2) returns the canonical authority's id 1, not a new id 2."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p, buf = traced()
     p.register_alias(p.register_authority("hbm", Tier.DEVICE, 64), "um")
     lines = configure_at(buf, None)
     assert (json.loads(lines[1])["ids"], json.loads(lines[1])["payload"]["result"]) == ({"of": 1}, 2)
@@ -553,11 +538,8 @@ def figures_lines() -> list[bytes]:
     """Ledger-format reserve (line 3), commit, release (line 5); configure; submit, grant (line 8: used 24),
     claim (line 9: allocation 2); prepare_limit (line 10), commit_limit (line 11: limit 40 with 24 B used);
     register_authority spare (2), remove_authority (line 13)."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
-    x = p.reserve(h, a, Tier.DEVICE, 8, Role.KV)
-    p.commit(h, x, 8)
+    p, buf, h, a = _kv_on_hbm()
+    x = lease(p, h, a, 8)
     p.release(h, x)
     p.claim(h, p.submit(h, a, 24))
     p.lower_limit(a, 40)
@@ -637,12 +619,10 @@ def test_an_event_of_the_retired_ledger_revision_is_refused_where_it_comes() -> 
 
 
 def test_the_end_names_at_most_five_active_items_and_a_boundary_excuses_them() -> None:
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     for _ in range(3):
         p.submit(h, a, 8)  # each granted at once: three tickets and three provisional allocations left
-    lines = [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    lines = lines_of(buf)
     granted = "; ".join(f"ticket {t} granted and never claimed or cancelled" for t in (1, 2, 3))
     assert replay_manager_lines(lines) == ReplayResult(False, 9, None, "leftover", None, (
         f"trace ended with active items and no declared boundary: {granted}; allocation 1 still provisional; "
@@ -681,9 +661,7 @@ def owed_lines(priority: int) -> list[bytes]:
     """A 64 B authority, 60 B reserved, ticket 1 (8 B) pending; the cancel (line 6) frees the room, so ticket 1's
     grant is owed; then a second submit of 8 B at `priority` (line 7) before ticket 1's grant (line 8), ticket 2's
     grant (line 9) and a boundary. Both fit: ticket 2 goes first only at a higher priority than ticket 1's 0."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     r = p.reserve(h, a, Tier.DEVICE, 60, Role.KV)
     p.submit(h, a, 8)
     p.cancel(h, r)
@@ -709,9 +687,7 @@ def test_a_grant_owed_after_an_event_may_come_later_but_no_newcomer_may_overtake
 def test_the_event_after_configure_asks_the_configured_state_which_ids_are_live() -> None:
     """A reserve right after the configure event (line 4) lists the charge of allocation 7, which no
     event issued: the id map asks the state the configure left whether 7 is live (no), so it is unknown."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, h, a = _kv_on_hbm()
     p.submit(h, a, 8)
     p.reserve(h, a, Tier.DEVICE, 4, Role.KV)
     events = [json.loads(line) for line in configure_at(buf, 2)]
@@ -727,10 +703,7 @@ def test_the_event_after_configure_asks_the_configured_state_which_ids_are_live(
 def test_an_id_reused_right_after_configure_is_judged_on_the_configured_state() -> None:
     """The configure event (line 3) stores its state for the id map: the next event's holder id 1, already holder
     kv's and live there, is refused as two objects on one id (not a crash on a state the map cannot read)."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
-    p.register_holder("kv")
-    p.register_authority("hbm", Tier.DEVICE, 64)
+    p, buf, _, _ = _kv_on_hbm()
     p.register_holder("b")
     lines = configure_at(buf, 2)
     assert replay_manager_lines(lines) == ReplayResult(True, 4, None, None, None, "no violation")

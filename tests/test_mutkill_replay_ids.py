@@ -5,18 +5,15 @@ id, the binding kept, the error raised and its whole message. Written from the m
 from __future__ import annotations
 
 import io
-import json
-from typing import Any
 
 import pytest
-from trace_harness import ledger_payload
+from trace_harness import epoched, ledger_event
 
 from invariants.manager_replay import replay
 from invariants import InvariantViolation
 from invariants import replay as R
 from invariants import replay_ids
 from invariants.replay_ids import IdMap, UnknownObservedId, _plan
-from invariants.manager_trace import MANAGER_REVISION
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.types import Role, Tier
@@ -110,14 +107,8 @@ def test_an_id_of_a_kind_nothing_was_bound_for() -> None:
 
 
 def test_a_rejected_event_naming_an_id_never_issued_reads_the_id_the_spec_was_handed() -> None:
-    def ev(seq: int, kind: str, ids: dict[str, Any], used: dict[str, int], error: str | None = None,
-           **payload: Any) -> bytes:
-        ids, payload = ledger_payload(ids, used, None, error, kind, **payload)
-        return json.dumps({"contract_revision": MANAGER_REVISION, "topology_epoch": 0, "source": "g",
-                           "source_sequence": seq, "kind": kind, "ids": ids, "payload": payload}).encode() + b"\n"
-
-    trace = b"".join([ev(1, "register_holder", {"result": 1}, {}, name="w"),
-                      ev(2, "release", {"holder": 1, "allocation": 7}, {}, error="ForeignHolder")])
+    trace = b"".join(epoched([ledger_event(1, "register_holder", {"result": 1}, name="w"),
+                              ledger_event(2, "release", {"holder": 1, "allocation": 7}, error="ForeignHolder")]))
     assert replay(io.BytesIO(trace)).describe() == (
         "REJECTED at line 2 (refinement): Release(holder=1, allocation=7) was rejected with ForeignHolder, the spec "
         "raises UnknownAllocation: allocation 7 was never issued")

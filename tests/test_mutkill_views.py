@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from refimpl_manager_harness import lease, make
+from refimpl_manager_harness import lease, make, parked, published
 
 from invariants._violation import InvariantViolation
 from invariants.contracts import contracts
@@ -34,6 +34,7 @@ from spec.errors import CapacityDenied, GovernorError, TraceSinkFailed
 from spec import manager_actions as M
 from spec.guards import GuardSet
 from spec.types import Role, Tier
+from trace_harness import traced
 
 
 def _uncached(pmm: ProcessMemoryManager) -> tuple[Any, Any]:
@@ -95,8 +96,7 @@ def _every_ledger_kind(pmm: ProcessMemoryManager) -> None:
     pmm.record_committed(h, a, Tier.DEVICE, 5, Role.KV)
     c = pmm.reserve(h, a, Tier.DEVICE, 7, Role.STAGING)
     pmm.cancel(h, c)
-    q = pmm.reserve(h, a, Tier.DEVICE, 6, Role.KV)
-    pmm.commit(h, q, 6)
+    q = lease(pmm, h, a, 6)
     pmm.quarantine(h, q, 2)
     w1, w2 = pmm.open_allowance(h, b, 40), pmm.open_allowance(h, b, 40)
     pmm.reserve_growth(h, w1, 20)
@@ -111,9 +111,9 @@ def _every_ledger_kind(pmm: ProcessMemoryManager) -> None:
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
 def test_a_trace_of_every_ledger_kind_replays_clean(on: bool) -> None:
-    buf = io.StringIO()
     with contracts(on=on):
-        _every_ledger_kind(ProcessMemoryManager(trace=JsonlSink(buf)))
+        pmm, buf = traced()
+        _every_ledger_kind(pmm)
     lines = buf.getvalue().splitlines()
     assert len(lines) == 23  # configure, then one event per call
     r = replay_manager_lines([x.encode() + b"\n" for x in lines])
@@ -175,11 +175,7 @@ def test_a_composed_operation_under_the_held_ledger_lock_keeps_earlier_wake_ups(
     with contracts(on=False):
         pmm, w = make()
         blocker = lease(pmm, w.h2, w.a, 100)
-        got: list[Any] = []
-        waiter = threading.Thread(target=lambda: got.append(pmm.acquire(w.h1, w.a, 40, timeout=None)), daemon=True)
-        waiter.start()
-        while not abstract_manager(pmm).tickets:
-            threading.Event().wait(0.001)
+        waiter, got = parked(pmm, w.h1, w.a, 40)
         with ledger_lock(pmm):
             pmm.release(w.h2, blocker)  # grants the parked ticket: its wake-up waits for the lock's release
             pmm.try_reserve(w.h2, w.b, 8)  # a composed operation on another ledger, through `_run`
@@ -189,9 +185,8 @@ def test_a_composed_operation_under_the_held_ledger_lock_keeps_earlier_wake_ups(
 
 
 def test_a_composed_operation_on_a_traced_manager_is_traced_with_contracts_off() -> None:
-    buf = io.StringIO()
     with contracts(on=False):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        pmm, buf = traced()
         h = pmm.register_holder("kv")
         a = pmm.register_authority("host", Tier.HOST, 100)
         got = pmm.try_reserve(h, a, 8)
@@ -256,9 +251,8 @@ def test_the_composed_mapping_shows_every_parts_record_as_it_is() -> None:
 
 @pytest.mark.parametrize("on", [True, False], ids=["contracts-on", "contracts-off"])
 def test_a_traced_bundle_names_its_versions_in_each_event_and_replays_clean(on: bool) -> None:
-    buf = io.StringIO()
     with contracts(on=on):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        pmm, buf = traced()
         h = pmm.register_holder("kv")
         a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
         b = pmm.open_bundle()
@@ -445,9 +439,8 @@ def test_each_ledger_event_observes_exactly_the_figures_its_action_may_move() ->
     the allowances named (a refused transfer's other end unknown), a new allocation's charge; a loss through an
     alias observes every row of the canonical ledger. No other figure: an open_allowance whose id is also a live
     allocation's observes no charge."""
-    buf = io.StringIO()
     with contracts(on=False):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        pmm, buf = traced()
         h = pmm.register_holder("kv")
         a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
         alias = pmm.register_alias(a, "unified")
@@ -476,9 +469,8 @@ def test_each_ledger_event_observes_exactly_the_figures_its_action_may_move() ->
 
 
 def test_a_loss_observes_the_other_ledgers_of_the_transactions_it_aborts() -> None:
-    buf = io.StringIO()
     with contracts(on=False):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        pmm, buf = traced()
         h = pmm.register_holder("kv")
         a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
         b = pmm.register_authority("host", Tier.HOST, 100)
@@ -492,9 +484,8 @@ def test_a_loss_observes_the_other_ledgers_of_the_transactions_it_aborts() -> No
 def test_the_ledger_replay_finds_every_figure_a_trace_of_every_ledger_kind_moves(on: bool) -> None:
     # The replay of a ledger-only trace requires the governor's figure for each used and charge the spec moves;
     # the trace ends at a declared boundary (an allowance still reserves growth).
-    buf = io.StringIO()
     with contracts(on=on):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        pmm, buf = traced()
         _every_ledger_kind(pmm)
         tracing.boundary(pmm)
     r = replay_manager_lines([x.encode() + b"\n" for x in buf.getvalue().splitlines()])
@@ -545,9 +536,7 @@ def test_a_partial_view_holds_the_generations_and_model_views_of_its_ledgers_onl
     h = pmm.register_holder("kv")
     a = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     c = pmm.register_authority("gpu1", Tier.DEVICE, 100)
-    x = pmm.plan_tx(h, ((c, 10),))
-    pmm.reserve_all(x)
-    v = pmm.publish_view(x)
+    _, v = published(pmm, h, ((c, 10),))
     pmm.reconfigure(a)
     with contracts(on=True, level=level):
         t = pmm.submit(h, a, 30)
@@ -608,13 +597,9 @@ def test_a_view_is_closed_under_the_executions_bound_to_its_model_views() -> Non
     pmm = ProcessMemoryManager()
     h = pmm.register_holder("kv")
     a, c, d = (pmm.register_authority(p, Tier.DEVICE, 100) for p in ("gpu0", "gpu1", "gpu2"))
-    x = pmm.plan_tx(h, ((c, 1),))
-    pmm.reserve_all(x)
-    v = pmm.publish_view(x)
+    x, v = published(pmm, h, ((c, 1),))
     pmm.commit_tx(x)
-    y = pmm.plan_tx(h, ((d, 1),))
-    pmm.reserve_all(y)
-    pmm.publish_view(y)
+    y, _ = published(pmm, h, ((d, 1),))
     pmm.execute_view(y, v, 1)  # y needs d and reads the view over c
     with ledger_lock(pmm):
         assert pmm._closed({c}) == {c, d} and pmm._closed({a}) == {a}
@@ -703,8 +688,7 @@ def test_a_row_moved_unnamed_on_another_ledger_in_view_is_caught_at_once() -> No
 def test_a_composed_event_observes_the_charges_it_created_and_not_its_grants_nor_others() -> None:
     """`_charge_figures`: a try_reserve's event lists the lease it made (and nothing another operation holds); a
     release that grants a waiter leaves the grant's lease to the `grant` event that follows it (which lists it)."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p, buf = traced()
     h, _, a = p.register_holder("kv"), p.register_authority("host", Tier.HOST, 8), p.register_authority(
         "hbm", Tier.DEVICE, 100)  # authority 2: no allocation shares its id
     held = p.claim(h, p.submit(h, a, 60, 0, Role.KV))

@@ -9,7 +9,6 @@ the same trace with it present replays clean. The upstream recordings were writt
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,57 +16,39 @@ from typing import Any
 
 import pytest
 
-from trace_harness import replay_epoched
-from refimpl.manager import ProcessMemoryManager
+from trace_harness import ledger_event, replaced, replay_epoched, traced
 from refimpl.manager_workload import run_manager_workload
-from refimpl.tracing import JsonlSink, boundary
+from refimpl.tracing import boundary
 from spec.errors import GovernorError
 from spec.types import Role, Tier
 
 CONVERTED = Path(__file__).resolve().parent / "conformance" / "converted"
 
-E = '{"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": %d, "kind": "%s", "ids": %s, '
-
-
-def _ev(seq: int, kind: str, ids: str, payload: str) -> bytes:
-    return (E % (seq, kind, ids) + '"payload": ' + payload + "}\n").encode()
-
-
 # A 64 B pool, a 16 B lease, a pending 64 B submit and a refused 80 B reserve, then the release and the grant.
 HAND = [
-    _ev(1, "configure", "{}", '{"aging_bound": 4}'),
-    _ev(2, "register_authority", "{}", '{"pool": "p", "tier": "device", "capacity": 64, "device": "d", '
-        '"outcome": "accepted", "error": null, "result": 7, "used": {}, "charges": {}, "bundles": {}}'),
-    _ev(3, "register_holder", "{}", '{"name": "kv", "outcome": "accepted", "error": null, "result": 30, '
-        '"used": {}, "charges": {}, "bundles": {}}'),
-    _ev(4, "reserve", '{"holder": 30, "authority": 7}', '{"tier": "device", "nbytes": 16, "role": "kv", '
-        '"outcome": "accepted", "error": null, "result": 500, "used": {"7": 16}, "charges": {"500": 16}, '
-        '"bundles": {}}'),
-    _ev(5, "commit", '{"holder": 30, "allocation": 500}', '{"nbytes": 16, "outcome": "accepted", "error": null, '
-        '"result": null, "used": {"7": 16}, "charges": {"500": 16}, "bundles": {}}'),
-    _ev(6, "submit", '{"holder": 30, "authority": 7}', '{"nbytes": 64, "priority": 0, "role": "kv", '
-        '"outcome": "accepted", "error": null, "result": 9, "used": {"7": 16}, "charges": {}, "bundles": {}}'),
-    _ev(7, "reserve", '{"holder": 30, "authority": 7}', '{"tier": "device", "nbytes": 80, "role": "kv", '
-        '"outcome": "rejected", "error": "CapacityDenied", "result": null, "used": {"7": 16}, "charges": {}, '
-        '"bundles": {}}'),
-    _ev(8, "set_use", '{"holder": 30, "allocation": 500}', '{"pinned": false, "in_flight": false, '
-        '"outcome": "accepted", "error": null, "result": null, "used": {"7": 16}, "charges": {"500": 16}, '
-        '"bundles": {}}'),
-    _ev(9, "release", '{"holder": 30, "allocation": 500}', '{"outcome": "accepted", "error": null, '
-        '"result": null, "used": {"7": 0}, "charges": {}, "bundles": {}}'),
-    _ev(10, "grant", '{"ticket": 9}', '{"outcome": "accepted", "error": null, "result": 501, "used": {"7": 64}, '
-        '"charges": {"501": 64}, "bundles": {}}'),
-    _ev(11, "claim", '{"holder": 30, "ticket": 9}', '{"outcome": "accepted", "error": null, "result": 501, '
-        '"used": {"7": 64}, "charges": {}, "bundles": {}}'),
-    _ev(12, "release", '{"holder": 30, "allocation": 501}', '{"outcome": "accepted", "error": null, '
-        '"result": null, "used": {"7": 0}, "charges": {}, "bundles": {}}'),
+    json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": 1, "kind": "configure",
+                "ids": {}, "payload": {"aging_bound": 4}}).encode() + b"\n",
+    ledger_event(2, "register_authority", {"result": 7}, pool="p", tier="device", capacity=64, device="d"),
+    ledger_event(3, "register_holder", {"result": 30}, name="kv"),
+    ledger_event(4, "reserve", {"holder": 30, "authority": 7, "result": 500}, {"7": 16}, {"500": 16}, tier="device",
+                 nbytes=16, role="kv"),
+    ledger_event(5, "commit", {"holder": 30, "allocation": 500}, {"7": 16}, {"500": 16}, nbytes=16),
+    ledger_event(6, "submit", {"holder": 30, "authority": 7, "result": 9}, {"7": 16}, nbytes=64, priority=0, role="kv"),
+    ledger_event(7, "reserve", {"holder": 30, "authority": 7}, {"7": 16}, error="CapacityDenied", tier="device",
+                 nbytes=80, role="kv"),
+    ledger_event(8, "set_use", {"holder": 30, "allocation": 500}, {"7": 16}, {"500": 16}, pinned=False,
+                 in_flight=False),
+    ledger_event(9, "release", {"holder": 30, "allocation": 500}, {"7": 0}),
+    ledger_event(10, "grant", {"ticket": 9, "result": 501}, {"7": 64}, {"501": 64}),
+    ledger_event(11, "claim", {"holder": 30, "ticket": 9, "result": 501}, {"7": 64}),
+    ledger_event(12, "release", {"holder": 30, "allocation": 501}, {"7": 0}),
 ]
 
 
 def _drop(lines: list[bytes], i: int, figure: str, key: str) -> list[bytes]:
     ev = json.loads(lines[i])
     del ev["payload"][figure][key]
-    return lines[:i] + [json.dumps(ev).encode() + b"\n"] + lines[i + 1:]
+    return replaced(lines, i, ev)
 
 
 def test_the_hand_trace_with_every_figure_replays_clean() -> None:
@@ -100,8 +81,7 @@ def test_a_moved_figure_keeps_its_own_message() -> None:
 
 
 def test_an_alias_registration_names_the_authority_it_aliases() -> None:
-    alias = _ev(4, "register_alias", '{"of": 7}', '{"view": "uma", "outcome": "accepted", "error": null, '
-                '"result": 8, "used": {"7": 0}, "charges": {}, "bundles": {}}')
+    alias = ledger_event(4, "register_alias", {"of": 7, "result": 8}, {"7": 0}, view="uma")
     assert replay_epoched([*HAND[:3], alias]).ok
     r = replay_epoched(_drop([*HAND[:3], alias], 3, "used", "7"))
     assert not r.ok and r.line == 4 and "names authority 7 but the event does not observe its used" in r.message, \
@@ -125,8 +105,8 @@ def test_the_converted_alias_recording_states_the_figure_ledger_1_left_out() -> 
 
 @pytest.fixture(scope="module")
 def own() -> list[bytes]:
-    buf = io.StringIO()
-    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=1, operations=600)
+    pmm, buf = traced()
+    run_manager_workload(pmm, seed=1, operations=600)
     lines = [x.encode() + b"\n" for x in buf.getvalue().splitlines()]
     r = replay_epoched(lines)
     assert r.ok, r.describe()
@@ -301,8 +281,7 @@ def test_own_trace_with_a_transactions_bundle_dropped_is_rejected(own: list[byte
 
 def test_a_refused_answer_names_the_authority_of_its_victims() -> None:
     """A victim on another authority than the pressure's: the refused answer names both, and lists both."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p, buf = traced()
     h = p.register_holder("kv")
     a, b = p.register_authority("a", Tier.DEVICE, 64), p.register_authority("b", Tier.HOST, 64)
     lease = p.reserve(h, b, Tier.HOST, 8, Role.KV)

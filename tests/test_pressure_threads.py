@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from refimpl_manager_harness import one_pool, settled
+from refimpl_manager_harness import one_pool, parked, settled
 from threads_harness import JOIN_S, fast_switching, run_together, start_and_join  # noqa: F401  (fixture)
 
 from invariants import contracts
@@ -70,11 +70,7 @@ def test_pressure_callback_reenters_to_release(on: bool) -> None:
             seen.append((ledger_lock(g).held_by_me(), g.answer(cache, pid, (idle,), 0)))
 
         pmm.register_callback(cache, on_pressure)
-        got: list[int | None] = []
-        waiter = threading.Thread(target=lambda: got.append(pmm.acquire(req, a, 60, timeout=JOIN_S)), daemon=True)
-        waiter.start()
-        while not abstract_manager(pmm).tickets:  # the waiter's ticket exists (pending)
-            pass
+        waiter, got = parked(pmm, req, a, 60, JOIN_S)
         assert [t.state for t in abstract_manager(pmm).tickets.values()] == [TicketState.PENDING]
         pmm.press(cache, a, 40, 0, 5)
         waiter.join(JOIN_S)

@@ -21,7 +21,8 @@ from invariants.trace_format import MAX_LINE_BYTES
 from refimpl.cli import main
 from refimpl.manager import ProcessMemoryManager
 from refimpl.tracing import JsonlSink
-from spec.types import Role, Tier
+from spec.types import Tier
+from refimpl_manager_harness import lease
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "trace-schema.json").read_text())
 PAGES = 300  # past the 64 a list once held
@@ -31,8 +32,7 @@ LEASES = 4200  # past the 4096 figures an event once held
 def _pages(pmm: ProcessMemoryManager, holder: int, authority: int, n: int) -> list[int]:
     out = []
     for _ in range(n):
-        x = pmm.reserve(holder, authority, Tier.DEVICE, 64, Role.KV)
-        pmm.commit(holder, x, 64)
+        x = lease(pmm, holder, authority, 64)
         out.append(x)
     return out
 

@@ -14,15 +14,13 @@ from typing import Any
 
 import attrs
 import pytest
-from trace_harness import epoched, ledger_payload, replay_epoched
+from trace_harness import epoched, ledger_payload, replay_epoched, traced
 
 from invariants.manager_replay import replay
 from invariants import replay as R
 from invariants.replay_ids import IdMap
 from invariants.manager_trace import MANAGER_REVISION
 from invariants.trace_format import MAX_SOURCES, MAX_TEXT
-from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from spec import errors as E
 from spec import ledger_actions as A
 from spec.ledger import refusals, step
@@ -211,8 +209,7 @@ HARMS: dict[str, tuple[list[bytes], str]] = {
 def test_a_grant_past_the_process_quota_is_named_i1_by_its_refusal_site() -> None:
     """The trace's quota is 8 B; its reserve of 16 B was accepted. The spec refuses it with CapacityDenied at its
     "quota" site, which is I1's (process quota used = live leases), not I2's as CapacityDenied alone would say."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p, buf = traced()
     h, a = p.register_holder("kv"), p.register_authority("hbm", Tier.DEVICE, 64)
     p.set_process_quota(Tier.DEVICE, 64)
     p.reserve(h, a, Tier.DEVICE, 16, Role.KV)

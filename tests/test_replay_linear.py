@@ -10,7 +10,6 @@ is counted deterministically (records scanned), never timed.
 
 from __future__ import annotations
 
-import io
 
 import pytest
 
@@ -18,15 +17,14 @@ from invariants import contracts
 from invariants import manager_replay as MR
 from invariants.changed import Tracked
 from invariants.manager_replay import replay_manager_lines
-from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink, boundary
+from refimpl.tracing import boundary
 from spec.types import Role, Tier
+from trace_harness import lines_of, traced
 
 
 def _open_reservations(n: int, boundaries: bool = False) -> list[bytes]:
-    buf = io.StringIO()
     with contracts.contracts(False):
-        pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+        pmm, buf = traced()
         h = pmm.register_holder("h")
         a = pmm.register_authority("gpu0", Tier.DEVICE, 2**40)
         for _ in range(n):
@@ -37,7 +35,7 @@ def _open_reservations(n: int, boundaries: bool = False) -> list[bytes]:
         pmm.lose_device(a)  # a repeat scans nothing new
         pmm.confirm_termination(a)
         boundary(pmm)
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return lines_of(buf)
 
 
 @pytest.mark.parametrize("boundaries", [False, True], ids=["no-boundaries", "boundary-after-each"])

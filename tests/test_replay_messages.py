@@ -10,7 +10,6 @@ numbers, and the same verdict either way.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import sys
@@ -24,14 +23,13 @@ from invariants import manager_replay as MR
 from invariants._violation import InvariantViolation
 from invariants.manager_replay import replay_manager_lines
 from invariants.replay_ids import IdMap
-from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from spec import errors as E
 from spec import ledger_actions as A
 from spec.types import Role, Tier
 
 sys.path.insert(0, str(Path(__file__).parent / "conformance"))
 from conformance_ids import offset, renamed  # noqa: E402
+from trace_harness import lines_of, traced
 
 #: Each kind moved by its own offset, so an id rewritten as the wrong kind shows.
 _OFFSETS = {"authority": 100, "holder": 200, "allocation": 300, "ticket": 500}
@@ -40,8 +38,7 @@ _IDENTITY: dict[str, int] = {}
 
 def _trace() -> list[bytes]:
     """Holders 1, 2; authority 1 (64 B); leases 1, 2, 3; a refused foreign release; tickets 1, 2 granted, 3 waits."""
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p, buf = traced()
     h1, h2 = p.register_holder("weights"), p.register_holder("kv")
     a = p.register_authority("hbm", Tier.DEVICE, 64)
     big, small = p.reserve(h1, a, Tier.DEVICE, 32, Role.STAGING), p.reserve(h1, a, Tier.DEVICE, 16, Role.STAGING)
@@ -56,7 +53,7 @@ def _trace() -> list[bytes]:
     p.claim(h2, t1)
     p.claim(h2, t2)
     p.cancel_ticket(h2, t3)
-    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+    return lines_of(buf)
 
 
 def _event(lines: list[bytes], line: int) -> dict[str, Any]:

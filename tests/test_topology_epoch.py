@@ -9,7 +9,6 @@ changed the topology, never by a diff of the spec.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from typing import Any
@@ -20,18 +19,18 @@ from invariants.manager_replay import replay_manager_lines
 from invariants.manager_trace import topology_changed
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
-from refimpl.tracing import JsonlSink
 from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.manager import step
 from spec.types import Role, Tier
+from trace_harness import traced
 
 _D = Tier.DEVICE
 
 
 def _record(script: Callable[[ProcessMemoryManager], None]) -> list[dict[str, Any]]:
-    buf = io.StringIO()
-    script(ProcessMemoryManager(trace=JsonlSink(buf)))
+    pmm, buf = traced()
+    script(pmm)
     return [json.loads(line) for line in buf.getvalue().splitlines()]
 
 

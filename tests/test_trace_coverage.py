@@ -22,10 +22,10 @@ from invariants.manager_trace import CONFIGURE, GRANT, MANAGER_KINDS, MANAGER_RE
 from invariants.trace_schema import json_schema
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager_workload import run_manager_workload
-from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_adapter import STEPS
 from refimpl.verify.manager_hooks import abstract_ledger, abstract_manager
 from spec.types import Role, Tier
+from trace_harness import traced
 
 #: Methods that emit one event of their own name: revision -> names. A checker-only step (issue #21 item 2) is
 #: no method: a public composite emits its kind, and the checkers reach it in `refimpl.verify.manager_adapter`.
@@ -73,8 +73,8 @@ def test_every_traced_kind_is_in_the_schema() -> None:
 
 
 def _workload_kinds() -> set[tuple[str, str]]:
-    buf = io.StringIO()
-    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0)
+    pmm, buf = traced()
+    run_manager_workload(pmm, seed=0)
     return {(json.loads(x)["contract_revision"], json.loads(x)["kind"]) for x in buf.getvalue().splitlines()}
 
 
@@ -86,8 +86,7 @@ def test_every_traced_method_is_recorded_by_a_workload() -> None:
 
 
 def _setup() -> tuple[ProcessMemoryManager, io.StringIO, int, int]:
-    buf = io.StringIO()
-    p = ProcessMemoryManager(trace=JsonlSink(buf))
+    p, buf = traced()
     h = p.register_holder("h")
     a = p.register_authority("pool", Tier.DEVICE, 64)
     return p, buf, h, a

@@ -10,11 +10,10 @@ import pytest
 
 from invariants.trace_format import MAX_LINE_BYTES
 from refimpl.cli import main
-from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from refimpl.view import TraceError, read_events, render_html, timeline_data
 from spec.errors import GovernorError
 from spec.types import Role, Tier
+from trace_harness import traced
 
 
 def known_trace() -> str:
@@ -22,8 +21,7 @@ def known_trace() -> str:
 
     Events are numbered from 0 in trace order, as on the page's x axis.
     """
-    out = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(out))
+    pmm, out = traced()
     w, k = pmm.register_holder("<b>weights</b>"), pmm.register_holder("kv")
     gpu = pmm.register_authority("gpu0", Tier.DEVICE, 100)
     a = pmm.reserve(w, gpu, Tier.DEVICE, 40, Role.WEIGHTS)  # event 3

@@ -14,7 +14,6 @@ chromium or Playwright skips with the reason; with CI=true it fails.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import os
@@ -26,6 +25,7 @@ import pytest
 from refimpl.cli import main
 from refimpl.view import timeline_data
 from spec.types import Tier
+from trace_harness import traced
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -55,12 +55,9 @@ def browser():
 
 def tx_trace() -> str:
     """Two holders' transactions on two authorities: reserve, publish, execute, commit, release, a miss, an abort."""
-    from refimpl.manager import ProcessMemoryManager
-    from refimpl.tracing import JsonlSink
     from spec.errors import CapacityDenied
 
-    out = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(out))
+    pmm, out = traced()
     enc, dec = pmm.register_holder("encoder"), pmm.register_holder("decoder")
     hbm, host = pmm.register_authority("hbm0", Tier.DEVICE, 64 << 20), pmm.register_authority("host", Tier.DEVICE, 96 << 20)
     a = pmm.plan_tx(enc, ((hbm, 24 << 20), (host, 30 << 20)))

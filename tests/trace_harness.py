@@ -1,7 +1,9 @@
-"""Shared helpers of the trace tests: the upstream conformance traces, lossy variants of a recorded JSONL trace."""
+"""Shared helpers of the trace tests: a traced manager and its recorded lines, the upstream conformance traces, lossy
+variants of a recorded JSONL trace."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -9,7 +11,26 @@ from typing import Any
 
 import pytest
 
+from refimpl.manager import ProcessMemoryManager
+from refimpl.tracing import JsonlSink
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def traced(**kwargs: Any) -> tuple[ProcessMemoryManager, io.StringIO]:
+    """A manager (built with `kwargs`) writing its JSONL trace to a fresh buffer: (manager, buffer)."""
+    buf = io.StringIO()
+    return ProcessMemoryManager(trace=JsonlSink(buf), **kwargs), buf
+
+
+def lines_of(buf: io.StringIO) -> list[bytes]:
+    """The events written to `buf`, one line each, as a trace file holds them."""
+    return [line.encode() + b"\n" for line in buf.getvalue().splitlines()]
+
+
+def replaced(lines: list[bytes], i: int, ev: dict[str, Any]) -> list[bytes]:
+    """`lines` with the event at 0-based `i` replaced by `ev`."""
+    return [*lines[:i], json.dumps(ev).encode() + b"\n", *lines[i + 1:]]
 
 
 def upstream() -> Path:
@@ -45,6 +66,14 @@ def ledger_payload(ids: dict[str, Any], used: dict[str, Any] | None = None, char
         args.setdefault("device", args.get("pool"))
     return ids, {**args, "outcome": "rejected" if error else "accepted", "error": error,
                  "result": ids.pop("result", None), "used": used or {}, "charges": charges or {}, "bundles": {}}
+
+
+def ledger_event(seq: int, kind: str, ids: dict[str, Any], used: dict[str, Any] | None = None,
+                 charges: dict[str, Any] | None = None, error: str | None = None, **args: Any) -> bytes:
+    """One `ortmem-manager/2` event line of source "g", its ids and payload as `ledger_payload` writes them."""
+    ids, payload = ledger_payload(ids, used, charges, error, kind, **args)
+    return json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind,
+                       "ids": ids, "payload": payload}).encode() + b"\n"
 
 
 def epoched(lines: list[bytes]) -> list[bytes]:

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 
 from invariants.manager_replay import replay_manager_lines
 from refimpl.manager import ProcessMemoryManager
-from refimpl.tracing import JsonlSink
 from refimpl.verify.manager_hooks import abstract_ledger
 from spec.errors import IdentityMismatch, InvalidArgument
 from spec.types import Tier
+from trace_harness import traced
 
 
 def test_a_renamed_pool_on_a_declared_device_is_the_same_authority_and_its_trace_replays_clean() -> None:
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     a = pmm.register_authority("gpu0", Tier.DEVICE, 64, "cuda:0")
     assert pmm.register_authority("gpu0-second-book", Tier.DEVICE, 64, "cuda:0") == a
     assert pmm.register_authority("gpu1", Tier.DEVICE, 64, "cuda:1") != a
@@ -35,8 +33,7 @@ def test_a_renamed_pool_on_a_declared_device_is_the_same_authority_and_its_trace
 def _two_books(device: bool) -> list[bytes]:
     """D3 in `ortmem-manager/2`: a governor that opens a second book over device cuda:0 under another pool name
     (it issues a fresh authority id, 9, where the design binds the one canonical authority)."""
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     pmm.register_authority("gpu0", Tier.DEVICE, 64, "cuda:0")
     pmm.register_authority("gpu0-second-book", Tier.DEVICE, 64, "cuda:0")
     events = [json.loads(ln) for ln in buf.getvalue().splitlines()]
@@ -68,8 +65,7 @@ def test_a_refused_registration_may_name_no_device(pool: object, device: object)
     """Its pool is no name (None, or an unhashable list the recorder must not look up): refused, nothing
     registered, so no device is named (null, or the pool written opaque), and that is no C1 matter: it replays
     clean."""
-    buf = io.StringIO()
-    pmm = ProcessMemoryManager(trace=JsonlSink(buf))
+    pmm, buf = traced()
     with pytest.raises(InvalidArgument):
         pmm.register_authority(pool, Tier.DEVICE, 64)  # type: ignore[arg-type]
     lines = [ln.encode() + b"\n" for ln in buf.getvalue().splitlines()]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from trace_harness import ledger_payload, replay_epoched
+from refimpl_manager_harness import published
+from trace_harness import ledger_event, replay_epoched
 
 from spec import errors as E
 from spec import ledger_actions as A
@@ -92,9 +93,7 @@ def test_manager_refusals_on_a_poisoned_manager_go_on_past_the_poisoning() -> No
 
 
 def _ev(seq: int, kind: str, ids: dict, payload: dict, used: dict, charges: dict, error: str | None = None) -> bytes:
-    ids, payload = ledger_payload(ids, used, charges, error, kind, **payload)
-    return (json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind,
-                        "ids": ids, "payload": payload}).encode() + b"\n")
+    return ledger_event(seq, kind, ids, used, charges, error, **payload)
 
 
 def _lost_trace(error: str, nbytes: int = 0, used_after: int = 16) -> list[bytes]:
@@ -236,13 +235,9 @@ def _view_world():
     pmm = ProcessMemoryManager()
     a, b = pmm.register_authority("hbm0", Tier.DEVICE, 100), pmm.register_authority("hbm1", Tier.DEVICE, 100)
     h1, h2 = pmm.register_holder("kv"), pmm.register_holder("w")
-    tx = pmm.plan_tx(h1, ((a, 5),))
-    pmm.reserve_all(tx)
-    view = pmm.publish_view(tx)
+    tx, view = published(pmm, h1, ((a, 5),))
     pmm.commit_tx(tx)
-    runner = pmm.plan_tx(h1, ((a, 5),))
-    pmm.reserve_all(runner)
-    own = pmm.publish_view(runner)
+    runner, own = published(pmm, h1, ((a, 5),))
     pmm.execute_view(runner, view, 1)
     pmm.execute_view(runner, own, 1)
     half = pmm.plan_tx(h2, ((a, 5), (b, 200)))

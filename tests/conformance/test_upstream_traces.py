@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from trace_harness import replay_epoched, upstream
+from trace_harness import ledger_event, replay_epoched, upstream
 
 from refimpl.cli import main
 
@@ -65,11 +65,7 @@ def assert_verdict(trace: Path, expected: tuple[str, int | None, str | None, str
 
 def _ev(seq: int, kind: str, ids: dict, payload: dict, used: dict, charges: dict) -> bytes:
     """An accepted ledger event; `ids.result` is the id it issued (the payload's `result`)."""
-    ids = dict(ids)
-    payload = {**payload, "outcome": "accepted", "error": None, "result": ids.pop("result", None), "used": used,
-               "charges": charges, "bundles": {}}
-    return (json.dumps({"contract_revision": "ortmem-manager/2", "source": "g", "source_sequence": seq, "kind": kind,
-                        "ids": ids, "payload": payload}).encode() + b"\n")
+    return ledger_event(seq, kind, ids, used, charges, **payload)
 
 
 def _lease(nbytes: int = 16, used: dict | None = None, charges: dict | None = None) -> list[bytes]:
