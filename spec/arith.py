@@ -14,7 +14,6 @@ __all__ = [
     "kv_bytes",
     "kv_growth_peak",
     "static_weight_budget",
-    "elastic_weight_budget",
     "available",
     "oversubscribed",
     "arbitration_key",
@@ -76,18 +75,6 @@ def static_weight_budget(device_budget: int, bytes_per_token: int, max_context: 
     post: 0 <= __return__ <= device_budget
     """
     return max(0, device_budget - bytes_per_token * max_context)
-
-
-def elastic_weight_budget(device_budget: int, kv_committed: int, headroom: int) -> int:
-    """The elastic split (I8c): weights borrow all but committed KV and headroom.
-
-    pre: device_budget >= 0
-    pre: kv_committed >= 0
-    pre: headroom >= 0
-    post: __return__ >= 0
-    post: __return__ == 0 or __return__ + kv_committed + headroom == device_budget
-    """
-    return max(0, device_budget - kv_committed - headroom)
 
 
 def available(limit: int, used: int, growth_reserved: int) -> int:

@@ -78,20 +78,6 @@ def test_static_weight_budget(budget: int, bpt: int, ctx: int, expected: int) ->
 
 
 @pytest.mark.parametrize(
-    ("budget", "kv", "headroom", "expected"),
-    [
-        (1000, 300, 100, 600),
-        (1000, 900, 100, 0),  # exactly used up
-        (1000, 950, 100, 0),  # clamped
-        (1000, 0, 0, 1000),
-        (1000, 1, 2, 997),
-    ],
-)
-def test_elastic_weight_budget(budget: int, kv: int, headroom: int, expected: int) -> None:
-    assert arith.elastic_weight_budget(budget, kv, headroom) == expected
-
-
-@pytest.mark.parametrize(
     ("limit", "used", "growth", "expected"),
     [
         (100, 30, 20, 50),  # growth reserved counts against available (C8)
