@@ -57,11 +57,12 @@ def test_the_ledger_campaign_finds_a_commit_that_rehomes_a_lease() -> None:
     """A consumer's commit of a producer's reservation, accepted and the lease handed to the consumer (mutant
     `commit_rehomes_lease`), is found within 50 examples: the steered `handoff` commits an open reservation as
     another holder. (Without it, the quick profile's mutant budget, 600 examples of 40 steps, never did.)"""
-    from invariants.manager_ledger_machine import find_counterexample
+    from invariants.manager_machine import find_counterexample
     from invariants.mutation import applied
     from refimpl.verify.mutants import MUTANTS
 
     mutant = MUTANTS["commit_rehomes_lease"]
     with applied(mutant):
-        r = find_counterexample(mutant, mutant.layer, campaign_settings(50, 30, shrink=False), ManagerAdapter)
+        r = find_counterexample(LedgerMachine, mutant, mutant.layer, campaign_settings(50, 30, shrink=False),
+                                ManagerAdapter)
     assert r.found and "step_I4a.holder_fixed" in r.clauses, r.message
