@@ -179,16 +179,16 @@ def ratios(rate: dict[str, float], paired: dict[str, float]) -> dict[str, Any]:
 
 def campaigns(rounds: int, examples: int) -> dict[str, list[float]]:
     """CPU seconds per 1,000 checked steps of the ledger restriction's and the composed campaign, per round."""
-    from invariants.campaign import campaign_settings
-    from invariants.manager_ledger_machine import run_campaign
-    from invariants.manager_machine import run_manager_campaign
+    from invariants.campaign import campaign_settings, run_machine
+    from invariants.manager_ledger_machine import LedgerMachine
+    from invariants.manager_machine import ManagerMachine
     from refimpl.verify.manager_adapter import ManagerAdapter
     out: dict[str, list[float]] = {"ledger restriction": [], "composed": []}
     for _ in range(rounds):
-        for name, run in (("ledger restriction", run_campaign), ("composed", run_manager_campaign)):
+        for name, machine in (("ledger restriction", LedgerMachine), ("composed", ManagerMachine)):
             t0 = time.process_time()
             with contracts.contracts(True):
-                stats = run(ManagerAdapter, campaign_settings(examples, 40))
+                stats = run_machine(machine, ManagerAdapter, campaign_settings(examples, 40))
             out[name].append(1000 * (time.process_time() - t0) / stats.steps)
     return out
 

@@ -3,9 +3,9 @@
 `run_machine` drives an implementation through a `CheckedMachine` subclass
 and counts what ran; `hunt` switches one guard off and demands that the
 machine find a violation of an ID that guard protects (a negative control).
-Each restriction of the composed machine has its instances next to it
-(`invariants.manager_ledger_machine.run_campaign` for the ledger). By default
-all use fixed seeds (`derandomize=True`): a flaky result is a failed one.
+The composed machine and each of its restrictions run through these two
+(`invariants.manager_machine.find_counterexample` gives `hunt` its adapters). By
+default all use fixed seeds (`derandomize=True`): a flaky result is a failed one.
 
 Inside `searching(Search(seed=N, database=...))` (what `ortmem verify --seed N`
 sets up) each run searches from its own seed, derived from N and the run's

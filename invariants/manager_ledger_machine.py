@@ -18,25 +18,18 @@ Reads spec values only; never imports refimpl.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from invariants._violation import RefinementViolation
-from invariants.campaign import CampaignStats, ControlResult, run_machine
 from invariants.clauses import recording
 from invariants.ledger import observe_snapshot
-from invariants.manager_machine import AUTHORITIES, ManagerMachine, find_manager_counterexample, restrict
-from invariants.mutation import Mutant
+from invariants.manager_machine import AUTHORITIES, ManagerMachine, restrict
 from spec import ledger_actions as A
-from spec.guards import Guard, GuardSet, Layer
 from spec.ledger_state import snapshot
 from spec.types import Role, Tier
 
-__all__ = ["LEDGER_RULES", "LedgerMachine", "run_campaign", "find_counterexample"]
+__all__ = ["LEDGER_RULES", "LedgerMachine"]
 
 #: The composed machine's rules this restriction keeps (with its own steered `observe`, `register`, `handoff`,
 #: `settle`, `allowance_any`).
@@ -147,14 +140,3 @@ class LedgerMachine(ManagerMachine):
 
 
 restrict(LedgerMachine, LEDGER_RULES)  # every composed rule outside `LEDGER_RULES` is switched off
-
-
-def run_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
-    """The ledger campaign: `factory()` is the composed governor adapter under test."""
-    return run_machine(LedgerMachine, factory, cfg, refine=refine)
-
-
-def find_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
-                        refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
-    """A ledger negative control; `refimpl_factory(off)` builds the implementation's adapter."""
-    return find_manager_counterexample(g, layer, cfg, refimpl_factory, machine=LedgerMachine)

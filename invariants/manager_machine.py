@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from invariants.adapter import GovernorAdapter, SpecGovernor
-from invariants.campaign import CampaignStats, ControlResult, hunt, run_machine
+from invariants.campaign import ControlResult, hunt
 from invariants.checked import CheckedMachine
 from invariants.governor_grants import apply_grants, governor_grants
 from invariants.manager import check_all, check_step, observed_I7_manager
@@ -41,7 +41,7 @@ from spec.manager_parts import holder_refs, pins
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
 
-__all__ = ["ManagerSpecAdapter", "ManagerMachine", "restrict", "run_manager_campaign", "find_manager_counterexample"]
+__all__ = ["ManagerSpecAdapter", "ManagerMachine", "restrict", "find_counterexample"]
 
 #: (pool, tier, capacity) of the authorities every example registers.
 AUTHORITIES = (("hbm0", Tier.DEVICE, 12), ("host", Tier.HOST, 16), ("hbm1", Tier.DEVICE, 8))
@@ -476,15 +476,11 @@ def restrict(machine: type, rules: frozenset[str] | set[str]) -> None:
             setattr(machine, name, None)
 
 
-def run_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
-    """Run the composed machine; an `InvariantViolation` propagates (the campaign failed)."""
-    return run_machine(ManagerMachine, factory, cfg, refine=refine)
-
-
-def find_manager_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
-                                refimpl_factory: Callable[[GuardSet], Any] | None = None,
-                                machine: type = ManagerMachine) -> ControlResult:
+def find_counterexample(machine: type[ManagerMachine], g: Guard | Mutant, layer: Layer, cfg: settings,
+                        refimpl_factory: Callable[[GuardSet], Any] | None = None) -> ControlResult:
     """Switch guard `g` off in `layer` (or run mutant `g`) on `machine` (the composed one or a restriction);
-    search for a harm of an ID it protects. `refimpl_factory(off)` builds the implementation's adapter."""
+    search for a harm of an ID it protects. The spec layer drives `ManagerSpecAdapter(off)`;
+    `refimpl_factory(off)` builds the implementation's adapter. (A campaign, every guard on, is
+    `invariants.campaign.run_machine(machine, factory, cfg)`.)"""
     impl = None if refimpl_factory is None else (lambda off: lambda: refimpl_factory(off))
     return hunt(machine, g, layer, cfg, spec=lambda off: lambda: ManagerSpecAdapter(off), impl=impl)

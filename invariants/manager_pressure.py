@@ -15,24 +15,18 @@ Reads spec values only; never imports refimpl.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from invariants.campaign import CampaignStats, ControlResult, run_machine
-from invariants.manager_machine import ManagerMachine, find_manager_counterexample, restrict
-from invariants.mutation import Mutant
+from invariants.manager_machine import ManagerMachine, restrict
 from spec import ledger_actions as A
 from spec import manager_actions as M
-from spec.guards import Guard, GuardSet, Layer
 from spec.tickets import TicketState
 from spec.types import Role
 
-__all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure_situations", "late_answer_refused",
-           "run_pressure_campaign", "find_pressure_counterexample"]
+__all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure_situations", "late_answer_refused"]
 
 _T = TicketState
 
@@ -121,14 +115,3 @@ class PressureMachine(ManagerMachine):
 
 
 restrict(PressureMachine, PRESSURE_RULES)  # every composed rule outside `PRESSURE_RULES` is switched off
-
-
-def run_pressure_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
-    """Run the restricted machine; an `InvariantViolation` propagates (the campaign failed)."""
-    return run_machine(PressureMachine, factory, cfg, refine=refine)
-
-
-def find_pressure_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
-                                 refimpl_factory: Callable[[GuardSet], Any]) -> ControlResult:
-    """Switch guard `g` off in `layer` (or run mutant `g`) on the restricted machine; search for a harm."""
-    return find_manager_counterexample(g, layer, cfg, refimpl_factory, machine=PressureMachine)

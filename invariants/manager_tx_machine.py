@@ -18,23 +18,17 @@ Reads spec values only; never imports refimpl.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from invariants.campaign import CampaignStats, ControlResult, run_machine
-from invariants.manager_machine import ManagerMachine, find_manager_counterexample, restrict
-from invariants.mutation import Mutant
+from invariants.manager_machine import ManagerMachine, restrict
 from spec import ledger_actions as A
 from spec import manager_actions as M
-from spec.guards import Guard, GuardSet, Layer
 from spec.types import AllocState, Role
 
-__all__ = ["TX_RULES", "TX_SITUATIONS", "TxMachine", "tx_situations", "run_tx_manager_campaign",
-           "find_tx_manager_counterexample"]
+__all__ = ["TX_RULES", "TX_SITUATIONS", "TxMachine", "tx_situations"]
 
 #: The composed machine's rules this restriction keeps (with its own steered `crossed_needs`, `retry_place`,
 #: `own_view`, `poison`).
@@ -168,14 +162,3 @@ class TxMachine(ManagerMachine):
 
 
 restrict(TxMachine, TX_RULES)  # every composed rule outside `TX_RULES` is switched off
-
-
-def run_tx_manager_campaign(factory: Callable[[], Any], cfg: settings, *, refine: bool = True) -> CampaignStats:
-    """Run the restricted machine; an `InvariantViolation` propagates (the campaign failed)."""
-    return run_machine(TxMachine, factory, cfg, refine=refine)
-
-
-def find_tx_manager_counterexample(g: Guard | Mutant, layer: Layer, cfg: settings,
-                                   refimpl_factory: Callable[[GuardSet], Any]) -> ControlResult:
-    """Switch guard `g` off in `layer` (or run mutant `g`) on the restricted machine; search for a harm."""
-    return find_manager_counterexample(g, layer, cfg, refimpl_factory, machine=TxMachine)

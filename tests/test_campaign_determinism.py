@@ -22,12 +22,12 @@ if sys.argv[2] == "preload":
     from refimpl.verify.job import import_every_module
     import_every_module()
 from invariants import checked
-from invariants.campaign import campaign_settings
-from invariants.manager_machine import ManagerSpecAdapter, run_manager_campaign
+from invariants.campaign import campaign_settings, run_machine
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
 steps = []
 step = checked.CheckedMachine._step
 checked.CheckedMachine._step = lambda self, action: (steps.append(repr(action)), step(self, action))[1]
-run_manager_campaign(ManagerSpecAdapter, campaign_settings(60, 30), refine=False)
+run_machine(ManagerMachine, ManagerSpecAdapter, campaign_settings(60, 30), refine=False)
 print(hashlib.sha256("\\n".join(steps).encode()).hexdigest())
 """
 

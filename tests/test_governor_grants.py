@@ -15,9 +15,9 @@ import pytest
 
 from invariants._violation import RefinementViolation
 from invariants.adapter import OwnIds
-from invariants.campaign import campaign_settings
+from invariants.campaign import campaign_settings, run_machine
 from invariants.governor_grants import apply_grants, governor_grants
-from invariants.manager_machine import ManagerSpecAdapter, run_manager_campaign
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
 from spec import ledger_actions as A
 from spec import manager as S
 from spec import manager_actions as M
@@ -169,10 +169,10 @@ def test_the_campaign_catches_a_governor_that_breaks_the_grant_rule(step: object
             self._step = step
 
     with pytest.raises(RefinementViolation, match=found):
-        run_manager_campaign(Broken, campaign_settings(100, 50))
+        run_machine(ManagerMachine, Broken, campaign_settings(100, 50))
 
 
 def test_the_campaign_counts_a_correct_governors_grants_as_GrantTicket_steps() -> None:
-    stats = run_manager_campaign(ManagerSpecAdapter, campaign_settings(20, 30))
+    stats = run_machine(ManagerMachine, ManagerSpecAdapter, campaign_settings(20, 30))
     assert stats.accepted_by_action.get("GrantTicket", 0) > 0
     assert sum(stats.accepted_by_action.values()) == stats.accepted

@@ -69,10 +69,12 @@ def test_the_governor_files_carry_the_concern_name() -> None:
     # One hop from a concern's name: model, predicates, machine and checker are named for it, except
     # the documented shared ones (tickets, pressure and transactions: parts of the one composed model, its predicates and
     # adapter, their campaign a restriction of the composed machine; the ledger's adapter, the composed one; the
-    # generic model machine).
+    # ledger's, pressure's and transactions' checker, the composed machine's one checker class; the generic model
+    # machine).
     shared = {("tickets", "predicates"), ("tickets", "machine"), ("tickets", "scope"), ("tickets", "adapter"),
               ("tickets", "checker"), ("tickets", "implementation"), ("pressure", "scope"), ("pressure", "model"),
-              ("pressure", "predicates"), ("pressure", "adapter"), ("admission", "machine"),
+              ("pressure", "predicates"), ("pressure", "adapter"), ("pressure", "checker"), ("ledger", "checker"),
+              ("transactions", "checker"), ("admission", "machine"),
               ("admission", "scope"), ("sessions", "machine"), ("sessions", "scope"), ("sessions", "implementation"),
               ("transactions", "model"), ("transactions", "predicates"), ("transactions", "machine"),
               ("transactions", "scope"), ("transactions", "adapter"), ("ledger", "adapter")}

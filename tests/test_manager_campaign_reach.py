@@ -8,9 +8,9 @@ import typing
 import pytest
 
 from invariants import contracts
-from invariants.campaign import campaign_settings
+from invariants.campaign import campaign_settings, run_machine
 from invariants.manager_events import SITUATIONS
-from invariants.manager_machine import ManagerSpecAdapter, run_manager_campaign
+from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
 from spec import manager as MG
 
 KINDS = sorted(c.__name__ for c in MG.ACTIONS)
@@ -25,8 +25,8 @@ def _refimpl() -> typing.Any:
 def test_the_composed_campaign_reaches_every_action_kind_and_situation(layer: str) -> None:
     assert len(KINDS) == 48  # 17 ledger actions, 29 of the parts, the grant and the corrupt ledger (I5)
     with contracts.contracts(True):
-        stats = run_manager_campaign(ManagerSpecAdapter if layer == "spec" else _refimpl,
-                                     campaign_settings(240, 50), refine=layer == "refimpl")
+        stats = run_machine(ManagerMachine, ManagerSpecAdapter if layer == "spec" else _refimpl,
+                            campaign_settings(240, 50), refine=layer == "refimpl")
     missing = [k for k in KINDS if not stats.accepted_by_action.get(k)]
     assert not missing, f"never accepted: {missing}; {stats.accepted_by_action}"
     unmet = [s for s in SITUATIONS if not stats.events.get(s)]
@@ -58,4 +58,4 @@ def test_the_composed_campaign_catches_a_broken_pressure_delivery(bug: typing.An
 
     monkeypatch.setattr(ProcessMemoryManager, "_deliver", bug)
     with contracts.contracts(False), pytest.raises(InvariantViolation, match=harm):
-        run_manager_campaign(_refimpl, campaign_settings(50, 30, shrink=False))
+        run_machine(ManagerMachine, _refimpl, campaign_settings(50, 30, shrink=False))

@@ -35,7 +35,7 @@ DEV, KV = Tier.DEVICE, Role.KV
 MANAGER_MUTANTS = sorted(n for n, m in MUTANTS.items()
                          if m.module.startswith("refimpl.manager.") and m.submodel != "replay")
 #: The composed workload below drives the composed operations; the pressure model's mutants (tickets, arbitration,
-#: holder pressure) are found by the pressure checker's composed restriction (`refimpl/verify/pressure_checker.py`).
+#: holder pressure) are found by the pressure checker's composed restriction (`invariants/manager_pressure.py`).
 #: The transaction mutants (model "transactions": intents, loss, views, bundles) are found by the transactions
 #: checker's composed restriction and the scripts of tests/test_manager_tx.py.
 #: Composed mutants whose harm the local contract does not check (it checks the records a hot operation touched;

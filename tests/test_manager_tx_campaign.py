@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import settings
 
 from invariants import contracts
-from invariants.campaign import campaign_settings
-from invariants.manager_tx_machine import TX_SITUATIONS, TxMachine, run_tx_manager_campaign
+from invariants.campaign import campaign_settings, run_machine
+from invariants.manager_tx_machine import TX_SITUATIONS, TxMachine
 from refimpl.verify.manager_adapter import ManagerAdapter
 
 
@@ -28,7 +28,7 @@ def test_tx_campaign_reaches_views_and_bundles_and_rejects_bad_input() -> None:
     # Evidence only if transactions get deep (views bound, remapped, dropped; bundles committed) and every
     # refusal of the view and bundle verbs is produced.
     with contracts.contracts(True):
-        stats = run_tx_manager_campaign(ManagerAdapter, campaign_settings(60, 40))
+        stats = run_machine(TxMachine, ManagerAdapter, campaign_settings(60, 40))
     assert stats.accepted > 1000
     for action in ("PlanTx", "ReserveTx", "CommitTx", "AbortTx", "PublishView", "ExecuteView", "RemapView",
                    "DropView", "OpenBundle", "JoinBundle", "ReportMismatch", "LoseDevice", "ConfirmTermination"):

@@ -23,9 +23,9 @@ from invariants.campaign import (CampaignStats, ControlResult, Search, campaign_
                                  hunt, open_database, run_machine, searching)
 from invariants.checked import CheckedMachine
 from invariants.clauses import CLAUSES, Clause, conjunction
-from invariants import manager_ledger_machine, manager_machine
-from invariants.manager_ledger_machine import LedgerMachine, find_counterexample, run_campaign
-from invariants.manager_machine import ManagerSpecAdapter
+from invariants import manager_machine
+from invariants.manager_ledger_machine import LedgerMachine
+from invariants.manager_machine import ManagerSpecAdapter, find_counterexample
 from invariants.mutation import Mutant
 from invariants.progress import reporting
 from spec.errors import InvalidArgument
@@ -374,20 +374,15 @@ def test_a_mutant_runs_with_every_guard_on_and_refinement_off() -> None:
         hunt(Toy, G, Layer.REFIMPL, CFG, spec=spec_of(Gov, [], "spec"), impl=None)
 
 
-# --- the ledger's instances ----------------------------------------------------------------------------------
+# --- the composed machine's instance --------------------------------------------------------------------------
 
 
-def test_the_ledger_runners_pass_the_ledger_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_composed_control_hunts_on_the_machine_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
-    monkeypatch.setattr(manager_ledger_machine, "run_machine", lambda *a, **k: calls.append((a, k)) or "ran")
     monkeypatch.setattr(manager_machine, "hunt", lambda *a, **k: calls.append((a, k)) or "hunted")
-    f = object()
-    assert run_campaign(f, CFG) == "ran" and run_campaign(f, CFG, refine=False) == "ran"
-    assert calls == [((LedgerMachine, f, CFG), {"refine": True}), ((LedgerMachine, f, CFG), {"refine": False})]
-    calls.clear()
     off = GuardSet.without("tier_match")
-    assert find_counterexample(G, Layer.SPEC, CFG) == "hunted"
-    assert find_counterexample(G, Layer.REFIMPL, CFG, lambda o: ("impl", o)) == "hunted"
+    assert find_counterexample(LedgerMachine, G, Layer.SPEC, CFG) == "hunted"
+    assert find_counterexample(LedgerMachine, G, Layer.REFIMPL, CFG, lambda o: ("impl", o)) == "hunted"
     (a1, k1), (a2, k2) = calls
     assert (a1, a2) == ((LedgerMachine, G, Layer.SPEC, CFG), (LedgerMachine, G, Layer.REFIMPL, CFG))
     assert k1["impl"] is None

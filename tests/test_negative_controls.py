@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from invariants.campaign import campaign_settings
-from invariants.manager_ledger_machine import find_counterexample
+from invariants.manager_ledger_machine import LedgerMachine
+from invariants.manager_machine import find_counterexample
 from refimpl.verify.checkers import CHECKERS, Budget
 from spec.guards import GUARDS, GuardSet, Layer
 
@@ -42,8 +43,8 @@ def test_invalid_guard_name_rejected() -> None:
 
 def test_counterexample_is_shrunk_when_asked() -> None:
     g = next(g for g in GUARDS if g.name == "limit_check")
-    raw = find_counterexample(g, Layer.SPEC, campaign_settings(200, 30, shrink=False))
-    short = find_counterexample(g, Layer.SPEC, campaign_settings(200, 30, shrink=True))
+    raw = find_counterexample(LedgerMachine, g, Layer.SPEC, campaign_settings(200, 30, shrink=False))
+    short = find_counterexample(LedgerMachine, g, Layer.SPEC, campaign_settings(200, 30, shrink=True))
     assert raw.found and short.found
     assert short.steps is not None and raw.steps is not None and short.steps < raw.steps, short.counterexample
     # The violating step is an over-limit reserve, and it ends the shrunk script.

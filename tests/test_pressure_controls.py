@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from refimpl.verify.checkers import CHECKERS
-from refimpl.verify.pressure_checker import SPEC_CANNOT_EXPRESS
+from refimpl.verify.pressure_scripts import SPEC_CANNOT_EXPRESS
 from refimpl.verify import PROFILES
 from spec.guards import GUARDS, Layer
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from hypothesis import settings
 
 from invariants import contracts
-from invariants.campaign import campaign_settings
+from invariants.campaign import campaign_settings, run_machine
 from invariants.manager_machine import ManagerMachine, ManagerSpecAdapter
-from invariants.manager_pressure import PRESSURE_RULES, PRESSURE_SITUATIONS, PressureMachine, run_pressure_campaign
+from invariants.manager_pressure import PRESSURE_RULES, PRESSURE_SITUATIONS, PressureMachine
 from refimpl.verify.manager_adapter import ManagerAdapter
 
 
@@ -39,7 +39,7 @@ def test_the_pressure_campaign_is_a_restriction_of_the_composed_machine() -> Non
 def test_pressure_campaign_reaches_every_situation_and_rejects_bad_input() -> None:
     # Evidence only if the campaign reaches what it is steered to and rejects with every pressure error.
     with contracts.contracts(True):
-        stats = run_pressure_campaign(ManagerAdapter, campaign_settings(60, 40))
+        stats = run_machine(PressureMachine, ManagerAdapter, campaign_settings(60, 40))
     assert stats.accepted > 1500
     for case in PRESSURE_SITUATIONS:
         assert stats.events.get(case, 0) > 0, f"campaign never reached {case!r}: {stats.events}"
@@ -50,11 +50,11 @@ def test_pressure_campaign_reaches_every_situation_and_rejects_bad_input() -> No
 
 def test_pressure_campaign_with_contracts_off_still_refines() -> None:
     with contracts.contracts(False):
-        stats = run_pressure_campaign(ManagerAdapter, campaign_settings(40, 40))
+        stats = run_machine(PressureMachine, ManagerAdapter, campaign_settings(40, 40))
     assert stats.steps > 1000
 
 
 def test_the_spec_alone_meets_the_composed_predicates() -> None:
-    stats = run_pressure_campaign(ManagerSpecAdapter, campaign_settings(40, 40), refine=False)
+    stats = run_machine(PressureMachine, ManagerSpecAdapter, campaign_settings(40, 40), refine=False)
     assert stats.coverage["step_I13_order.grant_order"][1] > 0
     assert stats.coverage["step_C5_answers.zero_answer_takes_nothing"][1] > 0

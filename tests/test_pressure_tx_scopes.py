@@ -16,7 +16,7 @@ from invariants.clauses import CLAUSES
 from invariants.explore import explore
 from invariants.manager_scope import PRESSURE_SCOPE, TX_SCOPE, manager_model
 from refimpl.verify.checkers import CHECKERS
-from refimpl.verify.pressure_checker import SPEC_CANNOT_EXPRESS
+from refimpl.verify.pressure_scripts import SPEC_CANNOT_EXPRESS
 from refimpl.verify import PROFILES
 from spec.guards import ALL_ON, GUARDS, GuardSet
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from invariants._violation import RefinementViolation
-from invariants.campaign import Search, campaign_settings, searching
-from invariants.manager_ledger_machine import find_counterexample, run_campaign
-from invariants.manager_machine import ManagerSpecAdapter
+from invariants.campaign import Search, campaign_settings, run_machine, searching
+from invariants.manager_ledger_machine import LedgerMachine
+from invariants.manager_machine import ManagerSpecAdapter, find_counterexample
 from spec.guards import GuardSet, Layer, guard
 
 
@@ -34,7 +34,7 @@ def _buggy() -> ManagerSpecAdapter:
 
 def _clean_run(search: Search) -> dict[str, int]:
     with searching(search):
-        stats = run_campaign(ManagerSpecAdapter, campaign_settings(25, 15), refine=False)
+        stats = run_machine(LedgerMachine, ManagerSpecAdapter, campaign_settings(25, 15), refine=False)
     return stats.accepted_by_action
 
 
@@ -54,7 +54,7 @@ def _examples_until_failure(where: str, seed: int) -> int:
         made += 1
         return _buggy()
     with searching(Search(seed=seed, database=where)), pytest.raises(RefinementViolation):
-        run_campaign(factory, campaign_settings(400, 20, shrink=False))  # counts: examples until the failure
+        run_machine(LedgerMachine, factory, campaign_settings(400, 20, shrink=False))  # counts: examples until the failure
     return made
 
 
@@ -75,7 +75,8 @@ def test_directory_database_keeps_a_campaigns_failure(tmp_path: Path) -> None:
 def test_a_control_never_writes_the_database(tmp_path: Path) -> None:
     where = tmp_path / "examples"
     with searching(Search(seed=3, database=str(where))):
-        r = find_counterexample(guard("commit_within_reservation"), Layer.SPEC, campaign_settings(200, 20, shrink=False))
+        r = find_counterexample(LedgerMachine, guard("commit_within_reservation"), Layer.SPEC,
+                                campaign_settings(200, 20, shrink=False))
     assert r.found
     assert not where.exists() or not any(where.rglob("*"))
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from hypothesis import settings
 
 from invariants import contracts
-from invariants.campaign import campaign_settings
-from invariants.manager_ledger_machine import run_campaign
+from invariants.campaign import campaign_settings, run_machine
 from invariants.manager_ledger_machine import LedgerMachine
 from invariants.manager_machine import ManagerSpecAdapter
 from refimpl.verify.manager_adapter import ManagerAdapter
@@ -40,7 +39,7 @@ TestSpecInvariants = SpecAlone.TestCase
 def test_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
     # The campaign is only evidence if it both succeeds often and rejects often.
     with contracts.contracts(True):
-        stats = run_campaign(ManagerAdapter, campaign_settings(150, 30))
+        stats = run_machine(LedgerMachine, ManagerAdapter, campaign_settings(150, 30))
     assert stats.examples >= 150
     assert stats.accepted > 1000
     for error in ("CapacityDenied", "ForeignHolder", "InvalidTransition", "InvalidBytes", "UnknownHolder",
@@ -50,7 +49,7 @@ def test_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
 
 def test_campaign_with_contracts_off_still_refines() -> None:
     with contracts.contracts(False):
-        stats = run_campaign(ManagerAdapter, campaign_settings(100, 30))
+        stats = run_machine(LedgerMachine, ManagerAdapter, campaign_settings(100, 30))
     assert stats.steps > 1000
 
 
@@ -58,11 +57,12 @@ def test_the_ledger_campaign_finds_a_commit_that_rehomes_a_lease() -> None:
     """A consumer's commit of a producer's reservation, accepted and the lease handed to the consumer (mutant
     `commit_rehomes_lease`), is found within 50 examples: the steered `handoff` commits an open reservation as
     another holder. (Without it, the quick profile's mutant budget, 600 examples of 40 steps, never did.)"""
-    from invariants.manager_ledger_machine import find_counterexample
+    from invariants.manager_machine import find_counterexample
     from invariants.mutation import applied
     from refimpl.verify.mutants import MUTANTS
 
     mutant = MUTANTS["commit_rehomes_lease"]
     with applied(mutant):
-        r = find_counterexample(mutant, mutant.layer, campaign_settings(50, 30, shrink=False), ManagerAdapter)
+        r = find_counterexample(LedgerMachine, mutant, mutant.layer, campaign_settings(50, 30, shrink=False),
+                                ManagerAdapter)
     assert r.found and "step_I4a.holder_fixed" in r.clauses, r.message

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from invariants.campaign import campaign_settings
 from invariants.clauses import CLAUSES
 from invariants.explore import explore
 from invariants.manager_scope import TX_SCOPE, manager_model
 from invariants.mutation import applied
-from invariants.manager_tx_machine import find_tx_manager_counterexample
 from refimpl.verify import PROFILES
 from refimpl.verify.checkers import CHECKERS
-from refimpl.verify.manager_adapter import ManagerAdapter
 from refimpl.verify.mutants import MUTANTS
 from spec.guards import GUARDS, GuardSet, Layer
 
@@ -48,7 +45,7 @@ def test_every_tx_guard_names_its_harm() -> None:
 @pytest.mark.parametrize("layer", list(Layer), ids=lambda l: l.value)
 @pytest.mark.parametrize("guard", TX_GUARDS, ids=lambda g: g.name)
 def test_tx_negative_control_finds_counterexample(guard, layer) -> None:
-    r = find_tx_manager_counterexample(guard, layer, campaign_settings(200, 30, shrink=False), ManagerAdapter)
+    r = CHECKERS["transactions"].control(guard, layer, PROFILES["quick"])  # 200 examples of 30 steps, no shrink
     assert r.found, r.message
     if layer is Layer.SPEC:
         assert set(HARM[guard.name]) & {r.clause, *r.clauses}, r.message  # the harm, not the guard restated

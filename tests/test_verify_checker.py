@@ -123,3 +123,34 @@ def test_the_verdict_line_names_its_scope(checkers: tuple[str, ...], text: str) 
     """Issue #22: a one-checker run says which IDs its verdict covers, not "0 of 2 IDs verified"."""
     r = Report(True, "quick", (), {}, {}, (None, None, None), 0.0, checkers=checkers)  # type: ignore[arg-type]
     assert scope_text(r) == text
+
+
+
+#: checker -> its machine, and per profile (campaign examples, steps), (control examples, steps): verify's sizes.
+RESTRICTIONS = {
+    "ledger": ("LedgerMachine", {"quick": ((600, 40), (400, 30)), "thorough": ((4000, 60), (1500, 40))}),
+    "pressure": ("PressureMachine", {"quick": ((200, 40), (400, 40)), "thorough": ((1333, 60), (1500, 40))}),
+    "transactions": ("TxMachine", {"quick": ((200, 40), (200, 30)), "thorough": ((1333, 60), (200, 30))}),
+    "manager": ("ManagerMachine", {"quick": ((300, 40), (400, 40)), "thorough": ((1000, 60), (1500, 40))}),
+}
+
+
+def test_the_composed_machines_checkers_run_their_own_restriction_at_their_sizes(monkeypatch) -> None:
+    """One class told apart by data: each drives the composed adapter on its own machine, the campaign with
+    contracts on, at its own search sizes."""
+    from invariants import contracts
+    from refimpl.verify import manager_checker as MC
+    from refimpl.verify.manager_adapter import ManagerAdapter
+    seen: list[Any] = []
+    monkeypatch.setattr(MC, "run_machine", lambda m, f, cfg: seen.append(
+        (m.__name__, f, cfg.max_examples, cfg.stateful_step_count, contracts.enabled())))
+    monkeypatch.setattr(MC, "find_counterexample", lambda m, g, layer, cfg, f: seen.append(
+        (m.__name__, f, cfg.max_examples, cfg.stateful_step_count, len(cfg.phases))))  # 2 phases: no shrink
+    g = next(g for g in GUARDS if g.model == "ledger")
+    for name, (m, sizes) in RESTRICTIONS.items():
+        for profile, ((ce, cs), (ke, ks)) in sizes.items():
+            seen.clear()
+            with contracts.contracts(False):
+                V.CHECKERS[name].campaign(V.PROFILES[profile])
+                V.CHECKERS[name].control(g, Layer.REFIMPL, V.PROFILES[profile])
+            assert seen == [(m, ManagerAdapter, ce, cs, True), (m, ManagerAdapter, ke, ks, 2)], (name, profile)

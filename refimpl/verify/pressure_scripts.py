@@ -29,9 +29,16 @@ from spec.errors import GovernorError
 from spec.guards import ALL_ON, Guard, GuardSet
 from spec.types import Tier
 
-__all__ = ["SCRIPT_SUFFIX", "SCRIPTS", "run_script"]
+__all__ = ["SCRIPT_SUFFIX", "SCRIPTS", "SPEC_CANNOT_EXPRESS", "run_script"]
 
 SCRIPT_SUFFIX = "-script"
+
+#: Guards whose harm the spec model cannot state, and why (their spec-layer control is an honest "not found").
+SPEC_CANNOT_EXPRESS = {
+    "unlock_before_callback": "a spec step is atomic, has no lock and calls no one, so 'a holder callback ran "
+                              "under the ledger lock' is not a state or step of the model; the refimpl control "
+                              "observes it from another thread (observed_I7_callbacks)",
+}
 
 #: guard -> (actions, what is observed after each step). One press: the governor calls holder 1's pressure
 #: callback, which records whether the thread calling it held the ledger lock.
