@@ -5,9 +5,9 @@ A focused campaign is a restriction of the one composed model, never a second mo
 pressure and environment rules (`PRESSURE_RULES`; every other part's rule is switched off), the same
 `spec.manager.step`, the same refinement and the same predicates (`invariants.manager`), the composed
 machine's steered `burst` (small newcomers behind a request just too big for the headroom, until that request
-matures and is then granted: I13's aging bound, bounded overtaking), plus two steered rules of its own: two
-waiters of different priorities behind one lease (the grant order chooses); an answer after its pressure's
-deadline (StaleAnswer, C5). `situations` counts what the
+matures and is then granted: I13's aging bound, bounded overtaking) and `order_among_waiters` (two waiters of
+different priorities behind one lease: the grant order chooses), plus one steered rule of its own: an answer
+after its pressure's deadline (StaleAnswer, C5). `situations` counts what the
 campaign reached (`PRESSURE_SITUATIONS`), so a run that never matures a ticket shows it.
 
 Reads spec values only; never imports refimpl.
@@ -21,18 +21,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from invariants.manager_machine import ManagerMachine, restrict
-from spec import ledger_actions as A
 from spec import manager_actions as M
 from spec.tickets import TicketState
-from spec.types import Role
 
 __all__ = ["PRESSURE_RULES", "PRESSURE_SITUATIONS", "PressureMachine", "pressure_situations", "late_answer_refused"]
 
 _T = TicketState
 
-#: The composed machine's rules this restriction keeps (with its own steered `contend`, `answer_late`; `burst` is the composed machine's).
+#: The composed machine's rules this restriction keeps (with its own steered `answer_late`; `burst` and
+#: `order_among_waiters` are the composed machine's).
 PRESSURE_RULES = ("submit", "ticket", "wait_for_release", "release_lease", "direct_reserve", "press_and_answer",
-                  "pressure", "environment", "burst", "contend", "answer_late")
+                  "pressure", "environment", "burst", "order_among_waiters", "answer_late")
 
 #: What the campaign must reach (counted per accepted step, `CampaignStats.events`).
 PRESSURE_SITUATIONS = ("aging bound reached", "matured misfit granted", "grant order chose among waiters",
@@ -90,28 +89,6 @@ class PressureMachine(ManagerMachine):
             self._do(M.Answer(r.holder, pid, (r.id,), deadline + data.draw(st.integers(1, 2))))
             if pid in self.abs.pressures and data.draw(st.booleans()):
                 self._do(M.ExpirePressure(pid, deadline + 1))
-
-    @rule(data=st.data(), high=st.sampled_from((1, 2)))
-    def contend(self, data: st.DataObject, high: int) -> None:
-        """Two waiters of different priorities that cannot both fit, then the lease in their way returns: the
-        round grants the higher priority first (I13 grant order)."""
-        live = self._active()
-        if not live:
-            return
-        aid = data.draw(st.sampled_from(live))
-        a = self.abs.ledger.authorities[aid]
-        n = a.limit // 2 + 1  # two of these never fit together
-        holder = data.draw(st.sampled_from(self._holders()))
-        first = self.abs.next_ticket
-        for priority in (0, high, 0):
-            self._do(M.Submit(holder, aid, n, priority, Role.PREFIX))
-        for tid in range(first, self.abs.next_ticket):
-            t = self.abs.tickets.get(tid)
-            if t is not None and t.state is _T.GRANTED:
-                self._do(M.Claim(holder, tid))
-                r = self.abs.ledger.allocations.get(t.allocation)
-                if r is not None:
-                    self._do(A.Release(holder, r.id))
 
 
 restrict(PressureMachine, PRESSURE_RULES)  # every composed rule outside `PRESSURE_RULES` is switched off

@@ -31,7 +31,7 @@ def _rules(machine: type) -> set[str]:
 def test_the_pressure_campaign_is_a_restriction_of_the_composed_machine() -> None:
     # A subset of the composed machine's rules plus its own steered ones; the same spec and predicates.
     assert _rules(PressureMachine) == set(PRESSURE_RULES)
-    assert _rules(PressureMachine) - _rules(ManagerMachine) == {"answer_late"}  # `contend` redefined, `burst` shared
+    assert _rules(PressureMachine) - _rules(ManagerMachine) == {"answer_late"}  # `burst`, `order_among_waiters` shared
     assert PressureMachine.spec_step is ManagerMachine.spec_step and PressureMachine.check_step is ManagerMachine.check_step
     assert {"plan_and_reserve", "view", "allowance", "lower_limit"} <= _rules(ManagerMachine) - _rules(PressureMachine)
 
