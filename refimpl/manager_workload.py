@@ -1,14 +1,16 @@
-"""A seeded composed workload for `ortmem trace --composed`: every part of the manager, then settled.
+"""The seeded synthetic workload of `ortmem trace`: every part of the manager, then settled.
 
 Drives one `ProcessMemoryManager` (with a trace sink) through ledger
 leases (reserve / commit / cancel, recorded commits, quarantine),
-allowances (growth, map, transfer, unmap, close), an alias, requester
+allowances (growth, map, transfer, unmap, close; some stay open across
+later steps and a device loss), an alias, ledger verbs by any holder on
+any lease or allowance in any state (mostly refused), requester
 tickets (claimed, cancelled, timed out), holder pressure, capacity transactions, state
 bundles (a transaction joins one and its commit advances it; a mismatch
 poisons it, after which joins and commits of it are refused), limit
 changes and a device loss on shared authorities, with some bad input, and
-ends with every ticket, lease, transaction, pressure and limit change
-settled, so the trace replays clean against `spec.manager` with no
+ends with every ticket, lease, allowance, transaction, pressure and limit
+change settled (`settle`), so the trace replays clean against `spec.manager` with no
 declared boundary. Deterministic for a given seed. A limit change is taken as
 the spec's two steps (`refimpl.verify.manager_adapter`: no public verbs), with
 the holders' answers between them, so the trace records answered changes.
@@ -25,7 +27,7 @@ from spec.errors import GovernorError
 from spec.tickets import TicketState
 from spec.types import AllocState, ContextState, Role, Tier
 
-__all__ = ["run_manager_workload"]
+__all__ = ["run_manager_workload", "settle"]
 
 _AUTHORITIES = (("hbm0", Tier.DEVICE, 64), ("host", Tier.HOST, 96), ("hbm1", Tier.DEVICE, 32))
 
@@ -43,6 +45,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
     holders = [pmm.register_holder(n) for n in ("weights", "kv", "prefix")]
     auths = [pmm.register_authority(p, t, c) for p, t, c in _AUTHORITIES]
     alias = pmm.register_alias(auths[0], "uma")  # a view of hbm0: it owns no ledger, so no part takes it
+    wrong = {a: Tier.HOST if t is Tier.DEVICE else Tier.DEVICE for a, (_, t, _) in zip(auths, _AUTHORITIES)}
+    wrong[alias] = wrong[auths[0]]  # the tier no lease on it may have
     counts: dict[str, int] = {}
 
     def active() -> list[int]:
@@ -50,17 +54,19 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
         return [a for a in auths if m.ledger.authorities[a].context is ContextState.ACTIVE]
 
     def leases(m: Any) -> list[Any]:
-        owned = {t.allocation for t in m.tickets.values()} | {i for t in m.txs.values() for i in t.held}
-        return [r for r in m.ledger.allocations.values() if r.state is AllocState.LIVE and r.id not in owned]
+        return [r for r in m.ledger.allocations.values() if r.state is AllocState.LIVE and r.id not in _owned(m)]
 
     lost = False
-    for _ in range(operations):
+    seen: dict[int, int] = {}  # every allocation issued so far, retired ones too: its holder (for `_misuse_step`)
+    for step in range(operations):
         m = abstract_manager(pmm)
+        seen.update((r.id, r.holder) for r in m.ledger.allocations.values())
         live = active()
         if not live:
             break
         op = rng.choice(("submit", "submit", "claim", "cancel", "timeout", "lease", "lease", "release", "press",
-                         "tx", "limit", "bundle", "bundle", "allowance", "bad") + (("lose",) if not lost else ()))
+                         "tx", "limit", "bundle", "bundle", "allowance", "misuse", "bad")
+                        + (("lose",) if not lost and 2 * step >= operations else ()))  # one loss, late
         counts[op] = counts.get(op, 0) + 1
         if op == "submit":
             h, a, n, prio = rng.choice(holders), rng.choice(live), rng.randint(1, 24), rng.randint(0, 2)
@@ -75,6 +81,8 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                     _try(pmm.cancel_ticket if op == "cancel" else pmm.timeout_ticket, t.holder, t.id)
         elif op == "lease":
             a = rng.choice(live)
+            if auths[0] in live and rng.random() < 0.1:
+                a = alias  # a lease through the alias charges hbm0
             h = rng.choice(holders)
             if rng.random() < 0.15:  # memory the holder already allocated, recorded as committed
                 _try(pmm.record_committed, h, a, m.ledger.authorities[a].tier, rng.randint(1, 8), Role.KV)
@@ -84,23 +92,34 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                 r = abstract_manager(pmm).ledger.allocations[aid]
                 if rng.random() < 0.25:
                     _try(pmm.cancel, r.holder, aid)  # the allocator failed: the reservation goes back
-                    got = _try(pmm.try_reserve, r.holder, a, 1)  # and retries try-only: a lease now or a refusal now
+                    # and retries try-only (on the ledger: tickets never name an alias): a lease or a refusal now
+                    got = _try(pmm.try_reserve, r.holder, m.ledger.authorities[a].alias_of or a, 1)
                     if got is not None:  # which then grows, admitted as a try-reserve would be (refused past it)
                         _try(pmm.grow_lease, r.holder, got, 1)
+                        _try(pmm.grow_lease, r.holder, got, m.ledger.authorities[a].capacity)
                 else:
+                    if aid % 4 == 0:
+                        _try(pmm.commit, r.holder, aid, r.reserved + 1)  # past the reservation: refused (C2)
                     _try(pmm.commit, r.holder, aid, rng.randint(1, r.reserved))
         elif op == "release":
             ls = leases(m)
             if ls:
                 r = rng.choice(ls)
-                if r.id % 3 == 0:  # the holder gives part of it back first, or all of it (refused: a release)
+                if r.id % 3 == 0:  # the holder gives part of it back first (all of it is refused: a release)
+                    _try(pmm.shrink_lease, r.holder, r.id, r.nbytes)
                     _try(pmm.shrink_lease, r.holder, r.id, r.nbytes // 2 or 1)
                 if rng.random() < 0.25:  # a free the allocator could not confirm: quarantined, part released
-                    _try(pmm.quarantine, r.holder, r.id, rng.randint(0, r.charge))
+                    _try(pmm.quarantine, r.holder, r.id, rng.randint(0, r.charge + 1))  # past it: refused
                 else:
                     _try(pmm.release, r.holder, r.id)
         elif op == "allowance":
             _allowance_step(pmm, rng, rng.choice(holders), rng.choice(live + [alias]))
+        elif op == "misuse":  # mostly on a recent lease, retired ones too; never on a ticket's or a transaction's
+            pool = sorted(seen.items())
+            pool = [r for r in (pool[-8:] if rng.random() < 0.75 else pool) if r[0] not in _owned(m)]
+            ws = sorted((w.id, w.holder) for w in m.ledger.allowances.values())
+            for _ in range(8):
+                _misuse_step(pmm, rng, holders, wrong, pool, ws)
         elif op == "press":
             ls = leases(m)
             if ls:
@@ -147,9 +166,25 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                 _try(pmm.reconfigure, a)
         elif op == "lose":
             lost = True
-            a = rng.choice(live)
-            _try(pmm.lose_device, a)
-            _try(pmm.confirm_termination, a)
+            a = rng.choice(live + [alias])  # through the alias, its ledger's device is lost
+            h = rng.choice(holders)
+            w = _try(pmm.open_allowance, h, a, 4)  # an allowance open and mapped there when the device goes
+            if w is not None:
+                _try(pmm.reserve_growth, h, w, 2)
+                _try(pmm.map_allowance, h, w, 1)
+            m = abstract_manager(pmm)
+            dev = m.ledger.authorities[a].alias_of or a
+            on = {x for x, au in m.ledger.authorities.items() if dev in (x, au.alias_of)}
+            rs = sorted((r.id, r.holder) for r in m.ledger.allocations.values()
+                        if r.authority in on and r.id not in _owned(m))
+            ws = sorted((w.id, w.holder) for w in m.ledger.allowances.values() if w.authority in on)
+            for verb in (pmm.lose_device, pmm.confirm_termination, pmm.lose_device):  # a late second report
+                _try(verb, a)
+            if w is not None:  # its holder, not told yet, grows and maps there: refused
+                _try(pmm.reserve_growth, h, w, 1)
+                _try(pmm.map_allowance, h, w, 1)
+            for _ in range(6):  # and so do the others, with what they had there
+                _misuse_step(pmm, rng, holders, {a: wrong[a]}, rs, ws)
         else:  # bad input: every part refuses it with a typed error, and the trace records the refusal
             _try(rng.choice((lambda: pmm.submit(holders[0], auths[0], 0, 0, Role.KV),
                              lambda: pmm.claim(holders[0], 10**6),
@@ -167,7 +202,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
     _try(pmm.set_process_quota, Tier.DEVICE, charged)
     _try(pmm.try_reserve, holders[1], auths[2], 1)
     _try(pmm.set_process_quota, Tier.DEVICE, None)
-    _settle(pmm)
+    settle(pmm)
     # Removing a provider (C3): refused while its alias (or anything else) pins it; the alias owns nothing.
     for a in (auths[0], alias, auths[0]):
         _try(pmm.remove_authority, a)
@@ -189,7 +224,38 @@ def _allowance_step(pmm: Any, rng: random.Random, holder: int, authority: int) -
         if w2 is not None:
             _try(pmm.transfer_allowance, holder, w, w2, rng.randint(1, 2))
             _close(pmm, holder, w2)
-    _close(pmm, holder, w)
+    if rng.random() < 0.7:  # else it stays open (mapped or not) for later steps, a loss, or `settle`
+        _close(pmm, holder, w)
+
+
+def _owned(m: Any) -> set[int]:
+    """The allocations a ticket or a transaction holds: theirs to settle, not a holder's lease."""
+    return {t.allocation for t in m.tickets.values()} | {i for t in m.txs.values() for i in t.held}
+
+
+def _misuse_step(pmm: Any, rng: random.Random, holders: list[int], wrong: dict[int, Tier],
+                 rs: list[tuple[int, int]], ws: list[tuple[int, int]]) -> None:
+    """A ledger verb, of any size, by its owner or any holder, on one of the leases `rs` (in any state, retired
+    too) or the allowances `ws` (each (id, owner)): the owner's verb in the right state and size is taken, the
+    rest refused (ForeignHolder, InvalidTransition, InvalidBytes); or an admission no ledger of `wrong` takes (an
+    alias, a lost device): a lease of the tier it is not (TierMismatch, DeviceLost on a lost one first), an
+    allowance past its capacity (AllowanceExceeded). A refusal changes nothing."""
+    h, n = rng.choice(holders), rng.choice((1, 2, 48))
+    pick = rng.randrange(3)
+    if pick == 0 and rs:
+        r, owner = rng.choice(rs)
+        h = owner if rng.random() < 0.5 else h
+        _try(*rng.choice(((pmm.commit, h, r, n), (pmm.quarantine, h, r, rng.choice((0, n))), (pmm.release, h, r),
+                          (pmm.cancel, h, r))))
+    elif pick == 1 and ws:
+        w, owner = rng.choice(ws)
+        h = owner if rng.random() < 0.5 else h
+        _try(*rng.choice(((pmm.reserve_growth, h, w, n), (pmm.map_allowance, h, w, n), (pmm.unmap_allowance, h, w, n),
+                          (pmm.close_allowance, h, w))))
+    else:
+        a = rng.choice(sorted(wrong))
+        _try(*rng.choice(((pmm.reserve, h, a, wrong[a], n, Role.WEIGHTS),
+                          (pmm.record_committed, h, a, wrong[a], n, Role.KV), (pmm.open_allowance, h, a, 1 << 20))))
 
 
 def _close(pmm: Any, holder: int, w: int) -> None:
@@ -236,8 +302,10 @@ def _bundle_step(pmm: Any, rng: random.Random, holder: int, live: list[int], bun
             _try(pmm.report_mismatch, b)
 
 
-def _settle(pmm: Any) -> None:
-    """Leave nothing live: cancel tickets, abort transactions, close pressure and limit changes, release leases."""
+def settle(pmm: Any) -> None:
+    """Leave nothing live, through the public verbs: cancel tickets, abort transactions, close pressure and limit
+    changes, drop views, unmap and close allowances, release leases and cancel reservations (the trace ends
+    clean)."""
     m = abstract_manager(pmm)
     for t in sorted(m.tickets.values(), key=lambda t: t.id):
         _try(pmm.cancel_ticket, t.holder, t.id)
@@ -250,6 +318,8 @@ def _settle(pmm: Any) -> None:
         _try(commit_limit, pmm, a)
     for v in sorted(abstract_manager(pmm).views):
         _try(pmm.drop_view, v)  # a view pins the lease it is over (C6)
+    for w in sorted(abstract_ledger(pmm).allowances.values(), key=lambda w: w.id):
+        _close(pmm, w.holder, w.id)
     for r in sorted(abstract_manager(pmm).ledger.allocations.values(), key=lambda r: r.id):
         if r.state is AllocState.LIVE:
             _try(pmm.release, r.holder, r.id)

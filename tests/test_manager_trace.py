@@ -49,12 +49,68 @@ def _kinds(lines: list[bytes]) -> dict[str, int]:
     return out
 
 
+@pytest.fixture(scope="module")
+def seeded() -> list[list[bytes]]:
+    return [_trace(seed) for seed in range(4)]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_composed_workload_replays_clean(seed: int) -> None:
-    lines = _trace(seed)
+def test_composed_workload_replays_clean(seeded: list[list[bytes]], seed: int) -> None:
+    lines = seeded[seed]
     r = replay_manager_lines(lines)
     assert r.ok, r.describe()
     assert r.events == len(lines)
+
+
+# What the ledger-only workload (`ortmem trace --ledger`, gone with #21) drove, the one workload drives: each
+# ledger and allowance verb refused for each cause a holder can give it (not only bad ids).
+LEDGER_REFUSALS = [
+    ("commit", "ForeignHolder"), ("commit", "InvalidBytes"), ("commit", "InvalidTransition"),
+    ("cancel", "ForeignHolder"), ("cancel", "InvalidTransition"), ("release", "ForeignHolder"),
+    ("release", "InvalidTransition"), ("quarantine", "ForeignHolder"), ("quarantine", "InvalidBytes"),
+    ("quarantine", "InvalidTransition"), ("reserve", "TierMismatch"), ("reserve", "DeviceLost"),
+    ("record_committed", "TierMismatch"), ("record_committed", "DeviceLost"), ("open_allowance", "AllowanceExceeded"),
+    ("open_allowance", "DeviceLost"), ("map_allowance", "ForeignHolder"), ("map_allowance", "DeviceLost"),
+    ("unmap_allowance", "ForeignHolder"), ("unmap_allowance", "InvalidBytes"), ("reserve_growth", "ForeignHolder"),
+    ("reserve_growth", "DeviceLost"),
+]
+
+
+@pytest.mark.parametrize("kind, error", LEDGER_REFUSALS)
+def test_the_workload_refuses_each_ledger_verb_for_each_cause(seeded: list[list[bytes]], kind: str,
+                                                              error: str) -> None:
+    said = [(ev["kind"], ev["payload"].get("error")) for lines in seeded for ev in map(json.loads, lines)]
+    assert (kind, error) in said, f"no {kind} refused with {error} in the workload's seeds 0-3"
+
+
+def test_the_workload_leases_through_the_alias_and_settles_allowances_a_loss_left_open(
+        seeded: list[list[bytes]]) -> None:
+    """Read from the traces alone: an accepted lease named through the alias (it charges the aliased ledger),
+    and an allowance open when its device was lost, closed after the loss (by a holder or `settle`)."""
+    through_alias = closed_after_loss = 0
+    for lines in seeded:
+        canon: dict[int, int] = {}
+        lost: set[int] = set()
+        open_on: dict[int, int] = {}
+        at_loss: set[int] = set()
+        for ev in map(json.loads, lines):
+            kind, ids, p = ev["kind"], ev["ids"], ev["payload"]
+            if kind == CONFIGURE or p["outcome"] != "accepted":
+                continue
+            a = canon.get(ids.get("authority"), ids.get("authority"))
+            if kind == "register_alias":
+                canon[p["result"]] = ids["of"]
+            elif kind in ("reserve", "record_committed"):
+                through_alias += ids["authority"] in canon
+            elif kind == "open_allowance":
+                open_on[p["result"]] = a
+            elif kind == "lose_device" and a not in lost:
+                lost.add(a)
+                at_loss |= {w for w, on in open_on.items() if on == a}
+            elif kind == "close_allowance":
+                closed_after_loss += ids["allowance"] in at_loss
+                open_on.pop(ids["allowance"], None)
+    assert through_alias and closed_after_loss, (through_alias, closed_after_loss)
 
 
 _PARTS = {
@@ -100,6 +156,7 @@ def test_composed_trace_names_every_part(cli_trace: list[str], part: str) -> Non
 def test_composed_events_match_the_schema(lines: list[bytes]) -> None:
     schema = json_schema()
     assert json.loads(SCHEMA.read_text()) == schema, "run `ortmem trace --write-schema`"
+    jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     for raw in lines:
         validator.validate(json.loads(raw))
