@@ -53,9 +53,9 @@ from invariants.manager_scope import manager_model
 from invariants.manager_replay import replay_manager_lines
 from refimpl.verify.checkers import CHECKERS
 from refimpl.manager import ProcessMemoryManager
+from refimpl.manager_workload import run_manager_workload
 from refimpl.tracing import JsonlSink
 from refimpl.verify import PROFILES
-from refimpl.workload import run_workload
 from spec.guards import GUARDS, GuardSet, Layer
 
 
@@ -450,7 +450,7 @@ def _nothing3(s: Any, a: Any, n: Any) -> None:
 
 def bench_replay() -> dict:
     buf = io.StringIO()
-    run_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0, operations=5000)
+    run_manager_workload(ProcessMemoryManager(trace=JsonlSink(buf)), seed=0, operations=5000)
     lines = [line.encode() for line in buf.getvalue().splitlines()]
     t0 = time.perf_counter()
     r = replay_manager_lines(lines)

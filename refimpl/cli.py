@@ -138,8 +138,6 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--aging-bound", type=bounded(1, 2**63 - 1), default=4,
                    help="the manager's aging bound (rounds until a pending ticket is matured, I13); the trace's "
                         "configure event carries it to the replay")
-    t.add_argument("--ledger", action="store_true",
-                   help="the ledger-only workload (ledger operations only) instead of the composed manager's")
     _json(t, "a summary of the trace written (events per kind and revision)")
     r = sub.add_parser("replay", help="check a JSONL trace against the spec (independent of refimpl)",
                        epilog=EXIT_CODES)

@@ -170,8 +170,8 @@ class _Consulted(GuardSet_):  # type: ignore[misc, valid-type]
 
 def trace(args: argparse.Namespace, console: Console) -> int:
     from refimpl.manager import ProcessMemoryManager
+    from refimpl.manager_workload import run_manager_workload
     from refimpl.tracing import JsonlSink
-    from refimpl.workload import run_workload
     from spec.errors import GovernorError
 
     probe_json(args)
@@ -191,15 +191,9 @@ def trace(args: argparse.Namespace, console: Console) -> int:
         raise Unusable("name the output file")
     probe_file(args.out)
     try:
-        with open(args.out, "w") as f:
-            if args.ledger:
-                run_workload(ProcessMemoryManager(trace=JsonlSink(f), aging_bound=args.aging_bound), seed=args.seed,
-                             operations=args.operations)
-            else:  # every part of the one manager: tickets, pressure, transactions, limits, device loss
-                from refimpl.manager import ProcessMemoryManager as Composed
-                from refimpl.manager_workload import run_manager_workload
-                run_manager_workload(Composed(trace=JsonlSink(f), aging_bound=args.aging_bound), seed=args.seed,
-                                     operations=args.operations)
+        with open(args.out, "w") as f:  # every part of the one manager, then settled
+            run_manager_workload(ProcessMemoryManager(trace=JsonlSink(f), aging_bound=args.aging_bound),
+                                 seed=args.seed, operations=args.operations)
     except OSError as e:
         raise Unusable(f"cannot write {args.out}: {e.strerror or e}") from None
     except GovernorError as e:  # an argument the manager refuses (argparse bounds most of them first)
@@ -223,7 +217,6 @@ def _trace_summary(args: argparse.Namespace) -> dict[str, Any]:
             rejected += (event.get("payload") or {}).get("outcome") == "rejected"
     return {"path": args.out, "events": sum(kinds.values()), "rejected": rejected, "seed": args.seed,
             "operations": args.operations, "aging_bound": args.aging_bound,
-            "workload": "ledger" if args.ledger else "manager",
             "revisions": dict(sorted(revisions.items())), "kinds": dict(sorted(kinds.items()))}
 
 

@@ -66,9 +66,9 @@ def test_verify_checks_output_paths_before_any_work(tmp_path, monkeypatch, capsy
 ], ids=lambda v: " ".join(v) if type(v) is list else "")
 def test_usage_errors_are_one_line_on_stderr_before_any_work(tmp_path, monkeypatch, capsys, argv, said) -> None:
     import refimpl.demo as D
-    import refimpl.workload as W
+    import refimpl.manager_workload as W
 
-    monkeypatch.setattr(W, "run_workload", _no_work)
+    monkeypatch.setattr(W, "run_manager_workload", _no_work)
     monkeypatch.setattr(D, "run_demo", _no_work)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == EXIT_USAGE

@@ -78,7 +78,7 @@ def test_invalid_trace_is_refused(lines: list[bytes], match: str) -> None:
 
 def test_cli_view_writes_the_page(tmp_path: Path) -> None:
     trace, page = tmp_path / "t.jsonl", tmp_path / "timeline.html"
-    assert main(["trace", str(trace), "--seed", "1", "--ledger"]) == 0
+    assert main(["trace", str(trace), "--seed", "1"]) == 0
     assert main(["view", str(trace), "-o", str(page)]) == 0
     assert page.read_text().startswith("<!DOCTYPE html>")  # a bad trace: test_cli_conventions.py
 

@@ -1,7 +1,7 @@
 """The `ortmem view` page in headless Debian chromium (Playwright, no browser download).
 
-For a composed (`ortmem trace`), a ledger (`--ledger`) and a transaction
-trace: the page loads without console errors, uncaught exceptions or any
+For a composed trace (`ortmem trace`), a short one of another seed and a
+transaction trace: the page loads without console errors, uncaught exceptions or any
 request; its in-page model equals `refimpl.view_model` on the same trace;
 it draws one chart per
 authority with the holders' series stacked, the limit, hover detail; the
@@ -82,9 +82,9 @@ def tx_trace() -> str:
 def traces(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("traces")
     out = {}
-    for name, extra in (("composed", []), ("ledger", ["--ledger"])):
+    for name, extra in (("composed", ["--seed", "1"]), ("short", ["--seed", "2", "--operations", "40"])):
         out[name] = d / f"{name}.jsonl"
-        assert main(["trace", str(out[name]), "--seed", "1", *extra]) == 0
+        assert main(["trace", str(out[name]), *extra]) == 0
     out["tx"] = d / "tx.jsonl"
     out["tx"].write_text(tx_trace())
     out["empty"] = d / "empty.jsonl"
@@ -146,7 +146,7 @@ def _open(browser, trace: Path, tmp_path: Path):
     return page, errors, requests
 
 
-@pytest.mark.parametrize("kind", ["composed", "ledger", "tx"])
+@pytest.mark.parametrize("kind", ["composed", "short", "tx"])
 def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str) -> None:
     trace = traces[kind]
     names, cap, used = _expected(trace)
@@ -156,7 +156,7 @@ def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str
     assert model == json.loads(json.dumps(timeline_data(trace.read_bytes().splitlines())))  # JS == Python
     assert page.locator("div.panel[data-authority]").count() == len(cap) == len(model["authorities"])
     drawn = page.eval_on_selector_all("path[data-series]", "ps => ps.map(p => [p.dataset.authority, p.dataset.series])")
-    assert len({a for a, _ in drawn}) >= 2 if kind != "ledger" else 2  # stacked series on several charts
+    assert len({a for a, _ in drawn}) >= 2  # stacked series on several charts
     per_chart = {}
     for a, k in drawn:
         per_chart.setdefault(int(a), set()).add(k)
@@ -195,7 +195,7 @@ def test_page_stacks_every_trace_kind(browser, traces, tmp_path: Path, kind: str
     page.close()
 
 
-@pytest.mark.parametrize("kind", ["composed", "ledger", "tx"])
+@pytest.mark.parametrize("kind", ["composed", "short", "tx"])
 def test_page_model_equals_python_model(browser, traces, tmp_path: Path, kind: str) -> None:
     """The page's parser and model (the file picker's path) against `refimpl.view` on the same text."""
     page, errors, _ = _open(browser, traces["empty"], tmp_path)
@@ -209,12 +209,12 @@ def test_page_model_equals_python_model(browser, traces, tmp_path: Path, kind: s
 def test_file_picker_empty_and_rejected_traces(browser, traces, tmp_path: Path) -> None:
     page, errors, requests = _open(browser, traces["composed"], tmp_path)
     assert not page.locator("#message").is_visible()
-    ledger = timeline_data(traces["ledger"].read_bytes().splitlines())
-    page.set_input_files("#file", str(traces["ledger"]))
+    short = timeline_data(traces["short"].read_bytes().splitlines())
+    page.set_input_files("#file", str(traces["short"]))
     _wait(page, "window.ortmemTimeline.loaded === 1")
-    assert page.evaluate("window.ortmemTimeline.model.events") == ledger["events"]
-    assert page.locator("div.panel[data-authority]").count() == len(ledger["authorities"])
-    assert "ledger.jsonl: " in page.inner_text("#summary")
+    assert page.evaluate("window.ortmemTimeline.model.events") == short["events"]
+    assert page.locator("div.panel[data-authority]").count() == len(short["authorities"])
+    assert "short.jsonl: " in page.inner_text("#summary")
     page.set_input_files("#file", str(traces["empty"]))
     _wait(page, "window.ortmemTimeline.loaded === 2")
     assert page.locator("#message").is_visible()
