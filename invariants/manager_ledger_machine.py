@@ -42,9 +42,15 @@ class LedgerMachine(ManagerMachine):
 
     @rule(data=st.data())
     def observe(self, data: st.DataObject) -> None:
-        """An authority's figures (an oversubscribed one, when there is one, every other time) must equal the
-        spec's reading and an independent one (C8, I2)."""
+        """An authority's figures (an oversubscribed one, when there is one, every other time; with none, now and
+        then bytes recorded past a limit first) must equal the spec's reading and an independent one (C8, I2)."""
         over = sorted(a.id for a in self.abs.ledger.authorities.values() if a.used > a.limit)
+        live, holders = self._active(), self._holders()
+        if not over and live and holders and data.draw(st.integers(0, 3)) == 0:  # none: record bytes past a limit
+            a = self.abs.ledger.authorities[data.draw(st.sampled_from(live))]
+            self._do(A.RecordCommitted(data.draw(st.sampled_from(holders)), a.id, a.tier, a.limit - a.used + 1,
+                                       Role.KV))
+            over = sorted(a.id for a in self.abs.ledger.authorities.values() if a.used > a.limit)
         aid = data.draw(st.sampled_from(over)) if over and data.draw(st.booleans()) else self._authority(data)
         if not hasattr(self.gov, "snapshot") or aid not in self.abs.ledger.authorities:
             return

@@ -45,6 +45,9 @@ def test_campaign_reaches_deep_states_and_rejects_bad_input() -> None:
     for error in ("CapacityDenied", "ForeignHolder", "InvalidTransition", "InvalidBytes", "UnknownHolder",
                   "IdentityMismatch", "TierMismatch", "DeviceLost", "AllowanceExceeded"):
         assert stats.rejected.get(error, 0) > 0, f"campaign never produced {error}"
+    # The verdict's R1 asks each clause's case 20 times: an oversubscribed ledger observed (steered by `observe`).
+    evaluated, held = stats.coverage["observe_snapshot.oversubscription_reported"]
+    assert held >= 20, (evaluated, held)
 
 
 def test_campaign_with_contracts_off_still_refines() -> None:
