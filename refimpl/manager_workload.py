@@ -13,7 +13,9 @@ ends with every ticket, lease, allowance, transaction, pressure and limit
 change settled (`settle`), so the trace replays clean against `spec.manager` with no
 declared boundary. Deterministic for a given seed. A limit change is taken as
 the spec's two steps (`refimpl.verify.manager_adapter`: no public verbs), with
-the holders' answers between them, so the trace records answered changes.
+the holders' answers between them, so the trace records answered changes. After
+the random steps a scripted tour (`_tour`) reaches, whatever the seed, what they
+reach only by luck, and ages a ticket so that the trace tells aging bounds apart.
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
                              lambda: pmm.report_mismatch(10**6),
                              lambda: pmm.submit(holders[0], alias, 4, 0, Role.KV),  # tickets name the ledger
                              lambda: pmm.lower_limit(auths[0], -1))))
+    _tour(pmm, *holders)
     _try(pmm.submit, holders[0], auths[0], 4, 0, Role.KV, 3)  # D13: an alignment that is no power of two
     _try(pmm.try_reserve, holders[0], auths[0], 4, 0, Role.KV, 6)
     # The device tier's process quota (I1): set at what it charges, so a try-reserve is refused; then removed (its
@@ -210,6 +213,45 @@ def run_manager_workload(pmm: Any, seed: int = 0, operations: int = 400) -> dict
     _try(pmm.unregister_holder, holders[0])
     _try(pmm.unregister_holder, pmm.register_holder("done"))
     return counts
+
+
+def _tour(pmm: Any, h: int, k: int, p: int) -> None:
+    """What random steps reach only by luck, reached whatever the seed, on a ledger of its own (its rounds are the
+    tour's) and settled. Aging (I13): of 10 B, 9 B leased and an 8 B ticket waiting, a 1 B probe submitted in round
+    2j and cancelled in round 2j + 1 is granted iff 2j < the aging bound: the trace tells bounds 2, 4, 6 and 8
+    apart. Then the lease shrinks, is pinned when pressed, the pressure expires, another is withdrawn; released,
+    the waiting ticket is granted and claimed, its lease grows; a reservation is cancelled, a try-reserve
+    quarantined (its byte stays charged), a commit recorded, allowance moved, a bundle poisoned, the ledger
+    reconfigured. Each is accepted; the steps marked refused are refused (a refusal would be recorded, not raised)."""
+    a = pmm.register_authority("aging", Tier.HOST, 10)
+    lease = _try(pmm.reserve, h, a, Tier.HOST, 9, Role.WEIGHTS)
+    _try(pmm.commit, h, lease, 9)
+    big = _try(pmm.submit, k, a, 8)  # round 1: waits
+    for _ in range(3):
+        _try(pmm.cancel_ticket, p, _try(pmm.submit, p, a, 1))  # granted or still waiting: cancelled either way
+    _try(pmm.shrink_lease, h, lease, 9)  # all of it: refused (that is a release)
+    _try(pmm.shrink_lease, h, lease, 4)
+    _try(pmm.set_use, h, lease, True, False)
+    pid = _try(pmm.press, h, a, 4, 1, 4)
+    _try(pmm.answer, h, pid, (lease,), 4)  # pinned: refused (PinnedVictim)
+    _try(pmm.set_use, h, lease, False, False)
+    _try(pmm.expire_pressure, pid, 5)
+    _try(pmm.answer, h, pid, (), 5)  # too late: refused (StaleAnswer)
+    _try(pmm.cancel_pressure, _try(pmm.press, h, a, 4))
+    _try(pmm.release, h, lease)  # the 8 B ticket fits now: granted
+    mine = _try(pmm.claim, k, big)
+    _try(pmm.grow_lease, k, mine, 1)
+    _try(pmm.grow_lease, k, mine, 10)  # past the capacity: refused
+    _try(pmm.cancel, k, _try(pmm.reserve, k, a, Tier.HOST, 1, Role.WEIGHTS))
+    _try(pmm.quarantine, k, _try(pmm.try_reserve, k, a, 1), 0)
+    _try(pmm.release, k, mine)
+    _try(pmm.release, p, _try(pmm.record_committed, p, a, Tier.HOST, 2, Role.KV))
+    w, w2 = _try(pmm.open_allowance, p, a, 2), _try(pmm.open_allowance, p, a, 2)
+    _try(pmm.transfer_allowance, p, w, w2, 1)
+    _try(pmm.close_allowance, p, w)
+    _try(pmm.close_allowance, p, w2)
+    _try(pmm.report_mismatch, _try(pmm.open_bundle))
+    _try(pmm.reconfigure, a)
 
 
 def _allowance_step(pmm: Any, rng: random.Random, holder: int, authority: int) -> None:
