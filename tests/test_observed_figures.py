@@ -101,6 +101,7 @@ def test_the_converted_alias_recording_states_the_figure_ledger_1_left_out() -> 
 
 
 # --- refimpl's own trace of a short composed run ------------------------------------------
+# Each case below finds its event whatever the seed: the rare ones are the workload's tour's.
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +115,8 @@ def own() -> list[bytes]:
 
 
 def _authority(ev: dict[str, Any]) -> tuple[str, str] | None:
-    a = ev["ids"].get("authority")  # an alias (ids 4 and up in this run) owns no ledger: it names authority 1
-    return ("used", str(a)) if a in (1, 2, 3) and str(a) in ev["payload"]["used"] else None
+    a = ev["ids"].get("authority")  # the alias (4 in this run) owns no ledger: it names authority 1; 5 is the tour's
+    return ("used", str(a)) if a != 4 and str(a) in ev["payload"]["used"] else None
 
 
 def _allocation(ev: dict[str, Any]) -> tuple[str, str] | None:
