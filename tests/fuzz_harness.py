@@ -34,7 +34,7 @@ from spec.errors import CalloutFailed, GovernorError
 from spec.types import Role, Tier
 from trace_harness import lines_of
 
-__all__ = ["HOSTILE", "HOSTILE_RATE", "FUZZ_SETTINGS", "IntSub", "run_fuzz", "report", "pick", "replayed"]
+__all__ = ["HOSTILE", "HOSTILE_RATE", "FUZZ_SETTINGS", "IntSub", "run_fuzz", "report", "replayed"]
 
 
 class IntSub(int):
@@ -58,13 +58,6 @@ HOSTILE = st.one_of(
                      IntSub(2), object(), [], {}, (), (1,), Tier.HOST, Role.KV, print, 1j]),
     st.text(max_size=4),
 )
-
-def pick(data: Any, ids: Sequence[int]) -> int:
-    """A live id, or (one time in eight, or when there is none) an id never issued."""
-    if not ids or data.draw(_HOSTILE_NOW):
-        return max(ids, default=0) + 1000
-    return data.draw(st.sampled_from(list(ids)))
-
 
 FUZZ_SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
