@@ -1,12 +1,12 @@
 """Issue #14: exception safety as a property, by seeded fault injection at every call-out point.
 
 Faults (Exception subclasses, a GovernorError, KeyboardInterrupt, SystemExit)
-are injected at holder pressure callbacks, at the wait and the claim inside
-`acquire`, and at trace sinks, chosen by `random.Random(seed)` so a failure
-reproduces from its seed. After every faulted call the part's invariants
-hold, no pressure ticket is left open by a raising callback, and at the end
-everything settles through the public API to an empty, fully free ledger:
-no byte is lost or charged twice, whatever was raised where. (ORT session
+are injected at the wait and the claim inside `acquire` and at trace sinks,
+chosen by `random.Random(seed)` so a failure reproduces from its seed. After
+every faulted call the part's invariants hold, and at the end everything
+settles through the public API to an empty, fully free ledger: no byte is
+lost or charged twice, whatever was raised where. (Holder callbacks, the
+wake-up and the timeout path: tests/test_manager_faults.py; ORT session
 creation faults: tests/ort/test_ort_faults.py.)
 """
 
@@ -45,46 +45,6 @@ def _settle(pmm: ProcessMemoryManager, a: int) -> None:
         if r.state is AllocState.LIVE:
             pmm.release(r.holder, r.id)
     settled(pmm, a)
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-def test_faulty_holder_callbacks_leave_the_manager_consistent(seed) -> None:
-    rng = random.Random(seed)
-    g, a, hs = one_pool(96, 2, aging_bound=2)
-
-    def callback(gov, pid, target):
-        h = abstract_manager(gov).pressures[pid].holder
-        if rng.random() < 0.5:  # answer first (re-entrant), then maybe fail anyway
-            m = abstract_manager(gov)
-            idle = tuple(r.id for r in m.ledger.allocations.values()
-                         if r.holder == h and r.state is AllocState.LIVE and r.id not in m.uses)[:1]
-            gov.answer(h, pid, idle, 0)
-        if rng.random() < 0.7:
-            raise rng.choice(FAULTS)
-
-    for h in hs:
-        g.register_callback(h, callback)
-    for _ in range(40):
-        h = rng.choice(hs)
-        if rng.random() < 0.5:
-            try:
-                g.try_reserve(h, a, rng.randint(1, 30))
-            except GovernorError:
-                pass
-            continue
-        COUNTS["callback calls"] += 1
-        pid = abstract_manager(g).next_pressure
-        raised = False
-        try:
-            g.press(h, a, rng.randint(1, 40), deadline=10)
-        except BaseException as e:
-            raised = True
-            COUNTS[f"callback fault: {type(e).__name__}"] += 1
-        m = abstract_manager(g)
-        IM.check_all(m)
-        if raised:  # answered before raising, or cancelled: never left open for nobody to answer
-            assert pid not in m.pressures, m.pressures
-    _settle(g, a)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -188,12 +148,11 @@ def test_the_seeds_reach_every_fault_kind(capsys) -> None:
     # this process ran (pytest -n splits a file across workers): a seed set that no longer reaches a fault kind fails.
     COUNTS.clear()
     for seed in SEEDS:
-        for test in (test_faulty_holder_callbacks_leave_the_manager_consistent,
-                     test_faults_inside_acquire_never_leave_a_grant_behind, test_faulty_trace_sinks_lose_no_outcome):
+        for test in (test_faults_inside_acquire_never_leave_a_grant_behind, test_faulty_trace_sinks_lose_no_outcome):
             test(seed)
     with capsys.disabled():
         print("\n[faults] " + ", ".join(f"{k}: {v}" for k, v in sorted(COUNTS.items())))
-    assert COUNTS["callback calls"] > 100 and COUNTS["sink fault reported as TraceSinkFailed"] > 0, COUNTS
+    assert COUNTS["sink fault reported as TraceSinkFailed"] > 0, COUNTS
     for where in ("wait-before", "wait-after", "claim-before", "claim-after"):
         assert any(k.startswith(f"acquire fault at {where}:") for k in COUNTS), (where, COUNTS)
     # A typed error raised after the claim took effect is a refusal that changed the ledger: the contract names it.

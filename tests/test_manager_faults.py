@@ -7,10 +7,11 @@ pressure callback (before and after it answers, from `press` and from
 inside `acquire` (before or after the grant that wakes it), the wake-up of
 parked waiters and the timeout path of `acquire`. Each point is chosen by
 `random.Random(seed)`, so a failure reproduces from its seed. After every
-faulted call the ledger is exact (`exact`): `used` is the sum of the live
-charges, the live allocations are exactly the leases the caller was handed,
-no ticket is left pending or granted, no pressure ticket is left open and no
-limit change pending; at the end everything settles to a free ledger.
+faulted call the manager is exact (`exact`): every state predicate holds
+(`invariants.manager.check_all`), `used` is the sum of the live charges,
+the live allocations are exactly the leases the caller was handed, no ticket
+is left pending or granted, no pressure ticket is left open and no limit
+change pending; at the end everything settles to a free ledger.
 
 The first tests are the regressions of three leaks found while writing these
 (each failed before the fix in `refimpl/manager/`): a trace sink raising on
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 from refimpl_manager_harness import conserved, idle, lease, make, parked
 
+from invariants import manager as IM
 from refimpl.manager import ProcessMemoryManager
 from refimpl.manager import arbitration as _arbitration
 from refimpl.verify.manager_hooks import abstract_manager, ledger_lock
@@ -66,6 +68,7 @@ class _Sink:
 def exact(pmm: ProcessMemoryManager, held: set[int]) -> None:
     """The ledger is exact and nothing is left behind by a fault: the checks every faulted call must pass."""
     m = abstract_manager(pmm)
+    IM.check_all(m)  # every manager and ledger state predicate
     conserved(m)  # used == the sum of the live charges; a granted ticket's bytes are one provisional charge
     live = {i for i, r in m.ledger.allocations.items() if r.state is AllocState.LIVE}
     assert live == held, f"leases nobody holds: {sorted(live - held)}; leases lost: {sorted(held - live)}"
