@@ -96,6 +96,20 @@ class ViewRules:
         if (r := self.abs.ledger.allocations.get(v.allocation)) is not None and r.state is AllocState.LIVE:
             self._do(A.Release(r.holder, r.id))
 
+    @rule(data=st.data())
+    def execute_foreign_provisional(self, data: st.DataObject) -> None:
+        """Steered (the `view` rule binds another open transaction's provisional view only when two happen to be
+        open): two transactions publish provisional views, one binds the other's (refused: that transaction may
+        still abort its bytes, C6), then both abort."""
+        first = self._fresh_view(data, commit=False)
+        second = self._fresh_view(data, commit=False)
+        if first is not None and second is not None:
+            v = self.abs.views[first]
+            self._do(M.ExecuteView(self.abs.views[second].tx, first, v.generation))
+        for vid in (first, second):
+            if vid is not None and (tx := self.abs.views[vid].tx) in self.abs.txs:
+                self._do(M.AbortTx(tx))
+
     def _drop(self, data: st.DataObject) -> None:
         """Drop a view: mostly a committed one (sometimes first bound by a fresh execution: ViewInUse, I9),
         sometimes a provisional one (refused); before the drop, its lease is released or quarantined (refused,

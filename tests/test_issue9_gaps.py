@@ -122,3 +122,14 @@ def test_kv_growth_that_releases_the_old_lease_first_is_caught() -> None:
     assert seen[-3].event.startswith("release") and seen[-3].held > seen[-3].leased  # in use, charged to no one
     with pytest.raises(InvariantViolation, match="^I8c.*KV leases charge only"):
         observed_I8c_kv_leased(seen)
+
+
+@pytest.mark.parametrize("profile", ["quick", "thorough"])
+@pytest.mark.parametrize("name", ["provisional_view_shared", "spec_provisional_view_shared"])
+def test_binding_another_transactions_provisional_view_is_found_in_both_profiles(name: str, profile: str) -> None:
+    """C6's provisional_view_private, made to fail in either layer under either budget: the composed campaign's
+    steered `execute_foreign_provisional` has one open transaction bind another's provisional view. (Without it,
+    once the campaign also steered `burst`, the thorough profile found neither mutant: C6 partial.)"""
+    r = _job("mutant", name, MUTANTS[name].layer.value, profile)
+    assert r.found, r.message
+    assert "state_C6_views.provisional_view_private" in (r.clause, *r.clauses), r.message
