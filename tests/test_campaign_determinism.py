@@ -47,3 +47,22 @@ def test_without_the_import_the_search_depends_on_history() -> None:
     """The negative control: what `import_every_module` guards against happens without it."""
     if _search("fresh", "none") == _search("history", "none"):
         pytest.skip("this Hypothesis draws no constants from the imported modules' source: nothing to guard")
+
+
+def test_a_module_that_cannot_be_imported_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module left from an older build or install (one that imports a name since deleted) is named, with what
+    to do, where `ortmem verify` imports every module first (the parent does, before any worker starts)."""
+    import pkgutil
+
+    from refimpl.verify import job
+
+    real = pkgutil.walk_packages
+
+    def walk(path: list[str], prefix: str = "") -> object:
+        yield from real(path, prefix)
+        yield pkgutil.ModuleInfo(None, prefix + "left_from_an_old_build", False)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(job.pkgutil, "walk_packages", walk)
+    with pytest.raises(ImportError, match=r"cannot import spec\.left_from_an_old_build from .*: No module named "
+                                          r".*older build or install\? rebuild or reinstall ortmem"):
+        job.import_every_module.__wrapped__()  # past the once-a-process cache

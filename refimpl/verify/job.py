@@ -279,7 +279,11 @@ def import_every_module() -> None:
 
     for package in (spec, invariants, refimpl):
         for m in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-            importlib.import_module(m.name)
+            try:
+                importlib.import_module(m.name)
+            except ImportError as e:  # e.g. a module left behind in an old build or install of ortmem
+                raise ImportError(f"cannot import {m.name} from {package.__path__[0]}: {e} (a module left from "
+                                  "an older build or install? rebuild or reinstall ortmem)") from e
 
 
 def _start_worker(live_queue: Any) -> None:
@@ -379,8 +383,8 @@ def _campaigns_and_controls(profile: str, progress: Progress, jobs: int | None, 
         progress(phase, done[phase], totals[phase])
 
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    import_every_module()  # here first: a module that cannot be imported is named, not a broken worker pool
     if workers <= 1:
-        import_every_module()
         for i, (kind, name, layer) in enumerate(work):
             with searching(search), reporting(_Counter(lambda counts, i=i: live(labels[i], counts))):
                 record(i, _job(kind, name, layer, profile))
