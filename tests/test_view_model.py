@@ -1,4 +1,4 @@
-"""`refimpl.view_model` on small hand-written traces of each revision: exact series, limits, oversubscription."""
+"""`refimpl.view_model` on small hand-written traces: exact series, limits, oversubscription."""
 
 from __future__ import annotations
 
